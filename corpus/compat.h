@@ -1,0 +1,59 @@
+// compat.h: makes every corpus kernel compile unchanged with nvcc (real CUDA headers) and with
+// clang + /work/shared/cuda/cudamini.h (no CUDA toolkit). Under clang, cudamini.h arrives through
+// `-include` (see gen-clang.sh); this header adds what it lacks. The PTX-level helpers below are
+// inline asm so that both compilers emit exactly the instruction the kernel means to exercise.
+#pragma once
+
+#ifndef __NVCC__
+__device__ __forceinline__ unsigned __umulhi(unsigned a, unsigned b) {
+    return (unsigned)(((unsigned long long)a * (unsigned long long)b) >> 32);
+}
+#endif
+
+#define CORPUS_FULL_MASK 0xffffffffu
+#define CORPUS_FLT_MAX 3.402823466e38f
+
+// f16 and bf16 are carried as their raw 16 bits (unsigned short): clang with -nocudainc has no
+// cuda_fp16.h, and raw bits make the CPU reference comparison exact.
+__device__ __forceinline__ unsigned short f32_to_f16_bits(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float f16_bits_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short f16_fma_bits(unsigned short a, unsigned short b, unsigned short c) {
+    unsigned short d;
+    asm("fma.rn.f16 %0, %1, %2, %3;" : "=h"(d) : "h"(a), "h"(b), "h"(c));
+    return d;
+}
+__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// Bit-field and byte-permute instructions with PTX's own semantics (pos/len taken mod 256).
+__device__ __forceinline__ unsigned ptx_bfe_u32(unsigned a, unsigned pos, unsigned len) {
+    unsigned d;
+    asm("bfe.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(pos), "r"(len));
+    return d;
+}
+__device__ __forceinline__ int ptx_bfe_s32(int a, unsigned pos, unsigned len) {
+    int d;
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(pos), "r"(len));
+    return d;
+}
+__device__ __forceinline__ unsigned ptx_bfi_b32(unsigned a, unsigned b, unsigned pos, unsigned len) {
+    unsigned d;
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(pos), "r"(len));
+    return d;
+}
+__device__ __forceinline__ unsigned ptx_prmt_b32(unsigned a, unsigned b, unsigned sel) {
+    unsigned d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
