@@ -1,0 +1,89 @@
+//! A launch builder: geometry plus a typed argument list, enqueued on a stream.
+
+use crate::{Arg, Dim3, DeviceBuffer, Kernel, LaunchConfig, Pod, Result, Stream};
+
+/// A scalar kernel argument; its WIT case carries its width.
+pub trait Scalar: Pod {
+    /// The argument for this value.
+    fn arg(self) -> Arg<'static>;
+}
+
+macro_rules! scalar {
+    ($($t:ty => $case:ident),*) => {$(
+        impl Scalar for $t {
+            fn arg(self) -> Arg<'static> {
+                Arg::$case(self)
+            }
+        }
+    )*};
+}
+scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32,
+        u64 => U64, f32 => F32, f64 => F64);
+
+/// A kernel launch being assembled. Defaults: grid 1×1×1, block 1×1×1, no dynamic shared memory.
+pub struct Launch<'a> {
+    kernel: &'a Kernel,
+    config: LaunchConfig,
+    args: Vec<Arg<'a>>,
+}
+
+fn dim(x: u32, y: u32, z: u32) -> Dim3 {
+    Dim3 { x, y, z }
+}
+
+impl<'a> Launch<'a> {
+    /// Starts a launch of `kernel`.
+    pub fn new(kernel: &'a Kernel) -> Self {
+        let config = LaunchConfig { grid: dim(1, 1, 1), block: dim(1, 1, 1), shared_mem_bytes: 0 };
+        Self { kernel, config, args: Vec::new() }
+    }
+
+    /// Grid extents in blocks.
+    pub fn grid(mut self, x: u32, y: u32, z: u32) -> Self {
+        self.config.grid = dim(x, y, z);
+        self
+    }
+
+    /// A one-dimensional grid.
+    pub fn grid1(self, x: u32) -> Self {
+        self.grid(x, 1, 1)
+    }
+
+    /// Block extents in threads.
+    pub fn block(mut self, x: u32, y: u32, z: u32) -> Self {
+        self.config.block = dim(x, y, z);
+        self
+    }
+
+    /// A one-dimensional block.
+    pub fn block1(self, x: u32) -> Self {
+        self.block(x, 1, 1)
+    }
+
+    /// Dynamic shared memory per block, in bytes.
+    pub fn shared_mem(mut self, bytes: u32) -> Self {
+        self.config.shared_mem_bytes = bytes;
+        self
+    }
+
+    /// Appends a buffer argument (its first element).
+    pub fn buffer<T: Pod>(self, buffer: &'a DeviceBuffer<T>) -> Self {
+        self.arg(buffer.arg_at(0))
+    }
+
+    /// Appends a scalar argument.
+    pub fn scalar<S: Scalar>(self, value: S) -> Self {
+        self.arg(value.arg())
+    }
+
+    /// Appends a raw argument.
+    pub fn arg(mut self, arg: Arg<'a>) -> Self {
+        self.args.push(arg);
+        self
+    }
+
+    /// Enqueues the launch on `stream` and returns without waiting for it.
+    pub fn enqueue(self, stream: &Stream) -> Result<()> {
+        stream.launch(self.kernel, self.config, &self.args)
+    }
+}
