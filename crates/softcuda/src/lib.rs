@@ -1,1 +1,21 @@
-//! placeholder
+//! softcuda: a software CUDA driver. It exports libcuda's C ABI (same symbol names and struct
+//! layouts as `cuda.h`, SONAME `libcuda.so`) and runs PTX on the CPU through the `ptxvm`
+//! interpreter, so gpuhost and plain driver-API C programs run without a GPU.
+//!
+//! It also holds [`loader`], which picks NVIDIA's libcuda or softcuda for the process before
+//! cudarc's first call.
+//!
+//! Layout: [`exports`] is the one list of C entry points; each is a thin shim over a driver-object
+//! module (`device`, `context`, `stream`, `event`, `module`, `memory`, `launch`) that returns
+//! `Result<_, CUresult>` — the driver API's own error type.
+#![deny(missing_docs)]
+
+mod abi;
+mod device;
+mod driver;
+mod error;
+mod errors;
+pub mod exports;
+pub mod loader;
+
+pub use error::LoaderError;

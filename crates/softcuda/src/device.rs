@@ -1,0 +1,225 @@
+//! The one device softcuda exposes (ordinal 0): its name, UUID, memory size and attributes,
+//! chosen to look like a compute-capability 9.0 part whose SMs are the host's CPU cores.
+
+use cudarc::driver::sys::{CUdevice_attribute as A, CUresult};
+
+use crate::abi::CuResult;
+use crate::driver;
+
+/// The device name every query reports.
+pub(crate) const NAME: &str = "softcuda";
+
+/// Threads per block, as on every NVIDIA part since Fermi.
+pub(crate) const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// Largest block in each dimension.
+pub(crate) const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+/// Largest grid in each dimension.
+pub(crate) const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+/// Static shared memory a block may use without opting in.
+pub(crate) const MAX_SHARED_PER_BLOCK: u32 = 48 * 1024;
+/// Shared memory a block may use after `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` (H100/H200).
+pub(crate) const MAX_SHARED_PER_BLOCK_OPTIN: u32 = 227 * 1024;
+/// Shared memory per SM (H100/H200).
+pub(crate) const MAX_SHARED_PER_SM: u32 = 228 * 1024;
+/// Threads resident per SM.
+pub(crate) const MAX_THREADS_PER_SM: u32 = 2048;
+/// Blocks resident per SM.
+pub(crate) const MAX_BLOCKS_PER_SM: u32 = 32;
+/// Registers per SM and per block.
+pub(crate) const REGISTERS: u32 = 65536;
+/// Warp width.
+pub(crate) const WARP_SIZE: u32 = 32;
+
+/// Checks a device ordinal; only 0 exists.
+pub(crate) fn check(ordinal: i32) -> CuResult<()> {
+    driver::ensure_init()?;
+    if ordinal == 0 {
+        Ok(())
+    } else {
+        Err(CUresult::CUDA_ERROR_INVALID_DEVICE)
+    }
+}
+
+/// A stable UUID for the device ("softcuda" followed by a version-1 style tail).
+pub(crate) fn uuid() -> [u8; 16] {
+    *b"softcuda\x00\x01\x90\x00\x00\x00\x00\x01"
+}
+
+/// The value of device attribute `attr` (a raw `CUdevice_attribute`), or
+/// `CUDA_ERROR_INVALID_VALUE` for one softcuda does not know.
+pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
+    let sms = i32::try_from(driver::cores()).unwrap_or(i32::MAX);
+    let table: &[(A, i32)] = &[
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            MAX_THREADS_PER_BLOCK as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+            MAX_BLOCK_DIM[0] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+            MAX_BLOCK_DIM[1] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
+            MAX_BLOCK_DIM[2] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+            MAX_GRID_DIM[0] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+            MAX_GRID_DIM[1] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+            MAX_GRID_DIM[2] as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+            MAX_SHARED_PER_BLOCK as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 64 * 1024),
+        (A::CU_DEVICE_ATTRIBUTE_WARP_SIZE, WARP_SIZE as i32),
+        (A::CU_DEVICE_ATTRIBUTE_MAX_PITCH, i32::MAX),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK,
+            REGISTERS as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1_980_000),
+        (A::CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512),
+        (A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1),
+        (A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, sms),
+        (A::CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0),
+        (A::CU_DEVICE_ATTRIBUTE_INTEGRATED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1),
+        (A::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0),
+        (A::CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512),
+        (A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1),
+        (A::CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0),
+        (A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0),
+        (A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0),
+        (A::CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 2_619_000),
+        (A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120),
+        (A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50 * 1024 * 1024),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+            MAX_THREADS_PER_SM as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 1),
+        (A::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1),
+        (A::CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32),
+        (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9),
+        (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
+        (A::CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1),
+        (A::CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1),
+        (A::CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+            MAX_SHARED_PER_SM as i32,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+            REGISTERS as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1),
+        (A::CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID, 0),
+        (A::CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 1),
+        (
+            A::CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO,
+            2,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0),
+        (A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0),
+        (A::CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1),
+        (
+            A::CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+            0,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0),
+        (A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 0),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            MAX_SHARED_PER_BLOCK_OPTIN as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, 0),
+        (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 0),
+        (
+            A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+            0,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+            1,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
+            0,
+        ),
+        (
+            A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+            MAX_BLOCKS_PER_SM as i32,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 0),
+        (
+            A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+            1024,
+        ),
+        (A::CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0),
+        (A::CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 1),
+        (A::CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 0),
+        (A::CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, 0),
+        (A::CU_DEVICE_ATTRIBUTE_NUMA_ID, -1),
+        (A::CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1),
+    ];
+    table
+        .iter()
+        .find(|(a, _)| *a as u32 == attr)
+        .map(|&(_, v)| v)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_report_compute_capability_9_0() {
+        assert_eq!(
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as u32),
+            Ok(9)
+        );
+        assert_eq!(
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as u32),
+            Ok(0)
+        );
+        assert_eq!(
+            attribute(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X as u32),
+            Ok(i32::MAX)
+        );
+    }
+
+    #[test]
+    fn unknown_attribute_is_invalid_value() {
+        assert_eq!(attribute(9999), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(
+            attribute(A::CU_DEVICE_ATTRIBUTE_MAX as u32),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! Process-wide driver state: whether `cuInit` ran, the configured device memory size, and the
+//! handle counter every driver object draws from.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+
+/// The environment variable giving the device memory size in bytes.
+pub(crate) const MEMORY_ENV: &str = "SOFTCUDA_MEMORY";
+
+/// Device memory when `SOFTCUDA_MEMORY` is unset: 16 GiB.
+const DEFAULT_MEMORY: u64 = 16 << 30;
+
+/// The value cuDriverGetVersion reports (CUDA 12.8).
+pub(crate) const DRIVER_VERSION: i32 = 12080;
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// `cuInit`: only flags 0 is valid, as in NVIDIA's driver.
+pub(crate) fn init(flags: u32) -> CuResult<()> {
+    if flags != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    INITIALIZED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Fails with `CUDA_ERROR_NOT_INITIALIZED` until `cuInit` has succeeded.
+pub(crate) fn ensure_init() -> CuResult<()> {
+    if INITIALIZED.load(Ordering::Acquire) {
+        Ok(())
+    } else {
+        Err(CUresult::CUDA_ERROR_NOT_INITIALIZED)
+    }
+}
+
+/// Total device memory: `SOFTCUDA_MEMORY` bytes (read once) or 16 GiB.
+pub(crate) fn total_memory() -> u64 {
+    static TOTAL: OnceLock<u64> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::env::var(MEMORY_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or(DEFAULT_MEMORY)
+    })
+}
+
+/// CPU threads a kernel's blocks are spread over; also the reported SM count.
+pub(crate) fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The kinds of handle the driver hands out; the tag sits in the low bits of the value so that a
+/// stream passed where an event is expected is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tag {
+    Context = 1,
+    Module = 2,
+    Function = 3,
+    Stream = 4,
+    Event = 5,
+}
+
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);
+
+/// A fresh handle value, never handed out before in this process (so a stale handle can never
+/// reach a newer object).
+pub(crate) fn new_handle(tag: Tag) -> u64 {
+    let id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+    (id << 4) | tag as u64
+}
+
+/// Whether `value` could be a handle of kind `tag` (nonzero, right tag).
+pub(crate) fn has_tag(value: u64, tag: Tag) -> bool {
+    value != 0 && value & 0xf == tag as u64
+}

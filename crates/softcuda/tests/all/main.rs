@@ -1,0 +1,4 @@
+//! softcuda's integration tests: the C ABI called from Rust (the rlib's `extern "C"` fns), the
+//! loader + cudarc path into the built `libsoftcuda.so`, and a C program linked with `-lcuda`.
+
+mod loader;
