@@ -1,1 +1,57 @@
-//! placeholder
+//! gpuhost: a process-scoped CUDA host for Rust services.
+//!
+//! One [`Host`] per device holds the device's primary context for the process (exactly one
+//! retain), binds it on every entry from any thread, and detects a context torn down under it
+//! (a foreign reset or an extra release): handles of the old context generation then refuse
+//! with [`Error::ContextLost`]. Kernels come from [`Registry`]s (the modules of one model),
+//! released only when nothing holds them; a [`ModelSlot`] swaps models under load. Launches
+//! are checked, enqueued, and complete through a [`Completion`] future woken by a per-host
+//! completion thread.
+//!
+//! ```no_run
+//! # fn main() -> gpuhost::Result<()> {
+//! let host = gpuhost::host(0)?;
+//! let reg = gpuhost::Registry::load(&host, "bundles/model-a")?;
+//! let out = host.alloc(4 * 256)?;
+//! let k = reg.kernel_labeled("stamp", "req-1")?;
+//! let stream = host.stream()?;
+//! let done = stream.launch(&k, gpuhost::LaunchConfig::for_elements(256, 128),
+//!     &[gpuhost::Arg::Buffer(&out, 0), gpuhost::Arg::U32(256)])?;
+//! done.wait()?; // or `.await`
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod buffer;
+mod completion;
+mod driver;
+mod error;
+mod facts;
+mod host;
+mod launch;
+mod manifest;
+mod module;
+pub mod ptx_sig;
+mod registry;
+mod release;
+mod slot;
+mod stats;
+mod stream;
+
+pub use buffer::DeviceBuffer;
+pub use completion::Completion;
+pub use driver::{DriverInfo, DriverKind, device_count, driver};
+pub use error::{Error, Result};
+pub use facts::{DeviceFacts, MemInfo};
+pub use host::{Host, host};
+pub use launch::{Arg, LaunchConfig, ParamInfo};
+pub use manifest::{ModuleImage, ModuleSource};
+pub use registry::{Kernel, ParamSource, Registry};
+pub use release::{ReleaseRefused, ReleaseReport, release};
+pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
+pub use stats::HostStats;
+pub use stream::{Event, Stream};
+
+/// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
+/// deliberately disturb) the raw driver API.
+pub use cudarc::driver::sys;

@@ -1,0 +1,195 @@
+//! Device memory: a cheaply cloneable handle, freed when the last clone and every launch using it end.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::stats::Counters;
+
+/// A device allocation of one host and one context generation.
+#[derive(Clone)]
+pub struct DeviceBuffer {
+    pub(crate) inner: Arc<BufferInner>,
+}
+
+pub(crate) struct BufferInner {
+    pub(crate) host: Arc<Host>,
+    pub(crate) raw: CUdeviceptr,
+    len: usize,
+    pub(crate) generation: u64,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("device", &self.inner.host.ordinal())
+            .field("len", &self.inner.len)
+            .field("generation", &self.inner.generation)
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    pub(crate) fn alloc(host: &Arc<Host>, bytes: usize) -> Result<Self> {
+        let generation = host.enter()?;
+        let mut raw: CUdeviceptr = 0;
+        // cuMemAlloc rejects 0 bytes; a 1-byte allocation keeps empty buffers valid handles.
+        // SAFETY: context bound by enter(); `raw` is a valid out pointer.
+        let r = unsafe { sys::cuMemAlloc_v2(&mut raw, bytes.max(1)) };
+        host.classify("cuMemAlloc_v2", r)?;
+        Counters::inc(&host.counters.live_buffers);
+        Ok(Self {
+            inner: Arc::new(BufferInner {
+                host: host.clone(),
+                raw,
+                len: bytes,
+                generation,
+            }),
+        })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The context generation this buffer belongs to.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation
+    }
+
+    /// The device this buffer lives on.
+    pub fn device(&self) -> usize {
+        self.inner.host.ordinal()
+    }
+
+    /// The raw device address (for interop; valid while this handle lives and the generation is current).
+    pub fn device_ptr(&self) -> u64 {
+        self.inner.raw
+    }
+
+    fn range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.inner.len => Ok(()),
+            _ => Err(Error::OutOfBounds {
+                offset,
+                len,
+                size: self.inner.len,
+            }),
+        }
+    }
+
+    fn enter(&self) -> Result<()> {
+        self.inner.host.enter_for(self.inner.generation).map(|_| ())
+    }
+
+    /// Copy `data` to the buffer at `offset` (synchronous).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.range(offset, data.len())?;
+        self.enter()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside the allocation (checked above); data is readable for its length.
+        let r = unsafe {
+            sys::cuMemcpyHtoD_v2(
+                self.inner.raw + offset as u64,
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        };
+        self.inner.host.classify("cuMemcpyHtoD_v2", r)
+    }
+
+    /// Copy from the buffer at `offset` into `out` (synchronous).
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.range(offset, out.len())?;
+        self.enter()?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside the allocation; out is writable for its length.
+        let r = unsafe {
+            sys::cuMemcpyDtoH_v2(
+                out.as_mut_ptr().cast(),
+                self.inner.raw + offset as u64,
+                out.len(),
+            )
+        };
+        self.inner.host.classify("cuMemcpyDtoH_v2", r)
+    }
+
+    /// Set `len` bytes at `offset` to `value`.
+    pub fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
+        self.range(offset, len)?;
+        self.enter()?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside the allocation.
+        let r = unsafe { sys::cuMemsetD8_v2(self.inner.raw + offset as u64, value, len) };
+        self.inner.host.classify("cuMemsetD8_v2", r)
+    }
+
+    /// Copy `len` bytes from `src` at `src_offset` to this buffer at `offset`.
+    pub fn copy_from(
+        &self,
+        offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        if !Arc::ptr_eq(&self.inner.host, &src.inner.host) {
+            return Err(Error::DeviceMismatch {
+                what: "source buffer",
+                expected: self.device(),
+                found: src.device(),
+            });
+        }
+        self.range(offset, len)?;
+        src.range(src_offset, len)?;
+        self.enter()?;
+        src.enter()?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: both ranges lie inside live allocations of this context.
+        let r = unsafe {
+            sys::cuMemcpyDtoD_v2(
+                self.inner.raw + offset as u64,
+                src.inner.raw + src_offset as u64,
+                len,
+            )
+        };
+        self.inner.host.classify("cuMemcpyDtoD_v2", r)
+    }
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        Counters::dec(&self.host.counters.live_buffers);
+        // A buffer of a dead generation died with its context; its address may be reused by
+        // the new context, so freeing it would free someone else's memory.
+        match self.host.enter_for(self.generation) {
+            Ok(_) => {
+                // SAFETY: the allocation is ours, of the current context, and no clone or
+                // launch uses it any more (this is the last Arc).
+                let r = unsafe { sys::cuMemFree_v2(self.raw) };
+                if let Err(e) = self.host.classify("cuMemFree_v2", r) {
+                    self.host.drop_error("freeing a device buffer", &e);
+                }
+            }
+            Err(Error::ContextLost { .. }) => {}
+            Err(e) => self
+                .host
+                .drop_error("binding the context to free a buffer", &e),
+        }
+    }
+}

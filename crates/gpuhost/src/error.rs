@@ -1,0 +1,143 @@
+//! The one error type of gpuhost: variants by cause, each message telling the user what to do.
+
+use std::path::PathBuf;
+
+/// Result with gpuhost's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in gpuhost, by cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No CUDA driver could be loaded (no NVIDIA libcuda and no softcuda, or the driver failed to
+    /// initialise). Not cached: the next call tries again.
+    #[error(
+        "no CUDA driver: {reason} (install the NVIDIA driver, or set GPUHOST_DRIVER=softcuda with libsoftcuda.so built)"
+    )]
+    NoDriver {
+        /// Why no driver was usable.
+        reason: String,
+    },
+    /// The driver loaded but has no device with that ordinal.
+    #[error("no CUDA device with ordinal {ordinal}: the driver reports {count} device(s)")]
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+    /// The primary context was torn down under the host (foreign reset or an extra release). The
+    /// host has re-retained it as `generation`; handles of older generations are dead: load the
+    /// registry again, allocate buffers again.
+    #[error(
+        "the CUDA context was lost and re-created (now generation {generation}): handles from an older generation are invalid; reload registries and reallocate buffers"
+    )]
+    ContextLost {
+        /// The host's generation now.
+        generation: u64,
+    },
+    /// A sticky driver error (illegal address, launch failure, ...) poisoned the context: every
+    /// later call fails until the context is reset (see `Host::reset_poisoned`).
+    #[error(
+        "the CUDA context is poisoned by a sticky error {name} (from {call}); a kernel faulted; fix the kernel or its arguments, then reset the context with Host::reset_poisoned"
+    )]
+    ContextPoisoned {
+        /// The driver call that reported it.
+        call: &'static str,
+        /// The CUresult name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS.
+        name: String,
+    },
+    /// A registry cannot be released while others hold it or its kernels.
+    #[error("registry '{registry}' is still held by {count} holder(s): {}; drop them (or wait for those requests) and release again", holders.join(", "))]
+    HandlesOutstanding {
+        /// The registry's name.
+        registry: String,
+        /// How many holders.
+        count: usize,
+        /// Who: kernel name and the label given when the handle was taken, or "other Arc<Registry> handles".
+        holders: Vec<String>,
+    },
+    /// A module image failed to load; `log` is the driver's JIT error log.
+    #[error("module '{module}' ({}) failed to load: {log}", file.as_ref().map(|f| f.display().to_string()).unwrap_or_else(|| "in memory".into()))]
+    InvalidModule {
+        /// The module's name in the bundle.
+        module: String,
+        /// The file it came from, if any.
+        file: Option<PathBuf>,
+        /// The driver's JIT log (or the cause when there is none).
+        log: String,
+    },
+    /// A bundle directory or its manifest.toml is unreadable or malformed.
+    #[error("bundle {path}: {reason}")]
+    InvalidBundle {
+        /// The bundle directory or file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No kernel of that name in the registry.
+    #[error("no kernel '{name}' in registry '{registry}'; kernels there: {}", available.join(", "))]
+    KernelNotFound {
+        /// The name asked for.
+        name: String,
+        /// The registry's name.
+        registry: String,
+        /// The kernel names that exist.
+        available: Vec<String>,
+    },
+    /// Launch dimensions or shared memory exceed the device's limits, or are zero.
+    #[error("invalid launch of '{kernel}': {reason}")]
+    InvalidLaunch {
+        /// The kernel.
+        kernel: String,
+        /// What exceeds which limit.
+        reason: String,
+    },
+    /// The arguments do not match the kernel's parameter list.
+    #[error("arguments do not match kernel '{kernel}': {reason}")]
+    ArgMismatch {
+        /// The kernel.
+        kernel: String,
+        /// Which argument and how.
+        reason: String,
+    },
+    /// A handle of one device's host was used with another device's host.
+    #[error(
+        "{what} belongs to device {found} but was used on device {expected}: use handles of one device together"
+    )]
+    DeviceMismatch {
+        /// What was mismatched (kernel, buffer, event).
+        what: &'static str,
+        /// The device ordinal of the stream/host in use.
+        expected: usize,
+        /// The device ordinal the handle belongs to.
+        found: usize,
+    },
+    /// A buffer access out of the buffer's bounds.
+    #[error("buffer access out of bounds: offset {offset} + length {len} > buffer size {size}")]
+    OutOfBounds {
+        /// Start of the access.
+        offset: usize,
+        /// Length of the access.
+        len: usize,
+        /// The buffer's size.
+        size: usize,
+    },
+    /// Any other driver error.
+    #[error("CUDA driver call {call} failed: {name} ({code})")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The numeric CUresult.
+        code: u32,
+        /// The CUresult name.
+        name: String,
+    },
+}
+
+impl Error {
+    /// True for errors that mean the context is gone (the caller should reload).
+    pub fn is_context_lost(&self) -> bool {
+        matches!(self, Error::ContextLost { .. })
+    }
+}

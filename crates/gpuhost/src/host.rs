@@ -1,0 +1,373 @@
+//! The device host: one per device ordinal for the process, holding exactly one primary-context
+//! retain, binding it on every entry, and detecting a context torn down under it.
+//!
+//! Identity is checked with cuCtxGetId, not the handle value: a re-created primary context gets
+//! the same handle value but a new id. On loss the host re-retains (the old retain died with the
+//! old context, so it is never released), bumps its generation, and every handle of an older
+//! generation refuses to be used.
+
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Release};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::sys::{self, CUcontext, CUctx_st, CUdevice, CUevent, CUresult, CUstream};
+
+use crate::buffer::DeviceBuffer;
+use crate::completion::Completer;
+use crate::driver::{self, check, is_context_gone};
+use crate::error::{Error, Result};
+use crate::facts::{DeviceFacts, MemInfo};
+use crate::stats::{Counters, HostStats};
+use crate::stream::Stream;
+
+/// One device's primary context, held for the process's lifetime.
+pub struct Host {
+    ordinal: usize,
+    pub(crate) dev: CUdevice,
+    facts: DeviceFacts,
+    /// The retained primary context of the current generation.
+    ctx: AtomicPtr<CUctx_st>,
+    /// cuCtxGetId of `ctx` when we retained it (0 when the driver lacks cuCtxGetId).
+    ctx_id: AtomicU64,
+    generation: AtomicU64,
+    has_ctx_id: bool,
+    /// Serialises recovery so one loss yields one re-retain and one generation step.
+    recovery: Mutex<()>,
+    pub(crate) counters: Counters,
+    /// Pooled streams and events, tagged with their generation (stale ones are dropped, never destroyed).
+    streams: Mutex<Vec<(u64, usize)>>,
+    events: Mutex<Vec<(u64, usize)>>,
+    timing_events: Mutex<Vec<(u64, usize)>>,
+    pub(crate) completer: OnceLock<Completer>,
+}
+
+// SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
+// values) are process-wide driver objects usable from any thread once the context is current,
+// which every entry point ensures; mutable state is behind atomics and mutexes.
+unsafe impl Send for Host {}
+// SAFETY: as above; all shared mutation goes through atomics or mutexes.
+unsafe impl Sync for Host {}
+
+static HOSTS: Mutex<Option<HashMap<usize, Arc<Host>>>> = Mutex::new(None);
+
+/// The process's host for device `ordinal` (created on first call; the same Arc afterwards).
+/// A failed creation is not cached: the next call tries again.
+pub fn host(ordinal: usize) -> Result<Arc<Host>> {
+    let mut hosts = HOSTS.lock().unwrap_or_else(|p| p.into_inner());
+    let map = hosts.get_or_insert_with(HashMap::new);
+    if let Some(h) = map.get(&ordinal) {
+        return Ok(h.clone());
+    }
+    let h = Arc::new(Host::create(ordinal)?);
+    map.insert(ordinal, h.clone());
+    Ok(h)
+}
+
+impl Host {
+    fn create(ordinal: usize) -> Result<Self> {
+        let info = driver::driver()?;
+        let count = driver::device_count()?;
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let mut dev = 0;
+        // SAFETY: driver initialised; `dev` is a valid out pointer; ordinal < count.
+        check("cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut dev, ordinal as i32)
+        })?;
+        let facts = DeviceFacts::read(ordinal, dev, info.version)?;
+        let has_ctx_id = driver::has_symbol("cuCtxGetId");
+        let mut ctx: CUcontext = ptr::null_mut();
+        // SAFETY: `ctx` is a valid out pointer; this is the host's one retain, released never
+        // (the host lives for the process) or lost with the context.
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
+        })?;
+        // SAFETY: ctx was just retained.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+        let id = if has_ctx_id { read_ctx_id(ctx)? } else { 0 };
+        tracing::debug!(ordinal, name = %facts.name, driver = %info.kind, "host created");
+        Ok(Self {
+            ordinal,
+            dev,
+            facts,
+            ctx: AtomicPtr::new(ctx),
+            ctx_id: AtomicU64::new(id),
+            generation: AtomicU64::new(1),
+            has_ctx_id,
+            recovery: Mutex::new(()),
+            counters: Counters::default(),
+            streams: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
+            timing_events: Mutex::new(Vec::new()),
+            completer: OnceLock::new(),
+        })
+    }
+
+    /// Device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// Device facts, read from the driver when the host was created.
+    pub fn facts(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    /// The context generation: 1 at creation, +1 per detected context loss.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// Counters of live objects and events.
+    pub fn stats(&self) -> HostStats {
+        self.counters.snapshot(self.generation())
+    }
+
+    /// The raw primary context of the current generation (for benchmarks and tests that compare
+    /// with the raw driver API; gpuhost owns its one retain).
+    pub fn raw_context(&self) -> CUcontext {
+        self.ctx.load(Acquire)
+    }
+
+    /// Bind the context on this thread and verify it is still the one we retained; returns the
+    /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
+    /// does it itself.
+    pub fn enter(&self) -> Result<u64> {
+        loop {
+            let generation = self.generation.load(Acquire);
+            let ctx = self.ctx.load(Acquire);
+            let mut cur: CUcontext = ptr::null_mut();
+            // SAFETY: `cur` is a valid out pointer.
+            check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut cur) })?;
+            if cur != ctx {
+                // SAFETY: binding a (possibly stale) context handle is harmless: the identity
+                // check below catches a destroyed one.
+                let r = unsafe { sys::cuCtxSetCurrent(ctx) };
+                if is_context_gone(r) {
+                    self.recover(generation)?;
+                    continue;
+                }
+                check("cuCtxSetCurrent", r)?;
+            }
+            if !self.verify(ctx)? {
+                self.recover(generation)?;
+                continue;
+            }
+            // A recovery may have completed between our loads; re-check so that a verified new
+            // context is never reported with the old generation.
+            if self.generation.load(Acquire) == generation {
+                return Ok(generation);
+            }
+        }
+    }
+
+    /// Enter, then refuse a handle of an older generation.
+    pub(crate) fn enter_for(&self, handle_generation: u64) -> Result<u64> {
+        let generation = self.enter()?;
+        if generation != handle_generation {
+            return Err(Error::ContextLost { generation });
+        }
+        Ok(generation)
+    }
+
+    /// Is `ctx` still the context we retained?
+    fn verify(&self, ctx: CUcontext) -> Result<bool> {
+        if self.has_ctx_id {
+            let mut id = 0;
+            // SAFETY: `id` is a valid out pointer; a stale ctx yields an error code, not UB.
+            let r = unsafe { sys::cuCtxGetId(ctx, &mut id) };
+            if r == CUresult::CUDA_SUCCESS {
+                return Ok(id == self.ctx_id.load(Acquire));
+            }
+            if is_context_gone(r) {
+                return Ok(false);
+            }
+            check("cuCtxGetId", r)?;
+            return Ok(true);
+        }
+        let (mut flags, mut active) = (0u32, 0i32);
+        // SAFETY: valid out pointers; dev came from cuDeviceGet.
+        check("cuDevicePrimaryCtxGetState", unsafe {
+            sys::cuDevicePrimaryCtxGetState(self.dev, &mut flags, &mut active)
+        })?;
+        Ok(active != 0)
+    }
+
+    /// Map a driver result from a call made on this host: context-gone results trigger the
+    /// identity check (and recovery), and become ContextLost.
+    pub(crate) fn classify(&self, call: &'static str, r: CUresult) -> Result<()> {
+        if r == CUresult::CUDA_SUCCESS {
+            return Ok(());
+        }
+        if is_context_gone(r) {
+            let generation = self.enter()?;
+            return Err(Error::ContextLost { generation });
+        }
+        check(call, r)
+    }
+
+    /// Re-retain after the context behind `seen_generation` was lost.
+    fn recover(&self, seen_generation: u64) -> Result<()> {
+        let _guard = self.recovery.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Acquire) != seen_generation {
+            return Ok(()); // another thread already recovered
+        }
+        let mut ctx: CUcontext = ptr::null_mut();
+        // SAFETY: valid out pointer. The old retain died with the old context, so this is again
+        // exactly one retain held by the host.
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, self.dev)
+        })?;
+        // SAFETY: ctx was just retained.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+        let id = if self.has_ctx_id {
+            read_ctx_id(ctx)?
+        } else {
+            0
+        };
+        // Pooled handles belonged to the dead context; their values may be reused by the new
+        // one, so they are forgotten, never destroyed.
+        for pool in [&self.streams, &self.events, &self.timing_events] {
+            let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
+            let n = p.len() as u64;
+            p.clear();
+            let c = if std::ptr::eq(pool, &self.streams) {
+                &self.counters.live_streams
+            } else {
+                &self.counters.live_events
+            };
+            c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.ctx.store(ctx, Release);
+        self.ctx_id.store(id, Release);
+        let generation = seen_generation + 1;
+        self.generation.store(generation, Release);
+        Counters::inc(&self.counters.context_losses);
+        tracing::warn!(
+            ordinal = self.ordinal,
+            generation,
+            "primary context was lost; re-retained"
+        );
+        Ok(())
+    }
+
+    /// A stream from the host's pool (returned to it on drop).
+    pub fn stream(self: &Arc<Self>) -> Result<Stream> {
+        let generation = self.enter()?;
+        let raw = match take_pooled(&self.streams, generation) {
+            Some(s) => s as CUstream,
+            None => {
+                let mut s: CUstream = ptr::null_mut();
+                // SAFETY: context bound by enter(); `s` is a valid out pointer.
+                let r = unsafe {
+                    sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+                };
+                self.classify("cuStreamCreate", r)?;
+                Counters::inc(&self.counters.live_streams);
+                s
+            }
+        };
+        Ok(Stream::new(self.clone(), raw, generation))
+    }
+
+    pub(crate) fn return_stream(&self, generation: u64, raw: CUstream) {
+        give_pooled(&self.streams, generation, raw as usize, self.generation());
+        if generation != self.generation() {
+            Counters::dec(&self.counters.live_streams);
+        }
+    }
+
+    /// A pooled event (timing disabled, for completion tracking, or timing enabled).
+    pub(crate) fn event(&self, generation: u64, timing: bool) -> Result<CUevent> {
+        let pool = if timing {
+            &self.timing_events
+        } else {
+            &self.events
+        };
+        if let Some(e) = take_pooled(pool, generation) {
+            return Ok(e as CUevent);
+        }
+        let flags = if timing {
+            sys::CUevent_flags::CU_EVENT_DEFAULT as u32
+        } else {
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+        };
+        let mut e: CUevent = ptr::null_mut();
+        // SAFETY: the caller has entered the host; `e` is a valid out pointer.
+        let r = unsafe { sys::cuEventCreate(&mut e, flags) };
+        self.classify("cuEventCreate", r)?;
+        Counters::inc(&self.counters.live_events);
+        Ok(e)
+    }
+
+    pub(crate) fn return_event(&self, generation: u64, raw: CUevent, timing: bool) {
+        let pool = if timing {
+            &self.timing_events
+        } else {
+            &self.events
+        };
+        give_pooled(pool, generation, raw as usize, self.generation());
+        if generation != self.generation() {
+            Counters::dec(&self.counters.live_events);
+        }
+    }
+
+    /// Allocate `bytes` of device memory.
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer> {
+        DeviceBuffer::alloc(self, bytes)
+    }
+
+    /// Free and total device memory.
+    pub fn mem_info(&self) -> Result<MemInfo> {
+        self.enter()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: context bound; valid out pointers.
+        let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+        self.classify("cuMemGetInfo_v2", r)?;
+        Ok(MemInfo {
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+
+    /// Block until all work in the context is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.enter()?;
+        // SAFETY: context bound by enter().
+        let r = unsafe { sys::cuCtxSynchronize() };
+        self.classify("cuCtxSynchronize", r)
+    }
+
+    /// Record an error from a Drop implementation (which must not panic).
+    pub(crate) fn drop_error(&self, what: &str, e: &Error) {
+        Counters::inc(&self.counters.drop_errors);
+        tracing::warn!(ordinal = self.ordinal, "{what}: {e}");
+    }
+}
+
+fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
+    let mut id = 0;
+    // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
+    check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
+    Ok(id)
+}
+
+fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {
+    let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
+    while let Some((g, h)) = p.pop() {
+        if g == generation {
+            return Some(h);
+        }
+    }
+    None
+}
+
+fn give_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64, raw: usize, current: u64) {
+    if generation == current {
+        pool.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((generation, raw));
+    }
+}

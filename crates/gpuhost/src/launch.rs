@@ -1,0 +1,339 @@
+//! Launch arguments and configuration, checked against the kernel's parameters and the device's
+//! limits before anything reaches the driver.
+
+use std::ffi::c_void;
+
+use crate::buffer::DeviceBuffer;
+use crate::error::{Error, Result};
+use crate::facts::DeviceFacts;
+
+/// One kernel parameter: where it sits in the parameter buffer and how big it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Byte offset in the parameter buffer.
+    pub offset: u32,
+    /// Size in bytes.
+    pub size: u32,
+}
+
+/// A typed kernel argument.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    /// A device pointer: the buffer's address plus a byte offset (kept alive until the launch ends).
+    Buffer(&'a DeviceBuffer, usize),
+    /// .s8
+    I8(i8),
+    /// .s16
+    I16(i16),
+    /// .s32
+    I32(i32),
+    /// .s64
+    I64(i64),
+    /// .u8
+    U8(u8),
+    /// .u16
+    U16(u16),
+    /// .u32
+    U32(u32),
+    /// .u64
+    U64(u64),
+    /// .f32
+    F32(f32),
+    /// .f64
+    F64(f64),
+    /// A by-value aggregate (a `.b8 x[N]` parameter), passed as its raw bytes.
+    Bytes(&'a [u8]),
+}
+
+impl Arg<'_> {
+    /// Size in bytes as the kernel sees it.
+    pub fn size(&self) -> usize {
+        match self {
+            Arg::Buffer(..) | Arg::I64(_) | Arg::U64(_) | Arg::F64(_) => 8,
+            Arg::I32(_) | Arg::U32(_) | Arg::F32(_) => 4,
+            Arg::I16(_) | Arg::U16(_) => 2,
+            Arg::I8(_) | Arg::U8(_) => 1,
+            Arg::Bytes(b) => b.len(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Arg::Buffer(..) => "Buffer",
+            Arg::I8(_) => "I8",
+            Arg::I16(_) => "I16",
+            Arg::I32(_) => "I32",
+            Arg::I64(_) => "I64",
+            Arg::U8(_) => "U8",
+            Arg::U16(_) => "U16",
+            Arg::U32(_) => "U32",
+            Arg::U64(_) => "U64",
+            Arg::F32(_) => "F32",
+            Arg::F64(_) => "F64",
+            Arg::Bytes(_) => "Bytes",
+        }
+    }
+
+    /// The scalar's bytes (little endian, as the device reads them); None for Bytes.
+    fn scalar(&self) -> Option<u64> {
+        Some(match *self {
+            Arg::Buffer(b, off) => b.device_ptr() + off as u64,
+            Arg::I8(v) => v as u8 as u64,
+            Arg::I16(v) => v as u16 as u64,
+            Arg::I32(v) => v as u32 as u64,
+            Arg::I64(v) => v as u64,
+            Arg::U8(v) => v as u64,
+            Arg::U16(v) => v as u64,
+            Arg::U32(v) => v as u64,
+            Arg::U64(v) => v,
+            Arg::F32(v) => v.to_bits() as u64,
+            Arg::F64(v) => v.to_bits(),
+            Arg::Bytes(_) => return None,
+        })
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: [u32; 3],
+    /// Threads per block (x, y, z).
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch covering `n` threads with `block` threads per block.
+    pub fn for_elements(n: u32, block: u32) -> Self {
+        let block = block.max(1);
+        Self {
+            grid: [n.div_ceil(block).max(1), 1, 1],
+            block: [block, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Check against the device's limits; each violation names the limit.
+    pub fn check(&self, kernel: &str, facts: &DeviceFacts) -> Result<()> {
+        let bad = |reason: String| {
+            Err(Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason,
+            })
+        };
+        let axes = ['x', 'y', 'z'];
+        for (i, axis) in axes.iter().enumerate() {
+            if self.grid[i] == 0 || self.block[i] == 0 {
+                return bad(format!(
+                    "grid {:?} / block {:?} has a zero dimension ({}); every dimension must be at least 1",
+                    self.grid, self.block, axis
+                ));
+            }
+            if self.grid[i] > facts.max_grid_dim[i] {
+                return bad(format!(
+                    "grid.{} = {} exceeds the device limit {}",
+                    axis, self.grid[i], facts.max_grid_dim[i]
+                ));
+            }
+            if self.block[i] > facts.max_block_dim[i] {
+                return bad(format!(
+                    "block.{} = {} exceeds the device limit {}",
+                    axis, self.block[i], facts.max_block_dim[i]
+                ));
+            }
+        }
+        let threads = self.block.iter().map(|&d| d as u64).product::<u64>();
+        if threads > facts.max_threads_per_block as u64 {
+            return bad(format!(
+                "block {:?} has {threads} threads, over the device limit of {} per block",
+                self.block, facts.max_threads_per_block
+            ));
+        }
+        if self.shared_mem_bytes > facts.max_shared_mem_per_block {
+            return bad(format!(
+                "{} bytes of dynamic shared memory exceed the device limit of {} per block",
+                self.shared_mem_bytes, facts.max_shared_mem_per_block
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Argument values laid out for cuLaunchKernel's `void** kernelParams`.
+pub(crate) struct PackedArgs {
+    /// The values `pointers` point into (heap storage, so moving PackedArgs keeps them valid).
+    scalars: Vec<u64>,
+    pointers: Vec<*mut c_void>,
+}
+
+impl PackedArgs {
+    /// The `kernelParams` array, valid while `self` lives.
+    pub(crate) fn as_params(&mut self) -> *mut *mut c_void {
+        self.pointers.as_mut_ptr()
+    }
+
+    /// Number of packed arguments.
+    pub(crate) fn len(&self) -> usize {
+        self.scalars.len()
+    }
+}
+
+/// Check `args` against `params` (count and per-argument size) and pack them.
+pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<PackedArgs> {
+    if args.len() != params.len() {
+        return Err(Error::ArgMismatch {
+            kernel: kernel.to_string(),
+            reason: format!(
+                "{} argument(s) given, the kernel takes {} (sizes {:?})",
+                args.len(),
+                params.len(),
+                params.iter().map(|p| p.size).collect::<Vec<_>>()
+            ),
+        });
+    }
+    for (i, (a, p)) in args.iter().zip(params).enumerate() {
+        if a.size() != p.size as usize {
+            return Err(Error::ArgMismatch {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "argument {i} is {} ({} bytes) but parameter {i} is {} bytes",
+                    a.kind(),
+                    a.size(),
+                    p.size
+                ),
+            });
+        }
+        if let Arg::Buffer(b, off) = a
+            && *off > b.len()
+        {
+            return Err(Error::ArgMismatch {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "argument {i}: offset {off} is past the end of a {}-byte buffer",
+                    b.len()
+                ),
+            });
+        }
+    }
+    let mut scalars: Vec<u64> = args.iter().map(|a| a.scalar().unwrap_or(0)).collect();
+    let base = scalars.as_mut_ptr();
+    let pointers = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match a {
+            Arg::Bytes(b) => b.as_ptr() as *mut c_void,
+            // SAFETY: i < scalars.len(); the Vec is never reallocated after this point.
+            _ => unsafe { base.add(i) }.cast::<c_void>(),
+        })
+        .collect();
+    Ok(PackedArgs { scalars, pointers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> DeviceFacts {
+        DeviceFacts {
+            ordinal: 0,
+            name: "test".into(),
+            compute_capability: (9, 0),
+            sm_count: 1,
+            max_threads_per_block: 1024,
+            max_block_dim: [1024, 1024, 64],
+            max_grid_dim: [i32::MAX as u32, 65535, 65535],
+            max_shared_mem_per_block: 48 * 1024,
+            warp_size: 32,
+            total_memory: 1 << 30,
+            driver_version: 12080,
+        }
+    }
+
+    fn cfg(grid: [u32; 3], block: [u32; 3], shared: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: shared,
+        }
+    }
+
+    #[test]
+    fn launch_config_within_limits_passes() {
+        assert!(
+            cfg([4, 1, 1], [256, 4, 1], 1024)
+                .check("k", &facts())
+                .is_ok()
+        );
+        assert_eq!(
+            LaunchConfig::for_elements(1000, 256).grid,
+            [4, 1, 1],
+            "1000 elements need 4 blocks of 256"
+        );
+    }
+
+    #[test]
+    fn launch_config_over_each_limit_is_invalid_launch_naming_it() {
+        let f = facts();
+        let cases = [
+            (cfg([1, 1, 1], [2048, 1, 1], 0), "block.x"),
+            (cfg([1, 1, 1], [64, 64, 1], 0), "4096 threads"),
+            (cfg([1, 70000, 1], [1, 1, 1], 0), "grid.y"),
+            (cfg([1, 1, 1], [1, 1, 128], 0), "block.z"),
+            (cfg([0, 1, 1], [1, 1, 1], 0), "zero dimension"),
+            (cfg([1, 1, 1], [1, 1, 1], 64 * 1024), "shared memory"),
+        ];
+        for (c, needle) in cases {
+            match c.check("k", &f) {
+                Err(Error::InvalidLaunch { reason, .. }) => {
+                    assert!(reason.contains(needle), "{reason} lacks {needle}")
+                }
+                other => panic!("{c:?}: expected InvalidLaunch, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn scalar_args_pack_little_endian_at_their_own_slot() {
+        let params = [
+            ParamInfo { offset: 0, size: 4 },
+            ParamInfo { offset: 8, size: 8 },
+            ParamInfo {
+                offset: 16,
+                size: 2,
+            },
+        ];
+        let mut p = pack("k", &params, &[Arg::F32(1.5), Arg::I64(-2), Arg::U16(7)]).unwrap();
+        assert_eq!(p.len(), 3);
+        let ptrs = p.as_params();
+        // SAFETY: three valid pointers into p's scalars, each 8 bytes, read while p lives.
+        let (a, b, c) = unsafe {
+            (
+                *(*ptrs.add(0) as *const f32),
+                *(*ptrs.add(1) as *const i64),
+                *(*ptrs.add(2) as *const u16),
+            )
+        };
+        assert_eq!((a, b, c), (1.5, -2, 7));
+    }
+
+    #[test]
+    fn wrong_count_or_size_is_arg_mismatch() {
+        let params = [ParamInfo { offset: 0, size: 8 }];
+        match pack("k", &params, &[]) {
+            Err(Error::ArgMismatch { reason, .. }) => assert!(reason.contains("0 argument(s)")),
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted a missing argument"),
+        }
+        match pack("k", &params, &[Arg::U32(1)]) {
+            Err(Error::ArgMismatch { reason, .. }) => {
+                assert!(reason.contains("argument 0 is U32 (4 bytes)"), "{reason}")
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted a 4-byte argument for an 8-byte parameter"),
+        }
+        let bytes = [1u8; 8];
+        assert!(pack("k", &params, &[Arg::Bytes(&bytes)]).is_ok());
+    }
+}

@@ -1,0 +1,414 @@
+//! Kernel registries (the modules of one model) and the kernels taken from them.
+//!
+//! A `Kernel` keeps its registry alive and is recorded as a holder (kernel name + label) so that
+//! `release` can refuse, naming who still holds it. Pending launches keep the loaded modules
+//! (`Core`) alive without counting as holders: release waits for them instead.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+
+use cudarc::driver::sys::{self, CUfunction, CUmodule, CUresult};
+
+use crate::driver::has_symbol;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::launch::ParamInfo;
+use crate::manifest::{ModuleSource, read_bundle};
+use crate::module;
+use crate::ptx_sig;
+use crate::stats::Counters;
+
+/// Where a kernel's parameter list came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamSource {
+    /// cuFuncGetParamInfo.
+    Driver,
+    /// The PTX `.entry` signature.
+    Ptx,
+}
+
+struct KernelEntry {
+    name: String,
+    func: CUfunction,
+    params: Vec<ParamInfo>,
+    source: ParamSource,
+}
+
+// SAFETY: a CUfunction is an immutable driver handle usable from any thread with its context bound.
+unsafe impl Send for KernelEntry {}
+// SAFETY: as above; the entry is never mutated after construction.
+unsafe impl Sync for KernelEntry {}
+
+/// The loaded modules of a registry, kept alive by the registry and by pending launches.
+pub(crate) struct Core {
+    host: Arc<Host>,
+    generation: u64,
+    pub(crate) modules: Mutex<Vec<(String, CUmodule)>>,
+    pending: Mutex<usize>,
+    drained: Condvar,
+}
+
+// SAFETY: module handles are driver objects usable from any thread with the context bound;
+// the list is behind a mutex.
+unsafe impl Send for Core {}
+// SAFETY: as above.
+unsafe impl Sync for Core {}
+
+impl Core {
+    /// Block until no launch using these modules is pending.
+    pub(crate) fn wait_idle(&self) {
+        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while *p > 0 {
+            p = self.drained.wait(p).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Unload every module still loaded; returns (unloaded, failures).
+    pub(crate) fn unload_all(&self) -> (usize, Vec<String>) {
+        let modules = std::mem::take(&mut *self.modules.lock().unwrap_or_else(|p| p.into_inner()));
+        if modules.is_empty() {
+            return (0, Vec::new());
+        }
+        let n = modules.len() as u64;
+        self.host
+            .counters
+            .live_modules
+            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        match self.host.enter_for(self.generation) {
+            Ok(_) => {}
+            // The modules died with their context; their handle values may belong to the new
+            // context now, so they must not be unloaded.
+            Err(Error::ContextLost { .. }) => return (0, Vec::new()),
+            Err(e) => return (0, vec![format!("cannot bind the context: {e}")]),
+        }
+        let mut ok = 0;
+        let mut failures = Vec::new();
+        for (name, m) in modules {
+            match module::unload(&self.host, m) {
+                Ok(()) => ok += 1,
+                Err(e) => failures.push(format!("module '{name}': {e}")),
+            }
+        }
+        (ok, failures)
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let (_, failures) = self.unload_all();
+        for f in failures {
+            self.host.drop_error(
+                "unloading a module",
+                &Error::InvalidModule {
+                    module: String::new(),
+                    file: None,
+                    log: f,
+                },
+            );
+        }
+    }
+}
+
+/// Keeps a registry's modules loaded while a launch is pending.
+pub(crate) struct LaunchGuard {
+    core: Arc<Core>,
+}
+
+impl Drop for LaunchGuard {
+    fn drop(&mut self) {
+        let mut p = self.core.pending.lock().unwrap_or_else(|p| p.into_inner());
+        *p -= 1;
+        if *p == 0 {
+            self.core.drained.notify_all();
+        }
+    }
+}
+
+/// The kernel modules of one model, loaded in one host's context.
+pub struct Registry {
+    name: String,
+    host: Arc<Host>,
+    generation: u64,
+    pub(crate) core: Arc<Core>,
+    kernels: Mutex<HashMap<String, Arc<KernelEntry>>>,
+    pub(crate) holders: Mutex<Holders>,
+}
+
+#[derive(Default)]
+pub(crate) struct Holders {
+    next: u64,
+    pub(crate) by_id: BTreeMap<u64, (String, String)>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("name", &self.name)
+            .field("device", &self.host.ordinal())
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl Registry {
+    /// Load a bundle directory (`manifest.toml` + module files), picking for each module the
+    /// cubin for this device's architecture, else the fatbin, else the PTX.
+    pub fn load(host: &Arc<Host>, bundle_dir: impl AsRef<Path>) -> Result<Arc<Registry>> {
+        let (name, sources) = read_bundle(bundle_dir.as_ref(), &host.facts().sm_tag())?;
+        Self::from_sources(host, name, sources)
+    }
+
+    /// Load in-memory modules as one registry.
+    pub fn from_sources(
+        host: &Arc<Host>,
+        name: impl Into<String>,
+        sources: Vec<ModuleSource>,
+    ) -> Result<Arc<Registry>> {
+        let name = name.into();
+        let generation = host.enter()?;
+        let core = Arc::new(Core {
+            host: host.clone(),
+            generation,
+            modules: Mutex::new(Vec::new()),
+            pending: Mutex::new(0),
+            drained: Condvar::new(),
+        });
+        let mut kernels = HashMap::new();
+        let driver_params = has_symbol("cuFuncGetParamInfo");
+        for src in &sources {
+            // Dropping `core` on an early return unloads what was loaded so far.
+            let m = module::load(host, src)?;
+            Counters::inc(&host.counters.live_modules);
+            core.modules
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((src.name.clone(), m));
+            let Some(ptx) = src.ptx() else { continue };
+            let sigs = ptx_sig::entries(ptx).map_err(|log| Error::InvalidModule {
+                module: src.name.clone(),
+                file: src.file.clone(),
+                log: format!("cannot read the PTX entry signatures: {log}"),
+            })?;
+            for sig in sigs {
+                let func =
+                    get_function(host, m, &sig.name)?.ok_or_else(|| Error::InvalidModule {
+                        module: src.name.clone(),
+                        file: src.file.clone(),
+                        log: format!(
+                            "the loaded image has no function '{}' although its PTX declares it",
+                            sig.name
+                        ),
+                    })?;
+                let (params, source) =
+                    match driver_params.then(|| driver_param_info(func)).flatten() {
+                        Some(p) => (p, ParamSource::Driver),
+                        None => (sig.params, ParamSource::Ptx),
+                    };
+                kernels.insert(
+                    sig.name.clone(),
+                    Arc::new(KernelEntry {
+                        name: sig.name,
+                        func,
+                        params,
+                        source,
+                    }),
+                );
+            }
+        }
+        Ok(Arc::new(Registry {
+            name,
+            host: host.clone(),
+            generation,
+            core,
+            kernels: Mutex::new(kernels),
+            holders: Mutex::new(Holders::default()),
+        }))
+    }
+
+    /// The registry's name (from the manifest or `from_sources`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The host (and so the device) the registry is loaded on.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The context generation the modules were loaded in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Names of the kernels known so far (all PTX entries; binary-only kernels once looked up).
+    pub fn kernel_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Take a kernel (unlabelled holder).
+    pub fn kernel(self: &Arc<Self>, name: &str) -> Result<Kernel> {
+        self.kernel_labeled(name, "")
+    }
+
+    /// Take a kernel, recording `label` (e.g. a request id) as its holder for release's report.
+    pub fn kernel_labeled(self: &Arc<Self>, name: &str, label: &str) -> Result<Kernel> {
+        self.host.enter_for(self.generation)?;
+        let entry = self.lookup(name)?;
+        let mut h = self.holders.lock().unwrap_or_else(|p| p.into_inner());
+        h.next += 1;
+        let id = h.next;
+        h.by_id.insert(id, (entry.name.clone(), label.to_string()));
+        Ok(Kernel {
+            registry: self.clone(),
+            entry,
+            holder: id,
+        })
+    }
+
+    fn lookup(&self, name: &str) -> Result<Arc<KernelEntry>> {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = kernels.get(name) {
+            return Ok(e.clone());
+        }
+        // Binary-only modules: their kernels are found by name on first use.
+        let modules = self.core.modules.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, m) in modules.iter() {
+            if let Some(func) = get_function(&self.host, *m, name)? {
+                let params = driver_param_info(func).ok_or_else(|| Error::InvalidModule {
+                    module: name.to_string(),
+                    file: None,
+                    log: "kernel comes from a binary-only module and this driver lacks cuFuncGetParamInfo: add its PTX to the bundle so its parameters can be checked".into(),
+                })?;
+                let e = Arc::new(KernelEntry {
+                    name: name.to_string(),
+                    func,
+                    params,
+                    source: ParamSource::Driver,
+                });
+                kernels.insert(name.to_string(), e.clone());
+                return Ok(e);
+            }
+        }
+        let mut available: Vec<String> = kernels.keys().cloned().collect();
+        available.sort();
+        Err(Error::KernelNotFound {
+            name: name.to_string(),
+            registry: self.name.clone(),
+            available,
+        })
+    }
+}
+
+fn get_function(host: &Host, m: CUmodule, name: &str) -> Result<Option<CUfunction>> {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return Ok(None);
+    };
+    let mut f: CUfunction = std::ptr::null_mut();
+    // SAFETY: m is a loaded module of the bound context; c is NUL-terminated; f a valid out pointer.
+    let r = unsafe { sys::cuModuleGetFunction(&mut f, m, c.as_ptr()) };
+    if r == CUresult::CUDA_ERROR_NOT_FOUND {
+        return Ok(None);
+    }
+    host.classify("cuModuleGetFunction", r)?;
+    Ok(Some(f))
+}
+
+/// Parameter offsets and sizes from the driver; None when it cannot say.
+fn driver_param_info(func: CUfunction) -> Option<Vec<ParamInfo>> {
+    let mut params = Vec::new();
+    for i in 0..4096usize {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: func is a live function of the bound context; valid out pointers.
+        let r = unsafe { sys::cuFuncGetParamInfo(func, i, &mut offset, &mut size) };
+        match r {
+            CUresult::CUDA_SUCCESS => params.push(ParamInfo {
+                offset: offset as u32,
+                size: size as u32,
+            }),
+            // Past the last parameter.
+            CUresult::CUDA_ERROR_INVALID_VALUE => return Some(params),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// A kernel of a registry. Keeps the registry alive; recorded as a holder (name + label).
+pub struct Kernel {
+    registry: Arc<Registry>,
+    entry: Arc<KernelEntry>,
+    holder: u64,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.entry.name)
+            .field("registry", &self.registry.name)
+            .field("params", &self.entry.params)
+            .finish()
+    }
+}
+
+impl Kernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.entry.name
+    }
+
+    /// Its parameters (offsets and sizes).
+    pub fn params(&self) -> &[ParamInfo] {
+        &self.entry.params
+    }
+
+    /// Where the parameter list came from.
+    pub fn param_source(&self) -> ParamSource {
+        self.entry.source
+    }
+
+    /// The registry it belongs to.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The context generation it was loaded in.
+    pub fn generation(&self) -> u64 {
+        self.registry.generation
+    }
+
+    pub(crate) fn host(&self) -> &Arc<Host> {
+        &self.registry.host
+    }
+
+    /// The raw function handle (for interop and benchmarks; valid while this Kernel lives and its
+    /// generation is current).
+    pub fn raw(&self) -> CUfunction {
+        self.entry.func
+    }
+
+    pub(crate) fn launch_guard(&self) -> LaunchGuard {
+        let core = self.registry.core.clone();
+        *core.pending.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        LaunchGuard { core }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        self.registry
+            .holders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_id
+            .remove(&self.holder);
+    }
+}

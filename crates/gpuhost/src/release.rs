@@ -1,0 +1,101 @@
+//! Releasing a registry: refuse while anyone else holds it (naming them), wait for its pending
+//! launches, unload every module, report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::registry::Registry;
+
+/// What a successful release did.
+#[derive(Debug, Clone)]
+pub struct ReleaseReport {
+    /// The registry's name.
+    pub registry: String,
+    /// Modules unloaded.
+    pub modules_unloaded: usize,
+    /// Time spent waiting for the registry's pending launches.
+    pub waited: Duration,
+    /// Total time of the release.
+    pub duration: Duration,
+    /// Unload failures (module and cause); empty when all went well.
+    pub failures: Vec<String>,
+    /// True when the registry's context generation was already gone (nothing left to unload).
+    pub context_lost: bool,
+}
+
+/// A refused release: the registry is handed back, with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("release of registry '{}' refused: {error}", registry.name())]
+pub struct ReleaseRefused {
+    /// The registry, still loaded and usable.
+    pub registry: Arc<Registry>,
+    /// Why (HandlesOutstanding).
+    pub error: Error,
+}
+
+/// How long release waits for holders that are in the middle of dropping their handles.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// Release `registry`: refuse while other holders exist; otherwise wait for its pending work,
+/// unload every module and report.
+pub fn release(registry: Arc<Registry>) -> Result<ReleaseReport, ReleaseRefused> {
+    let start = Instant::now();
+    loop {
+        let holders = holders(&registry);
+        if holders.is_empty() {
+            break;
+        }
+        // A Kernel being dropped leaves the holder table a moment before its Arc goes; only
+        // unnamed Arc holders are worth a short wait.
+        let only_arcs = holders.iter().all(|h| h.starts_with("other "));
+        if !only_arcs || start.elapsed() > SETTLE {
+            let error = Error::HandlesOutstanding {
+                registry: registry.name().to_string(),
+                count: holders.len(),
+                holders,
+            };
+            return Err(ReleaseRefused { registry, error });
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let wait_start = Instant::now();
+    registry.core.wait_idle();
+    let waited = wait_start.elapsed();
+    let context_lost = registry.host().generation() != registry.generation();
+    let (modules_unloaded, failures) = registry.core.unload_all();
+    for f in &failures {
+        tracing::warn!(registry = registry.name(), "unload failed: {f}");
+    }
+    Ok(ReleaseReport {
+        registry: registry.name().to_string(),
+        modules_unloaded,
+        waited,
+        duration: start.elapsed(),
+        failures,
+        context_lost,
+    })
+}
+
+/// Everyone but the caller holding the registry: kernels (name + label), then plain Arcs.
+pub(crate) fn holders(registry: &Arc<Registry>) -> Vec<String> {
+    let h = registry.holders.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out: Vec<String> = h
+        .by_id
+        .values()
+        .map(|(k, label)| {
+            if label.is_empty() {
+                format!("kernel '{k}' (no label)")
+            } else {
+                format!("kernel '{k}' (label '{label}')")
+            }
+        })
+        .collect();
+    let others = Arc::strong_count(registry)
+        .saturating_sub(1)
+        .saturating_sub(h.by_id.len());
+    if others > 0 {
+        out.push(format!("other Arc<Registry> handle(s): {others}"));
+    }
+    out
+}

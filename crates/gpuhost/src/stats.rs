@@ -1,0 +1,62 @@
+//! Live-object and event counters of a host, for leak checks and diagnostics.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A snapshot of a host's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostStats {
+    /// The context generation (starts at 1; +1 per detected loss).
+    pub generation: u64,
+    /// Device buffers alive.
+    pub live_buffers: u64,
+    /// Modules loaded and not unloaded.
+    pub live_modules: u64,
+    /// Streams created and not destroyed (pooled ones included).
+    pub live_streams: u64,
+    /// Events created and not destroyed (pooled ones included).
+    pub live_events: u64,
+    /// Launches enqueued and not yet completed.
+    pub pending_launches: u64,
+    /// Launches enqueued in total.
+    pub launches: u64,
+    /// Context losses detected.
+    pub context_losses: u64,
+    /// Errors recorded by Drop implementations (freeing or unloading failed).
+    pub drop_errors: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) live_buffers: AtomicU64,
+    pub(crate) live_modules: AtomicU64,
+    pub(crate) live_streams: AtomicU64,
+    pub(crate) live_events: AtomicU64,
+    pub(crate) pending_launches: AtomicU64,
+    pub(crate) launches: AtomicU64,
+    pub(crate) context_losses: AtomicU64,
+    pub(crate) drop_errors: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn dec(c: &AtomicU64) {
+        c.fetch_sub(1, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, generation: u64) -> HostStats {
+        HostStats {
+            generation,
+            live_buffers: self.live_buffers.load(Relaxed),
+            live_modules: self.live_modules.load(Relaxed),
+            live_streams: self.live_streams.load(Relaxed),
+            live_events: self.live_events.load(Relaxed),
+            pending_launches: self.pending_launches.load(Relaxed),
+            launches: self.launches.load(Relaxed),
+            context_losses: self.context_losses.load(Relaxed),
+            drop_errors: self.drop_errors.load(Relaxed),
+        }
+    }
+}

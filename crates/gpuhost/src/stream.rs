@@ -1,0 +1,231 @@
+//! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, a pooled completion
+//! event, and registration with the host's completion thread.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUevent, CUstream};
+
+use crate::buffer::DeviceBuffer;
+use crate::completion::{self, Completion};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::launch::{Arg, LaunchConfig, pack};
+use crate::registry::{Kernel, LaunchGuard};
+
+/// A non-blocking stream from the host's pool; it returns to the pool on drop.
+pub struct Stream {
+    host: Arc<Host>,
+    pub(crate) raw: CUstream,
+    generation: u64,
+}
+
+// SAFETY: a CUstream may be used from any thread with its context bound, which every method
+// ensures through Host::enter.
+unsafe impl Send for Stream {}
+// SAFETY: as above; the driver serialises work submitted to one stream.
+unsafe impl Sync for Stream {}
+
+/// What a pending launch keeps alive: its buffers and its kernel's loaded modules.
+struct Keep {
+    _buffers: Vec<DeviceBuffer>,
+    _guard: LaunchGuard,
+}
+
+impl Stream {
+    pub(crate) fn new(host: Arc<Host>, raw: CUstream, generation: u64) -> Self {
+        Self {
+            host,
+            raw,
+            generation,
+        }
+    }
+
+    /// The host this stream belongs to.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The context generation of this stream.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The raw stream (for interop and benchmarks).
+    pub fn raw(&self) -> CUstream {
+        self.raw
+    }
+
+    /// Enqueue `kernel` with `args` and return at once; the returned Completion resolves when
+    /// the GPU has finished it. Arguments, dimensions, devices and generations are checked first.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<Completion> {
+        if !Arc::ptr_eq(kernel.host(), &self.host) {
+            return Err(Error::DeviceMismatch {
+                what: "kernel",
+                expected: self.host.ordinal(),
+                found: kernel.host().ordinal(),
+            });
+        }
+        let mut buffers = Vec::new();
+        for a in args {
+            if let Arg::Buffer(b, _) = a {
+                if !Arc::ptr_eq(&b.inner.host, &self.host) {
+                    return Err(Error::DeviceMismatch {
+                        what: "buffer argument",
+                        expected: self.host.ordinal(),
+                        found: b.device(),
+                    });
+                }
+                if b.generation() != self.generation {
+                    return Err(Error::ContextLost {
+                        generation: self.host.generation(),
+                    });
+                }
+                buffers.push((*b).clone());
+            }
+        }
+        cfg.check(kernel.name(), self.host.facts())?;
+        let mut packed = pack(kernel.name(), kernel.params(), args)?;
+        debug_assert_eq!(packed.len(), kernel.params().len());
+        let generation = self.host.enter_for(self.generation)?;
+        if kernel.generation() != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        let guard = kernel.launch_guard();
+        // SAFETY: the context is bound and current-generation; the function belongs to it
+        // (generation checked); packed holds exactly one pointer per parameter, each to a value
+        // of the parameter's size, alive for the call (the driver copies them at launch).
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                kernel.raw(),
+                cfg.grid[0],
+                cfg.grid[1],
+                cfg.grid[2],
+                cfg.block[0],
+                cfg.block[1],
+                cfg.block[2],
+                cfg.shared_mem_bytes,
+                self.raw,
+                packed.as_params(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.host.classify("cuLaunchKernel", r)?;
+        let event = self.record_raw(generation, false)?;
+        Ok(completion::submit(
+            &self.host,
+            event,
+            generation,
+            Box::new(Keep {
+                _buffers: buffers,
+                _guard: guard,
+            }),
+        ))
+    }
+
+    fn record_raw(&self, generation: u64, timing: bool) -> Result<CUevent> {
+        let event = self.host.event(generation, timing)?;
+        // SAFETY: event and stream belong to the bound, current-generation context.
+        let r = unsafe { sys::cuEventRecord(event, self.raw) };
+        if let Err(e) = self.host.classify("cuEventRecord", r) {
+            self.host.return_event(generation, event, timing);
+            return Err(e);
+        }
+        Ok(event)
+    }
+
+    /// Block until everything enqueued on this stream has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.host.enter_for(self.generation)?;
+        // SAFETY: stream of the bound, current-generation context.
+        let r = unsafe { sys::cuStreamSynchronize(self.raw) };
+        self.host.classify("cuStreamSynchronize", r)
+    }
+
+    /// Record a timing event at this point of the stream.
+    pub fn record(&self) -> Result<Event> {
+        let generation = self.host.enter_for(self.generation)?;
+        let raw = self.record_raw(generation, true)?;
+        Ok(Event {
+            host: self.host.clone(),
+            raw,
+            generation,
+        })
+    }
+
+    /// Make later work on this stream wait for `event`.
+    pub fn wait(&self, event: &Event) -> Result<()> {
+        if !Arc::ptr_eq(&event.host, &self.host) {
+            return Err(Error::DeviceMismatch {
+                what: "event",
+                expected: self.host.ordinal(),
+                found: event.host.ordinal(),
+            });
+        }
+        let generation = self.host.enter_for(self.generation)?;
+        if event.generation != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        // SAFETY: both handles belong to the bound, current-generation context.
+        let r = unsafe { sys::cuStreamWaitEvent(self.raw, event.raw, 0) };
+        self.host.classify("cuStreamWaitEvent", r)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.host.return_stream(self.generation, self.raw);
+    }
+}
+
+/// A timing event recorded on a stream (pooled; returns to the pool on drop).
+pub struct Event {
+    host: Arc<Host>,
+    raw: CUevent,
+    generation: u64,
+}
+
+// SAFETY: a CUevent may be used from any thread with its context bound (every method binds it).
+unsafe impl Send for Event {}
+// SAFETY: as above; event queries are thread-safe in the driver.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// Block until the event has completed.
+    pub fn synchronize(&self) -> Result<()> {
+        self.host.enter_for(self.generation)?;
+        // SAFETY: event of the bound, current-generation context.
+        let r = unsafe { sys::cuEventSynchronize(self.raw) };
+        self.host.classify("cuEventSynchronize", r)
+    }
+
+    /// Milliseconds between two completed events of one host.
+    pub fn elapsed_ms(start: &Event, end: &Event) -> Result<f32> {
+        if !Arc::ptr_eq(&start.host, &end.host) {
+            return Err(Error::DeviceMismatch {
+                what: "event",
+                expected: start.host.ordinal(),
+                found: end.host.ordinal(),
+            });
+        }
+        let generation = start.host.enter_for(start.generation)?;
+        if end.generation != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        let mut ms = 0f32;
+        // SAFETY: both events are timing events of the bound context; `ms` is a valid out pointer.
+        let r = unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, end.raw) };
+        start.host.classify("cuEventElapsedTime", r)?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        self.host.return_event(self.generation, self.raw, true);
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests of gpuhost on a real driver (softcuda in CI, NVIDIA on the GPU machine).
