@@ -44,6 +44,46 @@ pub struct DriverInfo {
 
 static DRIVER: Mutex<Option<DriverInfo>> = Mutex::new(None);
 
+/// Every driver entry point gpuhost calls unconditionally. cudarc panics when it calls a missing
+/// one, so a driver lacking any of them is refused up front. (cuCtxGetId and cuFuncGetParamInfo
+/// are optional: probed where used.)
+const REQUIRED: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxGetState",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventElapsedTime",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemGetInfo_v2",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoD_v2",
+    "cuMemsetD8_v2",
+    "cuModuleLoadDataEx",
+    "cuModuleGetFunction",
+    "cuModuleUnload",
+    "cuLaunchKernel",
+];
+
+/// Prefix of the NoDriver reason when a driver was found but lacks entry points.
+pub const INCOMPLETE_DRIVER: &str = "incomplete driver";
+
 /// Select, load and initialise the driver (once per process on success), and describe it.
 pub fn driver() -> Result<DriverInfo> {
     let mut slot = DRIVER.lock().unwrap_or_else(|p| p.into_inner());
@@ -60,6 +100,20 @@ pub fn driver() -> Result<DriverInfo> {
         softcuda::loader::DriverKind::Nvidia => DriverKind::Nvidia,
         softcuda::loader::DriverKind::Soft => DriverKind::Softcuda,
     };
+    let missing: Vec<&str> = REQUIRED
+        .iter()
+        .copied()
+        .filter(|n| !has_symbol(n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::NoDriver {
+            reason: format!(
+                "{INCOMPLETE_DRIVER}: {} lacks {}",
+                choice.path.display(),
+                missing.join(", ")
+            ),
+        });
+    }
     // SAFETY: the loader has opened a libcuda, so cudarc's lazy dlopen finds it; cuInit has no
     // pointer arguments.
     let r = unsafe { sys::cuInit(0) };
@@ -95,8 +149,8 @@ pub fn device_count() -> Result<usize> {
 /// Whether the loaded driver exports `name` (optional entry points such as cuFuncGetParamInfo:
 /// calling a missing one through cudarc would panic).
 pub(crate) fn has_symbol(name: &str) -> bool {
-    // SAFETY: only called after driver() succeeded, so culib() finds the loaded library and does
-    // not panic; looking a symbol up has no side effects.
+    // SAFETY: only called after the loader selected a driver, so culib() finds the loaded library
+    // and does not panic; looking a symbol up has no side effects.
     unsafe { sys::culib().get::<*const c_void>(name.as_bytes()).is_ok() }
 }
 

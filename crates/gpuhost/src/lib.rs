@@ -40,7 +40,7 @@ mod stream;
 
 pub use buffer::DeviceBuffer;
 pub use completion::Completion;
-pub use driver::{DriverInfo, DriverKind, device_count, driver};
+pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};
 pub use host::{Host, host};

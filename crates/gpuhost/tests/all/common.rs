@@ -1,0 +1,74 @@
+//! Shared fixtures: the host (or a visible skip), bundle paths, and a lock that keeps tests which
+//! tear the context down from running beside the others.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use gpuhost::{Error, Host};
+
+static CONTEXT: RwLock<()> = RwLock::new(());
+
+/// Tests that only use the context share it.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    CONTEXT.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Tests that destroy or reset the context run alone.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    CONTEXT.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The host of device 0, or None after printing "skipped: no driver".
+pub fn host() -> Option<Arc<Host>> {
+    match gpuhost::host(0) {
+        Ok(h) => Some(h),
+        Err(Error::NoDriver { reason }) if !reason.starts_with(gpuhost::INCOMPLETE_DRIVER) => {
+            println!("skipped: no driver ({reason})");
+            None
+        }
+        Err(e) => panic!("host(0) failed with a driver present: {e}"),
+    }
+}
+
+/// A bundle directory of this crate.
+pub fn bundle(name: &str) -> PathBuf {
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .expect("CARGO_MANIFEST_DIR is set by cargo and .gpu/run.sh");
+    PathBuf::from(dir).join("bundles").join(name)
+}
+
+/// The tag bundle `stamp-a` / `stamp-b` writes: out[i] = tag + i.
+pub const TAG_A: u32 = 0xA000_0000;
+pub const TAG_B: u32 = 0xB000_0000;
+
+/// Read `n` u32s from a buffer.
+pub fn read_u32s(buf: &gpuhost::DeviceBuffer, n: usize) -> Vec<u32> {
+    let mut bytes = vec![0u8; n * 4];
+    buf.read(0, &mut bytes).expect("read back");
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Launch `stamp` over `n` elements of `out` and wait; returns what it wrote.
+pub fn stamp(
+    stream: &gpuhost::Stream,
+    kernel: &gpuhost::Kernel,
+    out: &gpuhost::DeviceBuffer,
+    n: u32,
+) -> gpuhost::Result<Vec<u32>> {
+    stream
+        .launch(
+            kernel,
+            gpuhost::LaunchConfig::for_elements(n, 64),
+            &[gpuhost::Arg::Buffer(out, 0), gpuhost::Arg::U32(n)],
+        )?
+        .wait()?;
+    Ok(read_u32s(out, n as usize))
+}
+
+/// The expected output of a stamp bundle.
+pub fn expected(tag: u32, n: u32) -> Vec<u32> {
+    (0..n).map(|i| tag + i).collect()
+}

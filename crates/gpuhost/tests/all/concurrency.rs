@@ -1,0 +1,132 @@
+//! One host used from tokio tasks, blocking-pool threads and plain threads at once: every launch
+//! binds the context itself, so nothing sees CUDA_ERROR_INVALID_CONTEXT.
+
+use std::sync::Arc;
+
+use gpuhost::{Arg, LaunchConfig};
+
+use crate::common::{TAG_A, bundle, expected, host, read_u32s, shared};
+
+const N: u32 = 96;
+
+/// Allocate, take the kernel, launch; the caller awaits or waits.
+fn one(
+    label: String,
+    host: Arc<gpuhost::Host>,
+    reg: Arc<gpuhost::Registry>,
+) -> gpuhost::Result<(gpuhost::DeviceBuffer, gpuhost::Completion)> {
+    let out = host.alloc(N as usize * 4)?;
+    let k = reg.kernel_labeled("stamp", &label)?;
+    let s = host.stream()?;
+    let done = s.launch(
+        &k,
+        LaunchConfig::for_elements(N, 32),
+        &[Arg::Buffer(&out, 0), Arg::U32(N)],
+    )?;
+    Ok((out, done))
+}
+
+#[test]
+fn tokio_tasks_blocking_pool_and_plain_threads_launch_and_await_on_one_host() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for t in 0..64 {
+            let (host, reg) = (host.clone(), reg.clone());
+            tasks.push(tokio::spawn(async move {
+                let (out, done) = one(format!("task-{t}"), host, reg)?;
+                done.await?;
+                gpuhost::Result::Ok(read_u32s(&out, N as usize))
+            }));
+        }
+        for t in 0..8 {
+            let (host, reg) = (host.clone(), reg.clone());
+            tasks.push(tokio::task::spawn_blocking(move || {
+                let (out, done) = one(format!("blocking-{t}"), host, reg)?;
+                done.wait()?;
+                gpuhost::Result::Ok(read_u32s(&out, N as usize))
+            }));
+        }
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (host, reg) = (host.clone(), reg.clone());
+                std::thread::spawn(move || {
+                    let (out, done) = one(format!("thread-{t}"), host, reg)?;
+                    done.wait()?;
+                    gpuhost::Result::Ok(read_u32s(&out, N as usize))
+                })
+            })
+            .collect();
+        for t in tasks {
+            let got = t
+                .await
+                .unwrap()
+                .unwrap_or_else(|e: gpuhost::Error| panic!("launch failed: {e}"));
+            assert_eq!(got, expected(TAG_A, N));
+        }
+        for t in threads {
+            let got = t
+                .join()
+                .unwrap()
+                .unwrap_or_else(|e: gpuhost::Error| panic!("launch failed: {e}"));
+            assert_eq!(got, expected(TAG_A, N));
+        }
+    });
+}
+
+#[test]
+fn pending_launch_keeps_its_buffer_alive_until_complete() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let out = host.alloc(4096 * 4).unwrap();
+    let keep = out.clone();
+    let done = s
+        .launch(
+            &k,
+            LaunchConfig::for_elements(4096, 128),
+            &[Arg::Buffer(&out, 0), Arg::U32(4096)],
+        )
+        .unwrap();
+    drop(out);
+    done.wait().unwrap();
+    // The clone still reads what the launch wrote: the allocation was not freed under it.
+    assert_eq!(read_u32s(&keep, 4096), expected(TAG_A, 4096));
+}
+
+#[test]
+fn device_facts_come_from_the_driver() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let f = host.facts();
+    let info = gpuhost::driver().unwrap();
+    println!("{} on {:?}: {f:?}", info.kind, info.path);
+    assert!(!f.name.is_empty());
+    assert!(f.compute_capability.0 >= 3);
+    assert!(
+        f.max_threads_per_block >= 64 && f.max_block_dim[0] >= 64 && f.max_grid_dim[0] >= 65535
+    );
+    assert!(f.max_shared_mem_per_block >= 16 * 1024 && f.sm_count >= 1 && f.warp_size == 32);
+    assert_eq!(f.driver_version, info.version);
+    let m = host.mem_info().unwrap();
+    assert_eq!(m.total, f.total_memory);
+    assert!(m.free <= m.total);
+    assert!(
+        Arc::ptr_eq(&host, &gpuhost::host(0).unwrap()),
+        "one host per ordinal"
+    );
+    assert!(matches!(
+        gpuhost::host(1000),
+        Err(gpuhost::Error::NoDevice { ordinal: 1000, .. })
+    ));
+}

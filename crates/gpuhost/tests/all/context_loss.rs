@@ -1,0 +1,194 @@
+//! The primary context torn down under the host (foreign reset, extra release): ContextLost for
+//! old-generation handles, never a launch; then recovery with correct results.
+
+use std::sync::Arc;
+
+use gpuhost::sys::{self, CUresult};
+use gpuhost::{Arg, Error, Host, LaunchConfig};
+
+use crate::common::{TAG_A, bundle, exclusive, expected, host, read_u32s, stamp};
+
+fn device() -> sys::CUdevice {
+    let mut dev = 0;
+    // SAFETY: the driver is loaded and initialised (host() succeeded); valid out pointer.
+    assert_eq!(
+        unsafe { sys::cuDeviceGet(&mut dev, 0) },
+        CUresult::CUDA_SUCCESS
+    );
+    dev
+}
+
+fn primary_active() -> bool {
+    let (mut flags, mut active) = (0u32, 0i32);
+    // SAFETY: valid out pointers; device from cuDeviceGet.
+    let r = unsafe { sys::cuDevicePrimaryCtxGetState(device(), &mut flags, &mut active) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    active != 0
+}
+
+/// Handles of the current generation, working.
+struct World {
+    reg: Arc<gpuhost::Registry>,
+    kernel: gpuhost::Kernel,
+    stream: gpuhost::Stream,
+    out: gpuhost::DeviceBuffer,
+}
+
+fn world(host: &Arc<Host>) -> World {
+    let reg = gpuhost::Registry::load(host, bundle("stamp-a")).unwrap();
+    let kernel = reg.kernel_labeled("stamp", "context-loss-test").unwrap();
+    let stream = host.stream().unwrap();
+    let out = host.alloc(256 * 4).unwrap();
+    assert_eq!(
+        stamp(&stream, &kernel, &out, 256).unwrap(),
+        expected(TAG_A, 256)
+    );
+    World {
+        reg,
+        kernel,
+        stream,
+        out,
+    }
+}
+
+/// After a loss: every old handle refuses with ContextLost { new generation }; new ones work.
+fn assert_lost_then_recovered(host: &Arc<Host>, old: World, old_generation: u64) {
+    let gen_now = old_generation + 1;
+    let fresh_out = host.alloc(256 * 4).unwrap();
+    let lost = |r: gpuhost::Result<()>, what: &str| match r {
+        Err(Error::ContextLost { generation }) => assert_eq!(generation, gen_now, "{what}"),
+        other => panic!("{what}: expected ContextLost, got {other:?}"),
+    };
+    assert_eq!(host.generation(), gen_now);
+    // Stale kernel on a fresh stream with a fresh buffer: refused before reaching the driver.
+    let s = host.stream().unwrap();
+    lost(
+        s.launch(
+            &old.kernel,
+            LaunchConfig::for_elements(256, 64),
+            &[Arg::Buffer(&fresh_out, 0), Arg::U32(256)],
+        )
+        .map(|_| ()),
+        "stale kernel",
+    );
+    lost(old.stream.synchronize(), "stale stream");
+    lost(old.out.read(0, &mut [0u8; 4]), "stale buffer");
+    lost(old.reg.kernel("stamp").map(|_| ()), "stale registry");
+    drop(old);
+    let again = world(host);
+    assert_eq!(
+        stamp(&again.stream, &again.kernel, &again.out, 256).unwrap(),
+        expected(TAG_A, 256)
+    );
+    assert_eq!(read_u32s(&again.out, 4)[3], TAG_A + 3);
+}
+
+#[test]
+fn a_million_entries_from_many_threads_hold_exactly_one_retain() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let old = world(&host);
+    let g0 = host.generation();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let h = host.clone();
+            std::thread::spawn(move || {
+                for _ in 0..125_000 {
+                    h.enter().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        host.generation(),
+        g0,
+        "entries alone never change the generation"
+    );
+    // If the host held exactly one retain: +1 -2 brings the count to zero and the context dies.
+    let mut ctx = std::ptr::null_mut();
+    // SAFETY: valid out pointer; device from cuDeviceGet. This is the test's own extra retain.
+    assert_eq!(
+        unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device()) },
+        CUresult::CUDA_SUCCESS
+    );
+    for _ in 0..2 {
+        // SAFETY: releasing our retain and then the host's, on purpose.
+        assert_eq!(
+            unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) },
+            CUresult::CUDA_SUCCESS
+        );
+    }
+    assert!(
+        !primary_active(),
+        "a count above one would keep the primary context active"
+    );
+    host.enter().unwrap();
+    assert!(primary_active(), "the host re-retained on its next entry");
+    assert_lost_then_recovered(&host, old, g0);
+    assert!(host.stats().context_losses >= 1);
+}
+
+#[test]
+fn foreign_primary_ctx_reset_yields_context_lost_then_recovery() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let old = world(&host);
+    let g0 = host.generation();
+    // SAFETY: a foreign reset, on purpose: destroys the context with all its objects.
+    assert_eq!(
+        unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) },
+        CUresult::CUDA_SUCCESS
+    );
+    assert_lost_then_recovered(&host, old, g0);
+}
+
+#[test]
+fn extra_primary_ctx_release_yields_context_lost_then_recovery() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let old = world(&host);
+    let g0 = host.generation();
+    // SAFETY: an extra release, on purpose: drops the host's one retain, destroying the context.
+    assert_eq!(
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) },
+        CUresult::CUDA_SUCCESS
+    );
+    assert_lost_then_recovered(&host, old, g0);
+}
+
+#[test]
+fn illegal_address_poisons_the_context_and_a_reset_recovers() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let poke = reg.kernel("poke").unwrap();
+    let s = host.stream().unwrap();
+    let g0 = host.generation();
+    let r = s
+        .launch(
+            &poke,
+            LaunchConfig::for_elements(1, 1),
+            &[Arg::U64(8), Arg::U32(1)],
+        )
+        .and_then(|c| c.wait());
+    assert!(
+        matches!(r, Err(Error::ContextPoisoned { .. })),
+        "expected ContextPoisoned, got {r:?}"
+    );
+    assert!(matches!(
+        host.synchronize(),
+        Err(Error::ContextPoisoned { .. })
+    ));
+    drop((poke, s, reg));
+    // SAFETY: the documented way out of a sticky error: reset the primary context.
+    assert_eq!(
+        unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) },
+        CUresult::CUDA_SUCCESS
+    );
+    let w = world(&host);
+    assert_eq!(host.generation(), g0 + 1);
+    assert_eq!(read_u32s(&w.out, 2), expected(TAG_A, 2));
+}

@@ -1,0 +1,101 @@
+//! Launch checks on a real kernel: mismatched arguments and over-limit dimensions are refused
+//! with their own error variants, and nothing reaches the driver.
+
+use gpuhost::{Arg, Error, LaunchConfig, Registry};
+
+use crate::common::{bundle, host, shared};
+
+#[test]
+fn argument_count_and_size_mismatches_are_arg_mismatch() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let out = host.alloc(64).unwrap();
+    let s = host.stream().unwrap();
+    let cfg = LaunchConfig::for_elements(16, 16);
+    let launches_before = host.stats().launches;
+    let cases: [(&[Arg<'_>], &str); 4] = [
+        (
+            &[Arg::Buffer(&out, 0)],
+            "1 argument(s) given, the kernel takes 2",
+        ),
+        (
+            &[Arg::Buffer(&out, 0), Arg::U32(16), Arg::U32(1)],
+            "3 argument(s) given",
+        ),
+        (
+            &[Arg::U32(0), Arg::U32(16)],
+            "argument 0 is U32 (4 bytes) but parameter 0 is 8 bytes",
+        ),
+        (
+            &[Arg::Buffer(&out, 0), Arg::F64(16.0)],
+            "argument 1 is F64 (8 bytes) but parameter 1 is 4 bytes",
+        ),
+    ];
+    for (args, needle) in cases {
+        match s.launch(&k, cfg, args) {
+            Err(Error::ArgMismatch { kernel, reason }) => {
+                assert_eq!(kernel, "stamp");
+                assert!(reason.contains(needle), "{reason:?} lacks {needle:?}");
+            }
+            Err(e) => panic!("expected ArgMismatch, got {e:?}"),
+            Ok(_) => panic!("launched with bad arguments {args:?}"),
+        }
+    }
+    match s.launch(&k, cfg, &[Arg::Buffer(&out, 65), Arg::U32(16)]) {
+        Err(Error::ArgMismatch { reason, .. }) => {
+            assert!(reason.contains("past the end"), "{reason}")
+        }
+        other => panic!(
+            "expected ArgMismatch for an offset past the buffer, got {:?}",
+            other.err()
+        ),
+    }
+    assert_eq!(
+        host.stats().launches,
+        launches_before,
+        "no refused launch was enqueued"
+    );
+}
+
+#[test]
+fn launch_dimensions_over_device_limits_are_invalid_launch() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("noop").unwrap();
+    let s = host.stream().unwrap();
+    let f = host.facts().clone();
+    let cfg = |grid, block, shared_mem_bytes| LaunchConfig {
+        grid,
+        block,
+        shared_mem_bytes,
+    };
+    let cases = [
+        (
+            cfg([1, 1, 1], [f.max_threads_per_block + 1, 1, 1], 0),
+            "block",
+        ),
+        (cfg([1, 1, 1], [1, 1, f.max_block_dim[2] + 1], 0), "block.z"),
+        (cfg([1, f.max_grid_dim[1] + 1, 1], [1, 1, 1], 0), "grid.y"),
+        (
+            cfg([1, 1, 1], [1, 1, 1], f.max_shared_mem_per_block + 1),
+            "shared memory",
+        ),
+        (cfg([1, 1, 1], [0, 1, 1], 0), "zero dimension"),
+    ];
+    for (c, needle) in cases {
+        match s.launch(&k, c, &[Arg::U32(0)]) {
+            Err(Error::InvalidLaunch { kernel, reason }) => {
+                assert_eq!(kernel, "noop");
+                assert!(reason.contains(needle), "{reason:?} lacks {needle:?}");
+            }
+            Err(e) => panic!("{c:?}: expected InvalidLaunch, got {e:?}"),
+            Ok(_) => panic!("{c:?} launched"),
+        }
+    }
+    // The limits themselves are accepted.
+    let edge = cfg([1, 1, 1], [f.max_threads_per_block, 1, 1], 0);
+    s.launch(&k, edge, &[Arg::U32(0)]).unwrap().wait().unwrap();
+}
