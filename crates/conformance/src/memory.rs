@@ -1,0 +1,171 @@
+//! Device and pinned host allocations as safe types, each owning one allocation and an `Arc` to
+//! its context.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use crate::context::{Context, record_drop_error};
+use crate::error::{Error, Result};
+
+/// `len` bytes of device memory from `cuMemAlloc`.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    pub(crate) raw: sys::CUdeviceptr,
+    len: usize,
+    ctx: Arc<Context>,
+}
+
+impl DeviceBuffer {
+    /// Allocates `len` bytes (at least 1) in `ctx`.
+    pub fn alloc(ctx: &Arc<Context>, len: usize) -> Result<DeviceBuffer> {
+        ctx.bind()?;
+        // SAFETY: a context is current on this thread; the size is non-zero.
+        let raw = unsafe { result::malloc_sync(len.max(1)) }
+            .map_err(|e| Error::driver("cuMemAlloc", e))?;
+        Ok(DeviceBuffer {
+            raw,
+            len,
+            ctx: Arc::clone(ctx),
+        })
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.raw
+    }
+
+    /// The size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` to the start of the buffer (synchronous).
+    pub fn write(&self, data: &[u8]) -> Result<()> {
+        self.check_len(data.len())?;
+        self.ctx.bind()?;
+        // SAFETY: the destination range [raw, raw + data.len()) lies inside this live allocation.
+        unsafe { result::memcpy_htod_sync(self.raw, data) }
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+    }
+
+    /// Copies the start of the buffer into `out` (synchronous).
+    pub fn read(&self, out: &mut [u8]) -> Result<()> {
+        self.check_len(out.len())?;
+        self.ctx.bind()?;
+        // SAFETY: the source range lies inside this live allocation; `out` is writable.
+        unsafe { result::memcpy_dtoh_sync(out, self.raw) }
+            .map_err(|e| Error::driver("cuMemcpyDtoH", e))
+    }
+
+    /// The whole buffer as a new vector.
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.len];
+        self.read(&mut out)?;
+        Ok(out)
+    }
+
+    /// Sets every byte to `value` (cuMemsetD8, synchronous).
+    pub fn fill(&self, value: u8) -> Result<()> {
+        self.ctx.bind()?;
+        // SAFETY: the range covers exactly this live allocation.
+        unsafe { result::memset_d8_sync(self.raw, value, self.len) }
+            .map_err(|e| Error::driver("cuMemsetD8", e))
+    }
+
+    fn check_len(&self, n: usize) -> Result<()> {
+        if n > self.len {
+            return Err(Error::BadCase {
+                case: "DeviceBuffer".into(),
+                detail: format!("copy of {n} bytes into a {}-byte buffer", self.len),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.bind() {
+            eprintln!("conformance: cannot bind context to free a buffer: {e}");
+            return;
+        }
+        // SAFETY: `raw` came from cuMemAlloc in this context and is freed exactly once, here.
+        if let Err(e) = unsafe { result::free_sync(self.raw) } {
+            record_drop_error("cuMemFree", e);
+        }
+    }
+}
+
+/// `len` bytes of page-locked host memory from `cuMemAllocHost`, readable from host callbacks
+/// once the copies into it have completed in stream order.
+#[derive(Debug)]
+pub struct PinnedBuffer {
+    pub(crate) raw: *mut u8,
+    len: usize,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: pinned host memory is plain process memory; the pointer is owned by this value and
+// only read through `read`, which copies out.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: as above; concurrent `read`s only read.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Allocates `len` (at least 1) zeroed bytes of pinned host memory.
+    pub fn alloc(ctx: &Arc<Context>, len: usize) -> Result<PinnedBuffer> {
+        ctx.bind()?;
+        // SAFETY: a context is current; flags 0 asks for plain portable-less pinned memory.
+        let raw = unsafe { result::malloc_host(len.max(1), 0) }
+            .map_err(|e| Error::driver("cuMemAllocHost", e))?;
+        let raw = raw.cast::<u8>();
+        // SAFETY: `raw` points to at least `len` writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(raw, 0, len) };
+        Ok(PinnedBuffer {
+            raw,
+            len,
+            ctx: Arc::clone(ctx),
+        })
+    }
+
+    /// The host address, for async copies.
+    pub fn ptr(&self) -> *mut u8 {
+        self.raw
+    }
+
+    /// The size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A copy of the current contents. Call only when no copy into it is in flight.
+    pub fn read(&self) -> Vec<u8> {
+        // SAFETY: `raw` is valid for `len` bytes for our lifetime; the caller ensures no device
+        // copy is writing concurrently (stream order or a synchronize).
+        unsafe { std::slice::from_raw_parts(self.raw, self.len) }.to_vec()
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.bind() {
+            eprintln!("conformance: cannot bind context to free pinned memory: {e}");
+            return;
+        }
+        // SAFETY: `raw` came from cuMemAllocHost and is freed exactly once, here.
+        if let Err(e) = unsafe { result::free_host(self.raw.cast()) } {
+            record_drop_error("cuMemFreeHost", e);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Conformance tests: every corpus kernel against its CPU reference, and the driver semantics
+//! gpuhost depends on. The same code runs on softcuda (CI) and on NVIDIA's driver (the H200);
+//! `GPUHOST_DRIVER` picks, and each run prints which driver it tested.
+
+mod context;
+mod kernels;
+mod memory;
+mod sticky;
+mod streams;
+mod support;

@@ -1,0 +1,101 @@
+//! A kernel touching memory outside every allocation fails with CUDA_ERROR_ILLEGAL_ADDRESS, the
+//! error is sticky for the context (later calls fail too), and a primary-context reset recovers.
+
+use conformance::case::shape_1d;
+use conformance::cases;
+use conformance::context::Context;
+use conformance::corpus::Flavour;
+use conformance::driver::exclusive_device;
+use conformance::memory::DeviceBuffer;
+use conformance::module::Module;
+use conformance::rng::fresh_seed;
+use conformance::run::run_case;
+use conformance::stream::{KernelArg, Stream};
+use cudarc::driver::sys::CUresult;
+
+use crate::support::{ResetOnDrop, Steps, clang_ptx, env_or_skip};
+
+/// 2^36 floats = 256 GiB past the buffer: far outside any allocation this process makes.
+const FAR_INDEX: u64 = 1 << 36;
+
+fn code(r: conformance::Result<()>) -> CUresult {
+    match r {
+        Ok(()) => CUresult::CUDA_SUCCESS,
+        Err(e) => e
+            .code()
+            .unwrap_or_else(|| panic!("not a driver error: {e}")),
+    }
+}
+
+#[test]
+fn out_of_bounds_store_is_sticky_illegal_address_until_reset() {
+    let _exclusive = exclusive_device();
+    let Some(env) = env_or_skip() else { return };
+    let mut steps = Steps::default();
+    {
+        let ctx = Context::primary(env).expect("retain");
+        // Declared after `ctx`, so it resets before `ctx` releases, even on a failed assertion.
+        let _reset = ResetOnDrop(env.device);
+        let module = Module::load_ptx(&ctx, &clang_ptx("oob_write")).expect("load oob_write");
+        let f = module.function("oob_write").expect("oob_write");
+        let buf = DeviceBuffer::alloc(&ctx, 4096).expect("alloc");
+        let stream = Stream::legacy_default(&ctx);
+
+        let launched = code(stream.launch(
+            &f,
+            shape_1d(1, 32),
+            &[KernelArg::Ptr(buf.ptr()), KernelArg::U64(FAR_INDEX)],
+        ));
+        steps.check(
+            "cuLaunchKernel of the faulting kernel returns SUCCESS or the fault",
+            launched == CUresult::CUDA_SUCCESS || launched == CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            || format!("got {launched:?}"),
+        );
+        steps.expect(
+            "cuCtxSynchronize after the fault",
+            code(ctx.synchronize()),
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        );
+        steps.expect(
+            "cuCtxSynchronize again (sticky)",
+            code(ctx.synchronize()),
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        );
+        let alloc = DeviceBuffer::alloc(&ctx, 1024).map(drop);
+        steps.expect(
+            "cuMemAlloc after the fault (sticky)",
+            code(alloc),
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        );
+        let relaunch = code(stream.launch(
+            &f,
+            shape_1d(1, 32),
+            &[KernelArg::Ptr(buf.ptr()), KernelArg::U64(0)],
+        ));
+        let relaunch = if relaunch == CUresult::CUDA_SUCCESS {
+            code(ctx.synchronize())
+        } else {
+            relaunch
+        };
+        steps.expect(
+            "a good launch after the fault (sticky)",
+            relaunch,
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        );
+        // Dropping buf/module/f here calls the driver in a poisoned context; those failures are
+        // recorded (not panics) and the reset below destroys the objects anyway.
+    }
+    let fresh = Context::primary(env).expect("retain after reset");
+    steps.expect(
+        "cuMemAlloc after reset",
+        code(DeviceBuffer::alloc(&fresh, 1024).map(drop)),
+        CUresult::CUDA_SUCCESS,
+    );
+    let kc = cases::find("oob_write_in_range").expect("case");
+    let rerun = run_case(&fresh, kc, Flavour::Clang, fresh_seed(), 0xff);
+    steps.check("a kernel runs correctly after reset", rerun.is_ok(), || {
+        format!("{rerun:?}")
+    });
+    drop(fresh);
+    steps.finish(&env.choice.kind.to_string());
+}

@@ -1,0 +1,155 @@
+//! Shared test plumbing: driver selection with the skip rule, a gate that holds a stream back,
+//! a primary-context reset guard, and raw-call helpers for the semantics tests.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use conformance::driver::{self, Env};
+use cudarc::driver::sys::{self, CUresult};
+
+/// The driver, or `None` after printing `skipped: no driver` — unless `GPUHOST_DRIVER` asked for
+/// a driver explicitly, in which case not getting it fails the test.
+pub fn env_or_skip() -> Option<&'static Env> {
+    match driver::env() {
+        Ok(env) => Some(env),
+        Err(e) if !driver::preference_is_explicit() => {
+            println!("skipped: no driver ({e})");
+            None
+        }
+        Err(e) => panic!("GPUHOST_DRIVER asked for a driver that did not load: {e}"),
+    }
+}
+
+/// A host function's wait point: work queued behind [`Gate::hold`] on a stream does not run
+/// until [`Gate::open`] (or a 60 s safety timeout, so a failing test cannot hang the run).
+#[derive(Default)]
+pub struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Gate {
+    pub fn new() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+
+    /// Enqueues a host function on `stream` that blocks until the gate opens.
+    pub fn hold(self: &Arc<Self>, stream: &conformance::stream::Stream) {
+        let gate = Arc::clone(self);
+        stream
+            .launch_host_fn(move || {
+                let open = gate.open.lock().unwrap_or_else(PoisonError::into_inner);
+                let _unused = gate
+                    .cv
+                    .wait_timeout_while(open, Duration::from_secs(60), |o| !*o)
+                    .unwrap_or_else(PoisonError::into_inner);
+            })
+            .expect("cuLaunchHostFunc");
+    }
+
+    pub fn open(&self) {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.cv.notify_all();
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// Opens the gate when dropped, so a failed assertion never leaves a stream blocked.
+pub struct OpenOnDrop(pub Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// Resets the primary context when dropped: tests that poison or destroy it leave a clean one
+/// behind on every path, including a failed assertion.
+pub struct ResetOnDrop(pub sys::CUdevice);
+
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: the device handle came from cuDeviceGet; reset has no other precondition, and
+        // the caller holds the exclusive device lock so no other test uses the context.
+        let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(self.0) };
+        if r != CUresult::CUDA_SUCCESS {
+            eprintln!("cuDevicePrimaryCtxReset in cleanup returned {r:?}");
+        }
+    }
+}
+
+/// Collects every expectation of a multi-step test, so one run reports all steps that differ
+/// from NVIDIA's documented/observed behaviour instead of stopping at the first.
+#[derive(Default)]
+pub struct Steps {
+    failures: Vec<String>,
+}
+
+impl Steps {
+    pub fn expect(&mut self, step: &str, got: CUresult, want: CUresult) {
+        if got != want {
+            self.failures
+                .push(format!("{step}: got {got:?}, want {want:?}"));
+        }
+    }
+
+    pub fn check(&mut self, step: &str, ok: bool, detail: impl FnOnce() -> String) {
+        if !ok {
+            self.failures.push(format!("{step}: {}", detail()));
+        }
+    }
+
+    pub fn finish(self, driver: &str) {
+        assert!(
+            self.failures.is_empty(),
+            "on {driver}, {} step(s) differ:\n  {}",
+            self.failures.len(),
+            self.failures.join("\n  ")
+        );
+    }
+}
+
+/// `cuMemAlloc` of `bytes` in the current context; frees on success. Returns the raw result.
+pub fn try_alloc(bytes: usize) -> CUresult {
+    let mut p: sys::CUdeviceptr = 0;
+    // SAFETY: `p` is a valid out-pointer; the call only reads the thread's current context.
+    let r = unsafe { sys::cuMemAlloc_v2(&mut p, bytes) };
+    if r == CUresult::CUDA_SUCCESS {
+        // SAFETY: `p` was just allocated by cuMemAlloc and is freed once.
+        let f = unsafe { sys::cuMemFree_v2(p) };
+        assert_eq!(f, CUresult::CUDA_SUCCESS, "cuMemFree of a fresh allocation");
+    }
+    r
+}
+
+/// `cuCtxGetId(ctx)`.
+pub fn ctx_id(ctx: sys::CUcontext) -> Result<u64, CUresult> {
+    let mut id: std::ffi::c_ulonglong = 0;
+    // SAFETY: `id` is a valid out-pointer; the driver validates `ctx`.
+    let r = unsafe { sys::cuCtxGetId(ctx, &mut id) };
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(id)
+    } else {
+        Err(r)
+    }
+}
+
+/// `cuDevicePrimaryCtxGetState(dev)` as (flags, active).
+pub fn primary_state(dev: sys::CUdevice) -> (u32, bool) {
+    let (mut flags, mut active) = (0u32, 0i32);
+    // SAFETY: both are valid out-pointers; `dev` came from cuDeviceGet.
+    let r = unsafe { sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuDevicePrimaryCtxGetState");
+    (flags, active != 0)
+}
+
+/// The clang flavour of a corpus fixture (always committed).
+pub fn clang_ptx(file: &str) -> String {
+    conformance::corpus::read_ptx(file, conformance::corpus::Flavour::Clang)
+        .expect("corpus fixture")
+}
