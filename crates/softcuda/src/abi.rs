@@ -31,17 +31,6 @@ pub(crate) unsafe fn write<T>(ptr: *mut T, value: T) -> CuResult<()> {
     Ok(())
 }
 
-/// Reads a `T` from the caller's in-pointer; null is `CUDA_ERROR_INVALID_VALUE`.
-///
-/// # Safety
-/// `ptr` is null or valid for reading a `T`.
-pub(crate) unsafe fn read<T: Copy>(ptr: *const T) -> CuResult<T> {
-    if ptr.is_null() {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-    }
-    // SAFETY: non-null and valid for reads by the caller's contract.
-    Ok(unsafe { ptr.read() })
-}
 
 /// Converts a C `int` ordinal or count that must not be negative.
 pub(crate) fn non_negative(value: i32) -> CuResult<u32> {

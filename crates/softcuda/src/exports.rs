@@ -11,10 +11,124 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use cudarc::driver::sys::{CUdevice, CUresult, CUuuid};
+use std::ffi::c_void;
+
+use cudarc::driver::sys::{
+    CUDA_MEMCPY2D, CUcontext, CUdevice, CUdeviceptr, CUevent, CUhostFn, CUresult, CUstream, CUuuid,
+};
 
 use crate::abi::{self, CuResult};
-use crate::{device, driver, errors};
+use crate::copy::{self, Side2D};
+use crate::memory::{self, Kind};
+use crate::{context, device, driver, errors, event, pointer, stream};
+
+/// A handle's value (handles are opaque pointers in cuda.h).
+fn h<T>(handle: *mut T) -> u64 {
+    handle.addr() as u64
+}
+
+/// A handle value as the opaque pointer type cuda.h uses; it is never dereferenced.
+fn p<T>(value: u64) -> *mut T {
+    std::ptr::without_provenance_mut(value as usize)
+}
+
+/// A `size_t` count from C as bytes; sizes beyond the address space are invalid.
+fn bytes(n: usize) -> u64 {
+    n as u64
+}
+
+/// cuMemAllocHost's body: page-locked memory written to `pp`.
+///
+/// # Safety
+/// `pp` is null or writable.
+unsafe fn write_host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
+    if pp.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let addr = pointer::alloc_host(bytes(size))?;
+    // SAFETY: `pp` is non-null and writable (caller contract).
+    unsafe { abi::write(pp, p(addr)) }
+}
+
+/// cuMemGetInfo's body.
+///
+/// # Safety
+/// Both pointers are null or writable.
+unsafe fn write_mem_info(free: *mut usize, total: *mut usize) -> CuResult<()> {
+    context::live()?;
+    let (f, t) = memory::info();
+    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    // SAFETY: null-checked by abi::write; writable by the caller's contract.
+    unsafe {
+        abi::write(free, size(f))?;
+        abi::write(total, size(t))
+    }
+}
+
+/// cuMemGetAddressRange's body: either out-pointer may be NULL.
+///
+/// # Safety
+/// Both pointers are null or writable.
+unsafe fn write_address_range(
+    pbase: *mut CUdeviceptr,
+    psize: *mut usize,
+    dptr: CUdeviceptr,
+) -> CuResult<()> {
+    let (base, len) = pointer::address_range(dptr)?;
+    // SAFETY: each pointer is written only when non-null; writable by the caller's contract.
+    unsafe {
+        if !pbase.is_null() {
+            abi::write(pbase, base)?;
+        }
+        if !psize.is_null() {
+            abi::write(psize, usize::try_from(len).unwrap_or(usize::MAX))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `CUDA_MEMCPY2D` fields as plain values; the memory-type enums are read as raw integers
+/// because a foreign value outside the Rust enum would be undefined behaviour.
+///
+/// # Safety
+/// `desc` is null or points to a readable `CUDA_MEMCPY2D`.
+unsafe fn read_2d(desc: *const CUDA_MEMCPY2D) -> CuResult<(Side2D, Side2D, usize, usize)> {
+    if desc.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: `desc` is non-null and readable; each field is read through a raw place without
+    // forming a reference to the whole struct, and the enum fields as their u32 representation.
+    unsafe {
+        let src = Side2D {
+            memory_type: (&raw const (*desc).srcMemoryType).cast::<u32>().read(),
+            addr: 0,
+            x: (&raw const (*desc).srcXInBytes).read(),
+            y: (&raw const (*desc).srcY).read(),
+            pitch: (&raw const (*desc).srcPitch).read(),
+        };
+        let dst = Side2D {
+            memory_type: (&raw const (*desc).dstMemoryType).cast::<u32>().read(),
+            addr: 0,
+            x: (&raw const (*desc).dstXInBytes).read(),
+            y: (&raw const (*desc).dstY).read(),
+            pitch: (&raw const (*desc).dstPitch).read(),
+        };
+        let src_host = (&raw const (*desc).srcHost).read().addr() as u64;
+        let dst_host = (&raw const (*desc).dstHost).read().addr() as u64;
+        let src_dev = (&raw const (*desc).srcDevice).read();
+        let dst_dev = (&raw const (*desc).dstDevice).read();
+        let pick = |side: Side2D, host: u64, dev: u64| Side2D {
+            addr: if side.memory_type == 1 { host } else { dev },
+            ..side
+        };
+        Ok((
+            pick(src, src_host, src_dev),
+            pick(dst, dst_host, dst_dev),
+            (&raw const (*desc).WidthInBytes).read(),
+            (&raw const (*desc).Height).read(),
+        ))
+    }
+}
 
 /// Declares exports whose bodies return `CuResult<()>`.
 ///
@@ -139,5 +253,542 @@ exports! {
                 Err(CUresult::CUDA_ERROR_INVALID_VALUE)
             }
         }
+    }
+
+    // ---- primary context -------------------------------------------------------------------
+
+    /// Retains device 0's primary context (creating it if inactive); the handle value is stable.
+    fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) {
+        device::check(dev)?;
+        if pctx.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let handle = context::primary_retain()?;
+        abi::write(pctx, p(handle))
+    }
+
+    /// Releases one reference; at zero the primary context and all it owns are destroyed.
+    fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) {
+        device::check(dev)?;
+        context::primary_release()
+    }
+
+    /// Pre-`_v2` name of [`cuDevicePrimaryCtxRelease_v2`].
+    fn cuDevicePrimaryCtxRelease(dev: CUdevice) {
+        device::check(dev)?;
+        context::primary_release()
+    }
+
+    /// Destroys the primary context and everything in it now.
+    fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) {
+        device::check(dev)?;
+        context::primary_reset()
+    }
+
+    /// Pre-`_v2` name of [`cuDevicePrimaryCtxReset_v2`].
+    fn cuDevicePrimaryCtxReset(dev: CUdevice) {
+        device::check(dev)?;
+        context::primary_reset()
+    }
+
+    /// The primary context's flags and whether it is active.
+    fn cuDevicePrimaryCtxGetState(dev: CUdevice, flags: *mut c_uint, active: *mut c_int) {
+        device::check(dev)?;
+        if flags.is_null() || active.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let (f, a) = context::primary_state()?;
+        abi::write(flags, f)?;
+        abi::write(active, c_int::from(a))
+    }
+
+    /// Sets the flags the primary context has (and will be created with).
+    fn cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint) {
+        device::check(dev)?;
+        context::primary_set_flags(flags)
+    }
+
+    /// Pre-`_v2` name of [`cuDevicePrimaryCtxSetFlags_v2`].
+    fn cuDevicePrimaryCtxSetFlags(dev: CUdevice, flags: c_uint) {
+        device::check(dev)?;
+        context::primary_set_flags(flags)
+    }
+
+    // ---- contexts --------------------------------------------------------------------------
+
+    /// Creates a context and makes it current on this thread.
+    fn cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) {
+        device::check(dev)?;
+        if pctx.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(pctx, p(context::create(flags)?))
+    }
+
+    /// Pre-`_v2` name of [`cuCtxCreate_v2`].
+    fn cuCtxCreate(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) {
+        device::check(dev)?;
+        if pctx.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(pctx, p(context::create(flags)?))
+    }
+
+    /// cuCtxCreate with execution-affinity parameters: only the empty list is supported.
+    fn cuCtxCreate_v3(pctx: *mut CUcontext, params: *mut c_void, num_params: c_int, flags: c_uint, dev: CUdevice) {
+        device::check(dev)?;
+        if num_params != 0 || !params.is_null() {
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        if pctx.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(pctx, p(context::create(flags)?))
+    }
+
+    /// cuCtxCreate with creation parameters: only NULL parameters are supported.
+    fn cuCtxCreate_v4(pctx: *mut CUcontext, params: *mut c_void, flags: c_uint, dev: CUdevice) {
+        device::check(dev)?;
+        if !params.is_null() {
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        if pctx.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(pctx, p(context::create(flags)?))
+    }
+
+    /// Destroys a context made by cuCtxCreate.
+    fn cuCtxDestroy_v2(ctx: CUcontext) { context::destroy(h(ctx)) }
+
+    /// Pre-`_v2` name of [`cuCtxDestroy_v2`].
+    fn cuCtxDestroy(ctx: CUcontext) { context::destroy(h(ctx)) }
+
+    /// Makes `ctx` current on this thread (NULL unsets it).
+    fn cuCtxSetCurrent(ctx: CUcontext) { context::set_current(h(ctx)) }
+
+    /// The current context of this thread, NULL when none (even if it has been destroyed).
+    fn cuCtxGetCurrent(pctx: *mut CUcontext) {
+        driver::ensure_init()?;
+        abi::write(pctx, p(context::current_handle()))
+    }
+
+    /// Pushes `ctx` on this thread's context stack.
+    fn cuCtxPushCurrent_v2(ctx: CUcontext) { context::push_current(h(ctx)) }
+
+    /// Pre-`_v2` name of [`cuCtxPushCurrent_v2`].
+    fn cuCtxPushCurrent(ctx: CUcontext) { context::push_current(h(ctx)) }
+
+    /// Pops this thread's current context; `pctx` may be NULL.
+    fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) {
+        let popped = context::pop_current()?;
+        if !pctx.is_null() {
+            abi::write(pctx, p(popped))?;
+        }
+        Ok(())
+    }
+
+    /// Pre-`_v2` name of [`cuCtxPopCurrent_v2`].
+    fn cuCtxPopCurrent(pctx: *mut CUcontext) {
+        let popped = context::pop_current()?;
+        if !pctx.is_null() {
+            abi::write(pctx, p(popped))?;
+        }
+        Ok(())
+    }
+
+    /// The device of the current context (always 0).
+    fn cuCtxGetDevice(dev: *mut CUdevice) {
+        context::current()?.check_usable()?;
+        abi::write(dev, 0)
+    }
+
+    /// Waits for all work in the current context; reports a sticky fault.
+    fn cuCtxSynchronize() { context::current()?.synchronize() }
+
+    /// A context's unique id (new on every creation); NULL means the current context.
+    fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
+        let c = if ctx.is_null() { context::current()? } else { context::resolve(h(ctx))? };
+        abi::write(id, c.id)
+    }
+
+    /// The API version of a context (NULL: current).
+    fn cuCtxGetApiVersion(ctx: CUcontext, version: *mut c_uint) {
+        if ctx.is_null() { context::current()?; } else { context::resolve(h(ctx))?; }
+        abi::write(version, context::API_VERSION)
+    }
+
+    /// The current context's flags.
+    fn cuCtxGetFlags(flags: *mut c_uint) { abi::write(flags, context::current()?.flags()) }
+
+    /// Replaces the current context's flags.
+    fn cuCtxSetFlags(flags: c_uint) {
+        context::current()?.set_flags(flags);
+        Ok(())
+    }
+
+    /// Sets a `CU_LIMIT_*` of the current context.
+    fn cuCtxSetLimit(limit: c_uint, value: usize) { context::live()?.set_limit(limit, bytes(value)) }
+
+    /// Reads a `CU_LIMIT_*` of the current context.
+    fn cuCtxGetLimit(value: *mut usize, limit: c_uint) {
+        let v = context::current()?.limit(limit)?;
+        abi::write(value, usize::try_from(v).unwrap_or(usize::MAX))
+    }
+
+    /// Stream priorities: 0 (least) to -5 (greatest), as on H100/H200.
+    fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
+        context::current()?;
+        if !least.is_null() { abi::write(least, stream::LEAST_PRIORITY)?; }
+        if !greatest.is_null() { abi::write(greatest, stream::GREATEST_PRIORITY)?; }
+        Ok(())
+    }
+
+    /// The current context's cache preference.
+    fn cuCtxGetCacheConfig(config: *mut c_uint) { abi::write(config, context::current()?.cache_config()) }
+
+    /// Records a cache preference (no effect on a CPU).
+    fn cuCtxSetCacheConfig(config: c_uint) { context::live()?.set_cache_config(config) }
+
+    // ---- streams ---------------------------------------------------------------------------
+
+    /// Creates a stream (`CU_STREAM_NON_BLOCKING` honoured) in the current context.
+    fn cuStreamCreate(phStream: *mut CUstream, flags: c_uint) {
+        if phStream.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phStream, p(stream::create(flags, 0)?))
+    }
+
+    /// Creates a stream with a priority (clamped to the supported range, as NVIDIA does).
+    fn cuStreamCreateWithPriority(phStream: *mut CUstream, flags: c_uint, priority: c_int) {
+        if phStream.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phStream, p(stream::create(flags, priority)?))
+    }
+
+    /// Destroys a stream; work already queued still runs.
+    fn cuStreamDestroy_v2(hStream: CUstream) { stream::destroy(h(hStream)) }
+
+    /// Pre-`_v2` name of [`cuStreamDestroy_v2`].
+    fn cuStreamDestroy(hStream: CUstream) { stream::destroy(h(hStream)) }
+
+    /// Waits for a stream; reports a sticky fault.
+    fn cuStreamSynchronize(hStream: CUstream) {
+        let (ctx, s) = stream::resolve_any(h(hStream))?;
+        s.synchronize();
+        ctx.check_usable()
+    }
+
+    /// `CUDA_ERROR_NOT_READY` while the stream has work queued or running.
+    fn cuStreamQuery(hStream: CUstream) {
+        let (ctx, s) = stream::resolve_any(h(hStream))?;
+        ctx.check_usable()?;
+        if s.is_busy() { Err(CUresult::CUDA_ERROR_NOT_READY) } else { Ok(()) }
+    }
+
+    /// Makes later work on `hStream` wait for the event's latest record.
+    fn cuStreamWaitEvent(hStream: CUstream, hEvent: CUevent, flags: c_uint) {
+        event::stream_wait(h(hStream), h(hEvent), flags)
+    }
+
+    /// The stream's creation flags.
+    fn cuStreamGetFlags(hStream: CUstream, flags: *mut c_uint) {
+        let (_, s) = stream::resolve_any(h(hStream))?;
+        abi::write(flags, s.flags)
+    }
+
+    /// The stream's priority.
+    fn cuStreamGetPriority(hStream: CUstream, priority: *mut c_int) {
+        let (_, s) = stream::resolve_any(h(hStream))?;
+        abi::write(priority, s.priority)
+    }
+
+    /// The stream's context.
+    fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) {
+        let (ctx, _) = stream::resolve_any(h(hStream))?;
+        abi::write(pctx, p(ctx.handle))
+    }
+
+    /// Stream capture is not supported, so no stream is ever capturing.
+    fn cuStreamIsCapturing(hStream: CUstream, status: *mut c_uint) {
+        stream::resolve_any(h(hStream))?;
+        abi::write(status, 0)
+    }
+
+    /// Runs `fn_(userData)` on the stream's worker, in order with the stream's other work.
+    fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {
+        let f = fn_.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        stream::host_func(h(hStream), f, userData.expose_provenance())
+    }
+
+    // ---- events ----------------------------------------------------------------------------
+
+    /// Creates an event in the current context.
+    fn cuEventCreate(phEvent: *mut CUevent, flags: c_uint) {
+        if phEvent.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phEvent, p(event::create(flags)?))
+    }
+
+    /// Destroys an event.
+    fn cuEventDestroy_v2(hEvent: CUevent) { event::destroy(h(hEvent)) }
+
+    /// Pre-`_v2` name of [`cuEventDestroy_v2`].
+    fn cuEventDestroy(hEvent: CUevent) { event::destroy(h(hEvent)) }
+
+    /// Records the event on a stream.
+    fn cuEventRecord(hEvent: CUevent, hStream: CUstream) { event::record(h(hEvent), h(hStream)) }
+
+    /// Records the event on a stream; only flags 0 (CU_EVENT_RECORD_DEFAULT) is supported.
+    fn cuEventRecordWithFlags(hEvent: CUevent, hStream: CUstream, flags: c_uint) {
+        if flags != 0 {
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        event::record(h(hEvent), h(hStream))
+    }
+
+    /// `CUDA_ERROR_NOT_READY` until the recorded work has run.
+    fn cuEventQuery(hEvent: CUevent) { event::query(h(hEvent)) }
+
+    /// Waits for the recorded work.
+    fn cuEventSynchronize(hEvent: CUevent) { event::synchronize(h(hEvent)) }
+
+    /// Milliseconds between two completed, timed events.
+    fn cuEventElapsedTime(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
+        if ms.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?)
+    }
+
+    /// Same as [`cuEventElapsedTime`].
+    fn cuEventElapsedTime_v2(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
+        if ms.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?)
+    }
+
+    // ---- memory ----------------------------------------------------------------------------
+
+    /// Allocates device memory in the current context.
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) {
+        let ctx = context::live()?;
+        if dptr.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
+    }
+
+    /// Pre-`_v2` name of [`cuMemAlloc_v2`] (32-bit `CUdeviceptr` in old headers; same ABI here).
+    fn cuMemAlloc(dptr: *mut CUdeviceptr, size: usize) {
+        let ctx = context::live()?;
+        if dptr.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
+    }
+
+    /// Frees device or managed memory, after the context's queued work has finished.
+    fn cuMemFree_v2(dptr: CUdeviceptr) { pointer::free_device(dptr) }
+
+    /// Pre-`_v2` name of [`cuMemFree_v2`].
+    fn cuMemFree(dptr: CUdeviceptr) { pointer::free_device(dptr) }
+
+    /// Stream-ordered allocation: the memory is usable at once (and so also in stream order).
+    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream) {
+        let (ctx, _) = stream::resolve(h(hStream))?;
+        if dptr.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
+    }
+
+    /// Stream-ordered free: the memory is released when the stream reaches this point.
+    fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, h(hStream)) }
+
+    /// Page-locked host memory, visible to kernels at the same address.
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { write_host_alloc(pp, size) }
+
+    /// Pre-`_v2` name of [`cuMemAllocHost_v2`].
+    fn cuMemAllocHost(pp: *mut *mut c_void, size: usize) { write_host_alloc(pp, size) }
+
+    /// Page-locked host memory; the flags (PORTABLE, DEVICEMAP, WRITECOMBINED) change nothing here.
+    fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
+        if flags & !0x7 != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        write_host_alloc(pp, size)
+    }
+
+    /// Frees page-locked host memory.
+    fn cuMemFreeHost(ptr: *mut c_void) {
+        context::live()?;
+        memory::free(ptr.addr() as u64, &[Kind::Host])
+    }
+
+    /// The device address of page-locked host memory: the same address.
+    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint) {
+        abi::write(pdptr, pointer::host_device_pointer(ptr.addr() as u64, flags)?)
+    }
+
+    /// Pre-`_v2` name of [`cuMemHostGetDevicePointer_v2`].
+    fn cuMemHostGetDevicePointer(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint) {
+        abi::write(pdptr, pointer::host_device_pointer(ptr.addr() as u64, flags)?)
+    }
+
+    /// Managed memory (counted against device memory, usable from host and kernels).
+    fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: c_uint) {
+        let ctx = context::live()?;
+        if dptr.is_null() || !(flags == 1 || flags == 2) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Managed)?)
+    }
+
+    /// Free and total device memory (total = `SOFTCUDA_MEMORY` or 16 GiB).
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) { write_mem_info(free, total) }
+
+    /// Pre-`_v2` name of [`cuMemGetInfo_v2`].
+    fn cuMemGetInfo(free: *mut usize, total: *mut usize) { write_mem_info(free, total) }
+
+    /// Base and size of the allocation containing `dptr`; either out-pointer may be NULL.
+    fn cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
+        write_address_range(pbase, psize, dptr)
+    }
+
+    /// Pre-`_v2` name of [`cuMemGetAddressRange_v2`].
+    fn cuMemGetAddressRange(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
+        write_address_range(pbase, psize, dptr)
+    }
+
+    /// One attribute of a pointer (context, memory type, range, ordinal, ...).
+    fn cuPointerGetAttribute(data: *mut c_void, attribute: c_uint, ptr: CUdeviceptr) {
+        if data.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        match pointer::attribute(attribute, ptr)? {
+            pointer::Value::U32(v) => abi::write(data.cast::<u32>(), v),
+            pointer::Value::U64(v) => abi::write(data.cast::<u64>(), v),
+            pointer::Value::Ptr(v) => abi::write(data.cast::<*mut c_void>(), p(v)),
+        }
+    }
+
+    // ---- copies and fills ------------------------------------------------------------------
+
+    /// Host to device, synchronous.
+    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) { copy::htod(dst, src.cast(), n, None) }
+
+    /// Pre-`_v2` name of [`cuMemcpyHtoD_v2`].
+    fn cuMemcpyHtoD(dst: CUdeviceptr, src: *const c_void, n: usize) { copy::htod(dst, src.cast(), n, None) }
+
+    /// Device to host, synchronous.
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) { copy::dtoh(dst.cast(), src, n, None) }
+
+    /// Pre-`_v2` name of [`cuMemcpyDtoH_v2`].
+    fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) { copy::dtoh(dst.cast(), src, n, None) }
+
+    /// Device to device, synchronous.
+    fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::dtod(dst, src, n, None) }
+
+    /// Pre-`_v2` name of [`cuMemcpyDtoD_v2`].
+    fn cuMemcpyDtoD(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::dtod(dst, src, n, None) }
+
+    /// Host to device on a stream.
+    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
+        copy::htod(dst, src.cast(), n, Some(h(hStream)))
+    }
+
+    /// Pre-`_v2` name of [`cuMemcpyHtoDAsync_v2`].
+    fn cuMemcpyHtoDAsync(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
+        copy::htod(dst, src.cast(), n, Some(h(hStream)))
+    }
+
+    /// Device to host on a stream (synchronous into pageable memory, as NVIDIA's).
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream) {
+        copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
+    }
+
+    /// Pre-`_v2` name of [`cuMemcpyDtoHAsync_v2`].
+    fn cuMemcpyDtoHAsync(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream) {
+        copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
+    }
+
+    /// Device to device on a stream.
+    fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
+        copy::dtod(dst, src, n, Some(h(hStream)))
+    }
+
+    /// Pre-`_v2` name of [`cuMemcpyDtoDAsync_v2`].
+    fn cuMemcpyDtoDAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
+        copy::dtod(dst, src, n, Some(h(hStream)))
+    }
+
+    /// Unified-address copy: each side may be device or host memory.
+    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::any(dst, src, n, None) }
+
+    /// Unified-address copy on a stream.
+    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
+        copy::any(dst, src, n, Some(h(hStream)))
+    }
+
+    /// 2D copy between host, device and unified memory (CUDA arrays: not supported).
+    fn cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D) {
+        let (src, dst, w, rows) = read_2d(desc)?;
+        copy::copy_2d(&src, &dst, w, rows, None)
+    }
+
+    /// Pre-`_v2` name of [`cuMemcpy2D_v2`].
+    fn cuMemcpy2D(desc: *const CUDA_MEMCPY2D) {
+        let (src, dst, w, rows) = read_2d(desc)?;
+        copy::copy_2d(&src, &dst, w, rows, None)
+    }
+
+    /// Same as [`cuMemcpy2D_v2`] (there are no alignment constraints to relax).
+    fn cuMemcpy2DUnaligned_v2(desc: *const CUDA_MEMCPY2D) {
+        let (src, dst, w, rows) = read_2d(desc)?;
+        copy::copy_2d(&src, &dst, w, rows, None)
+    }
+
+    /// 2D copy on a stream.
+    fn cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream) {
+        let (src, dst, w, rows) = read_2d(desc)?;
+        copy::copy_2d(&src, &dst, w, rows, Some(h(hStream)))
+    }
+
+    /// Sets `n` bytes.
+    fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) { copy::fill(dst, value.into(), 1, n, None) }
+
+    /// Pre-`_v2` name of [`cuMemsetD8_v2`].
+    fn cuMemsetD8(dst: CUdeviceptr, value: u8, n: usize) { copy::fill(dst, value.into(), 1, n, None) }
+
+    /// Sets `n` 16-bit values (`dst` 2-byte aligned).
+    fn cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize) { copy::fill(dst, value.into(), 2, n, None) }
+
+    /// Pre-`_v2` name of [`cuMemsetD16_v2`].
+    fn cuMemsetD16(dst: CUdeviceptr, value: u16, n: usize) { copy::fill(dst, value.into(), 2, n, None) }
+
+    /// Sets `n` 32-bit values (`dst` 4-byte aligned).
+    fn cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize) { copy::fill(dst, value, 4, n, None) }
+
+    /// Pre-`_v2` name of [`cuMemsetD32_v2`].
+    fn cuMemsetD32(dst: CUdeviceptr, value: c_uint, n: usize) { copy::fill(dst, value, 4, n, None) }
+
+    /// [`cuMemsetD8_v2`] on a stream.
+    fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, hStream: CUstream) {
+        copy::fill(dst, value.into(), 1, n, Some(h(hStream)))
+    }
+
+    /// [`cuMemsetD16_v2`] on a stream.
+    fn cuMemsetD16Async(dst: CUdeviceptr, value: u16, n: usize, hStream: CUstream) {
+        copy::fill(dst, value.into(), 2, n, Some(h(hStream)))
+    }
+
+    /// [`cuMemsetD32_v2`] on a stream.
+    fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, hStream: CUstream) {
+        copy::fill(dst, value, 4, n, Some(h(hStream)))
     }
 }

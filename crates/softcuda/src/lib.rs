@@ -11,11 +11,19 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod context;
+mod copy;
 mod device;
 mod driver;
 mod error;
 mod errors;
+mod event;
 pub mod exports;
+mod handles;
 pub mod loader;
+mod memory;
+mod module;
+mod pointer;
+mod stream;
 
 pub use error::LoaderError;

@@ -1,4 +1,9 @@
 //! softcuda's integration tests: the C ABI called from Rust (the rlib's `extern "C"` fns), the
 //! loader + cudarc path into the built `libsoftcuda.so`, and a C program linked with `-lcuda`.
 
+mod common;
+mod context;
+mod device;
 mod loader;
+mod memory;
+mod stream;

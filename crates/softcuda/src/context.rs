@@ -1,0 +1,411 @@
+//! Contexts: the primary context (reference-counted, one stable handle value per device), created
+//! contexts, each thread's current-context stack, the sticky error, and the legacy-default-stream
+//! ordering rules that tie a context's streams together.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::driver::{self, Tag};
+use crate::handles::Table;
+use crate::stream::{self, Job, Stream};
+
+/// The handle value of device 0's primary context: the same for every (re)creation, as NVIDIA's.
+pub(crate) const PRIMARY_HANDLE: u64 = (1 << 4) | Tag::Context as u64;
+
+/// Value cuCtxGetApiVersion reports (what NVIDIA's driver reports for every context).
+pub(crate) const API_VERSION: u32 = 3020;
+
+/// `CU_LIMIT_*` count and defaults (stack, printf FIFO, malloc heap, sync depth, pending
+/// launches, L2 fetch granularity, persisting L2) as NVIDIA reports them on an H200.
+const LIMIT_DEFAULTS: [u64; 7] = [1024, 1 << 20, 8 << 20, 2, 2048, 32, 0];
+
+static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One context: what it owns is found through the handle tables by its `id`.
+pub(crate) struct Context {
+    /// The C handle value.
+    pub(crate) handle: u64,
+    /// Unique per creation (cuCtxGetId); objects record it to say which context owns them.
+    pub(crate) id: u64,
+    flags: AtomicU32,
+    destroyed: AtomicBool,
+    sticky: Mutex<Option<(CUresult, String)>>,
+    limits: Mutex<[u64; 7]>,
+    cache_config: AtomicU32,
+    /// The legacy default stream.
+    pub(crate) null_stream: Arc<Stream>,
+    streams: Mutex<Vec<Arc<Stream>>>,
+    /// Serializes submissions so that the legacy-stream dependencies captured are consistent.
+    submit_lock: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here is a plain read or assignment; a panic cannot tear the data.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Context {
+    fn create(handle: u64, flags: u32) -> Arc<Context> {
+        Arc::new_cyclic(|weak| Context {
+            handle,
+            id: NEXT_CTX_ID.fetch_add(1, Ordering::Relaxed),
+            flags: AtomicU32::new(flags),
+            destroyed: AtomicBool::new(false),
+            sticky: Mutex::new(None),
+            limits: Mutex::new(LIMIT_DEFAULTS),
+            cache_config: AtomicU32::new(0),
+            null_stream: Stream::spawn(0, 0, 0, weak.clone()),
+            streams: Mutex::new(Vec::new()),
+            submit_lock: Mutex::new(()),
+        })
+    }
+
+    /// Flags given at creation or by cuCtxSetFlags / cuDevicePrimaryCtxSetFlags.
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Replaces the flags.
+    pub(crate) fn set_flags(&self, flags: u32) {
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+
+    /// The sticky error (a kernel fault), if one happened.
+    pub(crate) fn sticky(&self) -> Option<CUresult> {
+        lock(&self.sticky).as_ref().map(|(code, _)| *code)
+    }
+
+    /// The message describing the sticky error.
+    pub(crate) fn sticky_message(&self) -> Option<String> {
+        lock(&self.sticky).as_ref().map(|(_, msg)| msg.clone())
+    }
+
+    /// Records a fault; the first one wins and every later call in the context returns it.
+    pub(crate) fn poison(&self, code: CUresult, message: String) {
+        let mut s = lock(&self.sticky);
+        if s.is_none() {
+            *s = Some((code, message));
+        }
+    }
+
+    /// Fails with the sticky error or `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+    pub(crate) fn check_usable(&self) -> CuResult<()> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED);
+        }
+        match self.sticky() {
+            Some(code) => Err(code),
+            None => Ok(()),
+        }
+    }
+
+    /// A `CU_LIMIT_*` value; unknown limits are `CUDA_ERROR_UNSUPPORTED_LIMIT`.
+    pub(crate) fn limit(&self, which: u32) -> CuResult<u64> {
+        lock(&self.limits)
+            .get(which as usize)
+            .copied()
+            .ok_or(CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT)
+    }
+
+    /// Sets a `CU_LIMIT_*` value.
+    pub(crate) fn set_limit(&self, which: u32, value: u64) -> CuResult<()> {
+        let mut limits = lock(&self.limits);
+        let slot = limits
+            .get_mut(which as usize)
+            .ok_or(CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT)?;
+        *slot = value;
+        Ok(())
+    }
+
+    /// The cache preference (`CUfunc_cache`), recorded only.
+    pub(crate) fn cache_config(&self) -> u32 {
+        self.cache_config.load(Ordering::Relaxed)
+    }
+
+    /// Records a cache preference.
+    pub(crate) fn set_cache_config(&self, config: u32) -> CuResult<()> {
+        if config > 3 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        self.cache_config.store(config, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Creates a stream owned by this context.
+    pub(crate) fn add_stream(self: &Arc<Self>, flags: u32, priority: i32) -> u64 {
+        let weak = Arc::downgrade(self);
+        let (handle, stream) =
+            stream::STREAMS.insert_with(|h| Stream::spawn(h, flags, priority, weak));
+        lock(&self.streams).push(stream);
+        handle
+    }
+
+    /// Forgets a created stream (its queued work still runs).
+    pub(crate) fn remove_stream(&self, handle: u64) {
+        lock(&self.streams).retain(|s| s.handle != handle);
+    }
+
+    /// Queues `job` on `stream` with the legacy default stream's rules: work on the NULL stream
+    /// waits for all earlier work on blocking streams, and work on a blocking stream waits for
+    /// earlier NULL-stream work. Returns the job's ticket.
+    pub(crate) fn submit(&self, stream: &Arc<Stream>, job: Job) -> u64 {
+        let _serial = lock(&self.submit_lock);
+        let mut deps: Vec<(Arc<Stream>, u64)> = Vec::new();
+        if Arc::ptr_eq(stream, &self.null_stream) {
+            for s in lock(&self.streams).iter() {
+                if s.is_blocking() && s.is_busy() {
+                    deps.push((Arc::clone(s), s.last_ticket()));
+                }
+            }
+        } else if stream.is_blocking() && self.null_stream.is_busy() {
+            deps.push((
+                Arc::clone(&self.null_stream),
+                self.null_stream.last_ticket(),
+            ));
+        }
+        if deps.is_empty() {
+            return stream.submit(job);
+        }
+        stream.submit(Box::new(move || {
+            for (s, ticket) in deps {
+                s.wait_for(ticket);
+            }
+            job();
+        }))
+    }
+
+    /// Waits for every stream of the context, then reports the sticky error if any.
+    pub(crate) fn synchronize(&self) -> CuResult<()> {
+        self.null_stream.synchronize();
+        let streams: Vec<Arc<Stream>> = lock(&self.streams).clone();
+        for s in streams {
+            s.synchronize();
+        }
+        self.check_usable()
+    }
+
+    /// Destroys the context: waits for its work, stops its streams, and frees everything it
+    /// owns (modules, functions, events, memory).
+    fn teardown(&self) {
+        self.null_stream.synchronize();
+        let streams: Vec<Arc<Stream>> = std::mem::take(&mut *lock(&self.streams));
+        for s in &streams {
+            s.synchronize();
+            s.close();
+            stream::STREAMS.remove(s.handle);
+        }
+        self.null_stream.close();
+        self.destroyed.store(true, Ordering::Release);
+        crate::event::release_context(self.id);
+        crate::module::release_context(self.id);
+        crate::memory::release_context(self.id);
+    }
+}
+
+/// Device 0's primary context: its retain count, the live instance, and the flags it is (or will
+/// be) created with.
+struct Primary {
+    refcount: u32,
+    live: Option<Arc<Context>>,
+    flags: u32,
+}
+
+static PRIMARY: Mutex<Primary> = Mutex::new(Primary {
+    refcount: 0,
+    live: None,
+    flags: 0,
+});
+
+/// Contexts made by cuCtxCreate, by handle.
+static CREATED: Table<Context> = Table::new(Tag::Context);
+
+thread_local! {
+    /// This thread's context stack; the last entry is the current context.
+    static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// cuDevicePrimaryCtxRetain: creates the primary context if it is not active.
+pub(crate) fn primary_retain() -> CuResult<u64> {
+    driver::ensure_init()?;
+    let mut p = lock(&PRIMARY);
+    p.refcount = p
+        .refcount
+        .checked_add(1)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if p.live.is_none() {
+        p.live = Some(Context::create(PRIMARY_HANDLE, p.flags));
+    }
+    Ok(PRIMARY_HANDLE)
+}
+
+/// cuDevicePrimaryCtxRelease: destroys the primary context when the count reaches zero.
+pub(crate) fn primary_release() -> CuResult<()> {
+    driver::ensure_init()?;
+    let doomed = {
+        let mut p = lock(&PRIMARY);
+        if p.refcount == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+        }
+        p.refcount -= 1;
+        if p.refcount == 0 { p.live.take() } else { None }
+    };
+    if let Some(ctx) = doomed {
+        ctx.teardown();
+    }
+    Ok(())
+}
+
+/// cuDevicePrimaryCtxReset: destroys the primary context and everything in it now; the next
+/// retain creates a fresh one under the same handle value.
+pub(crate) fn primary_reset() -> CuResult<()> {
+    driver::ensure_init()?;
+    let doomed = {
+        let mut p = lock(&PRIMARY);
+        p.refcount = 0;
+        p.live.take()
+    };
+    if let Some(ctx) = doomed {
+        ctx.teardown();
+    }
+    Ok(())
+}
+
+/// cuDevicePrimaryCtxGetState: (flags, active).
+pub(crate) fn primary_state() -> CuResult<(u32, bool)> {
+    driver::ensure_init()?;
+    let p = lock(&PRIMARY);
+    Ok((p.flags, p.live.is_some()))
+}
+
+/// cuDevicePrimaryCtxSetFlags: recorded for the next creation and applied to a live instance.
+pub(crate) fn primary_set_flags(flags: u32) -> CuResult<()> {
+    driver::ensure_init()?;
+    check_flags(flags)?;
+    let mut p = lock(&PRIMARY);
+    p.flags = flags;
+    if let Some(ctx) = &p.live {
+        ctx.set_flags(flags);
+    }
+    Ok(())
+}
+
+/// Valid `CU_CTX_*` flags: a scheduling mode (0..=4, not 3) plus MAP_HOST (8), LMEM_RESIZE (16),
+/// COREDUMP (32), USER_COREDUMP (64), SYNC_MEMOPS (128).
+fn check_flags(flags: u32) -> CuResult<()> {
+    if flags & !0xff != 0 || flags & 0x7 == 3 || flags & 0x7 > 4 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// The context behind `handle`: the primary handle resolves to the live instance or
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`; a destroyed created context is `CUDA_ERROR_INVALID_CONTEXT`.
+pub(crate) fn resolve(handle: u64) -> CuResult<Arc<Context>> {
+    driver::ensure_init()?;
+    if handle == PRIMARY_HANDLE {
+        return lock(&PRIMARY)
+            .live
+            .clone()
+            .ok_or(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    }
+    CREATED
+        .get(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)
+}
+
+/// The handle on top of this thread's stack (0 when none).
+pub(crate) fn current_handle() -> u64 {
+    STACK.with(|s| s.borrow().last().copied().unwrap_or(0))
+}
+
+/// The current context, even one with a sticky error (for queries).
+pub(crate) fn current() -> CuResult<Arc<Context>> {
+    driver::ensure_init()?;
+    match current_handle() {
+        0 => Err(CUresult::CUDA_ERROR_INVALID_CONTEXT),
+        h => resolve(h),
+    }
+}
+
+/// The current context, ready for work: not destroyed and without a sticky error.
+pub(crate) fn live() -> CuResult<Arc<Context>> {
+    let ctx = current()?;
+    ctx.check_usable()?;
+    Ok(ctx)
+}
+
+/// cuCtxSetCurrent: replaces the top of the stack (NULL pops it). The primary handle is accepted
+/// even while its context is destroyed, as NVIDIA's driver does; calls made with it then fail.
+pub(crate) fn set_current(handle: u64) -> CuResult<()> {
+    driver::ensure_init()?;
+    if handle != 0 && handle != PRIMARY_HANDLE && CREATED.get(handle).is_none() {
+        return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+    }
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        s.pop();
+        if handle != 0 {
+            s.push(handle);
+        }
+    });
+    Ok(())
+}
+
+/// cuCtxPushCurrent.
+pub(crate) fn push_current(handle: u64) -> CuResult<()> {
+    driver::ensure_init()?;
+    if handle != PRIMARY_HANDLE && CREATED.get(handle).is_none() {
+        return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+    }
+    STACK.with(|s| s.borrow_mut().push(handle));
+    Ok(())
+}
+
+/// cuCtxPopCurrent: the handle popped; an empty stack is `CUDA_ERROR_INVALID_CONTEXT`.
+pub(crate) fn pop_current() -> CuResult<u64> {
+    driver::ensure_init()?;
+    STACK
+        .with(|s| s.borrow_mut().pop())
+        .ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)
+}
+
+/// cuCtxCreate: a new context, pushed on this thread's stack.
+pub(crate) fn create(flags: u32) -> CuResult<u64> {
+    driver::ensure_init()?;
+    check_flags(flags)?;
+    let (handle, _) = CREATED.insert_with(|h| Context::create(h, flags));
+    STACK.with(|s| s.borrow_mut().push(handle));
+    Ok(handle)
+}
+
+/// cuCtxDestroy: destroys a created context (the primary context is destroyed only through
+/// release/reset) and pops it if it is current on this thread.
+pub(crate) fn destroy(handle: u64) -> CuResult<()> {
+    driver::ensure_init()?;
+    if handle == 0 || handle == PRIMARY_HANDLE {
+        return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+    }
+    let ctx = CREATED
+        .remove(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+    ctx.teardown();
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.last() == Some(&handle) {
+            s.pop();
+        }
+    });
+    Ok(())
+}
+
+/// The handle of the live context whose id is `ctx_id`.
+pub(crate) fn handle_of(ctx_id: u64) -> Option<u64> {
+    if lock(&PRIMARY).live.as_ref().is_some_and(|c| c.id == ctx_id) {
+        return Some(PRIMARY_HANDLE);
+    }
+    CREATED.find(|c| c.id == ctx_id).map(|c| c.handle)
+}

@@ -1,0 +1,195 @@
+//! Events: markers recorded into a stream. An event is complete when its stream has run
+//! everything before the marker; the marker takes a monotonic timestamp when it runs, which is
+//! what cuEventElapsedTime subtracts.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::context;
+use crate::driver::Tag;
+use crate::handles::Table;
+use crate::stream::{self, Stream};
+
+/// `CU_EVENT_DISABLE_TIMING`.
+const DISABLE_TIMING: u32 = 2;
+/// Every flag cuEventCreate accepts (DEFAULT, BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS).
+const KNOWN_FLAGS: u32 = 0x7;
+
+#[derive(Default)]
+struct State {
+    /// The stream and ticket of the latest record.
+    recorded: Option<(Arc<Stream>, u64)>,
+    /// Counts records, so a marker from an older record cannot stamp a newer one.
+    generation: u64,
+    /// (generation, time) stamped by the latest marker that ran.
+    stamp: Option<(u64, Instant)>,
+}
+
+/// One event.
+pub(crate) struct Event {
+    ctx_id: u64,
+    flags: u32,
+    state: Mutex<State>,
+}
+
+static EVENTS: Table<Event> = Table::new(Tag::Event);
+
+impl Event {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// (stream, ticket) of the latest record, if any.
+    pub(crate) fn recorded(&self) -> Option<(Arc<Stream>, u64)> {
+        self.lock().recorded.clone()
+    }
+
+    fn is_complete(&self) -> bool {
+        match self.recorded() {
+            None => true,
+            Some((stream, ticket)) => stream.is_done(ticket),
+        }
+    }
+}
+
+/// cuEventCreate in the current context.
+pub(crate) fn create(flags: u32) -> CuResult<u64> {
+    let ctx = context::live()?;
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let (handle, _) = EVENTS.insert_with(|_| {
+        Arc::new(Event {
+            ctx_id: ctx.id,
+            flags,
+            state: Mutex::new(State::default()),
+        })
+    });
+    Ok(handle)
+}
+
+/// The live event behind `handle`.
+pub(crate) fn get(handle: u64) -> CuResult<Arc<Event>> {
+    crate::driver::ensure_init()?;
+    EVENTS
+        .get(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+}
+
+/// cuEventDestroy: a pending record still completes; the handle is dead at once.
+pub(crate) fn destroy(handle: u64) -> CuResult<()> {
+    crate::driver::ensure_init()?;
+    EVENTS
+        .remove(handle)
+        .map(drop)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+}
+
+/// cuEventRecord: queues a timestamping marker on the stream.
+pub(crate) fn record(handle: u64, stream_handle: u64) -> CuResult<()> {
+    let event = get(handle)?;
+    let (ctx, stream) = stream::resolve(stream_handle)?;
+    if ctx.id != event.ctx_id {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    // Holding the state lock across submit keeps `generation` and the ticket consistent when two
+    // threads record the same event.
+    let mut state = event.lock();
+    state.generation += 1;
+    let generation = state.generation;
+    let marker = Arc::clone(&event);
+    let ticket = ctx.submit(
+        &stream,
+        Box::new(move || {
+            let now = Instant::now();
+            let mut s = marker.lock();
+            if s.stamp.is_none_or(|(g, _)| g < generation) {
+                s.stamp = Some((generation, now));
+            }
+        }),
+    );
+    state.recorded = Some((stream, ticket));
+    Ok(())
+}
+
+/// cuEventQuery: `CUDA_ERROR_NOT_READY` until the marker has run; an event never recorded is
+/// complete.
+pub(crate) fn query(handle: u64) -> CuResult<()> {
+    let event = get(handle)?;
+    if event.is_complete() {
+        Ok(())
+    } else {
+        Err(CUresult::CUDA_ERROR_NOT_READY)
+    }
+}
+
+/// cuEventSynchronize: waits for the marker, then reports the context's sticky error if any.
+pub(crate) fn synchronize(handle: u64) -> CuResult<()> {
+    let event = get(handle)?;
+    if let Some((stream, ticket)) = event.recorded() {
+        stream.wait_for(ticket);
+        if let Some(ctx) = stream.ctx.upgrade() {
+            ctx.check_usable()?;
+        }
+    }
+    Ok(())
+}
+
+/// cuEventElapsedTime in milliseconds. As in NVIDIA's driver: an event never recorded or created
+/// with `CU_EVENT_DISABLE_TIMING` is `CUDA_ERROR_INVALID_HANDLE`; one not yet complete is
+/// `CUDA_ERROR_NOT_READY`.
+pub(crate) fn elapsed_ms(start: u64, end: u64) -> CuResult<f32> {
+    let (start, end) = (get(start)?, get(end)?);
+    let mut stamps = [None, None];
+    for (slot, ev) in stamps.iter_mut().zip([&start, &end]) {
+        if ev.flags & DISABLE_TIMING != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        let s = ev.lock();
+        let Some((stream, ticket)) = &s.recorded else {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        };
+        if !stream.is_done(*ticket) {
+            return Err(CUresult::CUDA_ERROR_NOT_READY);
+        }
+        match s.stamp {
+            Some((g, t)) if g == s.generation => *slot = Some(t),
+            // Complete but unstamped: the stream was torn down before the marker ran.
+            _ => return Err(CUresult::CUDA_ERROR_INVALID_HANDLE),
+        }
+    }
+    let (Some(t0), Some(t1)) = (stamps[0], stamps[1]) else {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    };
+    let ms = if t1 >= t0 {
+        t1.duration_since(t0).as_secs_f64() * 1e3
+    } else {
+        -(t0.duration_since(t1).as_secs_f64() * 1e3)
+    };
+    Ok(ms as f32)
+}
+
+/// cuStreamWaitEvent: later work on `stream_handle` waits for the event's latest record.
+pub(crate) fn stream_wait(stream_handle: u64, handle: u64, flags: u32) -> CuResult<()> {
+    let event = get(handle)?;
+    if flags & !1 != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let (ctx, stream) = stream::resolve(stream_handle)?;
+    let Some((source, ticket)) = event.recorded() else {
+        return Ok(());
+    };
+    if Arc::ptr_eq(&source, &stream) {
+        return Ok(());
+    }
+    ctx.submit(&stream, Box::new(move || source.wait_for(ticket)));
+    Ok(())
+}
+
+/// Drops every event of a destroyed context.
+pub(crate) fn release_context(ctx_id: u64) {
+    EVENTS.remove_where(|e| e.ctx_id == ctx_id);
+}

@@ -1,0 +1,271 @@
+//! Device memory: real host allocations (256-byte aligned) whose addresses are the device
+//! addresses, one table for the whole process, and the accounting behind cuMemGetInfo.
+//!
+//! Each allocation's bytes live in a reference-counted [`Block`]; a copy or kernel in flight holds
+//! the blocks it uses, so freeing an allocation while work still touches it (a user bug) cannot
+//! become a use-after-free in softcuda.
+
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::driver;
+
+/// Alignment of every allocation, as NVIDIA's cuMemAlloc guarantees.
+pub(crate) const ALIGN: usize = 256;
+
+/// What kind of memory an allocation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// cuMemAlloc / cuMemAllocAsync / module globals: counted against device memory.
+    Device,
+    /// cuMemAllocHost / cuMemHostAlloc: page-locked host memory, visible to kernels (UVA).
+    Host,
+    /// cuMemAllocManaged: counted against device memory, usable from host and kernels.
+    Managed,
+}
+
+/// The bytes of one allocation, freed when the last holder lets go.
+pub(crate) struct Block {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: a Block owns its heap allocation outright; the raw pointer is only a handle to it, and
+// concurrent access to the bytes is the CUDA program's to order (as on a GPU).
+unsafe impl Send for Block {}
+// SAFETY: as above; &Block exposes nothing but the address.
+unsafe impl Sync for Block {}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+struct Entry {
+    len: u64,
+    ctx_id: u64,
+    kind: Kind,
+    block: Arc<Block>,
+}
+
+static TABLE: RwLock<BTreeMap<u64, Entry>> = RwLock::new(BTreeMap::new());
+static DEVICE_USED: AtomicU64 = AtomicU64::new(0);
+
+fn read() -> RwLockReadGuard<'static, BTreeMap<u64, Entry>> {
+    // Table updates are single insert/remove calls; a panic elsewhere cannot tear them.
+    TABLE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write() -> RwLockWriteGuard<'static, BTreeMap<u64, Entry>> {
+    TABLE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn counts(kind: Kind) -> bool {
+    kind != Kind::Host
+}
+
+/// Allocates `len` bytes (zeroed) for context `ctx_id`; returns the device address.
+pub(crate) fn alloc(ctx_id: u64, len: u64, kind: Kind) -> CuResult<u64> {
+    if len == 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let total = driver::total_memory();
+    if counts(kind) {
+        DEVICE_USED
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(len).filter(|&n| n <= total)
+            })
+            .map_err(|_| CUresult::CUDA_ERROR_OUT_OF_MEMORY)?;
+    }
+    let unreserve = || {
+        if counts(kind) {
+            DEVICE_USED.fetch_sub(len, Ordering::AcqRel);
+        }
+    };
+    let Some(layout) = usize::try_from(len)
+        .ok()
+        .and_then(|n| Layout::from_size_align(n, ALIGN).ok())
+    else {
+        unreserve();
+        return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+    };
+    // SAFETY: layout has a nonzero size (len > 0).
+    let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+    let Some(ptr) = NonNull::new(raw) else {
+        unreserve();
+        return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+    };
+    let addr = ptr.as_ptr() as u64;
+    let block = Arc::new(Block { ptr, layout });
+    write().insert(
+        addr,
+        Entry {
+            len,
+            ctx_id,
+            kind,
+            block,
+        },
+    );
+    Ok(addr)
+}
+
+/// Frees the allocation that starts exactly at `addr` if it is of one of `kinds`; anything else
+/// is `CUDA_ERROR_INVALID_VALUE`.
+pub(crate) fn free(addr: u64, kinds: &[Kind]) -> CuResult<()> {
+    let mut table = write();
+    match table.get(&addr) {
+        Some(e) if kinds.contains(&e.kind) => {}
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
+    if let Some(e) = table.remove(&addr)
+        && counts(e.kind)
+    {
+        DEVICE_USED.fetch_sub(e.len, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+/// Frees everything a destroyed context allocated.
+pub(crate) fn release_context(ctx_id: u64) {
+    let mut table = write();
+    let doomed: Vec<u64> = table
+        .iter()
+        .filter(|(_, e)| e.ctx_id == ctx_id)
+        .map(|(a, _)| *a)
+        .collect();
+    for addr in doomed {
+        if let Some(e) = table.remove(&addr)
+            && counts(e.kind)
+        {
+            DEVICE_USED.fetch_sub(e.len, Ordering::AcqRel);
+        }
+    }
+}
+
+/// (free, total) device bytes.
+pub(crate) fn info() -> (u64, u64) {
+    let total = driver::total_memory();
+    (
+        total.saturating_sub(DEVICE_USED.load(Ordering::Acquire)),
+        total,
+    )
+}
+
+/// What a pointer lies in.
+#[derive(Clone)]
+pub(crate) struct Allocation {
+    /// Start address.
+    pub(crate) base: u64,
+    /// Length in bytes.
+    pub(crate) len: u64,
+    /// Owning context's id.
+    pub(crate) ctx_id: u64,
+    /// Kind of memory.
+    pub(crate) kind: Kind,
+    block: Arc<Block>,
+}
+
+/// The allocation containing `addr`, if any.
+pub(crate) fn find(addr: u64) -> Option<Allocation> {
+    let table = read();
+    let (&base, e) = table.range(..=addr).next_back()?;
+    (addr < base + e.len).then(|| Allocation {
+        base,
+        len: e.len,
+        ctx_id: e.ctx_id,
+        kind: e.kind,
+        block: Arc::clone(&e.block),
+    })
+}
+
+/// A checked range of device-visible memory, holding its allocation alive.
+pub(crate) struct Span {
+    ptr: *mut u8,
+    len: usize,
+    _block: Arc<Block>,
+}
+
+// SAFETY: `ptr` points into the Block the Span holds alive; moving the Span to a stream worker
+// moves the right to touch those bytes with it.
+unsafe impl Send for Span {}
+
+impl Span {
+    /// The first byte.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// `[addr, addr + len)` when it lies wholly inside one live allocation; otherwise
+/// `CUDA_ERROR_INVALID_VALUE` (the memcpy/memset error for a bad range).
+pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
+    let a = find(addr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    let end = addr
+        .checked_add(len)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if end > a.base + a.len {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(Span {
+        // Derived from the block's own pointer so the span keeps the allocation's provenance.
+        ptr: a.block.ptr.as_ptr().wrapping_add((addr - a.base) as usize),
+        len: usize::try_from(len).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?,
+        _block: a.block,
+    })
+}
+
+/// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked host
+/// memory from any context — as sorted, non-overlapping `(start, end, block)`.
+pub(crate) fn visible_to(ctx_id: u64) -> Vec<(u64, u64, Arc<Block>)> {
+    read()
+        .iter()
+        .filter(|(_, e)| e.ctx_id == ctx_id || e.kind == Kind::Host)
+        .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_is_aligned_zeroed_and_found_by_interior_pointer() {
+        let a = alloc(u64::MAX, 1000, Kind::Device).unwrap();
+        assert_eq!(a % ALIGN as u64, 0);
+        let s = span(a + 10, 990).unwrap();
+        // SAFETY: the span covers 990 live bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(s.ptr(), s.len()) };
+        assert!(bytes.iter().all(|&b| b == 0));
+        assert_eq!(find(a + 999).unwrap().base, a);
+        assert!(span(a + 10, 991).is_err());
+        free(a, &[Kind::Device]).unwrap();
+        assert!(find(a).is_none());
+    }
+
+    #[test]
+    fn free_of_interior_pointer_or_wrong_kind_is_invalid_value() {
+        let a = alloc(u64::MAX - 1, 64, Kind::Host).unwrap();
+        assert_eq!(
+            free(a + 1, &[Kind::Host]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            free(a, &[Kind::Device]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
+        free(a, &[Kind::Host]).unwrap();
+    }
+}

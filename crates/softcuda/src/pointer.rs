@@ -1,0 +1,103 @@
+//! Memory calls that take or describe a pointer: freeing (synchronous and stream-ordered),
+//! page-locked host allocations, address ranges and cuPointerGetAttribute.
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::context;
+use crate::memory::{self, Kind};
+use crate::stream;
+
+/// The kinds cuMemFree accepts.
+const FREEABLE: [Kind; 2] = [Kind::Device, Kind::Managed];
+
+/// cuMemFree: like NVIDIA's, it waits for the context's queued work before releasing the memory.
+pub(crate) fn free_device(addr: u64) -> CuResult<()> {
+    let ctx = context::live()?;
+    match memory::find(addr) {
+        Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
+    ctx.synchronize()?;
+    memory::free(addr, &FREEABLE)
+}
+
+/// cuMemFreeAsync: checked now, released when the stream reaches it.
+pub(crate) fn free_async(addr: u64, stream_handle: u64) -> CuResult<()> {
+    let (ctx, s) = stream::resolve(stream_handle)?;
+    match memory::find(addr) {
+        Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
+    ctx.submit(
+        &s,
+        Box::new(move || {
+            // A double free queued twice is caught at the second call's check only when the
+            // first has already run; otherwise the second release finds nothing and is ignored.
+            let _ = memory::free(addr, &FREEABLE);
+        }),
+    );
+    Ok(())
+}
+
+/// cuMemAllocHost / cuMemHostAlloc: page-locked host memory in the current context.
+pub(crate) fn alloc_host(len: u64) -> CuResult<u64> {
+    let ctx = context::live()?;
+    memory::alloc(ctx.id, len, Kind::Host)
+}
+
+/// cuMemHostGetDevicePointer: page-locked memory has the same address on both sides.
+pub(crate) fn host_device_pointer(addr: u64, flags: u32) -> CuResult<u64> {
+    context::live()?;
+    if flags != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    match memory::find(addr) {
+        Some(a) if a.kind == Kind::Host => Ok(addr),
+        _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
+}
+
+/// cuMemGetAddressRange: (base, size) of the allocation containing `addr`.
+pub(crate) fn address_range(addr: u64) -> CuResult<(u64, u64)> {
+    context::live()?;
+    memory::find(addr)
+        .map(|a| (a.base, a.len))
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)
+}
+
+/// A pointer attribute's value, by the C type cuda.h gives it.
+pub(crate) enum Value {
+    /// `unsigned int` / `int` / bool attributes.
+    U32(u32),
+    /// `size_t`, `unsigned long long` and `CUdeviceptr` attributes.
+    U64(u64),
+    /// Handle or `void*` attributes.
+    Ptr(u64),
+}
+
+/// cuPointerGetAttribute for a raw `CUpointer_attribute`. A pointer outside every allocation is
+/// `CUDA_ERROR_INVALID_VALUE`, as in NVIDIA's driver.
+pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
+    crate::driver::ensure_init()?;
+    let a = memory::find(addr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    Ok(match attr {
+        1 => Value::Ptr(context::handle_of(a.ctx_id).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?),
+        2 => Value::U32(if a.kind == Kind::Host { 1 } else { 2 }),
+        3 => Value::U64(addr),
+        4 if a.kind == Kind::Device => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        4 => Value::Ptr(addr),
+        6 => Value::U32(0),
+        7 => Value::U64(a.base),
+        8 => Value::U32(u32::from(a.kind == Kind::Managed)),
+        9 => Value::U32(0),
+        10 | 15 => Value::U32(0),
+        11 => Value::U64(a.base),
+        12 => Value::U64(a.len),
+        13 => Value::U32(1),
+        14 => Value::U64(0),
+        16 => Value::U32(3),
+        5 | 17..=20 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    })
+}
