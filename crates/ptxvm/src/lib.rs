@@ -1,1 +1,78 @@
-//! placeholder
+//! ptxvm: a PTX front end and a warp-level SIMT interpreter, the execution engine behind
+//! softcuda.
+//!
+//! `Module::load` lexes, parses and lowers PTX text once into flat decoded instructions;
+//! `launch` runs a kernel of a loaded module over a grid against any `Memory`.
+//!
+//! ```
+//! use ptxvm::{Launch, Memory, Module};
+//! # struct NoMem;
+//! # impl Memory for NoMem { fn translate(&self, _: u64, _: u64) -> Option<*mut u8> { None } }
+//! let m = Module::load(".version 7.0\n.target sm_80\n.address_size 64\n\
+//!     .visible .entry k() { ret; }").unwrap();
+//! let l = Launch { kernel: 0, grid: [1, 1, 1], block: [32, 1, 1], dynamic_shared_bytes: 0,
+//!                  params: &[], globals: &[], workers: 1 };
+//! let stats = ptxvm::launch(&m, &l, &NoMem).unwrap();
+//! assert_eq!(stats.warp_instructions, 1);
+//! ```
+#![deny(missing_docs)]
+
+mod api;
+mod ast;
+mod error;
+mod ir;
+mod lex;
+mod lower;
+mod parse;
+mod vm;
+
+pub use api::{
+    Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats, Memory, ParamInfo,
+};
+pub use error::Error;
+pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
+pub use vm::{MAX_SHARED_BYTES, launch};
+
+use lower::Kernel;
+
+/// A loaded PTX module: decoded once, immutable, shareable across threads.
+#[derive(Debug)]
+pub struct Module {
+    kernels: Vec<Kernel>,
+    infos: Vec<KernelInfo>,
+    globals: Vec<GlobalInfo>,
+}
+
+impl Module {
+    /// Parses and decodes PTX text. Errors name the source line (and column for syntax).
+    pub fn load(ptx: &str) -> Result<Module, Error> {
+        let tokens = lex::lex(ptx)?;
+        let ast = parse::parse(&tokens)?;
+        let (kernels, globals) = lower::lower(&ast)?;
+        let infos = kernels.iter().map(|k| k.info.clone()).collect();
+        Ok(Module {
+            kernels,
+            infos,
+            globals,
+        })
+    }
+
+    /// The module's kernels (`.entry` functions), in source order.
+    pub fn kernels(&self) -> &[KernelInfo] {
+        &self.infos
+    }
+
+    /// Index of the kernel called `name`.
+    pub fn kernel_index(&self, name: &str) -> Option<usize> {
+        self.infos.iter().position(|k| k.name == name)
+    }
+
+    /// The module's `.global` and `.const` variables, in source order.
+    pub fn globals(&self) -> &[GlobalInfo] {
+        &self.globals
+    }
+
+    pub(crate) fn kernel(&self, i: usize) -> Option<&Kernel> {
+        self.kernels.get(i)
+    }
+}

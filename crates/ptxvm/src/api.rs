@@ -1,0 +1,177 @@
+//! The public contract softcuda codes against (docs/ARCHITECTURE.md): module metadata, the
+//! memory trait, launch parameters, statistics and faults.
+
+use std::fmt;
+
+/// A kernel's interface and resource needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// Mangled PTX entry name.
+    pub name: String,
+    /// Parameters in declaration order.
+    pub params: Vec<ParamInfo>,
+    /// Bytes of `.shared` memory the kernel declares statically (dynamic comes at launch).
+    pub static_shared_bytes: u32,
+    /// Bytes of `.local` memory per thread (locals, call frames).
+    pub local_bytes_per_thread: u32,
+    /// From `.maxntid`/`.reqntid`, the product of the dimensions.
+    pub max_threads_per_block: Option<u32>,
+    /// Registers the decoded kernel uses (declared plus hidden ones).
+    pub num_regs: u32,
+}
+
+/// One kernel parameter's place in the packed parameter buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Name as declared.
+    pub name: String,
+    /// Byte offset in the buffer.
+    pub offset: u32,
+    /// Size in bytes.
+    pub size: u32,
+    /// Alignment in bytes.
+    pub align: u32,
+}
+
+/// Where a module variable lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobalSpace {
+    /// `.global`
+    Global,
+    /// `.const`
+    Const,
+}
+
+/// A module-scope `.global` or `.const` variable; the driver allocates it and passes its
+/// address back in `Launch::globals`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalInfo {
+    /// Name as declared.
+    pub name: String,
+    /// State space.
+    pub space: GlobalSpace,
+    /// Size in bytes.
+    pub size: u64,
+    /// Alignment in bytes.
+    pub align: u32,
+    /// Initial contents; empty means zero-filled.
+    pub init: Vec<u8>,
+}
+
+/// Device memory as the driver sees it.
+pub trait Memory: Sync {
+    /// Host pointer for `[addr, addr+len)` when the whole range lies inside one live
+    /// allocation; `None` is an illegal address.
+    fn translate(&self, addr: u64, len: u64) -> Option<*mut u8>;
+
+    /// The whole live allocation containing `addr`, as `(base, len, host pointer of base)`.
+    /// Optional: lets the VM cache one translation per allocation. The default says "unknown",
+    /// and the VM then probes with `translate` over small aligned windows.
+    fn allocation(&self, addr: u64) -> Option<(u64, u64, *mut u8)> {
+        let _ = addr;
+        None
+    }
+}
+
+/// One kernel launch.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    /// Index into `Module::kernels`.
+    pub kernel: usize,
+    /// Blocks per grid.
+    pub grid: [u32; 3],
+    /// Threads per block.
+    pub block: [u32; 3],
+    /// Bytes of `.extern .shared` memory.
+    pub dynamic_shared_bytes: u32,
+    /// Parameters packed at `ParamInfo` offsets.
+    pub params: &'a [u8],
+    /// Device address of each `GlobalInfo`, same order.
+    pub globals: &'a [u64],
+    /// CPU threads to spread blocks over.
+    pub workers: usize,
+}
+
+/// Work done by a launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// Sum over executed instructions of the lanes that executed them.
+    pub lane_instructions: u64,
+    /// Instructions dispatched (once per warp, whatever the active lanes).
+    pub warp_instructions: u64,
+}
+
+/// Why a kernel stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// An access outside every live allocation (or outside shared/local memory).
+    IllegalAddress {
+        /// First byte accessed.
+        addr: u64,
+        /// Access size.
+        len: u32,
+    },
+    /// An access not aligned to its size.
+    MisalignedAddress {
+        /// The address.
+        addr: u64,
+    },
+    /// `trap` or `brkpt` executed.
+    Trap,
+    /// Threads of a block wait at different barriers, or some can never arrive.
+    BarrierDivergence,
+    /// The launch configuration cannot run this kernel.
+    InvalidLaunch(String),
+    /// Call nesting exceeded the per-thread return stack.
+    StackOverflow,
+}
+
+/// A kernel fault, with where it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// What went wrong.
+    pub kind: FaultKind,
+    /// Kernel name.
+    pub kernel: String,
+    /// Block index of the faulting thread.
+    pub block: [u32; 3],
+    /// Thread index within the block.
+    pub thread: [u32; 3],
+    /// PTX source line of the faulting instruction (0 when not tied to one).
+    pub line: u32,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [bx, by, bz] = self.block;
+        let [tx, ty, tz] = self.thread;
+        let at = format!(
+            "kernel {} block ({bx},{by},{bz}) thread ({tx},{ty},{tz}) at PTX line {}",
+            self.kernel, self.line
+        );
+        match &self.kind {
+            FaultKind::IllegalAddress { addr, len } => write!(
+                f,
+                "{at}: illegal address: {len}-byte access at {addr:#x} is outside every live \
+                 allocation; check buffer sizes and index bounds"
+            ),
+            FaultKind::MisalignedAddress { addr } => write!(
+                f,
+                "{at}: misaligned address {addr:#x}; accesses must be aligned to their size"
+            ),
+            FaultKind::Trap => write!(f, "{at}: the kernel executed trap (an assertion failed?)"),
+            FaultKind::BarrierDivergence => write!(
+                f,
+                "{at}: barrier divergence: not all threads of the block reach the same \
+                 bar.sync; make __syncthreads() unconditional"
+            ),
+            FaultKind::InvalidLaunch(why) => {
+                write!(f, "kernel {}: invalid launch: {why}", self.kernel)
+            }
+            FaultKind::StackOverflow => write!(f, "{at}: call stack overflow; reduce call nesting"),
+        }
+    }
+}
+
+impl std::error::Error for Fault {}

@@ -1,0 +1,40 @@
+//! The crate's load-time error type: everything `Module::load` can reject, by cause.
+
+/// Why a PTX module could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The text is not well-formed PTX.
+    #[error("PTX syntax error at {line}:{col}: {msg}; fix the PTX text at that position")]
+    Parse {
+        /// 1-based source line.
+        line: u32,
+        /// 1-based source column.
+        col: u32,
+        /// What was expected or found.
+        msg: String,
+    },
+    /// Well-formed PTX that this interpreter does not implement.
+    #[error(
+        "PTX line {line}: unsupported by ptxvm: {what}; run this module on an NVIDIA driver or avoid the construct"
+    )]
+    Unsupported {
+        /// 1-based source line.
+        line: u32,
+        /// The construct that is not implemented.
+        what: String,
+    },
+    /// Well-formed text that does not make sense (undefined register, label, type mismatch…).
+    #[error("PTX line {line}: invalid program: {msg}")]
+    Invalid {
+        /// 1-based source line.
+        line: u32,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The input exceeds the size limits ptxvm accepts.
+    #[error("PTX input too large ({bytes} bytes); split the module")]
+    TooLarge {
+        /// Size of the rejected input or structure.
+        bytes: usize,
+    },
+}

@@ -1,0 +1,232 @@
+//! Lexer: PTX text → tokens with line:col, comments dropped.
+//!
+//! Directive and modifier words keep their leading dot (`.global`, `.L2::128B`) so the parser can
+//! tell `ld` from `.ld`-style modifiers without re-reading the text.
+
+use crate::error::Error;
+
+/// One token kind. Numbers are kept as text-derived values, never re-parsed later.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Tok {
+    /// Identifier, register (`%r1`), label (`$L__BB0_2`), or opcode word.
+    Ident(String),
+    /// `.word` (the text after the dot, which may contain `::`).
+    Dot(String),
+    /// Integer literal (magnitude; a leading `-` is a separate token).
+    Int(u64),
+    /// `0fXXXXXXXX` single-precision bit pattern.
+    F32Bits(u32),
+    /// `0dXXXXXXXXXXXXXXXX` double-precision bit pattern, or a decimal float literal.
+    F64Bits(u64),
+    /// String literal (only used by `.file` and `.pragma`).
+    Str(String),
+    /// Single punctuation character.
+    Punct(char),
+}
+
+/// A token and where it starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Token {
+    pub tok: Tok,
+    pub line: u32,
+    pub col: u32,
+}
+
+/// Upper bound on input size; keeps a fuzzer from making us allocate without limit.
+const MAX_INPUT: usize = 64 << 20;
+
+fn ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c == b'%'
+}
+
+fn ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$'
+}
+
+/// Splits PTX text into tokens.
+pub(crate) fn lex(src: &str) -> Result<Vec<Token>, Error> {
+    if src.len() > MAX_INPUT {
+        return Err(Error::TooLarge { bytes: src.len() });
+    }
+    let b = src.as_bytes();
+    let mut out = Vec::with_capacity(src.len() / 4);
+    let (mut i, mut line, mut line_start) = (0usize, 1u32, 0usize);
+    while i < b.len() {
+        let c = b[i];
+        let col = (i - line_start + 1) as u32;
+        let l0 = line;
+        let err = move |msg: String| Error::Parse { line: l0, col, msg };
+        if c == b'\n' {
+            line += 1;
+            i += 1;
+            line_start = i;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            loop {
+                if i + 1 >= b.len() {
+                    return Err(err("unterminated /* comment".into()));
+                }
+                if b[i] == b'*' && b[i + 1] == b'/' {
+                    i += 2;
+                    break;
+                }
+                if b[i] == b'\n' {
+                    line += 1;
+                    line_start = i + 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        let start = i;
+        let tok = if ident_start(c) {
+            i += 1;
+            while i < b.len() && ident_char(b[i]) {
+                i += 1;
+            }
+            Tok::Ident(src[start..i].to_string())
+        } else if c == b'.' && b.get(i + 1).is_some_and(|&n| ident_char(n)) {
+            i += 1;
+            while i < b.len() && (ident_char(b[i]) || b[i] == b':') {
+                i += 1;
+            }
+            Tok::Dot(src[start + 1..i].to_string())
+        } else if c.is_ascii_digit() {
+            let (t, n) = lex_number(&b[i..]).ok_or_else(|| err("malformed number".into()))?;
+            i += n;
+            t
+        } else if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += 1;
+            }
+            if i >= b.len() || b[i] != b'"' {
+                return Err(err("unterminated string literal".into()));
+            }
+            i += 1;
+            Tok::Str(src[start + 1..i - 1].to_string())
+        } else if b",;:[](){}<>+-!@|=".contains(&c) {
+            i += 1;
+            Tok::Punct(c as char)
+        } else {
+            let ch = src[i..].chars().next().unwrap_or('?');
+            return Err(err(format!("unexpected character {ch:?}")));
+        };
+        out.push(Token { tok, line, col });
+    }
+    Ok(out)
+}
+
+/// Lexes a number at the start of `b`; returns the token and the bytes consumed.
+fn lex_number(b: &[u8]) -> Option<(Tok, usize)> {
+    let mut n = 0;
+    while n < b.len() && (b[n].is_ascii_alphanumeric() || b[n] == b'.' || b[n] == b'_') {
+        // A sign directly after an exponent belongs to the number (1.5e-3).
+        n += 1;
+        if n < b.len()
+            && (b[n] == b'-' || b[n] == b'+')
+            && (b[n - 1] == b'e' || b[n - 1] == b'E')
+            && !b.starts_with(b"0x")
+            && !b.starts_with(b"0X")
+        {
+            n += 1;
+        }
+    }
+    let text = std::str::from_utf8(&b[..n]).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let tok = if let Some(h) = lower.strip_prefix("0f").filter(|h| h.len() == 8) {
+        Tok::F32Bits(u32::from_str_radix(h, 16).ok()?)
+    } else if let Some(h) = lower.strip_prefix("0d").filter(|h| h.len() == 16) {
+        Tok::F64Bits(u64::from_str_radix(h, 16).ok()?)
+    } else if let Some(h) = lower.strip_prefix("0x") {
+        Tok::Int(u64::from_str_radix(h.trim_end_matches('u'), 16).ok()?)
+    } else if let Some(h) = lower.strip_prefix("0b") {
+        Tok::Int(u64::from_str_radix(h.trim_end_matches('u'), 2).ok()?)
+    } else if lower.contains('.') || lower.contains('e') {
+        Tok::F64Bits(lower.parse::<f64>().ok()?.to_bits())
+    } else {
+        let d = lower.trim_end_matches('u');
+        if d.len() > 1 && d.starts_with('0') {
+            Tok::Int(u64::from_str_radix(&d[1..], 8).ok()?)
+        } else {
+            Tok::Int(d.parse::<u64>().ok()?)
+        }
+    };
+    Some((tok, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(s: &str) -> Vec<Tok> {
+        lex(s).unwrap().into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn splits_opcode_modifiers_and_registers() {
+        assert_eq!(
+            kinds("ld.global.f32 %f1, [%rd4+-8]; // c"),
+            vec![
+                Tok::Ident("ld".into()),
+                Tok::Dot("global".into()),
+                Tok::Dot("f32".into()),
+                Tok::Ident("%f1".into()),
+                Tok::Punct(','),
+                Tok::Punct('['),
+                Tok::Ident("%rd4".into()),
+                Tok::Punct('+'),
+                Tok::Punct('-'),
+                Tok::Int(8),
+                Tok::Punct(']'),
+                Tok::Punct(';'),
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_in_every_base_and_float_bits() {
+        assert_eq!(
+            kinds("0x1F 010 0b101 7U 0f3F800000 0d3FF0000000000000 1.5"),
+            vec![
+                Tok::Int(31),
+                Tok::Int(8),
+                Tok::Int(5),
+                Tok::Int(7),
+                Tok::F32Bits(0x3F80_0000),
+                Tok::F64Bits(1f64.to_bits()),
+                Tok::F64Bits(1.5f64.to_bits()),
+            ]
+        );
+    }
+
+    #[test]
+    fn tracks_lines_across_block_comments() {
+        let t = lex("/* a\n b */\n  mov").unwrap();
+        assert_eq!((t[0].line, t[0].col), (3, 3));
+    }
+
+    #[test]
+    fn rejects_garbage_with_position() {
+        match lex("mov\n  #") {
+            Err(Error::Parse {
+                line: 2, col: 3, ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(lex("/* open").is_err());
+        assert!(lex("0xZZ").is_err());
+    }
+}

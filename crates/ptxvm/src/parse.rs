@@ -1,0 +1,665 @@
+//! Parser: tokens → `ast::Module`. Recursive descent with a nesting limit so hostile input cannot
+//! overflow the stack; debug-info directives are skipped here so later stages never see them.
+
+use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, VarDecl};
+use crate::error::Error;
+use crate::lex::{Tok, Token};
+
+/// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
+const MAX_DEPTH: u32 = 64;
+/// Largest initialiser list accepted, in elements.
+const MAX_INIT: usize = 1 << 22;
+
+struct Parser<'a> {
+    t: &'a [Token],
+    i: usize,
+}
+
+type R<T> = Result<T, Error>;
+
+/// Parses a token stream into a module.
+pub(crate) fn parse(tokens: &[Token]) -> R<Module> {
+    let mut p = Parser { t: tokens, i: 0 };
+    let mut m = Module::default();
+    while !p.at_end() {
+        p.top_level(&mut m)?;
+    }
+    Ok(m)
+}
+
+impl<'a> Parser<'a> {
+    fn at_end(&self) -> bool {
+        self.i >= self.t.len()
+    }
+    fn peek(&self) -> Option<&'a Tok> {
+        self.t.get(self.i).map(|t| &t.tok)
+    }
+    fn pos(&self) -> (u32, u32) {
+        match self.t.get(self.i).or(self.t.last()) {
+            Some(t) => (t.line, t.col),
+            None => (1, 1),
+        }
+    }
+    fn line(&self) -> u32 {
+        self.pos().0
+    }
+    fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        let (line, col) = self.pos();
+        let mut msg = msg.into();
+        match self.peek() {
+            Some(t) => msg.push_str(&format!(" (found {t:?})")),
+            None => msg.push_str(" (found end of input)"),
+        }
+        Err(Error::Parse { line, col, msg })
+    }
+    fn next(&mut self) -> R<&'a Tok> {
+        match self.t.get(self.i) {
+            Some(t) => {
+                self.i += 1;
+                Ok(&t.tok)
+            }
+            None => self.err("unexpected end of input"),
+        }
+    }
+    fn is_punct(&self, c: char) -> bool {
+        self.peek() == Some(&Tok::Punct(c))
+    }
+    fn eat_punct(&mut self, c: char) -> bool {
+        if self.is_punct(c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect_punct(&mut self, c: char) -> R<()> {
+        if self.eat_punct(c) {
+            Ok(())
+        } else {
+            self.err(format!("expected '{c}'"))
+        }
+    }
+    fn is_dot(&self, w: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Dot(d)) if d == w)
+    }
+    fn eat_dot(&mut self, w: &str) -> bool {
+        if self.is_dot(w) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn ident(&mut self) -> R<String> {
+        match self.peek() {
+            Some(Tok::Ident(s)) => {
+                self.i += 1;
+                Ok(s.clone())
+            }
+            _ => self.err("expected a name"),
+        }
+    }
+    fn int(&mut self) -> R<u64> {
+        match self.peek() {
+            Some(Tok::Int(v)) => {
+                self.i += 1;
+                Ok(*v)
+            }
+            _ => self.err("expected an integer"),
+        }
+    }
+    fn small_int(&mut self) -> R<u32> {
+        let v = self.int()?;
+        u32::try_from(v).or_else(|_| self.err("integer too large"))
+    }
+    /// Skips the remaining tokens on the current source line.
+    fn skip_line(&mut self, line: u32) {
+        while self.t.get(self.i).is_some_and(|t| t.line == line) {
+            self.i += 1;
+        }
+    }
+
+    fn top_level(&mut self, m: &mut Module) -> R<()> {
+        let line = self.line();
+        match self.peek() {
+            Some(Tok::Dot(d)) => match d.as_str() {
+                "version" | "target" | "address_size" | "file" | "loc" => {
+                    self.skip_line(line);
+                    Ok(())
+                }
+                "pragma" => self.skip_to_semicolon(),
+                "section" => self.skip_section(),
+                _ => self.decl(m),
+            },
+            _ => self.err("expected a directive at module scope"),
+        }
+    }
+
+    fn skip_to_semicolon(&mut self) -> R<()> {
+        while !self.eat_punct(';') {
+            self.next()?;
+        }
+        Ok(())
+    }
+
+    fn skip_section(&mut self) -> R<()> {
+        self.i += 1;
+        while !self.is_punct('{') {
+            self.next()?;
+        }
+        let mut depth = 0u32;
+        loop {
+            match self.next()? {
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Linkage-prefixed declaration: a function or a module-scope variable.
+    fn decl(&mut self, m: &mut Module) -> R<()> {
+        let mut is_extern = false;
+        loop {
+            if self.eat_dot("visible") || self.eat_dot("weak") || self.eat_dot("common") {
+                continue;
+            }
+            if self.eat_dot("extern") {
+                is_extern = true;
+                continue;
+            }
+            break;
+        }
+        if self.eat_dot("entry") {
+            let f = self.func(true)?;
+            m.funcs.push(f);
+            Ok(())
+        } else if self.eat_dot("func") {
+            let f = self.func(false)?;
+            m.funcs.push(f);
+            Ok(())
+        } else {
+            let mut v = self.var_decl()?;
+            v.is_extern = is_extern;
+            self.expect_punct(';')?;
+            m.vars.push(v);
+            Ok(())
+        }
+    }
+
+    fn func(&mut self, is_entry: bool) -> R<Func> {
+        let line = self.line();
+        let mut rets = Vec::new();
+        if self.is_punct('(') {
+            rets = self.param_list()?;
+        }
+        let name = self.ident()?;
+        let mut params = Vec::new();
+        if self.is_punct('(') {
+            params = self.param_list()?;
+        }
+        let mut max_threads = None;
+        loop {
+            if self.eat_dot("maxntid") || self.eat_dot("reqntid") {
+                let mut n = 1u64;
+                loop {
+                    n = n.saturating_mul(self.int()?);
+                    if !self.eat_punct(',') {
+                        break;
+                    }
+                }
+                max_threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            } else if self.eat_dot("minnctapersm")
+                || self.eat_dot("maxnreg")
+                || self.eat_dot("maxnctapersm")
+                || self.eat_dot("maxclusterrank")
+            {
+                self.int()?;
+            } else if self.eat_dot("noreturn") {
+            } else if self.eat_dot("pragma") {
+                while !self.eat_punct(';') {
+                    self.next()?;
+                }
+            } else {
+                break;
+            }
+        }
+        let body = if self.eat_punct(';') {
+            None
+        } else {
+            self.expect_punct('{')?;
+            Some(self.stmts(1)?)
+        };
+        Ok(Func {
+            name,
+            is_entry,
+            params,
+            rets,
+            max_threads,
+            body,
+            line,
+        })
+    }
+
+    fn param_list(&mut self) -> R<Vec<VarDecl>> {
+        self.expect_punct('(')?;
+        let mut v = Vec::new();
+        if self.eat_punct(')') {
+            return Ok(v);
+        }
+        loop {
+            v.push(self.var_decl()?);
+            if self.eat_punct(')') {
+                return Ok(v);
+            }
+            self.expect_punct(',')?;
+        }
+    }
+
+    /// `.space [attrs] .type name[dims] [= init]` without the trailing `;`.
+    fn var_decl(&mut self) -> R<VarDecl> {
+        let line = self.line();
+        let space = match self.next()? {
+            Tok::Dot(d) => match d.as_str() {
+                "global" => Space::Global,
+                "const" => Space::Const,
+                "shared" => Space::Shared,
+                "local" => Space::Local,
+                "param" => Space::Param,
+                "reg" => Space::Local,
+                "tex" | "surf" | "sampler" | "texref" | "surfref" | "samplerref" => {
+                    return Err(Error::Unsupported {
+                        line,
+                        what: format!(".{d} variables"),
+                    });
+                }
+                _ => {
+                    self.i -= 1;
+                    return self.err("expected a state space");
+                }
+            },
+            _ => {
+                self.i -= 1;
+                return self.err("expected a declaration");
+            }
+        };
+        let (mut ty, mut vec, mut align) = (None, 1u32, None);
+        while let Some(Tok::Dot(d)) = self.peek() {
+            let d = d.clone();
+            self.i += 1;
+            match d.as_str() {
+                "align" => align = Some(self.small_int()?),
+                "v2" => vec = 2,
+                "v4" => vec = 4,
+                "v8" => vec = 8,
+                "ptr" | "global" | "shared" | "const" | "local" => {}
+                _ => ty = Some(d),
+            }
+        }
+        let Some(ty) = ty else {
+            return self.err("expected a type in declaration");
+        };
+        let name = self.ident()?;
+        let mut count = None;
+        while self.eat_punct('[') {
+            let n = if self.is_punct(']') { 0 } else { self.int()? };
+            self.expect_punct(']')?;
+            count = Some(count.unwrap_or(1u64).saturating_mul(n));
+        }
+        let mut init = Vec::new();
+        if self.eat_punct('=') {
+            self.init_list(&mut init, 0)?;
+        }
+        Ok(VarDecl {
+            space,
+            name,
+            ty,
+            vec,
+            align,
+            count,
+            init,
+            is_extern: false,
+            line,
+        })
+    }
+
+    fn init_list(&mut self, out: &mut Vec<Init>, depth: u32) -> R<()> {
+        if depth > MAX_DEPTH {
+            return self.err("initialiser nested too deeply");
+        }
+        if self.eat_punct('{') {
+            loop {
+                self.init_list(out, depth + 1)?;
+                if self.eat_punct('}') {
+                    return Ok(());
+                }
+                self.expect_punct(',')?;
+            }
+        }
+        if out.len() >= MAX_INIT {
+            return self.err("initialiser too long");
+        }
+        let neg = self.eat_punct('-');
+        let line = self.line();
+        let v = match self.next()? {
+            Tok::Int(v) => Init::Int(if neg { -(*v as i128) } else { *v as i128 }),
+            Tok::F32Bits(b) if !neg => Init::F32Bits(*b),
+            Tok::F64Bits(b) if !neg => Init::F64Bits(*b),
+            Tok::Ident(_) => {
+                return Err(Error::Unsupported {
+                    line,
+                    what: "address-valued initialisers".into(),
+                });
+            }
+            _ => {
+                self.i -= 1;
+                return self.err("expected an initialiser value");
+            }
+        };
+        out.push(v);
+        Ok(())
+    }
+
+    /// Statements up to the matching `}` (already consumed `{`).
+    fn stmts(&mut self, depth: u32) -> R<Vec<Stmt>> {
+        if depth > MAX_DEPTH {
+            return self.err("blocks nested too deeply");
+        }
+        let mut out = Vec::new();
+        loop {
+            let line = self.line();
+            match self.peek() {
+                None => return self.err("missing '}'"),
+                Some(Tok::Punct('}')) => {
+                    self.i += 1;
+                    return Ok(out);
+                }
+                Some(Tok::Punct('{')) => {
+                    self.i += 1;
+                    out.push(Stmt::Block(self.stmts(depth + 1)?));
+                }
+                Some(Tok::Dot(d)) => match d.as_str() {
+                    "reg" => out.push(self.reg_decl()?),
+                    "loc" | "file" => self.skip_line(line),
+                    "pragma" => self.skip_to_semicolon()?,
+                    "shared" | "local" | "param" | "const" | "global" => {
+                        let v = self.var_decl()?;
+                        self.expect_punct(';')?;
+                        out.push(Stmt::Var(v));
+                    }
+                    _ => {
+                        return Err(Error::Unsupported {
+                            line,
+                            what: format!("directive .{d} inside a function body"),
+                        });
+                    }
+                },
+                Some(Tok::Ident(name))
+                    if self.t.get(self.i + 1).map(|t| &t.tok) == Some(&Tok::Punct(':')) =>
+                {
+                    self.i += 2;
+                    out.push(Stmt::Label(name.clone(), line));
+                }
+                Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
+            }
+        }
+    }
+
+    fn reg_decl(&mut self) -> R<Stmt> {
+        let line = self.line();
+        self.i += 1;
+        let mut ty = None;
+        while let Some(Tok::Dot(d)) = self.peek() {
+            if d == "v2" || d == "v4" {
+                return Err(Error::Unsupported {
+                    line,
+                    what: "vector registers".into(),
+                });
+            }
+            ty = Some(d.clone());
+            self.i += 1;
+        }
+        let Some(ty) = ty else {
+            return self.err("expected a register type");
+        };
+        let mut names = Vec::new();
+        loop {
+            let n = self.ident()?;
+            let range = if self.eat_punct('<') {
+                let c = self.small_int()?;
+                self.expect_punct('>')?;
+                Some(c)
+            } else {
+                None
+            };
+            names.push((n, range));
+            if self.eat_punct(';') {
+                break;
+            }
+            self.expect_punct(',')?;
+        }
+        Ok(Stmt::Reg { ty, names, line })
+    }
+
+    fn inst(&mut self, line: u32) -> R<Inst> {
+        let mut guard = None;
+        if self.eat_punct('@') {
+            let neg = self.eat_punct('!');
+            guard = Some((self.ident()?, neg));
+        }
+        let opcode = self.ident()?;
+        let mut mods = Vec::new();
+        while let Some(Tok::Dot(d)) = self.peek() {
+            mods.push(d.clone());
+            self.i += 1;
+        }
+        let mut operands = Vec::new();
+        if !self.eat_punct(';') {
+            loop {
+                operands.push(self.operand()?);
+                if self.eat_punct(';') {
+                    break;
+                }
+                self.expect_punct(',')?;
+            }
+        }
+        Ok(Inst {
+            guard,
+            opcode,
+            mods,
+            operands,
+            line,
+        })
+    }
+
+    /// A name, joining special-register suffixes (`%tid.x`).
+    fn name(&mut self) -> R<String> {
+        let mut n = self.ident()?;
+        if n.starts_with('%')
+            && let Some(Tok::Dot(d)) = self.peek()
+            && matches!(d.as_str(), "x" | "y" | "z" | "w")
+        {
+            n.push('.');
+            n.push_str(d);
+            self.i += 1;
+        }
+        Ok(n)
+    }
+
+    fn operand(&mut self) -> R<Operand> {
+        match self.peek() {
+            Some(Tok::Punct('[')) => {
+                self.i += 1;
+                let mut base = None;
+                let mut off: i64 = 0;
+                if let Some(Tok::Ident(_)) = self.peek() {
+                    base = Some(self.name()?);
+                    if self.eat_punct('+') {
+                        off = self.signed()?;
+                    } else if self.eat_punct('-') {
+                        off = self.signed()?.wrapping_neg();
+                    }
+                } else {
+                    off = self.signed()?;
+                }
+                self.expect_punct(']')?;
+                Ok(Operand::Addr(base, off))
+            }
+            Some(Tok::Punct('{')) | Some(Tok::Punct('(')) => {
+                let brace = self.is_punct('{');
+                let close = if brace { '}' } else { ')' };
+                self.i += 1;
+                let mut v = Vec::new();
+                if !self.eat_punct(close) {
+                    loop {
+                        if v.len() > 64 {
+                            return self.err("operand list too long");
+                        }
+                        v.push(self.scalar_operand()?);
+                        if self.eat_punct(close) {
+                            break;
+                        }
+                        self.expect_punct(',')?;
+                    }
+                }
+                Ok(if brace {
+                    Operand::Vec(v)
+                } else {
+                    Operand::List(v)
+                })
+            }
+            _ => self.scalar_operand(),
+        }
+    }
+
+    fn signed(&mut self) -> R<i64> {
+        let neg = self.eat_punct('-');
+        let v = self.int()? as i64;
+        Ok(if neg { v.wrapping_neg() } else { v })
+    }
+
+    fn scalar_operand(&mut self) -> R<Operand> {
+        match self.peek() {
+            Some(Tok::Punct('!')) => {
+                self.i += 1;
+                Ok(Operand::Not(self.name()?))
+            }
+            Some(Tok::Punct('-')) => {
+                self.i += 1;
+                match self.next()? {
+                    Tok::Int(v) => Ok(Operand::Int((*v as i64).wrapping_neg())),
+                    Tok::F32Bits(b) => Ok(Operand::F32Bits(b ^ 0x8000_0000)),
+                    Tok::F64Bits(b) => Ok(Operand::F64Bits(b ^ (1 << 63))),
+                    _ => {
+                        self.i -= 1;
+                        self.err("expected a number after '-'")
+                    }
+                }
+            }
+            Some(Tok::Int(v)) => {
+                self.i += 1;
+                Ok(Operand::Int(*v as i64))
+            }
+            Some(Tok::F32Bits(b)) => {
+                self.i += 1;
+                Ok(Operand::F32Bits(*b))
+            }
+            Some(Tok::F64Bits(b)) => {
+                self.i += 1;
+                Ok(Operand::F64Bits(*b))
+            }
+            Some(Tok::Ident(s)) if s == "_" => {
+                self.i += 1;
+                Ok(Operand::Sink)
+            }
+            Some(Tok::Ident(_)) => {
+                let n = self.name()?;
+                if self.eat_punct('|') {
+                    let m = self.name()?;
+                    return Ok(Operand::Pair(n, m));
+                }
+                if self.eat_punct('+') {
+                    let off = self.signed()?;
+                    return Ok(Operand::Addr(Some(n), off));
+                }
+                Ok(Operand::Name(n))
+            }
+            _ => self.err("expected an operand"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lex::lex;
+
+    fn p(s: &str) -> R<Module> {
+        parse(&lex(s)?)
+    }
+
+    #[test]
+    fn parses_entry_with_params_regs_and_instructions() {
+        let m = p(r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 .ptr .global .align 4 k_p0, .param .u32 n) .maxntid 256, 1, 1
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<5>;
+  mov.u32 %r1, %tid.x;
+  @!%p1 bra $L__BB0_2;
+  st.global.v2.f32 [%rd1+-8], {%f1, %f2};
+$L__BB0_2:
+  ret;
+}"#)
+        .unwrap();
+        let f = &m.funcs[0];
+        assert_eq!(f.name, "k");
+        assert_eq!(f.params.len(), 2);
+        assert_eq!(f.max_threads, Some(256));
+        let body = f.body.as_ref().unwrap();
+        let Stmt::Inst(i) = &body[2] else { panic!() };
+        assert_eq!(i.operands[1], Operand::Name("%tid.x".into()));
+        let Stmt::Inst(i) = &body[3] else { panic!() };
+        assert_eq!(i.guard, Some(("%p1".into(), true)));
+        let Stmt::Inst(i) = &body[4] else { panic!() };
+        assert_eq!(i.operands[0], Operand::Addr(Some("%rd1".into()), -8));
+        assert!(matches!(&body[5], Stmt::Label(l, _) if l == "$L__BB0_2"));
+    }
+
+    #[test]
+    fn parses_globals_with_initialisers_and_skips_debug_sections() {
+        let m = p(r#"
+.global .align 4 .b32 tbl[3] = {1, -2, 3};
+.extern .shared .align 16 .b8 smem[];
+.section .debug_abbrev { .b8 17 }
+.const .f32 k = 0f3F800000;"#)
+        .unwrap();
+        assert_eq!(m.vars.len(), 3);
+        assert_eq!(m.vars[0].count, Some(3));
+        assert!(matches!(m.vars[0].init[1], Init::Int(-2)));
+        assert!(m.vars[1].is_extern && m.vars[1].count == Some(0));
+    }
+
+    #[test]
+    fn malformed_input_is_an_error_with_position() {
+        for src in [
+            ".entry k( {",
+            ".entry k() { mov.u32 %r1 %r2; }",
+            ".entry k() { add.s32 %r1, [; }",
+            "mov.u32 %r1, 1;",
+            ".entry k() {",
+        ] {
+            assert!(matches!(p(src), Err(Error::Parse { .. })), "{src}");
+        }
+        let deep = format!(".entry k() {}{}", "{".repeat(10_000), "}".repeat(10_000));
+        assert!(p(&deep).is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! Launching a grid: validation, spreading blocks over worker threads, running the warps of a
+//! block cooperatively (round-robin slices, barriers), and turning the first fault into `Fault`.
+
+mod alu;
+mod cvt;
+mod exec;
+mod float;
+mod mem;
+mod warp;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::Module;
+use crate::api::{Fault, FaultKind, Launch, LaunchStats, Memory};
+use crate::lower::Kernel;
+use exec::{BlockMem, Stop};
+use mem::Mem;
+use warp::{Warp, WarpPlace, dyn_base};
+
+/// Instructions a warp runs before the block scheduler moves on (lets spin-waits progress).
+const SLICE: u64 = 1 << 16;
+/// Most threads per block, as on every CUDA GPU.
+const MAX_BLOCK_THREADS: u64 = 1024;
+/// Most shared memory per block (H100/H200 opt-in maximum).
+pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
+
+/// Runs a kernel over a grid. Blocks run on up to `launch.workers` threads.
+pub fn launch(
+    module: &Module,
+    launch: &Launch<'_>,
+    mem: &dyn Memory,
+) -> Result<LaunchStats, Fault> {
+    let name = module
+        .kernels()
+        .get(launch.kernel)
+        .map_or_else(|| format!("#{}", launch.kernel), |k| k.name.clone());
+    let invalid = |why: String| Fault {
+        kind: FaultKind::InvalidLaunch(why),
+        kernel: name.clone(),
+        block: [0; 3],
+        thread: [0; 3],
+        line: 0,
+    };
+    let Some(k) = module.kernel(launch.kernel) else {
+        return Err(invalid(format!(
+            "kernel index {} out of range (module has {})",
+            launch.kernel,
+            module.kernels().len()
+        )));
+    };
+    let [bx, by, bz] = launch.block;
+    let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+    if threads == 0 || threads > MAX_BLOCK_THREADS {
+        return Err(invalid(format!(
+            "block {:?} has {threads} threads; use 1..=1024",
+            launch.block
+        )));
+    }
+    if let Some(max) = k.info.max_threads_per_block
+        && threads > u64::from(max)
+    {
+        return Err(invalid(format!(
+            "block has {threads} threads; the kernel allows {max}"
+        )));
+    }
+    let [gx, gy, gz] = launch.grid;
+    let blocks = u64::from(gx) * u64::from(gy) * u64::from(gz);
+    if blocks == 0 {
+        return Err(invalid(format!("grid {:?} is empty", launch.grid)));
+    }
+    let shared =
+        u64::from(dyn_base(k.info.static_shared_bytes)) + u64::from(launch.dynamic_shared_bytes);
+    if shared > MAX_SHARED_BYTES {
+        return Err(invalid(format!(
+            "{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}"
+        )));
+    }
+    let need = k
+        .info
+        .params
+        .iter()
+        .map(|p| p.offset + p.size)
+        .max()
+        .unwrap_or(0);
+    if (launch.params.len() as u64) < u64::from(need) {
+        return Err(invalid(format!(
+            "parameter buffer has {} bytes; the kernel needs {need}",
+            launch.params.len()
+        )));
+    }
+    if launch.globals.len() < module.globals().len() {
+        return Err(invalid(format!(
+            "{} global addresses given; the module has {} globals",
+            launch.globals.len(),
+            module.globals().len()
+        )));
+    }
+
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let first: Mutex<Option<(u64, Fault)>> = Mutex::new(None);
+    let lane_i = AtomicU64::new(0);
+    let warp_i = AtomicU64::new(0);
+    let worker = || {
+        let mut m = Mem::new(mem, launch.params);
+        let mut shared_buf = vec![0u64; shared.div_ceil(8) as usize];
+        let (mut li, mut wi) = (0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            let b = next.fetch_add(1, Ordering::Relaxed);
+            if b >= blocks {
+                break;
+            }
+            let ctaid = [
+                (b % u64::from(gx)) as u32,
+                ((b / u64::from(gx)) % u64::from(gy)) as u32,
+                (b / (u64::from(gx) * u64::from(gy))) as u32,
+            ];
+            shared_buf.fill(0);
+            let r = run_block(k, launch, ctaid, &mut m, &mut shared_buf, shared, &stop);
+            li += r.1;
+            wi += r.2;
+            if let Err(mut f) = r.0 {
+                f.kernel = name.clone();
+                stop.store(true, Ordering::Relaxed);
+                let mut g = first.lock().unwrap_or_else(|e| e.into_inner());
+                if g.as_ref().is_none_or(|(fb, _)| b < *fb) {
+                    *g = Some((b, f));
+                }
+                break;
+            }
+        }
+        lane_i.fetch_add(li, Ordering::Relaxed);
+        warp_i.fetch_add(wi, Ordering::Relaxed);
+    };
+    let workers = launch.workers.clamp(1, 256).min(blocks as usize);
+    if workers <= 1 {
+        worker();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(worker);
+            }
+        });
+    }
+    if let Some((_, f)) = first.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(f);
+    }
+    Ok(LaunchStats {
+        lane_instructions: lane_i.into_inner(),
+        warp_instructions: warp_i.into_inner(),
+    })
+}
+
+/// Runs one block to completion; returns the result and the instructions executed.
+fn run_block(
+    k: &Kernel,
+    launch: &Launch<'_>,
+    ctaid: [u32; 3],
+    m: &mut Mem<'_>,
+    shared: &mut [u64],
+    shared_len: u64,
+    stop: &AtomicBool,
+) -> (Result<(), Fault>, u64, u64) {
+    let [bx, by, bz] = launch.block;
+    let nwarps = (bx * by * bz).div_ceil(32);
+    let place = |w| WarpPlace {
+        block: launch.block,
+        ctaid,
+        grid: launch.grid,
+        warp_index: w,
+        shared_static: k.info.static_shared_bytes,
+        shared_dynamic: launch.dynamic_shared_bytes,
+    };
+    let mut warps: Vec<Warp> = (0..nwarps)
+        .map(|w| Warp::new(k, &place(w), launch.globals))
+        .collect();
+    let bm = BlockMem {
+        shared: shared.as_mut_ptr().cast(),
+        shared_len,
+    };
+    let fault = |kind, w: &Warp, lane: usize, line| Fault {
+        kind,
+        kernel: String::new(),
+        block: ctaid,
+        thread: w.tid[lane],
+        line,
+    };
+    let result = loop {
+        let mut ran = false;
+        let mut err = None;
+        for w in warps.iter_mut() {
+            if !w.runnable() {
+                continue;
+            }
+            ran = true;
+            match w.run(k, m, &bm, SLICE) {
+                Ok(Stop::Blocked | Stop::Slice) => {}
+                Err(f) => {
+                    err = Some(fault(f.kind, w, f.lane, f.line));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = err {
+            break Err(e);
+        }
+        if ran {
+            if stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            continue;
+        }
+        // Nothing can run: everyone has exited or waits at a barrier.
+        let waiting: Vec<(usize, u32)> = warps
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.at_bar != 0)
+            .flat_map(|(i, w)| {
+                (0..32)
+                    .filter(move |l| w.at_bar >> l & 1 != 0)
+                    .map(move |l| (i, w.bar_id[l]))
+            })
+            .collect();
+        let Some(&(_, id0)) = waiting.first() else {
+            break Ok(());
+        };
+        if let Some(&(wi, _)) = waiting.iter().find(|(_, id)| *id != id0) {
+            let w = &warps[wi];
+            let lane = Warp::first(w.at_bar);
+            let line = k
+                .code
+                .get(w.lane_pc[lane].saturating_sub(1) as usize)
+                .map_or(0, |i| i.line);
+            break Err(fault(FaultKind::BarrierDivergence, w, lane, line));
+        }
+        for w in warps.iter_mut() {
+            w.release();
+        }
+    };
+    let li = warps.iter().map(|w| w.lane_instructions).sum();
+    let wi = warps.iter().map(|w| w.warp_instructions).sum();
+    (result, li, wi)
+}

@@ -1,0 +1,1 @@
+//! Load errors and runtime faults.
