@@ -1,1 +1,32 @@
-fn main() {}
+//! The `gpuhost` binary: clap dispatch to one module per subcommand.
+
+mod bench;
+mod doctor;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "gpuhost",
+    version,
+    about = "GPU host runtime for Rust services"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Which CUDA driver and devices gpuhost finds, and their facts (or exactly why none).
+    Doctor(doctor::Args),
+    /// Launch, completion, bind-on-entry and swap benchmarks, side by side with the raw driver API.
+    Bench(bench::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Doctor(a) => doctor::run(a),
+        Command::Bench(a) => bench::run(a),
+    }
+}

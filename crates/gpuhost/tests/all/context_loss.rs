@@ -11,10 +11,8 @@ use crate::common::{TAG_A, bundle, exclusive, expected, host, read_u32s, stamp};
 fn device() -> sys::CUdevice {
     let mut dev = 0;
     // SAFETY: the driver is loaded and initialised (host() succeeded); valid out pointer.
-    assert_eq!(
-        unsafe { sys::cuDeviceGet(&mut dev, 0) },
-        CUresult::CUDA_SUCCESS
-    );
+    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
     dev
 }
 
@@ -110,16 +108,12 @@ fn a_million_entries_from_many_threads_hold_exactly_one_retain() {
     // If the host held exactly one retain: +1 -2 brings the count to zero and the context dies.
     let mut ctx = std::ptr::null_mut();
     // SAFETY: valid out pointer; device from cuDeviceGet. This is the test's own extra retain.
-    assert_eq!(
-        unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device()) },
-        CUresult::CUDA_SUCCESS
-    );
+    let r = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
     for _ in 0..2 {
         // SAFETY: releasing our retain and then the host's, on purpose.
-        assert_eq!(
-            unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) },
-            CUresult::CUDA_SUCCESS
-        );
+        let r = unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) };
+        assert_eq!(r, CUresult::CUDA_SUCCESS);
     }
     assert!(
         !primary_active(),
@@ -138,10 +132,8 @@ fn foreign_primary_ctx_reset_yields_context_lost_then_recovery() {
     let old = world(&host);
     let g0 = host.generation();
     // SAFETY: a foreign reset, on purpose: destroys the context with all its objects.
-    assert_eq!(
-        unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) },
-        CUresult::CUDA_SUCCESS
-    );
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
     assert_lost_then_recovered(&host, old, g0);
 }
 
@@ -152,10 +144,8 @@ fn extra_primary_ctx_release_yields_context_lost_then_recovery() {
     let old = world(&host);
     let g0 = host.generation();
     // SAFETY: an extra release, on purpose: drops the host's one retain, destroying the context.
-    assert_eq!(
-        unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) },
-        CUresult::CUDA_SUCCESS
-    );
+    let r = unsafe { sys::cuDevicePrimaryCtxRelease_v2(device()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
     assert_lost_then_recovered(&host, old, g0);
 }
 
@@ -184,10 +174,8 @@ fn illegal_address_poisons_the_context_and_a_reset_recovers() {
     ));
     drop((poke, s, reg));
     // SAFETY: the documented way out of a sticky error: reset the primary context.
-    assert_eq!(
-        unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) },
-        CUresult::CUDA_SUCCESS
-    );
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
     let w = world(&host);
     assert_eq!(host.generation(), g0 + 1);
     assert_eq!(read_u32s(&w.out, 2), expected(TAG_A, 2));

@@ -1,0 +1,307 @@
+//! `gpuhost bench`: the same trivial kernel through the raw driver API and through gpuhost, side
+//! by side in one run — launch issue cost, launch→completion, bind-on-entry, swap time and
+//! in-flight request latency with and without swaps. Prints a markdown table; `--json` writes
+//! the numbers. `--quick` runs few iterations (CI on softcuda).
+
+mod raw;
+mod stats;
+mod swap;
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use gpuhost::{Arg, Completion, LaunchConfig, ModuleImage, ModuleSource, Registry};
+
+use stats::{Summary, block_on};
+
+/// The bench kernels: the stamp bundles' PTX (noop for launches, stamp for requests).
+const PTX_A: &str = include_str!("../../../gpuhost/bundles/stamp-a/stamp.ptx");
+const PTX_B: &str = include_str!("../../../gpuhost/bundles/stamp-b/stamp.ptx");
+
+/// Options of `gpuhost bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Few iterations (for softcuda / CI).
+    #[arg(long)]
+    quick: bool,
+    /// Write all numbers as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Number of swaps for the swap benchmark (default 20, 5 with --quick).
+    #[arg(long)]
+    swaps: Option<usize>,
+}
+
+struct Plan {
+    launches: usize,
+    batch: usize,
+    syncs: usize,
+    binds: usize,
+    swaps: usize,
+    steady_ms: u64,
+    workers: usize,
+}
+
+/// Everything measured, in the units the names say.
+#[derive(serde::Serialize)]
+struct Results {
+    unix_time: u64,
+    driver: String,
+    driver_version: i32,
+    device: String,
+    compute_capability: String,
+    commit: Option<String>,
+    quick: bool,
+    launch_issue_ns_raw: Summary,
+    launch_issue_ns_gpuhost: Summary,
+    launch_sync_us_raw: Summary,
+    launch_wait_us_gpuhost: Summary,
+    launch_await_us_gpuhost: Summary,
+    bind_ns_ctx_get_current: Summary,
+    bind_ns_host_enter: Summary,
+    swap: swap::SwapResults,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let plan = if args.quick {
+        Plan {
+            launches: 2_000,
+            batch: 200,
+            syncs: 200,
+            binds: 200,
+            swaps: 5,
+            steady_ms: 500,
+            workers: 2,
+        }
+    } else {
+        Plan {
+            launches: 100_000,
+            batch: 500,
+            syncs: 5_000,
+            binds: 2_000,
+            swaps: 20,
+            steady_ms: 3_000,
+            workers: 4,
+        }
+    };
+    let swaps = args.swaps.unwrap_or(plan.swaps);
+    let info = gpuhost::driver()?;
+    let host = gpuhost::host(args.device)?;
+    let f = host.facts().clone();
+    eprintln!(
+        "bench on {} ({}, driver {} {})",
+        f.name,
+        f.sm_tag(),
+        info.kind,
+        info.version
+    );
+    let reg = Registry::from_sources(
+        &host,
+        "bench-a",
+        vec![ModuleSource::new("stamp", ModuleImage::Ptx(PTX_A.into()))],
+    )?;
+    let noop = reg.kernel_labeled("noop", "bench")?;
+    let stream = host.stream()?;
+    host.enter()?;
+    let raw = raw::Raw::new(PTX_A, "noop")?;
+    let cfg = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+
+    // Launch issue cost: each launch timed alone; the queue drained between batches (untimed).
+    let issue = |launch: &mut dyn FnMut() -> Result<()>,
+                 drain: &mut dyn FnMut() -> Result<()>|
+     -> Result<Vec<f64>> {
+        let mut v = Vec::with_capacity(plan.launches);
+        for round in 0..(plan.launches / plan.batch + 1) {
+            for _ in 0..plan.batch {
+                let t = Instant::now();
+                launch()?;
+                if round > 0 {
+                    v.push(t.elapsed().as_nanos() as f64); // round 0 is warm-up
+                }
+            }
+            drain()?;
+        }
+        Ok(v)
+    };
+    let raw_issue = issue(&mut || raw.launch(1), &mut || raw.sync())?;
+    // Completions are kept (not dropped) inside the timed region, as a caller would hold them.
+    let pending = std::cell::RefCell::new(Vec::<Completion>::with_capacity(plan.batch));
+    let gh_issue = issue(
+        &mut || {
+            let c = stream.launch(&noop, cfg, &[Arg::U32(1)])?;
+            pending.borrow_mut().push(c);
+            Ok(())
+        },
+        &mut || {
+            stream.synchronize()?;
+            for c in pending.borrow_mut().drain(..) {
+                c.wait()?;
+            }
+            Ok(())
+        },
+    )?;
+
+    // Launch → completion.
+    let each = |n: usize, f: &mut dyn FnMut() -> Result<()>| -> Result<Vec<f64>> {
+        for _ in 0..(n / 10).max(10) {
+            f()?;
+        }
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            f()?;
+            v.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        Ok(v)
+    };
+    let raw_sync = each(plan.syncs, &mut || {
+        raw.launch(1)?;
+        raw.sync()
+    })?;
+    let gh_wait = each(plan.syncs, &mut || {
+        Ok(stream.launch(&noop, cfg, &[Arg::U32(1)])?.wait()?)
+    })?;
+    let gh_await = each(plan.syncs, &mut || {
+        Ok(block_on(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?)
+    })?;
+
+    // Bind on entry: 1000 calls per sample.
+    let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<Vec<f64>> {
+        let mut v = Vec::with_capacity(plan.binds);
+        for i in 0..plan.binds + 10 {
+            let t = Instant::now();
+            for _ in 0..1000 {
+                f()?;
+            }
+            if i >= 10 {
+                v.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            }
+        }
+        Ok(v)
+    };
+    let bind_raw = per_call(&mut raw::ctx_get_current)?;
+    let bind_host = per_call(&mut || Ok(host.enter().map(|_| ())?))?;
+    drop(raw);
+    drop(noop);
+
+    let swap = swap::run(
+        &host,
+        reg,
+        PTX_A,
+        PTX_B,
+        swaps,
+        plan.steady_ms,
+        plan.workers,
+    )
+    .context("swap benchmark")?;
+
+    let results = Results {
+        unix_time: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        driver: info.kind.to_string(),
+        driver_version: info.version,
+        device: f.name.clone(),
+        compute_capability: f.sm_tag(),
+        commit: std::env::var("GPUHOST_COMMIT").ok(),
+        quick: args.quick,
+        launch_issue_ns_raw: Summary::of(raw_issue),
+        launch_issue_ns_gpuhost: Summary::of(gh_issue),
+        launch_sync_us_raw: Summary::of(raw_sync),
+        launch_wait_us_gpuhost: Summary::of(gh_wait),
+        launch_await_us_gpuhost: Summary::of(gh_await),
+        bind_ns_ctx_get_current: Summary::of(bind_raw),
+        bind_ns_host_enter: Summary::of(bind_host),
+        swap,
+    };
+    print_table(&results);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_table(r: &Results) {
+    let row = |metric: &str, raw: f64, gh: f64, goal: &str| {
+        println!(
+            "| {metric} | {raw:.2} | {gh:.2} | {:.3}× | {goal} |",
+            gh / raw
+        );
+    };
+    println!(
+        "\ndevice: {} ({}), driver: {} {}{}\n",
+        r.device,
+        r.compute_capability,
+        r.driver,
+        r.driver_version,
+        if r.quick { ", --quick" } else { "" }
+    );
+    println!("| metric (median) | raw driver | gpuhost | ratio | goal |");
+    println!("|---|---:|---:|---:|---|");
+    row(
+        "launch issue, ns",
+        r.launch_issue_ns_raw.median,
+        r.launch_issue_ns_gpuhost.median,
+        "≤ 1.05×",
+    );
+    row(
+        "launch → wait, µs (raw: + cuStreamSynchronize)",
+        r.launch_sync_us_raw.median,
+        r.launch_wait_us_gpuhost.median,
+        "≤ 1.2×",
+    );
+    row(
+        "launch → .await, µs (raw: + cuStreamSynchronize)",
+        r.launch_sync_us_raw.median,
+        r.launch_await_us_gpuhost.median,
+        "≤ 1.2×",
+    );
+    row(
+        "bind on entry, ns (raw: cuCtxGetCurrent)",
+        r.bind_ns_ctx_get_current.median,
+        r.bind_ns_host_enter.median,
+        "—",
+    );
+    let s = &r.swap;
+    println!();
+    println!("| swap metric | value |");
+    println!("|---|---:|");
+    println!("| swaps | {} |", s.swaps);
+    println!(
+        "| swap (publish + drain + release), ms median | {:.3} |",
+        s.swap_ms.median
+    );
+    println!("| swap, ms max-ish (p99) | {:.3} |", s.swap_ms.p99);
+    println!(
+        "| registry load (PTX JIT), ms median | {:.3} |",
+        s.load_ms.median
+    );
+    println!(
+        "| request latency without swaps, µs p50 / p99 | {:.1} / {:.1} |",
+        s.steady_us.median, s.steady_us.p99
+    );
+    println!(
+        "| request latency during swaps, µs p50 / p99 | {:.1} / {:.1} |",
+        s.swapping_us.median, s.swapping_us.p99
+    );
+    println!(
+        "| p99 ratio (during / without) | {:.3}× |",
+        s.swapping_us.p99 / s.steady_us.p99
+    );
+    println!(
+        "| requests without / during swaps | {} / {} |",
+        s.steady_us.n, s.swapping_us.n
+    );
+    println!("| failed requests | {} |", s.failed);
+}
