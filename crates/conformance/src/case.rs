@@ -134,7 +134,7 @@ le_bytes!(u16, u32, i32, f32, u64);
 
 /// The little-endian bytes of `values`.
 pub fn bytes_of<T: LeBytes>(values: &[T]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * std::mem::size_of::<T>());
+    let mut out = Vec::with_capacity(std::mem::size_of_val(values));
     for v in values {
         v.put(&mut out);
     }

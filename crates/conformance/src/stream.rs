@@ -167,7 +167,7 @@ unsafe extern "C" fn trampoline(user: *mut c_void) {
     // function exactly once, so ownership is taken back exactly once.
     let f = unsafe { Box::from_raw(user.cast::<HostFn>()) };
     // A panic must not unwind into the driver's thread.
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f())).is_err() {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
         eprintln!("conformance: a host function panicked");
     }
 }

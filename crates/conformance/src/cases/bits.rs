@@ -3,7 +3,7 @@
 
 use half::{bf16, f16};
 
-use crate::case::{ArgSpec, BufferSpec, Case, blocks_for, bytes_of, shape_1d};
+use crate::case::{BufferSpec, Case, blocks_for, bytes_of, shape_1d};
 use crate::compare::{Expect, Tolerance};
 use crate::rng::Rng;
 
@@ -280,7 +280,8 @@ mod tests {
     fn prmt_selects_bytes_and_replicates_signs() {
         assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x3210), 0x4433_2211);
         assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x7654), 0x8877_6655);
-        assert_eq!(prmt(0x0000_0080, 0, 0x0008), 0x0000_00ff);
+        assert_eq!(prmt(0x0000_0080, 0, 0x4448), 0x0000_00ff);
+        assert_eq!(prmt(0x0000_0080, 0, 0x0008), 0x8080_80ff);
     }
 
     #[test]
