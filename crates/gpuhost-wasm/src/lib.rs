@@ -1,1 +1,33 @@
-//! placeholder: being written
+//! The wasmtime host for `gpuhost:cuda@0.1.0`: WebAssembly components launch GPU kernels through
+//! gpuhost, each guest (Store) isolated and metered.
+//!
+//! Embedding: put a [`CudaCtx`] and a `ResourceTable` in your Store data, implement
+//! [`CudaView`], call [`add_to_linker`]. Or use [`Runtime`], which also wires WASI (the CLI
+//! world) and runs a guest's `main` — that is what `gpuhost run` does.
+//!
+//! Guarantees: a guest mistake returns a `gpuhost:cuda/types.error` value (never a trap, never a
+//! panic); handles live in the guest's own table, so they cannot be forged or shared; every size
+//! or count a guest controls is capped by [`Limits`]; dropping the Store releases everything the
+//! guest held.
+#![deny(missing_docs)]
+
+mod bindings;
+mod ctx;
+mod device;
+mod error;
+mod event;
+mod limits;
+mod memory;
+mod module;
+mod runtime;
+mod stream;
+
+pub use bindings::WitError;
+pub use ctx::{CudaCtx, CudaCtxView, CudaView, HasCuda, add_to_linker};
+pub use error::{CudaError, Error};
+pub use event::EventRes;
+pub use limits::{Limits, Usage};
+pub use memory::BufferRes;
+pub use module::{KernelRes, ModuleRes};
+pub use runtime::{Guest, Output, RunOptions, RunOutcome, Runtime};
+pub use stream::StreamRes;

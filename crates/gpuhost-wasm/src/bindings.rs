@@ -1,0 +1,26 @@
+//! Host bindings generated from `wit/` by wasmtime's `bindgen!`; nothing here is hand-written
+//! but the configuration: which imports are async (only `synchronize`, which awaits the GPU)
+//! and which Rust types back the WIT resources.
+#![allow(missing_docs)]
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "gpuhost:cuda/imports",
+    imports: {
+        "gpuhost:cuda/stream.[method]stream.synchronize": async | trappable,
+        default: trappable,
+    },
+    trappable_error_type: {
+        "gpuhost:cuda/types.error" => crate::error::CudaError,
+    },
+    with: {
+        "gpuhost:cuda/module.module": crate::module::ModuleRes,
+        "gpuhost:cuda/module.kernel": crate::module::KernelRes,
+        "gpuhost:cuda/memory.buffer": crate::memory::BufferRes,
+        "gpuhost:cuda/stream.stream": crate::stream::StreamRes,
+        "gpuhost:cuda/stream.event": crate::event::EventRes,
+    },
+    require_store_data_send: true,
+});
+
+pub use self::gpuhost::cuda::types::Error as WitError;

@@ -1,0 +1,74 @@
+//! The per-guest state of gpuhost:cuda, modelled on wasmtime-wasi: a [`CudaCtx`] (device,
+//! quotas, usage) lives in the Store's data beside a `ResourceTable`; [`CudaView`] lends both to
+//! the host functions, and [`add_to_linker`] wires every gpuhost:cuda interface in one call.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+
+use crate::bindings::gpuhost::cuda;
+use crate::limits::{Limits, Usage};
+
+/// gpuhost:cuda state of one guest: the device it uses, its quotas and what it holds.
+pub struct CudaCtx {
+    pub(crate) host: Arc<gpuhost::Host>,
+    pub(crate) limits: Limits,
+    pub(crate) usage: Usage,
+}
+
+impl CudaCtx {
+    /// A context on `host` with `limits`.
+    pub fn new(host: Arc<gpuhost::Host>, limits: Limits) -> Self {
+        Self { host, limits, usage: Usage::default() }
+    }
+
+    /// The device this guest uses.
+    pub fn host(&self) -> &Arc<gpuhost::Host> {
+        &self.host
+    }
+
+    /// The guest's quotas.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// What the guest holds now.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+}
+
+/// The context and the resource table, borrowed together for one host call.
+pub struct CudaCtxView<'a> {
+    /// The gpuhost:cuda state.
+    pub ctx: &'a mut CudaCtx,
+    /// The Store's resource table (shared with WASI); guest handles index into it.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Implemented by a Store's data type to give gpuhost:cuda its state.
+pub trait CudaView: Send {
+    /// Borrow the gpuhost:cuda context and the resource table.
+    fn cuda(&mut self) -> CudaCtxView<'_>;
+}
+
+/// Marker tying [`CudaCtxView`] to wasmtime's `HasData` projection.
+pub struct HasCuda;
+
+impl HasData for HasCuda {
+    type Data<'a> = CudaCtxView<'a>;
+}
+
+/// Adds every gpuhost:cuda@0.1.0 interface to `linker`. The engine needs async support
+/// (`synchronize` is async); call guests with the `_async` APIs.
+pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    fn get<T: CudaView>(t: &mut T) -> CudaCtxView<'_> {
+        t.cuda()
+    }
+    cuda::types::add_to_linker::<T, HasCuda>(linker, get)?;
+    cuda::device::add_to_linker::<T, HasCuda>(linker, get)?;
+    cuda::module::add_to_linker::<T, HasCuda>(linker, get)?;
+    cuda::memory::add_to_linker::<T, HasCuda>(linker, get)?;
+    cuda::stream::add_to_linker::<T, HasCuda>(linker, get)?;
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! gpuhost:cuda/module: device code loaded from PTX or cubin bytes, and kernels looked up in it.
+//! A module is a one-module gpuhost `Registry`; a kernel handle keeps it loaded.
+
+use std::sync::Arc;
+
+use gpuhost::{ModuleImage, ModuleSource, Registry};
+use wasmtime::component::Resource;
+
+use crate::bindings::WitError;
+use crate::bindings::gpuhost::cuda::module::{Host, HostKernel, HostModule, ParamInfo};
+use crate::ctx::CudaCtxView;
+use crate::error::{CudaResult, from_gpu};
+
+/// A guest's loaded module: the registry holding it and the image size counted in its quota.
+pub struct ModuleRes {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) bytes: u64,
+}
+
+/// A guest's kernel handle.
+pub struct KernelRes {
+    pub(crate) kernel: gpuhost::Kernel,
+}
+
+impl CudaCtxView<'_> {
+    fn load(&mut self, image: ModuleImage, bytes: u64, is_ptx: bool) -> CudaResult<Resource<ModuleRes>> {
+        self.ctx.usage.add_module(&self.ctx.limits, bytes)?;
+        let source = ModuleSource::new("guest", image);
+        match Registry::from_sources(&self.ctx.host, "guest", vec![source]) {
+            Ok(registry) => Ok(self.table.push(ModuleRes { registry, bytes }).inspect_err(|_| {
+                self.ctx.usage.remove_module(bytes);
+            })?),
+            Err(e) => {
+                self.ctx.usage.remove_module(bytes);
+                Err(match (&e, is_ptx) {
+                    (gpuhost::Error::InvalidModule { log, .. }, true) => WitError::InvalidPtx(log.clone()),
+                    _ => from_gpu(&e),
+                }
+                .into())
+            }
+        }
+    }
+}
+
+impl HostModule for CudaCtxView<'_> {
+    fn from_ptx(&mut self, ptx: String) -> CudaResult<Resource<ModuleRes>> {
+        let bytes = ptx.len() as u64;
+        self.load(ModuleImage::Ptx(ptx), bytes, true)
+    }
+
+    fn from_cubin(&mut self, image: Vec<u8>) -> CudaResult<Resource<ModuleRes>> {
+        let bytes = image.len() as u64;
+        self.load(ModuleImage::Cubin(image), bytes, false)
+    }
+
+    fn kernel(&mut self, module: Resource<ModuleRes>, name: String) -> CudaResult<Resource<KernelRes>> {
+        let kernel = self.table.get(&module)?.registry.kernel(&name)?;
+        Ok(self.table.push(KernelRes { kernel })?)
+    }
+
+    fn drop(&mut self, module: Resource<ModuleRes>) -> wasmtime::Result<()> {
+        let m = self.table.delete(module)?;
+        self.ctx.usage.remove_module(m.bytes);
+        Ok(())
+    }
+}
+
+impl HostKernel for CudaCtxView<'_> {
+    fn name(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<String> {
+        Ok(self.table.get(&kernel)?.kernel.name().to_string())
+    }
+
+    fn params(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<Vec<ParamInfo>> {
+        let k = &self.table.get(&kernel)?.kernel;
+        Ok(k.params().iter().map(|p| ParamInfo { offset: p.offset, size: p.size }).collect())
+    }
+
+    fn drop(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<()> {
+        self.table.delete(kernel)?;
+        Ok(())
+    }
+}
+
+impl Host for CudaCtxView<'_> {}

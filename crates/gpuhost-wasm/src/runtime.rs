@@ -1,0 +1,223 @@
+//! A ready-made embedding: one wasmtime engine and linker (WASI CLI world + gpuhost:cuda) per
+//! device, compiled guests that can be run many times, each run in a fresh Store with its own
+//! quotas. Dropping a run's Store releases everything the guest held, however it ended.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::ctx::{CudaCtx, CudaCtxView, CudaView};
+use crate::error::Error;
+use crate::limits::{Limits, Usage};
+
+/// Fuel between yields to the executor, so a CPU-bound guest shares its thread with others.
+const FUEL_YIELD_INTERVAL: u64 = 100_000;
+/// Capacity of a captured stdout/stderr (bytes beyond it are dropped).
+const CAPTURE_BYTES: usize = 1 << 20;
+
+/// The data of one guest's Store.
+pub struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    cuda: CudaCtx,
+    store_limits: StoreLimits,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl CudaView for GuestState {
+    fn cuda(&mut self) -> CudaCtxView<'_> {
+        CudaCtxView { ctx: &mut self.cuda, table: &mut self.table }
+    }
+}
+
+/// Where a guest's stdout or stderr goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// The host process's stream.
+    Inherit,
+    /// Kept in memory and returned in [`RunOutcome`].
+    #[default]
+    Capture,
+    /// Discarded.
+    Null,
+}
+
+/// How to run a guest once.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// argv, including argv[0] (the program name).
+    pub args: Vec<String>,
+    /// Environment variables the guest sees (none by default).
+    pub env: Vec<(String, String)>,
+    /// Quotas for this run.
+    pub limits: Limits,
+    /// Guest stdout.
+    pub stdout: Output,
+    /// Guest stderr.
+    pub stderr: Output,
+    /// Give the guest the host's stdin (otherwise it reads end-of-file).
+    pub inherit_stdin: bool,
+}
+
+/// How a run ended (a trap is an [`Error::Trap`] instead).
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The guest's exit code: 0 when `main` returned, else what it passed to `exit`.
+    pub exit_code: i32,
+    /// Captured stdout (empty unless [`Output::Capture`]).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (empty unless [`Output::Capture`]).
+    pub stderr: Vec<u8>,
+    /// What the guest still held when it ended (all released when the run returns).
+    pub held_at_exit: Usage,
+    /// Fuel consumed, when metered.
+    pub fuel_used: Option<u64>,
+}
+
+/// A compiled, pre-linked guest: compile once, run many times (concurrently too).
+#[derive(Clone)]
+pub struct Guest {
+    pre: CommandPre<GuestState>,
+}
+
+/// One engine and linker bound to one device.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    host: Arc<gpuhost::Host>,
+}
+
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}
+
+impl Runtime {
+    /// A runtime on `host`: async, fuel-metered engine; WASI (CLI world) and gpuhost:cuda linked.
+    pub fn new(host: Arc<gpuhost::Host>) -> Result<Self, Error> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).consume_fuel(true);
+        let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        Ok(Self { engine, linker, host })
+    }
+
+    /// The device guests of this runtime use.
+    pub fn host(&self) -> &Arc<gpuhost::Host> {
+        &self.host
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Reads and compiles a guest component file.
+    pub fn load_file(&self, path: &Path) -> Result<Guest, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        self.load(&path.display().to_string(), &bytes)
+    }
+
+    /// Compiles a guest component (`what` names it in errors) and checks its imports.
+    pub fn load(&self, what: &str, bytes: &[u8]) -> Result<Guest, Error> {
+        if is_core_module(bytes) {
+            return Err(Error::NotAComponent { what: what.to_string() });
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| Error::InvalidComponent { what: what.to_string(), reason: format!("{e:#}") })?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| Error::MissingImport { reason: format!("{e:#}") })?;
+        let pre = CommandPre::new(pre).map_err(|e| Error::NotACommand { reason: format!("{e:#}") })?;
+        Ok(Guest { pre })
+    }
+
+    /// Runs `guest`'s `main` once in a fresh Store. Returns when it exits; a trap is
+    /// [`Error::Trap`]. Either way every handle the guest held has been released on return.
+    pub async fn run(&self, guest: &Guest, opts: RunOptions) -> Result<RunOutcome, Error> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.args(&opts.args).envs(&opts.env);
+        if opts.inherit_stdin {
+            wasi.inherit_stdin();
+        }
+        let stdout = MemoryOutputPipe::new(CAPTURE_BYTES);
+        let stderr = MemoryOutputPipe::new(CAPTURE_BYTES);
+        match opts.stdout {
+            Output::Inherit => drop(wasi.inherit_stdout()),
+            Output::Capture => drop(wasi.stdout(stdout.clone())),
+            Output::Null => {}
+        }
+        match opts.stderr {
+            Output::Inherit => drop(wasi.inherit_stderr()),
+            Output::Capture => drop(wasi.stderr(stderr.clone())),
+            Output::Null => {}
+        }
+        let fuel = opts.limits.fuel;
+        let store_limits = StoreLimitsBuilder::new()
+            .memory_size(opts.limits.max_wasm_memory_bytes)
+            .trap_on_grow_failure(false)
+            .build();
+        let state = GuestState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            cuda: CudaCtx::new(self.host.clone(), opts.limits),
+            store_limits,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.store_limits);
+        let engine_err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
+        store.set_fuel(fuel.unwrap_or(u64::MAX)).map_err(engine_err)?;
+        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)).map_err(engine_err)?;
+
+        let result = match guest.pre.instantiate_async(&mut store).await {
+            Ok(command) => command.wasi_cli_run().call_run(&mut store).await,
+            Err(e) => Err(e),
+        };
+        let held_at_exit = store.data().cuda.usage().clone();
+        let fuel_used = fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
+        // Everything the guest held goes with the Store, before we report.
+        drop(store);
+        let exit_code = match result {
+            Ok(Ok(())) => 0,
+            Ok(Err(())) => 1,
+            Err(e) => match e.downcast_ref::<I32Exit>() {
+                Some(exit) => exit.0,
+                None => {
+                    let out_of_fuel = matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel));
+                    return Err(Error::Trap { reason: format!("{e:?}"), out_of_fuel });
+                }
+            },
+        };
+        Ok(RunOutcome {
+            exit_code,
+            stdout: stdout.contents().to_vec(),
+            stderr: stderr.contents().to_vec(),
+            held_at_exit,
+            fuel_used,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_module_header_is_told_apart_from_a_component() {
+        assert!(is_core_module(b"\0asm\x01\0\0\0"));
+        assert!(!is_core_module(b"\0asm\x0d\0\x01\0"));
+        assert!(!is_core_module(b"\0as"));
+    }
+}

@@ -1,0 +1,184 @@
+//! gpuhost:cuda/stream (the stream resource): launches enqueue and return at once; each returns
+//! a gpuhost `Completion` kept here until `synchronize`, which awaits them — the guest is
+//! suspended on its fiber while the executor thread serves other guests.
+
+use std::collections::VecDeque;
+
+use gpuhost::{Arg as GpuArg, Completion, DeviceBuffer, LaunchConfig as GpuConfig};
+use wasmtime::component::Resource;
+
+use crate::bindings::WitError;
+use crate::bindings::gpuhost::cuda::stream::{Arg, Host, HostStream, LaunchConfig};
+use crate::ctx::CudaCtxView;
+use crate::error::{CudaResult, from_gpu};
+use crate::event::EventRes;
+use crate::module::KernelRes;
+
+/// A guest's stream and the launches on it not yet observed complete.
+pub struct StreamRes {
+    pub(crate) stream: gpuhost::Stream,
+    pending: VecDeque<Completion>,
+    /// The first failure of a launch seen complete before `synchronize` (CUDA reports kernel
+    /// errors late, and so does this): returned by the next `synchronize`.
+    failed: Option<WitError>,
+    /// Work other than launches (event record/wait) was enqueued after the last launch, so the
+    /// completions alone do not cover the stream's end.
+    tail_untracked: bool,
+}
+
+/// A launch argument resolved out of the table: buffers are cloned (cheap: an Arc) so the
+/// gpuhost args can borrow them while the table is borrowed for the kernel and stream.
+enum Resolved {
+    Buffer(DeviceBuffer, usize),
+    Scalar(GpuArg<'static>),
+}
+
+impl CudaCtxView<'_> {
+    fn resolve(&self, args: Vec<Arg>) -> CudaResult<Vec<Resolved>> {
+        let max = self.ctx.limits.max_launch_args;
+        if args.len() > max as usize {
+            return Err(WitError::ArgMismatch(format!("{} arguments given; at most {max} are accepted", args.len())).into());
+        }
+        args.into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                Ok(match a {
+                    Arg::Buffer(b) => {
+                        let buf = self.table.get(&b.buffer)?.buf.clone();
+                        let what = format!("buffer argument {i}");
+                        let (offset, _) = crate::limits::check_range(&what, b.offset, 0, buf.len())?;
+                        Resolved::Buffer(buf, offset)
+                    }
+                    Arg::I8(v) => Resolved::Scalar(GpuArg::I8(v)),
+                    Arg::I16(v) => Resolved::Scalar(GpuArg::I16(v)),
+                    Arg::I32(v) => Resolved::Scalar(GpuArg::I32(v)),
+                    Arg::I64(v) => Resolved::Scalar(GpuArg::I64(v)),
+                    Arg::U8(v) => Resolved::Scalar(GpuArg::U8(v)),
+                    Arg::U16(v) => Resolved::Scalar(GpuArg::U16(v)),
+                    Arg::U32(v) => Resolved::Scalar(GpuArg::U32(v)),
+                    Arg::U64(v) => Resolved::Scalar(GpuArg::U64(v)),
+                    Arg::F32(v) => Resolved::Scalar(GpuArg::F32(v)),
+                    Arg::F64(v) => Resolved::Scalar(GpuArg::F64(v)),
+                })
+            })
+            .collect()
+    }
+
+    /// Retires the launches at the front of `stream` that have finished, without waiting.
+    fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
+        let s = self.table.get_mut(stream)?;
+        while s.pending.front().is_some_and(Completion::is_done) {
+            let Some(done) = s.pending.pop_front() else { break };
+            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
+            // Finished: `wait` returns at once.
+            if let Err(e) = done.wait() {
+                s.failed.get_or_insert(from_gpu(&e));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HostStream for CudaCtxView<'_> {
+    fn create(&mut self) -> CudaResult<Resource<StreamRes>> {
+        self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
+        let made = self.ctx.host.stream().map_err(Into::into).and_then(|stream| {
+            let res = StreamRes { stream, pending: VecDeque::new(), failed: None, tail_untracked: false };
+            Ok(self.table.push(res)?)
+        });
+        if made.is_err() {
+            self.ctx.usage.remove_stream_or_event();
+        }
+        made
+    }
+
+    fn launch(
+        &mut self,
+        stream: Resource<StreamRes>,
+        kernel: Resource<KernelRes>,
+        config: LaunchConfig,
+        args: Vec<Arg>,
+    ) -> CudaResult<()> {
+        self.retire_finished(&stream)?;
+        self.ctx.usage.check_launch(&self.ctx.limits)?;
+        let resolved = self.resolve(args)?;
+        let args: Vec<GpuArg<'_>> = resolved
+            .iter()
+            .map(|r| match r {
+                Resolved::Buffer(b, off) => GpuArg::Buffer(b, *off),
+                Resolved::Scalar(a) => *a,
+            })
+            .collect();
+        let cfg = GpuConfig {
+            grid: [config.grid.x, config.grid.y, config.grid.z],
+            block: [config.block.x, config.block.y, config.block.z],
+            shared_mem_bytes: config.shared_mem_bytes,
+        };
+        let completion = {
+            let k = &self.table.get(&kernel)?.kernel;
+            self.table.get(&stream)?.stream.launch(k, cfg, &args)?
+        };
+        let s = self.table.get_mut(&stream)?;
+        s.pending.push_back(completion);
+        s.tail_untracked = false;
+        self.ctx.usage.launches_in_flight += 1;
+        Ok(())
+    }
+
+    async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {
+        let s = self.table.get_mut(&stream)?;
+        let pending = std::mem::take(&mut s.pending);
+        let mut failed = s.failed.take();
+        let tail = std::mem::take(&mut s.tail_untracked);
+        for c in pending {
+            let r = c.await;
+            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
+            if let Err(e) = r {
+                failed.get_or_insert(from_gpu(&e));
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        if tail {
+            // Only an event record/wait follows the last awaited launch; gpuhost offers no
+            // completion future for that, so wait for it directly (it is normally already done).
+            self.table.get(&stream)?.stream.synchronize()?;
+        }
+        Ok(())
+    }
+
+    fn record_event(&mut self, stream: Resource<StreamRes>) -> CudaResult<Resource<EventRes>> {
+        self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
+        let made = self.table.get(&stream).map_err(Into::into).and_then(|s| Ok(s.stream.record()?));
+        let made = made.and_then(|event| Ok(self.table.push(EventRes { event })?));
+        match made {
+            Ok(e) => {
+                self.table.get_mut(&stream)?.tail_untracked = true;
+                Ok(e)
+            }
+            Err(e) => {
+                self.ctx.usage.remove_stream_or_event();
+                Err(e)
+            }
+        }
+    }
+
+    fn wait(&mut self, stream: Resource<StreamRes>, event: Resource<EventRes>) -> CudaResult<()> {
+        let e = &self.table.get(&event)?.event;
+        self.table.get(&stream)?.stream.wait(e)?;
+        self.table.get_mut(&stream)?.tail_untracked = true;
+        Ok(())
+    }
+
+    fn drop(&mut self, stream: Resource<StreamRes>) -> wasmtime::Result<()> {
+        let s = self.table.delete(stream)?;
+        // Dropping a Completion does not cancel its launch; gpuhost keeps what it uses alive.
+        let n = u32::try_from(s.pending.len()).unwrap_or(u32::MAX);
+        self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
+        self.ctx.usage.remove_stream_or_event();
+        Ok(())
+    }
+}
+
+impl Host for CudaCtxView<'_> {}
