@@ -3,6 +3,7 @@
 //! `GPUHOST_DRIVER` picks, and each run prints which driver it tested.
 
 mod context;
+mod device;
 mod kernels;
 mod memory;
 mod sticky;

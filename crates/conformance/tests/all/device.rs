@@ -1,0 +1,110 @@
+//! Device and module facts a program can observe: plausible device attributes, kernel
+//! attributes from the loaded PTX, and malformed PTX refused with CUDA_ERROR_INVALID_PTX.
+
+use conformance::context::Context;
+use conformance::driver::shared_device;
+use conformance::module::Module;
+use cudarc::driver::result;
+use cudarc::driver::sys::{self, CUdevice_attribute as A, CUresult};
+
+use crate::support::{Steps, clang_ptx, env_or_skip};
+
+#[test]
+fn device_reports_plausible_attributes() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let mut steps = Steps::default();
+    let attr = |a: A| {
+        // SAFETY: `env.device` came from cuDeviceGet after cuInit.
+        unsafe { result::device::get_attribute(env.device, a) }.expect("cuDeviceGetAttribute")
+    };
+    steps.check(
+        "1024 threads per block",
+        attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK) == 1024,
+        || format!("{}", attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)),
+    );
+    steps.check(
+        "warp size 32",
+        attr(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE) == 32,
+        || format!("{}", attr(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)),
+    );
+    let shared = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    steps.check(
+        "at least 48 KiB static shared memory per block",
+        shared >= 48 * 1024,
+        || format!("{shared}"),
+    );
+    let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    steps.check("at least one multiprocessor", sms >= 1, || format!("{sms}"));
+    let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    steps.check(
+        "compute capability ≥ 7 (the corpus targets sm_80/sm_90)",
+        major >= 7,
+        || format!("{major}"),
+    );
+    let name = result::device::get_name(env.device).expect("cuDeviceGetName");
+    steps.check("a device name", !name.trim().is_empty(), || "empty".into());
+    // SAFETY: as above.
+    let total = unsafe { result::device::total_mem(env.device) }.expect("cuDeviceTotalMem");
+    let (free, info_total) = ctx.mem_info().expect("cuMemGetInfo");
+    steps.check(
+        "cuDeviceTotalMem equals cuMemGetInfo's total",
+        total == info_total,
+        || format!("{total} vs {info_total}"),
+    );
+    steps.check("free ≤ total", free <= total, || {
+        format!("free {free}, total {total}")
+    });
+    println!("device: {name}, cc {major}.x, {sms} SMs, {total} bytes");
+    steps.finish(&env.choice.kind.to_string());
+}
+
+#[test]
+fn kernel_attributes_report_static_shared_memory_and_block_limit() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let module = Module::load_ptx(&ctx, &clang_ptx("reduce_shared")).expect("load");
+    let f = module.function("reduce_shared").expect("function");
+    let attr = |a: sys::CUfunction_attribute| {
+        // SAFETY: `f` is a live kernel handle (it holds its module).
+        unsafe { result::function::get_function_attribute(f.raw(), a) }.expect("cuFuncGetAttribute")
+    };
+    let shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    assert_eq!(shared, 1024, "reduce_shared declares 256 floats of .shared");
+    let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    assert!(
+        (256..=1024).contains(&max_threads),
+        "max threads per block {max_threads}"
+    );
+}
+
+#[test]
+fn malformed_ptx_fails_to_load_with_invalid_ptx() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let good = clang_ptx("vector_add");
+    let body = good.find("ret;").expect("vector_add has a ret");
+    let mut bad = good.clone();
+    bad.insert_str(body, "frobnicate.b32 \t%r1, %r1;\n\t");
+    let code = Module::load_ptx(&ctx, &bad).map(drop).map_err(|e| e.code());
+    assert_eq!(
+        code,
+        Err(Some(CUresult::CUDA_ERROR_INVALID_PTX)),
+        "an unknown instruction must be refused"
+    );
+    let code = Module::load_ptx(&ctx, "this is not PTX")
+        .map(drop)
+        .map_err(|e| e.code());
+    assert_eq!(
+        code,
+        Err(Some(CUresult::CUDA_ERROR_INVALID_PTX)),
+        "text that is not PTX must be refused"
+    );
+    assert!(
+        Module::load_ptx(&ctx, &good).is_ok(),
+        "the unmodified PTX loads"
+    );
+}
