@@ -89,26 +89,62 @@ impl Future for Completion {
     }
 }
 
-/// One launch in flight: its event and what it keeps alive until the GPU is done with it.
-struct Pending {
-    event: CUevent,
-    generation: u64,
+/// A launch enqueued on a stream whose completion event is not recorded yet.
+pub(crate) struct Launched {
     cell: Arc<Cell>,
     _keep: Box<dyn Any + Send>,
 }
 
-// SAFETY: CUevent is a driver handle usable from any thread with the context bound; the
-// completion thread binds it before querying.
-unsafe impl Send for Pending {}
+impl Launched {
+    /// A new launch's completion slot, keeping `keep` alive until it completes.
+    pub(crate) fn new(keep: Box<dyn Any + Send>) -> (Self, Completion) {
+        let cell = Arc::new(Cell::default());
+        (
+            Self {
+                cell: cell.clone(),
+                _keep: keep,
+            },
+            Completion { cell },
+        )
+    }
 
-/// The per-host completion thread's queue.
+    /// Complete without the GPU (the launch's context is gone).
+    pub(crate) fn fail(self, e: Error) {
+        self.cell.finish(Err(e));
+    }
+}
+
+/// Launches covered by one recorded event: all complete when it does.
+pub(crate) struct Batch {
+    pub(crate) event: CUevent,
+    pub(crate) generation: u64,
+    pub(crate) launches: Vec<Launched>,
+}
+
+// SAFETY: CUevent is a driver handle usable from any thread with its context bound; the
+// completion thread binds it before querying.
+unsafe impl Send for Batch {}
+
+/// Something with launches whose completion events are not recorded yet (a stream).
+pub(crate) trait Flush: Send + Sync {
+    /// Record an event after the unrecorded launches and hand them over as a batch.
+    fn flush(&self) -> Option<Batch>;
+}
+
+#[derive(Default)]
+struct Queue {
+    dirty: Vec<Arc<dyn Flush>>,
+    sleeping: bool,
+}
+
+/// The per-host completion thread's inbox.
 pub(crate) struct Completer {
-    queue: Arc<(Mutex<Vec<Pending>>, Condvar)>,
+    queue: Arc<(Mutex<Queue>, Condvar)>,
 }
 
 impl Completer {
     fn start(host: Arc<Host>) -> Self {
-        let queue: Arc<(Mutex<Vec<Pending>>, Condvar)> = Arc::default();
+        let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
         let q = queue.clone();
         let ordinal = host.ordinal();
         let spawned = std::thread::Builder::new()
@@ -122,91 +158,105 @@ impl Completer {
     }
 }
 
-/// Register a launch whose completion is marked by `event` (already recorded on its stream).
-pub(crate) fn submit(
-    host: &Arc<Host>,
-    event: CUevent,
-    generation: u64,
-    keep: Box<dyn Any + Send>,
-) -> Completion {
-    let cell = Arc::new(Cell::default());
+/// Count a launch (enqueued, pending) for the host's stats.
+pub(crate) fn count_launch(host: &Host) {
+    Counters::inc(&host.counters.pending_launches);
+    Counters::inc(&host.counters.launches);
+}
+
+/// Tell the completion thread that `stream` has unrecorded launches. The event is recorded by
+/// that thread, off the launching thread's path; it may cover later launches too, which only
+/// makes a completion conservative, never early.
+pub(crate) fn mark_dirty(host: &Arc<Host>, stream: Arc<dyn Flush>) {
     let completer = host
         .completer
         .get_or_init(|| Completer::start(host.clone()));
-    Counters::inc(&host.counters.pending_launches);
-    Counters::inc(&host.counters.launches);
     let (lock, cv) = &*completer.queue;
-    lock.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Pending {
-            event,
-            generation,
-            cell: cell.clone(),
-            _keep: keep,
-        });
-    cv.notify_one();
-    Completion { cell }
+    let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
+    q.dirty.push(stream);
+    // Waking costs a syscall: only when the thread is really parked.
+    if q.sleeping {
+        q.sleeping = false;
+        cv.notify_one();
+    }
 }
 
-/// How long the thread spins (yielding) with work pending before it starts sleeping briefly.
+/// Passes with nothing finishing before the thread backs off to short sleeps (work pending) or
+/// parks (no work).
 const SPIN_ROUNDS: u32 = 20_000;
+const IDLE_SPIN_ROUNDS: u32 = 2_000;
 const BACKOFF: Duration = Duration::from_micros(50);
 
-fn run(host: Arc<Host>, queue: Arc<(Mutex<Vec<Pending>>, Condvar)>) {
+fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
     let (lock, cv) = &*queue;
-    let mut local: Vec<Pending> = Vec::new();
-    let mut idle_rounds = 0u32;
+    let mut pending: Vec<Batch> = Vec::new();
+    let mut dirty: Vec<Arc<dyn Flush>> = Vec::new();
+    let mut quiet_rounds = 0u32;
     loop {
         {
             let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
-            while q.is_empty() && local.is_empty() {
-                q = cv.wait(q).unwrap_or_else(|p| p.into_inner());
+            if q.dirty.is_empty() && pending.is_empty() && quiet_rounds >= IDLE_SPIN_ROUNDS {
+                q.sleeping = true;
+                while q.sleeping && q.dirty.is_empty() {
+                    q = cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+                q.sleeping = false;
+                quiet_rounds = 0;
             }
-            local.append(&mut q);
+            std::mem::swap(&mut dirty, &mut q.dirty);
         }
-        let generation = match host.enter() {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!("completion thread cannot bind the context: {e}");
-                std::thread::sleep(BACKOFF);
-                continue;
+        let mut progressed = !dirty.is_empty();
+        for s in dirty.drain(..) {
+            if let Some(b) = s.flush() {
+                pending.push(b);
             }
-        };
-        let before = local.len();
-        local.retain_mut(|p| poll_one(&host, p, generation));
-        if local.len() < before {
-            idle_rounds = 0;
+        }
+        if !pending.is_empty() {
+            match host.enter() {
+                Ok(generation) => {
+                    let before = pending.len();
+                    pending.retain_mut(|b| poll_batch(&host, b, generation));
+                    progressed |= pending.len() < before;
+                }
+                Err(e) => {
+                    tracing::warn!("completion thread cannot bind the context: {e}");
+                    std::thread::sleep(BACKOFF);
+                }
+            }
+        }
+        quiet_rounds = if progressed {
+            0
         } else {
-            idle_rounds = idle_rounds.saturating_add(1);
-        }
-        if !local.is_empty() {
-            if idle_rounds < SPIN_ROUNDS {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(BACKOFF);
-            }
+            quiet_rounds.saturating_add(1)
+        };
+        if !pending.is_empty() && quiet_rounds >= SPIN_ROUNDS {
+            std::thread::sleep(BACKOFF);
+        } else {
+            std::thread::yield_now();
         }
     }
 }
 
-/// Query one pending launch; false when it is finished (and has been completed).
-fn poll_one(host: &Host, p: &mut Pending, generation: u64) -> bool {
-    let outcome = if p.generation != generation {
+/// Query one batch; false when it is finished (and its launches completed).
+fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
+    let outcome = if b.generation != generation {
         Err(Error::ContextLost { generation })
     } else {
         // SAFETY: the event belongs to the current context (same generation), which is bound.
-        let r = unsafe { sys::cuEventQuery(p.event) };
+        let r = unsafe { sys::cuEventQuery(b.event) };
         if r == CUresult::CUDA_ERROR_NOT_READY {
             return true;
         }
         let res = host.classify("cuEventQuery", r);
         if res.is_ok() {
-            host.return_event(p.generation, p.event, false);
+            host.return_event(b.generation, b.event, false);
         }
         res
     };
-    Counters::dec(&host.counters.pending_launches);
-    p.cell.finish(outcome);
+    for l in b.launches.drain(..) {
+        Counters::dec(&host.counters.pending_launches);
+        l.cell.finish(outcome.clone());
+    }
     false
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpuhost, by cause.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No CUDA driver could be loaded (no NVIDIA libcuda and no softcuda, or the driver failed to

@@ -1,12 +1,12 @@
-//! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, a pooled completion
-//! event, and registration with the host's completion thread.
+//! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, and hand-over of the
+//! launch to the host's completion thread, which records the completion event off this path.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
 
 use crate::buffer::DeviceBuffer;
-use crate::completion::{self, Completion};
+use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
@@ -15,8 +15,17 @@ use crate::registry::{Kernel, LaunchGuard};
 /// A non-blocking stream from the host's pool; it returns to the pool on drop.
 pub struct Stream {
     host: Arc<Host>,
-    pub(crate) raw: CUstream,
+    raw: CUstream,
     generation: u64,
+    /// Launches whose completion event is not recorded yet (shared with the completion thread).
+    unrecorded: Arc<Unrecorded>,
+}
+
+struct Unrecorded {
+    host: Arc<Host>,
+    raw: CUstream,
+    generation: u64,
+    launches: Mutex<Vec<Launched>>,
 }
 
 // SAFETY: a CUstream may be used from any thread with its context bound, which every method
@@ -24,6 +33,50 @@ pub struct Stream {
 unsafe impl Send for Stream {}
 // SAFETY: as above; the driver serialises work submitted to one stream.
 unsafe impl Sync for Stream {}
+// SAFETY: as for Stream; the launch list is behind a mutex.
+unsafe impl Send for Unrecorded {}
+// SAFETY: as above.
+unsafe impl Sync for Unrecorded {}
+
+impl Flush for Unrecorded {
+    fn flush(&self) -> Option<Batch> {
+        let launches =
+            std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
+        if launches.is_empty() {
+            return None;
+        }
+        let recorded = self
+            .host
+            .enter_for(self.generation)
+            .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
+        match recorded {
+            Ok((generation, event)) => Some(Batch {
+                event,
+                generation,
+                launches,
+            }),
+            Err(e) => {
+                for l in launches {
+                    crate::stats::Counters::dec(&self.host.counters.pending_launches);
+                    l.fail(e.clone());
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Record a pooled event on `raw` (the caller has entered the host at `generation`).
+fn record_on(host: &Host, raw: CUstream, generation: u64, timing: bool) -> Result<CUevent> {
+    let event = host.event(generation, timing)?;
+    // SAFETY: event and stream belong to the bound, current-generation context.
+    let r = unsafe { sys::cuEventRecord(event, raw) };
+    if let Err(e) = host.classify("cuEventRecord", r) {
+        host.return_event(generation, event, timing);
+        return Err(e);
+    }
+    Ok(event)
+}
 
 /// What a pending launch keeps alive: its buffers and its kernel's loaded modules.
 struct Keep {
@@ -34,6 +87,12 @@ struct Keep {
 impl Stream {
     pub(crate) fn new(host: Arc<Host>, raw: CUstream, generation: u64) -> Self {
         Self {
+            unrecorded: Arc::new(Unrecorded {
+                host: host.clone(),
+                raw,
+                generation,
+                launches: Mutex::new(Vec::new()),
+            }),
             host,
             raw,
             generation,
@@ -115,27 +174,24 @@ impl Stream {
             )
         };
         self.host.classify("cuLaunchKernel", r)?;
-        let event = self.record_raw(generation, false)?;
-        Ok(completion::submit(
-            &self.host,
-            event,
-            generation,
-            Box::new(Keep {
-                _buffers: buffers,
-                _guard: guard,
-            }),
-        ))
-    }
-
-    fn record_raw(&self, generation: u64, timing: bool) -> Result<CUevent> {
-        let event = self.host.event(generation, timing)?;
-        // SAFETY: event and stream belong to the bound, current-generation context.
-        let r = unsafe { sys::cuEventRecord(event, self.raw) };
-        if let Err(e) = self.host.classify("cuEventRecord", r) {
-            self.host.return_event(generation, event, timing);
-            return Err(e);
+        let (launched, completion) = Launched::new(Box::new(Keep {
+            _buffers: buffers,
+            _guard: guard,
+        }));
+        completion::count_launch(&self.host);
+        let first = {
+            let mut l = self
+                .unrecorded
+                .launches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            l.push(launched);
+            l.len() == 1
+        };
+        if first {
+            completion::mark_dirty(&self.host, self.unrecorded.clone());
         }
-        Ok(event)
+        Ok(completion)
     }
 
     /// Block until everything enqueued on this stream has finished.
@@ -149,7 +205,7 @@ impl Stream {
     /// Record a timing event at this point of the stream.
     pub fn record(&self) -> Result<Event> {
         let generation = self.host.enter_for(self.generation)?;
-        let raw = self.record_raw(generation, true)?;
+        let raw = record_on(&self.host, self.raw, generation, true)?;
         Ok(Event {
             host: self.host.clone(),
             raw,
