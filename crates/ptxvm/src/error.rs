@@ -4,7 +4,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The text is not well-formed PTX.
-    #[error("PTX syntax error at {line}:{col}: {msg}; fix the PTX text at that position")]
+    #[error("PTX syntax error at line {line}:{col}: {msg}; fix the PTX text at that position")]
     Parse {
         /// 1-based source line.
         line: u32,

@@ -1,1 +1,194 @@
-//! Load errors and runtime faults.
+//! Load errors (unsupported, malformed, hostile input) and runtime faults.
+
+use crate::harness::{Arg, DevMem, Rng, Shape, fixture, run};
+use crate::text::{HEAD, go, load};
+use ptxvm::{Error, FaultKind, Launch, Module};
+
+#[test]
+fn out_of_bounds_store_faults_with_block_thread_and_line() {
+    let m = fixture();
+    let mut mem = DevMem::new();
+    let d = mem.alloc(64 * 4);
+    let f = run(
+        &m,
+        "oob_store",
+        &Shape::linear(2, 32),
+        &[Arg::Ptr(d), Arg::I32(64)],
+        &mem,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(f.kind, FaultKind::IllegalAddress { len: 4, .. }),
+        "{f}"
+    );
+    assert_eq!(f.kernel, "oob_store");
+    assert_eq!((f.block, f.thread), ([0, 0, 0], [0, 0, 0]));
+    assert!(f.line > 0);
+    let text = f.to_string();
+    assert!(
+        text.contains("illegal address") && text.contains("oob_store"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unsupported_instruction_fails_load_naming_its_line() {
+    let src = format!(
+        "{HEAD}.visible .entry k()\n{{\n\t.reg .b32 %r<3>;\n\tadd.cc.u32 %r1, %r2, %r2;\n\tret;\n}}\n"
+    );
+    match Module::load(&src) {
+        Err(Error::Unsupported { line, what }) => {
+            assert_eq!(line, 7);
+            assert!(what.contains("cc"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mma = format!(
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<5>; .reg .f32 %f<5>;\n\
+         mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {{%f1,%f2,%f3,%f4}}, {{%r1,%r2}}, {{%r3}}, {{%f1,%f2,%f3,%f4}};\n}}"
+    );
+    assert!(matches!(
+        Module::load(&mma),
+        Err(Error::Unsupported { line: 5, .. })
+    ));
+    // Texture syntax is not even parsed: a syntax error, still never a panic.
+    let tex = format!(
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<2>; suld.b.1d.b32.trap {{%r1}}, [s, {{%r1}}]; }}"
+    );
+    assert!(Module::load(&tex).is_err());
+}
+
+#[test]
+fn malformed_ptx_is_an_error_with_position() {
+    let cases = [
+        ".entry",
+        ".visible .entry k(.param .u64 a { ret; }",
+        ".visible .entry k() { mov.u32 %r1, 1; }",
+        ".visible .entry k() { bra $nowhere; }",
+        ".visible .entry k() { .reg .b32 %r<2>; add.s32 %r1, %r1; }",
+        ".visible .entry k() { .reg .b32 %r<2>; ld.global.u32 %r1, %r1; }",
+        ".visible .entry k() { $a: $a: ret; }",
+        ".global .b32 g[2] = {1, 2, 3};",
+    ];
+    for c in cases {
+        let e = Module::load(&format!("{HEAD}{c}")).expect_err(c);
+        let msg = e.to_string();
+        assert!(msg.contains("line"), "{c}: {msg}");
+    }
+}
+
+#[test]
+fn mutated_fixture_text_never_panics() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/tests/fixtures/kernels.ptx")).unwrap();
+    let bytes = text.as_bytes();
+    let mut rng = Rng::new(99);
+    let alphabet = b"{}()[];,.%$@!-+|<>=0123456789abcxyz_ \n";
+    for _ in 0..300 {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + rng.next_u32() % 8 {
+            let at = rng.next_u32() as usize % b.len();
+            match rng.next_u32() % 3 {
+                0 => b[at] = alphabet[rng.next_u32() as usize % alphabet.len()],
+                1 => {
+                    b.remove(at);
+                }
+                _ => b.truncate(at),
+            }
+        }
+        let s = String::from_utf8_lossy(&b);
+        let _ = Module::load(&s);
+    }
+    let deep = format!(
+        "{HEAD}.visible .entry k() {}{}",
+        "{".repeat(100_000),
+        "}".repeat(100_000)
+    );
+    assert!(Module::load(&deep).is_err());
+    let huge = format!("{HEAD}.visible .entry k() {{ .reg .b32 %r<4000000000>; ret; }}");
+    assert!(Module::load(&huge).is_err());
+}
+
+#[test]
+fn trap_and_misaligned_access_fault() {
+    let m = load(
+        ".visible .entry k() { .reg .pred %p<2>; .reg .b32 %r<2>; mov.u32 %r1, %tid.x; setp.eq.u32 %p1, %r1, 5; @%p1 trap; ret; }",
+    );
+    let mem = DevMem::new();
+    let f = go(&m, &Shape::linear(2, 32), &[], &[], &mem).unwrap_err();
+    assert_eq!(f.kind, FaultKind::Trap);
+    assert_eq!((f.block, f.thread), ([0, 0, 0], [5, 0, 0]));
+
+    let m = load(
+        ".visible .entry k(.param .u64 p) { .reg .b64 %rd<2>; .reg .b32 %r<2>; ld.param.u64 %rd1, [p]; ld.global.u32 %r1, [%rd1+2]; ret; }",
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(16);
+    let f = go(&m, &Shape::linear(1, 1), &[Arg::Ptr(d)], &[], &mem).unwrap_err();
+    assert_eq!(f.kind, FaultKind::MisalignedAddress { addr: d + 2 });
+}
+
+#[test]
+fn barrier_in_divergent_code_is_reported() {
+    let m = load(
+        r#".visible .entry k() {
+	.reg .pred %p<2>; .reg .b32 %r<2>;
+	mov.u32 %r1, %tid.x;
+	setp.lt.u32 %p1, %r1, 16;
+	@%p1 bra $a;
+	bar.sync 0;
+	ret;
+$a:
+	bar.sync 1;
+	ret;
+}"#,
+    );
+    let mem = DevMem::new();
+    let f = go(&m, &Shape::linear(1, 64), &[], &[], &mem).unwrap_err();
+    assert_eq!(f.kind, FaultKind::BarrierDivergence, "{f}");
+}
+
+#[test]
+fn invalid_launches_are_refused() {
+    let m = fixture();
+    let k = m.kernel_index("vadd").unwrap();
+    let mem = DevMem::new();
+    let params = [0u8; 28];
+    let base = Launch {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        dynamic_shared_bytes: 0,
+        params: &params,
+        globals: &[],
+        workers: 1,
+    };
+    let bad = |l: Launch<'_>| match ptxvm::launch(&m, &l, &mem) {
+        Err(f) => matches!(f.kind, FaultKind::InvalidLaunch(_)),
+        Ok(_) => false,
+    };
+    assert!(bad(Launch {
+        block: [1025, 1, 1],
+        ..base.clone()
+    }));
+    assert!(bad(Launch {
+        block: [0, 1, 1],
+        ..base.clone()
+    }));
+    assert!(bad(Launch {
+        grid: [0, 1, 1],
+        ..base.clone()
+    }));
+    assert!(bad(Launch {
+        params: &params[..20],
+        ..base.clone()
+    }));
+    assert!(bad(Launch {
+        dynamic_shared_bytes: 1 << 20,
+        ..base.clone()
+    }));
+    assert!(bad(Launch {
+        kernel: 99,
+        ..base.clone()
+    }));
+}
