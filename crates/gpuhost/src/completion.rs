@@ -240,6 +240,8 @@ fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
 /// Query one batch; false when it is finished (and its launches completed).
 fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
     let outcome = if b.generation != generation {
+        // Forget the dead context's event (never destroy it: its value may be reused).
+        host.return_event(b.generation, b.event, false);
         Err(Error::ContextLost { generation })
     } else {
         // SAFETY: the event belongs to the current context (same generation), which is bound.

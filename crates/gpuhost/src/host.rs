@@ -187,25 +187,38 @@ impl Host {
             check("cuCtxGetId", r)?;
             return Ok(true);
         }
+        self.primary_active()
+    }
+
+    /// Map a driver result from a call made on this host: context-gone results trigger the
+    /// identity check (and recovery) and become ContextLost when the context really changed.
+    pub(crate) fn classify(&self, call: &'static str, r: CUresult) -> Result<()> {
+        if r == CUresult::CUDA_SUCCESS {
+            return Ok(());
+        }
+        if is_context_gone(r) {
+            let seen = self.generation();
+            self.enter()?;
+            // A driver whose stale handles still answer cuCtxGetId: the device's primary
+            // context state is the second witness.
+            if self.generation() == seen && !self.primary_active()? {
+                self.recover(seen)?;
+            }
+            let generation = self.enter()?;
+            if generation != seen {
+                return Err(Error::ContextLost { generation });
+            }
+        }
+        check(call, r)
+    }
+
+    fn primary_active(&self) -> Result<bool> {
         let (mut flags, mut active) = (0u32, 0i32);
         // SAFETY: valid out pointers; dev came from cuDeviceGet.
         check("cuDevicePrimaryCtxGetState", unsafe {
             sys::cuDevicePrimaryCtxGetState(self.dev, &mut flags, &mut active)
         })?;
         Ok(active != 0)
-    }
-
-    /// Map a driver result from a call made on this host: context-gone results trigger the
-    /// identity check (and recovery), and become ContextLost.
-    pub(crate) fn classify(&self, call: &'static str, r: CUresult) -> Result<()> {
-        if r == CUresult::CUDA_SUCCESS {
-            return Ok(());
-        }
-        if is_context_gone(r) {
-            let generation = self.enter()?;
-            return Err(Error::ContextLost { generation });
-        }
-        check(call, r)
     }
 
     /// Re-retain after the context behind `seen_generation` was lost.
