@@ -67,7 +67,7 @@ fn shared_memory_block_sum_with_barriers() {
         &m,
         "block_sum",
         &Shape::linear(4, 256),
-        &[Arg::Ptr(din), Arg::Ptr(dout), Arg::I32(n as i32)],
+        &[Arg::Ptr(din), Arg::Ptr(dout), Arg::I32(n)],
         &mem,
     )
     .unwrap();
@@ -145,7 +145,7 @@ fn atomic_histogram_counts_every_element_across_workers() {
         &m,
         "histogram",
         &shape,
-        &[Arg::Ptr(din), Arg::Ptr(dbins), Arg::I32(n as i32)],
+        &[Arg::Ptr(din), Arg::Ptr(dbins), Arg::I32(n)],
         &mem,
     )
     .unwrap();

@@ -1,0 +1,112 @@
+//! Interpreter throughput: lane-instructions per second on one core for saxpy, a shared-memory
+//! reduction and a tiled matmul (the test fixtures). Run with `cargo bench -p ptxvm`.
+
+use std::time::Instant;
+
+use ptxvm::{Launch, Memory, Module};
+
+/// Heap-backed device memory: one allocation per buffer, addresses are host addresses.
+struct Heap(Vec<Box<[u64]>>);
+
+impl Memory for Heap {
+    fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        self.0.iter().find_map(|b| {
+            let base = b.as_ptr() as u64;
+            let end = base + 8 * b.len() as u64;
+            (addr >= base && addr.checked_add(len)? <= end).then_some(addr as *mut u8)
+        })
+    }
+}
+
+impl Heap {
+    fn alloc(&mut self, bytes: usize, fill: u64) -> u64 {
+        let b = vec![fill; bytes.div_ceil(8)].into_boxed_slice();
+        let a = b.as_ptr() as u64;
+        self.0.push(b);
+        a
+    }
+}
+
+fn params(m: &Module, k: usize, vals: &[u64]) -> Vec<u8> {
+    let info = &m.kernels()[k];
+    let mut p = vec![0u8; 64];
+    for (pi, v) in info.params.iter().zip(vals) {
+        p[pi.offset as usize..][..pi.size as usize]
+            .copy_from_slice(&v.to_le_bytes()[..pi.size as usize]);
+    }
+    p
+}
+
+fn bench(m: &Module, name: &str, grid: [u32; 3], block: [u32; 3], vals: &[u64], mem: &Heap) {
+    let k = m.kernel_index(name).expect("fixture kernel");
+    let p = params(m, k, vals);
+    let l = Launch {
+        kernel: k,
+        grid,
+        block,
+        dynamic_shared_bytes: 0,
+        params: &p,
+        globals: &[],
+        workers: 1,
+    };
+    ptxvm::launch(m, &l, mem).expect("warm-up launch");
+    let (mut lanes, mut warps) = (0u64, 0u64);
+    let t = Instant::now();
+    let mut runs = 0;
+    while t.elapsed().as_secs_f64() < 1.0 {
+        let s = ptxvm::launch(m, &l, mem).expect("launch");
+        lanes += s.lane_instructions;
+        warps += s.warp_instructions;
+        runs += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{name:<10} {runs:>5} launches  {:>8.1} M lane-instr/s/core  {:>7.2} M warp-instr/s  ({:.1} lanes/instr)",
+        lanes as f64 / secs / 1e6,
+        warps as f64 / secs / 1e6,
+        lanes as f64 / warps as f64
+    );
+}
+
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let text =
+        std::fs::read_to_string(format!("{dir}/tests/fixtures/kernels.ptx")).expect("fixture PTX");
+    let m = Module::load(&text).expect("fixture loads");
+    let mut mem = Heap(Vec::new());
+    let n = 1 << 16;
+    let one = u64::from(1f32.to_bits()) | (u64::from(1f32.to_bits()) << 32);
+    let (x, y) = (mem.alloc(n * 4, one), mem.alloc(n * 4, one));
+    bench(
+        &m,
+        "saxpy",
+        [(n / 256) as u32, 1, 1],
+        [256, 1, 1],
+        &[u64::from(2f32.to_bits()), x, y, n as u64],
+        &mem,
+    );
+    let out = mem.alloc(n / 256 * 4, 0);
+    bench(
+        &m,
+        "block_sum",
+        [(n / 256) as u32, 1, 1],
+        [256, 1, 1],
+        &[x, out, n as u64],
+        &mem,
+    );
+    let dim = 128usize;
+    let (a, b, c) = (
+        mem.alloc(dim * dim * 4, one),
+        mem.alloc(dim * dim * 4, one),
+        mem.alloc(dim * dim * 4, 0),
+    );
+    let g = (dim / 16) as u32;
+    bench(
+        &m,
+        "matmul",
+        [g, g, 1],
+        [16, 16, 1],
+        &[a, b, c, dim as u64],
+        &mem,
+    );
+}
