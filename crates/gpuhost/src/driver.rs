@@ -57,6 +57,7 @@ const REQUIRED: &[&str] = &[
     "cuDeviceTotalMem_v2",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxGetState",
+    "cuDevicePrimaryCtxRelease_v2",
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",

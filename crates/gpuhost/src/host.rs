@@ -227,9 +227,10 @@ impl Host {
         if self.generation.load(Acquire) != seen_generation {
             return Ok(()); // another thread already recovered
         }
+        self.drop_surviving_retain()?;
         let mut ctx: CUcontext = ptr::null_mut();
-        // SAFETY: valid out pointer. The old retain died with the old context, so this is again
-        // exactly one retain held by the host.
+        // SAFETY: valid out pointer. The old retain is gone (died with the context, or dropped
+        // just above), so this is again exactly one retain held by the host.
         check("cuDevicePrimaryCtxRetain", unsafe {
             sys::cuDevicePrimaryCtxRetain(&mut ctx, self.dev)
         })?;
@@ -263,6 +264,38 @@ impl Host {
             generation,
             "primary context was lost; re-retained"
         );
+        Ok(())
+    }
+
+    /// Before re-retaining after a loss: make sure the host's old retain is not still counted.
+    ///
+    /// An extra release took it (count zero), but NVIDIA documents that a reset "does not
+    /// release" the primary context: the count survives while the context is destroyed. While
+    /// the context is inactive, one release drops ours if it survived; if none is left the
+    /// driver answers INVALID_CONTEXT and nothing changes. When someone else has already
+    /// re-created the context (active), whether our retain survived cannot be told apart, so
+    /// nothing is released: at worst one retain too many is held, never one too few.
+    fn drop_surviving_retain(&self) -> Result<()> {
+        if self.primary_active()? {
+            tracing::warn!(
+                ordinal = self.ordinal,
+                "primary context already re-created by another party; re-retaining without release"
+            );
+            return Ok(());
+        }
+        // SAFETY: the primary context is inactive: releasing can only drop a count, never
+        // destroy a live context.
+        let r = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        match r {
+            CUresult::CUDA_SUCCESS => {
+                tracing::debug!(
+                    ordinal = self.ordinal,
+                    "dropped a retain that survived a reset"
+                )
+            }
+            CUresult::CUDA_ERROR_INVALID_CONTEXT => {}
+            other => check("cuDevicePrimaryCtxRelease_v2", other)?,
+        }
         Ok(())
     }
 
