@@ -1,1 +1,93 @@
-//! placeholder
+//! Integration tests of gpuhost-wasm: real guests (built from examples/guests) on the real
+//! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
+
+mod concurrency;
+mod errors;
+mod examples;
+mod leaks;
+mod loading;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use gpuhost_wasm::{Guest, RunOptions, RunOutcome, Runtime};
+
+/// The shared runtime on device 0, or None (after printing `skipped: no driver`).
+pub fn runtime() -> Option<&'static Runtime> {
+    static RT: OnceLock<Option<Runtime>> = OnceLock::new();
+    RT.get_or_init(|| match gpuhost::host(0) {
+        Ok(host) => Some(Runtime::new(host).expect("runtime setup")),
+        Err(e) => {
+            eprintln!("no driver: {e}");
+            None
+        }
+    })
+    .as_ref()
+    .or_else(|| {
+        println!("skipped: no driver");
+        None
+    })
+}
+
+/// Folder of the guest .wasm files: `$GPUHOST_GUEST_DIR` if set (prebuilt, for machines
+/// without the guest toolchain), else built once per test run from examples/guests.
+fn guest_dir() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Ok(dir) = std::env::var("GPUHOST_GUEST_DIR") {
+            return PathBuf::from(dir);
+        }
+        let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
+        let root = manifest.join("../..");
+        let target = root.join("target/guests");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(root.join("examples/guests/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET")
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building examples/guests failed (is the wasm32-wasip2 target installed?)");
+        target.join("wasm32-wasip2/release")
+    })
+}
+
+/// A compiled guest by name (compiled once per test run).
+pub fn guest(name: &str) -> Guest {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<OnceLock<Guest>>>>> = OnceLock::new();
+    let slot = CACHE.get_or_init(Default::default).lock().unwrap().entry(name.into()).or_default().clone();
+    slot.get_or_init(|| {
+        let path = guest_dir().join(format!("{name}.wasm"));
+        runtime().expect("driver").load_file(&path).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .clone()
+}
+
+/// Runs `name` with `args` (argv[0] added) and default options.
+pub async fn run(rt: &Runtime, name: &str, args: &[&str]) -> Result<RunOutcome, gpuhost_wasm::Error> {
+    rt.run(&guest(name), opts(name, args)).await
+}
+
+/// Default options: the guest's output captured, default limits.
+pub fn opts(name: &str, args: &[&str]) -> RunOptions {
+    let mut argv = vec![name.to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    RunOptions { args: argv, ..RunOptions::default() }
+}
+
+/// The guest's stdout as text.
+pub fn stdout(o: &RunOutcome) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts a run exited 0 and printed `want` (stderr shown on failure).
+pub fn assert_ok(o: &RunOutcome, want: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.exit_code, 0, "guest failed: stdout {:?} stderr {err:?}", stdout(o));
+    assert!(stdout(o).contains(want), "stdout {:?} lacks {want:?}; stderr {err:?}", stdout(o));
+}

@@ -1,0 +1,82 @@
+//! Everything a guest holds is released when its run ends, however it ends: counted on the
+//! host (live buffers, modules, streams, events, pending launches) and in device memory.
+
+use gpuhost_wasm::{Error, Output};
+
+use crate::{guest, opts, runtime};
+
+const RUNS: usize = 10_000;
+const CONCURRENCY: usize = 16;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device_memory_or_handles() {
+    let Some(rt) = runtime() else { return };
+    let host = rt.host().clone();
+    let g = guest("misbehave");
+    let modes = ["tiny", "leak", "trap", "tiny"];
+    let run_one = |i: usize| {
+        let g = g.clone();
+        async move {
+            let mode = modes[i % 4];
+            let mut o = opts("misbehave", &[mode]);
+            o.stdout = Output::Null;
+            let r = rt.run(&g, o).await;
+            match (mode, r) {
+                ("trap", Err(Error::Trap { .. })) => {}
+                (_, Ok(out)) if out.exit_code == 0 => {}
+                (m, other) => panic!("run {i} ({m}): {other:?}"),
+            }
+        }
+    };
+    // Warm up gpuhost's stream and event pools at the concurrency used below.
+    futures_join(CONCURRENCY, CONCURRENCY, &run_one).await;
+    host.synchronize().unwrap();
+    let before = host.stats();
+    let mem_before = host.mem_info().unwrap();
+
+    futures_join(RUNS, CONCURRENCY, &run_one).await;
+    host.synchronize().unwrap();
+    // Completions are retired by gpuhost's completion thread; give it a moment to catch up.
+    for _ in 0..200 {
+        if host.stats().pending_launches == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let after = host.stats();
+    let mem_after = host.mem_info().unwrap();
+    assert_eq!(after.live_buffers, before.live_buffers, "{before:?} -> {after:?}");
+    assert_eq!(after.live_modules, before.live_modules, "{before:?} -> {after:?}");
+    assert_eq!(after.pending_launches, 0, "{after:?}");
+    assert_eq!(after.drop_errors, before.drop_errors, "{after:?}");
+    assert!(after.launches >= before.launches + (RUNS / 2) as u64, "the runs launched: {after:?}");
+    // Streams and events are pooled by gpuhost: bounded by the concurrency, not the run count.
+    let bound = (CONCURRENCY * 4) as u64;
+    assert!(after.live_streams <= before.live_streams + bound, "streams grow with runs: {before:?} -> {after:?}");
+    assert!(after.live_events <= before.live_events + bound * 3, "events grow with runs: {before:?} -> {after:?}");
+    // softcuda's accounting is exact; NVIDIA's driver may grow its own internal pools a little.
+    let slack = match gpuhost::driver().map(|d| d.kind) {
+        Ok(gpuhost::DriverKind::Softcuda) => 0,
+        _ => 32 << 20,
+    };
+    assert!(mem_after.free + slack >= mem_before.free, "device memory: {mem_before:?} -> {mem_after:?}");
+}
+
+/// Runs `f(0..n)` with at most `width` at once.
+async fn futures_join<F, Fut>(n: usize, width: usize, f: &F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    let mut i = 0;
+    while i < n || !set.is_empty() {
+        while i < n && set.len() < width {
+            set.spawn(f(i));
+            i += 1;
+        }
+        if let Some(r) = set.join_next().await {
+            r.unwrap();
+        }
+    }
+}
