@@ -9,125 +9,22 @@
 //! because they take raw pointers from C.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, c_int, c_uint};
-
-use std::ffi::c_void;
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
 use cudarc::driver::sys::{
-    CUDA_MEMCPY2D, CUcontext, CUdevice, CUdeviceptr, CUevent, CUhostFn, CUresult, CUstream, CUuuid,
+    CUDA_MEMCPY2D, CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUhostFn, CUmodule,
+    CUresult, CUstream, CUuuid,
 };
 
-use crate::abi::{self, CuResult};
-use crate::copy::{self, Side2D};
+use crate::abi::{self, CuResult, p};
+use crate::copy;
+use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{context, device, driver, errors, event, pointer, stream};
+use crate::{context, device, driver, errors, event, image, jit, module, pointer, stream};
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
     handle.addr() as u64
-}
-
-/// A handle value as the opaque pointer type cuda.h uses; it is never dereferenced.
-fn p<T>(value: u64) -> *mut T {
-    std::ptr::without_provenance_mut(value as usize)
-}
-
-/// A `size_t` count from C as bytes; sizes beyond the address space are invalid.
-fn bytes(n: usize) -> u64 {
-    n as u64
-}
-
-/// cuMemAllocHost's body: page-locked memory written to `pp`.
-///
-/// # Safety
-/// `pp` is null or writable.
-unsafe fn write_host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
-    if pp.is_null() {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-    }
-    let addr = pointer::alloc_host(bytes(size))?;
-    // SAFETY: `pp` is non-null and writable (caller contract).
-    unsafe { abi::write(pp, p(addr)) }
-}
-
-/// cuMemGetInfo's body.
-///
-/// # Safety
-/// Both pointers are null or writable.
-unsafe fn write_mem_info(free: *mut usize, total: *mut usize) -> CuResult<()> {
-    context::live()?;
-    let (f, t) = memory::info();
-    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    // SAFETY: null-checked by abi::write; writable by the caller's contract.
-    unsafe {
-        abi::write(free, size(f))?;
-        abi::write(total, size(t))
-    }
-}
-
-/// cuMemGetAddressRange's body: either out-pointer may be NULL.
-///
-/// # Safety
-/// Both pointers are null or writable.
-unsafe fn write_address_range(
-    pbase: *mut CUdeviceptr,
-    psize: *mut usize,
-    dptr: CUdeviceptr,
-) -> CuResult<()> {
-    let (base, len) = pointer::address_range(dptr)?;
-    // SAFETY: each pointer is written only when non-null; writable by the caller's contract.
-    unsafe {
-        if !pbase.is_null() {
-            abi::write(pbase, base)?;
-        }
-        if !psize.is_null() {
-            abi::write(psize, usize::try_from(len).unwrap_or(usize::MAX))?;
-        }
-    }
-    Ok(())
-}
-
-/// The `CUDA_MEMCPY2D` fields as plain values; the memory-type enums are read as raw integers
-/// because a foreign value outside the Rust enum would be undefined behaviour.
-///
-/// # Safety
-/// `desc` is null or points to a readable `CUDA_MEMCPY2D`.
-unsafe fn read_2d(desc: *const CUDA_MEMCPY2D) -> CuResult<(Side2D, Side2D, usize, usize)> {
-    if desc.is_null() {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-    }
-    // SAFETY: `desc` is non-null and readable; each field is read through a raw place without
-    // forming a reference to the whole struct, and the enum fields as their u32 representation.
-    unsafe {
-        let src = Side2D {
-            memory_type: (&raw const (*desc).srcMemoryType).cast::<u32>().read(),
-            addr: 0,
-            x: (&raw const (*desc).srcXInBytes).read(),
-            y: (&raw const (*desc).srcY).read(),
-            pitch: (&raw const (*desc).srcPitch).read(),
-        };
-        let dst = Side2D {
-            memory_type: (&raw const (*desc).dstMemoryType).cast::<u32>().read(),
-            addr: 0,
-            x: (&raw const (*desc).dstXInBytes).read(),
-            y: (&raw const (*desc).dstY).read(),
-            pitch: (&raw const (*desc).dstPitch).read(),
-        };
-        let src_host = (&raw const (*desc).srcHost).read().addr() as u64;
-        let dst_host = (&raw const (*desc).dstHost).read().addr() as u64;
-        let src_dev = (&raw const (*desc).srcDevice).read();
-        let dst_dev = (&raw const (*desc).dstDevice).read();
-        let pick = |side: Side2D, host: u64, dev: u64| Side2D {
-            addr: if side.memory_type == 1 { host } else { dev },
-            ..side
-        };
-        Ok((
-            pick(src, src_host, src_dev),
-            pick(dst, dst_host, dst_dev),
-            (&raw const (*desc).WidthInBytes).read(),
-            (&raw const (*desc).Height).read(),
-        ))
-    }
 }
 
 /// Declares exports whose bodies return `CuResult<()>`.
@@ -151,25 +48,58 @@ macro_rules! exports {
     };
 }
 
+/// Declares the unversioned names older headers (and cudarc's symbol list) use, each forwarding
+/// unchanged to its `_v2` export.
+macro_rules! aliases {
+    ($( $alias:ident => $target:ident($($arg:ident : $ty:ty),* $(,)?); )*) => {
+        $(
+            #[doc = concat!("Same as [`", stringify!($target), "`] (the name older headers use).")]
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $alias($($arg: $ty),*) -> CUresult {
+                // SAFETY: the target has the same contract; arguments are forwarded unchanged.
+                unsafe { $target($($arg),*) }
+            }
+        )*
+    };
+}
+
+/// cuModuleLoadData(Ex)'s body: PTX text found in the image, loaded, logs filled.
+///
+/// # Safety
+/// As for cuModuleLoadDataEx: `image` is a valid image and the option arrays hold `n` entries.
+unsafe fn load_module(
+    out: *mut CUmodule,
+    image: *const c_void,
+    n: c_uint,
+    options: *const c_uint,
+    values: *mut *mut c_void,
+) -> CuResult<()> {
+    if out.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: forwarded caller contract.
+    let logs = unsafe { jit::parse(n, options, values) };
+    // SAFETY: forwarded caller contract.
+    let result = unsafe { image::ptx_text(image.cast()) }.and_then(|text| module::load(&text));
+    match result {
+        Ok(handle) => {
+            // SAFETY: forwarded caller contract.
+            unsafe { logs.write("", "", values) };
+            // SAFETY: `out` is non-null and writable.
+            unsafe { abi::write(out, p(handle)) }
+        }
+        Err((code, message)) => {
+            // SAFETY: forwarded caller contract.
+            unsafe { logs.write(&message, "", values) };
+            Err(code)
+        }
+    }
+}
+
 /// Identifies softcuda to [`crate::loader`]: NVIDIA's libcuda has no such symbol.
 #[unsafe(no_mangle)]
 pub extern "C" fn softcuda_abi_version() -> c_uint {
     1
-}
-
-/// Copies `text` NUL-terminated into a C buffer of `len` bytes, truncating.
-unsafe fn copy_c_string(text: &str, out: *mut c_char, len: c_int) -> CuResult<()> {
-    let len = abi::non_negative(len)? as usize;
-    if out.is_null() || len == 0 {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-    }
-    let n = text.len().min(len - 1);
-    // SAFETY: `out` is valid for `len` bytes (caller contract) and n + 1 <= len.
-    unsafe {
-        std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), out, n);
-        out.add(n).write(0);
-    }
-    Ok(())
 }
 
 exports! {
@@ -194,7 +124,7 @@ exports! {
     /// The device name, NUL-terminated and truncated to `len`.
     fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) {
         device::check(dev)?;
-        copy_c_string(device::NAME, name, len)
+        abi::copy_c_string(device::NAME, name, len)
     }
 
     /// One device attribute; unknown attributes are `CUDA_ERROR_INVALID_VALUE`.
@@ -206,12 +136,6 @@ exports! {
 
     /// Total device memory in bytes (`SOFTCUDA_MEMORY` or 16 GiB).
     fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) {
-        device::check(dev)?;
-        abi::write(bytes, usize::try_from(driver::total_memory()).unwrap_or(usize::MAX))
-    }
-
-    /// Pre-`_v2` name of [`cuDeviceTotalMem_v2`].
-    fn cuDeviceTotalMem(bytes: *mut usize, dev: CUdevice) {
         device::check(dev)?;
         abi::write(bytes, usize::try_from(driver::total_memory()).unwrap_or(usize::MAX))
     }
@@ -273,20 +197,8 @@ exports! {
         context::primary_release()
     }
 
-    /// Pre-`_v2` name of [`cuDevicePrimaryCtxRelease_v2`].
-    fn cuDevicePrimaryCtxRelease(dev: CUdevice) {
-        device::check(dev)?;
-        context::primary_release()
-    }
-
     /// Destroys the primary context and everything in it now.
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) {
-        device::check(dev)?;
-        context::primary_reset()
-    }
-
-    /// Pre-`_v2` name of [`cuDevicePrimaryCtxReset_v2`].
-    fn cuDevicePrimaryCtxReset(dev: CUdevice) {
         device::check(dev)?;
         context::primary_reset()
     }
@@ -308,25 +220,10 @@ exports! {
         context::primary_set_flags(flags)
     }
 
-    /// Pre-`_v2` name of [`cuDevicePrimaryCtxSetFlags_v2`].
-    fn cuDevicePrimaryCtxSetFlags(dev: CUdevice, flags: c_uint) {
-        device::check(dev)?;
-        context::primary_set_flags(flags)
-    }
-
     // ---- contexts --------------------------------------------------------------------------
 
     /// Creates a context and makes it current on this thread.
     fn cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) {
-        device::check(dev)?;
-        if pctx.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(pctx, p(context::create(flags)?))
-    }
-
-    /// Pre-`_v2` name of [`cuCtxCreate_v2`].
-    fn cuCtxCreate(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) {
         device::check(dev)?;
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
@@ -361,9 +258,6 @@ exports! {
     /// Destroys a context made by cuCtxCreate.
     fn cuCtxDestroy_v2(ctx: CUcontext) { context::destroy(h(ctx)) }
 
-    /// Pre-`_v2` name of [`cuCtxDestroy_v2`].
-    fn cuCtxDestroy(ctx: CUcontext) { context::destroy(h(ctx)) }
-
     /// Makes `ctx` current on this thread (NULL unsets it).
     fn cuCtxSetCurrent(ctx: CUcontext) { context::set_current(h(ctx)) }
 
@@ -376,20 +270,8 @@ exports! {
     /// Pushes `ctx` on this thread's context stack.
     fn cuCtxPushCurrent_v2(ctx: CUcontext) { context::push_current(h(ctx)) }
 
-    /// Pre-`_v2` name of [`cuCtxPushCurrent_v2`].
-    fn cuCtxPushCurrent(ctx: CUcontext) { context::push_current(h(ctx)) }
-
     /// Pops this thread's current context; `pctx` may be NULL.
     fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) {
-        let popped = context::pop_current()?;
-        if !pctx.is_null() {
-            abi::write(pctx, p(popped))?;
-        }
-        Ok(())
-    }
-
-    /// Pre-`_v2` name of [`cuCtxPopCurrent_v2`].
-    fn cuCtxPopCurrent(pctx: *mut CUcontext) {
         let popped = context::pop_current()?;
         if !pctx.is_null() {
             abi::write(pctx, p(popped))?;
@@ -428,7 +310,7 @@ exports! {
     }
 
     /// Sets a `CU_LIMIT_*` of the current context.
-    fn cuCtxSetLimit(limit: c_uint, value: usize) { context::live()?.set_limit(limit, bytes(value)) }
+    fn cuCtxSetLimit(limit: c_uint, value: usize) { context::live()?.set_limit(limit, abi::bytes(value)) }
 
     /// Reads a `CU_LIMIT_*` of the current context.
     fn cuCtxGetLimit(value: *mut usize, limit: c_uint) {
@@ -470,9 +352,6 @@ exports! {
 
     /// Destroys a stream; work already queued still runs.
     fn cuStreamDestroy_v2(hStream: CUstream) { stream::destroy(h(hStream)) }
-
-    /// Pre-`_v2` name of [`cuStreamDestroy_v2`].
-    fn cuStreamDestroy(hStream: CUstream) { stream::destroy(h(hStream)) }
 
     /// Waits for a stream; reports a sticky fault.
     fn cuStreamSynchronize(hStream: CUstream) {
@@ -536,9 +415,6 @@ exports! {
     /// Destroys an event.
     fn cuEventDestroy_v2(hEvent: CUevent) { event::destroy(h(hEvent)) }
 
-    /// Pre-`_v2` name of [`cuEventDestroy_v2`].
-    fn cuEventDestroy(hEvent: CUevent) { event::destroy(h(hEvent)) }
-
     /// Records the event on a stream.
     fn cuEventRecord(hEvent: CUevent, hStream: CUstream) { event::record(h(hEvent), h(hStream)) }
 
@@ -580,23 +456,11 @@ exports! {
         if dptr.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
-    }
-
-    /// Pre-`_v2` name of [`cuMemAlloc_v2`] (32-bit `CUdeviceptr` in old headers; same ABI here).
-    fn cuMemAlloc(dptr: *mut CUdeviceptr, size: usize) {
-        let ctx = context::live()?;
-        if dptr.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
+        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Device)?)
     }
 
     /// Frees device or managed memory, after the context's queued work has finished.
     fn cuMemFree_v2(dptr: CUdeviceptr) { pointer::free_device(dptr) }
-
-    /// Pre-`_v2` name of [`cuMemFree_v2`].
-    fn cuMemFree(dptr: CUdeviceptr) { pointer::free_device(dptr) }
 
     /// Stream-ordered allocation: the memory is usable at once (and so also in stream order).
     fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream) {
@@ -604,24 +468,21 @@ exports! {
         if dptr.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Device)?)
+        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Device)?)
     }
 
     /// Stream-ordered free: the memory is released when the stream reaches this point.
     fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, h(hStream)) }
 
     /// Page-locked host memory, visible to kernels at the same address.
-    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { write_host_alloc(pp, size) }
-
-    /// Pre-`_v2` name of [`cuMemAllocHost_v2`].
-    fn cuMemAllocHost(pp: *mut *mut c_void, size: usize) { write_host_alloc(pp, size) }
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { abi::write_host_alloc(pp, size) }
 
     /// Page-locked host memory; the flags (PORTABLE, DEVICEMAP, WRITECOMBINED) change nothing here.
     fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
         if flags & !0x7 != 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        write_host_alloc(pp, size)
+        abi::write_host_alloc(pp, size)
     }
 
     /// Frees page-locked host memory.
@@ -635,34 +496,21 @@ exports! {
         abi::write(pdptr, pointer::host_device_pointer(ptr.addr() as u64, flags)?)
     }
 
-    /// Pre-`_v2` name of [`cuMemHostGetDevicePointer_v2`].
-    fn cuMemHostGetDevicePointer(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint) {
-        abi::write(pdptr, pointer::host_device_pointer(ptr.addr() as u64, flags)?)
-    }
-
     /// Managed memory (counted against device memory, usable from host and kernels).
     fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: c_uint) {
         let ctx = context::live()?;
         if dptr.is_null() || !(flags == 1 || flags == 2) {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(dptr, memory::alloc(ctx.id, bytes(size), Kind::Managed)?)
+        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Managed)?)
     }
 
     /// Free and total device memory (total = `SOFTCUDA_MEMORY` or 16 GiB).
-    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) { write_mem_info(free, total) }
-
-    /// Pre-`_v2` name of [`cuMemGetInfo_v2`].
-    fn cuMemGetInfo(free: *mut usize, total: *mut usize) { write_mem_info(free, total) }
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) { abi::write_mem_info(free, total) }
 
     /// Base and size of the allocation containing `dptr`; either out-pointer may be NULL.
     fn cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
-        write_address_range(pbase, psize, dptr)
-    }
-
-    /// Pre-`_v2` name of [`cuMemGetAddressRange_v2`].
-    fn cuMemGetAddressRange(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
-        write_address_range(pbase, psize, dptr)
+        abi::write_address_range(pbase, psize, dptr)
     }
 
     /// One attribute of a pointer (context, memory type, range, ordinal, ...).
@@ -682,28 +530,14 @@ exports! {
     /// Host to device, synchronous.
     fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) { copy::htod(dst, src.cast(), n, None) }
 
-    /// Pre-`_v2` name of [`cuMemcpyHtoD_v2`].
-    fn cuMemcpyHtoD(dst: CUdeviceptr, src: *const c_void, n: usize) { copy::htod(dst, src.cast(), n, None) }
-
     /// Device to host, synchronous.
     fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) { copy::dtoh(dst.cast(), src, n, None) }
-
-    /// Pre-`_v2` name of [`cuMemcpyDtoH_v2`].
-    fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) { copy::dtoh(dst.cast(), src, n, None) }
 
     /// Device to device, synchronous.
     fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::dtod(dst, src, n, None) }
 
-    /// Pre-`_v2` name of [`cuMemcpyDtoD_v2`].
-    fn cuMemcpyDtoD(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::dtod(dst, src, n, None) }
-
     /// Host to device on a stream.
     fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
-        copy::htod(dst, src.cast(), n, Some(h(hStream)))
-    }
-
-    /// Pre-`_v2` name of [`cuMemcpyHtoDAsync_v2`].
-    fn cuMemcpyHtoDAsync(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
         copy::htod(dst, src.cast(), n, Some(h(hStream)))
     }
 
@@ -712,18 +546,8 @@ exports! {
         copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
     }
 
-    /// Pre-`_v2` name of [`cuMemcpyDtoHAsync_v2`].
-    fn cuMemcpyDtoHAsync(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
-    }
-
     /// Device to device on a stream.
     fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtod(dst, src, n, Some(h(hStream)))
-    }
-
-    /// Pre-`_v2` name of [`cuMemcpyDtoDAsync_v2`].
-    fn cuMemcpyDtoDAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
         copy::dtod(dst, src, n, Some(h(hStream)))
     }
 
@@ -737,45 +561,30 @@ exports! {
 
     /// 2D copy between host, device and unified memory (CUDA arrays: not supported).
     fn cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D) {
-        let (src, dst, w, rows) = read_2d(desc)?;
-        copy::copy_2d(&src, &dst, w, rows, None)
-    }
-
-    /// Pre-`_v2` name of [`cuMemcpy2D_v2`].
-    fn cuMemcpy2D(desc: *const CUDA_MEMCPY2D) {
-        let (src, dst, w, rows) = read_2d(desc)?;
+        let (src, dst, w, rows) = abi::read_2d(desc)?;
         copy::copy_2d(&src, &dst, w, rows, None)
     }
 
     /// Same as [`cuMemcpy2D_v2`] (there are no alignment constraints to relax).
     fn cuMemcpy2DUnaligned_v2(desc: *const CUDA_MEMCPY2D) {
-        let (src, dst, w, rows) = read_2d(desc)?;
+        let (src, dst, w, rows) = abi::read_2d(desc)?;
         copy::copy_2d(&src, &dst, w, rows, None)
     }
 
     /// 2D copy on a stream.
     fn cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream) {
-        let (src, dst, w, rows) = read_2d(desc)?;
+        let (src, dst, w, rows) = abi::read_2d(desc)?;
         copy::copy_2d(&src, &dst, w, rows, Some(h(hStream)))
     }
 
     /// Sets `n` bytes.
     fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) { copy::fill(dst, value.into(), 1, n, None) }
 
-    /// Pre-`_v2` name of [`cuMemsetD8_v2`].
-    fn cuMemsetD8(dst: CUdeviceptr, value: u8, n: usize) { copy::fill(dst, value.into(), 1, n, None) }
-
     /// Sets `n` 16-bit values (`dst` 2-byte aligned).
     fn cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize) { copy::fill(dst, value.into(), 2, n, None) }
 
-    /// Pre-`_v2` name of [`cuMemsetD16_v2`].
-    fn cuMemsetD16(dst: CUdeviceptr, value: u16, n: usize) { copy::fill(dst, value.into(), 2, n, None) }
-
     /// Sets `n` 32-bit values (`dst` 4-byte aligned).
     fn cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize) { copy::fill(dst, value, 4, n, None) }
-
-    /// Pre-`_v2` name of [`cuMemsetD32_v2`].
-    fn cuMemsetD32(dst: CUdeviceptr, value: c_uint, n: usize) { copy::fill(dst, value, 4, n, None) }
 
     /// [`cuMemsetD8_v2`] on a stream.
     fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, hStream: CUstream) {
@@ -791,4 +600,148 @@ exports! {
     fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, hStream: CUstream) {
         copy::fill(dst, value, 4, n, Some(h(hStream)))
     }
+
+
+    // ---- modules and functions -------------------------------------------------------------
+
+    /// Loads a module from PTX text (or a fatbin holding PTX) into the current context.
+    fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
+        load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut())
+    }
+
+    /// [`cuModuleLoadData`] with JIT options; the error log names line:col of a PTX error.
+    fn cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, numOptions: c_uint, options: *const c_uint, optionValues: *mut *mut c_void) {
+        load_module(module, image, numOptions, options, optionValues)
+    }
+
+    /// Loads a module from a PTX file.
+    fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
+        if fname.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let path = CStr::from_ptr(fname).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
+        bytes.push(0);
+        load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut())
+    }
+
+    /// Unloads a module after the context's queued work has finished.
+    fn cuModuleUnload(hmod: CUmodule) { module::unload(h(hmod)) }
+
+    /// The kernel named `name` (the same handle every time).
+    fn cuModuleGetFunction(hfunc: *mut CUfunction, hmod: CUmodule, name: *const c_char) {
+        if hfunc.is_null() || name.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let name = CStr::from_ptr(name).to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
+        abi::write(hfunc, p(module::function(h(hmod), name)?))
+    }
+
+    /// Address and size of a module global; either out-pointer may be NULL.
+    fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, size: *mut usize, hmod: CUmodule, name: *const c_char) {
+        if name.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let name = CStr::from_ptr(name).to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
+        let (addr, len) = module::global(h(hmod), name)?;
+        if !dptr.is_null() {
+            abi::write(dptr, addr)?;
+        }
+        if !size.is_null() {
+            abi::write(size, usize::try_from(len).unwrap_or(usize::MAX))?;
+        }
+        Ok(())
+    }
+
+    /// One function attribute (threads, shared/const/local sizes, registers, versions, ...).
+    fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_uint, hfunc: CUfunction) {
+        let v = module::attribute(h(hfunc), attrib)?;
+        abi::write(pi, v)
+    }
+
+    /// Sets the dynamic shared memory limit or the carveout preference.
+    fn cuFuncSetAttribute(hfunc: CUfunction, attrib: c_uint, value: c_int) {
+        module::set_attribute(h(hfunc), attrib, value)
+    }
+
+    /// Records a cache preference (no effect on a CPU).
+    fn cuFuncSetCacheConfig(hfunc: CUfunction, config: c_uint) {
+        module::get_function(h(hfunc))?;
+        if config > 3 { Err(CUresult::CUDA_ERROR_INVALID_VALUE) } else { Ok(()) }
+    }
+
+    /// Offset and size of kernel parameter `index`.
+    fn cuFuncGetParamInfo(hfunc: CUfunction, index: usize, offset: *mut usize, size: *mut usize) {
+        let (o, n) = module::param_info(h(hfunc), index)?;
+        if !offset.is_null() {
+            abi::write(offset, o as usize)?;
+        }
+        if !size.is_null() {
+            abi::write(size, n as usize)?;
+        }
+        Ok(())
+    }
+
+    /// Launches a kernel on a stream; parameters by `kernelParams` or the `extra` buffer form.
+    fn cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) {
+        launch::launch(&Request {
+            function: h(f),
+            grid: [gx, gy, gz],
+            block: [bx, by, bz],
+            shared: sharedMemBytes,
+            stream: h(hStream),
+            params: kernelParams,
+            extra,
+        })
+    }
+
+    /// Resident blocks per SM for a block size and dynamic shared memory.
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: *mut c_int, func: CUfunction, blockSize: c_int, dynamicSMemSize: usize) {
+        abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?)
+    }
+
+    /// [`cuOccupancyMaxActiveBlocksPerMultiprocessor`]; the only flag (caching override) changes nothing.
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks: *mut c_int, func: CUfunction, blockSize: c_int, dynamicSMemSize: usize, flags: c_uint) {
+        if flags > 1 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?)
+    }
+
+    /// softcuda's description of the current context's sticky fault (kernel, block, thread, PTX
+    /// line), NUL-terminated into `buf`; `CUDA_ERROR_NOT_FOUND` when there is none.
+    fn softcuda_last_fault(buf: *mut c_char, len: c_int) {
+        let msg = context::current()?.sticky_message().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+        abi::copy_c_string(&msg, buf, len)
+    }
+
+}
+
+aliases! {
+    cuDeviceTotalMem => cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice);
+    cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
+    cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
+    cuDevicePrimaryCtxSetFlags => cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint);
+    cuCtxCreate => cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
+    cuCtxDestroy => cuCtxDestroy_v2(ctx: CUcontext);
+    cuCtxPushCurrent => cuCtxPushCurrent_v2(ctx: CUcontext);
+    cuCtxPopCurrent => cuCtxPopCurrent_v2(pctx: *mut CUcontext);
+    cuStreamDestroy => cuStreamDestroy_v2(hStream: CUstream);
+    cuEventDestroy => cuEventDestroy_v2(hEvent: CUevent);
+    cuMemAlloc => cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize);
+    cuMemFree => cuMemFree_v2(dptr: CUdeviceptr);
+    cuMemAllocHost => cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize);
+    cuMemHostGetDevicePointer => cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint);
+    cuMemGetInfo => cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
+    cuMemGetAddressRange => cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr);
+    cuMemcpyHtoD => cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize);
+    cuMemcpyDtoH => cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize);
+    cuMemcpyDtoD => cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize);
+    cuMemcpyHtoDAsync => cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream);
+    cuMemcpyDtoHAsync => cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream);
+    cuMemcpyDtoDAsync => cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream);
+    cuMemcpy2D => cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D);
+    cuMemsetD8 => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
+    cuMemsetD16 => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
+    cuMemsetD32 => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
 }

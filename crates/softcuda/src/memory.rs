@@ -42,6 +42,13 @@ unsafe impl Send for Block {}
 // SAFETY: as above; &Block exposes nothing but the address.
 unsafe impl Sync for Block {}
 
+impl Block {
+    /// The byte `offset` bytes into the block (keeps the allocation's provenance).
+    pub(crate) fn at(&self, offset: usize) -> *mut u8 {
+        self.ptr.as_ptr().wrapping_add(offset)
+    }
+}
+
 impl Drop for Block {
     fn drop(&mut self) {
         // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
@@ -221,7 +228,7 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
     }
     Ok(Span {
         // Derived from the block's own pointer so the span keeps the allocation's provenance.
-        ptr: a.block.ptr.as_ptr().wrapping_add((addr - a.base) as usize),
+        ptr: a.block.at((addr - a.base) as usize),
         len: usize::try_from(len).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?,
         _block: a.block,
     })

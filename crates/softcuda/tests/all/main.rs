@@ -6,4 +6,5 @@ mod context;
 mod device;
 mod loader;
 mod memory;
+mod module;
 mod stream;

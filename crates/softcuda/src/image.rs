@@ -1,0 +1,215 @@
+//! Module images: finding the PTX text in what cuModuleLoadData was given. softcuda runs PTX
+//! only, so a cubin (ELF), or a fatbin holding no uncompressed PTX, is refused with a log that
+//! says so.
+
+use std::ffi::CStr;
+
+use cudarc::driver::sys::CUresult;
+
+/// A load failure: the code to return and the text for `CU_JIT_ERROR_LOG_BUFFER`.
+pub(crate) type LoadError = (CUresult, String);
+
+const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
+const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+const ENTRY_KIND_PTX: u16 = 1;
+const ENTRY_FLAG_COMPRESSED: u64 = 0x2000;
+/// A fatbin larger than this is refused rather than trusted (its header gives the size).
+const MAX_FATBIN: u64 = 1 << 30;
+
+fn no_binary(what: &str) -> LoadError {
+    (
+        CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU,
+        format!(
+            "softcuda runs PTX only: {what}; load the module's PTX text (nvcc -ptx, or a fatbin \
+             built with -gencode ...,code=compute_XX to embed PTX)"
+        ),
+    )
+}
+
+/// The PTX text of the image at `image`.
+///
+/// # Safety
+/// `image` points to a NUL-terminated PTX string, an ELF cubin, a fatbin, or a fatbin wrapper,
+/// as cuModuleLoadData requires.
+pub(crate) unsafe fn ptx_text(image: *const u8) -> Result<String, LoadError> {
+    if image.is_null() {
+        return Err((
+            CUresult::CUDA_ERROR_INVALID_VALUE,
+            "the image pointer is NULL".into(),
+        ));
+    }
+    // SAFETY: every valid image is at least 4 bytes (or a shorter NUL-terminated string, whose
+    // bytes we read one at a time up to its NUL).
+    let head = unsafe { prefix(image) };
+    if head == ELF_MAGIC {
+        return Err(no_binary("the image is a cubin (ELF) for a real GPU"));
+    }
+    let magic = u32::from_le_bytes(head);
+    if magic == FATBIN_WRAPPER_MAGIC {
+        // SAFETY: a wrapper is { u32 magic, u32 version, const void* data, void* filename }.
+        let data = unsafe { image.add(8).cast::<*const u8>().read_unaligned() };
+        // SAFETY: the wrapper's data points to a fatbin.
+        return unsafe { fatbin_ptx(data) };
+    }
+    if magic == FATBIN_MAGIC {
+        // SAFETY: the image is a fatbin.
+        return unsafe { fatbin_ptx(image) };
+    }
+    // SAFETY: anything else must be a NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(image.cast()) };
+    text.to_str().map(str::to_owned).map_err(|e| {
+        (
+            CUresult::CUDA_ERROR_INVALID_IMAGE,
+            format!(
+                "the image is neither PTX text (invalid UTF-8 at byte {}), a cubin nor a fatbin",
+                e.valid_up_to()
+            ),
+        )
+    })
+}
+
+/// The first four bytes, stopping (zero-filled) at a NUL so a short string is not over-read
+/// (none of the binary magics contains a NUL).
+///
+/// # Safety
+/// `p` points to a NUL-terminated string or to at least four readable bytes.
+unsafe fn prefix(p: *const u8) -> [u8; 4] {
+    let mut out = [0u8; 4];
+    for (i, slot) in out.iter_mut().enumerate() {
+        // SAFETY: bytes before the first NUL (and that NUL) are readable by the contract.
+        let b = unsafe { p.add(i).read() };
+        *slot = b;
+        if b == 0 {
+            break;
+        }
+    }
+    out
+}
+
+fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+    bytes.get(at..at + N)?.try_into().ok()
+}
+
+/// The first uncompressed PTX entry of the fatbin at `p`.
+///
+/// # Safety
+/// `p` points to a fatbin: a 16-byte header whose `size` field tells how many bytes follow.
+unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
+    if p.is_null() {
+        return Err((
+            CUresult::CUDA_ERROR_INVALID_IMAGE,
+            "fatbin wrapper with NULL data".into(),
+        ));
+    }
+    // SAFETY: a fatbin header is 16 bytes.
+    let header = unsafe { std::slice::from_raw_parts(p, 16) };
+    let bad = || {
+        (
+            CUresult::CUDA_ERROR_INVALID_IMAGE,
+            "malformed fatbin header".to_string(),
+        )
+    };
+    let header_size = u16::from_le_bytes(field(header, 6).ok_or_else(bad)?) as usize;
+    let body_size = u64::from_le_bytes(field(header, 8).ok_or_else(bad)?);
+    if body_size > MAX_FATBIN || header_size < 16 {
+        return Err(bad());
+    }
+    // SAFETY: the header promises `header_size + body_size` readable bytes.
+    let all = unsafe { std::slice::from_raw_parts(p, header_size + body_size as usize) };
+    let body = &all[header_size..];
+    let mut at = 0usize;
+    let mut saw_compressed = false;
+    while at + 64 <= body.len() {
+        let e = &body[at..];
+        let kind = u16::from_le_bytes(field(e, 0).ok_or_else(bad)?);
+        let entry_header = u32::from_le_bytes(field(e, 4).ok_or_else(bad)?) as usize;
+        let padded = u64::from_le_bytes(field(e, 8).ok_or_else(bad)?) as usize;
+        let payload = u32::from_le_bytes(field(e, 20).ok_or_else(bad)?) as usize;
+        let flags = u64::from_le_bytes(field(e, 48).ok_or_else(bad)?);
+        if entry_header == 0 {
+            return Err(bad());
+        }
+        if kind == ENTRY_KIND_PTX {
+            if flags & ENTRY_FLAG_COMPRESSED != 0 {
+                saw_compressed = true;
+            } else {
+                let text = e
+                    .get(entry_header..entry_header + payload)
+                    .ok_or_else(bad)?;
+                let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+                return std::str::from_utf8(&text[..end])
+                    .map(str::to_owned)
+                    .map_err(|_| bad());
+            }
+        }
+        at = at.checked_add(entry_header + padded).ok_or_else(bad)?;
+    }
+    Err(no_binary(if saw_compressed {
+        "the fatbin's PTX is compressed (rebuild with nvcc -Xfatbin -compress-all=false)"
+    } else {
+        "the fatbin holds no PTX"
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fatbin with one entry of `kind` holding `payload`.
+    fn fatbin(kind: u16, flags: u64, payload: &[u8]) -> Vec<u8> {
+        let mut entry = vec![0u8; 64];
+        entry[0..2].copy_from_slice(&kind.to_le_bytes());
+        entry[4..8].copy_from_slice(&64u32.to_le_bytes());
+        let padded = payload.len().next_multiple_of(8);
+        entry[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
+        entry[20..24].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        entry[48..56].copy_from_slice(&flags.to_le_bytes());
+        entry.extend_from_slice(payload);
+        entry.resize(64 + padded, 0);
+        let mut out = Vec::new();
+        out.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&16u16.to_le_bytes());
+        out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+        out.extend_from_slice(&entry);
+        out
+    }
+
+    #[test]
+    fn plain_ptx_text_is_returned_as_is() {
+        // SAFETY: a NUL-terminated string.
+        let t = unsafe { ptx_text(c".version 7.0".as_ptr().cast()) }.unwrap();
+        assert_eq!(t, ".version 7.0");
+    }
+
+    #[test]
+    fn cubin_is_no_binary_for_gpu_with_a_ptx_only_log() {
+        let elf = [0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
+        // SAFETY: eight readable bytes.
+        let (code, log) = unsafe { ptx_text(elf.as_ptr()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
+        assert!(log.contains("PTX only"), "{log}");
+    }
+
+    #[test]
+    fn fatbin_ptx_entry_is_extracted() {
+        let fb = fatbin(ENTRY_KIND_PTX, 0, b".version 8.0\n.target sm_90\0");
+        // SAFETY: a complete fatbin.
+        let t = unsafe { ptx_text(fb.as_ptr()) }.unwrap();
+        assert_eq!(t, ".version 8.0\n.target sm_90");
+    }
+
+    #[test]
+    fn fatbin_without_ptx_is_no_binary_for_gpu() {
+        let fb = fatbin(2, 0, &[0x7f, b'E', b'L', b'F']);
+        // SAFETY: a complete fatbin.
+        let (code, _) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
+        let fb = fatbin(ENTRY_KIND_PTX, ENTRY_FLAG_COMPRESSED, b"xx");
+        // SAFETY: a complete fatbin.
+        let (code, log) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
+        assert!(log.contains("compressed"), "{log}");
+    }
+}

@@ -1,0 +1,218 @@
+//! cuLaunchKernel: checks the configuration against the device and kernel limits as NVIDIA's
+//! driver does, packs the parameters at ptxvm's offsets, and queues the run on the stream. A
+//! fault while running makes the context's error sticky.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::device;
+use crate::driver;
+use crate::memory::{self, Block};
+use crate::module;
+use crate::stream;
+
+/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`.
+const PARAM_END: usize = 0;
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+
+/// One cuLaunchKernel call.
+pub(crate) struct Request {
+    /// CUfunction handle value.
+    pub(crate) function: u64,
+    /// Blocks per grid.
+    pub(crate) grid: [u32; 3],
+    /// Threads per block.
+    pub(crate) block: [u32; 3],
+    /// Dynamic shared memory bytes.
+    pub(crate) shared: u32,
+    /// CUstream handle value.
+    pub(crate) stream: u64,
+    /// `kernelParams`.
+    pub(crate) params: *mut *mut c_void,
+    /// `extra`.
+    pub(crate) extra: *mut *mut c_void,
+}
+
+fn invalid() -> CUresult {
+    CUresult::CUDA_ERROR_INVALID_VALUE
+}
+
+/// The parameter buffer from `kernelParams` (one pointer per parameter) or from `extra`
+/// (`CU_LAUNCH_PARAM_BUFFER_POINTER`/`_SIZE` pairs ending with `CU_LAUNCH_PARAM_END`).
+///
+/// # Safety
+/// `params`, if non-null, holds one readable pointer per kernel parameter, each to a value of
+/// the parameter's size; `extra`, if non-null, is a `CU_LAUNCH_PARAM_END`-terminated list.
+unsafe fn pack(
+    info: &ptxvm::KernelInfo,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CuResult<Vec<u8>> {
+    let size = info
+        .params
+        .iter()
+        .map(|p| (p.offset + p.size) as usize)
+        .max()
+        .unwrap_or(0);
+    let mut buf = vec![0u8; size];
+    if !params.is_null() && !extra.is_null() {
+        return Err(invalid());
+    }
+    if !params.is_null() {
+        for (i, p) in info.params.iter().enumerate() {
+            // SAFETY: `params` has one entry per parameter (caller contract).
+            let src = unsafe { params.add(i).read() };
+            if src.is_null() {
+                return Err(invalid());
+            }
+            // SAFETY: `src` points to `p.size` readable bytes; `buf` has room by construction.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.cast::<u8>(),
+                    buf.as_mut_ptr().add(p.offset as usize),
+                    p.size as usize,
+                )
+            };
+        }
+        return Ok(buf);
+    }
+    if extra.is_null() {
+        return if info.params.is_empty() {
+            Ok(buf)
+        } else {
+            Err(invalid())
+        };
+    }
+    let (mut pointer, mut given) = (std::ptr::null::<u8>(), None::<usize>);
+    for i in (0..).step_by(2) {
+        // SAFETY: the list is read pairwise up to its END marker (caller contract).
+        let key = unsafe { extra.add(i).read() }.addr();
+        if key == PARAM_END {
+            break;
+        }
+        // SAFETY: every key other than END is followed by its value.
+        let value = unsafe { extra.add(i + 1).read() };
+        match key {
+            PARAM_BUFFER_POINTER => pointer = value.cast(),
+            PARAM_BUFFER_SIZE if !value.is_null() => {
+                // SAFETY: the value of BUFFER_SIZE points to a size_t.
+                given = Some(unsafe { value.cast::<usize>().read() });
+            }
+            _ => return Err(invalid()),
+        }
+    }
+    let given = given.ok_or_else(invalid)?;
+    if pointer.is_null() || given < size {
+        return Err(invalid());
+    }
+    // SAFETY: the buffer holds `given >= size` readable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(pointer, buf.as_mut_ptr(), size) };
+    Ok(buf)
+}
+
+/// Checks the configuration as NVIDIA's driver does: every limit breach is
+/// `CUDA_ERROR_INVALID_VALUE`, returned at once and not sticky.
+fn check_config(
+    f: &module::Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+) -> CuResult<()> {
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(invalid());
+    }
+    let over = |v: [u32; 3], max: [u32; 3]| v.iter().zip(max).any(|(&a, m)| a > m);
+    if over(grid, device::MAX_GRID_DIM) || over(block, device::MAX_BLOCK_DIM) {
+        return Err(invalid());
+    }
+    let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+    if threads > u64::from(f.max_threads()) {
+        return Err(invalid());
+    }
+    if shared > f.max_dynamic_shared() {
+        return Err(invalid());
+    }
+    Ok(())
+}
+
+/// The allocations a kernel may touch, frozen at the start of its run.
+struct Snapshot {
+    ranges: Vec<(u64, u64, Arc<Block>)>,
+}
+
+impl Snapshot {
+    fn containing(&self, addr: u64) -> Option<&(u64, u64, Arc<Block>)> {
+        let i = self.ranges.partition_point(|r| r.0 <= addr);
+        let r = self.ranges.get(i.checked_sub(1)?)?;
+        (addr < r.1).then_some(r)
+    }
+}
+
+impl ptxvm::Memory for Snapshot {
+    fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        let (base, end, block) = self.containing(addr)?;
+        (addr.checked_add(len)? <= *end).then(|| block.at((addr - base) as usize))
+    }
+
+    fn allocation(&self, addr: u64) -> Option<(u64, u64, *mut u8)> {
+        let (base, end, block) = self.containing(addr)?;
+        Some((*base, end - base, block.at(0)))
+    }
+}
+
+/// The `CUresult` a fault leaves in the context.
+fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
+    match kind {
+        ptxvm::FaultKind::IllegalAddress { .. } => CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        ptxvm::FaultKind::MisalignedAddress { .. } => CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
+        ptxvm::FaultKind::Trap => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        ptxvm::FaultKind::StackOverflow => CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
+        _ => CUresult::CUDA_ERROR_LAUNCH_FAILED,
+    }
+}
+
+/// cuLaunchKernel: validated and packed now, run on the stream's worker.
+///
+/// # Safety
+/// `req.params` / `req.extra` follow cuLaunchKernel's contract (see [`pack`]).
+pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
+    let f = module::get_function(req.function)?;
+    let (ctx, s) = stream::resolve(req.stream)?;
+    if f.module.ctx_id != ctx.id {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    check_config(&f, req.grid, req.block, req.shared)?;
+    // SAFETY: forwarded caller contract.
+    let params = unsafe { pack(f.info(), req.params, req.extra) }?;
+    let (vm, globals, kernel) = (Arc::clone(&f.module.vm), f.module.globals.clone(), f.index);
+    let (grid, block, shared) = (req.grid, req.block, req.shared);
+    let run_ctx = Arc::clone(&ctx);
+    ctx.submit(
+        &s,
+        Box::new(move || {
+            if run_ctx.sticky().is_some() {
+                return;
+            }
+            let mem = Snapshot {
+                ranges: memory::visible_to(run_ctx.id),
+            };
+            let launch = ptxvm::Launch {
+                kernel,
+                grid,
+                block,
+                dynamic_shared_bytes: shared,
+                params: &params,
+                globals: &globals,
+                workers: driver::cores(),
+            };
+            if let Err(fault) = ptxvm::launch(&vm, &launch, &mem) {
+                run_ctx.poison(fault_code(&fault.kind), fault.to_string());
+            }
+        }),
+    );
+    Ok(())
+}
