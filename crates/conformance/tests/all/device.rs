@@ -85,26 +85,26 @@ fn malformed_ptx_fails_to_load_with_invalid_ptx() {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
+    let mut steps = Steps::default();
     let good = clang_ptx("vector_add");
     let body = good.find("ret;").expect("vector_add has a ret");
     let mut bad = good.clone();
     bad.insert_str(body, "frobnicate.b32 \t%r1, %r1;\n\t");
-    let code = Module::load_ptx(&ctx, &bad).map(drop).map_err(|e| e.code());
-    assert_eq!(
-        code,
-        Err(Some(CUresult::CUDA_ERROR_INVALID_PTX)),
-        "an unknown instruction must be refused"
+    let load = |text: &str| match Module::load_ptx(&ctx, text) {
+        Ok(_) => CUresult::CUDA_SUCCESS,
+        Err(e) => e
+            .code()
+            .unwrap_or_else(|| panic!("not a driver error: {e}")),
+    };
+    let invalid = CUresult::CUDA_ERROR_INVALID_PTX;
+    steps.expect(
+        "an instruction that does not exist in PTX",
+        load(&bad),
+        invalid,
     );
-    let code = Module::load_ptx(&ctx, "this is not PTX")
-        .map(drop)
-        .map_err(|e| e.code());
-    assert_eq!(
-        code,
-        Err(Some(CUresult::CUDA_ERROR_INVALID_PTX)),
-        "text that is not PTX must be refused"
-    );
-    assert!(
-        Module::load_ptx(&ctx, &good).is_ok(),
-        "the unmodified PTX loads"
-    );
+    steps.expect("text that is not PTX", load("this is not PTX"), invalid);
+    let truncated = &good[..good.len() / 2];
+    steps.expect("PTX cut off mid-kernel", load(truncated), invalid);
+    steps.expect("the unmodified PTX", load(&good), CUresult::CUDA_SUCCESS);
+    steps.finish(&env.choice.kind.to_string());
 }
