@@ -13,14 +13,14 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
 use cudarc::driver::sys::{
     CUDA_MEMCPY2D, CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUhostFn, CUmodule,
-    CUresult, CUstream, CUuuid,
+    CUoccupancyB2DSize, CUresult, CUstream, CUuuid,
 };
 
 use crate::abi::{self, CuResult, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{context, device, driver, errors, event, image, jit, module, pointer, stream};
+use crate::{context, device, driver, errors, event, jit, module, pointer, stream};
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -63,36 +63,31 @@ macro_rules! aliases {
     };
 }
 
-/// cuModuleLoadData(Ex)'s body: PTX text found in the image, loaded, logs filled.
+/// cuOccupancyMaxPotentialBlockSize's body.
 ///
 /// # Safety
-/// As for cuModuleLoadDataEx: `image` is a valid image and the option arrays hold `n` entries.
-unsafe fn load_module(
-    out: *mut CUmodule,
-    image: *const c_void,
-    n: c_uint,
-    options: *const c_uint,
-    values: *mut *mut c_void,
+/// The out-pointers are null or writable; `b2d`, if given, is callable with a block size.
+unsafe fn write_potential_block_size(
+    grid: *mut c_int,
+    block: *mut c_int,
+    func: u64,
+    b2d: CUoccupancyB2DSize,
+    dynamic: usize,
+    limit: c_int,
 ) -> CuResult<()> {
-    if out.is_null() {
+    if grid.is_null() || block.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    // SAFETY: forwarded caller contract.
-    let logs = unsafe { jit::parse(n, options, values) };
-    // SAFETY: forwarded caller contract.
-    let result = unsafe { image::ptx_text(image.cast()) }.and_then(|text| module::load(&text));
-    match result {
-        Ok(handle) => {
-            // SAFETY: forwarded caller contract.
-            unsafe { logs.write("", "", values) };
-            // SAFETY: `out` is non-null and writable.
-            unsafe { abi::write(out, p(handle)) }
-        }
-        Err((code, message)) => {
-            // SAFETY: forwarded caller contract.
-            unsafe { logs.write(&message, "", values) };
-            Err(code)
-        }
+    let smem_for = |bs: u32| match b2d {
+        // SAFETY: the caller's callback maps a block size to bytes (cuda.h contract).
+        Some(f) => unsafe { f(bs as c_int) },
+        None => dynamic,
+    };
+    let (g, b) = module::potential_block_size(func, &smem_for, limit)?;
+    // SAFETY: both pointers are non-null and writable.
+    unsafe {
+        abi::write(grid, g)?;
+        abi::write(block, b)
     }
 }
 
@@ -606,12 +601,12 @@ exports! {
 
     /// Loads a module from PTX text (or a fatbin holding PTX) into the current context.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
-        load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut())
+        jit::load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut())
     }
 
     /// [`cuModuleLoadData`] with JIT options; the error log names line:col of a PTX error.
     fn cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, numOptions: c_uint, options: *const c_uint, optionValues: *mut *mut c_void) {
-        load_module(module, image, numOptions, options, optionValues)
+        jit::load_module(module, image, numOptions, options, optionValues)
     }
 
     /// Loads a module from a PTX file.
@@ -622,7 +617,7 @@ exports! {
         let path = CStr::from_ptr(fname).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
         let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
         bytes.push(0);
-        load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut())
+        jit::load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut())
     }
 
     /// Unloads a module after the context's queued work has finished.
@@ -708,6 +703,55 @@ exports! {
         abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?)
     }
 
+
+    /// The block size with the best occupancy and the grid that fills the device with it.
+    fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_int, blockSize: *mut c_int, func: CUfunction, b2d: CUoccupancyB2DSize, dynamicSMemSize: usize, blockSizeLimit: c_int) {
+        write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+    }
+
+    /// [`cuOccupancyMaxPotentialBlockSize`]; the only flag (caching override) changes nothing.
+    fn cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize: *mut c_int, blockSize: *mut c_int, func: CUfunction, b2d: CUoccupancyB2DSize, dynamicSMemSize: usize, blockSizeLimit: c_int, flags: c_uint) {
+        if flags > 1 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+    }
+
+    /// Dynamic shared memory per block when `numBlocks` blocks of `blockSize` share an SM.
+    fn cuOccupancyAvailableDynamicSMemPerBlock(size: *mut usize, func: CUfunction, numBlocks: c_int, blockSize: c_int) {
+        let v = module::available_dynamic_shared(h(func), numBlocks, blockSize)?;
+        abi::write(size, v as usize)
+    }
+
+    /// Peer copy on a stream: with one device, a device-to-device copy.
+    fn cuMemcpyPeerAsync(dst: CUdeviceptr, dstCtx: CUcontext, src: CUdeviceptr, srcCtx: CUcontext, n: usize, hStream: CUstream) {
+        context::resolve(h(dstCtx))?;
+        context::resolve(h(srcCtx))?;
+        copy::dtod(dst, src, n, Some(h(hStream)))
+    }
+
+    /// Peer copy: with one device, a device-to-device copy.
+    fn cuMemcpyPeer(dst: CUdeviceptr, dstCtx: CUcontext, src: CUdeviceptr, srcCtx: CUcontext, n: usize) {
+        context::resolve(h(dstCtx))?;
+        context::resolve(h(srcCtx))?;
+        copy::dtod(dst, src, n, None)
+    }
+
+    /// Managed memory is visible to every stream already; checks the stream and the pointer.
+    fn cuStreamAttachMemAsync(hStream: CUstream, dptr: CUdeviceptr, length: usize, flags: c_uint) {
+        stream::resolve(h(hStream))?;
+        match memory::find(dptr) {
+            Some(a) if a.kind == Kind::Managed && (length == 0 || length as u64 <= a.len) && flags <= 4 => Ok(()),
+            _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        }
+    }
+
+    /// There is no profiler to start; succeeds, as NVIDIA's driver does without one attached.
+    fn cuProfilerStart() { Ok(()) }
+
+    /// See [`cuProfilerStart`].
+    fn cuProfilerStop() { Ok(()) }
+
     /// softcuda's description of the current context's sticky fault (kernel, block, thread, PTX
     /// line), NUL-terminated into `buf`; `CUDA_ERROR_NOT_FOUND` when there is none.
     fn softcuda_last_fault(buf: *mut c_char, len: c_int) {
@@ -744,4 +788,57 @@ aliases! {
     cuMemsetD8 => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
     cuMemsetD16 => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
     cuMemsetD32 => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
+}
+
+/// Declares exports softcuda does not implement: each returns `CUDA_ERROR_NOT_SUPPORTED`.
+macro_rules! unsupported {
+    ($( $name:ident($($arg:ident : $ty:ty),* $(,)?); )*) => {
+        $(
+            #[doc = concat!("Not implemented by softcuda: returns `CUDA_ERROR_NOT_SUPPORTED`.")]
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($(#[allow(unused_variables)] $arg: $ty),*) -> CUresult {
+                CUresult::CUDA_ERROR_NOT_SUPPORTED
+            }
+        )*
+    };
+}
+
+/// `CUmemLocation` passed by value, with its enum field as a raw integer (a foreign value outside
+/// the Rust enum would be undefined behaviour); only ever ignored.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawMemLocation {
+    /// `CUmemLocationType`.
+    pub kind: c_uint,
+    /// Device ordinal or NUMA node.
+    pub id: c_int,
+}
+
+// Graphs, stream capture, memory pools, external memory, cooperative and cluster launches and
+// managed-memory hints: the device attributes report them unsupported as well.
+unsupported! {
+    cuGraphDestroy(graph: *mut c_void);
+    cuGraphExecDestroy(exec: *mut c_void);
+    cuGraphInstantiateWithFlags(exec: *mut *mut c_void, graph: *mut c_void, flags: u64);
+    cuGraphLaunch(exec: *mut c_void, stream: CUstream);
+    cuGraphUpload(exec: *mut c_void, stream: CUstream);
+    cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint);
+    cuStreamEndCapture(stream: CUstream, graph: *mut *mut c_void);
+    cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, dev: CUdevice);
+    cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevice);
+    cuDeviceSetMemPool(dev: CUdevice, pool: *mut c_void);
+    cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: *mut c_void, stream: CUstream);
+    cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void);
+    cuMemPoolDestroy(pool: *mut c_void);
+    cuMemPoolGetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
+    cuMemPoolSetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
+    cuMemPoolTrimTo(pool: *mut c_void, keep: usize);
+    cuImportExternalMemory(out: *mut *mut c_void, desc: *const c_void);
+    cuExternalMemoryGetMappedBuffer(dptr: *mut CUdeviceptr, mem: *mut c_void, desc: *const c_void);
+    cuDestroyExternalMemory(mem: *mut c_void);
+    cuLaunchCooperativeKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: CUstream, params: *mut *mut c_void);
+    cuOccupancyMaxActiveClusters(n: *mut c_int, f: CUfunction, config: *const c_void);
+    cuOccupancyMaxPotentialClusterSize(n: *mut c_int, f: CUfunction, config: *const c_void);
+    cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_uint, location: RawMemLocation);
+    cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, location: RawMemLocation, flags: c_uint, stream: CUstream);
 }

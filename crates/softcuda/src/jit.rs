@@ -1,10 +1,13 @@
 //! cuModuleLoadDataEx's JIT options: where the error and info logs go and how big they may be.
 //! Only the log options have an effect; the others are optimisation hints a CPU interpreter
-//! ignores, as NVIDIA's driver may.
+//! ignores, as NVIDIA's driver may. Also the C-boundary body of cuModuleLoadData(Ex).
 
 use std::ffi::{c_uint, c_void};
 
-use cudarc::driver::sys::CUjit_option as J;
+use cudarc::driver::sys::{CUjit_option as J, CUmodule, CUresult};
+
+use crate::abi::{self, CuResult, p};
+use crate::{image, module};
 
 /// The log buffers a caller passed.
 #[derive(Default)]
@@ -83,6 +86,39 @@ impl Logs {
         unsafe {
             fill(self.error, error, values);
             fill(self.info, info, values);
+        }
+    }
+}
+
+/// cuModuleLoadData(Ex)'s body: PTX text found in the image, loaded, logs filled.
+///
+/// # Safety
+/// As for cuModuleLoadDataEx: `image` is a valid image and the option arrays hold `n` entries.
+pub(crate) unsafe fn load_module(
+    out: *mut CUmodule,
+    image: *const c_void,
+    n: c_uint,
+    options: *const c_uint,
+    values: *mut *mut c_void,
+) -> CuResult<()> {
+    if out.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: forwarded caller contract.
+    let logs = unsafe { parse(n, options, values) };
+    // SAFETY: forwarded caller contract.
+    let result = unsafe { image::ptx_text(image.cast()) }.and_then(|text| module::load(&text));
+    match result {
+        Ok(handle) => {
+            // SAFETY: forwarded caller contract.
+            unsafe { logs.write("", "", values) };
+            // SAFETY: `out` is non-null and writable.
+            unsafe { abi::write(out, p(handle)) }
+        }
+        Err((code, message)) => {
+            // SAFETY: forwarded caller contract.
+            unsafe { logs.write(&message, "", values) };
+            Err(code)
         }
     }
 }

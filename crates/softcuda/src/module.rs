@@ -293,6 +293,55 @@ pub(crate) fn occupancy(handle: u64, block_size: i32, dynamic_shared: usize) -> 
     Ok(n as i32)
 }
 
+/// cuOccupancyMaxPotentialBlockSize: the block size (a multiple of the warp size, at most
+/// `limit` when positive) with the most resident threads per SM, the largest on ties, and the
+/// grid that fills every SM with it. `smem_for` gives the dynamic shared memory per block size.
+pub(crate) fn potential_block_size(
+    handle: u64,
+    smem_for: &dyn Fn(u32) -> usize,
+    limit: i32,
+) -> CuResult<(i32, i32)> {
+    let f = get_function(handle)?;
+    let mut max = f.max_threads();
+    if limit > 0 {
+        max = max.min(limit as u32);
+    }
+    let mut best = (0i32, 0i32, 0u64);
+    let mut bs = max - max % device::WARP_SIZE;
+    while bs >= device::WARP_SIZE {
+        let smem = smem_for(bs);
+        if smem as u64 <= u64::from(f.max_dynamic_shared()) {
+            let blocks = occupancy(handle, bs as i32, smem)?;
+            let threads = blocks as u64 * u64::from(bs);
+            if threads > best.2 {
+                best = (blocks, bs as i32, threads);
+            }
+        }
+        bs -= device::WARP_SIZE;
+    }
+    let sms = i32::try_from(crate::driver::cores()).unwrap_or(i32::MAX);
+    Ok((best.0.saturating_mul(sms), best.1))
+}
+
+/// cuOccupancyAvailableDynamicSMemPerBlock: dynamic shared memory each of `blocks` resident
+/// blocks of `block_size` threads can have.
+pub(crate) fn available_dynamic_shared(handle: u64, blocks: i32, block_size: i32) -> CuResult<u64> {
+    let f = get_function(handle)?;
+    let (blocks, bs) = (
+        u64::try_from(blocks).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?,
+        u32::try_from(block_size).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?,
+    );
+    if blocks == 0 || bs == 0 || bs > f.max_threads() {
+        return Ok(0);
+    }
+    let per_block = u64::from(device::MAX_SHARED_PER_SM) / blocks;
+    let static_bytes = u64::from(f.info().static_shared_bytes);
+    let optin = u64::from(device::MAX_SHARED_PER_BLOCK_OPTIN);
+    Ok(per_block
+        .saturating_sub(1024 + static_bytes)
+        .min(optin.saturating_sub(static_bytes)))
+}
+
 /// Drops every module (and its functions) of a destroyed context; its globals go with the
 /// context's memory.
 pub(crate) fn release_context(ctx_id: u64) {

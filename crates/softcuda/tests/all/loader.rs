@@ -36,3 +36,55 @@ fn select_is_idempotent_and_refuses_to_swap_drivers() {
         "{err}"
     );
 }
+
+#[test]
+fn cudarc_runs_a_kernel_on_softcuda_after_select() {
+    use cudarc::driver::result;
+    use std::ffi::{CString, c_void};
+
+    loader::select(Preference::Softcuda).expect("select softcuda");
+    let ptx = CString::new(include_str!("../fixtures/kernels.ptx")).unwrap();
+    // SAFETY: the cudarc result layer over softcuda; every pointer passed is valid for the call.
+    unsafe {
+        result::init().unwrap();
+        let dev = result::device::get(0).unwrap();
+        let ctx = result::primary_ctx::retain(dev).unwrap();
+        result::ctx::set_current(ctx).unwrap();
+        let module = result::module::load_data(ptx.as_ptr().cast()).unwrap();
+        let f = result::module::get_function(module, CString::new("vector_add").unwrap()).unwrap();
+        let n = 300usize;
+        let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (a, b, c) = (
+            result::malloc_sync(n * 4).unwrap(),
+            result::malloc_sync(n * 4).unwrap(),
+            result::malloc_sync(n * 4).unwrap(),
+        );
+        result::memcpy_htod_sync(a, &xs).unwrap();
+        result::memcpy_htod_sync(b, &xs).unwrap();
+        let (mut pa, mut pb, mut pc, mut pn) = (a, b, c, n as i32);
+        let mut params: [*mut c_void; 4] = [
+            (&raw mut pa).cast(),
+            (&raw mut pb).cast(),
+            (&raw mut pc).cast(),
+            (&raw mut pn).cast(),
+        ];
+        result::launch_kernel(
+            f,
+            (3, 1, 1),
+            (128, 1, 1),
+            0,
+            std::ptr::null_mut(),
+            &mut params,
+        )
+        .unwrap();
+        result::ctx::synchronize().unwrap();
+        let mut out = vec![0f32; n];
+        result::memcpy_dtoh_sync(&mut out, c).unwrap();
+        assert!(out.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+        for p in [a, b, c] {
+            result::free_sync(p).unwrap();
+        }
+        result::module::unload(module).unwrap();
+        result::primary_ctx::release(dev).unwrap();
+    }
+}

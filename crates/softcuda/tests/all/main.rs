@@ -3,6 +3,7 @@
 
 mod common;
 mod context;
+mod cprog;
 mod device;
 mod loader;
 mod memory;
