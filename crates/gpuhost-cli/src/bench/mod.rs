@@ -282,7 +282,7 @@ fn print_table(r: &Results) {
         "| swap (publish + drain + release), ms median | {:.3} |",
         s.swap_ms.median
     );
-    println!("| swap, ms max-ish (p99) | {:.3} |", s.swap_ms.p99);
+    println!("| swap, ms p99 | {:.3} |", s.swap_ms.p99);
     println!(
         "| registry load (PTX JIT), ms median | {:.3} |",
         s.load_ms.median

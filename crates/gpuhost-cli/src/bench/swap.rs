@@ -109,7 +109,11 @@ pub fn run(
     let hs = workers(host, &slot, n_workers, &stop, &failed);
     let (mut swap_ms, mut load_ms, mut drain_ms) = (Vec::new(), Vec::new(), Vec::new());
     let mut retired = 0;
+    // Spread the swaps over the same time as the steady phase, so both phases see comparable
+    // numbers of requests.
+    let interval = Duration::from_millis(steady_ms) / swaps.max(1) as u32;
     for i in 0..swaps {
+        let started = Instant::now();
         let (name, ptx) = if i % 2 == 0 {
             ("bench-b", ptx_b)
         } else {
@@ -124,6 +128,7 @@ pub fn run(
         if report.retired.is_some() {
             retired += 1;
         }
+        std::thread::sleep(interval.saturating_sub(started.elapsed()));
     }
     stop.store(true, Ordering::Relaxed);
     let swapping = join(hs);
