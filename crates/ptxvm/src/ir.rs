@@ -193,6 +193,10 @@ pub(crate) enum FOp {
     Div,
     Min,
     Max,
+    /// `min.NaN`: NaN if either input is NaN.
+    MinNaN,
+    /// `max.NaN`
+    MaxNaN,
     Copysign,
 }
 
@@ -520,6 +524,54 @@ pub(crate) enum Op {
         a: Src,
     },
     Trap,
+    Redux {
+        op: IOp,
+        ty: Ty,
+        d: Reg,
+        a: Src,
+    },
+    Lop3 {
+        d: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+        lut: u8,
+    },
+    IsSpace {
+        space: Space,
+        d: Reg,
+        a: Src,
+    },
+    /// `cvt.rn.f16x2.f32 d, a, b`: a to the upper half, b to the lower.
+    CvtPack {
+        bf: bool,
+        d: Reg,
+        a: Src,
+        b: Src,
+    },
+    /// Funnel shift of the 64-bit `{b, a}`.
+    Shf {
+        left: bool,
+        wrap: bool,
+        d: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
+    Bfind {
+        ty: Ty,
+        shiftamt: bool,
+        d: Reg,
+        a: Src,
+    },
+    Dp4a {
+        sa: bool,
+        sb: bool,
+        d: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
 }
 
 /// An instruction with its guard and source line.

@@ -2,7 +2,10 @@
 //! lays out shared/local/param storage, inlines nothing (device functions are laid out after the
 //! kernel body and reached with `Call`), and resolves labels to instruction indices.
 
+mod forms;
 mod inst;
+mod mods;
+mod operand;
 
 use std::collections::HashMap;
 
@@ -194,12 +197,14 @@ fn callees(stmts: &[Stmt], out: &mut Vec<String>) {
 
 fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> R<Kernel> {
     // Reachable device functions in call order, rejecting recursion (frames are static).
-    let fmap: HashMap<&str, &ast::Func> = m
-        .funcs
-        .iter()
-        .filter(|f| !f.is_entry)
-        .map(|f| (f.name.as_str(), f))
-        .collect();
+    // A definition wins over any prototype of the same function.
+    let mut fmap: HashMap<&str, &ast::Func> = HashMap::new();
+    for f in m.funcs.iter().filter(|f| !f.is_entry) {
+        let e = fmap.entry(f.name.as_str()).or_insert(f);
+        if e.body.is_none() {
+            *e = f;
+        }
+    }
     let mut order: Vec<&ast::Func> = Vec::new();
     let mut state: HashMap<String, u8> = HashMap::new();
     fn visit<'a>(

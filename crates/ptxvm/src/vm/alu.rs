@@ -171,6 +171,9 @@ pub(crate) fn fbin(op: FOp, ty: Ty, m: FMods, a: u64, b: u64) -> u64 {
         let r = match (op, t) {
             (FOp::Min, _) => x.min(y),
             (FOp::Max, _) => x.max(y),
+            (FOp::MinNaN | FOp::MaxNaN, _) if x.is_nan() || y.is_nan() => f64::NAN,
+            (FOp::MinNaN, _) => x.min(y),
+            (FOp::MaxNaN, _) => x.max(y),
             (FOp::Copysign, _) => y.copysign(x),
             (_, Ty::F32) if m.rnd != Rnd::Rn => {
                 let (hi, lo) = exact(op, x, y);
@@ -326,6 +329,73 @@ pub(crate) fn compare(cmp: Cmp, ty: Ty, ftz: bool, a: u64, b: u64) -> bool {
     }
 }
 
+/// Three-input logic op with an 8-bit truth table (`lop3.b32`).
+pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
+    let mut r = 0u64;
+    for i in 0..8 {
+        if lut >> i & 1 != 0 {
+            let x = if i & 4 != 0 { a } else { !a };
+            let y = if i & 2 != 0 { b } else { !b };
+            let z = if i & 1 != 0 { c } else { !c };
+            r |= x & y & z;
+        }
+    }
+    r & 0xffff_ffff
+}
+
+/// Funnel shift (`shf`): `{b, a}` shifted, 32 bits kept.
+pub(crate) fn shf(left: bool, wrap: bool, a: u64, b: u64, c: u64) -> u64 {
+    let n = if wrap {
+        c as u32 & 31
+    } else {
+        (c as u32).min(32)
+    };
+    let v = (u64::from(b as u32) << 32) | u64::from(a as u32);
+    if left {
+        (v << n) >> 32
+    } else {
+        (v >> n) & 0xffff_ffff
+    }
+}
+
+/// Most significant non-sign bit (`bfind`); all ones when there is none.
+pub(crate) fn bfind(ty: Ty, shiftamt: bool, a: u64) -> u64 {
+    let bits = ty.bits();
+    let x = norm(ty, a);
+    let x = if ty.signed() && (x as i64) < 0 { !x } else { x };
+    let x = if bits == 64 {
+        x
+    } else {
+        x & ((1u64 << bits) - 1)
+    };
+    if x == 0 {
+        return 0xffff_ffff;
+    }
+    let pos = 63 - u64::from(x.leading_zeros());
+    if shiftamt {
+        u64::from(bits - 1) - pos
+    } else {
+        pos
+    }
+}
+
+/// Four-way byte dot product plus accumulator (`dp4a`).
+pub(crate) fn dp4a(sa: bool, sb: bool, a: u64, b: u64, c: u64) -> u64 {
+    let byte = |v: u64, i: u32, s: bool| {
+        let x = (v >> (8 * i)) & 0xff;
+        if s {
+            i64::from(x as u8 as i8)
+        } else {
+            x as i64
+        }
+    };
+    let mut acc = c as u32 as i32 as i64;
+    for i in 0..4 {
+        acc = acc.wrapping_add(byte(a, i, sa) * byte(b, i, sb));
+    }
+    acc as u64 & 0xffff_ffff
+}
+
 /// Bit-field extract.
 pub(crate) fn bfe(ty: Ty, a: u64, pos: u64, len: u64) -> u64 {
     let bits = u64::from(ty.bits());
@@ -448,6 +518,29 @@ mod tests {
         assert_eq!(bfi(false, 0xf, 0, 4, 4), 0xf0);
         assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x5410), 0x6655_2211);
         assert_eq!(prmt(0x0000_0080, 0, 0x8888), 0xffff_ffff);
+    }
+
+    #[test]
+    fn funnel_shift_bfind_and_dp4a() {
+        assert_eq!(shf(true, true, 0x8000_0000, 0x1, 1), 0x3);
+        assert_eq!(shf(false, true, 0x1, 0x1, 1), 0x8000_0000);
+        assert_eq!(shf(true, false, 0, 0x1234, 40), 0);
+        assert_eq!(bfind(Ty::U32, false, 0x10), 4);
+        assert_eq!(bfind(Ty::U32, true, 0x10), 27);
+        assert_eq!(bfind(Ty::S32, false, (-1i32) as u64), 0xffff_ffff);
+        assert_eq!(bfind(Ty::U32, false, 0), 0xffff_ffff);
+        assert_eq!(
+            dp4a(true, false, 0xff_02, 0x03_04, 10) as u32,
+            (10 + 8 - 3) as u32
+        );
+    }
+
+    #[test]
+    fn lop3_truth_tables() {
+        let (a, b, c) = (0xf0, 0xcc, 0xaa);
+        for lut in [0x80u8, 0xfe, 0x96, 0xe8, 0x00, 0xff] {
+            assert_eq!(lop3(a, b, c, lut) & 0xff, u64::from(lut), "{lut:#x}");
+        }
     }
 
     #[test]

@@ -6,12 +6,13 @@
 
 use super::alu;
 use super::cvt::{CvtMods, cvt};
+use super::float::to_half;
 use super::mem::{LaneMem, Loc, Mem, atomic};
 use super::warp::{MAX_CALL_DEPTH, Warp};
 use crate::api::FaultKind;
 use crate::ir::{
     Addr, BoolOp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
-    VoteMode,
+    VoteMode, WINDOW_SIZE,
 };
 use crate::lower::Kernel;
 
@@ -97,6 +98,23 @@ impl Warp {
             None => 0,
         };
         base.wrapping_add(a.off as u64)
+    }
+
+    /// Resolves lane `l`'s access of `len` bytes at `addr`.
+    #[allow(clippy::too_many_arguments)]
+    fn lane_loc(
+        &mut self,
+        mem: &mut Mem<'_>,
+        bm: &BlockMem,
+        space: Space,
+        addr: &Addr,
+        l: usize,
+        len: u64,
+        write: bool,
+    ) -> Result<Loc, FaultKind> {
+        let at = self.addr_of(addr, l);
+        let lm = self.lane_mem(bm, l);
+        mem.locate(space, at, len, &lm, write)
     }
 
     fn lane_mem(&mut self, bm: &BlockMem, l: usize) -> LaneMem {
@@ -427,10 +445,8 @@ impl Warp {
                     let es = u64::from(ty.bytes());
                     let total = es * u64::from(*n);
                     for l in lanes(mask) {
-                        let at = self.addr_of(addr, l);
-                        let lm = self.lane_mem(bm, l);
-                        let loc = mem
-                            .locate(*space, at, total, &lm, false)
+                        let loc = self
+                            .lane_loc(mem, bm, *space, addr, l, total, false)
                             .map_err(|e| fault(e, l))?;
                         for k in 0..*n as usize {
                             let el = offset(&loc, k as u64 * es);
@@ -449,10 +465,8 @@ impl Warp {
                     let es = u64::from(ty.bytes());
                     let total = es * u64::from(*n);
                     for l in lanes(mask) {
-                        let at = self.addr_of(addr, l);
-                        let lm = self.lane_mem(bm, l);
-                        let loc = mem
-                            .locate(*space, at, total, &lm, true)
+                        let loc = self
+                            .lane_loc(mem, bm, *space, addr, l, total, true)
                             .map_err(|e| fault(e, l))?;
                         for k in 0..*n as usize {
                             let v = match srcs[k] {
@@ -476,10 +490,8 @@ impl Warp {
                     let es = u64::from(ty.bytes());
                     let mut out = [0u64; 32];
                     for l in lanes(mask) {
-                        let at = self.addr_of(addr, l);
-                        let lm = self.lane_mem(bm, l);
-                        let loc = mem
-                            .locate(*space, at, es, &lm, true)
+                        let loc = self
+                            .lane_loc(mem, bm, *space, addr, l, es, true)
                             .map_err(|e| fault(e, l))?;
                         out[l] = atomic(&loc, *op, *ty, bv[l], cv[l]);
                     }
@@ -576,6 +588,71 @@ impl Warp {
                 Op::Activemask { d } => {
                     let v = u64::from(self.active);
                     self.wr(*d, &[v; 32], mask);
+                }
+                Op::Redux { op, ty, d, a } => {
+                    let av = self.rd(*a);
+                    let mut acc: Option<u64> = None;
+                    for l in lanes(mask) {
+                        let v = crate::ir::norm(*ty, av[l]);
+                        acc = Some(match acc {
+                            None => v,
+                            Some(x) => alu::ibin(*op, *ty, x, v),
+                        });
+                    }
+                    self.wr(*d, &[acc.unwrap_or(0); 32], mask);
+                }
+                Op::Shf {
+                    left,
+                    wrap,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
+                    let (left, wrap) = (*left, *wrap);
+                    map3(self, *d, av, bv, cv, mask, |x, y, z| {
+                        alu::shf(left, wrap, x, y, z)
+                    });
+                }
+                Op::Bfind { ty, shiftamt, d, a } => {
+                    let (ty, sa) = (*ty, *shiftamt);
+                    map1(self, *d, self.rd(*a), mask, |x| alu::bfind(ty, sa, x));
+                }
+                Op::Dp4a { sa, sb, d, a, b, c } => {
+                    let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
+                    let (sa, sb) = (*sa, *sb);
+                    map3(self, *d, av, bv, cv, mask, |x, y, z| {
+                        alu::dp4a(sa, sb, x, y, z)
+                    });
+                }
+                Op::Lop3 { d, a, b, c, lut } => {
+                    let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
+                    let lut = *lut;
+                    map3(self, *d, av, bv, cv, mask, |x, y, z| {
+                        alu::lop3(x, y, z, lut)
+                    });
+                }
+                Op::IsSpace { space, d, a } => {
+                    let space = *space;
+                    map1(self, *d, self.rd(*a), mask, |x| {
+                        let sh = (SHARED_WINDOW..SHARED_WINDOW + WINDOW_SIZE).contains(&x);
+                        let lo = (LOCAL_WINDOW..LOCAL_WINDOW + WINDOW_SIZE).contains(&x);
+                        u64::from(match space {
+                            Space::Shared => sh,
+                            Space::Local => lo,
+                            _ => !sh && !lo,
+                        })
+                    });
+                }
+                Op::CvtPack { bf, d, a, b } => {
+                    let (av, bv) = (self.rd(*a), self.rd(*b));
+                    let bf = *bf;
+                    map2(self, *d, av, bv, mask, |x, y| {
+                        let h =
+                            |v: u64| u64::from(to_half(f64::from(f32::from_bits(v as u32)), bf));
+                        (h(x) << 16) | h(y)
+                    });
                 }
                 Op::Match {
                     all,

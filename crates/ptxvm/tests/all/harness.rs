@@ -79,7 +79,6 @@ impl Memory for DevMem {
 pub enum Arg {
     Ptr(u64),
     I32(i32),
-    U32(u32),
     F32(f32),
 }
 
@@ -97,7 +96,6 @@ pub fn pack(k: &KernelInfo, args: &[Arg]) -> Vec<u8> {
         let bytes: Vec<u8> = match *a {
             Arg::Ptr(v) => v.to_le_bytes().to_vec(),
             Arg::I32(v) => v.to_le_bytes().to_vec(),
-            Arg::U32(v) => v.to_le_bytes().to_vec(),
             Arg::F32(v) => v.to_le_bytes().to_vec(),
         };
         assert_eq!(bytes.len(), p.size as usize, "size of {}", p.name);

@@ -72,9 +72,9 @@ fn shared_memory_block_sum_with_barriers() {
     )
     .unwrap();
     let out: Vec<i32> = mem.download(dout, 4);
-    for b in 0..4 {
+    for (b, got) in out.iter().enumerate() {
         let want: i32 = input.iter().skip(b * 256).take(256).sum();
-        assert_eq!(out[b], want, "block {b}");
+        assert_eq!(*got, want, "block {b}");
     }
 }
 

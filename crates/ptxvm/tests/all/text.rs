@@ -417,3 +417,79 @@ fn cvt_saturation_bitfields_and_f64_math() {
     assert_eq!(o[6], 1f32.to_bits());
     assert_eq!(o[7], 1f32.next_up().to_bits());
 }
+
+#[test]
+fn funnel_shift_bfind_dp4a_lop3_redux_and_packed_half_conversion() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 out)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<16>;
+	.reg .f32 %f<3>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %laneid;
+	shf.l.wrap.b32 %r2, %r1, %r1, 28;
+	bfind.u32 %r3, %r1;
+	dp4a.u32.u32 %r4, 0x01020304, 0x01010101, %r1;
+	lop3.b32 %r5, %r1, 0xff, 0x0f, 0x80;
+	redux.sync.add.u32 %r6, %r1, -1;
+	redux.sync.max.u32 %r7, %r1, -1;
+	mov.f32 %f1, 0f3F800000;
+	mov.f32 %f2, 0fC0000000;
+	cvt.rn.f16x2.f32 %r8, %f1, %f2;
+	mov.b64 %rd2, %rd1;
+	isspacep.global %p1, %rd2;
+	selp.u32 %r9, 1, 0, %p1;
+	min.NaN.f32 %f1, %f1, 0f7FC00000;
+	mov.b32 %r10, %f1;
+	mul.wide.u32 %rd2, %r1, 32;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.v4.u32 [%rd3], {%r2, %r3, %r4, %r5};
+	st.global.v4.u32 [%rd3+16], {%r6, %r7, %r8, %r9};
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(32 * 32);
+    go(&m, &Shape::linear(1, 32), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let out: Vec<u32> = mem.download(d, 32 * 8);
+    for l in 0..32u32 {
+        let o = &out[l as usize * 8..][..8];
+        assert_eq!(o[0], l.rotate_left(28), "shf lane {l}");
+        assert_eq!(
+            o[1],
+            if l == 0 {
+                u32::MAX
+            } else {
+                31 - l.leading_zeros()
+            },
+            "bfind {l}"
+        );
+        assert_eq!(o[2], 10 + l, "dp4a {l}");
+        assert_eq!(o[3], l & 0x0f, "lop3 and-and {l}");
+        assert_eq!((o[4], o[5]), (496, 31), "redux {l}");
+        assert_eq!(o[6], 0x3c00_c000, "cvt f16x2 {l}");
+        assert_eq!(o[7], 1, "isspacep {l}");
+    }
+}
+
+#[test]
+fn unknown_opcode_is_invalid_and_known_unimplemented_is_unsupported() {
+    let bad = Module::load(&format!(
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<2>; frobnicate.b32 %r1, %r1; ret; }}"
+    ));
+    assert!(
+        matches!(bad, Err(ptxvm::Error::Invalid { line: 4, .. })),
+        "{bad:?}"
+    );
+    let unimpl = Module::load(&format!(
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<3>; sad.u32 %r1, %r1, %r2, %r1; ret; }}"
+    ));
+    assert!(
+        matches!(unimpl, Err(ptxvm::Error::Unsupported { line: 4, .. })),
+        "{unimpl:?}"
+    );
+}
