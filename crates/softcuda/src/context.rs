@@ -402,10 +402,16 @@ pub(crate) fn destroy(handle: u64) -> CuResult<()> {
     Ok(())
 }
 
+/// The live context whose id is `ctx_id`.
+pub(crate) fn by_id(ctx_id: u64) -> Option<Arc<Context>> {
+    let primary = lock(&PRIMARY).live.clone();
+    if let Some(ctx) = primary.filter(|c| c.id == ctx_id) {
+        return Some(ctx);
+    }
+    CREATED.find(|c| c.id == ctx_id)
+}
+
 /// The handle of the live context whose id is `ctx_id`.
 pub(crate) fn handle_of(ctx_id: u64) -> Option<u64> {
-    if lock(&PRIMARY).live.as_ref().is_some_and(|c| c.id == ctx_id) {
-        return Some(PRIMARY_HANDLE);
-    }
-    CREATED.find(|c| c.id == ctx_id).map(|c| c.handle)
+    by_id(ctx_id).map(|c| c.handle)
 }

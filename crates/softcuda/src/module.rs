@@ -120,12 +120,18 @@ fn get(handle: u64) -> CuResult<Arc<Module>> {
         .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
 }
 
+/// The module behind `handle`, in a context that is usable (not faulted).
+fn get_usable(handle: u64) -> CuResult<Arc<Module>> {
+    let module = get(handle)?;
+    let ctx = context::by_id(module.ctx_id).ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
+    ctx.check_usable()?;
+    Ok(module)
+}
+
 /// cuModuleUnload: waits for the context's work (kernels may still use the globals), then frees.
 pub(crate) fn unload(handle: u64) -> CuResult<()> {
     let module = get(handle)?;
-    if let Some(h) = context::handle_of(module.ctx_id)
-        && let Ok(ctx) = context::resolve(h)
-    {
+    if let Some(ctx) = context::by_id(module.ctx_id) {
         ctx.synchronize()?;
     }
     MODULES.remove(handle);
@@ -138,7 +144,7 @@ pub(crate) fn unload(handle: u64) -> CuResult<()> {
 
 /// cuModuleGetFunction: the same handle every time for the same kernel.
 pub(crate) fn function(handle: u64, name: &str) -> CuResult<u64> {
-    let module = get(handle)?;
+    let module = get_usable(handle)?;
     let index = module
         .vm
         .kernel_index(name)
@@ -166,7 +172,7 @@ pub(crate) fn function(handle: u64, name: &str) -> CuResult<u64> {
 
 /// cuModuleGetGlobal: (address, size) of a `.global` or `.const` variable.
 pub(crate) fn global(handle: u64, name: &str) -> CuResult<(u64, u64)> {
-    let module = get(handle)?;
+    let module = get_usable(handle)?;
     let i = module
         .vm
         .globals()

@@ -40,6 +40,7 @@ fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
     );
     let run = Command::new(&exe)
         .env("LD_LIBRARY_PATH", &dir)
+        .env("SOFTCUDA_MEMORY", "1073741824")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -51,5 +52,9 @@ fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
     );
     assert!(stdout.contains("before init: 3"), "{stdout}");
     assert!(stdout.contains("device: softcuda"), "{stdout}");
+    assert!(
+        stdout.contains("total: 1073741824"),
+        "SOFTCUDA_MEMORY sizes the device: {stdout}"
+    );
     assert!(stdout.contains("vector_add ok"), "{stdout}");
 }

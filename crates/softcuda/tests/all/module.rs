@@ -268,6 +268,9 @@ fn illegal_address_is_sticky_until_the_context_is_reset() {
             CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
         );
         assert_eq!(cuCtxSynchronize(), CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        let mut g: CUfunction = std::ptr::null_mut();
+        let r = cuModuleGetFunction(&mut g, m, c"poke".as_ptr());
+        assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
         let mut msg = [0 as c_char; 512];
         ok(softcuda_last_fault(msg.as_mut_ptr(), 512));
         let msg = CStr::from_ptr(msg.as_ptr()).to_string_lossy().into_owned();
@@ -392,4 +395,22 @@ fn function_attributes_describe_the_kernel() {
         ));
     }
     assert!((1..=8).contains(&v), "{v} blocks of 256 threads per SM");
+}
+
+#[test]
+fn unimplemented_driver_features_answer_not_supported() {
+    let _g = serial();
+    fresh_primary();
+    // SAFETY: unsupported exports ignore their arguments.
+    unsafe {
+        let r = cuGraphLaunch(std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        let mut pool = std::ptr::null_mut();
+        assert_eq!(
+            cuDeviceGetDefaultMemPool(&mut pool, 0),
+            CUresult::CUDA_ERROR_NOT_SUPPORTED
+        );
+        let r = cuStreamBeginCapture_v2(std::ptr::null_mut(), 0);
+        assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
+    }
 }

@@ -30,6 +30,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned by, unsigned bz, unsigned shared, CUstream stream,
                         void **params, void **extra);
 CUresult cuGetErrorName(CUresult error, const char **name);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 
 static const char *PTX =
     ".version 7.0\n"
@@ -92,6 +93,10 @@ int main(void) {
     printf("device: %s\n", name);
     CUcontext ctx;
     CHECK(cuCtxCreate_v2(&ctx, 0, dev));
+
+    size_t free_bytes, total_bytes;
+    CHECK(cuMemGetInfo_v2(&free_bytes, &total_bytes));
+    printf("total: %zu\n", total_bytes);
 
     CUmodule module;
     CHECK(cuModuleLoadData(&module, PTX));
