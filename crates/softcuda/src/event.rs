@@ -116,9 +116,12 @@ pub(crate) fn record(handle: u64, stream_handle: u64) -> CuResult<()> {
 }
 
 /// cuEventQuery: `CUDA_ERROR_NOT_READY` until the marker has run; an event never recorded is
-/// complete.
+/// complete; a faulted context answers with its sticky error.
 pub(crate) fn query(handle: u64) -> CuResult<()> {
     let event = get(handle)?;
+    if let Some(ctx) = context::by_id(event.ctx_id) {
+        ctx.check_usable()?;
+    }
     if event.is_complete() {
         Ok(())
     } else {

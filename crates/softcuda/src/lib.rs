@@ -6,8 +6,16 @@
 //! cudarc's first call.
 //!
 //! Layout: [`exports`] is the one list of C entry points; each is a thin shim over a driver-object
-//! module (`device`, `context`, `stream`, `event`, `module`, `memory`, `launch`) that returns
-//! `Result<_, CUresult>` — the driver API's own error type.
+//! module that returns `Result<_, CUresult>` — the driver API's own error type:
+//! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
+//! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
+//! `pointer` (frees and pointer queries), `module` (+ `image` for fatbins/cubins, `jit` for the
+//! JIT log options) and `launch`. `abi` holds the C-boundary helpers, `handles` the handle tables,
+//! `errors` the CUresult names and messages.
+//!
+//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB).
+//! Diagnostics: after a kernel fault, `softcuda_last_fault` (a softcuda-only export) describes it
+//! (kernel, block, thread, PTX line).
 #![deny(missing_docs)]
 
 mod abi;
