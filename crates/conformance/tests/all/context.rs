@@ -2,14 +2,13 @@
 //! reference-counted and destroyed at zero or on reset, and stale handles answer as NVIDIA's
 //! driver does (observed on the H200, see issue 3).
 
-use std::ffi::CString;
-
 use conformance::context::Context;
 use conformance::driver::{exclusive_device, shared_device};
 use cudarc::driver::sys::{self, CUresult};
 
 use crate::support::{
-    ResetOnDrop, Steps, clang_ptx, ctx_id, env_or_skip, primary_state, try_alloc,
+    ResetOnDrop, Steps, ctx_id, env_or_skip, free_bytes, primary_state, raw_alloc_leaked,
+    raw_get_function, raw_load_module, try_alloc,
 };
 
 #[test]
@@ -88,6 +87,12 @@ fn primary_context_is_refcounted_and_destroyed_at_zero() {
         try_alloc(4096),
         CUresult::CUDA_SUCCESS,
     );
+    // A module and 64 MiB that are never unloaded or freed: the context's destruction must take them.
+    let module = raw_load_module("vector_add");
+    const SIZE: usize = 64 << 20;
+    let free_before = free_bytes();
+    raw_alloc_leaked(SIZE);
+    let free_with_alloc = free_bytes();
     drop(first);
     steps.check(
         "inactive after the last release",
@@ -112,6 +117,17 @@ fn primary_context_is_refcounted_and_destroyed_at_zero() {
         try_alloc(4096),
         CUresult::CUDA_SUCCESS,
     );
+    steps.expect(
+        "a module of the destroyed context is an invalid handle",
+        raw_get_function(module, "vector_add"),
+        CUresult::CUDA_ERROR_INVALID_HANDLE,
+    );
+    let free_after = free_bytes();
+    steps.check(
+        "the destroyed context's memory came back",
+        free_after >= free_with_alloc + SIZE / 2,
+        || format!("free: {free_before} before the 64 MiB, {free_with_alloc} with it, {free_after} after destroy + re-retain"),
+    );
     drop(again);
     steps.finish(&env.choice.kind.to_string());
 }
@@ -126,20 +142,9 @@ fn stale_handles_after_reset_answer_as_nvidia_does() {
     let stale = ctx.raw();
     let id_before = ctx_id(stale);
 
-    // The module is loaded through raw calls and never unloaded: the reset destroys it, and an
-    // unload of the stale handle is not what this test is about.
-    let ptx = CString::new(clang_ptx("vector_add")).expect("no NUL in PTX");
-    let mut module: sys::CUmodule = std::ptr::null_mut();
-    // SAFETY: the primary context is current (Context::primary binds it); `ptx` is NUL-terminated.
-    let r = unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuModuleLoadData(vector_add)");
-    let name = c"vector_add";
-    let get_function = |module: sys::CUmodule| {
-        let mut f: sys::CUfunction = std::ptr::null_mut();
-        // SAFETY: `f` is a valid out-pointer and `name` is NUL-terminated; the driver validates
-        // `module`, which is exactly what this test probes.
-        unsafe { sys::cuModuleGetFunction(&mut f, module, name.as_ptr()) }
-    };
+    // Loaded with raw calls and never unloaded: the reset destroys it.
+    let module = raw_load_module("vector_add");
+    let get_function = |module| raw_get_function(module, "vector_add");
     steps.expect(
         "cuModuleGetFunction before reset",
         get_function(module),

@@ -153,3 +153,41 @@ pub fn clang_ptx(file: &str) -> String {
     conformance::corpus::read_ptx(file, conformance::corpus::Flavour::Clang)
         .expect("corpus fixture")
 }
+
+/// Loads `corpus/clang/<file>.ptx` into the current context with raw calls. The handle is never
+/// unloaded: tests using this destroy the context, which is what they probe.
+pub fn raw_load_module(file: &str) -> sys::CUmodule {
+    let ptx = std::ffi::CString::new(clang_ptx(file)).expect("no NUL in PTX");
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: `module` is a valid out-pointer and `ptx` a NUL-terminated image that outlives the call.
+    let r = unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuModuleLoadData({file})");
+    module
+}
+
+/// `cuModuleGetFunction(module, name)`'s raw result; the driver validates `module`, which may
+/// be stale on purpose.
+pub fn raw_get_function(module: sys::CUmodule, name: &str) -> CUresult {
+    let name = std::ffi::CString::new(name).expect("no NUL in name");
+    let mut f: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: `f` is a valid out-pointer and `name` is NUL-terminated.
+    unsafe { sys::cuModuleGetFunction(&mut f, module, name.as_ptr()) }
+}
+
+/// `cuMemAlloc` in the current context, deliberately never freed: the caller destroys the context.
+pub fn raw_alloc_leaked(bytes: usize) -> sys::CUdeviceptr {
+    let mut p: sys::CUdeviceptr = 0;
+    // SAFETY: `p` is a valid out-pointer.
+    let r = unsafe { sys::cuMemAlloc_v2(&mut p, bytes) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuMemAlloc({bytes})");
+    p
+}
+
+/// `cuMemGetInfo`'s free bytes in the current context.
+pub fn free_bytes() -> usize {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: both are valid out-pointers.
+    let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuMemGetInfo");
+    free
+}
