@@ -7,6 +7,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -20,6 +21,8 @@ use crate::stats::Counters;
 /// The outcome slot shared by a launch and the completion thread.
 #[derive(Default)]
 struct Cell {
+    /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
+    finished: AtomicBool,
     state: Mutex<CellState>,
     done: Condvar,
 }
@@ -29,20 +32,34 @@ struct CellState {
     result: Option<Result<()>>,
     finished: bool,
     waker: Option<Waker>,
+    /// A thread is blocked in `wait` (notifying costs a syscall, so only then).
+    blocked: bool,
 }
+
+/// How long a blocking `wait` spins before it sleeps: most kernels of a service finish within
+/// it, and a futex sleep/wake costs microseconds.
+const WAIT_SPIN: Duration = Duration::from_micros(50);
 
 impl Cell {
     fn finish(&self, result: Result<()>) {
-        let waker = {
+        let (waker, blocked) = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.result = Some(result);
             s.finished = true;
-            s.waker.take()
+            self.finished.store(true, Ordering::Release);
+            (s.waker.take(), s.blocked)
         };
-        self.done.notify_all();
+        if blocked {
+            self.done.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
+    }
+
+    fn take(&self) -> Result<()> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.result.take().unwrap_or(Ok(()))
     }
 }
 
@@ -54,9 +71,17 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// Block the calling thread until the launch completes.
+    /// Block the calling thread until the launch completes (spinning briefly first).
     pub fn wait(self) -> Result<()> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < WAIT_SPIN {
+            if self.cell.finished.load(Ordering::Acquire) {
+                return self.cell.take();
+            }
+            std::hint::spin_loop();
+        }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.blocked = true;
         while !s.finished {
             s = self.cell.done.wait(s).unwrap_or_else(|p| p.into_inner());
         }
@@ -65,11 +90,7 @@ impl Completion {
 
     /// True once the launch has completed (successfully or not).
     pub fn is_done(&self) -> bool {
-        self.cell
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .finished
+        self.cell.finished.load(Ordering::Acquire)
     }
 }
 

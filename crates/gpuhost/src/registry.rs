@@ -165,7 +165,18 @@ impl Registry {
         name: impl Into<String>,
         sources: Vec<ModuleSource>,
     ) -> Result<Arc<Registry>> {
-        let name = name.into();
+        let driver_params = has_symbol("cuFuncGetParamInfo");
+        Self::load_sources(host, name.into(), sources, driver_params)
+    }
+
+    /// `from_sources`, choosing whether parameter lists come from the driver (when it can say)
+    /// or from the PTX signatures.
+    fn load_sources(
+        host: &Arc<Host>,
+        name: String,
+        sources: Vec<ModuleSource>,
+        driver_params: bool,
+    ) -> Result<Arc<Registry>> {
         let generation = host.enter()?;
         let core = Arc::new(Core {
             host: host.clone(),
@@ -175,7 +186,6 @@ impl Registry {
             drained: Condvar::new(),
         });
         let mut kernels = HashMap::new();
-        let driver_params = has_symbol("cuFuncGetParamInfo");
         for src in &sources {
             // Dropping `core` on an early return unloads what was loaded so far.
             let m = module::load(host, src)?;
@@ -410,5 +420,45 @@ impl Drop for Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .by_id
             .remove(&self.holder);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::ModuleImage;
+
+    const PTX: &str = include_str!("../bundles/stamp-a/stamp.ptx");
+
+    /// Both sources of parameter lists, on the same kernels: they must agree (needs a driver;
+    /// softcuda in CI).
+    #[test]
+    fn ptx_and_driver_parameter_lists_agree() {
+        let host = match crate::host(0) {
+            Ok(h) => h,
+            Err(Error::NoDriver { reason }) => {
+                println!("skipped: no driver ({reason})");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let src = || vec![ModuleSource::new("m", ModuleImage::Ptx(PTX.into()))];
+        let from_ptx = Registry::load_sources(&host, "ptx".into(), src(), false).unwrap();
+        let has_driver = has_symbol("cuFuncGetParamInfo");
+        let from_driver = Registry::load_sources(&host, "drv".into(), src(), true).unwrap();
+        for name in ["stamp", "noop", "poke", "mixed"] {
+            let a = from_ptx.kernel(name).unwrap();
+            let b = from_driver.kernel(name).unwrap();
+            assert_eq!(a.param_source(), ParamSource::Ptx);
+            if has_driver {
+                assert_eq!(b.param_source(), ParamSource::Driver, "{name}");
+            }
+            assert_eq!(a.params(), b.params(), "{name}");
+        }
+        let mixed = from_ptx.kernel("mixed").unwrap();
+        assert_eq!(
+            mixed.params().iter().map(|p| p.offset).collect::<Vec<_>>(),
+            [0, 8, 16, 24]
+        );
     }
 }
