@@ -15,8 +15,15 @@ use cudarc::driver::sys::CUresult;
 
 use crate::support::{ResetOnDrop, Steps, clang_ptx, env_or_skip};
 
-/// 2^36 floats = 256 GiB past the buffer: far outside any allocation this process makes.
-const FAR_INDEX: u64 = 1 << 36;
+/// Where the faulting store lands: near address zero, like a null-pointer dereference. No
+/// allocation lives there on either driver, and no host mapping either (Linux never maps the
+/// first 64 KiB), so even a GPU that can reach host memory (HMM) must fault.
+const FAULT_ADDRESS: u64 = 0x100;
+
+/// The index that makes `p + 4 * index` (64-bit wrap-around, as in the kernel) hit `FAULT_ADDRESS`.
+fn fault_index(p: u64) -> u64 {
+    FAULT_ADDRESS.wrapping_sub(p) / 4
+}
 
 fn code(r: conformance::Result<()>) -> CUresult {
     match r {
@@ -44,7 +51,10 @@ fn out_of_bounds_store_is_sticky_illegal_address_until_reset() {
         let launched = code(stream.launch(
             &f,
             shape_1d(1, 32),
-            &[KernelArg::Ptr(buf.ptr()), KernelArg::U64(FAR_INDEX)],
+            &[
+                KernelArg::Ptr(buf.ptr()),
+                KernelArg::U64(fault_index(buf.ptr())),
+            ],
         ));
         steps.check(
             "cuLaunchKernel of the faulting kernel returns SUCCESS or the fault",
