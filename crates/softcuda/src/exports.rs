@@ -141,6 +141,13 @@ exports! {
         abi::write(uuid, CUuuid { bytes: device::uuid().map(|b| b as c_char) })
     }
 
+    /// Compute capability 9.0 (deprecated in cuda.h, still used by older programs).
+    fn cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, dev: CUdevice) {
+        device::check(dev)?;
+        abi::write(major, 9)?;
+        abi::write(minor, 0)
+    }
+
     /// The device's UUID (same as [`cuDeviceGetUuid`]: there is no MIG).
     fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) {
         device::check(dev)?;
@@ -762,6 +769,9 @@ exports! {
 }
 
 aliases! {
+    cuModuleGetGlobal => cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, size: *mut usize, hmod: CUmodule, name: *const c_char);
+    cuMemcpy2DAsync => cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream);
+    cuMemcpy2DUnaligned => cuMemcpy2DUnaligned_v2(desc: *const CUDA_MEMCPY2D);
     cuDeviceTotalMem => cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice);
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);

@@ -414,3 +414,61 @@ fn unimplemented_driver_features_answer_not_supported() {
         assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
 }
+
+#[test]
+fn concurrent_threads_launching_on_their_own_streams_all_finish_correctly() {
+    let _g = serial();
+    let ctx = fresh_primary();
+    let m = load(&kernels_ptx());
+    let f = function(m, c"vector_add") as usize;
+    let ctx = ctx as usize;
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                // SAFETY: `ctx` is the live primary context, shared by value across threads.
+                ok(unsafe { cuCtxSetCurrent(ctx as _) });
+                let s = crate::common::stream(if t % 2 == 0 { 0 } else { 1 });
+                let n = 512usize;
+                let (a, c) = (alloc(n * 4), alloc(n * 4));
+                let xs: Vec<f32> = (0..n).map(|i| (i + t) as f32).collect();
+                let mut out = vec![0f32; n];
+                for round in 0..10 {
+                    let (mut pa, mut pb, mut pc, mut pn) = (a, a, c, n as c_int);
+                    let mut args = [arg(&mut pa), arg(&mut pb), arg(&mut pc), arg(&mut pn)];
+                    // SAFETY: valid ranges, one argument pointer per parameter, and `out` is
+                    // filled before cuMemcpyDtoHAsync returns (pageable destination).
+                    unsafe {
+                        ok(cuMemcpyHtoDAsync_v2(a, xs.as_ptr().cast(), n * 4, s));
+                        ok(cuLaunchKernel(
+                            f as _,
+                            2,
+                            1,
+                            1,
+                            256,
+                            1,
+                            1,
+                            0,
+                            s,
+                            args.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        ));
+                        ok(cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), c, n * 4, s));
+                    }
+                    assert!(
+                        out.iter()
+                            .enumerate()
+                            .all(|(i, &v)| v == 2.0 * (i + t) as f32),
+                        "thread {t} round {round}"
+                    );
+                }
+                // SAFETY: valid stream handle.
+                ok(unsafe { cuStreamDestroy_v2(s) });
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    // SAFETY: plain call.
+    ok(unsafe { cuCtxSynchronize() });
+}
