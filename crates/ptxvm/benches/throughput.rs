@@ -37,6 +37,14 @@ fn params(m: &Module, k: usize, vals: &[u64]) -> Vec<u8> {
     p
 }
 
+/// CPU time this thread has run, in seconds (Linux schedstat), so that a busy machine does not
+/// distort per-core throughput; `None` elsewhere, and wall-clock time is used instead.
+fn thread_cpu_secs() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
 fn bench(m: &Module, name: &str, grid: [u32; 3], block: [u32; 3], vals: &[u64], mem: &Heap) {
     let k = m.kernel_index(name).expect("fixture kernel");
     let p = params(m, k, vals);
@@ -52,14 +60,18 @@ fn bench(m: &Module, name: &str, grid: [u32; 3], block: [u32; 3], vals: &[u64], 
     ptxvm::launch(m, &l, mem).expect("warm-up launch");
     let (mut lanes, mut warps) = (0u64, 0u64);
     let t = Instant::now();
+    let cpu0 = thread_cpu_secs();
     let mut runs = 0;
-    while t.elapsed().as_secs_f64() < 1.0 {
+    while t.elapsed().as_secs_f64() < 2.0 {
         let s = ptxvm::launch(m, &l, mem).expect("launch");
         lanes += s.lane_instructions;
         warps += s.warp_instructions;
         runs += 1;
     }
-    let secs = t.elapsed().as_secs_f64();
+    let secs = match (cpu0, thread_cpu_secs()) {
+        (Some(a), Some(b)) if b > a => b - a,
+        _ => t.elapsed().as_secs_f64(),
+    };
     println!(
         "{name:<10} {runs:>5} launches  {:>8.1} M lane-instr/s/core  {:>7.2} M warp-instr/s  ({:.1} lanes/instr)",
         lanes as f64 / secs / 1e6,

@@ -4,14 +4,15 @@
 // Lane loops index several per-lane arrays at once; iterator chains would obscure that.
 #![allow(clippy::needless_range_loop)]
 
+use super::access::lanes;
 use super::alu;
 use super::cvt::{CvtMods, cvt};
 use super::float::to_half;
-use super::mem::{LaneMem, Loc, Mem, atomic};
+use super::mem::{Mem, atomic};
 use super::warp::{MAX_CALL_DEPTH, Warp};
 use crate::api::FaultKind;
 use crate::ir::{
-    Addr, BoolOp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
+    BoolOp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
     VoteMode, WINDOW_SIZE,
 };
 use crate::lower::Kernel;
@@ -75,81 +76,7 @@ fn map3(
     w.wr(d, &out, mask);
 }
 
-/// Iterates the set bits of a lane mask.
-#[inline(always)]
-fn lanes(mask: u32) -> impl Iterator<Item = usize> {
-    let mut m = mask;
-    std::iter::from_fn(move || {
-        if m == 0 {
-            None
-        } else {
-            let l = m.trailing_zeros() as usize;
-            m &= m - 1;
-            Some(l)
-        }
-    })
-}
-
 impl Warp {
-    fn addr_of(&self, a: &Addr, l: usize) -> u64 {
-        let base = match a.base {
-            Some(r) if a.wide => self.regs[r as usize][l],
-            Some(r) => self.regs[r as usize][l] & 0xffff_ffff,
-            None => 0,
-        };
-        base.wrapping_add(a.off as u64)
-    }
-
-    /// Resolves lane `l`'s access of `len` bytes at `addr`.
-    #[allow(clippy::too_many_arguments)]
-    fn lane_loc(
-        &mut self,
-        mem: &mut Mem<'_>,
-        bm: &BlockMem,
-        space: Space,
-        addr: &Addr,
-        l: usize,
-        len: u64,
-        write: bool,
-    ) -> Result<Loc, FaultKind> {
-        let at = self.addr_of(addr, l);
-        let lm = self.lane_mem(bm, l);
-        mem.locate(space, at, len, &lm, write)
-    }
-
-    fn lane_mem(&mut self, bm: &BlockMem, l: usize) -> LaneMem {
-        let stride = self.local_stride;
-        // SAFETY: `local` holds 32 * stride bytes, so lane l's area starts in bounds.
-        let local = unsafe {
-            self.local
-                .as_mut_ptr()
-                .cast::<u8>()
-                .add(l * stride as usize)
-        };
-        LaneMem {
-            shared: bm.shared,
-            shared_len: bm.shared_len,
-            local,
-            local_len: stride,
-        }
-    }
-
-    /// Copies `len` bytes inside one lane's local memory (call argument passing).
-    fn local_copy(&mut self, l: usize, src: u32, dst: u32, len: u32) -> Result<(), FaultKind> {
-        let stride = self.local_stride as usize;
-        let bytes: &mut [u8] = bytemuck_u8(&mut self.local);
-        let lane = &mut bytes[l * stride..(l + 1) * stride];
-        let (s, d, n) = (src as usize, dst as usize, len as usize);
-        if s + n > stride || d + n > stride {
-            return Err(FaultKind::IllegalAddress {
-                addr: LOCAL_WINDOW + src as u64,
-                len,
-            });
-        }
-        lane.copy_within(s..s + n, d);
-        Ok(())
-    }
-
     /// Runs until the warp blocks or `budget` instructions have been dispatched.
     pub(crate) fn run(
         &mut self,
@@ -442,18 +369,8 @@ impl Warp {
                     ds,
                     addr,
                 } => {
-                    let es = u64::from(ty.bytes());
-                    let total = es * u64::from(*n);
-                    for l in lanes(mask) {
-                        let loc = self
-                            .lane_loc(mem, bm, *space, addr, l, total, false)
-                            .map_err(|e| fault(e, l))?;
-                        for k in 0..*n as usize {
-                            let el = offset(&loc, k as u64 * es);
-                            let v = mem.load(&el, es);
-                            self.regs[ds[k] as usize][l] = crate::ir::norm(*ty, v);
-                        }
-                    }
+                    self.load(mem, bm, (*space, *ty, *n, addr), ds, mask)
+                        .map_err(|(e, l)| fault(e, l))?;
                 }
                 Op::St {
                     space,
@@ -462,20 +379,8 @@ impl Warp {
                     srcs,
                     addr,
                 } => {
-                    let es = u64::from(ty.bytes());
-                    let total = es * u64::from(*n);
-                    for l in lanes(mask) {
-                        let loc = self
-                            .lane_loc(mem, bm, *space, addr, l, total, true)
-                            .map_err(|e| fault(e, l))?;
-                        for k in 0..*n as usize {
-                            let v = match srcs[k] {
-                                crate::ir::Src::Reg(r) => self.regs[r as usize][l],
-                                crate::ir::Src::Imm(v) => v,
-                            };
-                            mem.store(&offset(&loc, k as u64 * es), es, v);
-                        }
-                    }
+                    self.store(mem, bm, (*space, *ty, *n, addr), srcs, mask)
+                        .map_err(|(e, l)| fault(e, l))?;
                 }
                 Op::Atom {
                     space,
@@ -714,15 +619,6 @@ impl Warp {
     }
 }
 
-/// Shifts a resolved location by `by` bytes (vector elements).
-fn offset(loc: &Loc, by: u64) -> Loc {
-    match *loc {
-        // SAFETY: `locate` validated the whole vector access, so element offsets stay inside.
-        Loc::Ptr(p) => Loc::Ptr(unsafe { p.add(by as usize) }),
-        Loc::Param(o) => Loc::Param(o + by as usize),
-    }
-}
-
 /// Source lane and validity of `shfl.sync` for `lane` (PTX ISA pseudo-code).
 fn shfl_src(mode: ShflMode, lane: i32, b: u32, c: u32) -> (usize, bool) {
     let bval = (b & 0x1f) as i32;
@@ -750,14 +646,6 @@ fn shfl_src(mode: ShflMode, lane: i32, b: u32, c: u32) -> (usize, bool) {
     };
     let j = if p { j } else { lane };
     ((j & 31) as usize, p)
-}
-
-/// Views the local-memory words as bytes.
-fn bytemuck_u8(v: &mut [u64]) -> &mut [u8] {
-    let len = v.len() * 8;
-    // SAFETY: u8 has no alignment or validity requirements; the length covers the same bytes
-    // and the borrow of `v` is carried over to the result.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), len) }
 }
 
 #[cfg(test)]

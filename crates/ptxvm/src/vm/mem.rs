@@ -52,7 +52,7 @@ impl<'a> Mem<'a> {
         }
     }
 
-    fn global(&mut self, addr: u64, len: u64) -> Result<*mut u8, FaultKind> {
+    pub(crate) fn global(&mut self, addr: u64, len: u64) -> Result<*mut u8, FaultKind> {
         let end = addr.checked_add(len).ok_or(FaultKind::IllegalAddress {
             addr,
             len: len as u32,

@@ -1,6 +1,7 @@
 //! Launching a grid: validation, spreading blocks over worker threads, running the warps of a
 //! block cooperatively (round-robin slices, barriers), and turning the first fault into `Fault`.
 
+mod access;
 mod alu;
 mod cvt;
 mod exec;
