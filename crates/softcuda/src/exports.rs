@@ -48,12 +48,12 @@ macro_rules! exports {
     };
 }
 
-/// Declares the unversioned names older headers (and cudarc's symbol list) use, each forwarding
-/// unchanged to its `_v2` export.
+/// Declares other names for an export (mostly the unversioned names older headers and cudarc's
+/// symbol list use), each forwarding unchanged to the export.
 macro_rules! aliases {
     ($( $alias:ident => $target:ident($($arg:ident : $ty:ty),* $(,)?); )*) => {
         $(
-            #[doc = concat!("Same as [`", stringify!($target), "`] (the name older headers use).")]
+            #[doc = concat!("Same as [`", stringify!($target), "`].")]
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $alias($($arg: $ty),*) -> CUresult {
                 // SAFETY: the target has the same contract; arguments are forwarded unchanged.
@@ -135,11 +135,6 @@ exports! {
         abi::write(bytes, usize::try_from(driver::total_memory()).unwrap_or(usize::MAX))
     }
 
-    /// The device's UUID.
-    fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) {
-        device::check(dev)?;
-        abi::write(uuid, CUuuid { bytes: device::uuid().map(|b| b as c_char) })
-    }
 
     /// Compute capability 9.0 (deprecated in cuda.h, still used by older programs).
     fn cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, dev: CUdevice) {
@@ -442,13 +437,6 @@ exports! {
         abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?)
     }
 
-    /// Same as [`cuEventElapsedTime`].
-    fn cuEventElapsedTime_v2(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
-        if ms.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?)
-    }
 
     // ---- memory ----------------------------------------------------------------------------
 
@@ -567,11 +555,6 @@ exports! {
         copy::copy_2d(&src, &dst, w, rows, None)
     }
 
-    /// Same as [`cuMemcpy2D_v2`] (there are no alignment constraints to relax).
-    fn cuMemcpy2DUnaligned_v2(desc: *const CUDA_MEMCPY2D) {
-        let (src, dst, w, rows) = abi::read_2d(desc)?;
-        copy::copy_2d(&src, &dst, w, rows, None)
-    }
 
     /// 2D copy on a stream.
     fn cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream) {
@@ -771,7 +754,10 @@ exports! {
 aliases! {
     cuModuleGetGlobal => cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, size: *mut usize, hmod: CUmodule, name: *const c_char);
     cuMemcpy2DAsync => cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream);
-    cuMemcpy2DUnaligned => cuMemcpy2DUnaligned_v2(desc: *const CUDA_MEMCPY2D);
+    cuMemcpy2DUnaligned_v2 => cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D);
+    cuMemcpy2DUnaligned => cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D);
+    cuEventElapsedTime_v2 => cuEventElapsedTime(ms: *mut f32, hStart: CUevent, hEnd: CUevent);
+    cuDeviceGetUuid => cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice);
     cuDeviceTotalMem => cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice);
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
