@@ -78,7 +78,9 @@ impl Completion {
             if self.cell.finished.load(Ordering::Acquire) {
                 return self.cell.take();
             }
-            std::hint::spin_loop();
+            // Yield rather than spin: on small machines the completion thread and the driver's
+            // own threads need this core.
+            std::thread::yield_now();
         }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
         s.blocked = true;
