@@ -209,8 +209,24 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 globals: &globals,
                 workers: driver::cores(),
             };
-            if let Err(fault) = ptxvm::launch(&vm, &launch, &mem) {
-                run_ctx.poison(fault_code(&fault.kind), fault.to_string());
+            // An interpreter bug must not pass for a kernel that ran: it faults the context.
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ptxvm::launch(&vm, &launch, &mem)
+            }));
+            match run {
+                Ok(Ok(_)) => {}
+                Ok(Err(fault)) => run_ctx.poison(fault_code(&fault.kind), fault.to_string()),
+                Err(panic) => {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    run_ctx.poison(
+                        CUresult::CUDA_ERROR_LAUNCH_FAILED,
+                        format!("softcuda internal error while running the kernel: {why}; please report it"),
+                    );
+                }
             }
         }),
     );

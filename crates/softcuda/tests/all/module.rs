@@ -472,3 +472,34 @@ fn concurrent_threads_launching_on_their_own_streams_all_finish_correctly() {
     // SAFETY: plain call.
     ok(unsafe { cuCtxSynchronize() });
 }
+
+#[test]
+fn misaligned_access_and_trap_fault_with_nvidia_codes() {
+    let _g = serial();
+    fresh_primary();
+    let m = load(&kernels_ptx());
+    let f = function(m, c"poke");
+    let d = alloc(64);
+    let (mut pd, mut off, mut val): (CUdeviceptr, i64, c_int) = (d + 1, 0, 1);
+    ok(launch(
+        f,
+        1,
+        1,
+        0,
+        &mut [arg(&mut pd), arg(&mut off), arg(&mut val)],
+    ));
+    // SAFETY: plain call.
+    let r = unsafe { cuCtxSynchronize() };
+    assert_eq!(r, CUresult::CUDA_ERROR_MISALIGNED_ADDRESS);
+
+    fresh_primary();
+    let trap =
+        c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry t() { trap; ret; }\n";
+    let m = load(trap);
+    let f = function(m, c"t");
+    ok(launch(f, 1, 1, 0, &mut []));
+    // SAFETY: plain call.
+    let r = unsafe { cuCtxSynchronize() };
+    assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION);
+    fresh_primary();
+}
