@@ -27,7 +27,7 @@ pub(crate) enum Src {
 }
 
 /// Operand type of an instruction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Ty {
     B8,
     B16,
@@ -319,6 +319,11 @@ pub(crate) enum Preload {
     DynSmemBase,
     DynSmemSize,
     TotalSmemSize,
+    /// A scalar kernel parameter (`ld.param` of the kernel's own parameters becomes a move).
+    Param {
+        off: u32,
+        ty: Ty,
+    },
 }
 
 /// A local-memory byte copy `(src, dst, len)` used to pass call arguments and results.

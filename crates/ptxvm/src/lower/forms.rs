@@ -5,7 +5,9 @@ use super::mods::Mods;
 use super::{Ctx, R, Sym};
 use crate::ast::{self, Operand};
 use crate::error::Error;
-use crate::ir::{AtomOp, BoolOp, NO_REG, Op, Rnd, ShflMode, Space, Src, Ty, VoteMode};
+use crate::ir::{
+    AtomOp, BoolOp, KPARAM_BASE, NO_REG, Op, Preload, Rnd, ShflMode, Space, Src, Ty, VoteMode,
+};
 
 impl Ctx<'_> {
     pub(super) fn setp(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
@@ -181,6 +183,25 @@ impl Ctx<'_> {
             };
             if n != nvec {
                 return self.invalid("vector width does not match operand count");
+            }
+            // A scalar read of the kernel's own parameters is the same for every thread of the
+            // launch: it becomes a move from a register preloaded once per warp.
+            if space == Space::Param && addr.base.is_none() && n == 1 {
+                let off = (addr.off as u64).wrapping_sub(KPARAM_BASE);
+                if off + u64::from(ty.bytes()) > u64::from(self.kparam_bytes) {
+                    return self.invalid("ld.param past the end of the kernel's parameters");
+                }
+                let r = self.preload(Preload::Param {
+                    off: off as u32,
+                    ty,
+                })?;
+                return self.emit(
+                    i,
+                    Op::Mov {
+                        d: ds[0],
+                        a: Src::Reg(r),
+                    },
+                );
             }
             self.emit(
                 i,

@@ -75,6 +75,8 @@ pub(crate) struct Ctx<'m> {
     call_fixups: Vec<(usize, String)>,
     /// Where the current instruction came from.
     line: u32,
+    /// Size of the kernel parameter buffer.
+    kparam_bytes: u32,
 }
 
 /// Lowers every kernel of a module; also returns the module's globals.
@@ -273,6 +275,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         labels: HashMap::new(),
         call_fixups: Vec::new(),
         line: k.line,
+        kparam_bytes: 0,
     };
     cx.sink = cx.new_reg()?;
     // Frames of callees first, so call sites know where arguments go.
@@ -309,6 +312,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
             });
         }
     }
+    cx.kparam_bytes = off as u32;
     cx.function(k)?;
     let mut entries = HashMap::new();
     for f in &order {

@@ -12,7 +12,7 @@ use super::mem::{Mem, atomic};
 use super::warp::{MAX_CALL_DEPTH, Warp};
 use crate::api::FaultKind;
 use crate::ir::{
-    BoolOp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
+    BoolOp, Cmp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
     VoteMode, WINDOW_SIZE,
 };
 use crate::lower::Kernel;
@@ -74,6 +74,16 @@ fn map3(
         out[l] = f(a[l], b[l], c[l]);
     }
     w.wr(d, &out, mask);
+}
+
+/// Applies a comparison to every lane.
+#[inline(always)]
+fn cmp_lanes(a: &[u64; 32], b: &[u64; 32], f: impl Fn(u64, u64) -> bool) -> [bool; 32] {
+    let mut out = [false; 32];
+    for l in 0..32 {
+        out[l] = f(a[l], b[l]);
+    }
+    out
 }
 
 impl Warp {
@@ -217,8 +227,28 @@ impl Warp {
                 } => {
                     let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
                     let (mut t, mut f) = ([0u64; 32], [0u64; 32]);
+                    let (cmp, ty, ftz) = (*cmp, *ty, *ftz);
+                    let rs = match (cmp, ty) {
+                        (Cmp::Lt, Ty::S32) => cmp_lanes(&av, &bv, |x, y| (x as i32) < (y as i32)),
+                        (Cmp::Le, Ty::S32) => cmp_lanes(&av, &bv, |x, y| (x as i32) <= (y as i32)),
+                        (Cmp::Gt, Ty::S32) => cmp_lanes(&av, &bv, |x, y| (x as i32) > (y as i32)),
+                        (Cmp::Ge, Ty::S32) => cmp_lanes(&av, &bv, |x, y| (x as i32) >= (y as i32)),
+                        (Cmp::Lt | Cmp::Lo, Ty::U32) => {
+                            cmp_lanes(&av, &bv, |x, y| (x as u32) < (y as u32))
+                        }
+                        (Cmp::Ge | Cmp::Hs, Ty::U32) => {
+                            cmp_lanes(&av, &bv, |x, y| (x as u32) >= (y as u32))
+                        }
+                        (Cmp::Eq, Ty::S32 | Ty::U32 | Ty::B32) => {
+                            cmp_lanes(&av, &bv, |x, y| x as u32 == y as u32)
+                        }
+                        (Cmp::Ne, Ty::S32 | Ty::U32 | Ty::B32) => {
+                            cmp_lanes(&av, &bv, |x, y| x as u32 != y as u32)
+                        }
+                        _ => cmp_lanes(&av, &bv, |x, y| alu::compare(cmp, ty, ftz, x, y)),
+                    };
                     for l in 0..32 {
-                        let r = alu::compare(*cmp, *ty, *ftz, av[l], bv[l]);
+                        let r = rs[l];
                         let p = (cv[l] & 1 != 0) != *cneg;
                         let comb = |x: bool| match comb {
                             BoolOp::None => x,

@@ -104,8 +104,12 @@ pub fn launch(
     let lane_i = AtomicU64::new(0);
     let warp_i = AtomicU64::new(0);
     let worker = || {
-        let mut m = Mem::new(mem, launch.params);
-        let mut shared_buf = vec![0u64; shared.div_ceil(8) as usize];
+        let mut ws = Worker {
+            mem: Mem::new(mem, launch.params),
+            shared: vec![0u64; shared.div_ceil(8) as usize],
+            shared_len: shared,
+            pool: Vec::new(),
+        };
         let (mut li, mut wi) = (0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {
             let b = next.fetch_add(1, Ordering::Relaxed);
@@ -117,8 +121,8 @@ pub fn launch(
                 ((b / u64::from(gx)) % u64::from(gy)) as u32,
                 (b / (u64::from(gx) * u64::from(gy))) as u32,
             ];
-            shared_buf.fill(0);
-            let r = run_block(k, launch, ctaid, &mut m, &mut shared_buf, shared, &stop);
+            ws.shared.fill(0);
+            let r = run_block(k, launch, ctaid, &mut ws, &stop);
             li += r.1;
             wi += r.2;
             if let Err(mut f) = r.0 {
@@ -153,16 +157,31 @@ pub fn launch(
     })
 }
 
+/// What one worker thread keeps from block to block.
+struct Worker<'a> {
+    mem: Mem<'a>,
+    /// The block's shared memory (u64 words keep it 8-aligned).
+    shared: Vec<u64>,
+    shared_len: u64,
+    /// Warps reused across blocks, so a block allocates nothing.
+    pool: Vec<Warp>,
+}
+
 /// Runs one block to completion; returns the result and the instructions executed.
 fn run_block(
     k: &Kernel,
     launch: &Launch<'_>,
     ctaid: [u32; 3],
-    m: &mut Mem<'_>,
-    shared: &mut [u64],
-    shared_len: u64,
+    ws: &mut Worker<'_>,
     stop: &AtomicBool,
 ) -> (Result<(), Fault>, u64, u64) {
+    let Worker {
+        mem: m,
+        shared,
+        shared_len,
+        pool,
+    } = ws;
+    let shared_len = *shared_len;
     let [bx, by, bz] = launch.block;
     let nwarps = (bx * by * bz).div_ceil(32);
     let place = |w| WarpPlace {
@@ -173,9 +192,13 @@ fn run_block(
         shared_static: k.info.static_shared_bytes,
         shared_dynamic: launch.dynamic_shared_bytes,
     };
-    let mut warps: Vec<Warp> = (0..nwarps)
-        .map(|w| Warp::new(k, &place(w), launch.globals))
-        .collect();
+    if pool.len() < nwarps as usize {
+        pool.resize_with(nwarps as usize, Warp::empty);
+    }
+    let warps = &mut pool[..nwarps as usize];
+    for (w, warp) in warps.iter_mut().enumerate() {
+        warp.reset(k, &place(w as u32), launch.globals, launch.params);
+    }
     let bm = BlockMem {
         shared: shared.as_mut_ptr().cast(),
         shared_len,

@@ -6,7 +6,7 @@
 // Lane loops index several per-lane arrays at once; iterator chains would obscure that.
 #![allow(clippy::needless_range_loop)]
 
-use crate::ir::{Preload, Reg, Src};
+use crate::ir::{Preload, Reg, Src, Ty, norm};
 use crate::lower::Kernel;
 
 /// All 32 lanes.
@@ -54,27 +54,50 @@ pub(crate) struct Warp {
 }
 
 impl Warp {
-    /// Creates warp `place.warp_index` of a block, with hidden registers preloaded.
-    pub(crate) fn new(k: &Kernel, place: &WarpPlace, globals: &[u64]) -> Warp {
+    /// A warp with no lanes; `reset` makes it one of a block's warps.
+    pub(crate) fn empty() -> Warp {
+        Warp {
+            regs: Vec::new(),
+            pc: 0,
+            active: 0,
+            waiting: 0,
+            lane_pc: [0; 32],
+            min_wait: u32::MAX,
+            exited: FULL,
+            at_bar: 0,
+            bar_id: [0; 32],
+            stacks: Vec::new(),
+            local: Vec::new(),
+            local_stride: 0,
+            tid: [[0; 3]; 32],
+            lane_instructions: 0,
+            warp_instructions: 0,
+        }
+    }
+
+    /// Makes this warp number `place.warp_index` of a new block, reusing its allocations:
+    /// registers zeroed, hidden registers preloaded, local memory zeroed, counters cleared.
+    pub(crate) fn reset(&mut self, k: &Kernel, place: &WarpPlace, globals: &[u64], params: &[u8]) {
         let [bx, by, bz] = place.block;
         let nthreads = bx * by * bz;
         let base = place.warp_index * 32;
-        let mut tid = [[0u32; 3]; 32];
         let mut live = 0u32;
-        for (l, t) in tid.iter_mut().enumerate() {
+        for (l, t) in self.tid.iter_mut().enumerate() {
             let lin = base + l as u32;
+            *t = [0; 3];
             if lin < nthreads {
                 live |= 1 << l;
                 *t = [lin % bx, (lin / bx) % by, lin / (bx * by)];
             }
         }
-        let mut regs = vec![[0u64; 32]; k.nregs as usize];
+        self.regs.clear();
+        self.regs.resize(k.nregs as usize, [0u64; 32]);
         for &(r, p) in &k.preloads {
-            let v = &mut regs[r as usize];
+            let v = &mut self.regs[r as usize];
             for (l, x) in v.iter_mut().enumerate() {
                 let lb = 1u64 << l;
                 *x = match p {
-                    Preload::Tid(a) => u64::from(tid[l][a as usize]),
+                    Preload::Tid(a) => u64::from(self.tid[l][a as usize]),
                     Preload::Ntid(a) => u64::from(place.block[a as usize]),
                     Preload::Ctaid(a) => u64::from(place.ctaid[a as usize]),
                     Preload::Nctaid(a) => u64::from(place.grid[a as usize]),
@@ -94,27 +117,24 @@ impl Warp {
                     Preload::TotalSmemSize => {
                         u64::from(dyn_base(place.shared_static) + place.shared_dynamic)
                     }
+                    Preload::Param { off, ty } => param_value(params, off, ty),
                 };
             }
         }
-        let local_stride = u64::from(k.local_bytes).div_ceil(16) * 16;
-        Warp {
-            regs,
-            pc: 0,
-            active: live,
-            waiting: 0,
-            lane_pc: [0; 32],
-            min_wait: u32::MAX,
-            exited: !live,
-            at_bar: 0,
-            bar_id: [0; 32],
-            stacks: Vec::new(),
-            local: vec![0u64; (local_stride * 32 / 8) as usize],
-            local_stride,
-            tid,
-            lane_instructions: 0,
-            warp_instructions: 0,
+        self.local_stride = u64::from(k.local_bytes).div_ceil(16) * 16;
+        self.local.clear();
+        self.local.resize((self.local_stride * 32 / 8) as usize, 0);
+        for s in &mut self.stacks {
+            s.clear();
         }
+        self.pc = 0;
+        self.active = live;
+        self.waiting = 0;
+        self.min_wait = u32::MAX;
+        self.exited = !live;
+        self.at_bar = 0;
+        self.lane_instructions = 0;
+        self.warp_instructions = 0;
     }
 
     /// Whether the warp has lanes that can run now.
@@ -258,6 +278,16 @@ impl Warp {
     pub(crate) fn first(mask: u32) -> usize {
         mask.trailing_zeros() as usize & 31
     }
+}
+
+/// A kernel parameter's value as a register holds it (the launcher checked the buffer's size).
+fn param_value(params: &[u8], off: u32, ty: Ty) -> u64 {
+    let n = ty.bytes() as usize;
+    let mut b = [0u8; 8];
+    if let Some(src) = params.get(off as usize..off as usize + n) {
+        b[..n].copy_from_slice(src);
+    }
+    norm(ty, u64::from_le_bytes(b))
 }
 
 /// Shared-space offset of dynamic shared memory: after the static part, 16-byte aligned.
