@@ -24,7 +24,6 @@ struct Cell {
     /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
     finished: AtomicBool,
     state: Mutex<CellState>,
-    done: Condvar,
 }
 
 #[derive(Default)]
@@ -32,26 +31,17 @@ struct CellState {
     result: Option<Result<()>>,
     finished: bool,
     waker: Option<Waker>,
-    /// A thread is blocked in `wait` (notifying costs a syscall, so only then).
-    blocked: bool,
 }
-
-/// How long a blocking `wait` spins before it sleeps: most kernels of a service finish within
-/// it, and a futex sleep/wake costs microseconds.
-const WAIT_SPIN: Duration = Duration::from_micros(50);
 
 impl Cell {
     fn finish(&self, result: Result<()>) {
-        let (waker, blocked) = {
+        let waker = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.result = Some(result);
             s.finished = true;
             self.finished.store(true, Ordering::Release);
-            (s.waker.take(), s.blocked)
+            s.waker.take()
         };
-        if blocked {
-            self.done.notify_all();
-        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -68,26 +58,22 @@ impl Cell {
 #[must_use = "a launch's errors arrive through its Completion"]
 pub struct Completion {
     cell: Arc<Cell>,
+    stream: Arc<dyn Flush>,
 }
 
 impl Completion {
-    /// Block the calling thread until the launch completes (spinning briefly first).
+    /// Block the calling thread until the launch completes. The caller records its own event
+    /// after the launch and synchronizes on it (as cuStreamSynchronize would), instead of
+    /// waiting for the completion thread's hand-off.
     pub fn wait(self) -> Result<()> {
-        let start = std::time::Instant::now();
-        while start.elapsed() < WAIT_SPIN {
-            if self.cell.finished.load(Ordering::Acquire) {
-                return self.cell.take();
-            }
-            // Yield rather than spin: on small machines the completion thread and the driver's
-            // own threads need this core.
-            std::thread::yield_now();
+        if self.cell.finished.load(Ordering::Acquire) {
+            return self.cell.take();
         }
-        let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.blocked = true;
-        while !s.finished {
-            s = self.cell.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        let synced = self.stream.sync_point();
+        if self.cell.finished.load(Ordering::Acquire) {
+            return self.cell.take();
         }
-        s.result.take().unwrap_or(Ok(()))
+        synced
     }
 
     /// True once the launch has completed (successfully or not).
@@ -120,14 +106,14 @@ pub(crate) struct Launched {
 
 impl Launched {
     /// A new launch's completion slot, keeping `keep` alive until it completes.
-    pub(crate) fn new(keep: Box<dyn Any + Send>) -> (Self, Completion) {
+    pub(crate) fn new(keep: Box<dyn Any + Send>, stream: Arc<dyn Flush>) -> (Self, Completion) {
         let cell = Arc::new(Cell::default());
         (
             Self {
                 cell: cell.clone(),
                 _keep: keep,
             },
-            Completion { cell },
+            Completion { cell, stream },
         )
     }
 
@@ -152,6 +138,9 @@ unsafe impl Send for Batch {}
 pub(crate) trait Flush: Send + Sync {
     /// Record an event after the unrecorded launches and hand them over as a batch.
     fn flush(&self) -> Option<Batch>;
+
+    /// Block until everything enqueued so far has finished (for a blocking wait).
+    fn sync_point(&self) -> Result<()>;
 }
 
 #[derive(Default)]
@@ -297,16 +286,38 @@ mod tests {
         }
     }
 
+    /// A stand-in stream: its sync point runs `on_sync`.
+    struct FakeStream<F: Fn() -> Result<()> + Send + Sync>(F);
+    impl<F: Fn() -> Result<()> + Send + Sync> Flush for FakeStream<F> {
+        fn flush(&self) -> Option<Batch> {
+            None
+        }
+        fn sync_point(&self) -> Result<()> {
+            (self.0)()
+        }
+    }
+
+    fn completion(
+        cell: &Arc<Cell>,
+        on_sync: impl Fn() -> Result<()> + Send + Sync + 'static,
+    ) -> Completion {
+        Completion {
+            cell: cell.clone(),
+            stream: Arc::new(FakeStream(on_sync)),
+        }
+    }
+
     #[test]
     fn completion_future_is_woken_when_the_cell_finishes() {
         let cell = Arc::new(Cell::default());
-        let mut c = Completion { cell: cell.clone() };
+        let mut c = completion(&cell, || Ok(()));
         let flag = Arc::new(Flag(Mutex::new(false)));
         let waker = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
         assert!(Pin::new(&mut c).poll(&mut cx).is_pending());
+        assert!(!c.is_done());
         cell.finish(Err(Error::ContextLost { generation: 3 }));
-        assert!(*flag.0.lock().unwrap());
+        assert!(*flag.0.lock().unwrap() && c.is_done());
         match Pin::new(&mut c).poll(&mut cx) {
             Poll::Ready(Err(Error::ContextLost { generation: 3 })) => {}
             other => panic!("unexpected {other:?}"),
@@ -314,14 +325,28 @@ mod tests {
     }
 
     #[test]
-    fn blocking_wait_returns_the_result_from_another_thread() {
+    fn blocking_wait_reports_the_completion_threads_result_when_it_came_first() {
         let cell = Arc::new(Cell::default());
-        let c = Completion { cell: cell.clone() };
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            cell.finish(Ok(()));
+        let c2 = cell.clone();
+        let c = completion(&cell, move || {
+            c2.finish(Err(Error::ContextLost { generation: 9 }));
+            Ok(())
         });
-        assert!(c.wait().is_ok());
-        t.join().unwrap();
+        assert!(matches!(
+            c.wait(),
+            Err(Error::ContextLost { generation: 9 })
+        ));
+    }
+
+    #[test]
+    fn blocking_wait_reports_the_sync_error_otherwise() {
+        let cell = Arc::new(Cell::default());
+        let c = completion(&cell, || {
+            Err(Error::ContextPoisoned {
+                call: "cuEventSynchronize",
+                name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            })
+        });
+        assert!(matches!(c.wait(), Err(Error::ContextPoisoned { .. })));
     }
 }

@@ -39,6 +39,10 @@ unsafe impl Send for Unrecorded {}
 unsafe impl Sync for Unrecorded {}
 
 impl Flush for Unrecorded {
+    fn sync_point(&self) -> Result<()> {
+        Unrecorded::sync_point(self)
+    }
+
     fn flush(&self) -> Option<Batch> {
         let launches =
             std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
@@ -63,6 +67,21 @@ impl Flush for Unrecorded {
                 None
             }
         }
+    }
+}
+
+impl Unrecorded {
+    /// Record a fresh event now and wait for it: everything enqueued so far has finished.
+    fn sync_point(&self) -> Result<()> {
+        let generation = self.host.enter_for(self.generation)?;
+        let event = record_on(&self.host, self.raw, generation, false)?;
+        // SAFETY: event just recorded in the bound, current-generation context.
+        let r = unsafe { sys::cuEventSynchronize(event) };
+        let res = self.host.classify("cuEventSynchronize", r);
+        if res.is_ok() {
+            self.host.return_event(generation, event, false);
+        }
+        res
     }
 }
 
@@ -174,10 +193,13 @@ impl Stream {
             )
         };
         self.host.classify("cuLaunchKernel", r)?;
-        let (launched, completion) = Launched::new(Box::new(Keep {
-            _buffers: buffers,
-            _guard: guard,
-        }));
+        let (launched, completion) = Launched::new(
+            Box::new(Keep {
+                _buffers: buffers,
+                _guard: guard,
+            }),
+            self.unrecorded.clone(),
+        );
         completion::count_launch(&self.host);
         let first = {
             let mut l = self
