@@ -105,4 +105,7 @@ pub(crate) enum Operand {
     List(Vec<Operand>),
     /// `_` sink.
     Sink,
+    /// A texture/surface operand (`[tex, {x, y}]`), kept only so the instruction can be
+    /// reported as unsupported rather than as a syntax error.
+    Complex,
 }

@@ -499,6 +499,13 @@ impl<'a> Parser<'a> {
                 let mut off: i64 = 0;
                 if let Some(Tok::Ident(_)) = self.peek() {
                     base = Some(self.name()?);
+                    if self.is_punct(',') {
+                        // Texture/surface coordinates: `[tex, {x, y}]`.
+                        while !self.eat_punct(']') {
+                            self.next()?;
+                        }
+                        return Ok(Operand::Complex);
+                    }
                     if self.eat_punct('+') {
                         off = self.signed()?;
                     } else if self.eat_punct('-') {

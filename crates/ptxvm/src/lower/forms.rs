@@ -295,6 +295,9 @@ impl Ctx<'_> {
         if ops.len() > k + 2 {
             return self.unsup("indirect calls through a prototype");
         }
+        if callee == super::ASSERT_FAIL && !self.frames.contains_key(callee) {
+            return self.emit(i, Op::Trap);
+        }
         let Some(fr) = self.frames.get(callee).cloned() else {
             if self.lookup(callee)?.is_some() {
                 return self.unsup("indirect calls through a register");

@@ -64,7 +64,7 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
         ),
         "setp" => f == "ftz" || matches!(f, "and" | "or" | "xor") || Mods::cmp_of(f).is_some(),
         "mul" | "mad" => rnd || matches!(f, "lo" | "hi" | "wide"),
-        "bar" | "barrier" => matches!(f, "warp" | "arrive" | "red" | "cta"),
+        "bar" | "barrier" => matches!(f, "warp" | "arrive" | "red" | "cta" | "all"),
         "shfl" => matches!(f, "up" | "down" | "bfly" | "idx"),
         "vote" => matches!(f, "all" | "any" | "uni" | "ballot"),
         "match" => matches!(f, "any" | "all"),
