@@ -1,7 +1,7 @@
 //! The one list of C entry points: every function softcuda exports under its `cuda.h` name.
 //!
 //! Each export is a thin shim: it checks the caller's pointers, calls safe Rust in a driver-object
-//! module, and turns the `Result` into a `CUresult` inside [`crate::abi::guard`], which also turns
+//! module, and turns the `Result` into a `CUresult` inside `abi::guard`, which also turns
 //! a panic into `CUDA_ERROR_UNKNOWN`. Enum parameters arrive as `c_uint` / `c_int`, never as the
 //! Rust enum: a value from C outside the enum would be undefined behaviour in Rust.
 //!
