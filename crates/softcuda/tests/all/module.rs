@@ -503,3 +503,30 @@ fn misaligned_access_and_trap_fault_with_nvidia_codes() {
     assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION);
     fresh_primary();
 }
+
+#[test]
+fn ptx_that_ptxvm_cannot_run_is_not_supported_with_a_log() {
+    let _g = serial();
+    fresh_primary();
+    let ptx = c".version 7.0\n.target sm_80\n.address_size 64\n.extern .global .align 4 .u32 ext;\n.visible .entry k() { ret; }\n";
+    let mut log = vec![0u8; 512];
+    let mut opts: [c_uint; 2] = [5, 6];
+    let mut vals = [
+        log.as_mut_ptr().cast::<c_void>(),
+        std::ptr::without_provenance_mut(log.len()),
+    ];
+    let mut m: CUmodule = std::ptr::null_mut();
+    // SAFETY: two options with matching values; the log buffer is 512 bytes.
+    let r = unsafe {
+        cuModuleLoadDataEx(
+            &mut m,
+            ptx.as_ptr().cast(),
+            2,
+            opts.as_mut_ptr(),
+            vals.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
+    let text = CStr::from_bytes_until_nul(&log).unwrap().to_str().unwrap();
+    assert!(text.contains("unsupported"), "{text}");
+}
