@@ -76,3 +76,14 @@ impl Module {
         self.kernels.get(i)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Module>();
+    }
+}

@@ -37,6 +37,18 @@ impl Ctx<'_> {
             "mov" => {
                 need(2)?;
                 let ty = self.ty(ty)?;
+                if let Operand::Vec(v) = if matches!(ops[1], Operand::Vec(_)) {
+                    &ops[1]
+                } else {
+                    &ops[0]
+                } && (!v.len().is_power_of_two()
+                    || v.len() < 2
+                    || !(ty.bits() / v.len() as u32).is_multiple_of(8))
+                {
+                    return self.invalid(
+                        "vector mov must split the type into 2 or 4 whole bytes-sized parts",
+                    );
+                }
                 match (&ops[0], &ops[1]) {
                     (d, Operand::Vec(parts)) => {
                         let d = self.dst(d)?;

@@ -19,7 +19,9 @@ use crate::ir::{Inst, Op, Preload, Reg, Ty};
 pub(crate) const ASSERT_FAIL: &str = "__assertfail";
 
 /// Most registers a kernel (with its callees) may declare.
-const MAX_REGS: u32 = 1 << 20;
+const MAX_REGS: u32 = 1 << 18;
+/// Largest initialised global: its initial image is built in memory at load.
+const MAX_INIT_BYTES: u64 = 64 << 20;
 /// Most bytes of static storage (shared, local, a global) one declaration may ask for.
 const MAX_STORAGE: u64 = 1 << 30;
 
@@ -154,6 +156,11 @@ pub(crate) fn var_size(v: &VarDecl) -> R<(u64, u32)> {
 fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
     if v.init.is_empty() {
         return Ok(Vec::new());
+    }
+    if size > MAX_INIT_BYTES {
+        return Err(Error::TooLarge {
+            bytes: size as usize,
+        });
     }
     let ty = Ty::parse(&v.ty).unwrap_or(Ty::B8);
     let eb = ty.bytes() as usize;

@@ -68,7 +68,7 @@ impl<'a> Mem<'a> {
             let page = addr & !(PROBE - 1);
             self.mem
                 .translate(page, PROBE)
-                .map(|p| (page, page + PROBE, p as usize))
+                .map(|p| (page, page.saturating_add(PROBE), p as usize))
         };
         if let Some((s, e, p)) = fill
             && addr >= s

@@ -23,6 +23,10 @@ use warp::{Warp, WarpPlace, dyn_base};
 const SLICE: u64 = 1 << 16;
 /// Most threads per block, as on every CUDA GPU.
 const MAX_BLOCK_THREADS: u64 = 1024;
+/// Most bytes of register file a block may need (our registers are 64-bit × 32 lanes).
+const MAX_BLOCK_STATE: u64 = 512 << 20;
+/// Most local memory per thread, as on CUDA GPUs.
+const MAX_LOCAL_PER_THREAD: u64 = 512 << 10;
 /// Most shared memory per block (H100/H200 opt-in maximum).
 pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
 
@@ -88,6 +92,20 @@ pub fn launch(
         return Err(invalid(format!(
             "parameter buffer has {} bytes; the kernel needs {need}",
             launch.params.len()
+        )));
+    }
+    let nwarps = threads.div_ceil(32);
+    let reg_bytes = u64::from(k.nregs) * 256 * nwarps;
+    if reg_bytes > MAX_BLOCK_STATE {
+        return Err(invalid(format!(
+            "the kernel's {} registers need {reg_bytes} bytes per block; reduce the block size",
+            k.nregs
+        )));
+    }
+    if u64::from(k.local_bytes) > MAX_LOCAL_PER_THREAD {
+        return Err(invalid(format!(
+            "{} bytes of local memory per thread exceed {MAX_LOCAL_PER_THREAD}",
+            k.local_bytes
         )));
     }
     if launch.globals.len() < module.globals().len() {

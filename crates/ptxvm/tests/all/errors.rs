@@ -105,6 +105,11 @@ fn mutated_fixture_text_never_panics() {
         "}".repeat(100_000)
     );
     assert!(Module::load(&deep).is_err());
+    let big_init = format!("{HEAD}.global .b8 g[1000000000] = {{1}};");
+    assert!(matches!(
+        Module::load(&big_init),
+        Err(Error::TooLarge { .. })
+    ));
     let huge = format!("{HEAD}.visible .entry k() {{ .reg .b32 %r<4000000000>; ret; }}");
     assert!(Module::load(&huge).is_err());
 }
