@@ -208,3 +208,55 @@ fn memcpy_2d_copies_a_pitched_sub_rectangle() {
     let r = unsafe { cuMemcpy2D_v2(&desc) };
     assert_eq!(r, CUresult::CUDA_ERROR_INVALID_VALUE);
 }
+
+#[test]
+fn stream_ordered_alloc_and_free_follow_the_stream() {
+    let _g = serial();
+    fresh_primary();
+    let (free0, _) = mem_info();
+    let s = stream(1);
+    let mut d: CUdeviceptr = 0;
+    let mut host = [0u8; 32];
+    // SAFETY: valid out-pointers, ranges and stream.
+    unsafe {
+        ok(cuMemAllocAsync(&mut d, 1 << 20, s));
+        assert_eq!(mem_info().0, free0 - (1 << 20));
+        ok(cuMemsetD8Async(d, 0x5a, 32, s));
+        ok(cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), d, 32, s));
+        ok(cuMemFreeAsync(d, s));
+        ok(cuStreamSynchronize(s));
+        assert_eq!(cuMemFreeAsync(d, s), CUresult::CUDA_ERROR_INVALID_VALUE);
+        ok(cuStreamDestroy_v2(s));
+    }
+    assert_eq!(host, [0x5a; 32]);
+    assert_eq!(mem_info().0, free0);
+}
+
+#[test]
+fn managed_memory_is_shared_by_host_and_kernels_and_counted() {
+    let _g = serial();
+    fresh_primary();
+    let (free0, _) = mem_info();
+    let mut d: CUdeviceptr = 0;
+    // SAFETY: valid out-pointer; the managed buffer is 16 bytes and used only while live.
+    unsafe {
+        ok(cuMemAllocManaged(&mut d, 16, 1));
+        assert_eq!(mem_info().0, free0 - 16);
+        ok(cuMemsetD32_v2(d, 7, 4));
+        let host = std::ptr::with_exposed_provenance::<u32>(d as usize);
+        assert_eq!(
+            *host.add(3),
+            7,
+            "managed memory is readable from the host at its address"
+        );
+        let mut managed = 0u32;
+        ok(cuPointerGetAttribute((&raw mut managed).cast(), 8, d));
+        assert_eq!(managed, 1);
+        assert_eq!(
+            cuMemAllocManaged(&mut d, 16, 0),
+            CUresult::CUDA_ERROR_INVALID_VALUE
+        );
+        ok(cuMemFree_v2(d));
+    }
+    assert_eq!(mem_info().0, free0);
+}
