@@ -63,11 +63,19 @@ unsafe impl Send for Stream {}
 unsafe impl Sync for Stream {}
 
 impl Stream {
-    /// A new non-blocking stream in `ctx`.
+    /// A new non-blocking stream in `ctx` (no implicit synchronization with the legacy stream).
     pub fn new(ctx: &Arc<Context>) -> Result<Stream> {
+        Stream::create(ctx, result::stream::StreamKind::NonBlocking)
+    }
+
+    /// A new blocking stream in `ctx`: the legacy default stream waits for its earlier work.
+    pub fn new_blocking(ctx: &Arc<Context>) -> Result<Stream> {
+        Stream::create(ctx, result::stream::StreamKind::Default)
+    }
+
+    fn create(ctx: &Arc<Context>, kind: result::stream::StreamKind) -> Result<Stream> {
         ctx.bind()?;
-        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(|e| Error::driver("cuStreamCreate", e))?;
+        let raw = result::stream::create(kind).map_err(|e| Error::driver("cuStreamCreate", e))?;
         Ok(Stream {
             raw,
             owned: true,

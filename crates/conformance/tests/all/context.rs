@@ -199,3 +199,53 @@ fn stale_handles_after_reset_answer_as_nvidia_does() {
     drop(ctx);
     steps.finish(&env.choice.kind.to_string());
 }
+
+#[test]
+fn context_stack_push_and_pop_are_per_thread() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let raw = ctx.raw() as usize;
+    let steps = std::thread::spawn(move || {
+        let mut steps = Steps::default();
+        let current = || {
+            let mut c: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: `c` is a valid out-pointer.
+            let r = unsafe { sys::cuCtxGetCurrent(&mut c) };
+            assert_eq!(r, CUresult::CUDA_SUCCESS, "cuCtxGetCurrent");
+            c as usize
+        };
+        // SAFETY: `raw` is the primary context the spawning thread keeps retained until join.
+        let r = unsafe { sys::cuCtxPushCurrent_v2(raw as sys::CUcontext) };
+        steps.expect("cuCtxPushCurrent", r, CUresult::CUDA_SUCCESS);
+        steps.check("pushed context is current", current() == raw, || {
+            format!("{:#x}", current())
+        });
+        steps.expect(
+            "cuMemAlloc with a pushed context",
+            try_alloc(256),
+            CUresult::CUDA_SUCCESS,
+        );
+        let mut popped: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `popped` is a valid out-pointer.
+        let r = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        steps.expect("cuCtxPopCurrent", r, CUresult::CUDA_SUCCESS);
+        steps.check(
+            "pop returns the pushed context",
+            popped as usize == raw,
+            || format!("{popped:?}"),
+        );
+        steps.check("nothing current after the pop", current() == 0, || {
+            format!("{:#x}", current())
+        });
+        steps.expect(
+            "cuMemAlloc after the pop",
+            try_alloc(256),
+            CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        );
+        steps
+    })
+    .join()
+    .expect("thread");
+    steps.finish(&env.choice.kind.to_string());
+}

@@ -2,8 +2,9 @@
 //! comes back after the free; the total does not move.
 
 use conformance::context::Context;
-use conformance::driver::exclusive_device;
-use conformance::memory::DeviceBuffer;
+use conformance::driver::{exclusive_device, shared_device};
+use conformance::memory::{DeviceBuffer, PinnedBuffer};
+use cudarc::driver::sys::{self, CUresult};
 
 use crate::support::env_or_skip;
 
@@ -28,5 +29,66 @@ fn mem_get_info_free_drops_by_the_allocation_and_recovers_after_free() {
     assert!(
         free2 >= free1 + SIZE,
         "free went {free1} → {free2} after freeing {SIZE} bytes"
+    );
+}
+
+#[test]
+fn pointer_attributes_identify_device_and_pinned_host_memory() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let device = DeviceBuffer::alloc(&ctx, 4096).expect("alloc");
+    let host = PinnedBuffer::alloc(&ctx, 4096).expect("pinned");
+    let memory_type = |ptr: u64| {
+        let mut value: u32 = 0;
+        // SAFETY: CU_POINTER_ATTRIBUTE_MEMORY_TYPE writes one unsigned int into `value`.
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut value as *mut u32).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr,
+            )
+        };
+        (r, value)
+    };
+    let context_of = |ptr: u64| {
+        let mut value: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: CU_POINTER_ATTRIBUTE_CONTEXT writes one CUcontext into `value`.
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut value as *mut sys::CUcontext).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+                ptr,
+            )
+        };
+        (r, value)
+    };
+    let ok = CUresult::CUDA_SUCCESS;
+    let (dev_type, host_type) = (
+        sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32,
+        sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32,
+    );
+    assert_eq!(
+        memory_type(device.ptr()),
+        (ok, dev_type),
+        "device allocation"
+    );
+    assert_eq!(
+        memory_type(device.ptr() + 100),
+        (ok, dev_type),
+        "interior of a device allocation"
+    );
+    assert_eq!(
+        memory_type(host.ptr() as u64),
+        (ok, host_type),
+        "pinned host allocation"
+    );
+    assert_eq!(context_of(device.ptr()), (ok, ctx.raw()), "owning context");
+    let stack_value = 0u64;
+    let foreign = &stack_value as *const u64 as u64;
+    assert_eq!(
+        memory_type(foreign).0,
+        CUresult::CUDA_ERROR_INVALID_VALUE,
+        "memory the driver never allocated"
     );
 }

@@ -12,6 +12,7 @@ use conformance::memory::{DeviceBuffer, PinnedBuffer};
 use conformance::module::{Function, Module};
 use conformance::rng::{Rng, fresh_seed};
 use conformance::stream::{Event, KernelArg, Stream};
+use cudarc::driver::result;
 use cudarc::driver::sys::CUresult;
 
 use crate::support::{Gate, OpenOnDrop, clang_ptx, env_or_skip};
@@ -263,4 +264,75 @@ fn legacy_default_stream_work_completes_before_a_synchronous_copy() {
     let t = AddCase::new(env);
     t.launch(&Stream::legacy_default(&t.ctx));
     assert_eq!(floats(&t.c.to_vec().expect("cuMemcpyDtoH")), t.want);
+}
+
+#[test]
+fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let t = AddCase::new(env);
+    let legacy = Stream::legacy_default(&t.ctx);
+
+    let non_blocking = Stream::new(&t.ctx).expect("stream");
+    let held = Event::new(&t.ctx).expect("event");
+    let gate = Gate::new();
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    gate.hold(&non_blocking);
+    held.record(&non_blocking).expect("record");
+    t.launch(&legacy);
+    legacy.synchronize().expect("sync legacy");
+    assert!(
+        !held.is_complete().expect("query"),
+        "the legacy stream waited for a non-blocking stream (or the gate timed out)"
+    );
+    assert_eq!(floats(&t.c.to_vec().expect("read")), t.want);
+    gate.open();
+    non_blocking.synchronize().expect("sync");
+
+    t.c.fill(0xff).expect("poison again");
+    let blocking = Stream::new_blocking(&t.ctx).expect("stream");
+    let after = Event::new(&t.ctx).expect("event");
+    let gate = Gate::new();
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    gate.hold(&blocking);
+    t.launch(&legacy);
+    after.record(&legacy).expect("record");
+    assert!(
+        !after.is_complete().expect("query"),
+        "legacy-stream work ran ahead of earlier work on a blocking stream"
+    );
+    gate.open();
+    after.synchronize().expect("cuEventSynchronize");
+    assert_eq!(floats(&t.c.to_vec().expect("read")), t.want);
+}
+
+#[test]
+fn stream_ordered_alloc_and_free_follow_stream_order() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let t = AddCase::new(env);
+    let stream = Stream::new(&t.ctx).expect("stream");
+    let out = poisoned(&t.ctx);
+    let gate = Gate::new();
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    gate.hold(&stream);
+    t.ctx.bind().expect("bind");
+    // SAFETY: `stream` is a live stream of the current context; the memory is used only on it.
+    let scratch = unsafe { result::malloc_async(stream.raw(), N * 4) }.expect("cuMemAllocAsync");
+    // SAFETY: `scratch` and `t.c` are N*4-byte allocations of this context, used in stream order.
+    unsafe { result::memcpy_dtod_async(scratch, t.c.ptr(), N * 4, stream.raw()) }.expect("DtoD");
+    t.launch(&stream);
+    // SAFETY: as above; `out` is N*4 bytes.
+    unsafe { result::memcpy_dtod_async(out.ptr(), scratch, N * 4, stream.raw()) }.expect("DtoD");
+    // SAFETY: `scratch` came from cuMemAllocAsync on this stream and is freed once, after its uses.
+    unsafe { result::free_async(scratch, stream.raw()) }.expect("cuMemFreeAsync");
+    gate.open();
+    stream.synchronize().expect("sync");
+    // The first copy ran before the kernel wrote c, so `out` holds c's poison, not the sum.
+    let got = out.to_vec().expect("read");
+    assert!(
+        got.iter().all(|b| *b == 0xff),
+        "the copy before the kernel saw the kernel's output"
+    );
+    assert_eq!(floats(&t.c.to_vec().expect("read")), t.want);
 }
