@@ -11,47 +11,55 @@ use crate::support::{
     raw_get_function, raw_load_module, try_alloc,
 };
 
-#[test]
-fn new_thread_has_no_current_context_until_set_current() {
+/// `cuCtxGetCurrent` on the calling thread, as an address (0: none).
+fn current() -> usize {
+    let mut c: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `c` is a valid out-pointer.
+    let r = unsafe { sys::cuCtxGetCurrent(&mut c) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuCtxGetCurrent");
+    c as usize
+}
+
+/// Runs `body` on a new thread with the retained primary context's address, and fails with
+/// every step that differed. The context stays retained until the thread is joined.
+fn on_new_thread(body: impl FnOnce(usize, &mut Steps) + Send + 'static) {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let raw = ctx.raw() as usize;
     let steps = std::thread::spawn(move || {
         let mut steps = Steps::default();
-        let mut current: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: `current` is a valid out-pointer.
-        let r = unsafe { sys::cuCtxGetCurrent(&mut current) };
-        steps.expect("cuCtxGetCurrent on a new thread", r, CUresult::CUDA_SUCCESS);
-        steps.check(
-            "no current context on a new thread",
-            current.is_null(),
-            || format!("got {current:?}"),
-        );
+        body(raw, &mut steps);
+        steps
+    })
+    .join()
+    .expect("thread");
+    steps.finish(&env.choice.kind.to_string());
+}
+
+#[test]
+fn new_thread_has_no_current_context_until_set_current() {
+    on_new_thread(|raw, steps| {
+        steps.check("no current context on a new thread", current() == 0, || {
+            format!("{:#x}", current())
+        });
         steps.expect(
             "cuMemAlloc with no current context",
             try_alloc(1024),
             CUresult::CUDA_ERROR_INVALID_CONTEXT,
         );
-        // SAFETY: `raw` is the primary context retained by the spawning thread, alive until join.
+        // SAFETY: `raw` is the primary context on_new_thread keeps retained until join.
         let r = unsafe { sys::cuCtxSetCurrent(raw as sys::CUcontext) };
         steps.expect("cuCtxSetCurrent(primary)", r, CUresult::CUDA_SUCCESS);
-        // SAFETY: `current` is a valid out-pointer.
-        let r = unsafe { sys::cuCtxGetCurrent(&mut current) };
-        steps.expect("cuCtxGetCurrent after set", r, CUresult::CUDA_SUCCESS);
-        steps.check("current is the one set", current as usize == raw, || {
-            format!("got {current:?}")
+        steps.check("current is the one set", current() == raw, || {
+            format!("{:#x}", current())
         });
         steps.expect(
             "cuMemAlloc after cuCtxSetCurrent",
             try_alloc(1024),
             CUresult::CUDA_SUCCESS,
         );
-        steps
-    })
-    .join()
-    .expect("thread");
-    steps.finish(&env.choice.kind.to_string());
+    });
 }
 
 #[test]
@@ -202,20 +210,8 @@ fn stale_handles_after_reset_answer_as_nvidia_does() {
 
 #[test]
 fn context_stack_push_and_pop_are_per_thread() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain");
-    let raw = ctx.raw() as usize;
-    let steps = std::thread::spawn(move || {
-        let mut steps = Steps::default();
-        let current = || {
-            let mut c: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: `c` is a valid out-pointer.
-            let r = unsafe { sys::cuCtxGetCurrent(&mut c) };
-            assert_eq!(r, CUresult::CUDA_SUCCESS, "cuCtxGetCurrent");
-            c as usize
-        };
-        // SAFETY: `raw` is the primary context the spawning thread keeps retained until join.
+    on_new_thread(|raw, steps| {
+        // SAFETY: `raw` is the primary context on_new_thread keeps retained until join.
         let r = unsafe { sys::cuCtxPushCurrent_v2(raw as sys::CUcontext) };
         steps.expect("cuCtxPushCurrent", r, CUresult::CUDA_SUCCESS);
         steps.check("pushed context is current", current() == raw, || {
@@ -243,9 +239,5 @@ fn context_stack_push_and_pop_are_per_thread() {
             try_alloc(256),
             CUresult::CUDA_ERROR_INVALID_CONTEXT,
         );
-        steps
-    })
-    .join()
-    .expect("thread");
-    steps.finish(&env.choice.kind.to_string());
+    });
 }
