@@ -309,8 +309,8 @@ impl Ctx<'_> {
             "cvta" => {
                 need(2)?;
                 let space = m.space().unwrap_or(Space::Generic);
-                if matches!(space, Space::Generic | Space::Param) {
-                    return self.unsup("cvta without .global/.shared/.local/.const");
+                if space == Space::Generic {
+                    return self.invalid("cvta needs a state space");
                 }
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::U64)?;

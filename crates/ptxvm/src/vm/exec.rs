@@ -12,8 +12,8 @@ use super::mem::{Mem, atomic};
 use super::warp::{MAX_CALL_DEPTH, Warp};
 use crate::api::FaultKind;
 use crate::ir::{
-    BoolOp, Cmp, Dyn, FOp, IOp, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW, ShflMode, Space, Ty,
-    VoteMode, WINDOW_SIZE,
+    BoolOp, Cmp, Dyn, FOp, IOp, KPARAM_BASE, LOCAL_WINDOW, NO_REG, Op, Rnd, SHARED_WINDOW,
+    ShflMode, Space, Ty, VoteMode, WINDOW_SIZE,
 };
 use crate::lower::Kernel;
 
@@ -343,13 +343,19 @@ impl Warp {
                     d,
                     a,
                 } => {
-                    let base = match space {
-                        Space::Shared => SHARED_WINDOW,
-                        Space::Local => LOCAL_WINDOW,
-                        _ => 0,
-                    };
-                    let to = *to_generic;
+                    let (to, space) = (*to_generic, *space);
                     map1(self, *d, self.rd(*a), mask, |x| {
+                        // Kernel parameters keep their (already unique) param-space address;
+                        // a device function's parameters live in local memory.
+                        let base = match space {
+                            Space::Shared => SHARED_WINDOW,
+                            Space::Local => LOCAL_WINDOW,
+                            Space::Param if to && x < KPARAM_BASE => LOCAL_WINDOW,
+                            Space::Param if !to && (LOCAL_WINDOW..KPARAM_BASE).contains(&x) => {
+                                LOCAL_WINDOW
+                            }
+                            _ => 0,
+                        };
                         if to {
                             x.wrapping_add(base)
                         } else {

@@ -110,6 +110,9 @@ impl<'a> Mem<'a> {
             Space::Generic if (LOCAL_WINDOW..LOCAL_WINDOW + WINDOW_SIZE).contains(&addr) => {
                 return self.locate(Space::Local, addr - LOCAL_WINDOW, len, lane, write);
             }
+            Space::Generic if (KPARAM_BASE..KPARAM_BASE + WINDOW_SIZE).contains(&addr) => {
+                return self.locate(Space::Param, addr, len, lane, write);
+            }
             s => s,
         };
         match space {

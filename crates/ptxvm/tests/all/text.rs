@@ -594,3 +594,55 @@ fn device_assert_failure_traps_and_printf_is_unsupported() {
         "{printf:?}"
     );
 }
+
+#[test]
+fn byval_struct_parameter_through_param_and_generic_addresses() {
+    let m = load(
+        r#"
+.visible .entry k(.param .align 8 .b8 k_param_0[16], .param .u64 out)
+{
+	.reg .b32 %r<6>;
+	.reg .b64 %rd<8>;
+	mov.u32 %r1, %tid.x;
+	and.b32 %r2, %r1, 3;
+	mul.wide.u32 %rd1, %r2, 4;
+	mov.b64 %rd2, k_param_0;
+	add.s64 %rd3, %rd2, %rd1;
+	ld.param.u32 %r3, [%rd3];
+	cvta.param.u64 %rd4, %rd2;
+	add.s64 %rd5, %rd4, %rd1;
+	ld.u32 %r4, [%rd5];
+	ld.param.v2.u32 {%r5, %r5}, [k_param_0+8];
+	add.s32 %r3, %r3, %r4;
+	add.s32 %r3, %r3, %r5;
+	ld.param.u64 %rd6, [out];
+	mul.wide.u32 %rd7, %r1, 4;
+	add.s64 %rd6, %rd6, %rd7;
+	st.global.u32 [%rd6], %r3;
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(8 * 4);
+    let k = &m.kernels()[0];
+    assert_eq!((k.params[0].size, k.params[1].offset), (16, 16));
+    let mut params = vec![0u8; 24];
+    for (i, v) in [10u32, 20, 30, 40].iter().enumerate() {
+        params[i * 4..][..4].copy_from_slice(&v.to_le_bytes());
+    }
+    params[16..24].copy_from_slice(&d.to_le_bytes());
+    let l = Launch {
+        kernel: 0,
+        grid: [1, 1, 1],
+        block: [8, 1, 1],
+        dynamic_shared_bytes: 0,
+        params: &params,
+        globals: &[],
+        workers: 1,
+    };
+    ptxvm::launch(&m, &l, &mem).unwrap();
+    let out: Vec<u32> = mem.download(d, 8);
+    let want: Vec<u32> = (0..8).map(|t| 2 * [10, 20, 30, 40][t & 3] + 40).collect();
+    assert_eq!(out, want);
+}
