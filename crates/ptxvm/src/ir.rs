@@ -172,6 +172,15 @@ pub(crate) enum MadKind {
     HiSat,
 }
 
+/// Extended-precision operation kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CarryKind {
+    Add,
+    Sub,
+    MadLo,
+    MadHi,
+}
+
 /// Integer one-operand operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IUn {
@@ -568,6 +577,18 @@ pub(crate) enum Op {
         shiftamt: bool,
         d: Reg,
         a: Src,
+    },
+    /// Extended-precision add/sub/mad reading and/or writing the carry flag register `cc`.
+    Carry {
+        kind: CarryKind,
+        cin: bool,
+        cout: bool,
+        ty: Ty,
+        d: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+        cc: Reg,
     },
     Dp4a {
         sa: bool,

@@ -6,7 +6,8 @@ use super::{Ctx, R, Sym};
 use crate::ast::{self, Operand};
 use crate::error::Error;
 use crate::ir::{
-    AtomOp, BoolOp, KPARAM_BASE, NO_REG, Op, Preload, Rnd, ShflMode, Space, Src, Ty, VoteMode,
+    AtomOp, BoolOp, CarryKind, KPARAM_BASE, NO_REG, Op, Preload, Rnd, ShflMode, Space, Src, Ty,
+    VoteMode,
 };
 
 impl Ctx<'_> {
@@ -406,5 +407,62 @@ impl Ctx<'_> {
                 )
             }
         }
+    }
+
+    /// Extended-precision arithmetic: `add.cc`, `addc`, `sub.cc`, `subc`, `mad.cc`, `madc`,
+    /// carrying through a hidden per-thread condition-code register.
+    pub(super) fn carry(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
+        let op = i.opcode.as_str();
+        let ty = self.ty(m.last_ty())?;
+        if ty.is_float() || ty.bits() < 32 {
+            return self.unsup(format!("{op}.cc on .{ty:?}"));
+        }
+        let kind = match op {
+            "add" | "addc" => CarryKind::Add,
+            "sub" | "subc" => CarryKind::Sub,
+            _ if m.has("hi") => CarryKind::MadHi,
+            _ => CarryKind::MadLo,
+        };
+        let want = if matches!(kind, CarryKind::Add | CarryKind::Sub) {
+            3
+        } else {
+            4
+        };
+        let ops = &i.operands;
+        if ops.len() != want {
+            return self.invalid(format!("{op} takes {want} operands"));
+        }
+        let cc = match self.cc {
+            Some(r) => r,
+            None => {
+                let r = self.new_reg()?;
+                self.cc = Some(r);
+                r
+            }
+        };
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], ty)?;
+        let b = self.src(&ops[2], ty)?;
+        let c = if want == 4 {
+            self.src(&ops[3], ty)?
+        } else {
+            Src::Imm(0)
+        };
+        let cin = matches!(op, "addc" | "subc" | "madc");
+        let cout = m.has("cc");
+        self.emit(
+            i,
+            Op::Carry {
+                kind,
+                cin,
+                cout,
+                ty,
+                d,
+                a,
+                b,
+                c,
+                cc,
+            },
+        )
     }
 }

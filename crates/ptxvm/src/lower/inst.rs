@@ -33,6 +33,9 @@ impl Ctx<'_> {
             }
         }
         let ty = m.last_ty();
+        if matches!(op, "addc" | "subc" | "madc") || m.has("cc") {
+            return self.carry(i, &m);
+        }
         match op {
             "mov" => {
                 need(2)?;

@@ -83,6 +83,8 @@ pub(crate) struct Ctx<'m> {
     line: u32,
     /// Size of the kernel parameter buffer.
     kparam_bytes: u32,
+    /// Hidden carry-flag register, allocated by the first `.cc` instruction.
+    cc: Option<Reg>,
 }
 
 /// Lowers every kernel of a module; also returns the module's globals.
@@ -290,6 +292,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         call_fixups: Vec::new(),
         line: k.line,
         kparam_bytes: 0,
+        cc: None,
     };
     cx.sink = cx.new_reg()?;
     // Frames of callees first, so call sites know where arguments go.

@@ -28,6 +28,8 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
     let rnd = matches!(f, "rn" | "rz" | "rm" | "rp" | "ftz" | "sat");
     match op {
         "cvt" => rnd || matches!(f, "rni" | "rzi" | "rmi" | "rpi"),
+        "addc" | "subc" => f == "cc",
+        "madc" => matches!(f, "cc" | "lo" | "hi"),
         "min" | "max" => rnd || f == "NaN",
         "shf" => matches!(f, "l" | "r" | "wrap" | "clamp"),
         "bfind" => f == "shiftamt",
@@ -63,7 +65,9 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
                 | "cas"
         ),
         "setp" => f == "ftz" || matches!(f, "and" | "or" | "xor") || Mods::cmp_of(f).is_some(),
-        "mul" | "mad" => rnd || matches!(f, "lo" | "hi" | "wide"),
+        "mul" => rnd || matches!(f, "lo" | "hi" | "wide"),
+        "mad" => rnd || matches!(f, "lo" | "hi" | "wide" | "cc"),
+        "add" | "sub" => rnd || f == "cc",
         "bar" | "barrier" => matches!(f, "warp" | "arrive" | "red" | "cta" | "all"),
         "shfl" => matches!(f, "up" | "down" | "bfly" | "idx"),
         "vote" => matches!(f, "all" | "any" | "uni" | "ballot"),

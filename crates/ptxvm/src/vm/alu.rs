@@ -2,7 +2,7 @@
 //! these inside per-instruction lane loops; fast paths for the commonest forms live in `exec`.
 
 use super::float::{from_half, ftz32, round_f32, round_f64, sat, to_half, two_prod, two_sum};
-use crate::ir::{Cmp, FMods, FOp, FUn, IOp, IUn, MadKind, Rnd, Ty, norm};
+use crate::ir::{CarryKind, Cmp, FMods, FOp, FUn, IOp, IUn, MadKind, Rnd, Ty, norm};
 
 /// Integer binary op on raw register values.
 pub(crate) fn ibin(op: IOp, ty: Ty, a: u64, b: u64) -> u64 {
@@ -343,6 +343,43 @@ pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
     r & 0xffff_ffff
 }
 
+/// Extended-precision add/sub/mad: returns (result, carry-out). `cf` is the carry-in (0 or 1).
+pub(crate) fn carry(kind: CarryKind, ty: Ty, a: u64, b: u64, c: u64, cf: u64) -> (u64, u64) {
+    let bits = ty.bits();
+    let m = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let (a, b, c) = (a & m, b & m, c & m);
+    let wide = |x: u128| (x as u64 & m, (x >> bits) as u64 & 1);
+    match kind {
+        CarryKind::Add => wide(u128::from(a) + u128::from(b) + u128::from(cf)),
+        CarryKind::Sub => {
+            let s = i128::from(a) - i128::from(b) - i128::from(cf);
+            (s as u64 & m, u64::from(s < 0))
+        }
+        CarryKind::MadLo | CarryKind::MadHi => {
+            let p = if ty.signed() {
+                (i128::from(norm(ty, a) as i64) * i128::from(norm(ty, b) as i64)) as u128
+            } else {
+                u128::from(a) * u128::from(b)
+            };
+            let pm = if bits == 64 {
+                u128::from(u64::MAX)
+            } else {
+                u128::from(m)
+            };
+            let part = if kind == CarryKind::MadHi {
+                (p >> bits) & pm
+            } else {
+                p & pm
+            };
+            wide(part + u128::from(c) + u128::from(cf))
+        }
+    }
+}
+
 /// Funnel shift (`shf`): `{b, a}` shifted, 32 bits kept.
 pub(crate) fn shf(left: bool, wrap: bool, a: u64, b: u64, c: u64) -> u64 {
     let n = if wrap {
@@ -532,6 +569,21 @@ mod tests {
         assert_eq!(
             dp4a(true, false, 0xff_02, 0x03_04, 10) as u32,
             (10 + 8 - 3) as u32
+        );
+    }
+
+    #[test]
+    fn carry_chains_propagate() {
+        assert_eq!(carry(CarryKind::Add, Ty::U32, 0xffff_ffff, 1, 0, 0), (0, 1));
+        assert_eq!(carry(CarryKind::Add, Ty::U32, 1, 2, 0, 1), (4, 0));
+        assert_eq!(carry(CarryKind::Sub, Ty::U32, 0, 1, 0, 0), (0xffff_ffff, 1));
+        assert_eq!(
+            carry(CarryKind::MadHi, Ty::U32, 0xffff_ffff, 2, 5, 1),
+            (7, 0)
+        );
+        assert_eq!(
+            carry(CarryKind::MadLo, Ty::U64, u64::MAX, u64::MAX, 0, 0),
+            (1, 0)
         );
     }
 

@@ -567,6 +567,33 @@ impl Warp {
                         alu::dp4a(sa, sb, x, y, z)
                     });
                 }
+                Op::Carry {
+                    kind,
+                    cin,
+                    cout,
+                    ty,
+                    d,
+                    a,
+                    b,
+                    c,
+                    cc,
+                } => {
+                    let (av, bv, cv, ccv) = (
+                        self.rd(*a),
+                        self.rd(*b),
+                        self.rd(*c),
+                        self.regs[*cc as usize],
+                    );
+                    let (mut out, mut flag) = ([0u64; 32], [0u64; 32]);
+                    for l in 0..32 {
+                        let cf = if *cin { ccv[l] & 1 } else { 0 };
+                        (out[l], flag[l]) = alu::carry(*kind, *ty, av[l], bv[l], cv[l], cf);
+                    }
+                    self.wr(*d, &out, mask);
+                    if *cout {
+                        self.wr(*cc, &flag, mask);
+                    }
+                }
                 Op::Lop3 { d, a, b, c, lut } => {
                     let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
                     let lut = *lut;

@@ -486,7 +486,7 @@ fn unknown_opcode_is_invalid_and_known_unimplemented_is_unsupported() {
         "{bad:?}"
     );
     let unimpl = Module::load(&format!(
-        "{HEAD}.visible .entry k() {{ .reg .b32 %r<3>; sad.u32 %r1, %r1, %r2, %r1; ret; }}"
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<3>; mul24.lo.u32 %r1, %r1, %r2; ret; }}"
     ));
     assert!(
         matches!(unimpl, Err(ptxvm::Error::Unsupported { line: 4, .. })),
@@ -645,4 +645,40 @@ fn byval_struct_parameter_through_param_and_generic_addresses() {
     let out: Vec<u32> = mem.download(d, 8);
     let want: Vec<u32> = (0..8).map(|t| 2 * [10, 20, 30, 40][t & 3] + 40).collect();
     assert_eq!(out, want);
+}
+
+#[test]
+fn carry_chain_adds_and_multiplies_128_bit_values() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 out)
+{
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [out];
+	// {r1,r2,r3,r4} = 0x00000000_ffffffff_ffffffff_ffffffff + 1 (little-endian words)
+	add.cc.u32 %r1, -1, 1;
+	addc.cc.u32 %r2, -1, 0;
+	addc.cc.u32 %r3, -1, 0;
+	addc.u32 %r4, 0, 0;
+	// 64-bit product of 0xffffffff * 0xffffffff + 0xffffffff via mad.lo.cc / madc.hi
+	mov.u32 %r5, -1;
+	mad.lo.cc.u32 %r6, %r5, %r5, %r5;
+	madc.hi.u32 %r7, %r5, %r5, 0;
+	sub.cc.u32 %r8, 0, 1;
+	subc.u32 %r9, 5, 0;
+	st.global.v4.u32 [%rd1], {%r1, %r2, %r3, %r4};
+	st.global.v4.u32 [%rd1+16], {%r6, %r7, %r8, %r9};
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(32);
+    go(&m, &Shape::linear(1, 1), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let o: Vec<u32> = mem.download(d, 8);
+    assert_eq!(&o[..4], &[0, 0, 0, 1]);
+    let p = 0xffff_ffffu64 * 0xffff_ffff + 0xffff_ffff;
+    assert_eq!((o[4], o[5]), (p as u32, (p >> 32) as u32));
+    assert_eq!((o[6], o[7]), (u32::MAX, 4));
 }
