@@ -1,14 +1,14 @@
 //! Helpers for the C boundary: turning a `Result` into a `CUresult`, catching panics so that none
-//! unwinds into C, and checked access to the caller's out-pointers and in-pointers.
-
-use std::panic::{AssertUnwindSafe, catch_unwind};
+//! unwinds into C, checked writes through the caller's out-pointers, and the bodies of the few
+//! exports that need more than one pointer handled (memcpy2D descriptors, address ranges, ...).
 
 use std::ffi::{c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use cudarc::driver::sys::{CUDA_MEMCPY2D, CUdeviceptr, CUresult};
+use cudarc::driver::sys::{CUDA_MEMCPY2D, CUdeviceptr, CUoccupancyB2DSize, CUresult};
 
 use crate::copy::Side2D;
-use crate::{context, memory, pointer};
+use crate::{context, memory, module, pointer};
 
 /// The driver's error type: the `CUresult` code a C caller will see.
 pub(crate) type CuResult<T> = Result<T, CUresult>;
@@ -159,4 +159,32 @@ pub(crate) unsafe fn copy_c_string(text: &str, out: *mut c_char, len: c_int) -> 
         out.add(n).write(0);
     }
     Ok(())
+}
+
+/// cuOccupancyMaxPotentialBlockSize's body.
+///
+/// # Safety
+/// The out-pointers are null or writable; `b2d`, if given, is callable with a block size.
+pub(crate) unsafe fn write_potential_block_size(
+    grid: *mut c_int,
+    block: *mut c_int,
+    func: u64,
+    b2d: CUoccupancyB2DSize,
+    dynamic: usize,
+    limit: c_int,
+) -> CuResult<()> {
+    if grid.is_null() || block.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let smem_for = |bs: u32| match b2d {
+        // SAFETY: the caller's callback maps a block size to bytes (cuda.h contract).
+        Some(f) => unsafe { f(bs as c_int) },
+        None => dynamic,
+    };
+    let (g, b) = module::potential_block_size(func, &smem_for, limit)?;
+    // SAFETY: both pointers are non-null and writable.
+    unsafe {
+        write(grid, g)?;
+        write(block, b)
+    }
 }

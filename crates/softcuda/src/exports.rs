@@ -16,7 +16,7 @@ use cudarc::driver::sys::{
     CUoccupancyB2DSize, CUresult, CUstream, CUuuid,
 };
 
-use crate::abi::{self, CuResult, p};
+use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
@@ -25,70 +25,6 @@ use crate::{context, device, driver, errors, event, jit, module, pointer, stream
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
     handle.addr() as u64
-}
-
-/// Declares exports whose bodies return `CuResult<()>`.
-///
-/// SAFETY (for the `unsafe` block each expansion wraps its body in): the body only touches raw
-/// pointers the C caller passed, through the null-checking helpers in `abi`, under the caller's
-/// `cuda.h` contract that each non-null pointer is valid for the access the function documents.
-macro_rules! exports {
-    ($( $(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block )*) => {
-        $(
-            $(#[$meta])*
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
-                abi::guard(|| -> CuResult<()> {
-                    // SAFETY: see the macro's documentation: pointers are valid per cuda.h.
-                    #[allow(unused_unsafe)]
-                    unsafe { $body }
-                })
-            }
-        )*
-    };
-}
-
-/// Declares other names for an export (mostly the unversioned names older headers and cudarc's
-/// symbol list use), each forwarding unchanged to the export.
-macro_rules! aliases {
-    ($( $alias:ident => $target:ident($($arg:ident : $ty:ty),* $(,)?); )*) => {
-        $(
-            #[doc = concat!("Same as [`", stringify!($target), "`].")]
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $alias($($arg: $ty),*) -> CUresult {
-                // SAFETY: the target has the same contract; arguments are forwarded unchanged.
-                unsafe { $target($($arg),*) }
-            }
-        )*
-    };
-}
-
-/// cuOccupancyMaxPotentialBlockSize's body.
-///
-/// # Safety
-/// The out-pointers are null or writable; `b2d`, if given, is callable with a block size.
-unsafe fn write_potential_block_size(
-    grid: *mut c_int,
-    block: *mut c_int,
-    func: u64,
-    b2d: CUoccupancyB2DSize,
-    dynamic: usize,
-    limit: c_int,
-) -> CuResult<()> {
-    if grid.is_null() || block.is_null() {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-    }
-    let smem_for = |bs: u32| match b2d {
-        // SAFETY: the caller's callback maps a block size to bytes (cuda.h contract).
-        Some(f) => unsafe { f(bs as c_int) },
-        None => dynamic,
-    };
-    let (g, b) = module::potential_block_size(func, &smem_for, limit)?;
-    // SAFETY: both pointers are non-null and writable.
-    unsafe {
-        abi::write(grid, g)?;
-        abi::write(block, b)
-    }
 }
 
 /// Identifies softcuda to [`crate::loader`]: NVIDIA's libcuda has no such symbol.
@@ -696,7 +632,7 @@ exports! {
 
     /// The block size with the best occupancy and the grid that fills the device with it.
     fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_int, blockSize: *mut c_int, func: CUfunction, b2d: CUoccupancyB2DSize, dynamicSMemSize: usize, blockSizeLimit: c_int) {
-        write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+        abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
     }
 
     /// [`cuOccupancyMaxPotentialBlockSize`]; the only flag (caching override) changes nothing.
@@ -704,7 +640,7 @@ exports! {
         if flags > 1 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+        abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
     }
 
     /// Dynamic shared memory per block when `numBlocks` blocks of `blockSize` share an SM.
@@ -784,19 +720,6 @@ aliases! {
     cuMemsetD8 => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
     cuMemsetD16 => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
     cuMemsetD32 => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
-}
-
-/// Declares exports softcuda does not implement: each returns `CUDA_ERROR_NOT_SUPPORTED`.
-macro_rules! unsupported {
-    ($( $name:ident($($arg:ident : $ty:ty),* $(,)?); )*) => {
-        $(
-            #[doc = concat!("Not implemented by softcuda: returns `CUDA_ERROR_NOT_SUPPORTED`.")]
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $name($(#[allow(unused_variables)] $arg: $ty),*) -> CUresult {
-                CUresult::CUDA_ERROR_NOT_SUPPORTED
-            }
-        )*
-    };
 }
 
 /// `CUmemLocation` passed by value, with its enum field as a raw integer (a foreign value outside

@@ -26,6 +26,8 @@ mod driver;
 mod error;
 mod errors;
 mod event;
+#[macro_use]
+mod export_macros;
 pub mod exports;
 mod handles;
 mod image;
