@@ -86,6 +86,9 @@ pub struct Case {
     pub buffers: Vec<BufferSpec>,
     /// Kernel arguments, in the kernel's parameter order.
     pub args: Vec<ArgSpec>,
+    /// Module variables (`__constant__` / `__device__`) written through cuModuleGetGlobal before
+    /// the launch: name and exact contents.
+    pub globals: Vec<(&'static str, Vec<u8>)>,
 }
 
 impl Case {
@@ -98,7 +101,14 @@ impl Case {
             shape,
             buffers,
             args,
+            globals: Vec::new(),
         }
+    }
+
+    /// This case with module variable `name` set to `bytes` before the launch.
+    pub fn with_global(mut self, name: &'static str, bytes: Vec<u8>) -> Case {
+        self.globals.push((name, bytes));
+        self
     }
 }
 
@@ -130,7 +140,7 @@ macro_rules! le_bytes {
         }
     )*};
 }
-le_bytes!(u16, u32, i32, f32, u64);
+le_bytes!(u16, u32, i32, f32, u64, f64);
 
 /// The little-endian bytes of `values`.
 pub fn bytes_of<T: LeBytes>(values: &[T]) -> Vec<u8> {

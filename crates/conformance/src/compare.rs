@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tolerance {
     /// Absolute slack, for results near zero (e.g. sums that cancel).
-    pub abs: f32,
+    pub abs: f64,
     /// Relative slack, for results of any size.
-    pub rel: f32,
+    pub rel: f64,
 }
 
 impl Tolerance {
@@ -17,7 +17,7 @@ impl Tolerance {
     pub const EXACT: Tolerance = Tolerance { abs: 0.0, rel: 0.0 };
 
     /// Whether `got` is acceptable for `want`. Equal infinities pass; any NaN fails.
-    pub fn accepts(&self, got: f32, want: f32) -> bool {
+    pub fn accepts(&self, got: f64, want: f64) -> bool {
         if got.is_nan() || want.is_nan() {
             return false;
         }
@@ -40,10 +40,19 @@ pub enum Expect {
     I32(Vec<i32>),
     /// u16 elements (f16/bf16 bit patterns), equal.
     U16(Vec<u16>),
+    /// u64 elements (or f64 bit patterns of correctly rounded results), equal.
+    U64(Vec<u64>),
     /// f32 elements within a tolerance.
     F32 {
         /// The reference values.
         want: Vec<f32>,
+        /// The slack allowed.
+        tol: Tolerance,
+    },
+    /// f64 elements within a tolerance.
+    F64 {
+        /// The reference values.
+        want: Vec<f64>,
         /// The slack allowed.
         tol: Tolerance,
     },
@@ -56,7 +65,9 @@ impl Expect {
             Expect::U32(v) => v.len() * 4,
             Expect::I32(v) => v.len() * 4,
             Expect::U16(v) => v.len() * 2,
+            Expect::U64(v) => v.len() * 8,
             Expect::F32 { want, .. } => want.len() * 4,
+            Expect::F64 { want, .. } => want.len() * 8,
         }
     }
 
@@ -74,13 +85,18 @@ impl Expect {
             Expect::U32(want) => exact(want, &words::<4, _>(bytes, u32::from_le_bytes)),
             Expect::I32(want) => exact(want, &words::<4, _>(bytes, i32::from_le_bytes)),
             Expect::U16(want) => exact(want, &words::<2, _>(bytes, u16::from_le_bytes)),
+            Expect::U64(want) => exact(want, &words::<8, _>(bytes, u64::from_le_bytes)),
             Expect::F32 { want, tol } => {
                 let got = words::<4, _>(bytes, f32::from_le_bytes);
-                report(
-                    want.len(),
-                    |i| !tol.accepts(got[i], want[i]),
-                    |i| format!("[{i}] got {:e} want {:e}", got[i], want[i]),
+                let want: Vec<f64> = want.iter().map(|w| f64::from(*w)).collect();
+                close(
+                    &want,
+                    &got.iter().map(|g| f64::from(*g)).collect::<Vec<_>>(),
+                    tol,
                 )
+            }
+            Expect::F64 { want, tol } => {
+                close(want, &words::<8, _>(bytes, f64::from_le_bytes), tol)
             }
         }
     }
@@ -105,6 +121,14 @@ fn exact<T: PartialEq + std::fmt::Debug + std::fmt::LowerHex>(
         want.len(),
         |i| got[i] != want[i],
         |i| format!("[{i}] got {:#x} want {:#x}", got[i], want[i]),
+    )
+}
+
+fn close(want: &[f64], got: &[f64], tol: &Tolerance) -> Result<(), String> {
+    report(
+        want.len(),
+        |i| !tol.accepts(got[i], want[i]),
+        |i| format!("[{i}] got {:e} want {:e}", got[i], want[i]),
     )
 }
 
@@ -137,9 +161,9 @@ mod tests {
             abs: 1e30,
             rel: 1e30,
         };
-        assert!(!loose.accepts(f32::NAN, 1.0));
-        assert!(!loose.accepts(1.0, f32::NAN));
-        assert!(!loose.accepts(f32::NAN, f32::NAN));
+        assert!(!loose.accepts(f64::NAN, 1.0));
+        assert!(!loose.accepts(1.0, f64::NAN));
+        assert!(!loose.accepts(f64::NAN, f64::NAN));
     }
 
     #[test]
@@ -152,8 +176,8 @@ mod tests {
         assert!(!tol.accepts(101.2, 100.0));
         assert!(tol.accepts(0.0005, 0.0));
         assert!(!tol.accepts(0.002, 0.0));
-        assert!(tol.accepts(f32::INFINITY, f32::INFINITY));
-        assert!(!tol.accepts(f32::INFINITY, f32::MAX));
+        assert!(tol.accepts(f64::INFINITY, f64::INFINITY));
+        assert!(!tol.accepts(f64::INFINITY, f64::MAX));
     }
 
     #[test]

@@ -63,6 +63,28 @@ impl Module {
             module: Arc::clone(self),
         })
     }
+
+    /// Overwrites module variable `name` (a `__constant__` or `__device__` global) with `bytes`,
+    /// which must be exactly its size.
+    pub fn write_global(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let cname = CString::new(name).map_err(|_| Error::BadCase {
+            case: name.into(),
+            detail: "global name contains a NUL byte".into(),
+        })?;
+        self.ctx.bind()?;
+        // SAFETY: `raw` is a live module; `cname` is NUL-terminated.
+        let (ptr, size) = unsafe { result::module::get_global(self.raw, cname) }
+            .map_err(|e| Error::driver("cuModuleGetGlobal", e))?;
+        if size != bytes.len() {
+            return Err(Error::BadCase {
+                case: name.into(),
+                detail: format!("global is {size} bytes, the case writes {}", bytes.len()),
+            });
+        }
+        // SAFETY: [ptr, ptr + size) is the module variable, live while the module is loaded.
+        unsafe { result::memcpy_htod_sync(ptr, bytes) }
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+    }
 }
 
 impl Drop for Module {

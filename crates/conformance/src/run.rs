@@ -37,6 +37,9 @@ pub fn run_case(
     let module = Module::load_ptx(ctx, &ptx)?;
     let function = module.function(kc.kernel)?;
     let case = (kc.build)(&mut Rng::new(seed));
+    for (name, bytes) in &case.globals {
+        module.write_global(name, bytes)?;
+    }
 
     let mut buffers = Vec::with_capacity(case.buffers.len());
     for spec in &case.buffers {

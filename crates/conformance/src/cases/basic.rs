@@ -66,6 +66,7 @@ pub fn saxpy(rng: &mut Rng) -> Case {
             ArgSpec::Buffer(0),
             ArgSpec::Buffer(1),
         ],
+        globals: Vec::new(),
     }
 }
 
@@ -191,6 +192,7 @@ pub fn matmul_tiled(rng: &mut Rng) -> Case {
             ArgSpec::I32(n as i32),
             ArgSpec::I32(k as i32),
         ],
+        globals: Vec::new(),
     }
 }
 
@@ -226,6 +228,7 @@ pub fn transpose(rng: &mut Rng) -> Case {
             ArgSpec::I32(rows as i32),
             ArgSpec::I32(cols as i32),
         ],
+        globals: Vec::new(),
     }
 }
 
@@ -248,5 +251,6 @@ pub fn oob_write_in_range(rng: &mut Rng) -> Case {
             },
         )],
         args: vec![ArgSpec::Buffer(0), ArgSpec::U64(index as u64)],
+        globals: Vec::new(),
     }
 }

@@ -4,6 +4,8 @@
 mod basic;
 mod bits;
 mod rows;
+mod spaces;
+mod wide;
 
 use crate::case::KernelCase;
 
@@ -104,6 +106,48 @@ pub const CASES: &[KernelCase] = &[
         file: "oob_write",
         kernel: "oob_write",
         build: basic::oob_write_in_range,
+    },
+    KernelCase {
+        name: "reduce_f64_dynamic",
+        file: "reduce_f64_dynamic",
+        kernel: "reduce_f64_dynamic",
+        build: spaces::reduce_f64_dynamic,
+    },
+    KernelCase {
+        name: "const_poly",
+        file: "const_poly",
+        kernel: "const_poly",
+        build: spaces::const_poly,
+    },
+    KernelCase {
+        name: "local_sort",
+        file: "local_sort",
+        kernel: "local_sort",
+        build: spaces::local_sort,
+    },
+    KernelCase {
+        name: "f64_math",
+        file: "wide_math",
+        kernel: "f64_math",
+        build: wide::f64_math,
+    },
+    KernelCase {
+        name: "u64_math",
+        file: "wide_math",
+        kernel: "u64_math",
+        build: wide::u64_math,
+    },
+    KernelCase {
+        name: "approx_f32",
+        file: "wide_math",
+        kernel: "approx_f32",
+        build: wide::approx_f32,
+    },
+    KernelCase {
+        name: "warp_vote",
+        file: "warp_vote",
+        kernel: "warp_vote",
+        build: wide::warp_vote,
     },
 ];
 

@@ -39,6 +39,7 @@ pub fn softmax_rows(rng: &mut Rng) -> Case {
             ArgSpec::I32(rows as i32),
             ArgSpec::I32(cols as i32),
         ],
+        globals: Vec::new(),
     }
 }
 
@@ -90,6 +91,7 @@ pub fn layer_norm(rng: &mut Rng) -> Case {
             ArgSpec::I32(cols as i32),
             ArgSpec::F32(eps),
         ],
+        globals: Vec::new(),
     }
 }
 
@@ -117,5 +119,6 @@ pub fn histogram(rng: &mut Rng) -> Case {
             ArgSpec::I32(n as i32),
             ArgSpec::Buffer(1),
         ],
+        globals: Vec::new(),
     }
 }

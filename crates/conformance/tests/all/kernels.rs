@@ -71,6 +71,13 @@ kernel_tests! {
     device_function_calls_return_correct_values => "device_call",
     divergent_lanes_reconverge_for_ballot => "divergent",
     in_range_store_writes_exactly_one_element => "oob_write_in_range",
+    f64_sums_in_dynamic_shared_memory_are_exact => "reduce_f64_dynamic",
+    constant_and_initialised_globals_reach_the_kernel => "const_poly",
+    local_arrays_sort_correctly => "local_sort",
+    f64_arithmetic_is_correctly_rounded => "f64_math",
+    u64_arithmetic_is_exact => "u64_math",
+    approximate_math_is_within_ptx_documented_error => "approx_f32",
+    warp_votes_shuffle_up_and_cas_max_are_exact => "warp_vote",
 }
 
 #[test]
