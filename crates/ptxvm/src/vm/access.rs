@@ -109,11 +109,18 @@ impl Warp {
         mask: u32,
         len: u64,
     ) -> Option<[*mut u8; 32]> {
-        let mut at = [0u64; 32];
+        // Every lane's address in one branch-free pass, then bounds over the active ones.
+        let mut at = [addr.off as u64; 32];
+        if let Some(r) = addr.base {
+            let base = &self.regs[r as usize];
+            let m = if addr.wide { u64::MAX } else { 0xffff_ffff };
+            for l in 0..32 {
+                at[l] = (base[l] & m).wrapping_add(addr.off as u64);
+            }
+        }
         let (mut lo, mut hi, mut or) = (u64::MAX, 0u64, 0u64);
         for l in lanes(mask) {
-            let a = self.addr_of(addr, l);
-            at[l] = a;
+            let a = at[l];
             lo = lo.min(a);
             hi = hi.max(a);
             or |= a;

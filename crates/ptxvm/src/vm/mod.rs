@@ -254,22 +254,17 @@ fn run_block(
             continue;
         }
         // Nothing can run: everyone has exited or waits at a barrier.
-        let waiting: Vec<(usize, u32)> = warps
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.at_bar != 0)
-            .flat_map(|(i, w)| {
-                (0..32)
-                    .filter(move |l| w.at_bar >> l & 1 != 0)
-                    .map(move |l| (i, w.bar_id[l]))
-            })
-            .collect();
-        let Some(&(_, id0)) = waiting.first() else {
+        let mut lanes_at_bar = warps.iter().enumerate().flat_map(|(i, w)| {
+            (0..32)
+                .filter(move |l| w.at_bar >> l & 1 != 0)
+                .map(move |l| (i, l))
+        });
+        let Some((w0, l0)) = lanes_at_bar.next() else {
             break Ok(());
         };
-        if let Some(&(wi, _)) = waiting.iter().find(|(_, id)| *id != id0) {
+        let id0 = warps[w0].bar_id[l0];
+        if let Some((wi, lane)) = lanes_at_bar.find(|&(i, l)| warps[i].bar_id[l] != id0) {
             let w = &warps[wi];
-            let lane = Warp::first(w.at_bar);
             let line = k
                 .code
                 .get(w.lane_pc[lane].saturating_sub(1) as usize)

@@ -76,54 +76,92 @@ impl Warp {
     }
 
     /// Makes this warp number `place.warp_index` of a new block, reusing its allocations:
-    /// registers zeroed, hidden registers preloaded, local memory zeroed, counters cleared.
+    /// hidden registers preloaded, counters cleared. Other registers and local memory keep
+    /// whatever the previous block left (as on a GPU, they are undefined until written); they
+    /// are zeroed when first allocated.
     pub(crate) fn reset(&mut self, k: &Kernel, place: &WarpPlace, globals: &[u64], params: &[u8]) {
         let [bx, by, bz] = place.block;
         let nthreads = bx * by * bz;
         let base = place.warp_index * 32;
         let mut live = 0u32;
+        // Thread coordinates by counting instead of dividing per lane.
+        let (mut x, mut y, mut z) = (base % bx, (base / bx) % by, base / (bx * by));
         for (l, t) in self.tid.iter_mut().enumerate() {
-            let lin = base + l as u32;
-            *t = [0; 3];
-            if lin < nthreads {
+            if base + (l as u32) < nthreads {
                 live |= 1 << l;
-                *t = [lin % bx, (lin / bx) % by, lin / (bx * by)];
+                *t = [x, y, z];
+            } else {
+                *t = [0; 3];
+            }
+            x += 1;
+            if x == bx {
+                x = 0;
+                y += 1;
+                if y == by {
+                    y = 0;
+                    z += 1;
+                }
             }
         }
-        self.regs.clear();
-        self.regs.resize(k.nregs as usize, [0u64; 32]);
+        if self.regs.len() != k.nregs as usize {
+            self.regs.clear();
+            self.regs.resize(k.nregs as usize, [0u64; 32]);
+        }
         for &(r, p) in &k.preloads {
             let v = &mut self.regs[r as usize];
-            for (l, x) in v.iter_mut().enumerate() {
-                let lb = 1u64 << l;
-                *x = match p {
-                    Preload::Tid(a) => u64::from(self.tid[l][a as usize]),
-                    Preload::Ntid(a) => u64::from(place.block[a as usize]),
-                    Preload::Ctaid(a) => u64::from(place.ctaid[a as usize]),
-                    Preload::Nctaid(a) => u64::from(place.grid[a as usize]),
-                    Preload::LaneId => l as u64,
-                    Preload::WarpId => u64::from(place.warp_index),
-                    Preload::NWarpId => 64,
-                    Preload::LaneMaskEq => lb,
-                    Preload::LaneMaskLt => lb - 1,
-                    Preload::LaneMaskLe => (lb << 1).wrapping_sub(1) & 0xffff_ffff,
-                    Preload::LaneMaskGt => !((lb << 1).wrapping_sub(1)) & 0xffff_ffff,
-                    Preload::LaneMaskGe => !(lb - 1) & 0xffff_ffff,
-                    Preload::Zero => 0,
-                    // The launcher checked that every global has an address.
-                    Preload::GlobalAddr(g) => globals.get(g as usize).copied().unwrap_or(0),
-                    Preload::DynSmemBase => u64::from(dyn_base(place.shared_static)),
-                    Preload::DynSmemSize => u64::from(place.shared_dynamic),
-                    Preload::TotalSmemSize => {
-                        u64::from(dyn_base(place.shared_static) + place.shared_dynamic)
+            let uniform = |v: &mut [u64; 32], x: u64| *v = [x; 32];
+            match p {
+                Preload::Tid(a) => {
+                    for l in 0..32 {
+                        v[l] = u64::from(self.tid[l][a as usize]);
                     }
-                    Preload::Param { off, ty } => param_value(params, off, ty),
-                };
+                }
+                Preload::LaneId => {
+                    for l in 0..32 {
+                        v[l] = l as u64;
+                    }
+                }
+                Preload::LaneMaskEq
+                | Preload::LaneMaskLt
+                | Preload::LaneMaskLe
+                | Preload::LaneMaskGt
+                | Preload::LaneMaskGe => {
+                    for l in 0..32 {
+                        let lb = 1u64 << l;
+                        let le = (lb << 1).wrapping_sub(1);
+                        v[l] = 0xffff_ffff
+                            & match p {
+                                Preload::LaneMaskEq => lb,
+                                Preload::LaneMaskLt => lb - 1,
+                                Preload::LaneMaskLe => le,
+                                Preload::LaneMaskGt => !le,
+                                _ => !(lb - 1),
+                            };
+                    }
+                }
+                Preload::Ntid(a) => uniform(v, u64::from(place.block[a as usize])),
+                Preload::Ctaid(a) => uniform(v, u64::from(place.ctaid[a as usize])),
+                Preload::Nctaid(a) => uniform(v, u64::from(place.grid[a as usize])),
+                Preload::WarpId => uniform(v, u64::from(place.warp_index)),
+                Preload::NWarpId => uniform(v, 64),
+                Preload::Zero => uniform(v, 0),
+                // The launcher checked that every global has an address.
+                Preload::GlobalAddr(g) => uniform(v, globals.get(g as usize).copied().unwrap_or(0)),
+                Preload::DynSmemBase => uniform(v, u64::from(dyn_base(place.shared_static))),
+                Preload::DynSmemSize => uniform(v, u64::from(place.shared_dynamic)),
+                Preload::TotalSmemSize => uniform(
+                    v,
+                    u64::from(dyn_base(place.shared_static) + place.shared_dynamic),
+                ),
+                Preload::Param { off, ty } => uniform(v, param_value(params, off, ty)),
             }
         }
-        self.local_stride = u64::from(k.local_bytes).div_ceil(16) * 16;
-        self.local.clear();
-        self.local.resize((self.local_stride * 32 / 8) as usize, 0);
+        let stride = u64::from(k.local_bytes).div_ceil(16) * 16;
+        if self.local_stride != stride || self.local.len() as u64 != stride * 4 {
+            self.local_stride = stride;
+            self.local.clear();
+            self.local.resize((stride * 4) as usize, 0);
+        }
         for s in &mut self.stacks {
             s.clear();
         }
