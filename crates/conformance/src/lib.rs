@@ -4,6 +4,15 @@
 //! layer (safe types owning one driver handle each, releasing it on drop).
 //!
 //! Call [`driver::env`] first: it runs `softcuda::loader::select` before any cudarc call.
+//!
+//! Environment:
+//! - `GPUHOST_DRIVER` = `auto` | `nvidia` | `softcuda` picks the driver. Unset/`auto` with no
+//!   driver at all prints `skipped: no driver`; an explicit choice that fails to load fails.
+//! - `CONFORMANCE_SEED=<u64>` replays the inputs of a failed run (every report prints its seed).
+//! - `CONFORMANCE_CORPUS=<dir>` points at `corpus/` when the test binary runs outside cargo
+//!   (otherwise `CARGO_MANIFEST_DIR/../../corpus`, then `./corpus`).
+//!
+//! On a real GPU run the tests one at a time: `cargo test -p conformance -- --test-threads=1`.
 #![deny(missing_docs)]
 
 pub mod case;
