@@ -2,6 +2,7 @@
 
 mod bench;
 mod doctor;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -22,11 +23,14 @@ enum Command {
     Doctor(doctor::Args),
     /// Launch, completion, bind-on-entry and swap benchmarks, side by side with the raw driver API.
     Bench(bench::Args),
+    /// Run a WebAssembly guest (wasm32-wasip2 component) with the gpuhost:cuda imports.
+    Run(run::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Run(a) => run::run(a),
     }
 }

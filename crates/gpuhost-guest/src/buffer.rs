@@ -21,14 +21,22 @@ impl<T: Pod> DeviceBuffer<T> {
         let bytes = len as u64 * Self::SIZE;
         let raw = Buffer::create(bytes)?;
         raw.fill(0, bytes, 0)?;
-        Ok(Self { raw, len, _t: PhantomData })
+        Ok(Self {
+            raw,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// Allocates a buffer holding a copy of `data`.
     pub fn from_slice(data: &[T]) -> Result<Self> {
         let raw = Buffer::create(std::mem::size_of_val(data) as u64)?;
         raw.write(0, as_bytes(data))?;
-        Ok(Self { raw, len: data.len(), _t: PhantomData })
+        Ok(Self {
+            raw,
+            len: data.len(),
+            _t: PhantomData,
+        })
     }
 
     /// Number of elements.
@@ -53,7 +61,9 @@ impl<T: Pod> DeviceBuffer<T> {
 
     /// Copies `count` elements from index `at` back.
     pub fn download_range(&self, at: usize, count: usize) -> Result<Vec<T>> {
-        let bytes = self.raw.read(at as u64 * Self::SIZE, count as u64 * Self::SIZE)?;
+        let bytes = self
+            .raw
+            .read(at as u64 * Self::SIZE, count as u64 * Self::SIZE)?;
         Ok(from_bytes(&bytes))
     }
 
@@ -64,6 +74,9 @@ impl<T: Pod> DeviceBuffer<T> {
 
     /// A kernel argument pointing at element `at`.
     pub fn arg_at(&self, at: usize) -> Arg<'_> {
-        Arg::Buffer(BufferArg { buffer: &self.raw, offset: at as u64 * Self::SIZE })
+        Arg::Buffer(BufferArg {
+            buffer: &self.raw,
+            offset: at as u64 * Self::SIZE,
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! A launch builder: geometry plus a typed argument list, enqueued on a stream.
 
-use crate::{Arg, Dim3, DeviceBuffer, Kernel, LaunchConfig, Pod, Result, Stream};
+use crate::{Arg, DeviceBuffer, Dim3, Kernel, LaunchConfig, Pod, Result, Stream};
 
 /// A scalar kernel argument; its WIT case carries its width.
 pub trait Scalar: Pod {
@@ -34,8 +34,16 @@ fn dim(x: u32, y: u32, z: u32) -> Dim3 {
 impl<'a> Launch<'a> {
     /// Starts a launch of `kernel`.
     pub fn new(kernel: &'a Kernel) -> Self {
-        let config = LaunchConfig { grid: dim(1, 1, 1), block: dim(1, 1, 1), shared_mem_bytes: 0 };
-        Self { kernel, config, args: Vec::new() }
+        let config = LaunchConfig {
+            grid: dim(1, 1, 1),
+            block: dim(1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        Self {
+            kernel,
+            config,
+            args: Vec::new(),
+        }
     }
 
     /// Grid extents in blocks.

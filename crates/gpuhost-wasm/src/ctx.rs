@@ -14,12 +14,20 @@ pub struct CudaCtx {
     pub(crate) host: Arc<gpuhost::Host>,
     pub(crate) limits: Limits,
     pub(crate) usage: Usage,
+    pub(crate) quota_refusals: u32,
+    pub(crate) last_refusal: Option<String>,
 }
 
 impl CudaCtx {
     /// A context on `host` with `limits`.
     pub fn new(host: Arc<gpuhost::Host>, limits: Limits) -> Self {
-        Self { host, limits, usage: Usage::default() }
+        Self {
+            host,
+            limits,
+            usage: Usage::default(),
+            quota_refusals: 0,
+            last_refusal: None,
+        }
     }
 
     /// The device this guest uses.
@@ -35,6 +43,12 @@ impl CudaCtx {
     /// What the guest holds now.
     pub fn usage(&self) -> &Usage {
         &self.usage
+    }
+
+    /// How many calls a quota refused, and the last refusal's message (for the embedder's
+    /// diagnostics: the guest itself got each as a `quota-exceeded` error).
+    pub fn quota_refusals(&self) -> (u32, Option<&str>) {
+        (self.quota_refusals, self.last_refusal.as_deref())
     }
 }
 

@@ -6,7 +6,11 @@ use crate::ctx::CudaCtxView;
 use crate::error::{CudaError, CudaResult};
 
 fn dim3(d: [u32; 3]) -> Dim3 {
-    Dim3 { x: d[0], y: d[1], z: d[2] }
+    Dim3 {
+        x: d[0],
+        y: d[1],
+        z: d[2],
+    }
 }
 
 impl Host for CudaCtxView<'_> {
@@ -28,7 +32,10 @@ impl Host for CudaCtxView<'_> {
 
     fn memory(&mut self) -> CudaResult<MemoryInfo> {
         let m = self.ctx.host.mem_info()?;
-        Ok(MemoryInfo { free: m.free, total: m.total })
+        Ok(MemoryInfo {
+            free: m.free,
+            total: m.total,
+        })
     }
 
     fn quotas(&mut self) -> wasmtime::Result<QuotaInfo> {
@@ -52,7 +59,13 @@ impl Host for CudaCtxView<'_> {
 impl types::Host for CudaCtxView<'_> {
     fn convert_error(&mut self, err: CudaError) -> wasmtime::Result<types::Error> {
         match err {
-            CudaError::Guest(e) => Ok(e),
+            CudaError::Guest(e) => {
+                if let types::Error::QuotaExceeded(m) = &e {
+                    self.ctx.quota_refusals += 1;
+                    self.ctx.last_refusal = Some(m.clone());
+                }
+                Ok(e)
+            }
             CudaError::Trap(t) => Err(t),
         }
     }

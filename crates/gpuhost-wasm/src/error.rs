@@ -17,7 +17,9 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The bytes are a core WebAssembly module, not a component.
-    #[error("{what} is a core WebAssembly module, not a component: build the guest for wasm32-wasip2 (cargo build --target wasm32-wasip2) or wrap it with `wasm-tools component new`")]
+    #[error(
+        "{what} is a core WebAssembly module, not a component: build the guest for wasm32-wasip2 (cargo build --target wasm32-wasip2) or wrap it with `wasm-tools component new`"
+    )]
     NotAComponent {
         /// The file or a description of the bytes.
         what: String,
@@ -31,13 +33,17 @@ pub enum Error {
         reason: String,
     },
     /// The guest imports something this host does not provide.
-    #[error("the guest imports something this host does not provide: {reason} (gpuhost provides wasi:cli/command@0.2 and gpuhost:cuda@0.1.0)")]
+    #[error(
+        "the guest imports something this host does not provide: {reason} (gpuhost provides wasi:cli/command@0.2 and gpuhost:cuda@0.1.0)"
+    )]
     MissingImport {
         /// wasmtime's description of the unsatisfied import.
         reason: String,
     },
     /// The guest does not export `wasi:cli/run`, so there is nothing to run.
-    #[error("the guest does not export wasi:cli/run: {reason} (build it as a program with `fn main`, target wasm32-wasip2)")]
+    #[error(
+        "the guest does not export wasi:cli/run: {reason} (build it as a program with `fn main`, target wasm32-wasip2)"
+    )]
     NotACommand {
         /// wasmtime's reason.
         reason: String,
@@ -129,19 +135,30 @@ mod tests {
 
     #[test]
     fn out_of_memory_driver_error_maps_to_its_own_case() {
-        let e = gpuhost::Error::Driver { call: "cuMemAlloc_v2", code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY".into() };
+        let e = gpuhost::Error::Driver {
+            call: "cuMemAlloc_v2",
+            code: 2,
+            name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        };
         assert!(matches!(from_gpu(&e), WitError::OutOfMemory(m) if m.contains("cuMemAlloc_v2")));
     }
 
     #[test]
     fn module_load_failure_names_the_cause() {
-        let e = gpuhost::Error::InvalidModule { module: "m".into(), file: None, log: "line 3: syntax".into() };
+        let e = gpuhost::Error::InvalidModule {
+            module: "m".into(),
+            file: None,
+            log: "line 3: syntax".into(),
+        };
         assert!(matches!(from_gpu(&e), WitError::InvalidModule(m) if m.contains("line 3: syntax")));
     }
 
     #[test]
     fn sticky_fault_maps_to_device_fault() {
-        let e = gpuhost::Error::ContextPoisoned { call: "cuStreamSynchronize", name: "CUDA_ERROR_ILLEGAL_ADDRESS".into() };
+        let e = gpuhost::Error::ContextPoisoned {
+            call: "cuStreamSynchronize",
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        };
         assert!(matches!(from_gpu(&e), WitError::DeviceFault(_)));
     }
 }

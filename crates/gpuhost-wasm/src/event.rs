@@ -12,7 +12,11 @@ pub struct EventRes {
 }
 
 impl HostEvent for CudaCtxView<'_> {
-    fn elapsed_ms_since(&mut self, end: Resource<EventRes>, start: Resource<EventRes>) -> CudaResult<f32> {
+    fn elapsed_ms_since(
+        &mut self,
+        end: Resource<EventRes>,
+        start: Resource<EventRes>,
+    ) -> CudaResult<f32> {
         let start = &self.table.get(&start)?.event;
         let end = &self.table.get(&end)?.event;
         Ok(gpuhost::Event::elapsed_ms(start, end)?)

@@ -81,7 +81,11 @@ impl Usage {
             return Err(over("module image size (bytes)", bytes, l.max_ptx_bytes));
         }
         if self.modules >= l.max_modules {
-            return Err(over("loaded modules", u64::from(self.modules) + 1, l.max_modules.into()));
+            return Err(over(
+                "loaded modules",
+                u64::from(self.modules) + 1,
+                l.max_modules.into(),
+            ));
         }
         let total = self.module_bytes.saturating_add(bytes);
         if total > l.max_module_bytes {
@@ -101,7 +105,11 @@ impl Usage {
     /// Reserves one buffer of `bytes`; refused when over a quota.
     pub fn add_buffer(&mut self, l: &Limits, bytes: u64) -> Result<(), WitError> {
         if self.buffers >= l.max_buffers {
-            return Err(over("live buffers", u64::from(self.buffers) + 1, l.max_buffers.into()));
+            return Err(over(
+                "live buffers",
+                u64::from(self.buffers) + 1,
+                l.max_buffers.into(),
+            ));
         }
         let total = self.buffer_bytes.saturating_add(bytes);
         if total > l.max_buffer_bytes {
@@ -122,7 +130,11 @@ impl Usage {
     pub fn add_stream_or_event(&mut self, l: &Limits) -> Result<(), WitError> {
         if self.streams_and_events >= l.max_streams_and_events {
             let want = u64::from(self.streams_and_events) + 1;
-            return Err(over("live streams and events", want, l.max_streams_and_events.into()));
+            return Err(over(
+                "live streams and events",
+                want,
+                l.max_streams_and_events.into(),
+            ));
         }
         self.streams_and_events += 1;
         Ok(())
@@ -137,14 +149,23 @@ impl Usage {
     pub fn check_launch(&self, l: &Limits) -> Result<(), WitError> {
         if self.launches_in_flight >= l.max_launches_in_flight {
             let want = u64::from(self.launches_in_flight) + 1;
-            return Err(over("launches in flight (synchronize a stream)", want, l.max_launches_in_flight.into()));
+            return Err(over(
+                "launches in flight (synchronize a stream)",
+                want,
+                l.max_launches_in_flight.into(),
+            ));
         }
         Ok(())
     }
 }
 
 /// Checks that `[offset, offset + len)` lies inside `size` bytes and converts it for gpuhost.
-pub fn check_range(what: &str, offset: u64, len: u64, size: usize) -> Result<(usize, usize), WitError> {
+pub fn check_range(
+    what: &str,
+    offset: u64,
+    len: u64,
+    size: usize,
+) -> Result<(usize, usize), WitError> {
     let size = size as u64;
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok((offset as usize, len as usize)),
@@ -160,11 +181,17 @@ mod tests {
 
     #[test]
     fn buffer_count_quota_refuses_one_past_the_limit_and_frees_on_remove() {
-        let l = Limits { max_buffers: 2, ..Limits::default() };
+        let l = Limits {
+            max_buffers: 2,
+            ..Limits::default()
+        };
         let mut u = Usage::default();
         u.add_buffer(&l, 8).unwrap();
         u.add_buffer(&l, 8).unwrap();
-        assert!(matches!(u.add_buffer(&l, 8), Err(WitError::QuotaExceeded(_))));
+        assert!(matches!(
+            u.add_buffer(&l, 8),
+            Err(WitError::QuotaExceeded(_))
+        ));
         u.remove_buffer(8);
         u.add_buffer(&l, 8).unwrap();
         assert_eq!(u.buffer_bytes, 16);
@@ -172,16 +199,26 @@ mod tests {
 
     #[test]
     fn buffer_byte_quota_counts_the_total() {
-        let l = Limits { max_buffer_bytes: 100, ..Limits::default() };
+        let l = Limits {
+            max_buffer_bytes: 100,
+            ..Limits::default()
+        };
         let mut u = Usage::default();
         u.add_buffer(&l, 60).unwrap();
-        assert!(matches!(u.add_buffer(&l, 41), Err(WitError::QuotaExceeded(m)) if m.contains("101")));
+        assert!(
+            matches!(u.add_buffer(&l, 41), Err(WitError::QuotaExceeded(m)) if m.contains("101"))
+        );
         u.add_buffer(&l, 40).unwrap();
     }
 
     #[test]
     fn module_quota_checks_image_size_count_and_total() {
-        let l = Limits { max_ptx_bytes: 10, max_modules: 2, max_module_bytes: 15, ..Limits::default() };
+        let l = Limits {
+            max_ptx_bytes: 10,
+            max_modules: 2,
+            max_module_bytes: 15,
+            ..Limits::default()
+        };
         let mut u = Usage::default();
         assert!(u.add_module(&l, 11).is_err());
         u.add_module(&l, 10).unwrap();

@@ -18,7 +18,10 @@ impl HostBuffer for CudaCtxView<'_> {
     fn create(&mut self, size: u64) -> CudaResult<Resource<BufferRes>> {
         self.ctx.usage.add_buffer(&self.ctx.limits, size)?;
         let pushed = usize::try_from(size)
-            .map_err(|_| WitError::OutOfMemory(format!("{size} bytes do not fit this host's address space")).into())
+            .map_err(|_| {
+                WitError::OutOfMemory(format!("{size} bytes do not fit this host's address space"))
+                    .into()
+            })
             .and_then(|bytes| Ok(self.ctx.host.alloc(bytes)?))
             .and_then(|buf| Ok(self.table.push(BufferRes { buf })?));
         if pushed.is_err() {
@@ -52,7 +55,13 @@ impl HostBuffer for CudaCtxView<'_> {
         Ok(out)
     }
 
-    fn fill(&mut self, buffer: Resource<BufferRes>, offset: u64, len: u64, value: u8) -> CudaResult<()> {
+    fn fill(
+        &mut self,
+        buffer: Resource<BufferRes>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> CudaResult<()> {
         let b = &self.table.get(&buffer)?.buf;
         let (offset, len) = check_range("fill", offset, len, b.len())?;
         Ok(b.fill(offset, len, value)?)

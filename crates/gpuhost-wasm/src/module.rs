@@ -23,17 +23,29 @@ pub struct KernelRes {
 }
 
 impl CudaCtxView<'_> {
-    fn load(&mut self, image: ModuleImage, bytes: u64, is_ptx: bool) -> CudaResult<Resource<ModuleRes>> {
+    fn load(
+        &mut self,
+        image: ModuleImage,
+        bytes: u64,
+        is_ptx: bool,
+    ) -> CudaResult<Resource<ModuleRes>> {
         self.ctx.usage.add_module(&self.ctx.limits, bytes)?;
         let source = ModuleSource::new("guest", image);
         match Registry::from_sources(&self.ctx.host, "guest", vec![source]) {
-            Ok(registry) => Ok(self.table.push(ModuleRes { registry, bytes }).inspect_err(|_| {
-                self.ctx.usage.remove_module(bytes);
-            })?),
+            Ok(registry) => {
+                Ok(self
+                    .table
+                    .push(ModuleRes { registry, bytes })
+                    .inspect_err(|_| {
+                        self.ctx.usage.remove_module(bytes);
+                    })?)
+            }
             Err(e) => {
                 self.ctx.usage.remove_module(bytes);
                 Err(match (&e, is_ptx) {
-                    (gpuhost::Error::InvalidModule { log, .. }, true) => WitError::InvalidPtx(log.clone()),
+                    (gpuhost::Error::InvalidModule { log, .. }, true) => {
+                        WitError::InvalidPtx(log.clone())
+                    }
                     _ => from_gpu(&e),
                 }
                 .into())
@@ -53,7 +65,11 @@ impl HostModule for CudaCtxView<'_> {
         self.load(ModuleImage::Cubin(image), bytes, false)
     }
 
-    fn kernel(&mut self, module: Resource<ModuleRes>, name: String) -> CudaResult<Resource<KernelRes>> {
+    fn kernel(
+        &mut self,
+        module: Resource<ModuleRes>,
+        name: String,
+    ) -> CudaResult<Resource<KernelRes>> {
         let kernel = self.table.get(&module)?.registry.kernel(&name)?;
         Ok(self.table.push(KernelRes { kernel })?)
     }
@@ -72,7 +88,13 @@ impl HostKernel for CudaCtxView<'_> {
 
     fn params(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<Vec<ParamInfo>> {
         let k = &self.table.get(&kernel)?.kernel;
-        Ok(k.params().iter().map(|p| ParamInfo { offset: p.offset, size: p.size }).collect())
+        Ok(k.params()
+            .iter()
+            .map(|p| ParamInfo {
+                offset: p.offset,
+                size: p.size,
+            })
+            .collect())
     }
 
     fn drop(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<()> {

@@ -30,13 +30,19 @@ pub struct GuestState {
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl CudaView for GuestState {
     fn cuda(&mut self) -> CudaCtxView<'_> {
-        CudaCtxView { ctx: &mut self.cuda, table: &mut self.table }
+        CudaCtxView {
+            ctx: &mut self.cuda,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -82,6 +88,10 @@ pub struct RunOutcome {
     pub held_at_exit: Usage,
     /// Fuel consumed, when metered.
     pub fuel_used: Option<u64>,
+    /// Calls refused by a quota (each returned `quota-exceeded` to the guest).
+    pub quota_refusals: u32,
+    /// The last refusal's message.
+    pub last_refusal: Option<String>,
 }
 
 /// A compiled, pre-linked guest: compile once, run many times (concurrently too).
@@ -101,6 +111,24 @@ fn is_core_module(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
 }
 
+/// Cheap checks of a guest's bytes before any device or compiler work: refuses a core module
+/// ([`Error::NotAComponent`]) and anything that is not WebAssembly ([`Error::InvalidComponent`]).
+pub fn precheck(what: &str, bytes: &[u8]) -> Result<(), Error> {
+    if is_core_module(bytes) {
+        return Err(Error::NotAComponent {
+            what: what.to_string(),
+        });
+    }
+    if bytes.len() < 8 || bytes[..4] != *b"\0asm" {
+        let reason = "it does not start with the WebAssembly magic bytes".to_string();
+        return Err(Error::InvalidComponent {
+            what: what.to_string(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
 impl Runtime {
     /// A runtime on `host`: async, fuel-metered engine; WASI (CLI world) and gpuhost:cuda linked.
     pub fn new(host: Arc<gpuhost::Host>) -> Result<Self, Error> {
@@ -108,9 +136,14 @@ impl Runtime {
         config.wasm_component_model(true).consume_fuel(true);
         let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| Error::Engine(format!("{e:#}")))?;
         crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
-        Ok(Self { engine, linker, host })
+        Ok(Self {
+            engine,
+            linker,
+            host,
+        })
     }
 
     /// The device guests of this runtime use.
@@ -125,22 +158,34 @@ impl Runtime {
 
     /// Reads and compiles a guest component file.
     pub fn load_file(&self, path: &Path) -> Result<Guest, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         self.load(&path.display().to_string(), &bytes)
     }
 
     /// Compiles a guest component (`what` names it in errors) and checks its imports.
     pub fn load(&self, what: &str, bytes: &[u8]) -> Result<Guest, Error> {
         if is_core_module(bytes) {
-            return Err(Error::NotAComponent { what: what.to_string() });
+            return Err(Error::NotAComponent {
+                what: what.to_string(),
+            });
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| Error::InvalidComponent { what: what.to_string(), reason: format!("{e:#}") })?;
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| Error::InvalidComponent {
+                what: what.to_string(),
+                reason: format!("{e:#}"),
+            })?;
         let pre = self
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| Error::MissingImport { reason: format!("{e:#}") })?;
-        let pre = CommandPre::new(pre).map_err(|e| Error::NotACommand { reason: format!("{e:#}") })?;
+            .map_err(|e| Error::MissingImport {
+                reason: format!("{e:#}"),
+            })?;
+        let pre = CommandPre::new(pre).map_err(|e| Error::NotACommand {
+            reason: format!("{e:#}"),
+        })?;
         Ok(Guest { pre })
     }
 
@@ -178,14 +223,20 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.store_limits);
         let engine_err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
-        store.set_fuel(fuel.unwrap_or(u64::MAX)).map_err(engine_err)?;
-        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)).map_err(engine_err)?;
+        store
+            .set_fuel(fuel.unwrap_or(u64::MAX))
+            .map_err(engine_err)?;
+        store
+            .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
+            .map_err(engine_err)?;
 
         let result = match guest.pre.instantiate_async(&mut store).await {
             Ok(command) => command.wasi_cli_run().call_run(&mut store).await,
             Err(e) => Err(e),
         };
         let held_at_exit = store.data().cuda.usage().clone();
+        let (quota_refusals, last_refusal) = store.data().cuda.quota_refusals();
+        let last_refusal = last_refusal.map(str::to_string);
         let fuel_used = fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
         // Everything the guest held goes with the Store, before we report.
         drop(store);
@@ -196,7 +247,10 @@ impl Runtime {
                 Some(exit) => exit.0,
                 None => {
                     let out_of_fuel = matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel));
-                    return Err(Error::Trap { reason: format!("{e:?}"), out_of_fuel });
+                    return Err(Error::Trap {
+                        reason: format!("{e:?}"),
+                        out_of_fuel,
+                    });
                 }
             },
         };
@@ -206,6 +260,8 @@ impl Runtime {
             stderr: stderr.contents().to_vec(),
             held_at_exit,
             fuel_used,
+            quota_refusals,
+            last_refusal,
         })
     }
 }

@@ -37,7 +37,11 @@ impl CudaCtxView<'_> {
     fn resolve(&self, args: Vec<Arg>) -> CudaResult<Vec<Resolved>> {
         let max = self.ctx.limits.max_launch_args;
         if args.len() > max as usize {
-            return Err(WitError::ArgMismatch(format!("{} arguments given; at most {max} are accepted", args.len())).into());
+            return Err(WitError::ArgMismatch(format!(
+                "{} arguments given; at most {max} are accepted",
+                args.len()
+            ))
+            .into());
         }
         args.into_iter()
             .enumerate()
@@ -46,7 +50,8 @@ impl CudaCtxView<'_> {
                     Arg::Buffer(b) => {
                         let buf = self.table.get(&b.buffer)?.buf.clone();
                         let what = format!("buffer argument {i}");
-                        let (offset, _) = crate::limits::check_range(&what, b.offset, 0, buf.len())?;
+                        let (offset, _) =
+                            crate::limits::check_range(&what, b.offset, 0, buf.len())?;
                         Resolved::Buffer(buf, offset)
                     }
                     Arg::I8(v) => Resolved::Scalar(GpuArg::I8(v)),
@@ -68,7 +73,9 @@ impl CudaCtxView<'_> {
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
         while s.pending.front().is_some_and(Completion::is_done) {
-            let Some(done) = s.pending.pop_front() else { break };
+            let Some(done) = s.pending.pop_front() else {
+                break;
+            };
             self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
             // Finished: `wait` returns at once.
             if let Err(e) = done.wait() {
@@ -82,10 +89,20 @@ impl CudaCtxView<'_> {
 impl HostStream for CudaCtxView<'_> {
     fn create(&mut self) -> CudaResult<Resource<StreamRes>> {
         self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
-        let made = self.ctx.host.stream().map_err(Into::into).and_then(|stream| {
-            let res = StreamRes { stream, pending: VecDeque::new(), failed: None, tail_untracked: false };
-            Ok(self.table.push(res)?)
-        });
+        let made = self
+            .ctx
+            .host
+            .stream()
+            .map_err(Into::into)
+            .and_then(|stream| {
+                let res = StreamRes {
+                    stream,
+                    pending: VecDeque::new(),
+                    failed: None,
+                    tail_untracked: false,
+                };
+                Ok(self.table.push(res)?)
+            });
         if made.is_err() {
             self.ctx.usage.remove_stream_or_event();
         }
@@ -150,7 +167,11 @@ impl HostStream for CudaCtxView<'_> {
 
     fn record_event(&mut self, stream: Resource<StreamRes>) -> CudaResult<Resource<EventRes>> {
         self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
-        let made = self.table.get(&stream).map_err(Into::into).and_then(|s| Ok(s.stream.record()?));
+        let made = self
+            .table
+            .get(&stream)
+            .map_err(Into::into)
+            .and_then(|s| Ok(s.stream.record()?));
         let made = made.and_then(|event| Ok(self.table.push(EventRes { event })?));
         match made {
             Ok(e) => {

@@ -9,9 +9,21 @@ async fn sixty_four_guests_at_once_share_one_device() {
         .map(|i| {
             tokio::spawn(async move {
                 let (name, args, want) = match i % 3 {
-                    0 => ("saxpy", vec![(512 + i).to_string()], format!("saxpy ok n={}", 512 + i)),
-                    1 => ("reduce", vec![(2048 + i).to_string()], format!("reduce ok n={}", 2048 + i)),
-                    _ => ("matmul", vec!["17".into(), "33".into(), "20".into()], "matmul ok".into()),
+                    0 => (
+                        "saxpy",
+                        vec![(512 + i).to_string()],
+                        format!("saxpy ok n={}", 512 + i),
+                    ),
+                    1 => (
+                        "reduce",
+                        vec![(2048 + i).to_string()],
+                        format!("reduce ok n={}", 2048 + i),
+                    ),
+                    _ => (
+                        "matmul",
+                        vec!["17".into(), "33".into(), "20".into()],
+                        "matmul ok".into(),
+                    ),
                 };
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 (run(rt, name, &args).await.unwrap(), want)

@@ -10,7 +10,13 @@ async fn saxpy_guest_computes_and_checks_its_result() {
     assert_ok(&o, "saxpy ok n=10000");
     // checksum = sum(2.5 * 0.5 i + 1 - i) = sum(1 + 0.25 i) over i < 10000.
     let want = 10000.0 + 0.25 * (9999.0 * 10000.0 / 2.0);
-    let got: f64 = stdout(&o).trim().rsplit('=').next().unwrap().parse().unwrap();
+    let got: f64 = stdout(&o)
+        .trim()
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((got - want).abs() / want < 1e-5, "checksum {got} vs {want}");
 }
 

@@ -9,7 +9,8 @@ const RUNS: usize = 10_000;
 const CONCURRENCY: usize = 16;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device_memory_or_handles() {
+async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device_memory_or_handles()
+{
     let Some(rt) = runtime() else { return };
     let host = rt.host().clone();
     let g = guest("misbehave");
@@ -45,21 +46,39 @@ async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device
     }
     let after = host.stats();
     let mem_after = host.mem_info().unwrap();
-    assert_eq!(after.live_buffers, before.live_buffers, "{before:?} -> {after:?}");
-    assert_eq!(after.live_modules, before.live_modules, "{before:?} -> {after:?}");
+    assert_eq!(
+        after.live_buffers, before.live_buffers,
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(
+        after.live_modules, before.live_modules,
+        "{before:?} -> {after:?}"
+    );
     assert_eq!(after.pending_launches, 0, "{after:?}");
     assert_eq!(after.drop_errors, before.drop_errors, "{after:?}");
-    assert!(after.launches >= before.launches + (RUNS / 2) as u64, "the runs launched: {after:?}");
+    assert!(
+        after.launches >= before.launches + (RUNS / 2) as u64,
+        "the runs launched: {after:?}"
+    );
     // Streams and events are pooled by gpuhost: bounded by the concurrency, not the run count.
     let bound = (CONCURRENCY * 4) as u64;
-    assert!(after.live_streams <= before.live_streams + bound, "streams grow with runs: {before:?} -> {after:?}");
-    assert!(after.live_events <= before.live_events + bound * 3, "events grow with runs: {before:?} -> {after:?}");
+    assert!(
+        after.live_streams <= before.live_streams + bound,
+        "streams grow with runs: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.live_events <= before.live_events + bound * 3,
+        "events grow with runs: {before:?} -> {after:?}"
+    );
     // softcuda's accounting is exact; NVIDIA's driver may grow its own internal pools a little.
     let slack = match gpuhost::driver().map(|d| d.kind) {
         Ok(gpuhost::DriverKind::Softcuda) => 0,
         _ => 32 << 20,
     };
-    assert!(mem_after.free + slack >= mem_before.free, "device memory: {mem_before:?} -> {mem_after:?}");
+    assert!(
+        mem_after.free + slack >= mem_before.free,
+        "device memory: {mem_before:?} -> {mem_after:?}"
+    );
 }
 
 /// Runs `f(0..n)` with at most `width` at once.

@@ -17,13 +17,19 @@ fn a_core_module_is_refused_as_not_a_component() {
 #[test]
 fn garbage_bytes_are_refused_as_an_invalid_component() {
     let Some(rt) = runtime() else { return };
-    assert!(matches!(rt.load("junk", b"not wasm at all"), Err(Error::InvalidComponent { .. })));
+    assert!(matches!(
+        rt.load("junk", b"not wasm at all"),
+        Err(Error::InvalidComponent { .. })
+    ));
 }
 
 #[test]
 fn a_missing_file_names_the_path() {
     let Some(rt) = runtime() else { return };
-    let e = rt.load_file(std::path::Path::new("/nonexistent/guest.wasm")).err().unwrap();
+    let e = rt
+        .load_file(std::path::Path::new("/nonexistent/guest.wasm"))
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::Read { .. }));
     assert!(e.to_string().contains("/nonexistent/guest.wasm"));
 }

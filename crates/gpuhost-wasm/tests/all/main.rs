@@ -9,7 +9,6 @@ mod loading;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gpuhost_wasm::{Guest, RunOptions, RunOutcome, Runtime};
@@ -31,45 +30,42 @@ pub fn runtime() -> Option<&'static Runtime> {
     })
 }
 
-/// Folder of the guest .wasm files: `$GPUHOST_GUEST_DIR` if set (prebuilt, for machines
-/// without the guest toolchain), else built once per test run from examples/guests.
+/// Folder of the guest .wasm files, built once per test run.
 fn guest_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        if let Ok(dir) = std::env::var("GPUHOST_GUEST_DIR") {
-            return PathBuf::from(dir);
-        }
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
-        let root = manifest.join("../..");
-        let target = root.join("target/guests");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
-            .arg(root.join("examples/guests/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target)
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET")
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building examples/guests failed (is the wasm32-wasip2 target installed?)");
-        target.join("wasm32-wasip2/release")
+        gpuhost_wasm::example_guests::build(&manifest.join("../.."))
+            .unwrap_or_else(|e| panic!("{e}"))
     })
 }
 
 /// A compiled guest by name (compiled once per test run).
 pub fn guest(name: &str) -> Guest {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<OnceLock<Guest>>>>> = OnceLock::new();
-    let slot = CACHE.get_or_init(Default::default).lock().unwrap().entry(name.into()).or_default().clone();
+    let slot = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(name.into())
+        .or_default()
+        .clone();
     slot.get_or_init(|| {
         let path = guest_dir().join(format!("{name}.wasm"));
-        runtime().expect("driver").load_file(&path).unwrap_or_else(|e| panic!("{e}"))
+        runtime()
+            .expect("driver")
+            .load_file(&path)
+            .unwrap_or_else(|e| panic!("{e}"))
     })
     .clone()
 }
 
 /// Runs `name` with `args` (argv[0] added) and default options.
-pub async fn run(rt: &Runtime, name: &str, args: &[&str]) -> Result<RunOutcome, gpuhost_wasm::Error> {
+pub async fn run(
+    rt: &Runtime,
+    name: &str,
+    args: &[&str],
+) -> Result<RunOutcome, gpuhost_wasm::Error> {
     rt.run(&guest(name), opts(name, args)).await
 }
 
@@ -77,7 +73,10 @@ pub async fn run(rt: &Runtime, name: &str, args: &[&str]) -> Result<RunOutcome, 
 pub fn opts(name: &str, args: &[&str]) -> RunOptions {
     let mut argv = vec![name.to_string()];
     argv.extend(args.iter().map(|s| s.to_string()));
-    RunOptions { args: argv, ..RunOptions::default() }
+    RunOptions {
+        args: argv,
+        ..RunOptions::default()
+    }
 }
 
 /// The guest's stdout as text.
@@ -88,6 +87,15 @@ pub fn stdout(o: &RunOutcome) -> String {
 /// Asserts a run exited 0 and printed `want` (stderr shown on failure).
 pub fn assert_ok(o: &RunOutcome, want: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.exit_code, 0, "guest failed: stdout {:?} stderr {err:?}", stdout(o));
-    assert!(stdout(o).contains(want), "stdout {:?} lacks {want:?}; stderr {err:?}", stdout(o));
+    assert_eq!(
+        o.exit_code,
+        0,
+        "guest failed: stdout {:?} stderr {err:?}",
+        stdout(o)
+    );
+    assert!(
+        stdout(o).contains(want),
+        "stdout {:?} lacks {want:?}; stderr {err:?}",
+        stdout(o)
+    );
 }

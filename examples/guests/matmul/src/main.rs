@@ -32,7 +32,10 @@ fn run(m: usize, n: usize, k: usize) -> gpuhost_guest::Result<Result<f32, String
         for col in 0..n {
             let want: f32 = (0..k).map(|j| a[r * k + j] * b[j * n + col]).sum();
             if c[r * n + col] != want {
-                return Ok(Err(format!("matmul mismatch at ({r},{col}): got {} want {want}", c[r * n + col])));
+                return Ok(Err(format!(
+                    "matmul mismatch at ({r},{col}): got {} want {want}",
+                    c[r * n + col]
+                )));
             }
         }
     }
@@ -40,7 +43,10 @@ fn run(m: usize, n: usize, k: usize) -> gpuhost_guest::Result<Result<f32, String
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
     let (m, n, k) = match args[..] {
         [m, n, k] => (m, n, k),
         _ => (96, 80, 112),

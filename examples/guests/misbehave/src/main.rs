@@ -33,7 +33,15 @@ fn tiny() {
     let noop = check(module.kernel("noop"), "kernel noop");
     let buf = check(DeviceBuffer::<f32>::zeroed(1024), "alloc");
     let stream = check(Stream::create(), "stream");
-    check(Launch::new(&noop).grid1(4).block1(256).buffer(&buf).scalar(1024u32).enqueue(&stream), "launch");
+    check(
+        Launch::new(&noop)
+            .grid1(4)
+            .block1(256)
+            .buffer(&buf)
+            .scalar(1024u32)
+            .enqueue(&stream),
+        "launch",
+    );
     check(stream.synchronize(), "synchronize");
     let back = check(buf.download_range(1000, 24), "download");
     if back.iter().any(|v| *v != 0.0) {
@@ -48,7 +56,15 @@ fn hold_everything() {
     let buf = check(DeviceBuffer::<f32>::zeroed(4096), "alloc");
     let stream = check(Stream::create(), "stream");
     let start = check(stream.record_event(), "record");
-    check(Launch::new(&noop).grid1(16).block1(256).buffer(&buf).scalar(4096u32).enqueue(&stream), "launch");
+    check(
+        Launch::new(&noop)
+            .grid1(16)
+            .block1(256)
+            .buffer(&buf)
+            .scalar(4096u32)
+            .enqueue(&stream),
+        "launch",
+    );
     let end = check(stream.record_event(), "record");
     std::mem::forget((module, noop, buf, stream, start, end));
 }
@@ -56,18 +72,45 @@ fn hold_everything() {
 fn oob() {
     let buf = check(Buffer::create(64), "alloc");
     let other = check(Buffer::create(16), "alloc");
-    expect_err!(buf.write(60, &[0; 8]), Error::OutOfBounds(_), "write past end");
-    expect_err!(buf.write(u64::MAX, &[0; 1]), Error::OutOfBounds(_), "write at overflowing offset");
+    expect_err!(
+        buf.write(60, &[0; 8]),
+        Error::OutOfBounds(_),
+        "write past end"
+    );
+    expect_err!(
+        buf.write(u64::MAX, &[0; 1]),
+        Error::OutOfBounds(_),
+        "write at overflowing offset"
+    );
     expect_err!(buf.read(0, 65), Error::OutOfBounds(_), "read past end");
-    expect_err!(buf.read(u64::MAX - 1, 4), Error::OutOfBounds(_), "read overflowing range");
+    expect_err!(
+        buf.read(u64::MAX - 1, 4),
+        Error::OutOfBounds(_),
+        "read overflowing range"
+    );
     expect_err!(buf.fill(1, 64, 0), Error::OutOfBounds(_), "fill past end");
-    expect_err!(buf.copy_from(0, &other, 8, 16), Error::OutOfBounds(_), "copy from past source end");
-    expect_err!(other.copy_from(8, &buf, 0, 16), Error::OutOfBounds(_), "copy past destination end");
+    expect_err!(
+        buf.copy_from(0, &other, 8, 16),
+        Error::OutOfBounds(_),
+        "copy from past source end"
+    );
+    expect_err!(
+        other.copy_from(8, &buf, 0, 16),
+        Error::OutOfBounds(_),
+        "copy past destination end"
+    );
     let module = check(Module::from_ptx(NOOP), "load noop");
     let noop = check(module.kernel("noop"), "kernel noop");
     let stream = check(Stream::create(), "stream");
-    let arg = raw::stream::Arg::Buffer(raw::stream::BufferArg { buffer: &buf, offset: 65 });
-    expect_err!(Launch::new(&noop).arg(arg).scalar(1u32).enqueue(&stream), Error::OutOfBounds(_), "buffer arg past end");
+    let arg = raw::stream::Arg::Buffer(raw::stream::BufferArg {
+        buffer: &buf,
+        offset: 65,
+    });
+    expect_err!(
+        Launch::new(&noop).arg(arg).scalar(1u32).enqueue(&stream),
+        Error::OutOfBounds(_),
+        "buffer arg past end"
+    );
     // The buffer still works after every refused call.
     check(buf.write(56, &[7; 8]), "write in range");
     if check(buf.read(56, 8), "read in range") != [7; 8] {
@@ -84,11 +127,43 @@ fn bad_args() {
     }
     let buf = check(DeviceBuffer::<f32>::zeroed(16), "alloc");
     let stream = check(Stream::create(), "stream");
-    expect_err!(Launch::new(&noop).buffer(&buf).enqueue(&stream), Error::ArgMismatch(_), "too few args");
-    expect_err!(Launch::new(&noop).buffer(&buf).scalar(1u32).scalar(2u32).enqueue(&stream), Error::ArgMismatch(_), "too many args");
-    expect_err!(Launch::new(&noop).buffer(&buf).scalar(1u64).enqueue(&stream), Error::ArgMismatch(_), "u64 for a u32 param");
-    expect_err!(Launch::new(&noop).scalar(0u32).scalar(1u32).enqueue(&stream), Error::ArgMismatch(_), "u32 for a pointer param");
-    check(Launch::new(&noop).buffer(&buf).scalar(16u32).enqueue(&stream), "valid launch after refusals");
+    expect_err!(
+        Launch::new(&noop).buffer(&buf).enqueue(&stream),
+        Error::ArgMismatch(_),
+        "too few args"
+    );
+    expect_err!(
+        Launch::new(&noop)
+            .buffer(&buf)
+            .scalar(1u32)
+            .scalar(2u32)
+            .enqueue(&stream),
+        Error::ArgMismatch(_),
+        "too many args"
+    );
+    expect_err!(
+        Launch::new(&noop)
+            .buffer(&buf)
+            .scalar(1u64)
+            .enqueue(&stream),
+        Error::ArgMismatch(_),
+        "u64 for a u32 param"
+    );
+    expect_err!(
+        Launch::new(&noop)
+            .scalar(0u32)
+            .scalar(1u32)
+            .enqueue(&stream),
+        Error::ArgMismatch(_),
+        "u32 for a pointer param"
+    );
+    check(
+        Launch::new(&noop)
+            .buffer(&buf)
+            .scalar(16u32)
+            .enqueue(&stream),
+        "valid launch after refusals",
+    );
     check(stream.synchronize(), "synchronize");
 }
 
@@ -102,28 +177,64 @@ fn bad_launch() {
     let go = |launch: Launch<'_>| launch.buffer(&buf).scalar(16u32).enqueue(&stream);
     expect_err!(go(l().block1(0)), Error::InvalidLaunch(_), "zero block");
     expect_err!(go(l().grid(1, 0, 1)), Error::InvalidLaunch(_), "zero grid");
-    expect_err!(go(l().block1(info.max_threads_per_block + 1)), Error::InvalidLaunch(_), "block over max threads");
-    expect_err!(go(l().block(1, 1, info.max_block_dim.z + 1)), Error::InvalidLaunch(_), "block z over max");
+    expect_err!(
+        go(l().block1(info.max_threads_per_block + 1)),
+        Error::InvalidLaunch(_),
+        "block over max threads"
+    );
+    expect_err!(
+        go(l().block(1, 1, info.max_block_dim.z + 1)),
+        Error::InvalidLaunch(_),
+        "block z over max"
+    );
     if info.max_grid_dim.y < u32::MAX {
-        expect_err!(go(l().grid(1, info.max_grid_dim.y + 1, 1)), Error::InvalidLaunch(_), "grid y over max");
+        expect_err!(
+            go(l().grid(1, info.max_grid_dim.y + 1, 1)),
+            Error::InvalidLaunch(_),
+            "grid y over max"
+        );
     }
-    expect_err!(go(l().shared_mem(info.max_shared_mem_per_block + 1)), Error::InvalidLaunch(_), "shared memory over max");
+    expect_err!(
+        go(l().shared_mem(info.max_shared_mem_per_block + 1)),
+        Error::InvalidLaunch(_),
+        "shared memory over max"
+    );
     check(go(l().grid1(1).block1(32)), "valid launch after refusals");
     check(stream.synchronize(), "synchronize");
 }
 
 fn bad_ptx() {
-    expect_err!(Module::from_ptx("this is not ptx"), Error::InvalidPtx(_), "garbage PTX");
+    expect_err!(
+        Module::from_ptx("this is not ptx"),
+        Error::InvalidPtx(_),
+        "garbage PTX"
+    );
     let truncated = &NOOP[..NOOP.len() / 2];
-    expect_err!(Module::from_ptx(truncated), Error::InvalidPtx(_), "truncated PTX");
-    expect_err!(Module::from_cubin(&[0xde, 0xad, 0xbe, 0xef]), Error::InvalidModule(_) | Error::NotSupported(_), "garbage cubin");
+    expect_err!(
+        Module::from_ptx(truncated),
+        Error::InvalidPtx(_),
+        "truncated PTX"
+    );
+    expect_err!(
+        Module::from_cubin(&[0xde, 0xad, 0xbe, 0xef]),
+        Error::InvalidModule(_) | Error::NotSupported(_),
+        "garbage cubin"
+    );
     let module = check(Module::from_ptx(NOOP), "valid PTX after refusals");
-    expect_err!(module.kernel("no_such_kernel"), Error::KernelNotFound(_), "missing kernel");
+    expect_err!(
+        module.kernel("no_such_kernel"),
+        Error::KernelNotFound(_),
+        "missing kernel"
+    );
 }
 
 fn over_quota() {
     let q = gpuhost_guest::quotas();
-    expect_err!(Buffer::create(q.max_buffer_bytes + 1), Error::QuotaExceeded(_), "one buffer over the byte quota");
+    expect_err!(
+        Buffer::create(q.max_buffer_bytes + 1),
+        Error::QuotaExceeded(_),
+        "one buffer over the byte quota"
+    );
     let mut held = Vec::new();
     let mut refused = false;
     for _ in 0..=q.max_buffers {
@@ -137,7 +248,11 @@ fn over_quota() {
         }
     }
     if !refused || held.len() != q.max_buffers as usize {
-        fail(&format!("buffer count quota not enforced: held {} of {}", held.len(), q.max_buffers));
+        fail(&format!(
+            "buffer count quota not enforced: held {} of {}",
+            held.len(),
+            q.max_buffers
+        ));
     }
     // Dropping one frees a slot.
     held.pop();
@@ -159,7 +274,11 @@ fn over_quota() {
     }
     let big = " ".repeat(q.max_ptx_bytes as usize + 1);
     drop(modules);
-    expect_err!(Module::from_ptx(&big), Error::QuotaExceeded(_), "PTX over the size limit");
+    expect_err!(
+        Module::from_ptx(&big),
+        Error::QuotaExceeded(_),
+        "PTX over the size limit"
+    );
 }
 
 /// Median of launch cost and launch→synchronize round trip, in nanoseconds, over `n` samples.
@@ -176,12 +295,23 @@ fn bench(n: usize) {
     let mut round = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
-        check(Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32).enqueue(&stream), "launch");
+        check(
+            Launch::new(&noop)
+                .block1(32)
+                .buffer(&buf)
+                .scalar(256u32)
+                .enqueue(&stream),
+            "launch",
+        );
         launch.push(t0.elapsed().as_nanos());
         check(stream.synchronize(), "synchronize");
         round.push(t0.elapsed().as_nanos());
     }
-    println!("bench launch_ns={} roundtrip_ns={} samples={n}", median(launch), median(round));
+    println!(
+        "bench launch_ns={} roundtrip_ns={} samples={n}",
+        median(launch),
+        median(round)
+    );
 }
 
 fn main() {
@@ -209,7 +339,12 @@ fn main() {
         "bad-launch" => bad_launch(),
         "bad-ptx" => bad_ptx(),
         "over-quota" => over_quota(),
-        "bench" => bench(std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(1000)),
+        "bench" => bench(
+            std::env::args()
+                .nth(2)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1000),
+        ),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
     println!("{mode} ok");

@@ -15,14 +15,24 @@ fn run(n: usize) -> gpuhost_guest::Result<Result<f32, String>> {
     let partials = DeviceBuffer::<f32>::zeroed(blocks as usize)?;
     let total = DeviceBuffer::<f32>::zeroed(1)?;
     let stream = Stream::create()?;
-    Launch::new(&reduce).grid1(blocks).block1(BLOCK).buffer(&input).buffer(&partials)
-        .scalar(n as u32).enqueue(&stream)?;
+    Launch::new(&reduce)
+        .grid1(blocks)
+        .block1(BLOCK)
+        .buffer(&input)
+        .buffer(&partials)
+        .scalar(n as u32)
+        .enqueue(&stream)?;
     // The second pass sums the partials; it needs one block of BLOCK threads per 2*BLOCK partials.
     if blocks as usize > 2 * BLOCK as usize {
         return Ok(Err(format!("n={n} needs more than two passes")));
     }
-    Launch::new(&reduce).grid1(1).block1(BLOCK).buffer(&partials).buffer(&total)
-        .scalar(blocks).enqueue(&stream)?;
+    Launch::new(&reduce)
+        .grid1(1)
+        .block1(BLOCK)
+        .buffer(&partials)
+        .buffer(&total)
+        .scalar(blocks)
+        .enqueue(&stream)?;
     stream.synchronize()?;
     let got = total.download()?[0];
     let want: f32 = data.iter().sum();
@@ -33,7 +43,10 @@ fn run(n: usize) -> gpuhost_guest::Result<Result<f32, String>> {
 }
 
 fn main() {
-    let n = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(100_000usize);
+    let n = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000usize);
     match run(n) {
         Ok(Ok(sum)) => println!("reduce ok n={n} sum={sum}"),
         Ok(Err(msg)) => {

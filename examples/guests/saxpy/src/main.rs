@@ -26,14 +26,20 @@ fn run(n: usize) -> gpuhost_guest::Result<Result<f64, String>> {
     for i in 0..n {
         let want = a * x[i] + y[i];
         if (got[i] - want).abs() > 1e-4 * want.abs().max(1.0) {
-            return Ok(Err(format!("saxpy mismatch at {i}: got {} want {want}", got[i])));
+            return Ok(Err(format!(
+                "saxpy mismatch at {i}: got {} want {want}",
+                got[i]
+            )));
         }
     }
     Ok(Ok(got.iter().map(|v| *v as f64).sum()))
 }
 
 fn main() {
-    let n = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4096usize);
+    let n = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4096usize);
     match run(n) {
         Ok(Ok(sum)) => println!("saxpy ok n={n} checksum={sum}"),
         Ok(Err(msg)) => {

@@ -1,0 +1,127 @@
+//! `gpuhost run GUEST.wasm [-- args]`: runs a WebAssembly guest (WASI CLI world: stdio, args,
+//! env) with the gpuhost:cuda imports on one device, under per-guest quotas set by flags.
+//! Exits with the guest's exit code; every failure gets a message saying what to do.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use gpuhost_wasm::{Error, Limits, Output, RunOptions, Runtime};
+
+/// Flags of `gpuhost run`. Quota defaults are gpuhost-wasm's `Limits::default()`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The guest: a WebAssembly component built for wasm32-wasip2.
+    guest: PathBuf,
+    /// Arguments passed to the guest (after `--`).
+    #[arg(last = true)]
+    guest_args: Vec<String>,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Environment variable for the guest, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Bytes across the guest's live device buffers.
+    #[arg(long)]
+    max_buffer_bytes: Option<u64>,
+    /// Live device buffers.
+    #[arg(long)]
+    max_buffers: Option<u32>,
+    /// Modules loaded at once.
+    #[arg(long)]
+    max_modules: Option<u32>,
+    /// Total bytes of loaded module images.
+    #[arg(long)]
+    max_module_bytes: Option<u64>,
+    /// Size of one PTX or cubin image.
+    #[arg(long)]
+    max_ptx_bytes: Option<u64>,
+    /// Launches enqueued and not yet synchronized.
+    #[arg(long)]
+    max_launches_in_flight: Option<u32>,
+    /// wasmtime fuel for the guest's CPU side; 0 for unmetered.
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// Guest linear memory, in bytes.
+    #[arg(long)]
+    max_wasm_memory: Option<usize>,
+}
+
+impl Args {
+    fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        macro_rules! set {
+            ($($f:ident => $field:ident),*) => {$(if let Some(v) = self.$f { l.$field = v; })*};
+        }
+        set!(max_buffer_bytes => max_buffer_bytes, max_buffers => max_buffers, max_modules => max_modules,
+             max_module_bytes => max_module_bytes, max_ptx_bytes => max_ptx_bytes,
+             max_launches_in_flight => max_launches_in_flight, max_wasm_memory => max_wasm_memory_bytes);
+        if let Some(f) = self.fuel {
+            l.fuel = (f > 0).then_some(f);
+        }
+        l
+    }
+}
+
+/// Runs the guest and exits the process with its exit code.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut env = Vec::new();
+    for kv in &a.env {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--env {kv:?} is not KEY=VALUE");
+        };
+        env.push((k.to_string(), v.to_string()));
+    }
+    if !a.guest.is_file() {
+        bail!(
+            "guest file {} does not exist (build one with `cargo build --release --target wasm32-wasip2`)",
+            a.guest.display()
+        );
+    }
+    // The file's own problems are reported before the device is opened.
+    let what = a.guest.display().to_string();
+    let bytes = std::fs::read(&a.guest).with_context(|| format!("reading {what}"))?;
+    gpuhost_wasm::precheck(&what, &bytes)?;
+    let host = gpuhost::host(a.device)
+        .with_context(|| format!("opening CUDA device {} (see `gpuhost doctor`)", a.device))?;
+    let runtime = Runtime::new(host)?;
+    let guest = runtime.load(&what, &bytes)?;
+    let mut args = vec![
+        a.guest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    ];
+    args.extend(a.guest_args.iter().cloned());
+    let opts = RunOptions {
+        args,
+        env,
+        limits: a.limits(),
+        stdout: Output::Inherit,
+        stderr: Output::Inherit,
+        inherit_stdin: true,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match rt.block_on(runtime.run(&guest, opts)) {
+        Ok(outcome) => {
+            if outcome.quota_refusals > 0 {
+                eprintln!(
+                    "gpuhost: {} call(s) of the guest were refused by a quota; last: {} (raise it with the matching --max-* flag, see `gpuhost run --help`)",
+                    outcome.quota_refusals,
+                    outcome.last_refusal.as_deref().unwrap_or("?")
+                );
+            }
+            std::process::exit(outcome.exit_code)
+        }
+        Err(Error::Trap {
+            out_of_fuel: true, ..
+        }) => {
+            bail!(
+                "the guest ran out of fuel (its CPU quota); raise it with --fuel N, or --fuel 0 for none"
+            )
+        }
+        Err(e) => Err(e.into()),
+    }
+}
