@@ -225,6 +225,37 @@ fn exact(op: FOp, x: f64, y: f64) -> (f64, f64) {
     }
 }
 
+/// `fma.rn.f32` on all 32 lanes. Uses the FMA unit when the CPU has one (detected at run
+/// time); otherwise `f32::mul_add`, which is correctly rounded in software.
+#[inline]
+pub(crate) fn fma_f32_lanes(a: &[u64; 32], b: &[u64; 32], c: &[u64; 32]) -> [u64; 32] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports FMA (checked just above), the only requirement of a
+            // `target_feature(enable = "fma")` function.
+            return unsafe { fma_f32_lanes_fma(a, b, c) };
+        }
+    }
+    fma_f32_lanes_plain(a, b, c)
+}
+
+#[inline(always)]
+fn fma_f32_lanes_plain(a: &[u64; 32], b: &[u64; 32], c: &[u64; 32]) -> [u64; 32] {
+    let f = |x: u64| f32::from_bits(x as u32);
+    let mut out = [0u64; 32];
+    for l in 0..32 {
+        out[l] = u64::from(f(a[l]).mul_add(f(b[l]), f(c[l])).to_bits());
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma,avx2")]
+fn fma_f32_lanes_fma(a: &[u64; 32], b: &[u64; 32], c: &[u64; 32]) -> [u64; 32] {
+    fma_f32_lanes_plain(a, b, c)
+}
+
 /// Fused multiply-add.
 pub(crate) fn fma(ty: Ty, m: FMods, a: u64, b: u64, c: u64) -> u64 {
     lanes2(ty, [a, b, c], |t, [a, b, c]| {
@@ -585,6 +616,16 @@ mod tests {
             carry(CarryKind::MadLo, Ty::U64, u64::MAX, u64::MAX, 0, 0),
             (1, 0)
         );
+    }
+
+    #[test]
+    fn lane_fma_is_fused() {
+        // fma(x, x, -fl(x*x)) is the rounding error of the product: 2^-46, not 0.
+        let x = 1.0f32 + f32::EPSILON;
+        let a = [u64::from(x.to_bits()); 32];
+        let c = [u64::from((-(x * x)).to_bits()); 32];
+        let out = fma_f32_lanes(&a, &a, &c);
+        assert_eq!(f32::from_bits(out[7] as u32), 2f32.powi(-46));
     }
 
     #[test]

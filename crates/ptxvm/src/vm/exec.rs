@@ -199,10 +199,8 @@ impl Warp {
                     let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
                     let (ty, m) = (*ty, *m);
                     if ty == Ty::F32 && m.rnd == Rnd::Rn && !m.ftz && !m.sat {
-                        let f = |x: u64| f32::from_bits(x as u32);
-                        map3(self, *d, av, bv, cv, mask, |x, y, z| {
-                            u64::from(f(x).mul_add(f(y), f(z)).to_bits())
-                        });
+                        let out = alu::fma_f32_lanes(&av, &bv, &cv);
+                        self.wr(*d, &out, mask);
                     } else {
                         map3(self, *d, av, bv, cv, mask, |x, y, z| {
                             alu::fma(ty, m, x, y, z)
