@@ -170,6 +170,12 @@ pub(crate) enum MadKind {
     Wide,
     /// `mad.hi.sat.s32`
     HiSat,
+    /// `mul24.lo`/`mad24.lo`: low 32 bits of the 24×24-bit product.
+    Lo24,
+    /// `mul24.hi`/`mad24.hi`: bits 47..16 of the 24×24-bit product.
+    Hi24,
+    /// `sad`: `c + |a - b|`.
+    Sad,
 }
 
 /// Extended-precision operation kinds.

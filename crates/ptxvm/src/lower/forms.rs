@@ -347,9 +347,7 @@ impl Ctx<'_> {
         match i.opcode.as_str() {
             "activemask" => self.emit(i, Op::Activemask { d }),
             "shfl" => {
-                if !m.has("sync") {
-                    return self.unsup("shfl without .sync");
-                }
+                // Pre-Volta `shfl` (no .sync, no member mask) behaves as the full-warp form here.
                 let mode = if m.has("up") {
                     ShflMode::Up
                 } else if m.has("down") {

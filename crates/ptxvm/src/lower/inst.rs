@@ -5,7 +5,7 @@ use super::mods::{Mods, PTX_OPCODES, known_flag, wide};
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
 use crate::error::Error;
-use crate::ir::{FOp, FUn, IOp, IUn, MadKind, Op, Space, Ty};
+use crate::ir::{FOp, FUn, IOp, IUn, MadKind, Op, Space, Src, Ty};
 
 impl Ctx<'_> {
     /// Decodes one instruction and appends its ops.
@@ -460,6 +460,38 @@ impl Ctx<'_> {
                     Op::Dp4a {
                         sa: at.signed(),
                         sb: bt.signed(),
+                        d,
+                        a,
+                        b,
+                        c,
+                    },
+                )
+            }
+            "mul24" | "mad24" | "sad" => {
+                let ty = self.ty(ty)?;
+                let want = if op == "mul24" { 3 } else { 4 };
+                need(want)?;
+                if (op != "sad" && !matches!(ty, Ty::U32 | Ty::S32)) || ty.is_float() {
+                    return self.invalid(format!("{op} on .{ty:?}"));
+                }
+                let kind = match op {
+                    "sad" => MadKind::Sad,
+                    _ if m.has("hi") => MadKind::Hi24,
+                    _ => MadKind::Lo24,
+                };
+                let d = self.dst(&ops[0])?;
+                let a = self.src(&ops[1], ty)?;
+                let b = self.src(&ops[2], ty)?;
+                let c = if want == 4 {
+                    self.src(&ops[3], ty)?
+                } else {
+                    Src::Imm(0)
+                };
+                self.emit(
+                    i,
+                    Op::IMad {
+                        kind,
+                        ty,
                         d,
                         a,
                         b,

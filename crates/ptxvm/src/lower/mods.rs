@@ -66,6 +66,7 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
         ),
         "setp" => f == "ftz" || matches!(f, "and" | "or" | "xor") || Mods::cmp_of(f).is_some(),
         "mul" => rnd || matches!(f, "lo" | "hi" | "wide"),
+        "mul24" | "mad24" => matches!(f, "lo" | "hi"),
         "mad" => rnd || matches!(f, "lo" | "hi" | "wide" | "cc"),
         "add" | "sub" => rnd || f == "cc",
         "bar" | "barrier" => matches!(f, "warp" | "arrive" | "red" | "cta" | "all"),

@@ -88,6 +88,28 @@ pub(crate) fn imad(kind: MadKind, ty: Ty, a: u64, b: u64, c: u64) -> u64 {
         MadKind::Lo => a.wrapping_mul(b).wrapping_add(c),
         MadKind::Hi => ibin(IOp::MulHi, ty, a, b).wrapping_add(c),
         MadKind::Wide => ibin(IOp::MulWide, ty, a, b).wrapping_add(c),
+        MadKind::Lo24 | MadKind::Hi24 => {
+            let t = |v: u64| {
+                let x = v & 0x00ff_ffff;
+                if ty.signed() {
+                    ((x << 40) as i64 >> 40) as u64
+                } else {
+                    x
+                }
+            };
+            let p = t(a).wrapping_mul(t(b));
+            let part = if kind == MadKind::Lo24 { p } else { p >> 16 };
+            (part & 0xffff_ffff).wrapping_add(c)
+        }
+        MadKind::Sad => {
+            let (x, y) = (norm(ty, a), norm(ty, b));
+            let diff = if ty.signed() {
+                (x as i64).abs_diff(y as i64)
+            } else {
+                x.abs_diff(y)
+            };
+            diff.wrapping_add(c)
+        }
         MadKind::HiSat => {
             let h = ibin(IOp::MulHi, Ty::S32, a, b) as i32;
             h.saturating_add(c as i32) as u32 as u64
@@ -626,6 +648,24 @@ mod tests {
         let c = [u64::from((-(x * x)).to_bits()); 32];
         let out = fma_f32_lanes(&a, &a, &c);
         assert_eq!(f32::from_bits(out[7] as u32), 2f32.powi(-46));
+    }
+
+    #[test]
+    fn mul24_mad24_and_sad() {
+        assert_eq!(imad(MadKind::Lo24, Ty::U32, 0xff00_0003, 5, 0) as u32, 15);
+        assert_eq!(
+            imad(MadKind::Lo24, Ty::S32, 0x00ff_ffff, 3, 0) as u32,
+            (-3i32) as u32
+        );
+        assert_eq!(
+            imad(MadKind::Hi24, Ty::U32, 0x0080_0000, 0x0080_0000, 1) as u32,
+            0x0040_0001
+        );
+        assert_eq!(
+            imad(MadKind::Sad, Ty::S32, (-2i32) as u64, 3, 10) as u32,
+            15
+        );
+        assert_eq!(imad(MadKind::Sad, Ty::U32, 2, 7, 1) as u32, 6);
     }
 
     #[test]

@@ -486,7 +486,7 @@ fn unknown_opcode_is_invalid_and_known_unimplemented_is_unsupported() {
         "{bad:?}"
     );
     let unimpl = Module::load(&format!(
-        "{HEAD}.visible .entry k() {{ .reg .b32 %r<3>; mul24.lo.u32 %r1, %r1, %r2; ret; }}"
+        "{HEAD}.visible .entry k() {{ .reg .b32 %r<3>; vabsdiff.u32.u32.u32 %r1, %r1, %r2, %r1; ret; }}"
     ));
     assert!(
         matches!(unimpl, Err(ptxvm::Error::Unsupported { line: 4, .. })),
