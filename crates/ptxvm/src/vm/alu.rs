@@ -659,7 +659,7 @@ mod tests {
         );
         assert_eq!(
             imad(MadKind::Hi24, Ty::U32, 0x0080_0000, 0x0080_0000, 1) as u32,
-            0x0040_0001
+            0x4000_0001
         );
         assert_eq!(
             imad(MadKind::Sad, Ty::S32, (-2i32) as u64, 3, 10) as u32,
