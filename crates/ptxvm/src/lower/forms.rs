@@ -189,7 +189,10 @@ impl Ctx<'_> {
             // launch: it becomes a move from a register preloaded once per warp.
             if space == Space::Param && addr.base.is_none() && n == 1 {
                 let off = (addr.off as u64).wrapping_sub(KPARAM_BASE);
-                if off + u64::from(ty.bytes()) > u64::from(self.kparam_bytes) {
+                if off
+                    .checked_add(u64::from(ty.bytes()))
+                    .is_none_or(|e| e > u64::from(self.kparam_bytes))
+                {
                     return self.invalid("ld.param past the end of the kernel's parameters");
                 }
                 let r = self.preload(Preload::Param {

@@ -117,7 +117,7 @@ impl Ctx<'_> {
             Some(Sym::Reg(r, _)) if off == 0 => Ok(Src::Reg(r)),
             Some(Sym::Local(o)) => Ok(Src::Imm(u64::from(o).wrapping_add(off))),
             Some(Sym::Shared(o)) => Ok(Src::Imm(u64::from(o).wrapping_add(off))),
-            Some(Sym::KParam(o)) => Ok(Src::Imm(KPARAM_BASE + u64::from(o) + off)),
+            Some(Sym::KParam(o)) => Ok(Src::Imm((KPARAM_BASE + u64::from(o)).wrapping_add(off))),
             Some(Sym::Global(g)) if off == 0 => Ok(Src::Reg(self.preload(Preload::GlobalAddr(g))?)),
             Some(Sym::DynShared) if off == 0 => Ok(Src::Reg(self.preload(Preload::DynSmemBase)?)),
             Some(_) => self.unsup(format!("symbol-plus-offset operand {name}+{off}")),

@@ -129,7 +129,12 @@ impl Warp {
             return None;
         }
         let size = (hi - lo).checked_add(len)?;
-        let shared_end = |base: u64| lo >= base && hi - base + len <= bm.shared_len;
+        let shared_end = |base: u64| {
+            lo >= base
+                && (hi - base)
+                    .checked_add(len)
+                    .is_some_and(|e| e <= bm.shared_len)
+        };
         let base: *mut u8 = match space {
             Space::Global => mem.global(lo, size).ok()?,
             Space::Generic if hi < SHARED_WINDOW => mem.global(lo, size).ok()?,

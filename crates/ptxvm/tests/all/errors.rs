@@ -99,6 +99,48 @@ fn mutated_fixture_text_never_panics() {
         let s = String::from_utf8_lossy(&b);
         let _ = Module::load(&s);
     }
+    // Line-level surgery keeps most tokens valid and so reaches the lowering and its limits.
+    let lines: Vec<&str> = text.lines().collect();
+    let numbers = [
+        "0",
+        "-1",
+        "4294967295",
+        "18446744073709551615",
+        "0x7fffffffffffffff",
+        "-9223372036854775808",
+    ];
+    for _ in 0..400 {
+        let mut l = lines.clone();
+        for _ in 0..1 + rng.next_u32() % 4 {
+            let at = rng.next_u32() as usize % l.len();
+            let other = rng.next_u32() as usize % l.len();
+            match rng.next_u32() % 3 {
+                0 => {
+                    l.remove(at);
+                }
+                1 => l.insert(at, lines[other]),
+                _ => l.swap(at, other),
+            }
+        }
+        let mut s = l.join("\n");
+        // Swap an integer literal for an extreme one.
+        if let Some(pos) = s.find(", 4;") {
+            let n = numbers[rng.next_u32() as usize % numbers.len()];
+            s.replace_range(pos + 2..pos + 3, n);
+        }
+        let _ = Module::load(&s);
+    }
+    let offsets = [
+        "[k_p+-9223372036854775808]",
+        "[k_p+18446744073709551615]",
+        "[%rd1+-1]",
+    ];
+    for o in offsets {
+        let src = format!(
+            "{HEAD}.visible .entry k(.param .u64 k_p) {{ .reg .b64 %rd<2>; ld.param.u64 %rd1, {o}; ret; }}"
+        );
+        let _ = Module::load(&src);
+    }
     let deep = format!(
         "{HEAD}.visible .entry k() {}{}",
         "{".repeat(100_000),
