@@ -682,3 +682,122 @@ fn carry_chain_adds_and_multiplies_128_bit_values() {
     assert_eq!((o[4], o[5]), (p as u32, (p >> 32) as u32));
     assert_eq!((o[6], o[7]), (u32::MAX, 4));
 }
+
+#[test]
+fn transcendental_approximations_are_close_to_the_host_library() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 in, .param .u64 out)
+{
+	.reg .f32 %f<12>;
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [in];
+	ld.param.u64 %rd2, [out];
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.s64 %rd4, %rd1, %rd3;
+	ld.global.f32 %f1, [%rd4];
+	ex2.approx.ftz.f32 %f2, %f1;
+	abs.f32 %f10, %f1;
+	lg2.approx.f32 %f3, %f10;
+	sin.approx.f32 %f4, %f1;
+	cos.approx.f32 %f5, %f1;
+	tanh.approx.f32 %f6, %f1;
+	rcp.approx.f32 %f7, %f1;
+	rsqrt.approx.f32 %f8, %f10;
+	copysign.f32 %f9, %f1, 0f40400000;
+	mul.wide.u32 %rd3, %r1, 32;
+	add.s64 %rd5, %rd2, %rd3;
+	st.global.v4.f32 [%rd5], {%f2, %f3, %f4, %f5};
+	st.global.v4.f32 [%rd5+16], {%f6, %f7, %f8, %f9};
+	ret;
+}
+"#,
+    );
+    let mut rng = Rng::new(40);
+    let x: Vec<f32> = (0..64).map(|_| rng.f32() * 8.0 + 0.01).collect();
+    let mut mem = DevMem::new();
+    let (dx, d) = (mem.upload(&x), mem.alloc(64 * 32));
+    go(
+        &m,
+        &Shape::linear(1, 64),
+        &[Arg::Ptr(dx), Arg::Ptr(d)],
+        &[],
+        &mem,
+    )
+    .unwrap();
+    let o: Vec<f32> = mem.download(d, 64 * 8);
+    let close = |got: f32, want: f32| (got - want).abs() <= 1e-5 * want.abs().max(1.0);
+    for (t, &v) in x.iter().enumerate() {
+        let want = [
+            v.exp2(),
+            v.abs().log2(),
+            v.sin(),
+            v.cos(),
+            v.tanh(),
+            1.0 / v,
+            1.0 / v.abs().sqrt(),
+            3f32.copysign(v),
+        ];
+        for (k, w) in want.iter().enumerate() {
+            assert!(
+                close(o[t * 8 + k], *w),
+                "x={v} op {k}: {} vs {w}",
+                o[t * 8 + k]
+            );
+        }
+    }
+}
+
+#[test]
+fn atomic_inc_dec_match_all_shfl_up_and_f16x2_fma() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 out)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<16>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %laneid;
+	atom.global.inc.u32 %r2, [%rd1], 9;
+	atom.global.dec.u32 %r3, [%rd1+4], 100;
+	shr.u32 %r4, %r1, 4;
+	match.all.sync.b32 %r5|%p1, %r4, -1;
+	selp.u32 %r6, 1, 0, %p1;
+	match.all.sync.b32 %r7|%p2, 7, -1;
+	selp.u32 %r8, 1, 0, %p2;
+	shfl.sync.up.b32 %r9, %r1, 3, 0, -1;
+	mov.b32 %r10, 0x40003c00;
+	fma.rn.f16x2 %r11, %r10, %r10, %r10;
+	vote.sync.uni.pred %p1, %p2, -1;
+	selp.u32 %r12, 1, 0, %p1;
+	mul.wide.u32 %rd2, %r1, 32;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.v4.u32 [%rd3+32], {%r6, %r7, %r8, %r9};
+	st.global.v2.u32 [%rd3+48], {%r11, %r12};
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(32 + 32 * 32);
+    go(&m, &Shape::linear(1, 32), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let o: Vec<u32> = mem.download(d, 8 + 32 * 8);
+    // 32 increments wrapping at 9: 32 mod 10 = 2. 32 decrements from 0 with limit 100: wraps to
+    // 100 first, then counts down 31 times to 69.
+    assert_eq!((o[0], o[1]), (2, 69));
+    for l in 0..32usize {
+        let r = &o[8 + l * 8..][..6];
+        assert_eq!((r[0], r[1], r[2]), (0, u32::MAX, 1), "match.all lane {l}");
+        assert_eq!(
+            r[3],
+            if l >= 3 { l as u32 - 3 } else { l as u32 },
+            "shfl.up lane {l}"
+        );
+        // {1.0, 2.0} * {1.0, 2.0} + {1.0, 2.0} = {2.0, 6.0} as halves.
+        assert_eq!(r[4], 0x4600_4000, "f16x2 fma lane {l}");
+        assert_eq!(r[5], 1, "vote.uni lane {l}");
+    }
+}
