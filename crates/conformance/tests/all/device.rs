@@ -43,6 +43,20 @@ fn device_reports_plausible_attributes() {
         major >= 7,
         || format!("{major}"),
     );
+    let mut version = 0i32;
+    // SAFETY: `version` is a valid out-pointer.
+    let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+    steps.expect("cuDriverGetVersion", r, CUresult::CUDA_SUCCESS);
+    steps.check(
+        "driver API version ≥ 12.0 (cuCtxGetId exists from 12.0)",
+        version >= 12000,
+        || format!("{version}"),
+    );
+    let mut count = 0i32;
+    // SAFETY: `count` is a valid out-pointer.
+    let r = unsafe { sys::cuDeviceGetCount(&mut count) };
+    steps.expect("cuDeviceGetCount", r, CUresult::CUDA_SUCCESS);
+    steps.check("at least one device", count >= 1, || format!("{count}"));
     let name = result::device::get_name(env.device).expect("cuDeviceGetName");
     steps.check("a device name", !name.trim().is_empty(), || "empty".into());
     // SAFETY: as above.

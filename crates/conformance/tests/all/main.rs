@@ -5,6 +5,7 @@
 mod context;
 mod device;
 mod kernels;
+mod launch;
 mod memory;
 mod sticky;
 mod streams;

@@ -92,3 +92,39 @@ fn pointer_attributes_identify_device_and_pinned_host_memory() {
         "memory the driver never allocated"
     );
 }
+
+#[test]
+fn memset_d8_d16_d32_fill_exactly_the_requested_ranges() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let buf = DeviceBuffer::alloc(&ctx, 512).expect("alloc");
+    buf.fill(0).expect("zero");
+    let p = buf.ptr();
+    // SAFETY: every range below lies inside the 512-byte allocation, the current context's.
+    let codes = unsafe {
+        [
+            sys::cuMemsetD32_v2(p + 16, 0xdead_beef, 10),
+            sys::cuMemsetD16_v2(p + 100, 0xabcd, 7),
+            sys::cuMemsetD8_v2(p + 200, 0x5a, 13),
+            sys::cuMemsetD32Async(p + 300, 0x0102_0304, 5, std::ptr::null_mut()),
+        ]
+    };
+    assert_eq!(
+        codes,
+        [CUresult::CUDA_SUCCESS; 4],
+        "cuMemsetD32/D16/D8/D32Async"
+    );
+    let mut want = vec![0u8; 512];
+    for k in 0..10 {
+        want[16 + 4 * k..20 + 4 * k].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+    }
+    for k in 0..7 {
+        want[100 + 2 * k..102 + 2 * k].copy_from_slice(&0xabcdu16.to_le_bytes());
+    }
+    want[200..213].fill(0x5a);
+    for k in 0..5 {
+        want[300 + 4 * k..304 + 4 * k].copy_from_slice(&0x0102_0304u32.to_le_bytes());
+    }
+    assert_eq!(buf.to_vec().expect("read"), want);
+}

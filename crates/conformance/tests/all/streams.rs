@@ -128,8 +128,22 @@ fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
         !done.is_complete().expect("query"),
         "work behind a closed gate reported complete"
     );
+    // SAFETY: `stream` is a live stream of the current context.
+    let query = unsafe { cudarc::driver::sys::cuStreamQuery(stream.raw()) };
+    assert_eq!(
+        query,
+        CUresult::CUDA_ERROR_NOT_READY,
+        "cuStreamQuery on a held stream"
+    );
     gate.open();
     stream.synchronize().expect("sync");
+    // SAFETY: as above.
+    let query = unsafe { cudarc::driver::sys::cuStreamQuery(stream.raw()) };
+    assert_eq!(
+        query,
+        CUresult::CUDA_SUCCESS,
+        "cuStreamQuery after synchronize"
+    );
     let want: Vec<f32> = x0.iter().zip(&y0).map(|(x, y)| y + 18.0 * x).collect();
     assert_eq!(
         floats(&host.read()),
