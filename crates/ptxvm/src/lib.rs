@@ -4,6 +4,23 @@
 //! `Module::load` lexes, parses and lowers PTX text once into flat decoded instructions;
 //! `launch` runs a kernel of a loaded module over a grid against any `Memory`.
 //!
+//! Execution model:
+//! - A warp is 32 lanes of 64-bit registers (struct of arrays); each decoded instruction is
+//!   dispatched once for all active lanes.
+//! - Divergence: the lanes with the lowest PC run; lanes merge when they reach the same PC. This
+//!   reconverges at the immediate post-dominator for the structured code nvcc and clang emit.
+//! - The warps of a block run cooperatively on one thread (round-robin slices, `bar.sync` waits
+//!   for every thread that has not exited); blocks spread over `Launch::workers` threads.
+//! - Address spaces: global memory is whatever `Memory::translate` maps; generic addresses in
+//!   `[SHARED_WINDOW, +WINDOW_SIZE)` and `[LOCAL_WINDOW, +WINDOW_SIZE)` map to the block's shared
+//!   and the thread's local memory (what `cvta` produces). `.const` variables live in device
+//!   memory at the addresses given in `Launch::globals`.
+//! - `%clock`/`%clock64` count the warp's executed instructions; `%globaltimer` is wall time.
+//! - Registers and local memory are undefined until written (reused warps keep old values).
+//! - Errors: malformed text → `Error::Parse`; unknown opcodes, undeclared names →
+//!   `Error::Invalid`; valid PTX that is not implemented → `Error::Unsupported`. Runtime
+//!   problems → `Fault` with kernel, block, thread and PTX line.
+//!
 //! ```
 //! use ptxvm::{Launch, Memory, Module};
 //! # struct NoMem;
