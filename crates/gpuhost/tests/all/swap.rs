@@ -16,6 +16,7 @@ const N: u32 = 64;
 fn swap_under_load_fails_no_launch_and_each_result_is_one_version() {
     let _g = shared();
     let Some(host) = host() else { return };
+    let generation = host.generation();
     let slot = Arc::new(ModelSlot::new(
         gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap(),
     ));
@@ -86,6 +87,11 @@ fn swap_under_load_fails_no_launch_and_each_result_is_one_version() {
     assert!(swaps >= 20 && launches.load(Ordering::Relaxed) >= 2000);
     assert!(seen[0] > 0 && seen[1] > 0, "both versions served: {seen:?}");
     assert!(slot.retired().is_empty());
+    assert_eq!(
+        host.generation(),
+        generation,
+        "a swap never re-creates the context"
+    );
 }
 
 #[test]
