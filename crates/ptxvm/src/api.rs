@@ -125,6 +125,11 @@ pub enum FaultKind {
     InvalidLaunch(String),
     /// Call nesting exceeded the per-thread return stack.
     StackOverflow,
+    /// `brx.idx` with an index past the end of its branch table.
+    BadBranchIndex {
+        /// The index.
+        index: u64,
+    },
 }
 
 /// A kernel fault, with where it happened.
@@ -170,6 +175,10 @@ impl fmt::Display for Fault {
                 write!(f, "kernel {}: invalid launch: {why}", self.kernel)
             }
             FaultKind::StackOverflow => write!(f, "{at}: call stack overflow; reduce call nesting"),
+            FaultKind::BadBranchIndex { index } => write!(
+                f,
+                "{at}: brx.idx index {index} is past the end of its branch table"
+            ),
         }
     }
 }

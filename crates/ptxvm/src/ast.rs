@@ -69,6 +69,8 @@ pub(crate) enum Stmt {
     },
     Var(VarDecl),
     Label(String, u32),
+    /// `name: .branchtargets L1, L2, …;` — a jump table for `brx.idx`.
+    Targets(String, Vec<String>, u32),
     Inst(Inst),
     Block(Vec<Stmt>),
 }

@@ -505,6 +505,11 @@ pub(crate) enum Op {
     Bra {
         target: u32,
     },
+    /// `brx.idx`: each lane jumps to `targets[idx]`.
+    Brx {
+        idx: Src,
+        targets: Box<[u32]>,
+    },
     Call {
         target: u32,
         args: Box<[Copy3]>,

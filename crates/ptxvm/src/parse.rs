@@ -403,7 +403,19 @@ impl<'a> Parser<'a> {
                     if self.t.get(self.i + 1).map(|t| &t.tok) == Some(&Tok::Punct(':')) =>
                 {
                     self.i += 2;
-                    out.push(Stmt::Label(name.clone(), line));
+                    if self.eat_dot("branchtargets") {
+                        let mut labels = Vec::new();
+                        loop {
+                            labels.push(self.ident()?);
+                            if self.eat_punct(';') {
+                                break;
+                            }
+                            self.expect_punct(',')?;
+                        }
+                        out.push(Stmt::Targets(name.clone(), labels, line));
+                    } else {
+                        out.push(Stmt::Label(name.clone(), line));
+                    }
                 }
                 Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
             }

@@ -331,7 +331,19 @@ impl Ctx<'_> {
             "atom" | "red" => self.atom(i, &m),
             "bra" | "brx" => {
                 if op == "brx" {
-                    return self.unsup("brx.idx indirect branches");
+                    need(2)?;
+                    let idx = self.src(&ops[0], Ty::U32)?;
+                    let Operand::Name(t) = &ops[1] else {
+                        return self.invalid("brx.idx needs a branch table");
+                    };
+                    self.brx_fixups.push((self.code.len(), t.clone(), i.line));
+                    return self.emit(
+                        i,
+                        Op::Brx {
+                            idx,
+                            targets: Box::new([]),
+                        },
+                    );
                 }
                 need(1)?;
                 let Operand::Name(l) = &ops[0] else {

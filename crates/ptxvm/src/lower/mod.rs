@@ -77,6 +77,10 @@ pub(crate) struct Ctx<'m> {
     /// Branch fix-ups: (instruction index, label name, line) for the current function.
     label_fixups: Vec<(usize, String, u32)>,
     labels: HashMap<String, u32>,
+    /// `brx.idx` fix-ups: (instruction index, table name, line) for the current function.
+    brx_fixups: Vec<(usize, String, u32)>,
+    /// Branch tables of the current function.
+    tables: HashMap<String, Vec<String>>,
     /// Call fix-ups: (instruction index, callee name).
     call_fixups: Vec<(usize, String)>,
     /// Where the current instruction came from.
@@ -290,6 +294,8 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         label_fixups: Vec::new(),
         labels: HashMap::new(),
         call_fixups: Vec::new(),
+        brx_fixups: Vec::new(),
+        tables: HashMap::new(),
         line: k.line,
         kparam_bytes: 0,
         cc: None,
@@ -457,6 +463,8 @@ impl Ctx<'_> {
     fn function(&mut self, f: &ast::Func) -> R<()> {
         self.labels.clear();
         self.label_fixups.clear();
+        self.brx_fixups.clear();
+        self.tables.clear();
         self.line = f.line;
         if let Some(b) = &f.body {
             self.block(b, 0)?;
@@ -472,6 +480,27 @@ impl Ctx<'_> {
             };
             if let Op::Bra { target } = &mut self.code[at].op {
                 *target = pc;
+            }
+        }
+        for (at, table, line) in std::mem::take(&mut self.brx_fixups) {
+            let Some(labels) = self.tables.get(&table) else {
+                return Err(Error::Invalid {
+                    line,
+                    msg: format!("brx.idx to undefined branch table {table}"),
+                });
+            };
+            let mut pcs = Vec::with_capacity(labels.len());
+            for l in labels {
+                let Some(&pc) = self.labels.get(l) else {
+                    return Err(Error::Invalid {
+                        line,
+                        msg: format!("branch table {table} names undefined label {l}"),
+                    });
+                };
+                pcs.push(pc);
+            }
+            if let Op::Brx { targets, .. } = &mut self.code[at].op {
+                *targets = pcs.into_boxed_slice();
             }
         }
         Ok(())
@@ -522,6 +551,14 @@ impl Ctx<'_> {
                         }
                     };
                     self.scope().insert(v.name.clone(), sym);
+                }
+                Stmt::Targets(name, labels, line) => {
+                    if self.tables.insert(name.clone(), labels.clone()).is_some() {
+                        return Err(Error::Invalid {
+                            line: *line,
+                            msg: format!("branch table {name} defined twice"),
+                        });
+                    }
                 }
                 Stmt::Label(l, line) => {
                     if self

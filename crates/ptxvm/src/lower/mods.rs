@@ -32,6 +32,7 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
         "madc" => matches!(f, "cc" | "lo" | "hi"),
         "min" | "max" => rnd || f == "NaN",
         "shf" => matches!(f, "l" | "r" | "wrap" | "clamp"),
+        "brx" => matches!(f, "idx" | "uni"),
         "bfind" => f == "shiftamt",
         "redux" => matches!(f, "add" | "min" | "max" | "and" | "or" | "xor"),
         "isspacep" => matches!(f, "global" | "shared" | "local" | "const" | "shared::cta"),

@@ -440,6 +440,19 @@ impl Warp {
                     self.branch(mask, *target);
                     continue;
                 }
+                Op::Brx { idx, targets } => {
+                    let iv = self.rd(*idx);
+                    let mut dest = [0u32; 32];
+                    for l in lanes(mask) {
+                        let t = iv[l] & 0xffff_ffff;
+                        match targets.get(t as usize) {
+                            Some(&pc) => dest[l] = pc,
+                            None => return Err(fault(FaultKind::BadBranchIndex { index: t }, l)),
+                        }
+                    }
+                    self.scatter(mask, &dest);
+                    continue;
+                }
                 Op::Call { target, args } => {
                     if self.stacks.is_empty() {
                         self.stacks = vec![Vec::new(); 32];

@@ -272,6 +272,22 @@ impl Warp {
         }
     }
 
+    /// Sends each lane of `lanes` to its own `dest[lane]`; the rest of the group goes on.
+    pub(crate) fn scatter(&mut self, lanes: u32, dest: &[u32; 32]) {
+        let rest = self.active & !lanes;
+        let pc = self.pc;
+        for l in 0..32 {
+            if lanes >> l & 1 != 0 {
+                self.park(1 << l, dest[l]);
+            }
+        }
+        if rest != 0 {
+            self.park(rest, pc + 1);
+        }
+        self.active = 0;
+        self.pick();
+    }
+
     /// Ends the running lanes (`exit`, or `ret` from the kernel).
     pub(crate) fn exit(&mut self, lanes: u32) {
         self.exited |= lanes;

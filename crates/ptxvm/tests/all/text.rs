@@ -801,3 +801,47 @@ fn atomic_inc_dec_match_all_shfl_up_and_f16x2_fma() {
         assert_eq!(r[5], 1, "vote.uni lane {l}");
     }
 }
+
+#[test]
+fn switch_through_brx_idx_jump_table() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 out)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %tid.x;
+	rem.u32 %r2, %r1, 3;
+	$L_brx_0: .branchtargets $L_a, $L_b, $L_c;
+	brx.idx %r2, $L_brx_0;
+$L_a:
+	mov.u32 %r3, 100;
+	bra.uni $L_done;
+$L_b:
+	mov.u32 %r3, 200;
+	bra.uni $L_done;
+$L_c:
+	mov.u32 %r3, 300;
+$L_done:
+	add.s32 %r3, %r3, %r1;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.u32 [%rd3], %r3;
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(40 * 4);
+    go(&m, &Shape::linear(1, 40), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let out: Vec<u32> = mem.download(d, 40);
+    for t in 0..40u32 {
+        assert_eq!(out[t as usize], 100 * (t % 3 + 1) + t);
+    }
+    let bad = load(
+        ".visible .entry k() { .reg .b32 %r<2>; mov.u32 %r1, 5; $t: .branchtargets $a; brx.idx %r1, $t; $a: ret; }",
+    );
+    let f = go(&bad, &Shape::linear(1, 1), &[], &[], &DevMem::new()).unwrap_err();
+    assert_eq!(f.kind, ptxvm::FaultKind::BadBranchIndex { index: 5 });
+}
