@@ -16,14 +16,28 @@ impl Ctx<'_> {
         if ops.len() != 3 && ops.len() != 4 {
             return self.invalid("setp takes 3 or 4 operands");
         }
-        let ty = self.ty(m.last_ty())?;
+        // `set.cmp.dtype.stype` is setp into a hidden predicate, then a select of all-ones (or
+        // 1.0f) versus zero.
+        let set_ty = if i.opcode == "set" {
+            match m.two_tys() {
+                Some((dt, st)) => Some((dt, st)),
+                None => return self.invalid("set needs a destination and a source type"),
+            }
+        } else {
+            None
+        };
+        let ty = match set_ty {
+            Some((_, st)) => st,
+            None => self.ty(m.last_ty())?,
+        };
         if matches!(ty, Ty::F16x2 | Ty::Bf16x2) {
             return self.unsup("setp on packed half-precision pairs");
         }
         let cmp = m.cmp().ok_or_else(|| self.err_ty())?;
-        let (d, dn) = match &ops[0] {
-            Operand::Pair(a, b) => (self.reg(a)?.0, self.reg(b)?.0),
-            o => (self.dst(o)?, NO_REG),
+        let (d, dn) = match (&ops[0], set_ty) {
+            (Operand::Pair(a, b), None) => (self.reg(a)?.0, self.reg(b)?.0),
+            (_, Some(_)) => (self.new_reg()?, NO_REG),
+            (o, None) => (self.dst(o)?, NO_REG),
         };
         let a = self.src(&ops[1], ty)?;
         let b = self.src(&ops[2], ty)?;
@@ -44,19 +58,35 @@ impl Ctx<'_> {
             (Src::Imm(0), false)
         };
         let ftz = m.has("ftz");
+        let setp = Op::Setp {
+            cmp,
+            ty,
+            ftz,
+            d,
+            dn,
+            a,
+            b,
+            comb,
+            c,
+            cneg,
+        };
+        let Some((dt, _)) = set_ty else {
+            return self.emit(i, setp);
+        };
+        let one = match dt {
+            Ty::F32 => u64::from(1f32.to_bits()),
+            Ty::U32 | Ty::S32 | Ty::B32 => 0xffff_ffff,
+            _ => return self.invalid(format!("set with destination type .{dt:?}")),
+        };
+        let out = self.dst(&ops[0])?;
+        self.push(setp);
         self.emit(
             i,
-            Op::Setp {
-                cmp,
-                ty,
-                ftz,
-                d,
-                dn,
-                a,
-                b,
-                comb,
-                c,
-                cneg,
+            Op::Selp {
+                d: out,
+                a: Src::Imm(one),
+                b: Src::Imm(0),
+                p: Src::Reg(d),
             },
         )
     }

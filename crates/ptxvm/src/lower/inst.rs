@@ -249,7 +249,7 @@ impl Ctx<'_> {
                 };
                 self.emit(i, Op::IUn { op: iop, ty, d, a })
             }
-            "setp" => self.setp(i, &m),
+            "setp" | "set" => self.setp(i, &m),
             "selp" => {
                 need(4)?;
                 let ty = self.ty(ty)?;

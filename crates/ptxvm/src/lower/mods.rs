@@ -65,7 +65,9 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
                 | "exch"
                 | "cas"
         ),
-        "setp" => f == "ftz" || matches!(f, "and" | "or" | "xor") || Mods::cmp_of(f).is_some(),
+        "setp" | "set" => {
+            f == "ftz" || matches!(f, "and" | "or" | "xor") || Mods::cmp_of(f).is_some()
+        }
         "mul" => rnd || matches!(f, "lo" | "hi" | "wide"),
         "mul24" | "mad24" => matches!(f, "lo" | "hi"),
         "mad" => rnd || matches!(f, "lo" | "hi" | "wide" | "cc"),

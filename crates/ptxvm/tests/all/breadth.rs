@@ -26,6 +26,10 @@ fn funnel_shift_bfind_dp4a_lop3_redux_and_packed_half_conversion() {
 	mov.f32 %f1, 0f3F800000;
 	mov.f32 %f2, 0fC0000000;
 	cvt.rn.f16x2.f32 %r8, %f1, %f2;
+	set.gt.u32.s32 %r12, %r1, 15;
+	set.lt.f32.u32 %r13, %r1, 16;
+	add.s32 %r3, %r3, %r12;
+	add.s32 %r3, %r3, %r13;
 	mov.b64 %rd2, %rd1;
 	isspacep.global %p1, %rd2;
 	selp.u32 %r9, 1, 0, %p1;
@@ -46,15 +50,14 @@ fn funnel_shift_bfind_dp4a_lop3_redux_and_packed_half_conversion() {
     for l in 0..32u32 {
         let o = &out[l as usize * 8..][..8];
         assert_eq!(o[0], l.rotate_left(28), "shf lane {l}");
-        assert_eq!(
-            o[1],
-            if l == 0 {
-                u32::MAX
-            } else {
-                31 - l.leading_zeros()
-            },
-            "bfind {l}"
-        );
+        // bfind, plus set.gt (all ones above lane 15) and set.lt.f32 (1.0f below 16).
+        let bf = if l == 0 {
+            u32::MAX
+        } else {
+            31 - l.leading_zeros()
+        };
+        let set = if l > 15 { u32::MAX } else { 1f32.to_bits() };
+        assert_eq!(o[1], bf.wrapping_add(set), "bfind + set {l}");
         assert_eq!(o[2], 10 + l, "dp4a {l}");
         assert_eq!(o[3], l & 0x0f, "lop3 and-and {l}");
         assert_eq!((o[4], o[5]), (496, 31), "redux {l}");
