@@ -61,7 +61,8 @@ pub struct GlobalInfo {
 /// Device memory as the driver sees it.
 pub trait Memory: Sync {
     /// Host pointer for `[addr, addr+len)` when the whole range lies inside one live
-    /// allocation; `None` is an illegal address.
+    /// allocation; `None` is an illegal address. The host pointer must be aligned like the
+    /// device address (modulo 16); softcuda's identity mapping is.
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8>;
 
     /// The whole live allocation containing `addr`, as `(base, len, host pointer of base)`.

@@ -146,6 +146,9 @@ impl Warp {
             }
             _ => return None,
         };
+        if (base as u64) & (len - 1) != lo & (len - 1) {
+            return None;
+        }
         let mut out = [std::ptr::null_mut(); 32];
         for l in lanes(mask) {
             // SAFETY: lo <= at[l] and at[l] + len <= lo + size, all inside the checked region.

@@ -132,7 +132,15 @@ impl<'a> Mem<'a> {
                 Ok(Loc::Param(off as usize))
             }
             Space::Param => self.locate(Space::Local, addr, len, lane, write),
-            Space::Global | Space::Generic => self.global(addr, len).map(Loc::Ptr),
+            Space::Global | Space::Generic => {
+                let p = self.global(addr, len)?;
+                // Atomic access needs the host pointer aligned too; a `Memory` that maps device
+                // addresses to differently aligned host memory is reported, never risked.
+                if (p as u64) & (len - 1) != 0 {
+                    return Err(FaultKind::MisalignedAddress { addr });
+                }
+                Ok(Loc::Ptr(p))
+            }
             _ => Err(bad),
         }
     }
