@@ -67,7 +67,7 @@ struct Results {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan {
             launches: 2_000,
             batch: 200,
@@ -88,9 +88,23 @@ pub fn run(args: Args) -> Result<()> {
             workers: 4,
         }
     };
-    let swaps = args.swaps.unwrap_or(plan.swaps);
+    if let Some(n) = args.swaps {
+        plan.swaps = n;
+    }
+    let results = measure(&plan, args.device, args.quick)?;
+    print_table(&results);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Run every benchmark of `plan` on device `ordinal`.
+fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     let info = gpuhost::driver()?;
-    let host = gpuhost::host(args.device)?;
+    let host = gpuhost::host(ordinal)?;
     let f = host.facts().clone();
     eprintln!(
         "bench on {} ({}, driver {} {})",
@@ -197,7 +211,7 @@ pub fn run(args: Args) -> Result<()> {
         reg,
         PTX_A,
         PTX_B,
-        swaps,
+        plan.swaps,
         plan.steady_ms,
         plan.workers,
     )
@@ -213,7 +227,7 @@ pub fn run(args: Args) -> Result<()> {
         device: f.name.clone(),
         compute_capability: f.sm_tag(),
         commit: std::env::var("GPUHOST_COMMIT").ok(),
-        quick: args.quick,
+        quick,
         launch_issue_ns_raw: Summary::of(raw_issue),
         launch_issue_ns_gpuhost: Summary::of(gh_issue),
         launch_sync_us_raw: Summary::of(raw_sync),
@@ -223,13 +237,7 @@ pub fn run(args: Args) -> Result<()> {
         bind_ns_host_enter: Summary::of(bind_host),
         swap,
     };
-    print_table(&results);
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&results)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    Ok(())
+    Ok(results)
 }
 
 fn print_table(r: &Results) {
@@ -304,4 +312,43 @@ fn print_table(r: &Results) {
         s.steady_us.n, s.swapping_us.n
     );
     println!("| failed requests | {} |", s.failed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole bench at a tiny size, on whatever driver is present (softcuda in CI).
+    #[test]
+    fn a_tiny_bench_measures_every_metric_without_failures() {
+        if let Err(gpuhost::Error::NoDriver { reason }) = gpuhost::host(0) {
+            println!("skipped: no driver ({reason})");
+            return;
+        }
+        let plan = Plan {
+            launches: 40,
+            batch: 20,
+            syncs: 20,
+            binds: 5,
+            swaps: 2,
+            steady_ms: 50,
+            workers: 1,
+        };
+        let r = measure(&plan, 0, true).unwrap();
+        assert_eq!(r.launch_issue_ns_raw.n, 40);
+        assert_eq!(r.launch_issue_ns_gpuhost.n, 40);
+        assert_eq!(r.launch_wait_us_gpuhost.n, 20);
+        assert_eq!(r.bind_ns_host_enter.n, 5);
+        for m in [
+            r.launch_issue_ns_gpuhost,
+            r.launch_sync_us_raw,
+            r.launch_await_us_gpuhost,
+        ] {
+            assert!(m.median > 0.0 && m.median.is_finite(), "{m:?}");
+        }
+        assert_eq!((r.swap.swaps, r.swap.failed, r.swap.retired), (2, 0, 0));
+        assert!(r.swap.steady_us.n > 0 && r.swap.swapping_us.n > 0);
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains("\"launch_issue_ns_raw\""));
+    }
 }
