@@ -1,10 +1,12 @@
 //! Many guests at once on one runtime, sharing one device.
 
-use crate::{assert_ok, run, runtime};
+use crate::{assert_ok, device, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_guests_at_once_share_one_device() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let tasks: Vec<_> = (0..64)
         .map(|i| {
             tokio::spawn(async move {

@@ -3,17 +3,21 @@
 
 use gpuhost_wasm::{Error, Limits};
 
-use crate::{assert_ok, guest, opts, run, runtime};
+use crate::{assert_ok, device, guest, opts, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_range_buffer_accesses_get_out_of_bounds_and_the_buffer_keeps_working() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     assert_ok(&run(rt, "misbehave", &["oob"]).await.unwrap(), "oob ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_argument_lists_get_arg_mismatch() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     assert_ok(
         &run(rt, "misbehave", &["bad-args"]).await.unwrap(),
         "bad-args ok",
@@ -22,7 +26,9 @@ async fn wrong_argument_lists_get_arg_mismatch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impossible_launch_dimensions_get_invalid_launch() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     assert_ok(
         &run(rt, "misbehave", &["bad-launch"]).await.unwrap(),
         "bad-launch ok",
@@ -31,7 +37,9 @@ async fn impossible_launch_dimensions_get_invalid_launch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_ptx_gets_invalid_ptx_and_missing_kernels_kernel_not_found() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     assert_ok(
         &run(rt, "misbehave", &["bad-ptx"]).await.unwrap(),
         "bad-ptx ok",
@@ -40,7 +48,9 @@ async fn malformed_ptx_gets_invalid_ptx_and_missing_kernels_kernel_not_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_quota_allocations_and_modules_get_quota_exceeded() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let limits = Limits {
         max_buffers: 8,
         max_buffer_bytes: 1 << 20,
@@ -61,7 +71,9 @@ async fn over_quota_allocations_and_modules_get_quota_exceeded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spinning_guest_runs_out_of_fuel_and_traps() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let limits = Limits {
         fuel: Some(50_000_000),
         ..Limits::default()
@@ -84,7 +96,9 @@ async fn a_spinning_guest_runs_out_of_fuel_and_traps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misbehaving_guests_do_not_disturb_well_behaved_ones_beside_them() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let bad = ["oob", "bad-args", "bad-launch", "bad-ptx", "trap", "leak"];
     let mut tasks = Vec::new();
     for (i, mode) in bad.into_iter().enumerate() {

@@ -1,11 +1,13 @@
 //! Each example guest end to end: it computes on the device, checks its own result on the CPU
 //! and prints it.
 
-use crate::{assert_ok, run, runtime, stdout};
+use crate::{assert_ok, device, run, stdout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saxpy_guest_computes_and_checks_its_result() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let o = run(rt, "saxpy", &["10000"]).await.unwrap();
     assert_ok(&o, "saxpy ok n=10000");
     // checksum = sum(2.5 * 0.5 i + 1 - i) = sum(1 + 0.25 i) over i < 10000.
@@ -22,7 +24,9 @@ async fn saxpy_guest_computes_and_checks_its_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reduce_guest_sums_in_two_passes_and_checks_exactly() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let o = run(rt, "reduce", &["100000"]).await.unwrap();
     let want: u64 = (0..100_000u64).map(|i| i % 7).sum();
     assert_ok(&o, &format!("reduce ok n=100000 sum={want}"));
@@ -30,14 +34,18 @@ async fn reduce_guest_sums_in_two_passes_and_checks_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiled_matmul_guest_matches_the_cpu_product_including_partial_tiles() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     let o = run(rt, "matmul", &["40", "24", "56"]).await.unwrap();
     assert_ok(&o, "matmul ok m=40 n=24 k=56");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guest_reporting_a_wrong_result_exits_nonzero() {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
     // The reduce guest refuses sizes that need three passes: exit code 1 from its own check.
     let o = run(rt, "reduce", &["1000000"]).await.unwrap();
     assert_eq!(o.exit_code, 1);

@@ -3,7 +3,7 @@
 
 use gpuhost_wasm::{Error, Output};
 
-use crate::{guest, opts, runtime};
+use crate::{device_alone, guest, opts};
 
 const RUNS: usize = 10_000;
 const CONCURRENCY: usize = 16;
@@ -11,7 +11,9 @@ const CONCURRENCY: usize = 16;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device_memory_or_handles()
 {
-    let Some(rt) = runtime() else { return };
+    let Some((rt, _alone)) = device_alone().await else {
+        return;
+    };
     let host = rt.host().clone();
     let g = guest("misbehave");
     let modes = ["tiny", "leak", "trap", "tiny"];
@@ -31,20 +33,11 @@ async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device
     };
     // Warm up gpuhost's stream and event pools at the concurrency used below.
     futures_join(CONCURRENCY, CONCURRENCY, &run_one).await;
-    host.synchronize().unwrap();
-    let before = host.stats();
+    let before = settle(&host);
     let mem_before = host.mem_info().unwrap();
 
     futures_join(RUNS, CONCURRENCY, &run_one).await;
-    host.synchronize().unwrap();
-    // Completions are retired by gpuhost's completion thread; give it a moment to catch up.
-    for _ in 0..200 {
-        if host.stats().pending_launches == 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let after = host.stats();
+    let after = settle(&host);
     let mem_after = host.mem_info().unwrap();
     assert_eq!(
         after.live_buffers, before.live_buffers,
@@ -79,6 +72,22 @@ async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device
         mem_after.free + slack >= mem_before.free,
         "device memory: {mem_before:?} -> {mem_after:?}"
     );
+}
+
+/// The host's counters once the device is idle and gpuhost's completion thread has released
+/// what finished launches kept alive (it does so just after they complete, on its own thread).
+fn settle(host: &gpuhost::Host) -> gpuhost::HostStats {
+    host.synchronize().unwrap();
+    let mut last = host.stats();
+    for _ in 0..500 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let now = host.stats();
+        if now == last && now.pending_launches == 0 {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 /// Runs `f(0..n)` with at most `width` at once.

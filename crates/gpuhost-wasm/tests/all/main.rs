@@ -30,6 +30,22 @@ pub fn runtime() -> Option<&'static Runtime> {
     })
 }
 
+/// Tests share the device; the leak test counts the host's handles, so it runs alone.
+static DEVICE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// The runtime, shared with other tests (None when there is no driver).
+pub async fn device() -> Option<(&'static Runtime, tokio::sync::RwLockReadGuard<'static, ()>)> {
+    let rt = runtime()?;
+    Some((rt, DEVICE.read().await))
+}
+
+/// The runtime, with no other test using the device meanwhile.
+pub async fn device_alone() -> Option<(&'static Runtime, tokio::sync::RwLockWriteGuard<'static, ()>)>
+{
+    let rt = runtime()?;
+    Some((rt, DEVICE.write().await))
+}
+
 /// Folder of the guest .wasm files, built once per test run.
 fn guest_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
