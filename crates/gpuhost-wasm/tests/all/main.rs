@@ -2,6 +2,7 @@
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
 mod concurrency;
+mod device;
 mod errors;
 mod examples;
 mod leaks;

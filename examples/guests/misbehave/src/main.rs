@@ -281,6 +281,56 @@ fn over_quota() {
     );
 }
 
+/// Events: time a launch, and order a second stream after the first with `wait`.
+fn events() {
+    let module = check(Module::from_ptx(NOOP), "load noop");
+    let noop = check(module.kernel("noop"), "kernel noop");
+    let buf = check(DeviceBuffer::<f32>::zeroed(1024), "alloc");
+    let (s1, s2) = (
+        check(Stream::create(), "stream 1"),
+        check(Stream::create(), "stream 2"),
+    );
+    let launch = |s: &Stream| {
+        Launch::new(&noop)
+            .grid1(4)
+            .block1(256)
+            .buffer(&buf)
+            .scalar(1024u32)
+            .enqueue(s)
+    };
+    let start = check(s1.record_event(), "record start");
+    check(launch(&s1), "launch on stream 1");
+    let end = check(s1.record_event(), "record end");
+    check(s2.wait(&end), "stream 2 waits for stream 1");
+    check(launch(&s2), "launch on stream 2");
+    check(s2.synchronize(), "synchronize stream 2");
+    check(s1.synchronize(), "synchronize stream 1");
+    let ms = check(end.elapsed_ms_since(&start), "elapsed");
+    if !(ms >= 0.0 && ms.is_finite()) {
+        fail(&format!("elapsed time {ms} ms is not a duration"));
+    }
+    println!("events elapsed_ms={ms}");
+}
+
+/// Prints what the guest is told about its device, for the test to compare with the host's.
+fn info() {
+    let i = gpuhost_guest::device_info();
+    let m = check(raw::device::memory(), "memory");
+    if m.free > m.total || m.total == 0 {
+        fail(&format!("memory info {m:?} is inconsistent"));
+    }
+    println!(
+        "info name={:?} sm={} max_threads={} max_block_x={} max_grid_x={} cc={}.{}",
+        i.name,
+        i.sm_count,
+        i.max_threads_per_block,
+        i.max_block_dim.x,
+        i.max_grid_dim.x,
+        i.compute_capability_major,
+        i.compute_capability_minor
+    );
+}
+
 /// Median of launch cost and launch→synchronize round trip, in nanoseconds, over `n` samples.
 fn bench(n: usize) {
     let module = check(Module::from_ptx(NOOP), "load noop");
@@ -335,6 +385,8 @@ fn main() {
             }
         }
         "oob" => oob(),
+        "events" => events(),
+        "info" => info(),
         "bad-args" => bad_args(),
         "bad-launch" => bad_launch(),
         "bad-ptx" => bad_ptx(),
