@@ -35,7 +35,7 @@ const SOFT_LIB_FILE: &str = "libsoftcuda.so";
 /// Which driver the caller wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {
-    /// NVIDIA's driver when one opens, otherwise softcuda.
+    /// NVIDIA's driver when one opens and sees a device, otherwise softcuda.
     Auto,
     /// NVIDIA's driver or an error.
     Nvidia,
@@ -121,13 +121,27 @@ pub fn select(preference: Preference) -> Result<DriverChoice, LoaderError> {
     }
     let choice = match preference {
         Preference::Nvidia => match probe_libcuda() {
-            Probe::Nvidia(choice) => choice,
+            Probe::Nvidia(choice, lib) => keep_open(choice, lib),
             Probe::Soft { name, path } => return Err(LoaderError::NvidiaIsSoftcuda { name, path }),
             Probe::Missing { tried } => return Err(LoaderError::NvidiaNotFound { tried }),
         },
         Preference::Softcuda => open_soft("GPUHOST_DRIVER=softcuda asked for softcuda".into())?,
         Preference::Auto => match probe_libcuda() {
-            Probe::Nvidia(choice) => choice,
+            Probe::Nvidia(choice, lib) => match nvidia_unusable(&lib) {
+                None => keep_open(choice, lib),
+                // Installed driver libraries without a usable GPU (a container with the driver
+                // mounted, a GPU in a bad state): run on softcuda rather than fail. Closing
+                // NVIDIA's library first lets the bare name resolve to softcuda; if it stays
+                // resident, open_soft reports that as Shadowed.
+                Some(why) => {
+                    drop(lib);
+                    open_soft(format!(
+                        "{} at {}, but {why}",
+                        choice.reason,
+                        choice.path.display()
+                    ))?
+                }
+            },
             Probe::Soft { name, path } => DriverChoice {
                 kind: DriverKind::Soft,
                 path,
@@ -151,13 +165,13 @@ pub fn selected() -> Option<DriverChoice> {
 
 /// What opening cudarc's candidate names found.
 enum Probe {
-    Nvidia(DriverChoice),
+    Nvidia(DriverChoice, UnixLibrary),
     Soft { name: String, path: PathBuf },
     Missing { tried: Vec<String> },
 }
 
 /// Opens cudarc's candidate names in cudarc's order; the first that opens is what cudarc would
-/// bind to. An NVIDIA library found this way is leaked so it stays loaded.
+/// bind to. An NVIDIA library found this way is returned open; [`keep_open`] makes it permanent.
 fn probe_libcuda() -> Probe {
     let tried = cudarc::get_lib_name_candidates("cuda");
     for name in &tried {
@@ -174,15 +188,47 @@ fn probe_libcuda() -> Probe {
             };
         }
         let path = symbol_path(&lib, "cuInit").unwrap_or_else(|| PathBuf::from(name));
-        // Kept open for the life of the process: cudarc's own dlopen must find it loaded.
-        std::mem::forget(lib);
-        return Probe::Nvidia(DriverChoice {
+        let choice = DriverChoice {
             kind: DriverKind::Nvidia,
             path,
             reason: format!("NVIDIA's libcuda opened as `{name}`"),
-        });
+        };
+        return Probe::Nvidia(choice, lib);
     }
     Probe::Missing { tried }
+}
+
+/// Why the NVIDIA libcuda just opened cannot run work (cuInit fails, or it sees no device), or
+/// None when it can. Calling cuInit here is harmless: it is idempotent and cudarc calls it again.
+fn nvidia_unusable(lib: &UnixLibrary) -> Option<String> {
+    type Init = unsafe extern "C" fn(u32) -> c_int;
+    type Count = unsafe extern "C" fn(*mut c_int) -> c_int;
+    // SAFETY: the symbol types are cuda.h's prototypes of cuInit and cuDeviceGetCount.
+    let (init, count) = unsafe {
+        (
+            lib.get::<Init>(b"cuInit").ok()?,
+            lib.get::<Count>(b"cuDeviceGetCount").ok()?,
+        )
+    };
+    // SAFETY: cuInit takes flags (must be 0) and has no other preconditions.
+    let code = unsafe { init(0) };
+    if code != 0 {
+        return Some(format!("cuInit failed with CUresult {code}"));
+    }
+    let mut devices: c_int = 0;
+    // SAFETY: `devices` is a valid, writable int; the driver is initialised above.
+    let code = unsafe { count(&mut devices) };
+    match (code, devices) {
+        (0, 0) => Some("it reports no CUDA device".into()),
+        (0, _) => None,
+        (code, _) => Some(format!("cuDeviceGetCount failed with CUresult {code}")),
+    }
+}
+
+/// Keeps NVIDIA's library loaded for the life of the process: cudarc's own dlopen must find it.
+fn keep_open(choice: DriverChoice, lib: UnixLibrary) -> DriverChoice {
+    std::mem::forget(lib);
+    choice
 }
 
 /// The files, in order, where `libsoftcuda.so` is looked for when `$SOFTCUDA_LIB` is unset.
