@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; "$nvcc" --version | tail -n 2; } | tee "$out/toolchain.txt"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; "$nvcc" --version | tail -n 2; }
 bash scripts/gen-corpus-nvcc.sh corpus/nvcc
 b=crates/gpuhost/bundles
 "$nvcc" -arch=sm_90 -cubin -O3 -DTAG=0xA0000000u -o $b/stamp-a/stamp.sm_90.cubin $b/stamp.cu

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run on the GPU machine with .gpu/ carried along (built here by scripts/gpu-pack.sh): the packed
+# GPU test suites, then the benchmarks; logs into $OUT, a short table last.
+#   device tool: run  command="bash scripts/gpu.sh"  carry=[".gpu"]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/out}"; mkdir -p "$out"
+export GPUHOST_DRIVER=nvidia                  # on the GPU, never fall back to softcuda silently
+export GPUHOST_GUEST_DIR="$PWD/.gpu/guests"   # prebuilt guests: no cargo there
+export SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "commit $(cat .gpu/COMMIT | tr '\n' ' ')"; date -u; } > "$out/machine.txt"
+
+bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
+.gpu/bin/gpuhost doctor >> "$out/machine.txt" 2>&1; doctor=$?
+timeout 420 bash .gpu/run.sh "$@" > "$out/tests.log" 2>&1; tests=$?
+if [ -z "${SKIP_BENCH:-}" ]; then
+  timeout 150 .gpu/bin/gpuhost bench --json "$out/bench.json" > "$out/bench.md" 2>&1; bench=$?
+  if .gpu/bin/gpuhost bench --help 2>/dev/null | grep -q -- '--guest'; then
+    timeout 100 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest.json" > "$out/bench-guest.md" 2>&1
+    bench="$bench/$?"
+  fi
+fi
+
+head -40 "$out/machine.txt"
+echo; cat "$out/bench.md" "$out/bench-guest.md" 2>/dev/null
+echo; grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
+echo; echo "doctor=$doctor tests=$tests bench=${bench:-skipped}"
