@@ -4,9 +4,11 @@
 //! The raw bindings are generated from `wit/` (the one source of truth) and re-exported as
 //! [`raw`]; [`DeviceBuffer`] and [`Launch`] are thin typed helpers over them.
 //!
-//! ```ignore
+//! ```no_run
 //! use gpuhost_guest::{DeviceBuffer, Launch, Module, Stream};
-//! let module = Module::from_ptx(include_str!("saxpy.ptx"))?;
+//! # fn main() -> gpuhost_guest::Result<()> {
+//! # const PTX: &str = "";
+//! let module = Module::from_ptx(PTX)?; // include_str!("saxpy.ptx") in a real guest
 //! let saxpy = module.kernel("saxpy")?;
 //! let x = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0])?;
 //! let y = DeviceBuffer::from_slice(&[10.0f32, 20.0, 30.0])?;
@@ -15,6 +17,8 @@
 //!     .enqueue(&stream)?;
 //! stream.synchronize()?;
 //! assert_eq!(y.download()?, [12.0, 24.0, 36.0]);
+//! # Ok(())
+//! # }
 //! ```
 #![deny(missing_docs)]
 
