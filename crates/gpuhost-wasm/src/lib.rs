@@ -11,6 +11,7 @@
 //! guest held.
 #![deny(missing_docs)]
 
+pub mod bench;
 mod bindings;
 mod ctx;
 mod device;

@@ -1,6 +1,7 @@
 //! Integration tests of gpuhost-wasm: real guests (built from examples/guests) on the real
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
+mod bench;
 mod concurrency;
 mod device;
 mod errors;
