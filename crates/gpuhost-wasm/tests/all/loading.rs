@@ -33,3 +33,15 @@ fn a_missing_file_names_the_path() {
     assert!(matches!(e, Error::Read { .. }));
     assert!(e.to_string().contains("/nonexistent/guest.wasm"));
 }
+
+#[test]
+fn a_guest_importing_an_interface_the_host_lacks_is_refused_naming_it() {
+    let Some(rt) = runtime() else { return };
+    let path = crate::guest_dir().join("alien.wasm");
+    match rt.load_file(&path) {
+        Err(e @ Error::MissingImport { .. }) => {
+            assert!(e.to_string().contains("test:alien/probe"), "{e}")
+        }
+        other => panic!("expected MissingImport, got {:?}", other.err()),
+    }
+}

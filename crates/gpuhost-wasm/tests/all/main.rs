@@ -49,7 +49,7 @@ pub async fn device_alone() -> Option<(&'static Runtime, tokio::sync::RwLockWrit
 }
 
 /// Folder of the guest .wasm files, built once per test run.
-fn guest_dir() -> &'static PathBuf {
+pub fn guest_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
