@@ -141,6 +141,9 @@ pub(crate) trait Flush: Send + Sync {
 
     /// Block until everything enqueued so far has finished (for a blocking wait).
     fn sync_point(&self) -> Result<()>;
+
+    /// How many launches wait for an event.
+    fn queued(&self) -> usize;
 }
 
 #[derive(Default)]
@@ -199,15 +202,23 @@ const SPIN_ROUNDS: u32 = 20_000;
 const IDLE_SPIN_ROUNDS: u32 = 2_000;
 const BACKOFF: Duration = Duration::from_micros(50);
 
+/// A stream's queue is flushed once it stops growing between two passes (a burst has ended) or
+/// reaches this size: one event per burst, and no event recording contending with a launching
+/// thread in the middle of its burst.
+const MAX_UNRECORDED: usize = 256;
+
 fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
     let (lock, cv) = &*queue;
     let mut pending: Vec<Batch> = Vec::new();
     let mut dirty: Vec<Arc<dyn Flush>> = Vec::new();
+    // Dirty streams being watched, with their queue length at the previous pass.
+    let mut watched: Vec<(Arc<dyn Flush>, usize)> = Vec::new();
     let mut quiet_rounds = 0u32;
     loop {
         {
             let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
-            if q.dirty.is_empty() && pending.is_empty() && quiet_rounds >= IDLE_SPIN_ROUNDS {
+            let idle = q.dirty.is_empty() && pending.is_empty() && watched.is_empty();
+            if idle && quiet_rounds >= IDLE_SPIN_ROUNDS {
                 q.sleeping = true;
                 while q.sleeping && q.dirty.is_empty() {
                     q = cv.wait(q).unwrap_or_else(|p| p.into_inner());
@@ -218,11 +229,22 @@ fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
             std::mem::swap(&mut dirty, &mut q.dirty);
         }
         let mut progressed = !dirty.is_empty();
-        for s in dirty.drain(..) {
-            if let Some(b) = s.flush() {
-                pending.push(b);
+        watched.extend(dirty.drain(..).map(|s| (s, 0)));
+        watched.retain_mut(|(s, seen)| {
+            let n = s.queued();
+            if n == 0 {
+                return false;
             }
-        }
+            if n == *seen || n >= MAX_UNRECORDED {
+                if let Some(b) = s.flush() {
+                    pending.push(b);
+                }
+                progressed = true;
+                return false;
+            }
+            *seen = n;
+            true
+        });
         if !pending.is_empty() {
             match host.enter() {
                 Ok(generation) => {
@@ -294,6 +316,9 @@ mod tests {
         }
         fn sync_point(&self) -> Result<()> {
             (self.0)()
+        }
+        fn queued(&self) -> usize {
+            0
         }
     }
 

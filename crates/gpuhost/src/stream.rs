@@ -43,6 +43,13 @@ impl Flush for Unrecorded {
         Unrecorded::sync_point(self)
     }
 
+    fn queued(&self) -> usize {
+        self.launches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     fn flush(&self) -> Option<Batch> {
         let launches =
             std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
