@@ -18,6 +18,7 @@ mod device;
 mod error;
 mod event;
 pub mod example_guests;
+mod image;
 mod limits;
 mod memory;
 mod module;

@@ -62,6 +62,15 @@ impl HostModule for CudaCtxView<'_> {
 
     fn from_cubin(&mut self, image: Vec<u8>) -> CudaResult<Resource<ModuleRes>> {
         let bytes = image.len() as u64;
+        // Quota first (a cheap refusal of huge images), then the structure the driver relies on.
+        let limit = self.ctx.limits.max_ptx_bytes;
+        if bytes > limit {
+            return Err(WitError::QuotaExceeded(format!(
+                "a module image of {bytes} bytes is over the guest's limit of {limit}"
+            ))
+            .into());
+        }
+        crate::image::check(&image)?;
         self.load(ModuleImage::Cubin(image), bytes, false)
     }
 
