@@ -299,8 +299,23 @@ impl Host {
         Ok(())
     }
 
+    /// Run a handle-free operation (allocating, loading, creating), once more if it met a
+    /// context loss: the host has recovered by then, and the caller holds nothing of the old
+    /// generation. (Covers drivers whose stale context still answers cuCtxGetId, where the loss
+    /// only shows on the next real call.)
+    pub(crate) fn fresh<T>(&self, f: impl Fn() -> Result<T>) -> Result<T> {
+        match f() {
+            Err(Error::ContextLost { .. }) => f(),
+            r => r,
+        }
+    }
+
     /// A stream from the host's pool (returned to it on drop).
     pub fn stream(self: &Arc<Self>) -> Result<Stream> {
+        self.fresh(|| self.stream_once())
+    }
+
+    fn stream_once(self: &Arc<Self>) -> Result<Stream> {
         let generation = self.enter()?;
         let raw = match take_pooled(&self.streams, generation) {
             Some(s) => s as CUstream,
@@ -362,11 +377,15 @@ impl Host {
 
     /// Allocate `bytes` of device memory.
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer> {
-        DeviceBuffer::alloc(self, bytes)
+        self.fresh(|| DeviceBuffer::alloc(self, bytes))
     }
 
     /// Free and total device memory.
     pub fn mem_info(&self) -> Result<MemInfo> {
+        self.fresh(|| self.mem_info_once())
+    }
+
+    fn mem_info_once(&self) -> Result<MemInfo> {
         self.enter()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: context bound; valid out pointers.

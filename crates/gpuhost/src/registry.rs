@@ -166,7 +166,8 @@ impl Registry {
         sources: Vec<ModuleSource>,
     ) -> Result<Arc<Registry>> {
         let driver_params = has_symbol("cuFuncGetParamInfo");
-        Self::load_sources(host, name.into(), sources, driver_params)
+        let name = name.into();
+        host.fresh(|| Self::load_sources(host, name.clone(), &sources, driver_params))
     }
 
     /// `from_sources`, choosing whether parameter lists come from the driver (when it can say)
@@ -174,7 +175,7 @@ impl Registry {
     fn load_sources(
         host: &Arc<Host>,
         name: String,
-        sources: Vec<ModuleSource>,
+        sources: &[ModuleSource],
         driver_params: bool,
     ) -> Result<Arc<Registry>> {
         let generation = host.enter()?;
@@ -186,7 +187,7 @@ impl Registry {
             drained: Condvar::new(),
         });
         let mut kernels = HashMap::new();
-        for src in &sources {
+        for src in sources {
             // Dropping `core` on an early return unloads what was loaded so far.
             let m = module::load(host, src)?;
             Counters::inc(&host.counters.live_modules);
@@ -443,9 +444,9 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         let src = || vec![ModuleSource::new("m", ModuleImage::Ptx(PTX.into()))];
-        let from_ptx = Registry::load_sources(&host, "ptx".into(), src(), false).unwrap();
+        let from_ptx = Registry::load_sources(&host, "ptx".into(), &src(), false).unwrap();
         let has_driver = has_symbol("cuFuncGetParamInfo");
-        let from_driver = Registry::load_sources(&host, "drv".into(), src(), true).unwrap();
+        let from_driver = Registry::load_sources(&host, "drv".into(), &src(), true).unwrap();
         for name in ["stamp", "noop", "poke", "mixed"] {
             let a = from_ptx.kernel(name).unwrap();
             let b = from_driver.kernel(name).unwrap();
