@@ -11,7 +11,7 @@ cargo build --release --target wasm32-wasip2 --manifest-path examples/guests/Car
   --target-dir target/guests
 mkdir -p .gpu/guests .gpu/lib
 cp target/guests/wasm32-wasip2/release/*.wasm .gpu/guests/
-cp target/release/libsoftcuda.so .gpu/lib/
+cp "$(ls target/release/libsoftcuda.so target/release/deps/libsoftcuda.so 2>/dev/null | head -1)" .gpu/lib/
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT
 du -sh .gpu
