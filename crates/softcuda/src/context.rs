@@ -1,6 +1,10 @@
 //! Contexts: the primary context (reference-counted, one stable handle value per device), created
 //! contexts, each thread's current-context stack, the sticky error, and the legacy-default-stream
 //! ordering rules that tie a context's streams together.
+//!
+//! A kernel fault poisons the device for the rest of the process, as on NVIDIA's driver (seen on
+//! an H200, driver 580): release, reset and destroy do not clear it, and cuDevicePrimaryCtxRetain
+//! and cuCtxCreate return the fault's code from then on. Only a new process recovers.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -24,6 +28,25 @@ pub(crate) const API_VERSION: u32 = 3020;
 const LIMIT_DEFAULTS: [u64; 7] = [1024, 1 << 20, 8 << 20, 2, 2048, 32, 0];
 
 static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The device's fault (code and description): set by the first kernel fault in any context and
+/// never cleared, because NVIDIA's driver cannot recover a faulted device within the process.
+static DEVICE_FAULT: Mutex<Option<(CUresult, String)>> = Mutex::new(None);
+
+/// The device's fault code, if a kernel has faulted in this process.
+pub(crate) fn device_fault() -> Option<CUresult> {
+    lock(&DEVICE_FAULT).as_ref().map(|(code, _)| *code)
+}
+
+/// The description of the device's fault (for `softcuda_last_fault`).
+pub(crate) fn device_fault_message() -> Option<String> {
+    lock(&DEVICE_FAULT).as_ref().map(|(_, msg)| msg.clone())
+}
+
+/// Fails with the device's fault, if any.
+fn check_device() -> CuResult<()> {
+    device_fault().map_or(Ok(()), Err)
+}
 
 /// One context: what it owns is found through the handle tables by its `id`.
 pub(crate) struct Context {
@@ -74,21 +97,32 @@ impl Context {
         self.flags.store(flags, Ordering::Relaxed);
     }
 
-    /// The sticky error (a kernel fault), if one happened.
+    /// The sticky error (a kernel fault in this context, else the device's), if one happened.
     pub(crate) fn sticky(&self) -> Option<CUresult> {
-        lock(&self.sticky).as_ref().map(|(code, _)| *code)
+        lock(&self.sticky)
+            .as_ref()
+            .map(|(code, _)| *code)
+            .or_else(device_fault)
     }
 
     /// The message describing the sticky error.
     pub(crate) fn sticky_message(&self) -> Option<String> {
-        lock(&self.sticky).as_ref().map(|(_, msg)| msg.clone())
+        lock(&self.sticky)
+            .as_ref()
+            .map(|(_, msg)| msg.clone())
+            .or_else(device_fault_message)
     }
 
-    /// Records a fault; the first one wins and every later call in the context returns it.
+    /// Records a fault; the first one wins and every later call in the context returns it. The
+    /// device keeps the first fault of the process, so every other context fails too.
     pub(crate) fn poison(&self, code: CUresult, message: String) {
         let mut s = lock(&self.sticky);
         if s.is_none() {
-            *s = Some((code, message));
+            *s = Some((code, message.clone()));
+        }
+        let mut d = lock(&DEVICE_FAULT);
+        if d.is_none() {
+            *d = Some((code, message));
         }
     }
 
@@ -228,9 +262,11 @@ thread_local! {
     static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// cuDevicePrimaryCtxRetain: creates the primary context if it is not active.
+/// cuDevicePrimaryCtxRetain: creates the primary context if it is not active; a faulted device
+/// answers with its fault and takes no reference.
 pub(crate) fn primary_retain() -> CuResult<u64> {
     driver::ensure_init()?;
+    check_device()?;
     let mut p = lock(&PRIMARY);
     p.refcount = p
         .refcount
@@ -260,7 +296,8 @@ pub(crate) fn primary_release() -> CuResult<()> {
 }
 
 /// cuDevicePrimaryCtxReset: destroys the primary context and everything in it now; the next
-/// retain creates a fresh one under the same handle value.
+/// retain creates a fresh one under the same handle value (unless the device has faulted, which
+/// a reset does not clear).
 pub(crate) fn primary_reset() -> CuResult<()> {
     driver::ensure_init()?;
     let doomed = {
@@ -373,10 +410,12 @@ pub(crate) fn pop_current() -> CuResult<u64> {
         .ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)
 }
 
-/// cuCtxCreate: a new context, pushed on this thread's stack.
+/// cuCtxCreate: a new context, pushed on this thread's stack; a faulted device answers with its
+/// fault.
 pub(crate) fn create(flags: u32) -> CuResult<u64> {
     driver::ensure_init()?;
     check_flags(flags)?;
+    check_device()?;
     let (handle, _) = CREATED.insert_with(|h| Context::create(h, flags));
     STACK.with(|s| s.borrow_mut().push(handle));
     Ok(handle)

@@ -679,9 +679,15 @@ exports! {
     fn cuProfilerStop() { Ok(()) }
 
     /// softcuda's description of the current context's sticky fault (kernel, block, thread, PTX
-    /// line), NUL-terminated into `buf`; `CUDA_ERROR_NOT_FOUND` when there is none.
+    /// line), else the device's (which outlives every context), NUL-terminated into `buf`;
+    /// `CUDA_ERROR_NOT_FOUND` when there is none.
     fn softcuda_last_fault(buf: *mut c_char, len: c_int) {
-        let msg = context::current()?.sticky_message().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+        // After a reset the current context may be gone, but the device's fault remains.
+        let msg = context::current()
+            .ok()
+            .and_then(|c| c.sticky_message())
+            .or_else(context::device_fault_message)
+            .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
         abi::copy_c_string(&msg, buf, len)
     }
 

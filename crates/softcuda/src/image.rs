@@ -1,6 +1,6 @@
 //! Module images: finding the PTX text in what cuModuleLoadData was given. softcuda runs PTX
 //! only, so a cubin (ELF), or a fatbin holding no uncompressed PTX, is refused with a log that
-//! says so.
+//! says so; text that does not start with a PTX directive is not PTX at all (INVALID_IMAGE).
 
 use std::ffi::CStr;
 
@@ -58,7 +58,7 @@ pub(crate) unsafe fn ptx_text(image: *const u8) -> Result<String, LoadError> {
     }
     // SAFETY: anything else must be a NUL-terminated string.
     let text = unsafe { CStr::from_ptr(image.cast()) };
-    text.to_str().map(str::to_owned).map_err(|e| {
+    let text = text.to_str().map_err(|e| {
         (
             CUresult::CUDA_ERROR_INVALID_IMAGE,
             format!(
@@ -66,7 +66,38 @@ pub(crate) unsafe fn ptx_text(image: *const u8) -> Result<String, LoadError> {
                 e.valid_up_to()
             ),
         )
-    })
+    })?;
+    if !starts_with_directive(text) {
+        // NVIDIA's driver answers INVALID_IMAGE (not INVALID_PTX) for text that is not PTX at all
+        // (seen on an H200, driver 580); PTX that is merely broken is INVALID_PTX, from ptxvm.
+        let start: String = text.trim_start().chars().take(40).collect();
+        return Err((
+            CUresult::CUDA_ERROR_INVALID_IMAGE,
+            format!(
+                "the image is neither PTX text (PTX starts with a directive such as `.version`, \
+                 after any comments; this starts with {start:?}), a cubin nor a fatbin"
+            ),
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// Whether the first token after whitespace and comments is a PTX directive (`.version`, ...):
+/// the line between text that is not PTX at all and PTX with errors in it.
+fn starts_with_directive(mut text: &str) -> bool {
+    loop {
+        text = text.trim_start();
+        if let Some(rest) = text.strip_prefix("//") {
+            text = rest.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(rest) = text.strip_prefix("/*") {
+            match rest.split_once("*/") {
+                Some((_, after)) => text = after,
+                None => return false,
+            }
+        } else {
+            return text.starts_with('.');
+        }
+    }
 }
 
 /// The first four bytes, stopping (zero-filled) at a NUL so a short string is not over-read
@@ -181,6 +212,24 @@ mod tests {
         // SAFETY: a NUL-terminated string.
         let t = unsafe { ptx_text(c".version 7.0".as_ptr().cast()) }.unwrap();
         assert_eq!(t, ".version 7.0");
+    }
+
+    #[test]
+    fn text_not_starting_with_a_directive_is_invalid_image_but_commented_ptx_is_ptx() {
+        // SAFETY: NUL-terminated strings.
+        let (code, log) = unsafe { ptx_text(c"this is not PTX".as_ptr().cast()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_INVALID_IMAGE);
+        assert!(
+            log.contains("this is not PTX") && log.contains(".version"),
+            "{log}"
+        );
+        // SAFETY: a NUL-terminated string.
+        let (code, _) = unsafe { ptx_text(c"".as_ptr().cast()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_INVALID_IMAGE);
+        let commented = c"//\n// Generated\n/* x */\n\t.version 7.0\n.target";
+        // SAFETY: a NUL-terminated string.
+        let t = unsafe { ptx_text(commented.as_ptr().cast()) }.unwrap();
+        assert!(t.ends_with(".version 7.0\n.target"), "{t}");
     }
 
     #[test]

@@ -89,61 +89,47 @@ fn cudarc_runs_a_kernel_on_softcuda_after_select() {
     }
 }
 
-/// Set in the child process of `auto_falls_back_to_softcuda_when_nvidia_libcuda_has_no_device`.
-const AUTO_CHILD_ENV: &str = "SOFTCUDA_TEST_AUTO_CHILD";
-
 #[test]
 fn auto_falls_back_to_softcuda_when_nvidia_libcuda_has_no_device() {
     use std::process::Command;
-    // Selection is process-wide, so the choice is made in a child: this test binary, run on the
-    // child half below, with a libcuda.so whose cuInit fails first on the library path.
+    // Selection is process-wide, so the choice is made in a child, with a libcuda.so whose cuInit
+    // fails first on the library path.
     let dir = std::env::temp_dir().join(format!("softcuda-nodev-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
-        .join("tests/c/no_device_libcuda.c");
-    let cc = Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(dir.join("libcuda.so"))
-        .arg(&src)
-        .output()
-        .expect("a C compiler (`cc`) is needed for this test");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "loader::auto_child_selects_and_reports",
-            "--nocapture",
-        ])
-        .env(AUTO_CHILD_ENV, "1")
-        .env("LD_LIBRARY_PATH", &dir)
-        .env_remove(loader::PREFERENCE_ENV)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&child.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        child.status.success(),
-        "child failed:\n{out}\n{}",
-        String::from_utf8_lossy(&child.stderr)
-    );
-    assert!(out.contains("chose=softcuda"), "{out}");
-    assert!(
-        out.contains("cuInit failed with CUresult 100"),
-        "the reason names the failure: {out}"
-    );
-}
-
-/// The child half of the test above; does nothing unless that test started it.
-#[test]
-fn auto_child_selects_and_reports() {
-    if std::env::var_os(AUTO_CHILD_ENV).is_none() {
-        return;
+    let in_parent = !crate::common::is_child();
+    if in_parent {
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
+            .join("tests/c/no_device_libcuda.c");
+        let cc = Command::new("cc")
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(dir.join("libcuda.so"))
+            .arg(&src)
+            .output()
+            .expect("a C compiler (`cc`) is needed for this test");
+        assert!(
+            cc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&cc.stderr)
+        );
     }
-    let choice = loader::select(Preference::Auto).expect("auto selects a driver");
-    println!("chose={} reason={}", choice.kind, choice.reason);
-    assert_eq!(choice.kind, DriverKind::Soft);
+    let out = crate::common::in_child(
+        "loader::auto_falls_back_to_softcuda_when_nvidia_libcuda_has_no_device",
+        |cmd| {
+            cmd.env("LD_LIBRARY_PATH", &dir)
+                .env_remove(loader::PREFERENCE_ENV);
+        },
+        || {
+            let choice = loader::select(Preference::Auto).expect("auto selects a driver");
+            println!("chose={} reason={}", choice.kind, choice.reason);
+            assert_eq!(choice.kind, DriverKind::Soft);
+        },
+    );
+    if in_parent {
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(out.contains("chose=softcuda"), "{out}");
+        assert!(
+            out.contains("cuInit failed with CUresult 100"),
+            "the reason names the failure: {out}"
+        );
+    }
 }

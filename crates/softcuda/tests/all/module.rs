@@ -1,5 +1,6 @@
 //! Modules, functions and launches: PTX loading and its error log, globals, parameter packing
-//! (both `kernelParams` and `extra`), launch-configuration checks, sticky faults and stale
+//! (both `kernelParams` and `extra`), launch-configuration checks, sticky faults (in a child
+//! process each: a fault poisons the device for the process) and stale
 //! handles.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
@@ -7,7 +8,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use cudarc::driver::sys::{CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{alloc, download, fresh_primary, ok, serial, upload};
+use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, upload};
 
 /// The test kernels (tests/fixtures/kernels.cu, compiled by gen.sh).
 fn kernels_ptx() -> CString {
@@ -240,8 +241,16 @@ fn launch_configuration_beyond_device_limits_is_invalid_value_and_not_sticky() {
 }
 
 #[test]
-fn illegal_address_is_sticky_until_the_context_is_reset() {
-    let _g = serial();
+fn illegal_address_poisons_the_device_for_the_process() {
+    // The fault lasts for the process, so it happens in a child.
+    in_child(
+        "module::illegal_address_poisons_the_device_for_the_process",
+        |_| {},
+        illegal_address_poisons_the_device,
+    );
+}
+
+fn illegal_address_poisons_the_device() {
     fresh_primary();
     let m = load(&kernels_ptx());
     let f = function(m, c"poke");
@@ -254,37 +263,38 @@ fn illegal_address_is_sticky_until_the_context_is_reset() {
         0,
         &mut [arg(&mut pd), arg(&mut off), arg(&mut val)],
     ));
+    let illegal = CUresult::CUDA_ERROR_ILLEGAL_ADDRESS;
     // SAFETY: valid out-pointers and buffers throughout.
     unsafe {
-        assert_eq!(cuCtxSynchronize(), CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert_eq!(cuCtxSynchronize(), illegal);
         let mut d2: CUdeviceptr = 0;
-        assert_eq!(
-            cuMemAlloc_v2(&mut d2, 16),
-            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
-        );
+        assert_eq!(cuMemAlloc_v2(&mut d2, 16), illegal);
         let mut host = [0u8; 4];
-        assert_eq!(
-            cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), d, 4),
-            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
-        );
-        assert_eq!(cuCtxSynchronize(), CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert_eq!(cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), d, 4), illegal);
+        assert_eq!(cuCtxSynchronize(), illegal);
         let mut g: CUfunction = std::ptr::null_mut();
-        let r = cuModuleGetFunction(&mut g, m, c"poke".as_ptr());
-        assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
-        let mut msg = [0 as c_char; 512];
-        ok(softcuda_last_fault(msg.as_mut_ptr(), 512));
-        let msg = CStr::from_ptr(msg.as_ptr()).to_string_lossy().into_owned();
+        assert_eq!(cuModuleGetFunction(&mut g, m, c"poke".as_ptr()), illegal);
+        assert_eq!(cuMemFree_v2(d), illegal);
+        assert_eq!(cuModuleUnload(m), illegal);
+        let fault = || {
+            let mut msg = [0 as c_char; 512];
+            ok(softcuda_last_fault(msg.as_mut_ptr(), 512));
+            CStr::from_ptr(msg.as_ptr()).to_string_lossy().into_owned()
+        };
+        let msg = fault();
         assert!(
             msg.contains("poke") && msg.contains("illegal address"),
             "{msg}"
         );
-        // Reset clears it: the re-created primary context works.
+        // As on NVIDIA's driver, a reset does not recover: the device stays faulted.
         ok(cuDevicePrimaryCtxReset_v2(0));
         let mut ctx = std::ptr::null_mut();
-        ok(cuDevicePrimaryCtxRetain(&mut ctx, 0));
-        ok(cuCtxSetCurrent(ctx));
-        ok(cuMemAlloc_v2(&mut d2, 16));
-        ok(cuCtxSynchronize());
+        assert_eq!(cuDevicePrimaryCtxRetain(&mut ctx, 0), illegal);
+        assert_eq!(cuCtxCreate_v2(&mut ctx, 0, 0), illegal);
+        assert_eq!(fault(), msg, "the fault is still described after the reset");
+        let (mut flags, mut active) = (0, 0);
+        ok(cuDevicePrimaryCtxGetState(0, &mut flags, &mut active));
+        assert_eq!(active, 0, "a failed retain creates no context");
     }
 }
 
@@ -474,34 +484,47 @@ fn concurrent_threads_launching_on_their_own_streams_all_finish_correctly() {
 }
 
 #[test]
-fn misaligned_access_and_trap_fault_with_nvidia_codes() {
-    let _g = serial();
-    fresh_primary();
-    let m = load(&kernels_ptx());
-    let f = function(m, c"poke");
-    let d = alloc(64);
-    let (mut pd, mut off, mut val): (CUdeviceptr, i64, c_int) = (d + 1, 0, 1);
-    ok(launch(
-        f,
-        1,
-        1,
-        0,
-        &mut [arg(&mut pd), arg(&mut off), arg(&mut val)],
-    ));
-    // SAFETY: plain call.
-    let r = unsafe { cuCtxSynchronize() };
-    assert_eq!(r, CUresult::CUDA_ERROR_MISALIGNED_ADDRESS);
+fn misaligned_access_faults_with_nvidia_code() {
+    in_child(
+        "module::misaligned_access_faults_with_nvidia_code",
+        |_| {},
+        || {
+            fresh_primary();
+            let m = load(&kernels_ptx());
+            let f = function(m, c"poke");
+            let d = alloc(64);
+            let (mut pd, mut off, mut val): (CUdeviceptr, i64, c_int) = (d + 1, 0, 1);
+            ok(launch(
+                f,
+                1,
+                1,
+                0,
+                &mut [arg(&mut pd), arg(&mut off), arg(&mut val)],
+            ));
+            // SAFETY: plain call.
+            let r = unsafe { cuCtxSynchronize() };
+            assert_eq!(r, CUresult::CUDA_ERROR_MISALIGNED_ADDRESS);
+        },
+    );
+}
 
-    fresh_primary();
-    let trap =
-        c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry t() { trap; ret; }\n";
-    let m = load(trap);
-    let f = function(m, c"t");
-    ok(launch(f, 1, 1, 0, &mut []));
-    // SAFETY: plain call.
-    let r = unsafe { cuCtxSynchronize() };
-    assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION);
-    fresh_primary();
+#[test]
+fn trap_faults_with_nvidia_code() {
+    in_child(
+        "module::trap_faults_with_nvidia_code",
+        |_| {},
+        || {
+            fresh_primary();
+            let trap =
+            c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry t() { trap; ret; }\n";
+            let m = load(trap);
+            let f = function(m, c"t");
+            ok(launch(f, 1, 1, 0, &mut []));
+            // SAFETY: plain call.
+            let r = unsafe { cuCtxSynchronize() };
+            assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION);
+        },
+    );
 }
 
 #[test]
