@@ -1,5 +1,6 @@
 //! Device and module facts a program can observe: plausible device attributes, kernel
-//! attributes from the loaded PTX, and malformed PTX refused with CUDA_ERROR_INVALID_PTX.
+//! attributes from the loaded PTX, malformed PTX refused with CUDA_ERROR_INVALID_PTX, and text that
+//! is not PTX at all refused with CUDA_ERROR_INVALID_IMAGE.
 
 use conformance::context::Context;
 use conformance::driver::shared_device;
@@ -95,7 +96,7 @@ fn kernel_attributes_report_static_shared_memory_and_block_limit() {
 }
 
 #[test]
-fn malformed_ptx_fails_to_load_with_invalid_ptx() {
+fn malformed_ptx_is_invalid_ptx_and_text_that_is_not_ptx_is_invalid_image() {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
@@ -116,7 +117,12 @@ fn malformed_ptx_fails_to_load_with_invalid_ptx() {
         load(&bad),
         invalid,
     );
-    steps.expect("text that is not PTX", load("this is not PTX"), invalid);
+    // NVIDIA's driver does not take text without a PTX directive for PTX at all (H200, 580).
+    steps.expect(
+        "text that is not PTX",
+        load("this is not PTX"),
+        CUresult::CUDA_ERROR_INVALID_IMAGE,
+    );
     let truncated = &good[..good.len() / 2];
     steps.expect("PTX cut off mid-kernel", load(truncated), invalid);
     steps.expect("the unmodified PTX", load(&good), CUresult::CUDA_SUCCESS);
