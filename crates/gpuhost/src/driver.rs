@@ -160,7 +160,7 @@ pub(crate) fn result_name(r: CUresult) -> String {
     format!("{r:?}")
 }
 
-/// Errors after which every later call in the context fails until the context is reset.
+/// Errors after which every later call fails, for the rest of the process (a reset does not help).
 pub(crate) fn is_sticky(r: CUresult) -> bool {
     use CUresult::*;
     matches!(

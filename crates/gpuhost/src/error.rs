@@ -36,10 +36,12 @@ pub enum Error {
         /// The host's generation now.
         generation: u64,
     },
-    /// A sticky driver error (illegal address, launch failure, ...) poisoned the context: every
-    /// later call fails until the context is reset (see `Host::reset_poisoned`).
+    /// A sticky driver error (illegal address, launch failure, ...) poisoned the device: every
+    /// later call fails, for the rest of the process. NVIDIA's driver does not recover it in
+    /// process (a primary-context reset does not help: the next retain returns the same error;
+    /// seen on an H200, driver 580), so the process must exit and be restarted.
     #[error(
-        "the CUDA context is poisoned by a sticky error {name} (from {call}); a kernel faulted; fix the kernel or its arguments, then reset the context with Host::reset_poisoned"
+        "the CUDA device is poisoned by a sticky error {name} (from {call}): a kernel faulted (e.g. an out-of-bounds or misaligned access); the driver cannot recover it in this process, so every later GPU call fails: restart the process, and fix the kernel or its arguments"
     )]
     ContextPoisoned {
         /// The driver call that reported it.

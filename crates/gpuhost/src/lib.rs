@@ -3,8 +3,10 @@
 //! One [`Host`] per device holds the device's primary context for the process (exactly one
 //! retain), binds it on every entry from any thread, and detects a context torn down under it
 //! (a foreign reset or an extra release): handles of the old context generation then refuse
-//! with [`Error::ContextLost`]. Kernels come from [`Registry`]s (the modules of one model),
-//! released only when nothing holds them; a [`ModelSlot`] swaps models under load. Launches
+//! with [`Error::ContextLost`]. A kernel fault is different: it poisons the device for the rest
+//! of the process ([`Error::ContextPoisoned`] from then on; no reset recovers it on NVIDIA's
+//! driver), so a service should exit and be restarted. Kernels come from [`Registry`]s (the
+//! modules of one model), released only when nothing holds them; a [`ModelSlot`] swaps models under load. Launches
 //! are checked, enqueued, and complete through a [`Completion`] future woken by a per-host
 //! completion thread.
 //!
