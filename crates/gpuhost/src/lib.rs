@@ -6,9 +6,9 @@
 //! with [`Error::ContextLost`]. A kernel fault is different: it poisons the device for the rest
 //! of the process ([`Error::ContextPoisoned`] from then on; no reset recovers it on NVIDIA's
 //! driver), so a service should exit and be restarted. Kernels come from [`Registry`]s (the
-//! modules of one model), released only when nothing holds them; a [`ModelSlot`] swaps models under load. Launches
-//! are checked, enqueued, and complete through a [`Completion`] future woken by a per-host
-//! completion thread.
+//! modules of one model), released only when nothing holds them; a [`ModelSlot`] swaps models
+//! under load. Launches are checked, enqueued, and complete through a [`Completion`] future woken
+//! by a per-host completion thread.
 //!
 //! ```no_run
 //! # fn main() -> gpuhost::Result<()> {
