@@ -83,6 +83,29 @@ impl LaunchBench {
     }
 }
 
+/// `count` native launches of the empty kernel: (enqueue times, launch→completion times) in ns.
+async fn native_pass(
+    stream: &gpuhost::Stream,
+    kernel: &gpuhost::Kernel,
+    buf: &gpuhost::DeviceBuffer,
+    count: usize,
+) -> gpuhost::Result<(Vec<u128>, Vec<u128>)> {
+    let cfg = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    let (mut launch, mut round) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    for _ in 0..count {
+        let t0 = Instant::now();
+        let done = stream.launch(kernel, cfg, &[Arg::Buffer(buf, 0), Arg::U32(256)])?;
+        launch.push(t0.elapsed().as_nanos());
+        done.await?;
+        round.push(t0.elapsed().as_nanos());
+    }
+    Ok((launch, round))
+}
+
 /// Runs both sides, `samples` launches each. `bench_guest` is misbehave.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
@@ -96,20 +119,11 @@ pub async fn guest_vs_native(
     let kernel = registry.kernel("noop")?;
     let buf = host.alloc(1024)?;
     let stream = host.stream()?;
-    let cfg = LaunchConfig {
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        shared_mem_bytes: 0,
-    };
-    let (mut launch, mut round) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
-    for _ in 0..samples {
-        let t0 = Instant::now();
-        let done = stream.launch(&kernel, cfg, &[Arg::Buffer(&buf, 0), Arg::U32(256)])?;
-        launch.push(t0.elapsed().as_nanos());
-        done.await?;
-        round.push(t0.elapsed().as_nanos());
-    }
-
+    let pass = |count: usize| native_pass(&stream, &kernel, &buf, count);
+    // Warm up, then measure native half before and half after the guest, so neither side gets
+    // the machine in a better state.
+    pass(samples / 10 + 1).await?;
+    let (mut launch, mut round) = pass(samples.div_ceil(2)).await?;
     let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
     let out = runtime
         .run(
@@ -125,6 +139,9 @@ pub async fn guest_vs_native(
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
     };
+    let (launch_b, round_b) = pass(samples / 2).await?;
+    launch.extend(launch_b);
+    round.extend(round_b);
     let (Some(guest_launch_ns), Some(guest_roundtrip_ns)) =
         (field("launch_ns"), field("roundtrip_ns"))
     else {
