@@ -61,6 +61,27 @@ fn fma_operand(r: &mut Rng) -> f16 {
     f16::from_f32(if v.abs() < 1.0 / 64.0 { 0.0 } else { v })
 }
 
+/// `x` rounded to the nearest f16, ties to even, in one rounding. `half`'s `f16::from_f64` goes
+/// through f32 on x86 with F16C, and that double rounding is one ulp off when the f32 lands on an
+/// f16 tie; the neighbours of its answer are compared with `x` exactly (in f64) instead.
+fn f16_nearest(x: f64) -> f16 {
+    let h = f16::from_f64(x);
+    if !x.is_finite() || !h.is_finite() {
+        return h;
+    }
+    let b = h.to_bits();
+    [b.wrapping_sub(1), b, b.wrapping_add(1)]
+        .into_iter()
+        .map(f16::from_bits)
+        .filter(|c| c.is_finite())
+        .min_by(|p, q| {
+            let (dp, dq) = ((p.to_f64() - x).abs(), (q.to_f64() - x).abs());
+            dp.total_cmp(&dq)
+                .then((p.to_bits() & 1).cmp(&(q.to_bits() & 1)))
+        })
+        .unwrap_or(h)
+}
+
 /// d = fma.rn.f16(a, b, c), exact against a correctly rounded reference.
 pub fn f16_fma(rng: &mut Rng) -> Case {
     let n = 2_053;
@@ -68,7 +89,7 @@ pub fn f16_fma(rng: &mut Rng) -> Case {
     let b: Vec<f16> = rng.vec(n, fma_operand);
     let c: Vec<f16> = rng.vec(n, fma_operand);
     let d: Vec<u16> = (0..n)
-        .map(|i| f16::from_f64(a[i].to_f64() * b[i].to_f64() + c[i].to_f64()).to_bits())
+        .map(|i| f16_nearest(a[i].to_f64() * b[i].to_f64() + c[i].to_f64()).to_bits())
         .collect();
     let bits = |v: &[f16]| bytes_of(&v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>());
     Case::buffers_then_n(
@@ -258,6 +279,21 @@ pub fn divergent(rng: &mut Rng) -> Case {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_reference_rounds_once_even_where_f32_would_land_on_a_tie() {
+        // -(2.5 - 2^-10 - 2^-30): nearest f16 is -(2.5 - 2^-9) = 0xc0ff; rounding to f32 first
+        // gives the tie -(2.5 - 2^-10), which rounds to even -2.5 = 0xc100.
+        let x = -(2.5 - 2f64.powi(-10) - 2f64.powi(-30));
+        assert_eq!(f16_nearest(x).to_bits(), 0xc0ff);
+        // A real tie rounds to even; exact values stay exact.
+        assert_eq!(f16_nearest(-(2.5 - 2f64.powi(-10))).to_bits(), 0xc100);
+        assert_eq!(f16_nearest(1.0).to_bits(), 0x3c00);
+        assert_eq!(f16_nearest(-0.0).to_bits(), 0x8000);
+        assert_eq!(f16_nearest(2f64.powi(-25)).to_bits(), 0x0000);
+        assert_eq!(f16_nearest(1.25 * 2f64.powi(-24)).to_bits(), 0x0001);
+        assert_eq!(f16_nearest(1.5 * 2f64.powi(-24)).to_bits(), 0x0002);
+    }
 
     #[test]
     fn bfe_follows_ptx_for_in_range_and_overhanging_fields() {
