@@ -1,28 +1,42 @@
-//! Launch completion: one dedicated thread per host polls the events recorded after pending
-//! launches and wakes their `Completion` (a Future, or a blocking `wait`).
+//! Launch completion. Events are recorded on the threads that launch or wait — never by the
+//! completion thread while a launching thread is busy on the same stream — and one dedicated
+//! thread per host only queries them (cuEventQuery) and wakes their `Completion`s.
 //!
-//! The thread spins (yielding) while work is pending, for low completion latency, and parks on a
-//! condvar when idle. Executor threads never block; there is no spawn_blocking per launch.
+//! Who records a stream's completion event, covering every launch queued before it:
+//! - the first poll of a `Completion` whose launch is still unrecorded (`.await`);
+//! - `Completion::wait`, which then synchronizes on that event itself;
+//! - the launching thread, once every `FLUSH_EVERY` launches (amortised), so dropped
+//!   completions still release what they keep alive;
+//! - dropping the `Stream`;
+//! - the completion thread, only for a stream whose queue has not changed for `IDLE_FLUSH`
+//!   (nobody is launching on it, so nothing contends).
+//!
+//! The thread spins (yielding, with bounded backoff) while events are pending, for low completion
+//! latency, and parks on a condvar when idle; handing it work costs a futex wake only when it is
+//! parked. Executor threads never block; there is no spawn_blocking per launch.
 
-use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{self, CUevent, CUresult};
 
+use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::registry::LaunchGuard;
 use crate::stats::Counters;
 
-/// The outcome slot shared by a launch and the completion thread.
+/// The outcome slot shared by a launch and whoever completes it.
 #[derive(Default)]
 struct Cell {
     /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
     finished: AtomicBool,
+    /// Set once an event covering the launch is recorded: later polls need not flush.
+    recorded: AtomicBool,
     state: Mutex<CellState>,
 }
 
@@ -37,6 +51,9 @@ impl Cell {
     fn finish(&self, result: Result<()>) {
         let waker = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if s.finished {
+                return;
+            }
             s.result = Some(result);
             s.finished = true;
             self.finished.store(true, Ordering::Release);
@@ -62,9 +79,9 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// Block the calling thread until the launch completes. The caller records its own event
-    /// after the launch and synchronizes on it (as cuStreamSynchronize would), instead of
-    /// waiting for the completion thread's hand-off.
+    /// Block the calling thread until the launch completes. The caller records an event after
+    /// everything queued on the stream and synchronizes on it (as cuStreamSynchronize would),
+    /// completing those launches itself instead of waiting for the completion thread's hand-off.
     pub fn wait(self) -> Result<()> {
         if self.cell.finished.load(Ordering::Acquire) {
             return self.cell.take();
@@ -86,27 +103,39 @@ impl Future for Completion {
     type Output = Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.finished {
-            return Poll::Ready(s.result.take().unwrap_or(Ok(())));
+        {
+            let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
+            if s.finished {
+                return Poll::Ready(s.result.take().unwrap_or(Ok(())));
+            }
+            match &s.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => s.waker = Some(cx.waker().clone()),
+            }
         }
-        match &s.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => s.waker = Some(cx.waker().clone()),
+        // The waker is stored first, so a completion that races this flush still wakes us.
+        if !self.cell.recorded.load(Ordering::Acquire) {
+            self.stream.flush();
         }
         Poll::Pending
     }
 }
 
-/// A launch enqueued on a stream whose completion event is not recorded yet.
+/// What a pending launch keeps alive: its buffers and its kernel's loaded modules.
+pub(crate) struct Keep {
+    pub(crate) _buffers: Vec<DeviceBuffer>,
+    pub(crate) _guard: LaunchGuard,
+}
+
+/// A launch enqueued on a stream, not completed yet.
 pub(crate) struct Launched {
     cell: Arc<Cell>,
-    _keep: Box<dyn Any + Send>,
+    _keep: Keep,
 }
 
 impl Launched {
     /// A new launch's completion slot, keeping `keep` alive until it completes.
-    pub(crate) fn new(keep: Box<dyn Any + Send>, stream: Arc<dyn Flush>) -> (Self, Completion) {
+    pub(crate) fn new(keep: Keep, stream: Arc<dyn Flush>) -> (Self, Completion) {
         let cell = Arc::new(Cell::default());
         (
             Self {
@@ -117,9 +146,17 @@ impl Launched {
         )
     }
 
-    /// Complete without the GPU (the launch's context is gone).
-    pub(crate) fn fail(self, e: Error) {
-        self.cell.finish(Err(e));
+    /// Mark that an event covering this launch has been recorded.
+    pub(crate) fn recorded(&self) {
+        self.cell.recorded.store(true, Ordering::Release);
+    }
+}
+
+/// Complete `launches` with `outcome` (releasing what they keep alive) and count them done.
+pub(crate) fn complete(host: &Host, launches: Vec<Launched>, outcome: &Result<()>) {
+    for l in launches {
+        Counters::dec(&host.counters.pending_launches);
+        l.cell.finish(outcome.clone());
     }
 }
 
@@ -134,44 +171,77 @@ pub(crate) struct Batch {
 // completion thread binds it before querying.
 unsafe impl Send for Batch {}
 
-/// Something with launches whose completion events are not recorded yet (a stream).
+/// A stream's queue of launches whose completion event is not recorded yet.
 pub(crate) trait Flush: Send + Sync {
-    /// Record an event after the unrecorded launches and hand them over as a batch.
-    fn flush(&self) -> Option<Batch>;
+    /// Record an event after the unrecorded launches (on the calling thread) and hand them to
+    /// the completion thread as a batch. Nothing to do when the queue is empty.
+    fn flush(&self);
 
-    /// Block until everything enqueued so far has finished (for a blocking wait).
+    /// Block until everything enqueued so far has finished, completing the queued launches.
     fn sync_point(&self) -> Result<()>;
 
-    /// How many launches wait for an event.
-    fn queued(&self) -> usize;
+    /// (launches queued, launches ever queued): the second changes whenever the queue grows.
+    fn activity(&self) -> (usize, u64);
+
+    /// The stream's "watched by the completion thread" flag.
+    fn watched(&self) -> &AtomicBool;
 }
 
 #[derive(Default)]
-struct Queue {
-    dirty: Vec<Arc<dyn Flush>>,
+struct Inbox {
+    batches: Vec<Batch>,
+    streams: Vec<Arc<dyn Flush>>,
     sleeping: bool,
 }
 
 /// The per-host completion thread's inbox.
-pub(crate) struct Completer {
-    queue: Arc<(Mutex<Queue>, Condvar)>,
+struct Shared {
+    inbox: Mutex<Inbox>,
+    /// Something is in the inbox: lets the spinning thread skip the lock on empty passes.
+    news: AtomicBool,
+    cv: Condvar,
 }
 
-impl Completer {
-    fn start(host: Arc<Host>) -> Self {
-        let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
-        let q = queue.clone();
+impl Shared {
+    fn start(host: Arc<Host>) -> Arc<Self> {
+        let me = Arc::new(Self {
+            inbox: Mutex::default(),
+            news: AtomicBool::new(false),
+            cv: Condvar::new(),
+        });
+        let c = me.clone();
         let ordinal = host.ordinal();
         let spawned = std::thread::Builder::new()
             .name(format!("gpuhost-complete-{ordinal}"))
-            .spawn(move || run(host, q));
+            .spawn(move || run(host, c));
         if let Err(e) = spawned {
             // Without the thread nothing completes; waiting callers would hang, so say so loudly.
             tracing::error!("cannot start the gpuhost completion thread: {e}");
         }
-        Self { queue }
+        me
+    }
+
+    fn post(&self, f: impl FnOnce(&mut Inbox)) {
+        let mut q = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut q);
+        self.news.store(true, Ordering::Release);
+        // Waking costs a syscall: only when the thread is really parked.
+        if q.sleeping {
+            q.sleeping = false;
+            self.cv.notify_one();
+        }
     }
 }
+
+fn completer(host: &Arc<Host>) -> &Shared {
+    &host
+        .completer
+        .get_or_init(|| Completer(Shared::start(host.clone())))
+        .0
+}
+
+/// The host's handle on its completion thread (started on first use).
+pub(crate) struct Completer(Arc<Shared>);
 
 /// Count a launch (enqueued, pending) for the host's stats.
 pub(crate) fn count_launch(host: &Host) {
@@ -179,72 +249,69 @@ pub(crate) fn count_launch(host: &Host) {
     Counters::inc(&host.counters.launches);
 }
 
-/// Tell the completion thread that `stream` has unrecorded launches. The event is recorded by
-/// that thread, off the launching thread's path; it may cover later launches too, which only
-/// makes a completion conservative, never early.
-pub(crate) fn mark_dirty(host: &Arc<Host>, stream: Arc<dyn Flush>) {
-    let completer = host
-        .completer
-        .get_or_init(|| Completer::start(host.clone()));
-    let (lock, cv) = &*completer.queue;
-    let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
-    q.dirty.push(stream);
-    // Waking costs a syscall: only when the thread is really parked.
-    if q.sleeping {
-        q.sleeping = false;
-        cv.notify_one();
+/// Hand a recorded batch to the completion thread, which queries its event.
+pub(crate) fn hand_over(host: &Arc<Host>, batch: Batch) {
+    completer(host).post(|q| q.batches.push(batch));
+}
+
+/// Make sure the completion thread watches `stream` (so a queue nobody flushes is flushed once
+/// idle). Costs one atomic swap when it is watched already.
+pub(crate) fn watch<S: Flush + 'static>(host: &Arc<Host>, stream: &Arc<S>) {
+    if !stream.watched().swap(true, Ordering::SeqCst) {
+        completer(host).post(|q| q.streams.push(stream.clone() as Arc<dyn Flush>));
     }
 }
 
+/// A stream queue unchanged this long is flushed by the completion thread.
+const IDLE_FLUSH: Duration = Duration::from_micros(200);
+/// How often the completion thread looks at watched streams' queues.
+const WATCH_PERIOD: Duration = Duration::from_micros(50);
+/// A watched stream with an empty queue this long is forgotten until its next launch.
+const UNWATCH_AFTER: Duration = Duration::from_millis(2);
 /// Passes with nothing finishing before the thread backs off to short sleeps (work pending) or
 /// parks (no work).
 const SPIN_ROUNDS: u32 = 20_000;
 const IDLE_SPIN_ROUNDS: u32 = 2_000;
 const BACKOFF: Duration = Duration::from_micros(50);
 
-/// A stream's queue is flushed once it stops growing between two passes (a burst has ended) or
-/// reaches this size: one event per burst, and no event recording contending with a launching
-/// thread in the middle of its burst.
-const MAX_UNRECORDED: usize = 256;
+/// A stream the completion thread watches: its activity counter when last seen and since when.
+struct Watched {
+    stream: Arc<dyn Flush>,
+    seen: u64,
+    since: Instant,
+}
 
-fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
-    let (lock, cv) = &*queue;
+fn run(host: Arc<Host>, c: Arc<Shared>) {
     let mut pending: Vec<Batch> = Vec::new();
-    let mut dirty: Vec<Arc<dyn Flush>> = Vec::new();
-    // Dirty streams being watched, with their queue length at the previous pass.
-    let mut watched: Vec<(Arc<dyn Flush>, usize)> = Vec::new();
+    let mut watched: Vec<Watched> = Vec::new();
+    let mut last_watch = Instant::now();
     let mut quiet_rounds = 0u32;
     loop {
-        {
-            let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
-            let idle = q.dirty.is_empty() && pending.is_empty() && watched.is_empty();
+        let mut progressed = false;
+        if c.news.swap(false, Ordering::Acquire) || pending.is_empty() && watched.is_empty() {
+            let mut q = c.inbox.lock().unwrap_or_else(|p| p.into_inner());
+            let idle = q.batches.is_empty()
+                && q.streams.is_empty()
+                && pending.is_empty()
+                && watched.is_empty();
             if idle && quiet_rounds >= IDLE_SPIN_ROUNDS {
                 q.sleeping = true;
-                while q.sleeping && q.dirty.is_empty() {
-                    q = cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                while q.sleeping && q.batches.is_empty() && q.streams.is_empty() {
+                    q = c.cv.wait(q).unwrap_or_else(|p| p.into_inner());
                 }
                 q.sleeping = false;
                 quiet_rounds = 0;
             }
-            std::mem::swap(&mut dirty, &mut q.dirty);
+            c.news.store(false, Ordering::Relaxed);
+            progressed = !q.batches.is_empty() || !q.streams.is_empty();
+            pending.append(&mut q.batches);
+            let now = Instant::now();
+            watched.extend(q.streams.drain(..).map(|stream| Watched {
+                stream,
+                seen: u64::MAX,
+                since: now,
+            }));
         }
-        let mut progressed = !dirty.is_empty();
-        watched.extend(dirty.drain(..).map(|s| (s, 0)));
-        watched.retain_mut(|(s, seen)| {
-            let n = s.queued();
-            if n == 0 {
-                return false;
-            }
-            if n == *seen || n >= MAX_UNRECORDED {
-                if let Some(b) = s.flush() {
-                    pending.push(b);
-                }
-                progressed = true;
-                return false;
-            }
-            *seen = n;
-            true
-        });
         if !pending.is_empty() {
             match host.enter() {
                 Ok(generation) => {
@@ -258,6 +325,10 @@ fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
                 }
             }
         }
+        if !watched.is_empty() && last_watch.elapsed() >= WATCH_PERIOD {
+            last_watch = Instant::now();
+            progressed |= look_at(&mut watched, last_watch);
+        }
         quiet_rounds = if progressed {
             0
         } else {
@@ -269,6 +340,41 @@ fn run(host: Arc<Host>, queue: Arc<(Mutex<Queue>, Condvar)>) {
             std::thread::yield_now();
         }
     }
+}
+
+/// Flush watched streams idle for IDLE_FLUSH, forget those empty for UNWATCH_AFTER; true when
+/// something was flushed.
+fn look_at(watched: &mut Vec<Watched>, now: Instant) -> bool {
+    let mut flushed = false;
+    watched.retain_mut(|w| {
+        let (queued, pushed) = w.stream.activity();
+        if pushed != w.seen {
+            w.seen = pushed;
+            w.since = now;
+            return true;
+        }
+        let still = now.duration_since(w.since);
+        if queued > 0 {
+            if still >= IDLE_FLUSH {
+                // Nobody has launched on this stream for a while: recording here contends
+                // with no launching thread.
+                w.stream.flush();
+                flushed = true;
+            }
+            return true;
+        }
+        if still < UNWATCH_AFTER {
+            return true;
+        }
+        // Forget it; a launch racing this sees the cleared flag and watches it again (both
+        // sides use SeqCst: either it sees false, or we see its queued launch).
+        w.stream.watched().store(false, Ordering::SeqCst);
+        if w.stream.activity().0 > 0 && !w.stream.watched().swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        false
+    });
+    flushed
 }
 
 /// Query one batch; false when it is finished (and its launches completed).
@@ -289,13 +395,9 @@ fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
         }
         res
     };
-    for l in b.launches.drain(..) {
-        Counters::dec(&host.counters.pending_launches);
-        l.cell.finish(outcome.clone());
-    }
+    complete(host, std::mem::take(&mut b.launches), &outcome);
     false
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,16 +411,20 @@ mod tests {
     }
 
     /// A stand-in stream: its sync point runs `on_sync`.
-    struct FakeStream<F: Fn() -> Result<()> + Send + Sync>(F);
+    /// A stand-in stream: its sync point runs `on_sync`; flushes are counted.
+    struct FakeStream<F: Fn() -> Result<()> + Send + Sync>(F, AtomicBool, Mutex<usize>);
     impl<F: Fn() -> Result<()> + Send + Sync> Flush for FakeStream<F> {
-        fn flush(&self) -> Option<Batch> {
-            None
+        fn flush(&self) {
+            *self.2.lock().unwrap() += 1;
         }
         fn sync_point(&self) -> Result<()> {
             (self.0)()
         }
-        fn queued(&self) -> usize {
-            0
+        fn activity(&self) -> (usize, u64) {
+            (0, 0)
+        }
+        fn watched(&self) -> &AtomicBool {
+            &self.1
         }
     }
 
@@ -328,7 +434,7 @@ mod tests {
     ) -> Completion {
         Completion {
             cell: cell.clone(),
-            stream: Arc::new(FakeStream(on_sync)),
+            stream: Arc::new(FakeStream(on_sync, AtomicBool::new(false), Mutex::new(0))),
         }
     }
 
@@ -347,6 +453,32 @@ mod tests {
             Poll::Ready(Err(Error::ContextLost { generation: 3 })) => {}
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn polling_flushes_the_stream_until_the_launch_is_recorded() {
+        let cell = Arc::new(Cell::default());
+        let stream = Arc::new(FakeStream(|| Ok(()), AtomicBool::new(false), Mutex::new(0)));
+        let mut c = Completion {
+            cell: cell.clone(),
+            stream: stream.clone(),
+        };
+        let waker = Waker::from(Arc::new(Flag(Mutex::new(false))));
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut c).poll(&mut cx).is_pending());
+        assert_eq!(*stream.2.lock().unwrap(), 1);
+        cell.recorded.store(true, Ordering::Release);
+        assert!(Pin::new(&mut c).poll(&mut cx).is_pending());
+        assert_eq!(
+            *stream.2.lock().unwrap(),
+            1,
+            "a recorded launch is not flushed again"
+        );
+        cell.finish(Ok(()));
+        assert!(matches!(
+            Pin::new(&mut c).poll(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
     }
 
     #[test]

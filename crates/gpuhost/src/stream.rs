@@ -1,23 +1,28 @@
-//! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, and hand-over of the
-//! launch to the host's completion thread, which records the completion event off this path.
+//! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, and queueing of the
+//! launch until some thread records an event covering it (see completion.rs for who does, when).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
 
-use crate::buffer::DeviceBuffer;
-use crate::completion::{self, Batch, Completion, Flush, Launched};
+use crate::completion::{self, Batch, Completion, Flush, Keep, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
-use crate::registry::{Kernel, LaunchGuard};
+use crate::registry::Kernel;
+
+/// The launching thread records an event itself after this many unrecorded launches, bounding
+/// the queue of a stream that is never idle and whose completions are dropped.
+const FLUSH_EVERY: usize = 256;
 
 /// A non-blocking stream from the host's pool; it returns to the pool on drop.
 pub struct Stream {
     host: Arc<Host>,
     raw: CUstream,
     generation: u64,
-    /// Launches whose completion event is not recorded yet (shared with the completion thread).
+    /// Launches whose completion event is not recorded yet (shared with their Completions and
+    /// the completion thread).
     unrecorded: Arc<Unrecorded>,
 }
 
@@ -26,6 +31,12 @@ struct Unrecorded {
     raw: CUstream,
     generation: u64,
     launches: Mutex<Vec<Launched>>,
+    /// launches.len(), readable without the lock (written under it).
+    queued: AtomicUsize,
+    /// Launches ever queued (written under the lock): the completion thread's idleness probe.
+    pushed: AtomicU64,
+    /// Watched by the completion thread (see completion::watch).
+    watched: AtomicBool,
 }
 
 // SAFETY: a CUstream may be used from any thread with its context bound, which every method
@@ -39,56 +50,86 @@ unsafe impl Send for Unrecorded {}
 unsafe impl Sync for Unrecorded {}
 
 impl Flush for Unrecorded {
-    fn sync_point(&self) -> Result<()> {
-        Unrecorded::sync_point(self)
-    }
-
-    fn queued(&self) -> usize {
-        self.launches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
-    fn flush(&self) -> Option<Batch> {
-        let launches =
-            std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
+    fn flush(&self) {
+        let launches = self.take();
         if launches.is_empty() {
-            return None;
+            return;
         }
+        // Taken before recording: every launch taken was issued before the event.
         let recorded = self
             .host
             .enter_for(self.generation)
             .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
         match recorded {
-            Ok((generation, event)) => Some(Batch {
-                event,
-                generation,
-                launches,
-            }),
-            Err(e) => {
-                for l in launches {
-                    crate::stats::Counters::dec(&self.host.counters.pending_launches);
-                    l.fail(e.clone());
-                }
-                None
-            }
+            Ok((generation, event)) => completion::hand_over(
+                &self.host,
+                Batch {
+                    event,
+                    generation,
+                    launches,
+                },
+            ),
+            Err(e) => completion::complete(&self.host, launches, &Err(e)),
         }
+    }
+
+    fn sync_point(&self) -> Result<()> {
+        let generation = match self.host.enter_for(self.generation) {
+            Ok(g) => g,
+            Err(e) => {
+                completion::complete(&self.host, self.take(), &Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let launches = self.take();
+        let res = record_on(&self.host, self.raw, generation, false).and_then(|event| {
+            // SAFETY: event just recorded in the bound, current-generation context.
+            let r = unsafe { sys::cuEventSynchronize(event) };
+            let res = self.host.classify("cuEventSynchronize", r);
+            if res.is_ok() {
+                self.host.return_event(generation, event, false);
+            }
+            res
+        });
+        completion::complete(&self.host, launches, &res);
+        res
+    }
+
+    fn activity(&self) -> (usize, u64) {
+        (
+            self.queued.load(Ordering::SeqCst),
+            self.pushed.load(Ordering::Relaxed),
+        )
+    }
+
+    fn watched(&self) -> &AtomicBool {
+        &self.watched
     }
 }
 
 impl Unrecorded {
-    /// Record a fresh event now and wait for it: everything enqueued so far has finished.
-    fn sync_point(&self) -> Result<()> {
-        let generation = self.host.enter_for(self.generation)?;
-        let event = record_on(&self.host, self.raw, generation, false)?;
-        // SAFETY: event just recorded in the bound, current-generation context.
-        let r = unsafe { sys::cuEventSynchronize(event) };
-        let res = self.host.classify("cuEventSynchronize", r);
-        if res.is_ok() {
-            self.host.return_event(generation, event, false);
+    /// Take the queued launches, marking them recorded (the caller records an event next).
+    fn take(&self) -> Vec<Launched> {
+        let launches = {
+            let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
+            self.queued.store(0, Ordering::SeqCst);
+            std::mem::take(&mut *l)
+        };
+        for l in &launches {
+            l.recorded();
         }
-        res
+        launches
+    }
+
+    /// Queue a launch just issued; returns the queue length.
+    fn push(&self, launched: Launched) -> usize {
+        let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
+        l.push(launched);
+        let n = l.len();
+        self.pushed
+            .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.queued.store(n, Ordering::SeqCst);
+        n
     }
 }
 
@@ -104,12 +145,6 @@ fn record_on(host: &Host, raw: CUstream, generation: u64, timing: bool) -> Resul
     Ok(event)
 }
 
-/// What a pending launch keeps alive: its buffers and its kernel's loaded modules.
-struct Keep {
-    _buffers: Vec<DeviceBuffer>,
-    _guard: LaunchGuard,
-}
-
 impl Stream {
     pub(crate) fn new(host: Arc<Host>, raw: CUstream, generation: u64) -> Self {
         Self {
@@ -118,6 +153,9 @@ impl Stream {
                 raw,
                 generation,
                 launches: Mutex::new(Vec::new()),
+                queued: AtomicUsize::new(0),
+                pushed: AtomicU64::new(0),
+                watched: AtomicBool::new(false),
             }),
             host,
             raw,
@@ -201,24 +239,18 @@ impl Stream {
         };
         self.host.classify("cuLaunchKernel", r)?;
         let (launched, completion) = Launched::new(
-            Box::new(Keep {
+            Keep {
                 _buffers: buffers,
                 _guard: guard,
-            }),
+            },
             self.unrecorded.clone(),
         );
         completion::count_launch(&self.host);
-        let first = {
-            let mut l = self
-                .unrecorded
-                .launches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            l.push(launched);
-            l.len() == 1
-        };
-        if first {
-            completion::mark_dirty(&self.host, self.unrecorded.clone());
+        let n = self.unrecorded.push(launched);
+        if n >= FLUSH_EVERY {
+            self.unrecorded.flush();
+        } else if n == 1 {
+            completion::watch(&self.host, &self.unrecorded);
         }
         Ok(completion)
     }
@@ -263,6 +295,9 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        // Nothing may launch on this stream any more: record its last event now rather than
+        // leaving its launches (and what they keep alive) to the completion thread's idle flush.
+        self.unrecorded.flush();
         self.host.return_stream(self.generation, self.raw);
     }
 }

@@ -3,6 +3,7 @@
 //! in-flight request latency with and without swaps. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
+mod guest;
 mod raw;
 mod stats;
 mod swap;
@@ -13,7 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use gpuhost::{Arg, Completion, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
-use stats::{Summary, block_on};
+use stats::{Summary, block_on, block_on_spin};
 
 /// The bench kernels: the stamp bundles' PTX (noop for launches, stamp for requests).
 const PTX_A: &str = include_str!("../../../gpuhost/bundles/stamp-a/stamp.ptx");
@@ -34,6 +35,9 @@ pub struct Args {
     /// Number of swaps for the swap benchmark (default 20, 5 with --quick).
     #[arg(long)]
     swaps: Option<usize>,
+    /// Instead: a WebAssembly guest's launch and round trip against native gpuhost's.
+    #[arg(long)]
+    guest: bool,
 }
 
 struct Plan {
@@ -61,12 +65,20 @@ struct Results {
     launch_sync_us_raw: Summary,
     launch_wait_us_gpuhost: Summary,
     launch_await_us_gpuhost: Summary,
+    launch_await_spin_us_gpuhost: Summary,
     bind_ns_ctx_get_current: Summary,
     bind_ns_host_enter: Summary,
     swap: swap::SwapResults,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.guest {
+        let json = guest::run(args.device, if args.quick { 500 } else { 20_000 })?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
+    }
     let mut plan = if args.quick {
         Plan {
             launches: 2_000,
@@ -186,6 +198,9 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     let gh_await = each(plan.syncs, &mut || {
         Ok(block_on(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?)
     })?;
+    let gh_await_spin = each(plan.syncs, &mut || {
+        Ok(block_on_spin(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?)
+    })?;
 
     // Bind on entry: 1000 calls per sample.
     let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<Vec<f64>> {
@@ -233,6 +248,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         launch_sync_us_raw: Summary::of(raw_sync),
         launch_wait_us_gpuhost: Summary::of(gh_wait),
         launch_await_us_gpuhost: Summary::of(gh_await),
+        launch_await_spin_us_gpuhost: Summary::of(gh_await_spin),
         bind_ns_ctx_get_current: Summary::of(bind_raw),
         bind_ns_host_enter: Summary::of(bind_host),
         swap,
@@ -273,6 +289,12 @@ fn print_table(r: &Results) {
         "launch → .await, µs (raw: + cuStreamSynchronize)",
         r.launch_sync_us_raw.median,
         r.launch_await_us_gpuhost.median,
+        "≤ 1.2×",
+    );
+    row(
+        "launch → .await (yielding executor), µs (raw: + cuStreamSynchronize)",
+        r.launch_sync_us_raw.median,
+        r.launch_await_spin_us_gpuhost.median,
         "≤ 1.2×",
     );
     row(
@@ -343,6 +365,7 @@ mod tests {
             r.launch_issue_ns_gpuhost,
             r.launch_sync_us_raw,
             r.launch_await_us_gpuhost,
+            r.launch_await_spin_us_gpuhost,
         ] {
             assert!(m.median > 0.0 && m.median.is_finite(), "{m:?}");
         }

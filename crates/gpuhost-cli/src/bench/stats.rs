@@ -60,6 +60,19 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     }
 }
 
+/// Drive one future to completion on this thread, yielding (not parking) between polls: a busy
+/// executor worker, which pays no OS wake-up when the future's Waker fires.
+pub fn block_on_spin<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,3 +130,30 @@ fn device_facts_come_from_the_driver() {
         Err(gpuhost::Error::NoDevice { ordinal: 1000, .. })
     ));
 }
+
+#[test]
+fn a_blocking_wait_completes_every_launch_queued_before_it() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let out = host.alloc(256 * 4).unwrap();
+    let launch = || {
+        s.launch(
+            &k,
+            LaunchConfig::for_elements(256, 64),
+            &[Arg::Buffer(&out, 0), Arg::U32(256)],
+        )
+        .unwrap()
+    };
+    let first: Vec<_> = (0..3).map(|_| launch()).collect();
+    launch().wait().unwrap();
+    // The waiting thread's event covered the earlier launches: they are done without any
+    // hand-off to the completion thread.
+    assert!(first.iter().all(|c| c.is_done()));
+    for c in first {
+        c.wait().unwrap();
+    }
+    assert_eq!(read_u32s(&out, 256), expected(TAG_A, 256));
+}

@@ -151,3 +151,32 @@ fn mixed_size_arguments_reach_the_kernel_at_their_offsets() {
     .unwrap();
     assert_eq!(read_u32s(&out, 1), [543]);
 }
+
+#[test]
+fn release_returns_once_launches_whose_completions_were_dropped_finish() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-b")).unwrap();
+    let out = host.alloc(512 * 4).unwrap();
+    // The stream stays alive and nobody polls or waits: more than one launcher-side flush's
+    // worth, then a tail that only the completion thread's idle flush records.
+    let s = host.stream().unwrap();
+    {
+        let k = reg.kernel("stamp").unwrap();
+        for _ in 0..300 {
+            drop(
+                s.launch(
+                    &k,
+                    LaunchConfig::for_elements(512, 128),
+                    &[Arg::Buffer(&out, 0), Arg::U32(512)],
+                )
+                .unwrap(),
+            );
+        }
+    }
+    let report = gpuhost::release(reg).unwrap();
+    assert_eq!(report.modules_unloaded, 1);
+    assert!(report.failures.is_empty() && !report.context_lost);
+    assert_eq!(read_u32s(&out, 512), expected(TAG_B, 512));
+    drop(s);
+}
