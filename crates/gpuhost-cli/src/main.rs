@@ -2,6 +2,7 @@
 
 mod bench;
 mod doctor;
+mod guests;
 mod run;
 
 use clap::{Parser, Subcommand};

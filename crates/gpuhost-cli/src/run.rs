@@ -11,7 +11,11 @@ use gpuhost_wasm::{Error, Limits, Output, RunOptions, Runtime};
 #[derive(clap::Args)]
 pub struct Args {
     /// The guest: a WebAssembly component built for wasm32-wasip2.
-    guest: PathBuf,
+    #[arg(required_unless_present = "example")]
+    guest: Option<PathBuf>,
+    /// Instead of a file: an example guest of this checkout (saxpy, reduce, matmul), built first.
+    #[arg(long, conflicts_with = "guest")]
+    example: Option<String>,
     /// Arguments passed to the guest (after `--`).
     #[arg(last = true)]
     guest_args: Vec<String>,
@@ -72,23 +76,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         env.push((k.to_string(), v.to_string()));
     }
-    if !a.guest.is_file() {
+    let guest_path = match (&a.guest, &a.example) {
+        (Some(path), _) => path.clone(),
+        (None, Some(name)) => crate::guests::dir()?.join(format!("{name}.wasm")),
+        (None, None) => bail!("name a guest file or --example NAME"),
+    };
+    if !guest_path.is_file() {
         bail!(
             "guest file {} does not exist (build one with `cargo build --release --target wasm32-wasip2`)",
-            a.guest.display()
+            guest_path.display()
         );
     }
     // The file's own problems are reported before the device is opened.
-    let what = a.guest.display().to_string();
-    let bytes = std::fs::read(&a.guest).with_context(|| format!("reading {what}"))?;
+    let what = guest_path.display().to_string();
+    let bytes = std::fs::read(&guest_path).with_context(|| format!("reading {what}"))?;
     gpuhost_wasm::precheck(&what, &bytes)?;
     let host = gpuhost::host(a.device)
         .with_context(|| format!("opening CUDA device {} (see `gpuhost doctor`)", a.device))?;
     let runtime = Runtime::new(host)?;
     let guest = runtime.load(&what, &bytes)?;
     let mut args = vec![
-        a.guest
-            .file_name()
+        guest_path
+            .file_stem()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     ];

@@ -1,0 +1,86 @@
+//! The `gpuhost` binary end to end, as a user runs it: on softcuda in CI, on the GPU where one is.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The built `gpuhost` binary: cargo puts it one folder above this test binary (target/*/deps).
+fn gpuhost() -> Command {
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("gpuhost"))
+        .expect("target folder");
+    assert!(
+        bin.is_file(),
+        "cargo builds {} for this test",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    // Run from the checkout root so `--example` finds examples/guests.
+    let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
+    cmd.current_dir(crate_dir.join("../.."));
+    cmd
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn run_example_saxpy_builds_the_guest_and_prints_its_checked_result() {
+    let out = gpuhost()
+        .args(["run", "--example", "saxpy"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("saxpy ok"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn run_of_a_missing_file_fails_with_a_message_naming_it() {
+    let out = gpuhost()
+        .args(["run", "no-such-guest.wasm"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-guest.wasm") && err.contains("does not exist"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn run_of_a_file_that_is_not_a_component_says_so_before_opening_the_device() {
+    let path =
+        std::env::temp_dir().join(format!("gpuhost-cli-not-wasm-{}.wasm", std::process::id()));
+    std::fs::write(&path, b"definitely not wasm").unwrap();
+    let out = gpuhost().arg("run").arg(&path).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(!out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).trim().is_empty(),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn doctor_names_the_driver_it_runs_on_and_its_devices() {
+    let out = gpuhost().arg("doctor").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("driver: "), "{}", text(&out));
+    assert!(stdout.contains("[0] "), "{}", text(&out));
+}
