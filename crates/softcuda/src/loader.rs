@@ -243,8 +243,11 @@ pub fn soft_lib_candidates() -> Vec<PathBuf> {
         dir.join(SOFT_LIB_FILE),
         dir.join("deps").join(SOFT_LIB_FILE),
     ];
+    // Test binaries live in target/*/deps and examples in target/*/examples; cargo leaves a
+    // dependency's cdylib in target/*/deps.
     if let Some(parent) = dir.parent() {
         out.push(parent.join(SOFT_LIB_FILE));
+        out.push(parent.join("deps").join(SOFT_LIB_FILE));
     }
     out
 }
