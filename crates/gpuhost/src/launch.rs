@@ -161,22 +161,60 @@ impl LaunchConfig {
     }
 }
 
+/// Arguments held inline (no allocation on the launch path) up to this many.
+const INLINE_ARGS: usize = 8;
+
 /// Argument values laid out for cuLaunchKernel's `void** kernelParams`.
 pub(crate) struct PackedArgs {
-    /// The values `pointers` point into (heap storage, so moving PackedArgs keeps them valid).
-    scalars: Vec<u64>,
-    pointers: Vec<*mut c_void>,
+    len: usize,
+    /// Scalar values (little-endian in the low bytes), one slot per argument.
+    scalars: Slots<u64>,
+    /// Per argument: the caller's bytes for `Arg::Bytes`, null for a scalar (pointed at its
+    /// slot by `as_params`, once `self` no longer moves).
+    pointers: Slots<*mut c_void>,
+}
+
+/// Inline storage for the common case, heap beyond it.
+enum Slots<T> {
+    Inline([T; INLINE_ARGS]),
+    Heap(Vec<T>),
+}
+
+impl<T: Copy> Slots<T> {
+    fn new(n: usize, fill: T) -> Self {
+        if n <= INLINE_ARGS {
+            Slots::Inline([fill; INLINE_ARGS])
+        } else {
+            Slots::Heap(vec![fill; n])
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            Slots::Inline(a) => a,
+            Slots::Heap(v) => v,
+        }
+    }
 }
 
 impl PackedArgs {
-    /// The `kernelParams` array, valid while `self` lives.
+    /// The `kernelParams` array, valid while `self` lives and is not moved.
     pub(crate) fn as_params(&mut self) -> *mut *mut c_void {
-        self.pointers.as_mut_ptr()
+        let n = self.len;
+        let scalars = self.scalars.as_mut_slice().as_mut_ptr();
+        let pointers = &mut self.pointers.as_mut_slice()[..n];
+        for (i, p) in pointers.iter_mut().enumerate() {
+            if p.is_null() {
+                // SAFETY: i < n, the length of the scalar slots.
+                *p = unsafe { scalars.add(i) }.cast::<c_void>();
+            }
+        }
+        pointers.as_mut_ptr()
     }
 
     /// Number of packed arguments.
     pub(crate) fn len(&self) -> usize {
-        self.scalars.len()
+        self.len
     }
 }
 
@@ -217,18 +255,26 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
             });
         }
     }
-    let mut scalars: Vec<u64> = args.iter().map(|a| a.scalar().unwrap_or(0)).collect();
-    let base = scalars.as_mut_ptr();
-    let pointers = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| match a {
-            Arg::Bytes(b) => b.as_ptr() as *mut c_void,
-            // SAFETY: i < scalars.len(); the Vec is never reallocated after this point.
-            _ => unsafe { base.add(i) }.cast::<c_void>(),
-        })
-        .collect();
-    Ok(PackedArgs { scalars, pointers })
+    let n = args.len();
+    let mut scalars = Slots::new(n, 0u64);
+    let mut pointers = Slots::new(n, std::ptr::null_mut::<c_void>());
+    for ((slot, ptr), a) in scalars
+        .as_mut_slice()
+        .iter_mut()
+        .zip(pointers.as_mut_slice().iter_mut())
+        .zip(args)
+    {
+        match a {
+            // Never null: an empty slice's pointer is dangling but non-null.
+            Arg::Bytes(b) => *ptr = b.as_ptr() as *mut c_void,
+            _ => *slot = a.scalar().unwrap_or(0),
+        }
+    }
+    Ok(PackedArgs {
+        len: n,
+        scalars,
+        pointers,
+    })
 }
 
 #[cfg(test)]
@@ -335,5 +381,33 @@ mod tests {
         }
         let bytes = [1u8; 8];
         assert!(pack("k", &params, &[Arg::Bytes(&bytes)]).is_ok());
+    }
+
+    #[test]
+    fn more_arguments_than_fit_inline_still_point_at_their_values() {
+        let n = INLINE_ARGS + 3;
+        let params: Vec<_> = (0..n)
+            .map(|i| ParamInfo {
+                offset: 8 * i as u32,
+                size: 8,
+            })
+            .collect();
+        let bytes = 77u64.to_le_bytes();
+        let args: Vec<_> = (0..n)
+            .map(|i| {
+                if i == 2 {
+                    Arg::Bytes(&bytes)
+                } else {
+                    Arg::U64(i as u64 * 10)
+                }
+            })
+            .collect();
+        let mut p = pack("k", &params, &args).unwrap();
+        let ptrs = p.as_params();
+        for i in 0..n {
+            // SAFETY: n valid pointers, each to 8 readable bytes, read while p lives.
+            let v = unsafe { (*ptrs.add(i) as *const u64).read_unaligned() };
+            assert_eq!(v, if i == 2 { 77 } else { i as u64 * 10 });
+        }
     }
 }

@@ -62,6 +62,10 @@ struct Results {
     quick: bool,
     launch_issue_ns_raw: Summary,
     launch_issue_ns_gpuhost: Summary,
+    /// Issue cost of launches at position ≥ LATE in their batch (gpuhost has recorded an event
+    /// at 256 and its completion thread is querying it meanwhile), raw and gpuhost.
+    launch_issue_late_ns_raw: Summary,
+    launch_issue_late_ns_gpuhost: Summary,
     launch_sync_us_raw: Summary,
     launch_wait_us_gpuhost: Summary,
     launch_await_us_gpuhost: Summary,
@@ -141,66 +145,86 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     };
 
     // Launch issue cost: each launch timed alone; the queue drained between batches (untimed).
-    let issue = |launch: &mut dyn FnMut() -> Result<()>,
-                 drain: &mut dyn FnMut() -> Result<()>|
-     -> Result<Vec<f64>> {
-        let mut v = Vec::with_capacity(plan.launches);
-        for round in 0..(plan.launches / plan.batch + 1) {
-            for _ in 0..plan.batch {
-                let t = Instant::now();
-                launch()?;
-                if round > 0 {
-                    v.push(t.elapsed().as_nanos() as f64); // round 0 is warm-up
-                }
+    // Raw and gpuhost batches alternate (round 0 is warm-up), so both see the same clocks and
+    // driver state instead of one running entirely before the other.
+    let batch = |launch: &mut dyn FnMut() -> Result<()>,
+                 drain: &mut dyn FnMut() -> Result<()>,
+                 keep: bool,
+                 v: &mut Vec<f64>|
+     -> Result<()> {
+        for _ in 0..plan.batch {
+            let t = Instant::now();
+            launch()?;
+            if keep {
+                v.push(t.elapsed().as_nanos() as f64);
             }
-            drain()?;
         }
-        Ok(v)
+        drain()
     };
-    let raw_issue = issue(&mut || raw.launch(1), &mut || raw.sync())?;
     // Completions are kept (not dropped) inside the timed region, as a caller would hold them.
     let pending = std::cell::RefCell::new(Vec::<Completion>::with_capacity(plan.batch));
-    let gh_issue = issue(
-        &mut || {
-            let c = stream.launch(&noop, cfg, &[Arg::U32(1)])?;
-            pending.borrow_mut().push(c);
-            Ok(())
-        },
-        &mut || {
-            stream.synchronize()?;
-            for c in pending.borrow_mut().drain(..) {
-                c.wait()?;
-            }
-            Ok(())
-        },
-    )?;
-
-    // Launch → completion.
-    let each = |n: usize, f: &mut dyn FnMut() -> Result<()>| -> Result<Vec<f64>> {
-        for _ in 0..(n / 10).max(10) {
-            f()?;
-        }
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            let t = Instant::now();
-            f()?;
-            v.push(t.elapsed().as_nanos() as f64 / 1000.0);
-        }
-        Ok(v)
+    let mut gh_launch = || -> Result<()> {
+        let c = stream.launch(&noop, cfg, &[Arg::U32(1)])?;
+        pending.borrow_mut().push(c);
+        Ok(())
     };
-    let raw_sync = each(plan.syncs, &mut || {
-        raw.launch(1)?;
-        raw.sync()
-    })?;
-    let gh_wait = each(plan.syncs, &mut || {
-        Ok(stream.launch(&noop, cfg, &[Arg::U32(1)])?.wait()?)
-    })?;
-    let gh_await = each(plan.syncs, &mut || {
-        Ok(block_on(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?)
-    })?;
-    let gh_await_spin = each(plan.syncs, &mut || {
-        Ok(block_on_spin(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?)
-    })?;
+    let mut gh_drain = || -> Result<()> {
+        stream.synchronize()?;
+        for c in pending.borrow_mut().drain(..) {
+            c.wait()?;
+        }
+        Ok(())
+    };
+    let (mut raw_issue, mut gh_issue) = (Vec::new(), Vec::new());
+    for round in 0..(plan.launches / plan.batch + 1) {
+        let keep = round > 0;
+        if round % 2 == 0 {
+            batch(
+                &mut || raw.launch(1),
+                &mut || raw.sync(),
+                keep,
+                &mut raw_issue,
+            )?;
+            batch(&mut gh_launch, &mut gh_drain, keep, &mut gh_issue)?;
+        } else {
+            batch(&mut gh_launch, &mut gh_drain, keep, &mut gh_issue)?;
+            batch(
+                &mut || raw.launch(1),
+                &mut || raw.sync(),
+                keep,
+                &mut raw_issue,
+            )?;
+        }
+    }
+
+    // Launch → completion: the variants run in alternating chunks, after a warm-up of each.
+    let mut variants: [&mut dyn FnMut() -> Result<()>; 4] = [
+        &mut || {
+            raw.launch(1)?;
+            raw.sync()
+        },
+        &mut || Ok(stream.launch(&noop, cfg, &[Arg::U32(1)])?.wait()?),
+        &mut || Ok(block_on(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?),
+        &mut || Ok(block_on_spin(stream.launch(&noop, cfg, &[Arg::U32(1)])?)?),
+    ];
+    let mut lat: [Vec<f64>; 4] = Default::default();
+    for f in variants.iter_mut() {
+        for _ in 0..(plan.syncs / 10).max(10) {
+            f()?;
+        }
+    }
+    let chunk = plan.syncs.clamp(1, 50);
+    while lat[0].len() < plan.syncs {
+        let k = chunk.min(plan.syncs - lat[0].len());
+        for (f, v) in variants.iter_mut().zip(lat.iter_mut()) {
+            for _ in 0..k {
+                let t = Instant::now();
+                f()?;
+                v.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            }
+        }
+    }
+    let [raw_sync, gh_wait, gh_await, gh_await_spin] = lat;
 
     // Bind on entry: 1000 calls per sample.
     let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<Vec<f64>> {
@@ -243,7 +267,9 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         compute_capability: f.sm_tag(),
         commit: std::env::var("GPUHOST_COMMIT").ok(),
         quick,
+        launch_issue_late_ns_raw: Summary::of(late(&raw_issue, plan.batch)),
         launch_issue_ns_raw: Summary::of(raw_issue),
+        launch_issue_late_ns_gpuhost: Summary::of(late(&gh_issue, plan.batch)),
         launch_issue_ns_gpuhost: Summary::of(gh_issue),
         launch_sync_us_raw: Summary::of(raw_sync),
         launch_wait_us_gpuhost: Summary::of(gh_wait),
@@ -254,6 +280,18 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         swap,
     };
     Ok(results)
+}
+
+/// Position in a batch from which gpuhost's launching thread has recorded a completion event.
+const LATE: usize = 256;
+
+/// The samples at position ≥ LATE of each batch of `batch`.
+fn late(v: &[f64], batch: usize) -> Vec<f64> {
+    v.iter()
+        .enumerate()
+        .filter(|(i, _)| i % batch >= LATE)
+        .map(|(_, x)| *x)
+        .collect()
 }
 
 fn print_table(r: &Results) {
@@ -278,6 +316,12 @@ fn print_table(r: &Results) {
         r.launch_issue_ns_raw.median,
         r.launch_issue_ns_gpuhost.median,
         "≤ 1.05×",
+    );
+    row(
+        "launch issue at batch position ≥ 256, ns",
+        r.launch_issue_late_ns_raw.median,
+        r.launch_issue_late_ns_gpuhost.median,
+        "—",
     );
     row(
         "launch → wait, µs (raw: + cuStreamSynchronize)",
