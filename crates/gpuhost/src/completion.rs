@@ -268,8 +268,8 @@ const IDLE_FLUSH: Duration = Duration::from_micros(200);
 const WATCH_PERIOD: Duration = Duration::from_micros(50);
 /// A watched stream with an empty queue this long is forgotten until its next launch.
 const UNWATCH_AFTER: Duration = Duration::from_millis(2);
-/// Passes with nothing finishing before the thread backs off to short sleeps (work pending) or
-/// parks (no work).
+/// Passes with nothing finishing before the thread backs off to short sleeps (events pending) or
+/// waits on its condvar (no events pending: parked, or woken every WATCH_PERIOD while watching).
 const SPIN_ROUNDS: u32 = 20_000;
 const IDLE_SPIN_ROUNDS: u32 = 2_000;
 const BACKOFF: Duration = Duration::from_micros(50);
@@ -288,22 +288,30 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
     let mut quiet_rounds = 0u32;
     loop {
         let mut progressed = false;
-        if c.news.swap(false, Ordering::Acquire) || pending.is_empty() && watched.is_empty() {
+        let settled = pending.is_empty() && quiet_rounds >= IDLE_SPIN_ROUNDS;
+        if c.news.swap(false, Ordering::Acquire) || settled {
             let mut q = c.inbox.lock().unwrap_or_else(|p| p.into_inner());
-            let idle = q.batches.is_empty()
-                && q.streams.is_empty()
-                && pending.is_empty()
-                && watched.is_empty();
-            if idle && quiet_rounds >= IDLE_SPIN_ROUNDS {
+            let empty = |q: &Inbox| q.batches.is_empty() && q.streams.is_empty();
+            if settled && empty(&q) {
+                // Nothing to query: stop spinning (a spinning thread may share a core with a
+                // launching one). Park, or only until the next look at watched streams.
                 q.sleeping = true;
-                while q.sleeping && q.batches.is_empty() && q.streams.is_empty() {
-                    q = c.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                if watched.is_empty() {
+                    while q.sleeping && empty(&q) {
+                        q = c.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                    }
+                } else {
+                    q =
+                        c.cv.wait_timeout(q, WATCH_PERIOD)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
                 }
                 q.sleeping = false;
-                quiet_rounds = 0;
             }
             c.news.store(false, Ordering::Relaxed);
-            progressed = !q.batches.is_empty() || !q.streams.is_empty();
+            if !empty(&q) {
+                progressed = true;
+            }
             pending.append(&mut q.batches);
             let now = Instant::now();
             watched.extend(q.streams.drain(..).map(|stream| Watched {

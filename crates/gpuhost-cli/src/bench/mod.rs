@@ -65,6 +65,8 @@ struct Results {
     /// Issue cost of launches at position ≥ LATE in their batch (gpuhost has recorded an event
     /// at 256 and its completion thread is querying it meanwhile), raw and gpuhost.
     launch_issue_late_ns_raw: Summary,
+    /// Raw launch preceded by gpuhost's bind on entry (Host::enter): a diagnostic.
+    launch_issue_ns_raw_plus_enter: Summary,
     launch_issue_late_ns_gpuhost: Summary,
     launch_sync_us_raw: Summary,
     launch_wait_us_gpuhost: Summary,
@@ -175,9 +177,20 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         }
         Ok(())
     };
-    let (mut raw_issue, mut gh_issue) = (Vec::new(), Vec::new());
+    // Diagnostic: the raw launch plus gpuhost's bind on entry, to attribute the difference.
+    let mut raw_enter = || -> Result<()> {
+        host.enter()?;
+        raw.launch(1)
+    };
+    let (mut raw_issue, mut gh_issue, mut raw_enter_issue) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..(plan.launches / plan.batch + 1) {
         let keep = round > 0;
+        batch(
+            &mut raw_enter,
+            &mut || raw.sync(),
+            keep,
+            &mut raw_enter_issue,
+        )?;
         if round % 2 == 0 {
             batch(
                 &mut || raw.launch(1),
@@ -268,6 +281,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         commit: std::env::var("GPUHOST_COMMIT").ok(),
         quick,
         launch_issue_late_ns_raw: Summary::of(late(&raw_issue, plan.batch)),
+        launch_issue_ns_raw_plus_enter: Summary::of(raw_enter_issue),
         launch_issue_ns_raw: Summary::of(raw_issue),
         launch_issue_late_ns_gpuhost: Summary::of(late(&gh_issue, plan.batch)),
         launch_issue_ns_gpuhost: Summary::of(gh_issue),
@@ -316,6 +330,12 @@ fn print_table(r: &Results) {
         r.launch_issue_ns_raw.median,
         r.launch_issue_ns_gpuhost.median,
         "≤ 1.05×",
+    );
+    row(
+        "launch issue, ns (diagnostic, raw: + Host::enter)",
+        r.launch_issue_ns_raw.median,
+        r.launch_issue_ns_raw_plus_enter.median,
+        "—",
     );
     row(
         "launch issue at batch position ≥ 256, ns",
