@@ -11,11 +11,13 @@ export SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "commit $(cat .gpu/COMMIT | tr '\n' ' ')"; date -u; } > "$out/machine.txt"
 
-bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
+[ -n "${SKIP_FIXTURES:-}" ] || bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
 .gpu/bin/gpuhost doctor >> "$out/machine.txt" 2>&1; doctor=$?
 timeout 420 bash .gpu/run.sh "$@" > "$out/tests.log" 2>&1; tests=$?
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout 150 .gpu/bin/gpuhost bench --json "$out/bench.json" > "$out/bench.md" 2>&1; bench=$?
+  # A second run shows the spread between runs (METHOD: a difference smaller than that is noise).
+  [ -z "${BENCH_TWICE:-}" ] || timeout 150 .gpu/bin/gpuhost bench --json "$out/bench-2.json" > "$out/bench-2.md" 2>&1
   if .gpu/bin/gpuhost bench --help 2>/dev/null | grep -q -- '--guest'; then
     timeout 100 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest.json" > "$out/bench-guest.md" 2>&1
     bench="$bench/$?"
@@ -23,6 +25,6 @@ if [ -z "${SKIP_BENCH:-}" ]; then
 fi
 
 head -40 "$out/machine.txt"
-echo; cat "$out/bench.md" "$out/bench-guest.md" 2>/dev/null
+echo; cat "$out/bench.md" "$out/bench-2.md" "$out/bench-guest.md" 2>/dev/null
 echo; grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
 echo; echo "doctor=$doctor tests=$tests bench=${bench:-skipped}"
