@@ -28,7 +28,6 @@ use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::registry::LaunchGuard;
-use crate::stats::Counters;
 
 /// The outcome slot shared by a launch and whoever completes it.
 #[derive(Default)]
@@ -154,10 +153,13 @@ impl Launched {
 
 /// Complete `launches` with `outcome` (releasing what they keep alive) and count them done.
 pub(crate) fn complete(host: &Host, launches: Vec<Launched>, outcome: &Result<()>) {
+    let n = launches.len() as u64;
     for l in launches {
-        Counters::dec(&host.counters.pending_launches);
         l.cell.finish(outcome.clone());
     }
+    // After finishing (and so after releasing what they kept alive): stats that show no
+    // pending launch mean their buffers and guards are gone.
+    host.counters.completed.0.fetch_add(n, Ordering::Release);
 }
 
 /// Launches covered by one recorded event: all complete when it does.
@@ -245,8 +247,7 @@ pub(crate) struct Completer(Arc<Shared>);
 
 /// Count a launch (enqueued, pending) for the host's stats.
 pub(crate) fn count_launch(host: &Host) {
-    Counters::inc(&host.counters.pending_launches);
-    Counters::inc(&host.counters.launches);
+    host.counters.launches.0.fetch_add(1, Ordering::Release);
 }
 
 /// Hand a recorded batch to the completion thread, which queries its event.

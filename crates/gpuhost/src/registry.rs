@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use cudarc::driver::sys::{self, CUfunction, CUmodule, CUresult};
@@ -45,7 +46,10 @@ pub(crate) struct Core {
     host: Arc<Host>,
     generation: u64,
     pub(crate) modules: Mutex<Vec<(String, CUmodule)>>,
-    pending: Mutex<usize>,
+    /// Launches pending on these modules. An atomic, so launching costs no lock; the mutex
+    /// below only pairs with `drained` for release's wait.
+    pending: AtomicUsize,
+    idle_lock: Mutex<()>,
     drained: Condvar,
 }
 
@@ -58,9 +62,11 @@ unsafe impl Sync for Core {}
 impl Core {
     /// Block until no launch using these modules is pending.
     pub(crate) fn wait_idle(&self) {
-        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        while *p > 0 {
-            p = self.drained.wait(p).unwrap_or_else(|p| p.into_inner());
+        let mut g = self.idle_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under idle_lock, which the last guard takes before notifying: its notify
+        // cannot fall between this check and the wait.
+        while self.pending.load(Ordering::SeqCst) > 0 {
+            g = self.drained.wait(g).unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -74,7 +80,7 @@ impl Core {
         self.host
             .counters
             .live_modules
-            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+            .fetch_sub(n, Ordering::Relaxed);
         match self.host.enter_for(self.generation) {
             Ok(_) => {}
             // The modules died with their context; their handle values may belong to the new
@@ -117,9 +123,14 @@ pub(crate) struct LaunchGuard {
 
 impl Drop for LaunchGuard {
     fn drop(&mut self) {
-        let mut p = self.core.pending.lock().unwrap_or_else(|p| p.into_inner());
-        *p -= 1;
-        if *p == 0 {
+        if self.core.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last one out: take the lock so a waiter between its check and its wait
+            // cannot miss this notify.
+            let _g = self
+                .core
+                .idle_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             self.core.drained.notify_all();
         }
     }
@@ -183,7 +194,8 @@ impl Registry {
             host: host.clone(),
             generation,
             modules: Mutex::new(Vec::new()),
-            pending: Mutex::new(0),
+            pending: AtomicUsize::new(0),
+            idle_lock: Mutex::new(()),
             drained: Condvar::new(),
         });
         let mut kernels = HashMap::new();
@@ -408,7 +420,7 @@ impl Kernel {
 
     pub(crate) fn launch_guard(&self) -> LaunchGuard {
         let core = self.registry.core.clone();
-        *core.pending.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        core.pending.fetch_add(1, Ordering::SeqCst);
         LaunchGuard { core }
     }
 }

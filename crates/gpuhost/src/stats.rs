@@ -1,6 +1,7 @@
 //! Live-object and event counters of a host, for leak checks and diagnostics.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// A snapshot of a host's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,14 +26,22 @@ pub struct HostStats {
     pub drop_errors: u64,
 }
 
+/// An atomic counter alone on its cache line.
+#[derive(Default)]
+#[repr(align(128))]
+pub(crate) struct Padded(pub(crate) AtomicU64);
+
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) live_buffers: AtomicU64,
     pub(crate) live_modules: AtomicU64,
     pub(crate) live_streams: AtomicU64,
     pub(crate) live_events: AtomicU64,
-    pub(crate) pending_launches: AtomicU64,
-    pub(crate) launches: AtomicU64,
+    /// Launches enqueued (written by launching threads only).
+    pub(crate) launches: Padded,
+    /// Launches completed (written by completing threads only): pending is the difference. Kept
+    /// on its own cache line so launching and completing threads do not bounce one line.
+    pub(crate) completed: Padded,
     pub(crate) context_losses: AtomicU64,
     pub(crate) drop_errors: AtomicU64,
 }
@@ -53,8 +62,13 @@ impl Counters {
             live_modules: self.live_modules.load(Relaxed),
             live_streams: self.live_streams.load(Relaxed),
             live_events: self.live_events.load(Relaxed),
-            pending_launches: self.pending_launches.load(Relaxed),
-            launches: self.launches.load(Relaxed),
+            // Completed first: a launch is counted before it can complete, so the difference
+            // is never negative (saturating regardless).
+            pending_launches: {
+                let done = self.completed.0.load(Acquire);
+                self.launches.0.load(Acquire).saturating_sub(done)
+            },
+            launches: self.launches.0.load(Relaxed),
             context_losses: self.context_losses.load(Relaxed),
             drop_errors: self.drop_errors.load(Relaxed),
         }
