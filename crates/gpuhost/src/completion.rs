@@ -29,12 +29,14 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::registry::LaunchGuard;
 
-/// The outcome slot shared by a launch and whoever completes it.
+/// The outcome slot shared by the launches of one batch (issued on one stream between two
+/// recorded events, so they complete together) and by their Completions: one allocation per
+/// batch, not per launch.
 #[derive(Default)]
 struct Cell {
     /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
     finished: AtomicBool,
-    /// Set once an event covering the launch is recorded: later polls need not flush.
+    /// Set once an event covering the launches is recorded: later polls need not flush.
     recorded: AtomicBool,
     state: Mutex<CellState>,
 }
@@ -43,12 +45,13 @@ struct Cell {
 struct CellState {
     result: Option<Result<()>>,
     finished: bool,
-    waker: Option<Waker>,
+    /// One per distinct task polling a Completion of the batch.
+    wakers: Vec<Waker>,
 }
 
 impl Cell {
     fn finish(&self, result: Result<()>) {
-        let waker = {
+        let wakers = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if s.finished {
                 return;
@@ -56,16 +59,17 @@ impl Cell {
             s.result = Some(result);
             s.finished = true;
             self.finished.store(true, Ordering::Release);
-            s.waker.take()
+            std::mem::take(&mut s.wakers)
         };
-        if let Some(w) = waker {
+        for w in wakers {
             w.wake();
         }
     }
 
-    fn take(&self) -> Result<()> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.result.take().unwrap_or(Ok(()))
+    /// The outcome (every Completion of the batch gets its own copy).
+    fn result(&self) -> Result<()> {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.result.clone().unwrap_or(Ok(()))
     }
 }
 
@@ -83,11 +87,11 @@ impl Completion {
     /// completing those launches itself instead of waiting for the completion thread's hand-off.
     pub fn wait(self) -> Result<()> {
         if self.cell.finished.load(Ordering::Acquire) {
-            return self.cell.take();
+            return self.cell.result();
         }
         let synced = self.stream.sync_point();
         if self.cell.finished.load(Ordering::Acquire) {
-            return self.cell.take();
+            return self.cell.result();
         }
         synced
     }
@@ -105,11 +109,10 @@ impl Future for Completion {
         {
             let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if s.finished {
-                return Poll::Ready(s.result.take().unwrap_or(Ok(())));
+                return Poll::Ready(s.result.clone().unwrap_or(Ok(())));
             }
-            match &s.waker {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => s.waker = Some(cx.waker().clone()),
+            if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                s.wakers.push(cx.waker().clone());
             }
         }
         // The waker is stored first, so a completion that races this flush still wakes us.
@@ -126,39 +129,49 @@ pub(crate) struct Keep {
     pub(crate) _guard: LaunchGuard,
 }
 
-/// A launch enqueued on a stream, not completed yet.
+/// The launches issued on a stream since its last recorded event, not completed yet: they
+/// share one outcome slot.
 pub(crate) struct Launched {
     cell: Arc<Cell>,
-    _keep: Keep,
+    keeps: Vec<Keep>,
 }
 
 impl Launched {
-    /// A new launch's completion slot, keeping `keep` alive until it completes.
-    pub(crate) fn new(keep: Keep, stream: Arc<dyn Flush>) -> (Self, Completion) {
-        let cell = Arc::new(Cell::default());
-        (
-            Self {
-                cell: cell.clone(),
-                _keep: keep,
-            },
-            Completion { cell, stream },
-        )
+    /// An empty batch with a fresh outcome slot.
+    pub(crate) fn new() -> Self {
+        Self {
+            cell: Arc::new(Cell::default()),
+            keeps: Vec::new(),
+        }
     }
 
-    /// Mark that an event covering this launch has been recorded.
+    /// Add a launch just issued, keeping `keep` alive until the batch completes.
+    pub(crate) fn add(&mut self, keep: Keep, stream: Arc<dyn Flush>) -> Completion {
+        self.keeps.push(keep);
+        Completion {
+            cell: self.cell.clone(),
+            stream,
+        }
+    }
+
+    /// Launches in the batch.
+    pub(crate) fn len(&self) -> usize {
+        self.keeps.len()
+    }
+
+    /// Mark that an event covering the batch has been recorded.
     pub(crate) fn recorded(&self) {
         self.cell.recorded.store(true, Ordering::Release);
     }
 }
 
-/// Complete `launches` with `outcome` (releasing what they keep alive) and count them done.
-pub(crate) fn complete(host: &Host, launches: Vec<Launched>, outcome: &Result<()>) {
-    let n = launches.len() as u64;
-    for l in launches {
-        l.cell.finish(outcome.clone());
-    }
-    // After finishing (and so after releasing what they kept alive): stats that show no
-    // pending launch mean their buffers and guards are gone.
+/// Complete a batch with `outcome`: release what it keeps alive, then wake its Completions,
+/// then count its launches done.
+pub(crate) fn complete(host: &Host, launched: Launched, outcome: &Result<()>) {
+    let Launched { cell, keeps } = launched;
+    let n = keeps.len() as u64;
+    drop(keeps);
+    cell.finish(outcome.clone());
     host.counters.completed.0.fetch_add(n, Ordering::Release);
 }
 
@@ -166,7 +179,7 @@ pub(crate) fn complete(host: &Host, launches: Vec<Launched>, outcome: &Result<()
 pub(crate) struct Batch {
     pub(crate) event: CUevent,
     pub(crate) generation: u64,
-    pub(crate) launches: Vec<Launched>,
+    pub(crate) launches: Launched,
 }
 
 // SAFETY: CUevent is a driver handle usable from any thread with its context bound; the
@@ -325,7 +338,16 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
             match host.enter() {
                 Ok(generation) => {
                     let before = pending.len();
-                    pending.retain_mut(|b| poll_batch(&host, b, generation));
+                    let mut i = 0;
+                    while i < pending.len() {
+                        match poll_batch(&host, &pending[i], generation) {
+                            None => i += 1,
+                            Some(outcome) => {
+                                let b = pending.swap_remove(i);
+                                complete(&host, b.launches, &outcome);
+                            }
+                        }
+                    }
                     progressed |= pending.len() < before;
                 }
                 Err(e) => {
@@ -386,8 +408,8 @@ fn look_at(watched: &mut Vec<Watched>, now: Instant) -> bool {
     flushed
 }
 
-/// Query one batch; false when it is finished (and its launches completed).
-fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
+/// Query one batch; its outcome once it is finished (the caller completes it).
+fn poll_batch(host: &Host, b: &Batch, generation: u64) -> Option<Result<()>> {
     let outcome = if b.generation != generation {
         // Forget the dead context's event (never destroy it: its value may be reused).
         host.return_event(b.generation, b.event, false);
@@ -396,7 +418,7 @@ fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
         // SAFETY: the event belongs to the current context (same generation), which is bound.
         let r = unsafe { sys::cuEventQuery(b.event) };
         if r == CUresult::CUDA_ERROR_NOT_READY {
-            return true;
+            return None;
         }
         let res = host.classify("cuEventQuery", r);
         if res.is_ok() {
@@ -404,8 +426,7 @@ fn poll_batch(host: &Host, b: &mut Batch, generation: u64) -> bool {
         }
         res
     };
-    complete(host, std::mem::take(&mut b.launches), &outcome);
-    false
+    Some(outcome)
 }
 #[cfg(test)]
 mod tests {
@@ -461,6 +482,37 @@ mod tests {
         match Pin::new(&mut c).poll(&mut cx) {
             Poll::Ready(Err(Error::ContextLost { generation: 3 })) => {}
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_completion_of_a_batch_is_woken_and_gets_the_outcome() {
+        let batch = Launched::new();
+        let stream: Arc<dyn Flush> =
+            Arc::new(FakeStream(|| Ok(()), AtomicBool::new(false), Mutex::new(0)));
+        let mut cs: Vec<Completion> = (0..3)
+            .map(|_| Completion {
+                cell: batch.cell.clone(),
+                stream: stream.clone(),
+            })
+            .collect();
+        let flags: Vec<_> = (0..3).map(|_| Arc::new(Flag(Mutex::new(false)))).collect();
+        for (c, f) in cs.iter_mut().zip(&flags) {
+            let waker = Waker::from(f.clone());
+            assert!(
+                Pin::new(c)
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+        }
+        batch.cell.finish(Err(Error::ContextLost { generation: 5 }));
+        assert!(flags.iter().all(|f| *f.0.lock().unwrap()));
+        for mut c in cs {
+            let waker = Waker::from(flags[0].clone());
+            assert!(matches!(
+                Pin::new(&mut c).poll(&mut Context::from_waker(&waker)),
+                Poll::Ready(Err(Error::ContextLost { generation: 5 }))
+            ));
         }
     }
 

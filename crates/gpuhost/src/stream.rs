@@ -30,7 +30,8 @@ struct Unrecorded {
     host: Arc<Host>,
     raw: CUstream,
     generation: u64,
-    launches: Mutex<Vec<Launched>>,
+    /// The open batch: launches since the last recorded event, sharing one outcome slot.
+    launches: Mutex<Launched>,
     /// launches.len(), readable without the lock (written under it).
     queued: AtomicUsize,
     /// Launches ever queued (written under the lock): the completion thread's idleness probe.
@@ -51,10 +52,9 @@ unsafe impl Sync for Unrecorded {}
 
 impl Flush for Unrecorded {
     fn flush(&self) {
-        let launches = self.take();
-        if launches.is_empty() {
+        let Some(launches) = self.take() else {
             return;
-        }
+        };
         // Taken before recording: every launch taken was issued before the event.
         let recorded = self
             .host
@@ -77,7 +77,9 @@ impl Flush for Unrecorded {
         let generation = match self.host.enter_for(self.generation) {
             Ok(g) => g,
             Err(e) => {
-                completion::complete(&self.host, self.take(), &Err(e.clone()));
+                if let Some(launches) = self.take() {
+                    completion::complete(&self.host, launches, &Err(e.clone()));
+                }
                 return Err(e);
             }
         };
@@ -91,7 +93,9 @@ impl Flush for Unrecorded {
             }
             res
         });
-        completion::complete(&self.host, launches, &res);
+        if let Some(launches) = launches {
+            completion::complete(&self.host, launches, &res);
+        }
         res
     }
 
@@ -108,28 +112,37 @@ impl Flush for Unrecorded {
 }
 
 impl Unrecorded {
-    /// Take the queued launches, marking them recorded (the caller records an event next).
-    fn take(&self) -> Vec<Launched> {
+    /// Take the open batch (None when empty), marking it recorded (the caller records an event
+    /// next); later launches start a new batch.
+    fn take(&self) -> Option<Launched> {
+        // Launches that happen-before this call have stored `queued` (under the lock).
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        // Allocated before locking: a launching thread may be waiting for the lock.
+        let fresh = Launched::new();
         let launches = {
             let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
+            if l.len() == 0 {
+                return None;
+            }
             self.queued.store(0, Ordering::SeqCst);
-            std::mem::take(&mut *l)
+            std::mem::replace(&mut *l, fresh)
         };
-        for l in &launches {
-            l.recorded();
-        }
-        launches
+        launches.recorded();
+        Some(launches)
     }
 
-    /// Queue a launch just issued; returns the queue length.
-    fn push(&self, launched: Launched) -> usize {
+    /// Add a launch just issued to the open batch; returns its Completion and the batch size.
+    fn push(self: &Arc<Self>, keep: Keep) -> (Completion, usize) {
+        let stream: Arc<dyn Flush> = self.clone();
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
-        l.push(launched);
+        let completion = l.add(keep, stream);
         let n = l.len();
         self.pushed
             .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.queued.store(n, Ordering::SeqCst);
-        n
+        (completion, n)
     }
 }
 
@@ -152,7 +165,7 @@ impl Stream {
                 host: host.clone(),
                 raw,
                 generation,
-                launches: Mutex::new(Vec::new()),
+                launches: Mutex::new(Launched::new()),
                 queued: AtomicUsize::new(0),
                 pushed: AtomicU64::new(0),
                 watched: AtomicBool::new(false),
@@ -238,15 +251,11 @@ impl Stream {
             )
         };
         self.host.classify("cuLaunchKernel", r)?;
-        let (launched, completion) = Launched::new(
-            Keep {
-                _buffers: buffers,
-                _guard: guard,
-            },
-            self.unrecorded.clone(),
-        );
         completion::count_launch(&self.host);
-        let n = self.unrecorded.push(launched);
+        let (completion, n) = self.unrecorded.push(Keep {
+            _buffers: buffers,
+            _guard: guard,
+        });
         if n >= FLUSH_EVERY {
             self.unrecorded.flush();
         } else if n == 1 {
