@@ -27,7 +27,7 @@ use cudarc::driver::sys::{self, CUevent, CUresult};
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::registry::LaunchGuard;
+use crate::registry::{Kernel, LaunchGuard};
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -123,17 +123,18 @@ impl Future for Completion {
     }
 }
 
-/// What a pending launch keeps alive: its buffers and its kernel's loaded modules.
-pub(crate) struct Keep {
-    pub(crate) _buffers: Vec<DeviceBuffer>,
-    pub(crate) _guard: LaunchGuard,
-}
-
 /// The launches issued on a stream since its last recorded event, not completed yet: they
 /// share one outcome slot.
 pub(crate) struct Launched {
     cell: Arc<Cell>,
-    keeps: Vec<Keep>,
+    /// Launches in the batch.
+    n: usize,
+    /// The buffers its launches use, kept alive until it completes.
+    buffers: Vec<DeviceBuffer>,
+    /// One guard per registry whose kernels it launches: the batch completes as a whole, so
+    /// one keeps the modules loaded as long as one per launch would (without an atomic
+    /// increment per launch on a line the completion thread also writes).
+    guards: Vec<LaunchGuard>,
 }
 
 impl Launched {
@@ -141,13 +142,29 @@ impl Launched {
     pub(crate) fn new() -> Self {
         Self {
             cell: Arc::new(Cell::default()),
-            keeps: Vec::new(),
+            n: 0,
+            buffers: Vec::new(),
+            guards: Vec::new(),
         }
     }
 
-    /// Add a launch just issued, keeping `keep` alive until the batch completes.
-    pub(crate) fn add(&mut self, keep: Keep, stream: Arc<dyn Flush>) -> Completion {
-        self.keeps.push(keep);
+    /// Add a launch of `kernel` just issued, keeping its `buffers` and its kernel's modules
+    /// alive until the batch completes.
+    pub(crate) fn add(
+        &mut self,
+        kernel: &Kernel,
+        buffers: Vec<DeviceBuffer>,
+        stream: Arc<dyn Flush>,
+    ) -> Completion {
+        if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
+            self.guards.push(kernel.launch_guard());
+        }
+        if self.buffers.is_empty() {
+            self.buffers = buffers;
+        } else {
+            self.buffers.extend(buffers);
+        }
+        self.n += 1;
         Completion {
             cell: self.cell.clone(),
             stream,
@@ -156,7 +173,7 @@ impl Launched {
 
     /// Launches in the batch.
     pub(crate) fn len(&self) -> usize {
-        self.keeps.len()
+        self.n
     }
 
     /// Mark that an event covering the batch has been recorded.
@@ -168,11 +185,19 @@ impl Launched {
 /// Complete a batch with `outcome`: release what it keeps alive, then wake its Completions,
 /// then count its launches done.
 pub(crate) fn complete(host: &Host, launched: Launched, outcome: &Result<()>) {
-    let Launched { cell, keeps } = launched;
-    let n = keeps.len() as u64;
-    drop(keeps);
+    let Launched {
+        cell,
+        n,
+        buffers,
+        guards,
+    } = launched;
+    drop(buffers);
+    drop(guards);
     cell.finish(outcome.clone());
-    host.counters.completed.0.fetch_add(n, Ordering::Release);
+    host.counters
+        .completed
+        .0
+        .fetch_add(n as u64, Ordering::Release);
 }
 
 /// Launches covered by one recorded event: all complete when it does.

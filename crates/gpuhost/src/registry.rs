@@ -418,6 +418,11 @@ impl Kernel {
         self.entry.func
     }
 
+    /// True when `guard` keeps this kernel's modules loaded.
+    pub(crate) fn guarded_by(&self, guard: &LaunchGuard) -> bool {
+        Arc::ptr_eq(&guard.core, &self.registry.core)
+    }
+
     pub(crate) fn launch_guard(&self) -> LaunchGuard {
         let core = self.registry.core.clone();
         core.pending.fetch_add(1, Ordering::SeqCst);

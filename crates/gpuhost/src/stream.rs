@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
 
-use crate::completion::{self, Batch, Completion, Flush, Keep, Launched};
+use crate::buffer::DeviceBuffer;
+use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
@@ -134,10 +135,10 @@ impl Unrecorded {
     }
 
     /// Add a launch just issued to the open batch; returns its Completion and the batch size.
-    fn push(self: &Arc<Self>, keep: Keep) -> (Completion, usize) {
+    fn push(self: &Arc<Self>, kernel: &Kernel, buffers: Vec<DeviceBuffer>) -> (Completion, usize) {
         let stream: Arc<dyn Flush> = self.clone();
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
-        let completion = l.add(keep, stream);
+        let completion = l.add(kernel, buffers, stream);
         let n = l.len();
         self.pushed
             .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -231,7 +232,6 @@ impl Stream {
         if kernel.generation() != generation {
             return Err(Error::ContextLost { generation });
         }
-        let guard = kernel.launch_guard();
         // SAFETY: the context is bound and current-generation; the function belongs to it
         // (generation checked); packed holds exactly one pointer per parameter, each to a value
         // of the parameter's size, alive for the call (the driver copies them at launch).
@@ -252,10 +252,9 @@ impl Stream {
         };
         self.host.classify("cuLaunchKernel", r)?;
         completion::count_launch(&self.host);
-        let (completion, n) = self.unrecorded.push(Keep {
-            _buffers: buffers,
-            _guard: guard,
-        });
+        // The batch takes its registry guard after the launch: `kernel` is borrowed for this
+        // whole call, so release refuses (naming it) until then.
+        let (completion, n) = self.unrecorded.push(kernel, buffers);
         if n >= FLUSH_EVERY {
             self.unrecorded.flush();
         } else if n == 1 {
