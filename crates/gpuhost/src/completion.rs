@@ -27,6 +27,7 @@ use cudarc::driver::sys::{self, CUevent, CUresult};
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::launch::Arg;
 use crate::registry::{Kernel, LaunchGuard};
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
@@ -148,21 +149,22 @@ impl Launched {
         }
     }
 
-    /// Add a launch of `kernel` just issued, keeping its `buffers` and its kernel's modules
-    /// alive until the batch completes.
+    /// Add a launch of `kernel` with `args` just issued, keeping its buffer arguments and its
+    /// kernel's modules alive until the batch completes (no allocation per launch: the batch's
+    /// vectors grow amortised).
     pub(crate) fn add(
         &mut self,
         kernel: &Kernel,
-        buffers: Vec<DeviceBuffer>,
+        args: &[Arg<'_>],
         stream: Arc<dyn Flush>,
     ) -> Completion {
         if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
             self.guards.push(kernel.launch_guard());
         }
-        if self.buffers.is_empty() {
-            self.buffers = buffers;
-        } else {
-            self.buffers.extend(buffers);
+        for a in args {
+            if let Arg::Buffer(b, _) = a {
+                self.buffers.push((*b).clone());
+            }
         }
         self.n += 1;
         Completion {

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
 
-use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -135,10 +134,10 @@ impl Unrecorded {
     }
 
     /// Add a launch just issued to the open batch; returns its Completion and the batch size.
-    fn push(self: &Arc<Self>, kernel: &Kernel, buffers: Vec<DeviceBuffer>) -> (Completion, usize) {
+    fn push(self: &Arc<Self>, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize) {
         let stream: Arc<dyn Flush> = self.clone();
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
-        let completion = l.add(kernel, buffers, stream);
+        let completion = l.add(kernel, args, stream);
         let n = l.len();
         self.pushed
             .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -207,7 +206,6 @@ impl Stream {
                 found: kernel.host().ordinal(),
             });
         }
-        let mut buffers = Vec::new();
         for a in args {
             if let Arg::Buffer(b, _) = a {
                 if !Arc::ptr_eq(&b.inner.host, &self.host) {
@@ -222,7 +220,6 @@ impl Stream {
                         generation: self.host.generation(),
                     });
                 }
-                buffers.push((*b).clone());
             }
         }
         cfg.check(kernel.name(), self.host.facts())?;
@@ -254,7 +251,7 @@ impl Stream {
         completion::count_launch(&self.host);
         // The batch takes its registry guard after the launch: `kernel` is borrowed for this
         // whole call, so release refuses (naming it) until then.
-        let (completion, n) = self.unrecorded.push(kernel, buffers);
+        let (completion, n) = self.unrecorded.push(kernel, args);
         if n >= FLUSH_EVERY {
             self.unrecorded.flush();
         } else if n == 1 {
