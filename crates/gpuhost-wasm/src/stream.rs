@@ -4,8 +4,8 @@
 
 use std::collections::VecDeque;
 
-use gpuhost::{Arg as GpuArg, Completion, DeviceBuffer, LaunchConfig as GpuConfig};
-use wasmtime::component::Resource;
+use gpuhost::{Arg as GpuArg, Completion, LaunchConfig as GpuConfig};
+use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, Host, HostStream, LaunchConfig};
@@ -26,49 +26,36 @@ pub struct StreamRes {
     tail_untracked: bool,
 }
 
-/// A launch argument resolved out of the table: buffers are cloned (cheap: an Arc) so the
-/// gpuhost args can borrow them while the table is borrowed for the kernel and stream.
-enum Resolved {
-    Buffer(DeviceBuffer, usize),
-    Scalar(GpuArg<'static>),
+/// Converts one WIT argument to gpuhost's, borrowing a buffer argument's `DeviceBuffer` straight
+/// out of `table` (no clone: the kernel and stream lookups borrow the table immutably too). The
+/// error text is built only on failure, so a valid launch allocates nothing here.
+fn to_gpu_arg(table: &ResourceTable, i: usize, a: Arg) -> CudaResult<GpuArg<'_>> {
+    Ok(match a {
+        Arg::Buffer(b) => {
+            let buf = &table.get(&b.buffer)?.buf;
+            let offset = match usize::try_from(b.offset) {
+                Ok(o) if o <= buf.len() => o,
+                _ => {
+                    let what = format!("buffer argument {i}");
+                    crate::limits::check_range(&what, b.offset, 0, buf.len())?.0
+                }
+            };
+            GpuArg::Buffer(buf, offset)
+        }
+        Arg::I8(v) => GpuArg::I8(v),
+        Arg::I16(v) => GpuArg::I16(v),
+        Arg::I32(v) => GpuArg::I32(v),
+        Arg::I64(v) => GpuArg::I64(v),
+        Arg::U8(v) => GpuArg::U8(v),
+        Arg::U16(v) => GpuArg::U16(v),
+        Arg::U32(v) => GpuArg::U32(v),
+        Arg::U64(v) => GpuArg::U64(v),
+        Arg::F32(v) => GpuArg::F32(v),
+        Arg::F64(v) => GpuArg::F64(v),
+    })
 }
 
 impl CudaCtxView<'_> {
-    fn resolve(&self, args: Vec<Arg>) -> CudaResult<Vec<Resolved>> {
-        let max = self.ctx.limits.max_launch_args;
-        if args.len() > max as usize {
-            return Err(WitError::ArgMismatch(format!(
-                "{} arguments given; at most {max} are accepted",
-                args.len()
-            ))
-            .into());
-        }
-        args.into_iter()
-            .enumerate()
-            .map(|(i, a)| {
-                Ok(match a {
-                    Arg::Buffer(b) => {
-                        let buf = self.table.get(&b.buffer)?.buf.clone();
-                        let what = format!("buffer argument {i}");
-                        let (offset, _) =
-                            crate::limits::check_range(&what, b.offset, 0, buf.len())?;
-                        Resolved::Buffer(buf, offset)
-                    }
-                    Arg::I8(v) => Resolved::Scalar(GpuArg::I8(v)),
-                    Arg::I16(v) => Resolved::Scalar(GpuArg::I16(v)),
-                    Arg::I32(v) => Resolved::Scalar(GpuArg::I32(v)),
-                    Arg::I64(v) => Resolved::Scalar(GpuArg::I64(v)),
-                    Arg::U8(v) => Resolved::Scalar(GpuArg::U8(v)),
-                    Arg::U16(v) => Resolved::Scalar(GpuArg::U16(v)),
-                    Arg::U32(v) => Resolved::Scalar(GpuArg::U32(v)),
-                    Arg::U64(v) => Resolved::Scalar(GpuArg::U64(v)),
-                    Arg::F32(v) => Resolved::Scalar(GpuArg::F32(v)),
-                    Arg::F64(v) => Resolved::Scalar(GpuArg::F64(v)),
-                })
-            })
-            .collect()
-    }
-
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
@@ -118,22 +105,28 @@ impl HostStream for CudaCtxView<'_> {
     ) -> CudaResult<()> {
         self.retire_finished(&stream)?;
         self.ctx.usage.check_launch(&self.ctx.limits)?;
-        let resolved = self.resolve(args)?;
-        let args: Vec<GpuArg<'_>> = resolved
-            .iter()
-            .map(|r| match r {
-                Resolved::Buffer(b, off) => GpuArg::Buffer(b, *off),
-                Resolved::Scalar(a) => *a,
-            })
-            .collect();
+        let max = self.ctx.limits.max_launch_args;
+        if args.len() > max as usize {
+            return Err(WitError::ArgMismatch(format!(
+                "{} arguments given; at most {max} are accepted",
+                args.len()
+            ))
+            .into());
+        }
         let cfg = GpuConfig {
             grid: [config.grid.x, config.grid.y, config.grid.z],
             block: [config.block.x, config.block.y, config.block.z],
             shared_mem_bytes: config.shared_mem_bytes,
         };
         let completion = {
-            let k = &self.table.get(&kernel)?.kernel;
-            self.table.get(&stream)?.stream.launch(k, cfg, &args)?
+            let table: &ResourceTable = self.table;
+            let args = args
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| to_gpu_arg(table, i, a))
+                .collect::<CudaResult<Vec<_>>>()?;
+            let k = &table.get(&kernel)?.kernel;
+            table.get(&stream)?.stream.launch(k, cfg, &args)?
         };
         let s = self.table.get_mut(&stream)?;
         s.pending.push_back(completion);
