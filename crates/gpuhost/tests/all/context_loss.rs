@@ -1,8 +1,10 @@
 //! The primary context torn down under the host (foreign reset, extra release): ContextLost for
 //! old-generation handles, never a launch; then recovery with correct results. A kernel fault is
-//! not recoverable: ContextPoisoned for the rest of the process, even after a reset.
+//! not recoverable: ContextPoisoned for the rest of the process, even after a reset. A loss
+//! with launches still queued resolves every one of their Completions (Ok or ContextLost).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gpuhost::sys::{self, CUresult};
 use gpuhost::{Arg, Error, Host, LaunchConfig};
@@ -136,6 +138,115 @@ fn foreign_primary_ctx_reset_yields_context_lost_then_recovery() {
     let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) };
     assert_eq!(r, CUresult::CUDA_SUCCESS);
     assert_lost_then_recovered(&host, old, g0);
+}
+
+/// Longest any Completion may take to resolve: past it, the test fails as a hang.
+const RESOLVE_WITHIN: Duration = Duration::from_secs(30);
+
+/// A launch's outcome after a loss: done (the reset waited for it) or lost (it aborted it);
+/// true when lost.
+fn ok_or_lost(r: gpuhost::Result<()>, what: &str) -> bool {
+    match r {
+        Ok(()) => false,
+        Err(Error::ContextLost { .. }) => true,
+        Err(e) => panic!("{what}: expected Ok or ContextLost, got {e:?}"),
+    }
+}
+
+#[test]
+fn foreign_reset_with_launches_queued_resolves_every_completion_then_recovers() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let old = world(&host);
+    let g0 = host.generation();
+    const LAUNCHES: usize = 300;
+    const N: u32 = 4096;
+    let burst_out = host.alloc(N as usize * 4).unwrap();
+    let live_with_burst = host.stats().live_buffers;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let (mut awaited, mut waited) = (Vec::new(), Vec::new());
+    for i in 0..LAUNCHES {
+        let c = old
+            .stream
+            .launch(
+                &old.kernel,
+                LaunchConfig::for_elements(N, 64),
+                &[Arg::Buffer(&burst_out, 0), Arg::U32(N)],
+            )
+            .unwrap();
+        match i % 3 {
+            0 => {
+                awaited.push(rt.spawn(async move { tokio::time::timeout(RESOLVE_WITHIN, c).await }))
+            }
+            1 => waited.push(c),
+            _ => drop(c),
+        }
+    }
+    // Only the queued launches hold the buffer now. Stats first, then the last launch: if it is
+    // still pending after the snapshot, its batch (which releases the buffer before finishing)
+    // held the buffer during the snapshot.
+    drop(burst_out);
+    let before_reset = host.stats();
+    let last_pending = !waited.last().unwrap().is_done();
+    if last_pending {
+        assert_eq!(
+            before_reset.live_buffers, live_with_burst,
+            "the buffer of a pending launch was freed"
+        );
+    }
+    println!(
+        "at the reset: {} launch(es) pending, last one pending: {last_pending}",
+        before_reset.pending_launches
+    );
+    // SAFETY: a foreign reset, on purpose, with launches queued: destroys the context with all
+    // its objects (on NVIDIA's driver after waiting for or aborting the work in flight).
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+
+    // wait() blocks, so each runs on its own thread and a hang shows as a timeout.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let n_waited = waited.len();
+    for c in waited {
+        let tx = tx.clone();
+        std::thread::spawn(move || tx.send(c.wait()).unwrap());
+    }
+    let (deadline, mut lost) = (Instant::now() + RESOLVE_WITHIN, 0);
+    for i in 0..n_waited {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(r) => lost += usize::from(ok_or_lost(r, "a waited completion")),
+            Err(e) => panic!("{} of {n_waited} wait()s did not return: {e}", n_waited - i),
+        }
+    }
+    for task in awaited {
+        match rt.block_on(task).expect("the awaiting task did not panic") {
+            Ok(r) => lost += usize::from(ok_or_lost(r, "an awaited completion")),
+            Err(_) => panic!("an awaited completion did not resolve in {RESOLVE_WITHIN:?}"),
+        }
+    }
+    println!("{lost} kept completion(s) lost, the others completed");
+    assert_lost_then_recovered(&host, old, g0);
+    // Dropped completions resolve too: nothing stays pending, and the burst's buffer is gone.
+    let deadline = Instant::now() + RESOLVE_WITHIN;
+    while host.stats().pending_launches > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "launches still pending after the loss: {:?}",
+            host.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let after = host.stats();
+    assert_eq!(after.generation, g0 + 1, "exactly one loss");
+    assert_eq!(
+        after.live_buffers,
+        live_with_burst - 2,
+        "the burst's and the old world's buffers are released, nothing else"
+    );
 }
 
 #[test]
