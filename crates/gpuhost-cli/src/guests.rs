@@ -9,12 +9,14 @@ use anyhow::{Context, Result, bail};
 
 /// The folder holding `<name>.wasm` for every example guest.
 pub fn dir() -> Result<PathBuf> {
-    if std::env::var_os("GPUHOST_GUEST_DIR").is_some() {
-        return gpuhost_wasm::example_guests::build(std::path::Path::new("."))
-            .map_err(anyhow::Error::msg);
-    }
-    let root = checkout_root()?;
-    ensure_wasm_target();
+    // With prebuilt guests, example_guests::build returns their folder and ignores the root.
+    let root = if std::env::var_os("GPUHOST_GUEST_DIR").is_some() {
+        PathBuf::new()
+    } else {
+        let root = checkout_root()?;
+        ensure_wasm_target();
+        root
+    };
     gpuhost_wasm::example_guests::build(&root).map_err(anyhow::Error::msg)
 }
 
