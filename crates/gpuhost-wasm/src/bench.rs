@@ -1,7 +1,8 @@
 //! Guest vs native launch benchmark, side by side in one run on one device: the cost of
-//! enqueuing one launch of an empty kernel, and the launch → synchronize round trip. The guest is
+//! enqueuing a launch of an empty kernel (alone onto an idle stream, and within a burst of
+//! back-to-back launches), and the launch → synchronize round trip. The guest is
 //! examples/guests/misbehave in `bench` mode (it times itself with the WASI monotonic clock);
-//! native is the same kernel, arguments and geometry through gpuhost directly.
+//! native is the same kernel, arguments, geometry and timing pattern through gpuhost directly.
 
 use std::time::Instant;
 
@@ -20,15 +21,27 @@ pub struct LaunchBench {
     pub samples: usize,
     /// Device name.
     pub device: String,
-    /// Native gpuhost: `Stream::launch` alone.
+    /// Native gpuhost: `Stream::launch` alone, onto an idle stream.
     pub native_launch_ns: u128,
+    /// Native gpuhost: one `Stream::launch` within a burst of [`BURST`].
+    pub native_burst_ns: u128,
     /// Native gpuhost: launch + awaiting its Completion.
     pub native_roundtrip_ns: u128,
-    /// Guest: `stream.launch` alone, seen from inside the guest.
+    /// Guest: `stream.launch` alone onto an idle stream, seen from inside the guest (this
+    /// includes one WASI clock read, [`Self::guest_clock_ns`]).
     pub guest_launch_ns: u128,
+    /// Guest: one `stream.launch` within a burst of [`BURST`] (timed per burst).
+    pub guest_burst_ns: u128,
     /// Guest: `stream.launch` + `stream.synchronize`.
     pub guest_roundtrip_ns: u128,
+    /// Guest: a pair of WASI monotonic clock reads (what timing one launch adds to it).
+    pub guest_clock_ns: u128,
+    /// Guest: the bare import round trip (`buffer.len`).
+    pub guest_import_ns: u128,
 }
+
+/// Launches per burst, on both sides (the guest's `BURST` is the same).
+pub const BURST: usize = 32;
 
 fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
@@ -51,31 +64,43 @@ impl LaunchBench {
             )
         };
         format!(
-            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n{}{}",
+            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n{}{}{}\nguest clock read pair {} ns, bare import round trip {} ns\n",
             self.device,
             self.samples,
             row(
-                "launch (enqueue) cost",
+                "launch cost, alone on an idle stream",
                 self.native_launch_ns,
                 self.guest_launch_ns
+            ),
+            row(
+                &format!("launch cost, in bursts of {BURST}"),
+                self.native_burst_ns,
+                self.guest_burst_ns
             ),
             row(
                 "launch → synchronize round trip",
                 self.native_roundtrip_ns,
                 self.guest_roundtrip_ns
             ),
+            self.guest_clock_ns,
+            self.guest_import_ns,
         )
     }
 
     /// One JSON object with the medians and ratios.
     pub fn json(&self) -> String {
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"native_launch_ns\":{},\"guest_launch_ns\":{},\"launch_ratio\":{:.3},\"native_roundtrip_ns\":{},\"guest_roundtrip_ns\":{},\"roundtrip_ratio\":{:.3}}}",
+            "{{\"device\":{:?},\"samples\":{},\"native_launch_ns\":{},\"guest_launch_ns\":{},\"launch_ratio\":{:.3},\"native_burst_ns\":{},\"guest_burst_ns\":{},\"burst_ratio\":{:.3},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"native_roundtrip_ns\":{},\"guest_roundtrip_ns\":{},\"roundtrip_ratio\":{:.3}}}",
             self.device,
             self.samples,
             self.native_launch_ns,
             self.guest_launch_ns,
             ratio(self.guest_launch_ns, self.native_launch_ns),
+            self.native_burst_ns,
+            self.guest_burst_ns,
+            ratio(self.guest_burst_ns, self.native_burst_ns),
+            self.guest_clock_ns,
+            self.guest_import_ns,
             self.native_roundtrip_ns,
             self.guest_roundtrip_ns,
             ratio(self.guest_roundtrip_ns, self.native_roundtrip_ns)
@@ -83,27 +108,48 @@ impl LaunchBench {
     }
 }
 
-/// `count` native launches of the empty kernel: (enqueue times, launch→completion times) in ns.
+/// Native samples, in nanoseconds.
+#[derive(Default)]
+struct NativeSamples {
+    launch: Vec<u128>,
+    burst: Vec<u128>,
+    round: Vec<u128>,
+}
+
+/// `count` native launches of the empty kernel onto an idle stream (each timed alone, then
+/// awaited), then `count / BURST` bursts of back-to-back launches timed per burst.
 async fn native_pass(
     stream: &gpuhost::Stream,
     kernel: &gpuhost::Kernel,
     buf: &gpuhost::DeviceBuffer,
     count: usize,
-) -> gpuhost::Result<(Vec<u128>, Vec<u128>)> {
+    into: &mut NativeSamples,
+) -> gpuhost::Result<()> {
     let cfg = LaunchConfig {
         grid: [1, 1, 1],
         block: [32, 1, 1],
         shared_mem_bytes: 0,
     };
-    let (mut launch, mut round) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    let launch = || stream.launch(kernel, cfg, &[Arg::Buffer(buf, 0), Arg::U32(256)]);
     for _ in 0..count {
         let t0 = Instant::now();
-        let done = stream.launch(kernel, cfg, &[Arg::Buffer(buf, 0), Arg::U32(256)])?;
-        launch.push(t0.elapsed().as_nanos());
+        let done = launch()?;
+        into.launch.push(t0.elapsed().as_nanos());
         done.await?;
-        round.push(t0.elapsed().as_nanos());
+        into.round.push(t0.elapsed().as_nanos());
     }
-    Ok((launch, round))
+    let mut burst = Vec::with_capacity(BURST);
+    for _ in 0..count.div_ceil(BURST) {
+        let t0 = Instant::now();
+        for _ in 0..BURST {
+            burst.push(launch()?);
+        }
+        into.burst.push(t0.elapsed().as_nanos() / BURST as u128);
+        for done in burst.drain(..) {
+            done.await?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs both sides, `samples` launches each. `bench_guest` is misbehave.wasm, loaded on `runtime`.
@@ -119,11 +165,11 @@ pub async fn guest_vs_native(
     let kernel = registry.kernel("noop")?;
     let buf = host.alloc(1024)?;
     let stream = host.stream()?;
-    let pass = |count: usize| native_pass(&stream, &kernel, &buf, count);
     // Warm up, then measure native half before and half after the guest, so neither side gets
     // the machine in a better state.
-    pass(samples / 10 + 1).await?;
-    let (mut launch, mut round) = pass(samples.div_ceil(2)).await?;
+    native_pass(&stream, &kernel, &buf, samples / 10 + 1, &mut NativeSamples::default()).await?;
+    let mut native = NativeSamples::default();
+    native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
     let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
     let out = runtime
         .run(
@@ -139,12 +185,9 @@ pub async fn guest_vs_native(
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
     };
-    let (launch_b, round_b) = pass(samples / 2).await?;
-    launch.extend(launch_b);
-    round.extend(round_b);
-    let (Some(guest_launch_ns), Some(guest_roundtrip_ns)) =
-        (field("launch_ns"), field("roundtrip_ns"))
-    else {
+    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
+    let guest = ["launch_ns", "burst_ns", "roundtrip_ns", "clock_ns", "import_ns"].map(field);
+    let [Some(launch), Some(burst), Some(round), Some(clock), Some(import)] = guest else {
         return Err(Error::Trap {
             reason: format!(
                 "the bench guest printed {text:?} (stderr {:?}) instead of its timings",
@@ -156,9 +199,13 @@ pub async fn guest_vs_native(
     Ok(LaunchBench {
         samples,
         device: host.facts().name.clone(),
-        native_launch_ns: median(launch),
-        native_roundtrip_ns: median(round),
-        guest_launch_ns,
-        guest_roundtrip_ns,
+        native_launch_ns: median(native.launch),
+        native_burst_ns: median(native.burst),
+        native_roundtrip_ns: median(native.round),
+        guest_launch_ns: launch,
+        guest_burst_ns: burst,
+        guest_roundtrip_ns: round,
+        guest_clock_ns: clock,
+        guest_import_ns: import,
     })
 }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use gpuhost::{Arg as GpuArg, Completion, LaunchConfig as GpuConfig};
+use smallvec::SmallVec;
 use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
@@ -13,6 +14,9 @@ use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
 use crate::module::KernelRes;
+
+/// Kernel arguments converted without a heap allocation (more spill to the heap).
+const INLINE_ARGS: usize = 8;
 
 /// A guest's stream and the launches on it not yet observed complete.
 pub struct StreamRes {
@@ -120,11 +124,12 @@ impl HostStream for CudaCtxView<'_> {
         };
         let completion = {
             let table: &ResourceTable = self.table;
+            // On the stack for the usual handful of arguments: no allocation per launch.
             let args = args
                 .into_iter()
                 .enumerate()
                 .map(|(i, a)| to_gpu_arg(table, i, a))
-                .collect::<CudaResult<Vec<_>>>()?;
+                .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
             let k = &table.get(&kernel)?.kernel;
             table.get(&stream)?.stream.launch(k, cfg, &args)?
         };

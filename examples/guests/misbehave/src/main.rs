@@ -331,7 +331,16 @@ fn info() {
     );
 }
 
-/// Median of launch cost and launch→synchronize round trip, in nanoseconds, over `n` samples.
+/// Launches per burst in `bench`: enqueued back to back, timed as one, then synchronized.
+const BURST: usize = 32;
+
+/// Times, in nanoseconds (medians over `n` samples each):
+/// - `launch_ns`: one launch onto an idle stream (synchronized before each);
+/// - `burst_ns`: one launch within a burst of `BURST`, timed per burst (one clock pair per
+///   burst, so the clock's own cost is amortised as on the native side);
+/// - `roundtrip_ns`: one launch plus `synchronize`;
+/// - `clock_ns`: a clock read pair (the WASI clock is a host call, not a vDSO read);
+/// - `import_ns`: the bare import round trip (`buffer.len`), timed per 64 calls.
 fn bench(n: usize) {
     let module = check(Module::from_ptx(NOOP), "load noop");
     let noop = check(module.kernel("noop"), "kernel noop");
@@ -341,14 +350,7 @@ fn bench(n: usize) {
         v.sort_unstable();
         v[v.len() / 2]
     };
-    let mut launch = Vec::with_capacity(n);
-    let mut round = Vec::with_capacity(n);
-    let mut clock = Vec::with_capacity(n);
-    for _ in 0..n {
-        // What the timing itself costs: the WASI clock is a host call, not a vDSO read.
-        let t = Instant::now();
-        clock.push(t.elapsed().as_nanos());
-        let t0 = Instant::now();
+    let launch = || {
         check(
             Launch::new(&noop)
                 .block1(32)
@@ -356,16 +358,42 @@ fn bench(n: usize) {
                 .scalar(256u32)
                 .enqueue(&stream),
             "launch",
-        );
-        launch.push(t0.elapsed().as_nanos());
+        )
+    };
+    let (mut single, mut round, mut clock) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let t = Instant::now();
+        clock.push(t.elapsed().as_nanos());
+        let t0 = Instant::now();
+        launch();
+        single.push(t0.elapsed().as_nanos());
         check(stream.synchronize(), "synchronize");
         round.push(t0.elapsed().as_nanos());
     }
+    let mut burst = Vec::new();
+    for _ in 0..n.div_ceil(BURST) {
+        let t0 = Instant::now();
+        for _ in 0..BURST {
+            launch();
+        }
+        burst.push(t0.elapsed().as_nanos() / BURST as u128);
+        check(stream.synchronize(), "synchronize");
+    }
+    let mut import = Vec::new();
+    for _ in 0..n.div_ceil(64) {
+        let t0 = Instant::now();
+        for _ in 0..64 {
+            std::hint::black_box(buf.raw().len());
+        }
+        import.push(t0.elapsed().as_nanos() / 64);
+    }
     println!(
-        "bench launch_ns={} roundtrip_ns={} clock_ns={} samples={n}",
-        median(launch),
+        "bench launch_ns={} burst_ns={} roundtrip_ns={} clock_ns={} import_ns={} samples={n}",
+        median(single),
+        median(burst),
         median(round),
-        median(clock)
+        median(clock),
+        median(import)
     );
 }
 
