@@ -43,6 +43,12 @@ pub struct Args {
     /// Launches enqueued and not yet synchronized.
     #[arg(long)]
     max_launches_in_flight: Option<u32>,
+    /// Live kernel handles plus bound launches.
+    #[arg(long)]
+    max_kernels: Option<u32>,
+    /// Live streams plus events.
+    #[arg(long)]
+    max_streams_and_events: Option<u32>,
     /// wasmtime fuel for the guest's CPU side; 0 for unmetered.
     #[arg(long)]
     fuel: Option<u64>,
@@ -59,7 +65,8 @@ impl Args {
         }
         set!(max_buffer_bytes => max_buffer_bytes, max_buffers => max_buffers, max_modules => max_modules,
              max_module_bytes => max_module_bytes, max_ptx_bytes => max_ptx_bytes,
-             max_launches_in_flight => max_launches_in_flight, max_wasm_memory => max_wasm_memory_bytes);
+             max_launches_in_flight => max_launches_in_flight, max_kernels => max_kernels,
+             max_streams_and_events => max_streams_and_events, max_wasm_memory => max_wasm_memory_bytes);
         if let Some(f) = self.fuel {
             l.fuel = (f > 0).then_some(f);
         }

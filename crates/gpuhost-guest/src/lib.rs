@@ -17,6 +17,14 @@
 //!     .enqueue(&stream)?;
 //! stream.synchronize()?;
 //! assert_eq!(y.download()?, [12.0, 24.0, 36.0]);
+//!
+//! // The same launch bound once and enqueued again: y = 2x + y, twice more.
+//! let again = Launch::new(&saxpy).grid1(1).block1(32).scalar(2.0f32).buffer(&x).buffer(&y)
+//!     .scalar(3u32).bind()?;
+//! stream.enqueue(&again)?;
+//! stream.enqueue(&again)?;
+//! stream.synchronize()?;
+//! assert_eq!(y.download()?, [16.0, 32.0, 48.0]);
 //! # Ok(())
 //! # }
 //! ```
@@ -34,7 +42,7 @@ pub use pod::Pod;
 pub use raw::device::{DeviceInfo, MemoryInfo, QuotaInfo, info as device_info, quotas};
 pub use raw::memory::Buffer;
 pub use raw::module::{Kernel, Module, ParamInfo};
-pub use raw::stream::{Arg, BufferArg, Event, LaunchConfig, Stream};
+pub use raw::stream::{Arg, BoundLaunch, BufferArg, Event, LaunchConfig, Stream};
 pub use raw::types::{Dim3, Error};
 
 /// The result of every fallible gpuhost:cuda call.

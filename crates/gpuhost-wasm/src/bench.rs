@@ -32,6 +32,9 @@ pub struct LaunchBench {
     pub guest_launch_ns: u128,
     /// Guest: one `stream.launch` within a burst of [`BURST`] (timed per burst).
     pub guest_burst_ns: u128,
+    /// Guest: one `stream.enqueue` of a bound launch (same kernel, arguments and geometry)
+    /// within a burst of [`BURST`].
+    pub guest_bound_ns: u128,
     /// Guest: `stream.launch` + `stream.synchronize`.
     pub guest_roundtrip_ns: u128,
     /// Guest: a pair of WASI monotonic clock reads (what timing one launch adds to it).
@@ -64,7 +67,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n{}{}{}\nguest clock read pair {} ns, bare import round trip {} ns\n",
+            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n{}{}{}{}\nguest clock read pair {} ns, bare import round trip {} ns\n",
             self.device,
             self.samples,
             row(
@@ -76,6 +79,11 @@ impl LaunchBench {
                 &format!("launch cost, in bursts of {BURST}"),
                 self.native_burst_ns,
                 self.guest_burst_ns
+            ),
+            row(
+                &format!("bound launch enqueued, in bursts of {BURST}"),
+                self.native_burst_ns,
+                self.guest_bound_ns
             ),
             row(
                 "launch → synchronize round trip",
@@ -90,7 +98,7 @@ impl LaunchBench {
     /// One JSON object with the medians and ratios.
     pub fn json(&self) -> String {
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"native_launch_ns\":{},\"guest_launch_ns\":{},\"launch_ratio\":{:.3},\"native_burst_ns\":{},\"guest_burst_ns\":{},\"burst_ratio\":{:.3},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"native_roundtrip_ns\":{},\"guest_roundtrip_ns\":{},\"roundtrip_ratio\":{:.3}}}",
+            "{{\"device\":{:?},\"samples\":{},\"native_launch_ns\":{},\"guest_launch_ns\":{},\"launch_ratio\":{:.3},\"native_burst_ns\":{},\"guest_burst_ns\":{},\"burst_ratio\":{:.3},\"guest_bound_ns\":{},\"bound_ratio\":{:.3},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"native_roundtrip_ns\":{},\"guest_roundtrip_ns\":{},\"roundtrip_ratio\":{:.3}}}",
             self.device,
             self.samples,
             self.native_launch_ns,
@@ -99,6 +107,8 @@ impl LaunchBench {
             self.native_burst_ns,
             self.guest_burst_ns,
             ratio(self.guest_burst_ns, self.native_burst_ns),
+            self.guest_bound_ns,
+            ratio(self.guest_bound_ns, self.native_burst_ns),
             self.guest_clock_ns,
             self.guest_import_ns,
             self.native_roundtrip_ns,
@@ -167,7 +177,14 @@ pub async fn guest_vs_native(
     let stream = host.stream()?;
     // Warm up, then measure native half before and half after the guest, so neither side gets
     // the machine in a better state.
-    native_pass(&stream, &kernel, &buf, samples / 10 + 1, &mut NativeSamples::default()).await?;
+    native_pass(
+        &stream,
+        &kernel,
+        &buf,
+        samples / 10 + 1,
+        &mut NativeSamples::default(),
+    )
+    .await?;
     let mut native = NativeSamples::default();
     native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
     let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
@@ -186,8 +203,23 @@ pub async fn guest_vs_native(
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
     };
     native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
-    let guest = ["launch_ns", "burst_ns", "roundtrip_ns", "clock_ns", "import_ns"].map(field);
-    let [Some(launch), Some(burst), Some(round), Some(clock), Some(import)] = guest else {
+    let guest = [
+        "launch_ns",
+        "burst_ns",
+        "bound_ns",
+        "roundtrip_ns",
+        "clock_ns",
+        "import_ns",
+    ];
+    let [
+        Some(launch),
+        Some(burst),
+        Some(bound),
+        Some(round),
+        Some(clock),
+        Some(import),
+    ] = guest.map(field)
+    else {
         return Err(Error::Trap {
             reason: format!(
                 "the bench guest printed {text:?} (stderr {:?}) instead of its timings",
@@ -204,6 +236,7 @@ pub async fn guest_vs_native(
         native_roundtrip_ns: median(native.round),
         guest_launch_ns: launch,
         guest_burst_ns: burst,
+        guest_bound_ns: bound,
         guest_roundtrip_ns: round,
         guest_clock_ns: clock,
         guest_import_ns: import,

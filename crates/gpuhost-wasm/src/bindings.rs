@@ -19,6 +19,7 @@ wasmtime::component::bindgen!({
         "gpuhost:cuda/memory.buffer": crate::memory::BufferRes,
         "gpuhost:cuda/stream.stream": crate::stream::StreamRes,
         "gpuhost:cuda/stream.event": crate::event::EventRes,
+        "gpuhost:cuda/stream.bound-launch": crate::bound_launch::BoundLaunchRes,
     },
     require_store_data_send: true,
 });

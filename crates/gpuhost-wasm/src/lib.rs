@@ -13,6 +13,7 @@
 
 pub mod bench;
 mod bindings;
+mod bound_launch;
 mod ctx;
 mod device;
 mod error;

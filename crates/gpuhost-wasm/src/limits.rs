@@ -1,5 +1,11 @@
 //! Per-guest quotas (set by the embedder, defaults documented here) and the usage counted
 //! against them. Every size or count a guest controls is capped by one of these.
+//!
+//! A module or buffer may be kept alive by more than its own handle (a kernel keeps its module
+//! loaded, a bound launch its kernel and buffers): each holder carries a clone of one [`Charge`],
+//! and the quota is released by the last holder dropped, when the device really frees it.
+
+use std::sync::Arc;
 
 use crate::bindings::WitError;
 
@@ -26,6 +32,9 @@ pub struct Limits {
     pub max_launch_args: u32,
     /// Live streams plus events. Default 256.
     pub max_streams_and_events: u32,
+    /// Live kernel handles plus bound launches (small host objects, each keeping a module
+    /// loaded). Default 1024.
+    pub max_kernels: u32,
     /// wasmtime fuel for the guest's CPU side (≈ one unit per wasm instruction); None: unmetered.
     /// Default 20 billion.
     pub fuel: Option<u64>,
@@ -45,6 +54,7 @@ impl Default for Limits {
             max_launches_in_flight: 1024,
             max_launch_args: 64,
             max_streams_and_events: 256,
+            max_kernels: 1024,
             fuel: Some(20_000_000_000),
             max_wasm_memory_bytes: 512 << 20,
         }
@@ -66,6 +76,51 @@ pub struct Usage {
     pub launches_in_flight: u32,
     /// Live streams and events.
     pub streams_and_events: u32,
+    /// Live kernel handles and bound launches.
+    pub kernels: u32,
+}
+
+/// What one module or buffer counts in its guest's quotas, shared by every handle keeping it
+/// alive; [`Charge::release`] gives it back when the last of them goes.
+#[derive(Clone)]
+pub(crate) struct Charge(Arc<ChargeOf>);
+
+#[derive(Clone, Copy)]
+enum ChargeOf {
+    Module(u64),
+    Buffer(u64),
+}
+
+impl Charge {
+    /// The charge of a module image of `bytes`, already reserved with [`Usage::add_module`].
+    pub(crate) fn module(bytes: u64) -> Self {
+        Self(Arc::new(ChargeOf::Module(bytes)))
+    }
+
+    /// The charge of a buffer of `bytes`, already reserved with [`Usage::add_buffer`].
+    pub(crate) fn buffer(bytes: u64) -> Self {
+        Self(Arc::new(ChargeOf::Buffer(bytes)))
+    }
+
+    /// Drops this holder's share; the last share gives the reservation back to `usage`. (A
+    /// Store's data is used by one thread at a time, so the count cannot change under us.)
+    pub(crate) fn release(self, usage: &mut Usage) {
+        if Arc::strong_count(&self.0) == 1 {
+            match *self.0 {
+                ChargeOf::Module(bytes) => usage.remove_module(bytes),
+                ChargeOf::Buffer(bytes) => usage.remove_buffer(bytes),
+            }
+        }
+    }
+}
+
+/// Counts one more of something capped at `limit`, or refuses naming `what`.
+fn reserve(count: &mut u32, limit: u32, what: &str) -> Result<(), WitError> {
+    if *count >= limit {
+        return Err(over(what, u64::from(*count) + 1, limit.into()));
+    }
+    *count += 1;
+    Ok(())
 }
 
 fn over(what: &str, want: u64, limit: u64) -> WitError {
@@ -128,21 +183,24 @@ impl Usage {
 
     /// Reserves one stream or event.
     pub fn add_stream_or_event(&mut self, l: &Limits) -> Result<(), WitError> {
-        if self.streams_and_events >= l.max_streams_and_events {
-            let want = u64::from(self.streams_and_events) + 1;
-            return Err(over(
-                "live streams and events",
-                want,
-                l.max_streams_and_events.into(),
-            ));
-        }
-        self.streams_and_events += 1;
-        Ok(())
+        let (count, limit) = (&mut self.streams_and_events, l.max_streams_and_events);
+        reserve(count, limit, "live streams and events")
     }
 
     /// Releases a stream or event.
     pub fn remove_stream_or_event(&mut self) {
         self.streams_and_events = self.streams_and_events.saturating_sub(1);
+    }
+
+    /// Reserves one kernel handle or bound launch.
+    pub fn add_kernel(&mut self, l: &Limits) -> Result<(), WitError> {
+        let (count, limit) = (&mut self.kernels, l.max_kernels);
+        reserve(count, limit, "live kernel handles and bound launches")
+    }
+
+    /// Releases a kernel handle or bound launch.
+    pub fn remove_kernel(&mut self) {
+        self.kernels = self.kernels.saturating_sub(1);
     }
 
     /// Checks that one more launch fits.
@@ -227,6 +285,45 @@ mod tests {
         assert!(u.add_module(&l, 0).is_err());
         u.remove_module(5);
         assert_eq!((u.modules, u.module_bytes), (1, 10));
+    }
+
+    #[test]
+    fn a_shared_charge_is_released_by_its_last_holder_only() {
+        let l = Limits::default();
+        let mut u = Usage::default();
+        u.add_module(&l, 100).unwrap();
+        let module = Charge::module(100);
+        let kernel = module.clone();
+        module.release(&mut u);
+        assert_eq!(
+            (u.modules, u.module_bytes),
+            (1, 100),
+            "the kernel still holds it"
+        );
+        kernel.release(&mut u);
+        assert_eq!((u.modules, u.module_bytes), (0, 0));
+        u.add_buffer(&l, 8).unwrap();
+        let buf = Charge::buffer(8);
+        let bound = [buf.clone(), buf.clone()];
+        buf.release(&mut u);
+        let [a, b] = bound;
+        a.release(&mut u);
+        assert_eq!(u.buffers, 1, "one bound argument still holds it");
+        b.release(&mut u);
+        assert_eq!((u.buffers, u.buffer_bytes), (0, 0));
+    }
+
+    #[test]
+    fn kernel_quota_refuses_one_past_the_limit() {
+        let l = Limits {
+            max_kernels: 1,
+            ..Limits::default()
+        };
+        let mut u = Usage::default();
+        u.add_kernel(&l).unwrap();
+        assert!(matches!(u.add_kernel(&l), Err(WitError::QuotaExceeded(_))));
+        u.remove_kernel();
+        u.add_kernel(&l).unwrap();
     }
 
     #[test]

@@ -7,11 +7,13 @@ use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::memory::{Host, HostBuffer};
 use crate::ctx::CudaCtxView;
 use crate::error::CudaResult;
-use crate::limits::check_range;
+use crate::limits::{Charge, check_range};
 
-/// A guest's device buffer (gpuhost keeps the memory alive while launches use it).
+/// A guest's device buffer (gpuhost keeps the memory alive while launches use it), with its
+/// share of the buffer quota (a bound launch holding it shares it too).
 pub struct BufferRes {
     pub(crate) buf: gpuhost::DeviceBuffer,
+    pub(crate) charge: Charge,
 }
 
 impl HostBuffer for CudaCtxView<'_> {
@@ -23,7 +25,10 @@ impl HostBuffer for CudaCtxView<'_> {
                     .into()
             })
             .and_then(|bytes| Ok(self.ctx.host.alloc(bytes)?))
-            .and_then(|buf| Ok(self.table.push(BufferRes { buf })?));
+            .and_then(|buf| {
+                let charge = Charge::buffer(size);
+                Ok(self.table.push(BufferRes { buf, charge })?)
+            });
         if pushed.is_err() {
             self.ctx.usage.remove_buffer(size);
         }
@@ -84,7 +89,7 @@ impl HostBuffer for CudaCtxView<'_> {
 
     fn drop(&mut self, buffer: Resource<BufferRes>) -> wasmtime::Result<()> {
         let b = self.table.delete(buffer)?;
-        self.ctx.usage.remove_buffer(b.buf.len() as u64);
+        b.charge.release(&mut self.ctx.usage);
         Ok(())
     }
 }

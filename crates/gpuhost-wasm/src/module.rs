@@ -1,5 +1,6 @@
 //! gpuhost:cuda/module: device code loaded from PTX or cubin bytes, and kernels looked up in it.
-//! A module is a one-module gpuhost `Registry`; a kernel handle keeps it loaded.
+//! A module is a one-module gpuhost `Registry`; a kernel handle keeps it loaded, and counted in
+//! the guest's module quota, after the module handle is dropped.
 
 use std::sync::Arc;
 
@@ -10,16 +11,18 @@ use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::module::{Host, HostKernel, HostModule, ParamInfo};
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
+use crate::limits::Charge;
 
-/// A guest's loaded module: the registry holding it and the image size counted in its quota.
+/// A guest's loaded module: the registry holding it and its share of the module quota.
 pub struct ModuleRes {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) bytes: u64,
+    charge: Charge,
 }
 
-/// A guest's kernel handle.
+/// A guest's kernel handle, with its share of its module's quota.
 pub struct KernelRes {
     pub(crate) kernel: gpuhost::Kernel,
+    pub(crate) charge: Charge,
 }
 
 impl CudaCtxView<'_> {
@@ -32,14 +35,15 @@ impl CudaCtxView<'_> {
         self.ctx.usage.add_module(&self.ctx.limits, bytes)?;
         let source = ModuleSource::new("guest", image);
         match Registry::from_sources(&self.ctx.host, "guest", vec![source]) {
-            Ok(registry) => {
-                Ok(self
-                    .table
-                    .push(ModuleRes { registry, bytes })
-                    .inspect_err(|_| {
-                        self.ctx.usage.remove_module(bytes);
-                    })?)
-            }
+            Ok(registry) => Ok(self
+                .table
+                .push(ModuleRes {
+                    registry,
+                    charge: Charge::module(bytes),
+                })
+                .inspect_err(|_| {
+                    self.ctx.usage.remove_module(bytes);
+                })?),
             Err(e) => {
                 self.ctx.usage.remove_module(bytes);
                 Err(match (&e, is_ptx) {
@@ -79,13 +83,21 @@ impl HostModule for CudaCtxView<'_> {
         module: Resource<ModuleRes>,
         name: String,
     ) -> CudaResult<Resource<KernelRes>> {
-        let kernel = self.table.get(&module)?.registry.kernel(&name)?;
-        Ok(self.table.push(KernelRes { kernel })?)
+        let m = self.table.get(&module)?;
+        let res = KernelRes {
+            kernel: m.registry.kernel(&name)?,
+            charge: m.charge.clone(),
+        };
+        self.ctx.usage.add_kernel(&self.ctx.limits)?;
+        self.table.push(res).map_err(|e| {
+            self.ctx.usage.remove_kernel();
+            e.into()
+        })
     }
 
     fn drop(&mut self, module: Resource<ModuleRes>) -> wasmtime::Result<()> {
         let m = self.table.delete(module)?;
-        self.ctx.usage.remove_module(m.bytes);
+        m.charge.release(&mut self.ctx.usage);
         Ok(())
     }
 }
@@ -107,7 +119,9 @@ impl HostKernel for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<()> {
-        self.table.delete(kernel)?;
+        let k = self.table.delete(kernel)?;
+        k.charge.release(&mut self.ctx.usage);
+        self.ctx.usage.remove_kernel();
         Ok(())
     }
 }

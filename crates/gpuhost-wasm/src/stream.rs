@@ -9,14 +9,16 @@ use smallvec::SmallVec;
 use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
-use crate::bindings::gpuhost::cuda::stream::{Arg, Host, HostStream, LaunchConfig};
+use crate::bindings::gpuhost::cuda::stream::{Arg, BufferArg, Host, HostStream, LaunchConfig};
+use crate::bound_launch::BoundLaunchRes;
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
+use crate::limits::check_range;
 use crate::module::KernelRes;
 
 /// Kernel arguments converted without a heap allocation (more spill to the heap).
-const INLINE_ARGS: usize = 8;
+pub(crate) const INLINE_ARGS: usize = 8;
 
 /// A guest's stream and the launches on it not yet observed complete.
 pub struct StreamRes {
@@ -30,22 +32,16 @@ pub struct StreamRes {
     tail_untracked: bool,
 }
 
-/// Converts one WIT argument to gpuhost's, borrowing a buffer argument's `DeviceBuffer` straight
-/// out of `table` (no clone: the kernel and stream lookups borrow the table immutably too). The
-/// error text is built only on failure, so a valid launch allocates nothing here.
-fn to_gpu_arg(table: &ResourceTable, i: usize, a: Arg) -> CudaResult<GpuArg<'_>> {
-    Ok(match a {
-        Arg::Buffer(b) => {
-            let buf = &table.get(&b.buffer)?.buf;
-            let offset = match usize::try_from(b.offset) {
-                Ok(o) if o <= buf.len() => o,
-                _ => {
-                    let what = format!("buffer argument {i}");
-                    crate::limits::check_range(&what, b.offset, 0, buf.len())?.0
-                }
-            };
-            GpuArg::Buffer(buf, offset)
-        }
+/// One lifted WIT argument, sorted: a buffer (which needs the table) or a scalar, already
+/// gpuhost's (the one place that maps the WIT cases).
+pub(crate) enum Sorted<'a> {
+    Buffer(&'a BufferArg),
+    Scalar(GpuArg<'static>),
+}
+
+pub(crate) fn sort(a: &Arg) -> Sorted<'_> {
+    Sorted::Scalar(match *a {
+        Arg::Buffer(ref b) => return Sorted::Buffer(b),
         Arg::I8(v) => GpuArg::I8(v),
         Arg::I16(v) => GpuArg::I16(v),
         Arg::I32(v) => GpuArg::I32(v),
@@ -59,7 +55,63 @@ fn to_gpu_arg(table: &ResourceTable, i: usize, a: Arg) -> CudaResult<GpuArg<'_>>
     })
 }
 
+/// The byte offset of buffer argument `i` into a buffer of `len` bytes, checked. The error text
+/// is built only on failure, so a valid launch allocates nothing here.
+pub(crate) fn buffer_offset(i: usize, offset: u64, len: usize) -> CudaResult<usize> {
+    match usize::try_from(offset) {
+        Ok(o) if o <= len => Ok(o),
+        _ => Ok(check_range(&format!("buffer argument {i}"), offset, 0, len)?.0),
+    }
+}
+
+/// Converts one WIT argument to gpuhost's, borrowing a buffer argument's `DeviceBuffer` straight
+/// out of `table` (no clone: the kernel and stream lookups borrow the table immutably too).
+fn to_gpu_arg<'t>(table: &'t ResourceTable, i: usize, a: &Arg) -> CudaResult<GpuArg<'t>> {
+    match sort(a) {
+        Sorted::Buffer(b) => {
+            let buf = &table.get(&b.buffer)?.buf;
+            Ok(GpuArg::Buffer(buf, buffer_offset(i, b.offset, buf.len())?))
+        }
+        Sorted::Scalar(v) => Ok(v),
+    }
+}
+
+/// The WIT launch geometry as gpuhost's.
+pub(crate) fn to_gpu_config(c: &LaunchConfig) -> GpuConfig {
+    GpuConfig {
+        grid: [c.grid.x, c.grid.y, c.grid.z],
+        block: [c.block.x, c.block.y, c.block.z],
+        shared_mem_bytes: c.shared_mem_bytes,
+    }
+}
+
+/// Refuses an argument list longer than the guest's limit (before anything is looked up).
+pub(crate) fn check_arg_count(n: usize, max: u32) -> CudaResult<()> {
+    if n > max as usize {
+        return Err(WitError::ArgMismatch(format!(
+            "{n} arguments given; at most {max} are accepted"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 impl CudaCtxView<'_> {
+    /// What every launch checks first: finished launches retired, then the in-flight quota.
+    fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
+        self.retire_finished(stream)?;
+        Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
+    }
+
+    /// Keeps a launch's completion for `synchronize`, counting it in flight.
+    fn launched(&mut self, stream: &Resource<StreamRes>, done: Completion) -> CudaResult<()> {
+        let s = self.table.get_mut(stream)?;
+        s.pending.push_back(done);
+        s.tail_untracked = false;
+        self.ctx.usage.launches_in_flight += 1;
+        Ok(())
+    }
+
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
@@ -107,37 +159,36 @@ impl HostStream for CudaCtxView<'_> {
         config: LaunchConfig,
         args: Vec<Arg>,
     ) -> CudaResult<()> {
-        self.retire_finished(&stream)?;
-        self.ctx.usage.check_launch(&self.ctx.limits)?;
-        let max = self.ctx.limits.max_launch_args;
-        if args.len() > max as usize {
-            return Err(WitError::ArgMismatch(format!(
-                "{} arguments given; at most {max} are accepted",
-                args.len()
-            ))
-            .into());
-        }
-        let cfg = GpuConfig {
-            grid: [config.grid.x, config.grid.y, config.grid.z],
-            block: [config.block.x, config.block.y, config.block.z],
-            shared_mem_bytes: config.shared_mem_bytes,
-        };
+        check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
+        self.before_launch(&stream)?;
         let completion = {
             let table: &ResourceTable = self.table;
-            // On the stack for the usual handful of arguments: no allocation per launch.
             let args = args
-                .into_iter()
+                .iter()
                 .enumerate()
                 .map(|(i, a)| to_gpu_arg(table, i, a))
                 .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
             let k = &table.get(&kernel)?.kernel;
-            table.get(&stream)?.stream.launch(k, cfg, &args)?
+            table
+                .get(&stream)?
+                .stream
+                .launch(k, to_gpu_config(&config), &args)?
         };
-        let s = self.table.get_mut(&stream)?;
-        s.pending.push_back(completion);
-        s.tail_untracked = false;
-        self.ctx.usage.launches_in_flight += 1;
-        Ok(())
+        self.launched(&stream, completion)
+    }
+
+    fn enqueue(
+        &mut self,
+        stream: Resource<StreamRes>,
+        launch: Resource<BoundLaunchRes>,
+    ) -> CudaResult<()> {
+        self.before_launch(&stream)?;
+        let completion = {
+            let b = self.table.get(&launch)?;
+            let s = &self.table.get(&stream)?.stream;
+            s.launch(b.kernel(), b.config(), &b.args())?
+        };
+        self.launched(&stream, completion)
     }
 
     async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {

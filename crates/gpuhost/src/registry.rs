@@ -14,7 +14,7 @@ use cudarc::driver::sys::{self, CUfunction, CUmodule, CUresult};
 use crate::driver::has_symbol;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::launch::ParamInfo;
+use crate::launch::{Arg, LaunchConfig, ParamInfo};
 use crate::manifest::{ModuleSource, read_bundle};
 use crate::module;
 use crate::ptx_sig;
@@ -391,6 +391,14 @@ impl Kernel {
     /// Its parameters (offsets and sizes).
     pub fn params(&self) -> &[ParamInfo] {
         &self.entry.params
+    }
+
+    /// Checks `cfg` against the device's limits and `args` against the parameters (count, sizes,
+    /// buffer offsets) exactly as `Stream::launch` will, without launching: for callers that
+    /// bind a launch once and enqueue it many times, so a mistake surfaces where it was made.
+    pub fn check_launch(&self, cfg: &LaunchConfig, args: &[Arg<'_>]) -> Result<()> {
+        cfg.check(self.name(), self.host().facts())?;
+        crate::launch::pack(self.name(), self.params(), args).map(drop)
     }
 
     /// Where the parameter list came from.

@@ -2,6 +2,7 @@
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
 mod bench;
+mod bound;
 mod concurrency;
 mod device;
 mod errors;

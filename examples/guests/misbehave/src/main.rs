@@ -2,10 +2,11 @@
 //! right `gpuhost:cuda` error case, prints `<mode> ok`, and exits 0; an unexpected answer is
 //! printed and exits 1. `trap`, `leak` and `spin` end badly on purpose; `bench` times launches.
 
-use gpuhost_guest::{Buffer, DeviceBuffer, Error, Launch, Module, Stream, raw};
+use gpuhost_guest::{Buffer, DeviceBuffer, Error, Launch, Module, Scalar, Stream, raw};
 use std::time::Instant;
 
 const NOOP: &str = include_str!("../../kernels/noop.ptx");
+const SAXPY: &str = include_str!("../../kernels/saxpy.ptx");
 
 /// Fails the guest with a message unless `got` is the error case `want` names.
 macro_rules! expect_err {
@@ -66,7 +67,16 @@ fn hold_everything() {
         "launch",
     );
     let end = check(stream.record_event(), "record");
-    std::mem::forget((module, noop, buf, stream, start, end));
+    let bound = check(
+        Launch::new(&noop)
+            .block1(32)
+            .buffer(&buf)
+            .scalar(32u32)
+            .bind(),
+        "bind",
+    );
+    check(stream.enqueue(&bound), "enqueue bound");
+    std::mem::forget((module, noop, buf, stream, start, end, bound));
 }
 
 fn oob() {
@@ -228,6 +238,135 @@ fn bad_ptx() {
     );
 }
 
+/// Bound launches: checked at bind and at each change (a refused change keeps the old value),
+/// correct results when enqueued again with a changed scalar, and the module and buffers they
+/// hold stay alive and counted after the guest drops its own handles.
+fn bound() {
+    let module = check(Module::from_ptx(SAXPY), "load saxpy");
+    let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
+    let n = 64u32;
+    let x = check(DeviceBuffer::from_slice(&vec![1.0f32; 64]), "x");
+    let y = check(DeviceBuffer::<f32>::zeroed(64), "y");
+    let stream = check(Stream::create(), "stream");
+    fn args(l: Launch<'_>) -> Launch<'_> {
+        l.grid1(1).block1(64).scalar(2.0f32)
+    }
+    expect_err!(
+        args(Launch::new(&saxpy)).buffer(&x).buffer(&y).bind(),
+        Error::ArgMismatch(_),
+        "bind with an argument missing"
+    );
+    expect_err!(
+        args(Launch::new(&saxpy))
+            .buffer(&x)
+            .buffer(&y)
+            .scalar(1u64)
+            .bind(),
+        Error::ArgMismatch(_),
+        "bind with a u64 for a u32"
+    );
+    expect_err!(
+        Launch::new(&saxpy)
+            .block1(0)
+            .scalar(2.0f32)
+            .buffer(&x)
+            .buffer(&y)
+            .scalar(n)
+            .bind(),
+        Error::InvalidLaunch(_),
+        "bind with a zero block"
+    );
+    expect_err!(
+        args(Launch::new(&saxpy))
+            .buffer(&x)
+            .arg(raw::stream::Arg::Buffer(raw::stream::BufferArg {
+                buffer: y.raw(),
+                offset: 257,
+            }))
+            .scalar(n)
+            .bind(),
+        Error::OutOfBounds(_),
+        "bind with a buffer offset past the end"
+    );
+    let before = gpuhost_guest::quotas();
+    let bound = check(
+        args(Launch::new(&saxpy))
+            .buffer(&x)
+            .buffer(&y)
+            .scalar(n)
+            .bind(),
+        "bind",
+    );
+    expect_err!(
+        bound.set_arg(4, &n.arg()),
+        Error::ArgMismatch(_),
+        "set argument 4 of 4"
+    );
+    expect_err!(
+        bound.set_arg(0, &2.0f64.arg()),
+        Error::ArgMismatch(_),
+        "set an f64 for an f32"
+    );
+    let zero_block = raw::stream::LaunchConfig {
+        grid: raw::types::Dim3 { x: 1, y: 1, z: 1 },
+        block: raw::types::Dim3 { x: 0, y: 1, z: 1 },
+        shared_mem_bytes: 0,
+    };
+    expect_err!(
+        bound.set_config(zero_block),
+        Error::InvalidLaunch(_),
+        "set a zero block"
+    );
+    // y = 2x + y over all 64, then over the first 32 only (n changed between enqueues).
+    check(stream.enqueue(&bound), "enqueue");
+    check(bound.set_arg(3, &32u32.arg()), "set n");
+    check(stream.enqueue(&bound), "enqueue again");
+    check(stream.synchronize(), "synchronize");
+    let got = check(y.download(), "download y");
+    let want: Vec<f32> = (0..64).map(|i| if i < 32 { 4.0 } else { 2.0 }).collect();
+    if got != want {
+        fail(&format!("bound saxpy gave {got:?}"));
+    }
+    // Drop every handle but the bound launch: it still runs, and still counts what it holds.
+    drop((x, y, saxpy, module));
+    let held = gpuhost_guest::quotas();
+    if held.used_buffers != before.used_buffers || held.used_modules != before.used_modules {
+        fail(&format!(
+            "a bound launch's buffers/module stopped counting: {held:?}"
+        ));
+    }
+    check(
+        stream.enqueue(&bound),
+        "enqueue after dropping its buffers and module",
+    );
+    check(stream.synchronize(), "synchronize");
+    drop(bound);
+    let after = gpuhost_guest::quotas();
+    if after.used_buffers != before.used_buffers - 2
+        || after.used_modules != before.used_modules - 1
+    {
+        fail(&format!(
+            "dropping the bound launch freed nothing: {after:?}"
+        ));
+    }
+}
+
+/// Makes things until a quota refuses one; fails unless that happens at exactly `limit`.
+fn fill_to_quota<T>(what: &str, limit: u32, mut make: impl FnMut() -> Result<T, Error>) -> Vec<T> {
+    let mut held = Vec::new();
+    loop {
+        match make() {
+            Ok(t) if held.len() < limit as usize => held.push(t),
+            Ok(_) => fail(&format!("{what}: quota of {limit} not enforced")),
+            Err(Error::QuotaExceeded(_)) if held.len() == limit as usize => return held,
+            Err(e) => fail(&format!(
+                "{what}: refused after {} of {limit}: {e:?}",
+                held.len()
+            )),
+        }
+    }
+}
+
 fn over_quota() {
     let q = gpuhost_guest::quotas();
     expect_err!(
@@ -235,45 +374,20 @@ fn over_quota() {
         Error::QuotaExceeded(_),
         "one buffer over the byte quota"
     );
-    let mut held = Vec::new();
-    let mut refused = false;
-    for _ in 0..=q.max_buffers {
-        match Buffer::create(16) {
-            Ok(b) => held.push(b),
-            Err(Error::QuotaExceeded(_)) => {
-                refused = true;
-                break;
-            }
-            Err(e) => fail(&format!("buffer count: wrong error {e:?}")),
-        }
-    }
-    if !refused || held.len() != q.max_buffers as usize {
-        fail(&format!(
-            "buffer count quota not enforced: held {} of {}",
-            held.len(),
-            q.max_buffers
-        ));
-    }
+    let mut held = fill_to_quota("buffers", q.max_buffers, || Buffer::create(16));
     // Dropping one frees a slot.
     held.pop();
     check(Buffer::create(16), "buffer after freeing a slot");
-    let mut modules = Vec::new();
-    let mut refused = false;
-    for _ in 0..=q.max_modules {
-        match Module::from_ptx(NOOP) {
-            Ok(m) => modules.push(m),
-            Err(Error::QuotaExceeded(_)) => {
-                refused = true;
-                break;
-            }
-            Err(e) => fail(&format!("module count: wrong error {e:?}")),
-        }
-    }
-    if !refused {
-        fail("module quota not enforced");
-    }
+    drop(fill_to_quota("modules", q.max_modules, || {
+        Module::from_ptx(NOOP)
+    }));
+    // A kernel keeps its module loaded, so it keeps it counted after the module handle goes.
+    drop(fill_to_quota(
+        "modules held by kernels",
+        q.max_modules,
+        || Module::from_ptx(NOOP).map(|m| check(m.kernel("noop"), "kernel of a fresh module")),
+    ));
     let big = " ".repeat(q.max_ptx_bytes as usize + 1);
-    drop(modules);
     expect_err!(
         Module::from_ptx(&big),
         Error::QuotaExceeded(_),
@@ -338,6 +452,7 @@ const BURST: usize = 32;
 /// - `launch_ns`: one launch onto an idle stream (synchronized before each);
 /// - `burst_ns`: one launch within a burst of `BURST`, timed per burst (one clock pair per
 ///   burst, so the clock's own cost is amortised as on the native side);
+/// - `bound_ns`: one enqueue of a bound launch within a burst of `BURST`;
 /// - `roundtrip_ns`: one launch plus `synchronize`;
 /// - `clock_ns`: a clock read pair (the WASI clock is a host call, not a vDSO read);
 /// - `import_ns`: the bare import round trip (`buffer.len`), timed per 64 calls.
@@ -379,6 +494,23 @@ fn bench(n: usize) {
         burst.push(t0.elapsed().as_nanos() / BURST as u128);
         check(stream.synchronize(), "synchronize");
     }
+    let bound = check(
+        Launch::new(&noop)
+            .block1(32)
+            .buffer(&buf)
+            .scalar(256u32)
+            .bind(),
+        "bind",
+    );
+    let mut bound_burst = Vec::new();
+    for _ in 0..n.div_ceil(BURST) {
+        let t0 = Instant::now();
+        for _ in 0..BURST {
+            check(stream.enqueue(&bound), "enqueue");
+        }
+        bound_burst.push(t0.elapsed().as_nanos() / BURST as u128);
+        check(stream.synchronize(), "synchronize");
+    }
     let mut import = Vec::new();
     for _ in 0..n.div_ceil(64) {
         let t0 = Instant::now();
@@ -388,9 +520,10 @@ fn bench(n: usize) {
         import.push(t0.elapsed().as_nanos() / 64);
     }
     println!(
-        "bench launch_ns={} burst_ns={} roundtrip_ns={} clock_ns={} import_ns={} samples={n}",
+        "bench launch_ns={} burst_ns={} bound_ns={} roundtrip_ns={} clock_ns={} import_ns={} samples={n}",
         median(single),
         median(burst),
+        median(bound_burst),
         median(round),
         median(clock),
         median(import)
@@ -424,6 +557,7 @@ fn main() {
         "bad-launch" => bad_launch(),
         "bad-ptx" => bad_ptx(),
         "over-quota" => over_quota(),
+        "bound" => bound(),
         "bench" => bench(
             std::env::args()
                 .nth(2)

@@ -1,0 +1,170 @@
+//! gpuhost:cuda/stream (the bound-launch resource): a launch whose kernel, geometry and
+//! arguments are lifted and checked once, so enqueuing it again carries two handles across the
+//! boundary instead of an argument list. It owns what it launches — its own kernel handle and a
+//! clone of each buffer argument — each with its share of the guest's quota, so a buffer or
+//! module the guest dropped stays counted for as long as a bound launch keeps it alive.
+
+use gpuhost::{Arg as GpuArg, DeviceBuffer, LaunchConfig as GpuConfig};
+use smallvec::SmallVec;
+use wasmtime::component::{Resource, ResourceTable};
+
+use crate::bindings::WitError;
+use crate::bindings::gpuhost::cuda::stream::{Arg, HostBoundLaunch, LaunchConfig};
+use crate::ctx::CudaCtxView;
+use crate::error::CudaResult;
+use crate::limits::{Charge, Usage};
+use crate::module::KernelRes;
+use crate::stream::{INLINE_ARGS, Sorted, buffer_offset, check_arg_count, sort, to_gpu_config};
+
+/// One bound argument: a buffer it keeps alive, or a scalar (never a borrowed variant).
+enum Bound {
+    Buffer {
+        buf: DeviceBuffer,
+        offset: usize,
+        charge: Charge,
+    },
+    Scalar(GpuArg<'static>),
+}
+
+/// A guest's bound launch.
+pub struct BoundLaunchRes {
+    kernel: gpuhost::Kernel,
+    kernel_charge: Charge,
+    config: GpuConfig,
+    args: Vec<Bound>,
+}
+
+impl BoundLaunchRes {
+    /// The arguments as gpuhost takes them (inline for the usual handful: no allocation).
+    pub(crate) fn args(&self) -> SmallVec<[GpuArg<'_>; INLINE_ARGS]> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                Bound::Buffer { buf, offset, .. } => GpuArg::Buffer(buf, *offset),
+                Bound::Scalar(v) => *v,
+            })
+            .collect()
+    }
+
+    pub(crate) fn kernel(&self) -> &gpuhost::Kernel {
+        &self.kernel
+    }
+
+    pub(crate) fn config(&self) -> GpuConfig {
+        self.config
+    }
+
+    /// Gives back the quota shares of its kernel and buffers (not its own kernel-handle count).
+    fn release_shares(self, usage: &mut Usage) {
+        self.kernel_charge.release(usage);
+        for a in self.args {
+            a.release(usage);
+        }
+    }
+}
+
+impl Bound {
+    /// Gives back a buffer argument's quota share.
+    fn release(self, usage: &mut Usage) {
+        if let Bound::Buffer { charge, .. } = self {
+            charge.release(usage);
+        }
+    }
+}
+
+/// Takes ownership of one lifted argument: a buffer argument is range-checked and cloned out of
+/// the table with its quota share.
+fn bind_arg(table: &ResourceTable, i: usize, a: &Arg) -> CudaResult<Bound> {
+    Ok(match sort(a) {
+        Sorted::Buffer(b) => {
+            let res = table.get(&b.buffer)?;
+            Bound::Buffer {
+                offset: buffer_offset(i, b.offset, res.buf.len())?,
+                buf: res.buf.clone(),
+                charge: res.charge.clone(),
+            }
+        }
+        Sorted::Scalar(v) => Bound::Scalar(v),
+    })
+}
+
+impl HostBoundLaunch for CudaCtxView<'_> {
+    fn bind(
+        &mut self,
+        kernel: Resource<KernelRes>,
+        config: LaunchConfig,
+        args: Vec<Arg>,
+    ) -> CudaResult<Resource<BoundLaunchRes>> {
+        check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
+        let k = self.table.get(&kernel)?;
+        let kernel_charge = k.charge.clone();
+        let kernel = k.kernel.registry().kernel(k.kernel.name())?;
+        let args = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| bind_arg(self.table, i, a))
+            .collect::<CudaResult<Vec<_>>>()?;
+        let bound = BoundLaunchRes {
+            kernel,
+            kernel_charge,
+            config: to_gpu_config(&config),
+            args,
+        };
+        bound.kernel.check_launch(&bound.config, &bound.args())?;
+        // From here on it holds quota shares: every failure path gives them back.
+        if let Err(e) = self.ctx.usage.add_kernel(&self.ctx.limits) {
+            bound.release_shares(&mut self.ctx.usage);
+            return Err(e.into());
+        }
+        self.table.push(bound).map_err(|e| {
+            // The table handed nothing back; the shares dropped with it were clones of live ones.
+            self.ctx.usage.remove_kernel();
+            e.into()
+        })
+    }
+
+    fn set_arg(
+        &mut self,
+        launch: Resource<BoundLaunchRes>,
+        index: u32,
+        arg: Arg,
+    ) -> CudaResult<()> {
+        let new = bind_arg(self.table, index as usize, &arg)?;
+        let b = self.table.get_mut(&launch)?;
+        let Some(slot) = b.args.get_mut(index as usize) else {
+            let n = b.args.len();
+            return Err(WitError::ArgMismatch(format!(
+                "argument {index} does not exist: the kernel takes {n} (indices 0..{n})"
+            ))
+            .into());
+        };
+        let old = std::mem::replace(slot, new);
+        let checked = b.kernel.check_launch(&b.config, &b.args());
+        if let Err(e) = checked {
+            let rejected = std::mem::replace(&mut b.args[index as usize], old);
+            rejected.release(&mut self.ctx.usage);
+            return Err(e.into());
+        }
+        old.release(&mut self.ctx.usage);
+        Ok(())
+    }
+
+    fn set_config(
+        &mut self,
+        launch: Resource<BoundLaunchRes>,
+        config: LaunchConfig,
+    ) -> CudaResult<()> {
+        let b = self.table.get_mut(&launch)?;
+        let config = to_gpu_config(&config);
+        b.kernel.check_launch(&config, &b.args())?;
+        b.config = config;
+        Ok(())
+    }
+
+    fn drop(&mut self, launch: Resource<BoundLaunchRes>) -> wasmtime::Result<()> {
+        let b = self.table.delete(launch)?;
+        b.release_shares(&mut self.ctx.usage);
+        self.ctx.usage.remove_kernel();
+        Ok(())
+    }
+}

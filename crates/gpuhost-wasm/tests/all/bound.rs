@@ -1,0 +1,44 @@
+//! Bound launches (`bound-launch` in wit/stream.wit): checked when bound and at each change, and
+//! they own what they launch, in the guest's quotas.
+
+use gpuhost_wasm::Limits;
+
+use crate::{assert_ok, device, guest, opts, run};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_keep_their_buffers_counted()
+ {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let o = run(rt, "misbehave", &["bound"]).await.unwrap();
+    assert_ok(&o, "bound ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_handles_and_bound_launches_count_against_their_quota() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // The bound mode holds one kernel handle and then binds a launch: with room for one, the
+    // bind must be refused, naming the quota.
+    let o = rt
+        .run(
+            &guest("misbehave"),
+            gpuhost_wasm::RunOptions {
+                limits: Limits {
+                    max_kernels: 1,
+                    ..Limits::default()
+                },
+                ..opts("misbehave", &["bound"])
+            },
+        )
+        .await
+        .unwrap();
+    assert_ne!(o.exit_code, 0, "a second kernel handle was not refused");
+    let refusal = o.last_refusal.as_deref().unwrap_or_default();
+    assert!(
+        refusal.contains("kernel handles and bound launches"),
+        "{refusal:?}"
+    );
+}
