@@ -16,8 +16,6 @@ pub struct CudaCtx {
     pub(crate) usage: Usage,
     pub(crate) quota_refusals: u32,
     pub(crate) last_refusal: Option<String>,
-    /// The fence kernel (see `fence`): shared from the embedder, or loaded on first need.
-    pub(crate) fence: Option<Arc<gpuhost::Kernel>>,
 }
 
 impl CudaCtx {
@@ -29,15 +27,7 @@ impl CudaCtx {
             usage: Usage::default(),
             quota_refusals: 0,
             last_refusal: None,
-            fence: None,
         }
-    }
-
-    /// Shares a fence kernel loaded once with `gpuhost_wasm::load_fence` (otherwise each context
-    /// loads its own the first time `synchronize` needs one).
-    pub fn with_fence(mut self, fence: Arc<gpuhost::Kernel>) -> Self {
-        self.fence = Some(fence);
-        self
     }
 
     /// The device this guest uses.

@@ -105,7 +105,6 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<GuestState>,
     host: Arc<gpuhost::Host>,
-    fence: Arc<gpuhost::Kernel>,
 }
 
 fn is_core_module(bytes: &[u8]) -> bool {
@@ -140,12 +139,10 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
-        let fence = crate::fence::load(&host)?;
         Ok(Self {
             engine,
             linker,
             host,
-            fence,
         })
     }
 
@@ -220,7 +217,7 @@ impl Runtime {
         let state = GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            cuda: CudaCtx::new(self.host.clone(), opts.limits).with_fence(self.fence.clone()),
+            cuda: CudaCtx::new(self.host.clone(), opts.limits),
             store_limits,
         };
         let mut store = Store::new(&self.engine, state);

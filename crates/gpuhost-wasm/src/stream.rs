@@ -207,22 +207,9 @@ impl HostStream for CudaCtxView<'_> {
             return Err(e.into());
         }
         if tail {
-            // An event record/wait follows the last launch: a fence launch covers it.
-            let fence = match &self.ctx.fence {
-                Some(f) => f.clone(),
-                None => self
-                    .ctx
-                    .fence
-                    .insert(crate::fence::load(&self.ctx.host)?)
-                    .clone(),
-            };
-            let one = GpuConfig {
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                shared_mem_bytes: 0,
-            };
-            let done = self.table.get(&stream)?.stream.launch(&fence, one, &[])?;
-            done.await?;
+            // An event record/wait follows the last launch: a fence covers it (no kernel).
+            let fence = self.table.get(&stream)?.stream.fence()?;
+            fence.await?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! - the launching thread, once every `FLUSH_EVERY` launches (amortised), so dropped
 //!   completions still release what they keep alive;
 //! - dropping the `Stream`;
+//! - `Stream::fence`, whose Completion (no launch of its own) joins the batch it closes;
 //! - the completion thread, only for a stream whose queue has not changed for `IDLE_FLUSH`
 //!   (nobody is launching on it, so nothing contends).
 //!
@@ -167,6 +168,15 @@ impl Launched {
             }
         }
         self.n += 1;
+        Completion {
+            cell: self.cell.clone(),
+            stream,
+        }
+    }
+
+    /// A Completion of the batch that is no launch of its own (a fence): it resolves with the
+    /// batch, and is not counted in the host's launch stats.
+    pub(crate) fn completion(&self, stream: Arc<dyn Flush>) -> Completion {
         Completion {
             cell: self.cell.clone(),
             stream,

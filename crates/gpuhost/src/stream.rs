@@ -52,24 +52,8 @@ unsafe impl Sync for Unrecorded {}
 
 impl Flush for Unrecorded {
     fn flush(&self) {
-        let Some(launches) = self.take() else {
-            return;
-        };
-        // Taken before recording: every launch taken was issued before the event.
-        let recorded = self
-            .host
-            .enter_for(self.generation)
-            .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
-        match recorded {
-            Ok((generation, event)) => completion::hand_over(
-                &self.host,
-                Batch {
-                    event,
-                    generation,
-                    launches,
-                },
-            ),
-            Err(e) => completion::complete(&self.host, launches, &Err(e)),
+        if let Some(launches) = self.take() {
+            self.record_after(launches);
         }
     }
 
@@ -131,6 +115,26 @@ impl Unrecorded {
         };
         launches.recorded();
         Some(launches)
+    }
+
+    /// Record an event after `launches` (taken from the queue before, so each was issued before
+    /// the event) and hand them to the completion thread; a failure completes them with it.
+    fn record_after(&self, launches: Launched) {
+        let recorded = self
+            .host
+            .enter_for(self.generation)
+            .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
+        match recorded {
+            Ok((generation, event)) => completion::hand_over(
+                &self.host,
+                Batch {
+                    event,
+                    generation,
+                    launches,
+                },
+            ),
+            Err(e) => completion::complete(&self.host, launches, &Err(e)),
+        }
     }
 
     /// Add a launch just issued to the open batch; returns its Completion and the batch size.
@@ -258,6 +262,23 @@ impl Stream {
             completion::watch(&self.host, &self.unrecorded);
         }
         Ok(completion)
+    }
+
+    /// A Completion for everything enqueued on this stream so far — launches, event waits,
+    /// work of other libraries on the raw stream — that resolves when the stream reaches this
+    /// point: `.await` it to synchronize without blocking the thread. No kernel is launched; the
+    /// open batch of launches is closed with one event, as a poll of its Completion would.
+    pub fn fence(&self) -> Result<Completion> {
+        // A lost context is this call's error, not only its Completion's.
+        self.host.enter_for(self.generation)?;
+        let launches = self.unrecorded.take().unwrap_or_else(|| {
+            let empty = Launched::new();
+            empty.recorded();
+            empty
+        });
+        let fence = launches.completion(self.unrecorded.clone());
+        self.unrecorded.record_after(launches);
+        Ok(fence)
     }
 
     /// Block until everything enqueued on this stream has finished.

@@ -157,3 +157,39 @@ fn a_blocking_wait_completes_every_launch_queued_before_it() {
     }
     assert_eq!(read_u32s(&out, 256), expected(TAG_A, 256));
 }
+
+#[test]
+fn a_fence_resolves_after_the_launches_and_event_waits_queued_before_it() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let (s1, s2) = (host.stream().unwrap(), host.stream().unwrap());
+    let n = 1 << 16;
+    let (a, b) = (
+        host.alloc(n as usize * 4).unwrap(),
+        host.alloc(n as usize * 4).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // On one stream: the fence closes the open batch, so the launch completes with it.
+    let cfg = LaunchConfig::for_elements(n, 128);
+    let launched = s1
+        .launch(&k, cfg, &[Arg::Buffer(&a, 0), Arg::U32(n)])
+        .unwrap();
+    rt.block_on(s1.fence().unwrap()).unwrap();
+    assert!(launched.is_done());
+    assert_eq!(read_u32s(&a, n as usize), expected(TAG_A, n));
+    // Across streams: s2's fence comes after its wait for s1's event, so after s1's launch.
+    let _pending = s1
+        .launch(&k, cfg, &[Arg::Buffer(&b, 0), Arg::U32(n)])
+        .unwrap();
+    let reached = s1.record().unwrap();
+    s2.wait(&reached).unwrap();
+    rt.block_on(s2.fence().unwrap()).unwrap();
+    assert_eq!(read_u32s(&b, n as usize), expected(TAG_A, n));
+    // Nothing queued: it still resolves, and so does its blocking wait.
+    rt.block_on(s2.fence().unwrap()).unwrap();
+    s2.fence().unwrap().wait().unwrap();
+}
