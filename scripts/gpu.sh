@@ -21,10 +21,11 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   if .gpu/bin/gpuhost bench --help 2>/dev/null | grep -q -- '--guest'; then
     timeout 100 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest.json" > "$out/bench-guest.md" 2>&1
     bench="$bench/$?"
+    [ -z "${BENCH_TWICE:-}" ] || timeout 100 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-2.json" > "$out/bench-guest-2.md" 2>&1
   fi
 fi
 
 head -40 "$out/machine.txt"
-echo; cat "$out/bench.md" "$out/bench-2.md" "$out/bench-guest.md" 2>/dev/null
+echo; cat "$out/bench.md" "$out/bench-2.md" "$out/bench-guest.md" "$out/bench-guest-2.md" 2>/dev/null
 echo; grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
 echo; echo "doctor=$doctor tests=$tests bench=${bench:-skipped}"

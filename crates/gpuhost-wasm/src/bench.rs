@@ -1,8 +1,10 @@
-//! Guest vs native launch benchmark, side by side in one run on one device: the cost of
-//! enqueuing a launch of an empty kernel (alone onto an idle stream, and within a burst of
-//! back-to-back launches), and the launch → synchronize round trip. The guest is
-//! examples/guests/misbehave in `bench` mode (it times itself with the WASI monotonic clock);
-//! native is the same kernel, arguments, geometry and timing pattern through gpuhost directly.
+//! Guest vs native launch benchmark, side by side in one run on one device. Both sides launch
+//! the same empty kernel with the same arguments and geometry, in the same three patterns: one
+//! launch alone onto an idle stream, the same launch plus synchronize (the round trip), and one
+//! launch within a burst of [`BURST`] back-to-back launches (timed per burst, as the core bench
+//! times back-to-back launches). The guest (examples/guests/misbehave in `bench` mode, timing
+//! itself with the WASI monotonic clock) does each with an argument list (`stream.launch`) and
+//! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`.
 
 use std::time::Instant;
 
@@ -14,37 +16,38 @@ use crate::runtime::{Guest, RunOptions, Runtime};
 /// The empty kernel both sides launch (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../examples/guests/kernels/noop.ptx");
 
-/// Medians in nanoseconds.
+/// Launches per burst, on both sides (the guest's `BURST` is the same).
+pub const BURST: usize = 32;
+
+/// Medians of one launch pattern, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pattern {
+    /// One launch onto an idle stream (synchronized before it).
+    pub alone: u128,
+    /// One launch plus synchronize.
+    pub roundtrip: u128,
+    /// One launch within a burst of [`BURST`].
+    pub burst: u128,
+}
+
+/// The benchmark's medians.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaunchBench {
     /// Samples per measure.
     pub samples: usize,
     /// Device name.
     pub device: String,
-    /// Native gpuhost: `Stream::launch` alone, onto an idle stream.
-    pub native_launch_ns: u128,
-    /// Native gpuhost: one `Stream::launch` within a burst of [`BURST`].
-    pub native_burst_ns: u128,
-    /// Native gpuhost: launch + awaiting its Completion.
-    pub native_roundtrip_ns: u128,
-    /// Guest: `stream.launch` alone onto an idle stream, seen from inside the guest (this
-    /// includes one WASI clock read, [`Self::guest_clock_ns`]).
-    pub guest_launch_ns: u128,
-    /// Guest: one `stream.launch` within a burst of [`BURST`] (timed per burst).
-    pub guest_burst_ns: u128,
-    /// Guest: one `stream.enqueue` of a bound launch (same kernel, arguments and geometry)
-    /// within a burst of [`BURST`].
-    pub guest_bound_ns: u128,
-    /// Guest: `stream.launch` + `stream.synchronize`.
-    pub guest_roundtrip_ns: u128,
-    /// Guest: a pair of WASI monotonic clock reads (what timing one launch adds to it).
+    /// Native gpuhost: `Stream::launch`.
+    pub native: Pattern,
+    /// Guest: `stream.launch` with its argument list.
+    pub guest: Pattern,
+    /// Guest: `stream.enqueue` of the same launch, bound once.
+    pub guest_bound: Pattern,
+    /// Guest: a pair of WASI monotonic clock reads (each lone guest launch includes one).
     pub guest_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
 }
-
-/// Launches per burst, on both sides (the guest's `BURST` is the same).
-pub const BURST: usize = 32;
 
 fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
@@ -56,64 +59,77 @@ fn ratio(guest: u128, native: u128) -> f64 {
 }
 
 impl LaunchBench {
+    /// (measure, native, guest) for each row of the table.
+    fn rows(&self) -> [(String, u128, u128); 6] {
+        let (n, g, b) = (self.native, self.guest, self.guest_bound);
+        [
+            ("launch, alone on an idle stream".into(), n.alone, g.alone),
+            (format!("launch, in bursts of {BURST}"), n.burst, g.burst),
+            (
+                "launch → synchronize round trip".into(),
+                n.roundtrip,
+                g.roundtrip,
+            ),
+            (
+                "bound launch, alone on an idle stream".into(),
+                n.alone,
+                b.alone,
+            ),
+            (
+                format!("bound launch, in bursts of {BURST}"),
+                n.burst,
+                b.burst,
+            ),
+            (
+                "bound launch → synchronize round trip".into(),
+                n.roundtrip,
+                b.roundtrip,
+            ),
+        ]
+    }
+
     /// A markdown table (for bench/RESULTS.md).
     pub fn markdown(&self) -> String {
-        let row = |what: &str, native: u128, guest: u128| {
-            format!(
+        let mut s = format!(
+            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n",
+            self.device, self.samples
+        );
+        for (what, native, guest) in self.rows() {
+            s += &format!(
                 "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
                 native as f64 / 1e3,
                 guest as f64 / 1e3,
                 ratio(guest, native)
-            )
-        };
-        format!(
-            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n{}{}{}{}\nguest clock read pair {} ns, bare import round trip {} ns\n",
-            self.device,
-            self.samples,
-            row(
-                "launch cost, alone on an idle stream",
-                self.native_launch_ns,
-                self.guest_launch_ns
-            ),
-            row(
-                &format!("launch cost, in bursts of {BURST}"),
-                self.native_burst_ns,
-                self.guest_burst_ns
-            ),
-            row(
-                &format!("bound launch enqueued, in bursts of {BURST}"),
-                self.native_burst_ns,
-                self.guest_bound_ns
-            ),
-            row(
-                "launch → synchronize round trip",
-                self.native_roundtrip_ns,
-                self.guest_roundtrip_ns
-            ),
-            self.guest_clock_ns,
-            self.guest_import_ns,
+            );
+        }
+        s + &format!(
+            "\nguest clock read pair {} ns, bare import round trip {} ns\n",
+            self.guest_clock_ns, self.guest_import_ns
         )
     }
 
     /// One JSON object with the medians and ratios.
     pub fn json(&self) -> String {
+        let pattern = |p: Pattern, base: Pattern| {
+            format!(
+                "{{\"alone_ns\":{},\"roundtrip_ns\":{},\"burst_ns\":{},\"alone_ratio\":{:.3},\"roundtrip_ratio\":{:.3},\"burst_ratio\":{:.3}}}",
+                p.alone,
+                p.roundtrip,
+                p.burst,
+                ratio(p.alone, base.alone),
+                ratio(p.roundtrip, base.roundtrip),
+                ratio(p.burst, base.burst)
+            )
+        };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"native_launch_ns\":{},\"guest_launch_ns\":{},\"launch_ratio\":{:.3},\"native_burst_ns\":{},\"guest_burst_ns\":{},\"burst_ratio\":{:.3},\"guest_bound_ns\":{},\"bound_ratio\":{:.3},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"native_roundtrip_ns\":{},\"guest_roundtrip_ns\":{},\"roundtrip_ratio\":{:.3}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{}}}",
             self.device,
             self.samples,
-            self.native_launch_ns,
-            self.guest_launch_ns,
-            ratio(self.guest_launch_ns, self.native_launch_ns),
-            self.native_burst_ns,
-            self.guest_burst_ns,
-            ratio(self.guest_burst_ns, self.native_burst_ns),
-            self.guest_bound_ns,
-            ratio(self.guest_bound_ns, self.native_burst_ns),
+            pattern(self.native, self.native),
+            pattern(self.guest, self.native),
+            pattern(self.guest_bound, self.native),
             self.guest_clock_ns,
-            self.guest_import_ns,
-            self.native_roundtrip_ns,
-            self.guest_roundtrip_ns,
-            ratio(self.guest_roundtrip_ns, self.native_roundtrip_ns)
+            self.guest_import_ns
         )
     }
 }
@@ -121,9 +137,9 @@ impl LaunchBench {
 /// Native samples, in nanoseconds.
 #[derive(Default)]
 struct NativeSamples {
-    launch: Vec<u128>,
+    alone: Vec<u128>,
+    roundtrip: Vec<u128>,
     burst: Vec<u128>,
-    round: Vec<u128>,
 }
 
 /// `count` native launches of the empty kernel onto an idle stream (each timed alone, then
@@ -144,9 +160,9 @@ async fn native_pass(
     for _ in 0..count {
         let t0 = Instant::now();
         let done = launch()?;
-        into.launch.push(t0.elapsed().as_nanos());
+        into.alone.push(t0.elapsed().as_nanos());
         done.await?;
-        into.round.push(t0.elapsed().as_nanos());
+        into.roundtrip.push(t0.elapsed().as_nanos());
     }
     let mut burst = Vec::with_capacity(BURST);
     for _ in 0..count.div_ceil(BURST) {
@@ -177,14 +193,8 @@ pub async fn guest_vs_native(
     let stream = host.stream()?;
     // Warm up, then measure native half before and half after the guest, so neither side gets
     // the machine in a better state.
-    native_pass(
-        &stream,
-        &kernel,
-        &buf,
-        samples / 10 + 1,
-        &mut NativeSamples::default(),
-    )
-    .await?;
+    let mut warm_up = NativeSamples::default();
+    native_pass(&stream, &kernel, &buf, samples / 10 + 1, &mut warm_up).await?;
     let mut native = NativeSamples::default();
     native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
     let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
@@ -197,28 +207,32 @@ pub async fn guest_vs_native(
             },
         )
         .await?;
+    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
     let text = String::from_utf8_lossy(&out.stdout);
     let field = |name: &str| -> Option<u128> {
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
     };
-    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
-    let guest = [
+    let names = [
         "launch_ns",
-        "burst_ns",
-        "bound_ns",
         "roundtrip_ns",
+        "burst_ns",
+        "bound_launch_ns",
+        "bound_roundtrip_ns",
+        "bound_burst_ns",
         "clock_ns",
         "import_ns",
     ];
     let [
-        Some(launch),
-        Some(burst),
-        Some(bound),
-        Some(round),
+        Some(la),
+        Some(lr),
+        Some(lb),
+        Some(ba),
+        Some(br),
+        Some(bb),
         Some(clock),
         Some(import),
-    ] = guest.map(field)
+    ] = names.map(field)
     else {
         return Err(Error::Trap {
             reason: format!(
@@ -228,16 +242,21 @@ pub async fn guest_vs_native(
             out_of_fuel: false,
         });
     };
+    let pattern = |alone, roundtrip, burst| Pattern {
+        alone,
+        roundtrip,
+        burst,
+    };
     Ok(LaunchBench {
         samples,
         device: host.facts().name.clone(),
-        native_launch_ns: median(native.launch),
-        native_burst_ns: median(native.burst),
-        native_roundtrip_ns: median(native.round),
-        guest_launch_ns: launch,
-        guest_burst_ns: burst,
-        guest_bound_ns: bound,
-        guest_roundtrip_ns: round,
+        native: pattern(
+            median(native.alone),
+            median(native.roundtrip),
+            median(native.burst),
+        ),
+        guest: pattern(la, lr, lb),
+        guest_bound: pattern(ba, br, bb),
         guest_clock_ns: clock,
         guest_import_ns: import,
     })

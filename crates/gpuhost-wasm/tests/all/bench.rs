@@ -4,21 +4,27 @@
 use crate::{device, guest};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guest_vs_native_bench_measures_both_sides() {
+async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("misbehave"), 20)
+    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("misbehave"), 40)
         .await
         .unwrap();
-    assert_eq!(r.samples, 20);
-    assert!(r.native_launch_ns > 0 && r.guest_launch_ns > 0, "{r:?}");
-    assert!(r.native_burst_ns > 0 && r.guest_burst_ns > 0, "{r:?}");
+    assert_eq!(r.samples, 40);
+    for (what, p) in [
+        ("native", r.native),
+        ("guest", r.guest),
+        ("bound", r.guest_bound),
+    ] {
+        assert!(p.alone > 0 && p.burst > 0, "{what}: {r:?}");
+        assert!(
+            p.roundtrip >= p.alone,
+            "{what}: a round trip shorter than its launch: {r:?}"
+        );
+    }
     assert!(r.guest_clock_ns > 0 && r.guest_import_ns > 0, "{r:?}");
-    assert!(
-        r.native_roundtrip_ns >= r.native_launch_ns && r.guest_roundtrip_ns >= r.guest_launch_ns,
-        "{r:?}"
-    );
-    assert!(r.markdown().contains("| launch cost, in bursts of 32 |"));
+    let table = r.markdown();
+    assert_eq!(table.matches("| bound launch").count(), 3, "{table}");
     assert!(r.json().starts_with("{\"device\":"));
 }

@@ -448,44 +448,23 @@ fn info() {
 /// Launches per burst in `bench`: enqueued back to back, timed as one, then synchronized.
 const BURST: usize = 32;
 
-/// Times, in nanoseconds (medians over `n` samples each):
-/// - `launch_ns`: one launch onto an idle stream (synchronized before each);
-/// - `burst_ns`: one launch within a burst of `BURST`, timed per burst (one clock pair per
-///   burst, so the clock's own cost is amortised as on the native side);
-/// - `bound_ns`: one enqueue of a bound launch within a burst of `BURST`;
-/// - `roundtrip_ns`: one launch plus `synchronize`;
-/// - `clock_ns`: a clock read pair (the WASI clock is a host call, not a vDSO read);
-/// - `import_ns`: the bare import round trip (`buffer.len`), timed per 64 calls.
-fn bench(n: usize) {
-    let module = check(Module::from_ptx(NOOP), "load noop");
-    let noop = check(module.kernel("noop"), "kernel noop");
-    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
-    let stream = check(Stream::create(), "stream");
-    let median = |mut v: Vec<u128>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    let launch = || {
-        check(
-            Launch::new(&noop)
-                .block1(32)
-                .buffer(&buf)
-                .scalar(256u32)
-                .enqueue(&stream),
-            "launch",
-        )
-    };
-    let (mut single, mut round, mut clock) = (Vec::new(), Vec::new(), Vec::new());
+fn median(mut v: Vec<u128>) -> u128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Medians in nanoseconds of `launch`: alone onto an idle stream, the same plus `synchronize`
+/// (the round trip), and one launch within a burst of `BURST` (one clock pair per burst, so the
+/// clock's own cost is amortised as on the native side).
+fn time_launches(n: usize, stream: &Stream, launch: &dyn Fn()) -> [u128; 3] {
+    let (mut single, mut round, mut burst) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
-        let t = Instant::now();
-        clock.push(t.elapsed().as_nanos());
         let t0 = Instant::now();
         launch();
         single.push(t0.elapsed().as_nanos());
         check(stream.synchronize(), "synchronize");
         round.push(t0.elapsed().as_nanos());
     }
-    let mut burst = Vec::new();
     for _ in 0..n.div_ceil(BURST) {
         let t0 = Instant::now();
         for _ in 0..BURST {
@@ -494,23 +473,30 @@ fn bench(n: usize) {
         burst.push(t0.elapsed().as_nanos() / BURST as u128);
         check(stream.synchronize(), "synchronize");
     }
-    let bound = check(
-        Launch::new(&noop)
-            .block1(32)
-            .buffer(&buf)
-            .scalar(256u32)
-            .bind(),
-        "bind",
-    );
-    let mut bound_burst = Vec::new();
-    for _ in 0..n.div_ceil(BURST) {
-        let t0 = Instant::now();
-        for _ in 0..BURST {
-            check(stream.enqueue(&bound), "enqueue");
-        }
-        bound_burst.push(t0.elapsed().as_nanos() / BURST as u128);
-        check(stream.synchronize(), "synchronize");
-    }
+    [median(single), median(round), median(burst)]
+}
+
+/// Times, in nanoseconds, `n` samples each: a launch with its argument list (`launch_*`) and the
+/// same launch bound (`bound_*`), each alone, as a round trip and in bursts; a WASI clock read
+/// pair (`clock_ns`: the clock is a host call, not a vDSO read, and each lone launch's time
+/// includes one); the bare import round trip (`import_ns`: `buffer.len`, per 64 calls).
+fn bench(n: usize) {
+    let module = check(Module::from_ptx(NOOP), "load noop");
+    let noop = check(module.kernel("noop"), "kernel noop");
+    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
+    let stream = check(Stream::create(), "stream");
+    let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
+    let bound = check(launch.bind(), "bind");
+    let [launch_ns, round_ns, burst_ns] = time_launches(n, &stream, &|| {
+        let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
+        check(launch.enqueue(&stream), "launch")
+    });
+    let [bound_ns, bound_round_ns, bound_burst_ns] = time_launches(n, &stream, &|| {
+        check(stream.enqueue(&bound), "enqueue bound")
+    });
+    let clock = (0..n)
+        .map(|_| Instant::now().elapsed().as_nanos())
+        .collect();
     let mut import = Vec::new();
     for _ in 0..n.div_ceil(64) {
         let t0 = Instant::now();
@@ -520,11 +506,9 @@ fn bench(n: usize) {
         import.push(t0.elapsed().as_nanos() / 64);
     }
     println!(
-        "bench launch_ns={} burst_ns={} bound_ns={} roundtrip_ns={} clock_ns={} import_ns={} samples={n}",
-        median(single),
-        median(burst),
-        median(bound_burst),
-        median(round),
+        "bench launch_ns={launch_ns} roundtrip_ns={round_ns} burst_ns={burst_ns} \
+         bound_launch_ns={bound_ns} bound_roundtrip_ns={bound_round_ns} \
+         bound_burst_ns={bound_burst_ns} clock_ns={} import_ns={} samples={n}",
         median(clock),
         median(import)
     );
