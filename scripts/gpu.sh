@@ -29,3 +29,5 @@ head -40 "$out/machine.txt"
 echo; cat "$out/bench.md" "$out/bench-2.md" "$out/bench-guest.md" "$out/bench-guest-2.md" 2>/dev/null
 echo; grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
 echo; echo "doctor=$doctor tests=$tests bench=${bench:-skipped}"
+# The device tool brings back a few files only: everything goes back as one archive.
+tar -czf /tmp/logs.tar.gz -C "$out" . && mv /tmp/logs.tar.gz "$out/" && find "$out" -type f ! -name logs.tar.gz -delete

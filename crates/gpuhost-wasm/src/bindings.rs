@@ -1,6 +1,6 @@
 //! Host bindings generated from `wit/` by wasmtime's `bindgen!`; nothing here is hand-written
-//! but the configuration: which imports are async (only `synchronize`, which awaits the GPU)
-//! and which Rust types back the WIT resources.
+//! but the configuration: which imports are async (those that await the GPU: `synchronize` and
+//! the buffer transfers) and which Rust types back the WIT resources.
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
@@ -8,6 +8,10 @@ wasmtime::component::bindgen!({
     world: "gpuhost:cuda/imports",
     imports: {
         "gpuhost:cuda/stream.[method]stream.synchronize": async | trappable,
+        "gpuhost:cuda/memory.[method]buffer.write": async | trappable,
+        "gpuhost:cuda/memory.[method]buffer.read": async | trappable,
+        "gpuhost:cuda/memory.[method]buffer.fill": async | trappable,
+        "gpuhost:cuda/memory.[method]buffer.copy-from": async | trappable,
         default: trappable,
     },
     trappable_error_type: {

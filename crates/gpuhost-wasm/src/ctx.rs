@@ -16,6 +16,8 @@ pub struct CudaCtx {
     pub(crate) usage: Usage,
     pub(crate) quota_refusals: u32,
     pub(crate) last_refusal: Option<String>,
+    /// The stream buffer transfers run on (see memory.rs), made on first use.
+    pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
 }
 
 impl CudaCtx {
@@ -27,6 +29,7 @@ impl CudaCtx {
             usage: Usage::default(),
             quota_refusals: 0,
             last_refusal: None,
+            transfer: None,
         }
     }
 

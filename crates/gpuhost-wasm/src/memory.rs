@@ -1,5 +1,9 @@
 //! gpuhost:cuda/memory: device buffers. Every range is checked here, in u64, before it reaches
 //! gpuhost, so an overflowing offset is an out-of-bounds error and never a wrapped address.
+//! Transfers, fills and copies run on the guest's own stream through gpuhost's staged,
+//! fence-awaited transfers: they are async imports that never block the executor thread.
+
+use std::sync::Arc;
 
 use wasmtime::component::Resource;
 
@@ -14,6 +18,18 @@ use crate::limits::{Charge, check_range};
 pub struct BufferRes {
     pub(crate) buf: gpuhost::DeviceBuffer,
     pub(crate) charge: Charge,
+}
+
+impl CudaCtxView<'_> {
+    /// The guest's own stream for buffer transfers (made on first use): transfers await their
+    /// fences on it, so the executor thread serves other guests while the device copies.
+    fn transfer_stream(&mut self) -> CudaResult<Arc<gpuhost::Stream>> {
+        if let Some(s) = &self.ctx.transfer {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(self.ctx.host.stream()?);
+        Ok(self.ctx.transfer.insert(s).clone())
+    }
 }
 
 impl HostBuffer for CudaCtxView<'_> {
@@ -39,13 +55,24 @@ impl HostBuffer for CudaCtxView<'_> {
         Ok(self.table.get(&buffer)?.buf.len() as u64)
     }
 
-    fn write(&mut self, buffer: Resource<BufferRes>, offset: u64, data: Vec<u8>) -> CudaResult<()> {
-        let b = &self.table.get(&buffer)?.buf;
+    async fn write(
+        &mut self,
+        buffer: Resource<BufferRes>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> CudaResult<()> {
+        let b = self.table.get(&buffer)?.buf.clone();
         let (offset, _) = check_range("write", offset, data.len() as u64, b.len())?;
-        Ok(b.write(offset, &data)?)
+        let stream = self.transfer_stream()?;
+        Ok(stream.upload(&b, offset, &data).await?)
     }
 
-    fn read(&mut self, buffer: Resource<BufferRes>, offset: u64, len: u64) -> CudaResult<Vec<u8>> {
+    async fn read(
+        &mut self,
+        buffer: Resource<BufferRes>,
+        offset: u64,
+        len: u64,
+    ) -> CudaResult<Vec<u8>> {
         let max = self.ctx.limits.max_transfer_bytes;
         if len > max {
             return Err(WitError::QuotaExceeded(format!(
@@ -53,26 +80,28 @@ impl HostBuffer for CudaCtxView<'_> {
             ))
             .into());
         }
-        let b = &self.table.get(&buffer)?.buf;
+        let b = self.table.get(&buffer)?.buf.clone();
         let (offset, len) = check_range("read", offset, len, b.len())?;
+        let stream = self.transfer_stream()?;
         let mut out = vec![0u8; len];
-        b.read(offset, &mut out)?;
+        stream.download(&b, offset, &mut out).await?;
         Ok(out)
     }
 
-    fn fill(
+    async fn fill(
         &mut self,
         buffer: Resource<BufferRes>,
         offset: u64,
         len: u64,
         value: u8,
     ) -> CudaResult<()> {
-        let b = &self.table.get(&buffer)?.buf;
+        let b = self.table.get(&buffer)?.buf.clone();
         let (offset, len) = check_range("fill", offset, len, b.len())?;
-        Ok(b.fill(offset, len, value)?)
+        let done = self.transfer_stream()?.fill(&b, offset, len, value)?;
+        Ok(done.await?)
     }
 
-    fn copy_from(
+    async fn copy_from(
         &mut self,
         buffer: Resource<BufferRes>,
         offset: u64,
@@ -80,11 +109,14 @@ impl HostBuffer for CudaCtxView<'_> {
         src_offset: u64,
         len: u64,
     ) -> CudaResult<()> {
-        let s = &self.table.get(&src)?.buf;
+        let s = self.table.get(&src)?.buf.clone();
         let (src_offset, len) = check_range("copy source", src_offset, len, s.len())?;
-        let d = &self.table.get(&buffer)?.buf;
+        let d = self.table.get(&buffer)?.buf.clone();
         let (offset, _) = check_range("copy destination", offset, len as u64, d.len())?;
-        Ok(d.copy_from(offset, s, src_offset, len)?)
+        let done = self
+            .transfer_stream()?
+            .copy(&d, offset, &s, src_offset, len)?;
+        Ok(done.await?)
     }
 
     fn drop(&mut self, buffer: Resource<BufferRes>) -> wasmtime::Result<()> {

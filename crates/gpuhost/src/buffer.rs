@@ -75,7 +75,7 @@ impl DeviceBuffer {
         self.inner.raw
     }
 
-    fn range(&self, offset: usize, len: usize) -> Result<()> {
+    pub(crate) fn range(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.inner.len => Ok(()),
             _ => Err(Error::OutOfBounds {

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::Arg;
 use crate::registry::{Kernel, LaunchGuard};
+use crate::transfer::Staging;
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -133,6 +134,8 @@ pub(crate) struct Launched {
     n: usize,
     /// The buffers its launches use, kept alive until it completes.
     buffers: Vec<DeviceBuffer>,
+    /// Staging chunks of transfers fenced by this batch, kept until their DMA is done.
+    staging: Vec<Arc<Staging>>,
     /// One guard per registry whose kernels it launches: the batch completes as a whole, so
     /// one keeps the modules loaded as long as one per launch would (without an atomic
     /// increment per launch on a line the completion thread also writes).
@@ -146,6 +149,7 @@ impl Launched {
             cell: Arc::new(Cell::default()),
             n: 0,
             buffers: Vec::new(),
+            staging: Vec::new(),
             guards: Vec::new(),
         }
     }
@@ -172,6 +176,13 @@ impl Launched {
             cell: self.cell.clone(),
             stream,
         }
+    }
+
+    /// Keep `buffers` and `staging` alive until the batch completes (work other than launches,
+    /// enqueued before the event that closes it, uses them).
+    pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Staging>>) {
+        self.buffers.extend(buffers.iter().map(|b| (*b).clone()));
+        self.staging.extend(staging);
     }
 
     /// A Completion of the batch that is no launch of its own (a fence): it resolves with the
@@ -201,9 +212,11 @@ pub(crate) fn complete(host: &Host, launched: Launched, outcome: &Result<()>) {
         cell,
         n,
         buffers,
+        staging,
         guards,
     } = launched;
     drop(buffers);
+    drop(staging);
     drop(guards);
     cell.finish(outcome.clone());
     host.counters

@@ -39,6 +39,8 @@ pub struct Host {
     streams: Mutex<Vec<(u64, usize)>>,
     events: Mutex<Vec<(u64, usize)>>,
     timing_events: Mutex<Vec<(u64, usize)>>,
+    /// Pooled page-locked staging chunks of transfers (see transfer.rs), at most POOLED_CHUNKS.
+    staging: Mutex<Vec<(u64, usize)>>,
     pub(crate) completer: OnceLock<Completer>,
 }
 
@@ -101,6 +103,7 @@ impl Host {
             streams: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
+            staging: Mutex::new(Vec::new()),
             completer: OnceLock::new(),
         })
     }
@@ -254,6 +257,10 @@ impl Host {
             };
             c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
+        self.staging
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.ctx.store(ctx, Release);
         self.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
@@ -417,6 +424,24 @@ fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
     // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
     check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
     Ok(id)
+}
+
+impl Host {
+    /// A pooled staging chunk of `generation`, if one is free.
+    pub(crate) fn take_staging(&self, generation: u64) -> Option<usize> {
+        take_pooled(&self.staging, generation)
+    }
+
+    /// Pools a staging chunk; gives it back (to be freed, or forgotten if its generation is
+    /// dead) when the pool is full or the generation is not current.
+    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> Option<usize> {
+        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if generation != self.generation() || p.len() >= crate::transfer::POOLED_CHUNKS {
+            return Some(raw);
+        }
+        p.push((generation, raw));
+        None
+    }
 }
 
 fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {

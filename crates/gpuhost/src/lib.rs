@@ -39,6 +39,7 @@ mod release;
 mod slot;
 mod stats;
 mod stream;
+mod transfer;
 
 pub use buffer::DeviceBuffer;
 pub use completion::Completion;

@@ -6,11 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
 
+use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
 use crate::registry::Kernel;
+use crate::transfer::Staging;
 
 /// The launching thread records an event itself after this many unrecorded launches, bounding
 /// the queue of a stream that is never idle and whose completions are dropped.
@@ -269,13 +271,23 @@ impl Stream {
     /// point: `.await` it to synchronize without blocking the thread. No kernel is launched; the
     /// open batch of launches is closed with one event, as a poll of its Completion would.
     pub fn fence(&self) -> Result<Completion> {
+        self.fence_keeping(&[], None)
+    }
+
+    /// [`Stream::fence`], its batch also keeping `buffers` and `staging` alive until reached.
+    pub(crate) fn fence_keeping(
+        &self,
+        buffers: &[&DeviceBuffer],
+        staging: Option<Arc<Staging>>,
+    ) -> Result<Completion> {
         // A lost context is this call's error, not only its Completion's.
         self.host.enter_for(self.generation)?;
-        let launches = self.unrecorded.take().unwrap_or_else(|| {
+        let mut launches = self.unrecorded.take().unwrap_or_else(|| {
             let empty = Launched::new();
             empty.recorded();
             empty
         });
+        launches.keep(buffers, staging);
         let fence = launches.completion(self.unrecorded.clone());
         self.unrecorded.record_after(launches);
         Ok(fence)

@@ -1,12 +1,13 @@
 //! `gpuhost bench`: the same trivial kernel through the raw driver API and through gpuhost, side
 //! by side in one run — launch issue cost, launch→completion, bind-on-entry, swap time and
-//! in-flight request latency with and without swaps. Prints a markdown table; `--json` writes
+//! in-flight request latency with and without swaps — and device↔host transfers. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
 mod guest;
 mod raw;
 mod stats;
 mod swap;
+mod transfer;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -48,6 +49,9 @@ struct Plan {
     swaps: usize,
     steady_ms: u64,
     workers: usize,
+    /// Transfer sizes in bytes, and repetitions of each.
+    transfer_sizes: Vec<usize>,
+    transfer_reps: usize,
 }
 
 /// Everything measured, in the units the names say.
@@ -75,6 +79,7 @@ struct Results {
     bind_ns_ctx_get_current: Summary,
     bind_ns_host_enter: Summary,
     swap: swap::SwapResults,
+    transfers: Vec<transfer::TransferResult>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -94,6 +99,8 @@ pub fn run(args: Args) -> Result<()> {
             swaps: 5,
             steady_ms: 500,
             workers: 2,
+            transfer_sizes: vec![64 << 10, 4 << 20],
+            transfer_reps: 5,
         }
     } else {
         Plan {
@@ -104,6 +111,8 @@ pub fn run(args: Args) -> Result<()> {
             swaps: 20,
             steady_ms: 3_000,
             workers: 4,
+            transfer_sizes: vec![64 << 10, 4 << 20, 64 << 20],
+            transfer_reps: 30,
         }
     };
     if let Some(n) = args.swaps {
@@ -268,6 +277,8 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         plan.workers,
     )
     .context("swap benchmark")?;
+    let transfers = transfer::run(&host, &plan.transfer_sizes, plan.transfer_reps)
+        .context("transfer benchmark")?;
 
     let results = Results {
         unix_time: SystemTime::now()
@@ -292,6 +303,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         bind_ns_ctx_get_current: Summary::of(bind_raw),
         bind_ns_host_enter: Summary::of(bind_host),
         swap,
+        transfers,
     };
     Ok(results)
 }
@@ -398,6 +410,7 @@ fn print_table(r: &Results) {
         s.steady_us.n, s.swapping_us.n
     );
     println!("| failed requests | {} |", s.failed);
+    transfer::print(&r.transfers);
 }
 
 #[cfg(test)]
@@ -419,6 +432,8 @@ mod tests {
             swaps: 2,
             steady_ms: 50,
             workers: 1,
+            transfer_sizes: vec![100, (1 << 20) + 3],
+            transfer_reps: 2,
         };
         let r = measure(&plan, 0, true).unwrap();
         assert_eq!(r.launch_issue_ns_raw.n, 40);
@@ -435,6 +450,10 @@ mod tests {
         }
         assert_eq!((r.swap.swaps, r.swap.failed, r.swap.retired), (2, 0, 0));
         assert!(r.swap.steady_us.n > 0 && r.swap.swapping_us.n > 0);
+        assert_eq!(r.transfers.len(), 2);
+        for t in &r.transfers {
+            assert_eq!((t.download_us_gpuhost.n, t.upload_us_raw.n), (2, 2));
+        }
         let json = serde_json::to_string(&r).unwrap();
         assert!(json.contains("\"launch_issue_ns_raw\""));
     }

@@ -7,7 +7,7 @@ use std::ptr;
 use anyhow::{Result, bail};
 use gpuhost::sys::{self, CUfunction, CUmodule, CUresult, CUstream};
 
-fn ok(call: &str, r: CUresult) -> Result<()> {
+pub(super) fn ok(call: &str, r: CUresult) -> Result<()> {
     if r != CUresult::CUDA_SUCCESS {
         bail!("{call} failed: {r:?}");
     }

@@ -8,3 +8,4 @@ mod launch;
 mod nodriver;
 mod registry;
 mod swap;
+mod transfer;

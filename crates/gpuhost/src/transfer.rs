@@ -1,0 +1,224 @@
+//! Stream-ordered copies that never block the calling thread on the device: fills and
+//! device-to-device copies enqueued and awaited through a fence, and host↔device transfers
+//! staged through pooled page-locked chunks — each chunk's DMA enqueued on the stream and awaited
+//! through a fence, two chunks in flight so one transfers while the other is copied on the host.
+//!
+//! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the staging
+//! chunk alive until the device is done with them, so dropping a transfer's future midway never
+//! frees, or hands to another transfer, memory a DMA still writes.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use crate::buffer::DeviceBuffer;
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::stream::Stream;
+
+/// Bytes per staging chunk.
+pub(crate) const CHUNK: usize = 1 << 20;
+/// Chunks a host keeps pooled; more in use at once are freed when returned.
+pub(crate) const POOLED_CHUNKS: usize = 8;
+
+/// A page-locked host chunk of [`CHUNK`] bytes from the host's pool (returned to it on drop).
+pub(crate) struct Staging {
+    host: Arc<Host>,
+    ptr: *mut u8,
+    generation: u64,
+}
+
+// SAFETY: page-locked memory is plain host memory; the pointer is owned by this value alone
+// (taken from the pool or allocated for it) and only read or written by the one transfer that
+// holds it, after the fence covering its DMA resolved.
+unsafe impl Send for Staging {}
+// SAFETY: shared only as an Arc between the transfer and the batch keeping it alive; the batch
+// never touches the memory.
+unsafe impl Sync for Staging {}
+
+impl Staging {
+    pub(crate) fn take(host: &Arc<Host>, generation: u64) -> Result<Self> {
+        if let Some(ptr) = host.take_staging(generation) {
+            return Ok(Self {
+                host: host.clone(),
+                ptr: ptr as *mut u8,
+                generation,
+            });
+        }
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: the caller entered the host at `generation`; `ptr` is a valid out pointer.
+        let r = unsafe { sys::cuMemAllocHost_v2(&mut ptr, CHUNK) };
+        host.classify("cuMemAllocHost_v2", r)?;
+        Ok(Self {
+            host: host.clone(),
+            ptr: ptr.cast(),
+            generation,
+        })
+    }
+
+    /// The first `len` bytes, to read after the fence covering the DMA into them resolved.
+    fn bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: `ptr` is CHUNK bytes of live page-locked memory owned by this value;
+        // len <= CHUNK (callers slice by CHUNK); no DMA is in flight once its fence resolved,
+        // and nothing else writes it.
+        unsafe { std::slice::from_raw_parts(self.ptr, len.min(CHUNK)) }
+    }
+
+    /// The first `len` bytes, to fill before enqueuing a DMA from them.
+    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: as `bytes`; `&mut self` is the only handle (not yet shared with a batch).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(CHUNK)) }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(spare) = self.host.give_staging(self.generation, self.ptr as usize) {
+            // A dead generation's chunk died with its context: forgotten, never freed.
+            if self.host.enter_for(self.generation).is_ok() {
+                // SAFETY: our allocation, of the current context, in use by nobody (the last
+                // holder is dropping it and its DMA completed or died with the context).
+                let r = unsafe { sys::cuMemFreeHost(spare as *mut _) };
+                if let Err(e) = self.host.classify("cuMemFreeHost", r) {
+                    self.host.drop_error("freeing a staging chunk", &e);
+                }
+            }
+        }
+    }
+}
+
+impl Stream {
+    /// Checks that `buf` can be used on this stream now, and binds the context.
+    fn enter_with(&self, buf: &DeviceBuffer) -> Result<u64> {
+        if !Arc::ptr_eq(&buf.inner.host, self.host()) {
+            return Err(Error::DeviceMismatch {
+                what: "buffer",
+                expected: self.host().ordinal(),
+                found: buf.device(),
+            });
+        }
+        let generation = self.host().enter_for(self.generation())?;
+        if buf.generation() != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        Ok(generation)
+    }
+
+    /// Copies `out.len()` bytes of `buf` from `offset` into `out`, after the work queued on
+    /// this stream before it. The calling thread never waits for the device.
+    pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
+        buf.range(offset, out.len())?;
+        let mut in_flight = VecDeque::with_capacity(2);
+        for (i, part) in out.chunks_mut(CHUNK).enumerate() {
+            let generation = self.enter_with(buf)?;
+            let staging = Staging::take(self.host(), generation)?;
+            let src = buf.inner.raw + (offset + i * CHUNK) as u64;
+            // SAFETY: the range lies inside the allocation (checked above); the staging chunk
+            // holds CHUNK >= part.len() bytes and stays alive until the fence's batch completes.
+            let r = unsafe {
+                sys::cuMemcpyDtoHAsync_v2(staging.ptr.cast(), src, part.len(), self.raw())
+            };
+            self.host().classify("cuMemcpyDtoHAsync_v2", r)?;
+            let staging = Arc::new(staging);
+            let done = self.fence_keeping(&[buf], Some(staging.clone()))?;
+            in_flight.push_back((done, staging, part));
+            if in_flight.len() == 2 {
+                land(in_flight.pop_front()).await?;
+            }
+        }
+        while let Some(next) = in_flight.pop_front() {
+            land(Some(next)).await?;
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into `buf` at `offset`, after the work queued on this stream before it;
+    /// done when the future resolves. The calling thread never waits for the device.
+    pub async fn upload(&self, buf: &DeviceBuffer, offset: usize, data: &[u8]) -> Result<()> {
+        buf.range(offset, data.len())?;
+        let mut in_flight = VecDeque::with_capacity(2);
+        for (i, part) in data.chunks(CHUNK).enumerate() {
+            let generation = self.enter_with(buf)?;
+            let mut staging = Staging::take(self.host(), generation)?;
+            staging.bytes_mut(part.len()).copy_from_slice(part);
+            let dst = buf.inner.raw + (offset + i * CHUNK) as u64;
+            // SAFETY: the range lies inside the allocation; the chunk holds the part and stays
+            // alive (unwritten) until the fence's batch completes.
+            let r = unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst, staging.ptr.cast(), part.len(), self.raw())
+            };
+            self.host().classify("cuMemcpyHtoDAsync_v2", r)?;
+            in_flight.push_back(self.fence_keeping(&[buf], Some(Arc::new(staging)))?);
+            if in_flight.len() == 2
+                && let Some(done) = in_flight.pop_front()
+            {
+                done.await?;
+            }
+        }
+        for done in in_flight {
+            done.await?;
+        }
+        Ok(())
+    }
+
+    /// Sets `len` bytes of `buf` from `offset` to `value`, after the work queued before it.
+    pub fn fill(
+        &self,
+        buf: &DeviceBuffer,
+        offset: usize,
+        len: usize,
+        value: u8,
+    ) -> Result<Completion> {
+        buf.range(offset, len)?;
+        self.enter_with(buf)?;
+        if len > 0 {
+            // SAFETY: the range lies inside the allocation, kept alive by the fence's batch.
+            let r = unsafe {
+                sys::cuMemsetD8Async(buf.inner.raw + offset as u64, value, len, self.raw())
+            };
+            self.host().classify("cuMemsetD8Async", r)?;
+        }
+        self.fence_keeping(&[buf], None)
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` into `dst` at `dst_offset`, after the work
+    /// queued before it.
+    pub fn copy(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        dst.range(dst_offset, len)?;
+        src.range(src_offset, len)?;
+        self.enter_with(src)?;
+        self.enter_with(dst)?;
+        if len > 0 {
+            // SAFETY: both ranges lie inside live allocations of this context, both kept alive
+            // by the fence's batch until the copy is done.
+            let r = unsafe {
+                sys::cuMemcpyDtoDAsync_v2(
+                    dst.inner.raw + dst_offset as u64,
+                    src.inner.raw + src_offset as u64,
+                    len,
+                    self.raw(),
+                )
+            };
+            self.host().classify("cuMemcpyDtoDAsync_v2", r)?;
+        }
+        self.fence_keeping(&[dst, src], None)
+    }
+}
+
+/// Awaits one downloaded chunk and copies it out of its staging chunk.
+async fn land(next: Option<(Completion, Arc<Staging>, &mut [u8])>) -> Result<()> {
+    if let Some((done, staging, part)) = next {
+        done.await?;
+        part.copy_from_slice(staging.bytes(part.len()));
+    }
+    Ok(())
+}
