@@ -124,12 +124,14 @@ impl Stream {
             let staging = Arc::new(staging);
             let done = self.fence_keeping(&[buf], Some(staging.clone()))?;
             in_flight.push_back((done, staging, part));
-            if in_flight.len() == 2 {
-                land(in_flight.pop_front()).await?;
+            if in_flight.len() == 2
+                && let Some(next) = in_flight.pop_front()
+            {
+                land(next).await?;
             }
         }
         while let Some(next) = in_flight.pop_front() {
-            land(Some(next)).await?;
+            land(next).await?;
         }
         Ok(())
     }
@@ -215,10 +217,8 @@ impl Stream {
 }
 
 /// Awaits one downloaded chunk and copies it out of its staging chunk.
-async fn land(next: Option<(Completion, Arc<Staging>, &mut [u8])>) -> Result<()> {
-    if let Some((done, staging, part)) = next {
-        done.await?;
-        part.copy_from_slice(staging.bytes(part.len()));
-    }
+async fn land((done, staging, part): (Completion, Arc<Staging>, &mut [u8])) -> Result<()> {
+    done.await?;
+    part.copy_from_slice(staging.bytes(part.len()));
     Ok(())
 }
