@@ -96,10 +96,23 @@ impl<'a> Launch<'a> {
     }
 
     /// Binds the launch, checked once, for enqueuing many times with `stream.enqueue(&bound)`
-    /// (cheaper per launch: no argument list crosses the boundary). Change an argument between
-    /// launches with `bound.set_arg(i, &value.arg())`. The bound launch keeps its kernel and
-    /// buffers alive until it is dropped.
+    /// (cheaper per launch: no argument list crosses the boundary). Change a scalar between
+    /// launches with `bound.set_scalar(i, value)`. The bound launch keeps its kernel and buffers
+    /// alive until it is dropped.
     pub fn bind(self) -> Result<BoundLaunch> {
         BoundLaunch::bind(self.kernel, self.config, &self.args)
+    }
+}
+
+impl BoundLaunch {
+    /// Replaces argument `index` (counting from 0) with a scalar of the parameter's size; a
+    /// refused change keeps the old value.
+    pub fn set_scalar<S: Scalar>(&self, index: u32, value: S) -> Result<()> {
+        self.set_arg(index, &value.arg())
+    }
+
+    /// Replaces argument `index` with `buffer` from its first element.
+    pub fn set_buffer<T: Pod>(&self, index: u32, buffer: &DeviceBuffer<T>) -> Result<()> {
+        self.set_arg(index, &buffer.arg_at(0))
     }
 }

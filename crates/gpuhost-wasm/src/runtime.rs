@@ -61,7 +61,7 @@ pub enum Output {
 /// How to run a guest once.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
-    /// argv, including argv[0] (the program name).
+    /// argv, including `argv[0]` (the program name).
     pub args: Vec<String>,
     /// Environment variables the guest sees (none by default).
     pub env: Vec<(String, String)>,

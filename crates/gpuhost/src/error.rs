@@ -56,7 +56,7 @@ pub enum Error {
         registry: String,
         /// How many holders.
         count: usize,
-        /// Who: kernel name and the label given when the handle was taken, or "other Arc<Registry> handles".
+        /// Who: kernel name and the label given when the handle was taken, or "other `Arc<Registry>` handles".
         holders: Vec<String>,
     },
     /// A module image failed to load; `log` is the driver's JIT error log.

@@ -319,13 +319,31 @@ fn bound() {
     );
     // y = 2x + y over all 64, then over the first 32 only (n changed between enqueues).
     check(stream.enqueue(&bound), "enqueue");
-    check(bound.set_arg(3, &32u32.arg()), "set n");
+    check(bound.set_scalar(3, 32u32), "set n");
     check(stream.enqueue(&bound), "enqueue again");
     check(stream.synchronize(), "synchronize");
     let got = check(y.download(), "download y");
     let want: Vec<f32> = (0..64).map(|i| if i < 32 { 4.0 } else { 2.0 }).collect();
     if got != want {
         fail(&format!("bound saxpy gave {got:?}"));
+    }
+    // Point the output at another buffer and back: the replaced one stops counting with it.
+    let z = check(DeviceBuffer::<f32>::zeroed(64), "z");
+    check(bound.set_buffer(2, &z), "set y to z");
+    check(stream.enqueue(&bound), "enqueue into z");
+    check(stream.synchronize(), "synchronize");
+    check(bound.set_buffer(2, &y), "set z back to y");
+    let got = check(z.download(), "download z");
+    if got
+        .iter()
+        .enumerate()
+        .any(|(i, &v)| v != if i < 32 { 2.0 } else { 0.0 })
+    {
+        fail(&format!("bound saxpy into z gave {got:?}"));
+    }
+    drop(z);
+    if gpuhost_guest::quotas().used_buffers != before.used_buffers {
+        fail("a buffer replaced in a bound launch still counts after its handle is gone");
     }
     // Drop every handle but the bound launch: it still runs, and still counts what it holds.
     drop((x, y, saxpy, module));
