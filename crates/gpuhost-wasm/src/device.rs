@@ -47,11 +47,17 @@ impl Host for CudaCtxView<'_> {
             max_buffer_bytes: l.max_buffer_bytes,
             max_launches_in_flight: l.max_launches_in_flight,
             max_ptx_bytes: l.max_ptx_bytes,
+            max_transfer_bytes: l.max_transfer_bytes,
+            max_launch_args: l.max_launch_args,
+            max_streams_and_events: l.max_streams_and_events,
+            max_kernels: l.max_kernels,
             used_module_bytes: u.module_bytes,
             used_modules: u.modules,
             used_buffers: u.buffers,
             used_buffer_bytes: u.buffer_bytes,
             launches_in_flight: u.launches_in_flight,
+            used_streams_and_events: u.streams_and_events,
+            used_kernels: u.kernels,
         })
     }
 }

@@ -348,7 +348,10 @@ fn bound() {
     // Drop every handle but the bound launch: it still runs, and still counts what it holds.
     drop((x, y, saxpy, module));
     let held = gpuhost_guest::quotas();
-    if held.used_buffers != before.used_buffers || held.used_modules != before.used_modules {
+    if held.used_buffers != before.used_buffers
+        || held.used_modules != before.used_modules
+        || held.used_kernels != before.used_kernels
+    {
         fail(&format!(
             "a bound launch's buffers/module stopped counting: {held:?}"
         ));
@@ -362,6 +365,7 @@ fn bound() {
     let after = gpuhost_guest::quotas();
     if after.used_buffers != before.used_buffers - 2
         || after.used_modules != before.used_modules - 1
+        || after.used_kernels != before.used_kernels - 1
     {
         fail(&format!(
             "dropping the bound launch freed nothing: {after:?}"
