@@ -2,7 +2,6 @@
 //! a gate that holds a stream back, a primary-context reset guard, and raw-call helpers for the
 //! semantics tests.
 
-use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -22,33 +21,7 @@ pub fn env_or_skip() -> Option<&'static Env> {
     }
 }
 
-/// Names the test a child process started by [`in_child`] runs.
-const CHILD_ENV: &str = "CONFORMANCE_TEST_CHILD";
-
-/// Runs `body` in a child process: this test binary re-run on test `name` (its path, e.g.
-/// `"sticky::x"`) with [`CHILD_ENV`] set. For what lasts for the process: a kernel fault poisons
-/// the device until the process exits, on NVIDIA's driver and softcuda alike. In the parent,
-/// asserts that the child ran that one test and passed (its output is shown on failure).
-pub fn in_child(name: &str, body: impl FnOnce()) {
-    if std::env::var(CHILD_ENV).is_ok_and(|n| n == name) {
-        body();
-        return;
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args(["--exact", name, "--nocapture"])
-        .env(CHILD_ENV, name)
-        .output()
-        .expect("run the test binary as a child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{stdout}");
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child running {name} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+pub use testkit::in_child;
 
 /// A host function's wait point: work queued behind [`Gate::hold`] on a stream does not run
 /// until [`Gate::open`] (or a 60 s safety timeout, so a failing test cannot hang the run).

@@ -2,7 +2,6 @@
 //! tear the context down from running beside the others, and running a test in its own process.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use gpuhost::{Error, Host};
@@ -19,33 +18,7 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     CONTEXT.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Names the test a child process started by [`in_child`] runs.
-const CHILD_ENV: &str = "GPUHOST_TEST_CHILD";
-
-/// Runs `body` in a child process: this test binary re-run on test `name` (its path, e.g.
-/// `"context_loss::x"`) with [`CHILD_ENV`] set. For what lasts for the process: a kernel fault
-/// poisons the device until the process exits. In the parent, asserts that the child ran that
-/// one test and passed.
-pub fn in_child(name: &str, body: impl FnOnce()) {
-    if std::env::var(CHILD_ENV).is_ok_and(|n| n == name) {
-        body();
-        return;
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args(["--exact", name, "--nocapture"])
-        .env(CHILD_ENV, name)
-        .output()
-        .expect("run the test binary as a child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{stdout}");
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child running {name} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+pub use testkit::in_child;
 
 /// The host of device 0, or None after printing "skipped: no driver".
 pub fn host() -> Option<Arc<Host>> {

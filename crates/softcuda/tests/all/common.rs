@@ -3,7 +3,6 @@
 //! wrappers over the C ABI.
 
 use std::ffi::c_void;
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUresult, CUstream};
@@ -16,38 +15,8 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Names the test a child process started by [`in_child`] runs.
-const CHILD_ENV: &str = "SOFTCUDA_TEST_CHILD";
-
-/// Whether this process is a child started by [`in_child`].
-pub fn is_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
-}
-
-/// Runs `body` in a child process: this test binary re-run on test `name` (its path, e.g.
-/// `"module::x"`) with [`CHILD_ENV`] set, after `configure` adjusts the command. For state that
-/// lasts for the process (a device fault, the driver choice). In the parent, asserts the child ran
-/// that one test and passed, and returns its stdout; in the child, runs `body` and returns "".
-pub fn in_child(name: &str, configure: impl FnOnce(&mut Command), body: impl FnOnce()) -> String {
-    if std::env::var(CHILD_ENV).is_ok_and(|n| n == name) {
-        body();
-        return String::new();
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--exact", name, "--nocapture"])
-        .env(CHILD_ENV, name);
-    configure(&mut cmd);
-    let out = cmd.output().expect("run the test binary as a child");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child running {name} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+/// Runs a test in its own process (configuring the child's command first), and tells a child.
+pub use testkit::{in_child_with as in_child, is_child};
 
 /// Panics with the call and the code when `r` is not success.
 #[track_caller]
