@@ -257,10 +257,12 @@ impl Host {
             };
             c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
-        self.staging
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        // Staging chunks are our own memory: the dead context took their registrations; free them.
+        let stale = std::mem::take(&mut *self.staging.lock().unwrap_or_else(|p| p.into_inner()));
+        for (_, ptr) in stale {
+            // SAFETY: pooled chunks of the dead context: held by nobody, no DMA can touch them.
+            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
+        }
         self.ctx.store(ctx, Release);
         self.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
@@ -429,7 +431,20 @@ fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
 impl Host {
     /// A pooled staging chunk of `generation`, if one is free.
     pub(crate) fn take_staging(&self, generation: u64) -> Option<usize> {
-        take_pooled(&self.staging, generation)
+        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(&(g, ptr)) = p.last() {
+            if g > generation {
+                // The caller's generation went stale meanwhile: leave the newer chunks pooled.
+                return None;
+            }
+            p.pop();
+            if g == generation {
+                return Some(ptr);
+            }
+            // SAFETY: a pooled chunk of a dead generation: held by nobody, no DMA can touch it.
+            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
+        }
+        None
     }
 
     /// Pools a staging chunk; gives it back (to be freed, or forgotten if its generation is

@@ -1,12 +1,13 @@
 //! Stream-ordered copies that never block the calling thread on the device: fills and
 //! device-to-device copies enqueued and awaited through a fence, and host↔device transfers
-//! staged through pooled page-locked chunks — each chunk's DMA enqueued on the stream and awaited
+//! staged through pooled page-locked chunks (our own memory, registered with the context) — each chunk's DMA enqueued on the stream and awaited
 //! through a fence, two chunks in flight so one transfers while the other is copied on the host.
 //!
 //! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the staging
 //! chunk alive until the device is done with them, so dropping a transfer's future midway never
 //! frees, or hands to another transfer, memory a DMA still writes.
 
+use std::alloc::Layout;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -23,16 +24,25 @@ pub(crate) const CHUNK: usize = 1 << 20;
 /// Chunks a host keeps pooled; more in use at once are freed when returned.
 pub(crate) const POOLED_CHUNKS: usize = 8;
 
-/// A page-locked host chunk of [`CHUNK`] bytes from the host's pool (returned to it on drop).
+/// Page-aligned, as cuMemHostRegister wants.
+fn chunk_layout() -> Layout {
+    // CHUNK is a nonzero multiple of the page size, so this layout is valid.
+    Layout::from_size_align(CHUNK, 4096).unwrap_or_else(|_| Layout::new::<[u8; CHUNK]>())
+}
+
+/// A staging chunk: [`CHUNK`] bytes of our own heap memory, page-locked for one context with
+/// cuMemHostRegister (taken from the host's pool, returned to it on drop). The memory is ours,
+/// not the context's: a foreign reset that destroys the context only drops the registration,
+/// so copying in or out of a chunk can never touch memory the driver freed.
 pub(crate) struct Staging {
     host: Arc<Host>,
     ptr: *mut u8,
     generation: u64,
 }
 
-// SAFETY: page-locked memory is plain host memory; the pointer is owned by this value alone
-// (taken from the pool or allocated for it) and only read or written by the one transfer that
-// holds it, after the fence covering its DMA resolved.
+// SAFETY: the chunk is plain heap memory owned by this value alone (taken from the pool or
+// allocated for it) and only read or written by the one transfer that holds it, after the fence
+// covering its DMA resolved.
 unsafe impl Send for Staging {}
 // SAFETY: shared only as an Arc between the transfer and the batch keeping it alive; the batch
 // never touches the memory.
@@ -47,22 +57,31 @@ impl Staging {
                 generation,
             });
         }
-        let mut ptr = std::ptr::null_mut();
-        // SAFETY: the caller entered the host at `generation`; `ptr` is a valid out pointer.
-        let r = unsafe { sys::cuMemAllocHost_v2(&mut ptr, CHUNK) };
-        host.classify("cuMemAllocHost_v2", r)?;
+        let layout = chunk_layout();
+        // SAFETY: a nonzero-size layout.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: the caller entered the host at `generation`; `ptr` is CHUNK bytes of our own
+        // memory, which outlives the registration (unregistered or dead with its context first).
+        let r = unsafe { sys::cuMemHostRegister_v2(ptr.cast(), CHUNK, 0) };
+        if let Err(e) = host.classify("cuMemHostRegister_v2", r) {
+            // SAFETY: allocated above with this layout, never registered, freed once.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+            return Err(e);
+        }
         Ok(Self {
             host: host.clone(),
-            ptr: ptr.cast(),
+            ptr,
             generation,
         })
     }
 
     /// The first `len` bytes, to read after the fence covering the DMA into them resolved.
     fn bytes(&self, len: usize) -> &[u8] {
-        // SAFETY: `ptr` is CHUNK bytes of live page-locked memory owned by this value;
-        // len <= CHUNK (callers slice by CHUNK); no DMA is in flight once its fence resolved,
-        // and nothing else writes it.
+        // SAFETY: `ptr` is CHUNK bytes of live heap memory owned by this value; len is clamped
+        // to CHUNK; no DMA is in flight once its fence resolved, and nothing else writes it.
         unsafe { std::slice::from_raw_parts(self.ptr, len.min(CHUNK)) }
     }
 
@@ -76,17 +95,39 @@ impl Staging {
 impl Drop for Staging {
     fn drop(&mut self) {
         if let Some(spare) = self.host.give_staging(self.generation, self.ptr as usize) {
-            // A dead generation's chunk died with its context: forgotten, never freed.
-            if self.host.enter_for(self.generation).is_ok() {
-                // SAFETY: our allocation, of the current context, in use by nobody (the last
-                // holder is dropping it and its DMA completed or died with the context).
-                let r = unsafe { sys::cuMemFreeHost(spare as *mut _) };
-                if let Err(e) = self.host.classify("cuMemFreeHost", r) {
-                    self.host.drop_error("freeing a staging chunk", &e);
-                }
-            }
+            // SAFETY: the chunk is ours, in use by nobody (the last holder is dropping it, its
+            // DMA done or dead with its context).
+            unsafe { free_chunk(&self.host, self.generation, spare as *mut u8) };
         }
     }
+}
+
+/// Unregisters a chunk (if its context is still the current one: a dead context took the
+/// registration with it) and frees its memory.
+///
+/// # Safety
+/// `ptr` is a chunk made by [`Staging::take`] that no DMA uses and nothing else holds.
+unsafe fn free_chunk(host: &Host, generation: u64, ptr: *mut u8) {
+    if host.enter_for(generation).is_ok() {
+        // SAFETY: registered by Staging::take in this (current) context.
+        let r = unsafe { sys::cuMemHostUnregister(ptr.cast()) };
+        if let Err(e) = host.classify("cuMemHostUnregister", r) {
+            host.drop_error("unregistering a staging chunk", &e);
+        }
+    }
+    // SAFETY: as this function's contract.
+    unsafe { free_dead_chunk(ptr) };
+}
+
+/// Frees a chunk whose context is gone (its registration went with it). Touches no driver
+/// state, so the host may call it while it recovers.
+///
+/// # Safety
+/// `ptr` is a chunk made by [`Staging::take`], registered in a context that no longer exists (or
+/// never registered), that no DMA uses and nothing else holds.
+pub(crate) unsafe fn free_dead_chunk(ptr: *mut u8) {
+    // SAFETY: allocated by Staging::take with this layout; freed once, per the contract.
+    unsafe { std::alloc::dealloc(ptr, chunk_layout()) };
 }
 
 impl Stream {

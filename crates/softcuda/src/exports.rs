@@ -411,6 +411,26 @@ exports! {
         abi::write_host_alloc(pp, size)
     }
 
+    /// Page-locks the caller's host memory for the current context (it stays the caller's:
+    /// unregistering or destroying the context forgets it, never frees it). PORTABLE, DEVICEMAP
+    /// and READ_ONLY change nothing here; IOMEMORY is not supported.
+    fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, Flags: c_uint) {
+        if Flags & !0xF != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        if Flags & 0x4 != 0 {
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        let ctx = context::live()?;
+        memory::register(ctx.id, p.addr() as u64, bytesize as u64)
+    }
+
+    /// Forgets a registration made by cuMemHostRegister (the memory stays the caller's).
+    fn cuMemHostUnregister(p: *mut c_void) {
+        context::live()?;
+        memory::unregister(p.addr() as u64)
+    }
+
     /// Frees page-locked host memory.
     fn cuMemFreeHost(ptr: *mut c_void) {
         context::live()?;
@@ -713,6 +733,7 @@ aliases! {
     cuMemAlloc => cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize);
     cuMemFree => cuMemFree_v2(dptr: CUdeviceptr);
     cuMemAllocHost => cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize);
+    cuMemHostRegister => cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, Flags: c_uint);
     cuMemHostGetDevicePointer => cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint);
     cuMemGetInfo => cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
     cuMemGetAddressRange => cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr);

@@ -28,12 +28,16 @@ pub(crate) enum Kind {
     Host,
     /// cuMemAllocManaged: counted against device memory, usable from host and kernels.
     Managed,
+    /// cuMemHostRegister: the caller's host memory, page-locked for a context. Not ours: it is
+    /// never freed here, only forgotten when unregistered or when its context goes.
+    Registered,
 }
 
-/// The bytes of one allocation, freed when the last holder lets go.
+/// The bytes of one allocation, freed when the last holder lets go (if they are ours: `layout`
+/// is None for registered host memory, which stays its owner's).
 pub(crate) struct Block {
     ptr: NonNull<u8>,
-    layout: Layout,
+    layout: Option<Layout>,
 }
 
 // SAFETY: a Block owns its heap allocation outright; the raw pointer is only a handle to it, and
@@ -51,8 +55,10 @@ impl Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
-        // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        if let Some(layout) = self.layout {
+            // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
     }
 }
 
@@ -76,7 +82,7 @@ fn write() -> RwLockWriteGuard<'static, BTreeMap<u64, Entry>> {
 }
 
 fn counts(kind: Kind) -> bool {
-    kind != Kind::Host
+    matches!(kind, Kind::Device | Kind::Managed)
 }
 
 /// Allocates `len` bytes (zeroed) for context `ctx_id`; returns the device address.
@@ -111,7 +117,10 @@ pub(crate) fn alloc(ctx_id: u64, len: u64, kind: Kind) -> CuResult<u64> {
         return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
     };
     let addr = ptr.as_ptr() as u64;
-    let block = Arc::new(Block { ptr, layout });
+    let block = Arc::new(Block {
+        ptr,
+        layout: Some(layout),
+    });
     write().insert(
         addr,
         Entry {
@@ -140,7 +149,50 @@ pub(crate) fn free(addr: u64, kinds: &[Kind]) -> CuResult<()> {
     Ok(())
 }
 
-/// Frees everything a destroyed context allocated.
+/// cuMemHostRegister: records the caller's `[addr, addr + len)` as page-locked host memory of
+/// context `ctx_id`. Overlapping a registered range or an allocation is
+/// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`, as in NVIDIA's driver.
+pub(crate) fn register(ctx_id: u64, addr: u64, len: u64) -> CuResult<()> {
+    let (Some(ptr), true) = (NonNull::new(addr as *mut u8), len > 0) else {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    };
+    let end = addr
+        .checked_add(len)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    let mut table = write();
+    let overlaps = table
+        .range(..end)
+        .next_back()
+        .is_some_and(|(&base, e)| base + e.len > addr);
+    if overlaps {
+        return Err(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    }
+    let block = Arc::new(Block { ptr, layout: None });
+    table.insert(
+        addr,
+        Entry {
+            len,
+            ctx_id,
+            kind: Kind::Registered,
+            block,
+        },
+    );
+    Ok(())
+}
+
+/// cuMemHostUnregister: forgets the registration starting exactly at `addr`.
+pub(crate) fn unregister(addr: u64) -> CuResult<()> {
+    let mut table = write();
+    match table.get(&addr) {
+        Some(e) if e.kind == Kind::Registered => {
+            table.remove(&addr);
+            Ok(())
+        }
+        _ => Err(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED),
+    }
+}
+
+/// Frees everything a destroyed context allocated (and forgets what it registered).
 pub(crate) fn release_context(ctx_id: u64) {
     let mut table = write();
     let doomed: Vec<u64> = table
@@ -234,12 +286,12 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
     })
 }
 
-/// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked host
-/// memory from any context — as sorted, non-overlapping `(start, end, block)`.
+/// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked (allocated
+/// or registered) host memory from any context — as sorted, non-overlapping `(start, end, block)`.
 pub(crate) fn visible_to(ctx_id: u64) -> Vec<(u64, u64, Arc<Block>)> {
     read()
         .iter()
-        .filter(|(_, e)| e.ctx_id == ctx_id || e.kind == Kind::Host)
+        .filter(|(_, e)| e.ctx_id == ctx_id || matches!(e.kind, Kind::Host | Kind::Registered))
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
         .collect()
 }

@@ -53,7 +53,7 @@ pub(crate) fn host_device_pointer(addr: u64, flags: u32) -> CuResult<u64> {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     match memory::find(addr) {
-        Some(a) if a.kind == Kind::Host => Ok(addr),
+        Some(a) if matches!(a.kind, Kind::Host | Kind::Registered) => Ok(addr),
         _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
     }
 }
@@ -83,7 +83,11 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
     let a = memory::find(addr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
     Ok(match attr {
         1 => Value::Ptr(context::handle_of(a.ctx_id).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?),
-        2 => Value::U32(if a.kind == Kind::Host { 1 } else { 2 }),
+        2 => Value::U32(if matches!(a.kind, Kind::Host | Kind::Registered) {
+            1
+        } else {
+            2
+        }),
         3 => Value::U64(addr),
         4 if a.kind == Kind::Device => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
         4 => Value::Ptr(addr),

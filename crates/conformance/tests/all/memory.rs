@@ -128,3 +128,49 @@ fn memset_d8_d16_d32_fill_exactly_the_requested_ranges() {
     }
     assert_eq!(buf.to_vec().expect("read"), want);
 }
+
+#[test]
+fn registered_host_memory_takes_async_copies_and_stays_the_callers() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    const LEN: usize = 1 << 16;
+    let dev = DeviceBuffer::alloc(&ctx, LEN).expect("alloc");
+    let pattern: Vec<u8> = (0..LEN).map(|i| (i * 7 + 3) as u8).collect();
+    dev.write(&pattern).expect("write");
+    let stream = conformance::stream::Stream::new(&ctx).expect("stream");
+    let layout = std::alloc::Layout::from_size_align(LEN, 4096).expect("layout");
+    // SAFETY: a nonzero-size layout; freed below with the same layout.
+    let host = unsafe { std::alloc::alloc_zeroed(layout) };
+    assert!(!host.is_null());
+    ctx.bind().expect("bind");
+    // SAFETY: `host` is LEN bytes of our own memory, alive until dealloc below; it is
+    // unregistered before that, and the copy into it is synchronized first.
+    unsafe {
+        assert_eq!(
+            sys::cuMemHostRegister_v2(host.cast(), LEN, 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            sys::cuMemHostRegister_v2(host.add(4096).cast(), 4096, 0),
+            CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+            "a range inside a registration"
+        );
+        let r = sys::cuMemcpyDtoHAsync_v2(host.cast(), dev.ptr(), LEN, stream.raw());
+        assert_eq!(r, CUresult::CUDA_SUCCESS);
+        stream.synchronize().expect("synchronize");
+        assert!(std::slice::from_raw_parts(host, LEN) == &pattern[..]);
+        assert_eq!(
+            sys::cuMemHostUnregister(host.cast()),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            sys::cuMemHostUnregister(host.cast()),
+            CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+        );
+        // Still ours after unregistering: writable, and freed by us.
+        host.write_bytes(0xAB, LEN);
+        assert_eq!(*host.add(LEN - 1), 0xAB);
+        std::alloc::dealloc(host, layout);
+    }
+}

@@ -310,3 +310,69 @@ fn poison_the_device() {
     poisoned(host.synchronize(), "synchronize after a reset");
     let _ = host.stats();
 }
+
+#[test]
+fn foreign_resets_during_transfers_end_them_ok_or_lost_then_transfers_work_again() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    const LEN: usize = 16 << 20;
+    let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    let data = Arc::new(data);
+    // Each round: transfers in flight on a task (staging chunks in use and pooled) while this
+    // thread resets the context under them. Every transfer ends Ok or ContextLost, within a
+    // bound — and never touches memory the reset freed (the chunks are ours, only registered).
+    for round in 0..3 {
+        let (stream, buf) = (host.stream().unwrap(), host.alloc(LEN).unwrap());
+        let g = host.generation();
+        let data_in = data.clone();
+        let (started, on_start) = std::sync::mpsc::channel();
+        let task = rt.spawn(async move {
+            let mut back = vec![0u8; LEN];
+            let mut outcomes = vec![stream.upload(&buf, 0, &data_in).await];
+            started.send(()).unwrap();
+            for _ in 0..4 {
+                outcomes.push(stream.upload(&buf, 0, &data_in).await);
+                let r = stream.download(&buf, 0, &mut back).await;
+                if r.is_ok() {
+                    assert!(
+                        back == *data_in,
+                        "a download that succeeded read the wrong bytes"
+                    );
+                }
+                outcomes.push(r);
+            }
+            outcomes
+        });
+        on_start.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(1 + 2 * round));
+        // SAFETY: a foreign reset, on purpose, with transfers in flight.
+        let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(device()) };
+        assert_eq!(r, CUresult::CUDA_SUCCESS);
+        let outcomes = rt
+            .block_on(async { tokio::time::timeout(RESOLVE_WITHIN, task).await })
+            .expect("the transfers did not end in time")
+            .expect("the transfer task did not panic");
+        let lost = outcomes
+            .into_iter()
+            .filter(|r| ok_or_lost(r.clone(), "a transfer"))
+            .count();
+        println!("round {round}: {lost} of 9 transfers lost");
+        // Recovered: a fresh stream and buffer of the new generation round-trip correctly.
+        let (stream, buf) = (host.stream().unwrap(), host.alloc(LEN).unwrap());
+        assert!(host.generation() > g, "the reset was seen");
+        let mut back = vec![0u8; LEN];
+        rt.block_on(async {
+            stream.upload(&buf, 0, &data).await.unwrap();
+            stream.download(&buf, 0, &mut back).await.unwrap();
+        });
+        assert!(
+            back == *data,
+            "transfers after recovery read the wrong bytes"
+        );
+    }
+}
