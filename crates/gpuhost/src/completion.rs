@@ -216,6 +216,12 @@ pub(crate) fn complete(host: &Host, launched: Launched, outcome: &Result<()>) {
         guards,
     } = launched;
     drop(buffers);
+    if outcome.is_err() {
+        // The batch's event was never reached: copies on its chunks may still run.
+        for s in &staging {
+            s.mark_unknown();
+        }
+    }
     drop(staging);
     drop(guards);
     cell.finish(outcome.clone());
@@ -470,7 +476,7 @@ fn poll_batch(host: &Host, b: &Batch, generation: u64) -> Option<Result<()>> {
         if r == CUresult::CUDA_ERROR_NOT_READY {
             return None;
         }
-        let res = host.classify("cuEventQuery", r);
+        let res = host.classify_at("cuEventQuery", r, b.generation);
         if res.is_ok() {
             host.return_event(b.generation, b.event, false);
         }

@@ -211,8 +211,34 @@ impl Host {
             if generation != seen {
                 return Err(Error::ContextLost { generation });
             }
+        } else if !crate::driver::is_sticky(r) {
+            // A call racing a foreign reset fails with whatever the driver says of the handles
+            // that just died (INVALID_HANDLE for a stream, INVALID_VALUE for an address): when
+            // the context is gone, that loss is the cause to report.
+            let seen = self.generation();
+            if let Ok(generation) = self.enter()
+                && generation != seen
+            {
+                return Err(Error::ContextLost { generation });
+            }
         }
         check(call, r)
+    }
+
+    /// [`Host::classify`] for a call made with handles of `generation`: a driver error after
+    /// that generation ended (another thread may have seen the loss first) is ContextLost.
+    pub(crate) fn classify_at(
+        &self,
+        call: &'static str,
+        r: CUresult,
+        generation: u64,
+    ) -> Result<()> {
+        self.classify(call, r).map_err(|e| match e {
+            Error::Driver { .. } if self.generation() != generation => Error::ContextLost {
+                generation: self.generation(),
+            },
+            e => e,
+        })
     }
 
     fn primary_active(&self) -> Result<bool> {
@@ -447,15 +473,18 @@ impl Host {
         None
     }
 
-    /// Pools a staging chunk; gives it back (to be freed, or forgotten if its generation is
-    /// dead) when the pool is full or the generation is not current.
-    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> Option<usize> {
+    /// Pools a staging chunk of `generation` unless the pool is full or the generation is dead.
+    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> crate::transfer::Returned {
+        use crate::transfer::Returned;
         let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if generation != self.generation() || p.len() >= crate::transfer::POOLED_CHUNKS {
-            return Some(raw);
+        if generation != self.generation() {
+            return Returned::Dead;
+        }
+        if p.len() >= crate::transfer::POOLED_CHUNKS {
+            return Returned::Spare;
         }
         p.push((generation, raw));
-        None
+        Returned::Pooled
     }
 }
 

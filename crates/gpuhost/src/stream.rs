@@ -253,7 +253,7 @@ impl Stream {
                 std::ptr::null_mut(),
             )
         };
-        self.host.classify("cuLaunchKernel", r)?;
+        self.host.classify_at("cuLaunchKernel", r, generation)?;
         completion::count_launch(&self.host);
         // The batch takes its registry guard after the launch: `kernel` is borrowed for this
         // whole call, so release refuses (naming it) until then.
@@ -281,7 +281,13 @@ impl Stream {
         staging: Option<Arc<Staging>>,
     ) -> Result<Completion> {
         // A lost context is this call's error, not only its Completion's.
-        self.host.enter_for(self.generation)?;
+        if let Err(e) = self.host.enter_for(self.generation) {
+            // A copy on the chunk may have been enqueued and not run yet: keep it out of use.
+            if let Some(s) = &staging {
+                s.mark_unknown();
+            }
+            return Err(e);
+        }
         let mut launches = self.unrecorded.take().unwrap_or_else(|| {
             let empty = Launched::new();
             empty.recorded();

@@ -5,11 +5,15 @@
 //!
 //! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the staging
 //! chunk alive until the device is done with them, so dropping a transfer's future midway never
-//! frees, or hands to another transfer, memory a DMA still writes.
+//! frees, or hands to another transfer, memory a DMA still writes. A chunk whose fence failed
+//! (the context was lost, or the event could not be recorded) may still be read or written by a
+//! copy the driver runs late, so it is leaked rather than reused or freed — as is a chunk in use
+//! when its context died (see [`Returned::Dead`]).
 
 use std::alloc::Layout;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::sys;
 
@@ -38,6 +42,9 @@ pub(crate) struct Staging {
     host: Arc<Host>,
     ptr: *mut u8,
     generation: u64,
+    /// Set when a copy enqueued on the chunk may not have run (its fence failed): then no one
+    /// can tell when the driver is done with it, and it is leaked on drop, never reused or freed.
+    unknown: AtomicBool,
 }
 
 // SAFETY: the chunk is plain heap memory owned by this value alone (taken from the pool or
@@ -55,6 +62,7 @@ impl Staging {
                 host: host.clone(),
                 ptr: ptr as *mut u8,
                 generation,
+                unknown: AtomicBool::new(false),
             });
         }
         let layout = chunk_layout();
@@ -75,7 +83,13 @@ impl Staging {
             host: host.clone(),
             ptr,
             generation,
+            unknown: AtomicBool::new(false),
         })
+    }
+
+    /// Marks the chunk as possibly still in use by the driver: it will be leaked on drop.
+    pub(crate) fn mark_unknown(&self) {
+        self.unknown.store(true, Ordering::Relaxed);
     }
 
     /// The first `len` bytes, to read after the fence covering the DMA into them resolved.
@@ -92,12 +106,31 @@ impl Staging {
     }
 }
 
+/// What became of a staging chunk handed back to its host's pool.
+pub(crate) enum Returned {
+    /// Pooled for the next transfer.
+    Pooled,
+    /// The pool is full: the chunk is to be unregistered and freed.
+    Spare,
+    /// Its context died. The chunk may have been in use then, and whether a driver still writes
+    /// it (softcuda's workers drain a dead context's queue) cannot be known: it is leaked, never
+    /// freed — as gpuhost forgets a dead generation's handles rather than destroy them.
+    Dead,
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
-        if let Some(spare) = self.host.give_staging(self.generation, self.ptr as usize) {
-            // SAFETY: the chunk is ours, in use by nobody (the last holder is dropping it, its
-            // DMA done or dead with its context).
-            unsafe { free_chunk(&self.host, self.generation, spare as *mut u8) };
+        if *self.unknown.get_mut() {
+            // A copy enqueued on it may still run: leaked (see `unknown`).
+            return;
+        }
+        match self.host.give_staging(self.generation, self.ptr as usize) {
+            Returned::Pooled | Returned::Dead => {}
+            Returned::Spare => {
+                // SAFETY: the chunk is ours and of the current context; its last holder is
+                // dropping it, after its fence's batch completed (the DMA is done).
+                unsafe { free_chunk(&self.host, self.generation, self.ptr) };
+            }
         }
     }
 }
@@ -120,7 +153,8 @@ unsafe fn free_chunk(host: &Host, generation: u64, ptr: *mut u8) {
 }
 
 /// Frees a chunk whose context is gone (its registration went with it). Touches no driver
-/// state, so the host may call it while it recovers.
+/// state, so the host may call it while it recovers. Only for chunks that were idle in the pool
+/// when their context died (a chunk in use then is leaked instead: see [`Returned::Dead`]).
 ///
 /// # Safety
 /// `ptr` is a chunk made by [`Staging::take`], registered in a context that no longer exists (or
@@ -161,7 +195,8 @@ impl Stream {
             let r = unsafe {
                 sys::cuMemcpyDtoHAsync_v2(staging.ptr.cast(), src, part.len(), self.raw())
             };
-            self.host().classify("cuMemcpyDtoHAsync_v2", r)?;
+            self.host()
+                .classify_at("cuMemcpyDtoHAsync_v2", r, generation)?;
             let staging = Arc::new(staging);
             let done = self.fence_keeping(&[buf], Some(staging.clone()))?;
             in_flight.push_back((done, staging, part));
@@ -192,7 +227,8 @@ impl Stream {
             let r = unsafe {
                 sys::cuMemcpyHtoDAsync_v2(dst, staging.ptr.cast(), part.len(), self.raw())
             };
-            self.host().classify("cuMemcpyHtoDAsync_v2", r)?;
+            self.host()
+                .classify_at("cuMemcpyHtoDAsync_v2", r, generation)?;
             in_flight.push_back(self.fence_keeping(&[buf], Some(Arc::new(staging)))?);
             if in_flight.len() == 2
                 && let Some(done) = in_flight.pop_front()
@@ -215,13 +251,13 @@ impl Stream {
         value: u8,
     ) -> Result<Completion> {
         buf.range(offset, len)?;
-        self.enter_with(buf)?;
+        let generation = self.enter_with(buf)?;
         if len > 0 {
             // SAFETY: the range lies inside the allocation, kept alive by the fence's batch.
             let r = unsafe {
                 sys::cuMemsetD8Async(buf.inner.raw + offset as u64, value, len, self.raw())
             };
-            self.host().classify("cuMemsetD8Async", r)?;
+            self.host().classify_at("cuMemsetD8Async", r, generation)?;
         }
         self.fence_keeping(&[buf], None)
     }
@@ -239,7 +275,7 @@ impl Stream {
         dst.range(dst_offset, len)?;
         src.range(src_offset, len)?;
         self.enter_with(src)?;
-        self.enter_with(dst)?;
+        let generation = self.enter_with(dst)?;
         if len > 0 {
             // SAFETY: both ranges lie inside live allocations of this context, both kept alive
             // by the fence's batch until the copy is done.
@@ -251,7 +287,8 @@ impl Stream {
                     self.raw(),
                 )
             };
-            self.host().classify("cuMemcpyDtoDAsync_v2", r)?;
+            self.host()
+                .classify_at("cuMemcpyDtoDAsync_v2", r, generation)?;
         }
         self.fence_keeping(&[dst, src], None)
     }

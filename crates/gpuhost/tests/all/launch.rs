@@ -3,11 +3,12 @@
 
 use gpuhost::{Arg, Error, LaunchConfig, Registry};
 
-use crate::common::{bundle, host, shared};
+use crate::common::{bundle, exclusive, host, shared};
 
 #[test]
 fn argument_count_and_size_mismatches_are_arg_mismatch() {
-    let _g = shared();
+    // Exclusive: it counts the host's launches, which a test beside it would move.
+    let _g = exclusive();
     let Some(host) = host() else { return };
     let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
     let k = reg.kernel("stamp").unwrap();

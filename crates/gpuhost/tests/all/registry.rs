@@ -95,8 +95,11 @@ fn release_waits_for_pending_launches_then_unloads_every_module() {
         .unwrap()
     };
     let report = gpuhost::release(reg).unwrap();
-    assert!(
-        done.is_done(),
+    // The launch finished before release returned: its output is all there. (Its Completion
+    // may resolve a moment later: a batch releases what it holds before waking its waiters.)
+    assert_eq!(
+        read_u32s(&out, 8192),
+        expected(TAG_B, 8192),
         "release returned before the launch using its module completed"
     );
     assert_eq!(report.registry, "stamp-b");
