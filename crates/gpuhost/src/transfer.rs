@@ -14,6 +14,7 @@ use std::alloc::Layout;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 
 use cudarc::driver::sys;
 
@@ -234,6 +235,7 @@ impl Stream {
                 && let Some(done) = in_flight.pop_front()
             {
                 done.await?;
+                yield_now().await;
             }
         }
         for done in in_flight {
@@ -298,5 +300,22 @@ impl Stream {
 async fn land((done, staging, part): (Completion, Arc<Staging>, &mut [u8])) -> Result<()> {
     done.await?;
     part.copy_from_slice(staging.bytes(part.len()));
+    yield_now().await;
     Ok(())
+}
+
+/// Lets the executor run other tasks between chunks. Copying a large transfer through staging
+/// is milliseconds of CPU work, and when the device finishes each chunk before it is awaited,
+/// every await is ready at once: without this, the transfer would hold its thread throughout.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }

@@ -137,10 +137,11 @@ fn a_large_download_leaves_its_thread_free_for_other_tasks() {
         done.store(true, Ordering::Relaxed);
         ticker.await.unwrap();
         assert!(out.iter().all(|&b| b == 3));
-        // One thread runs both: the other task ran while the 64 chunks were in flight.
+        // One thread runs both: the other task ran between the 64 chunks, whether the device
+        // kept the download waiting or had each chunk ready before it was awaited.
         assert!(
-            during > 0,
-            "the download blocked its thread: no other task ran"
+            during >= 32,
+            "the download held its thread: another task ran {during} times"
         );
         println!("{during} ticks of another task during a 64 MiB download");
     });
