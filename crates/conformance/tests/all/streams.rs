@@ -15,7 +15,7 @@ use conformance::stream::{Event, KernelArg, Stream};
 use cudarc::driver::result;
 use cudarc::driver::sys::CUresult;
 
-use crate::support::{Gate, OpenOnDrop, clang_ptx, env_or_skip};
+use crate::support::{Gate, OpenOnDrop, clang_ptx, env_or_skip, gate_lock};
 
 const N: usize = 4_096;
 
@@ -93,6 +93,7 @@ impl AddCase {
 #[test]
 fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
     let _shared = shared_device();
+    let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let saxpy = kernel(&ctx, "saxpy");
@@ -101,7 +102,7 @@ fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
     let (x, y, z) = (upload(&ctx, &x0), upload(&ctx, &y0), poisoned(&ctx));
     let host = PinnedBuffer::alloc(&ctx, N * 4).expect("pinned");
     let stream = Stream::new(&ctx).expect("stream");
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     gate.hold(&stream);
     let saxpy_args = |a: f32, y: &DeviceBuffer| {
@@ -155,6 +156,7 @@ fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
 #[test]
 fn event_query_is_not_ready_until_recorded_work_completes() {
     let _shared = shared_device();
+    let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
     let stream = Stream::new(&t.ctx).expect("stream");
@@ -164,7 +166,7 @@ fn event_query_is_not_ready_until_recorded_work_completes() {
         never.is_complete().expect("query"),
         "an event never recorded must query SUCCESS"
     );
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     start.record(&stream).expect("record start");
     gate.hold(&stream);
@@ -198,6 +200,7 @@ fn event_query_is_not_ready_until_recorded_work_completes() {
 #[test]
 fn stream_wait_event_orders_work_across_streams() {
     let _shared = shared_device();
+    let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
     let out = poisoned(&t.ctx);
@@ -209,7 +212,7 @@ fn stream_wait_event_orders_work_across_streams() {
         Event::new(&t.ctx).expect("e"),
         Event::new(&t.ctx).expect("e"),
     );
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     gate.hold(&first);
     t.launch(&first);
@@ -283,13 +286,14 @@ fn legacy_default_stream_work_completes_before_a_synchronous_copy() {
 #[test]
 fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() {
     let _shared = shared_device();
+    let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
     let legacy = Stream::legacy_default(&t.ctx);
 
     let non_blocking = Stream::new(&t.ctx).expect("stream");
     let held = Event::new(&t.ctx).expect("event");
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     gate.hold(&non_blocking);
     held.record(&non_blocking).expect("record");
@@ -306,7 +310,7 @@ fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() 
     t.c.fill(0xff).expect("poison again");
     let blocking = Stream::new_blocking(&t.ctx).expect("stream");
     let after = Event::new(&t.ctx).expect("event");
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     gate.hold(&blocking);
     t.launch(&legacy);
@@ -323,11 +327,12 @@ fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() 
 #[test]
 fn stream_ordered_alloc_and_free_follow_stream_order() {
     let _shared = shared_device();
+    let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
     let stream = Stream::new(&t.ctx).expect("stream");
     let out = poisoned(&t.ctx);
-    let gate = Gate::new();
+    let gate = Gate::new(&gates);
     let _open = OpenOnDrop(Arc::clone(&gate));
     gate.hold(&stream);
     t.ctx.bind().expect("bind");

@@ -2,7 +2,7 @@
 //! a gate that holds a stream back, a primary-context reset guard, and raw-call helpers for the
 //! semantics tests.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use conformance::driver::{self, Env};
@@ -23,6 +23,21 @@ pub fn env_or_skip() -> Option<&'static Env> {
 
 pub use testkit::in_child;
 
+/// Held by every test that blocks a stream with a [`Gate`]. NVIDIA's driver runs the host
+/// functions of a context on one thread, so a gate held by one test stalls every other test's
+/// host functions: two gate tests at once can each wait behind the other's gate.
+pub struct GateLock {
+    _held: MutexGuard<'static, ()>,
+}
+
+/// Takes the [`GateLock`] (gate tests run one at a time, beside any other test).
+pub fn gate_lock() -> GateLock {
+    static GATES: Mutex<()> = Mutex::new(());
+    GateLock {
+        _held: GATES.lock().unwrap_or_else(PoisonError::into_inner),
+    }
+}
+
 /// A host function's wait point: work queued behind [`Gate::hold`] on a stream does not run
 /// until [`Gate::open`] (or a 60 s safety timeout, so a failing test cannot hang the run).
 #[derive(Default)]
@@ -32,7 +47,8 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new() -> Arc<Gate> {
+    /// A closed gate; the [`GateLock`] proves no other gate test runs meanwhile.
+    pub fn new(_serial: &GateLock) -> Arc<Gate> {
         Arc::new(Gate::default())
     }
 
