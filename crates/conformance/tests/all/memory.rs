@@ -15,19 +15,22 @@ fn mem_get_info_free_drops_by_the_allocation_and_recovers_after_free() {
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     const SIZE: usize = 64 << 20;
+    // NVIDIA's driver frees some memory of earlier tests' objects lazily (seen with parallel
+    // test threads on the H200: up to 2 MiB moving between two calls), so allow a little.
+    const SLACK: usize = 4 << 20;
     let (free0, total0) = ctx.mem_info().expect("cuMemGetInfo");
     assert!(free0 <= total0 && total0 > 0, "free {free0} total {total0}");
     let buf = DeviceBuffer::alloc(&ctx, SIZE).expect("alloc 64 MiB");
     let (free1, total1) = ctx.mem_info().expect("cuMemGetInfo");
     assert_eq!(total1, total0, "total changed with an allocation");
     assert!(
-        free1 + SIZE <= free0,
+        free1 + SIZE <= free0 + SLACK,
         "free went {free0} → {free1} for a {SIZE}-byte allocation"
     );
     drop(buf);
     let (free2, _) = ctx.mem_info().expect("cuMemGetInfo");
     assert!(
-        free2 >= free1 + SIZE,
+        free2 + SLACK >= free1 + SIZE,
         "free went {free1} → {free2} after freeing {SIZE} bytes"
     );
 }

@@ -92,7 +92,6 @@ impl AddCase {
 
 #[test]
 fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
-    let _shared = shared_device();
     let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
@@ -155,7 +154,6 @@ fn dependent_kernels_and_copies_on_one_stream_run_in_order() {
 
 #[test]
 fn event_query_is_not_ready_until_recorded_work_completes() {
-    let _shared = shared_device();
     let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
@@ -199,7 +197,6 @@ fn event_query_is_not_ready_until_recorded_work_completes() {
 
 #[test]
 fn stream_wait_event_orders_work_across_streams() {
-    let _shared = shared_device();
     let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
@@ -285,7 +282,6 @@ fn legacy_default_stream_work_completes_before_a_synchronous_copy() {
 
 #[test]
 fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() {
-    let _shared = shared_device();
     let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);
@@ -326,7 +322,6 @@ fn legacy_default_stream_waits_for_blocking_streams_but_not_non_blocking_ones() 
 
 #[test]
 fn stream_ordered_alloc_and_free_follow_stream_order() {
-    let _shared = shared_device();
     let gates = gate_lock();
     let Some(env) = env_or_skip() else { return };
     let t = AddCase::new(env);

@@ -2,7 +2,7 @@
 //! a gate that holds a stream back, a primary-context reset guard, and raw-call helpers for the
 //! semantics tests.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLockWriteGuard};
 use std::time::Duration;
 
 use conformance::driver::{self, Env};
@@ -23,18 +23,19 @@ pub fn env_or_skip() -> Option<&'static Env> {
 
 pub use testkit::in_child;
 
-/// Held by every test that blocks a stream with a [`Gate`]. NVIDIA's driver runs the host
-/// functions of a context on one thread, so a gate held by one test stalls every other test's
-/// host functions: two gate tests at once can each wait behind the other's gate.
+/// Held by every test that blocks a stream with a [`Gate`]: such a test runs alone (it holds the
+/// exclusive device lock). A held gate stalls more than its stream. NVIDIA's driver runs a
+/// context's host functions on one thread, so other tests' host functions wait behind it, and
+/// the legacy default stream waits for blocking streams, so every synchronous copy or memset
+/// of another test waits too. Tests running beside it would time out.
 pub struct GateLock {
-    _held: MutexGuard<'static, ()>,
+    _alone: RwLockWriteGuard<'static, ()>,
 }
 
-/// Takes the [`GateLock`] (gate tests run one at a time, beside any other test).
+/// Takes the [`GateLock`].
 pub fn gate_lock() -> GateLock {
-    static GATES: Mutex<()> = Mutex::new(());
     GateLock {
-        _held: GATES.lock().unwrap_or_else(PoisonError::into_inner),
+        _alone: conformance::driver::exclusive_device(),
     }
 }
 
@@ -47,7 +48,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A closed gate; the [`GateLock`] proves no other gate test runs meanwhile.
+    /// A closed gate; the [`GateLock`] proves no other test runs meanwhile.
     pub fn new(_serial: &GateLock) -> Arc<Gate> {
         Arc::new(Gate::default())
     }
