@@ -14,6 +14,10 @@ export SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so"
 [ -n "${SKIP_FIXTURES:-}" ] || bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
 .gpu/bin/gpuhost doctor >> "$out/machine.txt" 2>&1; doctor=$?
 timeout 420 bash .gpu/run.sh "$@" > "$out/tests.log" 2>&1; tests=$?
+# Once more with the default thread count (16 here): concurrency bugs that CI's two threads miss
+# showed up this way (see bench/h200-runs/2026-11-30-parallel-*).
+sed 's/ --test-threads=1//' .gpu/run.sh > .gpu/run-parallel.sh
+timeout 300 bash .gpu/run-parallel.sh "$@" > "$out/tests-parallel.log" 2>&1; parallel=$?
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout 150 .gpu/bin/gpuhost bench --json "$out/bench.json" > "$out/bench.md" 2>&1; bench=$?
   # A second run shows the spread between runs (METHOD: a difference smaller than that is noise).
@@ -28,6 +32,8 @@ fi
 head -40 "$out/machine.txt"
 echo; cat "$out/bench.md" "$out/bench-2.md" "$out/bench-guest.md" "$out/bench-guest-2.md" 2>/dev/null
 echo; grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
-echo; echo "doctor=$doctor tests=$tests bench=${bench:-skipped}"
+echo "-- again with parallel test threads:"
+grep -E '^== |^test result:|FAILED|panicked' "$out/tests-parallel.log" | head -30
+echo; echo "doctor=$doctor tests=$tests tests-parallel=$parallel bench=${bench:-skipped}"
 # The device tool brings back a few files only: everything goes back as one archive.
 tar -czf /tmp/logs.tar.gz -C "$out" . && mv /tmp/logs.tar.gz "$out/" && find "$out" -type f ! -name logs.tar.gz -delete

@@ -175,10 +175,15 @@ fn stale_handles_after_reset_answer_as_nvidia_does() {
         try_alloc(1024),
         CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED,
     );
-    steps.expect(
+    // NVIDIA answers either, from run to run (CONTEXT_IS_DESTROYED seen once on the H200 in
+    // bench/h200-runs/2026-11-30-gpush-parallel, INVALID_HANDLE in every run before it).
+    steps.expect_any(
         "cuModuleGetFunction(stale module)",
         get_function(module),
-        CUresult::CUDA_ERROR_INVALID_HANDLE,
+        &[
+            CUresult::CUDA_ERROR_INVALID_HANDLE,
+            CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED,
+        ],
     );
 
     let again = Context::primary(env).expect("re-retain after reset");
