@@ -471,14 +471,7 @@ impl Ctx<'_> {
                 r
             }
         };
-        let d = self.dst(&ops[0])?;
-        let a = self.src(&ops[1], ty)?;
-        let b = self.src(&ops[2], ty)?;
-        let c = if want == 4 {
-            self.src(&ops[3], ty)?
-        } else {
-            Src::Imm(0)
-        };
+        let (d, a, b, c) = self.dabc(ops, ty)?;
         let cin = matches!(op, "addc" | "subc" | "madc");
         let cout = m.has("cc");
         self.emit(

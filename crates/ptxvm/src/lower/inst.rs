@@ -5,7 +5,7 @@ use super::mods::{Mods, PTX_OPCODES, known_flag, wide};
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
 use crate::error::Error;
-use crate::ir::{FOp, FUn, IOp, IUn, MadKind, Op, Space, Src, Ty};
+use crate::ir::{FOp, FUn, IOp, IUn, MadKind, Op, Space, Ty};
 
 impl Ctx<'_> {
     /// Decodes one instruction and appends its ops.
@@ -491,14 +491,7 @@ impl Ctx<'_> {
                     _ if m.has("hi") => MadKind::Hi24,
                     _ => MadKind::Lo24,
                 };
-                let d = self.dst(&ops[0])?;
-                let a = self.src(&ops[1], ty)?;
-                let b = self.src(&ops[2], ty)?;
-                let c = if want == 4 {
-                    self.src(&ops[3], ty)?
-                } else {
-                    Src::Imm(0)
-                };
+                let (d, a, b, c) = self.dabc(ops, ty)?;
                 self.emit(
                     i,
                     Op::IMad {

@@ -102,6 +102,19 @@ impl Ctx<'_> {
         }
     }
 
+    /// The operands of a three- or four-operand arithmetic form, `d, a, b[, c]`, lowered in that
+    /// order; a missing `c` is 0. The caller has checked the count.
+    pub(super) fn dabc(&mut self, ops: &[Operand], ty: Ty) -> R<(Reg, Src, Src, Src)> {
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], ty)?;
+        let b = self.src(&ops[2], ty)?;
+        let c = match ops.get(3) {
+            Some(o) => self.src(o, ty)?,
+            None => Src::Imm(0),
+        };
+        Ok((d, a, b, c))
+    }
+
     /// Value of a named symbol used as an operand (its address in its own state space).
     pub(super) fn sym_value(&mut self, name: &str, off: i64) -> R<Src> {
         if let Some(Sym::Reg(r, _)) = self.lookup(name)?
@@ -114,7 +127,6 @@ impl Ctx<'_> {
         }
         let off = off as u64;
         match self.lookup(name)? {
-            Some(Sym::Reg(r, _)) if off == 0 => Ok(Src::Reg(r)),
             Some(Sym::Local(o)) => Ok(Src::Imm(u64::from(o).wrapping_add(off))),
             Some(Sym::Shared(o)) => Ok(Src::Imm(u64::from(o).wrapping_add(off))),
             Some(Sym::KParam(o)) => Ok(Src::Imm((KPARAM_BASE + u64::from(o)).wrapping_add(off))),
