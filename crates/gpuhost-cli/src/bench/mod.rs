@@ -200,22 +200,21 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
             keep,
             &mut raw_enter_issue,
         )?;
+        let mut raw_batch = || {
+            batch(
+                &mut || raw.launch(1),
+                &mut || raw.sync(),
+                keep,
+                &mut raw_issue,
+            )
+        };
+        let mut gh_batch = || batch(&mut gh_launch, &mut gh_drain, keep, &mut gh_issue);
         if round % 2 == 0 {
-            batch(
-                &mut || raw.launch(1),
-                &mut || raw.sync(),
-                keep,
-                &mut raw_issue,
-            )?;
-            batch(&mut gh_launch, &mut gh_drain, keep, &mut gh_issue)?;
+            raw_batch()?;
+            gh_batch()?;
         } else {
-            batch(&mut gh_launch, &mut gh_drain, keep, &mut gh_issue)?;
-            batch(
-                &mut || raw.launch(1),
-                &mut || raw.sync(),
-                keep,
-                &mut raw_issue,
-            )?;
+            gh_batch()?;
+            raw_batch()?;
         }
     }
 
