@@ -298,33 +298,40 @@ fn illegal_address_poisons_the_device() {
     }
 }
 
-#[test]
-fn bad_ptx_fills_the_jit_error_log_with_line_and_column() {
-    let _g = serial();
-    fresh_primary();
-    let bad = c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k( { ret; }\n";
-    let mut log = vec![0u8; 1024];
+/// cuModuleLoadDataEx with an error-log buffer of `log_len` bytes (JIT options 5 and 6): the
+/// result, the log text, and the size the driver wrote back into the size slot.
+fn load_with_error_log(ptx: &CStr, log_len: usize) -> (CUresult, String, usize) {
+    let mut log = vec![0u8; log_len];
     let mut opts: [c_uint; 2] = [5, 6];
     let mut vals = [
         log.as_mut_ptr().cast::<c_void>(),
         std::ptr::without_provenance_mut(log.len()),
     ];
     let mut m: CUmodule = std::ptr::null_mut();
-    // SAFETY: two options with matching values; the log buffer is 1024 bytes.
+    // SAFETY: two options with matching values; the log buffer is `log_len` bytes.
     let r = unsafe {
         cuModuleLoadDataEx(
             &mut m,
-            bad.as_ptr().cast(),
+            ptx.as_ptr().cast(),
             2,
             opts.as_mut_ptr(),
             vals.as_mut_ptr(),
         )
     };
-    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_PTX);
     let text = CStr::from_bytes_until_nul(&log).unwrap().to_str().unwrap();
+    (r, text.to_owned(), vals[1].addr())
+}
+
+#[test]
+fn bad_ptx_fills_the_jit_error_log_with_line_and_column() {
+    let _g = serial();
+    fresh_primary();
+    let bad = c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k( { ret; }\n";
+    let (r, text, reported) = load_with_error_log(bad, 1024);
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_PTX);
     assert!(text.contains("4:"), "log should name line 4: {text}");
     assert_eq!(
-        vals[1].addr(),
+        reported,
         text.len() + 1,
         "size slot reports the bytes written"
     );
@@ -532,24 +539,7 @@ fn ptx_that_ptxvm_cannot_run_is_not_supported_with_a_log() {
     let _g = serial();
     fresh_primary();
     let ptx = c".version 7.0\n.target sm_80\n.address_size 64\n.extern .global .align 4 .u32 ext;\n.visible .entry k() { ret; }\n";
-    let mut log = vec![0u8; 512];
-    let mut opts: [c_uint; 2] = [5, 6];
-    let mut vals = [
-        log.as_mut_ptr().cast::<c_void>(),
-        std::ptr::without_provenance_mut(log.len()),
-    ];
-    let mut m: CUmodule = std::ptr::null_mut();
-    // SAFETY: two options with matching values; the log buffer is 512 bytes.
-    let r = unsafe {
-        cuModuleLoadDataEx(
-            &mut m,
-            ptx.as_ptr().cast(),
-            2,
-            opts.as_mut_ptr(),
-            vals.as_mut_ptr(),
-        )
-    };
+    let (r, text, _) = load_with_error_log(ptx, 512);
     assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
-    let text = CStr::from_bytes_until_nul(&log).unwrap().to_str().unwrap();
     assert!(text.contains("unsupported"), "{text}");
 }
