@@ -105,6 +105,20 @@ impl Case {
         }
     }
 
+    /// The elementwise two-input signature: buffers `a` and `b` in, `out` checked against
+    /// `want`, then `n`; one thread per element in 128-thread blocks.
+    pub fn a_b_to_out(n: usize, a: Vec<u8>, b: Vec<u8>, want: Expect) -> Case {
+        Case::buffers_then_n(
+            shape_1d(blocks_for(n, 128), 128),
+            vec![
+                BufferSpec::input("a", a),
+                BufferSpec::input("b", b),
+                BufferSpec::output("out", want),
+            ],
+            n,
+        )
+    }
+
     /// This case with module variable `name` set to `bytes` before the launch.
     pub fn with_global(mut self, name: &'static str, bytes: Vec<u8>) -> Case {
         self.globals.push((name, bytes));

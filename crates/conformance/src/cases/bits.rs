@@ -188,15 +188,7 @@ pub fn int_bits(rng: &mut Rng) -> Case {
         .zip(&b)
         .flat_map(|(x, y)| int_bits_reference(*x, *y))
         .collect();
-    Case::buffers_then_n(
-        shape_1d(blocks_for(n, 128), 128),
-        vec![
-            BufferSpec::input("a", bytes_of(&a)),
-            BufferSpec::input("b", bytes_of(&b)),
-            BufferSpec::output("out", Expect::U32(want)),
-        ],
-        n,
-    )
+    Case::a_b_to_out(n, bytes_of(&a), bytes_of(&b), Expect::U32(want))
 }
 
 /// Collatz steps of `x`, capped at `limit`, with u32 wrap-around as in the kernel.

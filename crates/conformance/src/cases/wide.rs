@@ -24,15 +24,7 @@ pub fn f64_math(rng: &mut Rng) -> Case {
         .flat_map(|(x, y)| [x + y, x * y, x / y, x.abs().sqrt(), x.mul_add(*y, 1.0)])
         .map(f64::to_bits)
         .collect();
-    Case::buffers_then_n(
-        shape_1d(blocks_for(n, 128), 128),
-        vec![
-            BufferSpec::input("a", bytes_of(&a)),
-            BufferSpec::input("b", bytes_of(&b)),
-            BufferSpec::output("out", Expect::U64(want)),
-        ],
-        n,
-    )
+    Case::a_b_to_out(n, bytes_of(&a), bytes_of(&b), Expect::U64(want))
 }
 
 /// mul.lo/mul.hi/div/rem/popc/arithmetic shift on 64-bit integers; exact.
@@ -61,15 +53,7 @@ pub fn u64_math(rng: &mut Rng) -> Case {
             ]
         })
         .collect();
-    Case::buffers_then_n(
-        shape_1d(blocks_for(n, 128), 128),
-        vec![
-            BufferSpec::input("a", bytes_of(&a)),
-            BufferSpec::input("b", bytes_of(&b)),
-            BufferSpec::output("out", Expect::U64(want)),
-        ],
-        n,
-    )
+    Case::a_b_to_out(n, bytes_of(&a), bytes_of(&b), Expect::U64(want))
 }
 
 /// The approximate instructions on x in [-π, π], against f64 references, within the bounds the
