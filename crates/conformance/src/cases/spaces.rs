@@ -1,7 +1,7 @@
 //! Cases for the memory spaces beyond global: dynamic shared, constant and initialised module
 //! globals, and per-thread local arrays.
 
-use crate::case::{BufferSpec, Case, blocks_for, bytes_of};
+use crate::case::{BufferSpec, Case, blocks_for, bytes_of, shape_1d};
 use crate::compare::{Expect, Tolerance};
 use crate::rng::Rng;
 use crate::stream::LaunchShape;
@@ -59,11 +59,7 @@ pub fn const_poly(rng: &mut Rng) -> Case {
         })
         .collect();
     Case::buffers_then_n(
-        LaunchShape {
-            grid: [blocks_for(n, 128), 1, 1],
-            block: [128, 1, 1],
-            shared_bytes: 0,
-        },
+        shape_1d(blocks_for(n, 128), 128),
         vec![
             BufferSpec::input("x", bytes_of(&x)),
             BufferSpec::output(
@@ -91,11 +87,7 @@ pub fn local_sort(rng: &mut Rng) -> Case {
         chunk.sort_unstable();
     }
     Case::buffers_then_n(
-        LaunchShape {
-            grid: [blocks_for(n, 64), 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
-        },
+        shape_1d(blocks_for(n, 64), 64),
         vec![
             BufferSpec::input("in", bytes_of(&x)),
             BufferSpec::output("out", Expect::I32(want)),
