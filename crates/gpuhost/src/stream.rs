@@ -197,6 +197,23 @@ impl Stream {
         self.raw
     }
 
+    /// A buffer used on this stream must be of its device and of its context generation.
+    pub(crate) fn check_buffer(&self, what: &'static str, b: &DeviceBuffer) -> Result<()> {
+        if !Arc::ptr_eq(&b.inner.host, &self.host) {
+            return Err(Error::DeviceMismatch {
+                what,
+                expected: self.host.ordinal(),
+                found: b.device(),
+            });
+        }
+        if b.generation() != self.generation {
+            return Err(Error::ContextLost {
+                generation: self.host.generation(),
+            });
+        }
+        Ok(())
+    }
+
     /// Enqueue `kernel` with `args` and return at once; the returned Completion resolves when
     /// the GPU has finished it. Arguments, dimensions, devices and generations are checked first.
     pub fn launch(
@@ -214,18 +231,7 @@ impl Stream {
         }
         for a in args {
             if let Arg::Buffer(b, _) = a {
-                if !Arc::ptr_eq(&b.inner.host, &self.host) {
-                    return Err(Error::DeviceMismatch {
-                        what: "buffer argument",
-                        expected: self.host.ordinal(),
-                        found: b.device(),
-                    });
-                }
-                if b.generation() != self.generation {
-                    return Err(Error::ContextLost {
-                        generation: self.host.generation(),
-                    });
-                }
+                self.check_buffer("buffer argument", b)?;
             }
         }
         cfg.check(kernel.name(), self.host.facts())?;

@@ -20,7 +20,7 @@ use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::Host;
 use crate::stream::Stream;
 
@@ -168,18 +168,8 @@ pub(crate) unsafe fn free_dead_chunk(ptr: *mut u8) {
 impl Stream {
     /// Checks that `buf` can be used on this stream now, and binds the context.
     fn enter_with(&self, buf: &DeviceBuffer) -> Result<u64> {
-        if !Arc::ptr_eq(&buf.inner.host, self.host()) {
-            return Err(Error::DeviceMismatch {
-                what: "buffer",
-                expected: self.host().ordinal(),
-                found: buf.device(),
-            });
-        }
-        let generation = self.host().enter_for(self.generation())?;
-        if buf.generation() != generation {
-            return Err(Error::ContextLost { generation });
-        }
-        Ok(generation)
+        self.check_buffer("buffer", buf)?;
+        self.host().enter_for(self.generation())
     }
 
     /// Copies `out.len()` bytes of `buf` from `offset` into `out`, after the work queued on
