@@ -1,4 +1,4 @@
-//! Shared fixtures: the host (or a visible skip), bundle paths, a lock that keeps tests which
+//! Shared fixtures: the host (or a failure without a driver), bundle paths, a lock that keeps tests which
 //! tear the context down from running beside the others, and running a test in its own process.
 
 use std::path::PathBuf;
@@ -20,16 +20,20 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
 
 pub use testkit::in_child;
 
-/// The host of device 0, or None after printing "skipped: no driver".
+/// The host of device 0. Without a driver this fails the test, or returns None after printing
+/// "skipped: no driver" where `GPUHOST_TEST_ALLOW_SKIP=1` allows it (testkit's one rule).
 pub fn host() -> Option<Arc<Host>> {
     match gpuhost::host(0) {
         Ok(h) => Some(h),
-        Err(Error::NoDriver { reason }) if !reason.starts_with(gpuhost::INCOMPLETE_DRIVER) => {
-            println!("skipped: no driver ({reason})");
-            None
+        Err(e @ Error::NoDriver { .. }) if !is_incomplete_driver(&e) => {
+            testkit::driver_or_skip(Err(e))
         }
         Err(e) => panic!("host(0) failed with a driver present: {e}"),
     }
+}
+
+fn is_incomplete_driver(e: &Error) -> bool {
+    matches!(e, Error::NoDriver { reason } if reason.starts_with(gpuhost::INCOMPLETE_DRIVER))
 }
 
 /// A bundle directory of this crate.
