@@ -72,8 +72,14 @@ fn a_broken_loader_fails_driver_tests_unless_skipping_is_allowed() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!out.status.success(), "the suite passed with no loadable driver:\n{text}");
-    assert!(text.contains("no driver loaded"), "failed for another reason:\n{text}");
+    assert!(
+        !out.status.success(),
+        "the suite passed with no loadable driver:\n{text}"
+    );
+    assert!(
+        text.contains("no driver loaded"),
+        "failed for another reason:\n{text}"
+    );
 
     let out = testkit::run_child(VICTIM, |cmd| {
         broken(cmd);
@@ -81,5 +87,8 @@ fn a_broken_loader_fails_driver_tests_unless_skipping_is_allowed() {
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "allowed skip still failed:\n{stdout}");
-    assert!(stdout.contains("skipped: no driver"), "no visible skip line:\n{stdout}");
+    assert!(
+        stdout.contains("skipped: no driver"),
+        "no visible skip line:\n{stdout}"
+    );
 }
