@@ -54,6 +54,7 @@ __global__ void poll_loop(float *x, int iters, unsigned mask, const volatile uns
 }
 
 int main() {
+  setvbuf(stdout, NULL, _IONBF, 0);  // a killed run still shows what it measured
   unsigned long long *d; CK(cudaMalloc(&d, 64 * 8));
   CK(cudaMemset(d, 0, 64 * 8));
   windows<<<1, 64, 4096>>>(d, 3);
@@ -71,18 +72,19 @@ int main() {
   unsigned *abort_dev; CK(cudaHostGetDevicePointer(&abort_dev, abort_host, 0));
   unsigned *abort_gpu; CK(cudaMalloc(&abort_gpu, 64)); CK(cudaMemcpy(abort_gpu, abort_host, 4, cudaMemcpyHostToDevice));
   cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  unsigned masks[] = {0xffffffffu, 0, 63, 255, 1023, 4095};
+  // (A poll on every iteration of host-mapped memory stalled the first run past 300 s: not measured.)
+  unsigned masks[] = {0xffffffffu, 63, 255, 1023, 4095};
   for (int where = 0; where < 2; where++) {
     unsigned *w = where == 0 ? abort_dev : abort_gpu;
     for (unsigned m : masks) {
-      float best[9];
-      for (int r = 0; r < 9 + 2; r++) {
+      float best[5];
+      for (int r = 0; r < 5 + 2; r++) {
         CK(cudaEventRecord(a)); poll_loop<<<n / 256, 256>>>(x, 4096, m, w, 7); CK(cudaGetLastError());
         CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
         float ms; CK(cudaEventElapsedTime(&ms, a, b)); if (r >= 2) best[r - 2] = ms;
       }
-      for (int i = 0; i < 9; i++) for (int j = i + 1; j < 9; j++) if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
-      printf("poll_%s_every_%u_ms %.4f\n", where == 0 ? "hostmapped" : "device", m == 0xffffffffu ? 0 : m + 1, best[4]);
+      for (int i = 0; i < 5; i++) for (int j = i + 1; j < 5; j++) if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
+      printf("poll_%s_every_%u_ms %.4f\n", where == 0 ? "hostmapped" : "device", m == 0xffffffffu ? 0 : m + 1, best[2]);
     }
   }
   // Abort latency: an endless loop polled every 1024 iterations, host flips the mapped word.
@@ -93,7 +95,12 @@ int main() {
   while (clock_gettime(CLOCK_MONOTONIC, &t1), (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6 < 50) {}
   __atomic_store_n(abort_host, 8u, __ATOMIC_SEQ_CST);
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  CK(cudaEventSynchronize(b));
+  cudaError_t q;
+  while ((q = cudaEventQuery(b)) == cudaErrorNotReady) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6 > 3000) { printf("abort_latency_ms NOT_SEEN_IN_3000\n"); exit(2); }
+  }
+  CK(q);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("abort_latency_ms %.3f\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
   printf("probe done\n");

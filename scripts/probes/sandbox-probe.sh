@@ -4,5 +4,5 @@ set -uo pipefail
 cd "$(dirname "$0")"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvcc -O3 -arch=sm_90 -Xptxas -v -o /tmp/sandbox-probe sandbox-probe.cu 2> "$out/probe-ptxas.txt" || { cat "$out/probe-ptxas.txt"; exit 1; }
-/tmp/sandbox-probe | tee "$out/probe.txt"
+timeout 90 /tmp/sandbox-probe > "$out/probe.txt" 2>&1; echo "probe rc=$?"; cat "$out/probe.txt"
 if ptxas -arch=sm_90 -o /tmp/forms.cubin sandbox-forms.ptx > "$out/forms.txt" 2>&1; then echo "ptxas_forms ok"; else echo "ptxas_forms FAILED"; cat "$out/forms.txt"; fi
