@@ -41,6 +41,7 @@ mod ir;
 mod lex;
 mod lower;
 mod parse;
+pub mod sandbox;
 mod vm;
 
 pub use api::{

@@ -6,4 +6,5 @@ mod corpus;
 mod errors;
 mod harness;
 mod kernels;
+mod sandbox;
 mod text;
