@@ -75,7 +75,7 @@ unsafe impl Sync for GuestMem {}
 
 impl Memory for GuestMem {
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
-        if self.victim.contains(addr, len.max(1)) || self.victim.contains(addr, 1) {
+        if self.victim.contains(addr, 1) {
             self.victim_touched.store(true, Ordering::SeqCst);
         }
         for r in [&self.arena, &self.victim, &self.ctl] {
@@ -84,6 +84,17 @@ impl Memory for GuestMem {
             }
         }
         None
+    }
+
+    // Whole regions, so the VM never probes neighbouring memory (which could be the victim).
+    fn allocation(&self, addr: u64) -> Option<(u64, u64, *mut u8)> {
+        if self.victim.contains(addr, 1) {
+            self.victim_touched.store(true, Ordering::SeqCst);
+        }
+        [&self.arena, &self.victim, &self.ctl]
+            .into_iter()
+            .find(|r| r.contains(addr, 1))
+            .map(|r| (r.addr(), r.len() as u64, r.ptr))
     }
 }
 
