@@ -217,6 +217,9 @@ fn launch_raw(
     globals: &[u64],
     mem: &GuestMem,
 ) -> Result<LaunchStats, Fault> {
+    // A safety net, not a timing assertion: a broken abort poll fails the test with Timeout
+    // instead of hanging it.
+    let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(120));
     let l = Launch {
         kernel,
         grid: shape.grid,
@@ -225,6 +228,8 @@ fn launch_raw(
         params,
         globals,
         workers: 1,
+        cancel: None,
+        deadline,
     };
     ptxvm::launch(m, &l, mem)
 }
