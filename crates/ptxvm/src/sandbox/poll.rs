@@ -86,7 +86,8 @@ impl<'m> Fx<'_, 'm> {
                 vec![lim, sreg("size"), imm(w as i64)],
             );
         }
-        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(0)]);
+        let n = i64::from(self.info.poll_interval);
+        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
         self.emit(
             &mut out,
             None,
@@ -243,25 +244,25 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// Counts a taken back-edge and polls every `poll_interval` of them.
-    pub(crate) fn backedge(&self, guard: Option<(String, bool)>, out: &mut Vec<Stmt>) {
+    /// Counts a taken back-edge down; when the count reaches zero the thread branches to an
+    /// out-of-line poll block (emitted by `poll_blocks`) that resets the count, reads the
+    /// epoch, exits if it changed and branches back. In the loop this costs three instructions.
+    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<Stmt>) {
         let cnt = sreg("cnt");
         self.emit(
             out,
             guard.clone(),
-            "add",
+            "sub",
             &["u32"],
             vec![cnt.clone(), cnt.clone(), imm(1)],
         );
-        let mask = i64::from(self.info.poll_interval - 1);
-        self.emit(out, None, "and", &["b32"], vec![sreg("t"), cnt, imm(mask)]);
         match guard {
             None => self.emit(
                 out,
                 None,
                 "setp",
                 &["eq", "u32"],
-                vec![sreg("p"), sreg("t"), imm(0)],
+                vec![sreg("p"), cnt, imm(0)],
             ),
             Some((g, neg)) => {
                 let c = if neg {
@@ -274,25 +275,47 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "setp",
                     &["eq", "and", "u32"],
-                    vec![sreg("p"), sreg("t"), imm(0), c],
+                    vec![sreg("p"), cnt, imm(0), c],
                 );
             }
         }
+        let (poll, back) = (self.label(), self.label());
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(
-            out,
-            p.clone(),
-            "ld",
-            &["volatile", "global", "u32"],
-            vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
-        );
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["ne", "and", "u32"],
-            vec![sreg("p"), sreg("e"), sreg("epoch"), sreg("p")],
-        );
-        self.emit(out, p, "exit", &[], vec![]);
+        self.emit(out, p, "bra", &[], vec![Operand::Name(poll.clone())]);
+        out.push(Stmt::Label(back.clone(), self.line));
+        self.polls.push((poll, back, self.line));
+    }
+
+    /// The out-of-line poll blocks of this function's back-edges, after a `ret` so that
+    /// falling off the end of the body still returns.
+    pub(crate) fn poll_blocks(&mut self, out: &mut Vec<Stmt>) {
+        if self.polls.is_empty() {
+            return;
+        }
+        self.line = self.f.line;
+        self.emit(out, None, "ret", &[], vec![]);
+        let p = Some(("%__sbx_p".to_string(), false));
+        for (poll, back, line) in std::mem::take(&mut self.polls) {
+            self.line = line;
+            out.push(Stmt::Label(poll, line));
+            let n = i64::from(self.info.poll_interval);
+            self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+            self.emit(
+                out,
+                None,
+                "ld",
+                &["volatile", "global", "u32"],
+                vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+            );
+            self.emit(
+                out,
+                None,
+                "setp",
+                &["ne", "u32"],
+                vec![sreg("p"), sreg("e"), sreg("epoch")],
+            );
+            self.emit(out, p.clone(), "exit", &[], vec![]);
+            self.emit(out, None, "bra", &[], vec![Operand::Name(back)]);
+        }
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Fx<'a, 'm> {
     tables: HashMap<&'m str, &'m [String]>,
     pos: usize,
     nlabel: u32,
+    /// Poll blocks still to emit: (poll label, label to branch back to, line).
+    pub polls: Vec<(String, String, u32)>,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
 }
@@ -90,6 +92,7 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
                 tables: HashMap::new(),
                 pos: 0,
                 nlabel: 0,
+                polls: Vec::new(),
                 line: f.line,
             };
             for p in f.params.iter().chain(&f.rets) {
@@ -106,6 +109,7 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
             for s in rest {
                 fx.stmts(std::slice::from_ref(s), &mut out)?;
             }
+            fx.poll_blocks(&mut out);
             Some(out)
         }
     };
