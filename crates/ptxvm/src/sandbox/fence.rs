@@ -137,7 +137,11 @@ impl<'m> Fx<'_, 'm> {
     /// Rewrites one memory instruction.
     pub(crate) fn mem(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
         let at = usize::from(!matches!(i.opcode.as_str(), "st" | "red"));
-        let sp = space(i)?;
+        let mut sp = space(i)?;
+        if sp == Sp::Generic && i.opcode == "ldu" {
+            // ldu reads global memory only; a generic address must point there.
+            sp = Sp::Global;
+        }
         let w = width(i)?;
         let is_atomic = matches!(i.opcode.as_str(), "atom" | "red");
         if !is_atomic && i.operands.len() != 2 {

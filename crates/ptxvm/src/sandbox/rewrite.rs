@@ -100,9 +100,13 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
             }
             fx.scan(b)?;
             fx.pos = 0;
-            // Top-level .local/.shared declarations go first: the prologue takes their
-            // addresses.
-            let hoisted = |s: &Stmt| matches!(s, Stmt::Var(v) if matches!(v.space, Space::Local | Space::Shared));
+            // Top-level register and .local/.shared declarations go first: the prologue takes
+            // the variables' addresses, and declarations then precede every instruction.
+            let hoisted = |s: &Stmt| match s {
+                Stmt::Var(v) => matches!(v.space, Space::Local | Space::Shared),
+                Stmt::Reg { .. } => true,
+                _ => false,
+            };
             let mut out: Vec<Stmt> = b.iter().filter(|s| hoisted(s)).map(clone_stmt).collect();
             out.extend(fx.prologue()?);
             let rest: Vec<&Stmt> = b.iter().filter(|s| !hoisted(s)).collect();
@@ -220,6 +224,16 @@ impl<'m> Fx<'_, 'm> {
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
                     self.stmts(b, &mut inner)?;
+                    if matches!(inner.last(), Some(Stmt::Label(..))) {
+                        // A label needs a statement after it before the block closes.
+                        self.emit(
+                            &mut inner,
+                            None,
+                            "mov",
+                            &["u32"],
+                            vec![sreg("t"), sreg("t")],
+                        );
+                    }
                     out.push(Stmt::Block(inner));
                 }
                 other => out.push(clone_stmt(other)),
