@@ -283,6 +283,13 @@ static void redteam_suite(const char *dir) {
     expect_u32("globals_rw (counter)", 1u << 20, 4);
     for (uint32_t t = 0; t < 4; t++) expect_u32("globals_rw (table)", 4096 + 4 * t, 50 + 10 * t);
 
+    reset();
+    RUN("runs", 1, 1, 0, A64(arena + 8192), A64(arena + 4096), A32(0));
+    reset();
+    RUN("runs", 1, 1, 1, A64(victim - 8), A64(arena + 4096), A32(0));
+    reset();
+    RUN("runs", 1, 1, 1, A64(arena + 8192), A64(arena + 4096), A32(8));
+
     /* A launch queued under a stale epoch exits at entry. */
     reset();
     __atomic_store_n(&ctl[0], EPOCH + 1, __ATOMIC_SEQ_CST);

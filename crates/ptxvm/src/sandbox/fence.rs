@@ -16,7 +16,7 @@ use crate::ir::Ty;
 
 /// Where an access goes, from its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sp {
+pub(super) enum Sp {
     Global,
     Shared,
     Local,
@@ -26,7 +26,7 @@ enum Sp {
 }
 
 /// How the address is written.
-enum Src<'m> {
+pub(super) enum Src<'m> {
     Reg(&'m str, i64),
     Abs(i64),
     Sym(&'m str, i64),
@@ -134,15 +134,24 @@ fn pred(g: &(String, bool)) -> Operand {
 }
 
 impl<'m> Fx<'_, 'm> {
-    /// Rewrites one memory instruction.
-    pub(crate) fn mem(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
+    /// State space, width and address operand index of a memory instruction.
+    pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
         let at = usize::from(!matches!(i.opcode.as_str(), "st" | "red"));
         let mut sp = space(i)?;
         if sp == Sp::Generic && i.opcode == "ldu" {
             // ldu reads global memory only; a generic address must point there.
             sp = Sp::Global;
         }
-        let w = width(i)?;
+        Ok((sp, width(i)?, at))
+    }
+
+    /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
+    /// there may share its fence).
+    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
+        let (sp, w, at) = Self::classify(i)?;
+        if self.member(i, sp, at, out) {
+            return Ok(());
+        }
         let is_atomic = matches!(i.opcode.as_str(), "atom" | "red");
         if !is_atomic && i.operands.len() != 2 {
             return refused(
@@ -203,6 +212,17 @@ impl<'m> Fx<'_, 'm> {
                 i.line,
                 format!("{n} is not a .global/.const variable of this module"),
             ),
+            (Sp::Global | Sp::Const, Src::Reg(r, o))
+                if self.group(i, rest, (sp, w, at), r, o, out)? =>
+            {
+                Ok(())
+            }
+            (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
+            (Sp::Local, Src::Reg(r, o))
+                if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
+            {
+                Ok(())
+            }
             (Sp::Global | Sp::Const, src) => {
                 let x = match src {
                     Src::Reg(r, 0) if self.is64(r) => Operand::Name(r.to_string()),
@@ -271,7 +291,18 @@ impl<'m> Fx<'_, 'm> {
 
     /// `%__sbx_a` := the address, 64 bits wide.
     fn load(&self, out: &mut Vec<Stmt>, src: &Src<'_>, line: u32) -> R<()> {
-        let a = sreg("a");
+        self.load_into(out, "a", src, line)
+    }
+
+    /// `%__sbx_<dst>` := the address, 64 bits wide.
+    pub(super) fn load_into(
+        &self,
+        out: &mut Vec<Stmt>,
+        dst: &str,
+        src: &Src<'_>,
+        line: u32,
+    ) -> R<()> {
+        let a = sreg(dst);
         match *src {
             Src::Reg(r, off) => {
                 let rr = Operand::Name(r.to_string());
@@ -318,9 +349,21 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        let (a, p) = (sreg("a"), sreg("p"));
+        self.fence_global_into(out, "a", x, sreg(&format!("lim{w}")), w, guard);
+    }
+
+    /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
+    pub(super) fn fence_global_into(
+        &self,
+        out: &mut Vec<Stmt>,
+        dst: &str,
+        x: Operand,
+        lim: Operand,
+        w: u64,
+        guard: Option<&(String, bool)>,
+    ) {
+        let (a, p) = (sreg(dst), sreg("p"));
         self.emit(out, None, "sub", &["u64"], vec![a.clone(), x, sreg("base")]);
-        let lim = sreg(&format!("lim{w}"));
         match guard {
             None => self.emit(out, None, "setp", &["gt", "u64"], vec![p, a.clone(), lim]),
             Some(g) => self.emit(
@@ -352,7 +395,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Sets the control block's fault word to this launch's tag.
-    fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
+    pub(super) fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
         self.emit(
             out,
             guard,
@@ -372,7 +415,26 @@ impl<'m> Fx<'_, 'm> {
         lo: &str,
         hi: &str,
     ) -> Option<(String, bool)> {
-        let (a, b, q) = (sreg("a"), sreg("b"), sreg("q"));
+        self.window_into(out, "a", "q", w, w, guard, (lo, hi))
+    }
+
+    /// Checks `%__sbx_<dst>` (aligned down to `w`, cut to 32 bits) and the `span` bytes from
+    /// it against the window `[lo, hi)`; sets `%__sbx_<q>` to whether the access may run and
+    /// returns it as a guard.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn window_into(
+        &self,
+        out: &mut Vec<Stmt>,
+        dst: &str,
+        q: &str,
+        w: u64,
+        span: u64,
+        guard: Option<&(String, bool)>,
+        (lo, hi): (&str, &str),
+    ) -> Option<(String, bool)> {
+        let (a, b) = (sreg(dst), sreg("b"));
+        let qname = format!("%__sbx_{q}");
+        let q = sreg(q);
         self.emit(
             out,
             None,
@@ -385,7 +447,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "add",
             &["u64"],
-            vec![b.clone(), a.clone(), imm(w as i64)],
+            vec![b.clone(), a.clone(), imm(span as i64)],
         );
         match guard {
             None => self.emit(
@@ -428,7 +490,7 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         self.fault(out, Some(("%__sbx_p".into(), false)));
-        Some(("%__sbx_q".into(), false))
+        Some((qname, false))
     }
 
     /// A shared or local access through a register (or an unchecked variable offset).
@@ -535,10 +597,30 @@ impl<'m> Fx<'_, 'm> {
         sp: &str,
         guard: Option<(String, bool)>,
     ) {
+        self.access_at(
+            out,
+            i,
+            at,
+            sp,
+            guard,
+            Operand::Addr(Some("%__sbx_a".into()), 0),
+        );
+    }
+
+    /// The original instruction on `addr` in space `sp`, under `guard`.
+    pub(super) fn access_at(
+        &self,
+        out: &mut Vec<Stmt>,
+        i: &Inst,
+        at: usize,
+        sp: &str,
+        guard: Option<(String, bool)>,
+        addr: Operand,
+    ) {
         let mut j = i.clone();
         j.guard = guard;
         j.mods = respace(&i.mods, sp);
-        j.operands[at] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        j.operands[at] = addr;
         out.push(Stmt::Inst(j));
     }
 }

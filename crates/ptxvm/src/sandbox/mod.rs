@@ -10,17 +10,22 @@
 //! ABI: every `.entry` gets five `.param .u64` after the user's parameters, named
 //! `__gpuhost_sbx_{base,size,globals,ctl,launch}` (see [`HIDDEN_PARAMS`]). Device functions get
 //! those five plus four internal ones (the caller's shared and local windows) that the host never
-//! sees. The host must map at least 64 bytes at `base` (`size >= 64`).
+//! sees. The host must pass `size >= MIN_ARENA` (64 KiB).
 
 mod allow;
 mod fence;
 mod globals;
+mod group;
 mod poll;
 mod print;
 mod rewrite;
 
 use crate::ast;
 use crate::error::Error;
+
+/// Smallest `size` a launch may pass: with less, a kernel sets the fault word and exits at
+/// entry (the arena base is 64 KiB-aligned, so the host maps at least this much).
+pub const MIN_ARENA: u64 = 64 << 10;
 
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
 pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];

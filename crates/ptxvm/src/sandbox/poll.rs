@@ -3,8 +3,8 @@
 //! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
 //! control block's epoch and `exit`s if it is not its launch's epoch.
 
-use super::HIDDEN_PARAMS;
 use super::rewrite::{Fx, INTERNAL_PARAMS, R, WIDTHS, imm, sreg};
+use super::{HIDDEN_PARAMS, MIN_ARENA};
 use crate::ast::{Operand, Stmt};
 
 const U64_REGS: &[&str] = &[
@@ -34,6 +34,15 @@ impl<'m> Fx<'_, 'm> {
             decl("u32", U32_REGS, line),
             decl("pred", PRED_REGS, line),
         ];
+        if self.ngroups > 0 {
+            for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
+                out.push(Stmt::Reg {
+                    ty: ty.into(),
+                    names: vec![(n.into(), Some(self.ngroups))],
+                    line,
+                });
+            }
+        }
         let loads: Vec<&str> = if self.f.is_entry {
             HIDDEN_PARAMS.to_vec()
         } else {
@@ -117,6 +126,23 @@ impl<'m> Fx<'_, 'm> {
                 .collect();
             locals.sort();
             self.window(&mut out, &locals, "llo", "lhi");
+            // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
+            // 4 KiB): the launch reports a fenced access and does nothing.
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["lt", "u64"],
+                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64)],
+            );
+            self.fault(&mut out, Some(("%__sbx_p".into(), false)));
+            self.emit(
+                &mut out,
+                Some(("%__sbx_p".into(), false)),
+                "exit",
+                &[],
+                vec![],
+            );
             // Poll once at entry: a launch queued behind an abort never starts its work.
             self.emit(
                 &mut out,

@@ -47,6 +47,10 @@ pub(crate) struct Fx<'a, 'm> {
     nlabel: u32,
     /// Poll blocks still to emit: (poll label, label to branch back to, line).
     pub polls: Vec<(String, String, u32)>,
+    /// Accesses whose fence an earlier access of their run emitted.
+    pub members: HashMap<*const Inst, super::group::Member>,
+    /// Group registers used so far.
+    pub ngroups: u32,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
 }
@@ -93,6 +97,8 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
                 pos: 0,
                 nlabel: 0,
                 polls: Vec::new(),
+                members: HashMap::new(),
+                ngroups: 0,
                 line: f.line,
             };
             for p in f.params.iter().chain(&f.rets) {
@@ -107,13 +113,12 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
                 Stmt::Reg { .. } => true,
                 _ => false,
             };
+            let mut body = Vec::with_capacity(2 * b.len());
+            fx.stmts(b, Some(&hoisted), &mut body)?;
+            fx.poll_blocks(&mut body);
             let mut out: Vec<Stmt> = b.iter().filter(|s| hoisted(s)).map(clone_stmt).collect();
             out.extend(fx.prologue()?);
-            let rest: Vec<&Stmt> = b.iter().filter(|s| !hoisted(s)).collect();
-            for s in rest {
-                fx.stmts(std::slice::from_ref(s), &mut out)?;
-            }
-            fx.poll_blocks(&mut out);
+            out.append(&mut body);
             Some(out)
         }
     };
@@ -209,8 +214,17 @@ impl<'m> Fx<'_, 'm> {
         }));
     }
 
-    fn stmts(&mut self, body: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
-        for s in body {
+    /// Rewrites `body` into `out`, leaving out the statements `skip` names.
+    fn stmts(
+        &mut self,
+        body: &'m [Stmt],
+        skip: Option<&dyn Fn(&Stmt) -> bool>,
+        out: &mut Vec<Stmt>,
+    ) -> R<()> {
+        for (k, s) in body.iter().enumerate() {
+            if skip.is_some_and(|f| f(s)) {
+                continue;
+            }
             match s {
                 Stmt::Label(..) => {
                     self.pos += 1;
@@ -218,12 +232,12 @@ impl<'m> Fx<'_, 'm> {
                 }
                 Stmt::Inst(i) => {
                     self.line = i.line;
-                    self.inst(i, out)?;
+                    self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
-                    self.stmts(b, &mut inner)?;
+                    self.stmts(b, None, &mut inner)?;
                     if matches!(inner.last(), Some(Stmt::Label(..))) {
                         // A label needs a statement after it before the block closes.
                         self.emit(
@@ -242,9 +256,9 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    fn inst(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
         match i.opcode.as_str() {
-            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, out),
+            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
             "prefetch" | "prefetchu" => Ok(()),
             "bra" => {

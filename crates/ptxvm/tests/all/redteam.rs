@@ -553,3 +553,39 @@ fn poll_interval_must_be_a_power_of_two_and_one_polls_every_back_edge() {
     let want = (0..n).fold(0u32, |a, i| a.wrapping_add(i));
     assert_eq!(mem.read(out, 4), want.to_le_bytes());
 }
+
+#[test]
+fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
+    // In range: the run's values come through.
+    let mut out = 0;
+    let mem = attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| {
+            let buf = m.alloc(32);
+            let words: Vec<u8> = (0u32..8).flat_map(|v| (v * 11).to_le_bytes()).collect();
+            m.write(buf, &words);
+            out = m.alloc(16);
+            vec![Arg::U64(buf), Arg::U64(out), Arg::U32(0)]
+        },
+        false,
+    );
+    let want: Vec<u8> = [0u32, 22, 44, 2]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(mem.read(out, 16), want);
+    // The global run reaches the victim; then the shared run passes its variable's end.
+    attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.victim() - 8), Arg::U64(m.alloc(16)), Arg::U32(0)],
+        true,
+    );
+    attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(16)), Arg::U32(8)],
+        true,
+    );
+}
