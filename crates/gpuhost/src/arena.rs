@@ -388,6 +388,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn arenas_control_blocks_and_buffers_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Arena>();
+        send_sync::<Arc<Arena>>();
+        send_sync::<crate::ControlBlock>();
+        send_sync::<DeviceBuffer>();
+    }
+
+    #[test]
     fn first_fit_takes_the_lowest_range_and_coalesces_on_give() {
         let mut st = State::default();
         st.free.insert(0, 4096);

@@ -345,3 +345,50 @@ fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
     assert_eq!(ctl.load_u32(4), 0xFA17);
     assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other word is untouched");
 }
+
+#[test]
+fn concurrent_allocations_never_overlap_and_are_always_zeroed() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(64 << 20).unwrap();
+    let threads: Vec<_> = (0..6u8)
+        .map(|t| {
+            let arena = Arc::clone(&arena);
+            std::thread::spawn(move || {
+                let mut kept: Vec<(u8, DeviceBuffer)> = Vec::new();
+                let mut seed = 0x9E37_79B9u32.wrapping_mul(u32::from(t) + 1);
+                for i in 0..40u8 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    let len = 1 + (seed % (300 << 10)) as usize;
+                    let b = arena.alloc(len as u64).unwrap();
+                    assert!(bytes_of(&b).iter().all(|&x| x == 0), "thread {t} alloc {i}");
+                    let tag = t.wrapping_mul(41).wrapping_add(i) | 1;
+                    b.fill(0, len, tag).unwrap();
+                    kept.push((tag, b));
+                    if seed.is_multiple_of(3) {
+                        kept.swap_remove((seed as usize / 3) % kept.len());
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let live: Vec<(u8, DeviceBuffer)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    for (tag, b) in &live {
+        assert!(inside(&arena, b));
+        assert!(
+            bytes_of(b).iter().all(|x| x == tag),
+            "a live buffer was overwritten: two allocations overlapped"
+        );
+    }
+    let used: u64 = live
+        .iter()
+        .map(|(_, b)| (b.len() as u64).div_ceil(256) * 256)
+        .sum();
+    assert_eq!(arena.used(), used);
+}
