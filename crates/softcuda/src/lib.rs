@@ -37,6 +37,7 @@ pub mod loader;
 mod memory;
 mod module;
 mod pointer;
+mod procaddr;
 mod stream;
 
 pub use error::LoaderError;

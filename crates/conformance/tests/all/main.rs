@@ -4,6 +4,7 @@
 
 mod context;
 mod device;
+mod entry;
 mod kernels;
 mod launch;
 mod memory;
