@@ -8,6 +8,7 @@ mod entry;
 mod kernels;
 mod launch;
 mod memory;
+mod programs;
 mod sticky;
 mod streams;
 mod support;
