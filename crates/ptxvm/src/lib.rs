@@ -36,6 +36,7 @@
 
 mod api;
 mod ast;
+mod devio;
 mod error;
 mod ir;
 mod lex;
@@ -44,11 +45,13 @@ mod parse;
 mod vm;
 
 pub use api::{
-    Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats, Memory, ParamInfo,
+    AssertFailure, Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats,
+    Memory, ParamInfo,
 };
+pub use devio::{DeviceOutput, record_cost};
 pub use error::Error;
 pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
-pub use vm::{MAX_SHARED_BYTES, launch};
+pub use vm::{MAX_SHARED_BYTES, launch, launch_with_output};
 
 use lower::Kernel;
 

@@ -98,6 +98,10 @@ fn run(stream: Option<u64>, must_wait: bool, job: impl FnOnce() + Send + 'static
     );
     if stream.is_none() || must_wait {
         s.wait_for(ticket);
+        if stream.is_none() {
+            // A blocking copy is one of the points where device printf output is printed.
+            ctx.printf.flush();
+        }
         ctx.check_usable()?;
     }
     Ok(())

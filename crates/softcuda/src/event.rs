@@ -135,6 +135,7 @@ pub(crate) fn synchronize(handle: u64) -> CuResult<()> {
     if let Some((stream, ticket)) = event.recorded() {
         stream.wait_for(ticket);
         if let Some(ctx) = stream.ctx.upgrade() {
+            ctx.printf.flush();
             ctx.check_usable()?;
         }
     }

@@ -319,6 +319,7 @@ exports! {
     fn cuStreamSynchronize(hStream: CUstream) {
         let (ctx, s) = stream::resolve_any(h(hStream))?;
         s.synchronize();
+        ctx.printf.flush();
         ctx.check_usable()
     }
 

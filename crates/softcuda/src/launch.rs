@@ -170,6 +170,7 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
         ptxvm::FaultKind::IllegalAddress { .. } => CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
         ptxvm::FaultKind::MisalignedAddress { .. } => CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
         ptxvm::FaultKind::Trap => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        ptxvm::FaultKind::AssertFailed(_) => CUresult::CUDA_ERROR_ASSERT,
         ptxvm::FaultKind::StackOverflow => CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
         _ => CUresult::CUDA_ERROR_LAUNCH_FAILED,
     }
@@ -182,6 +183,8 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
 pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     let f = module::get_function(req.function)?;
     let (ctx, s) = stream::resolve(req.stream)?;
+    // NVIDIA prints pending device output at the start of a launch.
+    ctx.printf.flush();
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
@@ -209,13 +212,21 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 globals: &globals,
                 workers: driver::cores(),
             };
+            let out = ptxvm::DeviceOutput::new(run_ctx.printf_room());
             // An interpreter bug must not pass for a kernel that ran: it faults the context.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                ptxvm::launch(&vm, &launch, &mem)
+                ptxvm::launch_with_output(&vm, &launch, &mem, &out)
             }));
+            let (text, used, _) = out.take();
+            run_ctx.printf.append(&text, used);
             match run {
                 Ok(Ok(_)) => {}
-                Ok(Err(fault)) => run_ctx.poison(fault_code(&fault.kind), fault.to_string()),
+                Ok(Err(fault)) => {
+                    if let Some(line) = fault.assert_message() {
+                        run_ctx.printf.append_assert(&line);
+                    }
+                    run_ctx.poison(fault_code(&fault.kind), fault.to_string())
+                }
                 Err(panic) => {
                     let why = panic
                         .downcast_ref::<&str>()

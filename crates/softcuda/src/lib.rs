@@ -37,6 +37,7 @@ pub mod loader;
 mod memory;
 mod module;
 mod pointer;
+mod printf;
 mod procaddr;
 mod stream;
 

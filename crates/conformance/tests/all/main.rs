@@ -4,6 +4,7 @@
 
 mod context;
 mod device;
+mod device_io;
 mod entry;
 mod kernels;
 mod launch;
