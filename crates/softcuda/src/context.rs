@@ -221,8 +221,12 @@ impl Context {
     /// Waits for every stream of the context, prints pending device printf output, then reports
     /// the sticky error if any.
     pub(crate) fn synchronize(&self) -> CuResult<()> {
-        self.null_stream.synchronize();
         let streams: Vec<Arc<Stream>> = lock(&self.streams).clone();
+        let handles: Vec<u64> = streams.iter().map(|s| s.handle).collect();
+        if crate::capture::any_in(&handles) {
+            return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        }
+        self.null_stream.synchronize();
         for s in streams {
             s.synchronize();
         }

@@ -64,6 +64,9 @@ pub(crate) enum Tag {
     Function = 3,
     Stream = 4,
     Event = 5,
+    Graph = 6,
+    GraphNode = 7,
+    GraphExec = 8,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -20,7 +20,12 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{context, device, driver, errors, event, jit, module, pointer, procaddr, stream};
+use crate::{
+    capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream,
+};
+
+mod graph;
+pub use graph::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -318,6 +323,7 @@ exports! {
     /// Waits for a stream; reports a sticky fault.
     fn cuStreamSynchronize(hStream: CUstream) {
         let (ctx, s) = stream::resolve_any(h(hStream))?;
+        capture::refuse(h(hStream))?;
         s.synchronize();
         ctx.printf.flush();
         ctx.check_usable()
@@ -327,6 +333,7 @@ exports! {
     fn cuStreamQuery(hStream: CUstream) {
         let (ctx, s) = stream::resolve_any(h(hStream))?;
         ctx.check_usable()?;
+        capture::refuse(h(hStream))?;
         if s.is_busy() { Err(CUresult::CUDA_ERROR_NOT_READY) } else { Ok(()) }
     }
 
@@ -353,10 +360,9 @@ exports! {
         abi::write(pctx, p(ctx.handle))
     }
 
-    /// Stream capture is not supported, so no stream is ever capturing.
+    /// Whether the stream is capturing (`CUstreamCaptureStatus`).
     fn cuStreamIsCapturing(hStream: CUstream, status: *mut c_uint) {
-        stream::resolve_any(h(hStream))?;
-        abi::write(status, 0)
+        abi::write(status, capture::status(h(hStream))?.0)
     }
 
     /// Runs `fn_(userData)` on the stream's worker, in order with the stream's other work.
@@ -754,6 +760,7 @@ aliases! {
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
     cuDevicePrimaryCtxSetFlags => cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint);
+    cuGraphInstantiate => cuGraphInstantiate_v2(exec: *mut *mut c_void, graph: *mut c_void, errorNode: *mut *mut c_void, log: *mut c_char, logSize: usize);
     cuCtxCreate => cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
     cuCtxDestroy => cuCtxDestroy_v2(ctx: CUcontext);
     cuCtxPushCurrent => cuCtxPushCurrent_v2(ctx: CUcontext);
@@ -790,16 +797,9 @@ pub struct RawMemLocation {
     pub id: c_int,
 }
 
-// Graphs, stream capture, memory pools, external memory, cooperative and cluster launches and
+// Memory pools, external memory, cooperative and cluster launches and
 // managed-memory hints: the device attributes report them unsupported as well.
 unsupported! {
-    cuGraphDestroy(graph: *mut c_void);
-    cuGraphExecDestroy(exec: *mut c_void);
-    cuGraphInstantiateWithFlags(exec: *mut *mut c_void, graph: *mut c_void, flags: u64);
-    cuGraphLaunch(exec: *mut c_void, stream: CUstream);
-    cuGraphUpload(exec: *mut c_void, stream: CUstream);
-    cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint);
-    cuStreamEndCapture(stream: CUstream, graph: *mut *mut c_void);
     cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, dev: CUdevice);
     cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevice);
     cuDeviceSetMemPool(dev: CUdevice, pool: *mut c_void);

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod capture;
 mod context;
 mod copy;
 mod device;
@@ -29,6 +30,7 @@ mod event;
 #[macro_use]
 mod export_macros;
 pub mod exports;
+mod graph;
 mod handles;
 mod image;
 mod jit;

@@ -6,6 +6,7 @@ mod context;
 mod device;
 mod device_io;
 mod entry;
+mod graphs;
 mod kernels;
 mod launch;
 mod memory;
