@@ -584,3 +584,13 @@ fn byval_struct_parameter_through_param_and_generic_addresses() {
     let want: Vec<u32> = (0..8).map(|t| 2 * [10, 20, 30, 40][t & 3] + 40).collect();
     assert_eq!(out, want);
 }
+
+#[test]
+fn target_directive_gives_the_virtual_architecture() {
+    assert_eq!(load(".visible .entry k() { ret; }").target_arch(), Some(90));
+    let m = Module::load(
+        ".version 7.0\n.target sm_80a\n.address_size 64\n.visible .entry k() { ret; }",
+    )
+    .unwrap();
+    assert_eq!(m.target_arch(), Some(80));
+}
