@@ -104,7 +104,11 @@ fn kernel_attributes_report_static_shared_memory_and_block_limit() {
     let major = cc(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     let minor = cc(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     let binary = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_BINARY_VERSION);
-    assert_eq!(binary, major * 10 + minor, "binary version of a JIT-compiled function");
+    assert_eq!(
+        binary,
+        major * 10 + minor,
+        "binary version of a JIT-compiled function"
+    );
 }
 
 #[test]
