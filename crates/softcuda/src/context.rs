@@ -27,6 +27,9 @@ pub(crate) const API_VERSION: u32 = 3020;
 /// launches, L2 fetch granularity, persisting L2) as NVIDIA reports them on an H200.
 const LIMIT_DEFAULTS: [u64; 7] = [1024, 1 << 20, 8 << 20, 2, 2048, 32, 0];
 
+/// Index of `CU_LIMIT_PRINTF_FIFO_SIZE`.
+const PRINTF_FIFO_LIMIT: usize = 1;
+
 static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The device's fault (code and description): set by the first kernel fault in any context and
@@ -64,6 +67,8 @@ pub(crate) struct Context {
     streams: Mutex<Vec<Arc<Stream>>>,
     /// Serializes submissions so that the legacy-stream dependencies captured are consistent.
     submit_lock: Mutex<()>,
+    /// Device printf output not yet printed.
+    pub(crate) printf: crate::printf::Fifo,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -84,6 +89,7 @@ impl Context {
             null_stream: Stream::spawn(0, 0, 0, weak.clone()),
             streams: Mutex::new(Vec::new()),
             submit_lock: Mutex::new(()),
+            printf: crate::printf::Fifo::default(),
         })
     }
 
@@ -212,14 +218,25 @@ impl Context {
         }))
     }
 
-    /// Waits for every stream of the context, then reports the sticky error if any.
+    /// Waits for every stream of the context, prints pending device printf output, then reports
+    /// the sticky error if any.
     pub(crate) fn synchronize(&self) -> CuResult<()> {
-        self.null_stream.synchronize();
         let streams: Vec<Arc<Stream>> = lock(&self.streams).clone();
+        let handles: Vec<u64> = streams.iter().map(|s| s.handle).collect();
+        if crate::capture::any_in(&handles) {
+            return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        }
+        self.null_stream.synchronize();
         for s in streams {
             s.synchronize();
         }
+        self.printf.flush();
         self.check_usable()
+    }
+
+    /// Room left in the device printf FIFO (`CU_LIMIT_PRINTF_FIFO_SIZE` minus what is pending).
+    pub(crate) fn printf_room(&self) -> u64 {
+        self.printf.room(lock(&self.limits)[PRINTF_FIFO_LIMIT])
     }
 
     /// Destroys the context: waits for its work, stops its streams, and frees everything it
@@ -233,6 +250,7 @@ impl Context {
             stream::STREAMS.remove(s.handle);
         }
         self.null_stream.close();
+        self.printf.flush();
         self.destroyed.store(true, Ordering::Release);
         crate::event::release_context(self.id);
         crate::module::release_context(self.id);

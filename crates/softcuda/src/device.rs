@@ -191,12 +191,44 @@ pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
         .iter()
         .find(|(a, _)| *a as u32 == attr)
         .map(|&(_, v)| v)
+        .or_else(|| unsupported_feature(attr))
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+/// Attributes of CUDA 13's list that describe features softcuda does not have, by value (several
+/// are newer than the cuda.h cudarc is built against here): each answers 0, the value NVIDIA's
+/// driver gives for a feature the device lacks.
+fn unsupported_feature(attr: u32) -> Option<i32> {
+    let zero = match attr {
+        // Texture and surface size limits (21..=29, 42..=49, 52..=74, 77) and 2D gather (44):
+        // there are no textures or surfaces.
+        21..=29 | 42..=49 | 52..=74 | 77 => true,
+        // Stream memory operations (cuStreamWaitValue/WriteValue, 92..=94 and the v2 flags 122, 123).
+        92..=94 | 122 | 123 => true,
+        // Shareable handle types for exporting memory (POSIX fd, Win32, Win32 KMT, fabric, the
+        // memory-pool mask) and GPUDirect RDMA with VMM.
+        103..=105 | 110 | 119 | 128 => true,
+        // Read-only host registration (113), timeline semaphores (114), RDMA flush/ordering
+        // (117, 118), deferred array mapping (121), dma-buf (124).
+        113 | 114 | 117 | 118 | 121 | 124 => true,
+        // CIG contexts (D3D12 135, Vulkan 138), memory decompression (136, 137).
+        135..=138 => true,
+        // PCI device and subsystem ids of the GPU (139, 140): there is no PCI device.
+        139 | 140 => true,
+        // Host-NUMA VMM, pools and IPC (141..=143), host memory pools (144), host VMM (145),
+        // dma-buf host allocations (146), partial host-native atomics (147).
+        141..=147 => true,
+        _ => false,
+    };
+    zero.then_some(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest `CUdevice_attribute` value of CUDA 13.0's cuda.h (CU_DEVICE_ATTRIBUTE_MAX - 1).
+    const LAST_ATTRIBUTE: u32 = 147;
 
     #[test]
     fn attributes_report_compute_capability_9_0() {
@@ -215,10 +247,22 @@ mod tests {
     }
 
     #[test]
+    fn every_attribute_of_cuda_13_answers() {
+        let missing: Vec<u32> = (1..=LAST_ATTRIBUTE)
+            .filter(|&a| attribute(a).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "attributes without an answer: {missing:?}"
+        );
+    }
+
+    #[test]
     fn unknown_attribute_is_invalid_value() {
         assert_eq!(attribute(9999), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(attribute(0), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
         assert_eq!(
-            attribute(A::CU_DEVICE_ATTRIBUTE_MAX as u32),
+            attribute(LAST_ATTRIBUTE + 1),
             Err(CUresult::CUDA_ERROR_INVALID_VALUE)
         );
     }

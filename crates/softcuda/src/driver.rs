@@ -14,8 +14,8 @@ pub(crate) const MEMORY_ENV: &str = "SOFTCUDA_MEMORY";
 /// Device memory when `SOFTCUDA_MEMORY` is unset: 16 GiB.
 const DEFAULT_MEMORY: u64 = 16 << 30;
 
-/// The value cuDriverGetVersion reports (CUDA 12.8).
-pub(crate) const DRIVER_VERSION: i32 = 12080;
+/// The value cuDriverGetVersion reports (CUDA 13.0): libcudart 13 refuses an older driver.
+pub(crate) const DRIVER_VERSION: i32 = 13000;
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
@@ -84,6 +84,9 @@ pub(crate) enum Tag {
     Function = 3,
     Stream = 4,
     Event = 5,
+    Graph = 6,
+    GraphNode = 7,
+    GraphExec = 8,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod capture;
 mod context;
 mod copy;
 mod device;
@@ -32,6 +33,7 @@ mod event;
 #[macro_use]
 mod export_macros;
 pub mod exports;
+mod graph;
 mod handles;
 mod image;
 mod jit;
@@ -40,6 +42,8 @@ pub mod loader;
 mod memory;
 mod module;
 mod pointer;
+mod printf;
+mod procaddr;
 mod stream;
 mod vmm;
 

@@ -4,9 +4,13 @@
 
 mod context;
 mod device;
+mod device_io;
+mod entry;
+mod graphs;
 mod kernels;
 mod launch;
 mod memory;
+mod programs;
 mod sticky;
 mod streams;
 mod support;
