@@ -5,6 +5,7 @@
 mod common;
 mod concurrency;
 mod context_loss;
+mod host_buffer;
 mod launch;
 mod nodriver;
 mod registry;
