@@ -29,8 +29,8 @@ use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::Arg;
+use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
-use crate::transfer::Staging;
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -134,8 +134,8 @@ pub(crate) struct Launched {
     n: usize,
     /// The buffers its launches use, kept alive until it completes.
     buffers: Vec<DeviceBuffer>,
-    /// Staging chunks of transfers fenced by this batch, kept until their DMA is done.
-    staging: Vec<Arc<Staging>>,
+    /// Page-locked regions of transfers fenced by this batch, kept until their DMA is done.
+    staging: Vec<Arc<Pinned>>,
     /// One guard per registry whose kernels it launches: the batch completes as a whole, so
     /// one keeps the modules loaded as long as one per launch would (without an atomic
     /// increment per launch on a line the completion thread also writes).
@@ -180,7 +180,7 @@ impl Launched {
 
     /// Keep `buffers` and `staging` alive until the batch completes (work other than launches,
     /// enqueued before the event that closes it, uses them).
-    pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Staging>>) {
+    pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Pinned>>) {
         self.buffers.extend(buffers.iter().map(|b| (*b).clone()));
         self.staging.extend(staging);
     }

@@ -39,8 +39,8 @@ pub struct Host {
     streams: Mutex<Vec<(u64, usize)>>,
     events: Mutex<Vec<(u64, usize)>>,
     timing_events: Mutex<Vec<(u64, usize)>>,
-    /// Pooled page-locked staging chunks of transfers (see transfer.rs), at most POOLED_CHUNKS.
-    staging: Mutex<Vec<(u64, usize)>>,
+    /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
+    pub(crate) pinned: crate::pinned::Pool,
     pub(crate) completer: OnceLock<Completer>,
 }
 
@@ -103,7 +103,7 @@ impl Host {
             streams: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
-            staging: Mutex::new(Vec::new()),
+            pinned: Default::default(),
             completer: OnceLock::new(),
         })
     }
@@ -283,12 +283,9 @@ impl Host {
             };
             c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
-        // Staging chunks are our own memory: the dead context took their registrations; free them.
-        let stale = std::mem::take(&mut *self.staging.lock().unwrap_or_else(|p| p.into_inner()));
-        for (_, ptr) in stale {
-            // SAFETY: pooled chunks of the dead context: held by nobody, no DMA can touch them.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
+        // Pooled page-locked regions are our own memory: the dead context took their
+        // registrations; free them.
+        self.pinned.free_dead();
         self.ctx.store(ctx, Release);
         self.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
@@ -463,40 +460,6 @@ fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
     // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
     check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
     Ok(id)
-}
-
-impl Host {
-    /// A pooled staging chunk of `generation`, if one is free.
-    pub(crate) fn take_staging(&self, generation: u64) -> Option<usize> {
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(&(g, ptr)) = p.last() {
-            if g > generation {
-                // The caller's generation went stale meanwhile: leave the newer chunks pooled.
-                return None;
-            }
-            p.pop();
-            if g == generation {
-                return Some(ptr);
-            }
-            // SAFETY: a pooled chunk of a dead generation: held by nobody, no DMA can touch it.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
-        None
-    }
-
-    /// Pools a staging chunk of `generation` unless the pool is full or the generation is dead.
-    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> crate::transfer::Returned {
-        use crate::transfer::Returned;
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if generation != self.generation() {
-            return Returned::Dead;
-        }
-        if p.len() >= crate::transfer::POOLED_CHUNKS {
-            return Returned::Spare;
-        }
-        p.push((generation, raw));
-        Returned::Pooled
-    }
 }
 
 fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {

@@ -11,8 +11,8 @@ use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
+use crate::pinned::Pinned;
 use crate::registry::Kernel;
-use crate::transfer::Staging;
 
 /// The launching thread records an event itself after this many unrecorded launches, bounding
 /// the queue of a stream that is never idle and whose completions are dropped.
@@ -284,7 +284,7 @@ impl Stream {
     pub(crate) fn fence_keeping(
         &self,
         buffers: &[&DeviceBuffer],
-        staging: Option<Arc<Staging>>,
+        staging: Option<Arc<Pinned>>,
     ) -> Result<Completion> {
         // A lost context is this call's error, not only its Completion's.
         if let Err(e) = self.host.enter_for(self.generation) {

@@ -1,168 +1,38 @@
 //! Stream-ordered copies that never block the calling thread on the device: fills and
-//! device-to-device copies enqueued and awaited through a fence, and host↔device transfers
-//! staged through pooled page-locked chunks (our own memory, registered with the context) — each chunk's DMA enqueued on the stream and awaited
-//! through a fence, two chunks in flight so one transfers while the other is copied on the host.
+//! device-to-device copies enqueued and awaited through a fence; host↔device transfers from and
+//! into a [`HostBuffer`] with one DMA and no copy; and transfers of ordinary (pageable) memory
+//! staged through pooled page-locked chunks (see pinned.rs) — each chunk's DMA enqueued on the
+//! stream and awaited through a fence, two chunks in flight so one transfers while the other is
+//! copied on the host.
 //!
-//! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the staging
-//! chunk alive until the device is done with them, so dropping a transfer's future midway never
-//! frees, or hands to another transfer, memory a DMA still writes. A chunk whose fence failed
-//! (the context was lost, or the event could not be recorded) may still be read or written by a
-//! copy the driver runs late, so it is leaked rather than reused or freed — as is a chunk in use
-//! when its context died (see [`Returned::Dead`]).
+//! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the
+//! page-locked region alive until the device is done with them, so dropping a transfer's future
+//! midway never frees, or hands to another transfer, memory a DMA still reads or writes; a
+//! region whose DMA's end was never observed is leaked (see pinned.rs).
 
-use std::alloc::Layout;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
-use crate::error::Result;
-use crate::host::Host;
+use crate::error::{Error, Result};
+use crate::pinned::{HostBuffer, Pinned};
 use crate::stream::Stream;
 
 /// Bytes per staging chunk.
 pub(crate) const CHUNK: usize = 1 << 20;
-/// Chunks a host keeps pooled; more in use at once are freed when returned.
-pub(crate) const POOLED_CHUNKS: usize = 8;
 
-/// Page-aligned, as cuMemHostRegister wants.
-fn chunk_layout() -> Layout {
-    // CHUNK is a nonzero multiple of the page size, so this layout is valid.
-    Layout::from_size_align(CHUNK, 4096).unwrap_or_else(|_| Layout::new::<[u8; CHUNK]>())
-}
-
-/// A staging chunk: [`CHUNK`] bytes of our own heap memory, page-locked for one context with
-/// cuMemHostRegister (taken from the host's pool, returned to it on drop). The memory is ours,
-/// not the context's: a foreign reset that destroys the context only drops the registration,
-/// so copying in or out of a chunk can never touch memory the driver freed.
-pub(crate) struct Staging {
-    host: Arc<Host>,
-    ptr: *mut u8,
-    generation: u64,
-    /// Set when a copy enqueued on the chunk may not have run (its fence failed): then no one
-    /// can tell when the driver is done with it, and it is leaked on drop, never reused or freed.
-    unknown: AtomicBool,
-}
-
-// SAFETY: the chunk is plain heap memory owned by this value alone (taken from the pool or
-// allocated for it) and only read or written by the one transfer that holds it, after the fence
-// covering its DMA resolved.
-unsafe impl Send for Staging {}
-// SAFETY: shared only as an Arc between the transfer and the batch keeping it alive; the batch
-// never touches the memory.
-unsafe impl Sync for Staging {}
-
-impl Staging {
-    pub(crate) fn take(host: &Arc<Host>, generation: u64) -> Result<Self> {
-        if let Some(ptr) = host.take_staging(generation) {
-            return Ok(Self {
-                host: host.clone(),
-                ptr: ptr as *mut u8,
-                generation,
-                unknown: AtomicBool::new(false),
-            });
-        }
-        let layout = chunk_layout();
-        // SAFETY: a nonzero-size layout.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        // SAFETY: the caller entered the host at `generation`; `ptr` is CHUNK bytes of our own
-        // memory, which outlives the registration (unregistered or dead with its context first).
-        let r = unsafe { sys::cuMemHostRegister_v2(ptr.cast(), CHUNK, 0) };
-        if let Err(e) = host.classify("cuMemHostRegister_v2", r) {
-            // SAFETY: allocated above with this layout, never registered, freed once.
-            unsafe { std::alloc::dealloc(ptr, layout) };
-            return Err(e);
-        }
-        Ok(Self {
-            host: host.clone(),
-            ptr,
-            generation,
-            unknown: AtomicBool::new(false),
-        })
-    }
-
-    /// Marks the chunk as possibly still in use by the driver: it will be leaked on drop.
-    pub(crate) fn mark_unknown(&self) {
-        self.unknown.store(true, Ordering::Relaxed);
-    }
-
-    /// The first `len` bytes, to read after the fence covering the DMA into them resolved.
-    fn bytes(&self, len: usize) -> &[u8] {
-        // SAFETY: `ptr` is CHUNK bytes of live heap memory owned by this value; len is clamped
-        // to CHUNK; no DMA is in flight once its fence resolved, and nothing else writes it.
-        unsafe { std::slice::from_raw_parts(self.ptr, len.min(CHUNK)) }
-    }
-
-    /// The first `len` bytes, to fill before enqueuing a DMA from them.
-    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: as `bytes`; `&mut self` is the only handle (not yet shared with a batch).
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(CHUNK)) }
-    }
-}
-
-/// What became of a staging chunk handed back to its host's pool.
-pub(crate) enum Returned {
-    /// Pooled for the next transfer.
-    Pooled,
-    /// The pool is full: the chunk is to be unregistered and freed.
-    Spare,
-    /// Its context died. The chunk may have been in use then, and whether a driver still writes
-    /// it (softcuda's workers drain a dead context's queue) cannot be known: it is leaked, never
-    /// freed — as gpuhost forgets a dead generation's handles rather than destroy them.
-    Dead,
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if *self.unknown.get_mut() {
-            // A copy enqueued on it may still run: leaked (see `unknown`).
-            return;
-        }
-        match self.host.give_staging(self.generation, self.ptr as usize) {
-            Returned::Pooled | Returned::Dead => {}
-            Returned::Spare => {
-                // SAFETY: the chunk is ours and of the current context; its last holder is
-                // dropping it, after its fence's batch completed (the DMA is done).
-                unsafe { free_chunk(&self.host, self.generation, self.ptr) };
-            }
-        }
-    }
-}
-
-/// Unregisters a chunk (if its context is still the current one: a dead context took the
-/// registration with it) and frees its memory.
-///
-/// # Safety
-/// `ptr` is a chunk made by [`Staging::take`] that no DMA uses and nothing else holds.
-unsafe fn free_chunk(host: &Host, generation: u64, ptr: *mut u8) {
-    if host.enter_for(generation).is_ok() {
-        // SAFETY: registered by Staging::take in this (current) context.
-        let r = unsafe { sys::cuMemHostUnregister(ptr.cast()) };
-        if let Err(e) = host.classify("cuMemHostUnregister", r) {
-            host.drop_error("unregistering a staging chunk", &e);
-        }
-    }
-    // SAFETY: as this function's contract.
-    unsafe { free_dead_chunk(ptr) };
-}
-
-/// Frees a chunk whose context is gone (its registration went with it). Touches no driver
-/// state, so the host may call it while it recovers. Only for chunks that were idle in the pool
-/// when their context died (a chunk in use then is leaked instead: see [`Returned::Dead`]).
-///
-/// # Safety
-/// `ptr` is a chunk made by [`Staging::take`], registered in a context that no longer exists (or
-/// never registered), that no DMA uses and nothing else holds.
-pub(crate) unsafe fn free_dead_chunk(ptr: *mut u8) {
-    // SAFETY: allocated by Staging::take with this layout; freed once, per the contract.
-    unsafe { std::alloc::dealloc(ptr, chunk_layout()) };
+/// Which way a DMA goes.
+#[derive(Clone, Copy)]
+enum Dir {
+    /// Device to host.
+    Down,
+    /// Host to device.
+    Up,
 }
 
 impl Stream {
@@ -172,6 +42,117 @@ impl Stream {
         self.host().enter_for(self.generation())
     }
 
+    /// Enqueues one DMA between `buf` at `offset` and `mem[at]`, and a fence keeping `buf` and
+    /// `mem` alive until it is done. A failed enqueue leaves `mem` unknown: the driver may or
+    /// may not have queued the copy.
+    fn dma(
+        &self,
+        dir: Dir,
+        buf: &DeviceBuffer,
+        offset: usize,
+        mem: &Arc<Pinned>,
+        at: Range<usize>,
+        generation: u64,
+    ) -> Result<Completion> {
+        debug_assert!(at.end <= mem.cap() && offset + at.len() <= buf.len());
+        let (dev, len) = (buf.inner.raw + offset as u64, at.len());
+        // SAFETY: `at + len` lies inside the region (callers check ranges against it) and the
+        // device range inside `buf`'s allocation (checked by the caller); both stay alive until
+        // the fence's batch completes, which holds them. The region is registered in
+        // `generation`, the bound context's.
+        let (call, r) = unsafe {
+            let host = mem.ptr().add(at.start);
+            match dir {
+                Dir::Down => (
+                    "cuMemcpyDtoHAsync_v2",
+                    sys::cuMemcpyDtoHAsync_v2(host.cast(), dev, len, self.raw()),
+                ),
+                Dir::Up => (
+                    "cuMemcpyHtoDAsync_v2",
+                    sys::cuMemcpyHtoDAsync_v2(dev, host.cast(), len, self.raw()),
+                ),
+            }
+        };
+        if let Err(e) = self.host().classify_at(call, r, generation) {
+            mem.mark_unknown();
+            return Err(e);
+        }
+        self.fence_keeping(&[buf], Some(mem.clone()))
+    }
+
+    /// Checks a transfer between `dev` at `offset` and `host` over `range` and binds the
+    /// context; `None` when there is nothing to copy.
+    fn enter_direct(
+        &self,
+        dev: &DeviceBuffer,
+        offset: usize,
+        host: &HostBuffer,
+        range: &Range<usize>,
+    ) -> Result<Option<u64>> {
+        host.check_range(range)?;
+        dev.range(offset, range.len())?;
+        if !Arc::ptr_eq(host.mem.host(), self.host()) {
+            return Err(Error::DeviceMismatch {
+                what: "host buffer",
+                expected: self.host().ordinal(),
+                found: host.device(),
+            });
+        }
+        let generation = self.enter_with(dev)?;
+        if range.is_empty() {
+            return Ok(None);
+        }
+        host.mem.register_for(generation)?;
+        Ok(Some(generation))
+    }
+
+    /// Copies `src[range]` into `dst` at `offset` with one DMA from the page-locked buffer (no
+    /// staging copy), after the work queued on this stream before it; done when the future
+    /// resolves. The calling thread never waits for the device.
+    ///
+    /// Dropping the future midway lets the copy run on: `dst`'s bytes there are then
+    /// unspecified, and `src` stays alive for it.
+    pub async fn upload_from(
+        &self,
+        dst: &DeviceBuffer,
+        offset: usize,
+        src: &HostBuffer,
+        range: Range<usize>,
+    ) -> Result<()> {
+        let Some(generation) = self.enter_direct(dst, offset, src, &range)? else {
+            return Ok(());
+        };
+        self.dma(Dir::Up, dst, offset, &src.mem, range, generation)?
+            .await
+    }
+
+    /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the
+    /// page-locked buffer (no staging copy), after the work queued on this stream before it. The
+    /// calling thread never waits for the device.
+    ///
+    /// If the future is dropped midway, or the download fails, `dst` moves to fresh zeroed
+    /// memory (its old bytes are gone): the old region stays with a DMA that may still write it.
+    pub async fn download_into(
+        &self,
+        src: &DeviceBuffer,
+        offset: usize,
+        dst: &mut HostBuffer,
+        range: Range<usize>,
+    ) -> Result<()> {
+        let Some(generation) = self.enter_direct(src, offset, dst, &range)? else {
+            return Ok(());
+        };
+        let done = self.dma(Dir::Down, src, offset, &dst.mem, range, generation);
+        // From here the region may be in a DMA's hands until `done` resolves cleanly.
+        let guard = Detach(dst);
+        let r = match done {
+            Ok(done) => done.await,
+            Err(e) => Err(e),
+        };
+        drop(guard);
+        r
+    }
+
     /// Copies `out.len()` bytes of `buf` from `offset` into `out`, after the work queued on
     /// this stream before it. The calling thread never waits for the device.
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
@@ -179,17 +160,9 @@ impl Stream {
         let mut in_flight = VecDeque::with_capacity(2);
         for (i, part) in out.chunks_mut(CHUNK).enumerate() {
             let generation = self.enter_with(buf)?;
-            let staging = Staging::take(self.host(), generation)?;
-            let src = buf.inner.raw + (offset + i * CHUNK) as u64;
-            // SAFETY: the range lies inside the allocation (checked above); the staging chunk
-            // holds CHUNK >= part.len() bytes and stays alive until the fence's batch completes.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(staging.ptr.cast(), src, part.len(), self.raw())
-            };
-            self.host()
-                .classify_at("cuMemcpyDtoHAsync_v2", r, generation)?;
-            let staging = Arc::new(staging);
-            let done = self.fence_keeping(&[buf], Some(staging.clone()))?;
+            let staging = Arc::new(Pinned::take(self.host(), generation, CHUNK)?);
+            let at = offset + i * CHUNK;
+            let done = self.dma(Dir::Down, buf, at, &staging, 0..part.len(), generation)?;
             in_flight.push_back((done, staging, part));
             if in_flight.len() == 2
                 && let Some(next) = in_flight.pop_front()
@@ -210,17 +183,10 @@ impl Stream {
         let mut in_flight = VecDeque::with_capacity(2);
         for (i, part) in data.chunks(CHUNK).enumerate() {
             let generation = self.enter_with(buf)?;
-            let mut staging = Staging::take(self.host(), generation)?;
+            let mut staging = Pinned::take(self.host(), generation, CHUNK)?;
             staging.bytes_mut(part.len()).copy_from_slice(part);
-            let dst = buf.inner.raw + (offset + i * CHUNK) as u64;
-            // SAFETY: the range lies inside the allocation; the chunk holds the part and stays
-            // alive (unwritten) until the fence's batch completes.
-            let r = unsafe {
-                sys::cuMemcpyHtoDAsync_v2(dst, staging.ptr.cast(), part.len(), self.raw())
-            };
-            self.host()
-                .classify_at("cuMemcpyHtoDAsync_v2", r, generation)?;
-            in_flight.push_back(self.fence_keeping(&[buf], Some(Arc::new(staging)))?);
+            let (at, staging) = (offset + i * CHUNK, Arc::new(staging));
+            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
             if in_flight.len() == 2
                 && let Some(done) = in_flight.pop_front()
             {
@@ -286,8 +252,18 @@ impl Stream {
     }
 }
 
+/// Moves a download's host buffer off its region when dropped while the region is still in a
+/// DMA's hands (see [`HostBuffer::detach_if_in_use`]).
+struct Detach<'a>(&'a mut HostBuffer);
+
+impl Drop for Detach<'_> {
+    fn drop(&mut self) {
+        self.0.detach_if_in_use();
+    }
+}
+
 /// Awaits one downloaded chunk and copies it out of its staging chunk.
-async fn land((done, staging, part): (Completion, Arc<Staging>, &mut [u8])) -> Result<()> {
+async fn land((done, staging, part): (Completion, Arc<Pinned>, &mut [u8])) -> Result<()> {
     done.await?;
     part.copy_from_slice(staging.bytes(part.len()));
     yield_now().await;

@@ -79,10 +79,42 @@ pub fn expected(tag: u32, n: u32) -> Vec<u32> {
     (0..n).map(|i| tag + i).collect()
 }
 
-/// Runs a future to completion on a current-thread runtime.
+/// Bytes that differ at every position and from one seed to the next.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
+        .collect()
+}
+
+/// Runs a future on a fresh single-threaded runtime.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
         .block_on(f)
+}
+
+/// A two-worker runtime with timers, for tasks that run while the test thread resets the context.
+pub fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Device 0's handle.
+pub fn device() -> gpuhost::sys::CUdevice {
+    let mut dev = 0;
+    // SAFETY: the driver is loaded and initialised (host() succeeded); valid out pointer.
+    let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+    dev
+}
+
+/// Resets device 0's primary context under the host, as a foreign library would.
+pub fn foreign_reset() {
+    // SAFETY: a foreign reset, on purpose: destroys the context with all its objects.
+    let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(device()) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
 }

@@ -7,13 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpuhost::{Arg, LaunchConfig};
 
-use crate::common::{TAG_A, block_on, bundle, expected, host, read_u32s, shared};
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
-        .collect()
-}
+use crate::common::{TAG_A, block_on, bundle, expected, host, pattern, read_u32s, shared};
 
 #[test]
 fn uploads_and_downloads_spanning_several_staging_chunks_round_trip_at_unaligned_offsets() {
