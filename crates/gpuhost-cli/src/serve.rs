@@ -2,7 +2,7 @@
 //! until SIGTERM or Ctrl-C, then shuts down gracefully. Prints `listening on http://ADDR` once
 //! the socket is bound (with `--listen 127.0.0.1:0` the port the system picked).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,6 +25,10 @@ pub struct Args {
     /// Seconds a swap, an unload or shutdown waits for requests in flight.
     #[arg(long, default_value_t = 30)]
     drain_timeout: u64,
+    /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
+    /// being served meanwhile), so load balancers stop sending first.
+    #[arg(long, default_value_t = 0)]
+    shutdown_delay: u64,
     /// Start with nothing loaded (load with POST /v2/repository/models/NAME/load).
     #[arg(long)]
     no_load: bool,
@@ -39,6 +43,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let logs = tracing_subscriber::fmt()
         .with_max_level(a.log_level)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if a.log_json {
         logs.json().init();
@@ -69,13 +74,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         tracing::info!(%addr, devices = ?server.devices(), "serving");
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
-        gpuhost_serve::serve(
-            server,
-            listener,
-            gpuhost_serve::shutdown_signal(),
-            opts.drain_timeout,
-        )
-        .await?;
+        let shutdown = gpuhost_serve::Shutdown {
+            delay: Duration::from_secs(a.shutdown_delay),
+            drain_timeout: opts.drain_timeout,
+        };
+        gpuhost_serve::serve(server, listener, gpuhost_serve::shutdown_signal(), shutdown).await?;
         Ok(())
     })
 }

@@ -126,10 +126,15 @@ impl gpuhost_wasm::CudaView for RequestState {
     }
 }
 
+/// Components compiled recently, by their exact bytes: a new version whose function.wasm did
+/// not change (a new bundle, new weights, new limits) is not compiled again.
+const COMPILED_KEPT: usize = 8;
+
 /// The server's engine and linker.
 pub(crate) struct Wasm {
     pub(crate) engine: Engine,
     linker: Linker<RequestState>,
+    compiled: std::sync::Mutex<std::collections::VecDeque<(Arc<[u8]>, Component)>>,
 }
 
 impl Wasm {
@@ -144,18 +149,43 @@ impl Wasm {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
         gpuhost_wasm::add_to_linker(&mut linker).map_err(err)?;
-        Ok(Self { engine, linker })
+        Ok(Self {
+            engine,
+            linker,
+            compiled: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        })
     }
 
-    /// Compiles a function's component and pre-instantiates it against the linker.
-    pub(crate) fn prepare(&self, function: &str, bytes: &[u8]) -> Result<ProxyPre<RequestState>> {
+    /// The compiled component of `bytes`: from the cache when these exact bytes were compiled
+    /// recently, else compiled now (and kept). Returns whether it was cached.
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
+        let lock = || self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = lock().iter().find(|(b, _)| **b == *bytes) {
+            return Ok((c.clone(), true));
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        let mut cache = lock();
+        if cache.len() == COMPILED_KEPT {
+            cache.pop_front();
+        }
+        cache.push_back((Arc::from(bytes), component.clone()));
+        Ok((component, false))
+    }
+
+    /// Compiles a function's component (or takes it from the cache: the bool says which) and
+    /// pre-instantiates it against the linker.
+    pub(crate) fn prepare(
+        &self,
+        function: &str,
+        bytes: &[u8],
+    ) -> Result<(ProxyPre<RequestState>, bool)> {
         let what = format!("{function}/function.wasm");
         let component_err = |source| Error::Component {
             function: function.to_string(),
             source,
         };
         gpuhost_wasm::precheck(&what, bytes).map_err(component_err)?;
-        let component = Component::new(&self.engine, bytes).map_err(|e| {
+        let (component, cached) = self.compile(bytes).map_err(|e| {
             component_err(gpuhost_wasm::Error::InvalidComponent {
                 what: what.clone(),
                 reason: format!("{e:#}"),
@@ -168,9 +198,10 @@ impl Wasm {
                 function: function.to_string(),
                 reason: format!("{e:#}"),
             })?;
-        ProxyPre::new(pre).map_err(|e| Error::NotAnHttpFunction {
+        let pre = ProxyPre::new(pre).map_err(|e| Error::NotAnHttpFunction {
             function: function.to_string(),
             reason: format!("{e:#}"),
-        })
+        })?;
+        Ok((pre, cached))
     }
 }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
@@ -168,15 +169,17 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         Err(GuestFailure::Trap {
             reason,
             out_of_fuel,
+            stderr,
         }) => {
             let msg = if out_of_fuel {
                 "the function ran out of fuel (its CPU quota, limits.fuel in function.toml)"
             } else {
                 "the function trapped; everything it held was released"
             };
-            tracing::warn!(function = %name, version = number, %reason, "guest trapped");
-            let detail =
-                serde_json::json!({ "function": name, "version": number, "detail": reason });
+            tracing::warn!(function = %name, version = number, %reason, %stderr, "guest trapped");
+            let detail = serde_json::json!({
+                "function": name, "version": number, "detail": reason, "stderr": stderr,
+            });
             (
                 Outcome::Trap,
                 json_error(StatusCode::INTERNAL_SERVER_ERROR, msg, detail),
@@ -200,9 +203,17 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
 
 enum GuestFailure {
     Timeout,
-    Trap { reason: String, out_of_fuel: bool },
+    Trap {
+        reason: String,
+        out_of_fuel: bool,
+        /// The end of what the guest wrote to stderr (a Rust panic's message is there).
+        stderr: String,
+    },
     NoResponse(String),
 }
+
+/// Bytes of a guest's stderr kept for its error response and log.
+const STDERR_KEPT: usize = 8 * 1024;
 
 /// Counts a request out of its device's load when dropped.
 struct DeviceGuard(Arc<Version>, usize);
@@ -258,8 +269,9 @@ async fn run_guest<Held: Send + 'static>(
     if let Some(bundle) = slot.bundle.load_full() {
         cuda = cuda.with_bundle(bundle);
     }
+    let stderr = MemoryOutputPipe::new(STDERR_KEPT);
     let state = RequestState {
-        wasi: WasiCtxBuilder::new().build(),
+        wasi: WasiCtxBuilder::new().stderr(stderr.clone()).build(),
         http: WasiHttpCtx::new(),
         table: wasmtime::component::ResourceTable::new(),
         cuda,
@@ -272,6 +284,7 @@ async fn run_guest<Held: Send + 'static>(
     let setup = |e: wasmtime::Error| GuestFailure::Trap {
         reason: format!("setting up the request's Store failed: {e:#}"),
         out_of_fuel: false,
+        stderr: String::new(),
     };
     store.set_fuel(fuel.unwrap_or(u64::MAX)).map_err(setup)?;
     store
@@ -315,11 +328,13 @@ async fn run_guest<Held: Send + 'static>(
         Ok(Ok(Err(e))) => GuestFailure::Trap {
             out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
             reason: format!("{e:?}"),
+            stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
         },
         Ok(Err(_elapsed)) => GuestFailure::Timeout,
         Err(join) => GuestFailure::Trap {
             reason: format!("the request task failed: {join}"),
             out_of_fuel: false,
+            stderr: String::new(),
         },
     };
     match tokio::time::timeout_at(deadline, receiver).await {

@@ -34,14 +34,24 @@ pub use routes::router;
 pub use server::{IndexEntry, LoadReport, ServeOptions, Server};
 pub use version::{ReleaseOutcome, Version};
 
-/// Serves `server` on `listener` until `shutdown` completes, then shuts down gracefully:
-/// readiness turns false, no new connection is accepted, requests in flight finish (up to
-/// `drain_timeout`), and every function's version is drained and released.
+/// How [`serve`] shuts down.
+#[derive(Debug, Clone, Copy)]
+pub struct Shutdown {
+    /// Time between readiness turning false and the listener closing, so load balancers stop
+    /// sending first (Kubernetes' preStop sleep can do this instead).
+    pub delay: Duration,
+    /// Longest wait for requests in flight once the listener is closed.
+    pub drain_timeout: Duration,
+}
+
+/// Serves `server` on `listener` until `signal` completes, then shuts down gracefully:
+/// readiness turns false, after `delay` no new connection is accepted, requests in flight
+/// finish (up to `drain_timeout`), and every function's version is drained and released.
 pub async fn serve(
     server: Arc<Server>,
     listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    drain_timeout: Duration,
+    signal: impl Future<Output = ()> + Send + 'static,
+    shutdown: Shutdown,
 ) -> Result<()> {
     let addr = listener
         .local_addr()
@@ -60,11 +70,15 @@ pub async fn serve(
     let mut serving = serving;
     tokio::select! {
         r = &mut serving => return r.map_err(listen_err),
-        () = shutdown => {}
+        () = signal => {}
     }
-    tracing::info!("shutting down: not ready, no new connections, draining requests in flight");
+    tracing::info!(delay = ?shutdown.delay, "shutting down: not ready");
     server.start_draining();
+    // Keep serving (readiness false) while load balancers take the endpoint out.
+    let _ = tokio::time::timeout(shutdown.delay, &mut serving).await;
+    tracing::info!("no new connections; draining requests in flight");
     let _ = stop_tx.send(());
+    let drain_timeout = shutdown.drain_timeout;
     match tokio::time::timeout(drain_timeout, &mut serving).await {
         Ok(r) => r.map_err(listen_err)?,
         Err(_) => tracing::warn!(

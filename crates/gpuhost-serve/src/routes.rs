@@ -91,6 +91,7 @@ async fn load(State(s): Shared, Path(name): Path<String>) -> Response {
             "name": name,
             "version": r.version.to_string(),
             "load_ms": r.load_time.as_secs_f64() * 1e3,
+            "compile_cached": r.compile_cached,
             "previous": r.released.map(|p| json!({
                 "drain_ms": p.took.as_secs_f64() * 1e3,
                 "released": p.refused.is_empty(),

@@ -63,6 +63,8 @@ pub struct LoadReport {
     pub version: u64,
     /// Compile and bundle-load time of the new version.
     pub load_time: Duration,
+    /// Its component came from the compile cache.
+    pub compile_cached: bool,
     /// How releasing the previous version went (None: there was none).
     pub released: Option<ReleaseOutcome>,
 }
@@ -231,14 +233,19 @@ impl Server {
         let _one_at_a_time = function.loading.lock().await;
         let result = self.load_version(&function, &dir).await;
         let version = match result {
-            Ok(v) => v,
+            // Numbered on success: versions are the consecutive successful loads.
+            Ok(mut v) => {
+                v.number = function.take_version_number();
+                v
+            }
             Err(e) => {
                 function.load_failed(&e.to_string());
                 tracing::warn!(function = %name, error = %e, "load failed; the serving version (if any) stays");
                 return Err(e);
             }
         };
-        let (number, load_time) = (version.number, version.load_time);
+        let (number, load_time, compile_cached) =
+            (version.number, version.load_time, version.compile_cached);
         let route = version.config.route.clone();
         let released = function
             .publish(Arc::new(version), self.drain_timeout)
@@ -249,6 +256,7 @@ impl Server {
         Ok(LoadReport {
             version: number,
             load_time,
+            compile_cached,
             released,
         })
     }
@@ -287,10 +295,9 @@ impl Server {
                     hosts
                 }
             };
-        let number = function.take_version_number();
         let wasm = self.wasm.clone();
         // Compiling and JIT-loading are CPU work: off the executor.
-        tokio::task::spawn_blocking(move || Version::load(&wasm, config, number, &hosts))
+        tokio::task::spawn_blocking(move || Version::load(&wasm, config, &hosts))
             .await
             .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
     }

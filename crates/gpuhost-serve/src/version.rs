@@ -26,7 +26,8 @@ pub(crate) struct DeviceSlot {
 
 /// A loaded function version.
 pub struct Version {
-    /// 1 for the first load of a function, +1 per load since.
+    /// 1 for the first successful load of a function, +1 per successful load since (set when
+    /// it is published).
     pub number: u64,
     pub(crate) config: FunctionConfig,
     pub(crate) pre: ProxyPre<RequestState>,
@@ -35,6 +36,8 @@ pub struct Version {
     pub bundle_bytes: u64,
     /// How long loading took (compile + bundle loads).
     pub load_time: Duration,
+    /// The component came from the compile cache (function.wasm unchanged since a recent load).
+    pub compile_cached: bool,
     in_flight: AtomicUsize,
     drained: Notify,
     next_device: AtomicU64,
@@ -56,13 +59,12 @@ impl Version {
     pub(crate) fn load(
         wasm: &Wasm,
         config: FunctionConfig,
-        number: u64,
         hosts: &[Arc<gpuhost::Host>],
     ) -> Result<Self> {
         let start = Instant::now();
         let path = config.wasm_path();
         let bytes = std::fs::read(&path).map_err(|source| Error::Read { path, source })?;
-        let pre = wasm.prepare(&config.name, &bytes)?;
+        let (pre, compile_cached) = wasm.prepare(&config.name, &bytes)?;
         let bundle_dir = config.bundle_dir();
         let bundle_bytes = bundle_dir.as_deref().map(dir_bytes).unwrap_or(0);
         let mut devices = Vec::with_capacity(hosts.len());
@@ -85,12 +87,13 @@ impl Version {
             });
         }
         Ok(Self {
-            number,
+            number: 0,
             config,
             pre,
             devices,
             bundle_bytes,
             load_time: start.elapsed(),
+            compile_cached,
             in_flight: AtomicUsize::new(0),
             drained: Notify::new(),
             next_device: AtomicU64::new(0),
