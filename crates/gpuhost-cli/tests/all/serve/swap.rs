@@ -143,7 +143,8 @@ fn bad_deploys_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
     let server = Server::start(&repo.dir, &[], &[]);
     let dir = repo.dir.join("stamp");
     let good = std::fs::read(dir.join("function.wasm")).unwrap();
-    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type BreakIt<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, BreakIt)> = vec![
         (
             "not a valid WebAssembly component",
             Box::new(|| std::fs::write(dir.join("function.wasm"), b"hello").unwrap()),
