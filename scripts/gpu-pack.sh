@@ -12,6 +12,11 @@ cargo build --release --target wasm32-wasip2 --manifest-path examples/guests/Car
 mkdir -p .gpu/guests .gpu/lib
 cp target/guests/wasm32-wasip2/release/*.wasm .gpu/guests/
 cp "$(ls target/release/libsoftcuda.so target/release/deps/libsoftcuda.so 2>/dev/null | head -1)" .gpu/lib/
+# oha, the load generator of scripts/bench-serve.sh (the GPU machine has no cargo, no network).
+if [ ! -x target/oha/bin/oha ]; then
+  cargo install --locked oha --root target/oha || echo "oha: install failed; bench-serve.sh needs it"
+fi
+mkdir -p .gpu/bin && cp target/oha/bin/oha .gpu/bin/ 2>/dev/null || true
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT
 du -sh .gpu

@@ -87,6 +87,8 @@ pub(crate) struct Charge(Arc<ChargeOf>);
 
 #[derive(Clone, Copy)]
 enum ChargeOf {
+    /// A kernel of a bundle the embedder loaded: nothing counted against the guest's modules.
+    Granted,
     Module(u64),
     Buffer(u64),
 }
@@ -95,6 +97,11 @@ impl Charge {
     /// The charge of a module image of `bytes`, already reserved with [`Usage::add_module`].
     pub(crate) fn module(bytes: u64) -> Self {
         Self(Arc::new(ChargeOf::Module(bytes)))
+    }
+
+    /// The charge of a kernel of a granted bundle: the embedder loaded it, the guest pays none.
+    pub(crate) fn granted() -> Self {
+        Self(Arc::new(ChargeOf::Granted))
     }
 
     /// The charge of a buffer of `bytes`, already reserved with [`Usage::add_buffer`].
@@ -107,6 +114,7 @@ impl Charge {
     pub(crate) fn release(self, usage: &mut Usage) {
         if Arc::strong_count(&self.0) == 1 {
             match *self.0 {
+                ChargeOf::Granted => {}
                 ChargeOf::Module(bytes) => usage.remove_module(bytes),
                 ChargeOf::Buffer(bytes) => usage.remove_buffer(bytes),
             }

@@ -4,6 +4,7 @@
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
 mod guest;
+mod native_http;
 mod raw;
 mod stats;
 mod swap;
@@ -39,6 +40,13 @@ pub struct Args {
     /// Instead: a WebAssembly guest's launch and round trip against native gpuhost's.
     #[arg(long)]
     guest: bool,
+    /// Instead: serve the native HTTP baseline of scripts/bench-serve.sh on this address
+    /// (GET /stamp does the http-stamp function's GPU work in process) until SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    native_http: Option<String>,
+    /// The bundle holding `stamp` for --native-http.
+    #[arg(long, default_value = "crates/gpuhost/bundles/stamp-a")]
+    bundle: PathBuf,
 }
 
 struct Plan {
@@ -83,6 +91,9 @@ struct Results {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(addr) = &args.native_http {
+        return native_http::run(addr, args.bundle.clone(), args.device);
+    }
     if args.guest {
         let json = guest::run(args.device, if args.quick { 500 } else { 20_000 })?;
         if let Some(path) = &args.json {
