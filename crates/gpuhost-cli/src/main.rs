@@ -25,13 +25,13 @@ enum Command {
     /// Launch, completion, bind-on-entry and swap benchmarks, side by side with the raw driver API.
     Bench(bench::Args),
     /// Run a WebAssembly guest (wasm32-wasip2 component) with the gpuhost:cuda imports.
-    Run(run::Args),
+    Run(Box<run::Args>),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
     }
 }

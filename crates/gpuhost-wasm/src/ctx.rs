@@ -18,6 +18,8 @@ pub struct CudaCtx {
     pub(crate) last_refusal: Option<String>,
     /// The stream buffer transfers run on (see memory.rs), made on first use.
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
+    /// Launches of streams the guest dropped, still running and counted (see stream.rs).
+    pub(crate) orphans: Vec<crate::stream::Orphan>,
 }
 
 impl CudaCtx {
@@ -30,6 +32,7 @@ impl CudaCtx {
             quota_refusals: 0,
             last_refusal: None,
             transfer: None,
+            orphans: Vec::new(),
         }
     }
 
