@@ -496,6 +496,17 @@ impl Host {
         self.classify("cuCtxSynchronize", r)
     }
 
+    /// For Drop implementations: binds the context and runs `release` if `generation` is still
+    /// current. Handles of a dead generation died with their context, and their values may be
+    /// reused by the new one, so they are forgotten; any other failure is recorded as `what`.
+    pub(crate) fn release_in(&self, generation: u64, what: &str, release: impl FnOnce()) {
+        match self.enter_for(generation) {
+            Ok(_) => release(),
+            Err(Error::ContextLost { .. }) => {}
+            Err(e) => self.drop_error(&format!("binding the context to {what}"), &e),
+        }
+    }
+
     /// Record an error from a Drop implementation (which must not panic).
     pub(crate) fn drop_error(&self, what: &str, e: &Error) {
         Counters::inc(&self.counters.drop_errors);

@@ -24,8 +24,10 @@
 //! ```
 #![deny(missing_docs)]
 
+mod arena;
 mod buffer;
 mod completion;
+mod control;
 mod driver;
 mod error;
 mod facts;
@@ -41,8 +43,10 @@ mod stats;
 mod stream;
 mod transfer;
 
+pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
 pub use completion::Completion;
+pub use control::{CONTROL_BYTES, ControlBlock};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};

@@ -160,7 +160,7 @@ pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
         ),
         (
             A::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
-            0,
+            1,
         ),
         (
             A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,

@@ -9,7 +9,8 @@
 //! module that returns `Result<_, CUresult>` — the driver API's own error type:
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
 //! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
-//! `pointer` (frees and pointer queries), `module` (+ `image` for fatbins/cubins, `jit` for the
+//! `pointer` (frees and pointer queries), `vmm` (virtual memory management: reservations,
+//! memfd-backed physical allocations, mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the
 //! JIT log options) and `launch`. `abi` holds the C-boundary helpers, `handles` the handle tables,
 //! `errors` the CUresult names and messages.
 //!
@@ -40,5 +41,6 @@ mod memory;
 mod module;
 mod pointer;
 mod stream;
+mod vmm;
 
 pub use error::LoaderError;

@@ -89,7 +89,9 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
             2
         }),
         3 => Value::U64(addr),
-        4 if a.kind == Kind::Device => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        4 if matches!(a.kind, Kind::Device | Kind::Mapped) => {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
         4 => Value::Ptr(addr),
         6 => Value::U32(0),
         7 => Value::U64(a.base),

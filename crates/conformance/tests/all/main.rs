@@ -10,3 +10,4 @@ mod memory;
 mod sticky;
 mod streams;
 mod support;
+mod vmm;

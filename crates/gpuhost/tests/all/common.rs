@@ -74,3 +74,11 @@ pub fn stamp(
 pub fn expected(tag: u32, n: u32) -> Vec<u32> {
     (0..n).map(|i| tag + i).collect()
 }
+
+/// Runs a future to completion on a current-thread runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}

@@ -7,19 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpuhost::{Arg, LaunchConfig};
 
-use crate::common::{TAG_A, bundle, expected, host, read_u32s, shared};
+use crate::common::{TAG_A, block_on, bundle, expected, host, read_u32s, shared};
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
         .collect()
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 #[test]
