@@ -22,6 +22,8 @@ pub struct CudaCtx {
     pub(crate) bundle: Option<Arc<gpuhost::Registry>>,
     /// Kernel launches enqueued so far (an embedder's per-guest metric).
     pub(crate) launches: u64,
+    /// Launches of streams the guest dropped, still running and counted (see stream.rs).
+    pub(crate) orphans: Vec<crate::stream::Orphan>,
 }
 
 impl CudaCtx {
@@ -36,6 +38,7 @@ impl CudaCtx {
             transfer: None,
             bundle: None,
             launches: 0,
+            orphans: Vec::new(),
         }
     }
 

@@ -34,5 +34,5 @@ pub use event::EventRes;
 pub use limits::{Limits, Usage};
 pub use memory::BufferRes;
 pub use module::{KernelRes, ModuleRes};
-pub use runtime::{Guest, Output, RunOptions, RunOutcome, Runtime, precheck};
+pub use runtime::{Guest, Output, OutputPipe, RunOptions, RunOutcome, Runtime, precheck};
 pub use stream::StreamRes;

@@ -39,7 +39,7 @@ impl CudaCtxView<'_> {
                 .table
                 .push(ModuleRes {
                     registry,
-                    charge: Charge::module(bytes),
+                    charge: Charge::module(bytes, 0),
                 })
                 .inspect_err(|_| {
                     self.ctx.usage.remove_module(bytes);
@@ -65,6 +65,13 @@ impl HostModule for CudaCtxView<'_> {
     }
 
     fn from_cubin(&mut self, image: Vec<u8>) -> CudaResult<Resource<ModuleRes>> {
+        if self.ctx.limits.sandbox {
+            return Err(WitError::BinaryRefused(format!(
+                "this guest is sandboxed and may load PTX text only: a cubin or fatbin ({} bytes) cannot be checked for accesses outside the guest's memory; load the module's PTX with from-ptx, or ask the embedder to run the guest trusted (gpuhost run --trusted)",
+                image.len()
+            ))
+            .into());
+        }
         let bytes = image.len() as u64;
         // Quota first (a cheap refusal of huge images), then the structure the driver relies on.
         let limit = self.ctx.limits.max_ptx_bytes;

@@ -47,7 +47,7 @@ impl CudaView for GuestState {
 }
 
 /// Where a guest's stdout or stderr goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub enum Output {
     /// The host process's stream.
     Inherit,
@@ -56,6 +56,25 @@ pub enum Output {
     Capture,
     /// Discarded.
     Null,
+    /// Written to this pipe, which the embedder may read while the guest runs (a log shown
+    /// live, a line the embedder waits for). Not returned in [`RunOutcome`].
+    Pipe(OutputPipe),
+}
+
+/// An in-memory pipe for [`Output::Pipe`]: what the guest wrote so far, readable at any time.
+#[derive(Debug, Clone)]
+pub struct OutputPipe(MemoryOutputPipe);
+
+impl OutputPipe {
+    /// A pipe keeping at most `capacity` bytes (a guest writing more gets a write error).
+    pub fn new(capacity: usize) -> Self {
+        Self(MemoryOutputPipe::new(capacity))
+    }
+
+    /// Everything written so far.
+    pub fn contents(&self) -> Vec<u8> {
+        self.0.contents().to_vec()
+    }
 }
 
 /// How to run a guest once.
@@ -199,15 +218,17 @@ impl Runtime {
         }
         let stdout = MemoryOutputPipe::new(CAPTURE_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURE_BYTES);
-        match opts.stdout {
+        match &opts.stdout {
             Output::Inherit => drop(wasi.inherit_stdout()),
             Output::Capture => drop(wasi.stdout(stdout.clone())),
             Output::Null => {}
+            Output::Pipe(p) => drop(wasi.stdout(p.0.clone())),
         }
-        match opts.stderr {
+        match &opts.stderr {
             Output::Inherit => drop(wasi.inherit_stderr()),
             Output::Capture => drop(wasi.stderr(stderr.clone())),
             Output::Null => {}
+            Output::Pipe(p) => drop(wasi.stderr(p.0.clone())),
         }
         let fuel = opts.limits.fuel;
         let store_limits = StoreLimitsBuilder::new()

@@ -96,10 +96,49 @@ pub(crate) fn check_arg_count(n: usize, max: u32) -> CudaResult<()> {
     Ok(())
 }
 
+/// The launches of a stream the guest dropped before they finished: still counted in flight
+/// (dropping a stream does not stop its work), and the stream kept until they end.
+pub(crate) struct Orphan {
+    /// Kept so that gpuhost pools it again only after this work (it would anyway, once idle).
+    _stream: gpuhost::Stream,
+    pending: VecDeque<Completion>,
+}
+
+/// Retires the finished launches at the front of `pending` without waiting; returns how many.
+fn retire_done(pending: &mut VecDeque<Completion>, failed: &mut Option<WitError>) -> u32 {
+    let mut n = 0;
+    while pending.front().is_some_and(Completion::is_done) {
+        let Some(done) = pending.pop_front() else {
+            break;
+        };
+        n += 1;
+        // Finished: `wait` returns at once.
+        if let Err(e) = done.wait() {
+            failed.get_or_insert(from_gpu(&e));
+        }
+    }
+    n
+}
+
+impl crate::ctx::CudaCtx {
+    /// Retires the finished launches of dropped streams (their errors have nobody to go to).
+    pub(crate) fn retire_orphans(&mut self) {
+        let mut retired = 0;
+        self.orphans.retain_mut(|o| {
+            retired += retire_done(&mut o.pending, &mut None);
+            !o.pending.is_empty()
+        });
+        self.usage.launches_in_flight = self.usage.launches_in_flight.saturating_sub(retired);
+    }
+}
+
 impl CudaCtxView<'_> {
     /// What every launch checks first: finished launches retired, then the in-flight quota.
     fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.retire_finished(stream)?;
+        if self.ctx.usage.launches_in_flight >= self.ctx.limits.max_launches_in_flight {
+            self.ctx.retire_orphans();
+        }
         Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
     }
 
@@ -116,16 +155,8 @@ impl CudaCtxView<'_> {
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
-        while s.pending.front().is_some_and(Completion::is_done) {
-            let Some(done) = s.pending.pop_front() else {
-                break;
-            };
-            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
-            // Finished: `wait` returns at once.
-            if let Err(e) = done.wait() {
-                s.failed.get_or_insert(from_gpu(&e));
-            }
-        }
+        let n = retire_done(&mut s.pending, &mut s.failed);
+        self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
         Ok(())
     }
 }
@@ -243,10 +274,17 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, stream: Resource<StreamRes>) -> wasmtime::Result<()> {
-        let s = self.table.delete(stream)?;
-        // Dropping a Completion does not cancel its launch; gpuhost keeps what it uses alive.
-        let n = u32::try_from(s.pending.len()).unwrap_or(u32::MAX);
+        let mut s = self.table.delete(stream)?;
+        // Dropping a stream does not stop its launches: they stay counted in flight until they
+        // finish (retired by later launches, or seen by `quotas`).
+        let n = retire_done(&mut s.pending, &mut None);
         self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
+        if !s.pending.is_empty() {
+            self.ctx.orphans.push(Orphan {
+                _stream: s.stream,
+                pending: s.pending,
+            });
+        }
         self.ctx.usage.remove_stream_or_event();
         Ok(())
     }

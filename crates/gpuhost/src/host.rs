@@ -37,6 +37,9 @@ pub struct Host {
     pub(crate) counters: Counters,
     /// Pooled streams and events, tagged with their generation (stale ones are dropped, never destroyed).
     streams: Mutex<Vec<(u64, usize)>>,
+    /// Dropped streams that still had work running: pooled only once idle (see
+    /// `return_stream`), so the next user never queues behind a previous user's kernel.
+    draining: Mutex<Vec<(u64, usize)>>,
     events: Mutex<Vec<(u64, usize)>>,
     timing_events: Mutex<Vec<(u64, usize)>>,
     /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
@@ -101,6 +104,7 @@ impl Host {
             recovery: Mutex::new(()),
             counters: Counters::default(),
             streams: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
             pinned: Default::default(),
@@ -272,11 +276,16 @@ impl Host {
         };
         // Pooled handles belonged to the dead context; their values may be reused by the new
         // one, so they are forgotten, never destroyed.
-        for pool in [&self.streams, &self.events, &self.timing_events] {
+        for pool in [
+            &self.streams,
+            &self.draining,
+            &self.events,
+            &self.timing_events,
+        ] {
             let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
             let n = p.len() as u64;
             p.clear();
-            let c = if std::ptr::eq(pool, &self.streams) {
+            let c = if std::ptr::eq(pool, &self.streams) || std::ptr::eq(pool, &self.draining) {
                 &self.counters.live_streams
             } else {
                 &self.counters.live_events
@@ -349,6 +358,7 @@ impl Host {
 
     fn stream_once(self: &Arc<Self>) -> Result<Stream> {
         let generation = self.enter()?;
+        self.pool_idle_draining(generation);
         let raw = match take_pooled(&self.streams, generation) {
             Some(s) => s as CUstream,
             None => {
@@ -365,10 +375,56 @@ impl Host {
         Ok(Stream::new(self.clone(), raw, generation))
     }
 
+    /// Takes back a dropped stream: pooled when idle, else kept aside until it is (a stream
+    /// still running a kernel handed to the next user would make that user's work queue behind
+    /// it, for as long as the kernel runs). Stale generations are forgotten.
     pub(crate) fn return_stream(&self, generation: u64, raw: CUstream) {
-        give_pooled(&self.streams, generation, raw as usize, self.generation());
-        if generation != self.generation() {
+        let current = self.generation();
+        if generation != current {
             Counters::dec(&self.counters.live_streams);
+            return;
+        }
+        if self.stream_idle(generation, raw) {
+            give_pooled(&self.streams, generation, raw as usize, current);
+        } else {
+            give_pooled(&self.draining, generation, raw as usize, current);
+        }
+    }
+
+    /// True when `raw` (of `generation`) has no work queued or running. Any failure (a lost or
+    /// poisoned context) counts as busy: such a stream is never handed out again.
+    fn stream_idle(&self, generation: u64, raw: CUstream) -> bool {
+        if self.enter_for(generation).is_err() {
+            return false;
+        }
+        // SAFETY: a stream of the bound, current-generation context, not destroyed (pooled or
+        // draining streams are only forgotten, never destroyed, while their generation lives).
+        let r = unsafe { sys::cuStreamQuery(raw) };
+        r == CUresult::CUDA_SUCCESS
+    }
+
+    /// Moves the draining streams of `generation` that have gone idle into the pool.
+    fn pool_idle_draining(&self, generation: u64) {
+        let mut d = self.draining.lock().unwrap_or_else(|p| p.into_inner());
+        if d.is_empty() {
+            return;
+        }
+        let mut idle = Vec::new();
+        d.retain(|&(g, raw)| {
+            if g != generation {
+                // Of a dead context (pushed while it was being replaced): forgotten.
+                Counters::dec(&self.counters.live_streams);
+                return false;
+            }
+            let busy = !self.stream_idle(g, raw as CUstream);
+            if !busy {
+                idle.push(raw);
+            }
+            busy
+        });
+        drop(d);
+        for raw in idle {
+            give_pooled(&self.streams, generation, raw, self.generation());
         }
     }
 

@@ -18,7 +18,7 @@ use crate::registry::Kernel;
 /// the queue of a stream that is never idle and whose completions are dropped.
 const FLUSH_EVERY: usize = 256;
 
-/// A non-blocking stream from the host's pool; it returns to the pool on drop.
+/// A non-blocking stream from the host's pool; it returns to the pool on drop (once idle).
 pub struct Stream {
     host: Arc<Host>,
     raw: CUstream,

@@ -9,6 +9,7 @@ mod errors;
 mod examples;
 mod leaks;
 mod loading;
+mod redteam;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -43,12 +44,15 @@ pub async fn device_alone() -> Option<(&'static Runtime, tokio::sync::RwLockWrit
     Some((rt, DEVICE.write().await))
 }
 
-/// Folder of the guest .wasm files, built once per test run.
+/// Folder of the guest .wasm files (examples/guests and this crate's tests/guests, both built
+/// into target/guests), built once per test run.
 pub fn guest_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
-        gpuhost_wasm::example_guests::build(&manifest.join("../.."))
+        let root = manifest.join("../..");
+        gpuhost_wasm::example_guests::build_workspace(&root, "crates/gpuhost-wasm/tests/guests")
+            .and_then(|_| gpuhost_wasm::example_guests::build(&root))
             .unwrap_or_else(|e| panic!("{e}"))
     })
 }
