@@ -6,6 +6,7 @@ mod context;
 mod device;
 mod kernels;
 mod launch;
+mod sandbox;
 mod memory;
 mod sticky;
 mod streams;
