@@ -2,6 +2,8 @@
 //! memory trait, launch parameters, statistics and faults.
 
 use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// A kernel's interface and resource needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,11 @@ pub struct Launch<'a> {
     pub globals: &'a [u64],
     /// CPU threads to spread blocks over.
     pub workers: usize,
+    /// Backstop watchdog: when set and it becomes `true`, the launch stops between warp time
+    /// slices with `FaultKind::Timeout`.
+    pub cancel: Option<&'a AtomicBool>,
+    /// Backstop watchdog: past this instant the launch stops with `FaultKind::Timeout`.
+    pub deadline: Option<Instant>,
 }
 
 /// Work done by a launch.
@@ -131,6 +138,8 @@ pub enum FaultKind {
         /// The index.
         index: u64,
     },
+    /// The launch was cancelled or ran past its deadline (`Launch::cancel`/`deadline`).
+    Timeout,
 }
 
 /// A kernel fault, with where it happened.
@@ -176,6 +185,12 @@ impl fmt::Display for Fault {
                 write!(f, "kernel {}: invalid launch: {why}", self.kernel)
             }
             FaultKind::StackOverflow => write!(f, "{at}: call stack overflow; reduce call nesting"),
+            FaultKind::Timeout => write!(
+                f,
+                "kernel {}: stopped by the watchdog (cancelled or past its deadline); the kernel \
+                 ran too long: bound its loops or raise the time limit",
+                self.kernel
+            ),
             FaultKind::BadBranchIndex { index } => write!(
                 f,
                 "{at}: brx.idx index {index} is past the end of its branch table"

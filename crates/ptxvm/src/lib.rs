@@ -28,7 +28,8 @@
 //! let m = Module::load(".version 7.0\n.target sm_80\n.address_size 64\n\
 //!     .visible .entry k() { ret; }").unwrap();
 //! let l = Launch { kernel: 0, grid: [1, 1, 1], block: [32, 1, 1], dynamic_shared_bytes: 0,
-//!                  params: &[], globals: &[], workers: 1 };
+//!                  params: &[], globals: &[], workers: 1,
+//!                  cancel: None, deadline: None };
 //! let stats = ptxvm::launch(&m, &l, &NoMem).unwrap();
 //! assert_eq!(stats.warp_instructions, 1);
 //! ```
@@ -41,6 +42,7 @@ mod ir;
 mod lex;
 mod lower;
 mod parse;
+pub mod sandbox;
 mod vm;
 
 pub use api::{

@@ -123,7 +123,33 @@ impl<'a> Parser<'a> {
         let line = self.line();
         match self.peek() {
             Some(Tok::Dot(d)) => match d.as_str() {
-                "version" | "target" | "address_size" | "file" | "loc" => {
+                "version" => {
+                    self.i += 1;
+                    m.version = Some(match self.next()? {
+                        Tok::F64Bits(b) => format!("{:.1}", f64::from_bits(*b)),
+                        Tok::Int(v) => format!("{v}.0"),
+                        _ => {
+                            self.i -= 1;
+                            return self.err("expected a PTX version number");
+                        }
+                    });
+                    Ok(())
+                }
+                "target" => {
+                    self.i += 1;
+                    loop {
+                        m.target.push(self.ident()?);
+                        if !self.eat_punct(',') {
+                            return Ok(());
+                        }
+                    }
+                }
+                "address_size" => {
+                    self.i += 1;
+                    m.address_size = Some(self.small_int()?);
+                    Ok(())
+                }
+                "file" | "loc" => {
                     self.skip_line(line);
                     Ok(())
                 }
@@ -165,8 +191,13 @@ impl<'a> Parser<'a> {
     /// Linkage-prefixed declaration: a function or a module-scope variable.
     fn decl(&mut self, m: &mut Module) -> R<()> {
         let mut is_extern = false;
+        let mut linkage = None;
         loop {
-            if self.eat_dot("visible") || self.eat_dot("weak") || self.eat_dot("common") {
+            if let Some(Tok::Dot(d)) = self.peek()
+                && matches!(d.as_str(), "visible" | "weak" | "common")
+            {
+                linkage = Some(d.clone());
+                self.i += 1;
                 continue;
             }
             if self.eat_dot("extern") {
@@ -175,17 +206,23 @@ impl<'a> Parser<'a> {
             }
             break;
         }
+        if is_extern && linkage.is_none() {
+            linkage = Some("extern".into());
+        }
         if self.eat_dot("entry") {
-            let f = self.func(true)?;
+            let mut f = self.func(true)?;
+            f.linkage = linkage;
             m.funcs.push(f);
             Ok(())
         } else if self.eat_dot("func") {
-            let f = self.func(false)?;
+            let mut f = self.func(false)?;
+            f.linkage = linkage;
             m.funcs.push(f);
             Ok(())
         } else {
             let mut v = self.var_decl()?;
             v.is_extern = is_extern;
+            v.linkage = linkage.filter(|l| l != "extern");
             self.expect_punct(';')?;
             m.vars.push(v);
             Ok(())
@@ -204,23 +241,33 @@ impl<'a> Parser<'a> {
             params = self.param_list()?;
         }
         let mut max_threads = None;
-        loop {
-            if self.eat_dot("maxntid") || self.eat_dot("reqntid") {
+        let mut attrs = Vec::new();
+        while let Some(Tok::Dot(d)) = self.peek() {
+            let word = d.clone();
+            if matches!(word.as_str(), "maxntid" | "reqntid") {
+                self.i += 1;
                 let mut n = 1u64;
+                let mut dims = Vec::new();
                 loop {
-                    n = n.saturating_mul(self.int()?);
-                    if !self.eat_punct(',') {
+                    let v = self.int()?;
+                    dims.push(v);
+                    n = n.saturating_mul(v);
+                    if dims.len() >= 3 || !self.eat_punct(',') {
                         break;
                     }
                 }
                 max_threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
-            } else if self.eat_dot("minnctapersm")
-                || self.eat_dot("maxnreg")
-                || self.eat_dot("maxnctapersm")
-                || self.eat_dot("maxclusterrank")
-            {
-                self.int()?;
-            } else if self.eat_dot("noreturn") {
+                attrs.push((word, dims));
+            } else if matches!(
+                word.as_str(),
+                "minnctapersm" | "maxnreg" | "maxnctapersm" | "maxclusterrank"
+            ) {
+                self.i += 1;
+                let v = self.int()?;
+                attrs.push((word, vec![v]));
+            } else if word == "noreturn" {
+                self.i += 1;
+                attrs.push((word, Vec::new()));
             } else if self.eat_dot("pragma") {
                 while !self.eat_punct(';') {
                     self.next()?;
@@ -241,6 +288,8 @@ impl<'a> Parser<'a> {
             params,
             rets,
             max_threads,
+            linkage: None,
+            attrs,
             body,
             line,
         })
@@ -324,6 +373,7 @@ impl<'a> Parser<'a> {
             count,
             init,
             is_extern: false,
+            linkage: None,
             line,
         })
     }
@@ -351,10 +401,16 @@ impl<'a> Parser<'a> {
             Tok::F32Bits(b) if !neg => Init::F32Bits(*b),
             Tok::F64Bits(b) if !neg => Init::F64Bits(*b),
             Tok::Ident(_) => {
-                return Err(Error::Unsupported {
-                    line,
-                    what: "address-valued initialisers".into(),
-                });
+                // `sym`, `sym+4`, `generic(sym)+4`: kept as a marker; lowering rejects it.
+                if self.eat_punct('(') {
+                    self.ident()?;
+                    self.expect_punct(')')?;
+                }
+                if self.eat_punct('+') || self.eat_punct('-') {
+                    self.int()?;
+                }
+                let _ = line;
+                Init::Symbol
             }
             _ => {
                 self.i -= 1;

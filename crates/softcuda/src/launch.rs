@@ -171,6 +171,7 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
         ptxvm::FaultKind::MisalignedAddress { .. } => CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
         ptxvm::FaultKind::Trap => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
         ptxvm::FaultKind::StackOverflow => CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
+        ptxvm::FaultKind::Timeout => CUresult::CUDA_ERROR_LAUNCH_TIMEOUT,
         _ => CUresult::CUDA_ERROR_LAUNCH_FAILED,
     }
 }
@@ -208,6 +209,8 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 params: &params,
                 globals: &globals,
                 workers: driver::cores(),
+                cancel: None,
+                deadline: driver::watchdog().map(|d| std::time::Instant::now() + d),
             };
             // An interpreter bug must not pass for a kernel that ran: it faults the context.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -13,7 +13,9 @@
 //! JIT log options) and `launch`. `abi` holds the C-boundary helpers, `handles` the handle tables,
 //! `errors` the CUresult names and messages.
 //!
-//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB).
+//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB);
+//! `SOFTCUDA_WATCHDOG_MS` stops a launch that runs longer (default 60000, 0 = off) with
+//! `CUDA_ERROR_LAUNCH_TIMEOUT`, poisoning the context as a GPU watchdog does.
 //! Diagnostics: after a kernel fault, `softcuda_last_fault` (a softcuda-only export) describes it
 //! (kernel, block, thread, PTX line).
 #![deny(missing_docs)]

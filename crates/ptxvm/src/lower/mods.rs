@@ -81,6 +81,11 @@ pub(super) fn known_flag(op: &str, f: &str) -> bool {
             "finite" | "infinite" | "number" | "notanumber" | "normal" | "subnormal"
         ),
         "membar" | "fence" => matches!(f, "proxy" | "alias" | "acqrel"),
+        // A hint that reads nothing: every documented level and space is accepted.
+        "prefetch" | "prefetchu" => matches!(
+            f,
+            "global" | "local" | "L1" | "L2" | "tensormap" | "global::evict_last"
+        ),
         _ => rnd,
     }
 }

@@ -1,0 +1,573 @@
+//! Memory-access rewrites. Every `ld`/`ldu`/`st`/`atom`/`red` is classified by state space and
+//! address form:
+//! - global (and relocated `.const`): `a - base` is checked against `size - W`; out of range
+//!   sets the control block's fault word and redirects to `base`; the address is aligned down
+//!   to the access width W;
+//! - shared / local through a register: the address (aligned down, cut to 32 bits) must lie in
+//!   the kernel's shared window / the thread's local window, else the access is skipped and the
+//!   fault word set;
+//! - generic: `isspacep` picks one of the three fenced forms at run time;
+//! - a variable named with an in-range constant offset needs no check.
+
+use super::rewrite::{Fx, R, imm, sreg};
+use crate::ast::{Inst, Operand, Stmt};
+use crate::error::Error;
+use crate::ir::Ty;
+
+/// Where an access goes, from its modifiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sp {
+    Global,
+    Shared,
+    Local,
+    Const,
+    Param,
+    Generic,
+}
+
+/// How the address is written.
+enum Src<'m> {
+    Reg(&'m str, i64),
+    Abs(i64),
+    Sym(&'m str, i64),
+}
+
+const SPACES: &[&str] = &[
+    "global",
+    "shared",
+    "shared::cta",
+    "local",
+    "const",
+    "param",
+    "param::entry",
+    "param::func",
+];
+const SEM: &[&str] = &[
+    "weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio", "cta", "gpu",
+    "sys", "cluster",
+];
+const HINTS: &[&str] = &["ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"];
+
+fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
+    Err(Error::Refused {
+        line,
+        what: what.into(),
+    })
+}
+
+fn space(i: &Inst) -> R<Sp> {
+    let mut sp = Sp::Generic;
+    for m in &i.mods {
+        sp = match m.as_str() {
+            "global" => Sp::Global,
+            "shared" | "shared::cta" => Sp::Shared,
+            "local" => Sp::Local,
+            "const" => Sp::Const,
+            "param" | "param::entry" | "param::func" => Sp::Param,
+            m if m.starts_with("shared::") || m.starts_with("param::") => {
+                return refused(
+                    i.line,
+                    format!("state space .{m}; use .global, .shared, .local or generic addresses"),
+                );
+            }
+            _ => continue,
+        };
+    }
+    Ok(sp)
+}
+
+/// Bytes one access touches.
+fn width(i: &Inst) -> R<u64> {
+    let mut vec = 1u64;
+    let mut ty = None;
+    for m in &i.mods {
+        match m.as_str() {
+            "v2" => vec = 2,
+            "v4" => vec = 4,
+            "v8" => vec = 8,
+            t => {
+                if let Some(t) = Ty::parse(t) {
+                    ty = Some(t);
+                }
+            }
+        }
+    }
+    let Some(ty) = ty.filter(|t| *t != Ty::Pred) else {
+        return refused(i.line, format!("{} without a data type", i.opcode));
+    };
+    let w = u64::from(ty.bytes()) * vec;
+    if w > 32 || !w.is_power_of_two() {
+        return refused(
+            i.line,
+            format!("{w}-byte access; the sandbox allows up to 32 bytes"),
+        );
+    }
+    Ok(w)
+}
+
+/// The modifiers with `sp` as state space; hints that only global memory takes and (for local)
+/// memory-model qualifiers are dropped.
+fn respace(mods: &[String], sp: &str) -> Vec<String> {
+    let strip_hints = sp != "global";
+    let strip_sem = sp == "local";
+    let mut v: Vec<String> = mods
+        .iter()
+        .filter(|m| !SPACES.contains(&m.as_str()))
+        .filter(|m| {
+            !strip_hints
+                || !(HINTS.contains(&m.as_str()) || m.starts_with("L1::") || m.starts_with("L2::"))
+        })
+        .filter(|m| !strip_sem || !SEM.contains(&m.as_str()))
+        .cloned()
+        .collect();
+    let at = v.iter().take_while(|m| SEM.contains(&m.as_str())).count();
+    v.insert(at, sp.to_string());
+    v
+}
+
+fn pred(g: &(String, bool)) -> Operand {
+    if g.1 {
+        Operand::Not(g.0.clone())
+    } else {
+        Operand::Name(g.0.clone())
+    }
+}
+
+impl<'m> Fx<'_, 'm> {
+    /// Rewrites one memory instruction.
+    pub(crate) fn mem(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
+        let at = usize::from(!matches!(i.opcode.as_str(), "st" | "red"));
+        let sp = space(i)?;
+        let w = width(i)?;
+        let is_atomic = matches!(i.opcode.as_str(), "atom" | "red");
+        if !is_atomic && i.operands.len() != 2 {
+            return refused(
+                i.line,
+                format!("{} with a cache-policy operand; drop the policy", i.opcode),
+            );
+        }
+        let Some(Operand::Addr(base, off)) = i.operands.get(at) else {
+            return refused(
+                i.line,
+                "memory operand must be [register+offset] or [variable+offset]",
+            );
+        };
+        let off = *off;
+        let src = match base {
+            None => Src::Abs(off),
+            Some(n) if self.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
+            Some(n) => Src::Sym(n.as_str(), off),
+        };
+        let in_range =
+            |size: u64| off >= 0 && (off as u64).checked_add(w).is_some_and(|e| e <= size);
+        match (sp, src) {
+            (Sp::Param, Src::Sym(n, _)) => match self.params.get(n) {
+                Some(&size) if in_range(size) => {
+                    out.push(Stmt::Inst(i.clone()));
+                    Ok(())
+                }
+                Some(_) => refused(i.line, format!("access past the end of parameter {n}")),
+                None => refused(i.line, format!("{n} is not a parameter of this function")),
+            },
+            (Sp::Param, _) => refused(
+                i.line,
+                "parameter access through a register; name the parameter ([param+offset])",
+            ),
+            (Sp::Global | Sp::Const | Sp::Generic, Src::Sym(n, _))
+                if self.info.globals.contains_key(n) =>
+            {
+                let (goff, size) = self.info.globals[n];
+                let a = sreg("a");
+                self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    vec![
+                        a.clone(),
+                        sreg("globals"),
+                        imm((goff as i64).wrapping_add(off)),
+                    ],
+                );
+                if !in_range(size) {
+                    self.fence_global(out, a, w, i.guard.as_ref());
+                }
+                self.access(out, i, at, "global", i.guard.clone());
+                Ok(())
+            }
+            (Sp::Global | Sp::Const, Src::Sym(n, _)) => refused(
+                i.line,
+                format!("{n} is not a .global/.const variable of this module"),
+            ),
+            (Sp::Global | Sp::Const, src) => {
+                let x = match src {
+                    Src::Reg(r, 0) if self.is64(r) => Operand::Name(r.to_string()),
+                    src => {
+                        self.load(out, &src, i.line)?;
+                        sreg("a")
+                    }
+                };
+                self.fence_global(out, x, w, i.guard.as_ref());
+                self.access(out, i, at, "global", i.guard.clone());
+                Ok(())
+            }
+            (Sp::Shared | Sp::Generic, Src::Sym(n, _)) if self.shared_size(n).is_some() => {
+                match self.shared_size(n).flatten() {
+                    Some(size) if in_range(size) => {
+                        self.direct(out, i, "shared", sp);
+                        Ok(())
+                    }
+                    _ => self.windowed(out, i, at, &Src::Sym(n, off), w, "shared"),
+                }
+            }
+            (Sp::Local | Sp::Generic, Src::Sym(n, _)) if self.locals.contains_key(n) => {
+                if is_atomic {
+                    return refused(i.line, "atomics on .local memory; use shared or global");
+                }
+                if in_range(self.locals[n]) {
+                    self.direct(out, i, "local", sp);
+                    Ok(())
+                } else {
+                    self.windowed(out, i, at, &Src::Sym(n, off), w, "local")
+                }
+            }
+            (_, Src::Sym(n, _)) => refused(
+                i.line,
+                format!("{n} is not a variable of the access's state space"),
+            ),
+            (Sp::Local, _) if is_atomic => {
+                refused(i.line, "atomics on .local memory; use shared or global")
+            }
+            (Sp::Shared, src) => self.windowed(out, i, at, &src, w, "shared"),
+            (Sp::Local, src) => self.windowed(out, i, at, &src, w, "local"),
+            (Sp::Generic, src) => self.generic(out, i, at, &src, w),
+        }
+    }
+
+    fn is64(&self, r: &str) -> bool {
+        matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
+    }
+
+    /// Static size of a shared variable visible here: `Some(None)` for a dynamic one.
+    fn shared_size(&self, n: &str) -> Option<Option<u64>> {
+        if let Some(&s) = self.shared_fn.get(n) {
+            return Some(Some(s));
+        }
+        self.info.shared.get(n).copied()
+    }
+
+    /// An in-range access to a named variable: unchanged, or given its space if it was generic.
+    fn direct(&self, out: &mut Vec<Stmt>, i: &Inst, sp: &str, was: Sp) {
+        let mut j = i.clone();
+        if was == Sp::Generic {
+            j.mods = respace(&i.mods, sp);
+        }
+        out.push(Stmt::Inst(j));
+    }
+
+    /// `%__sbx_a` := the address, 64 bits wide.
+    fn load(&self, out: &mut Vec<Stmt>, src: &Src<'_>, line: u32) -> R<()> {
+        let a = sreg("a");
+        match *src {
+            Src::Reg(r, off) => {
+                let rr = Operand::Name(r.to_string());
+                match self.reg_ty(r) {
+                    Some("u64" | "b64" | "s64") if off == 0 => {
+                        self.emit(out, None, "mov", &["u64"], vec![a, rr]);
+                    }
+                    Some("u64" | "b64" | "s64") => {
+                        self.emit(out, None, "add", &["u64"], vec![a, rr, imm(off)]);
+                    }
+                    Some("u32" | "b32" | "s32") => {
+                        self.emit(out, None, "cvt", &["u64", "u32"], vec![a.clone(), rr]);
+                        if off != 0 {
+                            self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                        }
+                    }
+                    _ => {
+                        return refused(line, format!("address register {r} is not 32 or 64 bits"));
+                    }
+                }
+            }
+            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], vec![a, imm(off)]),
+            Src::Sym(n, off) => {
+                self.emit(
+                    out,
+                    None,
+                    "mov",
+                    &["u64"],
+                    vec![a.clone(), Operand::Name(n.into())],
+                );
+                if off != 0 {
+                    self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `%__sbx_a` := `x` fenced into `[base, base+size-W]`, aligned down to W.
+    fn fence_global(
+        &self,
+        out: &mut Vec<Stmt>,
+        x: Operand,
+        w: u64,
+        guard: Option<&(String, bool)>,
+    ) {
+        let (a, p) = (sreg("a"), sreg("p"));
+        self.emit(out, None, "sub", &["u64"], vec![a.clone(), x, sreg("base")]);
+        let lim = sreg(&format!("lim{w}"));
+        match guard {
+            None => self.emit(out, None, "setp", &["gt", "u64"], vec![p, a.clone(), lim]),
+            Some(g) => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "and", "u64"],
+                vec![p, a.clone(), lim, pred(g)],
+            ),
+        }
+        self.fault(out, Some(("%__sbx_p".into(), false)));
+        self.emit(
+            out,
+            Some(("%__sbx_p".into(), false)),
+            "mov",
+            &["u64"],
+            vec![a.clone(), imm(0)],
+        );
+        if w > 1 {
+            self.emit(
+                out,
+                None,
+                "and",
+                &["b64"],
+                vec![a.clone(), a.clone(), imm(-(w as i64))],
+            );
+        }
+        self.emit(out, None, "add", &["u64"], vec![a.clone(), a, sreg("base")]);
+    }
+
+    /// Sets the control block's fault word to this launch's tag.
+    fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
+        self.emit(
+            out,
+            guard,
+            "st",
+            &["volatile", "global", "u32"],
+            vec![Operand::Addr(Some("%__sbx_ctl".into()), 4), sreg("tag")],
+        );
+    }
+
+    /// Checks `%__sbx_a` (aligned down, cut to 32 bits) against `[lo, hi)`; returns the guard
+    /// under which the access may run.
+    fn window_check(
+        &self,
+        out: &mut Vec<Stmt>,
+        w: u64,
+        guard: Option<&(String, bool)>,
+        lo: &str,
+        hi: &str,
+    ) -> Option<(String, bool)> {
+        let (a, b, q) = (sreg("a"), sreg("b"), sreg("q"));
+        self.emit(
+            out,
+            None,
+            "and",
+            &["b64"],
+            vec![a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
+        );
+        self.emit(
+            out,
+            None,
+            "add",
+            &["u64"],
+            vec![b.clone(), a.clone(), imm(w as i64)],
+        );
+        match guard {
+            None => self.emit(
+                out,
+                None,
+                "setp",
+                &["ge", "u64"],
+                vec![q.clone(), a, sreg(lo)],
+            ),
+            Some(g) => self.emit(
+                out,
+                None,
+                "setp",
+                &["ge", "and", "u64"],
+                vec![q.clone(), a, sreg(lo), pred(g)],
+            ),
+        }
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["le", "and", "u64"],
+            vec![q.clone(), b, sreg(hi), q.clone()],
+        );
+        // Fault iff the access would have run (guard) but is out of the window.
+        let p = sreg("p");
+        match guard {
+            None => self.emit(out, None, "not", &["pred"], vec![p, q]),
+            Some((g, neg)) => {
+                self.emit(
+                    out,
+                    None,
+                    "xor",
+                    &["pred"],
+                    vec![p.clone(), q, Operand::Name(g.clone())],
+                );
+                if *neg {
+                    self.emit(out, None, "not", &["pred"], vec![p.clone(), p]);
+                }
+            }
+        }
+        self.fault(out, Some(("%__sbx_p".into(), false)));
+        Some(("%__sbx_q".into(), false))
+    }
+
+    /// A shared or local access through a register (or an unchecked variable offset).
+    fn windowed(
+        &self,
+        out: &mut Vec<Stmt>,
+        i: &Inst,
+        at: usize,
+        src: &Src<'_>,
+        w: u64,
+        sp: &str,
+    ) -> R<()> {
+        self.load(out, src, i.line)?;
+        let (lo, hi) = if sp == "shared" {
+            ("slo", "shi")
+        } else {
+            ("llo", "lhi")
+        };
+        let g = self.window_check(out, w, i.guard.as_ref(), lo, hi);
+        self.access(out, i, at, sp, g);
+        Ok(())
+    }
+
+    /// A generic access: global, shared or local by `isspacep`, each fenced.
+    fn generic(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        i: &Inst,
+        at: usize,
+        src: &Src<'_>,
+        w: u64,
+    ) -> R<()> {
+        let (end, ls, ll) = (self.label(), self.label(), self.label());
+        let line = self.line;
+        if let Some((g, neg)) = &i.guard {
+            self.emit(
+                out,
+                Some((g.clone(), !neg)),
+                "bra",
+                &[],
+                vec![Operand::Name(end.clone())],
+            );
+        }
+        self.load(out, src, i.line)?;
+        let (a, p) = (sreg("a"), sreg("p"));
+        let pg = Some(("%__sbx_p".to_string(), false));
+        self.emit(
+            out,
+            None,
+            "isspacep",
+            &["shared"],
+            vec![p.clone(), a.clone()],
+        );
+        self.emit(out, pg.clone(), "bra", &[], vec![Operand::Name(ls.clone())]);
+        self.emit(
+            out,
+            None,
+            "isspacep",
+            &["local"],
+            vec![p.clone(), a.clone()],
+        );
+        self.emit(out, pg, "bra", &[], vec![Operand::Name(ll.clone())]);
+        self.fence_global(out, a.clone(), w, None);
+        self.access(out, i, at, "global", None);
+        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+
+        out.push(Stmt::Label(ls, line));
+        self.emit(
+            out,
+            None,
+            "cvta",
+            &["to", "shared", "u64"],
+            vec![a.clone(), a.clone()],
+        );
+        let g = self.window_check(out, w, None, "slo", "shi");
+        self.access(out, i, at, "shared", g);
+        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+
+        out.push(Stmt::Label(ll, line));
+        if matches!(i.opcode.as_str(), "atom" | "red") {
+            // Atomics on local memory are undefined on NVIDIA: report, do nothing.
+            self.fault(out, None);
+        } else {
+            self.emit(
+                out,
+                None,
+                "cvta",
+                &["to", "local", "u64"],
+                vec![a.clone(), a],
+            );
+            let g = self.window_check(out, w, None, "llo", "lhi");
+            self.access(out, i, at, "local", g);
+        }
+        out.push(Stmt::Label(end, line));
+        Ok(())
+    }
+
+    /// The original instruction on `[%__sbx_a]` in space `sp`, under `guard`.
+    fn access(
+        &self,
+        out: &mut Vec<Stmt>,
+        i: &Inst,
+        at: usize,
+        sp: &str,
+        guard: Option<(String, bool)>,
+    ) {
+        let mut j = i.clone();
+        j.guard = guard;
+        j.mods = respace(&i.mods, sp);
+        j.operands[at] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        out.push(Stmt::Inst(j));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn respace_puts_the_space_after_memory_model_qualifiers() {
+        assert_eq!(
+            respace(&s(&["volatile", "u32"]), "shared"),
+            s(&["volatile", "shared", "u32"])
+        );
+        assert_eq!(
+            respace(&s(&["volatile", "u32"]), "local"),
+            s(&["local", "u32"])
+        );
+        assert_eq!(
+            respace(&s(&["relaxed", "gpu", "add", "u32"]), "global"),
+            s(&["relaxed", "gpu", "global", "add", "u32"])
+        );
+        assert_eq!(
+            respace(&s(&["global", "nc", "v4", "f32"]), "global"),
+            s(&["global", "nc", "v4", "f32"])
+        );
+        assert_eq!(
+            respace(&s(&["const", "cs", "f32"]), "shared"),
+            s(&["shared", "f32"])
+        );
+    }
+}
