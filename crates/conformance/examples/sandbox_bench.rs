@@ -29,7 +29,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let env = conformance::driver::env()?;
     let ctx = Context::primary(env)?;
     let stream = Stream::new(&ctx)?;
-    println!("driver: {} ({})", env.choice.kind, env.choice.path.display());
+    println!(
+        "driver: {} ({})",
+        env.choice.kind,
+        env.choice.path.display()
+    );
     let mut table = String::from(
         "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | ratio at 1024 |\n|---|---|---:|---:|---:|\n",
     );
@@ -39,11 +43,21 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut n = 0;
     for kc in CASES {
         let flavours = flavours_present(kc.file);
-        let Some(flavour) = [Flavour::Nvcc, Flavour::Clang].into_iter().find(|f| flavours.contains(f)) else {
+        let Some(flavour) = [Flavour::Nvcc, Flavour::Clang]
+            .into_iter()
+            .find(|f| flavours.contains(f))
+        else {
             continue;
         };
         let seed = 0x5eed;
-        let native = prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Native, &Policy::default())?;
+        let native = prepare(
+            &ctx,
+            kc,
+            flavour,
+            (seed, 0xff),
+            Mode::Native,
+            &Policy::default(),
+        )?;
         let sandboxed = POLLS
             .iter()
             .map(|&poll_interval| {
@@ -64,7 +78,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         // Repeated launches change in/out buffers, so answers are checked by the conformance
         // tests, not here; but no launch of a correct kernel may have been fenced.
         if let Some(p) = sandboxed.iter().find(|p| p.fenced_tag() != 0) {
-            return Err(format!("{}: the sandbox fenced an access ({:#x})", kc.name, p.fenced_tag()).into());
+            return Err(format!(
+                "{}: the sandbox fenced an access ({:#x})",
+                kc.name,
+                p.fenced_tag()
+            )
+            .into());
         }
         let med: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let ratios: Vec<f64> = med[1..].iter().map(|s| s / med[0]).collect();
@@ -110,7 +129,11 @@ fn main() -> Result<(), Box<dyn Error>> {
 
 /// Microseconds per launch over a batch of back-to-back launches, timed with events (after a
 /// warm-up on first use of each prepared case).
-fn time_batch(ctx: &std::sync::Arc<Context>, stream: &Stream, p: &Prepared) -> Result<f64, Box<dyn Error>> {
+fn time_batch(
+    ctx: &std::sync::Arc<Context>,
+    stream: &Stream,
+    p: &Prepared,
+) -> Result<f64, Box<dyn Error>> {
     for _ in 0..WARMUP {
         stream.launch(&p.function, p.shape, &p.args)?;
     }

@@ -168,7 +168,10 @@ impl PinnedBuffer {
         // out-pointer; the flags argument must be 0.
         let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, self.raw.cast(), 0) };
         if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::driver("cuMemHostGetDevicePointer", result::DriverError(r)));
+            return Err(Error::driver(
+                "cuMemHostGetDevicePointer",
+                result::DriverError(r),
+            ));
         }
         Ok(dptr)
     }

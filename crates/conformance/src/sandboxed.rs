@@ -72,7 +72,14 @@ pub fn prepare(
         case: kc.name.into(),
         detail: format!("the sandbox refused {} [{flavour}]: {e}", kc.file),
     })?;
-    let module = Module::load_ptx(ctx, if mode == Mode::Sandboxed { &sbx.ptx } else { &ptx })?;
+    let module = Module::load_ptx(
+        ctx,
+        if mode == Mode::Sandboxed {
+            &sbx.ptx
+        } else {
+            &ptx
+        },
+    )?;
     let function = module.function(kc.kernel)?;
     let case = (kc.build)(&mut Rng::new(seed));
 
@@ -110,19 +117,23 @@ pub fn prepare(
     let mut args = Vec::with_capacity(case.args.len() + 5);
     for arg in &case.args {
         args.push(match *arg {
-            ArgSpec::Buffer(i) => KernelArg::Ptr(base + offsets.get(i).copied().ok_or_else(|| {
-                Error::BadCase {
+            ArgSpec::Buffer(i) => KernelArg::Ptr(
+                base + offsets.get(i).copied().ok_or_else(|| Error::BadCase {
                     case: kc.name.into(),
                     detail: format!("argument names buffer {i} of {}", offsets.len()),
-                }
-            })?),
+                })?,
+            ),
             ArgSpec::I32(v) => KernelArg::I32(v),
             ArgSpec::U32(v) => KernelArg::U32(v),
             ArgSpec::F32(v) => KernelArg::F32(v),
             ArgSpec::U64(v) => KernelArg::U64(v),
         });
     }
-    let globals_ptr = if sbx.globals.size == 0 { 0 } else { base + globals_at };
+    let globals_ptr = if sbx.globals.size == 0 {
+        0
+    } else {
+        base + globals_at
+    };
     if mode == Mode::Sandboxed {
         // Epoch 0 (the control block starts zeroed), tag in the high half.
         args.extend([base, next, globals_ptr, ctl_dev, TAG << 32].map(KernelArg::U64));
