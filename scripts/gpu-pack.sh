@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
-  --and test -p gpuhost-wasm --test all --and bin -p gpuhost-cli --bin gpuhost
+  --and test -p gpuhost-wasm --test all --and bin -p gpuhost-cli --bin gpuhost \
+  --and bin -p conformance --example sandbox_bench
 for ws in examples/guests crates/gpuhost-wasm/tests/guests; do
   cargo build --release --target wasm32-wasip2 --manifest-path "$ws/Cargo.toml" \
     --target-dir target/guests

@@ -11,6 +11,7 @@ mod kernels;
 mod launch;
 mod memory;
 mod programs;
+mod sandbox;
 mod sticky;
 mod streams;
 mod support;

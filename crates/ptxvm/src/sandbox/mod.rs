@@ -78,6 +78,20 @@ pub struct GlobalsLayout {
     pub align: u64,
     /// Initial image: `init.len() <= size`; bytes past `init.len()` are zero.
     pub init: Vec<u8>,
+    /// The relocated variables in source order, so a host can find one by name (what
+    /// `cuModuleGetGlobal` answers for an unsandboxed module).
+    pub vars: Vec<GlobalVar>,
+}
+
+/// One relocated module variable in the globals block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalVar {
+    /// The variable's PTX name.
+    pub name: String,
+    /// Byte offset in the block.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
 }
 
 /// Rewrites PTX so that every kernel is confined. Refuses with `Error::Refused { line, what }`
