@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
+use ptxvm::sandbox::{MIN_ARENA, Policy, Sandboxed, sandbox};
 
 use crate::case::{ArgSpec, Case, Init, KernelCase};
 use crate::context::Context;
@@ -91,6 +91,9 @@ pub fn prepare(
         offsets.push(next);
         next = align_up(next + spec.byte_len() as u64, ALIGN);
     }
+    // The sandbox needs at least MIN_ARENA mapped (a fence may cover a run of accesses that
+    // long); gpuhost's arenas map 2 MiB chunks, so only this harness has to ask for it.
+    let next = next.max(MIN_ARENA);
     let arena = DeviceBuffer::alloc(ctx, next as usize)?;
     arena.fill(0)?;
     let base = arena.ptr();
