@@ -13,10 +13,11 @@
 //!   (`memory::replace_views`), which kernels (`ptxvm::Memory::translate`) and copies consult.
 //!   Adjacent accessible mappings form one run, so a buffer may straddle two physical chunks.
 //!
-//! Before a range loses access (unmap, `PROT_NONE`) the call first waits for the current
-//! context's queued work, as cuMemFree does (so a kernel queued before the unmap still sees the
-//! memory); then its runs are taken out of the table and the call waits until no kernel or copy
-//! still holds them, so softcuda never touches a page it made inaccessible. Read-only access is reported as such but not
+//! Before a range loses access (unmap, `PROT_NONE`) its runs are taken out of the table and the
+//! call waits until no running kernel or queued copy still holds them, so softcuda never touches
+//! a page it made inaccessible. Like NVIDIA's (PyTorch synchronizes before it unmaps), these
+//! calls do not wait for the context's other work: a kernel queued earlier that starts after
+//! the unmap and touches the range faults with an illegal address, as on a GPU. Read-only access is reported as such but not
 //! enforced on kernels (the table has no per-run permission), and the pages stay host-writable,
 //! so a kernel writing there cannot crash the process.
 //! Everything belongs to the context current when it was made and goes with it.
@@ -512,22 +513,13 @@ fn tiling(res: &Reservation, ptr: u64, size: u64, whole: bool) -> CuResult<Vec<(
     Ok(parts)
 }
 
-/// Waits for the current context's queued work before memory loses access (its sticky error,
-/// if any, is not this call's to report).
-fn drain_current() {
-    if let Ok(ctx) = context::current() {
-        let _ = ctx.synchronize();
-    }
-}
-
-/// cuMemUnmap: whole mappings tiling the range; waits for queued work, and for kernels and
-/// copies still using them.
+/// cuMemUnmap: whole mappings tiling the range; waits for running kernels and queued copies
+/// still using them.
 pub(crate) fn unmap(ptr: u64, size: u64) -> CuResult<()> {
     driver::ensure_init()?;
     if size == 0 || !aligned(ptr) || !aligned(size) {
         return Err(invalid());
     }
-    drain_current();
     let mut st = state();
     let st = st.get_or_insert_with(State::default);
     let (base, res) = reservation_of(st, ptr, size)?;
@@ -549,9 +541,7 @@ pub(crate) fn set_access(ptr: u64, size: u64, descs: &[RawAccessDesc]) -> CuResu
     if descs.is_empty() || size == 0 || !aligned(ptr) || !aligned(size) {
         return Err(invalid());
     }
-    if descs.iter().any(|d| d.flags == 0) {
-        drain_current();
-    }
+    if descs.iter().any(|d| d.flags == 0) {}
     let mut access = 0;
     for d in descs {
         check_location(&d.location)?;

@@ -1,5 +1,6 @@
 //! softcuda's own guarantees for virtual memory management, beyond what the conformance suite
-//! compares with NVIDIA: unmapping waits for a kernel still using the mapping (never a crash),
+//! compares with NVIDIA: unmapping waits for a running kernel still using the mapping (never a
+//! crash),
 //! a kernel touching a mapping without access gets an illegal-address fault (not a host
 //! SIGSEGV), a mapping keeps its memory after cuMemRelease, and a destroyed context takes its
 //! virtual memory with it.
@@ -9,29 +10,31 @@ use std::ffi::{CString, c_void};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{download, fresh_primary, in_child, ok, serial, stream, upload};
+use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
 
 const G: usize = 2 << 20;
 
-/// `for (i = 0; i < n; i++) p[0] = i;` in one thread: a kernel that runs for a while.
+/// `for (i = 0; i < n; i++) p[0] = i; *done = n;` in one thread: a kernel that runs for a while.
 const SPIN: &str = r#"
 .version 7.0
 .target sm_80
 .address_size 64
 
-.visible .entry spin(.param .u64 p, .param .u32 n)
+.visible .entry spin(.param .u64 p, .param .u32 n, .param .u64 done)
 {
     .reg .pred %p<2>;
     .reg .b32 %r<3>;
-    .reg .b64 %rd<2>;
+    .reg .b64 %rd<3>;
     ld.param.u64 %rd1, [p];
     ld.param.u32 %r1, [n];
+    ld.param.u64 %rd2, [done];
     mov.u32 %r2, 0;
 LOOP:
     st.global.u32 [%rd1], %r2;
     add.u32 %r2, %r2, 1;
     setp.lt.u32 %p1, %r2, %r1;
     @%p1 bra LOOP;
+    st.global.u32 [%rd2], %r1;
     ret;
 }
 "#;
@@ -48,10 +51,16 @@ fn spin_kernel() -> CUfunction {
     f
 }
 
-/// Launches `spin(p, n)` on `s` (one thread).
-fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) {
-    let mut args: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut n).cast()];
-    // SAFETY: two parameters, each pointer to a value of the parameter's size.
+/// Launches `spin(p, n, done)` on `s` (one thread); `done` is a fresh 4-byte allocation,
+/// returned.
+fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) -> CUdeviceptr {
+    let mut done = alloc(4);
+    let mut args: [*mut c_void; 3] = [
+        (&raw mut p).cast(),
+        (&raw mut n).cast(),
+        (&raw mut done).cast(),
+    ];
+    // SAFETY: three parameters, each pointer to a value of the parameter's size.
     ok(unsafe {
         cuLaunchKernel(
             f,
@@ -67,6 +76,7 @@ fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) {
             std::ptr::null_mut(),
         )
     });
+    done
 }
 
 /// The raw structs the exports take, spelled out here as a C program would.
@@ -136,23 +146,28 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     let f = spin_kernel();
     let (base, h) = mapped_chunk(1, 3);
     let s = stream(1);
-    launch_spin(f, s, base, 300_000);
-    // SAFETY: a live stream.
-    let before = unsafe { cuStreamQuery(s) };
+    const N: u32 = 300_000;
+    let done = launch_spin(f, s, base, N) as *const u32;
+    // Wait until the kernel runs (its stores show at the address, which is a host address in
+    // softcuda), so it holds the mapping when cuMemUnmap starts.
+    let first = base as *const u32;
+    let t = std::time::Instant::now();
+    // SAFETY: the mapping is live and read-write; a volatile read of a word the kernel writes.
+    while unsafe { first.read_volatile() } == 0 {
+        assert!(t.elapsed().as_secs() < 60, "the kernel never started");
+        std::thread::yield_now();
+    }
+    // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
+    let before = unsafe { done.read_volatile() };
     // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
     ok(unsafe { cuMemUnmap(base, G) });
-    // SAFETY: a live stream.
-    let after = unsafe { cuStreamQuery(s) };
+    // SAFETY: as above.
+    let after = unsafe { done.read_volatile() };
     assert_eq!(
-        before,
-        CUresult::CUDA_ERROR_NOT_READY,
-        "the kernel should still run when unmap starts (make it spin longer)"
+        before, 0,
+        "the kernel should still run when unmap starts (spin longer)"
     );
-    assert_eq!(
-        after,
-        CUresult::CUDA_SUCCESS,
-        "unmap returned before the kernel ended"
-    );
+    assert_eq!(after, N, "unmap returned before the kernel ended");
     // SAFETY: a live stream; the kernel ended without a fault.
     ok(unsafe { cuStreamSynchronize(s) });
     let mut probe = 0u32;
