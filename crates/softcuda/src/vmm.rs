@@ -541,7 +541,6 @@ pub(crate) fn set_access(ptr: u64, size: u64, descs: &[RawAccessDesc]) -> CuResu
     if descs.is_empty() || size == 0 || !aligned(ptr) || !aligned(size) {
         return Err(invalid());
     }
-    if descs.iter().any(|d| d.flags == 0) {}
     let mut access = 0;
     for d in descs {
         check_location(&d.location)?;
