@@ -142,7 +142,7 @@ fn free_mem() -> usize {
 #[test]
 fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     let _g = serial();
-    fresh_primary();
+    let ctx = fresh_primary() as usize;
     let f = spin_kernel();
     let (base, h) = mapped_chunk(1, 3);
     let s = stream(1);
@@ -159,13 +159,35 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     }
     // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
     let before = unsafe { done.read_volatile() };
-    // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
-    ok(unsafe { cuMemUnmap(base, G) });
+    let done_addr = done as usize;
+    let unmapper = std::thread::spawn(move || {
+        // SAFETY: binds this test's context on the new thread.
+        ok(unsafe { cuCtxSetCurrent(ctx as CUcontext) });
+        // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
+        ok(unsafe { cuMemUnmap(base, G) });
+        // SAFETY: as above.
+        unsafe { (done_addr as *const u32).read_volatile() }
+    });
+    // Meanwhile other virtual-memory calls go on: the waiting unmap holds no lock. (The pause
+    // lets the unmapper reach its wait first; were it later, this check would pass vacuously.)
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (other, oh) = mapped_chunk(1, 3);
+    // SAFETY: the mapping, handle and reservation just made; nothing uses them.
+    unsafe {
+        ok(cuMemUnmap(other, G));
+        ok(cuMemRelease(oh));
+        ok(cuMemAddressFree(other, G));
+    }
     // SAFETY: as above.
-    let after = unsafe { done.read_volatile() };
+    let meanwhile = unsafe { done.read_volatile() };
+    let after = unmapper.join().unwrap();
     assert_eq!(
         before, 0,
         "the kernel should still run when unmap starts (spin longer)"
+    );
+    assert_eq!(
+        meanwhile, 0,
+        "another mapping's calls waited for the kernel (or it is too short)"
     );
     assert_eq!(after, N, "unmap returned before the kernel ended");
     // SAFETY: a live stream; the kernel ended without a fault.
