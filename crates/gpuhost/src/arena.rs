@@ -380,12 +380,24 @@ impl Drop for Arena {
         self.host
             .release_in(self.generation, "release an arena", || {
                 let chunks = std::mem::take(&mut self.lock().chunks);
-                for (at, len) in chunks {
-                    // SAFETY: a chunk we mapped; no buffer of the arena is left, so no launch given
-                    // one (or the anchor) is still running.
-                    let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
-                    if let Err(e) = self.host.classify("cuMemUnmap", r) {
-                        self.host.drop_error("unmapping an arena chunk", &e);
+                let mapped: u64 = chunks.iter().map(|&(_, len)| len).sum();
+                // One call for all chunks (they tile [base, base + mapped)): softcuda then waits
+                // once for kernels still holding the range, not once per chunk. A driver that
+                // wants one call per cuMemMap gets them.
+                let all = if mapped > 0 {
+                    // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so
+                    // no launch given one (or the anchor) is still running.
+                    unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
+                } else {
+                    CUresult::CUDA_SUCCESS
+                };
+                if all != CUresult::CUDA_SUCCESS {
+                    for (at, len) in chunks {
+                        // SAFETY: as above, one chunk at a time.
+                        let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
+                        if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                            self.host.drop_error("unmapping an arena chunk", &e);
+                        }
                     }
                 }
                 // SAFETY: the whole reservation, with nothing mapped in it any more.
