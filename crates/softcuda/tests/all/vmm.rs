@@ -270,3 +270,102 @@ fn a_kernel_touching_a_mapping_without_access_faults_with_illegal_address() {
         },
     );
 }
+
+#[test]
+fn hostile_sizes_offsets_and_addresses_are_errors_never_a_crash() {
+    let _g = serial();
+    fresh_primary();
+    let prop = softcuda_vmm::Prop::device0();
+    let rw = softcuda_vmm::Access {
+        location: [1, 0],
+        flags: 3,
+    };
+    let bad_location = softcuda_vmm::Access {
+        location: [1, 7],
+        flags: 3,
+    };
+    let (base, h) = mapped_chunk(2, 3);
+    let top = u64::MAX - (G as u64 - 1);
+    let invalid = CUresult::CUDA_ERROR_INVALID_VALUE;
+    // SAFETY: every pointer passed is valid; the values are hostile on purpose.
+    unsafe {
+        let mut p = 0;
+        assert_ne!(
+            cuMemAddressReserve(&mut p, usize::MAX & !4095, 0, 0, 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cuMemAddressReserve(&mut p, G, 0, 0, 1), invalid, "flags");
+        let mut h2 = 0;
+        assert_ne!(
+            cuMemCreate(&mut h2, usize::MAX & !(G - 1), (&raw const prop).cast(), 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuMemMap(top, G, 0, h, 0),
+            invalid,
+            "outside every reservation"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, usize::MAX & !(G - 1), h, 0),
+            invalid,
+            "offset"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, usize::MAX & !(G - 1), 0, h, 0),
+            invalid,
+            "size"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, 0, 0xdead, 0),
+            invalid,
+            "unknown handle"
+        );
+        assert_eq!(
+            cuMemMap(base, G, 0, h, 0),
+            invalid,
+            "over an existing mapping"
+        );
+        assert_eq!(cuMemSetAccess(top, G, (&raw const rw).cast(), 1), invalid);
+        assert_eq!(
+            cuMemSetAccess(base, usize::MAX & !(G - 1), (&raw const rw).cast(), 1),
+            invalid
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const rw).cast(), 0),
+            invalid,
+            "no descriptor"
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const bad_location).cast(), 1),
+            CUresult::CUDA_ERROR_INVALID_DEVICE
+        );
+        assert_eq!(cuMemUnmap(top, G), invalid);
+        assert_eq!(cuMemUnmap(base + 4096, G), invalid, "unaligned");
+        let (mut flags, loc) = (0u64, [1i32, 0]);
+        assert_eq!(
+            cuMemGetAccess(&mut flags, (&raw const loc).cast(), u64::MAX),
+            invalid
+        );
+        let mut got = 0;
+        assert_eq!(
+            cuMemRetainAllocationHandle(&mut got, u64::MAX as *mut c_void),
+            invalid
+        );
+        assert_eq!(cuMemRelease(0xdead), invalid);
+        assert_eq!(
+            cuMemAddressFree(base, G),
+            invalid,
+            "not the whole reservation"
+        );
+        assert_eq!(cuMemAddressFree(base, 2 * G), invalid, "still mapped");
+    }
+    // The mapping made above is intact after all that.
+    upload(base + 8, &[5u32]);
+    assert_eq!(download::<u32>(base + 8, 1), [5]);
+    // SAFETY: the mapping, handle and reservation made above, released once.
+    unsafe {
+        ok(cuMemUnmap(base, G));
+        ok(cuMemRelease(h));
+        ok(cuMemAddressFree(base, 2 * G));
+    }
+}
