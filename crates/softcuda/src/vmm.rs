@@ -15,11 +15,14 @@
 //!
 //! Before a range loses access (unmap, `PROT_NONE`) its runs are taken out of the table and the
 //! call waits until no running kernel or queued copy still holds them, so softcuda never touches
-//! a page it made inaccessible. Like NVIDIA's (PyTorch synchronizes before it unmaps), these
-//! calls do not wait for the context's other work: a kernel queued earlier that starts after
-//! the unmap and touches the range faults with an illegal address, as on a GPU. Read-only access is reported as such but not
-//! enforced on kernels (the table has no per-run permission), and the pages stay host-writable,
-//! so a kernel writing there cannot crash the process.
+//! a page it made inaccessible. A kernel's snapshot holds every run of its context, so this
+//! waits for the kernels running at that moment; cuMemUnmap waits without holding the state
+//! lock (the range is marked retiring meanwhile). Like NVIDIA's (PyTorch synchronizes before it
+//! unmaps), these calls do not wait for other queued work: a kernel queued earlier that starts
+//! after the unmap and touches the range faults with an illegal address, as on a GPU.
+//! Read-only access is reported as such but not enforced on kernels (the table has no per-run
+//! permission), and the pages stay host-writable, so a kernel writing there cannot crash the
+//! process.
 //! Everything belongs to the context current when it was made and goes with it.
 
 use std::collections::BTreeMap;
