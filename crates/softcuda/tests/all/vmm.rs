@@ -1,5 +1,6 @@
 //! softcuda's own guarantees for virtual memory management, beyond what the conformance suite
-//! compares with NVIDIA: unmapping waits for a kernel still using the mapping (never a crash),
+//! compares with NVIDIA: unmapping waits for a running kernel still using the mapping (never a
+//! crash),
 //! a kernel touching a mapping without access gets an illegal-address fault (not a host
 //! SIGSEGV), a mapping keeps its memory after cuMemRelease, and a destroyed context takes its
 //! virtual memory with it.
@@ -9,29 +10,31 @@ use std::ffi::{CString, c_void};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{download, fresh_primary, in_child, ok, serial, stream, upload};
+use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
 
 const G: usize = 2 << 20;
 
-/// `for (i = 0; i < n; i++) p[0] = i;` in one thread: a kernel that runs for a while.
+/// `for (i = 0; i < n; i++) p[0] = i; *done = n;` in one thread: a kernel that runs for a while.
 const SPIN: &str = r#"
 .version 7.0
 .target sm_80
 .address_size 64
 
-.visible .entry spin(.param .u64 p, .param .u32 n)
+.visible .entry spin(.param .u64 p, .param .u32 n, .param .u64 done)
 {
     .reg .pred %p<2>;
     .reg .b32 %r<3>;
-    .reg .b64 %rd<2>;
+    .reg .b64 %rd<3>;
     ld.param.u64 %rd1, [p];
     ld.param.u32 %r1, [n];
+    ld.param.u64 %rd2, [done];
     mov.u32 %r2, 0;
 LOOP:
     st.global.u32 [%rd1], %r2;
     add.u32 %r2, %r2, 1;
     setp.lt.u32 %p1, %r2, %r1;
     @%p1 bra LOOP;
+    st.global.u32 [%rd2], %r1;
     ret;
 }
 "#;
@@ -48,10 +51,16 @@ fn spin_kernel() -> CUfunction {
     f
 }
 
-/// Launches `spin(p, n)` on `s` (one thread).
-fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) {
-    let mut args: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut n).cast()];
-    // SAFETY: two parameters, each pointer to a value of the parameter's size.
+/// Launches `spin(p, n, done)` on `s` (one thread); `done` is a fresh 4-byte allocation,
+/// returned.
+fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) -> CUdeviceptr {
+    let mut done = alloc(4);
+    let mut args: [*mut c_void; 3] = [
+        (&raw mut p).cast(),
+        (&raw mut n).cast(),
+        (&raw mut done).cast(),
+    ];
+    // SAFETY: three parameters, each pointer to a value of the parameter's size.
     ok(unsafe {
         cuLaunchKernel(
             f,
@@ -67,6 +76,7 @@ fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) {
             std::ptr::null_mut(),
         )
     });
+    done
 }
 
 /// The raw structs the exports take, spelled out here as a C program would.
@@ -132,27 +142,54 @@ fn free_mem() -> usize {
 #[test]
 fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     let _g = serial();
-    fresh_primary();
+    let ctx = fresh_primary() as usize;
     let f = spin_kernel();
     let (base, h) = mapped_chunk(1, 3);
     let s = stream(1);
-    launch_spin(f, s, base, 300_000);
-    // SAFETY: a live stream.
-    let before = unsafe { cuStreamQuery(s) };
-    // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
-    ok(unsafe { cuMemUnmap(base, G) });
-    // SAFETY: a live stream.
-    let after = unsafe { cuStreamQuery(s) };
+    const N: u32 = 300_000;
+    let done = launch_spin(f, s, base, N) as *const u32;
+    // Wait until the kernel runs (its stores show at the address, which is a host address in
+    // softcuda), so it holds the mapping when cuMemUnmap starts.
+    let first = base as *const u32;
+    let t = std::time::Instant::now();
+    // SAFETY: the mapping is live and read-write; a volatile read of a word the kernel writes.
+    while unsafe { first.read_volatile() } == 0 {
+        assert!(t.elapsed().as_secs() < 60, "the kernel never started");
+        std::thread::yield_now();
+    }
+    // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
+    let before = unsafe { done.read_volatile() };
+    let done_addr = done as usize;
+    let unmapper = std::thread::spawn(move || {
+        // SAFETY: binds this test's context on the new thread.
+        ok(unsafe { cuCtxSetCurrent(ctx as CUcontext) });
+        // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
+        ok(unsafe { cuMemUnmap(base, G) });
+        // SAFETY: as above.
+        unsafe { (done_addr as *const u32).read_volatile() }
+    });
+    // Meanwhile other virtual-memory calls go on: the waiting unmap holds no lock. (The pause
+    // lets the unmapper reach its wait first; were it later, this check would pass vacuously.)
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (other, oh) = mapped_chunk(1, 3);
+    // SAFETY: the mapping, handle and reservation just made; nothing uses them.
+    unsafe {
+        ok(cuMemUnmap(other, G));
+        ok(cuMemRelease(oh));
+        ok(cuMemAddressFree(other, G));
+    }
+    // SAFETY: as above.
+    let meanwhile = unsafe { done.read_volatile() };
+    let after = unmapper.join().unwrap();
     assert_eq!(
-        before,
-        CUresult::CUDA_ERROR_NOT_READY,
-        "the kernel should still run when unmap starts (make it spin longer)"
+        before, 0,
+        "the kernel should still run when unmap starts (spin longer)"
     );
     assert_eq!(
-        after,
-        CUresult::CUDA_SUCCESS,
-        "unmap returned before the kernel ended"
+        meanwhile, 0,
+        "another mapping's calls waited for the kernel (or it is too short)"
     );
+    assert_eq!(after, N, "unmap returned before the kernel ended");
     // SAFETY: a live stream; the kernel ended without a fault.
     ok(unsafe { cuStreamSynchronize(s) });
     let mut probe = 0u32;
@@ -232,4 +269,103 @@ fn a_kernel_touching_a_mapping_without_access_faults_with_illegal_address() {
             assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
         },
     );
+}
+
+#[test]
+fn hostile_sizes_offsets_and_addresses_are_errors_never_a_crash() {
+    let _g = serial();
+    fresh_primary();
+    let prop = softcuda_vmm::Prop::device0();
+    let rw = softcuda_vmm::Access {
+        location: [1, 0],
+        flags: 3,
+    };
+    let bad_location = softcuda_vmm::Access {
+        location: [1, 7],
+        flags: 3,
+    };
+    let (base, h) = mapped_chunk(2, 3);
+    let top = u64::MAX - (G as u64 - 1);
+    let invalid = CUresult::CUDA_ERROR_INVALID_VALUE;
+    // SAFETY: every pointer passed is valid; the values are hostile on purpose.
+    unsafe {
+        let mut p = 0;
+        assert_ne!(
+            cuMemAddressReserve(&mut p, usize::MAX & !4095, 0, 0, 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cuMemAddressReserve(&mut p, G, 0, 0, 1), invalid, "flags");
+        let mut h2 = 0;
+        assert_ne!(
+            cuMemCreate(&mut h2, usize::MAX & !(G - 1), (&raw const prop).cast(), 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuMemMap(top, G, 0, h, 0),
+            invalid,
+            "outside every reservation"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, usize::MAX & !(G - 1), h, 0),
+            invalid,
+            "offset"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, usize::MAX & !(G - 1), 0, h, 0),
+            invalid,
+            "size"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, 0, 0xdead, 0),
+            invalid,
+            "unknown handle"
+        );
+        assert_eq!(
+            cuMemMap(base, G, 0, h, 0),
+            invalid,
+            "over an existing mapping"
+        );
+        assert_eq!(cuMemSetAccess(top, G, (&raw const rw).cast(), 1), invalid);
+        assert_eq!(
+            cuMemSetAccess(base, usize::MAX & !(G - 1), (&raw const rw).cast(), 1),
+            invalid
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const rw).cast(), 0),
+            invalid,
+            "no descriptor"
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const bad_location).cast(), 1),
+            CUresult::CUDA_ERROR_INVALID_DEVICE
+        );
+        assert_eq!(cuMemUnmap(top, G), invalid);
+        assert_eq!(cuMemUnmap(base + 4096, G), invalid, "unaligned");
+        let (mut flags, loc) = (0u64, [1i32, 0]);
+        assert_eq!(
+            cuMemGetAccess(&mut flags, (&raw const loc).cast(), u64::MAX),
+            invalid
+        );
+        let mut got = 0;
+        assert_eq!(
+            cuMemRetainAllocationHandle(&mut got, u64::MAX as *mut c_void),
+            invalid
+        );
+        assert_eq!(cuMemRelease(0xdead), invalid);
+        assert_eq!(
+            cuMemAddressFree(base, G),
+            invalid,
+            "not the whole reservation"
+        );
+        assert_eq!(cuMemAddressFree(base, 2 * G), invalid, "still mapped");
+    }
+    // The mapping made above is intact after all that.
+    upload(base + 8, &[5u32]);
+    assert_eq!(download::<u32>(base + 8, 1), [5]);
+    // SAFETY: the mapping, handle and reservation made above, released once.
+    unsafe {
+        ok(cuMemUnmap(base, G));
+        ok(cuMemRelease(h));
+        ok(cuMemAddressFree(base, 2 * G));
+    }
 }
