@@ -9,6 +9,7 @@
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
 //! - a variable named with an in-range constant offset needs no check.
 
+use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
 use crate::ast::{Inst, Operand, Stmt};
 use crate::error::Error;
@@ -147,7 +148,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
     /// there may share its fence).
-    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
+    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
         let (sp, w, at) = Self::classify(i)?;
         if self.member(i, sp, at, out) {
             return Ok(());
@@ -176,7 +177,7 @@ impl<'m> Fx<'_, 'm> {
         match (sp, src) {
             (Sp::Param, Src::Sym(n, _)) => match self.params.get(n) {
                 Some(&size) if in_range(size) => {
-                    out.push(Stmt::Inst(i.clone()));
+                    out.push(O::Inst(i));
                     Ok(())
                 }
                 Some(_) => refused(i.line, format!("access past the end of parameter {n}")),
@@ -281,23 +282,23 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// An in-range access to a named variable: unchanged, or given its space if it was generic.
-    fn direct(&self, out: &mut Vec<Stmt>, i: &Inst, sp: &str, was: Sp) {
+    fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst, sp: &str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
             j.mods = respace(&i.mods, sp);
         }
-        out.push(Stmt::Inst(j));
+        out.push(O::New(Stmt::Inst(j)));
     }
 
     /// `%__sbx_a` := the address, 64 bits wide.
-    fn load(&self, out: &mut Vec<Stmt>, src: &Src<'_>, line: u32) -> R<()> {
+    fn load(&self, out: &mut Vec<O<'m>>, src: &Src<'_>, line: u32) -> R<()> {
         self.load_into(out, "a", src, line)
     }
 
     /// `%__sbx_<dst>` := the address, 64 bits wide.
     pub(super) fn load_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         src: &Src<'_>,
         line: u32,
@@ -344,7 +345,7 @@ impl<'m> Fx<'_, 'm> {
     /// `%__sbx_a` := `x` fenced into `[base, base+size-W]`, aligned down to W.
     fn fence_global(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         x: Operand,
         w: u64,
         guard: Option<&(String, bool)>,
@@ -355,7 +356,7 @@ impl<'m> Fx<'_, 'm> {
     /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
     pub(super) fn fence_global_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         x: Operand,
         lim: Operand,
@@ -395,7 +396,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Sets the control block's fault word to this launch's tag.
-    pub(super) fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
+    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
         self.emit(
             out,
             guard,
@@ -409,7 +410,7 @@ impl<'m> Fx<'_, 'm> {
     /// under which the access may run.
     fn window_check(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         w: u64,
         guard: Option<&(String, bool)>,
         lo: &str,
@@ -424,7 +425,7 @@ impl<'m> Fx<'_, 'm> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn window_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         q: &str,
         w: u64,
@@ -496,7 +497,7 @@ impl<'m> Fx<'_, 'm> {
     /// A shared or local access through a register (or an unchecked variable offset).
     fn windowed(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -517,7 +518,7 @@ impl<'m> Fx<'_, 'm> {
     /// A generic access: global, shared or local by `isspacep`, each fenced.
     fn generic(
         &mut self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -557,7 +558,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "global", None);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ls, line));
+        out.push(O::New(Stmt::Label(ls, line)));
         self.emit(
             out,
             None,
@@ -569,7 +570,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "shared", g);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ll, line));
+        out.push(O::New(Stmt::Label(ll, line)));
         if matches!(i.opcode.as_str(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
@@ -584,14 +585,14 @@ impl<'m> Fx<'_, 'm> {
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }
-        out.push(Stmt::Label(end, line));
+        out.push(O::New(Stmt::Label(end, line)));
         Ok(())
     }
 
     /// The original instruction on `[%__sbx_a]` in space `sp`, under `guard`.
     fn access(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         sp: &str,
@@ -610,18 +611,28 @@ impl<'m> Fx<'_, 'm> {
     /// The original instruction on `addr` in space `sp`, under `guard`.
     pub(super) fn access_at(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         sp: &str,
         guard: Option<(String, bool)>,
         addr: Operand,
     ) {
-        let mut j = i.clone();
-        j.guard = guard;
-        j.mods = respace(&i.mods, sp);
-        j.operands[at] = addr;
-        out.push(Stmt::Inst(j));
+        let mods = respace(&i.mods, sp);
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ = super::print::parts(
+                t,
+                guard.as_ref(),
+                &i.opcode,
+                &mods,
+                &i.operands,
+                Some((at, &addr)),
+                i.line,
+            );
+            t.push('\n');
+        });
     }
 }
 

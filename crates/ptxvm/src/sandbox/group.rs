@@ -6,6 +6,7 @@
 //! their offsets differ by multiples of the width.
 
 use super::fence::{Sp, Src};
+use super::print::O;
 use super::rewrite::{Fx, R, sreg};
 use crate::ast::{Inst, Operand, Stmt};
 
@@ -62,7 +63,7 @@ fn writes(i: &Inst, n: &str) -> bool {
 
 impl<'m> Fx<'_, 'm> {
     /// Emits `i` as a member of an earlier group, if it is one.
-    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<Stmt>) -> bool {
+    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
             return false;
         };
@@ -84,7 +85,7 @@ impl<'m> Fx<'_, 'm> {
         (sp, w, at): (Sp, u64, usize),
         r: &str,
         off: i64,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
     ) -> R<bool> {
         let wi = w as i64;
         let mut members: Vec<(&Inst, i64)> = Vec::new();

@@ -96,18 +96,8 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let module = crate::parse::parse(&tokens)?;
     let (layout, offsets) = globals::layout(&module)?;
     let info = allow::analyse(&module, offsets, policy)?;
-    let mut out = ast::Module {
-        version: module.version.clone(),
-        target: module.target.clone(),
-        address_size: module.address_size,
-        vars: module
-            .vars
-            .iter()
-            .filter(|v| v.space == ast::Space::Shared)
-            .cloned()
-            .collect(),
-        funcs: Vec::with_capacity(module.funcs.len()),
-    };
+    let mut text = String::with_capacity(ptx.len() * 2 + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
     for f in &module.funcs {
         if f.is_entry {
@@ -118,10 +108,12 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 static_shared_bytes: info.static_shared(f),
             });
         }
-        out.funcs.push(rewrite::func(&info, f)?);
+        let (head, body) = rewrite::func(&info, f)?;
+        text.push('\n');
+        print::rewritten(&mut text, &head, body.as_deref())?;
     }
     Ok(Sandboxed {
-        ptx: print::module(&out)?,
+        ptx: text,
         kernels,
         globals: layout,
     })

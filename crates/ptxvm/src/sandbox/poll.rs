@@ -3,6 +3,7 @@
 //! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
 //! control block's epoch and `exit`s if it is not its launch's epoch.
 
+use super::print::O;
 use super::rewrite::{Fx, INTERNAL_PARAMS, R, WIDTHS, imm, sreg};
 use super::{HIDDEN_PARAMS, MIN_ARENA};
 use crate::ast::{Operand, Stmt};
@@ -27,20 +28,20 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
 
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
-    pub(crate) fn prologue(&mut self) -> R<Vec<Stmt>> {
+    pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
         let mut out = vec![
-            decl("u64", U64_REGS, line),
-            decl("u32", U32_REGS, line),
-            decl("pred", PRED_REGS, line),
+            O::New(decl("u64", U64_REGS, line)),
+            O::New(decl("u32", U32_REGS, line)),
+            O::New(decl("pred", PRED_REGS, line)),
         ];
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
-                out.push(Stmt::Reg {
+                out.push(O::New(Stmt::Reg {
                     ty: ty.into(),
                     names: vec![(n.into(), Some(self.ngroups))],
                     line,
-                });
+                }));
             }
         }
         let loads: Vec<&str> = if self.f.is_entry {
@@ -211,7 +212,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a
     /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
-    fn window(&self, out: &mut Vec<Stmt>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
+    fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
         if vars.is_empty() {
             self.emit(out, None, "mov", &["u64"], vec![sreg(lo), imm(0)]);
             self.emit(out, None, "mov", &["u64"], vec![sreg(hi), imm(0)]);
@@ -273,7 +274,7 @@ impl<'m> Fx<'_, 'm> {
     /// Counts a taken back-edge down; when the count reaches zero the thread branches to an
     /// out-of-line poll block (emitted by `poll_blocks`) that resets the count, reads the
     /// epoch, exits if it changed and branches back. In the loop this costs three instructions.
-    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<Stmt>) {
+    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<O<'m>>) {
         let cnt = sreg("cnt");
         self.emit(
             out,
@@ -308,13 +309,13 @@ impl<'m> Fx<'_, 'm> {
         let (poll, back) = (self.label(), self.label());
         let p = Some(("%__sbx_p".to_string(), false));
         self.emit(out, p, "bra", &[], vec![Operand::Name(poll.clone())]);
-        out.push(Stmt::Label(back.clone(), self.line));
+        out.push(O::New(Stmt::Label(back.clone(), self.line)));
         self.polls.push((poll, back, self.line));
     }
 
     /// The out-of-line poll blocks of this function's back-edges, after a `ret` so that
     /// falling off the end of the body still returns.
-    pub(crate) fn poll_blocks(&mut self, out: &mut Vec<Stmt>) {
+    pub(crate) fn poll_blocks(&mut self, out: &mut Vec<O<'m>>) {
         if self.polls.is_empty() {
             return;
         }
@@ -323,7 +324,7 @@ impl<'m> Fx<'_, 'm> {
         let p = Some(("%__sbx_p".to_string(), false));
         for (poll, back, line) in std::mem::take(&mut self.polls) {
             self.line = line;
-            out.push(Stmt::Label(poll, line));
+            out.push(O::New(Stmt::Label(poll, line)));
             let n = i64::from(self.info.poll_interval);
             self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
             self.emit(
