@@ -430,7 +430,11 @@ impl<'m> Walk<'_, 'm> {
         if reserved(name) {
             return refused(line, format!("the name {name} is reserved"));
         }
-        self.refs.insert(name.as_str());
+        // Only variable names matter here (which shared variables a kernel uses); registers,
+        // which nvcc and clang name with '%', are the bulk and are skipped.
+        if !name.starts_with('%') && self.info.shared.contains_key(name.as_str()) {
+            self.refs.insert(name.as_str());
+        }
         Ok(())
     }
 }

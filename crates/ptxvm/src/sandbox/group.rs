@@ -96,8 +96,10 @@ impl<'m> Fx<'_, 'm> {
             if matches!(j.opcode.as_str(), "bra" | "brx" | "call" | "ret" | "exit") {
                 break;
             }
+            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
             if matches!(j.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red")
                 && j.guard == i.guard
+                && j.operands.iter().take(2).any(same_base)
                 && let Ok((sp2, w2, at2)) = Self::classify(j)
                 && sp2 == sp
                 && w2 == w
