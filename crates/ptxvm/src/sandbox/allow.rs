@@ -378,6 +378,21 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
         check_opcode(i)?;
+        // Only the memory instructions `fence` rewrites may take a `[address]` operand (`mov`
+        // and `cvta` take `var+offset`, parsed the same way).
+        let memory = matches!(
+            i.opcode.as_str(),
+            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta"
+        );
+        if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
+            return refused(
+                i.line,
+                format!(
+                    "{} with a memory operand; only ld/st/atom/red may address memory",
+                    i.opcode
+                ),
+            );
+        }
         if let Some((g, _)) = &i.guard
             && reserved(g)
         {

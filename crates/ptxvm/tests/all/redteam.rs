@@ -280,6 +280,12 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
             6,
             "shared::cluster",
         ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n \
+             fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n}",
+            6,
+            "memory operand",
+        ),
     ];
     for (src, line, word) in cases {
         let (l, what) = refused(src);
