@@ -3,7 +3,8 @@
 #   here:        bash scripts/sandbox-probe.sh pack   → .gpu/sandbox/ (rewritten PTX + globals)
 #   GPU machine: bash scripts/sandbox-probe.sh run    (needs nvcc; carry [".gpu"])
 # The run JIT-loads every rewritten corpus, example-guest and fixture module, then runs the
-# rewritten red-team kernels against a real arena, victim allocation and control block.
+# rewritten red-team kernels against a real arena, victim allocation and control block, then
+# times six nvcc corpus kernels unrewritten vs rewritten (same output required; ratio printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -20,8 +21,8 @@ case "${1:-}" in
     dir="${2:-.gpu/sandbox}"
     src=.gpu/sandbox-probe.c
     [ -f "$src" ] || src=scripts/sandbox-probe/probe.c
-    nvcc -O2 -x c -o /tmp/sandbox-probe "$src" -lcuda
-    /tmp/sandbox-probe "$dir"
+    nvcc -O2 -x c -o /tmp/sandbox-probe "$src" -lcuda -lm
+    /tmp/sandbox-probe "$dir" corpus/nvcc
     ;;
   *)
     echo "usage: $0 pack|run [DIR]" >&2
