@@ -227,7 +227,7 @@ pub(crate) fn analyse<'m>(
                         ),
                     );
                 }
-                Some(_) => deepest = deepest.max(local[c]),
+                Some(_) => deepest = deepest.max(local.get(c).copied().unwrap_or(0)),
                 None => {
                     if depth > 256 {
                         return refused(line, "call chain deeper than 256; flatten it");
@@ -237,7 +237,7 @@ pub(crate) fn analyse<'m>(
             }
         }
         state.insert(f, 2);
-        let total = local[f].saturating_add(deepest);
+        let total = local.get(f).copied().unwrap_or(0).saturating_add(deepest);
         local.insert(f, total);
         Ok(total)
     }

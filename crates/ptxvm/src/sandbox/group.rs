@@ -105,13 +105,16 @@ impl<'m> Fx<'_, 'm> {
                 && w2 == w
                 && let Some(Operand::Addr(Some(b), o2)) = j.operands.get(at2)
                 && b == r
-                && (o2 - off) % wi == 0
-                && hi.max(o2 + wi) - lo.min(*o2) <= MAX_SPAN
+                && o2.wrapping_sub(off) % wi == 0
+                && hi
+                    .max(o2.saturating_add(wi))
+                    .checked_sub(lo.min(*o2))
+                    .is_some_and(|span| span <= MAX_SPAN)
                 && !(sp == Sp::Local && matches!(j.opcode.as_str(), "atom" | "red"))
             {
                 members.push((j, *o2));
                 lo = lo.min(*o2);
-                hi = hi.max(o2 + wi);
+                hi = hi.max(o2.saturating_add(wi));
             }
             if writes(j, r) || guard_reg.is_some_and(|g| writes(j, g)) {
                 break;

@@ -595,3 +595,57 @@ fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
         true,
     );
 }
+
+#[test]
+fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
+    // Deterministic mutations of the red-team module: truncations, deleted and duplicated
+    // spans, swapped bytes, huge offsets. Every outcome is a value, and rewritten output loads.
+    let base = fixture().0.as_bytes();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let mut outcomes = [0usize; 2];
+    for round in 0..300 {
+        let mut t = base.to_vec();
+        let at = next(t.len());
+        match round % 5 {
+            0 => t.truncate(at),
+            1 => {
+                let n = next(200).min(t.len() - at);
+                t.drain(at..at + n);
+            }
+            2 => {
+                let n = next(200).min(t.len() - at);
+                let span: Vec<u8> = t[at..at + n].to_vec();
+                t.splice(at..at, span);
+            }
+            3 => {
+                let b = next(t.len());
+                t.swap(at, b);
+            }
+            _ => {
+                let huge = b"+9223372036854775807";
+                t.splice(at..at, huge.iter().copied());
+            }
+        }
+        let Ok(text) = String::from_utf8(t) else {
+            continue;
+        };
+        match sandbox(&text, &Policy::default()) {
+            Ok(s) => {
+                outcomes[0] += 1;
+                // The original may be invalid for reasons the rewriter does not check (an
+                // undeclared register); the rewrite must not add new reasons.
+                if Module::load(&text).is_ok() {
+                    Module::load(&s.ptx).unwrap_or_else(|e| panic!("round {round}: {e}"));
+                }
+            }
+            Err(_) => outcomes[1] += 1,
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
