@@ -271,9 +271,11 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// Counts a taken back-edge down; when the count reaches zero the thread branches to an
-    /// out-of-line poll block (emitted by `poll_blocks`) that resets the count, reads the
-    /// epoch, exits if it changed and branches back. In the loop this costs three instructions.
+    /// Counts a taken back-edge down; when the count reaches zero the thread resets it, reads
+    /// the epoch and exits if it changed. The poll sits inline behind a forward branch (three
+    /// instructions in the loop when not polling): an out-of-line block would break the
+    /// reconvergence of divergent warps in ptxvm, and with it warp-synchronous code after the
+    /// loop.
     pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<O<'m>>) {
         let cnt = sreg("cnt");
         self.emit(
@@ -283,66 +285,56 @@ impl<'m> Fx<'_, 'm> {
             &["u32"],
             vec![cnt.clone(), cnt.clone(), imm(1)],
         );
+        // skip := cnt != 0 || the branch is not taken.
         match guard {
             None => self.emit(
                 out,
                 None,
                 "setp",
-                &["eq", "u32"],
+                &["ne", "u32"],
                 vec![sreg("p"), cnt, imm(0)],
             ),
             Some((g, neg)) => {
-                let c = if neg {
-                    Operand::Not(g)
-                } else {
+                let not_taken = if neg {
                     Operand::Name(g)
+                } else {
+                    Operand::Not(g)
                 };
                 self.emit(
                     out,
                     None,
                     "setp",
-                    &["eq", "and", "u32"],
-                    vec![sreg("p"), cnt, imm(0), c],
+                    &["ne", "or", "u32"],
+                    vec![sreg("p"), cnt, imm(0), not_taken],
                 );
             }
         }
-        let (poll, back) = (self.label(), self.label());
+        let skip = self.label();
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(out, p, "bra", &[], vec![Operand::Name(poll.clone())]);
-        out.push(O::New(Stmt::Label(back.clone(), self.line)));
-        self.polls.push((poll, back, self.line));
-    }
-
-    /// The out-of-line poll blocks of this function's back-edges, after a `ret` so that
-    /// falling off the end of the body still returns.
-    pub(crate) fn poll_blocks(&mut self, out: &mut Vec<O<'m>>) {
-        if self.polls.is_empty() {
-            return;
-        }
-        self.line = self.f.line;
-        self.emit(out, None, "ret", &[], vec![]);
-        let p = Some(("%__sbx_p".to_string(), false));
-        for (poll, back, line) in std::mem::take(&mut self.polls) {
-            self.line = line;
-            out.push(O::New(Stmt::Label(poll, line)));
-            let n = i64::from(self.info.poll_interval);
-            self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
-            self.emit(
-                out,
-                None,
-                "ld",
-                &["volatile", "global", "u32"],
-                vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
-            );
-            self.emit(
-                out,
-                None,
-                "setp",
-                &["ne", "u32"],
-                vec![sreg("p"), sreg("e"), sreg("epoch")],
-            );
-            self.emit(out, p.clone(), "exit", &[], vec![]);
-            self.emit(out, None, "bra", &[], vec![Operand::Name(back)]);
-        }
+        self.emit(
+            out,
+            p.clone(),
+            "bra",
+            &[],
+            vec![Operand::Name(skip.clone())],
+        );
+        let n = i64::from(self.info.poll_interval);
+        self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(
+            out,
+            None,
+            "ld",
+            &["volatile", "global", "u32"],
+            vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+        );
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u32"],
+            vec![sreg("p"), sreg("e"), sreg("epoch")],
+        );
+        self.emit(out, p, "exit", &[], vec![]);
+        out.push(O::New(Stmt::Label(skip, self.line)));
     }
 }

@@ -46,8 +46,6 @@ pub(crate) struct Fx<'a, 'm> {
     tables: HashMap<&'m str, &'m [String]>,
     pos: usize,
     nlabel: u32,
-    /// Poll blocks still to emit: (poll label, label to branch back to, line).
-    pub polls: Vec<(String, String, u32)>,
     /// Accesses whose fence an earlier access of their run emitted.
     pub members: HashMap<*const Inst, super::group::Member>,
     /// Group registers used so far.
@@ -97,7 +95,6 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
                 tables: HashMap::new(),
                 pos: 0,
                 nlabel: 0,
-                polls: Vec::new(),
                 members: HashMap::new(),
                 ngroups: 0,
                 line: f.line,
@@ -116,7 +113,6 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
             };
             let mut body = Vec::with_capacity(2 * b.len());
             fx.stmts(b, Some(&hoisted), &mut body)?;
-            fx.poll_blocks(&mut body);
             let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
             out.extend(fx.prologue()?);
             out.append(&mut body);
