@@ -296,6 +296,12 @@ static void redteam_suite(const char *dir) {
     reset();
     RUN("runs", 1, 1, 1, A64(arena + 8192), A64(arena + 4096), A32(8));
 
+    reset();
+    RUN("generic_mix", 1, 64, 0, A64(arena + 4096));
+    for (uint32_t t = 0; t < 64; t++) expect_u32("generic_mix (value)", 4096 + 4 * t, 7 * t);
+    expect_u32("generic_mix (ballot)", 4096 + 256, 0xffffffffu);
+    expect_u32("generic_mix (ballot)", 4096 + 256 + 4 * 63, 0xffffffffu);
+
     /* A launch queued under a stale epoch exits at entry. */
     reset();
     __atomic_store_n(&ctl[0], EPOCH + 1, __ATOMIC_SEQ_CST);

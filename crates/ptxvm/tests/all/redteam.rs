@@ -649,3 +649,43 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
     }
     assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
 }
+
+#[test]
+fn legal_generic_accesses_in_every_window_give_the_original_results() {
+    let (text, _, m) = fixture();
+    let orig = Module::load(text).unwrap();
+    let mut want = GuestMem::new();
+    let out = want.alloc(1024);
+    let k = orig.kernel_index("generic_mix").unwrap();
+    let globals: Vec<u64> = orig.globals().iter().map(|_| want.alloc(64)).collect();
+    let l = Launch {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        dynamic_shared_bytes: 0,
+        params: &out.to_le_bytes(),
+        globals: &globals,
+        workers: 1,
+        cancel: None,
+        deadline: None,
+    };
+    ptxvm::launch(&orig, &l, &want).unwrap();
+    let expected: Vec<u8> = (0u32..64).flat_map(|t| (t * 7).to_le_bytes()).collect();
+    assert_eq!(
+        want.read(out, 256),
+        expected,
+        "the original kernel is right"
+    );
+    let mut got = 0;
+    let mem = attack_in(
+        m,
+        "generic_mix",
+        Shape::linear(1, 64),
+        |g| {
+            got = g.alloc(1024);
+            vec![Arg::U64(got)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(got, 512), want.read(out, 512));
+}
