@@ -100,7 +100,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
     for f in &module.funcs {
-        if f.is_entry {
+        if f.is_entry && f.body.is_some() {
             kernels.push(SandboxedKernel {
                 name: f.name.clone(),
                 user_params: f.params.len(),
