@@ -78,6 +78,20 @@ pub struct GlobalsLayout {
     pub align: u64,
     /// Initial image: `init.len() <= size`; bytes past `init.len()` are zero.
     pub init: Vec<u8>,
+    /// Where each relocated variable lives in the block, in source order (what
+    /// `cuModuleGetGlobal` would give for an unrewritten module).
+    pub vars: Vec<GlobalSlot>,
+}
+
+/// One relocated `.global`/`.const` variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalSlot {
+    /// Name as declared.
+    pub name: String,
+    /// Byte offset in the globals block.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
 }
 
 /// Rewrites PTX so that every kernel is confined. Refuses with `Error::Refused { line, what }`
