@@ -302,6 +302,24 @@ static void redteam_suite(const char *dir) {
     expect_u32("generic_mix (ballot)", 4096 + 256, 0xffffffffu);
     expect_u32("generic_mix (ballot)", 4096 + 256 + 4 * 63, 0xffffffffu);
 
+    reset();
+    {
+        unsigned char bytes[32];
+        for (int k = 0; k < 32; k++) bytes[k] = (unsigned char)k;
+        CK(cuMemcpyHtoD(arena + 8192, bytes, 32));
+        RUN("cp_async", 1, 1, 0, A64(arena + 8192), A64(arena + 4096), A32(0));
+        unsigned char back[32];
+        CK(cuMemcpyDtoH(back, arena + 4096, 32));
+        if (memcmp(back, bytes, 32) != 0) {
+            printf("FAIL cp_async (copied bytes differ)\n");
+            failures++;
+        }
+    }
+    reset();
+    RUN("cp_async", 1, 1, 1, A64(victim), A64(arena + 4096), A32(0));
+    reset();
+    RUN("cp_async", 1, 1, 1, A64(arena + 8192), A64(arena + 4096), A32(64));
+
     /* A launch queued under a stale epoch exits at entry. */
     reset();
     __atomic_store_n(&ctl[0], EPOCH + 1, __ATOMIC_SEQ_CST);

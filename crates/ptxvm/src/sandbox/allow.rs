@@ -88,6 +88,7 @@ const ALLOWED: &[&str] = &[
     "mul24",
     "mad24",
     "sad",
+    "cp",
 ];
 
 /// Prefixes of the names the rewriter adds; user code may not use them.
@@ -382,7 +383,7 @@ impl<'m> Walk<'_, 'm> {
         // and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
             i.opcode.as_str(),
-            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta"
+            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta" | "cp"
         );
         if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
             return refused(

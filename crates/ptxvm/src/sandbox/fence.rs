@@ -269,6 +269,91 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the source is fenced as a global
+    /// access, the destination against the shared window, and the copy runs only when the
+    /// destination is in the window. Its group waits pass through; other `cp` forms are refused.
+    pub(crate) fn cp_async(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+        let has = |x: &str| i.mods.iter().any(|m| m == x);
+        let wait = has("commit_group") || has("wait_group") || has("wait_all");
+        if has("async") && wait && i.mods.len() == 2 {
+            out.push(O::Inst(i));
+            return Ok(());
+        }
+        let known = i.mods.iter().all(|m| {
+            matches!(
+                m.as_str(),
+                "async" | "ca" | "cg" | "shared" | "shared::cta" | "global"
+            ) || m.starts_with("L2::")
+        });
+        let size = match i.operands.get(2) {
+            Some(Operand::Int(v @ (4 | 8 | 16))) => *v,
+            _ => 0,
+        };
+        let src_size_ok = match i.operands.get(3) {
+            None => true,
+            Some(Operand::Int(v)) => *v == size && i.operands.len() == 4,
+            Some(_) => false,
+        };
+        if !(has("async") && has("global") && known && size > 0 && src_size_ok)
+            || !(has("shared") || has("shared::cta"))
+        {
+            return refused(
+                i.line,
+                "this cp form; the sandbox allows cp.async.{ca,cg}.shared.global [dst], [src], \
+                 4|8|16 and cp.async.commit_group/wait_group/wait_all",
+            );
+        }
+        let (Some(Operand::Addr(db, doff)), Some(Operand::Addr(sb, soff))) =
+            (i.operands.first(), i.operands.get(1))
+        else {
+            return refused(i.line, "cp.async operands must be [address]es");
+        };
+        let src_of = |fx: &Self, b: &'m Option<String>, off: i64| match b {
+            None => Src::Abs(off),
+            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
+            Some(n) => Src::Sym(n.as_str(), off),
+        };
+        let w = size as u64;
+        let n = self.ngroups;
+        self.ngroups += 1;
+        let (g, q) = (format!("g{n}"), format!("gq{n}"));
+        match src_of(self, sb, *soff) {
+            Src::Sym(name, off) => {
+                let Some(&(goff, _)) = self.info.globals.get(name) else {
+                    return refused(i.line, format!("{name} is not a .global variable"));
+                };
+                self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    vec![
+                        sreg(&g),
+                        sreg("globals"),
+                        imm((goff as i64).wrapping_add(off)),
+                    ],
+                );
+            }
+            src => self.load_into(out, &g, &src, i.line)?,
+        }
+        let lim = sreg(&format!("lim{w}"));
+        self.fence_global_into(out, &g, sreg(&g), lim, w, i.guard.as_ref());
+        let dst = src_of(self, db, *doff);
+        if let Src::Sym(name, _) = dst
+            && self.shared_size(name).is_none()
+        {
+            return refused(i.line, format!("{name} is not a .shared variable"));
+        }
+        self.load_into(out, "a", &dst, i.line)?;
+        let guard = self.window_into(out, "a", &q, w, w, i.guard.as_ref(), ("slo", "shi"));
+        let mut j = i.clone();
+        j.guard = guard;
+        j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}")), 0);
+        out.push(O::New(Stmt::Inst(j)));
+        Ok(())
+    }
+
     fn is64(&self, r: &str) -> bool {
         matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
     }

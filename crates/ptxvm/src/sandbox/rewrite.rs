@@ -298,6 +298,7 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             "call" => self.call(i, out),
+            "cp" => self.cp_async(i, out),
             _ => self.plain(i, out),
         }
     }

@@ -689,3 +689,46 @@ fn legal_generic_accesses_in_every_window_give_the_original_results() {
     );
     assert_eq!(mem.read(got, 512), want.read(out, 512));
 }
+
+#[test]
+fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
+    let (mut src, mut out) = (0, 0);
+    let mem = attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| {
+            src = m.alloc(32);
+            let bytes: Vec<u8> = (0u8..32).collect();
+            m.write(src, &bytes);
+            out = m.alloc(32);
+            vec![Arg::U64(src), Arg::U64(out), Arg::U32(0)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 32), (0u8..32).collect::<Vec<u8>>());
+    // From the victim; then into shared memory past the tile.
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.victim()), Arg::U64(m.alloc(32)), Arg::U32(0)],
+        true,
+    );
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(32)), Arg::U32(64)],
+        true,
+    );
+    for form in [
+        "cp.async.bulk.shared::cluster.global [%r1], [%rd1], 16;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 16, %r2;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 12;",
+    ] {
+        let src = format!(
+            ".visible .entry k(.param .u64 p) {{\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n {form}\n}}"
+        );
+        let (line, what) = refused(&src);
+        assert_eq!(line, 7, "{form}");
+        assert!(what.contains("cp.async"), "{what}");
+    }
+}
