@@ -320,6 +320,19 @@ static void redteam_suite(const char *dir) {
     reset();
     RUN("cp_async", 1, 1, 1, A64(arena + 8192), A64(arena + 4096), A32(64));
 
+    reset();
+    {
+        uint64_t next = arena + 12288, value = 0x123456789abcdef0ull, got = 0;
+        CK(cuMemcpyHtoD(arena + 8192, &next, 8));
+        CK(cuMemcpyHtoD(arena + 12288 + 8, &value, 8));
+        RUN("chase", 1, 1, 0, A64(arena + 8192), A64(arena + 4096));
+        CK(cuMemcpyDtoH(&got, arena + 4096, 8));
+        if (got != value) {
+            printf("FAIL chase (pointer chasing read %#llx)\n", (unsigned long long)got);
+            failures++;
+        }
+    }
+
     /* A launch queued under a stale epoch exits at entry. */
     reset();
     __atomic_store_n(&ctl[0], EPOCH + 1, __ATOMIC_SEQ_CST);

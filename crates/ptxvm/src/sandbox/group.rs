@@ -88,6 +88,10 @@ impl<'m> Fx<'_, 'm> {
         out: &mut Vec<O<'m>>,
     ) -> R<bool> {
         let wi = w as i64;
+        if writes(i, r) {
+            // `ld %r, [%r]`: later accesses see the loaded value, not this base.
+            return Ok(false);
+        }
         let mut members: Vec<(&Inst, i64)> = Vec::new();
         let (mut lo, mut hi) = (off, off.saturating_add(wi));
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_str());

@@ -732,3 +732,21 @@ fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
         assert!(what.contains("cp.async"), "{what}");
     }
 }
+
+#[test]
+fn a_load_that_replaces_its_own_base_does_not_share_its_fence() {
+    let mut out = 0;
+    let mem = attack(
+        "chase",
+        Shape::linear(1, 1),
+        |m| {
+            let (a, b) = (m.alloc(16), m.alloc(16));
+            m.write(a, &b.to_le_bytes());
+            m.write(b + 8, &0x1234_5678_9abc_def0u64.to_le_bytes());
+            out = m.alloc(8);
+            vec![Arg::U64(a), Arg::U64(out)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 8), 0x1234_5678_9abc_def0u64.to_le_bytes());
+}
