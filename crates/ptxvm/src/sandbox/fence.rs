@@ -9,6 +9,7 @@
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
 //! - a variable named with an in-range constant offset needs no check.
 
+use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
 use crate::ast::{Inst, Operand, Stmt};
 use crate::error::Error;
@@ -147,7 +148,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
     /// there may share its fence).
-    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
+    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
         let (sp, w, at) = Self::classify(i)?;
         if self.member(i, sp, at, out) {
             return Ok(());
@@ -176,7 +177,7 @@ impl<'m> Fx<'_, 'm> {
         match (sp, src) {
             (Sp::Param, Src::Sym(n, _)) => match self.params.get(n) {
                 Some(&size) if in_range(size) => {
-                    out.push(Stmt::Inst(i.clone()));
+                    out.push(O::Inst(i));
                     Ok(())
                 }
                 Some(_) => refused(i.line, format!("access past the end of parameter {n}")),
@@ -268,6 +269,91 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the source is fenced as a global
+    /// access, the destination against the shared window, and the copy runs only when the
+    /// destination is in the window. Its group waits pass through; other `cp` forms are refused.
+    pub(crate) fn cp_async(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+        let has = |x: &str| i.mods.iter().any(|m| m == x);
+        let wait = has("commit_group") || has("wait_group") || has("wait_all");
+        if has("async") && wait && i.mods.len() == 2 {
+            out.push(O::Inst(i));
+            return Ok(());
+        }
+        let known = i.mods.iter().all(|m| {
+            matches!(
+                m.as_str(),
+                "async" | "ca" | "cg" | "shared" | "shared::cta" | "global"
+            ) || m.starts_with("L2::")
+        });
+        let size = match i.operands.get(2) {
+            Some(Operand::Int(v @ (4 | 8 | 16))) => *v,
+            _ => 0,
+        };
+        let src_size_ok = match i.operands.get(3) {
+            None => true,
+            Some(Operand::Int(v)) => *v == size && i.operands.len() == 4,
+            Some(_) => false,
+        };
+        if !(has("async") && has("global") && known && size > 0 && src_size_ok)
+            || !(has("shared") || has("shared::cta"))
+        {
+            return refused(
+                i.line,
+                "this cp form; the sandbox allows cp.async.{ca,cg}.shared.global [dst], [src], \
+                 4|8|16 and cp.async.commit_group/wait_group/wait_all",
+            );
+        }
+        let (Some(Operand::Addr(db, doff)), Some(Operand::Addr(sb, soff))) =
+            (i.operands.first(), i.operands.get(1))
+        else {
+            return refused(i.line, "cp.async operands must be [address]es");
+        };
+        let src_of = |fx: &Self, b: &'m Option<String>, off: i64| match b {
+            None => Src::Abs(off),
+            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
+            Some(n) => Src::Sym(n.as_str(), off),
+        };
+        let w = size as u64;
+        let n = self.ngroups;
+        self.ngroups += 1;
+        let (g, q) = (format!("g{n}"), format!("gq{n}"));
+        match src_of(self, sb, *soff) {
+            Src::Sym(name, off) => {
+                let Some(&(goff, _)) = self.info.globals.get(name) else {
+                    return refused(i.line, format!("{name} is not a .global variable"));
+                };
+                self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    vec![
+                        sreg(&g),
+                        sreg("globals"),
+                        imm((goff as i64).wrapping_add(off)),
+                    ],
+                );
+            }
+            src => self.load_into(out, &g, &src, i.line)?,
+        }
+        let lim = sreg(&format!("lim{w}"));
+        self.fence_global_into(out, &g, sreg(&g), lim, w, i.guard.as_ref());
+        let dst = src_of(self, db, *doff);
+        if let Src::Sym(name, _) = dst
+            && self.shared_size(name).is_none()
+        {
+            return refused(i.line, format!("{name} is not a .shared variable"));
+        }
+        self.load_into(out, "a", &dst, i.line)?;
+        let guard = self.window_into(out, "a", &q, w, w, i.guard.as_ref(), ("slo", "shi"));
+        let mut j = i.clone();
+        j.guard = guard;
+        j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}")), 0);
+        out.push(O::New(Stmt::Inst(j)));
+        Ok(())
+    }
+
     fn is64(&self, r: &str) -> bool {
         matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
     }
@@ -281,23 +367,23 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// An in-range access to a named variable: unchanged, or given its space if it was generic.
-    fn direct(&self, out: &mut Vec<Stmt>, i: &Inst, sp: &str, was: Sp) {
+    fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst, sp: &str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
             j.mods = respace(&i.mods, sp);
         }
-        out.push(Stmt::Inst(j));
+        out.push(O::New(Stmt::Inst(j)));
     }
 
     /// `%__sbx_a` := the address, 64 bits wide.
-    fn load(&self, out: &mut Vec<Stmt>, src: &Src<'_>, line: u32) -> R<()> {
+    fn load(&self, out: &mut Vec<O<'m>>, src: &Src<'_>, line: u32) -> R<()> {
         self.load_into(out, "a", src, line)
     }
 
     /// `%__sbx_<dst>` := the address, 64 bits wide.
     pub(super) fn load_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         src: &Src<'_>,
         line: u32,
@@ -344,7 +430,7 @@ impl<'m> Fx<'_, 'm> {
     /// `%__sbx_a` := `x` fenced into `[base, base+size-W]`, aligned down to W.
     fn fence_global(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         x: Operand,
         w: u64,
         guard: Option<&(String, bool)>,
@@ -355,7 +441,7 @@ impl<'m> Fx<'_, 'm> {
     /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
     pub(super) fn fence_global_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         x: Operand,
         lim: Operand,
@@ -395,7 +481,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Sets the control block's fault word to this launch's tag.
-    pub(super) fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
+    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
         self.emit(
             out,
             guard,
@@ -409,7 +495,7 @@ impl<'m> Fx<'_, 'm> {
     /// under which the access may run.
     fn window_check(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         w: u64,
         guard: Option<&(String, bool)>,
         lo: &str,
@@ -424,7 +510,7 @@ impl<'m> Fx<'_, 'm> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn window_into(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         dst: &str,
         q: &str,
         w: u64,
@@ -496,7 +582,7 @@ impl<'m> Fx<'_, 'm> {
     /// A shared or local access through a register (or an unchecked variable offset).
     fn windowed(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -517,7 +603,7 @@ impl<'m> Fx<'_, 'm> {
     /// A generic access: global, shared or local by `isspacep`, each fenced.
     fn generic(
         &mut self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -557,7 +643,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "global", None);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ls, line));
+        out.push(O::New(Stmt::Label(ls, line)));
         self.emit(
             out,
             None,
@@ -569,7 +655,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "shared", g);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ll, line));
+        out.push(O::New(Stmt::Label(ll, line)));
         if matches!(i.opcode.as_str(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
@@ -584,14 +670,14 @@ impl<'m> Fx<'_, 'm> {
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }
-        out.push(Stmt::Label(end, line));
+        out.push(O::New(Stmt::Label(end, line)));
         Ok(())
     }
 
     /// The original instruction on `[%__sbx_a]` in space `sp`, under `guard`.
     fn access(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         sp: &str,
@@ -610,18 +696,28 @@ impl<'m> Fx<'_, 'm> {
     /// The original instruction on `addr` in space `sp`, under `guard`.
     pub(super) fn access_at(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         sp: &str,
         guard: Option<(String, bool)>,
         addr: Operand,
     ) {
-        let mut j = i.clone();
-        j.guard = guard;
-        j.mods = respace(&i.mods, sp);
-        j.operands[at] = addr;
-        out.push(Stmt::Inst(j));
+        let mods = respace(&i.mods, sp);
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ = super::print::parts(
+                t,
+                guard.as_ref(),
+                &i.opcode,
+                &mods,
+                &i.operands,
+                Some((at, &addr)),
+                i.line,
+            );
+            t.push('\n');
+        });
     }
 }
 

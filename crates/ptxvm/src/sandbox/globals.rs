@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{GlobalVar, GlobalsLayout};
+use super::{GlobalSlot, GlobalsLayout};
 use crate::ast::{Init, Module, Space};
 use crate::error::Error;
 use crate::lower::{init_bytes, var_size};
@@ -66,7 +66,7 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
             }
             init[off..off + image.len()].copy_from_slice(&image);
         }
-        vars.push(GlobalVar {
+        vars.push(GlobalSlot {
             name: v.name.clone(),
             offset: off,
             size: bytes,
@@ -118,12 +118,12 @@ mod tests {
         assert_eq!(&l.init[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
         assert_eq!(&l.init[16..24], &1f64.to_bits().to_le_bytes());
         assert_eq!(l.init.len(), 24, "the zero tail is not materialised");
-        let named: Vec<_> = l
+        let slots: Vec<_> = l
             .vars
             .iter()
             .map(|v| (v.name.as_str(), v.offset, v.size))
             .collect();
-        assert_eq!(named, [("a", 0, 12), ("c", 16, 8), ("z", 24, 100)]);
+        assert_eq!(slots, [("a", 0, 12), ("c", 16, 8), ("z", 24, 100)]);
     }
 
     #[test]

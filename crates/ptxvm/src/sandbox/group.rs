@@ -6,6 +6,7 @@
 //! their offsets differ by multiples of the width.
 
 use super::fence::{Sp, Src};
+use super::print::O;
 use super::rewrite::{Fx, R, sreg};
 use crate::ast::{Inst, Operand, Stmt};
 
@@ -62,7 +63,7 @@ fn writes(i: &Inst, n: &str) -> bool {
 
 impl<'m> Fx<'_, 'm> {
     /// Emits `i` as a member of an earlier group, if it is one.
-    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<Stmt>) -> bool {
+    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
             return false;
         };
@@ -84,9 +85,13 @@ impl<'m> Fx<'_, 'm> {
         (sp, w, at): (Sp, u64, usize),
         r: &str,
         off: i64,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
     ) -> R<bool> {
         let wi = w as i64;
+        if writes(i, r) {
+            // `ld %r, [%r]`: later accesses see the loaded value, not this base.
+            return Ok(false);
+        }
         let mut members: Vec<(&Inst, i64)> = Vec::new();
         let (mut lo, mut hi) = (off, off.saturating_add(wi));
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_str());
@@ -95,20 +100,25 @@ impl<'m> Fx<'_, 'm> {
             if matches!(j.opcode.as_str(), "bra" | "brx" | "call" | "ret" | "exit") {
                 break;
             }
+            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
             if matches!(j.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red")
                 && j.guard == i.guard
+                && j.operands.iter().take(2).any(same_base)
                 && let Ok((sp2, w2, at2)) = Self::classify(j)
                 && sp2 == sp
                 && w2 == w
                 && let Some(Operand::Addr(Some(b), o2)) = j.operands.get(at2)
                 && b == r
-                && (o2 - off) % wi == 0
-                && hi.max(o2 + wi) - lo.min(*o2) <= MAX_SPAN
+                && o2.wrapping_sub(off) % wi == 0
+                && hi
+                    .max(o2.saturating_add(wi))
+                    .checked_sub(lo.min(*o2))
+                    .is_some_and(|span| span <= MAX_SPAN)
                 && !(sp == Sp::Local && matches!(j.opcode.as_str(), "atom" | "red"))
             {
                 members.push((j, *o2));
                 lo = lo.min(*o2);
-                hi = hi.max(o2 + wi);
+                hi = hi.max(o2.saturating_add(wi));
             }
             if writes(j, r) || guard_reg.is_some_and(|g| writes(j, g)) {
                 break;

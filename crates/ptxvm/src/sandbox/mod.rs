@@ -78,17 +78,17 @@ pub struct GlobalsLayout {
     pub align: u64,
     /// Initial image: `init.len() <= size`; bytes past `init.len()` are zero.
     pub init: Vec<u8>,
-    /// The relocated variables in source order, so a host can find one by name (what
-    /// `cuModuleGetGlobal` answers for an unsandboxed module).
-    pub vars: Vec<GlobalVar>,
+    /// Where each relocated variable lives in the block, in source order (what
+    /// `cuModuleGetGlobal` would give for an unrewritten module).
+    pub vars: Vec<GlobalSlot>,
 }
 
-/// One relocated module variable in the globals block.
+/// One relocated `.global`/`.const` variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GlobalVar {
-    /// The variable's PTX name.
+pub struct GlobalSlot {
+    /// Name as declared.
     pub name: String,
-    /// Byte offset in the block.
+    /// Byte offset in the globals block.
     pub offset: u64,
     /// Size in bytes.
     pub size: u64,
@@ -110,21 +110,11 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let module = crate::parse::parse(&tokens)?;
     let (layout, offsets) = globals::layout(&module)?;
     let info = allow::analyse(&module, offsets, policy)?;
-    let mut out = ast::Module {
-        version: module.version.clone(),
-        target: module.target.clone(),
-        address_size: module.address_size,
-        vars: module
-            .vars
-            .iter()
-            .filter(|v| v.space == ast::Space::Shared)
-            .cloned()
-            .collect(),
-        funcs: Vec::with_capacity(module.funcs.len()),
-    };
+    let mut text = String::with_capacity(ptx.len() * 2 + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
     for f in &module.funcs {
-        if f.is_entry {
+        if f.is_entry && f.body.is_some() {
             kernels.push(SandboxedKernel {
                 name: f.name.clone(),
                 user_params: f.params.len(),
@@ -132,10 +122,12 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 static_shared_bytes: info.static_shared(f),
             });
         }
-        out.funcs.push(rewrite::func(&info, f)?);
+        let (head, body) = rewrite::func(&info, f)?;
+        text.push('\n');
+        print::rewritten(&mut text, &head, body.as_deref())?;
     }
     Ok(Sandboxed {
-        ptx: print::module(&out)?,
+        ptx: text,
         kernels,
         globals: layout,
     })

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
+use super::print::O;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
 use crate::error::Error;
 use crate::lower::var_size;
@@ -45,8 +46,6 @@ pub(crate) struct Fx<'a, 'm> {
     tables: HashMap<&'m str, &'m [String]>,
     pos: usize,
     nlabel: u32,
-    /// Poll blocks still to emit: (poll label, label to branch back to, line).
-    pub polls: Vec<(String, String, u32)>,
     /// Accesses whose fence an earlier access of their run emitted.
     pub members: HashMap<*const Inst, super::group::Member>,
     /// Group registers used so far.
@@ -56,7 +55,7 @@ pub(crate) struct Fx<'a, 'm> {
 }
 
 /// Rewrites a function (entry, device function or prototype).
-pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
+pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
     let mut params = f.params.clone();
     let hidden: Vec<&str> = if f.is_entry {
         HIDDEN_PARAMS.to_vec()
@@ -96,7 +95,6 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
                 tables: HashMap::new(),
                 pos: 0,
                 nlabel: 0,
-                polls: Vec::new(),
                 members: HashMap::new(),
                 ngroups: 0,
                 line: f.line,
@@ -115,14 +113,13 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
             };
             let mut body = Vec::with_capacity(2 * b.len());
             fx.stmts(b, Some(&hoisted), &mut body)?;
-            fx.poll_blocks(&mut body);
-            let mut out: Vec<Stmt> = b.iter().filter(|s| hoisted(s)).map(clone_stmt).collect();
+            let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
             out.extend(fx.prologue()?);
             out.append(&mut body);
             Some(out)
         }
     };
-    Ok(Func {
+    let head = Func {
         name: f.name.clone(),
         is_entry: f.is_entry,
         params,
@@ -130,9 +127,10 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
         max_threads: f.max_threads,
         linkage: f.linkage.clone(),
         attrs: f.attrs.clone(),
-        body,
+        body: None,
         line: f.line,
-    })
+    };
+    Ok((head, body))
 }
 
 impl<'m> Fx<'_, 'm> {
@@ -199,19 +197,31 @@ impl<'m> Fx<'_, 'm> {
     /// Appends a new instruction (at the current source line).
     pub(crate) fn emit(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         guard: Option<(String, bool)>,
         opcode: &str,
         mods: &[&str],
         operands: Vec<Operand>,
     ) {
-        out.push(Stmt::Inst(Inst {
-            guard,
-            opcode: opcode.into(),
-            mods: mods.iter().map(|m| (*m).to_string()).collect(),
-            operands,
-            line: self.line,
-        }));
+        // Consecutive new instructions share one text buffer: one allocation for many lines.
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ =
+                super::print::parts(t, guard.as_ref(), opcode, mods, &operands, None, self.line);
+            t.push('\n');
+        });
+    }
+
+    /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
+    pub(crate) fn with_text(out: &mut Vec<O<'m>>, f: impl FnOnce(&mut String)) {
+        if let Some(O::Text(t)) = out.last_mut() {
+            f(t);
+            return;
+        }
+        let mut t = String::with_capacity(256);
+        f(&mut t);
+        out.push(O::Text(t));
     }
 
     /// Rewrites `body` into `out`, leaving out the statements `skip` names.
@@ -219,7 +229,7 @@ impl<'m> Fx<'_, 'm> {
         &mut self,
         body: &'m [Stmt],
         skip: Option<&dyn Fn(&Stmt) -> bool>,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
     ) -> R<()> {
         for (k, s) in body.iter().enumerate() {
             if skip.is_some_and(|f| f(s)) {
@@ -228,7 +238,7 @@ impl<'m> Fx<'_, 'm> {
             match s {
                 Stmt::Label(..) => {
                     self.pos += 1;
-                    out.push(clone_stmt(s));
+                    out.push(O::Stmt(s));
                 }
                 Stmt::Inst(i) => {
                     self.line = i.line;
@@ -238,7 +248,10 @@ impl<'m> Fx<'_, 'm> {
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
                     self.stmts(b, None, &mut inner)?;
-                    if matches!(inner.last(), Some(Stmt::Label(..))) {
+                    if matches!(
+                        inner.last(),
+                        Some(O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)))
+                    ) {
                         // A label needs a statement after it before the block closes.
                         self.emit(
                             &mut inner,
@@ -248,15 +261,15 @@ impl<'m> Fx<'_, 'm> {
                             vec![sreg("t"), sreg("t")],
                         );
                     }
-                    out.push(Stmt::Block(inner));
+                    out.push(O::Block(inner));
                 }
-                other => out.push(clone_stmt(other)),
+                other => out.push(O::Stmt(other)),
             }
         }
         Ok(())
     }
 
-    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
+    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
         match i.opcode.as_str() {
             "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
@@ -267,7 +280,7 @@ impl<'m> Fx<'_, 'm> {
                 {
                     self.backedge(i.guard.clone(), out);
                 }
-                out.push(Stmt::Inst(i.clone()));
+                out.push(O::Inst(i));
                 Ok(())
             }
             "brx" => {
@@ -281,16 +294,17 @@ impl<'m> Fx<'_, 'm> {
                 if back {
                     self.backedge(i.guard.clone(), out);
                 }
-                out.push(Stmt::Inst(i.clone()));
+                out.push(O::Inst(i));
                 Ok(())
             }
             "call" => self.call(i, out),
+            "cp" => self.cp_async(i, out),
             _ => self.plain(i, out),
         }
     }
 
     /// Passes the hidden values to the callee through `.param` variables of a new block.
-    fn call(&mut self, i: &Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn call(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
         let (_, args_at) = call_parts(i)?;
         let names: Vec<&str> = HIDDEN_PARAMS
             .iter()
@@ -301,7 +315,7 @@ impl<'m> Fx<'_, 'm> {
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
             let p = format!("__gpuhost_sbx_c{k}");
-            block.push(Stmt::Var(VarDecl {
+            block.push(O::New(Stmt::Var(VarDecl {
                 space: Space::Param,
                 name: p.clone(),
                 ty: "b64".into(),
@@ -312,7 +326,7 @@ impl<'m> Fx<'_, 'm> {
                 is_extern: false,
                 linkage: None,
                 line: i.line,
-            }));
+            })));
             self.emit(
                 &mut block,
                 None,
@@ -331,13 +345,13 @@ impl<'m> Fx<'_, 'm> {
             }
             None => call.operands.push(Operand::List(extra)),
         }
-        block.push(Stmt::Inst(call));
-        out.push(Stmt::Block(block));
+        block.push(O::New(Stmt::Inst(call)));
+        out.push(O::Block(block));
         Ok(())
     }
 
     /// Non-memory instructions: relocated variable names become `globals + offset`.
-    fn plain(&mut self, i: &Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn plain(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
         let reloc = |o: &Operand| match o {
             Operand::Name(n) => self.info.globals.get(n).map(|&(off, _)| off as i64),
             Operand::Addr(Some(n), k) => self
@@ -391,7 +405,7 @@ impl<'m> Fx<'_, 'm> {
                         *m = "global".into();
                     }
                 }
-                out.push(Stmt::Inst(j));
+                out.push(O::New(Stmt::Inst(j)));
                 return Ok(());
             }
             _ => {}
@@ -411,23 +425,7 @@ impl<'m> Fx<'_, 'm> {
                 ),
             });
         }
-        out.push(Stmt::Inst(i.clone()));
+        out.push(O::Inst(i));
         Ok(())
-    }
-}
-
-/// Clones statements that pass through unchanged (declarations, labels, tables).
-fn clone_stmt(s: &Stmt) -> Stmt {
-    match s {
-        Stmt::Reg { ty, names, line } => Stmt::Reg {
-            ty: ty.clone(),
-            names: names.clone(),
-            line: *line,
-        },
-        Stmt::Var(v) => Stmt::Var(v.clone()),
-        Stmt::Label(l, line) => Stmt::Label(l.clone(), *line),
-        Stmt::Targets(n, ls, line) => Stmt::Targets(n.clone(), ls.clone(), *line),
-        Stmt::Inst(i) => Stmt::Inst(i.clone()),
-        Stmt::Block(b) => Stmt::Block(b.iter().map(clone_stmt).collect()),
     }
 }

@@ -280,6 +280,12 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
             6,
             "shared::cluster",
         ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n \
+             fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n}",
+            6,
+            "memory operand",
+        ),
     ];
     for (src, line, word) in cases {
         let (l, what) = refused(src);
@@ -588,4 +594,159 @@ fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
         |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(16)), Arg::U32(8)],
         true,
     );
+}
+
+#[test]
+fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
+    // Deterministic mutations of the red-team module: truncations, deleted and duplicated
+    // spans, swapped bytes, huge offsets. Every outcome is a value, and rewritten output loads.
+    let base = fixture().0.as_bytes();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let mut outcomes = [0usize; 2];
+    for round in 0..300 {
+        let mut t = base.to_vec();
+        let at = next(t.len());
+        match round % 5 {
+            0 => t.truncate(at),
+            1 => {
+                let n = next(200).min(t.len() - at);
+                t.drain(at..at + n);
+            }
+            2 => {
+                let n = next(200).min(t.len() - at);
+                let span: Vec<u8> = t[at..at + n].to_vec();
+                t.splice(at..at, span);
+            }
+            3 => {
+                let b = next(t.len());
+                t.swap(at, b);
+            }
+            _ => {
+                let huge = b"+9223372036854775807";
+                t.splice(at..at, huge.iter().copied());
+            }
+        }
+        let Ok(text) = String::from_utf8(t) else {
+            continue;
+        };
+        match sandbox(&text, &Policy::default()) {
+            Ok(s) => {
+                outcomes[0] += 1;
+                // The original may be invalid for reasons the rewriter does not check (an
+                // undeclared register); the rewrite must not add new reasons.
+                if Module::load(&text).is_ok() {
+                    Module::load(&s.ptx).unwrap_or_else(|e| panic!("round {round}: {e}"));
+                }
+            }
+            Err(_) => outcomes[1] += 1,
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
+
+#[test]
+fn legal_generic_accesses_in_every_window_give_the_original_results() {
+    let (text, _, m) = fixture();
+    let orig = Module::load(text).unwrap();
+    let mut want = GuestMem::new();
+    let out = want.alloc(1024);
+    let k = orig.kernel_index("generic_mix").unwrap();
+    let globals: Vec<u64> = orig.globals().iter().map(|_| want.alloc(64)).collect();
+    let l = Launch {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        dynamic_shared_bytes: 0,
+        params: &out.to_le_bytes(),
+        globals: &globals,
+        workers: 1,
+        cancel: None,
+        deadline: None,
+    };
+    ptxvm::launch(&orig, &l, &want).unwrap();
+    let expected: Vec<u8> = (0u32..64).flat_map(|t| (t * 7).to_le_bytes()).collect();
+    assert_eq!(
+        want.read(out, 256),
+        expected,
+        "the original kernel is right"
+    );
+    let mut got = 0;
+    let mem = attack_in(
+        m,
+        "generic_mix",
+        Shape::linear(1, 64),
+        |g| {
+            got = g.alloc(1024);
+            vec![Arg::U64(got)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(got, 512), want.read(out, 512));
+}
+
+#[test]
+fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
+    let (mut src, mut out) = (0, 0);
+    let mem = attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| {
+            src = m.alloc(32);
+            let bytes: Vec<u8> = (0u8..32).collect();
+            m.write(src, &bytes);
+            out = m.alloc(32);
+            vec![Arg::U64(src), Arg::U64(out), Arg::U32(0)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 32), (0u8..32).collect::<Vec<u8>>());
+    // From the victim; then into shared memory past the tile.
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.victim()), Arg::U64(m.alloc(32)), Arg::U32(0)],
+        true,
+    );
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(32)), Arg::U32(64)],
+        true,
+    );
+    for form in [
+        "cp.async.bulk.shared::cluster.global [%r1], [%rd1], 16;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 16, %r2;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 12;",
+    ] {
+        let src = format!(
+            ".visible .entry k(.param .u64 p) {{\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n {form}\n}}"
+        );
+        let (line, what) = refused(&src);
+        assert_eq!(line, 7, "{form}");
+        assert!(what.contains("cp.async"), "{what}");
+    }
+}
+
+#[test]
+fn a_load_that_replaces_its_own_base_does_not_share_its_fence() {
+    let mut out = 0;
+    let mem = attack(
+        "chase",
+        Shape::linear(1, 1),
+        |m| {
+            let (a, b) = (m.alloc(16), m.alloc(16));
+            m.write(a, &b.to_le_bytes());
+            m.write(b + 8, &0x1234_5678_9abc_def0u64.to_le_bytes());
+            out = m.alloc(8);
+            vec![Arg::U64(a), Arg::U64(out)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 8), 0x1234_5678_9abc_def0u64.to_le_bytes());
 }

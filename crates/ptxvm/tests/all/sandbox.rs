@@ -413,16 +413,24 @@ fn every_corpus_example_and_fixture_kernel_gives_the_same_results_rewritten() {
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let orig = Module::load(&text).unwrap();
-        let (s, sbx) = load_sandboxed(&text);
-        assert_eq!(s.kernels.len(), orig.kernels().len(), "{}", f.display());
-        for k in orig.kernels() {
-            let sk = s.kernels.iter().find(|x| x.name == k.name).unwrap();
-            assert_eq!(sk.user_params, k.params.len());
-            differential(&orig, &sbx, &s.globals, &k.name);
-            kernels += 1;
+        // The default policy, and one that polls on every back-edge (polls never change
+        // results).
+        for interval in [Policy::default().poll_interval, 1] {
+            let policy = Policy {
+                poll_interval: interval,
+            };
+            let s = sandbox(&text, &policy).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let sbx = Module::load(&s.ptx).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert_eq!(s.kernels.len(), orig.kernels().len(), "{}", f.display());
+            for k in orig.kernels() {
+                let sk = s.kernels.iter().find(|x| x.name == k.name).unwrap();
+                assert_eq!(sk.user_params, k.params.len());
+                differential(&orig, &sbx, &s.globals, &k.name);
+                kernels += 1;
+            }
         }
     }
-    assert!(kernels >= 40, "ran {kernels} kernels");
+    assert!(kernels >= 80, "ran {kernels} kernels");
 }
 
 #[test]
