@@ -267,7 +267,7 @@ pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
                 return;
             }
             let mem = Snapshot {
-                ranges: memory::visible_to(run_ctx.id),
+                ranges: memory::visible_to(&run_ctx.visible_ids()),
             };
             let launch = ptxvm::Launch {
                 kernel,

@@ -10,6 +10,7 @@ mod graphs;
 mod kernels;
 mod launch;
 mod memory;
+mod peers;
 mod programs;
 mod sticky;
 mod streams;
