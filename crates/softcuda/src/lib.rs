@@ -10,10 +10,13 @@
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
 //! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
 //! `pointer` (frees and pointer queries), `module` (+ `image` for fatbins/cubins, `jit` for the
-//! JIT log options) and `launch`. `abi` holds the C-boundary helpers, `handles` the handle tables,
-//! `errors` the CUresult names and messages.
+//! JIT log options), `launch`, `printf` (the device printf FIFO), `graph` and `capture` (graphs
+//! and stream capture; their exports are in `exports/graph.rs`) and `procaddr`
+//! (cuGetProcAddress, cuGetExportTable). `abi` holds the C-boundary helpers, `handles` the
+//! handle tables, `errors` the CUresult names and messages.
 //!
-//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB).
+//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB),
+//! `SOFTCUDA_DEVICES` the number of devices (default 1). docs/SOFTCUDA.md lists what is missing.
 //! Diagnostics: after a kernel fault, `softcuda_last_fault` (a softcuda-only export) describes it
 //! (kernel, block, thread, PTX line).
 #![deny(missing_docs)]
