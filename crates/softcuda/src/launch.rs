@@ -8,11 +8,12 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
+use crate::context::Context;
 use crate::device;
 use crate::driver;
 use crate::memory::{self, Block};
 use crate::module;
-use crate::stream;
+use crate::stream::{self, Stream};
 
 /// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`.
 const PARAM_END: usize = 0;
@@ -202,7 +203,25 @@ pub(crate) unsafe fn prepare(
     extra: *mut *mut c_void,
 ) -> CuResult<Packed> {
     let f = module::get_function(function)?;
-    check_config(&f, grid, block, shared)?;
+    // SAFETY: forwarded caller contract.
+    unsafe { prepare_for(&f, function, grid, block, shared, params, extra) }
+}
+
+/// [`prepare`] for a function already looked up.
+///
+/// # Safety
+/// As [`prepare`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn prepare_for(
+    f: &module::Function,
+    function: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CuResult<Packed> {
+    check_config(f, grid, block, shared)?;
     // SAFETY: forwarded caller contract.
     let params = unsafe { pack(f.info(), params, extra) }?;
     Ok(Packed {
@@ -221,13 +240,14 @@ pub(crate) unsafe fn prepare(
 /// `req.params` / `req.extra` follow cuLaunchKernel's contract (see [`pack`]).
 pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     let f = module::get_function(req.function)?;
-    let (ctx, _) = stream::resolve(req.stream)?;
+    let (ctx, s) = stream::resolve(req.stream)?;
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
     // SAFETY: forwarded caller contract.
     let packed = unsafe {
-        prepare(
+        prepare_for(
+            &f,
             req.function,
             req.grid,
             req.block,
@@ -239,16 +259,23 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     if let Some(capture) = crate::capture::active(req.stream) {
         return capture.add(req.stream, crate::graph::NodeKind::Kernel(packed));
     }
-    enqueue(packed, req.stream)
+    submit(&f, &ctx, &s, packed);
+    Ok(())
 }
 
-/// Queues a packed launch on a stream.
+/// Queues a packed launch on a stream (a graph kernel node's launch).
 pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
     let f = module::get_function(packed.function)?;
     let (ctx, s) = stream::resolve(stream_handle)?;
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
+    submit(&f, &ctx, &s, packed);
+    Ok(())
+}
+
+/// Queues the run of a checked, packed launch.
+fn submit(f: &module::Function, ctx: &Arc<Context>, s: &Arc<Stream>, packed: Packed) {
     // NVIDIA prints pending device output at the start of a launch.
     ctx.printf.flush();
     let Packed {
@@ -259,9 +286,9 @@ pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
         ..
     } = packed;
     let (vm, globals, kernel) = (Arc::clone(&f.module.vm), f.module.globals.clone(), f.index);
-    let run_ctx = Arc::clone(&ctx);
+    let run_ctx = Arc::clone(ctx);
     ctx.submit(
-        &s,
+        s,
         Box::new(move || {
             if run_ctx.sticky().is_some() {
                 return;
@@ -307,5 +334,4 @@ pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
             }
         }),
     );
-    Ok(())
 }

@@ -5,6 +5,7 @@ mod common;
 mod context;
 mod cprog;
 mod device;
+mod graph;
 mod loader;
 mod memory;
 mod module;
