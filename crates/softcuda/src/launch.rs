@@ -190,29 +190,13 @@ pub(crate) struct Packed {
 }
 
 /// Checks a launch description and packs its parameters (cuLaunchKernel's and graph kernel
-/// nodes' shared front half); configuration errors are `CUDA_ERROR_INVALID_VALUE`.
+/// nodes' shared front half); configuration errors are `CUDA_ERROR_INVALID_VALUE`. `f` is the
+/// function behind handle `function`.
 ///
 /// # Safety
 /// `params` / `extra` follow cuLaunchKernel's contract (see [`pack`]).
-pub(crate) unsafe fn prepare(
-    function: u64,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared: u32,
-    params: *mut *mut c_void,
-    extra: *mut *mut c_void,
-) -> CuResult<Packed> {
-    let f = module::get_function(function)?;
-    // SAFETY: forwarded caller contract.
-    unsafe { prepare_for(&f, function, grid, block, shared, params, extra) }
-}
-
-/// [`prepare`] for a function already looked up.
-///
-/// # Safety
-/// As [`prepare`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn prepare_for(
+pub(crate) unsafe fn prepare(
     f: &module::Function,
     function: u64,
     grid: [u32; 3],
@@ -246,7 +230,7 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     }
     // SAFETY: forwarded caller contract.
     let packed = unsafe {
-        prepare_for(
+        prepare(
             &f,
             req.function,
             req.grid,
