@@ -85,6 +85,7 @@ pub(crate) enum Tag {
     Graph = 6,
     GraphNode = 7,
     GraphExec = 8,
+    Link = 9,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -38,6 +38,7 @@ mod handles;
 mod image;
 mod jit;
 mod launch;
+mod link;
 pub mod loader;
 mod memory;
 mod module;

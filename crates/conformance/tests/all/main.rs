@@ -9,6 +9,7 @@ mod entry;
 mod graphs;
 mod kernels;
 mod launch;
+mod link;
 mod memory;
 mod peers;
 mod programs;

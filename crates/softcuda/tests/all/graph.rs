@@ -1,4 +1,4 @@
-//! Hostile and mistaken input at the new boundaries — graphs, stream capture, cuGetProcAddress,
+//! Hostile and mistaken input at the new boundaries — graphs, stream capture, cuLink*, cuGetProcAddress,
 //! CUDA 13 context creation — answers with typed errors and leaves the driver usable.
 
 use std::ffi::{CString, c_void};
@@ -275,6 +275,109 @@ fn get_proc_address_and_ctx_create_refuse_malformed_requests() {
         assert_eq!(
             cuCtxCreate_v4(&mut ctx, std::ptr::null(), 0, 1),
             CUresult::CUDA_ERROR_INVALID_DEVICE
+        );
+    }
+}
+
+#[test]
+fn link_takes_one_ptx_input_and_refuses_the_rest() {
+    let _g = serial();
+    fresh_primary();
+    let ptx = CString::new(include_str!("../fixtures/kernels.ptx")).unwrap();
+    let bytes = ptx.as_bytes_with_nul();
+    let data = bytes.as_ptr().cast_mut().cast::<c_void>();
+    let (none, no_opts) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: valid out-pointers; `bytes` outlives every call; other pointers deliberately NULL.
+    unsafe {
+        let mut state = std::ptr::null_mut();
+        assert_eq!(
+            cuLinkCreate_v2(2, none, no_opts, &mut state),
+            INVALID,
+            "options without arrays"
+        );
+        ok(cuLinkCreate_v2(0, none, no_opts, &mut state));
+        let (mut image, mut size) = (std::ptr::null_mut(), 0usize);
+        assert_eq!(
+            cuLinkComplete(state, &mut image, &mut size),
+            INVALID,
+            "nothing to link"
+        );
+        assert_eq!(
+            cuLinkAddData_v2(
+                state,
+                1,
+                std::ptr::null_mut(),
+                10,
+                std::ptr::null(),
+                0,
+                none,
+                no_opts
+            ),
+            INVALID
+        );
+        assert_eq!(
+            cuLinkAddData_v2(
+                state,
+                0,
+                data,
+                bytes.len(),
+                std::ptr::null(),
+                0,
+                none,
+                no_opts
+            ),
+            CUresult::CUDA_ERROR_NOT_SUPPORTED,
+            "a cubin"
+        );
+        assert_eq!(
+            cuLinkAddData_v2(
+                state,
+                99,
+                data,
+                bytes.len(),
+                std::ptr::null(),
+                0,
+                none,
+                no_opts
+            ),
+            INVALID,
+            "an unknown type"
+        );
+        ok(cuLinkAddData_v2(
+            state,
+            1,
+            data,
+            bytes.len(),
+            std::ptr::null(),
+            0,
+            none,
+            no_opts,
+        ));
+        assert_eq!(
+            cuLinkAddData_v2(
+                state,
+                1,
+                data,
+                bytes.len(),
+                std::ptr::null(),
+                0,
+                none,
+                no_opts
+            ),
+            CUresult::CUDA_ERROR_NOT_SUPPORTED,
+            "a second input"
+        );
+        assert_eq!(
+            cuLinkAddFile_v2(state, 1, c"/no/such/file.ptx".as_ptr(), 0, none, no_opts),
+            CUresult::CUDA_ERROR_FILE_NOT_FOUND
+        );
+        ok(cuLinkComplete(state, &mut image, &mut size));
+        assert_eq!(size, bytes.len());
+        ok(cuLinkDestroy(state));
+        assert_eq!(cuLinkDestroy(state), CUresult::CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(
+            cuLinkComplete(state, &mut image, &mut size),
+            CUresult::CUDA_ERROR_INVALID_HANDLE
         );
     }
 }
