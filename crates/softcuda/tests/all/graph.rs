@@ -297,6 +297,18 @@ fn link_takes_one_ptx_input_and_refuses_the_rest() {
         );
         ok(cuLinkCreate_v2(0, none, no_opts, &mut state));
         let (mut image, mut size) = (std::ptr::null_mut(), 0usize);
+        let add = |kind| {
+            cuLinkAddData_v2(
+                state,
+                kind,
+                data,
+                bytes.len(),
+                std::ptr::null(),
+                0,
+                none,
+                no_opts,
+            )
+        };
         assert_eq!(
             cuLinkComplete(state, &mut image, &mut size),
             INVALID,
@@ -315,58 +327,10 @@ fn link_takes_one_ptx_input_and_refuses_the_rest() {
             ),
             INVALID
         );
-        assert_eq!(
-            cuLinkAddData_v2(
-                state,
-                0,
-                data,
-                bytes.len(),
-                std::ptr::null(),
-                0,
-                none,
-                no_opts
-            ),
-            CUresult::CUDA_ERROR_NOT_SUPPORTED,
-            "a cubin"
-        );
-        assert_eq!(
-            cuLinkAddData_v2(
-                state,
-                99,
-                data,
-                bytes.len(),
-                std::ptr::null(),
-                0,
-                none,
-                no_opts
-            ),
-            INVALID,
-            "an unknown type"
-        );
-        ok(cuLinkAddData_v2(
-            state,
-            1,
-            data,
-            bytes.len(),
-            std::ptr::null(),
-            0,
-            none,
-            no_opts,
-        ));
-        assert_eq!(
-            cuLinkAddData_v2(
-                state,
-                1,
-                data,
-                bytes.len(),
-                std::ptr::null(),
-                0,
-                none,
-                no_opts
-            ),
-            CUresult::CUDA_ERROR_NOT_SUPPORTED,
-            "a second input"
-        );
+        assert_eq!(add(0), CUresult::CUDA_ERROR_NOT_SUPPORTED, "a cubin");
+        assert_eq!(add(99), INVALID, "an unknown type");
+        ok(add(1));
+        assert_eq!(add(1), CUresult::CUDA_ERROR_NOT_SUPPORTED, "a second input");
         assert_eq!(
             cuLinkAddFile_v2(state, 1, c"/no/such/file.ptx".as_ptr(), 0, none, no_opts),
             CUresult::CUDA_ERROR_FILE_NOT_FOUND
