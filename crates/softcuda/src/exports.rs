@@ -24,8 +24,10 @@ use crate::{
     capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream,
 };
 
+mod common;
 mod graph;
 mod link;
+pub use common::*;
 pub use graph::*;
 pub use link::*;
 

@@ -177,6 +177,30 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
     }
 }
 
+/// Checks cuLaunchKernelEx's attributes (`CUlaunchAttributeID`, first 16 bytes of the value):
+/// hints and orderings the one-stream-one-thread model already meets are accepted; what needs
+/// a feature softcuda lacks (cooperative grids, clusters, programmatic events) is
+/// `CUDA_ERROR_NOT_SUPPORTED`; an unknown id is `CUDA_ERROR_INVALID_VALUE`.
+pub(crate) fn check_attributes(attrs: &[(u32, [u32; 4])]) -> CuResult<()> {
+    for &(id, v) in attrs {
+        match id {
+            // Ignore, access policy window, synchronization policy, cluster scheduling
+            // preference, programmatic stream serialization, priority, memory sync domain map
+            // and domain, shared-memory carveout: hints, or orderings one stream already keeps.
+            0 | 1 | 3 | 5 | 6 | 8 | 9 | 10 | 14 => {}
+            // Cooperative launch: only `false` is honoured.
+            2 if v[0] == 0 => {}
+            // Cluster dimension: 1×1×1 (or unset) only.
+            4 if v[..3].iter().all(|&d| d <= 1) => {}
+            // Cooperative grids, clusters, programmatic and completion events, device-updatable
+            // nodes: features softcuda lacks.
+            2 | 4 | 7 | 11..=13 | 15 | 16 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+            _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        }
+    }
+    Ok(())
+}
+
 /// A kernel launch with its parameters packed: what a graph kernel node holds.
 #[derive(Debug, Clone)]
 pub(crate) struct Packed {

@@ -146,6 +146,7 @@ const VARIANTS: &[(&str, i32, &str)] = &[
         12000,
         "cuGraphExecKernelNodeSetParams_v2",
     ),
+    ("cuMemAllocPitch", 3020, "cuMemAllocPitch_v2"),
     ("cuLinkCreate", 5050, "cuLinkCreate"),
     ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
     ("cuLinkAddData", 5050, "cuLinkAddData"),

@@ -345,3 +345,103 @@ fn link_takes_one_ptx_input_and_refuses_the_rest() {
         );
     }
 }
+
+#[test]
+fn launch_ex_pitch_pointer_and_pci_calls_refuse_what_they_cannot_do() {
+    let _g = serial();
+    fresh_primary();
+    let (_m, f) = bump();
+    let mut by = 1i32;
+    let mut args: [*mut c_void; 1] = [(&raw mut by).cast()];
+    let mut launch_with = |id: u32, value: [u32; 4]| {
+        // SAFETY: all-zero is a valid CUlaunchAttribute; the raw id is written through its
+        // integer representation (the test needs values outside the Rust enum).
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        // SAFETY: `id` is the first field, a 4-byte C enum.
+        unsafe { (&raw mut attr.id).cast::<u32>().write(id) };
+        // SAFETY: the value union is at least 16 bytes.
+        unsafe {
+            (&raw mut attr.value)
+                .cast::<[u32; 4]>()
+                .write_unaligned(value)
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: 1,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: a valid config and one pointer for bump's one parameter.
+        unsafe { cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }
+    };
+    assert_eq!(
+        launch_with(2, [1, 0, 0, 0]),
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
+        "cooperative"
+    );
+    assert_eq!(
+        launch_with(4, [2, 1, 1, 0]),
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
+        "a 2-block cluster"
+    );
+    assert_eq!(launch_with(999, [0; 4]), INVALID, "an unknown attribute");
+    assert_eq!(
+        launch_with(8, [0; 4]),
+        CUresult::CUDA_SUCCESS,
+        "a priority hint"
+    );
+    // SAFETY: NULL config / valid out-pointers / deliberate bad strings.
+    unsafe {
+        assert_eq!(
+            cuLaunchKernelEx(std::ptr::null(), f, args.as_mut_ptr(), std::ptr::null_mut()),
+            INVALID
+        );
+        let (mut d, mut pitch) = (0u64, 0usize);
+        assert_eq!(
+            cuMemAllocPitch_v2(&mut d, &mut pitch, 100, 4, 3),
+            INVALID,
+            "element size 3"
+        );
+        assert_eq!(
+            cuMemAllocPitch_v2(&mut d, &mut pitch, usize::MAX, 4, 4),
+            INVALID,
+            "a width that overflows"
+        );
+        // An address softcuda does not know: attributes are zeroed, not an error.
+        let mut ctx: usize = 0xdead;
+        let attr = [1u32];
+        let mut data: [*mut c_void; 1] = [(&raw mut ctx).cast()];
+        ok(cuPointerGetAttributes(
+            1,
+            attr.as_ptr(),
+            data.as_mut_ptr(),
+            0x10,
+        ));
+        assert_eq!(ctx, 0);
+        let bad = [77u32];
+        assert_eq!(
+            cuPointerGetAttributes(1, bad.as_ptr(), data.as_mut_ptr(), 0x10),
+            INVALID
+        );
+        let mut dev = -1;
+        for id in [c"0000:07:00.0", c"0000:00:01.0", c"zz:00.0", c"0000"] {
+            assert_ne!(
+                cuDeviceGetByPCIBusId(&mut dev, id.as_ptr()),
+                CUresult::CUDA_SUCCESS,
+                "{id:?}"
+            );
+        }
+        ok(cuDeviceGetByPCIBusId(&mut dev, c"00:00.0".as_ptr()));
+        assert_eq!(dev, 0);
+        assert_eq!(
+            cuStreamAddCallback(std::ptr::null_mut(), None, std::ptr::null_mut(), 0),
+            INVALID
+        );
+    }
+}
