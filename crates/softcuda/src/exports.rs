@@ -24,8 +24,12 @@ use crate::{
     capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream, vmm,
 };
 
+mod common;
 mod graph;
+mod link;
+pub use common::*;
 pub use graph::*;
+pub use link::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -45,13 +49,13 @@ exports! {
     /// Reports the CUDA version this driver implements (13000).
     fn cuDriverGetVersion(version: *mut c_int) { abi::write(version, driver::DRIVER_VERSION) }
 
-    /// Number of devices: always 1.
+    /// Number of devices: `SOFTCUDA_DEVICES` (default 1).
     fn cuDeviceGetCount(count: *mut c_int) {
         driver::ensure_init()?;
-        abi::write(count, 1)
+        abi::write(count, driver::device_count())
     }
 
-    /// The device handle for `ordinal` (only 0 exists).
+    /// The device handle for `ordinal`.
     fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) {
         device::check(ordinal)?;
         abi::write(dev, ordinal)
@@ -66,7 +70,7 @@ exports! {
     /// One device attribute; unknown attributes are `CUDA_ERROR_INVALID_VALUE`.
     fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        let v = device::attribute(attrib)?;
+        let v = device::attribute(attrib, dev)?;
         abi::write(value, v)
     }
 
@@ -87,7 +91,7 @@ exports! {
     /// The device's UUID (same as [`cuDeviceGetUuid`]: there is no MIG).
     fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) {
         device::check(dev)?;
-        abi::write(uuid, CUuuid { bytes: device::uuid().map(|b| b as c_char) })
+        abi::write(uuid, CUuuid { bytes: device::uuid(dev).map(|b| b as c_char) })
     }
 
     /// The name of a `CUresult` as a static C string; unknown codes are `CUDA_ERROR_INVALID_VALUE`.
@@ -146,20 +150,20 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let handle = context::primary_retain()?;
+        let handle = context::primary_retain(dev)?;
         abi::write(pctx, p(handle))
     }
 
     /// Releases one reference; at zero the primary context and all it owns are destroyed.
     fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) {
         device::check(dev)?;
-        context::primary_release()
+        context::primary_release(dev)
     }
 
     /// Destroys the primary context and everything in it now.
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) {
         device::check(dev)?;
-        context::primary_reset()
+        context::primary_reset(dev)
     }
 
     /// The primary context's flags and whether it is active.
@@ -168,7 +172,7 @@ exports! {
         if flags.is_null() || active.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let (f, a) = context::primary_state()?;
+        let (f, a) = context::primary_state(dev)?;
         abi::write(flags, f)?;
         abi::write(active, c_int::from(a))
     }
@@ -176,7 +180,7 @@ exports! {
     /// Sets the flags the primary context has (and will be created with).
     fn cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint) {
         device::check(dev)?;
-        context::primary_set_flags(flags)
+        context::primary_set_flags(dev, flags)
     }
 
     // ---- contexts --------------------------------------------------------------------------
@@ -187,7 +191,7 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
     }
 
     /// cuCtxCreate with execution-affinity parameters (an SM-count affinity cannot be honoured:
@@ -198,7 +202,7 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
     }
 
     /// cuCtxCreate with creation parameters (CUDA 13's `cuCtxCreate`): NULL or a zeroed
@@ -210,7 +214,7 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
     }
 
     /// Whether an execution-affinity kind is supported: none is (no SMs to partition).
@@ -248,8 +252,44 @@ exports! {
 
     /// The device of the current context (always 0).
     fn cuCtxGetDevice(dev: *mut CUdevice) {
-        context::current()?.check_usable()?;
-        abi::write(dev, 0)
+        let ctx = context::current()?;
+        ctx.check_usable()?;
+        abi::write(dev, ctx.device)
+    }
+
+    /// Whether `dev`'s contexts can use `peer`'s memory: yes between two different devices
+    /// (all of it is host memory), no for a device and itself.
+    fn cuDeviceCanAccessPeer(canAccess: *mut c_int, dev: CUdevice, peer: CUdevice) {
+        device::check(dev)?;
+        device::check(peer)?;
+        abi::write(canAccess, c_int::from(dev != peer))
+    }
+
+    /// A `CUdevice_P2PAttribute` of two different devices.
+    fn cuDeviceGetP2PAttribute(value: *mut c_int, attrib: c_uint, src: CUdevice, dst: CUdevice) {
+        device::check(src)?;
+        device::check(dst)?;
+        if src == dst {
+            return Err(CUresult::CUDA_ERROR_INVALID_DEVICE);
+        }
+        abi::write(value, device::p2p_attribute(attrib)?)
+    }
+
+    /// Lets the current context's kernels use `peer`'s allocations (`flags` must be 0).
+    fn cuCtxEnablePeerAccess(peer: CUcontext, flags: c_uint) {
+        let ctx = context::live()?;
+        if flags != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        ctx.enable_peer(&peer)
+    }
+
+    /// Undoes [`cuCtxEnablePeerAccess`].
+    fn cuCtxDisablePeerAccess(peer: CUcontext) {
+        let ctx = context::live()?;
+        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        ctx.disable_peer(&peer)
     }
 
     /// Waits for all work in the current context; reports a sticky fault.
@@ -760,6 +800,9 @@ aliases! {
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
     cuDevicePrimaryCtxSetFlags => cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint);
+    cuLinkCreate => cuLinkCreate_v2(numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void, stateOut: *mut *mut c_void);
+    cuLinkAddData => cuLinkAddData_v2(state: *mut c_void, kind: c_uint, data: *mut c_void, size: usize, name: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
+    cuLinkAddFile => cuLinkAddFile_v2(state: *mut c_void, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
     cuGraphInstantiate => cuGraphInstantiate_v2(exec: *mut *mut c_void, graph: *mut c_void, errorNode: *mut *mut c_void, log: *mut c_char, logSize: usize);
     cuCtxCreate => cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
     cuCtxDestroy => cuCtxDestroy_v2(ctx: CUcontext);
