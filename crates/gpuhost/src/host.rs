@@ -41,6 +41,8 @@ pub struct Host {
     timing_events: Mutex<Vec<(u64, usize)>>,
     /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
     pub(crate) pinned: crate::pinned::Pool,
+    /// How pageable transfers are staged (see transfer.rs).
+    pub(crate) transfer: Mutex<crate::transfer::TransferConfig>,
     pub(crate) completer: OnceLock<Completer>,
 }
 
@@ -104,6 +106,7 @@ impl Host {
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
             pinned: Default::default(),
+            transfer: Default::default(),
             completer: OnceLock::new(),
         })
     }

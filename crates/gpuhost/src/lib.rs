@@ -26,6 +26,7 @@
 
 mod buffer;
 mod completion;
+mod copy;
 mod driver;
 mod error;
 mod facts;
@@ -56,6 +57,7 @@ pub use release::{ReleaseRefused, ReleaseReport, release};
 pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
 pub use stats::HostStats;
 pub use stream::{Event, Stream};
+pub use transfer::TransferConfig;
 
 /// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
 /// deliberately disturb) the raw driver API.

@@ -23,8 +23,98 @@ use crate::error::{Error, Result};
 use crate::pinned::{HostBuffer, Pinned};
 use crate::stream::Stream;
 
-/// Bytes per staging chunk.
-pub(crate) const CHUNK: usize = 1 << 20;
+/// How a host stages pageable transfers ([`Host::set_transfer_config`]).
+///
+/// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
+/// - A transfer is cut into at least [`MIN_CHUNKS`] chunks, none smaller than [`MIN_CHUNK`] nor
+///   larger than `chunk_bytes` (8 MiB). The host copy of the first chunk and the DMA of the last
+///   cannot overlap anything, so with k chunks about 1/k of the slower stage is exposed; 8 keeps
+///   that near 12%. Below 512 KiB a chunk's DMA (~10 µs at 50 GB/s) is no longer long against
+///   the fixed cost of a fence and a wake-up. Above 8 MiB nothing is gained, and every chunk in
+///   flight is page-locked memory held.
+/// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
+///   behind it so the engine never idles while the host learns a chunk finished (a fence's
+///   latency, microseconds).
+/// - Copy threads: one core copies ~10 GB/s, a PCIe 5 x16 DMA ~50 GB/s, so the copy needs about
+///   five cores to keep up: four helpers beside the calling thread, fewer on smaller machines
+///   (leaving one core to the rest of the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Largest staging chunk, in bytes (64 KiB ..= 256 MiB).
+    pub chunk_bytes: usize,
+    /// Chunks a transfer keeps in flight (1 ..= 16).
+    pub chunks_in_flight: usize,
+    /// Helper threads that copy between the caller's memory and staging, beside the calling
+    /// thread (0 ..= 64; 0: the calling thread copies alone).
+    pub copy_threads: usize,
+}
+
+/// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
+pub const MIN_CHUNKS: usize = 8;
+/// Smallest chunk a transfer is cut into, unless it is smaller itself.
+pub const MIN_CHUNK: usize = 512 << 10;
+/// Bytes each copying thread copies between two yields to the executor (so one poll holds its
+/// thread some tens of microseconds).
+const STEP_PER_THREAD: usize = 256 << 10;
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            chunk_bytes: 8 << 20,
+            chunks_in_flight: 3,
+            copy_threads: cores.saturating_sub(1).min(4),
+        }
+    }
+}
+
+impl TransferConfig {
+    fn check(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::TransferConfig { reason });
+        if !(64 << 10..=256 << 20).contains(&self.chunk_bytes) {
+            return bad(format!(
+                "chunk_bytes = {} is outside 64 KiB ..= 256 MiB",
+                self.chunk_bytes
+            ));
+        }
+        if !(1..=16).contains(&self.chunks_in_flight) {
+            return bad(format!(
+                "chunks_in_flight = {} is outside 1 ..= 16",
+                self.chunks_in_flight
+            ));
+        }
+        if self.copy_threads > crate::copy::MAX_HELPERS {
+            return bad(format!(
+                "copy_threads = {} is over {}",
+                self.copy_threads,
+                crate::copy::MAX_HELPERS
+            ));
+        }
+        Ok(())
+    }
+
+    /// The chunk size for a transfer of `len` bytes.
+    fn chunk_for(&self, len: usize) -> usize {
+        (len / MIN_CHUNKS)
+            .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
+            .min(len)
+            .max(1)
+    }
+}
+
+impl crate::host::Host {
+    /// Sets how this host stages pageable transfers (`Stream::upload`, `download`) from now on.
+    pub fn set_transfer_config(&self, cfg: TransferConfig) -> Result<()> {
+        cfg.check()?;
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+        Ok(())
+    }
+
+    /// How this host stages pageable transfers.
+    pub fn transfer_config(&self) -> TransferConfig {
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// Which way a DMA goes.
 #[derive(Clone, Copy)]
@@ -157,21 +247,30 @@ impl Stream {
     /// this stream before it. The calling thread never waits for the device.
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         buf.range(offset, out.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in out.chunks_mut(CHUNK).enumerate() {
+        let cfg = self.host().transfer_config();
+        let chunk = cfg.chunk_for(out.len());
+        let mut parts = out.chunks_mut(chunk).enumerate();
+        let enqueue = |i: usize, len: usize| {
             let generation = self.enter_with(buf)?;
-            let staging = Arc::new(Pinned::take(self.host(), generation, CHUNK)?);
-            let at = offset + i * CHUNK;
-            let done = self.dma(Dir::Down, buf, at, &staging, 0..part.len(), generation)?;
+            let staging = Arc::new(Pinned::take(self.host(), generation, chunk)?);
+            let at = offset + i * chunk;
+            let done = self.dma(Dir::Down, buf, at, &staging, 0..len, generation)?;
+            Ok::<_, Error>((done, staging))
+        };
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for (i, part) in parts.by_ref().take(cfg.chunks_in_flight) {
+            let (done, staging) = enqueue(i, part.len())?;
             in_flight.push_back((done, staging, part));
-            if in_flight.len() == 2
-                && let Some(next) = in_flight.pop_front()
-            {
-                land(next).await?;
-            }
         }
-        while let Some(next) = in_flight.pop_front() {
-            land(next).await?;
+        while let Some((done, staging, part)) = in_flight.pop_front() {
+            done.await?;
+            // The next chunk's DMA is queued before this one is copied out.
+            if let Some((i, next)) = parts.next() {
+                let (done, staging) = enqueue(i, next.len())?;
+                in_flight.push_back((done, staging, next));
+            }
+            let landed = staging.bytes(part.len());
+            copy_in_steps(part, landed, cfg.copy_threads).await;
         }
         Ok(())
     }
@@ -180,19 +279,23 @@ impl Stream {
     /// done when the future resolves. The calling thread never waits for the device.
     pub async fn upload(&self, buf: &DeviceBuffer, offset: usize, data: &[u8]) -> Result<()> {
         buf.range(offset, data.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in data.chunks(CHUNK).enumerate() {
-            let generation = self.enter_with(buf)?;
-            let mut staging = Pinned::take(self.host(), generation, CHUNK)?;
-            staging.bytes_mut(part.len()).copy_from_slice(part);
-            let (at, staging) = (offset + i * CHUNK, Arc::new(staging));
-            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
-            if in_flight.len() == 2
+        let cfg = self.host().transfer_config();
+        let chunk = cfg.chunk_for(data.len());
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for (i, part) in data.chunks(chunk).enumerate() {
+            if in_flight.len() >= cfg.chunks_in_flight
                 && let Some(done) = in_flight.pop_front()
             {
                 done.await?;
-                yield_now().await;
             }
+            let generation = self.enter_with(buf)?;
+            let mut staging = Pinned::take(self.host(), generation, chunk)?;
+            copy_in_steps(staging.bytes_mut(part.len()), part, cfg.copy_threads).await;
+            // The copy yielded: this task may run on another thread now, and the context may
+            // have been lost meanwhile.
+            let generation = self.enter_with(buf)?;
+            let (at, staging) = (offset + i * chunk, Arc::new(staging));
+            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
         }
         for done in in_flight {
             done.await?;
@@ -262,17 +365,19 @@ impl Drop for Detach<'_> {
     }
 }
 
-/// Awaits one downloaded chunk and copies it out of its staging chunk.
-async fn land((done, staging, part): (Completion, Arc<Pinned>, &mut [u8])) -> Result<()> {
-    done.await?;
-    part.copy_from_slice(staging.bytes(part.len()));
-    yield_now().await;
-    Ok(())
+/// Copies `src` into `dst` with `helpers` helper threads, a step at a time, yielding to the
+/// executor after each step: a chunk's copy is hundreds of microseconds of CPU work, and when
+/// the device finishes each chunk before it is awaited, every await is ready at once — without
+/// the yields, the transfer would hold its thread throughout.
+async fn copy_in_steps(dst: &mut [u8], src: &[u8], helpers: usize) {
+    let step = STEP_PER_THREAD * (helpers + 1);
+    for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
+        crate::copy::parallel(d, s, helpers);
+        yield_now().await;
+    }
 }
 
-/// Lets the executor run other tasks between chunks. Copying a large transfer through staging
-/// is milliseconds of CPU work, and when the device finishes each chunk before it is awaited,
-/// every await is ready at once: without this, the transfer would hold its thread throughout.
+/// Lets the executor run other tasks (see [`copy_in_steps`]).
 async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {

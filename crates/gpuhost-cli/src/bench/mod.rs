@@ -1,6 +1,7 @@
 //! `gpuhost bench`: the same trivial kernel through the raw driver API and through gpuhost, side
 //! by side in one run — launch issue cost, launch→completion, bind-on-entry, swap time and
-//! in-flight request latency with and without swaps — and device↔host transfers. Prints a markdown table; `--json` writes
+//! in-flight request latency with and without swaps — and device↔host transfers beside the
+//! machine's raw pageable and pinned bandwidth, with a sweep of staging configurations. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
 mod guest;
@@ -52,6 +53,9 @@ struct Plan {
     /// Transfer sizes in bytes, and repetitions of each.
     transfer_sizes: Vec<usize>,
     transfer_reps: usize,
+    /// Staging configurations swept at the largest transfer size, and repetitions of each.
+    transfer_sweep: Vec<gpuhost::TransferConfig>,
+    sweep_reps: usize,
 }
 
 /// Everything measured, in the units the names say.
@@ -79,7 +83,7 @@ struct Results {
     bind_ns_ctx_get_current: Summary,
     bind_ns_host_enter: Summary,
     swap: swap::SwapResults,
-    transfers: Vec<transfer::TransferResult>,
+    transfers: transfer::TransferResults,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -101,6 +105,8 @@ pub fn run(args: Args) -> Result<()> {
             workers: 2,
             transfer_sizes: vec![64 << 10, 4 << 20],
             transfer_reps: 5,
+            transfer_sweep: transfer::sweep_configs(true),
+            sweep_reps: 2,
         }
     } else {
         Plan {
@@ -113,6 +119,8 @@ pub fn run(args: Args) -> Result<()> {
             workers: 4,
             transfer_sizes: vec![64 << 10, 4 << 20, 64 << 20],
             transfer_reps: 30,
+            transfer_sweep: transfer::sweep_configs(false),
+            sweep_reps: 10,
         }
     };
     if let Some(n) = args.swaps {
@@ -276,8 +284,14 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         plan.workers,
     )
     .context("swap benchmark")?;
-    let transfers = transfer::run(&host, &plan.transfer_sizes, plan.transfer_reps)
-        .context("transfer benchmark")?;
+    let transfers = transfer::run(
+        &host,
+        &plan.transfer_sizes,
+        plan.transfer_reps,
+        &plan.transfer_sweep,
+        plan.sweep_reps,
+    )
+    .context("transfer benchmark")?;
 
     let results = Results {
         unix_time: SystemTime::now()
@@ -433,6 +447,8 @@ mod tests {
             workers: 1,
             transfer_sizes: vec![100, (1 << 20) + 3],
             transfer_reps: 2,
+            transfer_sweep: transfer::sweep_configs(true),
+            sweep_reps: 1,
         };
         let r = measure(&plan, 0, true).unwrap();
         assert_eq!(r.launch_issue_ns_raw.n, 40);
@@ -449,11 +465,30 @@ mod tests {
         }
         assert_eq!((r.swap.swaps, r.swap.failed, r.swap.retired), (2, 0, 0));
         assert!(r.swap.steady_us.n > 0 && r.swap.swapping_us.n > 0);
-        assert_eq!(r.transfers.len(), 2);
-        for t in &r.transfers {
+        assert_eq!(r.transfers.sizes.len(), 2);
+        for t in &r.transfers.sizes {
             assert_eq!((t.download_us_gpuhost.n, t.upload_us_raw.n), (2, 2));
+            assert_eq!(
+                (t.download_us_raw_pinned.n, t.upload_us_host_buffer.n),
+                (2, 2)
+            );
         }
+        let sweep = &r.transfers.sweep;
+        assert_eq!(sweep.len(), transfer::sweep_configs(true).len());
+        assert!(sweep.iter().any(|s| s.is_default), "the default is swept");
+        assert!(
+            sweep
+                .iter()
+                .all(|s| s.download_us.n == 1 && s.bytes == (1 << 20) + 3)
+        );
         let json = serde_json::to_string(&r).unwrap();
-        assert!(json.contains("\"launch_issue_ns_raw\""));
+        for key in [
+            "launch_issue_ns_raw",
+            "download_us_raw_pinned",
+            "upload_us_host_buffer",
+            "sweep",
+        ] {
+            assert!(json.contains(&format!("\"{key}\"")), "{key} in the JSON");
+        }
     }
 }
