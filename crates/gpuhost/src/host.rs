@@ -44,6 +44,8 @@ pub struct Host {
     /// How pageable transfers are staged (see transfer.rs).
     pub(crate) transfer: Mutex<crate::transfer::TransferConfig>,
     pub(crate) completer: OnceLock<Completer>,
+    /// Nanoseconds a `Completion`'s poll spins before it returns Pending (see completion.rs).
+    pub(crate) await_spin_ns: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -108,6 +110,7 @@ impl Host {
             pinned: Default::default(),
             transfer: Default::default(),
             completer: OnceLock::new(),
+            await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
         })
     }
 

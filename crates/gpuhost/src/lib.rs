@@ -44,7 +44,7 @@ mod stream;
 mod transfer;
 
 pub use buffer::DeviceBuffer;
-pub use completion::Completion;
+pub use completion::{Completion, MAX_AWAIT_SPIN};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};

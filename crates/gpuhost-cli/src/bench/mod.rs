@@ -4,6 +4,7 @@
 //! machine's raw pageable and pinned bandwidth, with a sweep of staging configurations. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
+mod awaits;
 mod guest;
 mod raw;
 mod stats;
@@ -82,6 +83,10 @@ struct Results {
     launch_await_spin_us_gpuhost: Summary,
     bind_ns_ctx_get_current: Summary,
     bind_ns_host_enter: Summary,
+    /// The host's default `.await` spin budget, µs, used by the rows above.
+    await_spin_default_us: f64,
+    /// `.await` under each spin budget, parking and yielding executors.
+    await_spin: Vec<awaits::AwaitSpin>,
     swap: swap::SwapResults,
     transfers: transfer::TransferResults,
 }
@@ -271,6 +276,8 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     };
     let bind_raw = per_call(&mut raw::ctx_get_current)?;
     let bind_host = per_call(&mut || Ok(host.enter().map(|_| ())?))?;
+    let await_spin_default = host.await_spin();
+    let await_spin = awaits::run(&host, &stream, &noop, &raw, plan.syncs)?;
     drop(raw);
     drop(noop);
 
@@ -315,6 +322,8 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         launch_await_spin_us_gpuhost: Summary::of(gh_await_spin),
         bind_ns_ctx_get_current: Summary::of(bind_raw),
         bind_ns_host_enter: Summary::of(bind_host),
+        await_spin_default_us: await_spin_default.as_secs_f64() * 1e6,
+        await_spin,
         swap,
         transfers,
     };
@@ -375,22 +384,26 @@ fn print_table(r: &Results) {
         "≤ 1.2×",
     );
     row(
-        "launch → .await, µs (raw: + cuStreamSynchronize)",
+        "launch → .await, parking executor (block_on), µs (raw: + cuStreamSynchronize)",
         r.launch_sync_us_raw.median,
         r.launch_await_us_gpuhost.median,
-        "≤ 1.2×",
+        "≤ 1.3×",
     );
     row(
         "launch → .await (yielding executor), µs (raw: + cuStreamSynchronize)",
         r.launch_sync_us_raw.median,
         r.launch_await_spin_us_gpuhost.median,
-        "≤ 1.2×",
+        "≤ 1.1×",
     );
     row(
         "bind on entry, ns (raw: cuCtxGetCurrent)",
         r.bind_ns_ctx_get_current.median,
         r.bind_ns_host_enter.median,
         "—",
+    );
+    awaits::print(
+        &r.await_spin,
+        std::time::Duration::from_secs_f64(r.await_spin_default_us / 1e6),
     );
     let s = &r.swap;
     println!();
@@ -465,6 +478,12 @@ mod tests {
         }
         assert_eq!((r.swap.swaps, r.swap.failed, r.swap.retired), (2, 0, 0));
         assert!(r.swap.steady_us.n > 0 && r.swap.swapping_us.n > 0);
+        assert_eq!(r.await_spin.len(), awaits::BUDGETS_US.len());
+        assert!(
+            r.await_spin
+                .iter()
+                .all(|a| a.parking_us.n == 20 && a.yielding_us.n == 20)
+        );
         assert_eq!(r.transfers.sizes.len(), 2);
         for t in &r.transfers.sizes {
             assert_eq!((t.download_us_gpuhost.n, t.upload_us_raw.n), (2, 2));
