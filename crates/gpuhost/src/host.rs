@@ -144,6 +144,23 @@ impl Host {
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
     pub fn enter(&self) -> Result<u64> {
+        if self.has_ctx_id {
+            // Fast path, one driver call: the id of the context current on this thread (NULL
+            // asks for the current one; ids are unique for the life of the process) is the one
+            // we retained — bound and verified at once, as the path below would find it.
+            let generation = self.generation.load(Acquire);
+            let expected = self.ctx_id.load(Acquire);
+            let mut id = 0;
+            // SAFETY: `id` is a valid out pointer; with no context current the driver answers
+            // an error code, and we take the full path.
+            let r = unsafe { sys::cuCtxGetId(ptr::null_mut(), &mut id) };
+            if r == CUresult::CUDA_SUCCESS
+                && id == expected
+                && self.generation.load(Acquire) == generation
+            {
+                return Ok(generation);
+            }
+        }
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
