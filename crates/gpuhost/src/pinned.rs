@@ -27,7 +27,7 @@ use crate::host::Host;
 /// Alignment of every region: whole pages, as cuMemHostRegister wants.
 const PAGE: usize = 4096;
 /// Bytes of regions a host keeps pooled, and how many; more are unregistered and freed.
-const POOL_BYTES: usize = 512 << 20;
+const POOL_BYTES: usize = 256 << 20;
 const POOL_ENTRIES: usize = 64;
 
 /// The capacity a region of `len` bytes is allocated with: a power of two up to 1 MiB, whole
