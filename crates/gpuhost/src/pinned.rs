@@ -370,21 +370,39 @@ impl HostBuffer {
         Ok(())
     }
 
-    /// After a download that did not end cleanly (cancelled with its DMA possibly in flight, or
-    /// ended without its completion observed): the old region stays with whoever holds it (the
-    /// batch, or a leak), and this buffer moves to fresh zeroed memory, registered on its next
-    /// transfer — so no later borrow can race a DMA still writing the old region.
-    pub(crate) fn detach_if_in_use(&mut self) {
-        if Arc::strong_count(&self.mem) == 1 && !self.mem.is_unknown() {
+    /// True while the region may be in a DMA's hands: a batch still holds it (a transfer was
+    /// dropped midway), or a DMA's end was never observed (marked unknown).
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.mem) > 1 || self.mem.is_unknown()
+    }
+
+    /// Moves this buffer to fresh memory (registered on its next transfer) if its region may be
+    /// in a DMA's hands; the old region stays with whoever holds it (a batch, or a leak).
+    ///
+    /// - `keep: false`, after a download that did not end cleanly: a late DMA may still write
+    ///   the old region, so its bytes are not read (the buffer comes back zeroed).
+    /// - `keep: true`, before a download: only an upload can have left the region in use (a
+    ///   download that did not end cleanly moved off it then), and an upload's DMA only reads
+    ///   it, so its bytes are copied over — and the new download's outcome is not mistaken for
+    ///   that old transfer's.
+    pub(crate) fn detach_if_in_use(&mut self, keep: bool) {
+        if !self.in_use() {
             return;
         }
         let host = self.mem.host.clone();
         match Pinned::unregistered(&host, self.len) {
-            Ok(fresh) => self.mem = Arc::new(fresh),
+            Ok(mut fresh) => {
+                if keep {
+                    fresh
+                        .bytes_mut(self.len)
+                        .copy_from_slice(self.mem.bytes(self.len));
+                }
+                self.mem = Arc::new(fresh);
+            }
             Err(e) => {
                 // The same size was allocated before, so this is the allocator out of memory:
                 // abort as Rust's collections do, rather than let a borrow race a DMA.
-                host.drop_error("moving a host buffer off a cancelled download", &e);
+                host.drop_error("moving a host buffer off a DMA", &e);
                 let l = layout(self.mem.cap()).unwrap_or_else(Layout::new::<[u8; PAGE]>);
                 std::alloc::handle_alloc_error(l);
             }

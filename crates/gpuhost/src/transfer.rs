@@ -229,6 +229,8 @@ impl Stream {
         dst: &mut HostBuffer,
         range: Range<usize>,
     ) -> Result<()> {
+        // Off memory an earlier upload may still read, so this download's end is its own.
+        dst.detach_if_in_use(true);
         let Some(generation) = self.enter_direct(src, offset, dst, &range)? else {
             return Ok(());
         };
@@ -356,12 +358,12 @@ impl Stream {
 }
 
 /// Moves a download's host buffer off its region when dropped while the region is still in a
-/// DMA's hands (see [`HostBuffer::detach_if_in_use`]).
+/// DMA's hands (see `HostBuffer::detach_if_in_use`).
 struct Detach<'a>(&'a mut HostBuffer);
 
 impl Drop for Detach<'_> {
     fn drop(&mut self) {
-        self.0.detach_if_in_use();
+        self.0.detach_if_in_use(false);
     }
 }
 

@@ -218,3 +218,38 @@ fn a_context_reset_during_host_buffer_transfers_ends_them_ok_or_lost_then_the_bu
         keep = Some(src);
     }
 }
+
+#[test]
+fn a_download_after_an_abandoned_upload_keeps_the_bytes_outside_its_range_and_its_own_result() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let n = 1u32 << 18;
+    let (buf, other) = (
+        host.alloc(n as usize * 4).unwrap(),
+        host.alloc(4096).unwrap(),
+    );
+    let data = pattern(buf.len(), 9);
+    let mut hb = host.host_buffer(buf.len()).unwrap();
+    for _ in 0..3 {
+        hb.as_mut_slice().copy_from_slice(&data);
+        block_on(async { s.fill(&other, 0, 4096, 0x42).unwrap().await.unwrap() });
+        let busy = s
+            .launch(
+                &k,
+                LaunchConfig::for_elements(n, 256),
+                &[Arg::Buffer(&buf, 0), Arg::U32(n)],
+            )
+            .unwrap();
+        // Enqueued behind the kernel, then abandoned: its DMA still reads `hb`.
+        poll_once_then_drop(s.upload_from(&buf, 0, &hb, 0..buf.len()));
+        block_on(s.download_into(&other, 0, &mut hb, 100..4196)).unwrap();
+        busy.wait().unwrap();
+        let got = hb.as_slice();
+        assert!(got[100..4196].iter().all(|&b| b == 0x42), "the download");
+        assert!(got[..100] == data[..100], "the bytes before it");
+        assert!(got[4196..] == data[4196..], "the bytes after it");
+    }
+}
