@@ -105,6 +105,22 @@ fn host_buffer_ranges_out_of_bounds_are_typed_errors_and_empty_ranges_do_nothing
     });
 }
 
+/// Queues a stamp over `n` elements of `buf`: work that keeps what is queued after it waiting
+/// (on softcuda surely; on a GPU perhaps not).
+fn keep_busy(
+    s: &gpuhost::Stream,
+    k: &gpuhost::Kernel,
+    buf: &gpuhost::DeviceBuffer,
+    n: u32,
+) -> gpuhost::Completion {
+    s.launch(
+        k,
+        LaunchConfig::for_elements(n, 256),
+        &[Arg::Buffer(buf, 0), Arg::U32(n)],
+    )
+    .unwrap()
+}
+
 /// Polls a future once (so it enqueues its work) and drops it.
 fn poll_once_then_drop<F: Future>(f: F) -> bool {
     let mut f = std::pin::pin!(f);
@@ -125,13 +141,7 @@ fn a_cancelled_download_leaves_the_host_buffer_whole_and_usable() {
     for round in 0..4 {
         // Work queued ahead keeps the download's DMA waiting when it is dropped (on softcuda
         // surely; on a GPU it may already be done: both outcomes are whole).
-        let busy = s
-            .launch(
-                &k,
-                LaunchConfig::for_elements(n, 256),
-                &[Arg::Buffer(&buf, 0), Arg::U32(n)],
-            )
-            .unwrap();
+        let busy = keep_busy(&s, &k, &buf, n);
         let finished = poll_once_then_drop(s.download_into(&buf, 0, &mut hb, 0..buf.len()));
         let got = hb.as_slice();
         let zeroed = got.iter().all(|&b| b == 0);
@@ -236,13 +246,7 @@ fn a_download_after_an_abandoned_upload_keeps_the_bytes_outside_its_range_and_it
     for _ in 0..3 {
         hb.as_mut_slice().copy_from_slice(&data);
         block_on(async { s.fill(&other, 0, 4096, 0x42).unwrap().await.unwrap() });
-        let busy = s
-            .launch(
-                &k,
-                LaunchConfig::for_elements(n, 256),
-                &[Arg::Buffer(&buf, 0), Arg::U32(n)],
-            )
-            .unwrap();
+        let busy = keep_busy(&s, &k, &buf, n);
         // Enqueued behind the kernel, then abandoned: its DMA still reads `hb`.
         poll_once_then_drop(s.upload_from(&buf, 0, &hb, 0..buf.len()));
         block_on(s.download_into(&other, 0, &mut hb, 100..4196)).unwrap();
