@@ -27,11 +27,11 @@ use crate::stream::Stream;
 ///
 /// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
 /// - A transfer is cut into at least [`MIN_CHUNKS`] chunks, none smaller than [`MIN_CHUNK`] nor
-///   larger than `chunk_bytes` (8 MiB). The host copy of the first chunk and the DMA of the last
-///   cannot overlap anything, so with k chunks about 1/k of the slower stage is exposed; 8 keeps
-///   that near 12%. Below 512 KiB a chunk's DMA (~10 µs at 50 GB/s) is no longer long against
-///   the fixed cost of a fence and a wake-up. Above 8 MiB nothing is gained, and every chunk in
-///   flight is page-locked memory held.
+///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
+///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
+///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one. Below 512 KiB
+///   a chunk's DMA (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and
+///   a wake-up; and every chunk in flight is page-locked memory held.
 /// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
 ///   behind it so the engine never idles while the host learns a chunk finished (a fence's
 ///   latency, microseconds).
@@ -61,7 +61,7 @@ impl Default for TransferConfig {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {
-            chunk_bytes: 8 << 20,
+            chunk_bytes: 4 << 20,
             chunks_in_flight: 3,
             copy_threads: cores.saturating_sub(1).min(4),
         }

@@ -264,6 +264,9 @@ fn gbs(bytes: usize, us: f64) -> f64 {
     bytes as f64 / us / 1e3
 }
 
+/// Sweep rows printed: the best ones (and the default, wherever it ranks).
+const SHOWN: usize = 12;
+
 /// Markdown tables: per size and direction, every path's bandwidth with its ratios to the
 /// raw anchors; then the sweep, best first.
 pub fn print(r: &TransferResults) {
@@ -315,14 +318,22 @@ pub fn print(r: &TransferResults) {
         &r.sweep_anchor_upload_us_raw_pinned,
     );
     println!(
-        "\nPageable staging sweep at {} (best first; raw pinned beside it: ↓ {:.2} GB/s, ↑ {:.2} GB/s)",
+        "\nPageable staging sweep at {}, {} configurations (the best {SHOWN} and the default; raw pinned beside it: ↓ {:.2} GB/s, ↑ {:.2} GB/s)",
         size_name(first.bytes),
+        r.sweep.len(),
         gbs(first.bytes, ad.median),
         gbs(first.bytes, au.median)
     );
     println!("| chunk | in flight | copy threads | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---|");
-    for s in &r.sweep {
+    // The best rows and the default (all of them are in the JSON).
+    let shown = r
+        .sweep
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| *i < SHOWN || s.is_default)
+        .map(|(_, s)| s);
+    for s in shown {
         println!(
             "| {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
             size_name(s.chunk_bytes),
