@@ -23,10 +23,10 @@ use crate::error::{Error, Result};
 use crate::pinned::{HostBuffer, Pinned};
 use crate::stream::Stream;
 
-/// How a host stages pageable transfers ([`Host::set_transfer_config`]).
+/// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
 ///
 /// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
-/// - A transfer is cut into at least [`MIN_CHUNKS`] chunks, none smaller than [`MIN_CHUNK`] nor
+/// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor
 ///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
 ///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
 ///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one. Below 512 KiB
@@ -50,9 +50,9 @@ pub struct TransferConfig {
 }
 
 /// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
-pub const MIN_CHUNKS: usize = 8;
+pub(crate) const MIN_CHUNKS: usize = 8;
 /// Smallest chunk a transfer is cut into, unless it is smaller itself.
-pub const MIN_CHUNK: usize = 512 << 10;
+pub(crate) const MIN_CHUNK: usize = 512 << 10;
 /// Bytes each copying thread copies between two yields to the executor (so one poll holds its
 /// thread some tens of microseconds).
 const STEP_PER_THREAD: usize = 256 << 10;
