@@ -29,7 +29,8 @@ use crate::stream::Stream;
 /// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor
 ///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
 ///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
-///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one. Below 512 KiB
+///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one — less still,
+///   as the first and last chunk's worth go in quarters. Below 512 KiB
 ///   a chunk's DMA (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and
 ///   a wake-up; and every chunk in flight is page-locked memory held.
 /// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
@@ -93,12 +94,29 @@ impl TransferConfig {
         Ok(())
     }
 
-    /// The chunk size for a transfer of `len` bytes.
-    fn chunk_for(&self, len: usize) -> usize {
-        (len / MIN_CHUNKS)
+    /// How a transfer of `len` bytes is cut: the staging chunk size, and the ranges (in order,
+    /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
+    /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
+    /// does the other stage of the last one, so smaller ends shrink what is exposed.
+    fn plan(&self, len: usize) -> (usize, Vec<Range<usize>>) {
+        let chunk = (len / MIN_CHUNKS)
             .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
             .min(len)
-            .max(1)
+            .max(1);
+        let edge = (chunk / 4).max(MIN_CHUNK).min(chunk);
+        let mut parts = Vec::with_capacity(len / chunk + 8);
+        let mut at = 0;
+        while at < len {
+            let size = if at < chunk || len - at <= chunk {
+                edge
+            } else {
+                chunk
+            };
+            let end = at + size.min(len - at);
+            parts.push(at..end);
+            at = end;
+        }
+        (chunk, parts)
     }
 }
 
@@ -250,13 +268,17 @@ impl Stream {
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         buf.range(offset, out.len())?;
         let cfg = self.host().transfer_config();
-        let chunk = cfg.chunk_for(out.len());
-        let mut parts = out.chunks_mut(chunk).enumerate();
-        let enqueue = |i: usize, len: usize| {
+        let (chunk, plan) = cfg.plan(out.len());
+        let mut rest = out;
+        let mut parts = plan.into_iter().map(|r| {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(r.len());
+            rest = tail;
+            (r.start, part)
+        });
+        let enqueue = |at: usize, len: usize| {
             let generation = self.enter_with(buf)?;
             let staging = Arc::new(Pinned::take(self.host(), generation, chunk)?);
-            let at = offset + i * chunk;
-            let done = self.dma(Dir::Down, buf, at, &staging, 0..len, generation)?;
+            let done = self.dma(Dir::Down, buf, offset + at, &staging, 0..len, generation)?;
             Ok::<_, Error>((done, staging))
         };
         let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
@@ -282,9 +304,10 @@ impl Stream {
     pub async fn upload(&self, buf: &DeviceBuffer, offset: usize, data: &[u8]) -> Result<()> {
         buf.range(offset, data.len())?;
         let cfg = self.host().transfer_config();
-        let chunk = cfg.chunk_for(data.len());
+        let (chunk, plan) = cfg.plan(data.len());
         let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
-        for (i, part) in data.chunks(chunk).enumerate() {
+        for r in plan {
+            let (at, part) = (offset + r.start, &data[r]);
             if in_flight.len() >= cfg.chunks_in_flight
                 && let Some(done) = in_flight.pop_front()
             {
@@ -296,7 +319,7 @@ impl Stream {
             // The copy yielded: this task may run on another thread now, and the context may
             // have been lost meanwhile.
             let generation = self.enter_with(buf)?;
-            let (at, staging) = (offset + i * chunk, Arc::new(staging));
+            let staging = Arc::new(staging);
             in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
         }
         for done in in_flight {
@@ -391,4 +414,52 @@ async fn yield_now() {
         Poll::Pending
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(chunk_bytes: usize) -> TransferConfig {
+        TransferConfig {
+            chunk_bytes,
+            chunks_in_flight: 3,
+            copy_threads: 0,
+        }
+    }
+
+    #[test]
+    fn a_plan_covers_the_transfer_in_order_with_chunks_no_larger_than_its_staging() {
+        for chunk_bytes in [64 << 10, 1 << 20, 4 << 20, 256 << 20] {
+            for len in [1, 4095, MIN_CHUNK - 1, MIN_CHUNK * 8 + 3, 9 << 20, 64 << 20] {
+                let (chunk, parts) = cfg(chunk_bytes).plan(len);
+                assert!(chunk >= 1 && chunk <= chunk_bytes.max(1));
+                let mut at = 0;
+                for p in &parts {
+                    assert_eq!(p.start, at, "contiguous");
+                    assert!(!p.is_empty() && p.len() <= chunk, "{p:?} in {chunk}");
+                    at = p.end;
+                }
+                assert_eq!(at, len, "covers the whole transfer");
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_transfer_starts_and_ends_in_quarter_chunks() {
+        let (chunk, parts) = cfg(4 << 20).plan(64 << 20);
+        assert_eq!(chunk, 4 << 20);
+        let sizes: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        assert_eq!(
+            &sizes[..4],
+            &[1 << 20; 4],
+            "the first chunk's worth in quarters"
+        );
+        assert_eq!(&sizes[sizes.len() - 4..], &[1 << 20; 4], "and the last");
+        assert!(sizes[4..sizes.len() - 4].iter().all(|&s| s == chunk));
+        // Small chunks are not cut below MIN_CHUNK.
+        let (chunk, parts) = cfg(1 << 20).plan(3 << 20);
+        assert_eq!(chunk, MIN_CHUNK);
+        assert!(parts.iter().all(|p| p.len() == MIN_CHUNK));
+    }
 }
