@@ -199,7 +199,7 @@ impl Stream {
     ) -> Result<Option<u64>> {
         host.check_range(range)?;
         dev.range(offset, range.len())?;
-        if !Arc::ptr_eq(host.mem.host(), self.host()) {
+        if !Arc::ptr_eq(host.host(), self.host()) {
             return Err(Error::DeviceMismatch {
                 what: "host buffer",
                 expected: self.host().ordinal(),
@@ -210,7 +210,6 @@ impl Stream {
         if range.is_empty() {
             return Ok(None);
         }
-        host.mem.register_for(generation)?;
         Ok(Some(generation))
     }
 
@@ -230,8 +229,26 @@ impl Stream {
         let Some(generation) = self.enter_direct(dst, offset, src, &range)? else {
             return Ok(());
         };
-        self.dma(Dir::Up, dst, offset, &src.mem, range, generation)?
+        let Some(region) = src.region() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
+        };
+        self.direct(Dir::Up, dst, offset, region, range, generation)
             .await
+    }
+
+    /// One DMA between `buf` at `offset` and a host buffer's `region[range]`, registered with
+    /// the context first if it is not yet, awaited.
+    async fn direct(
+        &self,
+        dir: Dir,
+        buf: &DeviceBuffer,
+        offset: usize,
+        region: &Arc<Pinned>,
+        range: Range<usize>,
+        generation: u64,
+    ) -> Result<()> {
+        region.register_for(generation)?;
+        self.dma(dir, buf, offset, region, range, generation)?.await
     }
 
     /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the
@@ -240,6 +257,7 @@ impl Stream {
     ///
     /// If the future is dropped midway, or the download fails, `dst` moves to fresh zeroed
     /// memory (its old bytes are gone): the old region stays with a DMA that may still write it.
+    /// If the future is leaked (`mem::forget`), `dst` is left empty.
     pub async fn download_into(
         &self,
         src: &DeviceBuffer,
@@ -247,19 +265,26 @@ impl Stream {
         dst: &mut HostBuffer,
         range: Range<usize>,
     ) -> Result<()> {
-        // Off memory an earlier upload may still read, so this download's end is its own.
-        dst.detach_if_in_use(true);
         let Some(generation) = self.enter_direct(src, offset, dst, &range)? else {
             return Ok(());
         };
-        let done = self.dma(Dir::Down, src, offset, &dst.mem, range, generation);
-        // From here the region may be in a DMA's hands until `done` resolves cleanly.
-        let guard = Detach(dst);
-        let r = match done {
-            Ok(done) => done.await,
-            Err(e) => Err(e),
+        let Some(region) = dst.lend() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
         };
-        drop(guard);
+        // From here the region is out of `dst` until `Lent` gives it back: a borrow of `dst`
+        // never sees memory this DMA may write, even if this future is leaked.
+        let lent = Lent {
+            dst,
+            region: Some(region),
+        };
+        let r = match lent.region.as_ref() {
+            Some(region) => {
+                self.direct(Dir::Down, src, offset, region, range, generation)
+                    .await
+            }
+            None => Ok(()),
+        };
+        drop(lent);
         r
     }
 
@@ -380,13 +405,18 @@ impl Stream {
     }
 }
 
-/// Moves a download's host buffer off its region when dropped while the region is still in a
-/// DMA's hands (see `HostBuffer::detach_if_in_use`).
-struct Detach<'a>(&'a mut HostBuffer);
+/// A download's hold on its host buffer's region: gives it back when the download ends or is
+/// dropped (see `HostBuffer::give_back`).
+struct Lent<'a> {
+    dst: &'a mut HostBuffer,
+    region: Option<Arc<Pinned>>,
+}
 
-impl Drop for Detach<'_> {
+impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        self.0.detach_if_in_use(false);
+        if let Some(region) = self.region.take() {
+            self.dst.give_back(region);
+        }
     }
 }
 

@@ -257,3 +257,36 @@ fn a_download_after_an_abandoned_upload_keeps_the_bytes_outside_its_range_and_it
         assert!(got[4196..] == data[4196..], "the bytes after it");
     }
 }
+
+#[test]
+fn a_leaked_download_leaves_its_host_buffer_empty_never_racing_the_dma() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let n = 1u32 << 18;
+    let buf = host.alloc(n as usize * 4).unwrap();
+    let mut hb = host.host_buffer(buf.len()).unwrap();
+    let busy = keep_busy(&s, &k, &buf, n);
+    let mut download = Box::pin(s.download_into(&buf, 0, &mut hb, 0..buf.len()));
+    let ready = download
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_ready();
+    std::mem::forget(download);
+    busy.wait().unwrap();
+    if ready {
+        assert_eq!(
+            hb.len(),
+            buf.len(),
+            "a download that ended gave its memory back"
+        );
+    } else {
+        // Its DMA may still write the region it took: the buffer no longer shows it.
+        assert!(hb.is_empty() && hb.as_slice().is_empty() && hb.as_mut_slice().is_empty());
+        let r = block_on(s.download_into(&buf, 0, &mut hb, 0..4));
+        assert!(matches!(r, Err(Error::HostRange { size: 0, .. })), "{r:?}");
+    }
+    println!("the first poll ended the download: {ready}");
+}
