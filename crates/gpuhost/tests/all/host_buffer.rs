@@ -105,6 +105,22 @@ fn host_buffer_ranges_out_of_bounds_are_typed_errors_and_empty_ranges_do_nothing
     });
 }
 
+/// Elements of the buffer `stamp_world` makes.
+const N: u32 = 1 << 18;
+
+/// The stamp kernel, a stream, and a buffer of N u32s.
+fn stamp_world(
+    host: &Arc<gpuhost::Host>,
+) -> (gpuhost::Kernel, gpuhost::Stream, gpuhost::DeviceBuffer) {
+    let reg = gpuhost::Registry::load(host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    (
+        k,
+        host.stream().unwrap(),
+        host.alloc(N as usize * 4).unwrap(),
+    )
+}
+
 /// Queues a stamp over `n` elements of `buf`: work that keeps what is queued after it waiting
 /// (on softcuda surely; on a GPU perhaps not).
 fn keep_busy(
@@ -132,11 +148,8 @@ fn poll_once_then_drop<F: Future>(f: F) -> bool {
 fn a_cancelled_download_leaves_the_host_buffer_whole_and_usable() {
     let _g = shared();
     let Some(host) = host() else { return };
-    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
-    let k = reg.kernel("stamp").unwrap();
-    let s = host.stream().unwrap();
-    let n = 1u32 << 18;
-    let buf = host.alloc(n as usize * 4).unwrap();
+    let (k, s, buf) = stamp_world(&host);
+    let n = N;
     let mut hb = host.host_buffer(buf.len()).unwrap();
     for round in 0..4 {
         // Work queued ahead keeps the download's DMA waiting when it is dropped (on softcuda
@@ -262,11 +275,8 @@ fn a_download_after_an_abandoned_upload_keeps_the_bytes_outside_its_range_and_it
 fn a_leaked_download_leaves_its_host_buffer_empty_never_racing_the_dma() {
     let _g = shared();
     let Some(host) = host() else { return };
-    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
-    let k = reg.kernel("stamp").unwrap();
-    let s = host.stream().unwrap();
-    let n = 1u32 << 18;
-    let buf = host.alloc(n as usize * 4).unwrap();
+    let (k, s, buf) = stamp_world(&host);
+    let n = N;
     let mut hb = host.host_buffer(buf.len()).unwrap();
     let busy = keep_busy(&s, &k, &buf, n);
     let mut download = Box::pin(s.download_into(&buf, 0, &mut hb, 0..buf.len()));
