@@ -169,6 +169,12 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// A transfer configuration out of its bounds.
+    #[error("invalid transfer configuration: {reason}")]
+    TransferConfig {
+        /// Which setting, and its bounds.
+        reason: String,
+    },
     /// Any other driver error.
     #[error("CUDA driver call {call} failed: {name} ({code})")]
     Driver {

@@ -44,7 +44,11 @@ pub struct Host {
     timing_events: Mutex<Vec<(u64, usize)>>,
     /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
     pub(crate) pinned: crate::pinned::Pool,
+    /// How pageable transfers are staged (see transfer.rs).
+    pub(crate) transfer: Mutex<crate::transfer::TransferConfig>,
     pub(crate) completer: OnceLock<Completer>,
+    /// Nanoseconds a `Completion`'s poll spins before it returns Pending (see completion.rs).
+    pub(crate) await_spin_ns: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -108,7 +112,9 @@ impl Host {
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
             pinned: Default::default(),
+            transfer: Default::default(),
             completer: OnceLock::new(),
+            await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
         })
     }
 
@@ -142,6 +148,23 @@ impl Host {
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
     pub fn enter(&self) -> Result<u64> {
+        if self.has_ctx_id {
+            // Fast path, one driver call: the id of the context current on this thread (NULL
+            // asks for the current one; ids are unique for the life of the process) is the one
+            // we retained — bound and verified at once, as the path below would find it.
+            let generation = self.generation.load(Acquire);
+            let expected = self.ctx_id.load(Acquire);
+            let mut id = 0;
+            // SAFETY: `id` is a valid out pointer; with no context current the driver answers
+            // an error code, and we take the full path.
+            let r = unsafe { sys::cuCtxGetId(ptr::null_mut(), &mut id) };
+            if r == CUresult::CUDA_SUCCESS
+                && id == expected
+                && self.generation.load(Acquire) == generation
+            {
+                return Ok(generation);
+            }
+        }
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);

@@ -30,6 +30,7 @@ mod arena;
 mod buffer;
 mod completion;
 mod control;
+mod copy;
 mod driver;
 mod error;
 mod facts;
@@ -48,7 +49,7 @@ mod transfer;
 
 pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
-pub use completion::Completion;
+pub use completion::{Completion, MAX_AWAIT_SPIN};
 pub use control::{CONTROL_BYTES, ControlBlock};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
@@ -62,6 +63,7 @@ pub use release::{ReleaseRefused, ReleaseReport, release};
 pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
 pub use stats::HostStats;
 pub use stream::{Event, Stream};
+pub use transfer::TransferConfig;
 
 /// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
 /// deliberately disturb) the raw driver API.

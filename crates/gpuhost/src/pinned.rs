@@ -27,7 +27,7 @@ use crate::host::Host;
 /// Alignment of every region: whole pages, as cuMemHostRegister wants.
 const PAGE: usize = 4096;
 /// Bytes of regions a host keeps pooled, and how many; more are unregistered and freed.
-const POOL_BYTES: usize = 512 << 20;
+const POOL_BYTES: usize = 256 << 20;
 const POOL_ENTRIES: usize = 64;
 
 /// The capacity a region of `len` bytes is allocated with: a power of two up to 1 MiB, whole
@@ -127,11 +127,6 @@ impl Pinned {
             .classify_at("cuMemHostRegister_v2", r, generation)?;
         *g = generation;
         Ok(())
-    }
-
-    /// The host it belongs to.
-    pub(crate) fn host(&self) -> &Arc<Host> {
-        &self.host
     }
 
     /// The start of the region.
@@ -294,15 +289,19 @@ impl Pool {
 /// It is our own memory: a context loss leaves its bytes readable, and its next transfer
 /// registers it with the new context.
 pub struct HostBuffer {
-    pub(crate) mem: Arc<Pinned>,
+    host: Arc<Host>,
+    /// The region; None while a download writes it (the download holds it, and puts it back or
+    /// a fresh one when it ends) — and for good if that download's future was leaked
+    /// (`mem::forget`): the buffer is then empty, never memory a DMA may still be writing.
+    mem: Option<Arc<Pinned>>,
     len: usize,
 }
 
 impl std::fmt::Debug for HostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostBuffer")
-            .field("device", &self.mem.host.ordinal())
-            .field("len", &self.len)
+            .field("device", &self.host.ordinal())
+            .field("len", &self.len())
             .finish()
     }
 }
@@ -319,38 +318,50 @@ impl Host {
             mem.bytes_mut(len).fill(0);
         }
         Ok(HostBuffer {
-            mem: Arc::new(mem),
+            host: self.clone(),
+            mem: Some(Arc::new(mem)),
             len,
         })
     }
 }
 
 impl HostBuffer {
-    /// Size in bytes.
+    /// Size in bytes (0 after a download into it was leaked, see `mem`).
     pub fn len(&self) -> usize {
-        self.len
+        if self.mem.is_some() { self.len } else { 0 }
     }
 
     /// True for a zero-byte buffer.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// The device whose host it belongs to.
     pub fn device(&self) -> usize {
-        self.mem.host.ordinal()
+        self.host.ordinal()
+    }
+
+    /// The host it belongs to.
+    pub(crate) fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The region, if the buffer has one (see `mem`).
+    pub(crate) fn region(&self) -> Option<&Arc<Pinned>> {
+        self.mem.as_ref()
     }
 
     /// The bytes, to read in place.
     pub fn as_slice(&self) -> &[u8] {
-        // No DMA writes them while this borrow lives: a download takes `&mut self`, and one that
-        // does not end cleanly moves this buffer to fresh memory (see `Stream::download_into`).
-        self.mem.bytes(self.len)
+        // No DMA writes them while this borrow lives: a download takes the region out of the
+        // buffer while it runs, and one that does not end cleanly puts fresh memory back.
+        self.mem.as_ref().map_or(&[], |m| m.bytes(self.len))
     }
 
     /// The bytes, to fill in place.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let (ptr, len) = (self.mem.ptr(), self.len.min(self.mem.cap()));
+        let Some(m) = &self.mem else { return &mut [] };
+        let (ptr, len) = (m.ptr(), self.len.min(m.cap()));
         // SAFETY: `len` bytes of the live region this buffer holds; `&mut self` excludes every
         // other borrow through it, and no DMA writes it (see `as_slice`). A cancelled upload's
         // DMA may still read it: the device then reads unspecified bytes for a transfer that
@@ -360,34 +371,62 @@ impl HostBuffer {
 
     /// Checks that `range` lies inside the buffer.
     pub(crate) fn check_range(&self, range: &Range<usize>) -> Result<()> {
-        if range.start > range.end || range.end > self.len {
+        if range.start > range.end || range.end > self.len() {
             return Err(Error::HostRange {
                 start: range.start,
                 end: range.end,
-                size: self.len,
+                size: self.len(),
             });
         }
         Ok(())
     }
 
-    /// After a download that did not end cleanly (cancelled with its DMA possibly in flight, or
-    /// ended without its completion observed): the old region stays with whoever holds it (the
-    /// batch, or a leak), and this buffer moves to fresh zeroed memory, registered on its next
-    /// transfer — so no later borrow can race a DMA still writing the old region.
-    pub(crate) fn detach_if_in_use(&mut self) {
-        if Arc::strong_count(&self.mem) == 1 && !self.mem.is_unknown() {
-            return;
+    /// Before a download: moves the buffer off a region an earlier upload may still read (a
+    /// batch holds it, or its DMA's end was never observed), copying its bytes over — an
+    /// upload's DMA only reads — so the download's outcome is its own. Then takes the region
+    /// out for the download (see `mem`); None when the buffer has none.
+    pub(crate) fn lend(&mut self) -> Option<Arc<Pinned>> {
+        let region = self.mem.take()?;
+        if !in_use(&region) {
+            return Some(region);
         }
-        let host = self.mem.host.clone();
-        match Pinned::unregistered(&host, self.len) {
-            Ok(fresh) => self.mem = Arc::new(fresh),
-            Err(e) => {
-                // The same size was allocated before, so this is the allocator out of memory:
-                // abort as Rust's collections do, rather than let a borrow race a DMA.
-                host.drop_error("moving a host buffer off a cancelled download", &e);
-                let l = layout(self.mem.cap()).unwrap_or_else(Layout::new::<[u8; PAGE]>);
-                std::alloc::handle_alloc_error(l);
-            }
+        let mut fresh = fresh_or_abort(&self.host, self.len);
+        fresh
+            .bytes_mut(self.len)
+            .copy_from_slice(region.bytes(self.len));
+        Some(Arc::new(fresh))
+    }
+
+    /// After a download: puts its region back — or, when the download did not end cleanly (its
+    /// DMA may still write the region), fresh zeroed memory, registered on its next transfer;
+    /// the old region stays with whoever holds it (a batch, or a leak).
+    pub(crate) fn give_back(&mut self, region: Arc<Pinned>) {
+        self.mem = Some(if in_use(&region) {
+            Arc::new(fresh_or_abort(&self.host, self.len))
+        } else {
+            region
+        });
+    }
+}
+
+/// True while a region may be in a DMA's hands: a batch still holds it (a transfer was dropped
+/// midway), or a DMA's end was never observed (marked unknown).
+fn in_use(region: &Arc<Pinned>) -> bool {
+    Arc::strong_count(region) > 1 || region.is_unknown()
+}
+
+/// A zeroed unregistered region of `len` bytes. The same size was allocated before, so failing
+/// is the allocator out of memory: abort as Rust's collections do, rather than hand a borrow
+/// memory a DMA may write.
+fn fresh_or_abort(host: &Arc<Host>, len: usize) -> Pinned {
+    match Pinned::unregistered(host, len) {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            host.drop_error("moving a host buffer off a DMA", &e);
+            let l = capacity_for(len)
+                .and_then(layout)
+                .unwrap_or_else(Layout::new::<[u8; PAGE]>);
+            std::alloc::handle_alloc_error(l)
         }
     }
 }

@@ -95,6 +95,10 @@ impl Flush for Unrecorded {
     fn watched(&self) -> &AtomicBool {
         &self.watched
     }
+
+    fn await_spin(&self) -> std::time::Duration {
+        self.host.await_spin()
+    }
 }
 
 impl Unrecorded {

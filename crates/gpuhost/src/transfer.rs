@@ -23,8 +23,116 @@ use crate::error::{Error, Result};
 use crate::pinned::{HostBuffer, Pinned};
 use crate::stream::Stream;
 
-/// Bytes per staging chunk.
-pub(crate) const CHUNK: usize = 1 << 20;
+/// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
+///
+/// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
+/// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor
+///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
+///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
+///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one — less still,
+///   as the first and last chunk's worth go in quarters. Below 512 KiB
+///   a chunk's DMA (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and
+///   a wake-up; and every chunk in flight is page-locked memory held.
+/// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
+///   behind it so the engine never idles while the host learns a chunk finished (a fence's
+///   latency, microseconds).
+/// - Copy threads: one core copies ~10 GB/s, a PCIe 5 x16 DMA ~50 GB/s, so the copy needs about
+///   five cores to keep up: four helpers beside the calling thread, fewer on smaller machines
+///   (leaving one core to the rest of the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Largest staging chunk, in bytes (64 KiB ..= 256 MiB).
+    pub chunk_bytes: usize,
+    /// Chunks a transfer keeps in flight (1 ..= 16).
+    pub chunks_in_flight: usize,
+    /// Helper threads that copy between the caller's memory and staging, beside the calling
+    /// thread (0 ..= 64; 0: the calling thread copies alone).
+    pub copy_threads: usize,
+}
+
+/// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
+pub(crate) const MIN_CHUNKS: usize = 8;
+/// Smallest chunk a transfer is cut into, unless it is smaller itself.
+pub(crate) const MIN_CHUNK: usize = 512 << 10;
+/// Bytes each copying thread copies between two yields to the executor (so one poll holds its
+/// thread some tens of microseconds).
+const STEP_PER_THREAD: usize = 256 << 10;
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            chunk_bytes: 4 << 20,
+            chunks_in_flight: 3,
+            copy_threads: cores.saturating_sub(1).min(4),
+        }
+    }
+}
+
+impl TransferConfig {
+    fn check(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::TransferConfig { reason });
+        if !(64 << 10..=256 << 20).contains(&self.chunk_bytes) {
+            return bad(format!(
+                "chunk_bytes = {} is outside 64 KiB ..= 256 MiB",
+                self.chunk_bytes
+            ));
+        }
+        if !(1..=16).contains(&self.chunks_in_flight) {
+            return bad(format!(
+                "chunks_in_flight = {} is outside 1 ..= 16",
+                self.chunks_in_flight
+            ));
+        }
+        if self.copy_threads > crate::copy::MAX_HELPERS {
+            return bad(format!(
+                "copy_threads = {} is over {}",
+                self.copy_threads,
+                crate::copy::MAX_HELPERS
+            ));
+        }
+        Ok(())
+    }
+
+    /// How a transfer of `len` bytes is cut: the staging chunk size, and the ranges (in order,
+    /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
+    /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
+    /// does the other stage of the last one, so smaller ends shrink what is exposed.
+    fn plan(&self, len: usize) -> (usize, Vec<Range<usize>>) {
+        let chunk = (len / MIN_CHUNKS)
+            .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
+            .min(len)
+            .max(1);
+        let edge = (chunk / 4).max(MIN_CHUNK).min(chunk);
+        let mut parts = Vec::with_capacity(len / chunk + 8);
+        let mut at = 0;
+        while at < len {
+            let size = if at < chunk || len - at <= chunk {
+                edge
+            } else {
+                chunk
+            };
+            let end = at + size.min(len - at);
+            parts.push(at..end);
+            at = end;
+        }
+        (chunk, parts)
+    }
+}
+
+impl crate::host::Host {
+    /// Sets how this host stages pageable transfers (`Stream::upload`, `download`) from now on.
+    pub fn set_transfer_config(&self, cfg: TransferConfig) -> Result<()> {
+        cfg.check()?;
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+        Ok(())
+    }
+
+    /// How this host stages pageable transfers.
+    pub fn transfer_config(&self) -> TransferConfig {
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// Which way a DMA goes.
 #[derive(Clone, Copy)]
@@ -91,7 +199,7 @@ impl Stream {
     ) -> Result<Option<u64>> {
         host.check_range(range)?;
         dev.range(offset, range.len())?;
-        if !Arc::ptr_eq(host.mem.host(), self.host()) {
+        if !Arc::ptr_eq(host.host(), self.host()) {
             return Err(Error::DeviceMismatch {
                 what: "host buffer",
                 expected: self.host().ordinal(),
@@ -102,7 +210,6 @@ impl Stream {
         if range.is_empty() {
             return Ok(None);
         }
-        host.mem.register_for(generation)?;
         Ok(Some(generation))
     }
 
@@ -122,8 +229,26 @@ impl Stream {
         let Some(generation) = self.enter_direct(dst, offset, src, &range)? else {
             return Ok(());
         };
-        self.dma(Dir::Up, dst, offset, &src.mem, range, generation)?
+        let Some(region) = src.region() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
+        };
+        self.direct(Dir::Up, dst, offset, region, range, generation)
             .await
+    }
+
+    /// One DMA between `buf` at `offset` and a host buffer's `region[range]`, registered with
+    /// the context first if it is not yet, awaited.
+    async fn direct(
+        &self,
+        dir: Dir,
+        buf: &DeviceBuffer,
+        offset: usize,
+        region: &Arc<Pinned>,
+        range: Range<usize>,
+        generation: u64,
+    ) -> Result<()> {
+        region.register_for(generation)?;
+        self.dma(dir, buf, offset, region, range, generation)?.await
     }
 
     /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the
@@ -132,6 +257,7 @@ impl Stream {
     ///
     /// If the future is dropped midway, or the download fails, `dst` moves to fresh zeroed
     /// memory (its old bytes are gone): the old region stays with a DMA that may still write it.
+    /// If the future is leaked (`mem::forget`), `dst` is left empty.
     pub async fn download_into(
         &self,
         src: &DeviceBuffer,
@@ -142,14 +268,23 @@ impl Stream {
         let Some(generation) = self.enter_direct(src, offset, dst, &range)? else {
             return Ok(());
         };
-        let done = self.dma(Dir::Down, src, offset, &dst.mem, range, generation);
-        // From here the region may be in a DMA's hands until `done` resolves cleanly.
-        let guard = Detach(dst);
-        let r = match done {
-            Ok(done) => done.await,
-            Err(e) => Err(e),
+        let Some(region) = dst.lend() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
         };
-        drop(guard);
+        // From here the region is out of `dst` until `Lent` gives it back: a borrow of `dst`
+        // never sees memory this DMA may write, even if this future is leaked.
+        let lent = Lent {
+            dst,
+            region: Some(region),
+        };
+        let r = match lent.region.as_ref() {
+            Some(region) => {
+                self.direct(Dir::Down, src, offset, region, range, generation)
+                    .await
+            }
+            None => Ok(()),
+        };
+        drop(lent);
         r
     }
 
@@ -157,21 +292,34 @@ impl Stream {
     /// this stream before it. The calling thread never waits for the device.
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         buf.range(offset, out.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in out.chunks_mut(CHUNK).enumerate() {
+        let cfg = self.host().transfer_config();
+        let (chunk, plan) = cfg.plan(out.len());
+        let mut rest = out;
+        let mut parts = plan.into_iter().map(|r| {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(r.len());
+            rest = tail;
+            (r.start, part)
+        });
+        let enqueue = |at: usize, len: usize| {
             let generation = self.enter_with(buf)?;
-            let staging = Arc::new(Pinned::take(self.host(), generation, CHUNK)?);
-            let at = offset + i * CHUNK;
-            let done = self.dma(Dir::Down, buf, at, &staging, 0..part.len(), generation)?;
+            let staging = Arc::new(Pinned::take(self.host(), generation, chunk)?);
+            let done = self.dma(Dir::Down, buf, offset + at, &staging, 0..len, generation)?;
+            Ok::<_, Error>((done, staging))
+        };
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for (i, part) in parts.by_ref().take(cfg.chunks_in_flight) {
+            let (done, staging) = enqueue(i, part.len())?;
             in_flight.push_back((done, staging, part));
-            if in_flight.len() == 2
-                && let Some(next) = in_flight.pop_front()
-            {
-                land(next).await?;
-            }
         }
-        while let Some(next) = in_flight.pop_front() {
-            land(next).await?;
+        while let Some((done, staging, part)) = in_flight.pop_front() {
+            done.await?;
+            // The next chunk's DMA is queued before this one is copied out.
+            if let Some((i, next)) = parts.next() {
+                let (done, staging) = enqueue(i, next.len())?;
+                in_flight.push_back((done, staging, next));
+            }
+            let landed = staging.bytes(part.len());
+            copy_in_steps(part, landed, cfg.copy_threads).await;
         }
         Ok(())
     }
@@ -180,19 +328,24 @@ impl Stream {
     /// done when the future resolves. The calling thread never waits for the device.
     pub async fn upload(&self, buf: &DeviceBuffer, offset: usize, data: &[u8]) -> Result<()> {
         buf.range(offset, data.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in data.chunks(CHUNK).enumerate() {
-            let generation = self.enter_with(buf)?;
-            let mut staging = Pinned::take(self.host(), generation, CHUNK)?;
-            staging.bytes_mut(part.len()).copy_from_slice(part);
-            let (at, staging) = (offset + i * CHUNK, Arc::new(staging));
-            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
-            if in_flight.len() == 2
+        let cfg = self.host().transfer_config();
+        let (chunk, plan) = cfg.plan(data.len());
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for r in plan {
+            let (at, part) = (offset + r.start, &data[r]);
+            if in_flight.len() >= cfg.chunks_in_flight
                 && let Some(done) = in_flight.pop_front()
             {
                 done.await?;
-                yield_now().await;
             }
+            let generation = self.enter_with(buf)?;
+            let mut staging = Pinned::take(self.host(), generation, chunk)?;
+            copy_in_steps(staging.bytes_mut(part.len()), part, cfg.copy_threads).await;
+            // The copy yielded: this task may run on another thread now, and the context may
+            // have been lost meanwhile.
+            let generation = self.enter_with(buf)?;
+            let staging = Arc::new(staging);
+            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
         }
         for done in in_flight {
             done.await?;
@@ -252,27 +405,34 @@ impl Stream {
     }
 }
 
-/// Moves a download's host buffer off its region when dropped while the region is still in a
-/// DMA's hands (see [`HostBuffer::detach_if_in_use`]).
-struct Detach<'a>(&'a mut HostBuffer);
+/// A download's hold on its host buffer's region: gives it back when the download ends or is
+/// dropped (see `HostBuffer::give_back`).
+struct Lent<'a> {
+    dst: &'a mut HostBuffer,
+    region: Option<Arc<Pinned>>,
+}
 
-impl Drop for Detach<'_> {
+impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        self.0.detach_if_in_use();
+        if let Some(region) = self.region.take() {
+            self.dst.give_back(region);
+        }
     }
 }
 
-/// Awaits one downloaded chunk and copies it out of its staging chunk.
-async fn land((done, staging, part): (Completion, Arc<Pinned>, &mut [u8])) -> Result<()> {
-    done.await?;
-    part.copy_from_slice(staging.bytes(part.len()));
-    yield_now().await;
-    Ok(())
+/// Copies `src` into `dst` with `helpers` helper threads, a step at a time, yielding to the
+/// executor after each step: a chunk's copy is hundreds of microseconds of CPU work, and when
+/// the device finishes each chunk before it is awaited, every await is ready at once — without
+/// the yields, the transfer would hold its thread throughout.
+async fn copy_in_steps(dst: &mut [u8], src: &[u8], helpers: usize) {
+    let step = STEP_PER_THREAD * (helpers + 1);
+    for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
+        crate::copy::parallel(d, s, helpers);
+        yield_now().await;
+    }
 }
 
-/// Lets the executor run other tasks between chunks. Copying a large transfer through staging
-/// is milliseconds of CPU work, and when the device finishes each chunk before it is awaited,
-/// every await is ready at once: without this, the transfer would hold its thread throughout.
+/// Lets the executor run other tasks (see [`copy_in_steps`]).
 async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
@@ -284,4 +444,52 @@ async fn yield_now() {
         Poll::Pending
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(chunk_bytes: usize) -> TransferConfig {
+        TransferConfig {
+            chunk_bytes,
+            chunks_in_flight: 3,
+            copy_threads: 0,
+        }
+    }
+
+    #[test]
+    fn a_plan_covers_the_transfer_in_order_with_chunks_no_larger_than_its_staging() {
+        for chunk_bytes in [64 << 10, 1 << 20, 4 << 20, 256 << 20] {
+            for len in [1, 4095, MIN_CHUNK - 1, MIN_CHUNK * 8 + 3, 9 << 20, 64 << 20] {
+                let (chunk, parts) = cfg(chunk_bytes).plan(len);
+                assert!(chunk >= 1 && chunk <= chunk_bytes.max(1));
+                let mut at = 0;
+                for p in &parts {
+                    assert_eq!(p.start, at, "contiguous");
+                    assert!(!p.is_empty() && p.len() <= chunk, "{p:?} in {chunk}");
+                    at = p.end;
+                }
+                assert_eq!(at, len, "covers the whole transfer");
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_transfer_starts_and_ends_in_quarter_chunks() {
+        let (chunk, parts) = cfg(4 << 20).plan(64 << 20);
+        assert_eq!(chunk, 4 << 20);
+        let sizes: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        assert_eq!(
+            &sizes[..4],
+            &[1 << 20; 4],
+            "the first chunk's worth in quarters"
+        );
+        assert_eq!(&sizes[sizes.len() - 4..], &[1 << 20; 4], "and the last");
+        assert!(sizes[4..sizes.len() - 4].iter().all(|&s| s == chunk));
+        // Small chunks are not cut below MIN_CHUNK.
+        let (chunk, parts) = cfg(1 << 20).plan(3 << 20);
+        assert_eq!(chunk, MIN_CHUNK);
+        assert!(parts.iter().all(|p| p.len() == MIN_CHUNK));
+    }
 }

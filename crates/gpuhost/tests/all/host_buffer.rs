@@ -105,6 +105,38 @@ fn host_buffer_ranges_out_of_bounds_are_typed_errors_and_empty_ranges_do_nothing
     });
 }
 
+/// Elements of the buffer `stamp_world` makes.
+const N: u32 = 1 << 18;
+
+/// The stamp kernel, a stream, and a buffer of N u32s.
+fn stamp_world(
+    host: &Arc<gpuhost::Host>,
+) -> (gpuhost::Kernel, gpuhost::Stream, gpuhost::DeviceBuffer) {
+    let reg = gpuhost::Registry::load(host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    (
+        k,
+        host.stream().unwrap(),
+        host.alloc(N as usize * 4).unwrap(),
+    )
+}
+
+/// Queues a stamp over `n` elements of `buf`: work that keeps what is queued after it waiting
+/// (on softcuda surely; on a GPU perhaps not).
+fn keep_busy(
+    s: &gpuhost::Stream,
+    k: &gpuhost::Kernel,
+    buf: &gpuhost::DeviceBuffer,
+    n: u32,
+) -> gpuhost::Completion {
+    s.launch(
+        k,
+        LaunchConfig::for_elements(n, 256),
+        &[Arg::Buffer(buf, 0), Arg::U32(n)],
+    )
+    .unwrap()
+}
+
 /// Polls a future once (so it enqueues its work) and drops it.
 fn poll_once_then_drop<F: Future>(f: F) -> bool {
     let mut f = std::pin::pin!(f);
@@ -116,22 +148,13 @@ fn poll_once_then_drop<F: Future>(f: F) -> bool {
 fn a_cancelled_download_leaves_the_host_buffer_whole_and_usable() {
     let _g = shared();
     let Some(host) = host() else { return };
-    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
-    let k = reg.kernel("stamp").unwrap();
-    let s = host.stream().unwrap();
-    let n = 1u32 << 18;
-    let buf = host.alloc(n as usize * 4).unwrap();
+    let (k, s, buf) = stamp_world(&host);
+    let n = N;
     let mut hb = host.host_buffer(buf.len()).unwrap();
     for round in 0..4 {
         // Work queued ahead keeps the download's DMA waiting when it is dropped (on softcuda
         // surely; on a GPU it may already be done: both outcomes are whole).
-        let busy = s
-            .launch(
-                &k,
-                LaunchConfig::for_elements(n, 256),
-                &[Arg::Buffer(&buf, 0), Arg::U32(n)],
-            )
-            .unwrap();
+        let busy = keep_busy(&s, &k, &buf, n);
         let finished = poll_once_then_drop(s.download_into(&buf, 0, &mut hb, 0..buf.len()));
         let got = hb.as_slice();
         let zeroed = got.iter().all(|&b| b == 0);
@@ -217,4 +240,63 @@ fn a_context_reset_during_host_buffer_transfers_ends_them_ok_or_lost_then_the_bu
         assert!(*back.as_slice() == data[..], "transfers after recovery");
         keep = Some(src);
     }
+}
+
+#[test]
+fn a_download_after_an_abandoned_upload_keeps_the_bytes_outside_its_range_and_its_own_result() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let n = 1u32 << 18;
+    let (buf, other) = (
+        host.alloc(n as usize * 4).unwrap(),
+        host.alloc(4096).unwrap(),
+    );
+    let data = pattern(buf.len(), 9);
+    let mut hb = host.host_buffer(buf.len()).unwrap();
+    for _ in 0..3 {
+        hb.as_mut_slice().copy_from_slice(&data);
+        block_on(async { s.fill(&other, 0, 4096, 0x42).unwrap().await.unwrap() });
+        let busy = keep_busy(&s, &k, &buf, n);
+        // Enqueued behind the kernel, then abandoned: its DMA still reads `hb`.
+        poll_once_then_drop(s.upload_from(&buf, 0, &hb, 0..buf.len()));
+        block_on(s.download_into(&other, 0, &mut hb, 100..4196)).unwrap();
+        busy.wait().unwrap();
+        let got = hb.as_slice();
+        assert!(got[100..4196].iter().all(|&b| b == 0x42), "the download");
+        assert!(got[..100] == data[..100], "the bytes before it");
+        assert!(got[4196..] == data[4196..], "the bytes after it");
+    }
+}
+
+#[test]
+fn a_leaked_download_leaves_its_host_buffer_empty_never_racing_the_dma() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let (k, s, buf) = stamp_world(&host);
+    let n = N;
+    let mut hb = host.host_buffer(buf.len()).unwrap();
+    let busy = keep_busy(&s, &k, &buf, n);
+    let mut download = Box::pin(s.download_into(&buf, 0, &mut hb, 0..buf.len()));
+    let ready = download
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_ready();
+    std::mem::forget(download);
+    busy.wait().unwrap();
+    if ready {
+        assert_eq!(
+            hb.len(),
+            buf.len(),
+            "a download that ended gave its memory back"
+        );
+    } else {
+        // Its DMA may still write the region it took: the buffer no longer shows it.
+        assert!(hb.is_empty() && hb.as_slice().is_empty() && hb.as_mut_slice().is_empty());
+        let r = block_on(s.download_into(&buf, 0, &mut hb, 0..4));
+        assert!(matches!(r, Err(Error::HostRange { size: 0, .. })), "{r:?}");
+    }
+    println!("the first poll ended the download: {ready}");
 }
