@@ -165,3 +165,21 @@ impl Function {
         self.current().map(|v| v.config.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_holds_running_plus_queued_and_refusals_take_no_place() {
+        let a = Arc::new(Admission::new(2, 1));
+        for _ in 0..2 {
+            let held: Vec<_> = (0..3).map(|_| a.try_admit().expect("room for 3")).collect();
+            for _ in 0..5 {
+                assert!(a.try_admit().is_none(), "a 4th place was given");
+            }
+            drop(held);
+        }
+        assert_eq!(a.admitted.load(Ordering::SeqCst), 0);
+    }
+}

@@ -79,24 +79,28 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
         return finish(Outcome::Overload, resp);
     };
-    let Some(config) = function.config() else {
+    // The serving version's limits govern admission; the version that runs is picked after the
+    // queue (the newest then).
+    let Some(serving) = function.current() else {
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
             Outcome::Unavailable,
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
         );
     };
-    let deadline = tokio::time::Instant::from_std(arrived + config.timeout);
+    let (timeout, max_body_bytes) = (serving.config.timeout, serving.config.max_body_bytes);
+    drop(serving);
+    let deadline = tokio::time::Instant::from_std(arrived + timeout);
 
     // The body first (bounded), so a slow client does not hold a running slot.
     let (parts, body) = req.into_parts();
-    let limit = usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX);
+    let limit = usize::try_from(max_body_bytes).unwrap_or(usize::MAX);
     let body = match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             let msg = format!(
                 "the request body could not be read or is over the function's limit of {} bytes: {e}",
-                config.max_body_bytes
+                max_body_bytes
             );
             return finish(
                 Outcome::TooLarge,
@@ -129,7 +133,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         Err(_) => {
             let msg = format!(
                 "the request waited its whole time limit ({:?}) in the function's queue",
-                config.timeout
+                timeout
             );
             return finish(
                 Outcome::Timeout,
@@ -159,7 +163,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         Err(GuestFailure::Timeout) => {
             let msg = format!(
                 "the function did not answer within its time limit ({:?}); it was stopped",
-                config.timeout
+                timeout
             );
             (
                 Outcome::Timeout,

@@ -58,6 +58,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    const ALL: [Outcome; 8] = [
+        Self::Success,
+        Self::ClientError,
+        Self::FunctionError,
+        Self::Trap,
+        Self::Timeout,
+        Self::Overload,
+        Self::Unavailable,
+        Self::TooLarge,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Self::Success => "success",
@@ -110,16 +121,14 @@ pub struct FunctionMetrics {
     pub(crate) gpu_memory: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
+    /// `requests_total{outcome}` by `Outcome as usize`, made once (no label work per request).
+    outcomes: Vec<Counter>,
 }
 
 impl FunctionMetrics {
     /// Counts one finished request.
     pub fn request(&self, outcome: Outcome) {
-        let labels = OutcomeLabels {
-            function: self.name.clone(),
-            outcome: outcome.label().to_string(),
-        };
-        self.metrics.requests.get_or_create(&labels).inc();
+        self.outcomes[outcome as usize].inc();
     }
 
     /// Counts one swap (or load) attempt.
@@ -249,6 +258,16 @@ impl Metrics {
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
+            outcomes: Outcome::ALL
+                .iter()
+                .map(|o| {
+                    let labels = OutcomeLabels {
+                        function: name.to_string(),
+                        outcome: o.label().to_string(),
+                    };
+                    self.requests.get_or_create_owned(&labels)
+                })
+                .collect(),
         })
     }
 

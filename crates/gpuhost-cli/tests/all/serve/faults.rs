@@ -154,3 +154,30 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
     // Nothing listens any more.
     assert_eq!(request(&addr, "GET", "/v2/health/live", b"").status, 0);
 }
+
+#[test]
+fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
+    let repo = misbehave_repo("bundle-grant", "");
+    repo.function(
+        "granted",
+        &guest("http-misbehave"),
+        Some(&super::test_bundle("stamp-a")),
+        "",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/kernel?name=stamp");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("no bundle was granted"),
+        "{}",
+        r.text()
+    );
+    let r = server.get("/granted/kernel?name=stamp");
+    assert!(r.text().starts_with("granted stamp of ["), "{}", r.text());
+    assert!(r.text().contains("\"noop\""), "{}", r.text());
+    let r = server.get("/granted/kernel?name=nope");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("nope"),
+        "{}",
+        r.text()
+    );
+}
