@@ -170,26 +170,95 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
         ptxvm::FaultKind::IllegalAddress { .. } => CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
         ptxvm::FaultKind::MisalignedAddress { .. } => CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
         ptxvm::FaultKind::Trap => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        ptxvm::FaultKind::AssertFailed(_) => CUresult::CUDA_ERROR_ASSERT,
         ptxvm::FaultKind::StackOverflow => CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
         _ => CUresult::CUDA_ERROR_LAUNCH_FAILED,
     }
 }
 
-/// cuLaunchKernel: validated and packed now, run on the stream's worker.
+/// A kernel launch with its parameters packed: what a graph kernel node holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Packed {
+    /// CUfunction handle value.
+    pub(crate) function: u64,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared: u32,
+    /// The parameter buffer at ptxvm's offsets.
+    pub(crate) params: Vec<u8>,
+}
+
+/// Checks a launch description and packs its parameters (cuLaunchKernel's and graph kernel
+/// nodes' shared front half); configuration errors are `CUDA_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `params` / `extra` follow cuLaunchKernel's contract (see [`pack`]).
+pub(crate) unsafe fn prepare(
+    function: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CuResult<Packed> {
+    let f = module::get_function(function)?;
+    check_config(&f, grid, block, shared)?;
+    // SAFETY: forwarded caller contract.
+    let params = unsafe { pack(f.info(), params, extra) }?;
+    Ok(Packed {
+        function,
+        grid,
+        block,
+        shared,
+        params,
+    })
+}
+
+/// cuLaunchKernel: validated and packed now, run on the stream's worker (or recorded as a
+/// kernel node when the stream is capturing).
 ///
 /// # Safety
 /// `req.params` / `req.extra` follow cuLaunchKernel's contract (see [`pack`]).
 pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     let f = module::get_function(req.function)?;
-    let (ctx, s) = stream::resolve(req.stream)?;
+    let (ctx, _) = stream::resolve(req.stream)?;
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
-    check_config(&f, req.grid, req.block, req.shared)?;
     // SAFETY: forwarded caller contract.
-    let params = unsafe { pack(f.info(), req.params, req.extra) }?;
+    let packed = unsafe {
+        prepare(
+            req.function,
+            req.grid,
+            req.block,
+            req.shared,
+            req.params,
+            req.extra,
+        )
+    }?;
+    if let Some(capture) = crate::capture::active(req.stream) {
+        return capture.add(req.stream, crate::graph::NodeKind::Kernel(packed));
+    }
+    enqueue(packed, req.stream)
+}
+
+/// Queues a packed launch on a stream.
+pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
+    let f = module::get_function(packed.function)?;
+    let (ctx, s) = stream::resolve(stream_handle)?;
+    if f.module.ctx_id != ctx.id {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    // NVIDIA prints pending device output at the start of a launch.
+    ctx.printf.flush();
+    let Packed {
+        grid,
+        block,
+        shared,
+        params,
+        ..
+    } = packed;
     let (vm, globals, kernel) = (Arc::clone(&f.module.vm), f.module.globals.clone(), f.index);
-    let (grid, block, shared) = (req.grid, req.block, req.shared);
     let run_ctx = Arc::clone(&ctx);
     ctx.submit(
         &s,
@@ -198,7 +267,7 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 return;
             }
             let mem = Snapshot {
-                ranges: memory::visible_to(run_ctx.id),
+                ranges: memory::visible_to(&run_ctx.visible_ids()),
             };
             let launch = ptxvm::Launch {
                 kernel,
@@ -209,13 +278,21 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 globals: &globals,
                 workers: driver::cores(),
             };
+            let out = ptxvm::DeviceOutput::new(run_ctx.printf_room());
             // An interpreter bug must not pass for a kernel that ran: it faults the context.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                ptxvm::launch(&vm, &launch, &mem)
+                ptxvm::launch_with_output(&vm, &launch, &mem, &out)
             }));
+            let (text, used, _) = out.take();
+            run_ctx.printf.append(&text, used);
             match run {
                 Ok(Ok(_)) => {}
-                Ok(Err(fault)) => run_ctx.poison(fault_code(&fault.kind), fault.to_string()),
+                Ok(Err(fault)) => {
+                    if let Some(line) = fault.assert_message() {
+                        run_ctx.printf.append_assert(&line);
+                    }
+                    run_ctx.poison(fault_code(&fault.kind), fault.to_string())
+                }
                 Err(panic) => {
                     let why = panic
                         .downcast_ref::<&str>()

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod capture;
 mod context;
 mod copy;
 mod device;
@@ -29,6 +30,7 @@ mod event;
 #[macro_use]
 mod export_macros;
 pub mod exports;
+mod graph;
 mod handles;
 mod image;
 mod jit;
@@ -37,6 +39,8 @@ pub mod loader;
 mod memory;
 mod module;
 mod pointer;
+mod printf;
+mod procaddr;
 mod stream;
 
 pub use error::LoaderError;

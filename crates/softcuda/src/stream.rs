@@ -271,6 +271,13 @@ pub(crate) fn host_func(
     user_data: usize,
 ) -> CuResult<()> {
     let (ctx, s) = resolve(handle)?;
+    if let Some(capture) = crate::capture::active(handle) {
+        let replay = move |s| host_func(s, f, user_data);
+        return capture.add(
+            handle,
+            crate::graph::NodeKind::Call(Arc::new(replay), crate::graph::TYPE_HOST),
+        );
+    }
     let call = HostCall { f, user_data };
     let guard_ctx = Arc::clone(&ctx);
     ctx.submit(

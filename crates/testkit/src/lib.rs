@@ -28,9 +28,18 @@ pub fn in_child_with(
     configure: impl FnOnce(&mut Command),
     body: impl FnOnce(),
 ) -> String {
+    in_child_output(name, configure, body).0
+}
+
+/// [`in_child_with`], returning the child's stdout and stderr (empty strings in the child).
+pub fn in_child_output(
+    name: &str,
+    configure: impl FnOnce(&mut Command),
+    body: impl FnOnce(),
+) -> (String, String) {
     if std::env::var(CHILD_ENV).is_ok_and(|n| n == name) {
         body();
-        return String::new();
+        return (String::new(), String::new());
     }
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new(exe);
@@ -39,12 +48,12 @@ pub fn in_child_with(
     configure(&mut cmd);
     let out = cmd.output().expect("run the test binary as a child");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     print!("{stdout}");
     assert!(
         out.status.success() && stdout.contains("1 passed"),
-        "child running {name} failed ({}):\n{stdout}\n{}",
+        "child running {name} failed ({}):\n{stdout}\n{stderr}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
     );
-    stdout
+    (stdout, stderr)
 }

@@ -4,9 +4,14 @@
 
 mod context;
 mod device;
+mod device_io;
+mod entry;
+mod graphs;
 mod kernels;
 mod launch;
 mod memory;
+mod peers;
+mod programs;
 mod sticky;
 mod streams;
 mod support;
