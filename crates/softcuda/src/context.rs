@@ -139,7 +139,11 @@ impl Context {
         lock(&self.sticky)
             .as_ref()
             .map(|(_, msg)| msg.clone())
-            .or_else(|| lock(fault_slot(self.device)).as_ref().map(|(_, m)| m.clone()))
+            .or_else(|| {
+                lock(fault_slot(self.device))
+                    .as_ref()
+                    .map(|(_, m)| m.clone())
+            })
     }
 
     /// Records a fault; the first one wins and every later call in the context returns it. The

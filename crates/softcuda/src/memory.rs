@@ -291,7 +291,9 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
 pub(crate) fn visible_to(ctx_ids: &[u64]) -> Vec<(u64, u64, Arc<Block>)> {
     read()
         .iter()
-        .filter(|(_, e)| ctx_ids.contains(&e.ctx_id) || matches!(e.kind, Kind::Host | Kind::Registered))
+        .filter(|(_, e)| {
+            ctx_ids.contains(&e.ctx_id) || matches!(e.kind, Kind::Host | Kind::Registered)
+        })
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
         .collect()
 }

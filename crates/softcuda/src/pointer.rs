@@ -95,9 +95,9 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
         7 => Value::U64(a.base),
         8 => Value::U32(u32::from(a.kind == Kind::Managed)),
         // DEVICE_ORDINAL: the owning context's device.
-        9 => Value::U32(
-            context::by_id(a.ctx_id).map_or(0, |c| u32::try_from(c.device).unwrap_or(0)),
-        ),
+        9 => {
+            Value::U32(context::by_id(a.ctx_id).map_or(0, |c| u32::try_from(c.device).unwrap_or(0)))
+        }
         10 | 15 => Value::U32(0),
         11 => Value::U64(a.base),
         12 => Value::U64(a.len),

@@ -24,9 +24,9 @@ impl Guest for Misbehave {
                 }
             }
             "leak" => {
-                let held: Vec<_> = (0..8).map(|_| DeviceBuffer::<u8>::zeroed(1 << 20)).collect();
+                let held: Vec<_> = (0..8).map(|_| DeviceBuffer::<u8>::zeroed(256 << 10)).collect();
                 std::mem::forget(held);
-                panic!("misbehave: trapped holding 8 MiB of device buffers");
+                panic!("misbehave: trapped holding 2 MiB of device buffers");
             }
             "noanswer" => drop(out),
             "slow" => {
