@@ -138,6 +138,8 @@ impl Function {
         let config = &new.config;
         let admission = Admission::new(config.max_concurrency, config.max_queue);
         self.metrics.version.set(new.number as i64);
+        let bundle = new.bundle_bytes * new.devices.len() as u64;
+        self.metrics.bundle_bytes.set(bundle as i64);
         // Requests admitted under the old limits finish under them; new ones see the new.
         self.admission.store(Arc::new(admission));
         let old = self.current.swap(Some(new));
@@ -153,6 +155,7 @@ impl Function {
     pub(crate) async fn unpublish(&self, drain: Duration) -> Option<ReleaseOutcome> {
         let old = self.current.swap(None);
         self.metrics.version.set(0);
+        self.metrics.bundle_bytes.set(0);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         match old {
             Some(old) => Some(old.drain_and_release(drain).await),
