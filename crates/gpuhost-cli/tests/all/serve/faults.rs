@@ -181,3 +181,26 @@ fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
         r.text()
     );
 }
+
+#[test]
+fn the_quotas_of_function_toml_bound_each_request() {
+    let repo = Repo::new("quotas");
+    let saxpy = super::root().join("examples/repository/saxpy");
+    repo.function(
+        "saxpy",
+        &saxpy.join("function.wasm"),
+        Some(&saxpy.join("bundle")),
+        "[limits]\nmax_buffer_bytes = 4096\n",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let small = br#"{"a": 1, "x": [1, 2], "y": [3, 4]}"#;
+    assert_eq!(server.post("/saxpy", small).status, 200);
+    // 1024 elements: two 4 KiB buffers, over the 4 KiB quota.
+    let xs = vec!["1"; 1024].join(",");
+    let big = format!(r#"{{"a": 1, "x": [{xs}], "y": [{xs}]}}"#);
+    let r = server.post("/saxpy", big.as_bytes());
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.text().contains("QuotaExceeded"), "{}", r.text());
+    // The refusal was the guest's error, not a fault: the next request is served.
+    assert_eq!(server.post("/saxpy", small).status, 200);
+}
