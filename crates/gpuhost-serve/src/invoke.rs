@@ -116,10 +116,10 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         }
     };
 
-    metrics.queued.inc();
+    let queued = GaugeHold::new(&metrics.queued);
     let queued_at = Instant::now();
     let permit = tokio::time::timeout_at(deadline, admission.run_slot()).await;
-    metrics.queued.dec();
+    drop(queued);
     metrics.queue.observe(queued_at.elapsed().as_secs_f64());
     let permit = match permit {
         Ok(Some(p)) => p,
@@ -154,10 +154,9 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
     let guard = version.enter();
     let number = version.number;
     let ctx = serde_json::json!({ "function": name, "version": number });
-    metrics.running.inc();
-    let held = (permit, admitted);
+    // Counted as running while the guest runs (its task may outlive a client that left).
+    let held = (permit, admitted, GaugeHold::new(&metrics.running));
     let result = run_guest(&version, guard, &metrics, parts, body, deadline, held).await;
-    metrics.running.dec();
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),
         Err(GuestFailure::Timeout) => {
@@ -218,6 +217,23 @@ enum GuestFailure {
 
 /// Bytes of a guest's stderr kept for its error response and log.
 const STDERR_KEPT: usize = 8 * 1024;
+
+/// Holds a gauge one up until dropped, so a request future dropped mid-way (the client left)
+/// does not leave it high.
+struct GaugeHold(prometheus_client::metrics::gauge::Gauge);
+
+impl GaugeHold {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHold {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
 
 /// Counts a request out of its device's load when dropped.
 struct DeviceGuard(Arc<Version>, usize);

@@ -204,3 +204,32 @@ fn the_quotas_of_function_toml_bound_each_request() {
     // The refusal was the guest's error, not a fault: the next request is served.
     assert_eq!(server.post("/saxpy", small).status, 200);
 }
+
+#[test]
+fn clients_that_hang_up_mid_request_leave_no_request_counted_in_flight_or_queued() {
+    use std::io::Write;
+    let repo = misbehave_repo("hangup", "[serve]\nmax_concurrency = 1\nmax_queue = 8\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // One running and two queued behind it, then all three clients hang up.
+    let conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+            let req = "GET /misbehave/slow?ms=800 HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
+            s.write_all(req.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 1.0
+            && m.sum("gpuhost_requests_queued", &[]) == 2.0
+    }));
+    drop(conns);
+    let settled = eventually(Duration::from_secs(10), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 0.0
+            && m.sum("gpuhost_requests_queued", &[]) == 0.0
+    });
+    assert!(settled, "{}", server.get("/metrics").text());
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+}
