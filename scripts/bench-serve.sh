@@ -31,23 +31,25 @@ for f in stamp stamp-jit; do
   printf '[serve]\nmax_concurrency = 128\nmax_queue = 1024\n' > "$work/repo/$f/function.toml"
 done
 
-# Starts a server command in the background; waits for "listening on http://ADDR"; echoes ADDR.
-start() {
-  local log="$1"; shift
-  "$@" > "$log.out" 2> "$log.err" & pids+=($!)
+# Waits for "listening on http://ADDR" in $1.out; echoes ADDR.
+addr_of() {
   for _ in $(seq 1 600); do
-    addr=$(sed -n 's|^listening on http://||p' "$log.out")
-    [ -n "$addr" ] && { echo "$addr"; return 0; }
+    a=$(sed -n 's|^listening on http://||p' "$1.out")
+    [ -n "$a" ] && { echo "$a"; return 0; }
     sleep 0.1
   done
-  echo "did not start: $(cat "$log.err")" >&2; return 1
+  echo "did not start: $(cat "$1.err")" >&2; return 1
 }
 
 t0=$(date +%s.%N)
-serve=$(start "$out/serve" "$gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:0 --log-json --log-level info) || exit 1
+"$gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:0 --log-json \
+  > "$out/serve.out" 2> "$out/serve.err" & pids+=($!)
+serve=$(addr_of "$out/serve") || exit 1
 curl -sf "http://$serve/stamp" > /dev/null
 t1=$(date +%s.%N)
-native=$(start "$out/native" "$gpuhost" bench --native-http 127.0.0.1:0 --bundle crates/gpuhost/bundles/stamp-a) || exit 1
+"$gpuhost" bench --native-http 127.0.0.1:0 --bundle crates/gpuhost/bundles/stamp-a \
+  > "$out/native.out" 2> "$out/native.err" & pids+=($!)
+native=$(addr_of "$out/native") || exit 1
 echo "process start → first response (compile + context + bundle): $(awk "BEGIN{print $t1 - $t0}") s" > "$out/cold.txt"
 grep '"published"' "$out/serve.err" >> "$out/cold.txt"
 

@@ -4,7 +4,8 @@
 //! ```toml
 //! route = "/saxpy"        # default: "/<folder name>"
 //! devices = [0, 1]        # default: every device the server uses
-//! sandbox = true          # default true: untrusted guest (see Limits); false: trusted
+//! sandbox = true          # default true: untrusted guest; reported, and applied once
+//!                         # gpuhost-wasm's Limits has a sandbox switch (not on this branch)
 //! [serve]
 //! max_concurrency = 8     # requests running at once (default 16)
 //! max_queue = 64          # requests waiting beyond those; more are refused with 429 (default 64)

@@ -138,6 +138,8 @@ impl Function {
         let config = &new.config;
         let admission = Admission::new(config.max_concurrency, config.max_queue);
         self.metrics.version.set(new.number as i64);
+        let bundle = new.bundle_bytes * new.devices.len() as u64;
+        self.metrics.bundle_bytes.set(bundle as i64);
         // Requests admitted under the old limits finish under them; new ones see the new.
         self.admission.store(Arc::new(admission));
         let old = self.current.swap(Some(new));
@@ -153,6 +155,7 @@ impl Function {
     pub(crate) async fn unpublish(&self, drain: Duration) -> Option<ReleaseOutcome> {
         let old = self.current.swap(None);
         self.metrics.version.set(0);
+        self.metrics.bundle_bytes.set(0);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         match old {
             Some(old) => Some(old.drain_and_release(drain).await),
@@ -163,5 +166,23 @@ impl Function {
     /// The configuration of the serving version.
     pub fn config(&self) -> Option<FunctionConfig> {
         self.current().map(|v| v.config.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_holds_running_plus_queued_and_refusals_take_no_place() {
+        let a = Arc::new(Admission::new(2, 1));
+        for _ in 0..2 {
+            let held: Vec<_> = (0..3).map(|_| a.try_admit().expect("room for 3")).collect();
+            for _ in 0..5 {
+                assert!(a.try_admit().is_none(), "a 4th place was given");
+            }
+            drop(held);
+        }
+        assert_eq!(a.admitted.load(Ordering::SeqCst), 0);
     }
 }

@@ -79,24 +79,28 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
         return finish(Outcome::Overload, resp);
     };
-    let Some(config) = function.config() else {
+    // The serving version's limits govern admission; the version that runs is picked after the
+    // queue (the newest then).
+    let Some(serving) = function.current() else {
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
             Outcome::Unavailable,
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
         );
     };
-    let deadline = tokio::time::Instant::from_std(arrived + config.timeout);
+    let (timeout, max_body_bytes) = (serving.config.timeout, serving.config.max_body_bytes);
+    drop(serving);
+    let deadline = tokio::time::Instant::from_std(arrived + timeout);
 
     // The body first (bounded), so a slow client does not hold a running slot.
     let (parts, body) = req.into_parts();
-    let limit = usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX);
+    let limit = usize::try_from(max_body_bytes).unwrap_or(usize::MAX);
     let body = match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             let msg = format!(
                 "the request body could not be read or is over the function's limit of {} bytes: {e}",
-                config.max_body_bytes
+                max_body_bytes
             );
             return finish(
                 Outcome::TooLarge,
@@ -112,10 +116,10 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         }
     };
 
-    metrics.queued.inc();
+    let queued = GaugeHold::new(&metrics.queued);
     let queued_at = Instant::now();
     let permit = tokio::time::timeout_at(deadline, admission.run_slot()).await;
-    metrics.queued.dec();
+    drop(queued);
     metrics.queue.observe(queued_at.elapsed().as_secs_f64());
     let permit = match permit {
         Ok(Some(p)) => p,
@@ -129,7 +133,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         Err(_) => {
             let msg = format!(
                 "the request waited its whole time limit ({:?}) in the function's queue",
-                config.timeout
+                timeout
             );
             return finish(
                 Outcome::Timeout,
@@ -150,16 +154,15 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
     let guard = version.enter();
     let number = version.number;
     let ctx = serde_json::json!({ "function": name, "version": number });
-    metrics.running.inc();
-    let held = (permit, admitted);
+    // Counted as running while the guest runs (its task may outlive a client that left).
+    let held = (permit, admitted, GaugeHold::new(&metrics.running));
     let result = run_guest(&version, guard, &metrics, parts, body, deadline, held).await;
-    metrics.running.dec();
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),
         Err(GuestFailure::Timeout) => {
             let msg = format!(
                 "the function did not answer within its time limit ({:?}); it was stopped",
-                config.timeout
+                timeout
             );
             (
                 Outcome::Timeout,
@@ -214,6 +217,23 @@ enum GuestFailure {
 
 /// Bytes of a guest's stderr kept for its error response and log.
 const STDERR_KEPT: usize = 8 * 1024;
+
+/// Holds a gauge one up until dropped, so a request future dropped mid-way (the client left)
+/// does not leave it high.
+struct GaugeHold(prometheus_client::metrics::gauge::Gauge);
+
+impl GaugeHold {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHold {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
 
 /// Counts a request out of its device's load when dropped.
 struct DeviceGuard(Arc<Version>, usize);

@@ -58,6 +58,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    const ALL: [Outcome; 8] = [
+        Self::Success,
+        Self::ClientError,
+        Self::FunctionError,
+        Self::Trap,
+        Self::Timeout,
+        Self::Overload,
+        Self::Unavailable,
+        Self::TooLarge,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Self::Success => "success",
@@ -86,6 +97,7 @@ pub struct Metrics {
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
+    bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
     swaps: Family<OutcomeLabels, Counter>,
@@ -108,18 +120,17 @@ pub struct FunctionMetrics {
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
+    pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
+    /// `requests_total{outcome}` by `Outcome as usize`, made once (no label work per request).
+    outcomes: Vec<Counter>,
 }
 
 impl FunctionMetrics {
     /// Counts one finished request.
     pub fn request(&self, outcome: Outcome) {
-        let labels = OutcomeLabels {
-            function: self.name.clone(),
-            outcome: outcome.label().to_string(),
-        };
-        self.metrics.requests.get_or_create(&labels).inc();
+        self.outcomes[outcome as usize].inc();
     }
 
     /// Counts one swap (or load) attempt.
@@ -143,6 +154,7 @@ impl Metrics {
             running: Family::default(),
             queued: Family::default(),
             gpu_memory: Family::default(),
+            bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
             swaps: Family::default(),
@@ -160,6 +172,11 @@ impl Metrics {
             "requests",
             "Requests by function and outcome",
             m.requests.clone(),
+        );
+        r.register(
+            "function_bundle_bytes",
+            "Bytes of the serving version's bundle modules, times the devices it is loaded on",
+            m.bundle_bytes.clone(),
         );
         r.register(
             "request_duration_seconds",
@@ -247,8 +264,19 @@ impl Metrics {
             running: self.running.get_or_create_owned(&l),
             queued: self.queued.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
+            bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
+            outcomes: Outcome::ALL
+                .iter()
+                .map(|o| {
+                    let labels = OutcomeLabels {
+                        function: name.to_string(),
+                        outcome: o.label().to_string(),
+                    };
+                    self.requests.get_or_create_owned(&labels)
+                })
+                .collect(),
         })
     }
 

@@ -62,6 +62,9 @@ impl Version {
         hosts: &[Arc<gpuhost::Host>],
     ) -> Result<Self> {
         let start = Instant::now();
+        if hosts.is_empty() {
+            return Err(Error::NoDevices);
+        }
         let path = config.wasm_path();
         let bytes = std::fs::read(&path).map_err(|source| Error::Read { path, source })?;
         let (pre, compile_cached) = wasm.prepare(&config.name, &bytes)?;

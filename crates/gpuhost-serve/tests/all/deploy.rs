@@ -66,7 +66,7 @@ fn a_manifest_with_a_misspelt_field_fails_the_same_validation() {
         deployment().replace("readinessProbe:", "readynessProbe:"),
     )
     .unwrap();
-    let (ok, out) = validate(&[broken.clone()]);
+    let (ok, out) = validate(std::slice::from_ref(&broken));
     std::fs::remove_file(&broken).unwrap();
     assert!(!ok, "the validator accepted a misspelt field: {out}");
 }

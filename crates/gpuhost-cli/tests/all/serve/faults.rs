@@ -54,7 +54,7 @@ fn a_full_queue_answers_429_with_retry_after_and_admitted_requests_complete() {
 #[test]
 fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_server_keeps_serving()
 {
-    let toml = "[serve]\ntimeout_ms = 1500\n[limits]\nfuel = 1000000000000\n";
+    let toml = "[serve]\ntimeout_ms = 3000\n[limits]\nfuel = 1000000000000\n";
     let repo = misbehave_repo("faults", toml);
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/misbehave/ok").status, 200);
@@ -89,7 +89,7 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
             .contains("without setting a response")
     );
 
-    // Still serving; and the 8 MiB the leaking guest held went with its Store.
+    // Still serving; and the 2 MiB the leaking guest held went with its Store.
     assert_eq!(server.get("/misbehave/ok").text(), "ok");
     let released = eventually(Duration::from_secs(5), || {
         let m = server.metrics();
@@ -153,4 +153,83 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
     assert!(server.logs().contains("shut down"));
     // Nothing listens any more.
     assert_eq!(request(&addr, "GET", "/v2/health/live", b"").status, 0);
+}
+
+#[test]
+fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
+    let repo = misbehave_repo("bundle-grant", "");
+    repo.function(
+        "granted",
+        &guest("http-misbehave"),
+        Some(&super::test_bundle("stamp-a")),
+        "",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/kernel?name=stamp");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("no bundle was granted"),
+        "{}",
+        r.text()
+    );
+    let r = server.get("/granted/kernel?name=stamp");
+    assert!(r.text().starts_with("granted stamp of ["), "{}", r.text());
+    assert!(r.text().contains("\"noop\""), "{}", r.text());
+    let r = server.get("/granted/kernel?name=nope");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("nope"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn the_quotas_of_function_toml_bound_each_request() {
+    let repo = Repo::new("quotas");
+    let saxpy = super::root().join("examples/repository/saxpy");
+    repo.function(
+        "saxpy",
+        &saxpy.join("function.wasm"),
+        Some(&saxpy.join("bundle")),
+        "[limits]\nmax_buffer_bytes = 4096\n",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let small = br#"{"a": 1, "x": [1, 2], "y": [3, 4]}"#;
+    assert_eq!(server.post("/saxpy", small).status, 200);
+    // 1024 elements: two 4 KiB buffers, over the 4 KiB quota.
+    let xs = vec!["1"; 1024].join(",");
+    let big = format!(r#"{{"a": 1, "x": [{xs}], "y": [{xs}]}}"#);
+    let r = server.post("/saxpy", big.as_bytes());
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.text().contains("QuotaExceeded"), "{}", r.text());
+    // The refusal was the guest's error, not a fault: the next request is served.
+    assert_eq!(server.post("/saxpy", small).status, 200);
+}
+
+#[test]
+fn clients_that_hang_up_mid_request_leave_no_request_counted_in_flight_or_queued() {
+    use std::io::Write;
+    let repo = misbehave_repo("hangup", "[serve]\nmax_concurrency = 1\nmax_queue = 8\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // One running and two queued behind it, then all three clients hang up.
+    let conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+            let req = "GET /misbehave/slow?ms=800 HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
+            s.write_all(req.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 1.0
+            && m.sum("gpuhost_requests_queued", &[]) == 2.0
+    }));
+    drop(conns);
+    let settled = eventually(Duration::from_secs(10), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 0.0
+            && m.sum("gpuhost_requests_queued", &[]) == 0.0
+    });
+    assert!(settled, "{}", server.get("/metrics").text());
+    assert_eq!(server.get("/misbehave/ok").status, 200);
 }

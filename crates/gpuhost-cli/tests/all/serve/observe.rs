@@ -48,6 +48,8 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
         "both bundles are loaded"
     );
     assert_eq!(m.sum("gpuhost_device_context_losses_total", &[]), 0.0);
+    let ptx = std::fs::metadata(root().join("examples/repository/saxpy/bundle/saxpy.ptx")).unwrap();
+    assert!(m.sum("gpuhost_function_bundle_bytes", &[f]) > ptx.len() as f64);
     assert!(
         server.logs().contains("\"published\""),
         "JSON logs: {}",
@@ -170,7 +172,11 @@ fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_b
     assert!(saxpy.contains("class=\"READY\">READY<"), "{saxpy}");
     assert!(saxpy.contains("data-col=\"requests\">5<"), "{saxpy}");
     assert!(saxpy.contains("data-col=\"route\">/saxpy<"), "{saxpy}");
-    for col in ["rate", "p50", "p99", "memory"] {
+    assert!(
+        !saxpy.contains("data-col=\"bundle\">0 B<"),
+        "the bundle has bytes: {saxpy}"
+    );
+    for col in ["rate", "p50", "p99", "memory", "bundle"] {
         assert!(
             saxpy.contains(&format!("data-col=\"{col}\">")),
             "{col} missing: {saxpy}"
