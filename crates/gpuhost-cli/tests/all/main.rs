@@ -84,3 +84,34 @@ fn doctor_names_the_driver_it_runs_on_and_its_devices() {
     assert!(stdout.contains("driver: "), "{}", text(&out));
     assert!(stdout.contains("[0] "), "{}", text(&out));
 }
+
+#[test]
+fn run_takes_the_sandbox_flags_runs_trusted_on_request_and_refuses_a_zero_kernel_time() {
+    let out = gpuhost()
+        .args([
+            "run",
+            "--example",
+            "saxpy",
+            "--trusted",
+            "--max-kernel-ms",
+            "5000",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("saxpy ok"),
+        "{}",
+        text(&out)
+    );
+    let out = gpuhost()
+        .args(["run", "--example", "saxpy", "--max-kernel-ms", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-kernel-ms"),
+        "{}",
+        text(&out)
+    );
+}
