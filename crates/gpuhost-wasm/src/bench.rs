@@ -96,7 +96,7 @@ impl LaunchBench {
     }
 
     /// (measure, trusted guest, sandboxed guest) for each row of the sandbox table.
-    fn sandbox_rows(&self) -> [(&'static str, u128, u128); 4] {
+    fn sandbox_rows(&self) -> [(String, u128, u128); 4] {
         let (g, b, s, sb) = (
             self.guest,
             self.guest_bound,
@@ -104,36 +104,36 @@ impl LaunchBench {
             self.sandboxed_bound,
         );
         [
-            ("launch, alone on an idle stream", g.alone, s.alone),
-            ("launch → synchronize round trip", g.roundtrip, s.roundtrip),
-            ("launch, in bursts", g.burst, s.burst),
-            ("bound launch, in bursts", b.burst, sb.burst),
+            ("launch, alone on an idle stream".into(), g.alone, s.alone),
+            (
+                "launch → synchronize round trip".into(),
+                g.roundtrip,
+                s.roundtrip,
+            ),
+            (format!("launch, in bursts of {BURST}"), g.burst, s.burst),
+            (
+                format!("bound launch, in bursts of {BURST}"),
+                b.burst,
+                sb.burst,
+            ),
         ]
     }
 
     /// A markdown table (for bench/RESULTS.md).
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n",
+            "guest vs native on {}, {} samples, medians:\n\n",
             self.device, self.samples
         );
-        for (what, native, guest) in self.rows() {
-            s += &format!(
-                "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
-                native as f64 / 1e3,
-                guest as f64 / 1e3,
-                ratio(guest, native)
-            );
-        }
-        s += "\n| measure | trusted guest | sandboxed guest | sandboxed / trusted |\n|---|---|---|---|\n";
-        for (what, trusted, sandboxed) in self.sandbox_rows() {
-            s += &format!(
-                "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
-                trusted as f64 / 1e3,
-                sandboxed as f64 / 1e3,
-                ratio(sandboxed, trusted)
-            );
-        }
+        s += &table(
+            ["native gpuhost", "wasm guest", "guest / native"],
+            self.rows(),
+        );
+        s += "\n";
+        s += &table(
+            ["trusted guest", "sandboxed guest", "sandboxed / trusted"],
+            self.sandbox_rows(),
+        );
         s + &format!(
             "\nguest clock read pair {} ns, bare import round trip {} ns\n",
             self.guest_clock_ns, self.guest_import_ns
@@ -166,6 +166,21 @@ impl LaunchBench {
             self.guest_import_ns
         )
     }
+}
+
+/// A markdown table of (measure, base, other) rows with their ratio, headed `head`.
+fn table(head: [&str; 3], rows: impl IntoIterator<Item = (String, u128, u128)>) -> String {
+    let [a, b, r] = head;
+    let mut s = format!("| measure | {a} | {b} | {r} |\n|---|---|---|---|\n");
+    for (what, base, other) in rows {
+        s += &format!(
+            "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
+            base as f64 / 1e3,
+            other as f64 / 1e3,
+            ratio(other, base)
+        );
+    }
+    s
 }
 
 /// Native samples, in nanoseconds.

@@ -35,11 +35,14 @@ pub(crate) struct Confinement {
 }
 
 impl Confinement {
-    /// The guest's arena (its buffer and globals quotas together) and control block.
+    /// The guest's arena (its buffer and globals quotas together, plus the rounding of each
+    /// allocation to [`gpuhost::ARENA_ALIGN`]) and control block.
     pub(crate) fn new(host: &Arc<gpuhost::Host>, limits: &Limits) -> Result<Self, gpuhost::Error> {
+        let blocks = u64::from(limits.max_buffers).saturating_add(u64::from(limits.max_modules));
         let bytes = limits
             .max_buffer_bytes
-            .saturating_add(limits.max_globals_bytes);
+            .saturating_add(limits.max_globals_bytes)
+            .saturating_add(blocks.saturating_mul(gpuhost::ARENA_ALIGN));
         let arena = host.arena(bytes)?;
         let ctl = host.control_block()?;
         Ok(Self {

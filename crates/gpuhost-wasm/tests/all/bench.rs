@@ -28,6 +28,7 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
     assert!(r.guest_clock_ns > 0 && r.guest_import_ns > 0, "{r:?}");
     let table = r.markdown();
     assert_eq!(table.matches("| bound launch").count(), 4, "{table}");
+    assert_eq!(table.matches("| measure |").count(), 2, "{table}");
     assert!(table.contains("| sandboxed guest |"), "{table}");
     assert!(r.json().starts_with("{\"device\":"));
 }

@@ -83,6 +83,16 @@ pub fn guest(name: &str) -> Guest {
     .clone()
 }
 
+/// Compiles the guests `names` at once, one thread each (compiling is most of a fresh test
+/// process's start-up).
+pub fn prewarm(names: &[&str]) {
+    std::thread::scope(|s| {
+        for n in names {
+            s.spawn(move || guest(n));
+        }
+    });
+}
+
 /// Runs `name` with `args` (argv[0] added) and default options.
 pub async fn run(
     rt: &Runtime,
