@@ -2,7 +2,7 @@
 //! the same empty kernel with the same arguments and geometry, in the same three patterns: one
 //! launch alone onto an idle stream, the same launch plus synchronize (the round trip), and one
 //! launch within a burst of [`BURST`] back-to-back launches (timed per burst, as the core bench
-//! times back-to-back launches). The guest (examples/guests/misbehave in `bench` mode, timing
+//! times back-to-back launches). The guest (examples/guests/launchbench, timing
 //! itself with the WASI monotonic clock) does each with an argument list (`stream.launch`) and
 //! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`. The guest runs
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
@@ -227,7 +227,7 @@ async fn native_pass(
     Ok(())
 }
 
-/// Runs both sides, `samples` launches each. `bench_guest` is misbehave.wasm, loaded on `runtime`.
+/// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
     bench_guest: &Guest,
@@ -286,7 +286,7 @@ async fn guest_pass(
     samples: usize,
     sandbox: bool,
 ) -> Result<GuestPass, Error> {
-    let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
+    let args = vec!["launchbench".into(), samples.to_string()];
     let limits = Limits {
         sandbox,
         ..Limits::default()

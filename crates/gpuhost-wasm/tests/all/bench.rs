@@ -8,7 +8,7 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("misbehave"), 40)
+    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("launchbench"), 40)
         .await
         .unwrap();
     assert_eq!(r.samples, 40);
