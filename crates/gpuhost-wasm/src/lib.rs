@@ -15,6 +15,7 @@ pub mod bench;
 mod bindings;
 mod bound_launch;
 mod bundle;
+mod confine;
 mod ctx;
 mod device;
 mod error;
@@ -26,6 +27,7 @@ mod memory;
 mod module;
 mod runtime;
 mod stream;
+mod watchdog;
 
 pub use bindings::WitError;
 pub use ctx::{CudaCtx, CudaCtxView, CudaView, HasCuda, add_to_linker};

@@ -44,7 +44,7 @@ pub struct Limits {
     /// Confine the guest's kernels to its own memory (the PTX sandbox: every module is
     /// rewritten, buffers and globals come from one arena per guest, binary images are refused,
     /// launches are stopped past `max_kernel_time`). False marks the guest trusted: its PTX and
-    /// cubins run unchanged, as native gpuhost code would. Default false.
+    /// cubins run unchanged, as native gpuhost code would. Default true.
     pub sandbox: bool,
     /// GPU time one launch may run before it is stopped (sandboxed guests): the next
     /// `synchronize` of its stream returns `time-limit`. Default 10 s.
@@ -77,7 +77,7 @@ impl Default for Limits {
             max_kernels: 1024,
             fuel: Some(20_000_000_000),
             max_wasm_memory_bytes: 512 << 20,
-            sandbox: false,
+            sandbox: true,
             max_kernel_time: Duration::from_secs(10),
             max_globals_bytes: 64 << 20,
             max_launch_local_bytes: 256 << 20,

@@ -111,6 +111,11 @@ pub struct RunOutcome {
     pub quota_refusals: u32,
     /// The last refusal's message.
     pub last_refusal: Option<String>,
+    /// False when launches of the guest were still running when `run` stopped waiting for
+    /// them, a few seconds after its Store was dropped and its kernels told to stop; its memory
+    /// stays reserved until they end. Always true for a trusted guest, whose kernels are
+    /// neither stopped nor waited for.
+    pub launches_ended: bool,
 }
 
 /// A compiled, pre-linked guest: compile once, run many times (concurrently too).
@@ -259,8 +264,14 @@ impl Runtime {
         let (quota_refusals, last_refusal) = store.data().cuda.quota_refusals();
         let last_refusal = last_refusal.map(str::to_string);
         let fuel_used = fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
-        // Everything the guest held goes with the Store, before we report.
+        let watch = store.data().cuda.watch();
+        // Everything the guest held goes with the Store, before we report: its kernels are
+        // stopped, and we wait (bounded) until they have ended.
         drop(store);
+        let launches_ended = match watch {
+            Some(w) => w.drained().await,
+            None => true,
+        };
         let exit_code = match result {
             Ok(Ok(())) => 0,
             Ok(Err(())) => 1,
@@ -283,6 +294,7 @@ impl Runtime {
             fuel_used,
             quota_refusals,
             last_refusal,
+            launches_ended,
         })
     }
 }

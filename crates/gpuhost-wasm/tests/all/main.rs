@@ -1,4 +1,4 @@
-//! Integration tests of gpuhost-wasm: real guests (built from examples/guests) on the real
+//! Integration tests of gpuhost-wasm: real guests (built from examples/guests and tests/guests) on the real
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
 mod bench;
@@ -75,6 +75,16 @@ pub fn guest(name: &str) -> Guest {
             .unwrap_or_else(|e| panic!("{e}"))
     })
     .clone()
+}
+
+/// Compiles the guests `names` at once, one thread each (compiling is most of a fresh test
+/// process's start-up).
+pub fn prewarm(names: &[&str]) {
+    std::thread::scope(|s| {
+        for n in names {
+            s.spawn(move || guest(n));
+        }
+    });
 }
 
 /// Runs `name` with `args` (argv[0] added) and default options.
