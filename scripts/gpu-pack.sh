@@ -20,6 +20,8 @@ if [ ! -x target/oha/bin/oha ]; then
   cargo install --locked oha --root target/oha || echo "oha: install failed; bench-serve.sh needs it"
 fi
 mkdir -p .gpu/bin && cp target/oha/bin/oha .gpu/bin/ 2>/dev/null || true
+# Every rewritten module and the red-team kernels for NVIDIA's JIT (scripts/sandbox-probe.sh run).
+bash scripts/sandbox-probe.sh pack >/dev/null
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT
 du -sh .gpu

@@ -252,8 +252,11 @@ pub fn soft_lib_candidates() -> Vec<PathBuf> {
     out
 }
 
-/// Where softcuda is: `explicit` (the value of `$SOFTCUDA_LIB`) when given, else the first of
-/// [`soft_lib_candidates`] that exists.
+/// Where softcuda is: `explicit` (the value of `$SOFTCUDA_LIB`) when given, else the most
+/// recently built of [`soft_lib_candidates`] that exist (the first on a tie). cargo copies a
+/// cdylib up beside the binaries only when it builds softcuda itself as a root, and never
+/// refreshes that copy when softcuda is rebuilt as a dependency, so the copy beside a binary
+/// can be older than the one in `deps/`: taking the first found ran a stale driver.
 fn find_soft_lib(explicit: Option<std::ffi::OsString>) -> Result<PathBuf, LoaderError> {
     if let Some(value) = explicit.filter(|v| !v.is_empty()) {
         let path = PathBuf::from(value);
@@ -264,10 +267,25 @@ fn find_soft_lib(explicit: Option<std::ffi::OsString>) -> Result<PathBuf, Loader
         };
     }
     let searched = soft_lib_candidates();
-    match searched.iter().find(|p| p.is_file()) {
-        Some(found) => Ok(found.clone()),
-        None => Err(LoaderError::SoftLibNotFound { searched }),
+    newest(&searched).ok_or(LoaderError::SoftLibNotFound { searched })
+}
+
+/// The most recently modified of the existing files in `paths`; the earliest listed on a tie.
+fn newest(paths: &[PathBuf]) -> Option<PathBuf> {
+    let mut best: Option<(&PathBuf, std::time::SystemTime)> = None;
+    for p in paths {
+        let Ok(meta) = std::fs::metadata(p) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if best.is_none_or(|(_, t)| modified > t) {
+            best = Some((p, modified));
+        }
     }
+    best.map(|(p, _)| p.clone())
 }
 
 /// Opens softcuda globally and checks that a bare `libcuda.so` now resolves to it.
@@ -350,6 +368,27 @@ fn symbol_path(lib: &UnixLibrary, symbol: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_newest_candidate_wins_over_a_stale_copy_listed_first() {
+        let dir = std::env::temp_dir().join(format!("softcuda-newest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (stale, fresh) = (dir.join("a.so"), dir.join("b.so"));
+        std::fs::write(&stale, b"old").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        std::fs::write(&fresh, b"new").unwrap();
+        let missing = dir.join("missing.so");
+        let found = super::newest(&[missing.clone(), stale.clone(), fresh.clone()]);
+        assert_eq!(found, Some(fresh.clone()));
+        assert_eq!(super::newest(&[missing]), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -348,7 +348,11 @@ fn partial_or_misaligned_mappings_are_refused_as_nvidia_refuses_them() {
         set_access(base, g, RW),
         INVALID,
     );
-    steps.expect("cuMemMap of the whole allocation", map(base, 2 * g, 0, h), OK);
+    steps.expect(
+        "cuMemMap of the whole allocation",
+        map(base, 2 * g, 0, h),
+        OK,
+    );
     steps.expect(
         "cuMemSetAccess reaching the unmapped granules after it",
         set_access(base, 4 * g, RW),
