@@ -76,13 +76,17 @@ async fn ten_thousand_runs_including_trapping_and_leaking_guests_leave_no_device
 
 /// The host's counters once the device is idle and gpuhost's completion thread has released
 /// what finished launches kept alive (it does so just after they complete, on its own thread).
+/// The host's stats once they have stopped changing for longer than the watchdog sleeps while
+/// idle (100 ms): it releases a dropped Store's control block on its next wake.
 fn settle(host: &gpuhost::Host) -> gpuhost::HostStats {
     host.synchronize().unwrap();
     let mut last = host.stats();
-    for _ in 0..500 {
+    let mut stable = 0;
+    for _ in 0..1000 {
         std::thread::sleep(std::time::Duration::from_millis(10));
         let now = host.stats();
-        if now == last && now.pending_launches == 0 {
+        stable = if now == last { stable + 1 } else { 0 };
+        if stable >= 25 && now.pending_launches == 0 {
             return now;
         }
         last = now;
