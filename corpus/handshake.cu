@@ -5,7 +5,7 @@ extern "C" __global__ void handshake(volatile int *mine, volatile int *theirs, i
                                      long long spins) {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         *mine = 1;
-        __nvvm_membar_sys();
+        asm volatile("membar.sys;" ::: "memory");
         long long i = 0;
         while (*theirs == 0 && i < spins) {
             i++;

@@ -6,9 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
-  --and test -p gpuhost-wasm --test all --and bin -p gpuhost-cli --bin gpuhost
-cargo build --release --target wasm32-wasip2 --manifest-path examples/guests/Cargo.toml \
-  --target-dir target/guests
+  --and test -p gpuhost-wasm --test all --and bin -p gpuhost-cli --bin gpuhost \
+  --and bin -p conformance --example sandbox_bench
+for ws in examples/guests crates/gpuhost-wasm/tests/guests; do
+  cargo build --release --target wasm32-wasip2 --manifest-path "$ws/Cargo.toml" \
+    --target-dir target/guests
+done
 mkdir -p .gpu/guests .gpu/lib
 cp target/guests/wasm32-wasip2/release/*.wasm .gpu/guests/
 cp "$(ls target/release/libsoftcuda.so target/release/deps/libsoftcuda.so 2>/dev/null | head -1)" .gpu/lib/

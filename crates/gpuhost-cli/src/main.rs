@@ -26,7 +26,7 @@ enum Command {
     /// Launch, completion, bind-on-entry and swap benchmarks, side by side with the raw driver API.
     Bench(bench::Args),
     /// Run a WebAssembly guest (wasm32-wasip2 component) with the gpuhost:cuda imports.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Serve a repository of HTTP functions (wasi:http components launching kernels) with
     /// version swaps under load, KServe v2 health, Prometheus metrics and a status page.
     Serve(serve::Args),
@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
         Command::Serve(a) => serve::run(a),
     }
 }

@@ -55,6 +55,21 @@ pub struct Args {
     /// Guest linear memory, in bytes.
     #[arg(long)]
     max_wasm_memory: Option<usize>,
+    /// Run the guest trusted: its PTX and cubins run unchanged, unconfined (the default
+    /// sandbox confines its kernels to its own memory and stops runaway launches).
+    #[arg(long)]
+    trusted: bool,
+    /// GPU time one launch of a sandboxed guest may run, in milliseconds, before it is stopped
+    /// [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_kernel_ms: Option<u64>,
+    /// Bytes of module globals (.global/.const variables) across a sandboxed guest's modules.
+    #[arg(long)]
+    max_globals_bytes: Option<u64>,
+    /// Local memory one launch of a sandboxed guest may need: bytes per thread times resident
+    /// threads.
+    #[arg(long)]
+    max_launch_local_bytes: Option<u64>,
 }
 
 impl Args {
@@ -66,7 +81,12 @@ impl Args {
         set!(max_buffer_bytes => max_buffer_bytes, max_buffers => max_buffers, max_modules => max_modules,
              max_module_bytes => max_module_bytes, max_ptx_bytes => max_ptx_bytes,
              max_launches_in_flight => max_launches_in_flight, max_kernels => max_kernels,
-             max_streams_and_events => max_streams_and_events, max_wasm_memory => max_wasm_memory_bytes);
+             max_streams_and_events => max_streams_and_events, max_wasm_memory => max_wasm_memory_bytes,
+             max_globals_bytes => max_globals_bytes, max_launch_local_bytes => max_launch_local_bytes);
+        l.sandbox = !self.trusted;
+        if let Some(ms) = self.max_kernel_ms {
+            l.max_kernel_time = std::time::Duration::from_millis(ms);
+        }
         if let Some(f) = self.fuel {
             l.fuel = (f > 0).then_some(f);
         }

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../..");
     let dir = gpuhost_wasm::example_guests::build(&root)?;
     let runtime = Runtime::new(host)?;
-    let guest = runtime.load_file(&dir.join("misbehave.wasm"))?;
+    let guest = runtime.load_file(&dir.join("launchbench.wasm"))?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -2,15 +2,18 @@
 //! the same empty kernel with the same arguments and geometry, in the same three patterns: one
 //! launch alone onto an idle stream, the same launch plus synchronize (the round trip), and one
 //! launch within a burst of [`BURST`] back-to-back launches (timed per burst, as the core bench
-//! times back-to-back launches). The guest (examples/guests/misbehave in `bench` mode, timing
+//! times back-to-back launches). The guest (examples/guests/launchbench, timing
 //! itself with the WASI monotonic clock) does each with an argument list (`stream.launch`) and
-//! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`.
+//! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`. The guest runs
+//! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
+//! arguments, watchdog segments: the sandboxed-vs-trusted rows).
 
 use std::time::Instant;
 
 use gpuhost::{Arg, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
 use crate::error::Error;
+use crate::limits::Limits;
 use crate::runtime::{Guest, RunOptions, Runtime};
 
 /// The empty kernel both sides launch (the guest embeds the same file).
@@ -43,6 +46,10 @@ pub struct LaunchBench {
     pub guest: Pattern,
     /// Guest: `stream.enqueue` of the same launch, bound once.
     pub guest_bound: Pattern,
+    /// The sandboxed guest's `stream.launch`.
+    pub sandboxed: Pattern,
+    /// The sandboxed guest's `stream.enqueue`.
+    pub sandboxed_bound: Pattern,
     /// Guest: a pair of WASI monotonic clock reads (each lone guest launch includes one).
     pub guest_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
@@ -88,20 +95,45 @@ impl LaunchBench {
         ]
     }
 
+    /// (measure, trusted guest, sandboxed guest) for each row of the sandbox table.
+    fn sandbox_rows(&self) -> [(String, u128, u128); 4] {
+        let (g, b, s, sb) = (
+            self.guest,
+            self.guest_bound,
+            self.sandboxed,
+            self.sandboxed_bound,
+        );
+        [
+            ("launch, alone on an idle stream".into(), g.alone, s.alone),
+            (
+                "launch → synchronize round trip".into(),
+                g.roundtrip,
+                s.roundtrip,
+            ),
+            (format!("launch, in bursts of {BURST}"), g.burst, s.burst),
+            (
+                format!("bound launch, in bursts of {BURST}"),
+                b.burst,
+                sb.burst,
+            ),
+        ]
+    }
+
     /// A markdown table (for bench/RESULTS.md).
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "guest vs native on {}, {} samples, medians:\n\n| measure | native gpuhost | wasm guest | guest / native |\n|---|---|---|---|\n",
+            "guest vs native on {}, {} samples, medians:\n\n",
             self.device, self.samples
         );
-        for (what, native, guest) in self.rows() {
-            s += &format!(
-                "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
-                native as f64 / 1e3,
-                guest as f64 / 1e3,
-                ratio(guest, native)
-            );
-        }
+        s += &table(
+            ["native gpuhost", "wasm guest", "guest / native"],
+            self.rows(),
+        );
+        s += "\n";
+        s += &table(
+            ["trusted guest", "sandboxed guest", "sandboxed / trusted"],
+            self.sandbox_rows(),
+        );
         s + &format!(
             "\nguest clock read pair {} ns, bare import round trip {} ns\n",
             self.guest_clock_ns, self.guest_import_ns
@@ -122,16 +154,33 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
             pattern(self.guest, self.native),
             pattern(self.guest_bound, self.native),
+            pattern(self.sandboxed, self.guest),
+            pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
             self.guest_import_ns
         )
     }
+}
+
+/// A markdown table of (measure, base, other) rows with their ratio, headed `head`.
+fn table(head: [&str; 3], rows: impl IntoIterator<Item = (String, u128, u128)>) -> String {
+    let [a, b, r] = head;
+    let mut s = format!("| measure | {a} | {b} | {r} |\n|---|---|---|---|\n");
+    for (what, base, other) in rows {
+        s += &format!(
+            "| {what} | {:.2} µs | {:.2} µs | {:.2}× |\n",
+            base as f64 / 1e3,
+            other as f64 / 1e3,
+            ratio(other, base)
+        );
+    }
+    s
 }
 
 /// Native samples, in nanoseconds.
@@ -178,7 +227,7 @@ async fn native_pass(
     Ok(())
 }
 
-/// Runs both sides, `samples` launches each. `bench_guest` is misbehave.wasm, loaded on `runtime`.
+/// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
     bench_guest: &Guest,
@@ -197,17 +246,61 @@ pub async fn guest_vs_native(
     native_pass(&stream, &kernel, &buf, samples / 10 + 1, &mut warm_up).await?;
     let mut native = NativeSamples::default();
     native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
-    let args = vec!["misbehave".into(), "bench".into(), samples.to_string()];
+    let trusted = guest_pass(runtime, bench_guest, samples, false).await?;
+    let sandboxed = guest_pass(runtime, bench_guest, samples, true).await?;
+    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
+    let pattern = |alone, roundtrip, burst| Pattern {
+        alone,
+        roundtrip,
+        burst,
+    };
+    Ok(LaunchBench {
+        samples,
+        device: host.facts().name.clone(),
+        native: pattern(
+            median(native.alone),
+            median(native.roundtrip),
+            median(native.burst),
+        ),
+        guest: trusted.launch,
+        guest_bound: trusted.bound,
+        sandboxed: sandboxed.launch,
+        sandboxed_bound: sandboxed.bound,
+        guest_clock_ns: trusted.clock_ns,
+        guest_import_ns: trusted.import_ns,
+    })
+}
+
+/// What one run of the bench guest measured.
+struct GuestPass {
+    launch: Pattern,
+    bound: Pattern,
+    clock_ns: u128,
+    import_ns: u128,
+}
+
+/// Runs the bench guest once, trusted or sandboxed, and reads its timings.
+async fn guest_pass(
+    runtime: &Runtime,
+    bench_guest: &Guest,
+    samples: usize,
+    sandbox: bool,
+) -> Result<GuestPass, Error> {
+    let args = vec!["launchbench".into(), samples.to_string()];
+    let limits = Limits {
+        sandbox,
+        ..Limits::default()
+    };
     let out = runtime
         .run(
             bench_guest,
             RunOptions {
                 args,
+                limits,
                 ..RunOptions::default()
             },
         )
         .await?;
-    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
     let text = String::from_utf8_lossy(&out.stdout);
     let field = |name: &str| -> Option<u128> {
         text.split_whitespace()
@@ -230,8 +323,8 @@ pub async fn guest_vs_native(
         Some(ba),
         Some(br),
         Some(bb),
-        Some(clock),
-        Some(import),
+        Some(clock_ns),
+        Some(import_ns),
     ] = names.map(field)
     else {
         return Err(Error::Trap {
@@ -247,17 +340,10 @@ pub async fn guest_vs_native(
         roundtrip,
         burst,
     };
-    Ok(LaunchBench {
-        samples,
-        device: host.facts().name.clone(),
-        native: pattern(
-            median(native.alone),
-            median(native.roundtrip),
-            median(native.burst),
-        ),
-        guest: pattern(la, lr, lb),
-        guest_bound: pattern(ba, br, bb),
-        guest_clock_ns: clock,
-        guest_import_ns: import,
+    Ok(GuestPass {
+        launch: pattern(la, lr, lb),
+        bound: pattern(ba, br, bb),
+        clock_ns,
+        import_ns,
     })
 }

@@ -10,7 +10,8 @@ use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, HostBoundLaunch, LaunchConfig};
-use crate::ctx::CudaCtxView;
+use crate::confine::{HIDDEN_PLACEHOLDERS, KernelSandbox};
+use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::CudaResult;
 use crate::limits::{Charge, Usage};
 use crate::module::KernelRes;
@@ -30,6 +31,7 @@ enum Bound {
 pub struct BoundLaunchRes {
     kernel: gpuhost::Kernel,
     kernel_charge: Charge,
+    sandbox: Option<KernelSandbox>,
     config: GpuConfig,
     args: Vec<Bound>,
 }
@@ -48,6 +50,21 @@ impl BoundLaunchRes {
 
     pub(crate) fn kernel(&self) -> &gpuhost::Kernel {
         &self.kernel
+    }
+
+    pub(crate) fn sandbox(&self) -> Option<&KernelSandbox> {
+        self.sandbox.as_ref()
+    }
+
+    /// Checks the launch as it is now without launching (a sandboxed kernel: the user's
+    /// argument count and local memory here, the hidden arguments as placeholders for gpuhost).
+    fn check(&self, ctx: &CudaCtx) -> CudaResult<()> {
+        let mut args = self.args();
+        if let Some(sb) = &self.sandbox {
+            sb.check(&ctx.limits, ctx.host.facts(), &self.config, args.len())?;
+            args.extend(HIDDEN_PLACEHOLDERS);
+        }
+        Ok(self.kernel.check_launch(&self.config, &args)?)
     }
 
     pub(crate) fn config(&self) -> GpuConfig {
@@ -98,6 +115,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
         let k = self.table.get(&kernel)?;
         let kernel_charge = k.charge.clone();
+        let sandbox = k.sandbox.clone();
         let kernel = k.kernel.registry().kernel(k.kernel.name())?;
         let args = args
             .iter()
@@ -107,10 +125,11 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         let bound = BoundLaunchRes {
             kernel,
             kernel_charge,
+            sandbox,
             config: to_gpu_config(&config),
             args,
         };
-        bound.kernel.check_launch(&bound.config, &bound.args())?;
+        bound.check(self.ctx)?;
         // From here on it holds quota shares: every failure path gives them back.
         if let Err(e) = self.ctx.usage.add_kernel(&self.ctx.limits) {
             bound.release_shares(&mut self.ctx.usage);
@@ -139,11 +158,11 @@ impl HostBoundLaunch for CudaCtxView<'_> {
             .into());
         };
         let old = std::mem::replace(slot, new);
-        let checked = b.kernel.check_launch(&b.config, &b.args());
+        let checked = b.check(self.ctx);
         if let Err(e) = checked {
             let rejected = std::mem::replace(&mut b.args[index as usize], old);
             rejected.release(&mut self.ctx.usage);
-            return Err(e.into());
+            return Err(e);
         }
         old.release(&mut self.ctx.usage);
         Ok(())
@@ -155,9 +174,11 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         config: LaunchConfig,
     ) -> CudaResult<()> {
         let b = self.table.get_mut(&launch)?;
-        let config = to_gpu_config(&config);
-        b.kernel.check_launch(&config, &b.args())?;
-        b.config = config;
+        let old = std::mem::replace(&mut b.config, to_gpu_config(&config));
+        if let Err(e) = b.check(self.ctx) {
+            b.config = old;
+            return Err(e);
+        }
         Ok(())
     }
 

@@ -31,9 +31,13 @@ impl Host for CudaCtxView<'_> {
             ))
             .into());
         };
+        // The operator's own kernels, loaded by the host: run as loaded, not rewritten (a
+        // sandboxed guest still passes them only its own buffers, but its scalars reach them
+        // unchecked — see docs/ISOLATION.md, "Not covered").
         let res = KernelRes {
             kernel: bundle.kernel(&name)?,
             charge: Charge::granted(),
+            sandbox: None,
         };
         self.ctx.usage.add_kernel(&self.ctx.limits)?;
         self.table.push(res).map_err(|e| {

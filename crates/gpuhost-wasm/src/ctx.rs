@@ -7,7 +7,9 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::bindings::gpuhost::cuda;
+use crate::confine::Confinement;
 use crate::limits::{Limits, Usage};
+use crate::watchdog::StoreWatch;
 
 /// gpuhost:cuda state of one guest: the device it uses, its quotas and what it holds.
 pub struct CudaCtx {
@@ -22,6 +24,10 @@ pub struct CudaCtx {
     pub(crate) bundle: Option<Arc<gpuhost::Registry>>,
     /// Kernel launches enqueued so far (an embedder's per-guest metric).
     pub(crate) launches: u64,
+    /// Launches of streams the guest dropped, still running and counted (see stream.rs).
+    pub(crate) orphans: Vec<crate::stream::Orphan>,
+    /// The sandbox of this guest (`Limits::sandbox`), made on first use.
+    pub(crate) confine: Option<Confinement>,
 }
 
 impl CudaCtx {
@@ -36,6 +42,8 @@ impl CudaCtx {
             transfer: None,
             bundle: None,
             launches: 0,
+            orphans: Vec::new(),
+            confine: None,
         }
     }
 
@@ -65,6 +73,23 @@ impl CudaCtx {
     /// What the guest holds now.
     pub fn usage(&self) -> &Usage {
         &self.usage
+    }
+
+    /// The guest's sandbox (its arena, control block and watch), made on first use; None for a
+    /// trusted guest.
+    pub(crate) fn confinement(&mut self) -> Result<Option<&mut Confinement>, gpuhost::Error> {
+        if !self.limits.sandbox {
+            return Ok(None);
+        }
+        if self.confine.is_none() {
+            self.confine = Some(Confinement::new(&self.host, &self.limits)?);
+        }
+        Ok(self.confine.as_mut())
+    }
+
+    /// The watch of this guest's launches, for waiting until they end after the Store is gone.
+    pub(crate) fn watch(&self) -> Option<Arc<StoreWatch>> {
+        self.confine.as_ref().map(|c| c.watch.clone())
     }
 
     /// How many calls a quota refused, and the last refusal's message (for the embedder's

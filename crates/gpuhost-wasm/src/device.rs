@@ -39,6 +39,7 @@ impl Host for CudaCtxView<'_> {
     }
 
     fn quotas(&mut self) -> wasmtime::Result<QuotaInfo> {
+        self.ctx.retire_orphans();
         let (l, u) = (&self.ctx.limits, &self.ctx.usage);
         Ok(QuotaInfo {
             max_module_bytes: l.max_module_bytes,
@@ -51,6 +52,10 @@ impl Host for CudaCtxView<'_> {
             max_launch_args: l.max_launch_args,
             max_streams_and_events: l.max_streams_and_events,
             max_kernels: l.max_kernels,
+            max_globals_bytes: l.max_globals_bytes,
+            max_launch_local_bytes: l.max_launch_local_bytes,
+            max_kernel_ms: u64::try_from(l.max_kernel_time.as_millis()).unwrap_or(u64::MAX),
+            sandboxed: l.sandbox,
             used_module_bytes: u.module_bytes,
             used_modules: u.modules,
             used_buffers: u.buffers,
@@ -58,6 +63,7 @@ impl Host for CudaCtxView<'_> {
             launches_in_flight: u.launches_in_flight,
             used_streams_and_events: u.streams_and_events,
             used_kernels: u.kernels,
+            used_globals_bytes: u.globals_bytes,
         })
     }
 }

@@ -110,6 +110,8 @@ pub fn from_gpu(e: &gpuhost::Error) -> WitError {
         G::ArgMismatch { .. } => WitError::ArgMismatch(msg),
         G::OutOfBounds { .. } => WitError::OutOfBounds(msg),
         G::DeviceMismatch { .. } => WitError::InvalidHandle(msg),
+        G::ArenaFull { .. } => WitError::OutOfMemory(msg),
+        G::Unsupported { .. } => WitError::NotSupported(msg),
         G::Driver { name, .. } => match name.as_str() {
             "CUDA_ERROR_OUT_OF_MEMORY" => WitError::OutOfMemory(msg),
             "CUDA_ERROR_NOT_SUPPORTED" => WitError::NotSupported(msg),

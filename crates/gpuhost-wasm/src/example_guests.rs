@@ -1,5 +1,7 @@
-//! Building the repository's example and test guests (examples/guests) for the test suite and
-//! the benchmark: `cargo build --release --target wasm32-wasip2`, once, into target/guests.
+//! Building the repository's example guests (examples/guests) for the test suite, the benchmark
+//! and `gpuhost run --example`: `cargo build --release --target wasm32-wasip2`, once, into
+//! target/guests. [`build_workspace`] builds another guest workspace the same way (the test
+//! guests of crates/gpuhost-wasm/tests/guests).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +10,11 @@ use std::process::Command;
 /// set (prebuilt guests, for machines without the wasm32-wasip2 toolchain), else built now from
 /// `repo_root/examples/guests` with the `cargo` that runs us (`$CARGO`).
 pub fn build(repo_root: &Path) -> Result<PathBuf, String> {
+    build_workspace(repo_root, "examples/guests")
+}
+
+/// [`build`] for the guest workspace at `repo_root/workspace` (a folder with a Cargo.toml).
+pub fn build_workspace(repo_root: &Path, workspace: &str) -> Result<PathBuf, String> {
     if let Ok(dir) = std::env::var("GPUHOST_GUEST_DIR") {
         return Ok(PathBuf::from(dir));
     }
@@ -21,7 +28,7 @@ pub fn build(repo_root: &Path) -> Result<PathBuf, String> {
             "wasm32-wasip2",
             "--manifest-path",
         ])
-        .arg(repo_root.join("examples/guests/Cargo.toml"))
+        .arg(repo_root.join(workspace).join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target)
         .env_remove("CARGO_TARGET_DIR")
@@ -30,7 +37,7 @@ pub fn build(repo_root: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "building examples/guests failed ({status}); install the target with `rustup target add wasm32-wasip2`, or set GPUHOST_GUEST_DIR to prebuilt guests"
+            "building {workspace} failed ({status}); install the target with `rustup target add wasm32-wasip2`, or set GPUHOST_GUEST_DIR to prebuilt guests"
         ));
     }
     Ok(target.join("wasm32-wasip2/release"))

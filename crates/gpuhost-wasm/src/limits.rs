@@ -6,6 +6,7 @@
 //! and the quota is released by the last holder dropped, when the device really frees it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::bindings::WitError;
 
@@ -40,7 +41,26 @@ pub struct Limits {
     pub fuel: Option<u64>,
     /// Linear memory of the guest, in bytes. Default 512 MiB.
     pub max_wasm_memory_bytes: usize,
+    /// Confine the guest's kernels to its own memory (the PTX sandbox: every module is
+    /// rewritten, buffers and globals come from one arena per guest, binary images are refused,
+    /// launches are stopped past `max_kernel_time`). False marks the guest trusted: its PTX and
+    /// cubins run unchanged, as native gpuhost code would. Default true.
+    pub sandbox: bool,
+    /// GPU time one launch may run before it is stopped (sandboxed guests): the next
+    /// `synchronize` of its stream returns `time-limit`. Default 10 s.
+    pub max_kernel_time: Duration,
+    /// Bytes of module `.global`/`.const` variables across the guest's loaded modules
+    /// (sandboxed guests: each module's globals are a block of the guest's memory). Default
+    /// 64 MiB.
+    pub max_globals_bytes: u64,
+    /// Local memory one launch may make the device reserve: the kernel's local bytes per thread
+    /// times the threads that can be resident at once (the launch's threads, at most the
+    /// device's resident capacity). Sandboxed guests. Default 256 MiB.
+    pub max_launch_local_bytes: u64,
 }
+
+/// Threads one SM can hold at once on every architecture gpuhost targets (sm_50 and later).
+pub(crate) const RESIDENT_THREADS_PER_SM: u64 = 2048;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -57,6 +77,10 @@ impl Default for Limits {
             max_kernels: 1024,
             fuel: Some(20_000_000_000),
             max_wasm_memory_bytes: 512 << 20,
+            sandbox: true,
+            max_kernel_time: Duration::from_secs(10),
+            max_globals_bytes: 64 << 20,
+            max_launch_local_bytes: 256 << 20,
         }
     }
 }
@@ -78,6 +102,8 @@ pub struct Usage {
     pub streams_and_events: u32,
     /// Live kernel handles and bound launches.
     pub kernels: u32,
+    /// Bytes of module globals (sandboxed guests).
+    pub globals_bytes: u64,
 }
 
 /// What one module or buffer counts in its guest's quotas, shared by every handle keeping it
@@ -89,14 +115,16 @@ pub(crate) struct Charge(Arc<ChargeOf>);
 enum ChargeOf {
     /// A kernel of a bundle the embedder loaded: nothing counted against the guest's modules.
     Granted,
-    Module(u64),
+    /// Image bytes and globals bytes.
+    Module(u64, u64),
     Buffer(u64),
 }
 
 impl Charge {
-    /// The charge of a module image of `bytes`, already reserved with [`Usage::add_module`].
-    pub(crate) fn module(bytes: u64) -> Self {
-        Self(Arc::new(ChargeOf::Module(bytes)))
+    /// The charge of a module image of `bytes` with `globals` bytes of globals, already
+    /// reserved with [`Usage::add_module`] and [`Usage::add_globals`].
+    pub(crate) fn module(bytes: u64, globals: u64) -> Self {
+        Self(Arc::new(ChargeOf::Module(bytes, globals)))
     }
 
     /// The charge of a kernel of a granted bundle: the embedder loaded it, the guest pays none.
@@ -115,7 +143,10 @@ impl Charge {
         if Arc::strong_count(&self.0) == 1 {
             match *self.0 {
                 ChargeOf::Granted => {}
-                ChargeOf::Module(bytes) => usage.remove_module(bytes),
+                ChargeOf::Module(bytes, globals) => {
+                    usage.remove_module(bytes);
+                    usage.globals_bytes = usage.globals_bytes.saturating_sub(globals);
+                }
                 ChargeOf::Buffer(bytes) => usage.remove_buffer(bytes),
             }
         }
@@ -163,6 +194,16 @@ impl Usage {
     pub fn remove_module(&mut self, bytes: u64) {
         self.modules = self.modules.saturating_sub(1);
         self.module_bytes = self.module_bytes.saturating_sub(bytes);
+    }
+
+    /// Reserves `bytes` of module globals; refused when over the quota.
+    pub fn add_globals(&mut self, l: &Limits, bytes: u64) -> Result<(), WitError> {
+        let total = self.globals_bytes.saturating_add(bytes);
+        if total > l.max_globals_bytes {
+            return Err(over("module globals bytes", total, l.max_globals_bytes));
+        }
+        self.globals_bytes = total;
+        Ok(())
     }
 
     /// Reserves one buffer of `bytes`; refused when over a quota.
@@ -223,6 +264,28 @@ impl Usage {
         }
         Ok(())
     }
+}
+
+/// Checks the local memory a launch of `threads` threads makes the device reserve, at
+/// `per_thread` bytes each, on a device of `sm_count` SMs: only resident threads hold local
+/// memory at once, so the count is capped by the device's resident capacity.
+pub fn check_launch_local(
+    l: &Limits,
+    kernel: &str,
+    per_thread: u64,
+    threads: u64,
+    sm_count: u32,
+) -> Result<(), WitError> {
+    let resident = u64::from(sm_count.max(1)) * RESIDENT_THREADS_PER_SM;
+    let bytes = per_thread.saturating_mul(threads.min(resident));
+    if bytes > l.max_launch_local_bytes {
+        return Err(WitError::QuotaExceeded(format!(
+            "launch local memory of kernel {kernel}: {per_thread} bytes per thread x {} resident threads = {bytes} bytes, over the guest's limit of {}; use less local memory per thread (smaller local arrays, shallower calls) or fewer threads, or ask the embedder to raise it",
+            threads.min(resident),
+            l.max_launch_local_bytes
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that `[offset, offset + len)` lies inside `size` bytes and converts it for gpuhost.
@@ -300,7 +363,7 @@ mod tests {
         let l = Limits::default();
         let mut u = Usage::default();
         u.add_module(&l, 100).unwrap();
-        let module = Charge::module(100);
+        let module = Charge::module(100, 0);
         let kernel = module.clone();
         module.release(&mut u);
         assert_eq!(
@@ -319,6 +382,42 @@ mod tests {
         assert_eq!(u.buffers, 1, "one bound argument still holds it");
         b.release(&mut u);
         assert_eq!((u.buffers, u.buffer_bytes), (0, 0));
+    }
+
+    #[test]
+    fn globals_quota_counts_the_total_and_is_released_with_the_module() {
+        let l = Limits {
+            max_globals_bytes: 100,
+            ..Limits::default()
+        };
+        let mut u = Usage::default();
+        u.add_module(&l, 10).unwrap();
+        u.add_globals(&l, 60).unwrap();
+        let first = Charge::module(10, 60);
+        assert!(
+            matches!(u.add_globals(&l, 41), Err(WitError::QuotaExceeded(m)) if m.contains("globals"))
+        );
+        first.release(&mut u);
+        assert_eq!((u.modules, u.globals_bytes), (0, 0));
+        u.add_globals(&l, 100).unwrap();
+    }
+
+    #[test]
+    fn launch_local_memory_counts_resident_threads_only() {
+        let l = Limits {
+            max_launch_local_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        // 256 bytes x 4096 threads = 1 MiB: fits exactly.
+        check_launch_local(&l, "k", 256, 4096, 100).unwrap();
+        assert!(matches!(
+            check_launch_local(&l, "k", 256, 4097, 100),
+            Err(WitError::QuotaExceeded(m)) if m.contains("kernel k")
+        ));
+        // A huge grid on a 1-SM device: only 2048 threads are resident.
+        check_launch_local(&l, "k", 512, u64::MAX, 1).unwrap();
+        assert!(check_launch_local(&l, "k", 513, u64::MAX, 1).is_err());
+        assert!(check_launch_local(&l, "k", u64::MAX, 2, 1).is_err());
     }
 
     #[test]

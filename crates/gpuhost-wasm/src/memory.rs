@@ -40,7 +40,11 @@ impl HostBuffer for CudaCtxView<'_> {
                 WitError::OutOfMemory(format!("{size} bytes do not fit this host's address space"))
                     .into()
             })
-            .and_then(|bytes| Ok(self.ctx.host.alloc(bytes)?))
+            .and_then(|bytes| match self.ctx.confinement()? {
+                // A sandboxed guest's buffers come from its arena (zeroed there).
+                Some(c) => Ok(c.arena.alloc(size)?),
+                None => Ok(self.ctx.host.alloc(bytes)?),
+            })
             .and_then(|buf| {
                 let charge = Charge::buffer(size);
                 Ok(self.table.push(BufferRes { buf, charge })?)

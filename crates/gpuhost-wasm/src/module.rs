@@ -9,6 +9,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::module::{Host, HostKernel, HostModule, ParamInfo};
+use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
 use crate::limits::Charge;
@@ -17,12 +18,16 @@ use crate::limits::Charge;
 pub struct ModuleRes {
     pub(crate) registry: Arc<Registry>,
     charge: Charge,
+    /// Its globals block and rewritten kernels, for a sandboxed guest.
+    sandbox: Option<Arc<SandboxModule>>,
 }
 
 /// A guest's kernel handle, with its share of its module's quota.
 pub struct KernelRes {
     pub(crate) kernel: gpuhost::Kernel,
     pub(crate) charge: Charge,
+    /// What a launch of it needs beyond the user's arguments, for a sandboxed guest.
+    pub(crate) sandbox: Option<KernelSandbox>,
 }
 
 impl CudaCtxView<'_> {
@@ -33,28 +38,87 @@ impl CudaCtxView<'_> {
         is_ptx: bool,
     ) -> CudaResult<Resource<ModuleRes>> {
         self.ctx.usage.add_module(&self.ctx.limits, bytes)?;
-        let source = ModuleSource::new("guest", image);
-        match Registry::from_sources(&self.ctx.host, "guest", vec![source]) {
-            Ok(registry) => Ok(self
-                .table
-                .push(ModuleRes {
-                    registry,
-                    charge: Charge::module(bytes),
-                })
-                .inspect_err(|_| {
-                    self.ctx.usage.remove_module(bytes);
-                })?),
-            Err(e) => {
-                self.ctx.usage.remove_module(bytes);
-                Err(match (&e, is_ptx) {
-                    (gpuhost::Error::InvalidModule { log, .. }, true) => {
-                        WitError::InvalidPtx(log.clone())
-                    }
-                    _ => from_gpu(&e),
-                }
-                .into())
-            }
+        let loaded = match image {
+            ModuleImage::Ptx(ptx) if self.ctx.limits.sandbox => self.sandboxed(&ptx),
+            image => self.registry(image, is_ptx).map(|r| (r, 0, None)),
+        };
+        let pushed = loaded.and_then(|(registry, globals, sandbox)| {
+            let res = ModuleRes {
+                registry,
+                charge: Charge::module(bytes, globals),
+                sandbox,
+            };
+            // On failure the charge drops with `res`, unreleased: give its globals back here.
+            self.table.push(res).map_err(|e| {
+                let g = &mut self.ctx.usage.globals_bytes;
+                *g = g.saturating_sub(globals);
+                e.into()
+            })
+        });
+        if pushed.is_err() {
+            self.ctx.usage.remove_module(bytes);
         }
+        pushed
+    }
+
+    /// Loads one image as a one-module registry.
+    fn registry(&mut self, image: ModuleImage, is_ptx: bool) -> CudaResult<Arc<Registry>> {
+        let source = ModuleSource::new("guest", image);
+        Registry::from_sources(&self.ctx.host, "guest", vec![source]).map_err(|e| {
+            match (&e, is_ptx) {
+                (gpuhost::Error::InvalidModule { log, .. }, true) => {
+                    WitError::InvalidPtx(log.clone())
+                }
+                _ => from_gpu(&e),
+            }
+            .into()
+        })
+    }
+
+    /// Rewrites `ptx` with the sandbox, reserves and fills its globals block in the guest's
+    /// arena (counted in the globals quota; the returned count is what was reserved) and loads
+    /// the rewritten text.
+    fn sandboxed(
+        &mut self,
+        ptx: &str,
+    ) -> CudaResult<(Arc<Registry>, u64, Option<Arc<SandboxModule>>)> {
+        let rewritten = crate::confine::rewrite(ptx)?;
+        // Its kernels launch with the guest's arena and control block: make them now.
+        self.ctx.confinement()?;
+        let size = rewritten.globals.size;
+        self.ctx.usage.add_globals(&self.ctx.limits, size)?;
+        let made = self.globals_block(&rewritten.globals).and_then(|globals| {
+            let registry = self.registry(ModuleImage::Ptx(rewritten.ptx), true)?;
+            let module = SandboxModule {
+                globals,
+                kernels: rewritten.kernels,
+            };
+            Ok((registry, size, Some(Arc::new(module))))
+        });
+        if made.is_err() {
+            let g = &mut self.ctx.usage.globals_bytes;
+            *g = g.saturating_sub(size);
+        }
+        made
+    }
+
+    /// A module's globals block for this guest: in its arena, zeroed, then its initial image.
+    fn globals_block(
+        &mut self,
+        layout: &ptxvm::sandbox::GlobalsLayout,
+    ) -> CudaResult<Option<gpuhost::DeviceBuffer>> {
+        if layout.size == 0 {
+            return Ok(None);
+        }
+        let Some(c) = self.ctx.confinement()? else {
+            return Ok(None);
+        };
+        // Arena allocations are 256-aligned: enough for any PTX variable (the layout asks >= 16).
+        let block = c.arena.alloc(layout.size)?;
+        if !layout.init.is_empty() {
+            block.write(0, &layout.init)?;
+        }
+        Ok(Some(block))
     }
 }
 
@@ -65,6 +129,13 @@ impl HostModule for CudaCtxView<'_> {
     }
 
     fn from_cubin(&mut self, image: Vec<u8>) -> CudaResult<Resource<ModuleRes>> {
+        if self.ctx.limits.sandbox {
+            return Err(WitError::BinaryRefused(format!(
+                "this guest is sandboxed and may load PTX text only: a cubin or fatbin ({} bytes) cannot be checked for accesses outside the guest's memory; load the module's PTX with from-ptx, or ask the embedder to run the guest trusted (gpuhost run --trusted)",
+                image.len()
+            ))
+            .into());
+        }
         let bytes = image.len() as u64;
         // Quota first (a cheap refusal of huge images), then the structure the driver relies on.
         let limit = self.ctx.limits.max_ptx_bytes;
@@ -84,9 +155,30 @@ impl HostModule for CudaCtxView<'_> {
         name: String,
     ) -> CudaResult<Resource<KernelRes>> {
         let m = self.table.get(&module)?;
+        let kernel = m.registry.kernel(&name)?;
+        let sandbox = match (&m.sandbox, self.ctx.confine.as_mut()) {
+            (Some(sm), Some(c)) => {
+                let Some(k) = sm.kernels.iter().find(|k| k.name == name) else {
+                    return Err(WitError::KernelNotFound(format!(
+                        "the sandboxed module has no kernel {name}"
+                    ))
+                    .into());
+                };
+                let (tag, name) = c.tag(&name);
+                Some(KernelSandbox {
+                    module: sm.clone(),
+                    user_params: k.user_params,
+                    local_bytes: k.local_bytes_per_thread,
+                    tag,
+                    name,
+                })
+            }
+            _ => None,
+        };
         let res = KernelRes {
-            kernel: m.registry.kernel(&name)?,
+            kernel,
             charge: m.charge.clone(),
+            sandbox,
         };
         self.ctx.usage.add_kernel(&self.ctx.limits)?;
         self.table.push(res).map_err(|e| {
@@ -108,9 +200,13 @@ impl HostKernel for CudaCtxView<'_> {
     }
 
     fn params(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<Vec<ParamInfo>> {
-        let k = &self.table.get(&kernel)?.kernel;
-        Ok(k.params()
+        let k = self.table.get(&kernel)?;
+        // A sandboxed kernel shows the user's parameters only (the hidden ones follow them).
+        let shown = k.sandbox.as_ref().map_or(usize::MAX, |s| s.user_params);
+        Ok(k.kernel
+            .params()
             .iter()
+            .take(shown)
             .map(|p| ParamInfo {
                 offset: p.offset,
                 size: p.size,

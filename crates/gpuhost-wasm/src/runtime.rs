@@ -47,7 +47,7 @@ impl CudaView for GuestState {
 }
 
 /// Where a guest's stdout or stderr goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub enum Output {
     /// The host process's stream.
     Inherit,
@@ -56,6 +56,25 @@ pub enum Output {
     Capture,
     /// Discarded.
     Null,
+    /// Written to this pipe, which the embedder may read while the guest runs (a log shown
+    /// live, a line the embedder waits for). Not returned in [`RunOutcome`].
+    Pipe(OutputPipe),
+}
+
+/// An in-memory pipe for [`Output::Pipe`]: what the guest wrote so far, readable at any time.
+#[derive(Debug, Clone)]
+pub struct OutputPipe(MemoryOutputPipe);
+
+impl OutputPipe {
+    /// A pipe keeping at most `capacity` bytes (a guest writing more gets a write error).
+    pub fn new(capacity: usize) -> Self {
+        Self(MemoryOutputPipe::new(capacity))
+    }
+
+    /// Everything written so far.
+    pub fn contents(&self) -> Vec<u8> {
+        self.0.contents().to_vec()
+    }
 }
 
 /// How to run a guest once.
@@ -92,6 +111,11 @@ pub struct RunOutcome {
     pub quota_refusals: u32,
     /// The last refusal's message.
     pub last_refusal: Option<String>,
+    /// False when launches of the guest were still running when `run` stopped waiting for
+    /// them, a few seconds after its Store was dropped and its kernels told to stop; its memory
+    /// stays reserved until they end. Always true for a trusted guest, whose kernels are
+    /// neither stopped nor waited for.
+    pub launches_ended: bool,
 }
 
 /// A compiled, pre-linked guest: compile once, run many times (concurrently too).
@@ -199,15 +223,17 @@ impl Runtime {
         }
         let stdout = MemoryOutputPipe::new(CAPTURE_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURE_BYTES);
-        match opts.stdout {
+        match &opts.stdout {
             Output::Inherit => drop(wasi.inherit_stdout()),
             Output::Capture => drop(wasi.stdout(stdout.clone())),
             Output::Null => {}
+            Output::Pipe(p) => drop(wasi.stdout(p.0.clone())),
         }
-        match opts.stderr {
+        match &opts.stderr {
             Output::Inherit => drop(wasi.inherit_stderr()),
             Output::Capture => drop(wasi.stderr(stderr.clone())),
             Output::Null => {}
+            Output::Pipe(p) => drop(wasi.stderr(p.0.clone())),
         }
         let fuel = opts.limits.fuel;
         let store_limits = StoreLimitsBuilder::new()
@@ -238,8 +264,14 @@ impl Runtime {
         let (quota_refusals, last_refusal) = store.data().cuda.quota_refusals();
         let last_refusal = last_refusal.map(str::to_string);
         let fuel_used = fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
-        // Everything the guest held goes with the Store, before we report.
+        let watch = store.data().cuda.watch();
+        // Everything the guest held goes with the Store, before we report: its kernels are
+        // stopped, and we wait (bounded) until they have ended.
         drop(store);
+        let launches_ended = match watch {
+            Some(w) => w.drained().await,
+            None => true,
+        };
         let exit_code = match result {
             Ok(Ok(())) => 0,
             Ok(Err(())) => 1,
@@ -262,6 +294,7 @@ impl Runtime {
             fuel_used,
             quota_refusals,
             last_refusal,
+            launches_ended,
         })
     }
 }

@@ -3,6 +3,7 @@
 //! suspended on its fiber while the executor thread serves other guests.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use gpuhost::{Arg as GpuArg, Completion, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
@@ -11,18 +12,22 @@ use wasmtime::component::{Resource, ResourceTable};
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, BufferArg, Host, HostStream, LaunchConfig};
 use crate::bound_launch::BoundLaunchRes;
-use crate::ctx::CudaCtxView;
+use crate::confine::KernelSandbox;
+use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
 use crate::limits::check_range;
 use crate::module::KernelRes;
+use crate::watchdog::StreamWatch;
 
 /// Kernel arguments converted without a heap allocation (more spill to the heap).
 pub(crate) const INLINE_ARGS: usize = 8;
 
 /// A guest's stream and the launches on it not yet observed complete.
 pub struct StreamRes {
-    pub(crate) stream: gpuhost::Stream,
+    pub(crate) stream: Arc<gpuhost::Stream>,
+    /// The watchdog's view of its launches (sandboxed guests).
+    watch: Option<Arc<StreamWatch>>,
     pending: VecDeque<Completion>,
     /// The first failure of a launch seen complete before `synchronize` (CUDA reports kernel
     /// errors late, and so does this): returned by the next `synchronize`.
@@ -96,10 +101,78 @@ pub(crate) fn check_arg_count(n: usize, max: u32) -> CudaResult<()> {
     Ok(())
 }
 
+/// The launches of a stream the guest dropped before they finished: still counted in flight
+/// (dropping a stream does not stop its work), and the stream kept until they end.
+pub(crate) struct Orphan {
+    /// Kept so that gpuhost pools it again only after this work (it would anyway, once idle).
+    _stream: Arc<gpuhost::Stream>,
+    pending: VecDeque<Completion>,
+}
+
+/// Retires the finished launches at the front of `pending` without waiting; returns how many.
+fn retire_done(pending: &mut VecDeque<Completion>, failed: &mut Option<WitError>) -> u32 {
+    let mut n = 0;
+    while pending.front().is_some_and(Completion::is_done) {
+        let Some(done) = pending.pop_front() else {
+            break;
+        };
+        n += 1;
+        // Finished: `wait` returns at once.
+        if let Err(e) = done.wait() {
+            failed.get_or_insert(from_gpu(&e));
+        }
+    }
+    n
+}
+
+/// Launches `kernel` on `s` with the user's `args`: as given for a trusted guest; for a
+/// sandboxed one after checking the user's argument count and local memory, with the hidden
+/// arguments appended, under the watchdog.
+pub(crate) fn launch_on<'a>(
+    ctx: &'a CudaCtx,
+    s: &StreamRes,
+    kernel: &gpuhost::Kernel,
+    sandbox: Option<&'a KernelSandbox>,
+    cfg: GpuConfig,
+    mut args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
+) -> CudaResult<Completion> {
+    let Some(sb) = sandbox else {
+        return Ok(s.stream.launch(kernel, cfg, &args)?);
+    };
+    let (Some(watch), Some(c)) = (&s.watch, &ctx.confine) else {
+        // A sandboxed kernel on a stream made before the guest was: never, Limits are fixed.
+        return Err(WitError::InvalidHandle(
+            "this stream cannot launch sandboxed kernels; create a new one".into(),
+        )
+        .into());
+    };
+    sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
+    let done = watch.launch(&c.watch, &sb.name, |epoch| {
+        args.extend(c.hidden(sb, epoch));
+        s.stream.launch(kernel, cfg, &args)
+    })?;
+    Ok(done)
+}
+
+impl crate::ctx::CudaCtx {
+    /// Retires the finished launches of dropped streams (their errors have nobody to go to).
+    pub(crate) fn retire_orphans(&mut self) {
+        let mut retired = 0;
+        self.orphans.retain_mut(|o| {
+            retired += retire_done(&mut o.pending, &mut None);
+            !o.pending.is_empty()
+        });
+        self.usage.launches_in_flight = self.usage.launches_in_flight.saturating_sub(retired);
+    }
+}
+
 impl CudaCtxView<'_> {
     /// What every launch checks first: finished launches retired, then the in-flight quota.
     fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.retire_finished(stream)?;
+        if self.ctx.usage.launches_in_flight >= self.ctx.limits.max_launches_in_flight {
+            self.ctx.retire_orphans();
+        }
         Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
     }
 
@@ -116,16 +189,8 @@ impl CudaCtxView<'_> {
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
-        while s.pending.front().is_some_and(Completion::is_done) {
-            let Some(done) = s.pending.pop_front() else {
-                break;
-            };
-            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
-            // Finished: `wait` returns at once.
-            if let Err(e) = done.wait() {
-                s.failed.get_or_insert(from_gpu(&e));
-            }
-        }
+        let n = retire_done(&mut s.pending, &mut s.failed);
+        self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
         Ok(())
     }
 }
@@ -139,8 +204,14 @@ impl HostStream for CudaCtxView<'_> {
             .stream()
             .map_err(Into::into)
             .and_then(|stream| {
+                let stream = Arc::new(stream);
+                let watch = match self.ctx.confinement()? {
+                    Some(c) => Some(c.watch.stream(stream.clone())),
+                    None => None,
+                };
                 let res = StreamRes {
                     stream,
+                    watch,
                     pending: VecDeque::new(),
                     failed: None,
                     tail_untracked: false,
@@ -169,11 +240,10 @@ impl HostStream for CudaCtxView<'_> {
                 .enumerate()
                 .map(|(i, a)| to_gpu_arg(table, i, a))
                 .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
-            let k = &table.get(&kernel)?.kernel;
-            table
-                .get(&stream)?
-                .stream
-                .launch(k, to_gpu_config(&config), &args)?
+            let k = table.get(&kernel)?;
+            let s = table.get(&stream)?;
+            let cfg = to_gpu_config(&config);
+            launch_on(self.ctx, s, &k.kernel, k.sandbox.as_ref(), cfg, args)?
         };
         self.launched(&stream, completion)
     }
@@ -186,8 +256,8 @@ impl HostStream for CudaCtxView<'_> {
         self.before_launch(&stream)?;
         let completion = {
             let b = self.table.get(&launch)?;
-            let s = &self.table.get(&stream)?.stream;
-            s.launch(b.kernel(), b.config(), &b.args())?
+            let s = self.table.get(&stream)?;
+            launch_on(self.ctx, s, b.kernel(), b.sandbox(), b.config(), b.args())?
         };
         self.launched(&stream, completion)
     }
@@ -205,6 +275,19 @@ impl HostStream for CudaCtxView<'_> {
             }
         }
         if let Some(e) = failed {
+            return Err(e.into());
+        }
+        // A sandboxed guest's kernels stopped by the watchdog, then fenced accesses, in that
+        // order: both mean the results are wrong, and the first is the cause of any second.
+        let s = self.table.get(&stream)?;
+        if let Some(what) = s.watch.as_ref().and_then(|w| w.take_stopped()) {
+            let ms = self.ctx.limits.max_kernel_time.as_millis();
+            return Err(WitError::TimeLimit(format!(
+                "{what} ran past this guest's GPU-time limit of {ms} ms per launch and was stopped, with the launches queued with it on this guest's streams; split the work into shorter launches, or ask the embedder to raise the limit (gpuhost run --max-kernel-ms)"
+            ))
+            .into());
+        }
+        if let Some(e) = self.ctx.confine.as_ref().and_then(|c| c.take_fault()) {
             return Err(e.into());
         }
         if tail {
@@ -243,10 +326,17 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, stream: Resource<StreamRes>) -> wasmtime::Result<()> {
-        let s = self.table.delete(stream)?;
-        // Dropping a Completion does not cancel its launch; gpuhost keeps what it uses alive.
-        let n = u32::try_from(s.pending.len()).unwrap_or(u32::MAX);
+        let mut s = self.table.delete(stream)?;
+        // Dropping a stream does not stop its launches: they stay counted in flight until they
+        // finish (retired by later launches, or seen by `quotas`).
+        let n = retire_done(&mut s.pending, &mut None);
         self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
+        if !s.pending.is_empty() {
+            self.ctx.orphans.push(Orphan {
+                _stream: s.stream,
+                pending: s.pending,
+            });
+        }
         self.ctx.usage.remove_stream_or_event();
         Ok(())
     }

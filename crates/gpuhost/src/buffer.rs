@@ -1,9 +1,14 @@
 //! Device memory: a cheaply cloneable handle, freed when the last clone and every launch using it end.
+//!
+//! A buffer is either its own cuMemAlloc allocation, a range of an [`Arena`] (given back to the
+//! arena instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s host-mapped
+//! memory (kept alive, never freed here). All three behave the same for launches and transfers.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdeviceptr};
 
+use crate::arena::Arena;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::stats::Counters;
@@ -19,6 +24,19 @@ pub(crate) struct BufferInner {
     pub(crate) raw: CUdeviceptr,
     len: usize,
     pub(crate) generation: u64,
+    origin: Origin,
+}
+
+/// Where a buffer's memory comes from, and so what its last drop does.
+enum Origin {
+    /// Its own cuMemAlloc allocation: freed.
+    Alloc,
+    /// `size` bytes at `offset` of an arena (`size` 0 for the arena's anchor): given back.
+    Arena {
+        arena: Arc<Arena>,
+        offset: u64,
+        size: u64,
+    },
 }
 
 impl std::fmt::Debug for DeviceBuffer {
@@ -46,8 +64,29 @@ impl DeviceBuffer {
                 raw,
                 len: bytes,
                 generation,
+                origin: Origin::Alloc,
             }),
         })
+    }
+
+    /// A buffer over `len` bytes at `offset` of `arena`, which the arena has handed out (zeroed)
+    /// as a `size`-byte range; the range goes back to the arena when the last holder drops.
+    pub(crate) fn from_arena(arena: &Arc<Arena>, offset: u64, size: u64, len: usize) -> Self {
+        let host = Arc::clone(arena.host());
+        Counters::inc(&host.counters.live_buffers);
+        Self {
+            inner: Arc::new(BufferInner {
+                raw: arena.base() + offset,
+                len,
+                generation: arena.generation(),
+                host,
+                origin: Origin::Arena {
+                    arena: Arc::clone(arena),
+                    offset,
+                    size,
+                },
+            }),
+        }
     }
 
     /// Size in bytes.
@@ -175,21 +214,24 @@ impl DeviceBuffer {
 impl Drop for BufferInner {
     fn drop(&mut self) {
         Counters::dec(&self.host.counters.live_buffers);
-        // A buffer of a dead generation died with its context; its address may be reused by
-        // the new context, so freeing it would free someone else's memory.
-        match self.host.enter_for(self.generation) {
-            Ok(_) => {
-                // SAFETY: the allocation is ours, of the current context, and no clone or
-                // launch uses it any more (this is the last Arc).
-                let r = unsafe { sys::cuMemFree_v2(self.raw) };
-                if let Err(e) = self.host.classify("cuMemFree_v2", r) {
-                    self.host.drop_error("freeing a device buffer", &e);
-                }
-            }
-            Err(Error::ContextLost { .. }) => {}
-            Err(e) => self
-                .host
-                .drop_error("binding the context to free a buffer", &e),
+        match &self.origin {
+            Origin::Alloc => {}
+            // The arena unmaps its memory only when it goes itself (dead generations: never).
+            Origin::Arena {
+                arena,
+                offset,
+                size,
+            } => return arena.give_back(*offset, *size),
         }
+        // A buffer of a dead generation died with its context; freeing it could free the new
+        // context's memory at the same address.
+        self.host.release_in(self.generation, "free a buffer", || {
+            // SAFETY: the allocation is ours, of the current context, and no clone or launch
+            // uses it any more (this is the last Arc).
+            let r = unsafe { sys::cuMemFree_v2(self.raw) };
+            if let Err(e) = self.host.classify("cuMemFree_v2", r) {
+                self.host.drop_error("freeing a device buffer", &e);
+            }
+        });
     }
 }

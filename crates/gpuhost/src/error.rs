@@ -125,6 +125,56 @@ pub enum Error {
         /// The buffer's size.
         size: usize,
     },
+    /// An arena allocation does not fit in what the arena has free.
+    #[error(
+        "the arena cannot hold {requested} more bytes: its limit is {limit} bytes, {used} are in live allocations and the largest free range is {largest_free} bytes; drop buffers you no longer need, or create the arena with a larger max_bytes"
+    )]
+    ArenaFull {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes in live allocations of the arena.
+        used: u64,
+        /// The arena's limit (its max_bytes, rounded up to 256).
+        limit: u64,
+        /// The largest free range.
+        largest_free: u64,
+    },
+    /// The driver or device lacks something a feature needs.
+    #[error(
+        "{feature} are not available here: {reason}; use a driver and GPU with CUDA virtual memory management (CUDA 10.2+, Pascal or newer) or softcuda"
+    )]
+    Unsupported {
+        /// What cannot be used.
+        feature: &'static str,
+        /// What is missing.
+        reason: String,
+    },
+    /// A range of a [`HostBuffer`](crate::HostBuffer) that is reversed or runs past its end.
+    #[error(
+        "host buffer range {start}..{end} does not fit a {size}-byte host buffer: give an ascending range inside it"
+    )]
+    HostRange {
+        /// Start of the range.
+        start: usize,
+        /// End of the range (exclusive).
+        end: usize,
+        /// The host buffer's size.
+        size: usize,
+    },
+    /// Host memory for a page-locked buffer could not be allocated.
+    #[error("cannot allocate {bytes} bytes of page-locked host memory ({reason}): ask for less")]
+    HostMemory {
+        /// The size asked for.
+        bytes: usize,
+        /// Why not.
+        reason: String,
+    },
+    /// A transfer configuration out of its bounds.
+    #[error("invalid transfer configuration: {reason}")]
+    TransferConfig {
+        /// Which setting, and its bounds.
+        reason: String,
+    },
     /// Any other driver error.
     #[error("CUDA driver call {call} failed: {name} ({code})")]
     Driver {

@@ -37,11 +37,18 @@ pub struct Host {
     pub(crate) counters: Counters,
     /// Pooled streams and events, tagged with their generation (stale ones are dropped, never destroyed).
     streams: Mutex<Vec<(u64, usize)>>,
+    /// Dropped streams that still had work running: pooled only once idle (see
+    /// `return_stream`), so the next user never queues behind a previous user's kernel.
+    draining: Mutex<Vec<(u64, usize)>>,
     events: Mutex<Vec<(u64, usize)>>,
     timing_events: Mutex<Vec<(u64, usize)>>,
-    /// Pooled page-locked staging chunks of transfers (see transfer.rs), at most POOLED_CHUNKS.
-    staging: Mutex<Vec<(u64, usize)>>,
+    /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
+    pub(crate) pinned: crate::pinned::Pool,
+    /// How pageable transfers are staged (see transfer.rs).
+    pub(crate) transfer: Mutex<crate::transfer::TransferConfig>,
     pub(crate) completer: OnceLock<Completer>,
+    /// Nanoseconds a `Completion`'s poll spins before it returns Pending (see completion.rs).
+    pub(crate) await_spin_ns: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -101,10 +108,13 @@ impl Host {
             recovery: Mutex::new(()),
             counters: Counters::default(),
             streams: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
-            staging: Mutex::new(Vec::new()),
+            pinned: Default::default(),
+            transfer: Default::default(),
             completer: OnceLock::new(),
+            await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
         })
     }
 
@@ -138,6 +148,23 @@ impl Host {
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
     pub fn enter(&self) -> Result<u64> {
+        if self.has_ctx_id {
+            // Fast path, one driver call: the id of the context current on this thread (NULL
+            // asks for the current one; ids are unique for the life of the process) is the one
+            // we retained — bound and verified at once, as the path below would find it.
+            let generation = self.generation.load(Acquire);
+            let expected = self.ctx_id.load(Acquire);
+            let mut id = 0;
+            // SAFETY: `id` is a valid out pointer; with no context current the driver answers
+            // an error code, and we take the full path.
+            let r = unsafe { sys::cuCtxGetId(ptr::null_mut(), &mut id) };
+            if r == CUresult::CUDA_SUCCESS
+                && id == expected
+                && self.generation.load(Acquire) == generation
+            {
+                return Ok(generation);
+            }
+        }
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
@@ -272,23 +299,25 @@ impl Host {
         };
         // Pooled handles belonged to the dead context; their values may be reused by the new
         // one, so they are forgotten, never destroyed.
-        for pool in [&self.streams, &self.events, &self.timing_events] {
+        for pool in [
+            &self.streams,
+            &self.draining,
+            &self.events,
+            &self.timing_events,
+        ] {
             let mut p = pool.lock().unwrap_or_else(|p| p.into_inner());
             let n = p.len() as u64;
             p.clear();
-            let c = if std::ptr::eq(pool, &self.streams) {
+            let c = if std::ptr::eq(pool, &self.streams) || std::ptr::eq(pool, &self.draining) {
                 &self.counters.live_streams
             } else {
                 &self.counters.live_events
             };
             c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
-        // Staging chunks are our own memory: the dead context took their registrations; free them.
-        let stale = std::mem::take(&mut *self.staging.lock().unwrap_or_else(|p| p.into_inner()));
-        for (_, ptr) in stale {
-            // SAFETY: pooled chunks of the dead context: held by nobody, no DMA can touch them.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
+        // Pooled page-locked regions are our own memory: the dead context took their
+        // registrations; free them.
+        self.pinned.free_dead();
         self.ctx.store(ctx, Release);
         self.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
@@ -352,6 +381,7 @@ impl Host {
 
     fn stream_once(self: &Arc<Self>) -> Result<Stream> {
         let generation = self.enter()?;
+        self.pool_idle_draining(generation);
         let raw = match take_pooled(&self.streams, generation) {
             Some(s) => s as CUstream,
             None => {
@@ -368,10 +398,56 @@ impl Host {
         Ok(Stream::new(self.clone(), raw, generation))
     }
 
+    /// Takes back a dropped stream: pooled when idle, else kept aside until it is (a stream
+    /// still running a kernel handed to the next user would make that user's work queue behind
+    /// it, for as long as the kernel runs). Stale generations are forgotten.
     pub(crate) fn return_stream(&self, generation: u64, raw: CUstream) {
-        give_pooled(&self.streams, generation, raw as usize, self.generation());
-        if generation != self.generation() {
+        let current = self.generation();
+        if generation != current {
             Counters::dec(&self.counters.live_streams);
+            return;
+        }
+        if self.stream_idle(generation, raw) {
+            give_pooled(&self.streams, generation, raw as usize, current);
+        } else {
+            give_pooled(&self.draining, generation, raw as usize, current);
+        }
+    }
+
+    /// True when `raw` (of `generation`) has no work queued or running. Any failure (a lost or
+    /// poisoned context) counts as busy: such a stream is never handed out again.
+    fn stream_idle(&self, generation: u64, raw: CUstream) -> bool {
+        if self.enter_for(generation).is_err() {
+            return false;
+        }
+        // SAFETY: a stream of the bound, current-generation context, not destroyed (pooled or
+        // draining streams are only forgotten, never destroyed, while their generation lives).
+        let r = unsafe { sys::cuStreamQuery(raw) };
+        r == CUresult::CUDA_SUCCESS
+    }
+
+    /// Moves the draining streams of `generation` that have gone idle into the pool.
+    fn pool_idle_draining(&self, generation: u64) {
+        let mut d = self.draining.lock().unwrap_or_else(|p| p.into_inner());
+        if d.is_empty() {
+            return;
+        }
+        let mut idle = Vec::new();
+        d.retain(|&(g, raw)| {
+            if g != generation {
+                // Of a dead context (pushed while it was being replaced): forgotten.
+                Counters::dec(&self.counters.live_streams);
+                return false;
+            }
+            let busy = !self.stream_idle(g, raw as CUstream);
+            if !busy {
+                idle.push(raw);
+            }
+            busy
+        });
+        drop(d);
+        for raw in idle {
+            give_pooled(&self.streams, generation, raw, self.generation());
         }
     }
 
@@ -440,6 +516,17 @@ impl Host {
         self.classify("cuCtxSynchronize", r)
     }
 
+    /// For Drop implementations: binds the context and runs `release` if `generation` is still
+    /// current. Handles of a dead generation died with their context, and their values may be
+    /// reused by the new one, so they are forgotten; any other failure is recorded as `what`.
+    pub(crate) fn release_in(&self, generation: u64, what: &str, release: impl FnOnce()) {
+        match self.enter_for(generation) {
+            Ok(_) => release(),
+            Err(Error::ContextLost { .. }) => {}
+            Err(e) => self.drop_error(&format!("binding the context to {what}"), &e),
+        }
+    }
+
     /// Record an error from a Drop implementation (which must not panic).
     pub(crate) fn drop_error(&self, what: &str, e: &Error) {
         Counters::inc(&self.counters.drop_errors);
@@ -452,40 +539,6 @@ fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
     // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
     check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
     Ok(id)
-}
-
-impl Host {
-    /// A pooled staging chunk of `generation`, if one is free.
-    pub(crate) fn take_staging(&self, generation: u64) -> Option<usize> {
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(&(g, ptr)) = p.last() {
-            if g > generation {
-                // The caller's generation went stale meanwhile: leave the newer chunks pooled.
-                return None;
-            }
-            p.pop();
-            if g == generation {
-                return Some(ptr);
-            }
-            // SAFETY: a pooled chunk of a dead generation: held by nobody, no DMA can touch it.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
-        None
-    }
-
-    /// Pools a staging chunk of `generation` unless the pool is full or the generation is dead.
-    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> crate::transfer::Returned {
-        use crate::transfer::Returned;
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if generation != self.generation() {
-            return Returned::Dead;
-        }
-        if p.len() >= crate::transfer::POOLED_CHUNKS {
-            return Returned::Spare;
-        }
-        p.push((generation, raw));
-        Returned::Pooled
-    }
 }
 
 fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {

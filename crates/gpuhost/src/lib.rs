@@ -8,7 +8,9 @@
 //! driver), so a service should exit and be restarted. Kernels come from [`Registry`]s (the
 //! modules of one model), released only when nothing holds them; a [`ModelSlot`] swaps models
 //! under load. Launches are checked, enqueued, and complete through a [`Completion`] future woken
-//! by a per-host completion thread.
+//! by a per-host completion thread. For untrusted kernels, an [`Arena`] is one fixed virtual
+//! range of zeroed buffers that never move (what a PTX sandbox fences accesses into), and a
+//! [`ControlBlock`] a few bytes of host-mapped memory kernels and the host share.
 //!
 //! ```no_run
 //! # fn main() -> gpuhost::Result<()> {
@@ -24,8 +26,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod arena;
 mod buffer;
 mod completion;
+mod control;
+mod copy;
 mod driver;
 mod error;
 mod facts;
@@ -33,6 +38,7 @@ mod host;
 mod launch;
 mod manifest;
 mod module;
+mod pinned;
 pub mod ptx_sig;
 mod registry;
 mod release;
@@ -41,19 +47,23 @@ mod stats;
 mod stream;
 mod transfer;
 
+pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
-pub use completion::Completion;
+pub use completion::{Completion, MAX_AWAIT_SPIN};
+pub use control::{CONTROL_BYTES, ControlBlock};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};
 pub use host::{Host, host};
 pub use launch::{Arg, LaunchConfig, ParamInfo};
 pub use manifest::{ModuleImage, ModuleSource};
+pub use pinned::HostBuffer;
 pub use registry::{Kernel, ParamSource, Registry};
 pub use release::{ReleaseRefused, ReleaseReport, release};
 pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
 pub use stats::HostStats;
 pub use stream::{Event, Stream};
+pub use transfer::TransferConfig;
 
 /// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
 /// deliberately disturb) the raw driver API.

@@ -24,6 +24,10 @@ pub struct HostStats {
     pub context_losses: u64,
     /// Errors recorded by Drop implementations (freeing or unloading failed).
     pub drop_errors: u64,
+    /// Guest arenas alive (their reservations not yet freed).
+    pub live_arenas: u64,
+    /// Control blocks alive.
+    pub live_control_blocks: u64,
 }
 
 /// An atomic counter alone on its cache line.
@@ -44,6 +48,8 @@ pub(crate) struct Counters {
     pub(crate) completed: Padded,
     pub(crate) context_losses: AtomicU64,
     pub(crate) drop_errors: AtomicU64,
+    pub(crate) live_arenas: AtomicU64,
+    pub(crate) live_control_blocks: AtomicU64,
 }
 
 impl Counters {
@@ -71,6 +77,8 @@ impl Counters {
             launches: self.launches.0.load(Relaxed),
             context_losses: self.context_losses.load(Relaxed),
             drop_errors: self.drop_errors.load(Relaxed),
+            live_arenas: self.live_arenas.load(Relaxed),
+            live_control_blocks: self.live_control_blocks.load(Relaxed),
         }
     }
 }

@@ -56,6 +56,8 @@ fn bench(m: &Module, name: &str, grid: [u32; 3], block: [u32; 3], vals: &[u64], 
         params: &p,
         globals: &[],
         workers: 1,
+        cancel: None,
+        deadline: None,
     };
     ptxvm::launch(m, &l, mem).expect("warm-up launch");
     let (mut lanes, mut warps) = (0u64, 0u64);

@@ -2,6 +2,8 @@
 //! memory trait, launch parameters, statistics and faults.
 
 use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// A kernel's interface and resource needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,11 @@ pub struct Launch<'a> {
     pub globals: &'a [u64],
     /// CPU threads to spread blocks over.
     pub workers: usize,
+    /// Backstop watchdog: when set and it becomes `true`, the launch stops between warp time
+    /// slices with `FaultKind::Timeout`.
+    pub cancel: Option<&'a AtomicBool>,
+    /// Backstop watchdog: past this instant the launch stops with `FaultKind::Timeout`.
+    pub deadline: Option<Instant>,
 }
 
 /// Work done by a launch.
@@ -133,6 +140,8 @@ pub enum FaultKind {
         /// The index.
         index: u64,
     },
+    /// The launch was cancelled or ran past its deadline (`Launch::cancel`/`deadline`).
+    Timeout,
 }
 
 /// What a failed device `assert` reports.
@@ -191,6 +200,12 @@ impl fmt::Display for Fault {
                 write!(f, "kernel {}: invalid launch: {why}", self.kernel)
             }
             FaultKind::StackOverflow => write!(f, "{at}: call stack overflow; reduce call nesting"),
+            FaultKind::Timeout => write!(
+                f,
+                "kernel {}: stopped by the watchdog (cancelled or past its deadline); the kernel \
+                 ran too long: bound its loops or raise the time limit",
+                self.kernel
+            ),
             FaultKind::AssertFailed(_) => {
                 write!(f, "{}", self.assert_message().unwrap_or_default())
             }

@@ -4,6 +4,12 @@
 /// A parsed PTX module.
 #[derive(Debug, Default)]
 pub(crate) struct Module {
+    /// `.version` as written (`8.5`), if present.
+    pub version: Option<String>,
+    /// `.target` words (`sm_90`, `debug`…).
+    pub target: Vec<String>,
+    /// `.address_size` (64 when absent).
+    pub address_size: Option<u32>,
     /// Module-scope variables (`.global`, `.const`, `.shared`).
     pub vars: Vec<VarDecl>,
     /// Kernels and device functions, including body-less prototypes.
@@ -34,6 +40,8 @@ pub(crate) struct VarDecl {
     pub count: Option<u64>,
     pub init: Vec<Init>,
     pub is_extern: bool,
+    /// `.visible`/`.weak`/`.common` as written (module scope only).
+    pub linkage: Option<String>,
     pub line: u32,
 }
 
@@ -43,6 +51,9 @@ pub(crate) enum Init {
     Int(i128),
     F64Bits(u64),
     F32Bits(u32),
+    /// An address-valued element (`tbl`, `generic(tbl)+4`): needs a linker, so it is rejected
+    /// by lowering and refused by the sandbox, but it parses.
+    Symbol,
 }
 
 /// A kernel (`.entry`) or device function (`.func`).
@@ -53,6 +64,10 @@ pub(crate) struct Func {
     pub params: Vec<VarDecl>,
     pub rets: Vec<VarDecl>,
     pub max_threads: Option<u32>,
+    /// `.visible`/`.weak`/`.extern` as written.
+    pub linkage: Option<String>,
+    /// Performance directives in order (`maxntid` → `[256, 1, 1]`, `noreturn` → `[]`).
+    pub attrs: Vec<(String, Vec<u64>)>,
     /// `None` for a prototype (`.extern .func f(...);`).
     pub body: Option<Vec<Stmt>>,
     pub line: u32,

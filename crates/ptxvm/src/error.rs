@@ -31,6 +31,14 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// The sandbox (`sandbox::sandbox`) does not allow this construct in an untrusted module.
+    #[error("PTX line {line}: refused by the sandbox: {what}")]
+    Refused {
+        /// 1-based source line (0 when not tied to one).
+        line: u32,
+        /// What was refused and what to change.
+        what: String,
+    },
     /// The input exceeds the size limits ptxvm accepts.
     #[error("PTX input too large ({bytes} bytes); split the module")]
     TooLarge {

@@ -28,7 +28,8 @@
 //! let m = Module::load(".version 7.0\n.target sm_80\n.address_size 64\n\
 //!     .visible .entry k() { ret; }").unwrap();
 //! let l = Launch { kernel: 0, grid: [1, 1, 1], block: [32, 1, 1], dynamic_shared_bytes: 0,
-//!                  params: &[], globals: &[], workers: 1 };
+//!                  params: &[], globals: &[], workers: 1,
+//!                  cancel: None, deadline: None };
 //! let stats = ptxvm::launch(&m, &l, &NoMem).unwrap();
 //! assert_eq!(stats.warp_instructions, 1);
 //! ```
@@ -42,6 +43,7 @@ mod ir;
 mod lex;
 mod lower;
 mod parse;
+pub mod sandbox;
 mod vm;
 
 pub use api::{
@@ -69,7 +71,7 @@ pub struct Module {
 fn target_arch(tokens: &[lex::Token]) -> Option<u32> {
     let i = tokens
         .iter()
-        .position(|t| matches!(&t.tok, lex::Tok::Dot(d) if d == "target"))?;
+        .position(|t| matches!(&t.tok, lex::Tok::Dot(d) if *d == "target"))?;
     let lex::Tok::Ident(name) = &tokens.get(i + 1)?.tok else {
         return None;
     };

@@ -11,14 +11,14 @@ const MAX_DEPTH: u32 = 64;
 const MAX_INIT: usize = 1 << 22;
 
 struct Parser<'a> {
-    t: &'a [Token],
+    t: &'a [Token<'a>],
     i: usize,
 }
 
 type R<T> = Result<T, Error>;
 
 /// Parses a token stream into a module.
-pub(crate) fn parse(tokens: &[Token]) -> R<Module> {
+pub(crate) fn parse(tokens: &[Token<'_>]) -> R<Module> {
     let mut p = Parser { t: tokens, i: 0 };
     let mut m = Module::default();
     while !p.at_end() {
@@ -31,7 +31,7 @@ impl<'a> Parser<'a> {
     fn at_end(&self) -> bool {
         self.i >= self.t.len()
     }
-    fn peek(&self) -> Option<&'a Tok> {
+    fn peek(&self) -> Option<&'a Tok<'a>> {
         self.t.get(self.i).map(|t| &t.tok)
     }
     fn pos(&self) -> (u32, u32) {
@@ -52,7 +52,7 @@ impl<'a> Parser<'a> {
         }
         Err(Error::Parse { line, col, msg })
     }
-    fn next(&mut self) -> R<&'a Tok> {
+    fn next(&mut self) -> R<&'a Tok<'a>> {
         match self.t.get(self.i) {
             Some(t) => {
                 self.i += 1;
@@ -80,7 +80,7 @@ impl<'a> Parser<'a> {
         }
     }
     fn is_dot(&self, w: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Dot(d)) if d == w)
+        matches!(self.peek(), Some(Tok::Dot(d)) if *d == w)
     }
     fn eat_dot(&mut self, w: &str) -> bool {
         if self.is_dot(w) {
@@ -94,7 +94,7 @@ impl<'a> Parser<'a> {
         match self.peek() {
             Some(Tok::Ident(s)) => {
                 self.i += 1;
-                Ok(s.clone())
+                Ok(s.to_string())
             }
             _ => self.err("expected a name"),
         }
@@ -122,8 +122,34 @@ impl<'a> Parser<'a> {
     fn top_level(&mut self, m: &mut Module) -> R<()> {
         let line = self.line();
         match self.peek() {
-            Some(Tok::Dot(d)) => match d.as_str() {
-                "version" | "target" | "address_size" | "file" | "loc" => {
+            Some(Tok::Dot(d)) => match *d {
+                "version" => {
+                    self.i += 1;
+                    m.version = Some(match self.next()? {
+                        Tok::F64Bits(b) => format!("{:.1}", f64::from_bits(*b)),
+                        Tok::Int(v) => format!("{v}.0"),
+                        _ => {
+                            self.i -= 1;
+                            return self.err("expected a PTX version number");
+                        }
+                    });
+                    Ok(())
+                }
+                "target" => {
+                    self.i += 1;
+                    loop {
+                        m.target.push(self.ident()?);
+                        if !self.eat_punct(',') {
+                            return Ok(());
+                        }
+                    }
+                }
+                "address_size" => {
+                    self.i += 1;
+                    m.address_size = Some(self.small_int()?);
+                    Ok(())
+                }
+                "file" | "loc" => {
                     self.skip_line(line);
                     Ok(())
                 }
@@ -165,8 +191,13 @@ impl<'a> Parser<'a> {
     /// Linkage-prefixed declaration: a function or a module-scope variable.
     fn decl(&mut self, m: &mut Module) -> R<()> {
         let mut is_extern = false;
+        let mut linkage = None;
         loop {
-            if self.eat_dot("visible") || self.eat_dot("weak") || self.eat_dot("common") {
+            if let Some(Tok::Dot(d)) = self.peek()
+                && matches!(*d, "visible" | "weak" | "common")
+            {
+                linkage = Some(d.to_string());
+                self.i += 1;
                 continue;
             }
             if self.eat_dot("extern") {
@@ -175,17 +206,23 @@ impl<'a> Parser<'a> {
             }
             break;
         }
+        if is_extern && linkage.is_none() {
+            linkage = Some("extern".into());
+        }
         if self.eat_dot("entry") {
-            let f = self.func(true)?;
+            let mut f = self.func(true)?;
+            f.linkage = linkage;
             m.funcs.push(f);
             Ok(())
         } else if self.eat_dot("func") {
-            let f = self.func(false)?;
+            let mut f = self.func(false)?;
+            f.linkage = linkage;
             m.funcs.push(f);
             Ok(())
         } else {
             let mut v = self.var_decl()?;
             v.is_extern = is_extern;
+            v.linkage = linkage.filter(|l| l != "extern");
             self.expect_punct(';')?;
             m.vars.push(v);
             Ok(())
@@ -204,23 +241,32 @@ impl<'a> Parser<'a> {
             params = self.param_list()?;
         }
         let mut max_threads = None;
-        loop {
-            if self.eat_dot("maxntid") || self.eat_dot("reqntid") {
+        let mut attrs = Vec::new();
+        while let Some(&Tok::Dot(word)) = self.peek() {
+            if matches!(word, "maxntid" | "reqntid") {
+                self.i += 1;
                 let mut n = 1u64;
+                let mut dims = Vec::new();
                 loop {
-                    n = n.saturating_mul(self.int()?);
-                    if !self.eat_punct(',') {
+                    let v = self.int()?;
+                    dims.push(v);
+                    n = n.saturating_mul(v);
+                    if dims.len() >= 3 || !self.eat_punct(',') {
                         break;
                     }
                 }
                 max_threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
-            } else if self.eat_dot("minnctapersm")
-                || self.eat_dot("maxnreg")
-                || self.eat_dot("maxnctapersm")
-                || self.eat_dot("maxclusterrank")
-            {
-                self.int()?;
-            } else if self.eat_dot("noreturn") {
+                attrs.push((word.to_string(), dims));
+            } else if matches!(
+                word,
+                "minnctapersm" | "maxnreg" | "maxnctapersm" | "maxclusterrank"
+            ) {
+                self.i += 1;
+                let v = self.int()?;
+                attrs.push((word.to_string(), vec![v]));
+            } else if word == "noreturn" {
+                self.i += 1;
+                attrs.push((word.to_string(), Vec::new()));
             } else if self.eat_dot("pragma") {
                 while !self.eat_punct(';') {
                     self.next()?;
@@ -241,6 +287,8 @@ impl<'a> Parser<'a> {
             params,
             rets,
             max_threads,
+            linkage: None,
+            attrs,
             body,
             line,
         })
@@ -265,7 +313,7 @@ impl<'a> Parser<'a> {
     fn var_decl(&mut self) -> R<VarDecl> {
         let line = self.line();
         let space = match self.next()? {
-            Tok::Dot(d) => match d.as_str() {
+            Tok::Dot(d) => match *d {
                 "global" => Space::Global,
                 "const" => Space::Const,
                 "shared" => Space::Shared,
@@ -289,10 +337,9 @@ impl<'a> Parser<'a> {
             }
         };
         let (mut ty, mut vec, mut align) = (None, 1u32, None);
-        while let Some(Tok::Dot(d)) = self.peek() {
-            let d = d.clone();
+        while let Some(&Tok::Dot(d)) = self.peek() {
             self.i += 1;
-            match d.as_str() {
+            match d {
                 "align" => align = Some(self.small_int()?),
                 "v2" => vec = 2,
                 "v4" => vec = 4,
@@ -318,12 +365,13 @@ impl<'a> Parser<'a> {
         Ok(VarDecl {
             space,
             name,
-            ty,
+            ty: ty.to_string(),
             vec,
             align,
             count,
             init,
             is_extern: false,
+            linkage: None,
             line,
         })
     }
@@ -351,10 +399,16 @@ impl<'a> Parser<'a> {
             Tok::F32Bits(b) if !neg => Init::F32Bits(*b),
             Tok::F64Bits(b) if !neg => Init::F64Bits(*b),
             Tok::Ident(_) => {
-                return Err(Error::Unsupported {
-                    line,
-                    what: "address-valued initialisers".into(),
-                });
+                // `sym`, `sym+4`, `generic(sym)+4`: kept as a marker; lowering rejects it.
+                if self.eat_punct('(') {
+                    self.ident()?;
+                    self.expect_punct(')')?;
+                }
+                if self.eat_punct('+') || self.eat_punct('-') {
+                    self.int()?;
+                }
+                let _ = line;
+                Init::Symbol
             }
             _ => {
                 self.i -= 1;
@@ -383,7 +437,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     out.push(Stmt::Block(self.stmts(depth + 1)?));
                 }
-                Some(Tok::Dot(d)) => match d.as_str() {
+                Some(Tok::Dot(d)) => match *d {
                     "reg" => out.push(self.reg_decl()?),
                     "loc" | "file" => self.skip_line(line),
                     "pragma" => self.skip_to_semicolon()?,
@@ -412,9 +466,9 @@ impl<'a> Parser<'a> {
                             }
                             self.expect_punct(',')?;
                         }
-                        out.push(Stmt::Targets(name.clone(), labels, line));
+                        out.push(Stmt::Targets(name.to_string(), labels, line));
                     } else {
-                        out.push(Stmt::Label(name.clone(), line));
+                        out.push(Stmt::Label(name.to_string(), line));
                     }
                 }
                 Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
@@ -427,13 +481,13 @@ impl<'a> Parser<'a> {
         self.i += 1;
         let mut ty = None;
         while let Some(Tok::Dot(d)) = self.peek() {
-            if d == "v2" || d == "v4" {
+            if *d == "v2" || *d == "v4" {
                 return Err(Error::Unsupported {
                     line,
                     what: "vector registers".into(),
                 });
             }
-            ty = Some(d.clone());
+            ty = Some(*d);
             self.i += 1;
         }
         let Some(ty) = ty else {
@@ -455,7 +509,11 @@ impl<'a> Parser<'a> {
             }
             self.expect_punct(',')?;
         }
-        Ok(Stmt::Reg { ty, names, line })
+        Ok(Stmt::Reg {
+            ty: ty.to_string(),
+            names,
+            line,
+        })
     }
 
     fn inst(&mut self, line: u32) -> R<Inst> {
@@ -467,7 +525,7 @@ impl<'a> Parser<'a> {
         let opcode = self.ident()?;
         let mut mods = Vec::new();
         while let Some(Tok::Dot(d)) = self.peek() {
-            mods.push(d.clone());
+            mods.push(d.to_string());
             self.i += 1;
         }
         let mut operands = Vec::new();
@@ -494,7 +552,7 @@ impl<'a> Parser<'a> {
         let mut n = self.ident()?;
         if n.starts_with('%')
             && let Some(Tok::Dot(d)) = self.peek()
-            && matches!(d.as_str(), "x" | "y" | "z" | "w")
+            && matches!(*d, "x" | "y" | "z" | "w")
         {
             n.push('.');
             n.push_str(d);
@@ -592,7 +650,7 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 Ok(Operand::F64Bits(*b))
             }
-            Some(Tok::Ident(s)) if s == "_" => {
+            Some(Tok::Ident(s)) if *s == "_" => {
                 self.i += 1;
                 Ok(Operand::Sink)
             }

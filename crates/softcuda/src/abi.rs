@@ -36,6 +36,18 @@ pub(crate) unsafe fn write<T>(ptr: *mut T, value: T) -> CuResult<()> {
     Ok(())
 }
 
+/// Reads the `T` a C caller passed by pointer; null is `CUDA_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `ptr` is null or valid for reading a `T` (the export's C contract).
+pub(crate) unsafe fn read<T: Copy>(ptr: *const T) -> CuResult<T> {
+    if ptr.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: non-null, and valid for reading a T by the caller's contract.
+    Ok(unsafe { ptr.read() })
+}
+
 /// Converts a C `int` ordinal or count that must not be negative.
 pub(crate) fn non_negative(value: i32) -> CuResult<u32> {
     u32::try_from(value).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)

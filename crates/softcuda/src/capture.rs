@@ -222,13 +222,15 @@ pub(crate) fn forget_event(event: u64) {
     }
 }
 
-/// cuStreamWaitEvent when a capture is involved: `Ok(true)` when handled here (a fork or a
-/// join), `Ok(false)` when neither the event nor the stream is part of a capture.
-pub(crate) fn wait_event(stream: u64, event: u64) -> CuResult<bool> {
+/// cuStreamWaitEvent when a capture is involved: `Ok(true)` when handled here (a fork, a join,
+/// or a capturing stream waiting on an event never recorded: nothing to wait for), `Ok(false)`
+/// when neither the event nor the stream is part of a capture.
+pub(crate) fn wait_event(stream: u64, event: u64, ever_recorded: bool) -> CuResult<bool> {
     let recorded = lock(&EVENTS).as_ref().and_then(|m| m.get(&event).cloned());
     let here = active(stream);
     match (recorded, here) {
         (None, None) => Ok(false),
+        (None, Some(_)) if !ever_recorded => Ok(true),
         (None, Some(c)) => {
             c.invalidate();
             Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_ISOLATION)

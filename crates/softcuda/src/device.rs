@@ -48,6 +48,32 @@ pub(crate) fn uuid(ordinal: i32) -> [u8; 16] {
     id
 }
 
+/// The PCI bus id string of a device: there is no PCI device, so bus = the ordinal
+/// (`0000:00:00.0`, `0000:01:00.0`, ...), matching `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
+pub(crate) fn pci_bus_id(ordinal: i32) -> String {
+    format!("0000:{ordinal:02x}:00.0")
+}
+
+/// The device whose [`pci_bus_id`] is `id` (`domain:bus:device.function`, or `bus:device.function`).
+pub(crate) fn by_pci_bus_id(id: &str) -> CuResult<i32> {
+    let parts: Vec<&str> = id.split(':').collect();
+    let (domain, bus, rest) = match parts.as_slice() {
+        [d, b, r] => (*d, *b, *r),
+        [b, r] => ("0", *b, *r),
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    };
+    let hex = |s: &str| u32::from_str_radix(s, 16).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE);
+    let (dev, func) = rest
+        .split_once('.')
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if hex(domain)? != 0 || hex(dev)? != 0 || hex(func)? != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_DEVICE);
+    }
+    let ordinal = i32::try_from(hex(bus)?).map_err(|_| CUresult::CUDA_ERROR_INVALID_DEVICE)?;
+    check(ordinal)?;
+    Ok(ordinal)
+}
+
 /// `CUdevice_P2PAttribute` between two different devices: every allocation is host memory any
 /// CPU thread reaches with real atomics, so access and native atomics are supported; there are
 /// no CUDA arrays.
@@ -179,7 +205,7 @@ pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
         ),
         (
             A::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
-            0,
+            1,
         ),
         (
             A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,

@@ -67,6 +67,26 @@ pub(crate) fn total_memory() -> u64 {
     })
 }
 
+/// The environment variable giving the per-launch watchdog in milliseconds (0: off).
+pub(crate) const WATCHDOG_ENV: &str = "SOFTCUDA_WATCHDOG_MS";
+
+/// Watchdog when `SOFTCUDA_WATCHDOG_MS` is unset: 60 s, far above any test or example kernel
+/// but a bound on a runaway one (sandboxed kernels stop far sooner through their abort word).
+const DEFAULT_WATCHDOG_MS: u64 = 60_000;
+
+/// How long one launch may run before softcuda stops it with `CUDA_ERROR_LAUNCH_TIMEOUT`
+/// (read once; `None` when `SOFTCUDA_WATCHDOG_MS=0`).
+pub(crate) fn watchdog() -> Option<std::time::Duration> {
+    static MS: OnceLock<u64> = OnceLock::new();
+    let ms = *MS.get_or_init(|| {
+        std::env::var(WATCHDOG_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(DEFAULT_WATCHDOG_MS)
+    });
+    (ms > 0).then(|| std::time::Duration::from_millis(ms))
+}
+
 /// CPU threads a kernel's blocks are spread over; also the reported SM count.
 pub(crate) fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
@@ -85,6 +105,7 @@ pub(crate) enum Tag {
     Graph = 6,
     GraphNode = 7,
     GraphExec = 8,
+    Link = 9,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -188,7 +188,7 @@ pub(crate) fn stream_wait(stream_handle: u64, handle: u64, flags: u32) -> CuResu
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     let (ctx, stream) = stream::resolve(stream_handle)?;
-    if crate::capture::wait_event(stream_handle, handle)? {
+    if crate::capture::wait_event(stream_handle, handle, event.recorded().is_some())? {
         return Ok(());
     }
     let Some((source, ticket)) = event.recorded() else {

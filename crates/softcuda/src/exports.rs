@@ -21,11 +21,15 @@ use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
 use crate::{
-    capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream,
+    capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream, vmm,
 };
 
+mod common;
 mod graph;
+mod link;
+pub use common::*;
 pub use graph::*;
+pub use link::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -796,6 +800,9 @@ aliases! {
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
     cuDevicePrimaryCtxSetFlags => cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint);
+    cuLinkCreate => cuLinkCreate_v2(numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void, stateOut: *mut *mut c_void);
+    cuLinkAddData => cuLinkAddData_v2(state: *mut c_void, kind: c_uint, data: *mut c_void, size: usize, name: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
+    cuLinkAddFile => cuLinkAddFile_v2(state: *mut c_void, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
     cuGraphInstantiate => cuGraphInstantiate_v2(exec: *mut *mut c_void, graph: *mut c_void, errorNode: *mut *mut c_void, log: *mut c_char, logSize: usize);
     cuCtxCreate => cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
     cuCtxDestroy => cuCtxDestroy_v2(ctx: CUcontext);
@@ -853,4 +860,76 @@ unsupported! {
     cuOccupancyMaxPotentialClusterSize(n: *mut c_int, f: CUfunction, config: *const c_void);
     cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_uint, location: RawMemLocation);
     cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, location: RawMemLocation, flags: c_uint, stream: CUstream);
+}
+
+// ---- virtual memory management (see `vmm`) -------------------------------------------------
+exports! {
+    /// The granularity of physical allocations and mappings (2 MiB, minimum and recommended).
+    fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const vmm::RawAllocationProp, option: c_uint) {
+        let prop = abi::read(prop)?;
+        let g = vmm::granularity(&prop, option)?;
+        abi::write(granularity, g as usize)
+    }
+
+    /// Reserves inaccessible address space (`size` and `addr` in whole host pages).
+    fn cuMemAddressReserve(ptr: *mut CUdeviceptr, size: usize, alignment: usize, addr: CUdeviceptr, flags: u64) {
+        if ptr.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(ptr, vmm::reserve(abi::bytes(size), abi::bytes(alignment), addr, flags)?)
+    }
+
+    /// Frees a whole reservation with nothing mapped in it.
+    fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) { vmm::address_free(ptr, abi::bytes(size)) }
+
+    /// Creates physical device memory (a multiple of the granularity), not mapped anywhere.
+    fn cuMemCreate(handle: *mut u64, size: usize, prop: *const vmm::RawAllocationProp, flags: u64) {
+        if handle.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let prop = abi::read(prop)?;
+        abi::write(handle, vmm::create(abi::bytes(size), &prop, flags)?)
+    }
+
+    /// Drops a reference to physical memory; it is freed once unmapped everywhere.
+    fn cuMemRelease(handle: u64) { vmm::release(handle) }
+
+    /// Maps physical memory into a reservation (inaccessible until cuMemSetAccess).
+    fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64) {
+        vmm::map(ptr, abi::bytes(size), abi::bytes(offset), handle, flags)
+    }
+
+    /// Unmaps whole mappings, after the kernels and copies using them have finished.
+    fn cuMemUnmap(ptr: CUdeviceptr, size: usize) { vmm::unmap(ptr, abi::bytes(size)) }
+
+    /// Sets the access of device 0 to a mapped range.
+    fn cuMemSetAccess(ptr: CUdeviceptr, size: usize, desc: *const vmm::RawAccessDesc, count: usize) {
+        if desc.is_null() || count == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let descs = std::slice::from_raw_parts(desc, count);
+        vmm::set_access(ptr, abi::bytes(size), descs)
+    }
+
+    /// The access flags of device 0 at a mapped address.
+    fn cuMemGetAccess(flags: *mut u64, location: *const vmm::RawLocation, ptr: CUdeviceptr) {
+        let location = abi::read(location)?;
+        abi::write(flags, vmm::get_access(&location, ptr)?)
+    }
+
+    /// The handle mapped at `addr`, with one more reference (release it with cuMemRelease).
+    fn cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void) {
+        if handle.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(handle, vmm::retain(addr.addr() as u64)?)
+    }
+
+    /// The properties a handle was created with.
+    fn cuMemGetAllocationPropertiesFromHandle(prop: *mut vmm::RawAllocationProp, handle: u64) {
+        if prop.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(prop, vmm::properties(handle)?)
+    }
 }

@@ -31,13 +31,18 @@ pub(crate) enum Kind {
     /// cuMemHostRegister: the caller's host memory, page-locked for a context. Not ours: it is
     /// never freed here, only forgotten when unregistered or when its context goes.
     Registered,
+    /// A run of cuMemMap-ed, accessible virtual memory (see `vmm`): counted when its physical
+    /// memory was created, never freed here.
+    Mapped,
 }
 
 /// The bytes of one allocation, freed when the last holder lets go (if they are ours: `layout`
-/// is None for registered host memory, which stays its owner's).
+/// is None for registered host memory, which stays its owner's, and for mapped virtual memory,
+/// whose `owner` tells `vmm` when no kernel or copy holds the range any more).
 pub(crate) struct Block {
     ptr: NonNull<u8>,
     layout: Option<Layout>,
+    owner: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: a Block owns its heap allocation outright; the raw pointer is only a handle to it, and
@@ -55,6 +60,8 @@ impl Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
+        // Dropped first and explicitly: a vmm owner signals that the range is no longer in use.
+        drop(self.owner.take());
         if let Some(layout) = self.layout {
             // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
@@ -120,6 +127,7 @@ pub(crate) fn alloc(ctx_id: u64, len: u64, kind: Kind) -> CuResult<u64> {
     let block = Arc::new(Block {
         ptr,
         layout: Some(layout),
+        owner: None,
     });
     write().insert(
         addr,
@@ -167,7 +175,11 @@ pub(crate) fn register(ctx_id: u64, addr: u64, len: u64) -> CuResult<()> {
     if overlaps {
         return Err(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     }
-    let block = Arc::new(Block { ptr, layout: None });
+    let block = Arc::new(Block {
+        ptr,
+        layout: None,
+        owner: None,
+    });
     table.insert(
         addr,
         Entry {
@@ -192,8 +204,10 @@ pub(crate) fn unregister(addr: u64) -> CuResult<()> {
     }
 }
 
-/// Frees everything a destroyed context allocated (and forgets what it registered).
+/// Frees everything a destroyed context allocated (and forgets what it registered), its
+/// virtual-memory objects included.
 pub(crate) fn release_context(ctx_id: u64) {
+    crate::vmm::release_context(ctx_id);
     let mut table = write();
     let doomed: Vec<u64> = table
         .iter()
@@ -206,6 +220,67 @@ pub(crate) fn release_context(ctx_id: u64) {
         {
             DEVICE_USED.fetch_sub(e.len, Ordering::AcqRel);
         }
+    }
+}
+
+/// Counts `len` bytes of device memory as used (cuMemCreate); `CUDA_ERROR_OUT_OF_MEMORY` when
+/// the device would be over its size.
+pub(crate) fn charge(len: u64) -> CuResult<()> {
+    let total = driver::total_memory();
+    DEVICE_USED
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(len).filter(|&n| n <= total)
+        })
+        .map(|_| ())
+        .map_err(|_| CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+}
+
+/// Gives back what [`charge`] counted.
+pub(crate) fn uncharge(len: u64) {
+    DEVICE_USED.fetch_sub(len, Ordering::AcqRel);
+}
+
+/// One accessible run of mapped virtual memory for [`replace_views`]: `[addr, addr + len)`,
+/// whose bytes are at the same host address, and the token dropped when nothing uses it.
+pub(crate) struct View {
+    /// Start address (device and host).
+    pub(crate) addr: u64,
+    /// Length in bytes.
+    pub(crate) len: u64,
+    /// Dropped with the last holder of the run's block.
+    pub(crate) owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+/// Replaces, in one step, every `Mapped` entry starting in `[start, end)` by `views` (runs of
+/// context `ctx_id` inside that range), so no kernel snapshot sees a half-updated reservation.
+pub(crate) fn replace_views(ctx_id: u64, start: u64, end: u64, views: Vec<View>) {
+    let mut table = write();
+    let old: Vec<u64> = table
+        .range(start..end)
+        .filter(|(_, e)| e.kind == Kind::Mapped)
+        .map(|(a, _)| *a)
+        .collect();
+    for addr in old {
+        table.remove(&addr);
+    }
+    for v in views {
+        let Some(ptr) = NonNull::new(v.addr as *mut u8) else {
+            continue;
+        };
+        let block = Arc::new(Block {
+            ptr,
+            layout: None,
+            owner: Some(v.owner),
+        });
+        table.insert(
+            v.addr,
+            Entry {
+                len: v.len,
+                ctx_id,
+                kind: Kind::Mapped,
+                block,
+            },
+        );
     }
 }
 

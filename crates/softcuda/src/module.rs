@@ -63,7 +63,7 @@ impl Function {
     }
 }
 
-fn load_error(e: &ptxvm::Error) -> LoadError {
+pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
     let code = match e {
         ptxvm::Error::Unsupported { .. } => CUresult::CUDA_ERROR_NOT_SUPPORTED,
         _ => CUresult::CUDA_ERROR_INVALID_PTX,

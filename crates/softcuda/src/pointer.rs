@@ -76,6 +76,16 @@ pub(crate) enum Value {
     Ptr(u64),
 }
 
+/// Bytes a `CUpointer_attribute` value takes (what cuPointerGetAttributes zeroes for a pointer
+/// it does not know); `None` for an attribute that does not exist.
+pub(crate) fn attribute_size(attr: u32) -> Option<usize> {
+    match attr {
+        1 | 4 | 5 | 3 | 7 | 11 | 12 | 14 | 17..=20 => Some(8),
+        2 | 6 | 8 | 9 | 10 | 13 | 15 | 16 => Some(4),
+        _ => None,
+    }
+}
+
 /// cuPointerGetAttribute for a raw `CUpointer_attribute`. A pointer outside every allocation is
 /// `CUDA_ERROR_INVALID_VALUE`, as in NVIDIA's driver.
 pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
@@ -89,7 +99,9 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
             2
         }),
         3 => Value::U64(addr),
-        4 if a.kind == Kind::Device => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        4 if matches!(a.kind, Kind::Device | Kind::Mapped) => {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
         4 => Value::Ptr(addr),
         6 => Value::U32(0),
         7 => Value::U64(a.base),

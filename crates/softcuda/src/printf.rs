@@ -7,12 +7,15 @@
 //! message is sent to stderr once a host synchronization function is called").
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// A context's printf FIFO.
 #[derive(Debug, Default)]
 pub(crate) struct Fifo {
     inner: Mutex<Pending>,
+    /// Whether anything is pending: lets the flush at every launch skip the lock.
+    pending: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +43,7 @@ impl Fifo {
         let mut p = self.lock();
         p.used = p.used.saturating_add(used);
         p.text.extend_from_slice(text);
+        self.pending.store(true, Ordering::Release);
     }
 
     /// Adds a failed assert's message (for stderr; it costs no FIFO room).
@@ -47,10 +51,14 @@ impl Fifo {
         let mut p = self.lock();
         p.asserts.extend_from_slice(line.as_bytes());
         p.asserts.push(b'\n');
+        self.pending.store(true, Ordering::Release);
     }
 
     /// Prints what is pending (printf to stdout, assert messages to stderr) and empties the FIFO.
     pub(crate) fn flush(&self) {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return;
+        }
         let (text, asserts) = {
             let mut p = self.lock();
             p.used = 0;

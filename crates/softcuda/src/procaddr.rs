@@ -146,6 +146,13 @@ const VARIANTS: &[(&str, i32, &str)] = &[
         12000,
         "cuGraphExecKernelNodeSetParams_v2",
     ),
+    ("cuMemAllocPitch", 3020, "cuMemAllocPitch_v2"),
+    ("cuLinkCreate", 5050, "cuLinkCreate"),
+    ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
+    ("cuLinkAddData", 5050, "cuLinkAddData"),
+    ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
+    ("cuLinkAddFile", 5050, "cuLinkAddFile"),
+    ("cuLinkAddFile", 6050, "cuLinkAddFile_v2"),
     ("cuGetProcAddress", 11030, "cuGetProcAddress"),
     ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
 ];

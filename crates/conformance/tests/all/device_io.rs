@@ -213,7 +213,7 @@ fn failed_device_assert_is_cuda_error_assert_with_nvidias_message() {
     if testkit::is_child() {
         return;
     }
-    let want = "device_io.cu:30: void assert_positive(const int *, int): block: [0,0,0], \
+    let want = "device_io.cu:37: void assert_positive(const int *, int): block: [0,0,0], \
                 thread: [5,0,0] Assertion `values[t] > 0` failed.";
     assert!(
         stderr.contains(want),

@@ -11,7 +11,7 @@ pub fn run(device: usize, samples: usize) -> Result<String> {
     let host = gpuhost::host(device)
         .with_context(|| format!("opening CUDA device {device} (see `gpuhost doctor`)"))?;
     let runtime = gpuhost_wasm::Runtime::new(host)?;
-    let path = dir.join("misbehave.wasm");
+    let path = dir.join("launchbench.wasm");
     let guest = runtime
         .load_file(&path)
         .with_context(|| format!("loading the bench guest {}", path.display()))?;

@@ -34,10 +34,11 @@ fn text(out: &Output) -> String {
     )
 }
 
-#[test]
-fn run_example_saxpy_builds_the_guest_and_prints_its_checked_result() {
+/// `gpuhost run --example saxpy` with `flags`, asserting it printed its checked result.
+fn run_saxpy(flags: &[&str]) {
     let out = gpuhost()
         .args(["run", "--example", "saxpy"])
+        .args(flags)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -46,6 +47,11 @@ fn run_example_saxpy_builds_the_guest_and_prints_its_checked_result() {
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn run_example_saxpy_builds_the_guest_and_prints_its_checked_result() {
+    run_saxpy(&[]);
 }
 
 #[test]
@@ -85,4 +91,19 @@ fn doctor_names_the_driver_it_runs_on_and_its_devices() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(stdout.contains("driver: "), "{}", text(&out));
     assert!(stdout.contains("[0] "), "{}", text(&out));
+}
+
+#[test]
+fn run_takes_the_sandbox_flags_runs_trusted_on_request_and_refuses_a_zero_kernel_time() {
+    run_saxpy(&["--trusted", "--max-kernel-ms", "5000"]);
+    let out = gpuhost()
+        .args(["run", "--example", "saxpy", "--max-kernel-ms", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-kernel-ms"),
+        "{}",
+        text(&out)
+    );
 }

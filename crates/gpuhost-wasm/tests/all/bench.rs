@@ -8,7 +8,7 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("misbehave"), 40)
+    let r = gpuhost_wasm::bench::guest_vs_native(rt, &guest("launchbench"), 40)
         .await
         .unwrap();
     assert_eq!(r.samples, 40);
@@ -16,6 +16,8 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
         ("native", r.native),
         ("guest", r.guest),
         ("bound", r.guest_bound),
+        ("sandboxed", r.sandboxed),
+        ("sandboxed bound", r.sandboxed_bound),
     ] {
         assert!(p.alone > 0 && p.burst > 0, "{what}: {r:?}");
         assert!(
@@ -25,6 +27,8 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
     }
     assert!(r.guest_clock_ns > 0 && r.guest_import_ns > 0, "{r:?}");
     let table = r.markdown();
-    assert_eq!(table.matches("| bound launch").count(), 3, "{table}");
+    assert_eq!(table.matches("| bound launch").count(), 4, "{table}");
+    assert_eq!(table.matches("| measure |").count(), 2, "{table}");
+    assert!(table.contains("| sandboxed guest |"), "{table}");
     assert!(r.json().starts_with("{\"device\":"));
 }

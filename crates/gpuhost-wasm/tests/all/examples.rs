@@ -1,7 +1,7 @@
 //! Each example guest end to end: it computes on the device, checks its own result on the CPU
 //! and prints it.
 
-use crate::{assert_ok, device, run, stdout};
+use crate::{assert_ok, device, guest, opts, run, stdout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saxpy_guest_computes_and_checks_its_result() {
@@ -50,4 +50,30 @@ async fn a_guest_reporting_a_wrong_result_exits_nonzero() {
     let o = run(rt, "reduce", &["1000000"]).await.unwrap();
     assert_eq!(o.exit_code, 1);
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs more than two passes"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_guest_prints_the_same_checked_result_sandboxed_as_trusted() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    assert!(
+        gpuhost_wasm::Limits::default().sandbox,
+        "guests run sandboxed by default"
+    );
+    for (name, args) in [
+        ("saxpy", &["4099"][..]),
+        ("reduce", &["70001"][..]),
+        ("matmul", &["33", "17", "45"][..]),
+    ] {
+        let mut outs = Vec::new();
+        for sandbox in [true, false] {
+            let mut o = opts(name, args);
+            o.limits.sandbox = sandbox;
+            let out = rt.run(&guest(name), o).await.unwrap();
+            assert_ok(&out, &format!("{name} ok"));
+            outs.push(stdout(&out));
+        }
+        assert_eq!(outs[0], outs[1], "{name}: sandboxed vs trusted");
+    }
 }

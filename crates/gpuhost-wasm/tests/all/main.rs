@@ -1,4 +1,4 @@
-//! Integration tests of gpuhost-wasm: real guests (built from examples/guests) on the real
+//! Integration tests of gpuhost-wasm: real guests (built from examples/guests and tests/guests) on the real
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
 mod bench;
@@ -9,6 +9,7 @@ mod errors;
 mod examples;
 mod leaks;
 mod loading;
+mod redteam;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,21 +17,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use gpuhost_wasm::{Guest, RunOptions, RunOutcome, Runtime};
 
-/// The shared runtime on device 0, or None (after printing `skipped: no driver`).
+/// The shared runtime on device 0. Without a driver this fails the test, or returns None after
+/// printing `skipped: no driver` where `GPUHOST_TEST_ALLOW_SKIP=1` allows it (testkit's rule).
 pub fn runtime() -> Option<&'static Runtime> {
-    static RT: OnceLock<Option<Runtime>> = OnceLock::new();
-    RT.get_or_init(|| match gpuhost::host(0) {
-        Ok(host) => Some(Runtime::new(host).expect("runtime setup")),
-        Err(e) => {
-            eprintln!("no driver: {e}");
-            None
-        }
-    })
-    .as_ref()
-    .or_else(|| {
-        println!("skipped: no driver");
-        None
-    })
+    static RT: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    let found = RT.get_or_init(|| match gpuhost::host(0) {
+        Ok(host) => Ok(Runtime::new(host).expect("runtime setup")),
+        Err(e) => Err(e.to_string()),
+    });
+    testkit::driver_or_skip(found.as_ref())
 }
 
 /// Tests share the device; the leak test counts the host's handles, so it runs alone.
@@ -49,12 +44,15 @@ pub async fn device_alone() -> Option<(&'static Runtime, tokio::sync::RwLockWrit
     Some((rt, DEVICE.write().await))
 }
 
-/// Folder of the guest .wasm files, built once per test run.
+/// Folder of the guest .wasm files (examples/guests and this crate's tests/guests, both built
+/// into target/guests), built once per test run.
 pub fn guest_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
-        gpuhost_wasm::example_guests::build(&manifest.join("../.."))
+        let root = manifest.join("../..");
+        gpuhost_wasm::example_guests::build_workspace(&root, "crates/gpuhost-wasm/tests/guests")
+            .and_then(|_| gpuhost_wasm::example_guests::build(&root))
             .unwrap_or_else(|e| panic!("{e}"))
     })
 }
@@ -77,6 +75,16 @@ pub fn guest(name: &str) -> Guest {
             .unwrap_or_else(|e| panic!("{e}"))
     })
     .clone()
+}
+
+/// Compiles the guests `names` at once, one thread each (compiling is most of a fresh test
+/// process's start-up).
+pub fn prewarm(names: &[&str]) {
+    std::thread::scope(|s| {
+        for n in names {
+            s.spawn(move || guest(n));
+        }
+    });
 }
 
 /// Runs `name` with `args` (argv[0] added) and default options.

@@ -202,3 +202,66 @@ fn a_fence_resolves_after_the_launches_and_event_waits_queued_before_it() {
     rt.block_on(s2.fence().unwrap()).unwrap();
     s2.fence().unwrap().wait().unwrap();
 }
+
+/// A kernel that spins until `*flag` is nonzero (a volatile load: the host's write is seen).
+const SPIN_UNTIL_SET: &str = r#"
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry spin(.param .u64 flag)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<2>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd0, [flag];
+    cvta.to.global.u64 %rd1, %rd0;
+WAIT:
+    ld.volatile.global.u32 %r0, [%rd1];
+    setp.eq.u32 %p0, %r0, 0;
+    @%p0 bra WAIT;
+    ret;
+}
+"#;
+
+#[test]
+fn a_dropped_stream_still_running_a_kernel_is_not_handed_out_until_idle() {
+    // Alone: the pool's order is observed.
+    let _g = crate::common::exclusive();
+    let Some(host) = host() else { return };
+    let source = gpuhost::ModuleSource::new(
+        "spin",
+        gpuhost::ModuleImage::Ptx(SPIN_UNTIL_SET.to_string()),
+    );
+    let reg = gpuhost::Registry::from_sources(&host, "spin", vec![source]).unwrap();
+    let spin = reg.kernel("spin").unwrap();
+    let flag = host.alloc(4).unwrap();
+    flag.fill(0, 4, 0).unwrap();
+    let busy = host.stream().unwrap();
+    let busy_raw = busy.raw() as usize;
+    let done = busy
+        .launch(
+            &spin,
+            LaunchConfig {
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                shared_mem_bytes: 0,
+            },
+            &[Arg::Buffer(&flag, 0)],
+        )
+        .unwrap();
+    drop(busy);
+    let taken: Vec<_> = (0..4).map(|_| host.stream().unwrap()).collect();
+    assert!(
+        taken.iter().all(|s| s.raw() as usize != busy_raw),
+        "the stream still running a kernel was handed out again"
+    );
+    drop(taken);
+    flag.write(0, &1u32.to_le_bytes()).unwrap();
+    done.wait().unwrap();
+    // Idle now: the next streams taken include it again (the pool is reused, not grown).
+    let taken: Vec<_> = (0..5).map(|_| host.stream().unwrap()).collect();
+    assert!(
+        taken.iter().any(|s| s.raw() as usize == busy_raw),
+        "the stream went idle but never came back to the pool"
+    );
+}

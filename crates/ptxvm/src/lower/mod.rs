@@ -163,7 +163,7 @@ pub(crate) fn var_size(v: &VarDecl) -> R<(u64, u32)> {
     Ok((size, align))
 }
 
-fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
+pub(crate) fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
     if v.init.is_empty() {
         return Ok(Vec::new());
     }
@@ -180,6 +180,12 @@ fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
             msg: format!("initialiser of {} is larger than the variable", v.name),
         });
     }
+    if v.init.iter().any(|x| matches!(x, Init::Symbol)) {
+        return Err(Error::Unsupported {
+            line: v.line,
+            what: "address-valued initialisers".into(),
+        });
+    }
     let mut out = vec![0u8; size as usize];
     for (i, x) in v.init.iter().enumerate() {
         let bits: u64 = match (*x, ty) {
@@ -190,6 +196,7 @@ fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
             (Init::F32Bits(b), _) => b as u64,
             (Init::F64Bits(b), Ty::F32) => (f64::from_bits(b) as f32).to_bits() as u64,
             (Init::F64Bits(b), _) => b,
+            (Init::Symbol, _) => 0,
         };
         out[i * eb..(i + 1) * eb].copy_from_slice(&bits.to_le_bytes()[..eb]);
     }

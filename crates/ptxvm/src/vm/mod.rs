@@ -12,6 +12,7 @@ mod warp;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use crate::Module;
 use crate::api::{Fault, FaultKind, Launch, LaunchStats, Memory};
@@ -188,6 +189,12 @@ pub fn launch_with_output(
     })
 }
 
+/// Whether the launch's watchdog says stop (checked between warp time slices).
+fn expired(launch: &Launch<'_>) -> bool {
+    launch.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        || launch.deadline.is_some_and(|d| Instant::now() >= d)
+}
+
 /// What one worker thread keeps from block to block.
 struct Worker<'a> {
     mem: Mem<'a>,
@@ -263,6 +270,15 @@ fn run_block(
         if ran {
             if stop.load(Ordering::Relaxed) {
                 break Ok(());
+            }
+            if expired(launch) {
+                break Err(Fault {
+                    kind: FaultKind::Timeout,
+                    kernel: String::new(),
+                    block: ctaid,
+                    thread: [0; 3],
+                    line: 0,
+                });
             }
             continue;
         }

@@ -209,6 +209,8 @@ fn invalid_launches_are_refused() {
         params: &params,
         globals: &[],
         workers: 1,
+        cancel: None,
+        deadline: None,
     };
     let bad = |l: Launch<'_>| match ptxvm::launch(&m, &l, &mem) {
         Err(f) => matches!(f.kind, FaultKind::InvalidLaunch(_)),

@@ -143,6 +143,8 @@ pub fn run(
         params: &params,
         globals: &[],
         workers: shape.workers,
+        cancel: None,
+        deadline: None,
     };
     ptxvm::launch(m, &l, mem)
 }

@@ -6,4 +6,6 @@ mod corpus;
 mod errors;
 mod harness;
 mod kernels;
+mod redteam;
+mod sandbox;
 mod text;

@@ -28,6 +28,8 @@ pub fn go(
         params: &params,
         globals,
         workers: shape.workers,
+        cancel: None,
+        deadline: None,
     };
     ptxvm::launch(m, &l, mem)
 }
@@ -408,6 +410,8 @@ fn cvt_saturation_bitfields_and_f64_math() {
         params: &params,
         globals: &[],
         workers: 1,
+        cancel: None,
+        deadline: None,
     };
     ptxvm::launch(&m, &l, &mem).unwrap();
     let o: Vec<u32> = mem.download(d, 8);
@@ -578,6 +582,8 @@ fn byval_struct_parameter_through_param_and_generic_addresses() {
         params: &params,
         globals: &[],
         workers: 1,
+        cancel: None,
+        deadline: None,
     };
     ptxvm::launch(&m, &l, &mem).unwrap();
     let out: Vec<u32> = mem.download(d, 8);

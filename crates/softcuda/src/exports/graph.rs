@@ -66,7 +66,9 @@ unsafe fn kernel_params(params: *const CUDA_KERNEL_NODE_PARAMS, v2: bool) -> CuR
                 CUresult::CUDA_ERROR_NOT_SUPPORTED
             });
         }
+        let f = crate::module::get_function(h(func))?;
         launch::prepare(
+            &f,
             h(func),
             [
                 (&raw const (*params).gridDimX).read(),

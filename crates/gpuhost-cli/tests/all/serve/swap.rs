@@ -156,7 +156,7 @@ fn bad_deploys_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
         (
             "test:alien/probe",
             Box::new(|| {
-                std::fs::copy(guest("alien"), dir.join("function.wasm"))
+                std::fs::copy(super::test_guest("alien"), dir.join("function.wasm"))
                     .map(drop)
                     .unwrap()
             }),

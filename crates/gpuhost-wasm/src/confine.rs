@@ -1,0 +1,165 @@
+//! The sandbox of one guest (Store), when `Limits::sandbox` is on: its modules are rewritten by
+//! `ptxvm::sandbox` so that every access lands in the guest's own memory; that memory is one
+//! gpuhost `Arena` (its buffers and its modules' globals blocks), the abort epoch and fault word
+//! live in its `ControlBlock`, and each launch gets the rewriter's five hidden arguments.
+//!
+//! Hidden arguments (after the user's, in this order): the arena's base (as a zero-length anchor
+//! buffer, so the arena outlives the launch), the bytes mapped now, the module's globals block
+//! (0 when it has none), the control block (an anchor too), and `epoch | tag << 32`. The tag names
+//! the kernel when it reports a fenced access.
+
+use std::sync::Arc;
+
+use gpuhost::{Arg as GpuArg, DeviceBuffer, LaunchConfig as GpuConfig};
+use ptxvm::sandbox::{Policy, SandboxedKernel};
+
+use crate::bindings::WitError;
+use crate::limits::{Limits, check_launch_local};
+use crate::watchdog::StoreWatch;
+
+/// Control block word where a kernel writes the tag of a launch that made a fenced access.
+const CTL_FAULT_TAG: usize = 4;
+/// Launch tags handed out per guest; later kernel names share the last one.
+const MAX_TAGS: usize = 1 << 16;
+/// The hidden parameters the rewriter appends.
+pub(crate) const HIDDEN: usize = ptxvm::sandbox::HIDDEN_PARAMS.len();
+
+/// A sandboxed guest's memory, control block and watch.
+pub(crate) struct Confinement {
+    pub(crate) arena: Arc<gpuhost::Arena>,
+    base_anchor: DeviceBuffer,
+    ctl_anchor: DeviceBuffer,
+    pub(crate) watch: Arc<StoreWatch>,
+    /// Kernel names, by launch tag - 1.
+    names: Vec<Arc<str>>,
+}
+
+impl Confinement {
+    /// The guest's arena (its buffer and globals quotas together, plus the rounding of each
+    /// allocation to [`gpuhost::ARENA_ALIGN`]) and control block.
+    pub(crate) fn new(host: &Arc<gpuhost::Host>, limits: &Limits) -> Result<Self, gpuhost::Error> {
+        let blocks = u64::from(limits.max_buffers).saturating_add(u64::from(limits.max_modules));
+        let bytes = limits
+            .max_buffer_bytes
+            .saturating_add(limits.max_globals_bytes)
+            .saturating_add(blocks.saturating_mul(gpuhost::ARENA_ALIGN));
+        let arena = host.arena(bytes)?;
+        let ctl = host.control_block()?;
+        Ok(Self {
+            base_anchor: arena.anchor(),
+            ctl_anchor: ctl.anchor(),
+            arena,
+            watch: StoreWatch::new(ctl, limits.max_kernel_time),
+            names: Vec::new(),
+        })
+    }
+
+    /// The launch tag of kernel `name` (the same for every handle of that name).
+    pub(crate) fn tag(&mut self, name: &str) -> (u32, Arc<str>) {
+        if let Some(i) = self.names.iter().position(|n| &**n == name) {
+            return (i as u32 + 1, self.names[i].clone());
+        }
+        if self.names.len() >= MAX_TAGS {
+            return (MAX_TAGS as u32, Arc::from("(one of this guest's kernels)"));
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.names.push(n.clone());
+        (self.names.len() as u32, n)
+    }
+
+    /// The hidden arguments of a launch of `k` under `epoch`.
+    pub(crate) fn hidden<'a>(&'a self, k: &'a KernelSandbox, epoch: u32) -> [GpuArg<'a>; HIDDEN] {
+        let globals = match &k.module.globals {
+            Some(g) => GpuArg::Buffer(g, 0),
+            None => GpuArg::U64(0),
+        };
+        [
+            GpuArg::Buffer(&self.base_anchor, 0),
+            GpuArg::U64(self.arena.mapped()),
+            globals,
+            GpuArg::Buffer(&self.ctl_anchor, 0),
+            GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32)),
+        ]
+    }
+
+    /// A fenced access reported by a kernel since the last call, as the guest's error.
+    pub(crate) fn take_fault(&self) -> Option<WitError> {
+        let ctl = self.watch.ctl();
+        let tag = ctl.load_u32(CTL_FAULT_TAG);
+        if tag == 0 {
+            return None;
+        }
+        ctl.store_u32(CTL_FAULT_TAG, 0);
+        let name = self
+            .names
+            .get(tag as usize - 1)
+            .map_or("(unknown)", |n| &**n);
+        Some(WitError::MemoryFenced(format!(
+            "kernel {name} accessed memory outside this guest's own (an address past its buffers, or not one of them): the access was redirected into the guest's memory instead of faulting the device, so results of the work synchronized here are wrong; check the kernel's indexing and the addresses passed to it"
+        )))
+    }
+}
+
+impl Drop for Confinement {
+    fn drop(&mut self) {
+        // Stop the guest's kernels; the anchors its launches hold keep its memory until they end.
+        self.watch.store_dropped();
+    }
+}
+
+/// Placeholders for the hidden arguments in launch checks that do not launch.
+pub(crate) const HIDDEN_PLACEHOLDERS: [GpuArg<'static>; HIDDEN] = [GpuArg::U64(0); HIDDEN];
+
+/// A sandboxed module of one guest: its globals block in the guest's arena and its kernels.
+pub(crate) struct SandboxModule {
+    pub(crate) globals: Option<DeviceBuffer>,
+    pub(crate) kernels: Vec<SandboxedKernel>,
+}
+
+/// The sandbox side of a kernel handle (and of a bound launch of it).
+#[derive(Clone)]
+pub(crate) struct KernelSandbox {
+    pub(crate) module: Arc<SandboxModule>,
+    pub(crate) user_params: usize,
+    pub(crate) local_bytes: u64,
+    pub(crate) tag: u32,
+    pub(crate) name: Arc<str>,
+}
+
+impl KernelSandbox {
+    /// The user's argument count and the launch's local memory, checked against the quotas.
+    pub(crate) fn check(
+        &self,
+        limits: &Limits,
+        facts: &gpuhost::DeviceFacts,
+        cfg: &GpuConfig,
+        args: usize,
+    ) -> Result<(), WitError> {
+        if args != self.user_params {
+            return Err(WitError::ArgMismatch(format!(
+                "kernel {} takes {} arguments; {args} were given",
+                self.name, self.user_params
+            )));
+        }
+        let threads = [cfg.grid, cfg.block]
+            .iter()
+            .flatten()
+            .fold(1u64, |n, d| n.saturating_mul(u64::from(*d)));
+        check_launch_local(
+            limits,
+            &self.name,
+            self.local_bytes,
+            threads,
+            facts.sm_count,
+        )
+    }
+}
+
+/// Rewrites a guest's PTX; a refusal or parse error is `invalid-ptx` naming the line.
+pub(crate) fn rewrite(ptx: &str) -> Result<ptxvm::sandbox::Sandboxed, WitError> {
+    ptxvm::sandbox::sandbox(ptx, &Policy::default()).map_err(|e| {
+        WitError::InvalidPtx(format!(
+            "the PTX sandbox refused this module: {e} (sandboxed guests may use only what the sandbox can confine)"
+        ))
+    })
+}

@@ -1,0 +1,372 @@
+//! GPU-time limits of sandboxed guests: one watchdog thread for the process, ticking every
+//! millisecond while a sandboxed guest has work on the device, asleep otherwise.
+//!
+//! No CUDA call stops one running kernel; sandboxed kernels instead poll their guest's abort
+//! epoch (word 0 of its control block) at entry and on loop back-edges and exit when it differs
+//! from the epoch their launch was given. The watchdog bumps a guest's epoch when its work runs
+//! past `Limits::max_kernel_time`, or at once when its Store is dropped.
+//!
+//! Telling how long one launch has run needs a point in the stream after it. Recording an event
+//! after every launch would cost each launch a driver call, so a sandboxed stream fences its
+//! launches in segments: every [`FENCE_EVERY`] launches, or when launching pauses for a tick.
+//! A segment of `n` launches may run `n × max_kernel_time` from the moment it reaches the front
+//! of its stream (its predecessors done). A lone runaway launch is therefore stopped about
+//! `max_kernel_time` after it starts; one queued behind up to `FENCE_EVERY - 1` short launches
+//! may run up to that many more multiples. When a guest is stopped, every stream of it with work
+//! in flight reports `time-limit` at its next `synchronize`, naming the kernel(s) of the segment
+//! that ran over.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use gpuhost::{Completion, ControlBlock};
+
+/// The watchdog's period.
+pub(crate) const TICK: Duration = Duration::from_millis(1);
+/// Launches of one stream between two fences the launching thread records itself.
+const FENCE_EVERY: u32 = 8;
+/// Kernel names kept per segment (for the error message).
+const NAMES_KEPT: usize = 3;
+/// How long [`StoreWatch::drained`] waits for a dropped guest's launches at most. Stopped
+/// kernels exit at their next poll, well within it; past it the launches still keep the guest's
+/// memory (their anchors), so nothing is reused under them.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+/// Control block word holding the abort epoch (host-written).
+pub(crate) const CTL_EPOCH: usize = 0;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the state consistent before anything that can panic.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the watchdog knows of one sandboxed guest (Store).
+pub(crate) struct StoreWatch {
+    ctl: ControlBlock,
+    limit: Duration,
+    /// The epoch launches are given now (the control block holds the same for the device).
+    epoch: AtomicU32,
+    streams: Mutex<Vec<Arc<StreamWatch>>>,
+    /// The Store is gone: its work is being stopped, and the watchdog forgets it once drained.
+    dropped: AtomicBool,
+    dropped_at: OnceLock<Instant>,
+    drained: tokio::sync::Notify,
+}
+
+impl StoreWatch {
+    /// Watches a guest whose kernels poll `ctl`, with `limit` of GPU time per launch.
+    pub(crate) fn new(ctl: ControlBlock, limit: Duration) -> Arc<Self> {
+        ctl.store_u32(CTL_EPOCH, 0);
+        let w = Arc::new(Self {
+            ctl,
+            limit,
+            epoch: AtomicU32::new(0),
+            streams: Mutex::new(Vec::new()),
+            dropped: AtomicBool::new(false),
+            dropped_at: OnceLock::new(),
+            drained: tokio::sync::Notify::new(),
+        });
+        Watchdog::get().add(w.clone());
+        w
+    }
+
+    pub(crate) fn ctl(&self) -> &ControlBlock {
+        &self.ctl
+    }
+
+    /// A new stream of this guest, watched.
+    pub(crate) fn stream(&self, stream: Arc<gpuhost::Stream>) -> Arc<StreamWatch> {
+        let now = Instant::now();
+        let w = Arc::new(StreamWatch {
+            stream,
+            q: Mutex::new(WatchQ {
+                open: 0,
+                open_names: Vec::new(),
+                open_since: now,
+                segments: VecDeque::new(),
+                front_since: now,
+                stopped: None,
+            }),
+        });
+        lock(&self.streams).push(w.clone());
+        w
+    }
+
+    /// Stops every launch of this guest now running or queued (their kernels exit at their next
+    /// poll); each stream with work in flight reports `stopped_by` at its next synchronize.
+    fn stop(&self, stopped_by: Option<&[Arc<str>]>) {
+        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        self.ctl.store_u32(CTL_EPOCH, epoch);
+        let now = Instant::now();
+        for s in lock(&self.streams).iter() {
+            let mut q = lock(&s.q);
+            if q.open > 0 || !q.segments.is_empty() {
+                q.front_since = now;
+                if let Some(names) = stopped_by {
+                    q.stopped.get_or_insert_with(|| describe(names));
+                }
+            }
+        }
+    }
+
+    /// The Store is being dropped: stop its work; the watchdog keeps what that work uses until
+    /// it has ended. [`StoreWatch::drained`] resolves then.
+    pub(crate) fn store_dropped(&self) {
+        self.dropped_at.get_or_init(Instant::now);
+        self.dropped.store(true, Ordering::SeqCst);
+        self.stop(None);
+        Watchdog::get().wake();
+    }
+
+    /// Resolves when the dropped Store's launches have all ended, or after [`DRAIN_WAIT`];
+    /// returns whether they ended.
+    pub(crate) async fn drained(&self) -> bool {
+        loop {
+            let notified = self.drained.notified();
+            if self.is_idle() {
+                return true;
+            }
+            if self.waited_enough(Instant::now()) {
+                return false;
+            }
+            notified.await;
+        }
+    }
+
+    fn waited_enough(&self, now: Instant) -> bool {
+        self.dropped_at
+            .get()
+            .is_some_and(|t| now.duration_since(*t) >= DRAIN_WAIT)
+    }
+
+    fn is_idle(&self) -> bool {
+        lock(&self.streams).iter().all(|s| s.is_idle())
+    }
+
+    /// One tick: closes idle open segments, retires finished ones, stops the guest if the front
+    /// segment of a stream ran past its budget. Returns whether the guest still has work.
+    fn tick(&self, now: Instant) -> bool {
+        let mut over = None;
+        let mut busy = false;
+        {
+            let mut streams = lock(&self.streams);
+            streams.retain(|s| {
+                let (work, late) = s.tick(now, self.limit);
+                busy |= work;
+                if late.is_some() && over.is_none() {
+                    over = late;
+                }
+                // A stream the guest no longer holds is forgotten once its work has ended.
+                work || Arc::strong_count(s) > 1
+            });
+        }
+        if let Some(names) = over {
+            self.stop(Some(&names));
+        }
+        busy
+    }
+}
+
+/// "kernel k" or "one of kernels a, b".
+fn describe(names: &[Arc<str>]) -> Arc<str> {
+    match names {
+        [one] => Arc::from(format!("kernel {one}")),
+        many => Arc::from(format!(
+            "one of kernels {}",
+            many.iter().map(|n| &**n).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The watch over one sandboxed stream: its launches, fenced in segments.
+pub(crate) struct StreamWatch {
+    stream: Arc<gpuhost::Stream>,
+    q: Mutex<WatchQ>,
+}
+
+struct WatchQ {
+    /// Launches since the last fence, and their kernels.
+    open: u32,
+    open_names: Vec<Arc<str>>,
+    open_since: Instant,
+    /// Fenced segments, oldest first; the front one is running.
+    segments: VecDeque<Segment>,
+    /// When the front segment became the front.
+    front_since: Instant,
+    /// Set when the guest was stopped while this stream had work: what ran over.
+    stopped: Option<Arc<str>>,
+}
+
+struct Segment {
+    done: Completion,
+    launches: u32,
+    names: Vec<Arc<str>>,
+}
+
+impl StreamWatch {
+    /// Launches through `launch(epoch)` (the epoch read and the launch under this stream's lock,
+    /// so a stop never misses a launch it aborts), and counts it in the open segment.
+    pub(crate) fn launch<T, E>(
+        &self,
+        store: &StoreWatch,
+        kernel: &Arc<str>,
+        launch: impl FnOnce(u32) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut q = lock(&self.q);
+        let out = launch(store.epoch.load(Ordering::SeqCst))?;
+        let first = q.open == 0;
+        if first {
+            q.open_since = Instant::now();
+        }
+        q.open += 1;
+        if !q.open_names.iter().any(|n| n == kernel) && q.open_names.len() < NAMES_KEPT {
+            q.open_names.push(kernel.clone());
+        }
+        if q.open >= FENCE_EVERY {
+            self.close(&mut q);
+        }
+        drop(q);
+        // After the lock: the watchdog takes its own lock before stream locks.
+        if first {
+            Watchdog::get().wake();
+        }
+        Ok(out)
+    }
+
+    /// What stopped this stream's work since the last call, if anything did.
+    pub(crate) fn take_stopped(&self) -> Option<Arc<str>> {
+        lock(&self.q).stopped.take()
+    }
+
+    /// Fences the open launches into a segment.
+    fn close(&self, q: &mut WatchQ) {
+        if q.open == 0 {
+            return;
+        }
+        let names = std::mem::take(&mut q.open_names);
+        let launches = std::mem::take(&mut q.open);
+        // A failed fence means a lost context: those launches are gone, nothing to watch.
+        if let Ok(done) = self.stream.fence() {
+            if q.segments.is_empty() {
+                q.front_since = Instant::now();
+            }
+            q.segments.push_back(Segment {
+                done,
+                launches,
+                names,
+            });
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        let q = lock(&self.q);
+        q.open == 0 && q.segments.iter().all(|s| s.done.is_done())
+    }
+
+    /// Returns (work left, the front segment's kernels if it ran past its budget).
+    fn tick(&self, now: Instant, limit: Duration) -> (bool, Option<Vec<Arc<str>>>) {
+        let mut q = lock(&self.q);
+        if q.open > 0 && now.duration_since(q.open_since) >= TICK {
+            self.close(&mut q);
+        }
+        let mut retired = false;
+        while q.segments.front().is_some_and(|s| s.done.is_done()) {
+            q.segments.pop_front();
+            retired = true;
+        }
+        if retired {
+            q.front_since = now;
+        }
+        let late = q.segments.front().and_then(|s| {
+            let budget = limit.saturating_mul(s.launches);
+            (now.duration_since(q.front_since) > budget).then(|| s.names.clone())
+        });
+        (q.open > 0 || !q.segments.is_empty(), late)
+    }
+}
+
+/// The process's watchdog thread and the guests it watches.
+struct Watchdog {
+    stores: Mutex<Vec<Arc<StoreWatch>>>,
+    wake: Condvar,
+    asleep: AtomicBool,
+}
+
+impl Watchdog {
+    fn get() -> &'static Watchdog {
+        static W: OnceLock<&'static Watchdog> = OnceLock::new();
+        W.get_or_init(|| {
+            let w: &'static Watchdog = Box::leak(Box::new(Watchdog {
+                stores: Mutex::new(Vec::new()),
+                wake: Condvar::new(),
+                asleep: AtomicBool::new(false),
+            }));
+            // Without the thread no limit is enforced; a process that cannot spawn one has
+            // bigger problems, and launches still work (only slower to be stopped: never).
+            let _ = std::thread::Builder::new()
+                .name("gpuhost-watchdog".into())
+                .spawn(move || w.run());
+            w
+        })
+    }
+
+    fn add(&self, store: Arc<StoreWatch>) {
+        lock(&self.stores).push(store);
+    }
+
+    /// Wakes the thread if it sleeps for lack of work.
+    fn wake(&self) {
+        if self.asleep.load(Ordering::SeqCst) {
+            let _g = lock(&self.stores);
+            self.wake.notify_one();
+        }
+    }
+
+    fn run(&self) {
+        loop {
+            let stores: Vec<Arc<StoreWatch>> = lock(&self.stores).clone();
+            let now = Instant::now();
+            let mut busy = false;
+            let mut gone = Vec::new();
+            for s in &stores {
+                let work = s.tick(now);
+                busy |= work;
+                if !work && s.dropped.load(Ordering::SeqCst) {
+                    gone.push(s.clone());
+                } else if work && s.waited_enough(now) {
+                    // Whoever waits gives up now; the watch stays until the work ends.
+                    s.drained.notify_waiters();
+                }
+            }
+            if !gone.is_empty() {
+                lock(&self.stores).retain(|s| !gone.iter().any(|g| Arc::ptr_eq(g, s)));
+                for g in gone {
+                    g.drained.notify_waiters();
+                }
+            }
+            if busy {
+                std::thread::sleep(TICK);
+                continue;
+            }
+            // Nothing in flight: sleep until a launch or a drop wakes us (re-checking first,
+            // under the lock, so a wake between the tick and here is not lost).
+            let g = lock(&self.stores);
+            self.asleep.store(true, Ordering::SeqCst);
+            let idle = g
+                .iter()
+                .all(|s| s.is_idle() && !s.dropped.load(Ordering::SeqCst));
+            let g = if idle {
+                self.wake
+                    .wait_timeout(g, Duration::from_millis(100))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0)
+            } else {
+                g
+            };
+            self.asleep.store(false, Ordering::SeqCst);
+            drop(g);
+        }
+    }
+}

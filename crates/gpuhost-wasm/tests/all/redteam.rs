@@ -1,0 +1,372 @@
+//! The red-team suite of issue #9: a hostile guest (tests/guests/redteam) attacks while a victim
+//! guest holds a secret in device memory and 8 bystander guests do correct work. In every case
+//! the victim's bytes stay unchanged and unseen, the attacker gets its typed error, every
+//! bystander finishes with a correct result, and the device is never poisoned.
+//!
+//! The attacker is handed the victim's device address (the strongest form of each attack; it
+//! also aims at addresses guessed from its own buffers). Attacks that would fault an unconfined
+//! device run in a child process, so a sandbox bug fails that test alone.
+
+use std::time::{Duration, Instant};
+
+use gpuhost_wasm::{Error, Limits, Output, OutputPipe, RunOutcome, Runtime};
+
+use crate::{assert_ok, device, guest, opts, run, stdout};
+
+/// The victim's secret word (it holds 64 KiB of it).
+const SECRET: u32 = 0x5ec2_e7a5;
+const VICTIM_WORDS: u64 = 16 << 10;
+/// Bystanders per attack.
+const BYSTANDERS: usize = 8;
+
+/// A running victim guest: its output pipe and its run.
+struct Victim {
+    pipe: OutputPipe,
+    task: tokio::task::JoinHandle<Result<RunOutcome, Error>>,
+    addr: u64,
+}
+
+fn text(pipe: &OutputPipe) -> String {
+    String::from_utf8_lossy(&pipe.contents()).into_owned()
+}
+
+/// Victim checks done so far (`checked N` lines).
+fn checks(pipe: &OutputPipe) -> usize {
+    text(pipe)
+        .lines()
+        .filter(|l| l.starts_with("checked"))
+        .count()
+}
+
+impl Victim {
+    /// Starts the victim and waits until its secret is in place.
+    async fn start(rt: &'static Runtime) -> Self {
+        let pipe = OutputPipe::new(1 << 20);
+        let secret = format!("{SECRET:x}");
+        let words = format!("{VICTIM_WORDS:x}");
+        let mut o = opts("redteam", &["victim", &secret, &words]);
+        o.stdout = Output::Pipe(pipe.clone());
+        let task = tokio::spawn(async move { rt.run(&guest("redteam"), o).await });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let t = text(&pipe);
+            if let Some(addr) = t
+                .lines()
+                .find_map(|l| l.strip_prefix("victim ready addr=0x"))
+                .and_then(|l| l.split_whitespace().next())
+            {
+                let addr = u64::from_str_radix(addr, 16).expect("victim address");
+                return Self { pipe, task, addr };
+            }
+            assert!(!task.is_finished(), "the victim ended early: {t}");
+            assert!(Instant::now() < deadline, "the victim never got ready: {t}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits for two more checks of the secret (the victim exits 1 on any change), then ends it.
+    async fn assert_intact(self, attack: &str) {
+        let seen = checks(&self.pipe);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while checks(&self.pipe) < seen + 2 {
+            if self.task.is_finished() {
+                let out = self.task.await.expect("victim task");
+                panic!(
+                    "{attack}: the victim ended: {:?}\n{}",
+                    out.map(|o| o.exit_code),
+                    text(&self.pipe)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{attack}: the victim stopped checking"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            !text(&self.pipe).contains("changed"),
+            "{attack}: the victim's secret changed: {}",
+            text(&self.pipe)
+        );
+        self.task.abort();
+    }
+}
+
+/// Runs the 8 bystanders (saxpy, reduce, matmul) and checks each one's own verdict.
+async fn bystanders(rt: &'static Runtime) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..BYSTANDERS)
+        .map(|i| {
+            tokio::spawn(async move {
+                let (name, args, want) = match i % 3 {
+                    0 => ("saxpy", vec![(3000 + i).to_string()], "saxpy ok"),
+                    1 => ("reduce", vec![(5000 + i).to_string()], "reduce ok"),
+                    _ => (
+                        "matmul",
+                        vec!["9".into(), "7".into(), "11".into()],
+                        "matmul ok",
+                    ),
+                };
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let o = run(rt, name, &args).await;
+                let o = o.unwrap_or_else(|e| panic!("bystander {name}: {e}"));
+                assert_ok(&o, want);
+            })
+        })
+        .collect()
+}
+
+/// The attacker's verdict line: its outcomes (in order of first appearance) and secret words seen.
+fn verdict(o: &RunOutcome, attack: &str) -> (Vec<String>, u32) {
+    let out = stdout(o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("result {attack} ")))
+        .unwrap_or_else(|| panic!("{attack}: no verdict; stdout {out:?} stderr {err:?}"));
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("{attack}: {k} missing in {line:?}"))
+    };
+    let outcomes = field("outcome=").split('+').map(str::to_string).collect();
+    (outcomes, field("seen=").parse().expect("seen count"))
+}
+
+/// What an attack must get.
+enum Want {
+    /// Exactly these outcomes, in this order.
+    Exactly(&'static [&'static str]),
+    /// Some accesses fenced (the ones outside the guest), the rest in its own memory: ok.
+    Fenced,
+    /// Confined without a report (shared/local clamps, misaligned accesses aligned down), or
+    /// reported as fenced: never a fault or a wrong value.
+    Confined,
+}
+
+/// One attack with a victim and bystanders around it; returns the attacker's stderr.
+async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) -> String {
+    assert!(limits.sandbox, "the red-team attacks run sandboxed");
+
+    let victim = Victim::start(rt).await;
+    let others = bystanders(rt).await;
+    let mut o = opts(
+        "redteam",
+        &[
+            attack,
+            &format!("{:x}", victim.addr),
+            &format!("{SECRET:x}"),
+        ],
+    );
+    o.limits = limits;
+    let out = rt.run(&guest("redteam"), o).await;
+    let out = out.unwrap_or_else(|e| panic!("{attack}: the attacker's run failed: {e}"));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.exit_code, 0, "{attack}: {} {err}", stdout(&out));
+    let (outcomes, seen) = verdict(&out, attack);
+    assert_eq!(seen, 0, "{attack}: the attacker read the secret; {err}");
+    match want {
+        Want::Exactly(w) => assert_eq!(outcomes, w, "{attack}: {err}"),
+        Want::Fenced => {
+            assert!(
+                outcomes.iter().any(|c| c == "memory-fenced")
+                    && outcomes.iter().all(|c| c == "ok" || c == "memory-fenced"),
+                "{attack}: {outcomes:?} {err}"
+            );
+        }
+        Want::Confined => assert!(
+            outcomes.iter().all(|c| c == "ok" || c == "memory-fenced"),
+            "{attack}: {outcomes:?} {err}"
+        ),
+    }
+    for b in others {
+        b.await
+            .unwrap_or_else(|e| panic!("{attack}: a bystander failed: {e}"));
+    }
+    victim.assert_intact(attack).await;
+    let host = rt.host();
+    host.synchronize()
+        .unwrap_or_else(|e| panic!("{attack}: the device is unusable afterwards: {e}"));
+    assert!(
+        !matches!(
+            host.synchronize(),
+            Err(gpuhost::Error::ContextPoisoned { .. })
+        ),
+        "{attack}: poisoned"
+    );
+    err
+}
+
+/// Sandboxed limits for the attacks: GPU time short enough for a quick test yet ample for the
+/// attacks' own loops on an unoptimised softcuda, and quotas that the flood and local-memory
+/// attacks reach quickly.
+fn attack_limits() -> Limits {
+    Limits {
+        sandbox: true,
+        max_kernel_time: Duration::from_secs(2),
+        max_launches_in_flight: 16,
+        max_launch_local_bytes: 16 << 20,
+        ..Limits::default()
+    }
+}
+
+/// Runs `body` on a fresh tokio runtime in a child process (a sandbox bug that faulted the
+/// device would otherwise poison every later test of this binary).
+fn in_child(name: &str, body: impl AsyncFnOnce(&'static Runtime)) {
+    testkit::in_child(name, || {
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio");
+        tokio.block_on(async {
+            let Some((rt, _device)) = device().await else {
+                return;
+            };
+            body(rt).await;
+        });
+    });
+}
+
+/// Every attack on memory, in one child process (compiling the guests is most of its cost).
+/// Out-of-range accesses through pointers, offsets, raw u64 addresses, generic pointers (hand
+/// written and compiler shaped), atomics, reductions, vector and `.nc` loads are fenced into the
+/// attacker's own memory and reported; out-of-range shared and local accesses and misaligned
+/// ones are confined without a fault.
+#[test]
+fn memory_attacks_are_fenced_or_confined_and_never_reach_the_victim_or_fault_the_device() {
+    in_child(
+        "redteam::memory_attacks_are_fenced_or_confined_and_never_reach_the_victim_or_fault_the_device",
+        async |rt| {
+            crate::prewarm(&["redteam", "saxpy", "reduce", "matmul"]);
+            for a in [
+                "offsets", "raw", "scan", "generic", "atomics", "vectors", "nc",
+            ] {
+                let err = attack(rt, a, attack_limits(), Want::Fenced).await;
+                // The report names a kernel of the attack.
+                let kernels = [
+                    "peek_poke",
+                    "scan",
+                    "c_scan",
+                    "c_generic",
+                    "atomics",
+                    "vectors",
+                    "nc_loads",
+                ];
+                assert!(
+                    kernels
+                        .iter()
+                        .any(|k| err.contains(&format!("kernel {k} "))),
+                    "{a}: {err}"
+                );
+            }
+            for a in ["shared", "local", "misaligned"] {
+                attack(rt, a, attack_limits(), Want::Confined).await;
+            }
+        },
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes_on() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let limits = Limits {
+        max_kernel_time: Duration::from_millis(300),
+        ..attack_limits()
+    };
+    let err = attack(rt, "endless", limits, Want::Exactly(&["time-limit", "ok"])).await;
+    assert!(
+        err.contains("kernel endless"),
+        "the error names the kernel: {err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_legal_loops_and_deep_call_chains_finish_correctly_under_the_sandbox() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    for a in ["long", "deep"] {
+        // A generous limit: an unoptimised softcuda on a loaded CI machine is slow; the point is
+        // that polling on every back-edge neither stops nor corrupts a legal loop.
+        let limits = Limits {
+            max_kernel_time: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        attack(rt, a, limits, Want::Exactly(&["ok"])).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trap_fatbin_oversized_globals_and_local_arrays_are_refused_with_their_errors() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let err = attack(rt, "trap", attack_limits(), Want::Exactly(&["invalid-ptx"])).await;
+    assert!(err.contains("trap") && err.contains("line"), "{err}");
+    let err = attack(
+        rt,
+        "fatbin",
+        attack_limits(),
+        Want::Exactly(&["binary-refused"]),
+    )
+    .await;
+    assert!(err.contains("from-ptx"), "{err}");
+    let want = Want::Exactly(&["quota-exceeded", "ok"]);
+    let err = attack(rt, "globals", attack_limits(), want).await;
+    assert!(
+        err.contains("module globals") && err.contains("local memory"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooding_launches_then_dropping_the_stream_keeps_them_counted_until_they_end() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let want = Want::Exactly(&["quota-exceeded", "ok"]);
+    // Legal launches, only many: a limit no slow machine reaches.
+    let limits = Limits {
+        max_kernel_time: Duration::from_secs(60),
+        ..attack_limits()
+    };
+    let err = attack(rt, "flood", limits, want).await;
+    assert!(err.contains("launches in flight"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_guest_dropping_a_flooded_stream_still_has_its_launches_counted() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let mut o = opts("redteam", &["flood", "0", "0"]);
+    o.limits = Limits {
+        sandbox: false,
+        max_launches_in_flight: 16,
+        ..Limits::default()
+    };
+    let out = rt.run(&guest("redteam"), o).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(verdict(&out, "flood").0, ["quota-exceeded", "ok"], "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_store_with_endless_kernels_running_stops_them_before_run_returns() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    attack(rt, "drop-store", attack_limits(), Want::Exactly(&["ok"])).await;
+    // The same again, looking at the run itself: it returns once its kernels have ended.
+    let mut o = opts("redteam", &["drop-store", "0", "0"]);
+    o.limits = Limits {
+        max_kernel_time: Duration::from_secs(3600),
+        ..attack_limits()
+    };
+    let out = rt.run(&guest("redteam"), o).await.unwrap();
+    assert!(
+        out.launches_ended,
+        "the dropped guest's endless kernels were not stopped"
+    );
+}

@@ -1,0 +1,447 @@
+//! A guest arena: one virtual address range reserved up front with the driver's virtual memory
+//! management API, backed by physical memory as allocations grow, never moving. Everything a
+//! guest's kernels may touch lies in `[base, base + mapped)`, which is what the PTX sandbox
+//! fences accesses into.
+//!
+//! - The range is `max_bytes` rounded up to the allocation granularity (2 MiB on an H200),
+//!   aligned to at least 64 KiB (cuMemAddressReserve).
+//! - Physical chunks are created, mapped right after the mapped part, made read-write for the
+//!   device and zeroed (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemsetD8) when an allocation
+//!   ends past `mapped`; the handle is released at once, so unmapping a chunk frees it. The
+//!   first chunk is mapped at creation, so `mapped` is never 0: a sandboxed kernel's fenced
+//!   accesses always land in mapped, zeroed (or the guest's own) memory.
+//! - Allocations are 256-byte aligned ranges from a first-fit free list over `[0, max_bytes)`
+//!   (lowest address first, so the mapped part stays as small as the live set allows); freed
+//!   ranges are coalesced and reused.
+//! - Every allocation is zeroed before it is returned, reused ranges included: cuMemsetD8 on
+//!   the legacy default stream, then a synchronize of that stream. Device-memory memsets are
+//!   asynchronous to the host, and gpuhost's own streams are non-blocking, so without the wait a
+//!   launch on them could overtake the zeroing. Nothing else can still use the range: a buffer
+//!   gives its range back only when its last clone and every launch using it have ended.
+//! - The arena goes when its last holder does: buffers (and the [`Arena::anchor`] a launch may
+//!   hold) keep it alive. It then unmaps every chunk and frees the reservation. An arena of a
+//!   dead context generation is forgotten: its memory died with the context, and its addresses
+//!   may belong to the new one.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::sys::{self, CUresult};
+
+use crate::buffer::DeviceBuffer;
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::stats::Counters;
+
+/// Alignment of every allocation in an arena (as cuMemAlloc guarantees).
+pub const ARENA_ALIGN: u64 = 256;
+
+/// The smallest alignment of an arena's base (the sandbox relies on it).
+const MIN_BASE_ALIGN: u64 = 64 << 10;
+
+/// The driver entry points an arena needs; an older driver lacking one cannot host arenas.
+const VMM_CALLS: &[&str] = &[
+    "cuMemGetAllocationGranularity",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+];
+
+/// A guest's memory: one fixed virtual range, mapped as it fills. See the module docs.
+pub struct Arena {
+    host: Arc<Host>,
+    generation: u64,
+    base: u64,
+    reserved: u64,
+    /// Allocations end at or below this (max_bytes rounded up to [`ARENA_ALIGN`]).
+    limit: u64,
+    granularity: u64,
+    /// Bytes mapped from base, readable without the lock.
+    mapped: AtomicU64,
+    /// Bytes in live allocations (256-byte rounded).
+    used: AtomicU64,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("device", &self.host.ordinal())
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("reserved", &self.reserved)
+            .field("mapped", &self.mapped())
+            .field("used", &self.used())
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Free ranges below `limit`: offset → length, non-adjacent (coalesced).
+    free: BTreeMap<u64, u64>,
+    /// Mapped chunks, in address order: (offset, length).
+    chunks: Vec<(u64, u64)>,
+    mapped: u64,
+}
+
+impl State {
+    /// First fit: the lowest free range of at least `size` bytes, taken.
+    fn take(&mut self, size: u64) -> Option<u64> {
+        let (&off, &len) = self.free.iter().find(|&(_, &len)| len >= size)?;
+        self.free.remove(&off);
+        if len > size {
+            self.free.insert(off + size, len - size);
+        }
+        Some(off)
+    }
+
+    /// Gives `[off, off + size)` back, merged with free neighbours.
+    fn give(&mut self, mut off: u64, mut size: u64) {
+        if let Some((&p_off, &p_len)) = self.free.range(..off).next_back()
+            && p_off + p_len == off
+        {
+            self.free.remove(&p_off);
+            off = p_off;
+            size += p_len;
+        }
+        if let Some(n_len) = self.free.remove(&(off + size)) {
+            size += n_len;
+        }
+        self.free.insert(off, size);
+    }
+
+    /// The largest free range (for the error message).
+    fn largest_free(&self) -> u64 {
+        self.free.values().copied().max().unwrap_or(0)
+    }
+}
+
+fn round_up(v: u64, to: u64) -> Option<u64> {
+    v.checked_add(to - 1).map(|n| n / to * to)
+}
+
+/// Pinned device memory on the host's device.
+fn device_prop(ordinal: usize) -> sys::CUmemAllocationProp {
+    // SAFETY: CUmemAllocationProp is a plain C struct for which all-zero bytes are valid (the
+    // zero of each enum field is one of its variants); the fields that matter are set below.
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: ordinal as i32,
+    };
+    prop
+}
+
+impl Host {
+    /// A guest arena of `max_bytes` (at least one granule): one virtual range reserved with
+    /// cuMemAddressReserve, physical memory mapped as allocations grow, never moving.
+    pub fn arena(self: &Arc<Self>, max_bytes: u64) -> Result<Arc<Arena>> {
+        self.fresh(|| Arena::create(self, max_bytes))
+    }
+}
+
+impl Arena {
+    fn create(host: &Arc<Host>, max_bytes: u64) -> Result<Arc<Arena>> {
+        let generation = host.enter()?;
+        if let Some(missing) = VMM_CALLS.iter().find(|n| !driver::has_symbol(n)) {
+            return Err(Error::Unsupported {
+                feature: "guest arenas",
+                reason: format!("the driver lacks {missing} (virtual memory management)"),
+            });
+        }
+        let mut supported = 0;
+        // SAFETY: valid out pointer; dev came from cuDeviceGet.
+        let r = unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut supported,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
+                host.dev,
+            )
+        };
+        host.classify("cuDeviceGetAttribute", r)?;
+        if supported == 0 {
+            return Err(Error::Unsupported {
+                feature: "guest arenas",
+                reason: "the device does not support virtual memory management".into(),
+            });
+        }
+        let prop = device_prop(host.ordinal());
+        let mut granularity = 0usize;
+        // SAFETY: valid out pointer; prop outlives the call.
+        let r = unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        };
+        host.classify("cuMemGetAllocationGranularity", r)?;
+        let granularity = (granularity as u64).max(1);
+        let too_big = || Error::ArenaFull {
+            requested: max_bytes,
+            used: 0,
+            limit: 0,
+            largest_free: 0,
+        };
+        let limit = round_up(max_bytes.max(1), ARENA_ALIGN).ok_or_else(too_big)?;
+        let reserved = round_up(limit, granularity).ok_or_else(too_big)?;
+        let align = granularity.max(MIN_BASE_ALIGN).next_power_of_two();
+        let mut base = 0;
+        // SAFETY: valid out pointer; no address hint, no flags.
+        let r =
+            unsafe { sys::cuMemAddressReserve(&mut base, reserved as usize, align as usize, 0, 0) };
+        host.classify("cuMemAddressReserve", r)?;
+        Counters::inc(&host.counters.live_arenas);
+        let mut state = State::default();
+        state.free.insert(0, limit);
+        let arena = Arc::new(Arena {
+            host: Arc::clone(host),
+            generation,
+            base,
+            reserved,
+            limit,
+            granularity,
+            mapped: AtomicU64::new(0),
+            used: AtomicU64::new(0),
+            state: Mutex::new(state),
+        });
+        // The first chunk at once: `[base, base + mapped)` is never empty, so a fenced access
+        // of a kernel launched before any allocation still lands in mapped memory. (On error
+        // the arena drops, freeing its reservation.)
+        arena.grow(&mut arena.lock(), 1)?;
+        Ok(arena)
+    }
+
+    /// Device address of the range (aligned to at least 64 KiB).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Bytes mapped from `base` (at least one granule): every live allocation lies in
+    /// `[base, base + mapped)`, and all of it is device-accessible.
+    pub fn mapped(&self) -> u64 {
+        self.mapped.load(Ordering::Acquire)
+    }
+
+    /// Bytes of address space reserved (`max_bytes` rounded up to the granularity).
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Bytes in live allocations (each rounded up to 256).
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// The driver's allocation granularity: the arena maps in multiples of it.
+    pub fn granularity(&self) -> u64 {
+        self.granularity
+    }
+
+    /// The context generation the arena belongs to.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(crate) fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Each state change is complete before any call that can fail or panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `bytes` of zeroed device memory, 256-byte aligned, inside the arena: a [`DeviceBuffer`]
+    /// like any other (launch arguments, transfers, fill, copy) that keeps the arena alive.
+    /// More than the arena has free is [`Error::ArenaFull`].
+    pub fn alloc(self: &Arc<Self>, bytes: u64) -> Result<DeviceBuffer> {
+        self.host.enter_for(self.generation)?;
+        let full = |st: &State| Error::ArenaFull {
+            requested: bytes,
+            used: self.used(),
+            limit: self.limit,
+            largest_free: st.largest_free(),
+        };
+        let len = usize::try_from(bytes).map_err(|_| full(&self.lock()))?;
+        let size = round_up(bytes.max(1), ARENA_ALIGN).ok_or_else(|| full(&self.lock()))?;
+        let offset = {
+            let mut st = self.lock();
+            let offset = st.take(size).ok_or_else(|| full(&st))?;
+            if offset + size > st.mapped
+                && let Err(e) = self.grow(&mut st, offset + size)
+            {
+                st.give(offset, size);
+                return Err(e);
+            }
+            offset
+        };
+        if let Err(e) = self.zero(offset, size) {
+            self.lock().give(offset, size);
+            return Err(e);
+        }
+        self.used.fetch_add(size, Ordering::AcqRel);
+        Ok(DeviceBuffer::from_arena(self, offset, size, len))
+    }
+
+    /// A zero-length buffer at `base` that keeps the arena alive: pass it as
+    /// `Arg::Buffer(&anchor, 0)` for a kernel parameter that receives the arena's base (the
+    /// sandbox's hidden `base`), so the arena outlives every launch given it, even one whose
+    /// other arguments are not buffers of the arena.
+    pub fn anchor(self: &Arc<Self>) -> DeviceBuffer {
+        DeviceBuffer::from_arena(self, 0, 0, 0)
+    }
+
+    /// Maps chunks until `[0, end)` is mapped and device-accessible.
+    fn grow(&self, st: &mut State, end: u64) -> Result<()> {
+        let target = round_up(end, self.granularity).ok_or(Error::ArenaFull {
+            requested: end,
+            used: self.used(),
+            limit: self.limit,
+            largest_free: st.largest_free(),
+        })?;
+        let (at, len) = (st.mapped, target - st.mapped);
+        let prop = device_prop(self.host.ordinal());
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: the context is bound (alloc entered it); valid out pointer and property.
+        let r = unsafe { sys::cuMemCreate(&mut handle, len as usize, &prop, 0) };
+        self.host.classify("cuMemCreate", r)?;
+        let ptr = self.base + at;
+        // SAFETY: [ptr, ptr + len) lies in our reservation right after the mapped part, so it
+        // holds no mapping; len is a multiple of the granularity, as is ptr.
+        let r = unsafe { sys::cuMemMap(ptr, len as usize, 0, handle, 0) };
+        let mapped = self.host.classify("cuMemMap", r).and_then(|()| {
+            let desc = sys::CUmemAccessDesc {
+                location: prop.location,
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: the range was just mapped; one descriptor, valid for the call.
+            let r = unsafe { sys::cuMemSetAccess(ptr, len as usize, &desc, 1) };
+            // Zeroed before it counts as mapped: a sandboxed kernel may read all of
+            // [base, base + mapped), and physical memory recycled inside the process may still
+            // hold an earlier arena's (another guest's) bytes.
+            self.host
+                .classify("cuMemSetAccess", r)
+                .and_then(|()| self.zero(at, len))
+                .inspect_err(|_| {
+                    // SAFETY: undoes the mapping just made, which nothing can use yet.
+                    unsafe { sys::cuMemUnmap(ptr, len as usize) };
+                })
+        });
+        // The mapping (if any) keeps the memory; the handle is not needed any more.
+        // SAFETY: releases cuMemCreate's one reference, once.
+        let r = unsafe { sys::cuMemRelease(handle) };
+        mapped?;
+        if r != CUresult::CUDA_SUCCESS
+            && let Err(e) = self.host.classify("cuMemRelease", r)
+        {
+            self.host
+                .drop_error("releasing an arena chunk's handle", &e);
+        }
+        st.chunks.push((at, len));
+        st.mapped = target;
+        self.mapped.store(target, Ordering::Release);
+        Ok(())
+    }
+
+    /// Zeroes `[offset, offset + size)` and waits until it is done (see the module docs).
+    fn zero(&self, offset: u64, size: u64) -> Result<()> {
+        // SAFETY: the range is mapped, device-accessible and handed to nobody yet.
+        let r = unsafe { sys::cuMemsetD8_v2(self.base + offset, 0, size as usize) };
+        self.host.classify_at("cuMemsetD8_v2", r, self.generation)?;
+        // SAFETY: the legacy default stream of the bound context.
+        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
+        self.host
+            .classify_at("cuStreamSynchronize", r, self.generation)
+    }
+
+    /// A buffer's range comes back (its last holder and every launch using it are gone).
+    pub(crate) fn give_back(&self, offset: u64, size: u64) {
+        if size == 0 {
+            return;
+        }
+        self.lock().give(offset, size);
+        self.used.fetch_sub(size, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        Counters::dec(&self.host.counters.live_arenas);
+        // A dead generation's arena died with its context: forgotten, never unmapped.
+        self.host
+            .release_in(self.generation, "release an arena", || {
+                let chunks = std::mem::take(&mut self.lock().chunks);
+                let mapped: u64 = chunks.iter().map(|&(_, len)| len).sum();
+                // One call for all chunks (they tile [base, base + mapped)): softcuda then waits
+                // once for kernels still holding the range, not once per chunk. A driver that
+                // wants one call per cuMemMap gets them.
+                let all = if mapped > 0 {
+                    // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so
+                    // no launch given one (or the anchor) is still running.
+                    unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
+                } else {
+                    CUresult::CUDA_SUCCESS
+                };
+                if all != CUresult::CUDA_SUCCESS {
+                    for (at, len) in chunks {
+                        // SAFETY: as above, one chunk at a time.
+                        let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
+                        if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                            self.host.drop_error("unmapping an arena chunk", &e);
+                        }
+                    }
+                }
+                // SAFETY: the whole reservation, with nothing mapped in it any more.
+                let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
+                if let Err(e) = self.host.classify("cuMemAddressFree", r) {
+                    self.host.drop_error("freeing an arena's address range", &e);
+                }
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arenas_control_blocks_and_buffers_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Arena>();
+        send_sync::<Arc<Arena>>();
+        send_sync::<crate::ControlBlock>();
+        send_sync::<DeviceBuffer>();
+    }
+
+    #[test]
+    fn first_fit_takes_the_lowest_range_and_coalesces_on_give() {
+        let mut st = State::default();
+        st.free.insert(0, 4096);
+        let a = st.take(256).unwrap();
+        let b = st.take(512).unwrap();
+        let c = st.take(256).unwrap();
+        assert_eq!((a, b, c), (0, 256, 768));
+        st.give(b, 512);
+        assert_eq!(
+            st.take(300),
+            Some(256),
+            "the hole left by b is reused first"
+        );
+        st.give(256, 300);
+        st.give(a, 256);
+        st.give(c, 256);
+        assert_eq!(st.free.len(), 1, "all free space merged: {:?}", st.free);
+        assert_eq!(st.free.get(&0), Some(&4096));
+        assert_eq!(st.take(4097), None);
+        assert_eq!(st.largest_free(), 4096);
+    }
+}

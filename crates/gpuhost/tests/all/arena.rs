@@ -1,0 +1,501 @@
+//! Guest arenas and control blocks: allocations lie inside the mapped range, are zeroed (reused
+//! ranges too), never move when the arena grows, work as launch arguments and in transfers;
+//! a full arena is a typed error; nothing leaks; a dead generation's arena is forgotten; and a
+//! control block is shared between a running kernel and the host in both directions.
+
+use std::sync::Arc;
+
+use gpuhost::sys::{self, CUresult};
+use gpuhost::{
+    Arg, CONTROL_BYTES, DeviceBuffer, Error, Host, LaunchConfig, ModuleImage, ModuleSource,
+    Registry,
+};
+
+use crate::common::{TAG_A, block_on, bundle, exclusive, expected, host, read_u32s, shared, stamp};
+
+/// `dst[0] = src[0]`, with a volatile load (the value may come from host-mapped memory).
+const COPY_WORD: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry copy_word(.param .u64 src, .param .u64 dst)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    ld.volatile.global.u32 %r1, [%rd1];
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"#;
+
+fn copy_word_kernel(host: &Arc<Host>) -> gpuhost::Kernel {
+    let reg = Registry::from_sources(
+        host,
+        "arena-test",
+        vec![ModuleSource::new(
+            "copy_word",
+            ModuleImage::Ptx(COPY_WORD.into()),
+        )],
+    )
+    .expect("load copy_word");
+    reg.kernel("copy_word").expect("copy_word")
+}
+
+fn bytes_of(buf: &DeviceBuffer) -> Vec<u8> {
+    let mut out = vec![0u8; buf.len()];
+    buf.read(0, &mut out).expect("read back");
+    out
+}
+
+fn inside(arena: &gpuhost::Arena, buf: &DeviceBuffer) -> bool {
+    let (p, end) = (buf.device_ptr(), buf.device_ptr() + buf.len() as u64);
+    p >= arena.base() && end <= arena.base() + arena.mapped()
+}
+
+#[test]
+fn allocations_are_256_aligned_and_inside_the_mapped_range() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(16 << 20).unwrap();
+    assert_eq!(arena.base() % (64 << 10), 0, "base aligned to 64 KiB");
+    assert_eq!(arena.reserved() % arena.granularity(), 0);
+    assert!(arena.reserved() >= 16 << 20);
+    assert_eq!(
+        arena.mapped(),
+        arena.granularity(),
+        "one chunk mapped at creation: [base, base + mapped) is never empty"
+    );
+    let sizes = [1u64, 0, 255, 256, 257, 4096, 3 << 20, 100];
+    let bufs: Vec<DeviceBuffer> = sizes.iter().map(|&n| arena.alloc(n).unwrap()).collect();
+    for (b, &n) in bufs.iter().zip(&sizes) {
+        assert_eq!(b.len() as u64, n);
+        assert_eq!(b.device_ptr() % 256, 0, "256-byte aligned");
+        assert!(
+            inside(&arena, b),
+            "{n}-byte buffer outside [base, base+mapped)"
+        );
+    }
+    assert!(arena.mapped() <= arena.reserved());
+    assert_eq!(arena.mapped() % arena.granularity(), 0);
+    let used: u64 = sizes.iter().map(|&n| n.max(1).div_ceil(256) * 256).sum();
+    assert_eq!(arena.used(), used);
+    drop(bufs);
+    assert_eq!(arena.used(), 0, "every range given back");
+}
+
+#[test]
+fn allocations_are_zeroed_even_when_a_written_range_is_reused() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(4 << 20).unwrap();
+    let first = arena.alloc(8192).unwrap();
+    assert!(bytes_of(&first).iter().all(|&b| b == 0), "fresh memory");
+    first.fill(0, 8192, 0xAB).unwrap();
+    let ptr = first.device_ptr();
+    drop(first);
+    let again = arena.alloc(8000).unwrap();
+    assert_eq!(again.device_ptr(), ptr, "first fit reuses the freed range");
+    assert!(
+        bytes_of(&again).iter().all(|&b| b == 0),
+        "a reused range shows none of the earlier bytes"
+    );
+    // Also through a kernel's writes, and a range reused by a smaller buffer at its start.
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    stamp(&s, &k, &again, 2000).unwrap();
+    drop(again);
+    let small = arena.alloc(256).unwrap();
+    assert_eq!(small.device_ptr(), ptr);
+    assert!(bytes_of(&small).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn growing_never_moves_or_changes_earlier_buffers() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(64 << 20).unwrap();
+    let mut kept = Vec::new();
+    for i in 0..6u8 {
+        let mapped_before = arena.mapped();
+        // 1.5 granules each: every allocation maps more, and most straddle two chunks.
+        let b = arena.alloc(arena.granularity() * 3 / 2).unwrap();
+        assert!(
+            arena.mapped() > mapped_before,
+            "allocation {i} grew the arena"
+        );
+        b.fill(0, b.len(), 0x10 + i).unwrap();
+        kept.push((b.device_ptr(), b));
+        for (j, (ptr, old)) in kept.iter().enumerate() {
+            assert_eq!(old.device_ptr(), *ptr, "buffer {j} moved");
+            let mut probe = [0u8; 2];
+            old.read(0, &mut probe[..1]).unwrap();
+            old.read(old.len() - 1, &mut probe[1..]).unwrap();
+            assert_eq!(probe, [0x10 + j as u8; 2], "buffer {j} changed");
+        }
+    }
+}
+
+#[test]
+fn launches_and_transfers_through_arena_buffers_are_correct() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(8 << 20).unwrap();
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    // A buffer straddling the first chunk boundary.
+    let pad = arena.alloc(arena.granularity() - 4096).unwrap();
+    let n = 4096u32;
+    let out = arena.alloc(n as u64 * 4).unwrap();
+    assert!(out.device_ptr() < arena.base() + arena.granularity());
+    assert!(out.device_ptr() + out.len() as u64 > arena.base() + arena.granularity());
+    assert_eq!(stamp(&s, &k, &out, n).unwrap(), expected(TAG_A, n));
+    // Stream transfers and copies between an arena buffer and a plain one.
+    let plain = host.alloc(out.len()).unwrap();
+    let back = block_on(async {
+        s.copy(&plain, 0, &out, 0, out.len())
+            .unwrap()
+            .await
+            .unwrap();
+        s.fill(&out, 0, out.len(), 0).unwrap().await.unwrap();
+        s.copy(&out, 0, &plain, 0, out.len())
+            .unwrap()
+            .await
+            .unwrap();
+        s.upload(&out, 0, &7u32.to_le_bytes()).await.unwrap();
+        let mut back = vec![0u8; out.len()];
+        s.download(&out, 0, &mut back).await.unwrap();
+        back
+    });
+    let mut want = expected(TAG_A, n);
+    want[0] = 7;
+    let got: Vec<u32> = back
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(got, want);
+    // An argument at an offset inside the arena buffer.
+    s.launch(
+        &k,
+        LaunchConfig::for_elements(16, 16),
+        &[Arg::Buffer(&out, 64), Arg::U32(16)],
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    assert_eq!(read_u32s(&out, 32)[16..], expected(TAG_A, 16)[..]);
+    drop(pad);
+}
+
+#[test]
+fn exceeding_max_bytes_is_arena_full_with_a_message_that_says_what_to_do() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(1 << 20).unwrap();
+    let a = arena.alloc(600 << 10).unwrap();
+    let err = arena.alloc(600 << 10).unwrap_err();
+    match &err {
+        Error::ArenaFull {
+            requested,
+            used,
+            limit,
+            ..
+        } => {
+            assert_eq!(*requested, 600 << 10);
+            assert_eq!(*used, 600 << 10);
+            assert_eq!(*limit, 1 << 20);
+        }
+        other => panic!("expected ArenaFull, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("larger max_bytes") && msg.contains("drop buffers"),
+        "{msg}"
+    );
+    // Hostile sizes: typed errors, never a panic or a wrap-around.
+    for huge in [u64::MAX, u64::MAX - 255, 1 << 62] {
+        assert!(
+            matches!(arena.alloc(huge), Err(Error::ArenaFull { .. })),
+            "{huge}"
+        );
+    }
+    assert!(host.arena(u64::MAX).is_err(), "an arena of u64::MAX bytes");
+    // The arena still works after the refusals, up to its limit exactly.
+    drop(a);
+    let whole = arena.alloc(1 << 20).unwrap();
+    assert!(inside(&arena, &whole));
+    assert!(matches!(arena.alloc(1), Err(Error::ArenaFull { .. })));
+}
+
+fn free_bytes(host: &Host) -> u64 {
+    host.mem_info().unwrap().free
+}
+
+#[test]
+fn arenas_control_blocks_and_their_buffers_leak_nothing() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let before = host.stats();
+    let free0 = free_bytes(&host);
+    {
+        let arena = host.arena(32 << 20).unwrap();
+        let ctl = host.control_block().unwrap();
+        let bufs: Vec<DeviceBuffer> = (0..10).map(|_| arena.alloc(3 << 20).unwrap()).collect();
+        let anchor = arena.anchor();
+        let ctl_anchor = ctl.anchor();
+        let during = host.stats();
+        assert_eq!(during.live_arenas, before.live_arenas + 1);
+        assert_eq!(during.live_control_blocks, before.live_control_blocks + 1);
+        assert_eq!(during.live_buffers, before.live_buffers + 12);
+        assert!(
+            free_bytes(&host) < free0,
+            "mapped chunks count as used device memory"
+        );
+        // The anchors keep the memory alive after every other holder is gone (the control
+        // block's host side goes; its device memory is the anchor).
+        drop((bufs, arena, ctl));
+        let held = host.stats();
+        assert_eq!(
+            held.live_arenas,
+            before.live_arenas + 1,
+            "the anchor holds the arena"
+        );
+        assert_eq!(held.live_control_blocks, before.live_control_blocks);
+        assert_eq!(
+            held.live_buffers,
+            before.live_buffers + 2,
+            "the two anchors"
+        );
+        assert_eq!(anchor.len(), 0);
+        assert_eq!(ctl_anchor.len(), CONTROL_BYTES);
+    }
+    let after = host.stats();
+    assert_eq!(after.live_arenas, before.live_arenas);
+    assert_eq!(after.live_control_blocks, before.live_control_blocks);
+    assert_eq!(after.live_buffers, before.live_buffers);
+    assert_eq!(after.drop_errors, before.drop_errors, "no drop failed");
+    // NVIDIA returns a little memory lazily (see conformance/memory.rs): allow 4 MiB.
+    let free1 = free_bytes(&host);
+    assert!(free1 + (4 << 20) >= free0, "free went {free0} → {free1}");
+}
+
+#[test]
+fn a_dead_generations_arena_is_forgotten_and_a_new_one_works() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let arena = host.arena(4 << 20).unwrap();
+    let buf = arena.alloc(4096).unwrap();
+    let ctl = host.control_block().unwrap();
+    ctl.store_u32(0, 5);
+    let before = host.stats();
+    let mut dev = 0;
+    // SAFETY: valid out pointer; the driver is initialised (host() succeeded).
+    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    // SAFETY: a foreign reset, on purpose: destroys the context with everything in it.
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    assert!(matches!(arena.alloc(256), Err(Error::ContextLost { .. })));
+    assert!(matches!(
+        buf.read(0, &mut [0u8; 4]),
+        Err(Error::ContextLost { .. })
+    ));
+    assert!(
+        matches!(ctl.try_load_u32(0), Err(Error::ContextLost { .. })),
+        "the block's memory died with its context"
+    );
+    drop((buf, arena, ctl));
+    let after = host.stats();
+    assert_eq!(after.live_arenas + 1, before.live_arenas);
+    assert_eq!(
+        after.drop_errors, before.drop_errors,
+        "forgotten, not unmapped"
+    );
+    let fresh = host.arena(4 << 20).unwrap();
+    let b = fresh.alloc(1024).unwrap();
+    assert!(bytes_of(&b).iter().all(|&x| x == 0));
+}
+
+#[test]
+fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let k = copy_word_kernel(&host);
+    let arena = host.arena(2 << 20).unwrap();
+    let ctl = host.control_block().unwrap();
+    let ctl_buf = ctl.anchor();
+    assert_eq!(ctl_buf.device_ptr(), ctl.device_ptr());
+    for off in (0..CONTROL_BYTES).step_by(4) {
+        assert_eq!(ctl.load_u32(off), 0, "zeroed at {off}");
+    }
+    let s = host.stream().unwrap();
+    let word = arena.alloc(4).unwrap();
+    let copy = |src: Arg<'_>, dst: Arg<'_>| {
+        s.launch(&k, LaunchConfig::for_elements(1, 1), &[src, dst])
+            .unwrap()
+            .wait()
+            .unwrap()
+    };
+    // Host → kernel: the kernel reads the word the host stored.
+    ctl.store_u32(0, 0xC0FFEE);
+    copy(Arg::Buffer(&ctl_buf, 0), Arg::Buffer(&word, 0));
+    assert_eq!(read_u32s(&word, 1), [0xC0FFEE]);
+    // Kernel → host: the kernel writes ctl+4, the host loads it.
+    word.write(0, &0xFA17u32.to_le_bytes()).unwrap();
+    copy(Arg::Buffer(&word, 0), Arg::Buffer(&ctl_buf, 4));
+    assert_eq!(ctl.load_u32(4), 0xFA17);
+    assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other word is untouched");
+}
+
+/// Spins until `ctl[0]` differs from 0 (at most 2^31 polls), then writes how many polls it took.
+const WAIT_WORD: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry wait_word(.param .u64 ctl, .param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [ctl];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r2, 0;
+$L_spin:
+    add.u32 %r2, %r2, 1;
+    ld.volatile.global.u32 %r1, [%rd1];
+    setp.ne.u32 %p1, %r1, 0;
+    setp.gt.u32 %p2, %r2, 2147483647;
+    or.pred %p1, %p1, %p2;
+    @!%p1 bra $L_spin;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"#;
+
+#[test]
+fn a_store_reaches_a_kernel_while_it_runs() {
+    // The sandbox's abort: the host stores a new epoch while the guest's kernel is running,
+    // and the kernel must see it then — not after it ends, which it never would.
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::from_sources(
+        &host,
+        "arena-wait",
+        vec![ModuleSource::new(
+            "wait_word",
+            ModuleImage::Ptx(WAIT_WORD.into()),
+        )],
+    )
+    .expect("load wait_word");
+    let k = reg.kernel("wait_word").expect("wait_word");
+    let ctl = host.control_block().unwrap();
+    let out = host.alloc(4).unwrap();
+    let s = host.stream().unwrap();
+    let done = s
+        .launch(
+            &k,
+            LaunchConfig::for_elements(1, 1),
+            &[Arg::Buffer(&ctl.anchor(), 0), Arg::Buffer(&out, 0)],
+        )
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!done.is_done(), "the kernel is still spinning on the word");
+    ctl.try_store_u32(0, 1)
+        .expect("a store while the kernel runs");
+    done.wait().unwrap();
+    let polls = read_u32s(&out, 1)[0];
+    assert!(
+        polls < i32::MAX as u32,
+        "the kernel stopped on the store, not its bound ({polls} polls)"
+    );
+}
+
+#[test]
+fn concurrent_allocations_never_overlap_and_are_always_zeroed() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(64 << 20).unwrap();
+    let threads: Vec<_> = (0..6u8)
+        .map(|t| {
+            let arena = Arc::clone(&arena);
+            std::thread::spawn(move || {
+                let mut kept: Vec<(u8, DeviceBuffer)> = Vec::new();
+                let mut seed = 0x9E37_79B9u32.wrapping_mul(u32::from(t) + 1);
+                for i in 0..40u8 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    let len = 1 + (seed % (300 << 10)) as usize;
+                    let b = arena.alloc(len as u64).unwrap();
+                    assert!(bytes_of(&b).iter().all(|&x| x == 0), "thread {t} alloc {i}");
+                    let tag = t.wrapping_mul(41).wrapping_add(i) | 1;
+                    b.fill(0, len, tag).unwrap();
+                    kept.push((tag, b));
+                    if seed.is_multiple_of(3) {
+                        kept.swap_remove((seed as usize / 3) % kept.len());
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let live: Vec<(u8, DeviceBuffer)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    for (tag, b) in &live {
+        assert!(inside(&arena, b));
+        assert!(
+            bytes_of(b).iter().all(|x| x == tag),
+            "a live buffer was overwritten: two allocations overlapped"
+        );
+    }
+    let used: u64 = live
+        .iter()
+        .map(|(_, b)| (b.len() as u64).div_ceil(256) * 256)
+        .sum();
+    assert_eq!(arena.used(), used);
+}
+
+/// Everything in `[base, base + mapped)`, read with a raw copy (as a sandboxed kernel may).
+fn whole_mapped_range(host: &Host, arena: &gpuhost::Arena) -> Vec<u8> {
+    host.enter().unwrap();
+    let mut out = vec![0u8; arena.mapped() as usize];
+    // SAFETY: the context is bound; `out` is writable for its length; the range is mapped.
+    let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), arena.base(), out.len()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    out
+}
+
+#[test]
+fn mapped_memory_never_shows_an_earlier_arenas_bytes() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    // Earlier arenas fill all their memory and go, so their physical memory can be recycled.
+    for _ in 0..3 {
+        let old = host.arena(8 << 20).unwrap();
+        let all = old.alloc(8 << 20).unwrap();
+        all.fill(0, all.len(), 0x5A).unwrap();
+    }
+    let fresh = host.arena(8 << 20).unwrap();
+    assert!(
+        whole_mapped_range(&host, &fresh).iter().all(|&b| b == 0),
+        "the first chunk, before any allocation"
+    );
+    let small = fresh.alloc(100).unwrap();
+    small.fill(0, 100, 1).unwrap();
+    let _grown = fresh.alloc(5 << 20).unwrap();
+    let bytes = whole_mapped_range(&host, &fresh);
+    let offset = (small.device_ptr() - fresh.base()) as usize;
+    assert!(bytes[offset..offset + 100].iter().all(|&b| b == 1));
+    bytes[..offset]
+        .iter()
+        .chain(&bytes[offset + 100..])
+        .enumerate()
+        .for_each(|(i, &b)| assert_eq!(b, 0, "stale byte near offset {i} of the mapped range"));
+}

@@ -1,0 +1,501 @@
+//! The allow-list and the module-wide analysis behind the rewrite: which instructions and
+//! declarations a sandboxed module may contain (everything else is refused with its line and
+//! what to change), the call graph (no recursion, no indirect or external calls), each kernel's
+//! local bytes along its deepest call chain and the shared variables it uses.
+
+use std::collections::{HashMap, HashSet};
+
+use super::Policy;
+use super::globals::Offsets;
+use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
+use crate::error::Error;
+use crate::lower::var_size;
+
+/// Opcodes the rewriter understands (and ptxvm runs). Memory instructions among them are
+/// rewritten by `fence`; everything else is pure register arithmetic or control flow.
+const ALLOWED: &[&str] = &[
+    "mov",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "rem",
+    "min",
+    "max",
+    "and",
+    "or",
+    "xor",
+    "shl",
+    "shr",
+    "copysign",
+    "addc",
+    "subc",
+    "madc",
+    "mad",
+    "fma",
+    "abs",
+    "neg",
+    "not",
+    "cnot",
+    "popc",
+    "clz",
+    "brev",
+    "rcp",
+    "sqrt",
+    "rsqrt",
+    "ex2",
+    "lg2",
+    "sin",
+    "cos",
+    "tanh",
+    "setp",
+    "set",
+    "selp",
+    "slct",
+    "bfe",
+    "bfi",
+    "prmt",
+    "testp",
+    "cvt",
+    "cvta",
+    "ld",
+    "ldu",
+    "st",
+    "atom",
+    "red",
+    "bra",
+    "brx",
+    "call",
+    "ret",
+    "exit",
+    "membar",
+    "fence",
+    "nanosleep",
+    "prefetch",
+    "prefetchu",
+    "bar",
+    "barrier",
+    "shfl",
+    "vote",
+    "activemask",
+    "match",
+    "redux",
+    "lop3",
+    "isspacep",
+    "shf",
+    "bfind",
+    "dp4a",
+    "mul24",
+    "mad24",
+    "sad",
+    "cp",
+];
+
+/// Prefixes of the names the rewriter adds; user code may not use them.
+pub(crate) const RESERVED: [&str; 3] = ["%__sbx_", "__gpuhost_sbx_", "$__sbx_"];
+
+/// What the rewrite of every function needs to know about the module.
+pub(crate) struct Info<'m> {
+    /// Device-function definitions by name.
+    pub funcs: HashMap<&'m str, &'m Func>,
+    /// Relocated `.global`/`.const` variables.
+    pub globals: Offsets,
+    /// Module `.shared` variables: name → static size (`None`: dynamic, `.extern`/`[]`).
+    pub shared: HashMap<&'m str, Option<u64>>,
+    /// Back-edges between polls.
+    pub poll_interval: u32,
+    local: HashMap<&'m str, u64>,
+    refs: HashMap<&'m str, HashSet<&'m str>>,
+    callees: HashMap<&'m str, Vec<&'m str>>,
+}
+
+fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
+    Err(Error::Refused {
+        line,
+        what: what.into(),
+    })
+}
+
+fn reserved(name: &str) -> bool {
+    RESERVED.iter().any(|p| name.starts_with(p))
+}
+
+/// Checks the whole module and builds the call graph.
+pub(crate) fn analyse<'m>(
+    m: &'m Module,
+    globals: Offsets,
+    policy: &Policy,
+) -> Result<Info<'m>, Error> {
+    let mut funcs: HashMap<&str, &Func> = HashMap::new();
+    let mut shared = HashMap::new();
+    for v in &m.vars {
+        if reserved(&v.name) {
+            return refused(
+                v.line,
+                format!("the name {} is reserved; rename it", v.name),
+            );
+        }
+        if v.space == Space::Shared {
+            let size = if v.is_extern || v.count == Some(0) {
+                None
+            } else {
+                Some(var_size(v)?.0)
+            };
+            shared.insert(v.name.as_str(), size);
+        }
+    }
+    for f in &m.funcs {
+        if reserved(&f.name) {
+            return refused(
+                f.line,
+                format!("the name {} is reserved; rename it", f.name),
+            );
+        }
+        if f.body.is_none() {
+            let defined = m.funcs.iter().any(|g| g.name == f.name && g.body.is_some());
+            if !defined {
+                return refused(
+                    f.line,
+                    format!(
+                        "{} is declared but not defined here; sandboxed modules are not linked, \
+                         so define every function in the module",
+                        f.name
+                    ),
+                );
+            }
+            continue;
+        }
+        if !f.is_entry && funcs.insert(f.name.as_str(), f).is_some() {
+            return Err(Error::Invalid {
+                line: f.line,
+                msg: format!("function {} defined twice", f.name),
+            });
+        }
+    }
+    let mut info = Info {
+        funcs,
+        globals,
+        shared,
+        poll_interval: policy.poll_interval,
+        local: HashMap::new(),
+        refs: HashMap::new(),
+        callees: HashMap::new(),
+    };
+    let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
+    for f in m.funcs.iter().filter(|f| f.body.is_some()) {
+        for p in f.params.iter().chain(&f.rets) {
+            if reserved(&p.name) {
+                return refused(
+                    p.line,
+                    format!("the name {} is reserved; rename it", p.name),
+                );
+            }
+        }
+        let mut w = Walk {
+            info: &info,
+            f,
+            calls: Vec::new(),
+            refs: HashSet::new(),
+            local: 0,
+        };
+        w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
+        let (fc, refs, local) = (w.calls, w.refs, w.local);
+        info.local.insert(f.name.as_str(), local);
+        info.refs.insert(f.name.as_str(), refs);
+        info.callees
+            .insert(f.name.as_str(), fc.iter().map(|c| c.0).collect());
+        calls.insert(f.name.as_str(), fc);
+    }
+    // Recursion: any cycle in the call graph (frames are static on both drivers).
+    let mut state: HashMap<&str, u8> = HashMap::new();
+    fn dfs<'m>(
+        f: &'m str,
+        calls: &HashMap<&'m str, Vec<(&'m str, u32)>>,
+        state: &mut HashMap<&'m str, u8>,
+        local: &mut HashMap<&'m str, u64>,
+        depth: u32,
+    ) -> Result<u64, Error> {
+        state.insert(f, 1);
+        let mut deepest = 0u64;
+        for &(c, line) in calls.get(f).map(Vec::as_slice).unwrap_or(&[]) {
+            match state.get(c) {
+                Some(1) => {
+                    return refused(
+                        line,
+                        format!(
+                            "recursive call to {c} (a cycle in the call graph); rewrite the \
+                             recursion as a loop"
+                        ),
+                    );
+                }
+                Some(_) => deepest = deepest.max(local.get(c).copied().unwrap_or(0)),
+                None => {
+                    if depth > 256 {
+                        return refused(line, "call chain deeper than 256; flatten it");
+                    }
+                    deepest = deepest.max(dfs(c, calls, state, local, depth + 1)?);
+                }
+            }
+        }
+        state.insert(f, 2);
+        let total = local.get(f).copied().unwrap_or(0).saturating_add(deepest);
+        local.insert(f, total);
+        Ok(total)
+    }
+    for f in m.funcs.iter().filter(|f| f.body.is_some()) {
+        if !state.contains_key(f.name.as_str()) {
+            dfs(f.name.as_str(), &calls, &mut state, &mut info.local, 0)?;
+        }
+    }
+    Ok(info)
+}
+
+impl<'m> Info<'m> {
+    /// `.local` bytes of `f` plus its deepest callee chain.
+    pub(crate) fn local_bytes(&self, f: &str) -> u64 {
+        self.local.get(f).copied().unwrap_or(0)
+    }
+
+    /// Functions reachable from `f`, `f` included.
+    fn tree(&self, f: &'m str) -> Vec<&'m str> {
+        let mut seen = vec![f];
+        let mut i = 0;
+        while i < seen.len() {
+            for &c in self.callees.get(seen[i]).map(Vec::as_slice).unwrap_or(&[]) {
+                if !seen.contains(&c) {
+                    seen.push(c);
+                }
+            }
+            i += 1;
+        }
+        seen
+    }
+
+    /// Module `.shared` variables the kernel `f` and its callees name, in declaration order of
+    /// first use, with their static sizes (`None`: dynamic).
+    pub(crate) fn tree_shared(&self, f: &'m str) -> Vec<(&'m str, Option<u64>)> {
+        let mut names: Vec<(&str, Option<u64>)> = Vec::new();
+        for g in self.tree(f) {
+            for &n in self.refs.get(g).into_iter().flatten() {
+                if let Some(&s) = self.shared.get(n)
+                    && !names.iter().any(|x| x.0 == n)
+                {
+                    names.push((n, s));
+                }
+            }
+        }
+        names.sort_unstable_by_key(|x| x.0);
+        names
+    }
+
+    /// Bytes of static shared memory the kernel uses (module variables it names plus its own
+    /// function-scope ones), each aligned to 16 as an upper bound of the real layout.
+    pub(crate) fn static_shared(&self, f: &'m Func) -> u64 {
+        let mut total = 0u64;
+        for (_, s) in self.tree_shared(f.name.as_str()) {
+            total = total.saturating_add(s.unwrap_or(0).div_ceil(16) * 16);
+        }
+        for s in f.body.iter().flatten() {
+            if let Stmt::Var(v) = s
+                && v.space == Space::Shared
+                && let Ok((size, _)) = var_size(v)
+            {
+                total = total.saturating_add(size.div_ceil(16) * 16);
+            }
+        }
+        total
+    }
+}
+
+/// One function's walk: allow-list checks, calls, names used, `.local` bytes.
+struct Walk<'a, 'm> {
+    info: &'a Info<'m>,
+    f: &'m Func,
+    calls: Vec<(&'m str, u32)>,
+    refs: HashSet<&'m str>,
+    local: u64,
+}
+
+impl<'m> Walk<'_, 'm> {
+    fn stmts(&mut self, body: &'m [Stmt], depth: u32) -> Result<(), Error> {
+        for s in body {
+            match s {
+                Stmt::Reg { names, line, .. } => {
+                    if let Some((n, _)) = names.iter().find(|(n, _)| reserved(n)) {
+                        return refused(*line, format!("the name {n} is reserved; rename it"));
+                    }
+                }
+                Stmt::Var(v) => {
+                    if reserved(&v.name) {
+                        return refused(v.line, format!("the name {} is reserved", v.name));
+                    }
+                    match v.space {
+                        Space::Global | Space::Const => {
+                            return refused(
+                                v.line,
+                                "function-scope .global/.const variable; declare it at module \
+                                 scope",
+                            );
+                        }
+                        Space::Local | Space::Shared if depth > 0 => {
+                            return refused(
+                                v.line,
+                                "a .local/.shared variable inside a nested { } block; declare it \
+                                 at the top of the function",
+                            );
+                        }
+                        Space::Shared if !self.f.is_entry => {
+                            return refused(
+                                v.line,
+                                "a .shared variable inside a .func; declare it at module scope",
+                            );
+                        }
+                        Space::Shared if v.is_extern || v.count == Some(0) => {
+                            return refused(
+                                v.line,
+                                "a dynamic .shared variable inside a function; declare it at \
+                                 module scope",
+                            );
+                        }
+                        Space::Local => {
+                            let (size, align) = var_size(v)?;
+                            let a = u64::from(align);
+                            self.local = (self.local.div_ceil(a) * a).saturating_add(size);
+                        }
+                        _ => {}
+                    }
+                }
+                Stmt::Label(l, line) | Stmt::Targets(l, _, line) => {
+                    if reserved(l) {
+                        return refused(*line, format!("the label {l} is reserved; rename it"));
+                    }
+                }
+                Stmt::Inst(i) => self.inst(i)?,
+                Stmt::Block(b) => self.stmts(b, depth + 1)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
+        check_opcode(i)?;
+        // Only the memory instructions `fence` rewrites may take a `[address]` operand (`mov`
+        // and `cvta` take `var+offset`, parsed the same way).
+        let memory = matches!(
+            i.opcode.as_str(),
+            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta" | "cp"
+        );
+        if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
+            return refused(
+                i.line,
+                format!(
+                    "{} with a memory operand; only ld/st/atom/red may address memory",
+                    i.opcode
+                ),
+            );
+        }
+        if let Some((g, _)) = &i.guard
+            && reserved(g)
+        {
+            return refused(i.line, format!("the name {g} is reserved"));
+        }
+        for o in &i.operands {
+            self.operand(o, i.line)?;
+        }
+        if i.opcode == "call" {
+            let (callee, _) = call_parts(i)?;
+            if !self.info.funcs.contains_key(callee) {
+                return refused(
+                    i.line,
+                    format!(
+                        "call to {callee}, which is not a function defined in this module; \
+                         sandboxed modules may only call their own device functions directly"
+                    ),
+                );
+            }
+            self.calls.push((callee, i.line));
+        }
+        Ok(())
+    }
+
+    fn operand(&mut self, o: &'m Operand, line: u32) -> Result<(), Error> {
+        let name = match o {
+            Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => n,
+            Operand::Pair(a, b) => {
+                for n in [a, b] {
+                    if reserved(n) {
+                        return refused(line, format!("the name {n} is reserved"));
+                    }
+                }
+                return Ok(());
+            }
+            Operand::Vec(v) | Operand::List(v) => {
+                for x in v {
+                    self.operand(x, line)?;
+                }
+                return Ok(());
+            }
+            Operand::Complex => {
+                return refused(
+                    line,
+                    "texture/surface operands; read the data with ld.global instead",
+                );
+            }
+            _ => return Ok(()),
+        };
+        if reserved(name) {
+            return refused(line, format!("the name {name} is reserved"));
+        }
+        // Only variable names matter here (which shared variables a kernel uses); registers,
+        // which nvcc and clang name with '%', are the bulk and are skipped.
+        if !name.starts_with('%') && self.info.shared.contains_key(name.as_str()) {
+            self.refs.insert(name.as_str());
+        }
+        Ok(())
+    }
+}
+
+/// Refuses opcodes outside the allow-list, naming the better-known ones.
+pub(crate) fn check_opcode(i: &Inst) -> Result<(), Error> {
+    let op = i.opcode.as_str();
+    let why = match op {
+        "trap" | "brkpt" => Some(format!(
+            "{op} would stop the whole GPU context; report errors through an output buffer"
+        )),
+        "pmevent" => Some("pmevent (performance monitor events); remove it".to_string()),
+        "tex" | "tld4" | "txq" | "suld" | "sust" | "sured" | "suq" | "istypep" => Some(format!(
+            "{op}: texture and surface instructions; read and write buffers with ld/st.global"
+        )),
+        _ if !ALLOWED.contains(&op) => Some(format!(
+            "instruction {op} is not on the sandbox's allow-list; use plain ld/st/atom and \
+             arithmetic"
+        )),
+        _ => None,
+    };
+    match why {
+        Some(w) => refused(i.line, w),
+        None => Ok(()),
+    }
+}
+
+/// A direct call's callee and where its argument list sits (`None`: no arguments).
+pub(crate) fn call_parts(i: &Inst) -> Result<(&str, Option<usize>), Error> {
+    let k = usize::from(matches!(i.operands.first(), Some(Operand::List(_))));
+    let callee = match i.operands.get(k) {
+        Some(Operand::Name(n)) if !n.starts_with('%') => n.as_str(),
+        _ => {
+            return refused(
+                i.line,
+                "indirect call (through a register); call the function by name",
+            );
+        }
+    };
+    match (i.operands.get(k + 1), i.operands.len()) {
+        (None, _) => Ok((callee, None)),
+        (Some(Operand::List(_)), n) if n == k + 2 => Ok((callee, Some(k + 1))),
+        _ => refused(
+            i.line,
+            "indirect call through a prototype; call the function by name",
+        ),
+    }
+}

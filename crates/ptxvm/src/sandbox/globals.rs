@@ -1,0 +1,143 @@
+//! Relocation of module `.global` and `.const` variables into the per-Store globals block: each
+//! variable gets an offset in `GlobalsLayout`, its initialiser goes into the block's image, and
+//! the rewriter turns every use of its name into `globals + offset`.
+
+use std::collections::HashMap;
+
+use super::{GlobalSlot, GlobalsLayout};
+use crate::ast::{Init, Module, Space};
+use crate::error::Error;
+use crate::lower::{init_bytes, var_size};
+
+/// Where each relocated variable lives: name → (offset in the block, size in bytes).
+pub(crate) type Offsets = HashMap<String, (u64, u64)>;
+
+/// Lays the module's `.global`/`.const` variables out in source order.
+pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
+    let mut offsets = HashMap::new();
+    let mut size = 0u64;
+    let mut align = 16u64;
+    let mut init = Vec::new();
+    let mut vars = Vec::new();
+    for v in &m.vars {
+        match v.space {
+            Space::Global | Space::Const => {}
+            Space::Shared => continue,
+            Space::Local | Space::Param => {
+                return Err(Error::Refused {
+                    line: v.line,
+                    what: format!(
+                        "module-scope .local/.param variable {}; declare it inside a function",
+                        v.name
+                    ),
+                });
+            }
+        }
+        if v.is_extern {
+            return Err(Error::Refused {
+                line: v.line,
+                what: format!(
+                    "external variable {} (sandboxed modules are not linked); define it here",
+                    v.name
+                ),
+            });
+        }
+        if v.init.iter().any(|x| matches!(x, Init::Symbol)) {
+            return Err(Error::Refused {
+                line: v.line,
+                what: format!(
+                    "initialiser of {} holds an address; store the address at run time instead",
+                    v.name
+                ),
+            });
+        }
+        let (bytes, a) = var_size(v)?;
+        let a = u64::from(a);
+        align = align.max(a);
+        let off = size.div_ceil(a) * a;
+        size = off
+            .checked_add(bytes)
+            .ok_or(Error::TooLarge { bytes: usize::MAX })?;
+        let image = init_bytes(v, bytes)?;
+        if !image.is_empty() {
+            let off = usize::try_from(off).map_err(|_| Error::TooLarge { bytes: usize::MAX })?;
+            if init.len() < off + image.len() {
+                init.resize(off + image.len(), 0);
+            }
+            init[off..off + image.len()].copy_from_slice(&image);
+        }
+        vars.push(GlobalSlot {
+            name: v.name.clone(),
+            offset: off,
+            size: bytes,
+        });
+        if offsets.insert(v.name.clone(), (off, bytes)).is_some() {
+            return Err(Error::Invalid {
+                line: v.line,
+                msg: format!("variable {} declared twice", v.name),
+            });
+        }
+    }
+    let size = if size == 0 {
+        0
+    } else {
+        size.div_ceil(align) * align
+    };
+    Ok((
+        GlobalsLayout {
+            size,
+            align,
+            init,
+            vars,
+        },
+        offsets,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lay(src: &str) -> Result<(GlobalsLayout, Offsets), Error> {
+        layout(&crate::parse::parse(&crate::lex::lex(src)?)?)
+    }
+
+    #[test]
+    fn variables_get_aligned_offsets_and_their_initialisers() {
+        let (l, o) = lay(".global .align 4 .b32 a[3] = {1, 2, 3};\n\
+             .const .align 8 .f64 c = 0d3FF0000000000000;\n\
+             .shared .b8 s[4];\n\
+             .global .b8 z[100];")
+        .unwrap();
+        assert_eq!(o["a"], (0, 12));
+        assert_eq!(o["c"], (16, 8));
+        assert_eq!(o["z"], (24, 100));
+        assert!(!o.contains_key("s"));
+        assert_eq!(l.size, 128);
+        assert_eq!(l.align, 16);
+        assert_eq!(&l.init[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
+        assert_eq!(&l.init[16..24], &1f64.to_bits().to_le_bytes());
+        assert_eq!(l.init.len(), 24, "the zero tail is not materialised");
+        let slots: Vec<_> = l
+            .vars
+            .iter()
+            .map(|v| (v.name.as_str(), v.offset, v.size))
+            .collect();
+        assert_eq!(slots, [("a", 0, 12), ("c", 16, 8), ("z", 24, 100)]);
+    }
+
+    #[test]
+    fn huge_uninitialised_globals_are_sized_not_allocated() {
+        let (l, _) = lay(".global .b8 big[800000000];").unwrap();
+        assert_eq!(l.size, 800_000_000);
+        assert!(l.init.is_empty());
+    }
+
+    #[test]
+    fn address_initialisers_and_externs_are_refused() {
+        let e = lay(".global .u64 a;\n.global .u64 p = a;").unwrap_err();
+        assert!(matches!(e, Error::Refused { line: 2, .. }), "{e}");
+        let e = lay(".extern .global .u32 x;").unwrap_err();
+        assert!(matches!(e, Error::Refused { line: 1, .. }), "{e}");
+    }
+}

@@ -1,0 +1,141 @@
+//! The PTX sandbox: rewrites an untrusted module so that every kernel stays inside the memory
+//! its launch is given, polls an abort word on loop back-edges, and contains nothing outside an
+//! allow-list (docs/ARCHITECTURE.md, "Isolation"; the contract is plan/isolation.md §1).
+//!
+//! Pipeline: ptxvm's lexer and parser build the AST; `allow` refuses what is not allowed and
+//! builds the call graph; `globals` lays module `.global`/`.const` variables out in a per-Store
+//! block; `rewrite` (with `fence` and `poll`) rewrites every function; `print` turns the AST
+//! back into PTX text that NVIDIA's JIT and ptxvm both accept.
+//!
+//! ABI: every `.entry` gets five `.param .u64` after the user's parameters, named
+//! `__gpuhost_sbx_{base,size,globals,ctl,launch}` (see [`HIDDEN_PARAMS`]). Device functions get
+//! those five plus four internal ones (the caller's shared and local windows) that the host never
+//! sees. The host must pass `size >= MIN_ARENA` (64 KiB).
+
+mod allow;
+mod fence;
+mod globals;
+mod group;
+mod poll;
+mod print;
+mod rewrite;
+
+use crate::ast;
+use crate::error::Error;
+
+/// Smallest `size` a launch may pass: with less, a kernel sets the fault word and exits at
+/// entry (the arena base is 64 KiB-aligned, so the host maps at least this much).
+pub const MIN_ARENA: u64 = 64 << 10;
+
+/// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
+pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];
+
+/// Tuning of the rewrite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Back-edges taken between two polls of the abort word, per thread. Power of two.
+    pub poll_interval: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            poll_interval: 1024,
+        }
+    }
+}
+
+/// A rewritten module.
+#[derive(Debug, Clone)]
+pub struct Sandboxed {
+    /// Rewritten PTX; NVIDIA's JIT (sm_90) and ptxvm accept it.
+    pub ptx: String,
+    /// One per `.entry`, in source order.
+    pub kernels: Vec<SandboxedKernel>,
+    /// The module's relocated `.global`/`.const` variables.
+    pub globals: GlobalsLayout,
+}
+
+/// What the host needs to know about one rewritten kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxedKernel {
+    /// Entry name.
+    pub name: String,
+    /// Count of the user's parameters (the hidden ones follow).
+    pub user_params: usize,
+    /// Declared `.local` bytes along the deepest call chain.
+    pub local_bytes_per_thread: u64,
+    /// Bytes of static `.shared` variables the kernel and its callees use.
+    pub static_shared_bytes: u64,
+}
+
+/// The per-Store block holding a module's relocated `.global` and `.const` variables.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GlobalsLayout {
+    /// Bytes of the block (0: none). May be huge: the host checks it against its quota.
+    pub size: u64,
+    /// Alignment the block needs (>= 16).
+    pub align: u64,
+    /// Initial image: `init.len() <= size`; bytes past `init.len()` are zero.
+    pub init: Vec<u8>,
+    /// Where each relocated variable lives in the block, in source order (what
+    /// `cuModuleGetGlobal` would give for an unrewritten module).
+    pub vars: Vec<GlobalSlot>,
+}
+
+/// One relocated `.global`/`.const` variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalSlot {
+    /// Name as declared.
+    pub name: String,
+    /// Byte offset in the globals block.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Rewrites PTX so that every kernel is confined. Refuses with `Error::Refused { line, what }`
+/// anything outside the allow-list; malformed text gives the parser's errors.
+pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
+    if policy.poll_interval == 0 || !policy.poll_interval.is_power_of_two() {
+        return Err(Error::Refused {
+            line: 0,
+            what: format!(
+                "poll_interval {} is not a power of two; pick 1, 2, 4, … (default 1024)",
+                policy.poll_interval
+            ),
+        });
+    }
+    let tokens = crate::lex::lex(ptx)?;
+    let module = crate::parse::parse(&tokens)?;
+    let (layout, offsets) = globals::layout(&module)?;
+    let info = allow::analyse(&module, offsets, policy)?;
+    let mut text = String::with_capacity(ptx.len() * 2 + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
+    let mut kernels = Vec::new();
+    for f in &module.funcs {
+        if f.is_entry && f.body.is_some() {
+            kernels.push(SandboxedKernel {
+                name: f.name.clone(),
+                user_params: f.params.len(),
+                local_bytes_per_thread: info.local_bytes(&f.name),
+                static_shared_bytes: info.static_shared(f),
+            });
+        }
+        let (head, body) = rewrite::func(&info, f)?;
+        text.push('\n');
+        print::rewritten(&mut text, &head, body.as_deref())?;
+    }
+    Ok(Sandboxed {
+        ptx: text,
+        kernels,
+        globals: layout,
+    })
+}
+
+/// Prints a parsed module unchanged (round-trip check of the printer).
+pub fn reprint(ptx: &str) -> Result<String, Error> {
+    let tokens = crate::lex::lex(ptx)?;
+    let module = crate::parse::parse(&tokens)?;
+    print::module(&module)
+}

@@ -1,0 +1,340 @@
+//! Abort polling and the prologue: every function loads the hidden values into sandbox
+//! registers; kernels compute their shared and local windows and poll the abort word once at
+//! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
+//! control block's epoch and `exit`s if it is not its launch's epoch.
+
+use super::print::O;
+use super::rewrite::{Fx, INTERNAL_PARAMS, R, WIDTHS, imm, sreg};
+use super::{HIDDEN_PARAMS, MIN_ARENA};
+use crate::ast::{Operand, Stmt};
+
+const U64_REGS: &[&str] = &[
+    "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
+    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32",
+];
+const U32_REGS: &[&str] = &["epoch", "tag", "cnt", "t", "e"];
+const PRED_REGS: &[&str] = &["p", "q"];
+
+fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
+    Stmt::Reg {
+        ty: ty.into(),
+        names: names
+            .iter()
+            .map(|n| (format!("%__sbx_{n}"), None))
+            .collect(),
+        line,
+    }
+}
+
+impl<'m> Fx<'_, 'm> {
+    /// Declarations and prologue of a function body.
+    pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
+        let line = self.f.line;
+        let mut out = vec![
+            O::New(decl("u64", U64_REGS, line)),
+            O::New(decl("u32", U32_REGS, line)),
+            O::New(decl("pred", PRED_REGS, line)),
+        ];
+        if self.ngroups > 0 {
+            for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
+                out.push(O::New(Stmt::Reg {
+                    ty: ty.into(),
+                    names: vec![(n.into(), Some(self.ngroups))],
+                    line,
+                }));
+            }
+        }
+        let loads: Vec<&str> = if self.f.is_entry {
+            HIDDEN_PARAMS.to_vec()
+        } else {
+            HIDDEN_PARAMS
+                .iter()
+                .chain(&INTERNAL_PARAMS)
+                .copied()
+                .collect()
+        };
+        for n in loads {
+            self.emit(
+                &mut out,
+                None,
+                "ld",
+                &["param", "u64"],
+                vec![
+                    sreg(n),
+                    Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0),
+                ],
+            );
+        }
+        self.emit(
+            &mut out,
+            None,
+            "cvt",
+            &["u32", "u64"],
+            vec![sreg("epoch"), sreg("launch")],
+        );
+        self.emit(
+            &mut out,
+            None,
+            "shr",
+            &["u64"],
+            vec![sreg("a"), sreg("launch"), imm(32)],
+        );
+        self.emit(
+            &mut out,
+            None,
+            "cvt",
+            &["u32", "u64"],
+            vec![sreg("tag"), sreg("a")],
+        );
+        for w in WIDTHS {
+            let lim = sreg(&format!("lim{w}"));
+            self.emit(
+                &mut out,
+                None,
+                "sub",
+                &["u64"],
+                vec![lim, sreg("size"), imm(w as i64)],
+            );
+        }
+        let n = i64::from(self.info.poll_interval);
+        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(
+            &mut out,
+            None,
+            "mov",
+            &["u32"],
+            vec![sreg("e"), sreg("epoch")],
+        );
+        if self.f.is_entry {
+            let mut shared: Vec<(String, Option<u64>)> = self
+                .info
+                .tree_shared(self.f.name.as_str())
+                .into_iter()
+                .map(|(n, s)| (n.to_string(), s))
+                .collect();
+            let mut own: Vec<_> = self
+                .shared_fn
+                .iter()
+                .map(|(n, s)| (n.to_string(), Some(*s)))
+                .collect();
+            own.sort();
+            shared.extend(own);
+            self.window(&mut out, &shared, "slo", "shi");
+            let mut locals: Vec<_> = self
+                .locals
+                .iter()
+                .map(|(n, s)| (n.to_string(), Some(*s)))
+                .collect();
+            locals.sort();
+            self.window(&mut out, &locals, "llo", "lhi");
+            // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
+            // 4 KiB): the launch reports a fenced access and does nothing.
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["lt", "u64"],
+                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64)],
+            );
+            self.fault(&mut out, Some(("%__sbx_p".into(), false)));
+            self.emit(
+                &mut out,
+                Some(("%__sbx_p".into(), false)),
+                "exit",
+                &[],
+                vec![],
+            );
+            // Poll once at entry: a launch queued behind an abort never starts its work.
+            self.emit(
+                &mut out,
+                None,
+                "ld",
+                &["volatile", "global", "u32"],
+                vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+            );
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["ne", "u32"],
+                vec![sreg("p"), sreg("e"), sreg("epoch")],
+            );
+            self.emit(
+                &mut out,
+                Some(("%__sbx_p".into(), false)),
+                "exit",
+                &[],
+                vec![],
+            );
+        } else if !self.locals.is_empty() {
+            // The local window is the caller's (pointers to its locals may be passed in)
+            // together with this function's own frame.
+            let mut locals: Vec<_> = self
+                .locals
+                .iter()
+                .map(|(n, s)| (n.to_string(), Some(*s)))
+                .collect();
+            locals.sort();
+            self.window(&mut out, &locals, "c", "d");
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["eq", "u64"],
+                vec![sreg("p"), sreg("llo"), sreg("lhi")],
+            );
+            let p = Some(("%__sbx_p".to_string(), false));
+            self.emit(
+                &mut out,
+                p.clone(),
+                "mov",
+                &["u64"],
+                vec![sreg("llo"), sreg("c")],
+            );
+            self.emit(&mut out, p, "mov", &["u64"], vec![sreg("lhi"), sreg("d")]);
+            self.emit(
+                &mut out,
+                None,
+                "min",
+                &["u64"],
+                vec![sreg("llo"), sreg("llo"), sreg("c")],
+            );
+            self.emit(
+                &mut out,
+                None,
+                "max",
+                &["u64"],
+                vec![sreg("lhi"), sreg("lhi"), sreg("d")],
+            );
+        }
+        Ok(out)
+    }
+
+    /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a
+    /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
+    fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
+        if vars.is_empty() {
+            self.emit(out, None, "mov", &["u64"], vec![sreg(lo), imm(0)]);
+            self.emit(out, None, "mov", &["u64"], vec![sreg(hi), imm(0)]);
+            return;
+        }
+        for (k, (name, size)) in vars.iter().enumerate() {
+            // First variable initialises the window; later ones widen it.
+            let (dl, dh) = if k == 0 {
+                (sreg(lo), sreg(hi))
+            } else {
+                (sreg("a"), sreg("b"))
+            };
+            self.emit(
+                out,
+                None,
+                "mov",
+                &["u64"],
+                vec![dl.clone(), Operand::Name(name.clone())],
+            );
+            match size {
+                Some(s) => self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    vec![dh.clone(), dl.clone(), imm(*s as i64)],
+                ),
+                None => {
+                    self.emit(
+                        out,
+                        None,
+                        "mov",
+                        &["u32"],
+                        vec![sreg("t"), Operand::Name("%dynamic_smem_size".into())],
+                    );
+                    self.emit(
+                        out,
+                        None,
+                        "cvt",
+                        &["u64", "u32"],
+                        vec![dh.clone(), sreg("t")],
+                    );
+                    self.emit(
+                        out,
+                        None,
+                        "add",
+                        &["u64"],
+                        vec![dh.clone(), dh.clone(), dl.clone()],
+                    );
+                }
+            }
+            if k > 0 {
+                self.emit(out, None, "min", &["u64"], vec![sreg(lo), sreg(lo), dl]);
+                self.emit(out, None, "max", &["u64"], vec![sreg(hi), sreg(hi), dh]);
+            }
+        }
+    }
+
+    /// Counts a taken back-edge down; when the count reaches zero the thread resets it, reads
+    /// the epoch and exits if it changed. The poll sits inline behind a forward branch (three
+    /// instructions in the loop when not polling): an out-of-line block would break the
+    /// reconvergence of divergent warps in ptxvm, and with it warp-synchronous code after the
+    /// loop.
+    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<O<'m>>) {
+        let cnt = sreg("cnt");
+        self.emit(
+            out,
+            guard.clone(),
+            "sub",
+            &["u32"],
+            vec![cnt.clone(), cnt.clone(), imm(1)],
+        );
+        // skip := cnt != 0 || the branch is not taken.
+        match guard {
+            None => self.emit(
+                out,
+                None,
+                "setp",
+                &["ne", "u32"],
+                vec![sreg("p"), cnt, imm(0)],
+            ),
+            Some((g, neg)) => {
+                let not_taken = if neg {
+                    Operand::Name(g)
+                } else {
+                    Operand::Not(g)
+                };
+                self.emit(
+                    out,
+                    None,
+                    "setp",
+                    &["ne", "or", "u32"],
+                    vec![sreg("p"), cnt, imm(0), not_taken],
+                );
+            }
+        }
+        let skip = self.label();
+        let p = Some(("%__sbx_p".to_string(), false));
+        self.emit(
+            out,
+            p.clone(),
+            "bra",
+            &[],
+            vec![Operand::Name(skip.clone())],
+        );
+        let n = i64::from(self.info.poll_interval);
+        self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(
+            out,
+            None,
+            "ld",
+            &["volatile", "global", "u32"],
+            vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+        );
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u32"],
+            vec![sreg("p"), sreg("e"), sreg("epoch")],
+        );
+        self.emit(out, p, "exit", &[], vec![]);
+        out.push(O::New(Stmt::Label(skip, self.line)));
+    }
+}

@@ -1,0 +1,367 @@
+//! AST → PTX text. Prints a parsed (and possibly rewritten) module so that NVIDIA's JIT and
+//! ptxvm both accept it: header directives, linkage, performance directives, declarations and
+//! instructions as parsed. Debug info (`.loc`, `.file`, `.section`) and pragmas are dropped.
+
+use std::fmt::Write;
+
+use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, VarDecl};
+
+/// A statement of rewritten output: the input's own (printed as is, never copied) or new.
+pub(crate) enum O<'m> {
+    /// An input instruction passed through unchanged.
+    Inst(&'m Inst),
+    /// An input statement (declaration, label, table, block) passed through unchanged.
+    Stmt(&'m Stmt),
+    /// Something the rewriter made.
+    New(Stmt),
+    /// A `{ }` block of rewritten statements.
+    Block(Vec<O<'m>>),
+    /// Instructions the rewriter made, already printed (one per line).
+    Text(String),
+}
+
+/// Prints a rewritten function: its header (`f` with `body: None`) and its statements.
+pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> Result<(), Error> {
+    head(out, f);
+    match body {
+        None => out.push_str(";\n"),
+        Some(b) => {
+            out.push_str("\n{\n");
+            outs(out, b, 1)?;
+            out.push_str("}\n");
+        }
+    }
+    Ok(())
+}
+
+fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+    for o in body {
+        match o {
+            O::Inst(i) => {
+                indent(out, depth);
+                inst(out, i)?;
+                out.push('\n');
+            }
+            O::Stmt(s) => stmts(out, std::slice::from_ref(*s), depth)?,
+            O::New(s) => stmts(out, std::slice::from_ref(s), depth)?,
+            O::Block(b) => {
+                indent(out, depth);
+                out.push_str("{\n");
+                outs(out, b, depth + 1)?;
+                indent(out, depth);
+                out.push_str("}\n");
+            }
+            O::Text(t) => out.push_str(t),
+        }
+    }
+    Ok(())
+}
+use crate::error::Error;
+
+/// Prints a whole module.
+pub(crate) fn module(m: &Module) -> Result<String, Error> {
+    let mut out = String::with_capacity(4096);
+    header(&mut out, m, |_| true);
+    for f in &m.funcs {
+        out.push('\n');
+        func(&mut out, f)?;
+    }
+    Ok(out)
+}
+
+/// `.version`, `.target`, `.address_size` and the module variables `keep` selects.
+pub(crate) fn header(out: &mut String, m: &Module, keep: impl Fn(&VarDecl) -> bool) {
+    let version = m.version.as_deref().unwrap_or("7.0");
+    let _ = writeln!(out, ".version {version}");
+    if !m.target.is_empty() {
+        let _ = writeln!(out, ".target {}", m.target.join(", "));
+    }
+    let _ = writeln!(out, ".address_size {}\n", m.address_size.unwrap_or(64));
+    for v in m.vars.iter().filter(|v| keep(v)) {
+        var(out, v, true);
+        out.push_str(";\n");
+    }
+}
+
+fn space(s: Space) -> &'static str {
+    match s {
+        Space::Global => ".global",
+        Space::Const => ".const",
+        Space::Shared => ".shared",
+        Space::Local => ".local",
+        Space::Param => ".param",
+    }
+}
+
+/// A declaration without the trailing `;`.
+pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
+    if module_scope {
+        if let Some(l) = &v.linkage {
+            let _ = write!(out, ".{l} ");
+        }
+        if v.is_extern {
+            out.push_str(".extern ");
+        }
+    }
+    out.push_str(space(v.space));
+    if let Some(a) = v.align {
+        let _ = write!(out, " .align {a}");
+    }
+    if v.vec > 1 {
+        let _ = write!(out, " .v{}", v.vec);
+    }
+    let _ = write!(out, " .{} {}", v.ty, v.name);
+    match v.count {
+        Some(0) => out.push_str("[]"),
+        Some(n) => {
+            let _ = write!(out, "[{n}]");
+        }
+        None => {}
+    }
+    if !v.init.is_empty() {
+        out.push_str(" = ");
+        if v.count.is_some() {
+            out.push('{');
+        }
+        for (i, x) in v.init.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            match *x {
+                Init::Int(n) => {
+                    let _ = write!(out, "{n}");
+                }
+                Init::F32Bits(b) => {
+                    let _ = write!(out, "0f{b:08X}");
+                }
+                Init::F64Bits(b) => {
+                    let _ = write!(out, "0d{b:016X}");
+                }
+                // Refused before printing; `0` keeps the text well-formed regardless.
+                Init::Symbol => out.push('0'),
+            }
+        }
+        if v.count.is_some() {
+            out.push('}');
+        }
+    }
+}
+
+fn func(out: &mut String, f: &Func) -> Result<(), Error> {
+    head(out, f);
+    match &f.body {
+        None => out.push_str(";\n"),
+        Some(b) => {
+            out.push_str("\n{\n");
+            stmts(out, b, 1)?;
+            out.push_str("}\n");
+        }
+    }
+    Ok(())
+}
+
+/// Linkage, kind, results, name, parameters and performance directives.
+fn head(out: &mut String, f: &Func) {
+    if let Some(l) = &f.linkage {
+        let _ = write!(out, ".{l} ");
+    }
+    out.push_str(if f.is_entry { ".entry " } else { ".func " });
+    if !f.rets.is_empty() {
+        params(out, &f.rets);
+        out.push(' ');
+    }
+    out.push_str(&f.name);
+    params(out, &f.params);
+    for (name, vals) in &f.attrs {
+        let _ = write!(out, "\n.{name}");
+        for (i, v) in vals.iter().enumerate() {
+            let _ = write!(out, "{}{v}", if i == 0 { " " } else { ", " });
+        }
+    }
+}
+
+fn params(out: &mut String, ps: &[VarDecl]) {
+    out.push('(');
+    for (i, p) in ps.iter().enumerate() {
+        out.push_str(if i == 0 { "\n\t" } else { ",\n\t" });
+        var(out, p, false);
+    }
+    out.push_str(if ps.is_empty() { ")" } else { "\n)" });
+}
+
+fn indent(out: &mut String, depth: usize) {
+    for _ in 0..depth {
+        out.push('\t');
+    }
+}
+
+/// Prints statements at `depth` tabs.
+pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(), Error> {
+    for s in body {
+        match s {
+            Stmt::Reg { ty, names, .. } => {
+                indent(out, depth);
+                let _ = write!(out, ".reg .{ty} ");
+                for (i, (n, range)) in names.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(n);
+                    if let Some(c) = range {
+                        let _ = write!(out, "<{c}>");
+                    }
+                }
+                out.push_str(";\n");
+            }
+            Stmt::Var(v) => {
+                indent(out, depth);
+                var(out, v, false);
+                out.push_str(";\n");
+            }
+            Stmt::Label(l, _) => {
+                let _ = writeln!(out, "{l}:");
+            }
+            Stmt::Targets(name, labels, _) => {
+                indent(out, depth);
+                let _ = writeln!(out, "{name}: .branchtargets {};", labels.join(", "));
+            }
+            Stmt::Inst(i) => {
+                indent(out, depth);
+                inst(out, i)?;
+                out.push('\n');
+            }
+            Stmt::Block(b) => {
+                indent(out, depth);
+                out.push_str("{\n");
+                stmts(out, b, depth + 1)?;
+                indent(out, depth);
+                out.push_str("}\n");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints one instruction with its `;`.
+pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
+    parts(
+        out,
+        i.guard.as_ref(),
+        &i.opcode,
+        &i.mods,
+        &i.operands,
+        None,
+        i.line,
+    )
+}
+
+/// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
+pub(crate) fn parts<M: AsRef<str>>(
+    out: &mut String,
+    guard: Option<&(String, bool)>,
+    opcode: &str,
+    mods: &[M],
+    operands: &[Operand],
+    replace: Option<(usize, &Operand)>,
+    line: u32,
+) -> Result<(), Error> {
+    if let Some((g, neg)) = guard {
+        let _ = write!(out, "@{}{g} ", if *neg { "!" } else { "" });
+    }
+    out.push_str(opcode);
+    for m in mods {
+        out.push('.');
+        out.push_str(m.as_ref());
+    }
+    // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
+    let f32_ctx =
+        mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
+    // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
+    let bare = matches!(opcode, "mov" | "cvta");
+    for (k, o) in operands.iter().enumerate() {
+        out.push_str(if k == 0 { " " } else { ", " });
+        let o = match replace {
+            Some((at, r)) if at == k => r,
+            _ => o,
+        };
+        operand(out, o, f32_ctx, bare, line)?;
+    }
+    out.push(';');
+    Ok(())
+}
+
+fn int(out: &mut String, v: i64) {
+    if v < i64::from(i32::MIN) {
+        let _ = write!(out, "0x{:016X}", v as u64);
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) -> R {
+    match o {
+        Operand::Name(n) => out.push_str(n),
+        Operand::Not(n) => {
+            out.push('!');
+            out.push_str(n);
+        }
+        Operand::Pair(a, b) => {
+            let _ = write!(out, "{a}|{b}");
+        }
+        Operand::Int(v) => int(out, *v),
+        Operand::F32Bits(b) => {
+            let _ = write!(out, "0f{b:08X}");
+        }
+        Operand::F64Bits(b) if f32_ctx => {
+            let _ = write!(out, "0f{:08X}", (f64::from_bits(*b) as f32).to_bits());
+        }
+        Operand::F64Bits(b) => {
+            let _ = write!(out, "0d{b:016X}");
+        }
+        Operand::Addr(base, off) => {
+            if !bare {
+                out.push('[');
+            }
+            match base {
+                Some(b) => {
+                    out.push_str(b);
+                    if *off != 0 {
+                        out.push('+');
+                        int(out, *off);
+                    }
+                }
+                None => int(out, *off),
+            }
+            if !bare {
+                out.push(']');
+            }
+        }
+        Operand::Vec(v) | Operand::List(v) => {
+            let (open, close) = if matches!(o, Operand::Vec(_)) {
+                ('{', '}')
+            } else {
+                ('(', ')')
+            };
+            out.push(open);
+            for (k, x) in v.iter().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                operand(out, x, f32_ctx, bare, line)?;
+            }
+            out.push(close);
+        }
+        Operand::Sink => out.push('_'),
+        Operand::Complex => {
+            return Err(Error::Refused {
+                line,
+                what: "texture/surface operands are not allowed in sandboxed modules; \
+                       read the data with ld.global instead"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+type R = Result<(), Error>;

@@ -1,0 +1,431 @@
+//! Rewrites one function: appends the hidden parameters, adds the sandbox registers and the
+//! prologue, passes the hidden values on at every call, and sends each instruction to `fence`
+//! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
+
+use std::collections::HashMap;
+
+use super::HIDDEN_PARAMS;
+use super::allow::{Info, call_parts};
+use super::print::O;
+use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
+use crate::error::Error;
+use crate::lower::var_size;
+
+pub(crate) type R<T> = Result<T, Error>;
+
+/// Internal parameters of device functions after the five hidden ones: the caller's shared
+/// window `[slo, shi)` and local window `[llo, lhi)`.
+pub(crate) const INTERNAL_PARAMS: [&str; 4] = ["slo", "shi", "llo", "lhi"];
+/// Access widths the prologue precomputes `size - W` for.
+pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
+
+/// Register `%__sbx_<n>`.
+pub(crate) fn sreg(n: &str) -> Operand {
+    Operand::Name(format!("%__sbx_{n}"))
+}
+
+pub(crate) fn imm(v: i64) -> Operand {
+    Operand::Int(v)
+}
+
+/// One function being rewritten.
+pub(crate) struct Fx<'a, 'm> {
+    pub info: &'a Info<'m>,
+    pub f: &'m Func,
+    /// Register name → type, for exact names; `%r<5>` ranges as prefix → (count, type).
+    regs: HashMap<&'m str, &'m str>,
+    ranges: HashMap<&'m str, (u32, &'m str)>,
+    /// This function's `.local` variables → size.
+    pub locals: HashMap<&'m str, u64>,
+    /// This entry's function-scope `.shared` variables → size.
+    pub shared_fn: HashMap<&'m str, u64>,
+    /// `.param` names visible here → size.
+    pub params: HashMap<&'m str, u64>,
+    /// Position (in statement order) of every label, and the branch tables.
+    labels: HashMap<&'m str, usize>,
+    tables: HashMap<&'m str, &'m [String]>,
+    pos: usize,
+    nlabel: u32,
+    /// Accesses whose fence an earlier access of their run emitted.
+    pub members: HashMap<*const Inst, super::group::Member>,
+    /// Group registers used so far.
+    pub ngroups: u32,
+    /// Line of the instruction being rewritten (new instructions carry it).
+    pub line: u32,
+}
+
+/// Rewrites a function (entry, device function or prototype).
+pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
+    let mut params = f.params.clone();
+    let hidden: Vec<&str> = if f.is_entry {
+        HIDDEN_PARAMS.to_vec()
+    } else {
+        HIDDEN_PARAMS
+            .iter()
+            .chain(&INTERNAL_PARAMS)
+            .copied()
+            .collect()
+    };
+    for h in &hidden {
+        params.push(VarDecl {
+            space: Space::Param,
+            name: format!("__gpuhost_sbx_{h}"),
+            ty: "u64".into(),
+            vec: 1,
+            align: None,
+            count: None,
+            init: Vec::new(),
+            is_extern: false,
+            linkage: None,
+            line: f.line,
+        });
+    }
+    let body = match &f.body {
+        None => None,
+        Some(b) => {
+            let mut fx = Fx {
+                info,
+                f,
+                regs: HashMap::new(),
+                ranges: HashMap::new(),
+                locals: HashMap::new(),
+                shared_fn: HashMap::new(),
+                params: HashMap::new(),
+                labels: HashMap::new(),
+                tables: HashMap::new(),
+                pos: 0,
+                nlabel: 0,
+                members: HashMap::new(),
+                ngroups: 0,
+                line: f.line,
+            };
+            for p in f.params.iter().chain(&f.rets) {
+                fx.params.insert(p.name.as_str(), var_size(p)?.0);
+            }
+            fx.scan(b)?;
+            fx.pos = 0;
+            // Top-level register and .local/.shared declarations go first: the prologue takes
+            // the variables' addresses, and declarations then precede every instruction.
+            let hoisted = |s: &Stmt| match s {
+                Stmt::Var(v) => matches!(v.space, Space::Local | Space::Shared),
+                Stmt::Reg { .. } => true,
+                _ => false,
+            };
+            let mut body = Vec::with_capacity(2 * b.len());
+            fx.stmts(b, Some(&hoisted), &mut body)?;
+            let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
+            out.extend(fx.prologue()?);
+            out.append(&mut body);
+            Some(out)
+        }
+    };
+    let head = Func {
+        name: f.name.clone(),
+        is_entry: f.is_entry,
+        params,
+        rets: f.rets.clone(),
+        max_threads: f.max_threads,
+        linkage: f.linkage.clone(),
+        attrs: f.attrs.clone(),
+        body: None,
+        line: f.line,
+    };
+    Ok((head, body))
+}
+
+impl<'m> Fx<'_, 'm> {
+    /// First pass: declarations and label positions.
+    fn scan(&mut self, body: &'m [Stmt]) -> R<()> {
+        for s in body {
+            match s {
+                Stmt::Reg { ty, names, .. } => {
+                    for (n, range) in names {
+                        match range {
+                            None => self.regs.insert(n.as_str(), ty.as_str()),
+                            Some(c) => self
+                                .ranges
+                                .insert(n.as_str(), (*c, ty.as_str()))
+                                .map(|_| ""),
+                        };
+                    }
+                }
+                Stmt::Var(v) => {
+                    let size = if v.count == Some(0) {
+                        0
+                    } else {
+                        var_size(v)?.0
+                    };
+                    match v.space {
+                        Space::Local => drop(self.locals.insert(v.name.as_str(), size)),
+                        Space::Shared => drop(self.shared_fn.insert(v.name.as_str(), size)),
+                        Space::Param => drop(self.params.insert(v.name.as_str(), size)),
+                        _ => {}
+                    }
+                }
+                Stmt::Label(l, _) => {
+                    self.labels.insert(l.as_str(), self.pos);
+                    self.pos += 1;
+                }
+                Stmt::Targets(n, ls, _) => drop(self.tables.insert(n.as_str(), ls.as_slice())),
+                Stmt::Inst(_) => self.pos += 1,
+                Stmt::Block(b) => self.scan(b)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Type of register `name` (`u32`, `b64`, …), if declared.
+    pub(crate) fn reg_ty(&self, name: &str) -> Option<&'m str> {
+        if let Some(t) = self.regs.get(name) {
+            return Some(t);
+        }
+        let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, num) = name.split_at(digits);
+        let n: u32 = num.parse().ok()?;
+        match self.ranges.get(prefix) {
+            Some(&(c, t)) if n < c => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A fresh label name.
+    pub(crate) fn label(&mut self) -> String {
+        self.nlabel += 1;
+        format!("$__sbx_L{}", self.nlabel)
+    }
+
+    /// Appends a new instruction (at the current source line).
+    pub(crate) fn emit(
+        &self,
+        out: &mut Vec<O<'m>>,
+        guard: Option<(String, bool)>,
+        opcode: &str,
+        mods: &[&str],
+        operands: Vec<Operand>,
+    ) {
+        // Consecutive new instructions share one text buffer: one allocation for many lines.
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ =
+                super::print::parts(t, guard.as_ref(), opcode, mods, &operands, None, self.line);
+            t.push('\n');
+        });
+    }
+
+    /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
+    pub(crate) fn with_text(out: &mut Vec<O<'m>>, f: impl FnOnce(&mut String)) {
+        if let Some(O::Text(t)) = out.last_mut() {
+            f(t);
+            return;
+        }
+        let mut t = String::with_capacity(256);
+        f(&mut t);
+        out.push(O::Text(t));
+    }
+
+    /// Rewrites `body` into `out`, leaving out the statements `skip` names.
+    fn stmts(
+        &mut self,
+        body: &'m [Stmt],
+        skip: Option<&dyn Fn(&Stmt) -> bool>,
+        out: &mut Vec<O<'m>>,
+    ) -> R<()> {
+        for (k, s) in body.iter().enumerate() {
+            if skip.is_some_and(|f| f(s)) {
+                continue;
+            }
+            match s {
+                Stmt::Label(..) => {
+                    self.pos += 1;
+                    out.push(O::Stmt(s));
+                }
+                Stmt::Inst(i) => {
+                    self.line = i.line;
+                    self.inst(i, &body[k + 1..], out)?;
+                    self.pos += 1;
+                }
+                Stmt::Block(b) => {
+                    let mut inner = Vec::with_capacity(b.len());
+                    self.stmts(b, None, &mut inner)?;
+                    if matches!(
+                        inner.last(),
+                        Some(O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)))
+                    ) {
+                        // A label needs a statement after it before the block closes.
+                        self.emit(
+                            &mut inner,
+                            None,
+                            "mov",
+                            &["u32"],
+                            vec![sreg("t"), sreg("t")],
+                        );
+                    }
+                    out.push(O::Block(inner));
+                }
+                other => out.push(O::Stmt(other)),
+            }
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
+        match i.opcode.as_str() {
+            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
+            // Hints only: dropping them cannot change results and leaves nothing to fence.
+            "prefetch" | "prefetchu" => Ok(()),
+            "bra" => {
+                if let Some(Operand::Name(l)) = i.operands.first()
+                    && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
+                {
+                    self.backedge(i.guard.clone(), out);
+                }
+                out.push(O::Inst(i));
+                Ok(())
+            }
+            "brx" => {
+                let back = match i.operands.get(1) {
+                    Some(Operand::Name(t)) => self.tables.get(t.as_str()).is_some_and(|ls| {
+                        ls.iter()
+                            .any(|l| self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos))
+                    }),
+                    _ => true,
+                };
+                if back {
+                    self.backedge(i.guard.clone(), out);
+                }
+                out.push(O::Inst(i));
+                Ok(())
+            }
+            "call" => self.call(i, out),
+            "cp" => self.cp_async(i, out),
+            _ => self.plain(i, out),
+        }
+    }
+
+    /// Passes the hidden values to the callee through `.param` variables of a new block.
+    fn call(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+        let (_, args_at) = call_parts(i)?;
+        let names: Vec<&str> = HIDDEN_PARAMS
+            .iter()
+            .chain(&INTERNAL_PARAMS)
+            .copied()
+            .collect();
+        let mut block = Vec::with_capacity(2 * names.len() + 1);
+        let mut extra = Vec::with_capacity(names.len());
+        for (k, n) in names.iter().enumerate() {
+            let p = format!("__gpuhost_sbx_c{k}");
+            block.push(O::New(Stmt::Var(VarDecl {
+                space: Space::Param,
+                name: p.clone(),
+                ty: "b64".into(),
+                vec: 1,
+                align: None,
+                count: None,
+                init: Vec::new(),
+                is_extern: false,
+                linkage: None,
+                line: i.line,
+            })));
+            self.emit(
+                &mut block,
+                None,
+                "st",
+                &["param", "b64"],
+                vec![Operand::Addr(Some(p.clone()), 0), sreg(n)],
+            );
+            extra.push(Operand::Name(p));
+        }
+        let mut call = i.clone();
+        match args_at {
+            Some(k) => {
+                if let Operand::List(a) = &mut call.operands[k] {
+                    a.extend(extra);
+                }
+            }
+            None => call.operands.push(Operand::List(extra)),
+        }
+        block.push(O::New(Stmt::Inst(call)));
+        out.push(O::Block(block));
+        Ok(())
+    }
+
+    /// Non-memory instructions: relocated variable names become `globals + offset`.
+    fn plain(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+        let reloc = |o: &Operand| match o {
+            Operand::Name(n) => self.info.globals.get(n).map(|&(off, _)| off as i64),
+            Operand::Addr(Some(n), k) => self
+                .info
+                .globals
+                .get(n)
+                .map(|&(off, _)| (off as i64).wrapping_add(*k)),
+            _ => None,
+        };
+        let space_const = i.mods.iter().any(|m| m == "const");
+        match i.opcode.as_str() {
+            "mov" | "cvta" if i.operands.len() == 2 => {
+                if let Some(off) = reloc(&i.operands[1]) {
+                    if !i
+                        .mods
+                        .iter()
+                        .any(|m| m == "u64" || m == "b64" || m == "s64")
+                    {
+                        return Err(Error::Refused {
+                            line: i.line,
+                            what: "the address of a .global/.const variable needs 64 bits; \
+                                   use mov.u64"
+                                .into(),
+                        });
+                    }
+                    self.emit(
+                        out,
+                        i.guard.clone(),
+                        "add",
+                        &["u64"],
+                        vec![i.operands[0].clone(), sreg("globals"), imm(off)],
+                    );
+                    return Ok(());
+                }
+                if i.opcode == "cvta" && space_const {
+                    // Relocated constants live in global memory: the conversion is the identity.
+                    self.emit(
+                        out,
+                        i.guard.clone(),
+                        "mov",
+                        &["u64"],
+                        vec![i.operands[0].clone(), i.operands[1].clone()],
+                    );
+                    return Ok(());
+                }
+            }
+            "isspacep" if space_const => {
+                let mut j = i.clone();
+                for m in &mut j.mods {
+                    if m == "const" {
+                        *m = "global".into();
+                    }
+                }
+                out.push(O::New(Stmt::Inst(j)));
+                return Ok(());
+            }
+            _ => {}
+        }
+        if let Some(n) = i.operands.iter().find_map(|o| match o {
+            Operand::Name(n) | Operand::Addr(Some(n), _) if self.info.globals.contains_key(n) => {
+                Some(n)
+            }
+            _ => None,
+        }) {
+            return Err(Error::Refused {
+                line: i.line,
+                what: format!(
+                    "{} uses the .global/.const variable {n} directly; take its address with \
+                     mov.u64 first",
+                    i.opcode
+                ),
+            });
+        }
+        out.push(O::Inst(i));
+        Ok(())
+    }
+}
