@@ -4,14 +4,15 @@
 //! ```toml
 //! route = "/saxpy"        # default: "/<folder name>"
 //! devices = [0, 1]        # default: every device the server uses
-//! sandbox = true          # default true: untrusted guest; reported, and applied once
-//!                         # gpuhost-wasm's Limits has a sandbox switch (not on this branch)
+//! sandbox = true          # default true: untrusted guest (gpuhost-wasm `Limits::sandbox`: its
+//!                         # PTX confined, launches stopped past limits.max_kernel_time_ms)
 //! [serve]
 //! max_concurrency = 8     # requests running at once (default 16)
 //! max_queue = 64          # requests waiting beyond those; more are refused with 429 (default 64)
 //! timeout_ms = 30000      # wall time from arrival to the guest's end (default 30 s)
 //! max_body_bytes = 16777216
-//! [limits]                # gpuhost-wasm quotas of each request's Store (defaults: Limits::default())
+//! [limits]                # gpuhost-wasm quotas of each request's Store (defaults: Limits::default();
+//!                         # max_kernel_time_ms is Limits::max_kernel_time)
 //! max_buffer_bytes = 268435456
 //! fuel = 2000000000
 //! ```
@@ -65,6 +66,9 @@ struct LimitsToml {
     max_kernels: Option<u32>,
     fuel: Option<u64>,
     max_wasm_memory_bytes: Option<usize>,
+    max_kernel_time_ms: Option<u64>,
+    max_globals_bytes: Option<u64>,
+    max_launch_local_bytes: Option<u64>,
 }
 
 /// A function's configuration, defaults filled in.
@@ -78,7 +82,7 @@ pub struct FunctionConfig {
     pub route: String,
     /// Device ordinals it may use; None: all of the server's.
     pub devices: Option<Vec<usize>>,
-    /// Untrusted guest (the default): run with gpuhost-wasm's sandboxing where it has any.
+    /// Untrusted guest (the default): gpuhost-wasm's sandbox confines its PTX (also in `limits`).
     pub sandbox: bool,
     /// Requests running at once.
     pub max_concurrency: u32,
@@ -144,7 +148,10 @@ impl FunctionConfig {
             max_queue,
             timeout: Duration::from_millis(timeout_ms),
             max_body_bytes: serve.max_body_bytes.unwrap_or(16 << 20),
-            limits: toml.limits.apply(gpuhost_wasm::Limits::default()),
+            limits: gpuhost_wasm::Limits {
+                sandbox: toml.sandbox.unwrap_or(true),
+                ..toml.limits.apply(gpuhost_wasm::Limits::default())
+            },
         })
     }
 
@@ -176,10 +183,15 @@ impl LimitsToml {
             max_launch_args,
             max_streams_and_events,
             max_kernels,
-            max_wasm_memory_bytes
+            max_wasm_memory_bytes,
+            max_globals_bytes,
+            max_launch_local_bytes
         );
         if self.fuel.is_some() {
             l.fuel = self.fuel;
+        }
+        if let Some(ms) = self.max_kernel_time_ms {
+            l.max_kernel_time = Duration::from_millis(ms);
         }
         l
     }
@@ -269,11 +281,16 @@ mod tests {
         );
         std::fs::write(
             f.join("function.toml"),
-            "route = \"/x\"\n[limits]\nfuel = 7\n",
+            "route = \"/x\"\nsandbox = false\n[limits]\nfuel = 7\nmax_kernel_time_ms = 250\n",
         )
         .unwrap();
         let c = FunctionConfig::load(&f).unwrap();
         assert_eq!((c.route.as_str(), c.limits.fuel), ("/x", Some(7)));
+        assert!(
+            !c.sandbox && !c.limits.sandbox,
+            "sandbox = false reaches Limits"
+        );
+        assert_eq!(c.limits.max_kernel_time, Duration::from_millis(250));
         std::fs::write(f.join("function.toml"), "rout = \"/x\"\n").unwrap();
         let e = FunctionConfig::load(&f).unwrap_err().to_string();
         assert!(e.contains("unknown field"), "{e}");

@@ -34,6 +34,18 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// A test guest of crates/gpuhost-wasm/tests/guests (built once per test process).
+pub fn test_guest(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        gpuhost_wasm::example_guests::build_workspace(&root(), "crates/gpuhost-wasm/tests/guests")
+            .expect("building crates/gpuhost-wasm/tests/guests")
+    });
+    let path = dir.join(format!("{}.wasm", name.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
 /// A repository folder under the system temp dir, removed on drop.
 pub struct Repo {
     pub dir: PathBuf,

@@ -156,7 +156,7 @@ fn bad_deploys_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
         (
             "test:alien/probe",
             Box::new(|| {
-                std::fs::copy(guest("alien"), dir.join("function.wasm"))
+                std::fs::copy(super::test_guest("alien"), dir.join("function.wasm"))
                     .map(drop)
                     .unwrap()
             }),
@@ -229,4 +229,27 @@ fn bad_deploys_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
     assert_eq!(server.get("/v2/models/stamp/ready").status, 503);
     assert_eq!(server.load("stamp").status, 200);
     assert_eq!(server.get("/v2/models/stamp/ready").status, 200);
+}
+
+#[test]
+fn with_no_load_nothing_serves_until_a_function_is_loaded_explicitly() {
+    let repo = stamp_repo("no-load");
+    let server = Server::start(&repo.dir, &["--no-load"], &[]);
+    let index = server.post("/v2/repository/index", b"").json();
+    assert_eq!(index[0]["name"], "stamp");
+    assert_eq!(index[0]["state"], "UNAVAILABLE");
+    assert_eq!(index[0]["reason"], "not loaded");
+    assert_eq!(server.get("/stamp").status, 404);
+    assert_eq!(
+        server.get("/v2/health/ready").status,
+        200,
+        "nothing failed to load"
+    );
+    assert_eq!(server.load("stamp").status, 200);
+    let r = server.get("/stamp");
+    assert_eq!((r.status, r.text().as_str()), (200, "a0000000"));
+    assert_eq!(
+        server.post("/v2/repository/index", b"").json()[0]["state"],
+        "READY"
+    );
 }
