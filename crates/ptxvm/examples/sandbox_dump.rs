@@ -1,6 +1,8 @@
 //! Rewrites PTX files with the sandbox and writes the results: `cargo run -p ptxvm --example
-//! sandbox_dump -- OUT_DIR FILE.ptx...` (or `SANDBOX_OUT=dir` and the corpus folders as
-//! arguments). Used to carry rewritten corpus kernels to a GPU host and check NVIDIA's JIT.
+//! sandbox_dump -- OUT_DIR FILE.ptx|DIR...` (or `SANDBOX_OUT=dir` and only inputs). Each input
+//! `<dir>/<name>.ptx` becomes `OUT_DIR/<dir>__<name>.ptx`, plus `<dir>__<name>.globals` (the
+//! initial globals block) when the module has globals. scripts/sandbox-probe.sh uses it to carry
+//! rewritten kernels to a GPU host and check them under NVIDIA's JIT.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +61,16 @@ fn main() {
         };
         match ptxvm::sandbox::sandbox(&text, &ptxvm::sandbox::Policy::default()) {
             Ok(s) => {
+                // The initial globals block next to the module (the GPU probe loads it).
+                if s.globals.size > 0 && s.globals.size <= 16 << 20 {
+                    let mut image = s.globals.init.clone();
+                    image.resize(s.globals.size as usize, 0);
+                    let g = out.join(name.replace(".ptx", ".globals"));
+                    if let Err(e) = std::fs::write(&g, image) {
+                        eprintln!("{}: {e}", g.display());
+                        failed += 1;
+                    }
+                }
                 if let Err(e) = std::fs::write(out.join(&name), s.ptx) {
                     eprintln!("{name}: {e}");
                     failed += 1;

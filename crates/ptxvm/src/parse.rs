@@ -11,14 +11,14 @@ const MAX_DEPTH: u32 = 64;
 const MAX_INIT: usize = 1 << 22;
 
 struct Parser<'a> {
-    t: &'a [Token],
+    t: &'a [Token<'a>],
     i: usize,
 }
 
 type R<T> = Result<T, Error>;
 
 /// Parses a token stream into a module.
-pub(crate) fn parse(tokens: &[Token]) -> R<Module> {
+pub(crate) fn parse(tokens: &[Token<'_>]) -> R<Module> {
     let mut p = Parser { t: tokens, i: 0 };
     let mut m = Module::default();
     while !p.at_end() {
@@ -31,7 +31,7 @@ impl<'a> Parser<'a> {
     fn at_end(&self) -> bool {
         self.i >= self.t.len()
     }
-    fn peek(&self) -> Option<&'a Tok> {
+    fn peek(&self) -> Option<&'a Tok<'a>> {
         self.t.get(self.i).map(|t| &t.tok)
     }
     fn pos(&self) -> (u32, u32) {
@@ -52,7 +52,7 @@ impl<'a> Parser<'a> {
         }
         Err(Error::Parse { line, col, msg })
     }
-    fn next(&mut self) -> R<&'a Tok> {
+    fn next(&mut self) -> R<&'a Tok<'a>> {
         match self.t.get(self.i) {
             Some(t) => {
                 self.i += 1;
@@ -80,7 +80,7 @@ impl<'a> Parser<'a> {
         }
     }
     fn is_dot(&self, w: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Dot(d)) if d == w)
+        matches!(self.peek(), Some(Tok::Dot(d)) if *d == w)
     }
     fn eat_dot(&mut self, w: &str) -> bool {
         if self.is_dot(w) {
@@ -94,7 +94,7 @@ impl<'a> Parser<'a> {
         match self.peek() {
             Some(Tok::Ident(s)) => {
                 self.i += 1;
-                Ok(s.clone())
+                Ok(s.to_string())
             }
             _ => self.err("expected a name"),
         }
@@ -122,7 +122,7 @@ impl<'a> Parser<'a> {
     fn top_level(&mut self, m: &mut Module) -> R<()> {
         let line = self.line();
         match self.peek() {
-            Some(Tok::Dot(d)) => match d.as_str() {
+            Some(Tok::Dot(d)) => match *d {
                 "version" => {
                     self.i += 1;
                     m.version = Some(match self.next()? {
@@ -194,9 +194,9 @@ impl<'a> Parser<'a> {
         let mut linkage = None;
         loop {
             if let Some(Tok::Dot(d)) = self.peek()
-                && matches!(d.as_str(), "visible" | "weak" | "common")
+                && matches!(*d, "visible" | "weak" | "common")
             {
-                linkage = Some(d.clone());
+                linkage = Some(d.to_string());
                 self.i += 1;
                 continue;
             }
@@ -242,9 +242,8 @@ impl<'a> Parser<'a> {
         }
         let mut max_threads = None;
         let mut attrs = Vec::new();
-        while let Some(Tok::Dot(d)) = self.peek() {
-            let word = d.clone();
-            if matches!(word.as_str(), "maxntid" | "reqntid") {
+        while let Some(&Tok::Dot(word)) = self.peek() {
+            if matches!(word, "maxntid" | "reqntid") {
                 self.i += 1;
                 let mut n = 1u64;
                 let mut dims = Vec::new();
@@ -257,17 +256,17 @@ impl<'a> Parser<'a> {
                     }
                 }
                 max_threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
-                attrs.push((word, dims));
+                attrs.push((word.to_string(), dims));
             } else if matches!(
-                word.as_str(),
+                word,
                 "minnctapersm" | "maxnreg" | "maxnctapersm" | "maxclusterrank"
             ) {
                 self.i += 1;
                 let v = self.int()?;
-                attrs.push((word, vec![v]));
+                attrs.push((word.to_string(), vec![v]));
             } else if word == "noreturn" {
                 self.i += 1;
-                attrs.push((word, Vec::new()));
+                attrs.push((word.to_string(), Vec::new()));
             } else if self.eat_dot("pragma") {
                 while !self.eat_punct(';') {
                     self.next()?;
@@ -314,7 +313,7 @@ impl<'a> Parser<'a> {
     fn var_decl(&mut self) -> R<VarDecl> {
         let line = self.line();
         let space = match self.next()? {
-            Tok::Dot(d) => match d.as_str() {
+            Tok::Dot(d) => match *d {
                 "global" => Space::Global,
                 "const" => Space::Const,
                 "shared" => Space::Shared,
@@ -338,10 +337,9 @@ impl<'a> Parser<'a> {
             }
         };
         let (mut ty, mut vec, mut align) = (None, 1u32, None);
-        while let Some(Tok::Dot(d)) = self.peek() {
-            let d = d.clone();
+        while let Some(&Tok::Dot(d)) = self.peek() {
             self.i += 1;
-            match d.as_str() {
+            match d {
                 "align" => align = Some(self.small_int()?),
                 "v2" => vec = 2,
                 "v4" => vec = 4,
@@ -367,7 +365,7 @@ impl<'a> Parser<'a> {
         Ok(VarDecl {
             space,
             name,
-            ty,
+            ty: ty.to_string(),
             vec,
             align,
             count,
@@ -439,7 +437,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     out.push(Stmt::Block(self.stmts(depth + 1)?));
                 }
-                Some(Tok::Dot(d)) => match d.as_str() {
+                Some(Tok::Dot(d)) => match *d {
                     "reg" => out.push(self.reg_decl()?),
                     "loc" | "file" => self.skip_line(line),
                     "pragma" => self.skip_to_semicolon()?,
@@ -468,9 +466,9 @@ impl<'a> Parser<'a> {
                             }
                             self.expect_punct(',')?;
                         }
-                        out.push(Stmt::Targets(name.clone(), labels, line));
+                        out.push(Stmt::Targets(name.to_string(), labels, line));
                     } else {
-                        out.push(Stmt::Label(name.clone(), line));
+                        out.push(Stmt::Label(name.to_string(), line));
                     }
                 }
                 Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
@@ -483,13 +481,13 @@ impl<'a> Parser<'a> {
         self.i += 1;
         let mut ty = None;
         while let Some(Tok::Dot(d)) = self.peek() {
-            if d == "v2" || d == "v4" {
+            if *d == "v2" || *d == "v4" {
                 return Err(Error::Unsupported {
                     line,
                     what: "vector registers".into(),
                 });
             }
-            ty = Some(d.clone());
+            ty = Some(*d);
             self.i += 1;
         }
         let Some(ty) = ty else {
@@ -511,7 +509,11 @@ impl<'a> Parser<'a> {
             }
             self.expect_punct(',')?;
         }
-        Ok(Stmt::Reg { ty, names, line })
+        Ok(Stmt::Reg {
+            ty: ty.to_string(),
+            names,
+            line,
+        })
     }
 
     fn inst(&mut self, line: u32) -> R<Inst> {
@@ -523,7 +525,7 @@ impl<'a> Parser<'a> {
         let opcode = self.ident()?;
         let mut mods = Vec::new();
         while let Some(Tok::Dot(d)) = self.peek() {
-            mods.push(d.clone());
+            mods.push(d.to_string());
             self.i += 1;
         }
         let mut operands = Vec::new();
@@ -550,7 +552,7 @@ impl<'a> Parser<'a> {
         let mut n = self.ident()?;
         if n.starts_with('%')
             && let Some(Tok::Dot(d)) = self.peek()
-            && matches!(d.as_str(), "x" | "y" | "z" | "w")
+            && matches!(*d, "x" | "y" | "z" | "w")
         {
             n.push('.');
             n.push_str(d);
@@ -648,7 +650,7 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 Ok(Operand::F64Bits(*b))
             }
-            Some(Tok::Ident(s)) if s == "_" => {
+            Some(Tok::Ident(s)) if *s == "_" => {
                 self.i += 1;
                 Ok(Operand::Sink)
             }

@@ -250,6 +250,64 @@ impl Ctx<'_> {
         }
     }
 
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the copy happens when issued (a
+    /// global load then a shared store), so `commit_group`/`wait_group`/`wait_all` have nothing
+    /// left to wait for.
+    pub(super) fn cp_async(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
+        if !m.has("async") {
+            return self.unsup("cp without .async");
+        }
+        if m.has("commit_group") || m.has("wait_group") || m.has("wait_all") {
+            return self.emit(i, Op::Nop);
+        }
+        let ops = &i.operands;
+        if !(m.has("shared") || m.has("shared::cta")) || !m.has("global") || ops.len() < 3 {
+            return self.unsup("cp.async other than shared ← global with a copy size");
+        }
+        let size = match ops[2] {
+            Operand::Int(v @ (4 | 8 | 16)) => v,
+            _ => return self.invalid("cp.async copy size must be 4, 8 or 16"),
+        };
+        match ops.get(3) {
+            None => {}
+            Some(Operand::Int(v)) if *v == size && ops.len() == 4 => {}
+            Some(_) => {
+                return self.unsup("cp.async with a source size (zero fill) or a cache policy");
+            }
+        }
+        let (dsp, dst) = self.addr(&ops[0], Space::Shared)?;
+        let (ssp, src) = self.addr(&ops[1], Space::Global)?;
+        let n = (size / 4) as u8;
+        let mut ds = [self.sink; 4];
+        for d in ds.iter_mut().take(usize::from(n)) {
+            *d = self.new_reg()?;
+        }
+        self.emit(
+            i,
+            Op::Ld {
+                space: ssp,
+                ty: Ty::U32,
+                n,
+                ds,
+                addr: src,
+            },
+        )?;
+        let mut srcs = [Src::Imm(0); 4];
+        for (s, d) in srcs.iter_mut().zip(ds).take(usize::from(n)) {
+            *s = Src::Reg(d);
+        }
+        self.emit(
+            i,
+            Op::St {
+                space: dsp,
+                ty: Ty::U32,
+                n,
+                srcs,
+                addr: dst,
+            },
+        )
+    }
+
     pub(super) fn atom(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
         let red = i.opcode == "red";
         let ops = &i.operands;

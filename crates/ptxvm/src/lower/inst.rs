@@ -352,6 +352,7 @@ impl Ctx<'_> {
                 self.label_fixups.push((self.code.len(), l.clone(), i.line));
                 self.emit(i, Op::Bra { target: 0 })
             }
+            "cp" => self.cp_async(i, &m),
             "call" => self.call(i),
             "ret" => self.emit(i, Op::Ret),
             "exit" => self.emit(i, Op::Exit),

@@ -88,6 +88,7 @@ const ALLOWED: &[&str] = &[
     "mul24",
     "mad24",
     "sad",
+    "cp",
 ];
 
 /// Prefixes of the names the rewriter adds; user code may not use them.
@@ -227,7 +228,7 @@ pub(crate) fn analyse<'m>(
                         ),
                     );
                 }
-                Some(_) => deepest = deepest.max(local[c]),
+                Some(_) => deepest = deepest.max(local.get(c).copied().unwrap_or(0)),
                 None => {
                     if depth > 256 {
                         return refused(line, "call chain deeper than 256; flatten it");
@@ -237,7 +238,7 @@ pub(crate) fn analyse<'m>(
             }
         }
         state.insert(f, 2);
-        let total = local[f].saturating_add(deepest);
+        let total = local.get(f).copied().unwrap_or(0).saturating_add(deepest);
         local.insert(f, total);
         Ok(total)
     }
@@ -378,6 +379,21 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
         check_opcode(i)?;
+        // Only the memory instructions `fence` rewrites may take a `[address]` operand (`mov`
+        // and `cvta` take `var+offset`, parsed the same way).
+        let memory = matches!(
+            i.opcode.as_str(),
+            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta" | "cp"
+        );
+        if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
+            return refused(
+                i.line,
+                format!(
+                    "{} with a memory operand; only ld/st/atom/red may address memory",
+                    i.opcode
+                ),
+            );
+        }
         if let Some((g, _)) = &i.guard
             && reserved(g)
         {
@@ -430,7 +446,11 @@ impl<'m> Walk<'_, 'm> {
         if reserved(name) {
             return refused(line, format!("the name {name} is reserved"));
         }
-        self.refs.insert(name.as_str());
+        // Only variable names matter here (which shared variables a kernel uses); registers,
+        // which nvcc and clang name with '%', are the bulk and are skipped.
+        if !name.starts_with('%') && self.info.shared.contains_key(name.as_str()) {
+            self.refs.insert(name.as_str());
+        }
         Ok(())
     }
 }

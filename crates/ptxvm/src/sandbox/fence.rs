@@ -9,6 +9,7 @@
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
 //! - a variable named with an in-range constant offset needs no check.
 
+use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
 use crate::ast::{Inst, Operand, Stmt};
 use crate::error::Error;
@@ -16,7 +17,7 @@ use crate::ir::Ty;
 
 /// Where an access goes, from its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sp {
+pub(super) enum Sp {
     Global,
     Shared,
     Local,
@@ -26,7 +27,7 @@ enum Sp {
 }
 
 /// How the address is written.
-enum Src<'m> {
+pub(super) enum Src<'m> {
     Reg(&'m str, i64),
     Abs(i64),
     Sym(&'m str, i64),
@@ -134,11 +135,24 @@ fn pred(g: &(String, bool)) -> Operand {
 }
 
 impl<'m> Fx<'_, 'm> {
-    /// Rewrites one memory instruction.
-    pub(crate) fn mem(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
+    /// State space, width and address operand index of a memory instruction.
+    pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
         let at = usize::from(!matches!(i.opcode.as_str(), "st" | "red"));
-        let sp = space(i)?;
-        let w = width(i)?;
+        let mut sp = space(i)?;
+        if sp == Sp::Generic && i.opcode == "ldu" {
+            // ldu reads global memory only; a generic address must point there.
+            sp = Sp::Global;
+        }
+        Ok((sp, width(i)?, at))
+    }
+
+    /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
+    /// there may share its fence).
+    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
+        let (sp, w, at) = Self::classify(i)?;
+        if self.member(i, sp, at, out) {
+            return Ok(());
+        }
         let is_atomic = matches!(i.opcode.as_str(), "atom" | "red");
         if !is_atomic && i.operands.len() != 2 {
             return refused(
@@ -163,7 +177,7 @@ impl<'m> Fx<'_, 'm> {
         match (sp, src) {
             (Sp::Param, Src::Sym(n, _)) => match self.params.get(n) {
                 Some(&size) if in_range(size) => {
-                    out.push(Stmt::Inst(i.clone()));
+                    out.push(O::Inst(i));
                     Ok(())
                 }
                 Some(_) => refused(i.line, format!("access past the end of parameter {n}")),
@@ -199,6 +213,17 @@ impl<'m> Fx<'_, 'm> {
                 i.line,
                 format!("{n} is not a .global/.const variable of this module"),
             ),
+            (Sp::Global | Sp::Const, Src::Reg(r, o))
+                if self.group(i, rest, (sp, w, at), r, o, out)? =>
+            {
+                Ok(())
+            }
+            (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
+            (Sp::Local, Src::Reg(r, o))
+                if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
+            {
+                Ok(())
+            }
             (Sp::Global | Sp::Const, src) => {
                 let x = match src {
                     Src::Reg(r, 0) if self.is64(r) => Operand::Name(r.to_string()),
@@ -244,6 +269,91 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the source is fenced as a global
+    /// access, the destination against the shared window, and the copy runs only when the
+    /// destination is in the window. Its group waits pass through; other `cp` forms are refused.
+    pub(crate) fn cp_async(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+        let has = |x: &str| i.mods.iter().any(|m| m == x);
+        let wait = has("commit_group") || has("wait_group") || has("wait_all");
+        if has("async") && wait && i.mods.len() == 2 {
+            out.push(O::Inst(i));
+            return Ok(());
+        }
+        let known = i.mods.iter().all(|m| {
+            matches!(
+                m.as_str(),
+                "async" | "ca" | "cg" | "shared" | "shared::cta" | "global"
+            ) || m.starts_with("L2::")
+        });
+        let size = match i.operands.get(2) {
+            Some(Operand::Int(v @ (4 | 8 | 16))) => *v,
+            _ => 0,
+        };
+        let src_size_ok = match i.operands.get(3) {
+            None => true,
+            Some(Operand::Int(v)) => *v == size && i.operands.len() == 4,
+            Some(_) => false,
+        };
+        if !(has("async") && has("global") && known && size > 0 && src_size_ok)
+            || !(has("shared") || has("shared::cta"))
+        {
+            return refused(
+                i.line,
+                "this cp form; the sandbox allows cp.async.{ca,cg}.shared.global [dst], [src], \
+                 4|8|16 and cp.async.commit_group/wait_group/wait_all",
+            );
+        }
+        let (Some(Operand::Addr(db, doff)), Some(Operand::Addr(sb, soff))) =
+            (i.operands.first(), i.operands.get(1))
+        else {
+            return refused(i.line, "cp.async operands must be [address]es");
+        };
+        let src_of = |fx: &Self, b: &'m Option<String>, off: i64| match b {
+            None => Src::Abs(off),
+            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
+            Some(n) => Src::Sym(n.as_str(), off),
+        };
+        let w = size as u64;
+        let n = self.ngroups;
+        self.ngroups += 1;
+        let (g, q) = (format!("g{n}"), format!("gq{n}"));
+        match src_of(self, sb, *soff) {
+            Src::Sym(name, off) => {
+                let Some(&(goff, _)) = self.info.globals.get(name) else {
+                    return refused(i.line, format!("{name} is not a .global variable"));
+                };
+                self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    vec![
+                        sreg(&g),
+                        sreg("globals"),
+                        imm((goff as i64).wrapping_add(off)),
+                    ],
+                );
+            }
+            src => self.load_into(out, &g, &src, i.line)?,
+        }
+        let lim = sreg(&format!("lim{w}"));
+        self.fence_global_into(out, &g, sreg(&g), lim, w, i.guard.as_ref());
+        let dst = src_of(self, db, *doff);
+        if let Src::Sym(name, _) = dst
+            && self.shared_size(name).is_none()
+        {
+            return refused(i.line, format!("{name} is not a .shared variable"));
+        }
+        self.load_into(out, "a", &dst, i.line)?;
+        let guard = self.window_into(out, "a", &q, w, w, i.guard.as_ref(), ("slo", "shi"));
+        let mut j = i.clone();
+        j.guard = guard;
+        j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}")), 0);
+        out.push(O::New(Stmt::Inst(j)));
+        Ok(())
+    }
+
     fn is64(&self, r: &str) -> bool {
         matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
     }
@@ -257,17 +367,28 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// An in-range access to a named variable: unchanged, or given its space if it was generic.
-    fn direct(&self, out: &mut Vec<Stmt>, i: &Inst, sp: &str, was: Sp) {
+    fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst, sp: &str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
             j.mods = respace(&i.mods, sp);
         }
-        out.push(Stmt::Inst(j));
+        out.push(O::New(Stmt::Inst(j)));
     }
 
     /// `%__sbx_a` := the address, 64 bits wide.
-    fn load(&self, out: &mut Vec<Stmt>, src: &Src<'_>, line: u32) -> R<()> {
-        let a = sreg("a");
+    fn load(&self, out: &mut Vec<O<'m>>, src: &Src<'_>, line: u32) -> R<()> {
+        self.load_into(out, "a", src, line)
+    }
+
+    /// `%__sbx_<dst>` := the address, 64 bits wide.
+    pub(super) fn load_into(
+        &self,
+        out: &mut Vec<O<'m>>,
+        dst: &str,
+        src: &Src<'_>,
+        line: u32,
+    ) -> R<()> {
+        let a = sreg(dst);
         match *src {
             Src::Reg(r, off) => {
                 let rr = Operand::Name(r.to_string());
@@ -309,14 +430,26 @@ impl<'m> Fx<'_, 'm> {
     /// `%__sbx_a` := `x` fenced into `[base, base+size-W]`, aligned down to W.
     fn fence_global(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         x: Operand,
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        let (a, p) = (sreg("a"), sreg("p"));
+        self.fence_global_into(out, "a", x, sreg(&format!("lim{w}")), w, guard);
+    }
+
+    /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
+    pub(super) fn fence_global_into(
+        &self,
+        out: &mut Vec<O<'m>>,
+        dst: &str,
+        x: Operand,
+        lim: Operand,
+        w: u64,
+        guard: Option<&(String, bool)>,
+    ) {
+        let (a, p) = (sreg(dst), sreg("p"));
         self.emit(out, None, "sub", &["u64"], vec![a.clone(), x, sreg("base")]);
-        let lim = sreg(&format!("lim{w}"));
         match guard {
             None => self.emit(out, None, "setp", &["gt", "u64"], vec![p, a.clone(), lim]),
             Some(g) => self.emit(
@@ -348,7 +481,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Sets the control block's fault word to this launch's tag.
-    fn fault(&self, out: &mut Vec<Stmt>, guard: Option<(String, bool)>) {
+    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
         self.emit(
             out,
             guard,
@@ -362,13 +495,32 @@ impl<'m> Fx<'_, 'm> {
     /// under which the access may run.
     fn window_check(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         w: u64,
         guard: Option<&(String, bool)>,
         lo: &str,
         hi: &str,
     ) -> Option<(String, bool)> {
-        let (a, b, q) = (sreg("a"), sreg("b"), sreg("q"));
+        self.window_into(out, "a", "q", w, w, guard, (lo, hi))
+    }
+
+    /// Checks `%__sbx_<dst>` (aligned down to `w`, cut to 32 bits) and the `span` bytes from
+    /// it against the window `[lo, hi)`; sets `%__sbx_<q>` to whether the access may run and
+    /// returns it as a guard.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn window_into(
+        &self,
+        out: &mut Vec<O<'m>>,
+        dst: &str,
+        q: &str,
+        w: u64,
+        span: u64,
+        guard: Option<&(String, bool)>,
+        (lo, hi): (&str, &str),
+    ) -> Option<(String, bool)> {
+        let (a, b) = (sreg(dst), sreg("b"));
+        let qname = format!("%__sbx_{q}");
+        let q = sreg(q);
         self.emit(
             out,
             None,
@@ -381,7 +533,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "add",
             &["u64"],
-            vec![b.clone(), a.clone(), imm(w as i64)],
+            vec![b.clone(), a.clone(), imm(span as i64)],
         );
         match guard {
             None => self.emit(
@@ -424,13 +576,13 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         self.fault(out, Some(("%__sbx_p".into(), false)));
-        Some(("%__sbx_q".into(), false))
+        Some((qname, false))
     }
 
     /// A shared or local access through a register (or an unchecked variable offset).
     fn windowed(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -451,7 +603,7 @@ impl<'m> Fx<'_, 'm> {
     /// A generic access: global, shared or local by `isspacep`, each fenced.
     fn generic(
         &mut self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         src: &Src<'_>,
@@ -491,7 +643,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "global", None);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ls, line));
+        out.push(O::New(Stmt::Label(ls, line)));
         self.emit(
             out,
             None,
@@ -503,7 +655,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "shared", g);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
-        out.push(Stmt::Label(ll, line));
+        out.push(O::New(Stmt::Label(ll, line)));
         if matches!(i.opcode.as_str(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
@@ -518,24 +670,54 @@ impl<'m> Fx<'_, 'm> {
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }
-        out.push(Stmt::Label(end, line));
+        out.push(O::New(Stmt::Label(end, line)));
         Ok(())
     }
 
     /// The original instruction on `[%__sbx_a]` in space `sp`, under `guard`.
     fn access(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         i: &Inst,
         at: usize,
         sp: &str,
         guard: Option<(String, bool)>,
     ) {
-        let mut j = i.clone();
-        j.guard = guard;
-        j.mods = respace(&i.mods, sp);
-        j.operands[at] = Operand::Addr(Some("%__sbx_a".into()), 0);
-        out.push(Stmt::Inst(j));
+        self.access_at(
+            out,
+            i,
+            at,
+            sp,
+            guard,
+            Operand::Addr(Some("%__sbx_a".into()), 0),
+        );
+    }
+
+    /// The original instruction on `addr` in space `sp`, under `guard`.
+    pub(super) fn access_at(
+        &self,
+        out: &mut Vec<O<'m>>,
+        i: &Inst,
+        at: usize,
+        sp: &str,
+        guard: Option<(String, bool)>,
+        addr: Operand,
+    ) {
+        let mods = respace(&i.mods, sp);
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ = super::print::parts(
+                t,
+                guard.as_ref(),
+                &i.opcode,
+                &mods,
+                &i.operands,
+                Some((at, &addr)),
+                i.line,
+            );
+            t.push('\n');
+        });
     }
 }
 

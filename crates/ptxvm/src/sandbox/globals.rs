@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::GlobalsLayout;
+use super::{GlobalSlot, GlobalsLayout};
 use crate::ast::{Init, Module, Space};
 use crate::error::Error;
 use crate::lower::{init_bytes, var_size};
@@ -18,6 +18,7 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
     let mut size = 0u64;
     let mut align = 16u64;
     let mut init = Vec::new();
+    let mut vars = Vec::new();
     for v in &m.vars {
         match v.space {
             Space::Global | Space::Const => {}
@@ -65,6 +66,11 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
             }
             init[off..off + image.len()].copy_from_slice(&image);
         }
+        vars.push(GlobalSlot {
+            name: v.name.clone(),
+            offset: off,
+            size: bytes,
+        });
         if offsets.insert(v.name.clone(), (off, bytes)).is_some() {
             return Err(Error::Invalid {
                 line: v.line,
@@ -77,7 +83,15 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
     } else {
         size.div_ceil(align) * align
     };
-    Ok((GlobalsLayout { size, align, init }, offsets))
+    Ok((
+        GlobalsLayout {
+            size,
+            align,
+            init,
+            vars,
+        },
+        offsets,
+    ))
 }
 
 #[cfg(test)]
@@ -104,6 +118,12 @@ mod tests {
         assert_eq!(&l.init[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
         assert_eq!(&l.init[16..24], &1f64.to_bits().to_le_bytes());
         assert_eq!(l.init.len(), 24, "the zero tail is not materialised");
+        let slots: Vec<_> = l
+            .vars
+            .iter()
+            .map(|v| (v.name.as_str(), v.offset, v.size))
+            .collect();
+        assert_eq!(slots, [("a", 0, 12), ("c", 16, 8), ("z", 24, 100)]);
     }
 
     #[test]

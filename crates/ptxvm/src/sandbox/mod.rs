@@ -10,17 +10,22 @@
 //! ABI: every `.entry` gets five `.param .u64` after the user's parameters, named
 //! `__gpuhost_sbx_{base,size,globals,ctl,launch}` (see [`HIDDEN_PARAMS`]). Device functions get
 //! those five plus four internal ones (the caller's shared and local windows) that the host never
-//! sees. The host must map at least 64 bytes at `base` (`size >= 64`).
+//! sees. The host must pass `size >= MIN_ARENA` (64 KiB).
 
 mod allow;
 mod fence;
 mod globals;
+mod group;
 mod poll;
 mod print;
 mod rewrite;
 
 use crate::ast;
 use crate::error::Error;
+
+/// Smallest `size` a launch may pass: with less, a kernel sets the fault word and exits at
+/// entry (the arena base is 64 KiB-aligned, so the host maps at least this much).
+pub const MIN_ARENA: u64 = 64 << 10;
 
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
 pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];
@@ -73,6 +78,20 @@ pub struct GlobalsLayout {
     pub align: u64,
     /// Initial image: `init.len() <= size`; bytes past `init.len()` are zero.
     pub init: Vec<u8>,
+    /// Where each relocated variable lives in the block, in source order (what
+    /// `cuModuleGetGlobal` would give for an unrewritten module).
+    pub vars: Vec<GlobalSlot>,
+}
+
+/// One relocated `.global`/`.const` variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalSlot {
+    /// Name as declared.
+    pub name: String,
+    /// Byte offset in the globals block.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
 }
 
 /// Rewrites PTX so that every kernel is confined. Refuses with `Error::Refused { line, what }`
@@ -91,21 +110,11 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let module = crate::parse::parse(&tokens)?;
     let (layout, offsets) = globals::layout(&module)?;
     let info = allow::analyse(&module, offsets, policy)?;
-    let mut out = ast::Module {
-        version: module.version.clone(),
-        target: module.target.clone(),
-        address_size: module.address_size,
-        vars: module
-            .vars
-            .iter()
-            .filter(|v| v.space == ast::Space::Shared)
-            .cloned()
-            .collect(),
-        funcs: Vec::with_capacity(module.funcs.len()),
-    };
+    let mut text = String::with_capacity(ptx.len() * 2 + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
     for f in &module.funcs {
-        if f.is_entry {
+        if f.is_entry && f.body.is_some() {
             kernels.push(SandboxedKernel {
                 name: f.name.clone(),
                 user_params: f.params.len(),
@@ -113,10 +122,12 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 static_shared_bytes: info.static_shared(f),
             });
         }
-        out.funcs.push(rewrite::func(&info, f)?);
+        let (head, body) = rewrite::func(&info, f)?;
+        text.push('\n');
+        print::rewritten(&mut text, &head, body.as_deref())?;
     }
     Ok(Sandboxed {
-        ptx: print::module(&out)?,
+        ptx: text,
         kernels,
         globals: layout,
     })

@@ -3,8 +3,9 @@
 //! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
 //! control block's epoch and `exit`s if it is not its launch's epoch.
 
-use super::HIDDEN_PARAMS;
+use super::print::O;
 use super::rewrite::{Fx, INTERNAL_PARAMS, R, WIDTHS, imm, sreg};
+use super::{HIDDEN_PARAMS, MIN_ARENA};
 use crate::ast::{Operand, Stmt};
 
 const U64_REGS: &[&str] = &[
@@ -27,13 +28,22 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
 
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
-    pub(crate) fn prologue(&mut self) -> R<Vec<Stmt>> {
+    pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
         let mut out = vec![
-            decl("u64", U64_REGS, line),
-            decl("u32", U32_REGS, line),
-            decl("pred", PRED_REGS, line),
+            O::New(decl("u64", U64_REGS, line)),
+            O::New(decl("u32", U32_REGS, line)),
+            O::New(decl("pred", PRED_REGS, line)),
         ];
+        if self.ngroups > 0 {
+            for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
+                out.push(O::New(Stmt::Reg {
+                    ty: ty.into(),
+                    names: vec![(n.into(), Some(self.ngroups))],
+                    line,
+                }));
+            }
+        }
         let loads: Vec<&str> = if self.f.is_entry {
             HIDDEN_PARAMS.to_vec()
         } else {
@@ -117,6 +127,23 @@ impl<'m> Fx<'_, 'm> {
                 .collect();
             locals.sort();
             self.window(&mut out, &locals, "llo", "lhi");
+            // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
+            // 4 KiB): the launch reports a fenced access and does nothing.
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["lt", "u64"],
+                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64)],
+            );
+            self.fault(&mut out, Some(("%__sbx_p".into(), false)));
+            self.emit(
+                &mut out,
+                Some(("%__sbx_p".into(), false)),
+                "exit",
+                &[],
+                vec![],
+            );
             // Poll once at entry: a launch queued behind an abort never starts its work.
             self.emit(
                 &mut out,
@@ -185,7 +212,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a
     /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
-    fn window(&self, out: &mut Vec<Stmt>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
+    fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
         if vars.is_empty() {
             self.emit(out, None, "mov", &["u64"], vec![sreg(lo), imm(0)]);
             self.emit(out, None, "mov", &["u64"], vec![sreg(hi), imm(0)]);
@@ -244,10 +271,12 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// Counts a taken back-edge down; when the count reaches zero the thread branches to an
-    /// out-of-line poll block (emitted by `poll_blocks`) that resets the count, reads the
-    /// epoch, exits if it changed and branches back. In the loop this costs three instructions.
-    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<Stmt>) {
+    /// Counts a taken back-edge down; when the count reaches zero the thread resets it, reads
+    /// the epoch and exits if it changed. The poll sits inline behind a forward branch (three
+    /// instructions in the loop when not polling): an out-of-line block would break the
+    /// reconvergence of divergent warps in ptxvm, and with it warp-synchronous code after the
+    /// loop.
+    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<O<'m>>) {
         let cnt = sreg("cnt");
         self.emit(
             out,
@@ -256,66 +285,56 @@ impl<'m> Fx<'_, 'm> {
             &["u32"],
             vec![cnt.clone(), cnt.clone(), imm(1)],
         );
+        // skip := cnt != 0 || the branch is not taken.
         match guard {
             None => self.emit(
                 out,
                 None,
                 "setp",
-                &["eq", "u32"],
+                &["ne", "u32"],
                 vec![sreg("p"), cnt, imm(0)],
             ),
             Some((g, neg)) => {
-                let c = if neg {
-                    Operand::Not(g)
-                } else {
+                let not_taken = if neg {
                     Operand::Name(g)
+                } else {
+                    Operand::Not(g)
                 };
                 self.emit(
                     out,
                     None,
                     "setp",
-                    &["eq", "and", "u32"],
-                    vec![sreg("p"), cnt, imm(0), c],
+                    &["ne", "or", "u32"],
+                    vec![sreg("p"), cnt, imm(0), not_taken],
                 );
             }
         }
-        let (poll, back) = (self.label(), self.label());
+        let skip = self.label();
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(out, p, "bra", &[], vec![Operand::Name(poll.clone())]);
-        out.push(Stmt::Label(back.clone(), self.line));
-        self.polls.push((poll, back, self.line));
-    }
-
-    /// The out-of-line poll blocks of this function's back-edges, after a `ret` so that
-    /// falling off the end of the body still returns.
-    pub(crate) fn poll_blocks(&mut self, out: &mut Vec<Stmt>) {
-        if self.polls.is_empty() {
-            return;
-        }
-        self.line = self.f.line;
-        self.emit(out, None, "ret", &[], vec![]);
-        let p = Some(("%__sbx_p".to_string(), false));
-        for (poll, back, line) in std::mem::take(&mut self.polls) {
-            self.line = line;
-            out.push(Stmt::Label(poll, line));
-            let n = i64::from(self.info.poll_interval);
-            self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
-            self.emit(
-                out,
-                None,
-                "ld",
-                &["volatile", "global", "u32"],
-                vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
-            );
-            self.emit(
-                out,
-                None,
-                "setp",
-                &["ne", "u32"],
-                vec![sreg("p"), sreg("e"), sreg("epoch")],
-            );
-            self.emit(out, p.clone(), "exit", &[], vec![]);
-            self.emit(out, None, "bra", &[], vec![Operand::Name(back)]);
-        }
+        self.emit(
+            out,
+            p.clone(),
+            "bra",
+            &[],
+            vec![Operand::Name(skip.clone())],
+        );
+        let n = i64::from(self.info.poll_interval);
+        self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(
+            out,
+            None,
+            "ld",
+            &["volatile", "global", "u32"],
+            vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+        );
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u32"],
+            vec![sreg("p"), sreg("e"), sreg("epoch")],
+        );
+        self.emit(out, p, "exit", &[], vec![]);
+        out.push(O::New(Stmt::Label(skip, self.line)));
     }
 }

@@ -5,26 +5,82 @@
 use std::fmt::Write;
 
 use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, VarDecl};
+
+/// A statement of rewritten output: the input's own (printed as is, never copied) or new.
+pub(crate) enum O<'m> {
+    /// An input instruction passed through unchanged.
+    Inst(&'m Inst),
+    /// An input statement (declaration, label, table, block) passed through unchanged.
+    Stmt(&'m Stmt),
+    /// Something the rewriter made.
+    New(Stmt),
+    /// A `{ }` block of rewritten statements.
+    Block(Vec<O<'m>>),
+    /// Instructions the rewriter made, already printed (one per line).
+    Text(String),
+}
+
+/// Prints a rewritten function: its header (`f` with `body: None`) and its statements.
+pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> Result<(), Error> {
+    head(out, f);
+    match body {
+        None => out.push_str(";\n"),
+        Some(b) => {
+            out.push_str("\n{\n");
+            outs(out, b, 1)?;
+            out.push_str("}\n");
+        }
+    }
+    Ok(())
+}
+
+fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+    for o in body {
+        match o {
+            O::Inst(i) => {
+                indent(out, depth);
+                inst(out, i)?;
+                out.push('\n');
+            }
+            O::Stmt(s) => stmts(out, std::slice::from_ref(*s), depth)?,
+            O::New(s) => stmts(out, std::slice::from_ref(s), depth)?,
+            O::Block(b) => {
+                indent(out, depth);
+                out.push_str("{\n");
+                outs(out, b, depth + 1)?;
+                indent(out, depth);
+                out.push_str("}\n");
+            }
+            O::Text(t) => out.push_str(t),
+        }
+    }
+    Ok(())
+}
 use crate::error::Error;
 
 /// Prints a whole module.
 pub(crate) fn module(m: &Module) -> Result<String, Error> {
     let mut out = String::with_capacity(4096);
+    header(&mut out, m, |_| true);
+    for f in &m.funcs {
+        out.push('\n');
+        func(&mut out, f)?;
+    }
+    Ok(out)
+}
+
+/// `.version`, `.target`, `.address_size` and the module variables `keep` selects.
+pub(crate) fn header(out: &mut String, m: &Module, keep: impl Fn(&VarDecl) -> bool) {
     let version = m.version.as_deref().unwrap_or("7.0");
     let _ = writeln!(out, ".version {version}");
     if !m.target.is_empty() {
         let _ = writeln!(out, ".target {}", m.target.join(", "));
     }
     let _ = writeln!(out, ".address_size {}\n", m.address_size.unwrap_or(64));
-    for v in &m.vars {
-        var(&mut out, v, true);
+    for v in m.vars.iter().filter(|v| keep(v)) {
+        var(out, v, true);
         out.push_str(";\n");
     }
-    for f in &m.funcs {
-        out.push('\n');
-        func(&mut out, f)?;
-    }
-    Ok(out)
 }
 
 fn space(s: Space) -> &'static str {
@@ -92,6 +148,20 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
 }
 
 fn func(out: &mut String, f: &Func) -> Result<(), Error> {
+    head(out, f);
+    match &f.body {
+        None => out.push_str(";\n"),
+        Some(b) => {
+            out.push_str("\n{\n");
+            stmts(out, b, 1)?;
+            out.push_str("}\n");
+        }
+    }
+    Ok(())
+}
+
+/// Linkage, kind, results, name, parameters and performance directives.
+fn head(out: &mut String, f: &Func) {
     if let Some(l) = &f.linkage {
         let _ = write!(out, ".{l} ");
     }
@@ -108,15 +178,6 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
             let _ = write!(out, "{}{v}", if i == 0 { " " } else { ", " });
         }
     }
-    match &f.body {
-        None => out.push_str(";\n"),
-        Some(b) => {
-            out.push_str("\n{\n");
-            stmts(out, b, 1)?;
-            out.push_str("}\n");
-        }
-    }
-    Ok(())
 }
 
 fn params(out: &mut String, ps: &[VarDecl]) {
@@ -183,21 +244,47 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
 
 /// Prints one instruction with its `;`.
 pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
-    if let Some((g, neg)) = &i.guard {
+    parts(
+        out,
+        i.guard.as_ref(),
+        &i.opcode,
+        &i.mods,
+        &i.operands,
+        None,
+        i.line,
+    )
+}
+
+/// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
+pub(crate) fn parts<M: AsRef<str>>(
+    out: &mut String,
+    guard: Option<&(String, bool)>,
+    opcode: &str,
+    mods: &[M],
+    operands: &[Operand],
+    replace: Option<(usize, &Operand)>,
+    line: u32,
+) -> Result<(), Error> {
+    if let Some((g, neg)) = guard {
         let _ = write!(out, "@{}{g} ", if *neg { "!" } else { "" });
     }
-    out.push_str(&i.opcode);
-    for m in &i.mods {
+    out.push_str(opcode);
+    for m in mods {
         out.push('.');
-        out.push_str(m);
+        out.push_str(m.as_ref());
     }
     // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
-    let f32_ctx = i.mods.iter().any(|m| m == "f32") && !i.mods.iter().any(|m| m == "f64");
+    let f32_ctx =
+        mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    let bare = matches!(i.opcode.as_str(), "mov" | "cvta");
-    for (k, o) in i.operands.iter().enumerate() {
+    let bare = matches!(opcode, "mov" | "cvta");
+    for (k, o) in operands.iter().enumerate() {
         out.push_str(if k == 0 { " " } else { ", " });
-        operand(out, o, f32_ctx, bare, i.line)?;
+        let o = match replace {
+            Some((at, r)) if at == k => r,
+            _ => o,
+        };
+        operand(out, o, f32_ctx, bare, line)?;
     }
     out.push(';');
     Ok(())

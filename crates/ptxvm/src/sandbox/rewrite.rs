@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
+use super::print::O;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
 use crate::error::Error;
 use crate::lower::var_size;
@@ -45,14 +46,16 @@ pub(crate) struct Fx<'a, 'm> {
     tables: HashMap<&'m str, &'m [String]>,
     pos: usize,
     nlabel: u32,
-    /// Poll blocks still to emit: (poll label, label to branch back to, line).
-    pub polls: Vec<(String, String, u32)>,
+    /// Accesses whose fence an earlier access of their run emitted.
+    pub members: HashMap<*const Inst, super::group::Member>,
+    /// Group registers used so far.
+    pub ngroups: u32,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
 }
 
 /// Rewrites a function (entry, device function or prototype).
-pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
+pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
     let mut params = f.params.clone();
     let hidden: Vec<&str> = if f.is_entry {
         HIDDEN_PARAMS.to_vec()
@@ -92,7 +95,8 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
                 tables: HashMap::new(),
                 pos: 0,
                 nlabel: 0,
-                polls: Vec::new(),
+                members: HashMap::new(),
+                ngroups: 0,
                 line: f.line,
             };
             for p in f.params.iter().chain(&f.rets) {
@@ -100,20 +104,22 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
             }
             fx.scan(b)?;
             fx.pos = 0;
-            // Top-level .local/.shared declarations go first: the prologue takes their
-            // addresses.
-            let hoisted = |s: &Stmt| matches!(s, Stmt::Var(v) if matches!(v.space, Space::Local | Space::Shared));
-            let mut out: Vec<Stmt> = b.iter().filter(|s| hoisted(s)).map(clone_stmt).collect();
+            // Top-level register and .local/.shared declarations go first: the prologue takes
+            // the variables' addresses, and declarations then precede every instruction.
+            let hoisted = |s: &Stmt| match s {
+                Stmt::Var(v) => matches!(v.space, Space::Local | Space::Shared),
+                Stmt::Reg { .. } => true,
+                _ => false,
+            };
+            let mut body = Vec::with_capacity(2 * b.len());
+            fx.stmts(b, Some(&hoisted), &mut body)?;
+            let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
             out.extend(fx.prologue()?);
-            let rest: Vec<&Stmt> = b.iter().filter(|s| !hoisted(s)).collect();
-            for s in rest {
-                fx.stmts(std::slice::from_ref(s), &mut out)?;
-            }
-            fx.poll_blocks(&mut out);
+            out.append(&mut body);
             Some(out)
         }
     };
-    Ok(Func {
+    let head = Func {
         name: f.name.clone(),
         is_entry: f.is_entry,
         params,
@@ -121,9 +127,10 @@ pub(crate) fn func(info: &Info<'_>, f: &Func) -> R<Func> {
         max_threads: f.max_threads,
         linkage: f.linkage.clone(),
         attrs: f.attrs.clone(),
-        body,
+        body: None,
         line: f.line,
-    })
+    };
+    Ok((head, body))
 }
 
 impl<'m> Fx<'_, 'm> {
@@ -190,47 +197,81 @@ impl<'m> Fx<'_, 'm> {
     /// Appends a new instruction (at the current source line).
     pub(crate) fn emit(
         &self,
-        out: &mut Vec<Stmt>,
+        out: &mut Vec<O<'m>>,
         guard: Option<(String, bool)>,
         opcode: &str,
         mods: &[&str],
         operands: Vec<Operand>,
     ) {
-        out.push(Stmt::Inst(Inst {
-            guard,
-            opcode: opcode.into(),
-            mods: mods.iter().map(|m| (*m).to_string()).collect(),
-            operands,
-            line: self.line,
-        }));
+        // Consecutive new instructions share one text buffer: one allocation for many lines.
+        Self::with_text(out, |t| {
+            t.push('\t');
+            // Only texture operands fail to print, and the allow-list refused those already.
+            let _ =
+                super::print::parts(t, guard.as_ref(), opcode, mods, &operands, None, self.line);
+            t.push('\n');
+        });
     }
 
-    fn stmts(&mut self, body: &'m [Stmt], out: &mut Vec<Stmt>) -> R<()> {
-        for s in body {
+    /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
+    pub(crate) fn with_text(out: &mut Vec<O<'m>>, f: impl FnOnce(&mut String)) {
+        if let Some(O::Text(t)) = out.last_mut() {
+            f(t);
+            return;
+        }
+        let mut t = String::with_capacity(256);
+        f(&mut t);
+        out.push(O::Text(t));
+    }
+
+    /// Rewrites `body` into `out`, leaving out the statements `skip` names.
+    fn stmts(
+        &mut self,
+        body: &'m [Stmt],
+        skip: Option<&dyn Fn(&Stmt) -> bool>,
+        out: &mut Vec<O<'m>>,
+    ) -> R<()> {
+        for (k, s) in body.iter().enumerate() {
+            if skip.is_some_and(|f| f(s)) {
+                continue;
+            }
             match s {
                 Stmt::Label(..) => {
                     self.pos += 1;
-                    out.push(clone_stmt(s));
+                    out.push(O::Stmt(s));
                 }
                 Stmt::Inst(i) => {
                     self.line = i.line;
-                    self.inst(i, out)?;
+                    self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
-                    self.stmts(b, &mut inner)?;
-                    out.push(Stmt::Block(inner));
+                    self.stmts(b, None, &mut inner)?;
+                    if matches!(
+                        inner.last(),
+                        Some(O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)))
+                    ) {
+                        // A label needs a statement after it before the block closes.
+                        self.emit(
+                            &mut inner,
+                            None,
+                            "mov",
+                            &["u32"],
+                            vec![sreg("t"), sreg("t")],
+                        );
+                    }
+                    out.push(O::Block(inner));
                 }
-                other => out.push(clone_stmt(other)),
+                other => out.push(O::Stmt(other)),
             }
         }
         Ok(())
     }
 
-    fn inst(&mut self, i: &'m Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
         match i.opcode.as_str() {
-            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, out),
+            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
             "prefetch" | "prefetchu" => Ok(()),
             "bra" => {
@@ -239,7 +280,7 @@ impl<'m> Fx<'_, 'm> {
                 {
                     self.backedge(i.guard.clone(), out);
                 }
-                out.push(Stmt::Inst(i.clone()));
+                out.push(O::Inst(i));
                 Ok(())
             }
             "brx" => {
@@ -253,16 +294,17 @@ impl<'m> Fx<'_, 'm> {
                 if back {
                     self.backedge(i.guard.clone(), out);
                 }
-                out.push(Stmt::Inst(i.clone()));
+                out.push(O::Inst(i));
                 Ok(())
             }
             "call" => self.call(i, out),
+            "cp" => self.cp_async(i, out),
             _ => self.plain(i, out),
         }
     }
 
     /// Passes the hidden values to the callee through `.param` variables of a new block.
-    fn call(&mut self, i: &Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn call(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
         let (_, args_at) = call_parts(i)?;
         let names: Vec<&str> = HIDDEN_PARAMS
             .iter()
@@ -273,7 +315,7 @@ impl<'m> Fx<'_, 'm> {
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
             let p = format!("__gpuhost_sbx_c{k}");
-            block.push(Stmt::Var(VarDecl {
+            block.push(O::New(Stmt::Var(VarDecl {
                 space: Space::Param,
                 name: p.clone(),
                 ty: "b64".into(),
@@ -284,7 +326,7 @@ impl<'m> Fx<'_, 'm> {
                 is_extern: false,
                 linkage: None,
                 line: i.line,
-            }));
+            })));
             self.emit(
                 &mut block,
                 None,
@@ -303,13 +345,13 @@ impl<'m> Fx<'_, 'm> {
             }
             None => call.operands.push(Operand::List(extra)),
         }
-        block.push(Stmt::Inst(call));
-        out.push(Stmt::Block(block));
+        block.push(O::New(Stmt::Inst(call)));
+        out.push(O::Block(block));
         Ok(())
     }
 
     /// Non-memory instructions: relocated variable names become `globals + offset`.
-    fn plain(&mut self, i: &Inst, out: &mut Vec<Stmt>) -> R<()> {
+    fn plain(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
         let reloc = |o: &Operand| match o {
             Operand::Name(n) => self.info.globals.get(n).map(|&(off, _)| off as i64),
             Operand::Addr(Some(n), k) => self
@@ -363,7 +405,7 @@ impl<'m> Fx<'_, 'm> {
                         *m = "global".into();
                     }
                 }
-                out.push(Stmt::Inst(j));
+                out.push(O::New(Stmt::Inst(j)));
                 return Ok(());
             }
             _ => {}
@@ -383,23 +425,7 @@ impl<'m> Fx<'_, 'm> {
                 ),
             });
         }
-        out.push(Stmt::Inst(i.clone()));
+        out.push(O::Inst(i));
         Ok(())
-    }
-}
-
-/// Clones statements that pass through unchanged (declarations, labels, tables).
-fn clone_stmt(s: &Stmt) -> Stmt {
-    match s {
-        Stmt::Reg { ty, names, line } => Stmt::Reg {
-            ty: ty.clone(),
-            names: names.clone(),
-            line: *line,
-        },
-        Stmt::Var(v) => Stmt::Var(v.clone()),
-        Stmt::Label(l, line) => Stmt::Label(l.clone(), *line),
-        Stmt::Targets(n, ls, line) => Stmt::Targets(n.clone(), ls.clone(), *line),
-        Stmt::Inst(i) => Stmt::Inst(i.clone()),
-        Stmt::Block(b) => Stmt::Block(b.iter().map(clone_stmt).collect()),
     }
 }

@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ptxvm::sandbox::{Policy, sandbox};
+use std::sync::OnceLock;
+
+use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Error, FaultKind, Launch, Module};
 
 use super::sandbox::{Arg, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
@@ -19,15 +21,36 @@ fn ptx(body: &str) -> String {
     format!("{HEAD}{body}")
 }
 
-/// Rewrites `src`, runs `kernel` with `args` (built from the memory), and checks the outcome.
+/// The red-team module (tests/fixtures/redteam.ptx) as written, and rewritten and loaded.
+fn fixture() -> &'static (String, Sandboxed, Module) {
+    static F: OnceLock<(String, Sandboxed, Module)> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+        let text = std::fs::read_to_string(format!("{dir}/tests/fixtures/redteam.ptx"))
+            .expect("tests/fixtures/redteam.ptx");
+        let (s, m) = load_sandboxed(&text);
+        (text, s, m)
+    })
+}
+
+/// Runs red-team `kernel` with `args` (built from the memory), and checks the outcome.
 fn attack(
-    src: &str,
     kernel: &str,
     shape: Shape,
     args: impl FnOnce(&mut GuestMem) -> Vec<Arg>,
     expect_fenced: bool,
 ) -> GuestMem {
-    let (_, m) = load_sandboxed(&ptx(src));
+    attack_in(&fixture().2, kernel, shape, args, expect_fenced)
+}
+
+/// `attack` on a kernel of another rewritten module.
+fn attack_in(
+    m: &Module,
+    kernel: &str,
+    shape: Shape,
+    args: impl FnOnce(&mut GuestMem) -> Vec<Arg>,
+    expect_fenced: bool,
+) -> GuestMem {
     let mut mem = GuestMem::new();
     let args = args(&mut mem);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -35,7 +58,7 @@ fn attack(
         globals: 0,
         epoch: EPOCH,
     };
-    run_sandboxed(&m, kernel, shape, &args, &hidden, &mem)
+    run_sandboxed(m, kernel, shape, &args, &hidden, &mem)
         .unwrap_or_else(|f| panic!("{kernel}: the sandboxed kernel faulted: {f}"));
     mem.assert_victim_safe();
     let word = mem.ctl_word(4).load(Ordering::SeqCst);
@@ -47,30 +70,10 @@ fn attack(
     mem
 }
 
-const OFFSET_RW: &str = r#"
-.visible .entry offset_rw(.param .u64 buf, .param .u64 delta, .param .u64 out)
-{
-    .reg .b64 %rd<8>;
-    .reg .b32 %r<4>;
-    ld.param.u64 %rd1, [buf];
-    ld.param.u64 %rd2, [delta];
-    ld.param.u64 %rd3, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 4;
-    add.u64 %rd5, %rd1, %rd2;
-    add.u64 %rd5, %rd5, %rd4;
-    ld.global.u32 %r2, [%rd5];
-    add.u64 %rd6, %rd3, %rd4;
-    st.global.u32 [%rd6], %r2;
-    st.global.u32 [%rd5+16], %r1;
-    ret;
-}"#;
-
 #[test]
 fn pointer_plus_offset_reaches_no_other_allocation() {
     for sign in [1i64, -1] {
         attack(
-            OFFSET_RW,
             "offset_rw",
             Shape::linear(1, 64),
             |m| {
@@ -88,32 +91,10 @@ fn pointer_plus_offset_reaches_no_other_allocation() {
     }
 }
 
-const SCAN: &str = r#"
-.visible .entry scan(.param .u64 start, .param .u64 count, .param .u64 out)
-{
-    .reg .b64 %rd<8>;
-    .reg .b32 %r<4>;
-    .reg .pred %p1;
-    ld.param.u64 %rd1, [start];
-    ld.param.u64 %rd2, [count];
-    ld.param.u64 %rd3, [out];
-    mov.u64 %rd4, 0;
-LOOP:
-    ld.global.u64 %rd5, [%rd1];
-    st.global.u64 [%rd3], %rd5;
-    add.u64 %rd3, %rd3, 8;
-    add.u64 %rd1, %rd1, 512;
-    add.u64 %rd4, %rd4, 1;
-    setp.lt.u64 %p1, %rd4, %rd2;
-    @%p1 bra LOOP;
-    ret;
-}"#;
-
 #[test]
 fn scanning_past_the_arena_reads_only_the_arena() {
     // Starts 8 KiB below the victim and walks 64 KiB: the victim lies in the middle.
     attack(
-        SCAN,
         "scan",
         Shape::linear(1, 1),
         |m| {
@@ -124,23 +105,10 @@ fn scanning_past_the_arena_reads_only_the_arena() {
     );
 }
 
-const RAW: &str = r#"
-.visible .entry raw(.param .u64 addr, .param .u64 out)
-{
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [addr];
-    ld.param.u64 %rd2, [out];
-    ld.global.u64 %rd3, [%rd1];
-    st.global.u64 [%rd2], %rd3;
-    st.global.u64 [%rd1], %rd2;
-    ret;
-}"#;
-
 #[test]
 fn raw_addresses_in_u64_scalars_are_fenced() {
     for target in ["victim", "zero", "wild", "ctl"] {
         let mem = attack(
-            RAW,
             "raw",
             Shape::linear(1, 1),
             |m| {
@@ -162,44 +130,10 @@ fn raw_addresses_in_u64_scalars_are_fenced() {
     }
 }
 
-const GENERIC: &str = r#"
-.visible .entry generic(.param .u64 addr, .param .u64 out)
-{
-    .reg .b64 %rd<8>;
-    .reg .b32 %r<4>;
-    .shared .align 4 .b32 s[8];
-    .local .align 4 .b32 l[4];
-    ld.param.u64 %rd1, [addr];
-    ld.param.u64 %rd2, [out];
-    ld.u32 %r1, [%rd1];
-    st.u32 [%rd2], %r1;
-    st.u32 [%rd1+4], %r1;
-    // A generic pointer into the shared window, far past the variable.
-    mov.u64 %rd3, s;
-    cvta.shared.u64 %rd4, %rd3;
-    st.u32 [%rd4+1048576], %r1;
-    ld.u32 %r2, [%rd4+-4096];
-    st.u32 [%rd2+4], %r2;
-    // And into the local window.
-    mov.u64 %rd5, l;
-    cvta.local.u64 %rd6, %rd5;
-    st.u32 [%rd6+65536], %r1;
-    ld.u32 %r3, [%rd6+-64];
-    st.u32 [%rd2+8], %r3;
-    // Legal generic accesses still work: s[1] and l[2] round-trip.
-    st.u32 [%rd4+4], 7;
-    ld.u32 %r3, [%rd4+4];
-    st.u32 [%rd6+8], %r3;
-    ld.u32 %r3, [%rd6+8];
-    st.u32 [%rd2+12], %r3;
-    ret;
-}"#;
-
 #[test]
 fn generic_pointers_into_global_shared_and_local_windows_are_fenced() {
     let mut out = 0;
     let mem = attack(
-        GENERIC,
         "generic",
         Shape::linear(1, 1),
         |m| {
@@ -215,30 +149,9 @@ fn generic_pointers_into_global_shared_and_local_windows_are_fenced() {
     );
 }
 
-const ATOMS: &str = r#"
-.visible .entry atoms(.param .u64 addr, .param .u64 out)
-{
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<8>;
-    ld.param.u64 %rd1, [addr];
-    ld.param.u64 %rd2, [out];
-    atom.global.add.u32 %r1, [%rd1], 1;
-    atom.global.cas.b32 %r2, [%rd1+4], 0, 5;
-    atom.add.u32 %r3, [%rd1+8], 1;
-    red.global.add.u32 [%rd1+12], 1;
-    atom.global.exch.b64 %rd3, [%rd1+16], 9;
-    ld.global.v4.u32 {%r4, %r5, %r6, %r7}, [%rd1+32];
-    st.global.v4.u32 [%rd2], {%r4, %r5, %r6, %r7};
-    st.global.v4.u32 [%rd1+48], {%r1, %r2, %r3, %r1};
-    st.global.v2.u32 [%rd2+16], {%r1, %r2};
-    st.global.u64 [%rd2+24], %rd3;
-    ret;
-}"#;
-
 #[test]
 fn atomics_and_vector_accesses_are_fenced() {
     attack(
-        ATOMS,
         "atoms",
         Shape::linear(1, 32),
         |m| vec![Arg::U64(m.victim()), Arg::U64(m.alloc(64))],
@@ -246,26 +159,9 @@ fn atomics_and_vector_accesses_are_fenced() {
     );
 }
 
-const NC: &str = r#"
-.visible .entry nc(.param .u64 addr, .param .u64 out)
-{
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<4>;
-    ld.param.u64 %rd1, [addr];
-    ld.param.u64 %rd2, [out];
-    ld.global.nc.v2.u32 {%r1, %r2}, [%rd1];
-    ld.global.nc.L1::no_allocate.u32 %r3, [%rd1+8];
-    ldu.global.u32 %r3, [%rd1+12];
-    st.global.v2.u32 [%rd2], {%r1, %r2};
-    st.global.cs.u32 [%rd2+8], %r3;
-    prefetch.global.L2 [%rd1];
-    ret;
-}"#;
-
 #[test]
 fn non_coherent_and_cache_hinted_loads_are_fenced() {
     attack(
-        NC,
         "nc",
         Shape::linear(1, 1),
         |m| vec![Arg::U64(m.victim()), Arg::U64(m.alloc(16))],
@@ -273,30 +169,9 @@ fn non_coherent_and_cache_hinted_loads_are_fenced() {
     );
 }
 
-const SHARED_OOB: &str = r#"
-.visible .entry shared_oob(.param .u64 out, .param .u32 stride)
-{
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<8>;
-    .shared .align 4 .b32 s[32];
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [stride];
-    mov.u32 %r2, %tid.x;
-    mov.u32 %r3, s;
-    mad.lo.u32 %r4, %r2, %r1, %r3;
-    st.shared.u32 [%r4], %r2;
-    ld.shared.u32 %r5, [%r4+100000];
-    atom.shared.add.u32 %r6, [%r4+-8], 1;
-    mul.wide.u32 %rd2, %r2, 4;
-    add.u64 %rd3, %rd1, %rd2;
-    st.global.u32 [%rd3], %r5;
-    ret;
-}"#;
-
 #[test]
 fn shared_memory_out_of_range_is_fenced() {
     attack(
-        SHARED_OOB,
         "shared_oob",
         Shape::linear(1, 64),
         |m| vec![Arg::U64(m.alloc(256)), Arg::U32(4096)],
@@ -304,31 +179,10 @@ fn shared_memory_out_of_range_is_fenced() {
     );
 }
 
-const LOCAL_OOB: &str = r#"
-.visible .entry local_oob(.param .u64 out, .param .u64 off)
-{
-    .reg .b64 %rd<6>;
-    .reg .b32 %r<4>;
-    .local .align 4 .b8 depot[16];
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [off];
-    mov.u64 %rd3, depot;
-    add.u64 %rd4, %rd3, %rd2;
-    st.local.u32 [%rd4], 1;
-    ld.local.u32 %r1, [%rd4+-4];
-    st.local.u32 [depot+4096], 1;
-    st.local.u32 [depot+4], 9;
-    ld.local.u32 %r2, [depot+4];
-    st.global.u32 [%rd1], %r1;
-    st.global.u32 [%rd1+4], %r2;
-    ret;
-}"#;
-
 #[test]
 fn local_memory_out_of_range_is_fenced() {
     let mut out = 0;
     let mem = attack(
-        LOCAL_OOB,
         "local_oob",
         Shape::linear(1, 32),
         |m| {
@@ -344,23 +198,10 @@ fn local_memory_out_of_range_is_fenced() {
     );
 }
 
-const MISALIGNED: &str = r#"
-.visible .entry misaligned(.param .u64 buf)
-{
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<4>;
-    ld.param.u64 %rd1, [buf];
-    ld.global.u32 %r1, [%rd1+5];
-    st.global.u32 [%rd1+8], %r1;
-    st.global.u64 [%rd1+19], %rd1;
-    ret;
-}"#;
-
 #[test]
 fn misaligned_accesses_are_aligned_down_not_faulted() {
     let mut buf = 0;
     let mem = attack(
-        MISALIGNED,
         "misaligned",
         Shape::linear(1, 1),
         |m| {
@@ -439,6 +280,12 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
             6,
             "shared::cluster",
         ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n \
+             fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n}",
+            6,
+            "memory operand",
+        ),
     ];
     for (src, line, word) in cases {
         let (l, what) = refused(src);
@@ -447,22 +294,9 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
     }
 }
 
-const ENDLESS: &str = r#"
-.visible .entry endless(.param .u64 out)
-{
-    .reg .b64 %rd<2>;
-    .reg .b32 %r<2>;
-    ld.param.u64 %rd1, [out];
-    mov.u32 %r1, 0;
-SPIN:
-    add.u32 %r1, %r1, 1;
-    st.global.u32 [%rd1], %r1;
-    bra.uni SPIN;
-}"#;
-
 /// Runs `kernel` on a thread, bumps the epoch after `after`, and expects a clean exit.
-fn abort_after(src: &str, kernel: &str, after: Duration, fenced: bool) {
-    let (_, m) = load_sandboxed(&ptx(src));
+fn abort_after(kernel: &str, after: Duration, fenced: bool) {
+    let m = &fixture().2;
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -473,7 +307,7 @@ fn abort_after(src: &str, kernel: &str, after: Duration, fenced: bool) {
     std::thread::scope(|s| {
         let h = s.spawn(|| {
             run_sandboxed(
-                &m,
+                m,
                 kernel,
                 Shape::linear(2, 64),
                 &[Arg::U64(out)],
@@ -496,12 +330,12 @@ fn abort_after(src: &str, kernel: &str, after: Duration, fenced: bool) {
 
 #[test]
 fn an_endless_loop_exits_when_the_epoch_changes() {
-    abort_after(ENDLESS, "endless", Duration::from_millis(50), false);
+    abort_after("endless", Duration::from_millis(50), false);
 }
 
 #[test]
 fn a_launch_whose_epoch_is_already_stale_exits_at_entry() {
-    let (_, m) = load_sandboxed(&ptx(ENDLESS));
+    let m = &fixture().2;
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
@@ -510,7 +344,7 @@ fn a_launch_whose_epoch_is_already_stale_exits_at_entry() {
         epoch: EPOCH,
     };
     run_sandboxed(
-        &m,
+        m,
         "endless",
         Shape::linear(4, 64),
         &[Arg::U64(out)],
@@ -521,31 +355,11 @@ fn a_launch_whose_epoch_is_already_stale_exits_at_entry() {
     assert_eq!(mem.read(out, 4), [0; 4], "no iteration ran");
 }
 
-const LONG: &str = r#"
-.visible .entry long(.param .u64 out, .param .u32 n)
-{
-    .reg .b64 %rd<2>;
-    .reg .b32 %r<4>;
-    .reg .pred %p1;
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [n];
-    mov.u32 %r2, 0;
-    mov.u32 %r3, 0;
-L:
-    add.u32 %r3, %r3, %r2;
-    add.u32 %r2, %r2, 1;
-    setp.lt.u32 %p1, %r2, %r1;
-    @%p1 bra L;
-    st.global.u32 [%rd1], %r3;
-    ret;
-}"#;
-
 #[test]
 fn a_long_but_legal_loop_finishes_with_the_right_answer() {
     let n = 200_000u32;
     let mut out = 0;
     let mem = attack(
-        LONG,
         "long",
         Shape::linear(1, 1),
         |m| {
@@ -559,22 +373,16 @@ fn a_long_but_legal_loop_finishes_with_the_right_answer() {
 }
 
 /// A chain of `depth` device functions, each with its own local array, passing the attacker's
-/// pointer down; the innermost writes through it (and past it) and loops until aborted when
-/// `spin` is set.
-fn chain(depth: usize, spin: bool) -> String {
+/// pointer down; the innermost writes through it (and 4 MiB past it).
+fn chain(depth: usize) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         ".func (.param .b32 r) f{depth}(.param .b64 p, .param .b32 x)\n{{\n\
          .reg .b64 %rd<4>;\n .reg .b32 %r<4>;\n .local .align 4 .b8 d[8];\n\
          ld.param.u64 %rd1, [p];\n ld.param.u32 %r1, [x];\n st.local.u32 [d], %r1;\n\
          ld.local.u32 %r2, [d];\n st.global.u32 [%rd1], %r2;\n\
-         st.global.u32 [%rd1+4194304], %r2;\n{}\
-         st.param.b32 [r], %r2;\n ret;\n}}\n",
-        if spin {
-            "SPIN:\n st.global.u32 [%rd1+4], %r2;\n bra SPIN;\n"
-        } else {
-            ""
-        }
+         st.global.u32 [%rd1+4194304], %r2;\n\
+         st.param.b32 [r], %r2;\n ret;\n}}\n"
     ));
     for k in (1..depth).rev() {
         s.push_str(&format!(
@@ -602,16 +410,16 @@ fn chain(depth: usize, spin: bool) -> String {
 #[test]
 fn deep_call_chains_keep_fencing_and_count_their_locals() {
     let depth = 24;
-    let src = chain(depth, false);
-    let s = sandbox(&ptx(&src), &Policy::default()).unwrap();
+    let src = ptx(&chain(depth));
+    let (s, m) = load_sandboxed(&src);
     assert_eq!(
         s.kernels[0].local_bytes_per_thread,
         16 * (depth as u64 - 1) + 8,
         "local bytes along the deepest chain"
     );
     let mut out = 0;
-    let mem = attack(
-        &src,
+    let mem = attack_in(
+        &m,
         "deep",
         Shape::linear(1, 32),
         |m| {
@@ -635,7 +443,7 @@ fn deep_call_chains_keep_fencing_and_count_their_locals() {
 
 #[test]
 fn an_endless_loop_deep_in_a_call_chain_exits_when_the_epoch_changes() {
-    abort_after(&chain(6, true), "deep", Duration::from_millis(50), true);
+    abort_after("deep_spin", Duration::from_millis(50), true);
 }
 
 #[test]
@@ -655,15 +463,7 @@ fn oversized_globals_report_their_size_for_the_host_to_refuse() {
 
 #[test]
 fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
-    let src = ".global .align 4 .b32 counter;\n.const .align 4 .b32 tbl[4] = {10, 20, 30, 40};\n\
-               .visible .entry k(.param .u64 o) {\n .reg .b64 %rd<4>;\n .reg .b32 %r<4>;\n\
-               ld.param.u64 %rd1, [o];\n atom.global.add.u32 %r1, [counter], 1;\n\
-               mov.u32 %r2, %tid.x;\n and.b32 %r2, %r2, 3;\n mul.wide.u32 %rd2, %r2, 4;\n\
-               mov.u64 %rd3, tbl;\n add.u64 %rd3, %rd3, %rd2;\n ld.const.u32 %r3, [%rd3];\n\
-               ld.const.u32 %r2, [tbl+12];\n add.u32 %r3, %r3, %r2;\n\
-               add.u64 %rd2, %rd1, %rd2;\n st.global.u32 [%rd2], %r3;\n\
-               ld.global.u32 %r1, [counter+4194304];\n}";
-    let (s, m) = load_sandboxed(&ptx(src));
+    let (_, s, m) = fixture();
     assert_eq!(s.globals.size, 32);
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
@@ -675,8 +475,8 @@ fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
         epoch: EPOCH,
     };
     run_sandboxed(
-        &m,
-        "k",
+        m,
+        "globals_rw",
         Shape::linear(1, 4),
         &[Arg::U64(out)],
         &hidden,
@@ -704,19 +504,21 @@ fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
 
 #[test]
 fn the_watchdog_stops_an_unrewritten_endless_kernel() {
-    let m = Module::load(&ptx(ENDLESS)).unwrap();
+    let m = Module::load(&fixture().0).unwrap();
+    let kernel = m.kernel_index("endless").unwrap();
     let mut mem = GuestMem::new();
     let out = mem.alloc(8);
+    let globals: Vec<u64> = m.globals().iter().map(|_| mem.alloc(64)).collect();
     let params = out.to_le_bytes();
     let cancel = std::sync::atomic::AtomicBool::new(false);
     for by_flag in [false, true] {
         let l = Launch {
-            kernel: 0,
+            kernel,
             grid: [2, 1, 1],
             block: [32, 1, 1],
             dynamic_shared_bytes: 0,
             params: &params,
-            globals: &[],
+            globals: &globals,
             workers: 1,
             cancel: by_flag.then_some(&cancel),
             deadline: (!by_flag).then(|| std::time::Instant::now() + Duration::from_millis(20)),
@@ -733,4 +535,218 @@ fn the_watchdog_stops_an_unrewritten_endless_kernel() {
         assert_eq!(f.kind, FaultKind::Timeout);
         assert!(f.to_string().contains("watchdog"), "{f}");
     }
+}
+
+#[test]
+fn poll_interval_must_be_a_power_of_two_and_one_polls_every_back_edge() {
+    for bad in [0, 3, 1000] {
+        let r = sandbox(&fixture().0, &Policy { poll_interval: bad });
+        assert!(matches!(r, Err(Error::Refused { line: 0, .. })), "{bad}");
+    }
+    let s = sandbox(&fixture().0, &Policy { poll_interval: 1 }).unwrap();
+    let m = Module::load(&s.ptx).unwrap();
+    let (n, mut out) = (5000u32, 0);
+    let mem = attack_in(
+        &m,
+        "long",
+        Shape::linear(1, 32),
+        |g| {
+            out = g.alloc(4);
+            vec![Arg::U64(out), Arg::U32(n)]
+        },
+        false,
+    );
+    let want = (0..n).fold(0u32, |a, i| a.wrapping_add(i));
+    assert_eq!(mem.read(out, 4), want.to_le_bytes());
+}
+
+#[test]
+fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
+    // In range: the run's values come through.
+    let mut out = 0;
+    let mem = attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| {
+            let buf = m.alloc(32);
+            let words: Vec<u8> = (0u32..8).flat_map(|v| (v * 11).to_le_bytes()).collect();
+            m.write(buf, &words);
+            out = m.alloc(16);
+            vec![Arg::U64(buf), Arg::U64(out), Arg::U32(0)]
+        },
+        false,
+    );
+    let want: Vec<u8> = [0u32, 22, 44, 2]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(mem.read(out, 16), want);
+    // The global run reaches the victim; then the shared run passes its variable's end.
+    attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.victim() - 8), Arg::U64(m.alloc(16)), Arg::U32(0)],
+        true,
+    );
+    attack(
+        "runs",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(16)), Arg::U32(8)],
+        true,
+    );
+}
+
+#[test]
+fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
+    // Deterministic mutations of the red-team module: truncations, deleted and duplicated
+    // spans, swapped bytes, huge offsets. Every outcome is a value, and rewritten output loads.
+    let base = fixture().0.as_bytes();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let mut outcomes = [0usize; 2];
+    for round in 0..300 {
+        let mut t = base.to_vec();
+        let at = next(t.len());
+        match round % 5 {
+            0 => t.truncate(at),
+            1 => {
+                let n = next(200).min(t.len() - at);
+                t.drain(at..at + n);
+            }
+            2 => {
+                let n = next(200).min(t.len() - at);
+                let span: Vec<u8> = t[at..at + n].to_vec();
+                t.splice(at..at, span);
+            }
+            3 => {
+                let b = next(t.len());
+                t.swap(at, b);
+            }
+            _ => {
+                let huge = b"+9223372036854775807";
+                t.splice(at..at, huge.iter().copied());
+            }
+        }
+        let Ok(text) = String::from_utf8(t) else {
+            continue;
+        };
+        match sandbox(&text, &Policy::default()) {
+            Ok(s) => {
+                outcomes[0] += 1;
+                // The original may be invalid for reasons the rewriter does not check (an
+                // undeclared register); the rewrite must not add new reasons.
+                if Module::load(&text).is_ok() {
+                    Module::load(&s.ptx).unwrap_or_else(|e| panic!("round {round}: {e}"));
+                }
+            }
+            Err(_) => outcomes[1] += 1,
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
+
+#[test]
+fn legal_generic_accesses_in_every_window_give_the_original_results() {
+    let (text, _, m) = fixture();
+    let orig = Module::load(text).unwrap();
+    let mut want = GuestMem::new();
+    let out = want.alloc(1024);
+    let k = orig.kernel_index("generic_mix").unwrap();
+    let globals: Vec<u64> = orig.globals().iter().map(|_| want.alloc(64)).collect();
+    let l = Launch {
+        kernel: k,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        dynamic_shared_bytes: 0,
+        params: &out.to_le_bytes(),
+        globals: &globals,
+        workers: 1,
+        cancel: None,
+        deadline: None,
+    };
+    ptxvm::launch(&orig, &l, &want).unwrap();
+    let expected: Vec<u8> = (0u32..64).flat_map(|t| (t * 7).to_le_bytes()).collect();
+    assert_eq!(
+        want.read(out, 256),
+        expected,
+        "the original kernel is right"
+    );
+    let mut got = 0;
+    let mem = attack_in(
+        m,
+        "generic_mix",
+        Shape::linear(1, 64),
+        |g| {
+            got = g.alloc(1024);
+            vec![Arg::U64(got)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(got, 512), want.read(out, 512));
+}
+
+#[test]
+fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
+    let (mut src, mut out) = (0, 0);
+    let mem = attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| {
+            src = m.alloc(32);
+            let bytes: Vec<u8> = (0u8..32).collect();
+            m.write(src, &bytes);
+            out = m.alloc(32);
+            vec![Arg::U64(src), Arg::U64(out), Arg::U32(0)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 32), (0u8..32).collect::<Vec<u8>>());
+    // From the victim; then into shared memory past the tile.
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.victim()), Arg::U64(m.alloc(32)), Arg::U32(0)],
+        true,
+    );
+    attack(
+        "cp_async",
+        Shape::linear(1, 1),
+        |m| vec![Arg::U64(m.alloc(32)), Arg::U64(m.alloc(32)), Arg::U32(64)],
+        true,
+    );
+    for form in [
+        "cp.async.bulk.shared::cluster.global [%r1], [%rd1], 16;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 16, %r2;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 12;",
+    ] {
+        let src = format!(
+            ".visible .entry k(.param .u64 p) {{\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n {form}\n}}"
+        );
+        let (line, what) = refused(&src);
+        assert_eq!(line, 7, "{form}");
+        assert!(what.contains("cp.async"), "{what}");
+    }
+}
+
+#[test]
+fn a_load_that_replaces_its_own_base_does_not_share_its_fence() {
+    let mut out = 0;
+    let mem = attack(
+        "chase",
+        Shape::linear(1, 1),
+        |m| {
+            let (a, b) = (m.alloc(16), m.alloc(16));
+            m.write(a, &b.to_le_bytes());
+            m.write(b + 8, &0x1234_5678_9abc_def0u64.to_le_bytes());
+            out = m.alloc(8);
+            vec![Arg::U64(a), Arg::U64(out)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 8), 0x1234_5678_9abc_def0u64.to_le_bytes());
 }

@@ -543,3 +543,33 @@ fn ptx_that_ptxvm_cannot_run_is_not_supported_with_a_log() {
     assert_eq!(r, CUresult::CUDA_ERROR_NOT_SUPPORTED);
     assert!(text.contains("unsupported"), "{text}");
 }
+
+#[test]
+fn the_watchdog_stops_a_runaway_kernel_with_launch_timeout() {
+    // SOFTCUDA_WATCHDOG_MS is read once per process, so the runaway runs in a child.
+    in_child(
+        "module::the_watchdog_stops_a_runaway_kernel_with_launch_timeout",
+        |cmd| {
+            cmd.env("SOFTCUDA_WATCHDOG_MS", "200");
+        },
+        || {
+            fresh_primary();
+            let ptx = c".version 7.0\n.target sm_80\n.address_size 64\n\
+                .visible .entry spin(.param .u64 p)\n{\n .reg .b64 %rd<2>;\n .reg .b32 %r<2>;\n\
+                ld.param.u64 %rd1, [p];\n cvta.to.global.u64 %rd1, %rd1;\n mov.u32 %r1, 0;\n\
+                $L: add.u32 %r1, %r1, 1;\n st.global.u32 [%rd1], %r1;\n bra.uni $L;\n}\n";
+            let m = load(ptx);
+            let f = function(m, c"spin");
+            let mut d = alloc(16);
+            ok(launch(f, 2, 32, 0, &mut [arg(&mut d)]));
+            // SAFETY: plain calls with valid out-pointers.
+            unsafe {
+                assert_eq!(cuCtxSynchronize(), CUresult::CUDA_ERROR_LAUNCH_TIMEOUT);
+                let mut msg = [0 as c_char; 512];
+                ok(softcuda_last_fault(msg.as_mut_ptr(), 512));
+                let msg = CStr::from_ptr(msg.as_ptr()).to_string_lossy().into_owned();
+                assert!(msg.contains("spin") && msg.contains("watchdog"), "{msg}");
+            }
+        },
+    );
+}

@@ -1,0 +1,180 @@
+//! Shared fences for runs of accesses through one base register: unrolled loops read
+//! `[%r+0]`, `[%r+64]`, `[%r+128]`… in one basic block. The first access of such a run fences
+//! the whole span once into a group register; the later ones use `[group + d]`. A run ends at
+//! a label, a branch or call, a nested block, or an instruction that writes the base register or
+//! the accesses' guard predicate; all its accesses have the same space, width and guard, and
+//! their offsets differ by multiples of the width.
+
+use super::fence::{Sp, Src};
+use super::print::O;
+use super::rewrite::{Fx, R, sreg};
+use crate::ast::{Inst, Operand, Stmt};
+
+/// A later access whose fence came with an earlier one.
+pub(crate) struct Member {
+    /// `%__sbx_g<n>`: the fenced address of the run's lowest offset.
+    reg: String,
+    /// Offset from it.
+    d: i64,
+    /// Guard the access runs under.
+    guard: Option<(String, bool)>,
+}
+
+/// Most bytes one group fence covers (the host maps at least 64 KiB).
+const MAX_SPAN: i64 = 4096;
+
+/// Opcodes whose first operand is not a destination.
+const NO_DEST: &[&str] = &[
+    "st",
+    "red",
+    "prefetch",
+    "prefetchu",
+    "bra",
+    "brx",
+    "call",
+    "ret",
+    "exit",
+    "bar",
+    "barrier",
+    "membar",
+    "fence",
+    "nanosleep",
+];
+
+fn mentions(o: &Operand, n: &str) -> bool {
+    match o {
+        Operand::Name(x) => x == n,
+        Operand::Pair(a, b) => a == n || b == n,
+        Operand::Vec(v) => v.iter().any(|x| mentions(x, n)),
+        _ => false,
+    }
+}
+
+/// Whether `i` may write register `n`.
+fn writes(i: &Inst, n: &str) -> bool {
+    if NO_DEST.contains(&i.opcode.as_str()) {
+        return false;
+    }
+    i.operands.first().is_some_and(|o| mentions(o, n))
+        || i.operands
+            .iter()
+            .any(|o| matches!(o, Operand::Pair(..)) && mentions(o, n))
+}
+
+impl<'m> Fx<'_, 'm> {
+    /// Emits `i` as a member of an earlier group, if it is one.
+    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
+        let Some(m) = self.members.remove(&(i as *const Inst)) else {
+            return false;
+        };
+        let space = match sp {
+            Sp::Shared => "shared",
+            Sp::Local => "local",
+            _ => "global",
+        };
+        self.access_at(out, i, at, space, m.guard, Operand::Addr(Some(m.reg), m.d));
+        true
+    }
+
+    /// Fences `i` together with the later accesses of its run, if there are any; returns
+    /// whether it did.
+    pub(super) fn group(
+        &mut self,
+        i: &'m Inst,
+        rest: &'m [Stmt],
+        (sp, w, at): (Sp, u64, usize),
+        r: &str,
+        off: i64,
+        out: &mut Vec<O<'m>>,
+    ) -> R<bool> {
+        let wi = w as i64;
+        if writes(i, r) {
+            // `ld %r, [%r]`: later accesses see the loaded value, not this base.
+            return Ok(false);
+        }
+        let mut members: Vec<(&Inst, i64)> = Vec::new();
+        let (mut lo, mut hi) = (off, off.saturating_add(wi));
+        let guard_reg = i.guard.as_ref().map(|g| g.0.as_str());
+        for s in rest {
+            let Stmt::Inst(j) = s else { break };
+            if matches!(j.opcode.as_str(), "bra" | "brx" | "call" | "ret" | "exit") {
+                break;
+            }
+            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
+            if matches!(j.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red")
+                && j.guard == i.guard
+                && j.operands.iter().take(2).any(same_base)
+                && let Ok((sp2, w2, at2)) = Self::classify(j)
+                && sp2 == sp
+                && w2 == w
+                && let Some(Operand::Addr(Some(b), o2)) = j.operands.get(at2)
+                && b == r
+                && o2.wrapping_sub(off) % wi == 0
+                && hi
+                    .max(o2.saturating_add(wi))
+                    .checked_sub(lo.min(*o2))
+                    .is_some_and(|span| span <= MAX_SPAN)
+                && !(sp == Sp::Local && matches!(j.opcode.as_str(), "atom" | "red"))
+            {
+                members.push((j, *o2));
+                lo = lo.min(*o2);
+                hi = hi.max(o2.saturating_add(wi));
+            }
+            if writes(j, r) || guard_reg.is_some_and(|g| writes(j, g)) {
+                break;
+            }
+        }
+        if members.is_empty() {
+            return Ok(false);
+        }
+        let n = self.ngroups;
+        self.ngroups += 1;
+        let (g, span) = (format!("g{n}"), (hi - lo) as u64);
+        self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
+        let (space, guard) = match sp {
+            Sp::Shared | Sp::Local => {
+                let win = if sp == Sp::Shared {
+                    ("slo", "shi")
+                } else {
+                    ("llo", "lhi")
+                };
+                let q = format!("gq{n}");
+                let guard = self.window_into(out, &g, &q, w, span, i.guard.as_ref(), win);
+                (if sp == Sp::Shared { "shared" } else { "local" }, guard)
+            }
+            _ => {
+                let b = sreg("b");
+                let size = sreg("size");
+                self.emit(
+                    out,
+                    None,
+                    "sub",
+                    &["u64"],
+                    vec![b.clone(), size, super::rewrite::imm(span as i64)],
+                );
+                self.fence_global_into(out, &g, sreg(&g), b, w, i.guard.as_ref());
+                ("global", i.guard.clone())
+            }
+        };
+        let reg = format!("%__sbx_{g}");
+        self.access_at(
+            out,
+            i,
+            at,
+            space,
+            guard.clone(),
+            Operand::Addr(Some(reg.clone()), off - lo),
+        );
+        for (j, o2) in members {
+            self.members.insert(
+                j as *const Inst,
+                Member {
+                    reg: reg.clone(),
+                    d: o2 - lo,
+                    guard: guard.clone(),
+                },
+            );
+        }
+        Ok(true)
+    }
+}
