@@ -5,9 +5,11 @@
 //!
 //! - The range is `max_bytes` rounded up to the allocation granularity (2 MiB on an H200),
 //!   aligned to at least 64 KiB (cuMemAddressReserve).
-//! - Physical chunks are created, mapped right after the mapped part and made read-write for the
-//!   device (cuMemCreate, cuMemMap, cuMemSetAccess) when an allocation ends past `mapped`; the
-//!   handle is released at once, so unmapping a chunk frees it.
+//! - Physical chunks are created, mapped right after the mapped part, made read-write for the
+//!   device and zeroed (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemsetD8) when an allocation
+//!   ends past `mapped`; the handle is released at once, so unmapping a chunk frees it. The
+//!   first chunk is mapped at creation, so `mapped` is never 0: a sandboxed kernel's fenced
+//!   accesses always land in mapped, zeroed (or the guest's own) memory.
 //! - Allocations are 256-byte aligned ranges from a first-fit free list over `[0, max_bytes)`
 //!   (lowest address first, so the mapped part stays as small as the live set allows); freed
 //!   ranges are coalesced and reused.
@@ -200,7 +202,7 @@ impl Arena {
         Counters::inc(&host.counters.live_arenas);
         let mut state = State::default();
         state.free.insert(0, limit);
-        Ok(Arc::new(Arena {
+        let arena = Arc::new(Arena {
             host: Arc::clone(host),
             generation,
             base,
@@ -210,7 +212,12 @@ impl Arena {
             mapped: AtomicU64::new(0),
             used: AtomicU64::new(0),
             state: Mutex::new(state),
-        }))
+        });
+        // The first chunk at once: `[base, base + mapped)` is never empty, so a fenced access
+        // of a kernel launched before any allocation still lands in mapped memory. (On error
+        // the arena drops, freeing its reservation.)
+        arena.grow(&mut arena.lock(), 1)?;
+        Ok(arena)
     }
 
     /// Device address of the range (aligned to at least 64 KiB).
@@ -218,7 +225,8 @@ impl Arena {
         self.base
     }
 
-    /// Bytes mapped from `base`: every live allocation lies in `[base, base + mapped)`.
+    /// Bytes mapped from `base` (at least one granule): every live allocation lies in
+    /// `[base, base + mapped)`, and all of it is device-accessible.
     pub fn mapped(&self) -> u64 {
         self.mapped.load(Ordering::Acquire)
     }
@@ -317,10 +325,16 @@ impl Arena {
             };
             // SAFETY: the range was just mapped; one descriptor, valid for the call.
             let r = unsafe { sys::cuMemSetAccess(ptr, len as usize, &desc, 1) };
-            self.host.classify("cuMemSetAccess", r).inspect_err(|_| {
-                // SAFETY: undoes the mapping just made, which nothing can use yet.
-                unsafe { sys::cuMemUnmap(ptr, len as usize) };
-            })
+            // Zeroed before it counts as mapped: a sandboxed kernel may read all of
+            // [base, base + mapped), and physical memory recycled inside the process may still
+            // hold an earlier arena's (another guest's) bytes.
+            self.host
+                .classify("cuMemSetAccess", r)
+                .and_then(|()| self.zero(at, len))
+                .inspect_err(|_| {
+                    // SAFETY: undoes the mapping just made, which nothing can use yet.
+                    unsafe { sys::cuMemUnmap(ptr, len as usize) };
+                })
         });
         // The mapping (if any) keeps the memory; the handle is not needed any more.
         // SAFETY: releases cuMemCreate's one reference, once.
@@ -366,12 +380,24 @@ impl Drop for Arena {
         self.host
             .release_in(self.generation, "release an arena", || {
                 let chunks = std::mem::take(&mut self.lock().chunks);
-                for (at, len) in chunks {
-                    // SAFETY: a chunk we mapped; no buffer of the arena is left, so no launch given
-                    // one (or the anchor) is still running.
-                    let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
-                    if let Err(e) = self.host.classify("cuMemUnmap", r) {
-                        self.host.drop_error("unmapping an arena chunk", &e);
+                let mapped: u64 = chunks.iter().map(|&(_, len)| len).sum();
+                // One call for all chunks (they tile [base, base + mapped)): softcuda then waits
+                // once for kernels still holding the range, not once per chunk. A driver that
+                // wants one call per cuMemMap gets them.
+                let all = if mapped > 0 {
+                    // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so
+                    // no launch given one (or the anchor) is still running.
+                    unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
+                } else {
+                    CUresult::CUDA_SUCCESS
+                };
+                if all != CUresult::CUDA_SUCCESS {
+                    for (at, len) in chunks {
+                        // SAFETY: as above, one chunk at a time.
+                        let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
+                        if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                            self.host.drop_error("unmapping an arena chunk", &e);
+                        }
                     }
                 }
                 // SAFETY: the whole reservation, with nothing mapped in it any more.
@@ -386,6 +412,15 @@ impl Drop for Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arenas_control_blocks_and_buffers_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Arena>();
+        send_sync::<Arc<Arena>>();
+        send_sync::<crate::ControlBlock>();
+        send_sync::<DeviceBuffer>();
+    }
 
     #[test]
     fn first_fit_takes_the_lowest_range_and_coalesces_on_give() {

@@ -8,7 +8,9 @@
 //! driver), so a service should exit and be restarted. Kernels come from [`Registry`]s (the
 //! modules of one model), released only when nothing holds them; a [`ModelSlot`] swaps models
 //! under load. Launches are checked, enqueued, and complete through a [`Completion`] future woken
-//! by a per-host completion thread.
+//! by a per-host completion thread. For untrusted kernels, an [`Arena`] is one fixed virtual
+//! range of zeroed buffers that never move (what a PTX sandbox fences accesses into), and a
+//! [`ControlBlock`] a few bytes of host-mapped memory kernels and the host share.
 //!
 //! ```no_run
 //! # fn main() -> gpuhost::Result<()> {

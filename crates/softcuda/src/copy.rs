@@ -179,8 +179,13 @@ pub(crate) fn fill(
     run(stream, false, move || {
         // SAFETY: the span covers `len` live bytes, kept alive by its block.
         let out = unsafe { std::slice::from_raw_parts_mut(span.ptr(), span.len()) };
-        for chunk in out.chunks_exact_mut(elem) {
-            chunk.copy_from_slice(&bytes[..elem]);
+        if bytes[..elem].iter().all(|&b| b == bytes[0]) {
+            // One repeated byte (zeroing, most often): a plain memset.
+            out.fill(bytes[0]);
+        } else {
+            for chunk in out.chunks_exact_mut(elem) {
+                chunk.copy_from_slice(&bytes[..elem]);
+            }
         }
     })
 }

@@ -13,11 +13,16 @@
 //!   (`memory::replace_views`), which kernels (`ptxvm::Memory::translate`) and copies consult.
 //!   Adjacent accessible mappings form one run, so a buffer may straddle two physical chunks.
 //!
-//! Before a range loses access (unmap, `PROT_NONE`, freeing the reservation) its runs are taken
-//! out of the table and the call waits until no kernel or copy still holds them, so softcuda
-//! never touches a page it made inaccessible. Read-only access is reported as such but not
-//! enforced on kernels (the table has no per-run permission), and the pages stay host-writable,
-//! so a kernel writing there cannot crash the process.
+//! Before a range loses access (unmap, `PROT_NONE`) its runs are taken out of the table and the
+//! call waits until no running kernel or queued copy still holds them, so softcuda never touches
+//! a page it made inaccessible. A kernel's snapshot holds every run of its context, so this
+//! waits for the kernels running at that moment; cuMemUnmap waits without holding the state
+//! lock (the range is marked retiring meanwhile). Like NVIDIA's (PyTorch synchronizes before it
+//! unmaps), these calls do not wait for other queued work: a kernel queued earlier that starts
+//! after the unmap and touches the range faults with an illegal address, as on a GPU.
+//! Read-only access is reported as such but not enforced on kernels (the table has no per-run
+//! permission), and the pages stay host-writable, so a kernel writing there cannot crash the
+//! process.
 //! Everything belongs to the context current when it was made and goes with it.
 
 use std::collections::BTreeMap;
@@ -117,11 +122,14 @@ struct Mapping {
 
 /// One reservation and what is mapped in it. `epoch` is shared by the table runs published for
 /// it; when every clone of an old epoch is gone, no kernel or copy uses the old runs.
+/// `retiring` holds ranges being unmapped while their users finish: nothing may be mapped there
+/// and the reservation cannot be freed until they are back to reserved.
 struct Reservation {
     len: u64,
     ctx_id: u64,
     mappings: BTreeMap<u64, Mapping>,
     epoch: Arc<()>,
+    retiring: Vec<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -348,6 +356,7 @@ pub(crate) fn reserve(size: u64, alignment: u64, hint: u64, flags: u64) -> CuRes
             ctx_id: ctx.id,
             mappings: BTreeMap::new(),
             epoch: Arc::new(()),
+            retiring: Vec::new(),
         },
     );
     Ok(base)
@@ -359,7 +368,7 @@ pub(crate) fn address_free(ptr: u64, size: u64) -> CuResult<()> {
     let mut st = state();
     let st = st.get_or_insert_with(State::default);
     match st.reservations.get(&ptr) {
-        Some(r) if r.len == size && r.mappings.is_empty() => {}
+        Some(r) if r.len == size && r.mappings.is_empty() && r.retiring.is_empty() => {}
         _ => return Err(invalid()),
     }
     st.reservations.remove(&ptr);
@@ -455,7 +464,8 @@ pub(crate) fn map(ptr: u64, size: u64, offset: u64, handle: u64, flags: u64) -> 
         .mappings
         .range(..end)
         .next_back()
-        .is_some_and(|(&s, m)| s + m.len > ptr);
+        .is_some_and(|(&s, m)| s + m.len > ptr)
+        || res.retiring.iter().any(|&(s, l)| s < end && s + l > ptr);
     if overlaps {
         return Err(invalid());
     }
@@ -511,22 +521,34 @@ fn tiling(res: &Reservation, ptr: u64, size: u64, whole: bool) -> CuResult<Vec<(
     Ok(parts)
 }
 
-/// cuMemUnmap: whole mappings tiling the range; waits for kernels and copies still using them.
+/// cuMemUnmap: whole mappings tiling the range; waits for running kernels and queued copies
+/// still using them (without holding the state lock, so other calls go on meanwhile).
 pub(crate) fn unmap(ptr: u64, size: u64) -> CuResult<()> {
     driver::ensure_init()?;
     if size == 0 || !aligned(ptr) || !aligned(size) {
         return Err(invalid());
     }
+    let (base, removed, old) = {
+        let mut st = state();
+        let st = st.get_or_insert_with(State::default);
+        let (base, res) = reservation_of(st, ptr, size)?;
+        let parts = tiling(res, ptr, size, true)?;
+        let removed: Vec<Mapping> = parts
+            .iter()
+            .filter_map(|&(s, _, _)| res.mappings.remove(&s))
+            .collect();
+        res.retiring.push((ptr, size));
+        (base, removed, publish(base, res))
+    };
+    wait_retired(old);
     let mut st = state();
-    let st = st.get_or_insert_with(State::default);
-    let (base, res) = reservation_of(st, ptr, size)?;
-    let parts = tiling(res, ptr, size, true)?;
-    let removed: Vec<Mapping> = parts
-        .iter()
-        .filter_map(|&(s, _, _)| res.mappings.remove(&s))
-        .collect();
-    wait_retired(publish(base, res));
-    os_unback(ptr, size);
+    // The reservation may have gone with its context meanwhile (then it is unmapped already).
+    if let Some(res) = st.as_mut().and_then(|st| st.reservations.get_mut(&base))
+        && let Some(i) = res.retiring.iter().position(|&r| r == (ptr, size))
+    {
+        os_unback(ptr, size);
+        res.retiring.swap_remove(i);
+    }
     drop(removed);
     Ok(())
 }
@@ -689,6 +711,7 @@ mod tests {
             ctx_id: 0,
             mappings: BTreeMap::new(),
             epoch: Arc::new(()),
+            retiring: Vec::new(),
         };
         res.mappings.insert(0, mk(2 * g));
         res.mappings.insert(2 * g, mk(2 * g));

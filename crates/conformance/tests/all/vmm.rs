@@ -2,7 +2,9 @@
 //! range, create physical memory, map it, grant access, run a kernel through the mapping, read
 //! back, unmap and release; one physical chunk mapped at two addresses; the errors for misaligned
 //! sizes and addresses; and page-locked host memory (`cuMemHostAlloc` with DEVICEMAP) written by
-//! a kernel and read by the host in place. NVIDIA's driver is the reference.
+//! a kernel and read by the host in place; and what a primary-context reset does to virtual
+//! memory (gpuhost's Arena forgets a dead generation's arena on the strength of it). NVIDIA's
+//! driver is the reference.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use conformance::stream::{KernelArg, LaunchShape, Stream};
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUdevice_attribute as A, CUresult};
 
-use crate::support::{Steps, clang_ptx, env_or_skip, free_bytes};
+use crate::support::{ResetOnDrop, Steps, clang_ptx, env_or_skip, free_bytes};
 
 const OK: CUresult = CUresult::CUDA_SUCCESS;
 const INVALID: CUresult = CUresult::CUDA_ERROR_INVALID_VALUE;
@@ -394,4 +396,49 @@ fn devicemap_host_memory_is_written_by_a_kernel_and_read_by_the_host_in_place() 
     assert_eq!(out, &want[..], "the kernel's writes, read in host memory");
     // SAFETY: frees the allocation made above, once; nothing uses it any more.
     assert_eq!(unsafe { sys::cuMemFreeHost(host) }, OK);
+}
+
+#[test]
+fn a_primary_context_reset_releases_its_virtual_memory() {
+    let _exclusive = exclusive_device();
+    let Some(env) = env_or_skip() else { return };
+    let _reset = ResetOnDrop(env.device);
+    let ctx = Context::primary(env).expect("retain");
+    let g = min_granularity();
+    const SLACK: usize = 4 << 20;
+    let free0 = free_bytes();
+    let (r, base) = reserve(8 * g, 0);
+    assert_eq!(r, OK, "cuMemAddressReserve");
+    let h = create(4 * g);
+    assert_eq!(map(base, 4 * g, 0, h), OK);
+    assert_eq!(set_access(base, 4 * g, RW), OK);
+    htod(base, &[1.0, 2.0, 3.0]);
+    assert!(
+        free_bytes() + 4 * g <= free0 + SLACK,
+        "the chunk counts as used"
+    );
+
+    let mut steps = Steps::default();
+    // SAFETY: the exclusive lock keeps every other test off the device while we reset.
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(env.device) };
+    steps.expect("cuDevicePrimaryCtxReset", r, OK);
+    let again = Context::primary(env).expect("re-retain after reset");
+    let free1 = free_bytes();
+    // If these fail, virtual memory outlives a reset on this driver: gpuhost's Arena must then
+    // unmap and free a dead generation's arena instead of forgetting it.
+    steps.check(
+        "the reset freed the physical chunk",
+        free1 + SLACK >= free0,
+        || format!("free went {free0} → {free1}"),
+    );
+    // SAFETY: the handle and range belonged to the destroyed context; the driver checks them.
+    let (released, freed) = unsafe { (sys::cuMemRelease(h), sys::cuMemAddressFree(base, 8 * g)) };
+    steps.check("the handle died with the context", released != OK, || {
+        "cuMemRelease of the old handle succeeded".into()
+    });
+    steps.check("the reservation died with the context", freed != OK, || {
+        "cuMemAddressFree of the old range succeeded".into()
+    });
+    drop((again, ctx));
+    steps.finish(&conformance::driver::driver_name());
 }

@@ -3,6 +3,7 @@
 //! in-flight request latency with and without swaps — and device↔host transfers. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
+mod arena;
 mod guest;
 mod raw;
 mod stats;
@@ -80,6 +81,7 @@ struct Results {
     bind_ns_host_enter: Summary,
     swap: swap::SwapResults,
     transfers: Vec<transfer::TransferResult>,
+    arena_alloc: arena::AllocResult,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -279,6 +281,9 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     let transfers = transfer::run(&host, &plan.transfer_sizes, plan.transfer_reps)
         .context("transfer benchmark")?;
 
+    let arena_alloc = arena::run(&host, 64 << 10, if quick { 50 } else { 2_000 })
+        .context("arena allocation benchmark")?;
+
     let results = Results {
         unix_time: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -303,6 +308,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         bind_ns_host_enter: Summary::of(bind_host),
         swap,
         transfers,
+        arena_alloc,
     };
     Ok(results)
 }
@@ -376,6 +382,15 @@ fn print_table(r: &Results) {
         "bind on entry, ns (raw: cuCtxGetCurrent)",
         r.bind_ns_ctx_get_current.median,
         r.bind_ns_host_enter.median,
+        "—",
+    );
+    row(
+        &format!(
+            "zeroed {} KiB alloc + free, µs (raw: cuMemAlloc + cuMemsetD8 + sync + cuMemFree; gpuhost: Arena)",
+            r.arena_alloc.bytes >> 10
+        ),
+        r.arena_alloc.alloc_free_us_raw.median,
+        r.arena_alloc.alloc_free_us_arena.median,
         "—",
     );
     let s = &r.swap;
@@ -453,6 +468,12 @@ mod tests {
         for t in &r.transfers {
             assert_eq!((t.download_us_gpuhost.n, t.upload_us_raw.n), (2, 2));
         }
+        let a = &r.arena_alloc;
+        assert_eq!((a.alloc_free_us_raw.n, a.alloc_free_us_arena.n), (50, 50));
+        assert!(a.alloc_free_us_arena.median.is_finite());
+        let a = &r.arena_alloc;
+        assert_eq!((a.alloc_free_us_raw.n, a.alloc_free_us_arena.n), (50, 50));
+        assert!(a.alloc_free_us_arena.median.is_finite());
         let json = serde_json::to_string(&r).unwrap();
         assert!(json.contains("\"launch_issue_ns_raw\""));
     }

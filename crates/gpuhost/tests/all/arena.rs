@@ -65,8 +65,8 @@ fn allocations_are_256_aligned_and_inside_the_mapped_range() {
     assert!(arena.reserved() >= 16 << 20);
     assert_eq!(
         arena.mapped(),
-        0,
-        "nothing mapped before the first allocation"
+        arena.granularity(),
+        "one chunk mapped at creation: [base, base + mapped) is never empty"
     );
     let sizes = [1u64, 0, 255, 256, 257, 4096, 3 << 20, 100];
     let bufs: Vec<DeviceBuffer> = sizes.iter().map(|&n| arena.alloc(n).unwrap()).collect();
@@ -344,4 +344,89 @@ fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
     copy(Arg::Buffer(&word, 0), Arg::Buffer(&ctl_buf, 4));
     assert_eq!(ctl.load_u32(4), 0xFA17);
     assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other word is untouched");
+}
+
+#[test]
+fn concurrent_allocations_never_overlap_and_are_always_zeroed() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(64 << 20).unwrap();
+    let threads: Vec<_> = (0..6u8)
+        .map(|t| {
+            let arena = Arc::clone(&arena);
+            std::thread::spawn(move || {
+                let mut kept: Vec<(u8, DeviceBuffer)> = Vec::new();
+                let mut seed = 0x9E37_79B9u32.wrapping_mul(u32::from(t) + 1);
+                for i in 0..40u8 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    let len = 1 + (seed % (300 << 10)) as usize;
+                    let b = arena.alloc(len as u64).unwrap();
+                    assert!(bytes_of(&b).iter().all(|&x| x == 0), "thread {t} alloc {i}");
+                    let tag = t.wrapping_mul(41).wrapping_add(i) | 1;
+                    b.fill(0, len, tag).unwrap();
+                    kept.push((tag, b));
+                    if seed.is_multiple_of(3) {
+                        kept.swap_remove((seed as usize / 3) % kept.len());
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let live: Vec<(u8, DeviceBuffer)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    for (tag, b) in &live {
+        assert!(inside(&arena, b));
+        assert!(
+            bytes_of(b).iter().all(|x| x == tag),
+            "a live buffer was overwritten: two allocations overlapped"
+        );
+    }
+    let used: u64 = live
+        .iter()
+        .map(|(_, b)| (b.len() as u64).div_ceil(256) * 256)
+        .sum();
+    assert_eq!(arena.used(), used);
+}
+
+/// Everything in `[base, base + mapped)`, read with a raw copy (as a sandboxed kernel may).
+fn whole_mapped_range(host: &Host, arena: &gpuhost::Arena) -> Vec<u8> {
+    host.enter().unwrap();
+    let mut out = vec![0u8; arena.mapped() as usize];
+    // SAFETY: the context is bound; `out` is writable for its length; the range is mapped.
+    let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), arena.base(), out.len()) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    out
+}
+
+#[test]
+fn mapped_memory_never_shows_an_earlier_arenas_bytes() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    // Earlier arenas fill all their memory and go, so their physical memory can be recycled.
+    for _ in 0..3 {
+        let old = host.arena(8 << 20).unwrap();
+        let all = old.alloc(8 << 20).unwrap();
+        all.fill(0, all.len(), 0x5A).unwrap();
+    }
+    let fresh = host.arena(8 << 20).unwrap();
+    assert!(
+        whole_mapped_range(&host, &fresh).iter().all(|&b| b == 0),
+        "the first chunk, before any allocation"
+    );
+    let small = fresh.alloc(100).unwrap();
+    small.fill(0, 100, 1).unwrap();
+    let _grown = fresh.alloc(5 << 20).unwrap();
+    let bytes = whole_mapped_range(&host, &fresh);
+    let offset = (small.device_ptr() - fresh.base()) as usize;
+    assert!(bytes[offset..offset + 100].iter().all(|&b| b == 1));
+    bytes[..offset]
+        .iter()
+        .chain(&bytes[offset + 100..])
+        .enumerate()
+        .for_each(|(i, &b)| assert_eq!(b, 0, "stale byte near offset {i} of the mapped range"));
 }

@@ -9,3 +9,4 @@ mod loader;
 mod memory;
 mod module;
 mod stream;
+mod vmm;

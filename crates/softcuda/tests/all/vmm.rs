@@ -1,0 +1,371 @@
+//! softcuda's own guarantees for virtual memory management, beyond what the conformance suite
+//! compares with NVIDIA: unmapping waits for a running kernel still using the mapping (never a
+//! crash),
+//! a kernel touching a mapping without access gets an illegal-address fault (not a host
+//! SIGSEGV), a mapping keeps its memory after cuMemRelease, and a destroyed context takes its
+//! virtual memory with it.
+
+use std::ffi::{CString, c_void};
+
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
+use softcuda::exports::*;
+
+use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
+
+const G: usize = 2 << 20;
+
+/// `for (i = 0; i < n; i++) p[0] = i; *done = n;` in one thread: a kernel that runs for a while.
+const SPIN: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry spin(.param .u64 p, .param .u32 n, .param .u64 done)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [n];
+    ld.param.u64 %rd2, [done];
+    mov.u32 %r2, 0;
+LOOP:
+    st.global.u32 [%rd1], %r2;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra LOOP;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"#;
+
+fn spin_kernel() -> CUfunction {
+    let ptx = CString::new(SPIN).unwrap();
+    let mut m: CUmodule = std::ptr::null_mut();
+    let mut f: CUfunction = std::ptr::null_mut();
+    // SAFETY: NUL-terminated PTX, valid out-pointers, NUL-terminated name.
+    unsafe {
+        ok(cuModuleLoadData(&mut m, ptx.as_ptr().cast()));
+        ok(cuModuleGetFunction(&mut f, m, c"spin".as_ptr()));
+    }
+    f
+}
+
+/// Launches `spin(p, n, done)` on `s` (one thread); `done` is a fresh 4-byte allocation,
+/// returned.
+fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) -> CUdeviceptr {
+    let mut done = alloc(4);
+    let mut args: [*mut c_void; 3] = [
+        (&raw mut p).cast(),
+        (&raw mut n).cast(),
+        (&raw mut done).cast(),
+    ];
+    // SAFETY: three parameters, each pointer to a value of the parameter's size.
+    ok(unsafe {
+        cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            s,
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    });
+    done
+}
+
+/// The raw structs the exports take, spelled out here as a C program would.
+mod softcuda_vmm {
+    /// `CUmemAllocationProp`.
+    #[repr(C)]
+    pub struct Prop {
+        kind: u32,
+        handle_types: u32,
+        location: [i32; 2],
+        win32: *mut std::ffi::c_void,
+        flags: [u8; 8],
+    }
+
+    impl Prop {
+        pub fn device0() -> Prop {
+            Prop {
+                kind: 1,
+                handle_types: 0,
+                location: [1, 0],
+                win32: std::ptr::null_mut(),
+                flags: [0; 8],
+            }
+        }
+    }
+
+    /// `CUmemAccessDesc`.
+    #[repr(C)]
+    pub struct Access {
+        pub location: [i32; 2],
+        pub flags: u32,
+    }
+}
+
+/// Reserves `n` granules, maps one new granule-sized chunk at the start with `flags` access;
+/// returns (base, handle).
+fn mapped_chunk(n: usize, flags: u32) -> (CUdeviceptr, u64) {
+    let (mut base, mut h) = (0, 0);
+    let access = softcuda_vmm::Access {
+        location: [1, 0],
+        flags,
+    };
+    let prop = softcuda_vmm::Prop::device0();
+    // SAFETY: valid out-pointers and structs laid out as cuda.h's.
+    unsafe {
+        ok(cuMemAddressReserve(&mut base, n * G, 0, 0, 0));
+        ok(cuMemCreate(&mut h, G, (&raw const prop).cast(), 0));
+        ok(cuMemMap(base, G, 0, h, 0));
+        if flags != 0 {
+            ok(cuMemSetAccess(base, G, (&raw const access).cast(), 1));
+        }
+    }
+    (base, h)
+}
+
+fn free_mem() -> usize {
+    let (mut free, mut total) = (0, 0);
+    // SAFETY: valid out-pointers.
+    ok(unsafe { cuMemGetInfo_v2(&mut free, &mut total) });
+    free
+}
+
+#[test]
+fn unmap_waits_for_a_kernel_still_using_the_mapping() {
+    let _g = serial();
+    let ctx = fresh_primary() as usize;
+    let f = spin_kernel();
+    let (base, h) = mapped_chunk(1, 3);
+    let s = stream(1);
+    const N: u32 = 300_000;
+    let done = launch_spin(f, s, base, N) as *const u32;
+    // Wait until the kernel runs (its stores show at the address, which is a host address in
+    // softcuda), so it holds the mapping when cuMemUnmap starts.
+    let first = base as *const u32;
+    let t = std::time::Instant::now();
+    // SAFETY: the mapping is live and read-write; a volatile read of a word the kernel writes.
+    while unsafe { first.read_volatile() } == 0 {
+        assert!(t.elapsed().as_secs() < 60, "the kernel never started");
+        std::thread::yield_now();
+    }
+    // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
+    let before = unsafe { done.read_volatile() };
+    let done_addr = done as usize;
+    let unmapper = std::thread::spawn(move || {
+        // SAFETY: binds this test's context on the new thread.
+        ok(unsafe { cuCtxSetCurrent(ctx as CUcontext) });
+        // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
+        ok(unsafe { cuMemUnmap(base, G) });
+        // SAFETY: as above.
+        unsafe { (done_addr as *const u32).read_volatile() }
+    });
+    // Meanwhile other virtual-memory calls go on: the waiting unmap holds no lock. (The pause
+    // lets the unmapper reach its wait first; were it later, this check would pass vacuously.)
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (other, oh) = mapped_chunk(1, 3);
+    // SAFETY: the mapping, handle and reservation just made; nothing uses them.
+    unsafe {
+        ok(cuMemUnmap(other, G));
+        ok(cuMemRelease(oh));
+        ok(cuMemAddressFree(other, G));
+    }
+    // SAFETY: as above.
+    let meanwhile = unsafe { done.read_volatile() };
+    let after = unmapper.join().unwrap();
+    assert_eq!(
+        before, 0,
+        "the kernel should still run when unmap starts (spin longer)"
+    );
+    assert_eq!(
+        meanwhile, 0,
+        "another mapping's calls waited for the kernel (or it is too short)"
+    );
+    assert_eq!(after, N, "unmap returned before the kernel ended");
+    // SAFETY: a live stream; the kernel ended without a fault.
+    ok(unsafe { cuStreamSynchronize(s) });
+    let mut probe = 0u32;
+    // SAFETY: `probe` is writable; the address is no longer mapped.
+    let r = unsafe { cuMemcpyDtoH_v2((&raw mut probe).cast(), base, 4) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_VALUE, "unmapped memory");
+    // SAFETY: the handle and reservation made above, released once.
+    unsafe {
+        ok(cuMemRelease(h));
+        ok(cuMemAddressFree(base, G));
+    }
+}
+
+#[test]
+fn a_mapping_keeps_its_memory_after_release_until_unmapped() {
+    let _g = serial();
+    fresh_primary();
+    let free0 = free_mem();
+    let (base, h) = mapped_chunk(1, 3);
+    // SAFETY: drops the only handle reference; the mapping remains.
+    ok(unsafe { cuMemRelease(h) });
+    assert_eq!(free_mem() + G, free0, "still counted while mapped");
+    upload(base, &[7u32, 8, 9]);
+    assert_eq!(download::<u32>(base + 4, 2), [8, 9]);
+    // SAFETY: a released handle is gone: a second release is refused.
+    let r = unsafe { cuMemRelease(h) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_VALUE);
+    // SAFETY: the mapping and reservation made above.
+    unsafe {
+        ok(cuMemUnmap(base, G));
+        ok(cuMemAddressFree(base, G));
+    }
+    assert_eq!(free_mem(), free0, "freed with its last mapping");
+}
+
+#[test]
+fn destroying_a_context_frees_its_virtual_memory() {
+    let _g = serial();
+    fresh_primary();
+    let free0 = free_mem();
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; the new context becomes current.
+    ok(unsafe { cuCtxCreate_v2(&mut ctx, 0, 0) });
+    let (base, _h) = mapped_chunk(2, 3);
+    upload(base, &[1u32]);
+    assert!(free_mem() < free0);
+    // SAFETY: destroys the context made above (and pops it).
+    ok(unsafe { cuCtxDestroy_v2(ctx) });
+    fresh_primary();
+    assert_eq!(free_mem(), free0, "the chunk went with its context");
+    // SAFETY: the reservation is gone with its context.
+    let r = unsafe { cuMemAddressFree(base, 2 * G) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_VALUE);
+}
+
+#[test]
+fn a_kernel_touching_a_mapping_without_access_faults_with_illegal_address() {
+    let _g = serial();
+    in_child(
+        "vmm::a_kernel_touching_a_mapping_without_access_faults_with_illegal_address",
+        |_| {},
+        || {
+            fresh_primary();
+            let f = spin_kernel();
+            let (base, _h) = mapped_chunk(1, 3);
+            upload(base, &[1u32]);
+            let none = softcuda_vmm::Access {
+                location: [1, 0],
+                flags: 0,
+            };
+            // SAFETY: revokes the access granted above; one descriptor.
+            ok(unsafe { cuMemSetAccess(base, G, (&raw const none).cast(), 1) });
+            let s = stream(1);
+            launch_spin(f, s, base, 1);
+            // SAFETY: a live stream.
+            let r = unsafe { cuStreamSynchronize(s) };
+            assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        },
+    );
+}
+
+#[test]
+fn hostile_sizes_offsets_and_addresses_are_errors_never_a_crash() {
+    let _g = serial();
+    fresh_primary();
+    let prop = softcuda_vmm::Prop::device0();
+    let rw = softcuda_vmm::Access {
+        location: [1, 0],
+        flags: 3,
+    };
+    let bad_location = softcuda_vmm::Access {
+        location: [1, 7],
+        flags: 3,
+    };
+    let (base, h) = mapped_chunk(2, 3);
+    let top = u64::MAX - (G as u64 - 1);
+    let invalid = CUresult::CUDA_ERROR_INVALID_VALUE;
+    // SAFETY: every pointer passed is valid; the values are hostile on purpose.
+    unsafe {
+        let mut p = 0;
+        assert_ne!(
+            cuMemAddressReserve(&mut p, usize::MAX & !4095, 0, 0, 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cuMemAddressReserve(&mut p, G, 0, 0, 1), invalid, "flags");
+        let mut h2 = 0;
+        assert_ne!(
+            cuMemCreate(&mut h2, usize::MAX & !(G - 1), (&raw const prop).cast(), 0),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuMemMap(top, G, 0, h, 0),
+            invalid,
+            "outside every reservation"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, usize::MAX & !(G - 1), h, 0),
+            invalid,
+            "offset"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, usize::MAX & !(G - 1), 0, h, 0),
+            invalid,
+            "size"
+        );
+        assert_eq!(
+            cuMemMap(base + G as u64, G, 0, 0xdead, 0),
+            invalid,
+            "unknown handle"
+        );
+        assert_eq!(
+            cuMemMap(base, G, 0, h, 0),
+            invalid,
+            "over an existing mapping"
+        );
+        assert_eq!(cuMemSetAccess(top, G, (&raw const rw).cast(), 1), invalid);
+        assert_eq!(
+            cuMemSetAccess(base, usize::MAX & !(G - 1), (&raw const rw).cast(), 1),
+            invalid
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const rw).cast(), 0),
+            invalid,
+            "no descriptor"
+        );
+        assert_eq!(
+            cuMemSetAccess(base, G, (&raw const bad_location).cast(), 1),
+            CUresult::CUDA_ERROR_INVALID_DEVICE
+        );
+        assert_eq!(cuMemUnmap(top, G), invalid);
+        assert_eq!(cuMemUnmap(base + 4096, G), invalid, "unaligned");
+        let (mut flags, loc) = (0u64, [1i32, 0]);
+        assert_eq!(
+            cuMemGetAccess(&mut flags, (&raw const loc).cast(), u64::MAX),
+            invalid
+        );
+        let mut got = 0;
+        assert_eq!(
+            cuMemRetainAllocationHandle(&mut got, u64::MAX as *mut c_void),
+            invalid
+        );
+        assert_eq!(cuMemRelease(0xdead), invalid);
+        assert_eq!(
+            cuMemAddressFree(base, G),
+            invalid,
+            "not the whole reservation"
+        );
+        assert_eq!(cuMemAddressFree(base, 2 * G), invalid, "still mapped");
+    }
+    // The mapping made above is intact after all that.
+    upload(base + 8, &[5u32]);
+    assert_eq!(download::<u32>(base + 8, 1), [5]);
+    // SAFETY: the mapping, handle and reservation made above, released once.
+    unsafe {
+        ok(cuMemUnmap(base, G));
+        ok(cuMemRelease(h));
+        ok(cuMemAddressFree(base, 2 * G));
+    }
+}
