@@ -27,6 +27,7 @@ pub mod memory;
 pub mod module;
 pub mod rng;
 pub mod run;
+pub mod sandboxed;
 pub mod stream;
 
 pub use error::{Error, Result};

@@ -54,6 +54,26 @@ impl DeviceBuffer {
             .map_err(|e| Error::driver("cuMemcpyHtoD", e))
     }
 
+    /// Copies `data` into the buffer at byte `offset` (synchronous).
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_len(offset.saturating_add(data.len()))?;
+        self.ctx.bind()?;
+        // SAFETY: [raw + offset, raw + offset + data.len()) lies inside this live allocation
+        // (checked above).
+        unsafe { result::memcpy_htod_sync(self.raw + offset as u64, data) }
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+    }
+
+    /// Copies `out.len()` bytes from byte `offset` of the buffer into `out` (synchronous).
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_len(offset.saturating_add(out.len()))?;
+        self.ctx.bind()?;
+        // SAFETY: the source range lies inside this live allocation (checked above); `out` is
+        // writable.
+        unsafe { result::memcpy_dtoh_sync(out, self.raw + offset as u64) }
+            .map_err(|e| Error::driver("cuMemcpyDtoH", e))
+    }
+
     /// Copies the start of the buffer into `out` (synchronous).
     pub fn read(&self, out: &mut [u8]) -> Result<()> {
         self.check_len(out.len())?;
@@ -137,6 +157,23 @@ impl PinnedBuffer {
     /// The host address, for async copies.
     pub fn ptr(&self) -> *mut u8 {
         self.raw
+    }
+
+    /// The address kernels use for this memory (cuMemHostGetDevicePointer): pinned memory is
+    /// mapped into the device's address space under unified addressing.
+    pub fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
+        self.ctx.bind()?;
+        let mut dptr: sys::CUdeviceptr = 0;
+        // SAFETY: `raw` is the start of this live cuMemAllocHost allocation; `dptr` is a valid
+        // out-pointer; the flags argument must be 0.
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, self.raw.cast(), 0) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::driver(
+                "cuMemHostGetDevicePointer",
+                result::DriverError(r),
+            ));
+        }
+        Ok(dptr)
     }
 
     /// The size in bytes.

@@ -4,6 +4,7 @@ mod bench;
 mod doctor;
 mod guests;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +27,9 @@ enum Command {
     Bench(bench::Args),
     /// Run a WebAssembly guest (wasm32-wasip2 component) with the gpuhost:cuda imports.
     Run(Box<run::Args>),
+    /// Serve a repository of HTTP functions (wasi:http components launching kernels) with
+    /// version swaps under load, KServe v2 health, Prometheus metrics and a status page.
+    Serve(serve::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Run(a) => run::run(*a),
+        Command::Serve(a) => serve::run(a),
     }
 }

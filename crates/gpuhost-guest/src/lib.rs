@@ -32,6 +32,8 @@
 
 mod bindings;
 mod buffer;
+#[cfg(feature = "http")]
+pub mod http;
 mod launch;
 mod pod;
 
@@ -39,6 +41,7 @@ pub use bindings::gpuhost::cuda as raw;
 pub use buffer::DeviceBuffer;
 pub use launch::{Launch, Scalar};
 pub use pod::Pod;
+pub use raw::bundle::{get_kernel as bundle_kernel, kernel_names as bundle_kernel_names};
 pub use raw::device::{DeviceInfo, MemoryInfo, QuotaInfo, info as device_info, quotas};
 pub use raw::memory::Buffer;
 pub use raw::module::{Kernel, Module, ParamInfo};

@@ -20,6 +20,10 @@ pub struct CudaCtx {
     pub(crate) last_refusal: Option<String>,
     /// The stream buffer transfers run on (see memory.rs), made on first use.
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
+    /// The bundle whose kernels gpuhost:cuda/bundle hands out (see bundle.rs), if granted.
+    pub(crate) bundle: Option<Arc<gpuhost::Registry>>,
+    /// Kernel launches enqueued so far (an embedder's per-guest metric).
+    pub(crate) launches: u64,
     /// Launches of streams the guest dropped, still running and counted (see stream.rs).
     pub(crate) orphans: Vec<crate::stream::Orphan>,
     /// The sandbox of this guest (`Limits::sandbox`), made on first use.
@@ -36,9 +40,24 @@ impl CudaCtx {
             quota_refusals: 0,
             last_refusal: None,
             transfer: None,
+            bundle: None,
+            launches: 0,
             orphans: Vec::new(),
             confine: None,
         }
+    }
+
+    /// Grants the guest the kernels of `bundle` (loaded by the embedder on this context's
+    /// device) through gpuhost:cuda/bundle. Many Stores may share one registry: nothing is
+    /// loaded or JIT-compiled per guest.
+    pub fn with_bundle(mut self, bundle: Arc<gpuhost::Registry>) -> Self {
+        self.bundle = Some(bundle);
+        self
+    }
+
+    /// Kernel launches this guest has enqueued so far.
+    pub fn launches(&self) -> u64 {
+        self.launches
     }
 
     /// The device this guest uses.
@@ -112,5 +131,6 @@ pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime:
     cuda::module::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::memory::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::stream::add_to_linker::<T, HasCuda>(linker, get)?;
+    cuda::bundle::add_to_linker::<T, HasCuda>(linker, get)?;
     Ok(())
 }

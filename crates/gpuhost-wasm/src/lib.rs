@@ -14,6 +14,7 @@
 pub mod bench;
 mod bindings;
 mod bound_launch;
+mod bundle;
 mod confine;
 mod ctx;
 mod device;

@@ -113,6 +113,8 @@ pub(crate) struct Charge(Arc<ChargeOf>);
 
 #[derive(Clone, Copy)]
 enum ChargeOf {
+    /// A kernel of a bundle the embedder loaded: nothing counted against the guest's modules.
+    Granted,
     /// Image bytes and globals bytes.
     Module(u64, u64),
     Buffer(u64),
@@ -125,6 +127,11 @@ impl Charge {
         Self(Arc::new(ChargeOf::Module(bytes, globals)))
     }
 
+    /// The charge of a kernel of a granted bundle: the embedder loaded it, the guest pays none.
+    pub(crate) fn granted() -> Self {
+        Self(Arc::new(ChargeOf::Granted))
+    }
+
     /// The charge of a buffer of `bytes`, already reserved with [`Usage::add_buffer`].
     pub(crate) fn buffer(bytes: u64) -> Self {
         Self(Arc::new(ChargeOf::Buffer(bytes)))
@@ -135,6 +142,7 @@ impl Charge {
     pub(crate) fn release(self, usage: &mut Usage) {
         if Arc::strong_count(&self.0) == 1 {
             match *self.0 {
+                ChargeOf::Granted => {}
                 ChargeOf::Module(bytes, globals) => {
                     usage.remove_module(bytes);
                     usage.globals_bytes = usage.globals_bytes.saturating_sub(globals);

@@ -182,6 +182,7 @@ impl CudaCtxView<'_> {
         s.pending.push_back(done);
         s.tail_untracked = false;
         self.ctx.usage.launches_in_flight += 1;
+        self.ctx.launches += 1;
         Ok(())
     }
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 
 use crate::arena::Arena;
-use crate::control::ControlShared;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::stats::Counters;
@@ -37,11 +36,6 @@ enum Origin {
         arena: Arc<Arena>,
         offset: u64,
         size: u64,
-    },
-    /// A control block's memory: the control block is kept alive until the last holder goes.
-    Control {
-        /// Held, not used: keeps the memory registered and allocated.
-        _shared: Arc<ControlShared>,
     },
 }
 
@@ -90,28 +84,6 @@ impl DeviceBuffer {
                     arena: Arc::clone(arena),
                     offset,
                     size,
-                },
-            }),
-        }
-    }
-
-    /// A buffer over a control block's `len` bytes of host-mapped memory at device address `raw`.
-    pub(crate) fn from_control(
-        host: &Arc<Host>,
-        shared: &Arc<ControlShared>,
-        raw: CUdeviceptr,
-        len: usize,
-        generation: u64,
-    ) -> Self {
-        Counters::inc(&host.counters.live_buffers);
-        Self {
-            inner: Arc::new(BufferInner {
-                host: Arc::clone(host),
-                raw,
-                len,
-                generation,
-                origin: Origin::Control {
-                    _shared: Arc::clone(shared),
                 },
             }),
         }
@@ -250,7 +222,6 @@ impl Drop for BufferInner {
                 offset,
                 size,
             } => return arena.give_back(*offset, *size),
-            Origin::Control { .. } => return,
         }
         // A buffer of a dead generation died with its context; freeing it could free the new
         // context's memory at the same address.

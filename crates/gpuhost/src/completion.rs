@@ -14,7 +14,15 @@
 //!
 //! The thread spins (yielding, with bounded backoff) while events are pending, for low completion
 //! latency, and parks on a condvar when idle; handing it work costs a futex wake only when it is
-//! parked. Executor threads never block; there is no spawn_blocking per launch.
+//! parked. Executor threads never block on the device; there is no spawn_blocking per launch.
+//!
+//! Spin before parking: a poll that finds its launch unfinished watches it for a short budget
+//! ([`Host::set_await_spin`]) before returning Pending. A launch that ends within the budget then
+//! costs its executor no wake-up at all — for one that parks its thread (`block_on`) the futex
+//! wake and the scheduler's latency are most of what `.await` adds to a short kernel. By the
+//! classic spin-then-block argument the budget is about one park-and-wake round trip (~5–10 µs
+//! on a VM): a wait that ends within it is caught, and one that does not costs at most twice
+//! what blocking at once would. `gpuhost bench` measures budgets side by side.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,8 +37,8 @@ use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::Arg;
+use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
-use crate::transfer::Staging;
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -109,20 +117,67 @@ impl Future for Completion {
     type Output = Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        {
-            let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
-            if s.finished {
-                return Poll::Ready(s.result.clone().unwrap_or(Ok(())));
-            }
-            if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                s.wakers.push(cx.waker().clone());
-            }
+        if self.cell.finished.load(Ordering::Acquire) {
+            return Poll::Ready(self.cell.result());
         }
-        // The waker is stored first, so a completion that races this flush still wakes us.
+        // Recorded before we look: the completion thread can only finish a recorded batch.
         if !self.cell.recorded.load(Ordering::Acquire) {
             self.stream.flush();
         }
+        let budget = self.stream.await_spin();
+        if !budget.is_zero() && spin_until_finished(&self.cell, budget) {
+            return Poll::Ready(self.cell.result());
+        }
+        let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the lock `finish` takes: either it finished (we return), or it will wake
+        // the waker stored here.
+        if s.finished {
+            return Poll::Ready(s.result.clone().unwrap_or(Ok(())));
+        }
+        if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            s.wakers.push(cx.waker().clone());
+        }
         Poll::Pending
+    }
+}
+
+/// Watches `cell` for up to `budget`; true once it finished. Between short bursts of looks it
+/// yields the core: where cores are scarce, the completion thread (or a software driver's
+/// worker) that would finish the launch may need this very one; where they are not, a yield
+/// returns at once.
+fn spin_until_finished(cell: &Cell, budget: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..32 {
+            if cell.finished.load(Ordering::Acquire) {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= budget {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The default of [`Host::set_await_spin`], in nanoseconds (see the module header).
+pub(crate) const DEFAULT_AWAIT_SPIN_NS: u64 = 10_000;
+/// The longest budget [`Host::set_await_spin`] accepts: spinning longer only burns the thread.
+pub const MAX_AWAIT_SPIN: Duration = Duration::from_millis(1);
+
+impl Host {
+    /// Sets how long a poll of this host's `Completion`s watches an unfinished launch before it
+    /// returns Pending (default 10 µs; zero: never spin; capped at [`MAX_AWAIT_SPIN`]). Longer
+    /// catches longer kernels without a wake-up, and holds the executor thread that long.
+    pub fn set_await_spin(&self, budget: Duration) {
+        let ns = budget.min(MAX_AWAIT_SPIN).as_nanos() as u64;
+        self.await_spin_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// How long a poll watches an unfinished launch before returning Pending.
+    pub fn await_spin(&self) -> Duration {
+        Duration::from_nanos(self.await_spin_ns.load(Ordering::Relaxed))
     }
 }
 
@@ -134,8 +189,8 @@ pub(crate) struct Launched {
     n: usize,
     /// The buffers its launches use, kept alive until it completes.
     buffers: Vec<DeviceBuffer>,
-    /// Staging chunks of transfers fenced by this batch, kept until their DMA is done.
-    staging: Vec<Arc<Staging>>,
+    /// Page-locked regions of transfers fenced by this batch, kept until their DMA is done.
+    staging: Vec<Arc<Pinned>>,
     /// One guard per registry whose kernels it launches: the batch completes as a whole, so
     /// one keeps the modules loaded as long as one per launch would (without an atomic
     /// increment per launch on a line the completion thread also writes).
@@ -180,7 +235,7 @@ impl Launched {
 
     /// Keep `buffers` and `staging` alive until the batch completes (work other than launches,
     /// enqueued before the event that closes it, uses them).
-    pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Staging>>) {
+    pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Pinned>>) {
         self.buffers.extend(buffers.iter().map(|b| (*b).clone()));
         self.staging.extend(staging);
     }
@@ -256,6 +311,9 @@ pub(crate) trait Flush: Send + Sync {
 
     /// The stream's "watched by the completion thread" flag.
     fn watched(&self) -> &AtomicBool;
+
+    /// How long a poll watches an unfinished launch of the stream before returning Pending.
+    fn await_spin(&self) -> Duration;
 }
 
 #[derive(Default)]
@@ -496,9 +554,62 @@ mod tests {
         }
     }
 
-    /// A stand-in stream: its sync point runs `on_sync`.
     /// A stand-in stream: its sync point runs `on_sync`; flushes are counted.
     struct FakeStream<F: Fn() -> Result<()> + Send + Sync>(F, AtomicBool, Mutex<usize>);
+
+    /// A stand-in stream whose polls spin for `0`.
+    struct SpinningStream(Duration, AtomicBool);
+    impl Flush for SpinningStream {
+        fn flush(&self) {}
+        fn sync_point(&self) -> Result<()> {
+            Ok(())
+        }
+        fn activity(&self) -> (usize, u64) {
+            (0, 0)
+        }
+        fn watched(&self) -> &AtomicBool {
+            &self.1
+        }
+        fn await_spin(&self) -> Duration {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_poll_with_a_spin_budget_returns_ready_without_a_wake_when_the_launch_ends_within_it() {
+        let cell = Arc::new(Cell::default());
+        let mut c = Completion {
+            cell: cell.clone(),
+            stream: Arc::new(SpinningStream(
+                Duration::from_secs(30),
+                AtomicBool::new(false),
+            )),
+        };
+        let finisher = {
+            let cell = cell.clone();
+            std::thread::spawn(move || cell.finish(Err(Error::ContextLost { generation: 4 })))
+        };
+        let flag = Arc::new(Flag(Mutex::new(false)));
+        let waker = Waker::from(flag.clone());
+        match Pin::new(&mut c).poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(Err(Error::ContextLost { generation: 4 })) => {}
+            other => panic!("expected the outcome on the first poll, got {other:?}"),
+        }
+        finisher.join().unwrap();
+        assert!(
+            !*flag.0.lock().unwrap(),
+            "no waker was stored, so none was woken"
+        );
+        let mut idle = Completion {
+            cell: Arc::new(Cell::default()),
+            stream: Arc::new(SpinningStream(Duration::ZERO, AtomicBool::new(false))),
+        };
+        assert!(
+            Pin::new(&mut idle)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+    }
     impl<F: Fn() -> Result<()> + Send + Sync> Flush for FakeStream<F> {
         fn flush(&self) {
             *self.2.lock().unwrap() += 1;
@@ -511,6 +622,9 @@ mod tests {
         }
         fn watched(&self) -> &AtomicBool {
             &self.1
+        }
+        fn await_spin(&self) -> Duration {
+            Duration::ZERO
         }
     }
 

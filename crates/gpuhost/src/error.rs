@@ -149,6 +149,32 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+    /// A range of a [`HostBuffer`](crate::HostBuffer) that is reversed or runs past its end.
+    #[error(
+        "host buffer range {start}..{end} does not fit a {size}-byte host buffer: give an ascending range inside it"
+    )]
+    HostRange {
+        /// Start of the range.
+        start: usize,
+        /// End of the range (exclusive).
+        end: usize,
+        /// The host buffer's size.
+        size: usize,
+    },
+    /// Host memory for a page-locked buffer could not be allocated.
+    #[error("cannot allocate {bytes} bytes of page-locked host memory ({reason}): ask for less")]
+    HostMemory {
+        /// The size asked for.
+        bytes: usize,
+        /// Why not.
+        reason: String,
+    },
+    /// A transfer configuration out of its bounds.
+    #[error("invalid transfer configuration: {reason}")]
+    TransferConfig {
+        /// Which setting, and its bounds.
+        reason: String,
+    },
     /// Any other driver error.
     #[error("CUDA driver call {call} failed: {name} ({code})")]
     Driver {

@@ -42,9 +42,13 @@ pub struct Host {
     draining: Mutex<Vec<(u64, usize)>>,
     events: Mutex<Vec<(u64, usize)>>,
     timing_events: Mutex<Vec<(u64, usize)>>,
-    /// Pooled page-locked staging chunks of transfers (see transfer.rs), at most POOLED_CHUNKS.
-    staging: Mutex<Vec<(u64, usize)>>,
+    /// Pooled page-locked regions: host buffers and transfers' staging chunks (see pinned.rs).
+    pub(crate) pinned: crate::pinned::Pool,
+    /// How pageable transfers are staged (see transfer.rs).
+    pub(crate) transfer: Mutex<crate::transfer::TransferConfig>,
     pub(crate) completer: OnceLock<Completer>,
+    /// Nanoseconds a `Completion`'s poll spins before it returns Pending (see completion.rs).
+    pub(crate) await_spin_ns: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -107,8 +111,10 @@ impl Host {
             draining: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
-            staging: Mutex::new(Vec::new()),
+            pinned: Default::default(),
+            transfer: Default::default(),
             completer: OnceLock::new(),
+            await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
         })
     }
 
@@ -142,6 +148,23 @@ impl Host {
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
     pub fn enter(&self) -> Result<u64> {
+        if self.has_ctx_id {
+            // Fast path, one driver call: the id of the context current on this thread (NULL
+            // asks for the current one; ids are unique for the life of the process) is the one
+            // we retained — bound and verified at once, as the path below would find it.
+            let generation = self.generation.load(Acquire);
+            let expected = self.ctx_id.load(Acquire);
+            let mut id = 0;
+            // SAFETY: `id` is a valid out pointer; with no context current the driver answers
+            // an error code, and we take the full path.
+            let r = unsafe { sys::cuCtxGetId(ptr::null_mut(), &mut id) };
+            if r == CUresult::CUDA_SUCCESS
+                && id == expected
+                && self.generation.load(Acquire) == generation
+            {
+                return Ok(generation);
+            }
+        }
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
@@ -292,12 +315,9 @@ impl Host {
             };
             c.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
-        // Staging chunks are our own memory: the dead context took their registrations; free them.
-        let stale = std::mem::take(&mut *self.staging.lock().unwrap_or_else(|p| p.into_inner()));
-        for (_, ptr) in stale {
-            // SAFETY: pooled chunks of the dead context: held by nobody, no DMA can touch them.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
+        // Pooled page-locked regions are our own memory: the dead context took their
+        // registrations; free them.
+        self.pinned.free_dead();
         self.ctx.store(ctx, Release);
         self.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
@@ -519,40 +539,6 @@ fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
     // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
     check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
     Ok(id)
-}
-
-impl Host {
-    /// A pooled staging chunk of `generation`, if one is free.
-    pub(crate) fn take_staging(&self, generation: u64) -> Option<usize> {
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(&(g, ptr)) = p.last() {
-            if g > generation {
-                // The caller's generation went stale meanwhile: leave the newer chunks pooled.
-                return None;
-            }
-            p.pop();
-            if g == generation {
-                return Some(ptr);
-            }
-            // SAFETY: a pooled chunk of a dead generation: held by nobody, no DMA can touch it.
-            unsafe { crate::transfer::free_dead_chunk(ptr as *mut u8) };
-        }
-        None
-    }
-
-    /// Pools a staging chunk of `generation` unless the pool is full or the generation is dead.
-    pub(crate) fn give_staging(&self, generation: u64, raw: usize) -> crate::transfer::Returned {
-        use crate::transfer::Returned;
-        let mut p = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if generation != self.generation() {
-            return Returned::Dead;
-        }
-        if p.len() >= crate::transfer::POOLED_CHUNKS {
-            return Returned::Spare;
-        }
-        p.push((generation, raw));
-        Returned::Pooled
-    }
 }
 
 fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {

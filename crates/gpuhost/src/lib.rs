@@ -30,6 +30,7 @@ mod arena;
 mod buffer;
 mod completion;
 mod control;
+mod copy;
 mod driver;
 mod error;
 mod facts;
@@ -37,6 +38,7 @@ mod host;
 mod launch;
 mod manifest;
 mod module;
+mod pinned;
 pub mod ptx_sig;
 mod registry;
 mod release;
@@ -47,7 +49,7 @@ mod transfer;
 
 pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
-pub use completion::Completion;
+pub use completion::{Completion, MAX_AWAIT_SPIN};
 pub use control::{CONTROL_BYTES, ControlBlock};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
@@ -55,11 +57,13 @@ pub use facts::{DeviceFacts, MemInfo};
 pub use host::{Host, host};
 pub use launch::{Arg, LaunchConfig, ParamInfo};
 pub use manifest::{ModuleImage, ModuleSource};
+pub use pinned::HostBuffer;
 pub use registry::{Kernel, ParamSource, Registry};
 pub use release::{ReleaseRefused, ReleaseReport, release};
 pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
 pub use stats::HostStats;
 pub use stream::{Event, Stream};
+pub use transfer::TransferConfig;
 
 /// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
 /// deliberately disturb) the raw driver API.

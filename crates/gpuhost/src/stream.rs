@@ -11,8 +11,8 @@ use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, pack};
+use crate::pinned::Pinned;
 use crate::registry::Kernel;
-use crate::transfer::Staging;
 
 /// The launching thread records an event itself after this many unrecorded launches, bounding
 /// the queue of a stream that is never idle and whose completions are dropped.
@@ -94,6 +94,10 @@ impl Flush for Unrecorded {
 
     fn watched(&self) -> &AtomicBool {
         &self.watched
+    }
+
+    fn await_spin(&self) -> std::time::Duration {
+        self.host.await_spin()
     }
 }
 
@@ -284,7 +288,7 @@ impl Stream {
     pub(crate) fn fence_keeping(
         &self,
         buffers: &[&DeviceBuffer],
-        staging: Option<Arc<Staging>>,
+        staging: Option<Arc<Pinned>>,
     ) -> Result<Completion> {
         // A lost context is this call's error, not only its Completion's.
         if let Err(e) = self.host.enter_for(self.generation) {

@@ -1,168 +1,146 @@
 //! Stream-ordered copies that never block the calling thread on the device: fills and
-//! device-to-device copies enqueued and awaited through a fence, and host↔device transfers
-//! staged through pooled page-locked chunks (our own memory, registered with the context) — each chunk's DMA enqueued on the stream and awaited
-//! through a fence, two chunks in flight so one transfers while the other is copied on the host.
+//! device-to-device copies enqueued and awaited through a fence; host↔device transfers from and
+//! into a [`HostBuffer`] with one DMA and no copy; and transfers of ordinary (pageable) memory
+//! staged through pooled page-locked chunks (see pinned.rs) — each chunk's DMA enqueued on the
+//! stream and awaited through a fence, two chunks in flight so one transfers while the other is
+//! copied on the host.
 //!
-//! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the staging
-//! chunk alive until the device is done with them, so dropping a transfer's future midway never
-//! frees, or hands to another transfer, memory a DMA still writes. A chunk whose fence failed
-//! (the context was lost, or the event could not be recorded) may still be read or written by a
-//! copy the driver runs late, so it is leaked rather than reused or freed — as is a chunk in use
-//! when its context died (see [`Returned::Dead`]).
+//! Cancel safety: every batch a transfer's fence closes keeps the device buffer and the
+//! page-locked region alive until the device is done with them, so dropping a transfer's future
+//! midway never frees, or hands to another transfer, memory a DMA still reads or writes; a
+//! region whose DMA's end was never observed is leaked (see pinned.rs).
 
-use std::alloc::Layout;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
-use crate::error::Result;
-use crate::host::Host;
+use crate::error::{Error, Result};
+use crate::pinned::{HostBuffer, Pinned};
 use crate::stream::Stream;
 
-/// Bytes per staging chunk.
-pub(crate) const CHUNK: usize = 1 << 20;
-/// Chunks a host keeps pooled; more in use at once are freed when returned.
-pub(crate) const POOLED_CHUNKS: usize = 8;
-
-/// Page-aligned, as cuMemHostRegister wants.
-fn chunk_layout() -> Layout {
-    // CHUNK is a nonzero multiple of the page size, so this layout is valid.
-    Layout::from_size_align(CHUNK, 4096).unwrap_or_else(|_| Layout::new::<[u8; CHUNK]>())
-}
-
-/// A staging chunk: [`CHUNK`] bytes of our own heap memory, page-locked for one context with
-/// cuMemHostRegister (taken from the host's pool, returned to it on drop). The memory is ours,
-/// not the context's: a foreign reset that destroys the context only drops the registration,
-/// so copying in or out of a chunk can never touch memory the driver freed.
-pub(crate) struct Staging {
-    host: Arc<Host>,
-    ptr: *mut u8,
-    generation: u64,
-    /// Set when a copy enqueued on the chunk may not have run (its fence failed): then no one
-    /// can tell when the driver is done with it, and it is leaked on drop, never reused or freed.
-    unknown: AtomicBool,
-}
-
-// SAFETY: the chunk is plain heap memory owned by this value alone (taken from the pool or
-// allocated for it) and only read or written by the one transfer that holds it, after the fence
-// covering its DMA resolved.
-unsafe impl Send for Staging {}
-// SAFETY: shared only as an Arc between the transfer and the batch keeping it alive; the batch
-// never touches the memory.
-unsafe impl Sync for Staging {}
-
-impl Staging {
-    pub(crate) fn take(host: &Arc<Host>, generation: u64) -> Result<Self> {
-        if let Some(ptr) = host.take_staging(generation) {
-            return Ok(Self {
-                host: host.clone(),
-                ptr: ptr as *mut u8,
-                generation,
-                unknown: AtomicBool::new(false),
-            });
-        }
-        let layout = chunk_layout();
-        // SAFETY: a nonzero-size layout.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        // SAFETY: the caller entered the host at `generation`; `ptr` is CHUNK bytes of our own
-        // memory, which outlives the registration (unregistered or dead with its context first).
-        let r = unsafe { sys::cuMemHostRegister_v2(ptr.cast(), CHUNK, 0) };
-        if let Err(e) = host.classify("cuMemHostRegister_v2", r) {
-            // SAFETY: allocated above with this layout, never registered, freed once.
-            unsafe { std::alloc::dealloc(ptr, layout) };
-            return Err(e);
-        }
-        Ok(Self {
-            host: host.clone(),
-            ptr,
-            generation,
-            unknown: AtomicBool::new(false),
-        })
-    }
-
-    /// Marks the chunk as possibly still in use by the driver: it will be leaked on drop.
-    pub(crate) fn mark_unknown(&self) {
-        self.unknown.store(true, Ordering::Relaxed);
-    }
-
-    /// The first `len` bytes, to read after the fence covering the DMA into them resolved.
-    fn bytes(&self, len: usize) -> &[u8] {
-        // SAFETY: `ptr` is CHUNK bytes of live heap memory owned by this value; len is clamped
-        // to CHUNK; no DMA is in flight once its fence resolved, and nothing else writes it.
-        unsafe { std::slice::from_raw_parts(self.ptr, len.min(CHUNK)) }
-    }
-
-    /// The first `len` bytes, to fill before enqueuing a DMA from them.
-    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: as `bytes`; `&mut self` is the only handle (not yet shared with a batch).
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(CHUNK)) }
-    }
-}
-
-/// What became of a staging chunk handed back to its host's pool.
-pub(crate) enum Returned {
-    /// Pooled for the next transfer.
-    Pooled,
-    /// The pool is full: the chunk is to be unregistered and freed.
-    Spare,
-    /// Its context died. The chunk may have been in use then, and whether a driver still writes
-    /// it (softcuda's workers drain a dead context's queue) cannot be known: it is leaked, never
-    /// freed — as gpuhost forgets a dead generation's handles rather than destroy them.
-    Dead,
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if *self.unknown.get_mut() {
-            // A copy enqueued on it may still run: leaked (see `unknown`).
-            return;
-        }
-        match self.host.give_staging(self.generation, self.ptr as usize) {
-            Returned::Pooled | Returned::Dead => {}
-            Returned::Spare => {
-                // SAFETY: the chunk is ours and of the current context; its last holder is
-                // dropping it, after its fence's batch completed (the DMA is done).
-                unsafe { free_chunk(&self.host, self.generation, self.ptr) };
-            }
-        }
-    }
-}
-
-/// Unregisters a chunk (if its context is still the current one: a dead context took the
-/// registration with it) and frees its memory.
+/// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
 ///
-/// # Safety
-/// `ptr` is a chunk made by [`Staging::take`] that no DMA uses and nothing else holds.
-unsafe fn free_chunk(host: &Host, generation: u64, ptr: *mut u8) {
-    if host.enter_for(generation).is_ok() {
-        // SAFETY: registered by Staging::take in this (current) context.
-        let r = unsafe { sys::cuMemHostUnregister(ptr.cast()) };
-        if let Err(e) = host.classify("cuMemHostUnregister", r) {
-            host.drop_error("unregistering a staging chunk", &e);
-        }
-    }
-    // SAFETY: as this function's contract.
-    unsafe { free_dead_chunk(ptr) };
+/// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
+/// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor
+///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
+///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
+///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one — less still,
+///   as the first and last chunk's worth go in quarters. Below 512 KiB
+///   a chunk's DMA (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and
+///   a wake-up; and every chunk in flight is page-locked memory held.
+/// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
+///   behind it so the engine never idles while the host learns a chunk finished (a fence's
+///   latency, microseconds).
+/// - Copy threads: one core copies ~10 GB/s, a PCIe 5 x16 DMA ~50 GB/s, so the copy needs about
+///   five cores to keep up: four helpers beside the calling thread, fewer on smaller machines
+///   (leaving one core to the rest of the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Largest staging chunk, in bytes (64 KiB ..= 256 MiB).
+    pub chunk_bytes: usize,
+    /// Chunks a transfer keeps in flight (1 ..= 16).
+    pub chunks_in_flight: usize,
+    /// Helper threads that copy between the caller's memory and staging, beside the calling
+    /// thread (0 ..= 64; 0: the calling thread copies alone).
+    pub copy_threads: usize,
 }
 
-/// Frees a chunk whose context is gone (its registration went with it). Touches no driver
-/// state, so the host may call it while it recovers. Only for chunks that were idle in the pool
-/// when their context died (a chunk in use then is leaked instead: see [`Returned::Dead`]).
-///
-/// # Safety
-/// `ptr` is a chunk made by [`Staging::take`], registered in a context that no longer exists (or
-/// never registered), that no DMA uses and nothing else holds.
-pub(crate) unsafe fn free_dead_chunk(ptr: *mut u8) {
-    // SAFETY: allocated by Staging::take with this layout; freed once, per the contract.
-    unsafe { std::alloc::dealloc(ptr, chunk_layout()) };
+/// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
+pub(crate) const MIN_CHUNKS: usize = 8;
+/// Smallest chunk a transfer is cut into, unless it is smaller itself.
+pub(crate) const MIN_CHUNK: usize = 512 << 10;
+/// Bytes each copying thread copies between two yields to the executor (so one poll holds its
+/// thread some tens of microseconds).
+const STEP_PER_THREAD: usize = 256 << 10;
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            chunk_bytes: 4 << 20,
+            chunks_in_flight: 3,
+            copy_threads: cores.saturating_sub(1).min(4),
+        }
+    }
+}
+
+impl TransferConfig {
+    fn check(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::TransferConfig { reason });
+        if !(64 << 10..=256 << 20).contains(&self.chunk_bytes) {
+            return bad(format!(
+                "chunk_bytes = {} is outside 64 KiB ..= 256 MiB",
+                self.chunk_bytes
+            ));
+        }
+        if !(1..=16).contains(&self.chunks_in_flight) {
+            return bad(format!(
+                "chunks_in_flight = {} is outside 1 ..= 16",
+                self.chunks_in_flight
+            ));
+        }
+        if self.copy_threads > crate::copy::MAX_HELPERS {
+            return bad(format!(
+                "copy_threads = {} is over {}",
+                self.copy_threads,
+                crate::copy::MAX_HELPERS
+            ));
+        }
+        Ok(())
+    }
+
+    /// How a transfer of `len` bytes is cut: the staging chunk size, and the ranges (in order,
+    /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
+    /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
+    /// does the other stage of the last one, so smaller ends shrink what is exposed.
+    fn plan(&self, len: usize) -> (usize, Vec<Range<usize>>) {
+        let chunk = (len / MIN_CHUNKS)
+            .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
+            .min(len)
+            .max(1);
+        let edge = (chunk / 4).max(MIN_CHUNK).min(chunk);
+        let mut parts = Vec::with_capacity(len / chunk + 8);
+        let mut at = 0;
+        while at < len {
+            let size = if at < chunk || len - at <= chunk {
+                edge
+            } else {
+                chunk
+            };
+            let end = at + size.min(len - at);
+            parts.push(at..end);
+            at = end;
+        }
+        (chunk, parts)
+    }
+}
+
+impl crate::host::Host {
+    /// Sets how this host stages pageable transfers (`Stream::upload`, `download`) from now on.
+    pub fn set_transfer_config(&self, cfg: TransferConfig) -> Result<()> {
+        cfg.check()?;
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+        Ok(())
+    }
+
+    /// How this host stages pageable transfers.
+    pub fn transfer_config(&self) -> TransferConfig {
+        *self.transfer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Which way a DMA goes.
+#[derive(Clone, Copy)]
+enum Dir {
+    /// Device to host.
+    Down,
+    /// Host to device.
+    Up,
 }
 
 impl Stream {
@@ -172,33 +150,176 @@ impl Stream {
         self.host().enter_for(self.generation())
     }
 
+    /// Enqueues one DMA between `buf` at `offset` and `mem[at]`, and a fence keeping `buf` and
+    /// `mem` alive until it is done. A failed enqueue leaves `mem` unknown: the driver may or
+    /// may not have queued the copy.
+    fn dma(
+        &self,
+        dir: Dir,
+        buf: &DeviceBuffer,
+        offset: usize,
+        mem: &Arc<Pinned>,
+        at: Range<usize>,
+        generation: u64,
+    ) -> Result<Completion> {
+        debug_assert!(at.end <= mem.cap() && offset + at.len() <= buf.len());
+        let (dev, len) = (buf.inner.raw + offset as u64, at.len());
+        // SAFETY: `at + len` lies inside the region (callers check ranges against it) and the
+        // device range inside `buf`'s allocation (checked by the caller); both stay alive until
+        // the fence's batch completes, which holds them. The region is registered in
+        // `generation`, the bound context's.
+        let (call, r) = unsafe {
+            let host = mem.ptr().add(at.start);
+            match dir {
+                Dir::Down => (
+                    "cuMemcpyDtoHAsync_v2",
+                    sys::cuMemcpyDtoHAsync_v2(host.cast(), dev, len, self.raw()),
+                ),
+                Dir::Up => (
+                    "cuMemcpyHtoDAsync_v2",
+                    sys::cuMemcpyHtoDAsync_v2(dev, host.cast(), len, self.raw()),
+                ),
+            }
+        };
+        if let Err(e) = self.host().classify_at(call, r, generation) {
+            mem.mark_unknown();
+            return Err(e);
+        }
+        self.fence_keeping(&[buf], Some(mem.clone()))
+    }
+
+    /// Checks a transfer between `dev` at `offset` and `host` over `range` and binds the
+    /// context; `None` when there is nothing to copy.
+    fn enter_direct(
+        &self,
+        dev: &DeviceBuffer,
+        offset: usize,
+        host: &HostBuffer,
+        range: &Range<usize>,
+    ) -> Result<Option<u64>> {
+        host.check_range(range)?;
+        dev.range(offset, range.len())?;
+        if !Arc::ptr_eq(host.host(), self.host()) {
+            return Err(Error::DeviceMismatch {
+                what: "host buffer",
+                expected: self.host().ordinal(),
+                found: host.device(),
+            });
+        }
+        let generation = self.enter_with(dev)?;
+        if range.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(generation))
+    }
+
+    /// Copies `src[range]` into `dst` at `offset` with one DMA from the page-locked buffer (no
+    /// staging copy), after the work queued on this stream before it; done when the future
+    /// resolves. The calling thread never waits for the device.
+    ///
+    /// Dropping the future midway lets the copy run on: `dst`'s bytes there are then
+    /// unspecified, and `src` stays alive for it.
+    pub async fn upload_from(
+        &self,
+        dst: &DeviceBuffer,
+        offset: usize,
+        src: &HostBuffer,
+        range: Range<usize>,
+    ) -> Result<()> {
+        let Some(generation) = self.enter_direct(dst, offset, src, &range)? else {
+            return Ok(());
+        };
+        let Some(region) = src.region() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
+        };
+        self.direct(Dir::Up, dst, offset, region, range, generation)
+            .await
+    }
+
+    /// One DMA between `buf` at `offset` and a host buffer's `region[range]`, registered with
+    /// the context first if it is not yet, awaited.
+    async fn direct(
+        &self,
+        dir: Dir,
+        buf: &DeviceBuffer,
+        offset: usize,
+        region: &Arc<Pinned>,
+        range: Range<usize>,
+        generation: u64,
+    ) -> Result<()> {
+        region.register_for(generation)?;
+        self.dma(dir, buf, offset, region, range, generation)?.await
+    }
+
+    /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the
+    /// page-locked buffer (no staging copy), after the work queued on this stream before it. The
+    /// calling thread never waits for the device.
+    ///
+    /// If the future is dropped midway, or the download fails, `dst` moves to fresh zeroed
+    /// memory (its old bytes are gone): the old region stays with a DMA that may still write it.
+    /// If the future is leaked (`mem::forget`), `dst` is left empty.
+    pub async fn download_into(
+        &self,
+        src: &DeviceBuffer,
+        offset: usize,
+        dst: &mut HostBuffer,
+        range: Range<usize>,
+    ) -> Result<()> {
+        let Some(generation) = self.enter_direct(src, offset, dst, &range)? else {
+            return Ok(());
+        };
+        let Some(region) = dst.lend() else {
+            return Ok(()); // no region means an empty buffer: the range was empty
+        };
+        // From here the region is out of `dst` until `Lent` gives it back: a borrow of `dst`
+        // never sees memory this DMA may write, even if this future is leaked.
+        let lent = Lent {
+            dst,
+            region: Some(region),
+        };
+        let r = match lent.region.as_ref() {
+            Some(region) => {
+                self.direct(Dir::Down, src, offset, region, range, generation)
+                    .await
+            }
+            None => Ok(()),
+        };
+        drop(lent);
+        r
+    }
+
     /// Copies `out.len()` bytes of `buf` from `offset` into `out`, after the work queued on
     /// this stream before it. The calling thread never waits for the device.
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         buf.range(offset, out.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in out.chunks_mut(CHUNK).enumerate() {
+        let cfg = self.host().transfer_config();
+        let (chunk, plan) = cfg.plan(out.len());
+        let mut rest = out;
+        let mut parts = plan.into_iter().map(|r| {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(r.len());
+            rest = tail;
+            (r.start, part)
+        });
+        let enqueue = |at: usize, len: usize| {
             let generation = self.enter_with(buf)?;
-            let staging = Staging::take(self.host(), generation)?;
-            let src = buf.inner.raw + (offset + i * CHUNK) as u64;
-            // SAFETY: the range lies inside the allocation (checked above); the staging chunk
-            // holds CHUNK >= part.len() bytes and stays alive until the fence's batch completes.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(staging.ptr.cast(), src, part.len(), self.raw())
-            };
-            self.host()
-                .classify_at("cuMemcpyDtoHAsync_v2", r, generation)?;
-            let staging = Arc::new(staging);
-            let done = self.fence_keeping(&[buf], Some(staging.clone()))?;
+            let staging = Arc::new(Pinned::take(self.host(), generation, chunk)?);
+            let done = self.dma(Dir::Down, buf, offset + at, &staging, 0..len, generation)?;
+            Ok::<_, Error>((done, staging))
+        };
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for (i, part) in parts.by_ref().take(cfg.chunks_in_flight) {
+            let (done, staging) = enqueue(i, part.len())?;
             in_flight.push_back((done, staging, part));
-            if in_flight.len() == 2
-                && let Some(next) = in_flight.pop_front()
-            {
-                land(next).await?;
-            }
         }
-        while let Some(next) = in_flight.pop_front() {
-            land(next).await?;
+        while let Some((done, staging, part)) = in_flight.pop_front() {
+            done.await?;
+            // The next chunk's DMA is queued before this one is copied out.
+            if let Some((i, next)) = parts.next() {
+                let (done, staging) = enqueue(i, next.len())?;
+                in_flight.push_back((done, staging, next));
+            }
+            let landed = staging.bytes(part.len());
+            copy_in_steps(part, landed, cfg.copy_threads).await;
         }
         Ok(())
     }
@@ -207,26 +328,24 @@ impl Stream {
     /// done when the future resolves. The calling thread never waits for the device.
     pub async fn upload(&self, buf: &DeviceBuffer, offset: usize, data: &[u8]) -> Result<()> {
         buf.range(offset, data.len())?;
-        let mut in_flight = VecDeque::with_capacity(2);
-        for (i, part) in data.chunks(CHUNK).enumerate() {
-            let generation = self.enter_with(buf)?;
-            let mut staging = Staging::take(self.host(), generation)?;
-            staging.bytes_mut(part.len()).copy_from_slice(part);
-            let dst = buf.inner.raw + (offset + i * CHUNK) as u64;
-            // SAFETY: the range lies inside the allocation; the chunk holds the part and stays
-            // alive (unwritten) until the fence's batch completes.
-            let r = unsafe {
-                sys::cuMemcpyHtoDAsync_v2(dst, staging.ptr.cast(), part.len(), self.raw())
-            };
-            self.host()
-                .classify_at("cuMemcpyHtoDAsync_v2", r, generation)?;
-            in_flight.push_back(self.fence_keeping(&[buf], Some(Arc::new(staging)))?);
-            if in_flight.len() == 2
+        let cfg = self.host().transfer_config();
+        let (chunk, plan) = cfg.plan(data.len());
+        let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        for r in plan {
+            let (at, part) = (offset + r.start, &data[r]);
+            if in_flight.len() >= cfg.chunks_in_flight
                 && let Some(done) = in_flight.pop_front()
             {
                 done.await?;
-                yield_now().await;
             }
+            let generation = self.enter_with(buf)?;
+            let mut staging = Pinned::take(self.host(), generation, chunk)?;
+            copy_in_steps(staging.bytes_mut(part.len()), part, cfg.copy_threads).await;
+            // The copy yielded: this task may run on another thread now, and the context may
+            // have been lost meanwhile.
+            let generation = self.enter_with(buf)?;
+            let staging = Arc::new(staging);
+            in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
         }
         for done in in_flight {
             done.await?;
@@ -286,17 +405,34 @@ impl Stream {
     }
 }
 
-/// Awaits one downloaded chunk and copies it out of its staging chunk.
-async fn land((done, staging, part): (Completion, Arc<Staging>, &mut [u8])) -> Result<()> {
-    done.await?;
-    part.copy_from_slice(staging.bytes(part.len()));
-    yield_now().await;
-    Ok(())
+/// A download's hold on its host buffer's region: gives it back when the download ends or is
+/// dropped (see `HostBuffer::give_back`).
+struct Lent<'a> {
+    dst: &'a mut HostBuffer,
+    region: Option<Arc<Pinned>>,
 }
 
-/// Lets the executor run other tasks between chunks. Copying a large transfer through staging
-/// is milliseconds of CPU work, and when the device finishes each chunk before it is awaited,
-/// every await is ready at once: without this, the transfer would hold its thread throughout.
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(region) = self.region.take() {
+            self.dst.give_back(region);
+        }
+    }
+}
+
+/// Copies `src` into `dst` with `helpers` helper threads, a step at a time, yielding to the
+/// executor after each step: a chunk's copy is hundreds of microseconds of CPU work, and when
+/// the device finishes each chunk before it is awaited, every await is ready at once — without
+/// the yields, the transfer would hold its thread throughout.
+async fn copy_in_steps(dst: &mut [u8], src: &[u8], helpers: usize) {
+    let step = STEP_PER_THREAD * (helpers + 1);
+    for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
+        crate::copy::parallel(d, s, helpers);
+        yield_now().await;
+    }
+}
+
+/// Lets the executor run other tasks (see [`copy_in_steps`]).
 async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
@@ -308,4 +444,52 @@ async fn yield_now() {
         Poll::Pending
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(chunk_bytes: usize) -> TransferConfig {
+        TransferConfig {
+            chunk_bytes,
+            chunks_in_flight: 3,
+            copy_threads: 0,
+        }
+    }
+
+    #[test]
+    fn a_plan_covers_the_transfer_in_order_with_chunks_no_larger_than_its_staging() {
+        for chunk_bytes in [64 << 10, 1 << 20, 4 << 20, 256 << 20] {
+            for len in [1, 4095, MIN_CHUNK - 1, MIN_CHUNK * 8 + 3, 9 << 20, 64 << 20] {
+                let (chunk, parts) = cfg(chunk_bytes).plan(len);
+                assert!(chunk >= 1 && chunk <= chunk_bytes.max(1));
+                let mut at = 0;
+                for p in &parts {
+                    assert_eq!(p.start, at, "contiguous");
+                    assert!(!p.is_empty() && p.len() <= chunk, "{p:?} in {chunk}");
+                    at = p.end;
+                }
+                assert_eq!(at, len, "covers the whole transfer");
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_transfer_starts_and_ends_in_quarter_chunks() {
+        let (chunk, parts) = cfg(4 << 20).plan(64 << 20);
+        assert_eq!(chunk, 4 << 20);
+        let sizes: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        assert_eq!(
+            &sizes[..4],
+            &[1 << 20; 4],
+            "the first chunk's worth in quarters"
+        );
+        assert_eq!(&sizes[sizes.len() - 4..], &[1 << 20; 4], "and the last");
+        assert!(sizes[4..sizes.len() - 4].iter().all(|&s| s == chunk));
+        // Small chunks are not cut below MIN_CHUNK.
+        let (chunk, parts) = cfg(1 << 20).plan(3 << 20);
+        assert_eq!(chunk, MIN_CHUNK);
+        assert!(parts.iter().all(|p| p.len() == MIN_CHUNK));
+    }
 }

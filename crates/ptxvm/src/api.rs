@@ -133,6 +133,8 @@ pub enum FaultKind {
     InvalidLaunch(String),
     /// Call nesting exceeded the per-thread return stack.
     StackOverflow,
+    /// A device-side `assert` failed (`__assertfail` was called).
+    AssertFailed(Box<AssertFailure>),
     /// `brx.idx` with an index past the end of its branch table.
     BadBranchIndex {
         /// The index.
@@ -140,6 +142,19 @@ pub enum FaultKind {
     },
     /// The launch was cancelled or ran past its deadline (`Launch::cancel`/`deadline`).
     Timeout,
+}
+
+/// What a failed device `assert` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssertFailure {
+    /// The asserted expression, as the compiler wrote it.
+    pub expression: String,
+    /// The source file.
+    pub file: String,
+    /// The source line.
+    pub line: u32,
+    /// The function, as the compiler names it (`__PRETTY_FUNCTION__`).
+    pub function: String,
 }
 
 /// A kernel fault, with where it happened.
@@ -191,11 +206,36 @@ impl fmt::Display for Fault {
                  ran too long: bound its loops or raise the time limit",
                 self.kernel
             ),
+            FaultKind::AssertFailed(_) => {
+                write!(f, "{}", self.assert_message().unwrap_or_default())
+            }
             FaultKind::BadBranchIndex { index } => write!(
                 f,
                 "{at}: brx.idx index {index} is past the end of its branch table"
             ),
         }
+    }
+}
+
+impl Fault {
+    /// For a failed device `assert`, the line NVIDIA's driver prints:
+    /// `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`
+    pub fn assert_message(&self) -> Option<String> {
+        let FaultKind::AssertFailed(a) = &self.kind else {
+            return None;
+        };
+        let AssertFailure {
+            expression,
+            file,
+            line,
+            function,
+        } = &**a;
+        let [bx, by, bz] = self.block;
+        let [tx, ty, tz] = self.thread;
+        Some(format!(
+            "{file}:{line}: {function}: block: [{bx},{by},{bz}], thread: [{tx},{ty},{tz}] \
+             Assertion `{expression}` failed."
+        ))
     }
 }
 

@@ -549,6 +549,18 @@ pub(crate) enum Op {
         a: Src,
     },
     Trap,
+    /// CUDA's `__assertfail(message, file, line, function, charSize)`: the local offsets of
+    /// the five `.param` arguments; stops the kernel with `FaultKind::AssertFailed`.
+    AssertFail {
+        args: Box<[u32]>,
+    },
+    /// CUDA's `vprintf(format, args)`: local offsets of the two `.param` arguments and of the
+    /// 32-bit result, if the call takes it.
+    Vprintf {
+        format: u32,
+        args: u32,
+        ret: Option<u32>,
+    },
     Redux {
         op: IOp,
         ty: Ty,

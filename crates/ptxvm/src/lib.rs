@@ -37,6 +37,7 @@
 
 mod api;
 mod ast;
+mod devio;
 mod error;
 mod ir;
 mod lex;
@@ -46,11 +47,13 @@ pub mod sandbox;
 mod vm;
 
 pub use api::{
-    Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats, Memory, ParamInfo,
+    AssertFailure, Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats,
+    Memory, ParamInfo,
 };
+pub use devio::{DeviceOutput, record_cost};
 pub use error::Error;
 pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
-pub use vm::{MAX_SHARED_BYTES, launch};
+pub use vm::{MAX_SHARED_BYTES, launch, launch_with_output};
 
 use lower::Kernel;
 
@@ -60,6 +63,25 @@ pub struct Module {
     kernels: Vec<Kernel>,
     infos: Vec<KernelInfo>,
     globals: Vec<GlobalInfo>,
+    target: Option<u32>,
+}
+
+/// The architecture of the module's `.target` directive as major * 10 + minor (`sm_80` → 80,
+/// `sm_90a` → 90), if it names one.
+fn target_arch(tokens: &[lex::Token]) -> Option<u32> {
+    let i = tokens
+        .iter()
+        .position(|t| matches!(&t.tok, lex::Tok::Dot(d) if *d == "target"))?;
+    let lex::Tok::Ident(name) = &tokens.get(i + 1)?.tok else {
+        return None;
+    };
+    let digits: String = name
+        .strip_prefix("sm_")
+        .or_else(|| name.strip_prefix("compute_"))?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 impl Module {
@@ -73,7 +95,14 @@ impl Module {
             kernels,
             infos,
             globals,
+            target: target_arch(&tokens),
         })
+    }
+
+    /// The virtual architecture the PTX was written for (`.target sm_80` → 80), which NVIDIA's
+    /// driver reports as a function's `CU_FUNC_ATTRIBUTE_PTX_VERSION`.
+    pub fn target_arch(&self) -> Option<u32> {
+        self.target
     }
 
     /// The module's kernels (`.entry` functions), in source order.

@@ -200,3 +200,114 @@ pub(crate) unsafe fn write_potential_block_size(
         write(block, b)
     }
 }
+
+/// `CUexecAffinityParam` with its enum field as a raw integer (a value from C outside the Rust
+/// enum would be undefined behaviour); the union holds one `unsigned int` (the SM count).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawExecAffinityParam {
+    /// `CUexecAffinityType` (0: SM count).
+    pub kind: u32,
+    /// `param.smCount.val`.
+    pub value: u32,
+}
+
+/// `CUctxCreateParams` (cuda.h 12.5+): execution affinity or CIG parameters, or neither.
+#[repr(C)]
+pub struct RawCtxCreateParams {
+    /// Array of `numExecAffinityParams` affinity parameters.
+    pub exec_affinity: *mut RawExecAffinityParam,
+    /// Length of `exec_affinity`.
+    pub num_exec_affinity: c_int,
+    /// `CUctxCigParam*`: a graphics-shared context (Windows D3D12 only on NVIDIA).
+    pub cig: *mut c_void,
+}
+
+/// Checks cuCtxCreate_v3's affinity list. An empty list creates a plain context; a malformed one
+/// is `CUDA_ERROR_INVALID_VALUE`; a well-formed SM-count affinity cannot be honoured by a CPU.
+///
+/// # Safety
+/// `params` is null or valid for reading `num` entries.
+pub(crate) unsafe fn check_exec_affinity(
+    params: *const RawExecAffinityParam,
+    num: c_int,
+) -> CuResult<()> {
+    let num = non_negative(num)? as usize;
+    if num == 0 {
+        return Ok(());
+    }
+    if params.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    for i in 0..num {
+        // SAFETY: `params` is non-null and valid for `num` entries (caller contract).
+        let param = unsafe { params.add(i).read() };
+        if param.kind != 0 || param.value == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+    }
+    Err(CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY)
+}
+
+/// Checks cuCtxCreate_v4's parameters: NULL or a zeroed struct is a plain context; affinity and
+/// CIG together are `CUDA_ERROR_INVALID_VALUE` (cuda.h: at most one may be set).
+///
+/// # Safety
+/// `params` is null or points to a readable `CUctxCreateParams` whose affinity array is valid
+/// for its count.
+pub(crate) unsafe fn check_ctx_create_params(params: *const RawCtxCreateParams) -> CuResult<()> {
+    if params.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-null and readable (caller contract); read field by field through raw places.
+    let (affinity, num, cig) = unsafe {
+        (
+            (&raw const (*params).exec_affinity).read(),
+            (&raw const (*params).num_exec_affinity).read(),
+            (&raw const (*params).cig).read(),
+        )
+    };
+    let wants_affinity = num != 0 || !affinity.is_null();
+    if wants_affinity && !cig.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    if !cig.is_null() {
+        return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+    }
+    if num == 0 && !affinity.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { check_exec_affinity(affinity, num) }
+}
+
+/// cuGetProcAddress's body (both versions): `*pfn` is written on every path that gets past the
+/// argument checks (NULL when not found), and `status` when non-null.
+///
+/// # Safety
+/// `symbol` is null or NUL-terminated; `pfn` and `status` are null or writable.
+pub(crate) unsafe fn write_proc_address(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut std::ffi::c_uint,
+) -> CuResult<()> {
+    if symbol.is_null() || pfn.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: non-null and NUL-terminated by the caller's contract.
+    let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
+    let (f, st, result) = match crate::procaddr::get(name, version, flags) {
+        Ok(f) => (f, crate::procaddr::Status::Found, Ok(())),
+        Err((st, code)) => (std::ptr::null_mut(), st, Err(code)),
+    };
+    // SAFETY: `pfn` is non-null and writable; `status` is written only when non-null.
+    unsafe {
+        write(pfn, f)?;
+        if !status.is_null() {
+            write(status, st as std::ffi::c_uint)?;
+        }
+    }
+    result
+}

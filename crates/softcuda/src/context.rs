@@ -17,8 +17,18 @@ use crate::driver::{self, Tag};
 use crate::handles::Table;
 use crate::stream::{self, Job, Stream};
 
-/// The handle value of device 0's primary context: the same for every (re)creation, as NVIDIA's.
-pub(crate) const PRIMARY_HANDLE: u64 = (1 << 4) | Tag::Context as u64;
+/// The handle value of a device's primary context: the same for every (re)creation, as
+/// NVIDIA's. Ids 1..=MAX_DEVICES sit below every handle `driver::new_handle` draws.
+pub(crate) fn primary_handle(device: i32) -> u64 {
+    ((device as u64 + 1) << 4) | Tag::Context as u64
+}
+
+/// The device whose primary handle `handle` is, if it is one.
+fn primary_device(handle: u64) -> Option<i32> {
+    let id = handle >> 4;
+    let device = i32::try_from(id.checked_sub(1)?).ok()?;
+    (handle == primary_handle(device) && device < driver::device_count()).then_some(device)
+}
 
 /// Value cuCtxGetApiVersion reports (what NVIDIA's driver reports for every context).
 pub(crate) const API_VERSION: u32 = 3020;
@@ -27,25 +37,35 @@ pub(crate) const API_VERSION: u32 = 3020;
 /// launches, L2 fetch granularity, persisting L2) as NVIDIA reports them on an H200.
 const LIMIT_DEFAULTS: [u64; 7] = [1024, 1 << 20, 8 << 20, 2, 2048, 32, 0];
 
+/// Index of `CU_LIMIT_PRINTF_FIFO_SIZE`.
+const PRINTF_FIFO_LIMIT: usize = 1;
+
 static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The device's fault (code and description): set by the first kernel fault in any context and
 /// never cleared, because NVIDIA's driver cannot recover a faulted device within the process.
-static DEVICE_FAULT: Mutex<Option<(CUresult, String)>> = Mutex::new(None);
+static DEVICE_FAULT: [Mutex<Option<(CUresult, String)>>; driver::MAX_DEVICES] =
+    [const { Mutex::new(None) }; driver::MAX_DEVICES];
 
-/// The device's fault code, if a kernel has faulted in this process.
-pub(crate) fn device_fault() -> Option<CUresult> {
-    lock(&DEVICE_FAULT).as_ref().map(|(code, _)| *code)
+fn fault_slot(device: i32) -> &'static Mutex<Option<(CUresult, String)>> {
+    &DEVICE_FAULT[usize::try_from(device).unwrap_or(0) % driver::MAX_DEVICES]
 }
 
-/// The description of the device's fault (for `softcuda_last_fault`).
+/// The device's fault code, if a kernel has faulted on it in this process.
+pub(crate) fn device_fault(device: i32) -> Option<CUresult> {
+    lock(fault_slot(device)).as_ref().map(|(code, _)| *code)
+}
+
+/// The description of the first device fault (for `softcuda_last_fault`).
 pub(crate) fn device_fault_message() -> Option<String> {
-    lock(&DEVICE_FAULT).as_ref().map(|(_, msg)| msg.clone())
+    DEVICE_FAULT
+        .iter()
+        .find_map(|d| lock(d).as_ref().map(|(_, msg)| msg.clone()))
 }
 
 /// Fails with the device's fault, if any.
-fn check_device() -> CuResult<()> {
-    device_fault().map_or(Ok(()), Err)
+fn check_device(device: i32) -> CuResult<()> {
+    device_fault(device).map_or(Ok(()), Err)
 }
 
 /// One context: what it owns is found through the handle tables by its `id`.
@@ -54,6 +74,10 @@ pub(crate) struct Context {
     pub(crate) handle: u64,
     /// Unique per creation (cuCtxGetId); objects record it to say which context owns them.
     pub(crate) id: u64,
+    /// The device ordinal.
+    pub(crate) device: i32,
+    /// Ids of the contexts whose memory this one's kernels may use (cuCtxEnablePeerAccess).
+    peers: Mutex<Vec<u64>>,
     flags: AtomicU32,
     destroyed: AtomicBool,
     sticky: Mutex<Option<(CUresult, String)>>,
@@ -64,6 +88,8 @@ pub(crate) struct Context {
     streams: Mutex<Vec<Arc<Stream>>>,
     /// Serializes submissions so that the legacy-stream dependencies captured are consistent.
     submit_lock: Mutex<()>,
+    /// Device printf output not yet printed.
+    pub(crate) printf: crate::printf::Fifo,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,10 +98,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Context {
-    fn create(handle: u64, flags: u32) -> Arc<Context> {
+    fn create(handle: u64, device: i32, flags: u32) -> Arc<Context> {
         Arc::new_cyclic(|weak| Context {
             handle,
             id: NEXT_CTX_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+            peers: Mutex::new(Vec::new()),
             flags: AtomicU32::new(flags),
             destroyed: AtomicBool::new(false),
             sticky: Mutex::new(None),
@@ -84,6 +112,7 @@ impl Context {
             null_stream: Stream::spawn(0, 0, 0, weak.clone()),
             streams: Mutex::new(Vec::new()),
             submit_lock: Mutex::new(()),
+            printf: crate::printf::Fifo::default(),
         })
     }
 
@@ -102,7 +131,7 @@ impl Context {
         lock(&self.sticky)
             .as_ref()
             .map(|(code, _)| *code)
-            .or_else(device_fault)
+            .or_else(|| device_fault(self.device))
     }
 
     /// The message describing the sticky error.
@@ -110,7 +139,11 @@ impl Context {
         lock(&self.sticky)
             .as_ref()
             .map(|(_, msg)| msg.clone())
-            .or_else(device_fault_message)
+            .or_else(|| {
+                lock(fault_slot(self.device))
+                    .as_ref()
+                    .map(|(_, m)| m.clone())
+            })
     }
 
     /// Records a fault; the first one wins and every later call in the context returns it. The
@@ -120,7 +153,7 @@ impl Context {
         if s.is_none() {
             *s = Some((code, message.clone()));
         }
-        let mut d = lock(&DEVICE_FAULT);
+        let mut d = lock(fault_slot(self.device));
         if d.is_none() {
             *d = Some((code, message));
         }
@@ -212,14 +245,57 @@ impl Context {
         }))
     }
 
-    /// Waits for every stream of the context, then reports the sticky error if any.
+    /// Waits for every stream of the context, prints pending device printf output, then reports
+    /// the sticky error if any.
     pub(crate) fn synchronize(&self) -> CuResult<()> {
-        self.null_stream.synchronize();
         let streams: Vec<Arc<Stream>> = lock(&self.streams).clone();
+        let handles: Vec<u64> = streams.iter().map(|s| s.handle).collect();
+        if crate::capture::any_in(&handles) {
+            return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        }
+        self.null_stream.synchronize();
         for s in streams {
             s.synchronize();
         }
+        self.printf.flush();
         self.check_usable()
+    }
+
+    /// The ids of the contexts whose allocations this context's kernels may touch: its own and
+    /// its peers'.
+    pub(crate) fn visible_ids(&self) -> Vec<u64> {
+        let mut ids = lock(&self.peers).clone();
+        ids.push(self.id);
+        ids
+    }
+
+    /// cuCtxEnablePeerAccess from this context to `peer` (a context of another device).
+    pub(crate) fn enable_peer(&self, peer: &Context) -> CuResult<()> {
+        if peer.device == self.device {
+            return Err(CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+        }
+        let mut peers = lock(&self.peers);
+        if peers.contains(&peer.id) {
+            return Err(CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+        }
+        peers.push(peer.id);
+        Ok(())
+    }
+
+    /// cuCtxDisablePeerAccess.
+    pub(crate) fn disable_peer(&self, peer: &Context) -> CuResult<()> {
+        let mut peers = lock(&self.peers);
+        let before = peers.len();
+        peers.retain(|id| *id != peer.id);
+        if peers.len() == before {
+            return Err(CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+        }
+        Ok(())
+    }
+
+    /// Room left in the device printf FIFO (`CU_LIMIT_PRINTF_FIFO_SIZE` minus what is pending).
+    pub(crate) fn printf_room(&self) -> u64 {
+        self.printf.room(lock(&self.limits)[PRINTF_FIFO_LIMIT])
     }
 
     /// Destroys the context: waits for its work, stops its streams, and frees everything it
@@ -233,6 +309,7 @@ impl Context {
             stream::STREAMS.remove(s.handle);
         }
         self.null_stream.close();
+        self.printf.flush();
         self.destroyed.store(true, Ordering::Release);
         crate::event::release_context(self.id);
         crate::module::release_context(self.id);
@@ -240,19 +317,26 @@ impl Context {
     }
 }
 
-/// Device 0's primary context: its retain count, the live instance, and the flags it is (or will
-/// be) created with.
+/// A device's primary context: its retain count, the live instance, and the flags it is (or
+/// will be) created with.
 struct Primary {
     refcount: u32,
     live: Option<Arc<Context>>,
     flags: u32,
 }
 
-static PRIMARY: Mutex<Primary> = Mutex::new(Primary {
-    refcount: 0,
-    live: None,
-    flags: 0,
-});
+static PRIMARY: [Mutex<Primary>; driver::MAX_DEVICES] = [const {
+    Mutex::new(Primary {
+        refcount: 0,
+        live: None,
+        flags: 0,
+    })
+}; driver::MAX_DEVICES];
+
+/// The primary-context slot of a checked device ordinal.
+fn primary(device: i32) -> MutexGuard<'static, Primary> {
+    lock(&PRIMARY[usize::try_from(device).unwrap_or(0) % driver::MAX_DEVICES])
+}
 
 /// Contexts made by cuCtxCreate, by handle.
 static CREATED: Table<Context> = Table::new(Tag::Context);
@@ -264,25 +348,25 @@ thread_local! {
 
 /// cuDevicePrimaryCtxRetain: creates the primary context if it is not active; a faulted device
 /// answers with its fault and takes no reference.
-pub(crate) fn primary_retain() -> CuResult<u64> {
+pub(crate) fn primary_retain(device: i32) -> CuResult<u64> {
     driver::ensure_init()?;
-    check_device()?;
-    let mut p = lock(&PRIMARY);
+    check_device(device)?;
+    let mut p = primary(device);
     p.refcount = p
         .refcount
         .checked_add(1)
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
     if p.live.is_none() {
-        p.live = Some(Context::create(PRIMARY_HANDLE, p.flags));
+        p.live = Some(Context::create(primary_handle(device), device, p.flags));
     }
-    Ok(PRIMARY_HANDLE)
+    Ok(primary_handle(device))
 }
 
 /// cuDevicePrimaryCtxRelease: destroys the primary context when the count reaches zero.
-pub(crate) fn primary_release() -> CuResult<()> {
+pub(crate) fn primary_release(device: i32) -> CuResult<()> {
     driver::ensure_init()?;
     let doomed = {
-        let mut p = lock(&PRIMARY);
+        let mut p = primary(device);
         if p.refcount == 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
         }
@@ -298,10 +382,10 @@ pub(crate) fn primary_release() -> CuResult<()> {
 /// cuDevicePrimaryCtxReset: destroys the primary context and everything in it now; the next
 /// retain creates a fresh one under the same handle value (unless the device has faulted, which
 /// a reset does not clear).
-pub(crate) fn primary_reset() -> CuResult<()> {
+pub(crate) fn primary_reset(device: i32) -> CuResult<()> {
     driver::ensure_init()?;
     let doomed = {
-        let mut p = lock(&PRIMARY);
+        let mut p = primary(device);
         p.refcount = 0;
         p.live.take()
     };
@@ -312,17 +396,17 @@ pub(crate) fn primary_reset() -> CuResult<()> {
 }
 
 /// cuDevicePrimaryCtxGetState: (flags, active).
-pub(crate) fn primary_state() -> CuResult<(u32, bool)> {
+pub(crate) fn primary_state(device: i32) -> CuResult<(u32, bool)> {
     driver::ensure_init()?;
-    let p = lock(&PRIMARY);
+    let p = primary(device);
     Ok((p.flags, p.live.is_some()))
 }
 
 /// cuDevicePrimaryCtxSetFlags: recorded for the next creation and applied to a live instance.
-pub(crate) fn primary_set_flags(flags: u32) -> CuResult<()> {
+pub(crate) fn primary_set_flags(device: i32, flags: u32) -> CuResult<()> {
     driver::ensure_init()?;
     check_flags(flags)?;
-    let mut p = lock(&PRIMARY);
+    let mut p = primary(device);
     p.flags = flags;
     if let Some(ctx) = &p.live {
         ctx.set_flags(flags);
@@ -339,12 +423,12 @@ fn check_flags(flags: u32) -> CuResult<()> {
     Ok(())
 }
 
-/// The context behind `handle`: the primary handle resolves to the live instance or
+/// The context behind `handle`: a primary handle resolves to its live instance or
 /// `CUDA_ERROR_CONTEXT_IS_DESTROYED`; a destroyed created context is `CUDA_ERROR_INVALID_CONTEXT`.
 pub(crate) fn resolve(handle: u64) -> CuResult<Arc<Context>> {
     driver::ensure_init()?;
-    if handle == PRIMARY_HANDLE {
-        return lock(&PRIMARY)
+    if let Some(device) = primary_device(handle) {
+        return primary(device)
             .live
             .clone()
             .ok_or(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED);
@@ -352,6 +436,12 @@ pub(crate) fn resolve(handle: u64) -> CuResult<Arc<Context>> {
     CREATED
         .get(handle)
         .ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)
+}
+
+/// Whether `handle` can be made current: a primary handle (even while destroyed, as NVIDIA
+/// accepts) or a live created context.
+fn settable(handle: u64) -> bool {
+    primary_device(handle).is_some() || CREATED.get(handle).is_some()
 }
 
 /// The handle on top of this thread's stack (0 when none).
@@ -379,7 +469,7 @@ pub(crate) fn live() -> CuResult<Arc<Context>> {
 /// even while its context is destroyed, as NVIDIA's driver does; calls made with it then fail.
 pub(crate) fn set_current(handle: u64) -> CuResult<()> {
     driver::ensure_init()?;
-    if handle != 0 && handle != PRIMARY_HANDLE && CREATED.get(handle).is_none() {
+    if handle != 0 && !settable(handle) {
         return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
     }
     STACK.with(|s| {
@@ -395,7 +485,7 @@ pub(crate) fn set_current(handle: u64) -> CuResult<()> {
 /// cuCtxPushCurrent.
 pub(crate) fn push_current(handle: u64) -> CuResult<()> {
     driver::ensure_init()?;
-    if handle != PRIMARY_HANDLE && CREATED.get(handle).is_none() {
+    if !settable(handle) {
         return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
     }
     STACK.with(|s| s.borrow_mut().push(handle));
@@ -412,11 +502,11 @@ pub(crate) fn pop_current() -> CuResult<u64> {
 
 /// cuCtxCreate: a new context, pushed on this thread's stack; a faulted device answers with its
 /// fault.
-pub(crate) fn create(flags: u32) -> CuResult<u64> {
+pub(crate) fn create(flags: u32, device: i32) -> CuResult<u64> {
     driver::ensure_init()?;
     check_flags(flags)?;
-    check_device()?;
-    let (handle, _) = CREATED.insert_with(|h| Context::create(h, flags));
+    check_device(device)?;
+    let (handle, _) = CREATED.insert_with(|h| Context::create(h, device, flags));
     STACK.with(|s| s.borrow_mut().push(handle));
     Ok(handle)
 }
@@ -425,7 +515,7 @@ pub(crate) fn create(flags: u32) -> CuResult<u64> {
 /// release/reset) and pops it if it is current on this thread.
 pub(crate) fn destroy(handle: u64) -> CuResult<()> {
     driver::ensure_init()?;
-    if handle == 0 || handle == PRIMARY_HANDLE {
+    if handle == 0 || primary_device(handle).is_some() {
         return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
     }
     let ctx = CREATED
@@ -443,9 +533,11 @@ pub(crate) fn destroy(handle: u64) -> CuResult<()> {
 
 /// The live context whose id is `ctx_id`.
 pub(crate) fn by_id(ctx_id: u64) -> Option<Arc<Context>> {
-    let primary = lock(&PRIMARY).live.clone();
-    if let Some(ctx) = primary.filter(|c| c.id == ctx_id) {
-        return Some(ctx);
+    for device in 0..driver::device_count() {
+        let live = primary(device).live.clone();
+        if let Some(ctx) = live.filter(|c| c.id == ctx_id) {
+            return Some(ctx);
+        }
     }
     CREATED.find(|c| c.id == ctx_id)
 }

@@ -10,6 +10,7 @@ use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
 use crate::context::{self, Context};
+use crate::graph::{NodeKind, TYPE_MEMCPY, TYPE_MEMSET};
 use crate::memory::{self, Span};
 use crate::stream::{self, Stream};
 
@@ -98,9 +99,25 @@ fn run(stream: Option<u64>, must_wait: bool, job: impl FnOnce() + Send + 'static
     );
     if stream.is_none() || must_wait {
         s.wait_for(ticket);
+        if stream.is_none() {
+            // A blocking copy is one of the points where device printf output is printed.
+            ctx.printf.flush();
+        }
         ctx.check_usable()?;
     }
     Ok(())
+}
+
+/// When `stream` is capturing, records the call as a graph node that repeats it on the launch
+/// stream (so pageable host memory is read when the graph runs, not now).
+fn captured(
+    stream: Option<u64>,
+    kind: u32,
+    replay: impl Fn(u64) -> CuResult<()> + Send + Sync + 'static,
+) -> Option<CuResult<()>> {
+    let s = stream?;
+    let capture = crate::capture::active(s)?;
+    Some(capture.add(s, NodeKind::Call(Arc::new(replay), kind)))
 }
 
 fn copy_ends(dst: End, src: End, len: usize, stream: Option<u64>) -> CuResult<()> {
@@ -119,6 +136,11 @@ pub(crate) fn htod(dst: u64, src: *const u8, len: usize, stream: Option<u64>) ->
     if len == 0 {
         return Ok(());
     }
+    let at = src.expose_provenance();
+    let replay = move |s| htod(dst, std::ptr::with_exposed_provenance(at), len, Some(s));
+    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+        return r;
+    }
     let dst = device(dst, len)?;
     let src = host(src.cast_mut(), len, stream.is_some())?;
     copy_ends(dst, src, len, stream)
@@ -129,6 +151,11 @@ pub(crate) fn dtoh(dst: *mut u8, src: u64, len: usize, stream: Option<u64>) -> C
     context::live()?;
     if len == 0 {
         return Ok(());
+    }
+    let at = dst.expose_provenance();
+    let replay = move |s| dtoh(std::ptr::with_exposed_provenance_mut(at), src, len, Some(s));
+    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+        return r;
     }
     let src = device(src, len)?;
     let dst = host(dst, len, false)?;
@@ -141,6 +168,9 @@ pub(crate) fn dtod(dst: u64, src: u64, len: usize, stream: Option<u64>) -> CuRes
     if len == 0 {
         return Ok(());
     }
+    if let Some(r) = captured(stream, TYPE_MEMCPY, move |s| dtod(dst, src, len, Some(s))) {
+        return r;
+    }
     let (dst, src) = (device(dst, len)?, device(src, len)?);
     copy_ends(dst, src, len, stream)
 }
@@ -150,6 +180,9 @@ pub(crate) fn any(dst: u64, src: u64, len: usize, stream: Option<u64>) -> CuResu
     context::live()?;
     if len == 0 {
         return Ok(());
+    }
+    if let Some(r) = captured(stream, TYPE_MEMCPY, move |s| any(dst, src, len, Some(s))) {
+        return r;
     }
     let src = unified(src, len, stream.is_some())?;
     let dst = unified(dst, len, false)?;
@@ -171,6 +204,10 @@ pub(crate) fn fill(
     if count == 0 {
         return Ok(());
     }
+    let replay = move |s| fill(dst, pattern, elem, count, Some(s));
+    if let Some(r) = captured(stream, TYPE_MEMSET, replay) {
+        return r;
+    }
     let len = count
         .checked_mul(elem)
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
@@ -191,6 +228,7 @@ pub(crate) fn fill(
 }
 
 /// One side of a 2D copy, read from a `CUDA_MEMCPY2D`.
+#[derive(Clone, Copy)]
 pub(crate) struct Side2D {
     /// `CUmemorytype` as a raw value.
     pub(crate) memory_type: u32,
@@ -242,6 +280,11 @@ pub(crate) fn copy_2d(
     }
     if width == 0 || height == 0 {
         return Ok(());
+    }
+    let (s2, d2) = (*src, *dst);
+    let replay = move |s| copy_2d(&s2, &d2, width, height, Some(s));
+    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+        return r;
     }
     let mut rows = Vec::with_capacity(height);
     for row in 0..height {

@@ -1,5 +1,6 @@
-//! The one device softcuda exposes (ordinal 0): its name, UUID, memory size and attributes,
-//! chosen to look like a compute-capability 9.0 part whose SMs are the host's CPU cores.
+//! The devices softcuda exposes (`SOFTCUDA_DEVICES`, default 1, all alike): name, UUID, memory
+//! size, attributes — chosen to look like a compute-capability 9.0 part whose SMs are the host's
+//! CPU cores — and what two of them answer about each other (peer access).
 
 use cudarc::driver::sys::{CUdevice_attribute as A, CUresult};
 
@@ -30,24 +31,67 @@ pub(crate) const REGISTERS: u32 = 65536;
 /// Warp width.
 pub(crate) const WARP_SIZE: u32 = 32;
 
-/// Checks a device ordinal; only 0 exists.
+/// Checks a device ordinal: 0..`SOFTCUDA_DEVICES`.
 pub(crate) fn check(ordinal: i32) -> CuResult<()> {
     driver::ensure_init()?;
-    if ordinal == 0 {
+    if (0..driver::device_count()).contains(&ordinal) {
         Ok(())
     } else {
         Err(CUresult::CUDA_ERROR_INVALID_DEVICE)
     }
 }
 
-/// A stable UUID for the device ("softcuda" followed by a version-1 style tail).
-pub(crate) fn uuid() -> [u8; 16] {
-    *b"softcuda\x00\x01\x90\x00\x00\x00\x00\x01"
+/// A stable UUID per device ("softcuda", a version-1 style tail, the ordinal + 1 last).
+pub(crate) fn uuid(ordinal: i32) -> [u8; 16] {
+    let mut id = *b"softcuda\x00\x01\x90\x00\x00\x00\x00\x01";
+    id[15] = (ordinal + 1) as u8;
+    id
+}
+
+/// The PCI bus id string of a device: there is no PCI device, so bus = the ordinal
+/// (`0000:00:00.0`, `0000:01:00.0`, ...), matching `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
+pub(crate) fn pci_bus_id(ordinal: i32) -> String {
+    format!("0000:{ordinal:02x}:00.0")
+}
+
+/// The device whose [`pci_bus_id`] is `id` (`domain:bus:device.function`, or `bus:device.function`).
+pub(crate) fn by_pci_bus_id(id: &str) -> CuResult<i32> {
+    let parts: Vec<&str> = id.split(':').collect();
+    let (domain, bus, rest) = match parts.as_slice() {
+        [d, b, r] => (*d, *b, *r),
+        [b, r] => ("0", *b, *r),
+        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    };
+    let hex = |s: &str| u32::from_str_radix(s, 16).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE);
+    let (dev, func) = rest
+        .split_once('.')
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if hex(domain)? != 0 || hex(dev)? != 0 || hex(func)? != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_DEVICE);
+    }
+    let ordinal = i32::try_from(hex(bus)?).map_err(|_| CUresult::CUDA_ERROR_INVALID_DEVICE)?;
+    check(ordinal)?;
+    Ok(ordinal)
+}
+
+/// `CUdevice_P2PAttribute` between two different devices: every allocation is host memory any
+/// CPU thread reaches with real atomics, so access and native atomics are supported; there are
+/// no CUDA arrays.
+pub(crate) fn p2p_attribute(attr: u32) -> CuResult<i32> {
+    match attr {
+        // PERFORMANCE_RANK: one rank for every pair.
+        1 => Ok(0),
+        // ACCESS_SUPPORTED, NATIVE_ATOMIC_SUPPORTED.
+        2 | 3 => Ok(1),
+        // CUDA_ARRAY_ACCESS_SUPPORTED.
+        4 => Ok(0),
+        _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
 }
 
 /// The value of device attribute `attr` (a raw `CUdevice_attribute`), or
 /// `CUDA_ERROR_INVALID_VALUE` for one softcuda does not know.
-pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
+pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
     let sms = i32::try_from(driver::cores()).unwrap_or(i32::MAX);
     let table: &[(A, i32)] = &[
         (
@@ -100,7 +144,8 @@ pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
         (A::CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512),
         (A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1),
         (A::CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 0),
-        (A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0),
+        // No PCI device: the ordinal, so that devices tell apart.
+        (A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, ordinal),
         (A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0),
         (A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0),
         (A::CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0),
@@ -191,34 +236,78 @@ pub(crate) fn attribute(attr: u32) -> CuResult<i32> {
         .iter()
         .find(|(a, _)| *a as u32 == attr)
         .map(|&(_, v)| v)
+        .or_else(|| unsupported_feature(attr))
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+/// Attributes of CUDA 13's list that describe features softcuda does not have, by value (several
+/// are newer than the cuda.h cudarc is built against here): each answers 0, the value NVIDIA's
+/// driver gives for a feature the device lacks.
+fn unsupported_feature(attr: u32) -> Option<i32> {
+    let zero = match attr {
+        // Texture and surface size limits (21..=29, 42..=49, 52..=74, 77) and 2D gather (44):
+        // there are no textures or surfaces.
+        21..=29 | 42..=49 | 52..=74 | 77 => true,
+        // Stream memory operations (cuStreamWaitValue/WriteValue, 92..=94 and the v2 flags 122, 123).
+        92..=94 | 122 | 123 => true,
+        // Shareable handle types for exporting memory (POSIX fd, Win32, Win32 KMT, fabric, the
+        // memory-pool mask) and GPUDirect RDMA with VMM.
+        103..=105 | 110 | 119 | 128 => true,
+        // Read-only host registration (113), timeline semaphores (114), RDMA flush/ordering
+        // (117, 118), deferred array mapping (121), dma-buf (124).
+        113 | 114 | 117 | 118 | 121 | 124 => true,
+        // CIG contexts (D3D12 135, Vulkan 138), memory decompression (136, 137).
+        135..=138 => true,
+        // PCI device and subsystem ids of the GPU (139, 140): there is no PCI device.
+        139 | 140 => true,
+        // Host-NUMA VMM, pools and IPC (141..=143), host memory pools (144), host VMM (145),
+        // dma-buf host allocations (146), partial host-native atomics (147).
+        141..=147 => true,
+        _ => false,
+    };
+    zero.then_some(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The largest `CUdevice_attribute` value of CUDA 13.0's cuda.h (CU_DEVICE_ATTRIBUTE_MAX - 1).
+    const LAST_ATTRIBUTE: u32 = 147;
+
     #[test]
     fn attributes_report_compute_capability_9_0() {
         assert_eq!(
-            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as u32),
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as u32, 0),
             Ok(9)
         );
         assert_eq!(
-            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as u32),
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as u32, 0),
             Ok(0)
         );
         assert_eq!(
-            attribute(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X as u32),
+            attribute(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X as u32, 0),
             Ok(i32::MAX)
         );
     }
 
     #[test]
+    fn every_attribute_of_cuda_13_answers() {
+        let missing: Vec<u32> = (1..=LAST_ATTRIBUTE)
+            .filter(|&a| attribute(a, 0).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "attributes without an answer: {missing:?}"
+        );
+    }
+
+    #[test]
     fn unknown_attribute_is_invalid_value() {
-        assert_eq!(attribute(9999), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(attribute(9999, 0), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(attribute(0, 0), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
         assert_eq!(
-            attribute(A::CU_DEVICE_ATTRIBUTE_MAX as u32),
+            attribute(LAST_ATTRIBUTE + 1, 0),
             Err(CUresult::CUDA_ERROR_INVALID_VALUE)
         );
     }

@@ -11,11 +11,29 @@ use crate::abi::CuResult;
 /// The environment variable giving the device memory size in bytes.
 pub(crate) const MEMORY_ENV: &str = "SOFTCUDA_MEMORY";
 
+/// The environment variable giving the number of devices (default 1).
+pub(crate) const DEVICES_ENV: &str = "SOFTCUDA_DEVICES";
+
+/// Most devices `SOFTCUDA_DEVICES` may ask for.
+pub(crate) const MAX_DEVICES: usize = 8;
+
+/// Number of devices: `SOFTCUDA_DEVICES` (read once; 1..=8, anything else means 1).
+pub(crate) fn device_count() -> i32 {
+    static COUNT: OnceLock<i32> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        std::env::var(DEVICES_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .filter(|n| (1..=MAX_DEVICES as i32).contains(n))
+            .unwrap_or(1)
+    })
+}
+
 /// Device memory when `SOFTCUDA_MEMORY` is unset: 16 GiB.
 const DEFAULT_MEMORY: u64 = 16 << 30;
 
-/// The value cuDriverGetVersion reports (CUDA 12.8).
-pub(crate) const DRIVER_VERSION: i32 = 12080;
+/// The value cuDriverGetVersion reports (CUDA 13.0): libcudart 13 refuses an older driver.
+pub(crate) const DRIVER_VERSION: i32 = 13000;
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
@@ -84,6 +102,10 @@ pub(crate) enum Tag {
     Function = 3,
     Stream = 4,
     Event = 5,
+    Graph = 6,
+    GraphNode = 7,
+    GraphExec = 8,
+    Link = 9,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

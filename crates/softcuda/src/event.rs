@@ -95,6 +95,11 @@ pub(crate) fn record(handle: u64, stream_handle: u64) -> CuResult<()> {
     if ctx.id != event.ctx_id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
+    if let Some(capture) = crate::capture::active(stream_handle) {
+        crate::capture::record_event(handle, &capture, stream_handle);
+        return Ok(());
+    }
+    crate::capture::forget_event(handle);
     // Holding the state lock across submit keeps `generation` and the ticket consistent when two
     // threads record the same event.
     let mut state = event.lock();
@@ -135,6 +140,7 @@ pub(crate) fn synchronize(handle: u64) -> CuResult<()> {
     if let Some((stream, ticket)) = event.recorded() {
         stream.wait_for(ticket);
         if let Some(ctx) = stream.ctx.upgrade() {
+            ctx.printf.flush();
             ctx.check_usable()?;
         }
     }
@@ -182,6 +188,9 @@ pub(crate) fn stream_wait(stream_handle: u64, handle: u64, flags: u32) -> CuResu
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     let (ctx, stream) = stream::resolve(stream_handle)?;
+    if crate::capture::wait_event(stream_handle, handle, event.recorded().is_some())? {
+        return Ok(());
+    }
     let Some((source, ticket)) = event.recorded() else {
         return Ok(());
     };

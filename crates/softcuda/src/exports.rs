@@ -20,7 +20,16 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{context, device, driver, errors, event, jit, module, pointer, stream, vmm};
+use crate::{
+    capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream, vmm,
+};
+
+mod common;
+mod graph;
+mod link;
+pub use common::*;
+pub use graph::*;
+pub use link::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -37,16 +46,16 @@ exports! {
     /// Initialises the driver; required before any other call except version and error queries.
     fn cuInit(flags: c_uint) { driver::init(flags) }
 
-    /// Reports the CUDA version this driver implements (12080).
+    /// Reports the CUDA version this driver implements (13000).
     fn cuDriverGetVersion(version: *mut c_int) { abi::write(version, driver::DRIVER_VERSION) }
 
-    /// Number of devices: always 1.
+    /// Number of devices: `SOFTCUDA_DEVICES` (default 1).
     fn cuDeviceGetCount(count: *mut c_int) {
         driver::ensure_init()?;
-        abi::write(count, 1)
+        abi::write(count, driver::device_count())
     }
 
-    /// The device handle for `ordinal` (only 0 exists).
+    /// The device handle for `ordinal`.
     fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) {
         device::check(ordinal)?;
         abi::write(dev, ordinal)
@@ -61,7 +70,7 @@ exports! {
     /// One device attribute; unknown attributes are `CUDA_ERROR_INVALID_VALUE`.
     fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        let v = device::attribute(attrib)?;
+        let v = device::attribute(attrib, dev)?;
         abi::write(value, v)
     }
 
@@ -82,7 +91,7 @@ exports! {
     /// The device's UUID (same as [`cuDeviceGetUuid`]: there is no MIG).
     fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) {
         device::check(dev)?;
-        abi::write(uuid, CUuuid { bytes: device::uuid().map(|b| b as c_char) })
+        abi::write(uuid, CUuuid { bytes: device::uuid(dev).map(|b| b as c_char) })
     }
 
     /// The name of a `CUresult` as a static C string; unknown codes are `CUDA_ERROR_INVALID_VALUE`.
@@ -112,6 +121,27 @@ exports! {
         }
     }
 
+    /// The driver function for a base name at a CUDA version (see `procaddr`); `symbolStatus`
+    /// may be NULL. Not found: `CUDA_ERROR_NOT_FOUND` with `*pfn` NULL.
+    fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: u64, symbolStatus: *mut c_uint) {
+        abi::write_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus)
+    }
+
+    /// [`cuGetProcAddress_v2`] without the status out-parameter (CUDA 11.3's signature).
+    fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: u64) {
+        abi::write_proc_address(symbol, pfn, cudaVersion, flags, std::ptr::null_mut())
+    }
+
+    /// NVIDIA's private export tables: softcuda has none, so every id is `CUDA_ERROR_INVALID_VALUE`
+    /// with `*ppExportTable` NULL (NVRTC and libcudart then go on without them).
+    fn cuGetExportTable(ppExportTable: *mut *const c_void, pExportTableId: *const CUuuid) {
+        if ppExportTable.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(ppExportTable, std::ptr::null())?;
+        procaddr::export_table(pExportTableId.is_null())
+    }
+
     // ---- primary context -------------------------------------------------------------------
 
     /// Retains device 0's primary context (creating it if inactive); the handle value is stable.
@@ -120,20 +150,20 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let handle = context::primary_retain()?;
+        let handle = context::primary_retain(dev)?;
         abi::write(pctx, p(handle))
     }
 
     /// Releases one reference; at zero the primary context and all it owns are destroyed.
     fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) {
         device::check(dev)?;
-        context::primary_release()
+        context::primary_release(dev)
     }
 
     /// Destroys the primary context and everything in it now.
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) {
         device::check(dev)?;
-        context::primary_reset()
+        context::primary_reset(dev)
     }
 
     /// The primary context's flags and whether it is active.
@@ -142,7 +172,7 @@ exports! {
         if flags.is_null() || active.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let (f, a) = context::primary_state()?;
+        let (f, a) = context::primary_state(dev)?;
         abi::write(flags, f)?;
         abi::write(active, c_int::from(a))
     }
@@ -150,7 +180,7 @@ exports! {
     /// Sets the flags the primary context has (and will be created with).
     fn cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint) {
         device::check(dev)?;
-        context::primary_set_flags(flags)
+        context::primary_set_flags(dev, flags)
     }
 
     // ---- contexts --------------------------------------------------------------------------
@@ -161,31 +191,39 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
     }
 
-    /// cuCtxCreate with execution-affinity parameters: only the empty list is supported.
-    fn cuCtxCreate_v3(pctx: *mut CUcontext, params: *mut c_void, num_params: c_int, flags: c_uint, dev: CUdevice) {
+    /// cuCtxCreate with execution-affinity parameters (an SM-count affinity cannot be honoured:
+    /// there are no SMs to set aside, so it is `CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`).
+    fn cuCtxCreate_v3(pctx: *mut CUcontext, params: *mut abi::RawExecAffinityParam, num_params: c_int, flags: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        if num_params != 0 || !params.is_null() {
-            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
-        }
+        abi::check_exec_affinity(params, num_params)?;
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
     }
 
-    /// cuCtxCreate with creation parameters: only NULL parameters are supported.
-    fn cuCtxCreate_v4(pctx: *mut CUcontext, params: *mut c_void, flags: c_uint, dev: CUdevice) {
+    /// cuCtxCreate with creation parameters (CUDA 13's `cuCtxCreate`): NULL or a zeroed
+    /// `CUctxCreateParams` create a plain context; affinity is checked as in [`cuCtxCreate_v3`];
+    /// CIG (graphics-shared contexts) is `CUDA_ERROR_NOT_SUPPORTED`.
+    fn cuCtxCreate_v4(pctx: *mut CUcontext, params: *const abi::RawCtxCreateParams, flags: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        if !params.is_null() {
-            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
-        }
+        abi::check_ctx_create_params(params)?;
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags)?))
+        abi::write(pctx, p(context::create(flags, dev)?))
+    }
+
+    /// Whether an execution-affinity kind is supported: none is (no SMs to partition).
+    fn cuDeviceGetExecAffinitySupport(pi: *mut c_int, kind: c_uint, dev: CUdevice) {
+        device::check(dev)?;
+        if kind != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(pi, 0)
     }
 
     /// Destroys a context made by cuCtxCreate.
@@ -214,8 +252,44 @@ exports! {
 
     /// The device of the current context (always 0).
     fn cuCtxGetDevice(dev: *mut CUdevice) {
-        context::current()?.check_usable()?;
-        abi::write(dev, 0)
+        let ctx = context::current()?;
+        ctx.check_usable()?;
+        abi::write(dev, ctx.device)
+    }
+
+    /// Whether `dev`'s contexts can use `peer`'s memory: yes between two different devices
+    /// (all of it is host memory), no for a device and itself.
+    fn cuDeviceCanAccessPeer(canAccess: *mut c_int, dev: CUdevice, peer: CUdevice) {
+        device::check(dev)?;
+        device::check(peer)?;
+        abi::write(canAccess, c_int::from(dev != peer))
+    }
+
+    /// A `CUdevice_P2PAttribute` of two different devices.
+    fn cuDeviceGetP2PAttribute(value: *mut c_int, attrib: c_uint, src: CUdevice, dst: CUdevice) {
+        device::check(src)?;
+        device::check(dst)?;
+        if src == dst {
+            return Err(CUresult::CUDA_ERROR_INVALID_DEVICE);
+        }
+        abi::write(value, device::p2p_attribute(attrib)?)
+    }
+
+    /// Lets the current context's kernels use `peer`'s allocations (`flags` must be 0).
+    fn cuCtxEnablePeerAccess(peer: CUcontext, flags: c_uint) {
+        let ctx = context::live()?;
+        if flags != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        ctx.enable_peer(&peer)
+    }
+
+    /// Undoes [`cuCtxEnablePeerAccess`].
+    fn cuCtxDisablePeerAccess(peer: CUcontext) {
+        let ctx = context::live()?;
+        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        ctx.disable_peer(&peer)
     }
 
     /// Waits for all work in the current context; reports a sticky fault.
@@ -289,7 +363,9 @@ exports! {
     /// Waits for a stream; reports a sticky fault.
     fn cuStreamSynchronize(hStream: CUstream) {
         let (ctx, s) = stream::resolve_any(h(hStream))?;
+        capture::refuse(h(hStream))?;
         s.synchronize();
+        ctx.printf.flush();
         ctx.check_usable()
     }
 
@@ -297,6 +373,7 @@ exports! {
     fn cuStreamQuery(hStream: CUstream) {
         let (ctx, s) = stream::resolve_any(h(hStream))?;
         ctx.check_usable()?;
+        capture::refuse(h(hStream))?;
         if s.is_busy() { Err(CUresult::CUDA_ERROR_NOT_READY) } else { Ok(()) }
     }
 
@@ -323,10 +400,9 @@ exports! {
         abi::write(pctx, p(ctx.handle))
     }
 
-    /// Stream capture is not supported, so no stream is ever capturing.
+    /// Whether the stream is capturing (`CUstreamCaptureStatus`).
     fn cuStreamIsCapturing(hStream: CUstream, status: *mut c_uint) {
-        stream::resolve_any(h(hStream))?;
-        abi::write(status, 0)
+        abi::write(status, capture::status(h(hStream))?.0)
     }
 
     /// Runs `fn_(userData)` on the stream's worker, in order with the stream's other work.
@@ -724,6 +800,10 @@ aliases! {
     cuDevicePrimaryCtxRelease => cuDevicePrimaryCtxRelease_v2(dev: CUdevice);
     cuDevicePrimaryCtxReset => cuDevicePrimaryCtxReset_v2(dev: CUdevice);
     cuDevicePrimaryCtxSetFlags => cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, flags: c_uint);
+    cuLinkCreate => cuLinkCreate_v2(numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void, stateOut: *mut *mut c_void);
+    cuLinkAddData => cuLinkAddData_v2(state: *mut c_void, kind: c_uint, data: *mut c_void, size: usize, name: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
+    cuLinkAddFile => cuLinkAddFile_v2(state: *mut c_void, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void);
+    cuGraphInstantiate => cuGraphInstantiate_v2(exec: *mut *mut c_void, graph: *mut c_void, errorNode: *mut *mut c_void, log: *mut c_char, logSize: usize);
     cuCtxCreate => cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
     cuCtxDestroy => cuCtxDestroy_v2(ctx: CUcontext);
     cuCtxPushCurrent => cuCtxPushCurrent_v2(ctx: CUcontext);
@@ -760,16 +840,9 @@ pub struct RawMemLocation {
     pub id: c_int,
 }
 
-// Graphs, stream capture, memory pools, external memory, cooperative and cluster launches and
+// Memory pools, external memory, cooperative and cluster launches and
 // managed-memory hints: the device attributes report them unsupported as well.
 unsupported! {
-    cuGraphDestroy(graph: *mut c_void);
-    cuGraphExecDestroy(exec: *mut c_void);
-    cuGraphInstantiateWithFlags(exec: *mut *mut c_void, graph: *mut c_void, flags: u64);
-    cuGraphLaunch(exec: *mut c_void, stream: CUstream);
-    cuGraphUpload(exec: *mut c_void, stream: CUstream);
-    cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint);
-    cuStreamEndCapture(stream: CUstream, graph: *mut *mut c_void);
     cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, dev: CUdevice);
     cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevice);
     cuDeviceSetMemPool(dev: CUdevice, pool: *mut c_void);

@@ -36,6 +36,12 @@ impl<T> Table<T> {
         (handle, obj)
     }
 
+    /// Registers `obj` under a handle value drawn earlier from `driver::new_handle` (stream
+    /// capture names nodes before their graph exists).
+    pub(crate) fn insert_at(&self, handle: u64, obj: Arc<T>) {
+        self.lock().insert(handle, obj);
+    }
+
     /// The object behind `handle`, if it is live.
     pub(crate) fn get(&self, handle: u64) -> Option<Arc<T>> {
         if !driver::has_tag(handle, self.tag) {

@@ -104,6 +104,10 @@ pub(crate) unsafe fn load_module(
     if out.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
+    // Module loading is one of the points where device printf output is printed.
+    if let Ok(ctx) = crate::context::current() {
+        ctx.printf.flush();
+    }
     // SAFETY: forwarded caller contract.
     let logs = unsafe { parse(n, options, values) };
     // SAFETY: forwarded caller contract.

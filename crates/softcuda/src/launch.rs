@@ -8,11 +8,12 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
+use crate::context::Context;
 use crate::device;
 use crate::driver;
 use crate::memory::{self, Block};
 use crate::module;
-use crate::stream;
+use crate::stream::{self, Stream};
 
 /// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`.
 const PARAM_END: usize = 0;
@@ -170,13 +171,79 @@ fn fault_code(kind: &ptxvm::FaultKind) -> CUresult {
         ptxvm::FaultKind::IllegalAddress { .. } => CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
         ptxvm::FaultKind::MisalignedAddress { .. } => CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
         ptxvm::FaultKind::Trap => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        ptxvm::FaultKind::AssertFailed(_) => CUresult::CUDA_ERROR_ASSERT,
         ptxvm::FaultKind::StackOverflow => CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
         ptxvm::FaultKind::Timeout => CUresult::CUDA_ERROR_LAUNCH_TIMEOUT,
         _ => CUresult::CUDA_ERROR_LAUNCH_FAILED,
     }
 }
 
-/// cuLaunchKernel: validated and packed now, run on the stream's worker.
+/// Checks cuLaunchKernelEx's attributes (`CUlaunchAttributeID`, first 16 bytes of the value):
+/// hints and orderings the one-stream-one-thread model already meets are accepted; what needs
+/// a feature softcuda lacks (cooperative grids, clusters, programmatic events) is
+/// `CUDA_ERROR_NOT_SUPPORTED`; an unknown id is `CUDA_ERROR_INVALID_VALUE`.
+pub(crate) fn check_attributes(attrs: &[(u32, [u32; 4])]) -> CuResult<()> {
+    for &(id, v) in attrs {
+        match id {
+            // Ignore, access policy window, synchronization policy, cluster scheduling
+            // preference, programmatic stream serialization, priority, memory sync domain map
+            // and domain, shared-memory carveout: hints, or orderings one stream already keeps.
+            0 | 1 | 3 | 5 | 6 | 8 | 9 | 10 | 14 => {}
+            // Cooperative launch: only `false` is honoured.
+            2 if v[0] == 0 => {}
+            // Cluster dimension: 1×1×1 (or unset) only.
+            4 if v[..3].iter().all(|&d| d <= 1) => {}
+            // Cooperative grids, clusters, programmatic and completion events, device-updatable
+            // nodes: features softcuda lacks.
+            2 | 4 | 7 | 11..=13 | 15 | 16 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+            _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        }
+    }
+    Ok(())
+}
+
+/// A kernel launch with its parameters packed: what a graph kernel node holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Packed {
+    /// CUfunction handle value.
+    pub(crate) function: u64,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared: u32,
+    /// The parameter buffer at ptxvm's offsets.
+    pub(crate) params: Vec<u8>,
+}
+
+/// Checks a launch description and packs its parameters (cuLaunchKernel's and graph kernel
+/// nodes' shared front half); configuration errors are `CUDA_ERROR_INVALID_VALUE`. `f` is the
+/// function behind handle `function`.
+///
+/// # Safety
+/// `params` / `extra` follow cuLaunchKernel's contract (see [`pack`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn prepare(
+    f: &module::Function,
+    function: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CuResult<Packed> {
+    check_config(f, grid, block, shared)?;
+    // SAFETY: forwarded caller contract.
+    let params = unsafe { pack(f.info(), params, extra) }?;
+    Ok(Packed {
+        function,
+        grid,
+        block,
+        shared,
+        params,
+    })
+}
+
+/// cuLaunchKernel: validated and packed now, run on the stream's worker (or recorded as a
+/// kernel node when the stream is capturing).
 ///
 /// # Safety
 /// `req.params` / `req.extra` follow cuLaunchKernel's contract (see [`pack`]).
@@ -186,20 +253,57 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
-    check_config(&f, req.grid, req.block, req.shared)?;
     // SAFETY: forwarded caller contract.
-    let params = unsafe { pack(f.info(), req.params, req.extra) }?;
+    let packed = unsafe {
+        prepare(
+            &f,
+            req.function,
+            req.grid,
+            req.block,
+            req.shared,
+            req.params,
+            req.extra,
+        )
+    }?;
+    if let Some(capture) = crate::capture::active(req.stream) {
+        return capture.add(req.stream, crate::graph::NodeKind::Kernel(packed));
+    }
+    submit(&f, &ctx, &s, packed);
+    Ok(())
+}
+
+/// Queues a packed launch on a stream (a graph kernel node's launch).
+pub(crate) fn enqueue(packed: Packed, stream_handle: u64) -> CuResult<()> {
+    let f = module::get_function(packed.function)?;
+    let (ctx, s) = stream::resolve(stream_handle)?;
+    if f.module.ctx_id != ctx.id {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    submit(&f, &ctx, &s, packed);
+    Ok(())
+}
+
+/// Queues the run of a checked, packed launch.
+fn submit(f: &module::Function, ctx: &Arc<Context>, s: &Arc<Stream>, packed: Packed) {
+    // NVIDIA prints pending device output at the start of a launch.
+    ctx.printf.flush();
+    let Packed {
+        grid,
+        block,
+        shared,
+        params,
+        ..
+    } = packed;
     let (vm, globals, kernel) = (Arc::clone(&f.module.vm), f.module.globals.clone(), f.index);
-    let (grid, block, shared) = (req.grid, req.block, req.shared);
-    let run_ctx = Arc::clone(&ctx);
+    let run_ctx = Arc::clone(ctx);
     ctx.submit(
-        &s,
+        s,
         Box::new(move || {
             if run_ctx.sticky().is_some() {
                 return;
             }
             let mem = Snapshot {
-                ranges: memory::visible_to(run_ctx.id),
+                ranges: memory::visible_to(&run_ctx.visible_ids()),
             };
             let launch = ptxvm::Launch {
                 kernel,
@@ -212,13 +316,21 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
                 cancel: None,
                 deadline: driver::watchdog().map(|d| std::time::Instant::now() + d),
             };
+            let out = ptxvm::DeviceOutput::new(run_ctx.printf_room());
             // An interpreter bug must not pass for a kernel that ran: it faults the context.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                ptxvm::launch(&vm, &launch, &mem)
+                ptxvm::launch_with_output(&vm, &launch, &mem, &out)
             }));
+            let (text, used, _) = out.take();
+            run_ctx.printf.append(&text, used);
             match run {
                 Ok(Ok(_)) => {}
-                Ok(Err(fault)) => run_ctx.poison(fault_code(&fault.kind), fault.to_string()),
+                Ok(Err(fault)) => {
+                    if let Some(line) = fault.assert_message() {
+                        run_ctx.printf.append_assert(&line);
+                    }
+                    run_ctx.poison(fault_code(&fault.kind), fault.to_string())
+                }
                 Err(panic) => {
                     let why = panic
                         .downcast_ref::<&str>()
@@ -233,5 +345,4 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
             }
         }),
     );
-    Ok(())
 }

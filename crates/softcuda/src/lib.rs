@@ -10,18 +10,22 @@
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
 //! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
 //! `pointer` (frees and pointer queries), `vmm` (virtual memory management: reservations,
-//! memfd-backed physical allocations, mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the
-//! JIT log options) and `launch`. `abi` holds the C-boundary helpers, `handles` the handle tables,
-//! `errors` the CUresult names and messages.
+//! memfd-backed physical allocations, mappings and access), `module` (+ `image` for
+//! fatbins/cubins, `jit` for the JIT log options), `launch`, `printf` (the device printf FIFO),
+//! `graph` and `capture` (graphs and stream capture; their exports are in `exports/graph.rs`)
+//! and `procaddr` (cuGetProcAddress, cuGetExportTable). `abi` holds the C-boundary helpers,
+//! `handles` the handle tables, `errors` the CUresult names and messages.
 //!
-//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB);
-//! `SOFTCUDA_WATCHDOG_MS` stops a launch that runs longer (default 60000, 0 = off) with
-//! `CUDA_ERROR_LAUNCH_TIMEOUT`, poisoning the context as a GPU watchdog does.
+//! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB),
+//! `SOFTCUDA_DEVICES` the number of devices (default 1), `SOFTCUDA_WATCHDOG_MS` stops a launch
+//! that runs longer (default 60000, 0 = off) with `CUDA_ERROR_LAUNCH_TIMEOUT`, poisoning the
+//! context as a GPU watchdog does. docs/SOFTCUDA.md lists what is missing.
 //! Diagnostics: after a kernel fault, `softcuda_last_fault` (a softcuda-only export) describes it
 //! (kernel, block, thread, PTX line).
 #![deny(missing_docs)]
 
 mod abi;
+mod capture;
 mod context;
 mod copy;
 mod device;
@@ -32,14 +36,18 @@ mod event;
 #[macro_use]
 mod export_macros;
 pub mod exports;
+mod graph;
 mod handles;
 mod image;
 mod jit;
 mod launch;
+mod link;
 pub mod loader;
 mod memory;
 mod module;
 mod pointer;
+mod printf;
+mod procaddr;
 mod stream;
 mod vmm;
 

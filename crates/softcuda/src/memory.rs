@@ -363,10 +363,12 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
 
 /// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked (allocated
 /// or registered) host memory from any context — as sorted, non-overlapping `(start, end, block)`.
-pub(crate) fn visible_to(ctx_id: u64) -> Vec<(u64, u64, Arc<Block>)> {
+pub(crate) fn visible_to(ctx_ids: &[u64]) -> Vec<(u64, u64, Arc<Block>)> {
     read()
         .iter()
-        .filter(|(_, e)| e.ctx_id == ctx_id || matches!(e.kind, Kind::Host | Kind::Registered))
+        .filter(|(_, e)| {
+            ctx_ids.contains(&e.ctx_id) || matches!(e.kind, Kind::Host | Kind::Registered)
+        })
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
         .collect()
 }

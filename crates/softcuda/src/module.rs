@@ -63,7 +63,7 @@ impl Function {
     }
 }
 
-fn load_error(e: &ptxvm::Error) -> LoadError {
+pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
     let code = match e {
         ptxvm::Error::Unsupported { .. } => CUresult::CUDA_ERROR_NOT_SUPPORTED,
         _ => CUresult::CUDA_ERROR_INVALID_PTX,
@@ -218,7 +218,10 @@ pub(crate) fn attribute(handle: u64, attr: u32) -> CuResult<i32> {
             clamp(info.local_bytes_per_thread.into()),
         ),
         (F::CU_FUNC_ATTRIBUTE_NUM_REGS, clamp(info.num_regs.into())),
-        (F::CU_FUNC_ATTRIBUTE_PTX_VERSION, 90),
+        (
+            F::CU_FUNC_ATTRIBUTE_PTX_VERSION,
+            f.module.vm.target_arch().map_or(0, |v| clamp(v.into())),
+        ),
         (F::CU_FUNC_ATTRIBUTE_BINARY_VERSION, 90),
         (F::CU_FUNC_ATTRIBUTE_CACHE_MODE_CA, 0),
         (

@@ -76,6 +76,16 @@ pub(crate) enum Value {
     Ptr(u64),
 }
 
+/// Bytes a `CUpointer_attribute` value takes (what cuPointerGetAttributes zeroes for a pointer
+/// it does not know); `None` for an attribute that does not exist.
+pub(crate) fn attribute_size(attr: u32) -> Option<usize> {
+    match attr {
+        1 | 4 | 5 | 3 | 7 | 11 | 12 | 14 | 17..=20 => Some(8),
+        2 | 6 | 8 | 9 | 10 | 13 | 15 | 16 => Some(4),
+        _ => None,
+    }
+}
+
 /// cuPointerGetAttribute for a raw `CUpointer_attribute`. A pointer outside every allocation is
 /// `CUDA_ERROR_INVALID_VALUE`, as in NVIDIA's driver.
 pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
@@ -96,7 +106,10 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
         6 => Value::U32(0),
         7 => Value::U64(a.base),
         8 => Value::U32(u32::from(a.kind == Kind::Managed)),
-        9 => Value::U32(0),
+        // DEVICE_ORDINAL: the owning context's device.
+        9 => {
+            Value::U32(context::by_id(a.ctx_id).map_or(0, |c| u32::try_from(c.device).unwrap_or(0)))
+        }
         10 | 15 => Value::U32(0),
         11 => Value::U64(a.base),
         12 => Value::U64(a.len),

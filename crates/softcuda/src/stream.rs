@@ -271,6 +271,13 @@ pub(crate) fn host_func(
     user_data: usize,
 ) -> CuResult<()> {
     let (ctx, s) = resolve(handle)?;
+    if let Some(capture) = crate::capture::active(handle) {
+        let replay = move |s| host_func(s, f, user_data);
+        return capture.add(
+            handle,
+            crate::graph::NodeKind::Call(Arc::new(replay), crate::graph::TYPE_HOST),
+        );
+    }
     let call = HostCall { f, user_data };
     let guard_ctx = Arc::clone(&ctx);
     ctx.submit(
@@ -282,6 +289,32 @@ pub(crate) fn host_func(
                 // contract); it is called exactly once, as NVIDIA's driver does.
                 unsafe { (call.f)(std::ptr::with_exposed_provenance_mut(call.user_data)) };
             }
+        }),
+    );
+    Ok(())
+}
+
+/// A `CUstreamCallback` with its status parameter as the raw `CUresult` integer.
+pub(crate) type StreamCallback = unsafe extern "C" fn(u64, u32, *mut std::ffi::c_void);
+
+/// cuStreamAddCallback: like a host function, but called with the stream and the context's
+/// error status, and called even after a fault (so the program learns of it), as NVIDIA's are.
+pub(crate) fn add_callback(handle: u64, f: StreamCallback, user_data: usize) -> CuResult<()> {
+    let (ctx, s) = resolve_any(handle)?;
+    let guard_ctx = Arc::clone(&ctx);
+    ctx.submit(
+        &s,
+        Box::new(move || {
+            let status = guard_ctx.sticky().map_or(0, |code| code as u32);
+            // SAFETY: the caller supplied a callback valid for these arguments (cuda.h
+            // contract); it is called exactly once.
+            unsafe {
+                f(
+                    handle,
+                    status,
+                    std::ptr::with_exposed_provenance_mut(user_data),
+                )
+            };
         }),
     );
     Ok(())

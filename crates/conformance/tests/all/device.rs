@@ -93,6 +93,22 @@ fn kernel_attributes_report_static_shared_memory_and_block_limit() {
         (256..=1024).contains(&max_threads),
         "max threads per block {max_threads}"
     );
+    // The clang corpus says `.target sm_80`: the PTX (virtual architecture) version is 80 and
+    // the binary version is the device's, the JIT having compiled for it.
+    let ptx = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PTX_VERSION);
+    assert_eq!(ptx, 80, "PTX version of a .target sm_80 module");
+    let cc = |a| {
+        // SAFETY: `env.device` came from cuDeviceGet after cuInit.
+        unsafe { result::device::get_attribute(env.device, a) }.expect("cuDeviceGetAttribute")
+    };
+    let major = cc(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    let minor = cc(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    let binary = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    assert_eq!(
+        binary,
+        major * 10 + minor,
+        "binary version of a JIT-compiled function"
+    );
 }
 
 #[test]

@@ -2,11 +2,19 @@
 //! gpuhost depends on. The same code runs on softcuda (CI) and on NVIDIA's driver (the H200);
 //! `GPUHOST_DRIVER` picks, and each run prints which driver it tested.
 
+mod calls;
 mod context;
 mod device;
+mod device_io;
+mod entry;
+mod graphs;
 mod kernels;
 mod launch;
+mod link;
 mod memory;
+mod peers;
+mod programs;
+mod sandbox;
 mod sticky;
 mod streams;
 mod support;

@@ -350,3 +350,35 @@ fn stream_ordered_alloc_and_free_follow_stream_order() {
     );
     assert_eq!(floats(&t.c.to_vec().expect("read")), t.want);
 }
+
+#[test]
+fn kernels_on_two_streams_run_at_the_same_time() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain");
+    let handshake = kernel(&ctx, "handshake");
+    let (a, b) = (
+        Stream::new_blocking(&ctx).expect("stream"),
+        Stream::new_blocking(&ctx).expect("stream"),
+    );
+    // Flags at 0 and 4, each kernel's `met` at 8 and 12.
+    let cells = DeviceBuffer::alloc(&ctx, 16).expect("alloc");
+    cells.fill(0).expect("clear");
+    let at = |off: u64| KernelArg::Ptr(cells.ptr() + off);
+    // Only a safety bound: the other kernel raises its flag within a few reads when both run.
+    let spins = KernelArg::U64(1 << 22);
+    a.launch(&handshake, shape_1d(1, 32), &[at(0), at(4), at(8), spins])
+        .expect("launch on a");
+    b.launch(&handshake, shape_1d(1, 32), &[at(4), at(0), at(12), spins])
+        .expect("launch on b");
+    a.synchronize().expect("sync a");
+    b.synchronize().expect("sync b");
+    let bytes = cells.to_vec().expect("read");
+    let met = |off: usize| u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
+    assert_eq!(
+        (met(8), met(12)),
+        (1, 1),
+        "on {}, each kernel must see the other's flag while it waits: they did not overlap",
+        env.choice.kind
+    );
+}

@@ -1,10 +1,13 @@
 //! `gpuhost bench`: the same trivial kernel through the raw driver API and through gpuhost, side
 //! by side in one run — launch issue cost, launch→completion, bind-on-entry, swap time and
-//! in-flight request latency with and without swaps — and device↔host transfers. Prints a markdown table; `--json` writes
+//! in-flight request latency with and without swaps — and device↔host transfers beside the
+//! machine's raw pageable and pinned bandwidth, with a sweep of staging configurations. Prints a markdown table; `--json` writes
 //! the numbers. `--quick` runs few iterations (CI on softcuda).
 
 mod arena;
+mod awaits;
 mod guest;
+mod native_http;
 mod raw;
 mod stats;
 mod swap;
@@ -40,6 +43,13 @@ pub struct Args {
     /// Instead: a WebAssembly guest's launch and round trip against native gpuhost's.
     #[arg(long)]
     guest: bool,
+    /// Instead: serve the native HTTP baseline of scripts/bench-serve.sh on this address
+    /// (GET /stamp does the http-stamp function's GPU work in process) until SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    native_http: Option<String>,
+    /// The bundle holding `stamp` for --native-http.
+    #[arg(long, default_value = "crates/gpuhost/bundles/stamp-a")]
+    bundle: PathBuf,
 }
 
 struct Plan {
@@ -53,6 +63,9 @@ struct Plan {
     /// Transfer sizes in bytes, and repetitions of each.
     transfer_sizes: Vec<usize>,
     transfer_reps: usize,
+    /// Staging configurations swept at the largest transfer size, and repetitions of each.
+    transfer_sweep: Vec<gpuhost::TransferConfig>,
+    sweep_reps: usize,
 }
 
 /// Everything measured, in the units the names say.
@@ -79,12 +92,19 @@ struct Results {
     launch_await_spin_us_gpuhost: Summary,
     bind_ns_ctx_get_current: Summary,
     bind_ns_host_enter: Summary,
+    /// The host's default `.await` spin budget, µs, used by the rows above.
+    await_spin_default_us: f64,
+    /// `.await` under each spin budget, parking and yielding executors.
+    await_spin: Vec<awaits::AwaitSpin>,
     swap: swap::SwapResults,
-    transfers: Vec<transfer::TransferResult>,
+    transfers: transfer::TransferResults,
     arena_alloc: arena::AllocResult,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(addr) = &args.native_http {
+        return native_http::run(addr, args.bundle.clone(), args.device);
+    }
     if args.guest {
         let json = guest::run(args.device, if args.quick { 500 } else { 20_000 })?;
         if let Some(path) = &args.json {
@@ -103,6 +123,8 @@ pub fn run(args: Args) -> Result<()> {
             workers: 2,
             transfer_sizes: vec![64 << 10, 4 << 20],
             transfer_reps: 5,
+            transfer_sweep: transfer::sweep_configs(true),
+            sweep_reps: 2,
         }
     } else {
         Plan {
@@ -115,6 +137,8 @@ pub fn run(args: Args) -> Result<()> {
             workers: 4,
             transfer_sizes: vec![64 << 10, 4 << 20, 64 << 20],
             transfer_reps: 30,
+            transfer_sweep: transfer::sweep_configs(false),
+            sweep_reps: 10,
         }
     };
     if let Some(n) = args.swaps {
@@ -265,6 +289,8 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
     };
     let bind_raw = per_call(&mut raw::ctx_get_current)?;
     let bind_host = per_call(&mut || Ok(host.enter().map(|_| ())?))?;
+    let await_spin_default = host.await_spin();
+    let await_spin = awaits::run(&host, &stream, &noop, &raw, plan.syncs)?;
     drop(raw);
     drop(noop);
 
@@ -278,8 +304,14 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         plan.workers,
     )
     .context("swap benchmark")?;
-    let transfers = transfer::run(&host, &plan.transfer_sizes, plan.transfer_reps)
-        .context("transfer benchmark")?;
+    let transfers = transfer::run(
+        &host,
+        &plan.transfer_sizes,
+        plan.transfer_reps,
+        &plan.transfer_sweep,
+        plan.sweep_reps,
+    )
+    .context("transfer benchmark")?;
 
     let arena_alloc = arena::run(&host, 64 << 10, if quick { 50 } else { 2_000 })
         .context("arena allocation benchmark")?;
@@ -306,6 +338,8 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         launch_await_spin_us_gpuhost: Summary::of(gh_await_spin),
         bind_ns_ctx_get_current: Summary::of(bind_raw),
         bind_ns_host_enter: Summary::of(bind_host),
+        await_spin_default_us: await_spin_default.as_secs_f64() * 1e6,
+        await_spin,
         swap,
         transfers,
         arena_alloc,
@@ -367,16 +401,16 @@ fn print_table(r: &Results) {
         "≤ 1.2×",
     );
     row(
-        "launch → .await, µs (raw: + cuStreamSynchronize)",
+        "launch → .await, parking executor (block_on), µs (raw: + cuStreamSynchronize)",
         r.launch_sync_us_raw.median,
         r.launch_await_us_gpuhost.median,
-        "≤ 1.2×",
+        "≤ 1.3×",
     );
     row(
         "launch → .await (yielding executor), µs (raw: + cuStreamSynchronize)",
         r.launch_sync_us_raw.median,
         r.launch_await_spin_us_gpuhost.median,
-        "≤ 1.2×",
+        "≤ 1.1×",
     );
     row(
         "bind on entry, ns (raw: cuCtxGetCurrent)",
@@ -392,6 +426,10 @@ fn print_table(r: &Results) {
         r.arena_alloc.alloc_free_us_raw.median,
         r.arena_alloc.alloc_free_us_arena.median,
         "—",
+    );
+    awaits::print(
+        &r.await_spin,
+        std::time::Duration::from_secs_f64(r.await_spin_default_us / 1e6),
     );
     let s = &r.swap;
     println!();
@@ -448,6 +486,8 @@ mod tests {
             workers: 1,
             transfer_sizes: vec![100, (1 << 20) + 3],
             transfer_reps: 2,
+            transfer_sweep: transfer::sweep_configs(true),
+            sweep_reps: 1,
         };
         let r = measure(&plan, 0, true).unwrap();
         assert_eq!(r.launch_issue_ns_raw.n, 40);
@@ -464,17 +504,39 @@ mod tests {
         }
         assert_eq!((r.swap.swaps, r.swap.failed, r.swap.retired), (2, 0, 0));
         assert!(r.swap.steady_us.n > 0 && r.swap.swapping_us.n > 0);
-        assert_eq!(r.transfers.len(), 2);
-        for t in &r.transfers {
+        assert_eq!(r.await_spin.len(), awaits::BUDGETS_US.len());
+        assert!(
+            r.await_spin
+                .iter()
+                .all(|a| a.parking_us.n == 20 && a.yielding_us.n == 20)
+        );
+        assert_eq!(r.transfers.sizes.len(), 2);
+        for t in &r.transfers.sizes {
             assert_eq!((t.download_us_gpuhost.n, t.upload_us_raw.n), (2, 2));
+            assert_eq!(
+                (t.download_us_raw_pinned.n, t.upload_us_host_buffer.n),
+                (2, 2)
+            );
         }
         let a = &r.arena_alloc;
         assert_eq!((a.alloc_free_us_raw.n, a.alloc_free_us_arena.n), (50, 50));
         assert!(a.alloc_free_us_arena.median.is_finite());
-        let a = &r.arena_alloc;
-        assert_eq!((a.alloc_free_us_raw.n, a.alloc_free_us_arena.n), (50, 50));
-        assert!(a.alloc_free_us_arena.median.is_finite());
+        let sweep = &r.transfers.sweep;
+        assert_eq!(sweep.len(), transfer::sweep_configs(true).len());
+        assert!(sweep.iter().any(|s| s.is_default), "the default is swept");
+        assert!(
+            sweep
+                .iter()
+                .all(|s| s.download_us.n == 1 && s.bytes == (1 << 20) + 3)
+        );
         let json = serde_json::to_string(&r).unwrap();
-        assert!(json.contains("\"launch_issue_ns_raw\""));
+        for key in [
+            "launch_issue_ns_raw",
+            "download_us_raw_pinned",
+            "upload_us_host_buffer",
+            "sweep",
+        ] {
+            assert!(json.contains(&format!("\"{key}\"")), "{key} in the JSON");
+        }
     }
 }

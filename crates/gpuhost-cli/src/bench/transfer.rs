@@ -1,13 +1,16 @@
-//! Transfer benchmark: device→host and host→device copies of a few sizes through the raw driver
-//! (synchronous cuMemcpyDtoH/HtoD on pageable memory, what a caller without gpuhost writes) and
-//! through gpuhost's `Stream::download` / `upload` (page-locked staging, fence-awaited, never
-//! blocking the thread), alternating, medians.
+//! Transfer benchmark: device→host and host→device copies of a few sizes, alternating in one
+//! run between the machine's own anchors — the raw driver's synchronous cuMemcpyDtoH/HtoD on
+//! pageable memory (what a caller without gpuhost writes) and on page-locked memory from
+//! cuMemAllocHost (the PCIe ceiling) — and gpuhost's `Stream::download_into` / `upload_from` (a
+//! `HostBuffer`, no staging copy) and `Stream::download` / `upload` (pageable, staged). Then a
+//! sweep of staging configurations for the pageable path at the largest size, best first, so one
+//! run on a machine shows which defaults fit it. Medians; bandwidth ratios against the anchors.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use gpuhost::{Host, sys};
+use gpuhost::{Host, TransferConfig, sys};
 
 use super::raw::ok;
 use super::stats::{Summary, block_on_spin};
@@ -16,83 +19,331 @@ use super::stats::{Summary, block_on_spin};
 #[derive(serde::Serialize)]
 pub struct TransferResult {
     pub bytes: usize,
+    /// Raw driver, synchronous copy, pageable memory.
     pub download_us_raw: Summary,
-    pub download_us_gpuhost: Summary,
     pub upload_us_raw: Summary,
+    /// Raw driver, synchronous copy, page-locked memory from cuMemAllocHost.
+    pub download_us_raw_pinned: Summary,
+    pub upload_us_raw_pinned: Summary,
+    /// gpuhost, pageable memory (staged), with the host's transfer configuration.
+    pub download_us_gpuhost: Summary,
     pub upload_us_gpuhost: Summary,
+    /// gpuhost, a HostBuffer (one DMA, no staging copy).
+    pub download_us_host_buffer: Summary,
+    pub upload_us_host_buffer: Summary,
 }
 
-/// Measures each of `sizes` `reps` times a side.
-pub fn run(host: &Arc<Host>, sizes: &[usize], reps: usize) -> Result<Vec<TransferResult>> {
+/// One staging configuration of the sweep: the pageable path's medians at `bytes`.
+#[derive(serde::Serialize)]
+pub struct SweepResult {
+    pub bytes: usize,
+    pub chunk_bytes: usize,
+    pub chunks_in_flight: usize,
+    pub copy_threads: usize,
+    pub is_default: bool,
+    pub download_us: Summary,
+    pub upload_us: Summary,
+}
+
+/// Everything the transfer benchmark measured.
+#[derive(serde::Serialize)]
+pub struct TransferResults {
+    /// The host's configuration for the per-size measurements (the default).
+    pub default_config: String,
+    pub sizes: Vec<TransferResult>,
+    /// Raw pinned medians at the sweep's size, measured beside the sweep (µs).
+    pub sweep_anchor_download_us_raw_pinned: Summary,
+    pub sweep_anchor_upload_us_raw_pinned: Summary,
+    /// Best first (by download + upload median).
+    pub sweep: Vec<SweepResult>,
+}
+
+/// Page-locked memory from cuMemAllocHost: the raw pinned anchor.
+struct RawPinned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl RawPinned {
+    fn new(host: &Host, len: usize) -> Result<Self> {
+        host.enter()?;
+        let mut p = std::ptr::null_mut();
+        // SAFETY: the host's context is bound on this thread; `p` is a valid out pointer.
+        ok("cuMemAllocHost_v2", unsafe {
+            sys::cuMemAllocHost_v2(&mut p, len.max(1))
+        })?;
+        Ok(Self { ptr: p.cast(), len })
+    }
+}
+
+impl Drop for RawPinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAllocHost_v2 in new(); no copy uses it any more.
+        let _ = unsafe { sys::cuMemFreeHost(self.ptr.cast()) };
+    }
+}
+
+/// A synchronous raw copy of `len` bytes between device address `dev` and host memory `h`.
+fn raw_copy(host: &Host, down: bool, dev: u64, h: *mut u8, len: usize) -> Result<Duration> {
+    host.enter()?;
+    let t = Instant::now();
+    let r = if down {
+        // SAFETY: the context is bound; `h` holds `len` writable bytes, the device buffer at
+        // `dev` too, both alive across the synchronous call.
+        unsafe { sys::cuMemcpyDtoH_v2(h.cast(), dev, len) }
+    } else {
+        // SAFETY: as above, reading `h`.
+        unsafe { sys::cuMemcpyHtoD_v2(dev, h.cast(), len) }
+    };
+    ok(
+        if down {
+            "cuMemcpyDtoH_v2"
+        } else {
+            "cuMemcpyHtoD_v2"
+        },
+        r,
+    )?;
+    Ok(t.elapsed())
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn timed(f: impl FnOnce() -> gpuhost::Result<()>) -> Result<Duration> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed())
+}
+
+/// Measures each of `sizes` `reps` times a side, then sweeps `sweep` configurations at the
+/// largest size `sweep_reps` times each.
+pub fn run(
+    host: &Arc<Host>,
+    sizes: &[usize],
+    reps: usize,
+    sweep: &[TransferConfig],
+    sweep_reps: usize,
+) -> Result<TransferResults> {
     let stream = host.stream()?;
+    let default = host.transfer_config();
     let mut out = Vec::new();
     for &bytes in sizes {
         let buf = host.alloc(bytes)?;
         let mut data = vec![7u8; bytes];
-        let (mut dr, mut dg, mut ur, mut ug) = (vec![], vec![], vec![], vec![]);
-        // Round 0 warms up (the staging pool, page faults of `data`) and is not kept.
+        let pinned = RawPinned::new(host, bytes)?;
+        let mut hb = host.host_buffer(bytes)?;
+        let mut v: [Vec<f64>; 8] = Default::default();
+        // Round 0 warms up (pools, page faults of `data`) and is not kept.
         for round in 0..=reps {
-            host.enter()?;
-            let t = Instant::now();
-            // SAFETY: the context is bound; `data` holds `bytes` writable bytes; the buffer
-            // holds `bytes` bytes and lives across the call.
-            ok("cuMemcpyDtoH_v2", unsafe {
-                sys::cuMemcpyDtoH_v2(data.as_mut_ptr().cast(), buf.device_ptr(), bytes)
-            })?;
-            let raw_down = t.elapsed();
-            let t = Instant::now();
-            block_on_spin(stream.download(&buf, 0, &mut data))?;
-            let gh_down = t.elapsed();
-            host.enter()?;
-            let t = Instant::now();
-            // SAFETY: as above, reading `data`.
-            ok("cuMemcpyHtoD_v2", unsafe {
-                sys::cuMemcpyHtoD_v2(buf.device_ptr(), data.as_ptr().cast(), bytes)
-            })?;
-            let raw_up = t.elapsed();
-            let t = Instant::now();
-            block_on_spin(stream.upload(&buf, 0, &data))?;
-            let gh_up = t.elapsed();
+            let dev = buf.device_ptr();
+            let t = [
+                raw_copy(host, true, dev, data.as_mut_ptr(), bytes)?,
+                raw_copy(host, false, dev, data.as_mut_ptr(), bytes)?,
+                raw_copy(host, true, dev, pinned.ptr, pinned.len)?,
+                raw_copy(host, false, dev, pinned.ptr, pinned.len)?,
+                timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?,
+                timed(|| block_on_spin(stream.upload(&buf, 0, &data)))?,
+                timed(|| block_on_spin(stream.download_into(&buf, 0, &mut hb, 0..bytes)))?,
+                timed(|| block_on_spin(stream.upload_from(&buf, 0, &hb, 0..bytes)))?,
+            ];
             if round > 0 {
-                let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-                dr.push(us(raw_down));
-                dg.push(us(gh_down));
-                ur.push(us(raw_up));
-                ug.push(us(gh_up));
+                for (v, t) in v.iter_mut().zip(t) {
+                    v.push(us(t));
+                }
             }
         }
+        let [dr, ur, drp, urp, dg, ug, dh, uh] = v.map(Summary::of);
         out.push(TransferResult {
             bytes,
-            download_us_raw: Summary::of(dr),
-            download_us_gpuhost: Summary::of(dg),
-            upload_us_raw: Summary::of(ur),
-            upload_us_gpuhost: Summary::of(ug),
+            download_us_raw: dr,
+            upload_us_raw: ur,
+            download_us_raw_pinned: drp,
+            upload_us_raw_pinned: urp,
+            download_us_gpuhost: dg,
+            upload_us_gpuhost: ug,
+            download_us_host_buffer: dh,
+            upload_us_host_buffer: uh,
         });
     }
-    Ok(out)
+
+    // The sweep, at the largest size: each configuration's rounds beside raw pinned rounds.
+    let bytes = sizes.iter().copied().max().unwrap_or(0);
+    let buf = host.alloc(bytes)?;
+    let mut data = vec![7u8; bytes];
+    let pinned = RawPinned::new(host, bytes)?;
+    let (mut anchor_down, mut anchor_up) = (Vec::new(), Vec::new());
+    let mut results = Vec::new();
+    for cfg in sweep {
+        host.set_transfer_config(*cfg)?;
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for round in 0..=sweep_reps {
+            let d = timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?;
+            let u = timed(|| block_on_spin(stream.upload(&buf, 0, &data)))?;
+            if round > 0 {
+                down.push(us(d));
+                up.push(us(u));
+            }
+        }
+        anchor_down.push(us(raw_copy(
+            host,
+            true,
+            buf.device_ptr(),
+            pinned.ptr,
+            bytes,
+        )?));
+        anchor_up.push(us(raw_copy(
+            host,
+            false,
+            buf.device_ptr(),
+            pinned.ptr,
+            bytes,
+        )?));
+        results.push(SweepResult {
+            bytes,
+            chunk_bytes: cfg.chunk_bytes,
+            chunks_in_flight: cfg.chunks_in_flight,
+            copy_threads: cfg.copy_threads,
+            is_default: *cfg == default,
+            download_us: Summary::of(down),
+            upload_us: Summary::of(up),
+        });
+    }
+    host.set_transfer_config(default)?;
+    results.sort_by(|a, b| {
+        (a.download_us.median + a.upload_us.median)
+            .total_cmp(&(b.download_us.median + b.upload_us.median))
+    });
+    Ok(TransferResults {
+        default_config: format!("{default:?}"),
+        sizes: out,
+        sweep_anchor_download_us_raw_pinned: Summary::of(anchor_down),
+        sweep_anchor_upload_us_raw_pinned: Summary::of(anchor_up),
+        sweep: results,
+    })
 }
 
-/// Markdown rows: one per size and direction.
-pub fn print(results: &[TransferResult]) {
-    println!("\n| transfer (median) | raw driver, µs | gpuhost, µs | ratio | gpuhost GB/s |");
-    println!("|---|---:|---:|---:|---:|");
-    for r in results {
-        let size = if r.bytes >= 1 << 20 {
-            format!("{} MiB", r.bytes >> 20)
-        } else {
-            format!("{} KiB", r.bytes >> 10)
-        };
-        for (dir, raw, gh) in [
-            ("device → host", &r.download_us_raw, &r.download_us_gpuhost),
-            ("host → device", &r.upload_us_raw, &r.upload_us_gpuhost),
-        ] {
-            println!(
-                "| {dir}, {size} | {:.1} | {:.1} | {:.3}× | {:.2} |",
-                raw.median,
-                gh.median,
-                gh.median / raw.median,
-                r.bytes as f64 / gh.median / 1e3
-            );
+/// The staging configurations `gpuhost bench` sweeps (a few with `quick`), the default included.
+pub fn sweep_configs(quick: bool) -> Vec<TransferConfig> {
+    let mut v = vec![TransferConfig::default()];
+    let (chunks, flights, threads): (&[usize], &[usize], &[usize]) = if quick {
+        (&[1 << 20], &[2], &[0, 2])
+    } else {
+        (
+            &[1 << 20, 2 << 20, 4 << 20, 8 << 20],
+            &[2, 3, 4],
+            &[0, 2, 4, 6, 8, 12],
+        )
+    };
+    for &chunk_bytes in chunks {
+        for &chunks_in_flight in flights {
+            for &copy_threads in threads {
+                let c = TransferConfig {
+                    chunk_bytes,
+                    chunks_in_flight,
+                    copy_threads,
+                };
+                if !v.contains(&c) {
+                    v.push(c);
+                }
+            }
         }
+    }
+    v
+}
+
+fn size_name(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+fn gbs(bytes: usize, us: f64) -> f64 {
+    bytes as f64 / us / 1e3
+}
+
+/// Sweep rows printed: the best ones (and the default, wherever it ranks).
+const SHOWN: usize = 12;
+
+/// Markdown tables: per size and direction, every path's bandwidth with its ratios to the
+/// raw anchors; then the sweep, best first.
+pub fn print(r: &TransferResults) {
+    println!(
+        "\nTransfers (medians; bandwidth ratios: higher is better). gpuhost staging: {}",
+        r.default_config
+    );
+    println!(
+        "| transfer | raw pageable GB/s | raw pinned GB/s | path | gpuhost GB/s | × raw pinned | × raw pageable |"
+    );
+    println!("|---|---:|---:|---|---:|---:|---:|");
+    for s in &r.sizes {
+        let size = size_name(s.bytes);
+        for (dir, raw, pinned, paths) in [
+            (
+                "device → host",
+                &s.download_us_raw,
+                &s.download_us_raw_pinned,
+                [
+                    ("HostBuffer", &s.download_us_host_buffer),
+                    ("pageable", &s.download_us_gpuhost),
+                ],
+            ),
+            (
+                "host → device",
+                &s.upload_us_raw,
+                &s.upload_us_raw_pinned,
+                [
+                    ("HostBuffer", &s.upload_us_host_buffer),
+                    ("pageable", &s.upload_us_gpuhost),
+                ],
+            ),
+        ] {
+            for (path, gh) in paths {
+                println!(
+                    "| {dir}, {size} | {:.2} | {:.2} | {path} | {:.2} | {:.3}× | {:.3}× |",
+                    gbs(s.bytes, raw.median),
+                    gbs(s.bytes, pinned.median),
+                    gbs(s.bytes, gh.median),
+                    pinned.median / gh.median,
+                    raw.median / gh.median,
+                );
+            }
+        }
+    }
+    let Some(first) = r.sweep.first() else { return };
+    let (ad, au) = (
+        &r.sweep_anchor_download_us_raw_pinned,
+        &r.sweep_anchor_upload_us_raw_pinned,
+    );
+    println!(
+        "\nPageable staging sweep at {}, {} configurations (the best {SHOWN} and the default; raw pinned beside it: ↓ {:.2} GB/s, ↑ {:.2} GB/s)",
+        size_name(first.bytes),
+        r.sweep.len(),
+        gbs(first.bytes, ad.median),
+        gbs(first.bytes, au.median)
+    );
+    println!("| chunk | in flight | copy threads | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+    // The best rows and the default (all of them are in the JSON).
+    let shown = r
+        .sweep
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| *i < SHOWN || s.is_default)
+        .map(|(_, s)| s);
+    for s in shown {
+        println!(
+            "| {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
+            size_name(s.chunk_bytes),
+            s.chunks_in_flight,
+            s.copy_threads,
+            gbs(s.bytes, s.download_us.median),
+            ad.median / s.download_us.median,
+            gbs(s.bytes, s.upload_us.median),
+            au.median / s.upload_us.median,
+            if s.is_default { "default" } else { "" }
+        );
     }
 }

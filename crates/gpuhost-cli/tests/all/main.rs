@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod serve;
+
 /// The built `gpuhost` binary: cargo puts it one folder above this test binary (target/*/deps).
 fn gpuhost() -> Command {
     let exe = std::env::current_exe().expect("test binary path");

@@ -17,21 +17,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use gpuhost_wasm::{Guest, RunOptions, RunOutcome, Runtime};
 
-/// The shared runtime on device 0, or None (after printing `skipped: no driver`).
+/// The shared runtime on device 0. Without a driver this fails the test, or returns None after
+/// printing `skipped: no driver` where `GPUHOST_TEST_ALLOW_SKIP=1` allows it (testkit's rule).
 pub fn runtime() -> Option<&'static Runtime> {
-    static RT: OnceLock<Option<Runtime>> = OnceLock::new();
-    RT.get_or_init(|| match gpuhost::host(0) {
-        Ok(host) => Some(Runtime::new(host).expect("runtime setup")),
-        Err(e) => {
-            eprintln!("no driver: {e}");
-            None
-        }
-    })
-    .as_ref()
-    .or_else(|| {
-        println!("skipped: no driver");
-        None
-    })
+    static RT: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    let found = RT.get_or_init(|| match gpuhost::host(0) {
+        Ok(host) => Ok(Runtime::new(host).expect("runtime setup")),
+        Err(e) => Err(e.to_string()),
+    });
+    testkit::driver_or_skip(found.as_ref())
 }
 
 /// Tests share the device; the leak test counts the host's handles, so it runs alone.

@@ -1,4 +1,4 @@
-//! Shared fixtures: the host (or a visible skip), bundle paths, a lock that keeps tests which
+//! Shared fixtures: the host (or a failure without a driver), bundle paths, a lock that keeps tests which
 //! tear the context down from running beside the others, and running a test in its own process.
 
 use std::path::PathBuf;
@@ -20,16 +20,20 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
 
 pub use testkit::in_child;
 
-/// The host of device 0, or None after printing "skipped: no driver".
+/// The host of device 0. Without a driver this fails the test, or returns None after printing
+/// "skipped: no driver" where `GPUHOST_TEST_ALLOW_SKIP=1` allows it (testkit's one rule).
 pub fn host() -> Option<Arc<Host>> {
     match gpuhost::host(0) {
         Ok(h) => Some(h),
-        Err(Error::NoDriver { reason }) if !reason.starts_with(gpuhost::INCOMPLETE_DRIVER) => {
-            println!("skipped: no driver ({reason})");
-            None
+        Err(e @ Error::NoDriver { .. }) if !is_incomplete_driver(&e) => {
+            testkit::driver_or_skip(Err(e))
         }
         Err(e) => panic!("host(0) failed with a driver present: {e}"),
     }
+}
+
+fn is_incomplete_driver(e: &Error) -> bool {
+    matches!(e, Error::NoDriver { reason } if reason.starts_with(gpuhost::INCOMPLETE_DRIVER))
 }
 
 /// A bundle directory of this crate.
@@ -75,10 +79,42 @@ pub fn expected(tag: u32, n: u32) -> Vec<u32> {
     (0..n).map(|i| tag + i).collect()
 }
 
-/// Runs a future to completion on a current-thread runtime.
+/// Bytes that differ at every position and from one seed to the next.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
+        .collect()
+}
+
+/// Runs a future on a fresh single-threaded runtime.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
         .block_on(f)
+}
+
+/// A two-worker runtime with timers, for tasks that run while the test thread resets the context.
+pub fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Device 0's handle.
+pub fn device() -> gpuhost::sys::CUdevice {
+    let mut dev = 0;
+    // SAFETY: the driver is loaded and initialised (host() succeeded); valid out pointer.
+    let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+    dev
+}
+
+/// Resets device 0's primary context under the host, as a foreign library would.
+pub fn foreign_reset() {
+    // SAFETY: a foreign reset, on purpose: destroys the context with all its objects.
+    let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(device()) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
 }

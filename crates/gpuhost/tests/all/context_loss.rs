@@ -9,15 +9,9 @@ use std::time::{Duration, Instant};
 use gpuhost::sys::{self, CUresult};
 use gpuhost::{Arg, Error, Host, LaunchConfig};
 
-use crate::common::{TAG_A, bundle, exclusive, expected, host, in_child, read_u32s, stamp};
-
-fn device() -> sys::CUdevice {
-    let mut dev = 0;
-    // SAFETY: the driver is loaded and initialised (host() succeeded); valid out pointer.
-    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS);
-    dev
-}
+use crate::common::{
+    TAG_A, bundle, device, exclusive, expected, host, in_child, read_u32s, stamp, two_workers,
+};
 
 fn primary_active() -> bool {
     let (mut flags, mut active) = (0u32, 0i32);
@@ -163,11 +157,7 @@ fn foreign_reset_with_launches_queued_resolves_every_completion_then_recovers() 
     const N: u32 = 4096;
     let burst_out = host.alloc(N as usize * 4).unwrap();
     let live_with_burst = host.stats().live_buffers;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = two_workers();
     let (mut awaited, mut waited) = (Vec::new(), Vec::new());
     for i in 0..LAUNCHES {
         let c = old
@@ -315,11 +305,7 @@ fn poison_the_device() {
 fn foreign_resets_during_transfers_end_them_ok_or_lost_then_transfers_work_again() {
     let _g = exclusive();
     let Some(host) = host() else { return };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = two_workers();
     const LEN: usize = 16 << 20;
     let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
     let data = Arc::new(data);

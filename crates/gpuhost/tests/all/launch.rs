@@ -100,3 +100,44 @@ fn launch_dimensions_over_device_limits_are_invalid_launch() {
     let edge = cfg([1, 1, 1], [f.max_threads_per_block, 1, 1], 0);
     s.launch(&k, edge, &[Arg::U32(0)]).unwrap().wait().unwrap();
 }
+
+#[test]
+fn awaited_launches_resolve_with_their_results_under_every_spin_budget() {
+    // Alone: the budget is the host's, and this test changes it.
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let before = host.await_spin();
+    let n = 4096u32;
+    let out = host.alloc(n as usize * 4).unwrap();
+    for budget in [
+        std::time::Duration::ZERO,
+        std::time::Duration::from_micros(10),
+        std::time::Duration::from_secs(5),
+    ] {
+        host.set_await_spin(budget);
+        assert_eq!(host.await_spin(), budget.min(gpuhost::MAX_AWAIT_SPIN));
+        crate::common::block_on(async {
+            s.fill(&out, 0, out.len(), 0).unwrap().await.unwrap();
+            for _ in 0..20 {
+                s.launch(
+                    &k,
+                    LaunchConfig::for_elements(n, 64),
+                    &[Arg::Buffer(&out, 0), Arg::U32(n)],
+                )
+                .unwrap()
+                .await
+                .unwrap();
+            }
+        });
+        let got = crate::common::read_u32s(&out, n as usize);
+        assert_eq!(
+            got,
+            crate::common::expected(crate::common::TAG_A, n),
+            "{budget:?}"
+        );
+    }
+    host.set_await_spin(before);
+}

@@ -45,3 +45,50 @@ fn forcing_nvidia_without_its_driver_is_no_driver_not_a_panic() {
         "unexpected: {probe}"
     );
 }
+
+/// A driver test the next test re-runs in a child process with the loader broken.
+#[test]
+fn a_driver_test_allocates_on_the_host() {
+    let Some(host) = crate::common::host() else {
+        return;
+    };
+    let buf = host.alloc(64).expect("alloc");
+    assert_eq!(buf.len(), 64);
+}
+
+/// The CI rule (issue #8): a missing softcuda library fails the suite instead of turning it into
+/// green "skipped" lines; only GPUHOST_TEST_ALLOW_SKIP=1 turns the failure into a visible skip.
+#[test]
+fn a_broken_loader_fails_driver_tests_unless_skipping_is_allowed() {
+    const VICTIM: &str = "nodriver::a_driver_test_allocates_on_the_host";
+    let broken = |cmd: &mut Command| {
+        cmd.env("GPUHOST_DRIVER", "softcuda")
+            .env("SOFTCUDA_LIB", "/nonexistent/libsoftcuda.so")
+            .env_remove(testkit::ALLOW_SKIP_ENV);
+    };
+    let out = testkit::run_child(VICTIM, broken);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "the suite passed with no loadable driver:\n{text}"
+    );
+    assert!(
+        text.contains("no driver loaded"),
+        "failed for another reason:\n{text}"
+    );
+
+    let out = testkit::run_child(VICTIM, |cmd| {
+        broken(cmd);
+        cmd.env(testkit::ALLOW_SKIP_ENV, "1");
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "allowed skip still failed:\n{stdout}");
+    assert!(
+        stdout.contains("skipped: no driver"),
+        "no visible skip line:\n{stdout}"
+    );
+}

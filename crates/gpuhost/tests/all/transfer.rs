@@ -7,13 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpuhost::{Arg, LaunchConfig};
 
-use crate::common::{TAG_A, block_on, bundle, expected, host, read_u32s, shared};
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
-        .collect()
-}
+use crate::common::{
+    TAG_A, block_on, bundle, exclusive, expected, host, pattern, read_u32s, shared,
+};
 
 #[test]
 fn uploads_and_downloads_spanning_several_staging_chunks_round_trip_at_unaligned_offsets() {
@@ -138,4 +134,76 @@ fn a_large_download_leaves_its_thread_free_for_other_tasks() {
         );
         println!("{during} ticks of another task during a 64 MiB download");
     });
+}
+
+#[test]
+fn pageable_transfers_round_trip_under_every_staging_configuration() {
+    // Alone: the configuration is the host's, and another test checks it is left unchanged.
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let s = host.stream().unwrap();
+    let before = host.transfer_config();
+    let configs = [
+        (64 << 10, 1, 0),
+        (64 << 10, 2, 1),
+        (1 << 20, 3, 4),
+        (8 << 20, 16, 8),
+    ];
+    let sizes = [1usize, 100_000, (3 << 20) + 123, 5 << 20];
+    let buf = host.alloc((5 << 20) + 64).unwrap();
+    for (chunk_bytes, chunks_in_flight, copy_threads) in configs {
+        let cfg = gpuhost::TransferConfig {
+            chunk_bytes,
+            chunks_in_flight,
+            copy_threads,
+        };
+        host.set_transfer_config(cfg).unwrap();
+        assert_eq!(host.transfer_config(), cfg);
+        for (i, &len) in sizes.iter().enumerate() {
+            let data = pattern(len, i as u32 + chunk_bytes as u32);
+            let mut back = vec![0u8; len + 2];
+            block_on(async {
+                s.fill(&buf, 0, buf.len(), 0x11).unwrap().await.unwrap();
+                s.upload(&buf, 33, &data).await.unwrap();
+                s.download(&buf, 32, &mut back).await.unwrap();
+            });
+            let what = format!("{cfg:?}, {len} bytes");
+            assert_eq!(back[0], 0x11, "{what}: the byte before");
+            assert!(back[1..=len] == data[..], "{what}: the data");
+            assert_eq!(back[len + 1], 0x11, "{what}: the byte after");
+        }
+    }
+    host.set_transfer_config(before).unwrap();
+}
+
+#[test]
+fn transfer_configurations_out_of_bounds_are_refused_naming_the_setting() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let ok = host.transfer_config();
+    let cases = [
+        (1024, 3, 1, "chunk_bytes"),
+        (1 << 30, 3, 1, "chunk_bytes"),
+        (1 << 20, 0, 1, "chunks_in_flight"),
+        (1 << 20, 17, 1, "chunks_in_flight"),
+        (1 << 20, 3, 1000, "copy_threads"),
+    ];
+    for (chunk_bytes, chunks_in_flight, copy_threads, name) in cases {
+        let cfg = gpuhost::TransferConfig {
+            chunk_bytes,
+            chunks_in_flight,
+            copy_threads,
+        };
+        match host.set_transfer_config(cfg) {
+            Err(e @ gpuhost::Error::TransferConfig { .. }) => {
+                assert!(e.to_string().contains(name), "{e}")
+            }
+            other => panic!("{cfg:?}: expected TransferConfig, got {other:?}"),
+        }
+        assert_eq!(
+            host.transfer_config(),
+            ok,
+            "a refused config changed nothing"
+        );
+    }
 }

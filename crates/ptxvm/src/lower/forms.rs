@@ -387,8 +387,10 @@ impl Ctx<'_> {
         if ops.len() > k + 2 {
             return self.unsup("indirect calls through a prototype");
         }
-        if callee == super::ASSERT_FAIL && !self.frames.contains_key(callee) {
-            return self.emit(i, Op::Trap);
+        if !self.frames.contains_key(callee)
+            && (callee == super::ASSERT_FAIL || callee == super::VPRINTF)
+        {
+            return self.runtime_call(i, callee, args, rets);
         }
         let Some(fr) = self.frames.get(callee).cloned() else {
             if self.lookup(callee)?.is_some() {
@@ -422,6 +424,61 @@ impl Ctx<'_> {
             self.push(Op::CallRet { rets: r });
         }
         Ok(())
+    }
+
+    /// A call to one of the CUDA runtime's device functions the VM provides (`__assertfail`,
+    /// `vprintf`): their arguments are `.param` variables in local memory, passed by offset.
+    fn runtime_call(
+        &mut self,
+        i: &ast::Inst,
+        callee: &str,
+        args: &[Operand],
+        rets: &[Operand],
+    ) -> R<()> {
+        let mut offsets = |list: &[Operand]| -> R<Vec<u32>> {
+            let mut out = Vec::new();
+            for o in list {
+                match o {
+                    Operand::Name(n) => match self.lookup(n)? {
+                        Some(Sym::Local(v)) => out.push(v),
+                        _ => {
+                            return self.unsup(format!(
+                                "{callee} arguments that are not .param variables"
+                            ));
+                        }
+                    },
+                    _ => {
+                        return self
+                            .unsup(format!("{callee} arguments that are not .param variables"));
+                    }
+                }
+            }
+            Ok(out)
+        };
+        let a = offsets(args)?;
+        let r = offsets(rets)?;
+        if callee == super::ASSERT_FAIL {
+            if a.len() != 5 {
+                return self.invalid("__assertfail takes 5 arguments");
+            }
+            return self.emit(
+                i,
+                Op::AssertFail {
+                    args: a.into_boxed_slice(),
+                },
+            );
+        }
+        if a.len() != 2 || r.len() > 1 {
+            return self.invalid("vprintf takes 2 arguments and returns one value");
+        }
+        self.emit(
+            i,
+            Op::Vprintf {
+                format: a[0],
+                args: a[1],
+                ret: r.first().copied(),
+            },
+        )
     }
 
     pub(super) fn warp_op(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {

@@ -18,6 +18,10 @@ use crate::ir::{Inst, Op, Preload, Reg, Ty};
 /// a call to it traps, as a failed assert does on the GPU.
 pub(crate) const ASSERT_FAIL: &str = "__assertfail";
 
+/// CUDA's device `printf`: the compiler calls this external function with the format string
+/// and a packed argument buffer; the VM formats and records the output.
+pub(crate) const VPRINTF: &str = "vprintf";
+
 /// Most registers a kernel (with its callees) may declare.
 const MAX_REGS: u32 = 1 << 18;
 /// Largest initialised global: its initial image is built in memory at load.
@@ -261,7 +265,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
                 Some(_) => continue,
                 None => {}
             }
-            if g.body.is_none() && c == ASSERT_FAIL {
+            if g.body.is_none() && (c == ASSERT_FAIL || c == VPRINTF) {
                 continue;
             }
             if g.body.is_none() {

@@ -484,6 +484,21 @@ impl Warp {
                     self.exit(mask);
                     continue;
                 }
+                Op::AssertFail { args } => {
+                    if mask != 0 {
+                        let l = Warp::first(mask);
+                        let kind = self
+                            .assert_fail(mem, bm, l, args)
+                            .map_err(|e| fault(e, l))?;
+                        return Err(fault(kind, l));
+                    }
+                }
+                Op::Vprintf { format, args, ret } => {
+                    for l in lanes(mask) {
+                        self.vprintf(mem, bm, l, *format, *args, *ret)
+                            .map_err(|e| fault(e, l))?;
+                    }
+                }
                 Op::Trap => {
                     if mask != 0 {
                         return Err(fault(FaultKind::Trap, Warp::first(mask)));

@@ -12,6 +12,7 @@ use std::sync::atomic::{
 };
 
 use crate::api::{FaultKind, Memory};
+use crate::devio::DeviceOutput;
 use crate::ir::{AtomOp, KPARAM_BASE, LOCAL_WINDOW, SHARED_WINDOW, Space, Ty, WINDOW_SIZE};
 
 /// Where an access lands.
@@ -29,6 +30,8 @@ const PROBE: u64 = 4096;
 pub(crate) struct Mem<'a> {
     pub mem: &'a dyn Memory,
     pub params: &'a [u8],
+    /// Where device `printf` records go.
+    pub out: &'a DeviceOutput,
     /// Known-valid ranges `(start, end, host address of start)`.
     cache: [(u64, u64, usize); 4],
     victim: usize,
@@ -43,10 +46,11 @@ pub(crate) struct LaneMem {
 }
 
 impl<'a> Mem<'a> {
-    pub(crate) fn new(mem: &'a dyn Memory, params: &'a [u8]) -> Self {
+    pub(crate) fn new(mem: &'a dyn Memory, params: &'a [u8], out: &'a DeviceOutput) -> Self {
         Mem {
             mem,
             params,
+            out,
             cache: [(1, 0, 0); 4],
             victim: 0,
         }

@@ -4,6 +4,7 @@
 mod access;
 mod alu;
 mod cvt;
+mod devcall;
 mod exec;
 mod float;
 mod mem;
@@ -15,6 +16,7 @@ use std::time::Instant;
 
 use crate::Module;
 use crate::api::{Fault, FaultKind, Launch, LaunchStats, Memory};
+use crate::devio::DeviceOutput;
 use crate::lower::Kernel;
 use exec::{BlockMem, Stop};
 use mem::Mem;
@@ -31,11 +33,22 @@ const MAX_LOCAL_PER_THREAD: u64 = 512 << 10;
 /// Most shared memory per block (H100/H200 opt-in maximum).
 pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
 
-/// Runs a kernel over a grid. Blocks run on up to `launch.workers` threads.
+/// Runs a kernel over a grid. Blocks run on up to `launch.workers` threads. Device `printf`
+/// output goes to a 1 MiB FIFO that is then dropped; [`launch_with_output`] keeps it.
 pub fn launch(
     module: &Module,
     launch: &Launch<'_>,
     mem: &dyn Memory,
+) -> Result<LaunchStats, Fault> {
+    launch_with_output(module, launch, mem, &DeviceOutput::new(1 << 20))
+}
+
+/// [`launch`], with device `printf` records written to `out`.
+pub fn launch_with_output(
+    module: &Module,
+    launch: &Launch<'_>,
+    mem: &dyn Memory,
+    out: &DeviceOutput,
 ) -> Result<LaunchStats, Fault> {
     let name = module
         .kernels()
@@ -124,7 +137,7 @@ pub fn launch(
     let warp_i = AtomicU64::new(0);
     let worker = || {
         let mut ws = Worker {
-            mem: Mem::new(mem, launch.params),
+            mem: Mem::new(mem, launch.params, out),
             shared: vec![0u64; shared.div_ceil(8) as usize],
             shared_len: shared,
             pool: Vec::new(),

@@ -502,25 +502,39 @@ $L__info_string0:
 }
 
 #[test]
-fn device_assert_failure_traps_and_printf_is_unsupported() {
+fn device_assert_stops_the_kernel_with_its_message_and_printf_of_null_runs() {
     let decl = ".extern .func __assertfail(.param .b64 a, .param .b64 b, .param .b32 c, .param .b64 d, .param .b64 e);";
     let m = load(&format!(
         "{decl}\n.visible .entry k() {{ .reg .pred %p<2>; .reg .b32 %r<2>; mov.u32 %r1, %tid.x; setp.eq.u32 %p1, %r1, 3;\n\
          @!%p1 bra $ok; {{ .param .b64 a; .param .b64 b; .param .b32 c; .param .b64 d; .param .b64 e;\n\
+         st.param.b64 [a], 0; st.param.b64 [b], 0; st.param.b32 [c], 77; st.param.b64 [d], 0;\n\
          call.uni __assertfail, (a, b, c, d, e); }}\n$ok: ret; }}"
     ));
-    let mem = DevMem::new();
+    let mut mem = DevMem::new();
     let f = go(&m, &Shape::linear(1, 32), &[], &[], &mem).unwrap_err();
-    assert_eq!((f.kind, f.thread), (ptxvm::FaultKind::Trap, [3, 0, 0]));
-    let printf = Module::load(&format!(
-        "{HEAD}.extern .func (.param .b32 r) vprintf(.param .b64 f, .param .b64 a);\n\
-         .visible .entry k() {{ {{ .param .b64 f; .param .b64 a; .param .b32 r;\n\
-         call.uni (r), vprintf, (f, a); }} ret; }}"
-    ));
-    assert!(
-        matches!(printf, Err(ptxvm::Error::Unsupported { .. })),
-        "{printf:?}"
+    // Unreadable strings (NULL here) print as "?", never fault a second time.
+    let want = ptxvm::FaultKind::AssertFailed(Box::new(ptxvm::AssertFailure {
+        expression: "?".into(),
+        file: "?".into(),
+        line: 77,
+        function: "?".into(),
+    }));
+    assert_eq!((f.kind.clone(), f.thread), (want, [3, 0, 0]));
+    assert_eq!(
+        f.assert_message().as_deref(),
+        Some("?:77: ?: block: [0,0,0], thread: [3,0,0] Assertion `?` failed.")
     );
+    // A NULL format prints nothing and returns -1, as CUDA documents.
+    let printf = load(&format!(
+        "{HEAD}.extern .func (.param .b32 r) vprintf(.param .b64 f, .param .b64 a);\n\
+         .visible .entry k(.param .u64 out) {{ .reg .b32 %r<2>; .reg .b64 %rd<2>; {{ .param .b64 f; .param .b64 a; .param .b32 r;\n\
+         st.param.b64 [f], 0; st.param.b64 [a], 0;\n\
+         call.uni (r), vprintf, (f, a); ld.param.b32 %r1, [r]; }}\n\
+         ld.param.u64 %rd1, [out]; st.global.u32 [%rd1], %r1; ret; }}"
+    ));
+    let out = mem.alloc(4);
+    go(&printf, &Shape::linear(1, 1), &[Arg::Ptr(out)], &[], &mem).unwrap();
+    assert_eq!(mem.download::<u32>(out, 1), vec![u32::MAX]);
 }
 
 #[test]
@@ -575,4 +589,14 @@ fn byval_struct_parameter_through_param_and_generic_addresses() {
     let out: Vec<u32> = mem.download(d, 8);
     let want: Vec<u32> = (0..8).map(|t| 2 * [10, 20, 30, 40][t & 3] + 40).collect();
     assert_eq!(out, want);
+}
+
+#[test]
+fn target_directive_gives_the_virtual_architecture() {
+    assert_eq!(load(".visible .entry k() { ret; }").target_arch(), Some(90));
+    let m = Module::load(
+        ".version 7.0\n.target sm_80a\n.address_size 64\n.visible .entry k() { ret; }",
+    )
+    .unwrap();
+    assert_eq!(m.target_arch(), Some(80));
 }

@@ -13,7 +13,7 @@ fn version_and_error_strings_work_before_init() {
     // SAFETY: valid out-pointers throughout.
     unsafe {
         ok(cuDriverGetVersion(&mut v));
-        assert_eq!(v, 12080);
+        assert_eq!(v, 13000);
         let mut s: *const c_char = std::ptr::null();
         ok(cuGetErrorName(700, &mut s));
         assert_eq!(

@@ -1,0 +1,84 @@
+//! `gpuhost serve --repository DIR`: serves the repository's HTTP functions (see gpuhost-serve)
+//! until SIGTERM or Ctrl-C, then shuts down gracefully. Prints `listening on http://ADDR` once
+//! the socket is bound (with `--listen 127.0.0.1:0` the port the system picked).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use gpuhost_serve::{Devices, ServeOptions, Server};
+
+/// Flags of `gpuhost serve`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The repository: one folder per function (function.wasm, optional bundle/ and
+    /// function.toml). Example: examples/repository.
+    #[arg(long)]
+    repository: PathBuf,
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Devices to serve on: `all` or ordinals like 0,1.
+    #[arg(long, default_value = "all")]
+    devices: Devices,
+    /// Seconds a swap, an unload or shutdown waits for requests in flight.
+    #[arg(long, default_value_t = 30)]
+    drain_timeout: u64,
+    /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
+    /// being served meanwhile), so load balancers stop sending first.
+    #[arg(long, default_value_t = 0)]
+    shutdown_delay: u64,
+    /// Start with nothing loaded (load with POST /v2/repository/models/NAME/load).
+    #[arg(long)]
+    no_load: bool,
+    /// Log lines as JSON objects (one per line) instead of text.
+    #[arg(long)]
+    log_json: bool,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, default_value = "info")]
+    log_level: tracing::Level,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let logs = tracing_subscriber::fmt()
+        .with_max_level(a.log_level)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    if a.log_json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async move {
+        let mut opts = ServeOptions::new(&a.repository);
+        opts.devices = a.devices;
+        opts.drain_timeout = Duration::from_secs(a.drain_timeout);
+        let server = Server::new(&opts)?;
+        let listener = tokio::net::TcpListener::bind(&a.listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {} (pick a free address with --listen)",
+                    a.listen
+                )
+            })?;
+        let addr = listener.local_addr()?;
+        if !a.no_load {
+            server.load_all().await;
+        }
+        tracing::info!(%addr, devices = ?server.devices(), "serving");
+        println!("listening on http://{addr}");
+        std::io::stdout().flush()?;
+        let shutdown = gpuhost_serve::Shutdown {
+            delay: Duration::from_secs(a.shutdown_delay),
+            drain_timeout: opts.drain_timeout,
+        };
+        gpuhost_serve::serve(server, listener, gpuhost_serve::shutdown_signal(), shutdown).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,235 @@
+//! Load and faults: a full queue answers 429 with Retry-After, misbehaving guests get a status
+//! and a JSON body while the server keeps serving with nothing leaked, and SIGTERM drains the
+//! requests in flight before the process exits.
+
+use std::time::Duration;
+
+use super::{Repo, Server, eventually, guest, request};
+
+fn misbehave_repo(tag: &str, toml: &str) -> Repo {
+    let repo = Repo::new(tag);
+    repo.function("misbehave", &guest("http-misbehave"), None, toml);
+    repo
+}
+
+#[test]
+fn a_full_queue_answers_429_with_retry_after_and_admitted_requests_complete() {
+    let repo = misbehave_repo("overload", "[serve]\nmax_concurrency = 1\nmax_queue = 1\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let addr = server.addr.clone();
+    // Six at once against room for two (one running, one queued).
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", "/misbehave/slow?ms=1500", b""))
+        })
+        .collect();
+    let responses: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let refused: Vec<_> = responses.iter().filter(|r| r.status == 429).collect();
+    let served: Vec<_> = responses.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(refused.len() + served.len(), 6, "{responses:?}");
+    assert!((1..=2).contains(&served.len()), "{responses:?}");
+    for r in &refused {
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert!(
+            r.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("queue is full")
+        );
+    }
+    for r in &served {
+        assert_eq!(r.text(), "slept");
+    }
+    let m = server.metrics();
+    let overload = [("function", "misbehave"), ("outcome", "overload")];
+    assert_eq!(
+        m.sum("gpuhost_requests_total", &overload),
+        refused.len() as f64
+    );
+    // Once the queue drains the function takes requests again.
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+}
+
+#[test]
+fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_server_keeps_serving()
+{
+    let toml = "[serve]\ntimeout_ms = 3000\n[limits]\nfuel = 1000000000000\n";
+    let repo = misbehave_repo("faults", toml);
+    let server = Server::start(&repo.dir, &[], &[]);
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+    let buffers = server.metrics().sum("gpuhost_device_live_buffers", &[]);
+
+    let r = server.get("/misbehave/trap");
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("trapped"));
+    assert!(
+        r.json()["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("asked to trap"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.header("x-gpuhost-version"), Some("1"));
+
+    let r = server.get("/misbehave/leak");
+    assert_eq!(r.status, 500, "{}", r.text());
+
+    let r = server.get("/misbehave/spin");
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("time limit"));
+
+    let r = server.get("/misbehave/noanswer");
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("without setting a response")
+    );
+
+    // Still serving; and the 2 MiB the leaking guest held went with its Store.
+    assert_eq!(server.get("/misbehave/ok").text(), "ok");
+    let released = eventually(Duration::from_secs(5), || {
+        let m = server.metrics();
+        m.sum("gpuhost_device_live_buffers", &[]) == buffers
+            && m.sum("gpuhost_function_gpu_memory_bytes", &[]) == 0.0
+    });
+    assert!(
+        released,
+        "device buffers leaked:\n{}",
+        server.get("/metrics").text()
+    );
+    let m = server.metrics();
+    let trap = [("function", "misbehave"), ("outcome", "trap")];
+    assert_eq!(m.sum("gpuhost_requests_total", &trap), 3.0);
+    let timeout = [("function", "misbehave"), ("outcome", "timeout")];
+    assert_eq!(m.sum("gpuhost_requests_total", &timeout), 1.0);
+    assert_eq!(server.get("/v2/health/ready").status, 200);
+}
+
+#[test]
+fn a_body_over_the_function_limit_is_refused_with_413() {
+    let repo = misbehave_repo("body-limit", "[serve]\nmax_body_bytes = 1024\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.post("/misbehave/ok", &vec![b'x'; 4096]);
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(server.post("/misbehave/ok", &[b'x'; 512]).status, 200);
+}
+
+#[test]
+fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanly() {
+    let repo = misbehave_repo("sigterm", "");
+    let mut server = Server::start(&repo.dir, &["--shutdown-delay", "1"], &[]);
+    assert_eq!(server.get("/v2/health/ready").status, 200);
+    let addr = server.addr.clone();
+    let slow: Vec<_> = (0..3)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", "/misbehave/slow?ms=2000", b""))
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || {
+        server.metrics().sum("gpuhost_requests_in_flight", &[]) == 3.0
+    }));
+    server.terminate();
+    // During the shutdown delay: not ready, still live and still answering.
+    assert!(eventually(Duration::from_secs(2), || server
+        .get("/v2/health/ready")
+        .status
+        == 503));
+    assert_eq!(server.get("/v2/health/live").status, 200);
+    for s in slow {
+        let r = s.join().unwrap();
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "slept"),
+            "an in-flight request was cut"
+        );
+    }
+    let code = server.wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "logs:\n{}", server.logs());
+    assert!(server.logs().contains("shut down"));
+    // Nothing listens any more.
+    assert_eq!(request(&addr, "GET", "/v2/health/live", b"").status, 0);
+}
+
+#[test]
+fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
+    let repo = misbehave_repo("bundle-grant", "");
+    repo.function(
+        "granted",
+        &guest("http-misbehave"),
+        Some(&super::test_bundle("stamp-a")),
+        "",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/kernel?name=stamp");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("no bundle was granted"),
+        "{}",
+        r.text()
+    );
+    let r = server.get("/granted/kernel?name=stamp");
+    assert!(r.text().starts_with("granted stamp of ["), "{}", r.text());
+    assert!(r.text().contains("\"noop\""), "{}", r.text());
+    let r = server.get("/granted/kernel?name=nope");
+    assert!(
+        r.text().contains("KernelNotFound") && r.text().contains("nope"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn the_quotas_of_function_toml_bound_each_request() {
+    let repo = Repo::new("quotas");
+    let saxpy = super::root().join("examples/repository/saxpy");
+    repo.function(
+        "saxpy",
+        &saxpy.join("function.wasm"),
+        Some(&saxpy.join("bundle")),
+        "[limits]\nmax_buffer_bytes = 4096\n",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    let small = br#"{"a": 1, "x": [1, 2], "y": [3, 4]}"#;
+    assert_eq!(server.post("/saxpy", small).status, 200);
+    // 1024 elements: two 4 KiB buffers, over the 4 KiB quota.
+    let xs = vec!["1"; 1024].join(",");
+    let big = format!(r#"{{"a": 1, "x": [{xs}], "y": [{xs}]}}"#);
+    let r = server.post("/saxpy", big.as_bytes());
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.text().contains("QuotaExceeded"), "{}", r.text());
+    // The refusal was the guest's error, not a fault: the next request is served.
+    assert_eq!(server.post("/saxpy", small).status, 200);
+}
+
+#[test]
+fn clients_that_hang_up_mid_request_leave_no_request_counted_in_flight_or_queued() {
+    use std::io::Write;
+    let repo = misbehave_repo("hangup", "[serve]\nmax_concurrency = 1\nmax_queue = 8\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // One running and two queued behind it, then all three clients hang up.
+    let conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+            let req = "GET /misbehave/slow?ms=800 HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
+            s.write_all(req.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 1.0
+            && m.sum("gpuhost_requests_queued", &[]) == 2.0
+    }));
+    drop(conns);
+    let settled = eventually(Duration::from_secs(10), || {
+        let m = server.metrics();
+        m.sum("gpuhost_requests_in_flight", &[]) == 0.0
+            && m.sum("gpuhost_requests_queued", &[]) == 0.0
+    });
+    assert!(settled, "{}", server.get("/metrics").text());
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+}

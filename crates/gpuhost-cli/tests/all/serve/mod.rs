@@ -1,0 +1,389 @@
+//! `gpuhost serve` as a process on a free loopback port, driven over HTTP/1.1 like a client
+//! would: a minimal blocking client (no HTTP crate to build for the tests), a temporary
+//! repository assembled from the example guests, and a Prometheus text parser for /metrics.
+//! Every load loop is bounded in count and time and targets 127.0.0.1 only.
+
+mod faults;
+mod observe;
+mod swap;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::gpuhost;
+
+/// The checkout root.
+pub fn root() -> PathBuf {
+    let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
+    dir.join("../..")
+}
+
+/// The built example and test guests (built once per test process).
+pub fn guest(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        gpuhost_wasm::example_guests::build(&root()).expect("building examples/guests")
+    });
+    let path = dir.join(format!("{}.wasm", name.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+/// A repository folder under the system temp dir, removed on drop.
+pub struct Repo {
+    pub dir: PathBuf,
+}
+
+impl Repo {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("gpuhost-serve-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    /// Adds (or replaces) function `name`: its component, its bundle (a folder copied as
+    /// bundle/), its function.toml text.
+    pub fn function(&self, name: &str, wasm: &Path, bundle: Option<&Path>, toml: &str) {
+        let f = self.dir.join(name);
+        std::fs::create_dir_all(&f).unwrap();
+        std::fs::copy(wasm, f.join("function.wasm")).unwrap();
+        self.bundle(name, bundle);
+        std::fs::write(f.join("function.toml"), toml).unwrap();
+    }
+
+    /// Replaces function `name`'s bundle with a copy of `bundle` (None: no bundle).
+    pub fn bundle(&self, name: &str, bundle: Option<&Path>) {
+        let dst = self.dir.join(name).join("bundle");
+        let _ = std::fs::remove_dir_all(&dst);
+        if let Some(src) = bundle {
+            std::fs::create_dir_all(&dst).unwrap();
+            for e in std::fs::read_dir(src).unwrap().flatten() {
+                if e.path().is_file() {
+                    std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One of gpuhost's test bundles (crates/gpuhost/bundles/NAME).
+pub fn test_bundle(name: &str) -> PathBuf {
+    root().join("crates/gpuhost/bundles").join(name)
+}
+
+/// A running `gpuhost serve`; killed on drop if still running.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `gpuhost serve --repository DIR --listen 127.0.0.1:0 EXTRA...` and waits for it
+    /// to print its address.
+    pub fn start(repo: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = gpuhost();
+        cmd.args(["serve", "--repository"])
+            .arg(repo)
+            .args(["--listen", "127.0.0.1:0", "--log-json"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning gpuhost serve");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        // Loading compiles the components (a debug build's cranelift is slow): bounded wait.
+        let _ = out.read_line(&mut line);
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .map(str::to_string);
+        let addr = match addr {
+            Some(a) => a,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "gpuhost serve did not start: stdout {line:?}\nstderr:\n{}",
+                    stderr.lock().unwrap()
+                );
+            }
+        };
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// What the server logged so far.
+    pub fn logs(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        request(&self.addr, "GET", path, b"")
+    }
+
+    pub fn post(&self, path: &str, body: &[u8]) -> Response {
+        request(&self.addr, "POST", path, body)
+    }
+
+    /// Loads function `name` (POST /v2/repository/models/NAME/load).
+    pub fn load(&self, name: &str) -> Response {
+        self.post(&format!("/v2/repository/models/{name}/load"), b"")
+    }
+
+    /// /metrics, parsed.
+    pub fn metrics(&self) -> Metrics {
+        let r = self.get("/metrics");
+        assert_eq!(r.status, 200, "{}", r.text());
+        Metrics::parse(&r.text())
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM failed");
+    }
+
+    /// Waits (bounded) for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text()))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`). A connection error is status 0.
+pub fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> Response {
+    match try_request(addr, method, path, body) {
+        Ok(r) => r,
+        Err(e) => Response {
+            status: 0,
+            headers: HashMap::new(),
+            body: e.to_string().into_bytes(),
+        },
+    }
+}
+
+fn try_request(addr: &str, method: &str, path: &str, body: &[u8]) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    parse_response(&raw).ok_or_else(|| {
+        std::io::Error::other(format!("bad response: {:?}", String::from_utf8_lossy(&raw)))
+    })
+}
+
+fn parse_response(raw: &[u8]) -> Option<Response> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..split]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let rest = &raw[split + 4..];
+    let body = if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
+        dechunk(rest)?
+    } else {
+        rest.to_vec()
+    };
+    Some(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let eol = rest.windows(2).position(|w| w == b"\r\n")?;
+        let size = std::str::from_utf8(&rest[..eol]).ok()?.split(';').next()?;
+        let size = usize::from_str_radix(size.trim(), 16).ok()?;
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return Some(body);
+        }
+        body.extend_from_slice(rest.get(..size)?);
+        rest = rest.get(size + 2..)?;
+    }
+}
+
+/// Prometheus text exposition, parsed: `name{labels}` → value.
+pub struct Metrics {
+    pub samples: Vec<(String, HashMap<String, String>, f64)>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Self {
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').expect("a sample line has a value");
+            let value: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+            let (name, labels) = match series.split_once('{') {
+                None => (series.to_string(), HashMap::new()),
+                Some((name, rest)) => {
+                    let rest = rest.strip_suffix('}').expect("labels end with }");
+                    let labels = rest
+                        .split("\",")
+                        .filter(|p| !p.is_empty())
+                        .map(|p| {
+                            let (k, v) = p.split_once("=\"").expect("label k=\"v\"");
+                            (k.to_string(), v.trim_end_matches('"').to_string())
+                        })
+                        .collect();
+                    (name.to_string(), labels)
+                }
+            };
+            samples.push((name, labels, value));
+        }
+        Self { samples }
+    }
+
+    /// The sum of `name`'s samples whose labels include all of `want`.
+    pub fn sum(&self, name: &str, want: &[(&str, &str)]) -> f64 {
+        self.samples
+            .iter()
+            .filter(|(n, labels, _)| {
+                n == name
+                    && want
+                        .iter()
+                        .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(_, _, v)| v)
+            .sum()
+    }
+}
+
+/// Polls `cond` every 20 ms for at most `limit`.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn serve_of_the_example_repository_answers_saxpy_and_mlp_computed_on_the_device() {
+    let server = Server::start(&root().join("examples/repository"), &[], &[]);
+    let r = server.post("/saxpy", br#"{"a": 2, "x": [1, 2, 3], "y": [10, 20, 30]}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["y"], serde_json::json!([12.0, 24.0, 36.0]));
+    assert_eq!(r.header("x-gpuhost-version"), Some("1"));
+    let r = server.post(
+        "/mlp",
+        br#"{"inputs": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let probs = r.json()["probabilities"].clone();
+    for row in probs.as_array().unwrap() {
+        let sum: f64 = row
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{row}");
+    }
+    assert_eq!(r.json()["classes"].as_array().unwrap().len(), 2);
+    // A bad request is the function's 400, with its JSON error.
+    let r = server.post("/saxpy", b"{\"a\": 1, \"x\": [1], \"y\": []}");
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().unwrap().contains("same length"));
+    let r = server.get("/nothing-here");
+    assert_eq!(r.status, 404);
+    assert!(r.json()["error"].as_str().unwrap().contains("no function"));
+}

@@ -1,0 +1,200 @@
+//! What operators see: KServe v2 health, /metrics scraped and parsed, several devices, and the
+//! status page rendered by a real headless Chromium.
+
+use std::process::Command;
+
+use super::{Repo, Server, guest, request, root};
+
+#[test]
+fn health_endpoints_and_metrics_count_what_the_requests_did() {
+    let server = Server::start(&root().join("examples/repository"), &[], &[]);
+    assert_eq!(server.get("/v2/health/live").status, 200);
+    assert_eq!(server.get("/v2/health/ready").status, 200);
+    assert_eq!(server.get("/v2/models/saxpy/ready").status, 200);
+    assert_eq!(server.get("/v2/models/nope/ready").status, 404);
+    let meta = server.get("/v2/models/saxpy").json();
+    assert_eq!(meta["route"], "/saxpy");
+    assert_eq!(meta["versions"], serde_json::json!(["1"]));
+    for _ in 0..3 {
+        let r = server.post("/saxpy", br#"{"a": 1, "x": [1, 2], "y": [3, 4]}"#);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(server.post("/saxpy", b"not json").status, 400);
+    let m = server.metrics();
+    let f = ("function", "saxpy");
+    assert_eq!(
+        m.sum("gpuhost_requests_total", &[f, ("outcome", "success")]),
+        3.0
+    );
+    assert_eq!(
+        m.sum("gpuhost_requests_total", &[f, ("outcome", "client_error")]),
+        1.0
+    );
+    assert_eq!(m.sum("gpuhost_request_duration_seconds_count", &[f]), 4.0);
+    assert_eq!(m.sum("gpuhost_queue_duration_seconds_count", &[f]), 4.0);
+    let inf = m.sum(
+        "gpuhost_request_duration_seconds_bucket",
+        &[f, ("le", "+Inf")],
+    );
+    assert_eq!(inf, 4.0);
+    assert!(m.sum("gpuhost_request_duration_seconds_sum", &[f]) > 0.0);
+    // One saxpy launch per computing request, counted for the function and its device.
+    assert_eq!(m.sum("gpuhost_function_launches_total", &[f]), 3.0);
+    assert!(m.sum("gpuhost_device_launches_total", &[("device", "0")]) >= 3.0);
+    assert_eq!(m.sum("gpuhost_requests_in_flight", &[f]), 0.0);
+    assert_eq!(m.sum("gpuhost_function_version", &[f]), 1.0);
+    assert!(
+        m.sum("gpuhost_device_live_modules", &[]) >= 2.0,
+        "both bundles are loaded"
+    );
+    assert_eq!(m.sum("gpuhost_device_context_losses_total", &[]), 0.0);
+    let ptx = std::fs::metadata(root().join("examples/repository/saxpy/bundle/saxpy.ptx")).unwrap();
+    assert!(m.sum("gpuhost_function_bundle_bytes", &[f]) > ptx.len() as f64);
+    assert!(
+        server.logs().contains("\"published\""),
+        "JSON logs: {}",
+        server.logs()
+    );
+}
+
+#[test]
+fn with_two_devices_a_function_spreads_its_requests_over_both() {
+    let repo = Repo::new("two-devices");
+    repo.function(
+        "saxpy",
+        &root().join("examples/repository/saxpy/function.wasm"),
+        Some(&root().join("examples/repository/saxpy/bundle")),
+        "devices = [0, 1]\n",
+    );
+    let server = Server::start(
+        &repo.dir,
+        &["--devices", "0,1"],
+        &[("SOFTCUDA_DEVICES", "2")],
+    );
+    let addr = server.addr.clone();
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                (0..10)
+                    .map(|_| request(&addr, "POST", "/saxpy", br#"{"a": 2, "x": [1], "y": [1]}"#))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for c in clients {
+        for r in c.join().unwrap() {
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.json()["y"], serde_json::json!([3.0]));
+        }
+    }
+    let meta = server.get("/v2/models/saxpy").json();
+    assert_eq!(meta["devices"], serde_json::json!([0, 1]));
+    let m = server.metrics();
+    let on0 = m.sum("gpuhost_device_launches_total", &[("device", "0")]);
+    let on1 = m.sum("gpuhost_device_launches_total", &[("device", "1")]);
+    assert_eq!(on0 + on1, 40.0);
+    assert!(
+        on0 >= 5.0 && on1 >= 5.0,
+        "launches per device: {on0} and {on1}"
+    );
+}
+
+/// Headless Chromium (Debian's `chromium`; .ci/run installs it).
+fn chromium() -> Command {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect(
+            "headless Chromium is needed for this test: apt-get install chromium (.ci/run does)",
+        );
+    let mut cmd = Command::new(bin);
+    let profile = std::env::temp_dir().join(format!("gpuhost-chromium-{}", std::process::id()));
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
+#[test]
+fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_browser() {
+    let repo = Repo::new("status-page");
+    repo.function("misbehave", &guest("http-misbehave"), None, "");
+    repo.function(
+        "saxpy",
+        &root().join("examples/repository/saxpy/function.wasm"),
+        Some(&root().join("examples/repository/saxpy/bundle")),
+        "",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    for _ in 0..5 {
+        assert_eq!(
+            server
+                .post("/saxpy", br#"{"a": 1, "x": [1], "y": [1]}"#)
+                .status,
+            200
+        );
+    }
+    assert_eq!(server.load("saxpy").status, 200);
+    let out = chromium()
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("http://{}/", server.addr))
+        .output()
+        .expect("running chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The table the page's script built from /metrics and the repository index.
+    let row = |name: &str| {
+        let start = dom
+            .find(&format!("data-function=\"{name}\""))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{dom}"));
+        let end = dom[start..]
+            .find("</tr>")
+            .map(|e| start + e)
+            .unwrap_or(dom.len());
+        dom[start..end].to_string()
+    };
+    let saxpy = row("saxpy");
+    assert!(saxpy.contains("data-col=\"version\">2<"), "{saxpy}");
+    assert!(saxpy.contains("class=\"READY\">READY<"), "{saxpy}");
+    assert!(saxpy.contains("data-col=\"requests\">5<"), "{saxpy}");
+    assert!(saxpy.contains("data-col=\"route\">/saxpy<"), "{saxpy}");
+    assert!(
+        !saxpy.contains("data-col=\"bundle\">0 B<"),
+        "the bundle has bytes: {saxpy}"
+    );
+    for col in ["rate", "p50", "p99", "memory", "bundle"] {
+        assert!(
+            saxpy.contains(&format!("data-col=\"{col}\">")),
+            "{col} missing: {saxpy}"
+        );
+    }
+    assert!(row("misbehave").contains("data-col=\"requests\">0<"));
+    assert!(dom.contains("id=\"devices\""), "{dom}");
+    // And a picture of it for people (kept under target/ for a look).
+    let shot = root().join("target/status-page.png");
+    let out = chromium()
+        .args(["--virtual-time-budget=5000", "--window-size=1100,700"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("http://{}/", server.addr))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && shot.is_file(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,207 @@
+//! The wasmtime side: one engine and linker for the whole server (WASI p2 + wasi:http +
+//! gpuhost:cuda), and the data of one request's Store. A component is compiled once per function
+//! version and pre-instantiated ([`ProxyPre`]); each request instantiates it in a fresh Store.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+
+use crate::error::{Error, Result};
+use crate::metrics::FunctionMetrics;
+
+/// Fuel between yields to the executor, so a CPU-bound guest shares its thread and its
+/// request's timeout can fire.
+pub(crate) const FUEL_YIELD_INTERVAL: u64 = 100_000;
+
+/// Outgoing HTTP is not offered to functions: a GPU function answers its request only.
+pub(crate) struct NoOutgoing;
+
+impl WasiHttpHooks for NoOutgoing {
+    fn send_request(
+        &mut self,
+        _request: http::Request<wasmtime_wasi_http::WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        http::Response<wasmtime_wasi_http::WasiBody>,
+                        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                    ),
+                    wasmtime_wasi_http::Error,
+                >,
+            > + Send,
+    > {
+        // The guest sees `HTTP-request-denied`.
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
+
+/// Keeps a function's GPU memory and launch metrics current from one Store's gpuhost:cuda
+/// usage: updated on every gpuhost:cuda call (by the change since the last one) and settled when
+/// the Store goes.
+pub(crate) struct Meter {
+    metrics: Arc<FunctionMetrics>,
+    bytes: u64,
+    launches: u64,
+}
+
+impl Meter {
+    pub(crate) fn new(metrics: Arc<FunctionMetrics>) -> Self {
+        Self {
+            metrics,
+            bytes: 0,
+            launches: 0,
+        }
+    }
+
+    fn observe(&mut self, cuda: &gpuhost_wasm::CudaCtx) {
+        let bytes = cuda.usage().buffer_bytes;
+        if bytes != self.bytes {
+            let delta = bytes as i64 - self.bytes as i64;
+            self.metrics.gpu_memory.inc_by(delta);
+            self.bytes = bytes;
+        }
+        let launches = cuda.launches();
+        if launches > self.launches {
+            self.metrics.launches.inc_by(launches - self.launches);
+            self.launches = launches;
+        }
+    }
+}
+
+/// The data of one request's Store.
+pub(crate) struct RequestState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) cuda: gpuhost_wasm::CudaCtx,
+    pub(crate) store_limits: StoreLimits,
+    pub(crate) hooks: NoOutgoing,
+    pub(crate) meter: Meter,
+}
+
+impl Drop for RequestState {
+    fn drop(&mut self) {
+        // The buffers are freed as the fields drop right after this: count them gone now.
+        self.meter.observe(&self.cuda);
+        self.meter
+            .metrics
+            .gpu_memory
+            .dec_by(self.meter.bytes as i64);
+    }
+}
+
+impl WasiView for RequestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for RequestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl gpuhost_wasm::CudaView for RequestState {
+    fn cuda(&mut self) -> gpuhost_wasm::CudaCtxView<'_> {
+        self.meter.observe(&self.cuda);
+        gpuhost_wasm::CudaCtxView {
+            ctx: &mut self.cuda,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Components compiled recently, by their exact bytes: a new version whose function.wasm did
+/// not change (a new bundle, new weights, new limits) is not compiled again.
+const COMPILED_KEPT: usize = 8;
+
+/// The server's engine and linker.
+pub(crate) struct Wasm {
+    pub(crate) engine: Engine,
+    linker: Linker<RequestState>,
+    compiled: std::sync::Mutex<std::collections::VecDeque<(Arc<[u8]>, Component)>>,
+}
+
+impl Wasm {
+    pub(crate) fn new() -> Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).consume_fuel(true);
+        let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        let err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
+        // All of WASI p2 (Rust's std imports more than the proxy world names), with an empty
+        // context per request: no files, no environment, no sockets.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
+        gpuhost_wasm::add_to_linker(&mut linker).map_err(err)?;
+        Ok(Self {
+            engine,
+            linker,
+            compiled: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        })
+    }
+
+    /// The compiled component of `bytes`: from the cache when these exact bytes were compiled
+    /// recently, else compiled now (and kept). Returns whether it was cached.
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
+        let lock = || self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = lock().iter().find(|(b, _)| **b == *bytes) {
+            return Ok((c.clone(), true));
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        let mut cache = lock();
+        if cache.len() == COMPILED_KEPT {
+            cache.pop_front();
+        }
+        cache.push_back((Arc::from(bytes), component.clone()));
+        Ok((component, false))
+    }
+
+    /// Compiles a function's component (or takes it from the cache: the bool says which) and
+    /// pre-instantiates it against the linker.
+    pub(crate) fn prepare(
+        &self,
+        function: &str,
+        bytes: &[u8],
+    ) -> Result<(ProxyPre<RequestState>, bool)> {
+        let what = format!("{function}/function.wasm");
+        let component_err = |source| Error::Component {
+            function: function.to_string(),
+            source,
+        };
+        gpuhost_wasm::precheck(&what, bytes).map_err(component_err)?;
+        let (component, cached) = self.compile(bytes).map_err(|e| {
+            component_err(gpuhost_wasm::Error::InvalidComponent {
+                what: what.clone(),
+                reason: format!("{e:#}"),
+            })
+        })?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| Error::MissingImport {
+                function: function.to_string(),
+                reason: format!("{e:#}"),
+            })?;
+        let pre = ProxyPre::new(pre).map_err(|e| Error::NotAnHttpFunction {
+            function: function.to_string(),
+            reason: format!("{e:#}"),
+        })?;
+        Ok((pre, cached))
+    }
+}

@@ -1,0 +1,188 @@
+//! A function in the repository: the version serving it (published atomically through an
+//! `ArcSwapOption`), its admission control (a bounded queue in front of a concurrency limit),
+//! its metrics, and loading a new version beside the old one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::FunctionConfig;
+use crate::metrics::FunctionMetrics;
+use crate::version::{ReleaseOutcome, Version};
+
+/// What a function's state is, as Triton's repository index says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// A version is serving.
+    Ready,
+    /// No version serves: never loaded, unloaded, or its load failed (the reason).
+    Unavailable(String),
+}
+
+/// Admission: at most `max_concurrency` running and `max_queue` waiting.
+pub(crate) struct Admission {
+    permits: Arc<Semaphore>,
+    admitted: AtomicUsize,
+    capacity: usize,
+}
+
+/// A request's place in its function's admission (running or queued).
+pub(crate) struct Admitted(Arc<Admission>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.admitted.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Admission {
+    fn new(max_concurrency: u32, max_queue: u32) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max_concurrency as usize)),
+            admitted: AtomicUsize::new(0),
+            capacity: max_concurrency as usize + max_queue as usize,
+        }
+    }
+
+    /// A place, or None when running + waiting is at capacity (the caller answers 429).
+    pub(crate) fn try_admit(self: &Arc<Self>) -> Option<Admitted> {
+        let before = self.admitted.fetch_add(1, Ordering::SeqCst);
+        let admitted = Admitted(self.clone());
+        (before < self.capacity).then_some(admitted)
+    }
+
+    /// Waits for a running slot.
+    pub(crate) async fn run_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.clone().acquire_owned().await.ok()
+    }
+}
+
+/// A function of the repository.
+pub struct Function {
+    /// The folder name.
+    pub name: String,
+    current: ArcSwapOption<Version>,
+    /// Admission of the serving configuration (replaced with a new version's limits).
+    admission: arc_swap::ArcSwap<Admission>,
+    pub(crate) metrics: Arc<FunctionMetrics>,
+    /// The last load's failure, shown while no version serves.
+    last_error: std::sync::Mutex<Option<String>>,
+    /// Loads and unloads of this function run one at a time.
+    pub(crate) loading: Mutex<()>,
+    next_version: AtomicU64,
+}
+
+impl Function {
+    pub(crate) fn new(name: &str, metrics: Arc<FunctionMetrics>) -> Self {
+        Self {
+            name: name.to_string(),
+            current: ArcSwapOption::empty(),
+            admission: arc_swap::ArcSwap::from_pointee(Admission::new(1, 0)),
+            metrics,
+            last_error: std::sync::Mutex::new(None),
+            loading: Mutex::new(()),
+            next_version: AtomicU64::new(1),
+        }
+    }
+
+    /// The version serving now, if any.
+    pub fn current(&self) -> Option<Arc<Version>> {
+        self.current.load_full()
+    }
+
+    /// The admission in force.
+    pub(crate) fn admission(&self) -> Arc<Admission> {
+        self.admission.load_full()
+    }
+
+    /// Ready, or why not.
+    pub fn state(&self) -> State {
+        if self.current.load().is_some() {
+            return State::Ready;
+        }
+        let error = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        State::Unavailable(error.clone().unwrap_or_else(|| "unloaded".to_string()))
+    }
+
+    /// True when no version serves because the last load failed (an explicit unload does not
+    /// count): the server is then not ready, as Triton's strict readiness.
+    pub fn failed(&self) -> bool {
+        self.current.load().is_none()
+            && self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+    }
+
+    /// The number the next loaded version gets.
+    pub(crate) fn take_version_number(&self) -> u64 {
+        self.next_version.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Records a failed load: the old version (if any) keeps serving.
+    pub(crate) fn load_failed(&self, error: &str) {
+        self.metrics.swap(false);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+    }
+
+    /// Publishes `new` atomically, then drains and releases the version it replaces.
+    pub(crate) async fn publish(
+        &self,
+        new: Arc<Version>,
+        drain: Duration,
+    ) -> Option<ReleaseOutcome> {
+        let config = &new.config;
+        let admission = Admission::new(config.max_concurrency, config.max_queue);
+        self.metrics.version.set(new.number as i64);
+        let bundle = new.bundle_bytes * new.devices.len() as u64;
+        self.metrics.bundle_bytes.set(bundle as i64);
+        // Requests admitted under the old limits finish under them; new ones see the new.
+        self.admission.store(Arc::new(admission));
+        let old = self.current.swap(Some(new));
+        self.metrics.swap(true);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        match old {
+            Some(old) => Some(old.drain_and_release(drain).await),
+            None => None,
+        }
+    }
+
+    /// Unpublishes the serving version, drains and releases it.
+    pub(crate) async fn unpublish(&self, drain: Duration) -> Option<ReleaseOutcome> {
+        let old = self.current.swap(None);
+        self.metrics.version.set(0);
+        self.metrics.bundle_bytes.set(0);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        match old {
+            Some(old) => Some(old.drain_and_release(drain).await),
+            None => None,
+        }
+    }
+
+    /// The configuration of the serving version.
+    pub fn config(&self) -> Option<FunctionConfig> {
+        self.current().map(|v| v.config.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_holds_running_plus_queued_and_refusals_take_no_place() {
+        let a = Arc::new(Admission::new(2, 1));
+        for _ in 0..2 {
+            let held: Vec<_> = (0..3).map(|_| a.try_admit().expect("room for 3")).collect();
+            for _ in 0..5 {
+                assert!(a.try_admit().is_none(), "a 4th place was given");
+            }
+            drop(held);
+        }
+        assert_eq!(a.admitted.load(Ordering::SeqCst), 0);
+    }
+}

@@ -1,0 +1,380 @@
+//! One request to a function: admission (429 when the queue is full), a running slot (queue
+//! time measured), the serving version pinned for the whole request, a fresh Store on the least
+//! busy of the version's devices, the guest's `wasi:http/incoming-handler.handle`, and a
+//! wall-time limit covering all of it. Every failure is a status with a JSON body; the version
+//! that answered is in the `x-gpuhost-version` header.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use wasmtime::{Store, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi_http::WasiHttpCtx;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
+
+use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
+use crate::function::Function;
+use crate::metrics::Outcome;
+use crate::version::{Version, VersionGuard};
+
+/// The header naming the version that answered.
+pub const VERSION_HEADER: &str = "x-gpuhost-version";
+/// Seconds a client refused with 429 is told to wait.
+const RETRY_AFTER_SECS: &str = "1";
+
+/// A response with a JSON error body.
+pub(crate) fn json_error(
+    status: StatusCode,
+    message: &str,
+    extra: serde_json::Value,
+) -> Response<Body> {
+    let mut body = serde_json::json!({ "error": message });
+    if let (Some(obj), serde_json::Value::Object(more)) = (body.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn outcome_of(status: StatusCode) -> Outcome {
+    if status.is_server_error() {
+        Outcome::FunctionError
+    } else if status.is_client_error() {
+        Outcome::ClientError
+    } else {
+        Outcome::Success
+    }
+}
+
+/// Serves `req` with `function`.
+pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Response<Body> {
+    let arrived = Instant::now();
+    let metrics = function.metrics.clone();
+    let name = function.name.clone();
+    let finish = |outcome: Outcome, resp: Response<Body>| {
+        metrics.request(outcome);
+        metrics.duration.observe(arrived.elapsed().as_secs_f64());
+        resp
+    };
+    let ctx = serde_json::json!({ "function": name });
+
+    let admission = function.admission();
+    let Some(admitted) = admission.try_admit() else {
+        let mut resp = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "the function's queue is full: retry after the Retry-After seconds",
+            ctx,
+        );
+        resp.headers_mut()
+            .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
+        return finish(Outcome::Overload, resp);
+    };
+    // The serving version's limits govern admission; the version that runs is picked after the
+    // queue (the newest then).
+    let Some(serving) = function.current() else {
+        let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
+        return finish(
+            Outcome::Unavailable,
+            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+        );
+    };
+    let (timeout, max_body_bytes) = (serving.config.timeout, serving.config.max_body_bytes);
+    drop(serving);
+    let deadline = tokio::time::Instant::from_std(arrived + timeout);
+
+    // The body first (bounded), so a slow client does not hold a running slot.
+    let (parts, body) = req.into_parts();
+    let limit = usize::try_from(max_body_bytes).unwrap_or(usize::MAX);
+    let body = match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => {
+            let msg = format!(
+                "the request body could not be read or is over the function's limit of {} bytes: {e}",
+                max_body_bytes
+            );
+            return finish(
+                Outcome::TooLarge,
+                json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx),
+            );
+        }
+        Err(_) => {
+            let msg = "timed out reading the request body";
+            return finish(
+                Outcome::Timeout,
+                json_error(StatusCode::REQUEST_TIMEOUT, msg, ctx),
+            );
+        }
+    };
+
+    let queued = GaugeHold::new(&metrics.queued);
+    let queued_at = Instant::now();
+    let permit = tokio::time::timeout_at(deadline, admission.run_slot()).await;
+    drop(queued);
+    metrics.queue.observe(queued_at.elapsed().as_secs_f64());
+    let permit = match permit {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let msg = "the function is shutting down";
+            return finish(
+                Outcome::Unavailable,
+                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+            );
+        }
+        Err(_) => {
+            let msg = format!(
+                "the request waited its whole time limit ({:?}) in the function's queue",
+                timeout
+            );
+            return finish(
+                Outcome::Timeout,
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+            );
+        }
+    };
+
+    // Pin the version serving now for the whole request (a swap publishes the next one for the
+    // next request; this one keeps its version alive until it ends).
+    let Some(version) = function.current() else {
+        let msg = "the function was unloaded";
+        return finish(
+            Outcome::Unavailable,
+            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+        );
+    };
+    let guard = version.enter();
+    let number = version.number;
+    let ctx = serde_json::json!({ "function": name, "version": number });
+    // Counted as running while the guest runs (its task may outlive a client that left).
+    let held = (permit, admitted, GaugeHold::new(&metrics.running));
+    let result = run_guest(&version, guard, &metrics, parts, body, deadline, held).await;
+    let (outcome, mut resp) = match result {
+        Ok(resp) => (outcome_of(resp.status()), resp),
+        Err(GuestFailure::Timeout) => {
+            let msg = format!(
+                "the function did not answer within its time limit ({:?}); it was stopped",
+                timeout
+            );
+            (
+                Outcome::Timeout,
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+            )
+        }
+        Err(GuestFailure::Trap {
+            reason,
+            out_of_fuel,
+            stderr,
+        }) => {
+            let msg = if out_of_fuel {
+                "the function ran out of fuel (its CPU quota, limits.fuel in function.toml)"
+            } else {
+                "the function trapped; everything it held was released"
+            };
+            tracing::warn!(function = %name, version = number, %reason, %stderr, "guest trapped");
+            let detail = serde_json::json!({
+                "function": name, "version": number, "detail": reason, "stderr": stderr,
+            });
+            (
+                Outcome::Trap,
+                json_error(StatusCode::INTERNAL_SERVER_ERROR, msg, detail),
+            )
+        }
+        Err(GuestFailure::NoResponse(reason)) => {
+            let detail =
+                serde_json::json!({ "function": name, "version": number, "detail": reason });
+            let msg = "the function returned without setting a response";
+            (
+                Outcome::Trap,
+                json_error(StatusCode::BAD_GATEWAY, msg, detail),
+            )
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&number.to_string()) {
+        resp.headers_mut().insert(VERSION_HEADER, v);
+    }
+    finish(outcome, resp)
+}
+
+enum GuestFailure {
+    Timeout,
+    Trap {
+        reason: String,
+        out_of_fuel: bool,
+        /// The end of what the guest wrote to stderr (a Rust panic's message is there).
+        stderr: String,
+    },
+    NoResponse(String),
+}
+
+/// Bytes of a guest's stderr kept for its error response and log.
+const STDERR_KEPT: usize = 8 * 1024;
+
+/// Holds a gauge one up until dropped, so a request future dropped mid-way (the client left)
+/// does not leave it high.
+struct GaugeHold(prometheus_client::metrics::gauge::Gauge);
+
+impl GaugeHold {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHold {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Counts a request out of its device's load when dropped.
+struct DeviceGuard(Arc<Version>, usize);
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        self.0.devices[self.1]
+            .running
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Everything a running guest holds, dropped in this order however the request ends (a
+/// timeout aborts the task): the Store first, releasing all the guest held, then the version
+/// guard, so a drain never sees the version free while a Store still holds its bundle.
+struct InFlight<Held> {
+    store: Store<RequestState>,
+    _device: DeviceGuard,
+    _version: VersionGuard,
+    _held: Held,
+}
+
+/// Runs the guest in a fresh Store on a task of its own (it may keep writing the body after the
+/// head is sent); the task owns the version guard and the admission, so a drain waits for it.
+#[allow(clippy::too_many_arguments)]
+async fn run_guest<Held: Send + 'static>(
+    version: &Arc<Version>,
+    guard: VersionGuard,
+    metrics: &Arc<crate::metrics::FunctionMetrics>,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    deadline: tokio::time::Instant,
+    held: Held,
+) -> Result<Response<Body>, GuestFailure> {
+    let slot_index = {
+        let slot = version.pick_device();
+        slot.running.fetch_add(1, Ordering::Relaxed);
+        version
+            .devices
+            .iter()
+            .position(|d| std::ptr::eq(d, slot))
+            .unwrap_or(0)
+    };
+    let device = DeviceGuard(version.clone(), slot_index);
+    let slot = &version.devices[slot_index];
+    let limits = version.config.limits.clone();
+    let fuel = limits.fuel;
+    let store_limits = StoreLimitsBuilder::new()
+        .memory_size(limits.max_wasm_memory_bytes)
+        .trap_on_grow_failure(false)
+        .build();
+    let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits);
+    if let Some(bundle) = slot.bundle.load_full() {
+        cuda = cuda.with_bundle(bundle);
+    }
+    let stderr = MemoryOutputPipe::new(STDERR_KEPT);
+    let state = RequestState {
+        wasi: WasiCtxBuilder::new().stderr(stderr.clone()).build(),
+        http: WasiHttpCtx::new(),
+        table: wasmtime::component::ResourceTable::new(),
+        cuda,
+        store_limits,
+        hooks: NoOutgoing,
+        meter: Meter::new(metrics.clone()),
+    };
+    let mut store = Store::new(version.pre.engine(), state);
+    store.limiter(|s| &mut s.store_limits);
+    let setup = |e: wasmtime::Error| GuestFailure::Trap {
+        reason: format!("setting up the request's Store failed: {e:#}"),
+        out_of_fuel: false,
+        stderr: String::new(),
+    };
+    store.set_fuel(fuel.unwrap_or(u64::MAX)).map_err(setup)?;
+    store
+        .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
+        .map_err(setup)?;
+
+    let req = axum::http::Request::from_parts(
+        parts,
+        Full::new(body)
+            .map_err(|e: std::convert::Infallible| -> wasmtime_wasi_http::Error { match e {} }),
+    );
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let data = store.data_mut();
+    let incoming = data
+        .http()
+        .new_incoming_request(Scheme::Http, req)
+        .map_err(setup)?;
+    let out = data.http().new_response_outparam(sender).map_err(setup)?;
+    let pre = version.pre.clone();
+    let mut run = InFlight {
+        store,
+        _device: device,
+        _version: guard,
+        _held: held,
+    };
+    let task = tokio::spawn(async move {
+        let result = tokio::time::timeout_at(deadline, async {
+            let proxy = pre.instantiate_async(&mut run.store).await?;
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut run.store, incoming, out)
+                .await
+        })
+        .await;
+        drop(run);
+        result
+    });
+
+    let failure = |result: Result<Result<Result<(), wasmtime::Error>, _>, _>| match result {
+        Ok(Ok(Ok(()))) => GuestFailure::NoResponse("the handler returned".into()),
+        Ok(Ok(Err(e))) => GuestFailure::Trap {
+            out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
+            reason: format!("{e:?}"),
+            stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
+        },
+        Ok(Err(_elapsed)) => GuestFailure::Timeout,
+        Err(join) => GuestFailure::Trap {
+            reason: format!("the request task failed: {join}"),
+            out_of_fuel: false,
+            stderr: String::new(),
+        },
+    };
+    match tokio::time::timeout_at(deadline, receiver).await {
+        Ok(Ok(Ok(resp))) => Ok(into_axum(resp)),
+        Ok(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
+            "the function answered with an error code: {code:?}"
+        ))),
+        // The sender went with the Store: the task has ended; its result says how.
+        Ok(Err(_)) => Err(failure(task.await)),
+        Err(_) => {
+            task.abort();
+            Err(GuestFailure::Timeout)
+        }
+    }
+}
+
+fn into_axum(resp: Response<HyperOutgoingBody>) -> Response<Body> {
+    resp.map(|body| {
+        Body::new(
+            body.map_err(|code| std::io::Error::other(format!("function body error: {code:?}"))),
+        )
+    })
+}

@@ -1,0 +1,115 @@
+//! `gpuhost serve`: an HTTP server of GPU functions. A repository folder holds one folder per
+//! function: `function.wasm`, a component of the `gpuhost:cuda/http-function` world (the
+//! standard `wasi:http/proxy` world plus gpuhost:cuda), an optional `bundle/` whose kernels the
+//! function gets by name, and an optional `function.toml` (route, devices, quotas, queue).
+//!
+//! Each request runs in a fresh wasmtime Store instantiated from the version's pre-instantiated
+//! component; the component is compiled and the bundle loaded (PTX JIT-compiled) once per
+//! version and device, so no request pays either. New versions load beside the serving one and
+//! are published atomically; the old one is drained, then its device code released
+//! (Triton's repository extension: `POST /v2/repository/models/{name}/load`). KServe v2 health,
+//! Prometheus `/metrics`, a status page at `/`, backpressure (429), timeouts and graceful
+//! shutdown make it fit for Kubernetes (see deploy/).
+#![deny(missing_docs)]
+
+mod config;
+mod engine;
+mod error;
+mod function;
+mod invoke;
+mod metrics;
+mod routes;
+mod server;
+mod version;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use config::{Devices, FunctionConfig};
+pub use error::{Error, Result};
+pub use function::{Function, State};
+pub use invoke::VERSION_HEADER;
+pub use metrics::{Metrics, Outcome};
+pub use routes::router;
+pub use server::{IndexEntry, LoadReport, ServeOptions, Server};
+pub use version::{ReleaseOutcome, Version};
+
+/// How [`serve`] shuts down.
+#[derive(Debug, Clone, Copy)]
+pub struct Shutdown {
+    /// Time between readiness turning false and the listener closing, so load balancers stop
+    /// sending first (Kubernetes' preStop sleep can do this instead).
+    pub delay: Duration,
+    /// Longest wait for requests in flight once the listener is closed.
+    pub drain_timeout: Duration,
+}
+
+/// Serves `server` on `listener` until `signal` completes, then shuts down gracefully:
+/// readiness turns false, after `delay` no new connection is accepted, requests in flight
+/// finish (up to `drain_timeout`), and every function's version is drained and released.
+pub async fn serve(
+    server: Arc<Server>,
+    listener: tokio::net::TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+    shutdown: Shutdown,
+) -> Result<()> {
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router(server.clone());
+    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_rx.await;
+    });
+    let serving = std::pin::pin!(serving.into_future());
+    let listen_err = |source| Error::Listen {
+        addr: addr.clone(),
+        source,
+    };
+    let mut serving = serving;
+    tokio::select! {
+        r = &mut serving => return r.map_err(listen_err),
+        () = signal => {}
+    }
+    tracing::info!(delay = ?shutdown.delay, "shutting down: not ready");
+    server.start_draining();
+    // Keep serving (readiness false) while load balancers take the endpoint out.
+    let _ = tokio::time::timeout(shutdown.delay, &mut serving).await;
+    tracing::info!("no new connections; draining requests in flight");
+    let _ = stop_tx.send(());
+    let drain_timeout = shutdown.drain_timeout;
+    match tokio::time::timeout(drain_timeout, &mut serving).await {
+        Ok(r) => r.map_err(listen_err)?,
+        Err(_) => tracing::warn!(
+            ?drain_timeout,
+            "requests still in flight after the drain timeout"
+        ),
+    }
+    server.unload_all().await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// Completes on SIGTERM (Kubernetes' stop signal) or Ctrl-C.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,321 @@
+//! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours).
+//! Per function: requests by outcome, latency and queue-time histograms, running and queued
+//! requests, GPU memory held by its requests, kernel launches, swaps, the serving version. Per
+//! device (read from gpuhost's `HostStats` at scrape time): launches, live modules and buffers,
+//! context losses, memory in use. The status page at `/` reads the same `/metrics`.
+//!
+//! Names follow Triton's where the meaning matches: `nv_inference_request_success`/`_failure`
+//! are here `gpuhost_requests_total{outcome}`, `nv_inference_request_duration_us` is
+//! `gpuhost_request_duration_seconds`, `nv_inference_queue_duration_us` is
+//! `gpuhost_queue_duration_seconds`, `nv_inference_pending_request_count` is
+//! `gpuhost_requests_queued`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FunctionLabel {
+    function: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    function: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceLabel {
+    device: String,
+}
+
+/// How a request ended, as counted in `gpuhost_requests_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The function answered 1xx–3xx.
+    Success,
+    /// The function answered 4xx.
+    ClientError,
+    /// The function answered 5xx.
+    FunctionError,
+    /// The guest trapped or never answered.
+    Trap,
+    /// Over the function's wall-time limit.
+    Timeout,
+    /// Refused: the function's queue was full (429).
+    Overload,
+    /// Refused: no version serving, or the server is shutting down (503).
+    Unavailable,
+    /// Refused: the request body was over the function's limit (413).
+    TooLarge,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 8] = [
+        Self::Success,
+        Self::ClientError,
+        Self::FunctionError,
+        Self::Trap,
+        Self::Timeout,
+        Self::Overload,
+        Self::Unavailable,
+        Self::TooLarge,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::ClientError => "client_error",
+            Self::FunctionError => "function_error",
+            Self::Trap => "trap",
+            Self::Timeout => "timeout",
+            Self::Overload => "overload",
+            Self::Unavailable => "unavailable",
+            Self::TooLarge => "too_large",
+        }
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~100 s.
+    Histogram::new(exponential_buckets(50e-6, 2.0, 22))
+}
+
+/// Every metric family of the server.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<OutcomeLabels, Counter>,
+    duration: Family<FunctionLabel, Histogram, fn() -> Histogram>,
+    queue: Family<FunctionLabel, Histogram, fn() -> Histogram>,
+    running: Family<FunctionLabel, Gauge>,
+    queued: Family<FunctionLabel, Gauge>,
+    gpu_memory: Family<FunctionLabel, Gauge>,
+    bundle_bytes: Family<FunctionLabel, Gauge>,
+    launches: Family<FunctionLabel, Counter>,
+    version: Family<FunctionLabel, Gauge>,
+    swaps: Family<OutcomeLabels, Counter>,
+    retired: Gauge,
+    device_launches: Family<DeviceLabel, Counter>,
+    device_context_losses: Family<DeviceLabel, Counter>,
+    device_live_modules: Family<DeviceLabel, Gauge>,
+    device_live_buffers: Family<DeviceLabel, Gauge>,
+    device_memory_used: Family<DeviceLabel, Gauge>,
+    /// Last HostStats counters seen per device, to add only the change to the counters.
+    seen: Mutex<HashMap<usize, (u64, u64)>>,
+}
+
+/// The metric handles of one function (clones share the values in the registry).
+pub struct FunctionMetrics {
+    name: String,
+    metrics: Arc<Metrics>,
+    pub(crate) duration: Histogram,
+    pub(crate) queue: Histogram,
+    pub(crate) running: Gauge,
+    pub(crate) queued: Gauge,
+    pub(crate) gpu_memory: Gauge,
+    pub(crate) bundle_bytes: Gauge,
+    pub(crate) launches: Counter,
+    pub(crate) version: Gauge,
+    /// `requests_total{outcome}` by `Outcome as usize`, made once (no label work per request).
+    outcomes: Vec<Counter>,
+}
+
+impl FunctionMetrics {
+    /// Counts one finished request.
+    pub fn request(&self, outcome: Outcome) {
+        self.outcomes[outcome as usize].inc();
+    }
+
+    /// Counts one swap (or load) attempt.
+    pub fn swap(&self, ok: bool) {
+        let labels = OutcomeLabels {
+            function: self.name.clone(),
+            outcome: if ok { "ok" } else { "failed" }.to_string(),
+        };
+        self.metrics.swaps.get_or_create(&labels).inc();
+    }
+}
+
+impl Metrics {
+    /// A registry with every family registered.
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("gpuhost");
+        let m = Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(latency_histogram),
+            queue: Family::new_with_constructor(latency_histogram),
+            running: Family::default(),
+            queued: Family::default(),
+            gpu_memory: Family::default(),
+            bundle_bytes: Family::default(),
+            launches: Family::default(),
+            version: Family::default(),
+            swaps: Family::default(),
+            retired: Gauge::default(),
+            device_launches: Family::default(),
+            device_context_losses: Family::default(),
+            device_live_modules: Family::default(),
+            device_live_buffers: Family::default(),
+            device_memory_used: Family::default(),
+            seen: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "requests",
+            "Requests by function and outcome",
+            m.requests.clone(),
+        );
+        r.register(
+            "function_bundle_bytes",
+            "Bytes of the serving version's bundle modules, times the devices it is loaded on",
+            m.bundle_bytes.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Wall time from arrival to the end of the response, by function",
+            m.duration.clone(),
+        );
+        r.register(
+            "queue_duration_seconds",
+            "Time a request waited for a free slot of its function",
+            m.queue.clone(),
+        );
+        r.register(
+            "requests_in_flight",
+            "Requests running, by function",
+            m.running.clone(),
+        );
+        r.register(
+            "requests_queued",
+            "Requests waiting for a slot, by function",
+            m.queued.clone(),
+        );
+        r.register(
+            "function_gpu_memory_bytes",
+            "Bytes of device buffers held by the function's running requests",
+            m.gpu_memory.clone(),
+        );
+        r.register(
+            "function_launches",
+            "Kernel launches by function",
+            m.launches.clone(),
+        );
+        r.register(
+            "function_version",
+            "The version serving, by function (0: none)",
+            m.version.clone(),
+        );
+        r.register(
+            "swaps",
+            "Version loads and swaps by function and outcome",
+            m.swaps.clone(),
+        );
+        r.register(
+            "retired_versions",
+            "Old versions whose device code could not be released (something still held it)",
+            m.retired.clone(),
+        );
+        r.register(
+            "device_launches",
+            "Kernel launches by device",
+            m.device_launches.clone(),
+        );
+        r.register(
+            "device_context_losses",
+            "Device context losses detected by device",
+            m.device_context_losses.clone(),
+        );
+        r.register(
+            "device_live_modules",
+            "Modules loaded by device",
+            m.device_live_modules.clone(),
+        );
+        r.register(
+            "device_live_buffers",
+            "Live device buffers by device",
+            m.device_live_buffers.clone(),
+        );
+        r.register(
+            "device_memory_used_bytes",
+            "Device memory in use (total - free) by device",
+            m.device_memory_used.clone(),
+        );
+        Arc::new(Self { registry, ..m })
+    }
+
+    /// The handles of function `name`.
+    pub fn function(self: &Arc<Self>, name: &str) -> Arc<FunctionMetrics> {
+        let l = FunctionLabel {
+            function: name.to_string(),
+        };
+        Arc::new(FunctionMetrics {
+            name: name.to_string(),
+            metrics: self.clone(),
+            duration: self.duration.get_or_create_owned(&l),
+            queue: self.queue.get_or_create_owned(&l),
+            running: self.running.get_or_create_owned(&l),
+            queued: self.queued.get_or_create_owned(&l),
+            gpu_memory: self.gpu_memory.get_or_create_owned(&l),
+            bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
+            launches: self.launches.get_or_create_owned(&l),
+            version: self.version.get_or_create_owned(&l),
+            outcomes: Outcome::ALL
+                .iter()
+                .map(|o| {
+                    let labels = OutcomeLabels {
+                        function: name.to_string(),
+                        outcome: o.label().to_string(),
+                    };
+                    self.requests.get_or_create_owned(&labels)
+                })
+                .collect(),
+        })
+    }
+
+    /// Sets the count of retired versions.
+    pub fn set_retired(&self, n: usize) {
+        self.retired.set(n as i64);
+    }
+
+    /// Reads each device's stats into the device families, then encodes everything.
+    pub fn render(&self, hosts: &[Arc<gpuhost::Host>]) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for host in hosts {
+            let stats = host.stats();
+            let l = DeviceLabel {
+                device: host.ordinal().to_string(),
+            };
+            let (launches, losses) = seen.entry(host.ordinal()).or_insert((0, 0));
+            self.device_launches
+                .get_or_create(&l)
+                .inc_by(stats.launches.saturating_sub(*launches));
+            self.device_context_losses
+                .get_or_create(&l)
+                .inc_by(stats.context_losses.saturating_sub(*losses));
+            (*launches, *losses) = (stats.launches, stats.context_losses);
+            self.device_live_modules
+                .get_or_create(&l)
+                .set(stats.live_modules as i64);
+            self.device_live_buffers
+                .get_or_create(&l)
+                .set(stats.live_buffers as i64);
+            if let Ok(mem) = host.mem_info() {
+                let used = mem.total.saturating_sub(mem.free);
+                self.device_memory_used.get_or_create(&l).set(used as i64);
+            }
+        }
+        drop(seen);
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

@@ -1,0 +1,162 @@
+//! The HTTP surface: KServe v2 health, Triton's repository extension, Prometheus `/metrics`,
+//! the status page at `/`, and every other path routed to the function whose route holds it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+use crate::error::Error;
+use crate::invoke::{invoke, json_error};
+use crate::server::Server;
+
+type Shared = State<Arc<Server>>;
+
+/// The server's router.
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/", get(status_page))
+        .route("/metrics", get(metrics))
+        .route("/v2/health/live", get(live))
+        .route("/v2/health/ready", get(ready))
+        .route("/v2/models/{name}/ready", get(model_ready))
+        .route("/v2/models/{name}", get(model_metadata))
+        .route("/v2/repository/index", post(index))
+        .route("/v2/repository/models/{name}/load", post(load))
+        .route("/v2/repository/models/{name}/unload", post(unload))
+        .fallback(dispatch)
+        .with_state(server)
+}
+
+fn status_only(ok: bool) -> StatusCode {
+    if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+async fn live(State(s): Shared) -> StatusCode {
+    status_only(s.live())
+}
+
+async fn ready(State(s): Shared) -> StatusCode {
+    status_only(s.ready())
+}
+
+async fn model_ready(State(s): Shared, Path(name): Path<String>) -> Response {
+    match s.function(&name) {
+        None => json_error(
+            StatusCode::NOT_FOUND,
+            &Error::UnknownFunction { name }.to_string(),
+            json!({}),
+        ),
+        Some(f) => status_only(!s.draining() && f.current().is_some()).into_response(),
+    }
+}
+
+async fn model_metadata(State(s): Shared, Path(name): Path<String>) -> Response {
+    let Some(f) = s.function(&name) else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            &Error::UnknownFunction { name }.to_string(),
+            json!({}),
+        );
+    };
+    let current = f.current();
+    let body = json!({
+        "name": name,
+        "versions": current.iter().map(|v| v.number.to_string()).collect::<Vec<_>>(),
+        "platform": "gpuhost_wasi_http",
+        "route": current.as_ref().map(|v| v.config.route.clone()),
+        "devices": current.as_ref().map(|v| v.devices.iter().map(|d| d.host.ordinal()).collect::<Vec<_>>()),
+        "sandbox": current.as_ref().map(|v| v.config.sandbox),
+        "bundle_bytes": current.as_ref().map(|v| v.bundle_bytes),
+    });
+    axum::Json(body).into_response()
+}
+
+async fn index(State(s): Shared) -> Response {
+    axum::Json(s.index()).into_response()
+}
+
+async fn load(State(s): Shared, Path(name): Path<String>) -> Response {
+    match s.load(&name).await {
+        Ok(r) => axum::Json(json!({
+            "name": name,
+            "version": r.version.to_string(),
+            "load_ms": r.load_time.as_secs_f64() * 1e3,
+            "compile_cached": r.compile_cached,
+            "previous": r.released.map(|p| json!({
+                "drain_ms": p.took.as_secs_f64() * 1e3,
+                "released": p.refused.is_empty(),
+                "refused": p.refused,
+            })),
+        }))
+        .into_response(),
+        Err(e) => {
+            let status = match e {
+                Error::UnknownFunction { .. } => StatusCode::NOT_FOUND,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            let serving = s
+                .function(&name)
+                .and_then(|f| f.current())
+                .map(|v| v.number.to_string());
+            json_error(
+                status,
+                &e.to_string(),
+                json!({ "name": name, "serving_version": serving }),
+            )
+        }
+    }
+}
+
+async fn unload(State(s): Shared, Path(name): Path<String>) -> Response {
+    match s.unload(&name).await {
+        Ok(r) => axum::Json(json!({
+            "name": name,
+            "released": r.as_ref().map(|p| p.refused.is_empty()),
+            "drain_ms": r.map(|p| p.took.as_secs_f64() * 1e3),
+        }))
+        .into_response(),
+        Err(e) => json_error(
+            StatusCode::NOT_FOUND,
+            &e.to_string(),
+            json!({ "name": name }),
+        ),
+    }
+}
+
+async fn metrics(State(s): Shared) -> Response {
+    let text = tokio::task::spawn_blocking(move || s.render_metrics())
+        .await
+        .unwrap_or_default();
+    let mut resp = Response::new(Body::from(text));
+    resp.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
+}
+
+async fn status_page() -> Html<&'static str> {
+    Html(include_str!("status.html"))
+}
+
+async fn dispatch(State(s): Shared, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    match s.route(&path) {
+        Some(function) => invoke(function, req).await,
+        None => json_error(
+            StatusCode::NOT_FOUND,
+            "no function answers this path (POST /v2/repository/index lists the functions and GET /v2/models/NAME their routes)",
+            json!({ "path": path }),
+        ),
+    }
+}

@@ -1,0 +1,397 @@
+//! The server's state: the devices, the engine, the repository's functions and their routes,
+//! and the repository operations (Triton's repository extension): index, load (a new version
+//! beside the old, published atomically, the old drained and released) and unload.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::config::{Devices, FunctionConfig};
+use crate::engine::Wasm;
+use crate::error::{Error, Result};
+use crate::function::{Function, State};
+use crate::metrics::Metrics;
+use crate::version::{ReleaseOutcome, Version};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The repository folder: one folder per function.
+    pub repository: PathBuf,
+    /// The devices to use.
+    pub devices: Devices,
+    /// How long a swap or unload waits for the old version's requests before giving up on
+    /// releasing its device code (it is then released when they end).
+    pub drain_timeout: Duration,
+    /// Load every function of the repository at start (Triton's default mode).
+    pub load_all: bool,
+}
+
+impl ServeOptions {
+    /// Defaults for `repository`: all devices, 30 s drain, load everything.
+    pub fn new(repository: impl Into<PathBuf>) -> Self {
+        Self {
+            repository: repository.into(),
+            devices: Devices::All,
+            drain_timeout: Duration::from_secs(30),
+            load_all: true,
+        }
+    }
+}
+
+/// One row of the repository index.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexEntry {
+    /// The function (folder) name.
+    pub name: String,
+    /// The serving version, as a string (Triton's convention); empty when none.
+    pub version: String,
+    /// READY or UNAVAILABLE.
+    pub state: String,
+    /// Why not ready (empty when ready).
+    pub reason: String,
+}
+
+/// What a successful load did.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// The version now serving.
+    pub version: u64,
+    /// Compile and bundle-load time of the new version.
+    pub load_time: Duration,
+    /// Its component came from the compile cache.
+    pub compile_cached: bool,
+    /// How releasing the previous version went (None: there was none).
+    pub released: Option<ReleaseOutcome>,
+}
+
+/// The running server's state (shared by every connection).
+pub struct Server {
+    pub(crate) wasm: Arc<Wasm>,
+    /// One host per device the server uses, in --devices order.
+    pub(crate) hosts: Vec<Arc<gpuhost::Host>>,
+    repository: PathBuf,
+    functions: ArcSwap<HashMap<String, Arc<Function>>>,
+    /// (route, function) pairs, longest route first.
+    routes: ArcSwap<Vec<(String, Arc<Function>)>>,
+    /// Serialises changes to `functions` and `routes`.
+    changing: tokio::sync::Mutex<()>,
+    pub(crate) metrics: Arc<Metrics>,
+    draining: AtomicBool,
+    drain_timeout: Duration,
+    retired: std::sync::Mutex<Vec<String>>,
+}
+
+/// A function name is a plain folder name of the repository.
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::UnknownFunction {
+            name: name.chars().take(128).collect(),
+        })
+    }
+}
+
+impl Server {
+    /// Opens the devices and the engine; loads nothing yet (see [`Server::load_all`]).
+    pub fn new(opts: &ServeOptions) -> Result<Arc<Self>> {
+        std::fs::read_dir(&opts.repository).map_err(|source| Error::Repository {
+            path: opts.repository.clone(),
+            source,
+        })?;
+        let ordinals = match &opts.devices {
+            Devices::All => {
+                let n = gpuhost::device_count()
+                    .map_err(|source| Error::Device { device: 0, source })?;
+                (0..n).collect()
+            }
+            Devices::List(list) => list.clone(),
+        };
+        let mut hosts = Vec::new();
+        for device in ordinals {
+            let host = gpuhost::host(device).map_err(|source| Error::Device { device, source })?;
+            hosts.push(host);
+        }
+        if hosts.is_empty() {
+            return Err(Error::NoDevices);
+        }
+        Ok(Arc::new(Self {
+            wasm: Arc::new(Wasm::new()?),
+            hosts,
+            repository: opts.repository.clone(),
+            functions: ArcSwap::from_pointee(HashMap::new()),
+            routes: ArcSwap::from_pointee(Vec::new()),
+            changing: tokio::sync::Mutex::new(()),
+            metrics: Metrics::new(),
+            draining: AtomicBool::new(false),
+            drain_timeout: opts.drain_timeout,
+            retired: std::sync::Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The device ordinals in use.
+    pub fn devices(&self) -> Vec<usize> {
+        self.hosts.iter().map(|h| h.ordinal()).collect()
+    }
+
+    /// Folder names of the repository that hold a function.wasm, sorted.
+    pub fn repository_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.repository)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.path().join("function.wasm").is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| check_name(n).is_ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Loads every function of the repository; failures are logged and shown in the index.
+    pub async fn load_all(&self) {
+        for name in self.repository_names() {
+            match self.load(&name).await {
+                Ok(r) => {
+                    tracing::info!(function = %name, version = r.version, load_ms = r.load_time.as_millis() as u64, "loaded")
+                }
+                Err(e) => tracing::error!(function = %name, error = %e, "load failed"),
+            }
+        }
+    }
+
+    /// The function called `name`, if the server knows it.
+    pub fn function(&self, name: &str) -> Option<Arc<Function>> {
+        self.functions.load().get(name).cloned()
+    }
+
+    /// The function whose route holds `path`.
+    pub(crate) fn route(&self, path: &str) -> Option<Arc<Function>> {
+        let routes = self.routes.load();
+        routes
+            .iter()
+            .find(|(route, _)| {
+                path.strip_prefix(route.as_str()).is_some_and(|rest| {
+                    rest.is_empty() || rest.starts_with('/') || rest.starts_with('?')
+                })
+            })
+            .map(|(_, f)| f.clone())
+    }
+
+    /// Triton's repository index: every function folder and every known function.
+    pub fn index(&self) -> Vec<IndexEntry> {
+        let functions = self.functions.load();
+        let mut names = self.repository_names();
+        names.extend(functions.keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| {
+                let f = functions.get(&name);
+                let version = f.and_then(|f| f.current()).map(|v| v.number.to_string());
+                let state = f.map(|f| f.state());
+                let (state, reason) = match state {
+                    Some(State::Ready) => ("READY", String::new()),
+                    Some(State::Unavailable(r)) => ("UNAVAILABLE", r),
+                    None => ("UNAVAILABLE", "not loaded".to_string()),
+                };
+                IndexEntry {
+                    name,
+                    version: version.unwrap_or_default(),
+                    state: state.to_string(),
+                    reason,
+                }
+            })
+            .collect()
+    }
+
+    /// Loads `name` from the repository as a new version, beside the serving one; publishes it
+    /// atomically, then drains and releases the old. On failure the old version keeps serving.
+    pub async fn load(&self, name: &str) -> Result<LoadReport> {
+        check_name(name)?;
+        let dir = self.repository.join(name);
+        if !dir.join("function.wasm").is_file() {
+            return Err(Error::UnknownFunction {
+                name: name.to_string(),
+            });
+        }
+        let function = self.function_entry(name).await;
+        let _one_at_a_time = function.loading.lock().await;
+        let result = self.load_version(&function, &dir).await;
+        let version = match result {
+            // Numbered on success: versions are the consecutive successful loads.
+            Ok(mut v) => {
+                v.number = function.take_version_number();
+                v
+            }
+            Err(e) => {
+                function.load_failed(&e.to_string());
+                tracing::warn!(function = %name, error = %e, "load failed; the serving version (if any) stays");
+                return Err(e);
+            }
+        };
+        let (number, load_time, compile_cached) =
+            (version.number, version.load_time, version.compile_cached);
+        let route = version.config.route.clone();
+        let released = function
+            .publish(Arc::new(version), self.drain_timeout)
+            .await;
+        self.rebuild_routes().await;
+        self.note_release(name, released.as_ref());
+        tracing::info!(function = %name, version = number, %route, load_ms = load_time.as_millis() as u64, "published");
+        Ok(LoadReport {
+            version: number,
+            load_time,
+            compile_cached,
+            released,
+        })
+    }
+
+    async fn load_version(&self, function: &Function, dir: &Path) -> Result<Version> {
+        let config = FunctionConfig::load(dir)?;
+        // Another function already answering this route would make routing ambiguous.
+        for (route, other) in self.routes.load().iter() {
+            if *route == config.route && other.name != function.name {
+                return Err(Error::Config {
+                    path: dir.join("function.toml"),
+                    reason: format!(
+                        "route {route} is already served by function `{}`",
+                        other.name
+                    ),
+                });
+            }
+        }
+        let hosts =
+            match &config.devices {
+                None => self.hosts.clone(),
+                Some(list) => {
+                    let mut hosts = Vec::new();
+                    for d in list {
+                        let host = self.hosts.iter().find(|h| h.ordinal() == *d).ok_or_else(
+                            || Error::Config {
+                                path: dir.join("function.toml"),
+                                reason: format!(
+                                    "device {d} is not one the server uses ({:?}; see --devices)",
+                                    self.devices()
+                                ),
+                            },
+                        )?;
+                        hosts.push(host.clone());
+                    }
+                    hosts
+                }
+            };
+        let wasm = self.wasm.clone();
+        // Compiling and JIT-loading are CPU work: off the executor.
+        tokio::task::spawn_blocking(move || Version::load(&wasm, config, &hosts))
+            .await
+            .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
+    }
+
+    /// Unpublishes `name`, drains its requests and releases its device code.
+    pub async fn unload(&self, name: &str) -> Result<Option<ReleaseOutcome>> {
+        check_name(name)?;
+        let Some(function) = self.function(name) else {
+            return Err(Error::UnknownFunction {
+                name: name.to_string(),
+            });
+        };
+        let _one_at_a_time = function.loading.lock().await;
+        let released = function.unpublish(self.drain_timeout).await;
+        self.rebuild_routes().await;
+        self.note_release(name, released.as_ref());
+        tracing::info!(function = %name, "unloaded");
+        Ok(released)
+    }
+
+    /// Unloads everything (at shutdown).
+    pub async fn unload_all(&self) {
+        let names: Vec<String> = self.functions.load().keys().cloned().collect();
+        for name in names {
+            let _ = self.unload(&name).await;
+        }
+    }
+
+    async fn function_entry(&self, name: &str) -> Arc<Function> {
+        let _g = self.changing.lock().await;
+        if let Some(f) = self.function(name) {
+            return f;
+        }
+        let f = Arc::new(Function::new(name, self.metrics.function(name)));
+        let mut map = HashMap::clone(&self.functions.load());
+        map.insert(name.to_string(), f.clone());
+        self.functions.store(Arc::new(map));
+        f
+    }
+
+    async fn rebuild_routes(&self) {
+        let _g = self.changing.lock().await;
+        let mut routes: Vec<(String, Arc<Function>)> = self
+            .functions
+            .load()
+            .values()
+            .filter_map(|f| f.config().map(|c| (c.route, f.clone())))
+            .collect();
+        routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        self.routes.store(Arc::new(routes));
+    }
+
+    fn note_release(&self, name: &str, released: Option<&ReleaseOutcome>) {
+        let Some(r) = released else { return };
+        if r.refused.is_empty() {
+            tracing::info!(function = %name, drain_ms = r.took.as_millis() as u64, "old version drained and released");
+            return;
+        }
+        tracing::warn!(function = %name, refused = ?r.refused, "old version retired, not released");
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.extend(r.refused.iter().map(|e| format!("{name}: {e}")));
+        self.metrics.set_retired(retired.len());
+    }
+
+    /// Versions whose device code could not be released, with why.
+    pub fn retired(&self) -> Vec<String> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Live: the process runs.
+    pub fn live(&self) -> bool {
+        true
+    }
+
+    /// Ready: not shutting down, and no function's last load failed with no version serving.
+    pub fn ready(&self) -> bool {
+        !self.draining.load(Ordering::SeqCst) && !self.functions.load().values().any(|f| f.failed())
+    }
+
+    /// Marks the server as shutting down: ready turns false.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// The `/metrics` text.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(&self.hosts)
+    }
+}

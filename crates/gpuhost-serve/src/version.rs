@@ -1,0 +1,190 @@
+//! One loaded version of a function: its component compiled once and pre-instantiated, and its
+//! bundle loaded once on each of its devices. Requests hold a [`VersionGuard`]; after a swap the
+//! old version is drained (no guard left) and its device code released — gpuhost's `ModelSlot`
+//! contract, with the component and the bundle swapped together.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::Notify;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+
+use crate::config::FunctionConfig;
+use crate::engine::{RequestState, Wasm};
+use crate::error::{Error, Result};
+
+/// One device a version runs on, with the version's bundle loaded there.
+pub(crate) struct DeviceSlot {
+    pub(crate) host: Arc<gpuhost::Host>,
+    /// Taken out at release; requests clone it into their Store.
+    pub(crate) bundle: ArcSwapOption<gpuhost::Registry>,
+    /// Requests running on this device.
+    pub(crate) running: AtomicUsize,
+}
+
+/// A loaded function version.
+pub struct Version {
+    /// 1 for the first successful load of a function, +1 per successful load since (set when
+    /// it is published).
+    pub number: u64,
+    pub(crate) config: FunctionConfig,
+    pub(crate) pre: ProxyPre<RequestState>,
+    pub(crate) devices: Vec<DeviceSlot>,
+    /// Bytes of the bundle's module files (per device).
+    pub bundle_bytes: u64,
+    /// How long loading took (compile + bundle loads).
+    pub load_time: Duration,
+    /// The component came from the compile cache (function.wasm unchanged since a recent load).
+    pub compile_cached: bool,
+    in_flight: AtomicUsize,
+    drained: Notify,
+    next_device: AtomicU64,
+}
+
+/// How releasing an old version went.
+#[derive(Debug, Clone)]
+pub struct ReleaseOutcome {
+    /// Requests still running when the drain timed out (0: drained).
+    pub abandoned: usize,
+    /// Registries that could not be released (something held them), with gpuhost's reason.
+    pub refused: Vec<String>,
+    /// Time spent draining and releasing.
+    pub took: Duration,
+}
+
+impl Version {
+    /// Compiles `config`'s component and loads its bundle on each of `hosts`.
+    pub(crate) fn load(
+        wasm: &Wasm,
+        config: FunctionConfig,
+        hosts: &[Arc<gpuhost::Host>],
+    ) -> Result<Self> {
+        let start = Instant::now();
+        if hosts.is_empty() {
+            return Err(Error::NoDevices);
+        }
+        let path = config.wasm_path();
+        let bytes = std::fs::read(&path).map_err(|source| Error::Read { path, source })?;
+        let (pre, compile_cached) = wasm.prepare(&config.name, &bytes)?;
+        let bundle_dir = config.bundle_dir();
+        let bundle_bytes = bundle_dir.as_deref().map(dir_bytes).unwrap_or(0);
+        let mut devices = Vec::with_capacity(hosts.len());
+        for host in hosts {
+            let bundle =
+                match &bundle_dir {
+                    Some(dir) => Some(gpuhost::Registry::load(host, dir).map_err(|source| {
+                        Error::Bundle {
+                            function: config.name.clone(),
+                            device: host.ordinal(),
+                            source,
+                        }
+                    })?),
+                    None => None,
+                };
+            devices.push(DeviceSlot {
+                host: host.clone(),
+                bundle: ArcSwapOption::new(bundle),
+                running: AtomicUsize::new(0),
+            });
+        }
+        Ok(Self {
+            number: 0,
+            config,
+            pre,
+            devices,
+            bundle_bytes,
+            load_time: start.elapsed(),
+            compile_cached,
+            in_flight: AtomicUsize::new(0),
+            drained: Notify::new(),
+            next_device: AtomicU64::new(0),
+        })
+    }
+
+    /// Counts a request in; the guard counts it out.
+    pub(crate) fn enter(self: &Arc<Self>) -> VersionGuard {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        VersionGuard(self.clone())
+    }
+
+    /// Requests holding this version.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The device for the next request: the least busy, round-robin among equals.
+    pub(crate) fn pick_device(&self) -> &DeviceSlot {
+        let n = self.devices.len();
+        let start = self.next_device.fetch_add(1, Ordering::Relaxed) as usize % n;
+        (0..n)
+            .map(|i| &self.devices[(start + i) % n])
+            .min_by_key(|d| d.running.load(Ordering::Relaxed))
+            .unwrap_or(&self.devices[0])
+    }
+
+    /// Waits (up to `timeout`) for every request holding this version to end, then releases
+    /// its bundle on every device. Call after unpublishing it.
+    pub(crate) async fn drain_and_release(&self, timeout: Duration) -> ReleaseOutcome {
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.drained.notified();
+            if self.in_flight() == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        let abandoned = self.in_flight();
+        let mut refused = Vec::new();
+        if abandoned == 0 {
+            for slot in &self.devices {
+                if let Some(registry) = slot.bundle.swap(None) {
+                    // release may wait briefly for a kernel being dropped: off the executor.
+                    match tokio::task::spawn_blocking(move || gpuhost::release(registry)).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => refused.push(e.to_string()),
+                        Err(e) => refused.push(format!("release task failed: {e}")),
+                    }
+                }
+            }
+        } else {
+            refused.push(format!(
+                "{abandoned} requests still running after {timeout:?}: its device code stays loaded until they end"
+            ));
+        }
+        ReleaseOutcome {
+            abandoned,
+            refused,
+            took: start.elapsed(),
+        }
+    }
+}
+
+/// A request's hold on a version.
+pub(crate) struct VersionGuard(pub(crate) Arc<Version>);
+
+impl Drop for VersionGuard {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+/// Bytes of the files directly in `dir` (a bundle's modules and manifest).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,232 @@
+//! Parallel memcpy between a caller's memory and staging chunks, for pageable transfers: one
+//! core copies ~10 GB/s, a fifth of what a PCIe 5 DMA moves, so a chunk's copy is split into
+//! pieces that a small process-wide pool of helper threads and the calling thread take in turn.
+//!
+//! The copy is synchronous for its caller: [`parallel`] returns only once every piece is copied,
+//! so no helper ever touches the caller's memory after the borrow ends (an async transfer can be
+//! dropped or even leaked between copies, never during one). Callers bound each call (see
+//! transfer.rs: a step of a few hundred KiB per thread) so an executor thread is held only tens
+//! of microseconds at a time. Pieces are claimed from a shared counter: a helper that wakes late
+//! finds them all taken and touches nothing, so a slow wake-up never delays the caller.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Bytes one claim copies: small enough to balance threads that join late, large enough that
+/// claiming (one atomic add) is noise next to the copy.
+const PIECE: usize = 64 << 10;
+/// Most helper threads the pool starts.
+pub(crate) const MAX_HELPERS: usize = 64;
+/// How long an idle helper keeps looking for work before it parks: longer than the gap between
+/// two steps of a running transfer, so helpers stay awake through one.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// One copy: `len` bytes from `src` to `dst`, in pieces claimed through `next`.
+struct Job {
+    src: usize,
+    dst: usize,
+    len: usize,
+    /// Next piece to claim.
+    next: AtomicUsize,
+    /// Pieces copied.
+    done: AtomicUsize,
+    pieces: usize,
+}
+
+impl Job {
+    /// Claims and copies pieces until none is left; returns how many this caller copied.
+    fn work(&self) -> usize {
+        let mut mine = 0;
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.pieces {
+                return mine;
+            }
+            let at = i * PIECE;
+            let n = PIECE.min(self.len - at);
+            // SAFETY: piece i lies inside both ranges (at + n <= len); the caller of `parallel`
+            // keeps both alive and unaliased until every piece is done (it waits for `done`),
+            // and each piece is claimed exactly once, so no two threads write the same bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (self.src + at) as *const u8,
+                    (self.dst + at) as *mut u8,
+                    n,
+                )
+            };
+            self.done.fetch_add(1, Ordering::Release);
+            mine += 1;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inbox {
+    jobs: VecDeque<Arc<Job>>,
+    parked: usize,
+}
+
+/// The process's helper threads.
+#[derive(Default)]
+struct Pool {
+    inbox: Mutex<Inbox>,
+    cv: Condvar,
+    /// Jobs posted ever: idle helpers watch it while spinning.
+    posted: AtomicUsize,
+    started: Mutex<usize>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(Pool::default)
+}
+
+impl Pool {
+    /// Starts helpers until `n` run (at most MAX_HELPERS); returns how many run.
+    fn ensure(&'static self, n: usize) -> usize {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        while *started < n.min(MAX_HELPERS) {
+            let spawned = std::thread::Builder::new()
+                .name(format!("gpuhost-copy-{}", *started))
+                .spawn(move || self.help());
+            if let Err(e) = spawned {
+                // Copies still complete: the calling thread takes every piece itself.
+                tracing::warn!("cannot start a gpuhost copy thread: {e}");
+                break;
+            }
+            *started += 1;
+        }
+        *started
+    }
+
+    fn help(&self) {
+        loop {
+            let job = self.next_job();
+            job.work();
+        }
+    }
+
+    /// The next posted job: spins for SPIN after the last one, then parks.
+    fn next_job(&self) -> Arc<Job> {
+        let since = Instant::now();
+        let mut seen = self.posted.load(Ordering::Acquire);
+        loop {
+            let mut q = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(job) = q.jobs.pop_front() {
+                return job;
+            }
+            if since.elapsed() >= SPIN {
+                q.parked += 1;
+                while q.jobs.is_empty() {
+                    q = self.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+                q.parked -= 1;
+                if let Some(job) = q.jobs.pop_front() {
+                    return job;
+                }
+                continue;
+            }
+            drop(q);
+            while self.posted.load(Ordering::Acquire) == seen && since.elapsed() < SPIN {
+                std::hint::spin_loop();
+                std::thread::yield_now();
+            }
+            seen = self.posted.load(Ordering::Acquire);
+        }
+    }
+}
+
+/// Copies `src` into `dst` (equal lengths) with up to `helpers` helper threads beside the
+/// calling thread; returns when every byte is copied.
+pub(crate) fn parallel(dst: &mut [u8], src: &[u8], helpers: usize) {
+    debug_assert_eq!(dst.len(), src.len());
+    let len = dst.len().min(src.len());
+    let pieces = len.div_ceil(PIECE);
+    let helpers = helpers.min(pieces.saturating_sub(1));
+    if helpers == 0 {
+        dst[..len].copy_from_slice(&src[..len]);
+        return;
+    }
+    let p = pool();
+    let helpers = helpers.min(p.ensure(helpers));
+    let job = Arc::new(Job {
+        src: src.as_ptr() as usize,
+        dst: dst.as_mut_ptr() as usize,
+        len,
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        pieces,
+    });
+    {
+        let mut q = p.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..helpers {
+            q.jobs.push_back(job.clone());
+        }
+        p.posted.fetch_add(1, Ordering::Release);
+        for _ in 0..helpers.min(q.parked) {
+            p.cv.notify_one();
+        }
+    }
+    job.work();
+    // Pieces other threads claimed are short (one PIECE each): wait for them without parking,
+    // yielding once it takes long (a helper descheduled mid-piece on a busy machine).
+    let mut spins = 0u32;
+    while job.done.load(Ordering::Acquire) < pieces {
+        spins += 1;
+        if spins < 1_000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    // Entries no helper took yet would only find nothing to do: drop them now.
+    let mut q = p.inbox.lock().unwrap_or_else(|p| p.into_inner());
+    q.jobs.retain(|j| !Arc::ptr_eq(j, &job));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_copies_every_byte_of_every_size_with_any_helper_count() {
+        for len in [
+            0,
+            1,
+            PIECE - 1,
+            PIECE,
+            PIECE + 1,
+            5 * PIECE + 17,
+            40 * PIECE,
+        ] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            for helpers in [0, 1, 3, 8] {
+                let mut dst = vec![0u8; len + 1];
+                parallel(&mut dst[..len], &src, helpers);
+                assert!(dst[..len] == src[..], "len {len}, helpers {helpers}");
+                assert_eq!(dst[len], 0, "wrote past the end");
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_callers_each_get_their_own_bytes() {
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..20u8 {
+                        let src = vec![t.wrapping_mul(40).wrapping_add(round); 9 * PIECE + 3];
+                        let mut dst = vec![0u8; src.len()];
+                        parallel(&mut dst, &src, 3);
+                        assert!(dst == src);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}

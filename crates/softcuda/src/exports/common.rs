@@ -1,0 +1,110 @@
+//! Driver calls third-party programs commonly use beyond what gpuhost needs (a part of
+//! [`super`]'s list kept apart for size): cuLaunchKernelEx, pitched allocation, several pointer
+//! attributes at once, stream callbacks and PCI bus ids.
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+
+use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUfunction, CUlaunchConfig, CUresult, CUstream};
+
+use super::h;
+use crate::launch::{self, Request};
+use crate::memory::{self, Kind};
+use crate::{abi, context, device, pointer, stream};
+
+/// Pitch alignment of cuMemAllocPitch (what NVIDIA's driver uses on H100/H200).
+const PITCH_ALIGN: usize = 512;
+
+exports! {
+    /// cuLaunchKernel with a `CUlaunchConfig` (dimensions, shared memory, stream, attributes).
+    fn cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) {
+        if config.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let c = &raw const *config;
+        let n = (&raw const (*c).numAttrs).read() as usize;
+        let list = (&raw const (*c).attrs).read();
+        if n > 0 && list.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let mut attrs = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: `attrs` holds `numAttrs` entries (cuda.h contract); the id is read as its
+            // integer and the value's first 16 bytes as plain words.
+            let a = list.add(i);
+            attrs.push(((&raw const (*a).id).cast::<u32>().read(), (&raw const (*a).value).cast::<[u32; 4]>().read_unaligned()));
+        }
+        launch::check_attributes(&attrs)?;
+        launch::launch(&Request {
+            function: h(f),
+            grid: [(&raw const (*c).gridDimX).read(), (&raw const (*c).gridDimY).read(), (&raw const (*c).gridDimZ).read()],
+            block: [(&raw const (*c).blockDimX).read(), (&raw const (*c).blockDimY).read(), (&raw const (*c).blockDimZ).read()],
+            shared: (&raw const (*c).sharedMemBytes).read(),
+            stream: h((&raw const (*c).hStream).read()),
+            params: kernelParams,
+            extra,
+        })
+    }
+
+    /// `height` rows of `width` bytes, each row `*pitch` bytes apart (512-byte aligned); the
+    /// element size must be 4, 8 or 16.
+    fn cuMemAllocPitch_v2(dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elemSize: c_uint) {
+        let ctx = context::live()?;
+        if dptr.is_null() || pitch.is_null() || width == 0 || height == 0 || !matches!(elemSize, 4 | 8 | 16) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let row = width.checked_next_multiple_of(PITCH_ALIGN).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let bytes = row.checked_mul(height).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(bytes), Kind::Device)?)?;
+        abi::write(pitch, row)
+    }
+
+    /// Several pointer attributes; for a pointer softcuda does not know, each value is zeroed
+    /// (as NVIDIA documents) instead of failing.
+    fn cuPointerGetAttributes(numAttributes: c_uint, attributes: *const c_uint, data: *mut *mut c_void, ptr: CUdeviceptr) {
+        let n = numAttributes as usize;
+        if n == 0 || attributes.is_null() || data.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        for i in 0..n {
+            let attr = attributes.add(i).read();
+            let out = data.add(i).read();
+            let size = pointer::attribute_size(attr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+            if out.is_null() {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            match pointer::attribute(attr, ptr) {
+                Ok(pointer::Value::U32(v)) => abi::write(out.cast::<u32>(), v)?,
+                Ok(pointer::Value::U64(v) | pointer::Value::Ptr(v)) => abi::write(out.cast::<u64>(), v)?,
+                // SAFETY: `out` holds a value of the attribute's size (cuda.h contract).
+                Err(_) => std::ptr::write_bytes(out.cast::<u8>(), 0, size),
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `callback(stream, status, userData)` on the stream's worker, in order (`flags` 0).
+    fn cuStreamAddCallback(hStream: CUstream, callback: Option<stream::StreamCallback>, userData: *mut c_void, flags: c_uint) {
+        let f = callback.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        if flags != 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        stream::add_callback(h(hStream), f, userData.expose_provenance())
+    }
+
+    /// The device's PCI bus id string (`0000:BB:00.0`, bus = ordinal), truncated to `len`.
+    fn cuDeviceGetPCIBusId(pciBusId: *mut c_char, len: c_int, dev: CUdevice) {
+        device::check(dev)?;
+        abi::copy_c_string(&device::pci_bus_id(dev), pciBusId, len)
+    }
+
+    /// The device with a PCI bus id string.
+    fn cuDeviceGetByPCIBusId(dev: *mut CUdevice, pciBusId: *const c_char) {
+        crate::driver::ensure_init()?;
+        if pciBusId.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let id = CStr::from_ptr(pciBusId).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        abi::write(dev, device::by_pci_bus_id(id)?)
+    }
+}

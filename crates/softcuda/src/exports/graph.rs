@@ -1,0 +1,352 @@
+//! The graph and stream-capture entry points (a part of [`super`]'s list kept apart for size):
+//! thin shims over `graph` and `capture`.
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_uint, c_void};
+use std::sync::Arc;
+
+use cudarc::driver::sys::{
+    CUDA_HOST_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS, CUDA_MEMSET_NODE_PARAMS, CUcontext, CUevent,
+    CUresult, CUstream,
+};
+
+use super::h;
+use crate::abi::{self, CuResult, p};
+use crate::graph::{self, NodeKind};
+use crate::launch::{self, Packed};
+use crate::{capture, copy, stream};
+
+/// Opaque graph, node and executable-graph handles as C passes them.
+type Graph = *mut c_void;
+type Node = *mut c_void;
+type Exec = *mut c_void;
+
+/// A C array of `n` node handles (NULL with `n == 0` is an empty list).
+///
+/// # Safety
+/// `nodes` is null or valid for reading `n` handles.
+unsafe fn node_list(nodes: *const Node, n: usize) -> CuResult<Vec<u64>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if nodes.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: non-null and valid for `n` entries (caller contract).
+    Ok(unsafe { std::slice::from_raw_parts(nodes, n) }
+        .iter()
+        .map(|&x| h(x))
+        .collect())
+}
+
+/// Reads a `CUDA_KERNEL_NODE_PARAMS` (the `_v2` layout adds `kern` and `ctx` after the fields
+/// both share) and packs its launch.
+///
+/// # Safety
+/// `params` is null or readable as the struct of its version; its parameter pointers follow
+/// cuLaunchKernel's contract.
+unsafe fn kernel_params(params: *const CUDA_KERNEL_NODE_PARAMS, v2: bool) -> CuResult<Packed> {
+    if params.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: readable (caller contract); fields read through raw places; `kern` only for _v2.
+    unsafe {
+        let func = (&raw const (*params).func).read();
+        if func.is_null() {
+            // A CUkernel (library API) without a function: softcuda has no libraries.
+            let kern = if v2 {
+                (&raw const (*params).kern).read()
+            } else {
+                std::ptr::null_mut()
+            };
+            return Err(if kern.is_null() {
+                CUresult::CUDA_ERROR_INVALID_VALUE
+            } else {
+                CUresult::CUDA_ERROR_NOT_SUPPORTED
+            });
+        }
+        let f = crate::module::get_function(h(func))?;
+        launch::prepare(
+            &f,
+            h(func),
+            [
+                (&raw const (*params).gridDimX).read(),
+                (&raw const (*params).gridDimY).read(),
+                (&raw const (*params).gridDimZ).read(),
+            ],
+            [
+                (&raw const (*params).blockDimX).read(),
+                (&raw const (*params).blockDimY).read(),
+                (&raw const (*params).blockDimZ).read(),
+            ],
+            (&raw const (*params).sharedMemBytes).read(),
+            (&raw const (*params).kernelParams).read(),
+            (&raw const (*params).extra).read(),
+        )
+    }
+}
+
+/// Adds a node and writes its handle.
+///
+/// # Safety
+/// `out` is null or writable; `deps` is null or valid for `n` handles.
+unsafe fn add(
+    out: *mut Node,
+    graph: Graph,
+    deps: *const Node,
+    n: usize,
+    kind: impl FnOnce() -> CuResult<NodeKind>,
+) -> CuResult<()> {
+    if out.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: forwarded caller contract.
+    let deps = unsafe { node_list(deps, n) }?;
+    let node = graph::add_node(h(graph), &deps, kind()?)?;
+    // SAFETY: non-null and writable (caller contract).
+    unsafe { abi::write(out, p(node)) }
+}
+
+thread_local! {
+    /// This thread's stream-capture interaction mode (cuThreadExchangeStreamCaptureMode).
+    static CAPTURE_MODE: Cell<u32> = const { Cell::new(0) };
+}
+
+exports! {
+    /// An empty graph; `flags` must be 0.
+    fn cuGraphCreate(phGraph: *mut Graph, flags: c_uint) {
+        if phGraph.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phGraph, p(graph::create(flags)?))
+    }
+
+    /// Destroys a graph (executable graphs made from it stay valid).
+    fn cuGraphDestroy(hGraph: Graph) { graph::destroy(h(hGraph)) }
+
+    /// A kernel node (CUDA 10 struct layout).
+    fn cuGraphAddKernelNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, false)?)))
+    }
+
+    /// A kernel node (CUDA 12 struct layout, with `kern` and `ctx`).
+    fn cuGraphAddKernelNode_v2(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, true)?)))
+    }
+
+    /// Replaces a graph kernel node's launch (CUDA 10 layout).
+    fn cuGraphKernelNodeSetParams(hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        graph::set_kernel_params(h(hNode), kernel_params(params, false)?)
+    }
+
+    /// Replaces a graph kernel node's launch (CUDA 12 layout).
+    fn cuGraphKernelNodeSetParams_v2(hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        graph::set_kernel_params(h(hNode), kernel_params(params, true)?)
+    }
+
+    /// Replaces a kernel node's launch in an executable graph (CUDA 10 layout).
+    fn cuGraphExecKernelNodeSetParams(hExec: Exec, hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        graph::exec_set_kernel_params(h(hExec), h(hNode), kernel_params(params, false)?)
+    }
+
+    /// Replaces a kernel node's launch in an executable graph (CUDA 12 layout).
+    fn cuGraphExecKernelNodeSetParams_v2(hExec: Exec, hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
+        graph::exec_set_kernel_params(h(hExec), h(hNode), kernel_params(params, true)?)
+    }
+
+    /// A node that only orders others.
+    fn cuGraphAddEmptyNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize) {
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::Empty))
+    }
+
+    /// A memset node: `height` rows of `width` elements of 1, 2 or 4 bytes, `pitch` apart.
+    fn cuGraphAddMemsetNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_MEMSET_NODE_PARAMS, ctx: CUcontext) {
+        if params.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        if !ctx.is_null() {
+            crate::context::resolve(h(ctx))?;
+        }
+        let m = params.read();
+        let elem = m.elementSize as usize;
+        if !matches!(elem, 1 | 2 | 4) || (m.height > 1 && m.pitch < m.width * elem) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let replay = move |s| {
+            for row in 0..m.height {
+                copy::fill(m.dst + (row * m.pitch) as u64, m.value, elem, m.width, Some(s))?;
+            }
+            Ok(())
+        };
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_MEMSET)))
+    }
+
+    /// A host-function node.
+    fn cuGraphAddHostNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_HOST_NODE_PARAMS) {
+        if params.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let f = (&raw const (*params).fn_).read().ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let data = (&raw const (*params).userData).read().expose_provenance();
+        let replay = move |s| stream::host_func(s, f, data);
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_HOST)))
+    }
+
+    /// A node recording `event`.
+    fn cuGraphAddEventRecordNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
+        crate::event::get(h(event))?;
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::EventRecord(h(event))))
+    }
+
+    /// A node waiting for `event`.
+    fn cuGraphAddEventWaitNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
+        crate::event::get(h(event))?;
+        add(phNode, hGraph, deps, n, || Ok(NodeKind::EventWait(h(event))))
+    }
+
+    /// Edges `from[i]` → `to[i]`.
+    fn cuGraphAddDependencies(hGraph: Graph, from: *const Node, to: *const Node, n: usize) {
+        graph::add_dependencies(h(hGraph), &node_list(from, n)?, &node_list(to, n)?)
+    }
+
+    /// [`cuGraphAddDependencies`] with edge data (CUDA 12.3): only default edges (NULL data).
+    fn cuGraphAddDependencies_v2(hGraph: Graph, from: *const Node, to: *const Node, edgeData: *const c_void, n: usize) {
+        if !edgeData.is_null() {
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        graph::add_dependencies(h(hGraph), &node_list(from, n)?, &node_list(to, n)?)
+    }
+
+    /// The graph's nodes: with `nodes` NULL only their number, else up to `*numNodes` of them.
+    fn cuGraphGetNodes(hGraph: Graph, nodes: *mut Node, numNodes: *mut usize) {
+        if numNodes.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let all = graph::nodes(h(hGraph))?;
+        if !nodes.is_null() {
+            for (i, &node) in all.iter().take(numNodes.read()).enumerate() {
+                nodes.add(i).write(p(node));
+            }
+        }
+        abi::write(numNodes, all.len())
+    }
+
+    /// The node's `CUgraphNodeType`.
+    fn cuGraphNodeGetType(hNode: Node, kind: *mut c_uint) {
+        abi::write(kind, graph::node_type(h(hNode))?)
+    }
+
+    /// An executable graph; flags: AUTO_FREE_ON_LAUNCH, UPLOAD, USE_NODE_PRIORITY (device
+    /// launch is not supported).
+    fn cuGraphInstantiateWithFlags(phExec: *mut Exec, hGraph: Graph, flags: u64) {
+        if phExec.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phExec, p(graph::instantiate(h(hGraph), flags)?))
+    }
+
+    /// CUDA 11's signature (error node and log buffer, left untouched on success).
+    fn cuGraphInstantiate_v2(phExec: *mut Exec, hGraph: Graph, errorNode: *mut Node, log: *mut c_char, logSize: usize) {
+        let _ = (errorNode, log, logSize);
+        if phExec.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phExec, p(graph::instantiate(h(hGraph), 0)?))
+    }
+
+    /// Destroys an executable graph (launches already queued still run).
+    fn cuGraphExecDestroy(hExec: Exec) { graph::exec_destroy(h(hExec)) }
+
+    /// Queues the executable graph's nodes on the stream.
+    fn cuGraphLaunch(hExec: Exec, hStream: CUstream) { graph::launch(h(hExec), h(hStream)) }
+
+    /// Nothing to upload to a CPU device; checks the handles.
+    fn cuGraphUpload(hExec: Exec, hStream: CUstream) { graph::upload(h(hExec), h(hStream)) }
+
+    /// Starts capturing work queued on the stream (mode global).
+    fn cuStreamBeginCapture(hStream: CUstream) { capture::begin(h(hStream), 0) }
+
+    /// Starts capturing with a `CUstreamCaptureMode`.
+    fn cuStreamBeginCapture_v2(hStream: CUstream, mode: c_uint) { capture::begin(h(hStream), mode) }
+
+    /// Ends the capture begun on this stream and returns its graph.
+    fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut Graph) {
+        if phGraph.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(phGraph, std::ptr::null_mut())?;
+        abi::write(phGraph, p(capture::end(h(hStream))?))
+    }
+
+    /// Capture status and id (CUDA 10.1 signature).
+    fn cuStreamGetCaptureInfo(hStream: CUstream, status: *mut c_uint, id: *mut u64) {
+        let (st, cid) = capture::status(h(hStream))?;
+        abi::write(status, st)?;
+        if !id.is_null() && st != capture::STATUS_NONE {
+            abi::write(id, cid)?;
+        }
+        Ok(())
+    }
+
+    /// Capture status, id and the nodes the next captured node will depend on (the graph
+    /// being captured into is not available before the capture ends: NULL).
+    fn cuStreamGetCaptureInfo_v2(hStream: CUstream, status: *mut c_uint, id: *mut u64, graphOut: *mut Graph, deps: *mut *const Node, numDeps: *mut usize) {
+        capture_info(hStream, status, id, graphOut, deps, std::ptr::null_mut(), numDeps)
+    }
+
+    /// [`cuStreamGetCaptureInfo_v2`] with edge data (always NULL: default edges).
+    fn cuStreamGetCaptureInfo_v3(hStream: CUstream, status: *mut c_uint, id: *mut u64, graphOut: *mut Graph, deps: *mut *const Node, edges: *mut *const c_void, numDeps: *mut usize) {
+        capture_info(hStream, status, id, graphOut, deps, edges, numDeps)
+    }
+
+    /// Swaps this thread's capture interaction mode.
+    fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) {
+        if mode.is_null() || mode.read() > 2 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let old = CAPTURE_MODE.with(|m| m.replace(mode.read()));
+        abi::write(mode, old)
+    }
+}
+
+/// cuStreamGetCaptureInfo_v2/_v3's body; every out-pointer but `status` may be NULL.
+///
+/// # Safety
+/// Each pointer is null or writable.
+#[allow(clippy::too_many_arguments)]
+unsafe fn capture_info(
+    hStream: CUstream,
+    status: *mut c_uint,
+    id: *mut u64,
+    graph_out: *mut Graph,
+    deps: *mut *const Node,
+    edges: *mut *const c_void,
+    num: *mut usize,
+) -> CuResult<()> {
+    let (st, cid) = capture::status(h(hStream))?;
+    let (list, n) = capture::frontier(h(hStream)).unwrap_or((std::ptr::null(), 0));
+    // SAFETY: every pointer is written only when non-null (caller contract: writable).
+    unsafe {
+        abi::write(status, st)?;
+        if st != capture::STATUS_NONE {
+            if !id.is_null() {
+                abi::write(id, cid)?;
+            }
+            if !graph_out.is_null() {
+                abi::write(graph_out, std::ptr::null_mut())?;
+            }
+            if !deps.is_null() {
+                // Node handles are u64 values, laid out as the pointer-sized CUgraphNode.
+                abi::write(deps, list.cast::<Node>())?;
+            }
+            if !edges.is_null() {
+                abi::write(edges, std::ptr::null())?;
+            }
+            if !num.is_null() {
+                abi::write(num, n)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! The cuLink* entry points (a part of [`super`]'s list kept apart for size): thin shims over
+//! `link`. JIT options are accepted and ignored (there is no log to fill: errors are codes).
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use std::ffi::{CStr, c_char, c_uint, c_void};
+
+use cudarc::driver::sys::CUresult;
+
+use super::h;
+use crate::abi::{self, CuResult, p};
+use crate::{image, link};
+
+type State = *mut c_void;
+
+/// Checks a JIT option list's shape: `n` options need both arrays.
+fn check_options(n: c_uint, options: *const c_uint, values: *mut *mut c_void) -> CuResult<()> {
+    if n > 0 && (options.is_null() || values.is_null()) {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// The PTX of an input of `kind` held in `bytes` (NUL-terminated by the caller of this helper).
+///
+/// # Safety
+/// `bytes` ends with a NUL; a fatbin in it is well formed (cuLinkAddData's contract).
+unsafe fn input_ptx(kind: c_uint, bytes: &[u8]) -> CuResult<String> {
+    link::check_type(kind)?;
+    if kind == 1 {
+        let text =
+            CStr::from_bytes_until_nul(bytes).map_err(|_| CUresult::CUDA_ERROR_INVALID_PTX)?;
+        return text
+            .to_str()
+            .map(str::to_owned)
+            .map_err(|_| CUresult::CUDA_ERROR_INVALID_PTX);
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { image::ptx_text(bytes.as_ptr()) }.map_err(|(code, _)| code)
+}
+
+exports! {
+    /// A link state in the current context.
+    fn cuLinkCreate_v2(numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void, stateOut: *mut State) {
+        check_options(numOptions, options, optionValues)?;
+        if stateOut.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        abi::write(stateOut, p(link::create()?))
+    }
+
+    /// Adds `size` bytes of PTX (or a fatbin holding PTX); only one input per link.
+    fn cuLinkAddData_v2(state: State, kind: c_uint, data: *mut c_void, size: usize, name: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void) {
+        let _ = name;
+        check_options(numOptions, options, optionValues)?;
+        if data.is_null() || size == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: `data` holds `size` readable bytes (cuda.h contract).
+        let mut bytes = std::slice::from_raw_parts(data.cast::<u8>(), size).to_vec();
+        bytes.push(0);
+        link::add(h(state), input_ptx(kind, &bytes)?)
+    }
+
+    /// Adds the PTX (or fatbin) file at `path`; only one input per link.
+    fn cuLinkAddFile_v2(state: State, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void) {
+        check_options(numOptions, options, optionValues)?;
+        if path.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let path = CStr::from_ptr(path).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
+        bytes.push(0);
+        link::add(h(state), input_ptx(kind, &bytes)?)
+    }
+
+    /// The linked image (here: the PTX), valid until cuLinkDestroy; `sizeOut` may be NULL.
+    fn cuLinkComplete(state: State, cubinOut: *mut *mut c_void, sizeOut: *mut usize) {
+        if cubinOut.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let (image, size) = link::complete(h(state))?;
+        abi::write(cubinOut, image.cast_mut().cast())?;
+        if !sizeOut.is_null() {
+            abi::write(sizeOut, size)?;
+        }
+        Ok(())
+    }
+
+    /// Destroys a link state and the image it handed out.
+    fn cuLinkDestroy(state: State) { link::destroy(h(state)) }
+}

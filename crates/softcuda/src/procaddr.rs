@@ -1,0 +1,322 @@
+//! Driver entry-point access: `cuGetProcAddress` (v1 and v2) and `cuGetExportTable`.
+//!
+//! cuGetProcAddress takes a *base* name ("cuMemAlloc") and the CUDA version the caller was built
+//! for, and answers the symbol variant that version's header meant ("cuMemAlloc_v2" from 3.2 on).
+//! The CUDA runtime (libcudart) loads every driver function this way, one call per symbol with
+//! the version in which the variant it uses appeared. Symbols are found in softcuda's own shared
+//! object (located with `dladdr` on one of its exports), never in the process's global scope,
+//! where another libcuda could answer.
+//!
+//! Not provided: the `_ptsz`/`_ptds` per-thread-default-stream variants (the flag asking for
+//! them gets the legacy-stream function) and the 32-bit-era first variants of the functions
+//! whose ABI changed in CUDA 3.2 (asking for those is VERSION_NOT_SUFFICIENT).
+//!
+//! cuGetExportTable hands out NVIDIA's private tables (used by NVRTC and libcudart); softcuda
+//! has none, so every table id is unknown, as on a driver that lacks it.
+
+use std::ffi::{CStr, c_void};
+use std::sync::OnceLock;
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::driver::DRIVER_VERSION;
+
+/// `CUdriverProcAddressQueryResult`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// `CU_GET_PROC_ADDRESS_SUCCESS`.
+    Found = 0,
+    /// `CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`.
+    SymbolNotFound = 1,
+    /// `CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT`.
+    VersionNotSufficient = 2,
+}
+
+/// `CU_GET_PROC_ADDRESS_DEFAULT | LEGACY_STREAM | PER_THREAD_DEFAULT_STREAM`.
+const VALID_FLAGS: u64 = 0x3;
+
+/// Base names whose symbol changed: (base, CUDA version the variant appeared in, symbol). The
+/// versions are those of cuda.h's `PFN_<base>_v<version>` typedefs.
+const VARIANTS: &[(&str, i32, &str)] = &[
+    ("cuCtxCreate", 2000, "cuCtxCreate"),
+    ("cuCtxCreate", 3020, "cuCtxCreate_v2"),
+    ("cuCtxCreate", 11040, "cuCtxCreate_v3"),
+    ("cuCtxCreate", 12050, "cuCtxCreate_v4"),
+    ("cuCtxDestroy", 4000, "cuCtxDestroy_v2"),
+    ("cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2"),
+    ("cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2"),
+    ("cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"),
+    ("cuDeviceGetUuid", 9020, "cuDeviceGetUuid"),
+    ("cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2"),
+    (
+        "cuDevicePrimaryCtxRelease",
+        7000,
+        "cuDevicePrimaryCtxRelease",
+    ),
+    (
+        "cuDevicePrimaryCtxRelease",
+        11000,
+        "cuDevicePrimaryCtxRelease_v2",
+    ),
+    ("cuDevicePrimaryCtxReset", 7000, "cuDevicePrimaryCtxReset"),
+    (
+        "cuDevicePrimaryCtxReset",
+        11000,
+        "cuDevicePrimaryCtxReset_v2",
+    ),
+    (
+        "cuDevicePrimaryCtxSetFlags",
+        7000,
+        "cuDevicePrimaryCtxSetFlags",
+    ),
+    (
+        "cuDevicePrimaryCtxSetFlags",
+        11000,
+        "cuDevicePrimaryCtxSetFlags_v2",
+    ),
+    ("cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2"),
+    ("cuMemGetInfo", 3020, "cuMemGetInfo_v2"),
+    ("cuMemAlloc", 3020, "cuMemAlloc_v2"),
+    ("cuMemFree", 3020, "cuMemFree_v2"),
+    ("cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2"),
+    ("cuMemAllocHost", 3020, "cuMemAllocHost_v2"),
+    (
+        "cuMemHostGetDevicePointer",
+        3020,
+        "cuMemHostGetDevicePointer_v2",
+    ),
+    ("cuMemHostRegister", 4000, "cuMemHostRegister"),
+    ("cuMemHostRegister", 6050, "cuMemHostRegister_v2"),
+    ("cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"),
+    ("cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"),
+    ("cuMemcpyDtoD", 3020, "cuMemcpyDtoD_v2"),
+    ("cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2"),
+    ("cuMemcpyDtoHAsync", 3020, "cuMemcpyDtoHAsync_v2"),
+    ("cuMemcpyDtoDAsync", 3020, "cuMemcpyDtoDAsync_v2"),
+    ("cuMemcpy2D", 3020, "cuMemcpy2D_v2"),
+    ("cuMemcpy2DUnaligned", 3020, "cuMemcpy2DUnaligned_v2"),
+    ("cuMemcpy2DAsync", 3020, "cuMemcpy2DAsync_v2"),
+    ("cuMemsetD8", 3020, "cuMemsetD8_v2"),
+    ("cuMemsetD16", 3020, "cuMemsetD16_v2"),
+    ("cuMemsetD32", 3020, "cuMemsetD32_v2"),
+    ("cuMemAdvise", 12020, "cuMemAdvise_v2"),
+    ("cuMemPrefetchAsync", 12020, "cuMemPrefetchAsync_v2"),
+    ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
+    ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
+    ("cuEventElapsedTime", 2000, "cuEventElapsedTime"),
+    ("cuEventElapsedTime", 12080, "cuEventElapsedTime_v2"),
+    ("cuStreamBeginCapture", 10000, "cuStreamBeginCapture"),
+    ("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"),
+    ("cuStreamGetCaptureInfo", 10010, "cuStreamGetCaptureInfo"),
+    ("cuStreamGetCaptureInfo", 11030, "cuStreamGetCaptureInfo_v2"),
+    ("cuStreamGetCaptureInfo", 12030, "cuStreamGetCaptureInfo_v3"),
+    ("cuGraphInstantiate", 10000, "cuGraphInstantiate"),
+    ("cuGraphInstantiate", 11000, "cuGraphInstantiate_v2"),
+    ("cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"),
+    ("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode"),
+    ("cuGraphAddKernelNode", 12000, "cuGraphAddKernelNode_v2"),
+    (
+        "cuGraphKernelNodeGetParams",
+        10000,
+        "cuGraphKernelNodeGetParams",
+    ),
+    (
+        "cuGraphKernelNodeGetParams",
+        12000,
+        "cuGraphKernelNodeGetParams_v2",
+    ),
+    (
+        "cuGraphKernelNodeSetParams",
+        10000,
+        "cuGraphKernelNodeSetParams",
+    ),
+    (
+        "cuGraphKernelNodeSetParams",
+        12000,
+        "cuGraphKernelNodeSetParams_v2",
+    ),
+    (
+        "cuGraphExecKernelNodeSetParams",
+        10010,
+        "cuGraphExecKernelNodeSetParams",
+    ),
+    (
+        "cuGraphExecKernelNodeSetParams",
+        12000,
+        "cuGraphExecKernelNodeSetParams_v2",
+    ),
+    ("cuMemAllocPitch", 3020, "cuMemAllocPitch_v2"),
+    ("cuLinkCreate", 5050, "cuLinkCreate"),
+    ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
+    ("cuLinkAddData", 5050, "cuLinkAddData"),
+    ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
+    ("cuLinkAddFile", 5050, "cuLinkAddFile"),
+    ("cuLinkAddFile", 6050, "cuLinkAddFile_v2"),
+    ("cuGetProcAddress", 11030, "cuGetProcAddress"),
+    ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
+];
+
+/// The CUDA version each function without variants appeared in, where later than CUDA 2.0 and
+/// where a caller could plausibly ask for an older version.
+const INTRODUCED: &[(&str, i32)] = &[
+    ("cuCtxGetId", 12000),
+    ("cuCtxSetFlags", 12010),
+    ("cuFuncGetParamInfo", 12040),
+    ("cuLaunchKernelEx", 11060),
+    ("cuLaunchHostFunc", 10000),
+    ("cuMemAllocAsync", 11020),
+    ("cuMemFreeAsync", 11020),
+    ("cuGraphCreate", 10000),
+    ("cuGraphLaunch", 10000),
+    ("cuGraphUpload", 11010),
+    ("cuGraphDestroy", 10000),
+    ("cuGraphExecDestroy", 10000),
+    ("cuGraphInstantiateWithFlags", 11040),
+    ("cuStreamEndCapture", 10000),
+    ("cuStreamIsCapturing", 10000),
+    ("cuDeviceGetExecAffinitySupport", 11040),
+    ("cuOccupancyAvailableDynamicSMemPerBlock", 10020),
+];
+
+/// Whether `name` is a base name at all: driver functions start with `cu`; a versioned or
+/// per-thread variant name is not a base name.
+fn is_base_name(name: &str) -> bool {
+    if !name.starts_with("cu") || name.ends_with("_ptsz") || name.ends_with("_ptds") {
+        return false;
+    }
+    match name.rsplit_once("_v") {
+        Some((_, digits)) => digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()),
+        None => true,
+    }
+}
+
+/// The symbol a base name means at `version`, or why there is none.
+pub(crate) fn symbol_for(name: &str, version: i32) -> Result<&str, Status> {
+    if !is_base_name(name) {
+        return Err(Status::SymbolNotFound);
+    }
+    let mut variants = VARIANTS
+        .iter()
+        .filter(|(base, ..)| *base == name)
+        .peekable();
+    if variants.peek().is_some() {
+        return variants
+            .filter(|(_, since, _)| *since <= version)
+            .max_by_key(|(_, since, _)| *since)
+            .map(|(.., symbol)| *symbol)
+            .ok_or(Status::VersionNotSufficient);
+    }
+    let since = INTRODUCED
+        .iter()
+        .find(|(base, _)| *base == name)
+        .map_or(0, |(_, v)| *v);
+    if version < since {
+        return Err(Status::VersionNotSufficient);
+    }
+    Ok(name)
+}
+
+/// softcuda's own shared object as a dlopen handle (0 when it cannot be found: then softcuda is
+/// linked into the executable and the global scope is searched).
+fn own_handle() -> usize {
+    static HANDLE: OnceLock<usize> = OnceLock::new();
+    *HANDLE.get_or_init(|| {
+        let marker = crate::exports::softcuda_abi_version as *const c_void;
+        // SAFETY: Dl_info is plain data; dladdr fills it for an address inside a loaded object.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `marker` is the address of one of our functions; `info` is writable.
+        if unsafe { libc::dladdr(marker, &mut info) } == 0 || info.dli_fname.is_null() {
+            return 0;
+        }
+        // SAFETY: dli_fname is the NUL-terminated path of an object already loaded; RTLD_NOLOAD
+        // only takes a new reference to it (never released: softcuda is never unloaded).
+        let handle = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        handle.addr()
+    })
+}
+
+/// The address of softcuda's export `symbol`, if it has one.
+fn lookup(symbol: &str) -> Option<*mut c_void> {
+    let name = std::ffi::CString::new(symbol).ok()?;
+    let handle = match own_handle() {
+        0 => libc::RTLD_DEFAULT,
+        h => std::ptr::with_exposed_provenance_mut(h),
+    };
+    // SAFETY: `handle` is a dlopen handle of a loaded object (or RTLD_DEFAULT) and `name` is
+    // NUL-terminated; dlsym only reads them.
+    let addr = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    (!addr.is_null()).then_some(addr)
+}
+
+/// cuGetProcAddress: the function for `name` at `version`, or (status, error).
+pub(crate) fn get(
+    name: &CStr,
+    version: i32,
+    flags: u64,
+) -> Result<*mut c_void, (Status, CUresult)> {
+    let invalid = (Status::SymbolNotFound, CUresult::CUDA_ERROR_INVALID_VALUE);
+    if flags & !VALID_FLAGS != 0 || !(0..=DRIVER_VERSION).contains(&version) {
+        return Err(invalid);
+    }
+    let not_found = |status| (status, CUresult::CUDA_ERROR_NOT_FOUND);
+    let name = name
+        .to_str()
+        .map_err(|_| not_found(Status::SymbolNotFound))?;
+    let symbol = symbol_for(name, version).map_err(not_found)?;
+    match lookup(symbol) {
+        Some(f) => Ok(f),
+        // A base name we know the versions of but do not implement is simply not found.
+        None => Err(not_found(Status::SymbolNotFound)),
+    }
+}
+
+/// cuGetExportTable: softcuda has no private tables.
+pub(crate) fn export_table(id_is_null: bool) -> CuResult<()> {
+    if id_is_null {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_base_names_resolve_to_the_variant_of_the_asked_version() {
+        assert_eq!(symbol_for("cuMemAlloc", 13000), Ok("cuMemAlloc_v2"));
+        assert_eq!(symbol_for("cuCtxCreate", 11040), Ok("cuCtxCreate_v3"));
+        assert_eq!(symbol_for("cuCtxCreate", 13000), Ok("cuCtxCreate_v4"));
+        assert_eq!(symbol_for("cuCtxCreate", 3020), Ok("cuCtxCreate_v2"));
+        assert_eq!(
+            symbol_for("cuMemAlloc", 2000),
+            Err(Status::VersionNotSufficient)
+        );
+        assert_eq!(symbol_for("cuInit", 2000), Ok("cuInit"));
+        assert_eq!(
+            symbol_for("cuLaunchKernelEx", 11040),
+            Err(Status::VersionNotSufficient)
+        );
+    }
+
+    #[test]
+    fn variant_and_foreign_names_are_not_base_names() {
+        for name in [
+            "cuMemAlloc_v2",
+            "cuLaunchKernel_ptsz",
+            "softcuda_abi_version",
+            "malloc",
+        ] {
+            assert_eq!(
+                symbol_for(name, 13000),
+                Err(Status::SymbolNotFound),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            symbol_for("cuStreamGetCaptureInfo", 13000),
+            Ok("cuStreamGetCaptureInfo_v3")
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! Test function that misbehaves on request, by path: `/trap` panics (a wasm trap), `/spin`
+//! loops forever on the CPU, `/leak` allocates device buffers and never frees them before
+//! trapping, `/noanswer` returns without setting a response, `/slow?ms=N` sleeps N ms (for
+//! queueing and drain tests) then answers `slept`, `/kernel?name=K` asks the granted bundle for
+//! kernel K and answers what it got (the error when it has none); anything else answers `ok`.
+
+use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
+use gpuhost_guest::http::wasi::clocks::monotonic_clock;
+use gpuhost_guest::http::wasi::http::types::{IncomingRequest, ResponseOutparam};
+use gpuhost_guest::{DeviceBuffer, bundle_kernel, bundle_kernel_names, http};
+
+struct Misbehave;
+
+impl Guest for Misbehave {
+    fn handle(req: IncomingRequest, out: ResponseOutparam) {
+        let path = req.path_with_query().unwrap_or_default();
+        let (path, query) = path.split_once('?').unwrap_or((&path, ""));
+        match path.rsplit('/').next().unwrap_or("") {
+            "trap" => panic!("misbehave: asked to trap"),
+            "spin" => {
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            "leak" => {
+                let held: Vec<_> = (0..8).map(|_| DeviceBuffer::<u8>::zeroed(256 << 10)).collect();
+                std::mem::forget(held);
+                panic!("misbehave: trapped holding 2 MiB of device buffers");
+            }
+            "noanswer" => drop(out),
+            "slow" => {
+                let ms: u64 = query.strip_prefix("ms=").and_then(|v| v.parse().ok()).unwrap_or(100);
+                monotonic_clock::subscribe_duration(ms * 1_000_000).block();
+                http::respond(out, 200, "text/plain", b"slept");
+            }
+            "kernel" => {
+                let name = query.strip_prefix("name=").unwrap_or("");
+                let text = match bundle_kernel(name) {
+                    Ok(k) => format!("granted {} of {:?}", k.name(), bundle_kernel_names()),
+                    Err(e) => format!("{e:?}"),
+                };
+                http::respond(out, 200, "text/plain", text.as_bytes());
+            }
+            _ => http::respond(out, 200, "text/plain", b"ok"),
+        }
+    }
+}
+
+gpuhost_guest::http::export!(Misbehave with_types_in gpuhost_guest::http);
