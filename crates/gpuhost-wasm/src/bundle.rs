@@ -31,9 +31,12 @@ impl Host for CudaCtxView<'_> {
             ))
             .into());
         };
+        // The embedder's own code, loaded unrewritten (not sandboxed even in a sandboxed
+        // guest: it launches as a trusted kernel would).
         let res = KernelRes {
             kernel: bundle.kernel(&name)?,
             charge: Charge::granted(),
+            sandbox: None,
         };
         self.ctx.usage.add_kernel(&self.ctx.limits)?;
         self.table.push(res).map_err(|e| {

@@ -297,15 +297,14 @@ fn os_protect(addr: u64, len: u64, access: u8) -> CuResult<()> {
     Ok(())
 }
 
-/// Checks an allocation's properties: pinned memory on device 0 only, no shareable handle types
+/// Checks an allocation's properties: pinned memory on a device that exists, no shareable handle types
 /// (`allow_handle_types` lets the granularity query accept them: the answer is the same).
 fn check_prop(prop: &RawAllocationProp, allow_handle_types: bool) -> CuResult<()> {
     if prop.kind != 1 {
         return Err(invalid());
     }
     match prop.location.kind {
-        1 if prop.location.id == 0 => {}
-        1 => return Err(CUresult::CUDA_ERROR_INVALID_DEVICE),
+        1 => crate::device::check(prop.location.id)?,
         2..=4 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
         _ => return Err(invalid()),
     }
@@ -317,8 +316,7 @@ fn check_prop(prop: &RawAllocationProp, allow_handle_types: bool) -> CuResult<()
 
 fn check_location(loc: &RawLocation) -> CuResult<()> {
     match loc.kind {
-        1 if loc.id == 0 => Ok(()),
-        1 => Err(CUresult::CUDA_ERROR_INVALID_DEVICE),
+        1 => crate::device::check(loc.id),
         _ => Err(invalid()),
     }
 }
