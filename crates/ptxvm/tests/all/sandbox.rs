@@ -6,7 +6,7 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
-use ptxvm::{Error, Fault, Launch, LaunchStats, Memory, Module};
+use ptxvm::{Fault, Launch, LaunchStats, Memory, Module};
 
 /// Bytes of the guest's arena in these tests.
 const ARENA: usize = 1 << 20;
@@ -446,12 +446,4 @@ fn printing_an_unmodified_module_round_trips() {
         // Printing is a fixed point after one round.
         assert_eq!(ptxvm::sandbox::reprint(&printed).unwrap(), printed);
     }
-}
-
-#[test]
-fn refusals_are_typed_and_name_the_line() {
-    let _ = Error::Refused {
-        line: 0,
-        what: String::new(),
-    };
 }
