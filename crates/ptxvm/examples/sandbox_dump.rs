@@ -82,6 +82,9 @@ fn main() {
                     );
                 }
             }
+            // A refusal is the sandbox working (device printf/assert call functions outside the
+            // module): reported, not a failure of the dump.
+            Err(e @ ptxvm::Error::Refused { .. }) => println!("{name}: refused: {e}"),
             Err(e) => {
                 eprintln!("{}: {e}", f.display());
                 failed += 1;
