@@ -51,13 +51,13 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   runs="1 2"; [ -z "${BENCH_ONCE:-}" ] || runs=1
   # Each benchmark twice: a difference smaller than the spread between runs is noise (METHOD).
   for i in $runs; do
-    timeout 170 .gpu/bin/gpuhost bench --json "$out/bench-$i.json" > "$out/bench-$i.md" 2>&1
+    timeout 140 .gpu/bin/gpuhost bench --json "$out/bench-$i.json" > "$out/bench-$i.md" 2>&1
     echo "bench $i rc=$?" >> "$out/bench-$i.md"
-    timeout 70 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
+    timeout 50 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
     echo "guest bench $i rc=$?" >> "$out/bench-guest-$i.md"
   done
   if [ -x .gpu/bin/oha ]; then
-    BENCH_SECS="${BENCH_SECS:-5}" timeout 150 bash scripts/bench-serve.sh > "$out/serve-bench.md" 2>&1
+    BENCH_SECS="${BENCH_SECS:-3}" timeout 70 bash scripts/bench-serve.sh > "$out/serve-bench.md" 2>&1
     echo "serve bench rc=$?" >> "$out/serve-bench.md"
   fi
   cat "$out"/bench-1.md "$out"/bench-guest-1.md 2>/dev/null | grep -E '^\||rc=' | head -70

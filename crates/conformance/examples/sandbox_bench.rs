@@ -3,6 +3,7 @@
 //! intervals. Each figure is the median over rounds of a batch of back-to-back launches timed
 //! with events, after a warm-up. Prints a markdown table; `--json PATH` writes the numbers.
 //!
+//! The control block is device memory, as gpuhost's `ControlBlock` (kernels poll it).
 //! The corpus cases are test-sized (about 10 000 elements), so these are short kernels, where a
 //! fixed per-launch cost of the sandbox shows most.
 //!
@@ -77,13 +78,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         // Repeated launches change in/out buffers, so answers are checked by the conformance
         // tests, not here; but no launch of a correct kernel may have been fenced.
-        if let Some(p) = sandboxed.iter().find(|p| p.fenced_tag() != 0) {
-            return Err(format!(
-                "{}: the sandbox fenced an access ({:#x})",
-                kc.name,
-                p.fenced_tag()
-            )
-            .into());
+        for p in &sandboxed {
+            let tag = p.fenced_tag()?;
+            if tag != 0 {
+                return Err(format!("{}: the sandbox fenced an access ({tag:#x})", kc.name).into());
+            }
         }
         let med: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let ratios: Vec<f64> = med[1..].iter().map(|s| s / med[0]).collect();
