@@ -71,7 +71,7 @@ pub struct Module {
 fn target_arch(tokens: &[lex::Token]) -> Option<u32> {
     let i = tokens
         .iter()
-        .position(|t| matches!(&t.tok, lex::Tok::Dot(d) if d == "target"))?;
+        .position(|t| matches!(t.tok, lex::Tok::Dot("target")))?;
     let lex::Tok::Ident(name) = &tokens.get(i + 1)?.tok else {
         return None;
     };
