@@ -15,7 +15,7 @@ use conformance::stream::{Event, KernelArg, Stream};
 use cudarc::driver::result;
 use cudarc::driver::sys::CUresult;
 
-use crate::support::{Gate, OpenOnDrop, clang_ptx, env_or_skip, gate_lock};
+use crate::support::{Gate, OpenOnDrop, clang_ptx, env_or_skip, gate_lock, own_ptx};
 
 const N: usize = 4_096;
 
@@ -356,7 +356,9 @@ fn kernels_on_two_streams_run_at_the_same_time() {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
-    let handshake = kernel(&ctx, "handshake");
+    let handshake = Module::load_ptx(&ctx, &own_ptx("handshake"))
+        .and_then(|m| m.function("handshake"))
+        .expect("load handshake");
     let (a, b) = (
         Stream::new_blocking(&ctx).expect("stream"),
         Stream::new_blocking(&ctx).expect("stream"),

@@ -174,6 +174,13 @@ pub fn primary_state(dev: sys::CUdevice) -> (u32, bool) {
     (flags, active != 0)
 }
 
+/// PTX of the conformance tests' own kernels (tests/kernels/<name>.ptx, made by its gen.sh).
+pub fn own_ptx(name: &str) -> String {
+    let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo"));
+    let path = dir.join("tests/kernels").join(format!("{name}.ptx"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The clang flavour of a corpus fixture (always committed).
 pub fn clang_ptx(file: &str) -> String {
     conformance::corpus::read_ptx(file, conformance::corpus::Flavour::Clang)
