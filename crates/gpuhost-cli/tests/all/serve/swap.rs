@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Repo, Server, guest, request, test_bundle};
+use super::{Repo, Server, eventually, guest, request, test_bundle};
 
 /// The stamp a bundle's kernel writes first: stamp-a → a0000000, stamp-b → b0000000.
 fn stamp_of(bundle: &str) -> &'static str {
@@ -99,6 +99,9 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
     let repo = stamp_repo("swap-100");
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/stamp").status, 200);
+    // A finished request's control block is released by gpuhost-wasm's watchdog on its next
+    // wake (it idles up to 100 ms): count from a settled server, and let the last one go.
+    std::thread::sleep(Duration::from_millis(300));
     let before = server.metrics();
     let modules = before.sum("gpuhost_device_live_modules", &[]);
     let buffers = before.sum("gpuhost_device_live_buffers", &[]);
@@ -114,6 +117,9 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
             "after swap {i}"
         );
     }
+    eventually(Duration::from_secs(5), || {
+        server.metrics().sum("gpuhost_device_live_buffers", &[]) == buffers
+    });
     let after = server.metrics();
     assert_eq!(
         after.sum("gpuhost_device_live_modules", &[]),
