@@ -145,27 +145,7 @@ impl<'m> Fx<'_, 'm> {
                 vec![],
             );
             // Poll once at entry: a launch queued behind an abort never starts its work.
-            self.emit(
-                &mut out,
-                None,
-                "ld",
-                &["volatile", "global", "u32"],
-                vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
-            );
-            self.emit(
-                &mut out,
-                None,
-                "setp",
-                &["ne", "u32"],
-                vec![sreg("p"), sreg("e"), sreg("epoch")],
-            );
-            self.emit(
-                &mut out,
-                Some(("%__sbx_p".into(), false)),
-                "exit",
-                &[],
-                vec![],
-            );
+            self.exit_if_aborted(&mut out);
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
@@ -311,15 +291,16 @@ impl<'m> Fx<'_, 'm> {
         }
         let skip = self.label();
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(
-            out,
-            p.clone(),
-            "bra",
-            &[],
-            vec![Operand::Name(skip.clone())],
-        );
+        self.emit(out, p, "bra", &[], vec![Operand::Name(skip.clone())]);
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.exit_if_aborted(out);
+        out.push(O::New(Stmt::Label(skip, self.line)));
+    }
+
+    /// The poll itself: reads the control block's epoch and exits the thread when it is not
+    /// this launch's (the host bumped it to stop the guest's work).
+    fn exit_if_aborted(&self, out: &mut Vec<O<'m>>) {
         self.emit(
             out,
             None,
@@ -334,7 +315,6 @@ impl<'m> Fx<'_, 'm> {
             &["ne", "u32"],
             vec![sreg("p"), sreg("e"), sreg("epoch")],
         );
-        self.emit(out, p, "exit", &[], vec![]);
-        out.push(O::New(Stmt::Label(skip, self.line)));
+        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], vec![]);
     }
 }
