@@ -192,17 +192,7 @@ impl<'m> Fx<'_, 'm> {
             {
                 let (goff, size) = self.info.globals[n];
                 let a = sreg("a");
-                self.emit(
-                    out,
-                    None,
-                    "add",
-                    &["u64"],
-                    vec![
-                        a.clone(),
-                        sreg("globals"),
-                        imm((goff as i64).wrapping_add(off)),
-                    ],
-                );
+                self.global_addr(out, a.clone(), goff, off);
                 if !in_range(size) {
                     self.fence_global(out, a, w, i.guard.as_ref());
                 }
@@ -322,17 +312,7 @@ impl<'m> Fx<'_, 'm> {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
                     return refused(i.line, format!("{name} is not a .global variable"));
                 };
-                self.emit(
-                    out,
-                    None,
-                    "add",
-                    &["u64"],
-                    vec![
-                        sreg(&g),
-                        sreg("globals"),
-                        imm((goff as i64).wrapping_add(off)),
-                    ],
-                );
+                self.global_addr(out, sreg(&g), goff, off);
             }
             src => self.load_into(out, &g, &src, i.line)?,
         }
@@ -478,6 +458,13 @@ impl<'m> Fx<'_, 'm> {
             );
         }
         self.emit(out, None, "add", &["u64"], vec![a.clone(), a, sreg("base")]);
+    }
+
+    /// `dst = globals + goff + off`: the address of a relocated module variable (at `goff` in the
+    /// Store's globals block) plus a constant offset.
+    fn global_addr(&self, out: &mut Vec<O<'m>>, dst: Operand, goff: u64, off: i64) {
+        let at = imm((goff as i64).wrapping_add(off));
+        self.emit(out, None, "add", &["u64"], vec![dst, sreg("globals"), at]);
     }
 
     /// Sets the control block's fault word to this launch's tag.
