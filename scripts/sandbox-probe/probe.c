@@ -91,6 +91,8 @@ static double now(void) {
 }
 
 /* The guest's memory. */
+/* ptxvm::sandbox::CTL_FAULT_TAG: the fault word lies 2 MiB past the epoch. */
+#define CTL_FAULT (2u << 20)
 static CUdeviceptr arena, victim, ctl_d, globals_d;
 static volatile uint32_t *ctl;
 static unsigned char pattern[VICTIM];
@@ -129,7 +131,7 @@ static CUresult launch(const char *kernel, unsigned grid, unsigned block, const 
 
 static void reset(void) {
     __atomic_store_n(&ctl[0], EPOCH, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&ctl[1], 0u, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ctl[CTL_FAULT / 4], 0u, __ATOMIC_SEQ_CST);
     CK(cuMemsetD8(arena, 0, ARENA));
 }
 
@@ -157,7 +159,7 @@ static void check(const char *name, CUresult launched, int fenced) {
             break;
         }
     }
-    uint32_t word = __atomic_load_n(&ctl[1], __ATOMIC_SEQ_CST);
+    uint32_t word = __atomic_load_n(&ctl[CTL_FAULT / 4], __ATOMIC_SEQ_CST);
     if (word != (fenced ? TAG : 0u)) {
         printf("FAIL %-28s fault word %#x, expected %#x\n", name, word, fenced ? TAG : 0u);
         ok = 0;
@@ -231,7 +233,7 @@ static void redteam_suite(const char *dir) {
     for (unsigned i = 0; i < VICTIM; i++) pattern[i] = (unsigned char)"VICTIM-SECRET-42"[i % 16];
     CK(cuMemcpyHtoD(victim, pattern, VICTIM));
     void *host = NULL;
-    CK(cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    CK(cuMemHostAlloc(&host, CTL_FAULT + 64, CU_MEMHOSTALLOC_DEVICEMAP));
     ctl = (volatile uint32_t *)host;
     CK(cuMemHostGetDevicePointer(&ctl_d, host, 0));
     scratch = malloc(ARENA);
@@ -433,7 +435,7 @@ static void overhead_suite(const char *dir, const char *corpus) {
         CK(cuModuleGetFunction(&fs, ms, bn->file));
         uint64_t outp = bn->args[bn->out].v;
         __atomic_store_n(&ctl[0], EPOCH, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&ctl[1], 0u, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&ctl[CTL_FAULT / 4], 0u, __ATOMIC_SEQ_CST);
         CK(cuMemsetD8(outp, 0, buf));
         CK(launch_f(fo, bn, 0));
         CK(cuCtxSynchronize());
@@ -443,7 +445,7 @@ static void overhead_suite(const char *dir, const char *corpus) {
         CK(cuCtxSynchronize());
         CK(cuMemcpyDtoH(got, outp, buf));
         int same = memcmp(want, got, buf) == 0;
-        uint32_t word = __atomic_load_n(&ctl[1], __ATOMIC_SEQ_CST);
+        uint32_t word = __atomic_load_n(&ctl[CTL_FAULT / 4], __ATOMIC_SEQ_CST);
         double to = time_f(fo, bn, 0, 20), ts = time_f(fs, bn, 1, 20);
         printf("%s %-14s original %.4f ms  sandboxed %.4f ms  ratio %.3f%s%s\n",
                same && word == 0 ? "PASS" : "FAIL", bn->file, to, ts, ts / to,

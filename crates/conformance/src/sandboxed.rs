@@ -27,8 +27,10 @@ const ALIGN: u64 = 256;
 /// Bytes at the arena's start that no buffer uses: a fenced access lands at `base`, so this
 /// keeps it off every buffer the case checks.
 const GUARD: u64 = 256;
-/// The launch tag the sandbox writes to `ctl + 4` when it fences an access.
+/// The launch tag the sandbox writes to `ctl + CTL_FAULT_TAG` when it fences an access.
 const TAG: u64 = 0x5a;
+/// Where the fault word lies in the control block.
+const FAULT_AT: usize = ptxvm::sandbox::CTL_FAULT_TAG as usize;
 
 /// How a prepared case runs its kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +119,7 @@ pub fn prepare(
 
     // The control block in device memory, as gpuhost's ControlBlock: kernels poll it, and
     // polling host-mapped memory instead cost kernels 126x on the H200.
-    let ctl = DeviceBuffer::alloc(ctx, 64)?;
+    let ctl = DeviceBuffer::alloc(ctx, FAULT_AT + 64)?;
     ctl.fill(0)?;
     let ctl_dev = ctl.ptr();
     let mut args = Vec::with_capacity(case.args.len() + 5);
@@ -160,7 +162,7 @@ impl Prepared {
     /// The launch tag the kernel wrote for a fenced access, if any (0: none).
     pub fn fenced_tag(&self) -> Result<u32> {
         let mut word = [0u8; 4];
-        self.ctl.read_at(4, &mut word)?;
+        self.ctl.read_at(FAULT_AT, &mut word)?;
         Ok(u32::from_le_bytes(word))
     }
 

@@ -17,8 +17,13 @@ use crate::bindings::WitError;
 use crate::limits::{Limits, check_launch_local};
 use crate::watchdog::StoreWatch;
 
-/// Control block word where a kernel writes the tag of a launch that made a fenced access.
-const CTL_FAULT_TAG: usize = 4;
+/// Control block word where a kernel writes the tag of a launch that made a fenced access: in
+/// the block's device window (kernels write it, the host reads it).
+const CTL_FAULT_TAG: usize = ptxvm::sandbox::CTL_FAULT_TAG as usize;
+const _: () = assert!(
+    CTL_FAULT_TAG >= gpuhost::DEVICE_WINDOW
+        && crate::watchdog::CTL_STOPPED_TAG + 4 <= gpuhost::DEVICE_WINDOW + gpuhost::CONTROL_BYTES
+);
 /// Launch tags handed out per guest; later kernel names share the last one.
 const MAX_TAGS: usize = 1 << 16;
 /// The hidden parameters the rewriter appends.
@@ -80,6 +85,14 @@ impl Confinement {
             GpuArg::Buffer(&self.ctl_anchor, 0),
             GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32)),
         ]
+    }
+
+    /// The kernel the last stop caught in the middle of a loop, as "kernel NAME" (None when
+    /// none was: every launch stopped was still queued, or ended by itself).
+    pub(crate) fn stopped_kernel(&self) -> Option<Arc<str>> {
+        let tag = self.watch.ctl().load_u32(crate::watchdog::CTL_STOPPED_TAG);
+        let name = self.names.get((tag as usize).checked_sub(1)?)?;
+        Some(Arc::from(format!("kernel {name}")))
     }
 
     /// A fenced access reported by a kernel since the last call, as the guest's error.

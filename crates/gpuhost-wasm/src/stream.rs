@@ -206,7 +206,7 @@ impl HostStream for CudaCtxView<'_> {
             .and_then(|stream| {
                 let stream = Arc::new(stream);
                 let watch = match self.ctx.confinement()? {
-                    Some(c) => Some(c.watch.stream(stream.clone())),
+                    Some(c) => Some(c.watch.stream()),
                     None => None,
                 };
                 let res = StreamRes {
@@ -280,7 +280,10 @@ impl HostStream for CudaCtxView<'_> {
         // A sandboxed guest's kernels stopped by the watchdog, then fenced accesses, in that
         // order: both mean the results are wrong, and the first is the cause of any second.
         let s = self.table.get(&stream)?;
-        if let Some(what) = s.watch.as_ref().and_then(|w| w.take_stopped()) {
+        if let Some(segment) = s.watch.as_ref().and_then(|w| w.take_stopped()) {
+            // The kernel caught running, when one was; else the kernels of the late segment.
+            let caught = self.ctx.confine.as_ref().and_then(|c| c.stopped_kernel());
+            let what = caught.unwrap_or(segment);
             let ms = self.ctx.limits.max_kernel_time.as_millis();
             return Err(WitError::TimeLimit(format!(
                 "{what} ran past this guest's GPU-time limit of {ms} ms per launch and was stopped, with the launches queued with it on this guest's streams; split the work into shorter launches, or ask the embedder to raise the limit (gpuhost run --max-kernel-ms)"

@@ -6,9 +6,15 @@
 //! from the epoch their launch was given. The watchdog bumps a guest's epoch when its work runs
 //! past `Limits::max_kernel_time`, or at once when its Store is dropped.
 //!
-//! Telling how long one launch has run needs a point in the stream after it. Recording an event
-//! after every launch would cost each launch a driver call, so a sandboxed stream fences its
-//! launches in segments: every [`FENCE_EVERY`] launches, or when launching pauses for a tick.
+//! The watchdog thread never calls the driver: on NVIDIA a call can wait inside libcuda behind
+//! another thread's call that waits for the device, i.e. for the runaway kernel (seen on the
+//! H200: launches that grow local memory, module loads, large allocations and frees). It stops
+//! a guest with a CPU store to its control block (see gpuhost's control_pool.rs), and tells
+//! whether launches ended from their `Completion`s, which the launching thread and gpuhost's
+//! completion thread record.
+//!
+//! Launches are watched in segments: every [`FENCE_EVERY`] launches, or when launching pauses
+//! for a tick, the open launches close into one whose end is the end of its last launch.
 //! A segment of `n` launches may run `n × max_kernel_time` from the moment it reaches the front
 //! of its stream (its predecessors done). A lone runaway launch is therefore stopped about
 //! `max_kernel_time` after it starts; one queued behind up to `FENCE_EVERY - 1` short launches
@@ -21,11 +27,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use gpuhost::{Completion, ControlBlock};
+use gpuhost::{Completion, CompletionObserver, ControlBlock};
 
 /// The watchdog's period.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
-/// Launches of one stream between two fences the launching thread records itself.
+/// Launches of one stream per segment, at most: a segment may run this many times the limit.
 const FENCE_EVERY: u32 = 8;
 /// Kernel names kept per segment (for the error message).
 const NAMES_KEPT: usize = 3;
@@ -35,7 +41,9 @@ const NAMES_KEPT: usize = 3;
 const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
 /// Control block word holding the abort epoch (host-written).
-pub(crate) const CTL_EPOCH: usize = 0;
+pub(crate) const CTL_EPOCH: usize = ptxvm::sandbox::CTL_EPOCH as usize;
+/// Control block word where a kernel stopped mid-loop leaves its launch tag (kernel-written).
+pub(crate) const CTL_STOPPED_TAG: usize = ptxvm::sandbox::CTL_STOPPED_TAG as usize;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the state consistent before anything that can panic.
@@ -48,6 +56,7 @@ pub(crate) struct StoreWatch {
     limit: Duration,
     /// The epoch launches are given now (the control block holds the same for the device).
     epoch: AtomicU32,
+    stopping: Mutex<()>,
     streams: Mutex<Vec<Arc<StreamWatch>>>,
     /// The Store is gone: its work is being stopped, and the watchdog forgets it once drained.
     dropped: AtomicBool,
@@ -57,12 +66,13 @@ pub(crate) struct StoreWatch {
 
 impl StoreWatch {
     /// Watches a guest whose kernels poll `ctl`, with `limit` of GPU time per launch.
+    /// The block is fresh, so its epoch is 0.
     pub(crate) fn new(ctl: ControlBlock, limit: Duration) -> Arc<Self> {
-        ctl.store_u32(CTL_EPOCH, 0);
         let w = Arc::new(Self {
             ctl,
             limit,
             epoch: AtomicU32::new(0),
+            stopping: Mutex::new(()),
             streams: Mutex::new(Vec::new()),
             dropped: AtomicBool::new(false),
             dropped_at: OnceLock::new(),
@@ -77,12 +87,12 @@ impl StoreWatch {
     }
 
     /// A new stream of this guest, watched.
-    pub(crate) fn stream(&self, stream: Arc<gpuhost::Stream>) -> Arc<StreamWatch> {
+    pub(crate) fn stream(&self) -> Arc<StreamWatch> {
         let now = Instant::now();
         let w = Arc::new(StreamWatch {
-            stream,
             q: Mutex::new(WatchQ {
                 open: 0,
+                open_last: None,
                 open_names: Vec::new(),
                 open_since: now,
                 segments: VecDeque::new(),
@@ -97,8 +107,14 @@ impl StoreWatch {
     /// Stops every launch of this guest now running or queued (their kernels exit at their next
     /// poll); each stream with work in flight reports `stopped_by` at its next synchronize.
     fn stop(&self, stopped_by: Option<&[Arc<str>]>) {
-        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        self.ctl.store_u32(CTL_EPOCH, epoch);
+        {
+            // Two stops at once (a tick and a Store drop) must leave the newest epoch stored.
+            let _one = lock(&self.stopping);
+            // Cleared first: the kernels this stop ends write their tag into it.
+            self.ctl.store_u32(CTL_STOPPED_TAG, 0);
+            let epoch = self.epoch.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+            self.ctl.store_u32(CTL_EPOCH, epoch);
+        }
         let now = Instant::now();
         for s in lock(&self.streams).iter() {
             let mut q = lock(&s.q);
@@ -182,13 +198,13 @@ fn describe(names: &[Arc<str>]) -> Arc<str> {
 
 /// The watch over one sandboxed stream: its launches, fenced in segments.
 pub(crate) struct StreamWatch {
-    stream: Arc<gpuhost::Stream>,
     q: Mutex<WatchQ>,
 }
 
 struct WatchQ {
-    /// Launches since the last fence, and their kernels.
+    /// Launches since the last segment closed, the last of them, and their kernels.
     open: u32,
+    open_last: Option<CompletionObserver>,
     open_names: Vec<Arc<str>>,
     open_since: Instant,
     /// Fenced segments, oldest first; the front one is running.
@@ -200,7 +216,8 @@ struct WatchQ {
 }
 
 struct Segment {
-    done: Completion,
+    /// The segment's last launch: the others ended before it (stream order).
+    done: CompletionObserver,
     launches: u32,
     names: Vec<Arc<str>>,
 }
@@ -208,14 +225,15 @@ struct Segment {
 impl StreamWatch {
     /// Launches through `launch(epoch)` (the epoch read and the launch under this stream's lock,
     /// so a stop never misses a launch it aborts), and counts it in the open segment.
-    pub(crate) fn launch<T, E>(
+    pub(crate) fn launch<E>(
         &self,
         store: &StoreWatch,
         kernel: &Arc<str>,
-        launch: impl FnOnce(u32) -> Result<T, E>,
-    ) -> Result<T, E> {
+        launch: impl FnOnce(u32) -> Result<Completion, E>,
+    ) -> Result<Completion, E> {
         let mut q = lock(&self.q);
         let out = launch(store.epoch.load(Ordering::SeqCst))?;
+        q.open_last = Some(out.observer());
         let first = q.open == 0;
         if first {
             q.open_since = Instant::now();
@@ -240,24 +258,21 @@ impl StreamWatch {
         lock(&self.q).stopped.take()
     }
 
-    /// Fences the open launches into a segment.
+    /// Closes the open launches into a segment.
     fn close(&self, q: &mut WatchQ) {
-        if q.open == 0 {
-            return;
-        }
         let names = std::mem::take(&mut q.open_names);
         let launches = std::mem::take(&mut q.open);
-        // A failed fence means a lost context: those launches are gone, nothing to watch.
-        if let Ok(done) = self.stream.fence() {
-            if q.segments.is_empty() {
-                q.front_since = Instant::now();
-            }
-            q.segments.push_back(Segment {
-                done,
-                launches,
-                names,
-            });
+        let Some(done) = q.open_last.take() else {
+            return;
+        };
+        if q.segments.is_empty() {
+            q.front_since = Instant::now();
         }
+        q.segments.push_back(Segment {
+            done,
+            launches,
+            names,
+        });
     }
 
     fn is_idle(&self) -> bool {

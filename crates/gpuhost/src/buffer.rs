@@ -1,14 +1,17 @@
 //! Device memory: a cheaply cloneable handle, freed when the last clone and every launch using it end.
 //!
 //! A buffer is either its own cuMemAlloc allocation, a range of an [`Arena`] (given back to the
-//! arena instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s host-mapped
-//! memory (kept alive, never freed here). All three behave the same for launches and transfers.
+//! arena instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s windows (given
+//! back to the host's control pool). All three behave the same for launches and transfers.
+//!
+//! [`ControlBlock`]: crate::ControlBlock
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdeviceptr};
 
 use crate::arena::Arena;
+use crate::control_pool::{ControlPool, Slot};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::stats::Counters;
@@ -36,6 +39,12 @@ enum Origin {
         arena: Arc<Arena>,
         offset: u64,
         size: u64,
+    },
+    /// A control block's slot: given back to the pool (no driver call; the memory outlives
+    /// every context generation).
+    Control {
+        pool: Arc<ControlPool>,
+        slot: Arc<Slot>,
     },
 }
 
@@ -85,6 +94,25 @@ impl DeviceBuffer {
                     offset,
                     size,
                 },
+            }),
+        }
+    }
+
+    /// A buffer over control block `slot` (both windows), taken from `pool` in `generation`.
+    pub(crate) fn from_control(
+        host: &Arc<Host>,
+        generation: u64,
+        pool: Arc<ControlPool>,
+        slot: Arc<Slot>,
+    ) -> Self {
+        Counters::inc(&host.counters.live_buffers);
+        Self {
+            inner: Arc::new(BufferInner {
+                host: Arc::clone(host),
+                raw: slot.addr(),
+                len: crate::control::DEVICE_WINDOW + crate::control::CONTROL_BYTES,
+                generation,
+                origin: Origin::Control { pool, slot },
             }),
         }
     }
@@ -222,6 +250,7 @@ impl Drop for BufferInner {
                 offset,
                 size,
             } => return arena.give_back(*offset, *size),
+            Origin::Control { pool, slot } => return pool.give(slot),
         }
         // A buffer of a dead generation died with its context; freeing it could free the new
         // context's memory at the same address.

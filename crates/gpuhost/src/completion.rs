@@ -111,6 +111,29 @@ impl Completion {
     pub fn is_done(&self) -> bool {
         self.cell.finished.load(Ordering::Acquire)
     }
+
+    /// A handle that only tells whether this launch has completed. It makes no driver call,
+    /// ever: a watchdog can poll it while another thread waits inside the driver for the very
+    /// kernel the watchdog may have to stop. (The launch completes as for any Completion: when
+    /// someone awaits it, or the completion thread records its idle stream.)
+    pub fn observer(&self) -> CompletionObserver {
+        CompletionObserver {
+            cell: Arc::clone(&self.cell),
+        }
+    }
+}
+
+/// See [`Completion::observer`].
+#[derive(Clone)]
+pub struct CompletionObserver {
+    cell: Arc<Cell>,
+}
+
+impl CompletionObserver {
+    /// True once the launch has completed (successfully or not).
+    pub fn is_done(&self) -> bool {
+        self.cell.finished.load(Ordering::Acquire)
+    }
 }
 
 impl Future for Completion {

@@ -30,6 +30,7 @@ mod arena;
 mod buffer;
 mod completion;
 mod control;
+mod control_pool;
 mod copy;
 mod driver;
 mod error;
@@ -49,8 +50,8 @@ mod transfer;
 
 pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
-pub use completion::{Completion, MAX_AWAIT_SPIN};
-pub use control::{CONTROL_BYTES, ControlBlock};
+pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};
+pub use control::{CONTROL_BYTES, ControlBlock, DEVICE_WINDOW};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};

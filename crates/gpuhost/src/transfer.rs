@@ -25,20 +25,21 @@ use crate::stream::Stream;
 
 /// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
 ///
-/// The defaults, from first principles (`gpuhost bench` sweeps alternatives on the machine):
-/// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor
-///   larger than `chunk_bytes` (4 MiB). The host copy of the first chunk and the DMA of the last
-///   overlap nothing, so with k chunks about 1/k of the slower stage is exposed: 8 chunks keep
-///   that near 12% for mid-size transfers, 4 MiB chunks near 6% for a 64 MiB one — less still,
-///   as the first and last chunk's worth go in quarters. Below 512 KiB
-///   a chunk's DMA (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and
-///   a wake-up; and every chunk in flight is page-locked memory held.
-/// - 3 chunks in flight: one being copied on the host, one in the DMA engine, and one queued
-///   behind it so the engine never idles while the host learns a chunk finished (a fence's
-///   latency, microseconds).
-/// - Copy threads: one core copies ~10 GB/s, a PCIe 5 x16 DMA ~50 GB/s, so the copy needs about
-///   five cores to keep up: four helpers beside the calling thread, fewer on smaller machines
-///   (leaving one core to the rest of the process).
+/// The defaults are the best of `gpuhost bench`'s staging sweep on the H200 (72 configurations,
+/// two runs, bench/RESULTS.md 2026-12-01): 8 MiB chunks, 4 in flight, 12 copy threads reached
+/// 0.88× raw pinned down and 0.67–0.68× up, where 4 MiB × 3 with 4 threads reached 0.53× / 0.41×.
+/// Why those shapes win:
+/// - A transfer is cut into at least 8 chunks, none smaller than 512 KiB nor larger than
+///   `chunk_bytes`. The host copy of the first chunk and the DMA of the last overlap nothing, so
+///   with k chunks about 1/k of the slower stage is exposed: 8 MiB chunks keep that near 12% for
+///   a 64 MiB transfer, and fewer, larger DMAs cost fewer fences. Below 512 KiB a chunk's DMA
+///   (~10 µs at 50 GB/s) is no longer long against the fixed cost of a fence and a wake-up; and
+///   every chunk in flight is page-locked memory held.
+/// - 4 chunks in flight: one being copied on the host, one in the DMA engine, and two queued so
+///   the engine never idles while the host learns a chunk finished.
+/// - Copy threads: the host copy is the bottleneck (one core copies pageable memory at a few
+///   GB/s, PCIe 5 x16 moves ~55), so it takes many cores: three quarters of the machine's, at
+///   most 12 (the sweep's best on 16 cores), leaving the rest to the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransferConfig {
     /// Largest staging chunk, in bytes (64 KiB ..= 256 MiB).
@@ -62,9 +63,9 @@ impl Default for TransferConfig {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {
-            chunk_bytes: 4 << 20,
-            chunks_in_flight: 3,
-            copy_threads: cores.saturating_sub(1).min(4),
+            chunk_bytes: 8 << 20,
+            chunks_in_flight: 4,
+            copy_threads: (cores * 3 / 4).min(12),
         }
     }
 }

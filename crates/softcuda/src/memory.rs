@@ -362,12 +362,15 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
 }
 
 /// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked (allocated
-/// or registered) host memory from any context — as sorted, non-overlapping `(start, end, block)`.
+/// or registered) host memory and managed memory from any context (managed memory is
+/// process-wide on NVIDIA: seen on the H200, scripts/probes/managed-probe.cu) — as sorted,
+/// non-overlapping `(start, end, block)`.
 pub(crate) fn visible_to(ctx_ids: &[u64]) -> Vec<(u64, u64, Arc<Block>)> {
     read()
         .iter()
         .filter(|(_, e)| {
-            ctx_ids.contains(&e.ctx_id) || matches!(e.kind, Kind::Host | Kind::Registered)
+            ctx_ids.contains(&e.ctx_id)
+                || matches!(e.kind, Kind::Host | Kind::Registered | Kind::Managed)
         })
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
         .collect()

@@ -1,17 +1,21 @@
 //! Guest arenas and control blocks: allocations lie inside the mapped range, are zeroed (reused
 //! ranges too), never move when the arena grows, work as launch arguments and in transfers;
 //! a full arena is a typed error; nothing leaks; a dead generation's arena is forgotten; and a
-//! control block is shared between a running kernel and the host in both directions.
+//! control block is shared between a running kernel and the host in both directions, with no
+//! driver call (so a store stops a kernel even while another thread waits in the driver for
+//! it), in memory that outlives a foreign reset.
 
 use std::sync::Arc;
 
 use gpuhost::sys::{self, CUresult};
 use gpuhost::{
-    Arg, CONTROL_BYTES, DeviceBuffer, Error, Host, LaunchConfig, ModuleImage, ModuleSource,
-    Registry,
+    Arg, CONTROL_BYTES, DEVICE_WINDOW, DeviceBuffer, Error, Host, LaunchConfig, ModuleImage,
+    ModuleSource, Registry,
 };
 
-use crate::common::{TAG_A, block_on, bundle, exclusive, expected, host, read_u32s, shared, stamp};
+use crate::common::{
+    TAG_A, block_on, bundle, exclusive, expected, host, read_u32s, settled_stats, shared, stamp,
+};
 
 /// `dst[0] = src[0]`, with a volatile load (the value may come from host-mapped memory).
 const COPY_WORD: &str = r#"
@@ -31,17 +35,31 @@ const COPY_WORD: &str = r#"
 }
 "#;
 
-fn copy_word_kernel(host: &Arc<Host>) -> gpuhost::Kernel {
+/// Kernel `name`, the only one of module text `ptx` (loaded now: a module load each call).
+fn one_kernel(host: &Arc<Host>, name: &str, ptx: &str) -> gpuhost::Kernel {
     let reg = Registry::from_sources(
         host,
         "arena-test",
-        vec![ModuleSource::new(
-            "copy_word",
-            ModuleImage::Ptx(COPY_WORD.into()),
-        )],
+        vec![ModuleSource::new(name, ModuleImage::Ptx(ptx.into()))],
     )
-    .expect("load copy_word");
-    reg.kernel("copy_word").expect("copy_word")
+    .unwrap_or_else(|e| panic!("load {name}: {e}"));
+    reg.kernel(name).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn copy_word_kernel(host: &Arc<Host>) -> gpuhost::Kernel {
+    one_kernel(host, "copy_word", COPY_WORD)
+}
+
+/// What another part of the process might do: reset device 0's primary context, destroying it
+/// with everything in it.
+fn foreign_reset() {
+    let mut dev = 0;
+    // SAFETY: valid out pointer; the driver is initialised (a host exists).
+    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    // SAFETY: on purpose; gpuhost must notice and recover.
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) };
+    assert_eq!(r, CUresult::CUDA_SUCCESS);
 }
 
 fn bytes_of(buf: &DeviceBuffer) -> Vec<u8> {
@@ -239,7 +257,9 @@ fn free_bytes(host: &Host) -> u64 {
 fn arenas_control_blocks_and_their_buffers_leak_nothing() {
     let _g = exclusive();
     let Some(host) = host() else { return };
-    let before = host.stats();
+    // The first control block gives the host its pool's first slab, which it keeps for good.
+    drop(host.control_block().unwrap());
+    let before = settled_stats(&host);
     let free0 = free_bytes(&host);
     {
         let arena = host.arena(32 << 20).unwrap();
@@ -271,7 +291,7 @@ fn arenas_control_blocks_and_their_buffers_leak_nothing() {
             "the two anchors"
         );
         assert_eq!(anchor.len(), 0);
-        assert_eq!(ctl_anchor.len(), CONTROL_BYTES);
+        assert_eq!(ctl_anchor.len(), DEVICE_WINDOW + CONTROL_BYTES);
     }
     let after = host.stats();
     assert_eq!(after.live_arenas, before.live_arenas);
@@ -292,13 +312,7 @@ fn a_dead_generations_arena_is_forgotten_and_a_new_one_works() {
     let ctl = host.control_block().unwrap();
     ctl.store_u32(0, 5);
     let before = host.stats();
-    let mut dev = 0;
-    // SAFETY: valid out pointer; the driver is initialised (host() succeeded).
-    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS);
-    // SAFETY: a foreign reset, on purpose: destroys the context with everything in it.
-    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS);
+    foreign_reset();
     assert!(matches!(arena.alloc(256), Err(Error::ContextLost { .. })));
     assert!(matches!(
         buf.read(0, &mut [0u8; 4]),
@@ -306,7 +320,7 @@ fn a_dead_generations_arena_is_forgotten_and_a_new_one_works() {
     ));
     assert!(
         matches!(ctl.try_load_u32(0), Err(Error::ContextLost { .. })),
-        "the block's memory died with its context"
+        "the block belongs to the dead generation"
     );
     drop((buf, arena, ctl));
     let after = host.stats();
@@ -331,6 +345,11 @@ fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
     assert_eq!(ctl_buf.device_ptr(), ctl.device_ptr());
     for off in (0..CONTROL_BYTES).step_by(4) {
         assert_eq!(ctl.load_u32(off), 0, "zeroed at {off}");
+        assert_eq!(
+            ctl.load_u32(DEVICE_WINDOW + off),
+            0,
+            "zeroed at {DEVICE_WINDOW:#x}+{off}"
+        );
     }
     let s = host.stream().unwrap();
     let word = arena.alloc(4).unwrap();
@@ -344,11 +363,14 @@ fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
     ctl.store_u32(0, 0xC0FFEE);
     copy(Arg::Buffer(&ctl_buf, 0), Arg::Buffer(&word, 0));
     assert_eq!(read_u32s(&word, 1), [0xC0FFEE]);
-    // Kernel → host: the kernel writes ctl+4, the host loads it.
+    // Kernel → host: the kernel writes a word of the device window, the host loads it.
     word.write(0, &0xFA17u32.to_le_bytes()).unwrap();
-    copy(Arg::Buffer(&word, 0), Arg::Buffer(&ctl_buf, 4));
-    assert_eq!(ctl.load_u32(4), 0xFA17);
-    assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other word is untouched");
+    copy(
+        Arg::Buffer(&word, 0),
+        Arg::Buffer(&ctl_buf, DEVICE_WINDOW + 4),
+    );
+    assert_eq!(ctl.load_u32(DEVICE_WINDOW + 4), 0xFA17);
+    assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other window is untouched");
 }
 
 /// Spins until `ctl[0]` differs from 0 (at most 2^31 polls), then writes how many polls it took.
@@ -383,26 +405,8 @@ fn a_store_reaches_a_kernel_while_it_runs() {
     // and the kernel must see it then — not after it ends, which it never would.
     let _g = shared();
     let Some(host) = host() else { return };
-    let reg = Registry::from_sources(
-        &host,
-        "arena-wait",
-        vec![ModuleSource::new(
-            "wait_word",
-            ModuleImage::Ptx(WAIT_WORD.into()),
-        )],
-    )
-    .expect("load wait_word");
-    let k = reg.kernel("wait_word").expect("wait_word");
     let ctl = host.control_block().unwrap();
-    let out = host.alloc(4).unwrap();
-    let s = host.stream().unwrap();
-    let done = s
-        .launch(
-            &k,
-            LaunchConfig::for_elements(1, 1),
-            &[Arg::Buffer(&ctl.anchor(), 0), Arg::Buffer(&out, 0)],
-        )
-        .unwrap();
+    let (done, out, _stream) = spin_on(&host, &ctl);
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(!done.is_done(), "the kernel is still spinning on the word");
     ctl.try_store_u32(0, 1)
@@ -413,6 +417,96 @@ fn a_store_reaches_a_kernel_while_it_runs() {
         polls < i32::MAX as u32,
         "the kernel stopped on the store, not its bound ({polls} polls)"
     );
+}
+
+/// Launches `wait_word` on the control block, returning its completion, output word and stream
+/// (kept until the completion is waited for, so the wait completes the launch itself and
+/// releases its buffers before the test ends).
+fn spin_on(
+    host: &Arc<Host>,
+    ctl: &gpuhost::ControlBlock,
+) -> (gpuhost::Completion, DeviceBuffer, gpuhost::Stream) {
+    let k = one_kernel(host, "wait_word", WAIT_WORD);
+    let out = host.alloc(4).unwrap();
+    let s = host.stream().unwrap();
+    let done = s
+        .launch(
+            &k,
+            LaunchConfig::for_elements(1, 1),
+            &[Arg::Buffer(&ctl.anchor(), 0), Arg::Buffer(&out, 0)],
+        )
+        .unwrap();
+    (done, out, s)
+}
+
+#[test]
+fn a_store_stops_a_kernel_while_another_thread_waits_in_the_driver_for_the_device() {
+    // On the H200 a module load (like a launch that grows local memory, or a large cuMemAlloc)
+    // waits inside libcuda until running kernels end, holding a lock that a copy into device
+    // memory needs: the old copy-based store hung there until the kernel's own bound. The store
+    // is a CPU store now, and must get through.
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let ctl = host.control_block().unwrap();
+    let (done, out, _stream) = spin_on(&host, &ctl);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let loader = {
+        let host = Arc::clone(&host);
+        std::thread::spawn(move || copy_word_kernel(&host))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    ctl.try_store_u32(0, 1)
+        .expect("a store while another thread is inside the driver");
+    done.wait().unwrap();
+    loader
+        .join()
+        .expect("the module load finishes once the kernel stops");
+    let polls = read_u32s(&out, 1)[0];
+    assert!(
+        polls < i32::MAX as u32,
+        "the kernel stopped on the store, not its bound ({polls} polls)"
+    );
+}
+
+#[test]
+fn control_block_memory_outlives_a_foreign_reset_and_serves_the_next_generation() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let ctl = host.control_block().unwrap();
+    ctl.store_u32(0, 7);
+    let addr = ctl.device_ptr();
+    foreign_reset();
+    let before = host.generation();
+    // The next entry notices the reset (whatever it answers itself).
+    let _ = host.synchronize();
+    assert_ne!(host.generation(), before, "a new generation");
+    assert!(matches!(
+        ctl.try_store_u32(0, 8),
+        Err(Error::ContextLost { .. })
+    ));
+    drop(ctl);
+    // The slot goes back to the pool, zeroed, and the next block (of the new generation) is
+    // the same memory: it was never freed, and the new context's kernels reach it.
+    let ctl = host.control_block().unwrap();
+    assert_eq!(
+        ctl.device_ptr(),
+        addr,
+        "the pool hands the same slot out again"
+    );
+    assert_eq!(ctl.load_u32(0), 0, "cleared for its next user");
+    let k = copy_word_kernel(&host);
+    let word = host.alloc(4).unwrap();
+    ctl.store_u32(0, 0xBEEF);
+    let s = host.stream().unwrap();
+    s.launch(
+        &k,
+        LaunchConfig::for_elements(1, 1),
+        &[Arg::Buffer(&ctl.anchor(), 0), Arg::Buffer(&word, 0)],
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    assert_eq!(read_u32s(&word, 1), [0xBEEF]);
 }
 
 #[test]

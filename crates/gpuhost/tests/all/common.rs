@@ -20,6 +20,20 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
 
 pub use testkit::in_child;
 
+/// The host's counters once the work of earlier tests has been retired: their last batches may
+/// still be with the completion thread (holding their buffers) when they return.
+pub fn settled_stats(host: &Host) -> gpuhost::HostStats {
+    host.synchronize().expect("synchronize");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let s = host.stats();
+        if s.pending_launches == 0 || std::time::Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// The host of device 0. Without a driver this fails the test, or returns None after printing
 /// "skipped: no driver" where `GPUHOST_TEST_ALLOW_SKIP=1` allows it (testkit's one rule).
 pub fn host() -> Option<Arc<Host>> {

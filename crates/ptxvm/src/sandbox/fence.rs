@@ -474,7 +474,10 @@ impl<'m> Fx<'_, 'm> {
             guard,
             "st",
             &["volatile", "global", "u32"],
-            vec![Operand::Addr(Some("%__sbx_ctl".into()), 4), sreg("tag")],
+            vec![
+                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_FAULT_TAG),
+                sreg("tag"),
+            ],
         );
     }
 

@@ -27,6 +27,16 @@ use crate::error::Error;
 /// entry (the arena base is 64 KiB-aligned, so the host maps at least this much).
 pub const MIN_ARENA: u64 = 64 << 10;
 
+/// Where kernels read the abort epoch: `ctl` + this.
+pub const CTL_EPOCH: i64 = 0;
+/// Where a kernel that made a fenced access writes its launch's tag: `ctl` + this. The host
+/// passes a `ctl` whose words kernels write lie this far from those they read, on other pages
+/// (gpuhost's control block: its device window), so neither side's accesses move the other's.
+pub const CTL_FAULT_TAG: i64 = 2 << 20;
+/// Where a thread stopped by an epoch change in the middle of a loop writes its launch's tag,
+/// if the word is 0 (the host clears it before it stops a guest): names the kernel that ran.
+pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
+
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
 pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];
 

@@ -145,7 +145,7 @@ impl<'m> Fx<'_, 'm> {
                 vec![],
             );
             // Poll once at entry: a launch queued behind an abort never starts its work.
-            self.exit_if_aborted(&mut out);
+            self.exit_if_aborted(&mut out, false);
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
@@ -294,19 +294,26 @@ impl<'m> Fx<'_, 'm> {
         self.emit(out, p, "bra", &[], vec![Operand::Name(skip.clone())]);
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
-        self.exit_if_aborted(out);
+        self.exit_if_aborted(out, true);
         out.push(O::New(Stmt::Label(skip, self.line)));
     }
 
     /// The poll itself: reads the control block's epoch and exits the thread when it is not
-    /// this launch's (the host bumped it to stop the guest's work).
-    fn exit_if_aborted(&self, out: &mut Vec<O<'m>>) {
+    /// this launch's (the host bumped it to stop the guest's work). With `report` (a thread
+    /// stopped mid-loop, not a launch stopped before it began), the thread first writes its
+    /// launch's tag to the stopped word if that is still 0, so the host can name the kernel
+    /// that was running; a plain load and store (not an atomic), since any running kernel's
+    /// tag is a right answer and the word may be in host memory.
+    fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
         self.emit(
             out,
             None,
             "ld",
             &["volatile", "global", "u32"],
-            vec![sreg("e"), Operand::Addr(Some("%__sbx_ctl".into()), 0)],
+            vec![
+                sreg("e"),
+                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
+            ],
         );
         self.emit(
             out,
@@ -315,6 +322,21 @@ impl<'m> Fx<'_, 'm> {
             &["ne", "u32"],
             vec![sreg("p"), sreg("e"), sreg("epoch")],
         );
-        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], vec![]);
+        let aborted = Some(("%__sbx_p".to_string(), false));
+        if report {
+            let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
+            let ld = &["volatile", "global", "u32"];
+            self.emit(out, aborted.clone(), "ld", ld, vec![sreg("t"), stopped()]);
+            self.emit(
+                out,
+                aborted.clone(),
+                "setp",
+                &["eq", "and", "u32"],
+                vec![sreg("q"), sreg("t"), imm(0), sreg("p")],
+            );
+            let q = Some(("%__sbx_q".to_string(), false));
+            self.emit(out, q, "st", ld, vec![stopped(), sreg("tag")]);
+        }
+        self.emit(out, aborted, "exit", &[], vec![]);
     }
 }

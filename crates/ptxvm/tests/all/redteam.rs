@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Error, FaultKind, Launch, Module};
 
-use super::sandbox::{Arg, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
+use super::sandbox::{Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
 
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
 const TAG: u32 = 0x7a9;
@@ -61,7 +61,7 @@ fn attack_in(
     run_sandboxed(m, kernel, shape, &args, &hidden, &mem)
         .unwrap_or_else(|f| panic!("{kernel}: the sandboxed kernel faulted: {f}"));
     mem.assert_victim_safe();
-    let word = mem.ctl_word(4).load(Ordering::SeqCst);
+    let word = mem.ctl_word(FAULT).load(Ordering::SeqCst);
     if expect_fenced {
         assert_eq!(word, TAG, "{kernel}: the fault word names the launch");
     } else {
@@ -323,7 +323,7 @@ fn abort_after(kernel: &str, after: Duration, fenced: bool) {
     });
     mem.assert_victim_safe();
     let want = if fenced { TAG } else { 0 };
-    assert_eq!(mem.ctl_word(4).load(Ordering::SeqCst), want);
+    assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), want);
     let iterations = u32::from_le_bytes(mem.read(out, 4).try_into().unwrap());
     assert!(iterations > 0, "the kernel ran before the abort");
 }
@@ -495,7 +495,7 @@ fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
         .collect();
     assert_eq!(got, want);
     assert_eq!(
-        mem.ctl_word(4).load(Ordering::SeqCst),
+        mem.ctl_word(FAULT).load(Ordering::SeqCst),
         TAG,
         "counter+4 MiB (past the arena) was fenced"
     );

@@ -15,6 +15,8 @@ const ARENA_ALIGN: usize = 64 << 10;
 const VICTIM: usize = 4096;
 /// Launch tag (high half of the `launch` hidden parameter) these tests use.
 const TAG: u32 = 0x7a9;
+/// Offset of the fault word in the control block.
+pub const FAULT: usize = ptxvm::sandbox::CTL_FAULT_TAG as usize;
 
 struct Region {
     ptr: *mut u8,
@@ -107,7 +109,7 @@ impl GuestMem {
         GuestMem {
             arena: Region::new(ARENA, ARENA_ALIGN),
             victim,
-            ctl: Region::new(64, 64),
+            ctl: Region::new(FAULT + 64, 64),
             victim_touched: AtomicBool::new(false),
             next: 0,
         }
@@ -137,8 +139,9 @@ impl GuestMem {
         self.arena.bytes()[off..off + len].to_vec()
     }
     pub fn ctl_word(&self, off: usize) -> &AtomicU32 {
-        assert!(off.is_multiple_of(4) && off < 64);
-        // SAFETY: the control block is 64-aligned and 64 bytes long; AtomicU32 has u32's layout.
+        assert!(off.is_multiple_of(4) && (off < 64 || (FAULT..FAULT + 64).contains(&off)));
+        // SAFETY: the control block is 64-aligned and FAULT + 64 bytes long; AtomicU32 has
+        // u32's layout.
         unsafe { &*(self.ctl.ptr.add(off) as *const AtomicU32) }
     }
     /// Victim unchanged and never translated; the arena holds no victim bytes.
@@ -398,7 +401,7 @@ fn differential(orig: &Module, sbx: &Module, layout: &ptxvm::sandbox::GlobalsLay
         );
     }
     assert_eq!(
-        mem.ctl_word(4).load(Ordering::SeqCst),
+        mem.ctl_word(FAULT).load(Ordering::SeqCst),
         0,
         "{name}: a legal kernel was fenced"
     );
