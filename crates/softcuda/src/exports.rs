@@ -27,9 +27,11 @@ use crate::{
 mod common;
 mod graph;
 mod link;
+mod memop;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
+pub use memop::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {

@@ -9,7 +9,7 @@
 //! module that returns `Result<_, CUresult>` — the driver API's own error type:
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
 //! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
-//! `pointer` (frees and pointer queries), `vmm` (virtual memory management: reservations,
+//! `pointer` (frees and pointer queries), `memop` (stream memory operations: write/wait value), `vmm` (virtual memory management: reservations,
 //! memfd-backed physical allocations, mappings and access), `module` (+ `image` for
 //! fatbins/cubins, `jit` for the JIT log options), `launch`, `printf` (the device printf FIFO),
 //! `graph` and `capture` (graphs and stream capture; their exports are in `exports/graph.rs`)
@@ -43,6 +43,7 @@ mod jit;
 mod launch;
 mod link;
 pub mod loader;
+mod memop;
 mod memory;
 mod module;
 mod pointer;

@@ -11,6 +11,7 @@ mod graphs;
 mod kernels;
 mod launch;
 mod link;
+mod memops;
 mod memory;
 mod peers;
 mod programs;
