@@ -541,6 +541,14 @@ exports! {
         unsafe { jit::load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut()) }
     }
 
+    /// Loads a module from a fatbin (or anything cuModuleLoadData takes): its PTX entry is
+    /// loaded; a fatbin holding only cubins is `CUDA_ERROR_NO_BINARY_FOR_GPU`.
+    fn cuModuleLoadFatBinary(module: *mut CUmodule, fatCubin: *const c_void) {
+        // SAFETY: `module` is NULL (refused) or writable and `fatCubin` NULL (refused) or a
+        // fatbin, per cuda.h: load_module's contract.
+        unsafe { jit::load_module(module, fatCubin, 0, std::ptr::null(), std::ptr::null_mut()) }
+    }
+
     /// [`cuModuleLoadData`] with JIT options; the error log names line:col of a PTX error.
     fn cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, numOptions: c_uint, options: *const c_uint, optionValues: *mut *mut c_void) {
         // SAFETY: as in cuModuleLoadData, and the option arrays hold `numOptions` entries each

@@ -7,6 +7,7 @@ mod context;
 mod device;
 mod device_io;
 mod entry;
+mod fatbin;
 mod graphs;
 mod kernels;
 mod launch;
