@@ -7,8 +7,8 @@
 //!   aligned to at least 64 KiB (cuMemAddressReserve).
 //! - Physical chunks are created, mapped right after the mapped part, made read-write for the
 //!   device and zeroed (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemsetD8) when an allocation
-//!   ends past `mapped`; the handle is released at once, so unmapping a chunk frees it. The
-//!   first chunk is mapped at creation, so `mapped` is never 0: a sandboxed kernel's fenced
+//!   ends past `mapped`. Each chunk's handle is kept until the arena goes (see the last item).
+//!   The first chunk is mapped at creation, so `mapped` is never 0: a sandboxed kernel's fenced
 //!   accesses always land in mapped, zeroed (or the guest's own) memory.
 //! - Allocations are 256-byte aligned ranges from a first-fit free list over `[0, max_bytes)`
 //!   (lowest address first, so the mapped part stays as small as the live set allows); freed
@@ -19,9 +19,14 @@
 //!   launch on them could overtake the zeroing. Nothing else can still use the range: a buffer
 //!   gives its range back only when its last clone and every launch using it have ended.
 //! - The arena goes when its last holder does: buffers (and the [`Arena::anchor`] a launch may
-//!   hold) keep it alive. It then unmaps every chunk and frees the reservation. An arena of a
-//!   dead context generation is forgotten: its memory died with the context, and its addresses
-//!   may belong to the new one.
+//!   hold) keep it alive. It then unmaps every chunk, releases the chunks' handles and frees
+//!   the reservation. An arena of a dead context generation still releases its handles: on
+//!   NVIDIA's driver physical memory is a device object that outlives a context reset (an H200
+//!   keeps it counted as used until cuMemRelease), so forgetting them would leak it for the
+//!   life of the process. Its addresses are touched only where the driver still shows our own
+//!   chunk mapped there (cuMemRetainAllocationHandle answers our handle, which no one else can
+//!   hold while we keep it): the reservation may have gone with the old context and its
+//!   addresses may belong to the new one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +56,7 @@ const VMM_CALLS: &[&str] = &[
     "cuMemMap",
     "cuMemUnmap",
     "cuMemSetAccess",
+    "cuMemRetainAllocationHandle",
 ];
 
 /// A guest's memory: one fixed virtual range, mapped as it fills. See the module docs.
@@ -82,12 +88,21 @@ impl std::fmt::Debug for Arena {
     }
 }
 
+/// One mapped chunk: `len` bytes at `offset`, backed by the physical allocation `handle`, whose
+/// cuMemCreate reference the arena holds until it goes.
+#[derive(Debug, Clone, Copy)]
+struct Chunk {
+    offset: u64,
+    len: u64,
+    handle: sys::CUmemGenericAllocationHandle,
+}
+
 #[derive(Default)]
 struct State {
     /// Free ranges below `limit`: offset → length, non-adjacent (coalesced).
     free: BTreeMap<u64, u64>,
-    /// Mapped chunks, in address order: (offset, length).
-    chunks: Vec<(u64, u64)>,
+    /// Mapped chunks, in address order.
+    chunks: Vec<Chunk>,
     mapped: u64,
 }
 
@@ -336,17 +351,20 @@ impl Arena {
                     unsafe { sys::cuMemUnmap(ptr, len as usize) };
                 })
         });
-        // The mapping (if any) keeps the memory; the handle is not needed any more.
-        // SAFETY: releases cuMemCreate's one reference, once.
-        let r = unsafe { sys::cuMemRelease(handle) };
-        mapped?;
-        if r != CUresult::CUDA_SUCCESS
-            && let Err(e) = self.host.classify("cuMemRelease", r)
-        {
-            self.host
-                .drop_error("releasing an arena chunk's handle", &e);
+        if let Err(e) = mapped {
+            // SAFETY: releases cuMemCreate's one reference, once; the mapping (if any) is gone.
+            let r = unsafe { sys::cuMemRelease(handle) };
+            if let Err(re) = self.host.classify("cuMemRelease", r) {
+                self.host
+                    .drop_error("releasing a failed arena chunk's handle", &re);
+            }
+            return Err(e);
         }
-        st.chunks.push((at, len));
+        st.chunks.push(Chunk {
+            offset: at,
+            len,
+            handle,
+        });
         st.mapped = target;
         self.mapped.store(target, Ordering::Release);
         Ok(())
@@ -373,39 +391,99 @@ impl Arena {
     }
 }
 
+impl Arena {
+    /// Releases a handle the arena holds (one cuMemCreate reference), recording a failure.
+    fn release_handle(&self, handle: sys::CUmemGenericAllocationHandle) {
+        // SAFETY: the arena's own reference, released once (the chunk list was taken).
+        let r = unsafe { sys::cuMemRelease(handle) };
+        if let Err(e) = self.host.classify("cuMemRelease", r) {
+            self.host
+                .drop_error("releasing an arena chunk's handle", &e);
+        }
+    }
+
+    /// The arena's generation is live: unmap everything, release the handles, free the range.
+    fn release_live(&self, chunks: Vec<Chunk>) {
+        let mapped: u64 = chunks.iter().map(|c| c.len).sum();
+        // One call for all chunks (they tile [base, base + mapped)): softcuda then waits once for
+        // kernels still holding the range, not once per chunk. A driver that wants one call per
+        // cuMemMap gets them.
+        let all = if mapped > 0 {
+            // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so no launch
+            // given one (or the anchor) is still running.
+            unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
+        } else {
+            CUresult::CUDA_SUCCESS
+        };
+        if all != CUresult::CUDA_SUCCESS {
+            for c in &chunks {
+                // SAFETY: as above, one chunk at a time.
+                let r = unsafe { sys::cuMemUnmap(self.base + c.offset, c.len as usize) };
+                if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                    self.host.drop_error("unmapping an arena chunk", &e);
+                }
+            }
+        }
+        for c in chunks {
+            self.release_handle(c.handle);
+        }
+        // SAFETY: the whole reservation, with nothing mapped in it any more.
+        let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
+        if let Err(e) = self.host.classify("cuMemAddressFree", r) {
+            self.host.drop_error("freeing an arena's address range", &e);
+        }
+    }
+
+    /// The arena's context is gone (the current one is bound): release what outlived it. A
+    /// chunk still mapped at its address (the driver answers our handle for it) is unmapped,
+    /// and then the reservation is ours too and is freed; an address the driver does not show
+    /// as our chunk is left alone, since it may now be the new context's.
+    fn release_dead(&self, chunks: Vec<Chunk>) {
+        let mut range_survived = false;
+        for c in chunks {
+            let at = self.base + c.offset;
+            let mut found: sys::CUmemGenericAllocationHandle = 0;
+            // SAFETY: a query; `found` is a valid out pointer and an address without a mapping
+            // is an error code.
+            let r = unsafe { sys::cuMemRetainAllocationHandle(&mut found, at as *mut _) };
+            if r == CUresult::CUDA_SUCCESS {
+                // The query took a reference of its own.
+                self.release_handle(found);
+                if found == c.handle {
+                    range_survived = true;
+                    // SAFETY: our own chunk, still mapped at its address: the driver says so.
+                    let r = unsafe { sys::cuMemUnmap(at, c.len as usize) };
+                    if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                        self.host.drop_error("unmapping a dead arena's chunk", &e);
+                    }
+                }
+            }
+            self.release_handle(c.handle);
+        }
+        if range_survived {
+            // SAFETY: the reservation outlived its context (our chunk was still mapped in it),
+            // so it is still ours; nothing is mapped in it any more.
+            let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
+            if let Err(e) = self.host.classify("cuMemAddressFree", r) {
+                self.host
+                    .drop_error("freeing a dead arena's address range", &e);
+            }
+        }
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
         Counters::dec(&self.host.counters.live_arenas);
-        // A dead generation's arena died with its context: forgotten, never unmapped.
-        self.host
-            .release_in(self.generation, "release an arena", || {
-                let chunks = std::mem::take(&mut self.lock().chunks);
-                let mapped: u64 = chunks.iter().map(|&(_, len)| len).sum();
-                // One call for all chunks (they tile [base, base + mapped)): softcuda then waits
-                // once for kernels still holding the range, not once per chunk. A driver that
-                // wants one call per cuMemMap gets them.
-                let all = if mapped > 0 {
-                    // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so
-                    // no launch given one (or the anchor) is still running.
-                    unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
-                } else {
-                    CUresult::CUDA_SUCCESS
-                };
-                if all != CUresult::CUDA_SUCCESS {
-                    for (at, len) in chunks {
-                        // SAFETY: as above, one chunk at a time.
-                        let r = unsafe { sys::cuMemUnmap(self.base + at, len as usize) };
-                        if let Err(e) = self.host.classify("cuMemUnmap", r) {
-                            self.host.drop_error("unmapping an arena chunk", &e);
-                        }
-                    }
-                }
-                // SAFETY: the whole reservation, with nothing mapped in it any more.
-                let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
-                if let Err(e) = self.host.classify("cuMemAddressFree", r) {
-                    self.host.drop_error("freeing an arena's address range", &e);
-                }
-            });
+        let chunks = std::mem::take(&mut self.lock().chunks);
+        match self.host.enter_for(self.generation) {
+            Ok(_) => self.release_live(chunks),
+            // enter_for bound the new context before refusing the old generation.
+            Err(Error::ContextLost { .. }) => self.release_dead(chunks),
+            Err(e) => self
+                .host
+                .drop_error("binding the context to release an arena", &e),
+        }
     }
 }
 

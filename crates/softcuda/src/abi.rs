@@ -158,7 +158,11 @@ pub(crate) unsafe fn read_2d(
     }
 }
 
-/// Copies `text` NUL-terminated into a C buffer of `len` bytes, truncating.
+/// Copies `text` NUL-terminated into a C buffer of `len` bytes, truncating; a NULL buffer or a
+/// length below 1 is `CUDA_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `out` is null or valid for writing `len` bytes.
 pub(crate) unsafe fn copy_c_string(text: &str, out: *mut c_char, len: c_int) -> CuResult<()> {
     let len = non_negative(len)? as usize;
     if out.is_null() || len == 0 {

@@ -236,8 +236,17 @@ pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
         .iter()
         .find(|(a, _)| *a as u32 == attr)
         .map(|&(_, v)| v)
+        .or_else(|| stream_memory_ops(attr))
         .or_else(|| unsupported_feature(attr))
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+/// The stream memory operation attributes, by value (cudarc's enum names them differently per
+/// CUDA version): the CUDA 11 names (92 memory ops, 93 64-bit ops, 94 wait-NOR) and CUDA 12's
+/// (122 64-bit ops, 123 wait-NOR). softcuda implements them all (see `memop`), and the H200
+/// answers 1 to each.
+fn stream_memory_ops(attr: u32) -> Option<i32> {
+    matches!(attr, 92..=94 | 122 | 123).then_some(1)
 }
 
 /// Attributes of CUDA 13's list that describe features softcuda does not have, by value (several
@@ -248,8 +257,6 @@ fn unsupported_feature(attr: u32) -> Option<i32> {
         // Texture and surface size limits (21..=29, 42..=49, 52..=74, 77) and 2D gather (44):
         // there are no textures or surfaces.
         21..=29 | 42..=49 | 52..=74 | 77 => true,
-        // Stream memory operations (cuStreamWaitValue/WriteValue, 92..=94 and the v2 flags 122, 123).
-        92..=94 | 122 | 123 => true,
         // Shareable handle types for exporting memory (POSIX fd, Win32, Win32 KMT, fabric, the
         // memory-pool mask) and GPUDirect RDMA with VMM.
         103..=105 | 110 | 119 | 128 => true,

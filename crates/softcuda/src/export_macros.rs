@@ -2,11 +2,10 @@
 //! names for one export) and functions that answer `CUDA_ERROR_NOT_SUPPORTED`. They live apart
 //! from `exports` so that file is the list itself.
 
-/// Declares exports whose bodies return `CuResult<()>`.
-///
-/// SAFETY (for the `unsafe` block each expansion wraps its body in): the body only touches raw
-/// pointers the C caller passed, through the null-checking helpers in `abi`, under the caller's
-/// `cuda.h` contract that each non-null pointer is valid for the access the function documents.
+/// Declares exports whose bodies return `CuResult<()>`. A body is safe code: each unsafe
+/// operation in it (a write through an out-pointer, a read of an input struct, a C string) has
+/// its own `unsafe` block and `SAFETY` comment, which rests on the export's `cuda.h` contract
+/// for that pointer (the contract of the `unsafe extern "C" fn` the macro declares).
 macro_rules! exports {
     ($( $(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block )*) => {
         $(
@@ -14,9 +13,7 @@ macro_rules! exports {
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::cudarc::driver::sys::CUresult {
                 $crate::abi::guard(|| -> $crate::abi::CuResult<()> {
-                    // SAFETY: see the macro's documentation: pointers are valid per cuda.h.
-                    #[allow(unused_unsafe)]
-                    unsafe { $body }
+                    $body
                 })
             }
         )*

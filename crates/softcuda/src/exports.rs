@@ -20,16 +20,18 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{
-    capture, context, device, driver, errors, event, jit, module, pointer, procaddr, stream, vmm,
-};
+use crate::{capture, context, device, driver, event, jit, module, procaddr, result_text, stream};
 
 mod common;
 mod graph;
 mod link;
+mod memop;
+mod memory_calls;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
+pub use memop::*;
+pub use memory_calls::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn h<T>(handle: *mut T) -> u64 {
@@ -47,61 +49,81 @@ exports! {
     fn cuInit(flags: c_uint) { driver::init(flags) }
 
     /// Reports the CUDA version this driver implements (13000).
-    fn cuDriverGetVersion(version: *mut c_int) { abi::write(version, driver::DRIVER_VERSION) }
+    fn cuDriverGetVersion(version: *mut c_int) {
+        // SAFETY: `version` is cuDriverGetVersion's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(version, driver::DRIVER_VERSION) }
+    }
 
     /// Number of devices: `SOFTCUDA_DEVICES` (default 1).
     fn cuDeviceGetCount(count: *mut c_int) {
         driver::ensure_init()?;
-        abi::write(count, driver::device_count())
+        // SAFETY: `count` is cuDeviceGetCount's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(count, driver::device_count()) }
     }
 
     /// The device handle for `ordinal`.
     fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) {
         device::check(ordinal)?;
-        abi::write(dev, ordinal)
+        // SAFETY: `dev` is cuDeviceGet's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(dev, ordinal) }
     }
 
     /// The device name, NUL-terminated and truncated to `len`.
     fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) {
         device::check(dev)?;
-        abi::copy_c_string(device::NAME, name, len)
+        // SAFETY: `name` is NULL (refused) or holds `len` writable bytes per cuda.h.
+        unsafe { abi::copy_c_string(device::NAME, name, len) }
     }
 
     /// One device attribute; unknown attributes are `CUDA_ERROR_INVALID_VALUE`.
     fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_uint, dev: CUdevice) {
         device::check(dev)?;
         let v = device::attribute(attrib, dev)?;
-        abi::write(value, v)
+        // SAFETY: `value` is cuDeviceGetAttribute's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(value, v) }
     }
 
     /// Total device memory in bytes (`SOFTCUDA_MEMORY` or 16 GiB).
     fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) {
         device::check(dev)?;
-        abi::write(bytes, usize::try_from(driver::total_memory()).unwrap_or(usize::MAX))
+        // SAFETY: `bytes` is cuDeviceTotalMem_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(bytes, usize::try_from(driver::total_memory()).unwrap_or(usize::MAX)) }
     }
 
 
     /// Compute capability 9.0 (deprecated in cuda.h, still used by older programs).
     fn cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, dev: CUdevice) {
         device::check(dev)?;
-        abi::write(major, 9)?;
-        abi::write(minor, 0)
+        // SAFETY: `major` is cuDeviceComputeCapability's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(major, 9) }?;
+        // SAFETY: `minor` is cuDeviceComputeCapability's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(minor, 0) }
     }
 
     /// The device's UUID (same as [`cuDeviceGetUuid`]: there is no MIG).
     fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) {
         device::check(dev)?;
-        abi::write(uuid, CUuuid { bytes: device::uuid(dev).map(|b| b as c_char) })
+        // SAFETY: `uuid` is cuDeviceGetUuid_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(uuid, CUuuid { bytes: device::uuid(dev).map(|b| b as c_char) }) }
     }
 
     /// The name of a `CUresult` as a static C string; unknown codes are `CUDA_ERROR_INVALID_VALUE`.
     fn cuGetErrorName(error: c_uint, out: *mut *const c_char) {
-        match errors::name(error) {
-            Some(name) => abi::write(out, name.as_ptr()),
+        match result_text::name(error) {
+            // SAFETY: `out` is cuGetErrorName's out-pointer: NULL (refused) or writable per cuda.h.
+            Some(name) => unsafe { abi::write(out, name.as_ptr()) },
             None => {
                 // NVIDIA sets the out-pointer to NULL for an unknown code.
                 if !out.is_null() {
-                    abi::write(out, std::ptr::null())?;
+                    // SAFETY: `out` is cuGetErrorName's out-pointer: NULL (refused) or writable per
+                    // cuda.h.
+                    unsafe { abi::write(out, std::ptr::null()) }?;
                 }
                 Err(CUresult::CUDA_ERROR_INVALID_VALUE)
             }
@@ -110,11 +132,15 @@ exports! {
 
     /// The message of a `CUresult` as a static C string; unknown codes are `CUDA_ERROR_INVALID_VALUE`.
     fn cuGetErrorString(error: c_uint, out: *mut *const c_char) {
-        match errors::message(error) {
-            Some(msg) => abi::write(out, msg.as_ptr()),
+        match result_text::message(error) {
+            // SAFETY: `out` is cuGetErrorString's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            Some(msg) => unsafe { abi::write(out, msg.as_ptr()) },
             None => {
                 if !out.is_null() {
-                    abi::write(out, std::ptr::null())?;
+                    // SAFETY: `out` is cuGetErrorString's out-pointer: NULL (refused) or writable
+                    // per cuda.h.
+                    unsafe { abi::write(out, std::ptr::null()) }?;
                 }
                 Err(CUresult::CUDA_ERROR_INVALID_VALUE)
             }
@@ -124,12 +150,16 @@ exports! {
     /// The driver function for a base name at a CUDA version (see `procaddr`); `symbolStatus`
     /// may be NULL. Not found: `CUDA_ERROR_NOT_FOUND` with `*pfn` NULL.
     fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: u64, symbolStatus: *mut c_uint) {
-        abi::write_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus)
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for cuGetProcAddress_v2: the
+        // helper's contract.
+        unsafe { abi::write_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus) }
     }
 
     /// [`cuGetProcAddress_v2`] without the status out-parameter (CUDA 11.3's signature).
     fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: u64) {
-        abi::write_proc_address(symbol, pfn, cudaVersion, flags, std::ptr::null_mut())
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for cuGetProcAddress: the
+        // helper's contract.
+        unsafe { abi::write_proc_address(symbol, pfn, cudaVersion, flags, std::ptr::null_mut()) }
     }
 
     /// NVIDIA's private export tables: softcuda has none, so every id is `CUDA_ERROR_INVALID_VALUE`
@@ -138,7 +168,9 @@ exports! {
         if ppExportTable.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(ppExportTable, std::ptr::null())?;
+        // SAFETY: `ppExportTable` is cuGetExportTable's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(ppExportTable, std::ptr::null()) }?;
         procaddr::export_table(pExportTableId.is_null())
     }
 
@@ -151,7 +183,9 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         let handle = context::primary_retain(dev)?;
-        abi::write(pctx, p(handle))
+        // SAFETY: `pctx` is cuDevicePrimaryCtxRetain's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(pctx, p(handle)) }
     }
 
     /// Releases one reference; at zero the primary context and all it owns are destroyed.
@@ -173,8 +207,12 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         let (f, a) = context::primary_state(dev)?;
-        abi::write(flags, f)?;
-        abi::write(active, c_int::from(a))
+        // SAFETY: `flags` is cuDevicePrimaryCtxGetState's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(flags, f) }?;
+        // SAFETY: `active` is cuDevicePrimaryCtxGetState's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(active, c_int::from(a)) }
     }
 
     /// Sets the flags the primary context has (and will be created with).
@@ -191,18 +229,22 @@ exports! {
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags, dev)?))
+        // SAFETY: `pctx` is cuCtxCreate_v2's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pctx, p(context::create(flags, dev)?)) }
     }
 
     /// cuCtxCreate with execution-affinity parameters (an SM-count affinity cannot be honoured:
     /// there are no SMs to set aside, so it is `CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`).
     fn cuCtxCreate_v3(pctx: *mut CUcontext, params: *mut abi::RawExecAffinityParam, num_params: c_int, flags: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        abi::check_exec_affinity(params, num_params)?;
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for cuCtxCreate_v3: the
+        // helper's contract.
+        unsafe { abi::check_exec_affinity(params, num_params) }?;
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags, dev)?))
+        // SAFETY: `pctx` is cuCtxCreate_v3's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pctx, p(context::create(flags, dev)?)) }
     }
 
     /// cuCtxCreate with creation parameters (CUDA 13's `cuCtxCreate`): NULL or a zeroed
@@ -210,11 +252,14 @@ exports! {
     /// CIG (graphics-shared contexts) is `CUDA_ERROR_NOT_SUPPORTED`.
     fn cuCtxCreate_v4(pctx: *mut CUcontext, params: *const abi::RawCtxCreateParams, flags: c_uint, dev: CUdevice) {
         device::check(dev)?;
-        abi::check_ctx_create_params(params)?;
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for cuCtxCreate_v4: the
+        // helper's contract.
+        unsafe { abi::check_ctx_create_params(params) }?;
         if pctx.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pctx, p(context::create(flags, dev)?))
+        // SAFETY: `pctx` is cuCtxCreate_v4's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pctx, p(context::create(flags, dev)?)) }
     }
 
     /// Whether an execution-affinity kind is supported: none is (no SMs to partition).
@@ -223,7 +268,9 @@ exports! {
         if kind != 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(pi, 0)
+        // SAFETY: `pi` is cuDeviceGetExecAffinitySupport's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(pi, 0) }
     }
 
     /// Destroys a context made by cuCtxCreate.
@@ -235,7 +282,8 @@ exports! {
     /// The current context of this thread, NULL when none (even if it has been destroyed).
     fn cuCtxGetCurrent(pctx: *mut CUcontext) {
         driver::ensure_init()?;
-        abi::write(pctx, p(context::current_handle()))
+        // SAFETY: `pctx` is cuCtxGetCurrent's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pctx, p(context::current_handle())) }
     }
 
     /// Pushes `ctx` on this thread's context stack.
@@ -245,7 +293,9 @@ exports! {
     fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) {
         let popped = context::pop_current()?;
         if !pctx.is_null() {
-            abi::write(pctx, p(popped))?;
+            // SAFETY: `pctx` is cuCtxPopCurrent_v2's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(pctx, p(popped)) }?;
         }
         Ok(())
     }
@@ -254,7 +304,8 @@ exports! {
     fn cuCtxGetDevice(dev: *mut CUdevice) {
         let ctx = context::current()?;
         ctx.check_usable()?;
-        abi::write(dev, ctx.device)
+        // SAFETY: `dev` is cuCtxGetDevice's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(dev, ctx.device) }
     }
 
     /// Whether `dev`'s contexts can use `peer`'s memory: yes between two different devices
@@ -262,7 +313,9 @@ exports! {
     fn cuDeviceCanAccessPeer(canAccess: *mut c_int, dev: CUdevice, peer: CUdevice) {
         device::check(dev)?;
         device::check(peer)?;
-        abi::write(canAccess, c_int::from(dev != peer))
+        // SAFETY: `canAccess` is cuDeviceCanAccessPeer's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(canAccess, c_int::from(dev != peer)) }
     }
 
     /// A `CUdevice_P2PAttribute` of two different devices.
@@ -272,7 +325,9 @@ exports! {
         if src == dst {
             return Err(CUresult::CUDA_ERROR_INVALID_DEVICE);
         }
-        abi::write(value, device::p2p_attribute(attrib)?)
+        // SAFETY: `value` is cuDeviceGetP2PAttribute's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(value, device::p2p_attribute(attrib)?) }
     }
 
     /// Lets the current context's kernels use `peer`'s allocations (`flags` must be 0).
@@ -298,17 +353,23 @@ exports! {
     /// A context's unique id (new on every creation); NULL means the current context.
     fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
         let c = if ctx.is_null() { context::current()? } else { context::resolve(h(ctx))? };
-        abi::write(id, c.id)
+        // SAFETY: `id` is cuCtxGetId's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(id, c.id) }
     }
 
     /// The API version of a context (NULL: current).
     fn cuCtxGetApiVersion(ctx: CUcontext, version: *mut c_uint) {
         if ctx.is_null() { context::current()?; } else { context::resolve(h(ctx))?; }
-        abi::write(version, context::API_VERSION)
+        // SAFETY: `version` is cuCtxGetApiVersion's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(version, context::API_VERSION) }
     }
 
     /// The current context's flags.
-    fn cuCtxGetFlags(flags: *mut c_uint) { abi::write(flags, context::current()?.flags()) }
+    fn cuCtxGetFlags(flags: *mut c_uint) {
+        // SAFETY: `flags` is cuCtxGetFlags's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(flags, context::current()?.flags()) }
+    }
 
     /// Replaces the current context's flags.
     fn cuCtxSetFlags(flags: c_uint) {
@@ -322,19 +383,28 @@ exports! {
     /// Reads a `CU_LIMIT_*` of the current context.
     fn cuCtxGetLimit(value: *mut usize, limit: c_uint) {
         let v = context::current()?.limit(limit)?;
-        abi::write(value, usize::try_from(v).unwrap_or(usize::MAX))
+        // SAFETY: `value` is cuCtxGetLimit's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(value, usize::try_from(v).unwrap_or(usize::MAX)) }
     }
 
     /// Stream priorities: 0 (least) to -5 (greatest), as on H100/H200.
     fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
         context::current()?;
-        if !least.is_null() { abi::write(least, stream::LEAST_PRIORITY)?; }
-        if !greatest.is_null() { abi::write(greatest, stream::GREATEST_PRIORITY)?; }
+        // SAFETY: `least` is cuCtxGetStreamPriorityRange's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        if !least.is_null() { unsafe { abi::write(least, stream::LEAST_PRIORITY) }?; }
+        // SAFETY: `greatest` is cuCtxGetStreamPriorityRange's out-pointer: NULL (refused) or
+        // writable per cuda.h.
+        if !greatest.is_null() { unsafe { abi::write(greatest, stream::GREATEST_PRIORITY) }?; }
         Ok(())
     }
 
     /// The current context's cache preference.
-    fn cuCtxGetCacheConfig(config: *mut c_uint) { abi::write(config, context::current()?.cache_config()) }
+    fn cuCtxGetCacheConfig(config: *mut c_uint) {
+        // SAFETY: `config` is cuCtxGetCacheConfig's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(config, context::current()?.cache_config()) }
+    }
 
     /// Records a cache preference (no effect on a CPU).
     fn cuCtxSetCacheConfig(config: c_uint) { context::live()?.set_cache_config(config) }
@@ -346,7 +416,9 @@ exports! {
         if phStream.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phStream, p(stream::create(flags, 0)?))
+        // SAFETY: `phStream` is cuStreamCreate's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(phStream, p(stream::create(flags, 0)?)) }
     }
 
     /// Creates a stream with a priority (clamped to the supported range, as NVIDIA does).
@@ -354,7 +426,9 @@ exports! {
         if phStream.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phStream, p(stream::create(flags, priority)?))
+        // SAFETY: `phStream` is cuStreamCreateWithPriority's out-pointer: NULL (refused) or
+        // writable per cuda.h.
+        unsafe { abi::write(phStream, p(stream::create(flags, priority)?)) }
     }
 
     /// Destroys a stream; work already queued still runs.
@@ -385,24 +459,30 @@ exports! {
     /// The stream's creation flags.
     fn cuStreamGetFlags(hStream: CUstream, flags: *mut c_uint) {
         let (_, s) = stream::resolve_any(h(hStream))?;
-        abi::write(flags, s.flags)
+        // SAFETY: `flags` is cuStreamGetFlags's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(flags, s.flags) }
     }
 
     /// The stream's priority.
     fn cuStreamGetPriority(hStream: CUstream, priority: *mut c_int) {
         let (_, s) = stream::resolve_any(h(hStream))?;
-        abi::write(priority, s.priority)
+        // SAFETY: `priority` is cuStreamGetPriority's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(priority, s.priority) }
     }
 
     /// The stream's context.
     fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) {
         let (ctx, _) = stream::resolve_any(h(hStream))?;
-        abi::write(pctx, p(ctx.handle))
+        // SAFETY: `pctx` is cuStreamGetCtx's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pctx, p(ctx.handle)) }
     }
 
     /// Whether the stream is capturing (`CUstreamCaptureStatus`).
     fn cuStreamIsCapturing(hStream: CUstream, status: *mut c_uint) {
-        abi::write(status, capture::status(h(hStream))?.0)
+        // SAFETY: `status` is cuStreamIsCapturing's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(status, capture::status(h(hStream))?.0) }
     }
 
     /// Runs `fn_(userData)` on the stream's worker, in order with the stream's other work.
@@ -418,7 +498,8 @@ exports! {
         if phEvent.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phEvent, p(event::create(flags)?))
+        // SAFETY: `phEvent` is cuEventCreate's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(phEvent, p(event::create(flags)?)) }
     }
 
     /// Destroys an event.
@@ -446,176 +527,8 @@ exports! {
         if ms.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?)
-    }
-
-
-    // ---- memory ----------------------------------------------------------------------------
-
-    /// Allocates device memory in the current context.
-    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) {
-        let ctx = context::live()?;
-        if dptr.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Device)?)
-    }
-
-    /// Frees device or managed memory, after the context's queued work has finished.
-    fn cuMemFree_v2(dptr: CUdeviceptr) { pointer::free_device(dptr) }
-
-    /// Stream-ordered allocation: the memory is usable at once (and so also in stream order).
-    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream) {
-        let (ctx, _) = stream::resolve(h(hStream))?;
-        if dptr.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Device)?)
-    }
-
-    /// Stream-ordered free: the memory is released when the stream reaches this point.
-    fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, h(hStream)) }
-
-    /// Page-locked host memory, visible to kernels at the same address.
-    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { abi::write_host_alloc(pp, size) }
-
-    /// Page-locked host memory; the flags (PORTABLE, DEVICEMAP, WRITECOMBINED) change nothing here.
-    fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
-        if flags & !0x7 != 0 {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write_host_alloc(pp, size)
-    }
-
-    /// Page-locks the caller's host memory for the current context (it stays the caller's:
-    /// unregistering or destroying the context forgets it, never frees it). PORTABLE, DEVICEMAP
-    /// and READ_ONLY change nothing here; IOMEMORY is not supported.
-    fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, Flags: c_uint) {
-        if Flags & !0xF != 0 {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        if Flags & 0x4 != 0 {
-            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
-        }
-        let ctx = context::live()?;
-        memory::register(ctx.id, p.addr() as u64, bytesize as u64)
-    }
-
-    /// Forgets a registration made by cuMemHostRegister (the memory stays the caller's).
-    fn cuMemHostUnregister(p: *mut c_void) {
-        context::live()?;
-        memory::unregister(p.addr() as u64)
-    }
-
-    /// Frees page-locked host memory.
-    fn cuMemFreeHost(ptr: *mut c_void) {
-        context::live()?;
-        memory::free(ptr.addr() as u64, &[Kind::Host])
-    }
-
-    /// The device address of page-locked host memory: the same address.
-    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, ptr: *mut c_void, flags: c_uint) {
-        abi::write(pdptr, pointer::host_device_pointer(ptr.addr() as u64, flags)?)
-    }
-
-    /// Managed memory (counted against device memory, usable from host and kernels).
-    fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: c_uint) {
-        let ctx = context::live()?;
-        if dptr.is_null() || !(flags == 1 || flags == 2) {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Managed)?)
-    }
-
-    /// Free and total device memory (total = `SOFTCUDA_MEMORY` or 16 GiB).
-    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) { abi::write_mem_info(free, total) }
-
-    /// Base and size of the allocation containing `dptr`; either out-pointer may be NULL.
-    fn cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
-        abi::write_address_range(pbase, psize, dptr)
-    }
-
-    /// One attribute of a pointer (context, memory type, range, ordinal, ...).
-    fn cuPointerGetAttribute(data: *mut c_void, attribute: c_uint, ptr: CUdeviceptr) {
-        if data.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        match pointer::attribute(attribute, ptr)? {
-            pointer::Value::U32(v) => abi::write(data.cast::<u32>(), v),
-            pointer::Value::U64(v) => abi::write(data.cast::<u64>(), v),
-            pointer::Value::Ptr(v) => abi::write(data.cast::<*mut c_void>(), p(v)),
-        }
-    }
-
-    // ---- copies and fills ------------------------------------------------------------------
-
-    /// Host to device, synchronous.
-    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) { copy::htod(dst, src.cast(), n, None) }
-
-    /// Device to host, synchronous.
-    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) { copy::dtoh(dst.cast(), src, n, None) }
-
-    /// Device to device, synchronous.
-    fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::dtod(dst, src, n, None) }
-
-    /// Host to device on a stream.
-    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
-        copy::htod(dst, src.cast(), n, Some(h(hStream)))
-    }
-
-    /// Device to host on a stream (synchronous into pageable memory, as NVIDIA's).
-    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
-    }
-
-    /// Device to device on a stream.
-    fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtod(dst, src, n, Some(h(hStream)))
-    }
-
-    /// Unified-address copy: each side may be device or host memory.
-    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { copy::any(dst, src, n, None) }
-
-    /// Unified-address copy on a stream.
-    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::any(dst, src, n, Some(h(hStream)))
-    }
-
-    /// 2D copy between host, device and unified memory (CUDA arrays: not supported).
-    fn cuMemcpy2D_v2(desc: *const CUDA_MEMCPY2D) {
-        let (src, dst, w, rows) = abi::read_2d(desc)?;
-        copy::copy_2d(&src, &dst, w, rows, None)
-    }
-
-
-    /// 2D copy on a stream.
-    fn cuMemcpy2DAsync_v2(desc: *const CUDA_MEMCPY2D, hStream: CUstream) {
-        let (src, dst, w, rows) = abi::read_2d(desc)?;
-        copy::copy_2d(&src, &dst, w, rows, Some(h(hStream)))
-    }
-
-    /// Sets `n` bytes.
-    fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) { copy::fill(dst, value.into(), 1, n, None) }
-
-    /// Sets `n` 16-bit values (`dst` 2-byte aligned).
-    fn cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize) { copy::fill(dst, value.into(), 2, n, None) }
-
-    /// Sets `n` 32-bit values (`dst` 4-byte aligned).
-    fn cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize) { copy::fill(dst, value, 4, n, None) }
-
-    /// [`cuMemsetD8_v2`] on a stream.
-    fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, hStream: CUstream) {
-        copy::fill(dst, value.into(), 1, n, Some(h(hStream)))
-    }
-
-    /// [`cuMemsetD16_v2`] on a stream.
-    fn cuMemsetD16Async(dst: CUdeviceptr, value: u16, n: usize, hStream: CUstream) {
-        copy::fill(dst, value.into(), 2, n, Some(h(hStream)))
-    }
-
-    /// [`cuMemsetD32_v2`] on a stream.
-    fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, hStream: CUstream) {
-        copy::fill(dst, value, 4, n, Some(h(hStream)))
+        // SAFETY: `ms` is cuEventElapsedTime's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?) }
     }
 
 
@@ -623,12 +536,24 @@ exports! {
 
     /// Loads a module from PTX text (or a fatbin holding PTX) into the current context.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
-        jit::load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut())
+        // SAFETY: `module` is NULL (refused) or writable and `image` NULL (refused) or a PTX text
+        // or fatbin, per cuda.h: load_module's contract.
+        unsafe { jit::load_module(module, image, 0, std::ptr::null(), std::ptr::null_mut()) }
+    }
+
+    /// Loads a module from a fatbin (or anything cuModuleLoadData takes): its PTX entry is
+    /// loaded; a fatbin holding only cubins is `CUDA_ERROR_NO_BINARY_FOR_GPU`.
+    fn cuModuleLoadFatBinary(module: *mut CUmodule, fatCubin: *const c_void) {
+        // SAFETY: `module` is NULL (refused) or writable and `fatCubin` NULL (refused) or a
+        // fatbin, per cuda.h: load_module's contract.
+        unsafe { jit::load_module(module, fatCubin, 0, std::ptr::null(), std::ptr::null_mut()) }
     }
 
     /// [`cuModuleLoadData`] with JIT options; the error log names line:col of a PTX error.
     fn cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, numOptions: c_uint, options: *const c_uint, optionValues: *mut *mut c_void) {
-        jit::load_module(module, image, numOptions, options, optionValues)
+        // SAFETY: as in cuModuleLoadData, and the option arrays hold `numOptions` entries each
+        // (cuda.h); load_module checks their shape.
+        unsafe { jit::load_module(module, image, numOptions, options, optionValues) }
     }
 
     /// Loads a module from a PTX file.
@@ -636,10 +561,13 @@ exports! {
         if fname.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let path = CStr::from_ptr(fname).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        // SAFETY: non-null (checked above) and NUL-terminated: cuModuleLoad's contract.
+        let path = unsafe { CStr::from_ptr(fname) }.to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
         let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
         bytes.push(0);
-        jit::load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut())
+        // SAFETY: `module` is NULL (refused) or writable per cuda.h; the image is our own
+        // NUL-terminated copy of the file, alive for the call.
+        unsafe { jit::load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut()) }
     }
 
     /// Unloads a module after the context's queued work has finished.
@@ -650,8 +578,11 @@ exports! {
         if hfunc.is_null() || name.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let name = CStr::from_ptr(name).to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
-        abi::write(hfunc, p(module::function(h(hmod), name)?))
+        // SAFETY: non-null (checked above) and NUL-terminated: the export's contract.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
+        // SAFETY: `hfunc` is cuModuleGetFunction's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(hfunc, p(module::function(h(hmod), name)?)) }
     }
 
     /// Address and size of a module global; either out-pointer may be NULL.
@@ -659,13 +590,18 @@ exports! {
         if name.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let name = CStr::from_ptr(name).to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
+        // SAFETY: non-null (checked above) and NUL-terminated: the export's contract.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
         let (addr, len) = module::global(h(hmod), name)?;
         if !dptr.is_null() {
-            abi::write(dptr, addr)?;
+            // SAFETY: `dptr` is cuModuleGetGlobal_v2's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(dptr, addr) }?;
         }
         if !size.is_null() {
-            abi::write(size, usize::try_from(len).unwrap_or(usize::MAX))?;
+            // SAFETY: `size` is cuModuleGetGlobal_v2's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(size, usize::try_from(len).unwrap_or(usize::MAX)) }?;
         }
         Ok(())
     }
@@ -673,7 +609,8 @@ exports! {
     /// One function attribute (threads, shared/const/local sizes, registers, versions, ...).
     fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_uint, hfunc: CUfunction) {
         let v = module::attribute(h(hfunc), attrib)?;
-        abi::write(pi, v)
+        // SAFETY: `pi` is cuFuncGetAttribute's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(pi, v) }
     }
 
     /// Sets the dynamic shared memory limit or the carveout preference.
@@ -691,30 +628,41 @@ exports! {
     fn cuFuncGetParamInfo(hfunc: CUfunction, index: usize, offset: *mut usize, size: *mut usize) {
         let (o, n) = module::param_info(h(hfunc), index)?;
         if !offset.is_null() {
-            abi::write(offset, o as usize)?;
+            // SAFETY: `offset` is cuFuncGetParamInfo's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(offset, o as usize) }?;
         }
         if !size.is_null() {
-            abi::write(size, n as usize)?;
+            // SAFETY: `size` is cuFuncGetParamInfo's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(size, n as usize) }?;
         }
         Ok(())
     }
 
     /// Launches a kernel on a stream; parameters by `kernelParams` or the `extra` buffer form.
     fn cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) {
-        launch::launch(&Request {
-            function: h(f),
-            grid: [gx, gy, gz],
-            block: [bx, by, bz],
-            shared: sharedMemBytes,
-            stream: h(hStream),
-            params: kernelParams,
-            extra,
-        })
+        // SAFETY: `kernelParams` is NULL or holds one pointer per kernel parameter, each to a
+        // value of the parameter's size, and `extra` is NULL or a CU_LAUNCH_PARAM list (cuda.h):
+        // launch's contract.
+        unsafe {
+            launch::launch(&Request {
+                function: h(f),
+                grid: [gx, gy, gz],
+                block: [bx, by, bz],
+                shared: sharedMemBytes,
+                stream: h(hStream),
+                params: kernelParams,
+                extra,
+            })
+        }
     }
 
     /// Resident blocks per SM for a block size and dynamic shared memory.
     fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: *mut c_int, func: CUfunction, blockSize: c_int, dynamicSMemSize: usize) {
-        abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?)
+        // SAFETY: `numBlocks` is cuOccupancyMaxActiveBlocksPerMultiprocessor's out-pointer: NULL
+        // (refused) or writable per cuda.h.
+        unsafe { abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?) }
     }
 
     /// [`cuOccupancyMaxActiveBlocksPerMultiprocessor`]; the only flag (caching override) changes nothing.
@@ -722,13 +670,17 @@ exports! {
         if flags > 1 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?)
+        // SAFETY: `numBlocks` is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags's out-
+        // pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?) }
     }
 
 
     /// The block size with the best occupancy and the grid that fills the device with it.
     fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_int, blockSize: *mut c_int, func: CUfunction, b2d: CUoccupancyB2DSize, dynamicSMemSize: usize, blockSizeLimit: c_int) {
-        abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for
+        // cuOccupancyMaxPotentialBlockSize: the helper's contract.
+        unsafe { abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit) }
     }
 
     /// [`cuOccupancyMaxPotentialBlockSize`]; the only flag (caching override) changes nothing.
@@ -736,13 +688,17 @@ exports! {
         if flags > 1 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit)
+        // SAFETY: the pointers are NULL or valid as cuda.h documents for
+        // cuOccupancyMaxPotentialBlockSizeWithFlags: the helper's contract.
+        unsafe { abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit) }
     }
 
     /// Dynamic shared memory per block when `numBlocks` blocks of `blockSize` share an SM.
     fn cuOccupancyAvailableDynamicSMemPerBlock(size: *mut usize, func: CUfunction, numBlocks: c_int, blockSize: c_int) {
         let v = module::available_dynamic_shared(h(func), numBlocks, blockSize)?;
-        abi::write(size, v as usize)
+        // SAFETY: `size` is cuOccupancyAvailableDynamicSMemPerBlock's out-pointer: NULL (refused)
+        // or writable per cuda.h.
+        unsafe { abi::write(size, v as usize) }
     }
 
     /// Peer copy on a stream: with one device, a device-to-device copy.
@@ -784,7 +740,8 @@ exports! {
             .and_then(|c| c.sticky_message())
             .or_else(context::device_fault_message)
             .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
-        abi::copy_c_string(&msg, buf, len)
+        // SAFETY: `buf` is NULL (refused) or holds `len` writable bytes per cuda.h.
+        unsafe { abi::copy_c_string(&msg, buf, len) }
     }
 
 }
@@ -860,76 +817,4 @@ unsupported! {
     cuOccupancyMaxPotentialClusterSize(n: *mut c_int, f: CUfunction, config: *const c_void);
     cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_uint, location: RawMemLocation);
     cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, location: RawMemLocation, flags: c_uint, stream: CUstream);
-}
-
-// ---- virtual memory management (see `vmm`) -------------------------------------------------
-exports! {
-    /// The granularity of physical allocations and mappings (2 MiB, minimum and recommended).
-    fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const vmm::RawAllocationProp, option: c_uint) {
-        let prop = abi::read(prop)?;
-        let g = vmm::granularity(&prop, option)?;
-        abi::write(granularity, g as usize)
-    }
-
-    /// Reserves inaccessible address space (`size` and `addr` in whole host pages).
-    fn cuMemAddressReserve(ptr: *mut CUdeviceptr, size: usize, alignment: usize, addr: CUdeviceptr, flags: u64) {
-        if ptr.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(ptr, vmm::reserve(abi::bytes(size), abi::bytes(alignment), addr, flags)?)
-    }
-
-    /// Frees a whole reservation with nothing mapped in it.
-    fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) { vmm::address_free(ptr, abi::bytes(size)) }
-
-    /// Creates physical device memory (a multiple of the granularity), not mapped anywhere.
-    fn cuMemCreate(handle: *mut u64, size: usize, prop: *const vmm::RawAllocationProp, flags: u64) {
-        if handle.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        let prop = abi::read(prop)?;
-        abi::write(handle, vmm::create(abi::bytes(size), &prop, flags)?)
-    }
-
-    /// Drops a reference to physical memory; it is freed once unmapped everywhere.
-    fn cuMemRelease(handle: u64) { vmm::release(handle) }
-
-    /// Maps physical memory into a reservation (inaccessible until cuMemSetAccess).
-    fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64) {
-        vmm::map(ptr, abi::bytes(size), abi::bytes(offset), handle, flags)
-    }
-
-    /// Unmaps whole mappings, after the kernels and copies using them have finished.
-    fn cuMemUnmap(ptr: CUdeviceptr, size: usize) { vmm::unmap(ptr, abi::bytes(size)) }
-
-    /// Sets the access of device 0 to a mapped range.
-    fn cuMemSetAccess(ptr: CUdeviceptr, size: usize, desc: *const vmm::RawAccessDesc, count: usize) {
-        if desc.is_null() || count == 0 {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        let descs = std::slice::from_raw_parts(desc, count);
-        vmm::set_access(ptr, abi::bytes(size), descs)
-    }
-
-    /// The access flags of device 0 at a mapped address.
-    fn cuMemGetAccess(flags: *mut u64, location: *const vmm::RawLocation, ptr: CUdeviceptr) {
-        let location = abi::read(location)?;
-        abi::write(flags, vmm::get_access(&location, ptr)?)
-    }
-
-    /// The handle mapped at `addr`, with one more reference (release it with cuMemRelease).
-    fn cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void) {
-        if handle.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(handle, vmm::retain(addr.addr() as u64)?)
-    }
-
-    /// The properties a handle was created with.
-    fn cuMemGetAllocationPropertiesFromHandle(prop: *mut vmm::RawAllocationProp, handle: u64) {
-        if prop.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        abi::write(prop, vmm::properties(handle)?)
-    }
 }

@@ -27,7 +27,8 @@ pub(crate) enum NodeKind {
     Empty,
     /// A kernel launch.
     Kernel(Packed),
-    /// A copy, fill or host function, as a replay of the call on the launch stream; the
+    /// A copy, fill, host function or stream memory operation, as a replay of the call on the
+    /// launch stream; the
     /// `CUgraphNodeType` it reports.
     Call(Replay, u32),
     /// `cuEventRecord` of the event.
@@ -41,6 +42,7 @@ pub(crate) const TYPE_KERNEL: u32 = 0;
 pub(crate) const TYPE_MEMCPY: u32 = 1;
 pub(crate) const TYPE_MEMSET: u32 = 2;
 pub(crate) const TYPE_HOST: u32 = 3;
+pub(crate) const TYPE_MEM_OP: u32 = 12;
 const TYPE_EMPTY: u32 = 5;
 const TYPE_WAIT_EVENT: u32 = 6;
 const TYPE_EVENT_RECORD: u32 = 7;

@@ -13,7 +13,18 @@ const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 const ENTRY_KIND_PTX: u16 = 1;
+const ENTRY_KIND_ELF: u16 = 2;
 const ENTRY_FLAG_COMPRESSED: u64 = 0x2000;
+/// Fatbin entry header fields (the layout nvcc's fatbinary writes, as documented by the open
+/// readers n-eiling/cuda-fatbin-decompression and the `fatbinary` crate): kind u16 at 0, header
+/// size u32 at 4, payload size u64 at 8 (padded), target `sm_XX` u32 at 28, flags u64 at 40.
+const ENTRY_KIND_AT: usize = 0;
+const ENTRY_HEADER_SIZE_AT: usize = 4;
+const ENTRY_PAYLOAD_SIZE_AT: usize = 8;
+const ENTRY_ARCH_AT: usize = 28;
+const ENTRY_FLAGS_AT: usize = 40;
+/// The fixed part of an entry header (PTX entries append their ptxas options after it).
+const ENTRY_HEADER_MIN: usize = 64;
 /// A fatbin larger than this is refused rather than trusted (its header gives the size).
 const MAX_FATBIN: u64 = 1 << 30;
 
@@ -151,35 +162,50 @@ unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
     let body = &all[header_size..];
     let mut at = 0usize;
     let mut saw_compressed = false;
-    while at + 64 <= body.len() {
+    let mut cubin_archs: Vec<u32> = Vec::new();
+    while at + ENTRY_HEADER_MIN <= body.len() {
         let e = &body[at..];
-        let kind = u16::from_le_bytes(field(e, 0).ok_or_else(bad)?);
-        let entry_header = u32::from_le_bytes(field(e, 4).ok_or_else(bad)?) as usize;
-        let padded = u64::from_le_bytes(field(e, 8).ok_or_else(bad)?) as usize;
-        let payload = u32::from_le_bytes(field(e, 20).ok_or_else(bad)?) as usize;
-        let flags = u64::from_le_bytes(field(e, 48).ok_or_else(bad)?);
-        if entry_header == 0 {
+        let kind = u16::from_le_bytes(field(e, ENTRY_KIND_AT).ok_or_else(bad)?);
+        let entry_header = u32::from_le_bytes(field(e, ENTRY_HEADER_SIZE_AT).ok_or_else(bad)?);
+        let payload = u64::from_le_bytes(field(e, ENTRY_PAYLOAD_SIZE_AT).ok_or_else(bad)?);
+        let arch = u32::from_le_bytes(field(e, ENTRY_ARCH_AT).ok_or_else(bad)?);
+        let flags = u64::from_le_bytes(field(e, ENTRY_FLAGS_AT).ok_or_else(bad)?);
+        let (entry_header, payload) = (
+            entry_header as usize,
+            usize::try_from(payload).map_err(|_| bad())?,
+        );
+        if entry_header < ENTRY_HEADER_MIN {
             return Err(bad());
         }
-        if kind == ENTRY_KIND_PTX {
-            if flags & ENTRY_FLAG_COMPRESSED != 0 {
-                saw_compressed = true;
-            } else {
-                let text = e
-                    .get(entry_header..entry_header + payload)
-                    .ok_or_else(bad)?;
-                let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
-                return std::str::from_utf8(&text[..end])
+        match kind {
+            ENTRY_KIND_PTX if flags & ENTRY_FLAG_COMPRESSED != 0 => saw_compressed = true,
+            ENTRY_KIND_PTX => {
+                let end = entry_header.checked_add(payload).ok_or_else(bad)?;
+                let text = e.get(entry_header..end).ok_or_else(bad)?;
+                // The payload is padded with NULs to its stated size.
+                let len = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+                return std::str::from_utf8(&text[..len])
                     .map(str::to_owned)
                     .map_err(|_| bad());
             }
+            ENTRY_KIND_ELF => cubin_archs.push(arch),
+            _ => {}
         }
-        at = at.checked_add(entry_header + padded).ok_or_else(bad)?;
+        at = at
+            .checked_add(entry_header)
+            .and_then(|a| a.checked_add(payload))
+            .ok_or_else(bad)?;
     }
-    Err(no_binary(if saw_compressed {
-        "the fatbin's PTX is compressed (rebuild with nvcc -Xfatbin -compress-all=false)"
+    let archs: Vec<String> = cubin_archs.iter().map(|a| format!("sm_{a}")).collect();
+    Err(no_binary(&if saw_compressed {
+        "the fatbin's PTX is compressed (rebuild it with nvcc -no-compress)".to_string()
+    } else if archs.is_empty() {
+        "the fatbin holds no PTX".to_string()
     } else {
-        "the fatbin holds no PTX"
+        format!(
+            "the fatbin holds only cubins (SASS for {}) and no PTX",
+            archs.join(", ")
+        )
     }))
 }
 
@@ -187,24 +213,48 @@ unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
 mod tests {
     use super::*;
 
-    /// A fatbin with one entry of `kind` holding `payload`.
-    fn fatbin(kind: u16, flags: u64, payload: &[u8]) -> Vec<u8> {
-        let mut entry = vec![0u8; 64];
+    /// One fatbin entry of `kind` for sm_80 holding `payload`; a PTX entry's header has the 8
+    /// bytes of ptxas options nvcc puts after the fixed part.
+    fn entry(kind: u16, flags: u64, payload: &[u8]) -> Vec<u8> {
+        let header = if kind == ENTRY_KIND_PTX { 72 } else { 64 };
+        let mut entry = vec![0u8; header];
         entry[0..2].copy_from_slice(&kind.to_le_bytes());
-        entry[4..8].copy_from_slice(&64u32.to_le_bytes());
+        entry[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+        entry[4..8].copy_from_slice(&(header as u32).to_le_bytes());
         let padded = payload.len().next_multiple_of(8);
         entry[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
-        entry[20..24].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        entry[48..56].copy_from_slice(&flags.to_le_bytes());
+        entry[28..32].copy_from_slice(&80u32.to_le_bytes());
+        entry[40..48].copy_from_slice(&(flags | 0x11).to_le_bytes());
         entry.extend_from_slice(payload);
-        entry.resize(64 + padded, 0);
+        entry.resize(header + padded, 0);
+        entry
+    }
+
+    /// A fatbin holding `entries` in order.
+    fn fatbin_of(entries: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = entries.concat();
         let mut out = Vec::new();
         out.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
         out.extend_from_slice(&1u16.to_le_bytes());
         out.extend_from_slice(&16u16.to_le_bytes());
-        out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
-        out.extend_from_slice(&entry);
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
         out
+    }
+
+    fn fatbin(kind: u16, flags: u64, payload: &[u8]) -> Vec<u8> {
+        fatbin_of(&[entry(kind, flags, payload)])
+    }
+
+    #[test]
+    fn the_ptx_entry_after_a_cubin_is_the_one_loaded() {
+        let fb = fatbin_of(&[
+            entry(ENTRY_KIND_ELF, 0, &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 9]),
+            entry(ENTRY_KIND_PTX, 0, b".version 8.0\n.target sm_90\0"),
+        ]);
+        // SAFETY: a complete fatbin.
+        let t = unsafe { ptx_text(fb.as_ptr()) }.unwrap();
+        assert_eq!(t, ".version 8.0\n.target sm_90");
     }
 
     #[test]
@@ -251,10 +301,11 @@ mod tests {
 
     #[test]
     fn fatbin_without_ptx_is_no_binary_for_gpu() {
-        let fb = fatbin(2, 0, &[0x7f, b'E', b'L', b'F']);
+        let fb = fatbin(ENTRY_KIND_ELF, 0, &[0x7f, b'E', b'L', b'F']);
         // SAFETY: a complete fatbin.
-        let (code, _) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
+        let (code, log) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
         assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
+        assert!(log.contains("only cubins (SASS for sm_80)"), "{log}");
         let fb = fatbin(ENTRY_KIND_PTX, ENTRY_FLAG_COMPRESSED, b"xx");
         // SAFETY: a complete fatbin.
         let (code, log) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();

@@ -9,12 +9,14 @@
 //! module that returns `Result<_, CUresult>` — the driver API's own error type:
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
 //! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
-//! `pointer` (frees and pointer queries), `vmm` (virtual memory management: reservations,
-//! memfd-backed physical allocations, mappings and access), `module` (+ `image` for
-//! fatbins/cubins, `jit` for the JIT log options), `launch`, `printf` (the device printf FIFO),
-//! `graph` and `capture` (graphs and stream capture; their exports are in `exports/graph.rs`)
-//! and `procaddr` (cuGetProcAddress, cuGetExportTable). `abi` holds the C-boundary helpers,
-//! `handles` the handle tables, `errors` the CUresult names and messages.
+//! `pointer` (frees and pointer queries), `memop` (stream memory operations: write and wait
+//! values), `vmm` (virtual memory management: reservations, memfd-backed physical allocations,
+//! mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the JIT log
+//! options), `launch`, `printf` (the device printf FIFO), `graph` and `capture` (graphs and
+//! stream capture) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
+//! by area between `exports.rs` and `exports/*.rs`. `abi` holds the C-boundary helpers,
+//! `handles` the handle tables, `result_text` the CUresult names and messages (cuGetErrorName /
+//! cuGetErrorString), and `error` the loader's Rust error enum.
 //!
 //! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB),
 //! `SOFTCUDA_DEVICES` the number of devices (default 1), `SOFTCUDA_WATCHDOG_MS` stops a launch
@@ -31,7 +33,6 @@ mod copy;
 mod device;
 mod driver;
 mod error;
-mod errors;
 mod event;
 #[macro_use]
 mod export_macros;
@@ -43,11 +44,13 @@ mod jit;
 mod launch;
 mod link;
 pub mod loader;
+mod memop;
 mod memory;
 mod module;
 mod pointer;
 mod printf;
 mod procaddr;
+mod result_text;
 mod stream;
 mod vmm;
 

@@ -153,6 +153,16 @@ const VARIANTS: &[(&str, i32, &str)] = &[
     ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
     ("cuLinkAddFile", 5050, "cuLinkAddFile"),
     ("cuLinkAddFile", 6050, "cuLinkAddFile_v2"),
+    ("cuStreamWaitValue32", 8000, "cuStreamWaitValue32"),
+    ("cuStreamWaitValue32", 11070, "cuStreamWaitValue32_v2"),
+    ("cuStreamWaitValue64", 9000, "cuStreamWaitValue64"),
+    ("cuStreamWaitValue64", 11070, "cuStreamWaitValue64_v2"),
+    ("cuStreamWriteValue32", 8000, "cuStreamWriteValue32"),
+    ("cuStreamWriteValue32", 11070, "cuStreamWriteValue32_v2"),
+    ("cuStreamWriteValue64", 9000, "cuStreamWriteValue64"),
+    ("cuStreamWriteValue64", 11070, "cuStreamWriteValue64_v2"),
+    ("cuStreamBatchMemOp", 8000, "cuStreamBatchMemOp"),
+    ("cuStreamBatchMemOp", 11070, "cuStreamBatchMemOp_v2"),
     ("cuGetProcAddress", 11030, "cuGetProcAddress"),
     ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
 ];
@@ -294,6 +304,10 @@ mod tests {
             Err(Status::VersionNotSufficient)
         );
         assert_eq!(symbol_for("cuInit", 2000), Ok("cuInit"));
+        assert_eq!(
+            symbol_for("cuStreamWriteValue32", 13000),
+            Ok("cuStreamWriteValue32_v2")
+        );
         assert_eq!(
             symbol_for("cuLaunchKernelEx", 11040),
             Err(Status::VersionNotSufficient)

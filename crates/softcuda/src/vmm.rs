@@ -23,7 +23,9 @@
 //! Read-only access is reported as such but not enforced on kernels (the table has no per-run
 //! permission), and the pages stay host-writable, so a kernel writing there cannot crash the
 //! process.
-//! Everything belongs to the context current when it was made and goes with it.
+//! Reservations and mappings belong to the context current when they were made and go with it;
+//! physical allocations (handles) belong to the device and stay until cuMemRelease, as on
+//! NVIDIA's driver.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -107,7 +109,6 @@ struct Props {
 struct Handle {
     phys: Arc<Physical>,
     retains: u32,
-    ctx_id: u64,
     props: Props,
 }
 
@@ -378,7 +379,7 @@ pub(crate) fn address_free(ptr: u64, size: u64) -> CuResult<()> {
 
 /// cuMemCreate: `size` bytes (a multiple of the granularity) of device memory.
 pub(crate) fn create(size: u64, prop: &RawAllocationProp, flags: u64) -> CuResult<u64> {
-    let ctx = context::live()?;
+    context::live()?;
     if flags != 0 || size == 0 || !aligned(size) {
         return Err(invalid());
     }
@@ -409,7 +410,6 @@ pub(crate) fn create(size: u64, prop: &RawAllocationProp, flags: u64) -> CuResul
         Handle {
             phys,
             retains: 1,
-            ctx_id: ctx.id,
             props,
         },
     );
@@ -624,7 +624,6 @@ pub(crate) fn retain(addr: u64) -> CuResult<u64> {
     let mut st = state();
     let st = st.get_or_insert_with(State::default);
     let (_, res) = reservation_of(st, addr, 1)?;
-    let ctx_id = res.ctx_id;
     let (&s, m) = res
         .mappings
         .range(..=addr)
@@ -640,7 +639,6 @@ pub(crate) fn retain(addr: u64) -> CuResult<u64> {
         .or_insert(Handle {
             phys,
             retains: 1,
-            ctx_id,
             props,
         });
     Ok(handle)
@@ -661,8 +659,11 @@ pub(crate) fn properties(handle: u64) -> CuResult<RawAllocationProp> {
     })
 }
 
-/// Frees what a destroyed context made: its reservations (with what is mapped there) and its
-/// handles. Its work has finished, so nothing waits.
+/// Frees the address space a destroyed context made: its reservations, with what is mapped
+/// there. Its physical allocations are device objects and outlive it, as on NVIDIA's driver (an
+/// H200 keeps a cuMemCreate chunk counted as used after cuDevicePrimaryCtxReset, and cuMemRelease
+/// of its handle then succeeds and gives the memory back). Its work has finished, so nothing
+/// waits.
 pub(crate) fn release_context(ctx_id: u64) {
     let mut st = state();
     let Some(st) = st.as_mut() else { return };
@@ -680,7 +681,6 @@ pub(crate) fn release_context(ctx_id: u64) {
             unsafe { libc::munmap(base as *mut libc::c_void, r.len as usize) };
         }
     }
-    st.handles.retain(|_, h| h.ctx_id != ctx_id);
 }
 
 #[cfg(test)]

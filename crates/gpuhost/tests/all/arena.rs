@@ -1,9 +1,9 @@
 //! Guest arenas and control blocks: allocations lie inside the mapped range, are zeroed (reused
 //! ranges too), never move when the arena grows, work as launch arguments and in transfers;
-//! a full arena is a typed error; nothing leaks; a dead generation's arena is forgotten; and a
-//! control block is shared between a running kernel and the host in both directions, with no
-//! driver call (so a store stops a kernel even while another thread waits in the driver for
-//! it), in memory that outlives a foreign reset.
+//! a full arena is a typed error; nothing leaks; a dead generation's arena gives its physical
+//! memory back; and a control block is shared between a running kernel and the host in both
+//! directions, with no driver call (so a store stops a kernel even while another thread waits
+//! in the driver for it), in memory that outlives a foreign reset.
 
 use std::sync::Arc;
 
@@ -304,30 +304,42 @@ fn arenas_control_blocks_and_their_buffers_leak_nothing() {
 }
 
 #[test]
-fn a_dead_generations_arena_is_forgotten_and_a_new_one_works() {
+fn a_dead_generations_arena_gives_its_physical_memory_back_and_a_new_one_works() {
     let _g = exclusive();
     let Some(host) = host() else { return };
-    let arena = host.arena(4 << 20).unwrap();
-    let buf = arena.alloc(4096).unwrap();
+    let arena = host.arena(32 << 20).unwrap();
+    // Several chunks mapped: the first at creation, the rest as allocations grow.
+    let bufs: Vec<DeviceBuffer> = (0..4).map(|_| arena.alloc(6 << 20).unwrap()).collect();
+    let mapped = arena.mapped();
     let ctl = host.control_block().unwrap();
     ctl.store_u32(0, 5);
     let before = host.stats();
     foreign_reset();
     assert!(matches!(arena.alloc(256), Err(Error::ContextLost { .. })));
     assert!(matches!(
-        buf.read(0, &mut [0u8; 4]),
+        bufs[0].read(0, &mut [0u8; 4]),
         Err(Error::ContextLost { .. })
     ));
     assert!(
         matches!(ctl.try_load_u32(0), Err(Error::ContextLost { .. })),
         "the block belongs to the dead generation"
     );
-    drop((buf, arena, ctl));
+    // Physical memory outlives the context (NVIDIA's driver; softcuda does the same): the
+    // arena's chunks still count as used until the arena releases them.
+    let free_after_reset = free_bytes(&host);
+    drop((bufs, arena, ctl));
+    let free_after_drop = free_bytes(&host);
     let after = host.stats();
     assert_eq!(after.live_arenas + 1, before.live_arenas);
     assert_eq!(
         after.drop_errors, before.drop_errors,
-        "forgotten, not unmapped"
+        "releasing a dead arena recorded an error"
+    );
+    // NVIDIA returns a little memory lazily (see conformance/memory.rs): allow 4 MiB.
+    assert!(
+        free_after_drop + (4 << 20) >= free_after_reset + mapped,
+        "the dead arena's {mapped} mapped bytes were not given back: free went \
+         {free_after_reset} → {free_after_drop}"
     );
     let fresh = host.arena(4 << 20).unwrap();
     let b = fresh.alloc(1024).unwrap();

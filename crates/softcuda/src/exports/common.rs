@@ -21,29 +21,37 @@ exports! {
         if config.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let c = &raw const *config;
-        let n = (&raw const (*c).numAttrs).read() as usize;
-        let list = (&raw const (*c).attrs).read();
+        // SAFETY: non-null (checked above) and a readable CUlaunchConfig (cuLaunchKernelEx's
+        // contract); the fields are read through raw places, never as a reference to the struct.
+        let (n, list, grid, block, shared, stream) = unsafe {
+            (
+                (&raw const (*config).numAttrs).read() as usize,
+                (&raw const (*config).attrs).read(),
+                [(&raw const (*config).gridDimX).read(), (&raw const (*config).gridDimY).read(), (&raw const (*config).gridDimZ).read()],
+                [(&raw const (*config).blockDimX).read(), (&raw const (*config).blockDimY).read(), (&raw const (*config).blockDimZ).read()],
+                (&raw const (*config).sharedMemBytes).read(),
+                (&raw const (*config).hStream).read(),
+            )
+        };
         if n > 0 && list.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         let mut attrs = Vec::with_capacity(n);
         for i in 0..n {
-            // SAFETY: `attrs` holds `numAttrs` entries (cuda.h contract); the id is read as its
-            // integer and the value's first 16 bytes as plain words.
-            let a = list.add(i);
-            attrs.push(((&raw const (*a).id).cast::<u32>().read(), (&raw const (*a).value).cast::<[u32; 4]>().read_unaligned()));
+            // SAFETY: `attrs` is non-null (checked above) and holds `numAttrs` entries (cuda.h
+            // contract); the id is read as its integer and the value's first 16 bytes as plain
+            // words (a foreign enum value would be undefined behaviour as the Rust enum).
+            attrs.push(unsafe {
+                let a = list.add(i);
+                ((&raw const (*a).id).cast::<u32>().read(), (&raw const (*a).value).cast::<[u32; 4]>().read_unaligned())
+            });
         }
         launch::check_attributes(&attrs)?;
-        launch::launch(&Request {
-            function: h(f),
-            grid: [(&raw const (*c).gridDimX).read(), (&raw const (*c).gridDimY).read(), (&raw const (*c).gridDimZ).read()],
-            block: [(&raw const (*c).blockDimX).read(), (&raw const (*c).blockDimY).read(), (&raw const (*c).blockDimZ).read()],
-            shared: (&raw const (*c).sharedMemBytes).read(),
-            stream: h((&raw const (*c).hStream).read()),
-            params: kernelParams,
-            extra,
-        })
+        let request = Request { function: h(f), grid, block, shared, stream: h(stream), params: kernelParams, extra };
+        // SAFETY: `kernelParams` is NULL or holds one pointer per kernel parameter, each to a
+        // value of the parameter's size, and `extra` is NULL or a CU_LAUNCH_PARAM list (cuda.h):
+        // launch's contract.
+        unsafe { launch::launch(&request) }
     }
 
     /// `height` rows of `width` bytes, each row `*pitch` bytes apart (512-byte aligned); the
@@ -55,8 +63,12 @@ exports! {
         }
         let row = width.checked_next_multiple_of(PITCH_ALIGN).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
         let bytes = row.checked_mul(height).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        abi::write(dptr, memory::alloc(ctx.id, abi::bytes(bytes), Kind::Device)?)?;
-        abi::write(pitch, row)
+        // SAFETY: `dptr` is cuMemAllocPitch_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(dptr, memory::alloc(ctx.id, abi::bytes(bytes), Kind::Device)?) }?;
+        // SAFETY: `pitch` is cuMemAllocPitch_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(pitch, row) }
     }
 
     /// Several pointer attributes; for a pointer softcuda does not know, each value is zeroed
@@ -67,17 +79,23 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         for i in 0..n {
-            let attr = attributes.add(i).read();
-            let out = data.add(i).read();
+            // SAFETY: both arrays are non-null (checked above) and hold `numAttributes` entries
+            // (cuPointerGetAttributes's contract).
+            let (attr, out) = unsafe { (attributes.add(i).read(), data.add(i).read()) };
             let size = pointer::attribute_size(attr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
             if out.is_null() {
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
             match pointer::attribute(attr, ptr) {
-                Ok(pointer::Value::U32(v)) => abi::write(out.cast::<u32>(), v)?,
-                Ok(pointer::Value::U64(v) | pointer::Value::Ptr(v)) => abi::write(out.cast::<u64>(), v)?,
-                // SAFETY: `out` holds a value of the attribute's size (cuda.h contract).
-                Err(_) => std::ptr::write_bytes(out.cast::<u8>(), 0, size),
+                // SAFETY: `out.cast::<u32>()` is cuPointerGetAttributes's out-pointer: NULL
+                // (refused) or writable per cuda.h.
+                Ok(pointer::Value::U32(v)) => unsafe { abi::write(out.cast::<u32>(), v) }?,
+                // SAFETY: `out.cast::<u64>()` is cuPointerGetAttributes's out-pointer: NULL
+                // (refused) or writable per cuda.h.
+                Ok(pointer::Value::U64(v) | pointer::Value::Ptr(v)) => unsafe { abi::write(out.cast::<u64>(), v) }?,
+                // SAFETY: `out` is non-null (checked above) and holds a value of the attribute's
+                // size (cuda.h contract).
+                Err(_) => unsafe { std::ptr::write_bytes(out.cast::<u8>(), 0, size) },
             }
         }
         Ok(())
@@ -95,7 +113,8 @@ exports! {
     /// The device's PCI bus id string (`0000:BB:00.0`, bus = ordinal), truncated to `len`.
     fn cuDeviceGetPCIBusId(pciBusId: *mut c_char, len: c_int, dev: CUdevice) {
         device::check(dev)?;
-        abi::copy_c_string(&device::pci_bus_id(dev), pciBusId, len)
+        // SAFETY: `pciBusId` is NULL (refused) or holds `len` writable bytes per cuda.h.
+        unsafe { abi::copy_c_string(&device::pci_bus_id(dev), pciBusId, len) }
     }
 
     /// The device with a PCI bus id string.
@@ -104,7 +123,10 @@ exports! {
         if pciBusId.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let id = CStr::from_ptr(pciBusId).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        abi::write(dev, device::by_pci_bus_id(id)?)
+        // SAFETY: non-null (checked above) and NUL-terminated: cuDeviceGetByPCIBusId's contract.
+        let id = unsafe { CStr::from_ptr(pciBusId) }.to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        // SAFETY: `dev` is cuDeviceGetByPCIBusId's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(dev, device::by_pci_bus_id(id)?) }
     }
 }

@@ -119,7 +119,8 @@ exports! {
         if phGraph.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phGraph, p(graph::create(flags)?))
+        // SAFETY: `phGraph` is cuGraphCreate's out-pointer: NULL (refused) or writable per cuda.h.
+        unsafe { abi::write(phGraph, p(graph::create(flags)?)) }
     }
 
     /// Destroys a graph (executable graphs made from it stay valid).
@@ -127,37 +128,55 @@ exports! {
 
     /// A kernel node (CUDA 10 struct layout).
     fn cuGraphAddKernelNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, false)?)))
+        // SAFETY: `phNode` is NULL or writable, `deps` NULL or `n` handles, and `params` NULL or
+        // the kernel node struct of this layout (cuda.h): the contracts of add and kernel_params.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, false)?))) }
     }
 
     /// A kernel node (CUDA 12 struct layout, with `kern` and `ctx`).
     fn cuGraphAddKernelNode_v2(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, true)?)))
+        // SAFETY: `phNode` is NULL or writable, `deps` NULL or `n` handles, and `params` NULL or
+        // the kernel node struct of this layout (cuda.h): the contracts of add and kernel_params.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::Kernel(kernel_params(params, true)?))) }
     }
 
     /// Replaces a graph kernel node's launch (CUDA 10 layout).
     fn cuGraphKernelNodeSetParams(hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        graph::set_kernel_params(h(hNode), kernel_params(params, false)?)
+        // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
+        // kernel_params's contract.
+        let packed = unsafe { kernel_params(params, false) }?;
+        graph::set_kernel_params(h(hNode), packed)
     }
 
     /// Replaces a graph kernel node's launch (CUDA 12 layout).
     fn cuGraphKernelNodeSetParams_v2(hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        graph::set_kernel_params(h(hNode), kernel_params(params, true)?)
+        // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
+        // kernel_params's contract.
+        let packed = unsafe { kernel_params(params, true) }?;
+        graph::set_kernel_params(h(hNode), packed)
     }
 
     /// Replaces a kernel node's launch in an executable graph (CUDA 10 layout).
     fn cuGraphExecKernelNodeSetParams(hExec: Exec, hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        graph::exec_set_kernel_params(h(hExec), h(hNode), kernel_params(params, false)?)
+        // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
+        // kernel_params's contract.
+        let packed = unsafe { kernel_params(params, false) }?;
+        graph::exec_set_kernel_params(h(hExec), h(hNode), packed)
     }
 
     /// Replaces a kernel node's launch in an executable graph (CUDA 12 layout).
     fn cuGraphExecKernelNodeSetParams_v2(hExec: Exec, hNode: Node, params: *const CUDA_KERNEL_NODE_PARAMS) {
-        graph::exec_set_kernel_params(h(hExec), h(hNode), kernel_params(params, true)?)
+        // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
+        // kernel_params's contract.
+        let packed = unsafe { kernel_params(params, true) }?;
+        graph::exec_set_kernel_params(h(hExec), h(hNode), packed)
     }
 
     /// A node that only orders others.
     fn cuGraphAddEmptyNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize) {
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::Empty))
+        // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
+        // contract.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::Empty)) }
     }
 
     /// A memset node: `height` rows of `width` elements of 1, 2 or 4 bytes, `pitch` apart.
@@ -168,7 +187,8 @@ exports! {
         if !ctx.is_null() {
             crate::context::resolve(h(ctx))?;
         }
-        let m = params.read();
+        // SAFETY: non-null (checked above) and a readable CUDA_MEMSET_NODE_PARAMS (cuda.h).
+        let m = unsafe { params.read() };
         let elem = m.elementSize as usize;
         if !matches!(elem, 1 | 2 | 4) || (m.height > 1 && m.pitch < m.width * elem) {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
@@ -179,7 +199,9 @@ exports! {
             }
             Ok(())
         };
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_MEMSET)))
+        // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
+        // contract.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_MEMSET))) }
     }
 
     /// A host-function node.
@@ -187,27 +209,37 @@ exports! {
         if params.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let f = (&raw const (*params).fn_).read().ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        let data = (&raw const (*params).userData).read().expose_provenance();
+        // SAFETY: non-null (checked above) and a readable CUDA_HOST_NODE_PARAMS (cuda.h), read
+        // field by field through raw places.
+        let (f, data) = unsafe { ((&raw const (*params).fn_).read(), (&raw const (*params).userData).read()) };
+        let (f, data) = (f.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?, data.expose_provenance());
         let replay = move |s| stream::host_func(s, f, data);
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_HOST)))
+        // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
+        // contract.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::Call(Arc::new(replay), graph::TYPE_HOST))) }
     }
 
     /// A node recording `event`.
     fn cuGraphAddEventRecordNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
         crate::event::get(h(event))?;
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::EventRecord(h(event))))
+        // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
+        // contract.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventRecord(h(event)))) }
     }
 
     /// A node waiting for `event`.
     fn cuGraphAddEventWaitNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
         crate::event::get(h(event))?;
-        add(phNode, hGraph, deps, n, || Ok(NodeKind::EventWait(h(event))))
+        // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
+        // contract.
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventWait(h(event)))) }
     }
 
     /// Edges `from[i]` → `to[i]`.
     fn cuGraphAddDependencies(hGraph: Graph, from: *const Node, to: *const Node, n: usize) {
-        graph::add_dependencies(h(hGraph), &node_list(from, n)?, &node_list(to, n)?)
+        // SAFETY: `from` and `to` are NULL or hold `n` handles each (cuda.h): node_list's contract.
+        let (from, to) = unsafe { (node_list(from, n)?, node_list(to, n)?) };
+        graph::add_dependencies(h(hGraph), &from, &to)
     }
 
     /// [`cuGraphAddDependencies`] with edge data (CUDA 12.3): only default edges (NULL data).
@@ -215,7 +247,9 @@ exports! {
         if !edgeData.is_null() {
             return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
         }
-        graph::add_dependencies(h(hGraph), &node_list(from, n)?, &node_list(to, n)?)
+        // SAFETY: `from` and `to` are NULL or hold `n` handles each (cuda.h): node_list's contract.
+        let (from, to) = unsafe { (node_list(from, n)?, node_list(to, n)?) };
+        graph::add_dependencies(h(hGraph), &from, &to)
     }
 
     /// The graph's nodes: with `nodes` NULL only their number, else up to `*numNodes` of them.
@@ -225,16 +259,24 @@ exports! {
         }
         let all = graph::nodes(h(hGraph))?;
         if !nodes.is_null() {
-            for (i, &node) in all.iter().take(numNodes.read()).enumerate() {
-                nodes.add(i).write(p(node));
+            // SAFETY: `numNodes` is non-null (checked above) and `nodes` holds `*numNodes` handles
+            // (cuGraphGetNodes's contract); at most that many are written.
+            unsafe {
+                for (i, &node) in all.iter().take(numNodes.read()).enumerate() {
+                    nodes.add(i).write(p(node));
+                }
             }
         }
-        abi::write(numNodes, all.len())
+        // SAFETY: `numNodes` is cuGraphGetNodes's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(numNodes, all.len()) }
     }
 
     /// The node's `CUgraphNodeType`.
     fn cuGraphNodeGetType(hNode: Node, kind: *mut c_uint) {
-        abi::write(kind, graph::node_type(h(hNode))?)
+        // SAFETY: `kind` is cuGraphNodeGetType's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(kind, graph::node_type(h(hNode))?) }
     }
 
     /// An executable graph; flags: AUTO_FREE_ON_LAUNCH, UPLOAD, USE_NODE_PRIORITY (device
@@ -243,7 +285,9 @@ exports! {
         if phExec.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phExec, p(graph::instantiate(h(hGraph), flags)?))
+        // SAFETY: `phExec` is cuGraphInstantiateWithFlags's out-pointer: NULL (refused) or writable
+        // per cuda.h.
+        unsafe { abi::write(phExec, p(graph::instantiate(h(hGraph), flags)?)) }
     }
 
     /// CUDA 11's signature (error node and log buffer, left untouched on success).
@@ -252,7 +296,9 @@ exports! {
         if phExec.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phExec, p(graph::instantiate(h(hGraph), 0)?))
+        // SAFETY: `phExec` is cuGraphInstantiate_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(phExec, p(graph::instantiate(h(hGraph), 0)?)) }
     }
 
     /// Destroys an executable graph (launches already queued still run).
@@ -275,16 +321,24 @@ exports! {
         if phGraph.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(phGraph, std::ptr::null_mut())?;
-        abi::write(phGraph, p(capture::end(h(hStream))?))
+        // SAFETY: `phGraph` is cuStreamEndCapture's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(phGraph, std::ptr::null_mut()) }?;
+        // SAFETY: `phGraph` is cuStreamEndCapture's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(phGraph, p(capture::end(h(hStream))?)) }
     }
 
     /// Capture status and id (CUDA 10.1 signature).
     fn cuStreamGetCaptureInfo(hStream: CUstream, status: *mut c_uint, id: *mut u64) {
         let (st, cid) = capture::status(h(hStream))?;
-        abi::write(status, st)?;
+        // SAFETY: `status` is cuStreamGetCaptureInfo's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(status, st) }?;
         if !id.is_null() && st != capture::STATUS_NONE {
-            abi::write(id, cid)?;
+            // SAFETY: `id` is cuStreamGetCaptureInfo's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(id, cid) }?;
         }
         Ok(())
     }
@@ -292,21 +346,27 @@ exports! {
     /// Capture status, id and the nodes the next captured node will depend on (the graph
     /// being captured into is not available before the capture ends: NULL).
     fn cuStreamGetCaptureInfo_v2(hStream: CUstream, status: *mut c_uint, id: *mut u64, graphOut: *mut Graph, deps: *mut *const Node, numDeps: *mut usize) {
-        capture_info(hStream, status, id, graphOut, deps, std::ptr::null_mut(), numDeps)
+        // SAFETY: each pointer is NULL or writable (cuda.h): capture_info's contract.
+        unsafe { capture_info(hStream, status, id, graphOut, deps, std::ptr::null_mut(), numDeps) }
     }
 
     /// [`cuStreamGetCaptureInfo_v2`] with edge data (always NULL: default edges).
     fn cuStreamGetCaptureInfo_v3(hStream: CUstream, status: *mut c_uint, id: *mut u64, graphOut: *mut Graph, deps: *mut *const Node, edges: *mut *const c_void, numDeps: *mut usize) {
-        capture_info(hStream, status, id, graphOut, deps, edges, numDeps)
+        // SAFETY: each pointer is NULL or writable (cuda.h): capture_info's contract.
+        unsafe { capture_info(hStream, status, id, graphOut, deps, edges, numDeps) }
     }
 
     /// Swaps this thread's capture interaction mode.
     fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) {
-        if mode.is_null() || mode.read() > 2 {
+        // SAFETY: `mode` is NULL (refused) or readable and writable (cuda.h).
+        let new = unsafe { abi::read(mode) }?;
+        if new > 2 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let old = CAPTURE_MODE.with(|m| m.replace(mode.read()));
-        abi::write(mode, old)
+        let old = CAPTURE_MODE.with(|m| m.replace(new));
+        // SAFETY: `mode` is cuThreadExchangeStreamCaptureMode's out-pointer: NULL (refused) or
+        // writable per cuda.h.
+        unsafe { abi::write(mode, old) }
     }
 }
 

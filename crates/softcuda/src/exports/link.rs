@@ -45,7 +45,9 @@ exports! {
         if stateOut.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        abi::write(stateOut, p(link::create()?))
+        // SAFETY: `stateOut` is cuLinkCreate_v2's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(stateOut, p(link::create()?)) }
     }
 
     /// Adds `size` bytes of PTX (or a fatbin holding PTX); only one input per link.
@@ -55,10 +57,12 @@ exports! {
         if data.is_null() || size == 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        // SAFETY: `data` holds `size` readable bytes (cuda.h contract).
-        let mut bytes = std::slice::from_raw_parts(data.cast::<u8>(), size).to_vec();
+        // SAFETY: non-null (checked above) and holding `size` readable bytes (cuda.h contract).
+        let mut bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) }.to_vec();
         bytes.push(0);
-        link::add(h(state), input_ptx(kind, &bytes)?)
+        // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in it is well formed by
+        // cuLinkAddData's contract.
+        link::add(h(state), unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// Adds the PTX (or fatbin) file at `path`; only one input per link.
@@ -67,10 +71,13 @@ exports! {
         if path.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let path = CStr::from_ptr(path).to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        // SAFETY: non-null (checked above) and NUL-terminated: cuLinkAddFile's contract.
+        let path = unsafe { CStr::from_ptr(path) }.to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
         let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
         bytes.push(0);
-        link::add(h(state), input_ptx(kind, &bytes)?)
+        // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in the file is well formed by
+        // cuLinkAddFile's contract.
+        link::add(h(state), unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// The linked image (here: the PTX), valid until cuLinkDestroy; `sizeOut` may be NULL.
@@ -79,9 +86,13 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         let (image, size) = link::complete(h(state))?;
-        abi::write(cubinOut, image.cast_mut().cast())?;
+        // SAFETY: `cubinOut` is cuLinkComplete's out-pointer: NULL (refused) or writable per
+        // cuda.h.
+        unsafe { abi::write(cubinOut, image.cast_mut().cast()) }?;
         if !sizeOut.is_null() {
-            abi::write(sizeOut, size)?;
+            // SAFETY: `sizeOut` is cuLinkComplete's out-pointer: NULL (refused) or writable per
+            // cuda.h.
+            unsafe { abi::write(sizeOut, size) }?;
         }
         Ok(())
     }
