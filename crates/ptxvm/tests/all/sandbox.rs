@@ -276,7 +276,7 @@ fn manifest() -> std::path::PathBuf {
 }
 
 /// Every PTX module the differential test runs: the corpus, the example guests, the fixture.
-fn all_modules() -> Vec<std::path::PathBuf> {
+pub fn all_modules() -> Vec<std::path::PathBuf> {
     let root = manifest().join("../..");
     let mut out = Vec::new();
     for dir in ["corpus/clang", "corpus/nvcc", "examples/guests/kernels"] {
