@@ -42,6 +42,7 @@ mod ast;
 mod devio;
 mod error;
 mod ir;
+mod isa;
 mod lex;
 mod lower;
 mod parse;
@@ -57,7 +58,7 @@ pub use error::Error;
 pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 pub use vm::{MAX_SHARED_BYTES, launch, launch_with_output};
 
-use lower::Kernel;
+use ir::Kernel;
 
 /// A loaded PTX module: decoded once, immutable, shareable across threads.
 #[derive(Debug)]

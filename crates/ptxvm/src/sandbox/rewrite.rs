@@ -9,6 +9,7 @@ use super::allow::{Info, call_parts};
 use super::print::O;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
 use crate::error::Error;
+use crate::isa::{Opcode, Sandbox};
 use crate::lower::var_size;
 
 pub(crate) type R<T> = Result<T, Error>;
@@ -270,11 +271,13 @@ impl<'m> Fx<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
-        match i.opcode.as_str() {
-            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
+        let op = Opcode::parse(&i.opcode);
+        match op {
+            Some(Opcode::Cp) => self.cp_async(i, out),
+            Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
-            "prefetch" | "prefetchu" => Ok(()),
-            "bra" => {
+            Some(o) if o.sandbox() == Sandbox::Hint => Ok(()),
+            Some(Opcode::Bra) => {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
                 {
@@ -283,7 +286,7 @@ impl<'m> Fx<'_, 'm> {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            "brx" => {
+            Some(Opcode::Brx) => {
                 let back = match i.operands.get(1) {
                     Some(Operand::Name(t)) => self.tables.get(t.as_str()).is_some_and(|ls| {
                         ls.iter()
@@ -297,8 +300,7 @@ impl<'m> Fx<'_, 'm> {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            "call" => self.call(i, out),
-            "cp" => self.cp_async(i, out),
+            Some(Opcode::Call) => self.call(i, out),
             _ => self.plain(i, out),
         }
     }
@@ -362,8 +364,9 @@ impl<'m> Fx<'_, 'm> {
             _ => None,
         };
         let space_const = i.mods.iter().any(|m| m == "const");
-        match i.opcode.as_str() {
-            "mov" | "cvta" if i.operands.len() == 2 => {
+        let op = Opcode::parse(&i.opcode);
+        match op {
+            Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
                 if let Some(off) = reloc(&i.operands[1]) {
                     if !i
                         .mods
@@ -386,7 +389,7 @@ impl<'m> Fx<'_, 'm> {
                     );
                     return Ok(());
                 }
-                if i.opcode == "cvta" && space_const {
+                if o == Opcode::Cvta && space_const {
                     // Relocated constants live in global memory: the conversion is the identity.
                     self.emit(
                         out,
@@ -398,7 +401,7 @@ impl<'m> Fx<'_, 'm> {
                     return Ok(());
                 }
             }
-            "isspacep" if space_const => {
+            Some(Opcode::Isspacep) if space_const => {
                 let mut j = i.clone();
                 for m in &mut j.mods {
                     if m == "const" {

@@ -7,7 +7,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::ir::{Preload, Reg, Src, Ty, norm};
-use crate::lower::Kernel;
+use crate::ir::Kernel;
 
 /// All 32 lanes.
 pub(crate) const FULL: u32 = u32::MAX;
