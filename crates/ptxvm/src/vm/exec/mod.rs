@@ -13,8 +13,7 @@ use control::Flow;
 use super::mem::Mem;
 use super::warp::Warp;
 use crate::api::FaultKind;
-use crate::ir::{NO_REG, Op};
-use crate::ir::Kernel;
+use crate::ir::{Kernel, NO_REG, Op};
 
 /// Why a warp stopped running.
 #[derive(Debug, PartialEq, Eq)]
