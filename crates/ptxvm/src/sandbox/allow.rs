@@ -25,6 +25,9 @@ pub(crate) struct Info<'m> {
     pub shared: HashMap<&'m str, Option<u64>>,
     /// Back-edges between polls.
     pub poll_interval: u32,
+    /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
+    /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
+    pub lean: HashSet<&'m str>,
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
@@ -98,6 +101,7 @@ pub(crate) fn analyse<'m>(
         globals,
         shared,
         poll_interval: policy.poll_interval,
+        lean: HashSet::new(),
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),
@@ -175,6 +179,11 @@ impl<'m> Info<'m> {
     /// `.local` bytes of `f` plus its deepest callee chain.
     pub(crate) fn local_bytes(&self, f: &str) -> u64 {
         self.local.get(f).copied().unwrap_or(0)
+    }
+
+    /// The functions `f` calls directly.
+    pub(crate) fn callees(&self, f: &str) -> &[&'m str] {
+        self.callees.get(f).map_or(&[], Vec::as_slice)
     }
 
     /// Functions reachable from `f`, `f` included.

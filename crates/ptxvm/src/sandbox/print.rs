@@ -34,7 +34,7 @@ pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> R
     Ok(())
 }
 
-fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
     for o in body {
         match o {
             O::Inst(i) => {
