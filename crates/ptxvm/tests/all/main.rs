@@ -7,6 +7,7 @@ mod errors;
 mod golden;
 mod harness;
 mod kernels;
+mod lean;
 mod redteam;
 mod sandbox;
 mod text;
