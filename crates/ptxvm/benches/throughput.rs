@@ -1,26 +1,38 @@
 //! Interpreter throughput: lane-instructions per second on one core for saxpy, a shared-memory
 //! reduction and a tiled matmul (the test fixtures). Run with `cargo bench -p ptxvm`.
 
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use ptxvm::{Launch, Memory, Module};
 
-/// Heap-backed device memory: one allocation per buffer, addresses are host addresses.
-struct Heap(Vec<Box<[u64]>>);
+/// Heap-backed device memory: one allocation per buffer, addresses are host addresses. Atomic
+/// words, so the VM's writes through `&self` alias no plain reference.
+struct Heap(Vec<Box<[AtomicU64]>>);
 
-impl Memory for Heap {
+// SAFETY: the pointer is derived from one boxed slice and covers [addr, addr + len) inside it
+// (checked); the boxes live as long as the `Heap`, which every launch borrows; their words are
+// atomics, so no plain Rust reference aliases the VM's writes.
+unsafe impl Memory for Heap {
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
         self.0.iter().find_map(|b| {
             let base = b.as_ptr() as u64;
-            let end = base + 8 * b.len() as u64;
-            (addr >= base && addr.checked_add(len)? <= end).then_some(addr as *mut u8)
+            let off = addr.checked_sub(base)?;
+            (off.checked_add(len)? <= 8 * b.len() as u64).then(|| {
+                b.as_ptr()
+                    .cast::<u8>()
+                    .wrapping_add(off as usize)
+                    .cast_mut()
+            })
         })
     }
 }
 
 impl Heap {
     fn alloc(&mut self, bytes: usize, fill: u64) -> u64 {
-        let b = vec![fill; bytes.div_ceil(8)].into_boxed_slice();
+        let b: Box<[AtomicU64]> = (0..bytes.div_ceil(8))
+            .map(|_| AtomicU64::new(fill))
+            .collect();
         let a = b.as_ptr() as u64;
         self.0.push(b);
         a

@@ -61,15 +61,85 @@ pub struct GlobalInfo {
 }
 
 /// Device memory as the driver sees it.
-pub trait Memory: Sync {
+///
+/// `launch` reads, writes and atomically updates device memory through the host pointers this
+/// trait returns, from several worker threads at once and without checking them further (beyond
+/// alignment, below). That is why the trait is `unsafe` to implement: a wrong answer here is
+/// undefined behaviour in the VM, not a kernel fault.
+///
+/// # Safety
+///
+/// For every `Some` an implementation returns, it promises, for the whole run of each `launch`
+/// it is passed to (from the call that returned the pointer until that `launch` returns, since
+/// the VM caches translations for the rest of the launch):
+///
+/// 1. **Valid for the whole range.** `translate(addr, len)`'s pointer `p` is valid for reads and
+///    writes of `len` bytes, with provenance over all of them. `allocation(addr)`'s
+///    `(base, len, p)` has `base <= addr < base + len` and `p` is valid for reads and writes of
+///    `len` bytes; `p + (a - base)` is then the host byte of every device address `a` in the
+///    range. The bytes are initialised (any bit pattern is fine: the VM treats them as plain
+///    data).
+/// 2. **Live.** The bytes are not freed, unmapped, made inaccessible or reused for anything
+///    else until the launch returns.
+/// 3. **Not aliased by Rust references.** While the launch runs, no `&` or `&mut` reference to
+///    any of those bytes exists unless the bytes sit in an `UnsafeCell` (atomics, `Cell`s), and
+///    no code the implementation controls accesses them other than atomically. The VM accesses
+///    them with `std::sync::atomic` operations only, so concurrent kernel threads (and several
+///    device addresses mapping the same host bytes) are data-race free. Accesses by a foreign
+///    program that owns the memory (a CUDA host program racing its own kernel) are that
+///    program's races, as on a GPU.
+/// 4. **Shareable across threads.** The pointers may be used from any thread (`Memory: Sync`
+///    already requires the same of `&self`).
+///
+/// Alignment is not part of the contract: before every access the VM checks the host pointer's
+/// alignment itself and faults with [`FaultKind::MisalignedAddress`] rather than risk an
+/// unaligned atomic. An implementation whose host addresses are congruent to the device
+/// addresses modulo 16 (softcuda's identity mapping is) never sees that fault.
+///
+/// # Example
+///
+/// A sound implementation over memory that lives in `UnsafeCell`s (here atomics), so that
+/// the `&self` the VM holds never aliases the bytes it writes:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use ptxvm::{Launch, Memory, Module};
+///
+/// struct Words(Box<[AtomicU64]>);
+///
+/// // SAFETY: the pointer is derived from the boxed slice, which covers [base, base + 8 * len)
+/// // and lives as long as `self` (so across every launch that borrows it); the words are
+/// // atomics, so the VM's writes through it alias no plain Rust reference.
+/// unsafe impl Memory for Words {
+///     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
+///         let base = self.0.as_ptr() as u64;
+///         let off = addr.checked_sub(base)?;
+///         (off.checked_add(len)? <= 8 * self.0.len() as u64)
+///             .then(|| self.0.as_ptr().cast::<u8>().wrapping_add(off as usize).cast_mut())
+///     }
+/// }
+///
+/// let mem = Words((0..4).map(|_| AtomicU64::new(0)).collect());
+/// let m = Module::load(".version 7.0\n.target sm_80\n.address_size 64\n\
+///     .visible .entry k(.param .u64 p) { .reg .b64 %rd<3>; ld.param.u64 %rd1, [p];\n\
+///     mov.u64 %rd2, 42; st.global.u64 [%rd1+8], %rd2; ret; }").unwrap();
+/// let params = (mem.0.as_ptr() as u64).to_le_bytes();
+/// let l = Launch { kernel: 0, grid: [1, 1, 1], block: [1, 1, 1], dynamic_shared_bytes: 0,
+///                  params: &params, globals: &[], workers: 1,
+///                  cancel: None, deadline: None };
+/// ptxvm::launch(&m, &l, &mem).unwrap();
+/// assert_eq!(mem.0[1].load(Ordering::Relaxed), 42);
+/// ```
+pub unsafe trait Memory: Sync {
     /// Host pointer for `[addr, addr+len)` when the whole range lies inside one live
-    /// allocation; `None` is an illegal address. The host pointer must be aligned like the
-    /// device address (modulo 16); softcuda's identity mapping is.
+    /// allocation; `None` is an illegal address. See the trait's `# Safety` for what a `Some`
+    /// promises.
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8>;
 
     /// The whole live allocation containing `addr`, as `(base, len, host pointer of base)`.
     /// Optional: lets the VM cache one translation per allocation. The default says "unknown",
-    /// and the VM then probes with `translate` over small aligned windows.
+    /// and the VM then probes with `translate` over small aligned windows. A `Some` makes the
+    /// trait's `# Safety` promises for all `len` bytes.
     fn allocation(&self, addr: u64) -> Option<(u64, u64, *mut u8)> {
         let _ = addr;
         None

@@ -261,6 +261,33 @@ pub(crate) enum Cmp {
     Nan,
 }
 
+impl Cmp {
+    /// The comparison a `setp`/`set` modifier names.
+    pub(crate) fn parse(f: &str) -> Option<Cmp> {
+        Some(match f {
+            "eq" => Cmp::Eq,
+            "ne" => Cmp::Ne,
+            "lt" => Cmp::Lt,
+            "le" => Cmp::Le,
+            "gt" => Cmp::Gt,
+            "ge" => Cmp::Ge,
+            "lo" => Cmp::Lo,
+            "ls" => Cmp::Ls,
+            "hi" => Cmp::Hi,
+            "hs" => Cmp::Hs,
+            "equ" => Cmp::Equ,
+            "neu" => Cmp::Neu,
+            "ltu" => Cmp::Ltu,
+            "leu" => Cmp::Leu,
+            "gtu" => Cmp::Gtu,
+            "geu" => Cmp::Geu,
+            "num" => Cmp::Num,
+            "nan" => Cmp::Nan,
+            _ => return None,
+        })
+    }
+}
+
 /// `setp`'s optional combination with a third predicate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BoolOp {
@@ -344,9 +371,57 @@ pub(crate) enum Preload {
 /// A local-memory byte copy `(src, dst, len)` used to pass call arguments and results.
 pub(crate) type Copy3 = (u32, u32, u32);
 
-/// One decoded instruction.
+/// One decoded instruction: an op of one family of the instruction set (`isa::Family`); the
+/// executor has one module per family (`vm/exec/`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op {
+    Arith(ArithOp),
+    Memory(MemoryOp),
+    Control(ControlOp),
+    Collective(CollectiveOp),
+}
+
+impl Op {
+    /// The family that executes it.
+    #[cfg(test)]
+    pub(crate) fn family(&self) -> crate::isa::Family {
+        use crate::isa::Family;
+        match self {
+            Op::Arith(_) => Family::Arith,
+            Op::Memory(_) => Family::Memory,
+            Op::Control(_) => Family::Control,
+            Op::Collective(_) => Family::Collective,
+        }
+    }
+}
+
+impl From<ArithOp> for Op {
+    fn from(op: ArithOp) -> Op {
+        Op::Arith(op)
+    }
+}
+
+impl From<MemoryOp> for Op {
+    fn from(op: MemoryOp) -> Op {
+        Op::Memory(op)
+    }
+}
+
+impl From<ControlOp> for Op {
+    fn from(op: ControlOp) -> Op {
+        Op::Control(op)
+    }
+}
+
+impl From<CollectiveOp> for Op {
+    fn from(op: CollectiveOp) -> Op {
+        Op::Collective(op)
+    }
+}
+
+/// Register arithmetic, logic, comparison, conversion and moves (`Family::Arith`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ArithOp {
     Mov {
         d: Reg,
         a: Src,
@@ -479,94 +554,6 @@ pub(crate) enum Op {
         d: Reg,
         a: Src,
     },
-    Ld {
-        space: Space,
-        ty: Ty,
-        n: u8,
-        ds: [Reg; 4],
-        addr: Addr,
-    },
-    St {
-        space: Space,
-        ty: Ty,
-        n: u8,
-        srcs: [Src; 4],
-        addr: Addr,
-    },
-    Atom {
-        space: Space,
-        op: AtomOp,
-        ty: Ty,
-        d: Reg,
-        addr: Addr,
-        b: Src,
-        c: Src,
-    },
-    Bra {
-        target: u32,
-    },
-    /// `brx.idx`: each lane jumps to `targets[idx]`.
-    Brx {
-        idx: Src,
-        targets: Box<[u32]>,
-    },
-    Call {
-        target: u32,
-        args: Box<[Copy3]>,
-    },
-    /// Runs at the call's return point: copies the callee's results to the caller's variables.
-    CallRet {
-        rets: Box<[Copy3]>,
-    },
-    Ret,
-    Exit,
-    Bar {
-        id: Src,
-    },
-    Nop,
-    Shfl {
-        mode: ShflMode,
-        d: Reg,
-        dp: Reg,
-        a: Src,
-        b: Src,
-        c: Src,
-    },
-    Vote {
-        mode: VoteMode,
-        d: Reg,
-        a: Src,
-        neg: bool,
-    },
-    Activemask {
-        d: Reg,
-    },
-    Match {
-        all: bool,
-        wide: bool,
-        d: Reg,
-        dp: Reg,
-        a: Src,
-    },
-    Trap,
-    /// CUDA's `__assertfail(message, file, line, function, charSize)`: the local offsets of
-    /// the five `.param` arguments; stops the kernel with `FaultKind::AssertFailed`.
-    AssertFail {
-        args: Box<[u32]>,
-    },
-    /// CUDA's `vprintf(format, args)`: local offsets of the two `.param` arguments and of the
-    /// 32-bit result, if the call takes it.
-    Vprintf {
-        format: u32,
-        args: u32,
-        ret: Option<u32>,
-    },
-    Redux {
-        op: IOp,
-        ty: Ty,
-        d: Reg,
-        a: Src,
-    },
     Lop3 {
         d: Reg,
         a: Src,
@@ -623,6 +610,109 @@ pub(crate) enum Op {
     },
 }
 
+/// Loads, stores and atomics (`Family::Memory`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum MemoryOp {
+    Ld {
+        space: Space,
+        ty: Ty,
+        n: u8,
+        ds: [Reg; 4],
+        addr: Addr,
+    },
+    St {
+        space: Space,
+        ty: Ty,
+        n: u8,
+        srcs: [Src; 4],
+        addr: Addr,
+    },
+    Atom {
+        space: Space,
+        op: AtomOp,
+        ty: Ty,
+        d: Reg,
+        addr: Addr,
+        b: Src,
+        c: Src,
+    },
+}
+
+/// Branches, calls, returns, exits, traps, barriers and no-ops (`Family::Control`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ControlOp {
+    Bra {
+        target: u32,
+    },
+    /// `brx.idx`: each lane jumps to `targets[idx]`.
+    Brx {
+        idx: Src,
+        targets: Box<[u32]>,
+    },
+    Call {
+        target: u32,
+        args: Box<[Copy3]>,
+    },
+    /// Runs at the call's return point: copies the callee's results to the caller's variables.
+    CallRet {
+        rets: Box<[Copy3]>,
+    },
+    Ret,
+    Exit,
+    Bar {
+        id: Src,
+    },
+    Nop,
+    Trap,
+    /// CUDA's `__assertfail(message, file, line, function, charSize)`: the local offsets of
+    /// the five `.param` arguments; stops the kernel with `FaultKind::AssertFailed`.
+    AssertFail {
+        args: Box<[u32]>,
+    },
+    /// CUDA's `vprintf(format, args)`: local offsets of the two `.param` arguments and of the
+    /// 32-bit result, if the call takes it.
+    Vprintf {
+        format: u32,
+        args: u32,
+        ret: Option<u32>,
+    },
+}
+
+/// Warp collectives: lanes exchanging values (`Family::Collective`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CollectiveOp {
+    Shfl {
+        mode: ShflMode,
+        d: Reg,
+        dp: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
+    Vote {
+        mode: VoteMode,
+        d: Reg,
+        a: Src,
+        neg: bool,
+    },
+    Activemask {
+        d: Reg,
+    },
+    Match {
+        all: bool,
+        wide: bool,
+        d: Reg,
+        dp: Reg,
+        a: Src,
+    },
+    Redux {
+        op: IOp,
+        ty: Ty,
+        d: Reg,
+        a: Src,
+    },
+}
+
 /// An instruction with its guard and source line.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Inst {
@@ -631,4 +721,14 @@ pub(crate) struct Inst {
     pub guard: Reg,
     pub guard_neg: bool,
     pub line: u32,
+}
+
+/// A kernel ready to run.
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    pub info: crate::api::KernelInfo,
+    pub code: Vec<Inst>,
+    pub nregs: u32,
+    pub preloads: Vec<(Reg, Preload)>,
+    pub local_bytes: u32,
 }

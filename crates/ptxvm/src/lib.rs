@@ -2,7 +2,8 @@
 //! softcuda.
 //!
 //! `Module::load` lexes, parses and lowers PTX text once into flat decoded instructions;
-//! `launch` runs a kernel of a loaded module over a grid against any `Memory`.
+//! `launch` runs a kernel of a loaded module over a grid against any `Memory` (an `unsafe`
+//! trait: its implementer vouches for the host pointers the VM writes through).
 //!
 //! Execution model:
 //! - A warp is 32 lanes of 64-bit registers (struct of arrays); each decoded instruction is
@@ -24,7 +25,8 @@
 //! ```
 //! use ptxvm::{Launch, Memory, Module};
 //! # struct NoMem;
-//! # impl Memory for NoMem { fn translate(&self, _: u64, _: u64) -> Option<*mut u8> { None } }
+//! # // SAFETY: it never returns a pointer, so it promises nothing.
+//! # unsafe impl Memory for NoMem { fn translate(&self, _: u64, _: u64) -> Option<*mut u8> { None } }
 //! let m = Module::load(".version 7.0\n.target sm_80\n.address_size 64\n\
 //!     .visible .entry k() { ret; }").unwrap();
 //! let l = Launch { kernel: 0, grid: [1, 1, 1], block: [32, 1, 1], dynamic_shared_bytes: 0,
@@ -40,6 +42,7 @@ mod ast;
 mod devio;
 mod error;
 mod ir;
+mod isa;
 mod lex;
 mod lower;
 mod parse;
@@ -55,7 +58,7 @@ pub use error::Error;
 pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 pub use vm::{MAX_SHARED_BYTES, launch, launch_with_output};
 
-use lower::Kernel;
+use ir::Kernel;
 
 /// A loaded PTX module: decoded once, immutable, shareable across threads.
 #[derive(Debug)]

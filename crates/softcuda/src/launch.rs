@@ -153,7 +153,15 @@ impl Snapshot {
     }
 }
 
-impl ptxvm::Memory for Snapshot {
+// SAFETY: every pointer is `Block::at` of an allocation the snapshot holds an `Arc` to, so:
+// (1) it keeps the block's provenance and `containing` bounds it to the allocation's own
+// `[base, end)`, which the block's bytes back (zeroed at allocation, so initialised); (2) the
+// `Arc`s keep every block alive until the snapshot drops, after `launch_with_output` returns,
+// even if the program frees the allocation meanwhile; (3) softcuda's Rust code holds no
+// references into device bytes (copies and memsets work through raw pointers), and what the
+// CUDA program does to its own memory during a kernel is its race, as on a GPU; (4) `Block`
+// is `Send + Sync`. Device and host addresses are equal, so alignment is preserved.
+unsafe impl ptxvm::Memory for Snapshot {
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
         let (base, end, block) = self.containing(addr)?;
         (addr.checked_add(len)? <= *end).then(|| block.at((addr - base) as usize))

@@ -1,44 +1,59 @@
-//! Decoding one PTX instruction (opcode, modifiers, operands) into `ir::Op`s: the opcode
-//! dispatch and the arithmetic forms; operand shapes live in `operand`, the rest in `forms`.
+//! Decoding one PTX instruction (opcode, modifiers, operands) into `ir` ops: validation against
+//! the instruction table (`isa`), dispatch by family, and the arithmetic family; the memory and
+//! control families and the warp collectives live in `memory` and `control`, operand shapes in
+//! `operand`, the longer arithmetic forms in `forms`.
 
-use super::mods::{Mods, PTX_OPCODES, known_flag, wide};
+use super::mods::{Mods, wide};
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
 use crate::error::Error;
-use crate::ir::{FOp, FUn, IOp, IUn, MadKind, Op, Space, Ty};
+use crate::ir::{ArithOp, FOp, FUn, IOp, IUn, MadKind, Space, Ty};
+use crate::isa::{Family, Opcode};
 
 impl Ctx<'_> {
     /// Decodes one instruction and appends its ops.
     pub(super) fn inst(&mut self, i: &ast::Inst) -> R<()> {
         let m = Mods::new(&i.mods);
-        let ops = &i.operands;
-        let n = ops.len();
-        let need = |k: usize| -> R<()> {
-            if n == k {
-                Ok(())
-            } else {
-                Err(Error::Invalid {
-                    line: i.line,
-                    msg: format!("{} takes {k} operands, found {n}", i.opcode),
-                })
-            }
+        let Some(op) = Opcode::parse(&i.opcode) else {
+            return self.invalid(format!("unknown instruction {}", i.opcode));
         };
-        let op = i.opcode.as_str();
-        if !PTX_OPCODES.contains(&op) {
-            return self.invalid(format!("unknown instruction {op}"));
-        }
         for f in &m.flags {
-            if !known_flag(op, f) {
+            if !op.modifiers().accepts(f) {
                 return self.unsup(format!("modifier .{f} on {op}"));
             }
         }
+        match op.family() {
+            Family::Arith => self.arith(i, op, &m),
+            Family::Memory => self.memory(i, op, &m),
+            Family::Control => self.control(i, op, &m),
+            Family::Collective => self.collective(i, op, &m),
+            Family::Unimplemented => self.unsup(format!("instruction {op}")),
+        }
+    }
+
+    /// Checks that `i` has `k` operands.
+    pub(super) fn need(&self, i: &ast::Inst, k: usize) -> R<()> {
+        let n = i.operands.len();
+        if n == k {
+            Ok(())
+        } else {
+            Err(Error::Invalid {
+                line: i.line,
+                msg: format!("{} takes {k} operands, found {n}", i.opcode),
+            })
+        }
+    }
+
+    /// Decodes an arithmetic instruction (`Family::Arith`).
+    pub(super) fn arith(&mut self, i: &ast::Inst, op: Opcode, m: &Mods) -> R<()> {
+        let ops = &i.operands;
         let ty = m.last_ty();
-        if matches!(op, "addc" | "subc" | "madc") || m.has("cc") {
-            return self.carry(i, &m);
+        if matches!(op, Opcode::Addc | Opcode::Subc | Opcode::Madc) || m.has("cc") {
+            return self.carry(i, m);
         }
         match op {
-            "mov" => {
-                need(2)?;
+            Opcode::Mov => {
+                self.need(i, 2)?;
                 let ty = self.ty(ty)?;
                 if let Operand::Vec(v) = if matches!(ops[1], Operand::Vec(_)) {
                     &ops[1]
@@ -56,7 +71,7 @@ impl Ctx<'_> {
                     (d, Operand::Vec(parts)) => {
                         let d = self.dst(d)?;
                         let (parts, cnt) = self.src_vec(parts, Ty::B64)?;
-                        let op = Op::Pack {
+                        let op = ArithOp::Pack {
                             d,
                             parts,
                             n: cnt,
@@ -67,7 +82,7 @@ impl Ctx<'_> {
                     (Operand::Vec(ds), a) => {
                         let a = self.src(a, ty)?;
                         let (ds, cnt) = self.dst_vec(ds)?;
-                        let op = Op::Unpack {
+                        let op = ArithOp::Unpack {
                             ds,
                             n: cnt,
                             a,
@@ -78,19 +93,19 @@ impl Ctx<'_> {
                     (d, a) => {
                         let d = self.dst(d)?;
                         let a = self.src(a, ty)?;
-                        self.emit(i, Op::Mov { d, a })
+                        self.emit(i, ArithOp::Mov { d, a })
                     }
                 }
             }
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" | "copysign" => {
-                need(3)?;
+            Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Div | Opcode::Rem | Opcode::Min | Opcode::Max | Opcode::And | Opcode::Or | Opcode::Xor
+            | Opcode::Shl | Opcode::Shr | Opcode::Copysign => {
+                self.need(i, 3)?;
                 let ty = self.ty(ty)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
                 let b = self.src(
                     &ops[2],
-                    if matches!(op, "shl" | "shr") {
+                    if matches!(op, Opcode::Shl | Opcode::Shr) {
                         Ty::U32
                     } else {
                         ty
@@ -98,22 +113,22 @@ impl Ctx<'_> {
                 )?;
                 if ty.is_float() {
                     let fop = match op {
-                        "add" => FOp::Add,
-                        "sub" => FOp::Sub,
-                        "mul" => FOp::Mul,
-                        "div" => FOp::Div,
-                        "min" if m.has("NaN") => FOp::MinNaN,
-                        "max" if m.has("NaN") => FOp::MaxNaN,
-                        "min" => FOp::Min,
-                        "max" => FOp::Max,
-                        "copysign" => FOp::Copysign,
+                        Opcode::Add => FOp::Add,
+                        Opcode::Sub => FOp::Sub,
+                        Opcode::Mul => FOp::Mul,
+                        Opcode::Div => FOp::Div,
+                        Opcode::Min if m.has("NaN") => FOp::MinNaN,
+                        Opcode::Max if m.has("NaN") => FOp::MaxNaN,
+                        Opcode::Min => FOp::Min,
+                        Opcode::Max => FOp::Max,
+                        Opcode::Copysign => FOp::Copysign,
                         _ => return self.invalid(format!("{op} on a float type")),
                     };
                     let fm =
-                        self.fmods(&m, ty, op == "div" && !m.has("approx") && !m.has("full"))?;
+                        self.fmods(m, ty, op == Opcode::Div && !m.has("approx") && !m.has("full"))?;
                     return self.emit(
                         i,
-                        Op::FBin {
+                        ArithOp::FBin {
                             op: fop,
                             ty,
                             m: fm,
@@ -125,22 +140,22 @@ impl Ctx<'_> {
                 }
                 let sat = m.has("sat");
                 let iop = match (op, sat) {
-                    ("add", false) => IOp::Add,
-                    ("add", true) => IOp::AddSat,
-                    ("sub", false) => IOp::Sub,
-                    ("sub", true) => IOp::SubSat,
-                    ("mul", false) if m.has("hi") => IOp::MulHi,
-                    ("mul", false) if m.has("wide") => IOp::MulWide,
-                    ("mul", false) => IOp::MulLo,
-                    ("div", false) => IOp::Div,
-                    ("rem", false) => IOp::Rem,
-                    ("min", false) => IOp::Min,
-                    ("max", false) => IOp::Max,
-                    ("and", false) => IOp::And,
-                    ("or", false) => IOp::Or,
-                    ("xor", false) => IOp::Xor,
-                    ("shl", false) => IOp::Shl,
-                    ("shr", false) => IOp::Shr,
+                    (Opcode::Add, false) => IOp::Add,
+                    (Opcode::Add, true) => IOp::AddSat,
+                    (Opcode::Sub, false) => IOp::Sub,
+                    (Opcode::Sub, true) => IOp::SubSat,
+                    (Opcode::Mul, false) if m.has("hi") => IOp::MulHi,
+                    (Opcode::Mul, false) if m.has("wide") => IOp::MulWide,
+                    (Opcode::Mul, false) => IOp::MulLo,
+                    (Opcode::Div, false) => IOp::Div,
+                    (Opcode::Rem, false) => IOp::Rem,
+                    (Opcode::Min, false) => IOp::Min,
+                    (Opcode::Max, false) => IOp::Max,
+                    (Opcode::And, false) => IOp::And,
+                    (Opcode::Or, false) => IOp::Or,
+                    (Opcode::Xor, false) => IOp::Xor,
+                    (Opcode::Shl, false) => IOp::Shl,
+                    (Opcode::Shr, false) => IOp::Shr,
                     _ => return self.unsup(format!("{op} with these modifiers")),
                 };
                 if sat && ty != Ty::S32 {
@@ -148,7 +163,7 @@ impl Ctx<'_> {
                 }
                 self.emit(
                     i,
-                    Op::IBin {
+                    ArithOp::IBin {
                         op: iop,
                         ty,
                         d,
@@ -157,18 +172,18 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "mad" | "fma" => {
-                need(4)?;
+            Opcode::Mad | Opcode::Fma => {
+                self.need(i, 4)?;
                 let ty = self.ty(ty)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
                 let b = self.src(&ops[2], ty)?;
                 if ty.is_float() {
-                    let fm = self.fmods(&m, ty, true)?;
+                    let fm = self.fmods(m, ty, true)?;
                     let c = self.src(&ops[3], ty)?;
                     return self.emit(
                         i,
-                        Op::Fma {
+                        ArithOp::Fma {
                             ty,
                             m: fm,
                             d,
@@ -178,7 +193,7 @@ impl Ctx<'_> {
                         },
                     );
                 }
-                if op == "fma" {
+                if op == Opcode::Fma {
                     return self.invalid("fma needs a float type");
                 }
                 let kind = if m.has("hi") && m.has("sat") {
@@ -194,7 +209,7 @@ impl Ctx<'_> {
                 let c = self.src(&ops[3], cty)?;
                 self.emit(
                     i,
-                    Op::IMad {
+                    ArithOp::IMad {
                         kind,
                         ty,
                         d,
@@ -204,31 +219,31 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt"
-            | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
-                need(2)?;
+            Opcode::Abs | Opcode::Neg | Opcode::Not | Opcode::Cnot | Opcode::Popc | Opcode::Clz | Opcode::Brev | Opcode::Rcp | Opcode::Sqrt | Opcode::Rsqrt
+            | Opcode::Ex2 | Opcode::Lg2 | Opcode::Sin | Opcode::Cos | Opcode::Tanh => {
+                self.need(i, 2)?;
                 let ty = self.ty(ty)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
                 if ty.is_float() {
                     let fop = match op {
-                        "abs" => FUn::Abs,
-                        "neg" => FUn::Neg,
-                        "rcp" => FUn::Rcp,
-                        "sqrt" => FUn::Sqrt,
-                        "rsqrt" => FUn::Rsqrt,
-                        "ex2" => FUn::Ex2,
-                        "lg2" => FUn::Lg2,
-                        "sin" => FUn::Sin,
-                        "cos" => FUn::Cos,
-                        "tanh" => FUn::Tanh,
+                        Opcode::Abs => FUn::Abs,
+                        Opcode::Neg => FUn::Neg,
+                        Opcode::Rcp => FUn::Rcp,
+                        Opcode::Sqrt => FUn::Sqrt,
+                        Opcode::Rsqrt => FUn::Rsqrt,
+                        Opcode::Ex2 => FUn::Ex2,
+                        Opcode::Lg2 => FUn::Lg2,
+                        Opcode::Sin => FUn::Sin,
+                        Opcode::Cos => FUn::Cos,
+                        Opcode::Tanh => FUn::Tanh,
                         _ => return self.invalid(format!("{op} on a float type")),
                     };
                     let exact = matches!(fop, FUn::Rcp | FUn::Sqrt) && !m.has("approx");
-                    let fm = self.fmods(&m, ty, exact)?;
+                    let fm = self.fmods(m, ty, exact)?;
                     return self.emit(
                         i,
-                        Op::FUn {
+                        ArithOp::FUn {
                             op: fop,
                             ty,
                             m: fm,
@@ -238,30 +253,30 @@ impl Ctx<'_> {
                     );
                 }
                 let iop = match op {
-                    "abs" => IUn::Abs,
-                    "neg" => IUn::Neg,
-                    "not" => IUn::Not,
-                    "cnot" => IUn::Cnot,
-                    "popc" => IUn::Popc,
-                    "clz" => IUn::Clz,
-                    "brev" => IUn::Brev,
+                    Opcode::Abs => IUn::Abs,
+                    Opcode::Neg => IUn::Neg,
+                    Opcode::Not => IUn::Not,
+                    Opcode::Cnot => IUn::Cnot,
+                    Opcode::Popc => IUn::Popc,
+                    Opcode::Clz => IUn::Clz,
+                    Opcode::Brev => IUn::Brev,
                     _ => return self.invalid(format!("{op} needs a float type")),
                 };
-                self.emit(i, Op::IUn { op: iop, ty, d, a })
+                self.emit(i, ArithOp::IUn { op: iop, ty, d, a })
             }
-            "setp" | "set" => self.setp(i, &m),
-            "selp" => {
-                need(4)?;
+            Opcode::Setp | Opcode::Set => self.setp(i, m),
+            Opcode::Selp => {
+                self.need(i, 4)?;
                 let ty = self.ty(ty)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
                 let b = self.src(&ops[2], ty)?;
                 let (p, neg) = self.pred(&ops[3])?;
                 let (a, b) = if neg { (b, a) } else { (a, b) };
-                self.emit(i, Op::Selp { d, a, b, p })
+                self.emit(i, ArithOp::Selp { d, a, b, p })
             }
-            "slct" => {
-                need(4)?;
+            Opcode::Slct => {
+                self.need(i, 4)?;
                 let (dt, ct) = m.two_tys().ok_or_else(|| self.err_ty())?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], dt)?;
@@ -269,7 +284,7 @@ impl Ctx<'_> {
                 let c = self.src(&ops[3], ct)?;
                 self.emit(
                     i,
-                    Op::Slct {
+                    ArithOp::Slct {
                         fsel: ct == Ty::F32,
                         d,
                         a,
@@ -278,9 +293,9 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "bfe" | "bfi" | "prmt" => self.bits(i, op, ty),
-            "testp" => {
-                need(2)?;
+            Opcode::Bfe | Opcode::Bfi | Opcode::Prmt => self.bits(i, op.name(), ty),
+            Opcode::Testp => {
+                self.need(i, 2)?;
                 let ty = self.ty(ty)?;
                 let which = [
                     "finite",
@@ -300,7 +315,7 @@ impl Ctx<'_> {
                 let a = self.src(&ops[1], ty)?;
                 self.emit(
                     i,
-                    Op::Testp {
+                    ArithOp::Testp {
                         op: which as u8,
                         ty,
                         d,
@@ -308,9 +323,9 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "cvt" => self.cvt(i, &m),
-            "cvta" => {
-                need(2)?;
+            Opcode::Cvt => self.cvt(i, m),
+            Opcode::Cvta => {
+                self.need(i, 2)?;
                 let space = m.space().unwrap_or(Space::Generic);
                 if space == Space::Generic {
                     return self.invalid("cvta needs a state space");
@@ -319,7 +334,7 @@ impl Ctx<'_> {
                 let a = self.src(&ops[1], Ty::U64)?;
                 self.emit(
                     i,
-                    Op::Cvta {
+                    ArithOp::Cvta {
                         to_generic: !m.has("to"),
                         space,
                         d,
@@ -327,75 +342,8 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "ld" | "ldu" | "st" => self.ldst(i, &m),
-            "atom" | "red" => self.atom(i, &m),
-            "bra" | "brx" => {
-                if op == "brx" {
-                    need(2)?;
-                    let idx = self.src(&ops[0], Ty::U32)?;
-                    let Operand::Name(t) = &ops[1] else {
-                        return self.invalid("brx.idx needs a branch table");
-                    };
-                    self.brx_fixups.push((self.code.len(), t.clone(), i.line));
-                    return self.emit(
-                        i,
-                        Op::Brx {
-                            idx,
-                            targets: Box::new([]),
-                        },
-                    );
-                }
-                need(1)?;
-                let Operand::Name(l) = &ops[0] else {
-                    return self.invalid("bra needs a label");
-                };
-                self.label_fixups.push((self.code.len(), l.clone(), i.line));
-                self.emit(i, Op::Bra { target: 0 })
-            }
-            "cp" => self.cp_async(i, &m),
-            "call" => self.call(i),
-            "ret" => self.emit(i, Op::Ret),
-            "exit" => self.emit(i, Op::Exit),
-            "trap" | "brkpt" => self.emit(i, Op::Trap),
-            "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" | "pmevent" => {
-                self.emit(i, Op::Nop)
-            }
-            "bar" | "barrier" => {
-                if m.has("warp") {
-                    return self.emit(i, Op::Nop);
-                }
-                if m.has("arrive") || m.has("red") {
-                    return self.unsup(format!("{op}.arrive/.red"));
-                }
-                if n == 2 {
-                    return self.unsup("barrier with an explicit thread count");
-                }
-                need(1)?;
-                let id = self.src(&ops[0], Ty::U32)?;
-                self.emit(i, Op::Bar { id })
-            }
-            "shfl" | "vote" | "activemask" | "match" => self.warp_op(i, &m),
-            "redux" => {
-                need(3)?;
-                let ty = self.ty(ty)?;
-                let rop = match () {
-                    _ if m.has("add") => IOp::Add,
-                    _ if m.has("min") => IOp::Min,
-                    _ if m.has("max") => IOp::Max,
-                    _ if m.has("and") => IOp::And,
-                    _ if m.has("or") => IOp::Or,
-                    _ if m.has("xor") => IOp::Xor,
-                    _ => return self.unsup("redux operation"),
-                };
-                if ty.is_float() || ty.bits() != 32 {
-                    return self.unsup(format!("redux on .{ty:?}"));
-                }
-                let d = self.dst(&ops[0])?;
-                let a = self.src(&ops[1], ty)?;
-                self.emit(i, Op::Redux { op: rop, ty, d, a })
-            }
-            "lop3" => {
-                need(5)?;
+            Opcode::Lop3 => {
+                self.need(i, 5)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::B32)?;
                 let b = self.src(&ops[2], Ty::B32)?;
@@ -405,7 +353,7 @@ impl Ctx<'_> {
                 };
                 self.emit(
                     i,
-                    Op::Lop3 {
+                    ArithOp::Lop3 {
                         d,
                         a,
                         b,
@@ -414,18 +362,18 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "isspacep" => {
-                need(2)?;
+            Opcode::Isspacep => {
+                self.need(i, 2)?;
                 let space = m.space().unwrap_or(Space::Generic);
                 if space == Space::Generic || space == Space::Param {
                     return self.unsup("isspacep without .global/.shared/.local/.const");
                 }
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::U64)?;
-                self.emit(i, Op::IsSpace { space, d, a })
+                self.emit(i, ArithOp::IsSpace { space, d, a })
             }
-            "shf" => {
-                need(4)?;
+            Opcode::Shf => {
+                self.need(i, 4)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], Ty::B32)?;
                 let b = self.src(&ops[2], Ty::B32)?;
@@ -436,7 +384,7 @@ impl Ctx<'_> {
                 }
                 self.emit(
                     i,
-                    Op::Shf {
+                    ArithOp::Shf {
                         left,
                         wrap,
                         d,
@@ -446,14 +394,14 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "bfind" => {
-                need(2)?;
+            Opcode::Bfind => {
+                self.need(i, 2)?;
                 let ty = self.ty(ty)?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
                 self.emit(
                     i,
-                    Op::Bfind {
+                    ArithOp::Bfind {
                         ty,
                         shiftamt: m.has("shiftamt"),
                         d,
@@ -461,8 +409,8 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "dp4a" => {
-                need(4)?;
+            Opcode::Dp4a => {
+                self.need(i, 4)?;
                 let (at, bt) = m.two_tys().ok_or_else(|| self.err_ty())?;
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], at)?;
@@ -470,7 +418,7 @@ impl Ctx<'_> {
                 let c = self.src(&ops[3], Ty::U32)?;
                 self.emit(
                     i,
-                    Op::Dp4a {
+                    ArithOp::Dp4a {
                         sa: at.signed(),
                         sb: bt.signed(),
                         d,
@@ -480,22 +428,22 @@ impl Ctx<'_> {
                     },
                 )
             }
-            "mul24" | "mad24" | "sad" => {
+            Opcode::Mul24 | Opcode::Mad24 | Opcode::Sad => {
                 let ty = self.ty(ty)?;
-                let want = if op == "mul24" { 3 } else { 4 };
-                need(want)?;
-                if (op != "sad" && !matches!(ty, Ty::U32 | Ty::S32)) || ty.is_float() {
+                let want = if op == Opcode::Mul24 { 3 } else { 4 };
+                self.need(i, want)?;
+                if (op != Opcode::Sad && !matches!(ty, Ty::U32 | Ty::S32)) || ty.is_float() {
                     return self.invalid(format!("{op} on .{ty:?}"));
                 }
                 let kind = match op {
-                    "sad" => MadKind::Sad,
+                    Opcode::Sad => MadKind::Sad,
                     _ if m.has("hi") => MadKind::Hi24,
                     _ => MadKind::Lo24,
                 };
                 let (d, a, b, c) = self.dabc(ops, ty)?;
                 self.emit(
                     i,
-                    Op::IMad {
+                    ArithOp::IMad {
                         kind,
                         ty,
                         d,
@@ -505,8 +453,7 @@ impl Ctx<'_> {
                     },
                 )
             }
-            _ if PTX_OPCODES.contains(&op) => self.unsup(format!("instruction {op}")),
-            _ => self.invalid(format!("unknown instruction {op}")),
+            _ => self.invalid(format!("{op} is not an arithmetic instruction (the instruction table and the lowering disagree)")),
         }
     }
 }

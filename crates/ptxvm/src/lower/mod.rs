@@ -2,8 +2,10 @@
 //! lays out shared/local/param storage, inlines nothing (device functions are laid out after the
 //! kernel body and reached with `Call`), and resolves labels to instruction indices.
 
+mod control;
 mod forms;
 mod inst;
+mod memory;
 mod mods;
 mod operand;
 
@@ -12,7 +14,7 @@ use std::collections::HashMap;
 use crate::api::{GlobalInfo, GlobalSpace, KernelInfo, ParamInfo};
 use crate::ast::{self, Init, Space as ASpace, Stmt, VarDecl};
 use crate::error::Error;
-use crate::ir::{Inst, Op, Preload, Reg, Ty};
+use crate::ir::{ControlOp, Inst, Kernel, Op, Preload, Reg, Ty};
 
 /// CUDA's device-side `assert` failure hook: an external function the driver provides; here
 /// a call to it traps, as a failed assert does on the GPU.
@@ -30,16 +32,6 @@ const MAX_INIT_BYTES: u64 = 64 << 20;
 const MAX_STORAGE: u64 = 1 << 30;
 
 type R<T> = Result<T, Error>;
-
-/// A kernel ready to run.
-#[derive(Debug)]
-pub(crate) struct Kernel {
-    pub info: KernelInfo,
-    pub code: Vec<Inst>,
-    pub nregs: u32,
-    pub preloads: Vec<(Reg, Preload)>,
-    pub local_bytes: u32,
-}
 
 /// What a name means inside a function.
 #[derive(Debug, Clone, Copy)]
@@ -363,7 +355,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         cx.function(f)?;
     }
     for (at, name) in std::mem::take(&mut cx.call_fixups) {
-        if let Op::Call { target, .. } = &mut cx.code[at].op {
+        if let Op::Control(ControlOp::Call { target, .. }) = &mut cx.code[at].op {
             *target = entries[&name];
         }
     }
@@ -462,9 +454,9 @@ impl Ctx<'_> {
         Ok(None)
     }
 
-    fn push(&mut self, op: Op) {
+    fn push(&mut self, op: impl Into<Op>) {
         self.code.push(Inst {
-            op,
+            op: op.into(),
             guard: crate::ir::NO_REG,
             guard_neg: false,
             line: self.line,
@@ -481,7 +473,11 @@ impl Ctx<'_> {
             self.block(b, 0)?;
         }
         // Falling off the end of a function returns.
-        self.push(if f.is_entry { Op::Exit } else { Op::Ret });
+        self.push(Op::Control(if f.is_entry {
+            ControlOp::Exit
+        } else {
+            ControlOp::Ret
+        }));
         for (at, name, line) in std::mem::take(&mut self.label_fixups) {
             let Some(&pc) = self.labels.get(&name) else {
                 return Err(Error::Invalid {
@@ -489,7 +485,7 @@ impl Ctx<'_> {
                     msg: format!("branch to undefined label {name}"),
                 });
             };
-            if let Op::Bra { target } = &mut self.code[at].op {
+            if let Op::Control(ControlOp::Bra { target }) = &mut self.code[at].op {
                 *target = pc;
             }
         }
@@ -510,7 +506,7 @@ impl Ctx<'_> {
                 };
                 pcs.push(pc);
             }
-            if let Op::Brx { targets, .. } = &mut self.code[at].op {
+            if let Op::Control(ControlOp::Brx { targets, .. }) = &mut self.code[at].op {
                 *targets = pcs.into_boxed_slice();
             }
         }

@@ -6,7 +6,7 @@ use super::{Ctx, R, Sym};
 use crate::ast::{self, Operand};
 use crate::error::Error;
 use crate::ir::{
-    Addr, Dyn, FMods, Inst, KPARAM_BASE, LOCAL_WINDOW, NO_REG, Op, Preload, Reg, Rnd,
+    Addr, ArithOp, Dyn, FMods, Inst, KPARAM_BASE, LOCAL_WINDOW, NO_REG, Op, Preload, Reg, Rnd,
     SHARED_WINDOW, Space, Src, Ty,
 };
 
@@ -75,7 +75,7 @@ impl Ctx<'_> {
                     _ => Dyn::GlobalTimer,
                 };
                 let d = self.new_reg()?;
-                self.push(Op::Dyn { d, which });
+                self.push(ArithOp::Dyn { d, which });
                 return Ok(Some(Src::Reg(d)));
             }
             _ if UNMODELLED_SREGS.iter().any(|u| base.starts_with(u)) => {
@@ -236,13 +236,13 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn emit(&mut self, i: &ast::Inst, op: Op) -> R<()> {
+    pub(super) fn emit(&mut self, i: &ast::Inst, op: impl Into<Op>) -> R<()> {
         let (guard, guard_neg) = match &i.guard {
             Some((p, neg)) => (self.reg(p)?.0, *neg),
             None => (NO_REG, false),
         };
         self.code.push(Inst {
-            op,
+            op: op.into(),
             guard,
             guard_neg,
             line: self.line,

@@ -1,5 +1,5 @@
-//! The allow-list and the module-wide analysis behind the rewrite: which instructions and
-//! declarations a sandboxed module may contain (everything else is refused with its line and
+//! The allow-list and the module-wide analysis behind the rewrite: which instructions (the
+//! instruction table's `Sandbox` column) and declarations a sandboxed module may contain (everything else is refused with its line and
 //! what to change), the call graph (no recursion, no indirect or external calls), each kernel's
 //! local bytes along its deepest call chain and the shared variables it uses.
 
@@ -9,87 +9,8 @@ use super::Policy;
 use super::globals::Offsets;
 use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
 use crate::error::Error;
+use crate::isa::{Opcode, Refusal, Sandbox};
 use crate::lower::var_size;
-
-/// Opcodes the rewriter understands (and ptxvm runs). Memory instructions among them are
-/// rewritten by `fence`; everything else is pure register arithmetic or control flow.
-const ALLOWED: &[&str] = &[
-    "mov",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "rem",
-    "min",
-    "max",
-    "and",
-    "or",
-    "xor",
-    "shl",
-    "shr",
-    "copysign",
-    "addc",
-    "subc",
-    "madc",
-    "mad",
-    "fma",
-    "abs",
-    "neg",
-    "not",
-    "cnot",
-    "popc",
-    "clz",
-    "brev",
-    "rcp",
-    "sqrt",
-    "rsqrt",
-    "ex2",
-    "lg2",
-    "sin",
-    "cos",
-    "tanh",
-    "setp",
-    "set",
-    "selp",
-    "slct",
-    "bfe",
-    "bfi",
-    "prmt",
-    "testp",
-    "cvt",
-    "cvta",
-    "ld",
-    "ldu",
-    "st",
-    "atom",
-    "red",
-    "bra",
-    "brx",
-    "call",
-    "ret",
-    "exit",
-    "membar",
-    "fence",
-    "nanosleep",
-    "prefetch",
-    "prefetchu",
-    "bar",
-    "barrier",
-    "shfl",
-    "vote",
-    "activemask",
-    "match",
-    "redux",
-    "lop3",
-    "isspacep",
-    "shf",
-    "bfind",
-    "dp4a",
-    "mul24",
-    "mad24",
-    "sad",
-    "cp",
-];
 
 /// Prefixes of the names the rewriter adds; user code may not use them.
 pub(crate) const RESERVED: [&str; 3] = ["%__sbx_", "__gpuhost_sbx_", "$__sbx_"];
@@ -104,6 +25,9 @@ pub(crate) struct Info<'m> {
     pub shared: HashMap<&'m str, Option<u64>>,
     /// Back-edges between polls.
     pub poll_interval: u32,
+    /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
+    /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
+    pub lean: HashSet<&'m str>,
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
@@ -177,6 +101,7 @@ pub(crate) fn analyse<'m>(
         globals,
         shared,
         poll_interval: policy.poll_interval,
+        lean: HashSet::new(),
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),
@@ -254,6 +179,11 @@ impl<'m> Info<'m> {
     /// `.local` bytes of `f` plus its deepest callee chain.
     pub(crate) fn local_bytes(&self, f: &str) -> u64 {
         self.local.get(f).copied().unwrap_or(0)
+    }
+
+    /// The functions `f` calls directly.
+    pub(crate) fn callees(&self, f: &str) -> &[&'m str] {
+        self.callees.get(f).map_or(&[], Vec::as_slice)
     }
 
     /// Functions reachable from `f`, `f` included.
@@ -379,11 +309,11 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
         check_opcode(i)?;
-        // Only the memory instructions `fence` rewrites may take a `[address]` operand (`mov`
-        // and `cvta` take `var+offset`, parsed the same way).
+        // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
+        // `[address]` operand (`mov` and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
-            i.opcode.as_str(),
-            "ld" | "ldu" | "st" | "atom" | "red" | "prefetch" | "prefetchu" | "mov" | "cvta" | "cp"
+            Opcode::parse(&i.opcode).map(Opcode::sandbox),
+            Some(Sandbox::Fence | Sandbox::Hint | Sandbox::Address)
         );
         if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
             return refused(
@@ -455,26 +385,12 @@ impl<'m> Walk<'_, 'm> {
     }
 }
 
-/// Refuses opcodes outside the allow-list, naming the better-known ones.
+/// Refuses the opcodes the instruction table (`isa`) marks refused for the sandbox, and any
+/// word that is not PTX at all.
 pub(crate) fn check_opcode(i: &Inst) -> Result<(), Error> {
-    let op = i.opcode.as_str();
-    let why = match op {
-        "trap" | "brkpt" => Some(format!(
-            "{op} would stop the whole GPU context; report errors through an output buffer"
-        )),
-        "pmevent" => Some("pmevent (performance monitor events); remove it".to_string()),
-        "tex" | "tld4" | "txq" | "suld" | "sust" | "sured" | "suq" | "istypep" => Some(format!(
-            "{op}: texture and surface instructions; read and write buffers with ld/st.global"
-        )),
-        _ if !ALLOWED.contains(&op) => Some(format!(
-            "instruction {op} is not on the sandbox's allow-list; use plain ld/st/atom and \
-             arithmetic"
-        )),
-        _ => None,
-    };
-    match why {
-        Some(w) => refused(i.line, w),
-        None => Ok(()),
+    match Opcode::parse(&i.opcode).map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
+        Sandbox::Refuse(why) => refused(i.line, why.message(&i.opcode)),
+        Sandbox::Plain | Sandbox::Address | Sandbox::Fence | Sandbox::Hint => Ok(()),
     }
 }
 

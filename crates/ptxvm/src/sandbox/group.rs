@@ -9,6 +9,7 @@ use super::fence::{Sp, Src};
 use super::print::O;
 use super::rewrite::{Fx, R, sreg};
 use crate::ast::{Inst, Operand, Stmt};
+use crate::isa::Opcode;
 
 /// A later access whose fence came with an earlier one.
 pub(crate) struct Member {
@@ -23,24 +24,6 @@ pub(crate) struct Member {
 /// Most bytes one group fence covers (the host maps at least 64 KiB).
 const MAX_SPAN: i64 = 4096;
 
-/// Opcodes whose first operand is not a destination.
-const NO_DEST: &[&str] = &[
-    "st",
-    "red",
-    "prefetch",
-    "prefetchu",
-    "bra",
-    "brx",
-    "call",
-    "ret",
-    "exit",
-    "bar",
-    "barrier",
-    "membar",
-    "fence",
-    "nanosleep",
-];
-
 fn mentions(o: &Operand, n: &str) -> bool {
     match o {
         Operand::Name(x) => x == n,
@@ -52,7 +35,7 @@ fn mentions(o: &Operand, n: &str) -> bool {
 
 /// Whether `i` may write register `n`.
 fn writes(i: &Inst, n: &str) -> bool {
-    if NO_DEST.contains(&i.opcode.as_str()) {
+    if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
         return false;
     }
     i.operands.first().is_some_and(|o| mentions(o, n))

@@ -10,7 +10,9 @@
 //! ABI: every `.entry` gets five `.param .u64` after the user's parameters, named
 //! `__gpuhost_sbx_{base,size,globals,ctl,launch}` (see [`HIDDEN_PARAMS`]). Device functions get
 //! those five plus four internal ones (the caller's shared and local windows) that the host never
-//! sees. The host must pass `size >= MIN_ARENA` (64 KiB).
+//! sees, unless they are lean: a device function that neither reads a hidden value once
+//! rewritten (no fenced access, no poll, no relocated global) nor calls one that does keeps its
+//! own signature and gets no prologue. The host must pass `size >= MIN_ARENA` (64 KiB).
 
 mod allow;
 mod fence;
@@ -119,7 +121,8 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let tokens = crate::lex::lex(ptx)?;
     let module = crate::parse::parse(&tokens)?;
     let (layout, offsets) = globals::layout(&module)?;
-    let info = allow::analyse(&module, offsets, policy)?;
+    let mut info = allow::analyse(&module, offsets, policy)?;
+    info.lean = rewrite::lean_functions(&info, &module)?;
     let mut text = String::with_capacity(ptx.len() * 2 + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();

@@ -34,7 +34,7 @@ pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> R
     Ok(())
 }
 
-fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
     for o in body {
         match o {
             O::Inst(i) => {
@@ -57,6 +57,7 @@ fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
     Ok(())
 }
 use crate::error::Error;
+use crate::isa::{Opcode, Sandbox};
 
 /// Prints a whole module.
 pub(crate) fn module(m: &Module) -> Result<String, Error> {
@@ -277,7 +278,7 @@ pub(crate) fn parts<M: AsRef<str>>(
     let f32_ctx =
         mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    let bare = matches!(opcode, "mov" | "cvta");
+    let bare = Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
     for (k, o) in operands.iter().enumerate() {
         out.push_str(if k == 0 { " " } else { ", " });
         let o = match replace {

@@ -2,13 +2,14 @@
 //! prologue, passes the hidden values on at every call, and sends each instruction to `fence`
 //! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::print::O;
-use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
+use crate::ast::{Func, Inst, Module, Operand, Space, Stmt, VarDecl};
 use crate::error::Error;
+use crate::isa::{Opcode, Sandbox};
 use crate::lower::var_size;
 
 pub(crate) type R<T> = Result<T, Error>;
@@ -54,10 +55,14 @@ pub(crate) struct Fx<'a, 'm> {
     pub line: u32,
 }
 
-/// Rewrites a function (entry, device function or prototype).
+/// Rewrites a function (entry, device function or prototype). A lean device function
+/// (`Info::lean`) keeps its signature and gets no prologue: it reads no hidden value.
 pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
+    let lean = !f.is_entry && info.lean.contains(f.name.as_str());
     let mut params = f.params.clone();
-    let hidden: Vec<&str> = if f.is_entry {
+    let hidden: Vec<&str> = if lean {
+        Vec::new()
+    } else if f.is_entry {
         HIDDEN_PARAMS.to_vec()
     } else {
         HIDDEN_PARAMS
@@ -83,38 +88,11 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
     let body = match &f.body {
         None => None,
         Some(b) => {
-            let mut fx = Fx {
-                info,
-                f,
-                regs: HashMap::new(),
-                ranges: HashMap::new(),
-                locals: HashMap::new(),
-                shared_fn: HashMap::new(),
-                params: HashMap::new(),
-                labels: HashMap::new(),
-                tables: HashMap::new(),
-                pos: 0,
-                nlabel: 0,
-                members: HashMap::new(),
-                ngroups: 0,
-                line: f.line,
-            };
-            for p in f.params.iter().chain(&f.rets) {
-                fx.params.insert(p.name.as_str(), var_size(p)?.0);
-            }
-            fx.scan(b)?;
-            fx.pos = 0;
-            // Top-level register and .local/.shared declarations go first: the prologue takes
-            // the variables' addresses, and declarations then precede every instruction.
-            let hoisted = |s: &Stmt| match s {
-                Stmt::Var(v) => matches!(v.space, Space::Local | Space::Shared),
-                Stmt::Reg { .. } => true,
-                _ => false,
-            };
-            let mut body = Vec::with_capacity(2 * b.len());
-            fx.stmts(b, Some(&hoisted), &mut body)?;
+            let (mut fx, mut body) = rewrite_body(info, f, b)?;
             let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
-            out.extend(fx.prologue()?);
+            if !lean {
+                out.extend(fx.prologue()?);
+            }
             out.append(&mut body);
             Some(out)
         }
@@ -132,6 +110,97 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
     };
     Ok((head, body))
 }
+
+/// Top-level register and .local/.shared declarations go first: the prologue takes the
+/// variables' addresses, and declarations then precede every instruction.
+fn hoisted(s: &Stmt) -> bool {
+    match s {
+        Stmt::Var(v) => matches!(v.space, Space::Local | Space::Shared),
+        Stmt::Reg { .. } => true,
+        _ => false,
+    }
+}
+
+/// Rewrites the statements of `f`'s body `b` (without the hoisted declarations and the
+/// prologue).
+fn rewrite_body<'a, 'm>(
+    info: &'a Info<'m>,
+    f: &'m Func,
+    b: &'m [Stmt],
+) -> R<(Fx<'a, 'm>, Vec<O<'m>>)> {
+    let mut fx = Fx {
+        info,
+        f,
+        regs: HashMap::new(),
+        ranges: HashMap::new(),
+        locals: HashMap::new(),
+        shared_fn: HashMap::new(),
+        params: HashMap::new(),
+        labels: HashMap::new(),
+        tables: HashMap::new(),
+        pos: 0,
+        nlabel: 0,
+        members: HashMap::new(),
+        ngroups: 0,
+        line: f.line,
+    };
+    for p in f.params.iter().chain(&f.rets) {
+        fx.params.insert(p.name.as_str(), var_size(p)?.0);
+    }
+    fx.scan(b)?;
+    fx.pos = 0;
+    let mut body = Vec::with_capacity(2 * b.len());
+    fx.stmts(b, Some(&hoisted), &mut body)?;
+    Ok((fx, body))
+}
+
+/// Whether device function `f`'s rewritten body reads a hidden value itself, other than to
+/// pass it on at a call (its callees are `lean::functions`' to judge). User code cannot name
+/// `%__sbx_` registers (the allow-list refuses the prefix), so any mention is the rewriter's:
+/// a fence, a poll, a relocated global, a fault report.
+pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
+    let Some(b) = &f.body else {
+        return Ok(false);
+    };
+    let (fx, body) = rewrite_body(info, f, b)?;
+    if fx.ngroups > 0 {
+        return Ok(true);
+    }
+    let mut text = String::new();
+    super::print::outs(&mut text, &body, 0)?;
+    Ok(text
+        .lines()
+        .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE)))
+}
+
+/// The device functions that need no hidden value: they read none themselves
+/// (`reads_hidden`) and call only such functions (the call graph is acyclic: `allow` refuses
+/// recursion). Hot helpers (`collatz_next`, math) are typically lean, and their calls then cost
+/// what they cost unsandboxed.
+pub(crate) fn lean_functions<'m>(info: &Info<'m>, m: &'m Module) -> R<HashSet<&'m str>> {
+    let mut lean = HashSet::new();
+    for f in m.funcs.iter().filter(|f| !f.is_entry && f.body.is_some()) {
+        if !reads_hidden(info, f)? {
+            lean.insert(f.name.as_str());
+        }
+    }
+    loop {
+        let calls_heavy: Vec<&str> = lean
+            .iter()
+            .copied()
+            .filter(|f| info.callees(f).iter().any(|c| !lean.contains(c)))
+            .collect();
+        if calls_heavy.is_empty() {
+            return Ok(lean);
+        }
+        for f in calls_heavy {
+            lean.remove(f);
+        }
+    }
+}
+
+/// How a call site stores a hidden value for its callee (`Fx::call`).
+const HIDDEN_STORE: &str = "st.param.b64 [__gpuhost_sbx_c";
 
 impl<'m> Fx<'_, 'm> {
     /// First pass: declarations and label positions.
@@ -270,11 +339,13 @@ impl<'m> Fx<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
-        match i.opcode.as_str() {
-            "ld" | "ldu" | "st" | "atom" | "red" => self.mem(i, rest, out),
+        let op = Opcode::parse(&i.opcode);
+        match op {
+            Some(Opcode::Cp) => self.cp_async(i, out),
+            Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
-            "prefetch" | "prefetchu" => Ok(()),
-            "bra" => {
+            Some(o) if o.sandbox() == Sandbox::Hint => Ok(()),
+            Some(Opcode::Bra) => {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
                 {
@@ -283,7 +354,7 @@ impl<'m> Fx<'_, 'm> {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            "brx" => {
+            Some(Opcode::Brx) => {
                 let back = match i.operands.get(1) {
                     Some(Operand::Name(t)) => self.tables.get(t.as_str()).is_some_and(|ls| {
                         ls.iter()
@@ -297,15 +368,18 @@ impl<'m> Fx<'_, 'm> {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            "call" => self.call(i, out),
-            "cp" => self.cp_async(i, out),
+            Some(Opcode::Call) => self.call(i, out),
             _ => self.plain(i, out),
         }
     }
 
     /// Passes the hidden values to the callee through `.param` variables of a new block.
     fn call(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
-        let (_, args_at) = call_parts(i)?;
+        let (callee, args_at) = call_parts(i)?;
+        if self.info.lean.contains(callee) {
+            out.push(O::Inst(i));
+            return Ok(());
+        }
         let names: Vec<&str> = HIDDEN_PARAMS
             .iter()
             .chain(&INTERNAL_PARAMS)
@@ -362,8 +436,9 @@ impl<'m> Fx<'_, 'm> {
             _ => None,
         };
         let space_const = i.mods.iter().any(|m| m == "const");
-        match i.opcode.as_str() {
-            "mov" | "cvta" if i.operands.len() == 2 => {
+        let op = Opcode::parse(&i.opcode);
+        match op {
+            Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
                 if let Some(off) = reloc(&i.operands[1]) {
                     if !i
                         .mods
@@ -386,7 +461,7 @@ impl<'m> Fx<'_, 'm> {
                     );
                     return Ok(());
                 }
-                if i.opcode == "cvta" && space_const {
+                if o == Opcode::Cvta && space_const {
                     // Relocated constants live in global memory: the conversion is the identity.
                     self.emit(
                         out,
@@ -398,7 +473,7 @@ impl<'m> Fx<'_, 'm> {
                     return Ok(());
                 }
             }
-            "isspacep" if space_const => {
+            Some(Opcode::Isspacep) if space_const => {
                 let mut j = i.clone();
                 for m in &mut j.mods {
                     if m == "const" {

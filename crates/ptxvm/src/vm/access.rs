@@ -136,6 +136,7 @@ impl Warp {
                     .is_some_and(|e| e <= bm.shared_len)
         };
         let base: *mut u8 = match space {
+            // `global` covers all of [lo, lo + size) under the `Memory` contract.
             Space::Global => mem.global(lo, size).ok()?,
             Space::Generic if hi < SHARED_WINDOW => mem.global(lo, size).ok()?,
             // SAFETY: shared_end checked [lo, hi + len) against the shared buffer's size.
@@ -151,7 +152,9 @@ impl Warp {
         }
         let mut out = [std::ptr::null_mut(); 32];
         for l in lanes(mask) {
-            // SAFETY: lo <= at[l] and at[l] + len <= lo + size, all inside the checked region.
+            // SAFETY: lo <= at[l] and at[l] + len <= lo + size, all inside the region `base`
+            // covers (the shared buffer, or global memory valid for `size` bytes by the `Memory`
+            // contract).
             out[l] = unsafe { base.add((at[l] - lo) as usize) };
         }
         Some(out)

@@ -56,6 +56,10 @@ impl<'a> Mem<'a> {
         }
     }
 
+    /// Host pointer for global `[addr, addr + len)`. Every pointer it returns (and the cached
+    /// ranges it derives them from) came from `Memory::translate` or `Memory::allocation`, so by
+    /// the `Memory` trait's `# Safety` contract it is valid for reads and writes of `len` bytes,
+    /// live until the launch returns and aliased by no Rust reference; it may be unaligned.
     pub(crate) fn global(&mut self, addr: u64, len: u64) -> Result<*mut u8, FaultKind> {
         let end = addr.checked_add(len).ok_or(FaultKind::IllegalAddress {
             addr,
@@ -158,7 +162,10 @@ impl<'a> Mem<'a> {
                 u64::from_le_bytes(b)
             }
             // SAFETY: `locate` returned a pointer to `len` valid, writable bytes aligned to
-            // `len`; all concurrent accesses to device memory go through atomics.
+            // `len` (shared/local: bounds-checked into the VM's own buffers; global: `global`,
+            // whose pointers the `Memory` contract makes valid, live and unaliased by Rust
+            // references for the launch, with alignment checked in `locate`); all concurrent
+            // accesses to device memory go through atomics.
             Loc::Ptr(p) => unsafe {
                 match len {
                     1 => u64::from(AtomicU8::from_ptr(p).load(Relaxed)),
@@ -190,7 +197,8 @@ impl<'a> Mem<'a> {
 pub(crate) fn atomic(loc: &Loc, op: AtomOp, ty: Ty, b: u64, c: u64) -> u64 {
     let Loc::Ptr(p) = *loc else { return 0 };
     if ty.bits() == 32 {
-        // SAFETY: `locate` returned 4 valid, writable bytes aligned to 4.
+        // SAFETY: `locate` returned 4 valid, writable bytes aligned to 4, unaliased by Rust
+        // references (the `Memory` contract, for global memory).
         let a = unsafe { AtomicU32::from_ptr(p.cast()) };
         // SAFETY: same memory, same alignment; i32 and u32 atomics have the same layout.
         let s = unsafe { AtomicI32::from_ptr(p.cast()) };
@@ -217,7 +225,8 @@ pub(crate) fn atomic(loc: &Loc, op: AtomOp, ty: Ty, b: u64, c: u64) -> u64 {
         };
         return u64::from(old);
     }
-    // SAFETY: `locate` returned 8 valid, writable bytes aligned to 8.
+    // SAFETY: `locate` returned 8 valid, writable bytes aligned to 8, unaliased by Rust
+    // references (the `Memory` contract, for global memory).
     let a = unsafe { AtomicU64::from_ptr(p.cast()) };
     // SAFETY: same memory, same alignment; i64 and u64 atomics have the same layout.
     let s = unsafe { AtomicI64::from_ptr(p.cast()) };

@@ -17,7 +17,7 @@ use std::time::Instant;
 use crate::Module;
 use crate::api::{Fault, FaultKind, Launch, LaunchStats, Memory};
 use crate::devio::DeviceOutput;
-use crate::lower::Kernel;
+use crate::ir::Kernel;
 use exec::{BlockMem, Stop};
 use mem::Mem;
 use warp::{Warp, WarpPlace, dyn_base};

@@ -6,8 +6,7 @@
 // Lane loops index several per-lane arrays at once; iterator chains would obscure that.
 #![allow(clippy::needless_range_loop)]
 
-use crate::ir::{Preload, Reg, Src, Ty, norm};
-use crate::lower::Kernel;
+use crate::ir::{Kernel, Preload, Reg, Src, Ty, norm};
 
 /// All 32 lanes.
 pub(crate) const FULL: u32 = u32::MAX;

@@ -241,3 +241,59 @@ fn invalid_launches_are_refused() {
         ..base.clone()
     }));
 }
+
+/// A `Memory` whose host bytes sit one byte off the device addresses' alignment: sound under
+/// the trait's contract (alignment is not part of it), so the VM must fault, never access.
+struct Skewed(Box<[std::sync::atomic::AtomicU64]>);
+
+const SKEWED_BASE: u64 = 0x10_0000;
+
+// SAFETY: every pointer lies inside the boxed slice (checked for the whole range), which lives
+// as long as `self`; its words are atomics, so the VM's accesses alias no plain reference.
+unsafe impl ptxvm::Memory for Skewed {
+    fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        // Device SKEWED_BASE is host byte 1 of the slice.
+        let off = addr.checked_sub(SKEWED_BASE)?.checked_add(1)?;
+        (off.checked_add(len)? <= 8 * self.0.len() as u64).then(|| {
+            self.0
+                .as_ptr()
+                .cast::<u8>()
+                .wrapping_add(off as usize)
+                .cast_mut()
+        })
+    }
+}
+
+#[test]
+fn a_host_pointer_aligned_unlike_its_device_address_is_a_misaligned_fault_not_an_access() {
+    let mem = Skewed(
+        (0..8)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect(),
+    );
+    let m = load(
+        ".visible .entry k(.param .u64 p)\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<2>;\n\
+         \tld.param.u64 %rd1, [p];\n\tmov.u32 %r1, 7;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n}\n",
+    );
+    for block in [1, 32] {
+        let f = go(
+            &m,
+            &Shape::linear(1, block),
+            &[Arg::Ptr(SKEWED_BASE)],
+            &[],
+            &mem,
+        )
+        .unwrap_err();
+        assert_eq!(
+            f.kind,
+            FaultKind::MisalignedAddress { addr: SKEWED_BASE },
+            "{block} threads: {f}"
+        );
+    }
+    assert!(
+        mem.0
+            .iter()
+            .all(|w| w.load(std::sync::atomic::Ordering::Relaxed) == 0),
+        "the skewed store must not have been performed"
+    );
+}

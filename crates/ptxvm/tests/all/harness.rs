@@ -65,7 +65,11 @@ impl Drop for DevMem {
     }
 }
 
-impl Memory for DevMem {
+// SAFETY: each block comes from `Box::into_raw` (full provenance, exposed by the `as u64` casts
+// that made its address) and stays allocated until `DevMem` drops, which the launch's borrow
+// of it prevents; the range check keeps [addr, addr + len) inside one block; tests touch the
+// bytes only through raw-pointer copies in `&mut self` methods, never during a launch.
+unsafe impl Memory for DevMem {
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
         self.blocks.iter().find_map(|&(p, n)| {
             let base = p as u64;

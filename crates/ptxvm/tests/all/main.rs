@@ -4,8 +4,10 @@
 mod breadth;
 mod corpus;
 mod errors;
+mod golden;
 mod harness;
 mod kernels;
+mod lean;
 mod redteam;
 mod sandbox;
 mod text;

@@ -17,7 +17,7 @@ const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
 const TAG: u32 = 0x7a9;
 const EPOCH: u32 = 3;
 
-fn ptx(body: &str) -> String {
+pub fn ptx(body: &str) -> String {
     format!("{HEAD}{body}")
 }
 
@@ -44,7 +44,7 @@ fn attack(
 }
 
 /// `attack` on a kernel of another rewritten module.
-fn attack_in(
+pub fn attack_in(
     m: &Module,
     kernel: &str,
     shape: Shape,

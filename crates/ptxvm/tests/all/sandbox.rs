@@ -75,7 +75,13 @@ pub struct GuestMem {
 // for device memory) and by `&mut self` methods, never both at once.
 unsafe impl Sync for GuestMem {}
 
-impl Memory for GuestMem {
+// SAFETY: every pointer lies inside one `Region` (checked by `contains` for the whole range),
+// a raw allocation freed only when `GuestMem` drops, which the launch's borrow of it prevents;
+// its bytes are initialised at creation; the identity mapping is exposed provenance of the
+// allocation. The tests take `bytes`/`bytes_mut` slices only between launches; during one they
+// touch the control block only through `AtomicU32` references, which alias the VM's atomics
+// soundly.
+unsafe impl Memory for GuestMem {
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
         if self.victim.contains(addr, 1) {
             self.victim_touched.store(true, Ordering::SeqCst);
@@ -273,7 +279,7 @@ fn manifest() -> std::path::PathBuf {
 }
 
 /// Every PTX module the differential test runs: the corpus, the example guests, the fixture.
-fn all_modules() -> Vec<std::path::PathBuf> {
+pub fn all_modules() -> Vec<std::path::PathBuf> {
     let root = manifest().join("../..");
     let mut out = Vec::new();
     for dir in ["corpus/clang", "corpus/nvcc", "examples/guests/kernels"] {

@@ -17,7 +17,7 @@ pub fn go(
     shape: &Shape,
     args: &[Arg],
     globals: &[u64],
-    mem: &DevMem,
+    mem: &dyn ptxvm::Memory,
 ) -> Result<ptxvm::LaunchStats, ptxvm::Fault> {
     let params = pack(&m.kernels()[0], args);
     let l = Launch {

@@ -1,0 +1,416 @@
+//! The PTX instruction set, declared once: one row per opcode of the PTX ISA (8.x) with its
+//! name, the family that lowers and executes it, the modifiers it accepts, what the sandbox does
+//! with it, and whether its first operand is a destination. The lowering (`lower::inst`), the
+//! executor (`vm::exec`, by family), the sandbox's allow-list and rewriter, and the printer all
+//! read this table instead of keeping their own opcode lists.
+//!
+//! Adding an instruction (docs/ARCHITECTURE.md says the same):
+//! 1. give its row a family other than `Unimplemented` and the right `Modifiers` set;
+//! 2. decode it in that family's lowering (`lower/inst.rs` for `Arith`, `lower/memory.rs`,
+//!    `lower/control.rs`), into an `ir` op of the same family;
+//! 3. execute that op in the family's executor (`vm/exec/`);
+//! 4. give it a sample in `isa/tests.rs`, which proves every implemented row lowers into its
+//!    family, runs, and is classified by the sandbox the way its row says.
+
+use crate::ir::Cmp;
+
+/// Which part of the lowering and of the executor handles an instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// Register arithmetic, logic, comparison, conversion and moves.
+    Arith,
+    /// Loads, stores, atomics, async copies and prefetch hints.
+    Memory,
+    /// Branches, calls, returns, exits, traps, barriers and memory-ordering no-ops.
+    Control,
+    /// Warp collectives: shuffles, votes, matches, reductions across lanes.
+    Collective,
+    /// Valid PTX that ptxvm does not run: loading it is `Error::Unsupported`.
+    Unimplemented,
+}
+
+/// What the sandbox's rewriter does with an instruction. Only what it can prove stays inside
+/// the guest's arena is allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sandbox {
+    /// Copied as written: it reads and writes registers or moves the PC within the module, and
+    /// cannot reach memory.
+    Plain,
+    /// Copied, but may name a variable as a bare `var+offset` address, which the rewriter
+    /// relocates (`mov`, `cvta`).
+    Address,
+    /// A memory access: the rewriter fences its address into the guest's arena.
+    Fence,
+    /// A hint that reads nothing: the rewriter drops it (nothing left to fence).
+    Hint,
+    /// Refused, for the reason given.
+    Refuse(Refusal),
+}
+
+/// Why the sandbox refuses an instruction; `message` is what the guest's author reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `trap`/`brkpt`: stops the whole context, every tenant's work with it.
+    StopsContext,
+    /// `pmevent`: signals the performance monitor, outside the guest.
+    Monitor,
+    /// Textures and surfaces: their handles reach memory the fence cannot see.
+    Texture,
+    /// Anything else the rewriter does not understand (and so cannot prove safe).
+    NotAllowed,
+}
+
+impl Refusal {
+    /// The refusal message for opcode `op`.
+    pub(crate) fn message(self, op: &str) -> String {
+        match self {
+            Refusal::StopsContext => format!(
+                "{op} would stop the whole GPU context; report errors through an output buffer"
+            ),
+            Refusal::Monitor => "pmevent (performance monitor events); remove it".to_string(),
+            Refusal::Texture => format!(
+                "{op}: texture and surface instructions; read and write buffers with ld/st.global"
+            ),
+            Refusal::NotAllowed => format!(
+                "instruction {op} is not on the sandbox's allow-list; use plain ld/st/atom and \
+                 arithmetic"
+            ),
+        }
+    }
+}
+
+/// The modifier set an opcode accepts (types are the lowering's to check, per form). Anything
+/// outside it is reported as unsupported rather than silently ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Modifiers {
+    /// Rounding, flush-to-zero and saturation only (the default).
+    Rounding,
+    Cvt,
+    Carry,
+    Madc,
+    MinMax,
+    Shf,
+    Brx,
+    Bfind,
+    Redux,
+    Isspacep,
+    /// `cvta`, `ld`, `ldu`, `st`: state spaces and vector widths.
+    Access,
+    /// `atom`, `red`: spaces and operations.
+    Atomic,
+    /// `setp`, `set`: comparisons and the predicate combiners.
+    Compare,
+    Mul,
+    Mul24,
+    Mad,
+    AddSub,
+    Barrier,
+    Shfl,
+    Vote,
+    Match,
+    Testp,
+    Fence,
+    Cp,
+    Prefetch,
+}
+
+/// Modifiers that change nothing in a single-address-space, sequentially consistent interpreter.
+const IGNORED: &[&str] = &[
+    "uni", "nc", "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "weak", "sys",
+    "gpu", "cta", "cluster", "aligned", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "sync", "approx",
+    "full", "noftz", "ptr", "to", "gl",
+];
+
+impl Modifiers {
+    /// Whether modifier `f` (a flag, not a type) is one this set accepts.
+    pub(crate) fn accepts(self, f: &str) -> bool {
+        if IGNORED.contains(&f) || f.starts_with("L1::") || f.starts_with("L2::") {
+            return true;
+        }
+        let rnd = matches!(f, "rn" | "rz" | "rm" | "rp" | "ftz" | "sat");
+        match self {
+            Modifiers::Rounding => rnd,
+            Modifiers::Cvt => rnd || matches!(f, "rni" | "rzi" | "rmi" | "rpi"),
+            Modifiers::Carry => f == "cc",
+            Modifiers::Madc => matches!(f, "cc" | "lo" | "hi"),
+            Modifiers::MinMax => rnd || f == "NaN",
+            Modifiers::Shf => matches!(f, "l" | "r" | "wrap" | "clamp"),
+            Modifiers::Brx => matches!(f, "idx" | "uni"),
+            Modifiers::Bfind => f == "shiftamt",
+            Modifiers::Redux => matches!(f, "add" | "min" | "max" | "and" | "or" | "xor"),
+            Modifiers::Isspacep => {
+                matches!(f, "global" | "shared" | "local" | "const" | "shared::cta")
+            }
+            Modifiers::Access => matches!(
+                f,
+                "global"
+                    | "shared"
+                    | "shared::cta"
+                    | "local"
+                    | "const"
+                    | "param"
+                    | "param::entry"
+                    | "param::func"
+                    | "v2"
+                    | "v4"
+            ),
+            Modifiers::Atomic => matches!(
+                f,
+                "global"
+                    | "shared"
+                    | "shared::cta"
+                    | "add"
+                    | "min"
+                    | "max"
+                    | "inc"
+                    | "dec"
+                    | "and"
+                    | "or"
+                    | "xor"
+                    | "exch"
+                    | "cas"
+            ),
+            Modifiers::Compare => {
+                f == "ftz" || matches!(f, "and" | "or" | "xor") || Cmp::parse(f).is_some()
+            }
+            Modifiers::Mul => rnd || matches!(f, "lo" | "hi" | "wide"),
+            Modifiers::Mul24 => matches!(f, "lo" | "hi"),
+            Modifiers::Mad => rnd || matches!(f, "lo" | "hi" | "wide" | "cc"),
+            Modifiers::AddSub => rnd || f == "cc",
+            Modifiers::Barrier => matches!(f, "warp" | "arrive" | "red" | "cta" | "all"),
+            Modifiers::Shfl => matches!(f, "up" | "down" | "bfly" | "idx"),
+            Modifiers::Vote => matches!(f, "all" | "any" | "uni" | "ballot"),
+            Modifiers::Match => matches!(f, "any" | "all"),
+            Modifiers::Testp => matches!(
+                f,
+                "finite" | "infinite" | "number" | "notanumber" | "normal" | "subnormal"
+            ),
+            Modifiers::Fence => matches!(f, "proxy" | "alias" | "acqrel"),
+            Modifiers::Cp => matches!(
+                f,
+                "async"
+                    | "shared"
+                    | "shared::cta"
+                    | "global"
+                    | "commit_group"
+                    | "wait_group"
+                    | "wait_all"
+            ),
+            // A hint that reads nothing: every documented level and space is accepted.
+            Modifiers::Prefetch => matches!(
+                f,
+                "global" | "local" | "L1" | "L2" | "tensormap" | "global::evict_last"
+            ),
+        }
+    }
+}
+
+/// Declares `Opcode` and its per-row accessors from the table below.
+macro_rules! isa {
+    ($($op:ident $name:literal $family:ident $mods:ident $sandbox:expr, $dest:literal;)*) => {
+        /// An opcode of the PTX ISA.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) enum Opcode {
+            $($op,)*
+        }
+
+        impl Opcode {
+            /// Every opcode, in table order.
+            #[cfg(test)]
+            pub(crate) const ALL: &[Opcode] = &[$(Opcode::$op,)*];
+
+            /// The opcode named `name` (the word before the first `.`); `None`: not PTX.
+            pub(crate) fn parse(name: &str) -> Option<Opcode> {
+                match name {
+                    $($name => Some(Opcode::$op),)*
+                    _ => None,
+                }
+            }
+
+            /// The PTX spelling.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(Opcode::$op => $name,)*
+                }
+            }
+
+            /// The family that lowers and executes it.
+            pub(crate) fn family(self) -> Family {
+                match self {
+                    $(Opcode::$op => Family::$family,)*
+                }
+            }
+
+            /// The modifiers it accepts.
+            pub(crate) fn modifiers(self) -> Modifiers {
+                match self {
+                    $(Opcode::$op => Modifiers::$mods,)*
+                }
+            }
+
+            /// What the sandbox does with it.
+            pub(crate) fn sandbox(self) -> Sandbox {
+                #[allow(unused_imports)]
+                use {Refusal::*, Sandbox::*};
+                match self {
+                    $(Opcode::$op => $sandbox,)*
+                }
+            }
+
+            /// Whether its first operand (or a `|` pair anywhere) is written.
+            pub(crate) fn writes_first_operand(self) -> bool {
+                match self {
+                    $(Opcode::$op => $dest,)*
+                }
+            }
+        }
+    };
+}
+
+isa! {
+    // Opcode      PTX             family        modifiers  sandbox                   dest
+    Abs            "abs"           Arith         Rounding   Plain,                    true;
+    Activemask     "activemask"    Collective    Rounding   Plain,                    true;
+    Add            "add"           Arith         AddSub     Plain,                    true;
+    Addc           "addc"          Arith         Carry      Plain,                    true;
+    Alloca         "alloca"        Unimplemented Rounding   Refuse(NotAllowed),       true;
+    And            "and"           Arith         Rounding   Plain,                    true;
+    Applypriority  "applypriority" Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Atom           "atom"          Memory        Atomic     Fence,                    true;
+    Bar            "bar"           Control       Barrier    Plain,                    false;
+    Barrier        "barrier"       Control       Barrier    Plain,                    false;
+    Bfe            "bfe"           Arith         Rounding   Plain,                    true;
+    Bfi            "bfi"           Arith         Rounding   Plain,                    true;
+    Bfind          "bfind"         Arith         Bfind      Plain,                    true;
+    Bmsk           "bmsk"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Bra            "bra"           Control       Rounding   Plain,                    false;
+    Brev           "brev"          Arith         Rounding   Plain,                    true;
+    Brkpt          "brkpt"         Control       Rounding   Refuse(StopsContext),     true;
+    Brx            "brx"           Control       Brx        Plain,                    false;
+    Call           "call"          Control       Rounding   Plain,                    false;
+    Clusterlaunchcontrol "clusterlaunchcontrol" Unimplemented Rounding Refuse(NotAllowed), true;
+    Clz            "clz"           Arith         Rounding   Plain,                    true;
+    Cnot           "cnot"          Arith         Rounding   Plain,                    true;
+    Copysign       "copysign"      Arith         Rounding   Plain,                    true;
+    Cos            "cos"           Arith         Rounding   Plain,                    true;
+    Cp             "cp"            Memory        Cp         Fence,                    true;
+    Createpolicy   "createpolicy"  Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Cvt            "cvt"           Arith         Cvt        Plain,                    true;
+    Cvta           "cvta"          Arith         Access     Address,                  true;
+    Discard        "discard"       Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Div            "div"           Arith         Rounding   Plain,                    true;
+    Dp2a           "dp2a"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Dp4a           "dp4a"          Arith         Rounding   Plain,                    true;
+    Elect          "elect"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Ex2            "ex2"           Arith         Rounding   Plain,                    true;
+    Exit           "exit"          Control       Rounding   Plain,                    false;
+    Fence          "fence"         Control       Fence      Plain,                    false;
+    Fma            "fma"           Arith         Rounding   Plain,                    true;
+    Fns            "fns"           Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Getctarank     "getctarank"    Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Griddepcontrol "griddepcontrol" Unimplemented Rounding  Refuse(NotAllowed),       true;
+    Isspacep       "isspacep"      Arith         Isspacep   Plain,                    true;
+    Istypep        "istypep"       Unimplemented Rounding   Refuse(Texture),          true;
+    Ld             "ld"            Memory        Access     Fence,                    true;
+    Ldmatrix       "ldmatrix"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Ldu            "ldu"           Memory        Access     Fence,                    true;
+    Lg2            "lg2"           Arith         Rounding   Plain,                    true;
+    Lop3           "lop3"          Arith         Rounding   Plain,                    true;
+    Mad            "mad"           Arith         Mad        Plain,                    true;
+    Mad24          "mad24"         Arith         Mul24      Plain,                    true;
+    Madc           "madc"          Arith         Madc       Plain,                    true;
+    Mapa           "mapa"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Match          "match"         Collective    Match      Plain,                    true;
+    Max            "max"           Arith         MinMax     Plain,                    true;
+    Mbarrier       "mbarrier"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Membar         "membar"        Control       Fence      Plain,                    false;
+    Min            "min"           Arith         MinMax     Plain,                    true;
+    Mma            "mma"           Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Mov            "mov"           Arith         Rounding   Address,                  true;
+    Movmatrix      "movmatrix"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Mul            "mul"           Arith         Mul        Plain,                    true;
+    Mul24          "mul24"         Arith         Mul24      Plain,                    true;
+    Multimem       "multimem"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Nanosleep      "nanosleep"     Control       Rounding   Plain,                    false;
+    Neg            "neg"           Arith         Rounding   Plain,                    true;
+    Not            "not"           Arith         Rounding   Plain,                    true;
+    Or             "or"            Arith         Rounding   Plain,                    true;
+    Pmevent        "pmevent"       Control       Rounding   Refuse(Monitor),          true;
+    Popc           "popc"          Arith         Rounding   Plain,                    true;
+    Prefetch       "prefetch"      Memory        Prefetch   Hint,                     false;
+    Prefetchu      "prefetchu"     Memory        Prefetch   Hint,                     false;
+    Prmt           "prmt"          Arith         Rounding   Plain,                    true;
+    Rcp            "rcp"           Arith         Rounding   Plain,                    true;
+    Red            "red"           Memory        Atomic     Fence,                    false;
+    Redux          "redux"         Collective    Redux      Plain,                    true;
+    Rem            "rem"           Arith         Rounding   Plain,                    true;
+    Ret            "ret"           Control       Rounding   Plain,                    false;
+    Rsqrt          "rsqrt"         Arith         Rounding   Plain,                    true;
+    Sad            "sad"           Arith         Rounding   Plain,                    true;
+    Selp           "selp"          Arith         Rounding   Plain,                    true;
+    Set            "set"           Arith         Compare    Plain,                    true;
+    Setmaxnreg     "setmaxnreg"    Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Setp           "setp"          Arith         Compare    Plain,                    true;
+    Shf            "shf"           Arith         Shf        Plain,                    true;
+    Shfl           "shfl"          Collective    Shfl       Plain,                    true;
+    Shl            "shl"           Arith         Rounding   Plain,                    true;
+    Shr            "shr"           Arith         Rounding   Plain,                    true;
+    Sin            "sin"           Arith         Rounding   Plain,                    true;
+    Slct           "slct"          Arith         Rounding   Plain,                    true;
+    Sqrt           "sqrt"          Arith         Rounding   Plain,                    true;
+    St             "st"            Memory        Access     Fence,                    false;
+    Stackrestore   "stackrestore"  Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Stacksave      "stacksave"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Stmatrix       "stmatrix"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Sub            "sub"           Arith         AddSub     Plain,                    true;
+    Subc           "subc"          Arith         Carry      Plain,                    true;
+    Suld           "suld"          Unimplemented Rounding   Refuse(Texture),          true;
+    Suq            "suq"           Unimplemented Rounding   Refuse(Texture),          true;
+    Sured          "sured"         Unimplemented Rounding   Refuse(Texture),          true;
+    Sust           "sust"          Unimplemented Rounding   Refuse(Texture),          true;
+    Szext          "szext"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Tanh           "tanh"          Arith         Rounding   Plain,                    true;
+    Tcgen05        "tcgen05"       Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Tensormap      "tensormap"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Testp          "testp"         Arith         Testp      Plain,                    true;
+    Tex            "tex"           Unimplemented Rounding   Refuse(Texture),          true;
+    Tld4           "tld4"          Unimplemented Rounding   Refuse(Texture),          true;
+    Trap           "trap"          Control       Rounding   Refuse(StopsContext),     true;
+    Txq            "txq"           Unimplemented Rounding   Refuse(Texture),          true;
+    Vabsdiff       "vabsdiff"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vabsdiff2      "vabsdiff2"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vabsdiff4      "vabsdiff4"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vadd           "vadd"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vadd2          "vadd2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vadd4          "vadd4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vavrg2         "vavrg2"        Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vavrg4         "vavrg4"        Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmad           "vmad"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmax           "vmax"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmax2          "vmax2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmax4          "vmax4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmin           "vmin"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmin2          "vmin2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vmin4          "vmin4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vote           "vote"          Collective    Vote       Plain,                    true;
+    Vset           "vset"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vset2          "vset2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vset4          "vset4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vshl           "vshl"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vshr           "vshr"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vsub           "vsub"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vsub2          "vsub2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Vsub4          "vsub4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Wgmma          "wgmma"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Wmma           "wmma"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Xor            "xor"           Arith         Rounding   Plain,                    true;
+}
+
+impl std::fmt::Display for Opcode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests;
