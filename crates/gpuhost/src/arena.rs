@@ -25,8 +25,9 @@
 //!   keeps it counted as used until cuMemRelease), so forgetting them would leak it for the
 //!   life of the process. Its addresses are touched only where the driver still shows our own
 //!   chunk mapped there (cuMemRetainAllocationHandle answers our handle, which no one else can
-//!   hold while we keep it): the reservation may have gone with the old context and its
-//!   addresses may belong to the new one.
+//!   hold while we keep it). On the H200 the reservation and mappings outlive the reset too, so
+//!   everything is undone; the check guards a driver whose reservations die with the context,
+//!   whose addresses may then belong to the new one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

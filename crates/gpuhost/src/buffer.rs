@@ -193,7 +193,7 @@ impl DeviceBuffer {
         self.inner.host.classify("cuMemcpyDtoH_v2", r)
     }
 
-    /// Set `len` bytes at `offset` to `value`.
+    /// Set `len` bytes at `offset` to `value`; done when it returns.
     pub fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
         self.range(offset, len)?;
         self.enter()?;
@@ -202,7 +202,13 @@ impl DeviceBuffer {
         }
         // SAFETY: the range lies inside the allocation.
         let r = unsafe { sys::cuMemsetD8_v2(self.inner.raw + offset as u64, value, len) };
-        self.inner.host.classify("cuMemsetD8_v2", r)
+        self.inner.host.classify("cuMemsetD8_v2", r)?;
+        // cuMemsetD8 on device memory returns before it runs, on the legacy stream, which
+        // gpuhost's non-blocking streams do not wait for: a launch right after could run first
+        // and have its output overwritten (seen on the H200 in the swap test).
+        // SAFETY: the legacy default stream of the bound context.
+        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
+        self.inner.host.classify("cuStreamSynchronize", r)
     }
 
     /// Copy `len` bytes from `src` at `src_offset` to this buffer at `offset`.

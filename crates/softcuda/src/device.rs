@@ -242,11 +242,15 @@ pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
 }
 
 /// The stream memory operation attributes, by value (cudarc's enum names them differently per
-/// CUDA version): the CUDA 11 names (92 memory ops, 93 64-bit ops, 94 wait-NOR) and CUDA 12's
-/// (122 64-bit ops, 123 wait-NOR). softcuda implements them all (see `memop`), and the H200
-/// answers 1 to each.
+/// CUDA version): CUDA 12's (122 64-bit ops, 123 wait-NOR) answer 1, as softcuda implements
+/// them (see `memop`); the CUDA 11 `_V1` names (92 memory ops, 93 64-bit ops, 94 wait-NOR)
+/// describe the removed v1 API, and the H200 answers 0 to 92.
 fn stream_memory_ops(attr: u32) -> Option<i32> {
-    matches!(attr, 92..=94 | 122 | 123).then_some(1)
+    match attr {
+        92..=94 => Some(0),
+        122 | 123 => Some(1),
+        _ => None,
+    }
 }
 
 /// Attributes of CUDA 13's list that describe features softcuda does not have, by value (several

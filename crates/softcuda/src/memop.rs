@@ -31,8 +31,6 @@ const WAIT_NOR: u32 = 0x3;
 /// `CU_STREAM_WAIT_VALUE_FLUSH`: flush remote writes after the wait; every write softcuda makes
 /// is already visible, so it changes nothing.
 const WAIT_FLUSH: u32 = 1 << 30;
-/// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`: the write need not order earlier writes.
-const WRITE_NO_MEMORY_BARRIER: u32 = 0x1;
 
 /// `CUstreamBatchMemOpType` values.
 const OP_WAIT_VALUE_32: u32 = 1;
@@ -69,16 +67,8 @@ impl Width {
 
 /// One checked operation, ready to run on a stream worker.
 enum Op {
-    Write {
-        word: Word,
-        value: u64,
-        barrier: bool,
-    },
-    Wait {
-        word: Word,
-        value: u64,
-        cond: u32,
-    },
+    Write { word: Word, value: u64 },
+    Wait { word: Word, value: u64, cond: u32 },
     Barrier,
 }
 
@@ -141,17 +131,15 @@ impl Word {
     }
 }
 
+/// Every write orders the stream's earlier writes before it: the v2 entry points take no write
+/// flag (`CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER` is `CUDA_ERROR_INVALID_VALUE` on the H200, as
+/// CUDA documents for the v2 API).
 fn write_op(addr: u64, value: u64, width: Width, flags: u32) -> CuResult<Op> {
-    if flags & !WRITE_NO_MEMORY_BARRIER != 0 {
+    if flags != 0 {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     let word = Word::at(addr, width)?;
-    let barrier = flags & WRITE_NO_MEMORY_BARRIER == 0;
-    Ok(Op::Write {
-        word,
-        value,
-        barrier,
-    })
+    Ok(Op::Write { word, value })
 }
 
 fn wait_op(addr: u64, value: u64, width: Width, flags: u32) -> CuResult<Op> {
@@ -167,15 +155,9 @@ impl Op {
     /// Runs the operation on the stream worker; a wait gives up when `ctx` can no longer run work.
     fn run(&self, ctx: &Context) {
         match self {
-            Op::Write {
-                word,
-                value,
-                barrier,
-            } => {
-                if *barrier {
-                    // The default write orders every earlier write of the stream before it.
-                    fence(Ordering::SeqCst);
-                }
+            Op::Write { word, value } => {
+                // The write orders every earlier write of the stream before it.
+                fence(Ordering::SeqCst);
                 word.store(*value);
             }
             Op::Wait { word, value, cond } => {
@@ -300,6 +282,7 @@ mod tests {
         let invalid = Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         assert_eq!(Word::at(addr + 2, Width::W32).map(|_| ()), invalid);
         assert_eq!(Word::at(addr + 4, Width::W64).map(|_| ()), invalid);
+        assert_eq!(write_op(addr, 1, Width::W32, 1).map(|_| ()), invalid);
         assert_eq!(write_op(addr, 1, Width::W32, 2).map(|_| ()), invalid);
         assert_eq!(wait_op(addr, 1, Width::W32, 4).map(|_| ()), invalid);
         assert!(wait_op(addr, 1, Width::W32, WAIT_NOR | WAIT_FLUSH).is_ok());

@@ -204,14 +204,15 @@ pub(crate) fn unregister(addr: u64) -> CuResult<()> {
     }
 }
 
-/// Frees everything a destroyed context allocated (and forgets what it registered), its
-/// virtual-memory objects included.
+/// Frees everything a destroyed context allocated (and forgets what it registered). Virtual
+/// memory is not the context's: an H200 keeps reservations, mappings and physical allocations
+/// through a primary-context reset (conformance `vmm::a_primary_context_reset_keeps_…`), so
+/// their mapped runs stay.
 pub(crate) fn release_context(ctx_id: u64) {
-    crate::vmm::release_context(ctx_id);
     let mut table = write();
     let doomed: Vec<u64> = table
         .iter()
-        .filter(|(_, e)| e.ctx_id == ctx_id)
+        .filter(|(_, e)| e.ctx_id == ctx_id && e.kind != Kind::Mapped)
         .map(|(a, _)| *a)
         .collect();
     for addr in doomed {
@@ -362,15 +363,19 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
 }
 
 /// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked (allocated
-/// or registered) host memory and managed memory from any context (managed memory is
-/// process-wide on NVIDIA: seen on the H200, scripts/probes/managed-probe.cu) — as sorted,
-/// non-overlapping `(start, end, block)`.
+/// or registered) host memory, managed memory and mapped virtual memory from any context (those
+/// are process-wide on NVIDIA: managed memory seen on the H200 in
+/// scripts/probes/managed-probe.cu, virtual memory outliving its context in conformance) — as
+/// sorted, non-overlapping `(start, end, block)`.
 pub(crate) fn visible_to(ctx_ids: &[u64]) -> Vec<(u64, u64, Arc<Block>)> {
     read()
         .iter()
         .filter(|(_, e)| {
             ctx_ids.contains(&e.ctx_id)
-                || matches!(e.kind, Kind::Host | Kind::Registered | Kind::Managed)
+                || matches!(
+                    e.kind,
+                    Kind::Host | Kind::Registered | Kind::Managed | Kind::Mapped
+                )
         })
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))
         .collect()

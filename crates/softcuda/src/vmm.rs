@@ -659,30 +659,6 @@ pub(crate) fn properties(handle: u64) -> CuResult<RawAllocationProp> {
     })
 }
 
-/// Frees the address space a destroyed context made: its reservations, with what is mapped
-/// there. Its physical allocations are device objects and outlive it, as on NVIDIA's driver (an
-/// H200 keeps a cuMemCreate chunk counted as used after cuDevicePrimaryCtxReset, and cuMemRelease
-/// of its handle then succeeds and gives the memory back). Its work has finished, so nothing
-/// waits.
-pub(crate) fn release_context(ctx_id: u64) {
-    let mut st = state();
-    let Some(st) = st.as_mut() else { return };
-    let doomed: Vec<u64> = st
-        .reservations
-        .iter()
-        .filter(|(_, r)| r.ctx_id == ctx_id)
-        .map(|(&b, _)| b)
-        .collect();
-    for base in doomed {
-        if let Some(r) = st.reservations.remove(&base) {
-            memory::replace_views(ctx_id, base, base + r.len, Vec::new());
-            // SAFETY: the whole reservation, ours; its runs were just withdrawn and the context's
-            // work has finished.
-            unsafe { libc::munmap(base as *mut libc::c_void, r.len as usize) };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,17 +136,18 @@ fn printf_lines_appear_at_synchronize_with_every_argument_kind() {
 }
 
 /// An overflowing printf FIFO. What holds on both drivers: some records are printed and some
-/// lost, each printed record is whole and printed once, and printf works normally after the
-/// FIFO drained. Which records survive and in what order differ: softcuda keeps the first that
+/// lost, each printed record is whole, and printf works normally after the FIFO drained.
+/// softcuda also prints each record once; NVIDIA printed one twice on the H200. Which records survive and in what order differ: softcuda keeps the first that
 /// fit, in order; NVIDIA's FIFO is a ring whose kept records (one thread printing 100 000 on an
 /// H200) came out as lines 1400, 3449, 8177, 6130, 6131, ...: not the first, not in order.
 #[test]
-fn printf_fifo_overflow_loses_records_prints_the_rest_once_and_printf_works_after() {
+fn printf_fifo_overflow_loses_records_prints_the_rest_whole_and_printf_works_after() {
     let _alone = exclusive_device();
+    let Some(env) = env_or_skip() else { return };
     const COUNT: i32 = 100_000;
     const AFTER: i32 = 4;
     let (stdout, _) = in_child_output(
-        "device_io::printf_fifo_overflow_loses_records_prints_the_rest_once_and_printf_works_after",
+        "device_io::printf_fifo_overflow_loses_records_prints_the_rest_whole_and_printf_works_after",
         |_| {},
         || {
             let Some(dev) = device() else { return };
@@ -192,7 +193,11 @@ fn printf_fifo_overflow_loses_records_prints_the_rest_once_and_printf_works_afte
     seen.sort_unstable();
     let printed = seen.len();
     seen.dedup();
-    assert_eq!(seen.len(), printed, "a record was printed twice");
+    // softcuda prints each record once. NVIDIA does not promise it: on the H200 (2026-12-01)
+    // one record of 35 725 kept came out twice in an overflow.
+    if env.choice.kind.to_string() == "softcuda" {
+        assert_eq!(seen.len(), printed, "a record was printed twice");
+    }
     let mut later: Vec<&str> = stdout.lines().filter(|l| l.starts_with("t=")).collect();
     later.sort_unstable();
     let want: Vec<String> = (0..AFTER)
