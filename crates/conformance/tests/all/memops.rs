@@ -8,7 +8,7 @@ use std::ffi::{CString, c_uint, c_void};
 
 use conformance::case::shape_1d;
 use conformance::context::Context;
-use conformance::driver::shared_device;
+use conformance::driver::{exclusive_device, shared_device};
 use conformance::memory::DeviceBuffer;
 use conformance::module::Module;
 use conformance::stream::{Event, KernelArg, Stream};
@@ -224,7 +224,10 @@ const CASES: &[Case] = &[
 
 #[test]
 fn a_wait_value_holds_its_stream_until_another_streams_write_releases_it() {
-    let _shared = shared_device();
+    // Alone on the device: on NVIDIA a stream held by a wait (or a spinning kernel) makes other
+    // threads' driver calls that wait for the device (module loads, large allocations) hold a
+    // lock the releasing write needs; beside other tests that deadlocked (H200, 2026-12-01).
+    let _alone = exclusive_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let (waiter, writer) = (
@@ -296,7 +299,10 @@ const SPINS: u64 = 1 << 20;
 
 #[test]
 fn a_write_value_on_one_stream_stops_a_kernel_spinning_on_another() {
-    let _shared = shared_device();
+    // Alone on the device: on NVIDIA a stream held by a wait (or a spinning kernel) makes other
+    // threads' driver calls that wait for the device (module loads, large allocations) hold a
+    // lock the releasing write needs; beside other tests that deadlocked (H200, 2026-12-01).
+    let _alone = exclusive_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let spin = Module::load_ptx(&ctx, &own_ptx("spin_until"))
