@@ -15,7 +15,7 @@ use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::CudaResult;
 use crate::limits::{Charge, Usage};
 use crate::module::KernelRes;
-use crate::stream::{INLINE_ARGS, Sorted, buffer_offset, check_arg_count, sort, to_gpu_config};
+use crate::stream::{INLINE_ARGS, Lifted, buffer_offset, check_arg_count, lift, to_gpu_config};
 
 /// One bound argument: a buffer it keeps alive, or a scalar (never a borrowed variant).
 enum Bound {
@@ -92,8 +92,8 @@ impl Bound {
 /// Takes ownership of one lifted argument: a buffer argument is range-checked and cloned out of
 /// the table with its quota share.
 fn bind_arg(table: &ResourceTable, i: usize, a: &Arg) -> CudaResult<Bound> {
-    Ok(match sort(a) {
-        Sorted::Buffer(b) => {
+    Ok(match lift(a) {
+        Lifted::Buffer(b) => {
             let res = table.get(&b.buffer)?;
             Bound::Buffer {
                 offset: buffer_offset(i, b.offset, res.buf.len())?,
@@ -101,7 +101,7 @@ fn bind_arg(table: &ResourceTable, i: usize, a: &Arg) -> CudaResult<Bound> {
                 charge: res.charge.clone(),
             }
         }
-        Sorted::Scalar(v) => Bound::Scalar(v),
+        Lifted::Scalar(v) => Bound::Scalar(v),
     })
 }
 

@@ -37,16 +37,16 @@ pub struct StreamRes {
     tail_untracked: bool,
 }
 
-/// One lifted WIT argument, sorted: a buffer (which needs the table) or a scalar, already
-/// gpuhost's (the one place that maps the WIT cases).
-pub(crate) enum Sorted<'a> {
+/// One lifted WIT argument: a buffer (which needs the table) or a scalar, already gpuhost's (the
+/// one place that maps the WIT cases).
+pub(crate) enum Lifted<'a> {
     Buffer(&'a BufferArg),
     Scalar(GpuArg<'static>),
 }
 
-pub(crate) fn sort(a: &Arg) -> Sorted<'_> {
-    Sorted::Scalar(match *a {
-        Arg::Buffer(ref b) => return Sorted::Buffer(b),
+pub(crate) fn lift(a: &Arg) -> Lifted<'_> {
+    Lifted::Scalar(match *a {
+        Arg::Buffer(ref b) => return Lifted::Buffer(b),
         Arg::I8(v) => GpuArg::I8(v),
         Arg::I16(v) => GpuArg::I16(v),
         Arg::I32(v) => GpuArg::I32(v),
@@ -72,12 +72,12 @@ pub(crate) fn buffer_offset(i: usize, offset: u64, len: usize) -> CudaResult<usi
 /// Converts one WIT argument to gpuhost's, borrowing a buffer argument's `DeviceBuffer` straight
 /// out of `table` (no clone: the kernel and stream lookups borrow the table immutably too).
 fn to_gpu_arg<'t>(table: &'t ResourceTable, i: usize, a: &Arg) -> CudaResult<GpuArg<'t>> {
-    match sort(a) {
-        Sorted::Buffer(b) => {
+    match lift(a) {
+        Lifted::Buffer(b) => {
             let buf = &table.get(&b.buffer)?.buf;
             Ok(GpuArg::Buffer(buf, buffer_offset(i, b.offset, buf.len())?))
         }
-        Sorted::Scalar(v) => Ok(v),
+        Lifted::Scalar(v) => Ok(v),
     }
 }
 

@@ -44,23 +44,23 @@ use crate::registry::{Kernel, LaunchGuard};
 /// recorded events, so they complete together) and by their Completions: one allocation per
 /// batch, not per launch.
 #[derive(Default)]
-struct Cell {
+struct BatchOutcome {
     /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
     finished: AtomicBool,
     /// Set once an event covering the launches is recorded: later polls need not flush.
     recorded: AtomicBool,
-    state: Mutex<CellState>,
+    state: Mutex<BatchState>,
 }
 
 #[derive(Default)]
-struct CellState {
+struct BatchState {
     result: Option<Result<()>>,
     finished: bool,
     /// One per distinct task polling a Completion of the batch.
     wakers: Vec<Waker>,
 }
 
-impl Cell {
+impl BatchOutcome {
     fn finish(&self, result: Result<()>) {
         let wakers = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -88,7 +88,7 @@ impl Cell {
 /// not cancel the launch (the GPU work and what it keeps alive complete regardless).
 #[must_use = "a launch's errors arrive through its Completion"]
 pub struct Completion {
-    cell: Arc<Cell>,
+    cell: Arc<BatchOutcome>,
     stream: Arc<dyn Flush>,
 }
 
@@ -126,7 +126,7 @@ impl Completion {
 /// See [`Completion::observer`].
 #[derive(Clone)]
 pub struct CompletionObserver {
-    cell: Arc<Cell>,
+    cell: Arc<BatchOutcome>,
 }
 
 impl CompletionObserver {
@@ -168,7 +168,7 @@ impl Future for Completion {
 /// yields the core: where cores are scarce, the completion thread (or a software driver's
 /// worker) that would finish the launch may need this very one; where they are not, a yield
 /// returns at once.
-fn spin_until_finished(cell: &Cell, budget: Duration) -> bool {
+fn spin_until_finished(cell: &BatchOutcome, budget: Duration) -> bool {
     let start = Instant::now();
     loop {
         for _ in 0..32 {
@@ -207,7 +207,7 @@ impl Host {
 /// The launches issued on a stream since its last recorded event, not completed yet: they
 /// share one outcome slot.
 pub(crate) struct Launched {
-    cell: Arc<Cell>,
+    cell: Arc<BatchOutcome>,
     /// Launches in the batch.
     n: usize,
     /// The buffers its launches use, kept alive until it completes.
@@ -224,7 +224,7 @@ impl Launched {
     /// An empty batch with a fresh outcome slot.
     pub(crate) fn new() -> Self {
         Self {
-            cell: Arc::new(Cell::default()),
+            cell: Arc::new(BatchOutcome::default()),
             n: 0,
             buffers: Vec::new(),
             staging: Vec::new(),
@@ -495,7 +495,7 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
         }
         if !watched.is_empty() && last_watch.elapsed() >= WATCH_PERIOD {
             last_watch = Instant::now();
-            progressed |= look_at(&mut watched, last_watch);
+            progressed |= flush_idle_streams(&mut watched, last_watch);
         }
         quiet_rounds = if progressed {
             0
@@ -512,7 +512,7 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
 
 /// Flush watched streams idle for IDLE_FLUSH, forget those empty for UNWATCH_AFTER; true when
 /// something was flushed.
-fn look_at(watched: &mut Vec<Watched>, now: Instant) -> bool {
+fn flush_idle_streams(watched: &mut Vec<Watched>, now: Instant) -> bool {
     let mut flushed = false;
     watched.retain_mut(|w| {
         let (queued, pushed) = w.stream.activity();
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_poll_with_a_spin_budget_returns_ready_without_a_wake_when_the_launch_ends_within_it() {
-        let cell = Arc::new(Cell::default());
+        let cell = Arc::new(BatchOutcome::default());
         let mut c = Completion {
             cell: cell.clone(),
             stream: Arc::new(SpinningStream(
@@ -624,7 +624,7 @@ mod tests {
             "no waker was stored, so none was woken"
         );
         let mut idle = Completion {
-            cell: Arc::new(Cell::default()),
+            cell: Arc::new(BatchOutcome::default()),
             stream: Arc::new(SpinningStream(Duration::ZERO, AtomicBool::new(false))),
         };
         assert!(
@@ -652,7 +652,7 @@ mod tests {
     }
 
     fn completion(
-        cell: &Arc<Cell>,
+        cell: &Arc<BatchOutcome>,
         on_sync: impl Fn() -> Result<()> + Send + Sync + 'static,
     ) -> Completion {
         Completion {
@@ -663,7 +663,7 @@ mod tests {
 
     #[test]
     fn completion_future_is_woken_when_the_cell_finishes() {
-        let cell = Arc::new(Cell::default());
+        let cell = Arc::new(BatchOutcome::default());
         let mut c = completion(&cell, || Ok(()));
         let flag = Arc::new(Flag(Mutex::new(false)));
         let waker = Waker::from(flag.clone());
@@ -711,7 +711,7 @@ mod tests {
 
     #[test]
     fn polling_flushes_the_stream_until_the_launch_is_recorded() {
-        let cell = Arc::new(Cell::default());
+        let cell = Arc::new(BatchOutcome::default());
         let stream = Arc::new(FakeStream(|| Ok(()), AtomicBool::new(false), Mutex::new(0)));
         let mut c = Completion {
             cell: cell.clone(),
@@ -737,7 +737,7 @@ mod tests {
 
     #[test]
     fn blocking_wait_reports_the_completion_threads_result_when_it_came_first() {
-        let cell = Arc::new(Cell::default());
+        let cell = Arc::new(BatchOutcome::default());
         let c2 = cell.clone();
         let c = completion(&cell, move || {
             c2.finish(Err(Error::ContextLost { generation: 9 }));
@@ -751,7 +751,7 @@ mod tests {
 
     #[test]
     fn blocking_wait_reports_the_sync_error_otherwise() {
-        let cell = Arc::new(Cell::default());
+        let cell = Arc::new(BatchOutcome::default());
         let c = completion(&cell, || {
             Err(Error::ContextPoisoned {
                 call: "cuEventSynchronize",
