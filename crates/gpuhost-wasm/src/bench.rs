@@ -7,6 +7,10 @@
 //! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`. The guest runs
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
 //! arguments, watchdog segments: the sandboxed-vs-trusted rows).
+//!
+//! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB; the native
+//! side, in the same run, uploads and downloads 64 MiB from a pinned `HostBuffer` (which
+//! `gpuhost bench` measures at raw pinned speed) and from pageable memory.
 
 use std::time::Instant;
 
@@ -54,6 +58,55 @@ pub struct LaunchBench {
     pub guest_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
+    /// 64 MiB transfers, each way.
+    pub transfers: Transfers,
+}
+
+/// Medians, in nanoseconds, of one transfer of `bytes` each way, by path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Transfers {
+    /// Bytes per transfer.
+    pub bytes: usize,
+    /// Native, from and into a pinned `HostBuffer`: (host → device, device → host).
+    pub pinned: (u128, u128),
+    /// Native, from and into pageable memory (gpuhost's staging).
+    pub pageable: (u128, u128),
+    /// The guest's `buffer.write` and `buffer.read`.
+    pub guest: (u128, u128),
+}
+
+impl Transfers {
+    fn rows(&self) -> String {
+        let gbps = |ns: u128| self.bytes as f64 / ns.max(1) as f64;
+        let mut s = format!(
+            "| {} MiB transfer | pinned HostBuffer | pageable | guest write/read | pageable / pinned | guest / pinned |\n|---|---|---|---|---|---|\n",
+            self.bytes >> 20
+        );
+        for (dir, p, q, g) in [
+            (
+                "host → device",
+                self.pinned.0,
+                self.pageable.0,
+                self.guest.0,
+            ),
+            (
+                "device → host",
+                self.pinned.1,
+                self.pageable.1,
+                self.guest.1,
+            ),
+        ] {
+            s += &format!(
+                "| {dir} | {:.1} GB/s | {:.1} GB/s | {:.1} GB/s | {:.3}× | {:.3}× |\n",
+                gbps(p),
+                gbps(q),
+                gbps(g),
+                gbps(q) / gbps(p),
+                gbps(g) / gbps(p)
+            );
+        }
+        s
+    }
 }
 
 fn median(mut v: Vec<u128>) -> u128 {
@@ -134,10 +187,11 @@ impl LaunchBench {
             ["trusted guest", "sandboxed guest", "sandboxed / trusted"],
             self.sandbox_rows(),
         );
-        s + &format!(
-            "\nguest clock read pair {} ns, bare import round trip {} ns\n",
+        s += &format!(
+            "\nguest clock read pair {} ns, bare import round trip {} ns\n\n",
             self.guest_clock_ns, self.guest_import_ns
-        )
+        );
+        s + &self.transfers.rows()
     }
 
     /// One JSON object with the medians and ratios.
@@ -154,7 +208,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}]}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -163,7 +217,14 @@ impl LaunchBench {
             pattern(self.sandboxed, self.guest),
             pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
-            self.guest_import_ns
+            self.guest_import_ns,
+            self.transfers.bytes,
+            self.transfers.pinned.0,
+            self.transfers.pinned.1,
+            self.transfers.pageable.0,
+            self.transfers.pageable.1,
+            self.transfers.guest.0,
+            self.transfers.guest.1
         )
     }
 }
@@ -227,6 +288,42 @@ async fn native_pass(
     Ok(())
 }
 
+/// Timed transfers each way per path, after one warm-up each (as the guest does).
+const TRANSFERS: usize = 5;
+
+/// Native 64 MiB transfers, pinned and pageable: medians (host → device, device → host).
+async fn native_transfers(
+    host: &std::sync::Arc<gpuhost::Host>,
+    bytes: usize,
+) -> gpuhost::Result<((u128, u128), (u128, u128))> {
+    let stream = host.stream()?;
+    let dev = host.alloc(bytes)?;
+    let mut pinned = host.host_buffer(bytes)?;
+    let mut pageable = vec![3u8; bytes];
+    let (mut pu, mut pd, mut qu, mut qd) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..=TRANSFERS {
+        let t0 = Instant::now();
+        stream.upload_from(&dev, 0, &pinned, 0..bytes).await?;
+        let a = t0.elapsed().as_nanos();
+        let t0 = Instant::now();
+        stream.download_into(&dev, 0, &mut pinned, 0..bytes).await?;
+        let b = t0.elapsed().as_nanos();
+        let t0 = Instant::now();
+        stream.upload(&dev, 0, &pageable).await?;
+        let c = t0.elapsed().as_nanos();
+        let t0 = Instant::now();
+        stream.download(&dev, 0, &mut pageable).await?;
+        let d = t0.elapsed().as_nanos();
+        if i > 0 {
+            pu.push(a);
+            pd.push(b);
+            qu.push(c);
+            qd.push(d);
+        }
+    }
+    Ok(((median(pu), median(pd)), (median(qu), median(qd))))
+}
+
 /// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
@@ -249,6 +346,7 @@ pub async fn guest_vs_native(
     let trusted = guest_pass(runtime, bench_guest, samples, false).await?;
     let sandboxed = guest_pass(runtime, bench_guest, samples, true).await?;
     native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
+    let (pinned, pageable) = native_transfers(host, trusted.transfer_bytes).await?;
     let pattern = |alone, roundtrip, burst| Pattern {
         alone,
         roundtrip,
@@ -268,6 +366,12 @@ pub async fn guest_vs_native(
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
         guest_import_ns: trusted.import_ns,
+        transfers: Transfers {
+            bytes: trusted.transfer_bytes,
+            pinned,
+            pageable,
+            guest: trusted.transfer,
+        },
     })
 }
 
@@ -277,6 +381,8 @@ struct GuestPass {
     bound: Pattern,
     clock_ns: u128,
     import_ns: u128,
+    transfer: (u128, u128),
+    transfer_bytes: usize,
 }
 
 /// Runs the bench guest once, trusted or sandboxed, and reads its timings.
@@ -315,6 +421,9 @@ async fn guest_pass(
         "bound_burst_ns",
         "clock_ns",
         "import_ns",
+        "write_ns",
+        "read_ns",
+        "bytes",
     ];
     let [
         Some(la),
@@ -325,6 +434,9 @@ async fn guest_pass(
         Some(bb),
         Some(clock_ns),
         Some(import_ns),
+        Some(write_ns),
+        Some(read_ns),
+        Some(bytes),
     ] = names.map(field)
     else {
         return Err(Error::Trap {
@@ -345,5 +457,7 @@ async fn guest_pass(
         bound: pattern(ba, br, bb),
         clock_ns,
         import_ns,
+        transfer: (write_ns, read_ns),
+        transfer_bytes: bytes as usize,
     })
 }

@@ -26,9 +26,19 @@ async fn guest_vs_native_bench_measures_every_pattern_on_both_sides() {
         );
     }
     assert!(r.guest_clock_ns > 0 && r.guest_import_ns > 0, "{r:?}");
+    let t = r.transfers;
+    assert_eq!(t.bytes, 64 << 20, "{t:?}");
+    for (what, (up, down)) in [
+        ("pinned", t.pinned),
+        ("pageable", t.pageable),
+        ("guest", t.guest),
+    ] {
+        assert!(up > 0 && down > 0, "{what} transfers: {t:?}");
+    }
     let table = r.markdown();
     assert_eq!(table.matches("| bound launch").count(), 4, "{table}");
     assert_eq!(table.matches("| measure |").count(), 2, "{table}");
     assert!(table.contains("| sandboxed guest |"), "{table}");
+    assert!(table.contains("| 64 MiB transfer |"), "{table}");
     assert!(r.json().starts_with("{\"device\":"));
 }

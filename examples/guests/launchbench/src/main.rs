@@ -1,5 +1,6 @@
 //! The launch benchmark's guest (`gpuhost bench --guest`, gpuhost-wasm's bench): `launchbench N`
-//! times N launches of the empty kernel from inside a guest and prints one line of medians.
+//! times N launches of the empty kernel from inside a guest and prints one line of medians, then
+//! times `buffer.write` and `buffer.read` of [`TRANSFER_BYTES`] and prints a second line.
 
 use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
 use std::time::Instant;
@@ -15,6 +16,10 @@ fn check<T>(r: Result<T, Error>, what: &str) -> T {
 
 /// Launches per burst in `bench`: enqueued back to back, timed as one, then synchronized.
 const BURST: usize = 32;
+/// Bytes of each timed transfer (the 64 MiB; the default transfer limit).
+const TRANSFER_BYTES: usize = 64 << 20;
+/// Timed transfers each way (after one warm-up each).
+const TRANSFERS: usize = 5;
 
 fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
@@ -82,10 +87,39 @@ fn bench(n: usize) {
     );
 }
 
+/// Medians in nanoseconds of a `TRANSFER_BYTES` write (guest memory to the device) and read.
+fn transfers() {
+    let buf = check(DeviceBuffer::<u8>::zeroed(TRANSFER_BYTES), "transfer buffer");
+    let data: Vec<u8> = (0..TRANSFER_BYTES).map(|i| (i * 7) as u8).collect();
+    let (mut write, mut read) = (Vec::new(), Vec::new());
+    for i in 0..=TRANSFERS {
+        let t0 = Instant::now();
+        check(buf.upload(0, &data), "write");
+        let w = t0.elapsed().as_nanos();
+        let t0 = Instant::now();
+        let back = check(buf.download(), "read");
+        let r = t0.elapsed().as_nanos();
+        if back != data {
+            eprintln!("read back differs from what was written");
+            std::process::exit(1);
+        }
+        if i > 0 {
+            write.push(w);
+            read.push(r);
+        }
+    }
+    println!(
+        "transfer write_ns={} read_ns={} bytes={TRANSFER_BYTES}",
+        median(write),
+        median(read)
+    );
+}
+
 fn main() {
     let n = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
     bench(n);
+    transfers();
 }
