@@ -3,6 +3,7 @@
 mod bench;
 mod doctor;
 mod guests;
+mod malloc;
 mod run;
 mod serve;
 
@@ -33,6 +34,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    malloc::tune();
     match Cli::parse().command {
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
