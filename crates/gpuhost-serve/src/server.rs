@@ -126,8 +126,10 @@ impl Server {
         if hosts.is_empty() {
             return Err(Error::NoDevices);
         }
+        let wasm = Arc::new(Wasm::new()?);
+        tracing::debug!(pooling = wasm.pooling, "wasm engine ready");
         Ok(Arc::new(Self {
-            wasm: Arc::new(Wasm::new()?),
+            wasm,
             hosts,
             repository: opts.repository.clone(),
             functions: ArcSwap::from_pointee(HashMap::new()),
@@ -392,6 +394,10 @@ impl Server {
 
     /// The `/metrics` text.
     pub fn render_metrics(&self) -> String {
+        for f in self.functions.load().values() {
+            let kept = f.current().map_or(0, |v| v.sandbox_kept());
+            f.metrics.sandbox_kept.set(kept as i64);
+        }
         self.metrics.render(&self.hosts)
     }
 }

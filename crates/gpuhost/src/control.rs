@@ -210,6 +210,28 @@ impl ControlBlock {
         }
     }
 
+    /// Makes the block ready for another guest when this is its only handle and no anchor
+    /// (so no launch given one) is left: all [`CONTROL_BYTES`] zeroed, as a new block is, so no
+    /// epoch or fault word of the last guest reaches the next. Returns false, changing nothing,
+    /// while anything else holds it.
+    pub fn reset_for_reuse(&mut self) -> Result<bool> {
+        let s = &self.shared;
+        if Arc::strong_count(s) != 1 || Arc::strong_count(&s.device.inner) != 1 {
+            return Ok(false);
+        }
+        s.host.enter_for(s.generation)?;
+        // SAFETY: the block's own live allocation of CONTROL_BYTES; no kernel can use it (no
+        // anchor is left) and the context is bound.
+        let r = unsafe { sys::cuMemsetD8_v2(s.device.device_ptr(), 0, CONTROL_BYTES) };
+        s.host.classify("cuMemsetD8_v2 (control block)", r)?;
+        // The memset is asynchronous to the host and the guests' streams are non-blocking:
+        // wait for it before a next launch can see the block.
+        // SAFETY: the legacy default stream of the bound context.
+        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
+        s.host.classify("cuStreamSynchronize", r)?;
+        Ok(true)
+    }
+
     /// A [`CONTROL_BYTES`]-byte buffer over the block at [`ControlBlock::device_ptr`]: pass it
     /// as `Arg::Buffer(&anchor, 0)` for the kernel parameter that receives the control block,
     /// so the block outlives every launch given it.
