@@ -298,10 +298,13 @@ impl Server {
                 }
             };
         let wasm = self.wasm.clone();
+        let previous = function.current();
         // Compiling and JIT-loading are CPU work: off the executor.
-        tokio::task::spawn_blocking(move || Version::load(&wasm, config, &hosts))
-            .await
-            .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            Version::load(&wasm, config, &hosts, previous.as_deref())
+        })
+        .await
+        .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
     }
 
     /// Unpublishes `name`, drains its requests and releases its device code.

@@ -70,11 +70,15 @@ pub struct ReleaseOutcome {
 }
 
 impl Version {
-    /// Compiles `config`'s component and loads its bundle on each of `hosts`.
+    /// Compiles `config`'s component and loads its bundle on each of `hosts`. The sandbox pool
+    /// of `previous` (the version it replaces) carries over on each device where the arena
+    /// size is unchanged, so a swap does not start its requests on a cold pool (every pair is
+    /// reset before any request gets it, whichever version's request held it last).
     pub(crate) fn load(
         wasm: &Wasm,
         config: FunctionConfig,
         hosts: &[Arc<gpuhost::Host>],
+        previous: Option<&Version>,
     ) -> Result<Self> {
         let start = Instant::now();
         if hosts.is_empty() {
@@ -99,10 +103,17 @@ impl Version {
                     None => None,
                 };
             let kept = config.max_concurrency as usize * SANDBOX_KEPT_PER_RUNNING;
-            let sandbox = config
-                .limits
-                .sandbox
-                .then(|| gpuhost_wasm::SandboxPool::new(host.clone(), &config.limits, kept));
+            let inherited = previous
+                .into_iter()
+                .flat_map(|v| &v.devices)
+                .filter_map(|d| d.sandbox.as_ref())
+                .find(|p| p.serves(host, &config.limits))
+                .cloned();
+            let sandbox = config.limits.sandbox.then(|| {
+                inherited.unwrap_or_else(|| {
+                    gpuhost_wasm::SandboxPool::new(host.clone(), &config.limits, kept)
+                })
+            });
             devices.push(DeviceSlot {
                 host: host.clone(),
                 bundle: ArcSwapOption::new(bundle),

@@ -66,7 +66,7 @@ impl SandboxPool {
     }
 
     /// Whether a guest on `host` under `limits` may use this pool (the arena size matches).
-    pub(crate) fn serves(&self, host: &Arc<gpuhost::Host>, limits: &Limits) -> bool {
+    pub fn serves(&self, host: &Arc<gpuhost::Host>, limits: &Limits) -> bool {
         Arc::ptr_eq(&self.host, host) && self.arena_bytes == arena_bytes(limits)
     }
 
