@@ -167,10 +167,8 @@ mod tests {
         let r = unsafe { sys::cuMemsetD8_v2(addr, byte, bytes as usize) };
         assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
         // SAFETY: a plain synchronize of the bound context.
-        assert_eq!(
-            unsafe { sys::cuCtxSynchronize() },
-            sys::CUresult::CUDA_SUCCESS
-        );
+        let r = unsafe { sys::cuCtxSynchronize() };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
     }
 
     /// A pair given back to `pool`, once nothing holds it (the watchdog lets go of a dropped
