@@ -15,6 +15,10 @@ secs="${BENCH_SECS:-10}"
 export GPUHOST_DRIVER="${GPUHOST_DRIVER:-nvidia}" SOFTCUDA_LIB="$gpu/lib/libsoftcuda.so"
 [ -x "$oha" ] || { echo "no $oha: run scripts/gpu-pack.sh (it installs oha) first"; exit 1; }
 if "$oha" --help | grep -q -- '--output-format'; then json=(--output-format json); else json=(--json); fi
+# -w: at the end of a -z run, wait for the requests in flight. Without it oha aborts them and
+# counts each as an error ("aborted due to deadline": exactly one per connection), which the
+# 2026-12-01 H200 run reported as 16 failed requests during swaps.
+json+=(-w)
 
 work=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; }
@@ -95,7 +99,10 @@ def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
     codes = d.get("statusCodeDistribution", {})
-    bad = sum(v for k, v in codes.items() if k != "200") + sum(d.get("errorDistribution", {}).values())
+    errors = d.get("errorDistribution", {})
+    bad = sum(v for k, v in codes.items() if k != "200") + sum(errors.values())
+    if errors:
+        print(f"{name}: errors {errors}, status codes {codes}", file=sys.stderr)
     return s["requestsPerSec"], p.get("p50", 0) * 1e3, p.get("p99", 0) * 1e3, bad
 print("| connections | native req/s | serve req/s | ratio | native p50/p99 ms | serve p50/p99 ms | p99 ratio |")
 print("|---|---|---|---|---|---|---|")

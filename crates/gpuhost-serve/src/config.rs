@@ -7,7 +7,8 @@
 //! sandbox = true          # default true: untrusted guest (gpuhost-wasm `Limits::sandbox`: its
 //!                         # PTX confined, launches stopped past limits.max_kernel_time_ms)
 //! [serve]
-//! max_concurrency = 8     # requests running at once (default 16)
+//! max_concurrency = 8     # requests running at once (default 16); a sandboxed function keeps
+//!                         # up to twice this many arenas + control blocks per device for reuse
 //! max_queue = 64          # requests waiting beyond those; more are refused with 429 (default 64)
 //! timeout_ms = 30000      # wall time from arrival to the guest's end (default 30 s)
 //! max_body_bytes = 16777216

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, StoreLimits};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
@@ -126,6 +126,35 @@ impl gpuhost_wasm::CudaView for RequestState {
     }
 }
 
+/// Requests (Stores) of all functions that run at once, each with one component instance from
+/// the pool.
+const POOLED_STORES: u32 = 1024;
+
+/// Bytes of each pooled memory and table reset by memset rather than madvise.
+const KEEP_RESIDENT: usize = 1 << 20;
+
+/// The instance pool: [`POOLED_STORES`] component instances, and per instance room for the
+/// core instances, memories and tables a wasi:http guest built by Rust's or another wasm32
+/// toolchain has (its main module and the canonical ABI's shims). A memory slot is wasm32's
+/// whole 4 GiB (reserved address space, not memory), so `limits.max_wasm_memory_bytes` of
+/// function.toml stays the only bound on a guest's memory.
+fn pooling() -> PoolingAllocationConfig {
+    let mut p = PoolingAllocationConfig::default();
+    p.total_component_instances(POOLED_STORES)
+        .total_core_instances(POOLED_STORES * 8)
+        .total_memories(POOLED_STORES * 2)
+        .total_tables(POOLED_STORES * 8)
+        .total_stacks(POOLED_STORES)
+        .max_memory_size(1 << 32)
+        // A slot given back is reset for the next request: the first bytes of each memory and
+        // table with memset (what a small guest touched stays resident: no page faults, no TLB
+        // shootdown of an madvise per request), the rest with madvise, in batches.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .decommit_batch_size(16);
+    p
+}
+
 /// Components compiled recently, by their exact bytes: a new version whose function.wasm did
 /// not change (a new bundle, new weights, new limits) is not compiled again.
 const COMPILED_KEPT: usize = 8;
@@ -133,6 +162,11 @@ const COMPILED_KEPT: usize = 8;
 /// The server's engine and linker.
 pub(crate) struct Wasm {
     pub(crate) engine: Engine,
+    /// Whether the engine pools instances (see [`pooling`]).
+    pub(crate) pooling: bool,
+    /// Stores alive at once, over all functions: a request waits for one (in its queue time)
+    /// rather than fail when the pool's slots are all in use.
+    pub(crate) stores: Arc<tokio::sync::Semaphore>,
     linker: Linker<RequestState>,
     compiled: std::sync::Mutex<std::collections::VecDeque<(Arc<[u8]>, Component)>>,
 }
@@ -141,7 +175,20 @@ impl Wasm {
     pub(crate) fn new() -> Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true).consume_fuel(true);
-        let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        // Each request's instance, memories, tables and async stack come from slots reserved
+        // once (copy-on-write images, reset with madvise) instead of mmap and munmap per request.
+        // If this host cannot reserve the slots (a virtual-memory ulimit), instances are
+        // allocated on demand as before.
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
+        let (engine, pooling) = match Engine::new(&pooled) {
+            Ok(engine) => (engine, true),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "wasmtime's pooling allocator is unavailable; instances are allocated per request");
+                let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+                (engine, false)
+            }
+        };
         let mut linker = Linker::new(&engine);
         let err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
         // All of WASI p2 (Rust's std imports more than the proxy world names), with an empty
@@ -151,6 +198,8 @@ impl Wasm {
         gpuhost_wasm::add_to_linker(&mut linker).map_err(err)?;
         Ok(Self {
             engine,
+            pooling,
+            stores: Arc::new(tokio::sync::Semaphore::new(POOLED_STORES as usize)),
             linker,
             compiled: std::sync::Mutex::new(std::collections::VecDeque::new()),
         })

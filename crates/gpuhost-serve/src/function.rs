@@ -11,7 +11,7 @@ use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::FunctionConfig;
 use crate::metrics::FunctionMetrics;
-use crate::version::{ReleaseOutcome, Version};
+use crate::version::{ReleaseOutcome, Version, VersionGuard};
 
 /// What a function's state is, as Triton's repository index says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +91,20 @@ impl Function {
     /// The version serving now, if any.
     pub fn current(&self) -> Option<Arc<Version>> {
         self.current.load_full()
+    }
+
+    /// The serving version, held for one request: it stays loaded until the guard drops. A
+    /// version read just before a swap unpublished it is draining and refuses the request;
+    /// the one published in its place (if any) is taken instead.
+    pub(crate) fn pin(&self) -> Option<VersionGuard> {
+        loop {
+            let version = self.current.load_full()?;
+            if let Some(guard) = version.try_enter() {
+                return Some(guard);
+            }
+            // Closed only after it was swapped out: the next load sees its successor.
+            std::hint::spin_loop();
+        }
     }
 
     /// The admission in force.
@@ -184,5 +198,36 @@ mod tests {
             drop(held);
         }
         assert_eq!(a.admitted.load(Ordering::SeqCst), 0);
+    }
+
+    /// A request reads the serving version, then a swap publishes the next one and drains and
+    /// releases the one it read before the request counted itself in (nothing held it yet):
+    /// the request must run on the new version, never on the released one with no bundle.
+    #[tokio::test]
+    async fn a_request_that_read_the_version_before_a_swap_released_it_runs_on_the_new_one() {
+        let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+        let opts = crate::ServeOptions::new(root.join("../../examples/repository"));
+        let server = crate::Server::new(&opts).unwrap();
+        server.load("saxpy").await.unwrap();
+        let function = server.function("saxpy").unwrap();
+        let read_before_the_swap = function.current().unwrap();
+        let report = server.load("saxpy").await.unwrap();
+        assert_eq!(report.released.map(|r| r.abandoned), Some(0));
+        assert!(
+            read_before_the_swap
+                .devices
+                .iter()
+                .all(|d| d.bundle.load().is_none()),
+            "the old version was released"
+        );
+        assert!(
+            read_before_the_swap.try_enter().is_none(),
+            "a drained version let a request in"
+        );
+        let pinned = function.pin().expect("the new version serves");
+        assert_eq!(pinned.0.number, 2);
+        assert!(pinned.0.devices.iter().all(|d| d.bundle.load().is_some()));
+        drop(pinned);
+        server.unload_all().await;
     }
 }

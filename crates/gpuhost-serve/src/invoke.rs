@@ -144,18 +144,45 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
 
     // Pin the version serving now for the whole request (a swap publishes the next one for the
     // next request; this one keeps its version alive until it ends).
-    let Some(version) = function.current() else {
+    let Some(guard) = function.pin() else {
         let msg = "the function was unloaded";
         return finish(
             Outcome::Unavailable,
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
         );
     };
-    let guard = version.enter();
+    let version = guard.0.clone();
     let number = version.number;
     let ctx = serde_json::json!({ "function": name, "version": number });
+    // A Store slot of the instance pool (free unless a thousand requests run at once).
+    let store_slot = match tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned())
+        .await
+    {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_closed)) => {
+            let msg = "the server is shutting down";
+            return finish(
+                Outcome::Unavailable,
+                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+            );
+        }
+        Err(_) => {
+            let msg = format!(
+                "the request waited its whole time limit ({timeout:?}) for a free instance slot: the server runs as many requests as its instance pool holds"
+            );
+            return finish(
+                Outcome::Timeout,
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+            );
+        }
+    };
     // Counted as running while the guest runs (its task may outlive a client that left).
-    let held = (permit, admitted, GaugeHold::new(&metrics.running));
+    let held = (
+        permit,
+        admitted,
+        GaugeHold::new(&metrics.running),
+        store_slot,
+    );
     let result = run_guest(&version, guard, &metrics, parts, body, deadline, held).await;
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),
@@ -288,6 +315,9 @@ async fn run_guest<Held: Send + 'static>(
     let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits);
     if let Some(bundle) = slot.bundle.load_full() {
         cuda = cuda.with_bundle(bundle);
+    }
+    if let Some(pool) = &slot.sandbox {
+        cuda = cuda.with_sandbox_pool(pool.clone());
     }
     let stderr = MemoryOutputPipe::new(STDERR_KEPT);
     let state = RequestState {

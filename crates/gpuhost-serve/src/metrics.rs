@@ -97,6 +97,7 @@ pub struct Metrics {
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
+    sandbox_kept: Family<FunctionLabel, Gauge>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
@@ -120,6 +121,7 @@ pub struct FunctionMetrics {
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
+    pub(crate) sandbox_kept: Gauge,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -154,6 +156,7 @@ impl Metrics {
             running: Family::default(),
             queued: Family::default(),
             gpu_memory: Family::default(),
+            sandbox_kept: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -202,6 +205,11 @@ impl Metrics {
             "function_gpu_memory_bytes",
             "Bytes of device buffers held by the function's running requests",
             m.gpu_memory.clone(),
+        );
+        r.register(
+            "function_sandbox_kept",
+            "Sandbox arenas and control blocks the serving version keeps for reuse (each one live device buffer, its control block, plus its arena's mapped memory)",
+            m.sandbox_kept.clone(),
         );
         r.register(
             "function_launches",
@@ -264,6 +272,7 @@ impl Metrics {
             running: self.running.get_or_create_owned(&l),
             queued: self.queued.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
+            sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),

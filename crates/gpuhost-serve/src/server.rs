@@ -126,8 +126,10 @@ impl Server {
         if hosts.is_empty() {
             return Err(Error::NoDevices);
         }
+        let wasm = Arc::new(Wasm::new()?);
+        tracing::debug!(pooling = wasm.pooling, "wasm engine ready");
         Ok(Arc::new(Self {
-            wasm: Arc::new(Wasm::new()?),
+            wasm,
             hosts,
             repository: opts.repository.clone(),
             functions: ArcSwap::from_pointee(HashMap::new()),
@@ -296,10 +298,13 @@ impl Server {
                 }
             };
         let wasm = self.wasm.clone();
+        let previous = function.current();
         // Compiling and JIT-loading are CPU work: off the executor.
-        tokio::task::spawn_blocking(move || Version::load(&wasm, config, &hosts))
-            .await
-            .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            Version::load(&wasm, config, &hosts, previous.as_deref())
+        })
+        .await
+        .map_err(|e| Error::Engine(format!("the load task failed: {e}")))?
     }
 
     /// Unpublishes `name`, drains its requests and releases its device code.
@@ -392,6 +397,10 @@ impl Server {
 
     /// The `/metrics` text.
     pub fn render_metrics(&self) -> String {
+        for f in self.functions.load().values() {
+            let kept = f.current().map_or(0, |v| v.sandbox_kept());
+            f.metrics.sandbox_kept.set(kept as i64);
+        }
         self.metrics.render(&self.hosts)
     }
 }

@@ -22,7 +22,14 @@ pub(crate) struct DeviceSlot {
     pub(crate) bundle: ArcSwapOption<gpuhost::Registry>,
     /// Requests running on this device.
     pub(crate) running: AtomicUsize,
+    /// Sandboxed functions: the arenas and control blocks its requests reuse (reset between
+    /// them), so a request does not map, zero, register and free its own.
+    pub(crate) sandbox: Option<Arc<gpuhost_wasm::SandboxPool>>,
 }
+
+/// Sandbox pairs a version keeps per device, per request it may run at once: those of finished
+/// requests wait for their kernels and watch to let go (within the watchdog's tick under load).
+const SANDBOX_KEPT_PER_RUNNING: usize = 2;
 
 /// A loaded function version.
 pub struct Version {
@@ -31,6 +38,8 @@ pub struct Version {
     pub number: u64,
     pub(crate) config: FunctionConfig,
     pub(crate) pre: ProxyPre<RequestState>,
+    /// The server's bound on Stores alive at once (the instance pool's size).
+    pub(crate) stores: Arc<tokio::sync::Semaphore>,
     pub(crate) devices: Vec<DeviceSlot>,
     /// Bytes of the bundle's module files (per device).
     pub bundle_bytes: u64,
@@ -38,10 +47,16 @@ pub struct Version {
     pub load_time: Duration,
     /// The component came from the compile cache (function.wasm unchanged since a recent load).
     pub compile_cached: bool,
+    /// Requests holding this version, with [`CLOSED`] set once it is draining.
     in_flight: AtomicUsize,
     drained: Notify,
     next_device: AtomicU64,
 }
+
+/// The bit of `Version::in_flight` that closes a version to new requests: set when its drain
+/// begins, so a request that read the version just before it was unpublished cannot enter it
+/// after the drain saw it empty (and run with its bundle released).
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 /// How releasing an old version went.
 #[derive(Debug, Clone)]
@@ -55,11 +70,15 @@ pub struct ReleaseOutcome {
 }
 
 impl Version {
-    /// Compiles `config`'s component and loads its bundle on each of `hosts`.
+    /// Compiles `config`'s component and loads its bundle on each of `hosts`. The sandbox pool
+    /// of `previous` (the version it replaces) carries over on each device where the arena
+    /// size is unchanged, so a swap does not start its requests on a cold pool (every pair is
+    /// reset before any request gets it, whichever version's request held it last).
     pub(crate) fn load(
         wasm: &Wasm,
         config: FunctionConfig,
         hosts: &[Arc<gpuhost::Host>],
+        previous: Option<&Version>,
     ) -> Result<Self> {
         let start = Instant::now();
         if hosts.is_empty() {
@@ -83,16 +102,30 @@ impl Version {
                     })?),
                     None => None,
                 };
+            let kept = config.max_concurrency as usize * SANDBOX_KEPT_PER_RUNNING;
+            let inherited = previous
+                .into_iter()
+                .flat_map(|v| &v.devices)
+                .filter_map(|d| d.sandbox.as_ref())
+                .find(|p| p.serves(host, &config.limits))
+                .cloned();
+            let sandbox = config.limits.sandbox.then(|| {
+                inherited.unwrap_or_else(|| {
+                    gpuhost_wasm::SandboxPool::new(host.clone(), &config.limits, kept)
+                })
+            });
             devices.push(DeviceSlot {
                 host: host.clone(),
                 bundle: ArcSwapOption::new(bundle),
                 running: AtomicUsize::new(0),
+                sandbox,
             });
         }
         Ok(Self {
             number: 0,
             config,
             pre,
+            stores: wasm.stores.clone(),
             devices,
             bundle_bytes,
             load_time: start.elapsed(),
@@ -103,15 +136,32 @@ impl Version {
         })
     }
 
-    /// Counts a request in; the guard counts it out.
-    pub(crate) fn enter(self: &Arc<Self>) -> VersionGuard {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        VersionGuard(self.clone())
+    /// Counts a request in (the guard counts it out), or None once the version is draining:
+    /// the caller then takes the version published in its place.
+    pub(crate) fn try_enter(self: &Arc<Self>) -> Option<VersionGuard> {
+        // Both sides are SeqCst read-modify-writes of the one word: either this increment comes
+        // first and the drain waits for it, or the drain's CLOSED comes first and is seen here.
+        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let guard = VersionGuard(self.clone());
+        if before & CLOSED != 0 {
+            drop(guard);
+            return None;
+        }
+        Some(guard)
+    }
+
+    /// Sandbox pairs its pools keep now, over its devices.
+    pub(crate) fn sandbox_kept(&self) -> usize {
+        self.devices
+            .iter()
+            .filter_map(|d| d.sandbox.as_ref())
+            .map(|p| p.kept())
+            .sum()
     }
 
     /// Requests holding this version.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
+        self.in_flight.load(Ordering::SeqCst) & !CLOSED
     }
 
     /// The device for the next request: the least busy, round-robin among equals.
@@ -124,10 +174,11 @@ impl Version {
             .unwrap_or(&self.devices[0])
     }
 
-    /// Waits (up to `timeout`) for every request holding this version to end, then releases
-    /// its bundle on every device. Call after unpublishing it.
+    /// Closes this version to new requests, waits (up to `timeout`) for every request holding
+    /// it to end, then releases its bundle on every device. Call after unpublishing it.
     pub(crate) async fn drain_and_release(&self, timeout: Duration) -> ReleaseOutcome {
         let start = Instant::now();
+        self.in_flight.fetch_or(CLOSED, Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.drained.notified();
@@ -169,7 +220,7 @@ pub(crate) struct VersionGuard(pub(crate) Arc<Version>);
 
 impl Drop for VersionGuard {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) & !CLOSED == 1 {
             self.0.drained.notify_waiters();
         }
     }

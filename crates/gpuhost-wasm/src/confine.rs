@@ -15,6 +15,7 @@ use ptxvm::sandbox::{Policy, SandboxedKernel};
 
 use crate::bindings::WitError;
 use crate::limits::{Limits, check_launch_local};
+use crate::pool::SandboxPool;
 use crate::watchdog::StoreWatch;
 
 /// Control block word where a kernel writes the tag of a launch that made a fenced access: in
@@ -37,26 +38,44 @@ pub(crate) struct Confinement {
     pub(crate) watch: Arc<StoreWatch>,
     /// Kernel names, by launch tag - 1.
     names: Vec<Arc<str>>,
+    /// Where the arena and control block go when the guest is gone (None: they are freed).
+    pool: Option<Arc<SandboxPool>>,
+}
+
+/// Bytes of a guest's arena under `limits`.
+pub(crate) fn arena_bytes(limits: &Limits) -> u64 {
+    let blocks = u64::from(limits.max_buffers).saturating_add(u64::from(limits.max_modules));
+    limits
+        .max_buffer_bytes
+        .saturating_add(limits.max_globals_bytes)
+        .saturating_add(blocks.saturating_mul(gpuhost::ARENA_ALIGN))
 }
 
 impl Confinement {
     /// The guest's arena (its buffer and globals quotas together, plus the rounding of each
-    /// allocation to [`gpuhost::ARENA_ALIGN`]) and control block.
+    /// allocation to [`gpuhost::ARENA_ALIGN`]) and control block, both new.
     pub(crate) fn new(host: &Arc<gpuhost::Host>, limits: &Limits) -> Result<Self, gpuhost::Error> {
-        let blocks = u64::from(limits.max_buffers).saturating_add(u64::from(limits.max_modules));
-        let bytes = limits
-            .max_buffer_bytes
-            .saturating_add(limits.max_globals_bytes)
-            .saturating_add(blocks.saturating_mul(gpuhost::ARENA_ALIGN));
-        let arena = host.arena(bytes)?;
+        let arena = host.arena(arena_bytes(limits))?;
         let ctl = host.control_block()?;
-        Ok(Self {
+        Ok(Self::from_parts(arena, ctl, limits, None))
+    }
+
+    /// A confinement over `arena` and `ctl`, which no one else may hold (new, or reset by a
+    /// [`SandboxPool`]); when it drops they go back to `pool`, if any.
+    pub(crate) fn from_parts(
+        arena: Arc<gpuhost::Arena>,
+        ctl: gpuhost::ControlBlock,
+        limits: &Limits,
+        pool: Option<Arc<SandboxPool>>,
+    ) -> Self {
+        Self {
             base_anchor: arena.anchor(),
             ctl_anchor: ctl.anchor(),
             arena,
             watch: StoreWatch::new(ctl, limits.max_kernel_time),
             names: Vec::new(),
-        })
+            pool,
+        }
     }
 
     /// The launch tag of kernel `name` (the same for every handle of that name).
@@ -117,6 +136,10 @@ impl Drop for Confinement {
     fn drop(&mut self) {
         // Stop the guest's kernels; the anchors its launches hold keep its memory until they end.
         self.watch.store_dropped();
+        // The pool reuses them only once those launches, the watch and this value are gone.
+        if let Some(pool) = &self.pool {
+            pool.give(self.arena.clone(), self.watch.ctl().clone());
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use wasmtime::component::{HasData, Linker, ResourceTable};
 use crate::bindings::gpuhost::cuda;
 use crate::confine::Confinement;
 use crate::limits::{Limits, Usage};
+use crate::pool::SandboxPool;
 use crate::watchdog::StoreWatch;
 
 /// gpuhost:cuda state of one guest: the device it uses, its quotas and what it holds.
@@ -28,6 +29,8 @@ pub struct CudaCtx {
     pub(crate) orphans: Vec<crate::stream::Orphan>,
     /// The sandbox of this guest (`Limits::sandbox`), made on first use.
     pub(crate) confine: Option<Confinement>,
+    /// Where the sandbox's arena and control block come from and go back to, if pooled.
+    pub(crate) sandbox_pool: Option<Arc<SandboxPool>>,
 }
 
 impl CudaCtx {
@@ -44,7 +47,16 @@ impl CudaCtx {
             launches: 0,
             orphans: Vec::new(),
             confine: None,
+            sandbox_pool: None,
         }
+    }
+
+    /// Takes this guest's sandbox arena and control block from `pool` (reset for it) and gives
+    /// them back when the Store is dropped, instead of making and freeing its own. Ignored
+    /// unless the pool was made for this context's device and limits.
+    pub fn with_sandbox_pool(mut self, pool: Arc<SandboxPool>) -> Self {
+        self.sandbox_pool = Some(pool);
+        self
     }
 
     /// Grants the guest the kernels of `bundle` (loaded by the embedder on this context's
@@ -82,7 +94,12 @@ impl CudaCtx {
             return Ok(None);
         }
         if self.confine.is_none() {
-            self.confine = Some(Confinement::new(&self.host, &self.limits)?);
+            self.confine = Some(match &self.sandbox_pool {
+                Some(pool) if pool.serves(&self.host, &self.limits) => {
+                    pool.confinement(&self.limits)?
+                }
+                _ => Confinement::new(&self.host, &self.limits)?,
+            });
         }
         Ok(self.confine.as_mut())
     }

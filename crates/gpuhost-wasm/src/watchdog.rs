@@ -132,7 +132,11 @@ impl StoreWatch {
     pub(crate) fn store_dropped(&self) {
         self.dropped_at.get_or_init(Instant::now);
         self.dropped.store(true, Ordering::SeqCst);
-        self.stop(None);
+        // With nothing in flight there is nothing to stop, and leaving the epoch alone keeps
+        // its page on the device for the block's next user (a pooled block, in serve).
+        if !self.is_idle() {
+            self.stop(None);
+        }
         Watchdog::get().wake();
     }
 

@@ -382,6 +382,20 @@ impl Arena {
             .classify_at("cuStreamSynchronize", r, self.generation)
     }
 
+    /// Makes the arena ready for another guest when nothing but the caller holds it any more
+    /// (no buffer, no anchor, so no launch given one): zeroes everything mapped, `[base, base +
+    /// mapped)`, which is all a sandboxed kernel can reach, so nothing the last guest wrote is
+    /// readable by the next. Returns false, changing nothing, while anything else holds it.
+    pub fn reset_for_reuse(self: &Arc<Self>) -> Result<bool> {
+        // The caller's Arc is the only one, so no buffer or anchor can appear meanwhile.
+        if Arc::strong_count(self) != 1 || self.used() != 0 {
+            return Ok(false);
+        }
+        self.host.enter_for(self.generation)?;
+        self.zero(0, self.mapped())?;
+        Ok(true)
+    }
+
     /// A buffer's range comes back (its last holder and every launch using it are gone).
     pub(crate) fn give_back(&self, offset: u64, size: u64) {
         if size == 0 {

@@ -139,6 +139,21 @@ impl ControlBlock {
         }
     }
 
+    /// Makes the block ready for another guest when this is its only handle and no anchor
+    /// (so no launch given one) is left: both windows zeroed, as a new block's are, so no epoch
+    /// or fault word of the last guest reaches the next. CPU stores of the words that are not
+    /// zero already (no driver call). Returns false, changing nothing, while anything else holds
+    /// it.
+    pub fn reset_for_reuse(&mut self) -> Result<bool> {
+        let s = &self.shared;
+        if Arc::strong_count(s) != 1 || Arc::strong_count(&s.device.inner) != 1 {
+            return Ok(false);
+        }
+        self.live()?;
+        s.slot.clear();
+        Ok(true)
+    }
+
     /// A buffer over the block at [`ControlBlock::device_ptr`] (both windows): pass it as
     /// `Arg::Buffer(&anchor, 0)` for the kernel parameter that receives the control block, so
     /// the block outlives every launch given it.

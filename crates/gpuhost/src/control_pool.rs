@@ -84,7 +84,7 @@ impl Slot {
     }
 
     /// Zeroes what was written, touching only words that are not zero already.
-    fn clear(&self) {
+    pub(crate) fn clear(&self) {
         for (i, s) in self.shadow.iter().enumerate() {
             if s.load(Ordering::SeqCst) != 0 {
                 self.store(i * 4, 0);

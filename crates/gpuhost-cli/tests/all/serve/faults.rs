@@ -58,7 +58,7 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
     let repo = misbehave_repo("faults", toml);
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/misbehave/ok").status, 200);
-    let buffers = server.metrics().sum("gpuhost_device_live_buffers", &[]);
+    let buffers = super::buffers_not_kept(&server.metrics());
 
     let r = server.get("/misbehave/trap");
     assert_eq!(r.status, 500, "{}", r.text());
@@ -93,7 +93,7 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
     assert_eq!(server.get("/misbehave/ok").text(), "ok");
     let released = eventually(Duration::from_secs(5), || {
         let m = server.metrics();
-        m.sum("gpuhost_device_live_buffers", &[]) == buffers
+        super::buffers_not_kept(&m) == buffers
             && m.sum("gpuhost_function_gpu_memory_bytes", &[]) == 0.0
     });
     assert!(

@@ -356,6 +356,12 @@ impl Metrics {
     }
 }
 
+/// Live device buffers less those the sandbox pools keep on purpose for the next requests
+/// (a kept arena and control block hold one: the control block's).
+pub fn buffers_not_kept(m: &Metrics) -> f64 {
+    m.sum("gpuhost_device_live_buffers", &[]) - m.sum("gpuhost_function_sandbox_kept", &[])
+}
+
 /// Polls `cond` every 20 ms for at most `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

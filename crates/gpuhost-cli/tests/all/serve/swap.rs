@@ -104,7 +104,7 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
     std::thread::sleep(Duration::from_millis(300));
     let before = server.metrics();
     let modules = before.sum("gpuhost_device_live_modules", &[]);
-    let buffers = before.sum("gpuhost_device_live_buffers", &[]);
+    let buffers = super::buffers_not_kept(&before);
     for i in 0..100 {
         let bundle = if i % 2 == 0 { "stamp-b" } else { "stamp-a" };
         repo.bundle("stamp", Some(&test_bundle(bundle)));
@@ -118,7 +118,7 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
         );
     }
     eventually(Duration::from_secs(5), || {
-        server.metrics().sum("gpuhost_device_live_buffers", &[]) == buffers
+        super::buffers_not_kept(&server.metrics()) == buffers
     });
     let after = server.metrics();
     assert_eq!(
@@ -126,11 +126,7 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
         modules,
         "modules leaked"
     );
-    assert_eq!(
-        after.sum("gpuhost_device_live_buffers", &[]),
-        buffers,
-        "buffers leaked"
-    );
+    assert_eq!(super::buffers_not_kept(&after), buffers, "buffers leaked");
     assert_eq!(after.sum("gpuhost_retired_versions", &[]), 0.0);
     assert_eq!(
         after.sum("gpuhost_swaps_total", &[("outcome", "ok")]),
