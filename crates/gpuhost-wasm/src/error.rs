@@ -112,21 +112,24 @@ pub fn from_gpu(e: &gpuhost::Error) -> WitError {
         G::DeviceMismatch { .. } => WitError::InvalidHandle(msg),
         G::ArenaFull { .. } => WitError::OutOfMemory(msg),
         G::Unsupported { .. } => WitError::NotSupported(msg),
-        G::Driver { name, .. } => match name.as_str() {
-            "CUDA_ERROR_OUT_OF_MEMORY" => WitError::OutOfMemory(msg),
-            "CUDA_ERROR_NOT_SUPPORTED" => WitError::NotSupported(msg),
-            "CUDA_ERROR_NOT_READY" => WitError::NotReady(msg),
-            "CUDA_ERROR_INVALID_IMAGE" | "CUDA_ERROR_NO_BINARY_FOR_GPU" => {
-                WitError::InvalidModule(msg)
+        G::Driver { code, .. } => {
+            use gpuhost::sys::CUresult as R;
+            match code {
+                R::CUDA_ERROR_OUT_OF_MEMORY => WitError::OutOfMemory(msg),
+                R::CUDA_ERROR_NOT_SUPPORTED => WitError::NotSupported(msg),
+                R::CUDA_ERROR_NOT_READY => WitError::NotReady(msg),
+                R::CUDA_ERROR_INVALID_IMAGE | R::CUDA_ERROR_NO_BINARY_FOR_GPU => {
+                    WitError::InvalidModule(msg)
+                }
+                R::CUDA_ERROR_ILLEGAL_ADDRESS
+                | R::CUDA_ERROR_LAUNCH_FAILED
+                | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | R::CUDA_ERROR_MISALIGNED_ADDRESS
+                | R::CUDA_ERROR_HARDWARE_STACK_ERROR
+                | R::CUDA_ERROR_ASSERT => WitError::DeviceFault(msg),
+                _ => WitError::Driver(msg),
             }
-            "CUDA_ERROR_ILLEGAL_ADDRESS"
-            | "CUDA_ERROR_LAUNCH_FAILED"
-            | "CUDA_ERROR_ILLEGAL_INSTRUCTION"
-            | "CUDA_ERROR_MISALIGNED_ADDRESS"
-            | "CUDA_ERROR_HARDWARE_STACK_ERROR"
-            | "CUDA_ERROR_ASSERT" => WitError::DeviceFault(msg),
-            _ => WitError::Driver(msg),
-        },
+        }
         _ => WitError::Driver(msg),
     }
 }
@@ -139,8 +142,8 @@ mod tests {
     fn out_of_memory_driver_error_maps_to_its_own_case() {
         let e = gpuhost::Error::Driver {
             call: "cuMemAlloc_v2",
-            code: 2,
-            name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+            code: gpuhost::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            name: "a name that is not the code's".into(),
         };
         assert!(matches!(from_gpu(&e), WitError::OutOfMemory(m) if m.contains("cuMemAlloc_v2")));
     }

@@ -123,7 +123,7 @@ fn check(call: &'static str, r: CUresult) -> Result<()> {
     }
     Err(Error::Driver {
         call,
-        code: r as u32,
+        code: r,
         name: format!("{r:?} (control block memory)"),
     })
 }
@@ -180,7 +180,7 @@ impl ControlPool {
         }));
         st.free.pop().ok_or(Error::Driver {
             call: "control block pool",
-            code: CUresult::CUDA_ERROR_OUT_OF_MEMORY as u32,
+            code: CUresult::CUDA_ERROR_OUT_OF_MEMORY,
             name: "an empty slab (never: a slab holds 512 slots)".into(),
         })
     }

@@ -200,7 +200,7 @@ pub(crate) fn check(call: &'static str, r: CUresult) -> Result<()> {
     }
     Err(Error::Driver {
         call,
-        code: r as u32,
+        code: r,
         name: result_name(r),
     })
 }

@@ -176,13 +176,13 @@ pub enum Error {
         reason: String,
     },
     /// Any other driver error.
-    #[error("CUDA driver call {call} failed: {name} ({code})")]
+    #[error("CUDA driver call {call} failed: {name} ({})", *.code as u32)]
     Driver {
         /// The driver function.
         call: &'static str,
-        /// The numeric CUresult.
-        code: u32,
-        /// The CUresult name.
+        /// The CUresult: match on it, not on `name`.
+        code: cudarc::driver::sys::CUresult,
+        /// The CUresult's name (and context), for people.
         name: String,
     },
 }
