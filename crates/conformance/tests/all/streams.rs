@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use conformance::case::{blocks_for, bytes_of, shape_1d};
 use conformance::context::Context;
 use conformance::copy;
-use conformance::driver::{Env, shared_device};
+use conformance::driver::{Env, exclusive_device, shared_device};
 use conformance::memory::{DeviceBuffer, PinnedBuffer};
 use conformance::module::{Function, Module};
 use conformance::rng::{Rng, fresh_seed};
@@ -353,7 +353,9 @@ fn stream_ordered_alloc_and_free_follow_stream_order() {
 
 #[test]
 fn kernels_on_two_streams_run_at_the_same_time() {
-    let _shared = shared_device();
+    // Alone on the device: beside other tests' kernels the second launch could wait for free
+    // SMs past the first one's bound (seen once on the H200 with parallel test threads).
+    let _alone = exclusive_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let handshake = Module::load_ptx(&ctx, &own_ptx("handshake"))
