@@ -11,7 +11,6 @@
 //! guest held.
 #![deny(missing_docs)]
 
-pub mod bench;
 mod bindings;
 mod bound_launch;
 mod bundle;

@@ -1,5 +1,6 @@
-//! `gpuhost bench --guest`: a WebAssembly guest's launch cost and launch → synchronize round trip
-//! against the same launches from native gpuhost, side by side in one run (gpuhost-wasm's bench).
+//! `gpuhost bench --guest`: a WebAssembly guest's launch cost, launch → synchronize round trip
+//! and 64 MiB transfers against the same work from native gpuhost, side by side in one run
+//! (guest_vs_native.rs).
 
 use anyhow::{Context, Result};
 
@@ -18,7 +19,7 @@ pub fn run(device: usize, samples: usize) -> Result<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let report = rt.block_on(gpuhost_wasm::bench::guest_vs_native(
+    let report = rt.block_on(super::guest_vs_native::guest_vs_native(
         &runtime, &guest, samples,
     ))?;
     println!("{}", report.markdown());

@@ -7,6 +7,7 @@
 mod arena;
 mod awaits;
 mod guest;
+mod guest_vs_native;
 mod native_http;
 mod raw;
 mod stats;

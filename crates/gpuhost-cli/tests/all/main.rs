@@ -107,3 +107,40 @@ fn run_takes_the_sandbox_flags_runs_trusted_on_request_and_refuses_a_zero_kernel
         text(&out)
     );
 }
+
+#[test]
+fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
+    let json =
+        std::env::temp_dir().join(format!("gpuhost-bench-guest-{}.json", std::process::id()));
+    let out = gpuhost()
+        .args(["bench", "--guest", "--quick", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "| bound launch, in bursts of 32 |",
+        "| sandboxed guest |",
+        "| 64 MiB transfer |",
+    ] {
+        assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
+    }
+    let report = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    // Every measured duration is a positive number of nanoseconds (values, not speed: speed is
+    // for the bench run on the GPU).
+    for key in ["pinned_ns", "pageable_ns", "guest_transfer_ns"] {
+        let at = report
+            .find(&format!("\"{key}\":["))
+            .unwrap_or_else(|| panic!("{key}: {report}"));
+        let list = &report[at + key.len() + 4..];
+        let list = &list[..list.find(']').unwrap()];
+        assert!(
+            list.split(',')
+                .all(|n| n.trim().parse::<u64>().is_ok_and(|v| v > 0)),
+            "{key}: {list}"
+        );
+    }
+    assert!(report.contains("\"transfer_bytes\":67108864"), "{report}");
+}

@@ -1,7 +1,6 @@
 //! Integration tests of gpuhost-wasm: real guests (built from examples/guests and tests/guests) on the real
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
-mod bench;
 mod bound;
 mod concurrency;
 mod device;

@@ -1,6 +1,7 @@
-//! The launch benchmark's guest (`gpuhost bench --guest`, gpuhost-wasm's bench): `launchbench N`
-//! times N launches of the empty kernel from inside a guest and prints one line of medians, then
-//! times `buffer.write` and `buffer.read` of [`TRANSFER_BYTES`] and prints a second line.
+//! The launch benchmark's guest (`gpuhost bench --guest`, the CLI's guest_vs_native.rs):
+//! `launchbench N` times N launches of the empty kernel from inside a guest and prints one line
+//! of medians, then times `buffer.write` and `buffer.read` of [`TRANSFER_BYTES`] and prints a
+//! second line.
 
 use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
 use std::time::Instant;

@@ -16,12 +16,10 @@ use std::time::Instant;
 
 use gpuhost::{Arg, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
-use crate::error::Error;
-use crate::limits::Limits;
-use crate::runtime::{Guest, RunOptions, Runtime};
+use gpuhost_wasm::{Error, Guest, Limits, RunOptions, Runtime};
 
 /// The empty kernel both sides launch (the guest embeds the same file).
-const NOOP_PTX: &str = include_str!("../../../examples/guests/kernels/noop.ptx");
+const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
 
 /// Launches per burst, on both sides (the guest's `BURST` is the same).
 pub const BURST: usize = 32;
