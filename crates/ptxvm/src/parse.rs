@@ -676,13 +676,14 @@ mod tests {
     use super::*;
     use crate::lex::lex;
 
-    fn p(s: &str) -> R<Module> {
+    fn parse_text(s: &str) -> R<Module> {
         parse(&lex(s)?)
     }
 
     #[test]
     fn parses_entry_with_params_regs_and_instructions() {
-        let m = p(r#"
+        let m = parse_text(
+            r#"
 .version 7.0
 .target sm_80
 .address_size 64
@@ -695,7 +696,8 @@ mod tests {
   st.global.v2.f32 [%rd1+-8], {%f1, %f2};
 $L__BB0_2:
   ret;
-}"#)
+}"#,
+        )
         .unwrap();
         let f = &m.funcs[0];
         assert_eq!(f.name, "k");
@@ -713,11 +715,13 @@ $L__BB0_2:
 
     #[test]
     fn parses_globals_with_initialisers_and_skips_debug_sections() {
-        let m = p(r#"
+        let m = parse_text(
+            r#"
 .global .align 4 .b32 tbl[3] = {1, -2, 3};
 .extern .shared .align 16 .b8 smem[];
 .section .debug_abbrev { .b8 17 }
-.const .f32 k = 0f3F800000;"#)
+.const .f32 k = 0f3F800000;"#,
+        )
         .unwrap();
         assert_eq!(m.vars.len(), 3);
         assert_eq!(m.vars[0].count, Some(3));
@@ -734,9 +738,9 @@ $L__BB0_2:
             "mov.u32 %r1, 1;",
             ".entry k() {",
         ] {
-            assert!(matches!(p(src), Err(Error::Parse { .. })), "{src}");
+            assert!(matches!(parse_text(src), Err(Error::Parse { .. })), "{src}");
         }
         let deep = format!(".entry k() {}{}", "{".repeat(10_000), "}".repeat(10_000));
-        assert!(p(&deep).is_err());
+        assert!(parse_text(&deep).is_err());
     }
 }

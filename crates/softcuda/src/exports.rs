@@ -34,7 +34,7 @@ pub use memop::*;
 pub use memory_calls::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
-fn h<T>(handle: *mut T) -> u64 {
+fn handle_value<T>(handle: *mut T) -> u64 {
     handle.addr() as u64
 }
 
@@ -274,10 +274,10 @@ exports! {
     }
 
     /// Destroys a context made by cuCtxCreate.
-    fn cuCtxDestroy_v2(ctx: CUcontext) { context::destroy(h(ctx)) }
+    fn cuCtxDestroy_v2(ctx: CUcontext) { context::destroy(handle_value(ctx)) }
 
     /// Makes `ctx` current on this thread (NULL unsets it).
-    fn cuCtxSetCurrent(ctx: CUcontext) { context::set_current(h(ctx)) }
+    fn cuCtxSetCurrent(ctx: CUcontext) { context::set_current(handle_value(ctx)) }
 
     /// The current context of this thread, NULL when none (even if it has been destroyed).
     fn cuCtxGetCurrent(pctx: *mut CUcontext) {
@@ -287,7 +287,7 @@ exports! {
     }
 
     /// Pushes `ctx` on this thread's context stack.
-    fn cuCtxPushCurrent_v2(ctx: CUcontext) { context::push_current(h(ctx)) }
+    fn cuCtxPushCurrent_v2(ctx: CUcontext) { context::push_current(handle_value(ctx)) }
 
     /// Pops this thread's current context; `pctx` may be NULL.
     fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) {
@@ -336,14 +336,14 @@ exports! {
         if flags != 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        let peer = context::resolve(handle_value(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
         ctx.enable_peer(&peer)
     }
 
     /// Undoes [`cuCtxEnablePeerAccess`].
     fn cuCtxDisablePeerAccess(peer: CUcontext) {
         let ctx = context::live()?;
-        let peer = context::resolve(h(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        let peer = context::resolve(handle_value(peer)).map_err(|_| CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
         ctx.disable_peer(&peer)
     }
 
@@ -352,14 +352,14 @@ exports! {
 
     /// A context's unique id (new on every creation); NULL means the current context.
     fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
-        let c = if ctx.is_null() { context::current()? } else { context::resolve(h(ctx))? };
+        let c = if ctx.is_null() { context::current()? } else { context::resolve(handle_value(ctx))? };
         // SAFETY: `id` is cuCtxGetId's out-pointer: NULL (refused) or writable per cuda.h.
         unsafe { abi::write(id, c.id) }
     }
 
     /// The API version of a context (NULL: current).
     fn cuCtxGetApiVersion(ctx: CUcontext, version: *mut c_uint) {
-        if ctx.is_null() { context::current()?; } else { context::resolve(h(ctx))?; }
+        if ctx.is_null() { context::current()?; } else { context::resolve(handle_value(ctx))?; }
         // SAFETY: `version` is cuCtxGetApiVersion's out-pointer: NULL (refused) or writable per
         // cuda.h.
         unsafe { abi::write(version, context::API_VERSION) }
@@ -432,12 +432,12 @@ exports! {
     }
 
     /// Destroys a stream; work already queued still runs.
-    fn cuStreamDestroy_v2(hStream: CUstream) { stream::destroy(h(hStream)) }
+    fn cuStreamDestroy_v2(hStream: CUstream) { stream::destroy(handle_value(hStream)) }
 
     /// Waits for a stream; reports a sticky fault.
     fn cuStreamSynchronize(hStream: CUstream) {
-        let (ctx, s) = stream::resolve_any(h(hStream))?;
-        capture::refuse(h(hStream))?;
+        let (ctx, s) = stream::resolve_any(handle_value(hStream))?;
+        capture::refuse(handle_value(hStream))?;
         s.synchronize();
         ctx.printf.flush();
         ctx.check_usable()
@@ -445,27 +445,27 @@ exports! {
 
     /// `CUDA_ERROR_NOT_READY` while the stream has work queued or running.
     fn cuStreamQuery(hStream: CUstream) {
-        let (ctx, s) = stream::resolve_any(h(hStream))?;
+        let (ctx, s) = stream::resolve_any(handle_value(hStream))?;
         ctx.check_usable()?;
-        capture::refuse(h(hStream))?;
+        capture::refuse(handle_value(hStream))?;
         if s.is_busy() { Err(CUresult::CUDA_ERROR_NOT_READY) } else { Ok(()) }
     }
 
     /// Makes later work on `hStream` wait for the event's latest record.
     fn cuStreamWaitEvent(hStream: CUstream, hEvent: CUevent, flags: c_uint) {
-        event::stream_wait(h(hStream), h(hEvent), flags)
+        event::stream_wait(handle_value(hStream), handle_value(hEvent), flags)
     }
 
     /// The stream's creation flags.
     fn cuStreamGetFlags(hStream: CUstream, flags: *mut c_uint) {
-        let (_, s) = stream::resolve_any(h(hStream))?;
+        let (_, s) = stream::resolve_any(handle_value(hStream))?;
         // SAFETY: `flags` is cuStreamGetFlags's out-pointer: NULL (refused) or writable per cuda.h.
         unsafe { abi::write(flags, s.flags) }
     }
 
     /// The stream's priority.
     fn cuStreamGetPriority(hStream: CUstream, priority: *mut c_int) {
-        let (_, s) = stream::resolve_any(h(hStream))?;
+        let (_, s) = stream::resolve_any(handle_value(hStream))?;
         // SAFETY: `priority` is cuStreamGetPriority's out-pointer: NULL (refused) or writable per
         // cuda.h.
         unsafe { abi::write(priority, s.priority) }
@@ -473,7 +473,7 @@ exports! {
 
     /// The stream's context.
     fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) {
-        let (ctx, _) = stream::resolve_any(h(hStream))?;
+        let (ctx, _) = stream::resolve_any(handle_value(hStream))?;
         // SAFETY: `pctx` is cuStreamGetCtx's out-pointer: NULL (refused) or writable per cuda.h.
         unsafe { abi::write(pctx, p(ctx.handle)) }
     }
@@ -482,13 +482,13 @@ exports! {
     fn cuStreamIsCapturing(hStream: CUstream, status: *mut c_uint) {
         // SAFETY: `status` is cuStreamIsCapturing's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(status, capture::status(h(hStream))?.0) }
+        unsafe { abi::write(status, capture::status(handle_value(hStream))?.0) }
     }
 
     /// Runs `fn_(userData)` on the stream's worker, in order with the stream's other work.
     fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {
         let f = fn_.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        stream::host_func(h(hStream), f, userData.expose_provenance())
+        stream::host_func(handle_value(hStream), f, userData.expose_provenance())
     }
 
     // ---- events ----------------------------------------------------------------------------
@@ -503,24 +503,24 @@ exports! {
     }
 
     /// Destroys an event.
-    fn cuEventDestroy_v2(hEvent: CUevent) { event::destroy(h(hEvent)) }
+    fn cuEventDestroy_v2(hEvent: CUevent) { event::destroy(handle_value(hEvent)) }
 
     /// Records the event on a stream.
-    fn cuEventRecord(hEvent: CUevent, hStream: CUstream) { event::record(h(hEvent), h(hStream)) }
+    fn cuEventRecord(hEvent: CUevent, hStream: CUstream) { event::record(handle_value(hEvent), handle_value(hStream)) }
 
     /// Records the event on a stream; only flags 0 (CU_EVENT_RECORD_DEFAULT) is supported.
     fn cuEventRecordWithFlags(hEvent: CUevent, hStream: CUstream, flags: c_uint) {
         if flags != 0 {
             return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
         }
-        event::record(h(hEvent), h(hStream))
+        event::record(handle_value(hEvent), handle_value(hStream))
     }
 
     /// `CUDA_ERROR_NOT_READY` until the recorded work has run.
-    fn cuEventQuery(hEvent: CUevent) { event::query(h(hEvent)) }
+    fn cuEventQuery(hEvent: CUevent) { event::query(handle_value(hEvent)) }
 
     /// Waits for the recorded work.
-    fn cuEventSynchronize(hEvent: CUevent) { event::synchronize(h(hEvent)) }
+    fn cuEventSynchronize(hEvent: CUevent) { event::synchronize(handle_value(hEvent)) }
 
     /// Milliseconds between two completed, timed events.
     fn cuEventElapsedTime(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
@@ -528,7 +528,7 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         // SAFETY: `ms` is cuEventElapsedTime's out-pointer: NULL (refused) or writable per cuda.h.
-        unsafe { abi::write(ms, event::elapsed_ms(h(hStart), h(hEnd))?) }
+        unsafe { abi::write(ms, event::elapsed_ms(handle_value(hStart), handle_value(hEnd))?) }
     }
 
 
@@ -571,7 +571,7 @@ exports! {
     }
 
     /// Unloads a module after the context's queued work has finished.
-    fn cuModuleUnload(hmod: CUmodule) { module::unload(h(hmod)) }
+    fn cuModuleUnload(hmod: CUmodule) { module::unload(handle_value(hmod)) }
 
     /// The kernel named `name` (the same handle every time).
     fn cuModuleGetFunction(hfunc: *mut CUfunction, hmod: CUmodule, name: *const c_char) {
@@ -582,7 +582,7 @@ exports! {
         let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
         // SAFETY: `hfunc` is cuModuleGetFunction's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(hfunc, p(module::function(h(hmod), name)?)) }
+        unsafe { abi::write(hfunc, p(module::function(handle_value(hmod), name)?)) }
     }
 
     /// Address and size of a module global; either out-pointer may be NULL.
@@ -592,7 +592,7 @@ exports! {
         }
         // SAFETY: non-null (checked above) and NUL-terminated: the export's contract.
         let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
-        let (addr, len) = module::global(h(hmod), name)?;
+        let (addr, len) = module::global(handle_value(hmod), name)?;
         if !dptr.is_null() {
             // SAFETY: `dptr` is cuModuleGetGlobal_v2's out-pointer: NULL (refused) or writable per
             // cuda.h.
@@ -608,25 +608,25 @@ exports! {
 
     /// One function attribute (threads, shared/const/local sizes, registers, versions, ...).
     fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_uint, hfunc: CUfunction) {
-        let v = module::attribute(h(hfunc), attrib)?;
+        let v = module::attribute(handle_value(hfunc), attrib)?;
         // SAFETY: `pi` is cuFuncGetAttribute's out-pointer: NULL (refused) or writable per cuda.h.
         unsafe { abi::write(pi, v) }
     }
 
     /// Sets the dynamic shared memory limit or the carveout preference.
     fn cuFuncSetAttribute(hfunc: CUfunction, attrib: c_uint, value: c_int) {
-        module::set_attribute(h(hfunc), attrib, value)
+        module::set_attribute(handle_value(hfunc), attrib, value)
     }
 
     /// Records a cache preference (no effect on a CPU).
     fn cuFuncSetCacheConfig(hfunc: CUfunction, config: c_uint) {
-        module::get_function(h(hfunc))?;
+        module::get_function(handle_value(hfunc))?;
         if config > 3 { Err(CUresult::CUDA_ERROR_INVALID_VALUE) } else { Ok(()) }
     }
 
     /// Offset and size of kernel parameter `index`.
     fn cuFuncGetParamInfo(hfunc: CUfunction, index: usize, offset: *mut usize, size: *mut usize) {
-        let (o, n) = module::param_info(h(hfunc), index)?;
+        let (o, n) = module::param_info(handle_value(hfunc), index)?;
         if !offset.is_null() {
             // SAFETY: `offset` is cuFuncGetParamInfo's out-pointer: NULL (refused) or writable per
             // cuda.h.
@@ -647,11 +647,11 @@ exports! {
         // launch's contract.
         unsafe {
             launch::launch(&Request {
-                function: h(f),
+                function: handle_value(f),
                 grid: [gx, gy, gz],
                 block: [bx, by, bz],
                 shared: sharedMemBytes,
-                stream: h(hStream),
+                stream: handle_value(hStream),
                 params: kernelParams,
                 extra,
             })
@@ -662,7 +662,7 @@ exports! {
     fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: *mut c_int, func: CUfunction, blockSize: c_int, dynamicSMemSize: usize) {
         // SAFETY: `numBlocks` is cuOccupancyMaxActiveBlocksPerMultiprocessor's out-pointer: NULL
         // (refused) or writable per cuda.h.
-        unsafe { abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?) }
+        unsafe { abi::write(numBlocks, module::occupancy(handle_value(func), blockSize, dynamicSMemSize)?) }
     }
 
     /// [`cuOccupancyMaxActiveBlocksPerMultiprocessor`]; the only flag (caching override) changes nothing.
@@ -672,7 +672,7 @@ exports! {
         }
         // SAFETY: `numBlocks` is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags's out-
         // pointer: NULL (refused) or writable per cuda.h.
-        unsafe { abi::write(numBlocks, module::occupancy(h(func), blockSize, dynamicSMemSize)?) }
+        unsafe { abi::write(numBlocks, module::occupancy(handle_value(func), blockSize, dynamicSMemSize)?) }
     }
 
 
@@ -680,7 +680,7 @@ exports! {
     fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_int, blockSize: *mut c_int, func: CUfunction, b2d: CUoccupancyB2DSize, dynamicSMemSize: usize, blockSizeLimit: c_int) {
         // SAFETY: the pointers are NULL or valid as cuda.h documents for
         // cuOccupancyMaxPotentialBlockSize: the helper's contract.
-        unsafe { abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit) }
+        unsafe { abi::write_potential_block_size(minGridSize, blockSize, handle_value(func), b2d, dynamicSMemSize, blockSizeLimit) }
     }
 
     /// [`cuOccupancyMaxPotentialBlockSize`]; the only flag (caching override) changes nothing.
@@ -690,12 +690,12 @@ exports! {
         }
         // SAFETY: the pointers are NULL or valid as cuda.h documents for
         // cuOccupancyMaxPotentialBlockSizeWithFlags: the helper's contract.
-        unsafe { abi::write_potential_block_size(minGridSize, blockSize, h(func), b2d, dynamicSMemSize, blockSizeLimit) }
+        unsafe { abi::write_potential_block_size(minGridSize, blockSize, handle_value(func), b2d, dynamicSMemSize, blockSizeLimit) }
     }
 
     /// Dynamic shared memory per block when `numBlocks` blocks of `blockSize` share an SM.
     fn cuOccupancyAvailableDynamicSMemPerBlock(size: *mut usize, func: CUfunction, numBlocks: c_int, blockSize: c_int) {
-        let v = module::available_dynamic_shared(h(func), numBlocks, blockSize)?;
+        let v = module::available_dynamic_shared(handle_value(func), numBlocks, blockSize)?;
         // SAFETY: `size` is cuOccupancyAvailableDynamicSMemPerBlock's out-pointer: NULL (refused)
         // or writable per cuda.h.
         unsafe { abi::write(size, v as usize) }
@@ -703,21 +703,21 @@ exports! {
 
     /// Peer copy on a stream: with one device, a device-to-device copy.
     fn cuMemcpyPeerAsync(dst: CUdeviceptr, dstCtx: CUcontext, src: CUdeviceptr, srcCtx: CUcontext, n: usize, hStream: CUstream) {
-        context::resolve(h(dstCtx))?;
-        context::resolve(h(srcCtx))?;
-        copy::dtod(dst, src, n, Some(h(hStream)))
+        context::resolve(handle_value(dstCtx))?;
+        context::resolve(handle_value(srcCtx))?;
+        copy::dtod(dst, src, n, Some(handle_value(hStream)))
     }
 
     /// Peer copy: with one device, a device-to-device copy.
     fn cuMemcpyPeer(dst: CUdeviceptr, dstCtx: CUcontext, src: CUdeviceptr, srcCtx: CUcontext, n: usize) {
-        context::resolve(h(dstCtx))?;
-        context::resolve(h(srcCtx))?;
+        context::resolve(handle_value(dstCtx))?;
+        context::resolve(handle_value(srcCtx))?;
         copy::dtod(dst, src, n, None)
     }
 
     /// Managed memory is visible to every stream already; checks the stream and the pointer.
     fn cuStreamAttachMemAsync(hStream: CUstream, dptr: CUdeviceptr, length: usize, flags: c_uint) {
-        stream::resolve(h(hStream))?;
+        stream::resolve(handle_value(hStream))?;
         match memory::find(dptr) {
             Some(a) if a.kind == Kind::Managed && (length == 0 || length as u64 <= a.len) && flags <= 4 => Ok(()),
             _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),

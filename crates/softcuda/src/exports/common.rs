@@ -7,7 +7,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
 use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUfunction, CUlaunchConfig, CUresult, CUstream};
 
-use super::h;
+use super::handle_value;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
 use crate::{abi, context, device, pointer, stream};
@@ -47,7 +47,7 @@ exports! {
             });
         }
         launch::check_attributes(&attrs)?;
-        let request = Request { function: h(f), grid, block, shared, stream: h(stream), params: kernelParams, extra };
+        let request = Request { function: handle_value(f), grid, block, shared, stream: handle_value(stream), params: kernelParams, extra };
         // SAFETY: `kernelParams` is NULL or holds one pointer per kernel parameter, each to a
         // value of the parameter's size, and `extra` is NULL or a CU_LAUNCH_PARAM list (cuda.h):
         // launch's contract.
@@ -107,7 +107,7 @@ exports! {
         if flags != 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        stream::add_callback(h(hStream), f, userData.expose_provenance())
+        stream::add_callback(handle_value(hStream), f, userData.expose_provenance())
     }
 
     /// The device's PCI bus id string (`0000:BB:00.0`, bus = ordinal), truncated to `len`.

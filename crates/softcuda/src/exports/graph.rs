@@ -11,7 +11,7 @@ use cudarc::driver::sys::{
     CUresult, CUstream,
 };
 
-use super::h;
+use super::handle_value;
 use crate::abi::{self, CuResult, p};
 use crate::graph::{self, NodeKind};
 use crate::launch::{self, Packed};
@@ -36,7 +36,7 @@ unsafe fn node_list(nodes: *const Node, n: usize) -> CuResult<Vec<u64>> {
     // SAFETY: non-null and valid for `n` entries (caller contract).
     Ok(unsafe { std::slice::from_raw_parts(nodes, n) }
         .iter()
-        .map(|&x| h(x))
+        .map(|&x| handle_value(x))
         .collect())
 }
 
@@ -66,10 +66,10 @@ unsafe fn kernel_params(params: *const CUDA_KERNEL_NODE_PARAMS, v2: bool) -> CuR
                 CUresult::CUDA_ERROR_NOT_SUPPORTED
             });
         }
-        let f = crate::module::get_function(h(func))?;
+        let f = crate::module::get_function(handle_value(func))?;
         launch::prepare(
             &f,
-            h(func),
+            handle_value(func),
             [
                 (&raw const (*params).gridDimX).read(),
                 (&raw const (*params).gridDimY).read(),
@@ -103,7 +103,7 @@ unsafe fn add(
     }
     // SAFETY: forwarded caller contract.
     let deps = unsafe { node_list(deps, n) }?;
-    let node = graph::add_node(h(graph), &deps, kind()?)?;
+    let node = graph::add_node(handle_value(graph), &deps, kind()?)?;
     // SAFETY: non-null and writable (caller contract).
     unsafe { abi::write(out, p(node)) }
 }
@@ -124,7 +124,7 @@ exports! {
     }
 
     /// Destroys a graph (executable graphs made from it stay valid).
-    fn cuGraphDestroy(hGraph: Graph) { graph::destroy(h(hGraph)) }
+    fn cuGraphDestroy(hGraph: Graph) { graph::destroy(handle_value(hGraph)) }
 
     /// A kernel node (CUDA 10 struct layout).
     fn cuGraphAddKernelNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, params: *const CUDA_KERNEL_NODE_PARAMS) {
@@ -145,7 +145,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, false) }?;
-        graph::set_kernel_params(h(hNode), packed)
+        graph::set_kernel_params(handle_value(hNode), packed)
     }
 
     /// Replaces a graph kernel node's launch (CUDA 12 layout).
@@ -153,7 +153,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, true) }?;
-        graph::set_kernel_params(h(hNode), packed)
+        graph::set_kernel_params(handle_value(hNode), packed)
     }
 
     /// Replaces a kernel node's launch in an executable graph (CUDA 10 layout).
@@ -161,7 +161,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, false) }?;
-        graph::exec_set_kernel_params(h(hExec), h(hNode), packed)
+        graph::exec_set_kernel_params(handle_value(hExec), handle_value(hNode), packed)
     }
 
     /// Replaces a kernel node's launch in an executable graph (CUDA 12 layout).
@@ -169,7 +169,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, true) }?;
-        graph::exec_set_kernel_params(h(hExec), h(hNode), packed)
+        graph::exec_set_kernel_params(handle_value(hExec), handle_value(hNode), packed)
     }
 
     /// A node that only orders others.
@@ -185,7 +185,7 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         if !ctx.is_null() {
-            crate::context::resolve(h(ctx))?;
+            crate::context::resolve(handle_value(ctx))?;
         }
         // SAFETY: non-null (checked above) and a readable CUDA_MEMSET_NODE_PARAMS (cuda.h).
         let m = unsafe { params.read() };
@@ -221,25 +221,25 @@ exports! {
 
     /// A node recording `event`.
     fn cuGraphAddEventRecordNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
-        crate::event::get(h(event))?;
+        crate::event::get(handle_value(event))?;
         // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
         // contract.
-        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventRecord(h(event)))) }
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventRecord(handle_value(event)))) }
     }
 
     /// A node waiting for `event`.
     fn cuGraphAddEventWaitNode(phNode: *mut Node, hGraph: Graph, deps: *const Node, n: usize, event: CUevent) {
-        crate::event::get(h(event))?;
+        crate::event::get(handle_value(event))?;
         // SAFETY: `phNode` is NULL or writable and `deps` NULL or `n` handles (cuda.h): add's
         // contract.
-        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventWait(h(event)))) }
+        unsafe { add(phNode, hGraph, deps, n, || Ok(NodeKind::EventWait(handle_value(event)))) }
     }
 
     /// Edges `from[i]` → `to[i]`.
     fn cuGraphAddDependencies(hGraph: Graph, from: *const Node, to: *const Node, n: usize) {
         // SAFETY: `from` and `to` are NULL or hold `n` handles each (cuda.h): node_list's contract.
         let (from, to) = unsafe { (node_list(from, n)?, node_list(to, n)?) };
-        graph::add_dependencies(h(hGraph), &from, &to)
+        graph::add_dependencies(handle_value(hGraph), &from, &to)
     }
 
     /// [`cuGraphAddDependencies`] with edge data (CUDA 12.3): only default edges (NULL data).
@@ -249,7 +249,7 @@ exports! {
         }
         // SAFETY: `from` and `to` are NULL or hold `n` handles each (cuda.h): node_list's contract.
         let (from, to) = unsafe { (node_list(from, n)?, node_list(to, n)?) };
-        graph::add_dependencies(h(hGraph), &from, &to)
+        graph::add_dependencies(handle_value(hGraph), &from, &to)
     }
 
     /// The graph's nodes: with `nodes` NULL only their number, else up to `*numNodes` of them.
@@ -257,7 +257,7 @@ exports! {
         if numNodes.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let all = graph::nodes(h(hGraph))?;
+        let all = graph::nodes(handle_value(hGraph))?;
         if !nodes.is_null() {
             // SAFETY: `numNodes` is non-null (checked above) and `nodes` holds `*numNodes` handles
             // (cuGraphGetNodes's contract); at most that many are written.
@@ -276,7 +276,7 @@ exports! {
     fn cuGraphNodeGetType(hNode: Node, kind: *mut c_uint) {
         // SAFETY: `kind` is cuGraphNodeGetType's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(kind, graph::node_type(h(hNode))?) }
+        unsafe { abi::write(kind, graph::node_type(handle_value(hNode))?) }
     }
 
     /// An executable graph; flags: AUTO_FREE_ON_LAUNCH, UPLOAD, USE_NODE_PRIORITY (device
@@ -287,7 +287,7 @@ exports! {
         }
         // SAFETY: `phExec` is cuGraphInstantiateWithFlags's out-pointer: NULL (refused) or writable
         // per cuda.h.
-        unsafe { abi::write(phExec, p(graph::instantiate(h(hGraph), flags)?)) }
+        unsafe { abi::write(phExec, p(graph::instantiate(handle_value(hGraph), flags)?)) }
     }
 
     /// CUDA 11's signature (error node and log buffer, left untouched on success).
@@ -298,23 +298,23 @@ exports! {
         }
         // SAFETY: `phExec` is cuGraphInstantiate_v2's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(phExec, p(graph::instantiate(h(hGraph), 0)?)) }
+        unsafe { abi::write(phExec, p(graph::instantiate(handle_value(hGraph), 0)?)) }
     }
 
     /// Destroys an executable graph (launches already queued still run).
-    fn cuGraphExecDestroy(hExec: Exec) { graph::exec_destroy(h(hExec)) }
+    fn cuGraphExecDestroy(hExec: Exec) { graph::exec_destroy(handle_value(hExec)) }
 
     /// Queues the executable graph's nodes on the stream.
-    fn cuGraphLaunch(hExec: Exec, hStream: CUstream) { graph::launch(h(hExec), h(hStream)) }
+    fn cuGraphLaunch(hExec: Exec, hStream: CUstream) { graph::launch(handle_value(hExec), handle_value(hStream)) }
 
     /// Nothing to upload to a CPU device; checks the handles.
-    fn cuGraphUpload(hExec: Exec, hStream: CUstream) { graph::upload(h(hExec), h(hStream)) }
+    fn cuGraphUpload(hExec: Exec, hStream: CUstream) { graph::upload(handle_value(hExec), handle_value(hStream)) }
 
     /// Starts capturing work queued on the stream (mode global).
-    fn cuStreamBeginCapture(hStream: CUstream) { capture::begin(h(hStream), 0) }
+    fn cuStreamBeginCapture(hStream: CUstream) { capture::begin(handle_value(hStream), 0) }
 
     /// Starts capturing with a `CUstreamCaptureMode`.
-    fn cuStreamBeginCapture_v2(hStream: CUstream, mode: c_uint) { capture::begin(h(hStream), mode) }
+    fn cuStreamBeginCapture_v2(hStream: CUstream, mode: c_uint) { capture::begin(handle_value(hStream), mode) }
 
     /// Ends the capture begun on this stream and returns its graph.
     fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut Graph) {
@@ -326,12 +326,12 @@ exports! {
         unsafe { abi::write(phGraph, std::ptr::null_mut()) }?;
         // SAFETY: `phGraph` is cuStreamEndCapture's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(phGraph, p(capture::end(h(hStream))?)) }
+        unsafe { abi::write(phGraph, p(capture::end(handle_value(hStream))?)) }
     }
 
     /// Capture status and id (CUDA 10.1 signature).
     fn cuStreamGetCaptureInfo(hStream: CUstream, status: *mut c_uint, id: *mut u64) {
-        let (st, cid) = capture::status(h(hStream))?;
+        let (st, cid) = capture::status(handle_value(hStream))?;
         // SAFETY: `status` is cuStreamGetCaptureInfo's out-pointer: NULL (refused) or writable per
         // cuda.h.
         unsafe { abi::write(status, st) }?;
@@ -384,8 +384,8 @@ unsafe fn capture_info(
     edges: *mut *const c_void,
     num: *mut usize,
 ) -> CuResult<()> {
-    let (st, cid) = capture::status(h(hStream))?;
-    let (list, n) = capture::frontier(h(hStream)).unwrap_or((std::ptr::null(), 0));
+    let (st, cid) = capture::status(handle_value(hStream))?;
+    let (list, n) = capture::frontier(handle_value(hStream)).unwrap_or((std::ptr::null(), 0));
     // SAFETY: every pointer is written only when non-null (caller contract: writable).
     unsafe {
         abi::write(status, st)?;

@@ -6,7 +6,7 @@ use std::ffi::{CStr, c_char, c_uint, c_void};
 
 use cudarc::driver::sys::CUresult;
 
-use super::h;
+use super::handle_value;
 use crate::abi::{self, CuResult, p};
 use crate::{image, link};
 
@@ -62,7 +62,7 @@ exports! {
         bytes.push(0);
         // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in it is well formed by
         // cuLinkAddData's contract.
-        link::add(h(state), unsafe { input_ptx(kind, &bytes) }?)
+        link::add(handle_value(state), unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// Adds the PTX (or fatbin) file at `path`; only one input per link.
@@ -77,7 +77,7 @@ exports! {
         bytes.push(0);
         // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in the file is well formed by
         // cuLinkAddFile's contract.
-        link::add(h(state), unsafe { input_ptx(kind, &bytes) }?)
+        link::add(handle_value(state), unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// The linked image (here: the PTX), valid until cuLinkDestroy; `sizeOut` may be NULL.
@@ -85,7 +85,7 @@ exports! {
         if cubinOut.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        let (image, size) = link::complete(h(state))?;
+        let (image, size) = link::complete(handle_value(state))?;
         // SAFETY: `cubinOut` is cuLinkComplete's out-pointer: NULL (refused) or writable per
         // cuda.h.
         unsafe { abi::write(cubinOut, image.cast_mut().cast()) }?;
@@ -98,5 +98,5 @@ exports! {
     }
 
     /// Destroys a link state and the image it handed out.
-    fn cuLinkDestroy(state: State) { link::destroy(h(state)) }
+    fn cuLinkDestroy(state: State) { link::destroy(handle_value(state)) }
 }

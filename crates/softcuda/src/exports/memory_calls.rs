@@ -7,7 +7,7 @@ use std::ffi::{c_uint, c_void};
 
 use cudarc::driver::sys::{CUDA_MEMCPY2D, CUdeviceptr, CUresult, CUstream};
 
-use super::h;
+use super::handle_value;
 use crate::abi::{self, p};
 use crate::memory::{self, Kind};
 use crate::{context, copy, pointer, stream, vmm};
@@ -30,7 +30,7 @@ exports! {
 
     /// Stream-ordered allocation: the memory is usable at once (and so also in stream order).
     fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream) {
-        let (ctx, _) = stream::resolve(h(hStream))?;
+        let (ctx, _) = stream::resolve(handle_value(hStream))?;
         if dptr.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
@@ -39,7 +39,7 @@ exports! {
     }
 
     /// Stream-ordered free: the memory is released when the stream reaches this point.
-    fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, h(hStream)) }
+    fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, handle_value(hStream)) }
 
     /// Page-locked host memory, visible to kernels at the same address.
     fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) {
@@ -146,17 +146,17 @@ exports! {
 
     /// Host to device on a stream.
     fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, hStream: CUstream) {
-        copy::htod(dst, src.cast(), n, Some(h(hStream)))
+        copy::htod(dst, src.cast(), n, Some(handle_value(hStream)))
     }
 
     /// Device to host on a stream (synchronous into pageable memory, as NVIDIA's).
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtoh(dst.cast(), src, n, Some(h(hStream)))
+        copy::dtoh(dst.cast(), src, n, Some(handle_value(hStream)))
     }
 
     /// Device to device on a stream.
     fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::dtod(dst, src, n, Some(h(hStream)))
+        copy::dtod(dst, src, n, Some(handle_value(hStream)))
     }
 
     /// Unified-address copy: each side may be device or host memory.
@@ -164,7 +164,7 @@ exports! {
 
     /// Unified-address copy on a stream.
     fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, hStream: CUstream) {
-        copy::any(dst, src, n, Some(h(hStream)))
+        copy::any(dst, src, n, Some(handle_value(hStream)))
     }
 
     /// 2D copy between host, device and unified memory (CUDA arrays: not supported).
@@ -181,7 +181,7 @@ exports! {
         // SAFETY: the pointers are NULL or valid as cuda.h documents for cuMemcpy2DAsync_v2: the
         // helper's contract.
         let (src, dst, w, rows) = unsafe { abi::read_2d(desc) }?;
-        copy::copy_2d(&src, &dst, w, rows, Some(h(hStream)))
+        copy::copy_2d(&src, &dst, w, rows, Some(handle_value(hStream)))
     }
 
     /// Sets `n` bytes.
@@ -195,17 +195,17 @@ exports! {
 
     /// [`cuMemsetD8_v2`] on a stream.
     fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, hStream: CUstream) {
-        copy::fill(dst, value.into(), 1, n, Some(h(hStream)))
+        copy::fill(dst, value.into(), 1, n, Some(handle_value(hStream)))
     }
 
     /// [`cuMemsetD16_v2`] on a stream.
     fn cuMemsetD16Async(dst: CUdeviceptr, value: u16, n: usize, hStream: CUstream) {
-        copy::fill(dst, value.into(), 2, n, Some(h(hStream)))
+        copy::fill(dst, value.into(), 2, n, Some(handle_value(hStream)))
     }
 
     /// [`cuMemsetD32_v2`] on a stream.
     fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, hStream: CUstream) {
-        copy::fill(dst, value, 4, n, Some(h(hStream)))
+        copy::fill(dst, value, 4, n, Some(handle_value(hStream)))
     }
 }
 
