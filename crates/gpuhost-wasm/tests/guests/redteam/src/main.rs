@@ -386,31 +386,21 @@ fn long_loop(kit: &Kit, r: &mut Report, n: u32) {
 
 /// Fills the launches-in-flight quota, drops the stream, and checks the launches stay counted
 /// until they end (they do not stop because their stream is gone).
-/// Iterations of `long_loop` that keep one launch busy for about 20 ms on this device (50 000 at
-/// least), measured: on a fast GPU 50 000 take well under a millisecond, and a flood that ends
-/// before its extra launch is tried (the guest slowed by a loaded CPU) would not be refused.
-fn flood_iterations(kit: &Kit, k: &Kernel) -> u32 {
-    const BASE: u32 = 50_000;
-    let s = must(Stream::create(), "stream");
-    let t0 = std::time::Instant::now();
-    let l = Launch::new(k).scalar(BASE).arg(arg(&kit.out));
-    must(l.enqueue(&s), "calibration launch");
-    must(s.synchronize(), "calibration synchronize");
-    let took = t0.elapsed().as_secs_f64().max(1e-6);
-    let scale = (0.02 / took).ceil().clamp(1.0, 1000.0);
-    (f64::from(BASE) * scale) as u32
-}
-
 fn flood(kit: &Kit, r: &mut Report) {
     let k = kit.kernel("long_loop");
-    let iterations = flood_iterations(kit, &k);
     let max = quotas().max_launches_in_flight;
     let stream = must(Stream::create(), "stream");
-    for _ in 0..max {
-        let l = Launch::new(&k).scalar(iterations).arg(arg(&kit.out));
+    // A closed gate first, so no flood launch can end before the extra one is tried (on a fast
+    // GPU they otherwise could, and nothing would be refused).
+    let flag = must(Buffer::create(4), "gate flag");
+    let gate = kit.kernel("gate");
+    must(Launch::new(&gate).arg(arg(&flag)).enqueue(&stream), "gate launch");
+    for _ in 1..max {
+        let l = Launch::new(&k).scalar(50_000u32).arg(arg(&kit.out));
         must(l.enqueue(&stream), "flood launch");
     }
     r.note(Launch::new(&k).scalar(1u32).arg(arg(&kit.out)).enqueue(&stream));
+    must(flag.write(0, &1u32.to_le_bytes()), "open the gate");
     drop(stream);
     let after_drop = quotas().launches_in_flight;
     if after_drop == 0 {
