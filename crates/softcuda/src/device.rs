@@ -244,7 +244,7 @@ pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
 /// The stream memory operation attributes, by value (cudarc's enum names them differently per
 /// CUDA version): CUDA 12's (122 64-bit ops, 123 wait-NOR) answer 1, as softcuda implements
 /// them (see `memop`); the CUDA 11 `_V1` names (92 memory ops, 93 64-bit ops, 94 wait-NOR)
-/// describe the removed v1 API, and the H200 answers 0 to 92.
+/// describe the removed v1 API and answer 0, as the H200 does to each.
 fn stream_memory_ops(attr: u32) -> Option<i32> {
     match attr {
         92..=94 => Some(0),

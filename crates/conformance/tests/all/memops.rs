@@ -82,7 +82,7 @@ fn stream_memory_operation_attributes_answer_as_on_the_h200() {
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     // 92..=94: CUDA 11's `_V1` names (memory ops, 64-bit ops, wait NOR), for the removed v1 API:
-    // the H200 answered 0 to 92 (2026-12-01); 122, 123: CUDA 12's, supported.
+    // the H200 answers 0 to each (2026-12-01); 122, 123: CUDA 12's, supported.
     for (attr, want) in [(92u32, 0), (93, 0), (94, 0), (122, 1), (123, 1)] {
         let mut value = -1;
         // SAFETY: `value` is a valid out-pointer; the attribute is passed by value as C does.
