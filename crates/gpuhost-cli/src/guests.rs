@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 
 /// The folder holding `<name>.wasm` for every example guest.
 pub fn dir() -> Result<PathBuf> {
-    // With prebuilt guests, example_guests::build returns their folder and ignores the root.
+    // With prebuilt guests, guest_build::build returns their folder and ignores the root.
     let root = if std::env::var_os("GPUHOST_GUEST_DIR").is_some() {
         PathBuf::new()
     } else {
@@ -17,7 +17,7 @@ pub fn dir() -> Result<PathBuf> {
         ensure_wasm_target();
         root
     };
-    gpuhost_wasm::example_guests::build(&root).map_err(anyhow::Error::msg)
+    guest_build::build(&root).map_err(anyhow::Error::msg)
 }
 
 /// The nearest folder, from the current one upwards, holding examples/guests/Cargo.toml.

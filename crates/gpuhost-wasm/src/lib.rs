@@ -19,7 +19,6 @@ mod ctx;
 mod device;
 mod error;
 mod event;
-pub mod example_guests;
 mod image;
 mod limits;
 mod memory;

@@ -50,8 +50,8 @@ pub fn guest_dir() -> &'static PathBuf {
     DIR.get_or_init(|| {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo"));
         let root = manifest.join("../..");
-        gpuhost_wasm::example_guests::build_workspace(&root, "crates/gpuhost-wasm/tests/guests")
-            .and_then(|_| gpuhost_wasm::example_guests::build(&root))
+        guest_build::build_workspace(&root, "crates/gpuhost-wasm/tests/guests")
+            .and_then(|_| guest_build::build(&root))
             .unwrap_or_else(|e| panic!("{e}"))
     })
 }

@@ -26,9 +26,7 @@ pub fn root() -> PathBuf {
 /// The built example and test guests (built once per test process).
 pub fn guest(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        gpuhost_wasm::example_guests::build(&root()).expect("building examples/guests")
-    });
+    let dir = DIR.get_or_init(|| guest_build::build(&root()).expect("building examples/guests"));
     let path = dir.join(format!("{}.wasm", name.replace('-', "_")));
     assert!(path.is_file(), "{} was not built", path.display());
     path
@@ -38,7 +36,7 @@ pub fn guest(name: &str) -> PathBuf {
 pub fn test_guest(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
-        gpuhost_wasm::example_guests::build_workspace(&root(), "crates/gpuhost-wasm/tests/guests")
+        guest_build::build_workspace(&root(), "crates/gpuhost-wasm/tests/guests")
             .expect("building crates/gpuhost-wasm/tests/guests")
     });
     let path = dir.join(format!("{}.wasm", name.replace('-', "_")));

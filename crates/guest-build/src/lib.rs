@@ -1,7 +1,7 @@
-//! Building the repository's example guests (examples/guests) for the test suite, the benchmark
+//! Building the repository's example guests (examples/guests) for the test suites, the benchmark
 //! and `gpuhost run --example`: `cargo build --release --target wasm32-wasip2`, once, into
 //! target/guests. [`build_workspace`] builds another guest workspace the same way (the test
-//! guests of crates/gpuhost-wasm/tests/guests).
+//! guests of crates/gpuhost-wasm/tests/guests). Tooling, kept out of gpuhost-wasm's API.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
