@@ -3,9 +3,11 @@
 //! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
 //! control block's epoch and `exit`s if it is not its launch's epoch.
 
+use std::collections::HashMap;
+
+use super::MIN_ARENA;
 use super::print::O;
-use super::rewrite::{Fx, INTERNAL_PARAMS, R, WIDTHS, imm, sreg};
-use super::{HIDDEN_PARAMS, MIN_ARENA};
+use super::rewrite::{Fx, R, WIDTHS, hidden_params, imm, sreg};
 use crate::ast::{Operand, Stmt};
 
 const U64_REGS: &[&str] = &[
@@ -14,6 +16,17 @@ const U64_REGS: &[&str] = &[
 ];
 const U32_REGS: &[&str] = &["epoch", "tag", "cnt", "t", "e"];
 const PRED_REGS: &[&str] = &["p", "q"];
+
+/// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
+/// depend on a HashMap's order).
+fn sized(vars: &HashMap<&str, u64>) -> Vec<(String, Option<u64>)> {
+    let mut v: Vec<_> = vars
+        .iter()
+        .map(|(n, s)| (n.to_string(), Some(*s)))
+        .collect();
+    v.sort();
+    v
+}
 
 fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
     Stmt::Reg {
@@ -44,16 +57,7 @@ impl<'m> Fx<'_, 'm> {
                 }));
             }
         }
-        let loads: Vec<&str> = if self.f.is_entry {
-            HIDDEN_PARAMS.to_vec()
-        } else {
-            HIDDEN_PARAMS
-                .iter()
-                .chain(&INTERNAL_PARAMS)
-                .copied()
-                .collect()
-        };
-        for n in loads {
+        for n in hidden_params(self.f.is_entry) {
             self.emit(
                 &mut out,
                 None,
@@ -112,21 +116,9 @@ impl<'m> Fx<'_, 'm> {
                 .into_iter()
                 .map(|(n, s)| (n.to_string(), s))
                 .collect();
-            let mut own: Vec<_> = self
-                .shared_fn
-                .iter()
-                .map(|(n, s)| (n.to_string(), Some(*s)))
-                .collect();
-            own.sort();
-            shared.extend(own);
+            shared.extend(sized(&self.shared_fn));
             self.window(&mut out, &shared, "slo", "shi");
-            let mut locals: Vec<_> = self
-                .locals
-                .iter()
-                .map(|(n, s)| (n.to_string(), Some(*s)))
-                .collect();
-            locals.sort();
-            self.window(&mut out, &locals, "llo", "lhi");
+            self.window(&mut out, &sized(&self.locals), "llo", "lhi");
             // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
             // 4 KiB): the launch reports a fenced access and does nothing.
             self.emit(
@@ -149,13 +141,7 @@ impl<'m> Fx<'_, 'm> {
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
-            let mut locals: Vec<_> = self
-                .locals
-                .iter()
-                .map(|(n, s)| (n.to_string(), Some(*s)))
-                .collect();
-            locals.sort();
-            self.window(&mut out, &locals, "c", "d");
+            self.window(&mut out, &sized(&self.locals), "c", "d");
             self.emit(
                 &mut out,
                 None,

@@ -17,6 +17,29 @@ pub(crate) type R<T> = Result<T, Error>;
 /// Internal parameters of device functions after the five hidden ones: the caller's shared
 /// window `[slo, shi)` and local window `[llo, lhi)`.
 pub(crate) const INTERNAL_PARAMS: [&str; 4] = ["slo", "shi", "llo", "lhi"];
+
+/// The hidden values a non-lean function receives, in order (after `__gpuhost_sbx_`): the five
+/// the host passes an entry, plus, for a device function, the caller's windows.
+pub(crate) fn hidden_params(is_entry: bool) -> Vec<&'static str> {
+    let internal: &[&str] = if is_entry { &[] } else { &INTERNAL_PARAMS };
+    HIDDEN_PARAMS.iter().chain(internal).copied().collect()
+}
+
+/// A `.param` declaration the rewrite adds (hidden and call-block parameters).
+pub(crate) fn param_decl(name: String, ty: &str, line: u32) -> VarDecl {
+    VarDecl {
+        space: Space::Param,
+        name,
+        ty: ty.into(),
+        vec: 1,
+        align: None,
+        count: None,
+        init: Vec::new(),
+        is_extern: false,
+        linkage: None,
+        line,
+    }
+}
 /// Access widths the prologue precomputes `size - W` for.
 pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
@@ -60,30 +83,13 @@ pub(crate) struct Fx<'a, 'm> {
 pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_str());
     let mut params = f.params.clone();
-    let hidden: Vec<&str> = if lean {
+    let hidden = if lean {
         Vec::new()
-    } else if f.is_entry {
-        HIDDEN_PARAMS.to_vec()
     } else {
-        HIDDEN_PARAMS
-            .iter()
-            .chain(&INTERNAL_PARAMS)
-            .copied()
-            .collect()
+        hidden_params(f.is_entry)
     };
     for h in &hidden {
-        params.push(VarDecl {
-            space: Space::Param,
-            name: format!("__gpuhost_sbx_{h}"),
-            ty: "u64".into(),
-            vec: 1,
-            align: None,
-            count: None,
-            init: Vec::new(),
-            is_extern: false,
-            linkage: None,
-            line: f.line,
-        });
+        params.push(param_decl(format!("__gpuhost_sbx_{h}"), "u64", f.line));
     }
     let body = match &f.body {
         None => None,
@@ -389,18 +395,7 @@ impl<'m> Fx<'_, 'm> {
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
             let p = format!("__gpuhost_sbx_c{k}");
-            block.push(O::New(Stmt::Var(VarDecl {
-                space: Space::Param,
-                name: p.clone(),
-                ty: "b64".into(),
-                vec: 1,
-                align: None,
-                count: None,
-                init: Vec::new(),
-                is_extern: false,
-                linkage: None,
-                line: i.line,
-            })));
+            block.push(O::New(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
             self.emit(
                 &mut block,
                 None,
