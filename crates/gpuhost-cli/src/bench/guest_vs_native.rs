@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use gpuhost::{Arg, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
-use gpuhost_wasm::{Error, Guest, Limits, RunOptions, Runtime};
+use anyhow::{Result, bail};
+use gpuhost_wasm::{Guest, Limits, RunOptions, Runtime};
 
 /// The empty kernel both sides launch (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
@@ -289,45 +290,12 @@ async fn native_pass(
 /// Timed transfers each way per path, after one warm-up each (as the guest does).
 const TRANSFERS: usize = 5;
 
-/// Native 64 MiB transfers, pinned and pageable: medians (host → device, device → host).
-async fn native_transfers(
-    host: &std::sync::Arc<gpuhost::Host>,
-    bytes: usize,
-) -> gpuhost::Result<((u128, u128), (u128, u128))> {
-    let stream = host.stream()?;
-    let dev = host.alloc(bytes)?;
-    let mut pinned = host.host_buffer(bytes)?;
-    let mut pageable = vec![3u8; bytes];
-    let (mut pu, mut pd, mut qu, mut qd) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for i in 0..=TRANSFERS {
-        let t0 = Instant::now();
-        stream.upload_from(&dev, 0, &pinned, 0..bytes).await?;
-        let a = t0.elapsed().as_nanos();
-        let t0 = Instant::now();
-        stream.download_into(&dev, 0, &mut pinned, 0..bytes).await?;
-        let b = t0.elapsed().as_nanos();
-        let t0 = Instant::now();
-        stream.upload(&dev, 0, &pageable).await?;
-        let c = t0.elapsed().as_nanos();
-        let t0 = Instant::now();
-        stream.download(&dev, 0, &mut pageable).await?;
-        let d = t0.elapsed().as_nanos();
-        if i > 0 {
-            pu.push(a);
-            pd.push(b);
-            qu.push(c);
-            qd.push(d);
-        }
-    }
-    Ok(((median(pu), median(pd)), (median(qu), median(qd))))
-}
-
 /// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
     bench_guest: &Guest,
     samples: usize,
-) -> Result<LaunchBench, Error> {
+) -> Result<LaunchBench> {
     let samples = samples.max(1);
     let host = runtime.host();
     let source = ModuleSource::new("noop", ModuleImage::Ptx(NOOP_PTX.into()));
@@ -344,7 +312,17 @@ pub async fn guest_vs_native(
     let trusted = guest_pass(runtime, bench_guest, samples, false).await?;
     let sandboxed = guest_pass(runtime, bench_guest, samples, true).await?;
     native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
-    let (pinned, pageable) = native_transfers(host, trusted.transfer_bytes).await?;
+    // The native side as `gpuhost bench` measures it (its HostBuffer and pageable rows).
+    let copies = super::transfer::measure(host, &stream, trusted.transfer_bytes, TRANSFERS)?;
+    let ns = |s: &super::stats::Summary| (s.median * 1e3) as u128;
+    let pinned = (
+        ns(&copies.upload_us_host_buffer),
+        ns(&copies.download_us_host_buffer),
+    );
+    let pageable = (
+        ns(&copies.upload_us_gpuhost),
+        ns(&copies.download_us_gpuhost),
+    );
     let pattern = |alone, roundtrip, burst| Pattern {
         alone,
         roundtrip,
@@ -389,7 +367,7 @@ async fn guest_pass(
     bench_guest: &Guest,
     samples: usize,
     sandbox: bool,
-) -> Result<GuestPass, Error> {
+) -> Result<GuestPass> {
     let args = vec!["launchbench".into(), samples.to_string()];
     let limits = Limits {
         sandbox,
@@ -437,13 +415,10 @@ async fn guest_pass(
         Some(bytes),
     ] = names.map(field)
     else {
-        return Err(Error::Trap {
-            reason: format!(
-                "the bench guest printed {text:?} (stderr {:?}) instead of its timings",
-                String::from_utf8_lossy(&out.stderr)
-            ),
-            out_of_fuel: false,
-        });
+        bail!(
+            "the bench guest printed {text:?} (stderr {:?}) instead of its timings",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     let pattern = |alone, roundtrip, burst| Pattern {
         alone,

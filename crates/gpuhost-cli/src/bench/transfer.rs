@@ -116,6 +116,52 @@ fn timed(f: impl FnOnce() -> gpuhost::Result<()>) -> Result<Duration> {
     Ok(t.elapsed())
 }
 
+/// One transfer size: raw pageable and raw pinned copies, gpuhost's pageable path and a
+/// `HostBuffer`, each way, `reps` rounds after a warm-up round, side by side.
+pub fn measure(
+    host: &Arc<Host>,
+    stream: &gpuhost::Stream,
+    bytes: usize,
+    reps: usize,
+) -> Result<TransferResult> {
+    let buf = host.alloc(bytes)?;
+    let mut data = vec![7u8; bytes];
+    let pinned = RawPinned::new(host, bytes)?;
+    let mut hb = host.host_buffer(bytes)?;
+    let mut v: [Vec<f64>; 8] = Default::default();
+    // Round 0 warms up (pools, page faults of `data`) and is not kept.
+    for round in 0..=reps {
+        let dev = buf.device_ptr();
+        let t = [
+            raw_copy(host, true, dev, data.as_mut_ptr(), bytes)?,
+            raw_copy(host, false, dev, data.as_mut_ptr(), bytes)?,
+            raw_copy(host, true, dev, pinned.ptr, pinned.len)?,
+            raw_copy(host, false, dev, pinned.ptr, pinned.len)?,
+            timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?,
+            timed(|| block_on_spin(stream.upload(&buf, 0, &data)))?,
+            timed(|| block_on_spin(stream.download_into(&buf, 0, &mut hb, 0..bytes)))?,
+            timed(|| block_on_spin(stream.upload_from(&buf, 0, &hb, 0..bytes)))?,
+        ];
+        if round > 0 {
+            for (v, t) in v.iter_mut().zip(t) {
+                v.push(us(t));
+            }
+        }
+    }
+    let [dr, ur, drp, urp, dg, ug, dh, uh] = v.map(Summary::of);
+    Ok(TransferResult {
+        bytes,
+        download_us_raw: dr,
+        upload_us_raw: ur,
+        download_us_raw_pinned: drp,
+        upload_us_raw_pinned: urp,
+        download_us_gpuhost: dg,
+        upload_us_gpuhost: ug,
+        download_us_host_buffer: dh,
+        upload_us_host_buffer: uh,
+    })
+}
+
 /// Measures each of `sizes` `reps` times a side, then sweeps `sweep` configurations at the
 /// largest size `sweep_reps` times each.
 pub fn run(
@@ -129,42 +175,7 @@ pub fn run(
     let default = host.transfer_config();
     let mut out = Vec::new();
     for &bytes in sizes {
-        let buf = host.alloc(bytes)?;
-        let mut data = vec![7u8; bytes];
-        let pinned = RawPinned::new(host, bytes)?;
-        let mut hb = host.host_buffer(bytes)?;
-        let mut v: [Vec<f64>; 8] = Default::default();
-        // Round 0 warms up (pools, page faults of `data`) and is not kept.
-        for round in 0..=reps {
-            let dev = buf.device_ptr();
-            let t = [
-                raw_copy(host, true, dev, data.as_mut_ptr(), bytes)?,
-                raw_copy(host, false, dev, data.as_mut_ptr(), bytes)?,
-                raw_copy(host, true, dev, pinned.ptr, pinned.len)?,
-                raw_copy(host, false, dev, pinned.ptr, pinned.len)?,
-                timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?,
-                timed(|| block_on_spin(stream.upload(&buf, 0, &data)))?,
-                timed(|| block_on_spin(stream.download_into(&buf, 0, &mut hb, 0..bytes)))?,
-                timed(|| block_on_spin(stream.upload_from(&buf, 0, &hb, 0..bytes)))?,
-            ];
-            if round > 0 {
-                for (v, t) in v.iter_mut().zip(t) {
-                    v.push(us(t));
-                }
-            }
-        }
-        let [dr, ur, drp, urp, dg, ug, dh, uh] = v.map(Summary::of);
-        out.push(TransferResult {
-            bytes,
-            download_us_raw: dr,
-            upload_us_raw: ur,
-            download_us_raw_pinned: drp,
-            upload_us_raw_pinned: urp,
-            download_us_gpuhost: dg,
-            upload_us_gpuhost: ug,
-            download_us_host_buffer: dh,
-            upload_us_host_buffer: uh,
-        });
+        out.push(measure(host, &stream, bytes, reps)?);
     }
 
     // The sweep, at the largest size: each configuration's rounds beside raw pinned rounds.
