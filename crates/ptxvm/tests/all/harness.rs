@@ -84,6 +84,8 @@ pub enum Arg {
     Ptr(u64),
     I32(i32),
     F32(f32),
+    U32(u32),
+    U64(u64),
 }
 
 /// Packs arguments at the kernel's parameter offsets.
@@ -101,6 +103,8 @@ pub fn pack(k: &KernelInfo, args: &[Arg]) -> Vec<u8> {
             Arg::Ptr(v) => v.to_le_bytes().to_vec(),
             Arg::I32(v) => v.to_le_bytes().to_vec(),
             Arg::F32(v) => v.to_le_bytes().to_vec(),
+            Arg::U32(v) => v.to_le_bytes().to_vec(),
+            Arg::U64(v) => v.to_le_bytes().to_vec(),
         };
         assert_eq!(bytes.len(), p.size as usize, "size of {}", p.name);
         buf[p.offset as usize..][..bytes.len()].copy_from_slice(&bytes);

@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Fault, Launch, LaunchStats, Memory, Module};
 
+/// The kernel arguments of the sandbox tests: the harness's, packed the same way.
+pub use super::harness::Arg;
+use super::harness::pack;
+
 /// Bytes of the guest's arena in these tests.
 const ARENA: usize = 1 << 20;
 /// Arena alignment the contract promises (64 KiB).
@@ -165,33 +169,6 @@ impl GuestMem {
             "victim data leaked into the arena"
         );
     }
-}
-
-/// A kernel argument.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg {
-    U64(u64),
-    U32(u32),
-}
-
-fn pack(k: &ptxvm::KernelInfo, args: &[Arg]) -> Vec<u8> {
-    assert_eq!(k.params.len(), args.len(), "argument count for {}", k.name);
-    let end = k
-        .params
-        .iter()
-        .map(|p| p.offset + p.size)
-        .max()
-        .unwrap_or(0);
-    let mut buf = vec![0u8; end as usize];
-    for (p, a) in k.params.iter().zip(args) {
-        let bytes = match *a {
-            Arg::U64(v) => v.to_le_bytes().to_vec(),
-            Arg::U32(v) => v.to_le_bytes().to_vec(),
-        };
-        assert_eq!(bytes.len(), p.size as usize, "size of {}", p.name);
-        buf[p.offset as usize..][..bytes.len()].copy_from_slice(&bytes);
-    }
-    buf
 }
 
 /// Launch geometry.
