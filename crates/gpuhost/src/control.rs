@@ -27,17 +27,22 @@ impl std::fmt::Debug for ControlBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControlBlock")
             .field("device_ptr", &format_args!("{:#x}", self.device_ptr()))
-            .field("generation", &self.shared.generation)
+            .field("generation", &self.generation())
             .finish()
     }
 }
 
 struct ControlShared {
-    host: Arc<Host>,
-    generation: u64,
     slot: Arc<Slot>,
-    /// A buffer over both windows: its clones are the anchors launches hold.
+    /// A buffer over both windows (it knows the block's host and generation): its clones are
+    /// the anchors launches hold.
     device: DeviceBuffer,
+}
+
+impl ControlShared {
+    fn host(&self) -> &Host {
+        &self.device.inner.host
+    }
 }
 
 impl Host {
@@ -69,12 +74,7 @@ impl ControlBlock {
         let device = DeviceBuffer::from_control(host, generation, pool, Arc::clone(&slot));
         Counters::inc(&host.counters.live_control_blocks);
         Ok(ControlBlock {
-            shared: Arc::new(ControlShared {
-                host: Arc::clone(host),
-                generation,
-                slot,
-                device,
-            }),
+            shared: Arc::new(ControlShared { slot, device }),
         })
     }
 
@@ -86,7 +86,7 @@ impl ControlBlock {
 
     /// The context generation it was made in.
     pub fn generation(&self) -> u64 {
-        self.shared.generation
+        self.shared.device.generation()
     }
 
     /// The block's generation must still be the host's: kernels of a dead one are gone, and
@@ -94,8 +94,8 @@ impl ControlBlock {
     /// generation the host has seen), since a call could wait behind the very kernel a store is
     /// meant to stop.
     fn live(&self) -> Result<()> {
-        let now = self.shared.host.generation();
-        if now != self.shared.generation {
+        let now = self.shared.host().generation();
+        if now != self.generation() {
             return Err(Error::ContextLost { generation: now });
         }
         Ok(())
@@ -126,7 +126,7 @@ impl ControlBlock {
     /// `drop_errors` and logged).
     pub fn load_u32(&self, offset: usize) -> u32 {
         self.try_load_u32(offset).unwrap_or_else(|e| {
-            self.shared.host.drop_error("reading a control block", &e);
+            self.shared.host().drop_error("reading a control block", &e);
             0
         })
     }
@@ -135,7 +135,7 @@ impl ControlBlock {
     /// [`ControlBlock::load_u32`]: no kernel is left to see the word.
     pub fn store_u32(&self, offset: usize, v: u32) {
         if let Err(e) = self.try_store_u32(offset, v) {
-            self.shared.host.drop_error("writing a control block", &e);
+            self.shared.host().drop_error("writing a control block", &e);
         }
     }
 
@@ -164,6 +164,6 @@ impl ControlBlock {
 
 impl Drop for ControlShared {
     fn drop(&mut self) {
-        Counters::dec(&self.host.counters.live_control_blocks);
+        Counters::dec(&self.host().counters.live_control_blocks);
     }
 }
