@@ -1,10 +1,13 @@
 //! Module images: finding the PTX text in what cuModuleLoadData was given. softcuda runs PTX
-//! only, so a cubin (ELF), or a fatbin holding no uncompressed PTX, is refused with a log that
-//! says so; text that does not start with a PTX directive is not PTX at all (INVALID_IMAGE).
+//! only, so a cubin (ELF), or a fatbin holding no PTX, is refused with a log that says so; a
+//! fatbin's compressed PTX is expanded (fatbin_codec); text that does not start with a PTX
+//! directive is not PTX at all (INVALID_IMAGE).
 
 use std::ffi::CStr;
 
 use cudarc::driver::sys::CUresult;
+
+use crate::fatbin_codec;
 
 /// A load failure: the code to return and the text for `CU_JIT_ERROR_LOG_BUFFER`.
 pub(crate) type LoadError = (CUresult, String);
@@ -14,15 +17,18 @@ const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 const ENTRY_KIND_PTX: u16 = 1;
 const ENTRY_KIND_ELF: u16 = 2;
-const ENTRY_FLAG_COMPRESSED: u64 = 0x2000;
 /// Fatbin entry header fields (the layout nvcc's fatbinary writes, as documented by the open
 /// readers n-eiling/cuda-fatbin-decompression and the `fatbinary` crate): kind u16 at 0, header
-/// size u32 at 4, payload size u64 at 8 (padded), target `sm_XX` u32 at 28, flags u64 at 40.
+/// size u32 at 4, payload size u64 at 8 (padded), compressed size u32 at 16, target `sm_XX` u32
+/// at 28, flags u64 at 40, decompressed size u64 at 56 (the last two confirmed on CUDA 13.0's
+/// compressed fixtures).
 const ENTRY_KIND_AT: usize = 0;
 const ENTRY_HEADER_SIZE_AT: usize = 4;
 const ENTRY_PAYLOAD_SIZE_AT: usize = 8;
+const ENTRY_COMPRESSED_SIZE_AT: usize = 16;
 const ENTRY_ARCH_AT: usize = 28;
 const ENTRY_FLAGS_AT: usize = 40;
+const ENTRY_DECOMPRESSED_SIZE_AT: usize = 56;
 /// The fixed part of an entry header (PTX entries append their ptxas options after it).
 const ENTRY_HEADER_MIN: usize = 64;
 /// A fatbin larger than this is refused rather than trusted (its header gives the size).
@@ -133,7 +139,7 @@ fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
     bytes.get(at..at + N)?.try_into().ok()
 }
 
-/// The first uncompressed PTX entry of the fatbin at `p`.
+/// The text of the fatbin's first PTX entry (expanded if nvcc compressed it).
 ///
 /// # Safety
 /// `p` points to a fatbin: a 16-byte header whose `size` field tells how many bytes follow.
@@ -161,7 +167,6 @@ unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
     let all = unsafe { std::slice::from_raw_parts(p, header_size + body_size as usize) };
     let body = &all[header_size..];
     let mut at = 0usize;
-    let mut saw_compressed = false;
     let mut cubin_archs: Vec<u32> = Vec::new();
     while at + ENTRY_HEADER_MIN <= body.len() {
         let e = &body[at..];
@@ -178,11 +183,22 @@ unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
             return Err(bad());
         }
         match kind {
-            ENTRY_KIND_PTX if flags & ENTRY_FLAG_COMPRESSED != 0 => saw_compressed = true,
             ENTRY_KIND_PTX => {
                 let end = entry_header.checked_add(payload).ok_or_else(bad)?;
-                let text = e.get(entry_header..end).ok_or_else(bad)?;
-                // The payload is padded with NULs to its stated size.
+                let stored = e.get(entry_header..end).ok_or_else(bad)?;
+                let expanded;
+                let text = if fatbin_codec::is_compressed(flags) {
+                    let packed =
+                        u32::from_le_bytes(field(e, ENTRY_COMPRESSED_SIZE_AT).ok_or_else(bad)?);
+                    let packed = stored.get(..usize::try_from(packed).map_err(|_| bad())?);
+                    let stated =
+                        u64::from_le_bytes(field(e, ENTRY_DECOMPRESSED_SIZE_AT).ok_or_else(bad)?);
+                    expanded = fatbin_codec::decompress(flags, packed.ok_or_else(bad)?, stated)?;
+                    &expanded[..]
+                } else {
+                    stored
+                };
+                // The text is padded with NULs to its stated size.
                 let len = text.iter().position(|&b| b == 0).unwrap_or(text.len());
                 return std::str::from_utf8(&text[..len])
                     .map(str::to_owned)
@@ -197,9 +213,7 @@ unsafe fn fatbin_ptx(p: *const u8) -> Result<String, LoadError> {
             .ok_or_else(bad)?;
     }
     let archs: Vec<String> = cubin_archs.iter().map(|a| format!("sm_{a}")).collect();
-    Err(no_binary(&if saw_compressed {
-        "the fatbin's PTX is compressed (rebuild it with nvcc -no-compress)".to_string()
-    } else if archs.is_empty() {
+    Err(no_binary(&if archs.is_empty() {
         "the fatbin holds no PTX".to_string()
     } else {
         format!(
@@ -306,10 +320,24 @@ mod tests {
         let (code, log) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
         assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
         assert!(log.contains("only cubins (SASS for sm_80)"), "{log}");
-        let fb = fatbin(ENTRY_KIND_PTX, ENTRY_FLAG_COMPRESSED, b"xx");
+    }
+
+    #[test]
+    fn a_compressed_ptx_entry_is_expanded_and_a_damaged_one_is_invalid_image() {
+        let ptx = b".version 8.0\n.target sm_90\n\n\n\n\n\n// padding padding padding";
+        let packed = lz4_flex::block::compress(ptx);
+        let mut e = entry(ENTRY_KIND_PTX, fatbin_codec::FLAG_LZ4, &packed);
+        e[ENTRY_COMPRESSED_SIZE_AT..][..4].copy_from_slice(&(packed.len() as u32).to_le_bytes());
+        e[ENTRY_DECOMPRESSED_SIZE_AT..][..8].copy_from_slice(&(ptx.len() as u64).to_le_bytes());
+        let fb = fatbin_of(std::slice::from_ref(&e));
         // SAFETY: a complete fatbin.
-        let (code, log) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
-        assert_eq!(code, CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU);
-        assert!(log.contains("compressed"), "{log}");
+        let t = unsafe { ptx_text(fb.as_ptr()) }.unwrap();
+        assert_eq!(t.as_bytes(), ptx);
+        // A compressed size past the entry's payload is a malformed fatbin, not a read past it.
+        e[ENTRY_COMPRESSED_SIZE_AT..][..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let fb = fatbin_of(&[e]);
+        // SAFETY: a complete fatbin.
+        let (code, _) = unsafe { ptx_text(fb.as_ptr()) }.unwrap_err();
+        assert_eq!(code, CUresult::CUDA_ERROR_INVALID_IMAGE);
     }
 }

@@ -37,6 +37,7 @@ mod event;
 #[macro_use]
 mod export_macros;
 pub mod exports;
+mod fatbin_codec;
 mod graph;
 mod handles;
 mod image;

@@ -1,7 +1,9 @@
-//! Fatbins as modules (tests/kernels/gen-fatbin.sh makes the fixtures): one holding PTX loads
-//! through cuModuleLoadData, cuModuleLoadDataEx and cuModuleLoadFatBinary and its kernel runs;
-//! one holding only sm_80 SASS is CUDA_ERROR_NO_BINARY_FOR_GPU through each, on an H200 (sm_90
-//! cannot run sm_80 SASS) and on softcuda (which runs PTX only, and says so in the error log).
+//! Fatbins as modules (tests/kernels/gen-fatbin.sh makes the fixtures with nvcc): one holding PTX
+//! loads through cuModuleLoadData, cuModuleLoadDataEx and cuModuleLoadFatBinary and its kernel
+//! runs, whether nvcc stored the PTX plain or compressed it (LZ4 or zstd, CUDA 13.0) and whether
+//! SASS comes first; one holding only sm_80 SASS is CUDA_ERROR_NO_BINARY_FOR_GPU through each, on
+//! an H200 (sm_90 cannot run sm_80 SASS) and on softcuda (which runs PTX only, and says so in the
+//! error log).
 
 use std::ffi::{c_uint, c_void};
 
@@ -82,17 +84,36 @@ fn load(entry: Entry, image: &[u64]) -> (CUresult, sys::CUmodule, String) {
 
 #[test]
 fn a_fatbin_holding_ptx_loads_through_every_entry_point_and_its_kernel_runs() {
+    loads_and_runs("spin_until.ptx.fatbin");
+}
+
+#[test]
+fn a_fatbin_whose_ptx_nvcc_compressed_loads_and_runs_whatever_the_compress_mode() {
+    // `all` is -Xfatbin=-compress-all; size/speed/balance are --compress-mode (see gen-fatbin.sh).
+    for mode in ["all", "size", "speed", "balance"] {
+        loads_and_runs(&format!("spin_until.ptx.{mode}.fatbin"));
+    }
+}
+
+#[test]
+fn an_nvcc_default_build_for_sm_90_loads_and_runs() {
+    // SASS first, then (compressed) PTX: what a plain `nvcc -arch=sm_90` embeds.
+    loads_and_runs("spin_until.sm_90.fatbin");
+}
+
+/// Loads the fixture `name` through every entry point and runs its `spin_until` once.
+fn loads_and_runs(name: &str) {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
-    let image = aligned(&fixture("spin_until.ptx.fatbin"));
+    let image = aligned(&fixture(name));
     let stream = Stream::new(&ctx).expect("stream");
     for entry in ENTRIES {
         let (r, module, log) = load(entry, &image);
         assert_eq!(
             r,
             CUresult::CUDA_SUCCESS,
-            "{entry:?} on {}: {log}",
+            "{name} through {entry:?} on {}: {log}",
             env.choice.kind
         );
         let mut f: sys::CUfunction = std::ptr::null_mut();
