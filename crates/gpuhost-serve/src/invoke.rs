@@ -1,11 +1,11 @@
 //! One request to a function: admission (429 when the queue is full), a running slot (queue
 //! time measured), the serving version pinned for the whole request, a fresh Store on the least
-//! busy of the version's devices, the guest's `wasi:http/incoming-handler.handle`, and a
+//! busy of the version's devices (made ahead of the request when it can be: crate::warm), the guest's `wasi:http/incoming-handler.handle`, and a
 //! wall-time limit covering all of it. Every failure is a status with a JSON body; the version
 //! that answered is in the `x-gpuhost-version` header.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -21,7 +21,7 @@ use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
 
 use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
 use crate::function::Function;
-use crate::metrics::Outcome;
+use crate::metrics::{Outcome, Phase};
 use crate::version::{Version, VersionGuard};
 
 /// The header naming the version that answered.
@@ -283,7 +283,7 @@ struct InFlight<Held> {
     _held: Held,
 }
 
-/// Runs the guest in a fresh Store on a task of its own (it may keep writing the body after the
+/// Runs the guest in a fresh Store (the device's warm one when ready) on a task of its own (it may keep writing the body after the
 /// head is sent); the task owns the version guard and the admission, so a drain waits for it.
 #[allow(clippy::too_many_arguments)]
 async fn run_guest<Held: Send + 'static>(
@@ -305,7 +305,111 @@ async fn run_guest<Held: Send + 'static>(
             .unwrap_or(0)
     };
     let device = DeviceGuard(version.clone(), slot_index);
-    let slot = &version.devices[slot_index];
+    let setup = |e: wasmtime::Error| GuestFailure::Trap {
+        reason: format!("setting up the request's Store failed: {e:#}"),
+        out_of_fuel: false,
+        stderr: String::new(),
+    };
+    // The device's warm Store if one is ready (its next one is made meanwhile), else a new one.
+    let warm = version.devices[slot_index].spare.take();
+    crate::warm::refill(version, slot_index, metrics);
+    let (mut store, proxy, stderr, warm_slot) = match warm {
+        Some(w) => (w.store, Some(w.proxy), w.stderr, Some(w.slot)),
+        None => {
+            let (store, stderr) = new_store(version, slot_index, metrics).map_err(setup)?;
+            (store, None, stderr, None)
+        }
+    };
+
+    let req = axum::http::Request::from_parts(
+        parts,
+        Full::new(body)
+            .map_err(|e: std::convert::Infallible| -> wasmtime_wasi_http::Error { match e {} }),
+    );
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let data = store.data_mut();
+    let incoming = data
+        .http()
+        .new_incoming_request(Scheme::Http, req)
+        .map_err(setup)?;
+    let out = data.http().new_response_outparam(sender).map_err(setup)?;
+    let pre = version.pre.clone();
+    let mut run = InFlight {
+        store,
+        _device: device,
+        _version: guard,
+        _held: (held, warm_slot),
+    };
+    // Set by the task when the handler starts, read when the response head arrives.
+    let handler_started = Arc::new(OnceLock::new());
+    let task_metrics = metrics.clone();
+    let task_handler_started = handler_started.clone();
+    let task = tokio::spawn(async move {
+        let result = tokio::time::timeout_at(deadline, async {
+            let proxy = match proxy {
+                Some(p) => p,
+                None => {
+                    let instantiating = Instant::now();
+                    let p = pre.instantiate_async(&mut run.store).await?;
+                    task_metrics.phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
+                    p
+                }
+            };
+            let _ = task_handler_started.set(Instant::now());
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut run.store, incoming, out)
+                .await
+        })
+        .await;
+        let teardown = Instant::now();
+        drop(run);
+        task_metrics.phase(Phase::Teardown, teardown.elapsed().as_secs_f64());
+        result
+    });
+
+    let failure = |result: Result<Result<Result<(), wasmtime::Error>, _>, _>| match result {
+        Ok(Ok(Ok(()))) => GuestFailure::NoResponse("the handler returned".into()),
+        Ok(Ok(Err(e))) => GuestFailure::Trap {
+            out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
+            reason: format!("{e:?}"),
+            stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
+        },
+        Ok(Err(_elapsed)) => GuestFailure::Timeout,
+        Err(join) => GuestFailure::Trap {
+            reason: format!("the request task failed: {join}"),
+            out_of_fuel: false,
+            stderr: String::new(),
+        },
+    };
+    match tokio::time::timeout_at(deadline, receiver).await {
+        Ok(Ok(Ok(resp))) => {
+            if let Some(t) = handler_started.get() {
+                metrics.phase(Phase::Respond, t.elapsed().as_secs_f64());
+            }
+            Ok(into_axum(resp))
+        }
+        Ok(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
+            "the function answered with an error code: {code:?}"
+        ))),
+        // The sender went with the Store: the task has ended; its result says how.
+        Ok(Err(_)) => Err(failure(task.await)),
+        Err(_) => {
+            task.abort();
+            Err(GuestFailure::Timeout)
+        }
+    }
+}
+
+/// A new Store for a request on device `device` of `version`: its WASI and CUDA contexts (with
+/// the device's bundle and sandbox pool), memory limits and fuel. Timed as the setup phase.
+pub(crate) fn new_store(
+    version: &Version,
+    device: usize,
+    metrics: &Arc<crate::metrics::FunctionMetrics>,
+) -> wasmtime::Result<(Store<RequestState>, MemoryOutputPipe)> {
+    let started = Instant::now();
+    let slot = &version.devices[device];
     let limits = version.config.limits.clone();
     let fuel = limits.fuel;
     let store_limits = StoreLimitsBuilder::new()
@@ -331,74 +435,10 @@ async fn run_guest<Held: Send + 'static>(
     };
     let mut store = Store::new(version.pre.engine(), state);
     store.limiter(|s| &mut s.store_limits);
-    let setup = |e: wasmtime::Error| GuestFailure::Trap {
-        reason: format!("setting up the request's Store failed: {e:#}"),
-        out_of_fuel: false,
-        stderr: String::new(),
-    };
-    store.set_fuel(fuel.unwrap_or(u64::MAX)).map_err(setup)?;
-    store
-        .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
-        .map_err(setup)?;
-
-    let req = axum::http::Request::from_parts(
-        parts,
-        Full::new(body)
-            .map_err(|e: std::convert::Infallible| -> wasmtime_wasi_http::Error { match e {} }),
-    );
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    let data = store.data_mut();
-    let incoming = data
-        .http()
-        .new_incoming_request(Scheme::Http, req)
-        .map_err(setup)?;
-    let out = data.http().new_response_outparam(sender).map_err(setup)?;
-    let pre = version.pre.clone();
-    let mut run = InFlight {
-        store,
-        _device: device,
-        _version: guard,
-        _held: held,
-    };
-    let task = tokio::spawn(async move {
-        let result = tokio::time::timeout_at(deadline, async {
-            let proxy = pre.instantiate_async(&mut run.store).await?;
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut run.store, incoming, out)
-                .await
-        })
-        .await;
-        drop(run);
-        result
-    });
-
-    let failure = |result: Result<Result<Result<(), wasmtime::Error>, _>, _>| match result {
-        Ok(Ok(Ok(()))) => GuestFailure::NoResponse("the handler returned".into()),
-        Ok(Ok(Err(e))) => GuestFailure::Trap {
-            out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
-            reason: format!("{e:?}"),
-            stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
-        },
-        Ok(Err(_elapsed)) => GuestFailure::Timeout,
-        Err(join) => GuestFailure::Trap {
-            reason: format!("the request task failed: {join}"),
-            out_of_fuel: false,
-            stderr: String::new(),
-        },
-    };
-    match tokio::time::timeout_at(deadline, receiver).await {
-        Ok(Ok(Ok(resp))) => Ok(into_axum(resp)),
-        Ok(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
-            "the function answered with an error code: {code:?}"
-        ))),
-        // The sender went with the Store: the task has ended; its result says how.
-        Ok(Err(_)) => Err(failure(task.await)),
-        Err(_) => {
-            task.abort();
-            Err(GuestFailure::Timeout)
-        }
-    }
+    store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
+    metrics.phase(Phase::Setup, started.elapsed().as_secs_f64());
+    Ok((store, stderr))
 }
 
 fn into_axum(resp: Response<HyperOutgoingBody>) -> Response<Body> {

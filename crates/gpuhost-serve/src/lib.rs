@@ -21,6 +21,7 @@ mod metrics;
 mod routes;
 mod server;
 mod version;
+mod warm;
 
 use std::sync::Arc;
 use std::time::Duration;

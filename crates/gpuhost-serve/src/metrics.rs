@@ -1,5 +1,5 @@
 //! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours).
-//! Per function: requests by outcome, latency and queue-time histograms, running and queued
+//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running and queued
 //! requests, GPU memory held by its requests, kernel launches, swaps, the serving version. Per
 //! device (read from gpuhost's `HostStats` at scrape time): launches, live modules and buffers,
 //! context losses, memory in use. The status page at `/` reads the same `/metrics`.
@@ -29,6 +29,44 @@ struct FunctionLabel {
 struct OutcomeLabels {
     function: String,
     outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    function: String,
+    phase: String,
+}
+
+/// A stretch of a request's life on the server, timed in `gpuhost_request_phase_seconds{phase}`:
+/// where the time goes that the guest's own work does not explain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Making the request's Store (WASI and CUDA contexts, fuel, limits).
+    Setup,
+    /// Instantiating the component in it.
+    Instantiate,
+    /// From the start of the guest's handler to its response head.
+    Respond,
+    /// Dropping the Store after the guest ended (its buffers, streams, sandbox back to the pool).
+    Teardown,
+}
+
+impl Phase {
+    const ALL: [Phase; 4] = [
+        Self::Setup,
+        Self::Instantiate,
+        Self::Respond,
+        Self::Teardown,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Setup => "setup",
+            Self::Instantiate => "instantiate",
+            Self::Respond => "respond",
+            Self::Teardown => "teardown",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -88,12 +126,18 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(50e-6, 2.0, 22))
 }
 
+fn phase_histogram() -> Histogram {
+    // 5 µs .. ~80 ms: the phases are short, and their sums are what a breakdown reads.
+    Histogram::new(exponential_buckets(5e-6, 2.0, 15))
+}
+
 /// Every metric family of the server.
 pub struct Metrics {
     registry: Registry,
     requests: Family<OutcomeLabels, Counter>,
     duration: Family<FunctionLabel, Histogram, fn() -> Histogram>,
     queue: Family<FunctionLabel, Histogram, fn() -> Histogram>,
+    phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
@@ -127,12 +171,19 @@ pub struct FunctionMetrics {
     pub(crate) version: Gauge,
     /// `requests_total{outcome}` by `Outcome as usize`, made once (no label work per request).
     outcomes: Vec<Counter>,
+    /// `request_phase_seconds{phase}` by `Phase as usize`, made once likewise.
+    phases: Vec<Histogram>,
 }
 
 impl FunctionMetrics {
     /// Counts one finished request.
     pub fn request(&self, outcome: Outcome) {
         self.outcomes[outcome as usize].inc();
+    }
+
+    /// Records `seconds` spent in `phase` by one request.
+    pub fn phase(&self, phase: Phase, seconds: f64) {
+        self.phases[phase as usize].observe(seconds);
     }
 
     /// Counts one swap (or load) attempt.
@@ -153,6 +204,7 @@ impl Metrics {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             queue: Family::new_with_constructor(latency_histogram),
+            phases: Family::new_with_constructor(phase_histogram),
             running: Family::default(),
             queued: Family::default(),
             gpu_memory: Family::default(),
@@ -190,6 +242,11 @@ impl Metrics {
             "queue_duration_seconds",
             "Time a request waited for a free slot of its function",
             m.queue.clone(),
+        );
+        r.register(
+            "request_phase_seconds",
+            "Time a request spent in each phase of its Store's life (setup, instantiate, respond: handler start to response head, teardown), by function",
+            m.phases.clone(),
         );
         r.register(
             "requests_in_flight",
@@ -284,6 +341,16 @@ impl Metrics {
                         outcome: o.label().to_string(),
                     };
                     self.requests.get_or_create_owned(&labels)
+                })
+                .collect(),
+            phases: Phase::ALL
+                .iter()
+                .map(|p| {
+                    let labels = PhaseLabels {
+                        function: name.to_string(),
+                        phase: p.label().to_string(),
+                    };
+                    self.phases.get_or_create_owned(&labels)
                 })
                 .collect(),
         })

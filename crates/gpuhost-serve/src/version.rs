@@ -14,6 +14,7 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use crate::config::FunctionConfig;
 use crate::engine::{RequestState, Wasm};
 use crate::error::{Error, Result};
+use crate::warm::Spare;
 
 /// One device a version runs on, with the version's bundle loaded there.
 pub(crate) struct DeviceSlot {
@@ -25,6 +26,8 @@ pub(crate) struct DeviceSlot {
     /// Sandboxed functions: the arenas and control blocks its requests reuse (reset between
     /// them), so a request does not map, zero, register and free its own.
     pub(crate) sandbox: Option<Arc<gpuhost_wasm::SandboxPool>>,
+    /// A Store made and instantiated ahead of the next request here (crate::warm).
+    pub(crate) spare: Spare,
 }
 
 /// Sandbox pairs a version keeps per device, per request it may run at once: those of finished
@@ -119,6 +122,7 @@ impl Version {
                 bundle: ArcSwapOption::new(bundle),
                 running: AtomicUsize::new(0),
                 sandbox,
+                spare: Spare::default(),
             });
         }
         Ok(Self {
@@ -192,6 +196,11 @@ impl Version {
         let abandoned = self.in_flight();
         let mut refused = Vec::new();
         if abandoned == 0 {
+            // Closed and empty: no spare is being made (a refill holds a guard) and none can be
+            // again; the one ready holds the bundle, so it goes first.
+            for slot in &self.devices {
+                slot.spare.clear();
+            }
             for slot in &self.devices {
                 if let Some(registry) = slot.bundle.swap(None) {
                     // release may wait briefly for a kernel being dropped: off the executor.

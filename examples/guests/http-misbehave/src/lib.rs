@@ -2,7 +2,8 @@
 //! loops forever on the CPU, `/leak` allocates device buffers and never frees them before
 //! trapping, `/noanswer` returns without setting a response, `/slow?ms=N` sleeps N ms (for
 //! queueing and drain tests) then answers `slept`, `/kernel?name=K` asks the granted bundle for
-//! kernel K and answers what it got (the error when it has none); anything else answers `ok`.
+//! kernel K and answers what it got (the error when it has none), `/count` answers how many
+//! requests this instance has handled (1 in a fresh one); anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
@@ -11,10 +12,14 @@ use gpuhost_guest::{DeviceBuffer, bundle_kernel, bundle_kernel_names, http};
 
 struct Misbehave;
 
+/// Requests this instance has handled.
+static HANDLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 impl Guest for Misbehave {
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
         let path = req.path_with_query().unwrap_or_default();
         let (path, query) = path.split_once('?').unwrap_or((&path, ""));
+        let handled = HANDLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         match path.rsplit('/').next().unwrap_or("") {
             "trap" => panic!("misbehave: asked to trap"),
             "spin" => {
@@ -29,6 +34,7 @@ impl Guest for Misbehave {
                 panic!("misbehave: trapped holding 2 MiB of device buffers");
             }
             "noanswer" => drop(out),
+            "count" => http::respond(out, 200, "text/plain", handled.to_string().as_bytes()),
             "slow" => {
                 let ms: u64 = query.strip_prefix("ms=").and_then(|v| v.parse().ok()).unwrap_or(100);
                 monotonic_clock::subscribe_duration(ms * 1_000_000).block();

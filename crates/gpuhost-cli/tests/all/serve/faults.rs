@@ -110,6 +110,40 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
 }
 
 #[test]
+fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
+    let repo = misbehave_repo("fresh", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // One at a time with pauses (each request then finds the Store made ahead after the last
+    // one), and in bursts (some find none ready): no instance is ever handed a second request.
+    for i in 0..6 {
+        assert_eq!(server.get("/misbehave/count").text(), "1", "request {i}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addr = server.addr.clone();
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", "/misbehave/count", b""))
+        })
+        .collect();
+    for t in burst {
+        let r = t.join().unwrap();
+        assert_eq!((r.status, r.text()), (200, "1".to_string()));
+    }
+    // Stores were made ahead of requests: more Stores than requests were set up, never fewer.
+    let m = server.metrics();
+    let f = ("function", "misbehave");
+    let stores = m.sum(
+        "gpuhost_request_phase_seconds_count",
+        &[f, ("phase", "setup")],
+    );
+    assert!(
+        (14.0..=28.0).contains(&stores),
+        "{stores} Stores for 14 requests"
+    );
+}
+
+#[test]
 fn a_body_over_the_function_limit_is_refused_with_413() {
     let repo = misbehave_repo("body-limit", "[serve]\nmax_body_bytes = 1024\n");
     let server = Server::start(&repo.dir, &[], &[]);

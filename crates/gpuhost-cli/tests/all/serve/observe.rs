@@ -38,6 +38,37 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     );
     assert_eq!(inf, 4.0);
     assert!(m.sum("gpuhost_request_duration_seconds_sum", &[f]) > 0.0);
+    // Every request's handler answered (the 400 too: the guest answered it); each Store was set
+    // up before it was instantiated, and each request had its own (some made ahead of it).
+    let phase = |m: &super::Metrics, phase: &str| {
+        m.sum(
+            "gpuhost_request_phase_seconds_count",
+            &[f, ("phase", phase)],
+        )
+    };
+    assert_eq!(phase(&m, "respond"), 4.0);
+    assert!(phase(&m, "setup") >= phase(&m, "instantiate"));
+    assert!(phase(&m, "instantiate") >= 4.0);
+    for p in ["setup", "instantiate", "respond"] {
+        assert!(
+            m.sum("gpuhost_request_phase_seconds_sum", &[f, ("phase", p)]) > 0.0,
+            "{p}"
+        );
+    }
+    // A Store is dropped after its response is on its way: the last teardown may trail it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let teardowns = |m: &super::Metrics| {
+        m.sum(
+            "gpuhost_request_phase_seconds_count",
+            &[f, ("phase", "teardown")],
+        )
+    };
+    let mut m = m;
+    while teardowns(&m) < 4.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        m = server.metrics();
+    }
+    assert_eq!(teardowns(&m), 4.0);
     // One saxpy launch per computing request, counted for the function and its device.
     assert_eq!(m.sum("gpuhost_function_launches_total", &[f]), 3.0);
     assert!(m.sum("gpuhost_device_launches_total", &[("device", "0")]) >= 3.0);
