@@ -24,7 +24,8 @@ work=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-# The repository: stamp (sm_90 cubin on the H200, else PTX) and stamp-jit (the same, PTX only).
+# The repository: stamp (bundle with an sm_90 cubin and PTX) and stamp-jit (PTX only); both are
+# sandboxed functions, so both load their PTX rewritten by the sandbox (docs/ISOLATION.md).
 mkdir -p "$work/repo/stamp/bundle" "$work/repo/stamp-jit/bundle"
 cp "$gpu"/guests/http_stamp.wasm "$work/repo/stamp/function.wasm"
 cp "$gpu"/guests/http_stamp.wasm "$work/repo/stamp-jit/function.wasm"

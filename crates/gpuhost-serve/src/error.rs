@@ -78,6 +78,18 @@ pub enum Error {
         /// gpuhost's reason (manifest, PTX or cubin error).
         source: gpuhost::Error,
     },
+    /// The bundle of a sandboxed function could not be rewritten or loaded on a device.
+    #[error(
+        "function `{function}` (sandboxed): its bundle did not load on device {device}: {source}"
+    )]
+    SandboxedBundle {
+        /// The function.
+        function: String,
+        /// The device ordinal.
+        device: usize,
+        /// gpuhost-wasm's reason (no PTX, refused by the sandbox, manifest or load error).
+        source: gpuhost_wasm::Error,
+    },
     /// A device could not be opened.
     #[error("device {device} cannot be used: {source} (check `gpuhost doctor` and --devices)")]
     Device {

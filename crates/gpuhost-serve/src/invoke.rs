@@ -418,7 +418,10 @@ pub(crate) fn new_store(
         .build();
     let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits);
     if let Some(bundle) = slot.bundle.load_full() {
-        cuda = cuda.with_bundle(bundle);
+        cuda = match &slot.rewrite {
+            Some(rewrite) => cuda.with_sandboxed_bundle(bundle, rewrite.clone()),
+            None => cuda.with_bundle(bundle),
+        };
     }
     if let Some(pool) = &slot.sandbox {
         cuda = cuda.with_sandbox_pool(pool.clone());

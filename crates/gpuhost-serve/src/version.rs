@@ -21,6 +21,9 @@ pub(crate) struct DeviceSlot {
     pub(crate) host: Arc<gpuhost::Host>,
     /// Taken out at release; requests clone it into their Store.
     pub(crate) bundle: ArcSwapOption<gpuhost::Registry>,
+    /// Sandboxed functions: the sandbox's rewrite of the bundle (`bundle` holds its rewritten
+    /// kernels), so the guest's scalars cannot carry the operator's kernels out of its memory.
+    pub(crate) rewrite: Option<Arc<gpuhost_wasm::BundleRewrite>>,
     /// Requests running on this device.
     pub(crate) running: AtomicUsize,
     /// Sandboxed functions: the arenas and control blocks its requests reuse (reset between
@@ -94,17 +97,27 @@ impl Version {
         let bundle_bytes = bundle_dir.as_deref().map(dir_bytes).unwrap_or(0);
         let mut devices = Vec::with_capacity(hosts.len());
         for host in hosts {
-            let bundle =
-                match &bundle_dir {
-                    Some(dir) => Some(gpuhost::Registry::load(host, dir).map_err(|source| {
-                        Error::Bundle {
+            let (bundle, rewrite) = match &bundle_dir {
+                Some(dir) if config.limits.sandbox => {
+                    let (registry, rewrite) = gpuhost_wasm::BundleRewrite::load(host, dir)
+                        .map_err(|source| Error::SandboxedBundle {
                             function: config.name.clone(),
                             device: host.ordinal(),
                             source,
-                        }
-                    })?),
-                    None => None,
-                };
+                        })?;
+                    (Some(registry), Some(rewrite))
+                }
+                Some(dir) => {
+                    let registry =
+                        gpuhost::Registry::load(host, dir).map_err(|source| Error::Bundle {
+                            function: config.name.clone(),
+                            device: host.ordinal(),
+                            source,
+                        })?;
+                    (Some(registry), None)
+                }
+                None => (None, None),
+            };
             let kept = config.max_concurrency as usize * SANDBOX_KEPT_PER_RUNNING;
             let inherited = previous
                 .into_iter()
@@ -120,6 +133,7 @@ impl Version {
             devices.push(DeviceSlot {
                 host: host.clone(),
                 bundle: ArcSwapOption::new(bundle),
+                rewrite,
                 running: AtomicUsize::new(0),
                 sandbox,
                 spare: Spare::default(),

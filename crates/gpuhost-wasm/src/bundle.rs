@@ -1,16 +1,73 @@
 //! gpuhost:cuda/bundle: kernels of a bundle the embedder loaded and granted to this guest
-//! ([`crate::CudaCtx::with_bundle`]). The registry is shared by every Store it is granted to, so
-//! a guest gets a kernel without loading or JIT-compiling anything; the handle counts against
-//! the guest's kernel quota only.
+//! ([`crate::CudaCtx::with_bundle`], or rewritten for sandboxed guests:
+//! [`crate::CudaCtx::with_sandboxed_bundle`]). The registry is shared by every Store it is
+//! granted to, so a guest gets a kernel without loading or JIT-compiling anything; the handle
+//! counts against the guest's kernel quota (and a sandboxed guest's copy of the module's globals
+//! against its globals quota).
+
+use std::sync::Arc;
 
 use wasmtime::component::Resource;
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::bundle::Host;
+use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::CudaResult;
 use crate::limits::Charge;
 use crate::module::KernelRes;
+
+impl CudaCtxView<'_> {
+    /// The sandbox side of bundle kernel `name` for this guest: the rewritten kernel's facts and
+    /// the guest's own globals of its module (made now if this is its first kernel there).
+    fn bundle_sandbox(&mut self, name: &str) -> CudaResult<KernelSandbox> {
+        let Some(rewrite) = self.ctx.bundle_rewrite.clone() else {
+            return Err(WitError::NotSupported(format!(
+                "this guest is sandboxed, and the bundle granted to it was not rewritten for the                  sandbox, so its kernel `{name}` would run unconfined: the embedder must grant it                  with CudaCtx::with_sandboxed_bundle (gpuhost serve does)"
+            ))
+            .into());
+        };
+        let Some((module, kernel)) = rewrite.kernels.get(name) else {
+            return Err(WitError::KernelNotFound(format!(
+                "the granted bundle has no kernel `{name}`"
+            ))
+            .into());
+        };
+        let globals = match self.ctx.bundle_modules.get(*module).cloned().flatten() {
+            Some(m) => m,
+            None => {
+                let layout = &rewrite.modules[*module];
+                self.ctx.confinement()?;
+                self.ctx.usage.add_globals(&self.ctx.limits, layout.size)?;
+                let block = self.globals_block(layout).inspect_err(|_| {
+                    let g = &mut self.ctx.usage.globals_bytes;
+                    *g = g.saturating_sub(layout.size);
+                })?;
+                let m = Arc::new(SandboxModule {
+                    globals: block,
+                    kernels: Vec::new(),
+                });
+                let slots = &mut self.ctx.bundle_modules;
+                if slots.len() <= *module {
+                    slots.resize(*module + 1, None);
+                }
+                slots[*module] = Some(m.clone());
+                m
+            }
+        };
+        let Some(c) = self.ctx.confinement()? else {
+            return Err(WitError::Driver("the guest's sandbox is gone".into()).into());
+        };
+        let (tag, name) = c.tag(name);
+        Ok(KernelSandbox {
+            module: globals,
+            user_params: kernel.user_params,
+            local_bytes: kernel.local_bytes_per_thread,
+            tag,
+            name,
+        })
+    }
+}
 
 impl Host for CudaCtxView<'_> {
     fn kernel_names(&mut self) -> wasmtime::Result<Vec<String>> {
@@ -31,13 +88,22 @@ impl Host for CudaCtxView<'_> {
             ))
             .into());
         };
-        // The operator's own kernels, loaded by the host: run as loaded, not rewritten (a
-        // sandboxed guest still passes them only its own buffers, but its scalars reach them
-        // unchecked — see docs/ISOLATION.md, "Not covered").
+        let kernel = bundle.kernel(&name)?;
+        // A sandboxed guest's scalars reach the operator's kernels too: they run rewritten.
+        let sandbox = match (self.ctx.limits.sandbox, self.ctx.bundle_rewrite.is_some()) {
+            (true, _) => Some(self.bundle_sandbox(&name)?),
+            (false, false) => None,
+            (false, true) => {
+                return Err(WitError::NotSupported(format!(
+                    "this guest is trusted, and the bundle granted to it was rewritten for                      sandboxed guests (kernel `{name}` expects the sandbox's hidden arguments):                      grant trusted guests the plain registry (CudaCtx::with_bundle)"
+                ))
+                .into());
+            }
+        };
         let res = KernelRes {
-            kernel: bundle.kernel(&name)?,
+            kernel,
             charge: Charge::granted(),
-            sandbox: None,
+            sandbox,
         };
         self.ctx.usage.add_kernel(&self.ctx.limits)?;
         self.table.push(res).map_err(|e| {

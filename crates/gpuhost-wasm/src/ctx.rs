@@ -7,7 +7,8 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::bindings::gpuhost::cuda;
-use crate::confine::Confinement;
+use crate::bundle_rewrite::BundleRewrite;
+use crate::confine::{Confinement, SandboxModule};
 use crate::limits::{Limits, Usage};
 use crate::pool::SandboxPool;
 use crate::watchdog::StoreWatch;
@@ -23,6 +24,10 @@ pub struct CudaCtx {
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
     /// The bundle whose kernels gpuhost:cuda/bundle hands out (see bundle.rs), if granted.
     pub(crate) bundle: Option<Arc<gpuhost::Registry>>,
+    /// The sandbox's rewrite of that bundle, when it was granted for sandboxed guests.
+    pub(crate) bundle_rewrite: Option<Arc<BundleRewrite>>,
+    /// This guest's globals of each rewritten bundle module, made at its first kernel there.
+    pub(crate) bundle_modules: Vec<Option<Arc<SandboxModule>>>,
     /// Kernel launches enqueued so far (an embedder's per-guest metric).
     pub(crate) launches: u64,
     /// Launches of streams the guest dropped, still running and counted (see stream.rs).
@@ -44,6 +49,8 @@ impl CudaCtx {
             last_refusal: None,
             transfer: None,
             bundle: None,
+            bundle_rewrite: None,
+            bundle_modules: Vec::new(),
             launches: 0,
             orphans: Vec::new(),
             confine: None,
@@ -62,8 +69,24 @@ impl CudaCtx {
     /// Grants the guest the kernels of `bundle` (loaded by the embedder on this context's
     /// device) through gpuhost:cuda/bundle. Many Stores may share one registry: nothing is
     /// loaded or JIT-compiled per guest.
+    /// The grant of a trusted guest: a sandboxed one refuses a bundle the sandbox has not
+    /// rewritten (its kernels would run unconfined on the guest's scalars).
     pub fn with_bundle(mut self, bundle: Arc<gpuhost::Registry>) -> Self {
         self.bundle = Some(bundle);
+        self.bundle_rewrite = None;
+        self
+    }
+
+    /// Grants a sandboxed guest the kernels of a bundle loaded with [`BundleRewrite::load`]
+    /// (`registry` and `rewrite` as it returned them; many Stores may share both): they run
+    /// confined to the guest's memory like its own modules.
+    pub fn with_sandboxed_bundle(
+        mut self,
+        registry: Arc<gpuhost::Registry>,
+        rewrite: Arc<BundleRewrite>,
+    ) -> Self {
+        self.bundle = Some(registry);
+        self.bundle_rewrite = Some(rewrite);
         self
     }
 

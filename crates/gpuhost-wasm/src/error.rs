@@ -56,6 +56,14 @@ pub enum Error {
         /// True when it ran out of fuel (the CPU quota).
         out_of_fuel: bool,
     },
+    /// A bundle to grant sandboxed guests has a module the sandbox cannot confine.
+    #[error("bundle module `{module}` cannot be granted to sandboxed guests: {reason}")]
+    BundleNotConfinable {
+        /// The module's name in the manifest.
+        module: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// The wasmtime engine could not be configured.
     #[error("wasmtime engine setup failed: {0}")]
     Engine(String),

@@ -14,6 +14,7 @@
 mod bindings;
 mod bound_launch;
 mod bundle;
+mod bundle_rewrite;
 mod confine;
 mod ctx;
 mod device;
@@ -29,6 +30,7 @@ mod stream;
 mod watchdog;
 
 pub use bindings::WitError;
+pub use bundle_rewrite::BundleRewrite;
 pub use ctx::{CudaCtx, CudaCtxView, CudaView, HasCuda, add_to_linker};
 pub use error::{CudaError, Error};
 pub use event::EventRes;

@@ -103,7 +103,7 @@ impl CudaCtxView<'_> {
     }
 
     /// A module's globals block for this guest: in its arena, zeroed, then its initial image.
-    fn globals_block(
+    pub(crate) fn globals_block(
         &mut self,
         layout: &ptxvm::sandbox::GlobalsLayout,
     ) -> CudaResult<Option<gpuhost::DeviceBuffer>> {

@@ -57,7 +57,7 @@ pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};
 pub use host::{Host, host};
 pub use launch::{Arg, LaunchConfig, ParamInfo};
-pub use manifest::{ModuleImage, ModuleSource};
+pub use manifest::{ModuleImage, ModuleSource, read_bundle};
 pub use pinned::HostBuffer;
 pub use registry::{Kernel, ParamSource, Registry};
 pub use release::{ReleaseRefused, ReleaseReport, release};

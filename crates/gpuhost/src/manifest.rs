@@ -44,7 +44,7 @@ impl ModuleSource {
     }
 
     /// The PTX text of this module, when it has any (image or fallback).
-    pub(crate) fn ptx(&self) -> Option<&str> {
+    pub fn ptx(&self) -> Option<&str> {
         match &self.image {
             ModuleImage::Ptx(p) => Some(p),
             _ => self.ptx_fallback.as_deref(),
@@ -71,7 +71,7 @@ struct ManifestModule {
 }
 
 /// A parsed bundle: its name and its modules with images picked for `sm_tag` (e.g. "sm_90").
-pub(crate) fn read_bundle(dir: &Path, sm_tag: &str) -> Result<(String, Vec<ModuleSource>)> {
+pub fn read_bundle(dir: &Path, sm_tag: &str) -> Result<(String, Vec<ModuleSource>)> {
     let manifest_path = dir.join("manifest.toml");
     let text = std::fs::read_to_string(&manifest_path).map_err(|e| Error::InvalidBundle {
         path: manifest_path.clone(),

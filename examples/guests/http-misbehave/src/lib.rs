@@ -3,14 +3,27 @@
 //! trapping, `/noanswer` returns without setting a response, `/slow?ms=N` sleeps N ms (for
 //! queueing and drain tests) then answers `slept`, `/kernel?name=K` asks the granted bundle for
 //! kernel K and answers what it got (the error when it has none), `/count` answers how many
-//! requests this instance has handled (1 in a fresh one); anything else answers `ok`.
+//! requests this instance has handled (1 in a fresh one), `/stamp?n=N` launches the granted
+//! bundle's `stamp` (which writes N words) on a 32-word buffer and answers `ok` or the error;
+//! anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
 use gpuhost_guest::http::wasi::http::types::{IncomingRequest, ResponseOutparam};
-use gpuhost_guest::{DeviceBuffer, bundle_kernel, bundle_kernel_names, http};
+use gpuhost_guest::{DeviceBuffer, Launch, Stream, bundle_kernel, bundle_kernel_names, http};
 
 struct Misbehave;
+
+/// The bundle's `stamp` over `n` words of a 32-word buffer: past 32 it writes outside the guest's
+/// buffer, which the sandbox must fence.
+fn stamp(n: u32) -> gpuhost_guest::Result<u32> {
+    let kernel = bundle_kernel("stamp")?;
+    let out = DeviceBuffer::<u32>::zeroed(32)?;
+    let stream = Stream::create()?;
+    Launch::new(&kernel).grid1(n.div_ceil(256)).block1(256).buffer(&out).scalar(n).enqueue(&stream)?;
+    stream.synchronize()?;
+    Ok(out.download()?[31])
+}
 
 /// Requests this instance has handled.
 static HANDLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -34,6 +47,14 @@ impl Guest for Misbehave {
                 panic!("misbehave: trapped holding 2 MiB of device buffers");
             }
             "noanswer" => drop(out),
+"stamp" => {
+                let n = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(32);
+                let text = match stamp(n) {
+                    Ok(v) => format!("ok {v:08x}"),
+                    Err(e) => format!("{e:?}"),
+                };
+                http::respond(out, 200, "text/plain", text.as_bytes());
+            }
             "count" => http::respond(out, 200, "text/plain", handled.to_string().as_bytes()),
             "slow" => {
                 let ms: u64 = query.strip_prefix("ms=").and_then(|v| v.parse().ok()).unwrap_or(100);

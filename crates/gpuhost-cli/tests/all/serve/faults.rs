@@ -190,6 +190,26 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
 }
 
 #[test]
+fn a_sandboxed_functions_scalars_cannot_carry_a_bundle_kernel_outside_its_memory() {
+    let repo = misbehave_repo("bundle-fence", "");
+    repo.function(
+        "granted",
+        &guest("http-misbehave"),
+        Some(&super::test_bundle("stamp-a")),
+        "",
+    );
+    let server = Server::start(&repo.dir, &[], &[]);
+    // In bounds the operator's kernel computes as ever (stamp-a writes 0xa0000000 + i).
+    assert_eq!(server.get("/granted/stamp?n=32").text(), "ok a000001f");
+    // 4 Mi words from a 32-word buffer: far past the guest's buffer and its 2 MiB arena chunk.
+    let r = server.get("/granted/stamp?n=4194304");
+    assert!(r.text().contains("MemoryFenced"), "{}", r.text());
+    // The function and the server go on.
+    assert_eq!(server.get("/granted/stamp?n=32").text(), "ok a000001f");
+    assert_eq!(server.get("/v2/health/ready").status, 200);
+}
+
+#[test]
 fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
     let repo = misbehave_repo("bundle-grant", "");
     repo.function(
