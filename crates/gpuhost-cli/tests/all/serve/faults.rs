@@ -189,15 +189,21 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
     assert_eq!(request(&addr, "GET", "/v2/health/live", b"").status, 0);
 }
 
-#[test]
-fn a_sandboxed_functions_scalars_cannot_carry_a_bundle_kernel_outside_its_memory() {
-    let repo = misbehave_repo("bundle-fence", "");
+/// The misbehave repository plus `granted`: the same guest, granted the stamp-a bundle.
+fn granted_repo(tag: &str) -> Repo {
+    let repo = misbehave_repo(tag, "");
     repo.function(
         "granted",
         &guest("http-misbehave"),
         Some(&super::test_bundle("stamp-a")),
         "",
     );
+    repo
+}
+
+#[test]
+fn a_sandboxed_functions_scalars_cannot_carry_a_bundle_kernel_outside_its_memory() {
+    let repo = granted_repo("bundle-fence");
     let server = Server::start(&repo.dir, &[], &[]);
     // In bounds the operator's kernel computes as ever (stamp-a writes 0xa0000000 + i).
     assert_eq!(server.get("/granted/stamp?n=32").text(), "ok a000001f");
@@ -211,13 +217,7 @@ fn a_sandboxed_functions_scalars_cannot_carry_a_bundle_kernel_outside_its_memory
 
 #[test]
 fn a_function_gets_its_bundle_kernels_by_name_and_a_clear_error_for_others() {
-    let repo = misbehave_repo("bundle-grant", "");
-    repo.function(
-        "granted",
-        &guest("http-misbehave"),
-        Some(&super::test_bundle("stamp-a")),
-        "",
-    );
+    let repo = granted_repo("bundle-grant");
     let server = Server::start(&repo.dir, &[], &[]);
     let r = server.get("/misbehave/kernel?name=stamp");
     assert!(
