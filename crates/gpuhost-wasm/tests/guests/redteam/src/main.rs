@@ -387,21 +387,28 @@ fn long_loop(kit: &Kit, r: &mut Report, n: u32) {
 /// Fills the launches-in-flight quota, drops the stream, and checks the launches stay counted
 /// until they end (they do not stop because their stream is gone).
 ///
-/// The flood's launches must still be running when the extra one is tried. On the H200 with
-/// parallel test threads (a loaded CPU slows the guest's launching) they sometimes were not, and
-/// nothing was refused. Two fixes were tried and dropped: iterations calibrated by wall time
-/// (inflated by the same load), and a gate kernel opened by a `buffer.write` after the check,
-/// which deadlocked on NVIDIA: the write's staging needed page-locked memory, and allocating it
-/// waits inside the driver for the device, i.e. for the gate (bench/h200-runs/2026-12-01-s4).
+/// A closed gate kernel heads the flooded stream, so no flood launch can end before the extra one
+/// is tried, whatever the device's speed or the CPU's load (with a fixed flood, the H200 under
+/// parallel test threads sometimes finished it first, and nothing was refused). The gate opens
+/// with a `buffer.write` of its flag. On NVIDIA a driver call that must wait for the device
+/// (allocating page-locked staging did) would wait for the gate itself: so the flag's buffer and
+/// the write path (the transfer stream, its staging) are used once before the gate is launched,
+/// and gpuhost keeps page-locked staging made ahead (bench/h200-runs/2026-12-01-s4: the first
+/// gate version deadlocked until the watchdog's budget).
 fn flood(kit: &Kit, r: &mut Report) {
     let k = kit.kernel("long_loop");
     let max = quotas().max_launches_in_flight;
     let stream = must(Stream::create(), "stream");
-    for _ in 0..max {
+    let flag = must(Buffer::create(4), "gate flag");
+    must(flag.write(0, &0u32.to_le_bytes()), "close the gate");
+    let gate = kit.kernel("gate");
+    must(Launch::new(&gate).arg(arg(&flag)).enqueue(&stream), "gate launch");
+    for _ in 1..max {
         let l = Launch::new(&k).scalar(50_000u32).arg(arg(&kit.out));
         must(l.enqueue(&stream), "flood launch");
     }
     r.note(Launch::new(&k).scalar(1u32).arg(arg(&kit.out)).enqueue(&stream));
+    must(flag.write(0, &1u32.to_le_bytes()), "open the gate");
     drop(stream);
     let after_drop = quotas().launches_in_flight;
     if after_drop == 0 {
