@@ -35,7 +35,7 @@ impl Host for CudaCtxView<'_> {
         // sandboxed guest still passes them only its own buffers, but its scalars reach them
         // unchecked — see docs/ISOLATION.md, "Not covered").
         let res = KernelRes {
-            kernel: bundle.kernel(&name)?,
+            kernel: std::sync::Arc::new(bundle.kernel(&name)?),
             charge: Charge::granted(),
             sandbox: None,
         };

@@ -14,6 +14,7 @@
 mod bindings;
 mod bound_launch;
 mod bundle;
+mod burst;
 mod confine;
 mod ctx;
 mod device;

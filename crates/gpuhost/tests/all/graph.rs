@@ -9,22 +9,11 @@ use crate::common::{host, shared};
 
 /// `mix(p, v)`: `*p = *p * 3 + v` — the result depends on every launch, its argument and the
 /// order the launches ran in.
-const MIX_PTX: &str = r#"
-.version 7.0
-.target sm_80
-.address_size 64
-.visible .entry mix(.param .u64 p, .param .u32 v)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [p];
-    ld.param.u32 %r1, [v];
-    ld.global.u32 %r2, [%rd1];
-    mad.lo.s32 %r3, %r2, 3, %r1;
-    st.global.u32 [%rd1], %r3;
-    ret;
+fn mix_ptx() -> String {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo");
+    let path = format!("{dir}/tests/fixtures/mix.ptx");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
-"#;
 
 const ONE: LaunchConfig = LaunchConfig {
     grid: [1, 1, 1],
@@ -42,7 +31,7 @@ fn read_u32(b: &gpuhost::DeviceBuffer) -> u32 {
 fn graph_replays_match_stream_launches_with_arguments_changed_between_replays() {
     let _g = shared();
     let Some(host) = host() else { return };
-    let src = ModuleSource::new("mix", ModuleImage::Ptx(MIX_PTX.into()));
+    let src = ModuleSource::new("mix", ModuleImage::Ptx(mix_ptx()));
     let reg = Registry::from_sources(&host, "graph-test", vec![src]).unwrap();
     let k = reg.kernel("mix").unwrap();
     let stream = host.stream().unwrap();
@@ -107,7 +96,7 @@ fn graph_replays_match_stream_launches_with_arguments_changed_between_replays() 
 fn graph_refuses_what_a_launch_refuses_and_launches_of_another_shape() {
     let _g = shared();
     let Some(host) = host() else { return };
-    let src = ModuleSource::new("mix", ModuleImage::Ptx(MIX_PTX.into()));
+    let src = ModuleSource::new("mix", ModuleImage::Ptx(mix_ptx()));
     let reg = Registry::from_sources(&host, "graph-refusals", vec![src]).unwrap();
     let k = reg.kernel("mix").unwrap();
     let stream = host.stream().unwrap();
