@@ -208,6 +208,9 @@ impl CudaCtxView<'_> {
     fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.retire_finished(stream)?;
         if self.ctx.usage.launches_in_flight >= self.ctx.limits.max_launches_in_flight {
+            // Collected launches cannot finish before they are issued: at the quota, issue them
+            // so that they count as the same launches issued one by one would.
+            self.flush(stream)?;
             self.ctx.retire_orphans();
         }
         Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
