@@ -13,13 +13,14 @@
 //! the other (each depends on the one before), as launches on one stream do.
 
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{
     self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode,
 };
 
 use crate::completion::Completion;
+use crate::driver::has_symbol;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, PackedArgs};
@@ -101,6 +102,21 @@ fn node_params(
     }
 }
 
+/// The entry points a graph uses that an older driver may lack (calling a missing one through
+/// cudarc would panic); CUDA 12.0 drivers export them all.
+const ENTRY_POINTS: [&str; 4] = [
+    "cuGraphAddKernelNode_v2",
+    "cuGraphExecKernelNodeSetParams_v2",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+];
+
+/// The first of [`ENTRY_POINTS`] the loaded driver lacks, looked up once.
+fn missing_entry_point() -> Option<&'static str> {
+    static MISSING: OnceLock<Option<&'static str>> = OnceLock::new();
+    *MISSING.get_or_init(|| ENTRY_POINTS.into_iter().find(|s| !has_symbol(s)))
+}
+
 impl KernelGraph {
     /// Builds and instantiates a graph replaying `launches` in order on a stream of `stream`'s
     /// host and generation. Each launch is checked as [`Stream::launch`] checks it; the arguments
@@ -116,6 +132,13 @@ impl KernelGraph {
             .iter()
             .map(|l| stream.prepare(l.kernel, l.cfg, l.args))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(call) = missing_entry_point() {
+            return Err(Error::Driver {
+                call,
+                code: sys::CUresult::CUDA_ERROR_NOT_FOUND,
+                name: "not exported by this driver: kernel graphs need a CUDA 12.0 or newer driver; launch on a stream instead".into(),
+            });
+        }
         let host = stream.host().clone();
         let generation = host.enter_for(stream.generation())?;
         if launches.iter().any(|l| l.kernel.generation() != generation) {
