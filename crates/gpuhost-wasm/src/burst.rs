@@ -6,15 +6,18 @@
 //! launches it collects until the burst ends. So a stream collects only while the guest works in
 //! bursts: it starts launching straight to the stream, and collects once the launches between
 //! two flush points (below) were at least [`MIN_GRAPH_BURST`]; it stops as soon as they were
-//! fewer. A lone launch, or a launch-then-synchronize loop, is never delayed. A flush of fewer
-//! than [`MIN_GRAPH_BURST`] launches issues them one by one. Graphs are cached per guest by
+//! fewer. A launch-then-synchronize loop is therefore never delayed; the price is that a burst
+//! after a burst starts on the device only at the next flush point (a guest computing on the CPU
+//! between its launches and its `synchronize` no longer overlaps that work with the device's).
+//! A flush of fewer than [`MIN_GRAPH_BURST`] launches issues them one by one. Graphs are cached per guest by
 //! their shape (kernels, grids, blocks, shared memory, in order): the next identical burst only
 //! updates the arguments of the nodes whose arguments changed.
 //!
 //! **Flush points.** Every other call the guest makes on the stream — `synchronize`, recording
 //! or waiting for an event, dropping it — issues the collected launches first, so everything
 //! after them is ordered exactly as before. A batch reaching `Limits::max_graph_batch` is issued
-//! at once. Transfers (`buffer.read`/`write`) run on another stream and were never ordered after
+//! at once, and so is a stream's batch when its guest reaches `max_launches_in_flight` (collected
+//! launches cannot finish, so they must not hold the quota longer than issued ones would). Transfers (`buffer.read`/`write`) run on another stream and were never ordered after
 //! unsynchronized launches, so they are no flush point. When the Store is dropped with launches
 //! collected, they are issued one by one, as they would have been: they run, as every launch
 //! enqueued before a Store's drop does.
@@ -150,9 +153,10 @@ impl Burst {
 
     /// Whether a checked launch of `kernel` with `cfg` is collected rather than issued now.
     pub(crate) fn collects(&self, kernel: &gpuhost::Kernel, cfg: GpuConfig) -> bool {
+        let s = shape(kernel, cfg);
         self.collecting
             && kernel.generation() == self.stream.host().generation()
-            && self.known.iter().rev().any(|k| *k == shape(kernel, cfg))
+            && self.known.iter().rev().any(|k| *k == s)
     }
 
     /// Whether launches are collected and not issued yet.
