@@ -70,6 +70,13 @@ pub struct Args {
     /// threads.
     #[arg(long)]
     max_launch_local_bytes: Option<u64>,
+    /// Launches of a trusted guest's burst on one stream replayed as one CUDA graph at most; 0
+    /// turns graph batching off.
+    #[arg(long)]
+    max_graph_batch: Option<u32>,
+    /// Instantiated graphs one guest keeps for replay.
+    #[arg(long)]
+    max_cached_graphs: Option<u32>,
 }
 
 impl Args {
@@ -82,7 +89,8 @@ impl Args {
              max_module_bytes => max_module_bytes, max_ptx_bytes => max_ptx_bytes,
              max_launches_in_flight => max_launches_in_flight, max_kernels => max_kernels,
              max_streams_and_events => max_streams_and_events, max_wasm_memory => max_wasm_memory_bytes,
-             max_globals_bytes => max_globals_bytes, max_launch_local_bytes => max_launch_local_bytes);
+             max_globals_bytes => max_globals_bytes, max_launch_local_bytes => max_launch_local_bytes,
+             max_graph_batch => max_graph_batch, max_cached_graphs => max_cached_graphs);
         l.sandbox = !self.trusted;
         if let Some(ms) = self.max_kernel_ms {
             l.max_kernel_time = std::time::Duration::from_millis(ms);

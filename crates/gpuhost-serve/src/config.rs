@@ -70,6 +70,8 @@ struct LimitsToml {
     max_kernel_time_ms: Option<u64>,
     max_globals_bytes: Option<u64>,
     max_launch_local_bytes: Option<u64>,
+    max_graph_batch: Option<u32>,
+    max_cached_graphs: Option<u32>,
 }
 
 /// A function's configuration, defaults filled in.
@@ -186,7 +188,9 @@ impl LimitsToml {
             max_kernels,
             max_wasm_memory_bytes,
             max_globals_bytes,
-            max_launch_local_bytes
+            max_launch_local_bytes,
+            max_graph_batch,
+            max_cached_graphs
         );
         if self.fuel.is_some() {
             l.fuel = self.fuel;

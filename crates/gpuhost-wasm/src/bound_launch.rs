@@ -4,6 +4,8 @@
 //! clone of each buffer argument — each with its share of the guest's quota, so a buffer or
 //! module the guest dropped stays counted for as long as a bound launch keeps it alive.
 
+use std::sync::Arc;
+
 use gpuhost::{Arg as GpuArg, DeviceBuffer, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
 use wasmtime::component::{Resource, ResourceTable};
@@ -29,7 +31,7 @@ enum Bound {
 
 /// A guest's bound launch.
 pub struct BoundLaunchRes {
-    kernel: gpuhost::Kernel,
+    kernel: Arc<gpuhost::Kernel>,
     kernel_charge: Charge,
     sandbox: Option<KernelSandbox>,
     config: GpuConfig,
@@ -48,8 +50,13 @@ impl BoundLaunchRes {
             .collect()
     }
 
-    pub(crate) fn kernel(&self) -> &gpuhost::Kernel {
+    pub(crate) fn kernel(&self) -> &Arc<gpuhost::Kernel> {
         &self.kernel
+    }
+
+    /// The kernel's module quota share.
+    pub(crate) fn kernel_charge(&self) -> &Charge {
+        &self.kernel_charge
     }
 
     pub(crate) fn sandbox(&self) -> Option<&KernelSandbox> {
@@ -116,7 +123,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         let k = self.table.get(&kernel)?;
         let kernel_charge = k.charge.clone();
         let sandbox = k.sandbox.clone();
-        let kernel = k.kernel.registry().kernel(k.kernel.name())?;
+        let kernel = Arc::new(k.kernel.registry().kernel(k.kernel.name())?);
         let args = args
             .iter()
             .enumerate()

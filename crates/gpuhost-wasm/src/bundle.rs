@@ -23,7 +23,9 @@ impl CudaCtxView<'_> {
     fn bundle_sandbox(&mut self, name: &str) -> CudaResult<KernelSandbox> {
         let Some(rewrite) = self.ctx.bundle_rewrite.clone() else {
             return Err(WitError::NotSupported(format!(
-                "this guest is sandboxed, and the bundle granted to it was not rewritten for the                  sandbox, so its kernel `{name}` would run unconfined: the embedder must grant it                  with CudaCtx::with_sandboxed_bundle (gpuhost serve does)"
+                "this guest is sandboxed, and the bundle granted to it was not rewritten for the \
+                 sandbox, so its kernel `{name}` would run unconfined: the embedder must grant it \
+                 with CudaCtx::with_sandboxed_bundle (gpuhost serve does)"
             ))
             .into());
         };
@@ -95,13 +97,15 @@ impl Host for CudaCtxView<'_> {
             (false, false) => None,
             (false, true) => {
                 return Err(WitError::NotSupported(format!(
-                    "this guest is trusted, and the bundle granted to it was rewritten for                      sandboxed guests (kernel `{name}` expects the sandbox's hidden arguments):                      grant trusted guests the plain registry (CudaCtx::with_bundle)"
+                    "this guest is trusted, and the bundle granted to it was rewritten for \
+                     sandboxed guests (kernel `{name}` expects the sandbox's hidden arguments): \
+                     grant trusted guests the plain registry (CudaCtx::with_bundle)"
                 ))
                 .into());
             }
         };
         let res = KernelRes {
-            kernel,
+            kernel: Arc::new(kernel),
             charge: Charge::granted(),
             sandbox,
         };

@@ -32,6 +32,8 @@ pub struct CudaCtx {
     pub(crate) launches: u64,
     /// Launches of streams the guest dropped, still running and counted (see stream.rs).
     pub(crate) orphans: Vec<crate::stream::Orphan>,
+    /// Graphs replaying this guest's launch bursts (burst.rs).
+    pub(crate) graphs: crate::burst::GraphCache,
     /// The sandbox of this guest (`Limits::sandbox`), made on first use.
     pub(crate) confine: Option<Confinement>,
     /// Where the sandbox's arena and control block come from and go back to, if pooled.
@@ -43,7 +45,6 @@ impl CudaCtx {
     pub fn new(host: Arc<gpuhost::Host>, limits: Limits) -> Self {
         Self {
             host,
-            limits,
             usage: Usage::default(),
             quota_refusals: 0,
             last_refusal: None,
@@ -53,8 +54,10 @@ impl CudaCtx {
             bundle_modules: Vec::new(),
             launches: 0,
             orphans: Vec::new(),
+            graphs: crate::burst::GraphCache::new(limits.max_cached_graphs),
             confine: None,
             sandbox_pool: None,
+            limits,
         }
     }
 
@@ -93,6 +96,11 @@ impl CudaCtx {
     /// Kernel launches this guest has enqueued so far.
     pub fn launches(&self) -> u64 {
         self.launches
+    }
+
+    /// Launches of this guest replayed through CUDA graphs so far.
+    pub fn graph_launches(&self) -> u64 {
+        self.graphs.launches()
     }
 
     /// The device this guest uses.

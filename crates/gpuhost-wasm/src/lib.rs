@@ -15,6 +15,7 @@ mod bindings;
 mod bound_launch;
 mod bundle;
 mod bundle_rewrite;
+mod burst;
 mod confine;
 mod ctx;
 mod device;

@@ -57,6 +57,14 @@ pub struct Limits {
     /// times the threads that can be resident at once (the launch's threads, at most the
     /// device's resident capacity). Sandboxed guests. Default 256 MiB.
     pub max_launch_local_bytes: u64,
+    /// Launches of a trusted guest's burst on one stream collected into one CUDA graph at most
+    /// (a longer burst is replayed as several); also the launch shapes each stream remembers as
+    /// accepted by the driver. 0 turns graph batching off: every launch goes straight to its
+    /// stream. Default 32.
+    pub max_graph_batch: u32,
+    /// Instantiated graphs one guest keeps for replay (least recently used dropped first).
+    /// Default 8.
+    pub max_cached_graphs: u32,
 }
 
 /// Threads one SM can hold at once on every architecture gpuhost targets (sm_50 and later).
@@ -81,6 +89,8 @@ impl Default for Limits {
             max_kernel_time: Duration::from_secs(10),
             max_globals_bytes: 64 << 20,
             max_launch_local_bytes: 256 << 20,
+            max_graph_batch: 32,
+            max_cached_graphs: 8,
         }
     }
 }
@@ -104,6 +114,8 @@ pub struct Usage {
     pub kernels: u32,
     /// Bytes of module globals (sandboxed guests).
     pub globals_bytes: u64,
+    /// Instantiated graphs kept for replaying launch bursts.
+    pub cached_graphs: u32,
 }
 
 /// What one module or buffer counts in its guest's quotas, shared by every handle keeping it
@@ -135,6 +147,11 @@ impl Charge {
     /// The charge of a buffer of `bytes`, already reserved with [`Usage::add_buffer`].
     pub(crate) fn buffer(bytes: u64) -> Self {
         Self(Arc::new(ChargeOf::Buffer(bytes)))
+    }
+
+    /// Whether `other` is a share of the same charge.
+    pub(crate) fn same(&self, other: &Charge) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// Drops this holder's share; the last share gives the reservation back to `usage`. (A

@@ -24,7 +24,8 @@ pub struct ModuleRes {
 
 /// A guest's kernel handle, with its share of its module's quota.
 pub struct KernelRes {
-    pub(crate) kernel: gpuhost::Kernel,
+    /// Shared with the launches of it collected for a graph (burst.rs).
+    pub(crate) kernel: Arc<gpuhost::Kernel>,
     pub(crate) charge: Charge,
     /// What a launch of it needs beyond the user's arguments, for a sandboxed guest.
     pub(crate) sandbox: Option<KernelSandbox>,
@@ -155,7 +156,7 @@ impl HostModule for CudaCtxView<'_> {
         name: String,
     ) -> CudaResult<Resource<KernelRes>> {
         let m = self.table.get(&module)?;
-        let kernel = m.registry.kernel(&name)?;
+        let kernel = Arc::new(m.registry.kernel(&name)?);
         let sandbox = match (&m.sandbox, self.ctx.confine.as_mut()) {
             (Some(sm), Some(c)) => {
                 let Some(k) = sm.kernels.iter().find(|k| k.name == name) else {

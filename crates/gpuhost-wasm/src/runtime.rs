@@ -116,6 +116,9 @@ pub struct RunOutcome {
     /// stays reserved until they end. Always true for a trusted guest, whose kernels are
     /// neither stopped nor waited for.
     pub launches_ended: bool,
+    /// Launches of the guest replayed through CUDA graphs (graph batching, see
+    /// `Limits::max_graph_batch`); the others went to their stream one by one.
+    pub graph_launches: u64,
 }
 
 /// A compiled, pre-linked guest: compile once, run many times (concurrently too).
@@ -261,6 +264,7 @@ impl Runtime {
             Err(e) => Err(e),
         };
         let held_at_exit = store.data().cuda.usage().clone();
+        let graph_launches = store.data().cuda.graph_launches();
         let (quota_refusals, last_refusal) = store.data().cuda.quota_refusals();
         let last_refusal = last_refusal.map(str::to_string);
         let fuel_used = fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
@@ -291,6 +295,7 @@ impl Runtime {
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
             held_at_exit,
+            graph_launches,
             fuel_used,
             quota_refusals,
             last_refusal,

@@ -7,16 +7,17 @@ use std::sync::Arc;
 
 use gpuhost::{Arg as GpuArg, Completion, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
-use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, BufferArg, Host, HostStream, LaunchConfig};
 use crate::bound_launch::BoundLaunchRes;
+use crate::burst::{Burst, Deferred, Shape, shape};
 use crate::confine::KernelSandbox;
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
-use crate::limits::check_range;
+use crate::limits::{Charge, check_range};
 use crate::module::KernelRes;
 use crate::watchdog::StreamWatch;
 
@@ -35,6 +36,18 @@ pub struct StreamRes {
     /// Work other than launches (event record/wait) was enqueued after the last launch, so the
     /// completions alone do not cover the stream's end.
     tail_untracked: bool,
+    /// Launches collected for a graph, and when to collect (burst.rs).
+    burst: Burst,
+}
+
+/// Where a checked launch went.
+enum Route {
+    /// Issued to the stream; the driver accepted its shape.
+    Issued(Completion, Shape),
+    /// Collected for a graph.
+    Collected(Deferred),
+    /// Not collected while launches are: those go first, then it is routed again.
+    FlushFirst,
 }
 
 /// One lifted WIT argument: a buffer (which needs the table) or a scalar, already gpuhost's (the
@@ -154,6 +167,30 @@ pub(crate) fn launch_on<'a>(
     Ok(done)
 }
 
+/// Routes a launch (checked by `launch_on` or here): collected for a graph when the guest is
+/// trusted and the stream collects this shape; else issued, after the launches collected.
+fn route<'a>(
+    ctx: &'a CudaCtx,
+    s: &StreamRes,
+    kernel: (&Arc<gpuhost::Kernel>, &Charge),
+    sandbox: Option<&'a KernelSandbox>,
+    cfg: GpuConfig,
+    args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
+) -> CudaResult<Route> {
+    let (kernel, charge) = kernel;
+    if !ctx.limits.sandbox && s.burst.collects(kernel, cfg) {
+        // The checks the direct path makes before the driver (the context's currency is part
+        // of `collects`).
+        kernel.check_launch(&cfg, &args)?;
+        return Ok(Route::Collected(Deferred::new(kernel, charge, cfg, &args)));
+    }
+    if s.burst.has_pending() {
+        return Ok(Route::FlushFirst);
+    }
+    let done = launch_on(ctx, s, kernel, sandbox, cfg, args)?;
+    Ok(Route::Issued(done, shape(kernel, cfg)))
+}
+
 impl crate::ctx::CudaCtx {
     /// Retires the finished launches of dropped streams (their errors have nobody to go to).
     pub(crate) fn retire_orphans(&mut self) {
@@ -171,18 +208,68 @@ impl CudaCtxView<'_> {
     fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.retire_finished(stream)?;
         if self.ctx.usage.launches_in_flight >= self.ctx.limits.max_launches_in_flight {
+            // Collected launches cannot finish before they are issued: at the quota, issue them
+            // so that they count as the same launches issued one by one would.
+            self.flush(stream)?;
             self.ctx.retire_orphans();
         }
         Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
     }
 
-    /// Keeps a launch's completion for `synchronize`, counting it in flight.
-    fn launched(&mut self, stream: &Resource<StreamRes>, done: Completion) -> CudaResult<()> {
+    /// Counts a routed launch in flight: an issued one's completion kept for `synchronize`, a
+    /// collected one kept for the next flush. Returns false for [`Route::FlushFirst`], after
+    /// flushing (the caller routes the launch again).
+    fn launched(&mut self, stream: &Resource<StreamRes>, route: Route) -> CudaResult<bool> {
+        let max_batch = self.ctx.limits.max_graph_batch;
         let s = self.table.get_mut(stream)?;
-        s.pending.push_back(done);
+        let full = match route {
+            Route::FlushFirst => {
+                self.flush(stream)?;
+                return Ok(false);
+            }
+            Route::Issued(done, shape) => {
+                s.pending.push_back(done);
+                s.burst.issued(shape, max_batch);
+                false
+            }
+            Route::Collected(launch) => s.burst.collect(launch, max_batch),
+        };
         s.tail_untracked = false;
         self.ctx.usage.launches_in_flight += 1;
         self.ctx.launches += 1;
+        if full {
+            self.flush(stream)?;
+        }
+        Ok(true)
+    }
+
+    /// Issues the launches collected on `stream` (burst.rs), keeping their completions; those
+    /// it could not issue are no longer counted, and its error goes to the next `synchronize`.
+    pub(crate) fn flush(&mut self, stream: &Resource<StreamRes>) -> Result<(), ResourceTableError> {
+        let s = self.table.get_mut(stream)?;
+        if !s.burst.has_pending() {
+            return Ok(());
+        }
+        let ctx = &mut *self.ctx;
+        let graphs = ctx.graphs.usable().then_some(&mut ctx.graphs);
+        let flushed = s.burst.flush(graphs, &mut ctx.usage);
+        s.pending.extend(flushed.issued);
+        ctx.usage.launches_in_flight = ctx
+            .usage
+            .launches_in_flight
+            .saturating_sub(flushed.not_issued);
+        if let Some(e) = flushed.error {
+            s.failed.get_or_insert(from_gpu(&e));
+        }
+        Ok(())
+    }
+
+    /// A flush point (burst.rs): every other call on `stream` flushes its collected launches
+    /// first, and the launches since the last one decide whether it collects next.
+    fn flush_point(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
+        self.flush(stream)?;
+        let max_batch = self.ctx.limits.max_graph_batch;
+        self.table.get_mut(stream)?.burst.flush_point(max_batch);
         Ok(())
     }
 
@@ -210,6 +297,7 @@ impl HostStream for CudaCtxView<'_> {
                     None => None,
                 };
                 let res = StreamRes {
+                    burst: Burst::new(stream.clone()),
                     stream,
                     watch,
                     pending: VecDeque::new(),
@@ -233,19 +321,24 @@ impl HostStream for CudaCtxView<'_> {
     ) -> CudaResult<()> {
         check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
         self.before_launch(&stream)?;
-        let completion = {
-            let table: &ResourceTable = self.table;
-            let args = args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| to_gpu_arg(table, i, a))
-                .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
-            let k = table.get(&kernel)?;
-            let s = table.get(&stream)?;
-            let cfg = to_gpu_config(&config);
-            launch_on(self.ctx, s, &k.kernel, k.sandbox.as_ref(), cfg, args)?
-        };
-        self.launched(&stream, completion)
+        loop {
+            let routed = {
+                let table: &ResourceTable = self.table;
+                let args = args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| to_gpu_arg(table, i, a))
+                    .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
+                let k = table.get(&kernel)?;
+                let s = table.get(&stream)?;
+                let cfg = to_gpu_config(&config);
+                let sb = k.sandbox.as_ref();
+                route(self.ctx, s, (&k.kernel, &k.charge), sb, cfg, args)?
+            };
+            if self.launched(&stream, routed)? {
+                return Ok(());
+            }
+        }
     }
 
     fn enqueue(
@@ -254,15 +347,21 @@ impl HostStream for CudaCtxView<'_> {
         launch: Resource<BoundLaunchRes>,
     ) -> CudaResult<()> {
         self.before_launch(&stream)?;
-        let completion = {
-            let b = self.table.get(&launch)?;
-            let s = self.table.get(&stream)?;
-            launch_on(self.ctx, s, b.kernel(), b.sandbox(), b.config(), b.args())?
-        };
-        self.launched(&stream, completion)
+        loop {
+            let routed = {
+                let b = self.table.get(&launch)?;
+                let s = self.table.get(&stream)?;
+                let kernel = (b.kernel(), b.kernel_charge());
+                route(self.ctx, s, kernel, b.sandbox(), b.config(), b.args())?
+            };
+            if self.launched(&stream, routed)? {
+                return Ok(());
+            }
+        }
     }
 
     async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {
+        self.flush_point(&stream)?;
         let s = self.table.get_mut(&stream)?;
         let pending = std::mem::take(&mut s.pending);
         let mut failed = s.failed.take();
@@ -302,6 +401,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn record_event(&mut self, stream: Resource<StreamRes>) -> CudaResult<Resource<EventRes>> {
+        self.flush_point(&stream)?;
         self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
         let made = self
             .table
@@ -322,6 +422,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn wait(&mut self, stream: Resource<StreamRes>, event: Resource<EventRes>) -> CudaResult<()> {
+        self.flush_point(&stream)?;
         let e = &self.table.get(&event)?.event;
         self.table.get(&stream)?.stream.wait(e)?;
         self.table.get_mut(&stream)?.tail_untracked = true;
@@ -329,6 +430,8 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, stream: Resource<StreamRes>) -> wasmtime::Result<()> {
+        // A flush error has no synchronize left to go to: its launches are uncounted.
+        self.flush(&stream)?;
         let mut s = self.table.delete(stream)?;
         // Dropping a stream does not stop its launches: they stay counted in flight until they
         // finish (retired by later launches, or seen by `quotas`).

@@ -75,7 +75,7 @@ impl Arg<'_> {
     }
 
     /// The scalar's bytes (little endian, as the device reads them); None for Bytes.
-    fn scalar(&self) -> Option<u64> {
+    pub(crate) fn scalar(&self) -> Option<u64> {
         Some(match *self {
             Arg::Buffer(b, off) => b.device_ptr() + off as u64,
             Arg::I8(v) => v as u8 as u64,

@@ -10,7 +10,7 @@ use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::launch::{Arg, LaunchConfig, pack};
+use crate::launch::{Arg, LaunchConfig, PackedArgs, pack};
 use crate::pinned::Pinned;
 use crate::registry::Kernel;
 
@@ -218,14 +218,15 @@ impl Stream {
         Ok(())
     }
 
-    /// Enqueue `kernel` with `args` and return at once; the returned Completion resolves when
-    /// the GPU has finished it. Arguments, dimensions, devices and generations are checked first.
-    pub fn launch(
+    /// The checks every launch on this stream passes before it reaches the driver (kernel and
+    /// buffers of this device and generation, geometry within the device's limits, arguments
+    /// matching the parameters), and the arguments packed for the driver.
+    pub(crate) fn prepare(
         &self,
         kernel: &Kernel,
         cfg: LaunchConfig,
         args: &[Arg<'_>],
-    ) -> Result<Completion> {
+    ) -> Result<PackedArgs> {
         if !Arc::ptr_eq(kernel.host(), &self.host) {
             return Err(Error::DeviceMismatch {
                 what: "kernel",
@@ -239,8 +240,35 @@ impl Stream {
             }
         }
         cfg.check(kernel.name(), self.host.facts())?;
-        let mut packed = pack(kernel.name(), kernel.params(), args)?;
+        let packed = pack(kernel.name(), kernel.params(), args)?;
         debug_assert_eq!(packed.len(), kernel.params().len());
+        Ok(packed)
+    }
+
+    /// Queue a launch of `kernel` with `args`, just issued, for completion (what
+    /// [`Stream::launch`] does after cuLaunchKernel).
+    pub(crate) fn issued(&self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
+        completion::count_launch(&self.host);
+        // The batch takes its registry guard after the launch: `kernel` is borrowed for this
+        // whole call, so release refuses (naming it) until then.
+        let (completion, n) = self.unrecorded.push(kernel, args);
+        if n >= FLUSH_EVERY {
+            self.unrecorded.flush();
+        } else if n == 1 {
+            completion::watch(&self.host, &self.unrecorded);
+        }
+        completion
+    }
+
+    /// Enqueue `kernel` with `args` and return at once; the returned Completion resolves when
+    /// the GPU has finished it. Arguments, dimensions, devices and generations are checked first.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<Completion> {
+        let mut packed = self.prepare(kernel, cfg, args)?;
         let generation = self.host.enter_for(self.generation)?;
         if kernel.generation() != generation {
             return Err(Error::ContextLost { generation });
@@ -264,16 +292,7 @@ impl Stream {
             )
         };
         self.host.classify_at("cuLaunchKernel", r, generation)?;
-        completion::count_launch(&self.host);
-        // The batch takes its registry guard after the launch: `kernel` is borrowed for this
-        // whole call, so release refuses (naming it) until then.
-        let (completion, n) = self.unrecorded.push(kernel, args);
-        if n >= FLUSH_EVERY {
-            self.unrecorded.flush();
-        } else if n == 1 {
-            completion::watch(&self.host, &self.unrecorded);
-        }
-        Ok(completion)
+        Ok(self.issued(kernel, args))
     }
 
     /// A Completion for everything enqueued on this stream so far — launches, event waits,

@@ -6,6 +6,7 @@
 
 mod arena;
 mod awaits;
+mod bursts;
 mod guest;
 mod guest_vs_native;
 mod native_http;
@@ -44,6 +45,11 @@ pub struct Args {
     /// Instead: a WebAssembly guest's launch and round trip against native gpuhost's.
     #[arg(long)]
     guest: bool,
+    /// Instead: bursts of 32 launches then synchronize, per kernel, through the raw driver
+    /// (stream and graph), native gpuhost (stream and KernelGraph) and a trusted guest with
+    /// graph batching off and on (also printed by --guest).
+    #[arg(long)]
+    bursts: bool,
     /// Instead: serve the native HTTP baseline of scripts/bench-serve.sh on this address
     /// (GET /stamp does the http-stamp function's GPU work in process) until SIGTERM.
     #[arg(long, value_name = "ADDR")]
@@ -106,8 +112,13 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(addr) = &args.native_http {
         return native_http::run(addr, args.bundle.clone(), args.device);
     }
-    if args.guest {
-        let json = guest::run(args.device, if args.quick { 500 } else { 20_000 })?;
+    if args.guest || args.bursts {
+        let samples = if args.quick { 500 } else { 20_000 };
+        let json = if args.guest {
+            guest::run(args.device, samples)?
+        } else {
+            guest::run_bursts(args.device, samples)?
+        };
         if let Some(path) = &args.json {
             std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
         }

@@ -5,7 +5,10 @@ use std::ffi::{CString, c_void};
 use std::ptr;
 
 use anyhow::{Result, bail};
-use gpuhost::sys::{self, CUfunction, CUmodule, CUresult, CUstream};
+use gpuhost::sys::{
+    self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUmodule,
+    CUresult, CUstream,
+};
 
 pub(super) fn ok(call: &str, r: CUresult) -> Result<()> {
     if r != CUresult::CUDA_SUCCESS {
@@ -55,8 +58,15 @@ impl Raw {
     #[inline]
     pub fn launch(&self, n: u32) -> Result<()> {
         let mut n = n;
-        let mut params = [(&mut n as *mut u32).cast::<c_void>()];
-        // SAFETY: func takes one 4-byte parameter, params points at one u32 alive for the call.
+        self.launch_params(&mut [(&mut n as *mut u32).cast::<c_void>()])
+    }
+
+    /// cuLaunchKernel of the kernel with `params` (one pointer per parameter, valid for the
+    /// call) on one block of 32 threads.
+    #[inline]
+    pub fn launch_params(&self, params: &mut [*mut c_void]) -> Result<()> {
+        // SAFETY: the caller passes one pointer per kernel parameter, each to a value of the
+        // parameter's size, alive for the call (the driver copies them).
         ok("cuLaunchKernel", unsafe {
             sys::cuLaunchKernel(
                 self.func,
@@ -71,6 +81,66 @@ impl Raw {
                 params.as_mut_ptr(),
                 ptr::null_mut(),
             )
+        })
+    }
+
+    /// An executable graph of `n` launches of the kernel with `params` (as
+    /// [`Raw::launch_params`]), each depending on the one before, as on one stream.
+    pub fn graph(&self, n: usize, params: &mut [*mut c_void]) -> Result<RawGraph> {
+        let mut g = RawGraph {
+            graph: ptr::null_mut(),
+            exec: ptr::null_mut(),
+        };
+        // SAFETY: valid out pointer; context current.
+        ok("cuGraphCreate", unsafe {
+            sys::cuGraphCreate(&mut g.graph, 0)
+        })?;
+        let node = CUDA_KERNEL_NODE_PARAMS {
+            func: self.func,
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: 32,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            kernelParams: params.as_mut_ptr(),
+            extra: ptr::null_mut(),
+            kern: ptr::null_mut(),
+            ctx: ptr::null_mut(),
+        };
+        let mut prev: Option<CUgraphNode> = None;
+        for _ in 0..n {
+            let mut added: CUgraphNode = ptr::null_mut();
+            let deps = prev
+                .as_ref()
+                .map_or(ptr::null(), |d| d as *const CUgraphNode);
+            // SAFETY: graph live; deps is null (count 0) or one node of it; node's params point
+            // at one value per kernel parameter, alive for the call (the driver copies them).
+            ok("cuGraphAddKernelNode", unsafe {
+                sys::cuGraphAddKernelNode_v2(
+                    &mut added,
+                    g.graph,
+                    deps,
+                    usize::from(prev.is_some()),
+                    &node,
+                )
+            })?;
+            prev = Some(added);
+        }
+        // SAFETY: graph complete; valid out pointer.
+        ok("cuGraphInstantiateWithFlags", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0)
+        })?;
+        Ok(g)
+    }
+
+    /// cuGraphLaunch of `g` on this stream.
+    #[inline]
+    pub fn launch_graph(&self, g: &RawGraph) -> Result<()> {
+        // SAFETY: exec instantiated in this context; stream created in new().
+        ok("cuGraphLaunch", unsafe {
+            sys::cuGraphLaunch(g.exec, self.stream)
         })
     }
 
@@ -89,6 +159,27 @@ impl Drop for Raw {
             let _ = sys::cuStreamSynchronize(self.stream);
             let _ = sys::cuStreamDestroy_v2(self.stream);
             let _ = sys::cuModuleUnload(self.module);
+        }
+    }
+}
+
+/// A raw executable graph (see [`Raw::graph`]).
+pub struct RawGraph {
+    graph: CUgraph,
+    exec: CUgraphExec,
+}
+
+impl Drop for RawGraph {
+    fn drop(&mut self) {
+        // SAFETY: handles made by Raw::graph (null when it failed before them), destroyed once;
+        // a replay still in flight is freed by the driver after it. Failures only leak.
+        unsafe {
+            if !self.exec.is_null() {
+                let _ = sys::cuGraphExecDestroy(self.exec);
+            }
+            if !self.graph.is_null() {
+                let _ = sys::cuGraphDestroy(self.graph);
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! driver chosen by softcuda's loader (softcuda in CI, NVIDIA's on a GPU machine).
 
 mod bound;
+mod bursts;
 mod concurrency;
 mod device;
 mod errors;

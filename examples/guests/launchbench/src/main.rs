@@ -1,7 +1,8 @@
 //! The launch benchmark's guest (`gpuhost bench --guest`, the CLI's guest_vs_native.rs):
 //! `launchbench N` times N launches of the empty kernel from inside a guest and prints one line
 //! of medians, then times `buffer.write` and `buffer.read` of [`TRANSFER_BYTES`] and prints a
-//! second line.
+//! second line. `launchbench N bursts` instead times bursts of launches followed by a
+//! synchronize (`gpuhost bench --bursts`, the CLI's bench/bursts.rs) and prints one line.
 
 use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
 use std::time::Instant;
@@ -88,9 +89,51 @@ fn bench(n: usize) {
     );
 }
 
+/// `launchbench N bursts`: medians, in nanoseconds per launch, of `BURST` launches then
+/// `synchronize` (until the device has run them: where graph batching replays the burst, it
+/// happens in the synchronize), bound (`bound_ns`) and with argument lists (`launch_ns`), over
+/// `N / BURST` bursts each after one warm-up burst.
+fn bursts(n: usize) {
+    let module = check(Module::from_ptx(NOOP), "load noop");
+    let noop = check(module.kernel("noop"), "kernel noop");
+    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
+    let stream = check(Stream::create(), "stream");
+    let bound = check(
+        Launch::new(&noop)
+            .block1(32)
+            .buffer(&buf)
+            .scalar(256u32)
+            .bind(),
+        "bind",
+    );
+    let time = |launch: &dyn Fn()| {
+        let mut per = Vec::new();
+        for i in 0..=n.div_ceil(BURST) {
+            let t0 = Instant::now();
+            for _ in 0..BURST {
+                launch();
+            }
+            check(stream.synchronize(), "synchronize");
+            if i > 0 {
+                per.push(t0.elapsed().as_nanos() / BURST as u128);
+            }
+        }
+        median(per)
+    };
+    let bound_ns = time(&|| check(stream.enqueue(&bound), "enqueue bound"));
+    let launch_ns = time(&|| {
+        let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
+        check(launch.enqueue(&stream), "launch")
+    });
+    println!("bursts bound_ns={bound_ns} launch_ns={launch_ns} burst={BURST} samples={n}");
+}
+
 /// Medians in nanoseconds of a `TRANSFER_BYTES` write (guest memory to the device) and read.
 fn transfers() {
-    let buf = check(DeviceBuffer::<u8>::zeroed(TRANSFER_BYTES), "transfer buffer");
+    let buf = check(
+        DeviceBuffer::<u8>::zeroed(TRANSFER_BYTES),
+        "transfer buffer",
+    );
     let data: Vec<u8> = (0..TRANSFER_BYTES).map(|i| (i * 7) as u8).collect();
     let (mut write, mut read) = (Vec::new(), Vec::new());
     for i in 0..=TRANSFERS {
@@ -121,6 +164,10 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
+    if std::env::args().nth(2).as_deref() == Some("bursts") {
+        bursts(n);
+        return;
+    }
     bench(n);
     transfers();
 }

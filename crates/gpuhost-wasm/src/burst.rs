@@ -1,0 +1,378 @@
+//! Graph batching of a trusted guest's launch bursts (issue #12): consecutive launches on one
+//! stream are collected and replayed as one CUDA graph (gpuhost's `KernelGraph`), so a burst of
+//! `n` costs the driver one submission instead of `n`.
+//!
+//! **When it pays.** A graph only beats stream launches when it is replayed, and it delays the
+//! launches it collects until the burst ends. So a stream collects only while the guest works in
+//! bursts: it starts launching straight to the stream, and collects once the launches between
+//! two flush points (below) were at least [`MIN_GRAPH_BURST`]; it stops as soon as they were
+//! fewer. A launch-then-synchronize loop is therefore never delayed; the price is that a burst
+//! after a burst starts on the device only at the next flush point (a guest computing on the CPU
+//! between its launches and its `synchronize` no longer overlaps that work with the device's).
+//! A flush of fewer than [`MIN_GRAPH_BURST`] launches issues them one by one. Graphs are cached per guest by
+//! their shape (kernels, grids, blocks, shared memory, in order): the next identical burst only
+//! updates the arguments of the nodes whose arguments changed.
+//!
+//! **Flush points.** Every other call the guest makes on the stream — `synchronize`, recording
+//! or waiting for an event, dropping it — issues the collected launches first, so everything
+//! after them is ordered exactly as before. A batch reaching `Limits::max_graph_batch` is issued
+//! at once, and so is a stream's batch when its guest reaches `max_launches_in_flight` (collected
+//! launches cannot finish, so they must not hold the quota longer than issued ones would). Transfers (`buffer.read`/`write`) run on another stream and were never ordered after
+//! unsynchronized launches, so they are no flush point. When the Store is dropped with launches
+//! collected, they are issued one by one, as they would have been: they run, as every launch
+//! enqueued before a Store's drop does.
+//!
+//! **Semantics.** A launch is collected only after every check the direct path makes (argument
+//! count, sizes, offsets, geometry), only if the driver already accepted the same kernel and
+//! geometry on this stream (so a launch the driver would refuse for its resources is refused at
+//! the call, on its first use), and only while the context is current. It is counted in flight
+//! and in the guest's launches at the call. Kernel faults surface at `synchronize`, as before.
+//! What is left to a flush — a context lost or poisoned in between — is reported by the next
+//! `synchronize` of the stream, and the launches it could not issue are no longer counted.
+//!
+//! **Sandboxed guests** are not batched: their launches are watched in segments of a few
+//! launches each (watchdog.rs), and a graph would let a runaway kernel's segment grow.
+
+use std::sync::Arc;
+
+use gpuhost::{
+    Arg as GpuArg, Completion, DeviceBuffer, GraphLaunch, KernelGraph, LaunchConfig as GpuConfig,
+};
+use smallvec::SmallVec;
+
+use crate::limits::{Charge, Usage};
+use crate::stream::INLINE_ARGS;
+
+/// Launches a flush must hold for a graph to pay, and the launches between two flush points
+/// that make a stream collect. Below it, the graph's own submission and updates cost more than
+/// the launches they replace.
+pub(crate) const MIN_GRAPH_BURST: usize = 4;
+
+/// One argument a collected launch owns (a buffer stays alive until the launch is issued).
+enum Owned {
+    Buffer(DeviceBuffer, usize),
+    Bytes(Box<[u8]>),
+    Scalar(GpuArg<'static>),
+}
+
+/// A launch accepted and not issued yet.
+pub(crate) struct Deferred {
+    kernel: Arc<gpuhost::Kernel>,
+    /// The kernel's module quota share: a cached graph keeps the module loaded, so it keeps
+    /// the module counted too.
+    charge: Charge,
+    cfg: GpuConfig,
+    args: SmallVec<[Owned; INLINE_ARGS]>,
+}
+
+impl Deferred {
+    /// A checked launch of `kernel` (whose module quota share is `charge`), owning its
+    /// arguments.
+    pub(crate) fn new(
+        kernel: &Arc<gpuhost::Kernel>,
+        charge: &Charge,
+        cfg: GpuConfig,
+        args: &[GpuArg<'_>],
+    ) -> Self {
+        let args = args
+            .iter()
+            .map(|a| match *a {
+                GpuArg::Buffer(b, off) => Owned::Buffer(b.clone(), off),
+                GpuArg::Bytes(b) => Owned::Bytes(b.into()),
+                GpuArg::I8(v) => Owned::Scalar(GpuArg::I8(v)),
+                GpuArg::I16(v) => Owned::Scalar(GpuArg::I16(v)),
+                GpuArg::I32(v) => Owned::Scalar(GpuArg::I32(v)),
+                GpuArg::I64(v) => Owned::Scalar(GpuArg::I64(v)),
+                GpuArg::U8(v) => Owned::Scalar(GpuArg::U8(v)),
+                GpuArg::U16(v) => Owned::Scalar(GpuArg::U16(v)),
+                GpuArg::U32(v) => Owned::Scalar(GpuArg::U32(v)),
+                GpuArg::U64(v) => Owned::Scalar(GpuArg::U64(v)),
+                GpuArg::F32(v) => Owned::Scalar(GpuArg::F32(v)),
+                GpuArg::F64(v) => Owned::Scalar(GpuArg::F64(v)),
+            })
+            .collect();
+        Self {
+            kernel: kernel.clone(),
+            charge: charge.clone(),
+            cfg,
+            args,
+        }
+    }
+
+    fn args(&self) -> SmallVec<[GpuArg<'_>; INLINE_ARGS]> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                Owned::Buffer(b, off) => GpuArg::Buffer(b, *off),
+                Owned::Bytes(b) => GpuArg::Bytes(b),
+                Owned::Scalar(v) => *v,
+            })
+            .collect()
+    }
+}
+
+/// A launch shape the driver accepted: function, context generation, geometry.
+pub(crate) type Shape = (usize, u64, GpuConfig);
+
+pub(crate) fn shape(kernel: &gpuhost::Kernel, cfg: GpuConfig) -> Shape {
+    (kernel.raw() as usize, kernel.generation(), cfg)
+}
+
+/// What a flush did: the Completions of the launches it issued, how many it could not issue,
+/// and why.
+#[derive(Default)]
+pub(crate) struct Flushed {
+    pub(crate) issued: Vec<Completion>,
+    pub(crate) not_issued: u32,
+    pub(crate) error: Option<gpuhost::Error>,
+}
+
+/// The batching state of one guest stream.
+pub(crate) struct Burst {
+    stream: Arc<gpuhost::Stream>,
+    /// Launches collected, in order.
+    pending: Vec<Deferred>,
+    /// Launches accepted since the last flush point.
+    interval: usize,
+    /// Whether launches are collected now (the last interval was a burst).
+    collecting: bool,
+    /// Shapes the driver accepted on this stream, oldest first (at most `max_graph_batch`).
+    known: Vec<Shape>,
+}
+
+impl Burst {
+    pub(crate) fn new(stream: Arc<gpuhost::Stream>) -> Self {
+        Self {
+            stream,
+            pending: Vec::new(),
+            interval: 0,
+            collecting: false,
+            known: Vec::new(),
+        }
+    }
+
+    /// Whether a checked launch of `kernel` with `cfg` is collected rather than issued now.
+    pub(crate) fn collects(&self, kernel: &gpuhost::Kernel, cfg: GpuConfig) -> bool {
+        let s = shape(kernel, cfg);
+        self.collecting
+            && kernel.generation() == self.stream.host().generation()
+            && self.known.iter().rev().any(|k| *k == s)
+    }
+
+    /// Whether launches are collected and not issued yet.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Collects `launch`; true when the batch is full (the caller flushes it).
+    pub(crate) fn collect(&mut self, launch: Deferred, max_batch: u32) -> bool {
+        self.pending.push(launch);
+        self.interval += 1;
+        self.pending.len() >= max_batch as usize
+    }
+
+    /// Notes a launch issued straight to the stream (the driver accepted its shape).
+    pub(crate) fn issued(&mut self, s: Shape, max_batch: u32) {
+        self.interval += 1;
+        // Newest first: a guest repeating a launch finds it at once.
+        if self.known.iter().rev().any(|k| *k == s) {
+            return;
+        }
+        if self.known.len() >= max_batch as usize {
+            if self.known.is_empty() {
+                return;
+            }
+            self.known.remove(0);
+        }
+        self.known.push(s);
+    }
+
+    /// A flush point (the collected launches were flushed): the interval since the last one
+    /// decides whether the stream collects from here on.
+    pub(crate) fn flush_point(&mut self, max_batch: u32) {
+        self.collecting = max_batch as usize >= MIN_GRAPH_BURST && self.interval >= MIN_GRAPH_BURST;
+        self.interval = 0;
+    }
+
+    /// Issues the collected launches, in order: through a cached (or new) graph of `graphs`
+    /// when there are enough of them, else one by one. Quota shares go back to `usage`.
+    pub(crate) fn flush(&mut self, graphs: Option<&mut GraphCache>, usage: &mut Usage) -> Flushed {
+        let mut batch = std::mem::take(&mut self.pending);
+        let out = issue(&self.stream, &batch, graphs, usage);
+        for d in batch.drain(..) {
+            d.charge.release(usage);
+        }
+        // Its capacity is kept for the next burst.
+        self.pending = batch;
+        out
+    }
+}
+
+impl Drop for Burst {
+    /// The Store is going with launches collected: they are issued, as they would have been
+    /// at their call (their Completions have nobody left to report to).
+    fn drop(&mut self) {
+        if self.has_pending() {
+            // The Store's usage is gone with it: what is given back here counts nowhere.
+            drop(self.flush(None, &mut Usage::default()));
+        }
+    }
+}
+
+/// Issues `batch` on `stream` (see [`Burst::flush`]).
+fn issue(
+    stream: &gpuhost::Stream,
+    batch: &[Deferred],
+    graphs: Option<&mut GraphCache>,
+    usage: &mut Usage,
+) -> Flushed {
+    let args: Vec<_> = batch.iter().map(Deferred::args).collect();
+    let launches: Vec<GraphLaunch<'_>> = batch
+        .iter()
+        .zip(&args)
+        .map(|(d, a)| GraphLaunch {
+            kernel: &d.kernel,
+            cfg: d.cfg,
+            args: a,
+        })
+        .collect();
+    if launches.len() >= MIN_GRAPH_BURST
+        && let Some(cache) = graphs
+        && !cache.broken
+    {
+        match cache.replay(stream, batch, &launches, usage) {
+            Ok(issued) => {
+                return Flushed {
+                    issued,
+                    ..Flushed::default()
+                };
+            }
+            Err(
+                e @ (gpuhost::Error::ContextLost { .. } | gpuhost::Error::ContextPoisoned { .. }),
+            ) => {
+                cache.clear(usage);
+                return Flushed {
+                    issued: Vec::new(),
+                    not_issued: launches.len() as u32,
+                    error: Some(e),
+                };
+            }
+            // A driver that cannot build or update this graph: this guest launches one by one
+            // from now on (nothing was issued, so the launches below are the first).
+            Err(_) => cache.broken = true,
+        }
+    }
+    let mut out = Flushed::default();
+    for (i, l) in launches.iter().enumerate() {
+        match stream.launch(l.kernel, l.cfg, l.args) {
+            Ok(done) => out.issued.push(done),
+            Err(e) => {
+                // Later launches of the burst would run after one that did not: none is issued.
+                out.not_issued = (launches.len() - i) as u32;
+                out.error = Some(e);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// A cached graph: when it was last used, and the module quota shares of its kernels.
+struct Cached {
+    used: u64,
+    graph: KernelGraph,
+    charges: Vec<Charge>,
+}
+
+/// A guest's instantiated graphs, least recently used evicted past `Limits::max_cached_graphs`.
+pub(crate) struct GraphCache {
+    cap: usize,
+    graphs: Vec<Cached>,
+    clock: u64,
+    /// Launches replayed through graphs.
+    launches: u64,
+    /// Building or replaying a graph failed other than by a lost context: graphs are off.
+    broken: bool,
+}
+
+impl GraphCache {
+    pub(crate) fn new(cap: u32) -> Self {
+        Self {
+            cap: cap as usize,
+            graphs: Vec::new(),
+            clock: 0,
+            launches: 0,
+            broken: false,
+        }
+    }
+
+    /// Launches replayed through graphs so far.
+    pub(crate) fn launches(&self) -> u64 {
+        self.launches
+    }
+
+    /// Whether a flush may use graphs at all.
+    pub(crate) fn usable(&self) -> bool {
+        self.cap > 0 && !self.broken
+    }
+
+    /// Drops cached graph `i`, giving its quota shares back to `usage`.
+    fn evict(&mut self, i: usize, usage: &mut Usage) {
+        let c = self.graphs.swap_remove(i);
+        usage.cached_graphs = usage.cached_graphs.saturating_sub(1);
+        for charge in c.charges {
+            charge.release(usage);
+        }
+    }
+
+    /// Drops every cached graph.
+    fn clear(&mut self, usage: &mut Usage) {
+        while !self.graphs.is_empty() {
+            self.evict(0, usage);
+        }
+    }
+
+    /// Replays `launches` (made of `batch`) through the cached graph of their shape, or a new
+    /// one (cached, evicting the least recently used).
+    fn replay(
+        &mut self,
+        stream: &gpuhost::Stream,
+        batch: &[Deferred],
+        launches: &[GraphLaunch<'_>],
+        usage: &mut Usage,
+    ) -> gpuhost::Result<Vec<Completion>> {
+        self.clock += 1;
+        if let Some(i) = self.graphs.iter().position(|c| c.graph.fits(launches)) {
+            self.graphs[i].used = self.clock;
+            let done = stream.launch_graph(&mut self.graphs[i].graph, launches);
+            match &done {
+                Ok(d) => self.launches += d.len() as u64,
+                Err(_) => self.evict(i, usage),
+            }
+            return done;
+        }
+        let mut graph = KernelGraph::new(stream, launches)?;
+        let done = stream.launch_graph(&mut graph, launches)?;
+        self.launches += done.len() as u64;
+        if self.graphs.len() >= self.cap
+            && let Some(oldest) = (0..self.graphs.len()).min_by_key(|&i| self.graphs[i].used)
+        {
+            self.evict(oldest, usage);
+        }
+        if self.cap > 0 {
+            let mut charges: Vec<Charge> = Vec::new();
+            for d in batch {
+                if !charges.iter().any(|c| c.same(&d.charge)) {
+                    charges.push(d.charge.clone());
+                }
+            }
+            self.graphs.push(Cached {
+                used: self.clock,
+                graph,
+                charges,
+            });
+            usage.cached_graphs += 1;
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,138 @@
+//! Graph batching of launch bursts (burst.rs): a trusted guest's bursts replayed as CUDA graphs
+//! compute and report exactly what the same guest computes launching one by one, the guest
+//! cannot grow a batch or the graph cache past its limits, and launches collected when the
+//! Store goes still run.
+
+use gpuhost_wasm::{Limits, RunOptions, RunOutcome, Runtime};
+
+use crate::{device, device_alone, guest, opts, stdout};
+
+/// Runs the bursts guest trusted, in `mode`, with graph batching as `limits` set it.
+async fn run(rt: &Runtime, args: &[&str], limits: Limits) -> RunOutcome {
+    let o = rt
+        .run(
+            &guest("bursts"),
+            RunOptions {
+                limits,
+                ..opts("bursts", args)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        o.exit_code,
+        0,
+        "{args:?}: stdout {:?} stderr {:?}",
+        stdout(&o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn trusted() -> Limits {
+    Limits {
+        sandbox: false,
+        ..Limits::default()
+    }
+}
+
+fn unbatched() -> Limits {
+    Limits {
+        max_graph_batch: 0,
+        ..trusted()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_bursts_compute_what_unbatched_launches_compute() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let batched = run(rt, &["results"], trusted()).await;
+    let plain = run(rt, &["results"], unbatched()).await;
+    assert_eq!(plain.graph_launches, 0, "batching off replayed a graph");
+    assert!(
+        batched.graph_launches > 100,
+        "bursts were not replayed as graphs: {} launches were",
+        batched.graph_launches
+    );
+    assert_eq!(stdout(&batched), stdout(&plain));
+    // The sandboxed guest is never batched, and must agree too.
+    let sandboxed = run(rt, &["results"], Limits::default()).await;
+    assert_eq!(sandboxed.graph_launches, 0);
+    assert_eq!(stdout(&sandboxed), stdout(&plain));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_launches_in_collected_bursts_report_the_same_errors_at_the_call() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let batched = run(rt, &["errors"], trusted()).await;
+    let plain = run(rt, &["errors"], unbatched()).await;
+    assert!(
+        batched.graph_launches > 0,
+        "no burst was replayed as a graph"
+    );
+    let out = stdout(&batched);
+    assert_eq!(out, stdout(&plain));
+    for refusal in [
+        "too few arguments: Err(Error::ArgMismatch",
+        "block too large: Err(Error::InvalidLaunch",
+        "offset past the end: Err(Error::OutOfBounds",
+    ] {
+        assert_eq!(out.matches(refusal).count(), 3, "{refusal} in {out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_of_many_burst_shapes_keeps_at_most_its_cached_graphs() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let limits = Limits {
+        max_cached_graphs: 3,
+        ..trusted()
+    };
+    let o = run(rt, &["shapes", "12", "8"], limits).await;
+    // 12 shapes; every burst after the first collects its last 7 launches into a new graph.
+    assert_eq!(o.graph_launches, 11 * 7);
+    assert_eq!(o.held_at_exit.cached_graphs, 3);
+    let plain = run(rt, &["shapes", "12", "8"], unbatched()).await;
+    assert_eq!(stdout(&o), stdout(&plain));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_burst_is_replayed_in_batches_of_at_most_max_graph_batch() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let limits = Limits {
+        max_graph_batch: 5,
+        ..trusted()
+    };
+    let o = run(rt, &["cap", "23"], limits).await;
+    // Four full batches of 5 as graphs; the last 3 are too few for a graph.
+    assert_eq!(o.graph_launches, 20);
+    let whole = run(rt, &["cap", "23"], trusted()).await;
+    assert_eq!(whole.graph_launches, 23);
+    let plain = run(rt, &["cap", "23"], unbatched()).await;
+    assert_eq!(stdout(&o), stdout(&plain));
+    assert_eq!(stdout(&whole), stdout(&plain));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launches_collected_when_the_guest_exits_still_run_and_stay_counted() {
+    let Some((rt, _device)) = device_alone().await else {
+        return;
+    };
+    let mut launched = Vec::new();
+    for limits in [trusted(), unbatched()] {
+        let before = rt.host().stats().launches;
+        let o = run(rt, &["exit-pending"], limits).await;
+        assert_eq!(o.held_at_exit.launches_in_flight, 8, "{}", stdout(&o));
+        rt.host().synchronize().unwrap();
+        launched.push(rt.host().stats().launches - before);
+    }
+    assert_eq!(launched, [16, 16], "batched vs unbatched launches issued");
+}

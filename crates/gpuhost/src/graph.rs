@@ -1,0 +1,357 @@
+//! CUDA graphs of kernel launches: a [`KernelGraph`] is a fixed sequence of launches (kernels,
+//! grids, blocks, dynamic shared memory), instantiated once and replayed on a [`Stream`] with
+//! one `cuGraphLaunch`. Between replays only arguments change: a node whose argument bytes
+//! differ from its last replay is updated in place (`cuGraphExecKernelNodeSetParams`), the
+//! others cost nothing. Replaying `n` launches this way costs the driver one submission instead
+//! of `n`, which is what pays on a GPU where a stream launch costs about three times a graph
+//! node.
+//!
+//! A graph is bound to its host's context generation like every gpuhost handle: it refuses with
+//! [`Error::ContextLost`] after a reset, and a replay is checked exactly as [`Stream::launch`]
+//! checks each of its launches. Its launches complete through one [`Completion`] each, counted,
+//! kept alive (buffers, modules) and reported as if launched one by one. The nodes run one after
+//! the other (each depends on the one before), as launches on one stream do.
+
+use std::ptr;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{
+    self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode,
+};
+
+use crate::completion::Completion;
+use crate::driver::has_symbol;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::launch::{Arg, LaunchConfig, PackedArgs};
+use crate::registry::Kernel;
+use crate::stream::Stream;
+
+/// One launch of a graph: what [`Stream::launch`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphLaunch<'a> {
+    /// The kernel.
+    pub kernel: &'a Kernel,
+    /// Its geometry.
+    pub cfg: LaunchConfig,
+    /// Its arguments.
+    pub args: &'a [Arg<'a>],
+}
+
+/// An instantiated graph of kernel launches in stream order (see the module header).
+pub struct KernelGraph {
+    host: Arc<Host>,
+    generation: u64,
+    graph: CUgraph,
+    exec: CUgraphExec,
+    nodes: Vec<Node>,
+    /// One kernel handle per kernel the graph launches: its modules stay loaded while the graph
+    /// exists, and a release names the graph's holders.
+    _holds: Vec<Kernel>,
+}
+
+/// A node of the graph: its launch shape and the argument bytes its executable node holds now.
+struct Node {
+    raw: CUgraphNode,
+    func: CUfunction,
+    cfg: LaunchConfig,
+    args: Vec<u8>,
+}
+
+// SAFETY: graph handles are driver objects usable from any thread with their context bound,
+// which every method does through Host::enter_for; `&mut self` serialises updates and launches.
+unsafe impl Send for KernelGraph {}
+// SAFETY: as above; `&self` methods only read the Rust-side description.
+unsafe impl Sync for KernelGraph {}
+
+/// Label of the kernel handles a graph holds (what a refused release names).
+const HOLDER_LABEL: &str = "kernel graph";
+
+/// The argument bytes of a launch as the kernel sees them (to tell whether a node changed).
+fn encode(args: &[Arg<'_>], out: &mut Vec<u8>) {
+    out.clear();
+    for a in args {
+        match a {
+            Arg::Bytes(b) => out.extend_from_slice(b),
+            _ => out.extend_from_slice(&a.scalar().unwrap_or(0).to_le_bytes()[..a.size()]),
+        }
+    }
+}
+
+/// The driver's description of a launch (`packed` must outlive its use; the driver copies the
+/// parameters at the call).
+fn node_params(
+    func: CUfunction,
+    cfg: &LaunchConfig,
+    packed: &mut PackedArgs,
+) -> CUDA_KERNEL_NODE_PARAMS {
+    CUDA_KERNEL_NODE_PARAMS {
+        func,
+        gridDimX: cfg.grid[0],
+        gridDimY: cfg.grid[1],
+        gridDimZ: cfg.grid[2],
+        blockDimX: cfg.block[0],
+        blockDimY: cfg.block[1],
+        blockDimZ: cfg.block[2],
+        sharedMemBytes: cfg.shared_mem_bytes,
+        kernelParams: packed.as_params(),
+        extra: ptr::null_mut(),
+        // Unused when `func` is set.
+        kern: ptr::null_mut(),
+        ctx: ptr::null_mut(),
+    }
+}
+
+/// The entry points a graph uses that an older driver may lack (calling a missing one through
+/// cudarc would panic); CUDA 12.0 drivers export them all.
+const ENTRY_POINTS: [&str; 4] = [
+    "cuGraphAddKernelNode_v2",
+    "cuGraphExecKernelNodeSetParams_v2",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+];
+
+/// The first of [`ENTRY_POINTS`] the loaded driver lacks, looked up once.
+fn missing_entry_point() -> Option<&'static str> {
+    static MISSING: OnceLock<Option<&'static str>> = OnceLock::new();
+    *MISSING.get_or_init(|| ENTRY_POINTS.into_iter().find(|s| !has_symbol(s)))
+}
+
+impl KernelGraph {
+    /// Builds and instantiates a graph replaying `launches` in order on a stream of `stream`'s
+    /// host and generation. Each launch is checked as [`Stream::launch`] checks it; the arguments
+    /// given here are the nodes' first ones.
+    pub fn new(stream: &Stream, launches: &[GraphLaunch<'_>]) -> Result<Self> {
+        let Some(first) = launches.first() else {
+            return Err(Error::InvalidLaunch {
+                kernel: "(none)".into(),
+                reason: "a kernel graph needs at least one launch".into(),
+            });
+        };
+        let mut packed = launches
+            .iter()
+            .map(|l| stream.prepare(l.kernel, l.cfg, l.args))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(call) = missing_entry_point() {
+            return Err(Error::Driver {
+                call,
+                code: sys::CUresult::CUDA_ERROR_NOT_FOUND,
+                name: "not exported by this driver: kernel graphs need a CUDA 12.0 or newer driver; launch on a stream instead".into(),
+            });
+        }
+        let host = stream.host().clone();
+        let generation = host.enter_for(stream.generation())?;
+        if launches.iter().any(|l| l.kernel.generation() != generation) {
+            return Err(Error::ContextLost { generation });
+        }
+        let mut holds: Vec<Kernel> = Vec::new();
+        for l in launches {
+            let held = holds.iter().any(|h| {
+                Arc::ptr_eq(h.registry(), l.kernel.registry()) && h.name() == l.kernel.name()
+            });
+            if !held {
+                holds.push(
+                    l.kernel
+                        .registry()
+                        .kernel_labeled(l.kernel.name(), HOLDER_LABEL)?,
+                );
+            }
+        }
+        let mut graph: CUgraph = ptr::null_mut();
+        // SAFETY: valid out pointer; the context is bound and current-generation.
+        let r = unsafe { sys::cuGraphCreate(&mut graph, 0) };
+        host.classify_at("cuGraphCreate", r, generation)?;
+        // From here on the graph is destroyed by Drop, whatever fails.
+        let mut this = Self {
+            host,
+            generation,
+            graph,
+            exec: ptr::null_mut(),
+            nodes: Vec::with_capacity(launches.len()),
+            _holds: holds,
+        };
+        let mut prev: Option<CUgraphNode> = None;
+        for (l, p) in launches.iter().zip(packed.iter_mut()) {
+            let params = node_params(l.kernel.raw(), &l.cfg, p);
+            let mut node: CUgraphNode = ptr::null_mut();
+            let deps = prev
+                .as_ref()
+                .map_or(ptr::null(), |d| d as *const CUgraphNode);
+            // SAFETY: the graph is live in the bound context; `deps` points at `prev` (one node
+            // of this graph) or is null with a count of 0; `params` points at one parameter per
+            // kernel parameter (checked by prepare), alive for the call, which copies them.
+            let r = unsafe {
+                sys::cuGraphAddKernelNode_v2(
+                    &mut node,
+                    this.graph,
+                    deps,
+                    usize::from(prev.is_some()),
+                    &params,
+                )
+            };
+            this.host
+                .classify_at("cuGraphAddKernelNode", r, generation)?;
+            let mut args = Vec::new();
+            encode(l.args, &mut args);
+            this.nodes.push(Node {
+                raw: node,
+                func: l.kernel.raw(),
+                cfg: l.cfg,
+                args,
+            });
+            prev = Some(node);
+        }
+        let mut exec: CUgraphExec = ptr::null_mut();
+        // SAFETY: the graph is complete and live in the bound context; valid out pointer.
+        let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, this.graph, 0) };
+        this.host
+            .classify_at("cuGraphInstantiateWithFlags", r, generation)
+            .map_err(|e| with_kernel(e, first.kernel))?;
+        this.exec = exec;
+        Ok(this)
+    }
+
+    /// Launches in the graph.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never true: a graph has at least one launch.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The context generation the graph was built in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// True when `launches` have this graph's shape: the same kernels with the same grids,
+    /// blocks and shared memory, in the same order (arguments may differ).
+    pub fn fits(&self, launches: &[GraphLaunch<'_>]) -> bool {
+        launches.len() == self.nodes.len()
+            && launches
+                .iter()
+                .zip(&self.nodes)
+                .all(|(l, n)| l.kernel.raw() == n.func && l.cfg == n.cfg)
+    }
+}
+
+/// A driver refusal of a graph names no kernel; say which graph it was.
+fn with_kernel(e: Error, first: &Kernel) -> Error {
+    match e {
+        Error::Driver { call, code, name } => Error::Driver {
+            call,
+            code,
+            name: format!("{name} (a graph starting with kernel '{}')", first.name()),
+        },
+        e => e,
+    }
+}
+
+impl Stream {
+    /// Replays `graph` on this stream with `launches` (which must [fit](KernelGraph::fits) it)
+    /// and returns one Completion per launch, as that many [`Stream::launch`] calls would.
+    /// Every launch is checked first, as `launch` checks it; then the nodes whose arguments
+    /// changed since the graph's last replay are updated, and the graph is launched once.
+    pub fn launch_graph(
+        &self,
+        graph: &mut KernelGraph,
+        launches: &[GraphLaunch<'_>],
+    ) -> Result<Vec<Completion>> {
+        if !Arc::ptr_eq(&graph.host, self.host()) {
+            return Err(Error::DeviceMismatch {
+                what: "kernel graph",
+                expected: self.host().ordinal(),
+                found: graph.host.ordinal(),
+            });
+        }
+        if !graph.fits(launches) {
+            let kernel = launches.first().map_or("(none)", |l| l.kernel.name());
+            return Err(Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "these {} launches do not have the shape of the graph's {} (kernels, grids, blocks and shared memory, in order); build a graph for them",
+                    launches.len(),
+                    graph.len()
+                ),
+            });
+        }
+        let mut packed = launches
+            .iter()
+            .map(|l| self.prepare(l.kernel, l.cfg, l.args))
+            .collect::<Result<Vec<_>>>()?;
+        let generation = self.host().enter_for(self.generation())?;
+        if graph.generation != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        let mut bytes = Vec::new();
+        for ((l, p), node) in launches.iter().zip(packed.iter_mut()).zip(&mut graph.nodes) {
+            encode(l.args, &mut bytes);
+            if bytes == node.args {
+                continue;
+            }
+            let params = node_params(node.func, &node.cfg, p);
+            // SAFETY: exec and node belong to this graph, live in the bound current-generation
+            // context; `params` holds one pointer per kernel parameter (checked by prepare),
+            // alive for the call, which copies them. Launches already queued keep their own.
+            let r =
+                unsafe { sys::cuGraphExecKernelNodeSetParams_v2(graph.exec, node.raw, &params) };
+            graph
+                .host
+                .classify_at("cuGraphExecKernelNodeSetParams", r, generation)?;
+            // Only after the driver took them: on failure the node keeps its old arguments.
+            std::mem::swap(&mut node.args, &mut bytes);
+        }
+        // SAFETY: exec and stream belong to the bound current-generation context.
+        let r = unsafe { sys::cuGraphLaunch(graph.exec, self.raw()) };
+        self.host().classify_at("cuGraphLaunch", r, generation)?;
+        Ok(launches
+            .iter()
+            .map(|l| self.issued(l.kernel, l.args))
+            .collect())
+    }
+}
+
+impl Drop for KernelGraph {
+    fn drop(&mut self) {
+        let (graph, exec, host) = (self.graph, self.exec, self.host.clone());
+        self.host
+            .release_in(self.generation, "destroy a kernel graph", || {
+                if !exec.is_null() {
+                    // SAFETY: exec was instantiated in this (bound, current) generation and is
+                    // destroyed once; replays in flight finish first (the driver frees it after).
+                    let r = unsafe { sys::cuGraphExecDestroy(exec) };
+                    if let Err(e) = host.classify("cuGraphExecDestroy", r) {
+                        host.drop_error("destroying a kernel graph's executable graph", &e);
+                    }
+                }
+                // SAFETY: graph was created in this generation and is destroyed once, after the
+                // executable graph made from it.
+                let r = unsafe { sys::cuGraphDestroy(graph) };
+                if let Err(e) = host.classify("cuGraphDestroy", r) {
+                    host.drop_error("destroying a kernel graph", &e);
+                }
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_gives_each_argument_its_own_size_little_endian() {
+        let mut out = vec![0xff; 3];
+        encode(
+            &[
+                Arg::U16(0x0102),
+                Arg::I8(-1),
+                Arg::Bytes(&[7, 8]),
+                Arg::F32(1.0),
+            ],
+            &mut out,
+        );
+        assert_eq!(out, [0x02, 0x01, 0xff, 7, 8, 0, 0, 0x80, 0x3f]);
+    }
+}
