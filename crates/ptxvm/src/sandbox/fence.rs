@@ -209,6 +209,10 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
+            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
+                out.push(O::Inst(i));
+                Ok(())
+            }
             (Sp::Local, Src::Reg(r, o))
                 if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
             {
@@ -428,25 +432,40 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        let (a, p) = (sreg(dst), sreg("p"));
-        self.emit(out, None, "sub", &["u64"], vec![a.clone(), x, sreg("base")]);
+        // In range, the address itself (aligned down: the base is aligned to MIN_ALIGN, so it
+        // stays >= base); out of range, the base. Selecting the address rather than rebuilding
+        // it from a clamped offset saves a 64-bit add per access.
+        let (a, p, x_off) = (sreg(dst), sreg("p"), sreg("x"));
+        self.emit(
+            out,
+            None,
+            "sub",
+            &["u64"],
+            vec![x_off.clone(), x.clone(), sreg("base")],
+        );
         match guard {
-            None => self.emit(out, None, "setp", &["gt", "u64"], vec![p, a.clone(), lim]),
+            None => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "u64"],
+                vec![p.clone(), x_off, lim],
+            ),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
                 &["gt", "and", "u64"],
-                vec![p, a.clone(), lim, pred(g)],
+                vec![p.clone(), x_off, lim, pred(g)],
             ),
         }
         self.fault(out, Some(("%__sbx_p".into(), false)));
         self.emit(
             out,
-            Some(("%__sbx_p".into(), false)),
-            "mov",
-            &["u64"],
-            vec![a.clone(), imm(0)],
+            None,
+            "selp",
+            &["b64"],
+            vec![a.clone(), sreg("base"), x, p],
         );
         if w > 1 {
             self.emit(
@@ -454,10 +473,9 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                vec![a.clone(), a.clone(), imm(-(w as i64))],
+                vec![a.clone(), a, imm(-(w as i64))],
             );
         }
-        self.emit(out, None, "add", &["u64"], vec![a.clone(), a, sreg("base")]);
     }
 
     /// `dst = globals + goff + off`: the address of a relocated module variable (at `goff` in the
@@ -496,7 +514,10 @@ impl<'m> Fx<'_, 'm> {
 
     /// Checks `%__sbx_<dst>` (aligned down to `w`, cut to 32 bits) and the `span` bytes from
     /// it against the window `[lo, hi)`; sets `%__sbx_<q>` to whether the access may run and
-    /// returns it as a guard.
+    /// returns it as a guard. One 32-bit compare: `(a - lo) mod 2^32 < n`, where the prologue
+    /// set `n` = the count of in-window start offsets for this span (`hi - lo - span + 1`, or 0
+    /// when the window is smaller); windows lie below 4 GiB (shared and local addresses are
+    /// 32-bit), so an address below `lo` wraps past every `n`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn window_into(
         &self,
@@ -506,11 +527,19 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         span: u64,
         guard: Option<&(String, bool)>,
-        (lo, hi): (&str, &str),
+        (lo, _hi): (&str, &str),
     ) -> Option<(String, bool)> {
-        let (a, b) = (sreg(dst), sreg("b"));
+        let a = sreg(dst);
+        let o = sreg("o");
         let qname = format!("%__sbx_{q}");
         let q = sreg(q);
+        let shared = lo == "slo";
+        self.spans.borrow_mut().insert((shared, span));
+        let (lo32, n) = if shared {
+            (sreg("sl"), sreg(&format!("sn{span}")))
+        } else {
+            (sreg("ll"), sreg(&format!("ln{span}")))
+        };
         self.emit(
             out,
             None,
@@ -518,41 +547,23 @@ impl<'m> Fx<'_, 'm> {
             &["b64"],
             vec![a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
         );
-        self.emit(
-            out,
-            None,
-            "add",
-            &["u64"],
-            vec![b.clone(), a.clone(), imm(span as i64)],
-        );
+        self.emit(out, None, "cvt", &["u32", "u64"], vec![o.clone(), a]);
+        self.emit(out, None, "sub", &["u32"], vec![o.clone(), o.clone(), lo32]);
         match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["ge", "u64"],
-                vec![q.clone(), a, sreg(lo)],
-            ),
+            None => self.emit(out, None, "setp", &["lt", "u32"], vec![q.clone(), o, n]),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
-                &["ge", "and", "u64"],
-                vec![q.clone(), a, sreg(lo), pred(g)],
+                &["lt", "and", "u32"],
+                vec![q.clone(), o, n, pred(g)],
             ),
         }
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["le", "and", "u64"],
-            vec![q.clone(), b, sreg(hi), q.clone()],
-        );
         // Fault iff the access would have run (guard) but is out of the window.
-        let p = sreg("p");
         match guard {
-            None => self.emit(out, None, "not", &["pred"], vec![p, q]),
+            None => self.fault(out, Some((qname.clone(), true))),
             Some((g, neg)) => {
+                let p = sreg("p");
                 self.emit(
                     out,
                     None,
@@ -563,9 +574,9 @@ impl<'m> Fx<'_, 'm> {
                 if *neg {
                     self.emit(out, None, "not", &["pred"], vec![p.clone(), p]);
                 }
+                self.fault(out, Some(("%__sbx_p".into(), false)));
             }
         }
-        self.fault(out, Some(("%__sbx_p".into(), false)));
         Some((qname, false))
     }
 

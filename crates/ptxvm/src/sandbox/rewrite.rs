@@ -76,6 +76,14 @@ pub(crate) struct Fx<'a, 'm> {
     pub ngroups: u32,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
+    /// Back-edges of counted loops (no poll) and the weights of the others.
+    pub backedges: super::bounded::BackEdges,
+    /// (shared?, span) of every window check emitted: the prologue computes their limits.
+    pub spans: std::cell::RefCell<std::collections::BTreeSet<(bool, u64)>>,
+    /// Registers that only hold known addresses in this function's `.local` variables.
+    pub statics: HashMap<&'m str, super::statics::Static<'m>>,
+    /// This function's `.local` variables → alignment.
+    pub local_align: HashMap<&'m str, u64>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -99,6 +107,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
             if !lean {
                 out.extend(fx.prologue()?);
             }
+            fx.static_inits(&mut out);
             out.append(&mut body);
             Some(out)
         }
@@ -149,11 +158,19 @@ fn rewrite_body<'a, 'm>(
         members: HashMap::new(),
         ngroups: 0,
         line: f.line,
+        backedges: Default::default(),
+        spans: Default::default(),
+        statics: HashMap::new(),
+        local_align: HashMap::new(),
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
     }
     fx.scan(b)?;
+    fx.backedges = super::bounded::analyse(b, &info.lean, &fx.tables, info.poll_interval);
+    fx.statics = super::statics::analyse(b, &fx.locals, |r| {
+        matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
+    });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.stmts(b, Some(&hoisted), &mut body)?;
@@ -225,13 +242,16 @@ impl<'m> Fx<'_, 'm> {
                     }
                 }
                 Stmt::Var(v) => {
-                    let size = if v.count == Some(0) {
-                        0
+                    let (size, align) = if v.count == Some(0) {
+                        (0, 1)
                     } else {
-                        var_size(v)?.0
+                        var_size(v)?
                     };
                     match v.space {
-                        Space::Local => drop(self.locals.insert(v.name.as_str(), size)),
+                        Space::Local => {
+                            self.local_align.insert(v.name.as_str(), u64::from(align));
+                            self.locals.insert(v.name.as_str(), size);
+                        }
                         Space::Shared => drop(self.shared_fn.insert(v.name.as_str(), size)),
                         Space::Param => drop(self.params.insert(v.name.as_str(), size)),
                         _ => {}
@@ -247,6 +267,37 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// Sets every static register to one of its values before the body runs (statics.rs).
+    fn static_inits(&self, out: &mut Vec<O<'m>>) {
+        let mut regs: Vec<_> = self.statics.iter().collect();
+        regs.sort_by_key(|(r, _)| *r);
+        for (r, st) in regs {
+            let r = Operand::Name(r.to_string());
+            let v = Operand::Name(st.var.to_string());
+            self.emit(out, None, "mov", &["u64"], vec![r.clone(), v]);
+            let k = st.offsets.first().copied().unwrap_or(0);
+            if k != 0 {
+                self.emit(out, None, "add", &["u64"], vec![r.clone(), r, imm(k)]);
+            }
+        }
+    }
+
+    /// Whether a `.local` access of `w` bytes at `[r + off]` stays inside the variable `r`
+    /// points into, aligned, whatever `r` holds (statics.rs).
+    pub(crate) fn static_local(&self, r: &str, off: i64, w: u64) -> bool {
+        let Some(st) = self.statics.get(r) else {
+            return false;
+        };
+        let (size, align) = (self.locals[st.var], self.local_align[st.var]);
+        let w = w as i64;
+        align >= w as u64
+            && st.offsets.iter().all(|k| {
+                k.checked_add(off).is_some_and(|a| {
+                    a >= 0 && a % w == 0 && a.checked_add(w).is_some_and(|e| e as u64 <= size)
+                })
+            })
     }
 
     /// Type of register `name` (`u32`, `b64`, …), if declared.
@@ -354,8 +405,9 @@ impl<'m> Fx<'_, 'm> {
             Some(Opcode::Bra) => {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
+                    && !self.backedges.bounded.contains(&(i as *const Inst))
                 {
-                    self.backedge(i.guard.clone(), out);
+                    self.backedge(i, out);
                 }
                 out.push(O::Inst(i));
                 Ok(())
@@ -369,7 +421,7 @@ impl<'m> Fx<'_, 'm> {
                     _ => true,
                 };
                 if back {
-                    self.backedge(i.guard.clone(), out);
+                    self.backedge(i, out);
                 }
                 out.push(O::Inst(i));
                 Ok(())
