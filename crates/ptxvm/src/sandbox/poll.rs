@@ -14,7 +14,9 @@ const U64_REGS: &[&str] = &[
     "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
     "lim1", "lim2", "lim4", "lim8", "lim16", "lim32", "x",
 ];
-const U32_REGS: &[&str] = &["epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o"];
+const U32_REGS: &[&str] = &[
+    "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
+];
 const PRED_REGS: &[&str] = &["p", "q"];
 
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
@@ -102,6 +104,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let n = i64::from(self.info.poll_interval);
         self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("f"), imm(0)]);
         self.emit(
             &mut out,
             None,
@@ -143,7 +146,7 @@ impl<'m> Fx<'_, 'm> {
                 &["lt", "or", "u64"],
                 vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
             );
-            self.fault(&mut out, Some(("%__sbx_p".into(), false)));
+            self.fault_now(&mut out, Some(("%__sbx_p".into(), false)));
             self.emit(
                 &mut out,
                 Some(("%__sbx_p".into(), false)),
@@ -151,8 +154,11 @@ impl<'m> Fx<'_, 'm> {
                 &[],
                 vec![],
             );
-            // Poll once at entry: a launch queued behind an abort never starts its work.
-            self.exit_if_aborted(&mut out, false);
+            // Poll once at entry: a launch queued behind an abort never starts its work. The
+            // epoch is read here and compared before the first instruction that could write
+            // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
+            // parameter and address arithmetic and first loads instead of preceding them.
+            self.read_epoch(&mut out);
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
@@ -371,6 +377,12 @@ impl<'m> Fx<'_, 'm> {
     /// that was running; a plain load and store (not an atomic), since any running kernel's
     /// tag is a right answer and the word may be in host memory.
     fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
+        self.read_epoch(out);
+        self.compare_epoch(out, report);
+    }
+
+    /// `%__sbx_e` := the control block's epoch.
+    fn read_epoch(&self, out: &mut Vec<O<'m>>) {
         self.emit(
             out,
             None,
@@ -381,6 +393,16 @@ impl<'m> Fx<'_, 'm> {
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
             ],
         );
+    }
+
+    /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
+    /// launch's.
+    pub(crate) fn entry_check(&self, out: &mut Vec<O<'m>>) {
+        self.compare_epoch(out, false);
+    }
+
+    /// Exits when `%__sbx_e` is not this launch's epoch (see `exit_if_aborted`).
+    fn compare_epoch(&self, out: &mut Vec<O<'m>>, report: bool) {
         self.emit(
             out,
             None,
@@ -401,7 +423,16 @@ impl<'m> Fx<'_, 'm> {
                 vec![sreg("q"), sreg("t"), imm(0), sreg("p")],
             );
             let q = Some(("%__sbx_q".to_string(), false));
-            self.emit(out, q, "st", ld, vec![stopped(), sreg("tag")]);
+            self.emit(out, q.clone(), "st", ld, vec![stopped(), sreg("tag")]);
+            // A thread stopped in a loop reports the fenced accesses it made.
+            self.emit(
+                out,
+                None,
+                "setp",
+                &["ne", "and", "u32"],
+                vec![sreg("q"), sreg("f"), imm(0), sreg("p")],
+            );
+            self.fault_now(out, q);
         }
         self.emit(out, aborted, "exit", &[], vec![]);
     }

@@ -84,6 +84,16 @@ pub(crate) struct Fx<'a, 'm> {
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
     /// This function's `.local` variables → alignment.
     pub local_align: HashMap<&'m str, u64>,
+    /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
+    pub deferred: std::cell::Cell<bool>,
+    /// In an entry, where its straight-line prefix ends (the first loop header): until then
+    /// the epoch the prologue read is compared before every instruction that could write memory
+    /// or leave the prefix (`entry_check`), not at once.
+    pub prefix_end: Option<usize>,
+    /// In the prefix: whether every path to here passed an epoch check, and the labels that a
+    /// branch reaches before one.
+    checked: bool,
+    unchecked_targets: HashSet<&'m str>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -126,6 +136,41 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
     Ok((head, body))
 }
 
+/// Whether `s` may run before an entry has compared the abort epoch: an instruction that writes
+/// nothing but registers and cannot branch (its fenced form adds at most a deferred fault note).
+fn side_effect_free(s: &Stmt) -> bool {
+    match s {
+        Stmt::Inst(i) => {
+            matches!(
+                i.opcode.as_str(),
+                "ld" | "ldu"
+                    | "mov"
+                    | "cvt"
+                    | "cvta"
+                    | "add"
+                    | "sub"
+                    | "mul"
+                    | "mad"
+                    | "shl"
+                    | "shr"
+                    | "and"
+                    | "or"
+                    | "xor"
+                    | "not"
+                    | "setp"
+                    | "selp"
+                    | "min"
+                    | "max"
+            ) && !i
+                .mods
+                .iter()
+                .any(|m| m == "volatile" || m.starts_with("acquire"))
+        }
+        Stmt::Reg { .. } | Stmt::Var(_) => true,
+        _ => false,
+    }
+}
+
 /// Top-level register and .local/.shared declarations go first: the prologue takes the
 /// variables' addresses, and declarations then precede every instruction.
 fn hoisted(s: &Stmt) -> bool {
@@ -162,6 +207,10 @@ fn rewrite_body<'a, 'm>(
         spans: Default::default(),
         statics: HashMap::new(),
         local_align: HashMap::new(),
+        deferred: Default::default(),
+        prefix_end: None,
+        checked: false,
+        unchecked_targets: HashSet::new(),
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
@@ -173,7 +222,11 @@ fn rewrite_body<'a, 'm>(
     });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
+    if f.is_entry {
+        fx.prefix_end = Some(fx.first_loop_header());
+    }
     fx.stmts(b, Some(&hoisted), &mut body)?;
+    fx.add_reports(&mut body);
     Ok((fx, body))
 }
 
@@ -269,6 +322,44 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
+    /// Position of the first label some back-edge jumps to (the end of the body if none).
+    fn first_loop_header(&self) -> usize {
+        self.backedges.first_header.unwrap_or(usize::MAX)
+    }
+
+    /// The entry's epoch check in its straight-line prefix: before the first statement (on
+    /// every path) that is not side-effect free or a forward branch within the prefix, and
+    /// before the first loop header.
+    fn prefix_step(&mut self, s: &'m Stmt, end: usize, out: &mut Vec<O<'m>>) {
+        if self.pos >= end {
+            self.prefix_end = None;
+            if matches!(s, Stmt::Label(..)) && !self.checked {
+                self.entry_check(out);
+            }
+            return;
+        }
+        if let Stmt::Label(l, _) = s {
+            self.checked &= !self.unchecked_targets.contains(l.as_str());
+            return;
+        }
+        if self.checked || side_effect_free(s) {
+            return;
+        }
+        if let Stmt::Inst(i) = s
+            && i.opcode == "bra"
+            && let Some(Operand::Name(l)) = i.operands.first()
+            && self
+                .labels
+                .get(l.as_str())
+                .is_some_and(|&t| t > self.pos && t < end)
+        {
+            self.unchecked_targets.insert(l.as_str());
+            return;
+        }
+        self.entry_check(out);
+        self.checked = true;
+    }
+
     /// Sets every static register to one of its values before the body runs (statics.rs).
     fn static_inits(&self, out: &mut Vec<O<'m>>) {
         let mut regs: Vec<_> = self.statics.iter().collect();
@@ -360,6 +451,9 @@ impl<'m> Fx<'_, 'm> {
         for (k, s) in body.iter().enumerate() {
             if skip.is_some_and(|f| f(s)) {
                 continue;
+            }
+            if let Some(end) = self.prefix_end {
+                self.prefix_step(s, end, out);
             }
             match s {
                 Stmt::Label(..) => {
