@@ -22,6 +22,7 @@ mod globals;
 mod group;
 mod poll;
 mod print;
+mod report;
 mod rewrite;
 mod statics;
 

@@ -296,7 +296,11 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
 
 /// Runs `kernel` on a thread, bumps the epoch after `after`, and expects a clean exit.
 fn abort_after(kernel: &str, after: Duration, fenced: bool) {
-    let m = &fixture().2;
+    abort_in(&fixture().2, kernel, after, fenced);
+}
+
+/// `abort_after` on a kernel of another rewritten module.
+pub fn abort_in(m: &Module, kernel: &str, after: Duration, fenced: bool) {
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);

@@ -229,13 +229,34 @@ pub fn run_sandboxed(
     hidden: &Hidden,
     mem: &GuestMem,
 ) -> Result<LaunchStats, Fault> {
+    run_sandboxed_at(
+        m,
+        name,
+        shape,
+        args,
+        hidden,
+        mem,
+        (mem.base(), ARENA as u64),
+    )
+}
+
+/// `run_sandboxed` with the arena's `base` and `size` hidden arguments given.
+pub fn run_sandboxed_at(
+    m: &Module,
+    name: &str,
+    shape: Shape,
+    args: &[Arg],
+    hidden: &Hidden,
+    mem: &GuestMem,
+    (base, size): (u64, u64),
+) -> Result<LaunchStats, Fault> {
     let k = m
         .kernel_index(name)
         .unwrap_or_else(|| panic!("kernel {name}"));
     let mut all = args.to_vec();
     all.extend([
-        Arg::U64(mem.base()),
-        Arg::U64(ARENA as u64),
+        Arg::U64(base),
+        Arg::U64(size),
         Arg::U64(hidden.globals),
         Arg::U64(mem.ctl()),
         Arg::U64(u64::from(TAG) << 32 | u64::from(hidden.epoch)),
