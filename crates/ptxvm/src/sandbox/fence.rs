@@ -583,8 +583,44 @@ impl<'m> Fx<'_, 'm> {
             ("llo", "lhi")
         };
         let g = self.window_check(out, w, i.guard.as_ref(), lo, hi);
-        self.access(out, i, at, sp, g);
+        // A skipped shared atomic becomes a branch around it in SASS (ptxas does not predicate
+        // ATOMS): out of the window it goes, like a fenced global access, to a fixed in-window
+        // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
+        // when some shared variable alone spans 2W - 1 bytes.
+        let redirect = sp == "shared"
+            && matches!(i.opcode.as_str(), "atom" | "red")
+            && self.shared_floor() >= 2 * w - 1;
+        match g {
+            Some((q, _)) if redirect => {
+                self.targets.borrow_mut().insert(w);
+                let a = sreg("a");
+                let st = sreg(&format!("st{w}"));
+                self.emit(
+                    out,
+                    None,
+                    "selp",
+                    &["b64"],
+                    vec![a.clone(), a, st, Operand::Name(q)],
+                );
+                self.access(out, i, at, sp, i.guard.clone());
+            }
+            g => self.access(out, i, at, sp, g),
+        }
         Ok(())
+    }
+
+    /// Bytes the kernel's shared window spans at least: its largest static shared variable (0
+    /// in a device function, whose window is its caller's).
+    fn shared_floor(&self) -> u64 {
+        if !self.f.is_entry {
+            return 0;
+        }
+        let tree = self.info.tree_shared(self.f.name.as_str());
+        let named = tree.iter().filter_map(|(_, s)| *s);
+        named
+            .chain(self.shared_fn.values().copied())
+            .max()
+            .unwrap_or(0)
     }
 
     /// A generic access: global, shared or local by `isspacep`, each fenced.

@@ -253,6 +253,30 @@ impl<'m> Fx<'_, 'm> {
             );
             self.emit(out, None, "sub", &["u32"], vec![n.clone(), n, span]);
         }
+        let targets = self.targets.borrow().clone();
+        if !targets.is_empty() {
+            let names: Vec<String> = targets.iter().map(|w| format!("st{w}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            out.insert(3, O::New(decl("u64", &refs, line)));
+        }
+        for w in targets {
+            let st = sreg(&format!("st{w}"));
+            let up = imm(w as i64 - 1);
+            self.emit(
+                out,
+                None,
+                "add",
+                &["u64"],
+                vec![st.clone(), sreg("slo"), up],
+            );
+            self.emit(
+                out,
+                None,
+                "and",
+                &["b64"],
+                vec![st.clone(), st, imm(-(w as i64))],
+            );
+        }
     }
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a

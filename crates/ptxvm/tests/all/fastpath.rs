@@ -446,6 +446,56 @@ fn shared_accesses_below_past_and_across_the_window_edge_are_fenced() {
     }
 }
 
+const ATOMS: &str = "
+.visible .entry shared_atomics(.param .u64 out, .param .u32 off)
+{
+    .shared .align 4 .b8 s[64];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [off];
+    mov.u32 %r1, s;
+    st.shared.u32 [%r1], 0;
+    st.shared.u32 [%r1+8], 0;
+    add.u32 %r2, %r1, %r5;
+    atom.shared.add.u32 %r3, [%r2], 1;
+    ld.shared.u32 %r3, [%r1];
+    ld.shared.u32 %r4, [%r1+8];
+    st.global.u32 [%rd1], %r3;
+    st.global.u32 [%rd1+4], %r4;
+    ret;
+}
+";
+
+#[test]
+fn a_shared_atomic_out_of_its_window_goes_to_the_window_start_and_is_reported() {
+    let (s, m) = load_sandboxed(&ptx(ATOMS));
+    // No guard on the atomic (a guarded one is a branch around it in SASS).
+    let k = entry(&s.ptx, "shared_atomics");
+    assert!(
+        k.contains("\tatom.shared.add.u32 %r3, [%__sbx_a], 1;"),
+        "{k}"
+    );
+    // One thread: in the window, offset 8 counts; below it or past it, word 0 does.
+    let one = |off: u32, fenced| {
+        let mut out = 0;
+        let mem = attack_in(
+            &m,
+            "shared_atomics",
+            Shape::linear(1, 1),
+            |g| {
+                out = g.alloc(8);
+                vec![Arg::U64(out), Arg::U32(off)]
+            },
+            fenced,
+        );
+        mem.read(out, 8)
+    };
+    assert_eq!(one(8, false), [0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(one(u32::MAX - 3, true), [1, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(one(64, true), [1, 0, 0, 0, 0, 0, 0, 0]);
+}
+
 const STRAIGHT: &str = "
 .visible .entry straight(.param .u64 in, .param .u64 out, .param .u32 n)
 {
