@@ -476,24 +476,11 @@ fn a_shared_atomic_out_of_its_window_goes_to_the_window_start_and_is_reported() 
         k.contains("\tatom.shared.add.u32 %r3, [%__sbx_a], 1;"),
         "{k}"
     );
-    // One thread: in the window, offset 8 counts; below it or past it, word 0 does.
-    let one = |off: u32, fenced| {
-        let mut out = 0;
-        let mem = attack_in(
-            &m,
-            "shared_atomics",
-            Shape::linear(1, 1),
-            |g| {
-                out = g.alloc(8);
-                vec![Arg::U64(out), Arg::U32(off)]
-            },
-            fenced,
-        );
-        mem.read(out, 8)
-    };
-    assert_eq!(one(8, false), [0, 0, 0, 0, 1, 0, 0, 0]);
-    assert_eq!(one(u32::MAX - 3, true), [1, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(one(64, true), [1, 0, 0, 0, 0, 0, 0, 0]);
+    // 32 threads: in the window, offset 8 counts them; below it or past it, word 0 does.
+    let run = |off: u32, fenced| output(&m, "shared_atomics", 8, &[Arg::U32(off)], fenced);
+    assert_eq!(run(8, false), [0, 0, 0, 0, 32, 0, 0, 0]);
+    assert_eq!(run(u32::MAX - 3, true), [32, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(run(64, true), [32, 0, 0, 0, 0, 0, 0, 0]);
 }
 
 const STRAIGHT: &str = "
