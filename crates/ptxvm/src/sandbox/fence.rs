@@ -520,11 +520,18 @@ impl<'m> Fx<'_, 'm> {
         let qname = format!("%__sbx_{q}");
         let q = sreg(q);
         let shared = lo == "slo";
-        self.spans.borrow_mut().insert((shared, span));
-        let (lo32, n) = if shared {
-            (sreg("sl"), sreg(&format!("sn{span}")))
-        } else {
-            (sreg("ll"), sreg(&format!("ln{span}")))
+        let lo32 = sreg(if shared { "sl" } else { "ll" });
+        // A window of one static variable has a known size, so the count is an immediate (a
+        // count in a register per span stays live through the whole kernel).
+        let n = match self.static_window(shared) {
+            Some(size) => {
+                self.spans.borrow_mut().insert((shared, 0));
+                imm(((size + 1).max(span) - span) as i64)
+            }
+            None => {
+                self.spans.borrow_mut().insert((shared, span));
+                sreg(&format!("{}n{span}", if shared { 's' } else { 'l' }))
+            }
         };
         self.emit(
             out,
@@ -607,6 +614,25 @@ impl<'m> Fx<'_, 'm> {
             g => self.access(out, i, at, sp, g),
         }
         Ok(())
+    }
+
+    /// The size of an entry's shared (or local) window when it is one variable of static size:
+    /// the window is then exactly that variable.
+    fn static_window(&self, shared: bool) -> Option<u64> {
+        if !self.f.is_entry {
+            return None;
+        }
+        let vars: Vec<Option<u64>> = if shared {
+            let tree = self.info.tree_shared(self.f.name.as_str());
+            let own = self.shared_fn.values().map(|s| Some(*s));
+            tree.iter().map(|(_, s)| *s).chain(own).collect()
+        } else {
+            self.locals.values().map(|s| Some(*s)).collect()
+        };
+        match vars.as_slice() {
+            [Some(size)] => Some(*size),
+            _ => None,
+        }
     }
 
     /// Bytes the kernel's shared window spans at least: its largest static shared variable (0

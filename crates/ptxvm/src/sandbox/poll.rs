@@ -205,12 +205,16 @@ impl<'m> Fx<'_, 'm> {
         if spans.is_empty() {
             return;
         }
-        let names: Vec<String> = spans
+        // Span 0 marks a window whose counts are immediates: only its start is needed.
+        let counted: Vec<(bool, u64)> = spans.iter().copied().filter(|s| s.1 > 0).collect();
+        let names: Vec<String> = counted
             .iter()
             .map(|&(sh, n)| format!("{}n{n}", if sh { 's' } else { 'l' }))
             .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        out.insert(3, O::New(decl("u32", &refs, line)));
+        if !names.is_empty() {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            out.insert(3, O::New(decl("u32", &refs, line)));
+        }
         for (sh, lo, hi, lo32, size) in [
             (true, "slo", "shi", "sl", "ss"),
             (false, "llo", "lhi", "ll", "ls"),
@@ -240,7 +244,7 @@ impl<'m> Fx<'_, 'm> {
                 vec![sreg(size), sreg(size), sreg(lo32)],
             );
         }
-        for (name, &(sh, span)) in names.iter().zip(&spans) {
+        for (name, &(sh, span)) in names.iter().zip(&counted) {
             let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
             self.emit(out, None, "add", &["u32"], vec![n.clone(), size, imm(1)]);
             let span = imm(span as i64);

@@ -439,7 +439,12 @@ ACROSS:
 
 #[test]
 fn shared_accesses_below_past_and_across_the_window_edge_are_fenced() {
-    let (_, m) = load_sandboxed(&ptx(SHARED));
+    let (s, m) = load_sandboxed(&ptx(SHARED));
+    // One static shared variable: the window is that variable, so a 4-byte access has 64 - 4 + 1
+    // in-window starts, an immediate (the 12-byte run across the edge: 53).
+    let k = entry(&s.ptx, "shared_edges");
+    assert!(k.contains("setp.lt.u32 %__sbx_q, %__sbx_o, 61;"), "{k}");
+    assert!(k.contains(", %__sbx_o, 53;"), "{k}");
     for which in 0..4u32 {
         let got = output(&m, "shared_edges", 4, &[Arg::U32(which)], which != 0);
         assert_eq!(got, 9u32.to_le_bytes(), "case {which}");

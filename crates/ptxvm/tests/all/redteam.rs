@@ -319,6 +319,15 @@ pub fn abort_in(m: &Module, kernel: &str, after: Duration, fenced: bool) {
                 &mem,
             )
         });
+        // Stop it only once it runs (its first iteration wrote `out`): a launch that has not
+        // started yet would see the new epoch at entry and never run at all. The cap only keeps
+        // a broken kernel from hanging the test.
+        let started = std::time::Instant::now();
+        while mem.arena_word(out).load(Ordering::SeqCst) == 0
+            && started.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(after);
         mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
         h.join()

@@ -154,6 +154,14 @@ impl GuestMem {
         // u32's layout.
         unsafe { &*(self.ctl.ptr.add(off) as *const AtomicU32) }
     }
+    /// The arena's 4-byte word at `addr`, for reading while a launch runs.
+    pub fn arena_word(&self, addr: u64) -> &AtomicU32 {
+        let off = (addr - self.base()) as usize;
+        assert!(off.is_multiple_of(4) && off + 4 <= ARENA);
+        // SAFETY: inside the arena (checked), 4-aligned (the arena is 64 KiB-aligned); AtomicU32
+        // has u32's layout, and the VM touches device memory with atomics.
+        unsafe { &*(self.arena.ptr.add(off) as *const AtomicU32) }
+    }
     /// Victim unchanged and never translated; the arena holds no victim bytes.
     pub fn assert_victim_safe(&self) {
         assert!(
