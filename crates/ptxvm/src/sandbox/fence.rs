@@ -209,6 +209,10 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
+            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
+                out.push(O::Inst(i));
+                Ok(())
+            }
             (Sp::Local, Src::Reg(r, o))
                 if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
             {
@@ -428,25 +432,40 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        let (a, p) = (sreg(dst), sreg("p"));
-        self.emit(out, None, "sub", &["u64"], vec![a.clone(), x, sreg("base")]);
+        // In range, the address itself (aligned down: the base is aligned to MIN_ALIGN, so it
+        // stays >= base); out of range, the base. Selecting the address rather than rebuilding
+        // it from a clamped offset saves a 64-bit add per access.
+        let (a, p, x_off) = (sreg(dst), sreg("p"), sreg("x"));
+        self.emit(
+            out,
+            None,
+            "sub",
+            &["u64"],
+            vec![x_off.clone(), x.clone(), sreg("base")],
+        );
         match guard {
-            None => self.emit(out, None, "setp", &["gt", "u64"], vec![p, a.clone(), lim]),
+            None => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "u64"],
+                vec![p.clone(), x_off, lim],
+            ),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
                 &["gt", "and", "u64"],
-                vec![p, a.clone(), lim, pred(g)],
+                vec![p.clone(), x_off, lim, pred(g)],
             ),
         }
         self.fault(out, Some(("%__sbx_p".into(), false)));
         self.emit(
             out,
-            Some(("%__sbx_p".into(), false)),
-            "mov",
-            &["u64"],
-            vec![a.clone(), imm(0)],
+            None,
+            "selp",
+            &["b64"],
+            vec![a.clone(), sreg("base"), x, p],
         );
         if w > 1 {
             self.emit(
@@ -454,10 +473,9 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                vec![a.clone(), a.clone(), imm(-(w as i64))],
+                vec![a.clone(), a, imm(-(w as i64))],
             );
         }
-        self.emit(out, None, "add", &["u64"], vec![a.clone(), a, sreg("base")]);
     }
 
     /// `dst = globals + goff + off`: the address of a relocated module variable (at `goff` in the
@@ -465,20 +483,6 @@ impl<'m> Fx<'_, 'm> {
     fn global_addr(&self, out: &mut Vec<O<'m>>, dst: Operand, goff: u64, off: i64) {
         let at = imm((goff as i64).wrapping_add(off));
         self.emit(out, None, "add", &["u64"], vec![dst, sreg("globals"), at]);
-    }
-
-    /// Sets the control block's fault word to this launch's tag.
-    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
-        self.emit(
-            out,
-            guard,
-            "st",
-            &["volatile", "global", "u32"],
-            vec![
-                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_FAULT_TAG),
-                sreg("tag"),
-            ],
-        );
     }
 
     /// Checks `%__sbx_a` (aligned down, cut to 32 bits) against `[lo, hi)`; returns the guard
@@ -496,7 +500,10 @@ impl<'m> Fx<'_, 'm> {
 
     /// Checks `%__sbx_<dst>` (aligned down to `w`, cut to 32 bits) and the `span` bytes from
     /// it against the window `[lo, hi)`; sets `%__sbx_<q>` to whether the access may run and
-    /// returns it as a guard.
+    /// returns it as a guard. One 32-bit compare: `(a - lo) mod 2^32 < n`, where the prologue
+    /// set `n` = the count of in-window start offsets for this span (`hi - lo - span + 1`, or 0
+    /// when the window is smaller); windows lie below 4 GiB (shared and local addresses are
+    /// 32-bit), so an address below `lo` wraps past every `n`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn window_into(
         &self,
@@ -506,11 +513,26 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         span: u64,
         guard: Option<&(String, bool)>,
-        (lo, hi): (&str, &str),
+        (lo, _hi): (&str, &str),
     ) -> Option<(String, bool)> {
-        let (a, b) = (sreg(dst), sreg("b"));
+        let a = sreg(dst);
+        let o = sreg("o");
         let qname = format!("%__sbx_{q}");
         let q = sreg(q);
+        let shared = lo == "slo";
+        let lo32 = sreg(if shared { "sl" } else { "ll" });
+        // A window of one static variable has a known size, so the count is an immediate (a
+        // count in a register per span stays live through the whole kernel).
+        let n = match self.static_window(shared) {
+            Some(size) => {
+                self.spans.borrow_mut().insert((shared, 0));
+                imm(((size + 1).max(span) - span) as i64)
+            }
+            None => {
+                self.spans.borrow_mut().insert((shared, span));
+                sreg(&format!("{}n{span}", if shared { 's' } else { 'l' }))
+            }
+        };
         self.emit(
             out,
             None,
@@ -518,41 +540,23 @@ impl<'m> Fx<'_, 'm> {
             &["b64"],
             vec![a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
         );
-        self.emit(
-            out,
-            None,
-            "add",
-            &["u64"],
-            vec![b.clone(), a.clone(), imm(span as i64)],
-        );
+        self.emit(out, None, "cvt", &["u32", "u64"], vec![o.clone(), a]);
+        self.emit(out, None, "sub", &["u32"], vec![o.clone(), o.clone(), lo32]);
         match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["ge", "u64"],
-                vec![q.clone(), a, sreg(lo)],
-            ),
+            None => self.emit(out, None, "setp", &["lt", "u32"], vec![q.clone(), o, n]),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
-                &["ge", "and", "u64"],
-                vec![q.clone(), a, sreg(lo), pred(g)],
+                &["lt", "and", "u32"],
+                vec![q.clone(), o, n, pred(g)],
             ),
         }
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["le", "and", "u64"],
-            vec![q.clone(), b, sreg(hi), q.clone()],
-        );
         // Fault iff the access would have run (guard) but is out of the window.
-        let p = sreg("p");
         match guard {
-            None => self.emit(out, None, "not", &["pred"], vec![p, q]),
+            None => self.fault(out, Some((qname.clone(), true))),
             Some((g, neg)) => {
+                let p = sreg("p");
                 self.emit(
                     out,
                     None,
@@ -563,9 +567,9 @@ impl<'m> Fx<'_, 'm> {
                 if *neg {
                     self.emit(out, None, "not", &["pred"], vec![p.clone(), p]);
                 }
+                self.fault(out, Some(("%__sbx_p".into(), false)));
             }
         }
-        self.fault(out, Some(("%__sbx_p".into(), false)));
         Some((qname, false))
     }
 
@@ -586,8 +590,63 @@ impl<'m> Fx<'_, 'm> {
             ("llo", "lhi")
         };
         let g = self.window_check(out, w, i.guard.as_ref(), lo, hi);
-        self.access(out, i, at, sp, g);
+        // A skipped shared atomic becomes a branch around it in SASS (ptxas does not predicate
+        // ATOMS): out of the window it goes, like a fenced global access, to a fixed in-window
+        // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
+        // when some shared variable alone spans 2W - 1 bytes.
+        let redirect = sp == "shared"
+            && matches!(i.opcode.as_str(), "atom" | "red")
+            && self.shared_floor() >= 2 * w - 1;
+        match g {
+            Some((q, _)) if redirect => {
+                self.targets.borrow_mut().insert(w);
+                let a = sreg("a");
+                let st = sreg(&format!("st{w}"));
+                self.emit(
+                    out,
+                    None,
+                    "selp",
+                    &["b64"],
+                    vec![a.clone(), a, st, Operand::Name(q)],
+                );
+                self.access(out, i, at, sp, i.guard.clone());
+            }
+            g => self.access(out, i, at, sp, g),
+        }
         Ok(())
+    }
+
+    /// The size of an entry's shared (or local) window when it is one variable of static size:
+    /// the window is then exactly that variable.
+    fn static_window(&self, shared: bool) -> Option<u64> {
+        if !self.f.is_entry {
+            return None;
+        }
+        let vars: Vec<Option<u64>> = if shared {
+            let tree = self.info.tree_shared(self.f.name.as_str());
+            let own = self.shared_fn.values().map(|s| Some(*s));
+            tree.iter().map(|(_, s)| *s).chain(own).collect()
+        } else {
+            self.locals.values().map(|s| Some(*s)).collect()
+        };
+        match vars.as_slice() {
+            [Some(size)] => Some(*size),
+            _ => None,
+        }
+    }
+
+    /// Bytes the kernel's shared window spans at least: its largest static shared variable (0
+    /// in a device function, whose window is its caller's).
+    fn shared_floor(&self) -> u64 {
+        if !self.f.is_entry {
+            return 0;
+        }
+        let tree = self.info.tree_shared(self.f.name.as_str());
+        let named = tree.iter().filter_map(|(_, s)| *s);
+        named
+            .chain(self.shared_fn.values().copied())
+            .max()
+            .unwrap_or(0)
     }
 
     /// A generic access: global, shared or local by `isspacep`, each fenced.

@@ -34,7 +34,7 @@ fn mentions(o: &Operand, n: &str) -> bool {
 }
 
 /// Whether `i` may write register `n`.
-fn writes(i: &Inst, n: &str) -> bool {
+pub(super) fn writes(i: &Inst, n: &str) -> bool {
     if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
         return false;
     }

@@ -12,15 +12,19 @@
 //! those five plus four internal ones (the caller's shared and local windows) that the host never
 //! sees, unless they are lean: a device function that neither reads a hidden value once
 //! rewritten (no fenced access, no poll, no relocated global) nor calls one that does keeps its
-//! own signature and gets no prologue. The host must pass `size >= MIN_ARENA` (64 KiB).
+//! own signature and gets no prologue. The host must pass `size >= MIN_ARENA` (64 KiB) and a
+//! `base` aligned to `MIN_ALIGN` (32 bytes).
 
 mod allow;
+mod bounded;
 mod fence;
 mod globals;
 mod group;
 mod poll;
 mod print;
+mod report;
 mod rewrite;
+mod statics;
 
 use crate::ast;
 use crate::error::Error;
@@ -28,6 +32,11 @@ use crate::error::Error;
 /// Smallest `size` a launch may pass: with less, a kernel sets the fault word and exits at
 /// entry (the arena base is 64 KiB-aligned, so the host maps at least this much).
 pub const MIN_ARENA: u64 = 64 << 10;
+
+/// Alignment the arena base must have (the widest access): with a less aligned base, a kernel
+/// sets the fault word and exits at entry (fences align addresses down, which must not take
+/// them below the base).
+pub const MIN_ALIGN: u64 = 32;
 
 /// Where kernels read the abort epoch: `ctl` + this.
 pub const CTL_EPOCH: i64 = 0;
@@ -122,7 +131,15 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let module = crate::parse::parse(&tokens)?;
     let (layout, offsets) = globals::layout(&module)?;
     let mut info = allow::analyse(&module, offsets, policy)?;
-    info.lean = rewrite::lean_functions(&info, &module)?;
+    // A device function can become lean once its callees are (its counted loops then need no
+    // poll); the call graph is acyclic, so this settles within its depth.
+    loop {
+        let lean = rewrite::lean_functions(&info, &module)?;
+        if lean == info.lean {
+            break;
+        }
+        info.lean = lean;
+    }
     let mut text = String::with_capacity(ptx.len() * 2 + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();

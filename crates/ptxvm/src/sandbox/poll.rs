@@ -5,16 +5,18 @@
 
 use std::collections::HashMap;
 
-use super::MIN_ARENA;
 use super::print::O;
 use super::rewrite::{Fx, R, WIDTHS, hidden_params, imm, sreg};
-use crate::ast::{Operand, Stmt};
+use super::{MIN_ALIGN, MIN_ARENA};
+use crate::ast::{Inst, Operand, Stmt};
 
 const U64_REGS: &[&str] = &[
     "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
-    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32",
+    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32", "x",
 ];
-const U32_REGS: &[&str] = &["epoch", "tag", "cnt", "t", "e"];
+const U32_REGS: &[&str] = &[
+    "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
+];
 const PRED_REGS: &[&str] = &["p", "q"];
 
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
@@ -102,6 +104,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let n = i64::from(self.info.poll_interval);
         self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("f"), imm(0)]);
         self.emit(
             &mut out,
             None,
@@ -120,15 +123,30 @@ impl<'m> Fx<'_, 'm> {
             self.window(&mut out, &shared, "slo", "shi");
             self.window(&mut out, &sized(&self.locals), "llo", "lhi");
             // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
-            // 4 KiB): the launch reports a fenced access and does nothing.
+            // 4 KiB), and one whose base is not MIN_ALIGN-aligned would let an aligned-down
+            // address fall below it: the launch reports a fenced access and does nothing.
+            self.emit(
+                &mut out,
+                None,
+                "and",
+                &["b64"],
+                vec![sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
+            );
             self.emit(
                 &mut out,
                 None,
                 "setp",
-                &["lt", "u64"],
-                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64)],
+                &["ne", "u64"],
+                vec![sreg("p"), sreg("a"), imm(0)],
             );
-            self.fault(&mut out, Some(("%__sbx_p".into(), false)));
+            self.emit(
+                &mut out,
+                None,
+                "setp",
+                &["lt", "or", "u64"],
+                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
+            );
+            self.fault_now(&mut out, Some(("%__sbx_p".into(), false)));
             self.emit(
                 &mut out,
                 Some(("%__sbx_p".into(), false)),
@@ -136,8 +154,11 @@ impl<'m> Fx<'_, 'm> {
                 &[],
                 vec![],
             );
-            // Poll once at entry: a launch queued behind an abort never starts its work.
-            self.exit_if_aborted(&mut out, false);
+            // Poll once at entry: a launch queued behind an abort never starts its work. The
+            // epoch is read here and compared before the first instruction that could write
+            // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
+            // parameter and address arithmetic and first loads instead of preceding them.
+            self.read_epoch(&mut out);
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
@@ -173,7 +194,93 @@ impl<'m> Fx<'_, 'm> {
                 vec![sreg("lhi"), sreg("lhi"), sreg("d")],
             );
         }
+        self.window_limits(&mut out, line);
         Ok(out)
+    }
+
+    /// The 32-bit forms of the windows that `window_into` checks against: their low ends and,
+    /// per span checked, the count of in-window start offsets (0 when the span does not fit).
+    fn window_limits(&self, out: &mut Vec<O<'m>>, line: u32) {
+        let spans = self.spans.borrow().clone();
+        if spans.is_empty() {
+            return;
+        }
+        // Span 0 marks a window whose counts are immediates: only its start is needed.
+        let counted: Vec<(bool, u64)> = spans.iter().copied().filter(|s| s.1 > 0).collect();
+        let names: Vec<String> = counted
+            .iter()
+            .map(|&(sh, n)| format!("{}n{n}", if sh { 's' } else { 'l' }))
+            .collect();
+        if !names.is_empty() {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            out.insert(3, O::New(decl("u32", &refs, line)));
+        }
+        for (sh, lo, hi, lo32, size) in [
+            (true, "slo", "shi", "sl", "ss"),
+            (false, "llo", "lhi", "ll", "ls"),
+        ] {
+            if !spans.iter().any(|s| s.0 == sh) {
+                continue;
+            }
+            self.emit(
+                out,
+                None,
+                "cvt",
+                &["u32", "u64"],
+                vec![sreg(lo32), sreg(lo)],
+            );
+            self.emit(
+                out,
+                None,
+                "cvt",
+                &["u32", "u64"],
+                vec![sreg(size), sreg(hi)],
+            );
+            self.emit(
+                out,
+                None,
+                "sub",
+                &["u32"],
+                vec![sreg(size), sreg(size), sreg(lo32)],
+            );
+        }
+        for (name, &(sh, span)) in names.iter().zip(&counted) {
+            let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
+            self.emit(out, None, "add", &["u32"], vec![n.clone(), size, imm(1)]);
+            let span = imm(span as i64);
+            self.emit(
+                out,
+                None,
+                "max",
+                &["u32"],
+                vec![n.clone(), n.clone(), span.clone()],
+            );
+            self.emit(out, None, "sub", &["u32"], vec![n.clone(), n, span]);
+        }
+        let targets = self.targets.borrow().clone();
+        if !targets.is_empty() {
+            let names: Vec<String> = targets.iter().map(|w| format!("st{w}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            out.insert(3, O::New(decl("u64", &refs, line)));
+        }
+        for w in targets {
+            let st = sreg(&format!("st{w}"));
+            let up = imm(w as i64 - 1);
+            self.emit(
+                out,
+                None,
+                "add",
+                &["u64"],
+                vec![st.clone(), sreg("slo"), up],
+            );
+            self.emit(
+                out,
+                None,
+                "and",
+                &["b64"],
+                vec![st.clone(), st, imm(-(w as i64))],
+            );
+        }
     }
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a
@@ -237,27 +344,34 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// Counts a taken back-edge down; when the count reaches zero the thread resets it, reads
-    /// the epoch and exits if it changed. The poll sits inline behind a forward branch (three
-    /// instructions in the loop when not polling): an out-of-line block would break the
-    /// reconvergence of divergent warps in ptxvm, and with it warp-synchronous code after the
-    /// loop.
-    pub(crate) fn backedge(&mut self, guard: Option<(String, bool)>, out: &mut Vec<O<'m>>) {
+    /// Counts a taken back-edge down (by its weight: the bounded loops inside it count too);
+    /// when the count reaches zero or below the thread resets it, reads the epoch and exits if it
+    /// changed. The poll sits inline behind a forward branch (three instructions in the loop
+    /// when not polling): an out-of-line block would break the reconvergence of divergent warps
+    /// in ptxvm, and with it warp-synchronous code after the loop.
+    pub(crate) fn backedge(&mut self, i: &Inst, out: &mut Vec<O<'m>>) {
+        let guard = i.guard.clone();
+        let weight = self
+            .backedges
+            .weight
+            .get(&(i as *const Inst))
+            .copied()
+            .unwrap_or(1);
         let cnt = sreg("cnt");
         self.emit(
             out,
             guard.clone(),
             "sub",
-            &["u32"],
-            vec![cnt.clone(), cnt.clone(), imm(1)],
+            &["s32"],
+            vec![cnt.clone(), cnt.clone(), imm(i64::from(weight))],
         );
-        // skip := cnt != 0 || the branch is not taken.
+        // skip := cnt > 0 || the branch is not taken.
         match guard {
             None => self.emit(
                 out,
                 None,
                 "setp",
-                &["ne", "u32"],
+                &["gt", "s32"],
                 vec![sreg("p"), cnt, imm(0)],
             ),
             Some((g, neg)) => {
@@ -270,7 +384,7 @@ impl<'m> Fx<'_, 'm> {
                     out,
                     None,
                     "setp",
-                    &["ne", "or", "u32"],
+                    &["gt", "or", "s32"],
                     vec![sreg("p"), cnt, imm(0), not_taken],
                 );
             }
@@ -291,6 +405,12 @@ impl<'m> Fx<'_, 'm> {
     /// that was running; a plain load and store (not an atomic), since any running kernel's
     /// tag is a right answer and the word may be in host memory.
     fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
+        self.read_epoch(out);
+        self.compare_epoch(out, report);
+    }
+
+    /// `%__sbx_e` := the control block's epoch.
+    fn read_epoch(&self, out: &mut Vec<O<'m>>) {
         self.emit(
             out,
             None,
@@ -301,6 +421,16 @@ impl<'m> Fx<'_, 'm> {
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
             ],
         );
+    }
+
+    /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
+    /// launch's.
+    pub(crate) fn entry_check(&self, out: &mut Vec<O<'m>>) {
+        self.compare_epoch(out, false);
+    }
+
+    /// Exits when `%__sbx_e` is not this launch's epoch (see `exit_if_aborted`).
+    fn compare_epoch(&self, out: &mut Vec<O<'m>>, report: bool) {
         self.emit(
             out,
             None,
@@ -321,7 +451,16 @@ impl<'m> Fx<'_, 'm> {
                 vec![sreg("q"), sreg("t"), imm(0), sreg("p")],
             );
             let q = Some(("%__sbx_q".to_string(), false));
-            self.emit(out, q, "st", ld, vec![stopped(), sreg("tag")]);
+            self.emit(out, q.clone(), "st", ld, vec![stopped(), sreg("tag")]);
+            // A thread stopped in a loop reports the fenced accesses it made.
+            self.emit(
+                out,
+                None,
+                "setp",
+                &["ne", "and", "u32"],
+                vec![sreg("q"), sreg("f"), imm(0), sreg("p")],
+            );
+            self.fault_now(out, q);
         }
         self.emit(out, aborted, "exit", &[], vec![]);
     }

@@ -76,6 +76,26 @@ pub(crate) struct Fx<'a, 'm> {
     pub ngroups: u32,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
+    /// Back-edges of counted loops (no poll) and the weights of the others.
+    pub backedges: super::bounded::BackEdges,
+    /// (shared?, span) of every window check emitted: the prologue computes their limits.
+    pub spans: std::cell::RefCell<std::collections::BTreeSet<(bool, u64)>>,
+    /// Widths of shared atomics redirected to `%__sbx_st<w>` (fence.rs, `windowed`).
+    pub targets: std::cell::RefCell<std::collections::BTreeSet<u64>>,
+    /// Registers that only hold known addresses in this function's `.local` variables.
+    pub statics: HashMap<&'m str, super::statics::Static<'m>>,
+    /// This function's `.local` variables → alignment.
+    pub local_align: HashMap<&'m str, u64>,
+    /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
+    pub deferred: std::cell::Cell<bool>,
+    /// In an entry, where its straight-line prefix ends (the first loop header): until then
+    /// the epoch the prologue read is compared before every instruction that could write memory
+    /// or leave the prefix (`entry_check`), not at once.
+    pub prefix_end: Option<usize>,
+    /// In the prefix: whether every path to here passed an epoch check, and the labels that a
+    /// branch reaches before one.
+    checked: bool,
+    unchecked_targets: HashSet<&'m str>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -99,6 +119,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
             if !lean {
                 out.extend(fx.prologue()?);
             }
+            fx.static_inits(&mut out);
             out.append(&mut body);
             Some(out)
         }
@@ -115,6 +136,41 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
         line: f.line,
     };
     Ok((head, body))
+}
+
+/// Whether `s` may run before an entry has compared the abort epoch: an instruction that writes
+/// nothing but registers and cannot branch (its fenced form adds at most a deferred fault note).
+fn side_effect_free(s: &Stmt) -> bool {
+    match s {
+        Stmt::Inst(i) => {
+            matches!(
+                i.opcode.as_str(),
+                "ld" | "ldu"
+                    | "mov"
+                    | "cvt"
+                    | "cvta"
+                    | "add"
+                    | "sub"
+                    | "mul"
+                    | "mad"
+                    | "shl"
+                    | "shr"
+                    | "and"
+                    | "or"
+                    | "xor"
+                    | "not"
+                    | "setp"
+                    | "selp"
+                    | "min"
+                    | "max"
+            ) && !i
+                .mods
+                .iter()
+                .any(|m| m == "volatile" || m.starts_with("acquire"))
+        }
+        Stmt::Reg { .. } | Stmt::Var(_) => true,
+        _ => false,
+    }
 }
 
 /// Top-level register and .local/.shared declarations go first: the prologue takes the
@@ -149,14 +205,31 @@ fn rewrite_body<'a, 'm>(
         members: HashMap::new(),
         ngroups: 0,
         line: f.line,
+        backedges: Default::default(),
+        spans: Default::default(),
+        targets: Default::default(),
+        statics: HashMap::new(),
+        local_align: HashMap::new(),
+        deferred: Default::default(),
+        prefix_end: None,
+        checked: false,
+        unchecked_targets: HashSet::new(),
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
     }
     fx.scan(b)?;
+    fx.backedges = super::bounded::analyse(b, &info.lean, &fx.tables, info.poll_interval);
+    fx.statics = super::statics::analyse(b, &fx.locals, |r| {
+        matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
+    });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
+    if f.is_entry {
+        fx.prefix_end = Some(fx.first_loop_header());
+    }
     fx.stmts(b, Some(&hoisted), &mut body)?;
+    fx.add_reports(&mut body);
     Ok((fx, body))
 }
 
@@ -225,13 +298,16 @@ impl<'m> Fx<'_, 'm> {
                     }
                 }
                 Stmt::Var(v) => {
-                    let size = if v.count == Some(0) {
-                        0
+                    let (size, align) = if v.count == Some(0) {
+                        (0, 1)
                     } else {
-                        var_size(v)?.0
+                        var_size(v)?
                     };
                     match v.space {
-                        Space::Local => drop(self.locals.insert(v.name.as_str(), size)),
+                        Space::Local => {
+                            self.local_align.insert(v.name.as_str(), u64::from(align));
+                            self.locals.insert(v.name.as_str(), size);
+                        }
                         Space::Shared => drop(self.shared_fn.insert(v.name.as_str(), size)),
                         Space::Param => drop(self.params.insert(v.name.as_str(), size)),
                         _ => {}
@@ -247,6 +323,75 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// Position of the first label some back-edge jumps to (the end of the body if none).
+    fn first_loop_header(&self) -> usize {
+        self.backedges.first_header.unwrap_or(usize::MAX)
+    }
+
+    /// The entry's epoch check in its straight-line prefix: before the first statement (on
+    /// every path) that is not side-effect free or a forward branch within the prefix, and
+    /// before the first loop header.
+    fn prefix_step(&mut self, s: &'m Stmt, end: usize, out: &mut Vec<O<'m>>) {
+        if self.pos >= end {
+            self.prefix_end = None;
+            if matches!(s, Stmt::Label(..)) && !self.checked {
+                self.entry_check(out);
+            }
+            return;
+        }
+        if let Stmt::Label(l, _) = s {
+            self.checked &= !self.unchecked_targets.contains(l.as_str());
+            return;
+        }
+        if self.checked || side_effect_free(s) {
+            return;
+        }
+        if let Stmt::Inst(i) = s
+            && i.opcode == "bra"
+            && let Some(Operand::Name(l)) = i.operands.first()
+            && self
+                .labels
+                .get(l.as_str())
+                .is_some_and(|&t| t > self.pos && t < end)
+        {
+            self.unchecked_targets.insert(l.as_str());
+            return;
+        }
+        self.entry_check(out);
+        self.checked = true;
+    }
+
+    /// Sets every static register to one of its values before the body runs (statics.rs).
+    fn static_inits(&self, out: &mut Vec<O<'m>>) {
+        let mut regs: Vec<_> = self.statics.iter().collect();
+        regs.sort_by_key(|(r, _)| *r);
+        for (r, st) in regs {
+            let r = Operand::Name(r.to_string());
+            let v = Operand::Name(st.var.to_string());
+            self.emit(out, None, "mov", &["u64"], vec![r.clone(), v]);
+            let k = st.offsets.first().copied().unwrap_or(0);
+            if k != 0 {
+                self.emit(out, None, "add", &["u64"], vec![r.clone(), r, imm(k)]);
+            }
+        }
+    }
+
+    /// Whether a `.local` access of `w` bytes at `[r + off]` stays inside the variable `r`
+    /// points into, aligned, whatever `r` holds (statics.rs).
+    pub(crate) fn static_local(&self, r: &str, off: i64, w: u64) -> bool {
+        let Some(st) = self.statics.get(r) else {
+            return false;
+        };
+        let (size, align) = (self.locals[st.var], self.local_align[st.var]);
+        let w = w as i64;
+        align >= w as u64
+            && st.offsets.iter().all(|k| {
+                k.checked_add(off).is_some_and(|a| {
+                    a >= 0 && a % w == 0 && a.checked_add(w).is_some_and(|e| e as u64 <= size)
+                })
+            })
     }
 
     /// Type of register `name` (`u32`, `b64`, …), if declared.
@@ -310,6 +455,9 @@ impl<'m> Fx<'_, 'm> {
             if skip.is_some_and(|f| f(s)) {
                 continue;
             }
+            if let Some(end) = self.prefix_end {
+                self.prefix_step(s, end, out);
+            }
             match s {
                 Stmt::Label(..) => {
                     self.pos += 1;
@@ -354,8 +502,9 @@ impl<'m> Fx<'_, 'm> {
             Some(Opcode::Bra) => {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
+                    && !self.backedges.bounded.contains(&(i as *const Inst))
                 {
-                    self.backedge(i.guard.clone(), out);
+                    self.backedge(i, out);
                 }
                 out.push(O::Inst(i));
                 Ok(())
@@ -369,7 +518,7 @@ impl<'m> Fx<'_, 'm> {
                     _ => true,
                 };
                 if back {
-                    self.backedge(i.guard.clone(), out);
+                    self.backedge(i, out);
                 }
                 out.push(O::Inst(i));
                 Ok(())

@@ -4,6 +4,7 @@
 mod breadth;
 mod corpus;
 mod errors;
+mod fastpath;
 mod golden;
 mod harness;
 mod kernels;

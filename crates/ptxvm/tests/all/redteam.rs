@@ -296,7 +296,11 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
 
 /// Runs `kernel` on a thread, bumps the epoch after `after`, and expects a clean exit.
 fn abort_after(kernel: &str, after: Duration, fenced: bool) {
-    let m = &fixture().2;
+    abort_in(&fixture().2, kernel, after, fenced);
+}
+
+/// `abort_after` on a kernel of another rewritten module.
+pub fn abort_in(m: &Module, kernel: &str, after: Duration, fenced: bool) {
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -315,6 +319,15 @@ fn abort_after(kernel: &str, after: Duration, fenced: bool) {
                 &mem,
             )
         });
+        // Stop it only once it runs (its first iteration wrote `out`): a launch that has not
+        // started yet would see the new epoch at entry and never run at all. The cap only keeps
+        // a broken kernel from hanging the test.
+        let started = std::time::Instant::now();
+        while mem.arena_word(out).load(Ordering::SeqCst) == 0
+            && started.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(after);
         mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
         h.join()

@@ -154,6 +154,14 @@ impl GuestMem {
         // u32's layout.
         unsafe { &*(self.ctl.ptr.add(off) as *const AtomicU32) }
     }
+    /// The arena's 4-byte word at `addr`, for reading while a launch runs.
+    pub fn arena_word(&self, addr: u64) -> &AtomicU32 {
+        let off = (addr - self.base()) as usize;
+        assert!(off.is_multiple_of(4) && off + 4 <= ARENA);
+        // SAFETY: inside the arena (checked), 4-aligned (the arena is 64 KiB-aligned); AtomicU32
+        // has u32's layout, and the VM touches device memory with atomics.
+        unsafe { &*(self.arena.ptr.add(off) as *const AtomicU32) }
+    }
     /// Victim unchanged and never translated; the arena holds no victim bytes.
     pub fn assert_victim_safe(&self) {
         assert!(
@@ -229,13 +237,34 @@ pub fn run_sandboxed(
     hidden: &Hidden,
     mem: &GuestMem,
 ) -> Result<LaunchStats, Fault> {
+    run_sandboxed_at(
+        m,
+        name,
+        shape,
+        args,
+        hidden,
+        mem,
+        (mem.base(), ARENA as u64),
+    )
+}
+
+/// `run_sandboxed` with the arena's `base` and `size` hidden arguments given.
+pub fn run_sandboxed_at(
+    m: &Module,
+    name: &str,
+    shape: Shape,
+    args: &[Arg],
+    hidden: &Hidden,
+    mem: &GuestMem,
+    (base, size): (u64, u64),
+) -> Result<LaunchStats, Fault> {
     let k = m
         .kernel_index(name)
         .unwrap_or_else(|| panic!("kernel {name}"));
     let mut all = args.to_vec();
     all.extend([
-        Arg::U64(mem.base()),
-        Arg::U64(ARENA as u64),
+        Arg::U64(base),
+        Arg::U64(size),
         Arg::U64(hidden.globals),
         Arg::U64(mem.ctl()),
         Arg::U64(u64::from(TAG) << 32 | u64::from(hidden.epoch)),

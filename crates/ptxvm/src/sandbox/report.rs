@@ -1,0 +1,71 @@
+//! Reporting fenced accesses. A fenced access only notes itself in the function's `%__sbx_f`
+//! (one predicated move: a store per access would put an LDC, an LDC.64 and an STG into every
+//! hot loop); the function stores its launch's tag in the control block's fault word before
+//! every `ret` and `exit` when the note is set, and a thread stopped by a poll does so before
+//! it exits (poll.rs). The host reads the word after the launch, so the later store changes
+//! nothing it sees.
+
+use super::print::O;
+use super::rewrite::{Fx, imm, sreg};
+use crate::ast::Operand;
+
+impl<'m> Fx<'_, 'm> {
+    /// Notes a fenced access in `%__sbx_f` (one predicated move); `report` stores it in the
+    /// control block when the thread leaves the function, so a hot loop carries no store.
+    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
+        self.deferred.set(true);
+        self.emit(out, guard, "mov", &["u32"], vec![sreg("f"), imm(1)]);
+    }
+
+    /// Sets the control block's fault word to this launch's tag now.
+    pub(super) fn fault_now(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
+        self.emit(
+            out,
+            guard,
+            "st",
+            &["volatile", "global", "u32"],
+            vec![
+                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_FAULT_TAG),
+                sreg("tag"),
+            ],
+        );
+    }
+
+    /// Stores the fault word if this function noted a fenced access (`fault`).
+    fn report(&self, out: &mut Vec<O<'m>>) {
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u32"],
+            vec![sreg("p"), sreg("f"), imm(0)],
+        );
+        self.fault_now(out, Some(("%__sbx_p".into(), false)));
+    }
+
+    /// With fenced accesses noted in the body, reports them before every `ret` and `exit` and
+    /// at the end of the body (an entry may end without `ret`).
+    pub(super) fn add_reports(&self, body: &mut Vec<O<'m>>) {
+        if !self.deferred.get() {
+            return;
+        }
+        fn walk<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>) {
+            let old = std::mem::take(body);
+            for o in old {
+                match o {
+                    O::Inst(i) if matches!(i.opcode.as_str(), "ret" | "exit") => {
+                        fx.report(body);
+                        body.push(o);
+                    }
+                    O::Block(mut b) => {
+                        walk(fx, &mut b);
+                        body.push(O::Block(b));
+                    }
+                    o => body.push(o),
+                }
+            }
+        }
+        walk(self, body);
+        self.report(body);
+    }
+}

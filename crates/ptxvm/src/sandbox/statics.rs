@@ -1,0 +1,220 @@
+//! Registers that can only hold the address of one of the function's own `.local` variables
+//! plus one of a few known offsets: nvcc's `mov.u64 %SPL, __local_depot0; add.u64 %rd1, %SPL,
+//! 4; … st.local.u32 [%rd1]` (an unrolled sort on a local array). A `.local` access through
+//! such a register whose every offset lies inside the variable, aligned to the access, needs no
+//! window check. The analysis is flow-insensitive: a register qualifies when every instruction
+//! that writes it is `mov` of a variable, `mov` of a qualifying register or `add` of a constant
+//! to one, all about the same variable; its value set is the union over those writes (a few
+//! dozen offsets at most: a register stepped in a loop is not static). A read before any write
+//! would see an undefined value, so the function starts by setting every such register to one
+//! of its values (`inits`); ptxas drops those where a write always comes first.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::group::writes;
+use crate::ast::{Inst, Operand, Stmt};
+
+/// Most offsets one register may have.
+const MAX_VALUES: usize = 64;
+
+/// A register's possible values: `var + k` for each `k`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Static<'m> {
+    pub var: &'m str,
+    pub offsets: BTreeSet<i64>,
+}
+
+enum Def<'m> {
+    Var(&'m str),
+    Reg(&'m str, i64),
+}
+
+/// How `i` sets `r`, if it is one of the static forms.
+fn def_of<'m>(i: &'m Inst, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'m>> {
+    let wide = i.mods.len() == 1 && matches!(i.mods[0].as_str(), "u64" | "s64" | "b64");
+    if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if d == r) {
+        return None;
+    }
+    match (i.opcode.as_str(), &i.operands[1..]) {
+        ("mov", [Operand::Name(v)]) if locals.contains_key(v.as_str()) => {
+            Some(Def::Var(v.as_str()))
+        }
+        ("mov", [Operand::Name(s)]) if s.starts_with('%') => Some(Def::Reg(s.as_str(), 0)),
+        ("add", [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)])
+            if s.starts_with('%') =>
+        {
+            Some(Def::Reg(s.as_str(), *k))
+        }
+        _ => None,
+    }
+}
+
+fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
+    for s in body {
+        match s {
+            Stmt::Inst(i) => out.push(i),
+            Stmt::Block(b) => insts(b, out),
+            _ => {}
+        }
+    }
+}
+
+/// Registers declared inside nested blocks (they may shadow the function's): never static.
+fn nested<'m>(body: &'m [Stmt], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
+    for s in body {
+        match s {
+            Stmt::Reg { names, .. } if depth > 0 => {
+                out.extend(names.iter().map(|(n, c)| (n.as_str(), *c)));
+            }
+            Stmt::Block(b) => nested(b, depth + 1, out),
+            _ => {}
+        }
+    }
+}
+
+fn covers(decl: &(&str, Option<u32>), r: &str) -> bool {
+    match decl.1 {
+        None => decl.0 == r,
+        Some(c) => r
+            .strip_prefix(decl.0)
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n < c),
+    }
+}
+
+/// The static registers of a body. `wide(r)`: whether `r` is a 64-bit register the function
+/// declares.
+pub(crate) fn analyse<'m>(
+    body: &'m [Stmt],
+    locals: &HashMap<&'m str, u64>,
+    wide: impl Fn(&str) -> bool,
+) -> HashMap<&'m str, Static<'m>> {
+    if locals.is_empty() {
+        return HashMap::new();
+    }
+    let mut all = Vec::new();
+    insts(body, &mut all);
+    let mut shadowed = Vec::new();
+    nested(body, 0, &mut shadowed);
+    // Candidates: registers that some instruction sets to a variable's address.
+    let mut defs: HashMap<&'m str, Vec<Def<'m>>> = HashMap::new();
+    for i in &all {
+        if let Some(Operand::Name(r)) = i.operands.first()
+            && let Some(Def::Var(v)) = def_of(i, r, locals)
+        {
+            defs.entry(r.as_str()).or_default().push(Def::Var(v));
+        }
+    }
+    // Grow the candidates through copies and constant adds.
+    loop {
+        let mut grew = false;
+        for i in &all {
+            if let Some(Operand::Name(r)) = i.operands.first()
+                && !defs.contains_key(r.as_str())
+                && let Some(Def::Reg(s, _)) = def_of(i, r, locals)
+                && defs.contains_key(s)
+            {
+                defs.insert(r.as_str(), Vec::new());
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    let mut bad: HashSet<&str> = HashSet::new();
+    for (r, d) in &mut defs {
+        d.clear();
+        if !wide(r) || shadowed.iter().any(|x| covers(x, r)) {
+            bad.insert(r);
+            continue;
+        }
+        for i in all.iter().filter(|i| writes(i, r)) {
+            match def_of(i, r, locals) {
+                Some(x) => d.push(x),
+                None => {
+                    bad.insert(r);
+                    break;
+                }
+            }
+        }
+    }
+    let mut vals: HashMap<&'m str, Static<'m>> = HashMap::new();
+    for _ in 0..=MAX_VALUES + 1 {
+        let mut changed = false;
+        for (r, d) in &defs {
+            if bad.contains(r) {
+                continue;
+            }
+            let mut now = vals.get(r).cloned();
+            for x in d {
+                let (v, ks): (&str, Vec<i64>) = match x {
+                    Def::Var(v) => (v, vec![0]),
+                    Def::Reg(s, _) if bad.contains(s) || !defs.contains_key(s) => {
+                        bad.insert(r);
+                        break;
+                    }
+                    Def::Reg(s, k) => match vals.get(s) {
+                        Some(st) => (
+                            st.var,
+                            st.offsets.iter().map(|o| o.wrapping_add(*k)).collect(),
+                        ),
+                        None => continue,
+                    },
+                };
+                let st = now.get_or_insert_with(|| Static {
+                    var: v,
+                    offsets: BTreeSet::new(),
+                });
+                if st.var != v {
+                    bad.insert(r);
+                    break;
+                }
+                st.offsets.extend(ks);
+                if st.offsets.len() > MAX_VALUES {
+                    bad.insert(r);
+                    break;
+                }
+            }
+            if bad.contains(r) {
+                changed |= vals.remove(r).is_some();
+                continue;
+            }
+            if let Some(st) = now
+                && vals.get(r) != Some(&st)
+            {
+                vals.insert(r, st);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Keep only what the writes justify: every write's values are in the register's set.
+    loop {
+        let wrong: Vec<&str> = vals
+            .iter()
+            .filter(|(r, st)| {
+                bad.contains(*r)
+                    || defs[*r].iter().any(|x| match x {
+                        Def::Var(v) => *v != st.var || !st.offsets.contains(&0),
+                        Def::Reg(s, k) => vals.get(s).is_none_or(|src| {
+                            src.var != st.var
+                                || src
+                                    .offsets
+                                    .iter()
+                                    .any(|o| !st.offsets.contains(&o.wrapping_add(*k)))
+                        }),
+                    })
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        if wrong.is_empty() {
+            return vals;
+        }
+        for r in wrong {
+            vals.remove(r);
+        }
+    }
+}

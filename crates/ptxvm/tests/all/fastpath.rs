@@ -1,0 +1,565 @@
+//! The sandbox's cheaper forms keep every guarantee (issue #9's overhead goals): counted loops
+//! run without polls but anything that only looks counted still polls and still stops; local
+//! accesses through registers that can only point into a local array run unchecked, and every
+//! other local access keeps its check; 32-bit window checks fence below, above and across the
+//! window; fenced accesses are reported at exit, also by a thread stopped in a loop; a stale
+//! launch writes nothing although it compares the epoch late; a misaligned arena base stops
+//! every launch at entry.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ptxvm::Module;
+
+use super::redteam::{abort_in, attack_in, ptx};
+use super::sandbox::{
+    Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed, run_sandboxed_at,
+};
+
+const TAG: u32 = 0x7a9;
+const EPOCH: u32 = 3;
+
+const LOOPS: &str = "
+.func (.param .b32 r) fenced_helper(.param .b64 p)
+{
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [p];
+    st.global.u32 [%rd1], 1;
+    st.param.b32 [r], 1;
+    ret;
+}
+
+.visible .entry counted(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+    mov.u32 %r2, 0;
+L:
+    add.u32 %r2, %r2, %r1;
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 1000;
+    @%p1 bra L;
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
+
+.visible .entry twice_written(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+    mov.u32 %r3, 0;
+L:
+    add.u32 %r3, %r3, 1;
+    st.global.u32 [%rd1], %r3;
+    setp.eq.u32 %p2, %r1, 500;
+    @%p2 mov.u32 %r1, 0;
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 1000;
+    @%p1 bra L;
+    ret;
+}
+
+.visible .entry side_entry(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+    mov.u32 %r3, 0;
+    bra.uni M;
+L:
+    add.u32 %r3, %r3, 1;
+    st.global.u32 [%rd1], %r3;
+M:
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 1000;
+    @%p1 bra L;
+    mov.u32 %r1, 0;
+    bra.uni M;
+}
+
+.visible .entry outer_inner(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r3, 0;
+O:
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r3, %r3, 1;
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 1000;
+    @%p1 bra L;
+    st.global.u32 [%rd1], %r3;
+    bra.uni O;
+}
+
+.visible .entry step_zero(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+    mov.u32 %r3, 0;
+L:
+    add.u32 %r3, %r3, 1;
+    st.global.u32 [%rd1], %r3;
+    add.u32 %r1, %r1, 0;
+    setp.lt.u32 %p1, %r1, 1000;
+    @%p1 bra L;
+    ret;
+}
+
+.visible .entry or_combined(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+    mov.u32 %r3, 0;
+    setp.eq.u32 %p2, %r3, %r3;
+L:
+    add.u32 %r3, %r3, 1;
+    st.global.u32 [%rd1], %r3;
+    add.u32 %r1, %r1, 1;
+    setp.lt.or.u32 %p1, %r1, 1000, %p2;
+    @%p1 bra L;
+    ret;
+}
+
+.visible .entry fenced_then_endless(.param .u64 out)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [out];
+    add.u64 %rd2, %rd1, 1073741824;
+    st.global.u32 [%rd2], 7;
+    mov.u32 %r1, 0;
+SPIN:
+    add.u32 %r1, %r1, 1;
+    st.global.u32 [%rd1], %r1;
+    bra.uni SPIN;
+}
+
+.visible .entry signed_bound(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+L:
+    add.s32 %r1, %r1, 1;
+    setp.lt.s32 %p1, %r1, 1000;
+    @%p1 bra L;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+
+.visible .entry too_long(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 5000;
+    @%p1 bra L;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+
+.visible .entry calls_fencing(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+L:
+    {
+    .param .b64 a0;
+    st.param.b64 [a0], %rd1;
+    .param .b32 r0;
+    call.uni (r0), fenced_helper, (a0);
+    ld.param.b32 %r2, [r0];
+    }
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 100;
+    @%p1 bra L;
+    ret;
+}
+";
+
+/// The rewritten text of entry `name`.
+fn entry<'a>(text: &'a str, name: &str) -> &'a str {
+    let at = text
+        .find(&format!(".entry {name}("))
+        .unwrap_or_else(|| panic!("{name} in\n{text}"));
+    let rest = &text[at..];
+    &rest[..rest.find("\n}\n").map_or(rest.len(), |e| e + 3)]
+}
+
+/// Runs `kernel` (one block of 32) with an output buffer of `bytes` first and then `extra`,
+/// checks the attack outcome (`attack_in`), and gives the output.
+fn output(m: &Module, kernel: &str, bytes: usize, extra: &[Arg], fenced: bool) -> Vec<u8> {
+    let mut out = 0;
+    let mem = attack_in(
+        m,
+        kernel,
+        Shape::linear(1, 32),
+        |g| {
+            out = g.alloc(bytes);
+            [&[Arg::U64(out)], extra].concat()
+        },
+        fenced,
+    );
+    mem.read(out, bytes)
+}
+
+/// Back-edge countdowns (polls) in entry `name`.
+fn polls(text: &str, name: &str) -> usize {
+    entry(text, name).matches("sub.s32 %__sbx_cnt").count()
+}
+
+#[test]
+fn a_counted_loop_runs_without_polls_and_gives_the_right_answer() {
+    let (s, m) = load_sandboxed(&ptx(LOOPS));
+    assert_eq!(polls(&s.ptx, "counted"), 0, "{}", entry(&s.ptx, "counted"));
+    let got = output(&m, "counted", 4, &[], false);
+    assert_eq!(got, (0..1000u32).sum::<u32>().to_le_bytes());
+}
+
+#[test]
+fn loops_that_only_look_counted_still_poll() {
+    let (s, _) = load_sandboxed(&ptx(LOOPS));
+    // Every back-edge polls: side_entry's inner loop is entered in its middle (its counter
+    // could be reset from outside), so it polls as well as the outer one.
+    for (k, n) in [
+        ("twice_written", 1),
+        ("side_entry", 2),
+        ("step_zero", 1),
+        ("or_combined", 1),
+        ("signed_bound", 1),
+        ("too_long", 1),
+        ("calls_fencing", 1),
+    ] {
+        assert_eq!(polls(&s.ptx, k), n, "{k}:\n{}", entry(&s.ptx, k));
+    }
+}
+
+#[test]
+fn an_endless_loop_around_a_counted_one_counts_the_inner_iterations_and_stops() {
+    let (s, m) = load_sandboxed(&ptx(LOOPS));
+    // The inner loop runs at most 1000 / 1 + 2 times per outer iteration: the outer back-edge
+    // counts that many more.
+    assert!(
+        entry(&s.ptx, "outer_inner").contains("sub.s32 %__sbx_cnt, %__sbx_cnt, 1003;"),
+        "{}",
+        entry(&s.ptx, "outer_inner")
+    );
+    abort_in(&m, "outer_inner", Duration::from_millis(30), false);
+}
+
+#[test]
+fn endless_loops_disguised_as_counted_ones_stop_when_the_epoch_changes() {
+    let (_, m) = load_sandboxed(&ptx(LOOPS));
+    for k in ["twice_written", "side_entry", "step_zero", "or_combined"] {
+        abort_in(&m, k, Duration::from_millis(20), false);
+    }
+}
+
+#[test]
+fn a_thread_stopped_in_a_loop_reports_the_fenced_access_it_made_before() {
+    let (_, m) = load_sandboxed(&ptx(LOOPS));
+    abort_in(&m, "fenced_then_endless", Duration::from_millis(20), true);
+}
+
+const LOCALS: &str = "
+.visible .entry local_static(.param .u64 out, .param .u32 flag)
+{
+    .local .align 4 .b8 depot[64];
+    .reg .b64 %rd<12>;
+    .reg .b32 %r<6>;
+    .reg .pred %p<2>;
+    mov.u64 %rd1, depot;
+    ld.param.u64 %rd9, [out];
+    ld.param.u32 %r1, [flag];
+    add.u64 %rd2, %rd1, 8;
+    add.u64 %rd3, %rd1, 60;
+    st.local.u32 [%rd2], 11;
+    st.local.u32 [%rd3], 22;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra SKIP;
+    add.u64 %rd4, %rd1, 16;
+SKIP:
+    st.local.u32 [%rd4], 33;
+    ld.local.u32 %r2, [%rd2];
+    ld.local.u32 %r3, [%rd3];
+    ld.local.u32 %r4, [%rd4];
+    st.global.u32 [%rd9], %r2;
+    st.global.u32 [%rd9+4], %r3;
+    st.global.u32 [%rd9+8], %r4;
+    ret;
+}
+
+.visible .entry local_past_end(.param .u64 out)
+{
+    .local .align 4 .b8 depot[64];
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<2>;
+    mov.u64 %rd1, depot;
+    ld.param.u64 %rd3, [out];
+    add.u64 %rd2, %rd1, 64;
+    st.local.u32 [%rd2], 1;
+    st.local.u32 [%rd1+-4], 1;
+    st.global.u32 [%rd3], 5;
+    ret;
+}
+
+.visible .entry local_misaligned(.param .u64 out)
+{
+    .local .align 4 .b8 depot[64];
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<2>;
+    mov.u64 %rd1, depot;
+    ld.param.u64 %rd3, [out];
+    st.local.u32 [%rd1], 77;
+    add.u64 %rd2, %rd1, 2;
+    ld.local.u32 %r1, [%rd2];
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+
+.visible .entry local_stepped(.param .u64 out)
+{
+    .local .align 4 .b8 depot[64];
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<2>;
+    .reg .pred %p<2>;
+    mov.u64 %rd1, depot;
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, 0;
+L:
+    st.local.u32 [%rd1], %r1;
+    add.u64 %rd1, %rd1, 4;
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 100;
+    @%p1 bra L;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+";
+
+#[test]
+fn local_accesses_that_can_only_hit_their_array_run_unchecked_and_right() {
+    let (s, m) = load_sandboxed(&ptx(LOCALS));
+    let k = entry(&s.ptx, "local_static");
+    for verbatim in [
+        "st.local.u32 [%rd2], 11;",
+        "st.local.u32 [%rd3], 22;",
+        "st.local.u32 [%rd4], 33;",
+        "ld.local.u32 %r4, [%rd4];",
+    ] {
+        assert!(k.contains(verbatim), "{verbatim} unchecked in\n{k}");
+    }
+    // %rd4 is unset on the flag == 0 path: the kernel starts by setting it to one of its values.
+    let init = k.find("mov.u64 %rd4, depot;").expect("%rd4 initialised");
+    assert!(init < k.find("ld.param.u64 %rd9, [out];").unwrap(), "{k}");
+    for flag in [0, 1] {
+        let got = output(&m, "local_static", 12, &[Arg::U32(flag)], false);
+        assert_eq!(&got[..4], 11u32.to_le_bytes(), "flag {flag}");
+        assert_eq!(&got[8..], 33u32.to_le_bytes(), "flag {flag}");
+    }
+}
+
+#[test]
+fn local_accesses_past_the_array_misaligned_or_through_a_stepped_register_keep_their_check() {
+    let (s, m) = load_sandboxed(&ptx(LOCALS));
+    assert!(!entry(&s.ptx, "local_past_end").contains("st.local.u32 [%rd2], 1;"));
+    assert!(!entry(&s.ptx, "local_misaligned").contains("ld.local.u32 %r1, [%rd2];"));
+    assert!(!entry(&s.ptx, "local_stepped").contains("st.local.u32 [%rd1], %r1;"));
+    output(&m, "local_past_end", 4, &[], true);
+    // Aligned down onto depot[0]: inside the window, so not a fenced access.
+    assert_eq!(
+        output(&m, "local_misaligned", 4, &[], false),
+        77u32.to_le_bytes()
+    );
+    output(&m, "local_stepped", 4, &[], true);
+}
+
+const SHARED: &str = "
+.visible .entry shared_edges(.param .u64 out, .param .u32 which)
+{
+    .shared .align 4 .b8 s[64];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<6>;
+    .reg .pred %p<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [which];
+    mov.u32 %r1, s;
+    st.shared.u32 [%r1+60], 9;
+    ld.shared.u32 %r4, [%r1+60];
+    st.global.u32 [%rd1], %r4;
+    setp.eq.u32 %p1, %r5, 1;
+    @%p1 bra BELOW;
+    setp.eq.u32 %p2, %r5, 2;
+    @%p2 bra WRAP;
+    setp.eq.u32 %p3, %r5, 3;
+    @%p3 bra ACROSS;
+    ret;
+BELOW:
+    add.u32 %r2, %r1, -4;
+    st.shared.u32 [%r2], 1;
+    ret;
+WRAP:
+    mov.u32 %r3, -4;
+    st.shared.u32 [%r3], 1;
+    ret;
+ACROSS:
+    st.shared.u32 [%r1+56], 1;
+    st.shared.u32 [%r1+60], 1;
+    st.shared.u32 [%r1+64], 1;
+    ret;
+}
+";
+
+#[test]
+fn shared_accesses_below_past_and_across_the_window_edge_are_fenced() {
+    let (s, m) = load_sandboxed(&ptx(SHARED));
+    // One static shared variable: the window is that variable, so a 4-byte access has 64 - 4 + 1
+    // in-window starts, an immediate (the 12-byte run across the edge: 53).
+    let k = entry(&s.ptx, "shared_edges");
+    assert!(k.contains("setp.lt.u32 %__sbx_q, %__sbx_o, 61;"), "{k}");
+    assert!(k.contains(", %__sbx_o, 53;"), "{k}");
+    for which in 0..4u32 {
+        let got = output(&m, "shared_edges", 4, &[Arg::U32(which)], which != 0);
+        assert_eq!(got, 9u32.to_le_bytes(), "case {which}");
+    }
+}
+
+const ATOMS: &str = "
+.visible .entry shared_atomics(.param .u64 out, .param .u32 off)
+{
+    .shared .align 4 .b8 s[64];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [off];
+    mov.u32 %r1, s;
+    st.shared.u32 [%r1], 0;
+    st.shared.u32 [%r1+8], 0;
+    add.u32 %r2, %r1, %r5;
+    atom.shared.add.u32 %r3, [%r2], 1;
+    ld.shared.u32 %r3, [%r1];
+    ld.shared.u32 %r4, [%r1+8];
+    st.global.u32 [%rd1], %r3;
+    st.global.u32 [%rd1+4], %r4;
+    ret;
+}
+";
+
+#[test]
+fn a_shared_atomic_out_of_its_window_goes_to_the_window_start_and_is_reported() {
+    let (s, m) = load_sandboxed(&ptx(ATOMS));
+    // No guard on the atomic (a guarded one is a branch around it in SASS).
+    let k = entry(&s.ptx, "shared_atomics");
+    assert!(
+        k.contains("\tatom.shared.add.u32 %r3, [%__sbx_a], 1;"),
+        "{k}"
+    );
+    // 32 threads: in the window, offset 8 counts them; below it or past it, word 0 does.
+    let run = |off: u32, fenced| output(&m, "shared_atomics", 8, &[Arg::U32(off)], fenced);
+    assert_eq!(run(8, false), [0, 0, 0, 0, 32, 0, 0, 0]);
+    assert_eq!(run(u32::MAX - 3, true), [32, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(run(64, true), [32, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+const STRAIGHT: &str = "
+.visible .entry straight(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra OTHER;
+    add.u32 %r3, %r2, 1;
+    st.global.u32 [%rd2], %r3;
+    ret;
+OTHER:
+    st.global.u32 [%rd2+4], %r2;
+    ret;
+}
+";
+
+#[test]
+fn a_stale_launch_writes_nothing_on_any_path_though_it_compares_the_epoch_late() {
+    let (_, m) = load_sandboxed(&ptx(STRAIGHT));
+    for n in [0, 1] {
+        let mut mem = GuestMem::new();
+        let input = mem.alloc(4);
+        mem.write(input, &41u32.to_le_bytes());
+        let out = mem.alloc(8);
+        mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
+        let hidden = Hidden {
+            globals: 0,
+            epoch: EPOCH,
+        };
+        let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
+        run_sandboxed(&m, "straight", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+        assert_eq!(mem.read(out, 8), [0; 8], "n = {n}");
+        mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+        run_sandboxed(&m, "straight", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+        let want = if n == 0 {
+            [0, 0, 0, 0, 41, 0, 0, 0]
+        } else {
+            [42, 0, 0, 0, 0, 0, 0, 0]
+        };
+        assert_eq!(mem.read(out, 8), want, "n = {n}");
+    }
+}
+
+#[test]
+fn an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
+    let (_, m) = load_sandboxed(&ptx(STRAIGHT));
+    let mut mem = GuestMem::new();
+    let input = mem.alloc(4);
+    let out = mem.alloc(8);
+    mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+    let hidden = Hidden {
+        globals: 0,
+        epoch: EPOCH,
+    };
+    let args = [Arg::U64(input), Arg::U64(out), Arg::U32(1)];
+    let skew = ptxvm::sandbox::MIN_ALIGN / 2;
+    let at = (mem.base() + skew, (1 << 20) - skew);
+    run_sandboxed_at(
+        &m,
+        "straight",
+        Shape::linear(1, 32),
+        &args,
+        &hidden,
+        &mem,
+        at,
+    )
+    .unwrap();
+    assert_eq!(mem.read(out, 8), [0; 8]);
+    assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
+}
