@@ -67,13 +67,17 @@ async fn a_run_dropped_during_a_guest_write_ends_it_at_once_and_leaves_the_host_
         before,
         "the dropped write's staging went back to the reserve"
     );
+    // Earlier tests' buffers may still be on their way out (never in: this test runs alone).
     let mut live = host.stats().live_buffers;
     for _ in 0..500 {
-        if live == buffers {
+        if live <= buffers {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         live = host.stats().live_buffers;
     }
-    assert_eq!(live, buffers, "the dropped guest's buffer was freed");
+    assert!(
+        live <= buffers,
+        "the dropped guest's buffer was freed: {buffers} live before, {live} after"
+    );
 }
