@@ -169,7 +169,12 @@ impl HasData for HasCuda {
 }
 
 /// Adds every gpuhost:cuda@0.1.0 interface to `linker`. The engine needs async support
-/// (`synchronize` is async); call guests with the `_async` APIs.
+/// (`synchronize` is async); call guests with the `_async` APIs. Leaves the linker's name
+/// shadowing off (`buffer.write` is defined twice: see memory.rs).
+///
+/// Call [`gpuhost::Host::reserve_staging`] with the number of guests that may transfer at once,
+/// before they run, so no guest transfer page-locks memory ([`Runtime::new`](crate::Runtime::new)
+/// reserves for one).
 pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     fn get<T: CudaView>(t: &mut T) -> CudaCtxView<'_> {
         t.cuda()
@@ -178,6 +183,7 @@ pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime:
     cuda::device::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::module::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::memory::add_to_linker::<T, HasCuda>(linker, get)?;
+    crate::memory::add_zero_copy_write(linker)?;
     cuda::stream::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::bundle::add_to_linker::<T, HasCuda>(linker, get)?;
     Ok(())

@@ -2,16 +2,34 @@
 //! gpuhost, so an overflowing offset is an out-of-bounds error and never a wrapped address.
 //! Transfers, fills and copies run on the guest's own stream through gpuhost's staged,
 //! fence-awaited transfers: they are async imports that never block the executor thread.
+//!
+//! Copies per transfer (each one a pass over the bytes):
+//! - `write` stages straight from the guest's linear memory: [`add_zero_copy_write`] replaces
+//!   the generated import with one that takes the list as a `WasmList` (its place in guest
+//!   memory) instead of lifting it into a fresh `Vec`. Cancel-safe by construction: the staging
+//!   copy threads read the guest's bytes only inside a synchronous copy step within one poll
+//!   of the future that owns the Store's borrow (gpuhost's copy.rs), and the DMAs read only
+//!   page-locked staging — once the future is dropped, nothing reads guest memory.
+//! - `read` downloads into the result `Vec`'s uninitialised storage (no zero fill), which
+//!   wasmtime then lowers into guest memory (the guest's `realloc` and a memcpy). That last
+//!   copy stays: wasmtime's public API gives a host function no way to write guest memory but
+//!   lowering its results (its `LowerContext` is `#[doc(hidden)]`).
 
 use std::sync::Arc;
 
-use wasmtime::component::Resource;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, WasmList};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::memory::{Host, HostBuffer};
-use crate::ctx::CudaCtxView;
-use crate::error::CudaResult;
+use crate::bindings::gpuhost::cuda::types::{self, Host as _};
+use crate::ctx::{CudaCtxView, CudaView};
+use crate::error::{CudaError, CudaResult};
 use crate::limits::{Charge, check_range};
+
+/// The WIT instance and function [`add_zero_copy_write`] replaces.
+const MEMORY: &str = "gpuhost:cuda/memory@0.1.0";
+const WRITE: &str = "[method]buffer.write";
 
 /// A guest's device buffer (gpuhost keeps the memory alive while launches use it), with its
 /// share of the buffer quota (a bound launch holding it shares it too).
@@ -30,6 +48,71 @@ impl CudaCtxView<'_> {
         let s = Arc::new(self.ctx.host.stream()?);
         Ok(self.ctx.transfer.insert(s).clone())
     }
+
+    /// Checks a write of `len` bytes at `offset` into `buffer`: the device buffer, the offset
+    /// as usize and the stream to upload on.
+    fn start_write(
+        &mut self,
+        buffer: &Resource<BufferRes>,
+        offset: u64,
+        len: usize,
+    ) -> CudaResult<(gpuhost::DeviceBuffer, usize, Arc<gpuhost::Stream>)> {
+        let b = self.table.get(buffer)?.buf.clone();
+        let (offset, _) = check_range("write", offset, len as u64, b.len())?;
+        Ok((b, offset, self.transfer_stream()?))
+    }
+}
+
+/// Replaces `buffer.write` in `linker` (defined by the generated bindings just before) with one
+/// that uploads from the guest's memory in place (see the module header). Leaves the linker's
+/// name shadowing off.
+pub(crate) fn add_zero_copy_write<T: CudaView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = linker.instance(MEMORY).and_then(|mut memory| {
+        memory.func_wrap_async(
+            WRITE,
+            |store: StoreContextMut<'_, T>,
+             (buffer, offset, data): (Resource<BufferRes>, u64, WasmList<u8>)| {
+                Box::new(write_in_place(store, buffer, offset, data))
+            },
+        )
+    });
+    linker.allow_shadowing(false);
+    defined
+}
+
+/// `buffer.write` of `data`, read from the guest's memory where it lies.
+async fn write_in_place<T: CudaView + 'static>(
+    mut store: StoreContextMut<'_, T>,
+    buffer: Resource<BufferRes>,
+    offset: u64,
+    data: WasmList<u8>,
+) -> wasmtime::Result<(Result<(), types::Error>,)> {
+    let started = store
+        .data_mut()
+        .cuda()
+        .start_write(&buffer, offset, data.len());
+    let r = match started {
+        Ok((b, offset, stream)) => {
+            // The guest is suspended and this future holds the Store's only borrow, so these
+            // bytes stay put (no guest code runs, no memory.grow moves them) until it is done
+            // or dropped.
+            let bytes = data.as_le_slice(&store);
+            stream
+                .upload(&b, offset, bytes)
+                .await
+                .map_err(CudaError::from)
+        }
+        Err(e) => Err(e),
+    };
+    // As the generated bindings do for every import: a guest error is returned, a host bug traps.
+    let r = match r {
+        Ok(()) => Ok(()),
+        Err(e) => Err(store.data_mut().cuda().convert_error(e)?),
+    };
+    Ok((r,))
 }
 
 impl HostBuffer for CudaCtxView<'_> {
@@ -59,15 +142,15 @@ impl HostBuffer for CudaCtxView<'_> {
         Ok(self.table.get(&buffer)?.buf.len() as u64)
     }
 
+    /// The generated import, lifting the list into a `Vec` first;
+    /// [`add_to_linker`](crate::add_to_linker) replaces it with [`add_zero_copy_write`]'s.
     async fn write(
         &mut self,
         buffer: Resource<BufferRes>,
         offset: u64,
         data: Vec<u8>,
     ) -> CudaResult<()> {
-        let b = self.table.get(&buffer)?.buf.clone();
-        let (offset, _) = check_range("write", offset, data.len() as u64, b.len())?;
-        let stream = self.transfer_stream()?;
+        let (b, offset, stream) = self.start_write(&buffer, offset, data.len())?;
         Ok(stream.upload(&b, offset, &data).await?)
     }
 
@@ -87,9 +170,7 @@ impl HostBuffer for CudaCtxView<'_> {
         let b = self.table.get(&buffer)?.buf.clone();
         let (offset, len) = check_range("read", offset, len, b.len())?;
         let stream = self.transfer_stream()?;
-        let mut out = vec![0u8; len];
-        stream.download(&b, offset, &mut out).await?;
-        Ok(out)
+        Ok(stream.download_to_vec(&b, offset, len).await?)
     }
 
     async fn fill(

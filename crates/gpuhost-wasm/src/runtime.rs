@@ -157,7 +157,9 @@ pub fn precheck(what: &str, bytes: &[u8]) -> Result<(), Error> {
 }
 
 impl Runtime {
-    /// A runtime on `host`: async, fuel-metered engine; WASI (CLI world) and gpuhost:cuda linked.
+    /// A runtime on `host`: async, fuel-metered engine; WASI (CLI world) and gpuhost:cuda
+    /// linked; staging for one guest transfer at a time page-locked up front
+    /// ([`gpuhost::Host::reserve_staging`]: call it for more if guests run concurrently).
     pub fn new(host: Arc<gpuhost::Host>) -> Result<Self, Error> {
         let mut config = Config::new();
         config.wasm_component_model(true).consume_fuel(true);
@@ -166,6 +168,8 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        // Guests' transfers must not page-lock memory while they run (see reserve_staging).
+        host.reserve_staging(1)?;
         Ok(Self {
             engine,
             linker,

@@ -10,6 +10,7 @@
 //! finds them all taken and touches nothing, so a slow wake-up never delays the caller.
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -140,13 +141,33 @@ impl Pool {
 
 /// Copies `src` into `dst` (equal lengths) with up to `helpers` helper threads beside the
 /// calling thread; returns when every byte is copied.
+#[cfg(test)]
 pub(crate) fn parallel(dst: &mut [u8], src: &[u8], helpers: usize) {
+    // SAFETY: parallel_uninit writes only bytes copied from `src` through it.
+    parallel_uninit(unsafe { as_uninit(dst) }, src, helpers);
+}
+
+/// `bytes` seen as possibly uninitialised memory, to copy into with [`parallel_uninit`].
+///
+/// # Safety
+/// Only initialised bytes may be written through the result (as the copies here do: they copy
+/// from a `&[u8]`), so that `bytes` stays initialised.
+pub(crate) unsafe fn as_uninit(bytes: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have one layout; the caller writes only
+    // initialised bytes through the result.
+    unsafe { &mut *(bytes as *mut [u8] as *mut [MaybeUninit<u8>]) }
+}
+
+/// [`parallel`] into memory not yet initialised (a `Vec`'s spare capacity): every byte of
+/// `dst[..src.len()]` is initialised when it returns.
+pub(crate) fn parallel_uninit(dst: &mut [MaybeUninit<u8>], src: &[u8], helpers: usize) {
     debug_assert_eq!(dst.len(), src.len());
     let len = dst.len().min(src.len());
     let pieces = len.div_ceil(PIECE);
     let helpers = helpers.min(pieces.saturating_sub(1));
     if helpers == 0 {
-        dst[..len].copy_from_slice(&src[..len]);
+        // SAFETY: both ranges are `len` bytes of live borrows that cannot overlap (`&mut`).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast(), len) };
         return;
     }
     let p = pool();

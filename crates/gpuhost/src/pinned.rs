@@ -2,7 +2,9 @@
 //! transfer with no staging copy, and the staging chunks of pageable transfers. Both are
 //! [`Pinned`] regions — heap memory we allocate, registered with the context by
 //! cuMemHostRegister — drawn from one pool per host, so repeated allocation costs neither an
-//! allocation nor a registration (pinning pages is milliseconds for large regions).
+//! allocation nor a registration (pinning pages is milliseconds for large regions). A host can
+//! page-lock its transfers' staging up front ([`Host::reserve_staging`]): on NVIDIA, pinning
+//! waits for the device, which a transfer must never do while a kernel waits for that transfer.
 //!
 //! Why our own memory, registered, rather than cuMemHostAlloc: a foreign reset that destroys the
 //! context only drops the registration. The memory stays ours, so a copy in or out of it, or a
@@ -16,7 +18,7 @@
 
 use std::alloc::Layout;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -26,7 +28,8 @@ use crate::host::Host;
 
 /// Alignment of every region: whole pages, as cuMemHostRegister wants.
 const PAGE: usize = 4096;
-/// Bytes of regions a host keeps pooled, and how many; more are unregistered and freed.
+/// Bytes of regions a host keeps pooled, and how many, beside its staging reserve
+/// ([`Host::reserve_staging`]); more are unregistered and freed.
 const POOL_BYTES: usize = 256 << 20;
 const POOL_ENTRIES: usize = 64;
 
@@ -64,20 +67,28 @@ unsafe impl Send for Pinned {}
 unsafe impl Sync for Pinned {}
 
 impl Pinned {
-    /// A region of at least `len` bytes registered in `generation` (the caller entered the host
-    /// at it): pooled, or allocated zeroed and registered. A pooled one holds old bytes.
+    /// A staging region of at least `len` bytes registered in `generation` (the caller entered
+    /// the host at it): pooled — of any larger size when none fits closely, so transfers of
+    /// every size are served by the staging reserve — or allocated zeroed and registered. A
+    /// pooled one holds old bytes.
     pub(crate) fn take(host: &Arc<Host>, generation: u64, len: usize) -> Result<Self> {
-        Self::take_or_fresh(host, generation, len).map(|(p, _)| p)
+        Self::take_or_fresh(host, generation, len, true).map(|(p, _)| p)
     }
 
-    /// [`Pinned::take`], also saying whether the region is freshly allocated (zeroed).
-    fn take_or_fresh(host: &Arc<Host>, generation: u64, len: usize) -> Result<(Self, bool)> {
+    /// [`Pinned::take`], also saying whether the region is freshly allocated (zeroed);
+    /// `any_larger` as in [`Pool::take`].
+    fn take_or_fresh(
+        host: &Arc<Host>,
+        generation: u64,
+        len: usize,
+        any_larger: bool,
+    ) -> Result<(Self, bool)> {
         let too_big = || Error::HostMemory {
             bytes: len,
             reason: "larger than the address space allows".into(),
         };
         let cap = capacity_for(len).ok_or_else(too_big)?;
-        if let Some((ptr, cap)) = host.pinned.take(generation, cap) {
+        if let Some((ptr, cap)) = host.pinned.take(generation, cap, any_larger) {
             return Ok((Self::of(host, ptr as *mut u8, cap, generation), false));
         }
         let fresh = Self::unregistered(host, len)?;
@@ -125,6 +136,7 @@ impl Pinned {
         let r = unsafe { sys::cuMemHostRegister_v2(self.ptr.cast(), self.cap, 0) };
         self.host
             .classify_at("cuMemHostRegister_v2", r, generation)?;
+        crate::stats::Counters::inc(&self.host.counters.pinned_registrations);
         *g = generation;
         Ok(())
     }
@@ -221,6 +233,11 @@ pub(crate) enum Returned {
 #[derive(Default)]
 pub(crate) struct Pool {
     entries: Mutex<Vec<Entry>>,
+    /// Concurrent transfers the staging reserve is for (see [`Host::reserve_staging`]).
+    reserved_transfers: AtomicUsize,
+    /// Regions and bytes of the reserve, kept beside POOL_ENTRIES and POOL_BYTES.
+    reserved_entries: AtomicUsize,
+    reserved_bytes: AtomicUsize,
 }
 
 struct Entry {
@@ -230,9 +247,11 @@ struct Entry {
 }
 
 impl Pool {
-    /// The smallest pooled region of `generation` holding `cap` bytes, at most twice that.
-    /// Regions of a dead generation met on the way are freed.
-    fn take(&self, generation: u64, cap: usize) -> Option<(usize, usize)> {
+    /// The smallest pooled region of `generation` holding `cap` bytes, at most twice that — or,
+    /// with `any_larger` (staging, which holds a region only for one chunk's DMA), the smallest
+    /// larger one when none is that close. Regions of a dead generation met on the way are
+    /// freed.
+    fn take(&self, generation: u64, cap: usize, any_larger: bool) -> Option<(usize, usize)> {
         let mut p = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         p.retain(|e| {
             if e.generation >= generation {
@@ -245,7 +264,8 @@ impl Pool {
         let best = p
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.generation == generation && e.cap >= cap && e.cap <= 2 * cap)
+            .filter(|(_, e)| e.generation == generation && e.cap >= cap)
+            .filter(|(_, e)| any_larger || e.cap <= 2 * cap)
             .min_by_key(|(_, e)| e.cap)
             .map(|(i, _)| i)?;
         let e = p.swap_remove(best);
@@ -259,7 +279,9 @@ impl Pool {
             return Returned::Dead;
         }
         let bytes: usize = p.iter().map(|e| e.cap).sum();
-        if p.len() >= POOL_ENTRIES || bytes + cap > POOL_BYTES {
+        let entries = POOL_ENTRIES + self.reserved_entries.load(Ordering::Relaxed);
+        let most = POOL_BYTES + self.reserved_bytes.load(Ordering::Relaxed);
+        if p.len() >= entries || bytes + cap > most {
             return Returned::Spare;
         }
         p.push(Entry {
@@ -311,7 +333,7 @@ impl Host {
     pub fn host_buffer(self: &Arc<Self>, len: usize) -> Result<HostBuffer> {
         let (mut mem, zeroed) = self.fresh(|| {
             let generation = self.enter()?;
-            Pinned::take_or_fresh(self, generation, len)
+            Pinned::take_or_fresh(self, generation, len, false)
         })?;
         if !zeroed {
             // A pooled region holds an earlier user's bytes.
@@ -322,6 +344,65 @@ impl Host {
             mem: Some(Arc::new(mem)),
             len,
         })
+    }
+}
+
+impl Host {
+    /// Page-locks, up front, the staging that `transfers` pageable transfers running at once
+    /// (or as many as an earlier call asked for, if more)
+    /// need ([`Stream::upload`](crate::Stream::upload), [`Stream::download`](crate::Stream::download)
+    /// with this host's [`TransferConfig`](crate::TransferConfig): `chunks_in_flight + 1` chunks
+    /// each), and keeps it pooled, so those transfers never allocate nor register page-locked
+    /// memory. That matters beyond speed: on NVIDIA, page-locking memory waits inside the driver
+    /// for the device, so a transfer that must grow the pool while a kernel runs (say one that
+    /// spins until this very transfer's data arrives) would wait for that kernel. More
+    /// transfers at once than reserved still work, allocating what they lack.
+    ///
+    /// Kept when the transfer config changes (the reserve is re-made for the new chunk size).
+    /// A context loss frees it with the context's registrations: call again after one.
+    pub fn reserve_staging(self: &Arc<Self>, transfers: usize) -> Result<()> {
+        let cfg = self.transfer_config();
+        let bytes = capacity_for(cfg.chunk_bytes).ok_or(Error::HostMemory {
+            bytes: cfg.chunk_bytes,
+            reason: "larger than the address space allows".into(),
+        })?;
+        let p = &self.pinned;
+        let transfers = p
+            .reserved_transfers
+            .fetch_max(transfers, Ordering::Relaxed)
+            .max(transfers);
+        let want = transfers.saturating_mul(cfg.chunks_in_flight + 1);
+        p.reserved_entries.store(want, Ordering::Relaxed);
+        p.reserved_bytes
+            .store(want.saturating_mul(bytes), Ordering::Relaxed);
+        self.fresh(|| {
+            let generation = self.enter()?;
+            // Take every region the reserve needs at once (pooled ones of the size first), so
+            // none is counted twice; all go back to the pool when `held` drops.
+            let mut held = Vec::with_capacity(want);
+            while held.len() < want {
+                match p.take(generation, bytes, false) {
+                    Some((ptr, cap)) => {
+                        held.push(Pinned::of(self, ptr as *mut u8, cap, generation))
+                    }
+                    None => break,
+                }
+            }
+            while held.len() < want {
+                let fresh = Pinned::unregistered(self, bytes)?;
+                fresh.register_for(generation)?;
+                held.push(fresh);
+            }
+            Ok(())
+        })
+    }
+
+    /// Re-makes the staging reserve, if there is one, for a new transfer config.
+    pub(crate) fn re_reserve_staging(self: &Arc<Self>) -> Result<()> {
+        match self.pinned.reserved_transfers.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            n => self.reserve_staging(n),
+        }
     }
 }
 

@@ -28,6 +28,10 @@ pub struct HostStats {
     pub live_arenas: u64,
     /// Control blocks alive.
     pub live_control_blocks: u64,
+    /// Page-locked regions registered with a context so far (cuMemHostRegister: a region newly
+    /// allocated, or one re-registered after a context loss). Flat while transfers are served
+    /// by the pool (see [`Host::reserve_staging`](crate::Host::reserve_staging)).
+    pub pinned_registrations: u64,
 }
 
 /// An atomic counter alone on its cache line.
@@ -50,6 +54,7 @@ pub(crate) struct Counters {
     pub(crate) drop_errors: AtomicU64,
     pub(crate) live_arenas: AtomicU64,
     pub(crate) live_control_blocks: AtomicU64,
+    pub(crate) pinned_registrations: AtomicU64,
 }
 
 impl Counters {
@@ -79,6 +84,7 @@ impl Counters {
             drop_errors: self.drop_errors.load(Relaxed),
             live_arenas: self.live_arenas.load(Relaxed),
             live_control_blocks: self.live_control_blocks.load(Relaxed),
+            pinned_registrations: self.pinned_registrations.load(Relaxed),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! region whose DMA's end was never observed is leaked (see pinned.rs).
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 use std::task::Poll;
@@ -122,11 +123,13 @@ impl TransferConfig {
 }
 
 impl crate::host::Host {
-    /// Sets how this host stages pageable transfers (`Stream::upload`, `download`) from now on.
-    pub fn set_transfer_config(&self, cfg: TransferConfig) -> Result<()> {
+    /// Sets how this host stages pageable transfers (`Stream::upload`, `download`) from now on,
+    /// and re-makes its staging reserve ([`Host::reserve_staging`](crate::Host::reserve_staging))
+    /// for it, if it has one.
+    pub fn set_transfer_config(self: &Arc<Self>, cfg: TransferConfig) -> Result<()> {
         cfg.check()?;
         *self.transfer.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
-        Ok(())
+        self.re_reserve_staging()
     }
 
     /// How this host stages pageable transfers.
@@ -292,6 +295,43 @@ impl Stream {
     /// Copies `out.len()` bytes of `buf` from `offset` into `out`, after the work queued on
     /// this stream before it. The calling thread never waits for the device.
     pub async fn download(&self, buf: &DeviceBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
+        // SAFETY: download_uninit writes only bytes copied out of staging through it.
+        let out = unsafe { crate::copy::as_uninit(out) };
+        self.download_uninit(buf, offset, out).await
+    }
+
+    /// Copies `len` bytes of `buf` from `offset` into a new `Vec`, after the work queued on this
+    /// stream before it: [`Stream::download`] without zero-filling the result first (the
+    /// staging copies write its memory for the first time). The calling thread never waits
+    /// for the device.
+    pub async fn download_to_vec(
+        &self,
+        buf: &DeviceBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Vec<u8>> {
+        buf.range(offset, len)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|e| Error::HostMemory {
+            bytes: len,
+            reason: e.to_string(),
+        })?;
+        self.download_uninit(buf, offset, &mut out.spare_capacity_mut()[..len])
+            .await?;
+        // SAFETY: the download initialised all `len` bytes of the spare capacity (it returns
+        // Ok only once every chunk is copied out), and `len <= capacity`.
+        unsafe { out.set_len(len) };
+        Ok(out)
+    }
+
+    /// [`Stream::download`] into memory that may not be initialised yet; every byte of `out`
+    /// is initialised when it returns Ok.
+    async fn download_uninit(
+        &self,
+        buf: &DeviceBuffer,
+        offset: usize,
+        out: &mut [MaybeUninit<u8>],
+    ) -> Result<()> {
         buf.range(offset, out.len())?;
         let cfg = self.host().transfer_config();
         let (chunk, plan) = cfg.plan(out.len());
@@ -341,7 +381,9 @@ impl Stream {
             }
             let generation = self.enter_with(buf)?;
             let mut staging = Pinned::take(self.host(), generation, chunk)?;
-            copy_in_steps(staging.bytes_mut(part.len()), part, cfg.copy_threads).await;
+            // SAFETY: copy_in_steps writes only bytes copied from `part` through it.
+            let dst = unsafe { crate::copy::as_uninit(staging.bytes_mut(part.len())) };
+            copy_in_steps(dst, part, cfg.copy_threads).await;
             // The copy yielded: this task may run on another thread now, and the context may
             // have been lost meanwhile.
             let generation = self.enter_with(buf)?;
@@ -425,10 +467,12 @@ impl Drop for Lent<'_> {
 /// executor after each step: a chunk's copy is hundreds of microseconds of CPU work, and when
 /// the device finishes each chunk before it is awaited, every await is ready at once — without
 /// the yields, the transfer would hold its thread throughout.
-async fn copy_in_steps(dst: &mut [u8], src: &[u8], helpers: usize) {
+/// `dst` may be memory not initialised yet (a download's destination); all of it is when the
+/// copy returns.
+async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], helpers: usize) {
     let step = STEP_PER_THREAD * (helpers + 1);
     for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
-        crate::copy::parallel(d, s, helpers);
+        crate::copy::parallel_uninit(d, s, helpers);
         yield_now().await;
     }
 }

@@ -72,6 +72,9 @@ pub struct Transfers {
     pub pageable: (u128, u128),
     /// The guest's `buffer.write` and `buffer.read`.
     pub guest: (u128, u128),
+    /// One core copying `bytes` into a freshly allocated `Vec`: what a lift of a `list<u8>`
+    /// into a `Vec`, or the lowering of one into guest memory, costs beside the staging.
+    pub memcpy: u128,
 }
 
 impl Transfers {
@@ -102,6 +105,24 @@ impl Transfers {
                 gbps(g),
                 gbps(q) / gbps(p),
                 gbps(g) / gbps(p)
+            );
+        }
+        // Where a guest transfer's time goes beyond gpuhost's staging (the pageable column).
+        let ms = |ns: u128| ns as f64 / 1e6;
+        let beyond = |g: u128, q: u128| ms(g) - ms(q);
+        s += &format!(
+            "\n| {} MiB, per transfer | staging (pageable) | guest beyond staging | one-core copy into a fresh Vec |\n|---|---|---|---|\n",
+            self.bytes >> 20
+        );
+        for (dir, q, g) in [
+            ("write (host → device)", self.pageable.0, self.guest.0),
+            ("read (device → host)", self.pageable.1, self.guest.1),
+        ] {
+            s += &format!(
+                "| {dir} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
+                ms(q),
+                beyond(g, q),
+                ms(self.memcpy)
             );
         }
         s
@@ -207,7 +228,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}]}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"memcpy_ns\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -223,7 +244,8 @@ impl LaunchBench {
             self.transfers.pageable.0,
             self.transfers.pageable.1,
             self.transfers.guest.0,
-            self.transfers.guest.1
+            self.transfers.guest.1,
+            self.transfers.memcpy
         )
     }
 }
@@ -328,6 +350,7 @@ pub async fn guest_vs_native(
         roundtrip,
         burst,
     };
+    let memcpy = fresh_copy_ns(trusted.transfer_bytes);
     Ok(LaunchBench {
         samples,
         device: host.facts().name.clone(),
@@ -347,8 +370,25 @@ pub async fn guest_vs_native(
             pinned,
             pageable,
             guest: trusted.transfer,
+            memcpy,
         },
     })
+}
+
+/// Median time for one core to copy `bytes` into a freshly allocated `Vec` (after a warm-up).
+fn fresh_copy_ns(bytes: usize) -> u128 {
+    let src = vec![1u8; bytes];
+    let mut samples = Vec::with_capacity(TRANSFERS);
+    for i in 0..=TRANSFERS {
+        let t0 = Instant::now();
+        let copy = std::hint::black_box(src.as_slice()).to_vec();
+        let ns = t0.elapsed().as_nanos();
+        drop(std::hint::black_box(copy));
+        if i > 0 {
+            samples.push(ns);
+        }
+    }
+    median(samples)
 }
 
 /// What one run of the bench guest measured.

@@ -10,6 +10,7 @@ mod examples;
 mod leaks;
 mod loading;
 mod redteam;
+mod transfers;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! Stream-ordered transfers (`Stream::upload`, `download`, `fill`, `copy`): correct across
-//! staging chunks at unaligned offsets, ordered after the stream's launches, checked, and never
-//! blocking the thread that awaits them.
+//! staging chunks at unaligned offsets, ordered after the stream's launches, checked, never
+//! blocking the thread that awaits them, served by the staging reserve once there is one, and
+//! done with the caller's memory as soon as they are dropped.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -206,5 +207,168 @@ fn transfer_configurations_out_of_bounds_are_refused_naming_the_setting() {
             ok,
             "a refused config changed nothing"
         );
+    }
+}
+
+#[test]
+fn a_download_to_a_vec_returns_exactly_the_range_and_refuses_one_out_of_bounds() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let s = host.stream().unwrap();
+    let size = (9 << 20) + 77;
+    let buf = host.alloc(size).unwrap();
+    let data = pattern(size, 3);
+    block_on(async {
+        s.upload(&buf, 0, &data).await.unwrap();
+        for (at, len) in [(0, 0), (5, 1), (13, 100_000), (1, (9 << 20) + 3), (0, size)] {
+            let back = s.download_to_vec(&buf, at, len).await.unwrap();
+            assert_eq!(back.len(), len);
+            assert!(back[..] == data[at..at + len], "{len} bytes at {at}");
+        }
+        let oob = s.download_to_vec(&buf, size - 3, 4).await;
+        assert!(
+            matches!(oob, Err(gpuhost::Error::OutOfBounds { .. })),
+            "{oob:?}"
+        );
+    });
+}
+
+#[test]
+fn after_a_staging_reserve_transfers_of_every_size_page_lock_no_more_memory() {
+    crate::common::in_child(
+        "transfer::after_a_staging_reserve_transfers_of_every_size_page_lock_no_more_memory",
+        transfers_after_a_reserve,
+    );
+}
+
+fn transfers_after_a_reserve() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let s = host.stream().unwrap();
+    let cfg = host.transfer_config();
+    let registered = || host.stats().pinned_registrations;
+    let at_start = registered();
+    host.reserve_staging(1).unwrap();
+    let reserved = registered();
+    assert_eq!(
+        reserved - at_start,
+        cfg.chunks_in_flight as u64 + 1,
+        "the reserve is page-locked up front: one transfer's chunks in flight, plus one"
+    );
+    let size = 64 << 20;
+    let buf = host.alloc(size + 1).unwrap();
+    for (i, len) in [1, 4095, 100_000, (3 << 20) + 123, 9 << 20, size]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(len, i as u32);
+        block_on(async {
+            s.upload(&buf, 1, &data).await.unwrap();
+            let back = s.download_to_vec(&buf, 1, len).await.unwrap();
+            assert!(back == data, "{len} bytes");
+            let mut again = vec![0u8; len];
+            s.download(&buf, 1, &mut again).await.unwrap();
+            assert!(again == data, "{len} bytes");
+        });
+    }
+    assert_eq!(
+        registered(),
+        reserved,
+        "no transfer page-locked memory of its own"
+    );
+    // A new chunk size re-makes the reserve at once, not on the next transfers.
+    let bigger = gpuhost::TransferConfig {
+        chunk_bytes: 16 << 20,
+        ..cfg
+    };
+    host.set_transfer_config(bigger).unwrap();
+    let remade = registered();
+    assert!(
+        remade > reserved,
+        "the reserve was re-made for 16 MiB chunks"
+    );
+    let data = pattern(size, 9);
+    block_on(async {
+        s.upload(&buf, 0, &data).await.unwrap();
+        assert!(s.download_to_vec(&buf, 0, size).await.unwrap() == data);
+    });
+    assert_eq!(
+        registered(),
+        remade,
+        "transfers under the new config page-lock nothing either"
+    );
+}
+
+#[test]
+fn once_an_upload_is_dropped_midway_nothing_reads_its_source_again() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let s = host.stream().unwrap();
+    let len = 16 << 20;
+    let buf = host.alloc(len).unwrap();
+    let mut src = Mapped::new(len);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    {
+        let mut upload = std::pin::pin!(s.upload(&buf, 0, src.bytes()));
+        // One poll copies one step of the first chunk and yields before the next.
+        assert!(upload.as_mut().poll(&mut cx).is_pending());
+    }
+    // Any read of the source from now on faults and kills this process.
+    src.forbid_access();
+    block_on(async {
+        s.upload(&buf, 0, &pattern(len, 5)).await.unwrap();
+        assert!(s.download_to_vec(&buf, 0, len).await.unwrap() == pattern(len, 5));
+    });
+    s.synchronize().unwrap();
+}
+
+/// Memory of its own mapping, so that access to it can be revoked (`forbid_access`).
+struct Mapped {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapped {
+    fn new(len: usize) -> Self {
+        // SAFETY: a fresh private anonymous mapping; no address hint.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        let m = Self {
+            ptr: ptr.cast(),
+            len,
+        };
+        // SAFETY: `len` readable, writable bytes just mapped, not shared with anyone yet.
+        unsafe { std::slice::from_raw_parts_mut(m.ptr, len) }.copy_from_slice(&pattern(len, 1));
+        m
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` bytes, readable until `forbid_access` (which needs every
+        // borrow from here to have ended) and unmapped only on drop.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Takes `&mut self`, so no borrow from `bytes` outlives it.
+    fn forbid_access(&mut self) {
+        // SAFETY: our own mapping; no borrow of it is alive (`&mut self`).
+        let r = unsafe { libc::mprotect(self.ptr.cast(), self.len, libc::PROT_NONE) };
+        assert_eq!(r, 0);
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `new` with this length, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }

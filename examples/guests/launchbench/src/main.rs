@@ -128,20 +128,23 @@ fn bursts(n: usize) {
     println!("bursts bound_ns={bound_ns} launch_ns={launch_ns} burst={BURST} samples={n}");
 }
 
-/// Medians in nanoseconds of a `TRANSFER_BYTES` write (guest memory to the device) and read.
+/// Medians in nanoseconds of a `TRANSFER_BYTES` write (guest memory to the device) and read,
+/// each the bare import (`buffer.write`, `buffer.read`): `DeviceBuffer::download` would add the
+/// SDK's own copy of the bytes into a `Vec<T>`.
 fn transfers() {
     let buf = check(
         DeviceBuffer::<u8>::zeroed(TRANSFER_BYTES),
         "transfer buffer",
     );
+    let raw = buf.raw();
     let data: Vec<u8> = (0..TRANSFER_BYTES).map(|i| (i * 7) as u8).collect();
     let (mut write, mut read) = (Vec::new(), Vec::new());
     for i in 0..=TRANSFERS {
         let t0 = Instant::now();
-        check(buf.upload(0, &data), "write");
+        check(raw.write(0, &data), "write");
         let w = t0.elapsed().as_nanos();
         let t0 = Instant::now();
-        let back = check(buf.download(), "read");
+        let back = check(raw.read(0, TRANSFER_BYTES as u64), "read");
         let r = t0.elapsed().as_nanos();
         if back != data {
             eprintln!("read back differs from what was written");

@@ -475,6 +475,35 @@ fn info() {
     );
 }
 
+/// `buffer.write` then `buffer.read` of sizes from none to 64 MiB at an odd offset: the bytes
+/// come back as written.
+fn transfers() {
+    const MOST: usize = 64 << 20;
+    let buf = check(Buffer::create(MOST as u64 + 1), "alloc");
+    for (i, len) in [0, 1, 4095, 100_000, (3 << 20) + 123, MOST]
+        .into_iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..len).map(|j| (j * 7 + i) as u8).collect();
+        check(buf.write(1, &data), "write");
+        if check(buf.read(1, len as u64), "read") != data {
+            fail(&format!(
+                "transfers: {len} bytes read back differ from those written"
+            ));
+        }
+    }
+}
+
+/// Writes 64 MiB over and over, after saying so: a run to cancel midway through a write.
+fn write_forever() -> ! {
+    let data = vec![0x5Au8; 64 << 20];
+    let buf = check(Buffer::create(data.len() as u64), "alloc");
+    println!("writing");
+    loop {
+        check(buf.write(0, &data), "write");
+    }
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     match mode.as_str() {
@@ -503,6 +532,8 @@ fn main() {
         "bad-ptx" => bad_ptx(),
         "over-quota" => over_quota(),
         "bound" => bound(),
+        "transfers" => transfers(),
+        "write-forever" => write_forever(),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
     println!("{mode} ok");
