@@ -121,6 +121,11 @@ impl Server {
         let mut hosts = Vec::new();
         for device in ordinals {
             let host = gpuhost::host(device).map_err(|source| Error::Device { device, source })?;
+            // Staging for one guest transfer, page-locked now: a request's transfer that had to
+            // page-lock memory would wait in the driver for every kernel running (NVIDIA); more
+            // at once than this still work, allocating what they lack.
+            host.reserve_staging(1)
+                .map_err(|source| Error::Device { device, source })?;
             hosts.push(host);
         }
         if hosts.is_empty() {
