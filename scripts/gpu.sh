@@ -53,7 +53,7 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   for i in $runs; do
     timeout 140 .gpu/bin/gpuhost bench --json "$out/bench-$i.json" > "$out/bench-$i.md" 2>&1
     echo "bench $i rc=$?" >> "$out/bench-$i.md"
-    timeout 50 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
+    timeout 90 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
     echo "guest bench $i rc=$?" >> "$out/bench-guest-$i.md"
   done
   if [ -x .gpu/bin/oha ]; then
