@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Where a `gpuhost serve` request's time goes at one connection (issue #11): the http-stamp
+# function sandboxed (the default) and trusted, side by side with the native handler, each
+# `oha -c 1` for $SECS seconds, with the mean per phase from gpuhost_request_phase_seconds.
+# Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$PWD/.gpu; oha=$gpu/bin/oha; secs=${SECS:-3}
+export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
+work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+for f in sandboxed trusted; do
+  mkdir -p "$work/repo/$f/bundle"
+  cp "$gpu/guests/http_stamp.wasm" "$work/repo/$f/function.wasm"
+  cp crates/gpuhost/bundles/stamp-a/* "$work/repo/$f/bundle/"
+  sandbox=true; [ $f = trusted ] && sandbox=false
+  printf 'route = "/%s"\nsandbox = %s\n[serve]\nmax_concurrency = 128\n' $f $sandbox > "$work/repo/$f/function.toml"
+done
+"$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18181 > "$work/serve.out" 2> "$work/serve.err" &
+"$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18182 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.out" 2>&1 &
+for _ in $(seq 100); do curl -sf http://127.0.0.1:18181/sandboxed > /dev/null && curl -sf http://127.0.0.1:18182/stamp > /dev/null && break; sleep 0.1; done
+phase() { curl -s http://127.0.0.1:18181/metrics | awk -v f="$1" -v p="$2" -v k="$3" \
+  'index($0, "gpuhost_request_phase_seconds_" k "{function=\"" f "\",phase=\"" p "\"}") == 1 { print $2 }'; }
+for target in native sandboxed trusted; do
+  url=http://127.0.0.1:18181/$target; [ $target = native ] && url=http://127.0.0.1:18182/stamp
+  "$oha" --no-tui -n 2000 -c 4 "$url" > /dev/null
+  declare -A before
+  for p in setup instantiate respond teardown; do before[$p:sum]=$(phase $target $p sum); before[$p:count]=$(phase $target $p count); done
+  from=$(wc -l < "$work/serve.err")
+  line=$("$oha" --no-tui -z "${secs}s" -c 1 -w "$url" | grep -E "Requests/sec|50.00%|99.00%" | awk '{print $NF" "$(NF-1)}' | tr '\n' ' ')
+  printf '%-10s %s' "$target" "$line"
+  if [ $target != native ]; then
+    for p in setup instantiate respond teardown; do
+      s=$(phase $target $p sum); c=$(phase $target $p count)
+      awk -v s="$s" -v c="$c" -v s0="${before[$p:sum]}" -v c0="${before[$p:count]}" -v p=$p \
+        'BEGIN { n = c - c0; v = 0; if (n > 0) v = (s - s0) / n * 1e6; printf " %s=%.1fus", p, v }'
+    done
+  fi
+  echo
+  # A binary built with call tracing (TRACE lines on stderr) gives the mean per gpuhost:cuda call.
+  tail -n +"$((from + 1))" "$work/serve.err" | awk '$1 == "TRACE" { n[$2]++; t[$2] += $3 }
+    END { for (k in n) printf "    %s: %d calls, mean %.1f us\n", k, n[k], t[k] / n[k] / 1000 }'
+done
+curl -s http://127.0.0.1:18181/metrics | grep -E "sandbox_kept|live_buffers"
