@@ -90,12 +90,19 @@ impl DeviceBuffer {
         Ok(out)
     }
 
-    /// Sets every byte to `value` (cuMemsetD8, synchronous).
+    /// Sets every byte to `value`, and waits until it has. cuMemsetD8 on device memory returns
+    /// before the device has run it (it goes on the legacy stream), so a kernel launched next on
+    /// a non-blocking stream could run first: on the H200 with parallel test threads it did, and
+    /// saw a control block's stale epoch (its threads exited) or had its outputs poisoned after
+    /// it wrote them.
     pub fn fill(&self, value: u8) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: the range covers exactly this live allocation.
         unsafe { result::memset_d8_sync(self.raw, value, self.len) }
-            .map_err(|e| Error::driver("cuMemsetD8", e))
+            .map_err(|e| Error::driver("cuMemsetD8", e))?;
+        // SAFETY: the legacy default stream of the context bound above.
+        unsafe { result::stream::synchronize(std::ptr::null_mut()) }
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))
     }
 
     fn check_len(&self, n: usize) -> Result<()> {
