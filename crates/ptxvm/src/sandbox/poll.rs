@@ -443,9 +443,11 @@ impl<'m> Fx<'_, 'm> {
             let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
             let ld = &["volatile", "global", "u32"];
             self.emit(out, aborted.clone(), "ld", ld, vec![sreg("t"), stopped()]);
+            // Unpredicated: when the epoch matched, `q` must come out false, not keep whatever
+            // an earlier check left in it (the store below would then run on every poll).
             self.emit(
                 out,
-                aborted.clone(),
+                None,
                 "setp",
                 &["eq", "and", "u32"],
                 vec![sreg("q"), sreg("t"), imm(0), sreg("p")],

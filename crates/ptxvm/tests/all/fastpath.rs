@@ -563,3 +563,49 @@ fn an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
     assert_eq!(mem.read(out, 8), [0; 8]);
     assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
 }
+
+const SHARED_THEN_POLLED: &str = "
+.visible .entry shared_then_polled(.param .u64 out)
+{
+    .shared .align 4 .b32 s[32];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, s;
+    add.u32 %r3, %r3, %r2;
+    st.shared.u32 [%r3], %r1;
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 5000;
+    @%p1 bra L;
+    ld.param.u64 %rd1, [out];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+";
+
+#[test]
+fn a_poll_that_finds_the_epoch_unchanged_writes_nothing_to_the_control_block() {
+    // The shared access leaves the sandbox's predicate register true; the loop is too long to
+    // count, so it polls. A poll whose epoch still matches must not store the stopped-kernel
+    // word (a predicated compare once left that predicate as it was, and the store followed).
+    let (s, m) = load_sandboxed(&ptx(SHARED_THEN_POLLED));
+    assert_eq!(polls(&s.ptx, "shared_then_polled"), 1, "{}", s.ptx);
+    let mut out = 0;
+    let mem = attack_in(
+        &m,
+        "shared_then_polled",
+        Shape::linear(1, 32),
+        |g| {
+            out = g.alloc(4);
+            vec![Arg::U64(out)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 4), 5000u32.to_le_bytes());
+    let stopped = ptxvm::sandbox::CTL_STOPPED_TAG as usize;
+    assert_eq!(mem.ctl_word(stopped).load(Ordering::SeqCst), 0);
+}
