@@ -325,7 +325,7 @@ async fn trap_fatbin_oversized_globals_and_local_arrays_are_refused_with_their_e
 async fn flooding_launches_then_dropping_the_stream_keeps_them_counted_until_they_end() {
     // Alone on the device: the flood's gate kernel holds the GPU until the guest's write opens
     // it, and on NVIDIA another test's driver call that waits for the device (a module load)
-    // would hold the lock that write needs (seen on the H200 with parallel test threads).
+    // would hold the lock that write needs (the house rule for tests that hold the GPU).
     let Some((rt, _device)) = device_alone().await else {
         return;
     };
