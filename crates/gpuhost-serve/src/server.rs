@@ -126,6 +126,7 @@ impl Server {
             // at once than this still work, allocating what they lack.
             host.reserve_staging(1)
                 .map_err(|source| Error::Device { device, source })?;
+            host.set_staging_growth(false);
             hosts.push(host);
         }
         if hosts.is_empty() {

@@ -168,8 +168,10 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
-        // Guests' transfers must not page-lock memory while they run (see reserve_staging).
+        // Guests' transfers must not page-lock memory while they run (see reserve_staging):
+        // one transfer's staging up front, and beyond it the driver's pageable path.
         host.reserve_staging(1)?;
+        host.set_staging_growth(false);
         Ok(Self {
             engine,
             linker,

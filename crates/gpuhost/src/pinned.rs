@@ -75,6 +75,13 @@ impl Pinned {
         Self::take_or_fresh(host, generation, len, true).map(|(p, _)| p)
     }
 
+    /// A pooled staging region of at least `len` bytes, if one is free (never page-locks).
+    pub(crate) fn try_take(host: &Arc<Host>, generation: u64, len: usize) -> Option<Self> {
+        let cap = capacity_for(len)?;
+        let (ptr, cap) = host.pinned.take(generation, cap, true)?;
+        Some(Self::of(host, ptr as *mut u8, cap, generation))
+    }
+
     /// [`Pinned::take`], also saying whether the region is freshly allocated (zeroed);
     /// `any_larger` as in [`Pool::take`].
     fn take_or_fresh(
@@ -348,6 +355,18 @@ impl Host {
 }
 
 impl Host {
+    /// Whether uploads may page-lock more staging than is pooled (default true). With false, an
+    /// upload that finds no free staging copies that chunk through the driver's own pageable
+    /// path instead (slower, but it waits only for the stream's earlier work): on NVIDIA,
+    /// page-locking memory waits for the whole device, so an upload that a running kernel waits
+    /// for — a guest's kernel spinning until the guest's own `buffer.write` lands — would wait
+    /// for that kernel. Embedders running untrusted guests turn growth off after
+    /// [`Host::reserve_staging`].
+    pub fn set_staging_growth(&self, allowed: bool) {
+        self.staging_growth
+            .store(allowed, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Page-locks, up front, the staging that `transfers` pageable transfers running at once
     /// (or as many as an earlier call asked for, if more)
     /// need ([`Stream::upload`](crate::Stream::upload), [`Stream::download`](crate::Stream::download)

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use cudarc::driver::sys;
@@ -380,7 +381,15 @@ impl Stream {
                 done.await?;
             }
             let generation = self.enter_with(buf)?;
-            let mut staging = Pinned::take(self.host(), generation, chunk)?;
+            let staging = if self.host().staging_growth.load(Ordering::Relaxed) {
+                Some(Pinned::take(self.host(), generation, chunk)?)
+            } else {
+                Pinned::try_take(self.host(), generation, chunk)
+            };
+            let Some(mut staging) = staging else {
+                in_flight.push_back(self.upload_pageable(buf, at, part, generation)?);
+                continue;
+            };
             // SAFETY: copy_in_steps writes only bytes copied from `part` through it.
             let dst = unsafe { crate::copy::as_uninit(staging.bytes_mut(part.len())) };
             copy_in_steps(dst, part, cfg.copy_threads).await;
@@ -394,6 +403,32 @@ impl Stream {
             done.await?;
         }
         Ok(())
+    }
+
+    /// One upload chunk through the driver's pageable path (no staging free, and none may be
+    /// page-locked: [`Host::set_staging_growth`]). The driver waits for this stream's earlier
+    /// work, copies `part` into its own staging and returns; `part` is not read afterwards.
+    fn upload_pageable(
+        &self,
+        buf: &DeviceBuffer,
+        at: usize,
+        part: &[u8],
+        generation: u64,
+    ) -> Result<Completion> {
+        // SAFETY: `at + part.len()` lies inside `buf`'s allocation (the caller checked the whole
+        // range), kept alive by the fence's batch; `part` is readable for its length, and a
+        // pageable source is consumed before the call returns.
+        let r = unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                buf.inner.raw + at as u64,
+                part.as_ptr().cast(),
+                part.len(),
+                self.raw(),
+            )
+        };
+        self.host()
+            .classify_at("cuMemcpyHtoDAsync_v2", r, generation)?;
+        self.fence_keeping(&[buf], None)
     }
 
     /// Sets `len` bytes of `buf` from `offset` to `value`, after the work queued before it.

@@ -372,3 +372,36 @@ impl Drop for Mapped {
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
+
+#[test]
+fn with_staging_growth_off_uploads_past_the_pool_use_the_pageable_path_and_page_lock_nothing() {
+    crate::common::in_child(
+        "transfer::with_staging_growth_off_uploads_past_the_pool_use_the_pageable_path_and_page_lock_nothing",
+        uploads_without_growth,
+    );
+}
+
+fn uploads_without_growth() {
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    host.set_staging_growth(false);
+    let s = host.stream().unwrap();
+    let registered = || host.stats().pinned_registrations;
+    let at_start = registered();
+    let size = 20 << 20;
+    let buf = host.alloc(size + 1).unwrap();
+    for (i, len) in [1, 4095, 100_000, (3 << 20) + 123, size]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(len, 7 + i as u32);
+        block_on(async {
+            s.upload(&buf, 1, &data).await.unwrap();
+            let mut back = vec![0u8; len];
+            buf.read(1, &mut back).unwrap();
+            assert!(back == data, "{len} bytes");
+        });
+    }
+    assert_eq!(registered(), at_start, "no upload page-locked memory");
+    host.set_staging_growth(true);
+}
