@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use gpuhost::{Arg, GraphLaunch, KernelGraph, LaunchConfig, ModuleImage, ModuleSource, Registry};
-use gpuhost_wasm::{Guest, Limits, RunOptions, Runtime};
+use gpuhost_wasm::{Guest, Limits, Runtime};
 
-use super::guest_vs_native::BURST;
+use super::guest_vs_native::{BURST, median, run_bench_guest};
 use super::raw::Raw;
 
 /// The empty kernel every row launches (the guest embeds the same file).
@@ -36,11 +36,6 @@ pub struct BurstBench {
     pub guest_bound: (u128, u128),
     /// Trusted guest, `stream.launch` with its argument list × BURST, `synchronize`: (off, on).
     pub guest_launch: (u128, u128),
-}
-
-fn median(mut v: Vec<u128>) -> u128 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 /// Times `bursts` runs of `burst` (after one warm-up), per kernel.
@@ -195,29 +190,12 @@ async fn guest_bursts(
         max_graph_batch,
         ..Limits::default()
     };
-    let args = vec!["launchbench".into(), samples.to_string(), "bursts".into()];
-    let out = runtime
-        .run(
-            bench_guest,
-            RunOptions {
-                args,
-                limits,
-                ..RunOptions::default()
-            },
-        )
-        .await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> Option<u128> {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    let samples = samples.to_string();
+    let run = run_bench_guest(runtime, bench_guest, &[&samples, "bursts"], limits).await?;
+    let (Some(bound), Some(launch)) = (run.field("bound_ns"), run.field("launch_ns")) else {
+        return Err(run.unexpected("its burst timings"));
     };
-    let (Some(bound), Some(launch)) = (field("bound_ns"), field("launch_ns")) else {
-        bail!(
-            "the bench guest printed {text:?} (stderr {:?}) instead of its burst timings",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    if max_graph_batch > 0 && out.graph_launches == 0 {
+    if max_graph_batch > 0 && run.out.graph_launches == 0 {
         bail!("graph batching was on but the guest's bursts were not replayed as graphs");
     }
     Ok((bound, launch))

@@ -16,8 +16,8 @@ use std::time::Instant;
 
 use gpuhost::{Arg, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
-use anyhow::{Result, bail};
-use gpuhost_wasm::{Guest, Limits, RunOptions, Runtime};
+use anyhow::Result;
+use gpuhost_wasm::{Guest, Limits, RunOptions, RunOutcome, Runtime};
 
 /// The empty kernel both sides launch (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
@@ -129,7 +129,7 @@ impl Transfers {
     }
 }
 
-fn median(mut v: Vec<u128>) -> u128 {
+pub(super) fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
@@ -402,17 +402,41 @@ struct GuestPass {
 }
 
 /// Runs the bench guest once, trusted or sandboxed, and reads its timings.
-async fn guest_pass(
+/// One run of the bench guest (`launchbench`) and what it printed: `name=value` fields.
+pub(super) struct BenchGuestRun {
+    pub(super) out: RunOutcome,
+    text: String,
+}
+
+impl BenchGuestRun {
+    /// The printed `name=value` field `name`, if any.
+    pub(super) fn field(&self, name: &str) -> Option<u128> {
+        self.text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    }
+
+    /// The error for output that lacks `what`.
+    pub(super) fn unexpected(&self, what: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the bench guest printed {:?} (stderr {:?}) instead of {what}",
+            self.text,
+            String::from_utf8_lossy(&self.out.stderr)
+        )
+    }
+}
+
+/// Runs the bench guest with `args` after its name, under `limits`.
+pub(super) async fn run_bench_guest(
     runtime: &Runtime,
     bench_guest: &Guest,
-    samples: usize,
-    sandbox: bool,
-) -> Result<GuestPass> {
-    let args = vec!["launchbench".into(), samples.to_string()];
-    let limits = Limits {
-        sandbox,
-        ..Limits::default()
-    };
+    args: &[&str],
+    limits: Limits,
+) -> Result<BenchGuestRun> {
+    let args = std::iter::once("launchbench")
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect();
     let out = runtime
         .run(
             bench_guest,
@@ -423,11 +447,22 @@ async fn guest_pass(
             },
         )
         .await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> Option<u128> {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    Ok(BenchGuestRun { out, text })
+}
+
+async fn guest_pass(
+    runtime: &Runtime,
+    bench_guest: &Guest,
+    samples: usize,
+    sandbox: bool,
+) -> Result<GuestPass> {
+    let limits = Limits {
+        sandbox,
+        ..Limits::default()
     };
+    let run = run_bench_guest(runtime, bench_guest, &[&samples.to_string()], limits).await?;
+    let field = |name: &str| run.field(name);
     let names = [
         "launch_ns",
         "roundtrip_ns",
@@ -455,10 +490,7 @@ async fn guest_pass(
         Some(bytes),
     ] = names.map(field)
     else {
-        bail!(
-            "the bench guest printed {text:?} (stderr {:?}) instead of its timings",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        return Err(run.unexpected("its timings"));
     };
     let pattern = |alone, roundtrip, burst| Pattern {
         alone,
