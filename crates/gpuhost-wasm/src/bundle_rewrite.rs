@@ -51,7 +51,7 @@ impl BundleRewrite {
                         .into(),
                 )
             })?;
-            let s = ptxvm::sandbox::sandbox(ptx, &ptxvm::sandbox::Policy::default())
+            let s = crate::confine::sandbox(ptx)
                 .map_err(|e| refused(format!("the PTX sandbox refused it: {e}")))?;
             for k in s.kernels {
                 kernels.insert(k.name.clone(), (index, k));

@@ -191,9 +191,15 @@ impl KernelSandbox {
     }
 }
 
+/// The sandbox's rewrite of PTX a sandboxed guest runs, its own module's or a granted bundle's
+/// (one policy for both).
+pub(crate) fn sandbox(ptx: &str) -> Result<ptxvm::sandbox::Sandboxed, ptxvm::Error> {
+    ptxvm::sandbox::sandbox(ptx, &Policy::default())
+}
+
 /// Rewrites a guest's PTX; a refusal or parse error is `invalid-ptx` naming the line.
 pub(crate) fn rewrite(ptx: &str) -> Result<ptxvm::sandbox::Sandboxed, WitError> {
-    ptxvm::sandbox::sandbox(ptx, &Policy::default()).map_err(|e| {
+    sandbox(ptx).map_err(|e| {
         WitError::InvalidPtx(format!(
             "the PTX sandbox refused this module: {e} (sandboxed guests may use only what the sandbox can confine)"
         ))
