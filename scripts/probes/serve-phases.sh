@@ -8,13 +8,7 @@ cd "$(dirname "$0")/../.."
 gpu=$PWD/.gpu; oha=$gpu/bin/oha; secs=${SECS:-3}
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-for f in sandboxed trusted; do
-  mkdir -p "$work/repo/$f/bundle"
-  cp "$gpu/guests/http_stamp.wasm" "$work/repo/$f/function.wasm"
-  cp crates/gpuhost/bundles/stamp-a/* "$work/repo/$f/bundle/"
-  sandbox=true; [ $f = trusted ] && sandbox=false
-  printf 'route = "/%s"\nsandbox = %s\n[serve]\nmax_concurrency = 128\n' $f $sandbox > "$work/repo/$f/function.toml"
-done
+source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
 "$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18181 > "$work/serve.out" 2> "$work/serve.err" &
 "$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18182 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.out" 2>&1 &
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18181/sandboxed > /dev/null && curl -sf http://127.0.0.1:18182/stamp > /dev/null && break; sleep 0.1; done

@@ -279,15 +279,25 @@ impl StreamWatch {
         });
     }
 
+    /// No launch of the stream is queued or running: the open ones count too, by their last
+    /// (they end in stream order), so a Store dropped right after its synchronize is idle
+    /// before any tick closed its launches into a segment. Stopping such a Store would store a
+    /// new epoch for nothing, and that CPU store pulls the block's page off the device: the next
+    /// guest's first kernel to read it then waits for the page to come back (~170 µs per kernel
+    /// on the H200, every request of `gpuhost serve`, bench/h200-runs/2026-12-01-s6/).
     fn is_idle(&self) -> bool {
         let q = lock(&self.q);
-        q.open == 0 && q.segments.iter().all(|s| s.done.is_done())
+        q.open_last.as_ref().is_none_or(|c| c.is_done())
+            && q.segments.iter().all(|s| s.done.is_done())
     }
 
     /// Returns (work left, the front segment's kernels if it ran past its budget).
     fn tick(&self, now: Instant, limit: Duration) -> (bool, Option<Vec<Arc<str>>>) {
         let mut q = lock(&self.q);
-        if q.open > 0 && now.duration_since(q.open_since) >= TICK {
+        // Launching paused for a tick, or the open launches already ended (then they retire
+        // just below, and a dropped guest's watch goes at this tick rather than the next).
+        let ended = q.open_last.as_ref().is_some_and(|c| c.is_done());
+        if q.open > 0 && (ended || now.duration_since(q.open_since) >= TICK) {
             self.close(&mut q);
         }
         let mut retired = false;
@@ -387,5 +397,34 @@ impl Watchdog {
             self.asleep.store(false, Ordering::SeqCst);
             drop(g);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_dropped_after_its_launches_ended_leaves_its_epoch_alone() {
+        let host = gpuhost::host(0).unwrap();
+        let ctl = host.control_block().unwrap();
+        let watch = StoreWatch::new(ctl.clone(), Duration::from_secs(5));
+        let stream = host.stream().unwrap();
+        let s = watch.stream();
+        let name: Arc<str> = Arc::from("k");
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // Two launches' worth of work on the stream, both ended before the drop, and no tick
+        // in between need have closed them into a segment.
+        for _ in 0..2 {
+            let done = s.launch(&watch, &name, |_epoch| stream.fence()).unwrap();
+            // Awaited, as a guest's synchronize does: then it is known to have ended.
+            rt.block_on(done).unwrap();
+        }
+        watch.store_dropped();
+        assert_eq!(
+            ctl.load_u32(CTL_EPOCH),
+            0,
+            "dropping an idle Store stored a new epoch (a CPU store to the block's page)"
+        );
     }
 }
