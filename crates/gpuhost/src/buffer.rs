@@ -1,8 +1,9 @@
 //! Device memory: a cheaply cloneable handle, freed when the last clone and every launch using it end.
 //!
-//! A buffer is either its own cuMemAlloc allocation, a range of an [`Arena`] (given back to the
-//! arena instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s windows (given
-//! back to the host's control pool). All three behave the same for launches and transfers.
+//! A buffer is either its own cuMemAlloc allocation (kept for reuse by the host's allocation
+//! cache when it goes, see alloc_cache.rs), a range of an [`Arena`] (given back to the arena
+//! instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s windows (given back to
+//! the host's control pool). All three behave the same for launches and transfers.
 //!
 //! [`ControlBlock`]: crate::ControlBlock
 
@@ -32,8 +33,8 @@ pub(crate) struct BufferInner {
 
 /// Where a buffer's memory comes from, and so what its last drop does.
 enum Origin {
-    /// Its own cuMemAlloc allocation: freed.
-    Alloc,
+    /// Its own cuMemAlloc allocation of `size` bytes: kept by the host's cache, or freed.
+    Alloc { size: usize },
     /// `size` bytes at `offset` of an arena (`size` 0 for the arena's anchor): given back.
     Arena {
         arena: Arc<Arena>,
@@ -61,11 +62,13 @@ impl std::fmt::Debug for DeviceBuffer {
 impl DeviceBuffer {
     pub(crate) fn alloc(host: &Arc<Host>, bytes: usize) -> Result<Self> {
         let generation = host.enter()?;
-        let mut raw: CUdeviceptr = 0;
-        // cuMemAlloc rejects 0 bytes; a 1-byte allocation keeps empty buffers valid handles.
-        // SAFETY: context bound by enter(); `raw` is a valid out pointer.
-        let r = unsafe { sys::cuMemAlloc_v2(&mut raw, bytes.max(1)) };
-        host.classify("cuMemAlloc_v2", r)?;
+        // Never 0: cuMemAlloc rejects 0 bytes, and a 1-byte allocation keeps empty buffers
+        // valid handles.
+        let size = host.alloc_cache.alloc_size(bytes);
+        let raw = match host.alloc_cache.take(size, generation) {
+            Some(raw) => raw,
+            None => Self::driver_alloc(host, size, generation)?,
+        };
         Counters::inc(&host.counters.live_buffers);
         Ok(Self {
             inner: Arc::new(BufferInner {
@@ -73,9 +76,25 @@ impl DeviceBuffer {
                 raw,
                 len: bytes,
                 generation,
-                origin: Origin::Alloc,
+                origin: Origin::Alloc { size },
             }),
         })
+    }
+
+    /// `size` bytes from the driver; when it has too little memory left, once more after the
+    /// host's kept blocks are freed.
+    fn driver_alloc(host: &Arc<Host>, size: usize, generation: u64) -> Result<CUdeviceptr> {
+        let mut raw: CUdeviceptr = 0;
+        // SAFETY: context bound by the caller's enter(); `raw` is a valid out pointer.
+        let mut r = unsafe { sys::cuMemAlloc_v2(&mut raw, size) };
+        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && host.trim_alloc_cache_in(generation) > 0
+        {
+            // SAFETY: as above.
+            r = unsafe { sys::cuMemAlloc_v2(&mut raw, size) };
+        }
+        host.classify("cuMemAlloc_v2", r)?;
+        Counters::inc(&host.counters.driver_allocs);
+        Ok(raw)
     }
 
     /// A buffer over `len` bytes at `offset` of `arena`, which the arena has handed out (zeroed)
@@ -248,8 +267,8 @@ impl DeviceBuffer {
 impl Drop for BufferInner {
     fn drop(&mut self) {
         Counters::dec(&self.host.counters.live_buffers);
-        match &self.origin {
-            Origin::Alloc => {}
+        let size = match &self.origin {
+            Origin::Alloc { size } => *size,
             // The arena unmaps its memory only when it goes itself (dead generations: never).
             Origin::Arena {
                 arena,
@@ -257,12 +276,15 @@ impl Drop for BufferInner {
                 size,
             } => return arena.give_back(*offset, *size),
             Origin::Control { pool, slot } => return pool.give(slot),
-        }
+        };
         // A buffer of a dead generation died with its context; freeing it could free the new
         // context's memory at the same address.
         self.host.release_in(self.generation, "free a buffer", || {
+            if self.host.alloc_cache.put(size, self.raw, self.generation) {
+                return;
+            }
             // SAFETY: the allocation is ours, of the current context, and no clone or launch
-            // uses it any more (this is the last Arc).
+            // uses it any more (this is the last Arc); the cache did not keep it.
             let r = unsafe { sys::cuMemFree_v2(self.raw) };
             if let Err(e) = self.host.classify("cuMemFree_v2", r) {
                 self.host.drop_error("freeing a device buffer", &e);

@@ -53,6 +53,8 @@ pub struct Host {
     pub(crate) staging_growth: std::sync::atomic::AtomicBool,
     /// Control blocks' memory (see control_pool.rs), made on first use.
     pub(crate) control: Mutex<Option<Arc<crate::control_pool::ControlPool>>>,
+    /// Freed allocations kept for reuse (see alloc_cache.rs).
+    pub(crate) alloc_cache: crate::alloc_cache::AllocCache,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -121,6 +123,7 @@ impl Host {
             await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
             staging_growth: true.into(),
             control: Mutex::new(None),
+            alloc_cache: crate::alloc_cache::AllocCache::new(),
         })
     }
 
@@ -141,7 +144,9 @@ impl Host {
 
     /// Counters of live objects and events.
     pub fn stats(&self) -> HostStats {
-        self.counters.snapshot(self.generation())
+        let mut stats = self.counters.snapshot(self.generation());
+        stats.kept_alloc_bytes = self.alloc_cache.bytes() as u64;
+        stats
     }
 
     /// The raw primary context of the current generation (for benchmarks and tests that compare
@@ -492,9 +497,46 @@ impl Host {
         }
     }
 
-    /// Allocate `bytes` of device memory.
+    /// Allocate `bytes` of device memory (contents unspecified). A block that an earlier buffer
+    /// of the same size class left is reused without a driver call (see
+    /// [`Host::set_alloc_cache_limit`]).
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer> {
         self.fresh(|| DeviceBuffer::alloc(self, bytes))
+    }
+
+    /// Keep at most `bytes` of freed allocations for reuse ([`DEFAULT_ALLOC_CACHE_LIMIT`] unless
+    /// set; 0 turns reuse off and frees what is kept). Sizes are rounded up to a class (powers of
+    /// two to 2 MiB, then multiples of 2 MiB) while reuse is on. An allocation that finds the
+    /// device full frees the kept blocks and tries again, so they never cause an out-of-memory.
+    ///
+    /// [`DEFAULT_ALLOC_CACHE_LIMIT`]: crate::DEFAULT_ALLOC_CACHE_LIMIT
+    pub fn set_alloc_cache_limit(&self, bytes: usize) {
+        self.alloc_cache.set_limit(bytes);
+        if bytes == 0 {
+            self.trim_alloc_cache();
+        }
+    }
+
+    /// Frees every kept allocation (the device's free memory then counts them again); returns
+    /// how many there were.
+    pub fn trim_alloc_cache(&self) -> usize {
+        self.trim_alloc_cache_in(self.generation())
+    }
+
+    pub(crate) fn trim_alloc_cache_in(&self, generation: u64) -> usize {
+        let blocks = self.alloc_cache.drain(generation);
+        let n = blocks.len();
+        self.release_in(generation, "free kept allocations", || {
+            for raw in blocks {
+                // SAFETY: a kept block is ours, of this generation, and used by nothing (it came
+                // back when its buffer's last holder and launch were gone).
+                let r = unsafe { sys::cuMemFree_v2(raw) };
+                if let Err(e) = self.classify("cuMemFree_v2", r) {
+                    self.drop_error("freeing a kept allocation", &e);
+                }
+            }
+        });
+        n
     }
 
     /// Free and total device memory.

@@ -26,6 +26,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod alloc_cache;
 mod arena;
 mod buffer;
 mod completion;
@@ -49,6 +50,7 @@ mod stats;
 mod stream;
 mod transfer;
 
+pub use alloc_cache::DEFAULT_LIMIT as DEFAULT_ALLOC_CACHE_LIMIT;
 pub use arena::{ARENA_ALIGN, Arena};
 pub use buffer::DeviceBuffer;
 pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};

@@ -32,6 +32,11 @@ pub struct HostStats {
     /// allocated, or one re-registered after a context loss). Flat while transfers are served
     /// by the pool (see [`Host::reserve_staging`](crate::Host::reserve_staging)).
     pub pinned_registrations: u64,
+    /// Device allocations made by the driver (cuMemAlloc) so far: an allocation served by a
+    /// kept block is not one (see [`Host::set_alloc_cache_limit`](crate::Host::set_alloc_cache_limit)).
+    pub driver_allocs: u64,
+    /// Bytes of freed allocations kept for reuse now.
+    pub kept_alloc_bytes: u64,
 }
 
 /// An atomic counter alone on its cache line.
@@ -55,6 +60,7 @@ pub(crate) struct Counters {
     pub(crate) live_arenas: AtomicU64,
     pub(crate) live_control_blocks: AtomicU64,
     pub(crate) pinned_registrations: AtomicU64,
+    pub(crate) driver_allocs: AtomicU64,
 }
 
 impl Counters {
@@ -85,6 +91,9 @@ impl Counters {
             live_arenas: self.live_arenas.load(Relaxed),
             live_control_blocks: self.live_control_blocks.load(Relaxed),
             pinned_registrations: self.pinned_registrations.load(Relaxed),
+            driver_allocs: self.driver_allocs.load(Relaxed),
+            // Filled in by Host::stats (the cache keeps its own count).
+            kept_alloc_bytes: 0,
         }
     }
 }

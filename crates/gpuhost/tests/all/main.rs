@@ -2,6 +2,7 @@
 //! the same code. Without any driver each test fails (testkit's rule; `GPUHOST_TEST_ALLOW_SKIP=1`
 //! lets them print "skipped: no driver" and return instead).
 
+mod alloc_cache;
 mod arena;
 mod common;
 mod concurrency;
