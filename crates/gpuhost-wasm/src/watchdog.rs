@@ -412,7 +412,9 @@ mod tests {
         let stream = host.stream().unwrap();
         let s = watch.stream();
         let name: Arc<str> = Arc::from("k");
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         // Two launches' worth of work on the stream, both ended before the drop, and no tick
         // in between need have closed them into a segment.
         for _ in 0..2 {
