@@ -151,6 +151,7 @@ pub struct Metrics {
     device_context_losses: Family<DeviceLabel, Counter>,
     device_live_modules: Family<DeviceLabel, Gauge>,
     device_live_buffers: Family<DeviceLabel, Gauge>,
+    device_kept_alloc: Family<DeviceLabel, Gauge>,
     device_memory_used: Family<DeviceLabel, Gauge>,
     /// Last HostStats counters seen per device, to add only the change to the counters.
     seen: Mutex<HashMap<usize, (u64, u64)>>,
@@ -218,6 +219,7 @@ impl Metrics {
             device_context_losses: Family::default(),
             device_live_modules: Family::default(),
             device_live_buffers: Family::default(),
+            device_kept_alloc: Family::default(),
             device_memory_used: Family::default(),
             seen: Mutex::new(HashMap::new()),
             registry: Registry::default(),
@@ -309,6 +311,11 @@ impl Metrics {
             m.device_live_buffers.clone(),
         );
         r.register(
+            "device_kept_alloc_bytes",
+            "Freed device allocations kept for reuse by device (counted in memory used)",
+            m.device_kept_alloc.clone(),
+        );
+        r.register(
             "device_memory_used_bytes",
             "Device memory in use (total - free) by device",
             m.device_memory_used.clone(),
@@ -383,6 +390,9 @@ impl Metrics {
             self.device_live_buffers
                 .get_or_create(&l)
                 .set(stats.live_buffers as i64);
+            self.device_kept_alloc
+                .get_or_create(&l)
+                .set(stats.kept_alloc_bytes as i64);
             if let Ok(mem) = host.mem_info() {
                 let used = mem.total.saturating_sub(mem.free);
                 self.device_memory_used.get_or_create(&l).set(used as i64);
