@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreLimits};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreLimits,
+};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
@@ -130,15 +132,26 @@ impl gpuhost_wasm::CudaView for RequestState {
 /// the pool.
 const POOLED_STORES: u32 = 1024;
 
-/// Bytes of each pooled memory and table reset by memset rather than madvise.
-const KEEP_RESIDENT: usize = 1 << 20;
+/// Bytes of each pooled memory and table reset in place rather than by madvise. With the
+/// kernel's PAGEMAP_SCAN (Linux 6.7+) only the pages a request dirtied are reset, wherever they
+/// are, so a request touching a few pages costs a few pages; without it the lowest
+/// [`KEEP_RESIDENT_NO_SCAN`] bytes are memset whole.
+const KEEP_RESIDENT: usize = 16 << 20;
+/// [`KEEP_RESIDENT`] where PAGEMAP_SCAN is missing: a Rust guest's stack ends at 1 MiB, so this
+/// covers its stack; a larger memset would cost more than the page faults it saves.
+const KEEP_RESIDENT_NO_SCAN: usize = 1 << 20;
 
 /// The instance pool: [`POOLED_STORES`] component instances, and per instance room for the
 /// core instances, memories and tables a wasi:http guest built by Rust's or another wasm32
 /// toolchain has (its main module and the canonical ABI's shims). A memory slot is wasm32's
 /// whole 4 GiB (reserved address space, not memory), so `limits.max_wasm_memory_bytes` of
 /// function.toml stays the only bound on a guest's memory.
-fn pooling() -> PoolingAllocationConfig {
+fn pooling(scan: bool) -> PoolingAllocationConfig {
+    let keep = if scan {
+        KEEP_RESIDENT
+    } else {
+        KEEP_RESIDENT_NO_SCAN
+    };
     let mut p = PoolingAllocationConfig::default();
     p.total_component_instances(POOLED_STORES)
         .total_core_instances(POOLED_STORES * 8)
@@ -146,12 +159,14 @@ fn pooling() -> PoolingAllocationConfig {
         .total_tables(POOLED_STORES * 8)
         .total_stacks(POOLED_STORES)
         .max_memory_size(1 << 32)
-        // A slot given back is reset for the next request: the first bytes of each memory and
-        // table with memset (what a small guest touched stays resident: no page faults, no TLB
-        // shootdown of an madvise per request), the rest with madvise, in batches.
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(KEEP_RESIDENT)
-        .decommit_batch_size(16);
+        // A slot given back is reset for the next request: the pages a request dirtied (or,
+        // without PAGEMAP_SCAN, the first bytes) in place, so what a small guest touched stays
+        // resident (no page faults, no TLB shootdown of an madvise per request); the rest with
+        // madvise, in batches.
+        .linear_memory_keep_resident(keep)
+        .table_keep_resident(keep)
+        .decommit_batch_size(16)
+        .pagemap_scan(if scan { Enabled::Yes } else { Enabled::No });
     p
 }
 
@@ -179,9 +194,13 @@ impl Wasm {
         // once (copy-on-write images, reset with madvise) instead of mmap and munmap per request.
         // If this host cannot reserve the slots (a virtual-memory ulimit), instances are
         // allocated on demand as before.
-        let mut pooled = config.clone();
-        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
-        let (engine, pooling) = match Engine::new(&pooled) {
+        let pooled = |scan| {
+            let mut c = config.clone();
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(scan)));
+            Engine::new(&c)
+        };
+        // PAGEMAP_SCAN where the kernel has it (Enabled::Yes fails the engine where it does not).
+        let (engine, pooling) = match pooled(true).or_else(|_| pooled(false)) {
             Ok(engine) => (engine, true),
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "wasmtime's pooling allocator is unavailable; instances are allocated per request");
