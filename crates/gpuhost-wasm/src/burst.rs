@@ -30,8 +30,14 @@
 //! What is left to a flush — a context lost or poisoned in between — is reported by the next
 //! `synchronize` of the stream, and the launches it could not issue are no longer counted.
 //!
-//! **Sandboxed guests** are not batched: their launches are watched in segments of a few
-//! launches each (watchdog.rs), and a graph would let a runaway kernel's segment grow.
+//! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
+//! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
+//! and it is issued as one segment under the stream's watch, so a runaway kernel in a graph gets
+//! no more GPU time than one queued behind as many stream launches. A collected launch keeps the
+//! guest's own arguments; the sandbox's hidden ones (arena, globals, control block, abort epoch)
+//! are added when the batch is issued, with the epoch current then, so a stop between collecting
+//! and issuing ends the batch's kernels at entry and the stream reports it. A sandboxed Store
+//! dropped with launches collected discards them: its drop stops the guest's work anyway.
 
 use std::sync::Arc;
 
@@ -40,8 +46,13 @@ use gpuhost::{
 };
 use smallvec::SmallVec;
 
+use crate::confine::{Confinement, KernelSandbox};
 use crate::limits::{Charge, Usage};
 use crate::stream::INLINE_ARGS;
+
+/// What a sandboxed batch is issued with: the guest's confinement and the abort epoch its
+/// launches are given.
+pub(crate) type Hidden<'a> = Option<(&'a Confinement, u32)>;
 
 /// Launches a flush must hold for a graph to pay, and the launches between two flush points
 /// that make a stream collect. Below it, the graph's own submission and updates cost more than
@@ -63,16 +74,19 @@ pub(crate) struct Deferred {
     charge: Charge,
     cfg: GpuConfig,
     args: SmallVec<[Owned; INLINE_ARGS]>,
+    /// A sandboxed kernel's sandbox side: its hidden arguments are added at the flush.
+    sandbox: Option<KernelSandbox>,
 }
 
 impl Deferred {
-    /// A checked launch of `kernel` (whose module quota share is `charge`), owning its
-    /// arguments.
+    /// A checked launch of `kernel` (whose module quota share is `charge`), owning the guest's
+    /// arguments (without a sandboxed kernel's hidden ones).
     pub(crate) fn new(
         kernel: &Arc<gpuhost::Kernel>,
         charge: &Charge,
         cfg: GpuConfig,
         args: &[GpuArg<'_>],
+        sandbox: Option<&KernelSandbox>,
     ) -> Self {
         let args = args
             .iter()
@@ -96,18 +110,30 @@ impl Deferred {
             charge: charge.clone(),
             cfg,
             args,
+            sandbox: sandbox.cloned(),
         }
     }
 
-    fn args(&self) -> SmallVec<[GpuArg<'_>; INLINE_ARGS]> {
-        self.args
+    /// The launch's arguments: the guest's, then a sandboxed kernel's hidden ones for `hidden`.
+    fn args<'a>(&'a self, hidden: Hidden<'a>) -> SmallVec<[GpuArg<'a>; INLINE_ARGS]> {
+        let mut args: SmallVec<[GpuArg<'a>; INLINE_ARGS]> = self
+            .args
             .iter()
             .map(|a| match a {
                 Owned::Buffer(b, off) => GpuArg::Buffer(b, *off),
                 Owned::Bytes(b) => GpuArg::Bytes(b),
                 Owned::Scalar(v) => *v,
             })
-            .collect()
+            .collect();
+        if let (Some(sb), Some((c, epoch))) = (&self.sandbox, hidden) {
+            args.extend(c.hidden(sb, epoch));
+        }
+        args
+    }
+
+    /// The kernel's name for the watchdog, if it is sandboxed.
+    pub(crate) fn sandboxed_name(&self) -> Option<&Arc<str>> {
+        self.sandbox.as_ref().map(|sb| &sb.name)
     }
 }
 
@@ -194,11 +220,22 @@ impl Burst {
         self.interval = 0;
     }
 
+    /// The collected launches, in order.
+    pub(crate) fn pending(&self) -> &[Deferred] {
+        &self.pending
+    }
+
     /// Issues the collected launches, in order: through a cached (or new) graph of `graphs`
-    /// when there are enough of them, else one by one. Quota shares go back to `usage`.
-    pub(crate) fn flush(&mut self, graphs: Option<&mut GraphCache>, usage: &mut Usage) -> Flushed {
+    /// when there are enough of them, else one by one; sandboxed ones with `hidden`'s arguments.
+    /// Quota shares go back to `usage`.
+    pub(crate) fn flush(
+        &mut self,
+        graphs: Option<&mut GraphCache>,
+        usage: &mut Usage,
+        hidden: Hidden<'_>,
+    ) -> Flushed {
         let mut batch = std::mem::take(&mut self.pending);
-        let out = issue(&self.stream, &batch, graphs, usage);
+        let out = issue(&self.stream, &batch, graphs, usage, hidden);
         for d in batch.drain(..) {
             d.charge.release(usage);
         }
@@ -212,9 +249,14 @@ impl Drop for Burst {
     /// The Store is going with launches collected: they are issued, as they would have been
     /// at their call (their Completions have nobody left to report to).
     fn drop(&mut self) {
+        // A sandboxed guest's are discarded: its confinement (their hidden arguments) is going,
+        // and the Store's drop stops its work; nothing reads what they would have written.
+        if self.pending.iter().any(|d| d.sandbox.is_some()) {
+            self.pending.clear();
+        }
         if self.has_pending() {
             // The Store's usage is gone with it: what is given back here counts nowhere.
-            drop(self.flush(None, &mut Usage::default()));
+            drop(self.flush(None, &mut Usage::default(), None));
         }
     }
 }
@@ -225,8 +267,9 @@ fn issue(
     batch: &[Deferred],
     graphs: Option<&mut GraphCache>,
     usage: &mut Usage,
+    hidden: Hidden<'_>,
 ) -> Flushed {
-    let args: Vec<_> = batch.iter().map(Deferred::args).collect();
+    let args: Vec<_> = batch.iter().map(|d| d.args(hidden)).collect();
     let launches: Vec<GraphLaunch<'_>> = batch
         .iter()
         .zip(&args)

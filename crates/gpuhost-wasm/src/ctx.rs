@@ -118,6 +118,18 @@ impl CudaCtx {
         &self.usage
     }
 
+    /// The most launches one graph batch of this guest holds (burst.rs): `max_graph_batch`, and
+    /// for a sandboxed guest at most one watched segment.
+    pub(crate) fn max_batch(&self) -> u32 {
+        if self.limits.sandbox {
+            self.limits
+                .max_graph_batch
+                .min(crate::watchdog::FENCE_EVERY)
+        } else {
+            self.limits.max_graph_batch
+        }
+    }
+
     /// The guest's sandbox (its arena, control block and watch), made on first use; None for a
     /// trusted guest.
     pub(crate) fn confinement(&mut self) -> Result<Option<&mut Confinement>, gpuhost::Error> {

@@ -41,6 +41,9 @@ pub struct StreamRes {
 }
 
 /// Where a checked launch went.
+// A value returned once per launch and consumed at once: boxing the collected launch would cost
+// an allocation per launch for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Route {
     /// Issued to the stream; the driver accepted its shape.
     Issued(Completion, Shape),
@@ -178,11 +181,25 @@ fn route<'a>(
     args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
 ) -> CudaResult<Route> {
     let (kernel, charge) = kernel;
-    if !ctx.limits.sandbox && s.burst.collects(kernel, cfg) {
+    if s.burst.collects(kernel, cfg) {
         // The checks the direct path makes before the driver (the context's currency is part
-        // of `collects`).
-        kernel.check_launch(&cfg, &args)?;
-        return Ok(Route::Collected(Deferred::new(kernel, charge, cfg, &args)));
+        // of `collects`); a sandboxed kernel's with its hidden arguments, as they will be.
+        match (sandbox, &ctx.confine, &s.watch) {
+            (None, ..) => kernel.check_launch(&cfg, &args)?,
+            (Some(sb), Some(c), Some(_)) => {
+                sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
+                let mut full = args.clone();
+                full.extend(c.hidden(sb, 0));
+                kernel.check_launch(&cfg, &full)?;
+            }
+            // Not collected: the direct path refuses it below.
+            (Some(_), ..) => {
+                return launch_on(ctx, s, kernel, sandbox, cfg, args)
+                    .map(|done| Route::Issued(done, shape(kernel, cfg)));
+            }
+        }
+        let launch = Deferred::new(kernel, charge, cfg, &args, sandbox);
+        return Ok(Route::Collected(launch));
     }
     if s.burst.has_pending() {
         return Ok(Route::FlushFirst);
@@ -220,7 +237,7 @@ impl CudaCtxView<'_> {
     /// collected one kept for the next flush. Returns false for [`Route::FlushFirst`], after
     /// flushing (the caller routes the launch again).
     fn launched(&mut self, stream: &Resource<StreamRes>, route: Route) -> CudaResult<bool> {
-        let max_batch = self.ctx.limits.max_graph_batch;
+        let max_batch = self.ctx.max_batch();
         let s = self.table.get_mut(stream)?;
         let full = match route {
             Route::FlushFirst => {
@@ -252,7 +269,22 @@ impl CudaCtxView<'_> {
         }
         let ctx = &mut *self.ctx;
         let graphs = ctx.graphs.usable().then_some(&mut ctx.graphs);
-        let flushed = s.burst.flush(graphs, &mut ctx.usage);
+        let flushed = match (&s.watch, &ctx.confine) {
+            // A sandboxed guest's batch: one watched segment, given the epoch current now.
+            (Some(watch), Some(c)) => {
+                let names: SmallVec<[Arc<str>; 4]> = s
+                    .burst
+                    .pending()
+                    .iter()
+                    .filter_map(|d| d.sandboxed_name().cloned())
+                    .collect();
+                let (burst, usage) = (&mut s.burst, &mut ctx.usage);
+                watch.launch_batch(&c.watch, &names, |epoch| {
+                    burst.flush(graphs, usage, Some((c, epoch)))
+                })
+            }
+            _ => s.burst.flush(graphs, &mut ctx.usage, None),
+        };
         s.pending.extend(flushed.issued);
         ctx.usage.launches_in_flight = ctx
             .usage
@@ -268,7 +300,7 @@ impl CudaCtxView<'_> {
     /// first, and the launches since the last one decide whether it collects next.
     fn flush_point(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.flush(stream)?;
-        let max_batch = self.ctx.limits.max_graph_batch;
+        let max_batch = self.ctx.max_batch();
         self.table.get_mut(stream)?.burst.flush_point(max_batch);
         Ok(())
     }

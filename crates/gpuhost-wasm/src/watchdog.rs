@@ -29,10 +29,13 @@ use std::time::{Duration, Instant};
 
 use gpuhost::{Completion, CompletionObserver, ControlBlock};
 
+use crate::burst::Flushed;
+
 /// The watchdog's period.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// Launches of one stream per segment, at most: a segment may run this many times the limit.
-const FENCE_EVERY: u32 = 8;
+/// Also the most launches a sandboxed guest's graph batch holds (burst.rs).
+pub(crate) const FENCE_EVERY: u32 = 8;
 /// Kernel names kept per segment (for the error message).
 const NAMES_KEPT: usize = 3;
 /// How long [`StoreWatch::drained`] waits for a dropped guest's launches at most. Stopped
@@ -235,16 +238,35 @@ impl StreamWatch {
         kernel: &Arc<str>,
         launch: impl FnOnce(u32) -> Result<Completion, E>,
     ) -> Result<Completion, E> {
-        let mut q = lock(&self.q);
+        let q = lock(&self.q);
         let out = launch(store.epoch.load(Ordering::SeqCst))?;
-        q.open_last = Some(out.observer());
+        self.count(q, out.observer(), 1, std::slice::from_ref(kernel));
+        Ok(out)
+    }
+
+    /// Counts `n` launches just issued, ending with the one `last` observes, in the open
+    /// segment: closed first when they would make it longer than [`FENCE_EVERY`], and after
+    /// once it reaches that.
+    fn count(
+        &self,
+        mut q: MutexGuard<'_, WatchQ>,
+        last: CompletionObserver,
+        n: u32,
+        names: &[Arc<str>],
+    ) {
+        if q.open > 0 && q.open + n > FENCE_EVERY {
+            self.close(&mut q);
+        }
+        q.open_last = Some(last);
         let first = q.open == 0;
         if first {
             q.open_since = Instant::now();
         }
-        q.open += 1;
-        if !q.open_names.iter().any(|n| n == kernel) && q.open_names.len() < NAMES_KEPT {
-            q.open_names.push(kernel.clone());
+        q.open += n;
+        for kernel in names {
+            if !q.open_names.iter().any(|k| k == kernel) && q.open_names.len() < NAMES_KEPT {
+                q.open_names.push(kernel.clone());
+            }
         }
         if q.open >= FENCE_EVERY {
             self.close(&mut q);
@@ -254,7 +276,24 @@ impl StreamWatch {
         if first {
             Watchdog::get().wake();
         }
-        Ok(out)
+    }
+
+    /// Issues a batch of launches through `issue(epoch)` (a graph, or launches one by one; the
+    /// epoch read and the issue under this stream's lock, as for one launch) and counts those it
+    /// issued in the open segment: closed first when the batch would make it longer than
+    /// [`FENCE_EVERY`], so a batch of at most that many never stretches a segment.
+    pub(crate) fn launch_batch(
+        &self,
+        store: &StoreWatch,
+        names: &[Arc<str>],
+        issue: impl FnOnce(u32) -> Flushed,
+    ) -> Flushed {
+        let q = lock(&self.q);
+        let out = issue(store.epoch.load(Ordering::SeqCst));
+        if let Some(last) = out.issued.last() {
+            self.count(q, last.observer(), out.issued.len() as u32, names);
+        }
+        out
     }
 
     /// What stopped this stream's work since the last call, if anything did.

@@ -1,7 +1,8 @@
-//! Graph batching of launch bursts (burst.rs): a trusted guest's bursts replayed as CUDA graphs
-//! compute and report exactly what the same guest computes launching one by one, the guest
-//! cannot grow a batch or the graph cache past its limits, and launches collected when the
-//! Store goes still run.
+//! Graph batching of launch bursts (burst.rs): a guest's bursts replayed as CUDA graphs compute
+//! and report exactly what the same guest computes launching one by one, trusted or sandboxed;
+//! the guest cannot grow a batch or the graph cache past its limits (a sandboxed one's batch
+//! past one watched segment); launches collected when a trusted Store goes still run, a
+//! sandboxed Store's are discarded with its stopped work.
 
 use gpuhost_wasm::{Limits, RunOptions, RunOutcome, Runtime};
 
@@ -57,10 +58,29 @@ async fn batched_bursts_compute_what_unbatched_launches_compute() {
         batched.graph_launches
     );
     assert_eq!(stdout(&batched), stdout(&plain));
-    // The sandboxed guest is never batched, and must agree too.
+    // The sandboxed guest is batched too (in batches of one watched segment), and agrees.
     let sandboxed = run(rt, &["results"], Limits::default()).await;
-    assert_eq!(sandboxed.graph_launches, 0);
+    assert!(
+        sandboxed.graph_launches > 100,
+        "sandboxed bursts were not replayed as graphs: {} launches were",
+        sandboxed.graph_launches
+    );
     assert_eq!(stdout(&sandboxed), stdout(&plain));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_guests_batches_hold_at_most_one_watched_segment_of_launches() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // 23 launches: 8 + 8 + 7, all replayed, through two graph shapes (8 launches, and 7);
+    // trusted, the same burst is one graph of 23.
+    let o = run(rt, &["cap", "23"], Limits::default()).await;
+    assert_eq!(o.graph_launches, 23);
+    assert_eq!(o.held_at_exit.cached_graphs, 2, "batches past 8 launches");
+    let whole = run(rt, &["cap", "23"], trusted()).await;
+    assert_eq!(whole.held_at_exit.cached_graphs, 1);
+    assert_eq!(stdout(&o), stdout(&whole));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,4 +155,11 @@ async fn launches_collected_when_the_guest_exits_still_run_and_stay_counted() {
         launched.push(rt.host().stats().launches - before);
     }
     assert_eq!(launched, [16, 16], "batched vs unbatched launches issued");
+    // Sandboxed, the Store's drop stops its work: a collected burst (7: under the sandboxed
+    // batch of 8, which would be issued at once) is discarded, not issued.
+    let before = rt.host().stats().launches;
+    let o = run(rt, &["exit-pending", "7"], Limits::default()).await;
+    assert_eq!(o.held_at_exit.launches_in_flight, 7, "{}", stdout(&o));
+    rt.host().synchronize().unwrap();
+    assert_eq!(rt.host().stats().launches - before, 8);
 }

@@ -162,6 +162,13 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
     let out = out.unwrap_or_else(|e| panic!("{attack}: the attacker's run failed: {e}"));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.exit_code, 0, "{attack}: {} {err}", stdout(&out));
+    if attack.ends_with("-burst") {
+        // Those attacks are about graph batching: their burst must have been replayed as one.
+        assert!(
+            out.graph_launches > 0,
+            "{attack}: no launch was graph-batched"
+        );
+    }
     let (outcomes, seen) = verdict(&out, attack);
     assert_eq!(seen, 0, "{attack}: the attacker read the secret; {err}");
     match want {
@@ -275,11 +282,26 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
         max_kernel_time: Duration::from_millis(300),
         ..attack_limits()
     };
-    let err = attack(rt, "endless", limits, Want::Exactly(&["time-limit", "ok"])).await;
+    let err = attack(
+        rt,
+        "endless",
+        limits.clone(),
+        Want::Exactly(&["time-limit", "ok"]),
+    )
+    .await;
     assert!(
         err.contains("kernel endless"),
         "the error names the kernel: {err}"
     );
+    // The same kernel inside a burst replayed as a graph (burst.rs) is stopped the same way.
+    let err = attack(
+        rt,
+        "endless-burst",
+        limits,
+        Want::Exactly(&["ok", "time-limit"]),
+    )
+    .await;
+    assert!(err.contains("endless"), "the error names the kernel: {err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -217,13 +217,13 @@ fn cap(n: u32) {
     show("capped", &s, &[&a]);
 }
 
-/// Two bursts of 8, the second left collected when the guest exits.
-fn exit_pending() {
+/// A burst of 8, then one of `n` (8 unless given) left collected when the guest exits.
+fn exit_pending(n: u32) {
     let k = kit();
     let a = buf(1);
     let s = check(Stream::create(), "stream");
     first_burst(&k, &a, &s);
-    for i in 0..8u32 {
+    for i in 0..n {
         one(&k.mix, &a, i, &s);
     }
     // Dropping everything would flush the stream; exiting leaves it to the Store's drop.
@@ -238,7 +238,7 @@ fn main() {
         Some("errors") => errors(),
         Some("shapes") => shapes(num(2), num(3)),
         Some("cap") => cap(num(2)),
-        Some("exit-pending") => exit_pending(),
+        Some("exit-pending") => exit_pending(num(2)),
         other => {
             eprintln!("unknown mode {other:?}");
             std::process::exit(2)

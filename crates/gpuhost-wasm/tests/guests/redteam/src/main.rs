@@ -315,6 +315,24 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             // The guest goes on after the stop: the next launch on the same stream works.
             long_loop(&kit, &mut r, 1000);
         }
+        "endless-burst" => {
+            // A burst of short launches makes the stream collect its next burst into a graph
+            // (gpuhost-wasm's burst.rs); a runaway kernel in that graph must be stopped as a
+            // lone one is, with the burst's other kernels, and the stream must go on after.
+            let short = kit.kernel("long_loop");
+            let burst = |n: u32, r: &mut Report| {
+                for _ in 0..n {
+                    r.note(Launch::new(&short).scalar(10u32).arg(arg(&kit.out)).enqueue(&kit.stream));
+                }
+            };
+            burst(8, &mut r);
+            r.note(kit.stream.synchronize());
+            burst(7, &mut r);
+            let k = kit.kernel("endless");
+            r.note(Launch::new(&k).arg(arg(&kit.out)).enqueue(&kit.stream));
+            r.note(kit.stream.synchronize());
+            long_loop(&kit, &mut r, 1000);
+        }
         // ~100 polls of the abort word per thread: long for the sandbox, short for the limit.
         "long" => long_loop(&kit, &mut r, 100_000),
         "deep" => {
