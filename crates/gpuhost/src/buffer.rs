@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys::CUdeviceptr;
 
 use crate::arena::Arena;
 use crate::control_pool::{ControlPool, Slot};
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::result;
 use crate::stats::Counters;
 
 /// A device allocation of one host and one context generation.
@@ -61,11 +62,9 @@ impl std::fmt::Debug for DeviceBuffer {
 impl DeviceBuffer {
     pub(crate) fn alloc(host: &Arc<Host>, bytes: usize) -> Result<Self> {
         let generation = host.enter()?;
-        let mut raw: CUdeviceptr = 0;
         // cuMemAlloc rejects 0 bytes; a 1-byte allocation keeps empty buffers valid handles.
-        // SAFETY: context bound by enter(); `raw` is a valid out pointer.
-        let r = unsafe { sys::cuMemAlloc_v2(&mut raw, bytes.max(1)) };
-        host.classify("cuMemAlloc_v2", r)?;
+        // SAFETY: context bound by enter(); the buffer frees it once, on its last drop.
+        let raw = host.check(unsafe { result::mem::alloc(bytes.max(1)) })?;
         Counters::inc(&host.counters.live_buffers);
         Ok(Self {
             inner: Arc::new(BufferInner {
@@ -165,14 +164,8 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation (checked above); data is readable for its length.
-        let r = unsafe {
-            sys::cuMemcpyHtoD_v2(
-                self.inner.raw + offset as u64,
-                data.as_ptr().cast(),
-                data.len(),
-            )
-        };
-        self.inner.host.classify("cuMemcpyHtoD_v2", r)
+        let r = unsafe { result::mem::copy_htod(self.inner.raw + offset as u64, data) };
+        self.inner.host.check(r)
     }
 
     /// Copy from the buffer at `offset` into `out` (synchronous).
@@ -183,14 +176,8 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation; out is writable for its length.
-        let r = unsafe {
-            sys::cuMemcpyDtoH_v2(
-                out.as_mut_ptr().cast(),
-                self.inner.raw + offset as u64,
-                out.len(),
-            )
-        };
-        self.inner.host.classify("cuMemcpyDtoH_v2", r)
+        let r = unsafe { result::mem::copy_dtoh(out, self.inner.raw + offset as u64) };
+        self.inner.host.check(r)
     }
 
     /// Set `len` bytes at `offset` to `value`; done when it returns.
@@ -201,14 +188,14 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation.
-        let r = unsafe { sys::cuMemsetD8_v2(self.inner.raw + offset as u64, value, len) };
-        self.inner.host.classify("cuMemsetD8_v2", r)?;
+        let r = unsafe { result::mem::set_d8(self.inner.raw + offset as u64, value, len) };
+        self.inner.host.check(r)?;
         // cuMemsetD8 on device memory returns before it runs, on the legacy stream, which
         // gpuhost's non-blocking streams do not wait for: a launch right after could run first
         // and have its output overwritten (seen on the H200 in the swap test).
         // SAFETY: the legacy default stream of the bound context.
-        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
-        self.inner.host.classify("cuStreamSynchronize", r)
+        let r = unsafe { result::stream::synchronize(std::ptr::null_mut()) };
+        self.inner.host.check(r)
     }
 
     /// Copy `len` bytes from `src` at `src_offset` to this buffer at `offset`.
@@ -235,13 +222,13 @@ impl DeviceBuffer {
         }
         // SAFETY: both ranges lie inside live allocations of this context.
         let r = unsafe {
-            sys::cuMemcpyDtoD_v2(
+            result::mem::copy_dtod(
                 self.inner.raw + offset as u64,
                 src.inner.raw + src_offset as u64,
                 len,
             )
         };
-        self.inner.host.classify("cuMemcpyDtoD_v2", r)
+        self.inner.host.check(r)
     }
 }
 
@@ -263,8 +250,8 @@ impl Drop for BufferInner {
         self.host.release_in(self.generation, "free a buffer", || {
             // SAFETY: the allocation is ours, of the current context, and no clone or launch
             // uses it any more (this is the last Arc).
-            let r = unsafe { sys::cuMemFree_v2(self.raw) };
-            if let Err(e) = self.host.classify("cuMemFree_v2", r) {
+            let r = unsafe { result::mem::free(self.raw) };
+            if let Err(e) = self.host.check(r) {
                 self.host.drop_error("freeing a device buffer", &e);
             }
         });
