@@ -98,6 +98,8 @@ if command -v python3 > /dev/null; then
   python3 - "$out" <<'PY' | tee "$out/summary.md"
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
+sys.path.insert(0, "scripts/lib")
+from phase_means import PHASES, means
 def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
@@ -113,24 +115,13 @@ for c in (1, 16, 64):
     n, s = load(f"native-c{c}.json"), load(f"serve-c{c}.json")
     print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {s[0]/n[0]:.2f} | {n[1]:.3f}/{n[2]:.3f} | {s[1]:.3f}/{s[2]:.3f} | {s[2]/n[2]:.2f} |")
 sw, st = load("serve-swaps-c16.json"), load("serve-c16.json")
-def phases(name):
-    # Sum and count of each request phase (gpuhost_request_phase_seconds) in one scrape.
-    got = {}
-    for line in (out / name).read_text().splitlines():
-        if line.startswith("gpuhost_request_phase_seconds_") and 'function="stamp"' in line:
-            kind = line.split("{")[0].rsplit("_", 1)[1]
-            phase = line.split('phase="')[1].split('"')[0]
-            got[(phase, kind)] = float(line.rsplit(" ", 1)[1])
-    return got
 print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, this run's requests only)")
 print("| connections | setup | instantiate | respond (handler start → head) | teardown |")
 print("|---|---|---|---|---|")
 for c in (1, 16, 64):
-    a, b = phases(f"metrics-after-c{c}.txt"), phases(f"metrics-before-c{c}.txt")
-    def mean(p):
-        n = a.get((p, "count"), 0) - b.get((p, "count"), 0)
-        return (a.get((p, "sum"), 0) - b.get((p, "sum"), 0)) / n * 1e6 if n else float("nan")
-    print(f"| {c} | " + " | ".join(f"{mean(p):.1f}" for p in ("setup", "instantiate", "respond", "teardown")) + " |")
+    m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
+              (out / f"metrics-after-c{c}.txt").read_text())
+    print(f"| {c} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
 print(f"\nswaps under load (c=16): {sw[0]:.0f} req/s, p99 {sw[2]:.3f} ms vs steady {st[2]:.3f} ms "
       f"({sw[2]/st[2]:.2f}x), non-200 or errors: {sw[3]}")
 PY

@@ -39,7 +39,7 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
     timeout 60 .gpu/bin/sandbox_bench --json "$out/sandbox-$i.json" > "$out/sandbox-$i.md" 2>&1
   done
   grep -vE '^ptxas info|^    ' "$out/probe.log" 2>/dev/null | tail -32
-  grep -E 'FAIL|ok:|stop|ratio|geomean|rc=' "$out/sandbox-probe.log" 2>/dev/null | tail -30
+  grep -E '^JIT:|FAIL|FATAL|stopped|PASSED|rc=' "$out/sandbox-probe.log" 2>/dev/null | tail -30
   tail -3 "$out/sandbox-1.md" "$out/sandbox-2.md" 2>/dev/null
   grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
   echo "-- again with parallel test threads:"

@@ -12,22 +12,16 @@ source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concu
 "$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18181 > "$work/serve.out" 2> "$work/serve.err" &
 "$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18182 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.out" 2>&1 &
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18181/sandboxed > /dev/null && curl -sf http://127.0.0.1:18182/stamp > /dev/null && break; sleep 0.1; done
-phase() { curl -s http://127.0.0.1:18181/metrics | awk -v f="$1" -v p="$2" -v k="$3" \
-  'index($0, "gpuhost_request_phase_seconds_" k "{function=\"" f "\",phase=\"" p "\"}") == 1 { print $2 }'; }
 for target in native sandboxed trusted; do
   url=http://127.0.0.1:18181/$target; [ $target = native ] && url=http://127.0.0.1:18182/stamp
   "$oha" --no-tui -n 2000 -c 4 "$url" > /dev/null
-  declare -A before
-  for p in setup instantiate respond teardown; do before[$p:sum]=$(phase $target $p sum); before[$p:count]=$(phase $target $p count); done
+  curl -s http://127.0.0.1:18181/metrics > "$work/before.txt"
   from=$(wc -l < "$work/serve.err")
   line=$("$oha" --no-tui -z "${secs}s" -c 1 -w "$url" | grep -E "Requests/sec|50.00%|99.00%" | awk '{print $NF" "$(NF-1)}' | tr '\n' ' ')
   printf '%-10s %s' "$target" "$line"
   if [ $target != native ]; then
-    for p in setup instantiate respond teardown; do
-      s=$(phase $target $p sum); c=$(phase $target $p count)
-      awk -v s="$s" -v c="$c" -v s0="${before[$p:sum]}" -v c0="${before[$p:count]}" -v p=$p \
-        'BEGIN { n = c - c0; v = 0; if (n > 0) v = (s - s0) / n * 1e6; printf " %s=%.1fus", p, v }'
-    done
+    curl -s http://127.0.0.1:18181/metrics > "$work/after.txt"
+    printf ' %s' "$(python3 scripts/lib/phase_means.py $target "$work/before.txt" "$work/after.txt")"
   fi
   echo
   # A binary built with call tracing (TRACE lines on stderr) gives the mean per gpuhost:cuda call.

@@ -14,7 +14,7 @@ use crate::bindings::gpuhost::cuda::bundle::Host;
 use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::CudaResult;
-use crate::limits::Charge;
+use crate::limits::{Charge, GlobalsCharge};
 use crate::module::KernelRes;
 
 impl CudaCtxView<'_> {
@@ -40,11 +40,9 @@ impl CudaCtxView<'_> {
             None => {
                 let layout = &rewrite.modules[*module];
                 self.ctx.confinement()?;
-                self.ctx.usage.add_globals(&self.ctx.limits, layout.size)?;
-                let block = self.globals_block(layout).inspect_err(|_| {
-                    let g = &mut self.ctx.usage.globals_bytes;
-                    *g = g.saturating_sub(layout.size);
-                })?;
+                let mut charge = GlobalsCharge::new(self, layout.size)?;
+                let block = charge.globals_block(layout)?;
+                charge.commit();
                 let m = Arc::new(SandboxModule {
                     globals: block,
                     kernels: Vec::new(),

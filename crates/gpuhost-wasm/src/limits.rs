@@ -5,10 +5,12 @@
 //! loaded, a bound launch its kernel and buffers): each holder carries a clone of one [`Charge`],
 //! and the quota is released by the last holder dropped, when the device really frees it.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bindings::WitError;
+use crate::ctx::CudaCtxView;
 
 /// Quotas for one guest (one Store). `Limits::default()` documents the defaults; the CLI exposes
 /// each as a flag.
@@ -162,10 +164,73 @@ impl Charge {
                 ChargeOf::Granted => {}
                 ChargeOf::Module(bytes, globals) => {
                     usage.remove_module(bytes);
-                    usage.globals_bytes = usage.globals_bytes.saturating_sub(globals);
+                    usage.remove_globals(globals);
                 }
                 ChargeOf::Buffer(bytes) => usage.remove_buffer(bytes),
             }
+        }
+    }
+}
+
+/// What holds a guest's quotas: a Store's gpuhost:cuda view (a bare pair in tests).
+pub(crate) trait Quotas {
+    /// The guest's limits and its usage counted against them.
+    fn quotas(&mut self) -> (&Limits, &mut Usage);
+}
+
+impl Quotas for CudaCtxView<'_> {
+    fn quotas(&mut self) -> (&Limits, &mut Usage) {
+        (&self.ctx.limits, &mut self.ctx.usage)
+    }
+}
+
+/// A sandboxed module's globals block counted in the globals quota while the module is being
+/// made: charged by [`GlobalsCharge::new`], given back on drop unless committed, so a module
+/// that fails to load leaves the quota as it was. Derefs to what it charged, for the work that
+/// may fail.
+pub(crate) struct GlobalsCharge<'q, Q: Quotas> {
+    owner: &'q mut Q,
+    bytes: u64,
+    committed: bool,
+}
+
+impl<'q, Q: Quotas> GlobalsCharge<'q, Q> {
+    /// Reserves `bytes` of module globals; refused (nothing charged) when over the quota.
+    pub(crate) fn new(owner: &'q mut Q, bytes: u64) -> Result<Self, WitError> {
+        let (limits, usage) = owner.quotas();
+        usage.add_globals(limits, bytes)?;
+        Ok(Self {
+            owner,
+            bytes,
+            committed: false,
+        })
+    }
+
+    /// Keeps the charge, now the module exists; returns its bytes, which the module's
+    /// [`Charge`] (or the guest's bundle module) gives back from then on.
+    pub(crate) fn commit(mut self) -> u64 {
+        self.committed = true;
+        self.bytes
+    }
+}
+
+impl<Q: Quotas> Deref for GlobalsCharge<'_, Q> {
+    type Target = Q;
+    fn deref(&self) -> &Q {
+        self.owner
+    }
+}
+
+impl<Q: Quotas> DerefMut for GlobalsCharge<'_, Q> {
+    fn deref_mut(&mut self) -> &mut Q {
+        self.owner
+    }
+}
+
+impl<Q: Quotas> Drop for GlobalsCharge<'_, Q> {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.owner.quotas().1.remove_globals(self.bytes);
         }
     }
 }
@@ -221,6 +286,11 @@ impl Usage {
         }
         self.globals_bytes = total;
         Ok(())
+    }
+
+    /// Releases globals reserved by [`Usage::add_globals`].
+    pub fn remove_globals(&mut self, bytes: u64) {
+        self.globals_bytes = self.globals_bytes.saturating_sub(bytes);
     }
 
     /// Reserves one buffer of `bytes`; refused when over a quota.
@@ -417,6 +487,30 @@ mod tests {
         first.release(&mut u);
         assert_eq!((u.modules, u.globals_bytes), (0, 0));
         u.add_globals(&l, 100).unwrap();
+    }
+
+    impl Quotas for (Limits, Usage) {
+        fn quotas(&mut self) -> (&Limits, &mut Usage) {
+            (&self.0, &mut self.1)
+        }
+    }
+
+    #[test]
+    fn globals_charge_is_given_back_on_drop_unless_committed() {
+        let l = Limits {
+            max_globals_bytes: 100,
+            ..Limits::default()
+        };
+        let mut q = (l, Usage::default());
+        drop(GlobalsCharge::new(&mut q, 60).unwrap());
+        assert_eq!(q.1.globals_bytes, 0, "an uncommitted charge is undone");
+        let committed = GlobalsCharge::new(&mut q, 60).unwrap().commit();
+        assert_eq!((committed, q.1.globals_bytes), (60, 60));
+        assert!(matches!(
+            GlobalsCharge::new(&mut q, 41),
+            Err(WitError::QuotaExceeded(m)) if m.contains("globals")
+        ));
+        assert_eq!(q.1.globals_bytes, 60, "a refused charge counts nothing");
     }
 
     #[test]

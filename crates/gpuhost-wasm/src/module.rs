@@ -12,7 +12,7 @@ use crate::bindings::gpuhost::cuda::module::{Host, HostKernel, HostModule, Param
 use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
-use crate::limits::Charge;
+use crate::limits::{Charge, GlobalsCharge};
 
 /// A guest's loaded module: the registry holding it and its share of the module quota.
 pub struct ModuleRes {
@@ -51,8 +51,7 @@ impl CudaCtxView<'_> {
             };
             // On failure the charge drops with `res`, unreleased: give its globals back here.
             self.table.push(res).map_err(|e| {
-                let g = &mut self.ctx.usage.globals_bytes;
-                *g = g.saturating_sub(globals);
+                self.ctx.usage.remove_globals(globals);
                 e.into()
             })
         });
@@ -86,21 +85,14 @@ impl CudaCtxView<'_> {
         let rewritten = crate::confine::rewrite(ptx)?;
         // Its kernels launch with the guest's arena and control block: make them now.
         self.ctx.confinement()?;
-        let size = rewritten.globals.size;
-        self.ctx.usage.add_globals(&self.ctx.limits, size)?;
-        let made = self.globals_block(&rewritten.globals).and_then(|globals| {
-            let registry = self.registry(ModuleImage::Ptx(rewritten.ptx), true)?;
-            let module = SandboxModule {
-                globals,
-                kernels: rewritten.kernels,
-            };
-            Ok((registry, size, Some(Arc::new(module))))
-        });
-        if made.is_err() {
-            let g = &mut self.ctx.usage.globals_bytes;
-            *g = g.saturating_sub(size);
-        }
-        made
+        let mut charge = GlobalsCharge::new(self, rewritten.globals.size)?;
+        let globals = charge.globals_block(&rewritten.globals)?;
+        let registry = charge.registry(ModuleImage::Ptx(rewritten.ptx), true)?;
+        let module = SandboxModule {
+            globals,
+            kernels: rewritten.kernels,
+        };
+        Ok((registry, charge.commit(), Some(Arc::new(module))))
     }
 
     /// A module's globals block for this guest: in its arena, zeroed, then its initial image.

@@ -33,12 +33,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
-use crate::driver;
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::result::{self, has_symbol, vmm};
 use crate::stats::Counters;
 
 /// Alignment of every allocation in an arena (as cuMemAlloc guarantees).
@@ -167,22 +167,17 @@ impl Host {
 impl Arena {
     fn create(host: &Arc<Host>, max_bytes: u64) -> Result<Arc<Arena>> {
         let generation = host.enter()?;
-        if let Some(missing) = VMM_CALLS.iter().find(|n| !driver::has_symbol(n)) {
+        if let Some(missing) = VMM_CALLS.iter().find(|n| !has_symbol(n)) {
             return Err(Error::Unsupported {
                 feature: "guest arenas",
                 reason: format!("the driver lacks {missing} (virtual memory management)"),
             });
         }
-        let mut supported = 0;
-        // SAFETY: valid out pointer; dev came from cuDeviceGet.
-        let r = unsafe {
-            sys::cuDeviceGetAttribute(
-                &mut supported,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
-                host.dev,
-            )
-        };
-        host.classify("cuDeviceGetAttribute", r)?;
+        // dev came from cuDeviceGet.
+        let supported = host.check(result::ctx::attribute(
+            host.dev,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
+        ))?;
         if supported == 0 {
             return Err(Error::Unsupported {
                 feature: "guest arenas",
@@ -190,16 +185,10 @@ impl Arena {
             });
         }
         let prop = device_prop(host.ordinal());
-        let mut granularity = 0usize;
-        // SAFETY: valid out pointer; prop outlives the call.
-        let r = unsafe {
-            sys::cuMemGetAllocationGranularity(
-                &mut granularity,
-                &prop,
-                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-            )
-        };
-        host.classify("cuMemGetAllocationGranularity", r)?;
+        let granularity = host.check(vmm::granularity(
+            &prop,
+            sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+        ))?;
         let granularity = (granularity as u64).max(1);
         let too_big = || Error::ArenaFull {
             requested: max_bytes,
@@ -210,11 +199,9 @@ impl Arena {
         let limit = round_up(max_bytes.max(1), ARENA_ALIGN).ok_or_else(too_big)?;
         let reserved = round_up(limit, granularity).ok_or_else(too_big)?;
         let align = granularity.max(MIN_BASE_ALIGN).next_power_of_two();
-        let mut base = 0;
-        // SAFETY: valid out pointer; no address hint, no flags.
-        let r =
-            unsafe { sys::cuMemAddressReserve(&mut base, reserved as usize, align as usize, 0, 0) };
-        host.classify("cuMemAddressReserve", r)?;
+        // SAFETY: context bound by enter(); the arena frees the range once, when it goes (on
+        // error below too: it drops).
+        let base = host.check(unsafe { vmm::reserve(reserved as usize, align as usize) })?;
         Counters::inc(&host.counters.live_arenas);
         let mut state = State::default();
         state.free.insert(0, limit);
@@ -326,36 +313,37 @@ impl Arena {
         })?;
         let (at, len) = (st.mapped, target - st.mapped);
         let prop = device_prop(self.host.ordinal());
-        let mut handle: sys::CUmemGenericAllocationHandle = 0;
-        // SAFETY: the context is bound (alloc entered it); valid out pointer and property.
-        let r = unsafe { sys::cuMemCreate(&mut handle, len as usize, &prop, 0) };
-        self.host.classify("cuMemCreate", r)?;
+        // SAFETY: the context is bound (alloc entered it); the handle is released once: below
+        // on failure, else by the arena when it goes.
+        let handle = self
+            .host
+            .check(unsafe { vmm::create(len as usize, &prop) })?;
         let ptr = self.base + at;
         // SAFETY: [ptr, ptr + len) lies in our reservation right after the mapped part, so it
         // holds no mapping; len is a multiple of the granularity, as is ptr.
-        let r = unsafe { sys::cuMemMap(ptr, len as usize, 0, handle, 0) };
-        let mapped = self.host.classify("cuMemMap", r).and_then(|()| {
+        let r = unsafe { vmm::map(ptr, len as usize, handle) };
+        let mapped = self.host.check(r).and_then(|()| {
             let desc = sys::CUmemAccessDesc {
                 location: prop.location,
                 flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
             };
-            // SAFETY: the range was just mapped; one descriptor, valid for the call.
-            let r = unsafe { sys::cuMemSetAccess(ptr, len as usize, &desc, 1) };
+            // SAFETY: the range was just mapped.
+            let r = unsafe { vmm::set_access(ptr, len as usize, &desc) };
             // Zeroed before it counts as mapped: a sandboxed kernel may read all of
             // [base, base + mapped), and physical memory recycled inside the process may still
             // hold an earlier arena's (another guest's) bytes.
             self.host
-                .classify("cuMemSetAccess", r)
+                .check(r)
                 .and_then(|()| self.zero(at, len))
                 .inspect_err(|_| {
                     // SAFETY: undoes the mapping just made, which nothing can use yet.
-                    unsafe { sys::cuMemUnmap(ptr, len as usize) };
+                    let _ = unsafe { vmm::unmap(ptr, len as usize) };
                 })
         });
         if let Err(e) = mapped {
             // SAFETY: releases cuMemCreate's one reference, once; the mapping (if any) is gone.
-            let r = unsafe { sys::cuMemRelease(handle) };
-            if let Err(re) = self.host.classify("cuMemRelease", r) {
+            let r = unsafe { vmm::release(handle) };
+            if let Err(re) = self.host.check(r) {
                 self.host
                     .drop_error("releasing a failed arena chunk's handle", &re);
             }
@@ -374,12 +362,11 @@ impl Arena {
     /// Zeroes `[offset, offset + size)` and waits until it is done (see the module docs).
     fn zero(&self, offset: u64, size: u64) -> Result<()> {
         // SAFETY: the range is mapped, device-accessible and handed to nobody yet.
-        let r = unsafe { sys::cuMemsetD8_v2(self.base + offset, 0, size as usize) };
-        self.host.classify_at("cuMemsetD8_v2", r, self.generation)?;
+        let r = unsafe { result::mem::set_d8(self.base + offset, 0, size as usize) };
+        self.host.check_at(r, self.generation)?;
         // SAFETY: the legacy default stream of the bound context.
-        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
-        self.host
-            .classify_at("cuStreamSynchronize", r, self.generation)
+        let r = unsafe { result::stream::synchronize(std::ptr::null_mut()) };
+        self.host.check_at(r, self.generation)
     }
 
     /// Makes the arena ready for another guest when nothing but the caller holds it any more
@@ -410,8 +397,8 @@ impl Arena {
     /// Releases a handle the arena holds (one cuMemCreate reference), recording a failure.
     fn release_handle(&self, handle: sys::CUmemGenericAllocationHandle) {
         // SAFETY: the arena's own reference, released once (the chunk list was taken).
-        let r = unsafe { sys::cuMemRelease(handle) };
-        if let Err(e) = self.host.classify("cuMemRelease", r) {
+        let r = unsafe { vmm::release(handle) };
+        if let Err(e) = self.host.check(r) {
             self.host
                 .drop_error("releasing an arena chunk's handle", &e);
         }
@@ -426,15 +413,15 @@ impl Arena {
         let all = if mapped > 0 {
             // SAFETY: exactly the chunks we mapped; no buffer of the arena is left, so no launch
             // given one (or the anchor) is still running.
-            unsafe { sys::cuMemUnmap(self.base, mapped as usize) }
+            unsafe { vmm::unmap(self.base, mapped as usize) }
         } else {
-            CUresult::CUDA_SUCCESS
+            Ok(())
         };
-        if all != CUresult::CUDA_SUCCESS {
+        if all.is_err() {
             for c in &chunks {
                 // SAFETY: as above, one chunk at a time.
-                let r = unsafe { sys::cuMemUnmap(self.base + c.offset, c.len as usize) };
-                if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                let r = unsafe { vmm::unmap(self.base + c.offset, c.len as usize) };
+                if let Err(e) = self.host.check(r) {
                     self.host.drop_error("unmapping an arena chunk", &e);
                 }
             }
@@ -443,8 +430,8 @@ impl Arena {
             self.release_handle(c.handle);
         }
         // SAFETY: the whole reservation, with nothing mapped in it any more.
-        let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
-        if let Err(e) = self.host.classify("cuMemAddressFree", r) {
+        let r = unsafe { vmm::free(self.base, self.reserved as usize) };
+        if let Err(e) = self.host.check(r) {
             self.host.drop_error("freeing an arena's address range", &e);
         }
     }
@@ -457,18 +444,16 @@ impl Arena {
         let mut range_survived = false;
         for c in chunks {
             let at = self.base + c.offset;
-            let mut found: sys::CUmemGenericAllocationHandle = 0;
-            // SAFETY: a query; `found` is a valid out pointer and an address without a mapping
-            // is an error code.
-            let r = unsafe { sys::cuMemRetainAllocationHandle(&mut found, at as *mut _) };
-            if r == CUresult::CUDA_SUCCESS {
+            // SAFETY: a query (an address without a mapping is an error code); the reference it
+            // takes is released just below.
+            if let Ok(found) = unsafe { vmm::retain_handle(at) } {
                 // The query took a reference of its own.
                 self.release_handle(found);
                 if found == c.handle {
                     range_survived = true;
                     // SAFETY: our own chunk, still mapped at its address: the driver says so.
-                    let r = unsafe { sys::cuMemUnmap(at, c.len as usize) };
-                    if let Err(e) = self.host.classify("cuMemUnmap", r) {
+                    let r = unsafe { vmm::unmap(at, c.len as usize) };
+                    if let Err(e) = self.host.check(r) {
                         self.host.drop_error("unmapping a dead arena's chunk", &e);
                     }
                 }
@@ -478,8 +463,8 @@ impl Arena {
         if range_survived {
             // SAFETY: the reservation outlived its context (our chunk was still mapped in it),
             // so it is still ours; nothing is mapped in it any more.
-            let r = unsafe { sys::cuMemAddressFree(self.base, self.reserved as usize) };
-            if let Err(e) = self.host.classify("cuMemAddressFree", r) {
+            let r = unsafe { vmm::free(self.base, self.reserved as usize) };
+            if let Err(e) = self.host.check(r) {
                 self.host
                     .drop_error("freeing a dead arena's address range", &e);
             }

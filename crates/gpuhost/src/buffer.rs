@@ -15,6 +15,7 @@ use crate::arena::Arena;
 use crate::control_pool::{ControlPool, Slot};
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::result;
 use crate::stats::Counters;
 
 /// A device allocation of one host and one context generation.
@@ -84,15 +85,16 @@ impl DeviceBuffer {
     /// `size` bytes from the driver; when it has too little memory left, once more after the
     /// host's kept blocks are freed.
     fn driver_alloc(host: &Arc<Host>, size: usize, generation: u64) -> Result<CUdeviceptr> {
-        let mut raw: CUdeviceptr = 0;
-        // SAFETY: context bound by the caller's enter(); `raw` is a valid out pointer.
-        let mut r = unsafe { sys::cuMemAlloc_v2(&mut raw, size) };
-        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && host.trim_alloc_cache_in(generation) > 0
+        // SAFETY: context bound by the caller's enter(); the buffer made of it frees it (or
+        // gives it to the cache) once, on its last drop.
+        let mut r = unsafe { result::mem::alloc(size) };
+        if r.as_ref().is_err_and(|e| e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+            && host.trim_alloc_cache_in(generation) > 0
         {
             // SAFETY: as above.
-            r = unsafe { sys::cuMemAlloc_v2(&mut raw, size) };
+            r = unsafe { result::mem::alloc(size) };
         }
-        host.classify("cuMemAlloc_v2", r)?;
+        let raw = host.check(r)?;
         Counters::inc(&host.counters.driver_allocs);
         Ok(raw)
     }
@@ -184,14 +186,8 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation (checked above); data is readable for its length.
-        let r = unsafe {
-            sys::cuMemcpyHtoD_v2(
-                self.inner.raw + offset as u64,
-                data.as_ptr().cast(),
-                data.len(),
-            )
-        };
-        self.inner.host.classify("cuMemcpyHtoD_v2", r)
+        let r = unsafe { result::mem::copy_htod(self.inner.raw + offset as u64, data) };
+        self.inner.host.check(r)
     }
 
     /// Copy from the buffer at `offset` into `out` (synchronous).
@@ -202,14 +198,8 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation; out is writable for its length.
-        let r = unsafe {
-            sys::cuMemcpyDtoH_v2(
-                out.as_mut_ptr().cast(),
-                self.inner.raw + offset as u64,
-                out.len(),
-            )
-        };
-        self.inner.host.classify("cuMemcpyDtoH_v2", r)
+        let r = unsafe { result::mem::copy_dtoh(out, self.inner.raw + offset as u64) };
+        self.inner.host.check(r)
     }
 
     /// Set `len` bytes at `offset` to `value`; done when it returns.
@@ -220,14 +210,14 @@ impl DeviceBuffer {
             return Ok(());
         }
         // SAFETY: the range lies inside the allocation.
-        let r = unsafe { sys::cuMemsetD8_v2(self.inner.raw + offset as u64, value, len) };
-        self.inner.host.classify("cuMemsetD8_v2", r)?;
+        let r = unsafe { result::mem::set_d8(self.inner.raw + offset as u64, value, len) };
+        self.inner.host.check(r)?;
         // cuMemsetD8 on device memory returns before it runs, on the legacy stream, which
         // gpuhost's non-blocking streams do not wait for: a launch right after could run first
         // and have its output overwritten (seen on the H200 in the swap test).
         // SAFETY: the legacy default stream of the bound context.
-        let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
-        self.inner.host.classify("cuStreamSynchronize", r)
+        let r = unsafe { result::stream::synchronize(std::ptr::null_mut()) };
+        self.inner.host.check(r)
     }
 
     /// Copy `len` bytes from `src` at `src_offset` to this buffer at `offset`.
@@ -254,13 +244,13 @@ impl DeviceBuffer {
         }
         // SAFETY: both ranges lie inside live allocations of this context.
         let r = unsafe {
-            sys::cuMemcpyDtoD_v2(
+            result::mem::copy_dtod(
                 self.inner.raw + offset as u64,
                 src.inner.raw + src_offset as u64,
                 len,
             )
         };
-        self.inner.host.classify("cuMemcpyDtoD_v2", r)
+        self.inner.host.check(r)
     }
 }
 
@@ -285,8 +275,8 @@ impl Drop for BufferInner {
             }
             // SAFETY: the allocation is ours, of the current context, and no clone or launch
             // uses it any more (this is the last Arc); the cache did not keep it.
-            let r = unsafe { sys::cuMemFree_v2(self.raw) };
-            if let Err(e) = self.host.classify("cuMemFree_v2", r) {
+            let r = unsafe { result::mem::free(self.raw) };
+            if let Err(e) = self.host.check(r) {
                 self.host.drop_error("freeing a device buffer", &e);
             }
         });

@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{self, CUevent, CUresult};
+use cudarc::driver::sys::{CUevent, CUresult};
 
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
@@ -39,6 +39,7 @@ use crate::host::Host;
 use crate::launch::Arg;
 use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
+use crate::result;
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -553,11 +554,11 @@ fn poll_batch(host: &Host, b: &Batch, generation: u64) -> Option<Result<()>> {
         Err(Error::ContextLost { generation })
     } else {
         // SAFETY: the event belongs to the current context (same generation), which is bound.
-        let r = unsafe { sys::cuEventQuery(b.event) };
-        if r == CUresult::CUDA_ERROR_NOT_READY {
+        let r = unsafe { result::stream::event_query(b.event) };
+        if matches!(r, Err(e) if e.is(CUresult::CUDA_ERROR_NOT_READY)) {
             return None;
         }
-        let res = host.classify_at("cuEventQuery", r, b.generation);
+        let res = host.check_at(r, b.generation);
         if res.is_ok() {
             host.return_event(b.generation, b.event, false);
         }

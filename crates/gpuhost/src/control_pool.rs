@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cudarc::driver::sys::{self, CUcontext, CUdevice, CUdeviceptr, CUresult};
 
 use crate::error::{Error, Result};
+use crate::result::{self, DriverError};
 
 /// Bytes of each window kernels and host may use.
 pub const CONTROL_BYTES: usize = 64;
@@ -117,32 +118,25 @@ unsafe impl Send for ControlPool {}
 // SAFETY: as above.
 unsafe impl Sync for ControlPool {}
 
-fn check(call: &'static str, r: CUresult) -> Result<()> {
-    if r == CUresult::CUDA_SUCCESS {
-        return Ok(());
+/// A failed call on the pool's private context: never a loss of the host's context, and never
+/// classified as sticky (the host's context is not the one that failed).
+fn pool_error(e: DriverError) -> Error {
+    Error::Driver {
+        call: e.call,
+        code: e.code,
+        name: format!("{:?} (control block memory)", e.code),
     }
-    Err(Error::Driver {
-        call,
-        code: r,
-        name: format!("{r:?} (control block memory)"),
-    })
 }
 
 impl ControlPool {
     /// Creates the private context (left not current on the calling thread).
     pub(crate) fn new(dev: CUdevice) -> Result<Self> {
-        let mut ctx: CUcontext = std::ptr::null_mut();
-        // SAFETY: zeroed create-params mean a plain context (no affinity, no CIG), as CUDA 13's
-        // cuCtxCreate documents.
-        let mut params: sys::CUctxCreateParams = unsafe { std::mem::zeroed() };
-        // SAFETY: valid out pointer and params; the driver is initialised (a Host exists).
-        let r = unsafe { sys::cuCtxCreate_v4(&mut ctx, &mut params, 0, dev) };
-        check("cuCtxCreate_v4", r)?;
-        let mut popped: CUcontext = std::ptr::null_mut();
+        // SAFETY: the driver is initialised (a Host exists); the pool owns the context and
+        // destroys it once, on drop.
+        let ctx = unsafe { result::ctx::create(dev) }.map_err(pool_error)?;
         // SAFETY: cuCtxCreate made `ctx` current by pushing it; this pops it, giving the thread
         // back the context it had.
-        let r = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
-        check("cuCtxPopCurrent_v2", r)?;
+        unsafe { result::ctx::pop() }.map_err(pool_error)?;
         Ok(Self {
             ctx,
             dev,
@@ -153,14 +147,11 @@ impl ControlPool {
     /// Runs `f` with the private context current on this thread, then restores the thread's.
     fn within<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         // SAFETY: our live context; the matching pop follows whatever `f` returns.
-        check("cuCtxPushCurrent_v2", unsafe {
-            sys::cuCtxPushCurrent_v2(self.ctx)
-        })?;
+        unsafe { result::ctx::push(self.ctx) }.map_err(pool_error)?;
         let out = f();
-        let mut popped: CUcontext = std::ptr::null_mut();
         // SAFETY: pops what we pushed.
-        let r = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
-        out.and_then(|v| check("cuCtxPopCurrent_v2", r).map(|()| v))
+        let popped = unsafe { result::ctx::pop() };
+        out.and_then(|v| popped.map(|_| v).map_err(pool_error))
     }
 
     /// A zeroed slot (a new slab when none is free).
@@ -186,12 +177,8 @@ impl ControlPool {
     }
 
     fn new_slab(&self) -> Result<CUdeviceptr> {
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: valid out pointer; our context is current (within).
-        let r = unsafe {
-            sys::cuMemAllocManaged(&mut p, SLAB, 1 /* CU_MEM_ATTACH_GLOBAL */)
-        };
-        check("cuMemAllocManaged", r)?;
+        // SAFETY: our context is current (within); the pool frees the slab once, on drop.
+        let p = unsafe { result::mem::alloc_managed(SLAB) }.map_err(pool_error)?;
         // SAFETY: a fresh allocation of SLAB bytes that nothing else uses yet.
         unsafe { std::ptr::write_bytes(p as usize as *mut u8, 0, SLAB) };
         let device = sys::CUmemLocation {
@@ -217,11 +204,12 @@ impl ControlPool {
             ),
         ] {
             // SAFETY: a range of our allocation; advice is only a hint about placement.
-            let r = unsafe { sys::cuMemAdvise_v2(at, DEVICE_WINDOW, advice, loc) };
+            let r = unsafe { result::mem::advise(at, DEVICE_WINDOW, advice, loc) };
             // A driver without managed-memory hints (softcuda) places it anywhere: still right.
-            if r != CUresult::CUDA_SUCCESS {
+            if let Err(e) = r {
                 tracing::debug!(
-                    "cuMemAdvise for control blocks: {r:?}; placement left to the driver"
+                    "cuMemAdvise for control blocks: {:?}; placement left to the driver",
+                    e.code
                 );
             }
         }
@@ -248,12 +236,12 @@ impl Drop for ControlPool {
         let freed = self.within(|| {
             for p in slabs {
                 // SAFETY: our allocation; no slot of it is held (each holder keeps the pool).
-                check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(p) })?;
+                unsafe { result::mem::free(p) }.map_err(pool_error)?;
             }
             Ok(())
         });
         // SAFETY: our context, current on no thread (every push was popped).
-        let destroyed = check("cuCtxDestroy_v2", unsafe { sys::cuCtxDestroy_v2(self.ctx) });
+        let destroyed = unsafe { result::ctx::destroy(self.ctx) }.map_err(pool_error);
         if let Err(e) = freed.and(destroyed) {
             tracing::warn!("releasing control block memory: {e}");
         }

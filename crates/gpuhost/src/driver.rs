@@ -1,15 +1,15 @@
-//! Which libcuda runs, driver initialisation, and the checked-call layer over cudarc's `sys`.
+//! Which libcuda runs, and driver initialisation (the raw calls themselves are in `result`).
 //!
 //! cudarc panics on its first call when no libcuda can be opened, so nothing here touches cudarc
 //! before `softcuda::loader::select` has succeeded. A failed selection or cuInit is not cached.
 
-use std::ffi::{CStr, c_void};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::sys::CUresult;
 
 use crate::error::{Error, Result};
+use crate::result::{self, has_symbol};
 
 /// Which driver gpuhost is running on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,19 +115,14 @@ pub fn driver() -> Result<DriverInfo> {
             ),
         });
     }
-    // SAFETY: the loader has opened a libcuda, so cudarc's lazy dlopen finds it; cuInit has no
-    // pointer arguments.
-    let r = unsafe { sys::cuInit(0) };
+    // The loader has opened a libcuda, so cudarc's lazy dlopen finds it.
+    let r = result::init();
     if r != CUresult::CUDA_SUCCESS {
         return Err(Error::NoDriver {
             reason: format!("cuInit failed: {r:?} (driver {})", choice.path.display()),
         });
     }
-    let mut version = 0;
-    // SAFETY: `version` is a valid out pointer for the call's duration.
-    check("cuDriverGetVersion", unsafe {
-        sys::cuDriverGetVersion(&mut version)
-    })?;
+    let version = result::driver_version()?;
     let info = DriverInfo {
         kind,
         path: choice.path.clone(),
@@ -140,113 +135,7 @@ pub fn driver() -> Result<DriverInfo> {
 
 /// How many devices the driver reports.
 pub fn device_count() -> Result<usize> {
+    // driver() succeeded: the library is loaded and initialised.
     driver()?;
-    let mut n = 0;
-    // SAFETY: driver() succeeded, so the library is loaded and initialised; `n` is a valid out pointer.
-    check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut n) })?;
-    Ok(n.max(0) as usize)
-}
-
-/// Whether the loaded driver exports `name` (optional entry points such as cuFuncGetParamInfo:
-/// calling a missing one through cudarc would panic).
-pub(crate) fn has_symbol(name: &str) -> bool {
-    // SAFETY: only called after the loader selected a driver, so culib() finds the loaded library
-    // and does not panic; looking a symbol up has no side effects.
-    unsafe { sys::culib().get::<*const c_void>(name.as_bytes()).is_ok() }
-}
-
-/// The CUresult's name as the driver spells it (CUDA_ERROR_...).
-pub(crate) fn result_name(r: CUresult) -> String {
-    format!("{r:?}")
-}
-
-/// Errors after which every later call fails, for the rest of the process (a reset does not help).
-pub(crate) fn is_sticky(r: CUresult) -> bool {
-    use CUresult::*;
-    matches!(
-        r,
-        CUDA_ERROR_ILLEGAL_ADDRESS
-            | CUDA_ERROR_LAUNCH_FAILED
-            | CUDA_ERROR_MISALIGNED_ADDRESS
-            | CUDA_ERROR_ILLEGAL_INSTRUCTION
-            | CUDA_ERROR_INVALID_ADDRESS_SPACE
-            | CUDA_ERROR_INVALID_PC
-            | CUDA_ERROR_HARDWARE_STACK_ERROR
-            | CUDA_ERROR_ASSERT
-            | CUDA_ERROR_LAUNCH_TIMEOUT
-            | CUDA_ERROR_ECC_UNCORRECTABLE
-    )
-}
-
-/// Errors that mean the context behind a handle no longer exists.
-pub(crate) fn is_context_gone(r: CUresult) -> bool {
-    matches!(
-        r,
-        CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED | CUresult::CUDA_ERROR_INVALID_CONTEXT
-    )
-}
-
-/// Map a CUresult to gpuhost's error (sticky ones to ContextPoisoned). Context-gone results are
-/// mapped to `Driver` here; callers holding a host turn them into ContextLost via `Host::classify`.
-pub(crate) fn check(call: &'static str, r: CUresult) -> Result<()> {
-    if r == CUresult::CUDA_SUCCESS {
-        return Ok(());
-    }
-    if is_sticky(r) {
-        return Err(Error::ContextPoisoned {
-            call,
-            name: result_name(r),
-        });
-    }
-    Err(Error::Driver {
-        call,
-        code: r,
-        name: result_name(r),
-    })
-}
-
-/// A device's name as the driver reports it.
-pub(crate) fn device_name(dev: sys::CUdevice) -> Result<String> {
-    let mut buf = [0 as std::ffi::c_char; 256];
-    // SAFETY: buf is writable for its whole length, which is what we pass.
-    check("cuDeviceGetName", unsafe {
-        sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev)
-    })?;
-    // SAFETY: the driver NUL-terminates the name within the buffer; the last byte is forced to NUL.
-    buf[255] = 0;
-    // SAFETY: buf holds a NUL-terminated string (last byte forced to 0 above).
-    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
-    Ok(name.to_string_lossy().into_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sticky_errors_are_classified_as_poison() {
-        assert!(is_sticky(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
-        assert!(is_sticky(CUresult::CUDA_ERROR_LAUNCH_FAILED));
-        assert!(!is_sticky(CUresult::CUDA_ERROR_INVALID_VALUE));
-        assert!(matches!(
-            check("cuX", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
-            Err(Error::ContextPoisoned { call: "cuX", .. })
-        ));
-    }
-
-    #[test]
-    fn driver_error_names_the_call_and_result() {
-        let e = check("cuMemAlloc_v2", CUresult::CUDA_ERROR_OUT_OF_MEMORY).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("cuMemAlloc_v2"), "{msg}");
-        assert!(msg.contains("CUDA_ERROR_OUT_OF_MEMORY"), "{msg}");
-        assert!(check("cuX", CUresult::CUDA_SUCCESS).is_ok());
-    }
-
-    #[test]
-    fn context_gone_results_are_recognised() {
-        assert!(is_context_gone(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED));
-        assert!(is_context_gone(CUresult::CUDA_ERROR_INVALID_CONTEXT));
-        assert!(!is_context_gone(CUresult::CUDA_ERROR_INVALID_HANDLE));
-    }
+    Ok(result::device_count()?.max(0) as usize)
 }

@@ -1,9 +1,9 @@
 //! Device facts read from the driver (never hard-coded), and memory info.
 
-use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute as A};
+use cudarc::driver::sys::{CUdevice, CUdevice_attribute as A};
 
-use crate::driver::{check, device_name};
 use crate::error::Result;
+use crate::result::ctx;
 
 /// What a device is and what it allows, as its driver reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,25 +42,18 @@ pub struct MemInfo {
 }
 
 fn attr(dev: CUdevice, a: A) -> Result<u32> {
-    let mut v = 0;
-    // SAFETY: `v` is a valid out pointer; `dev` came from cuDeviceGet.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut v, a, dev)
-    })?;
-    Ok(v.max(0) as u32)
+    // `dev` came from cuDeviceGet.
+    Ok(ctx::attribute(dev, a)?.max(0) as u32)
 }
 
 impl DeviceFacts {
     /// Read every fact from the driver (needs an initialised driver, no context).
     pub(crate) fn read(ordinal: usize, dev: CUdevice, driver_version: i32) -> Result<Self> {
-        let mut total = 0usize;
-        // SAFETY: `total` is a valid out pointer; `dev` came from cuDeviceGet.
-        check("cuDeviceTotalMem_v2", unsafe {
-            sys::cuDeviceTotalMem_v2(&mut total, dev)
-        })?;
+        // `dev` came from cuDeviceGet.
+        let total = ctx::total_mem(dev)?;
         Ok(Self {
             ordinal,
-            name: device_name(dev)?,
+            name: ctx::name(dev)?,
             compute_capability: (
                 attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
                 attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,

@@ -20,11 +20,11 @@ use cudarc::driver::sys::{
 };
 
 use crate::completion::Completion;
-use crate::driver::has_symbol;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, PackedArgs};
 use crate::registry::Kernel;
+use crate::result::{self, has_symbol};
 use crate::stream::Stream;
 
 /// One launch of a graph: what [`Stream::launch`] takes.
@@ -157,10 +157,8 @@ impl KernelGraph {
                 );
             }
         }
-        let mut graph: CUgraph = ptr::null_mut();
-        // SAFETY: valid out pointer; the context is bound and current-generation.
-        let r = unsafe { sys::cuGraphCreate(&mut graph, 0) };
-        host.classify_at("cuGraphCreate", r, generation)?;
+        // SAFETY: the context is bound and current-generation; the graph is destroyed by Drop.
+        let graph = host.check_at(unsafe { result::graph::create() }, generation)?;
         // From here on the graph is destroyed by Drop, whatever fails.
         let mut this = Self {
             host,
@@ -173,24 +171,11 @@ impl KernelGraph {
         let mut prev: Option<CUgraphNode> = None;
         for (l, p) in launches.iter().zip(packed.iter_mut()) {
             let params = node_params(l.kernel.raw(), &l.cfg, p);
-            let mut node: CUgraphNode = ptr::null_mut();
-            let deps = prev
-                .as_ref()
-                .map_or(ptr::null(), |d| d as *const CUgraphNode);
-            // SAFETY: the graph is live in the bound context; `deps` points at `prev` (one node
-            // of this graph) or is null with a count of 0; `params` points at one parameter per
-            // kernel parameter (checked by prepare), alive for the call, which copies them.
-            let r = unsafe {
-                sys::cuGraphAddKernelNode_v2(
-                    &mut node,
-                    this.graph,
-                    deps,
-                    usize::from(prev.is_some()),
-                    &params,
-                )
-            };
-            this.host
-                .classify_at("cuGraphAddKernelNode", r, generation)?;
+            // SAFETY: the graph is live in the bound context; `prev` is a node of this graph or
+            // none; `params` points at one parameter per kernel parameter (checked by prepare),
+            // alive for the call, which copies them.
+            let r = unsafe { result::graph::add_kernel_node(this.graph, prev, &params) };
+            let node = this.host.check_at(r, generation)?;
             let mut args = Vec::new();
             encode(l.args, &mut args);
             this.nodes.push(Node {
@@ -201,13 +186,13 @@ impl KernelGraph {
             });
             prev = Some(node);
         }
-        let mut exec: CUgraphExec = ptr::null_mut();
-        // SAFETY: the graph is complete and live in the bound context; valid out pointer.
-        let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, this.graph, 0) };
-        this.host
-            .classify_at("cuGraphInstantiateWithFlags", r, generation)
+        // SAFETY: the graph is complete and live in the bound context; Drop destroys the
+        // executable graph once.
+        let r = unsafe { result::graph::instantiate(this.graph) };
+        this.exec = this
+            .host
+            .check_at(r, generation)
             .map_err(|e| with_kernel(e, first.kernel))?;
-        this.exec = exec;
         Ok(this)
     }
 
@@ -295,17 +280,14 @@ impl Stream {
             // SAFETY: exec and node belong to this graph, live in the bound current-generation
             // context; `params` holds one pointer per kernel parameter (checked by prepare),
             // alive for the call, which copies them. Launches already queued keep their own.
-            let r =
-                unsafe { sys::cuGraphExecKernelNodeSetParams_v2(graph.exec, node.raw, &params) };
-            graph
-                .host
-                .classify_at("cuGraphExecKernelNodeSetParams", r, generation)?;
+            let r = unsafe { result::graph::set_kernel_node_params(graph.exec, node.raw, &params) };
+            graph.host.check_at(r, generation)?;
             // Only after the driver took them: on failure the node keeps its old arguments.
             std::mem::swap(&mut node.args, &mut bytes);
         }
         // SAFETY: exec and stream belong to the bound current-generation context.
-        let r = unsafe { sys::cuGraphLaunch(graph.exec, self.raw()) };
-        self.host().classify_at("cuGraphLaunch", r, generation)?;
+        let r = unsafe { result::graph::launch(graph.exec, self.raw()) };
+        self.host().check_at(r, generation)?;
         Ok(launches
             .iter()
             .map(|l| self.issued(l.kernel, l.args))
@@ -321,15 +303,15 @@ impl Drop for KernelGraph {
                 if !exec.is_null() {
                     // SAFETY: exec was instantiated in this (bound, current) generation and is
                     // destroyed once; replays in flight finish first (the driver frees it after).
-                    let r = unsafe { sys::cuGraphExecDestroy(exec) };
-                    if let Err(e) = host.classify("cuGraphExecDestroy", r) {
+                    let r = unsafe { result::graph::destroy_exec(exec) };
+                    if let Err(e) = host.check(r) {
                         host.drop_error("destroying a kernel graph's executable graph", &e);
                     }
                 }
                 // SAFETY: graph was created in this generation and is destroyed once, after the
                 // executable graph made from it.
-                let r = unsafe { sys::cuGraphDestroy(graph) };
-                if let Err(e) = host.classify("cuGraphDestroy", r) {
+                let r = unsafe { result::graph::destroy(graph) };
+                if let Err(e) = host.check(r) {
                     host.drop_error("destroying a kernel graph", &e);
                 }
             });

@@ -15,9 +15,10 @@ use cudarc::driver::sys::{self, CUcontext, CUctx_st, CUdevice, CUevent, CUresult
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completer;
-use crate::driver::{self, check, is_context_gone};
+use crate::driver;
 use crate::error::{Error, Result};
 use crate::facts::{DeviceFacts, MemInfo};
+use crate::result::{self, DriverError, DriverResult, has_symbol, is_context_gone, is_sticky};
 use crate::stats::{Counters, HostStats};
 use crate::stream::Stream;
 
@@ -86,21 +87,15 @@ impl Host {
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
-        let mut dev = 0;
-        // SAFETY: driver initialised; `dev` is a valid out pointer; ordinal < count.
-        check("cuDeviceGet", unsafe {
-            sys::cuDeviceGet(&mut dev, ordinal as i32)
-        })?;
+        // Driver initialised; ordinal < count.
+        let dev = result::ctx::device(ordinal as i32)?;
         let facts = DeviceFacts::read(ordinal, dev, info.version)?;
-        let has_ctx_id = driver::has_symbol("cuCtxGetId");
-        let mut ctx: CUcontext = ptr::null_mut();
-        // SAFETY: `ctx` is a valid out pointer; this is the host's one retain, released never
-        // (the host lives for the process) or lost with the context.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
-        })?;
+        let has_ctx_id = has_symbol("cuCtxGetId");
+        // SAFETY: this is the host's one retain, released never (the host lives for the
+        // process) or lost with the context.
+        let ctx = unsafe { result::ctx::primary_retain(dev) }?;
         // SAFETY: ctx was just retained.
-        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+        unsafe { result::ctx::set_current(ctx) }?;
         let id = if has_ctx_id { read_ctx_id(ctx)? } else { 0 };
         tracing::debug!(ordinal, name = %facts.name, driver = %info.kind, "host created");
         Ok(Self {
@@ -165,32 +160,27 @@ impl Host {
             // we retained — bound and verified at once, as the path below would find it.
             let generation = self.generation.load(Acquire);
             let expected = self.ctx_id.load(Acquire);
-            let mut id = 0;
-            // SAFETY: `id` is a valid out pointer; with no context current the driver answers
+            // SAFETY: null asks for the current context; with none current the driver answers
             // an error code, and we take the full path.
-            let r = unsafe { sys::cuCtxGetId(ptr::null_mut(), &mut id) };
-            if r == CUresult::CUDA_SUCCESS
-                && id == expected
-                && self.generation.load(Acquire) == generation
-            {
+            let id = unsafe { result::ctx::id(ptr::null_mut()) };
+            if id == Ok(expected) && self.generation.load(Acquire) == generation {
                 return Ok(generation);
             }
         }
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
-            let mut cur: CUcontext = ptr::null_mut();
-            // SAFETY: `cur` is a valid out pointer.
-            check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut cur) })?;
+            let cur = result::ctx::current()?;
             if cur != ctx {
                 // SAFETY: binding a (possibly stale) context handle is harmless: the identity
                 // check below catches a destroyed one.
-                let r = unsafe { sys::cuCtxSetCurrent(ctx) };
-                if is_context_gone(r) {
-                    self.recover(generation)?;
-                    continue;
+                match unsafe { result::ctx::set_current(ctx) } {
+                    Err(e) if is_context_gone(e.code) => {
+                        self.recover(generation)?;
+                        continue;
+                    }
+                    r => r?,
                 }
-                check("cuCtxSetCurrent", r)?;
             }
             if !self.verify(ctx)? {
                 self.recover(generation)?;
@@ -216,28 +206,47 @@ impl Host {
     /// Is `ctx` still the context we retained?
     fn verify(&self, ctx: CUcontext) -> Result<bool> {
         if self.has_ctx_id {
-            let mut id = 0;
-            // SAFETY: `id` is a valid out pointer; a stale ctx yields an error code, not UB.
-            let r = unsafe { sys::cuCtxGetId(ctx, &mut id) };
-            if r == CUresult::CUDA_SUCCESS {
-                return Ok(id == self.ctx_id.load(Acquire));
-            }
-            if is_context_gone(r) {
-                return Ok(false);
-            }
-            check("cuCtxGetId", r)?;
-            return Ok(true);
+            // SAFETY: a stale ctx yields an error code, not UB.
+            return match unsafe { result::ctx::id(ctx) } {
+                Ok(id) => Ok(id == self.ctx_id.load(Acquire)),
+                Err(e) if is_context_gone(e.code) => Ok(false),
+                Err(e) => Err(e.into()),
+            };
         }
         self.primary_active()
     }
 
-    /// Map a driver result from a call made on this host: context-gone results trigger the
-    /// identity check (and recovery) and become ContextLost when the context really changed.
-    pub(crate) fn classify(&self, call: &'static str, r: CUresult) -> Result<()> {
-        if r == CUresult::CUDA_SUCCESS {
-            return Ok(());
+    /// The result of a driver call made on this host, as gpuhost's: the one place where a
+    /// failed call's context is checked (see [`Host::classify`]).
+    pub(crate) fn check<T>(&self, r: DriverResult<T>) -> Result<T> {
+        r.map_err(|e| self.classify(e))
+    }
+
+    /// [`Host::check`] for a call made with handles of `generation`: a driver error after that
+    /// generation ended (another thread may have seen the loss first) is ContextLost.
+    pub(crate) fn check_at<T>(&self, r: DriverResult<T>, generation: u64) -> Result<T> {
+        r.map_err(|e| match self.classify(e) {
+            Error::Driver { .. } if self.generation() != generation => Error::ContextLost {
+                generation: self.generation(),
+            },
+            e => e,
+        })
+    }
+
+    /// A failed call made on this host as gpuhost's error: context-gone results trigger the
+    /// identity check (and recovery) and become ContextLost when the context really changed;
+    /// otherwise as `From<DriverError>` (sticky results poison the device).
+    pub(crate) fn classify(&self, e: DriverError) -> Error {
+        match self.loss_behind(e) {
+            Ok(Some(generation)) => Error::ContextLost { generation },
+            Ok(None) => e.into(),
+            Err(other) => other,
         }
-        if is_context_gone(r) {
+    }
+
+    /// The new generation when the context was lost behind the failed call `e`.
+    fn loss_behind(&self, e: DriverError) -> Result<Option<u64>> {
+        if is_context_gone(e.code) {
             let seen = self.generation();
             self.enter()?;
             // A driver whose stale handles still answer cuCtxGetId: the device's primary
@@ -246,10 +255,9 @@ impl Host {
                 self.recover(seen)?;
             }
             let generation = self.enter()?;
-            if generation != seen {
-                return Err(Error::ContextLost { generation });
-            }
-        } else if !crate::driver::is_sticky(r) {
+            return Ok((generation != seen).then_some(generation));
+        }
+        if !is_sticky(e.code) {
             // A call racing a foreign reset fails with whatever the driver says of the handles
             // that just died (INVALID_HANDLE for a stream, INVALID_VALUE for an address): when
             // the context is gone, that loss is the cause to report.
@@ -257,35 +265,15 @@ impl Host {
             if let Ok(generation) = self.enter()
                 && generation != seen
             {
-                return Err(Error::ContextLost { generation });
+                return Ok(Some(generation));
             }
         }
-        check(call, r)
-    }
-
-    /// [`Host::classify`] for a call made with handles of `generation`: a driver error after
-    /// that generation ended (another thread may have seen the loss first) is ContextLost.
-    pub(crate) fn classify_at(
-        &self,
-        call: &'static str,
-        r: CUresult,
-        generation: u64,
-    ) -> Result<()> {
-        self.classify(call, r).map_err(|e| match e {
-            Error::Driver { .. } if self.generation() != generation => Error::ContextLost {
-                generation: self.generation(),
-            },
-            e => e,
-        })
+        Ok(None)
     }
 
     fn primary_active(&self) -> Result<bool> {
-        let (mut flags, mut active) = (0u32, 0i32);
-        // SAFETY: valid out pointers; dev came from cuDeviceGet.
-        check("cuDevicePrimaryCtxGetState", unsafe {
-            sys::cuDevicePrimaryCtxGetState(self.dev, &mut flags, &mut active)
-        })?;
-        Ok(active != 0)
+        // dev came from cuDeviceGet.
+        Ok(result::ctx::primary_active(self.dev)?)
     }
 
     /// Re-retain after the context behind `seen_generation` was lost.
@@ -295,14 +283,11 @@ impl Host {
             return Ok(()); // another thread already recovered
         }
         self.drop_surviving_retain()?;
-        let mut ctx: CUcontext = ptr::null_mut();
-        // SAFETY: valid out pointer. The old retain is gone (died with the context, or dropped
-        // just above), so this is again exactly one retain held by the host.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, self.dev)
-        })?;
+        // SAFETY: the old retain is gone (died with the context, or dropped just above), so this
+        // is again exactly one retain held by the host.
+        let ctx = unsafe { result::ctx::primary_retain(self.dev) }?;
         // SAFETY: ctx was just retained.
-        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+        unsafe { result::ctx::set_current(ctx) }?;
         let id = if self.has_ctx_id {
             read_ctx_id(ctx)?
         } else {
@@ -360,16 +345,15 @@ impl Host {
         }
         // SAFETY: the primary context is inactive: releasing can only drop a count, never
         // destroy a live context.
-        let r = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
-        match r {
-            CUresult::CUDA_SUCCESS => {
+        match unsafe { result::ctx::primary_release(self.dev) } {
+            Ok(()) => {
                 tracing::debug!(
                     ordinal = self.ordinal,
                     "dropped a retain that survived a reset"
                 )
             }
-            CUresult::CUDA_ERROR_INVALID_CONTEXT => {}
-            other => check("cuDevicePrimaryCtxRelease_v2", other)?,
+            Err(e) if e.is(CUresult::CUDA_ERROR_INVALID_CONTEXT) => {}
+            Err(e) => return Err(e.into()),
         }
         Ok(())
     }
@@ -396,12 +380,8 @@ impl Host {
         let raw = match take_pooled(&self.streams, generation) {
             Some(s) => s as CUstream,
             None => {
-                let mut s: CUstream = ptr::null_mut();
-                // SAFETY: context bound by enter(); `s` is a valid out pointer.
-                let r = unsafe {
-                    sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-                };
-                self.classify("cuStreamCreate", r)?;
+                // SAFETY: context bound by enter(); the stream is pooled by the host.
+                let s = self.check(unsafe { result::stream::create_non_blocking() })?;
                 Counters::inc(&self.counters.live_streams);
                 s
             }
@@ -433,8 +413,7 @@ impl Host {
         }
         // SAFETY: a stream of the bound, current-generation context, not destroyed (pooled or
         // draining streams are only forgotten, never destroyed, while their generation lives).
-        let r = unsafe { sys::cuStreamQuery(raw) };
-        r == CUresult::CUDA_SUCCESS
+        unsafe { result::stream::query(raw) }.is_ok()
     }
 
     /// Moves the draining streams of `generation` that have gone idle into the pool.
@@ -477,10 +456,8 @@ impl Host {
         } else {
             sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
         };
-        let mut e: CUevent = ptr::null_mut();
-        // SAFETY: the caller has entered the host; `e` is a valid out pointer.
-        let r = unsafe { sys::cuEventCreate(&mut e, flags) };
-        self.classify("cuEventCreate", r)?;
+        // SAFETY: the caller has entered the host; the event is pooled by the host.
+        let e = self.check(unsafe { result::stream::event_create(flags) })?;
         Counters::inc(&self.counters.live_events);
         Ok(e)
     }
@@ -530,8 +507,8 @@ impl Host {
             for raw in blocks {
                 // SAFETY: a kept block is ours, of this generation, and used by nothing (it came
                 // back when its buffer's last holder and launch were gone).
-                let r = unsafe { sys::cuMemFree_v2(raw) };
-                if let Err(e) = self.classify("cuMemFree_v2", r) {
+                let r = unsafe { crate::result::mem::free(raw) };
+                if let Err(e) = self.check(r) {
                     self.drop_error("freeing a kept allocation", &e);
                 }
             }
@@ -546,10 +523,8 @@ impl Host {
 
     fn mem_info_once(&self) -> Result<MemInfo> {
         self.enter()?;
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: context bound; valid out pointers.
-        let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
-        self.classify("cuMemGetInfo_v2", r)?;
+        // Context bound by enter().
+        let (free, total) = self.check(result::mem::info())?;
         Ok(MemInfo {
             free: free as u64,
             total: total as u64,
@@ -559,9 +534,8 @@ impl Host {
     /// Block until all work in the context is done.
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
-        // SAFETY: context bound by enter().
-        let r = unsafe { sys::cuCtxSynchronize() };
-        self.classify("cuCtxSynchronize", r)
+        // Context bound by enter().
+        self.check(result::ctx::synchronize())
     }
 
     /// For Drop implementations: binds the context and runs `release` if `generation` is still
@@ -583,10 +557,8 @@ impl Host {
 }
 
 fn read_ctx_id(ctx: CUcontext) -> Result<u64> {
-    let mut id = 0;
-    // SAFETY: ctx is a live retained context; `id` is a valid out pointer.
-    check("cuCtxGetId", unsafe { sys::cuCtxGetId(ctx, &mut id) })?;
-    Ok(id)
+    // SAFETY: ctx is a live retained context.
+    Ok(unsafe { result::ctx::id(ctx) }?)
 }
 
 fn take_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64) -> Option<usize> {

@@ -45,6 +45,7 @@ mod pinned;
 pub mod ptx_sig;
 mod registry;
 mod release;
+mod result;
 mod slot;
 mod stats;
 mod stream;

@@ -2,15 +2,13 @@
 //! when a cubin/fatbin is refused; and unloading it.
 
 use std::ffi::{CString, c_void};
-use std::ptr;
 
-use cudarc::driver::sys::{self, CUjit_option, CUmodule, CUresult};
+use cudarc::driver::sys::{CUmodule, CUresult};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::manifest::{ModuleImage, ModuleSource};
-
-const LOG_BYTES: usize = 16 * 1024;
+use crate::result::{self, DriverError, is_context_gone};
 
 /// Results after which a binary image is worth retrying as PTX.
 fn binary_refused(r: CUresult) -> bool {
@@ -33,12 +31,12 @@ pub(crate) fn load(host: &Host, src: &ModuleSource) -> Result<CUmodule> {
     };
     match first {
         Ok(m) => Ok(m),
-        Err((r, log)) => match &src.ptx_fallback {
-            Some(ptx) if binary_refused(r) => {
-                tracing::info!(module = %src.name, "binary image refused ({r:?}: {log}); JIT-compiling its PTX");
+        Err((e, log)) => match &src.ptx_fallback {
+            Some(ptx) if binary_refused(e.code) => {
+                tracing::info!(module = %src.name, "binary image refused ({:?}: {log}); JIT-compiling its PTX", e.code);
                 load_ptx(host, src, ptx)
             }
-            _ => Err(invalid(src, r, &log)),
+            _ => Err(invalid(src, e.code, &log)),
         },
     }
 }
@@ -51,11 +49,8 @@ fn load_ptx(host: &Host, src: &ModuleSource, text: &str) -> Result<CUmodule> {
     })?;
     match load_image(c.as_ptr().cast()) {
         Ok(m) => Ok(m),
-        Err((r, _)) if crate::driver::is_context_gone(r) => {
-            host.classify("cuModuleLoadDataEx", r)?;
-            Err(invalid(src, r, ""))
-        }
-        Err((r, log)) => Err(invalid(src, r, &log)),
+        Err((e, _)) if is_context_gone(e.code) => Err(host.classify(e)),
+        Err((e, log)) => Err(invalid(src, e.code, &log)),
     }
 }
 
@@ -72,55 +67,19 @@ fn invalid(src: &ModuleSource, r: CUresult, log: &str) -> Error {
     }
 }
 
-/// cuModuleLoadDataEx with error and info log buffers; on failure, the result and the log.
-fn load_image(image: *const c_void) -> std::result::Result<CUmodule, (CUresult, String)> {
-    let mut err_log = vec![0u8; LOG_BYTES];
-    let mut info_log = vec![0u8; LOG_BYTES];
-    let mut opts = [
-        CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-        CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        CUjit_option::CU_JIT_INFO_LOG_BUFFER,
-        CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-    ];
-    // The driver reads sizes as integers stored in the pointer slots (the documented encoding).
-    let mut vals: [*mut c_void; 4] = [
-        err_log.as_mut_ptr().cast(),
-        LOG_BYTES as *mut c_void,
-        info_log.as_mut_ptr().cast(),
-        LOG_BYTES as *mut c_void,
-    ];
-    let mut module: CUmodule = ptr::null_mut();
+/// cuModuleLoadDataEx with JIT logs; on failure, the error and the log.
+fn load_image(image: *const c_void) -> std::result::Result<CUmodule, (DriverError, String)> {
     // SAFETY: image points to a NUL-terminated PTX string or a complete binary image owned by
-    // the caller for the call's duration; the log buffers are LOG_BYTES long, as declared.
-    let r = unsafe {
-        sys::cuModuleLoadDataEx(
-            &mut module,
-            image,
-            opts.len() as u32,
-            opts.as_mut_ptr(),
-            vals.as_mut_ptr(),
-        )
-    };
-    if r == CUresult::CUDA_SUCCESS {
-        return Ok(module);
-    }
-    let text = |b: &[u8]| {
-        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        String::from_utf8_lossy(&b[..end]).into_owned()
-    };
-    let mut log = text(&err_log);
-    if log.trim().is_empty() {
-        log = text(&info_log);
-    }
-    Err((r, log))
+    // the caller for the call's duration; the caller has bound the context, and the registry
+    // unloads the module once.
+    unsafe { result::module::load(image) }
 }
 
 /// Unload a module of the bound context.
 pub(crate) fn unload(host: &Host, m: CUmodule) -> Result<()> {
     // SAFETY: m was loaded in the current-generation context, which the caller has bound, and
     // nothing uses it any more (the caller checked holders and pending launches).
-    let r = unsafe { sys::cuModuleUnload(m) };
-    host.classify("cuModuleUnload", r)
+    host.check(unsafe { result::module::unload(m) })
 }
 
 #[cfg(test)]

@@ -21,10 +21,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys;
-
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::result;
 
 /// Alignment of every region: whole pages, as cuMemHostRegister wants.
 const PAGE: usize = 4096;
@@ -140,9 +139,8 @@ impl Pinned {
         // SAFETY: `ptr` is `cap` bytes of our own memory, page-aligned, alive until this value
         // drops, which unregisters it first (or finds its context dead); it is not registered
         // in the current context (its registration, if any, was of a dead one).
-        let r = unsafe { sys::cuMemHostRegister_v2(self.ptr.cast(), self.cap, 0) };
-        self.host
-            .classify_at("cuMemHostRegister_v2", r, generation)?;
+        let r = unsafe { result::mem::host_register(self.ptr.cast(), self.cap) };
+        self.host.check_at(r, generation)?;
         crate::stats::Counters::inc(&self.host.counters.pinned_registrations);
         *g = generation;
         Ok(())
@@ -200,8 +198,8 @@ impl Drop for Pinned {
                     if self.host.enter_for(generation).is_ok() {
                         // SAFETY: registered by register_for in this (current) context; no DMA
                         // uses it (its last holder is dropping it, after its fence resolved).
-                        let r = unsafe { sys::cuMemHostUnregister(self.ptr.cast()) };
-                        if let Err(e) = self.host.classify("cuMemHostUnregister", r) {
+                        let r = unsafe { result::mem::host_unregister(self.ptr.cast()) };
+                        if let Err(e) = self.host.check(r) {
                             self.host.drop_error("unregistering page-locked memory", &e);
                         }
                     }

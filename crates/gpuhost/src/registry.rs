@@ -9,15 +9,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use cudarc::driver::sys::{self, CUfunction, CUmodule, CUresult};
+use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 
-use crate::driver::has_symbol;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, ParamInfo};
 use crate::manifest::{ModuleSource, read_bundle};
 use crate::module;
 use crate::ptx_sig;
+use crate::result::{self, has_symbol};
 use crate::stats::Counters;
 
 /// Where a kernel's parameter list came from.
@@ -335,31 +335,31 @@ fn get_function(host: &Host, m: CUmodule, name: &str) -> Result<Option<CUfunctio
     let Ok(c) = std::ffi::CString::new(name) else {
         return Ok(None);
     };
-    let mut f: CUfunction = std::ptr::null_mut();
-    // SAFETY: m is a loaded module of the bound context; c is NUL-terminated; f a valid out pointer.
-    let r = unsafe { sys::cuModuleGetFunction(&mut f, m, c.as_ptr()) };
-    if r == CUresult::CUDA_ERROR_NOT_FOUND {
-        return Ok(None);
+    // SAFETY: m is a loaded module of the bound context.
+    match unsafe { result::module::function(m, &c) } {
+        Err(e) if e.is(CUresult::CUDA_ERROR_NOT_FOUND) => Ok(None),
+        r => host.check(r).map(Some),
     }
-    host.classify("cuModuleGetFunction", r)?;
-    Ok(Some(f))
 }
 
-/// Parameter offsets and sizes from the driver; None when it cannot say.
+/// Parameter offsets and sizes from the driver; None when it cannot say (or lacks the optional
+/// cuFuncGetParamInfo, which cudarc would panic calling).
 fn driver_param_info(func: CUfunction) -> Option<Vec<ParamInfo>> {
+    if !has_symbol("cuFuncGetParamInfo") {
+        return None;
+    }
     let mut params = Vec::new();
     for i in 0..4096usize {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: func is a live function of the bound context; valid out pointers.
-        let r = unsafe { sys::cuFuncGetParamInfo(func, i, &mut offset, &mut size) };
-        match r {
-            CUresult::CUDA_SUCCESS => params.push(ParamInfo {
+        // SAFETY: func is a live function of the bound context; the driver exports the entry
+        // point (checked above).
+        match unsafe { result::module::param_info(func, i) } {
+            Ok((offset, size)) => params.push(ParamInfo {
                 offset: offset as u32,
                 size: size as u32,
             }),
             // Past the last parameter.
-            CUresult::CUDA_ERROR_INVALID_VALUE => return Some(params),
-            _ => return None,
+            Err(e) if e.is(CUresult::CUDA_ERROR_INVALID_VALUE) => return Some(params),
+            Err(_) => return None,
         }
     }
     None

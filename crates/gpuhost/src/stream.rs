@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{self, CUevent, CUstream};
+use cudarc::driver::sys::{CUevent, CUstream};
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
@@ -13,6 +13,7 @@ use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, PackedArgs, pack};
 use crate::pinned::Pinned;
 use crate::registry::Kernel;
+use crate::result;
 
 /// The launching thread records an event itself after this many unrecorded launches, bounding
 /// the queue of a stream that is never idle and whose completions are dropped.
@@ -72,8 +73,8 @@ impl Flush for Unrecorded {
         let launches = self.take();
         let res = record_on(&self.host, self.raw, generation, false).and_then(|event| {
             // SAFETY: event just recorded in the bound, current-generation context.
-            let r = unsafe { sys::cuEventSynchronize(event) };
-            let res = self.host.classify("cuEventSynchronize", r);
+            let r = unsafe { result::stream::event_synchronize(event) };
+            let res = self.host.check(r);
             if res.is_ok() {
                 self.host.return_event(generation, event, false);
             }
@@ -160,8 +161,8 @@ impl Unrecorded {
 fn record_on(host: &Host, raw: CUstream, generation: u64, timing: bool) -> Result<CUevent> {
     let event = host.event(generation, timing)?;
     // SAFETY: event and stream belong to the bound, current-generation context.
-    let r = unsafe { sys::cuEventRecord(event, raw) };
-    if let Err(e) = host.classify("cuEventRecord", r) {
+    let r = unsafe { result::stream::record(event, raw) };
+    if let Err(e) = host.check(r) {
         host.return_event(generation, event, timing);
         return Err(e);
     }
@@ -277,21 +278,16 @@ impl Stream {
         // (generation checked); packed holds exactly one pointer per parameter, each to a value
         // of the parameter's size, alive for the call (the driver copies them at launch).
         let r = unsafe {
-            sys::cuLaunchKernel(
+            result::stream::launch(
                 kernel.raw(),
-                cfg.grid[0],
-                cfg.grid[1],
-                cfg.grid[2],
-                cfg.block[0],
-                cfg.block[1],
-                cfg.block[2],
+                cfg.grid,
+                cfg.block,
                 cfg.shared_mem_bytes,
                 self.raw,
                 packed.as_params(),
-                std::ptr::null_mut(),
             )
         };
-        self.host.classify_at("cuLaunchKernel", r, generation)?;
+        self.host.check_at(r, generation)?;
         Ok(self.issued(kernel, args))
     }
 
@@ -332,8 +328,8 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         self.host.enter_for(self.generation)?;
         // SAFETY: stream of the bound, current-generation context.
-        let r = unsafe { sys::cuStreamSynchronize(self.raw) };
-        self.host.classify("cuStreamSynchronize", r)
+        let r = unsafe { result::stream::synchronize(self.raw) };
+        self.host.check(r)
     }
 
     /// Record a timing event at this point of the stream.
@@ -361,8 +357,8 @@ impl Stream {
             return Err(Error::ContextLost { generation });
         }
         // SAFETY: both handles belong to the bound, current-generation context.
-        let r = unsafe { sys::cuStreamWaitEvent(self.raw, event.raw, 0) };
-        self.host.classify("cuStreamWaitEvent", r)
+        let r = unsafe { result::stream::wait_event(self.raw, event.raw) };
+        self.host.check(r)
     }
 }
 
@@ -392,8 +388,8 @@ impl Event {
     pub fn synchronize(&self) -> Result<()> {
         self.host.enter_for(self.generation)?;
         // SAFETY: event of the bound, current-generation context.
-        let r = unsafe { sys::cuEventSynchronize(self.raw) };
-        self.host.classify("cuEventSynchronize", r)
+        let r = unsafe { result::stream::event_synchronize(self.raw) };
+        self.host.check(r)
     }
 
     /// Milliseconds between two completed events of one host.
@@ -409,11 +405,9 @@ impl Event {
         if end.generation != generation {
             return Err(Error::ContextLost { generation });
         }
-        let mut ms = 0f32;
-        // SAFETY: both events are timing events of the bound context; `ms` is a valid out pointer.
-        let r = unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, end.raw) };
-        start.host.classify("cuEventElapsedTime", r)?;
-        Ok(ms)
+        // SAFETY: both events are timing events of the bound context.
+        let r = unsafe { result::stream::elapsed_ms(start.raw, end.raw) };
+        start.host.check(r)
     }
 }
 

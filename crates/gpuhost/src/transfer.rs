@@ -17,12 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 
-use cudarc::driver::sys;
-
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::pinned::{HostBuffer, Pinned};
+use crate::result;
 use crate::stream::Stream;
 
 /// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
@@ -173,20 +172,14 @@ impl Stream {
         // device range inside `buf`'s allocation (checked by the caller); both stay alive until
         // the fence's batch completes, which holds them. The region is registered in
         // `generation`, the bound context's.
-        let (call, r) = unsafe {
+        let r = unsafe {
             let host = mem.ptr().add(at.start);
             match dir {
-                Dir::Down => (
-                    "cuMemcpyDtoHAsync_v2",
-                    sys::cuMemcpyDtoHAsync_v2(host.cast(), dev, len, self.raw()),
-                ),
-                Dir::Up => (
-                    "cuMemcpyHtoDAsync_v2",
-                    sys::cuMemcpyHtoDAsync_v2(dev, host.cast(), len, self.raw()),
-                ),
+                Dir::Down => result::mem::copy_dtoh_async(host.cast(), dev, len, self.raw()),
+                Dir::Up => result::mem::copy_htod_async(dev, host.cast(), len, self.raw()),
             }
         };
-        if let Err(e) = self.host().classify_at(call, r, generation) {
+        if let Err(e) = self.host().check_at(r, generation) {
             mem.mark_unknown();
             return Err(e);
         }
@@ -419,15 +412,14 @@ impl Stream {
         // range), kept alive by the fence's batch; `part` is readable for its length, and a
         // pageable source is consumed before the call returns.
         let r = unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
+            result::mem::copy_htod_async(
                 buf.inner.raw + at as u64,
                 part.as_ptr().cast(),
                 part.len(),
                 self.raw(),
             )
         };
-        self.host()
-            .classify_at("cuMemcpyHtoDAsync_v2", r, generation)?;
+        self.host().check_at(r, generation)?;
         self.fence_keeping(&[buf], None)
     }
 
@@ -444,9 +436,9 @@ impl Stream {
         if len > 0 {
             // SAFETY: the range lies inside the allocation, kept alive by the fence's batch.
             let r = unsafe {
-                sys::cuMemsetD8Async(buf.inner.raw + offset as u64, value, len, self.raw())
+                result::mem::set_d8_async(buf.inner.raw + offset as u64, value, len, self.raw())
             };
-            self.host().classify_at("cuMemsetD8Async", r, generation)?;
+            self.host().check_at(r, generation)?;
         }
         self.fence_keeping(&[buf], None)
     }
@@ -469,15 +461,14 @@ impl Stream {
             // SAFETY: both ranges lie inside live allocations of this context, both kept alive
             // by the fence's batch until the copy is done.
             let r = unsafe {
-                sys::cuMemcpyDtoDAsync_v2(
+                result::mem::copy_dtod_async(
                     dst.inner.raw + dst_offset as u64,
                     src.inner.raw + src_offset as u64,
                     len,
                     self.raw(),
                 )
             };
-            self.host()
-                .classify_at("cuMemcpyDtoDAsync_v2", r, generation)?;
+            self.host().check_at(r, generation)?;
         }
         self.fence_keeping(&[dst, src], None)
     }

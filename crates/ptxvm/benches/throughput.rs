@@ -6,6 +6,10 @@ use std::time::Instant;
 
 use ptxvm::{Launch, Memory, Module};
 
+#[path = "../tests/all/launch.rs"]
+mod launch;
+use launch::launch;
+
 /// Heap-backed device memory: one allocation per buffer, addresses are host addresses. Atomic
 /// words, so the VM's writes through `&self` alias no plain reference.
 struct Heap(Vec<Box<[AtomicU64]>>);
@@ -61,15 +65,9 @@ fn bench(m: &Module, name: &str, grid: [u32; 3], block: [u32; 3], vals: &[u64], 
     let k = m.kernel_index(name).expect("fixture kernel");
     let p = params(m, k, vals);
     let l = Launch {
-        kernel: k,
         grid,
         block,
-        dynamic_shared_bytes: 0,
-        params: &p,
-        globals: &[],
-        workers: 1,
-        cancel: None,
-        deadline: None,
+        ..launch(k, &p)
     };
     ptxvm::launch(m, &l, mem).expect("warm-up launch");
     let (mut lanes, mut warps) = (0u64, 0u64);

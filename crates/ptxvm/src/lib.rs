@@ -37,6 +37,10 @@
 //! ```
 #![deny(missing_docs)]
 
+// Lets the unit tests share the integration tests' `ptxvm::`-path support files.
+#[cfg(test)]
+extern crate self as ptxvm;
+
 mod api;
 mod ast;
 mod devio;

@@ -9,6 +9,10 @@ use crate::api::{FaultKind, Launch, Memory};
 use crate::ir::{ControlOp, Op};
 use crate::{Error, Module};
 
+#[path = "../../tests/all/launch.rs"]
+mod launch_support;
+use launch_support::launch;
+
 /// One implemented opcode's sample: module-scope text, then the kernel body whose last line is
 /// the instruction under test (the lines before it set up its operands).
 fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
@@ -139,15 +143,8 @@ fn run(m: &Module) -> Result<(), FaultKind> {
     let mem = Words((0..32).map(|_| AtomicU64::new(0)).collect());
     let params = (mem.0.as_ptr() as u64).to_le_bytes();
     let l = Launch {
-        kernel: 0,
-        grid: [1, 1, 1],
         block: [32, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: &params,
-        globals: &[],
-        workers: 1,
-        cancel: None,
-        deadline: None,
+        ..launch(0, &params)
     };
     crate::launch(m, &l, &mem).map(|_| ()).map_err(|f| f.kind)
 }

@@ -4,6 +4,8 @@ use crate::harness::{Arg, DevMem, Rng, Shape, fixture, run};
 use crate::text::{HEAD, go, load};
 use ptxvm::{Error, FaultKind, Launch, Module};
 
+use crate::launch::launch;
+
 #[test]
 fn out_of_bounds_store_faults_with_block_thread_and_line() {
     let m = fixture();
@@ -202,15 +204,8 @@ fn invalid_launches_are_refused() {
     let mem = DevMem::new();
     let params = [0u8; 28];
     let base = Launch {
-        kernel: k,
-        grid: [1, 1, 1],
         block: [32, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: &params,
-        globals: &[],
-        workers: 1,
-        cancel: None,
-        deadline: None,
+        ..launch(k, &params)
     };
     let bad = |l: Launch<'_>| match ptxvm::launch(&m, &l, &mem) {
         Err(f) => matches!(f.kind, FaultKind::InvalidLaunch(_)),

@@ -2,6 +2,8 @@
 
 use ptxvm::{Fault, KernelInfo, Launch, LaunchStats, Memory, Module};
 
+use crate::launch::launch;
+
 /// Device memory made of leaked, 8-byte-aligned heap blocks, freed on drop.
 pub struct DevMem {
     blocks: Vec<(*mut u64, usize)>,
@@ -144,15 +146,11 @@ pub fn run(
         .unwrap_or_else(|| panic!("kernel {name}"));
     let params = pack(&m.kernels()[k], args);
     let l = Launch {
-        kernel: k,
         grid: shape.grid,
         block: shape.block,
         dynamic_shared_bytes: shape.dyn_shared,
-        params: &params,
-        globals: &[],
         workers: shape.workers,
-        cancel: None,
-        deadline: None,
+        ..launch(k, &params)
     };
     ptxvm::launch(m, &l, mem)
 }

@@ -8,6 +8,7 @@ mod fastpath;
 mod golden;
 mod harness;
 mod kernels;
+mod launch;
 mod lean;
 mod redteam;
 mod sandbox;

@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Error, FaultKind, Launch, Module};
 
+use crate::launch::launch;
+
 use super::sandbox::{Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
 
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
@@ -526,15 +528,12 @@ fn the_watchdog_stops_an_unrewritten_endless_kernel() {
     let cancel = std::sync::atomic::AtomicBool::new(false);
     for by_flag in [false, true] {
         let l = Launch {
-            kernel,
             grid: [2, 1, 1],
             block: [32, 1, 1],
-            dynamic_shared_bytes: 0,
-            params: &params,
             globals: &globals,
-            workers: 1,
             cancel: by_flag.then_some(&cancel),
             deadline: (!by_flag).then(|| std::time::Instant::now() + Duration::from_millis(20)),
+            ..launch(kernel, &params)
         };
         let r = std::thread::scope(|s| {
             let h = s.spawn(|| ptxvm::launch(&m, &l, &mem));
@@ -671,16 +670,11 @@ fn legal_generic_accesses_in_every_window_give_the_original_results() {
     let out = want.alloc(1024);
     let k = orig.kernel_index("generic_mix").unwrap();
     let globals: Vec<u64> = orig.globals().iter().map(|_| want.alloc(64)).collect();
+    let params = out.to_le_bytes();
     let l = Launch {
-        kernel: k,
-        grid: [1, 1, 1],
         block: [64, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: &out.to_le_bytes(),
         globals: &globals,
-        workers: 1,
-        cancel: None,
-        deadline: None,
+        ..launch(k, &params)
     };
     ptxvm::launch(&orig, &l, &want).unwrap();
     let expected: Vec<u8> = (0u32..64).flat_map(|t| (t * 7).to_le_bytes()).collect();

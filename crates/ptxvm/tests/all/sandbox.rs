@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Fault, Launch, LaunchStats, Memory, Module};
 
+use crate::launch::launch;
+
 /// The kernel arguments of the sandbox tests: the harness's, packed the same way.
 pub use super::harness::Arg;
 use super::harness::pack;
@@ -215,15 +217,12 @@ fn launch_raw(
     // instead of hanging it.
     let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(120));
     let l = Launch {
-        kernel,
         grid: shape.grid,
         block: shape.block,
         dynamic_shared_bytes: shape.dyn_shared,
-        params,
         globals,
-        workers: 1,
-        cancel: None,
         deadline,
+        ..launch(kernel, params)
     };
     ptxvm::launch(m, &l, mem)
 }

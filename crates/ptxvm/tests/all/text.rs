@@ -4,6 +4,8 @@
 use crate::harness::{Arg, DevMem, Rng, Shape, pack};
 use ptxvm::{Launch, Module};
 
+use crate::launch::launch;
+
 pub const HEAD: &str = ".version 8.5\n.target sm_90\n.address_size 64\n";
 
 /// Loads `body` after the standard header.
@@ -21,15 +23,12 @@ pub fn go(
 ) -> Result<ptxvm::LaunchStats, ptxvm::Fault> {
     let params = pack(&m.kernels()[0], args);
     let l = Launch {
-        kernel: 0,
         grid: shape.grid,
         block: shape.block,
         dynamic_shared_bytes: shape.dyn_shared,
-        params: &params,
         globals,
         workers: shape.workers,
-        cancel: None,
-        deadline: None,
+        ..launch(0, &params)
     };
     ptxvm::launch(m, &l, mem)
 }
@@ -402,17 +401,7 @@ fn cvt_saturation_bitfields_and_f64_math() {
     let k = &m.kernels()[0];
     let mut params = pack(k, &[Arg::Ptr(d), Arg::Ptr(0)]);
     params[8..16].copy_from_slice(&300.5f64.to_le_bytes());
-    let l = Launch {
-        kernel: 0,
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: &params,
-        globals: &[],
-        workers: 1,
-        cancel: None,
-        deadline: None,
-    };
+    let l = launch(0, &params);
     ptxvm::launch(&m, &l, &mem).unwrap();
     let o: Vec<u32> = mem.download(d, 8);
     assert_eq!(&o[..4], &[300, 255, 300, 0x12]);
@@ -575,15 +564,8 @@ fn byval_struct_parameter_through_param_and_generic_addresses() {
     }
     params[16..24].copy_from_slice(&d.to_le_bytes());
     let l = Launch {
-        kernel: 0,
-        grid: [1, 1, 1],
         block: [8, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: &params,
-        globals: &[],
-        workers: 1,
-        cancel: None,
-        deadline: None,
+        ..launch(0, &params)
     };
     ptxvm::launch(&m, &l, &mem).unwrap();
     let out: Vec<u32> = mem.download(d, 8);
