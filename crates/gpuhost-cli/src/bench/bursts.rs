@@ -1,8 +1,9 @@
 //! `gpuhost bench --bursts` (also printed by `--guest`): bursts of [`BURST`] launches of the
 //! empty kernel followed by a synchronize, per kernel, side by side in one run on one device —
 //! the raw driver's stream launches and its replay of a 32-node graph (the anchors), native
-//! gpuhost's `Stream::launch` and `KernelGraph` replay, and a trusted guest's bursts, bound and
-//! with argument lists, with graph batching off and on (`Limits::max_graph_batch`). Each figure
+//! gpuhost's `Stream::launch` and `KernelGraph` replay, and a guest's bursts, bound and with
+//! argument lists, trusted and sandboxed, with graph batching off and on
+//! (`Limits::max_graph_batch`; a sandboxed guest's batches hold at most 8 launches). Each figure
 //! includes the synchronize: it is the time until the device has run the burst, which is where
 //! a batched guest's burst is issued.
 
@@ -36,6 +37,9 @@ pub struct BurstBench {
     pub guest_bound: (u128, u128),
     /// Trusted guest, `stream.launch` with its argument list × BURST, `synchronize`: (off, on).
     pub guest_launch: (u128, u128),
+    /// The same two, sandboxed: (bound off, on), (argument list off, on).
+    pub sandboxed_bound: (u128, u128),
+    pub sandboxed_launch: (u128, u128),
 }
 
 /// Times `bursts` runs of `burst` (after one warm-up), per kernel.
@@ -68,6 +72,22 @@ impl BurstBench {
                 "guest argument-list launches, graph-batched",
                 self.guest_launch.1,
             ),
+            (
+                "sandboxed guest bound launches, unbatched",
+                self.sandboxed_bound.0,
+            ),
+            (
+                "sandboxed guest bound launches, graph-batched",
+                self.sandboxed_bound.1,
+            ),
+            (
+                "sandboxed guest argument-list launches, unbatched",
+                self.sandboxed_launch.0,
+            ),
+            (
+                "sandboxed guest argument-list launches, graph-batched",
+                self.sandboxed_launch.1,
+            ),
         ];
         let r = |a: u128, b: u128| a as f64 / b.max(1) as f64;
         let mut s = format!(
@@ -89,7 +109,7 @@ impl BurstBench {
     /// One JSON object of the medians (ns per kernel).
     pub fn json(&self) -> String {
         format!(
-            "{{\"burst\":{BURST},\"bursts\":{},\"raw_stream_ns\":{},\"raw_graph_ns\":{},\"native_stream_ns\":{},\"native_graph_ns\":{},\"guest_bound_ns\":{},\"guest_bound_batched_ns\":{},\"guest_launch_ns\":{},\"guest_launch_batched_ns\":{}}}",
+            "{{\"burst\":{BURST},\"bursts\":{},\"raw_stream_ns\":{},\"raw_graph_ns\":{},\"native_stream_ns\":{},\"native_graph_ns\":{},\"guest_bound_ns\":{},\"guest_bound_batched_ns\":{},\"guest_launch_ns\":{},\"guest_launch_batched_ns\":{},\"sandboxed_bound_ns\":{},\"sandboxed_bound_batched_ns\":{},\"sandboxed_launch_ns\":{},\"sandboxed_launch_batched_ns\":{}}}",
             self.bursts,
             self.raw_stream,
             self.raw_graph,
@@ -98,7 +118,11 @@ impl BurstBench {
             self.guest_bound.0,
             self.guest_bound.1,
             self.guest_launch.0,
-            self.guest_launch.1
+            self.guest_launch.1,
+            self.sandboxed_bound.0,
+            self.sandboxed_bound.1,
+            self.sandboxed_launch.0,
+            self.sandboxed_launch.1
         )
     }
 }
@@ -159,14 +183,11 @@ pub async fn measure(runtime: &Runtime, bench_guest: &Guest, samples: usize) -> 
         Ok(stream.synchronize()?)
     })?;
 
-    let off = guest_bursts(runtime, bench_guest, samples, 0).await?;
-    let on = guest_bursts(
-        runtime,
-        bench_guest,
-        samples,
-        Limits::default().max_graph_batch,
-    )
-    .await?;
+    let batch = Limits::default().max_graph_batch;
+    let off = guest_bursts(runtime, bench_guest, samples, false, 0).await?;
+    let on = guest_bursts(runtime, bench_guest, samples, false, batch).await?;
+    let sb_off = guest_bursts(runtime, bench_guest, samples, true, 0).await?;
+    let sb_on = guest_bursts(runtime, bench_guest, samples, true, batch).await?;
     Ok(BurstBench {
         bursts,
         raw_stream,
@@ -175,18 +196,22 @@ pub async fn measure(runtime: &Runtime, bench_guest: &Guest, samples: usize) -> 
         native_graph,
         guest_bound: (off.0, on.0),
         guest_launch: (off.1, on.1),
+        sandboxed_bound: (sb_off.0, sb_on.0),
+        sandboxed_launch: (sb_off.1, sb_on.1),
     })
 }
 
-/// Runs `launchbench N bursts` trusted with `max_graph_batch`; returns (bound, launch) ns.
+/// Runs `launchbench N bursts`, sandboxed or trusted, with `max_graph_batch`; returns (bound,
+/// launch) ns.
 async fn guest_bursts(
     runtime: &Runtime,
     bench_guest: &Guest,
     samples: usize,
+    sandbox: bool,
     max_graph_batch: u32,
 ) -> Result<(u128, u128)> {
     let limits = Limits {
-        sandbox: false,
+        sandbox,
         max_graph_batch,
         ..Limits::default()
     };
