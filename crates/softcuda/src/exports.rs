@@ -20,18 +20,20 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{capture, context, device, driver, event, jit, module, procaddr, result_text, stream};
+use crate::{capture, context, device, driver, event, jit, module, pool, procaddr, result_text, stream};
 
 mod common;
 mod graph;
 mod link;
 mod memop;
 mod memory_calls;
+mod pool_calls;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
 pub use memop::*;
 pub use memory_calls::*;
+pub use pool_calls::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn handle_value<T>(handle: *mut T) -> u64 {
@@ -348,7 +350,11 @@ exports! {
     }
 
     /// Waits for all work in the current context; reports a sticky fault.
-    fn cuCtxSynchronize() { context::current()?.synchronize() }
+    fn cuCtxSynchronize() {
+        let r = context::current()?.synchronize();
+        pool::release_over_threshold();
+        r
+    }
 
     /// A context's unique id (new on every creation); NULL means the current context.
     fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
@@ -440,6 +446,7 @@ exports! {
         capture::refuse(handle_value(hStream))?;
         s.synchronize();
         ctx.printf.flush();
+        pool::release_over_threshold();
         ctx.check_usable()
     }
 
@@ -520,7 +527,11 @@ exports! {
     fn cuEventQuery(hEvent: CUevent) { event::query(handle_value(hEvent)) }
 
     /// Waits for the recorded work.
-    fn cuEventSynchronize(hEvent: CUevent) { event::synchronize(handle_value(hEvent)) }
+    fn cuEventSynchronize(hEvent: CUevent) {
+        let r = event::synchronize(handle_value(hEvent));
+        pool::release_over_threshold();
+        r
+    }
 
     /// Milliseconds between two completed, timed events.
     fn cuEventElapsedTime(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
@@ -797,18 +808,14 @@ pub struct RawMemLocation {
     pub id: c_int,
 }
 
-// Memory pools, external memory, cooperative and cluster launches and
+// Pool IPC and access control, external memory, cooperative and cluster launches and
 // managed-memory hints: the device attributes report them unsupported as well.
 unsupported! {
-    cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, dev: CUdevice);
-    cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevice);
-    cuDeviceSetMemPool(dev: CUdevice, pool: *mut c_void);
-    cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: *mut c_void, stream: CUstream);
-    cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void);
-    cuMemPoolDestroy(pool: *mut c_void);
-    cuMemPoolGetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
-    cuMemPoolSetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
-    cuMemPoolTrimTo(pool: *mut c_void, keep: usize);
+    cuMemPoolSetAccess(pool: *mut c_void, map: *const c_void, count: usize);
+    cuMemPoolExportToShareableHandle(handle: *mut c_void, pool: *mut c_void, kind: c_uint, flags: u64);
+    cuMemPoolImportFromShareableHandle(pool: *mut *mut c_void, handle: *mut c_void, kind: c_uint, flags: u64);
+    cuMemPoolExportPointer(data: *mut c_void, ptr: CUdeviceptr);
+    cuMemPoolImportPointer(ptr: *mut CUdeviceptr, pool: *mut c_void, data: *mut c_void);
     cuImportExternalMemory(out: *mut *mut c_void, desc: *const c_void);
     cuExternalMemoryGetMappedBuffer(dptr: *mut CUdeviceptr, mem: *mut c_void, desc: *const c_void);
     cuDestroyExternalMemory(mem: *mut c_void);

@@ -6,14 +6,21 @@ use cudarc::driver::sys::CUresult;
 use crate::abi::CuResult;
 use crate::context;
 use crate::memory::{self, Kind};
-use crate::stream;
+use crate::{pool, stream};
 
 /// The kinds cuMemFree accepts.
 const FREEABLE: [Kind; 2] = [Kind::Device, Kind::Managed];
 
 /// cuMemFree: like NVIDIA's, it waits for the context's queued work before releasing the memory.
+/// Memory from a pool (cuMemAllocAsync) may be freed this way too; it goes back to its pool.
 pub(crate) fn free_device(addr: u64) -> CuResult<()> {
     let ctx = context::live()?;
+    if pool::is_live(addr) {
+        ctx.synchronize()?;
+        let freed = pool::claim(addr).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        freed.release();
+        return Ok(());
+    }
     match memory::find(addr) {
         Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
         _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
@@ -22,9 +29,33 @@ pub(crate) fn free_device(addr: u64) -> CuResult<()> {
     memory::free(addr, &FREEABLE)
 }
 
-/// cuMemFreeAsync: checked now, released when the stream reaches it.
+/// cuMemAllocAsync (`pool` None: the current pool of the stream's device) and
+/// cuMemAllocFromPoolAsync. On a capturing stream the allocation becomes a graph node.
+pub(crate) fn alloc_async(stream_handle: u64, pool: Option<u64>, len: u64) -> CuResult<u64> {
+    let (ctx, _) = stream::resolve(stream_handle)?;
+    let pool = match pool {
+        Some(p) => p,
+        None => pool::current_pool(ctx.device)?,
+    };
+    if let Some(capture) = crate::capture::active(stream_handle) {
+        return crate::graph_mem::capture_alloc(&capture, stream_handle, &ctx, pool, len);
+    }
+    pool::alloc(pool, len, ctx.id)
+}
+
+/// cuMemFreeAsync: checked and recorded now, released when the stream reaches it. Pool memory
+/// can be freed once (a second free is `CUDA_ERROR_INVALID_VALUE` at once); memory from
+/// cuMemAlloc is accepted too, as NVIDIA's driver does. On a capturing stream the free becomes
+/// a graph node.
 pub(crate) fn free_async(addr: u64, stream_handle: u64) -> CuResult<()> {
     let (ctx, s) = stream::resolve(stream_handle)?;
+    if let Some(capture) = crate::capture::active(stream_handle) {
+        return crate::graph_mem::capture_free(&capture, stream_handle, addr);
+    }
+    if let Some(freed) = pool::claim(addr) {
+        ctx.submit(&s, Box::new(move || freed.release()));
+        return Ok(());
+    }
     match memory::find(addr) {
         Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
         _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
@@ -99,7 +130,7 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
             2
         }),
         3 => Value::U64(addr),
-        4 if matches!(a.kind, Kind::Device | Kind::Mapped) => {
+        4 if matches!(a.kind, Kind::Device | Kind::Mapped | Kind::Pool) => {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         4 => Value::Ptr(addr),
@@ -116,7 +147,9 @@ pub(crate) fn attribute(attr: u32, addr: u64) -> CuResult<Value> {
         13 => Value::U32(1),
         14 => Value::U64(0),
         16 => Value::U32(3),
-        5 | 17..=20 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+        // MEMPOOL_HANDLE: the pool of pool memory, NULL for any other.
+        17 => Value::Ptr(pool::pool_of(a.base).unwrap_or(0)),
+        5 | 18..=20 => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
         _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
     })
 }
