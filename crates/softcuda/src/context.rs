@@ -7,8 +7,10 @@
 //! and cuCtxCreate return the fault's code from then on. Only a new process recovers.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 
 use cudarc::driver::sys::CUresult;
 
@@ -86,6 +88,8 @@ pub(crate) struct Context {
     /// The legacy default stream.
     pub(crate) null_stream: Arc<Stream>,
     streams: Mutex<Vec<Arc<Stream>>>,
+    /// Each thread's per-thread default stream (`CU_STREAM_PER_THREAD`), made on first use.
+    per_thread: Mutex<HashMap<ThreadId, Arc<Stream>>>,
     /// Serializes submissions so that the legacy-stream dependencies captured are consistent.
     submit_lock: Mutex<()>,
     /// Device printf output not yet printed.
@@ -111,6 +115,7 @@ impl Context {
             cache_config: AtomicU32::new(0),
             null_stream: Stream::spawn(0, 0, 0, weak.clone()),
             streams: Mutex::new(Vec::new()),
+            per_thread: Mutex::new(HashMap::new()),
             submit_lock: Mutex::new(()),
             printf: crate::printf::Fifo::default(),
         })
@@ -203,12 +208,21 @@ impl Context {
     }
 
     /// Creates a stream owned by this context.
-    pub(crate) fn add_stream(self: &Arc<Self>, flags: u32, priority: i32) -> u64 {
+    pub(crate) fn add_stream(self: &Arc<Self>, flags: u32, priority: i32) -> Arc<Stream> {
         let weak = Arc::downgrade(self);
-        let (handle, stream) =
-            stream::STREAMS.insert_with(|h| Stream::spawn(h, flags, priority, weak));
-        lock(&self.streams).push(stream);
-        handle
+        let (_, stream) = stream::STREAMS.insert_with(|h| Stream::spawn(h, flags, priority, weak));
+        lock(&self.streams).push(Arc::clone(&stream));
+        stream
+    }
+
+    /// The calling thread's per-thread default stream: a blocking stream (it synchronizes with
+    /// the legacy stream, as NVIDIA documents, but not with other streams), made on first use.
+    pub(crate) fn per_thread_stream(self: &Arc<Self>) -> Arc<Stream> {
+        let mut map = lock(&self.per_thread);
+        let s = map
+            .entry(std::thread::current().id())
+            .or_insert_with(|| self.add_stream(0, 0));
+        Arc::clone(s)
     }
 
     /// Forgets a created stream (its queued work still runs).

@@ -20,19 +20,23 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{capture, context, device, driver, event, jit, module, pool, procaddr, result_text, stream};
+use crate::{
+    capture, context, device, driver, event, jit, module, pool, procaddr, result_text, stream,
+};
 
 mod common;
 mod graph;
 mod link;
 mod memop;
 mod memory_calls;
+mod per_thread;
 mod pool_calls;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
 pub use memop::*;
 pub use memory_calls::*;
+pub use per_thread::*;
 pub use pool_calls::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).

@@ -97,8 +97,11 @@ static POOLS: Table<Pool> = Table::new(Tag::MemPool);
 /// (0: the default).
 static DEVICE_POOLS: Mutex<[(u64, u64); MAX_DEVICES]> = Mutex::new([(0, 0); MAX_DEVICES]);
 
-/// Outstanding pool allocations: address → (pool, bytes used).
-static LIVE: Mutex<Option<HashMap<u64, (Arc<Pool>, u64)>>> = Mutex::new(None);
+/// An outstanding pool allocation: its pool and the bytes it counts as used.
+type Outstanding = (Arc<Pool>, u64);
+
+/// Outstanding pool allocations by address.
+static LIVE: Mutex<Option<HashMap<u64, Outstanding>>> = Mutex::new(None);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is a lookup, an insert or arithmetic on counters that is checked
@@ -128,7 +131,10 @@ impl Pool {
     /// Counts `bytes` more as used, reserving more chunks if needed.
     fn take(&self, bytes: u64) -> CuResult<()> {
         let mut c = lock(&self.counters);
-        let used = c.used.checked_add(bytes).ok_or(CUresult::CUDA_ERROR_OUT_OF_MEMORY)?;
+        let used = c
+            .used
+            .checked_add(bytes)
+            .ok_or(CUresult::CUDA_ERROR_OUT_OF_MEMORY)?;
         if used > c.reserved {
             let reserved = chunks(used);
             if self.max_size != 0 && reserved > self.max_size {
@@ -190,7 +196,8 @@ pub(crate) fn default_pool(device: i32) -> CuResult<u64> {
 /// cuDeviceGetMemPool: the device's current pool.
 pub(crate) fn current_pool(device: i32) -> CuResult<u64> {
     let i = slot(device)?;
-    match lock(&DEVICE_POOLS)[i].1 {
+    let current = lock(&DEVICE_POOLS)[i].1;
+    match current {
         0 => default_pool(device),
         h => Ok(h),
     }
@@ -365,7 +372,10 @@ pub(crate) fn set_attribute(pool: u64, which: u32, value: Value) -> CuResult<()>
     let p = get(pool)?;
     let mut c = lock(&p.counters);
     match (which, value) {
-        (attr::REUSE_FOLLOW_EVENT_DEPENDENCIES..=attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES, Value::Int(v)) => {
+        (
+            attr::REUSE_FOLLOW_EVENT_DEPENDENCIES..=attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+            Value::Int(v),
+        ) => {
             c.reuse[(which - 1) as usize] = i32::from(v != 0);
         }
         (attr::RELEASE_THRESHOLD, Value::U64(v)) => c.release_threshold = v,
@@ -435,7 +445,10 @@ mod tests {
     fn pool_over_its_max_size_is_out_of_memory_and_unchanged() {
         let pool = test_pool(CHUNK);
         let a = alloc(pool, CHUNK, u64::MAX).unwrap();
-        assert_eq!(alloc(pool, 1, u64::MAX), Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        assert_eq!(
+            alloc(pool, 1, u64::MAX),
+            Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+        );
         assert_eq!(counters(pool), (CHUNK, CHUNK));
         claim(a).unwrap().release();
         destroy(pool).unwrap();

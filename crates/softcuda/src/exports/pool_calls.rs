@@ -8,8 +8,8 @@ use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUresult, CUstream};
 
 use super::handle_value;
 use crate::abi::{self, p};
-use crate::pool::{self, Props, Value};
 use crate::pointer;
+use crate::pool::{self, Props, Value};
 
 /// `CUmemPoolProps` (CUDA 12.6+ layout; older headers have the same fields up to `maxSize`
 /// and reserved bytes after), with enum fields as raw integers (a value from C outside a Rust
