@@ -31,6 +31,7 @@ mod memop;
 mod memory_calls;
 mod per_thread;
 mod pool_calls;
+mod unsupported;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
@@ -38,6 +39,7 @@ pub use memop::*;
 pub use memory_calls::*;
 pub use per_thread::*;
 pub use pool_calls::*;
+pub use unsupported::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn handle_value<T>(handle: *mut T) -> u64 {
@@ -799,33 +801,4 @@ aliases! {
     cuMemsetD8 => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
     cuMemsetD16 => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
     cuMemsetD32 => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
-}
-
-/// `CUmemLocation` passed by value, with its enum field as a raw integer (a foreign value outside
-/// the Rust enum would be undefined behaviour); only ever ignored.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct RawMemLocation {
-    /// `CUmemLocationType`.
-    pub kind: c_uint,
-    /// Device ordinal or NUMA node.
-    pub id: c_int,
-}
-
-// Pool IPC and access control, external memory, cooperative and cluster launches and
-// managed-memory hints: the device attributes report them unsupported as well.
-unsupported! {
-    cuMemPoolSetAccess(pool: *mut c_void, map: *const c_void, count: usize);
-    cuMemPoolExportToShareableHandle(handle: *mut c_void, pool: *mut c_void, kind: c_uint, flags: u64);
-    cuMemPoolImportFromShareableHandle(pool: *mut *mut c_void, handle: *mut c_void, kind: c_uint, flags: u64);
-    cuMemPoolExportPointer(data: *mut c_void, ptr: CUdeviceptr);
-    cuMemPoolImportPointer(ptr: *mut CUdeviceptr, pool: *mut c_void, data: *mut c_void);
-    cuImportExternalMemory(out: *mut *mut c_void, desc: *const c_void);
-    cuExternalMemoryGetMappedBuffer(dptr: *mut CUdeviceptr, mem: *mut c_void, desc: *const c_void);
-    cuDestroyExternalMemory(mem: *mut c_void);
-    cuLaunchCooperativeKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: CUstream, params: *mut *mut c_void);
-    cuOccupancyMaxActiveClusters(n: *mut c_int, f: CUfunction, config: *const c_void);
-    cuOccupancyMaxPotentialClusterSize(n: *mut c_int, f: CUfunction, config: *const c_void);
-    cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_uint, location: RawMemLocation);
-    cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, location: RawMemLocation, flags: c_uint, stream: CUstream);
 }

@@ -8,7 +8,7 @@
 //! Layout: [`exports`] is the one list of C entry points; each is a thin shim over a driver-object
 //! module that returns `Result<_, CUresult>` — the driver API's own error type:
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
-//! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
+//! (worker-thread queues, the legacy and per-thread default streams), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
 //! `pointer` (frees and pointer queries), `pool` (memory pools and stream-ordered
 //! allocation), `memop` (stream memory operations: write and wait
 //! values), `vmm` (virtual memory management: reservations, memfd-backed physical allocations,
