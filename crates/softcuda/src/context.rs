@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::ThreadId;
 
 use cudarc::driver::sys::CUresult;
@@ -217,12 +217,31 @@ impl Context {
 
     /// The calling thread's per-thread default stream: a blocking stream (it synchronizes with
     /// the legacy stream, as NVIDIA documents, but not with other streams), made on first use.
+    /// It is closed when the thread exits (queued work still runs), as NVIDIA's is.
     pub(crate) fn per_thread_stream(self: &Arc<Self>) -> Arc<Stream> {
         let mut map = lock(&self.per_thread);
-        let s = map
-            .entry(std::thread::current().id())
-            .or_insert_with(|| self.add_stream(0, 0));
-        Arc::clone(s)
+        let id = std::thread::current().id();
+        if let Some(s) = map.get(&id) {
+            return Arc::clone(s);
+        }
+        let s = self.add_stream(0, 0);
+        map.insert(id, Arc::clone(&s));
+        // Unavailable only while the thread is already exiting: the stream then lives as long
+        // as the context.
+        let _ = PER_THREAD_STREAMS.try_with(|owned| {
+            owned.contexts.borrow_mut().push(Arc::downgrade(self));
+        });
+        s
+    }
+
+    /// Closes thread `id`'s per-thread default stream, if it has one here.
+    fn close_per_thread_stream(&self, id: ThreadId) {
+        let Some(s) = lock(&self.per_thread).remove(&id) else {
+            return;
+        };
+        self.remove_stream(s.handle);
+        stream::STREAMS.remove(s.handle);
+        s.close();
     }
 
     /// Forgets a created stream (its queued work still runs).
@@ -355,7 +374,26 @@ fn primary(device: i32) -> MutexGuard<'static, Primary> {
 /// Contexts made by cuCtxCreate, by handle.
 static CREATED: Table<Context> = Table::new(Tag::Context);
 
+/// The contexts where a thread has a per-thread default stream; dropped as the thread exits,
+/// closing those streams.
+struct PerThreadStreams {
+    thread: ThreadId,
+    contexts: RefCell<Vec<Weak<Context>>>,
+}
+
+impl Drop for PerThreadStreams {
+    fn drop(&mut self) {
+        for ctx in self.contexts.borrow().iter().filter_map(Weak::upgrade) {
+            ctx.close_per_thread_stream(self.thread);
+        }
+    }
+}
+
 thread_local! {
+    static PER_THREAD_STREAMS: PerThreadStreams = PerThreadStreams {
+        thread: std::thread::current().id(),
+        contexts: RefCell::new(Vec::new()),
+    };
     /// This thread's context stack; the last entry is the current context.
     static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
