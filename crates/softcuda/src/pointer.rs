@@ -1,6 +1,9 @@
 //! Memory calls that take or describe a pointer: freeing (synchronous and stream-ordered),
 //! page-locked host allocations, address ranges and cuPointerGetAttribute.
 
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
@@ -21,10 +24,7 @@ pub(crate) fn free_device(addr: u64) -> CuResult<()> {
         freed.release();
         return Ok(());
     }
-    match memory::find(addr) {
-        Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
-        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
-    }
+    check_freeable(&lock_pending(), addr)?;
     ctx.synchronize()?;
     memory::free(addr, &FREEABLE)
 }
@@ -43,9 +43,9 @@ pub(crate) fn alloc_async(stream_handle: u64, pool: Option<u64>, len: u64) -> Cu
     pool::alloc(pool, len, ctx.id)
 }
 
-/// cuMemFreeAsync: checked and recorded now, released when the stream reaches it. Pool memory
-/// can be freed once (a second free is `CUDA_ERROR_INVALID_VALUE` at once); memory from
-/// cuMemAlloc is accepted too, as NVIDIA's driver does. On a capturing stream the free becomes
+/// cuMemFreeAsync: checked and recorded now, released when the stream reaches it. Memory can be
+/// freed once (a second free is `CUDA_ERROR_INVALID_VALUE` at once, even before the first has
+/// run); memory from cuMemAlloc is accepted too, as NVIDIA's driver does. On a capturing stream the free becomes
 /// a graph node.
 pub(crate) fn free_async(addr: u64, stream_handle: u64) -> CuResult<()> {
     let (ctx, s) = stream::resolve(stream_handle)?;
@@ -56,19 +56,41 @@ pub(crate) fn free_async(addr: u64, stream_handle: u64) -> CuResult<()> {
         ctx.submit(&s, Box::new(move || freed.release()));
         return Ok(());
     }
-    match memory::find(addr) {
-        Some(a) if a.base == addr && FREEABLE.contains(&a.kind) => {}
-        _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    {
+        // Recorded now, so a second free (async or not) before this one runs is refused too.
+        let mut pending = lock_pending();
+        check_freeable(&pending, addr)?;
+        pending.insert(addr);
     }
     ctx.submit(
         &s,
         Box::new(move || {
-            // A double free queued twice is caught at the second call's check only when the
-            // first has already run; otherwise the second release finds nothing and is ignored.
+            // Under the lock, so no new allocation at this address is seen as still pending.
+            let mut pending = lock_pending();
             let _ = memory::free(addr, &FREEABLE);
+            pending.remove(&addr);
         }),
     );
     Ok(())
+}
+
+/// cuMemAlloc allocations whose cuMemFreeAsync is queued but has not run yet.
+static PENDING: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+
+fn lock_pending() -> MutexGuard<'static, BTreeSet<u64>> {
+    // Each critical section is one insert, lookup or removal; a panic cannot tear the set.
+    PENDING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Fails with `CUDA_ERROR_INVALID_VALUE` unless `addr` starts a live cuMemAlloc or managed
+/// allocation whose free is not `pending`.
+fn check_freeable(pending: &BTreeSet<u64>, addr: u64) -> CuResult<()> {
+    match memory::find(addr) {
+        Some(a) if a.base == addr && FREEABLE.contains(&a.kind) && !pending.contains(&addr) => {
+            Ok(())
+        }
+        _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
 }
 
 /// cuMemAllocHost / cuMemHostAlloc: page-locked host memory in the current context.

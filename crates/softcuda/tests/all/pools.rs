@@ -90,7 +90,7 @@ fn malformed_pool_arguments_get_their_documented_errors() {
 }
 
 #[test]
-fn a_pool_at_its_max_size_is_out_of_memory_and_cu_mem_free_returns_pool_memory() {
+fn a_pool_at_its_max_size_is_out_of_memory_and_every_second_free_is_refused() {
     let _g = serial();
     fresh_primary();
     let (r, pool) = create(&RawPoolProps {
@@ -116,8 +116,23 @@ fn a_pool_at_its_max_size_is_out_of_memory_and_cu_mem_free_returns_pool_memory()
         ok(cuMemFreeAsync(b, s));
         ok(cuStreamSynchronize(s));
         ok(cuMemPoolDestroy(pool));
+        // cuMemAlloc memory freed in stream order: a second free is refused before the first
+        // has run (the stream is held by a host function until then).
+        let d = alloc(64);
+        ok(cuLaunchHostFunc(s, Some(pause), std::ptr::null_mut()));
+        ok(cuMemFreeAsync(d, s));
+        assert_eq!(cuMemFreeAsync(d, s), CUresult::CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuMemFree_v2(d), CUresult::CUDA_ERROR_INVALID_VALUE);
+        ok(cuStreamSynchronize(s));
+        assert_eq!(cuMemFreeAsync(d, s), CUresult::CUDA_ERROR_INVALID_VALUE);
         ok(cuStreamDestroy_v2(s));
     }
+}
+
+/// A host function that keeps its stream busy for a moment, so the calls after it are made
+/// while the stream's earlier work has not run (what the checks must not depend on).
+unsafe extern "C" fn pause(_: *mut c_void) {
+    std::thread::sleep(std::time::Duration::from_millis(50));
 }
 
 #[test]
