@@ -76,6 +76,9 @@ struct Counters {
     used_high: u64,
     /// cuMemPoolDestroy ran while allocations were outstanding: give memory back as they go.
     destroyed: bool,
+    /// `CUmemAccess_flags` each device has (cuMemPoolSetAccess); the pool's own is always
+    /// read-write.
+    access: [u32; MAX_DEVICES],
 }
 
 /// One memory pool.
@@ -124,6 +127,7 @@ impl Pool {
                 used: 0,
                 used_high: 0,
                 destroyed: false,
+                access: [0; MAX_DEVICES],
             }),
         }
     }
@@ -386,6 +390,59 @@ pub(crate) fn set_attribute(pool: u64, which: u32, value: Value) -> CuResult<()>
     Ok(())
 }
 
+/// `CUmemAccess_flags`: read-write, the owner's.
+const ACCESS_READWRITE: u32 = 3;
+
+/// A `CUmemAccessDesc` as plain values: a device ordinal (its location type checked) and flags.
+pub(crate) struct Access {
+    /// `CUmemLocationType` (1: device, the only kind a pool is shared with).
+    pub(crate) location_type: u32,
+    /// The device.
+    pub(crate) device: i32,
+    /// `CUmemAccess_flags`: 0 none, 1 read, 3 read-write.
+    pub(crate) flags: u32,
+}
+
+fn access_slot(location_type: u32, device: i32) -> CuResult<usize> {
+    const LOCATION_DEVICE: u32 = 1;
+    if location_type != LOCATION_DEVICE {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    slot(device).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+/// cuMemPoolSetAccess: records each device's access to the pool, all or nothing (a malformed
+/// descriptor, or taking read-write access from the pool's own device, changes nothing and is
+/// `CUDA_ERROR_INVALID_VALUE`). softcuda does not enforce it: every device's kernels see pool
+/// memory, as they see all host memory.
+pub(crate) fn set_access(pool: u64, descs: &[Access]) -> CuResult<()> {
+    let p = get(pool)?;
+    let mut changes = Vec::with_capacity(descs.len());
+    for d in descs {
+        let i = access_slot(d.location_type, d.device)?;
+        let owner = d.device == p.device;
+        if !matches!(d.flags, 0 | 1 | ACCESS_READWRITE) || (owner && d.flags != ACCESS_READWRITE) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        changes.push((i, d.flags));
+    }
+    let mut c = lock(&p.counters);
+    for (i, flags) in changes {
+        c.access[i] = flags;
+    }
+    Ok(())
+}
+
+/// cuMemPoolGetAccess: the access a device has to the pool (its own: read-write).
+pub(crate) fn access(pool: u64, location_type: u32, device: i32) -> CuResult<u32> {
+    let p = get(pool)?;
+    let i = access_slot(location_type, device)?;
+    if device == p.device {
+        return Ok(ACCESS_READWRITE);
+    }
+    Ok(lock(&p.counters).access[i])
+}
+
 /// The pool `addr` was allocated from (`CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE`), if it is a live
 /// pool allocation whose pool still has a handle.
 pub(crate) fn pool_of(addr: u64) -> Option<u64> {
@@ -451,6 +508,28 @@ mod tests {
         );
         assert_eq!(counters(pool), (CHUNK, CHUNK));
         claim(a).unwrap().release();
+        destroy(pool).unwrap();
+    }
+
+    #[test]
+    fn access_changes_are_all_or_nothing_and_the_owner_keeps_read_write() {
+        let pool = test_pool(0);
+        let desc = |device, flags| Access {
+            location_type: 1,
+            device,
+            flags,
+        };
+        assert_eq!(access(pool, 1, 0), Ok(ACCESS_READWRITE));
+        assert_eq!(
+            set_access(pool, &[desc(0, 0)]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            set_access(pool, &[desc(0, 3), desc(0, 2)]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(access(pool, 2, 0), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(set_access(pool, &[desc(0, 3)]), Ok(()));
         destroy(pool).unwrap();
     }
 

@@ -185,6 +185,8 @@ const INTRODUCED: &[(&str, i32)] = &[
     ("cuMemPoolCreate", 11020),
     ("cuMemPoolDestroy", 11020),
     ("cuMemPoolTrimTo", 11020),
+    ("cuMemPoolSetAccess", 11020),
+    ("cuMemPoolGetAccess", 11020),
     ("cuMemPoolGetAttribute", 11020),
     ("cuMemPoolSetAttribute", 11020),
     ("cuDeviceGetDefaultMemPool", 11020),

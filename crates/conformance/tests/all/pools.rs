@@ -174,6 +174,19 @@ fn memory_pools_are_supported_and_each_device_has_a_default_pool() {
         destroy_pool(pool),
         CUresult::CUDA_ERROR_INVALID_VALUE,
     );
+    let mut location = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: dev,
+    };
+    let mut access = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    // SAFETY: valid out-pointer, pool and location.
+    let r = unsafe { sys::cuMemPoolGetAccess(&mut access, pool, &mut location) };
+    steps.expect("cuMemPoolGetAccess(own device)", r, CUresult::CUDA_SUCCESS);
+    steps.check(
+        "a pool's own device has read-write access",
+        access == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        || format!("{access:?}"),
+    );
     steps.finish(&env.choice.kind.to_string());
 }
 

@@ -8,8 +8,8 @@ use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUresult, CUstream};
 
 use super::handle_value;
 use crate::abi::{self, p};
-use crate::pointer;
 use crate::pool::{self, Props, Value};
+use crate::{pointer, vmm};
 
 /// `CUmemPoolProps` (CUDA 12.6+ layout; older headers have the same fields up to `maxSize`
 /// and reserved bytes after), with enum fields as raw integers (a value from C outside a Rust
@@ -115,6 +115,34 @@ exports! {
 
     /// Destroys a pool (not a device's default one); its outstanding allocations stay valid.
     fn cuMemPoolDestroy(pool: *mut c_void) { pool::destroy(handle_value(pool)) }
+
+    /// Sets devices' access to the pool (recorded; every device sees pool memory in softcuda).
+    fn cuMemPoolSetAccess(pool: *mut c_void, map: *const vmm::RawAccessDesc, count: usize) {
+        if count == 0 {
+            return pool::set_access(handle_value(pool), &[]);
+        }
+        if map.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: non-null (checked above) and holding `count` descriptors: cuMemPoolSetAccess's
+        // contract.
+        let descs = unsafe { std::slice::from_raw_parts(map, count) };
+        let descs: Vec<pool::Access> = descs
+            .iter()
+            .map(|d| pool::Access { location_type: d.location.kind, device: d.location.id, flags: d.flags })
+            .collect();
+        pool::set_access(handle_value(pool), &descs)
+    }
+
+    /// The access a device has to the pool (`CUmemAccess_flags`).
+    fn cuMemPoolGetAccess(flags: *mut u32, pool: *mut c_void, location: *const vmm::RawLocation) {
+        // SAFETY: `location` is cuMemPoolGetAccess's input: NULL (refused) or readable per cuda.h.
+        let location = unsafe { abi::read(location) }?;
+        let v = pool::access(handle_value(pool), location.kind, location.id)?;
+        // SAFETY: `flags` is cuMemPoolGetAccess's out-pointer (a `CUmemAccess_flags`): NULL
+        // (refused) or writable per cuda.h.
+        unsafe { abi::write(flags, v) }
+    }
 
     /// Gives back the pool's unused memory until about `minBytesToKeep` stay reserved.
     fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: usize) {

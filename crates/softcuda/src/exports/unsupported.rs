@@ -18,10 +18,9 @@ pub struct RawMemLocation {
     pub id: c_int,
 }
 
-// Pool IPC and access control, external memory, cooperative and cluster launches and
+// Pool IPC, external memory, cooperative and cluster launches and
 // managed-memory hints: the device attributes report them unsupported as well.
 unsupported! {
-    cuMemPoolSetAccess(pool: *mut c_void, map: *const c_void, count: usize);
     cuMemPoolExportToShareableHandle(handle: *mut c_void, pool: *mut c_void, kind: c_uint, flags: u64);
     cuMemPoolImportFromShareableHandle(pool: *mut *mut c_void, handle: *mut c_void, kind: c_uint, flags: u64);
     cuMemPoolExportPointer(data: *mut c_void, ptr: CUdeviceptr);
