@@ -7,8 +7,10 @@
 //! and cuCtxCreate return the fault's code from then on. Only a new process recovers.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::thread::ThreadId;
 
 use cudarc::driver::sys::CUresult;
 
@@ -86,6 +88,8 @@ pub(crate) struct Context {
     /// The legacy default stream.
     pub(crate) null_stream: Arc<Stream>,
     streams: Mutex<Vec<Arc<Stream>>>,
+    /// Each thread's per-thread default stream (`CU_STREAM_PER_THREAD`), made on first use.
+    per_thread: Mutex<HashMap<ThreadId, Arc<Stream>>>,
     /// Serializes submissions so that the legacy-stream dependencies captured are consistent.
     submit_lock: Mutex<()>,
     /// Device printf output not yet printed.
@@ -111,6 +115,7 @@ impl Context {
             cache_config: AtomicU32::new(0),
             null_stream: Stream::spawn(0, 0, 0, weak.clone()),
             streams: Mutex::new(Vec::new()),
+            per_thread: Mutex::new(HashMap::new()),
             submit_lock: Mutex::new(()),
             printf: crate::printf::Fifo::default(),
         })
@@ -203,12 +208,40 @@ impl Context {
     }
 
     /// Creates a stream owned by this context.
-    pub(crate) fn add_stream(self: &Arc<Self>, flags: u32, priority: i32) -> u64 {
+    pub(crate) fn add_stream(self: &Arc<Self>, flags: u32, priority: i32) -> Arc<Stream> {
         let weak = Arc::downgrade(self);
-        let (handle, stream) =
-            stream::STREAMS.insert_with(|h| Stream::spawn(h, flags, priority, weak));
-        lock(&self.streams).push(stream);
-        handle
+        let (_, stream) = stream::STREAMS.insert_with(|h| Stream::spawn(h, flags, priority, weak));
+        lock(&self.streams).push(Arc::clone(&stream));
+        stream
+    }
+
+    /// The calling thread's per-thread default stream: a blocking stream (it synchronizes with
+    /// the legacy stream, as NVIDIA documents, but not with other streams), made on first use.
+    /// It is closed when the thread exits (queued work still runs), as NVIDIA's is.
+    pub(crate) fn per_thread_stream(self: &Arc<Self>) -> Arc<Stream> {
+        let mut map = lock(&self.per_thread);
+        let id = std::thread::current().id();
+        if let Some(s) = map.get(&id) {
+            return Arc::clone(s);
+        }
+        let s = self.add_stream(0, 0);
+        map.insert(id, Arc::clone(&s));
+        // Unavailable only while the thread is already exiting: the stream then lives as long
+        // as the context.
+        let _ = PER_THREAD_STREAMS.try_with(|owned| {
+            owned.contexts.borrow_mut().push(Arc::downgrade(self));
+        });
+        s
+    }
+
+    /// Closes thread `id`'s per-thread default stream, if it has one here.
+    fn close_per_thread_stream(&self, id: ThreadId) {
+        let Some(s) = lock(&self.per_thread).remove(&id) else {
+            return;
+        };
+        self.remove_stream(s.handle);
+        stream::STREAMS.remove(s.handle);
+        s.close();
     }
 
     /// Forgets a created stream (its queued work still runs).
@@ -341,7 +374,26 @@ fn primary(device: i32) -> MutexGuard<'static, Primary> {
 /// Contexts made by cuCtxCreate, by handle.
 static CREATED: Table<Context> = Table::new(Tag::Context);
 
+/// The contexts where a thread has a per-thread default stream; dropped as the thread exits,
+/// closing those streams.
+struct PerThreadStreams {
+    thread: ThreadId,
+    contexts: RefCell<Vec<Weak<Context>>>,
+}
+
+impl Drop for PerThreadStreams {
+    fn drop(&mut self) {
+        for ctx in self.contexts.borrow().iter().filter_map(Weak::upgrade) {
+            ctx.close_per_thread_stream(self.thread);
+        }
+    }
+}
+
 thread_local! {
+    static PER_THREAD_STREAMS: PerThreadStreams = PerThreadStreams {
+        thread: std::thread::current().id(),
+        contexts: RefCell::new(Vec::new()),
+    };
     /// This thread's context stack; the last entry is the current context.
     static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }

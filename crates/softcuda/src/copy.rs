@@ -72,12 +72,13 @@ fn unified(addr: u64, len: usize, staged_for_async: bool) -> CuResult<End> {
     host(addr as *mut u8, len, staged_for_async)
 }
 
-/// Where a copy runs: `None` is the synchronous legacy-stream form.
+/// Where a copy runs: `None` is the synchronous form (on the legacy stream, or the per-thread
+/// default stream for a `_ptds` call).
 fn target(stream: Option<u64>) -> CuResult<(Arc<Context>, Arc<Stream>)> {
     match stream {
         None => {
             let ctx = context::live()?;
-            let s = Arc::clone(&ctx.null_stream);
+            let s = stream::implicit(&ctx);
             Ok((ctx, s))
         }
         Some(h) => stream::resolve(h),

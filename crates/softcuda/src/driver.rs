@@ -106,6 +106,7 @@ pub(crate) enum Tag {
     GraphNode = 7,
     GraphExec = 8,
     Link = 9,
+    MemPool = 10,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

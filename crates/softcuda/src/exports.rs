@@ -20,18 +20,26 @@ use crate::abi::{self, p};
 use crate::copy;
 use crate::launch::{self, Request};
 use crate::memory::{self, Kind};
-use crate::{capture, context, device, driver, event, jit, module, procaddr, result_text, stream};
+use crate::{
+    capture, context, device, driver, event, jit, module, pool, procaddr, result_text, stream,
+};
 
 mod common;
 mod graph;
 mod link;
 mod memop;
 mod memory_calls;
+mod per_thread;
+mod pool_calls;
+mod unsupported;
 pub use common::*;
 pub use graph::*;
 pub use link::*;
 pub use memop::*;
 pub use memory_calls::*;
+pub use per_thread::*;
+pub use pool_calls::*;
+pub use unsupported::*;
 
 /// A handle's value (handles are opaque pointers in cuda.h).
 fn handle_value<T>(handle: *mut T) -> u64 {
@@ -348,7 +356,11 @@ exports! {
     }
 
     /// Waits for all work in the current context; reports a sticky fault.
-    fn cuCtxSynchronize() { context::current()?.synchronize() }
+    fn cuCtxSynchronize() {
+        let r = context::current()?.synchronize();
+        pool::release_over_threshold();
+        r
+    }
 
     /// A context's unique id (new on every creation); NULL means the current context.
     fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
@@ -440,6 +452,7 @@ exports! {
         capture::refuse(handle_value(hStream))?;
         s.synchronize();
         ctx.printf.flush();
+        pool::release_over_threshold();
         ctx.check_usable()
     }
 
@@ -520,7 +533,11 @@ exports! {
     fn cuEventQuery(hEvent: CUevent) { event::query(handle_value(hEvent)) }
 
     /// Waits for the recorded work.
-    fn cuEventSynchronize(hEvent: CUevent) { event::synchronize(handle_value(hEvent)) }
+    fn cuEventSynchronize(hEvent: CUevent) {
+        let r = event::synchronize(handle_value(hEvent));
+        pool::release_over_threshold();
+        r
+    }
 
     /// Milliseconds between two completed, timed events.
     fn cuEventElapsedTime(ms: *mut f32, hStart: CUevent, hEnd: CUevent) {
@@ -784,37 +801,4 @@ aliases! {
     cuMemsetD8 => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
     cuMemsetD16 => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
     cuMemsetD32 => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
-}
-
-/// `CUmemLocation` passed by value, with its enum field as a raw integer (a foreign value outside
-/// the Rust enum would be undefined behaviour); only ever ignored.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct RawMemLocation {
-    /// `CUmemLocationType`.
-    pub kind: c_uint,
-    /// Device ordinal or NUMA node.
-    pub id: c_int,
-}
-
-// Memory pools, external memory, cooperative and cluster launches and
-// managed-memory hints: the device attributes report them unsupported as well.
-unsupported! {
-    cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, dev: CUdevice);
-    cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevice);
-    cuDeviceSetMemPool(dev: CUdevice, pool: *mut c_void);
-    cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: *mut c_void, stream: CUstream);
-    cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void);
-    cuMemPoolDestroy(pool: *mut c_void);
-    cuMemPoolGetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
-    cuMemPoolSetAttribute(pool: *mut c_void, attr: c_uint, value: *mut c_void);
-    cuMemPoolTrimTo(pool: *mut c_void, keep: usize);
-    cuImportExternalMemory(out: *mut *mut c_void, desc: *const c_void);
-    cuExternalMemoryGetMappedBuffer(dptr: *mut CUdeviceptr, mem: *mut c_void, desc: *const c_void);
-    cuDestroyExternalMemory(mem: *mut c_void);
-    cuLaunchCooperativeKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: CUstream, params: *mut *mut c_void);
-    cuOccupancyMaxActiveClusters(n: *mut c_int, f: CUfunction, config: *const c_void);
-    cuOccupancyMaxPotentialClusterSize(n: *mut c_int, f: CUfunction, config: *const c_void);
-    cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_uint, location: RawMemLocation);
-    cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, location: RawMemLocation, flags: c_uint, stream: CUstream);
 }

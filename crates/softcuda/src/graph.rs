@@ -27,9 +27,8 @@ pub(crate) enum NodeKind {
     Empty,
     /// A kernel launch.
     Kernel(Packed),
-    /// A copy, fill, host function or stream memory operation, as a replay of the call on the
-    /// launch stream; the
-    /// `CUgraphNodeType` it reports.
+    /// A copy, fill, host function, stream memory operation or graph memory node, as a replay
+    /// of the call on the launch stream; the `CUgraphNodeType` it reports.
     Call(Replay, u32),
     /// `cuEventRecord` of the event.
     EventRecord(u64),
@@ -42,6 +41,8 @@ pub(crate) const TYPE_KERNEL: u32 = 0;
 pub(crate) const TYPE_MEMCPY: u32 = 1;
 pub(crate) const TYPE_MEMSET: u32 = 2;
 pub(crate) const TYPE_HOST: u32 = 3;
+pub(crate) const TYPE_MEM_ALLOC: u32 = 10;
+pub(crate) const TYPE_MEM_FREE: u32 = 11;
 pub(crate) const TYPE_MEM_OP: u32 = 12;
 const TYPE_EMPTY: u32 = 5;
 const TYPE_WAIT_EVENT: u32 = 6;

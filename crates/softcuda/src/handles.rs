@@ -60,6 +60,11 @@ impl<T> Table<T> {
         self.lock().values().find(|v| pred(v)).cloned()
     }
 
+    /// Every live object.
+    pub(crate) fn all(&self) -> Vec<Arc<T>> {
+        self.lock().values().cloned().collect()
+    }
+
     /// Unregisters every object for which `doomed` is true, returning them.
     pub(crate) fn remove_where(&self, doomed: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
         let mut map = self.lock();

@@ -8,12 +8,13 @@
 //! Layout: [`exports`] is the one list of C entry points; each is a thin shim over a driver-object
 //! module that returns `Result<_, CUresult>` — the driver API's own error type:
 //! `device`, `context` (primary/created contexts, per-thread stack, sticky errors), `stream`
-//! (worker-thread queues), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
-//! `pointer` (frees and pointer queries), `memop` (stream memory operations: write and wait
+//! (worker-thread queues, the legacy and per-thread default streams), `event`, `memory` (the allocation table), `copy` (memcpy/memset),
+//! `pointer` (frees and pointer queries), `pool` (memory pools and stream-ordered
+//! allocation), `memop` (stream memory operations: write and wait
 //! values), `vmm` (virtual memory management: reservations, memfd-backed physical allocations,
 //! mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the JIT log
-//! options), `launch`, `printf` (the device printf FIFO), `graph` and `capture` (graphs and
-//! stream capture) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
+//! options), `launch`, `printf` (the device printf FIFO), `graph`, `capture` and `graph_mem` (graphs,
+//! stream capture, captured allocations) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
 //! by area between `exports.rs` and `exports/*.rs`. `abi` holds the C-boundary helpers,
 //! `handles` the handle tables, `result_text` the CUresult names and messages (cuGetErrorName /
 //! cuGetErrorString), and `error` the loader's Rust error enum.
@@ -39,6 +40,7 @@ mod export_macros;
 pub mod exports;
 mod fatbin_codec;
 mod graph;
+mod graph_mem;
 mod handles;
 mod image;
 mod jit;
@@ -49,6 +51,7 @@ mod memop;
 mod memory;
 mod module;
 mod pointer;
+mod pool;
 mod printf;
 mod procaddr;
 mod result_text;

@@ -22,8 +22,12 @@ pub(crate) const ALIGN: usize = 256;
 /// What kind of memory an allocation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// cuMemAlloc / cuMemAllocAsync / module globals: counted against device memory.
+    /// cuMemAlloc / module globals: counted against device memory.
     Device,
+    /// cuMemAllocAsync / cuMemAllocFromPoolAsync: a memory pool's allocation. Counted against
+    /// device memory through its pool's reserve (see `pool`), not here; the pool's, not a
+    /// context's, so a context's destruction leaves it.
+    Pool,
     /// cuMemAllocHost / cuMemHostAlloc: page-locked host memory, visible to kernels (UVA).
     Host,
     /// cuMemAllocManaged: counted against device memory, usable from host and kernels.
@@ -207,12 +211,12 @@ pub(crate) fn unregister(addr: u64) -> CuResult<()> {
 /// Frees everything a destroyed context allocated (and forgets what it registered). Virtual
 /// memory is not the context's: an H200 keeps reservations, mappings and physical allocations
 /// through a primary-context reset (conformance `vmm::a_primary_context_reset_keeps_…`), so
-/// their mapped runs stay.
+/// their mapped runs stay. Pool memory is its pool's (`pool` frees it), so it stays too.
 pub(crate) fn release_context(ctx_id: u64) {
     let mut table = write();
     let doomed: Vec<u64> = table
         .iter()
-        .filter(|(_, e)| e.ctx_id == ctx_id && e.kind != Kind::Mapped)
+        .filter(|(_, e)| e.ctx_id == ctx_id && !matches!(e.kind, Kind::Mapped | Kind::Pool))
         .map(|(a, _)| *a)
         .collect();
     for addr in doomed {
@@ -363,7 +367,8 @@ pub(crate) fn span(addr: u64, len: u64) -> CuResult<Span> {
 }
 
 /// The allocations a kernel in context `ctx_id` may touch — its own, plus page-locked (allocated
-/// or registered) host memory, managed memory and mapped virtual memory from any context (those
+/// or registered) host memory, managed memory, pool memory and mapped virtual memory from any
+/// context (those
 /// are process-wide on NVIDIA: managed memory seen on the H200 in
 /// scripts/probes/managed-probe.cu, virtual memory outliving its context in conformance) — as
 /// sorted, non-overlapping `(start, end, block)`.
@@ -374,7 +379,7 @@ pub(crate) fn visible_to(ctx_ids: &[u64]) -> Vec<(u64, u64, Arc<Block>)> {
             ctx_ids.contains(&e.ctx_id)
                 || matches!(
                     e.kind,
-                    Kind::Host | Kind::Registered | Kind::Managed | Kind::Mapped
+                    Kind::Host | Kind::Registered | Kind::Managed | Kind::Mapped | Kind::Pool
                 )
         })
         .map(|(&a, e)| (a, a + e.len, Arc::clone(&e.block)))

@@ -7,9 +7,11 @@
 //! object (located with `dladdr` on one of its exports), never in the process's global scope,
 //! where another libcuda could answer.
 //!
-//! Not provided: the `_ptsz`/`_ptds` per-thread-default-stream variants (the flag asking for
-//! them gets the legacy-stream function) and the 32-bit-era first variants of the functions
-//! whose ABI changed in CUDA 3.2 (asking for those is VERSION_NOT_SUFFICIENT).
+//! `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` answers the `_ptsz`/`_ptds` variant where
+//! the symbol has one (`exports::PER_THREAD_SYMBOLS`), the symbol itself otherwise; the default
+//! and legacy flags answer the legacy-stream symbol. Not provided: the 32-bit-era first
+//! variants of the functions whose ABI changed in CUDA 3.2 (asking for those is
+//! VERSION_NOT_SUFFICIENT).
 //!
 //! cuGetExportTable hands out NVIDIA's private tables (used by NVRTC and libcudart); softcuda
 //! has none, so every table id is unknown, as on a driver that lacks it.
@@ -35,6 +37,8 @@ pub(crate) enum Status {
 
 /// `CU_GET_PROC_ADDRESS_DEFAULT | LEGACY_STREAM | PER_THREAD_DEFAULT_STREAM`.
 const VALID_FLAGS: u64 = 0x3;
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
+const PER_THREAD_FLAG: u64 = 0x2;
 
 /// Base names whose symbol changed: (base, CUDA version the variant appeared in, symbol). The
 /// versions are those of cuda.h's `PFN_<base>_v<version>` typedefs.
@@ -177,6 +181,17 @@ const INTRODUCED: &[(&str, i32)] = &[
     ("cuLaunchHostFunc", 10000),
     ("cuMemAllocAsync", 11020),
     ("cuMemFreeAsync", 11020),
+    ("cuMemAllocFromPoolAsync", 11020),
+    ("cuMemPoolCreate", 11020),
+    ("cuMemPoolDestroy", 11020),
+    ("cuMemPoolTrimTo", 11020),
+    ("cuMemPoolSetAccess", 11020),
+    ("cuMemPoolGetAccess", 11020),
+    ("cuMemPoolGetAttribute", 11020),
+    ("cuMemPoolSetAttribute", 11020),
+    ("cuDeviceGetDefaultMemPool", 11020),
+    ("cuDeviceGetMemPool", 11020),
+    ("cuDeviceSetMemPool", 11020),
     ("cuGraphCreate", 10000),
     ("cuGraphLaunch", 10000),
     ("cuGraphUpload", 11010),
@@ -227,6 +242,18 @@ pub(crate) fn symbol_for(name: &str, version: i32) -> Result<&str, Status> {
     Ok(name)
 }
 
+/// The per-thread-default-stream variant of `symbol` (`cuLaunchKernel_ptsz`), or `symbol` itself
+/// when it takes no stream.
+fn per_thread_variant(symbol: &str) -> String {
+    match crate::exports::PER_THREAD_SYMBOLS
+        .iter()
+        .find(|(legacy, _)| *legacy == symbol)
+    {
+        Some((_, suffix)) => format!("{symbol}{suffix}"),
+        None => symbol.to_owned(),
+    }
+}
+
 /// softcuda's own shared object as a dlopen handle (0 when it cannot be found: then softcuda is
 /// linked into the executable and the global scope is searched).
 fn own_handle() -> usize {
@@ -274,7 +301,12 @@ pub(crate) fn get(
         .to_str()
         .map_err(|_| not_found(Status::SymbolNotFound))?;
     let symbol = symbol_for(name, version).map_err(not_found)?;
-    match lookup(symbol) {
+    let symbol = if flags & PER_THREAD_FLAG != 0 {
+        per_thread_variant(symbol)
+    } else {
+        symbol.to_owned()
+    };
+    match lookup(&symbol) {
         Some(f) => Ok(f),
         // A base name we know the versions of but do not implement is simply not found.
         None => Err(not_found(Status::SymbolNotFound)),
@@ -332,5 +364,19 @@ mod tests {
             symbol_for("cuStreamGetCaptureInfo", 13000),
             Ok("cuStreamGetCaptureInfo_v3")
         );
+    }
+
+    #[test]
+    fn per_thread_variants_exist_only_for_calls_that_use_a_stream() {
+        assert_eq!(per_thread_variant("cuLaunchKernel"), "cuLaunchKernel_ptsz");
+        assert_eq!(
+            per_thread_variant("cuMemcpyHtoD_v2"),
+            "cuMemcpyHtoD_v2_ptds"
+        );
+        assert_eq!(
+            per_thread_variant("cuStreamGetCaptureInfo_v3"),
+            "cuStreamGetCaptureInfo_v3_ptsz"
+        );
+        assert_eq!(per_thread_variant("cuMemAlloc_v2"), "cuMemAlloc_v2");
     }
 }

@@ -2,6 +2,7 @@
 //! closure and gets a ticket; a ticket is done when the worker has run everything up to it, which
 //! is what synchronize, query, events and cross-stream waits are built on.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
@@ -182,16 +183,57 @@ impl Stream {
 }
 
 /// Whether `handle` names a default stream (NULL, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`).
-/// The per-thread default stream is served by the legacy one: stricter ordering, same results.
 pub(crate) fn is_default(handle: u64) -> bool {
     matches!(handle, 0 | STREAM_LEGACY | STREAM_PER_THREAD)
+}
+
+thread_local! {
+    /// Inside a `_ptsz` / `_ptds` export: NULL (and a synchronous call's implicit stream) means
+    /// this thread's per-thread default stream.
+    static PER_THREAD_DEFAULT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a legacy export's body) with the NULL stream meaning the calling thread's
+/// per-thread default stream, as the `_ptsz` / `_ptds` variants of an export do.
+pub(crate) fn per_thread_scope<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the thread's previous mode back however `f` ends (a panic included).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PER_THREAD_DEFAULT.set(self.0);
+        }
+    }
+    let _restore = Restore(PER_THREAD_DEFAULT.replace(true));
+    f()
+}
+
+/// Whether `handle` means the calling thread's per-thread default stream: `CU_STREAM_PER_THREAD`
+/// always, NULL inside [`per_thread_scope`].
+fn is_per_thread(handle: u64) -> bool {
+    handle == STREAM_PER_THREAD || (handle == 0 && PER_THREAD_DEFAULT.get())
+}
+
+/// The stream a default-stream handle means in `ctx`: the legacy stream, or this thread's
+/// per-thread default stream (a blocking stream of its own, made on first use).
+fn default_of(ctx: &Arc<Context>, handle: u64) -> Arc<Stream> {
+    if is_per_thread(handle) {
+        ctx.per_thread_stream()
+    } else {
+        Arc::clone(&ctx.null_stream)
+    }
+}
+
+/// Where a synchronous call (a blocking copy or fill) runs in `ctx`: the legacy stream, or the
+/// per-thread default stream inside [`per_thread_scope`].
+pub(crate) fn implicit(ctx: &Arc<Context>) -> Arc<Stream> {
+    default_of(ctx, 0)
 }
 
 /// The stream behind `handle` and its live context: a default stream is the current context's.
 pub(crate) fn resolve(handle: u64) -> CuResult<(Arc<Context>, Arc<Stream>)> {
     if is_default(handle) {
         let ctx = crate::context::live()?;
-        let s = Arc::clone(&ctx.null_stream);
+        let s = default_of(&ctx, handle);
         return Ok((ctx, s));
     }
     crate::driver::ensure_init()?;
@@ -214,7 +256,7 @@ pub(crate) fn resolve_any(handle: u64) -> CuResult<(Arc<Context>, Arc<Stream>)> 
         if ctx.sticky().is_none() {
             ctx.check_usable()?;
         }
-        let s = Arc::clone(&ctx.null_stream);
+        let s = default_of(&ctx, handle);
         return Ok((ctx, s));
     }
     crate::driver::ensure_init()?;
@@ -235,7 +277,7 @@ pub(crate) fn create(flags: u32, priority: i32) -> CuResult<u64> {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     let priority = priority.clamp(GREATEST_PRIORITY, LEAST_PRIORITY);
-    Ok(ctx.add_stream(flags, priority))
+    Ok(ctx.add_stream(flags, priority).handle)
 }
 
 /// cuStreamDestroy: the handle dies now; queued work still runs.

@@ -21,12 +21,12 @@ const THREAD_LOCAL: sys::CUstreamCaptureMode =
     sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
 const N: usize = 256;
 
-fn begin(s: &Stream) -> CUresult {
+pub(crate) fn begin(s: &Stream) -> CUresult {
     // SAFETY: a live stream of the bound context.
     unsafe { sys::cuStreamBeginCapture_v2(s.raw(), THREAD_LOCAL) }
 }
 
-fn end(s: &Stream) -> (CUresult, sys::CUgraph) {
+pub(crate) fn end(s: &Stream) -> (CUresult, sys::CUgraph) {
     let mut g: sys::CUgraph = std::ptr::null_mut();
     // SAFETY: valid out-pointer; a live stream.
     let r = unsafe { sys::cuStreamEndCapture(s.raw(), &mut g) };

@@ -15,6 +15,8 @@ mod link;
 mod memops;
 mod memory;
 mod peers;
+mod per_thread;
+mod pools;
 mod programs;
 mod sandbox;
 mod sticky;

@@ -140,6 +140,17 @@ impl Steps {
     }
 }
 
+/// Checks that every little-endian `f32` in `bytes` is `want` (a kernel's output).
+pub fn check_all_f32(steps: &mut Steps, step: &str, bytes: &[u8], want: f32) {
+    let got: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    steps.check(step, got.iter().all(|&v| v == want), || {
+        format!("first values {:?}", &got[..got.len().min(8)])
+    });
+}
+
 /// `cuMemAlloc` of `bytes` in the current context; frees on success. Returns the raw result.
 pub fn try_alloc(bytes: usize) -> CUresult {
     let mut p: sys::CUdeviceptr = 0;

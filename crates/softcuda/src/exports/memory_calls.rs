@@ -10,7 +10,7 @@ use cudarc::driver::sys::{CUDA_MEMCPY2D, CUdeviceptr, CUresult, CUstream};
 use super::handle_value;
 use crate::abi::{self, p};
 use crate::memory::{self, Kind};
-use crate::{context, copy, pointer, stream, vmm};
+use crate::{context, copy, pointer, vmm};
 
 exports! {
     // ---- memory ----------------------------------------------------------------------------
@@ -27,19 +27,6 @@ exports! {
 
     /// Frees device or managed memory, after the context's queued work has finished.
     fn cuMemFree_v2(dptr: CUdeviceptr) { pointer::free_device(dptr) }
-
-    /// Stream-ordered allocation: the memory is usable at once (and so also in stream order).
-    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream) {
-        let (ctx, _) = stream::resolve(handle_value(hStream))?;
-        if dptr.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: `dptr` is cuMemAllocAsync's out-pointer: NULL (refused) or writable per cuda.h.
-        unsafe { abi::write(dptr, memory::alloc(ctx.id, abi::bytes(size), Kind::Device)?) }
-    }
-
-    /// Stream-ordered free: the memory is released when the stream reaches this point.
-    fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) { pointer::free_async(dptr, handle_value(hStream)) }
 
     /// Page-locked host memory, visible to kernels at the same address.
     fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) {

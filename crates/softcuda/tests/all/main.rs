@@ -10,5 +10,6 @@ mod device;
 mod loader;
 mod memory;
 mod module;
+mod pools;
 mod stream;
 mod vmm;

@@ -420,9 +420,9 @@ fn unimplemented_driver_features_answer_not_supported() {
     fresh_primary();
     // SAFETY: unsupported exports ignore their arguments.
     unsafe {
-        let mut pool = std::ptr::null_mut();
+        let mut mem = std::ptr::null_mut();
         assert_eq!(
-            cuDeviceGetDefaultMemPool(&mut pool, 0),
+            cuImportExternalMemory(&mut mem, std::ptr::null()),
             CUresult::CUDA_ERROR_NOT_SUPPORTED
         );
         // A NULL executable graph is an invalid value, not an unsupported feature.
