@@ -13,10 +13,13 @@
 //! - Allocations are 256-byte aligned ranges from a first-fit free list over `[0, max_bytes)`
 //!   (lowest address first, so the mapped part stays as small as the live set allows); freed
 //!   ranges are coalesced and reused.
-//! - Every allocation is zeroed before it is returned, reused ranges included: cuMemsetD8 on
-//!   the legacy default stream, then a synchronize of that stream. Device-memory memsets are
-//!   asynchronous to the host, and gpuhost's own streams are non-blocking, so without the wait a
-//!   launch on them could overtake the zeroing. Nothing else can still use the range: a buffer
+//! - Every allocation is zeroed before it is returned, reused ranges included: cuMemsetD8Async
+//!   on one of the host's pooled (non-blocking) streams, then a synchronize of that stream.
+//!   Without the wait a launch on another non-blocking stream could overtake the zeroing. Not the
+//!   legacy default stream: it is one stream for the whole context, so every thread's zeroing
+//!   queued behind every other's, and its synchronize waited for all of them (under load on the
+//!   H200, `gpuhost serve`'s workers were found in cuMemsetD8_v2 more than anywhere else,
+//!   bench/h200-runs/2026-12-01-s6/stacks/). Nothing else can still use the range: a buffer
 //!   gives its range back only when its last clone and every launch using it have ended.
 //! - The arena goes when its last holder does: buffers (and the [`Arena::anchor`] a launch may
 //!   hold) keep it alive. It then unmaps every chunk, releases the chunks' handles and frees
@@ -361,12 +364,14 @@ impl Arena {
 
     /// Zeroes `[offset, offset + size)` and waits until it is done (see the module docs).
     fn zero(&self, offset: u64, size: u64) -> Result<()> {
-        // SAFETY: the range is mapped, device-accessible and handed to nobody yet.
-        let r = unsafe { result::mem::set_d8(self.base + offset, 0, size as usize) };
+        let stream = self.host.stream_in(self.generation)?;
+        // SAFETY: the range is mapped, device-accessible and handed to nobody yet; the stream
+        // is of the bound context, which the synchronize below waits for.
+        let r = unsafe {
+            result::mem::set_d8_async(self.base + offset, 0, size as usize, stream.raw())
+        };
         self.host.check_at(r, self.generation)?;
-        // SAFETY: the legacy default stream of the bound context.
-        let r = unsafe { result::stream::synchronize(std::ptr::null_mut()) };
-        self.host.check_at(r, self.generation)
+        stream.synchronize()
     }
 
     /// Makes the arena ready for another guest when nothing but the caller holds it any more

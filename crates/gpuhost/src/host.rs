@@ -374,6 +374,17 @@ impl Host {
         self.fresh(|| self.stream_once())
     }
 
+    /// A pooled stream of context `generation`; ContextLost once that generation is gone.
+    pub(crate) fn stream_in(self: &Arc<Self>, generation: u64) -> Result<Stream> {
+        let s = self.stream_once()?;
+        if s.generation() != generation {
+            return Err(Error::ContextLost {
+                generation: self.generation(),
+            });
+        }
+        Ok(s)
+    }
+
     fn stream_once(self: &Arc<Self>) -> Result<Stream> {
         let generation = self.enter()?;
         self.pool_idle_draining(generation);
