@@ -13,7 +13,13 @@
 //! - Allocations are 256-byte aligned ranges from a first-fit free list over `[0, max_bytes)`
 //!   (lowest address first, so the mapped part stays as small as the live set allows); freed
 //!   ranges are coalesced and reused.
-//! - Every allocation is zeroed before it is returned, reused ranges included: cuMemsetD8Async
+//! - Every allocation is zeroed before it is returned, reused ranges included — unless it lies
+//!   where nothing has been handed out since the arena was last zeroed whole and no kernel has
+//!   been launched with one of its buffers since (then it is still zero, and the driver round
+//!   trip is skipped: one per sandboxed guest's buffer). Memory written behind gpuhost's back (a
+//!   kernel given an arena address as a plain integer) can show in such an allocation; it is
+//!   this arena's own user's, never an earlier guest's: reuse zeroes the arena whole.
+//!   Zeroing is cuMemsetD8Async
 //!   on one of the host's pooled (non-blocking) streams, then a synchronize of that stream.
 //!   Without the wait a launch on another non-blocking stream could overtake the zeroing. Not the
 //!   legacy default stream: it is one stream for the whole context, so every thread's zeroing
@@ -33,7 +39,7 @@
 //!   whose addresses may then belong to the new one.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys;
@@ -76,6 +82,9 @@ pub struct Arena {
     mapped: AtomicU64,
     /// Bytes in live allocations (256-byte rounded).
     used: AtomicU64,
+    /// A kernel was launched with a buffer of the arena since it was last zeroed whole: it may
+    /// have written anywhere in the mapped range (a sandboxed kernel's window is all of it).
+    kernels_since_zeroed: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -108,6 +117,9 @@ struct State {
     /// Mapped chunks, in address order.
     chunks: Vec<Chunk>,
     mapped: u64,
+    /// Nothing has been handed out at or past this offset since the arena was last zeroed
+    /// whole: while no kernel has run on it either, memory there is still zero.
+    untouched_from: u64,
 }
 
 impl State {
@@ -217,6 +229,7 @@ impl Arena {
             granularity,
             mapped: AtomicU64::new(0),
             used: AtomicU64::new(0),
+            kernels_since_zeroed: AtomicBool::new(false),
             state: Mutex::new(state),
         });
         // The first chunk at once: `[base, base + mapped)` is never empty, so a fenced access
@@ -288,6 +301,15 @@ impl Arena {
                 st.give(offset, size);
                 return Err(e);
             }
+            // Still zero since the arena was (its chunks are zeroed as they are mapped): no
+            // need to zero it again, which is a driver round trip per allocation.
+            let still_zero =
+                offset >= st.untouched_from && !self.kernels_since_zeroed.load(Ordering::SeqCst);
+            st.untouched_from = st.untouched_from.max(offset + size);
+            if still_zero {
+                self.used.fetch_add(size, Ordering::AcqRel);
+                return Ok(DeviceBuffer::from_arena(self, offset, size, len));
+            }
             offset
         };
         if let Err(e) = self.zero(offset, size) {
@@ -296,6 +318,15 @@ impl Arena {
         }
         self.used.fetch_add(size, Ordering::AcqRel);
         Ok(DeviceBuffer::from_arena(self, offset, size, len))
+    }
+
+    /// A kernel is about to be launched with a buffer of this arena (gpuhost's launches note it,
+    /// before the driver call): from now on an allocation is zeroed even where nothing was
+    /// handed out, since the kernel may write anywhere the mapped range reaches.
+    pub(crate) fn note_kernel(&self) {
+        if !self.kernels_since_zeroed.load(Ordering::Relaxed) {
+            self.kernels_since_zeroed.store(true, Ordering::SeqCst);
+        }
     }
 
     /// A zero-length buffer at `base` that keeps the arena alive: pass it as
@@ -384,7 +415,10 @@ impl Arena {
             return Ok(false);
         }
         self.host.enter_for(self.generation)?;
-        self.zero(0, self.mapped())?;
+        let mut st = self.lock();
+        self.zero(0, st.mapped)?;
+        st.untouched_from = 0;
+        self.kernels_since_zeroed.store(false, Ordering::SeqCst);
         Ok(true)
     }
 

@@ -88,7 +88,8 @@ impl DeviceBuffer {
         // SAFETY: context bound by the caller's enter(); the buffer made of it frees it (or
         // gives it to the cache) once, on its last drop.
         let mut r = unsafe { result::mem::alloc(size) };
-        if r.as_ref().is_err_and(|e| e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+        if r.as_ref()
+            .is_err_and(|e| e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)
             && host.trim_alloc_cache_in(generation) > 0
         {
             // SAFETY: as above.
@@ -251,6 +252,15 @@ impl DeviceBuffer {
             )
         };
         self.inner.host.check(r)
+    }
+}
+
+impl DeviceBuffer {
+    /// A kernel is about to be launched with this buffer (see `Arena::note_kernel`).
+    pub(crate) fn note_kernel(&self) {
+        if let Origin::Arena { arena, .. } = &self.inner.origin {
+            arena.note_kernel();
+        }
     }
 }
 

@@ -242,6 +242,13 @@ impl Stream {
         }
         cfg.check(kernel.name(), self.host.facts())?;
         let packed = pack(kernel.name(), kernel.params(), args)?;
+        // Checked: the launch (or graph) goes ahead. Before the driver call, so an arena
+        // allocation made meanwhile on another thread is zeroed (arena.rs).
+        for a in args {
+            if let Arg::Buffer(b, _) = a {
+                b.note_kernel();
+            }
+        }
         debug_assert_eq!(packed.len(), kernel.params().len());
         Ok(packed)
     }

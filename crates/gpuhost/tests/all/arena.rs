@@ -132,6 +132,34 @@ fn allocations_are_zeroed_even_when_a_written_range_is_reused() {
 }
 
 #[test]
+fn memory_a_kernel_wrote_past_its_buffer_is_zeroed_when_it_is_first_handed_out() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let arena = host.arena(4 << 20).unwrap();
+    // Nothing handed out past it and no kernel yet: the next allocations are still zero, and
+    // gpuhost skips their zeroing (arena.rs); this kernel then writes 16 KiB from its 256-byte
+    // buffer on, over memory never handed out (an unconfined kernel can; a sandboxed one may
+    // write anywhere in its window).
+    let small = arena.alloc(256).unwrap();
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let args = [gpuhost::Arg::Buffer(&small, 0), gpuhost::Arg::U32(4096)];
+    let cfg = gpuhost::LaunchConfig::for_elements(4096, 64);
+    s.launch(&k, cfg, &args).unwrap().wait().unwrap();
+    let next = arena.alloc(8192).unwrap();
+    assert_eq!(
+        next.device_ptr(),
+        small.device_ptr() + 256,
+        "first fit, right after"
+    );
+    assert!(
+        bytes_of(&next).iter().all(|&b| b == 0),
+        "a new allocation shows what a kernel wrote there"
+    );
+}
+
+#[test]
 fn growing_never_moves_or_changes_earlier_buffers() {
     let _g = shared();
     let Some(host) = host() else { return };
