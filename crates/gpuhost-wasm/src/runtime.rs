@@ -162,7 +162,10 @@ impl Runtime {
     /// ([`gpuhost::Host::reserve_staging`]: call it for more if guests run concurrently).
     pub fn new(host: Arc<gpuhost::Host>) -> Result<Self, Error> {
         let mut config = Config::new();
-        config.wasm_component_model(true).consume_fuel(true);
+        config
+            .wasm_component_model(true)
+            .wasm_component_model_async(true)
+            .consume_fuel(true);
         let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)

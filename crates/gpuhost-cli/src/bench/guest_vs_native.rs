@@ -8,7 +8,8 @@
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
 //! arguments, watchdog segments: the sandboxed-vs-trusted rows).
 //!
-//! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB; the native
+//! Transfers: the trusted guest times `buffer.write`, `buffer.read` and a read through
+//! `buffer.read-stream` (into its own memory, no list lowered) of 64 MiB; the native
 //! side, in the same run, uploads and downloads 64 MiB from a pinned `HostBuffer` (which
 //! `gpuhost bench` measures at raw pinned speed) and from pageable memory.
 
@@ -72,6 +73,8 @@ pub struct Transfers {
     pub pageable: (u128, u128),
     /// The guest's `buffer.write` and `buffer.read`.
     pub guest: (u128, u128),
+    /// The guest's read through `buffer.read-stream` (`Buffer::read_into`).
+    pub guest_stream_read: u128,
     /// One core copying `bytes` into a freshly allocated `Vec`: what a lift of a `list<u8>`
     /// into a `Vec`, or the lowering of one into guest memory, costs beside the staging.
     pub memcpy: u128,
@@ -97,6 +100,12 @@ impl Transfers {
                 self.pageable.1,
                 self.guest.1,
             ),
+            (
+                "device → host, read-stream",
+                self.pinned.1,
+                self.pageable.1,
+                self.guest_stream_read,
+            ),
         ] {
             s += &format!(
                 "| {dir} | {:.1} GB/s | {:.1} GB/s | {:.1} GB/s | {:.3}× | {:.3}× |\n",
@@ -117,6 +126,11 @@ impl Transfers {
         for (dir, q, g) in [
             ("write (host → device)", self.pageable.0, self.guest.0),
             ("read (device → host)", self.pageable.1, self.guest.1),
+            (
+                "read-stream (device → host)",
+                self.pageable.1,
+                self.guest_stream_read,
+            ),
         ] {
             s += &format!(
                 "| {dir} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
@@ -228,7 +242,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"memcpy_ns\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -245,6 +259,7 @@ impl LaunchBench {
             self.transfers.pageable.1,
             self.transfers.guest.0,
             self.transfers.guest.1,
+            self.transfers.guest_stream_read,
             self.transfers.memcpy
         )
     }
@@ -370,6 +385,7 @@ pub async fn guest_vs_native(
             pinned,
             pageable,
             guest: trusted.transfer,
+            guest_stream_read: trusted.stream_read,
             memcpy,
         },
     })
@@ -398,6 +414,7 @@ struct GuestPass {
     clock_ns: u128,
     import_ns: u128,
     transfer: (u128, u128),
+    stream_read: u128,
     transfer_bytes: usize,
 }
 
@@ -474,6 +491,7 @@ async fn guest_pass(
         "import_ns",
         "write_ns",
         "read_ns",
+        "stream_read_ns",
         "bytes",
     ];
     let [
@@ -487,6 +505,7 @@ async fn guest_pass(
         Some(import_ns),
         Some(write_ns),
         Some(read_ns),
+        Some(stream_read_ns),
         Some(bytes),
     ] = names.map(field)
     else {
@@ -503,6 +522,7 @@ async fn guest_pass(
         clock_ns,
         import_ns,
         transfer: (write_ns, read_ns),
+        stream_read: stream_read_ns,
         transfer_bytes: bytes as usize,
     })
 }
