@@ -49,6 +49,15 @@ async fn stream_reads_dropped_midway_give_back_their_staging_and_their_place() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_read_left_undrained_never_stalls_another() {
+    let Some((rt, _shared)) = device().await else {
+        return;
+    };
+    let o = run(rt, "reads", &["starved"]).await.unwrap();
+    assert_ok(&o, "starved ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_writes_a_stream_read_only_inside_the_window_the_guest_handed_over() {
     let Some((rt, _shared)) = device().await else {
         return;

@@ -17,6 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use super::Dir;
 use crate::buffer::DeviceBuffer;
@@ -65,7 +66,15 @@ pub struct DrainedDownload {
     planned: VecDeque<Range<usize>>,
     /// Chunks queued, in order; the front one is drained first.
     queued: VecDeque<Chunk>,
+    /// Since when this download has held no staging and found none free (see [`STAGING_WAIT`]).
+    starved_since: Option<Instant>,
 }
+
+/// How long a download that holds no staging waits for a pooled region before page-locking one,
+/// where staging may not grow: regions still held by dropped transfers' DMAs come back within a
+/// DMA's time, while one held by a transfer left open (a guest's undrained read) may never
+/// come back, and a download must not wait on another's reader.
+const STAGING_WAIT: Duration = Duration::from_millis(20);
 
 impl std::fmt::Debug for DrainedDownload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -82,7 +91,8 @@ impl Stream {
     /// out with [`DrainedDownload::drain_into`] as they land. The calling thread never waits
     /// for the device. Staging comes from the pool; where the host may not page-lock more
     /// ([`Host::set_staging_growth`](crate::Host::set_staging_growth)), a chunk waits for a
-    /// free region instead.
+    /// free region instead, unless the download holds none and has waited 20 ms: then it
+    /// page-locks one, as [`Stream::download`] does.
     pub fn start_download(
         self: &Arc<Self>,
         buf: &DeviceBuffer,
@@ -101,6 +111,7 @@ impl Stream {
             copy_threads: cfg.copy_threads,
             planned: plan.into(),
             queued: VecDeque::with_capacity(cfg.chunks_in_flight + 1),
+            starved_since: None,
         };
         d.fill()?;
         Ok(d)
@@ -129,14 +140,21 @@ impl DrainedDownload {
         };
         let s = &self.stream;
         let generation = s.enter_with(&self.buf)?;
-        let staging = if s.host().staging_growth.load(Ordering::Relaxed) {
+        let starved = |since: Option<Instant>| since.is_some_and(|t| t.elapsed() >= STAGING_WAIT);
+        let staging = if s.host().staging_growth.load(Ordering::Relaxed)
+            || (self.queued.is_empty() && starved(self.starved_since))
+        {
             Some(Pinned::take(s.host(), generation, self.chunk)?)
         } else {
             Pinned::try_take(s.host(), generation, self.chunk)
         };
         let Some(staging) = staging else {
+            if self.queued.is_empty() {
+                self.starved_since.get_or_insert_with(Instant::now);
+            }
             return Ok(false);
         };
+        self.starved_since = None;
         let staging = Arc::new(staging);
         let at = self.offset + range.start;
         let done = s.dma(
@@ -166,7 +184,8 @@ impl DrainedDownload {
             if self.planned.is_empty() {
                 return Poll::Ready(Ok(()));
             }
-            // No staging is free: other transfers' DMAs hold it all. Look again next poll.
+            // No staging is free: other transfers hold it all. Look again next poll, until
+            // STAGING_WAIT has passed and `fill` page-locks a region.
             cx.waker().wake_by_ref();
             return Poll::Pending;
         };

@@ -1,6 +1,6 @@
 //! `Stream::start_download` (`DrainedDownload`): every byte in order through windows of any
 //! size, refused out of range, and, dropped midway with staging growth off, its staging goes
-//! back to the pool and nothing more is page-locked.
+//! back to the pool and nothing more is page-locked; one left undrained never stalls another.
 
 use std::sync::Arc;
 
@@ -68,9 +68,9 @@ fn a_drained_download_out_of_range_is_refused_before_anything_is_enqueued() {
 }
 
 #[test]
-fn drained_downloads_dropped_midway_without_staging_growth_page_lock_nothing() {
+fn drained_downloads_dropped_midway_without_staging_growth_page_lock_nothing_and_none_stalls() {
     in_child(
-        "drained::drained_downloads_dropped_midway_without_staging_growth_page_lock_nothing",
+        "drained::drained_downloads_dropped_midway_without_staging_growth_page_lock_nothing_and_none_stalls",
         dropped_without_growth,
     );
 }
@@ -101,5 +101,18 @@ fn dropped_without_growth() {
         "a whole download after the drops"
     );
     assert_eq!(registered(), at_start, "no download page-locked memory");
+
+    // One left open and undrained holds staging indefinitely: another still completes.
+    let mut held = s.start_download(&buf, 0, size).unwrap();
+    block_on(std::future::poll_fn(|cx| held.poll_landed(cx))).unwrap();
+    let mut other = s.start_download(&buf, 0, size).unwrap();
+    assert!(
+        drain_all(&mut other, 3 << 20) == data,
+        "a download beside an undrained one"
+    );
+    assert!(
+        drain_all(&mut held, 1 << 20) == data,
+        "the undrained one, drained at last"
+    );
     host.set_staging_growth(true);
 }

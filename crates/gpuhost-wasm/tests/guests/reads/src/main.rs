@@ -135,6 +135,26 @@ fn drop_midway() {
     }
 }
 
+/// A read left open and undrained holds its staging: another read still completes, and then
+/// the first.
+fn starved() {
+    let buf = check(Buffer::create(64 * MIB as u64), "alloc");
+    let data = pattern(64 * MIB, 13);
+    check(buf.write(0, &data), "write");
+    let (reading, mut bytes) = check(buf.read_stream(0, 64 * MIB as u64), "open the first");
+    check(reading.wait(), "wait on the first");
+    if check(buf.read_to_vec(0, 64 * MIB as u64), "read beside it") != data {
+        fail("the read beside an undrained one differs");
+    }
+    let mut out = Vec::with_capacity(64 * MIB);
+    while check(reading.wait(), "wait") > 0 {
+        out = once(bytes.read(out)).1;
+    }
+    if out != data {
+        fail("the undrained read, drained at last, differs");
+    }
+}
+
 /// Reads straight into the middle of a canary-filled region, through the raw `stream.read`:
 /// the host writes the bytes it reports inside the window handed over, and nothing outside it.
 fn canary() {
@@ -208,6 +228,7 @@ fn main() {
         "errors" => errors(),
         "drop-midway" => drop_midway(),
         "canary" => canary(),
+        "starved" => starved(),
         "oob-pointer" => oob_pointer(),
         "read-forever" => read_forever(),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
