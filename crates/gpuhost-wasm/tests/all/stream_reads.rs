@@ -6,7 +6,7 @@
 use gpuhost_wasm::Error;
 
 use crate::transfers::{assert_buffers_freed, drop_run_midway, registrations};
-use crate::{assert_ok, device, device_alone, run};
+use crate::{assert_ok, device, device_alone, guest, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_reads_of_every_size_round_trip_without_page_locking_memory() {
@@ -20,6 +20,21 @@ async fn stream_reads_of_every_size_round_trip_without_page_locking_memory() {
         registrations(rt.host()),
         before,
         "stream reads took all their staging from the runtime's reserve"
+    );
+}
+
+#[test]
+fn only_guests_that_use_streams_run_on_the_engine_with_async_support() {
+    let Some(rt) = crate::runtime() else {
+        return;
+    };
+    assert!(
+        wasmtime::Engine::same(guest("misbehave").engine(), rt.engine()),
+        "a guest without streams keeps every host call free of async bookkeeping"
+    );
+    assert!(
+        !wasmtime::Engine::same(guest("reads").engine(), rt.engine()),
+        "a guest that reads through a stream gets the engine that supports it"
     );
 }
 

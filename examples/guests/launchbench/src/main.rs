@@ -1,7 +1,7 @@
 //! The launch benchmark's guest (`gpuhost bench --guest`, the CLI's guest_vs_native.rs):
 //! `launchbench N` times N launches of the empty kernel from inside a guest and prints one line
-//! of medians, then times `buffer.write`, `buffer.read` and a read through `buffer.read-stream`
-//! of [`TRANSFER_BYTES`] and prints a second line. `launchbench N bursts` instead times bursts of launches followed by a
+//! of medians, then times `buffer.write` and `buffer.read` of [`TRANSFER_BYTES`] and prints a
+//! second line. `launchbench N bursts` instead times bursts of launches followed by a
 //! synchronize (`gpuhost bench --bursts`, the CLI's bench/bursts.rs) and prints one line.
 
 use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
@@ -130,8 +130,7 @@ fn bursts(n: usize) {
 
 /// Medians in nanoseconds of a `TRANSFER_BYTES` write (guest memory to the device) and read,
 /// each the bare import (`buffer.write`, `buffer.read`): `DeviceBuffer::download` would add the
-/// SDK's own copy of the bytes into a `Vec<T>`; and of the same read through the stream
-/// (`Buffer::read_into` a `Vec` kept between reads, as a guest reading repeatedly would).
+/// SDK's own copy of the bytes into a `Vec<T>`.
 fn transfers() {
     let buf = check(
         DeviceBuffer::<u8>::zeroed(TRANSFER_BYTES),
@@ -139,8 +138,7 @@ fn transfers() {
     );
     let raw = buf.raw();
     let data: Vec<u8> = (0..TRANSFER_BYTES).map(|i| (i * 7) as u8).collect();
-    let (mut write, mut read, mut stream_read) = (Vec::new(), Vec::new(), Vec::new());
-    let mut into = Vec::with_capacity(TRANSFER_BYTES);
+    let (mut write, mut read) = (Vec::new(), Vec::new());
     for i in 0..=TRANSFERS {
         let t0 = Instant::now();
         check(raw.write(0, &data), "write");
@@ -148,28 +146,19 @@ fn transfers() {
         let t0 = Instant::now();
         let back = check(raw.read(0, TRANSFER_BYTES as u64), "read");
         let r = t0.elapsed().as_nanos();
-        into.clear();
-        let t0 = Instant::now();
-        check(
-            raw.read_into(0, TRANSFER_BYTES as u64, &mut into),
-            "read_into",
-        );
-        let s = t0.elapsed().as_nanos();
-        if back != data || into != data {
+        if back != data {
             eprintln!("read back differs from what was written");
             std::process::exit(1);
         }
         if i > 0 {
             write.push(w);
             read.push(r);
-            stream_read.push(s);
         }
     }
     println!(
-        "transfer write_ns={} read_ns={} stream_read_ns={} bytes={TRANSFER_BYTES}",
+        "transfer write_ns={} read_ns={} bytes={TRANSFER_BYTES}",
         median(write),
-        median(read),
-        median(stream_read)
+        median(read)
     );
 }
 
