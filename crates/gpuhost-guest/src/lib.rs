@@ -36,8 +36,13 @@ mod buffer;
 pub mod http;
 mod launch;
 mod pod;
+mod read;
 
 pub use bindings::gpuhost::cuda as raw;
+/// The stream intrinsics wit-bindgen generated (`<u8 as StreamPayload>::VTABLE`), for tests that
+/// hand the host raw pointers.
+#[doc(hidden)]
+pub use bindings::wit_stream;
 pub use buffer::DeviceBuffer;
 pub use launch::{Launch, Scalar};
 pub use pod::Pod;

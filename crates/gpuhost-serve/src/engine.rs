@@ -189,7 +189,10 @@ pub(crate) struct Wasm {
 impl Wasm {
     pub(crate) fn new() -> Result<Self> {
         let mut config = Config::new();
-        config.wasm_component_model(true).consume_fuel(true);
+        config
+            .wasm_component_model(true)
+            .wasm_component_model_async(true)
+            .consume_fuel(true);
         // Each request's instance, memories, tables and async stack come from slots reserved
         // once (copy-on-write images, reset with madvise) instead of mmap and munmap per request.
         // If this host cannot reserve the slots (a virtual-memory ulimit), instances are

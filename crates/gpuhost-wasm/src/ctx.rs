@@ -22,6 +22,8 @@ pub struct CudaCtx {
     pub(crate) last_refusal: Option<String>,
     /// The stream buffer transfers run on (see memory.rs), made on first use.
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
+    /// The guest's open stream reads (see stream_read.rs).
+    pub(crate) reads: crate::stream_read::OpenReads,
     /// The bundle whose kernels gpuhost:cuda/bundle hands out (see bundle.rs), if granted.
     pub(crate) bundle: Option<Arc<gpuhost::Registry>>,
     /// The sandbox's rewrite of that bundle, when it was granted for sandboxed guests.
@@ -49,6 +51,7 @@ impl CudaCtx {
             quota_refusals: 0,
             last_refusal: None,
             transfer: None,
+            reads: Default::default(),
             bundle: None,
             bundle_rewrite: None,
             bundle_modules: Vec::new(),
@@ -196,6 +199,7 @@ pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime:
     cuda::module::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::memory::add_to_linker::<T, HasCuda>(linker, get)?;
     crate::memory::add_zero_copy_write(linker)?;
+    crate::stream_read::add_read_stream(linker)?;
     cuda::stream::add_to_linker::<T, HasCuda>(linker, get)?;
     cuda::bundle::add_to_linker::<T, HasCuda>(linker, get)?;
     Ok(())

@@ -28,6 +28,7 @@ mod module;
 mod pool;
 mod runtime;
 mod stream;
+mod stream_read;
 mod watchdog;
 
 pub use bindings::WitError;
@@ -41,3 +42,4 @@ pub use module::{KernelRes, ModuleRes};
 pub use pool::{MAX_KEPT_MAPPED, SandboxPool};
 pub use runtime::{Guest, Output, OutputPipe, RunOptions, RunOutcome, Runtime, precheck};
 pub use stream::StreamRes;
+pub use stream_read::{MAX_OPEN_READS, ReadingRes};

@@ -27,7 +27,8 @@ pub struct Limits {
     pub max_buffers: u32,
     /// Bytes across live device buffers. Default 1 GiB.
     pub max_buffer_bytes: u64,
-    /// Bytes moved by one `read` (the guest's linear memory receives them). Default 64 MiB.
+    /// Bytes moved by one `read` or `read-stream` (the guest's linear memory receives them).
+    /// Default 64 MiB.
     pub max_transfer_bytes: u64,
     /// Kernel launches enqueued and not yet observed complete. Default 1024.
     pub max_launches_in_flight: u32,

@@ -15,10 +15,13 @@
 //!   copy stays: wasmtime's public API gives a host function no way to write guest memory but
 //!   lowering its results (its `LowerContext` is `#[doc(hidden)]`).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource, WasmList};
+use wasmtime::component::{
+    ComponentNamedList, Lift, Linker, Lower, Resource, StreamReader, WasmList,
+};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::memory::{Host, HostBuffer};
@@ -26,8 +29,10 @@ use crate::bindings::gpuhost::cuda::types::{self, Host as _};
 use crate::ctx::{CudaCtxView, CudaView};
 use crate::error::{CudaError, CudaResult};
 use crate::limits::{Charge, check_range};
+use crate::stream_read::ReadingRes;
 
-/// The WIT instance and function [`add_zero_copy_write`] replaces.
+/// The WIT instance whose imports [`replace_import`] replaces, and the one [`add_zero_copy_write`]
+/// replaces.
 const MEMORY: &str = "gpuhost:cuda/memory@0.1.0";
 const WRITE: &str = "[method]buffer.write";
 
@@ -41,7 +46,7 @@ pub struct BufferRes {
 impl CudaCtxView<'_> {
     /// The guest's own stream for buffer transfers (made on first use): transfers await their
     /// fences on it, so the executor thread serves other guests while the device copies.
-    fn transfer_stream(&mut self) -> CudaResult<Arc<gpuhost::Stream>> {
+    pub(crate) fn transfer_stream(&mut self) -> CudaResult<Arc<gpuhost::Stream>> {
         if let Some(s) = &self.ctx.transfer {
             return Ok(s.clone());
         }
@@ -63,24 +68,44 @@ impl CudaCtxView<'_> {
     }
 }
 
-/// Replaces `buffer.write` in `linker` (defined by the generated bindings just before) with one
-/// that uploads from the guest's memory in place (see the module header). Leaves the linker's
-/// name shadowing off.
+/// Defines `name` of gpuhost:cuda/memory in `linker` as `f`, in place of the generated bindings'
+/// definition (made just before), for an import that needs what they do not give it: the
+/// Store. Leaves the linker's name shadowing off.
+pub(crate) fn replace_import<T, P, R, F>(
+    linker: &mut Linker<T>,
+    name: &str,
+    f: F,
+) -> wasmtime::Result<()>
+where
+    T: 'static,
+    F: Fn(StoreContextMut<'_, T>, P) -> Box<dyn Future<Output = wasmtime::Result<R>> + Send + '_>
+        + Send
+        + Sync
+        + 'static,
+    P: ComponentNamedList + Lift + 'static,
+    R: ComponentNamedList + Lower + 'static,
+{
+    linker.allow_shadowing(true);
+    let defined = linker
+        .instance(MEMORY)
+        .and_then(|mut memory| memory.func_wrap_async(name, f));
+    linker.allow_shadowing(false);
+    defined
+}
+
+/// Replaces `buffer.write` in `linker` with one that uploads from the guest's memory in place
+/// (see the module header).
 pub(crate) fn add_zero_copy_write<T: CudaView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let defined = linker.instance(MEMORY).and_then(|mut memory| {
-        memory.func_wrap_async(
-            WRITE,
-            |store: StoreContextMut<'_, T>,
-             (buffer, offset, data): (Resource<BufferRes>, u64, WasmList<u8>)| {
-                Box::new(write_in_place(store, buffer, offset, data))
-            },
-        )
-    });
-    linker.allow_shadowing(false);
-    defined
+    replace_import(
+        linker,
+        WRITE,
+        |store: StoreContextMut<'_, T>,
+         (buffer, offset, data): (Resource<BufferRes>, u64, WasmList<u8>)| {
+            Box::new(write_in_place(store, buffer, offset, data))
+        },
+    )
 }
 
 /// `buffer.write` of `data`, read from the guest's memory where it lies.
@@ -171,6 +196,16 @@ impl HostBuffer for CudaCtxView<'_> {
         let (offset, len) = check_range("read", offset, len, b.len())?;
         let stream = self.transfer_stream()?;
         Ok(stream.download_to_vec(&b, offset, len).await?)
+    }
+
+    /// Defined by [`add_read_stream`](crate::stream_read::add_read_stream) instead.
+    fn read_stream(
+        &mut self,
+        _buffer: Resource<BufferRes>,
+        _offset: u64,
+        _len: u64,
+    ) -> CudaResult<(Resource<ReadingRes>, StreamReader<u8>)> {
+        crate::stream_read::generated_read_stream()
     }
 
     async fn fill(

@@ -1,5 +1,6 @@
-//! A ready-made embedding: one wasmtime engine and linker (WASI CLI world + gpuhost:cuda) per
-//! device, compiled guests that can be run many times, each run in a fresh Store with its own
+//! A ready-made embedding: wasmtime engines and linkers (WASI CLI world + gpuhost:cuda) per
+//! device — one with the component model's async support for guests that use streams, one
+//! without for all others — compiled guests that can be run many times, each run in a fresh Store with its own
 //! quotas. Dropping a run's Store releases everything the guest held, however it ended.
 
 use std::path::Path;
@@ -127,11 +128,41 @@ pub struct Guest {
     pre: CommandPre<GuestState>,
 }
 
-/// One engine and linker bound to one device.
+impl Guest {
+    /// The engine it was compiled for: [`Runtime::engine`] unless it uses streams.
+    pub fn engine(&self) -> &Engine {
+        self.pre.engine()
+    }
+}
+
+/// Engines and linkers bound to one device: one without the component model's async support,
+/// for every guest that can do without it, and one with it, for guests that use
+/// `buffer.read-stream` (its `stream<u8>`). Async support costs every host call a task of its
+/// own (wasmtime's `host_task_create`), which measurably slows guests' launches.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<GuestState>,
+    streams: Engine,
+    streams_linker: Linker<GuestState>,
     host: Arc<gpuhost::Host>,
+}
+
+/// A fuel-metered engine, with the component model's async support (streams) or without it,
+/// and its linker: WASI (CLI world) and gpuhost:cuda.
+fn engine_and_linker(streams: bool) -> Result<(Engine, Linker<GuestState>), Error> {
+    let engine_err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
+    let mut config = Config::new();
+    config.wasm_component_model(true).consume_fuel(true);
+    if streams {
+        config.wasm_component_model_async(true);
+    } else {
+        config.concurrency_support(false);
+    }
+    let engine = Engine::new(&config).map_err(engine_err)?;
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
+    crate::ctx::add_to_linker(&mut linker).map_err(engine_err)?;
+    Ok((engine, linker))
 }
 
 fn is_core_module(bytes: &[u8]) -> bool {
@@ -161,13 +192,8 @@ impl Runtime {
     /// linked; staging for one guest transfer at a time page-locked up front
     /// ([`gpuhost::Host::reserve_staging`]: call it for more if guests run concurrently).
     pub fn new(host: Arc<gpuhost::Host>) -> Result<Self, Error> {
-        let mut config = Config::new();
-        config.wasm_component_model(true).consume_fuel(true);
-        let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| Error::Engine(format!("{e:#}")))?;
-        crate::ctx::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        let (engine, linker) = engine_and_linker(false)?;
+        let (streams, streams_linker) = engine_and_linker(true)?;
         // Guests' transfers must not page-lock memory while they run (see reserve_staging):
         // one transfer's staging up front, and beyond it the driver's pageable path.
         host.reserve_staging(1)?;
@@ -175,6 +201,8 @@ impl Runtime {
         Ok(Self {
             engine,
             linker,
+            streams,
+            streams_linker,
             host,
         })
     }
@@ -184,7 +212,8 @@ impl Runtime {
         &self.host
     }
 
-    /// The wasmtime engine.
+    /// The wasmtime engine of guests that do without streams (each [`Guest`] runs on its own
+    /// engine).
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -198,20 +227,27 @@ impl Runtime {
         self.load(&path.display().to_string(), &bytes)
     }
 
-    /// Compiles a guest component (`what` names it in errors) and checks its imports.
+    /// Compiles a guest component (`what` names it in errors) and checks its imports: on the
+    /// engine without async support, or, if it uses what needs it (streams), on the one with it.
     pub fn load(&self, what: &str, bytes: &[u8]) -> Result<Guest, Error> {
         if is_core_module(bytes) {
             return Err(Error::NotAComponent {
                 what: what.to_string(),
             });
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| Error::InvalidComponent {
-                what: what.to_string(),
-                reason: format!("{e:#}"),
-            })?;
-        let pre = self
-            .linker
+        let (component, linker) = match Component::new(&self.engine, bytes) {
+            Ok(c) => (c, &self.linker),
+            Err(_) => match Component::new(&self.streams, bytes) {
+                Ok(c) => (c, &self.streams_linker),
+                Err(e) => {
+                    return Err(Error::InvalidComponent {
+                        what: what.to_string(),
+                        reason: format!("{e:#}"),
+                    });
+                }
+            },
+        };
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| Error::MissingImport {
                 reason: format!("{e:#}"),
@@ -255,7 +291,7 @@ impl Runtime {
             cuda: CudaCtx::new(self.host.clone(), opts.limits),
             store_limits,
         };
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(guest.pre.engine(), state);
         store.limiter(|s| &mut s.store_limits);
         let engine_err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
         store

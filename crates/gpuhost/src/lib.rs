@@ -69,7 +69,7 @@ pub use release::{ReleaseRefused, ReleaseReport, release};
 pub use slot::{ModelLease, ModelSlot, Retired, SwapReport};
 pub use stats::HostStats;
 pub use stream::{Event, Stream};
-pub use transfer::TransferConfig;
+pub use transfer::{DrainedDownload, TransferConfig};
 
 /// cudarc's raw driver bindings, re-exported for benchmarks and tests that compare with (or
 /// deliberately disturb) the raw driver API.

@@ -24,6 +24,9 @@ use crate::pinned::{HostBuffer, Pinned};
 use crate::result;
 use crate::stream::Stream;
 
+mod drained;
+pub use drained::DrainedDownload;
+
 /// How a host stages pageable transfers ([`Host::set_transfer_config`](crate::Host::set_transfer_config)).
 ///
 /// The defaults are the best of `gpuhost bench`'s staging sweep on the H200 (72 configurations,

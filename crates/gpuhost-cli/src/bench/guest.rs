@@ -33,8 +33,12 @@ fn setup(
 /// prints markdown, returns the guest-vs-native JSON.
 pub fn run(device: usize, samples: usize) -> Result<String> {
     let (runtime, guest, rt) = setup(device)?;
+    let path = guests::dir()?.join("readbench.wasm");
+    let reader = runtime
+        .load_file(&path)
+        .with_context(|| format!("loading the read bench guest {}", path.display()))?;
     let report = rt.block_on(super::guest_vs_native::guest_vs_native(
-        &runtime, &guest, samples,
+        &runtime, &guest, &reader, samples,
     ))?;
     println!("{}", report.markdown());
     let bursts = rt.block_on(super::bursts::measure(&runtime, &guest, samples))?;

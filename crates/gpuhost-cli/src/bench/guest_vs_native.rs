@@ -8,7 +8,9 @@
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
 //! arguments, watchdog segments: the sandboxed-vs-trusted rows).
 //!
-//! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB; the native
+//! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB, and a second
+//! guest (readbench, the same package) a read through `buffer.read-stream` (into its own
+//! memory, no list lowered: it runs on the runtime's engine with async support); the native
 //! side, in the same run, uploads and downloads 64 MiB from a pinned `HostBuffer` (which
 //! `gpuhost bench` measures at raw pinned speed) and from pageable memory.
 
@@ -72,6 +74,8 @@ pub struct Transfers {
     pub pageable: (u128, u128),
     /// The guest's `buffer.write` and `buffer.read`.
     pub guest: (u128, u128),
+    /// The guest's read through `buffer.read-stream` (`Buffer::read_into`).
+    pub guest_stream_read: u128,
     /// One core copying `bytes` into a freshly allocated `Vec`: what a lift of a `list<u8>`
     /// into a `Vec`, or the lowering of one into guest memory, costs beside the staging.
     pub memcpy: u128,
@@ -97,6 +101,12 @@ impl Transfers {
                 self.pageable.1,
                 self.guest.1,
             ),
+            (
+                "device → host, read-stream",
+                self.pinned.1,
+                self.pageable.1,
+                self.guest_stream_read,
+            ),
         ] {
             s += &format!(
                 "| {dir} | {:.1} GB/s | {:.1} GB/s | {:.1} GB/s | {:.3}× | {:.3}× |\n",
@@ -117,6 +127,11 @@ impl Transfers {
         for (dir, q, g) in [
             ("write (host → device)", self.pageable.0, self.guest.0),
             ("read (device → host)", self.pageable.1, self.guest.1),
+            (
+                "read-stream (device → host)",
+                self.pageable.1,
+                self.guest_stream_read,
+            ),
         ] {
             s += &format!(
                 "| {dir} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
@@ -228,7 +243,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"memcpy_ns\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -245,6 +260,7 @@ impl LaunchBench {
             self.transfers.pageable.1,
             self.transfers.guest.0,
             self.transfers.guest.1,
+            self.transfers.guest_stream_read,
             self.transfers.memcpy
         )
     }
@@ -312,10 +328,12 @@ async fn native_pass(
 /// Timed transfers each way per path, after one warm-up each (as the guest does).
 const TRANSFERS: usize = 5;
 
-/// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm, loaded on `runtime`.
+/// Runs both sides, `samples` launches each. `bench_guest` is launchbench.wasm and `read_guest`
+/// readbench.wasm, loaded on `runtime`.
 pub async fn guest_vs_native(
     runtime: &Runtime,
     bench_guest: &Guest,
+    read_guest: &Guest,
     samples: usize,
 ) -> Result<LaunchBench> {
     let samples = samples.max(1);
@@ -370,9 +388,24 @@ pub async fn guest_vs_native(
             pinned,
             pageable,
             guest: trusted.transfer,
+            guest_stream_read: stream_read_ns(runtime, read_guest).await?,
             memcpy,
         },
     })
+}
+
+/// The median of the read bench guest's 64 MiB reads through `buffer.read-stream`.
+async fn stream_read_ns(runtime: &Runtime, read_guest: &Guest) -> Result<u128> {
+    let out = runtime.run(read_guest, RunOptions::default()).await?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix("stream_read_ns=")?.parse().ok())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the read bench guest printed {text:?} (stderr {:?}) instead of its timing",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 /// Median time for one core to copy `bytes` into a freshly allocated `Vec` (after a warm-up).

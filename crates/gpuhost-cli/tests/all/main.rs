@@ -123,6 +123,7 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| bound launch, in bursts of 32 |",
         "| sandboxed guest |",
         "| 64 MiB transfer |",
+        "| device → host, read-stream |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
     }
@@ -142,5 +143,11 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
             "{key}: {list}"
         );
     }
+    let stream_read = report
+        .split("\"guest_stream_read_ns\":")
+        .nth(1)
+        .and_then(|v| v.split([',', '}']).next())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(stream_read.is_some_and(|v| v > 0), "{report}");
     assert!(report.contains("\"transfer_bytes\":67108864"), "{report}");
 }

@@ -10,6 +10,7 @@ mod examples;
 mod leaks;
 mod loading;
 mod redteam;
+mod stream_reads;
 mod transfers;
 
 use std::collections::HashMap;

@@ -10,7 +10,7 @@ use crate::{assert_ok, device_alone, guest, opts, run};
 
 /// The host's page-locked registrations once the completion thread has released what the
 /// device finished with (every transfer region goes back to the pool).
-fn registrations(host: &gpuhost::Host) -> u64 {
+pub(crate) fn registrations(host: &gpuhost::Host) -> u64 {
     host.synchronize().unwrap();
     host.stats().pinned_registrations
 }
@@ -30,6 +30,51 @@ async fn guest_writes_and_reads_of_every_size_round_trip_without_page_locking_me
     );
 }
 
+/// Runs `name` with `args` until it prints `marker` and a little longer (it is then all but
+/// surely inside the transfer it does back to back), then drops the run, and with it its Store
+/// and the guest's linear memory, while the transfer's future is suspended. A copy thread still
+/// touching that memory would fault and end this process.
+pub(crate) async fn drop_run_midway(
+    rt: &gpuhost_wasm::Runtime,
+    name: &str,
+    args: &[&str],
+    marker: &str,
+) {
+    let pipe = OutputPipe::new(1024);
+    let mut o = opts(name, args);
+    o.stdout = Output::Pipe(pipe.clone());
+    let g = guest(name);
+    let run = rt.run(&g, o);
+    tokio::pin!(run);
+    let inside = async {
+        while !String::from_utf8_lossy(&pipe.contents()).contains(marker) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    };
+    tokio::select! {
+        r = &mut run => panic!("the guest ended on its own: {r:?}"),
+        () = inside => {}
+    }
+}
+
+/// Asserts that the host's live buffers come back to at most `before` (earlier tests' buffers
+/// may still be on their way out; never in, as the caller runs alone).
+pub(crate) async fn assert_buffers_freed(host: &gpuhost::Host, before: u64) {
+    let mut live = host.stats().live_buffers;
+    for _ in 0..500 {
+        if live <= before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        live = host.stats().live_buffers;
+    }
+    assert!(
+        live <= before,
+        "the dropped guest's buffer was freed: {before} live before, {live} after"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_dropped_during_a_guest_write_ends_it_at_once_and_leaves_the_host_usable() {
     let Some((rt, _alone)) = device_alone().await else {
@@ -38,28 +83,7 @@ async fn a_run_dropped_during_a_guest_write_ends_it_at_once_and_leaves_the_host_
     let host = rt.host();
     let buffers = host.stats().live_buffers;
     let before = registrations(host);
-    let pipe = OutputPipe::new(1024);
-    let mut o = opts("misbehave", &["write-forever"]);
-    o.stdout = Output::Pipe(pipe.clone());
-    let g = guest("misbehave");
-    {
-        let run = rt.run(&g, o);
-        tokio::pin!(run);
-        let writing = async {
-            while !String::from_utf8_lossy(&pipe.contents()).contains("writing") {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            // The guest writes back to back: it is now all but surely inside a write.
-            tokio::time::sleep(Duration::from_millis(30)).await;
-        };
-        tokio::select! {
-            r = &mut run => panic!("the guest ended on its own: {r:?}"),
-            () = writing => {}
-        }
-        // Dropping the run drops its Store, and with it the guest's linear memory, while the
-        // write's future is suspended. A staging thread still reading that memory would fault
-        // and end this process.
-    }
+    drop_run_midway(rt, "misbehave", &["write-forever"], "writing").await;
     let o = run(rt, "misbehave", &["transfers"]).await.unwrap();
     assert_ok(&o, "transfers ok");
     assert_eq!(
@@ -67,17 +91,5 @@ async fn a_run_dropped_during_a_guest_write_ends_it_at_once_and_leaves_the_host_
         before,
         "the dropped write's staging went back to the reserve"
     );
-    // Earlier tests' buffers may still be on their way out (never in: this test runs alone).
-    let mut live = host.stats().live_buffers;
-    for _ in 0..500 {
-        if live <= buffers {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        live = host.stats().live_buffers;
-    }
-    assert!(
-        live <= buffers,
-        "the dropped guest's buffer was freed: {buffers} live before, {live} after"
-    );
+    assert_buffers_freed(host, buffers).await;
 }

@@ -7,6 +7,7 @@ mod arena;
 mod common;
 mod concurrency;
 mod context_loss;
+mod drained;
 mod graph;
 mod host_buffer;
 mod launch;
