@@ -183,15 +183,31 @@ pub(crate) struct Wasm {
     /// rather than fail when the pool's slots are all in use.
     pub(crate) stores: Arc<tokio::sync::Semaphore>,
     linker: Linker<RequestState>,
+    /// The engine and linker of functions that use streams (component-model async).
+    streams: (Engine, Linker<RequestState>),
     compiled: std::sync::Mutex<std::collections::VecDeque<(Arc<[u8]>, Component)>>,
+}
+
+/// A linker on `engine` with all of WASI p2 (Rust's std imports more than the proxy world
+/// names; each request's context is empty: no files, no environment, no sockets), wasi:http and
+/// gpuhost:cuda.
+fn new_linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    gpuhost_wasm::add_to_linker(&mut linker)?;
+    Ok(linker)
 }
 
 impl Wasm {
     pub(crate) fn new() -> Result<Self> {
         let mut config = Config::new();
+        // Without the component model's async support: with it, every host call creates a
+        // wasmtime host task (a bound guest launch took 52 µs instead of 39 in a debug build on
+        // softcuda). Functions that use streams (`buffer.read-stream`) get their own engine.
         config
             .wasm_component_model(true)
-            .wasm_component_model_async(true)
+            .concurrency_support(false)
             .consume_fuel(true);
         // Each request's instance, memories, tables and async stack come from slots reserved
         // once (copy-on-write images, reset with madvise) instead of mmap and munmap per request.
@@ -211,15 +227,20 @@ impl Wasm {
                 (engine, false)
             }
         };
-        let mut linker = Linker::new(&engine);
         let err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
-        // All of WASI p2 (Rust's std imports more than the proxy world names), with an empty
-        // context per request: no files, no environment, no sockets.
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
-        gpuhost_wasm::add_to_linker(&mut linker).map_err(err)?;
+        let linker = new_linker(&engine).map_err(err)?;
+        // The streams engine allocates instances on demand: functions that use streams are
+        // few, and a second pool would reserve its slots' address space twice.
+        let mut async_config = Config::new();
+        async_config
+            .wasm_component_model(true)
+            .wasm_component_model_async(true)
+            .consume_fuel(true);
+        let streams = Engine::new(&async_config).map_err(err)?;
+        let streams_linker = new_linker(&streams).map_err(err)?;
         Ok(Self {
             engine,
+            streams: (streams, streams_linker),
             pooling,
             stores: Arc::new(tokio::sync::Semaphore::new(POOLED_STORES as usize)),
             linker,
@@ -234,7 +255,10 @@ impl Wasm {
         if let Some((_, c)) = lock().iter().find(|(b, _)| **b == *bytes) {
             return Ok((c.clone(), true));
         }
-        let component = Component::new(&self.engine, bytes)?;
+        // The plain engine unless the component needs async support (it then fails to compile
+        // there, and compiles on the streams engine).
+        let component = Component::new(&self.engine, bytes)
+            .or_else(|_| Component::new(&self.streams.0, bytes))?;
         let mut cache = lock();
         if cache.len() == COMPILED_KEPT {
             cache.pop_front();
@@ -262,8 +286,12 @@ impl Wasm {
                 reason: format!("{e:#}"),
             })
         })?;
-        let pre = self
-            .linker
+        let linker = if Engine::same(component.engine(), &self.engine) {
+            &self.linker
+        } else {
+            &self.streams.1
+        };
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| Error::MissingImport {
                 function: function.to_string(),
