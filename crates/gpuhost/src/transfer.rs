@@ -338,22 +338,48 @@ impl Stream {
             rest = tail;
             (r.start, part)
         });
-        let enqueue = |at: usize, len: usize| {
+        // A chunk's DMA into staging, or, with no staging free where none may be page-locked
+        // (page-locking waits for the whole device, e.g. for a kernel waiting on this very
+        // guest), a copy through the driver's pageable path into `part`, done on return (None).
+        let enqueue = |at: usize, part: &mut [MaybeUninit<u8>]| {
             let generation = self.enter_with(buf)?;
-            let staging = Arc::new(Pinned::take(self.host(), generation, chunk)?);
-            let done = self.dma(Dir::Down, buf, offset + at, &staging, 0..len, generation)?;
-            Ok::<_, Error>((done, staging))
+            let staging = if self.host().staging_growth.load(Ordering::Relaxed) {
+                Some(Pinned::take(self.host(), generation, chunk)?)
+            } else {
+                Pinned::try_take(self.host(), generation, chunk)
+            };
+            let Some(staging) = staging else {
+                self.download_pageable(buf, offset + at, part, generation)?;
+                return Ok::<_, Error>(None);
+            };
+            let staging = Arc::new(staging);
+            let done = self.dma(
+                Dir::Down,
+                buf,
+                offset + at,
+                &staging,
+                0..part.len(),
+                generation,
+            )?;
+            Ok(Some((done, staging)))
         };
         let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
-        for (i, part) in parts.by_ref().take(cfg.chunks_in_flight) {
-            let (done, staging) = enqueue(i, part.len())?;
-            in_flight.push_back((done, staging, part));
-        }
-        while let Some((done, staging, part)) = in_flight.pop_front() {
+        loop {
+            // `chunks_in_flight` DMAs on the way; the next one is queued before a landed chunk
+            // is copied out.
+            while in_flight.len() < cfg.chunks_in_flight {
+                let Some((i, part)) = parts.next() else { break };
+                if let Some((done, staging)) = enqueue(i, &mut *part)? {
+                    in_flight.push_back((done, staging, part));
+                }
+            }
+            let Some((done, staging, part)) = in_flight.pop_front() else {
+                break;
+            };
             done.await?;
-            // The next chunk's DMA is queued before this one is copied out.
-            if let Some((i, next)) = parts.next() {
-                let (done, staging) = enqueue(i, next.len())?;
+            if let Some((i, next)) = parts.next()
+                && let Some((done, staging)) = enqueue(i, &mut *next)?
+            {
                 in_flight.push_back((done, staging, next));
             }
             let landed = staging.bytes(part.len());
@@ -424,6 +450,34 @@ impl Stream {
         };
         self.host().check_at(r, generation)?;
         self.fence_keeping(&[buf], None)
+    }
+
+    /// One download chunk through the driver's pageable path (no staging free, and none may be
+    /// page-locked: [`Host::set_staging_growth`]): after this stream's earlier work, the driver
+    /// copies into `out` through its own staging; every byte of `out` is written when this
+    /// returns Ok (the stream is synchronized, which NVIDIA's pageable copy already did).
+    pub(crate) fn download_pageable(
+        &self,
+        buf: &DeviceBuffer,
+        at: usize,
+        out: &mut [MaybeUninit<u8>],
+        generation: u64,
+    ) -> Result<()> {
+        // SAFETY: `at + out.len()` lies inside `buf`'s allocation (the caller checked the whole
+        // range) and `buf` outlives the synchronize below; `out` is writable for its length and
+        // nothing else touches it until this returns, after the stream has done the copy.
+        let r = unsafe {
+            result::mem::copy_dtoh_async(
+                out.as_mut_ptr().cast(),
+                buf.inner.raw + at as u64,
+                out.len(),
+                self.raw(),
+            )
+        };
+        self.host().check_at(r, generation)?;
+        // SAFETY: a live stream of the bound, current-generation context.
+        let r = unsafe { result::stream::synchronize(self.raw()) };
+        self.host().check_at(r, generation)
     }
 
     /// Sets `len` bytes of `buf` from `offset` to `value`, after the work queued before it.

@@ -124,9 +124,11 @@ pub(crate) unsafe fn copy_htod_async(
 /// cuMemcpyDtoHAsync_v2: copies `len` bytes from `src` to host `dst`, in `stream`'s order.
 ///
 /// # Safety
-/// `dst` is registered host memory writable for `len` bytes, and nothing reads or frees it
-/// until the stream has done the copy; `[src, src + len)` lies inside an allocation of the
-/// bound context alive as long; `stream` is a live stream of that context.
+/// `dst` is host memory writable for `len` bytes that nothing reads or frees until the stream
+/// has done the copy (registered memory: until a fence or synchronize after it; pageable memory:
+/// NVIDIA's driver fills it before returning, and a synchronize of `stream` covers any driver);
+/// `[src, src + len)` lies inside an allocation of the bound context alive as long; `stream` is
+/// a live stream of that context.
 pub(crate) unsafe fn copy_dtoh_async(
     dst: *mut c_void,
     src: CUdeviceptr,

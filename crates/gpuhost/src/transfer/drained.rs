@@ -30,9 +30,25 @@ use crate::stream::Stream;
 /// range of the download it holds and how much of it was copied out.
 struct Chunk {
     done: Option<Completion>,
-    staging: Arc<Pinned>,
+    staging: Staged,
     range: Range<usize>,
     copied: usize,
+}
+
+/// Where a chunk lands: pooled page-locked staging (a DMA), or, for a download starved of it
+/// where none may be page-locked, plain heap memory the driver's pageable path filled.
+enum Staged {
+    Pinned(Arc<Pinned>),
+    Heap(Box<[u8]>),
+}
+
+impl Staged {
+    fn bytes(&self, len: usize) -> &[u8] {
+        match self {
+            Staged::Pinned(p) => p.bytes(len),
+            Staged::Heap(b) => &b[..len],
+        }
+    }
 }
 
 impl Chunk {
@@ -70,10 +86,12 @@ pub struct DrainedDownload {
     starved_since: Option<Instant>,
 }
 
-/// How long a download that holds no staging waits for a pooled region before page-locking one,
-/// where staging may not grow: regions still held by dropped transfers' DMAs come back within a
-/// DMA's time, while one held by a transfer left open (a guest's undrained read) may never
-/// come back, and a download must not wait on another's reader.
+/// How long a download that holds no staging waits for a pooled region, where staging may not
+/// grow, before it takes the driver's pageable path for a chunk: regions still held by dropped
+/// transfers' DMAs come back within a DMA's time, while one held by a transfer left open (a
+/// guest's undrained read) may never come back, and a download must not wait on another's
+/// reader. Not page-locking: on NVIDIA that waits for the whole device, e.g. for a kernel that
+/// waits for this guest's next write.
 const STAGING_WAIT: Duration = Duration::from_millis(20);
 
 impl std::fmt::Debug for DrainedDownload {
@@ -91,8 +109,9 @@ impl Stream {
     /// out with [`DrainedDownload::drain_into`] as they land. The calling thread never waits
     /// for the device. Staging comes from the pool; where the host may not page-lock more
     /// ([`Host::set_staging_growth`](crate::Host::set_staging_growth)), a chunk waits for a
-    /// free region instead, unless the download holds none and has waited 20 ms: then it
-    /// page-locks one, as [`Stream::download`] does.
+    /// free region instead, unless the download holds none and has waited 20 ms: then that
+    /// chunk is copied through the driver's pageable path into heap memory, as
+    /// [`Stream::download`] does with no staging free.
     pub fn start_download(
         self: &Arc<Self>,
         buf: &DeviceBuffer,
@@ -141,18 +160,34 @@ impl DrainedDownload {
         let s = &self.stream;
         let generation = s.enter_with(&self.buf)?;
         let starved = |since: Option<Instant>| since.is_some_and(|t| t.elapsed() >= STAGING_WAIT);
-        let staging = if s.host().staging_growth.load(Ordering::Relaxed)
-            || (self.queued.is_empty() && starved(self.starved_since))
-        {
+        let staging = if s.host().staging_growth.load(Ordering::Relaxed) {
             Some(Pinned::take(s.host(), generation, self.chunk)?)
         } else {
             Pinned::try_take(s.host(), generation, self.chunk)
         };
         let Some(staging) = staging else {
-            if self.queued.is_empty() {
-                self.starved_since.get_or_insert_with(Instant::now);
+            if !self.queued.is_empty() {
+                return Ok(false);
             }
-            return Ok(false);
+            let since = *self.starved_since.get_or_insert_with(Instant::now);
+            if !starved(Some(since)) {
+                return Ok(false);
+            }
+            // Starved: this chunk through the pageable path, landed when the copy returns.
+            let mut heap = vec![0u8; range.len()].into_boxed_slice();
+            let at = self.offset + range.start;
+            // SAFETY: download_pageable writes every byte of its destination.
+            let out = unsafe { crate::copy::as_uninit(&mut heap) };
+            s.download_pageable(&self.buf, at, out, generation)?;
+            self.starved_since = None;
+            self.planned.pop_front();
+            self.queued.push_back(Chunk {
+                done: None,
+                staging: Staged::Heap(heap),
+                range,
+                copied: 0,
+            });
+            return Ok(true);
         };
         self.starved_since = None;
         let staging = Arc::new(staging);
@@ -168,7 +203,7 @@ impl DrainedDownload {
         self.planned.pop_front();
         self.queued.push_back(Chunk {
             done: Some(done),
-            staging,
+            staging: Staged::Pinned(staging),
             range,
             copied: 0,
         });
@@ -185,7 +220,7 @@ impl DrainedDownload {
                 return Poll::Ready(Ok(()));
             }
             // No staging is free: other transfers hold it all. Look again next poll, until
-            // STAGING_WAIT has passed and `fill` page-locks a region.
+            // STAGING_WAIT has passed and `fill` takes the pageable path.
             cx.waker().wake_by_ref();
             return Poll::Pending;
         };

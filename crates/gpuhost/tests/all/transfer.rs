@@ -374,9 +374,9 @@ impl Drop for Mapped {
 }
 
 #[test]
-fn with_staging_growth_off_uploads_past_the_pool_use_the_pageable_path_and_page_lock_nothing() {
+fn with_staging_growth_off_transfers_past_the_pool_use_the_pageable_path_and_page_lock_nothing() {
     crate::common::in_child(
-        "transfer::with_staging_growth_off_uploads_past_the_pool_use_the_pageable_path_and_page_lock_nothing",
+        "transfer::with_staging_growth_off_transfers_past_the_pool_use_the_pageable_path_and_page_lock_nothing",
         uploads_without_growth,
     );
 }
@@ -400,8 +400,11 @@ fn uploads_without_growth() {
             let mut back = vec![0u8; len];
             buf.read(1, &mut back).unwrap();
             assert!(back == data, "{len} bytes");
+            // Downloads too: beyond the pool, the pageable path into the destination itself.
+            let down = s.download_to_vec(&buf, 1, len).await.unwrap();
+            assert!(down == data, "{len} bytes down");
         });
     }
-    assert_eq!(registered(), at_start, "no upload page-locked memory");
+    assert_eq!(registered(), at_start, "no transfer page-locked memory");
     host.set_staging_growth(true);
 }
