@@ -281,12 +281,9 @@ fn freeing_twice_or_a_pointer_no_allocator_gave_is_invalid_value() {
         free_async(foreign, &s),
         CUresult::CUDA_ERROR_INVALID_VALUE,
     );
+    // Not an error on NVIDIA's driver (seen on the H200, driver 580).
     let (r, _) = alloc_async(0, &s);
-    steps.expect(
-        "cuMemAllocAsync(0 bytes)",
-        r,
-        CUresult::CUDA_ERROR_INVALID_VALUE,
-    );
+    steps.expect("cuMemAllocAsync(0 bytes)", r, CUresult::CUDA_SUCCESS);
     // SAFETY: a NULL out-pointer on purpose: the driver refuses it.
     let r = unsafe { sys::cuMemAllocAsync(std::ptr::null_mut(), 64, s.raw()) };
     steps.expect(
