@@ -292,7 +292,7 @@ impl Arena {
         };
         let len = usize::try_from(bytes).map_err(|_| full(&self.lock()))?;
         let size = round_up(bytes.max(1), ARENA_ALIGN).ok_or_else(|| full(&self.lock()))?;
-        let offset = {
+        let (offset, still_zero) = {
             let mut st = self.lock();
             let offset = st.take(size).ok_or_else(|| full(&st))?;
             if offset + size > st.mapped
@@ -306,13 +306,9 @@ impl Arena {
             let still_zero =
                 offset >= st.untouched_from && !self.kernels_since_zeroed.load(Ordering::SeqCst);
             st.untouched_from = st.untouched_from.max(offset + size);
-            if still_zero {
-                self.used.fetch_add(size, Ordering::AcqRel);
-                return Ok(DeviceBuffer::from_arena(self, offset, size, len));
-            }
-            offset
+            (offset, still_zero)
         };
-        if let Err(e) = self.zero(offset, size) {
+        if !still_zero && let Err(e) = self.zero(offset, size) {
             self.lock().give(offset, size);
             return Err(e);
         }

@@ -238,17 +238,13 @@ impl Stream {
         for a in args {
             if let Arg::Buffer(b, _) = a {
                 self.check_buffer("buffer argument", b)?;
+                // Before the driver call, so an arena allocation made meanwhile on another
+                // thread is zeroed (arena.rs); a launch refused below only costs a zeroing.
+                b.note_kernel();
             }
         }
         cfg.check(kernel.name(), self.host.facts())?;
         let packed = pack(kernel.name(), kernel.params(), args)?;
-        // Checked: the launch (or graph) goes ahead. Before the driver call, so an arena
-        // allocation made meanwhile on another thread is zeroed (arena.rs).
-        for a in args {
-            if let Arg::Buffer(b, _) = a {
-                b.note_kernel();
-            }
-        }
         debug_assert_eq!(packed.len(), kernel.params().len());
         Ok(packed)
     }

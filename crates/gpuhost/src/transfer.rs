@@ -343,12 +343,7 @@ impl Stream {
         // guest), a copy through the driver's pageable path into `part`, done on return (None).
         let enqueue = |at: usize, part: &mut [MaybeUninit<u8>]| {
             let generation = self.enter_with(buf)?;
-            let staging = if self.host().staging_growth.load(Ordering::Relaxed) {
-                Some(Pinned::take(self.host(), generation, chunk)?)
-            } else {
-                Pinned::try_take(self.host(), generation, chunk)
-            };
-            let Some(staging) = staging else {
+            let Some(staging) = self.staging(generation, chunk)? else {
                 self.download_pageable(buf, offset + at, part, generation)?;
                 return Ok::<_, Error>(None);
             };
@@ -403,12 +398,7 @@ impl Stream {
                 done.await?;
             }
             let generation = self.enter_with(buf)?;
-            let staging = if self.host().staging_growth.load(Ordering::Relaxed) {
-                Some(Pinned::take(self.host(), generation, chunk)?)
-            } else {
-                Pinned::try_take(self.host(), generation, chunk)
-            };
-            let Some(mut staging) = staging else {
+            let Some(mut staging) = self.staging(generation, chunk)? else {
                 in_flight.push_back(self.upload_pageable(buf, at, part, generation)?);
                 continue;
             };
@@ -450,6 +440,16 @@ impl Stream {
         };
         self.host().check_at(r, generation)?;
         self.fence_keeping(&[buf], None)
+    }
+
+    /// A staging region of `len` bytes for one chunk: pooled, or newly page-locked where the
+    /// host allows it; None when none is free and none may be page-locked
+    /// ([`Host::set_staging_growth`]: on NVIDIA page-locking waits for the whole device).
+    pub(crate) fn staging(&self, generation: u64, len: usize) -> Result<Option<Pinned>> {
+        if self.host().staging_growth.load(Ordering::Relaxed) {
+            return Pinned::take(self.host(), generation, len).map(Some);
+        }
+        Ok(Pinned::try_take(self.host(), generation, len))
     }
 
     /// One download chunk through the driver's pageable path (no staging free, and none may be

@@ -15,7 +15,6 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -160,12 +159,7 @@ impl DrainedDownload {
         let s = &self.stream;
         let generation = s.enter_with(&self.buf)?;
         let starved = |since: Option<Instant>| since.is_some_and(|t| t.elapsed() >= STAGING_WAIT);
-        let staging = if s.host().staging_growth.load(Ordering::Relaxed) {
-            Some(Pinned::take(s.host(), generation, self.chunk)?)
-        } else {
-            Pinned::try_take(s.host(), generation, self.chunk)
-        };
-        let Some(staging) = staging else {
+        let Some(staging) = s.staging(generation, self.chunk)? else {
             if !self.queued.is_empty() {
                 return Ok(false);
             }

@@ -205,8 +205,9 @@ fn first_burst(k: &Kit, a: &DeviceBuffer<u32>, s: &Stream) {
     show("first", s, &[a]);
 }
 
-/// A burst of 8 (the stream starts collecting), then `n` launches and a synchronize.
-fn cap(n: u32) {
+/// A new stream with a burst of 8 behind it (so it collects), then `n` launches of `mix` on
+/// it, not synchronized; returns what they use.
+fn second_burst(n: u32) -> (Kit, DeviceBuffer<u32>, Stream) {
     let k = kit();
     let a = buf(1);
     let s = check(Stream::create(), "stream");
@@ -214,18 +215,18 @@ fn cap(n: u32) {
     for i in 0..n {
         one(&k.mix, &a, i, &s);
     }
+    (k, a, s)
+}
+
+/// A burst of 8 (the stream starts collecting), then `n` launches and a synchronize.
+fn cap(n: u32) {
+    let (_k, a, s) = second_burst(n);
     show("capped", &s, &[&a]);
 }
 
 /// A burst of 8, then one of `n` (8 unless given) left collected when the guest exits.
 fn exit_pending(n: u32) {
-    let k = kit();
-    let a = buf(1);
-    let s = check(Stream::create(), "stream");
-    first_burst(&k, &a, &s);
-    for i in 0..n {
-        one(&k.mix, &a, i, &s);
-    }
+    let _held = second_burst(n);
     // Dropping everything would flush the stream; exiting leaves it to the Store's drop.
     std::process::exit(0);
 }
