@@ -22,8 +22,6 @@ pub(crate) struct BackEdges {
     pub bounded: HashSet<*const Inst>,
     /// Instrumented back-edges that stand for more than one back-edge: how many.
     pub weight: HashMap<*const Inst, u32>,
-    /// Position (labels and instructions in order) of the first label a back-edge jumps to.
-    pub first_header: Option<usize>,
 }
 
 enum Item<'m> {
@@ -139,10 +137,7 @@ pub(crate) fn analyse(
                 .map(|m| (*k, m)),
         })
         .collect();
-    let mut out = BackEdges {
-        first_header: back.iter().map(|b| b.1).min(),
-        ..BackEdges::default()
-    };
+    let mut out = BackEdges::default();
     let mut loops: Vec<(usize, usize, u64)> = Vec::new();
     for &(b, h) in &back {
         let Item::Inst(i) = items[b] else { continue };

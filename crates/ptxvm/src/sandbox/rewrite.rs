@@ -88,14 +88,15 @@ pub(crate) struct Fx<'a, 'm> {
     pub local_align: HashMap<&'m str, u64>,
     /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
     pub deferred: std::cell::Cell<bool>,
-    /// In an entry, where its straight-line prefix ends (the first loop header): until then
-    /// the epoch the prologue read is compared before every instruction that could write memory
-    /// or leave the prefix (`entry_check`), not at once.
-    pub prefix_end: Option<usize>,
-    /// In the prefix: whether every path to here passed an epoch check, and the labels that a
-    /// branch reaches before one.
+    /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
+    /// first instruction with an effect beyond the thread's registers is reached on some path
+    /// without a compare, not at once (`defer_step`).
+    pub defer_check: bool,
+    /// Whether every path to here passed an epoch check; the labels that a branch reaches
+    /// before one; the labels passed before one (a back-edge to them needs no compare).
     checked: bool,
     unchecked_targets: HashSet<&'m str>,
+    unchecked_labels: HashSet<&'m str>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -211,9 +212,10 @@ fn rewrite_body<'a, 'm>(
         statics: HashMap::new(),
         local_align: HashMap::new(),
         deferred: Default::default(),
-        prefix_end: None,
+        defer_check: false,
         checked: false,
         unchecked_targets: HashSet::new(),
+        unchecked_labels: HashSet::new(),
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
@@ -225,9 +227,7 @@ fn rewrite_body<'a, 'm>(
     });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
-    if f.is_entry {
-        fx.prefix_end = Some(fx.first_loop_header());
-    }
+    fx.defer_check = f.is_entry;
     fx.stmts(b, Some(&hoisted), &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
@@ -325,39 +325,45 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    /// Position of the first label some back-edge jumps to (the end of the body if none).
-    fn first_loop_header(&self) -> usize {
-        self.backedges.first_header.unwrap_or(usize::MAX)
-    }
-
-    /// The entry's epoch check in its straight-line prefix: before the first statement (on
-    /// every path) that is not side-effect free or a forward branch within the prefix, and
-    /// before the first loop header.
-    fn prefix_step(&mut self, s: &'m Stmt, end: usize, out: &mut Vec<O<'m>>) {
-        if self.pos >= end {
-            self.prefix_end = None;
-            if matches!(s, Stmt::Label(..)) && !self.checked {
-                self.entry_check(out);
-            }
-            return;
-        }
+    /// The entry's epoch check, placed by a forward "checked on every path" analysis in one
+    /// pass over the body: the compare goes right before a statement that is not side-effect
+    /// free (a store, an atomic, a call, a barrier, a shuffle, a nested block) wherever some path
+    /// reaches it unchecked. Branches and labels only move the analysis state:
+    /// - a forward branch taken unchecked marks its target unchecked;
+    /// - a back-edge taken unchecked needs no compare when its loop header was itself reached
+    ///   unchecked (the header's state is then already "unchecked"), and gets one otherwise;
+    /// - `exit` and `ret` end the thread, which an abort would do too.
+    ///
+    /// The prologue's epoch load then overlaps whatever side-effect-free code (address
+    /// arithmetic, loads, whole loops of loads: their back-edges poll on their own) precedes
+    /// the first effect, instead of stalling the first branch.
+    fn defer_step(&mut self, s: &'m Stmt, out: &mut Vec<O<'m>>) {
         if let Stmt::Label(l, _) = s {
             self.checked &= !self.unchecked_targets.contains(l.as_str());
+            if !self.checked {
+                self.unchecked_labels.insert(l.as_str());
+            }
             return;
         }
         if self.checked || side_effect_free(s) {
             return;
         }
-        if let Stmt::Inst(i) = s
-            && i.opcode == "bra"
-            && let Some(Operand::Name(l)) = i.operands.first()
-            && self
-                .labels
-                .get(l.as_str())
-                .is_some_and(|&t| t > self.pos && t < end)
-        {
-            self.unchecked_targets.insert(l.as_str());
-            return;
+        if let Stmt::Inst(i) = s {
+            if matches!(i.opcode.as_str(), "exit" | "ret") {
+                return;
+            }
+            if i.opcode == "bra"
+                && let Some(Operand::Name(l)) = i.operands.first()
+                && let Some(&t) = self.labels.get(l.as_str())
+            {
+                if t > self.pos {
+                    self.unchecked_targets.insert(l.as_str());
+                    return;
+                }
+                if self.unchecked_labels.contains(l.as_str()) {
+                    return;
+                }
+            }
         }
         self.entry_check(out);
         self.checked = true;
@@ -455,8 +461,8 @@ impl<'m> Fx<'_, 'm> {
             if skip.is_some_and(|f| f(s)) {
                 continue;
             }
-            if let Some(end) = self.prefix_end {
-                self.prefix_step(s, end, out);
+            if self.defer_check {
+                self.defer_step(s, out);
             }
             match s {
                 Stmt::Label(..) => {

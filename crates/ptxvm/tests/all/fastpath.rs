@@ -609,3 +609,62 @@ fn a_poll_that_finds_the_epoch_unchanged_writes_nothing_to_the_control_block() {
     let stopped = ptxvm::sandbox::CTL_STOPPED_TAG as usize;
     assert_eq!(mem.ctl_word(stopped).load(Ordering::SeqCst), 0);
 }
+
+const LOAD_LOOP_THEN_STORE: &str = "
+.visible .entry load_loop(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<5>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+LOOP:
+    ld.global.u32 %r4, [%rd1];
+    add.u32 %r3, %r3, %r4;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p2, %r2, %r1;
+    @%p2 bra LOOP;
+DONE:
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+";
+
+#[test]
+fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
+    let (s, m) = load_sandboxed(&ptx(LOAD_LOOP_THEN_STORE));
+    // The compare of the prologue's epoch is placed after the loop (the skip branch and the
+    // back-edge are reached unchecked), right before the store.
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once("DONE:").expect("the label survives");
+    assert!(after.trim_start().starts_with(compare), "{}", s.ptx);
+    let (prologue, _) = before.split_once("LOOP:").expect("the label survives");
+    assert!(!prologue.contains(compare), "{}", s.ptx);
+    for n in [0u32, 3] {
+        let mut mem = GuestMem::new();
+        let input = mem.alloc(4);
+        mem.write(input, &41u32.to_le_bytes());
+        let out = mem.alloc(4);
+        let hidden = Hidden {
+            globals: 0,
+            epoch: EPOCH,
+        };
+        let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
+        mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
+        mem.write(out, &7u32.to_le_bytes());
+        run_sandboxed(&m, "load_loop", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+        assert_eq!(
+            mem.read(out, 4),
+            7u32.to_le_bytes(),
+            "stale launch, n = {n}"
+        );
+        mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+        run_sandboxed(&m, "load_loop", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+        assert_eq!(mem.read(out, 4), (41 * n).to_le_bytes(), "n = {n}");
+    }
+}
