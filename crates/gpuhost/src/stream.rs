@@ -100,15 +100,6 @@ impl Flush for Unrecorded {
     fn await_spin(&self) -> std::time::Duration {
         self.host.await_spin()
     }
-
-    fn event_done(&self, event: CUevent, generation: u64) -> bool {
-        if self.host.enter_for(generation).is_err() {
-            return false;
-        }
-        // SAFETY: the event was lent by its batch, whose completion thread retracts it (and
-        // waits for this query) before recycling it; its context is bound at its generation.
-        unsafe { result::stream::event_query(event) }.is_ok()
-    }
 }
 
 impl Unrecorded {
@@ -135,23 +126,20 @@ impl Unrecorded {
 
     /// Record an event after `launches` (taken from the queue before, so each was issued before
     /// the event) and hand them to the completion thread; a failure completes them with it.
-    fn record_after(&self, mut launches: Launched) {
+    fn record_after(&self, launches: Launched) {
         let recorded = self
             .host
             .enter_for(self.generation)
             .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
         match recorded {
-            Ok((generation, event)) => {
-                launches.lend_event(event, generation);
-                completion::hand_over(
-                    &self.host,
-                    Batch {
-                        event,
-                        generation,
-                        launches,
-                    },
-                )
-            }
+            Ok((generation, event)) => completion::hand_over(
+                &self.host,
+                Batch {
+                    event,
+                    generation,
+                    launches,
+                },
+            ),
             Err(e) => completion::complete(&self.host, launches, &Err(e)),
         }
     }
