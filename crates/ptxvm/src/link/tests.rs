@@ -183,3 +183,31 @@ fn an_address_initialiser_is_refused_rather_than_printed_as_zero() {
         .unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
 }
+
+#[test]
+fn nvcc_string_constants_of_two_modules_stay_apart() {
+    let module = |text: &str, kernel: &str| {
+        let bytes: Vec<String> = text.bytes().chain([0]).map(|b| b.to_string()).collect();
+        format!(
+            ".global .align 1 .b8 $str[{}] = {{{}}};\n\
+             .visible .entry {kernel}(.param .u64 out) {{ .reg .b64 %rd<4>;\n\
+               mov.u64 %rd1, $str; cvta.global.u64 %rd2, %rd1;\n\
+               ld.param.u64 %rd3, [out]; st.global.u64 [%rd3], %rd2; ret; }}",
+            bytes.len(),
+            bytes.join(", ")
+        )
+    };
+    let text = link(&[("a", &module("hi", "ka")), ("b", &module("bye", "kb"))]).expect("links");
+    let m = crate::Module::load(&text).expect("loads");
+    let strs: Vec<_> = m
+        .globals()
+        .iter()
+        .map(|g| (g.name.as_str(), &g.init[..]))
+        .collect();
+    assert_eq!(
+        strs,
+        [("$str", &b"hi\0"[..]), ("$str$L1", &b"bye\0"[..])],
+        "{text}"
+    );
+    assert!(text.contains("mov.u64 %rd1, $str$L1;"), "{text}");
+}
