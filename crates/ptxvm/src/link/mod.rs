@@ -108,6 +108,8 @@ struct Def {
     input: usize,
     kind: Kind,
     bind: Bind,
+    /// A `.common` variable's size: of several, the largest is the definition.
+    common: Option<u64>,
 }
 
 /// A link in progress: modules added so far and what their global names resolve to.
@@ -163,6 +165,17 @@ impl Linker {
         }
         let index = self.inputs.len();
         let syms = symbols(&module);
+        let commons: HashMap<&str, u64> = module
+            .vars
+            .iter()
+            .filter(|v| v.linkage.as_deref() == Some("common"))
+            .map(|v| {
+                (
+                    v.name.as_str(),
+                    crate::lower::var_size(v).map_or(0, |s| s.0),
+                )
+            })
+            .collect();
         let mut updates = Vec::new();
         for (sym, &(kind, bind)) in &syms {
             let sym = sym.as_str();
@@ -205,12 +218,19 @@ impl Linker {
                 .entry(sym.to_string())
                 .or_insert((kind, index, None));
             let defines = matches!(bind, Bind::Weak | Bind::Strong);
-            // A strong definition beats a weak one; among weak ones the first stays.
-            if defines && e.2.is_none_or(|d| d.bind < bind) {
+            let common = commons.get(sym).copied();
+            // A strong definition beats a weak one; among weak ones the first stays, except
+            // that a larger `.common` variable replaces a smaller one.
+            let wins = e.2.is_none_or(|d| {
+                d.bind < bind
+                    || (d.bind == bind && d.common.zip(common).is_some_and(|(old, new)| new > old))
+            });
+            if defines && wins {
                 e.2 = Some(Def {
                     input: index,
                     kind,
                     bind,
+                    common,
                 });
             }
         }

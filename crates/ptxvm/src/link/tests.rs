@@ -211,3 +211,19 @@ fn nvcc_string_constants_of_two_modules_stay_apart() {
     );
     assert!(text.contains("mov.u64 %rd1, $str$L1;"), "{text}");
 }
+
+#[test]
+fn of_several_common_variables_the_largest_is_the_definition() {
+    let common = |n: u32, k: &str| {
+        format!(".common .global .align 4 .b8 buf[{n}];\n.visible .entry {k}() {{ ret; }}")
+    };
+    let text = link(&[
+        ("a", &common(8, "ka")),
+        ("b", &common(32, "kb")),
+        ("c", &common(16, "kc")),
+    ])
+    .expect("links");
+    let m = crate::Module::load(&text).expect("loads");
+    let sizes: Vec<u64> = m.globals().iter().map(|g| g.size).collect();
+    assert_eq!(sizes, [32], "{text}");
+}
