@@ -45,4 +45,36 @@ pub enum Error {
         /// Size of the rejected input or structure.
         bytes: usize,
     },
+    /// Linking: a module uses an `.extern` symbol that no module of the link defines.
+    #[error(
+        "Undefined reference to '{symbol}' in '{input}'; add the module that defines it (.visible) to the link"
+    )]
+    Undefined {
+        /// The symbol.
+        symbol: String,
+        /// The module that uses it.
+        input: String,
+    },
+    /// Linking: two modules define one symbol, or declare it as different things.
+    #[error(
+        "{what} of '{symbol}' in '{input}', first defined in '{first}'; keep one definition (make the others .weak or drop .visible)"
+    )]
+    Conflict {
+        /// The symbol.
+        symbol: String,
+        /// The module being added.
+        input: String,
+        /// The module that defined or declared it first.
+        first: String,
+        /// What conflicts.
+        what: String,
+    },
+    /// Linking: a module that cannot join the others (another `.address_size`).
+    #[error("module '{input}' cannot be linked with the others: {what}")]
+    Incompatible {
+        /// The module being added.
+        input: String,
+        /// Why.
+        what: String,
+    },
 }

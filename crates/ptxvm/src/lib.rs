@@ -48,6 +48,7 @@ mod error;
 mod ir;
 mod isa;
 mod lex;
+pub mod link;
 mod lower;
 mod parse;
 pub mod sandbox;
@@ -82,6 +83,11 @@ fn target_arch(tokens: &[lex::Token]) -> Option<u32> {
     let lex::Tok::Ident(name) = &tokens.get(i + 1)?.tok else {
         return None;
     };
+    arch_number(name)
+}
+
+/// `sm_80` / `compute_90a` → 80 / 90; other words → `None`.
+pub(crate) fn arch_number(name: &str) -> Option<u32> {
     let digits: String = name
         .strip_prefix("sm_")
         .or_else(|| name.strip_prefix("compute_"))?

@@ -66,6 +66,10 @@ impl Function {
 pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
     let code = match e {
         ptxvm::Error::Unsupported { .. } => CUresult::CUDA_ERROR_NOT_SUPPORTED,
+        // NVIDIA's JIT linker answers a link error (undefined or multiply defined symbol) so.
+        ptxvm::Error::Undefined { .. }
+        | ptxvm::Error::Conflict { .. }
+        | ptxvm::Error::Incompatible { .. } => CUresult::CUDA_ERROR_INVALID_SOURCE,
         _ => CUresult::CUDA_ERROR_INVALID_PTX,
     };
     (code, e.to_string())

@@ -106,7 +106,11 @@ pub(crate) fn lower(m: &ast::Module) -> R<(Vec<Kernel>, Vec<GlobalInfo>)> {
         if v.is_extern {
             return Err(Error::Unsupported {
                 line: v.line,
-                what: format!("external variable {} (no linker)", v.name),
+                what: format!(
+                    "external variable {} in a module loaded alone; link it with the module \
+                     that defines it (cuLink*, ptxvm::link)",
+                    v.name
+                ),
             });
         }
         let (size, align) = var_size(v)?;
@@ -263,7 +267,10 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
             if g.body.is_none() {
                 return Err(Error::Unsupported {
                     line: g.line,
-                    what: format!("call to external function {c} (no linker)"),
+                    what: format!(
+                        "call to external function {c} in a module loaded alone; link it \
+                         with the module that defines it (cuLink*, ptxvm::link)"
+                    ),
                 });
             }
             if depth > 256 {

@@ -21,7 +21,7 @@ mod fence;
 mod globals;
 mod group;
 mod poll;
-mod print;
+pub(crate) mod print;
 mod report;
 mod rewrite;
 mod statics;

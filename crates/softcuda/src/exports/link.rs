@@ -1,5 +1,6 @@
 //! The cuLink* entry points (a part of [`super`]'s list kept apart for size): thin shims over
-//! `link`. JIT options are accepted and ignored (there is no log to fill: errors are codes).
+//! `link`. cuLinkCreate's error and info log options are honoured (the error log gets what a
+//! failed cuLinkAddData or cuLinkComplete found); other JIT options are accepted and ignored.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use std::ffi::{CStr, c_char, c_uint, c_void};
@@ -8,7 +9,7 @@ use cudarc::driver::sys::CUresult;
 
 use super::handle_value;
 use crate::abi::{self, CuResult, p};
-use crate::{image, link};
+use crate::{image, jit, link};
 
 type State = *mut c_void;
 
@@ -45,15 +46,23 @@ exports! {
         if stateOut.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
+        // SAFETY: both arrays hold `numOptions` entries (checked non-null above when there are
+        // any), per cuLinkCreate's contract.
+        let logs = unsafe { jit::parse(numOptions, options, optionValues) };
         // SAFETY: `stateOut` is cuLinkCreate_v2's out-pointer: NULL (refused) or writable per
         // cuda.h.
-        unsafe { abi::write(stateOut, p(link::create()?)) }
+        unsafe { abi::write(stateOut, p(link::create(logs, optionValues)?)) }
     }
 
-    /// Adds `size` bytes of PTX (or a fatbin holding PTX); only one input per link.
+    /// Adds `size` bytes of PTX (or a fatbin holding PTX), called `name` in the logs.
     fn cuLinkAddData_v2(state: State, kind: c_uint, data: *mut c_void, size: usize, name: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void) {
-        let _ = name;
         check_options(numOptions, options, optionValues)?;
+        let name = if name.is_null() {
+            String::from("<unnamed>")
+        } else {
+            // SAFETY: non-null and NUL-terminated: cuLinkAddData's contract.
+            unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+        };
         if data.is_null() || size == 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
@@ -62,10 +71,10 @@ exports! {
         bytes.push(0);
         // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in it is well formed by
         // cuLinkAddData's contract.
-        link::add(handle_value(state), unsafe { input_ptx(kind, &bytes) }?)
+        link::add(handle_value(state), &name, unsafe { input_ptx(kind, &bytes) }?)
     }
 
-    /// Adds the PTX (or fatbin) file at `path`; only one input per link.
+    /// Adds the PTX (or fatbin) file at `path`, called by its path in the logs.
     fn cuLinkAddFile_v2(state: State, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void) {
         check_options(numOptions, options, optionValues)?;
         if path.is_null() {
@@ -77,7 +86,7 @@ exports! {
         bytes.push(0);
         // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in the file is well formed by
         // cuLinkAddFile's contract.
-        link::add(handle_value(state), unsafe { input_ptx(kind, &bytes) }?)
+        link::add(handle_value(state), path, unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// The linked image (here: the PTX), valid until cuLinkDestroy; `sizeOut` may be NULL.

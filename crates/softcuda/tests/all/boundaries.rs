@@ -280,7 +280,7 @@ fn get_proc_address_and_ctx_create_refuse_malformed_requests() {
 }
 
 #[test]
-fn link_takes_one_ptx_input_and_refuses_the_rest() {
+fn link_refuses_bad_inputs_and_a_second_definition_and_hands_out_one_input_as_added() {
     let _g = serial();
     fresh_primary();
     let ptx = CString::new(include_str!("../fixtures/kernels.ptx")).unwrap();
@@ -330,7 +330,11 @@ fn link_takes_one_ptx_input_and_refuses_the_rest() {
         assert_eq!(add(0), CUresult::CUDA_ERROR_NOT_SUPPORTED, "a cubin");
         assert_eq!(add(99), INVALID, "an unknown type");
         ok(add(1));
-        assert_eq!(add(1), CUresult::CUDA_ERROR_NOT_SUPPORTED, "a second input");
+        assert_eq!(
+            add(1),
+            CUresult::CUDA_ERROR_INVALID_SOURCE,
+            "the same visible kernels again: multiple definition"
+        );
         assert_eq!(
             cuLinkAddFile_v2(state, 1, c"/no/such/file.ptx".as_ptr(), 0, none, no_opts),
             CUresult::CUDA_ERROR_FILE_NOT_FOUND
