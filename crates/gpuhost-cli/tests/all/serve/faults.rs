@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use super::{Repo, Server, eventually, guest, request};
+use super::{Repo, Server, eventually, request, test_guest};
 
 fn misbehave_repo(tag: &str, toml: &str) -> Repo {
     let repo = Repo::new(tag);
-    repo.function("misbehave", &guest("http-misbehave"), None, toml);
+    repo.function("misbehave", &test_guest("http-misbehave"), None, toml);
     repo
 }
 
@@ -194,7 +194,7 @@ fn granted_repo(tag: &str) -> Repo {
     let repo = misbehave_repo(tag, "");
     repo.function(
         "granted",
-        &guest("http-misbehave"),
+        &test_guest("http-misbehave"),
         Some(&super::test_bundle("stamp-a")),
         "",
     );

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use super::{Repo, Server, guest, request, root};
+use super::{Repo, Server, request, root, test_guest};
 
 #[test]
 fn health_endpoints_and_metrics_count_what_the_requests_did() {
@@ -161,7 +161,7 @@ fn chromium() -> Command {
 #[test]
 fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_browser() {
     let repo = Repo::new("status-page");
-    repo.function("misbehave", &guest("http-misbehave"), None, "");
+    repo.function("misbehave", &test_guest("http-misbehave"), None, "");
     repo.function(
         "saxpy",
         &root().join("examples/repository/saxpy/function.wasm"),
