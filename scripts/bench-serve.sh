@@ -116,8 +116,8 @@ for c in (1, 16, 64):
     print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {s[0]/n[0]:.2f} | {n[1]:.3f}/{n[2]:.3f} | {s[1]:.3f}/{s[2]:.3f} | {s[2]/n[2]:.2f} |")
 sw, st = load("serve-swaps-c16.json"), load("serve-c16.json")
 print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, this run's requests only)")
-print("| connections | setup | instantiate | respond (handler start → head) | teardown |")
-print("|---|---|---|---|---|")
+print("| connections | setup | instantiate | sandbox (warm Store) | respond (handler start → head) | teardown |")
+print("|---|---|---|---|---|---|")
 for c in (1, 16, 64):
     m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
               (out / f"metrics-after-c{c}.txt").read_text())

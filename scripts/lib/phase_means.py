@@ -7,12 +7,12 @@ The one parser of that metric: scripts/bench-serve.sh imports `means`, scripts/p
 serve-phases.sh runs it as a command:
 
     python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt
-    -> setup=12.3us instantiate=45.6us respond=78.9us teardown=1.2us
+    -> setup=12.3us instantiate=45.6us sandbox=20.1us respond=78.9us teardown=1.2us
 """
 import re
 import sys
 
-PHASES = ("setup", "instantiate", "respond", "teardown")
+PHASES = ("setup", "instantiate", "sandbox", "respond", "teardown")
 SAMPLE = re.compile(r'^gpuhost_request_phase_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 

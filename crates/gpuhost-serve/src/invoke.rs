@@ -362,6 +362,10 @@ async fn run_guest<Held: Send + 'static>(
                 .await
         })
         .await;
+        // The response is ready (its head and, for most guests, the whole body): let the
+        // connection's task, woken by it onto this thread, send it before the Store is torn
+        // down, rather than after (the teardown is then no part of the request's latency).
+        tokio::task::yield_now().await;
         let teardown = Instant::now();
         drop(run);
         task_metrics.phase(Phase::Teardown, teardown.elapsed().as_secs_f64());

@@ -45,6 +45,9 @@ pub enum Phase {
     Setup,
     /// Instantiating the component in it.
     Instantiate,
+    /// Taking a sandboxed function's arena and control block for a warm Store (from the pool,
+    /// zeroed), ahead of its request.
+    Sandbox,
     /// From the start of the guest's handler to its response head.
     Respond,
     /// Dropping the Store after the guest ended (its buffers, streams, sandbox back to the pool).
@@ -52,9 +55,10 @@ pub enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 4] = [
+    const ALL: [Phase; 5] = [
         Self::Setup,
         Self::Instantiate,
+        Self::Sandbox,
         Self::Respond,
         Self::Teardown,
     ];
@@ -63,6 +67,7 @@ impl Phase {
         match self {
             Self::Setup => "setup",
             Self::Instantiate => "instantiate",
+            Self::Sandbox => "sandbox",
             Self::Respond => "respond",
             Self::Teardown => "teardown",
         }

@@ -2,8 +2,10 @@
 //! request, so a lone request does not wait for its Store's setup and the component's
 //! instantiation (at one connection, those were much of what serve added to the same GPU work
 //! done in process). Each take starts a refill in the background. The Store is still fresh:
-//! no request has run in it, and it holds nothing on the GPU (the sandbox is taken at the
-//! guest's first device call). A version closes its spares before it releases its bundle.
+//! no request has run in it; on the GPU it holds only a sandboxed function's arena and control
+//! block, taken from the version's pool and zeroed when it was made (so that reset is not part
+//! of the request), which go back to the pool with it. A version closes its spares before it
+//! releases its bundle.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -99,5 +101,17 @@ async fn make(
     let start = Instant::now();
     let proxy = version.pre.instantiate_async(&mut store).await?;
     metrics.phase(Phase::Instantiate, start.elapsed().as_secs_f64());
+    // A sandboxed guest's arena and control block, zeroed, now rather than at its first device
+    // call: that reset (the whole arena zeroed and waited for) is then no part of the request.
+    // A failure here is the guest's to see at that call, as without a warm Store.
+    if version.config.limits.sandbox {
+        let start = Instant::now();
+        match store.data_mut().cuda.prepare_sandbox() {
+            Ok(()) => metrics.phase(Phase::Sandbox, start.elapsed().as_secs_f64()),
+            Err(e) => {
+                tracing::debug!(error = %e, "a warm Store's sandbox is left to its guest's first device call")
+            }
+        }
+    }
     Ok((store, proxy, stderr))
 }

@@ -150,6 +150,15 @@ impl CudaCtx {
         Ok(self.confine.as_mut())
     }
 
+    /// Takes the guest's sandbox now rather than at its first device call: an embedder that
+    /// makes a Store ahead of its guest (`gpuhost serve`'s warm Stores) moves the sandbox's
+    /// making — or, from a [`SandboxPool`], the zeroing of a reused arena and control block —
+    /// out of the request. Nothing for a trusted guest, or one whose sandbox is already taken.
+    pub fn prepare_sandbox(&mut self) -> Result<(), crate::Error> {
+        self.confinement()?;
+        Ok(())
+    }
+
     /// The watch of this guest's launches, for waiting until they end after the Store is gone.
     pub(crate) fn watch(&self) -> Option<Arc<StoreWatch>> {
         self.confine.as_ref().map(|c| c.watch.clone())

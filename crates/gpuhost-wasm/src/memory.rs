@@ -41,6 +41,12 @@ const WRITE: &str = "[method]buffer.write";
 pub struct BufferRes {
     pub(crate) buf: gpuhost::DeviceBuffer,
     pub(crate) charge: Charge,
+    /// `Some(n)`: every byte is zero for as long as the guest's launch count stays `n` — the
+    /// buffer came zeroed from the sandbox's arena while none of the guest's kernels could be
+    /// running, and nothing has written it since. A sandboxed kernel may write anywhere in its
+    /// guest's arena, so any launch ends this. `fill` with 0 then has nothing to do (the guest
+    /// SDK's `DeviceBuffer::zeroed` is create + fill: one device round trip saved).
+    pub(crate) still_zero: Option<u64>,
 }
 
 impl CudaCtxView<'_> {
@@ -62,8 +68,10 @@ impl CudaCtxView<'_> {
         offset: u64,
         len: usize,
     ) -> CudaResult<(gpuhost::DeviceBuffer, usize, Arc<gpuhost::Stream>)> {
-        let b = self.table.get(buffer)?.buf.clone();
-        let (offset, _) = check_range("write", offset, len as u64, b.len())?;
+        let res = self.table.get_mut(buffer)?;
+        let (offset, _) = check_range("write", offset, len as u64, res.buf.len())?;
+        res.still_zero = None;
+        let b = res.buf.clone();
         Ok((b, offset, self.transfer_stream()?))
     }
 }
@@ -143,6 +151,10 @@ async fn write_in_place<T: CudaView + 'static>(
 impl HostBuffer for CudaCtxView<'_> {
     fn create(&mut self, size: u64) -> CudaResult<Resource<BufferRes>> {
         self.ctx.usage.add_buffer(&self.ctx.limits, size)?;
+        // An arena's allocations are zeroed before they are handed out; with a kernel of this
+        // guest possibly still running (it may write anywhere in the arena) that proves nothing.
+        let launches = self.ctx.launches;
+        let idle = self.ctx.usage.launches_in_flight == 0;
         let pushed = usize::try_from(size)
             .map_err(|_| {
                 WitError::OutOfMemory(format!("{size} bytes do not fit this host's address space"))
@@ -150,12 +162,16 @@ impl HostBuffer for CudaCtxView<'_> {
             })
             .and_then(|bytes| match self.ctx.confinement()? {
                 // A sandboxed guest's buffers come from its arena (zeroed there).
-                Some(c) => Ok(c.arena.alloc(size)?),
-                None => Ok(self.ctx.host.alloc(bytes)?),
+                Some(c) => Ok((c.arena.alloc(size)?, idle.then_some(launches))),
+                None => Ok((self.ctx.host.alloc(bytes)?, None)),
             })
-            .and_then(|buf| {
+            .and_then(|(buf, still_zero)| {
                 let charge = Charge::buffer(size);
-                Ok(self.table.push(BufferRes { buf, charge })?)
+                Ok(self.table.push(BufferRes {
+                    buf,
+                    charge,
+                    still_zero,
+                })?)
             });
         if pushed.is_err() {
             self.ctx.usage.remove_buffer(size);
@@ -215,8 +231,14 @@ impl HostBuffer for CudaCtxView<'_> {
         len: u64,
         value: u8,
     ) -> CudaResult<()> {
-        let b = self.table.get(&buffer)?.buf.clone();
-        let (offset, len) = check_range("fill", offset, len, b.len())?;
+        let launches = self.ctx.launches;
+        let res = self.table.get_mut(&buffer)?;
+        let (offset, len) = check_range("fill", offset, len, res.buf.len())?;
+        if value == 0 && res.still_zero == Some(launches) {
+            return Ok(());
+        }
+        res.still_zero = None;
+        let b = res.buf.clone();
         let done = self.transfer_stream()?.fill(&b, offset, len, value)?;
         Ok(done.await?)
     }
@@ -231,8 +253,10 @@ impl HostBuffer for CudaCtxView<'_> {
     ) -> CudaResult<()> {
         let s = self.table.get(&src)?.buf.clone();
         let (src_offset, len) = check_range("copy source", src_offset, len, s.len())?;
-        let d = self.table.get(&buffer)?.buf.clone();
-        let (offset, _) = check_range("copy destination", offset, len as u64, d.len())?;
+        let dst = self.table.get_mut(&buffer)?;
+        let (offset, _) = check_range("copy destination", offset, len as u64, dst.buf.len())?;
+        dst.still_zero = None;
+        let d = dst.buf.clone();
         let done = self
             .transfer_stream()?
             .copy(&d, offset, &s, src_offset, len)?;
@@ -247,3 +271,64 @@ impl HostBuffer for CudaCtxView<'_> {
 }
 
 impl Host for CudaCtxView<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::ResourceTable;
+
+    use super::*;
+    use crate::{CudaCtx, Limits};
+
+    /// A guest context on device 0 (small quotas: a sandbox arena of a granule or so), its
+    /// table, and a fresh 4 KiB buffer's handle in it.
+    fn with_buffer(sandbox: bool) -> (CudaCtx, ResourceTable, u32) {
+        let limits = Limits {
+            max_buffer_bytes: 1 << 20,
+            max_globals_bytes: 1 << 16,
+            sandbox,
+            ..Limits::default()
+        };
+        let mut ctx = CudaCtx::new(gpuhost::host(0).unwrap(), limits);
+        let mut table = ResourceTable::new();
+        let mut view = CudaCtxView {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        let rep = HostBuffer::create(&mut view, 4096).unwrap().rep();
+        (ctx, table, rep)
+    }
+
+    /// Fills buffer `rep` with zeros; true when that reached the device (the guest's transfer
+    /// stream, made at its first transfer, exists).
+    async fn zero_fill(ctx: &mut CudaCtx, table: &mut ResourceTable, rep: u32) -> bool {
+        let mut view = CudaCtxView { ctx, table };
+        HostBuffer::fill(&mut view, Resource::new_borrow(rep), 0, 4096, 0)
+            .await
+            .unwrap();
+        view.ctx.transfer.is_some()
+    }
+
+    #[tokio::test]
+    async fn a_zero_fill_of_a_fresh_sandboxed_buffer_does_no_device_work_until_a_launch() {
+        let (mut ctx, mut table, rep) = with_buffer(true);
+        assert!(
+            !zero_fill(&mut ctx, &mut table, rep).await,
+            "a fill of a buffer still zero from the arena reached the device"
+        );
+        // What every launch does to the count: any kernel may have written the arena since.
+        ctx.launches += 1;
+        assert!(
+            zero_fill(&mut ctx, &mut table, rep).await,
+            "a fill after a launch was skipped"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trusted_guests_buffer_is_filled_on_the_device_even_when_fresh() {
+        let (mut ctx, mut table, rep) = with_buffer(false);
+        assert!(
+            zero_fill(&mut ctx, &mut table, rep).await,
+            "a fill of device memory no one zeroed was skipped"
+        );
+    }
+}

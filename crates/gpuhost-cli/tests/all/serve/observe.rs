@@ -49,6 +49,10 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     assert_eq!(phase(&m, "respond"), 4.0);
     assert!(phase(&m, "setup") >= phase(&m, "instantiate"));
     assert!(phase(&m, "instantiate") >= 4.0);
+    // The function is sandboxed: its warm Stores took their arena and control block when they
+    // were made, not in a request.
+    assert!(phase(&m, "sandbox") >= 1.0);
+    assert!(phase(&m, "sandbox") <= phase(&m, "instantiate"));
     for p in ["setup", "instantiate", "respond"] {
         assert!(
             m.sum("gpuhost_request_phase_seconds_sum", &[f, ("phase", p)]) > 0.0,

@@ -494,6 +494,48 @@ fn transfers() {
     }
 }
 
+/// Zero fills read back zero however the buffer was written before: the host may skip a fill
+/// of a buffer it knows is still zero, and must not once anything could have written it — a
+/// `write`, or any kernel (a sandboxed one may write anywhere in its guest's memory: here
+/// saxpy runs past `y` into `z`, created before the launch and never named by it). Run
+/// sandboxed only: past `y` is another allocation's memory for a trusted guest.
+fn zero_fills() {
+    let zero = |b: &Buffer, what: &str| {
+        if check(b.read(0, 256), what).iter().any(|&v| v != 0) {
+            fail(&format!("zero-fills: {what} is not zero"));
+        }
+    };
+    let fresh = check(DeviceBuffer::<f32>::zeroed(64), "zeroed");
+    zero(fresh.raw(), "a zeroed buffer");
+    check(fresh.upload(0, &[1.5; 64]), "upload");
+    check(fresh.raw().fill(0, 256, 0), "fill after a write");
+    zero(fresh.raw(), "a buffer filled after a write");
+
+    let module = check(Module::from_ptx(SAXPY), "load saxpy");
+    let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
+    let x = check(DeviceBuffer::from_slice(&[1.0f32; 128]), "x");
+    let y = check(DeviceBuffer::<f32>::zeroed(64), "y");
+    let z = check(Buffer::create(256), "z");
+    let stream = check(Stream::create(), "stream");
+    check(
+        Launch::new(&saxpy)
+            .grid1(1)
+            .block1(128)
+            .scalar(2.0f32)
+            .buffer(&x)
+            .buffer(&y)
+            .scalar(128u32)
+            .enqueue(&stream),
+        "launch",
+    );
+    check(stream.synchronize(), "synchronize");
+    if check(z.read(0, 256), "z after the launch").iter().all(|&v| v == 0) {
+        fail("zero-fills: saxpy past y did not reach z (the arena's layout changed?)");
+    }
+    check(z.fill(0, 256, 0), "fill z");
+    zero(&z, "a buffer a kernel wrote past its own arguments, filled after");
+}
+
 /// Writes 64 MiB over and over, after saying so: a run to cancel midway through a write.
 fn write_forever() -> ! {
     let data = vec![0x5Au8; 64 << 20];
@@ -533,6 +575,7 @@ fn main() {
         "over-quota" => over_quota(),
         "bound" => bound(),
         "transfers" => transfers(),
+        "zero-fills" => zero_fills(),
         "write-forever" => write_forever(),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
