@@ -40,6 +40,7 @@ mod export_macros;
 pub mod exports;
 mod fatbin_codec;
 mod graph;
+mod graph_copy;
 mod graph_mem;
 mod handles;
 mod image;
