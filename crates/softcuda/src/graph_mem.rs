@@ -65,7 +65,7 @@ static ALLOCS: Mutex<Option<HashMap<u64, Weak<GraphAlloc>>>> = Mutex::new(None);
 
 /// A device's graph-memory figures (`CUgraphMem_attribute`); reserved equals used, so only the
 /// high watermarks are kept apart (each is reset on its own).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Usage {
     used: u64,
     used_high: u64,
