@@ -67,11 +67,10 @@ pub struct RawMemcpy3D {
     pub depth: usize,
 }
 
-/// `CUmemorytype` values.
-const HOST: u32 = 1;
-const DEVICE: u32 = 2;
-const ARRAY: u32 = 3;
-const UNIFIED: u32 = 4;
+use crate::copy::{
+    MEMORYTYPE_ARRAY as ARRAY, MEMORYTYPE_DEVICE as DEVICE, MEMORYTYPE_HOST as HOST,
+    MEMORYTYPE_UNIFIED as UNIFIED,
+};
 
 /// One side of the copy as plain values.
 struct End {
@@ -109,9 +108,57 @@ impl RawMemcpy3D {
         }
     }
 
+    /// `len` bytes from `src` to `dst`, each a (`CUmemorytype`, address): one row (a captured
+    /// cuMemcpy*Async).
+    pub(crate) fn linear(src: (u32, u64), dst: (u32, u64), len: usize) -> RawMemcpy3D {
+        let side = |(memory_type, addr)| Side2D {
+            memory_type,
+            addr,
+            x: 0,
+            y: 0,
+            pitch: len,
+        };
+        RawMemcpy3D::planar(&side(src), &side(dst), len, 1)
+    }
+
+    /// cuMemcpy2D's copy of `height` rows of `width` bytes (a captured cuMemcpy2DAsync).
+    pub(crate) fn planar(src: &Side2D, dst: &Side2D, width: usize, height: usize) -> RawMemcpy3D {
+        let (src_host, src_device) = split(src);
+        let (dst_host, dst_device) = split(dst);
+        RawMemcpy3D {
+            src_x_in_bytes: src.x,
+            src_y: src.y,
+            src_memory_type: src.memory_type,
+            src_host,
+            src_device,
+            src_pitch: src.pitch,
+            src_height: height,
+            dst_x_in_bytes: dst.x,
+            dst_y: dst.y,
+            dst_memory_type: dst.memory_type,
+            dst_host,
+            dst_device,
+            dst_pitch: dst.pitch,
+            dst_height: height,
+            width_in_bytes: width,
+            height,
+            depth: 1,
+            ..RawMemcpy3D::default()
+        }
+    }
+
     /// One row in one slice (what cuGraphExecMemcpyNodeSetParams accepts).
     pub(crate) fn is_1d(&self) -> bool {
         self.height == 1 && self.depth == 1
+    }
+}
+
+/// A side's address as the (host pointer, device address) fields of `CUDA_MEMCPY3D`.
+fn split(side: &Side2D) -> (usize, u64) {
+    if side.memory_type == HOST {
+        (side.addr as usize, 0)
+    } else {
+        (0, side.addr)
     }
 }
 

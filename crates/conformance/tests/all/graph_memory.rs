@@ -178,11 +178,9 @@ fn memory_nodes_give_back_their_parameters_and_types() {
     // SAFETY: valid out-pointer and node.
     let r = unsafe { sys::cuGraphMemFreeNodeGetParams(free, &mut freed) };
     steps.expect("cuGraphMemFreeNodeGetParams", r, CUresult::CUDA_SUCCESS);
-    steps.check(
-        "the free node names the allocation",
-        freed == dptr,
-        || format!("{freed:#x}"),
-    );
+    steps.check("the free node names the allocation", freed == dptr, || {
+        format!("{freed:#x}")
+    });
     // SAFETY: valid out-pointer; a node of another type.
     let r = unsafe { sys::cuGraphMemFreeNodeGetParams(alloc, &mut freed) };
     steps.expect(

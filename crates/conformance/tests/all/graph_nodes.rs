@@ -214,6 +214,39 @@ fn words(b: &DeviceBuffer) -> Vec<u32> {
         .collect()
 }
 
+/// Checks that memcpy node `n` reads back as a one-row copy of `WORDS` words from `src` to
+/// `dst`.
+fn check_copy_params(
+    steps: &mut Steps,
+    step: &str,
+    n: sys::CUgraphNode,
+    src: sys::CUdeviceptr,
+    dst: sys::CUdeviceptr,
+) {
+    let mut got = copy_params(Side::device(0, 0), Side::device(0, 0), 0, 1);
+    // SAFETY: valid out-pointer; the driver validates the node.
+    let r = unsafe { sys::cuGraphMemcpyNodeGetParams(n, &mut got) };
+    steps.expect(
+        &format!("cuGraphMemcpyNodeGetParams: {step}"),
+        r,
+        CUresult::CUDA_SUCCESS,
+    );
+    steps.check(
+        step,
+        got.srcDevice == src
+            && got.dstDevice == dst
+            && got.WidthInBytes == WORDS * 4
+            && got.Height == 1
+            && got.Depth == 1,
+        || {
+            format!(
+                "src {:#x} dst {:#x} width {}",
+                got.srcDevice, got.dstDevice, got.WidthInBytes
+            )
+        },
+    );
+}
+
 fn setup() -> Option<(Arc<Context>, Stream, String)> {
     let env = env_or_skip()?;
     let ctx = Context::primary(env).expect("retain");
@@ -506,23 +539,12 @@ fn memcpy_node_parameters_read_back_and_updates_apply_to_the_graph_and_the_execu
     );
     let (r, n) = add_copy(g, &[], &from_a, &ctx);
     steps.expect("memcpy node", r, CUresult::CUDA_SUCCESS);
-    let mut got = from_b;
-    // SAFETY: valid out-pointer and node.
-    let r = unsafe { sys::cuGraphMemcpyNodeGetParams(n, &mut got) };
-    steps.expect("cuGraphMemcpyNodeGetParams", r, CUresult::CUDA_SUCCESS);
-    steps.check(
+    check_copy_params(
+        &mut steps,
         "the parameters read back as given",
-        got.srcDevice == a.ptr()
-            && got.dstDevice == c.ptr()
-            && got.WidthInBytes == WORDS * 4
-            && got.Height == 1
-            && got.Depth == 1,
-        || {
-            format!(
-                "src {:#x} dst {:#x} width {}",
-                got.srcDevice, got.dstDevice, got.WidthInBytes
-            )
-        },
+        n,
+        a.ptr(),
+        c.ptr(),
     );
     let (r, exec) = instantiate(g);
     steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
@@ -555,12 +577,12 @@ fn memcpy_node_parameters_read_back_and_updates_apply_to_the_graph_and_the_execu
     // SAFETY: live node; `from_b` outlives the call.
     let r = unsafe { sys::cuGraphMemcpyNodeSetParams(n, &from_b) };
     steps.expect("cuGraphMemcpyNodeSetParams", r, CUresult::CUDA_SUCCESS);
-    // SAFETY: valid out-pointer and node.
-    unsafe { sys::cuGraphMemcpyNodeGetParams(n, &mut got) };
-    steps.check(
+    check_copy_params(
+        &mut steps,
         "the graph's node now reads from b",
-        got.srcDevice == b.ptr(),
-        || format!("{:#x}", got.srcDevice),
+        n,
+        b.ptr(),
+        c.ptr(),
     );
     let pitched = copy_params(Side::device(a.ptr(), 16), Side::device(c.ptr(), 16), 16, 2);
     // SAFETY: live executable graph and node; `pitched` outlives the call.
@@ -642,4 +664,62 @@ fn get_proc_address_finds_every_hand_built_node_call_at_cuda_13() {
         );
     }
     steps.finish(&env.choice.kind.to_string());
+}
+
+#[test]
+fn captured_copy_is_a_memcpy_node_whose_parameters_read_back_and_update() {
+    let _alone = exclusive_device();
+    let Some((ctx, s, driver)) = setup() else {
+        return;
+    };
+    let mut steps = Steps::default();
+    let [a, b, c] = [(); 3].map(|_| zeroed(&ctx));
+    a.write(&[4; WORDS * 4]).expect("a");
+    c.write(&[6; WORDS * 4]).expect("c");
+    steps.expect(
+        "begin capture",
+        crate::graphs::begin(&s),
+        CUresult::CUDA_SUCCESS,
+    );
+    // SAFETY: live buffers of WORDS words and a live, capturing stream.
+    let r = unsafe { sys::cuMemcpyDtoDAsync_v2(b.ptr(), a.ptr(), WORDS * 4, s.raw()) };
+    steps.expect("captured cuMemcpyDtoDAsync", r, CUresult::CUDA_SUCCESS);
+    let (r, g) = crate::graphs::end(&s);
+    steps.expect("end capture", r, CUresult::CUDA_SUCCESS);
+    let copy = nodes(g);
+    steps.check(
+        "one memcpy node",
+        copy.len() == 1 && node_type(copy[0]) == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMCPY,
+        || format!("{} nodes", copy.len()),
+    );
+    check_copy_params(
+        &mut steps,
+        "it reads back the captured copy",
+        copy[0],
+        a.ptr(),
+        b.ptr(),
+    );
+    let (r, exec) = instantiate(g);
+    steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
+    let from_c = copy_params(
+        Side::device(c.ptr(), 0),
+        Side::device(b.ptr(), 0),
+        WORDS * 4,
+        1,
+    );
+    // SAFETY: live executable graph and node; `from_c` outlives the call.
+    let r = unsafe { sys::cuGraphExecMemcpyNodeSetParams(exec, copy[0], &from_c, ctx.raw()) };
+    steps.expect(
+        "cuGraphExecMemcpyNodeSetParams on the captured node",
+        r,
+        CUresult::CUDA_SUCCESS,
+    );
+    steps.expect("launch", run(exec, &s), CUresult::CUDA_SUCCESS);
+    steps.check(
+        "the launch copied c",
+        b.to_vec().expect("b").iter().all(|v| *v == 6),
+        || "b is not c".into(),
+    );
+    destroy(exec, g);
+    steps.finish(&driver);
 }

@@ -12,7 +12,7 @@ use super::graph::{Exec, Graph, Node, add, node_list};
 use super::handle_value;
 use super::pool_calls::{RawPoolProps, raw_pool_props, read_pool_props};
 use crate::abi::{self, CuResult, p};
-use crate::graph::{self, NodeKind, TYPE_MEMCPY};
+use crate::graph::{self, NodeKind};
 use crate::graph_copy::{self, RawMemcpy3D};
 use crate::vmm::RawAccessDesc;
 use crate::{context, graph_mem, pool};
@@ -194,13 +194,10 @@ exports! {
         unsafe { add(phGraphNode, hGraph, deps, n, || Ok(NodeKind::Memcpy(copy))) }
     }
 
-    /// A memcpy node's parameters as given (a captured copy's are not kept:
-    /// `CUDA_ERROR_NOT_SUPPORTED`).
+    /// A memcpy node's parameters (as given, or as the captured copy made them).
     fn cuGraphMemcpyNodeGetParams(hNode: Node, nodeParams: *mut RawMemcpy3D) {
-        let copy = match graph::kind_of(handle_value(hNode))? {
-            NodeKind::Memcpy(copy) => copy,
-            k if k.type_code() == TYPE_MEMCPY => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
-            _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        let NodeKind::Memcpy(copy) = graph::kind_of(handle_value(hNode))? else {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         };
         // SAFETY: `nodeParams` is NULL (refused) or writable (cuda.h).
         unsafe { abi::write(nodeParams, copy) }
