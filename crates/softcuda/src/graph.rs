@@ -37,8 +37,8 @@ pub(crate) enum NodeKind {
     Empty,
     /// A kernel launch.
     Kernel(Packed),
-    /// A captured copy or fill, a host function or a stream memory operation, as a replay of
-    /// the call on the launch stream; the `CUgraphNodeType` it reports.
+    /// A captured fill, a host function or a stream memory operation, as a replay of the call
+    /// on the launch stream; the `CUgraphNodeType` it reports.
     Call(Replay, u32),
     /// `cuEventRecord` of the event.
     EventRecord(u64),
@@ -50,7 +50,7 @@ pub(crate) enum NodeKind {
     MemFree(Arc<GraphAlloc>),
     /// A child graph: the handle of the graph the node owns.
     Child(u64),
-    /// A copy made by hand (cuGraphAddMemcpyNode), its parameters as given.
+    /// A copy (cuGraphAddMemcpyNode, or a captured cuMemcpy*Async), as its `CUDA_MEMCPY3D`.
     Memcpy(RawMemcpy3D),
 }
 
@@ -525,6 +525,27 @@ mod tests {
             kind: NodeKind::Empty,
             deps: deps.to_vec(),
         }
+    }
+
+    #[test]
+    fn a_copied_graph_keeps_its_edges_between_new_node_handles() {
+        crate::driver::init(0).unwrap();
+        let g = create(0).unwrap();
+        let last = add_node(g, &[], NodeKind::Empty).unwrap();
+        let first = add_node(g, &[], NodeKind::Empty).unwrap();
+        add_dependencies(g, &[first], &[last]).unwrap();
+        let copy = clone_graph(g).unwrap();
+        let copied = nodes(copy).unwrap();
+        assert!(copied.iter().all(|h| *h != first && *h != last));
+        let inner = lock(&graph(copy).unwrap().nodes).clone();
+        let ordered: Vec<u64> = order(&inner).unwrap().iter().map(|n| n.handle).collect();
+        assert_eq!(ordered, [copied[1], copied[0]]);
+        destroy(copy).unwrap();
+        destroy(g).unwrap();
+        assert_eq!(
+            node_type(copied[0]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
     }
 
     #[test]
