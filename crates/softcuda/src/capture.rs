@@ -168,7 +168,7 @@ pub(crate) fn end(stream: u64) -> CuResult<u64> {
     if unjoined {
         return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
     }
-    Ok(graph::register(st.nodes))
+    Ok(graph::register(st.nodes, false))
 }
 
 /// cuStreamIsCapturing / cuStreamGetCaptureInfo's status and id.

@@ -10,7 +10,8 @@ use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
 use crate::context::{self, Context};
-use crate::graph::{NodeKind, TYPE_MEMCPY, TYPE_MEMSET};
+use crate::graph::{NodeKind, TYPE_MEMSET};
+use crate::graph_copy::RawMemcpy3D;
 use crate::memory::{self, Span};
 use crate::stream::{self, Stream};
 
@@ -109,8 +110,8 @@ fn run(stream: Option<u64>, must_wait: bool, job: impl FnOnce() + Send + 'static
     Ok(())
 }
 
-/// When `stream` is capturing, records the call as a graph node that repeats it on the launch
-/// stream (so pageable host memory is read when the graph runs, not now).
+/// When `stream` is capturing, records the call (a fill) as a graph node that repeats it on the
+/// launch stream.
 fn captured(
     stream: Option<u64>,
     kind: u32,
@@ -119,6 +120,15 @@ fn captured(
     let s = stream?;
     let capture = crate::capture::active(s)?;
     Some(capture.add(s, NodeKind::Call(Arc::new(replay), kind)))
+}
+
+/// When `stream` is capturing, records the copy as a memcpy node that keeps its parameters
+/// (so cuGraphMemcpyNodeGetParams and the SetParams calls take it as one built by hand) and
+/// runs it on the launch stream (pageable host memory is read when the graph runs, not now).
+fn captured_copy(stream: Option<u64>, copy: impl FnOnce() -> RawMemcpy3D) -> Option<CuResult<()>> {
+    let s = stream?;
+    let capture = crate::capture::active(s)?;
+    Some(capture.add(s, NodeKind::Memcpy(copy())))
 }
 
 fn copy_ends(dst: End, src: End, len: usize, stream: Option<u64>) -> CuResult<()> {
@@ -137,9 +147,8 @@ pub(crate) fn htod(dst: u64, src: *const u8, len: usize, stream: Option<u64>) ->
     if len == 0 {
         return Ok(());
     }
-    let at = src.expose_provenance();
-    let replay = move |s| htod(dst, std::ptr::with_exposed_provenance(at), len, Some(s));
-    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+    let copy = || RawMemcpy3D::linear((MEMORYTYPE_HOST, src as u64), (MEMORYTYPE_DEVICE, dst), len);
+    if let Some(r) = captured_copy(stream, copy) {
         return r;
     }
     let dst = device(dst, len)?;
@@ -153,9 +162,8 @@ pub(crate) fn dtoh(dst: *mut u8, src: u64, len: usize, stream: Option<u64>) -> C
     if len == 0 {
         return Ok(());
     }
-    let at = dst.expose_provenance();
-    let replay = move |s| dtoh(std::ptr::with_exposed_provenance_mut(at), src, len, Some(s));
-    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+    let copy = || RawMemcpy3D::linear((MEMORYTYPE_DEVICE, src), (MEMORYTYPE_HOST, dst as u64), len);
+    if let Some(r) = captured_copy(stream, copy) {
         return r;
     }
     let src = device(src, len)?;
@@ -169,7 +177,8 @@ pub(crate) fn dtod(dst: u64, src: u64, len: usize, stream: Option<u64>) -> CuRes
     if len == 0 {
         return Ok(());
     }
-    if let Some(r) = captured(stream, TYPE_MEMCPY, move |s| dtod(dst, src, len, Some(s))) {
+    let copy = || RawMemcpy3D::linear((MEMORYTYPE_DEVICE, src), (MEMORYTYPE_DEVICE, dst), len);
+    if let Some(r) = captured_copy(stream, copy) {
         return r;
     }
     let (dst, src) = (device(dst, len)?, device(src, len)?);
@@ -182,7 +191,8 @@ pub(crate) fn any(dst: u64, src: u64, len: usize, stream: Option<u64>) -> CuResu
     if len == 0 {
         return Ok(());
     }
-    if let Some(r) = captured(stream, TYPE_MEMCPY, move |s| any(dst, src, len, Some(s))) {
+    let copy = || RawMemcpy3D::linear((MEMORYTYPE_UNIFIED, src), (MEMORYTYPE_UNIFIED, dst), len);
+    if let Some(r) = captured_copy(stream, copy) {
         return r;
     }
     let src = unified(src, len, stream.is_some())?;
@@ -243,10 +253,11 @@ pub(crate) struct Side2D {
     pub(crate) pitch: usize,
 }
 
-const MEMORYTYPE_HOST: u32 = 1;
-const MEMORYTYPE_DEVICE: u32 = 2;
-const MEMORYTYPE_ARRAY: u32 = 3;
-const MEMORYTYPE_UNIFIED: u32 = 4;
+/// `CUmemorytype` values.
+pub(crate) const MEMORYTYPE_HOST: u32 = 1;
+pub(crate) const MEMORYTYPE_DEVICE: u32 = 2;
+pub(crate) const MEMORYTYPE_ARRAY: u32 = 3;
+pub(crate) const MEMORYTYPE_UNIFIED: u32 = 4;
 
 fn row_end(side: &Side2D, row: usize, width: usize, staged: bool) -> CuResult<End> {
     let offset = side
@@ -282,9 +293,7 @@ pub(crate) fn copy_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
-    let (s2, d2) = (*src, *dst);
-    let replay = move |s| copy_2d(&s2, &d2, width, height, Some(s));
-    if let Some(r) = captured(stream, TYPE_MEMCPY, replay) {
+    if let Some(r) = captured_copy(stream, || RawMemcpy3D::planar(src, dst, width, height)) {
         return r;
     }
     let mut rows = Vec::with_capacity(height);

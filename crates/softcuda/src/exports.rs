@@ -26,6 +26,7 @@ use crate::{
 
 mod common;
 mod graph;
+mod graph_nodes;
 mod link;
 mod memop;
 mod memory_calls;
@@ -34,6 +35,7 @@ mod pool_calls;
 mod unsupported;
 pub use common::*;
 pub use graph::*;
+pub use graph_nodes::*;
 pub use link::*;
 pub use memop::*;
 pub use memory_calls::*;

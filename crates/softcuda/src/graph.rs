@@ -7,13 +7,23 @@
 //! Kernel nodes hold their parameters packed at launch-buffer offsets, so a parameter update
 //! (`cuGraphExecKernelNodeSetParams`) replaces one buffer and later launches use it; launches
 //! already queued keep the buffer they were queued with, as on NVIDIA's driver.
+//!
+//! A child-graph node owns a graph of its own (a clone of the one given, registered so
+//! cuGraphChildGraphNodeGetGraph can hand it out and changes to it show in the node);
+//! instantiation inlines it where the node stands in the order. A graph holding memory nodes
+//! (see `graph_mem`) cannot be cloned, embedded as a child, or instantiated twice at once, and
+//! an embedded graph takes no memory nodes: the restrictions cuGraphAddMemAllocNode documents.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
 use crate::driver::Tag;
+use crate::graph_copy::RawMemcpy3D;
+use crate::graph_mem::GraphAlloc;
 use crate::handles::Table;
 use crate::launch::{self, Packed};
 
@@ -27,13 +37,21 @@ pub(crate) enum NodeKind {
     Empty,
     /// A kernel launch.
     Kernel(Packed),
-    /// A copy, fill, host function, stream memory operation or graph memory node, as a replay
-    /// of the call on the launch stream; the `CUgraphNodeType` it reports.
+    /// A captured fill, a host function or a stream memory operation, as a replay of the call
+    /// on the launch stream; the `CUgraphNodeType` it reports.
     Call(Replay, u32),
     /// `cuEventRecord` of the event.
     EventRecord(u64),
     /// `cuStreamWaitEvent` on the event.
     EventWait(u64),
+    /// A graph allocation: no work; the node keeps the memory.
+    MemAlloc(Arc<GraphAlloc>),
+    /// The free of a graph allocation: no work (the memory stays while any node holds it).
+    MemFree(Arc<GraphAlloc>),
+    /// A child graph: the handle of the graph the node owns.
+    Child(u64),
+    /// A copy (cuGraphAddMemcpyNode, or a captured cuMemcpy*Async), as its `CUDA_MEMCPY3D`.
+    Memcpy(RawMemcpy3D),
 }
 
 /// `CUgraphNodeType` values.
@@ -41,6 +59,7 @@ pub(crate) const TYPE_KERNEL: u32 = 0;
 pub(crate) const TYPE_MEMCPY: u32 = 1;
 pub(crate) const TYPE_MEMSET: u32 = 2;
 pub(crate) const TYPE_HOST: u32 = 3;
+const TYPE_GRAPH: u32 = 4;
 pub(crate) const TYPE_MEM_ALLOC: u32 = 10;
 pub(crate) const TYPE_MEM_FREE: u32 = 11;
 pub(crate) const TYPE_MEM_OP: u32 = 12;
@@ -49,20 +68,31 @@ const TYPE_WAIT_EVENT: u32 = 6;
 const TYPE_EVENT_RECORD: u32 = 7;
 
 impl NodeKind {
-    fn type_code(&self) -> u32 {
+    pub(crate) fn type_code(&self) -> u32 {
         match self {
             NodeKind::Empty => TYPE_EMPTY,
             NodeKind::Kernel(_) => TYPE_KERNEL,
             NodeKind::Call(_, t) => *t,
             NodeKind::EventRecord(_) => TYPE_EVENT_RECORD,
             NodeKind::EventWait(_) => TYPE_WAIT_EVENT,
+            NodeKind::MemAlloc(_) => TYPE_MEM_ALLOC,
+            NodeKind::MemFree(_) => TYPE_MEM_FREE,
+            NodeKind::Child(_) => TYPE_GRAPH,
+            NodeKind::Memcpy(_) => TYPE_MEMCPY,
         }
     }
 
-    /// Queues the node's work on `stream`.
+    fn is_memory(&self) -> bool {
+        matches!(self, NodeKind::MemAlloc(_) | NodeKind::MemFree(_))
+    }
+
+    /// Queues the node's work on `stream` (child graphs were inlined at instantiation).
     fn run(&self, stream: u64) -> CuResult<()> {
         match self {
-            NodeKind::Empty => Ok(()),
+            NodeKind::Empty | NodeKind::MemAlloc(_) | NodeKind::MemFree(_) | NodeKind::Child(_) => {
+                Ok(())
+            }
+            NodeKind::Memcpy(m) => crate::graph_copy::run(m, stream),
             NodeKind::Kernel(p) => launch::enqueue(p.clone(), stream),
             NodeKind::Call(f, _) => f(stream),
             NodeKind::EventRecord(e) => crate::event::record(*e, stream),
@@ -83,6 +113,24 @@ struct Node {
 #[derive(Default)]
 pub(crate) struct Graph {
     nodes: Mutex<Vec<Node>>,
+    /// Owned by a child-graph node: memory nodes cannot be added.
+    embedded: bool,
+    /// Set while an executable graph made from it lives, when it holds memory nodes.
+    instantiated: Arc<AtomicBool>,
+}
+
+fn has_memory_nodes(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| n.kind.is_memory())
+}
+
+/// Held by the one executable graph of a graph with memory nodes; lets the next one be made
+/// when it goes.
+struct Instance(Arc<AtomicBool>);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// Which graph a node handle belongs to.
@@ -94,6 +142,7 @@ struct Owner {
 /// came from (parameter updates name that node).
 pub(crate) struct Exec {
     nodes: Mutex<Vec<Node>>,
+    _instance: Option<Instance>,
 }
 
 static GRAPHS: Table<Graph> = Table::new(Tag::Graph);
@@ -130,15 +179,29 @@ pub(crate) fn destroy(handle: u64) -> CuResult<()> {
     let g = GRAPHS
         .remove(handle)
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    forget(&g);
+    Ok(())
+}
+
+/// Unregisters a removed graph's nodes and the child graphs they own.
+fn forget(g: &Graph) {
     for n in lock(&g.nodes).iter() {
         NODES.remove(n.handle);
+        if let NodeKind::Child(child) = n.kind
+            && let Some(c) = GRAPHS.remove(child)
+        {
+            forget(&c);
+        }
     }
-    Ok(())
 }
 
 /// Adds a node after `deps` (nodes of the same graph, no repeats); returns its handle.
 pub(crate) fn add_node(graph_handle: u64, deps: &[u64], kind: NodeKind) -> CuResult<u64> {
     let g = graph(graph_handle)?;
+    if g.embedded && kind.is_memory() {
+        // cuGraphChildGraphNodeGetGraph: such nodes "cannot be added to the returned graph".
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
     let mut nodes = lock(&g.nodes);
     for (i, d) in deps.iter().enumerate() {
         if !nodes.iter().any(|n| n.handle == *d) || deps[..i].contains(d) {
@@ -167,10 +230,15 @@ fn locate(node: u64) -> CuResult<(Arc<Graph>, u64)> {
 
 /// cuGraphNodeGetType.
 pub(crate) fn node_type(node: u64) -> CuResult<u32> {
+    kind_of(node).map(|k| k.type_code())
+}
+
+/// What a node does (for the `cuGraph*NodeGetParams` calls).
+pub(crate) fn kind_of(node: u64) -> CuResult<NodeKind> {
     let (g, _) = locate(node)?;
     let nodes = lock(&g.nodes);
     let n = nodes.iter().find(|n| n.handle == node);
-    n.map(|n| n.kind.type_code())
+    n.map(|n| n.kind.clone())
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
 }
 
@@ -205,16 +273,14 @@ pub(crate) fn add_dependencies(graph_handle: u64, from: &[u64], to: &[u64]) -> C
     Ok(())
 }
 
-/// cuGraphKernelNodeSetParams: replaces a kernel node's launch in the graph.
-pub(crate) fn set_kernel_params(node: u64, packed: Packed) -> CuResult<()> {
+/// cuGraphKernelNodeSetParams, cuGraphMemcpyNodeSetParams: replaces what a node does by work of
+/// the same node type.
+pub(crate) fn set_params(node: u64, kind: NodeKind) -> CuResult<()> {
     let (g, _) = locate(node)?;
     let mut nodes = lock(&g.nodes);
     match nodes.iter_mut().find(|n| n.handle == node) {
-        Some(Node {
-            kind: kind @ NodeKind::Kernel(_),
-            ..
-        }) => {
-            *kind = NodeKind::Kernel(packed);
+        Some(n) if n.kind.type_code() == kind.type_code() => {
+            n.kind = kind;
             Ok(())
         }
         _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
@@ -251,14 +317,114 @@ pub(crate) fn instantiate(graph_handle: u64, flags: u64) -> CuResult<u64> {
         return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
     let g = graph(graph_handle)?;
-    let ordered = order(&lock(&g.nodes)).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    let nodes = lock(&g.nodes).clone();
+    let mut flat = Vec::with_capacity(nodes.len());
+    inline(
+        order(&nodes).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?,
+        &mut flat,
+    )?;
+    let instance = if has_memory_nodes(&nodes) {
+        // "Only one instantiation of the graph may exist at any point in time." NVIDIA's code
+        // for the second is not documented; INVALID_VALUE is the one its instantiate lists.
+        if g.instantiated.swap(true, Ordering::AcqRel) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        Some(Instance(Arc::clone(&g.instantiated)))
+    } else {
+        None
+    };
     Ok(EXECS
         .insert_with(|_| {
             Arc::new(Exec {
-                nodes: Mutex::new(ordered),
+                nodes: Mutex::new(flat),
+                _instance: instance,
             })
         })
         .0)
+}
+
+/// Appends `ordered` to `out`, each child-graph node replaced by its graph's nodes in order.
+fn inline(ordered: Vec<Node>, out: &mut Vec<Node>) -> CuResult<()> {
+    for n in ordered {
+        match n.kind {
+            NodeKind::Child(child) => {
+                let c = graph(child)?;
+                let nodes = lock(&c.nodes).clone();
+                inline(
+                    order(&nodes).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?,
+                    out,
+                )?;
+            }
+            _ => out.push(n),
+        }
+    }
+    Ok(())
+}
+
+/// A copy of `nodes` as a new registered graph (new node handles, same edges; child graphs
+/// copied too); `embedded` when a child-graph node owns it.
+fn copy_graph(nodes: &[Node], embedded: bool) -> CuResult<u64> {
+    let renamed: HashMap<u64, u64> = nodes
+        .iter()
+        .map(|n| (n.handle, new_node_handle()))
+        .collect();
+    let rename = |h: &u64| {
+        renamed
+            .get(h)
+            .copied()
+            .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+    };
+    let mut copies = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        let kind = match &n.kind {
+            NodeKind::Child(child) => {
+                let c = graph(*child)?;
+                let inner = lock(&c.nodes).clone();
+                NodeKind::Child(copy_graph(&inner, true)?)
+            }
+            k => k.clone(),
+        };
+        let deps = n.deps.iter().map(rename).collect::<CuResult<Vec<u64>>>()?;
+        copies.push((rename(&n.handle)?, kind, deps));
+    }
+    Ok(register(copies, embedded))
+}
+
+/// cuGraphClone: a copy of the graph; one with memory nodes cannot be cloned (NVIDIA's code
+/// for that is not documented: INVALID_VALUE is a guess).
+pub(crate) fn clone_graph(graph_handle: u64) -> CuResult<u64> {
+    let g = graph(graph_handle)?;
+    let nodes = lock(&g.nodes).clone();
+    if has_memory_nodes(&nodes) {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    copy_graph(&nodes, false)
+}
+
+/// cuGraphAddChildGraphNode: a node owning a clone of graph `child`, after `deps` in
+/// `graph_handle`. A child with memory nodes is `CUDA_ERROR_INVALID_VALUE` (the one error
+/// the call documents).
+pub(crate) fn add_child(graph_handle: u64, deps: &[u64], child: u64) -> CuResult<u64> {
+    graph(graph_handle)?;
+    let c = graph(child)?;
+    let nodes = lock(&c.nodes).clone();
+    if has_memory_nodes(&nodes) {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let copy = copy_graph(&nodes, true)?;
+    add_node(graph_handle, deps, NodeKind::Child(copy)).inspect_err(|_| {
+        if let Some(g) = GRAPHS.remove(copy) {
+            forget(&g);
+        }
+    })
+}
+
+/// cuGraphChildGraphNodeGetGraph: the graph a child-graph node owns.
+pub(crate) fn child_graph(node: u64) -> CuResult<u64> {
+    match kind_of(node)? {
+        NodeKind::Child(child) => Ok(child),
+        _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
 }
 
 /// cuGraphExecDestroy.
@@ -306,9 +472,30 @@ pub(crate) fn exec_set_kernel_params(handle: u64, node: u64, packed: Packed) -> 
     Ok(())
 }
 
-/// A graph made by stream capture: registered, its handle returned.
-pub(crate) fn register(nodes: Vec<(u64, NodeKind, Vec<u64>)>) -> u64 {
-    let (handle, g) = GRAPHS.insert_with(|_| Arc::new(Graph::default()));
+/// cuGraphExecMemcpyNodeSetParams: later launches of the executable graph copy as `copy` says
+/// for the node made from graph node `node`; the node's copy and the new one must both be
+/// one-dimensional (cuda.h's rule).
+pub(crate) fn exec_set_memcpy(handle: u64, node: u64, copy: RawMemcpy3D) -> CuResult<()> {
+    let e = exec(handle)?;
+    let mut nodes = lock(&e.nodes);
+    match nodes.iter_mut().find(|n| n.handle == node) {
+        Some(n) if matches!(&n.kind, NodeKind::Memcpy(old) if old.is_1d()) && copy.is_1d() => {
+            n.kind = NodeKind::Memcpy(copy);
+            Ok(())
+        }
+        _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+    }
+}
+
+/// A graph made by stream capture or copied: registered, its handle returned; `embedded` when
+/// a child-graph node owns it.
+pub(crate) fn register(nodes: Vec<(u64, NodeKind, Vec<u64>)>, embedded: bool) -> u64 {
+    let (handle, g) = GRAPHS.insert_with(|_| {
+        Arc::new(Graph {
+            embedded,
+            ..Graph::default()
+        })
+    });
     let mut list = lock(&g.nodes);
     for (node, kind, deps) in nodes {
         NODES.insert_at(node, Arc::new(Owner { graph: handle }));
@@ -338,6 +525,27 @@ mod tests {
             kind: NodeKind::Empty,
             deps: deps.to_vec(),
         }
+    }
+
+    #[test]
+    fn a_copied_graph_keeps_its_edges_between_new_node_handles() {
+        crate::driver::init(0).unwrap();
+        let g = create(0).unwrap();
+        let last = add_node(g, &[], NodeKind::Empty).unwrap();
+        let first = add_node(g, &[], NodeKind::Empty).unwrap();
+        add_dependencies(g, &[first], &[last]).unwrap();
+        let copy = clone_graph(g).unwrap();
+        let copied = nodes(copy).unwrap();
+        assert!(copied.iter().all(|h| *h != first && *h != last));
+        let inner = lock(&graph(copy).unwrap().nodes).clone();
+        let ordered: Vec<u64> = order(&inner).unwrap().iter().map(|n| n.handle).collect();
+        assert_eq!(ordered, [copied[1], copied[0]]);
+        destroy(copy).unwrap();
+        destroy(g).unwrap();
+        assert_eq!(
+            node_type(copied[0]),
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        );
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! allocation), `memop` (stream memory operations: write and wait
 //! values), `vmm` (virtual memory management: reservations, memfd-backed physical allocations,
 //! mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the JIT log
-//! options), `launch`, `printf` (the device printf FIFO), `graph`, `capture` and `graph_mem` (graphs,
-//! stream capture, captured allocations) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
+//! options), `launch`, `printf` (the device printf FIFO), `graph`, `capture`, `graph_mem` and `graph_copy` (graphs,
+//! stream capture, graph memory nodes and figures, memcpy nodes) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
 //! by area between `exports.rs` and `exports/*.rs`. `abi` holds the C-boundary helpers,
 //! `handles` the handle tables, `result_text` the CUresult names and messages (cuGetErrorName /
 //! cuGetErrorString), and `error` the loader's Rust error enum.
@@ -40,6 +40,7 @@ mod export_macros;
 pub mod exports;
 mod fatbin_codec;
 mod graph;
+mod graph_copy;
 mod graph_mem;
 mod handles;
 mod image;

@@ -26,7 +26,7 @@ use crate::memory::{self, Kind};
 const CHUNK: u64 = 2 << 20;
 
 /// What a used allocation counts: its size rounded up to the allocation alignment.
-fn footprint(len: u64) -> u64 {
+pub(crate) fn footprint(len: u64) -> u64 {
     len.div_ceil(memory::ALIGN as u64) * memory::ALIGN as u64
 }
 
@@ -219,6 +219,7 @@ pub(crate) fn set_current_pool(device: i32, pool: u64) -> CuResult<()> {
 }
 
 /// The fields of `CUmemPoolProps` softcuda reads, as plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Props {
     /// `CUmemAllocationType` (1: pinned, the only one).
     pub(crate) alloc_type: u32,
@@ -238,6 +239,16 @@ pub(crate) struct Props {
 /// decompression usage are `CUDA_ERROR_NOT_SUPPORTED`; malformed properties are
 /// `CUDA_ERROR_INVALID_VALUE`.
 pub(crate) fn create(props: &Props) -> CuResult<u64> {
+    check_props(props)?;
+    let (device, max_size) = (props.location_id, props.max_size);
+    Ok(POOLS
+        .insert_with(|h| Arc::new(Pool::new(h, device, false, max_size)))
+        .0)
+}
+
+/// The property checks of cuMemPoolCreate, which graph allocation nodes share (their
+/// `poolProps`): device memory only.
+pub(crate) fn check_props(props: &Props) -> CuResult<()> {
     driver::ensure_init()?;
     const PINNED: u32 = 1;
     const LOCATION_DEVICE: u32 = 1;
@@ -254,10 +265,7 @@ pub(crate) fn create(props: &Props) -> CuResult<u64> {
     if props.handle_types != 0 || props.usage != 0 {
         return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
-    let (device, max_size) = (props.location_id, props.max_size);
-    Ok(POOLS
-        .insert_with(|h| Arc::new(Pool::new(h, device, false, max_size)))
-        .0)
+    Ok(())
 }
 
 /// cuMemPoolDestroy: the handle dies now; memory still allocated from the pool stays valid and
@@ -419,20 +427,29 @@ fn access_slot(location_type: u32, device: i32) -> CuResult<usize> {
 /// memory, as they see all host memory.
 pub(crate) fn set_access(pool: u64, descs: &[Access]) -> CuResult<()> {
     let p = get(pool)?;
-    let mut changes = Vec::with_capacity(descs.len());
-    for d in descs {
-        let i = access_slot(d.location_type, d.device)?;
-        let owner = d.device == p.device;
-        if !matches!(d.flags, 0 | 1 | ACCESS_READWRITE) || (owner && d.flags != ACCESS_READWRITE) {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        changes.push((i, d.flags));
-    }
+    let changes = check_access(p.device, descs)?;
     let mut c = lock(&p.counters);
     for (i, flags) in changes {
         c.access[i] = flags;
     }
     Ok(())
+}
+
+/// Checks access descriptors for memory of device `owner` (a pool's, or a graph allocation
+/// node's `accessDescs`): each names a device and a defined flag, and the owner keeps
+/// read-write. Returns (device slot, flags) per descriptor.
+pub(crate) fn check_access(owner: i32, descs: &[Access]) -> CuResult<Vec<(usize, u32)>> {
+    let mut changes = Vec::with_capacity(descs.len());
+    for d in descs {
+        let i = access_slot(d.location_type, d.device)?;
+        let is_owner = d.device == owner;
+        if !matches!(d.flags, 0 | 1 | ACCESS_READWRITE) || (is_owner && d.flags != ACCESS_READWRITE)
+        {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        changes.push((i, d.flags));
+    }
+    Ok(changes)
 }
 
 /// cuMemPoolGetAccess: the access a device has to the pool (its own: read-write).

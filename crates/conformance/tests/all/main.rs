@@ -8,6 +8,8 @@ mod device;
 mod device_io;
 mod entry;
 mod fatbin;
+mod graph_memory;
+mod graph_nodes;
 mod graphs;
 mod kernels;
 mod launch;

@@ -18,15 +18,15 @@ use crate::launch::{self, Packed};
 use crate::{capture, copy, stream};
 
 /// Opaque graph, node and executable-graph handles as C passes them.
-type Graph = *mut c_void;
-type Node = *mut c_void;
-type Exec = *mut c_void;
+pub(super) type Graph = *mut c_void;
+pub(super) type Node = *mut c_void;
+pub(super) type Exec = *mut c_void;
 
 /// A C array of `n` node handles (NULL with `n == 0` is an empty list).
 ///
 /// # Safety
 /// `nodes` is null or valid for reading `n` handles.
-unsafe fn node_list(nodes: *const Node, n: usize) -> CuResult<Vec<u64>> {
+pub(super) unsafe fn node_list(nodes: *const Node, n: usize) -> CuResult<Vec<u64>> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -91,7 +91,7 @@ unsafe fn kernel_params(params: *const CUDA_KERNEL_NODE_PARAMS, v2: bool) -> CuR
 ///
 /// # Safety
 /// `out` is null or writable; `deps` is null or valid for `n` handles.
-unsafe fn add(
+pub(super) unsafe fn add(
     out: *mut Node,
     graph: Graph,
     deps: *const Node,
@@ -145,7 +145,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, false) }?;
-        graph::set_kernel_params(handle_value(hNode), packed)
+        graph::set_params(handle_value(hNode), NodeKind::Kernel(packed))
     }
 
     /// Replaces a graph kernel node's launch (CUDA 12 layout).
@@ -153,7 +153,7 @@ exports! {
         // SAFETY: `params` is NULL or the kernel node struct of this layout (cuda.h):
         // kernel_params's contract.
         let packed = unsafe { kernel_params(params, true) }?;
-        graph::set_kernel_params(handle_value(hNode), packed)
+        graph::set_params(handle_value(hNode), NodeKind::Kernel(packed))
     }
 
     /// Replaces a kernel node's launch in an executable graph (CUDA 10 layout).

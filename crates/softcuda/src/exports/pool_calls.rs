@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUresult, CUstream};
 
 use super::handle_value;
-use crate::abi::{self, p};
+use crate::abi::{self, CuResult, p};
 use crate::pool::{self, Props, Value};
 use crate::{pointer, vmm};
 
@@ -32,6 +32,50 @@ pub struct RawPoolProps {
     pub usage: u16,
     /// Must be zero.
     pub reserved: [u8; 54],
+}
+
+/// Reads a `CUmemPoolProps` (cuMemPoolCreate's, or a graph allocation node's `poolProps`);
+/// NULL or non-zero reserved bytes are `CUDA_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `props` is null or points to a readable `CUmemPoolProps`.
+pub(crate) unsafe fn read_pool_props(props: *const RawPoolProps) -> CuResult<Props> {
+    if props.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: `props` is non-null (checked) and readable (caller contract); each field is read
+    // through a raw place, never as a reference to the whole struct.
+    let (props, reserved) = unsafe {
+        (
+            Props {
+                alloc_type: (&raw const (*props).alloc_type).read(),
+                handle_types: (&raw const (*props).handle_types).read(),
+                location_type: (&raw const (*props).location_type).read(),
+                location_id: (&raw const (*props).location_id).read(),
+                max_size: abi::bytes((&raw const (*props).max_size).read()),
+                usage: (&raw const (*props).usage).read(),
+            },
+            (&raw const (*props).reserved).read(),
+        )
+    };
+    if reserved.iter().any(|&b| b != 0) {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(props)
+}
+
+/// `props` as the `CUmemPoolProps` a caller reads back (cuGraphMemAllocNodeGetParams).
+pub(crate) fn raw_pool_props(props: &Props) -> RawPoolProps {
+    RawPoolProps {
+        alloc_type: props.alloc_type,
+        handle_types: props.handle_types,
+        location_type: props.location_type,
+        location_id: props.location_id,
+        win32_security_attributes: std::ptr::null_mut(),
+        max_size: usize::try_from(props.max_size).unwrap_or(usize::MAX),
+        usage: props.usage,
+        reserved: [0; 54],
+    }
 }
 
 exports! {
@@ -86,27 +130,9 @@ exports! {
         if pool_out.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        if props.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: `props` is non-null (checked) and a readable CUmemPoolProps per cuda.h; each
-        // field is read through a raw place, never as a reference to the whole struct.
-        let (props, reserved) = unsafe {
-            (
-                Props {
-                    alloc_type: (&raw const (*props).alloc_type).read(),
-                    handle_types: (&raw const (*props).handle_types).read(),
-                    location_type: (&raw const (*props).location_type).read(),
-                    location_id: (&raw const (*props).location_id).read(),
-                    max_size: abi::bytes((&raw const (*props).max_size).read()),
-                    usage: (&raw const (*props).usage).read(),
-                },
-                (&raw const (*props).reserved).read(),
-            )
-        };
-        if reserved.iter().any(|&b| b != 0) {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
+        // SAFETY: `props` is NULL or a readable CUmemPoolProps per cuda.h: read_pool_props's
+        // contract.
+        let props = unsafe { read_pool_props(props) }?;
         let h = pool::create(&props)?;
         // SAFETY: `pool_out` is cuMemPoolCreate's out-pointer: non-null (checked) and writable
         // per cuda.h.
