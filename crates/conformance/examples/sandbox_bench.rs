@@ -7,6 +7,12 @@
 //! The corpus cases are test-sized (about 10 000 elements), so these are short kernels, where a
 //! fixed per-launch cost of the sandbox shows most.
 //!
+//! Two timings of the same batch: stream launches, and the batch captured once as a CUDA graph
+//! and replayed. On the H200 one `cuLaunchKernel` takes about 3.5 µs to issue and these kernels
+//! run 3.5–5 µs, so stream launches partly time the CPU's issue rate (the native side moved by
+//! up to 0.6 µs between runs); a replay issues the kernels from the GPU, about 0.9 µs apart, so
+//! its figure is much closer to the kernels' own time. Graphs are timed at poll 1024 only.
+//!
 //! Run: `cargo run --release -p conformance --example sandbox_bench -- [--json out.json]`
 //! (on the GPU machine: the packed binary, with `CONFORMANCE_CORPUS` pointing at corpus/).
 
@@ -18,12 +24,15 @@ use conformance::context::Context;
 use conformance::corpus::{Flavour, flavours_present};
 use conformance::sandboxed::{Mode, Prepared, prepare};
 use conformance::stream::{Event, Stream};
+use cudarc::driver::{result, sys};
 use ptxvm::sandbox::Policy;
 
 const WARMUP: usize = 5;
 const BATCH: usize = 50;
 const ROUNDS: usize = 9;
 const POLLS: [u32; 3] = [64, 1024, 16384];
+/// Index in POLLS of the interval the goal and the graph timings use.
+const GOAL_POLL: usize = 1;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
@@ -36,11 +45,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         env.choice.path.display()
     );
     let mut table = String::from(
-        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | ratio at 1024 |\n|---|---|---:|---:|---:|\n",
+        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | ratio at 1024 | graph: native / sandboxed µs | graph ratio |\n|---|---|---:|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
     let mut logs = [0f64; POLLS.len()];
     let mut worst = (0f64, String::new());
+    let (mut graph_log, mut graph_worst) = (0f64, (0f64, String::new()));
     let mut n = 0;
     for kc in CASES {
         let flavours = flavours_present(kc.file);
@@ -66,8 +76,13 @@ fn main() -> Result<(), Box<dyn Error>> {
                 prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let replays = [
+            Replay::capture(&ctx, &stream, &native)?,
+            Replay::capture(&ctx, &stream, &sandboxed[GOAL_POLL])?,
+        ];
         // Alternate the variants inside every round, so drift hits all of them alike.
         let mut samples = vec![Vec::new(); 1 + POLLS.len()];
+        let mut graph_samples = [Vec::new(), Vec::new()];
         for round in 0..ROUNDS + 1 {
             for (i, p) in std::iter::once(&native).chain(&sandboxed).enumerate() {
                 let us = time_batch(&ctx, &stream, p)?;
@@ -75,7 +90,14 @@ fn main() -> Result<(), Box<dyn Error>> {
                     samples[i].push(us);
                 }
             }
+            for (r, s) in replays.iter().zip(&mut graph_samples) {
+                let us = r.time(&ctx, &stream)?;
+                if round > 0 {
+                    s.push(us);
+                }
+            }
         }
+        drop(replays);
         // Repeated launches change in/out buffers, so answers are checked by the conformance
         // tests, not here; but no launch of a correct kernel may have been fenced.
         for p in &sandboxed {
@@ -86,35 +108,50 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let med: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let ratios: Vec<f64> = med[1..].iter().map(|s| s / med[0]).collect();
+        let graph_med: Vec<f64> = graph_samples.iter_mut().map(|s| median(s)).collect();
+        let graph_ratio = graph_med[1] / graph_med[0];
+        graph_log += graph_ratio.ln();
+        if graph_ratio > graph_worst.0 {
+            graph_worst = (graph_ratio, kc.name.to_string());
+        }
         for (l, r) in logs.iter_mut().zip(&ratios) {
             *l += r.ln();
         }
         n += 1;
-        if ratios[1] > worst.0 {
-            worst = (ratios[1], kc.name.to_string());
+        if ratios[GOAL_POLL] > worst.0 {
+            worst = (ratios[GOAL_POLL], kc.name.to_string());
         }
         writeln!(
             table,
-            "| {} | {flavour} | {:.2} | {:.2} / {:.2} / {:.2} | {:.3} |",
-            kc.name, med[0], med[1], med[2], med[3], ratios[1]
+            "| {} | {flavour} | {:.2} | {:.2} / {:.2} / {:.2} | {:.3} | {:.2} / {:.2} | {:.3} |",
+            kc.name,
+            med[0],
+            med[1],
+            med[2],
+            med[3],
+            ratios[GOAL_POLL],
+            graph_med[0],
+            graph_med[1],
+            graph_ratio
         )?;
         json.push(format!(
-            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}]}}",
-            kc.name, med[0], med[1], med[2], med[3]
+            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}],\"graph_native_us\":{:.4},\"graph_sandboxed_us\":{:.4}}}",
+            kc.name, med[0], med[1], med[2], med[3], graph_med[0], graph_med[1]
         ));
     }
     let geo: Vec<f64> = logs.iter().map(|l| (l / n as f64).exp()).collect();
+    let graph_geo = (graph_log / n as f64).exp();
     writeln!(
         table,
-        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}",
-        geo[0], geo[1], geo[2], worst.1, worst.0
+        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}\ngraph-replayed, poll 1024: geometric mean {graph_geo:.3}; worst {} {:.3}",
+        geo[0], geo[1], geo[2], worst.1, worst.0, graph_worst.1, graph_worst.0
     )?;
     print!("{table}");
     if let Some(path) = json_path {
         std::fs::write(
             path,
             format!(
-                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"kernels\":[{}]}}\n",
+                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"graph_geomean\":{graph_geo:.4},\"kernels\":[{}]}}\n",
                 env.choice.kind,
                 geo[0],
                 geo[1],
@@ -144,6 +181,73 @@ fn time_batch(
     end.record(stream)?;
     stream.synchronize()?;
     Ok(f64::from(end.elapsed_ms_since(&start)?) * 1000.0 / BATCH as f64)
+}
+
+/// A batch of BATCH launches of one prepared case, captured once as a CUDA graph and replayed:
+/// the GPU issues the kernels back to back itself, so the time per kernel is not the CPU's
+/// launch rate.
+struct Replay {
+    ctx: std::sync::Arc<Context>,
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Replay {
+    fn capture(
+        ctx: &std::sync::Arc<Context>,
+        stream: &Stream,
+        p: &Prepared,
+    ) -> Result<Replay, Box<dyn Error>> {
+        ctx.bind()?;
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: the stream is live, of the bound context, and not capturing.
+        unsafe { result::stream::begin_capture(stream.raw(), mode) }?;
+        let launched = (0..BATCH).try_for_each(|_| stream.launch(&p.function, p.shape, &p.args));
+        // SAFETY: the same stream, capturing since the call above: ending it is always due.
+        let graph = unsafe { result::stream::end_capture(stream.raw()) }?;
+        let mut replay = Replay {
+            ctx: ctx.clone(),
+            graph,
+            exec: std::ptr::null_mut(),
+        };
+        launched?;
+        // SAFETY: `graph` was just captured and is owned by `replay`.
+        replay.exec =
+            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) }?;
+        replay.time(ctx, stream)?; // warm-up: uploads the graph
+        Ok(replay)
+    }
+
+    /// Microseconds per kernel over one replay, timed with events.
+    fn time(&self, ctx: &std::sync::Arc<Context>, stream: &Stream) -> Result<f64, Box<dyn Error>> {
+        let (start, end) = (Event::new(ctx)?, Event::new(ctx)?);
+        start.record(stream)?;
+        ctx.bind()?;
+        // SAFETY: `exec` is a live executable graph of the bound context; the stream is live.
+        unsafe { result::graph::launch(self.exec, stream.raw()) }?;
+        end.record(stream)?;
+        stream.synchronize()?;
+        Ok(f64::from(end.elapsed_ms_since(&start)?) * 1000.0 / BATCH as f64)
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_err() {
+            return;
+        }
+        if !self.exec.is_null() {
+            // SAFETY: this replay's own executable graph, live, with no launch in flight (every
+            // `time` synchronized its stream).
+            if let Err(e) = unsafe { result::graph::exec_destroy(self.exec) } {
+                eprintln!("sandbox_bench: cuGraphExecDestroy in drop failed: {e:?}");
+            }
+        }
+        // SAFETY: this replay's own graph, live; its executable graph is gone.
+        if let Err(e) = unsafe { result::graph::destroy(self.graph) } {
+            eprintln!("sandbox_bench: cuGraphDestroy in drop failed: {e:?}");
+        }
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
