@@ -177,6 +177,62 @@ pub(crate) unsafe fn copy_c_string(text: &str, out: *mut c_char, len: c_int) -> 
     Ok(())
 }
 
+/// The file a loader call names (cuModuleLoad, cuLinkAddFile, cuLibraryLoadFromFile): its path
+/// and its bytes with a NUL appended, so PTX text in it is a C string. A NULL or non-UTF-8 path
+/// is `CUDA_ERROR_INVALID_VALUE`, a file that cannot be read `CUDA_ERROR_FILE_NOT_FOUND`.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+pub(crate) unsafe fn read_image_file(path: *const c_char) -> CuResult<(String, Vec<u8>)> {
+    if path.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: non-null (checked above) and NUL-terminated (caller contract).
+    let path = unsafe { std::ffi::CStr::from_ptr(path) }
+        .to_str()
+        .map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
+    bytes.push(0);
+    Ok((path.to_owned(), bytes))
+}
+
+/// A symbol name a C caller passed (a kernel or global to look up): NULL is
+/// `CUDA_ERROR_INVALID_VALUE`; a name that is not UTF-8 names nothing PTX can declare, so it is
+/// `CUDA_ERROR_NOT_FOUND`.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string that outlives `'a`.
+pub(crate) unsafe fn symbol_name<'a>(name: *const c_char) -> CuResult<&'a str> {
+    if name.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: non-null (checked above), NUL-terminated and alive for 'a (caller contract).
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_str()
+        .map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)
+}
+
+/// Writes a global's address and size where the caller asked for them; either pointer may be
+/// NULL (cuModuleGetGlobal, cuLibraryGetGlobal).
+///
+/// # Safety
+/// Each pointer is null or valid for writing its value.
+pub(crate) unsafe fn write_global(
+    dptr: *mut CUdeviceptr,
+    size: *mut usize,
+    (addr, len): (u64, u64),
+) -> CuResult<()> {
+    if !dptr.is_null() {
+        // SAFETY: non-null and writable (caller contract).
+        unsafe { write(dptr, addr) }?;
+    }
+    if !size.is_null() {
+        // SAFETY: non-null and writable (caller contract).
+        unsafe { write(size, usize::try_from(len).unwrap_or(usize::MAX)) }?;
+    }
+    Ok(())
+}
+
 /// cuOccupancyMaxPotentialBlockSize's body.
 ///
 /// # Safety

@@ -107,6 +107,8 @@ pub(crate) enum Tag {
     GraphExec = 8,
     Link = 9,
     MemPool = 10,
+    Library = 11,
+    Kernel = 12,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -9,7 +9,7 @@
 //! because they take raw pointers from C.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use cudarc::driver::sys::{
     CUDA_MEMCPY2D, CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUhostFn, CUmodule,
@@ -27,6 +27,7 @@ use crate::{
 mod common;
 mod graph;
 mod graph_nodes;
+mod library;
 mod link;
 mod memop;
 mod memory_calls;
@@ -36,6 +37,7 @@ mod unsupported;
 pub use common::*;
 pub use graph::*;
 pub use graph_nodes::*;
+pub use library::*;
 pub use link::*;
 pub use memop::*;
 pub use memory_calls::*;
@@ -577,13 +579,8 @@ exports! {
 
     /// Loads a module from a PTX file.
     fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
-        if fname.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: non-null (checked above) and NUL-terminated: cuModuleLoad's contract.
-        let path = unsafe { CStr::from_ptr(fname) }.to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
-        bytes.push(0);
+        // SAFETY: `fname` is NULL (refused) or NUL-terminated: cuModuleLoad's contract.
+        let (_, bytes) = unsafe { abi::read_image_file(fname) }?;
         // SAFETY: `module` is NULL (refused) or writable per cuda.h; the image is our own
         // NUL-terminated copy of the file, alive for the call.
         unsafe { jit::load_module(module, bytes.as_ptr().cast(), 0, std::ptr::null(), std::ptr::null_mut()) }
@@ -594,11 +591,11 @@ exports! {
 
     /// The kernel named `name` (the same handle every time).
     fn cuModuleGetFunction(hfunc: *mut CUfunction, hmod: CUmodule, name: *const c_char) {
-        if hfunc.is_null() || name.is_null() {
+        if hfunc.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        // SAFETY: non-null (checked above) and NUL-terminated: the export's contract.
-        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
+        // SAFETY: `name` is NULL (refused) or NUL-terminated: the export's contract.
+        let name = unsafe { abi::symbol_name(name) }?;
         // SAFETY: `hfunc` is cuModuleGetFunction's out-pointer: NULL (refused) or writable per
         // cuda.h.
         unsafe { abi::write(hfunc, p(module::function(handle_value(hmod), name)?)) }
@@ -606,23 +603,12 @@ exports! {
 
     /// Address and size of a module global; either out-pointer may be NULL.
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, size: *mut usize, hmod: CUmodule, name: *const c_char) {
-        if name.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: non-null (checked above) and NUL-terminated: the export's contract.
-        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| CUresult::CUDA_ERROR_NOT_FOUND)?;
-        let (addr, len) = module::global(handle_value(hmod), name)?;
-        if !dptr.is_null() {
-            // SAFETY: `dptr` is cuModuleGetGlobal_v2's out-pointer: NULL (refused) or writable per
-            // cuda.h.
-            unsafe { abi::write(dptr, addr) }?;
-        }
-        if !size.is_null() {
-            // SAFETY: `size` is cuModuleGetGlobal_v2's out-pointer: NULL (refused) or writable per
-            // cuda.h.
-            unsafe { abi::write(size, usize::try_from(len).unwrap_or(usize::MAX)) }?;
-        }
-        Ok(())
+        // SAFETY: `name` is NULL (refused) or NUL-terminated: the export's contract.
+        let name = unsafe { abi::symbol_name(name) }?;
+        let global = module::global(handle_value(hmod), name)?;
+        // SAFETY: `dptr` and `size` are cuModuleGetGlobal_v2's out-pointers: each NULL or
+        // writable per cuda.h.
+        unsafe { abi::write_global(dptr, size, global) }
     }
 
     /// One function attribute (threads, shared/const/local sizes, registers, versions, ...).

@@ -1,13 +1,15 @@
 //! cuModuleLoadDataEx's JIT options: where the error and info logs go and how big they may be.
 //! Only the log options have an effect; the others are optimisation hints a CPU interpreter
-//! ignores, as NVIDIA's driver may. Also the C-boundary body of cuModuleLoadData(Ex).
+//! ignores, as NVIDIA's driver may. Also the C-boundary body of cuModuleLoadData(Ex) and the
+//! image loading it shares with cuLibraryLoad*.
 
 use std::ffi::{c_uint, c_void};
 
 use cudarc::driver::sys::{CUjit_option as J, CUmodule, CUresult};
 
 use crate::abi::{self, CuResult, p};
-use crate::{image, module};
+use crate::image::{self, LoadError};
+use crate::module;
 
 /// The log buffers a caller passed.
 #[derive(Default)]
@@ -104,6 +106,24 @@ pub(crate) unsafe fn load_module(
     if out.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
+    // SAFETY: forwarded caller contract.
+    let handle = unsafe { load_image(image, n, options, values, module::load) }?;
+    // SAFETY: `out` is non-null and writable.
+    unsafe { abi::write(out, p(handle)) }
+}
+
+/// The image loading every loader shares (cuModuleLoadData*, cuLibraryLoad*): the PTX text
+/// found in `image` is handed to `load`, and the JIT log options get the outcome.
+///
+/// # Safety
+/// As for cuModuleLoadDataEx: `image` is a valid image and the option arrays hold `n` entries.
+pub(crate) unsafe fn load_image<T>(
+    image: *const c_void,
+    n: c_uint,
+    options: *const c_uint,
+    values: *mut *mut c_void,
+    load: impl FnOnce(&str) -> Result<T, LoadError>,
+) -> CuResult<T> {
     // Module loading is one of the points where device printf output is printed.
     if let Ok(ctx) = crate::context::current() {
         ctx.printf.flush();
@@ -111,18 +131,12 @@ pub(crate) unsafe fn load_module(
     // SAFETY: forwarded caller contract.
     let logs = unsafe { parse(n, options, values) };
     // SAFETY: forwarded caller contract.
-    let result = unsafe { image::ptx_text(image.cast()) }.and_then(|text| module::load(&text));
-    match result {
-        Ok(handle) => {
-            // SAFETY: forwarded caller contract.
-            unsafe { logs.write("", "", values) };
-            // SAFETY: `out` is non-null and writable.
-            unsafe { abi::write(out, p(handle)) }
-        }
-        Err((code, message)) => {
-            // SAFETY: forwarded caller contract.
-            unsafe { logs.write(&message, "", values) };
-            Err(code)
-        }
-    }
+    let result = unsafe { image::ptx_text(image.cast()) }.and_then(|text| load(&text));
+    let message = match &result {
+        Ok(_) => "",
+        Err((_, message)) => message.as_str(),
+    };
+    // SAFETY: forwarded caller contract.
+    unsafe { logs.write(message, "", values) };
+    result.map_err(|(code, _)| code)
 }

@@ -1,6 +1,7 @@
 //! cuLaunchKernel: checks the configuration against the device and kernel limits as NVIDIA's
 //! driver does, packs the parameters at ptxvm's offsets, and queues the run on the stream. A
-//! fault while running makes the context's error sticky.
+//! fault while running makes the context's error sticky. A library kernel (CUkernel) given as
+//! the function launches as its function in the stream's context.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -256,7 +257,15 @@ pub(crate) unsafe fn prepare(
 /// # Safety
 /// `req.params` / `req.extra` follow cuLaunchKernel's contract (see [`pack`]).
 pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
-    let f = module::get_function(req.function)?;
+    let function = if driver::has_tag(req.function, driver::Tag::Kernel) {
+        // A CUkernel runs in the stream's context (the current one for a NULL stream), as
+        // NVIDIA documents for context-less kernels.
+        let (ctx, _) = stream::resolve(req.stream)?;
+        crate::library::resolve(req.function, Some(&ctx))?
+    } else {
+        req.function
+    };
+    let f = module::get_function(function)?;
     let (ctx, s) = stream::resolve(req.stream)?;
     if f.module.ctx_id != ctx.id {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
@@ -264,13 +273,7 @@ pub(crate) unsafe fn launch(req: &Request) -> CuResult<()> {
     // SAFETY: forwarded caller contract.
     let packed = unsafe {
         prepare(
-            &f,
-            req.function,
-            req.grid,
-            req.block,
-            req.shared,
-            req.params,
-            req.extra,
+            &f, function, req.grid, req.block, req.shared, req.params, req.extra,
         )
     }?;
     if let Some(capture) = crate::capture::active(req.stream) {

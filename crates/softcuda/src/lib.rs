@@ -13,8 +13,9 @@
 //! allocation), `memop` (stream memory operations: write and wait
 //! values), `vmm` (virtual memory management: reservations, memfd-backed physical allocations,
 //! mappings and access), `module` (+ `image` for fatbins/cubins, `jit` for the JIT log
-//! options), `launch`, `printf` (the device printf FIFO), `graph`, `capture`, `graph_mem` and `graph_copy` (graphs,
-//! stream capture, graph memory nodes and figures, memcpy nodes) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
+//! options), `library` (cuLibrary*/cuKernel*: code loaded in no context, a module per context
+//! on demand), `launch`, `printf` (the device printf FIFO), `graph`, `capture`, `graph_mem` and
+//! `graph_copy` (graphs, stream capture, graph memory nodes and figures, memcpy nodes) and `procaddr` (cuGetProcAddress, cuGetExportTable); their exports are split
 //! by area between `exports.rs` and `exports/*.rs`. `abi` holds the C-boundary helpers,
 //! `handles` the handle tables, `result_text` the CUresult names and messages (cuGetErrorName /
 //! cuGetErrorString), and `error` the loader's Rust error enum.
@@ -46,6 +47,7 @@ mod handles;
 mod image;
 mod jit;
 mod launch;
+mod library;
 mod link;
 pub mod loader;
 mod memop;

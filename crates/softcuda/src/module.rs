@@ -1,8 +1,9 @@
 //! Modules and functions: PTX loaded through ptxvm into a context, the module's globals allocated
-//! in that context, and one stable function handle per kernel.
+//! in that context, and one stable function handle per kernel. A library (`library`) shares one
+//! decoded program between the modules it makes in each context.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::sys::{CUfunction_attribute as F, CUresult};
@@ -37,7 +38,16 @@ pub(crate) struct Function {
     max_dynamic_shared: AtomicU32,
     /// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`.
     carveout: AtomicI32,
+    /// Which of the two settable attributes cuFuncSetAttribute set ([`DYNAMIC_SET`],
+    /// [`CARVEOUT_SET`]): those no longer follow the library kernel's cuKernelSetAttribute, as
+    /// NVIDIA documents.
+    set_here: AtomicU8,
 }
+
+/// [`Function::set_here`] bit: the dynamic shared memory limit.
+const DYNAMIC_SET: u8 = 1;
+/// [`Function::set_here`] bit: the carveout preference.
+const CARVEOUT_SET: u8 = 2;
 
 static MODULES: Table<Module> = Table::new(Tag::Module);
 static FUNCTIONS: Table<Function> = Table::new(Tag::Function);
@@ -55,12 +65,22 @@ impl Function {
 
     /// Threads per block the kernel allows (its `.maxntid`, else the device limit).
     pub(crate) fn max_threads(&self) -> u32 {
-        self.info()
-            .max_threads_per_block
-            .map_or(device::MAX_THREADS_PER_BLOCK, |m| {
-                m.min(device::MAX_THREADS_PER_BLOCK)
-            })
+        max_threads(self.info())
     }
+}
+
+/// Threads per block a kernel allows (its `.maxntid`, else the device limit).
+fn max_threads(info: &ptxvm::KernelInfo) -> u32 {
+    info.max_threads_per_block
+        .map_or(device::MAX_THREADS_PER_BLOCK, |m| {
+            m.min(device::MAX_THREADS_PER_BLOCK)
+        })
+}
+
+/// The dynamic shared memory a kernel may ask for until an attribute raises it: what the
+/// device's per-block limit leaves beside its static shared memory.
+pub(crate) fn default_dynamic_shared(info: &ptxvm::KernelInfo) -> u32 {
+    device::MAX_SHARED_PER_BLOCK.saturating_sub(info.static_shared_bytes)
 }
 
 pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
@@ -75,10 +95,22 @@ pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
     (code, e.to_string())
 }
 
+/// Decodes PTX text, with the code and log a failed load answers.
+pub(crate) fn decode(ptx: &str) -> Result<ptxvm::Module, LoadError> {
+    ptxvm::Module::load(ptx).map_err(|e| load_error(&e))
+}
+
 /// Loads PTX text into the current context: decodes it and allocates its globals.
 pub(crate) fn load(ptx: &str) -> Result<u64, LoadError> {
     let ctx = context::live().map_err(|c| (c, String::new()))?;
-    let vm = ptxvm::Module::load(ptx).map_err(|e| load_error(&e))?;
+    load_decoded(&ctx, Arc::new(decode(ptx)?))
+}
+
+/// Makes a module of an already decoded program in `ctx`: allocates and initialises its globals.
+pub(crate) fn load_decoded(
+    ctx: &context::Context,
+    vm: Arc<ptxvm::Module>,
+) -> Result<u64, LoadError> {
     let mut globals = Vec::with_capacity(vm.globals().len());
     for g in vm.globals() {
         match memory::alloc(ctx.id, g.size.max(1), Kind::Device) {
@@ -109,7 +141,7 @@ pub(crate) fn load(ptx: &str) -> Result<u64, LoadError> {
     let (handle, _) = MODULES.insert_with(|_| {
         Arc::new(Module {
             ctx_id: ctx.id,
-            vm: Arc::new(vm),
+            vm,
             globals,
             functions: Mutex::new(HashMap::new()),
         })
@@ -122,6 +154,11 @@ fn get(handle: u64) -> CuResult<Arc<Module>> {
     MODULES
         .get(handle)
         .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+}
+
+/// Whether `handle` is a loaded module (not unloaded, its context not destroyed).
+pub(crate) fn is_live(handle: u64) -> bool {
+    MODULES.get(handle).is_some()
 }
 
 /// The module behind `handle`, in a context that is usable (not faulted).
@@ -153,6 +190,20 @@ pub(crate) fn function(handle: u64, name: &str) -> CuResult<u64> {
         .vm
         .kernel_index(name)
         .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    function_of(&module, index)
+}
+
+/// The function of kernel `index` (an index into the program's kernels) of module `handle`.
+pub(crate) fn function_at(handle: u64, index: usize) -> CuResult<u64> {
+    let module = get_usable(handle)?;
+    if index >= module.vm.kernels().len() {
+        return Err(CUresult::CUDA_ERROR_NOT_FOUND);
+    }
+    function_of(&module, index)
+}
+
+/// The one function handle of kernel `index` of `module`, made on first use.
+fn function_of(module: &Arc<Module>, index: usize) -> CuResult<u64> {
     let mut functions = module
         .functions
         .lock()
@@ -160,14 +211,14 @@ pub(crate) fn function(handle: u64, name: &str) -> CuResult<u64> {
     if let Some(&f) = functions.get(&index) {
         return Ok(f);
     }
-    let info = &module.vm.kernels()[index];
-    let default_dynamic = device::MAX_SHARED_PER_BLOCK.saturating_sub(info.static_shared_bytes);
+    let default_dynamic = default_dynamic_shared(&module.vm.kernels()[index]);
     let (f, _) = FUNCTIONS.insert_with(|_| {
         Arc::new(Function {
-            module: Arc::clone(&module),
+            module: Arc::clone(module),
             index,
             max_dynamic_shared: AtomicU32::new(default_dynamic),
             carveout: AtomicI32::new(-1),
+            set_here: AtomicU8::new(0),
         })
     });
     functions.insert(index, f);
@@ -186,9 +237,11 @@ pub(crate) fn global(handle: u64, name: &str) -> CuResult<(u64, u64)> {
     Ok((module.globals[i], module.vm.globals()[i].size))
 }
 
-/// The live function behind `handle`.
+/// The live function behind `handle`. A library kernel (CUkernel) cast to CUfunction, which
+/// NVIDIA accepts wherever a function is taken, is its function in the current context.
 pub(crate) fn get_function(handle: u64) -> CuResult<Arc<Function>> {
     crate::driver::ensure_init()?;
+    let handle = crate::library::resolve(handle, None)?;
     FUNCTIONS
         .get(handle)
         .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
@@ -197,11 +250,30 @@ pub(crate) fn get_function(handle: u64) -> CuResult<Arc<Function>> {
 /// cuFuncGetAttribute for a raw `CUfunction_attribute`.
 pub(crate) fn attribute(handle: u64, attr: u32) -> CuResult<i32> {
     let f = get_function(handle)?;
-    let info = f.info();
+    kernel_attribute(
+        &f.module.vm,
+        f.index,
+        f.max_dynamic_shared(),
+        f.carveout.load(Ordering::Relaxed),
+        attr,
+    )
+}
+
+/// A raw `CUfunction_attribute` of kernel `index` of `vm`, given the two settable values
+/// (cuFuncGetAttribute and cuKernelGetAttribute share it).
+pub(crate) fn kernel_attribute(
+    vm: &ptxvm::Module,
+    index: usize,
+    max_dynamic_shared: u32,
+    carveout: i32,
+    attr: u32,
+) -> CuResult<i32> {
+    let info = vm
+        .kernels()
+        .get(index)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
     let clamp = |v: u64| i32::try_from(v).unwrap_or(i32::MAX);
-    let const_bytes: u64 = f
-        .module
-        .vm
+    let const_bytes: u64 = vm
         .globals()
         .iter()
         .filter(|g| g.space == ptxvm::GlobalSpace::Const)
@@ -210,7 +282,7 @@ pub(crate) fn attribute(handle: u64, attr: u32) -> CuResult<i32> {
     let table: [(F, i32); 10] = [
         (
             F::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            clamp(f.max_threads().into()),
+            clamp(max_threads(info).into()),
         ),
         (
             F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
@@ -224,17 +296,17 @@ pub(crate) fn attribute(handle: u64, attr: u32) -> CuResult<i32> {
         (F::CU_FUNC_ATTRIBUTE_NUM_REGS, clamp(info.num_regs.into())),
         (
             F::CU_FUNC_ATTRIBUTE_PTX_VERSION,
-            f.module.vm.target_arch().map_or(0, |v| clamp(v.into())),
+            vm.target_arch().map_or(0, |v| clamp(v.into())),
         ),
         (F::CU_FUNC_ATTRIBUTE_BINARY_VERSION, 90),
         (F::CU_FUNC_ATTRIBUTE_CACHE_MODE_CA, 0),
         (
             F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            clamp(f.max_dynamic_shared().into()),
+            clamp(max_dynamic_shared.into()),
         ),
         (
             F::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            f.carveout.load(Ordering::Relaxed),
+            carveout,
         ),
     ];
     table
@@ -244,35 +316,84 @@ pub(crate) fn attribute(handle: u64, attr: u32) -> CuResult<i32> {
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
 }
 
-/// cuFuncSetAttribute: the dynamic shared memory limit (up to the opt-in maximum) and the
-/// carveout preference are writable; everything else is `CUDA_ERROR_INVALID_VALUE`.
-pub(crate) fn set_attribute(handle: u64, attr: u32, value: i32) -> CuResult<()> {
-    let f = get_function(handle)?;
+/// A value for one of the two settable attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+    MaxDynamicShared(u32),
+    /// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`.
+    Carveout(i32),
+}
+
+/// Checks a cuFuncSetAttribute / cuKernelSetAttribute value for a kernel: the dynamic shared
+/// memory limit (up to the opt-in maximum) and the carveout preference are writable; everything
+/// else is `CUDA_ERROR_INVALID_VALUE`.
+pub(crate) fn setting(info: &ptxvm::KernelInfo, attr: u32, value: i32) -> CuResult<Setting> {
     if attr == F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as u32 {
         let v = u32::try_from(value).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        if u64::from(v) + u64::from(f.info().static_shared_bytes)
+        if u64::from(v) + u64::from(info.static_shared_bytes)
             > u64::from(device::MAX_SHARED_PER_BLOCK_OPTIN)
         {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        f.max_dynamic_shared.store(v, Ordering::Relaxed);
-        return Ok(());
+        return Ok(Setting::MaxDynamicShared(v));
     }
     if attr == F::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT as u32 {
         if !(-1..=100).contains(&value) {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
-        f.carveout.store(value, Ordering::Relaxed);
-        return Ok(());
+        return Ok(Setting::Carveout(value));
     }
     Err(CUresult::CUDA_ERROR_INVALID_VALUE)
 }
 
+impl Function {
+    fn store(&self, setting: Setting) {
+        match setting {
+            Setting::MaxDynamicShared(v) => self.max_dynamic_shared.store(v, Ordering::Relaxed),
+            Setting::Carveout(v) => self.carveout.store(v, Ordering::Relaxed),
+        }
+    }
+}
+
+/// cuFuncSetAttribute: see [`setting`]. The value then overrides the library kernel's.
+pub(crate) fn set_attribute(handle: u64, attr: u32, value: i32) -> CuResult<()> {
+    let f = get_function(handle)?;
+    let setting = setting(f.info(), attr, value)?;
+    f.set_here.fetch_or(
+        match setting {
+            Setting::MaxDynamicShared(_) => DYNAMIC_SET,
+            Setting::Carveout(_) => CARVEOUT_SET,
+        },
+        Ordering::Relaxed,
+    );
+    f.store(setting);
+    Ok(())
+}
+
+/// A library kernel's cuKernelSetAttribute reaching its function `handle`: applied unless
+/// cuFuncSetAttribute set that attribute on the function, which then wins.
+pub(crate) fn inherit(handle: u64, setting: Setting) {
+    let Some(f) = FUNCTIONS.get(handle) else {
+        return;
+    };
+    let bit = match setting {
+        Setting::MaxDynamicShared(_) => DYNAMIC_SET,
+        Setting::Carveout(_) => CARVEOUT_SET,
+    };
+    if f.set_here.load(Ordering::Relaxed) & bit == 0 {
+        f.store(setting);
+    }
+}
+
 /// cuFuncGetParamInfo: (offset, size) of parameter `index`.
 pub(crate) fn param_info(handle: u64, index: usize) -> CuResult<(u64, u64)> {
-    let f = get_function(handle)?;
-    let p = f
-        .info()
+    param_of(get_function(handle)?.info(), index)
+}
+
+/// (offset, size) of parameter `index` of a kernel; past the last is `CUDA_ERROR_INVALID_VALUE`.
+pub(crate) fn param_of(info: &ptxvm::KernelInfo, index: usize) -> CuResult<(u64, u64)> {
+    let p = info
         .params
         .get(index)
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;

@@ -216,6 +216,23 @@ const INTRODUCED: &[(&str, i32)] = &[
     ("cuStreamIsCapturing", 10000),
     ("cuDeviceGetExecAffinitySupport", 11040),
     ("cuOccupancyAvailableDynamicSMemPerBlock", 10020),
+    ("cuLibraryLoadData", 12000),
+    ("cuLibraryLoadFromFile", 12000),
+    ("cuLibraryUnload", 12000),
+    ("cuLibraryGetKernel", 12000),
+    ("cuLibraryGetModule", 12000),
+    ("cuLibraryGetGlobal", 12000),
+    ("cuLibraryGetManaged", 12000),
+    ("cuLibraryGetUnifiedFunction", 12000),
+    ("cuKernelGetFunction", 12000),
+    ("cuKernelGetAttribute", 12000),
+    ("cuKernelSetAttribute", 12000),
+    ("cuKernelSetCacheConfig", 12000),
+    ("cuKernelGetName", 12030),
+    ("cuKernelGetParamInfo", 12040),
+    ("cuLibraryGetKernelCount", 12040),
+    ("cuLibraryEnumerateKernels", 12040),
+    ("cuKernelGetLibrary", 12050),
 ];
 
 /// Whether `name` is a base name at all: driver functions start with `cu`; a versioned or

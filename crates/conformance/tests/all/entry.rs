@@ -5,26 +5,9 @@
 
 use std::ffi::{CString, c_int, c_uint, c_void};
 
-use conformance::driver::shared_device;
 use cudarc::driver::sys::{self, CUresult};
 
-use crate::support::{Steps, env_or_skip};
-
-/// Runs `body` on a fresh thread (created contexts are pushed on the calling thread's stack, so
-/// the test thread's stack stays as it was) and fails with every step that differed.
-fn on_fresh_thread(body: impl FnOnce(sys::CUdevice, &mut Steps) + Send + 'static) {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let device = env.device;
-    let steps = std::thread::spawn(move || {
-        let mut steps = Steps::default();
-        body(device, &mut steps);
-        steps
-    })
-    .join()
-    .expect("thread");
-    steps.finish(&env.choice.kind.to_string());
-}
+use crate::support::{Steps, on_fresh_thread};
 
 /// Checks that `ctx` is current, usable (an allocation succeeds) and destroys it.
 fn use_and_destroy(steps: &mut Steps, form: &str, ctx: sys::CUcontext) {

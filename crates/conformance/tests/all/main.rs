@@ -13,6 +13,7 @@ mod graph_nodes;
 mod graphs;
 mod kernels;
 mod launch;
+mod library;
 mod link;
 mod memops;
 mod memory;

@@ -1,6 +1,6 @@
 //! Shared test plumbing: driver selection with the skip rule, running a test in its own process,
-//! a gate that holds a stream back, a primary-context reset guard, and raw-call helpers for the
-//! semantics tests.
+//! a gate that holds a stream back, a primary-context reset guard, a fresh thread to run on, and
+//! raw-call helpers for the semantics tests.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLockWriteGuard};
 use std::time::Duration;
@@ -234,4 +234,20 @@ pub fn free_bytes() -> usize {
     let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
     assert_eq!(r, CUresult::CUDA_SUCCESS, "cuMemGetInfo");
     free
+}
+
+/// Runs `body` on a fresh thread (created contexts are pushed on the calling thread's stack, so
+/// the test thread's stack stays as it was) and fails with every step that differed.
+pub fn on_fresh_thread(body: impl FnOnce(sys::CUdevice, &mut Steps) + Send + 'static) {
+    let _shared = driver::shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let device = env.device;
+    let steps = std::thread::spawn(move || {
+        let mut steps = Steps::default();
+        body(device, &mut steps);
+        steps
+    })
+    .join()
+    .expect("thread");
+    steps.finish(&env.choice.kind.to_string());
 }

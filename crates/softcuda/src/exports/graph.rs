@@ -50,26 +50,28 @@ unsafe fn kernel_params(params: *const CUDA_KERNEL_NODE_PARAMS, v2: bool) -> CuR
     if params.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    // SAFETY: readable (caller contract); fields read through raw places; `kern` only for _v2.
+    // SAFETY: readable (caller contract); fields read through raw places; `kern` and `ctx`
+    // only for _v2.
     unsafe {
-        let func = (&raw const (*params).func).read();
-        if func.is_null() {
-            // A CUkernel (library API) without a function: softcuda has no libraries.
-            let kern = if v2 {
-                (&raw const (*params).kern).read()
-            } else {
-                std::ptr::null_mut()
-            };
-            return Err(if kern.is_null() {
-                CUresult::CUDA_ERROR_INVALID_VALUE
-            } else {
-                CUresult::CUDA_ERROR_NOT_SUPPORTED
-            });
-        }
-        let f = crate::module::get_function(handle_value(func))?;
+        let func = handle_value((&raw const (*params).func).read());
+        // A library kernel (CUkernel) as `func` runs in the current context; as `kern` (read
+        // only when `func` is NULL) in `ctx`, the current one when NULL. The node keeps the
+        // function it resolves to.
+        let function = if func != 0 {
+            crate::library::resolve(func, None)?
+        } else if v2 && !(&raw const (*params).kern).read().is_null() {
+            let kern = handle_value((&raw const (*params).kern).read());
+            match handle_value((&raw const (*params).ctx).read()) {
+                0 => crate::library::resolve(kern, None)?,
+                c => crate::library::resolve(kern, Some(&*crate::context::resolve(c)?))?,
+            }
+        } else {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        };
+        let f = crate::module::get_function(function)?;
         launch::prepare(
             &f,
-            handle_value(func),
+            function,
             [
                 (&raw const (*params).gridDimX).read(),
                 (&raw const (*params).gridDimY).read(),

@@ -77,16 +77,11 @@ exports! {
     /// Adds the PTX (or fatbin) file at `path`, called by its path in the logs.
     fn cuLinkAddFile_v2(state: State, kind: c_uint, path: *const c_char, numOptions: c_uint, options: *mut c_uint, optionValues: *mut *mut c_void) {
         check_options(numOptions, options, optionValues)?;
-        if path.is_null() {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: non-null (checked above) and NUL-terminated: cuLinkAddFile's contract.
-        let path = unsafe { CStr::from_ptr(path) }.to_str().map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
-        let mut bytes = std::fs::read(path).map_err(|_| CUresult::CUDA_ERROR_FILE_NOT_FOUND)?;
-        bytes.push(0);
-        // SAFETY: `bytes` ends with a NUL (pushed above); a fatbin in the file is well formed by
-        // cuLinkAddFile's contract.
-        link::add(handle_value(state), path, unsafe { input_ptx(kind, &bytes) }?)
+        // SAFETY: `path` is NULL (refused) or NUL-terminated: cuLinkAddFile's contract.
+        let (path, bytes) = unsafe { abi::read_image_file(path) }?;
+        // SAFETY: `bytes` ends with a NUL (read_image_file appends one); a fatbin in the file is
+        // well formed by cuLinkAddFile's contract.
+        link::add(handle_value(state), &path, unsafe { input_ptx(kind, &bytes) }?)
     }
 
     /// The linked image (here: the PTX), valid until cuLinkDestroy; `sizeOut` may be NULL.

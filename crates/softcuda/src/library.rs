@@ -1,0 +1,298 @@
+//! The library API's objects (`cuLibrary*`, `cuKernel*`): code loaded once, in no context. A
+//! library holds the decoded program; each context gets its own module of it (its globals, its
+//! functions) the first time something there needs it — a function, a global, a launch — as
+//! NVIDIA's default lazy loading does. A kernel (CUkernel) is one entry of a library; in a
+//! context it becomes that context's CUfunction, which is how a CUkernel handed to cuLaunchKernel
+//! launches. Unloading a library unloads its module from every context.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_char};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use cudarc::driver::sys::CUresult;
+
+use crate::abi::CuResult;
+use crate::context::{self, Context};
+use crate::driver::{self, Tag};
+use crate::handles::Table;
+use crate::module::{self, Setting};
+
+/// A loaded library.
+pub(crate) struct Library {
+    /// The decoded program every context's module shares.
+    vm: Arc<ptxvm::Module>,
+    /// Kernel handles, in the program's kernel order.
+    kernels: Vec<u64>,
+    /// Context id → this library's module there; `None` once unloaded, so a lazy load racing
+    /// the unload cannot leave a module behind.
+    modules: Mutex<Option<HashMap<u64, u64>>>,
+}
+
+/// What cuKernelSetAttribute set for one device.
+#[derive(Debug, Clone, Copy, Default)]
+struct DeviceSettings {
+    max_dynamic_shared: Option<u32>,
+    carveout: Option<i32>,
+}
+
+/// One kernel of a library, as a CUkernel.
+pub(crate) struct Kernel {
+    library: Arc<Library>,
+    library_handle: u64,
+    index: usize,
+    /// The entry name, for cuKernelGetName (valid while the kernel is).
+    name: CString,
+    settings: Mutex<[DeviceSettings; driver::MAX_DEVICES]>,
+}
+
+static LIBRARIES: Table<Library> = Table::new(Tag::Library);
+static KERNELS: Table<Kernel> = Table::new(Tag::Kernel);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update under these locks is a single insert, remove or store.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Kernel {
+    fn info(&self) -> &ptxvm::KernelInfo {
+        &self.library.vm.kernels()[self.index]
+    }
+
+    /// The settings for a checked device ordinal.
+    fn settings(&self, device: i32) -> DeviceSettings {
+        lock(&self.settings)[device as usize % driver::MAX_DEVICES]
+    }
+}
+
+/// cuLibraryLoadData's core: registers a decoded program and one kernel handle per entry. No
+/// context is needed (nor touched) until a module is wanted.
+pub(crate) fn load(vm: ptxvm::Module) -> CuResult<u64> {
+    driver::ensure_init()?;
+    let vm = Arc::new(vm);
+    let kernels: Vec<u64> = (0..vm.kernels().len())
+        .map(|_| driver::new_handle(Tag::Kernel))
+        .collect();
+    let (handle, library) = LIBRARIES.insert_with(|_| {
+        Arc::new(Library {
+            vm: Arc::clone(&vm),
+            kernels: kernels.clone(),
+            modules: Mutex::new(Some(HashMap::new())),
+        })
+    });
+    for (index, &k) in kernels.iter().enumerate() {
+        // A PTX entry name holds no NUL; an empty name stands in if one ever did.
+        let name = CString::new(vm.kernels()[index].name.as_str()).unwrap_or_default();
+        let kernel = Kernel {
+            library: Arc::clone(&library),
+            library_handle: handle,
+            index,
+            name,
+            settings: Mutex::new([DeviceSettings::default(); driver::MAX_DEVICES]),
+        };
+        KERNELS.insert_at(k, Arc::new(kernel));
+    }
+    Ok(handle)
+}
+
+fn get(handle: u64) -> CuResult<Arc<Library>> {
+    driver::ensure_init()?;
+    LIBRARIES
+        .get(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+}
+
+fn get_kernel(handle: u64) -> CuResult<Arc<Kernel>> {
+    driver::ensure_init()?;
+    KERNELS
+        .get(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+}
+
+/// cuLibraryUnload: the kernels go at once; each context's module is unloaded after that
+/// context's queued work (a kernel may still use its globals). A context with a sticky fault
+/// keeps its module until it is destroyed or reset, which frees it. cuda.h gives only
+/// `CUDA_ERROR_INVALID_VALUE` for a handle that is not a loaded library.
+pub(crate) fn unload(handle: u64) -> CuResult<()> {
+    driver::ensure_init()?;
+    let library = LIBRARIES
+        .remove(handle)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    for &k in &library.kernels {
+        KERNELS.remove(k);
+    }
+    let modules = lock(&library.modules).take().unwrap_or_default();
+    for (_, m) in modules {
+        // Err: the module's context is gone (and the module with it) or faulted (see above).
+        let _ = module::unload(m);
+    }
+    Ok(())
+}
+
+/// The library's module in `ctx`, loaded on first use there.
+fn module_in(library: &Library, ctx: &Context) -> CuResult<u64> {
+    let mut guard = lock(&library.modules);
+    let modules = guard.as_mut().ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
+    if let Some(&m) = modules.get(&ctx.id)
+        && module::is_live(m)
+    {
+        return Ok(m);
+    }
+    // Modules of destroyed contexts (or unloaded by hand) are gone; forget them.
+    modules.retain(|_, m| module::is_live(*m));
+    let m = module::load_decoded(ctx, Arc::clone(&library.vm)).map_err(|(code, _)| code)?;
+    modules.insert(ctx.id, m);
+    Ok(m)
+}
+
+/// cuLibraryGetModule: the library's module in the current context.
+pub(crate) fn module_of(handle: u64) -> CuResult<u64> {
+    let library = get(handle)?;
+    module_in(&library, &*context::live()?)
+}
+
+/// cuLibraryGetGlobal: (address, size) of a global in the current context's module.
+pub(crate) fn global(handle: u64, name: &str) -> CuResult<(u64, u64)> {
+    module::global(module_of(handle)?, name)
+}
+
+/// cuLibraryGetManaged: softcuda has no managed variables (ptxvm declines `.managed`), so every
+/// name is `CUDA_ERROR_NOT_FOUND`, as it is on NVIDIA for a variable that is not managed.
+pub(crate) fn managed(handle: u64) -> CuResult<(u64, u64)> {
+    get(handle)?;
+    Err(CUresult::CUDA_ERROR_NOT_FOUND)
+}
+
+/// cuLibraryGetUnifiedFunction: there are no unified function pointers on a device that
+/// answers 0 to `CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS`, and cuda.h says the call then
+/// answers `CUDA_ERROR_NOT_FOUND`.
+pub(crate) fn unified_function(handle: u64) -> CuResult<()> {
+    get(handle)?;
+    Err(CUresult::CUDA_ERROR_NOT_FOUND)
+}
+
+/// cuLibraryGetKernel: the kernel named `name` (the same handle every time).
+pub(crate) fn kernel(handle: u64, name: &str) -> CuResult<u64> {
+    let library = get(handle)?;
+    let index = library
+        .vm
+        .kernel_index(name)
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    Ok(library.kernels[index])
+}
+
+/// cuLibraryEnumerateKernels / cuLibraryGetKernelCount: every kernel, in the program's order.
+pub(crate) fn kernels(handle: u64) -> CuResult<Vec<u64>> {
+    Ok(get(handle)?.kernels.clone())
+}
+
+/// cuKernelGetLibrary.
+pub(crate) fn library_of(kernel: u64) -> CuResult<u64> {
+    Ok(get_kernel(kernel)?.library_handle)
+}
+
+/// cuKernelGetName: the entry name, NUL-terminated, valid while the kernel is loaded. cuda.h
+/// gives only `CUDA_ERROR_INVALID_VALUE`, so an unknown kernel answers that.
+pub(crate) fn name(kernel: u64) -> CuResult<*const c_char> {
+    let k = get_kernel(kernel).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    // The pointer stays valid after `k` drops: the table holds the kernel until unload.
+    Ok(k.name.as_ptr())
+}
+
+/// cuKernelGetParamInfo: (offset, size) of parameter `index`; cuda.h gives only
+/// `CUDA_ERROR_INVALID_VALUE`, for an unknown kernel too.
+pub(crate) fn param_info(kernel: u64, index: usize) -> CuResult<(u64, u64)> {
+    let k = get_kernel(kernel).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    module::param_of(k.info(), index)
+}
+
+/// cuKernelGetFunction (and a CUkernel used as a CUfunction): the kernel's function in `ctx`,
+/// with the kernel's settings for that context's device applied.
+fn function_in(kernel: u64, ctx: &Context) -> CuResult<u64> {
+    let k = get_kernel(kernel)?;
+    let f = module::function_at(module_in(&k.library, ctx)?, k.index)?;
+    apply(f, k.settings(ctx.device));
+    Ok(f)
+}
+
+/// What cuKernelSetAttribute set reaches a function (unless cuFuncSetAttribute set it there).
+fn apply(function: u64, s: DeviceSettings) {
+    if let Some(v) = s.max_dynamic_shared {
+        module::inherit(function, Setting::MaxDynamicShared(v));
+    }
+    if let Some(v) = s.carveout {
+        module::inherit(function, Setting::Carveout(v));
+    }
+}
+
+/// cuKernelGetFunction: the kernel's function in the current context.
+pub(crate) fn function(kernel: u64) -> CuResult<u64> {
+    get_kernel(kernel)?;
+    function_in(kernel, &*context::live()?)
+}
+
+/// A handle given where a CUfunction is taken: a CUkernel becomes its function in `ctx` (the
+/// current context when `None`); anything else is returned as it is.
+pub(crate) fn resolve(handle: u64, ctx: Option<&Context>) -> CuResult<u64> {
+    if !driver::has_tag(handle, Tag::Kernel) {
+        return Ok(handle);
+    }
+    match ctx {
+        Some(ctx) => function_in(handle, ctx),
+        None => function(handle),
+    }
+}
+
+/// cuKernelGetAttribute: the kernel's attribute for `device`; the settable ones as
+/// cuKernelSetAttribute last set them there.
+pub(crate) fn attribute(kernel: u64, attr: u32, device: i32) -> CuResult<i32> {
+    let k = get_kernel(kernel)?;
+    crate::device::check(device)?;
+    let s = k.settings(device);
+    module::kernel_attribute(
+        &k.library.vm,
+        k.index,
+        s.max_dynamic_shared
+            .unwrap_or_else(|| module::default_dynamic_shared(k.info())),
+        s.carveout.unwrap_or(-1),
+        attr,
+    )
+}
+
+/// cuKernelSetAttribute: recorded for `device` and applied to the kernel's functions in every
+/// context of that device where the library is loaded.
+pub(crate) fn set_attribute(kernel: u64, attr: u32, value: i32, device: i32) -> CuResult<()> {
+    let k = get_kernel(kernel)?;
+    crate::device::check(device)?;
+    let setting = module::setting(k.info(), attr, value)?;
+    {
+        let mut all = lock(&k.settings);
+        let s = &mut all[device as usize % driver::MAX_DEVICES];
+        match setting {
+            Setting::MaxDynamicShared(v) => s.max_dynamic_shared = Some(v),
+            Setting::Carveout(v) => s.carveout = Some(v),
+        }
+    }
+    let modules: Vec<(u64, u64)> = lock(&k.library.modules)
+        .as_ref()
+        .map(|m| m.iter().map(|(&c, &m)| (c, m)).collect())
+        .unwrap_or_default();
+    for (ctx_id, m) in modules {
+        if context::by_id(ctx_id).is_some_and(|c| c.device == device)
+            && let Ok(f) = module::function_at(m, k.index)
+        {
+            module::inherit(f, setting);
+        }
+    }
+    Ok(())
+}
+
+/// cuKernelSetCacheConfig: checked only, as cuFuncSetCacheConfig is (a CPU has no cache split
+/// to honour, and nothing reads the preference back).
+pub(crate) fn set_cache_config(kernel: u64, config: u32, device: i32) -> CuResult<()> {
+    get_kernel(kernel)?;
+    crate::device::check(device)?;
+    if config > 3 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
