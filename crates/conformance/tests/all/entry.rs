@@ -136,7 +136,11 @@ fn every_ctx_create_form_accepts_what_nvidia_accepts() {
 }
 
 /// cuGetProcAddress_v2's (result, pfn, status).
-fn proc_address(name: &str, version: c_int, flags: u64) -> (CUresult, *mut c_void, c_uint) {
+pub(crate) fn proc_address(
+    name: &str,
+    version: c_int,
+    flags: u64,
+) -> (CUresult, *mut c_void, c_uint) {
     let name = CString::new(name).expect("no NUL");
     let mut pfn: *mut c_void = std::ptr::dangling_mut();
     let mut status = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SUCCESS;

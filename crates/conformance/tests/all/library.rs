@@ -2,8 +2,8 @@
 //! with no context current; its kernels are found by name and by enumeration, and launch through
 //! cuKernelGetFunction and as a CUkernel handed straight to cuLaunchKernel, cuLaunchKernelEx and
 //! a graph kernel node; its globals are read through cuLibraryGetGlobal; each context gets its
-//! own module and globals; unloading waits for queued launches and leaves every handle stale;
-//! the error cases answer the codes cuda.h gives.
+//! own module and globals; unloading waits for queued launches and leaves every handle stale.
+//! The error cases and cuGetProcAddress are in `library_calls`.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::ptr::{null, null_mut};
@@ -14,23 +14,23 @@ use cudarc::driver::sys::{self, CUresult};
 
 use crate::support::{Steps, on_fresh_thread, own_ptx};
 
-const OK: CUresult = CUresult::CUDA_SUCCESS;
+pub(crate) const OK: CUresult = CUresult::CUDA_SUCCESS;
 const ELEMENTS: usize = 300;
 
 /// Retains the primary context and makes it current on this thread (the driver was chosen
 /// before any test body runs).
-fn primary() -> Arc<Context> {
+pub(crate) fn primary() -> Arc<Context> {
     let env = conformance::driver::env().expect("the driver on_fresh_thread checked");
     Context::primary(env).expect("retain the primary context")
 }
 
 /// The fixture's PTX as the NUL-terminated image cuLibraryLoadData takes.
-fn fixture() -> CString {
+pub(crate) fn fixture() -> CString {
     CString::new(own_ptx("library/lib")).expect("no NUL in PTX")
 }
 
 /// cuLibraryLoadData of `image` without options.
-fn load(image: &CStr) -> (CUresult, sys::CUlibrary) {
+pub(crate) fn load(image: &CStr) -> (CUresult, sys::CUlibrary) {
     let mut lib: sys::CUlibrary = null_mut();
     // SAFETY: valid out-pointer; NUL-terminated image that outlives the call; no options.
     let r = unsafe {
@@ -49,7 +49,7 @@ fn load(image: &CStr) -> (CUresult, sys::CUlibrary) {
 }
 
 /// cuLibraryGetKernel; the driver validates `lib`, which may be stale on purpose.
-fn kernel(lib: sys::CUlibrary, name: &CStr) -> (CUresult, sys::CUkernel) {
+pub(crate) fn kernel(lib: sys::CUlibrary, name: &CStr) -> (CUresult, sys::CUkernel) {
     let mut k: sys::CUkernel = null_mut();
     // SAFETY: valid out-pointer and NUL-terminated name.
     let r = unsafe { sys::cuLibraryGetKernel(&mut k, lib, name.as_ptr()) };
@@ -65,7 +65,7 @@ fn function(k: sys::CUkernel) -> (CUresult, sys::CUfunction) {
 }
 
 /// cuLibraryGetGlobal in the current context: (result, address, size).
-fn global(lib: sys::CUlibrary, name: &CStr) -> (CUresult, sys::CUdeviceptr, usize) {
+pub(crate) fn global(lib: sys::CUlibrary, name: &CStr) -> (CUresult, sys::CUdeviceptr, usize) {
     let (mut dptr, mut bytes): (sys::CUdeviceptr, usize) = (0, 0);
     // SAFETY: valid out-pointers and NUL-terminated name.
     let r = unsafe { sys::cuLibraryGetGlobal(&mut dptr, &mut bytes, lib, name.as_ptr()) };
@@ -149,7 +149,7 @@ fn launch_add_base(f: sys::CUfunction, out: &Out, stream: sys::CUstream) -> CUre
     }
 }
 
-/// Checks that every step of `steps` can be followed by `what` holding `base + i`.
+/// Records in `steps`, as `what`, whether `out` holds `base + i` at every `i`.
 fn expect_out(steps: &mut Steps, what: &str, out: &Out, base: u32) {
     let held = out.holds(base);
     steps.check(what, held.is_ok(), || held.unwrap_err());
@@ -569,243 +569,6 @@ fn kernel_attributes_follow_cu_kernel_set_attribute_unless_the_function_sets_its
         drop(out);
         // SAFETY: loaded above, unloaded once.
         steps.expect("cuLibraryUnload", unsafe { sys::cuLibraryUnload(lib) }, OK);
-        drop(ctx);
-    });
-}
-
-#[test]
-fn library_calls_answer_the_error_codes_cuda_h_gives() {
-    on_fresh_thread(|_, steps| {
-        let mut log = [0u8; 1024];
-        let mut jit = [
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        ];
-        // The size option carries the number itself in the pointer slot (cuda.h).
-        let mut jit_values: [*mut c_void; 2] = [
-            log.as_mut_ptr().cast(),
-            std::ptr::without_provenance_mut(log.len()),
-        ];
-        let bad = c".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { bogus.op %r1; }\n";
-        let mut lib: sys::CUlibrary = null_mut();
-        // SAFETY: valid out-pointer, NUL-terminated image and two JIT options with their values.
-        let r = unsafe {
-            sys::cuLibraryLoadData(
-                &mut lib,
-                bad.as_ptr().cast(),
-                jit.as_mut_ptr(),
-                jit_values.as_mut_ptr(),
-                2,
-                null_mut(),
-                null_mut(),
-                0,
-            )
-        };
-        steps.expect(
-            "cuLibraryLoadData(malformed PTX)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_PTX,
-        );
-        steps.check("the error log says why", log[0] != 0, || "empty log".into());
-        steps.expect(
-            "cuLibraryLoadData(text that is not PTX)",
-            load(c"not a PTX image").0,
-            CUresult::CUDA_ERROR_INVALID_IMAGE,
-        );
-        // SAFETY: a NULL image is the behaviour under test; the out-pointer is valid.
-        let r = unsafe {
-            sys::cuLibraryLoadData(
-                &mut lib,
-                null(),
-                null_mut(),
-                null_mut(),
-                0,
-                null_mut(),
-                null_mut(),
-                0,
-            )
-        };
-        steps.expect(
-            "cuLibraryLoadData(NULL image)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-
-        let image = fixture();
-        let load_with = |option: sys::CUlibraryOption, value: usize, out: &mut sys::CUlibrary| {
-            let mut options = [option];
-            let mut values: [*mut c_void; 1] = [std::ptr::without_provenance_mut(value)];
-            // SAFETY: valid out-pointer, NUL-terminated image, one library option.
-            unsafe {
-                sys::cuLibraryLoadData(
-                    out,
-                    image.as_ptr().cast(),
-                    null_mut(),
-                    null_mut(),
-                    0,
-                    options.as_mut_ptr(),
-                    values.as_mut_ptr(),
-                    1,
-                )
-            }
-        };
-        let preserved = sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED;
-        let mut kept: sys::CUlibrary = null_mut();
-        steps.expect(
-            "cuLibraryLoadData(BINARY_IS_PRESERVED)",
-            load_with(preserved, 1, &mut kept),
-            OK,
-        );
-        let path = std::env::temp_dir().join(format!("library-{}.ptx", std::process::id()));
-        std::fs::write(&path, image.as_bytes()).expect("write the fixture to a file");
-        let file = CString::new(path.to_str().expect("UTF-8 temp path")).expect("no NUL");
-        let from_file = |options: &mut [sys::CUlibraryOption],
-                         values: &mut [*mut c_void],
-                         out: &mut sys::CUlibrary| {
-            // SAFETY: valid out-pointer, NUL-terminated path, option arrays of equal length.
-            unsafe {
-                sys::cuLibraryLoadFromFile(
-                    out,
-                    file.as_ptr(),
-                    null_mut(),
-                    null_mut(),
-                    0,
-                    options.as_mut_ptr(),
-                    values.as_mut_ptr(),
-                    options.len() as c_uint,
-                )
-            }
-        };
-        let mut from_disk: sys::CUlibrary = null_mut();
-        steps.expect(
-            "cuLibraryLoadFromFile",
-            from_file(&mut [], &mut [], &mut from_disk),
-            OK,
-        );
-        let mut refused: sys::CUlibrary = null_mut();
-        steps.expect(
-            "cuLibraryLoadFromFile(BINARY_IS_PRESERVED)",
-            from_file(
-                &mut [preserved],
-                &mut [std::ptr::without_provenance_mut(1)],
-                &mut refused,
-            ),
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-        let _ = std::fs::remove_file(&path);
-        // SAFETY: valid out-pointer and a NUL-terminated path that names no file.
-        let r = unsafe {
-            sys::cuLibraryLoadFromFile(
-                &mut refused,
-                c"/nonexistent/library.ptx".as_ptr(),
-                null_mut(),
-                null_mut(),
-                0,
-                null_mut(),
-                null_mut(),
-                0,
-            )
-        };
-        steps.expect(
-            "cuLibraryLoadFromFile(missing file)",
-            r,
-            CUresult::CUDA_ERROR_FILE_NOT_FOUND,
-        );
-
-        let lib = from_disk;
-        let (r, _) = kernel(lib, c"no_such_kernel");
-        steps.expect(
-            "cuLibraryGetKernel(unknown name)",
-            r,
-            CUresult::CUDA_ERROR_NOT_FOUND,
-        );
-        let mut k: sys::CUkernel = null_mut();
-        // SAFETY: a NULL name is the behaviour under test.
-        let r = unsafe { sys::cuLibraryGetKernel(&mut k, lib, null()) };
-        steps.expect(
-            "cuLibraryGetKernel(NULL name)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-        let mut module: sys::CUmodule = null_mut();
-        // SAFETY: valid out-pointer; no context is current on this thread.
-        let r = unsafe { sys::cuLibraryGetModule(&mut module, lib) };
-        steps.expect(
-            "cuLibraryGetModule with no current context",
-            r,
-            CUresult::CUDA_ERROR_INVALID_CONTEXT,
-        );
-        let mut name: *const c_char = null();
-        // SAFETY: a NULL kernel is the behaviour under test.
-        let r = unsafe { sys::cuKernelGetName(&mut name, null_mut()) };
-        steps.expect(
-            "cuKernelGetName(NULL kernel)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-        let (_, add) = kernel(lib, c"add_base");
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: valid out-pointers; the index past the last parameter is under test.
-        let r = unsafe { sys::cuKernelGetParamInfo(add, 2, &mut offset, &mut size) };
-        steps.expect(
-            "cuKernelGetParamInfo past the last parameter",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-
-        let ctx = primary();
-        let (r, _, _) = global(lib, c"no_such_global");
-        steps.expect(
-            "cuLibraryGetGlobal(unknown name)",
-            r,
-            CUresult::CUDA_ERROR_NOT_FOUND,
-        );
-        // SAFETY: both out-pointers NULL is the behaviour under test.
-        let r = unsafe { sys::cuLibraryGetGlobal(null_mut(), null_mut(), lib, c"base".as_ptr()) };
-        steps.expect(
-            "cuLibraryGetGlobal with both out-pointers NULL",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-        let mut bytes = 0usize;
-        // SAFETY: the address out-pointer may be NULL (cuda.h); `bytes` is valid.
-        let r = unsafe { sys::cuLibraryGetGlobal(null_mut(), &mut bytes, lib, c"base".as_ptr()) };
-        steps.expect("cuLibraryGetGlobal with only the size asked for", r, OK);
-        steps.check("its size", bytes == 4, || format!("{bytes}"));
-        let mut f: sys::CUfunction = null_mut();
-        // SAFETY: a NULL out-pointer is the behaviour under test.
-        let r = unsafe { sys::cuKernelGetFunction(null_mut(), add) };
-        steps.expect(
-            "cuKernelGetFunction(NULL out)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
-        // SAFETY: a NULL kernel is the behaviour under test.
-        let r = unsafe { sys::cuKernelGetFunction(&mut f, null_mut()) };
-        steps.expect(
-            "cuKernelGetFunction(NULL kernel)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_HANDLE,
-        );
-
-        for (what, l) in [
-            ("the preserved-binary library", kept),
-            ("the file's library", lib),
-        ] {
-            // SAFETY: loaded above, unloaded once.
-            steps.expect(
-                &format!("cuLibraryUnload({what})"),
-                unsafe { sys::cuLibraryUnload(l) },
-                OK,
-            );
-        }
-        // SAFETY: a NULL library is the behaviour under test.
-        let r = unsafe { sys::cuLibraryUnload(null_mut()) };
-        steps.expect(
-            "cuLibraryUnload(NULL)",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
         drop(ctx);
     });
 }

@@ -14,6 +14,7 @@ mod graphs;
 mod kernels;
 mod launch;
 mod library;
+mod library_calls;
 mod link;
 mod memops;
 mod memory;

@@ -1,5 +1,6 @@
-//! A plain C program linked with `-lcuda` runs on softcuda through LD_LIBRARY_PATH pointing at a
-//! folder where `libcuda.so` is a link to the built `libsoftcuda.so`.
+//! Plain C programs linked with `-lcuda` run on softcuda through LD_LIBRARY_PATH pointing at a
+//! folder where `libcuda.so` is a link to the built `libsoftcuda.so`: the classic module API
+//! (vector_add.c) and the library API (library_api.c).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,16 +15,19 @@ fn soft_lib() -> PathBuf {
         .expect("cargo builds libsoftcuda.so beside the test binary")
 }
 
-#[test]
-fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
-    let dir = std::env::temp_dir().join(format!("softcuda-ctest-{}", std::process::id()));
+/// Compiles tests/c/`name`.c with `cc`, linked with `-lcuda` against a folder where
+/// `libcuda.so` is the built libsoftcuda.so, runs it from there with a 1 GiB device, checks that
+/// it exited 0 and returns what it printed.
+fn run_c_program(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("softcuda-ctest-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let link = dir.join("libcuda.so");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(soft_lib(), &link).unwrap();
-    let src =
-        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("tests/c/vector_add.c");
-    let exe = dir.join("vector_add");
+    let src = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let exe = dir.join(name);
     let cc = Command::new("cc")
         .arg(&src)
         .arg("-o")
@@ -43,13 +47,19 @@ fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
         .env("SOFTCUDA_MEMORY", "1073741824")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
     let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         run.status.success(),
-        "program failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    stdout
+}
+
+#[test]
+fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
+    let stdout = run_c_program("vector_add");
     assert!(stdout.contains("before init: 3"), "{stdout}");
     assert!(stdout.contains("device: softcuda"), "{stdout}");
     assert!(
@@ -57,4 +67,11 @@ fn c_program_linked_with_lcuda_runs_vector_add_on_softcuda() {
         "SOFTCUDA_MEMORY sizes the device: {stdout}"
     );
     assert!(stdout.contains("vector_add ok"), "{stdout}");
+}
+
+#[test]
+fn c_program_on_the_library_api_launches_a_cukernel_in_two_contexts() {
+    let stdout = run_c_program("library_api");
+    assert!(stdout.contains("kernels: 1, first: scale"), "{stdout}");
+    assert!(stdout.contains("library ok"), "{stdout}");
 }

@@ -7,6 +7,7 @@ mod context;
 mod cprog;
 mod device;
 
+mod library;
 mod loader;
 mod memory;
 mod module;
