@@ -15,14 +15,14 @@ use cudarc::driver::sys::{self, CUresult};
 
 use crate::support::env_or_skip;
 
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo"));
     let path = dir.join("tests/kernels").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The fixture's bytes in 8-byte-aligned memory, as a fatbin embedded by nvcc is.
-fn aligned(bytes: &[u8]) -> Vec<u64> {
+pub(crate) fn aligned(bytes: &[u8]) -> Vec<u64> {
     let mut words = vec![0u64; bytes.len().div_ceil(8) + 1];
     for (i, chunk) in bytes.chunks(8).enumerate() {
         let mut w = [0u8; 8];

@@ -1,7 +1,7 @@
 //! The library API (`cuLibrary*`, `cuKernel*`) on tests/kernels/library/lib.ptx: a library loads
-//! with no context current; its kernels are found by name and by enumeration, and launch through
-//! cuKernelGetFunction and as a CUkernel handed straight to cuLaunchKernel, cuLaunchKernelEx and
-//! a graph kernel node; its globals are read through cuLibraryGetGlobal; each context gets its
+//! with no context current (so does a fatbin holding PTX, plain or compressed); its kernels are
+//! found by name and by enumeration, and launch through cuKernelGetFunction and as a CUkernel
+//! handed straight to cuLaunchKernel, cuLaunchKernelEx and a graph kernel node; its globals are read through cuLibraryGetGlobal; each context gets its
 //! own module and globals; unloading waits for queued launches and leaves every handle stale.
 //! The error cases and cuGetProcAddress are in `library_calls`.
 
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use conformance::context::Context;
 use cudarc::driver::sys::{self, CUresult};
 
+use crate::fatbin::{aligned, fixture as fatbin_fixture};
 use crate::support::{Steps, on_fresh_thread, own_ptx};
 
 pub(crate) const OK: CUresult = CUresult::CUDA_SUCCESS;
@@ -296,6 +297,47 @@ fn a_library_loads_without_a_context_and_its_kernels_launch_every_way() {
         // SAFETY: loaded above, unloaded once.
         steps.expect("cuLibraryUnload", unsafe { sys::cuLibraryUnload(lib) }, OK);
         drop(ctx);
+    });
+}
+
+#[test]
+fn fatbins_holding_ptx_plain_or_compressed_load_as_libraries() {
+    on_fresh_thread(|_, steps| {
+        // nvcc 13.0's: plain PTX, and PTX compressed by -compress-all and each --compress-mode
+        // (gen-fatbin.sh).
+        for name in [
+            "spin_until.ptx.fatbin",
+            "spin_until.ptx.all.fatbin",
+            "spin_until.ptx.size.fatbin",
+            "spin_until.ptx.speed.fatbin",
+            "spin_until.ptx.balance.fatbin",
+        ] {
+            let image = aligned(&fatbin_fixture(name));
+            let mut lib: sys::CUlibrary = null_mut();
+            // SAFETY: valid out-pointer; a whole fatbin in aligned memory that outlives the
+            // call; no options.
+            let r = unsafe {
+                sys::cuLibraryLoadData(
+                    &mut lib,
+                    image.as_ptr().cast(),
+                    null_mut(),
+                    null_mut(),
+                    0,
+                    null_mut(),
+                    null_mut(),
+                    0,
+                )
+            };
+            steps.expect(&format!("cuLibraryLoadData({name})"), r, OK);
+            if r != OK {
+                continue;
+            }
+            let (r, _) = kernel(lib, c"spin_until");
+            steps.expect(&format!("{name}: cuLibraryGetKernel(spin_until)"), r, OK);
+            // SAFETY: loaded above, unloaded once.
+            let r = unsafe { sys::cuLibraryUnload(lib) };
+            steps.expect(&format!("{name}: cuLibraryUnload"), r, OK);
+        }
     });
 }
 
