@@ -30,14 +30,23 @@ pub(crate) fn fixture() -> CString {
     CString::new(own_ptx("library/lib")).expect("no NUL in PTX")
 }
 
-/// cuLibraryLoadData of `image` without options.
+/// cuLibraryLoadData of PTX text without options.
 pub(crate) fn load(image: &CStr) -> (CUresult, sys::CUlibrary) {
+    // SAFETY: a NUL-terminated image that outlives the call.
+    unsafe { load_image(image.as_ptr().cast()) }
+}
+
+/// cuLibraryLoadData of an image without options.
+///
+/// # Safety
+/// `image` is NULL or an image cuLibraryLoadData takes (PTX text, a fatbin), alive for the call.
+pub(crate) unsafe fn load_image(image: *const c_void) -> (CUresult, sys::CUlibrary) {
     let mut lib: sys::CUlibrary = null_mut();
-    // SAFETY: valid out-pointer; NUL-terminated image that outlives the call; no options.
+    // SAFETY: valid out-pointer; the image as the caller promises; no options.
     let r = unsafe {
         sys::cuLibraryLoadData(
             &mut lib,
-            image.as_ptr().cast(),
+            image,
             null_mut(),
             null_mut(),
             0,
@@ -313,21 +322,8 @@ fn fatbins_holding_ptx_plain_or_compressed_load_as_libraries() {
             "spin_until.ptx.balance.fatbin",
         ] {
             let image = aligned(&fatbin_fixture(name));
-            let mut lib: sys::CUlibrary = null_mut();
-            // SAFETY: valid out-pointer; a whole fatbin in aligned memory that outlives the
-            // call; no options.
-            let r = unsafe {
-                sys::cuLibraryLoadData(
-                    &mut lib,
-                    image.as_ptr().cast(),
-                    null_mut(),
-                    null_mut(),
-                    0,
-                    null_mut(),
-                    null_mut(),
-                    0,
-                )
-            };
+            // SAFETY: a whole fatbin in aligned memory that outlives the call.
+            let (r, lib) = unsafe { load_image(image.as_ptr().cast()) };
             steps.expect(&format!("cuLibraryLoadData({name})"), r, OK);
             if r != OK {
                 continue;

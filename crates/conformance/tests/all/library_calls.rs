@@ -9,7 +9,7 @@ use std::ptr::{null, null_mut};
 use cudarc::driver::sys::{self, CUresult};
 
 use crate::entry::proc_address;
-use crate::library::{OK, fixture, global, kernel, load, primary};
+use crate::library::{OK, fixture, global, kernel, load, load_image, primary};
 use crate::support::on_fresh_thread;
 
 #[test]
@@ -51,19 +51,8 @@ fn library_calls_answer_the_error_codes_cuda_h_gives() {
             load(c"not a PTX image").0,
             CUresult::CUDA_ERROR_INVALID_IMAGE,
         );
-        // SAFETY: a NULL image is the behaviour under test; the out-pointer is valid.
-        let r = unsafe {
-            sys::cuLibraryLoadData(
-                &mut lib,
-                null(),
-                null_mut(),
-                null_mut(),
-                0,
-                null_mut(),
-                null_mut(),
-                0,
-            )
-        };
+        // SAFETY: a NULL image is the behaviour under test.
+        let (r, _) = unsafe { load_image(null()) };
         steps.expect(
             "cuLibraryLoadData(NULL image)",
             r,
