@@ -9,6 +9,7 @@
 #   device tool: run  command="bash scripts/bench-serve.sh"  carry=[".gpu"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/gpu-bin.sh
 out="${OUT:-/tmp/out}/serve-bench"; mkdir -p "$out"
 gpu="${GPU_DIR:-$PWD/.gpu}"; bin="$gpu/bin"; gpuhost="$bin/gpuhost"; oha="$bin/oha"
 secs="${BENCH_SECS:-10}"

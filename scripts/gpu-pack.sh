@@ -22,6 +22,11 @@ fi
 mkdir -p .gpu/bin && cp target/oha/bin/oha .gpu/bin/ 2>/dev/null || true
 # Every rewritten module and the red-team kernels for NVIDIA's JIT (scripts/sandbox-probe.sh run).
 bash scripts/sandbox-probe.sh pack >/dev/null
+# The device tool carries at most 64 MiB, tree included: strip, and ship the binaries as one xz
+# archive (scripts/lib/gpu-bin.sh unpacks it on the GPU machine).
+strip .gpu/lib/libsoftcuda.so .gpu/bin/* 2>/dev/null || true
+rm -f .gpu/bin.tar.xz && tar -C .gpu/bin -cJf .gpu/bin.tar.xz . && rm -rf .gpu/bin
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT
 du -sh .gpu
+echo "carry [\".gpu\"]; scripts/gpu.sh and the probes unpack .gpu/bin.tar.xz (by hand: source scripts/lib/gpu-bin.sh, then bash .gpu/run.sh)"

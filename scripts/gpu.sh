@@ -8,6 +8,7 @@
 # Switches: SKIP_PROBE, SKIP_PARALLEL, SKIP_FIXTURES (fixtures need nvcc), BENCH_ONCE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/gpu-bin.sh
 phase="${1:-all}"; shift || true
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 export GPUHOST_DRIVER=nvidia                  # on the GPU, never fall back to softcuda silently

@@ -6,6 +6,7 @@
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, guests); carry [".gpu"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/gpu-bin.sh
 gpu=$PWD/.gpu; n=${N:-40}
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT

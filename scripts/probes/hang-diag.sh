@@ -4,6 +4,7 @@
 # no gdb), then kills it. Usage: bash scripts/probes/hang-diag.sh TEST_NAME...  (logs to $OUT)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/gpu-bin.sh
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 export GPUHOST_DRIVER=nvidia GPUHOST_GUEST_DIR="$PWD/.gpu/guests" RUST_BACKTRACE=1
 bin=$(grep 'gpuhost-wasm' .gpu/run.sh | grep -o 'all-[0-9a-f]*' | head -1)

@@ -5,6 +5,7 @@
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/gpu-bin.sh
 gpu=$PWD/.gpu; oha=$gpu/bin/oha; secs=${SECS:-3}
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT

@@ -6,6 +6,7 @@
 # a symbol table (objcopy --strip-debug, not strip) in .gpu/bin; carry [".gpu"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/gpu-bin.sh
 gpu=$PWD/.gpu; c=${C:-16}; n=${N:-6}; out="${OUT:-/tmp/out}"; mkdir -p "$out"
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
