@@ -1,44 +1,13 @@
-/* A driver-API program on the library API (CUDA 12+), written as a user would: it declares the
- * cuda.h prototypes it needs, loads a PTX string with cuLibraryLoadData before any context
- * exists, then in each of two contexts sets the library's global `factor`, launches `scale`
+/* A driver-API program on the library API (CUDA 12+), written as a user would: with the cuda.h
+ * declarations it needs (cuda_decls.h), it loads a PTX string with cuLibraryLoadData before any
+ * context exists, then in each of two contexts sets the library's global `factor`, launches `scale`
  * through the CUkernel cast to CUfunction (and once through cuKernelGetFunction) and checks
  * out[i] = factor * i. Linked with -lcuda; run against softcuda through LD_LIBRARY_PATH. Prints
  * "library ok" and exits 0 on success. */
 #include <stdio.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUlib_st *CUlibrary;
-typedef struct CUkern_st *CUkernel;
-
-CUresult cuInit(unsigned int flags);
-CUresult cuDeviceGet(CUdevice *dev, int ordinal);
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
-CUresult cuLibraryLoadData(CUlibrary *library, const void *code, int *jitOptions,
-                           void **jitOptionsValues, unsigned int numJitOptions,
-                           int *libraryOptions, void **libraryOptionValues,
-                           unsigned int numLibraryOptions);
-CUresult cuLibraryUnload(CUlibrary library);
-CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name);
-CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary library);
-CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
-                            const char *name);
-CUresult cuKernelGetFunction(CUfunction *f, CUkernel kernel);
-CUresult cuKernelGetName(const char **name, CUkernel kernel);
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes);
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes);
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned shared, CUstream stream,
-                        void **params, void **extra);
-CUresult cuGetErrorName(CUresult error, const char **name);
+#include "cuda_decls.h"
 
 static const char *PTX =
     ".version 7.0\n"

@@ -1,36 +1,11 @@
-/* A plain driver-API program, as a user would write it: it declares the few cuda.h prototypes it
- * needs, loads a PTX string, launches vector_add and checks the result. Linked with -lcuda; run
- * against softcuda through LD_LIBRARY_PATH. Prints "vector_add ok" and exits 0 on success. */
+/* A plain driver-API program, as a user would write it: with the cuda.h declarations it needs
+ * (cuda_decls.h), it loads a PTX string, launches vector_add and checks the result. Linked with
+ * -lcuda; run against softcuda through LD_LIBRARY_PATH. Prints "vector_add ok" and exits 0 on
+ * success. */
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-
-CUresult cuInit(unsigned int flags);
-CUresult cuDeviceGetCount(int *count);
-CUresult cuDeviceGet(CUdevice *dev, int ordinal);
-CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
-CUresult cuCtxSynchronize(void);
-CUresult cuModuleLoadData(CUmodule *module, const void *image);
-CUresult cuModuleGetFunction(CUfunction *f, CUmodule module, const char *name);
-CUresult cuModuleUnload(CUmodule module);
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes);
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes);
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned shared, CUstream stream,
-                        void **params, void **extra);
-CUresult cuGetErrorName(CUresult error, const char **name);
-CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+#include "cuda_decls.h"
 
 static const char *PTX =
     ".version 7.0\n"
