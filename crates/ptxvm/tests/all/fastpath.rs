@@ -509,30 +509,40 @@ OTHER:
 }
 ";
 
+/// Runs `kernel(in, out, n)`, with `in` holding 41 and `out` holding `before`, once while the
+/// control block's epoch is not the launch's (stale) and once more while it is; returns `out`
+/// after each run.
+fn stale_then_current(m: &Module, kernel: &str, n: u32, before: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut mem = GuestMem::new();
+    let input = mem.alloc(4);
+    mem.write(input, &41u32.to_le_bytes());
+    let out = mem.alloc(before.len());
+    mem.write(out, before);
+    let hidden = Hidden {
+        globals: 0,
+        epoch: EPOCH,
+    };
+    let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
+    mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
+    run_sandboxed(m, kernel, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    let stale = mem.read(out, before.len());
+    mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+    run_sandboxed(m, kernel, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    (stale, mem.read(out, before.len()))
+}
+
 #[test]
 fn a_stale_launch_writes_nothing_on_any_path_though_it_compares_the_epoch_late() {
     let (_, m) = load_sandboxed(&ptx(STRAIGHT));
     for n in [0, 1] {
-        let mut mem = GuestMem::new();
-        let input = mem.alloc(4);
-        mem.write(input, &41u32.to_le_bytes());
-        let out = mem.alloc(8);
-        mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
-        let hidden = Hidden {
-            globals: 0,
-            epoch: EPOCH,
-        };
-        let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
-        run_sandboxed(&m, "straight", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
-        assert_eq!(mem.read(out, 8), [0; 8], "n = {n}");
-        mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
-        run_sandboxed(&m, "straight", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+        let (stale, current) = stale_then_current(&m, "straight", n, &[0; 8]);
+        assert_eq!(stale, [0; 8], "n = {n}");
         let want = if n == 0 {
             [0, 0, 0, 0, 41, 0, 0, 0]
         } else {
             [42, 0, 0, 0, 0, 0, 0, 0]
         };
-        assert_eq!(mem.read(out, 8), want, "n = {n}");
+        assert_eq!(current, want, "n = {n}");
     }
 }
 
@@ -646,25 +656,8 @@ fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
     let (prologue, _) = before.split_once("LOOP:").expect("the label survives");
     assert!(!prologue.contains(compare), "{}", s.ptx);
     for n in [0u32, 3] {
-        let mut mem = GuestMem::new();
-        let input = mem.alloc(4);
-        mem.write(input, &41u32.to_le_bytes());
-        let out = mem.alloc(4);
-        let hidden = Hidden {
-            globals: 0,
-            epoch: EPOCH,
-        };
-        let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
-        mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
-        mem.write(out, &7u32.to_le_bytes());
-        run_sandboxed(&m, "load_loop", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
-        assert_eq!(
-            mem.read(out, 4),
-            7u32.to_le_bytes(),
-            "stale launch, n = {n}"
-        );
-        mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
-        run_sandboxed(&m, "load_loop", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
-        assert_eq!(mem.read(out, 4), (41 * n).to_le_bytes(), "n = {n}");
+        let (stale, current) = stale_then_current(&m, "load_loop", n, &7u32.to_le_bytes());
+        assert_eq!(stale, 7u32.to_le_bytes(), "stale launch, n = {n}");
+        assert_eq!(current, (41 * n).to_le_bytes(), "n = {n}");
     }
 }
