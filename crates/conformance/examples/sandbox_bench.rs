@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 }
             }
             for (r, s) in replays.iter().zip(&mut graph_samples) {
-                let us = r.time(&ctx, &stream)?;
+                let us = r.time(&stream)?;
                 if round > 0 {
                     s.push(us);
                 }
@@ -173,11 +173,24 @@ fn time_batch(
     for _ in 0..WARMUP {
         stream.launch(&p.function, p.shape, &p.args)?;
     }
+    per_kernel_us(ctx, stream, || {
+        for _ in 0..BATCH {
+            stream.launch(&p.function, p.shape, &p.args)?;
+        }
+        Ok(())
+    })
+}
+
+/// Microseconds per kernel of the BATCH kernels `enqueue` puts on `stream`, timed with events
+/// around them.
+fn per_kernel_us(
+    ctx: &std::sync::Arc<Context>,
+    stream: &Stream,
+    enqueue: impl FnOnce() -> Result<(), Box<dyn Error>>,
+) -> Result<f64, Box<dyn Error>> {
     let (start, end) = (Event::new(ctx)?, Event::new(ctx)?);
     start.record(stream)?;
-    for _ in 0..BATCH {
-        stream.launch(&p.function, p.shape, &p.args)?;
-    }
+    enqueue()?;
     end.record(stream)?;
     stream.synchronize()?;
     Ok(f64::from(end.elapsed_ms_since(&start)?) * 1000.0 / BATCH as f64)
@@ -214,20 +227,18 @@ impl Replay {
         // SAFETY: `graph` was just captured and is owned by `replay`.
         replay.exec =
             unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) }?;
-        replay.time(ctx, stream)?; // warm-up: uploads the graph
+        replay.time(stream)?; // warm-up: uploads the graph
         Ok(replay)
     }
 
     /// Microseconds per kernel over one replay, timed with events.
-    fn time(&self, ctx: &std::sync::Arc<Context>, stream: &Stream) -> Result<f64, Box<dyn Error>> {
-        let (start, end) = (Event::new(ctx)?, Event::new(ctx)?);
-        start.record(stream)?;
-        ctx.bind()?;
-        // SAFETY: `exec` is a live executable graph of the bound context; the stream is live.
-        unsafe { result::graph::launch(self.exec, stream.raw()) }?;
-        end.record(stream)?;
-        stream.synchronize()?;
-        Ok(f64::from(end.elapsed_ms_since(&start)?) * 1000.0 / BATCH as f64)
+    fn time(&self, stream: &Stream) -> Result<f64, Box<dyn Error>> {
+        per_kernel_us(&self.ctx, stream, || {
+            self.ctx.bind()?;
+            // SAFETY: `exec` is a live executable graph of the bound context; the stream is live.
+            unsafe { result::graph::launch(self.exec, stream.raw()) }?;
+            Ok(())
+        })
     }
 }
 
