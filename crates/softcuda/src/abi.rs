@@ -360,6 +360,11 @@ pub(crate) unsafe fn write_proc_address(
     let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
     let (f, st, result) = match crate::procaddr::get(name, version, flags) {
         Ok(f) => (f, crate::procaddr::Status::Found, Ok(())),
+        // Found but newer than the version asked for: NULL, the status says why, and the call
+        // itself succeeds (NVIDIA's driver 580 answers CUDA_SUCCESS).
+        Err((st @ crate::procaddr::Status::VersionNotSufficient, _)) => {
+            (std::ptr::null_mut(), st, Ok(()))
+        }
         Err((st, code)) => (std::ptr::null_mut(), st, Err(code)),
     };
     // SAFETY: `pfn` is non-null and writable; `status` is written only when non-null.

@@ -200,7 +200,8 @@ pub(crate) fn add_node(graph_handle: u64, deps: &[u64], kind: NodeKind) -> CuRes
     let g = graph(graph_handle)?;
     if g.embedded && kind.is_memory() {
         // cuGraphChildGraphNodeGetGraph: such nodes "cannot be added to the returned graph".
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        // NVIDIA's driver 580 answers NOT_SUPPORTED.
+        return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
     let mut nodes = lock(&g.nodes);
     for (i, d) in deps.iter().enumerate() {
@@ -324,10 +325,10 @@ pub(crate) fn instantiate(graph_handle: u64, flags: u64) -> CuResult<u64> {
         &mut flat,
     )?;
     let instance = if has_memory_nodes(&nodes) {
-        // "Only one instantiation of the graph may exist at any point in time." NVIDIA's code
-        // for the second is not documented; INVALID_VALUE is the one its instantiate lists.
+        // "Only one instantiation of the graph may exist at any point in time." The code for
+        // the second is not documented; NVIDIA's driver 580 answers NOT_SUPPORTED (H200).
         if g.instantiated.swap(true, Ordering::AcqRel) {
-            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
         }
         Some(Instance(Arc::clone(&g.instantiated)))
     } else {
@@ -390,26 +391,26 @@ fn copy_graph(nodes: &[Node], embedded: bool) -> CuResult<u64> {
     Ok(register(copies, embedded))
 }
 
-/// cuGraphClone: a copy of the graph; one with memory nodes cannot be cloned (NVIDIA's code
-/// for that is not documented: INVALID_VALUE is a guess).
+/// cuGraphClone: a copy of the graph; one with memory nodes cannot be cloned (the code is not
+/// documented; NVIDIA's driver 580 answers NOT_SUPPORTED).
 pub(crate) fn clone_graph(graph_handle: u64) -> CuResult<u64> {
     let g = graph(graph_handle)?;
     let nodes = lock(&g.nodes).clone();
     if has_memory_nodes(&nodes) {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
     copy_graph(&nodes, false)
 }
 
 /// cuGraphAddChildGraphNode: a node owning a clone of graph `child`, after `deps` in
-/// `graph_handle`. A child with memory nodes is `CUDA_ERROR_INVALID_VALUE` (the one error
-/// the call documents).
+/// `graph_handle`. A child with memory nodes is `CUDA_ERROR_NOT_SUPPORTED`, as NVIDIA's driver
+/// 580 answers (the call documents only INVALID_VALUE).
 pub(crate) fn add_child(graph_handle: u64, deps: &[u64], child: u64) -> CuResult<u64> {
     graph(graph_handle)?;
     let c = graph(child)?;
     let nodes = lock(&c.nodes).clone();
     if has_memory_nodes(&nodes) {
-        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     }
     let copy = copy_graph(&nodes, true)?;
     add_node(graph_handle, deps, NodeKind::Child(copy)).inspect_err(|_| {

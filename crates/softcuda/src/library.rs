@@ -4,6 +4,10 @@
 //! NVIDIA's default lazy loading does. A kernel (CUkernel) is one entry of a library; in a
 //! context it becomes that context's CUfunction, which is how a CUkernel handed to cuLaunchKernel
 //! launches. Unloading a library unloads its module from every context.
+//!
+//! An image that does not decode still loads, as on NVIDIA (driver 580 answers SUCCESS to
+//! cuLibraryLoadData of malformed PTX and of text that is not PTX): the library keeps the
+//! decoding error and answers it to every call that needs the program.
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_char};
@@ -19,8 +23,8 @@ use crate::module::{self, Setting};
 
 /// A loaded library.
 pub(crate) struct Library {
-    /// The decoded program every context's module shares.
-    vm: Arc<ptxvm::Module>,
+    /// The decoded program every context's module shares, or why the image did not decode.
+    program: Result<Arc<ptxvm::Module>, CUresult>,
     /// Kernel handles, in the program's kernel order.
     kernels: Vec<u64>,
     /// Context id → this library's module there; `None` once unloaded, so a lazy load racing
@@ -38,6 +42,8 @@ struct DeviceSettings {
 /// One kernel of a library, as a CUkernel.
 pub(crate) struct Kernel {
     library: Arc<Library>,
+    /// The library's program (a kernel exists only when it decoded).
+    vm: Arc<ptxvm::Module>,
     library_handle: u64,
     index: usize,
     /// The entry name, for cuKernelGetName (valid while the kernel is).
@@ -55,7 +61,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Kernel {
     fn info(&self) -> &ptxvm::KernelInfo {
-        &self.library.vm.kernels()[self.index]
+        &self.vm.kernels()[self.index]
     }
 
     /// The settings for a checked device ordinal.
@@ -64,26 +70,31 @@ impl Kernel {
     }
 }
 
-/// cuLibraryLoadData's core: registers a decoded program and one kernel handle per entry. No
-/// context is needed (nor touched) until a module is wanted.
-pub(crate) fn load(vm: ptxvm::Module) -> CuResult<u64> {
+/// cuLibraryLoadData's core: registers a decoded program (or the error decoding gave) and one
+/// kernel handle per entry. No context is needed (nor touched) until a module is wanted.
+pub(crate) fn load(program: CuResult<ptxvm::Module>) -> CuResult<u64> {
     driver::ensure_init()?;
-    let vm = Arc::new(vm);
-    let kernels: Vec<u64> = (0..vm.kernels().len())
+    let program = program.map(Arc::new);
+    let count = program.as_ref().map_or(0, |vm| vm.kernels().len());
+    let kernels: Vec<u64> = (0..count)
         .map(|_| driver::new_handle(Tag::Kernel))
         .collect();
     let (handle, library) = LIBRARIES.insert_with(|_| {
         Arc::new(Library {
-            vm: Arc::clone(&vm),
+            program: program.clone(),
             kernels: kernels.clone(),
             modules: Mutex::new(Some(HashMap::new())),
         })
     });
+    let Ok(vm) = program else {
+        return Ok(handle);
+    };
     for (index, &k) in kernels.iter().enumerate() {
         // A PTX entry name holds no NUL; an empty name stands in if one ever did.
         let name = CString::new(vm.kernels()[index].name.as_str()).unwrap_or_default();
         let kernel = Kernel {
             library: Arc::clone(&library),
+            vm: Arc::clone(&vm),
             library_handle: handle,
             index,
             name,
@@ -110,13 +121,13 @@ fn get_kernel(handle: u64) -> CuResult<Arc<Kernel>> {
 
 /// cuLibraryUnload: the kernels go at once; each context's module is unloaded after that
 /// context's queued work (a kernel may still use its globals). A context with a sticky fault
-/// keeps its module until it is destroyed or reset, which frees it. cuda.h gives only
-/// `CUDA_ERROR_INVALID_VALUE` for a handle that is not a loaded library.
+/// keeps its module until it is destroyed or reset, which frees it. A handle that is not a
+/// loaded library is `CUDA_ERROR_INVALID_HANDLE`, as NVIDIA's driver 580 answers for NULL.
 pub(crate) fn unload(handle: u64) -> CuResult<()> {
     driver::ensure_init()?;
     let library = LIBRARIES
         .remove(handle)
-        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
     for &k in &library.kernels {
         KERNELS.remove(k);
     }
@@ -139,7 +150,8 @@ fn module_in(library: &Library, ctx: &Context) -> CuResult<u64> {
     }
     // Modules of destroyed contexts (or unloaded by hand) are gone; forget them.
     modules.retain(|_, m| module::is_live(*m));
-    let m = module::load_decoded(ctx, Arc::clone(&library.vm)).map_err(|(code, _)| code)?;
+    let vm = Arc::clone(library.program.as_ref().map_err(|&code| code)?);
+    let m = module::load_decoded(ctx, vm).map_err(|(code, _)| code)?;
     modules.insert(ctx.id, m);
     Ok(m)
 }
@@ -162,19 +174,21 @@ pub(crate) fn managed(handle: u64) -> CuResult<(u64, u64)> {
     Err(CUresult::CUDA_ERROR_NOT_FOUND)
 }
 
-/// cuLibraryGetUnifiedFunction: there are no unified function pointers on a device that
-/// answers 0 to `CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS`, and cuda.h says the call then
-/// answers `CUDA_ERROR_NOT_FOUND`.
+/// cuLibraryGetUnifiedFunction: softcuda has no unified function pointers (the device answers 0
+/// to `CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS`), so every name is a plain kernel or
+/// nothing, and NVIDIA's driver 580 answers `CUDA_ERROR_INVALID_VALUE` for a plain kernel.
 pub(crate) fn unified_function(handle: u64) -> CuResult<()> {
     get(handle)?;
-    Err(CUresult::CUDA_ERROR_NOT_FOUND)
+    Err(CUresult::CUDA_ERROR_INVALID_VALUE)
 }
 
 /// cuLibraryGetKernel: the kernel named `name` (the same handle every time).
 pub(crate) fn kernel(handle: u64, name: &str) -> CuResult<u64> {
     let library = get(handle)?;
     let index = library
-        .vm
+        .program
+        .as_ref()
+        .map_err(|&code| code)?
         .kernel_index(name)
         .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
     Ok(library.kernels[index])
@@ -182,7 +196,9 @@ pub(crate) fn kernel(handle: u64, name: &str) -> CuResult<u64> {
 
 /// cuLibraryEnumerateKernels / cuLibraryGetKernelCount: every kernel, in the program's order.
 pub(crate) fn kernels(handle: u64) -> CuResult<Vec<u64>> {
-    Ok(get(handle)?.kernels.clone())
+    let library = get(handle)?;
+    library.program.as_ref().map_err(|&code| code)?;
+    Ok(library.kernels.clone())
 }
 
 /// cuKernelGetLibrary.
@@ -198,9 +214,11 @@ pub(crate) fn name(kernel: u64) -> CuResult<*const c_char> {
     Ok(k.name.as_ptr())
 }
 
-/// cuKernelGetParamInfo: (offset, size) of parameter `index`; cuda.h gives only
-/// `CUDA_ERROR_INVALID_VALUE`, for an unknown kernel too.
+/// cuKernelGetParamInfo: (offset, size) of parameter `index`. It needs a current context, as
+/// on NVIDIA (driver 580: `CUDA_ERROR_INVALID_CONTEXT` before any other check); cuda.h gives
+/// only `CUDA_ERROR_INVALID_VALUE`, for an unknown kernel too.
 pub(crate) fn param_info(kernel: u64, index: usize) -> CuResult<(u64, u64)> {
+    context::live()?;
     let k = get_kernel(kernel).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
     module::param_of(k.info(), index)
 }
@@ -249,7 +267,7 @@ pub(crate) fn attribute(kernel: u64, attr: u32, device: i32) -> CuResult<i32> {
     crate::device::check(device)?;
     let s = k.settings(device);
     module::kernel_attribute(
-        &k.library.vm,
+        &k.vm,
         k.index,
         s.max_dynamic_shared
             .unwrap_or_else(|| module::default_dynamic_shared(k.info())),

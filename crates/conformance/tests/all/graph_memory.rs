@@ -254,9 +254,9 @@ fn graph_with_memory_nodes_is_instantiated_once_at_a_time_and_never_cloned_or_em
     steps.expect("first instantiation", r, CUresult::CUDA_SUCCESS);
     let (r, second) = instantiate(g);
     steps.expect(
-        "second instantiation while the first lives (code not documented)",
+        "second instantiation while the first lives (not documented; NVIDIA 580's code)",
         r,
-        CUresult::CUDA_ERROR_INVALID_VALUE,
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
     );
     destroy(second, std::ptr::null_mut());
     destroy(first, std::ptr::null_mut());
@@ -271,13 +271,17 @@ fn graph_with_memory_nodes_is_instantiated_once_at_a_time_and_never_cloned_or_em
     // SAFETY: valid out-pointer and graph.
     let r = unsafe { sys::cuGraphClone(&mut copy, g) };
     steps.expect(
-        "cuGraphClone (code not documented)",
+        "cuGraphClone (not documented; NVIDIA 580's code)",
         r,
-        CUresult::CUDA_ERROR_INVALID_VALUE,
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
     );
     let parent = new_graph();
     let (r, _) = add_child(parent, g);
-    steps.expect("as a child graph", r, CUresult::CUDA_ERROR_INVALID_VALUE);
+    steps.expect(
+        "as a child graph (documented: INVALID_VALUE; NVIDIA 580's code)",
+        r,
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
+    );
     destroy(std::ptr::null_mut(), parent);
     destroy(std::ptr::null_mut(), g);
     steps.finish(&env.choice.kind.to_string());

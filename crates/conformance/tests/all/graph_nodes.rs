@@ -67,6 +67,10 @@ pub(crate) fn nodes(g: sys::CUgraph) -> Vec<sys::CUgraphNode> {
     // SAFETY: NULL nodes asks for the count only.
     let r = unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut count) };
     assert_eq!(r, CUresult::CUDA_SUCCESS, "cuGraphGetNodes(count)");
+    if count == 0 {
+        // An array with room for none is INVALID_VALUE (get_nodes_into_room_for_none_...).
+        return Vec::new();
+    }
     let mut out = vec![std::ptr::null_mut(); count];
     // SAFETY: `out` holds `count` entries.
     let r = unsafe { sys::cuGraphGetNodes(g, out.as_mut_ptr(), &mut count) };
@@ -396,9 +400,9 @@ fn the_graph_a_child_node_owns_can_be_changed_but_takes_no_memory_nodes() {
     // SAFETY: valid out-pointer and parameters; the graph is live.
     let r = unsafe { sys::cuGraphAddMemAllocNode(&mut m, owned, std::ptr::null(), 0, &mut alloc) };
     steps.expect(
-        "a mem-alloc node in a graph a child node owns (code not documented)",
+        "a mem-alloc node in a graph a child node owns (not documented; NVIDIA 580's code)",
         r,
-        CUresult::CUDA_ERROR_INVALID_VALUE,
+        CUresult::CUDA_ERROR_NOT_SUPPORTED,
     );
     destroy(exec, parent);
     destroy(std::ptr::null_mut(), child);
@@ -626,6 +630,32 @@ fn memcpy_node_past_its_allocation_is_invalid_value() {
     steps.check("no node was added", nodes(g).is_empty(), || {
         format!("{} nodes", nodes(g).len())
     });
+    destroy(std::ptr::null_mut(), g);
+    steps.finish(&driver);
+}
+
+#[test]
+fn get_nodes_into_room_for_none_is_invalid_value_and_a_count_query_is_not() {
+    let _shared = conformance::driver::shared_device();
+    let Some((_ctx, _s, driver)) = setup() else {
+        return;
+    };
+    let mut steps = Steps::default();
+    let g = new_graph();
+    let (mut count, mut slot) = (0usize, std::ptr::null_mut());
+    // SAFETY: NULL nodes asks for the count only; the graph is live.
+    let r = unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut count) };
+    steps.expect("count of an empty graph", r, CUresult::CUDA_SUCCESS);
+    steps.check("an empty graph has 0 nodes", count == 0, || {
+        format!("{count}")
+    });
+    // SAFETY: `slot` is one writable entry; the count says there is room for none.
+    let r = unsafe { sys::cuGraphGetNodes(g, &mut slot, &mut count) };
+    steps.expect(
+        "an array with room for 0 nodes (not documented; NVIDIA 580's code)",
+        r,
+        CUresult::CUDA_ERROR_INVALID_VALUE,
+    );
     destroy(std::ptr::null_mut(), g);
     steps.finish(&driver);
 }

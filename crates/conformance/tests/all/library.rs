@@ -218,10 +218,11 @@ fn a_library_loads_without_a_context_and_its_kernels_launch_every_way() {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: valid out-pointers and kernel.
         let r = unsafe { sys::cuKernelGetParamInfo(add, 1, &mut offset, &mut size) };
-        steps.expect("cuKernelGetParamInfo(add_base, 1)", r, OK);
-        steps.check("n is 4 bytes at offset 8", (offset, size) == (8, 4), || {
-            format!("({offset}, {size})")
-        });
+        steps.expect(
+            "cuKernelGetParamInfo with no current context (NVIDIA 580)",
+            r,
+            CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        );
         steps.expect(
             "cuKernelGetFunction with no current context",
             function(add).0,
@@ -229,6 +230,12 @@ fn a_library_loads_without_a_context_and_its_kernels_launch_every_way() {
         );
 
         let ctx = primary();
+        // SAFETY: valid out-pointers and kernel.
+        let r = unsafe { sys::cuKernelGetParamInfo(add, 1, &mut offset, &mut size) };
+        steps.expect("cuKernelGetParamInfo(add_base, 1)", r, OK);
+        steps.check("n is 4 bytes at offset 8", (offset, size) == (8, 4), || {
+            format!("({offset}, {size})")
+        });
         let (r, f) = function(add);
         steps.expect("cuKernelGetFunction in the primary context", r, OK);
         steps.check("the same function each time", function(add).1 == f, || {
@@ -298,9 +305,9 @@ fn a_library_loads_without_a_context_and_its_kernels_launch_every_way() {
         // SAFETY: valid out-pointer and NUL-terminated name.
         let r = unsafe { sys::cuLibraryGetUnifiedFunction(&mut fptr, lib, c"add_base".as_ptr()) };
         steps.expect(
-            "cuLibraryGetUnifiedFunction of a plain kernel",
+            "cuLibraryGetUnifiedFunction of a plain kernel (NVIDIA 580)",
             r,
-            CUresult::CUDA_ERROR_NOT_FOUND,
+            CUresult::CUDA_ERROR_INVALID_VALUE,
         );
         drop(out);
         // SAFETY: loaded above, unloaded once.
@@ -439,7 +446,7 @@ fn each_context_gets_its_own_module_and_globals_of_one_library() {
 }
 
 #[test]
-fn unloading_waits_for_queued_launches_and_leaves_every_handle_stale() {
+fn unloading_waits_for_queued_launches_to_run_to_the_end() {
     on_fresh_thread(|_, steps| {
         let image = fixture();
         let (r, untouched) = load(&image);
@@ -479,23 +486,8 @@ fn unloading_waits_for_queued_launches_and_leaves_every_handle_stale() {
                 1000,
             );
         }
-        steps.expect(
-            "cuLibraryGetKernel(unloaded library)",
-            kernel(lib, c"add_base").0,
-            CUresult::CUDA_ERROR_INVALID_HANDLE,
-        );
-        steps.expect(
-            "cuKernelGetFunction(kernel of an unloaded library)",
-            function(add).0,
-            CUresult::CUDA_ERROR_INVALID_HANDLE,
-        );
-        // SAFETY: unloading a stale handle is the behaviour under test.
-        let r = unsafe { sys::cuLibraryUnload(lib) };
-        steps.expect(
-            "cuLibraryUnload twice",
-            r,
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-        );
+        // Using the handles afterwards crashes NVIDIA's driver (they are pointers there):
+        // softcuda's own tests check that it refuses them (library::an_unloaded_library_...).
         drop(outs);
         // SAFETY: created above, destroyed once.
         unsafe { sys::cuStreamDestroy_v2(stream) };

@@ -169,7 +169,9 @@ impl Link {
 
     /// cuLinkAddData of the fixture `name` (tests/kernels/link/<name>.ptx).
     fn add(&mut self, name: &str) -> CUresult {
-        let text = std::fs::read(fixture(name)).expect("fixture");
+        // PTX is a C string even with its size given: NVIDIA's ptxas reads to the NUL.
+        let text = CString::new(std::fs::read(fixture(name)).expect("fixture")).expect("no NUL");
+        let text = text.as_bytes_with_nul();
         let cname = CString::new(format!("{name}.ptx")).expect("no NUL");
         // SAFETY: a live state; `text` and `cname` outlive the call.
         unsafe {

@@ -260,6 +260,11 @@ exports! {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         let all = graph::nodes(handle_value(hGraph))?;
+        // SAFETY: `numNodes` is non-null (checked above) and readable per cuda.h.
+        if !nodes.is_null() && unsafe { numNodes.read() } == 0 {
+            // An array with room for no node: NVIDIA's driver 580 answers INVALID_VALUE.
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
         if !nodes.is_null() {
             // SAFETY: `numNodes` is non-null (checked above) and `nodes` holds `*numNodes` handles
             // (cuGraphGetNodes's contract); at most that many are written.

@@ -78,9 +78,15 @@ unsafe fn load(
     // SAFETY: forwarded caller contract.
     unsafe { check_library_options(o.library_count, o.library, o.library_values, from_file) }?;
     // SAFETY: forwarded caller contract (the JIT arrays as cuModuleLoadDataEx takes them).
-    let vm = unsafe { jit::load_image(image, o.jit_count, o.jit, o.jit_values, module::decode) }?;
+    let program =
+        unsafe { jit::load_image(image, o.jit_count, o.jit, o.jit_values, module::decode) };
+    // A NULL image is refused now; an image that does not decode loads, and the calls that need
+    // its program answer why (NVIDIA's driver 580 defers these errors the same way).
+    if let Err(CUresult::CUDA_ERROR_INVALID_VALUE) = program {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
     // SAFETY: `out` is non-null (checked above) and writable (caller contract).
-    unsafe { abi::write(out, p(library::load(vm)?)) }
+    unsafe { abi::write(out, p(library::load(program)?)) }
 }
 
 exports! {

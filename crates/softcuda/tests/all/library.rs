@@ -87,14 +87,20 @@ fn bump(f: CUfunction, mut by: u32) -> CUresult {
     }
 }
 
-#[test]
-fn handles_of_one_kind_are_refused_where_another_kind_is_taken() {
-    let _g = serial();
+/// A fresh primary context and the fixture loaded as a library: (library, its `bump`).
+fn fresh_library() -> (CUlibrary, CUkernel) {
     fresh_primary();
     let (r, lib) = load_with(&mut [], &mut []);
     ok(r);
     let (r, k) = kernel(lib, c"bump");
     ok(r);
+    (lib, k)
+}
+
+#[test]
+fn handles_of_one_kind_are_refused_where_another_kind_is_taken() {
+    let _g = serial();
+    let (lib, k) = fresh_library();
     let mut f: CUfunction = null_mut();
     let mut module: CUmodule = null_mut();
     // SAFETY: valid out-pointers and live handles.
@@ -124,10 +130,7 @@ fn handles_of_one_kind_are_refused_where_another_kind_is_taken() {
             cuKernelGetName(&mut name, f.cast()),
             CUresult::CUDA_ERROR_INVALID_VALUE
         );
-        assert_eq!(
-            cuLibraryUnload(module.cast()),
-            CUresult::CUDA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(cuLibraryUnload(module.cast()), invalid_handle);
         // A CUkernel where a CUfunction is taken is its function in the current context.
         let mut regs = -1;
         ok(cuFuncGetAttribute(&mut regs, 4, k.cast()));
@@ -168,10 +171,7 @@ fn an_undefined_library_option_is_invalid_value() {
 #[test]
 fn a_library_outlives_a_primary_context_reset_and_its_globals_start_over() {
     let _g = serial();
-    fresh_primary();
-    let (r, lib) = load_with(&mut [], &mut []);
-    ok(r);
-    let (_, k) = kernel(lib, c"bump");
+    let (lib, k) = fresh_library();
     let mut before: CUfunction = null_mut();
     // SAFETY: valid out-pointer and kernel.
     ok(unsafe { cuKernelGetFunction(&mut before, k) });
@@ -193,4 +193,31 @@ fn a_library_outlives_a_primary_context_reset_and_its_globals_start_over() {
     assert_eq!(download::<u32>(counter(lib), 1), [6], "5 + 1");
     // SAFETY: loaded above, unloaded once.
     ok(unsafe { cuLibraryUnload(lib) });
+}
+
+#[test]
+fn an_unloaded_library_and_its_kernels_are_stale_handles_never_reused_memory() {
+    // NVIDIA's handles are pointers, and using one after cuLibraryUnload crashes its driver
+    // (conformance cannot compare this); softcuda checks every handle.
+    let _g = serial();
+    let (lib, k) = fresh_library();
+    // SAFETY: loaded above, unloaded once.
+    ok(unsafe { cuLibraryUnload(lib) });
+    assert_eq!(kernel(lib, c"bump").0, CUresult::CUDA_ERROR_INVALID_HANDLE);
+    let mut f: CUfunction = null_mut();
+    // SAFETY: valid out-pointer; the stale kernel is the behaviour under test.
+    let r = unsafe { cuKernelGetFunction(&mut f, k) };
+    assert_eq!(
+        r,
+        CUresult::CUDA_ERROR_INVALID_HANDLE,
+        "kernel of an unloaded library"
+    );
+    assert_eq!(
+        bump(k.cast(), 1),
+        CUresult::CUDA_ERROR_INVALID_HANDLE,
+        "launching it"
+    );
+    // SAFETY: unloading a stale handle is the behaviour under test.
+    let r = unsafe { cuLibraryUnload(lib) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_HANDLE, "unloading twice");
 }
