@@ -1,6 +1,8 @@
 //! `.await` of a launch under several spin budgets (`Host::set_await_spin`), on a parking
 //! executor (`block_on`) and a yielding one, each beside the raw launch + cuStreamSynchronize in
-//! alternating chunks: the budget that fits the machine, chosen by measurement.
+//! alternating chunks: the budget that fits the machine, chosen by measurement. A second raw
+//! anchor, launch + cuEventRecord + a tight cuEventQuery loop, is the floor of any event-based
+//! completion: what gpuhost adds above it is its hand-off, not the event.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use super::stats::{Summary, block_on, block_on_spin};
 pub struct AwaitSpin {
     pub budget_us: f64,
     pub raw_sync_us: Summary,
+    pub raw_event_us: Summary,
     pub parking_us: Summary,
     pub yielding_us: Summary,
 }
@@ -39,15 +42,19 @@ pub fn run(
     let mut out = Vec::new();
     for budget in BUDGETS_US {
         host.set_await_spin(Duration::from_micros(budget));
-        let mut variants: [&mut dyn FnMut() -> Result<()>; 3] = [
+        let mut variants: [&mut dyn FnMut() -> Result<()>; 4] = [
             &mut || {
                 raw.launch(1)?;
                 raw.sync()
             },
+            &mut || {
+                raw.launch(1)?;
+                raw.record_and_query()
+            },
             &mut || Ok(block_on(stream.launch(noop, cfg, &[Arg::U32(1)])?)?),
             &mut || Ok(block_on_spin(stream.launch(noop, cfg, &[Arg::U32(1)])?)?),
         ];
-        let mut lat: [Vec<f64>; 3] = Default::default();
+        let mut lat: [Vec<f64>; 4] = Default::default();
         for f in variants.iter_mut() {
             for _ in 0..(samples / 10).max(5) {
                 f()?;
@@ -64,10 +71,11 @@ pub fn run(
                 }
             }
         }
-        let [raw_sync_us, parking_us, yielding_us] = lat.map(Summary::of);
+        let [raw_sync_us, raw_event_us, parking_us, yielding_us] = lat.map(Summary::of);
         out.push(AwaitSpin {
             budget_us: budget as f64,
             raw_sync_us,
+            raw_event_us,
             parking_us,
             yielding_us,
         });
@@ -83,14 +91,15 @@ pub fn print(rows: &[AwaitSpin], default: Duration) {
         default.as_micros()
     );
     println!(
-        "| spin budget, µs | raw launch + sync | parking (block_on) | ratio | yielding | ratio |"
+        "| spin budget, µs | raw launch + sync | raw launch + event query loop | parking (block_on) | ratio | yielding | ratio |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         println!(
-            "| {} | {:.2} | {:.2} | {:.3}× | {:.2} | {:.3}× |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.3}× | {:.2} | {:.3}× |",
             r.budget_us,
             r.raw_sync_us.median,
+            r.raw_event_us.median,
             r.parking_us.median,
             r.parking_us.median / r.raw_sync_us.median,
             r.yielding_us.median,

@@ -17,11 +17,13 @@ pub(super) fn ok(call: &str, r: CUresult) -> Result<()> {
     Ok(())
 }
 
-/// A raw module, function and stream for the `noop(u32)` kernel.
+/// A raw module, function and stream for the `noop(u32)` kernel, and an event (no timing, as
+/// gpuhost's completion events) for the event-based completion floor.
 pub struct Raw {
     module: CUmodule,
     func: CUfunction,
     stream: CUstream,
+    event: sys::CUevent,
 }
 
 impl Raw {
@@ -47,11 +49,36 @@ impl Raw {
                 sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
             )
         })?;
+        let mut event: sys::CUevent = ptr::null_mut();
+        // SAFETY: valid out pointer; context current.
+        ok("cuEventCreate", unsafe {
+            sys::cuEventCreate(
+                &mut event,
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            )
+        })?;
         Ok(Self {
             module,
             func,
             stream,
+            event,
         })
+    }
+
+    /// cuEventRecord on the stream, then cuEventQuery in a tight loop until it is done: how
+    /// soon any event-based completion (gpuhost's) can see a launch end, with no hand-off.
+    pub fn record_and_query(&self) -> Result<()> {
+        // SAFETY: event and stream created in new(), context current.
+        ok("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.event, self.stream)
+        })?;
+        loop {
+            // SAFETY: the event was recorded above.
+            match unsafe { sys::cuEventQuery(self.event) } {
+                CUresult::CUDA_ERROR_NOT_READY => std::hint::spin_loop(),
+                r => return ok("cuEventQuery", r),
+            }
+        }
     }
 
     /// cuLaunchKernel of noop(n) on one block of 32 threads.
@@ -157,6 +184,7 @@ impl Drop for Raw {
         // SAFETY: handles created in new(); nothing uses them any more. Failures only leak.
         unsafe {
             let _ = sys::cuStreamSynchronize(self.stream);
+            let _ = sys::cuEventDestroy_v2(self.event);
             let _ = sys::cuStreamDestroy_v2(self.stream);
             let _ = sys::cuModuleUnload(self.module);
         }
