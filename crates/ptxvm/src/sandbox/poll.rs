@@ -423,29 +423,6 @@ impl<'m> Fx<'_, 'm> {
         );
     }
 
-    /// The deferred epoch check for one store on a path not yet checked: branches past it to
-    /// `skip` when the epoch read in the prologue is not this launch's. A forward branch, not
-    /// an `exit`: NVIDIA's compiler if-converts it and keeps scheduling the loads after it early,
-    /// where an `exit` ends the block and serialises each load behind the store before it
-    /// (transpose's four tile rows took 2.19 µs against 1.30 native with an exit per row).
-    pub(crate) fn skip_if_aborted(&self, out: &mut Vec<O<'m>>, skip: &str) {
-        let aborted = self.is_aborted(out);
-        let to = vec![Operand::Name(skip.to_string())];
-        self.emit(out, aborted, "bra", &[], to);
-    }
-
-    /// Sets `%__sbx_p` when `%__sbx_e` is not this launch's epoch; the guard that tests it.
-    fn is_aborted(&self, out: &mut Vec<O<'m>>) -> Option<(String, bool)> {
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["ne", "u32"],
-            vec![sreg("p"), sreg("e"), sreg("epoch")],
-        );
-        Some(("%__sbx_p".to_string(), false))
-    }
-
     /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
     /// launch's.
     pub(crate) fn entry_check(&self, out: &mut Vec<O<'m>>) {
@@ -454,7 +431,14 @@ impl<'m> Fx<'_, 'm> {
 
     /// Exits when `%__sbx_e` is not this launch's epoch (see `exit_if_aborted`).
     fn compare_epoch(&self, out: &mut Vec<O<'m>>, report: bool) {
-        let aborted = self.is_aborted(out);
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u32"],
+            vec![sreg("p"), sreg("e"), sreg("epoch")],
+        );
+        let aborted = Some(("%__sbx_p".to_string(), false));
         if report {
             let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
             let ld = &["volatile", "global", "u32"];

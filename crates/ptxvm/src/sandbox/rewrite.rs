@@ -139,15 +139,6 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
     Ok((head, body))
 }
 
-/// What the entry's deferred epoch check asks of one statement (`Fx::defer_step`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Defer {
-    /// Nothing more (or a compare was placed before it).
-    None,
-    /// A store to skip when the launch is stale.
-    Skip,
-}
-
 /// Whether `s` may run before an entry has compared the abort epoch: an instruction that writes
 /// nothing but registers and cannot branch (its fenced form adds at most a deferred fault note).
 fn side_effect_free(s: &Stmt) -> bool {
@@ -346,28 +337,20 @@ impl<'m> Fx<'_, 'm> {
     /// The prologue's epoch load then overlaps whatever side-effect-free code (address
     /// arithmetic, loads, whole loops of loads: their back-edges poll on their own) precedes
     /// the first effect, instead of stalling the first branch.
-    ///
-    /// A plain store or reduction reached unchecked is not compared with an exit but skipped
-    /// when the launch is stale (`Defer::Skip`, see `skip_if_aborted`), and the path stays
-    /// unchecked: a stale launch still writes nothing, and runs on only until its next exit,
-    /// compare or poll.
-    fn defer_step(&mut self, s: &'m Stmt, out: &mut Vec<O<'m>>) -> Defer {
+    fn defer_step(&mut self, s: &'m Stmt, out: &mut Vec<O<'m>>) {
         if let Stmt::Label(l, _) = s {
             self.checked &= !self.unchecked_targets.contains(l.as_str());
             if !self.checked {
                 self.unchecked_labels.insert(l.as_str());
             }
-            return Defer::None;
+            return;
         }
         if self.checked || side_effect_free(s) {
-            return Defer::None;
+            return;
         }
         if let Stmt::Inst(i) = s {
             if matches!(i.opcode.as_str(), "exit" | "ret") {
-                return Defer::None;
-            }
-            if matches!(i.opcode.as_str(), "st" | "red") {
-                return Defer::Skip;
+                return;
             }
             if i.opcode == "bra"
                 && let Some(Operand::Name(l)) = i.operands.first()
@@ -375,40 +358,15 @@ impl<'m> Fx<'_, 'm> {
             {
                 if t > self.pos {
                     self.unchecked_targets.insert(l.as_str());
-                    return Defer::None;
+                    return;
                 }
                 if self.unchecked_labels.contains(l.as_str()) {
-                    return Defer::None;
+                    return;
                 }
             }
         }
-        self.compare_here(out);
-        Defer::None
-    }
-
-    /// The exit-compare `defer_step` places; every path past it is checked.
-    fn compare_here(&mut self, out: &mut Vec<O<'m>>) {
         self.entry_check(out);
         self.checked = true;
-    }
-
-    /// Rewrites store `i`, skipped when the launch is stale (`Defer::Skip`). A store that
-    /// leads a run of accesses sharing its fence (group.rs) is compared with an exit instead:
-    /// the later accesses of its run use the fence it computes, so it must not be skipped.
-    fn skipped_store(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
-        let runs = self.members.len();
-        let mut store = Vec::new();
-        self.inst(i, rest, &mut store)?;
-        if self.members.len() > runs {
-            self.compare_here(out);
-            out.append(&mut store);
-            return Ok(());
-        }
-        let skip = self.label();
-        self.skip_if_aborted(out, &skip);
-        out.append(&mut store);
-        out.push(O::New(Stmt::Label(skip, i.line)));
-        Ok(())
     }
 
     /// Sets every static register to one of its values before the body runs (statics.rs).
@@ -503,10 +461,9 @@ impl<'m> Fx<'_, 'm> {
             if skip.is_some_and(|f| f(s)) {
                 continue;
             }
-            let defer = match self.defer_check {
-                true => self.defer_step(s, out),
-                false => Defer::None,
-            };
+            if self.defer_check {
+                self.defer_step(s, out);
+            }
             match s {
                 Stmt::Label(..) => {
                     self.pos += 1;
@@ -514,10 +471,7 @@ impl<'m> Fx<'_, 'm> {
                 }
                 Stmt::Inst(i) => {
                     self.line = i.line;
-                    match defer {
-                        Defer::Skip => self.skipped_store(i, &body[k + 1..], out)?,
-                        Defer::None => self.inst(i, &body[k + 1..], out)?,
-                    }
+                    self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
                 }
                 Stmt::Block(b) => {
