@@ -8,7 +8,7 @@ use super::super::mem::Mem;
 use super::super::warp::Warp;
 use crate::api::FaultKind;
 use crate::image::{self, Image, Surface, Texture};
-use crate::ir::{Geom, ImageQuery, Oob, Src, TextureOp};
+use crate::ir::{Geom, ImageQuery, Oob, Reg, Src, TextureOp};
 
 /// The last object looked up, so a warp whose lanes share a handle looks it up once.
 struct Last<T> {
@@ -89,6 +89,23 @@ impl Warp {
         coords.map(|c| self.rd(c)[l] as u32 as i32 as i64)
     }
 
+    /// Lane `l`'s surface access of `access = (geometry, mode, bytes)`: its address, or `None`
+    /// where `.zero` skips it.
+    fn surface_lane(
+        &self,
+        mem: &mut Mem<'_>,
+        surf: &mut Last<Surface>,
+        handle: Reg,
+        coords: &[Src; 3],
+        (geom, oob, len): (Geom, Oob, u64),
+        l: usize,
+    ) -> Result<Option<u64>, LaneFault> {
+        let s = surf
+            .get(self.regs[handle as usize][l], |h| mem.mem.surface(h))
+            .map_err(|e| (e, l))?;
+        surface_addr(&s.image, geom, oob, self.int_coords(coords, l), len).map_err(|e| (e, l))
+    }
+
     /// Executes a texture or surface op for the lanes in `mask`; a fault names the lane.
     pub(super) fn texture(
         &mut self,
@@ -160,12 +177,8 @@ impl Warp {
                 let mut surf = last::<Surface>();
                 let mut out = [[0u64; 32]; 4];
                 for l in lanes(mask) {
-                    let s = surf
-                        .get(self.regs[*handle as usize][l], |h| mem.mem.surface(h))
-                        .map_err(|e| (e, l))?;
-                    let at = self.int_coords(coords, l);
-                    let Some(a) =
-                        surface_addr(&s.image, *geom, *oob, at, es * n as u64).map_err(|e| (e, l))?
+                    let access = (*geom, *oob, es * n as u64);
+                    let Some(a) = self.surface_lane(mem, &mut surf, *handle, coords, access, l)?
                     else {
                         continue;
                     };
@@ -191,12 +204,8 @@ impl Warp {
                 let vals = srcs.map(|s| self.rd(s));
                 let mut surf = last::<Surface>();
                 for l in lanes(mask) {
-                    let s = surf
-                        .get(self.regs[*handle as usize][l], |h| mem.mem.surface(h))
-                        .map_err(|e| (e, l))?;
-                    let at = self.int_coords(coords, l);
-                    let Some(a) =
-                        surface_addr(&s.image, *geom, *oob, at, es * n as u64).map_err(|e| (e, l))?
+                    let access = (*geom, *oob, es * n as u64);
+                    let Some(a) = self.surface_lane(mem, &mut surf, *handle, coords, access, l)?
                     else {
                         continue;
                     };
