@@ -212,7 +212,13 @@ pub(crate) fn weight(u: f32) -> (i64, f32) {
 pub(crate) fn fill_missing(t: &mut [Value; 4], channels: u8, float: bool) {
     for (c, v) in t.iter_mut().enumerate().skip(usize::from(channels)) {
         let one = if float { Value::F(1.0) } else { Value::I(1) };
-        *v = if c == 3 { one } else if float { Value::F(0.0) } else { Value::I(0) };
+        *v = if c == 3 {
+            one
+        } else if float {
+            Value::F(0.0)
+        } else {
+            Value::I(0)
+        };
     }
 }
 
@@ -252,7 +258,13 @@ pub(crate) fn sample<E>(
     let float = returns_float(s, img.format);
     let promote = !s.read_as_integer;
     let layer = layered.then(|| u64::from(coords[2] as u32).min(img.depth.max(1) - 1));
-    let border: [Value; 4] = s.border.map(|b| if float { Value::F(b) } else { Value::I(b as u32) });
+    let border: [Value; 4] = s.border.map(|b| {
+        if float {
+            Value::F(b)
+        } else {
+            Value::I(b as u32)
+        }
+    });
     // One texel by integer index per sampled dimension: address mode applied, border or linear
     // memory's zero outside.
     let mut texel = |idx: [i64; 3]| -> Result<[Value; 4], E> {
@@ -261,7 +273,12 @@ pub(crate) fn sample<E>(
             let mapped = if img.linear {
                 (idx[d] >= 0 && (idx[d] as u64) < size[d]).then_some(idx[d] as u64)
             } else {
-                address(idx[d], size[d], s.address[d], s.normalized_coords && !int_coords)
+                address(
+                    idx[d],
+                    size[d],
+                    s.address[d],
+                    s.normalized_coords && !int_coords,
+                )
             };
             match mapped {
                 Some(i) => at[d] = i,
@@ -281,7 +298,13 @@ pub(crate) fn sample<E>(
         Ok(v)
     };
     if int_coords {
-        let idx = [0, 1, 2].map(|d| if d < n { coords[d] as u32 as i32 as i64 } else { 0 });
+        let idx = [0, 1, 2].map(|d| {
+            if d < n {
+                coords[d] as u32 as i32 as i64
+            } else {
+                0
+            }
+        });
         return Ok(texel(idx)?.map(Value::bits));
     }
     let mut u = [0f32; 3];
@@ -299,17 +322,21 @@ pub(crate) fn sample<E>(
     let w: Vec<(i64, f32)> = (0..n).map(|d| weight(u[d] - 0.5)).collect();
     let mut corners = Vec::with_capacity(1 << n);
     for corner in 0..(1usize << n) {
-        let idx = [0, 1, 2].map(|d| if d < n { w[d].0 + ((corner >> d) & 1) as i64 } else { 0 });
+        let idx = [0, 1, 2].map(|d| {
+            if d < n {
+                w[d].0 + ((corner >> d) & 1) as i64
+            } else {
+                0
+            }
+        });
         corners.push(texel(idx)?);
     }
-    for d in 0..n {
-        let half = corners.len() / 2;
-        let mut next = Vec::with_capacity(half);
-        for k in 0..half {
-            // Corner bit 0 is the current dimension once lower ones have been folded away.
-            next.push(lerp(&corners[2 * k], &corners[2 * k + 1], w[d].1));
-        }
-        corners = next;
+    for &(_, a) in &w {
+        // Corner bit 0 is the current dimension once lower ones have been folded away.
+        corners = corners
+            .chunks_exact(2)
+            .map(|p| lerp(&p[0], &p[1], a))
+            .collect();
     }
     Ok(corners[0].map(Value::bits))
 }
@@ -402,9 +429,18 @@ mod tests {
         assert_eq!(channel_value(TexelFormat::U8, 255, true), Value::F(1.0));
         assert_eq!(channel_value(TexelFormat::S8, 0x80, true), Value::F(-1.0));
         assert_eq!(channel_value(TexelFormat::U16, 0, true), Value::F(0.0));
-        assert_eq!(channel_value(TexelFormat::S16, 0xffff, false), Value::I(u32::MAX));
+        assert_eq!(
+            channel_value(TexelFormat::S16, 0xffff, false),
+            Value::I(u32::MAX)
+        );
         assert_eq!(channel_value(TexelFormat::F16, 0x3c00, true), Value::F(1.0));
-        assert_eq!(channel_value(TexelFormat::F16, 0xc000, true), Value::F(-2.0));
-        assert_eq!(channel_value(TexelFormat::F16, 0x0001, true), Value::F(5.960_464_5e-8));
+        assert_eq!(
+            channel_value(TexelFormat::F16, 0xc000, true),
+            Value::F(-2.0)
+        );
+        assert_eq!(
+            channel_value(TexelFormat::F16, 0x0001, true),
+            Value::F(5.960_464_5e-8)
+        );
     }
 }

@@ -111,7 +111,10 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
             "",
             "mov.u64 %rd2, 2;\nmov.u32 %r5, 8;\nsuld.b.2d.v2.b32.trap {%r1, %r6}, [%rd2, {%r5, %r3}];",
         ),
-        Sust => ("", "mov.u64 %rd2, 2;\nmov.u32 %r5, 4;\nsust.b.1d.b32.zero [%rd2, {%r5}], %r3;"),
+        Sust => (
+            "",
+            "mov.u64 %rd2, 2;\nmov.u32 %r5, 4;\nsust.b.1d.b32.zero [%rd2, {%r5}], %r3;",
+        ),
         Suq => ("", "mov.u64 %rd2, 2;\nsuq.height.b32 %r1, [%rd2];"),
         _ => return None,
     })

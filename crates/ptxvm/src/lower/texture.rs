@@ -96,7 +96,9 @@ impl Ctx<'_> {
             return self.invalid("tex takes a destination and a coordinate type");
         };
         if !matches!(dty, Ty::F32 | Ty::S32 | Ty::U32) || !matches!(cty, Ty::F32 | Ty::S32) {
-            return self.unsup(format!("tex.{dty:?}.{cty:?} (only .f32/.s32/.u32 from .f32/.s32)"));
+            return self.unsup(format!(
+                "tex.{dty:?}.{cty:?} (only .f32/.s32/.u32 from .f32/.s32)"
+            ));
         }
         if m.vec() != 4 {
             return self.unsup("tex without .v4");

@@ -92,9 +92,7 @@ impl Warp {
                     }
                 }
                 Op::Collective(op) => self.collective(op, mask),
-                Op::Texture(op) => self
-                    .texture(op, mem, mask)
-                    .map_err(|(e, l)| fault(e, l))?,
+                Op::Texture(op) => self.texture(op, mem, mask).map_err(|(e, l)| fault(e, l))?,
             }
             self.goto(self.pc + 1);
         }

@@ -60,7 +60,11 @@ fn surface_addr(
 ) -> Result<Option<u64>, FaultKind> {
     let (n, layered) = image::dims(geom);
     let row_bytes = img.width.saturating_mul(img.texel_bytes()) as i64;
-    let hi = [row_bytes - len as i64, img.height as i64 - 1, img.depth as i64 - 1];
+    let hi = [
+        row_bytes - len as i64,
+        img.height as i64 - 1,
+        img.depth as i64 - 1,
+    ];
     let mut c = [0i64; 3];
     for d in 0..3 {
         if d >= n && !(d == 2 && layered) {
