@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use conformance::context::Context;
 use conformance::driver::Env;
-use conformance::driver::shared_device;
+use conformance::driver::{exclusive_device, shared_device};
 use conformance::rng::Rng;
+use conformance::stream::Stream;
 use cudarc::driver::sys::{self, CUresult};
 
+use crate::graph_nodes;
 use crate::support::{Steps, env_or_skip};
 
 type Format = sys::CUarray_format;
@@ -113,90 +115,95 @@ pub(crate) struct HostArrayCopy {
 }
 
 impl HostArrayCopy {
-    pub(crate) fn run(&self) -> CUresult {
+    /// The copy as a `CUDA_MEMCPY3D`.
+    pub(crate) fn params(&self) -> sys::CUDA_MEMCPY3D {
         let (host, array) = (
             sys::CUmemorytype::CU_MEMORYTYPE_HOST,
             sys::CUmemorytype::CU_MEMORYTYPE_ARRAY,
         );
-        let null = std::ptr::null_mut();
-        let [x, y, z] = self.at;
-        let [w, h, d] = self.extent;
-        let (st, dt) = if self.to_array {
-            (host, array)
+        let null = std::ptr::null_mut::<c_void>();
+        let to = self.to_array;
+        let (st, dt) = if to { (host, array) } else { (array, host) };
+        let none: sys::CUarray = std::ptr::null_mut();
+        let (sa, da) = if to {
+            (none, self.array)
         } else {
-            (array, host)
+            (self.array, none)
         };
-        let (sa, da) = if self.to_array {
-            (null, self.array)
-        } else {
-            (self.array, null)
-        };
-        let (sh, dh): (*const c_void, *mut c_void) = if self.to_array {
-            (self.host.cast_const().cast(), std::ptr::null_mut())
+        let (sh, dh): (*const c_void, *mut c_void) = if to {
+            (self.host.cast_const().cast(), null)
         } else {
             (std::ptr::null(), self.host.cast())
         };
-        let (sp, dp) = if self.to_array {
-            (self.pitch, 0)
+        let (sp, dp) = if to { (self.pitch, 0) } else { (0, self.pitch) };
+        let (sr, dr) = if to {
+            (self.slice_rows, 0)
         } else {
-            (0, self.pitch)
+            (0, self.slice_rows)
         };
-        let (sxy, dxy) = if self.to_array {
-            ([0, 0, 0], [x, y, z])
+        let (s_at, d_at) = if to {
+            ([0; 3], self.at)
         } else {
-            ([x, y, z], [0, 0, 0])
+            (self.at, [0; 3])
         };
-        if !self.three_d {
-            let c = sys::CUDA_MEMCPY2D {
-                srcXInBytes: sxy[0],
-                srcY: sxy[1],
-                srcMemoryType: st,
-                srcHost: sh,
-                srcDevice: 0,
-                srcArray: sa,
-                srcPitch: sp,
-                dstXInBytes: dxy[0],
-                dstY: dxy[1],
-                dstMemoryType: dt,
-                dstHost: dh,
-                dstDevice: 0,
-                dstArray: da,
-                dstPitch: dp,
-                WidthInBytes: w,
-                Height: h,
-            };
-            // SAFETY: the host buffer covers the copy (caller); the array is live.
-            return unsafe { sys::cuMemcpy2D_v2(&c) };
-        }
-        let c = sys::CUDA_MEMCPY3D {
-            srcXInBytes: sxy[0],
-            srcY: sxy[1],
-            srcZ: sxy[2],
+        let [w, h, d] = self.extent;
+        sys::CUDA_MEMCPY3D {
+            srcXInBytes: s_at[0],
+            srcY: s_at[1],
+            srcZ: s_at[2],
             srcLOD: 0,
             srcMemoryType: st,
             srcHost: sh,
             srcDevice: 0,
             srcArray: sa,
-            reserved0: null.cast(),
+            reserved0: null,
             srcPitch: sp,
-            srcHeight: if self.to_array { self.slice_rows } else { 0 },
-            dstXInBytes: dxy[0],
-            dstY: dxy[1],
-            dstZ: dxy[2],
+            srcHeight: sr,
+            dstXInBytes: d_at[0],
+            dstY: d_at[1],
+            dstZ: d_at[2],
             dstLOD: 0,
             dstMemoryType: dt,
             dstHost: dh,
             dstDevice: 0,
             dstArray: da,
-            reserved1: null.cast(),
+            reserved1: null,
             dstPitch: dp,
-            dstHeight: if self.to_array { 0 } else { self.slice_rows },
+            dstHeight: dr,
             WidthInBytes: w,
             Height: h,
             Depth: d,
+        }
+    }
+
+    /// Runs the copy with cuMemcpy3D, or cuMemcpy2D (slice 0) unless `three_d`.
+    pub(crate) fn run(&self) -> CUresult {
+        let c = self.params();
+        if self.three_d {
+            // SAFETY: the host buffer covers the copy's rows and slices (caller); the array is
+            // live.
+            return unsafe { sys::cuMemcpy3D_v2(&c) };
+        }
+        let c2 = sys::CUDA_MEMCPY2D {
+            srcXInBytes: c.srcXInBytes,
+            srcY: c.srcY,
+            srcMemoryType: c.srcMemoryType,
+            srcHost: c.srcHost,
+            srcDevice: 0,
+            srcArray: c.srcArray,
+            srcPitch: c.srcPitch,
+            dstXInBytes: c.dstXInBytes,
+            dstY: c.dstY,
+            dstMemoryType: c.dstMemoryType,
+            dstHost: c.dstHost,
+            dstDevice: 0,
+            dstArray: c.dstArray,
+            dstPitch: c.dstPitch,
+            WidthInBytes: c.WidthInBytes,
+            Height: c.Height,
         };
-        // SAFETY: the host buffer covers the copy's rows and slices (caller); the array is live.
-        unsafe { sys::cuMemcpy3D_v2(&c) }
+        // SAFETY: the host buffer covers the copy (caller); the array is live.
+        unsafe { sys::cuMemcpy2D_v2(&c2) }
     }
 }
 
@@ -418,4 +425,38 @@ fn bad_shapes_and_destroyed_arrays_are_refused() {
         &[CUresult::CUDA_ERROR_INVALID_HANDLE, invalid],
     );
     steps.finish(&env.choice.kind.to_string());
+}
+
+#[test]
+fn graph_memcpy_nodes_copy_into_and_out_of_an_array() {
+    // Alone: graphs on NVIDIA are not thread-safe objects (as in graph_nodes.rs).
+    let _exclusive = exclusive_device();
+    let Some((_env, ctx)) = bound_primary() else {
+        return;
+    };
+    let (w, h) = (16usize, 3usize);
+    let a = Array::new(w, h, 0, Format::CU_AD_FORMAT_UNSIGNED_INT8, 1, 0);
+    let mut src: Vec<u8> = (0..w * h).map(|i| (i * 5 + 1) as u8).collect();
+    let mut back = vec![0u8; w * h];
+    let copy = |host: *mut u8, to_array| HostArrayCopy {
+        host,
+        pitch: w,
+        slice_rows: h,
+        array: a.0,
+        at: [0; 3],
+        extent: [w, h, 1],
+        to_array,
+        three_d: true,
+    };
+    let g = graph_nodes::new_graph();
+    let (r, up) = graph_nodes::add_copy(g, &[], &copy(src.as_mut_ptr(), true).params(), &ctx);
+    ok("cuGraphAddMemcpyNode host → array", r);
+    let (r, _) = graph_nodes::add_copy(g, &[up], &copy(back.as_mut_ptr(), false).params(), &ctx);
+    ok("cuGraphAddMemcpyNode array → host", r);
+    let (r, exec) = graph_nodes::instantiate(g);
+    ok("cuGraphInstantiate", r);
+    let s = Stream::new(&ctx).expect("stream");
+    ok("cuGraphLaunch", graph_nodes::run(exec, &s));
+    graph_nodes::destroy(exec, g);
+    assert_eq!(back, src);
 }

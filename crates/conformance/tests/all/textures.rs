@@ -507,3 +507,79 @@ fn descriptors_come_back_and_a_destroyed_texture_object_is_refused() {
         "a destroyed texture object answered"
     );
 }
+
+#[test]
+fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
+    let _shared = shared_device();
+    let Some((ctx, m)) = session() else { return };
+    // Texel (x, y, z) holds x + 10 y + 100 z; a linear function, so linear filtering inside the
+    // texture returns the function of the weighted coordinate: per dimension, the lower texel's
+    // index plus its weight rounded to 1/256.
+    let f = |x: usize, y: usize, z: usize| (x + 10 * y + 100 * z) as f32;
+    let filtered = |u: f32| {
+        let b = u - 0.5;
+        b.floor() + ((b - b.floor()) * 256.0).round() / 256.0
+    };
+    let clamp = Mode::CU_TR_ADDRESS_MODE_CLAMP;
+
+    // Pitched 2D memory: 6 × 4 f32 texels in rows 32 bytes apart.
+    let (w, h, pitch) = (6usize, 4usize, 32usize);
+    let buf = DeviceBuffer::alloc(&ctx, pitch * h).expect("alloc");
+    let mut bytes = vec![0u8; pitch * h];
+    for y in 0..h {
+        for x in 0..w {
+            bytes[y * pitch + 4 * x..][..4].copy_from_slice(&f(x, y, 0).to_le_bytes());
+        }
+    }
+    buf.write(&bytes).expect("write");
+    // SAFETY: all-zero is a valid CUDA_RESOURCE_DESC (type ARRAY, all fields 0) to fill in.
+    let mut r: sys::CUDA_RESOURCE_DESC = unsafe { std::mem::zeroed() };
+    r.resType = sys::CUresourcetype::CU_RESOURCE_TYPE_PITCH2D;
+    r.res.pitch2D.devPtr = buf.ptr();
+    r.res.pitch2D.format = Format::CU_AD_FORMAT_FLOAT;
+    r.res.pitch2D.numChannels = 1;
+    r.res.pitch2D.width = w;
+    r.res.pitch2D.height = h;
+    r.res.pitch2D.pitchInBytes = pitch;
+    let t = Tex::new(&r, &tex_desc(clamp, true, 0, [0.0; 4]));
+    let pts = [(1.3f32, 1.7f32), (2.5, 2.5), (4.9, 0.6)];
+    let coords: Vec<f32> = pts.iter().flat_map(|&(x, y)| [x, y]).collect();
+    let got = as_f32(&sample(&ctx, &m, "tex2d_f32", &t, &f32s(&coords), 2));
+    for (&(x, y), g) in pts.iter().zip(&got) {
+        let want = filtered(x) + 10.0 * filtered(y);
+        assert!(
+            (g - want).abs() < 1e-3,
+            "pitch2D at ({x}, {y}): got {g}, want {want}"
+        );
+    }
+
+    // A 4 × 3 × 3 array.
+    let (w, h, d) = (4usize, 3usize, 3usize);
+    let a = Array::new(w, h, d, Format::CU_AD_FORMAT_FLOAT, 1, 0);
+    let mut bytes: Vec<u8> = (0..w * h * d)
+        .flat_map(|i| f(i % w, i / w % h, i / (w * h)).to_le_bytes())
+        .collect();
+    let r = HostArrayCopy {
+        host: bytes.as_mut_ptr(),
+        pitch: 4 * w,
+        slice_rows: h,
+        array: a.0,
+        at: [0; 3],
+        extent: [4 * w, h, d],
+        to_array: true,
+        three_d: true,
+    }
+    .run();
+    ok("cuMemcpy3D into a 3D array", r);
+    let t = Tex::new(&array_resource(&a), &tex_desc(clamp, true, 0, [0.0; 4]));
+    let pts = [(1.2f32, 1.6f32, 1.9f32), (2.5, 1.5, 1.5), (0.8, 2.1, 1.3)];
+    let coords: Vec<f32> = pts.iter().flat_map(|&(x, y, z)| [x, y, z, 0.0]).collect();
+    let got = as_f32(&sample(&ctx, &m, "tex3d_f32", &t, &f32s(&coords), 4));
+    for (&(x, y, z), g) in pts.iter().zip(&got) {
+        let want = filtered(x) + 10.0 * filtered(y) + 100.0 * filtered(z);
+        assert!(
+            (g - want).abs() < 1e-3,
+            "3D at ({x}, {y}, {z}): got {g}, want {want}"
+        );
+    }
+}
