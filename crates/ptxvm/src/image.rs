@@ -205,8 +205,17 @@ pub(crate) fn returns_float(s: &Sampler, format: TexelFormat) -> bool {
 pub(crate) fn weight(u: f32) -> (i64, f32) {
     let i = u.floor();
     let frac = u - i;
-    ((i as i64), (frac * 256.0).round() / 256.0)
+    (index(i), (frac * 256.0).round() / 256.0)
 }
+
+/// A floored coordinate as a texel index, bounded so that neighbour arithmetic cannot overflow
+/// (a hostile kernel may pass infinities: they land far outside, where the address mode rules).
+fn index(floored: f32) -> i64 {
+    floored.clamp(-FAR, FAR) as i64
+}
+
+/// How far outside a texture a coordinate is kept (2^40 texels).
+const FAR: f32 = (1u64 << 40) as f32;
 
 /// A texel's missing channels: 0 for y and z, 1 for w (as a float or integer).
 pub(crate) fn fill_missing(t: &mut [Value; 4], channels: u8, float: bool) {
@@ -291,8 +300,8 @@ pub(crate) fn sample<E>(
         }
         let raw = fetch(at[0], at[1], at[2])?;
         let mut v = [Value::I(0); 4];
-        for c in 0..usize::from(img.channels) {
-            v[c] = channel_value(img.format, raw[c], promote);
+        for (c, r) in raw.iter().enumerate().take(usize::from(img.channels)) {
+            v[c] = channel_value(img.format, *r, promote);
         }
         fill_missing(&mut v, img.channels, float);
         Ok(v)
@@ -313,9 +322,16 @@ pub(crate) fn sample<E>(
         if s.normalized_coords {
             u[d] *= size[d] as f32;
         }
+        // NaN reads as 0 and infinities as far outside (softcuda's choice; the hardware's
+        // fixed-point conversion is undocumented), so weights stay finite.
+        u[d] = if u[d].is_nan() {
+            0.0
+        } else {
+            u[d].clamp(-FAR, FAR)
+        };
     }
     if s.filter == FilterMode::Point || !float || img.linear {
-        let idx = [0, 1, 2].map(|d| if d < n { u[d].floor() as i64 } else { 0 });
+        let idx = [0, 1, 2].map(|d| if d < n { index(u[d].floor()) } else { 0 });
         return Ok(texel(idx)?.map(Value::bits));
     }
     // Linear: blend the 2^n texels around u - 0.5, one dimension at a time.
@@ -413,6 +429,15 @@ mod tests {
         assert_eq!(address(3, 4, Border, false), Some(3));
         // Unnormalized coordinates clamp where wrap or mirror was asked for.
         assert_eq!(address(5, 4, Wrap, false), Some(3));
+    }
+
+    #[test]
+    fn infinite_and_nan_coordinates_sample_without_overflow() {
+        let t = texture(4, 4, FilterMode::Linear, AddressMode::Wrap);
+        for c in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30] {
+            let v = sample_2d(&t, c, c);
+            assert!(v[0].is_finite(), "{c}: {v:?}");
+        }
     }
 
     #[test]
