@@ -251,18 +251,29 @@ pub(crate) fn dims(geom: Geom) -> (usize, bool) {
     }
 }
 
-/// Samples texture `t` at `coords` (register bits: f32, or s32 with `int_coords`; z of a
-/// layered geometry is the u32 layer), reading texel `(x, y, z)`'s raw channels through
-/// `fetch`. Returns the four result registers' low 32 bits.
+/// What a texture read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// `tex`: the (filtered) texel; `int_coords` for `.s32` coordinates.
+    Sample { int_coords: bool },
+    /// `tld4`: channel `comp` of the four texels linear filtering would blend, counter-clockwise
+    /// from the lower left: (i, j+1), (i+1, j+1), (i+1, j), (i, j).
+    Gather { comp: u8 },
+}
+
+/// Reads texture `t` at `coords` (register bits: f32, or s32 for integer coordinates; z of a
+/// layered geometry is the u32 layer) as `read` says, reading texel `(x, y, z)`'s raw channels
+/// through `fetch`. Returns the four result registers' low 32 bits.
 pub(crate) fn sample<E>(
     t: &Texture,
     geom: Geom,
-    int_coords: bool,
+    read: Read,
     coords: [u64; 3],
     mut fetch: impl FnMut(u64, u64, u64) -> Result<[u64; 4], E>,
 ) -> Result<Texel, E> {
     let (img, s) = (&t.image, &t.sampler);
     let (n, layered) = dims(geom);
+    let int_coords = read == (Read::Sample { int_coords: true });
     let size = [img.width, img.height, img.depth];
     let float = returns_float(s, img.format);
     let promote = !s.read_as_integer;
@@ -330,6 +341,17 @@ pub(crate) fn sample<E>(
             u[d].clamp(-FAR, FAR)
         };
     }
+    if let Read::Gather { comp } = read {
+        let (i, j) = (weight(u[0] - 0.5).0, weight(u[1] - 0.5).0);
+        let mut out = [0u32; 4];
+        for (o, (x, y)) in out
+            .iter_mut()
+            .zip([(i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j)])
+        {
+            *o = texel([x, y, 0])?[usize::from(comp & 3)].bits();
+        }
+        return Ok(out);
+    }
     if s.filter == FilterMode::Point || !float || img.linear {
         let idx = [0, 1, 2].map(|d| if d < n { index(u[d].floor()) } else { 0 });
         return Ok(texel(idx)?.map(Value::bits));
@@ -387,7 +409,8 @@ mod tests {
     /// Samples a 2D texture whose texel (x, y) holds 10 * x + 100 * y.
     fn sample_2d(t: &Texture, x: f32, y: f32) -> [f32; 4] {
         let coords = [x, y, 0.0].map(|c| u64::from(c.to_bits()));
-        let v = sample(t, Geom::D2, false, coords, |x, y, _| {
+        let read = Read::Sample { int_coords: false };
+        let v = sample(t, Geom::D2, read, coords, |x, y, _| {
             Ok::<_, ()>([(10 * x + 100 * y) as f32, 0.0, 0.0, 0.0].map(|f| u64::from(f.to_bits())))
         })
         .unwrap();
@@ -401,6 +424,18 @@ mod tests {
         assert_eq!(sample_2d(&t, -5.0, 9.0), [300.0, 0.0, 0.0, 1.0]);
         let b = texture(4, 4, FilterMode::Point, AddressMode::Border);
         assert_eq!(sample_2d(&b, 4.0, 0.0), [-1.0, -2.0, -3.0, -4.0]);
+    }
+
+    #[test]
+    fn gather_returns_one_channel_of_the_bilinear_footprint_counter_clockwise_from_lower_left() {
+        let t = texture(4, 4, FilterMode::Point, AddressMode::Clamp);
+        let coords = [1.3f32, 2.6, 0.0].map(|c| u64::from(c.to_bits()));
+        let v = sample(&t, Geom::D2, Read::Gather { comp: 0 }, coords, |x, y, _| {
+            Ok::<_, ()>([u64::from(((10 * x + 100 * y) as f32).to_bits()), 0, 0, 0])
+        })
+        .unwrap();
+        // u - 0.5 = (0.8, 2.1): i = 0, j = 2.
+        assert_eq!(v.map(f32::from_bits), [300.0, 310.0, 210.0, 200.0]);
     }
 
     #[test]

@@ -753,10 +753,10 @@ pub(crate) enum Oob {
 /// ones `Imm(0)`; for a layered geometry z is the layer index (an integer).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TextureOp {
-    /// `tex.geom.v4.dty.cty`: a sampled read; `int_coords` for `.s32` coordinates.
+    /// `tex.geom.v4.dty.cty` (a sampled read) or `tld4.comp.2d.v4.dty.f32` (a gather).
     Tex {
         geom: Geom,
-        int_coords: bool,
+        read: crate::image::Read,
         ds: [Reg; 4],
         handle: Reg,
         coords: [Src; 3],

@@ -114,8 +114,8 @@ pub(crate) enum Modifiers {
     Fence,
     Cp,
     Prefetch,
-    /// `tex`, `suld`, `sust`, `txq`, `suq`: geometries, vector widths, out-of-bounds modes
-    /// and queries.
+    /// `tex`, `tld4`, `suld`, `sust`, `txq`, `suq`: geometries, vector widths, gather
+    /// components, out-of-bounds modes and queries.
     Texture,
 }
 
@@ -216,6 +216,9 @@ impl Modifiers {
                     | "width"
                     | "height"
                     | "depth"
+                    | "r"
+                    | "g"
+                    | "a"
             ),
             // A hint that reads nothing: every documented level and space is accepted.
             Modifiers::Prefetch => matches!(
@@ -395,7 +398,7 @@ isa! {
     Tensormap      "tensormap"     Unimplemented Rounding   Refuse(NotAllowed),       true;
     Testp          "testp"         Arith         Testp      Plain,                    true;
     Tex            "tex"           Texture       Texture    Refuse(Texture),          true;
-    Tld4           "tld4"          Unimplemented Rounding   Refuse(Texture),          true;
+    Tld4           "tld4"          Texture       Texture    Refuse(Texture),          true;
     Trap           "trap"          Control       Rounding   Refuse(StopsContext),     true;
     Txq            "txq"           Texture       Texture    Refuse(Texture),          true;
     Vabsdiff       "vabsdiff"      Unimplemented Rounding   Refuse(NotAllowed),       true;

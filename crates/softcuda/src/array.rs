@@ -28,6 +28,8 @@ pub(crate) const MAX_1D: usize = 131_072;
 pub(crate) const MAX_2D: [usize; 2] = [131_072, 65_536];
 pub(crate) const MAX_3D: usize = 16_384;
 pub(crate) const MAX_LAYERED: [usize; 2] = [32_768, 2048];
+/// A `TEXTURE_GATHER` array: 2D only, at most this wide and high.
+pub(crate) const MAX_GATHER: usize = 32_768;
 
 /// `CUDA_ARRAY3D_DESCRIPTOR` with its format as a raw integer (a value from C outside the Rust
 /// enum would be undefined behaviour).
@@ -154,7 +156,8 @@ fn check(d: &RawArray3DDesc) -> CuResult<()> {
         (_, 0, _) => false,
         (w, h, z) => w <= MAX_3D && h <= MAX_3D && z <= MAX_3D,
     };
-    if !fits || (layered && d.depth == 0) {
+    let gather_2d = d.height > 0 && d.depth == 0 && !layered && d.width.max(d.height) <= MAX_GATHER;
+    if !fits || (layered && d.depth == 0) || (d.flags & TEXTURE_GATHER != 0 && !gather_2d) {
         return invalid;
     }
     Ok(())
@@ -258,6 +261,9 @@ mod tests {
         assert_eq!(check(&desc(0, 8, 0, 0)), invalid);
         assert_eq!(check(&desc(16, 0, 4, 0)), invalid);
         assert_eq!(check(&desc(16, 8, 0, LAYERED)), invalid);
+        assert_eq!(check(&desc(16, 8, 0, TEXTURE_GATHER)), Ok(()));
+        assert_eq!(check(&desc(16, 0, 0, TEXTURE_GATHER)), invalid);
+        assert_eq!(check(&desc(16, 8, 2, TEXTURE_GATHER)), invalid);
         assert_eq!(check(&desc(MAX_3D + 1, 2, 2, 0)), invalid);
         assert_eq!(
             check(&RawArray3DDesc {

@@ -255,11 +255,11 @@ fn stream_memory_ops(attr: u32) -> Option<i32> {
 }
 
 /// The texture and surface size limits, by value: those `array` enforces for 1D, 2D, 3D and
-/// layered arrays (the H200's), surfaces being any array; linear and pitched 2D textures are
-/// bounded only by their allocation, so their figures are the H200's. Cubemaps, mipmaps,
-/// gather and the alternate 3D shape are not implemented: 0.
+/// layered and gather arrays (the H200's), surfaces being any array; linear and pitched 2D
+/// textures are bounded only by their allocation, so their figures are the H200's. Cubemaps,
+/// mipmaps and the alternate 3D shape are not implemented: 0.
 fn image_limit(attr: u32) -> Option<i32> {
-    use crate::array::{MAX_1D, MAX_2D, MAX_3D, MAX_LAYERED};
+    use crate::array::{MAX_1D, MAX_2D, MAX_3D, MAX_GATHER, MAX_LAYERED};
     let v = match attr {
         21 | 55 => MAX_1D,
         22 | 56 => MAX_2D[0],
@@ -271,7 +271,9 @@ fn image_limit(attr: u32) -> Option<i32> {
         70 => 131_072,
         71 => 65_000,
         72 => 2_097_120,
-        44..=49 | 52..=54 | 66..=68 | 73 | 74 | 77 => 0,
+        44 => 1,
+        45 | 46 => MAX_GATHER,
+        47..=49 | 52..=54 | 66..=68 | 73 | 74 | 77 => 0,
         _ => return None,
     };
     Some(v as i32)

@@ -583,3 +583,39 @@ fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
         );
     }
 }
+
+#[test]
+fn tld4_gathers_one_channel_of_the_bilinear_footprint_counter_clockwise_from_lower_left() {
+    let _shared = shared_device();
+    let Some((ctx, m)) = session() else { return };
+    // A 5 × 4 two-channel float array: texel (x, y) holds (x + 10 y, -(x + 10 y)).
+    let (w, h) = (5usize, 4usize);
+    let gather = sys::CUDA_ARRAY3D_TEXTURE_GATHER;
+    let a = Array::new(w, h, 0, Format::CU_AD_FORMAT_FLOAT, 2, gather);
+    let v = |x: usize, y: usize| (x + 10 * y) as f32;
+    let bytes: Vec<u8> = (0..w * h)
+        .flat_map(|i| [v(i % w, i / w), -v(i % w, i / w)])
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    upload(&a, &bytes, 8 * w);
+    let t = Tex::new(
+        &array_resource(&a),
+        &tex_desc(Mode::CU_TR_ADDRESS_MODE_CLAMP, false, 0, [0.0; 4]),
+    );
+    let pts = [(1.3f32, 2.6f32), (3.5, 1.5), (0.2, 0.2)];
+    let coords: Vec<f32> = pts.iter().flat_map(|&(x, y)| [x, y]).collect();
+    for (kernel, sign) in [("tld4_r", 1.0f32), ("tld4_g", -1.0)] {
+        let got = sample(&ctx, &m, kernel, &t, &f32s(&coords), 2);
+        for (&(x, y), g) in pts.iter().zip(&got) {
+            let (i, j) = ((x - 0.5).floor() as i64, (y - 0.5).floor() as i64);
+            let at = |x: i64, y: i64| {
+                sign * v(
+                    x.clamp(0, w as i64 - 1) as usize,
+                    y.clamp(0, h as i64 - 1) as usize,
+                )
+            };
+            let want = [at(i, j + 1), at(i + 1, j + 1), at(i + 1, j), at(i, j)];
+            assert_eq!(g.map(f32::from_bits), want, "{kernel} at ({x}, {y})");
+        }
+    }
+}

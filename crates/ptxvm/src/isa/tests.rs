@@ -107,6 +107,10 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
             "mov.u64 %rd2, 1;\ntex.2d.v4.f32.f32 {%f1, %f2, %f3, %f1}, [%rd2, {%f2, %f3}];",
         ),
         Txq => ("", "mov.u64 %rd2, 1;\ntxq.width.b32 %r1, [%rd2];"),
+        Tld4 => (
+            "",
+            "mov.u64 %rd2, 1;\ntld4.g.2d.v4.f32.f32 {%f1, %f2, %f3, %f1}, [%rd2, {%f2, %f3}];",
+        ),
         Suld => (
             "",
             "mov.u64 %rd2, 2;\nmov.u32 %r5, 8;\nsuld.b.2d.v2.b32.trap {%r1, %r6}, [%rd2, {%r5, %r3}];",

@@ -1,11 +1,12 @@
 //! Decoders for the texture family (`isa::Family::Texture`): `tex` (sampled reads through a
-//! texture object), `suld`/`sust` (surface loads and stores by byte coordinate) and the size
-//! queries `txq`/`suq`. Only unified mode is taken: the handle is a `.b64` register holding a
+//! texture object), `tld4` (2D gathers), `suld`/`sust` (surface loads and stores by byte
+//! coordinate) and the size queries `txq`/`suq`. Only unified mode is taken: the handle is a `.b64` register holding a
 //! `CUtexObject` / `CUsurfObject`; module-scope `.texref`/`.surfref` variables are unsupported.
 
 use super::mods::Mods;
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
+use crate::image::Read;
 use crate::ir::{Geom, ImageQuery, Oob, Reg, Src, TextureOp, Ty};
 use crate::isa::Opcode;
 
@@ -13,7 +14,7 @@ impl Ctx<'_> {
     /// Decodes a texture or surface instruction (`Family::Texture`).
     pub(super) fn texture(&mut self, i: &ast::Inst, op: Opcode, m: &Mods) -> R<()> {
         match op {
-            Opcode::Tex => self.tex(i, m),
+            Opcode::Tex | Opcode::Tld4 => self.tex(i, op, m),
             Opcode::Txq | Opcode::Suq => self.image_query(i, op, m),
             Opcode::Suld | Opcode::Sust => self.surface_access(i, op, m),
             _ => self.invalid(format!(
@@ -88,32 +89,43 @@ impl Ctx<'_> {
         Ok((handle, out))
     }
 
-    /// `tex.geom.v4.dtype.ctype d, [h, {c}]`.
-    fn tex(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
+    /// `tex.geom.v4.dtype.ctype d, [h, {c}]` and `tld4.comp.2d.v4.dtype.f32 d, [h, {x, y}]`.
+    fn tex(&mut self, i: &ast::Inst, op: Opcode, m: &Mods) -> R<()> {
         self.need(i, 2)?;
         let geom = self.geom(m)?;
         let Some((dty, cty)) = m.two_tys() else {
-            return self.invalid("tex takes a destination and a coordinate type");
+            return self.invalid(format!("{op} takes a destination and a coordinate type"));
         };
         if !matches!(dty, Ty::F32 | Ty::S32 | Ty::U32) || !matches!(cty, Ty::F32 | Ty::S32) {
             return self.unsup(format!(
-                "tex.{dty:?}.{cty:?} (only .f32/.s32/.u32 from .f32/.s32)"
+                "{op}.{dty:?}.{cty:?} (only .f32/.s32/.u32 from .f32/.s32)"
             ));
         }
+        let comp = ["r", "g", "b", "a"].iter().position(|c| m.has(c));
+        let read = match (op, comp) {
+            (Opcode::Tex, None) => Read::Sample {
+                int_coords: cty == Ty::S32,
+            },
+            (Opcode::Tld4, Some(c)) if geom == Geom::D2 && cty == Ty::F32 => {
+                Read::Gather { comp: c as u8 }
+            }
+            (Opcode::Tld4, Some(_)) => return self.unsup("tld4 other than .2d from .f32"),
+            _ => return self.invalid(format!("{op}: .r/.g/.b/.a belong to tld4, which needs one")),
+        };
         if m.vec() != 4 {
-            return self.unsup("tex without .v4");
+            return self.unsup(format!("{op} without .v4"));
         }
         let ds = match &i.operands[0] {
             Operand::Vec(v) if v.len() == 4 => self.dst_vec(v)?.0,
-            Operand::Pair(..) => return self.unsup("tex with a residency predicate"),
-            _ => return self.invalid("tex.v4 writes a vector of 4 registers"),
+            Operand::Pair(..) => return self.unsup(format!("{op} with a residency predicate")),
+            _ => return self.invalid(format!("{op}.v4 writes a vector of 4 registers")),
         };
         let (handle, coords) = self.image_operand(&i.operands[1], geom, cty)?;
         self.emit(
             i,
             TextureOp::Tex {
                 geom,
-                int_coords: cty == Ty::S32,
+                read,
                 ds,
                 handle,
                 coords,

@@ -120,7 +120,7 @@ impl Warp {
         match op {
             TextureOp::Tex {
                 geom,
-                int_coords,
+                read,
                 ds,
                 handle,
                 coords,
@@ -132,10 +132,9 @@ impl Warp {
                         .get(self.regs[*handle as usize][l], |h| mem.mem.texture(h))
                         .map_err(|e| (e, l))?;
                     let c = coords.map(|c| self.rd(c)[l]);
-                    let v = image::sample(&t, *geom, *int_coords, c, |x, y, z| {
-                        fetch(mem, &t.image, x, y, z)
-                    })
-                    .map_err(|e| (e, l))?;
+                    let v =
+                        image::sample(&t, *geom, *read, c, |x, y, z| fetch(mem, &t.image, x, y, z))
+                            .map_err(|e| (e, l))?;
                     for k in 0..4 {
                         out[k][l] = u64::from(v[k]);
                     }
