@@ -302,7 +302,10 @@ fn u8_texels_read_as_normalized_floats_unless_read_as_integer() {
             .map(|&b| b as f32 / 255.0)
             .collect();
         let g: Vec<f32> = g.iter().map(|&b| f32::from_bits(b)).collect();
-        assert_eq!(g, want, "texel {k} as normalized float");
+        // b / 255 to within one unit in the last place (the conversion's documented accuracy
+        // is not given; softcuda's is the correctly rounded quotient).
+        let close = g.iter().zip(&want).all(|(g, w)| (g - w).abs() <= f32::EPSILON * w);
+        assert!(close, "texel {k} as normalized float: got {g:?}, want {want:?}");
     }
     let ti = Tex::new(
         &array_resource(&a),
@@ -547,8 +550,9 @@ fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
     let got = as_f32(&sample(&ctx, &m, "tex2d_f32", &t, &f32s(&coords), 2));
     for (&(x, y), g) in pts.iter().zip(&got) {
         let want = filtered(x) + 10.0 * filtered(y);
+        // Each weight may differ in its last bit (rounded or truncated): step / 256 each.
         assert!(
-            (g - want).abs() < 1e-3,
+            (g - want).abs() <= 11.0 / 256.0 + 1e-3,
             "pitch2D at ({x}, {y}): got {g}, want {want}"
         );
     }
@@ -578,7 +582,7 @@ fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
     for (&(x, y, z), g) in pts.iter().zip(&got) {
         let want = filtered(x) + 10.0 * filtered(y) + 100.0 * filtered(z);
         assert!(
-            (g - want).abs() < 1e-3,
+            (g - want).abs() <= 111.0 / 256.0 + 1e-3,
             "3D at ({x}, {y}, {z}): got {g}, want {want}"
         );
     }
