@@ -304,8 +304,14 @@ fn u8_texels_read_as_normalized_floats_unless_read_as_integer() {
         let g: Vec<f32> = g.iter().map(|&b| f32::from_bits(b)).collect();
         // b / 255 to within one unit in the last place (the conversion's documented accuracy
         // is not given; softcuda's is the correctly rounded quotient).
-        let close = g.iter().zip(&want).all(|(g, w)| (g - w).abs() <= f32::EPSILON * w);
-        assert!(close, "texel {k} as normalized float: got {g:?}, want {want:?}");
+        let close = g
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| (g - w).abs() <= f32::EPSILON * w);
+        assert!(
+            close,
+            "texel {k} as normalized float: got {g:?}, want {want:?}"
+        );
     }
     let ti = Tex::new(
         &array_resource(&a),
