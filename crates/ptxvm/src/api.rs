@@ -144,6 +144,20 @@ pub unsafe trait Memory: Sync {
         let _ = addr;
         None
     }
+
+    /// The texture object `handle` names (`tex`, `txq`), if it is live. Optional: the default
+    /// knows none, so every texture instruction faults with [`FaultKind::InvalidHandle`]. The
+    /// texels are read through `translate`, so this promises nothing about memory.
+    fn texture(&self, handle: u64) -> Option<crate::image::Texture> {
+        let _ = handle;
+        None
+    }
+
+    /// The surface object `handle` names (`suld`, `sust`, `suq`), if it is live; as `texture`.
+    fn surface(&self, handle: u64) -> Option<crate::image::Surface> {
+        let _ = handle;
+        None
+    }
 }
 
 /// One kernel launch.
@@ -212,6 +226,16 @@ pub enum FaultKind {
     },
     /// The launch was cancelled or ran past its deadline (`Launch::cancel`/`deadline`).
     Timeout,
+    /// A texture or surface instruction's handle names no live object of its kind.
+    InvalidHandle {
+        /// The handle.
+        handle: u64,
+    },
+    /// A `suld`/`sust` in `.trap` mode (the default) addressed a texel outside its surface.
+    SurfaceOutOfBounds {
+        /// Byte x, row and slice (or layer) of the access.
+        at: [i64; 3],
+    },
 }
 
 /// What a failed device `assert` reports.
@@ -279,6 +303,17 @@ impl fmt::Display for Fault {
             FaultKind::AssertFailed(_) => {
                 write!(f, "{}", self.assert_message().unwrap_or_default())
             }
+            FaultKind::InvalidHandle { handle } => write!(
+                f,
+                "{at}: texture/surface handle {handle:#x} is not a live object of its kind; \
+                 create it with cuTexObjectCreate/cuSurfObjectCreate and keep it until the \
+                 kernel is done"
+            ),
+            FaultKind::SurfaceOutOfBounds { at: [x, y, z] } => write!(
+                f,
+                "{at}: surface access at byte x {x}, y {y}, z {z} is outside the surface; check \
+                 the coordinates (x is in bytes) or use .clamp/.zero"
+            ),
             FaultKind::BadBranchIndex { index } => write!(
                 f,
                 "{at}: brx.idx index {index} is past the end of its branch table"

@@ -122,7 +122,6 @@ pub(crate) enum Operand {
     List(Vec<Operand>),
     /// `_` sink.
     Sink,
-    /// A texture/surface operand (`[tex, {x, y}]`), kept only so the instruction can be
-    /// reported as unsupported rather than as a syntax error.
-    Complex,
+    /// A texture/surface operand `[handle, {x, y}]`: the handle's name and the coordinates.
+    Image(String, Vec<Operand>),
 }

@@ -379,6 +379,7 @@ pub(crate) enum Op {
     Memory(MemoryOp),
     Control(ControlOp),
     Collective(CollectiveOp),
+    Texture(TextureOp),
 }
 
 impl Op {
@@ -391,6 +392,7 @@ impl Op {
             Op::Memory(_) => Family::Memory,
             Op::Control(_) => Family::Control,
             Op::Collective(_) => Family::Collective,
+            Op::Texture(_) => Family::Texture,
         }
     }
 }
@@ -410,6 +412,12 @@ impl From<MemoryOp> for Op {
 impl From<ControlOp> for Op {
     fn from(op: ControlOp) -> Op {
         Op::Control(op)
+    }
+}
+
+impl From<TextureOp> for Op {
+    fn from(op: TextureOp) -> Op {
+        Op::Texture(op)
     }
 }
 
@@ -710,6 +718,75 @@ pub(crate) enum CollectiveOp {
         ty: Ty,
         d: Reg,
         a: Src,
+    },
+}
+
+/// A texture or surface instruction's geometry: `.1d`, `.2d`, `.3d`, or a layered `.a1d` /
+/// `.a2d` (whose layer index is the instruction's z coordinate here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Geom {
+    D1,
+    D2,
+    D3,
+    A1,
+    A2,
+}
+
+/// What `txq`/`suq` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImageQuery {
+    Width,
+    Height,
+    Depth,
+}
+
+/// A surface access outside the surface: `.trap` faults, `.clamp` uses the nearest texel,
+/// `.zero` loads zeros and drops stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Oob {
+    Trap,
+    Clamp,
+    Zero,
+}
+
+/// Texture and surface instructions (`Family::Texture`). Coordinates are `[x, y, z]`, unused
+/// ones `Imm(0)`; for a layered geometry z is the layer index (an integer).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TextureOp {
+    /// `tex.geom.v4.dty.cty` (a sampled read) or `tld4.comp.2d.v4.dty.f32` (a gather).
+    Tex {
+        geom: Geom,
+        read: crate::image::Read,
+        ds: [Reg; 4],
+        handle: Reg,
+        coords: [Src; 3],
+    },
+    /// `txq` (texture) or `suq` (surface).
+    Query {
+        surface: bool,
+        q: ImageQuery,
+        d: Reg,
+        handle: Reg,
+    },
+    /// `suld.b.geom{.v2,.v4}.bN.oob`: `n` elements of `bytes` bytes at byte x.
+    Suld {
+        geom: Geom,
+        oob: Oob,
+        bytes: u8,
+        n: u8,
+        ds: [Reg; 4],
+        handle: Reg,
+        coords: [Src; 3],
+    },
+    /// `sust.b.geom{.v2,.v4}.bN.oob`.
+    Sust {
+        geom: Geom,
+        oob: Oob,
+        bytes: u8,
+        n: u8,
+        srcs: [Src; 4],
+        handle: Reg,
+        coords: [Src; 3],
     },
 }
 

@@ -25,6 +25,8 @@ pub(crate) enum Family {
     Control,
     /// Warp collectives: shuffles, votes, matches, reductions across lanes.
     Collective,
+    /// Texture and surface objects: sampled reads, surface loads and stores, size queries.
+    Texture,
     /// Valid PTX that ptxvm does not run: loading it is `Error::Unsupported`.
     Unimplemented,
 }
@@ -112,6 +114,9 @@ pub(crate) enum Modifiers {
     Fence,
     Cp,
     Prefetch,
+    /// `tex`, `tld4`, `suld`, `sust`, `txq`, `suq`: geometries, vector widths, gather
+    /// components, out-of-bounds modes and queries.
+    Texture,
 }
 
 /// Modifiers that change nothing in a single-address-space, sequentially consistent interpreter.
@@ -195,6 +200,25 @@ impl Modifiers {
                     | "commit_group"
                     | "wait_group"
                     | "wait_all"
+            ),
+            Modifiers::Texture => matches!(
+                f,
+                "1d" | "2d"
+                    | "3d"
+                    | "a1d"
+                    | "a2d"
+                    | "v2"
+                    | "v4"
+                    | "b"
+                    | "trap"
+                    | "clamp"
+                    | "zero"
+                    | "width"
+                    | "height"
+                    | "depth"
+                    | "r"
+                    | "g"
+                    | "a"
             ),
             // A hint that reads nothing: every documented level and space is accepted.
             Modifiers::Prefetch => matches!(
@@ -364,19 +388,19 @@ isa! {
     Stmatrix       "stmatrix"      Unimplemented Rounding   Refuse(NotAllowed),       true;
     Sub            "sub"           Arith         AddSub     Plain,                    true;
     Subc           "subc"          Arith         Carry      Plain,                    true;
-    Suld           "suld"          Unimplemented Rounding   Refuse(Texture),          true;
-    Suq            "suq"           Unimplemented Rounding   Refuse(Texture),          true;
+    Suld           "suld"          Texture       Texture    Refuse(Texture),          true;
+    Suq            "suq"           Texture       Texture    Refuse(Texture),          true;
     Sured          "sured"         Unimplemented Rounding   Refuse(Texture),          true;
-    Sust           "sust"          Unimplemented Rounding   Refuse(Texture),          true;
+    Sust           "sust"          Texture       Texture    Refuse(Texture),          false;
     Szext          "szext"         Unimplemented Rounding   Refuse(NotAllowed),       true;
     Tanh           "tanh"          Arith         Rounding   Plain,                    true;
     Tcgen05        "tcgen05"       Unimplemented Rounding   Refuse(NotAllowed),       true;
     Tensormap      "tensormap"     Unimplemented Rounding   Refuse(NotAllowed),       true;
     Testp          "testp"         Arith         Testp      Plain,                    true;
-    Tex            "tex"           Unimplemented Rounding   Refuse(Texture),          true;
-    Tld4           "tld4"          Unimplemented Rounding   Refuse(Texture),          true;
+    Tex            "tex"           Texture       Texture    Refuse(Texture),          true;
+    Tld4           "tld4"          Texture       Texture    Refuse(Texture),          true;
     Trap           "trap"          Control       Rounding   Refuse(StopsContext),     true;
-    Txq            "txq"           Unimplemented Rounding   Refuse(Texture),          true;
+    Txq            "txq"           Texture       Texture    Refuse(Texture),          true;
     Vabsdiff       "vabsdiff"      Unimplemented Rounding   Refuse(NotAllowed),       true;
     Vabsdiff2      "vabsdiff2"     Unimplemented Rounding   Refuse(NotAllowed),       true;
     Vabsdiff4      "vabsdiff4"     Unimplemented Rounding   Refuse(NotAllowed),       true;

@@ -45,6 +45,7 @@ mod api;
 mod ast;
 mod devio;
 mod error;
+mod image;
 mod ir;
 mod isa;
 mod lex;
@@ -60,6 +61,7 @@ pub use api::{
 };
 pub use devio::{DeviceOutput, record_cost};
 pub use error::Error;
+pub use image::{AddressMode, FilterMode, Image, Sampler, Surface, TexelFormat, Texture};
 pub use ir::{LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 pub use vm::{MAX_SHARED_BYTES, launch, launch_with_output};
 

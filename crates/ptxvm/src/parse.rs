@@ -569,12 +569,15 @@ impl<'a> Parser<'a> {
                 let mut off: i64 = 0;
                 if let Some(Tok::Ident(_)) = self.peek() {
                     base = Some(self.name()?);
-                    if self.is_punct(',') {
-                        // Texture/surface coordinates: `[tex, {x, y}]`.
-                        while !self.eat_punct(']') {
-                            self.next()?;
-                        }
-                        return Ok(Operand::Complex);
+                    if self.eat_punct(',') {
+                        // Texture/surface coordinates: `[tex, {x, y}]` (or one bare `x`).
+                        let handle = base.unwrap_or_default();
+                        let coords = match self.operand()? {
+                            Operand::Vec(v) => v,
+                            o => vec![o],
+                        };
+                        self.expect_punct(']')?;
+                        return Ok(Operand::Image(handle, coords));
                     }
                     if self.eat_punct('+') {
                         off = self.signed()?;

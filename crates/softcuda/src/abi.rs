@@ -145,13 +145,19 @@ pub(crate) unsafe fn read_2d(
         let dst_host = (&raw const (*desc).dstHost).read().addr() as u64;
         let src_dev = (&raw const (*desc).srcDevice).read();
         let dst_dev = (&raw const (*desc).dstDevice).read();
-        let pick = |side: Side2D, host: u64, dev: u64| Side2D {
-            addr: if side.memory_type == 1 { host } else { dev },
+        let src_array = (&raw const (*desc).srcArray).read().addr() as u64;
+        let dst_array = (&raw const (*desc).dstArray).read().addr() as u64;
+        let pick = |side: Side2D, host: u64, dev: u64, array: u64| Side2D {
+            addr: match side.memory_type {
+                crate::copy::MEMORYTYPE_HOST => host,
+                crate::copy::MEMORYTYPE_ARRAY => array,
+                _ => dev,
+            },
             ..side
         };
         Ok((
-            pick(src, src_host, src_dev),
-            pick(dst, dst_host, dst_dev),
+            pick(src, src_host, src_dev, src_array),
+            pick(dst, dst_host, dst_dev, dst_array),
             (&raw const (*desc).WidthInBytes).read(),
             (&raw const (*desc).Height).read(),
         ))

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
+use crate::array;
 use crate::context::{self, Context};
 use crate::graph::{NodeKind, TYPE_MEMSET};
 use crate::graph_copy::RawMemcpy3D;
@@ -139,6 +140,17 @@ fn copy_ends(dst: End, src: End, len: usize, stream: Option<u64>) -> CuResult<()
         // `copy` tolerates overlap, as cuMemcpyDtoD on one allocation requires.
         unsafe { std::ptr::copy(src.ptr(), dst.ptr(), len) };
     })
+}
+
+/// cuMemcpy3D(Async): checked as a memcpy node is, then one 2D copy per slice (a capturing
+/// stream records it as one memcpy node).
+pub(crate) fn copy_3d(m: &RawMemcpy3D, stream: Option<u64>) -> CuResult<()> {
+    context::live()?;
+    crate::graph_copy::check(m)?;
+    if let Some(r) = captured_copy(stream, || *m) {
+        return r;
+    }
+    crate::graph_copy::run(m, stream)
 }
 
 /// cuMemcpyHtoD(Async).
@@ -273,12 +285,26 @@ fn row_end(side: &Side2D, row: usize, width: usize, staged: bool) -> CuResult<En
     match side.memory_type {
         MEMORYTYPE_DEVICE => device(addr, width),
         MEMORYTYPE_HOST | MEMORYTYPE_UNIFIED => host(addr as *mut u8, width, staged),
-        MEMORYTYPE_ARRAY => Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
         _ => Err(CUresult::CUDA_ERROR_INVALID_VALUE),
     }
 }
 
-/// cuMemcpy2D(Async): `height` rows of `width` bytes. CUDA arrays are not supported.
+/// A CUDA array side (its `addr` the array handle) as the device memory holding the copied
+/// rows, once they are checked to lie inside the array; other sides unchanged.
+fn array_rows(side: &Side2D, width: usize, height: usize) -> CuResult<Side2D> {
+    if side.memory_type != MEMORYTYPE_ARRAY {
+        return Ok(*side);
+    }
+    let (addr, pitch, _) = array::flatten(side.addr, [side.x, side.y, 0], [width, height, 1])?;
+    Ok(Side2D {
+        memory_type: MEMORYTYPE_DEVICE,
+        addr,
+        pitch,
+        ..*side
+    })
+}
+
+/// cuMemcpy2D(Async): `height` rows of `width` bytes; a CUDA array side is its slice 0.
 pub(crate) fn copy_2d(
     src: &Side2D,
     dst: &Side2D,
@@ -287,6 +313,10 @@ pub(crate) fn copy_2d(
     stream: Option<u64>,
 ) -> CuResult<()> {
     context::live()?;
+    let (src, dst) = (
+        &array_rows(src, width, height)?,
+        &array_rows(dst, width, height)?,
+    );
     if height > 1 && (src.pitch < width || dst.pitch < width) {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }

@@ -237,6 +237,7 @@ pub(crate) fn attribute(attr: u32, ordinal: i32) -> CuResult<i32> {
         .find(|(a, _)| *a as u32 == attr)
         .map(|&(_, v)| v)
         .or_else(|| stream_memory_ops(attr))
+        .or_else(|| image_limit(attr))
         .or_else(|| unsupported_feature(attr))
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
 }
@@ -253,14 +254,36 @@ fn stream_memory_ops(attr: u32) -> Option<i32> {
     }
 }
 
+/// The texture and surface size limits, by value: those `array` enforces for 1D, 2D, 3D and
+/// layered and gather arrays (the H200's), surfaces being any array; linear and pitched 2D
+/// textures are bounded only by their allocation, so their figures are the H200's. Cubemaps,
+/// mipmaps and the alternate 3D shape are not implemented: 0.
+fn image_limit(attr: u32) -> Option<i32> {
+    use crate::array::{MAX_1D, MAX_2D, MAX_3D, MAX_GATHER, MAX_LAYERED};
+    let v = match attr {
+        21 | 55 => MAX_1D,
+        22 | 56 => MAX_2D[0],
+        23 | 57 => MAX_2D[1],
+        24..=26 | 58..=60 => MAX_3D,
+        27 | 28 | 42 | 61 | 63 | 64 => MAX_LAYERED[0],
+        29 | 43 | 62 | 65 => MAX_LAYERED[1],
+        69 => 1 << 28,
+        70 => 131_072,
+        71 => 65_000,
+        72 => 2_097_120,
+        44 => 1,
+        45 | 46 => MAX_GATHER,
+        47..=49 | 52..=54 | 66..=68 | 73 | 74 | 77 => 0,
+        _ => return None,
+    };
+    Some(v as i32)
+}
+
 /// Attributes of CUDA 13's list that describe features softcuda does not have, by value (several
 /// are newer than the cuda.h cudarc is built against here): each answers 0, the value NVIDIA's
 /// driver gives for a feature the device lacks.
 fn unsupported_feature(attr: u32) -> Option<i32> {
     let zero = match attr {
-        // Texture and surface size limits (21..=29, 42..=49, 52..=74, 77) and 2D gather (44):
-        // there are no textures or surfaces.
-        21..=29 | 42..=49 | 52..=74 | 77 => true,
         // Shareable handle types for exporting memory (POSIX fd, Win32, Win32 KMT, fabric, the
         // memory-pool mask) and GPUDirect RDMA with VMM.
         103..=105 | 110 | 119 | 128 => true,

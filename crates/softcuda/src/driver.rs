@@ -109,6 +109,9 @@ pub(crate) enum Tag {
     MemPool = 10,
     Library = 11,
     Kernel = 12,
+    Array = 13,
+    TexObject = 14,
+    SurfObject = 15,
 }
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(16);

@@ -27,6 +27,7 @@ use crate::{
 mod common;
 mod graph;
 mod graph_nodes;
+mod images;
 mod library;
 mod link;
 mod memop;
@@ -37,6 +38,7 @@ mod unsupported;
 pub use common::*;
 pub use graph::*;
 pub use graph_nodes::*;
+pub use images::*;
 pub use library::*;
 pub use link::*;
 pub use memop::*;

@@ -92,7 +92,7 @@ impl NodeKind {
             NodeKind::Empty | NodeKind::MemAlloc(_) | NodeKind::MemFree(_) | NodeKind::Child(_) => {
                 Ok(())
             }
-            NodeKind::Memcpy(m) => crate::graph_copy::run(m, stream),
+            NodeKind::Memcpy(m) => crate::graph_copy::run(m, Some(stream)),
             NodeKind::Kernel(p) => launch::enqueue(p.clone(), stream),
             NodeKind::Call(f, _) => f(stream),
             NodeKind::EventRecord(e) => crate::event::record(*e, stream),

@@ -1,11 +1,13 @@
 //! Memcpy nodes built by hand (cuGraphAddMemcpyNode): a `CUDA_MEMCPY3D` of linear memory (host,
 //! device or unified; rows `pitch` bytes apart, slices `height` rows apart) is checked when the
-//! node is made and run at each launch as the 2D copies cuMemcpy2D makes, one per slice. CUDA
-//! arrays are `CUDA_ERROR_NOT_SUPPORTED` (softcuda has none).
+//! node is made and run at each launch as the 2D copies cuMemcpy2D makes, one per slice. A CUDA
+//! array side is the device memory behind it (`array::flatten`), its box checked against the
+//! array's size; cuMemcpy3D runs through the same code.
 
 use cudarc::driver::sys::CUresult;
 
 use crate::abi::CuResult;
+use crate::array;
 use crate::copy::{self, Side2D};
 use crate::memory;
 
@@ -87,7 +89,12 @@ impl RawMemcpy3D {
     fn src(&self) -> End {
         End {
             memory_type: self.src_memory_type,
-            addr: pick(self.src_memory_type, self.src_host, self.src_device),
+            addr: pick(
+                self.src_memory_type,
+                self.src_host,
+                self.src_device,
+                self.src_array,
+            ),
             x: self.src_x_in_bytes,
             y: self.src_y,
             z: self.src_z,
@@ -99,7 +106,12 @@ impl RawMemcpy3D {
     fn dst(&self) -> End {
         End {
             memory_type: self.dst_memory_type,
-            addr: pick(self.dst_memory_type, self.dst_host, self.dst_device),
+            addr: pick(
+                self.dst_memory_type,
+                self.dst_host,
+                self.dst_device,
+                self.dst_array,
+            ),
             x: self.dst_x_in_bytes,
             y: self.dst_y,
             z: self.dst_z,
@@ -162,15 +174,32 @@ fn split(side: &Side2D) -> (usize, u64) {
     }
 }
 
-fn pick(memory_type: u32, host: usize, device: u64) -> u64 {
-    if memory_type == HOST {
-        host as u64
-    } else {
-        device
+fn pick(memory_type: u32, host: usize, device: u64, array: usize) -> u64 {
+    match memory_type {
+        HOST => host as u64,
+        ARRAY => array as u64,
+        _ => device,
     }
 }
 
 impl End {
+    /// An array side as the device memory behind the copy's box (`width` bytes × `height`
+    /// rows × `depth` slices, checked to lie inside the array); other sides unchanged.
+    fn resolved(self, width: usize, height: usize, depth: usize) -> CuResult<End> {
+        if self.memory_type != ARRAY {
+            return Ok(self);
+        }
+        let at = [self.x, self.y, self.z];
+        let (addr, pitch, slice_rows) = array::flatten(self.addr, at, [width, height, depth])?;
+        Ok(End {
+            memory_type: DEVICE,
+            addr,
+            pitch,
+            slice_rows,
+            ..self
+        })
+    }
+
     /// The row `y` rows into slice `z` of the copy, as cuMemcpy2D's side.
     fn slice(&self, z: usize) -> CuResult<Side2D> {
         let y = self
@@ -193,7 +222,6 @@ impl End {
     fn check(&self, width: usize, height: usize, depth: usize) -> CuResult<()> {
         match self.memory_type {
             HOST | DEVICE | UNIFIED => {}
-            ARRAY => return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
             _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
         }
         let invalid = CUresult::CUDA_ERROR_INVALID_VALUE;
@@ -235,21 +263,17 @@ pub(crate) fn check(m: &RawMemcpy3D) -> CuResult<()> {
     if m.reserved0 != 0 || m.reserved1 != 0 {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    m.src().check(m.width_in_bytes, m.height, m.depth)?;
-    m.dst().check(m.width_in_bytes, m.height, m.depth)
+    let (w, h, d) = (m.width_in_bytes, m.height, m.depth);
+    m.src().resolved(w, h, d)?.check(w, h, d)?;
+    m.dst().resolved(w, h, d)?.check(w, h, d)
 }
 
-/// Queues the node's copy on `stream`: one 2D copy per slice.
-pub(crate) fn run(m: &RawMemcpy3D, stream: u64) -> CuResult<()> {
-    let (src, dst) = (m.src(), m.dst());
-    for z in 0..m.depth {
-        copy::copy_2d(
-            &src.slice(z)?,
-            &dst.slice(z)?,
-            m.width_in_bytes,
-            m.height,
-            Some(stream),
-        )?;
+/// Queues the copy on `stream` (`None`: cuMemcpy3D's synchronous form): one 2D copy per slice.
+pub(crate) fn run(m: &RawMemcpy3D, stream: Option<u64>) -> CuResult<()> {
+    let (w, h, d) = (m.width_in_bytes, m.height, m.depth);
+    let (src, dst) = (m.src().resolved(w, h, d)?, m.dst().resolved(w, h, d)?);
+    for z in 0..d {
+        copy::copy_2d(&src.slice(z)?, &dst.slice(z)?, w, h, stream)?;
     }
     Ok(())
 }
@@ -276,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_reaching_past_its_allocation_or_from_an_array_is_refused() {
+    fn a_copy_reaching_past_its_allocation_or_from_a_dead_array_is_refused() {
         crate::driver::init(0).unwrap();
         let a = memory::alloc(u64::MAX, 4 * 64, memory::Kind::Device).unwrap();
         let b = memory::alloc(u64::MAX, 4 * 64, memory::Kind::Device).unwrap();
@@ -287,7 +311,8 @@ mod tests {
         );
         let mut from_array = device_copy(a, b, 64, 1, 1);
         from_array.src_memory_type = ARRAY;
-        assert_eq!(check(&from_array), Err(CUresult::CUDA_ERROR_NOT_SUPPORTED));
+        from_array.src_array = 0x10d;
+        assert_eq!(check(&from_array), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
         let mut narrow = device_copy(a, b, 64, 2, 1);
         narrow.dst_pitch = 32;
         assert_eq!(check(&narrow), Err(CUresult::CUDA_ERROR_INVALID_VALUE));

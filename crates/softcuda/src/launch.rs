@@ -172,6 +172,14 @@ unsafe impl ptxvm::Memory for Snapshot {
         let (base, end, block) = self.containing(addr)?;
         Some((*base, end - base, block.at(0)))
     }
+
+    fn texture(&self, handle: u64) -> Option<ptxvm::Texture> {
+        crate::texobj::texture(handle)
+    }
+
+    fn surface(&self, handle: u64) -> Option<ptxvm::Surface> {
+        crate::texobj::surface(handle)
+    }
 }
 
 /// The `CUresult` a fault leaves in the context.

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod array;
 mod capture;
 mod context;
 mod copy;
@@ -59,6 +60,7 @@ mod printf;
 mod procaddr;
 mod result_text;
 mod stream;
+mod texobj;
 mod vmm;
 
 pub use error::LoaderError;

@@ -38,6 +38,9 @@ pub(crate) enum Kind {
     /// A run of cuMemMap-ed, accessible virtual memory (see `vmm`): counted when its physical
     /// memory was created, never freed here.
     Mapped,
+    /// A CUDA array's texels (see `array`): counted against device memory, freed only by
+    /// cuArrayDestroy or its context's destruction, never by cuMemFree.
+    Array,
 }
 
 /// The bytes of one allocation, freed when the last holder lets go (if they are ours: `layout`
@@ -93,7 +96,7 @@ fn write() -> RwLockWriteGuard<'static, BTreeMap<u64, Entry>> {
 }
 
 fn counts(kind: Kind) -> bool {
-    matches!(kind, Kind::Device | Kind::Managed)
+    matches!(kind, Kind::Device | Kind::Managed | Kind::Array)
 }
 
 /// Allocates `len` bytes (zeroed) for context `ctx_id`; returns the device address.

@@ -2,6 +2,7 @@
 //! gpuhost depends on. The same code runs on softcuda (CI) and on NVIDIA's driver (the H200);
 //! `GPUHOST_DRIVER` picks, and each run prints which driver it tested.
 
+mod arrays;
 mod calls;
 mod context;
 mod device;
@@ -26,4 +27,5 @@ mod sandbox;
 mod sticky;
 mod streams;
 mod support;
+mod textures;
 mod vmm;

@@ -102,6 +102,24 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         Redux => ("", "redux.sync.add.u32 %r1, %r2, 0xffffffff;"),
         Shfl => ("", "shfl.sync.down.b32 %r1|%p1, %r2, 1, 0x1f, 0xffffffff;"),
         Vote => ("", "vote.sync.ballot.b32 %r1, %p1, 0xffffffff;"),
+        Tex => (
+            "",
+            "mov.u64 %rd2, 1;\ntex.2d.v4.f32.f32 {%f1, %f2, %f3, %f1}, [%rd2, {%f2, %f3}];",
+        ),
+        Txq => ("", "mov.u64 %rd2, 1;\ntxq.width.b32 %r1, [%rd2];"),
+        Tld4 => (
+            "",
+            "mov.u64 %rd2, 1;\ntld4.g.2d.v4.f32.f32 {%f1, %f2, %f3, %f1}, [%rd2, {%f2, %f3}];",
+        ),
+        Suld => (
+            "",
+            "mov.u64 %rd2, 2;\nmov.u32 %r5, 8;\nsuld.b.2d.v2.b32.trap {%r1, %r6}, [%rd2, {%r5, %r3}];",
+        ),
+        Sust => (
+            "",
+            "mov.u64 %rd2, 2;\nmov.u32 %r5, 4;\nsust.b.1d.b32.zero [%rd2, {%r5}], %r3;",
+        ),
+        Suq => ("", "mov.u64 %rd2, 2;\nsuq.height.b32 %r1, [%rd2];"),
         _ => return None,
     })
 }
@@ -136,6 +154,43 @@ unsafe impl Memory for Words {
                 .wrapping_add(off as usize)
                 .cast_mut()
         })
+    }
+
+    /// Handle 1: a 4×4 one-channel f32 texture over the words; handle 2: the same as a surface.
+    fn texture(&self, handle: u64) -> Option<crate::image::Texture> {
+        use crate::image::{AddressMode, FilterMode, Sampler, Texture};
+        (handle == 1).then(|| Texture {
+            image: self.image(),
+            sampler: Sampler {
+                address: [AddressMode::Clamp; 3],
+                filter: FilterMode::Linear,
+                normalized_coords: false,
+                read_as_integer: false,
+                border: [0.0; 4],
+            },
+        })
+    }
+
+    fn surface(&self, handle: u64) -> Option<crate::image::Surface> {
+        (handle == 2).then(|| crate::image::Surface {
+            image: self.image(),
+        })
+    }
+}
+
+impl Words {
+    fn image(&self) -> crate::image::Image {
+        crate::image::Image {
+            base: self.0.as_ptr() as u64,
+            format: crate::image::TexelFormat::F32,
+            channels: 1,
+            width: 4,
+            height: 4,
+            depth: 1,
+            row_pitch: 16,
+            slice_pitch: 64,
+            linear: false,
+        }
     }
 }
 

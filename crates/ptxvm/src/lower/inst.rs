@@ -27,6 +27,7 @@ impl Ctx<'_> {
             Family::Memory => self.memory(i, op, &m),
             Family::Control => self.control(i, op, &m),
             Family::Collective => self.collective(i, op, &m),
+            Family::Texture => self.texture(i, op, &m),
             Family::Unimplemented => self.unsup(format!("instruction {op}")),
         }
     }

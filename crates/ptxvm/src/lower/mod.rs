@@ -8,6 +8,7 @@ mod inst;
 mod memory;
 mod mods;
 mod operand;
+mod texture;
 
 use std::collections::HashMap;
 

@@ -365,7 +365,7 @@ impl<'m> Walk<'_, 'm> {
                 }
                 return Ok(());
             }
-            Operand::Complex => {
+            Operand::Image(..) => {
                 return refused(
                     line,
                     "texture/surface operands; read the data with ld.global instead",

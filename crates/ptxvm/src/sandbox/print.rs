@@ -353,7 +353,7 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push(close);
         }
         Operand::Sink => out.push('_'),
-        Operand::Complex => {
+        Operand::Image(..) => {
             return Err(Error::Refused {
                 line,
                 what: "texture/surface operands are not allowed in sandboxed modules; \

@@ -94,6 +94,19 @@ impl<'a> Mem<'a> {
             })
     }
 
+    /// Global `[addr, addr + len)` (`len` a power of two) as an aligned location: texture and
+    /// surface reads and writes, whose addresses the driver's objects describe.
+    pub(crate) fn global_loc(&mut self, addr: u64, len: u64) -> Result<Loc, FaultKind> {
+        if addr & (len - 1) != 0 {
+            return Err(FaultKind::MisalignedAddress { addr });
+        }
+        let p = self.global(addr, len)?;
+        if (p as u64) & (len - 1) != 0 {
+            return Err(FaultKind::MisalignedAddress { addr });
+        }
+        Ok(Loc::Ptr(p))
+    }
+
     /// Resolves an access of `len` bytes (a power of two, the alignment required).
     pub(crate) fn locate(
         &mut self,

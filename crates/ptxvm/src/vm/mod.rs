@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
+pub(crate) use float::from_half;
+
 use crate::Module;
 use crate::api::{Fault, FaultKind, Launch, LaunchStats, Memory};
 use crate::devio::DeviceOutput;

@@ -229,7 +229,7 @@ fn refused(body: &str) -> (u32, String) {
 }
 
 #[test]
-fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
+fn trap_brkpt_recursion_indirect_calls_textures_surfaces_and_externs_are_refused() {
     let cases: &[(&str, u32, &str)] = &[
         (".visible .entry k() {\n trap;\n}", 5, "trap"),
         (".visible .entry k() {\n brkpt;\n}", 5, "brkpt"),
@@ -260,6 +260,25 @@ fn trap_brkpt_recursion_indirect_calls_textures_and_externs_are_refused() {
             ".visible .entry k(.param .u64 t) {\n .reg .f32 %f<5>;\n .reg .b32 %r<3>;\n \
              tex.2d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1, %r2}];\n}",
             7,
+            "texture",
+        ),
+        // Object handles in registers, the form ptxvm now runs unsandboxed: still refused.
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n \
+             ld.param.u64 %rd1, [t];\n suld.b.2d.b32.trap {%r1}, [%rd1, {%r1, %r2}];\n}",
+            8,
+            "texture",
+        ),
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n \
+             ld.param.u64 %rd1, [t];\n sust.b.1d.b32.zero [%rd1, {%r1}], %r2;\n}",
+            8,
+            "texture",
+        ),
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .f32 %f<5>;\n \
+             ld.param.u64 %rd1, [t];\n tld4.r.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f1, %f2}];\n}",
+            8,
             "texture",
         ),
         (

@@ -14,6 +14,7 @@ use cudarc::driver::sys::{
 };
 
 use super::*;
+use crate::graph_copy::RawMemcpy3D;
 use crate::memop::RawBatchOp;
 use crate::stream;
 
@@ -47,6 +48,11 @@ per_thread! {
     cuMemsetD8_v2_ptds => cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize);
     cuMemsetD16_v2_ptds => cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize);
     cuMemsetD32_v2_ptds => cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize);
+    cuMemcpy3D_v2_ptds => cuMemcpy3D_v2(pCopy: *const RawMemcpy3D);
+    cuMemcpyHtoA_v2_ptds => cuMemcpyHtoA_v2(dstArray: *mut c_void, dstOffset: usize, srcHost: *const c_void, n: usize);
+    cuMemcpyAtoH_v2_ptds => cuMemcpyAtoH_v2(dstHost: *mut c_void, srcArray: *mut c_void, srcOffset: usize, n: usize);
+    cuMemcpyAtoD_v2_ptds => cuMemcpyAtoD_v2(dst: CUdeviceptr, srcArray: *mut c_void, srcOffset: usize, n: usize);
+    cuMemcpyDtoA_v2_ptds => cuMemcpyDtoA_v2(dstArray: *mut c_void, dstOffset: usize, src: CUdeviceptr, n: usize);
 }
 
 // Calls taking a stream: NULL means the per-thread default stream.
@@ -95,6 +101,9 @@ per_thread! {
     cuMemAllocAsync_ptsz => cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, hStream: CUstream);
     cuMemFreeAsync_ptsz => cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream);
     cuMemAllocFromPoolAsync_ptsz => cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: *mut c_void, hStream: CUstream);
+    cuMemcpy3DAsync_v2_ptsz => cuMemcpy3DAsync_v2(pCopy: *const RawMemcpy3D, hStream: CUstream);
+    cuMemcpyHtoAAsync_v2_ptsz => cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: usize, srcHost: *const c_void, n: usize, hStream: CUstream);
+    cuMemcpyAtoHAsync_v2_ptsz => cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *mut c_void, srcOffset: usize, n: usize, hStream: CUstream);
 }
 
 /// The symbols above, by legacy name and suffix: what cuGetProcAddress answers for the
@@ -110,6 +119,11 @@ pub(crate) const PER_THREAD_SYMBOLS: &[(&str, &str)] = &[
     ("cuMemsetD8_v2", "_ptds"),
     ("cuMemsetD16_v2", "_ptds"),
     ("cuMemsetD32_v2", "_ptds"),
+    ("cuMemcpy3D_v2", "_ptds"),
+    ("cuMemcpyHtoA_v2", "_ptds"),
+    ("cuMemcpyAtoH_v2", "_ptds"),
+    ("cuMemcpyAtoD_v2", "_ptds"),
+    ("cuMemcpyDtoA_v2", "_ptds"),
     ("cuMemcpyAsync", "_ptsz"),
     ("cuMemcpyPeerAsync", "_ptsz"),
     ("cuMemcpyHtoDAsync_v2", "_ptsz"),
@@ -154,4 +168,7 @@ pub(crate) const PER_THREAD_SYMBOLS: &[(&str, &str)] = &[
     ("cuMemAllocAsync", "_ptsz"),
     ("cuMemFreeAsync", "_ptsz"),
     ("cuMemAllocFromPoolAsync", "_ptsz"),
+    ("cuMemcpy3DAsync_v2", "_ptsz"),
+    ("cuMemcpyHtoAAsync_v2", "_ptsz"),
+    ("cuMemcpyAtoHAsync_v2", "_ptsz"),
 ];

@@ -6,6 +6,7 @@ mod common;
 mod context;
 mod cprog;
 mod device;
+mod images;
 
 mod library;
 mod loader;

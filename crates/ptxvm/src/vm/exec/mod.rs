@@ -1,12 +1,13 @@
 //! The interpreter loop: fetch the running group's instruction, compute its lane mask once,
 //! dispatch on the decoded op's family, and apply it to all lanes of the group. Each family of
 //! the instruction set (`isa::Family`) has its executor here: `arith`, `memory`, `control`,
-//! `collective`.
+//! `collective`, `texture`.
 
 mod arith;
 mod collective;
 mod control;
 mod memory;
+mod texture;
 
 use control::Flow;
 
@@ -91,6 +92,7 @@ impl Warp {
                     }
                 }
                 Op::Collective(op) => self.collective(op, mask),
+                Op::Texture(op) => self.texture(op, mem, mask).map_err(|(e, l)| fault(e, l))?,
             }
             self.goto(self.pc + 1);
         }
