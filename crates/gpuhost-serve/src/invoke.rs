@@ -420,7 +420,8 @@ pub(crate) fn new_store(
         .memory_size(limits.max_wasm_memory_bytes)
         .trap_on_grow_failure(false)
         .build();
-    let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits);
+    let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits)
+        .with_call_observer(metrics.calls.clone());
     if let Some(bundle) = slot.bundle.load_full() {
         cuda = match &slot.rewrite {
             Some(rewrite) => cuda.with_sandboxed_bundle(bundle, rewrite.clone()),
