@@ -155,6 +155,7 @@ pub struct Metrics {
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
+    warm: Family<FunctionLabel, Gauge>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
@@ -182,6 +183,7 @@ pub struct FunctionMetrics {
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
+    pub(crate) warm: Gauge,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -260,6 +262,7 @@ impl Metrics {
             queued: Family::default(),
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
+            warm: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -321,6 +324,11 @@ impl Metrics {
             "function_sandbox_kept",
             "Sandbox arenas and control blocks the serving version keeps for reuse (each one live device buffer, its control block, plus its arena's mapped memory)",
             m.sandbox_kept.clone(),
+        );
+        r.register(
+            "function_warm_stores",
+            "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
+            m.warm.clone(),
         );
         r.register(
             "function_launches",
@@ -399,6 +407,7 @@ impl Metrics {
             queued: self.queued.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
+            warm: self.warm.get_or_create_owned(&l),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
