@@ -1,33 +1,44 @@
 #!/usr/bin/env python3
 """Mean microseconds per request of each `gpuhost serve` request phase, from two /metrics
 scrapes of gpuhost_request_phase_seconds (a histogram: _sum and _count per function and phase)
-taken before and after a run, so only that run's requests count.
+taken before and after a run, so only that run's requests count; and, from the same scrapes,
+each gpuhost:cuda host call's count per request and mean microseconds per call
+(gpuhost_host_calls_total and gpuhost_host_call_seconds_total by function and call).
 
-The one parser of that metric: scripts/bench-serve.sh imports `means`, scripts/probes/
-serve-phases.sh runs it as a command:
+The one parser of those metrics: scripts/bench-serve.sh imports `means` and `call_means`,
+scripts/probes/serve-phases.sh runs it as a command:
 
-    python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt
+    python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt [--calls]
     -> setup=12.3us instantiate=45.6us sandbox=20.1us respond=78.9us teardown=1.2us
+    (--calls, then one line per call, the slowest in total first)
+    ->     stream/stream.synchronize: 1.00 per request, mean 21.3us per call
 """
 import re
 import sys
 
 PHASES = ("setup", "instantiate", "sandbox", "respond", "teardown")
 SAMPLE = re.compile(r'^gpuhost_request_phase_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
+CALL = re.compile(r'^gpuhost_host_call(s|_seconds)_total\{([^}]*)\}\s+(\S+)')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def scrape(text, sample, function, key):
+    """(value of label `key`, the sample's first group) -> value, of `function`'s lines matching
+    `sample` in one scrape."""
+    got = {}
+    for line in text.splitlines():
+        m = sample.match(line)
+        if not m:
+            continue
+        labels = dict(LABEL.findall(m.group(2)))
+        if labels.get("function") == function and key in labels:
+            got[(labels[key], m.group(1))] = float(m.group(3))
+    return got
 
 
 def totals(text, function):
     """(phase, "sum"|"count") -> value for `function` in one scrape."""
-    got = {}
-    for line in text.splitlines():
-        m = SAMPLE.match(line)
-        if not m:
-            continue
-        labels = dict(LABEL.findall(m.group(2)))
-        if labels.get("function") == function and "phase" in labels:
-            got[(labels["phase"], m.group(1))] = float(m.group(3))
-    return got
+    return scrape(text, SAMPLE, function, "phase")
 
 
 def means(function, before, after):
@@ -42,13 +53,40 @@ def means(function, before, after):
     return out
 
 
+def call_totals(text, function):
+    """(call, "count"|"seconds") -> value for `function` in one scrape."""
+    got = scrape(text, CALL, function, "call")
+    return {(c, "count" if kind == "s" else "seconds"): v for (c, kind), v in got.items()}
+
+
+def call_means(function, before, after):
+    """[(call, calls per request, mean µs per call)] of the calls made between the scrapes,
+    the most time per request first. Requests are those whose handler answered (the respond
+    phase's count)."""
+    a, b = call_totals(after, function), call_totals(before, function)
+    requests = totals(after, function).get(("respond", "count"), 0) - totals(
+        before, function).get(("respond", "count"), 0)
+    out = []
+    for call in sorted({c for c, _ in a}):
+        n = a.get((call, "count"), 0) - b.get((call, "count"), 0)
+        s = a.get((call, "seconds"), 0) - b.get((call, "seconds"), 0)
+        if n:
+            out.append((call, n / requests if requests else float("nan"), s / n * 1e6))
+    out.sort(key=lambda c: -c[1] * c[2])
+    return out
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        sys.exit("usage: phase_means.py FUNCTION BEFORE.txt AFTER.txt")
-    function, before, after = sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != "--calls"]
+    if len(args) != 3:
+        sys.exit("usage: phase_means.py FUNCTION BEFORE.txt AFTER.txt [--calls]")
+    function, before, after = args
     with open(before) as f:
         before = f.read()
     with open(after) as f:
         after = f.read()
     got = means(function, before, after)
     print(" ".join(f"{p}=" + ("n/a" if v != v else f"{v:.1f}us") for p, v in got.items()))
+    if "--calls" in sys.argv:
+        for call, per_request, mean in call_means(function, before, after):
+            print(f"    {call}: {per_request:.2f} per request, mean {mean:.1f}us per call")

@@ -46,6 +46,6 @@ echo "mean µs per request by phase, every request of the run:"
 for p in 18281 18282; do
   curl -s "http://127.0.0.1:$p/metrics" > "$work/m.txt"
   for f in ${FNS:-sandboxed trusted}; do
-    echo "  $([ $p = 18281 ] && echo A || echo B) $f $(python3 scripts/lib/phase_means.py "$f" "$work/none.txt" "$work/m.txt")"
+    echo "  $([ $p = 18281 ] && echo A || echo B) $f $(python3 scripts/lib/phase_means.py "$f" "$work/none.txt" "$work/m.txt" --calls)"
   done
 done

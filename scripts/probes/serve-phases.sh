@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Where a `gpuhost serve` request's time goes at one connection (issue #11): the http-stamp
 # function sandboxed (the default) and trusted, side by side with the native handler, each
-# `oha -c 1` for $SECS seconds, with the mean per phase from gpuhost_request_phase_seconds.
+# `oha -c 1` for $SECS seconds, with the mean per phase from gpuhost_request_phase_seconds and,
+# under each, every gpuhost:cuda host call's count per request and mean µs per call
+# (gpuhost_host_call_seconds_total).
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,16 +19,12 @@ for target in native sandboxed trusted; do
   url=http://127.0.0.1:18181/$target; [ $target = native ] && url=http://127.0.0.1:18182/stamp
   "$oha" --no-tui -n 2000 -c 4 "$url" > /dev/null
   curl -s http://127.0.0.1:18181/metrics > "$work/before.txt"
-  from=$(wc -l < "$work/serve.err")
   line=$("$oha" --no-tui -z "${secs}s" -c 1 -w "$url" | grep -E "Requests/sec|50.00%|99.00%" | awk '{print $NF" "$(NF-1)}' | tr '\n' ' ')
   printf '%-10s %s' "$target" "$line"
   if [ $target != native ]; then
     curl -s http://127.0.0.1:18181/metrics > "$work/after.txt"
-    printf ' %s' "$(python3 scripts/lib/phase_means.py $target "$work/before.txt" "$work/after.txt")"
+    printf ' %s' "$(python3 scripts/lib/phase_means.py $target "$work/before.txt" "$work/after.txt" --calls)"
   fi
   echo
-  # A binary built with call tracing (TRACE lines on stderr) gives the mean per gpuhost:cuda call.
-  tail -n +"$((from + 1))" "$work/serve.err" | awk '$1 == "TRACE" { n[$2]++; t[$2] += $3 }
-    END { for (k in n) printf "    %s: %d calls, mean %.1f us\n", k, n[k], t[k] / n[k] / 1000 }'
 done
 curl -s http://127.0.0.1:18181/metrics | grep -E "sandbox_kept|live_buffers"

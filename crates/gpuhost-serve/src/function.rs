@@ -156,7 +156,11 @@ impl Function {
         self.metrics.bundle_bytes.set(bundle as i64);
         // Requests admitted under the old limits finish under them; new ones see the new.
         self.admission.store(Arc::new(admission));
-        let old = self.current.swap(Some(new));
+        let old = self.current.swap(Some(new.clone()));
+        // Its first requests find their Stores made (while the old version drains).
+        for device in 0..new.devices.len() {
+            crate::warm::refill(&new, device, &self.metrics);
+        }
         self.metrics.swap(true);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         match old {

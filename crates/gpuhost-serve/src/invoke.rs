@@ -247,10 +247,10 @@ const STDERR_KEPT: usize = 8 * 1024;
 
 /// Holds a gauge one up until dropped, so a request future dropped mid-way (the client left)
 /// does not leave it high.
-struct GaugeHold(prometheus_client::metrics::gauge::Gauge);
+pub(crate) struct GaugeHold(prometheus_client::metrics::gauge::Gauge);
 
 impl GaugeHold {
-    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+    pub(crate) fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
         gauge.inc();
         Self(gauge.clone())
     }
@@ -362,13 +362,15 @@ async fn run_guest<Held: Send + 'static>(
                 .await
         })
         .await;
-        // The response is ready (its head and, for most guests, the whole body): let the
-        // connection's task, woken by it onto this thread, send it before the Store is torn
-        // down, rather than after (the teardown is then no part of the request's latency).
-        tokio::task::yield_now().await;
-        let teardown = Instant::now();
-        drop(run);
-        task_metrics.phase(Phase::Teardown, teardown.elapsed().as_secs_f64());
+        // The response is ready (its head and, for most guests, the whole body). The Store is
+        // torn down on a blocking-pool thread, so neither this response nor the next request
+        // of the connection waits for it on this worker; the request's slots and version
+        // guard go with it, so a drain and the concurrency bound still count it until then.
+        tokio::task::spawn_blocking(move || {
+            let teardown = Instant::now();
+            drop(run);
+            task_metrics.phase(Phase::Teardown, teardown.elapsed().as_secs_f64());
+        });
         result
     });
 
@@ -420,7 +422,8 @@ pub(crate) fn new_store(
         .memory_size(limits.max_wasm_memory_bytes)
         .trap_on_grow_failure(false)
         .build();
-    let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits);
+    let mut cuda = gpuhost_wasm::CudaCtx::new(slot.host.clone(), limits)
+        .with_call_observer(metrics.calls.clone());
     if let Some(bundle) = slot.bundle.load_full() {
         cuda = match &slot.rewrite {
             Some(rewrite) => cuda.with_sandboxed_bundle(bundle, rewrite.clone()),

@@ -11,7 +11,9 @@
 //! `gpuhost_requests_queued`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -72,6 +74,12 @@ impl Phase {
             Self::Teardown => "teardown",
         }
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    function: String,
+    call: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -147,10 +155,13 @@ pub struct Metrics {
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
+    warm: Family<FunctionLabel, Gauge>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
     swaps: Family<OutcomeLabels, Counter>,
+    host_calls: Family<CallLabels, Counter>,
+    host_call_seconds: Family<CallLabels, Counter<f64, AtomicU64>>,
     retired: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
     device_context_losses: Family<DeviceLabel, Counter>,
@@ -172,6 +183,7 @@ pub struct FunctionMetrics {
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
+    pub(crate) warm: Gauge,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -179,6 +191,41 @@ pub struct FunctionMetrics {
     outcomes: Vec<Counter>,
     /// `request_phase_seconds{phase}` by `Phase as usize`, made once likewise.
     phases: Vec<Histogram>,
+    /// Given to every Store's gpuhost:cuda context: counts and times its host calls.
+    pub(crate) calls: Arc<CallCounters>,
+}
+
+/// `host_calls_total{call}` and `host_call_seconds_total{call}` of one function, by
+/// `HostCall as usize`; each pair is made at the call's first use (a function makes a few of
+/// the calls, and every pair made is a series on /metrics), after that one call costs three
+/// atomic operations and no label work.
+pub(crate) struct CallCounters {
+    function: String,
+    metrics: Arc<Metrics>,
+    by_call: Vec<OnceLock<(Counter, Counter<f64, AtomicU64>)>>,
+}
+
+impl gpuhost_wasm::CallObserver for CallCounters {
+    fn observe(&self, call: gpuhost_wasm::HostCall, elapsed: Duration) {
+        let Some(slot) = self.by_call.get(call as usize) else {
+            return;
+        };
+        let pair = match slot.get() {
+            Some(pair) => pair,
+            None => slot.get_or_init(|| {
+                let labels = CallLabels {
+                    function: self.function.clone(),
+                    call: call.name().to_string(),
+                };
+                (
+                    self.metrics.host_calls.get_or_create_owned(&labels),
+                    self.metrics.host_call_seconds.get_or_create_owned(&labels),
+                )
+            }),
+        };
+        pair.0.inc();
+        pair.1.inc_by(elapsed.as_secs_f64());
+    }
 }
 
 impl FunctionMetrics {
@@ -215,10 +262,13 @@ impl Metrics {
             queued: Family::default(),
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
+            warm: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
             swaps: Family::default(),
+            host_calls: Family::default(),
+            host_call_seconds: Family::default(),
             retired: Gauge::default(),
             device_launches: Family::default(),
             device_context_losses: Family::default(),
@@ -276,6 +326,11 @@ impl Metrics {
             m.sandbox_kept.clone(),
         );
         r.register(
+            "function_warm_stores",
+            "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
+            m.warm.clone(),
+        );
+        r.register(
             "function_launches",
             "Kernel launches by function",
             m.launches.clone(),
@@ -289,6 +344,16 @@ impl Metrics {
             "swaps",
             "Version loads and swaps by function and outcome",
             m.swaps.clone(),
+        );
+        r.register(
+            "host_calls",
+            "gpuhost:cuda host calls made by the function's guests, by call (interface/resource.function)",
+            m.host_calls.clone(),
+        );
+        r.register(
+            "host_call_seconds",
+            "Wall time the host spent in the function's gpuhost:cuda calls (an async call's device wait included), by call",
+            m.host_call_seconds.clone(),
         );
         r.register(
             "retired_versions",
@@ -342,6 +407,7 @@ impl Metrics {
             queued: self.queued.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
+            warm: self.warm.get_or_create_owned(&l),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
@@ -365,6 +431,14 @@ impl Metrics {
                     self.phases.get_or_create_owned(&labels)
                 })
                 .collect(),
+            calls: Arc::new(CallCounters {
+                function: name.to_string(),
+                metrics: self.clone(),
+                by_call: gpuhost_wasm::HostCall::ALL
+                    .iter()
+                    .map(|_| OnceLock::new())
+                    .collect(),
+            }),
         })
     }
 

@@ -29,7 +29,7 @@ pub(crate) struct DeviceSlot {
     /// Sandboxed functions: the arenas and control blocks its requests reuse (reset between
     /// them), so a request does not map, zero, register and free its own.
     pub(crate) sandbox: Option<Arc<gpuhost_wasm::SandboxPool>>,
-    /// A Store made and instantiated ahead of the next request here (crate::warm).
+    /// Stores made and instantiated ahead of the next requests here (crate::warm).
     pub(crate) spare: Spare,
 }
 

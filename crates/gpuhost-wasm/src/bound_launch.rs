@@ -4,6 +4,7 @@
 //! clone of each buffer argument — each with its share of the guest's quota, so a buffer or
 //! module the guest dropped stays counted for as long as a bound launch keeps it alive.
 
+use crate::calls::HostCall;
 use std::sync::Arc;
 
 use gpuhost::{Arg as GpuArg, DeviceBuffer, LaunchConfig as GpuConfig};
@@ -119,6 +120,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         config: LaunchConfig,
         args: Vec<Arg>,
     ) -> CudaResult<Resource<BoundLaunchRes>> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchBind);
         check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
         let k = self.table.get(&kernel)?;
         let kernel_charge = k.charge.clone();
@@ -155,6 +157,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         index: u32,
         arg: Arg,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchSetArg);
         let new = bind_arg(self.table, index as usize, &arg)?;
         let b = self.table.get_mut(&launch)?;
         let Some(slot) = b.args.get_mut(index as usize) else {
@@ -180,6 +183,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         launch: Resource<BoundLaunchRes>,
         config: LaunchConfig,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchSetConfig);
         let b = self.table.get_mut(&launch)?;
         let old = std::mem::replace(&mut b.config, to_gpu_config(&config));
         if let Err(e) = b.check(self.ctx) {
@@ -190,6 +194,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, launch: Resource<BoundLaunchRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchDrop);
         let b = self.table.delete(launch)?;
         b.release_shares(&mut self.ctx.usage);
         self.ctx.usage.remove_kernel();

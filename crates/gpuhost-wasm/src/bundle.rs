@@ -5,6 +5,7 @@
 //! counts against the guest's kernel quota (and a sandboxed guest's copy of the module's globals
 //! against its globals quota).
 
+use crate::calls::HostCall;
 use std::sync::Arc;
 
 use wasmtime::component::Resource;
@@ -71,6 +72,7 @@ impl CudaCtxView<'_> {
 
 impl Host for CudaCtxView<'_> {
     fn kernel_names(&mut self) -> wasmtime::Result<Vec<String>> {
+        let _timer = self.ctx.time(HostCall::BundleKernelNames);
         let mut names = match &self.ctx.bundle {
             Some(bundle) => bundle.kernel_names(),
             None => Vec::new(),
@@ -80,6 +82,7 @@ impl Host for CudaCtxView<'_> {
     }
 
     fn get_kernel(&mut self, name: String) -> CudaResult<Resource<KernelRes>> {
+        let _timer = self.ctx.time(HostCall::BundleGetKernel);
         let Some(bundle) = &self.ctx.bundle else {
             return Err(WitError::KernelNotFound(format!(
                 "no bundle was granted to this guest, so it has no kernel `{name}`: load the \

@@ -8,6 +8,7 @@ use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::bindings::gpuhost::cuda;
 use crate::bundle_rewrite::BundleRewrite;
+use crate::calls::{CallObserver, CallTimer, HostCall};
 use crate::confine::{Confinement, SandboxModule};
 use crate::limits::{Limits, Usage};
 use crate::pool::SandboxPool;
@@ -40,6 +41,8 @@ pub struct CudaCtx {
     pub(crate) confine: Option<Confinement>,
     /// Where the sandbox's arena and control block come from and go back to, if pooled.
     pub(crate) sandbox_pool: Option<Arc<SandboxPool>>,
+    /// Sees every host call of this guest, timed (see calls.rs), if the embedder asked.
+    pub(crate) calls: Option<Arc<dyn CallObserver>>,
 }
 
 impl CudaCtx {
@@ -60,6 +63,7 @@ impl CudaCtx {
             graphs: crate::burst::GraphCache::new(limits.max_cached_graphs),
             confine: None,
             sandbox_pool: None,
+            calls: None,
             limits,
         }
     }
@@ -70,6 +74,17 @@ impl CudaCtx {
     pub fn with_sandbox_pool(mut self, pool: Arc<SandboxPool>) -> Self {
         self.sandbox_pool = Some(pool);
         self
+    }
+
+    /// Reports each gpuhost:cuda call of this guest to `observer`, with the time it took.
+    pub fn with_call_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.calls = Some(observer);
+        self
+    }
+
+    /// Starts timing one host call (reported when the returned timer is dropped).
+    pub(crate) fn time(&self, call: HostCall) -> CallTimer {
+        CallTimer::start(self.calls.as_ref(), call)
     }
 
     /// Grants the guest the kernels of `bundle` (loaded by the embedder on this context's

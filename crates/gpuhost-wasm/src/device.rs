@@ -2,6 +2,7 @@
 
 use crate::bindings::gpuhost::cuda::device::{DeviceInfo, Host, MemoryInfo, QuotaInfo};
 use crate::bindings::gpuhost::cuda::types::{self, Dim3};
+use crate::calls::HostCall;
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaError, CudaResult};
 
@@ -15,6 +16,7 @@ fn dim3(d: [u32; 3]) -> Dim3 {
 
 impl Host for CudaCtxView<'_> {
     fn info(&mut self) -> wasmtime::Result<DeviceInfo> {
+        let _timer = self.ctx.time(HostCall::DeviceInfo);
         let f = self.ctx.host.facts();
         Ok(DeviceInfo {
             name: f.name.clone(),
@@ -31,6 +33,7 @@ impl Host for CudaCtxView<'_> {
     }
 
     fn memory(&mut self) -> CudaResult<MemoryInfo> {
+        let _timer = self.ctx.time(HostCall::DeviceMemory);
         let m = self.ctx.host.mem_info()?;
         Ok(MemoryInfo {
             free: m.free,
@@ -39,6 +42,7 @@ impl Host for CudaCtxView<'_> {
     }
 
     fn quotas(&mut self) -> wasmtime::Result<QuotaInfo> {
+        let _timer = self.ctx.time(HostCall::DeviceQuotas);
         self.ctx.retire_orphans();
         let (l, u) = (&self.ctx.limits, &self.ctx.usage);
         Ok(QuotaInfo {

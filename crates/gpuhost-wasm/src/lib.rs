@@ -16,6 +16,7 @@ mod bound_launch;
 mod bundle;
 mod bundle_rewrite;
 mod burst;
+mod calls;
 mod confine;
 mod ctx;
 mod device;
@@ -33,6 +34,7 @@ mod watchdog;
 
 pub use bindings::WitError;
 pub use bundle_rewrite::BundleRewrite;
+pub use calls::{CallObserver, HostCall};
 pub use ctx::{CudaCtx, CudaCtxView, CudaView, HasCuda, add_to_linker};
 pub use error::{CudaError, Error};
 pub use event::EventRes;

@@ -15,6 +15,7 @@
 //!   copy stays: wasmtime's public API gives a host function no way to write guest memory but
 //!   lowering its results (its `LowerContext` is `#[doc(hidden)]`).
 
+use crate::calls::HostCall;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -123,6 +124,7 @@ async fn write_in_place<T: CudaView + 'static>(
     offset: u64,
     data: WasmList<u8>,
 ) -> wasmtime::Result<(Result<(), types::Error>,)> {
+    let _timer = store.data_mut().cuda().ctx.time(HostCall::BufferWrite);
     let started = store
         .data_mut()
         .cuda()
@@ -150,6 +152,7 @@ async fn write_in_place<T: CudaView + 'static>(
 
 impl HostBuffer for CudaCtxView<'_> {
     fn create(&mut self, size: u64) -> CudaResult<Resource<BufferRes>> {
+        let _timer = self.ctx.time(HostCall::BufferCreate);
         self.ctx.usage.add_buffer(&self.ctx.limits, size)?;
         // An arena's allocations are zeroed before they are handed out; with a kernel of this
         // guest possibly still running (it may write anywhere in the arena) that proves nothing.
@@ -180,6 +183,7 @@ impl HostBuffer for CudaCtxView<'_> {
     }
 
     fn len(&mut self, buffer: Resource<BufferRes>) -> wasmtime::Result<u64> {
+        let _timer = self.ctx.time(HostCall::BufferLen);
         Ok(self.table.get(&buffer)?.buf.len() as u64)
     }
 
@@ -201,6 +205,7 @@ impl HostBuffer for CudaCtxView<'_> {
         offset: u64,
         len: u64,
     ) -> CudaResult<Vec<u8>> {
+        let _timer = self.ctx.time(HostCall::BufferRead);
         let max = self.ctx.limits.max_transfer_bytes;
         if len > max {
             return Err(WitError::QuotaExceeded(format!(
@@ -231,6 +236,7 @@ impl HostBuffer for CudaCtxView<'_> {
         len: u64,
         value: u8,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::BufferFill);
         let launches = self.ctx.launches;
         let res = self.table.get_mut(&buffer)?;
         let (offset, len) = check_range("fill", offset, len, res.buf.len())?;
@@ -251,6 +257,7 @@ impl HostBuffer for CudaCtxView<'_> {
         src_offset: u64,
         len: u64,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::BufferCopyFrom);
         let s = self.table.get(&src)?.buf.clone();
         let (src_offset, len) = check_range("copy source", src_offset, len, s.len())?;
         let dst = self.table.get_mut(&buffer)?;
@@ -264,6 +271,7 @@ impl HostBuffer for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, buffer: Resource<BufferRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::BufferDrop);
         let b = self.table.delete(buffer)?;
         b.charge.release(&mut self.ctx.usage);
         Ok(())

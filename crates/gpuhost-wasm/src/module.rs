@@ -2,6 +2,7 @@
 //! A module is a one-module gpuhost `Registry`; a kernel handle keeps it loaded, and counted in
 //! the guest's module quota, after the module handle is dropped.
 
+use crate::calls::HostCall;
 use std::sync::Arc;
 
 use gpuhost::{ModuleImage, ModuleSource, Registry};
@@ -117,11 +118,13 @@ impl CudaCtxView<'_> {
 
 impl HostModule for CudaCtxView<'_> {
     fn from_ptx(&mut self, ptx: String) -> CudaResult<Resource<ModuleRes>> {
+        let _timer = self.ctx.time(HostCall::ModuleFromPtx);
         let bytes = ptx.len() as u64;
         self.load(ModuleImage::Ptx(ptx), bytes, true)
     }
 
     fn from_cubin(&mut self, image: Vec<u8>) -> CudaResult<Resource<ModuleRes>> {
+        let _timer = self.ctx.time(HostCall::ModuleFromCubin);
         if self.ctx.limits.sandbox {
             return Err(WitError::BinaryRefused(format!(
                 "this guest is sandboxed and may load PTX text only: a cubin or fatbin ({} bytes) cannot be checked for accesses outside the guest's memory; load the module's PTX with from-ptx, or ask the embedder to run the guest trusted (gpuhost run --trusted)",
@@ -147,6 +150,7 @@ impl HostModule for CudaCtxView<'_> {
         module: Resource<ModuleRes>,
         name: String,
     ) -> CudaResult<Resource<KernelRes>> {
+        let _timer = self.ctx.time(HostCall::ModuleKernel);
         let m = self.table.get(&module)?;
         let kernel = Arc::new(m.registry.kernel(&name)?);
         let sandbox = match (&m.sandbox, self.ctx.confine.as_mut()) {
@@ -181,6 +185,7 @@ impl HostModule for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, module: Resource<ModuleRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::ModuleDrop);
         let m = self.table.delete(module)?;
         m.charge.release(&mut self.ctx.usage);
         Ok(())
@@ -189,10 +194,12 @@ impl HostModule for CudaCtxView<'_> {
 
 impl HostKernel for CudaCtxView<'_> {
     fn name(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<String> {
+        let _timer = self.ctx.time(HostCall::KernelName);
         Ok(self.table.get(&kernel)?.kernel.name().to_string())
     }
 
     fn params(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<Vec<ParamInfo>> {
+        let _timer = self.ctx.time(HostCall::KernelParams);
         let k = self.table.get(&kernel)?;
         // A sandboxed kernel shows the user's parameters only (the hidden ones follow them).
         let shown = k.sandbox.as_ref().map_or(usize::MAX, |s| s.user_params);
@@ -208,6 +215,7 @@ impl HostKernel for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, kernel: Resource<KernelRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::KernelDrop);
         let k = self.table.delete(kernel)?;
         k.charge.release(&mut self.ctx.usage);
         self.ctx.usage.remove_kernel();

@@ -2,6 +2,7 @@
 //! a gpuhost `Completion` kept here until `synchronize`, which awaits them — the guest is
 //! suspended on its fiber while the executor thread serves other guests.
 
+use crate::calls::HostCall;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -316,6 +317,7 @@ impl CudaCtxView<'_> {
 
 impl HostStream for CudaCtxView<'_> {
     fn create(&mut self) -> CudaResult<Resource<StreamRes>> {
+        let _timer = self.ctx.time(HostCall::StreamCreate);
         self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
         let made = self
             .ctx
@@ -351,6 +353,7 @@ impl HostStream for CudaCtxView<'_> {
         config: LaunchConfig,
         args: Vec<Arg>,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::StreamLaunch);
         check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
         self.before_launch(&stream)?;
         loop {
@@ -378,6 +381,7 @@ impl HostStream for CudaCtxView<'_> {
         stream: Resource<StreamRes>,
         launch: Resource<BoundLaunchRes>,
     ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::StreamEnqueue);
         self.before_launch(&stream)?;
         loop {
             let routed = {
@@ -393,6 +397,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::StreamSynchronize);
         self.flush_point(&stream)?;
         let s = self.table.get_mut(&stream)?;
         let pending = std::mem::take(&mut s.pending);
@@ -433,6 +438,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn record_event(&mut self, stream: Resource<StreamRes>) -> CudaResult<Resource<EventRes>> {
+        let _timer = self.ctx.time(HostCall::StreamRecordEvent);
         self.flush_point(&stream)?;
         self.ctx.usage.add_stream_or_event(&self.ctx.limits)?;
         let made = self
@@ -454,6 +460,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn wait(&mut self, stream: Resource<StreamRes>, event: Resource<EventRes>) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::StreamWait);
         self.flush_point(&stream)?;
         let e = &self.table.get(&event)?.event;
         self.table.get(&stream)?.stream.wait(e)?;
@@ -462,6 +469,7 @@ impl HostStream for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, stream: Resource<StreamRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::StreamDrop);
         // A flush error has no synchronize left to go to: its launches are uncounted.
         self.flush(&stream)?;
         let mut s = self.table.delete(stream)?;

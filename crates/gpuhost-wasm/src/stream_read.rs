@@ -20,6 +20,7 @@
 //! `drain_into` returns). A stream or `reading` dropped midway, or a Store dropped, drops the
 //! download: its queued DMAs land in staging their fences keep alive, never in guest memory.
 
+use crate::calls::HostCall;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -248,6 +249,7 @@ async fn read_stream<T: CudaView + 'static>(
     offset: u64,
     len: u64,
 ) -> wasmtime::Result<(ReadStreamResult,)> {
+    let _timer = store.data_mut().cuda().ctx.time(HostCall::BufferReadStream);
     let started = store
         .data_mut()
         .cuda()
@@ -266,6 +268,7 @@ async fn read_stream<T: CudaView + 'static>(
 
 impl HostReading for CudaCtxView<'_> {
     async fn wait(&mut self, reading: Resource<ReadingRes>) -> CudaResult<u64> {
+        let _timer = self.ctx.time(HostCall::ReadingWait);
         let open = self.table.get(&reading)?.open.clone();
         std::future::poll_fn(|cx| lock(&open).poll_landed(cx)).await;
         let mut shared = lock(&open);
@@ -277,6 +280,7 @@ impl HostReading for CudaCtxView<'_> {
     }
 
     fn drop(&mut self, reading: Resource<ReadingRes>) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::ReadingDrop);
         self.table.delete(reading)?;
         Ok(())
     }

@@ -140,6 +140,43 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
 }
 
 #[test]
+fn each_version_has_its_warm_stores_made_when_published_and_dropped_when_swapped_out() {
+    let repo = stamp_repo("warm");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let warm = |server: &Server| {
+        server
+            .metrics()
+            .sum("gpuhost_function_warm_stores", &[("function", "stamp")])
+    };
+    // Four per device (the function runs up to 8 at once), made before any request.
+    assert!(
+        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
+        "warm Stores after the first load: {}",
+        warm(&server)
+    );
+    // Each swap publishes a version that makes its own four; if a swapped-out version kept
+    // its spares, there would be four more per swap.
+    for (i, bundle) in ["stamp-b", "stamp-a", "stamp-b"].into_iter().enumerate() {
+        repo.bundle("stamp", Some(&test_bundle(bundle)));
+        let r = server.load("stamp");
+        assert_eq!(r.status, 200, "swap {i}: {}", r.text());
+        let r = server.get("/stamp");
+        assert_eq!((r.status, r.text().as_str()), (200, stamp_of(bundle)));
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
+        "warm Stores after three swaps: {}",
+        warm(&server)
+    );
+    let m = server.metrics();
+    assert_eq!(m.sum("gpuhost_retired_versions", &[]), 0.0);
+    // Unloaded, the function keeps none.
+    let r = server.post("/v2/repository/models/stamp/unload", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(warm(&server), 0.0);
+}
+
+#[test]
 fn bad_deploys_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
     let repo = stamp_repo("bad-deploys");
     let server = Server::start(&repo.dir, &[], &[]);
