@@ -13,7 +13,11 @@
 //! up to 0.6 µs between runs); a replay issues the kernels from the GPU, about 0.9 µs apart, so
 //! its figure is much closer to the kernels' own time. Graphs are timed at poll 1024 only.
 //!
-//! Run: `cargo run --release -p conformance --example sandbox_bench -- [--json out.json]`
+//! `--ablate` adds a second table: graph replays of the sandboxed kernel with one part of the
+//! rewrite taken out by editing its PTX (`ABLATIONS`), to see which part costs GPU time. The
+//! ablated kernels are not safe; they only run here, on the benchmark's own data.
+//!
+//! Run: `cargo run --release -p conformance --example sandbox_bench -- [--json out.json] [--ablate]`
 //! (on the GPU machine: the packed binary, with `CONFORMANCE_CORPUS` pointing at corpus/).
 
 use std::error::Error;
@@ -22,7 +26,7 @@ use std::fmt::Write as _;
 use conformance::cases::CASES;
 use conformance::context::Context;
 use conformance::corpus::{Flavour, flavours_present};
-use conformance::sandboxed::{Mode, Prepared, prepare};
+use conformance::sandboxed::{Mode, Prepared, prepare, prepare_edited};
 use conformance::stream::{Event, Stream};
 use cudarc::driver::{result, sys};
 use ptxvm::sandbox::Policy;
@@ -34,8 +38,51 @@ const POLLS: [u32; 3] = [64, 1024, 16384];
 /// Index in POLLS of the interval the goal and the graph timings use.
 const GOAL_POLL: usize = 1;
 
+/// The prologue's epoch read as the rewriter prints it (polls print the same line).
+const EPOCH_READ: &str = "ld.volatile.global.u32 %__sbx_e, [%__sbx_ctl];";
+
+/// An edit of the rewritten PTX.
+type Edit = fn(&str) -> String;
+
+/// `--ablate`'s edits of the rewritten PTX: (column, edit).
+const ABLATIONS: [(&str, Edit); 3] = [
+    ("plain epoch load", |p| {
+        p.replace(EPOCH_READ, "ld.global.u32 %__sbx_e, [%__sbx_ctl];")
+    }),
+    ("no epoch load", |p| {
+        p.replace(EPOCH_READ, "mov.u32 %__sbx_e, %__sbx_epoch;")
+    }),
+    ("no entry base check", without_base_check),
+];
+
+/// The PTX with each entry's arena check (base aligned, size large enough, else report and
+/// exit) taken out: from its `setp.lt.or` on the size to the `exit` that follows.
+fn without_base_check(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    let mut rest = ptx;
+    while let Some(at) = rest.find("setp.lt.or.u64 %__sbx_p, %__sbx_size,") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        match tail.find("exit;") {
+            Some(end) => rest = &tail[end + "exit;".len()..],
+            None => {
+                rest = tail;
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
+    let ablate = std::env::args().any(|a| a == "--ablate");
+    let mut ablation_table = format!(
+        "\n| kernel | graph µs: native | sandboxed |{}\n|---|---:|---:|{}\n",
+        ABLATIONS.map(|(name, _)| format!(" {name} |")).concat(),
+        "---:|".repeat(ABLATIONS.len())
+    );
     let env = conformance::driver::env()?;
     let ctx = Context::primary(env)?;
     let stream = Stream::new(&ctx)?;
@@ -97,7 +144,35 @@ fn main() -> Result<(), Box<dyn Error>> {
                 }
             }
         }
-        drop(replays);
+        if ablate {
+            let mut all = replays.into_iter().collect::<Vec<_>>();
+            for (_, edit) in ABLATIONS {
+                let policy = Policy {
+                    poll_interval: POLLS[GOAL_POLL],
+                };
+                let p = prepare_edited(
+                    &ctx,
+                    kc,
+                    flavour,
+                    (seed, 0xff),
+                    Mode::Sandboxed,
+                    &policy,
+                    edit,
+                )?;
+                all.push(Replay::capture(&ctx, &stream, &p)?);
+            }
+            let mut samples = vec![Vec::new(); all.len()];
+            for _ in 0..ROUNDS {
+                for (r, s) in all.iter().zip(&mut samples) {
+                    s.push(r.time(&stream)?);
+                }
+            }
+            let cells: String = samples
+                .iter_mut()
+                .map(|s| format!(" {:.2} |", median(s)))
+                .collect();
+            writeln!(ablation_table, "| {} |{cells}", kc.name)?;
+        }
         // Repeated launches change in/out buffers, so answers are checked by the conformance
         // tests, not here; but no launch of a correct kernel may have been fenced.
         for p in &sandboxed {
@@ -147,6 +222,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         geo[0], geo[1], geo[2], worst.1, worst.0, graph_worst.1, graph_worst.0
     )?;
     print!("{table}");
+    if ablate {
+        print!("{ablation_table}");
+    }
     if let Some(path) = json_path {
         std::fs::write(
             path,

@@ -65,23 +65,33 @@ pub fn prepare(
     ctx: &Arc<Context>,
     kc: &KernelCase,
     flavour: Flavour,
+    seeds: (u64, u8),
+    mode: Mode,
+    policy: &Policy,
+) -> Result<Prepared> {
+    prepare_edited(ctx, kc, flavour, seeds, mode, policy, |ptx| ptx.to_owned())
+}
+
+/// [`prepare`], with the rewritten PTX passed through `edit` before it is loaded in
+/// [`Mode::Sandboxed`]: sandbox_bench's ablations (which part of the rewrite costs GPU time).
+pub fn prepare_edited(
+    ctx: &Arc<Context>,
+    kc: &KernelCase,
+    flavour: Flavour,
     (seed, poison): (u64, u8),
     mode: Mode,
     policy: &Policy,
+    edit: fn(&str) -> String,
 ) -> Result<Prepared> {
     let ptx = corpus::read_ptx(kc.file, flavour)?;
     let sbx = sandbox(&ptx, policy).map_err(|e| Error::BadCase {
         case: kc.name.into(),
         detail: format!("the sandbox refused {} [{flavour}]: {e}", kc.file),
     })?;
-    let module = Module::load_ptx(
-        ctx,
-        if mode == Mode::Sandboxed {
-            &sbx.ptx
-        } else {
-            &ptx
-        },
-    )?;
+    let module = match mode {
+        Mode::Sandboxed => Module::load_ptx(ctx, &edit(&sbx.ptx))?,
+        Mode::Native => Module::load_ptx(ctx, &ptx)?,
+    };
     let function = module.function(kc.kernel)?;
     let case = (kc.build)(&mut Rng::new(seed));
 
