@@ -146,6 +146,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         if ablate {
             let mut all = replays.into_iter().collect::<Vec<_>>();
+            // Each replay's kernels use its prepared case's module and arena: keep them alive
+            // until the replays are gone.
+            let mut ablated = Vec::with_capacity(ABLATIONS.len());
             for (_, edit) in ABLATIONS {
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
@@ -160,6 +163,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                     edit,
                 )?;
                 all.push(Replay::capture(&ctx, &stream, &p)?);
+                ablated.push(p);
             }
             let mut samples = vec![Vec::new(); all.len()];
             for _ in 0..ROUNDS {
@@ -172,6 +176,8 @@ fn main() -> Result<(), Box<dyn Error>> {
                 .map(|s| format!(" {:.2} |", median(s)))
                 .collect();
             writeln!(ablation_table, "| {} |{cells}", kc.name)?;
+            drop(all);
+            drop(ablated);
         }
         // Repeated launches change in/out buffers, so answers are checked by the conformance
         // tests, not here; but no launch of a correct kernel may have been fenced.
