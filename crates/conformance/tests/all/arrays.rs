@@ -385,7 +385,7 @@ fn htoa_and_atoh_address_the_bytes_of_a_1d_array() {
 }
 
 #[test]
-fn bad_shapes_and_destroyed_arrays_are_refused() {
+fn bad_shapes_are_refused_and_an_array_is_destroyed() {
     let _shared = shared_device();
     let Some((env, _ctx)) = bound_primary() else {
         return;
@@ -409,21 +409,8 @@ fn bad_shapes_and_destroyed_arrays_are_refused() {
         unsafe { sys::cuArrayDestroy(a) },
         CUresult::CUDA_SUCCESS,
     );
-    // SAFETY: a destroyed handle: the driver must refuse it, not touch freed state.
-    let r = unsafe { sys::cuArrayDestroy(a) };
-    steps.expect_any(
-        "second destroy",
-        r,
-        &[CUresult::CUDA_ERROR_INVALID_HANDLE, invalid],
-    );
-    let mut d = descriptor();
-    // SAFETY: valid out-pointer; a destroyed handle.
-    let r = unsafe { sys::cuArray3DGetDescriptor_v2(&mut d, a) };
-    steps.expect_any(
-        "descriptor of a destroyed array",
-        r,
-        &[CUresult::CUDA_ERROR_INVALID_HANDLE, invalid],
-    );
+    // Using the handle after its destroy crashes NVIDIA's driver (a pointer there);
+    // softcuda's own tests check that it refuses it (images::a_destroyed_array_...).
     steps.finish(&env.choice.kind.to_string());
 }
 

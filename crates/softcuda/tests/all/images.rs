@@ -8,7 +8,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 use softcuda::exports::*;
 
-use crate::common::{fresh_primary, in_child, ok};
+use crate::common::{fresh_primary, in_child, ok, serial};
 
 /// `probe(u64 tex, u64 surf, u32 x)`: a 1D texture read, then a 4-byte `.trap` surface store at
 /// byte x of row x; `probe_zero` stores x with `.zero` at byte x of row x / 4.
@@ -218,4 +218,33 @@ fn a_zero_mode_surface_store_outside_the_surface_is_dropped() {
             assert_eq!(back, want);
         },
     );
+}
+
+#[test]
+fn a_destroyed_array_is_a_stale_handle_to_every_call() {
+    // NVIDIA's array handles are pointers, and using one after cuArrayDestroy crashes its
+    // driver (conformance cannot compare this); softcuda checks every handle.
+    let _g = serial();
+    fresh_primary();
+    let desc = softcuda_array_desc(4, 4, 0);
+    let mut array: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid descriptor and out-pointer.
+    ok(unsafe { cuArray3DCreate_v2(&mut array, (&raw const desc).cast()) });
+    // SAFETY: a live array, destroyed once.
+    ok(unsafe { cuArrayDestroy(array.cast()) });
+    // SAFETY: the stale handle is the behaviour under test.
+    let again = unsafe { cuArrayDestroy(array.cast()) };
+    assert_eq!(
+        again,
+        CUresult::CUDA_ERROR_INVALID_HANDLE,
+        "a second destroy"
+    );
+    let mut d = softcuda_array_desc(0, 0, 0);
+    // SAFETY: valid out-pointer; the stale handle is the behaviour under test.
+    let r = unsafe { cuArray3DGetDescriptor_v2((&raw mut d).cast(), array.cast()) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_HANDLE, "its descriptor");
+    let mut back = [0u32; 16];
+    // SAFETY: 64 writable bytes; the stale handle is the behaviour under test.
+    let r = unsafe { cuMemcpyAtoH_v2(back.as_mut_ptr().cast(), array.cast(), 0, 64) };
+    assert_eq!(r, CUresult::CUDA_ERROR_INVALID_HANDLE, "a copy out of it");
 }
