@@ -14,7 +14,7 @@
 //!
 //! The thread spins (yielding, with bounded backoff) while events are pending, for low completion
 //! latency, and parks on a condvar when idle; handing it work costs a futex wake only when it is
-//! parked. While some poll spins on a launch (below), it yields only every few passes. Executor threads never block on the device; there is no spawn_blocking per launch.
+//! parked. Executor threads never block on the device; there is no spawn_blocking per launch.
 //!
 //! Spin before parking: a poll that finds its launch unfinished watches it for a short budget
 //! ([`Host::set_await_spin`]) before returning Pending. A launch that ends within the budget then
@@ -29,6 +29,13 @@
 //! 10.4 (raw launch + sync 8.8), cuEventQuery from every spinning executor thread contending
 //! with the driver, and the parallel gpuhost-wasm suite stalled, as the completion thread then
 //! had to wait for polls inside the driver before it could recycle an event.
+//!
+//! Measured on the H200 (bench/h200-runs/2026-12-01-s8/, `gpuhost bench`'s await table): raw
+//! launch + cuEventRecord + a tight cuEventQuery loop on the caller's thread takes what raw
+//! launch + cuStreamSynchronize takes (8.63 against 8.61 µs), so the event costs nothing; the
+//! ~1.9 µs `.await` adds is the hand-off through this thread. Letting this thread skip its
+//! `yield_now` while a poll spins (tried in bc8be74) did not change it (10.44–10.57 µs against
+//! 10.41), and was reverted.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -155,13 +162,8 @@ impl Future for Completion {
             self.stream.flush();
         }
         let budget = self.stream.await_spin();
-        if !budget.is_zero() {
-            SPINNING_POLLS.fetch_add(1, Ordering::Relaxed);
-            let finished = spin_until_finished(&self.cell, budget);
-            SPINNING_POLLS.fetch_sub(1, Ordering::Relaxed);
-            if finished {
-                return Poll::Ready(self.cell.result());
-            }
+        if !budget.is_zero() && spin_until_finished(&self.cell, budget) {
+            return Poll::Ready(self.cell.result());
         }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
         // Checked under the lock `finish` takes: either it finished (we return), or it will wake
@@ -195,16 +197,6 @@ fn spin_until_finished(cell: &BatchOutcome, budget: Duration) -> bool {
         std::thread::yield_now();
     }
 }
-
-/// Polls spinning in `spin_until_finished` now, in every host: while one is, the completion
-/// thread gives up its core less often, so the launch it watches is seen done sooner (a
-/// `yield_now` per pass made a pass about twice as long as its cuEventQuery).
-static SPINNING_POLLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Passes the completion thread makes between yields while a poll spins (each pass is one
-/// cuCtxGetId and one cuEventQuery per pending batch; it still yields now and then, for a
-/// machine whose cores are all busy).
-const PASSES_PER_YIELD_WHILE_WATCHED: u32 = 16;
 
 /// The default of [`Host::set_await_spin`], in nanoseconds (see the module header).
 pub(crate) const DEFAULT_AWAIT_SPIN_NS: u64 = 10_000;
@@ -459,7 +451,6 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
     let mut watched: Vec<Watched> = Vec::new();
     let mut last_watch = Instant::now();
     let mut quiet_rounds = 0u32;
-    let mut passes = 0u32;
     loop {
         let mut progressed = false;
         let settled = pending.is_empty() && quiet_rounds >= IDLE_SPIN_ROUNDS;
@@ -525,14 +516,8 @@ fn run(host: Arc<Host>, c: Arc<Shared>) {
         } else {
             quiet_rounds.saturating_add(1)
         };
-        passes = passes.wrapping_add(1);
         if !pending.is_empty() && quiet_rounds >= SPIN_ROUNDS {
             std::thread::sleep(BACKOFF);
-        } else if !pending.is_empty()
-            && SPINNING_POLLS.load(Ordering::Relaxed) > 0
-            && !passes.is_multiple_of(PASSES_PER_YIELD_WHILE_WATCHED)
-        {
-            std::hint::spin_loop();
         } else {
             std::thread::yield_now();
         }
