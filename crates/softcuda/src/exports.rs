@@ -26,6 +26,7 @@ use crate::{
 
 mod common;
 mod graph;
+mod graph_edit;
 mod graph_nodes;
 mod images;
 mod library;

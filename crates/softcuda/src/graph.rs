@@ -274,6 +274,100 @@ pub(crate) fn add_dependencies(graph_handle: u64, from: &[u64], to: &[u64]) -> C
     Ok(())
 }
 
+/// Whether node removal and edge removal are refused: cuGraphDestroyNode and
+/// cuGraphRemoveDependencies document that a graph holding allocation or free nodes cannot be
+/// edited so (the error is not named; softcuda answers NOT_SUPPORTED, as NVIDIA's driver 580
+/// does for the other memory-node restrictions). Keeps `graph_mem`'s pairing of each free
+/// node with its allocation intact.
+fn check_editable(nodes: &[Node]) -> CuResult<()> {
+    if has_memory_nodes(nodes) {
+        return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+    }
+    Ok(())
+}
+
+/// cuGraphDestroyNode: removes the node and every edge to or from it; a child-graph node's
+/// graph goes with it.
+pub(crate) fn destroy_node(node: u64) -> CuResult<()> {
+    let (g, _) = locate(node)?;
+    let mut nodes = lock(&g.nodes);
+    check_editable(&nodes)?;
+    let at = nodes
+        .iter()
+        .position(|n| n.handle == node)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    let gone = nodes.remove(at);
+    for n in nodes.iter_mut() {
+        n.deps.retain(|d| *d != node);
+    }
+    drop(nodes);
+    NODES.remove(node);
+    if let NodeKind::Child(child) = gone.kind
+        && let Some(c) = GRAPHS.remove(child)
+    {
+        forget(&c);
+    }
+    Ok(())
+}
+
+/// cuGraphRemoveDependencies: removes the edges `from[i]` → `to[i]`; an edge that is not there
+/// (or a node of another graph) is `CUDA_ERROR_INVALID_VALUE`, and then no edge is removed.
+pub(crate) fn remove_dependencies(graph_handle: u64, from: &[u64], to: &[u64]) -> CuResult<()> {
+    let g = graph(graph_handle)?;
+    let mut nodes = lock(&g.nodes);
+    if from.is_empty() {
+        return Ok(());
+    }
+    check_editable(&nodes)?;
+    let mut next = nodes.clone();
+    for (&a, &b) in from.iter().zip(to) {
+        let target = next
+            .iter_mut()
+            .find(|n| n.handle == b)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let at = target
+            .deps
+            .iter()
+            .position(|d| *d == a)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        target.deps.remove(at);
+    }
+    *nodes = next;
+    Ok(())
+}
+
+/// cuGraphNodeGetDependencies: the nodes `node` depends on, in the order the edges were made.
+pub(crate) fn dependencies(node: u64) -> CuResult<Vec<u64>> {
+    let (g, _) = locate(node)?;
+    let nodes = lock(&g.nodes);
+    nodes
+        .iter()
+        .find(|n| n.handle == node)
+        .map(|n| n.deps.clone())
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)
+}
+
+/// cuGraphNodeGetDependentNodes: the nodes that depend on `node`, in creation order.
+pub(crate) fn dependents(node: u64) -> CuResult<Vec<u64>> {
+    let (g, _) = locate(node)?;
+    let nodes = lock(&g.nodes);
+    Ok(nodes
+        .iter()
+        .filter(|n| n.deps.contains(&node))
+        .map(|n| n.handle)
+        .collect())
+}
+
+/// cuGraphGetEdges: every edge as (from, to), by the dependent's creation order.
+pub(crate) fn edges(graph_handle: u64) -> CuResult<Vec<(u64, u64)>> {
+    let g = graph(graph_handle)?;
+    let nodes = lock(&g.nodes);
+    Ok(nodes
+        .iter()
+        .flat_map(|n| n.deps.iter().map(|d| (*d, n.handle)))
+        .collect())
+}
+
 /// cuGraphKernelNodeSetParams, cuGraphMemcpyNodeSetParams: replaces what a node does by work of
 /// the same node type.
 pub(crate) fn set_params(node: u64, kind: NodeKind) -> CuResult<()> {
@@ -547,6 +641,26 @@ mod tests {
             node_type(copied[0]),
             Err(CUresult::CUDA_ERROR_INVALID_VALUE)
         );
+    }
+
+    #[test]
+    fn a_destroyed_node_handle_and_its_child_graph_are_unknown_afterwards() {
+        crate::driver::init(0).unwrap();
+        let inner = create(0).unwrap();
+        add_node(inner, &[], NodeKind::Empty).unwrap();
+        let g = create(0).unwrap();
+        let first = add_node(g, &[], NodeKind::Empty).unwrap();
+        let child = add_child(g, &[first], inner).unwrap();
+        let owned = child_graph(child).unwrap();
+        let last = add_node(g, &[child], NodeKind::Empty).unwrap();
+        destroy_node(child).unwrap();
+        assert_eq!(node_type(child), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(destroy_node(child), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(nodes(owned), Err(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert_eq!(dependencies(last).unwrap(), Vec::<u64>::new());
+        assert_eq!(dependents(first).unwrap(), Vec::<u64>::new());
+        destroy(g).unwrap();
+        destroy(inner).unwrap();
     }
 
     #[test]

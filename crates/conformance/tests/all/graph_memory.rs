@@ -56,7 +56,7 @@ fn add_free(
 
 /// A graph of one `bytes`-byte allocation on the context's device and its free: (graph,
 /// address, alloc node, free node).
-fn alloc_then_free(
+pub(crate) fn alloc_then_free(
     ctx: &Context,
     bytes: usize,
     steps: &mut Steps,

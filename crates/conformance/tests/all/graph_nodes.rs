@@ -681,19 +681,23 @@ fn get_proc_address_finds_every_hand_built_node_call_at_cuda_13() {
         "cuGraphMemcpyNodeSetParams",
         "cuGraphExecMemcpyNodeSetParams",
     ] {
-        let symbol = std::ffi::CString::new(name).expect("no NUL");
-        let mut pfn: *mut c_void = std::ptr::null_mut();
-        let mut status = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        // SAFETY: valid out-pointers and a NUL-terminated name.
-        let r =
-            unsafe { sys::cuGetProcAddress_v2(symbol.as_ptr(), &mut pfn, 13000, 0, &mut status) };
-        steps.check(
-            &format!("cuGetProcAddress_v2({name}, 13000)"),
-            r == CUresult::CUDA_SUCCESS && !pfn.is_null(),
-            || format!("{r:?}, {status:?}"),
-        );
+        expect_found_at_cuda_13(&mut steps, name);
     }
     steps.finish(&env.choice.kind.to_string());
+}
+
+/// Checks that cuGetProcAddress_v2 finds base name `name` for a CUDA 13 caller.
+pub(crate) fn expect_found_at_cuda_13(steps: &mut Steps, name: &str) {
+    let symbol = std::ffi::CString::new(name).expect("no NUL");
+    let mut pfn: *mut c_void = std::ptr::null_mut();
+    let mut status = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    // SAFETY: valid out-pointers and a NUL-terminated name.
+    let r = unsafe { sys::cuGetProcAddress_v2(symbol.as_ptr(), &mut pfn, 13000, 0, &mut status) };
+    steps.check(
+        &format!("cuGetProcAddress_v2({name}, 13000)"),
+        r == CUresult::CUDA_SUCCESS && !pfn.is_null(),
+        || format!("{r:?}, {status:?}"),
+    );
 }
 
 #[test]

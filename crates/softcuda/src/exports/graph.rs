@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{
     CUDA_HOST_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS, CUDA_MEMSET_NODE_PARAMS, CUcontext, CUevent,
-    CUresult, CUstream,
+    CUgraphEdgeData, CUresult, CUstream,
 };
 
 use super::handle_value;
@@ -244,11 +244,11 @@ exports! {
         graph::add_dependencies(handle_value(hGraph), &from, &to)
     }
 
-    /// [`cuGraphAddDependencies`] with edge data (CUDA 12.3): only default edges (NULL data).
-    fn cuGraphAddDependencies_v2(hGraph: Graph, from: *const Node, to: *const Node, edgeData: *const c_void, n: usize) {
-        if !edgeData.is_null() {
-            return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
-        }
+    /// [`cuGraphAddDependencies`] with edge data (CUDA 12.3): default edges only (NULL or
+    /// zeroed data).
+    fn cuGraphAddDependencies_v2(hGraph: Graph, from: *const Node, to: *const Node, edgeData: *const CUgraphEdgeData, n: usize) {
+        // SAFETY: `edgeData` is NULL or holds `n` entries (cuda.h): default_edges's contract.
+        unsafe { super::graph_edit::default_edges(edgeData, n) }?;
         // SAFETY: `from` and `to` are NULL or hold `n` handles each (cuda.h): node_list's contract.
         let (from, to) = unsafe { (node_list(from, n)?, node_list(to, n)?) };
         graph::add_dependencies(handle_value(hGraph), &from, &to)
