@@ -142,6 +142,9 @@ struct Owner {
 /// came from (parameter updates name that node).
 pub(crate) struct Exec {
     nodes: Mutex<Vec<Node>>,
+    /// Each child-graph node inlined (nested ones too): its graph's nodes in creation order,
+    /// as instantiated (cuGraphExecChildGraphNodeSetParams matches a new graph against them).
+    children: HashMap<u64, Vec<Node>>,
     _instance: Option<Instance>,
 }
 
@@ -414,9 +417,11 @@ pub(crate) fn instantiate(graph_handle: u64, flags: u64) -> CuResult<u64> {
     let g = graph(graph_handle)?;
     let nodes = lock(&g.nodes).clone();
     let mut flat = Vec::with_capacity(nodes.len());
+    let mut children = HashMap::new();
     inline(
         order(&nodes).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?,
         &mut flat,
+        &mut children,
     )?;
     let instance = if has_memory_nodes(&nodes) {
         // "Only one instantiation of the graph may exist at any point in time." The code for
@@ -432,14 +437,20 @@ pub(crate) fn instantiate(graph_handle: u64, flags: u64) -> CuResult<u64> {
         .insert_with(|_| {
             Arc::new(Exec {
                 nodes: Mutex::new(flat),
+                children,
                 _instance: instance,
             })
         })
         .0)
 }
 
-/// Appends `ordered` to `out`, each child-graph node replaced by its graph's nodes in order.
-fn inline(ordered: Vec<Node>, out: &mut Vec<Node>) -> CuResult<()> {
+/// Appends `ordered` to `out`, each child-graph node replaced by its graph's nodes in order
+/// (and recorded in `children`).
+fn inline(
+    ordered: Vec<Node>,
+    out: &mut Vec<Node>,
+    children: &mut HashMap<u64, Vec<Node>>,
+) -> CuResult<()> {
     for n in ordered {
         match n.kind {
             NodeKind::Child(child) => {
@@ -448,7 +459,9 @@ fn inline(ordered: Vec<Node>, out: &mut Vec<Node>) -> CuResult<()> {
                 inline(
                     order(&nodes).ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?,
                     out,
+                    children,
                 )?;
+                children.insert(n.handle, nodes);
             }
             _ => out.push(n),
         }
@@ -559,11 +572,82 @@ pub(crate) fn exec_set_kernel_params(handle: u64, node: u64, packed: Packed) -> 
     let NodeKind::Kernel(old) = &n.kind else {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     };
+    same_context(old, &packed)?;
+    n.kind = NodeKind::Kernel(packed);
+    Ok(())
+}
+
+/// An executable graph's kernel may change its launch but not its context.
+fn same_context(old: &Packed, new: &Packed) -> CuResult<()> {
     let ctx_of = |f| crate::module::get_function(f).map(|f| f.module.ctx_id);
-    if ctx_of(old.function)? != ctx_of(packed.function)? {
+    if ctx_of(old.function)? != ctx_of(new.function)? {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    n.kind = NodeKind::Kernel(packed);
+    Ok(())
+}
+
+/// cuGraphExecChildGraphNodeSetParams: later launches of the executable graph run the nodes
+/// made from child-graph node `node` with the work of graph `child`'s nodes. `child` must have
+/// the node's graph's shape: as many nodes, in the same creation order, of the same types,
+/// with the same edges (by position), recursively through nested child graphs; anything else
+/// is `CUDA_ERROR_INVALID_VALUE`, the one code cuda.h names, and nothing changes.
+pub(crate) fn exec_set_child(handle: u64, node: u64, child: u64) -> CuResult<()> {
+    let e = exec(handle)?;
+    let new = lock(&graph(child)?.nodes).clone();
+    let mut updates = Vec::new();
+    match_child(&e.children, node, &new, &mut updates)?;
+    let mut nodes = lock(&e.nodes);
+    for (h, kind) in &updates {
+        match (nodes.iter().find(|n| n.handle == *h).map(|n| &n.kind), kind) {
+            (Some(NodeKind::Kernel(old)), NodeKind::Kernel(new)) => same_context(old, new)?,
+            (Some(_), _) => {}
+            (None, _) => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+        }
+    }
+    for (h, kind) in updates {
+        if let Some(n) = nodes.iter_mut().find(|n| n.handle == h) {
+            n.kind = kind;
+        }
+    }
+    Ok(())
+}
+
+/// Pairs the instantiated nodes of child-graph node `node` with `new`'s nodes (see
+/// [`exec_set_child`]), collecting (instantiated node, new work).
+fn match_child(
+    children: &HashMap<u64, Vec<Node>>,
+    node: u64,
+    new: &[Node],
+    out: &mut Vec<(u64, NodeKind)>,
+) -> CuResult<()> {
+    let old = children
+        .get(&node)
+        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if old.len() != new.len() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    let positions = |list: &[Node], deps: &[u64]| {
+        let mut at: Vec<Option<usize>> = deps
+            .iter()
+            .map(|d| list.iter().position(|n| n.handle == *d))
+            .collect();
+        at.sort_unstable();
+        at
+    };
+    for (o, n) in old.iter().zip(new) {
+        if o.kind.type_code() != n.kind.type_code()
+            || positions(old, &o.deps) != positions(new, &n.deps)
+        {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        match &n.kind {
+            NodeKind::Child(g) => {
+                let inner = lock(&graph(*g)?.nodes).clone();
+                match_child(children, o.handle, &inner, out)?;
+            }
+            k => out.push((o.handle, k.clone())),
+        }
+    }
     Ok(())
 }
 

@@ -254,6 +254,7 @@ const INTRODUCED: &[(&str, i32)] = &[
     ("cuGraphInstantiateWithFlags", 11040),
     ("cuGraphAddChildGraphNode", 10000),
     ("cuGraphChildGraphNodeGetGraph", 10000),
+    ("cuGraphExecChildGraphNodeSetParams", 11010),
     ("cuGraphClone", 10000),
     ("cuGraphAddMemcpyNode", 10000),
     ("cuGraphMemcpyNodeGetParams", 10000),

@@ -7,14 +7,18 @@
 //! that crashes (softcuda's own tests check those answers).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use conformance::context::Context;
 use conformance::driver::exclusive_device;
+use conformance::memory::DeviceBuffer;
 use conformance::stream::Stream;
 use cudarc::driver::sys::{self, CUresult};
 
 use crate::graph_memory::alloc_then_free;
-use crate::graph_nodes::{destroy, expect_found_at_cuda_13, instantiate, new_graph, nodes, run};
+use crate::graph_nodes::{
+    add_child, add_fill, destroy, expect_found_at_cuda_13, instantiate, new_graph, nodes, run,
+};
 use crate::support::{Steps, env_or_skip};
 
 type N = sys::CUgraphNode;
@@ -79,16 +83,16 @@ fn set(nodes: &[N]) -> HashSet<usize> {
     nodes.iter().map(|n| *n as usize).collect()
 }
 
-/// Runs `body` alone on the device with a new graph (destroyed afterwards), a stream and the
-/// steps it records.
-fn with_graph(body: impl FnOnce(&mut Steps, sys::CUgraph, &Stream)) {
+/// Runs `body` alone on the device with a new graph (destroyed afterwards), the context, a
+/// stream and the steps it records.
+fn with_graph(body: impl FnOnce(&mut Steps, sys::CUgraph, &Arc<Context>, &Stream)) {
     let _alone = exclusive_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let s = Stream::new(&ctx).expect("stream");
     let mut steps = Steps::default();
     let g = new_graph();
-    body(&mut steps, g, &s);
+    body(&mut steps, g, &ctx, &s);
     destroy(std::ptr::null_mut(), g);
     steps.finish(&env.choice.kind.to_string());
 }
@@ -96,7 +100,7 @@ fn with_graph(body: impl FnOnce(&mut Steps, sys::CUgraph, &Stream)) {
 #[test]
 fn destroy_node_removes_the_node_and_every_edge_to_or_from_it() {
     // a → b → c, and a → c.
-    with_graph(|steps, g, s| {
+    with_graph(|steps, g, _, s| {
         let a = add_empty(g, &[]);
         let b = add_empty(g, &[a]);
         let c = add_empty(g, &[a, b]);
@@ -129,7 +133,7 @@ fn destroy_node_removes_the_node_and_every_edge_to_or_from_it() {
 
 #[test]
 fn remove_dependencies_removes_only_the_named_edges_and_refuses_one_not_there() {
-    with_graph(|steps, g, _s| {
+    with_graph(|steps, g, _, _s| {
         let a = add_empty(g, &[]);
         let b = add_empty(g, &[]);
         let c = add_empty(g, &[a, b]);
@@ -166,7 +170,7 @@ fn remove_dependencies_removes_only_the_named_edges_and_refuses_one_not_there() 
 
 #[test]
 fn dependency_queries_count_with_null_then_fill_and_null_pad_the_rest() {
-    with_graph(|steps, g, _s| {
+    with_graph(|steps, g, _, _s| {
         let a = add_empty(g, &[]);
         let b = add_empty(g, &[]);
         let c = add_empty(g, &[a, b]);
@@ -226,7 +230,7 @@ fn dependency_queries_count_with_null_then_fill_and_null_pad_the_rest() {
 
 #[test]
 fn edge_data_forms_report_default_edges_and_remove_with_null_or_zeroed_data() {
-    with_graph(|steps, g, _s| {
+    with_graph(|steps, g, _, _s| {
         let a = add_empty(g, &[]);
         let b = add_empty(g, &[a]);
         let c = add_empty(g, &[a]);
@@ -344,8 +348,144 @@ fn get_proc_address_finds_every_graph_edit_call_at_cuda_13() {
         "cuGraphNodeGetDependencies",
         "cuGraphNodeGetDependentNodes",
         "cuGraphGetEdges",
+        "cuGraphExecChildGraphNodeSetParams",
     ] {
         expect_found_at_cuda_13(&mut steps, name);
     }
     steps.finish(&env.choice.kind.to_string());
+}
+
+const WORDS: usize = 16;
+
+/// The buffer's 32-bit words, each `want`.
+fn all_words(b: &DeviceBuffer, want: u32) -> bool {
+    b.to_vec()
+        .expect("read back")
+        .chunks_exact(4)
+        .all(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) == want)
+}
+
+fn set_child(exec: sys::CUgraphExec, node: N, child: sys::CUgraph) -> CUresult {
+    // SAFETY: live handles; the driver validates that `node` is a child-graph node of the
+    // executable graph's graph.
+    unsafe { sys::cuGraphExecChildGraphNodeSetParams(exec, node, child) }
+}
+
+/// A graph of `values.len()` fills of `dst`, each after the one before.
+fn fills(dst: sys::CUdeviceptr, values: &[u32], ctx: &Context) -> sys::CUgraph {
+    let g = new_graph();
+    let mut last: Vec<N> = Vec::new();
+    for v in values {
+        let (r, n) = add_fill(g, &last, dst, *v, WORDS, ctx);
+        assert_eq!(r, CUresult::CUDA_SUCCESS, "cuGraphAddMemsetNode");
+        last = vec![n];
+    }
+    g
+}
+
+/// A zeroed buffer `y`, a graph filling it with 7 then 1, and a child-graph node of that graph
+/// in `parent`.
+fn child_of_two_fills(
+    steps: &mut Steps,
+    parent: sys::CUgraph,
+    ctx: &Arc<Context>,
+) -> (DeviceBuffer, sys::CUgraph, N) {
+    let y = DeviceBuffer::alloc(ctx, WORDS * 4).expect("y");
+    y.fill(0).expect("clear");
+    let child = fills(y.ptr(), &[7, 1], ctx);
+    let (r, node) = add_child(parent, child);
+    steps.expect("child-graph node", r, CUresult::CUDA_SUCCESS);
+    (y, child, node)
+}
+
+#[test]
+fn exec_child_graph_set_params_changes_later_launches_and_not_the_graph() {
+    with_graph(|steps, parent, ctx, s| {
+        let (y, child, node) = child_of_two_fills(steps, parent, ctx);
+        let (r, exec) = instantiate(parent);
+        steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
+        steps.expect("first launch", run(exec, s), CUresult::CUDA_SUCCESS);
+        steps.check("the child wrote 1", all_words(&y, 1), || "y".into());
+        let update = fills(y.ptr(), &[7, 2], ctx);
+        steps.expect(
+            "cuGraphExecChildGraphNodeSetParams, same shape",
+            set_child(exec, node, update),
+            CUresult::CUDA_SUCCESS,
+        );
+        steps.expect(
+            "launch after the update",
+            run(exec, s),
+            CUresult::CUDA_SUCCESS,
+        );
+        steps.check("the updated child wrote 2", all_words(&y, 2), || "y".into());
+        // The node itself is unchanged: a new instantiation of the parent writes 1 again.
+        let (r, again) = instantiate(parent);
+        steps.expect("instantiate again", r, CUresult::CUDA_SUCCESS);
+        steps.expect("launch the new one", run(again, s), CUresult::CUDA_SUCCESS);
+        steps.check("the graph's node still writes 1", all_words(&y, 1), || {
+            "y".into()
+        });
+        destroy(again, update);
+        destroy(exec, child);
+    });
+}
+
+#[test]
+fn exec_child_graph_set_params_refuses_a_graph_of_another_shape_and_a_node_that_is_no_child() {
+    with_graph(|steps, parent, ctx, s| {
+        let (y, child, node) = child_of_two_fills(steps, parent, ctx);
+        let (r, own) = add_fill(parent, &[node], y.ptr(), 3, WORDS, ctx);
+        steps.expect("a fill after it", r, CUresult::CUDA_SUCCESS);
+        let (r, exec) = instantiate(parent);
+        steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
+        // cuda.h names INVALID_VALUE only; cuGraphExecUpdate's failures are
+        // GRAPH_EXEC_UPDATE_FAILURE, so a shape mismatch may answer either.
+        let mismatch = [
+            CUresult::CUDA_ERROR_INVALID_VALUE,
+            CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+        ];
+        let fewer = fills(y.ptr(), &[2], ctx);
+        steps.expect_any(
+            "one node where there were two",
+            set_child(exec, node, fewer),
+            &mismatch,
+        );
+        let unordered = new_graph();
+        for v in [7, 2] {
+            let (r, _) = add_fill(unordered, &[], y.ptr(), v, WORDS, ctx);
+            steps.expect("fill without an edge", r, CUresult::CUDA_SUCCESS);
+        }
+        steps.expect_any(
+            "the edge missing",
+            set_child(exec, node, unordered),
+            &mismatch,
+        );
+        let other_type = new_graph();
+        let first = add_empty(other_type, &[]);
+        let (r, _) = add_fill(other_type, &[first], y.ptr(), 2, WORDS, ctx);
+        steps.expect("fill after an empty node", r, CUresult::CUDA_SUCCESS);
+        steps.expect_any(
+            "an empty node where a fill was",
+            set_child(exec, node, other_type),
+            &mismatch,
+        );
+        let same = fills(y.ptr(), &[7, 2], ctx);
+        steps.expect(
+            "a memset node given as the child-graph node",
+            set_child(exec, own, same),
+            CUresult::CUDA_ERROR_INVALID_VALUE,
+        );
+        steps.expect(
+            "launch after the refusals",
+            run(exec, s),
+            CUresult::CUDA_SUCCESS,
+        );
+        steps.check("the fill after the child wrote 3", all_words(&y, 3), || {
+            "y".into()
+        });
+        for g in [fewer, unordered, other_type, same] {
+            destroy(std::ptr::null_mut(), g);
+        }
+        destroy(exec, child);
+    });
 }

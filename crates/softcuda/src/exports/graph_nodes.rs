@@ -174,6 +174,12 @@ exports! {
         unsafe { abi::write(phGraph, p(child)) }
     }
 
+    /// Gives an executable graph's child-graph node the work of `childGraph`'s nodes (same
+    /// shape) for later launches.
+    fn cuGraphExecChildGraphNodeSetParams(hGraphExec: Exec, hNode: Node, childGraph: Graph) {
+        graph::exec_set_child(handle_value(hGraphExec), handle_value(hNode), handle_value(childGraph))
+    }
+
     /// A copy of a graph (not of one with memory nodes).
     fn cuGraphClone(phGraphClone: *mut Graph, originalGraph: Graph) {
         if phGraphClone.is_null() {
