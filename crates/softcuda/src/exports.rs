@@ -27,6 +27,7 @@ use crate::{
 mod common;
 mod graph;
 mod graph_edit;
+mod graph_generic;
 mod graph_nodes;
 mod images;
 mod library;
@@ -38,6 +39,8 @@ mod pool_calls;
 mod unsupported;
 pub use common::*;
 pub use graph::*;
+pub use graph_edit::*;
+pub use graph_generic::*;
 pub use graph_nodes::*;
 pub use images::*;
 pub use library::*;

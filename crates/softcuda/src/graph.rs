@@ -59,13 +59,13 @@ pub(crate) const TYPE_KERNEL: u32 = 0;
 pub(crate) const TYPE_MEMCPY: u32 = 1;
 pub(crate) const TYPE_MEMSET: u32 = 2;
 pub(crate) const TYPE_HOST: u32 = 3;
-const TYPE_GRAPH: u32 = 4;
+pub(crate) const TYPE_GRAPH: u32 = 4;
 pub(crate) const TYPE_MEM_ALLOC: u32 = 10;
 pub(crate) const TYPE_MEM_FREE: u32 = 11;
 pub(crate) const TYPE_MEM_OP: u32 = 12;
-const TYPE_EMPTY: u32 = 5;
-const TYPE_WAIT_EVENT: u32 = 6;
-const TYPE_EVENT_RECORD: u32 = 7;
+pub(crate) const TYPE_EMPTY: u32 = 5;
+pub(crate) const TYPE_WAIT_EVENT: u32 = 6;
+pub(crate) const TYPE_EVENT_RECORD: u32 = 7;
 
 impl NodeKind {
     pub(crate) fn type_code(&self) -> u32 {

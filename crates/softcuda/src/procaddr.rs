@@ -128,6 +128,8 @@ const VARIANTS: &[(&str, i32, &str)] = &[
     ("cuStreamGetCaptureInfo", 11030, "cuStreamGetCaptureInfo_v2"),
     ("cuStreamGetCaptureInfo", 12030, "cuStreamGetCaptureInfo_v3"),
     ("cuGraphInstantiate", 10000, "cuGraphInstantiate"),
+    ("cuGraphAddNode", 12020, "cuGraphAddNode"),
+    ("cuGraphAddNode", 12030, "cuGraphAddNode_v2"),
     ("cuGraphAddDependencies", 10000, "cuGraphAddDependencies"),
     ("cuGraphAddDependencies", 12030, "cuGraphAddDependencies_v2"),
     (
@@ -250,6 +252,8 @@ const INTRODUCED: &[(&str, i32)] = &[
     ("cuGraphUpload", 11010),
     ("cuGraphDestroy", 10000),
     ("cuGraphDestroyNode", 10000),
+    ("cuGraphNodeSetParams", 12020),
+    ("cuGraphExecNodeSetParams", 12020),
     ("cuGraphExecDestroy", 10000),
     ("cuGraphInstantiateWithFlags", 11040),
     ("cuGraphAddChildGraphNode", 10000),

@@ -7,19 +7,24 @@
 //! that crashes (softcuda's own tests check those answers).
 
 use std::collections::HashSet;
+use std::ffi::c_void;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use conformance::context::Context;
 use conformance::driver::exclusive_device;
 use conformance::memory::DeviceBuffer;
+use conformance::module::Module;
 use conformance::stream::Stream;
 use cudarc::driver::sys::{self, CUresult};
 
-use crate::graph_memory::alloc_then_free;
+use crate::graph_memory::{alloc_params, alloc_then_free};
 use crate::graph_nodes::{
-    add_child, add_fill, destroy, expect_found_at_cuda_13, instantiate, new_graph, nodes, run,
+    Side, add_child, add_fill, copy_params, destroy, expect_found_at_cuda_13, instantiate,
+    new_graph, nodes, run,
 };
-use crate::support::{Steps, env_or_skip};
+use crate::graphs::{N as N_WORDS, SaxpyArgs};
+use crate::support::{Steps, clang_ptx, env_or_skip};
 
 type N = sys::CUgraphNode;
 
@@ -84,16 +89,18 @@ fn set(nodes: &[N]) -> HashSet<usize> {
 }
 
 /// Runs `body` alone on the device with a new graph (destroyed afterwards), the context, a
-/// stream and the steps it records.
-fn with_graph(body: impl FnOnce(&mut Steps, sys::CUgraph, &Arc<Context>, &Stream)) {
+/// stream and the steps it records; what `body` returns (a module its nodes use) is dropped
+/// after the graph.
+fn with_graph<R>(body: impl FnOnce(&mut Steps, sys::CUgraph, &Arc<Context>, &Stream) -> R) {
     let _alone = exclusive_device();
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain");
     let s = Stream::new(&ctx).expect("stream");
     let mut steps = Steps::default();
     let g = new_graph();
-    body(&mut steps, g, &ctx, &s);
+    let keep = body(&mut steps, g, &ctx, &s);
     destroy(std::ptr::null_mut(), g);
+    drop(keep);
     steps.finish(&env.choice.kind.to_string());
 }
 
@@ -349,6 +356,9 @@ fn get_proc_address_finds_every_graph_edit_call_at_cuda_13() {
         "cuGraphNodeGetDependentNodes",
         "cuGraphGetEdges",
         "cuGraphExecChildGraphNodeSetParams",
+        "cuGraphAddNode",
+        "cuGraphNodeSetParams",
+        "cuGraphExecNodeSetParams",
     ] {
         expect_found_at_cuda_13(&mut steps, name);
     }
@@ -487,5 +497,270 @@ fn exec_child_graph_set_params_refuses_a_graph_of_another_shape_and_a_node_that_
             destroy(std::ptr::null_mut(), g);
         }
         destroy(exec, child);
+    });
+}
+
+/// A `CUgraphNodeParams` of node type `kind`, its union member set by `fill`.
+fn generic(
+    kind: sys::CUgraphNodeType,
+    fill: impl FnOnce(&mut sys::CUgraphNodeParams_st__bindgen_ty_1),
+) -> sys::CUgraphNodeParams {
+    // SAFETY: an all-zero CUgraphNodeParams is plain data (NULL pointers, zero sizes, type 0).
+    let mut p: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+    p.type_ = kind;
+    fill(&mut p.__bindgen_anon_1);
+    p
+}
+
+/// cuGraphAddNode after `deps`.
+fn add_generic(g: sys::CUgraph, deps: &[N], p: &mut sys::CUgraphNodeParams) -> (CUresult, N) {
+    let mut n: N = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; `deps` holds its length of nodes; `p` and what it points to
+    // outlive the call.
+    let r = unsafe { sys::cuGraphAddNode(&mut n, g, deps.as_ptr(), deps.len(), p) };
+    (r, n)
+}
+
+static HOST_CALLS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn count_call(_: *mut c_void) {
+    HOST_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn type_of(n: N) -> sys::CUgraphNodeType {
+    crate::graph_nodes::node_type(n)
+}
+
+#[test]
+fn add_node_builds_every_node_type_softcuda_has_and_they_run_in_order() {
+    with_graph(|steps, g, ctx, s| {
+        use sys::CUgraphNodeType as T;
+        let module = Module::load_ptx(ctx, &clang_ptx("saxpy")).expect("load saxpy");
+        let saxpy = module.function("saxpy").expect("saxpy");
+        let [x, y, z, w] = [(); 4].map(|_| DeviceBuffer::alloc(ctx, N_WORDS * 4).expect("buffer"));
+        y.fill(0).expect("clear y");
+        let mut event: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current (Context::primary binds it).
+        let r = unsafe { sys::cuEventCreate(&mut event, 0) };
+        steps.expect("cuEventCreate", r, CUresult::CUDA_SUCCESS);
+        let mut fill_x = generic(T::CU_GRAPH_NODE_TYPE_MEMSET, |u| {
+            u.memset = sys::CUDA_MEMSET_NODE_PARAMS_v2 {
+                dst: x.ptr(),
+                pitch: 0,
+                value: 1.0f32.to_bits(),
+                elementSize: 4,
+                width: N_WORDS,
+                height: 1,
+                ctx: ctx.raw(),
+            };
+        });
+        let mut args = SaxpyArgs::new(3.0, x.ptr(), y.ptr());
+        let kernel = args.node(&saxpy);
+        let mut launch = generic(T::CU_GRAPH_NODE_TYPE_KERNEL, |u| {
+            // SAFETY: CUDA_KERNEL_NODE_PARAMS (v2) and the union's v3 member share one layout
+            // (cuda.h); a plain copy of the bytes.
+            unsafe {
+                (&raw mut u.kernel)
+                    .cast::<sys::CUDA_KERNEL_NODE_PARAMS>()
+                    .write(kernel)
+            };
+        });
+        let mut copy = generic(T::CU_GRAPH_NODE_TYPE_MEMCPY, |u| {
+            u.memcpy.copyCtx = ctx.raw();
+            u.memcpy.copyParams = copy_params(
+                Side::device(y.ptr(), 0),
+                Side::device(z.ptr(), 0),
+                N_WORDS * 4,
+                1,
+            );
+        });
+        let mut empty = generic(T::CU_GRAPH_NODE_TYPE_EMPTY, |_| {});
+        let mut host = generic(T::CU_GRAPH_NODE_TYPE_HOST, |u| {
+            u.host.fn_ = Some(count_call);
+        });
+        let mut record = generic(T::CU_GRAPH_NODE_TYPE_EVENT_RECORD, |u| {
+            u.eventRecord.event = event
+        });
+        let mut wait = generic(T::CU_GRAPH_NODE_TYPE_WAIT_EVENT, |u| {
+            u.eventWait.event = event
+        });
+        let inner = new_graph();
+        let (r, _) = add_fill(inner, &[], w.ptr(), 9, N_WORDS, ctx);
+        steps.expect("fill in the child", r, CUresult::CUDA_SUCCESS);
+        let mut child = generic(T::CU_GRAPH_NODE_TYPE_GRAPH, |u| u.graph.graph = inner);
+        let mut last: Vec<N> = Vec::new();
+        for (name, p, want) in [
+            ("memset", &mut fill_x, T::CU_GRAPH_NODE_TYPE_MEMSET),
+            ("kernel", &mut launch, T::CU_GRAPH_NODE_TYPE_KERNEL),
+            ("memcpy", &mut copy, T::CU_GRAPH_NODE_TYPE_MEMCPY),
+            ("empty", &mut empty, T::CU_GRAPH_NODE_TYPE_EMPTY),
+            ("host", &mut host, T::CU_GRAPH_NODE_TYPE_HOST),
+            (
+                "event record",
+                &mut record,
+                T::CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+            ),
+            ("event wait", &mut wait, T::CU_GRAPH_NODE_TYPE_WAIT_EVENT),
+            ("child graph", &mut child, T::CU_GRAPH_NODE_TYPE_GRAPH),
+        ] {
+            let (r, n) = add_generic(g, &last, p);
+            steps.expect(
+                &format!("cuGraphAddNode({name})"),
+                r,
+                CUresult::CUDA_SUCCESS,
+            );
+            if r == CUresult::CUDA_SUCCESS {
+                steps.check(&format!("{name} node's type"), type_of(n) == want, || {
+                    format!("{:?}", type_of(n))
+                });
+                last = vec![n];
+            }
+        }
+        let before = HOST_CALLS.load(Ordering::SeqCst);
+        let (r, exec) = instantiate(g);
+        steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
+        steps.expect("launch", run(exec, s), CUresult::CUDA_SUCCESS);
+        let floats = |b: &DeviceBuffer| -> Vec<f32> {
+            let v = b.to_vec().expect("read back");
+            v.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        };
+        steps.check(
+            "z = copy of y = 3·1",
+            floats(&z).iter().all(|v| *v == 3.0),
+            || format!("{:?}", &floats(&z)[..4]),
+        );
+        steps.check("the child filled w", all_words(&w, 9), || "w".into());
+        steps.check(
+            "the host node ran once",
+            HOST_CALLS.load(Ordering::SeqCst) == before + 1,
+            || format!("{}", HOST_CALLS.load(Ordering::SeqCst) - before),
+        );
+        destroy(exec, inner);
+        // SAFETY: a live event; the graph that used it has run and its executable graph is gone.
+        unsafe { sys::cuEventDestroy_v2(event) };
+        module
+    });
+}
+
+#[test]
+fn add_node_memory_nodes_write_the_address_back_and_v2_takes_default_edge_data() {
+    with_graph(|steps, g, ctx, _| {
+        use sys::CUgraphNodeType as T;
+        let params = alloc_params(ctx.device(), 4096);
+        let mut alloc = generic(T::CU_GRAPH_NODE_TYPE_MEM_ALLOC, |u| {
+            // SAFETY: CUDA_MEM_ALLOC_NODE_PARAMS v1 and the union's v2 member share one layout
+            // (cuda.h); a plain copy of the bytes (no access descriptors).
+            unsafe {
+                (&raw mut u.alloc)
+                    .cast::<sys::CUDA_MEM_ALLOC_NODE_PARAMS>()
+                    .write(params)
+            };
+        });
+        let (r, a) = add_generic(g, &[], &mut alloc);
+        steps.expect("cuGraphAddNode(mem alloc)", r, CUresult::CUDA_SUCCESS);
+        // SAFETY: the union's alloc member is the one written (above and by the driver).
+        let dptr = unsafe { alloc.__bindgen_anon_1.alloc.dptr };
+        steps.check("the address is written back", dptr != 0, || "0".into());
+        let mut free = generic(T::CU_GRAPH_NODE_TYPE_MEM_FREE, |u| u.free.dptr = dptr);
+        // SAFETY: an all-zero CUgraphEdgeData is the default edge (plain bytes).
+        let edge: sys::CUgraphEdgeData = unsafe { std::mem::zeroed() };
+        let mut f: N = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; one dependency and its edge data; `free` outlives the call.
+        let r = unsafe { sys::cuGraphAddNode_v2(&mut f, g, &a, &edge, 1, &mut free) };
+        steps.expect(
+            "cuGraphAddNode_v2(mem free, default edge)",
+            r,
+            CUresult::CUDA_SUCCESS,
+        );
+        if r == CUresult::CUDA_SUCCESS {
+            steps.check(
+                "types",
+                type_of(a) == T::CU_GRAPH_NODE_TYPE_MEM_ALLOC
+                    && type_of(f) == T::CU_GRAPH_NODE_TYPE_MEM_FREE,
+                || format!("{:?} {:?}", type_of(a), type_of(f)),
+            );
+            let mut freed = 0;
+            // SAFETY: valid out-pointer; a live mem-free node.
+            let r = unsafe { sys::cuGraphMemFreeNodeGetParams(f, &mut freed) };
+            steps.expect("cuGraphMemFreeNodeGetParams", r, CUresult::CUDA_SUCCESS);
+            steps.check("the free node frees the address", freed == dptr, || {
+                format!("{freed:#x}")
+            });
+        }
+    });
+}
+
+#[test]
+fn node_set_params_and_exec_node_set_params_replace_a_copy_for_later_launches() {
+    with_graph(|steps, g, ctx, s| {
+        use sys::CUgraphNodeType as T;
+        let [y, z, w] = [(); 3].map(|_| DeviceBuffer::alloc(ctx, WORDS * 4).expect("buffer"));
+        y.write(&[5; WORDS * 4]).expect("y");
+        z.fill(0).expect("z");
+        w.fill(0).expect("w");
+        let copy_to = |dst: &DeviceBuffer| {
+            generic(T::CU_GRAPH_NODE_TYPE_MEMCPY, |u| {
+                u.memcpy.copyCtx = ctx.raw();
+                u.memcpy.copyParams = copy_params(
+                    Side::device(y.ptr(), 0),
+                    Side::device(dst.ptr(), 0),
+                    WORDS * 4,
+                    1,
+                );
+            })
+        };
+        let (r, n) = add_generic(g, &[], &mut copy_to(&z));
+        steps.expect("cuGraphAddNode(memcpy y → z)", r, CUresult::CUDA_SUCCESS);
+        // SAFETY: a live node; the parameters outlive the call.
+        let r = unsafe { sys::cuGraphNodeSetParams(n, &mut copy_to(&w)) };
+        steps.expect(
+            "cuGraphNodeSetParams(memcpy y → w)",
+            r,
+            CUresult::CUDA_SUCCESS,
+        );
+        let mut fill = generic(T::CU_GRAPH_NODE_TYPE_MEMSET, |u| {
+            u.memset = sys::CUDA_MEMSET_NODE_PARAMS_v2 {
+                dst: z.ptr(),
+                pitch: 0,
+                value: 1,
+                elementSize: 4,
+                width: WORDS,
+                height: 1,
+                ctx: ctx.raw(),
+            };
+        });
+        // SAFETY: a live node; the parameters outlive the call.
+        let r = unsafe { sys::cuGraphNodeSetParams(n, &mut fill) };
+        steps.expect_any(
+            "memset parameters for a memcpy node (cuda.h: one of these two)",
+            r,
+            &[
+                CUresult::CUDA_ERROR_INVALID_VALUE,
+                CUresult::CUDA_ERROR_NOT_SUPPORTED,
+            ],
+        );
+        let (r, exec) = instantiate(g);
+        steps.expect("instantiate", r, CUresult::CUDA_SUCCESS);
+        steps.expect("launch", run(exec, s), CUresult::CUDA_SUCCESS);
+        steps.check("the node copied into w", all_words(&w, 0x0505_0505), || {
+            "w".into()
+        });
+        steps.check("and not into z", all_words(&z, 0), || "z".into());
+        // SAFETY: live handles; the parameters outlive the call.
+        let r = unsafe { sys::cuGraphExecNodeSetParams(exec, n, &mut copy_to(&z)) };
+        steps.expect(
+            "cuGraphExecNodeSetParams(memcpy y → z)",
+            r,
+            CUresult::CUDA_SUCCESS,
+        );
+        steps.expect("launch again", run(exec, s), CUresult::CUDA_SUCCESS);
+        steps.check(
+            "the launch copied into z",
+            all_words(&z, 0x0505_0505),
+            || "z".into(),
+        );
+        destroy(exec, std::ptr::null_mut());
     });
 }

@@ -21,7 +21,7 @@ use crate::support::{Steps, env_or_skip};
 const BYTES: usize = 4096;
 
 /// Parameters of a `bytes`-byte allocation on `dev`.
-fn alloc_params(dev: sys::CUdevice, bytes: usize) -> sys::CUDA_MEM_ALLOC_NODE_PARAMS {
+pub(crate) fn alloc_params(dev: sys::CUdevice, bytes: usize) -> sys::CUDA_MEM_ALLOC_NODE_PARAMS {
     // SAFETY: an all-zero CUDA_MEM_ALLOC_NODE_PARAMS is plain data (no access descriptors, zero
     // enums are defined values); the fields that matter are set below.
     let mut p: sys::CUDA_MEM_ALLOC_NODE_PARAMS = unsafe { std::mem::zeroed() };

@@ -19,7 +19,7 @@ use crate::support::{Steps, clang_ptx, env_or_skip};
 
 const THREAD_LOCAL: sys::CUstreamCaptureMode =
     sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-const N: usize = 256;
+pub(crate) const N: usize = 256;
 
 pub(crate) fn begin(s: &Stream) -> CUresult {
     // SAFETY: a live stream of the bound context.
@@ -42,7 +42,7 @@ fn capturing(s: &Stream) -> sys::CUstreamCaptureStatus {
 }
 
 /// saxpy(n, a, x, y) as a kernel-node parameter list: the values and the pointer array.
-struct SaxpyArgs {
+pub(crate) struct SaxpyArgs {
     n: i32,
     a: f32,
     x: sys::CUdeviceptr,
@@ -51,7 +51,7 @@ struct SaxpyArgs {
 }
 
 impl SaxpyArgs {
-    fn new(a: f32, x: sys::CUdeviceptr, y: sys::CUdeviceptr) -> Box<SaxpyArgs> {
+    pub(crate) fn new(a: f32, x: sys::CUdeviceptr, y: sys::CUdeviceptr) -> Box<SaxpyArgs> {
         let mut b = Box::new(SaxpyArgs {
             n: N as i32,
             a,
@@ -68,7 +68,7 @@ impl SaxpyArgs {
         b
     }
 
-    fn node(&mut self, f: &Function) -> sys::CUDA_KERNEL_NODE_PARAMS {
+    pub(crate) fn node(&mut self, f: &Function) -> sys::CUDA_KERNEL_NODE_PARAMS {
         // SAFETY: an all-zero CUDA_KERNEL_NODE_PARAMS is valid (NULL pointers, zero sizes).
         let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
         p.func = f.raw();

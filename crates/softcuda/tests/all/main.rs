@@ -6,6 +6,7 @@ mod common;
 mod context;
 mod cprog;
 mod device;
+mod graph_edit;
 mod images;
 
 mod library;
