@@ -100,7 +100,7 @@ if command -v python3 > /dev/null; then
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 sys.path.insert(0, "scripts/lib")
-from phase_means import PHASES, means
+from phase_means import PHASES, call_means, means
 def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
@@ -123,6 +123,11 @@ for c in (1, 16, 64):
     m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
               (out / f"metrics-after-c{c}.txt").read_text())
     print(f"| {c} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
+print("\nserve: gpuhost:cuda host calls, per request × mean µs per call (gpuhost_host_call_seconds_total)")
+for c in (1, 16, 64):
+    calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
+                       (out / f"metrics-after-c{c}.txt").read_text())
+    print(f"- c={c}: " + ", ".join(f"{k} {n:.2f}×{us:.1f}" for k, n, us in calls))
 print(f"\nswaps under load (c=16): {sw[0]:.0f} req/s, p99 {sw[2]:.3f} ms vs steady {st[2]:.3f} ms "
       f"({sw[2]/st[2]:.2f}x), non-200 or errors: {sw[3]}")
 PY
