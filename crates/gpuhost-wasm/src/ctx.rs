@@ -23,9 +23,6 @@ pub struct CudaCtx {
     pub(crate) last_refusal: Option<String>,
     /// The stream buffer transfers run on (see memory.rs), made on first use.
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
-    /// Fills enqueued on the transfer stream and not awaited (memory.rs `fill`), with how many
-    /// were ever deferred (a guest stream launches only after those it has not yet waited for).
-    pub(crate) fills: crate::memory::DeferredFills,
     /// The guest's open stream reads (see stream_read.rs).
     pub(crate) reads: crate::stream_read::OpenReads,
     /// The bundle whose kernels gpuhost:cuda/bundle hands out (see bundle.rs), if granted.
@@ -57,7 +54,6 @@ impl CudaCtx {
             quota_refusals: 0,
             last_refusal: None,
             transfer: None,
-            fills: Default::default(),
             reads: Default::default(),
             bundle: None,
             bundle_rewrite: None,

@@ -50,34 +50,6 @@ pub struct BufferRes {
     pub(crate) still_zero: Option<u64>,
 }
 
-/// Fills kept unawaited at most: one more first waits for them, so a guest that fills in a
-/// loop holds a bounded number of completions.
-const MAX_DEFERRED_FILLS: usize = 16;
-
-/// The fills a guest enqueued and has not waited for (see `fill`).
-#[derive(Default)]
-pub(crate) struct DeferredFills {
-    /// Their completions, for the next call that waits on the device to report a failure.
-    pending: Vec<gpuhost::Completion>,
-    /// Fills deferred so far (each guest stream records the count it has waited for).
-    pub(crate) count: u64,
-}
-
-impl crate::ctx::CudaCtx {
-    /// Waits for the guest's deferred fills: the first failure of one. Called by the calls
-    /// that wait on the device (stream.synchronize, buffer.read, buffer.write,
-    /// buffer.copy-from), after their own work, which the fills precede.
-    pub(crate) async fn settle_fills(&mut self) -> Result<(), gpuhost::Error> {
-        let mut first = Ok(());
-        for done in std::mem::take(&mut self.fills.pending) {
-            if let (Err(e), true) = (done.await, first.is_ok()) {
-                first = Err(e);
-            }
-        }
-        first
-    }
-}
-
 impl CudaCtxView<'_> {
     /// The guest's own stream for buffer transfers (made on first use): transfers await their
     /// fences on it, so the executor thread serves other guests while the device copies.
@@ -163,12 +135,10 @@ async fn write_in_place<T: CudaView + 'static>(
             // bytes stay put (no guest code runs, no memory.grow moves them) until it is done
             // or dropped.
             let bytes = data.as_le_slice(&store);
-            let uploaded = stream.upload(&b, offset, bytes).await;
-            match uploaded {
-                Ok(()) => store.data_mut().cuda().ctx.settle_fills().await,
-                Err(e) => Err(e),
-            }
-            .map_err(CudaError::from)
+            stream
+                .upload(&b, offset, bytes)
+                .await
+                .map_err(CudaError::from)
         }
         Err(e) => Err(e),
     };
@@ -226,8 +196,7 @@ impl HostBuffer for CudaCtxView<'_> {
         data: Vec<u8>,
     ) -> CudaResult<()> {
         let (b, offset, stream) = self.start_write(&buffer, offset, data.len())?;
-        stream.upload(&b, offset, &data).await?;
-        Ok(self.ctx.settle_fills().await?)
+        Ok(stream.upload(&b, offset, &data).await?)
     }
 
     async fn read(
@@ -247,9 +216,7 @@ impl HostBuffer for CudaCtxView<'_> {
         let b = self.table.get(&buffer)?.buf.clone();
         let (offset, len) = check_range("read", offset, len, b.len())?;
         let stream = self.transfer_stream()?;
-        let bytes = stream.download_to_vec(&b, offset, len).await?;
-        self.ctx.settle_fills().await?;
-        Ok(bytes)
+        Ok(stream.download_to_vec(&b, offset, len).await?)
     }
 
     /// Defined by [`add_read_stream`](crate::stream_read::add_read_stream) instead.
@@ -278,16 +245,8 @@ impl HostBuffer for CudaCtxView<'_> {
         }
         res.still_zero = None;
         let b = res.buf.clone();
-        if self.ctx.fills.pending.len() >= MAX_DEFERRED_FILLS {
-            self.ctx.settle_fills().await?;
-        }
-        // Stream-ordered, not awaited: later transfers run on the same stream, and a launch
-        // waits for it first (stream.rs `after_fills`); a failure on the device is reported by
-        // the guest's next call that waits (settle_fills). The fence keeps the buffer alive.
         let done = self.transfer_stream()?.fill(&b, offset, len, value)?;
-        self.ctx.fills.pending.push(done);
-        self.ctx.fills.count += 1;
-        Ok(())
+        Ok(done.await?)
     }
 
     async fn copy_from(
@@ -308,8 +267,7 @@ impl HostBuffer for CudaCtxView<'_> {
         let done = self
             .transfer_stream()?
             .copy(&d, offset, &s, src_offset, len)?;
-        done.await?;
-        Ok(self.ctx.settle_fills().await?)
+        Ok(done.await?)
     }
 
     fn drop(&mut self, buffer: Resource<BufferRes>) -> wasmtime::Result<()> {

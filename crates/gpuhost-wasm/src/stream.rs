@@ -37,9 +37,6 @@ pub struct StreamRes {
     /// Work other than launches (event record/wait) was enqueued after the last launch, so the
     /// completions alone do not cover the stream's end.
     tail_untracked: bool,
-    /// The guest's deferred fills this stream waits for (`DeferredFills::count` when it last
-    /// waited): a launch first makes it wait for any since.
-    fills_seen: u64,
     /// Launches collected for a graph, and when to collect (burst.rs).
     burst: Burst,
 }
@@ -234,25 +231,7 @@ impl CudaCtxView<'_> {
             self.flush(stream)?;
             self.ctx.retire_orphans();
         }
-        self.ctx.usage.check_launch(&self.ctx.limits)?;
-        self.after_fills(stream)
-    }
-
-    /// Orders `stream`'s next work after the fills the guest enqueued since it last waited for
-    /// them (memory.rs `fill`: they run on the transfer stream, and their buffers may be this
-    /// launch's arguments). An event record and a stream wait: no host wait.
-    fn after_fills(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
-        let count = self.ctx.fills.count;
-        let s = self.table.get_mut(stream)?;
-        if s.fills_seen == count {
-            return Ok(());
-        }
-        if let Some(transfer) = &self.ctx.transfer {
-            // The wait takes the event as recorded now; the event goes back to the pool.
-            s.stream.wait(&transfer.record()?)?;
-        }
-        s.fills_seen = count;
-        Ok(())
+        Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
     }
 
     /// Counts a routed launch in flight: an issued one's completion kept for `synchronize`, a
@@ -358,7 +337,6 @@ impl HostStream for CudaCtxView<'_> {
                     pending: VecDeque::new(),
                     failed: None,
                     tail_untracked: false,
-                    fills_seen: 0,
                 };
                 Ok(self.table.push(res)?)
             });
@@ -431,11 +409,6 @@ impl HostStream for CudaCtxView<'_> {
             if let Err(e) = r {
                 failed.get_or_insert(from_gpu(&e));
             }
-        }
-        // The guest's fills since its last wait report here (ordered before these launches,
-        // they are done by now).
-        if let Err(e) = self.ctx.settle_fills().await {
-            failed.get_or_insert(from_gpu(&e));
         }
         if let Some(e) = failed {
             return Err(e.into());

@@ -41,30 +41,6 @@ async fn a_zero_fill_is_skipped_only_while_nothing_can_have_written_the_buffer()
     assert_ok(&o, "zero-fills ok");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fill_the_guest_did_not_wait_for_runs_before_its_later_reads_and_launches() {
-    let Some((rt, _shared)) = crate::device().await else {
-        return;
-    };
-    for sandbox in [true, false] {
-        let limits = gpuhost_wasm::Limits {
-            sandbox,
-            ..Default::default()
-        };
-        let o = rt
-            .run(
-                &guest("misbehave"),
-                gpuhost_wasm::RunOptions {
-                    limits,
-                    ..opts("misbehave", &["fill-then-launch"])
-                },
-            )
-            .await
-            .unwrap();
-        assert_ok(&o, "fill-then-launch ok");
-    }
-}
-
 /// Runs `name` with `args` until it prints `marker` and a little longer (it is then all but
 /// surely inside the transfer it does back to back), then drops the run, and with it its Store
 /// and the guest's linear memory, while the transfer's future is suspended. A copy thread still

@@ -529,71 +529,11 @@ fn zero_fills() {
         "launch",
     );
     check(stream.synchronize(), "synchronize");
-    if check(z.read(0, 256), "z after the launch")
-        .iter()
-        .all(|&v| v == 0)
-    {
+    if check(z.read(0, 256), "z after the launch").iter().all(|&v| v == 0) {
         fail("zero-fills: saxpy past y did not reach z (the arena's layout changed?)");
     }
     check(z.fill(0, 256, 0), "fill z");
-    zero(
-        &z,
-        "a buffer a kernel wrote past its own arguments, filled after",
-    );
-}
-
-/// A fill returns before the device has done it: it must still run before the guest's later
-/// read of the buffer and before a later launch that reads it, on a stream made before the fill
-/// or after it. Each fill of `y` is queued behind a fill of 32 MiB, so a launch that did not
-/// wait for it would compute on the old `y` (2·1 + 1 = 3) and then have `y` zeroed under it.
-fn fill_then_launch() {
-    const N: usize = 4096;
-    let module = check(Module::from_ptx(SAXPY), "load saxpy");
-    let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
-    let x = check(DeviceBuffer::from_slice(&[1.0f32; N]), "x");
-    let y = check(DeviceBuffer::<f32>::zeroed(N), "y");
-    let scratch = check(Buffer::create(32 << 20), "scratch");
-    let bytes = (N * 4) as u64;
-    let refill_y = || {
-        check(y.upload(0, &[1.0; N]), "upload y");
-        check(scratch.fill(0, 32 << 20, 1), "fill scratch");
-        check(y.raw().fill(0, bytes, 0), "fill y");
-    };
-    refill_y();
-    if check(y.download(), "y read after its fill")
-        .iter()
-        .any(|&v| v != 0.0)
-    {
-        fail("fill-then-launch: a read after a fill saw the bytes from before it");
-    }
-    let before = check(Stream::create(), "stream made before the fills");
-    let saxpy_on = |stream: &Stream, what: &str| {
-        check(
-            Launch::new(&saxpy)
-                .grid1((N / 128) as u32)
-                .block1(128)
-                .scalar(2.0f32)
-                .buffer(&x)
-                .buffer(&y)
-                .scalar(N as u32)
-                .enqueue(stream),
-            what,
-        );
-        check(stream.synchronize(), what);
-        let got = check(y.download(), what);
-        if let Some(v) = got.iter().find(|&&v| v != 2.0) {
-            fail(&format!(
-                "fill-then-launch: {what}: y holds {v}, not 2 (the launch ran before the fill)"
-            ));
-        }
-    };
-    refill_y();
-    saxpy_on(&before, "a launch on a stream made before the fill");
-    refill_y();
-    saxpy_on(&before, "a second fill and launch on that stream");
-    refill_y();
-    let after = check(Stream::create(), "stream made after the fills");
-    saxpy_on(&after, "a launch on a stream made after the fill");
+    zero(&z, "a buffer a kernel wrote past its own arguments, filled after");
 }
 
 /// Writes 64 MiB over and over, after saying so: a run to cancel midway through a write.
@@ -636,7 +576,6 @@ fn main() {
         "bound" => bound(),
         "transfers" => transfers(),
         "zero-fills" => zero_fills(),
-        "fill-then-launch" => fill_then_launch(),
         "write-forever" => write_forever(),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
