@@ -661,3 +661,47 @@ fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
         assert_eq!(current, (41 * n).to_le_bytes(), "n = {n}");
     }
 }
+
+/// Block-private work before the only global store: a shared store, a barrier, a shared load
+/// and a shuffle.
+const PRIVATE_THEN_STORE: &str = "
+.visible .entry private_work(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<6>;
+    .shared .align 4 .b32 tile[32];
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    st.shared.u32 [tile], %r2;
+    bar.sync 0;
+    ld.shared.u32 %r3, [tile];
+    shfl.sync.idx.b32 %r4, %r3, 0, 31, -1;
+    add.u32 %r5, %r4, %r1;
+    st.global.u32 [%rd2], %r5;
+    ret;
+}
+";
+
+#[test]
+fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a_stale_launch_still_writes_nothing()
+ {
+    let (s, m) = load_sandboxed(&ptx(PRIVATE_THEN_STORE));
+    // The compare waits until the store to global memory: the shared store, the barrier and
+    // the shuffle come before it, so the epoch load overlaps them.
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once(compare).expect("one compare");
+    assert!(before.contains("bar.sync 0;"), "{}", s.ptx);
+    assert!(before.contains("shfl.sync.idx.b32"), "{}", s.ptx);
+    assert!(after.contains("st.global.u32"), "{}", s.ptx);
+    for n in [0u32, 5] {
+        let (stale, current) = stale_then_current(&m, "private_work", n, &7u32.to_le_bytes());
+        assert_eq!(
+            stale,
+            7u32.to_le_bytes(),
+            "a stale launch writes nothing, n = {n}"
+        );
+        assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
+    }
+}
