@@ -329,8 +329,9 @@ impl<'m> Fx<'_, 'm> {
 
     /// The entry's epoch check, placed by a forward "checked on every path" analysis in one
     /// pass over the body: the compare goes right before a statement that is not side-effect
-    /// free (a store, an atomic, a call, a barrier, a shuffle, a nested block) wherever some path
-    /// reaches it unchecked. Branches and labels only move the analysis state:
+    /// free (a write that may reach global memory, a call, an async copy, a nested block: see
+    /// `side_effect_free`) wherever some path reaches it unchecked. Branches and labels only
+    /// move the analysis state:
     /// - a forward branch taken unchecked marks its target unchecked;
     /// - a back-edge taken unchecked needs no compare when its loop header was itself reached
     ///   unchecked (the header's state is then already "unchecked"), and gets one otherwise;
