@@ -44,16 +44,127 @@ const EPOCH_READ: &str = "ld.volatile.global.u32 %__sbx_e, [%__sbx_ctl];";
 /// An edit of the rewritten PTX.
 type Edit = fn(&str) -> String;
 
-/// `--ablate`'s edits of the rewritten PTX: (column, edit).
-const ABLATIONS: [(&str, Edit); 3] = [
+/// `--ablate`'s edits of the rewritten PTX: (column, edit). Measured on the H200 (session 9,
+/// bench/h200-runs/2026-12-02-s9/ablate.md): the loops' polls, not the entry's epoch read, are
+/// what short-loop kernels pay for; every other form of poll tried cost as much or more.
+const ABLATIONS: [(&str, Edit); 7] = [
     ("plain epoch load", |p| {
         p.replace(EPOCH_READ, "ld.global.u32 %__sbx_e, [%__sbx_ctl];")
     }),
-    ("no epoch load", |p| {
-        p.replace(EPOCH_READ, "mov.u32 %__sbx_e, %__sbx_epoch;")
-    }),
+    ("no entry epoch load", without_entry_epoch_read),
+    ("no loop polls", |p| edit_polls(p, |_| Vec::new())),
+    ("polls, no report", |p| edit_polls(p, poll_without_report)),
+    ("branch-free polls", |p| edit_polls(p, branch_free_poll)),
+    ("hot back-edge", hot_back_edge),
     ("no entry base check", without_base_check),
 ];
+
+/// The PTX with each entry's prologue epoch read (its function's first) made a copy of the
+/// launch's epoch; the loops' polls still read the control block.
+fn without_entry_epoch_read(ptx: &str) -> String {
+    ptx.split_inclusive(".entry ")
+        .map(|f| f.replacen(EPOCH_READ, "mov.u32 %__sbx_e, %__sbx_epoch;", 1))
+        .collect()
+}
+
+/// The PTX with every back-edge's poll (from its countdown, `%__sbx_cnt` decremented, to the
+/// label its skip branch goes to, which stays) replaced by `edit` of its lines.
+fn edit_polls(ptx: &str, edit: fn(&[&str]) -> Vec<String>) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    let mut poll: Vec<&str> = Vec::new();
+    let mut in_poll = false;
+    for line in ptx.split_inclusive('\n') {
+        if line.contains("%__sbx_cnt, %__sbx_cnt, ") {
+            in_poll = true;
+        }
+        if in_poll && line.trim_start().starts_with("$__sbx_L") {
+            in_poll = false;
+            for l in edit(&poll) {
+                out.push_str(&l);
+            }
+            poll.clear();
+        }
+        if in_poll {
+            poll.push(line);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Each poll gets a hot path: right after the countdown, a back-edge taken with count left
+/// branches to the loop header at once, and the original skip-or-poll code runs only when the
+/// loop ends or the count ran out.
+fn hot_back_edge(ptx: &str) -> String {
+    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    let mut out = String::with_capacity(ptx.len() + 4096);
+    for (k, l) in lines.iter().enumerate() {
+        out.push_str(l);
+        if !l.contains("%__sbx_cnt, %__sbx_cnt, ") {
+            continue;
+        }
+        // The label ending the poll, then the loop's own back-edge.
+        let Some(end) = (k..lines.len()).find(|&j| lines[j].trim_start().starts_with("$__sbx_L"))
+        else {
+            continue;
+        };
+        let edge = lines.get(end + 1).map(|e| e.trim()).unwrap_or("");
+        let (guard, rest) = match edge.strip_prefix('@').and_then(|g| g.split_once(' ')) {
+            Some((g, r)) => (Some(g), r),
+            None => (None, edge),
+        };
+        let Some(target) = rest
+            .strip_prefix("bra.uni ")
+            .or_else(|| rest.strip_prefix("bra "))
+            .map(|t| t.trim_end_matches(';'))
+        else {
+            continue;
+        };
+        out.push_str(&match guard {
+            Some(g) => format!("\tsetp.gt.and.s32 %__sbx_q, %__sbx_cnt, 0, {g};\n"),
+            None => "\tsetp.gt.s32 %__sbx_q, %__sbx_cnt, 0;\n".to_string(),
+        });
+        out.push_str(&format!("\t@%__sbx_q bra {target};\n"));
+    }
+    out
+}
+
+/// A poll that only reads the epoch and exits: the stopped-tag and fault reports taken out.
+fn poll_without_report(lines: &[&str]) -> Vec<String> {
+    let report = |l: &&str| l.contains("[%__sbx_ctl+") || l.contains("%__sbx_q");
+    lines
+        .iter()
+        .filter(|l| !report(l))
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// The poll with no branch: every instruction of it predicated on "the count ran out".
+fn branch_free_poll(lines: &[&str]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| !l.contains(" bra $__sbx_L"))
+        .map(|l| {
+            let t = l.trim();
+            if let Some(rest) = t.strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ") {
+                let taken = match rest.trim_end_matches(';').strip_prefix('!') {
+                    Some(g) => g.to_string(),
+                    None => format!("!{}", rest.trim_end_matches(';')),
+                };
+                format!("\tsetp.le.and.s32 %__sbx_q, %__sbx_cnt, 0, {taken};\n")
+            } else if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
+                "\tsetp.le.s32 %__sbx_q, %__sbx_cnt, 0;\n".into()
+            } else if t.starts_with("mov.u32 %__sbx_cnt,") || t == EPOCH_READ {
+                format!("\t@%__sbx_q {t}\n")
+            } else if t == "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;" {
+                "\tsetp.ne.and.u32 %__sbx_p, %__sbx_e, %__sbx_epoch, %__sbx_q;\n".into()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect()
+}
 
 /// The PTX with each entry's arena check (base aligned, size large enough, else report and
 /// exit) taken out: from its `setp.lt.or` on the size to the `exit` that follows.
@@ -145,15 +256,27 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
         }
         if ablate {
+            // SANDBOX_BENCH_DUMP=DIR also writes each ablated module, for ptxas and cuobjdump.
+            if let Ok(dir) = std::env::var("SANDBOX_BENCH_DUMP") {
+                let ptx = conformance::corpus::read_ptx(kc.file, flavour)?;
+                let policy = Policy {
+                    poll_interval: POLLS[GOAL_POLL],
+                };
+                let sbx = ptxvm::sandbox::sandbox(&ptx, &policy)?;
+                for (i, (_, edit)) in ABLATIONS.iter().enumerate() {
+                    std::fs::write(format!("{dir}/{}.{i}.ptx", kc.name), edit(&sbx.ptx))?;
+                }
+            }
             let mut all = replays.into_iter().collect::<Vec<_>>();
             // Each replay's kernels use its prepared case's module and arena: keep them alive
             // until the replays are gone.
             let mut ablated = Vec::with_capacity(ABLATIONS.len());
-            for (_, edit) in ABLATIONS {
+            let mut failed = vec![false];
+            for (name, edit) in ABLATIONS {
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
                 };
-                let p = prepare_edited(
+                let edited = prepare_edited(
                     &ctx,
                     kc,
                     flavour,
@@ -161,10 +284,20 @@ fn main() -> Result<(), Box<dyn Error>> {
                     Mode::Sandboxed,
                     &policy,
                     edit,
-                )?;
+                );
+                // An edit the JIT refuses shows as "err" (timed unedited, to keep the columns).
+                failed.push(edited.is_err());
+                let p = match edited {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("{}: ablation {name:?}: {e}", kc.name);
+                        prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy)?
+                    }
+                };
                 all.push(Replay::capture(&ctx, &stream, &p)?);
                 ablated.push(p);
             }
+            failed.insert(0, false);
             let mut samples = vec![Vec::new(); all.len()];
             for _ in 0..ROUNDS {
                 for (r, s) in all.iter().zip(&mut samples) {
@@ -173,7 +306,14 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
             let cells: String = samples
                 .iter_mut()
-                .map(|s| format!(" {:.2} |", median(s)))
+                .zip(&failed)
+                .map(|(s, &bad)| {
+                    if bad {
+                        " err |".to_string()
+                    } else {
+                        format!(" {:.2} |", median(s))
+                    }
+                })
                 .collect();
             writeln!(ablation_table, "| {} |{cells}", kc.name)?;
             drop(all);

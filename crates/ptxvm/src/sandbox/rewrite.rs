@@ -147,9 +147,9 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
 /// global memory (generic or `.global`), a call (its callee may), an async copy, a branch (the
 /// analysis follows it) or a nested block.
 ///
-/// On the H200 the compare waits for the epoch load; placed at the first shuffle, `ex2` or
-/// shared store, it held up every load after it (softmax_rows: 3.72 µs, 2.64 with no epoch
-/// read, 2.31 native; bench/h200-runs/2026-12-01-s8/027483b-final/sandbox-ablate.md).
+/// The later the compare, the more of the epoch load's latency the kernel's own work hides. On
+/// the H200 the load itself then costs short kernels at most 0.15 µs; what they pay is the
+/// loops' polls (bench/h200-runs/2026-12-02-s9/sandbox-polls/).
 fn side_effect_free(s: &Stmt) -> bool {
     let i = match s {
         Stmt::Inst(i) => i,
