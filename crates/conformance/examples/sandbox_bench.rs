@@ -47,7 +47,7 @@ type Edit = fn(&str) -> String;
 /// `--ablate`'s edits of the rewritten PTX: (column, edit). Measured on the H200 (session 9,
 /// bench/h200-runs/2026-12-02-s9/ablate.md): the loops' polls, not the entry's epoch read, are
 /// what short-loop kernels pay for; every other form of poll tried cost as much or more.
-const ABLATIONS: [(&str, Edit); 7] = [
+const ABLATIONS: [(&str, Edit); 8] = [
     ("plain epoch load", |p| {
         p.replace(EPOCH_READ, "ld.global.u32 %__sbx_e, [%__sbx_ctl];")
     }),
@@ -56,6 +56,7 @@ const ABLATIONS: [(&str, Edit); 7] = [
     ("polls, no report", |p| edit_polls(p, poll_without_report)),
     ("branch-free polls", |p| edit_polls(p, branch_free_poll)),
     ("hot back-edge", hot_back_edge),
+    ("warp-uniform poll branch", |p| edit_polls(p, uniform_poll)),
     ("no entry base check", without_base_check),
 ];
 
@@ -128,6 +129,32 @@ fn hot_back_edge(ptx: &str) -> String {
         out.push_str(&format!("\t@%__sbx_q bra {target};\n"));
     }
     out
+}
+
+/// The poll's skip branch made warp-uniform (`bra.uni`): the warp polls when any of its active
+/// threads' count ran out (`vote.any`), so ptxas needs no convergence barrier around it.
+fn uniform_poll(lines: &[&str]) -> Vec<String> {
+    const VOTE: &str =
+        "\tactivemask.b32 %__sbx_t;\n\tvote.sync.any.pred %__sbx_p, %__sbx_p, %__sbx_t;\n";
+    lines
+        .iter()
+        .map(|l| {
+            let t = l.trim();
+            if let Some(rest) = t.strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ") {
+                let taken = match rest.trim_end_matches(';').strip_prefix('!') {
+                    Some(g) => g.to_string(),
+                    None => format!("!{}", rest.trim_end_matches(';')),
+                };
+                format!("\tsetp.le.and.s32 %__sbx_p, %__sbx_cnt, 0, {taken};\n{VOTE}")
+            } else if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
+                format!("\tsetp.le.s32 %__sbx_p, %__sbx_cnt, 0;\n{VOTE}")
+            } else if let Some(label) = t.strip_prefix("@%__sbx_p bra ") {
+                format!("\t@!%__sbx_p bra.uni {label}\n")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A poll that only reads the epoch and exits: the stopped-tag and fault reports taken out.
