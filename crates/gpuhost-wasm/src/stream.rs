@@ -400,15 +400,21 @@ impl HostStream for CudaCtxView<'_> {
         let _timer = self.ctx.time(HostCall::StreamSynchronize);
         self.flush_point(&stream)?;
         let s = self.table.get_mut(&stream)?;
-        let pending = std::mem::take(&mut s.pending);
+        let mut pending = std::mem::take(&mut s.pending);
         let mut failed = s.failed.take();
         let tail = std::mem::take(&mut s.tail_untracked);
-        for c in pending {
+        while let Some(c) = pending.pop_front() {
             let r = c.await;
             self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
             if let Err(e) = r {
                 failed.get_or_insert(from_gpu(&e));
             }
+        }
+        // The emptied queue goes back with its capacity: the next launch queues its Completion
+        // without an allocation (a launch between synchronizes is the usual loop).
+        let s = self.table.get_mut(&stream)?;
+        if s.pending.is_empty() {
+            s.pending = pending;
         }
         if let Some(e) = failed {
             return Err(e.into());

@@ -1,6 +1,7 @@
 //! One host used from tokio tasks, blocking-pool threads and plain threads at once: every launch
 //! binds the context itself, so nothing sees CUDA_ERROR_INVALID_CONTEXT.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use gpuhost::{Arg, LaunchConfig};
@@ -264,4 +265,94 @@ fn a_dropped_stream_still_running_a_kernel_is_not_handed_out_until_idle() {
         taken.iter().any(|s| s.raw() as usize == busy_raw),
         "the stream went idle but never came back to the pool"
     );
+}
+
+/// One task's share of `awaits_and_drops_racing_on_shared_streams_...`: `ROUNDS` launches into
+/// its own buffer on `s`, each awaited, dropped unpolled, polled once then dropped, or awaited
+/// from another task; returns how many it launched.
+async fn race_round(
+    t: usize,
+    s: Arc<gpuhost::Stream>,
+    k: Arc<gpuhost::Kernel>,
+    out: Arc<gpuhost::DeviceBuffer>,
+) -> gpuhost::Result<u64> {
+    const ROUNDS: usize = 40;
+    let cfg = LaunchConfig::for_elements(N, 32);
+    let launch = || s.launch(&k, cfg, &[Arg::Buffer(&out, 0), Arg::U32(N)]);
+    for round in 0..ROUNDS {
+        let done = launch()?;
+        match (t + round) % 4 {
+            0 => done.await?,
+            1 => drop(done),
+            2 => {
+                // Polled once (it may record and own its batch, then hand it over), then
+                // dropped with its waker registered.
+                let mut done = Box::pin(done);
+                std::future::poll_fn(|cx| {
+                    let _ = done.as_mut().poll(cx);
+                    std::task::Poll::Ready(())
+                })
+                .await;
+            }
+            _ => tokio::spawn(done).await.expect("the awaiting task ran")?,
+        }
+    }
+    // The last launch awaited: everything before it on the stream has finished too.
+    launch()?.await?;
+    Ok(ROUNDS as u64 + 1)
+}
+
+#[test]
+fn awaits_and_drops_racing_on_shared_streams_resolve_every_awaited_launch_and_complete_each_batch_once()
+ {
+    // Alone: the spin budget is the host's, and this test changes it.
+    let _g = crate::common::exclusive();
+    let Some(host) = host() else { return };
+    let reg = gpuhost::Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = Arc::new(reg.kernel("stamp").unwrap());
+    let before = host.await_spin();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A budget too short for any kernel (every owning poll hands its batch over), and one
+    // long enough that owning polls complete batches themselves, other tasks' launches too.
+    for budget in [std::time::Duration::from_nanos(1), gpuhost::MAX_AWAIT_SPIN] {
+        host.set_await_spin(budget);
+        let start = crate::common::settled_stats(&host);
+        let streams: Vec<_> = (0..4).map(|_| Arc::new(host.stream().unwrap())).collect();
+        let outs: Vec<_> = (0..24)
+            .map(|_| Arc::new(host.alloc(N as usize * 4).unwrap()))
+            .collect();
+        let launched: u64 = rt.block_on(async {
+            let tasks: Vec<_> = outs
+                .iter()
+                .enumerate()
+                .map(|(t, out)| {
+                    let s = streams[t % streams.len()].clone();
+                    tokio::spawn(race_round(t, s, k.clone(), out.clone()))
+                })
+                .collect();
+            let mut n = 0;
+            for t in tasks {
+                n += t
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("{budget:?}: an awaited launch failed: {e}"));
+            }
+            n
+        });
+        for out in &outs {
+            assert_eq!(read_u32s(out, N as usize), expected(TAG_A, N), "{budget:?}");
+        }
+        drop(streams);
+        let end = crate::common::settled_stats(&host);
+        assert_eq!(end.launches - start.launches, launched, "{budget:?}");
+        assert_eq!(
+            end.pending_launches, 0,
+            "{budget:?}: a batch was never completed (lost by a hand-over)"
+        );
+    }
+    host.set_await_spin(before);
 }
