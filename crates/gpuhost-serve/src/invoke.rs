@@ -314,8 +314,12 @@ async fn run_guest<Held: Send + 'static>(
     let warm = version.devices[slot_index].spare.take();
     crate::warm::refill(version, slot_index, metrics);
     let (mut store, proxy, stderr, warm_slot) = match warm {
-        Some(w) => (w.store, Some(w.proxy), w.stderr, Some(w.slot)),
+        Some(w) => {
+            metrics.warm_hits.inc();
+            (w.store, Some(w.proxy), w.stderr, Some(w.slot))
+        }
         None => {
+            metrics.warm_misses.inc();
             let (store, stderr) = new_store(version, slot_index, metrics).map_err(setup)?;
             (store, None, stderr, None)
         }

@@ -34,6 +34,12 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TakeLabels {
+    function: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     function: String,
     phase: String,
@@ -156,6 +162,7 @@ pub struct Metrics {
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
+    warm_takes: Family<TakeLabels, Counter>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
@@ -184,6 +191,10 @@ pub struct FunctionMetrics {
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
     pub(crate) warm: Gauge,
+    /// Requests that found a warm Store ready (`warm_store_takes_total{result="hit"}`).
+    pub(crate) warm_hits: Counter,
+    /// Requests that made their own Store (`{result="miss"}`).
+    pub(crate) warm_misses: Counter,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -263,6 +274,7 @@ impl Metrics {
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
             warm: Family::default(),
+            warm_takes: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -329,6 +341,11 @@ impl Metrics {
             "function_warm_stores",
             "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
             m.warm.clone(),
+        );
+        r.register(
+            "function_warm_store_takes",
+            "Requests by whether a warm Store was ready for them (hit) or they made their own (miss), by function",
+            m.warm_takes.clone(),
         );
         r.register(
             "function_launches",
@@ -408,6 +425,14 @@ impl Metrics {
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
             warm: self.warm.get_or_create_owned(&l),
+            warm_hits: self.warm_takes.get_or_create_owned(&TakeLabels {
+                function: name.to_string(),
+                result: "hit".to_string(),
+            }),
+            warm_misses: self.warm_takes.get_or_create_owned(&TakeLabels {
+                function: name.to_string(),
+                result: "miss".to_string(),
+            }),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
