@@ -56,7 +56,8 @@ pub enum Phase {
     /// Taking a sandboxed function's arena and control block for a warm Store (from the pool,
     /// zeroed), ahead of its request.
     Sandbox,
-    /// From the start of the guest's handler to its response head.
+    /// From the start of the guest's handler to its response head (to its end, for a guest that
+    /// answers and ends in one go: its response is then taken whole).
     Respond,
     /// Dropping the Store after the guest ended (its buffers, streams, sandbox back to the pool).
     Teardown,
