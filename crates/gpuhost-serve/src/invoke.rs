@@ -301,7 +301,7 @@ type Ended<Held> = (
 /// of its own, so a guest still runs to its end or its deadline, and its Store is torn down after.
 struct Run<Held: Send + 'static> {
     run: Option<std::pin::Pin<Box<dyn Future<Output = Ended<Held>> + Send>>>,
-    metrics: Arc<crate::metrics::FunctionMetrics>,
+    after: After,
 }
 
 impl<Held: Send + 'static> Drop for Run<Held> {
@@ -309,38 +309,49 @@ impl<Held: Send + 'static> Drop for Run<Held> {
         let Some(run) = self.run.take() else {
             return;
         };
-        let metrics = self.metrics.clone();
+        let after = self.after.clone();
         // Outside a runtime (it is shutting down) the run is dropped here: its Store with it.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let (_, held) = run.await;
                 // The connection's task, woken by the end of the body, sends it first.
                 tokio::task::yield_now().await;
-                teardown(held, &metrics);
+                after.run(held);
             });
         }
     }
 }
 
-/// Drops what a request held (its Store first), timed as the teardown phase.
-fn teardown<Held>(held: InFlight<Held>, metrics: &crate::metrics::FunctionMetrics) {
-    let started = Instant::now();
-    drop(held);
-    metrics.phase(Phase::Teardown, started.elapsed().as_secs_f64());
+/// What follows a request once its response is on its way, on the device it ran on.
+#[derive(Clone)]
+struct After {
+    version: Arc<Version>,
+    device: usize,
+    metrics: Arc<crate::metrics::FunctionMetrics>,
 }
 
-/// Tears a finished request's Store down on a task spawned now: on this thread, it runs once the
-/// connection's task yields, after it has written the response (the teardown is no part of the
-/// request's latency). Tearing down on a blocking-pool thread instead (4883013) measured slower on
-/// the H200 (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
-fn teardown_later<Held: Send + 'static>(
-    held: InFlight<Held>,
-    metrics: &Arc<crate::metrics::FunctionMetrics>,
-) {
-    let metrics = metrics.clone();
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) => drop(rt.spawn(async move { teardown(held, &metrics) })),
-        Err(_) => teardown(held, &metrics),
+impl After {
+    /// Drops what the request held (its Store first), timed as the teardown phase, then refills
+    /// the device's warm Stores. The refill starts here rather than when the request took its
+    /// Store: made then, a Store (its instantiation, a sandbox's arena zeroed and waited for)
+    /// took the CPU, and at times the very thread, that the request's guest was running on.
+    fn run<Held>(self, held: InFlight<Held>) {
+        let started = Instant::now();
+        drop(held);
+        self.metrics
+            .phase(Phase::Teardown, started.elapsed().as_secs_f64());
+        crate::warm::refill(&self.version, self.device, &self.metrics);
+    }
+
+    /// [`After::run`] on a task spawned now: on this thread, it runs once the connection's task
+    /// yields, after it has written the response (the teardown is no part of the request's
+    /// latency). Tearing down on a blocking-pool thread instead (4883013) measured slower on the
+    /// H200 (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
+    fn later<Held: Send + 'static>(self, held: InFlight<Held>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(async move { self.run(held) })),
+            Err(_) => self.run(held),
+        }
     }
 }
 
@@ -371,9 +382,8 @@ async fn run_guest<Held: Send + 'static>(
         out_of_fuel: false,
         stderr: String::new(),
     };
-    // The device's warm Store if one is ready (its next one is made meanwhile), else a new one.
+    // The device's warm Store if one is ready (the next is made after this request), else a new one.
     let warm = version.devices[slot_index].spare.take();
-    crate::warm::refill(version, slot_index, metrics);
     let (mut store, proxy, stderr, warm_slot) = match warm {
         Some(w) => {
             metrics.warm_hits.inc();
@@ -431,7 +441,11 @@ async fn run_guest<Held: Send + 'static>(
             .await;
             (result, in_flight)
         })),
-        metrics: metrics.clone(),
+        after: After {
+            version: version.clone(),
+            device: slot_index,
+            metrics: metrics.clone(),
+        },
     };
 
     let failure = |result: Result<wasmtime::Result<()>, _>| match result {
@@ -472,7 +486,7 @@ async fn run_guest<Held: Send + 'static>(
                 ))),
                 Err(_) => Err(failure(result)),
             };
-            teardown_later(in_flight, metrics);
+            run.after.clone().later(in_flight);
             answer
         }
         // The head, while the guest runs on (`run`'s drop moves it to a task).
@@ -487,7 +501,7 @@ async fn run_guest<Held: Send + 'static>(
         Err(Err(_closed)) => match run.run.take() {
             Some(r) => {
                 let (result, in_flight) = r.await;
-                teardown_later(in_flight, metrics);
+                run.after.clone().later(in_flight);
                 Err(failure(result))
             }
             None => Err(GuestFailure::NoResponse("the handler returned".into())),
