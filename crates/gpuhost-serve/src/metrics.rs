@@ -315,7 +315,7 @@ impl Metrics {
         );
         r.register(
             "request_phase_seconds",
-            "Time a request spent in each phase of its Store's life (setup, instantiate, respond: handler start to response head, teardown), by function",
+            "Time a request spent in each phase of its Store's life (setup, instantiate, sandbox, respond: handler start to response head or, for a guest that answered and ended at once, its end; teardown), by function",
             m.phases.clone(),
         );
         r.register(
