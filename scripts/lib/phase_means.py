@@ -3,13 +3,14 @@
 scrapes of gpuhost_request_phase_seconds (a histogram: _sum and _count per function and phase)
 taken before and after a run, so only that run's requests count; and, from the same scrapes,
 each gpuhost:cuda host call's count per request and mean microseconds per call
-(gpuhost_host_calls_total and gpuhost_host_call_seconds_total by function and call).
+(gpuhost_host_calls_total and gpuhost_host_call_seconds_total by function and call), and the
+share of requests that found a warm Store ready (gpuhost_function_warm_store_takes_total).
 
 The one parser of those metrics: scripts/bench-serve.sh imports `means` and `call_means`,
 scripts/probes/serve-phases.sh runs it as a command:
 
     python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt [--calls]
-    -> setup=12.3us instantiate=45.6us sandbox=20.1us respond=78.9us teardown=1.2us
+    -> setup=12.3us instantiate=45.6us sandbox=20.1us respond=78.9us teardown=1.2us warm=0.98
     (--calls, then one line per call, the slowest in total first)
     ->     stream/stream.synchronize: 1.00 per request, mean 21.3us per call
 """
@@ -19,6 +20,7 @@ import sys
 PHASES = ("setup", "instantiate", "sandbox", "respond", "teardown")
 SAMPLE = re.compile(r'^gpuhost_request_phase_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
 CALL = re.compile(r'^gpuhost_host_call(s|_seconds)_total\{([^}]*)\}\s+(\S+)')
+TAKE = re.compile(r'^gpuhost_function_warm_store_takes_(total)\{([^}]*)\}\s+(\S+)')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -51,6 +53,15 @@ def means(function, before, after):
         s = a.get((p, "sum"), 0) - b.get((p, "sum"), 0)
         out[p] = s / n * 1e6 if n else float("nan")
     return out
+
+
+def warm_share(function, before, after):
+    """The share of `function`'s requests between the scrapes that took a warm Store (NaN when
+    none ran, or the server predates the metric)."""
+    a, b = scrape(after, TAKE, function, "result"), scrape(before, TAKE, function, "result")
+    n = {r: a.get((r, "total"), 0) - b.get((r, "total"), 0) for r in ("hit", "miss")}
+    total = n["hit"] + n["miss"]
+    return n["hit"] / total if total else float("nan")
 
 
 def call_totals(text, function):
@@ -86,7 +97,9 @@ if __name__ == "__main__":
     with open(after) as f:
         after = f.read()
     got = means(function, before, after)
-    print(" ".join(f"{p}=" + ("n/a" if v != v else f"{v:.1f}us") for p, v in got.items()))
+    warm = warm_share(function, before, after)
+    print(" ".join(f"{p}=" + ("n/a" if v != v else f"{v:.1f}us") for p, v in got.items())
+          + " warm=" + ("n/a" if warm != warm else f"{warm:.2f}"))
     if "--calls" in sys.argv:
         for call, per_request, mean in call_means(function, before, after):
             print(f"    {call}: {per_request:.2f} per request, mean {mean:.1f}us per call")

@@ -1,17 +1,21 @@
 //! One request to a function: admission (429 when the queue is full), a running slot (queue
 //! time measured), the serving version pinned for the whole request, a fresh Store on the least
-//! busy of the version's devices (made ahead of the request when it can be: crate::warm), the guest's `wasi:http/incoming-handler.handle`, and a
+//! busy of the version's devices (made ahead of the request when it can be: crate::warm), the
+//! guest's `wasi:http/incoming-handler.handle` run in the request's own task, and a
 //! wall-time limit covering all of it. Every failure is a status with a JSON body; the version
 //! that answered is in the `x-gpuhost-version` header.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, BodyStream, Full, Limited, StreamBody};
+use hyper::body::{Body as _, Frame};
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -283,8 +287,76 @@ struct InFlight<Held> {
     _held: Held,
 }
 
-/// Runs the guest in a fresh Store (the device's warm one when ready) on a task of its own (it may keep writing the body after the
-/// head is sent); the task owns the version guard and the admission, so a drain waits for it.
+/// How the guest's handler ended (`Err`: past the request's deadline), and everything the request
+/// held: dropped last, as its teardown.
+type Ended<Held> = (
+    Result<wasmtime::Result<()>, tokio::time::error::Elapsed>,
+    InFlight<Held>,
+);
+
+/// The guest's run, polled by the request's own (the connection's) task. Most guests answer and
+/// end in one go: the response, head and body, is then whole when the request takes it, and
+/// nothing crosses to another task. If the request stops polling an unfinished run (the head came
+/// first: a guest still writing its body; or the client left), [`Drop`] moves the run onto a task
+/// of its own, so a guest still runs to its end or its deadline, and its Store is torn down after.
+struct Run<Held: Send + 'static> {
+    run: Option<std::pin::Pin<Box<dyn Future<Output = Ended<Held>> + Send>>>,
+    after: After,
+}
+
+impl<Held: Send + 'static> Drop for Run<Held> {
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        let after = self.after.clone();
+        // Outside a runtime (it is shutting down) the run is dropped here: its Store with it.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let (_, held) = run.await;
+                // The connection's task, woken by the end of the body, sends it first.
+                tokio::task::yield_now().await;
+                after.run(held);
+            });
+        }
+    }
+}
+
+/// What follows a request once its response is on its way, on the device it ran on.
+#[derive(Clone)]
+struct After {
+    version: Arc<Version>,
+    device: usize,
+    metrics: Arc<crate::metrics::FunctionMetrics>,
+}
+
+impl After {
+    /// Drops what the request held (its Store first), timed as the teardown phase, then refills
+    /// the device's warm Stores. The refill starts here rather than when the request took its
+    /// Store: made then, a Store (its instantiation, a sandbox's arena zeroed and waited for)
+    /// took the CPU, and at times the very thread, that the request's guest was running on.
+    fn run<Held>(self, held: InFlight<Held>) {
+        let started = Instant::now();
+        drop(held);
+        self.metrics
+            .phase(Phase::Teardown, started.elapsed().as_secs_f64());
+        crate::warm::refill(&self.version, self.device, &self.metrics);
+    }
+
+    /// [`After::run`] on a task spawned now: on this thread, it runs once the connection's task
+    /// yields, after it has written the response (the teardown is no part of the request's
+    /// latency). Tearing down on a blocking-pool thread instead (4883013) measured slower on the
+    /// H200 (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
+    fn later<Held: Send + 'static>(self, held: InFlight<Held>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(async move { self.run(held) })),
+            Err(_) => self.run(held),
+        }
+    }
+}
+
+/// Runs the guest in a fresh Store (the device's warm one when ready), polled by this task (see
+/// [`Run`]); the run owns the version guard and the admission, so a drain waits for it.
 #[allow(clippy::too_many_arguments)]
 async fn run_guest<Held: Send + 'static>(
     version: &Arc<Version>,
@@ -310,12 +382,15 @@ async fn run_guest<Held: Send + 'static>(
         out_of_fuel: false,
         stderr: String::new(),
     };
-    // The device's warm Store if one is ready (its next one is made meanwhile), else a new one.
+    // The device's warm Store if one is ready (the next is made after this request), else a new one.
     let warm = version.devices[slot_index].spare.take();
-    crate::warm::refill(version, slot_index, metrics);
     let (mut store, proxy, stderr, warm_slot) = match warm {
-        Some(w) => (w.store, Some(w.proxy), w.stderr, Some(w.slot)),
+        Some(w) => {
+            metrics.warm_hits.inc();
+            (w.store, Some(w.proxy), w.stderr, Some(w.slot))
+        }
         None => {
+            metrics.warm_misses.inc();
             let (store, stderr) = new_store(version, slot_index, metrics).map_err(setup)?;
             (store, None, stderr, None)
         }
@@ -326,7 +401,7 @@ async fn run_guest<Held: Send + 'static>(
         Full::new(body)
             .map_err(|e: std::convert::Infallible| -> wasmtime_wasi_http::Error { match e {} }),
     );
-    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let (sender, mut receiver) = tokio::sync::oneshot::channel();
     let data = store.data_mut();
     let incoming = data
         .http()
@@ -334,76 +409,103 @@ async fn run_guest<Held: Send + 'static>(
         .map_err(setup)?;
     let out = data.http().new_response_outparam(sender).map_err(setup)?;
     let pre = version.pre.clone();
-    let mut run = InFlight {
+    let mut in_flight = InFlight {
         store,
         _device: device,
         _version: guard,
         _held: (held, warm_slot),
     };
-    // Set by the task when the handler starts, read when the response head arrives.
+    // Set by the run when the handler starts (after instantiating, for a Store made here).
     let handler_started = Arc::new(OnceLock::new());
+    let run_started = handler_started.clone();
     let task_metrics = metrics.clone();
-    let task_handler_started = handler_started.clone();
-    let task = tokio::spawn(async move {
-        let result = tokio::time::timeout_at(deadline, async {
-            let proxy = match proxy {
-                Some(p) => p,
-                None => {
-                    let instantiating = Instant::now();
-                    let p = pre.instantiate_async(&mut run.store).await?;
-                    task_metrics.phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
-                    p
-                }
-            };
-            let _ = task_handler_started.set(Instant::now());
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut run.store, incoming, out)
-                .await
-        })
-        .await;
-        // The response is ready (its head and, for most guests, the whole body): let the
-        // connection's task, woken by it onto this thread, send it before the Store is torn
-        // down, rather than after (the teardown is then no part of the request's latency).
-        // Tearing down on a blocking-pool thread instead (4883013) measured slower on the H200
-        // (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
-        tokio::task::yield_now().await;
-        let teardown = Instant::now();
-        drop(run);
-        task_metrics.phase(Phase::Teardown, teardown.elapsed().as_secs_f64());
-        result
-    });
+    let mut run = Run {
+        run: Some(Box::pin(async move {
+            let result = tokio::time::timeout_at(deadline, async {
+                let proxy = match proxy {
+                    Some(p) => p,
+                    None => {
+                        let instantiating = Instant::now();
+                        let p = pre.instantiate_async(&mut in_flight.store).await?;
+                        task_metrics
+                            .phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
+                        p
+                    }
+                };
+                let _ = run_started.set(Instant::now());
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(&mut in_flight.store, incoming, out)
+                    .await
+            })
+            .await;
+            (result, in_flight)
+        })),
+        after: After {
+            version: version.clone(),
+            device: slot_index,
+            metrics: metrics.clone(),
+        },
+    };
 
-    let failure = |result: Result<Result<Result<(), wasmtime::Error>, _>, _>| match result {
-        Ok(Ok(Ok(()))) => GuestFailure::NoResponse("the handler returned".into()),
-        Ok(Ok(Err(e))) => GuestFailure::Trap {
+    let failure = |result: Result<wasmtime::Result<()>, _>| match result {
+        Ok(Ok(())) => GuestFailure::NoResponse("the handler returned".into()),
+        Ok(Err(e)) => GuestFailure::Trap {
             out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
             reason: format!("{e:?}"),
             stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
         },
-        Ok(Err(_elapsed)) => GuestFailure::Timeout,
-        Err(join) => GuestFailure::Trap {
-            reason: format!("the request task failed: {join}"),
-            out_of_fuel: false,
-            stderr: String::new(),
-        },
+        Err(_elapsed) => GuestFailure::Timeout,
     };
-    match tokio::time::timeout_at(deadline, receiver).await {
-        Ok(Ok(Ok(resp))) => {
-            if let Some(t) = handler_started.get() {
-                metrics.phase(Phase::Respond, t.elapsed().as_secs_f64());
-            }
+    // The run first: a guest that answers and ends in this poll is taken whole.
+    let first = std::future::poll_fn(|cx| {
+        if let Some(r) = run.run.as_mut()
+            && let Poll::Ready(ended) = r.as_mut().poll(cx)
+        {
+            run.run = None;
+            return Poll::Ready(Ok(ended));
+        }
+        std::pin::Pin::new(&mut receiver).poll(cx).map(Err)
+    })
+    .await;
+    let respond = |metrics: &crate::metrics::FunctionMetrics| {
+        if let Some(t) = handler_started.get() {
+            metrics.phase(Phase::Respond, t.elapsed().as_secs_f64());
+        }
+    };
+    match first {
+        Ok((result, in_flight)) => {
+            // Its answer, if it gave one, is waiting (the Store, alive still, holds the sender).
+            let answer = match receiver.try_recv() {
+                Ok(Ok(resp)) => {
+                    respond(metrics);
+                    Ok(into_axum_whole(resp))
+                }
+                Ok(Err(code)) => Err(GuestFailure::NoResponse(format!(
+                    "the function answered with an error code: {code:?}"
+                ))),
+                Err(_) => Err(failure(result)),
+            };
+            run.after.clone().later(in_flight);
+            answer
+        }
+        // The head, while the guest runs on (`run`'s drop moves it to a task).
+        Err(Ok(Ok(resp))) => {
+            respond(metrics);
             Ok(into_axum(resp))
         }
-        Ok(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
+        Err(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
             "the function answered with an error code: {code:?}"
         ))),
-        // The sender went with the Store: the task has ended; its result says how.
-        Ok(Err(_)) => Err(failure(task.await)),
-        Err(_) => {
-            task.abort();
-            Err(GuestFailure::Timeout)
-        }
+        // The guest dropped its response-outparam unset and runs on: its end says how it failed.
+        Err(Err(_closed)) => match run.run.take() {
+            Some(r) => {
+                let (result, in_flight) = r.await;
+                run.after.clone().later(in_flight);
+                Err(failure(result))
+            }
+            None => Err(GuestFailure::NoResponse("the handler returned".into())),
+        },
     }
 }
 
@@ -457,4 +559,38 @@ fn into_axum(resp: Response<HyperOutgoingBody>) -> Response<Body> {
             body.map_err(|code| std::io::Error::other(format!("function body error: {code:?}"))),
         )
     })
+}
+
+/// The response of a guest that has ended: its body frames are all queued already, so they are
+/// taken now into one body of known length (hyper writes it with the head, with a content-length,
+/// as a native handler's). A body that does not end in what is queued, or has trailers or an
+/// error, goes on as a stream after the frames taken.
+fn into_axum_whole(resp: Response<HyperOutgoingBody>) -> Response<Body> {
+    let (parts, mut body) = resp.into_parts();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut data = Vec::new();
+    let rest = loop {
+        match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            Poll::Ready(None) => break None,
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(bytes) => data.push(bytes),
+                Err(frame) => break Some(Some(Ok(frame))),
+            },
+            Poll::Ready(Some(Err(e))) => break Some(Some(Err(e))),
+            Poll::Pending => break Some(None),
+        }
+    };
+    let Some(next) = rest else {
+        let whole: Bytes = match data.len() {
+            1 => data.pop().unwrap_or_default(),
+            _ => data.concat().into(),
+        };
+        return Response::from_parts(parts, Body::from(whole));
+    };
+    let taken = data.into_iter().map(|b| Ok(Frame::data(b))).chain(next);
+    let stream = futures_util::stream::iter(taken).chain(BodyStream::new(body));
+    into_axum(Response::from_parts(
+        parts,
+        StreamBody::new(stream).boxed_unsync(),
+    ))
 }

@@ -34,6 +34,12 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TakeLabels {
+    function: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     function: String,
     phase: String,
@@ -50,7 +56,8 @@ pub enum Phase {
     /// Taking a sandboxed function's arena and control block for a warm Store (from the pool,
     /// zeroed), ahead of its request.
     Sandbox,
-    /// From the start of the guest's handler to its response head.
+    /// From the start of the guest's handler to its response head (to its end, for a guest that
+    /// answers and ends in one go: its response is then taken whole).
     Respond,
     /// Dropping the Store after the guest ended (its buffers, streams, sandbox back to the pool).
     Teardown,
@@ -156,6 +163,7 @@ pub struct Metrics {
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
+    warm_takes: Family<TakeLabels, Counter>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
@@ -184,6 +192,10 @@ pub struct FunctionMetrics {
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
     pub(crate) warm: Gauge,
+    /// Requests that found a warm Store ready (`warm_store_takes_total{result="hit"}`).
+    pub(crate) warm_hits: Counter,
+    /// Requests that made their own Store (`{result="miss"}`).
+    pub(crate) warm_misses: Counter,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -263,6 +275,7 @@ impl Metrics {
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
             warm: Family::default(),
+            warm_takes: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -302,7 +315,7 @@ impl Metrics {
         );
         r.register(
             "request_phase_seconds",
-            "Time a request spent in each phase of its Store's life (setup, instantiate, respond: handler start to response head, teardown), by function",
+            "Time a request spent in each phase of its Store's life (setup, instantiate, sandbox, respond: handler start to response head or, for a guest that answered and ended at once, its end; teardown), by function",
             m.phases.clone(),
         );
         r.register(
@@ -329,6 +342,11 @@ impl Metrics {
             "function_warm_stores",
             "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
             m.warm.clone(),
+        );
+        r.register(
+            "function_warm_store_takes",
+            "Requests by whether a warm Store was ready for them (hit) or they made their own (miss), by function",
+            m.warm_takes.clone(),
         );
         r.register(
             "function_launches",
@@ -408,6 +426,14 @@ impl Metrics {
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
             warm: self.warm.get_or_create_owned(&l),
+            warm_hits: self.warm_takes.get_or_create_owned(&TakeLabels {
+                function: name.to_string(),
+                result: "hit".to_string(),
+            }),
+            warm_misses: self.warm_takes.get_or_create_owned(&TakeLabels {
+                function: name.to_string(),
+                result: "miss".to_string(),
+            }),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),

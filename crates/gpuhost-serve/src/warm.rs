@@ -1,8 +1,9 @@
 //! Warm Stores: each device of a version keeps a few Stores made and instantiated ahead of the
 //! next requests ([`WARM_PER_DEVICE`], at most the function's max_concurrency), so a request
 //! does not wait for its Store's setup and the component's instantiation (at one connection,
-//! those were much of what serve added to the same GPU work done in process). A take starts a
-//! refill in the background, which makes Stores one after another until the device's spares are
+//! those were much of what serve added to the same GPU work done in process). Each request,
+//! once its response is sent and its Store torn down (crate::invoke), starts a refill in the
+//! background, which makes Stores one after another until the device's spares are
 //! full again. Each Store is still fresh: no request has run in it, and one request takes it
 //! whole (never reused); on the GPU it holds only a sandboxed function's arena and control
 //! block, taken from the version's pool and zeroed when it was made (so that reset is not part

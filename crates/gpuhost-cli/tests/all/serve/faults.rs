@@ -156,6 +156,39 @@ fn a_body_over_the_function_limit_is_refused_with_413() {
 }
 
 #[test]
+fn a_guest_that_ends_with_its_answer_is_sent_whole_and_one_writing_on_after_its_head_is_streamed_to_its_end()
+ {
+    let repo = misbehave_repo("drip", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // Answered and ended in one go: the whole body at once, with its length.
+    let r = server.get("/misbehave/ok");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    assert_eq!(
+        r.headers.get("content-length").map(String::as_str),
+        Some("2")
+    );
+    // The head first and the lines after it, while the guest still runs: every line arrives, in
+    // order, streamed.
+    let r = server.get("/misbehave/drip?n=4&ms=30");
+    assert_eq!((r.status, r.text().as_str()), (200, "0\n1\n2\n3\n"));
+    assert_eq!(
+        r.headers.get("transfer-encoding").map(String::as_str),
+        Some("chunked")
+    );
+    // Both Stores are torn down once their guests end, and nothing is left running.
+    let f = ("function", "misbehave");
+    let settled = eventually(Duration::from_secs(10), || {
+        let m = server.metrics();
+        m.sum(
+            "gpuhost_request_phase_seconds_count",
+            &[f, ("phase", "teardown")],
+        ) == 2.0
+            && m.sum("gpuhost_requests_in_flight", &[f]) == 0.0
+    });
+    assert!(settled, "{}", server.get("/metrics").text());
+}
+
+#[test]
 fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanly() {
     let repo = misbehave_repo("sigterm", "");
     let mut server = Server::start(&repo.dir, &["--shutdown-delay", "1"], &[]);

@@ -53,6 +53,8 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     // were made, not in a request.
     assert!(phase(&m, "sandbox") >= 1.0);
     assert!(phase(&m, "sandbox") <= phase(&m, "instantiate"));
+    // Each request either took a warm Store (hit) or made its own (miss), counted once.
+    assert_eq!(m.sum("gpuhost_function_warm_store_takes_total", &[f]), 4.0);
     for p in ["setup", "instantiate", "respond"] {
         assert!(
             m.sum("gpuhost_request_phase_seconds_sum", &[f, ("phase", p)]) > 0.0,

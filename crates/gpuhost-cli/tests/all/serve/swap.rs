@@ -154,6 +154,17 @@ fn each_version_has_its_warm_stores_made_when_published_and_dropped_when_swapped
         "warm Stores after the first load: {}",
         warm(&server)
     );
+    // A request with Stores ready takes one of them: a hit, and no Store made in the request.
+    let r = server.get("/stamp");
+    assert_eq!((r.status, r.text().as_str()), (200, stamp_of("stamp-a")));
+    let m = server.metrics();
+    let takes = |result| {
+        m.sum(
+            "gpuhost_function_warm_store_takes_total",
+            &[("function", "stamp"), ("result", result)],
+        )
+    };
+    assert_eq!((takes("hit"), takes("miss")), (1.0, 0.0));
     // Each swap publishes a version that makes its own four; if a swapped-out version kept
     // its spares, there would be four more per swap.
     for (i, bundle) in ["stamp-b", "stamp-a", "stamp-b"].into_iter().enumerate() {

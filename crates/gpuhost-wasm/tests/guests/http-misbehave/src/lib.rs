@@ -5,11 +5,14 @@
 //! kernel K and answers what it got (the error when it has none), `/count` answers how many
 //! requests this instance has handled (1 in a fresh one), `/stamp?n=N` launches the granted
 //! bundle's `stamp` (which writes N words) on a 32-word buffer and answers `ok` or the error;
-//! anything else answers `ok`.
+//! `/drip?n=N&ms=M` sets its response head first, then writes N lines `0\n`, `1\n`, … one M ms
+//! apart (a body that goes on after the head); anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
-use gpuhost_guest::http::wasi::http::types::{IncomingRequest, ResponseOutparam};
+use gpuhost_guest::http::wasi::http::types::{
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
 use gpuhost_guest::{DeviceBuffer, Launch, Stream, bundle_kernel, bundle_kernel_names, http};
 
 struct Misbehave;
@@ -56,6 +59,22 @@ impl Guest for Misbehave {
                 http::respond(out, 200, "text/plain", text.as_bytes());
             }
             "count" => http::respond(out, 200, "text/plain", handled.to_string().as_bytes()),
+            "drip" => {
+                let arg = |k: &str| -> u64 {
+                    query.split('&').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
+                        .unwrap_or(0)
+                };
+                let resp = OutgoingResponse::new(Fields::new());
+                let Ok(body) = resp.body() else { return };
+                ResponseOutparam::set(out, Ok(resp));
+                if let Ok(stream) = body.write() {
+                    for i in 0..arg("n") {
+                        monotonic_clock::subscribe_duration(arg("ms") * 1_000_000).block();
+                        let _ = stream.blocking_write_and_flush(format!("{i}\n").as_bytes());
+                    }
+                }
+                let _ = OutgoingBody::finish(body, None);
+            }
             "slow" => {
                 let ms: u64 = query.strip_prefix("ms=").and_then(|v| v.parse().ok()).unwrap_or(100);
                 monotonic_clock::subscribe_duration(ms * 1_000_000).block();
