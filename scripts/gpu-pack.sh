@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds here everything scripts/gpu.sh runs on the GPU machine (which has no Rust toolchain):
-# release test binaries of the driver-facing suites, the gpuhost binary, the example guests, and
+# release test binaries of the driver-facing suites (gpuhost-cli's serve tests among them), the gpuhost binary, the example guests, and
 # softcuda's library (for the loader tests). Then: device tool, command "bash scripts/gpu.sh",
 # carry [".gpu"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
-  --and test -p gpuhost-wasm --test all --and bin -p gpuhost-cli --bin gpuhost \
+  --and test -p gpuhost-wasm --test all --and test -p gpuhost-cli --test all \
+  --and bin -p gpuhost-cli --bin gpuhost \
   --and bin -p conformance --example sandbox_bench
 for ws in examples/guests crates/gpuhost-wasm/tests/guests; do
   cargo build --release --target wasm32-wasip2 --manifest-path "$ws/Cargo.toml" \
