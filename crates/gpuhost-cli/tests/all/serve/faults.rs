@@ -58,9 +58,15 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
     let repo = misbehave_repo("faults", toml);
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/misbehave/ok").status, 200);
-    // The warm Store made after that request holds a sandbox pair of its own once it is ready
-    // (its anchors are live buffers): count from a settled server, as after the misbehaving.
-    std::thread::sleep(Duration::from_millis(300));
+    // Each warm Store holds a sandbox pair of its own once it is ready (its anchors are live
+    // buffers): count from a settled server, all four made (on NVIDIA a sandbox pair takes up to
+    // ~80 ms, so a fixed pause was not enough), as after the misbehaving.
+    let warm = [("function", "misbehave")];
+    let settled = || server.metrics().sum("gpuhost_function_warm_stores", &warm) == 4.0;
+    assert!(
+        eventually(Duration::from_secs(10), settled),
+        "warm Stores not made"
+    );
     let buffers = super::buffers_not_kept(&server.metrics());
 
     let r = server.get("/misbehave/trap");
@@ -94,9 +100,10 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
 
     // Still serving; and the 2 MiB the leaking guest held went with its Store.
     assert_eq!(server.get("/misbehave/ok").text(), "ok");
-    let released = eventually(Duration::from_secs(5), || {
+    let released = eventually(Duration::from_secs(10), || {
         let m = server.metrics();
-        super::buffers_not_kept(&m) == buffers
+        m.sum("gpuhost_function_warm_stores", &warm) == 4.0
+            && super::buffers_not_kept(&m) == buffers
             && m.sum("gpuhost_function_gpu_memory_bytes", &[]) == 0.0
     });
     assert!(
