@@ -1,11 +1,9 @@
 //! Launch completion. Events are recorded on the threads that launch or wait — never by the
 //! completion thread while a launching thread is busy on the same stream — and one dedicated
-//! thread per host only queries them (cuEventQuery) and wakes their `Completion`s, but for a
-//! batch that a spinning poll owns (below).
+//! thread per host only queries them (cuEventQuery) and wakes their `Completion`s.
 //!
 //! Who records a stream's completion event, covering every launch queued before it:
-//! - the first poll of a `Completion` whose launch is still unrecorded (`.await`), which keeps
-//!   the batch while it spins (below);
+//! - the first poll of a `Completion` whose launch is still unrecorded (`.await`);
 //! - `Completion::wait`, which then synchronizes on that event itself;
 //! - the launching thread, once every `FLUSH_EVERY` launches (amortised), so dropped
 //!   completions still release what they keep alive;
@@ -26,24 +24,18 @@
 //! on a VM): a wait that ends within it is caught, and one that does not costs at most twice
 //! what blocking at once would. `gpuhost bench` measures budgets side by side.
 //!
-//! A poll that records its batch owns it while it spins ([`Flush::record_owned`]): it queries the
-//! batch's event itself and completes the batch when it ends within the budget, and only then,
-//! or when the budget runs out, does the completion thread hear of it (`hand_over`). So nobody
-//! else queries that event meanwhile, and a short kernel's `.await` makes no hand-off at all (no
-//! inbox lock, no futex wake, no pass of this thread between the GPU and the waiting task). The
-//! batch is moved exactly once, into `complete` or into the inbox: it can neither complete twice
-//! nor be lost (`concurrency::awaits_and_drops_racing_...` races awaits and drops on shared
-//! streams). Other polls of the same batch watch the outcome slot only.
+//! The spinning poll watches the outcome slot only; it does not query the batch's event itself.
+//! That was tried (3d3c6e3, reverted): on the H200 it made launch → `.await` 15.6 µs against
+//! 10.4 (raw launch + sync 8.8), cuEventQuery from every spinning executor thread contending
+//! with the driver, and the parallel gpuhost-wasm suite stalled, as the completion thread then
+//! had to wait for polls inside the driver before it could recycle an event.
 //!
-//! History (H200): letting every spinning poll and this thread query the same event (3d3c6e3,
-//! reverted) made launch → `.await` 15.6 µs against 10.4 (raw launch + sync 8.8): cuEventQuery
-//! from every spinning executor thread contended with the driver, and the parallel gpuhost-wasm
-//! suite stalled, as this thread had to wait for polls inside the driver before it could
-//! recycle an event. Raw launch + cuEventRecord + a tight cuEventQuery loop on the caller's
-//! thread takes what raw launch + cuStreamSynchronize takes (8.63 against 8.61 µs), so the ~1.9
-//! µs `.await` added before owned batches was the hand-off through this thread. Letting this
-//! thread skip its `yield_now` while a poll spins (bc8be74) did not change it (10.44–10.57 µs
-//! against 10.41), and was reverted.
+//! Measured on the H200 (bench/h200-runs/2026-12-01-s8/, `gpuhost bench`'s await table): raw
+//! launch + cuEventRecord + a tight cuEventQuery loop on the caller's thread takes what raw
+//! launch + cuStreamSynchronize takes (8.63 against 8.61 µs), so the event costs nothing; the
+//! ~1.9 µs `.await` adds is the hand-off through this thread. Letting this thread skip its
+//! `yield_now` while a poll spins (tried in bc8be74) did not change it (10.44–10.57 µs against
+//! 10.41), and was reverted.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -61,11 +53,6 @@ use crate::launch::Arg;
 use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
 use crate::result;
-
-mod spin;
-pub use spin::MAX_AWAIT_SPIN;
-use spin::spin_until_finished;
-pub(crate) use spin::{DEFAULT_AWAIT_SPIN_NS, Owned};
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -170,25 +157,12 @@ impl Future for Completion {
         if self.cell.finished.load(Ordering::Acquire) {
             return Poll::Ready(self.cell.result());
         }
-        let budget = self.stream.await_spin();
-        // Recorded before we look: only a recorded batch can finish.
-        let mut spun = false;
+        // Recorded before we look: the completion thread can only finish a recorded batch.
         if !self.cell.recorded.load(Ordering::Acquire) {
-            if budget.is_zero() {
-                self.stream.flush();
-            } else if let Some(owned) = self.stream.record_owned() {
-                // This poll recorded the open batch and keeps it: it queries the event alone for
-                // its budget, and hands the batch to the completion thread only after. That is
-                // this launch's batch, unless another thread took it just before (then the one
-                // holding it finishes it): hence the look at this launch's own slot.
-                owned.spin(budget);
-                if self.cell.finished.load(Ordering::Acquire) {
-                    return Poll::Ready(self.cell.result());
-                }
-                spun = true;
-            }
+            self.stream.flush();
         }
-        if !spun && !budget.is_zero() && spin_until_finished(&self.cell, budget) {
+        let budget = self.stream.await_spin();
+        if !budget.is_zero() && spin_until_finished(&self.cell, budget) {
             return Poll::Ready(self.cell.result());
         }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -201,6 +175,46 @@ impl Future for Completion {
             s.wakers.push(cx.waker().clone());
         }
         Poll::Pending
+    }
+}
+
+/// Watches `cell` for up to `budget`; true once it finished. Between short bursts of looks it
+/// yields the core: where cores are scarce, the completion thread (or a software driver's
+/// worker) that would finish the launch may need this very one; where they are not, a yield
+/// returns at once.
+fn spin_until_finished(cell: &BatchOutcome, budget: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..32 {
+            if cell.finished.load(Ordering::Acquire) {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= budget {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The default of [`Host::set_await_spin`], in nanoseconds (see the module header).
+pub(crate) const DEFAULT_AWAIT_SPIN_NS: u64 = 10_000;
+/// The longest budget [`Host::set_await_spin`] accepts: spinning longer only burns the thread.
+pub const MAX_AWAIT_SPIN: Duration = Duration::from_millis(1);
+
+impl Host {
+    /// Sets how long a poll of this host's `Completion`s watches an unfinished launch before it
+    /// returns Pending (default 10 µs; zero: never spin; capped at [`MAX_AWAIT_SPIN`]). Longer
+    /// catches longer kernels without a wake-up, and holds the executor thread that long.
+    pub fn set_await_spin(&self, budget: Duration) {
+        let ns = budget.min(MAX_AWAIT_SPIN).as_nanos() as u64;
+        self.await_spin_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// How long a poll watches an unfinished launch before returning Pending.
+    pub fn await_spin(&self) -> Duration {
+        Duration::from_nanos(self.await_spin_ns.load(Ordering::Relaxed))
     }
 }
 
@@ -325,14 +339,6 @@ pub(crate) trait Flush: Send + Sync {
     /// Record an event after the unrecorded launches (on the calling thread) and hand them to
     /// the completion thread as a batch. Nothing to do when the queue is empty.
     fn flush(&self);
-
-    /// As [`Flush::flush`], but the caller keeps the batch instead of the completion thread
-    /// (None when the queue is empty, or when recording failed and completed it). By default
-    /// a stream does not hand batches out: it flushes.
-    fn record_owned(&self) -> Option<Owned> {
-        self.flush();
-        None
-    }
 
     /// Block until everything enqueued so far has finished, completing the queued launches.
     fn sync_point(&self) -> Result<()>;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::{CUevent, CUstream};
 
 use crate::buffer::DeviceBuffer;
-use crate::completion::{self, Batch, Completion, Flush, Launched, Owned};
+use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::{Arg, LaunchConfig, PackedArgs, pack};
@@ -58,14 +58,6 @@ impl Flush for Unrecorded {
         if let Some(launches) = self.take() {
             self.record_after(launches);
         }
-    }
-
-    fn record_owned(&self) -> Option<Owned> {
-        let batch = self.record(self.take()?)?;
-        Some(Owned {
-            host: self.host.clone(),
-            batch,
-        })
     }
 
     fn sync_point(&self) -> Result<()> {
@@ -135,28 +127,20 @@ impl Unrecorded {
     /// Record an event after `launches` (taken from the queue before, so each was issued before
     /// the event) and hand them to the completion thread; a failure completes them with it.
     fn record_after(&self, launches: Launched) {
-        if let Some(batch) = self.record(launches) {
-            completion::hand_over(&self.host, batch);
-        }
-    }
-
-    /// Record an event after `launches` (as for `record_after`): the batch to hand on, or None
-    /// when recording failed and completed them with its error.
-    fn record(&self, launches: Launched) -> Option<Batch> {
         let recorded = self
             .host
             .enter_for(self.generation)
             .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
         match recorded {
-            Ok((generation, event)) => Some(Batch {
-                event,
-                generation,
-                launches,
-            }),
-            Err(e) => {
-                completion::complete(&self.host, launches, &Err(e));
-                None
-            }
+            Ok((generation, event)) => completion::hand_over(
+                &self.host,
+                Batch {
+                    event,
+                    generation,
+                    launches,
+                },
+            ),
+            Err(e) => completion::complete(&self.host, launches, &Err(e)),
         }
     }
 
