@@ -131,6 +131,25 @@ fn hot_back_edge(ptx: &str) -> String {
     out
 }
 
+/// The poll's skip test (`p := count left || back-edge not taken`) turned around into `dst :=
+/// count ran out && back-edge taken`; None for any other line.
+fn poll_now(line: &str, dst: &str) -> Option<String> {
+    let t = line.trim();
+    if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
+        return Some(format!("\tsetp.le.s32 {dst}, %__sbx_cnt, 0;\n"));
+    }
+    let not_taken = t
+        .strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ")?
+        .trim_end_matches(';');
+    let taken = match not_taken.strip_prefix('!') {
+        Some(g) => g.to_string(),
+        None => format!("!{not_taken}"),
+    };
+    Some(format!(
+        "\tsetp.le.and.s32 {dst}, %__sbx_cnt, 0, {taken};\n"
+    ))
+}
+
 /// The poll's skip branch made warp-uniform (`bra.uni`): the warp polls when any of its active
 /// threads' count ran out (`vote.any`), so ptxas needs no convergence barrier around it.
 fn uniform_poll(lines: &[&str]) -> Vec<String> {
@@ -140,14 +159,8 @@ fn uniform_poll(lines: &[&str]) -> Vec<String> {
         .iter()
         .map(|l| {
             let t = l.trim();
-            if let Some(rest) = t.strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ") {
-                let taken = match rest.trim_end_matches(';').strip_prefix('!') {
-                    Some(g) => g.to_string(),
-                    None => format!("!{}", rest.trim_end_matches(';')),
-                };
-                format!("\tsetp.le.and.s32 %__sbx_p, %__sbx_cnt, 0, {taken};\n{VOTE}")
-            } else if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
-                format!("\tsetp.le.s32 %__sbx_p, %__sbx_cnt, 0;\n{VOTE}")
+            if let Some(setp) = poll_now(t, "%__sbx_p") {
+                format!("{setp}{VOTE}")
             } else if let Some(label) = t.strip_prefix("@%__sbx_p bra ") {
                 format!("\t@!%__sbx_p bra.uni {label}\n")
             } else {
@@ -174,14 +187,8 @@ fn branch_free_poll(lines: &[&str]) -> Vec<String> {
         .filter(|l| !l.contains(" bra $__sbx_L"))
         .map(|l| {
             let t = l.trim();
-            if let Some(rest) = t.strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ") {
-                let taken = match rest.trim_end_matches(';').strip_prefix('!') {
-                    Some(g) => g.to_string(),
-                    None => format!("!{}", rest.trim_end_matches(';')),
-                };
-                format!("\tsetp.le.and.s32 %__sbx_q, %__sbx_cnt, 0, {taken};\n")
-            } else if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
-                "\tsetp.le.s32 %__sbx_q, %__sbx_cnt, 0;\n".into()
+            if let Some(setp) = poll_now(t, "%__sbx_q") {
+                setp
             } else if t.starts_with("mov.u32 %__sbx_cnt,") || t == EPOCH_READ {
                 format!("\t@%__sbx_q {t}\n")
             } else if t == "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;" {
@@ -298,7 +305,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             // Each replay's kernels use its prepared case's module and arena: keep them alive
             // until the replays are gone.
             let mut ablated = Vec::with_capacity(ABLATIONS.len());
-            let mut failed = vec![false];
+            // One flag per timed replay: native and sandboxed (never edited), then each edit.
+            let mut failed = vec![false, false];
             for (name, edit) in ABLATIONS {
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
@@ -324,7 +332,6 @@ fn main() -> Result<(), Box<dyn Error>> {
                 all.push(Replay::capture(&ctx, &stream, &p)?);
                 ablated.push(p);
             }
-            failed.insert(0, false);
             let mut samples = vec![Vec::new(); all.len()];
             for _ in 0..ROUNDS {
                 for (r, s) in all.iter().zip(&mut samples) {
