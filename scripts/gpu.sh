@@ -29,14 +29,11 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
     echo "sandbox-probe rc=$?" >> "$out/sandbox-probe.log"
   fi
   [ -n "${SKIP_FIXTURES:-}" ] || bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
-  # gpuhost-cli's suite runs the `gpuhost` binary from the folder above its own, as cargo lays
-  # them out; the GPU machine has neither Chromium nor a second GPU for two of its tests.
-  cp -f .gpu/bin/gpuhost .gpu/gpuhost
-  set -- "$@" --skip the_status_page_shows --skip with_two_devices_a_function
+  gpu_suites_ready
+  set -- "$@" "${GPU_TEST_SKIPS[@]}"
   timeout 300 bash .gpu/run.sh "$@" > "$out/tests.log" 2>&1; tests=$?
   # Once more with the default thread count (16 here): concurrency bugs that CI's two threads
   # miss showed up this way (bench/RESULTS.md, 2026-11-30).
-  sed 's/ --test-threads=1//' .gpu/run.sh > .gpu/run-parallel.sh
   parallel=skipped
   [ -n "${SKIP_PARALLEL:-}" ] || { timeout 120 bash .gpu/run-parallel.sh "$@" > "$out/tests-parallel.log" 2>&1; parallel=$?; }
   # Kernel time with the PTX sandbox against without, every corpus kernel (issue #9), twice.

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/../.."
 source scripts/lib/gpu-bin.sh
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia} GPUHOST_GUEST_DIR="$PWD/.gpu/guests" SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so"
 out="${OUT:-/tmp/out}/stress"; mkdir -p "$out"
-cp -f .gpu/bin/gpuhost .gpu/gpuhost
-skips=(--skip the_status_page_shows --skip with_two_devices_a_function)
-sed 's/ --test-threads=1//' .gpu/run.sh > .gpu/run-parallel.sh
+gpu_suites_ready
 
 # Runs "$@" for at most $1 seconds; on overrun, notes every thread of the test binary it started.
 watch() {
@@ -29,8 +27,8 @@ watch() {
 }
 
 for r in $(seq "${ROUNDS:-3}"); do
-  watch "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash .gpu/run.sh "${skips[@]}"; a=$?
-  watch "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash .gpu/run-parallel.sh "${skips[@]}"; b=$?
+  watch "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash .gpu/run.sh "${GPU_TEST_SKIPS[@]}"; a=$?
+  watch "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash .gpu/run-parallel.sh "${GPU_TEST_SKIPS[@]}"; b=$?
   echo "round $r: one thread rc=$a, parallel rc=$b" | tee -a "$out/summary.txt"
   grep -hE 'Segmentation|overrun|FAILED' "$out/one-thread-$r.log" "$out/parallel-$r.log" | head -5
 done
