@@ -5,14 +5,26 @@
 # On the GPU machine, carry [".gpu"]:   ROUNDS=3 bash scripts/probes/suite-stress.sh
 # Each round runs .gpu/run.sh with one thread, then every suite with parallel threads; a run past
 # its limit gets each of its threads' name and kernel wait channel written down before it is
-# killed (the GPU machine has no gdb). Logs and a summary go to $OUT/stress. Env: ROUNDS (3),
-# LIMIT_ONE / LIMIT_PARALLEL (200 / 120 s per round), GPUHOST_DRIVER (nvidia).
+# killed, with every thread's backtrace from cuda-gdb (the GPU machine has no plain gdb; the packed
+# binaries keep their symbols). Logs and a summary go to $OUT/stress. Env: ROUNDS (3),
+# LIMIT_ONE / LIMIT_PARALLEL (200 / 120 s per round), GPUHOST_DRIVER (nvidia), ONLY (run only the
+# suites whose crate path matches this pattern, e.g. ONLY=gpuhost-wasm), PARALLEL (1: also run
+# with parallel threads; 0: one thread only).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/gpu-bin.sh
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia} GPUHOST_GUEST_DIR="$PWD/.gpu/guests" SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so"
 out="${OUT:-/tmp/out}/stress"; mkdir -p "$out"
 gpu_suites_ready
+if [ -n "${ONLY:-}" ]; then
+  grep -v '^echo "== ' .gpu/run.sh | grep -v "(crates/" > .gpu/run-only.sh
+  grep "(crates/[^)]*${ONLY}[^)]*)" .gpu/run.sh >> .gpu/run-only.sh
+  sed -i '/^exit/d' .gpu/run-only.sh; echo 'exit $fail' >> .gpu/run-only.sh
+  sed 's/ --test-threads=1//' .gpu/run-only.sh > .gpu/run-only-parallel.sh
+  one=.gpu/run-only.sh par=.gpu/run-only-parallel.sh
+else
+  one=.gpu/run.sh par=.gpu/run-parallel.sh
+fi
 
 # Runs "$@" for at most $1 seconds; on overrun, notes every thread of the test binary it started.
 watch() {
@@ -22,13 +34,18 @@ watch() {
   for p in $(pgrep -f '.gpu/bin/all-'); do
     echo "== overrun: pid $p $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
     for t in /proc/$p/task/*; do echo "$(cat $t/comm) $(cat $t/wchan)"; done | sort | uniq -c
+    timeout 120 cuda-gdb -p "$p" -batch -ex "set pagination off" -ex "thread apply all bt 40" 2>&1 \
+      | grep -v '^\[New LWP\|^warning: ' | head -c 400000
   done >> "$log"
   pkill -f '.gpu/bin/all-'; kill "$pid" 2>/dev/null; wait "$pid"; return 124
 }
 
 for r in $(seq "${ROUNDS:-3}"); do
-  watch "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash .gpu/run.sh "${GPU_TEST_SKIPS[@]}"; a=$?
-  watch "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash .gpu/run-parallel.sh "${GPU_TEST_SKIPS[@]}"; b=$?
+  watch "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash "$one" "${GPU_TEST_SKIPS[@]}"; a=$?
+  b=skipped
+  if [ "${PARALLEL:-1}" = 1 ]; then
+    watch "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash "$par" "${GPU_TEST_SKIPS[@]}"; b=$?
+  fi
   echo "round $r: one thread rc=$a, parallel rc=$b" | tee -a "$out/summary.txt"
-  grep -hE 'Segmentation|overrun|FAILED' "$out/one-thread-$r.log" "$out/parallel-$r.log" | head -5
+  grep -hE 'Segmentation|overrun|FAILED' "$out/one-thread-$r.log" "$out/parallel-$r.log" 2>/dev/null | head -5
 done

@@ -13,6 +13,9 @@
 //! up to 0.6 µs between runs); a replay issues the kernels from the GPU, about 0.9 µs apart, so
 //! its figure is much closer to the kernels' own time. Graphs are timed at poll 1024 only.
 //!
+//! Each kernel is also timed rewritten without loop versioning (`Policy::version_loops` off, poll
+//! 1024), side by side, to show what versioning buys.
+//!
 //! `--ablate` adds a second table: graph replays of the sandboxed kernel with one part of the
 //! rewrite taken out by editing its PTX (`ABLATIONS`), to see which part costs GPU time. The
 //! ablated kernels are not safe; they only run here, on the benchmark's own data.
@@ -237,12 +240,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         env.choice.path.display()
     );
     let mut table = String::from(
-        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | ratio at 1024 | graph: native / sandboxed µs | graph ratio |\n|---|---|---:|---:|---:|---:|---:|\n",
+        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | unversioned µs | ratio at 1024 | unversioned ratio | graph: native / sandboxed / unversioned µs | graph ratio | unversioned graph ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
-    let mut logs = [0f64; POLLS.len()];
-    let mut worst = (0f64, String::new());
-    let (mut graph_log, mut graph_worst) = (0f64, (0f64, String::new()));
+    // Per poll interval, then unversioned at 1024.
+    let mut logs = [0f64; POLLS.len() + 1];
+    let mut worst = [(0f64, String::new()), (0f64, String::new())];
+    // Versioned, unversioned.
+    let mut graph_log = [0f64; 2];
+    let mut graph_worst = [(0f64, String::new()), (0f64, String::new())];
     let mut n = 0;
     for kc in CASES {
         let flavours = flavours_present(kc.file);
@@ -261,20 +267,27 @@ fn main() -> Result<(), Box<dyn Error>> {
             Mode::Native,
             &Policy::default(),
         )?;
+        let unversioned = Policy {
+            poll_interval: POLLS[GOAL_POLL],
+            version_loops: false,
+        };
         let sandboxed = POLLS
             .iter()
-            .map(|&poll_interval| {
-                let policy = Policy { poll_interval };
-                prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy)
+            .map(|&poll_interval| Policy {
+                poll_interval,
+                ..Policy::default()
             })
+            .chain([unversioned])
+            .map(|policy| prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy))
             .collect::<Result<Vec<_>, _>>()?;
         let replays = [
             Replay::capture(&ctx, &stream, &native)?,
             Replay::capture(&ctx, &stream, &sandboxed[GOAL_POLL])?,
+            Replay::capture(&ctx, &stream, &sandboxed[POLLS.len()])?,
         ];
         // Alternate the variants inside every round, so drift hits all of them alike.
-        let mut samples = vec![Vec::new(); 1 + POLLS.len()];
-        let mut graph_samples = [Vec::new(), Vec::new()];
+        let mut samples = vec![Vec::new(); 1 + sandboxed.len()];
+        let mut graph_samples = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..ROUNDS + 1 {
             for (i, p) in std::iter::once(&native).chain(&sandboxed).enumerate() {
                 let us = time_batch(&ctx, &stream, p)?;
@@ -295,6 +308,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let ptx = conformance::corpus::read_ptx(kc.file, flavour)?;
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
+                    ..Policy::default()
                 };
                 let sbx = ptxvm::sandbox::sandbox(&ptx, &policy)?;
                 for (i, (_, edit)) in ABLATIONS.iter().enumerate() {
@@ -310,6 +324,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             for (name, edit) in ABLATIONS {
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
+                    ..Policy::default()
                 };
                 let edited = prepare_edited(
                     &ctx,
@@ -364,42 +379,66 @@ fn main() -> Result<(), Box<dyn Error>> {
         let med: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let ratios: Vec<f64> = med[1..].iter().map(|s| s / med[0]).collect();
         let graph_med: Vec<f64> = graph_samples.iter_mut().map(|s| median(s)).collect();
-        let graph_ratio = graph_med[1] / graph_med[0];
-        graph_log += graph_ratio.ln();
-        if graph_ratio > graph_worst.0 {
-            graph_worst = (graph_ratio, kc.name.to_string());
+        let graph_ratios = [graph_med[1] / graph_med[0], graph_med[2] / graph_med[0]];
+        for k in 0..2 {
+            graph_log[k] += graph_ratios[k].ln();
+            if graph_ratios[k] > graph_worst[k].0 {
+                graph_worst[k] = (graph_ratios[k], kc.name.to_string());
+            }
         }
         for (l, r) in logs.iter_mut().zip(&ratios) {
             *l += r.ln();
         }
         n += 1;
-        if ratios[GOAL_POLL] > worst.0 {
-            worst = (ratios[GOAL_POLL], kc.name.to_string());
+        for (w, r) in worst
+            .iter_mut()
+            .zip([ratios[GOAL_POLL], ratios[POLLS.len()]])
+        {
+            if r > w.0 {
+                *w = (r, kc.name.to_string());
+            }
         }
         writeln!(
             table,
-            "| {} | {flavour} | {:.2} | {:.2} / {:.2} / {:.2} | {:.3} | {:.2} / {:.2} | {:.3} |",
+            "| {} | {flavour} | {:.2} | {:.2} / {:.2} / {:.2} | {:.2} | {:.3} | {:.3} | {:.2} / {:.2} / {:.2} | {:.3} | {:.3} |",
             kc.name,
             med[0],
             med[1],
             med[2],
             med[3],
+            med[4],
             ratios[GOAL_POLL],
+            ratios[POLLS.len()],
             graph_med[0],
             graph_med[1],
-            graph_ratio
+            graph_med[2],
+            graph_ratios[0],
+            graph_ratios[1]
         )?;
         json.push(format!(
-            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}],\"graph_native_us\":{:.4},\"graph_sandboxed_us\":{:.4}}}",
-            kc.name, med[0], med[1], med[2], med[3], graph_med[0], graph_med[1]
+            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}],\"unversioned_us\":{:.4},\"graph_native_us\":{:.4},\"graph_sandboxed_us\":{:.4},\"graph_unversioned_us\":{:.4}}}",
+            kc.name, med[0], med[1], med[2], med[3], med[4], graph_med[0], graph_med[1], graph_med[2]
         ));
     }
     let geo: Vec<f64> = logs.iter().map(|l| (l / n as f64).exp()).collect();
-    let graph_geo = (graph_log / n as f64).exp();
+    let graph_geo = graph_log.map(|l| (l / n as f64).exp());
     writeln!(
         table,
-        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}\ngraph-replayed, poll 1024: geometric mean {graph_geo:.3}; worst {} {:.3}",
-        geo[0], geo[1], geo[2], worst.1, worst.0, graph_worst.1, graph_worst.0
+        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}\nunversioned, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, unversioned: geometric mean {:.3}; worst {} {:.3}",
+        geo[0],
+        geo[1],
+        geo[2],
+        worst[0].1,
+        worst[0].0,
+        geo[3],
+        worst[1].1,
+        worst[1].0,
+        graph_geo[0],
+        graph_worst[0].1,
+        graph_worst[0].0,
+        graph_geo[1],
+        graph_worst[1].1,
+        graph_worst[1].0
     )?;
     print!("{table}");
     if ablate {
@@ -409,11 +448,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         std::fs::write(
             path,
             format!(
-                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"graph_geomean\":{graph_geo:.4},\"kernels\":[{}]}}\n",
+                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"graph_geomean\":{:.4},\"unversioned_geomean\":{:.4},\"graph_unversioned_geomean\":{:.4},\"kernels\":[{}]}}\n",
                 env.choice.kind,
                 geo[0],
                 geo[1],
                 geo[2],
+                graph_geo[0],
+                geo[3],
+                graph_geo[1],
                 json.join(",")
             ),
         )?;

@@ -5,7 +5,7 @@
 //! read, txq/suq sizes, and a destroyed texture object refused on the host.
 
 use std::ffi::{CString, c_void};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use conformance::context::Context;
 use conformance::driver::shared_device;
@@ -19,11 +19,17 @@ use crate::support::own_ptx;
 type Format = sys::CUarray_format;
 type Mode = sys::CUaddress_mode;
 
-/// The context and tests/kernels/textures loaded into it.
-fn session() -> Option<(Arc<Context>, Arc<Module>)> {
+/// Texture and surface object handles are small numbers that NVIDIA's driver hands out again once
+/// destroyed: with parallel test threads, the test that asks about a destroyed handle met another
+/// test's new object under the same number (H200, session 10). This file's tests take turns.
+static OBJECTS: Mutex<()> = Mutex::new(());
+
+/// The context and tests/kernels/textures loaded into it, and this file's turn.
+fn session() -> Option<(Arc<Context>, Arc<Module>, MutexGuard<'static, ()>)> {
+    let turn = OBJECTS.lock().unwrap_or_else(|p| p.into_inner());
     let (_, ctx) = bound_primary()?;
     let m = Module::load_ptx(&ctx, &own_ptx("textures")).expect("load textures.ptx");
-    Some((ctx, m))
+    Some((ctx, m, turn))
 }
 
 /// Launches `kernel` on `grid` blocks of `block` threads and waits.
@@ -168,7 +174,9 @@ fn linear_1d(t: &[f32], x: f32) -> (f32, f32) {
 #[test]
 fn point_filtering_reads_the_texel_holding_each_coordinate() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let (w, h) = (5usize, 4usize);
     let texel = |x: usize, y: usize| (10 * x + 100 * y) as f32;
     let a = Array::new(w, h, 0, Format::CU_AD_FORMAT_FLOAT, 1, 0);
@@ -204,7 +212,9 @@ fn point_filtering_reads_the_texel_holding_each_coordinate() {
 #[test]
 fn linear_filtering_blends_neighbours_with_nvidias_9_bit_weights() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let values: Vec<f32> = (0..8).map(|i| (i * i) as f32 + 1.0).collect();
     let (_a, t) = texture_1d(&values, Mode::CU_TR_ADDRESS_MODE_CLAMP, true, 0);
     let xs: Vec<f32> = (0..30).map(|i| -0.4 + 0.31 * i as f32).collect();
@@ -222,7 +232,9 @@ fn linear_filtering_blends_neighbours_with_nvidias_9_bit_weights() {
 #[test]
 fn each_address_mode_maps_coordinates_outside_the_texture() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let values = [1.0f32, 2.0, 3.0, 4.0];
     let n = values.len() as f32;
     let xs = [-0.6f32, -0.1, 0.3, 1.05, 1.4, 2.3, -1.3];
@@ -265,7 +277,9 @@ fn each_address_mode_maps_coordinates_outside_the_texture() {
 #[test]
 fn normalized_coordinates_scale_by_each_dimension() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let (w, h) = (8usize, 2usize);
     let a = Array::new(w, h, 0, Format::CU_AD_FORMAT_FLOAT, 1, 0);
     let bytes: Vec<u8> = (0..w * h).flat_map(|i| (i as f32).to_le_bytes()).collect();
@@ -288,7 +302,9 @@ fn normalized_coordinates_scale_by_each_dimension() {
 #[test]
 fn u8_texels_read_as_normalized_floats_unless_read_as_integer() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let texels: [u8; 8] = [0, 51, 128, 255, 7, 8, 9, 10];
     let a = Array::new(2, 1, 0, Format::CU_AD_FORMAT_UNSIGNED_INT8, 4, 0);
     upload(&a, &texels, 8);
@@ -330,7 +346,9 @@ fn u8_texels_read_as_normalized_floats_unless_read_as_integer() {
 #[test]
 fn linear_memory_fetches_by_integer_index_and_layers_select_their_slice() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let values: Vec<f32> = (0..16).map(|i| i as f32 * 1.5).collect();
     let buf = DeviceBuffer::alloc(&ctx, 64).expect("alloc");
     buf.write(
@@ -400,7 +418,9 @@ fn linear_memory_fetches_by_integer_index_and_layers_select_their_slice() {
 #[test]
 fn a_surface_written_by_a_kernel_reads_back_and_sizes_are_queried() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     let (w, h) = (6usize, 5usize);
     let ldst = sys::CUDA_ARRAY3D_SURFACE_LDST;
     let src = Array::new(w, h, 0, Format::CU_AD_FORMAT_UNSIGNED_INT32, 1, ldst);
@@ -487,7 +507,9 @@ fn a_surface_written_by_a_kernel_reads_back_and_sizes_are_queried() {
 #[test]
 fn descriptors_come_back_and_a_destroyed_texture_object_is_refused() {
     let _shared = shared_device();
-    let Some((_ctx, _m)) = session() else { return };
+    let Some((_ctx, _m, _turn)) = session() else {
+        return;
+    };
     let (a, t) = texture_1d(&[1.0, 2.0], Mode::CU_TR_ADDRESS_MODE_BORDER, true, 0);
     // SAFETY: all-zero is a valid descriptor to be overwritten.
     let mut r: sys::CUDA_RESOURCE_DESC = unsafe { std::mem::zeroed() };
@@ -520,7 +542,9 @@ fn descriptors_come_back_and_a_destroyed_texture_object_is_refused() {
 #[test]
 fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     // Texel (x, y, z) holds x + 10 y + 100 z; a linear function, so linear filtering inside the
     // texture returns the function of the weighted coordinate: per dimension, the lower texel's
     // index plus its weight rounded to 1/256.
@@ -597,7 +621,9 @@ fn pitched_memory_and_3d_arrays_filter_linearly_in_every_dimension() {
 #[test]
 fn tld4_gathers_one_channel_of_the_bilinear_footprint_counter_clockwise_from_lower_left() {
     let _shared = shared_device();
-    let Some((ctx, m)) = session() else { return };
+    let Some((ctx, m, _turn)) = session() else {
+        return;
+    };
     // A 5 × 4 two-channel float array: texel (x, y) holds (x + 10 y, -(x + 10 y)).
     let (w, h) = (5usize, 4usize);
     let gather = sys::CUDA_ARRAY3D_TEXTURE_GATHER;

@@ -28,6 +28,8 @@ pub(crate) struct Info<'m> {
     /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
     /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
     pub lean: HashSet<&'m str>,
+    /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
+    pub fast: HashSet<String>,
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
@@ -102,6 +104,7 @@ pub(crate) fn analyse<'m>(
         shared,
         poll_interval: policy.poll_interval,
         lean: HashSet::new(),
+        fast: HashSet::new(),
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),

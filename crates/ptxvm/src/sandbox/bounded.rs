@@ -1,13 +1,20 @@
-//! Counted loops that need no abort poll. A back-edge is taken at most B times per entry into
-//! its loop when the loop is innermost (no other back-edge inside), entered only at its header,
-//! calls nothing that can loop (lean device functions have no back-edge: a back-edge polls, and
-//! a poll reads a hidden value), and its branch is taken only while `iv < C` (unsigned, `C` an
-//! immediate) where `iv`'s one write in the loop is `add iv, iv, k` (k >= 1) in the branch's
-//! basic block: the checked values then grow by k per iteration, so B <= C/k + 2 even across
-//! wrap-around. Such a loop with B <= poll_interval (`collatz_steps`' `i < 1000`) runs as nvcc
-//! wrote it; the instrumented back-edge of each loop around it counts its B back-edges as well
-//! as its own, so a thread still polls after at most about `poll_interval` back-edges (plus a
-//! constant: each bounded loop's last run before its enclosing back-edge is charged).
+//! Loops that need no abort poll. A back-edge is taken at most B times per entry into its loop
+//! when the loop is innermost (no other back-edge inside), entered only at its header, calls
+//! nothing that can loop (lean device functions have no back-edge: a back-edge polls, and a poll
+//! reads a hidden value), and its branch is taken only while a counter moves toward a bound:
+//! - **counted**: `iv < C` (unsigned, `C` an immediate) where `iv`'s one write in the loop is
+//!   `add iv, iv, k` (k >= 1) in the branch's basic block: the checked values then grow by k
+//!   per iteration, so B <= C/k + 2 even across wrap-around;
+//! - **halving**: `iv != 0` (or `iv > 0`, `iv >= 1`) where `iv`'s one write in the loop is a
+//!   logical `shr iv, iv, s` (s >= 1) in the branch's basic block: B <= bits/s + 2 (tree
+//!   reductions: `for (s = n / 2; s > 0; s >>= 1)`);
+//! - **versioned**: the fast copy of a loop whose bound or step is only known at run time,
+//!   entered after a check that it takes fewer than `poll_interval` back-edges (version.rs).
+//!
+//! Such a loop with B <= poll_interval (`collatz_steps`' `i < 1000`) runs as nvcc wrote it; the
+//! instrumented back-edge of each loop around it counts its B back-edges as well as its own, so a
+//! thread still polls after at most about `poll_interval` back-edges (plus a constant: each
+//! bounded loop's last run before its enclosing back-edge is charged).
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,19 +31,77 @@ pub(crate) struct BackEdges {
     pub weight: HashMap<*const Inst, u32>,
 }
 
-enum Item<'m> {
+pub(crate) enum Item<'m> {
     Label(&'m str),
     Inst(&'m Inst),
 }
 
-fn flatten<'m>(body: &'m [Stmt], out: &mut Vec<Item<'m>>) {
-    for s in body {
-        match s {
-            Stmt::Label(l, _) => out.push(Item::Label(l)),
-            Stmt::Inst(i) => out.push(Item::Inst(i)),
-            Stmt::Block(b) => flatten(b, out),
-            _ => {}
+/// A loop's limit or step: an immediate or a register the loop does not write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Val<'m> {
+    Imm(i64),
+    Reg(&'m str),
+}
+
+/// How a loop's back-edge is bounded (see the module's header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Counter<'m> {
+    /// Taken only while `iv < limit` (`<=` with `le`), `iv += step` once per iteration.
+    Counted {
+        iv: &'m str,
+        limit: Val<'m>,
+        step: Val<'m>,
+        le: bool,
+        signed: bool,
+        bits: u32,
+    },
+    /// Taken only while `iv != 0`, `iv >>= shift` (logical) once per iteration.
+    Halving { bits: u32, shift: u32 },
+}
+
+impl Counter<'_> {
+    /// B, when it follows from the loop's text alone.
+    fn static_bound(&self) -> Option<u64> {
+        match *self {
+            Counter::Counted {
+                limit: Val::Imm(c),
+                step: Val::Imm(k),
+                le,
+                signed: false,
+                ..
+            } if c >= 0 && k >= 1 => {
+                Some((c as u64).checked_add(u64::from(le))?.div_ceil(k as u64) + 2)
+            }
+            Counter::Halving { bits, shift } => Some(u64::from(bits / shift) + 2),
+            Counter::Counted { .. } => None,
         }
+    }
+}
+
+/// A function body's control flow, flattened: statement positions as `analyse` counts them.
+pub(crate) struct Cfg<'m> {
+    pub items: Vec<Item<'m>>,
+    /// Each item's index in the body's own statement list; `None` inside a nested block.
+    pub top: Vec<Option<usize>>,
+    /// Every branch: position, targets (None: anywhere).
+    branches: Vec<(usize, Option<Vec<usize>>)>,
+    /// Every back-edge: (branch position, header position; 0 when unknown).
+    pub back: Vec<(usize, usize)>,
+}
+
+fn flatten<'m>(body: &'m [Stmt], nested: bool, cfg: &mut Cfg<'m>) {
+    for (k, s) in body.iter().enumerate() {
+        let item = match s {
+            Stmt::Label(l, _) => Item::Label(l),
+            Stmt::Inst(i) => Item::Inst(i),
+            Stmt::Block(b) => {
+                flatten(b, true, cfg);
+                continue;
+            }
+            _ => continue,
+        };
+        cfg.items.push(item);
+        cfg.top.push((!nested).then_some(k));
     }
 }
 
@@ -60,96 +125,287 @@ fn targets(
     names.iter().map(|n| labels.get(n).copied()).collect()
 }
 
-/// The register `i` compares against an immediate bound, and that bound plus one for `le`:
-/// `setp.lt.u32 P, iv, C` (or `.le`, `.u64`, combined with `.and`), read with `P` true.
-fn bound_of<'m>(i: &'m Inst, p: &str) -> Option<(&'m str, u64, u32)> {
-    if i.opcode != "setp" || i.guard.is_some() {
-        return None;
-    }
-    let has = |m: &str| i.mods.iter().any(|x| x == m);
-    let extra = if has("lt") {
-        0
-    } else if has("le") {
-        1
-    } else {
-        return None;
-    };
-    let bits = if has("u32") {
-        32
-    } else if has("u64") {
-        64
-    } else {
-        return None;
-    };
-    if has("or") || has("xor") {
-        return None;
-    }
-    let first = match i.operands.first()? {
-        Operand::Name(n) => n,
-        Operand::Pair(n, _) => n,
-        _ => return None,
-    };
-    match (i.operands.get(1)?, i.operands.get(2)?) {
-        (Operand::Name(iv), Operand::Int(c)) if first == p && *c >= 0 => {
-            Some((iv.as_str(), (*c as u64).checked_add(extra)?, bits))
-        }
+/// What a loop's closing compare checks: `iv < limit` (or `<=`), or `iv != 0`.
+enum Cmp<'m> {
+    Below {
+        iv: &'m str,
+        limit: Val<'m>,
+        le: bool,
+        signed: bool,
+        bits: u32,
+    },
+    NonZero {
+        iv: &'m str,
+        bits: u32,
+    },
+}
+
+fn val(o: &Operand) -> Option<Val<'_>> {
+    match o {
+        Operand::Name(r) => Some(Val::Reg(r)),
+        Operand::Int(k) => Some(Val::Imm(*k)),
         _ => None,
     }
 }
 
-/// Analyses one function body. `lean` names the device functions without back-edges.
+/// What `setp` `i` makes `p` true only for (combined with `.and`, read with `p` true):
+/// `setp.lt|le.{u,s}{32,64} p, iv, C`, or `setp.ne p, iv, 0` (`gt … 0`, `ge … 1`).
+fn compare_of<'m>(i: &'m Inst, p: &str) -> Option<Cmp<'m>> {
+    if i.opcode != "setp" || i.guard.is_some() {
+        return None;
+    }
+    let has = |m: &str| i.mods.iter().any(|x| x == m);
+    if has("or") || has("xor") {
+        return None;
+    }
+    let (bits, signed) = i.mods.iter().find_map(|m| match m.as_str() {
+        "u32" | "b32" => Some((32, false)),
+        "s32" => Some((32, true)),
+        "u64" | "b64" => Some((64, false)),
+        "s64" => Some((64, true)),
+        _ => None,
+    })?;
+    let first = match i.operands.first()? {
+        Operand::Name(n) | Operand::Pair(n, _) => n,
+        _ => return None,
+    };
+    let Operand::Name(iv) = i.operands.get(1)? else {
+        return None;
+    };
+    if first != p {
+        return None;
+    }
+    let rhs = val(i.operands.get(2)?)?;
+    let cmp = |c: &str| has(c);
+    if cmp("lt") || cmp("le") {
+        if rhs == Val::Reg(iv) {
+            return None;
+        }
+        return Some(Cmp::Below {
+            iv,
+            limit: rhs,
+            le: cmp("le"),
+            signed,
+            bits,
+        });
+    }
+    let nonzero = matches!(
+        (rhs, cmp("ne"), cmp("gt"), cmp("ge")),
+        (Val::Imm(0), true, _, _) | (Val::Imm(0), _, true, _) | (Val::Imm(1), _, _, true)
+    );
+    nonzero.then_some(Cmp::NonZero { iv, bits })
+}
+
+impl<'m> Cfg<'m> {
+    pub(crate) fn new(body: &'m [Stmt], tables: &HashMap<&str, &[String]>) -> Self {
+        let mut cfg = Cfg {
+            items: Vec::new(),
+            top: Vec::new(),
+            branches: Vec::new(),
+            back: Vec::new(),
+        };
+        flatten(body, false, &mut cfg);
+        let labels: HashMap<&str, usize> = cfg
+            .items
+            .iter()
+            .enumerate()
+            .filter_map(|(k, it)| match it {
+                Item::Label(l) => Some((*l, k)),
+                Item::Inst(_) => None,
+            })
+            .collect();
+        cfg.branches = cfg
+            .items
+            .iter()
+            .enumerate()
+            .filter_map(|(k, it)| match it {
+                Item::Inst(i) if matches!(i.opcode.as_str(), "bra" | "brx") => {
+                    Some((k, targets(i, &labels, tables)))
+                }
+                _ => None,
+            })
+            .collect();
+        cfg.back = cfg
+            .branches
+            .iter()
+            .filter_map(|(k, t)| match t {
+                None => Some((*k, 0)),
+                Some(t) => t
+                    .iter()
+                    .copied()
+                    .filter(|&x| x <= *k)
+                    .min()
+                    .map(|m| (*k, m)),
+            })
+            .collect();
+        cfg
+    }
+
+    /// The instructions strictly inside the loop `[h, b]`.
+    pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst> + '_ {
+        self.items[h + 1..b].iter().filter_map(|it| match it {
+            Item::Inst(j) => Some(*j),
+            Item::Label(_) => None,
+        })
+    }
+
+    /// How the back-edge `i` (at `b`, to the header at `h`) is bounded, if its loop has one of
+    /// the shapes of the module's header; `call_ok` says which calls in the loop are harmless.
+    pub(crate) fn counter(
+        &self,
+        (h, b): (usize, usize),
+        i: &'m Inst,
+        call_ok: &dyn Fn(&Inst) -> bool,
+    ) -> Option<Counter<'m>> {
+        if i.opcode != "bra" {
+            return None;
+        }
+        let (p, neg) = i.guard.as_ref()?;
+        if *neg || self.back.iter().any(|&(k, _)| k > h && k < b) {
+            return None;
+        }
+        // Entered only at its header: no branch from outside lands inside.
+        let outside = |k: usize| k < h || k > b;
+        if self.branches.iter().any(|(k, t)| {
+            outside(*k)
+                && t.as_ref()
+                    .is_none_or(|t| t.iter().any(|&x| x > h && x <= b))
+        }) {
+            return None;
+        }
+        if self.body((h, b)).any(|j| j.opcode == "call" && !call_ok(j)) {
+            return None;
+        }
+        // The branch's basic block: from the last label before it.
+        let start = (h..b)
+            .rev()
+            .find(|&k| matches!(self.items[k], Item::Label(_)))
+            .unwrap_or(h);
+        let block: Vec<&Inst> = self.items[start + 1..b]
+            .iter()
+            .filter_map(|it| match it {
+                Item::Inst(j) => Some(*j),
+                Item::Label(_) => None,
+            })
+            .collect();
+        let last_def = |before: usize, reg: &str| {
+            block[..before]
+                .iter()
+                .rposition(|j| writes(j, reg))
+                .map(|k| (k, block[k]))
+        };
+        let (kp, def) = last_def(block.len(), p)?;
+        let cmp = match compare_of(def, p) {
+            Some(x) => x,
+            None if def.opcode == "and" && def.guard.is_none() => {
+                let ops = [def.operands.get(1)?, def.operands.get(2)?];
+                ops.iter().find_map(|o| match o {
+                    Operand::Name(a) => last_def(kp, a).and_then(|(_, d)| compare_of(d, a)),
+                    _ => None,
+                })?
+            }
+            None => return None,
+        };
+        let iv = match cmp {
+            Cmp::Below { iv, .. } | Cmp::NonZero { iv, .. } => iv,
+        };
+        // iv's one write in the loop, in the branch's block; registers the check reads at
+        // entry must keep their value through the loop.
+        let mut writers = self.body((h, b)).filter(|j| writes(j, iv));
+        let upd = writers.next()?;
+        let fixed = |v: &Val<'_>| match v {
+            Val::Imm(_) => true,
+            Val::Reg(r) => *r != iv && !self.body((h, b)).any(|j| writes(j, r)),
+        };
+        if writers.next().is_some()
+            || !block.iter().any(|j| std::ptr::eq(*j, upd))
+            || upd.guard.is_some()
+            || upd.mods.len() != 1
+        {
+            return None;
+        }
+        let width = match upd.mods[0].as_str() {
+            "u32" | "s32" | "b32" => 32,
+            "u64" | "s64" | "b64" => 64,
+            _ => return None,
+        };
+        let [Operand::Name(d), Operand::Name(s), step] = upd.operands.as_slice() else {
+            return None;
+        };
+        if d != iv || s != iv {
+            return None;
+        }
+        match cmp {
+            Cmp::Below {
+                limit,
+                le,
+                signed,
+                bits,
+                ..
+            } if upd.opcode == "add" && width == bits && !upd.mods[0].starts_with('b') => {
+                let step = val(step)?;
+                (fixed(&limit) && fixed(&step)).then_some(Counter::Counted {
+                    iv,
+                    limit,
+                    step,
+                    le,
+                    signed,
+                    bits,
+                })
+            }
+            Cmp::NonZero { bits, .. }
+                if upd.opcode == "shr" && width == bits && !upd.mods[0].starts_with('s') =>
+            {
+                match step {
+                    Operand::Int(k) if *k >= 1 && *k < i64::from(bits) => Some(Counter::Halving {
+                        bits,
+                        shift: *k as u32,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Analyses one function body. `lean` names the device functions without back-edges; `fast`
+/// the headers of versioned loops' fast copies (version.rs), each entered only after a check
+/// that it takes fewer than `poll_interval` back-edges.
 pub(crate) fn analyse(
     body: &[Stmt],
     lean: &HashSet<&str>,
     tables: &HashMap<&str, &[String]>,
     poll_interval: u32,
+    fast: &HashSet<String>,
 ) -> BackEdges {
-    let mut items = Vec::new();
-    flatten(body, &mut items);
-    let labels: HashMap<&str, usize> = items
-        .iter()
-        .enumerate()
-        .filter_map(|(k, it)| match it {
-            Item::Label(l) => Some((*l, k)),
-            Item::Inst(_) => None,
-        })
-        .collect();
-    // Every branch: position, targets (None: anywhere).
-    let branches: Vec<(usize, Option<Vec<usize>>)> = items
-        .iter()
-        .enumerate()
-        .filter_map(|(k, it)| match it {
-            Item::Inst(i) if matches!(i.opcode.as_str(), "bra" | "brx") => {
-                Some((k, targets(i, &labels, tables)))
-            }
-            _ => None,
-        })
-        .collect();
-    let back: Vec<(usize, usize)> = branches
-        .iter()
-        .filter_map(|(k, t)| match t {
-            None => Some((*k, 0)),
-            Some(t) => t
-                .iter()
-                .copied()
-                .filter(|&x| x <= *k)
-                .min()
-                .map(|m| (*k, m)),
-        })
-        .collect();
+    let cfg = Cfg::new(body, tables);
+    let call_ok = |j: &Inst| call_parts(j).is_ok_and(|(c, _)| lean.contains(c));
     let mut out = BackEdges::default();
     let mut loops: Vec<(usize, usize, u64)> = Vec::new();
-    for &(b, h) in &back {
-        let Item::Inst(i) = items[b] else { continue };
-        if let Some(n) = bounded(&items, &branches, &back, (h, b), i, lean)
+    for &(b, h) in &cfg.back {
+        let Item::Inst(i) = cfg.items[b] else {
+            continue;
+        };
+        let to_fast = i.opcode == "bra"
+            && matches!(i.operands.first(), Some(Operand::Name(l)) if fast.contains(l));
+        let n = if to_fast {
+            Some(u64::from(poll_interval - 1))
+        } else {
+            cfg.counter((h, b), i, &call_ok)
+                .and_then(|c| c.static_bound())
+        };
+        if let Some(n) = n
             && n <= u64::from(poll_interval)
         {
             out.bounded.insert(i as *const Inst);
             loops.push((h, b, n));
         }
     }
-    for &(b, h) in &back {
-        let Item::Inst(i) = items[b] else { continue };
+    for &(b, h) in &cfg.back {
+        let Item::Inst(i) = cfg.items[b] else {
+            continue;
+        };
         if out.bounded.contains(&(i as *const Inst)) {
             continue;
         }
@@ -164,89 +420,4 @@ pub(crate) fn analyse(
         }
     }
     out
-}
-
-/// B for the loop `[h, b]` closed by `i`, if it is a bounded loop (see the module's header).
-fn bounded(
-    items: &[Item<'_>],
-    branches: &[(usize, Option<Vec<usize>>)],
-    back: &[(usize, usize)],
-    (h, b): (usize, usize),
-    i: &Inst,
-    lean: &HashSet<&str>,
-) -> Option<u64> {
-    if i.opcode != "bra" {
-        return None;
-    }
-    let (p, neg) = i.guard.as_ref()?;
-    if *neg || back.iter().any(|&(k, _)| k > h && k < b) {
-        return None;
-    }
-    // Entered only at its header: no branch from outside lands inside.
-    let outside = |k: usize| k < h || k > b;
-    if branches.iter().any(|(k, t)| {
-        outside(*k)
-            && t.as_ref()
-                .is_none_or(|t| t.iter().any(|&x| x > h && x <= b))
-    }) {
-        return None;
-    }
-    let body = || {
-        items[h + 1..b].iter().filter_map(|it| match it {
-            Item::Inst(j) => Some(*j),
-            Item::Label(_) => None,
-        })
-    };
-    if body().any(|j| j.opcode == "call" && call_parts(j).map_or(true, |(c, _)| !lean.contains(c)))
-    {
-        return None;
-    }
-    // The branch's basic block: from the last label before it.
-    let start = (h..b)
-        .rev()
-        .find(|&k| matches!(items[k], Item::Label(_)))
-        .unwrap_or(h);
-    let block: Vec<&Inst> = items[start + 1..b]
-        .iter()
-        .filter_map(|it| match it {
-            Item::Inst(j) => Some(*j),
-            Item::Label(_) => None,
-        })
-        .collect();
-    let last_def = |before: usize, reg: &str| {
-        block[..before]
-            .iter()
-            .rposition(|j| writes(j, reg))
-            .map(|k| (k, block[k]))
-    };
-    let (kp, def) = last_def(block.len(), p)?;
-    let (iv, c, bits) = match bound_of(def, p) {
-        Some(x) => x,
-        None if def.opcode == "and" && def.guard.is_none() => {
-            let ops = [def.operands.get(1)?, def.operands.get(2)?];
-            ops.iter().find_map(|o| match o {
-                Operand::Name(a) => last_def(kp, a).and_then(|(_, d)| bound_of(d, a)),
-                _ => None,
-            })?
-        }
-        None => return None,
-    };
-    // iv's one write in the loop: `add iv, iv, k` in the branch's block.
-    let mut writers = body().filter(|j| writes(j, iv));
-    let add = writers.next()?;
-    if writers.next().is_some() || !block.iter().any(|j| std::ptr::eq(*j, add)) {
-        return None;
-    }
-    let width_ok = add.mods.iter().any(|m| match bits {
-        32 => matches!(m.as_str(), "u32" | "s32"),
-        _ => matches!(m.as_str(), "u64" | "s64"),
-    });
-    match (add.opcode.as_str(), &add.guard, add.operands.as_slice()) {
-        ("add", None, [Operand::Name(d), Operand::Name(s), Operand::Int(k)])
-            if d == iv && s == iv && *k >= 1 && width_ok && add.mods.len() == 1 =>
-        {
-            Some(c.div_ceil(*k as u64) + 2)
-        }
-        _ => None,
-    }
 }

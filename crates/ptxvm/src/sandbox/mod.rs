@@ -2,7 +2,8 @@
 //! its launch is given, polls an abort word on loop back-edges, and contains nothing outside an
 //! allow-list (docs/ARCHITECTURE.md, "Isolation"; the contract is plan/isolation.md §1).
 //!
-//! Pipeline: ptxvm's lexer and parser build the AST; `allow` refuses what is not allowed and
+//! Pipeline: ptxvm's lexer and parser build the AST; `version` gives loops bounded only at run
+//! time a poll-free copy behind a check; `allow` refuses what is not allowed and
 //! builds the call graph; `globals` lays module `.global`/`.const` variables out in a per-Store
 //! block; `rewrite` (with `fence` and `poll`) rewrites every function; `print` turns the AST
 //! back into PTX text that NVIDIA's JIT and ptxvm both accept.
@@ -25,6 +26,7 @@ pub(crate) mod print;
 mod report;
 mod rewrite;
 mod statics;
+mod version;
 
 use crate::ast;
 use crate::error::Error;
@@ -56,12 +58,16 @@ pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"
 pub struct Policy {
     /// Back-edges taken between two polls of the abort word, per thread. Power of two.
     pub poll_interval: u32,
+    /// Give loops bounded only at run time a poll-free copy, entered after a check that the loop
+    /// is short (version.rs). On by default; off only to measure what it buys.
+    pub version_loops: bool,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Policy {
             poll_interval: 1024,
+            version_loops: true,
         }
     }
 }
@@ -128,9 +134,15 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         });
     }
     let tokens = crate::lex::lex(ptx)?;
-    let module = crate::parse::parse(&tokens)?;
+    let mut module = crate::parse::parse(&tokens)?;
+    let fast = if policy.version_loops {
+        version::apply(&mut module, policy.poll_interval)
+    } else {
+        Default::default()
+    };
     let (layout, offsets) = globals::layout(&module)?;
     let mut info = allow::analyse(&module, offsets, policy)?;
+    info.fast = fast;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
     loop {

@@ -205,7 +205,7 @@ L:
 ";
 
 /// The rewritten text of entry `name`.
-fn entry<'a>(text: &'a str, name: &str) -> &'a str {
+pub fn entry<'a>(text: &'a str, name: &str) -> &'a str {
     let at = text
         .find(&format!(".entry {name}("))
         .unwrap_or_else(|| panic!("{name} in\n{text}"));
@@ -231,7 +231,7 @@ fn output(m: &Module, kernel: &str, bytes: usize, extra: &[Arg], fenced: bool) -
 }
 
 /// Back-edge countdowns (polls) in entry `name`.
-fn polls(text: &str, name: &str) -> usize {
+pub fn polls(text: &str, name: &str) -> usize {
     entry(text, name).matches("sub.s32 %__sbx_cnt").count()
 }
 

@@ -13,3 +13,4 @@ mod lean;
 mod redteam;
 mod sandbox;
 mod text;
+mod versioned;

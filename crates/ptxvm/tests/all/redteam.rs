@@ -322,6 +322,11 @@ fn abort_after(kernel: &str, after: Duration, fenced: bool) {
 
 /// `abort_after` on a kernel of another rewritten module.
 pub fn abort_in(m: &Module, kernel: &str, after: Duration, fenced: bool) {
+    abort_in_with(m, kernel, after, fenced, &[]);
+}
+
+/// `abort_in` with `extra` arguments after the output buffer.
+pub fn abort_in_with(m: &Module, kernel: &str, after: Duration, fenced: bool, extra: &[Arg]) {
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -335,7 +340,7 @@ pub fn abort_in(m: &Module, kernel: &str, after: Duration, fenced: bool) {
                 m,
                 kernel,
                 Shape::linear(2, 64),
-                &[Arg::U64(out)],
+                &[&[Arg::U64(out)][..], extra].concat(),
                 &hidden,
                 &mem,
             )
@@ -571,10 +576,23 @@ fn the_watchdog_stops_an_unrewritten_endless_kernel() {
 #[test]
 fn poll_interval_must_be_a_power_of_two_and_one_polls_every_back_edge() {
     for bad in [0, 3, 1000] {
-        let r = sandbox(&fixture().0, &Policy { poll_interval: bad });
+        let r = sandbox(
+            &fixture().0,
+            &Policy {
+                poll_interval: bad,
+                ..Policy::default()
+            },
+        );
         assert!(matches!(r, Err(Error::Refused { line: 0, .. })), "{bad}");
     }
-    let s = sandbox(&fixture().0, &Policy { poll_interval: 1 }).unwrap();
+    let s = sandbox(
+        &fixture().0,
+        &Policy {
+            poll_interval: 1,
+            ..Policy::default()
+        },
+    )
+    .unwrap();
     let m = Module::load(&s.ptx).unwrap();
     let (n, mut out) = (5000u32, 0);
     let mem = attack_in(

@@ -452,6 +452,7 @@ fn every_corpus_example_and_fixture_kernel_gives_the_same_results_rewritten() {
         for interval in [Policy::default().poll_interval, 1] {
             let policy = Policy {
                 poll_interval: interval,
+                ..Policy::default()
             };
             let s = sandbox(&text, &policy).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             let sbx = Module::load(&s.ptx).unwrap_or_else(|e| panic!("{}: {e}", f.display()));

@@ -1,0 +1,390 @@
+//! Loop versioning. A loop whose bound or step is known only at run time (`for (c = tid; c < n;
+//! c += blockDim.x)`, `k < (x & 15)`) gets a second copy without abort polls, entered only when a
+//! check at the loop's entry proves that it takes fewer than `poll_interval` back-edges; otherwise
+//! the original loop runs and polls as before. On the H200 a poll costs its countdown, branch and
+//! convergence barrier on every iteration, and ptxas no longer unrolls the loop
+//! (docs/ISOLATION.md, "Cost"); the check costs about a dozen instructions per entry.
+//!
+//! The loops are bounded.rs's counted shape with a register in place of an immediate (or a
+//! signed compare): innermost, entered only at the header, no call, `iv`'s one write
+//! `add iv, iv, k` in the back-edge's block, the back-edge taken only while `iv < C` (or `<=`)
+//! with `C` and `k` unchanged in the loop. The checked values are then `v0 + j*k` for
+//! consecutive j, and the check proves, in 64-bit arithmetic where nothing wraps, that
+//! `1 <= k`, `v0 <= C'` (`C' = C + 1` for `<=`), that `C' + k` does not pass the compare's
+//! range (so no value wraps before one fails the compare), and `C' - v0 <= (N - 1) * k`: at most
+//! N - 1 values pass. The layout keeps every branch forward except the two back-edges, so both
+//! drivers reconverge as before:
+//!
+//! ```text
+//! H:      check → %gpuhost_vp;  @!%gpuhost_vp bra S
+//! F:      fast copy (its labels renamed), back-edge to F;  bra X
+//! S:      the original loop, back-edge to S (polled)
+//! X:
+//! ```
+//!
+//! Runs on the parsed module before the allow-list, so on hostile text: it changes nothing in a
+//! module or function that mentions any name it would add (a branch to a label it adds would
+//! otherwise enter the fast copy unchecked), and what it adds is ordinary PTX that the allow-list
+//! and the rewrite then treat as the user's own. It returns the fast copies' header labels: their
+//! back-edges are the ones bounded.rs exempts from polling.
+
+use std::collections::{HashMap, HashSet};
+
+use super::bounded::{Cfg, Counter, Item, Val};
+use crate::ast::{Inst, Module, Operand, Stmt};
+
+/// Part of every name the pass adds.
+const MARK: &str = "gpuhost_v";
+/// The check's 64-bit scratch registers (`%gpuhost_vd0..3`) and its predicate.
+const VD: &str = "%gpuhost_vd";
+const VP: &str = "%gpuhost_vp";
+
+/// One loop to version: statement indices of its header label and back-edge in the body, and
+/// what the check reads.
+struct Plan {
+    head: usize,
+    back: usize,
+    iv: String,
+    /// `C` and `k`: a register or an immediate.
+    limit: Operand,
+    step: Operand,
+    le: bool,
+    signed: bool,
+    bits: u32,
+}
+
+/// Versions every eligible loop of `m`; gives the fast copies' header labels.
+pub(crate) fn apply(m: &mut Module, poll_interval: u32) -> HashSet<String> {
+    let mut fast = HashSet::new();
+    if m.vars.iter().any(|v| v.name.contains(MARK)) {
+        return fast;
+    }
+    let mut n = 0u32;
+    for f in &mut m.funcs {
+        let Some(body) = f.body.as_mut() else {
+            continue;
+        };
+        if f.params
+            .iter()
+            .chain(&f.rets)
+            .any(|p| p.name.contains(MARK))
+            || any_name(body, &|s| s.contains(MARK))
+        {
+            continue;
+        }
+        let plans = plan(body);
+        if plans.is_empty() {
+            continue;
+        }
+        // From the last loop up, so earlier indices stay valid.
+        for p in plans.iter().rev() {
+            n += 1;
+            splice(body, p, n, poll_interval, &mut fast);
+        }
+        let line = f.line;
+        body.insert(
+            0,
+            Stmt::Reg {
+                ty: "b64".into(),
+                names: vec![(VD.into(), Some(4))],
+                line,
+            },
+        );
+        body.insert(
+            0,
+            Stmt::Reg {
+                ty: "pred".into(),
+                names: vec![(VP.into(), None)],
+                line,
+            },
+        );
+    }
+    fast
+}
+
+/// Whether `pred` holds for any name the body declares, defines or mentions.
+fn any_name(body: &[Stmt], pred: &dyn Fn(&str) -> bool) -> bool {
+    fn operand(o: &Operand, pred: &dyn Fn(&str) -> bool) -> bool {
+        match o {
+            Operand::Name(s) | Operand::Not(s) | Operand::Addr(Some(s), _) => pred(s),
+            Operand::Pair(a, b) => pred(a) || pred(b),
+            Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| operand(x, pred)),
+            Operand::Image(h, v) => pred(h) || v.iter().any(|x| operand(x, pred)),
+            _ => false,
+        }
+    }
+    body.iter().any(|s| match s {
+        Stmt::Reg { names, .. } => names.iter().any(|(n, _)| pred(n)),
+        Stmt::Var(v) => pred(&v.name),
+        Stmt::Label(l, _) => pred(l),
+        Stmt::Targets(t, ls, _) => pred(t) || ls.iter().any(|l| pred(l)),
+        Stmt::Inst(i) => {
+            i.guard.as_ref().is_some_and(|(g, _)| pred(g))
+                || i.operands.iter().any(|o| operand(o, &pred))
+        }
+        Stmt::Block(b) => any_name(b, pred),
+    })
+}
+
+/// The loops of `body` worth versioning, in body order.
+fn plan(body: &[Stmt]) -> Vec<Plan> {
+    let tables: HashMap<&str, &[String]> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Targets(n, ls, _) => Some((n.as_str(), ls.as_slice())),
+            _ => None,
+        })
+        .collect();
+    let cfg = Cfg::new(body, &tables);
+    let owned = |v: &Val<'_>| match v {
+        Val::Imm(k) => Operand::Int(*k),
+        Val::Reg(r) => name(r),
+    };
+    let mut plans: Vec<Plan> = Vec::new();
+    for &(b, h) in &cfg.back {
+        let Item::Inst(i) = cfg.items[b] else {
+            continue;
+        };
+        // Statements only of the body's own list, with nothing but labels and instructions
+        // between header and back-edge (those are what the fast copy repeats).
+        let (Some(th), Some(tb)) = (cfg.top[h], cfg.top[b]) else {
+            continue;
+        };
+        if tb - th != b - h
+            || tb + 1 >= body.len()
+            || cfg.body((h, b)).any(|j| j.opcode == "brx")
+            || plans.iter().any(|p| p.head == th)
+        {
+            continue;
+        }
+        let Some(Counter::Counted {
+            iv,
+            limit,
+            step,
+            le,
+            signed,
+            bits,
+        }) = cfg.counter((h, b), i, &|_| false)
+        else {
+            continue;
+        };
+        // Loops whose bound follows from their text alone are bounded.rs's already.
+        if !signed && matches!((&limit, &step), (Val::Imm(_), Val::Imm(_))) {
+            continue;
+        }
+        plans.push(Plan {
+            head: th,
+            back: tb,
+            iv: iv.to_string(),
+            limit: owned(&limit),
+            step: owned(&step),
+            le,
+            signed,
+            bits,
+        });
+    }
+    plans.sort_by_key(|p| p.head);
+    plans
+}
+
+fn new(guard: Option<(&str, bool)>, op: &str, mods: &[&str], operands: Vec<Operand>) -> Stmt {
+    Stmt::Inst(Inst {
+        guard: guard.map(|(g, n)| (g.to_string(), n)),
+        opcode: op.into(),
+        mods: mods.iter().map(|m| m.to_string()).collect(),
+        operands,
+        line: 0,
+    })
+}
+
+fn name(s: &str) -> Operand {
+    Operand::Name(s.to_string())
+}
+
+fn vd(k: u32) -> Operand {
+    Operand::Name(format!("{VD}{k}"))
+}
+
+/// The check: `%gpuhost_vp` := the loop entered here takes fewer than `n` back-edges.
+fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
+    let (limit, step) = (p.limit.clone(), p.step.clone());
+    let vp = || name(VP);
+    let mut out = Vec::with_capacity(14);
+    if p.bits == 32 {
+        // Widened exactly (sign- or zero-extended): every sum below fits in 64 bits.
+        let cvt: &[&str] = if p.signed {
+            &["s64", "s32"]
+        } else {
+            &["u64", "u32"]
+        };
+        let max = if p.signed {
+            i64::from(i32::MAX)
+        } else {
+            i64::from(u32::MAX)
+        };
+        let widen = |d: u32, o: Operand| match o {
+            Operand::Int(k) => {
+                let k = if p.signed {
+                    k as i32 as i64
+                } else {
+                    k as u32 as i64
+                };
+                new(None, "mov", &["b64"], vec![vd(d), Operand::Int(k)])
+            }
+            o => new(None, "cvt", cvt, vec![vd(d), o]),
+        };
+        out.push(widen(0, name(&p.iv)));
+        out.push(widen(1, limit));
+        out.push(widen(2, step));
+        if p.le {
+            out.push(new(
+                None,
+                "add",
+                &["s64"],
+                vec![vd(1), vd(1), Operand::Int(1)],
+            ));
+        }
+        out.push(new(
+            None,
+            "setp",
+            &["ge", "s64"],
+            vec![vp(), vd(2), Operand::Int(1)],
+        ));
+        out.push(new(
+            None,
+            "setp",
+            &["le", "and", "s64"],
+            vec![vp(), vd(0), vd(1), vp()],
+        ));
+        out.push(new(None, "add", &["s64"], vec![vd(3), vd(1), vd(2)]));
+        out.push(new(
+            None,
+            "setp",
+            &["le", "and", "s64"],
+            vec![vp(), vd(3), Operand::Int(max), vp()],
+        ));
+    } else {
+        // 64 bits: compared unsigned, so a negative start, bound or step fails the check; with
+        // C <= 2^62 and k <= 2^32 no sum below wraps, and signed compares agree with unsigned.
+        out.push(new(None, "mov", &["b64"], vec![vd(0), name(&p.iv)]));
+        out.push(new(None, "mov", &["b64"], vec![vd(1), limit]));
+        out.push(new(None, "mov", &["b64"], vec![vd(2), step]));
+        out.push(new(
+            None,
+            "setp",
+            &["le", "u64"],
+            vec![vp(), vd(1), Operand::Int(1 << 62)],
+        ));
+        out.push(new(
+            None,
+            "setp",
+            &["le", "and", "u64"],
+            vec![vp(), vd(0), vd(1), vp()],
+        ));
+        out.push(new(
+            None,
+            "setp",
+            &["ge", "and", "u64"],
+            vec![vp(), vd(2), Operand::Int(1), vp()],
+        ));
+        out.push(new(
+            None,
+            "setp",
+            &["le", "and", "u64"],
+            vec![vp(), vd(2), Operand::Int(1 << 32), vp()],
+        ));
+        if p.le {
+            out.push(new(
+                None,
+                "add",
+                &["u64"],
+                vec![vd(1), vd(1), Operand::Int(1)],
+            ));
+        }
+    }
+    // C' - v0 <= (n - 1) * k.
+    out.push(new(None, "sub", &["s64"], vec![vd(3), vd(1), vd(0)]));
+    out.push(new(
+        None,
+        "mul",
+        &["lo", "s64"],
+        vec![vd(2), vd(2), Operand::Int(i64::from(n) - 1)],
+    ));
+    out.push(new(
+        None,
+        "setp",
+        &["le", "and", "u64"],
+        vec![vp(), vd(3), vd(2), vp()],
+    ));
+    for s in &mut out {
+        if let Stmt::Inst(i) = s {
+            i.line = line;
+        }
+    }
+    out
+}
+
+/// Replaces the loop `p` (its statements `body[p.head..=p.back]`) by check, fast copy and
+/// original (module header).
+fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<String>) {
+    let (f, s, x) = (
+        format!("$gpuhost_v{k}_f"),
+        format!("$gpuhost_v{k}_s"),
+        format!("$gpuhost_v{k}_x"),
+    );
+    let line = match &body[p.back] {
+        Stmt::Inst(i) => i.line,
+        _ => 0,
+    };
+    // The loop's own labels, renamed in the fast copy.
+    let renamed: HashMap<String, String> = body[p.head + 1..p.back]
+        .iter()
+        .filter_map(|st| match st {
+            Stmt::Label(l, _) => Some((l.clone(), format!("{l}_{MARK}{k}"))),
+            _ => None,
+        })
+        .collect();
+    let retarget = |i: &Inst, to: &str| {
+        let mut j = i.clone();
+        if let Some(o) = j.operands.first_mut() {
+            *o = name(to);
+        }
+        j
+    };
+    let mut region: Vec<Stmt> = Vec::with_capacity(2 * (p.back - p.head) + 20);
+    region.extend(check(p, n, line));
+    region.push(new(Some((VP, true)), "bra", &[], vec![name(&s)]));
+    region.push(Stmt::Label(f.clone(), line));
+    for st in &body[p.head + 1..p.back] {
+        region.push(match st {
+            Stmt::Label(l, ln) => Stmt::Label(renamed.get(l).unwrap_or(l).clone(), *ln),
+            Stmt::Inst(i) => {
+                let mut j = i.clone();
+                if let Some(Operand::Name(t)) = j.operands.first_mut()
+                    && j.opcode == "bra"
+                    && let Some(r) = renamed.get(t.as_str())
+                {
+                    *t = r.clone();
+                }
+                Stmt::Inst(j)
+            }
+            // plan() admits only labels and instructions here.
+            _ => continue,
+        });
+    }
+    let Stmt::Inst(back) = &body[p.back] else {
+        return;
+    };
+    let (fast_back, slow_back) = (retarget(back, &f), retarget(back, &s));
+    region.push(Stmt::Inst(fast_back));
+    region.push(new(None, "bra", &["uni"], vec![name(&x)]));
+    region.push(Stmt::Label(s.clone(), line));
+    // The original loop body, moved (not copied) behind S.
+    let original: Vec<Stmt> = body.drain(p.head + 1..=p.back).collect();
+    let len = original.len();
+    region.extend(original.into_iter().take(len - 1));
+    region.push(Stmt::Inst(slow_back));
+    region.push(Stmt::Label(x, line));
+    body.splice(p.head + 1..p.head + 1, region);
+    fast.insert(f);
+}
