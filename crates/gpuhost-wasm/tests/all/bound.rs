@@ -16,6 +16,16 @@ async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_guest_launch_reruns_with_changed_arguments_and_refuses_an_index_or_width_it_lacks()
+ {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let o = run(rt, "misbehave", &["prepared"]).await.unwrap();
+    assert_ok(&o, "prepared ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernel_handles_and_bound_launches_count_against_their_quota() {
     let Some((rt, _device)) = device().await else {
         return;
