@@ -383,7 +383,15 @@ impl HostStream for CudaCtxView<'_> {
                 let s = table.get(&stream)?;
                 let cfg = to_gpu_config(&config);
                 let sb = k.sandbox.as_ref();
-                route(self.ctx, s, (&k.kernel, &k.charge), sb, cfg, args, Checked::No)?
+                route(
+                    self.ctx,
+                    s,
+                    (&k.kernel, &k.charge),
+                    sb,
+                    cfg,
+                    args,
+                    Checked::No,
+                )?
             };
             if self.launched(&stream, routed)? {
                 return Ok(());
@@ -404,7 +412,15 @@ impl HostStream for CudaCtxView<'_> {
                 let s = self.table.get(&stream)?;
                 let kernel = (b.kernel(), b.kernel_charge());
                 let args = b.args();
-                route(self.ctx, s, kernel, b.sandbox(), b.config(), args, Checked::Bound)?
+                route(
+                    self.ctx,
+                    s,
+                    kernel,
+                    b.sandbox(),
+                    b.config(),
+                    args,
+                    Checked::Bound,
+                )?
             };
             if self.launched(&stream, routed)? {
                 return Ok(());

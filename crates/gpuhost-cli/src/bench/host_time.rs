@@ -68,7 +68,10 @@ fn split(mut calls: Vec<u64>, samples: usize) -> Result<(u128, u128)> {
         .map(|b| b.iter().map(|&ns| u128::from(ns)).sum::<u128>() / BURST as u128)
         .collect();
     calls.truncate(samples);
-    Ok((median(calls.into_iter().map(u128::from).collect()), median(per_burst)))
+    Ok((
+        median(calls.into_iter().map(u128::from).collect()),
+        median(per_burst),
+    ))
 }
 
 /// Runs the trusted bench guest once more under the observer, `samples` launches a pattern.
@@ -84,7 +87,8 @@ pub async fn measure(runtime: &Runtime, bench_guest: &Guest, samples: usize) -> 
     )
     .await?;
     let total = |name: &str| run.field(name).ok_or_else(|| run.unexpected(name));
-    let take = |m: &Mutex<Vec<u64>>| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()));
+    let take =
+        |m: &Mutex<Vec<u64>>| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()));
     let (launch_alone, launch_burst) = split(take(&seen.launch), samples)?;
     let (bound_alone, bound_burst) = split(take(&seen.enqueue), samples)?;
     Ok(HostTime {
@@ -110,7 +114,10 @@ impl HostTime {
             ("launch, alone on an idle stream", self.launch.alone),
             (&format!("launch, in bursts of {BURST}"), self.launch.burst),
             ("bound launch, alone on an idle stream", self.bound.alone),
-            (&format!("bound launch, in bursts of {BURST}"), self.bound.burst),
+            (
+                &format!("bound launch, in bursts of {BURST}"),
+                self.bound.burst,
+            ),
         ] {
             s += &format!(
                 "| {what} | {:.2} µs | {:.2} µs | {:.2} µs |\n",
@@ -172,8 +179,17 @@ mod tests {
             },
         };
         let md = t.markdown();
-        assert!(md.contains("| launch, alone on an idle stream | 5.00 µs | 3.00 µs | 2.00 µs |"), "{md}");
-        assert!(md.contains("| bound launch, in bursts of 32 | 0.70 µs | 0.60 µs | 0.10 µs |"), "{md}");
-        assert!(t.json().starts_with("{\"launch\":{\"alone_ns\":[5000,3000]"));
+        assert!(
+            md.contains("| launch, alone on an idle stream | 5.00 µs | 3.00 µs | 2.00 µs |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bound launch, in bursts of 32 | 0.70 µs | 0.60 µs | 0.10 µs |"),
+            "{md}"
+        );
+        assert!(
+            t.json()
+                .starts_with("{\"launch\":{\"alone_ns\":[5000,3000]")
+        );
     }
 }

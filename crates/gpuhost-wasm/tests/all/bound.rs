@@ -1,5 +1,6 @@
 //! Bound launches (`bound-launch` in wit/stream.wit): checked when bound and at each change, and
-//! they own what they launch, in the guest's quotas.
+//! they own what they launch, in the guest's quotas. Also the guest SDK's prepared `Launch`,
+//! the argument-list launch a guest keeps and enqueues again.
 
 use gpuhost_wasm::Limits;
 

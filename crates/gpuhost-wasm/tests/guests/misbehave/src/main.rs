@@ -286,11 +286,19 @@ fn prepared() {
     );
     check(stream.synchronize(), "synchronize");
     let got = check(y.download(), "download y");
-    if got.iter().enumerate().any(|(i, &v)| v != if i < 32 { 4.0 } else { 2.0 }) {
+    if got
+        .iter()
+        .enumerate()
+        .any(|(i, &v)| v != if i < 32 { 4.0 } else { 2.0 })
+    {
         fail(&format!("prepared saxpy into y gave {got:?}"));
     }
     let got = check(z.download(), "download z");
-    if got.iter().enumerate().any(|(i, &v)| v != if i < 32 { 3.0 } else { 0.0 }) {
+    if got
+        .iter()
+        .enumerate()
+        .any(|(i, &v)| v != if i < 32 { 3.0 } else { 0.0 })
+    {
         fail(&format!("prepared saxpy into z gave {got:?}"));
     }
 }
@@ -575,11 +583,17 @@ fn zero_fills() {
         "launch",
     );
     check(stream.synchronize(), "synchronize");
-    if check(z.read(0, 256), "z after the launch").iter().all(|&v| v == 0) {
+    if check(z.read(0, 256), "z after the launch")
+        .iter()
+        .all(|&v| v == 0)
+    {
         fail("zero-fills: saxpy past y did not reach z (the arena's layout changed?)");
     }
     check(z.fill(0, 256, 0), "fill z");
-    zero(&z, "a buffer a kernel wrote past its own arguments, filled after");
+    zero(
+        &z,
+        "a buffer a kernel wrote past its own arguments, filled after",
+    );
 }
 
 /// Writes 64 MiB over and over, after saying so: a run to cancel midway through a write.
