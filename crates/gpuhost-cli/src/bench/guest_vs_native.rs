@@ -62,6 +62,8 @@ pub struct LaunchBench {
     pub guest_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
+    /// Guest: building the argument-list launch (gpuhost-guest's `Launch`), no host call.
+    pub guest_build_ns: u128,
     /// 64 MiB transfers, each way.
     pub transfers: Transfers,
     /// A trusted guest's launches split into the host call and the rest (its own pass).
@@ -228,8 +230,8 @@ impl LaunchBench {
             self.sandbox_rows(),
         );
         s += &format!(
-            "\nguest clock read pair {} ns, bare import round trip {} ns\n\n",
-            self.guest_clock_ns, self.guest_import_ns
+            "\nguest clock read pair {} ns, bare import round trip {} ns, building a Launch (no call) {} ns\n\n",
+            self.guest_clock_ns, self.guest_import_ns, self.guest_build_ns
         );
         s += &self.host_time.markdown();
         s += "\n";
@@ -250,7 +252,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -260,6 +262,7 @@ impl LaunchBench {
             pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
             self.guest_import_ns,
+            self.guest_build_ns,
             self.transfers.bytes,
             self.transfers.pinned.0,
             self.transfers.pinned.1,
@@ -392,6 +395,7 @@ pub async fn guest_vs_native(
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
         guest_import_ns: trusted.import_ns,
+        guest_build_ns: trusted.build_ns,
         transfers: Transfers {
             bytes: trusted.transfer_bytes,
             pinned,
@@ -440,6 +444,7 @@ struct GuestPass {
     bound: Pattern,
     clock_ns: u128,
     import_ns: u128,
+    build_ns: u128,
     transfer: (u128, u128),
     transfer_bytes: usize,
 }
@@ -517,6 +522,7 @@ async fn guest_pass(
         "bound_burst_ns",
         "clock_ns",
         "import_ns",
+        "build_ns",
         "write_ns",
         "read_ns",
         "bytes",
@@ -530,6 +536,7 @@ async fn guest_pass(
         Some(bb),
         Some(clock_ns),
         Some(import_ns),
+        Some(build_ns),
         Some(write_ns),
         Some(read_ns),
         Some(bytes),
@@ -547,6 +554,7 @@ async fn guest_pass(
         bound: pattern(ba, br, bb),
         clock_ns,
         import_ns,
+        build_ns,
         transfer: (write_ns, read_ns),
         transfer_bytes: bytes as usize,
     })
