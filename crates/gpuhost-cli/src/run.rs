@@ -144,6 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         stdout: Output::Inherit,
         stderr: Output::Inherit,
         inherit_stdin: true,
+        calls: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,6 +1,52 @@
 //! A launch builder: geometry plus a typed argument list, enqueued on a stream.
 
-use crate::{Arg, BoundLaunch, DeviceBuffer, Dim3, Kernel, LaunchConfig, Pod, Result, Stream};
+use arrayvec::ArrayVec;
+
+use crate::{
+    Arg, BoundLaunch, DeviceBuffer, Dim3, Error, Kernel, LaunchConfig, Pod, Result, Stream,
+};
+
+/// Arguments a [`Launch`] keeps without a heap allocation (more spill to the heap): the host
+/// keeps as many inline when it converts them.
+const INLINE_ARGS: usize = 8;
+
+/// A launch's arguments: inline up to [`INLINE_ARGS`], on the heap beyond. Not a `SmallVec`:
+/// smallvec 1 is invariant in its item, so a `Launch<'_>` could no longer be shortened to the
+/// borrow of a buffer added later (`|l: Launch<'_>| l.buffer(&buf)`), which guests do.
+enum Args<'a> {
+    Inline(ArrayVec<Arg<'a>, INLINE_ARGS>),
+    Heap(Vec<Arg<'a>>),
+}
+
+impl<'a> Args<'a> {
+    fn push(&mut self, arg: Arg<'a>) {
+        match self {
+            Args::Inline(inline) => {
+                if let Err(full) = inline.try_push(arg) {
+                    let mut heap = Vec::with_capacity(INLINE_ARGS * 2);
+                    heap.extend(inline.drain(..));
+                    heap.push(full.element());
+                    *self = Args::Heap(heap);
+                }
+            }
+            Args::Heap(heap) => heap.push(arg),
+        }
+    }
+
+    fn as_slice(&self) -> &[Arg<'a>] {
+        match self {
+            Args::Inline(inline) => inline,
+            Args::Heap(heap) => heap,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Arg<'a>] {
+        match self {
+            Args::Inline(inline) => inline,
+            Args::Heap(heap) => heap,
+        }
+    }
+}
 
 /// A scalar kernel argument; its WIT case carries its width.
 pub trait Scalar: Pod {
@@ -21,10 +67,14 @@ scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 
         u64 => U64, f32 => F32, f64 => F64);
 
 /// A kernel launch being assembled. Defaults: grid 1×1×1, block 1×1×1, no dynamic shared memory.
+///
+/// Building one allocates nothing for up to eight arguments. A launch is not consumed by
+/// [`Launch::enqueue`]: keep it prepared and enqueue it again, changing an argument in place
+/// with [`Launch::set_scalar`] or [`Launch::set_buffer`] between launches.
 pub struct Launch<'a> {
     kernel: &'a Kernel,
     config: LaunchConfig,
-    args: Vec<Arg<'a>>,
+    args: Args<'a>,
 }
 
 fn dim(x: u32, y: u32, z: u32) -> Dim3 {
@@ -42,7 +92,7 @@ impl<'a> Launch<'a> {
         Self {
             kernel,
             config,
-            args: Vec::new(),
+            args: Args::Inline(ArrayVec::new()),
         }
     }
 
@@ -90,17 +140,42 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Enqueues the launch on `stream` and returns without waiting for it.
-    pub fn enqueue(self, stream: &Stream) -> Result<()> {
-        stream.launch(self.kernel, self.config, &self.args)
+    /// Replaces argument `index` (counting from 0) of a prepared launch with a scalar. The
+    /// host checks it against the kernel's parameter at the next enqueue, as any argument.
+    pub fn set_scalar<S: Scalar>(&mut self, index: usize, value: S) -> Result<()> {
+        self.set_arg(index, value.arg())
+    }
+
+    /// Replaces argument `index` of a prepared launch with `buffer` from its first element.
+    pub fn set_buffer<T: Pod>(&mut self, index: usize, buffer: &'a DeviceBuffer<T>) -> Result<()> {
+        self.set_arg(index, buffer.arg_at(0))
+    }
+
+    /// Replaces argument `index` of a prepared launch with a raw argument.
+    pub fn set_arg(&mut self, index: usize, arg: Arg<'a>) -> Result<()> {
+        let args = self.args.as_mut_slice();
+        let n = args.len();
+        let Some(slot) = args.get_mut(index) else {
+            return Err(Error::ArgMismatch(format!(
+                "argument {index} does not exist: this launch has {n} (indices 0..{n})"
+            )));
+        };
+        *slot = arg;
+        Ok(())
+    }
+
+    /// Enqueues the launch on `stream` and returns without waiting for it. The launch stays
+    /// prepared: enqueue it again as often as needed.
+    pub fn enqueue(&self, stream: &Stream) -> Result<()> {
+        stream.launch(self.kernel, self.config, self.args.as_slice())
     }
 
     /// Binds the launch, checked once, for enqueuing many times with `stream.enqueue(&bound)`
     /// (cheaper per launch: no argument list crosses the boundary). Change a scalar between
     /// launches with `bound.set_scalar(i, value)`. The bound launch keeps its kernel and buffers
     /// alive until it is dropped.
-    pub fn bind(self) -> Result<BoundLaunch> {
-        BoundLaunch::bind(self.kernel, self.config, &self.args)
+    pub fn bind(&self) -> Result<BoundLaunch> {
+        BoundLaunch::bind(self.kernel, self.config, self.args.as_slice())
     }
 }
 

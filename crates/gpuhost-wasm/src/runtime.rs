@@ -12,6 +12,7 @@ use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::calls::CallObserver;
 use crate::ctx::{CudaCtx, CudaCtxView, CudaView};
 use crate::error::Error;
 use crate::limits::{Limits, Usage};
@@ -79,7 +80,7 @@ impl OutputPipe {
 }
 
 /// How to run a guest once.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// argv, including `argv[0]` (the program name).
     pub args: Vec<String>,
@@ -93,6 +94,22 @@ pub struct RunOptions {
     pub stderr: Output,
     /// Give the guest the host's stdin (otherwise it reads end-of-file).
     pub inherit_stdin: bool,
+    /// Sees each gpuhost:cuda call of the guest, timed ([`CudaCtx::with_call_observer`]).
+    pub calls: Option<Arc<dyn CallObserver>>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("args", &self.args)
+            .field("env", &self.env)
+            .field("limits", &self.limits)
+            .field("stdout", &self.stdout)
+            .field("stderr", &self.stderr)
+            .field("inherit_stdin", &self.inherit_stdin)
+            .field("calls", &self.calls.as_ref().map(|_| "observer"))
+            .finish()
+    }
 }
 
 /// How a run ended (a trap is an [`Error::Trap`] instead).
@@ -285,10 +302,14 @@ impl Runtime {
             .memory_size(opts.limits.max_wasm_memory_bytes)
             .trap_on_grow_failure(false)
             .build();
+        let mut cuda = CudaCtx::new(self.host.clone(), opts.limits);
+        if let Some(observer) = opts.calls {
+            cuda = cuda.with_call_observer(observer);
+        }
         let state = GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            cuda: CudaCtx::new(self.host.clone(), opts.limits),
+            cuda,
             store_limits,
         };
         let mut store = Store::new(guest.pre.engine(), state);

@@ -171,8 +171,20 @@ pub(crate) fn launch_on<'a>(
     Ok(done)
 }
 
-/// Routes a launch (checked by `launch_on` or here): collected for a graph when the guest is
-/// trusted and the stream collects this shape; else issued, after the launches collected.
+/// How much of a launch's checking is already done when it is routed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    /// Nothing yet: an argument list, lifted for this call.
+    No,
+    /// A bound launch: checked as it is now (geometry, argument count, sizes and offsets, a
+    /// sandboxed kernel's local memory and hidden arguments) when it was bound or last changed.
+    /// What it owns cannot change otherwise, so collecting it repeats none of that.
+    Bound,
+}
+
+/// Routes a launch (checked by `launch_on` or here, unless `checked` says it was): collected for
+/// a graph when the guest is trusted and the stream collects this shape; else issued, after
+/// the launches collected.
 fn route<'a>(
     ctx: &'a CudaCtx,
     s: &StreamRes,
@@ -180,13 +192,16 @@ fn route<'a>(
     sandbox: Option<&'a KernelSandbox>,
     cfg: GpuConfig,
     args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
+    checked: Checked,
 ) -> CudaResult<Route> {
     let (kernel, charge) = kernel;
     if s.burst.collects(kernel, cfg) {
         // The checks the direct path makes before the driver (the context's currency is part
         // of `collects`); a sandboxed kernel's with its hidden arguments, as they will be.
         match (sandbox, &ctx.confine, &s.watch) {
+            (None, ..) if checked == Checked::Bound => {}
             (None, ..) => kernel.check_launch(&cfg, &args)?,
+            (Some(_), Some(_), Some(_)) if checked == Checked::Bound => {}
             (Some(sb), Some(c), Some(_)) => {
                 sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
                 let mut full = args.clone();
@@ -368,7 +383,15 @@ impl HostStream for CudaCtxView<'_> {
                 let s = table.get(&stream)?;
                 let cfg = to_gpu_config(&config);
                 let sb = k.sandbox.as_ref();
-                route(self.ctx, s, (&k.kernel, &k.charge), sb, cfg, args)?
+                route(
+                    self.ctx,
+                    s,
+                    (&k.kernel, &k.charge),
+                    sb,
+                    cfg,
+                    args,
+                    Checked::No,
+                )?
             };
             if self.launched(&stream, routed)? {
                 return Ok(());
@@ -388,7 +411,16 @@ impl HostStream for CudaCtxView<'_> {
                 let b = self.table.get(&launch)?;
                 let s = self.table.get(&stream)?;
                 let kernel = (b.kernel(), b.kernel_charge());
-                route(self.ctx, s, kernel, b.sandbox(), b.config(), b.args())?
+                let args = b.args();
+                route(
+                    self.ctx,
+                    s,
+                    kernel,
+                    b.sandbox(),
+                    b.config(),
+                    args,
+                    Checked::Bound,
+                )?
             };
             if self.launched(&stream, routed)? {
                 return Ok(());

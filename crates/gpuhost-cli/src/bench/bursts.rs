@@ -216,7 +216,7 @@ async fn guest_bursts(
         ..Limits::default()
     };
     let samples = samples.to_string();
-    let run = run_bench_guest(runtime, bench_guest, &[&samples, "bursts"], limits).await?;
+    let run = run_bench_guest(runtime, bench_guest, &[&samples, "bursts"], limits, None).await?;
     let (Some(bound), Some(launch)) = (run.field("bound_ns"), run.field("launch_ns")) else {
         return Err(run.unexpected("its burst timings"));
     };

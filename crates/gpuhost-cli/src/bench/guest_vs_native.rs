@@ -14,12 +14,15 @@
 //! side, in the same run, uploads and downloads 64 MiB from a pinned `HostBuffer` (which
 //! `gpuhost bench` measures at raw pinned speed) and from pageable memory.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use gpuhost::{Arg, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
 use anyhow::Result;
-use gpuhost_wasm::{Guest, Limits, RunOptions, RunOutcome, Runtime};
+use gpuhost_wasm::{CallObserver, Guest, Limits, RunOptions, RunOutcome, Runtime};
+
+use super::host_time::HostTime;
 
 /// The empty kernel both sides launch (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
@@ -59,8 +62,12 @@ pub struct LaunchBench {
     pub guest_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
+    /// Guest: building the argument-list launch (gpuhost-guest's `Launch`), no host call.
+    pub guest_build_ns: u128,
     /// 64 MiB transfers, each way.
     pub transfers: Transfers,
+    /// A trusted guest's launches split into the host call and the rest (its own pass).
+    pub host_time: HostTime,
 }
 
 /// Medians, in nanoseconds, of one transfer of `bytes` each way, by path.
@@ -223,9 +230,11 @@ impl LaunchBench {
             self.sandbox_rows(),
         );
         s += &format!(
-            "\nguest clock read pair {} ns, bare import round trip {} ns\n\n",
-            self.guest_clock_ns, self.guest_import_ns
+            "\nguest clock read pair {} ns, bare import round trip {} ns, building a Launch (no call) {} ns\n\n",
+            self.guest_clock_ns, self.guest_import_ns, self.guest_build_ns
         );
+        s += &self.host_time.markdown();
+        s += "\n";
         s + &self.transfers.rows()
     }
 
@@ -243,7 +252,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -253,6 +262,7 @@ impl LaunchBench {
             pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
             self.guest_import_ns,
+            self.guest_build_ns,
             self.transfers.bytes,
             self.transfers.pinned.0,
             self.transfers.pinned.1,
@@ -261,7 +271,8 @@ impl LaunchBench {
             self.transfers.guest.0,
             self.transfers.guest.1,
             self.transfers.guest_stream_read,
-            self.transfers.memcpy
+            self.transfers.memcpy,
+            self.host_time.json()
         )
     }
 }
@@ -351,6 +362,7 @@ pub async fn guest_vs_native(
     native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
     let trusted = guest_pass(runtime, bench_guest, samples, false).await?;
     let sandboxed = guest_pass(runtime, bench_guest, samples, true).await?;
+    let host_time = super::host_time::measure(runtime, bench_guest, samples).await?;
     native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
     // The native side as `gpuhost bench` measures it (its HostBuffer and pageable rows).
     let copies = super::transfer::measure(host, &stream, trusted.transfer_bytes, TRANSFERS)?;
@@ -383,6 +395,7 @@ pub async fn guest_vs_native(
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
         guest_import_ns: trusted.import_ns,
+        guest_build_ns: trusted.build_ns,
         transfers: Transfers {
             bytes: trusted.transfer_bytes,
             pinned,
@@ -391,6 +404,7 @@ pub async fn guest_vs_native(
             guest_stream_read: stream_read_ns(runtime, read_guest).await?,
             memcpy,
         },
+        host_time,
     })
 }
 
@@ -430,6 +444,7 @@ struct GuestPass {
     bound: Pattern,
     clock_ns: u128,
     import_ns: u128,
+    build_ns: u128,
     transfer: (u128, u128),
     transfer_bytes: usize,
 }
@@ -465,6 +480,7 @@ pub(super) async fn run_bench_guest(
     bench_guest: &Guest,
     args: &[&str],
     limits: Limits,
+    calls: Option<Arc<dyn CallObserver>>,
 ) -> Result<BenchGuestRun> {
     let args = std::iter::once("launchbench")
         .chain(args.iter().copied())
@@ -476,6 +492,7 @@ pub(super) async fn run_bench_guest(
             RunOptions {
                 args,
                 limits,
+                calls,
                 ..RunOptions::default()
             },
         )
@@ -494,7 +511,7 @@ async fn guest_pass(
         sandbox,
         ..Limits::default()
     };
-    let run = run_bench_guest(runtime, bench_guest, &[&samples.to_string()], limits).await?;
+    let run = run_bench_guest(runtime, bench_guest, &[&samples.to_string()], limits, None).await?;
     let field = |name: &str| run.field(name);
     let names = [
         "launch_ns",
@@ -505,6 +522,7 @@ async fn guest_pass(
         "bound_burst_ns",
         "clock_ns",
         "import_ns",
+        "build_ns",
         "write_ns",
         "read_ns",
         "bytes",
@@ -518,6 +536,7 @@ async fn guest_pass(
         Some(bb),
         Some(clock_ns),
         Some(import_ns),
+        Some(build_ns),
         Some(write_ns),
         Some(read_ns),
         Some(bytes),
@@ -535,6 +554,7 @@ async fn guest_pass(
         bound: pattern(ba, br, bb),
         clock_ns,
         import_ns,
+        build_ns,
         transfer: (write_ns, read_ns),
         transfer_bytes: bytes as usize,
     })

@@ -9,6 +9,7 @@ mod awaits;
 mod bursts;
 mod guest;
 mod guest_vs_native;
+mod host_time;
 mod native_http;
 mod raw;
 mod stats;

@@ -124,6 +124,8 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| sandboxed guest |",
         "| 64 MiB transfer |",
         "| device → host, read-stream |",
+        "| guest launch (observed pass) |",
+        "| bound launch, alone on an idle stream |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
     }
@@ -143,11 +145,31 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
             "{key}: {list}"
         );
     }
-    let stream_read = report
-        .split("\"guest_stream_read_ns\":")
-        .nth(1)
-        .and_then(|v| v.split([',', '}']).next())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    assert!(stream_read.is_some_and(|v| v > 0), "{report}");
+    // A top-level number of the report.
+    let number = |key: &str| {
+        report
+            .split(&format!("\"{key}\":"))
+            .nth(1)
+            .and_then(|v| v.split([',', '}']).next())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    for key in ["guest_stream_read_ns", "guest_build_ns"] {
+        assert!(number(key).is_some_and(|v| v > 0), "{key}: {report}");
+    }
     assert!(report.contains("\"transfer_bytes\":67108864"), "{report}");
+    // The host-time split: each path's whole launch and its host part, both measured.
+    let host_time = report
+        .split("\"host_time\":")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no host_time: {report}"));
+    let numbers: Vec<u64> = host_time
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 8, "{host_time}");
+    assert!(numbers.iter().all(|&n| n > 0), "{host_time}");
+    assert!(
+        numbers.chunks(2).all(|p| p[1] <= p[0]),
+        "a host part longer than its whole launch: {host_time}"
+    );
 }

@@ -1,5 +1,6 @@
 //! Bound launches (`bound-launch` in wit/stream.wit): checked when bound and at each change, and
-//! they own what they launch, in the guest's quotas.
+//! they own what they launch, in the guest's quotas. Also the guest SDK's prepared `Launch`,
+//! the argument-list launch a guest keeps and enqueues again.
 
 use gpuhost_wasm::Limits;
 
@@ -13,6 +14,16 @@ async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_
     };
     let o = run(rt, "misbehave", &["bound"]).await.unwrap();
     assert_ok(&o, "bound ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_guest_launch_reruns_with_changed_arguments_and_refuses_an_index_or_width_it_lacks()
+ {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    let o = run(rt, "misbehave", &["prepared"]).await.unwrap();
+    assert_ok(&o, "prepared ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,7 +54,8 @@ fn time_launches(n: usize, stream: &Stream, launch: &dyn Fn()) -> [u128; 3] {
 /// Times, in nanoseconds, `n` samples each: a launch with its argument list (`launch_*`) and the
 /// same launch bound (`bound_*`), each alone, as a round trip and in bursts; a WASI clock read
 /// pair (`clock_ns`: the clock is a host call, not a vDSO read, and each lone launch's time
-/// includes one); the bare import round trip (`import_ns`: `buffer.len`, per 64 calls).
+/// includes one); the bare import round trip (`import_ns`: `buffer.len`, per 64 calls); building
+/// the argument-list launch without enqueuing it (`build_ns`, per 64).
 fn bench(n: usize) {
     let module = check(Module::from_ptx(NOOP), "load noop");
     let noop = check(module.kernel("noop"), "kernel noop");
@@ -72,6 +73,16 @@ fn bench(n: usize) {
     let clock = (0..n)
         .map(|_| Instant::now().elapsed().as_nanos())
         .collect();
+    // Building the argument-list launch alone, in the guest (no host call): what the SDK's
+    // `Launch` costs before the call lowers its list.
+    let mut build = Vec::new();
+    for _ in 0..n.div_ceil(64) {
+        let t0 = Instant::now();
+        for _ in 0..64 {
+            std::hint::black_box(Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32));
+        }
+        build.push(t0.elapsed().as_nanos() / 64);
+    }
     let mut import = Vec::new();
     for _ in 0..n.div_ceil(64) {
         let t0 = Instant::now();
@@ -83,9 +94,10 @@ fn bench(n: usize) {
     println!(
         "bench launch_ns={launch_ns} roundtrip_ns={round_ns} burst_ns={burst_ns} \
          bound_launch_ns={bound_ns} bound_roundtrip_ns={bound_round_ns} \
-         bound_burst_ns={bound_burst_ns} clock_ns={} import_ns={} samples={n}",
+         bound_burst_ns={bound_burst_ns} clock_ns={} import_ns={} build_ns={} samples={n}",
         median(clock),
-        median(import)
+        median(import),
+        median(build)
     );
 }
 

@@ -249,6 +249,60 @@ fn bad_ptx() {
 /// Bound launches: checked at bind and at each change (a refused change keeps the old value),
 /// correct results when enqueued again with a changed scalar, and the module and buffers they
 /// hold stay alive and counted after the guest drops its own handles.
+/// A guest-side launch kept prepared (the SDK's `Launch`, not consumed by `enqueue`): enqueued
+/// again with a scalar changed in between and then into another buffer; an index it lacks is
+/// refused in the guest, and an argument of the wrong width by the host at the enqueue.
+fn prepared() {
+    let module = check(Module::from_ptx(SAXPY), "load saxpy");
+    let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
+    let x = check(DeviceBuffer::from_slice(&[1.0f32; 64]), "x");
+    let y = check(DeviceBuffer::<f32>::zeroed(64), "y");
+    let z = check(DeviceBuffer::<f32>::zeroed(64), "z");
+    let stream = check(Stream::create(), "stream");
+    let mut launch = Launch::new(&saxpy)
+        .grid1(1)
+        .block1(64)
+        .scalar(2.0f32)
+        .buffer(&x)
+        .buffer(&y)
+        .scalar(64u32);
+    expect_err!(
+        launch.set_scalar(4, 1u32),
+        Error::ArgMismatch(_),
+        "set argument 4 of 4"
+    );
+    // y = 2x + y over all 64, then over the first 32 only; then z = 3x + z over the first 32.
+    check(launch.enqueue(&stream), "enqueue");
+    check(launch.set_scalar(3, 32u32), "set n");
+    check(launch.enqueue(&stream), "enqueue again");
+    check(launch.set_buffer(2, &z), "set y to z");
+    check(launch.set_scalar(0, 3.0f32), "set a");
+    check(launch.enqueue(&stream), "enqueue into z");
+    check(launch.set_scalar(3, 32u64), "set n as a u64");
+    expect_err!(
+        launch.enqueue(&stream),
+        Error::ArgMismatch(_),
+        "enqueue with a u64 for a u32"
+    );
+    check(stream.synchronize(), "synchronize");
+    let got = check(y.download(), "download y");
+    if got
+        .iter()
+        .enumerate()
+        .any(|(i, &v)| v != if i < 32 { 4.0 } else { 2.0 })
+    {
+        fail(&format!("prepared saxpy into y gave {got:?}"));
+    }
+    let got = check(z.download(), "download z");
+    if got
+        .iter()
+        .enumerate()
+        .any(|(i, &v)| v != if i < 32 { 3.0 } else { 0.0 })
+    {
+        fail(&format!("prepared saxpy into z gave {got:?}"));
+    }
+}
+
 fn bound() {
     let module = check(Module::from_ptx(SAXPY), "load saxpy");
     let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
@@ -529,11 +583,17 @@ fn zero_fills() {
         "launch",
     );
     check(stream.synchronize(), "synchronize");
-    if check(z.read(0, 256), "z after the launch").iter().all(|&v| v == 0) {
+    if check(z.read(0, 256), "z after the launch")
+        .iter()
+        .all(|&v| v == 0)
+    {
         fail("zero-fills: saxpy past y did not reach z (the arena's layout changed?)");
     }
     check(z.fill(0, 256, 0), "fill z");
-    zero(&z, "a buffer a kernel wrote past its own arguments, filled after");
+    zero(
+        &z,
+        "a buffer a kernel wrote past its own arguments, filled after",
+    );
 }
 
 /// Writes 64 MiB over and over, after saying so: a run to cancel midway through a write.
@@ -574,6 +634,7 @@ fn main() {
         "bad-ptx" => bad_ptx(),
         "over-quota" => over_quota(),
         "bound" => bound(),
+        "prepared" => prepared(),
         "transfers" => transfers(),
         "zero-fills" => zero_fills(),
         "write-forever" => write_forever(),
