@@ -181,9 +181,11 @@ impl Kit {
             r.launch(launch, &self.stream);
             words(&self.out, n)
         } else {
-            let taken = r
-                .note(launch.enqueue(&self.stream))
-                .and_then(|()| r.note(self.stream.read_after(&self.out, 0, n * 4)));
+            // One answer, as `Report::launch` notes: the enqueue's error or read-after's.
+            let taken = match launch.enqueue(&self.stream) {
+                Err(e) => r.note::<Vec<u8>>(Err(e)),
+                Ok(()) => r.note(self.stream.read_after(&self.out, 0, n * 4)),
+            };
             match taken {
                 Some(bytes) => to_words(&bytes),
                 None => words(&self.out, n),
