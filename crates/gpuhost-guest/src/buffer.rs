@@ -76,11 +76,8 @@ impl<T: Pod> DeviceBuffer<T> {
     /// Waits for `stream`'s launches, then copies `count` elements from index `at` back (see
     /// [`DeviceBuffer::download_after`]).
     pub fn download_range_after(&self, stream: &Stream, at: usize, count: usize) -> Result<Vec<T>> {
-        let bytes = stream.read_after(
-            &self.raw,
-            at as u64 * Self::SIZE,
-            count as u64 * Self::SIZE,
-        )?;
+        let bytes =
+            stream.read_after(&self.raw, at as u64 * Self::SIZE, count as u64 * Self::SIZE)?;
         Ok(from_bytes(&bytes))
     }
 

@@ -248,7 +248,14 @@ fn memory_attacks_are_fenced_or_confined_and_never_reach_the_victim_or_fault_the
             // `offsets-after`: the same accesses with each launch's end and its results taken
             // by `read-after`, which must report them instead of handing the bytes over.
             for a in [
-                "offsets", "offsets-after", "raw", "scan", "generic", "atomics", "vectors", "nc",
+                "offsets",
+                "offsets-after",
+                "raw",
+                "scan",
+                "generic",
+                "atomics",
+                "vectors",
+                "nc",
             ] {
                 let err = attack(rt, a, attack_limits(), Want::Fenced).await;
                 // The report names a kernel of the attack.

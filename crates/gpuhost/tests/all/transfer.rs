@@ -235,9 +235,9 @@ fn a_download_to_a_vec_returns_exactly_the_range_and_refuses_one_out_of_bounds()
 }
 
 #[test]
-fn after_a_staging_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory() {
+fn after_a_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory() {
     crate::common::in_child(
-        "transfer::after_a_staging_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory",
+        "transfer::after_a_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory",
         transfers_after_a_reserve,
     );
 }
