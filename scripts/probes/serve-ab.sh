@@ -8,7 +8,8 @@
 #   bash scripts/probes/serve-ab.sh OLD/gpuhost NEW/gpuhost
 # Env: OHA (default target/oha/bin/oha), GUESTS (folder holding http_stamp.wasm, default
 # target/guests/wasm32-wasip2/release), SECS (3), ROUNDS (3), CS ("1 16"), FNS ("sandboxed
-# trusted"), GPUHOST_DRIVER (softcuda), SOFTCUDA_LIB (as the loader finds it).
+# trusted"), GPUHOST_DRIVER (softcuda), SOFTCUDA_LIB (as the loader finds it), GUESTS_B (B's own
+# http_stamp.wasm folder, to compare guest builds too; default GUESTS).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 GPUHOST_A GPUHOST_B" >&2; exit 2; }
@@ -19,8 +20,13 @@ cp "${GUESTS:-target/guests/wasm32-wasip2/release}/http_stamp.wasm" "$gpu/guests
 work=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work" "$gpu"' EXIT
 source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
+repo_b=$work/repo
+if [ -n "${GUESTS_B:-}" ]; then
+  cp "$GUESTS_B/http_stamp.wasm" "$gpu/guests/" || exit 1
+  repo_b=$work/repo-b; stamp_repo "$repo_b" '[serve]\nmax_concurrency = 128\n'
+fi
 "$1" serve --repository "$work/repo" --listen 127.0.0.1:18281 > "$work/a.out" 2> "$work/a.err" & pids+=($!)
-"$2" serve --repository "$work/repo" --listen 127.0.0.1:18282 > "$work/b.out" 2> "$work/b.err" & pids+=($!)
+"$2" serve --repository "$repo_b" --listen 127.0.0.1:18282 > "$work/b.out" 2> "$work/b.err" & pids+=($!)
 "$1" bench --native-http 127.0.0.1:18283 --bundle crates/gpuhost/bundles/stamp-a > "$work/n.out" 2>&1 & pids+=($!)
 for _ in $(seq 300); do
   curl -sf http://127.0.0.1:18281/sandboxed > /dev/null && curl -sf http://127.0.0.1:18282/sandboxed > /dev/null \

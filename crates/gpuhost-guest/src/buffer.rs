@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 
 use crate::pod::{Pod, as_bytes, from_bytes};
-use crate::{Arg, Buffer, BufferArg, Result};
+use crate::{Arg, Buffer, BufferArg, Result, Stream};
 
 /// `len` elements of `T` in device memory. Dropping it frees the allocation (once every launch
 /// using it has ended, the host guarantees).
@@ -64,6 +64,20 @@ impl<T: Pod> DeviceBuffer<T> {
         let bytes = self
             .raw
             .read(at as u64 * Self::SIZE, count as u64 * Self::SIZE)?;
+        Ok(from_bytes(&bytes))
+    }
+
+    /// Waits for `stream`'s launches, then copies every element back: [`Stream::synchronize`]
+    /// and [`DeviceBuffer::download`] in one host call, the guest suspended once for both.
+    pub fn download_after(&self, stream: &Stream) -> Result<Vec<T>> {
+        self.download_range_after(stream, 0, self.len)
+    }
+
+    /// Waits for `stream`'s launches, then copies `count` elements from index `at` back (see
+    /// [`DeviceBuffer::download_after`]).
+    pub fn download_range_after(&self, stream: &Stream, at: usize, count: usize) -> Result<Vec<T>> {
+        let bytes =
+            stream.read_after(&self.raw, at as u64 * Self::SIZE, count as u64 * Self::SIZE)?;
         Ok(from_bytes(&bytes))
     }
 

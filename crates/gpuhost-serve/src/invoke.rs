@@ -316,7 +316,7 @@ impl<Held: Send + 'static> Drop for Run<Held> {
                 let (_, held) = run.await;
                 // The connection's task, woken by the end of the body, sends it first.
                 tokio::task::yield_now().await;
-                after.run(held);
+                after.run(held).await;
             });
         }
     }
@@ -331,16 +331,27 @@ struct After {
 }
 
 impl After {
-    /// Drops what the request held (its Store first), timed as the teardown phase, then refills
-    /// the device's warm Stores. The refill starts here rather than when the request took its
-    /// Store: made then, a Store (its instantiation, a sandbox's arena zeroed and waited for)
-    /// took the CPU, and at times the very thread, that the request's guest was running on.
-    fn run<Held>(self, held: InFlight<Held>) {
+    /// Drops what the request held (its Store first), timed as the teardown phase.
+    fn teardown<Held>(&self, held: InFlight<Held>) {
         let started = Instant::now();
         drop(held);
         self.metrics
             .phase(Phase::Teardown, started.elapsed().as_secs_f64());
-        crate::warm::refill(&self.version, self.device, &self.metrics);
+    }
+
+    /// [`After::teardown`], then the refill of the device's warm Stores, in this task (one
+    /// task per request for both: a second task for the refill cost each request the spawn and,
+    /// where another worker was parked, the wake-up of one). The refill starts here rather than
+    /// when the request took its Store: made then, a Store (its instantiation, a sandbox's
+    /// arena zeroed and waited for) took the CPU, and at times the very thread, that the
+    /// request's guest was running on.
+    async fn run<Held: Send + 'static>(self, held: InFlight<Held>) {
+        self.teardown(held);
+        if let Some(refilling) =
+            crate::warm::start_refill(&self.version, self.device, &self.metrics)
+        {
+            refilling.await;
+        }
     }
 
     /// [`After::run`] on a task spawned now: on this thread, it runs once the connection's task
@@ -349,8 +360,8 @@ impl After {
     /// H200 (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
     fn later<Held: Send + 'static>(self, held: InFlight<Held>) {
         match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn(async move { self.run(held) })),
-            Err(_) => self.run(held),
+            Ok(rt) => drop(rt.spawn(self.run(held))),
+            Err(_) => self.teardown(held),
         }
     }
 }

@@ -75,16 +75,27 @@ fn depth(version: &Version) -> usize {
 /// waits for it; a version already draining gets none) and with its own instance-pool slot
 /// (none free: the refill stops, a request makes its own Store).
 pub(crate) fn refill(version: &Arc<Version>, device: usize, metrics: &Arc<FunctionMetrics>) {
-    let Some(slot) = version.devices.get(device) else {
-        return;
-    };
+    if let Some(refilling) = start_refill(version, device, metrics) {
+        tokio::spawn(refilling);
+    }
+}
+
+/// [`refill`]'s work, for a task that runs it itself (a request's teardown, already on a task
+/// of its own, saves the spawn and the wake-up of a second one); None when the device's spares
+/// are full or a refill is under way there already.
+pub(crate) fn start_refill(
+    version: &Arc<Version>,
+    device: usize,
+    metrics: &Arc<FunctionMetrics>,
+) -> Option<impl Future<Output = ()> + Send + 'static> {
+    let slot = version.devices.get(device)?;
     if slot.spare.lock().len() >= depth(version)
         || slot.spare.refilling.swap(true, Ordering::AcqRel)
     {
-        return;
+        return None;
     }
     let (version, metrics) = (version.clone(), metrics.clone());
-    tokio::spawn(async move {
+    Some(async move {
         let spare = &version.devices[device].spare;
         let short = || spare.lock().len() < depth(&version);
         loop {
@@ -105,7 +116,7 @@ pub(crate) fn refill(version: &Arc<Version>, device: usize, metrics: &Arc<Functi
                 break;
             }
         }
-    });
+    })
 }
 
 /// Makes one warm Store of device `device` and puts it with the others; false when none could

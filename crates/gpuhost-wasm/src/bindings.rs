@@ -1,6 +1,7 @@
 //! Host bindings generated from `wit/` by wasmtime's `bindgen!`; nothing here is hand-written
 //! but the configuration: which imports are async (those that await the GPU: `synchronize` and
-//! the buffer transfers, `reading.wait`) and which Rust types back the WIT resources.
+//! the buffer transfers, `read-after`, `reading.wait`) and which Rust types back the WIT
+//! resources.
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
@@ -8,6 +9,7 @@ wasmtime::component::bindgen!({
     world: "gpuhost:cuda/imports",
     imports: {
         "gpuhost:cuda/stream.[method]stream.synchronize": async | trappable,
+        "gpuhost:cuda/stream.[method]stream.read-after": async | trappable,
         "gpuhost:cuda/memory.[method]buffer.write": async | trappable,
         "gpuhost:cuda/memory.[method]buffer.read": async | trappable,
         "gpuhost:cuda/memory.[method]buffer.fill": async | trappable,

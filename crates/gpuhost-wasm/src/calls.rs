@@ -63,6 +63,7 @@ host_calls! {
     StreamLaunch => "stream/stream.launch",
     StreamEnqueue => "stream/stream.enqueue",
     StreamSynchronize => "stream/stream.synchronize",
+    StreamReadAfter => "stream/stream.read-after",
     StreamRecordEvent => "stream/stream.record-event",
     StreamWait => "stream/stream.wait",
     StreamDrop => "stream/stream.drop",

@@ -77,6 +77,28 @@ impl CudaCtxView<'_> {
     }
 }
 
+impl CudaCtxView<'_> {
+    /// Checks a read of `len` bytes at `offset` of `buffer` (`buffer.read`, `stream.read-after`)
+    /// against the guest's transfer limit and the buffer: the device buffer, offset and length.
+    pub(crate) fn start_read(
+        &mut self,
+        buffer: &Resource<BufferRes>,
+        offset: u64,
+        len: u64,
+    ) -> CudaResult<(gpuhost::DeviceBuffer, usize, usize)> {
+        let max = self.ctx.limits.max_transfer_bytes;
+        if len > max {
+            return Err(WitError::QuotaExceeded(format!(
+                "read of {len} bytes is over the guest's transfer limit of {max} bytes; read in smaller pieces"
+            ))
+            .into());
+        }
+        let b = self.table.get(buffer)?.buf.clone();
+        let (offset, len) = check_range("read", offset, len, b.len())?;
+        Ok((b, offset, len))
+    }
+}
+
 /// Defines `name` of gpuhost:cuda/memory in `linker` as `f`, in place of the generated bindings'
 /// definition (made just before), for an import that needs what they do not give it: the
 /// Store. Leaves the linker's name shadowing off.
@@ -206,15 +228,7 @@ impl HostBuffer for CudaCtxView<'_> {
         len: u64,
     ) -> CudaResult<Vec<u8>> {
         let _timer = self.ctx.time(HostCall::BufferRead);
-        let max = self.ctx.limits.max_transfer_bytes;
-        if len > max {
-            return Err(WitError::QuotaExceeded(format!(
-                "read of {len} bytes is over the guest's transfer limit of {max} bytes; read in smaller pieces"
-            ))
-            .into());
-        }
-        let b = self.table.get(&buffer)?.buf.clone();
-        let (offset, len) = check_range("read", offset, len, b.len())?;
+        let (b, offset, len) = self.start_read(&buffer, offset, len)?;
         let stream = self.transfer_stream()?;
         Ok(stream.download_to_vec(&b, offset, len).await?)
     }

@@ -1,6 +1,6 @@
 //! gpuhost:cuda/stream (the stream resource): launches enqueue and return at once; each returns
-//! a gpuhost `Completion` kept here until `synchronize`, which awaits them — the guest is
-//! suspended on its fiber while the executor thread serves other guests.
+//! a gpuhost `Completion` kept here until `synchronize` (or `read-after`), which awaits them —
+//! the guest is suspended on its fiber while the executor thread serves other guests.
 
 use crate::calls::HostCall;
 use std::collections::VecDeque;
@@ -19,8 +19,14 @@ use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
 use crate::limits::{Charge, check_range};
+use crate::memory::BufferRes;
 use crate::module::KernelRes;
 use crate::watchdog::StreamWatch;
+
+/// Largest `read-after` that lands in one pooled page-locked region queued behind the stream's
+/// launches; a larger one waits for them first and is staged (it would be zeroed, landed and
+/// copied out on one core).
+const SMALL_READ: usize = 64 << 10;
 
 /// Kernel arguments converted without a heap allocation (more spill to the heap).
 pub(crate) const INLINE_ARGS: usize = 8;
@@ -321,6 +327,54 @@ impl CudaCtxView<'_> {
         Ok(())
     }
 
+    /// Waits for every launch issued on `stream` (flushed first by the caller), then reports, in
+    /// this order, the first launch error, a sandboxed kernel stopped by the watchdog and a
+    /// fenced access: `synchronize`, and `read-after` once its copy has landed.
+    async fn drain(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
+        let s = self.table.get_mut(stream)?;
+        let mut pending = std::mem::take(&mut s.pending);
+        let mut failed = s.failed.take();
+        let tail = std::mem::take(&mut s.tail_untracked);
+        while let Some(c) = pending.pop_front() {
+            let r = c.await;
+            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
+            if let Err(e) = r {
+                failed.get_or_insert(from_gpu(&e));
+            }
+        }
+        // The emptied queue goes back with its capacity: the next launch queues its Completion
+        // without an allocation (a launch between synchronizes is the usual loop).
+        let s = self.table.get_mut(stream)?;
+        if s.pending.is_empty() {
+            s.pending = pending;
+        }
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        // A sandboxed guest's kernels stopped by the watchdog, then fenced accesses, in that
+        // order: both mean the results are wrong, and the first is the cause of any second.
+        let s = self.table.get(stream)?;
+        if let Some(segment) = s.watch.as_ref().and_then(|w| w.take_stopped()) {
+            // The kernel caught running, when one was; else the kernels of the late segment.
+            let caught = self.ctx.confine.as_ref().and_then(|c| c.stopped_kernel());
+            let what = caught.unwrap_or(segment);
+            let ms = self.ctx.limits.max_kernel_time.as_millis();
+            return Err(WitError::TimeLimit(format!(
+                "{what} ran past this guest's GPU-time limit of {ms} ms per launch and was stopped, with the launches queued with it on this guest's streams; split the work into shorter launches, or ask the embedder to raise the limit (gpuhost run --max-kernel-ms)"
+            ))
+            .into());
+        }
+        if let Some(e) = self.ctx.confine.as_ref().and_then(|c| c.take_fault()) {
+            return Err(e.into());
+        }
+        if tail {
+            // An event record/wait follows the last launch: a fence covers it (no kernel).
+            let fence = self.table.get(stream)?.stream.fence()?;
+            fence.await?;
+        }
+        Ok(())
+    }
+
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
@@ -431,48 +485,41 @@ impl HostStream for CudaCtxView<'_> {
     async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {
         let _timer = self.ctx.time(HostCall::StreamSynchronize);
         self.flush_point(&stream)?;
-        let s = self.table.get_mut(&stream)?;
-        let mut pending = std::mem::take(&mut s.pending);
-        let mut failed = s.failed.take();
-        let tail = std::mem::take(&mut s.tail_untracked);
-        while let Some(c) = pending.pop_front() {
-            let r = c.await;
-            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
-            if let Err(e) = r {
-                failed.get_or_insert(from_gpu(&e));
-            }
-        }
-        // The emptied queue goes back with its capacity: the next launch queues its Completion
-        // without an allocation (a launch between synchronizes is the usual loop).
-        let s = self.table.get_mut(&stream)?;
-        if s.pending.is_empty() {
-            s.pending = pending;
-        }
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        // A sandboxed guest's kernels stopped by the watchdog, then fenced accesses, in that
-        // order: both mean the results are wrong, and the first is the cause of any second.
-        let s = self.table.get(&stream)?;
-        if let Some(segment) = s.watch.as_ref().and_then(|w| w.take_stopped()) {
-            // The kernel caught running, when one was; else the kernels of the late segment.
-            let caught = self.ctx.confine.as_ref().and_then(|c| c.stopped_kernel());
-            let what = caught.unwrap_or(segment);
-            let ms = self.ctx.limits.max_kernel_time.as_millis();
-            return Err(WitError::TimeLimit(format!(
-                "{what} ran past this guest's GPU-time limit of {ms} ms per launch and was stopped, with the launches queued with it on this guest's streams; split the work into shorter launches, or ask the embedder to raise the limit (gpuhost run --max-kernel-ms)"
-            ))
-            .into());
-        }
-        if let Some(e) = self.ctx.confine.as_ref().and_then(|c| c.take_fault()) {
-            return Err(e.into());
-        }
-        if tail {
-            // An event record/wait follows the last launch: a fence covers it (no kernel).
-            let fence = self.table.get(&stream)?.stream.fence()?;
-            fence.await?;
-        }
-        Ok(())
+        self.drain(&stream).await
+    }
+
+    async fn read_after(
+        &mut self,
+        stream: Resource<StreamRes>,
+        buffer: Resource<BufferRes>,
+        offset: u64,
+        len: u64,
+    ) -> CudaResult<Vec<u8>> {
+        let _timer = self.ctx.time(HostCall::StreamReadAfter);
+        self.flush_point(&stream)?;
+        let (b, offset, len) = self.start_read(&buffer, offset, len)?;
+        // A small read lands in a pooled page-locked region with one DMA queued behind the
+        // stream's launches: when it has landed they have ended, so the drain then finds them
+        // finished (its checks of the sandbox's words see their end), and the guest is
+        // suspended once where `synchronize` and `read` suspended it twice.
+        let landing = (len <= SMALL_READ)
+            .then(|| self.ctx.host.try_host_buffer(len))
+            .flatten();
+        let Some(mut landing) = landing else {
+            // A larger read, or no pooled region free: a staged download may take the driver's
+            // pageable path, which waits for its stream on this thread, so the launches are
+            // waited for first and the read goes on the transfer stream, as `synchronize` and
+            // `read` would.
+            self.drain(&stream).await?;
+            let transfer = self.transfer_stream()?;
+            return Ok(transfer.download_to_vec(&b, offset, len).await?);
+        };
+        let s = self.table.get(&stream)?.stream.clone();
+        let read = s.download_into(&b, offset, &mut landing, 0..len).await;
+        // A launch's error says why the bytes are not to be trusted, or why the read failed.
+        self.drain(&stream).await?;
+        read?;
+        Ok(landing.as_slice().to_vec())
     }
 
     fn record_event(&mut self, stream: Resource<StreamRes>) -> CudaResult<Resource<EventRes>> {

@@ -353,6 +353,22 @@ impl Host {
 }
 
 impl Host {
+    /// [`Host::host_buffer`] from the pool only (the region may be a larger staging chunk):
+    /// None when no pooled region of `len` bytes or more is free, or the context is lost. It
+    /// never page-locks memory, which on NVIDIA waits for the whole device
+    /// ([`Host::set_staging_growth`]).
+    pub fn try_host_buffer(self: &Arc<Self>, len: usize) -> Option<HostBuffer> {
+        let generation = self.enter().ok()?;
+        let mut mem = Pinned::try_take(self, generation, len)?;
+        // A pooled region holds an earlier user's bytes.
+        mem.bytes_mut(len).fill(0);
+        Some(HostBuffer {
+            host: self.clone(),
+            mem: Some(Arc::new(mem)),
+            len,
+        })
+    }
+
     /// Whether uploads may page-lock more staging than is pooled (default true). With false, an
     /// upload that finds no free staging copies that chunk through the driver's own pageable
     /// path instead (slower, but it waits only for the stream's earlier work): on NVIDIA,

@@ -62,6 +62,8 @@ pub(crate) const MIN_CHUNK: usize = 512 << 10;
 /// Bytes each copying thread copies between two yields to the executor (so one poll holds its
 /// thread some tens of microseconds).
 const STEP_PER_THREAD: usize = 256 << 10;
+/// Largest copy that [`copy_in_steps`] does without yielding to the executor.
+const UNYIELDED_COPY: usize = 64 << 10;
 
 impl Default for TransferConfig {
     fn default() -> Self {
@@ -550,9 +552,16 @@ impl Drop for Lent<'_> {
 /// executor after each step: a chunk's copy is hundreds of microseconds of CPU work, and when
 /// the device finishes each chunk before it is awaited, every await is ready at once — without
 /// the yields, the transfer would hold its thread throughout.
+/// A copy of at most [`UNYIELDED_COPY`] bytes (a small transfer's only chunk) does not yield:
+/// it holds its thread for a few microseconds, less than the round trip through the executor
+/// a yield costs (a guest's 4-byte `buffer.read` suspended and resumed its guest once more).
 /// `dst` may be memory not initialised yet (a download's destination); all of it is when the
 /// copy returns.
 async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], helpers: usize) {
+    if dst.len() <= UNYIELDED_COPY {
+        crate::copy::parallel_uninit(dst, src, helpers);
+        return;
+    }
     let step = STEP_PER_THREAD * (helpers + 1);
     for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
         crate::copy::parallel_uninit(d, s, helpers);

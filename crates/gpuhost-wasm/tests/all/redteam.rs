@@ -245,8 +245,17 @@ fn memory_attacks_are_fenced_or_confined_and_never_reach_the_victim_or_fault_the
         "redteam::memory_attacks_are_fenced_or_confined_and_never_reach_the_victim_or_fault_the_device",
         async |rt| {
             crate::prewarm(&["redteam", "saxpy", "reduce", "matmul"]);
+            // `offsets-after`: the same accesses with each launch's end and its results taken
+            // by `read-after`, which must report them instead of handing the bytes over.
             for a in [
-                "offsets", "raw", "scan", "generic", "atomics", "vectors", "nc",
+                "offsets",
+                "offsets-after",
+                "raw",
+                "scan",
+                "generic",
+                "atomics",
+                "vectors",
+                "nc",
             ] {
                 let err = attack(rt, a, attack_limits(), Want::Fenced).await;
                 // The report names a kernel of the attack.
@@ -278,10 +287,7 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let limits = Limits {
-        max_kernel_time: Duration::from_millis(300),
-        ..attack_limits()
-    };
+    let limits = attack_limits_ms(300);
     let err = attack(
         rt,
         "endless",
@@ -302,6 +308,26 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
     )
     .await;
     assert!(err.contains("endless"), "the error names the kernel: {err}");
+    // Its end taken by `read-after`: the stop is returned instead of the bytes.
+    let err = attack(
+        rt,
+        "endless-after",
+        attack_limits_ms(300),
+        Want::Exactly(&["time-limit", "ok"]),
+    )
+    .await;
+    assert!(
+        err.contains("kernel endless"),
+        "the error names the kernel: {err}"
+    );
+}
+
+/// [`attack_limits`] with a GPU-time limit of `ms` per launch.
+fn attack_limits_ms(ms: u64) -> Limits {
+    Limits {
+        max_kernel_time: Duration::from_millis(ms),
+        ..attack_limits()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,7 +335,9 @@ async fn long_legal_loops_and_deep_call_chains_finish_correctly_under_the_sandbo
     let Some((rt, _device)) = device().await else {
         return;
     };
-    for a in ["long", "deep"] {
+    // `deep-after`: the results read by `read-after` are those the kernel wrote (the copy is
+    // queued behind it).
+    for a in ["long", "deep", "deep-after"] {
         // A generous limit: an unoptimised softcuda on a loaded CI machine is slow; the point is
         // that polling on every back-edge neither stops nor corrupts a legal loop.
         let limits = Limits {

@@ -1,7 +1,9 @@
 //! Guest `buffer.read-stream` (the `reads` test guest): bytes round trip at every size from the
 //! runtime's staging reserve; out-of-range reads give typed errors; reads dropped midway, by the
 //! guest or with the whole Store, give everything back; the host writes only inside the window
-//! each read hands over, and a window outside guest memory traps the guest, not the host.
+//! each read hands over, and a window outside guest memory traps the guest, not the host. Also
+//! `stream.read-after`'s sizes and errors (its order behind launches, and its reports of their
+//! errors, are the red-team suite's `-after` attacks).
 
 use gpuhost_wasm::Error;
 
@@ -45,6 +47,15 @@ async fn out_of_range_and_over_quota_stream_reads_get_typed_errors() {
     };
     let o = run(rt, "reads", &["errors"]).await.unwrap();
     assert_ok(&o, "errors ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_after_a_stream_round_trip_at_every_size_and_bad_ones_get_typed_errors() {
+    let Some((rt, _shared)) = device().await else {
+        return;
+    };
+    let o = run(rt, "reads", &["read-after"]).await.unwrap();
+    assert_ok(&o, "read-after ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! Stream-ordered transfers (`Stream::upload`, `download`, `fill`, `copy`): correct across
 //! staging chunks at unaligned offsets, ordered after the stream's launches, checked, never
-//! blocking the thread that awaits them, served by the staging reserve once there is one, and
-//! done with the caller's memory as soon as they are dropped.
+//! blocking the thread that awaits them, served by the staging reserve once there is one (and so
+//! are host buffers tried from the pool), and done with the caller's memory as soon as they are
+//! dropped.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -234,9 +235,9 @@ fn a_download_to_a_vec_returns_exactly_the_range_and_refuses_one_out_of_bounds()
 }
 
 #[test]
-fn after_a_staging_reserve_transfers_of_every_size_page_lock_no_more_memory() {
+fn after_a_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory() {
     crate::common::in_child(
-        "transfer::after_a_staging_reserve_transfers_of_every_size_page_lock_no_more_memory",
+        "transfer::after_a_reserve_transfers_of_every_size_and_pooled_host_buffers_page_lock_no_more_memory",
         transfers_after_a_reserve,
     );
 }
@@ -276,6 +277,20 @@ fn transfers_after_a_reserve() {
         reserved,
         "no transfer page-locked memory of its own"
     );
+    // Host buffers tried from the pool take its regions (a staging chunk for 4 bytes), zeroed,
+    // until none is free, and never page-lock one.
+    let last = pattern(size, 5);
+    let mut held = Vec::new();
+    while let Some(mut landing) = host.try_host_buffer(4) {
+        assert!(landing.as_slice() == [0; 4], "an earlier user's bytes");
+        block_on(s.download_into(&buf, 1, &mut landing, 0..4)).unwrap();
+        assert!(landing.as_slice() == &last[..4]);
+        held.push(landing);
+        assert!(held.len() <= 256, "the pool never runs out");
+    }
+    assert!(held.len() > cfg.chunks_in_flight, "the reserve's regions");
+    drop(held);
+    assert_eq!(registered(), reserved, "no host buffer page-locked memory");
     // A new chunk size re-makes the reserve at once, not on the next transfers.
     let bigger = gpuhost::TransferConfig {
         chunk_bytes: 16 << 20,

@@ -1,4 +1,4 @@
-//! Test guest of `buffer.read-stream`, one mode per argv[1]: checks what the host answered,
+//! Test guest of `buffer.read-stream` (and `stream.read-after`), one mode per argv[1]: checks what the host answered,
 //! prints `<mode> ok` and exits 0; anything unexpected is printed and exits 1. `oob-pointer`
 //! traps on purpose, `read-forever` never ends.
 
@@ -7,7 +7,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use gpuhost_guest::wit_stream::StreamPayload;
-use gpuhost_guest::{Buffer, Error};
+use gpuhost_guest::{Buffer, Error, Stream};
 
 const MIB: usize = 1 << 20;
 
@@ -104,6 +104,31 @@ fn errors() {
     check(buf.write(0, &data), "write");
     if check(buf.read_to_vec(0, 4096), "read after the refusals") != data {
         fail("the read after the refusals differs");
+    }
+}
+
+/// `stream.read-after` on a stream with no launches: reads up to 64 KiB (queued on the stream,
+/// into a pooled region) and larger ones (staged on the transfer stream) round trip at an odd
+/// offset; bad ranges and reads over the transfer limit get typed errors.
+fn read_after() {
+    let buf = check(Buffer::create(3 * MIB as u64 + 1), "alloc");
+    let stream = check(Stream::create(), "stream");
+    for (i, len) in [0, 1, 4, 4095, 64 << 10, (64 << 10) + 1, 3 * MIB].into_iter().enumerate() {
+        let data = pattern(len, i);
+        check(buf.write(1, &data), "write");
+        if check(stream.read_after(&buf, 1, len as u64), "read-after") != data {
+            fail(&format!("{len} bytes read after the stream differ"));
+        }
+    }
+    for (offset, len) in [(3 * MIB as u64 + 2, 0), (3 * MIB as u64, 2), (u64::MAX, 2)] {
+        match stream.read_after(&buf, offset, len) {
+            Err(Error::OutOfBounds(_)) => {}
+            other => fail(&format!("read-after({offset}, {len}): {:?}", other.err())),
+        }
+    }
+    match stream.read_after(&buf, 0, (64 * MIB + 1) as u64) {
+        Err(Error::QuotaExceeded(_)) => {}
+        other => fail(&format!("a read-after over the transfer limit: {:?}", other.err())),
     }
 }
 
@@ -227,6 +252,7 @@ fn main() {
     match mode.as_str() {
         "round-trips" => round_trips(),
         "errors" => errors(),
+        "read-after" => read_after(),
         "drop-midway" => drop_midway(),
         "canary" => canary(),
         "starved" => starved(),

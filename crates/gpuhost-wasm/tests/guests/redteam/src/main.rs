@@ -10,6 +10,8 @@
 //! `result ATTACK outcome=CASE[+CASE..] seen=N`: the host's answers in order of first appearance
 //! (`ok` or the WIT error case) and how many words equal to SECRET the attacker read back. Each
 //! error's message goes to stderr as `error CASE: MESSAGE`. The harness judges the outcome.
+//! `ATTACK-after` runs the same attack with each launch's end and its results taken by one
+//! `stream.read-after` instead of `synchronize` and `buffer.read`.
 
 use gpuhost_guest::{Buffer, Error, Kernel, Launch, Module, Stream, quotas};
 
@@ -106,7 +108,11 @@ impl Report {
 }
 
 fn words(buf: &Buffer, n: u64) -> Vec<u32> {
-    must(buf.read(0, n * 4), "read")
+    to_words(&must(buf.read(0, n * 4), "read"))
+}
+
+fn to_words(bytes: &[u8]) -> Vec<u32> {
+    bytes
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
@@ -129,10 +135,12 @@ struct Kit {
     out: Buffer,
     module: Module,
     stream: Stream,
+    /// Results are taken with `read-after` (mode suffix `-after`).
+    after: bool,
 }
 
 impl Kit {
-    fn new() -> Self {
+    fn new(after: bool) -> Self {
         let pad = zeroed(1 << 16);
         let own = zeroed(4096);
         let out = zeroed(64);
@@ -156,6 +164,7 @@ impl Kit {
             out,
             module,
             stream,
+            after,
         }
     }
 
@@ -163,12 +172,27 @@ impl Kit {
         must(self.module.kernel(name), name)
     }
 
-    /// Enqueues and synchronizes, noting the answer; then reads `n` words of `out` back.
-    fn run(&self, r: &mut Report, launch: Launch<'_>, n: u64, secret: u32) {
+    /// Enqueues and synchronizes, noting the answer; then reads `n` words of `out` back and
+    /// returns them. With `after`, one `read-after` does both; when it refuses the bytes, they
+    /// are read anyway, to count the secret in what the kernel wrote.
+    fn run(&self, r: &mut Report, launch: Launch<'_>, n: u64, secret: u32) -> Vec<u32> {
         must(self.out.fill(0, 64, 0), "clear out");
-        r.launch(launch, &self.stream);
-        let w = words(&self.out, n);
+        let w = if !self.after {
+            r.launch(launch, &self.stream);
+            words(&self.out, n)
+        } else {
+            // One answer, as `Report::launch` notes: the enqueue's error or read-after's.
+            let taken = match launch.enqueue(&self.stream) {
+                Err(e) => r.note::<Vec<u8>>(Err(e)),
+                Ok(()) => r.note(self.stream.read_after(&self.out, 0, n * 4)),
+            };
+            match taken {
+                Some(bytes) => to_words(&bytes),
+                None => words(&self.out, n),
+            }
+        };
         r.saw(&w, secret);
+        w
     }
 
     /// Addresses to aim at: the victim's (when given) and guesses around the own buffer.
@@ -197,7 +221,7 @@ fn victim(secret: u32, n: u64) -> ! {
     let buf = must(Buffer::create(bytes), "victim alloc");
     let data: Vec<u8> = (0..n).flat_map(|_| secret.to_le_bytes()).collect();
     must(buf.write(0, &data), "victim write");
-    let kit = Kit::new();
+    let kit = Kit::new(false);
     let addr_of = kit.kernel("addr_of");
     kit.run(
         &mut Report::default(),
@@ -222,7 +246,11 @@ fn victim(secret: u32, n: u64) -> ! {
 
 fn attack(mode: &str, victim: u64, secret: u32) -> Report {
     let mut r = Report::default();
-    let kit = Kit::new();
+    let (mode, after) = match mode.strip_suffix("-after") {
+        Some(m) => (m, true),
+        None => (mode, false),
+    };
+    let kit = Kit::new(after);
     let targets = kit.targets(victim);
     match mode {
         "offsets" => {
@@ -339,8 +367,7 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             let compiled = must(Module::from_ptx(COMPILED), "load compiled.ptx");
             let c_deep = must(compiled.kernel("c_deep"), "c_deep");
             let l = Launch::new(&c_deep).block1(16).arg(arg(&kit.out)).scalar(5u32);
-            kit.run(&mut r, l, 16, secret);
-            if words(&kit.out, 16).iter().any(|w| *w != 5 + 120) {
+            if kit.run(&mut r, l, 16, secret).iter().any(|w| *w != 5 + 120) {
                 r.note::<()>(Err(Error::Driver("c_deep computed a wrong value".into())));
             }
         }
@@ -395,9 +422,9 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
 /// One thread sums (i * 3 + 1) for i < n; checked here.
 fn long_loop(kit: &Kit, r: &mut Report, n: u32) {
     let k = kit.kernel("long_loop");
-    kit.run(r, Launch::new(&k).scalar(n).arg(arg(&kit.out)), 1, SECRET_NEVER);
+    let got = kit.run(r, Launch::new(&k).scalar(n).arg(arg(&kit.out)), 1, SECRET_NEVER);
     let want = (0..n).fold(0u32, |s, i| s.wrapping_add(i.wrapping_mul(3).wrapping_add(1)));
-    if words(&kit.out, 1)[0] != want {
+    if got[0] != want {
         r.note::<()>(Err(Error::Driver("long_loop computed a wrong value".into())));
     }
 }
