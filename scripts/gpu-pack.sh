@@ -25,9 +25,9 @@ mkdir -p .gpu/bin && cp target/oha/bin/oha .gpu/bin/ 2>/dev/null || true
 bash scripts/sandbox-probe.sh pack >/dev/null
 # The device tool carries at most 64 MiB, tree included: strip, and ship the binaries as one xz
 # archive (scripts/lib/gpu-bin.sh unpacks it on the GPU machine).
-# Symbols stay (about 1 MB more per binary, compressed): cuda-gdb's backtraces of a hung suite
-# (probes/suite-stress.sh) then name functions.
-strip --strip-debug .gpu/lib/libsoftcuda.so .gpu/bin/* 2>/dev/null || true
+# ../shared/gpu/pack strips the binaries too: backtraces taken on the GPU machine show addresses,
+# which scripts/lib/symbolize.py names here from the unstripped build in target/release/deps.
+strip .gpu/lib/libsoftcuda.so .gpu/bin/* 2>/dev/null || true
 rm -f .gpu/bin.tar.xz && tar -C .gpu/bin -cJf .gpu/bin.tar.xz . && rm -rf .gpu/bin
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT

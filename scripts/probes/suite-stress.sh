@@ -6,7 +6,7 @@
 # Each round runs .gpu/run.sh with one thread, then every suite with parallel threads; a run past
 # its limit gets each of its threads' name and kernel wait channel written down before it is
 # killed, with every thread's backtrace from cuda-gdb (the GPU machine has no plain gdb; the packed
-# binaries keep their symbols). Logs and a summary go to $OUT/stress. Env: ROUNDS (3),
+# binaries are stripped: name their frames here with scripts/lib/symbolize.py). Logs and a summary go to $OUT/stress. Env: ROUNDS (3),
 # LIMIT_ONE / LIMIT_PARALLEL (200 / 120 s per round), GPUHOST_DRIVER (nvidia), ONLY (run only the
 # suites whose crate path matches this pattern, e.g. ONLY=gpuhost-wasm), PARALLEL (1: also run
 # with parallel threads; 0: one thread only).

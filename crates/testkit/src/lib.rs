@@ -10,7 +10,10 @@
 #![deny(missing_docs)]
 
 use std::fmt::Display;
-use std::process::{Command, Output};
+use std::io::Read;
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// Set to `1` to let tests skip when no driver loads. Unset (as in CI and the README's test
 /// command), a missing driver fails the test.
@@ -54,7 +57,86 @@ pub fn run_child(name: &str, configure: impl FnOnce(&mut Command)) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(["--exact", name, "--nocapture"]);
     configure(&mut cmd);
-    cmd.output().expect("run the test binary as a child")
+    output_within(cmd, name, child_limit(), OUTPUT_GRACE)
+}
+
+/// How long a child test may run before it is killed and its test fails: seconds in this
+/// variable, else 600 (softcuda's slowest child tests take about a minute on two busy cores).
+pub const CHILD_LIMIT_ENV: &str = "GPUHOST_TEST_CHILD_LIMIT_S";
+
+/// How long a child's output is awaited once it has ended.
+const OUTPUT_GRACE: Duration = Duration::from_secs(10);
+
+fn child_limit() -> Duration {
+    std::env::var(CHILD_LIMIT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(Duration::from_secs(600), Duration::from_secs)
+}
+
+/// Runs `cmd` (the child running test `name`) to its end and collects its output, as
+/// `Command::output` does, but never waits for ever: a child past `limit` is killed and the test
+/// fails, showing what it printed; and once the child has ended, its output is awaited for at
+/// most `grace`, because a pipe that something else still holds open (a process that inherited
+/// it) would otherwise keep the read waiting after the child is gone (the H200 once showed a
+/// parent waiting in `Command::output` with no child left, bench/RESULTS.md session 10).
+fn output_within(mut cmd: Command, name: &str, limit: Duration, grace: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run the test binary as a child");
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .map(|pipe| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            let _ = tx.send(bytes);
+        });
+        rx
+    });
+    let started = Instant::now();
+    let status: ExitStatus = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().expect("reap the killed child");
+                let [out, err] = readers.map(|r| r.recv_timeout(grace));
+                panic!(
+                    "child running {name} ran past {}s ({CHILD_LIMIT_ENV}) and was killed \
+                     ({status}):\n{}\n{}",
+                    limit.as_secs(),
+                    String::from_utf8_lossy(&out.unwrap_or_default()),
+                    String::from_utf8_lossy(&err.unwrap_or_default()),
+                );
+            }
+        }
+    };
+    let [stdout, stderr] = readers.map(|r| {
+        r.recv_timeout(grace).unwrap_or_else(|_| {
+            format!(
+                "(output of the child running {name} still open {}s after it ended)\n",
+                grace.as_secs()
+            )
+            .into_bytes()
+        })
+    });
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 /// Runs `body` in a child process: this test binary re-run on test `name` (its path, e.g.
@@ -89,7 +171,7 @@ pub fn in_child_output(
     cmd.args(["--exact", name, "--nocapture"])
         .env(CHILD_ENV, name);
     configure(&mut cmd);
-    let out = cmd.output().expect("run the test binary as a child");
+    let out = output_within(cmd, name, child_limit(), OUTPUT_GRACE);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     print!("{stdout}");
@@ -99,4 +181,60 @@ pub fn in_child_output(
         out.status,
     );
     (stdout, stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn a_child_that_ends_gives_its_status_and_output() {
+        let out = output_within(
+            sh("echo out; echo err >&2; exit 3"),
+            "t",
+            Duration::from_secs(60),
+            OUTPUT_GRACE,
+        );
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "ran past 1s")]
+    fn a_child_past_its_limit_is_killed_and_fails_the_test() {
+        output_within(
+            sh("sleep 30"),
+            "t",
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+    }
+
+    #[test]
+    fn an_ended_child_whose_pipe_another_process_holds_open_does_not_hold_up_the_test() {
+        // The background `sleep` inherits stdout and keeps it open after the shell has ended.
+        let started = Instant::now();
+        let out = output_within(
+            sh("sleep 20 & echo hi"),
+            "t",
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        assert!(out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("still open"),
+            "{out:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "waited for the pipe's holder"
+        );
+    }
 }
