@@ -13,8 +13,9 @@
 //! up to 0.6 µs between runs); a replay issues the kernels from the GPU, about 0.9 µs apart, so
 //! its figure is much closer to the kernels' own time. Graphs are timed at poll 1024 only.
 //!
-//! Each kernel is also timed rewritten without loop versioning (`Policy::version_loops` off, poll
-//! 1024), side by side, to show what versioning buys.
+//! Each kernel is also timed rewritten with one part of the rewrite switched off (poll 1024), side
+//! by side, to show what it buys: `--without if-convert` (the default; `Policy::if_convert`) or
+//! `--without version` (`Policy::version_loops`). The tables call it "without".
 //!
 //! `--ablate` adds a second table: graph replays of the sandboxed kernel with one part of the
 //! rewrite taken out by editing its PTX (`ABLATIONS`), to see which part costs GPU time. The
@@ -226,6 +227,22 @@ fn without_base_check(ptx: &str) -> String {
 fn main() -> Result<(), Box<dyn Error>> {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
     let ablate = std::env::args().any(|a| a == "--ablate");
+    let without = std::env::args()
+        .skip_while(|a| a != "--without")
+        .nth(1)
+        .unwrap_or_else(|| "if-convert".into());
+    let off = match without.as_str() {
+        "if-convert" => Policy {
+            if_convert: false,
+            ..Policy::default()
+        },
+        "version" => Policy {
+            version_loops: false,
+            ..Policy::default()
+        },
+        other => return Err(format!("--without {other}: say if-convert or version").into()),
+    };
+    println!("without: {without}");
     let mut ablation_table = format!(
         "\n| kernel | graph µs: native | sandboxed |{}\n|---|---:|---:|{}\n",
         ABLATIONS.map(|(name, _)| format!(" {name} |")).concat(),
@@ -240,13 +257,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         env.choice.path.display()
     );
     let mut table = String::from(
-        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | unversioned µs | ratio at 1024 | unversioned ratio | graph: native / sandboxed / unversioned µs | graph ratio | unversioned graph ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| kernel | flavour | native µs | sandboxed µs (poll 64 / 1024 / 16384) | without µs | ratio at 1024 | without: ratio | graph: native / sandboxed / without µs | graph ratio | without: graph ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
-    // Per poll interval, then unversioned at 1024.
+    // Per poll interval, then "without" at 1024.
     let mut logs = [0f64; POLLS.len() + 1];
     let mut worst = [(0f64, String::new()), (0f64, String::new())];
-    // Versioned, unversioned.
+    // The full rewrite, then "without".
     let mut graph_log = [0f64; 2];
     let mut graph_worst = [(0f64, String::new()), (0f64, String::new())];
     let mut n = 0;
@@ -267,9 +284,9 @@ fn main() -> Result<(), Box<dyn Error>> {
             Mode::Native,
             &Policy::default(),
         )?;
-        let unversioned = Policy {
+        let without_policy = Policy {
             poll_interval: POLLS[GOAL_POLL],
-            version_loops: false,
+            ..off.clone()
         };
         let sandboxed = POLLS
             .iter()
@@ -277,7 +294,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 poll_interval,
                 ..Policy::default()
             })
-            .chain([unversioned])
+            .chain([without_policy])
             .map(|policy| prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy))
             .collect::<Result<Vec<_>, _>>()?;
         let replays = [
@@ -416,7 +433,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             graph_ratios[1]
         )?;
         json.push(format!(
-            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}],\"unversioned_us\":{:.4},\"graph_native_us\":{:.4},\"graph_sandboxed_us\":{:.4},\"graph_unversioned_us\":{:.4}}}",
+            "{{\"kernel\":\"{}\",\"flavour\":\"{flavour}\",\"native_us\":{:.4},\"sandboxed_us\":[{:.4},{:.4},{:.4}],\"without_us\":{:.4},\"graph_native_us\":{:.4},\"graph_sandboxed_us\":{:.4},\"graph_without_us\":{:.4}}}",
             kc.name, med[0], med[1], med[2], med[3], med[4], graph_med[0], graph_med[1], graph_med[2]
         ));
     }
@@ -424,7 +441,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let graph_geo = graph_log.map(|l| (l / n as f64).exp());
     writeln!(
         table,
-        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}\nunversioned, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, unversioned: geometric mean {:.3}; worst {} {:.3}",
+        "\ngeometric-mean ratio over {n} kernels: poll 64 {:.3}, poll 1024 {:.3}, poll 16384 {:.3}; worst at 1024: {} {:.3}\nwithout {without}, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, poll 1024: geometric mean {:.3}; worst {} {:.3}\ngraph-replayed, without {without}: geometric mean {:.3}; worst {} {:.3}",
         geo[0],
         geo[1],
         geo[2],
@@ -448,7 +465,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         std::fs::write(
             path,
             format!(
-                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"graph_geomean\":{:.4},\"unversioned_geomean\":{:.4},\"graph_unversioned_geomean\":{:.4},\"kernels\":[{}]}}\n",
+                "{{\"driver\":\"{}\",\"polls\":[64,1024,16384],\"batch\":{BATCH},\"rounds\":{ROUNDS},\"geomean\":[{:.4},{:.4},{:.4}],\"graph_geomean\":{:.4},\"without\":\"{without}\",\"without_geomean\":{:.4},\"graph_without_geomean\":{:.4},\"kernels\":[{}]}}\n",
                 env.choice.kind,
                 geo[0],
                 geo[1],

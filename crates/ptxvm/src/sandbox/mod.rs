@@ -3,7 +3,8 @@
 //! allow-list (docs/ARCHITECTURE.md, "Isolation"; the contract is plan/isolation.md §1).
 //!
 //! Pipeline: ptxvm's lexer and parser build the AST; `version` gives loops bounded only at run
-//! time a poll-free copy behind a check; `allow` refuses what is not allowed and
+//! time a poll-free copy behind a check; `ifconvert` predicates short guarded blocks; `allow`
+//! refuses what is not allowed and
 //! builds the call graph; `globals` lays module `.global`/`.const` variables out in a per-Store
 //! block; `rewrite` (with `fence` and `poll`) rewrites every function; `print` turns the AST
 //! back into PTX text that NVIDIA's JIT and ptxvm both accept.
@@ -21,6 +22,7 @@ mod bounded;
 mod fence;
 mod globals;
 mod group;
+mod ifconvert;
 mod poll;
 pub(crate) mod print;
 mod report;
@@ -61,6 +63,10 @@ pub struct Policy {
     /// Give loops bounded only at run time a poll-free copy, entered after a check that the loop
     /// is short (version.rs). On by default; off only to measure what it buys.
     pub version_loops: bool,
+    /// Turn short guarded blocks into predicated instructions before the rewrite, so that ptxas
+    /// still issues their loads back to back once they are fenced (ifconvert.rs). On by default;
+    /// off only to measure what it buys.
+    pub if_convert: bool,
 }
 
 impl Default for Policy {
@@ -68,6 +74,7 @@ impl Default for Policy {
         Policy {
             poll_interval: 1024,
             version_loops: true,
+            if_convert: true,
         }
     }
 }
@@ -140,6 +147,9 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     } else {
         Default::default()
     };
+    if policy.if_convert {
+        ifconvert::apply(&mut module);
+    }
     let (layout, offsets) = globals::layout(&module)?;
     let mut info = allow::analyse(&module, offsets, policy)?;
     info.fast = fast;

@@ -1,0 +1,151 @@
+//! If-conversion of short guarded blocks. nvcc writes `if (c) { a = in[i]; tile[j] = a; }` as a
+//! forward branch over a few instructions, and ptxas turns such a block back into predicated
+//! instructions, so the loads of several blocks issue back to back. Once the sandbox has added its
+//! fences the blocks are too long for that: on the H200 transpose kept four branchy blocks, each
+//! load waiting out its latency before the next block began (2.11 µs against 1.25 native,
+//! bench/h200-runs/2026-12-02-s10/sass). This pass predicates such blocks itself, before the
+//! rewrite, so the fences are emitted for predicated accesses (they take the guard into their
+//! checks) and ptxas sees straight-line code.
+//!
+//! A block qualifies when `@p bra L` (or `@!p bra L`) is followed, in the same statement list, by
+//! at most [`MAX_BLOCK`] unguarded instructions of the kinds below and then by the label `L`
+//! itself: no label inside (nothing else enters it), no branch, call, barrier, collective or
+//! carry-chain instruction (predicating those changes what they do or whom they wait for). Each
+//! instruction gets the branch's negated guard and the branch goes; `L` stays for other branches.
+//! Predicated-off instructions do nothing, so the block's effect is the same on every path.
+
+use crate::ast::{Inst, Module, Stmt};
+use crate::isa::{Family, Opcode};
+
+/// Longest block converted: longer ones cost more issue slots than the branch saves.
+const MAX_BLOCK: usize = 16;
+
+/// Predicates every qualifying block of `m`; gives how many.
+pub(crate) fn apply(m: &mut Module) -> usize {
+    let mut n = 0;
+    for f in &mut m.funcs {
+        if let Some(body) = f.body.as_mut() {
+            n += convert(body);
+        }
+    }
+    n
+}
+
+/// Whether `i` may run under a guard instead of behind a branch.
+fn predicable(i: &Inst) -> bool {
+    if i.guard.is_some() || i.mods.iter().any(|m| m == "cc") {
+        return false;
+    }
+    match Opcode::parse(&i.opcode) {
+        Some(Opcode::Addc | Opcode::Madc | Opcode::Subc) => false,
+        Some(Opcode::Ld | Opcode::Ldu | Opcode::St | Opcode::Atom | Opcode::Red) => true,
+        Some(op) => op.family() == Family::Arith,
+        None => false,
+    }
+}
+
+fn convert(body: &mut Vec<Stmt>) -> usize {
+    let mut n = 0;
+    let mut k = 0;
+    while k < body.len() {
+        let Some((end, guard)) = block_at(body, k) else {
+            k += 1;
+            continue;
+        };
+        for s in &mut body[k + 1..end] {
+            if let Stmt::Inst(i) = s {
+                i.guard = Some(guard.clone());
+            }
+        }
+        body.remove(k);
+        n += 1;
+        // The converted block may itself be preceded by a branch over it: look again from here.
+        k = k.saturating_sub(1);
+    }
+    n
+}
+
+/// A convertible block opened by the branch at `k`: the index of its closing label and the guard
+/// its instructions get.
+fn block_at(body: &[Stmt], k: usize) -> Option<(usize, (String, bool))> {
+    let Stmt::Inst(b) = &body[k] else {
+        return None;
+    };
+    let (p, neg) = b.guard.as_ref()?;
+    let target = match (b.opcode.as_str(), b.operands.as_slice()) {
+        ("bra", [crate::ast::Operand::Name(l)]) => l,
+        _ => return None,
+    };
+    let mut end = k + 1;
+    while end < body.len() && end - k - 1 <= MAX_BLOCK {
+        match &body[end] {
+            Stmt::Label(l, _) if l == target => {
+                return (end > k + 1).then(|| (end, (p.clone(), !neg)));
+            }
+            Stmt::Inst(i) if predicable(i) => end += 1,
+            _ => return None,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(body: &str) -> Module {
+        let text = format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a)\n{{\n\
+             .reg .b64 %rd<4>;\n.reg .b32 %r<4>;\n.reg .pred %p<3>;\n{body}\n}}\n"
+        );
+        crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap()
+    }
+
+    fn printed(m: &Module) -> String {
+        crate::sandbox::print::module(m).unwrap()
+    }
+
+    #[test]
+    fn a_short_guarded_block_becomes_predicated_and_its_label_stays() {
+        let mut m = module(
+            "ld.param.u64 %rd1, [a];\nsetp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n\
+             ld.global.u32 %r2, [%rd1];\nst.global.u32 [%rd1+4], %r2;\nL:\nret;",
+        );
+        assert_eq!(apply(&mut m), 1);
+        let t = printed(&m);
+        assert!(!t.contains("bra"), "{t}");
+        assert!(t.contains("@!%p1 ld.global.u32"), "{t}");
+        assert!(t.contains("@!%p1 st.global.u32"), "{t}");
+        assert!(t.contains("L:"), "{t}");
+    }
+
+    #[test]
+    fn blocks_with_labels_calls_barriers_guards_or_carries_stay_branches() {
+        for inner in [
+            "add.u32 %r2, %r2, 1;\nM:\nadd.u32 %r2, %r2, 1;",
+            "bar.sync 0;",
+            "@%p2 add.u32 %r2, %r2, 1;",
+            "add.cc.u32 %r2, %r2, 1;",
+            "shfl.sync.bfly.b32 %r2, %r2, 1, 31, -1;",
+        ] {
+            let mut m = module(&format!(
+                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{inner}\nL:\nret;"
+            ));
+            assert_eq!(apply(&mut m), 0, "{inner}");
+        }
+    }
+
+    #[test]
+    fn a_block_longer_than_the_limit_stays_a_branch() {
+        let long = "add.u32 %r2, %r2, 1;\n".repeat(MAX_BLOCK + 1);
+        let mut m = module(&format!(
+            "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{long}L:\nret;"
+        ));
+        assert_eq!(apply(&mut m), 0);
+        let ok = "add.u32 %r2, %r2, 1;\n".repeat(MAX_BLOCK);
+        let mut m = module(&format!(
+            "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{ok}L:\nret;"
+        ));
+        assert_eq!(apply(&mut m), 1);
+    }
+}
