@@ -55,8 +55,8 @@ fn infer(x: &[f32]) -> gpuhost_guest::Result<Vec<f32>> {
         .scalar(batch as u32).enqueue(&stream)?;
     Launch::new(&layer2).grid1(threads(CLASSES)).block1(128).buffer(&dh).buffer(&dy)
         .scalar(batch as u32).enqueue(&stream)?;
-    stream.synchronize()?;
-    dy.download()
+    // One host call and one wait: the read is queued behind both launches.
+    dy.download_after(&stream)
 }
 
 impl Guest for Mlp {

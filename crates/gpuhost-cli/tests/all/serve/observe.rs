@@ -78,20 +78,22 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     // One saxpy launch per computing request, counted for the function and its device.
     assert_eq!(m.sum("gpuhost_function_launches_total", &[f]), 3.0);
     assert!(m.sum("gpuhost_device_launches_total", &[("device", "0")]) >= 3.0);
-    // Each computing request synchronized its stream once and read its result once; each call
-    // is timed, and a call no request made has no series.
-    for call in ["stream/stream.synchronize", "memory/buffer.read"] {
-        let c = ("call", call);
-        assert_eq!(m.sum("gpuhost_host_calls_total", &[f, c]), 3.0, "{call}");
-        assert!(
-            m.sum("gpuhost_host_call_seconds_total", &[f, c]) > 0.0,
-            "{call}"
-        );
+    // Each computing request read its result once behind its launch (`stream.read-after`: one
+    // call, one wait); each call is timed, and a call no request made has no series.
+    let c = ("call", "stream/stream.read-after");
+    assert_eq!(m.sum("gpuhost_host_calls_total", &[f, c]), 3.0);
+    assert!(m.sum("gpuhost_host_call_seconds_total", &[f, c]) > 0.0);
+    for unmade in [
+        "module/module.from-ptx",
+        "stream/stream.synchronize",
+        "memory/buffer.read",
+    ] {
+        let found = m
+            .samples
+            .iter()
+            .find(|(_, labels, _)| labels.get("call").map(String::as_str) == Some(unmade));
+        assert_eq!(found, None, "{unmade}");
     }
-    let unmade = m.samples.iter().find(|(_, labels, _)| {
-        labels.get("call").map(String::as_str) == Some("module/module.from-ptx")
-    });
-    assert_eq!(unmade, None);
     assert_eq!(m.sum("gpuhost_requests_in_flight", &[f]), 0.0);
     assert_eq!(m.sum("gpuhost_function_version", &[f]), 1.0);
     assert!(
