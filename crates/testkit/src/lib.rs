@@ -74,6 +74,19 @@ fn child_limit() -> Duration {
         .map_or(Duration::from_secs(600), Duration::from_secs)
 }
 
+/// Reads `pipe` to its end on a thread of its own; the bytes arrive on the receiver.
+fn drained(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        let _ = tx.send(bytes);
+    });
+    rx
+}
+
 /// Runs `cmd` (the child running test `name`) to its end and collects its output, as
 /// `Command::output` does, but never waits for ever: a child past `limit` is killed and the test
 /// fails, showing what it printed; and once the child has ended, its output is awaited for at
@@ -83,27 +96,7 @@ fn child_limit() -> Duration {
 fn output_within(mut cmd: Command, name: &str, limit: Duration, grace: Duration) -> Output {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("run the test binary as a child");
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .map(|pipe| {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut bytes);
-            }
-            let _ = tx.send(bytes);
-        });
-        rx
-    });
+    let readers = [drained(child.stdout.take()), drained(child.stderr.take())];
     let started = Instant::now();
     let status: ExitStatus = loop {
         match child.try_wait() {
@@ -166,12 +159,10 @@ pub fn in_child_output(
         body();
         return (String::new(), String::new());
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--exact", name, "--nocapture"])
-        .env(CHILD_ENV, name);
-    configure(&mut cmd);
-    let out = output_within(cmd, name, child_limit(), OUTPUT_GRACE);
+    let out = run_child(name, |cmd| {
+        cmd.env(CHILD_ENV, name);
+        configure(cmd);
+    });
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     print!("{stdout}");

@@ -187,13 +187,20 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
     plans
 }
 
-fn new(guard: Option<(&str, bool)>, op: &str, mods: &[&str], operands: Vec<Operand>) -> Stmt {
+/// A new instruction, attributed to source line `line` (the loop's back-edge).
+fn new(
+    line: u32,
+    guard: Option<(&str, bool)>,
+    op: &str,
+    mods: &[&str],
+    operands: Vec<Operand>,
+) -> Stmt {
     Stmt::Inst(Inst {
         guard: guard.map(|(g, n)| (g.to_string(), n)),
         opcode: op.into(),
         mods: mods.iter().map(|m| m.to_string()).collect(),
         operands,
-        line: 0,
+        line,
     })
 }
 
@@ -229,15 +236,16 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
                 } else {
                     k as u32 as i64
                 };
-                new(None, "mov", &["b64"], vec![vd(d), Operand::Int(k)])
+                new(line, None, "mov", &["b64"], vec![vd(d), Operand::Int(k)])
             }
-            o => new(None, "cvt", cvt, vec![vd(d), o]),
+            o => new(line, None, "cvt", cvt, vec![vd(d), o]),
         };
         out.push(widen(0, name(&p.iv)));
         out.push(widen(1, limit));
         out.push(widen(2, step));
         if p.le {
             out.push(new(
+                line,
                 None,
                 "add",
                 &["s64"],
@@ -245,19 +253,22 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
             ));
         }
         out.push(new(
+            line,
             None,
             "setp",
             &["ge", "s64"],
             vec![vp(), vd(2), Operand::Int(1)],
         ));
         out.push(new(
+            line,
             None,
             "setp",
             &["le", "and", "s64"],
             vec![vp(), vd(0), vd(1), vp()],
         ));
-        out.push(new(None, "add", &["s64"], vec![vd(3), vd(1), vd(2)]));
+        out.push(new(line, None, "add", &["s64"], vec![vd(3), vd(1), vd(2)]));
         out.push(new(
+            line,
             None,
             "setp",
             &["le", "and", "s64"],
@@ -266,28 +277,32 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
     } else {
         // 64 bits: compared unsigned, so a negative start, bound or step fails the check; with
         // C <= 2^62 and k <= 2^32 no sum below wraps, and signed compares agree with unsigned.
-        out.push(new(None, "mov", &["b64"], vec![vd(0), name(&p.iv)]));
-        out.push(new(None, "mov", &["b64"], vec![vd(1), limit]));
-        out.push(new(None, "mov", &["b64"], vec![vd(2), step]));
+        out.push(new(line, None, "mov", &["b64"], vec![vd(0), name(&p.iv)]));
+        out.push(new(line, None, "mov", &["b64"], vec![vd(1), limit]));
+        out.push(new(line, None, "mov", &["b64"], vec![vd(2), step]));
         out.push(new(
+            line,
             None,
             "setp",
             &["le", "u64"],
             vec![vp(), vd(1), Operand::Int(1 << 62)],
         ));
         out.push(new(
+            line,
             None,
             "setp",
             &["le", "and", "u64"],
             vec![vp(), vd(0), vd(1), vp()],
         ));
         out.push(new(
+            line,
             None,
             "setp",
             &["ge", "and", "u64"],
             vec![vp(), vd(2), Operand::Int(1), vp()],
         ));
         out.push(new(
+            line,
             None,
             "setp",
             &["le", "and", "u64"],
@@ -295,6 +310,7 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
         ));
         if p.le {
             out.push(new(
+                line,
                 None,
                 "add",
                 &["u64"],
@@ -303,24 +319,21 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
         }
     }
     // C' - v0 <= (n - 1) * k.
-    out.push(new(None, "sub", &["s64"], vec![vd(3), vd(1), vd(0)]));
+    out.push(new(line, None, "sub", &["s64"], vec![vd(3), vd(1), vd(0)]));
     out.push(new(
+        line,
         None,
         "mul",
         &["lo", "s64"],
         vec![vd(2), vd(2), Operand::Int(i64::from(n) - 1)],
     ));
     out.push(new(
+        line,
         None,
         "setp",
         &["le", "and", "u64"],
         vec![vp(), vd(3), vd(2), vp()],
     ));
-    for s in &mut out {
-        if let Stmt::Inst(i) = s {
-            i.line = line;
-        }
-    }
     out
 }
 
@@ -353,7 +366,7 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
     };
     let mut region: Vec<Stmt> = Vec::with_capacity(2 * (p.back - p.head) + 20);
     region.extend(check(p, n, line));
-    region.push(new(Some((VP, true)), "bra", &[], vec![name(&s)]));
+    region.push(new(line, Some((VP, true)), "bra", &[], vec![name(&s)]));
     region.push(Stmt::Label(f.clone(), line));
     for st in &body[p.head + 1..p.back] {
         region.push(match st {
@@ -377,7 +390,7 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
     };
     let (fast_back, slow_back) = (retarget(back, &f), retarget(back, &s));
     region.push(Stmt::Inst(fast_back));
-    region.push(new(None, "bra", &["uni"], vec![name(&x)]));
+    region.push(new(line, None, "bra", &["uni"], vec![name(&x)]));
     region.push(Stmt::Label(s.clone(), line));
     // The original loop body, moved (not copied) behind S.
     let original: Vec<Stmt> = body.drain(p.head + 1..=p.back).collect();

@@ -216,11 +216,23 @@ pub fn entry<'a>(text: &'a str, name: &str) -> &'a str {
 /// Runs `kernel` (one block of 32) with an output buffer of `bytes` first and then `extra`,
 /// checks the attack outcome (`attack_in`), and gives the output.
 fn output(m: &Module, kernel: &str, bytes: usize, extra: &[Arg], fenced: bool) -> Vec<u8> {
+    output_in(m, kernel, Shape::linear(1, 32), bytes, extra, fenced)
+}
+
+/// `output` with the launch geometry given.
+pub fn output_in(
+    m: &Module,
+    kernel: &str,
+    shape: Shape,
+    bytes: usize,
+    extra: &[Arg],
+    fenced: bool,
+) -> Vec<u8> {
     let mut out = 0;
     let mem = attack_in(
         m,
         kernel,
-        Shape::linear(1, 32),
+        shape,
         |g| {
             out = g.alloc(bytes);
             [&[Arg::U64(out)], extra].concat()

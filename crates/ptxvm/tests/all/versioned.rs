@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ptxvm::Module;
 
-use super::fastpath::{entry, polls};
-use super::redteam::{abort_in_with, attack_in, ptx};
+use super::fastpath::{entry, output_in, polls};
+use super::redteam::{abort_in_with, ptx};
 use super::sandbox::{Arg, Shape, load_sandboxed};
 
 /// Loops past this many iterations count as endless here: the test expects an abort to stop them.
@@ -161,19 +161,8 @@ fn versioned_loops_give_the_unrewritten_answer_and_endless_ones_still_stop() {
                     match s.iterations(start, limit, step) {
                         Some(n) => {
                             finite += 1;
-                            let mut out = 0;
-                            let mem = attack_in(
-                                m,
-                                &s.name(),
-                                Shape::linear(1, 1),
-                                |g| {
-                                    out = g.alloc(8);
-                                    [&[Arg::U64(out)][..], &args].concat()
-                                },
-                                false,
-                            );
-                            let got = mem.read(out + 4, 4);
-                            assert_eq!(got, (n as u32).to_le_bytes(), "{case}");
+                            let got = output_in(m, &s.name(), Shape::linear(1, 1), 8, &args, false);
+                            assert_eq!(got[4..], (n as u32).to_le_bytes(), "{case}");
                         }
                         None if endless < 24 || (start, limit) == (0, -1) => {
                             endless += 1;
@@ -249,18 +238,15 @@ fn a_halving_loop_runs_without_polls_and_an_arithmetic_shift_still_polls_and_sto
     let (s, m) = load_sandboxed(&ptx(OTHERS));
     assert_eq!(polls(&s.ptx, "halving"), 0, "{}", entry(&s.ptx, "halving"));
     for (n, want) in [(0u32, 1u32), (1, 1), (2, 2), (1000, 10), (u32::MAX, 32)] {
-        let mut out = 0;
-        let mem = attack_in(
+        let got = output_in(
             &m,
             "halving",
             Shape::linear(1, 32),
-            |g| {
-                out = g.alloc(4);
-                vec![Arg::U64(out), Arg::U32(n)]
-            },
+            4,
+            &[Arg::U32(n)],
             false,
         );
-        assert_eq!(mem.read(out, 4), want.to_le_bytes(), "n = {n}");
+        assert_eq!(got, want.to_le_bytes(), "n = {n}");
     }
     // -1 >> 1 is -1 for ever.
     assert_eq!(polls(&s.ptx, "halving_signed"), 1);
