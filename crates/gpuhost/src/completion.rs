@@ -57,13 +57,16 @@ use crate::result;
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
 /// batch, not per launch.
-#[derive(Default)]
 struct BatchOutcome {
     /// Set (Release) after the result is stored: the lock-free fast path of `wait`/`is_done`.
     finished: AtomicBool,
     /// Set once an event covering the launches is recorded: later polls need not flush.
     recorded: AtomicBool,
     state: Mutex<BatchState>,
+    /// The stream the batch was issued on, which polls flush and `wait` synchronizes: held here
+    /// once per batch rather than by each Completion, so a launch clones no stream handle.
+    /// None only for a dropped stream's last, empty batch (nothing can join it).
+    stream: Option<Arc<dyn Flush>>,
 }
 
 #[derive(Default)]
@@ -75,6 +78,15 @@ struct BatchState {
 }
 
 impl BatchOutcome {
+    fn new(stream: Option<Arc<dyn Flush>>) -> Self {
+        Self {
+            finished: AtomicBool::new(false),
+            recorded: AtomicBool::new(false),
+            state: Mutex::default(),
+            stream,
+        }
+    }
+
     fn finish(&self, result: Result<()>) {
         let wakers = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -103,7 +115,6 @@ impl BatchOutcome {
 #[must_use = "a launch's errors arrive through its Completion"]
 pub struct Completion {
     cell: Arc<BatchOutcome>,
-    stream: Arc<dyn Flush>,
 }
 
 impl Completion {
@@ -114,7 +125,14 @@ impl Completion {
         if self.cell.finished.load(Ordering::Acquire) {
             return self.cell.result();
         }
-        let synced = self.stream.sync_point();
+        let Some(stream) = &self.cell.stream else {
+            // Unreachable (a dropped stream's last batch has no Completion): wait it out.
+            while !self.cell.finished.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            return self.cell.result();
+        };
+        let synced = stream.sync_point();
         if self.cell.finished.load(Ordering::Acquire) {
             return self.cell.result();
         }
@@ -157,11 +175,14 @@ impl Future for Completion {
         if self.cell.finished.load(Ordering::Acquire) {
             return Poll::Ready(self.cell.result());
         }
+        let stream = self.cell.stream.as_deref();
         // Recorded before we look: the completion thread can only finish a recorded batch.
-        if !self.cell.recorded.load(Ordering::Acquire) {
-            self.stream.flush();
+        if !self.cell.recorded.load(Ordering::Acquire)
+            && let Some(s) = stream
+        {
+            s.flush();
         }
-        let budget = self.stream.await_spin();
+        let budget = stream.map_or(Duration::ZERO, |s| s.await_spin());
         if !budget.is_zero() && spin_until_finished(&self.cell, budget) {
             return Poll::Ready(self.cell.result());
         }
@@ -218,6 +239,10 @@ impl Host {
     }
 }
 
+/// How many of a batch's most recently kept buffers a launch looks through before keeping its
+/// own handle on a buffer argument.
+const RECENT_BUFFERS: usize = 8;
+
 /// The launches issued on a stream since its last recorded event, not completed yet: they
 /// share one outcome slot.
 pub(crate) struct Launched {
@@ -235,10 +260,11 @@ pub(crate) struct Launched {
 }
 
 impl Launched {
-    /// An empty batch with a fresh outcome slot.
-    pub(crate) fn new() -> Self {
+    /// An empty batch of `stream` with a fresh outcome slot (no stream: a dropped stream's last
+    /// batch, which nothing joins).
+    pub(crate) fn new(stream: Option<Arc<dyn Flush>>) -> Self {
         Self {
-            cell: Arc::new(BatchOutcome::default()),
+            cell: Arc::new(BatchOutcome::new(stream)),
             n: 0,
             buffers: Vec::new(),
             staging: Vec::new(),
@@ -249,24 +275,23 @@ impl Launched {
     /// Add a launch of `kernel` with `args` just issued, keeping its buffer arguments and its
     /// kernel's modules alive until the batch completes (no allocation per launch: the batch's
     /// vectors grow amortised).
-    pub(crate) fn add(
-        &mut self,
-        kernel: &Kernel,
-        args: &[Arg<'_>],
-        stream: Arc<dyn Flush>,
-    ) -> Completion {
+    pub(crate) fn add(&mut self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
         if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
             self.guards.push(kernel.launch_guard());
         }
         for a in args {
             if let Arg::Buffer(b, _) = a {
-                self.buffers.push((*b).clone());
+                // One handle per buffer keeps it alive for the whole batch: a buffer among the
+                // last few kept (a burst relaunching on the same buffers) costs no clone.
+                let mut kept = self.buffers.iter().rev().take(RECENT_BUFFERS);
+                if !kept.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
+                    self.buffers.push((*b).clone());
+                }
             }
         }
         self.n += 1;
         Completion {
             cell: self.cell.clone(),
-            stream,
         }
     }
 
@@ -279,10 +304,9 @@ impl Launched {
 
     /// A Completion of the batch that is no launch of its own (a fence): it resolves with the
     /// batch, and is not counted in the host's launch stats.
-    pub(crate) fn completion(&self, stream: Arc<dyn Flush>) -> Completion {
+    pub(crate) fn completion(&self) -> Completion {
         Completion {
             cell: self.cell.clone(),
-            stream,
         }
     }
 
@@ -614,14 +638,11 @@ mod tests {
 
     #[test]
     fn a_poll_with_a_spin_budget_returns_ready_without_a_wake_when_the_launch_ends_within_it() {
-        let cell = Arc::new(BatchOutcome::default());
-        let mut c = Completion {
-            cell: cell.clone(),
-            stream: Arc::new(SpinningStream(
-                Duration::from_secs(30),
-                AtomicBool::new(false),
-            )),
-        };
+        let cell = Arc::new(BatchOutcome::new(Some(Arc::new(SpinningStream(
+            Duration::from_secs(30),
+            AtomicBool::new(false),
+        )))));
+        let mut c = Completion { cell: cell.clone() };
         let finisher = {
             let cell = cell.clone();
             std::thread::spawn(move || cell.finish(Err(Error::ContextLost { generation: 4 })))
@@ -638,8 +659,10 @@ mod tests {
             "no waker was stored, so none was woken"
         );
         let mut idle = Completion {
-            cell: Arc::new(BatchOutcome::default()),
-            stream: Arc::new(SpinningStream(Duration::ZERO, AtomicBool::new(false))),
+            cell: Arc::new(BatchOutcome::new(Some(Arc::new(SpinningStream(
+                Duration::ZERO,
+                AtomicBool::new(false),
+            ))))),
         };
         assert!(
             Pin::new(&mut idle)
@@ -665,20 +688,19 @@ mod tests {
         }
     }
 
-    fn completion(
-        cell: &Arc<BatchOutcome>,
-        on_sync: impl Fn() -> Result<()> + Send + Sync + 'static,
-    ) -> Completion {
-        Completion {
-            cell: cell.clone(),
-            stream: Arc::new(FakeStream(on_sync, AtomicBool::new(false), Mutex::new(0))),
-        }
+    /// A batch of a stand-in stream whose sync point runs `on_sync`.
+    fn cell_syncing(on_sync: impl Fn() -> Result<()> + Send + Sync + 'static) -> Arc<BatchOutcome> {
+        Arc::new(BatchOutcome::new(Some(Arc::new(FakeStream(
+            on_sync,
+            AtomicBool::new(false),
+            Mutex::new(0),
+        )))))
     }
 
     #[test]
     fn completion_future_is_woken_when_the_cell_finishes() {
-        let cell = Arc::new(BatchOutcome::default());
-        let mut c = completion(&cell, || Ok(()));
+        let cell = cell_syncing(|| Ok(()));
+        let mut c = Completion { cell: cell.clone() };
         let flag = Arc::new(Flag(Mutex::new(false)));
         let waker = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
@@ -694,15 +716,12 @@ mod tests {
 
     #[test]
     fn every_completion_of_a_batch_is_woken_and_gets_the_outcome() {
-        let batch = Launched::new();
-        let stream: Arc<dyn Flush> =
-            Arc::new(FakeStream(|| Ok(()), AtomicBool::new(false), Mutex::new(0)));
-        let mut cs: Vec<Completion> = (0..3)
-            .map(|_| Completion {
-                cell: batch.cell.clone(),
-                stream: stream.clone(),
-            })
-            .collect();
+        let batch = Launched::new(Some(Arc::new(FakeStream(
+            || Ok(()),
+            AtomicBool::new(false),
+            Mutex::new(0),
+        ))));
+        let mut cs: Vec<Completion> = (0..3).map(|_| batch.completion()).collect();
         let flags: Vec<_> = (0..3).map(|_| Arc::new(Flag(Mutex::new(false)))).collect();
         for (c, f) in cs.iter_mut().zip(&flags) {
             let waker = Waker::from(f.clone());
@@ -725,12 +744,9 @@ mod tests {
 
     #[test]
     fn polling_flushes_the_stream_until_the_launch_is_recorded() {
-        let cell = Arc::new(BatchOutcome::default());
         let stream = Arc::new(FakeStream(|| Ok(()), AtomicBool::new(false), Mutex::new(0)));
-        let mut c = Completion {
-            cell: cell.clone(),
-            stream: stream.clone(),
-        };
+        let cell = Arc::new(BatchOutcome::new(Some(stream.clone())));
+        let mut c = Completion { cell: cell.clone() };
         let waker = Waker::from(Arc::new(Flag(Mutex::new(false))));
         let mut cx = Context::from_waker(&waker);
         assert!(Pin::new(&mut c).poll(&mut cx).is_pending());
@@ -751,12 +767,16 @@ mod tests {
 
     #[test]
     fn blocking_wait_reports_the_completion_threads_result_when_it_came_first() {
-        let cell = Arc::new(BatchOutcome::default());
-        let c2 = cell.clone();
-        let c = completion(&cell, move || {
-            c2.finish(Err(Error::ContextLost { generation: 9 }));
+        let finished = Arc::new(Mutex::new(None::<Arc<BatchOutcome>>));
+        let f2 = finished.clone();
+        let cell = cell_syncing(move || {
+            if let Some(c) = f2.lock().unwrap().take() {
+                c.finish(Err(Error::ContextLost { generation: 9 }));
+            }
             Ok(())
         });
+        *finished.lock().unwrap() = Some(cell.clone());
+        let c = Completion { cell };
         assert!(matches!(
             c.wait(),
             Err(Error::ContextLost { generation: 9 })
@@ -765,13 +785,29 @@ mod tests {
 
     #[test]
     fn blocking_wait_reports_the_sync_error_otherwise() {
-        let cell = Arc::new(BatchOutcome::default());
-        let c = completion(&cell, || {
-            Err(Error::ContextPoisoned {
-                call: "cuEventSynchronize",
-                name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
-            })
-        });
+        let c = Completion {
+            cell: cell_syncing(|| {
+                Err(Error::ContextPoisoned {
+                    call: "cuEventSynchronize",
+                    name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                })
+            }),
+        };
         assert!(matches!(c.wait(), Err(Error::ContextPoisoned { .. })));
+    }
+
+    #[test]
+    fn blocking_wait_on_a_batch_without_a_stream_returns_once_another_thread_finishes_it() {
+        let cell = Arc::new(BatchOutcome::new(None));
+        let c = Completion { cell: cell.clone() };
+        let finisher = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            cell.finish(Err(Error::ContextLost { generation: 6 }));
+        });
+        assert!(matches!(
+            c.wait(),
+            Err(Error::ContextLost { generation: 6 })
+        ));
+        finisher.join().unwrap();
     }
 }

@@ -117,6 +117,30 @@ impl LaunchConfig {
 
     /// Check against the device's limits; each violation names the limit.
     pub fn check(&self, kernel: &str, facts: &DeviceFacts) -> Result<()> {
+        if self.within(facts) {
+            return Ok(());
+        }
+        self.explain(kernel, facts)
+    }
+
+    /// Every limit of [`LaunchConfig::check`] at once, without branches per axis: the launch
+    /// path's test (the error, when it fails, comes from `explain`).
+    #[inline]
+    fn within(&self, facts: &DeviceFacts) -> bool {
+        let mut ok = true;
+        for i in 0..3 {
+            // `d - 1 < max` is `1 <= d <= max` (0 wraps to u32::MAX, never below a limit).
+            ok &= self.grid[i].wrapping_sub(1) < facts.max_grid_dim[i];
+            ok &= self.block[i].wrapping_sub(1) < facts.max_block_dim[i];
+        }
+        let threads = self.block.iter().map(|&d| d as u64).product::<u64>();
+        ok & (threads <= facts.max_threads_per_block as u64)
+            & (self.shared_mem_bytes <= facts.max_shared_mem_per_block)
+    }
+
+    /// The first limit `self` breaks, as check reports it (Ok when none).
+    #[cold]
+    fn explain(&self, kernel: &str, facts: &DeviceFacts) -> Result<()> {
         let bad = |reason: String| {
             Err(Error::InvalidLaunch {
                 kernel: kernel.to_string(),
@@ -218,7 +242,9 @@ impl PackedArgs {
     }
 }
 
-/// Check `args` against `params` (count and per-argument size) and pack them.
+/// Check `args` against `params` (count and per-argument size) and pack them. Inlined: the
+/// packed arguments are then built where the launch keeps them, not copied out of a call.
+#[inline]
 pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<PackedArgs> {
     if args.len() != params.len() {
         return Err(Error::ArgMismatch {
@@ -231,7 +257,13 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
             ),
         });
     }
-    for (i, (a, p)) in args.iter().zip(params).enumerate() {
+    let n = args.len();
+    let mut scalars = Slots::new(n, 0u64);
+    let mut pointers = Slots::new(n, std::ptr::null_mut::<c_void>());
+    let slots = scalars.as_mut_slice().iter_mut();
+    let ptrs = pointers.as_mut_slice().iter_mut();
+    // One pass: each argument checked, then packed (a failure drops what was packed).
+    for (i, (((a, p), slot), ptr)) in args.iter().zip(params).zip(slots).zip(ptrs).enumerate() {
         if a.size() != p.size as usize {
             return Err(Error::ArgMismatch {
                 kernel: kernel.to_string(),
@@ -243,28 +275,16 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
                 ),
             });
         }
-        if let Arg::Buffer(b, off) = a
-            && *off > b.len()
-        {
-            return Err(Error::ArgMismatch {
-                kernel: kernel.to_string(),
-                reason: format!(
-                    "argument {i}: offset {off} is past the end of a {}-byte buffer",
-                    b.len()
-                ),
-            });
-        }
-    }
-    let n = args.len();
-    let mut scalars = Slots::new(n, 0u64);
-    let mut pointers = Slots::new(n, std::ptr::null_mut::<c_void>());
-    for ((slot, ptr), a) in scalars
-        .as_mut_slice()
-        .iter_mut()
-        .zip(pointers.as_mut_slice().iter_mut())
-        .zip(args)
-    {
         match a {
+            Arg::Buffer(b, off) if *off > b.len() => {
+                return Err(Error::ArgMismatch {
+                    kernel: kernel.to_string(),
+                    reason: format!(
+                        "argument {i}: offset {off} is past the end of a {}-byte buffer",
+                        b.len()
+                    ),
+                });
+            }
             // Never null: an empty slice's pointer is dangling but non-null.
             Arg::Bytes(b) => *ptr = b.as_ptr() as *mut c_void,
             _ => *slot = a.scalar().unwrap_or(0),
@@ -338,6 +358,34 @@ mod tests {
                 other => panic!("{c:?}: expected InvalidLaunch, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_launch_paths_fast_check_accepts_exactly_what_the_explaining_check_accepts() {
+        let f = facts();
+        let mut tried = 0;
+        let dims = |max: [u32; 3], i: usize| [0, 1, 2, max[i] - 1, max[i], max[i] + 1, u32::MAX];
+        for axis in 0..3 {
+            for g in dims(f.max_grid_dim, axis) {
+                for b in dims(f.max_block_dim, axis) {
+                    for shared in [
+                        0,
+                        f.max_shared_mem_per_block,
+                        f.max_shared_mem_per_block + 1,
+                    ] {
+                        let mut c = cfg([1, 1, 1], [1, 1, 1], shared);
+                        c.grid[axis] = g;
+                        c.block[axis] = b;
+                        assert_eq!(c.within(&f), c.explain("k", &f).is_ok(), "{c:?}");
+                        tried += 1;
+                    }
+                }
+            }
+        }
+        // Threads per block: each axis within its limit, the product over the block limit.
+        let c = cfg([1, 1, 1], [1024, 2, 1], 0);
+        assert!(!c.within(&f) && c.check("k", &f).is_err());
+        assert_eq!(tried, 3 * 7 * 7 * 3);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! launch until some thread records an event covering it (see completion.rs for who does, when).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys::{CUevent, CUstream};
 
@@ -30,12 +30,14 @@ pub struct Stream {
 }
 
 struct Unrecorded {
+    /// This queue, for the batches it opens (each batch's outcome slot holds its stream).
+    me: Weak<Unrecorded>,
     host: Arc<Host>,
     raw: CUstream,
     generation: u64,
     /// The open batch: launches since the last recorded event, sharing one outcome slot.
     launches: Mutex<Launched>,
-    /// launches.len(), readable without the lock (written under it).
+    /// launches.len(), readable without the lock (written under it; see `push` for orderings).
     queued: AtomicUsize,
     /// Launches ever queued (written under the lock): the completion thread's idleness probe.
     pushed: AtomicU64,
@@ -111,7 +113,7 @@ impl Unrecorded {
             return None;
         }
         // Allocated before locking: a launching thread may be waiting for the lock.
-        let fresh = Launched::new();
+        let fresh = Launched::new(self.me.upgrade().map(|s| s as Arc<dyn Flush>));
         let launches = {
             let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
             if l.len() == 0 {
@@ -145,14 +147,22 @@ impl Unrecorded {
     }
 
     /// Add a launch just issued to the open batch; returns its Completion and the batch size.
-    fn push(self: &Arc<Self>, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize) {
-        let stream: Arc<dyn Flush> = self.clone();
+    fn push(&self, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize) {
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
-        let completion = l.add(kernel, args, stream);
+        let completion = l.add(kernel, args);
         let n = l.len();
         self.pushed
             .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.queued.store(n, Ordering::SeqCst);
+        // Only a batch's first launch turns `queued` from 0 (what `take`'s lock-free look and
+        // the completion thread's unwatching test for): it stays SeqCst, pairing with the
+        // unwatching (see completion::flush_idle_streams). A later launch's count is non-zero
+        // whichever value a reader sees, so it needs no full fence.
+        let order = if n == 1 {
+            Ordering::SeqCst
+        } else {
+            Ordering::Release
+        };
+        self.queued.store(n, order);
         (completion, n)
     }
 }
@@ -171,16 +181,24 @@ fn record_on(host: &Host, raw: CUstream, generation: u64, timing: bool) -> Resul
 
 impl Stream {
     pub(crate) fn new(host: Arc<Host>, raw: CUstream, generation: u64) -> Self {
+        let unrecorded = Arc::new_cyclic(|me| Unrecorded {
+            me: me.clone(),
+            host: host.clone(),
+            raw,
+            generation,
+            launches: Mutex::new(Launched::new(None)),
+            queued: AtomicUsize::new(0),
+            pushed: AtomicU64::new(0),
+            watched: AtomicBool::new(false),
+        });
+        // The first batch holds its stream, as `take` gives every later one (possible only
+        // once the Arc exists).
+        *unrecorded
+            .launches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Launched::new(Some(unrecorded.clone()));
         Self {
-            unrecorded: Arc::new(Unrecorded {
-                host: host.clone(),
-                raw,
-                generation,
-                launches: Mutex::new(Launched::new()),
-                queued: AtomicUsize::new(0),
-                pushed: AtomicU64::new(0),
-                watched: AtomicBool::new(false),
-            }),
+            unrecorded,
             host,
             raw,
             generation,
@@ -222,6 +240,7 @@ impl Stream {
     /// The checks every launch on this stream passes before it reaches the driver (kernel and
     /// buffers of this device and generation, geometry within the device's limits, arguments
     /// matching the parameters), and the arguments packed for the driver.
+    #[inline]
     pub(crate) fn prepare(
         &self,
         kernel: &Kernel,
@@ -317,12 +336,12 @@ impl Stream {
             return Err(e);
         }
         let mut launches = self.unrecorded.take().unwrap_or_else(|| {
-            let empty = Launched::new();
+            let empty = Launched::new(Some(self.unrecorded.clone()));
             empty.recorded();
             empty
         });
         launches.keep(buffers, staging);
-        let fence = launches.completion(self.unrecorded.clone());
+        let fence = launches.completion();
         self.unrecorded.record_after(launches);
         Ok(fence)
     }
@@ -370,6 +389,13 @@ impl Drop for Stream {
         // Nothing may launch on this stream any more: record its last event now rather than
         // leaving its launches (and what they keep alive) to the completion thread's idle flush.
         self.unrecorded.flush();
+        // The open (empty) batch's outcome slot holds the queue, which holds the batch: a cycle
+        // until replaced by one without a stream (nothing joins it: nothing launches any more).
+        *self
+            .unrecorded
+            .launches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Launched::new(None);
         self.host.return_stream(self.generation, self.raw);
     }
 }
