@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
   --and test -p gpuhost-wasm --test all --and test -p gpuhost-cli --test all \
   --and bin -p gpuhost-cli --bin gpuhost \
-  --and bin -p conformance --example sandbox_bench
+  --and bin -p conformance --example sandbox_bench --and bin -p gpuhost --example launch_probe
 for ws in examples/guests crates/gpuhost-wasm/tests/guests; do
   cargo build --release --target wasm32-wasip2 --manifest-path "$ws/Cargo.toml" \
     --target-dir target/guests

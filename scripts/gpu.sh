@@ -58,6 +58,8 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
     timeout 90 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
     echo "guest bench $i rc=$?" >> "$out/bench-guest-$i.md"
   done
+  # Where launch issue and .await time goes (crates/gpuhost/examples/launch_probe.rs).
+  timeout 60 .gpu/bin/launch_probe > "$out/launch-probe.txt" 2>&1; echo "launch probe rc=$?" >> "$out/launch-probe.txt"
   if [ -x .gpu/bin/oha ]; then
     BENCH_SECS="${BENCH_SECS:-3}" timeout 70 bash scripts/bench-serve.sh > "$out/serve-bench.md" 2>&1
     echo "serve bench rc=$?" >> "$out/serve-bench.md"
