@@ -14,21 +14,12 @@
 //! `.local` access: converting local_sort's compare-and-store blocks cost its insertion sort
 //! 1.00 → 1.19× on the H200 (bench/h200-runs/2026-12-02-s10/ifconvert; why was not examined).
 //! There transpose (1.69 → 1.25×), reduce_shared and scan_block gained most, and only
-//! oob_write_in_range lost (1.05 → 1.13 µs graph-replayed). Its block is thread 0's one global
-//! store, the entry's first effect, so it carries the deferred epoch compare (rewrite.rs): once
-//! predicated, every thread runs that compare and waits for the epoch read, where behind the
-//! branch only thread 0 did, and with nothing before it the epoch read has not arrived yet. So
-//! in an entry, a block that loads nothing (nothing to issue early) and has an effect the compare
-//! must precede stays a branch while it is reached by straight-line code from the entry without
-//! a load or such an effect (no label before it: a loop or a join gives the read time).
-//! Each instruction gets the branch's negated guard and the branch goes; `L` stays for other
-//! branches.
+//! oob_write_in_range lost (1.05 → 1.13 µs graph-replayed). Each instruction gets the branch's
+//! negated guard and the branch goes; `L` stays for other branches.
 //! Predicated-off instructions do nothing, so the block's effect is the same on every path.
 
 use crate::ast::{Inst, Module, Stmt};
 use crate::isa::{Family, Opcode};
-
-use super::rewrite::side_effect_free;
 
 /// Longest block converted (a reasoned bound, not tuned): a long block's predicated-off
 /// instructions cost more issue slots than the branch over them.
@@ -39,7 +30,7 @@ pub(crate) fn apply(m: &mut Module) -> usize {
     let mut n = 0;
     for f in &mut m.funcs {
         if let Some(body) = f.body.as_mut() {
-            n += convert(body, f.is_entry);
+            n += convert(body);
         }
     }
     n
@@ -58,28 +49,6 @@ fn predicable(i: &Inst) -> bool {
     }
 }
 
-/// Whether `i` loads from memory (what lets converted blocks issue their loads back to back).
-fn loads(i: &Inst) -> bool {
-    matches!(Opcode::parse(&i.opcode), Some(Opcode::Ld | Opcode::Ldu))
-}
-
-/// Whether `s` is an effect the entry's deferred epoch compare must precede (rewrite.rs).
-fn effect(s: &Stmt) -> bool {
-    matches!(s, Stmt::Inst(i) if i.opcode != "bra") && !side_effect_free(s)
-}
-
-/// Whether, once past `s`, the entry's epoch read has had time to arrive or been compared: `s`
-/// is a label (a loop or a join), a load that may go to global memory (as slow as the epoch
-/// read), or an effect.
-fn settles(s: &Stmt) -> bool {
-    let near = |m: &String| matches!(m.as_str(), "param" | "const" | "shared" | "local");
-    match s {
-        Stmt::Label(..) => true,
-        Stmt::Inst(i) => (loads(i) && !i.mods.iter().any(near)) || effect(s),
-        _ => false,
-    }
-}
-
 /// Whether `i` reads or writes the thread's `.local` memory.
 fn local_access(i: &Inst) -> bool {
     matches!(
@@ -88,20 +57,11 @@ fn local_access(i: &Inst) -> bool {
     ) && i.mods.iter().any(|m| m == "local")
 }
 
-/// `entry`: whether `body` is a kernel's, whose first effect carries the epoch compare.
-fn convert(body: &mut Vec<Stmt>, entry: bool) -> usize {
+fn convert(body: &mut Vec<Stmt>) -> usize {
     let mut n = 0;
     let mut k = 0;
-    // Whether the entry's epoch read has settled before `k` (see the header).
-    let mut settled = !entry;
     while k < body.len() {
-        let Some((end, guard)) = block_at(body, k).filter(|&(end, _)| {
-            let block = &body[k + 1..end];
-            settled
-                || block.iter().any(|s| matches!(s, Stmt::Inst(i) if loads(i)))
-                || !block.iter().any(effect)
-        }) else {
-            settled |= settles(&body[k]);
+        let Some((end, guard)) = block_at(body, k) else {
             k += 1;
             continue;
         };
@@ -112,8 +72,7 @@ fn convert(body: &mut Vec<Stmt>, entry: bool) -> usize {
         }
         body.remove(k);
         n += 1;
-        // The converted block may itself be preceded by a branch over it: look again from here
-        // (the statement before `k`, if any, was already counted in `settled`).
+        // The converted block may itself be preceded by a branch over it: look again from here.
         k = k.saturating_sub(1);
     }
     n
@@ -203,49 +162,10 @@ mod tests {
             "shfl.sync.bfly.b32 %r2, %r2, 1, 31, -1;",
         ] {
             let mut m = module(&format!(
-                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\nld.global.u32 %r3, [%rd1];\n{inner}\nL:\nret;"
+                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\nst.global.u32 [%rd1], %r2;\n{inner}\nL:\nret;"
             ));
             assert_eq!(apply(&mut m), 0, "{inner}");
         }
-    }
-
-    #[test]
-    fn an_entrys_first_effect_in_a_block_that_loads_nothing_stays_a_branch() {
-        let first = "ld.param.u64 %rd1, [a];\nsetp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n\
-                     st.global.u32 [%rd1], %r2;\nL:\n";
-        let mut m = module(&format!("{first}ret;"));
-        assert_eq!(apply(&mut m), 0, "the entry's first effect");
-        // After an effect, a load or a label, the same block converts: the epoch read has had
-        // time to arrive, or the compare went before that effect.
-        for before in [
-            "st.global.u32 [%rd1+8], %r2;",
-            "ld.global.u32 %r3, [%rd1+8];",
-            "J:",
-        ] {
-            let mut m = module(&format!("{before}\n{first}ret;"));
-            assert_eq!(apply(&mut m), 1, "after {before}");
-        }
-        // A second such block converts too: the first, left a branch, is the effect before it.
-        let second = "@%p1 bra M;\nst.global.u32 [%rd1+4], %r2;\nM:\n";
-        let mut m = module(&format!("{first}{second}ret;"));
-        assert_eq!(apply(&mut m), 1, "the second block");
-        // Blocks that load, or whose effects die with the block (shared), convert anywhere.
-        for inner in [
-            "ld.global.u32 %r3, [%rd1];\nst.global.u32 [%rd1], %r3;",
-            "st.shared.u32 [%r1], %r2;",
-        ] {
-            let mut m = module(&format!(
-                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{inner}\nL:\nret;"
-            ));
-            assert_eq!(apply(&mut m), 1, "{inner}");
-        }
-        // A device function has no entry compare.
-        let text = format!(
-            ".version 8.0\n.target sm_90\n.address_size 64\n.func f(.param .u64 a)\n{{\n\
-             .reg .b64 %rd<4>;\n.reg .b32 %r<4>;\n.reg .pred %p<3>;\n{first}ret;\n}}\n"
-        );
-        let mut m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
-        assert_eq!(apply(&mut m), 1, "a device function");
     }
 
     #[test]
@@ -253,7 +173,7 @@ mod tests {
         let block = |adds: usize| {
             let adds = "add.u32 %r2, %r2, 1;\n".repeat(adds);
             module(&format!(
-                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{adds}ld.global.u32 %r2, [%rd1];\nL:\nret;"
+                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{adds}st.global.u32 [%rd1], %r2;\nL:\nret;"
             ))
         };
         assert_eq!(apply(&mut block(MAX_BLOCK)), 0);

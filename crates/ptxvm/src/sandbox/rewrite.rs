@@ -150,7 +150,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
 /// The later the compare, the more of the epoch load's latency the kernel's own work hides. On
 /// the H200 the load itself then costs short kernels at most 0.15 µs; what they pay is the
 /// loops' polls (bench/h200-runs/2026-12-02-s9/sandbox-polls/).
-pub(super) fn side_effect_free(s: &Stmt) -> bool {
+fn side_effect_free(s: &Stmt) -> bool {
     let i = match s {
         Stmt::Inst(i) => i,
         Stmt::Reg { .. } | Stmt::Var(_) => return true,
