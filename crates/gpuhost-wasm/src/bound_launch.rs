@@ -3,6 +3,8 @@
 //! boundary instead of an argument list. It owns what it launches — its own kernel handle and a
 //! clone of each buffer argument — each with its share of the guest's quota, so a buffer or
 //! module the guest dropped stays counted for as long as a bound launch keeps it alive.
+//! A stream collecting launches for a graph (burst.rs) shares one collected form of it across
+//! its collected launches, made at the first and dropped when the launch changes.
 
 use crate::calls::HostCall;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, HostBoundLaunch, LaunchConfig};
+use crate::burst::Deferred;
 use crate::confine::{HIDDEN_PLACEHOLDERS, KernelSandbox};
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::CudaResult;
@@ -37,6 +40,8 @@ pub struct BoundLaunchRes {
     sandbox: Option<KernelSandbox>,
     config: GpuConfig,
     args: Vec<Bound>,
+    /// The launch as it is now, collected (made at its first collection; reset by a change).
+    collected: Option<Arc<Deferred>>,
 }
 
 impl BoundLaunchRes {
@@ -79,8 +84,36 @@ impl BoundLaunchRes {
         self.config
     }
 
+    /// The launch as it is now, in the form a stream collects for a graph: made once and then
+    /// shared, since what it launches changes only through `set-arg` and `set-config`.
+    pub(crate) fn collected(&mut self) -> Arc<Deferred> {
+        if let Some(d) = &self.collected {
+            return d.clone();
+        }
+        let d = Arc::new(Deferred::new(
+            &self.kernel,
+            &self.kernel_charge,
+            self.config,
+            &self.args(),
+            self.sandbox.as_ref(),
+        ));
+        self.collected = Some(d.clone());
+        d
+    }
+
+    /// Forgets the collected form (the launch changed): launches collected before keep theirs.
+    fn changed(&mut self, usage: &mut Usage) {
+        if let Some(d) = self.collected.take()
+            && let Ok(d) = Arc::try_unwrap(d)
+        {
+            d.release(usage);
+        }
+    }
+
     /// Gives back the quota shares of its kernel and buffers (not its own kernel-handle count).
-    fn release_shares(self, usage: &mut Usage) {
+    fn release_shares(mut self, usage: &mut Usage) {
+        // First: launches collected and not issued keep their share of the kernel's module.
+        self.changed(usage);
         self.kernel_charge.release(usage);
         for a in self.args {
             a.release(usage);
@@ -137,6 +170,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
             sandbox,
             config: to_gpu_config(&config),
             args,
+            collected: None,
         };
         bound.check(self.ctx)?;
         // From here on it holds quota shares: every failure path gives them back.
@@ -175,6 +209,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
             return Err(e);
         }
         old.release(&mut self.ctx.usage);
+        b.changed(&mut self.ctx.usage);
         Ok(())
     }
 
@@ -190,6 +225,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
             b.config = old;
             return Err(e);
         }
+        b.changed(&mut self.ctx.usage);
         Ok(())
     }
 

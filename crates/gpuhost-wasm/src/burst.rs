@@ -30,6 +30,11 @@
 //! What is left to a flush — a context lost or poisoned in between — is reported by the next
 //! `synchronize` of the stream, and the launches it could not issue are no longer counted.
 //!
+//! **Per launch**, collecting costs little: a bound launch is collected as one shared form
+//! (bound_launch.rs), so collecting it again is one reference count; a flush lays every
+//! launch's arguments out in one list; and the launches of one replay are kept in flight as
+//! one Completion (they end together with the graph's last node), so `synchronize` awaits one.
+//!
 //! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
 //! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
 //! and it is issued as one segment under the stream's watch, so a runaway kernel in a graph gets
@@ -46,7 +51,7 @@ use gpuhost::{
 };
 use smallvec::SmallVec;
 
-use crate::confine::{Confinement, KernelSandbox};
+use crate::confine::{Confinement, HIDDEN, KernelSandbox};
 use crate::limits::{Charge, Usage};
 use crate::stream::INLINE_ARGS;
 
@@ -114,26 +119,64 @@ impl Deferred {
         }
     }
 
-    /// The launch's arguments: the guest's, then a sandboxed kernel's hidden ones for `hidden`.
-    fn args<'a>(&'a self, hidden: Hidden<'a>) -> SmallVec<[GpuArg<'a>; INLINE_ARGS]> {
-        let mut args: SmallVec<[GpuArg<'a>; INLINE_ARGS]> = self
-            .args
-            .iter()
-            .map(|a| match a {
-                Owned::Buffer(b, off) => GpuArg::Buffer(b, *off),
-                Owned::Bytes(b) => GpuArg::Bytes(b),
-                Owned::Scalar(v) => *v,
-            })
-            .collect();
+    /// Appends the launch's arguments to `out`: the guest's, then a sandboxed kernel's hidden
+    /// ones for `hidden`.
+    fn push_args<'a>(&'a self, hidden: Hidden<'a>, out: &mut Vec<GpuArg<'a>>) {
+        out.extend(self.args.iter().map(|a| match a {
+            Owned::Buffer(b, off) => GpuArg::Buffer(b, *off),
+            Owned::Bytes(b) => GpuArg::Bytes(b),
+            Owned::Scalar(v) => *v,
+        }));
         if let (Some(sb), Some((c, epoch))) = (&self.sandbox, hidden) {
-            args.extend(c.hidden(sb, epoch));
+            out.extend(c.hidden(sb, epoch));
         }
-        args
     }
 
     /// The kernel's name for the watchdog, if it is sandboxed.
     pub(crate) fn sandboxed_name(&self) -> Option<&Arc<str>> {
         self.sandbox.as_ref().map(|sb| &sb.name)
+    }
+
+    /// Drops this launch, giving its module quota share back to `usage` if it is the last.
+    pub(crate) fn release(self, usage: &mut Usage) {
+        self.charge.release(usage);
+    }
+}
+
+/// A collected launch: its own (an argument-list launch), or a bound launch's, shared with the
+/// bound launch and every other collected launch of it, so that collecting a bound launch again
+/// costs one reference count instead of a copy of its kernel, arguments and quota shares.
+// Kept in a Vec that keeps its capacity between bursts: boxing the owned launch would cost an
+// allocation per argument-list launch for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Collected {
+    Own(Deferred),
+    Shared(Arc<Deferred>),
+}
+
+impl std::ops::Deref for Collected {
+    type Target = Deferred;
+
+    fn deref(&self) -> &Deferred {
+        match self {
+            Collected::Own(d) => d,
+            Collected::Shared(d) => d,
+        }
+    }
+}
+
+impl Collected {
+    /// Drops this holder; the last holder of a launch gives its module quota share back.
+    fn release(self, usage: &mut Usage) {
+        match self {
+            Collected::Own(d) => d.release(usage),
+            // A Store's data is used by one thread at a time: the count cannot change under us.
+            Collected::Shared(d) => {
+                if let Ok(d) = Arc::try_unwrap(d) {
+                    d.release(usage);
+                }
+            }
+        }
     }
 }
 
@@ -144,11 +187,13 @@ pub(crate) fn shape(kernel: &gpuhost::Kernel, cfg: GpuConfig) -> Shape {
     (kernel.raw() as usize, kernel.generation(), cfg)
 }
 
-/// What a flush did: the Completions of the launches it issued, how many it could not issue,
-/// and why.
+/// What a flush did: the Completions of the launches it issued, whether they were one graph
+/// replay, how many it could not issue, and why.
 #[derive(Default)]
 pub(crate) struct Flushed {
     pub(crate) issued: Vec<Completion>,
+    /// The launches issued were one replay of a graph: they end together, with its last node.
+    pub(crate) graph: bool,
     pub(crate) not_issued: u32,
     pub(crate) error: Option<gpuhost::Error>,
 }
@@ -157,7 +202,7 @@ pub(crate) struct Flushed {
 pub(crate) struct Burst {
     stream: Arc<gpuhost::Stream>,
     /// Launches collected, in order.
-    pending: Vec<Deferred>,
+    pending: Vec<Collected>,
     /// Launches accepted since the last flush point.
     interval: usize,
     /// Whether launches are collected now (the last interval was a burst).
@@ -191,7 +236,7 @@ impl Burst {
     }
 
     /// Collects `launch`; true when the batch is full (the caller flushes it).
-    pub(crate) fn collect(&mut self, launch: Deferred, max_batch: u32) -> bool {
+    pub(crate) fn collect(&mut self, launch: Collected, max_batch: u32) -> bool {
         self.pending.push(launch);
         self.interval += 1;
         self.pending.len() >= max_batch as usize
@@ -221,7 +266,7 @@ impl Burst {
     }
 
     /// The collected launches, in order.
-    pub(crate) fn pending(&self) -> &[Deferred] {
+    pub(crate) fn pending(&self) -> &[Collected] {
         &self.pending
     }
 
@@ -237,7 +282,7 @@ impl Burst {
         let mut batch = std::mem::take(&mut self.pending);
         let out = issue(&self.stream, &batch, graphs, usage, hidden);
         for d in batch.drain(..) {
-            d.charge.release(usage);
+            d.release(usage);
         }
         // Its capacity is kept for the next burst.
         self.pending = batch;
@@ -264,19 +309,30 @@ impl Drop for Burst {
 /// Issues `batch` on `stream` (see [`Burst::flush`]).
 fn issue(
     stream: &gpuhost::Stream,
-    batch: &[Deferred],
+    batch: &[Collected],
     graphs: Option<&mut GraphCache>,
     usage: &mut Usage,
     hidden: Hidden<'_>,
 ) -> Flushed {
-    let args: Vec<_> = batch.iter().map(|d| d.args(hidden)).collect();
+    // Every launch's arguments in one list (two allocations a flush, not one per launch).
+    let mut args = Vec::with_capacity(batch.iter().map(|d| d.args.len() + HIDDEN).sum());
+    let mut ends: SmallVec<[usize; 32]> = SmallVec::with_capacity(batch.len());
+    for d in batch {
+        d.push_args(hidden, &mut args);
+        ends.push(args.len());
+    }
+    let mut start = 0;
     let launches: Vec<GraphLaunch<'_>> = batch
         .iter()
-        .zip(&args)
-        .map(|(d, a)| GraphLaunch {
-            kernel: &d.kernel,
-            cfg: d.cfg,
-            args: a,
+        .zip(&ends)
+        .map(|(d, &end)| {
+            let l = GraphLaunch {
+                kernel: &d.kernel,
+                cfg: d.cfg,
+                args: &args[start..end],
+            };
+            start = end;
+            l
         })
         .collect();
     if launches.len() >= MIN_GRAPH_BURST
@@ -287,6 +343,7 @@ fn issue(
             Ok(issued) => {
                 return Flushed {
                     issued,
+                    graph: true,
                     ..Flushed::default()
                 };
             }
@@ -295,9 +352,9 @@ fn issue(
             ) => {
                 cache.clear(usage);
                 return Flushed {
-                    issued: Vec::new(),
                     not_issued: launches.len() as u32,
                     error: Some(e),
+                    ..Flushed::default()
                 };
             }
             // A driver that cannot build or update this graph: this guest launches one by one
@@ -380,7 +437,7 @@ impl GraphCache {
     fn replay(
         &mut self,
         stream: &gpuhost::Stream,
-        batch: &[Deferred],
+        batch: &[Collected],
         launches: &[GraphLaunch<'_>],
         usage: &mut Usage,
     ) -> gpuhost::Result<Vec<Completion>> {
@@ -417,5 +474,243 @@ impl GraphCache {
             usage.cached_graphs += 1;
         }
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::{Resource, ResourceTable};
+
+    use super::*;
+    use crate::bindings::gpuhost::cuda::memory::HostBuffer;
+    use crate::bindings::gpuhost::cuda::module::HostModule;
+    use crate::bindings::gpuhost::cuda::stream::{
+        Arg, BufferArg, HostBoundLaunch, HostStream, LaunchConfig,
+    };
+    use crate::bindings::gpuhost::cuda::types::Dim3;
+    use crate::bound_launch::BoundLaunchRes;
+    use crate::ctx::CudaCtxView;
+    use crate::memory::BufferRes;
+    use crate::stream::StreamRes;
+    use crate::{CudaCtx, Limits};
+
+    /// `mix(p, v)`: `*p = *p * 3 + v`, so the value tells which launches ran, in which order.
+    const PTX: &str = include_str!("../../gpuhost/tests/fixtures/mix.ptx");
+
+    fn mix(value: u32, v: u32) -> u32 {
+        value.wrapping_mul(3).wrapping_add(v)
+    }
+
+    fn borrow<T: 'static>(r: &Resource<T>) -> Resource<T> {
+        Resource::new_borrow(r.rep())
+    }
+
+    /// A trusted guest (on device 0) with one 4-byte buffer and one stream, the buffer's value
+    /// 1, and a bound launch of `mix(buffer, 0)` on one thread (`shared` bytes of shared memory).
+    struct Guest {
+        ctx: CudaCtx,
+        table: ResourceTable,
+        buf: Resource<BufferRes>,
+        stream: Resource<StreamRes>,
+        bound: Resource<BoundLaunchRes>,
+    }
+
+    fn config(shared: u32) -> LaunchConfig {
+        let one = Dim3 { x: 1, y: 1, z: 1 };
+        LaunchConfig {
+            grid: one,
+            block: one,
+            shared_mem_bytes: shared,
+        }
+    }
+
+    impl Guest {
+        async fn new(limits: Limits) -> Self {
+            let mut ctx = CudaCtx::new(gpuhost::host(0).unwrap(), limits);
+            let mut table = ResourceTable::new();
+            let mut v = CudaCtxView {
+                ctx: &mut ctx,
+                table: &mut table,
+            };
+            let module = HostModule::from_ptx(&mut v, PTX.into()).unwrap();
+            let kernel = HostModule::kernel(&mut v, borrow(&module), "mix".into()).unwrap();
+            let buf = HostBuffer::create(&mut v, 4).unwrap();
+            HostBuffer::write(&mut v, borrow(&buf), 0, 1u32.to_le_bytes().to_vec())
+                .await
+                .unwrap();
+            let stream = HostStream::create(&mut v).unwrap();
+            let args = vec![
+                Arg::Buffer(BufferArg {
+                    buffer: borrow(&buf),
+                    offset: 0,
+                }),
+                Arg::U32(0),
+            ];
+            let bound = HostBoundLaunch::bind(&mut v, borrow(&kernel), config(0), args).unwrap();
+            // The guest keeps only the bound launch: it holds the kernel and its module.
+            crate::bindings::gpuhost::cuda::module::HostKernel::drop(&mut v, kernel).unwrap();
+            HostModule::drop(&mut v, module).unwrap();
+            Self {
+                ctx,
+                table,
+                buf,
+                stream,
+                bound,
+            }
+        }
+
+        /// A guest whose stream collects: a burst of 4 and a synchronize are behind it. Also
+        /// returns the buffer's value then.
+        async fn collecting(limits: Limits) -> (Self, u32) {
+            let mut g = Self::new(limits).await;
+            g.enqueue(4);
+            let want = (0..4).fold(1, |x, _| mix(x, 0));
+            assert_eq!(g.value().await, want);
+            assert!(
+                g.collected().is_empty(),
+                "a burst after a launch was collected"
+            );
+            (g, want)
+        }
+
+        fn view(&mut self) -> CudaCtxView<'_> {
+            CudaCtxView {
+                ctx: &mut self.ctx,
+                table: &mut self.table,
+            }
+        }
+
+        fn enqueue(&mut self, n: usize) {
+            let (s, b) = (borrow(&self.stream), borrow(&self.bound));
+            for _ in 0..n {
+                HostStream::enqueue(&mut self.view(), borrow(&s), borrow(&b)).unwrap();
+            }
+        }
+
+        fn set_scalar(&mut self, v: u32) {
+            let b = borrow(&self.bound);
+            HostBoundLaunch::set_arg(&mut self.view(), b, 1, Arg::U32(v)).unwrap();
+        }
+
+        async fn synchronize(&mut self) {
+            let s = borrow(&self.stream);
+            HostStream::synchronize(&mut self.view(), s).await.unwrap();
+        }
+
+        async fn value(&mut self) -> u32 {
+            self.synchronize().await;
+            let b = borrow(&self.buf);
+            let bytes = HostBuffer::read(&mut self.view(), b, 0, 4).await.unwrap();
+            u32::from_le_bytes(bytes.try_into().unwrap())
+        }
+
+        /// The collected launches of the stream, each as the address of its shared form (None
+        /// for one it owns).
+        fn collected(&self) -> Vec<Option<*const Deferred>> {
+            let s = self.table.get(&self.stream).unwrap();
+            s.burst
+                .pending()
+                .iter()
+                .map(|c| match c {
+                    Collected::Own(_) => None,
+                    Collected::Shared(d) => Some(Arc::as_ptr(d)),
+                })
+                .collect()
+        }
+    }
+
+    fn trusted() -> Limits {
+        Limits {
+            sandbox: false,
+            ..Limits::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bound_launch_is_collected_as_one_shared_form_until_a_change_makes_a_new_one() {
+        let (mut g, mut want) = Guest::collecting(trusted()).await;
+        g.enqueue(3);
+        g.set_scalar(5);
+        g.enqueue(2);
+        let c = g.collected();
+        assert!(
+            c.iter().all(Option::is_some),
+            "an enqueue copied its launch"
+        );
+        assert!(c[..3].iter().all(|p| *p == c[0]) && c[3..].iter().all(|p| *p == c[3]));
+        assert_ne!(c[0], c[3], "a changed launch reused its old collected form");
+        let graphed = g.ctx.graphs.launches();
+        want = (0..3).fold(want, |x, _| mix(x, 0));
+        want = (0..2).fold(want, |x, _| mix(x, 5));
+        assert_eq!(
+            g.value().await,
+            want,
+            "collected launches ran other arguments"
+        );
+        assert_eq!(
+            g.ctx.graphs.launches(),
+            graphed + 5,
+            "the burst was no graph"
+        );
+        // A new shape (shared memory) is not collected: the launches collected go first.
+        g.enqueue(4);
+        let b = borrow(&g.bound);
+        HostBoundLaunch::set_config(&mut g.view(), b, config(16)).unwrap();
+        g.enqueue(1);
+        assert!(
+            g.collected().is_empty(),
+            "a launch of a new shape was collected"
+        );
+        want = (0..5).fold(want, |x, _| mix(x, 5));
+        assert_eq!(g.value().await, want);
+        assert_eq!(g.ctx.usage.launches_in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn at_the_in_flight_quota_collected_bound_launches_are_issued_and_the_next_refused() {
+        let (mut g, mut want) = Guest::collecting(Limits {
+            max_launches_in_flight: 6,
+            ..trusted()
+        })
+        .await;
+        g.enqueue(6);
+        assert_eq!(g.collected().len(), 6);
+        let (s, b) = (borrow(&g.stream), borrow(&g.bound));
+        let refused = HostStream::enqueue(&mut g.view(), s, b).unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("launches in flight"),
+            "{refused:?}"
+        );
+        assert!(
+            g.collected().is_empty(),
+            "the quota left launches collected"
+        );
+        want = (0..6).fold(want, |x, _| mix(x, 0));
+        assert_eq!(g.value().await, want);
+    }
+
+    #[tokio::test]
+    async fn a_bound_launch_dropped_with_launches_collected_keeps_its_module_counted_until_they_run()
+     {
+        // No graph cache: a cached graph would keep the module counted itself.
+        let (mut g, mut want) = Guest::collecting(Limits {
+            max_cached_graphs: 0,
+            ..trusted()
+        })
+        .await;
+        g.enqueue(3);
+        let b = std::mem::replace(&mut g.bound, Resource::new_own(u32::MAX));
+        HostBoundLaunch::drop(&mut g.view(), b).unwrap();
+        assert_eq!(g.collected().len(), 3);
+        assert_eq!(
+            g.ctx.usage.modules, 1,
+            "a collected launch's module went uncounted"
+        );
+        want = (0..3).fold(want, |x, _| mix(x, 0));
+        assert_eq!(g.value().await, want);
+        assert_eq!(
+            g.ctx.usage.modules, 0,
+            "the module stayed counted after its launches"
+        );
     }
 }

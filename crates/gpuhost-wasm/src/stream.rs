@@ -13,7 +13,7 @@ use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, BufferArg, Host, HostStream, LaunchConfig};
 use crate::bound_launch::BoundLaunchRes;
-use crate::burst::{Burst, Deferred, Shape, shape};
+use crate::burst::{Burst, Collected, Deferred, Shape, shape};
 use crate::confine::KernelSandbox;
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
@@ -21,7 +21,7 @@ use crate::event::EventRes;
 use crate::limits::{Charge, check_range};
 use crate::memory::BufferRes;
 use crate::module::KernelRes;
-use crate::watchdog::StreamWatch;
+use crate::watchdog::{NAMES_KEPT, StreamWatch};
 
 /// Largest `read-after` that lands in one pooled page-locked region queued behind the stream's
 /// launches; a larger one waits for them first and is staged (it would be zeroed, landed and
@@ -36,7 +36,7 @@ pub struct StreamRes {
     pub(crate) stream: Arc<gpuhost::Stream>,
     /// The watchdog's view of its launches (sandboxed guests).
     watch: Option<Arc<StreamWatch>>,
-    pending: VecDeque<Completion>,
+    pending: VecDeque<InFlight>,
     /// The first failure of a launch seen complete before `synchronize` (CUDA reports kernel
     /// errors late, and so does this): returned by the next `synchronize`.
     failed: Option<WitError>,
@@ -44,7 +44,7 @@ pub struct StreamRes {
     /// completions alone do not cover the stream's end.
     tail_untracked: bool,
     /// Launches collected for a graph, and when to collect (burst.rs).
-    burst: Burst,
+    pub(crate) burst: Burst,
 }
 
 /// Where a checked launch went.
@@ -55,7 +55,7 @@ enum Route {
     /// Issued to the stream; the driver accepted its shape.
     Issued(Completion, Shape),
     /// Collected for a graph.
-    Collected(Deferred),
+    Collected(Collected),
     /// Not collected while launches are: those go first, then it is routed again.
     FlushFirst,
 }
@@ -124,24 +124,37 @@ pub(crate) fn check_arg_count(n: usize, max: u32) -> CudaResult<()> {
     Ok(())
 }
 
+/// Issued launches not yet seen complete: the Completion of the last, and how many they are
+/// (one, or the launches of one graph replay, which end together with its last node).
+pub(crate) struct InFlight {
+    done: Completion,
+    launches: u32,
+}
+
+impl InFlight {
+    fn one(done: Completion) -> Self {
+        Self { done, launches: 1 }
+    }
+}
+
 /// The launches of a stream the guest dropped before they finished: still counted in flight
 /// (dropping a stream does not stop its work), and the stream kept until they end.
 pub(crate) struct Orphan {
     /// Kept so that gpuhost pools it again only after this work (it would anyway, once idle).
     _stream: Arc<gpuhost::Stream>,
-    pending: VecDeque<Completion>,
+    pending: VecDeque<InFlight>,
 }
 
 /// Retires the finished launches at the front of `pending` without waiting; returns how many.
-fn retire_done(pending: &mut VecDeque<Completion>, failed: &mut Option<WitError>) -> u32 {
+fn retire_done(pending: &mut VecDeque<InFlight>, failed: &mut Option<WitError>) -> u32 {
     let mut n = 0;
-    while pending.front().is_some_and(Completion::is_done) {
-        let Some(done) = pending.pop_front() else {
+    while pending.front().is_some_and(|f| f.done.is_done()) {
+        let Some(f) = pending.pop_front() else {
             break;
         };
-        n += 1;
+        n += f.launches;
         // Finished: `wait` returns at once.
-        if let Err(e) = done.wait() {
+        if let Err(e) = f.done.wait() {
             failed.get_or_insert(from_gpu(&e));
         }
     }
@@ -221,7 +234,7 @@ fn route<'a>(
             }
         }
         let launch = Deferred::new(kernel, charge, cfg, &args, sandbox);
-        return Ok(Route::Collected(launch));
+        return Ok(Route::Collected(Collected::Own(launch)));
     }
     if s.burst.has_pending() {
         return Ok(Route::FlushFirst);
@@ -267,7 +280,7 @@ impl CudaCtxView<'_> {
                 return Ok(false);
             }
             Route::Issued(done, shape) => {
-                s.pending.push_back(done);
+                s.pending.push_back(InFlight::one(done));
                 s.burst.issued(shape, max_batch);
                 false
             }
@@ -294,12 +307,17 @@ impl CudaCtxView<'_> {
         let flushed = match (&s.watch, &ctx.confine) {
             // A sandboxed guest's batch: one watched segment, given the epoch current now.
             (Some(watch), Some(c)) => {
-                let names: SmallVec<[Arc<str>; 4]> = s
-                    .burst
-                    .pending()
-                    .iter()
-                    .filter_map(|d| d.sandboxed_name().cloned())
-                    .collect();
+                // The watchdog keeps the first NAMES_KEPT distinct names of a segment: the
+                // batch's first ones, each once, tell it the same for one count per name.
+                let mut names: SmallVec<[Arc<str>; NAMES_KEPT]> = SmallVec::new();
+                for name in s.burst.pending().iter().filter_map(|d| d.sandboxed_name()) {
+                    if names.len() == NAMES_KEPT {
+                        break;
+                    }
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
                 let (burst, usage) = (&mut s.burst, &mut ctx.usage);
                 watch.launch_batch(&c.watch, &names, |epoch| {
                     burst.flush(graphs, usage, Some((c, epoch)))
@@ -307,7 +325,17 @@ impl CudaCtxView<'_> {
             }
             _ => s.burst.flush(graphs, &mut ctx.usage, None),
         };
-        s.pending.extend(flushed.issued);
+        let mut issued = flushed.issued;
+        if flushed.graph {
+            // One replay: its launches end together, so the last one's Completion stands for
+            // all (the others resolve with it), and `synchronize` awaits one instead of each.
+            let n = issued.len() as u32;
+            if let Some(done) = issued.pop() {
+                s.pending.push_back(InFlight { done, launches: n });
+            }
+        } else {
+            s.pending.extend(issued.into_iter().map(InFlight::one));
+        }
         ctx.usage.launches_in_flight = ctx
             .usage
             .launches_in_flight
@@ -335,9 +363,10 @@ impl CudaCtxView<'_> {
         let mut pending = std::mem::take(&mut s.pending);
         let mut failed = s.failed.take();
         let tail = std::mem::take(&mut s.tail_untracked);
-        while let Some(c) = pending.pop_front() {
-            let r = c.await;
-            self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(1);
+        while let Some(f) = pending.pop_front() {
+            let r = f.done.await;
+            self.ctx.usage.launches_in_flight =
+                self.ctx.usage.launches_in_flight.saturating_sub(f.launches);
             if let Err(e) = r {
                 failed.get_or_insert(from_gpu(&e));
             }
@@ -373,6 +402,25 @@ impl CudaCtxView<'_> {
             fence.await?;
         }
         Ok(())
+    }
+
+    /// A bound launch's shared collected form when `stream` collects it (what `route` decides
+    /// for a bound launch, without building its arguments): a bound launch was checked as it
+    /// is when it was bound or last changed, so collecting it repeats none of that.
+    fn collect_bound(
+        &mut self,
+        stream: &Resource<StreamRes>,
+        launch: &Resource<BoundLaunchRes>,
+    ) -> CudaResult<Option<Arc<Deferred>>> {
+        let s = self.table.get(stream)?;
+        let b = self.table.get(launch)?;
+        // A sandboxed kernel is collected only where the direct path would launch it.
+        let sandboxed_ok =
+            b.sandbox().is_none() || (self.ctx.confine.is_some() && s.watch.is_some());
+        if !sandboxed_ok || !s.burst.collects(b.kernel(), b.config()) {
+            return Ok(None);
+        }
+        Ok(Some(self.table.get_mut(launch)?.collected()))
     }
 
     /// Retires the launches at the front of `stream` that have finished, without waiting.
@@ -461,6 +509,10 @@ impl HostStream for CudaCtxView<'_> {
         let _timer = self.ctx.time(HostCall::StreamEnqueue);
         self.before_launch(&stream)?;
         loop {
+            if let Some(c) = self.collect_bound(&stream, &launch)? {
+                self.launched(&stream, Route::Collected(Collected::Shared(c)))?;
+                return Ok(());
+            }
             let routed = {
                 let b = self.table.get(&launch)?;
                 let s = self.table.get(&stream)?;

@@ -37,7 +37,7 @@ pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// Also the most launches a sandboxed guest's graph batch holds (burst.rs).
 pub(crate) const FENCE_EVERY: u32 = 8;
 /// Kernel names kept per segment (for the error message).
-const NAMES_KEPT: usize = 3;
+pub(crate) const NAMES_KEPT: usize = 3;
 /// How long [`StoreWatch::drained`] waits for a dropped guest's launches at most. Stopped
 /// kernels exit at their next poll, well within it; past it the launches still keep the guest's
 /// memory (their anchors), so nothing is reused under them.
