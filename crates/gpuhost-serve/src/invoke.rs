@@ -64,20 +64,21 @@ fn outcome_of(status: StatusCode) -> Outcome {
 pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Response<Body> {
     let arrived = Instant::now();
     let metrics = function.metrics.clone();
-    let name = function.name.clone();
+    let name = function.name.as_str();
     let finish = |outcome: Outcome, resp: Response<Body>| {
         metrics.request(outcome);
         metrics.duration.observe(arrived.elapsed().as_secs_f64());
         resp
     };
-    let ctx = serde_json::json!({ "function": name });
+    // The error body's context, built only on the way to an error response.
+    let ctx = || serde_json::json!({ "function": name });
 
     let admission = function.admission();
     let Some(admitted) = admission.try_admit() else {
         let mut resp = json_error(
             StatusCode::TOO_MANY_REQUESTS,
             "the function's queue is full: retry after the Retry-After seconds",
-            ctx,
+            ctx(),
         );
         resp.headers_mut()
             .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
@@ -89,7 +90,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
             Outcome::Unavailable,
-            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
     let (timeout, max_body_bytes) = (serving.config.timeout, serving.config.max_body_bytes);
@@ -108,14 +109,14 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             );
             return finish(
                 Outcome::TooLarge,
-                json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx),
+                json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx()),
             );
         }
         Err(_) => {
             let msg = "timed out reading the request body";
             return finish(
                 Outcome::Timeout,
-                json_error(StatusCode::REQUEST_TIMEOUT, msg, ctx),
+                json_error(StatusCode::REQUEST_TIMEOUT, msg, ctx()),
             );
         }
     };
@@ -131,7 +132,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             let msg = "the function is shutting down";
             return finish(
                 Outcome::Unavailable,
-                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
             );
         }
         Err(_) => {
@@ -141,7 +142,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             );
             return finish(
                 Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
             );
         }
     };
@@ -152,12 +153,12 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         let msg = "the function was unloaded";
         return finish(
             Outcome::Unavailable,
-            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
     let version = guard.0.clone();
     let number = version.number;
-    let ctx = serde_json::json!({ "function": name, "version": number });
+    let ctx = || serde_json::json!({ "function": name, "version": number });
     // A Store slot of the instance pool (free unless a thousand requests run at once).
     let store_slot = match tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned())
         .await
@@ -167,7 +168,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             let msg = "the server is shutting down";
             return finish(
                 Outcome::Unavailable,
-                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx),
+                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
             );
         }
         Err(_) => {
@@ -176,7 +177,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             );
             return finish(
                 Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
             );
         }
     };
@@ -197,7 +198,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             );
             (
                 Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx),
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
             )
         }
         Err(GuestFailure::Trap {
@@ -229,9 +230,8 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             )
         }
     };
-    if let Ok(v) = HeaderValue::from_str(&number.to_string()) {
-        resp.headers_mut().insert(VERSION_HEADER, v);
-    }
+    resp.headers_mut()
+        .insert(VERSION_HEADER, HeaderValue::from(number));
     finish(outcome, resp)
 }
 
