@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
   --and test -p gpuhost-wasm --test all --and test -p gpuhost-cli --test all \
   --and bin -p gpuhost-cli --bin gpuhost \
   --and bin -p conformance --example sandbox_bench --and bin -p gpuhost --example launch_probe
+# The guests' target (.ci/run installs it too; a fresh machine lacks it).
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  rustup target add wasm32-wasip2
+fi
 for ws in examples/guests crates/gpuhost-wasm/tests/guests; do
   cargo build --release --target wasm32-wasip2 --manifest-path "$ws/Cargo.toml" \
     --target-dir target/guests
