@@ -32,8 +32,12 @@
 //!
 //! **Per launch**, collecting costs little: a bound launch is collected as one shared form
 //! (bound_launch.rs), so collecting it again is one reference count; a flush lays every
-//! launch's arguments out in one list; and the launches of one replay are kept in flight as
-//! one Completion (they end together with the graph's last node), so `synchronize` awaits one.
+//! launch's arguments out in one list; and a cached graph is replayed through
+//! `Stream::replay_graph`, which gives the launches of one replay one Completion (they end
+//! together with the graph's last node; `synchronize` awaits one) and neither checks nor
+//! compares again a launch that is the very collected form its node ran last time (same
+//! [`Deferred::id`], and for a sandboxed one the same hidden arguments): its arguments cannot
+//! have changed. Every other launch is checked by gpuhost as on the stream.
 //!
 //! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
 //! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
@@ -45,6 +49,7 @@
 //! dropped with launches collected discards them: its drop stops the guest's work anyway.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gpuhost::{
     Arg as GpuArg, Completion, DeviceBuffer, GraphLaunch, KernelGraph, LaunchConfig as GpuConfig,
@@ -73,6 +78,9 @@ enum Owned {
 
 /// A launch accepted and not issued yet.
 pub(crate) struct Deferred {
+    /// Unique for the process's life: a graph node last replayed with the launch of this id
+    /// holds its arguments (a shared form never changes; a changed bound launch makes a new one).
+    id: u64,
     kernel: Arc<gpuhost::Kernel>,
     /// The kernel's module quota share: a cached graph keeps the module loaded, so it keeps
     /// the module counted too.
@@ -110,7 +118,10 @@ impl Deferred {
                 GpuArg::F64(v) => Owned::Scalar(GpuArg::F64(v)),
             })
             .collect();
+        // Relaxed: only uniqueness matters.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             kernel: kernel.clone(),
             charge: charge.clone(),
             cfg,
@@ -187,11 +198,62 @@ pub(crate) fn shape(kernel: &gpuhost::Kernel, cfg: GpuConfig) -> Shape {
     (kernel.raw() as usize, kernel.generation(), cfg)
 }
 
+/// The launches a flush issued: one Completion per launch, or one for all the launches of one
+/// graph replay (they end together).
+#[derive(Default)]
+pub(crate) struct Issued {
+    done: Vec<Completion>,
+    launches: usize,
+}
+
+impl Issued {
+    /// The launches of one graph replay, `done` when its last node is.
+    fn replay(done: Completion, launches: usize) -> Self {
+        Self {
+            done: vec![done],
+            launches,
+        }
+    }
+
+    /// A launch issued on its own.
+    fn push(&mut self, done: Completion) {
+        self.done.push(done);
+        self.launches += 1;
+    }
+
+    /// Launches issued (a replay's count all of its launches).
+    pub(crate) fn len(&self) -> usize {
+        self.launches
+    }
+
+    /// The Completion of the last launch issued.
+    pub(crate) fn last(&self) -> Option<&Completion> {
+        self.done.last()
+    }
+
+    /// Takes the Completion of the last launch issued (with a replay's, all of its launches).
+    pub(crate) fn pop(&mut self) -> Option<Completion> {
+        let done = self.done.pop();
+        self.launches = self.done.len();
+        done
+    }
+}
+
+impl IntoIterator for Issued {
+    type Item = Completion;
+    type IntoIter = std::vec::IntoIter<Completion>;
+
+    /// The Completions, in launch order.
+    fn into_iter(self) -> Self::IntoIter {
+        self.done.into_iter()
+    }
+}
+
 /// What a flush did: the Completions of the launches it issued, whether they were one graph
 /// replay, how many it could not issue, and why.
 #[derive(Default)]
 pub(crate) struct Flushed {
-    pub(crate) issued: Vec<Completion>,
+    pub(crate) issued: Issued,
     /// The launches issued were one replay of a graph: they end together, with its last node.
     pub(crate) graph: bool,
     pub(crate) not_issued: u32,
@@ -339,7 +401,7 @@ fn issue(
         && let Some(cache) = graphs
         && !cache.broken
     {
-        match cache.replay(stream, batch, &launches, usage) {
+        match cache.replay(stream, batch, &launches, usage, hidden) {
             Ok(issued) => {
                 return Flushed {
                     issued,
@@ -377,11 +439,25 @@ fn issue(
     out
 }
 
-/// A cached graph: when it was last used, and the module quota shares of its kernels.
+/// A cached graph: when it was last used, the module quota shares of its kernels, and what its
+/// nodes ran last.
 struct Cached {
     used: u64,
     graph: KernelGraph,
     charges: Vec<Charge>,
+    /// Per node, the [`Deferred::id`] of the launch it last ran.
+    ids: Vec<u64>,
+    /// The hidden arguments its sandboxed nodes last ran with.
+    hidden: HiddenKey,
+}
+
+/// What tells a batch's hidden arguments apart (the confinement, by its arena, which it keeps
+/// for its life; the bytes mapped; the epoch): the rest of them is fixed by the confinement and
+/// by each launch's kernel.
+type HiddenKey = Option<(usize, u64, u32)>;
+
+fn hidden_key(hidden: Hidden<'_>) -> HiddenKey {
+    hidden.map(|(c, epoch)| (Arc::as_ptr(&c.arena) as usize, c.arena.mapped(), epoch))
 }
 
 /// A guest's instantiated graphs, least recently used evicted past `Limits::max_cached_graphs`.
@@ -432,28 +508,50 @@ impl GraphCache {
         }
     }
 
-    /// Replays `launches` (made of `batch`) through the cached graph of their shape, or a new
-    /// one (cached, evicting the least recently used).
+    /// Replays `launches` (made of `batch`, with `hidden`'s arguments) through the cached graph
+    /// of their shape, or a new one (cached, evicting the least recently used); one Completion
+    /// for them all.
     fn replay(
         &mut self,
         stream: &gpuhost::Stream,
         batch: &[Collected],
         launches: &[GraphLaunch<'_>],
         usage: &mut Usage,
-    ) -> gpuhost::Result<Vec<Completion>> {
+        hidden: Hidden<'_>,
+    ) -> gpuhost::Result<Issued> {
         self.clock += 1;
+        // Read with the arguments (laid out just before): a Store's data is used by one thread
+        // at a time, so the bytes mapped cannot change in between.
+        let key = hidden_key(hidden);
+        let n = launches.len();
         if let Some(i) = self.graphs.iter().position(|c| c.graph.fits(launches)) {
-            self.graphs[i].used = self.clock;
-            let done = stream.launch_graph(&mut self.graphs[i].graph, launches);
-            match &done {
-                Ok(d) => self.launches += d.len() as u64,
-                Err(_) => self.evict(i, usage),
+            let c = &mut self.graphs[i];
+            c.used = self.clock;
+            // A node whose launch is the collected form it ran last holds its arguments.
+            let unchanged: SmallVec<[bool; 32]> = batch
+                .iter()
+                .zip(&c.ids)
+                .map(|(d, &id)| d.id == id && (d.sandbox.is_none() || c.hidden == key))
+                .collect();
+            match stream.replay_graph(&mut c.graph, launches, &unchanged) {
+                Ok(done) => {
+                    c.ids.clear();
+                    c.ids.extend(batch.iter().map(|d| d.id));
+                    c.hidden = key;
+                    self.launches += n as u64;
+                    return Ok(Issued::replay(done, n));
+                }
+                Err(e) => {
+                    self.evict(i, usage);
+                    return Err(e);
+                }
             }
-            return done;
         }
         let mut graph = KernelGraph::new(stream, launches)?;
-        let done = stream.launch_graph(&mut graph, launches)?;
-        self.launches += done.len() as u64;
+        // Its nodes hold these launches' arguments, checked by `new`.
+        let all: SmallVec<[bool; 32]> = SmallVec::from_elem(true, n);
+        let done = stream.replay_graph(&mut graph, launches, &all)?;
+        self.launches += n as u64;
         if self.graphs.len() >= self.cap
             && let Some(oldest) = (0..self.graphs.len()).min_by_key(|&i| self.graphs[i].used)
         {
@@ -470,10 +568,12 @@ impl GraphCache {
                 used: self.clock,
                 graph,
                 charges,
+                ids: batch.iter().map(|d| d.id).collect(),
+                hidden: key,
             });
             usage.cached_graphs += 1;
         }
-        Ok(done)
+        Ok(Issued::replay(done, n))
     }
 }
 
@@ -664,6 +764,53 @@ mod tests {
         want = (0..5).fold(want, |x, _| mix(x, 5));
         assert_eq!(g.value().await, want);
         assert_eq!(g.ctx.usage.launches_in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn a_cached_graph_replays_changed_launches_with_their_new_arguments_and_counts_each_in_flight()
+     {
+        let (mut g, mut want) = Guest::collecting(trusted()).await;
+        let mut scalar = 0;
+        // Each burst replays one cached graph: some nodes get the collected form they ran last
+        // time (unchanged), the others one made by a set-arg since.
+        for (round, burst) in [
+            [0, 0, 0, 0],
+            [0, 0, 5, 5],
+            [5, 5, 5, 5],
+            [5, 5, 5, 5],
+            [7, 5, 5, 7],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for v in burst {
+                if v != scalar {
+                    g.set_scalar(v);
+                    scalar = v;
+                }
+                g.enqueue(1);
+                want = mix(want, v);
+            }
+            let graphed = g.ctx.graphs.launches();
+            let s = borrow(&g.stream);
+            g.view().flush(&s).unwrap();
+            assert_eq!(
+                g.ctx.graphs.launches(),
+                graphed + 4,
+                "round {round}: the burst was no graph"
+            );
+            assert_eq!(
+                g.ctx.usage.launches_in_flight, 4,
+                "round {round}: a replay's launches are not each counted in flight"
+            );
+            assert_eq!(
+                g.value().await,
+                want,
+                "round {round}: a replay ran other arguments"
+            );
+            assert_eq!(g.ctx.usage.launches_in_flight, 0);
+            assert_eq!(g.ctx.usage.cached_graphs, 1, "one shape made another graph");
+        }
     }
 
     #[tokio::test]

@@ -295,6 +295,32 @@ impl Launched {
         }
     }
 
+    /// Add one replay of a graph of `n` launches of `kernels` (each of the graph's kernels at
+    /// least once) using `buffers`, just issued: one Completion for all of them, since they
+    /// end together, counted as `n` launches of the batch.
+    pub(crate) fn add_graph(
+        &mut self,
+        kernels: &[Kernel],
+        buffers: &[DeviceBuffer],
+        n: usize,
+    ) -> Completion {
+        for kernel in kernels {
+            if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
+                self.guards.push(kernel.launch_guard());
+            }
+        }
+        for b in buffers {
+            let mut kept = self.buffers.iter().rev().take(RECENT_BUFFERS);
+            if !kept.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
+                self.buffers.push(b.clone());
+            }
+        }
+        self.n += n;
+        Completion {
+            cell: self.cell.clone(),
+        }
+    }
+
     /// Keep `buffers` and `staging` alive until the batch completes (work other than launches,
     /// enqueued before the event that closes it, uses them).
     pub(crate) fn keep(&mut self, buffers: &[&DeviceBuffer], staging: Option<Arc<Pinned>>) {
@@ -435,7 +461,15 @@ pub(crate) struct Completer(Arc<Shared>);
 
 /// Count a launch (enqueued, pending) for the host's stats.
 pub(crate) fn count_launch(host: &Host) {
-    host.counters.launches.0.fetch_add(1, Ordering::Release);
+    count_launches(host, 1);
+}
+
+/// Count `n` launches (one graph replay of `n` nodes) for the host's stats.
+pub(crate) fn count_launches(host: &Host, n: usize) {
+    host.counters
+        .launches
+        .0
+        .fetch_add(n as u64, Ordering::Release);
 }
 
 /// Hand a recorded batch to the completion thread, which queries its event.

@@ -8,9 +8,19 @@
 //!
 //! A graph is bound to its host's context generation like every gpuhost handle: it refuses with
 //! [`Error::ContextLost`] after a reset, and a replay is checked exactly as [`Stream::launch`]
-//! checks each of its launches. Its launches complete through one [`Completion`] each, counted,
-//! kept alive (buffers, modules) and reported as if launched one by one. The nodes run one after
-//! the other (each depends on the one before), as launches on one stream do.
+//! checks each of its launches. The nodes run one after the other (each depends on the one
+//! before), as launches on one stream do.
+//!
+//! Two ways to replay. [`Stream::launch_graph`] checks, packs and compares every launch and
+//! returns one [`Completion`] per launch, as that many `Stream::launch` calls would.
+//! [`Stream::replay_graph`] is for a caller that knows which launches are the ones the graph
+//! ran last time (a guest relaunching the same bound launches): it checks and compares only
+//! the others, and returns one Completion for the whole replay — its launches end together, as
+//! one graph launch on one stream — still counting `n` launches in the host's stats. A node
+//! left out replays the arguments it holds, which were checked when it got them; the graph
+//! keeps the buffers they point into alive, and every replay's Completion keeps them until the
+//! replay has run, so a wrong hint from the caller replays old, valid arguments, never freed
+//! memory.
 
 use std::ptr;
 use std::sync::{Arc, OnceLock};
@@ -19,6 +29,7 @@ use cudarc::driver::sys::{
     self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode,
 };
 
+use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -47,16 +58,25 @@ pub struct KernelGraph {
     nodes: Vec<Node>,
     /// One kernel handle per kernel the graph launches: its modules stay loaded while the graph
     /// exists, and a release names the graph's holders.
-    _holds: Vec<Kernel>,
+    holds: Vec<Kernel>,
+    /// The buffers the nodes' arguments point into, each at most a few times (see
+    /// [`KernelGraph::gather_buffers`]): what a replay's Completion keeps alive.
+    buffers: Vec<DeviceBuffer>,
 }
 
-/// A node of the graph: its launch shape and the argument bytes its executable node holds now.
+/// A node of the graph: its launch shape, the argument bytes its executable node holds now, and
+/// the buffers those point into (kept alive while the node may replay them).
 struct Node {
     raw: CUgraphNode,
     func: CUfunction,
     cfg: LaunchConfig,
     args: Vec<u8>,
+    buffers: Vec<DeviceBuffer>,
 }
+
+/// How many of the most recently gathered buffers a node's buffer is looked for among before
+/// the graph keeps another handle on it (a bound on the work, not on duplicates).
+const RECENT_BUFFERS: usize = 8;
 
 // SAFETY: graph handles are driver objects usable from any thread with their context bound,
 // which every method does through Host::enter_for; `&mut self` serialises updates and launches.
@@ -76,6 +96,29 @@ fn encode(args: &[Arg<'_>], out: &mut Vec<u8>) {
             _ => out.extend_from_slice(&a.scalar().unwrap_or(0).to_le_bytes()[..a.size()]),
         }
     }
+}
+
+/// The buffer arguments of a launch, as handles the node keeps.
+fn buffers_of(args: &[Arg<'_>]) -> Vec<DeviceBuffer> {
+    args.iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b, _) => Some((*b).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `held` are exactly the buffers of `args`, in order (the same buffers, not only the
+/// same addresses: a zero-length anchor shares its address with the buffer at its base).
+fn holds_buffers_of(held: &[DeviceBuffer], args: &[Arg<'_>]) -> bool {
+    let mut held = held.iter();
+    args.iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b, _) => Some(*b),
+            _ => None,
+        })
+        .all(|b| held.next().is_some_and(|h| Arc::ptr_eq(&h.inner, &b.inner)))
+        && held.next().is_none()
 }
 
 /// The driver's description of a launch (`packed` must outlive its use; the driver copies the
@@ -166,7 +209,8 @@ impl KernelGraph {
             graph,
             exec: ptr::null_mut(),
             nodes: Vec::with_capacity(launches.len()),
-            _holds: holds,
+            holds,
+            buffers: Vec::new(),
         };
         let mut prev: Option<CUgraphNode> = None;
         for (l, p) in launches.iter().zip(packed.iter_mut()) {
@@ -183,9 +227,11 @@ impl KernelGraph {
                 func: l.kernel.raw(),
                 cfg: l.cfg,
                 args,
+                buffers: buffers_of(l.args),
             });
             prev = Some(node);
         }
+        this.gather_buffers();
         // SAFETY: the graph is complete and live in the bound context; Drop destroys the
         // executable graph once.
         let r = unsafe { result::graph::instantiate(this.graph) };
@@ -220,6 +266,17 @@ impl KernelGraph {
                 .zip(&self.nodes)
                 .all(|(l, n)| l.kernel.raw() == n.func && l.cfg == n.cfg)
     }
+
+    /// Recollects [`KernelGraph::buffers`] from the nodes (after some node's changed).
+    fn gather_buffers(&mut self) {
+        self.buffers.clear();
+        for b in self.nodes.iter().flat_map(|n| &n.buffers) {
+            let mut recent = self.buffers.iter().rev().take(RECENT_BUFFERS);
+            if !recent.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
+                self.buffers.push(b.clone());
+            }
+        }
+    }
 }
 
 /// A driver refusal of a graph names no kernel; say which graph it was.
@@ -244,6 +301,51 @@ impl Stream {
         graph: &mut KernelGraph,
         launches: &[GraphLaunch<'_>],
     ) -> Result<Vec<Completion>> {
+        self.replay(graph, launches, None)?;
+        Ok(launches
+            .iter()
+            .map(|l| self.issued(l.kernel, l.args))
+            .collect())
+    }
+
+    /// Replays `graph` on this stream with `launches` (which must [fit](KernelGraph::fits) it)
+    /// and returns ONE Completion for the whole replay (its launches end together: they are one
+    /// graph launch on this stream), counting `launches.len()` launches in the host's stats.
+    ///
+    /// `unchanged[i]` says that launch `i` is the one node `i` ran at the graph's last replay
+    /// (or was built with): the same arguments. Those launches are neither checked, packed nor
+    /// compared: their nodes replay the arguments they hold, which were checked when they got
+    /// them, and whose buffers the graph keeps alive. Every other launch is checked exactly as
+    /// [`Stream::launch_graph`] checks it, and its node updated if its arguments differ. The
+    /// shape, device and context generation are checked for the whole graph, as there.
+    pub fn replay_graph(
+        &self,
+        graph: &mut KernelGraph,
+        launches: &[GraphLaunch<'_>],
+        unchanged: &[bool],
+    ) -> Result<Completion> {
+        if unchanged.len() != launches.len() {
+            return Err(invalid_replay(
+                launches,
+                format!(
+                    "{} launches given with {} unchanged-flags; give one flag per launch",
+                    launches.len(),
+                    unchanged.len()
+                ),
+            ));
+        }
+        self.replay(graph, launches, Some(unchanged))?;
+        Ok(self.issued_graph(&graph.holds, &graph.buffers, launches.len()))
+    }
+
+    /// Checks `launches` against `graph` (all of them, or those not flagged `unchanged`),
+    /// updates the nodes whose arguments changed and launches the graph once.
+    fn replay(
+        &self,
+        graph: &mut KernelGraph,
+        launches: &[GraphLaunch<'_>],
+        unchanged: Option<&[bool]>,
+    ) -> Result<()> {
         if !Arc::ptr_eq(&graph.host, self.host()) {
             return Err(Error::DeviceMismatch {
                 what: "kernel graph",
@@ -252,30 +354,77 @@ impl Stream {
             });
         }
         if !graph.fits(launches) {
-            let kernel = launches.first().map_or("(none)", |l| l.kernel.name());
-            return Err(Error::InvalidLaunch {
-                kernel: kernel.to_string(),
-                reason: format!(
+            return Err(invalid_replay(
+                launches,
+                format!(
                     "these {} launches do not have the shape of the graph's {} (kernels, grids, blocks and shared memory, in order); build a graph for them",
                     launches.len(),
                     graph.len()
                 ),
-            });
+            ));
         }
-        let mut packed = launches
-            .iter()
-            .map(|l| self.prepare(l.kernel, l.cfg, l.args))
-            .collect::<Result<Vec<_>>>()?;
+        let skip = |i: usize| unchanged.is_some_and(|u| u[i]);
+        // Every launch that may have changed is checked before anything reaches the driver.
+        let mut packed = Vec::new();
+        for (i, l) in launches.iter().enumerate() {
+            if skip(i) {
+                debug_assert!(
+                    {
+                        let mut bytes = Vec::new();
+                        encode(l.args, &mut bytes);
+                        bytes == graph.nodes[i].args
+                    },
+                    "launch {i} flagged unchanged has other arguments than its node"
+                );
+                continue;
+            }
+            packed.push((i, self.prepare(l.kernel, l.cfg, l.args)?));
+        }
         let generation = self.host().enter_for(self.generation())?;
         if graph.generation != generation {
             return Err(Error::ContextLost { generation });
         }
-        let mut bytes = Vec::new();
-        for ((l, p), node) in launches.iter().zip(packed.iter_mut()).zip(&mut graph.nodes) {
-            encode(l.args, &mut bytes);
-            if bytes == node.args {
-                continue;
-            }
+        let mut regathered = false;
+        let updated = update_nodes(graph, launches, &mut packed, generation, &mut regathered);
+        if regathered {
+            // Also after a failed update: the nodes updated before it hold new buffers.
+            graph.gather_buffers();
+        }
+        updated?;
+        // Before the driver call, as `prepare` does for the launches it checks: the unchanged
+        // nodes' buffers are used by this replay too (arena.rs zeroes on that basis).
+        for b in &graph.buffers {
+            b.note_kernel();
+        }
+        // SAFETY: exec and stream belong to the bound current-generation context.
+        let r = unsafe { result::graph::launch(graph.exec, self.raw()) };
+        self.host().check_at(r, generation)
+    }
+}
+
+/// A replay refused for `reason`, named after its first launch's kernel.
+fn invalid_replay(launches: &[GraphLaunch<'_>], reason: String) -> Error {
+    let kernel = launches.first().map_or("(none)", |l| l.kernel.name());
+    Error::InvalidLaunch {
+        kernel: kernel.to_string(),
+        reason,
+    }
+}
+
+/// Updates the nodes of `packed` (index, checked arguments) whose argument bytes differ from
+/// what they hold; `regathered` is set when some node's buffers changed.
+fn update_nodes(
+    graph: &mut KernelGraph,
+    launches: &[GraphLaunch<'_>],
+    packed: &mut [(usize, PackedArgs)],
+    generation: u64,
+    regathered: &mut bool,
+) -> Result<()> {
+    let mut bytes = Vec::new();
+    for (i, p) in packed {
+        let (l, node) = (&launches[*i], &mut graph.nodes[*i]);
+        encode(l.args, &mut bytes);
+        if bytes != node.args {
             let params = node_params(node.func, &node.cfg, p);
             // SAFETY: exec and node belong to this graph, live in the bound current-generation
             // context; `params` holds one pointer per kernel parameter (checked by prepare),
@@ -284,15 +433,13 @@ impl Stream {
             graph.host.check_at(r, generation)?;
             // Only after the driver took them: on failure the node keeps its old arguments.
             std::mem::swap(&mut node.args, &mut bytes);
+        } else if holds_buffers_of(&node.buffers, l.args) {
+            continue;
         }
-        // SAFETY: exec and stream belong to the bound current-generation context.
-        let r = unsafe { result::graph::launch(graph.exec, self.raw()) };
-        self.host().check_at(r, generation)?;
-        Ok(launches
-            .iter()
-            .map(|l| self.issued(l.kernel, l.args))
-            .collect())
+        node.buffers = buffers_of(l.args);
+        *regathered = true;
     }
+    Ok(())
 }
 
 impl Drop for KernelGraph {

@@ -146,24 +146,50 @@ impl Unrecorded {
         }
     }
 
-    /// Add a launch just issued to the open batch; returns its Completion and the batch size.
-    fn push(&self, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize) {
+    /// Add a launch just issued to the open batch; returns its Completion, the batch size and
+    /// whether this launch opened the batch.
+    fn push(&self, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize, bool) {
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
+        let opened = l.len() == 0;
         let completion = l.add(kernel, args);
+        self.pushed_locked(&l, opened, completion)
+    }
+
+    /// Add a graph replay of `n` launches just issued to the open batch (see
+    /// `Launched::add_graph`); returns as [`Unrecorded::push`] does.
+    fn push_graph(
+        &self,
+        kernels: &[Kernel],
+        buffers: &[DeviceBuffer],
+        n: usize,
+    ) -> (Completion, usize, bool) {
+        let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
+        let opened = l.len() == 0;
+        let completion = l.add_graph(kernels, buffers, n);
+        self.pushed_locked(&l, opened, completion)
+    }
+
+    /// After a push into `l` (locked; `opened`: it was empty before): publish the new size.
+    fn pushed_locked(
+        &self,
+        l: &Launched,
+        opened: bool,
+        completion: Completion,
+    ) -> (Completion, usize, bool) {
         let n = l.len();
         self.pushed
             .store(self.pushed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        // Only a batch's first launch turns `queued` from 0 (what `take`'s lock-free look and
+        // Only a batch's first push turns `queued` from 0 (what `take`'s lock-free look and
         // the completion thread's unwatching test for): it stays SeqCst, pairing with the
-        // unwatching (see completion::flush_idle_streams). A later launch's count is non-zero
+        // unwatching (see completion::flush_idle_streams). A later push's count is non-zero
         // whichever value a reader sees, so it needs no full fence.
-        let order = if n == 1 {
+        let order = if opened {
             Ordering::SeqCst
         } else {
             Ordering::Release
         };
         self.queued.store(n, order);
-        (completion, n)
+        (completion, n, opened)
     }
 }
 
@@ -274,12 +300,33 @@ impl Stream {
         completion::count_launch(&self.host);
         // The batch takes its registry guard after the launch: `kernel` is borrowed for this
         // whole call, so release refuses (naming it) until then.
-        let (completion, n) = self.unrecorded.push(kernel, args);
+        let (completion, n, opened) = self.unrecorded.push(kernel, args);
+        self.after_push(n, opened);
+        completion
+    }
+
+    /// After a push made the open batch `n` launches long (`opened`: it opened the batch):
+    /// records an event every FLUSH_EVERY launches, and has the completion thread watch a
+    /// batch just opened.
+    fn after_push(&self, n: usize, opened: bool) {
         if n >= FLUSH_EVERY {
             self.unrecorded.flush();
-        } else if n == 1 {
+        } else if opened {
             completion::watch(&self.host, &self.unrecorded);
         }
+    }
+
+    /// Queue a graph replay of `n` launches of `kernels` using `buffers`, just issued, for
+    /// completion, as one Completion (what [`Stream::replay_graph`] does after cuGraphLaunch).
+    pub(crate) fn issued_graph(
+        &self,
+        kernels: &[Kernel],
+        buffers: &[DeviceBuffer],
+        n: usize,
+    ) -> Completion {
+        completion::count_launches(&self.host, n);
+        let (completion, queued, opened) = self.unrecorded.push_graph(kernels, buffers, n);
+        self.after_push(queued, opened);
         completion
     }
 
