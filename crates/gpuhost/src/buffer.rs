@@ -18,6 +18,19 @@ use crate::host::Host;
 use crate::result;
 use crate::stats::Counters;
 
+/// How many of the most recently kept handles [`keep_once`] looks through: a bound on its work,
+/// not on duplicates (a burst relaunching on the same few buffers finds them there).
+const RECENT_KEPT: usize = 8;
+
+/// Keeps a handle on `b` in `kept` unless one of the last few kept already is `b`: what keeps a
+/// batch's or a graph's buffers alive, with no clone (an atomic increment) for a repeat.
+pub(crate) fn keep_once(kept: &mut Vec<DeviceBuffer>, b: &DeviceBuffer) {
+    let mut recent = kept.iter().rev().take(RECENT_KEPT);
+    if !recent.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
+        kept.push(b.clone());
+    }
+}
+
 /// A device allocation of one host and one context generation.
 #[derive(Clone)]
 pub struct DeviceBuffer {

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUevent, CUresult};
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, keep_once};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::launch::Arg;
@@ -239,10 +239,6 @@ impl Host {
     }
 }
 
-/// How many of a batch's most recently kept buffers a launch looks through before keeping its
-/// own handle on a buffer argument.
-const RECENT_BUFFERS: usize = 8;
-
 /// The launches issued on a stream since its last recorded event, not completed yet: they
 /// share one outcome slot.
 pub(crate) struct Launched {
@@ -276,17 +272,11 @@ impl Launched {
     /// kernel's modules alive until the batch completes (no allocation per launch: the batch's
     /// vectors grow amortised).
     pub(crate) fn add(&mut self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
-        if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
-            self.guards.push(kernel.launch_guard());
-        }
+        self.guard(kernel);
         for a in args {
             if let Arg::Buffer(b, _) = a {
-                // One handle per buffer keeps it alive for the whole batch: a buffer among the
-                // last few kept (a burst relaunching on the same buffers) costs no clone.
-                let mut kept = self.buffers.iter().rev().take(RECENT_BUFFERS);
-                if !kept.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
-                    self.buffers.push((*b).clone());
-                }
+                // One handle per buffer keeps it alive for the whole batch.
+                keep_once(&mut self.buffers, b);
             }
         }
         self.n += 1;
@@ -305,19 +295,21 @@ impl Launched {
         n: usize,
     ) -> Completion {
         for kernel in kernels {
-            if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
-                self.guards.push(kernel.launch_guard());
-            }
+            self.guard(kernel);
         }
         for b in buffers {
-            let mut kept = self.buffers.iter().rev().take(RECENT_BUFFERS);
-            if !kept.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
-                self.buffers.push(b.clone());
-            }
+            keep_once(&mut self.buffers, b);
         }
         self.n += n;
         Completion {
             cell: self.cell.clone(),
+        }
+    }
+
+    /// Keeps `kernel`'s modules loaded until the batch completes: one guard per registry.
+    fn guard(&mut self, kernel: &Kernel) {
+        if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
+            self.guards.push(kernel.launch_guard());
         }
     }
 

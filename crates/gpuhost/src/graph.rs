@@ -29,7 +29,7 @@ use cudarc::driver::sys::{
     self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode,
 };
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, keep_once};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -74,10 +74,6 @@ struct Node {
     buffers: Vec<DeviceBuffer>,
 }
 
-/// How many of the most recently gathered buffers a node's buffer is looked for among before
-/// the graph keeps another handle on it (a bound on the work, not on duplicates).
-const RECENT_BUFFERS: usize = 8;
-
 // SAFETY: graph handles are driver objects usable from any thread with their context bound,
 // which every method does through Host::enter_for; `&mut self` serialises updates and launches.
 unsafe impl Send for KernelGraph {}
@@ -98,26 +94,24 @@ fn encode(args: &[Arg<'_>], out: &mut Vec<u8>) {
     }
 }
 
+/// The buffer arguments of a launch, in order.
+fn buffer_args<'a>(args: &'a [Arg<'a>]) -> impl Iterator<Item = &'a DeviceBuffer> {
+    args.iter().filter_map(|a| match a {
+        Arg::Buffer(b, _) => Some(*b),
+        _ => None,
+    })
+}
+
 /// The buffer arguments of a launch, as handles the node keeps.
 fn buffers_of(args: &[Arg<'_>]) -> Vec<DeviceBuffer> {
-    args.iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b, _) => Some((*b).clone()),
-            _ => None,
-        })
-        .collect()
+    buffer_args(args).cloned().collect()
 }
 
 /// Whether `held` are exactly the buffers of `args`, in order (the same buffers, not only the
 /// same addresses: a zero-length anchor shares its address with the buffer at its base).
 fn holds_buffers_of(held: &[DeviceBuffer], args: &[Arg<'_>]) -> bool {
     let mut held = held.iter();
-    args.iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b, _) => Some(*b),
-            _ => None,
-        })
-        .all(|b| held.next().is_some_and(|h| Arc::ptr_eq(&h.inner, &b.inner)))
+    buffer_args(args).all(|b| held.next().is_some_and(|h| Arc::ptr_eq(&h.inner, &b.inner)))
         && held.next().is_none()
 }
 
@@ -271,10 +265,7 @@ impl KernelGraph {
     fn gather_buffers(&mut self) {
         self.buffers.clear();
         for b in self.nodes.iter().flat_map(|n| &n.buffers) {
-            let mut recent = self.buffers.iter().rev().take(RECENT_BUFFERS);
-            if !recent.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
-                self.buffers.push(b.clone());
-            }
+            keep_once(&mut self.buffers, b);
         }
     }
 }
