@@ -51,14 +51,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gpuhost::{
-    Arg as GpuArg, Completion, DeviceBuffer, GraphLaunch, KernelGraph, LaunchConfig as GpuConfig,
-};
+use gpuhost::{Arg as GpuArg, DeviceBuffer, GraphLaunch, KernelGraph, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
 
 use crate::confine::{Confinement, HIDDEN, KernelSandbox};
 use crate::limits::{Charge, Usage};
-use crate::stream::INLINE_ARGS;
+use crate::stream::{INLINE_ARGS, InFlight};
 
 /// What a sandboxed batch is issued with: the guest's confinement and the abort epoch its
 /// launches are given.
@@ -198,64 +196,11 @@ pub(crate) fn shape(kernel: &gpuhost::Kernel, cfg: GpuConfig) -> Shape {
     (kernel.raw() as usize, kernel.generation(), cfg)
 }
 
-/// The launches a flush issued: one Completion per launch, or one for all the launches of one
-/// graph replay (they end together).
-#[derive(Default)]
-pub(crate) struct Issued {
-    done: Vec<Completion>,
-    launches: usize,
-}
-
-impl Issued {
-    /// The launches of one graph replay, `done` when its last node is.
-    fn replay(done: Completion, launches: usize) -> Self {
-        Self {
-            done: vec![done],
-            launches,
-        }
-    }
-
-    /// A launch issued on its own.
-    fn push(&mut self, done: Completion) {
-        self.done.push(done);
-        self.launches += 1;
-    }
-
-    /// Launches issued (a replay's count all of its launches).
-    pub(crate) fn len(&self) -> usize {
-        self.launches
-    }
-
-    /// The Completion of the last launch issued.
-    pub(crate) fn last(&self) -> Option<&Completion> {
-        self.done.last()
-    }
-
-    /// Takes the Completion of the last launch issued (with a replay's, all of its launches).
-    pub(crate) fn pop(&mut self) -> Option<Completion> {
-        let done = self.done.pop();
-        self.launches = self.done.len();
-        done
-    }
-}
-
-impl IntoIterator for Issued {
-    type Item = Completion;
-    type IntoIter = std::vec::IntoIter<Completion>;
-
-    /// The Completions, in launch order.
-    fn into_iter(self) -> Self::IntoIter {
-        self.done.into_iter()
-    }
-}
-
-/// What a flush did: the Completions of the launches it issued, whether they were one graph
-/// replay, how many it could not issue, and why.
+/// What a flush did: the launches it issued (one entry per launch, or one for all the launches
+/// of a graph replay, which end together), how many it could not issue, and why.
 #[derive(Default)]
 pub(crate) struct Flushed {
-    pub(crate) issued: Issued,
-    /// The launches issued were one replay of a graph: they end together, with its last node.
-    pub(crate) graph: bool,
+    pub(crate) issued: Vec<InFlight>,
     pub(crate) not_issued: u32,
     pub(crate) error: Option<gpuhost::Error>,
 }
@@ -402,10 +347,9 @@ fn issue(
         && !cache.broken
     {
         match cache.replay(stream, batch, &launches, usage, hidden) {
-            Ok(issued) => {
+            Ok(replay) => {
                 return Flushed {
-                    issued,
-                    graph: true,
+                    issued: vec![replay],
                     ..Flushed::default()
                 };
             }
@@ -427,7 +371,7 @@ fn issue(
     let mut out = Flushed::default();
     for (i, l) in launches.iter().enumerate() {
         match stream.launch(l.kernel, l.cfg, l.args) {
-            Ok(done) => out.issued.push(done),
+            Ok(done) => out.issued.push(InFlight::one(done)),
             Err(e) => {
                 // Later launches of the burst would run after one that did not: none is issued.
                 out.not_issued = (launches.len() - i) as u32;
@@ -518,7 +462,7 @@ impl GraphCache {
         launches: &[GraphLaunch<'_>],
         usage: &mut Usage,
         hidden: Hidden<'_>,
-    ) -> gpuhost::Result<Issued> {
+    ) -> gpuhost::Result<InFlight> {
         self.clock += 1;
         // Read with the arguments (laid out just before): a Store's data is used by one thread
         // at a time, so the bytes mapped cannot change in between.
@@ -539,7 +483,7 @@ impl GraphCache {
                     c.ids.extend(batch.iter().map(|d| d.id));
                     c.hidden = key;
                     self.launches += n as u64;
-                    return Ok(Issued::replay(done, n));
+                    return Ok(InFlight::replay(done, n));
                 }
                 Err(e) => {
                     self.evict(i, usage);
@@ -573,7 +517,7 @@ impl GraphCache {
             });
             usage.cached_graphs += 1;
         }
-        Ok(Issued::replay(done, n))
+        Ok(InFlight::replay(done, n))
     }
 }
 

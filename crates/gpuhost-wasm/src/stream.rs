@@ -132,8 +132,28 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    fn one(done: Completion) -> Self {
+    /// A launch issued on its own.
+    pub(crate) fn one(done: Completion) -> Self {
         Self { done, launches: 1 }
+    }
+
+    /// The `launches` of one graph replay, `done` when its last node is: the others resolve
+    /// with it, so `synchronize` awaits one instead of each.
+    pub(crate) fn replay(done: Completion, launches: usize) -> Self {
+        Self {
+            done,
+            launches: launches as u32,
+        }
+    }
+
+    /// The Completion of the last of these launches.
+    pub(crate) fn done(&self) -> &Completion {
+        &self.done
+    }
+
+    /// How many launches this stands for.
+    pub(crate) fn launches(&self) -> u32 {
+        self.launches
     }
 }
 
@@ -325,17 +345,7 @@ impl CudaCtxView<'_> {
             }
             _ => s.burst.flush(graphs, &mut ctx.usage, None),
         };
-        let mut issued = flushed.issued;
-        if flushed.graph {
-            // One replay: its launches end together, so the last one's Completion stands for
-            // all (the others resolve with it), and `synchronize` awaits one instead of each.
-            let n = issued.len() as u32;
-            if let Some(done) = issued.pop() {
-                s.pending.push_back(InFlight { done, launches: n });
-            }
-        } else {
-            s.pending.extend(issued.into_iter().map(InFlight::one));
-        }
+        s.pending.extend(flushed.issued);
         ctx.usage.launches_in_flight = ctx
             .usage
             .launches_in_flight

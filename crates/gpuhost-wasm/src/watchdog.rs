@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use gpuhost::{Completion, CompletionObserver, ControlBlock};
 
 use crate::burst::Flushed;
+use crate::stream::InFlight;
 
 /// The watchdog's period.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
@@ -291,7 +292,8 @@ impl StreamWatch {
         let q = lock(&self.q);
         let out = issue(store.epoch.load(Ordering::SeqCst));
         if let Some(last) = out.issued.last() {
-            self.count(q, last.observer(), out.issued.len() as u32, names);
+            let launches = out.issued.iter().map(InFlight::launches).sum();
+            self.count(q, last.done().observer(), launches, names);
         }
         out
     }
