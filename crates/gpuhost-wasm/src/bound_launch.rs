@@ -15,7 +15,7 @@ use wasmtime::component::{Resource, ResourceTable};
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, HostBoundLaunch, LaunchConfig};
-use crate::burst::Deferred;
+use crate::burst::{Collected, Deferred};
 use crate::confine::{HIDDEN_PLACEHOLDERS, KernelSandbox};
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::CudaResult;
@@ -103,10 +103,8 @@ impl BoundLaunchRes {
 
     /// Forgets the collected form (the launch changed): launches collected before keep theirs.
     fn changed(&mut self, usage: &mut Usage) {
-        if let Some(d) = self.collected.take()
-            && let Ok(d) = Arc::try_unwrap(d)
-        {
-            d.release(usage);
+        if let Some(d) = self.collected.take() {
+            Collected::Shared(d).release(usage);
         }
     }
 

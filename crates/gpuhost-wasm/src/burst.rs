@@ -147,7 +147,7 @@ impl Deferred {
     }
 
     /// Drops this launch, giving its module quota share back to `usage` if it is the last.
-    pub(crate) fn release(self, usage: &mut Usage) {
+    fn release(self, usage: &mut Usage) {
         self.charge.release(usage);
     }
 }
@@ -176,7 +176,7 @@ impl std::ops::Deref for Collected {
 
 impl Collected {
     /// Drops this holder; the last holder of a launch gives its module quota share back.
-    fn release(self, usage: &mut Usage) {
+    pub(crate) fn release(self, usage: &mut Usage) {
         match self {
             Collected::Own(d) => d.release(usage),
             // A Store's data is used by one thread at a time: the count cannot change under us.
