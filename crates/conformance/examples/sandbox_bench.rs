@@ -20,9 +20,11 @@
 //! modules and memory lie and by chance, which shows how far apart two columns may be with no
 //! difference in code.
 //!
-//! Every round times the variants in a rotated order (stream batches and graph replays alike):
-//! in fixed order, the second of two byte-identical rewrites of oob_write replayed 0.10 µs faster
-//! than the first in both of session 11's runs (1.16 against 1.06 µs).
+//! Every round times the variants in a rotated order (stream batches and graph replays alike),
+//! so no variant always runs in one place. That does not explain everything: in fixed order two
+//! byte-identical rewrites of oob_write replayed 1.16 and 1.06 µs, and with the rotation the A/A
+//! run still gave 1.13 and 1.03 µs (session 11, bench/h200-runs/2026-12-02-s11/4e9e1ae-bench), so
+//! where a variant's module and memory lie moves the shortest kernels by about 0.1 µs.
 //!
 //! `--ablate` adds a second table: graph replays of the sandboxed kernel with one part of the
 //! rewrite taken out by editing its PTX (`ABLATIONS`), to see which part costs GPU time. The
