@@ -13,9 +13,11 @@
 //! carry-chain instruction (predicating those changes what they do or whom they wait for), and no
 //! `.local` access: converting local_sort's compare-and-store blocks cost its insertion sort
 //! 1.00 → 1.19× on the H200 (bench/h200-runs/2026-12-02-s10/ifconvert; why was not examined).
-//! There transpose (1.69 → 1.25×), reduce_shared and scan_block gained most, and only
-//! oob_write_in_range lost (1.05 → 1.13 µs graph-replayed). Each instruction gets the branch's
-//! negated guard and the branch goes; `L` stays for other branches.
+//! There transpose (1.69 → 1.25×), reduce_shared and scan_block gained most. oob_write_in_range
+//! seemed to lose (1.05 → 1.13 µs graph-replayed), but two byte-identical rewrites of it time that
+//! far apart too (session 11's A/A run, bench/h200-runs/2026-12-02-s11/4e9e1ae-bench), so no rule
+//! keeps its block a branch. Each instruction gets the branch's negated guard and the branch goes;
+//! `L` stays for other branches.
 //! Predicated-off instructions do nothing, so the block's effect is the same on every path.
 
 use crate::ast::{Inst, Module, Stmt};
