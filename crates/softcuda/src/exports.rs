@@ -181,7 +181,8 @@ exports! {
     }
 
     /// NVIDIA's private export tables: softcuda has none, so every id is `CUDA_ERROR_INVALID_VALUE`
-    /// with `*ppExportTable` NULL (NVRTC and libcudart then go on without them).
+    /// with `*ppExportTable` NULL (NVRTC goes on without them; libcudart fails its first device
+    /// call with that error: see `procaddr`).
     fn cuGetExportTable(ppExportTable: *mut *const c_void, pExportTableId: *const CUuuid) {
         if ppExportTable.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);

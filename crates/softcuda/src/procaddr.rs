@@ -14,7 +14,12 @@
 //! VERSION_NOT_SUFFICIENT).
 //!
 //! cuGetExportTable hands out NVIDIA's private tables (used by NVRTC and libcudart); softcuda
-//! has none, so every table id is unknown, as on a driver that lacks it.
+//! has none, so every table id is unknown, as on a driver that lacks it. libcudart 13 cannot run
+//! without them, and serving them would not help: after its runtime-interface tables it asks
+//! the driver for a keyed digest that proves it is NVIDIA's (the integrity-check table), which
+//! softcuda does not forge, and refusing a later table once earlier ones were served crashes
+//! libcudart. Refusing the first one fails its device calls cleanly. docs/SOFTCUDA.md ("Missing")
+//! records each table and slot the runtime uses.
 
 use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;

@@ -1,7 +1,8 @@
 /* A CUDA runtime (libcudart 13) program as a user would write it, without kernels: it asks the
  * runtime for versions and devices, allocates, fills, copies and frees device memory. It
  * declares the few prototypes it needs (no CUDA headers here). Prints "cudart memory ok" and
- * exits 0 on success; on failure it prints the failing call and the runtime's message. */
+ * exits 0 on success; on failure it prints the failing call and the runtime's message. On
+ * softcuda, NVIDIA's runtime stops at the first device call (docs/SOFTCUDA.md, "Missing"). */
 #include <stdio.h>
 #include <string.h>
 
