@@ -37,6 +37,9 @@ pub struct HostStats {
     pub driver_allocs: u64,
     /// Bytes of freed allocations kept for reuse now.
     pub kept_alloc_bytes: u64,
+    /// Batches of launches completed by the `.await` that recorded them, on its own thread,
+    /// rather than by the host's completion thread (see `Host::set_await_spin`).
+    pub batches_completed_by_poll: u64,
 }
 
 /// An atomic counter alone on its cache line.
@@ -61,6 +64,7 @@ pub(crate) struct Counters {
     pub(crate) live_control_blocks: AtomicU64,
     pub(crate) pinned_registrations: AtomicU64,
     pub(crate) driver_allocs: AtomicU64,
+    pub(crate) batches_completed_by_poll: AtomicU64,
 }
 
 impl Counters {
@@ -94,6 +98,7 @@ impl Counters {
             driver_allocs: self.driver_allocs.load(Relaxed),
             // Filled in by Host::stats (the cache keeps its own count).
             kept_alloc_bytes: 0,
+            batches_completed_by_poll: self.batches_completed_by_poll.load(Relaxed),
         }
     }
 }

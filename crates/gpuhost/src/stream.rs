@@ -102,6 +102,14 @@ impl Flush for Unrecorded {
     fn await_spin(&self) -> std::time::Duration {
         self.host.await_spin()
     }
+
+    fn host(&self) -> Option<&Arc<Host>> {
+        Some(&self.host)
+    }
+
+    fn record_kept(&self) -> Option<Batch> {
+        self.take().and_then(|launches| self.recorded(launches))
+    }
 }
 
 impl Unrecorded {
@@ -129,20 +137,28 @@ impl Unrecorded {
     /// Record an event after `launches` (taken from the queue before, so each was issued before
     /// the event) and hand them to the completion thread; a failure completes them with it.
     fn record_after(&self, launches: Launched) {
+        if let Some(batch) = self.recorded(launches) {
+            completion::hand_over(&self.host, batch);
+        }
+    }
+
+    /// `launches` closed by an event recorded now, on this thread (which it leaves bound to
+    /// the context); None when recording failed, the launches then completed with the error.
+    fn recorded(&self, launches: Launched) -> Option<Batch> {
         let recorded = self
             .host
             .enter_for(self.generation)
             .and_then(|g| record_on(&self.host, self.raw, g, false).map(|e| (g, e)));
         match recorded {
-            Ok((generation, event)) => completion::hand_over(
-                &self.host,
-                Batch {
-                    event,
-                    generation,
-                    launches,
-                },
-            ),
-            Err(e) => completion::complete(&self.host, launches, &Err(e)),
+            Ok((generation, event)) => Some(Batch {
+                event,
+                generation,
+                launches,
+            }),
+            Err(e) => {
+                completion::complete(&self.host, launches, &Err(e));
+                None
+            }
         }
     }
 

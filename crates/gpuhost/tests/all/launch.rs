@@ -141,3 +141,45 @@ fn awaited_launches_resolve_with_their_results_under_every_spin_budget() {
     }
     host.set_await_spin(before);
 }
+
+#[test]
+fn an_awaited_launch_that_ends_within_the_spin_budget_is_completed_by_its_own_poll_with_its_holds_released()
+ {
+    // Alone: the budget is the host's, and this test changes it.
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let s = host.stream().unwrap();
+    let before = host.await_spin();
+    // The longest budget: a small kernel ends within it even on a loaded machine.
+    host.set_await_spin(gpuhost::MAX_AWAIT_SPIN);
+    let n = 256u32;
+    let start = crate::common::settled_stats(&host);
+    for _ in 0..20 {
+        let out = host.alloc(n as usize * 4).unwrap();
+        let launched = s
+            .launch(
+                &k,
+                LaunchConfig::for_elements(n, 64),
+                &[Arg::Buffer(&out, 0), Arg::U32(n)],
+            )
+            .unwrap();
+        // The launch's batch now holds the only handle: it must be gone once `.await` returns,
+        // whichever thread completed the batch.
+        drop(out);
+        crate::common::block_on(launched).unwrap();
+        assert_eq!(
+            host.stats().live_buffers,
+            start.live_buffers,
+            "a completed batch still holds its buffer after .await returned"
+        );
+    }
+    let end = crate::common::settled_stats(&host);
+    host.set_await_spin(before);
+    assert!(
+        end.batches_completed_by_poll > start.batches_completed_by_poll,
+        "no batch was completed by the poll that recorded it: every .await went through the completion thread"
+    );
+    assert_eq!(end.pending_launches, 0);
+}

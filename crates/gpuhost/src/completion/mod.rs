@@ -24,35 +24,41 @@
 //! on a VM): a wait that ends within it is caught, and one that does not costs at most twice
 //! what blocking at once would. `gpuhost bench` measures budgets side by side.
 //!
-//! The spinning poll watches the outcome slot only; it does not query the batch's event itself.
-//! That was tried (3d3c6e3, reverted): on the H200 it made launch → `.await` 15.6 µs against
-//! 10.4 (raw launch + sync 8.8), cuEventQuery from every spinning executor thread contending
-//! with the driver, and the parallel gpuhost-wasm suite stalled, as the completion thread then
-//! had to wait for polls inside the driver before it could recycle an event.
+//! A spinning poll watches the outcome slot. The exception is the first poll of an unrecorded
+//! batch, when no other poll of the host is doing the same: it keeps the batch it records and
+//! queries the event itself for its budget, completing the batch on its own thread (inline.rs).
+//! Letting every spinning poll query (3d3c6e3, reverted) made launch → `.await` 15.6 µs against
+//! 10.4 on the H200 (raw launch + sync 8.8): cuEventQuery from every spinning executor thread
+//! contended in the driver, and the parallel gpuhost-wasm suite stalled, as the completion
+//! thread then had to wait for polls inside the driver before it could recycle an event.
 //!
 //! Measured on the H200 (bench/h200-runs/2026-12-01-s8/, `gpuhost bench`'s await table): raw
 //! launch + cuEventRecord + a tight cuEventQuery loop on the caller's thread takes what raw
 //! launch + cuStreamSynchronize takes (8.63 against 8.61 µs), so the event costs nothing; the
-//! ~1.9 µs `.await` adds is the hand-off through this thread. Letting this thread skip its
+//! ~1.9 µs `.await` then added was the hand-off through this thread. Letting this thread skip its
 //! `yield_now` while a poll spins (tried in bc8be74) did not change it (10.44–10.57 µs against
 //! 10.41), and was reverted.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{CUevent, CUresult};
+use cudarc::driver::sys::CUevent;
 
 use crate::buffer::{DeviceBuffer, keep_once};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::Host;
 use crate::launch::Arg;
 use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
-use crate::result;
+
+mod inline;
+mod thread;
+
+pub(crate) use thread::{Completer, hand_over, watch};
 
 /// The outcome slot shared by the launches of one batch (issued on one stream between two
 /// recorded events, so they complete together) and by their Completions: one allocation per
@@ -176,14 +182,19 @@ impl Future for Completion {
             return Poll::Ready(self.cell.result());
         }
         let stream = self.cell.stream.as_deref();
+        let budget = stream.map_or(Duration::ZERO, |s| s.await_spin());
+        let mut spun = false;
         // Recorded before we look: the completion thread can only finish a recorded batch.
         if !self.cell.recorded.load(Ordering::Acquire)
             && let Some(s) = stream
         {
-            s.flush();
+            match inline::complete_here(&self.cell, s, budget) {
+                inline::Inline::Done => return Poll::Ready(self.cell.result()),
+                inline::Inline::HandedOver => spun = true,
+                inline::Inline::NotTried => s.flush(),
+            }
         }
-        let budget = stream.map_or(Duration::ZERO, |s| s.await_spin());
-        if !budget.is_zero() && spin_until_finished(&self.cell, budget) {
+        if !spun && !budget.is_zero() && spin_until_finished(&self.cell, budget) {
             return Poll::Ready(self.cell.result());
         }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -393,63 +404,21 @@ pub(crate) trait Flush: Send + Sync {
 
     /// How long a poll watches an unfinished launch of the stream before returning Pending.
     fn await_spin(&self) -> Duration;
-}
 
-#[derive(Default)]
-struct Inbox {
-    batches: Vec<Batch>,
-    streams: Vec<Arc<dyn Flush>>,
-    sleeping: bool,
-}
-
-/// The per-host completion thread's inbox.
-struct Shared {
-    inbox: Mutex<Inbox>,
-    /// Something is in the inbox: lets the spinning thread skip the lock on empty passes.
-    news: AtomicBool,
-    cv: Condvar,
-}
-
-impl Shared {
-    fn start(host: Arc<Host>) -> Arc<Self> {
-        let me = Arc::new(Self {
-            inbox: Mutex::default(),
-            news: AtomicBool::new(false),
-            cv: Condvar::new(),
-        });
-        let c = me.clone();
-        let ordinal = host.ordinal();
-        let spawned = std::thread::Builder::new()
-            .name(format!("gpuhost-complete-{ordinal}"))
-            .spawn(move || run(host, c));
-        if let Err(e) = spawned {
-            // Without the thread nothing completes; waiting callers would hang, so say so loudly.
-            tracing::error!("cannot start the gpuhost completion thread: {e}");
-        }
-        me
+    /// The stream's host, for a poll that completes its batch itself (inline.rs); None: polls
+    /// of this stream never do.
+    fn host(&self) -> Option<&Arc<Host>> {
+        None
     }
 
-    fn post(&self, f: impl FnOnce(&mut Inbox)) {
-        let mut q = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut q);
-        self.news.store(true, Ordering::Release);
-        // Waking costs a syscall: only when the thread is really parked.
-        if q.sleeping {
-            q.sleeping = false;
-            self.cv.notify_one();
-        }
+    /// As [`Flush::flush`], but the recorded batch is returned to the caller, who watches it
+    /// (inline.rs), instead of being handed to the completion thread. None when the queue is
+    /// empty, or when recording failed (the launches are then completed with the error).
+    fn record_kept(&self) -> Option<Batch> {
+        self.flush();
+        None
     }
 }
-
-fn completer(host: &Arc<Host>) -> &Shared {
-    &host
-        .completer
-        .get_or_init(|| Completer(Shared::start(host.clone())))
-        .0
-}
-
-/// The host's handle on its completion thread (started on first use).
-pub(crate) struct Completer(Arc<Shared>);
 
 /// Count a launch (enqueued, pending) for the host's stats.
 pub(crate) fn count_launch(host: &Host) {
@@ -464,174 +433,10 @@ pub(crate) fn count_launches(host: &Host, n: usize) {
         .fetch_add(n as u64, Ordering::Release);
 }
 
-/// Hand a recorded batch to the completion thread, which queries its event.
-pub(crate) fn hand_over(host: &Arc<Host>, batch: Batch) {
-    completer(host).post(|q| q.batches.push(batch));
-}
-
-/// Make sure the completion thread watches `stream` (so a queue nobody flushes is flushed once
-/// idle). Costs one atomic swap when it is watched already.
-pub(crate) fn watch<S: Flush + 'static>(host: &Arc<Host>, stream: &Arc<S>) {
-    if !stream.watched().swap(true, Ordering::SeqCst) {
-        completer(host).post(|q| q.streams.push(stream.clone() as Arc<dyn Flush>));
-    }
-}
-
-/// A stream queue unchanged this long is flushed by the completion thread.
-const IDLE_FLUSH: Duration = Duration::from_micros(200);
-/// How often the completion thread looks at watched streams' queues.
-const WATCH_PERIOD: Duration = Duration::from_micros(50);
-/// A watched stream with an empty queue this long is forgotten until its next launch.
-const UNWATCH_AFTER: Duration = Duration::from_millis(2);
-/// Passes with nothing finishing before the thread backs off to short sleeps (events pending) or
-/// waits on its condvar (no events pending: parked, or woken every WATCH_PERIOD while watching).
-const SPIN_ROUNDS: u32 = 20_000;
-const IDLE_SPIN_ROUNDS: u32 = 2_000;
-const BACKOFF: Duration = Duration::from_micros(50);
-
-/// A stream the completion thread watches: its activity counter when last seen and since when.
-struct Watched {
-    stream: Arc<dyn Flush>,
-    seen: u64,
-    since: Instant,
-}
-
-fn run(host: Arc<Host>, c: Arc<Shared>) {
-    let mut pending: Vec<Batch> = Vec::new();
-    let mut watched: Vec<Watched> = Vec::new();
-    let mut last_watch = Instant::now();
-    let mut quiet_rounds = 0u32;
-    loop {
-        let mut progressed = false;
-        let settled = pending.is_empty() && quiet_rounds >= IDLE_SPIN_ROUNDS;
-        if c.news.swap(false, Ordering::Acquire) || settled {
-            let mut q = c.inbox.lock().unwrap_or_else(|p| p.into_inner());
-            let empty = |q: &Inbox| q.batches.is_empty() && q.streams.is_empty();
-            if settled && empty(&q) {
-                // Nothing to query: stop spinning (a spinning thread may share a core with a
-                // launching one). Park, or only until the next look at watched streams.
-                q.sleeping = true;
-                if watched.is_empty() {
-                    while q.sleeping && empty(&q) {
-                        q = c.cv.wait(q).unwrap_or_else(|p| p.into_inner());
-                    }
-                } else {
-                    q =
-                        c.cv.wait_timeout(q, WATCH_PERIOD)
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0;
-                }
-                q.sleeping = false;
-            }
-            c.news.store(false, Ordering::Relaxed);
-            if !empty(&q) {
-                progressed = true;
-            }
-            pending.append(&mut q.batches);
-            let now = Instant::now();
-            watched.extend(q.streams.drain(..).map(|stream| Watched {
-                stream,
-                seen: u64::MAX,
-                since: now,
-            }));
-        }
-        if !pending.is_empty() {
-            match host.enter() {
-                Ok(generation) => {
-                    let before = pending.len();
-                    let mut i = 0;
-                    while i < pending.len() {
-                        match poll_batch(&host, &pending[i], generation) {
-                            None => i += 1,
-                            Some(outcome) => {
-                                let b = pending.swap_remove(i);
-                                complete(&host, b.launches, &outcome);
-                            }
-                        }
-                    }
-                    progressed |= pending.len() < before;
-                }
-                Err(e) => {
-                    tracing::warn!("completion thread cannot bind the context: {e}");
-                    std::thread::sleep(BACKOFF);
-                }
-            }
-        }
-        if !watched.is_empty() && last_watch.elapsed() >= WATCH_PERIOD {
-            last_watch = Instant::now();
-            progressed |= flush_idle_streams(&mut watched, last_watch);
-        }
-        quiet_rounds = if progressed {
-            0
-        } else {
-            quiet_rounds.saturating_add(1)
-        };
-        if !pending.is_empty() && quiet_rounds >= SPIN_ROUNDS {
-            std::thread::sleep(BACKOFF);
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// Flush watched streams idle for IDLE_FLUSH, forget those empty for UNWATCH_AFTER; true when
-/// something was flushed.
-fn flush_idle_streams(watched: &mut Vec<Watched>, now: Instant) -> bool {
-    let mut flushed = false;
-    watched.retain_mut(|w| {
-        let (queued, pushed) = w.stream.activity();
-        if pushed != w.seen {
-            w.seen = pushed;
-            w.since = now;
-            return true;
-        }
-        let still = now.duration_since(w.since);
-        if queued > 0 {
-            if still >= IDLE_FLUSH {
-                // Nobody has launched on this stream for a while: recording here contends
-                // with no launching thread.
-                w.stream.flush();
-                flushed = true;
-            }
-            return true;
-        }
-        if still < UNWATCH_AFTER {
-            return true;
-        }
-        // Forget it; a launch racing this sees the cleared flag and watches it again (both
-        // sides use SeqCst: either it sees false, or we see its queued launch).
-        w.stream.watched().store(false, Ordering::SeqCst);
-        if w.stream.activity().0 > 0 && !w.stream.watched().swap(true, Ordering::SeqCst) {
-            return true;
-        }
-        false
-    });
-    flushed
-}
-
-/// Query one batch; its outcome once it is finished (the caller completes it).
-fn poll_batch(host: &Host, b: &Batch, generation: u64) -> Option<Result<()>> {
-    let outcome = if b.generation != generation {
-        // Forget the dead context's event (never destroy it: its value may be reused).
-        host.return_event(b.generation, b.event, false);
-        Err(Error::ContextLost { generation })
-    } else {
-        // SAFETY: the event belongs to the current context (same generation), which is bound.
-        let r = unsafe { result::stream::event_query(b.event) };
-        if matches!(r, Err(e) if e.is(CUresult::CUDA_ERROR_NOT_READY)) {
-            return None;
-        }
-        let res = host.check_at(r, b.generation);
-        if res.is_ok() {
-            host.return_event(b.generation, b.event, false);
-        }
-        res
-    };
-    Some(outcome)
-}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use std::task::Wake;
 
     struct Flag(Mutex<bool>);
