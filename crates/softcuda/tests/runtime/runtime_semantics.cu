@@ -1,0 +1,144 @@
+// The CUDA runtime's error and stream semantics, as a program relies on them: each call's error
+// becomes the calling thread's last error (cudaGetLastError resets it, cudaPeekAtLastError does
+// not, another thread has its own), bad launch configurations and copy directions are reported
+// as such, streams and events order and time work, cudaLaunchKernel launches through a kernel's
+// host stub, a second thread gets the device's context on its own, and a kernel fault is sticky.
+// Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
+// for softcudart. Prints "runtime semantics ok" and exits 0 on success; otherwise prints what
+// differed and exits 1.
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+__global__ void iota_from(int *out, int first, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = first + i;
+}
+
+__global__ void store_through(int *p) { *p = 1; }
+
+#define EXPECT(call, want)                                                                 \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != (want)) {                                                                \
+            std::printf("%s: got %s (%d), want %s\n", #call, cudaGetErrorName(e_), int(e_), \
+                        cudaGetErrorName(want));                                           \
+            return 1;                                                                      \
+        }                                                                                  \
+    } while (0)
+
+static bool holds_iota(const int *host, int first, int n) {
+    for (int i = 0; i < n; i++) {
+        if (host[i] != first + i) {
+            std::printf("element %d is %d, want %d\n", i, host[i], first + i);
+            return false;
+        }
+    }
+    return true;
+}
+
+int main() {
+    if (std::strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") != 0 ||
+        std::strcmp(cudaGetErrorString(cudaSuccess), "no error") != 0) {
+        std::printf("error names differ\n");
+        return 1;
+    }
+
+    // The last error: set by a failing call, kept by peek, reset by get.
+    EXPECT(cudaMalloc(nullptr, 16), cudaErrorInvalidValue);
+    EXPECT(cudaPeekAtLastError(), cudaErrorInvalidValue);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT(cudaGetLastError(), cudaSuccess);
+
+    int count = 0;
+    EXPECT(cudaGetDeviceCount(&count), cudaSuccess);
+    EXPECT(cudaSetDevice(count), cudaErrorInvalidDevice);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidDevice);
+    EXPECT(cudaSetDevice(0), cudaSuccess);
+    int device = -1;
+    EXPECT(cudaGetDevice(&device), cudaSuccess);
+    if (device != 0) {
+        std::printf("device %d, want 0\n", device);
+        return 1;
+    }
+
+    const int n = 1000;
+    static int host[n];
+    int *d = nullptr;
+    EXPECT(cudaMalloc(&d, n * sizeof(int)), cudaSuccess);
+    EXPECT(cudaMemcpy(host, d, 4, cudaMemcpyKind(7)), cudaErrorInvalidMemcpyDirection);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidMemcpyDirection);
+
+    // Launch configurations the device cannot run are reported by cudaGetLastError.
+    iota_from<<<0, 32>>>(d, 0, n);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    iota_from<<<1, 2048>>>(d, 0, n);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    EXPECT(cudaLaunchKernel((const void *)&holds_iota, dim3(1), dim3(1), nullptr, 0, 0),
+           cudaErrorInvalidDeviceFunction);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+
+    // A stream: fill, kernel, copy back, ordered; events around the kernel time it.
+    cudaStream_t s;
+    cudaEvent_t start, end;
+    EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    EXPECT(cudaEventCreate(&start), cudaSuccess);
+    EXPECT(cudaEventCreate(&end), cudaSuccess);
+    EXPECT(cudaMemsetAsync(d, 0, n * sizeof(int), s), cudaSuccess);
+    EXPECT(cudaEventRecord(start, s), cudaSuccess);
+    iota_from<<<(n + 127) / 128, 128, 0, s>>>(d, 5, n);
+    EXPECT(cudaGetLastError(), cudaSuccess);
+    EXPECT(cudaEventRecord(end, s), cudaSuccess);
+    EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT(cudaStreamQuery(s), cudaSuccess);
+    EXPECT(cudaEventQuery(end), cudaSuccess);
+    if (!holds_iota(host, 5, n)) return 1;
+    float ms = -1.0f;
+    EXPECT(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+    if (!(ms >= 0.0f)) {
+        std::printf("elapsed %f ms\n", ms);
+        return 1;
+    }
+
+    // cudaLaunchKernel through the host stub, on the legacy default stream.
+    int first = 9, len = n;
+    void *args[] = {&d, &first, &len};
+    EXPECT(cudaLaunchKernel((const void *)&iota_from, dim3((n + 255) / 256), dim3(256), args, 0, 0),
+           cudaSuccess);
+    EXPECT(cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDefault), cudaSuccess);
+    if (!holds_iota(host, 9, n)) return 1;
+
+    // Another thread: its own last error, and the device's context made current on first use.
+    int thread_failed = 1;
+    std::thread other([&] {
+        if (cudaMalloc(nullptr, 16) != cudaErrorInvalidValue) return;
+        if (cudaGetLastError() != cudaErrorInvalidValue) return;
+        iota_from<<<(n + 127) / 128, 128>>>(d, 3, n);
+        if (cudaGetLastError() != cudaSuccess) return;
+        if (cudaDeviceSynchronize() != cudaSuccess) return;
+        thread_failed = 0;
+    });
+    other.join();
+    if (thread_failed) {
+        std::printf("the second thread's calls failed\n");
+        return 1;
+    }
+    EXPECT(cudaGetLastError(), cudaSuccess);
+    EXPECT(cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (!holds_iota(host, 3, n)) return 1;
+
+    EXPECT(cudaEventDestroy(start), cudaSuccess);
+    EXPECT(cudaEventDestroy(end), cudaSuccess);
+    EXPECT(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT(cudaFree(d), cudaSuccess);
+
+    // A kernel fault is sticky: every later call fails with it and cudaGetLastError keeps it.
+    store_through<<<1, 1>>>(nullptr);
+    EXPECT(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT(cudaMalloc(&d, 16), cudaErrorIllegalAddress);
+    std::printf("runtime semantics ok\n");
+    return 0;
+}
