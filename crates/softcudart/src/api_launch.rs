@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::driver::Handle;
 use crate::launch::{self, Config, Dim3};
-use crate::registry;
+use crate::registry::{self, Symbol};
 use crate::status::{api, code, put};
 
 /// Records a translation unit's fatbin; returns the handle its later calls pass back.
@@ -46,7 +46,27 @@ pub(crate) unsafe extern "C" fn __cudaRegisterFunction(
     _warp_size: *mut c_int,
 ) {
     // SAFETY: `name` is NULL or the kernel's NUL-terminated name (the contract above).
-    let _ = std::panic::catch_unwind(|| unsafe { registry::register_function(handle, host, name) });
+    let _ = std::panic::catch_unwind(|| unsafe {
+        registry::register(Symbol::Kernel, handle, host, name)
+    });
+}
+
+/// Records a `__device__` or `__constant__` variable: its host shadow `host` and device name.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe extern "C" fn __cudaRegisterVar(
+    handle: *mut *mut c_void,
+    host: *const c_char,
+    _device_address: *mut c_char,
+    name: *const c_char,
+    _ext: c_int,
+    _size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    // SAFETY: `name` is NULL or the variable's NUL-terminated name (the contract above).
+    let _ = std::panic::catch_unwind(|| unsafe {
+        registry::register(Symbol::Variable, handle, host, name)
+    });
 }
 
 /// Loads the fatbin's module now; 1 on success, 0 on failure (its error is the last error).

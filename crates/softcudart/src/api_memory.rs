@@ -9,9 +9,9 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use crate::context;
 use crate::driver::Handle;
 use crate::status::{Rt, api, check, code, put};
+use crate::{context, registry};
 
 /// `cudaMemcpyKind`.
 const HOST_TO_HOST: c_int = 0;
@@ -178,4 +178,122 @@ pub(crate) unsafe extern "C" fn cudaMemsetAsync(
     stream: Handle,
 ) -> c_int {
     api(|| fill(ptr, value, count, Some(stream)))
+}
+
+/// The device address of `count` bytes at `offset` in the variable `symbol`; a range beyond it
+/// is `cudaErrorInvalidValue`.
+fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<u64, Rt> {
+    let (ptr, size) = registry::variable(symbol)?;
+    if offset.checked_add(count).is_none_or(|end| end > size) {
+        return Err(code::INVALID_VALUE);
+    }
+    Ok(ptr + offset as u64)
+}
+
+/// A copy into a variable: `kind` is host to device, device to device or default.
+fn to_symbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: Option<Handle>,
+) -> Result<(), Rt> {
+    if ![HOST_TO_DEVICE, DEVICE_TO_DEVICE, DEFAULT].contains(&kind) {
+        return Err(code::INVALID_MEMCPY_DIRECTION);
+    }
+    let dst = symbol_range(symbol, offset, count)?;
+    copy(dst as *mut c_void, src, count, kind, stream)
+}
+
+/// A copy out of a variable: `kind` is device to host, device to device or default.
+fn from_symbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: Option<Handle>,
+) -> Result<(), Rt> {
+    if ![DEVICE_TO_HOST, DEVICE_TO_DEVICE, DEFAULT].contains(&kind) {
+        return Err(code::INVALID_MEMCPY_DIRECTION);
+    }
+    let src = symbol_range(symbol, offset, count)?;
+    copy(dst, src as *const c_void, count, kind, stream)
+}
+
+/// Copies `count` bytes into the `__device__`/`__constant__` variable `symbol` at `offset`.
+pub(crate) unsafe extern "C" fn cudaMemcpyToSymbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+) -> c_int {
+    api(|| to_symbol(symbol, src, count, offset, kind, None))
+}
+
+/// [`cudaMemcpyToSymbol`] on a stream.
+pub(crate) unsafe extern "C" fn cudaMemcpyToSymbolAsync(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: Handle,
+) -> c_int {
+    api(|| to_symbol(symbol, src, count, offset, kind, Some(stream)))
+}
+
+/// Copies `count` bytes out of the variable `symbol` from `offset`.
+pub(crate) unsafe extern "C" fn cudaMemcpyFromSymbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+) -> c_int {
+    api(|| from_symbol(dst, symbol, count, offset, kind, None))
+}
+
+/// [`cudaMemcpyFromSymbol`] on a stream.
+pub(crate) unsafe extern "C" fn cudaMemcpyFromSymbolAsync(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: Handle,
+) -> c_int {
+    api(|| from_symbol(dst, symbol, count, offset, kind, Some(stream)))
+}
+
+/// The device address of the variable `symbol`.
+pub(crate) unsafe extern "C" fn cudaGetSymbolAddress(
+    ptr: *mut *mut c_void,
+    symbol: *const c_void,
+) -> c_int {
+    api(|| {
+        if ptr.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let (p, _) = registry::variable(symbol)?;
+        // SAFETY: the contract above.
+        unsafe { put(ptr, p as *mut c_void) }
+    })
+}
+
+/// The size in bytes of the variable `symbol`.
+pub(crate) unsafe extern "C" fn cudaGetSymbolSize(
+    size: *mut usize,
+    symbol: *const c_void,
+) -> c_int {
+    api(|| {
+        if size.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let (_, n) = registry::variable(symbol)?;
+        // SAFETY: the contract above.
+        unsafe { put(size, n) }
+    })
 }

@@ -1,6 +1,7 @@
 //! What nvcc's generated host code registers at program start: each translation unit's fatbin
-//! (`__cudaRegisterFatBinary`) and each kernel's host stub with its device name
-//! (`__cudaRegisterFunction`). Nothing touches the driver then; a fatbin becomes a driver
+//! (`__cudaRegisterFatBinary`), each kernel's host stub with its device name
+//! (`__cudaRegisterFunction`) and each `__device__`/`__constant__` variable's host shadow with
+//! its name (`__cudaRegisterVar`). Nothing touches the driver then; a fatbin becomes a driver
 //! library (`cuLibraryLoadData`, context-independent, as NVIDIA's runtime loads it) the first
 //! time one of its kernels is wanted, and a kernel is found by the address of its host stub.
 //!
@@ -40,12 +41,22 @@ struct Function {
     kernel: Option<usize>,
 }
 
+/// One registered `__device__` or `__constant__` variable.
+struct Variable {
+    /// The key of its fatbin.
+    fatbin: usize,
+    /// Its device-side name.
+    name: CString,
+}
+
 #[derive(Default)]
 struct Registry {
     /// By handle address (the boxed slot given to the program).
     fatbins: HashMap<usize, Fatbin>,
     /// By host stub address.
     functions: HashMap<usize, Function>,
+    /// By the address of the variable's host shadow (what `cudaMemcpyToSymbol` is given).
+    variables: HashMap<usize, Variable>,
 }
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
@@ -121,6 +132,7 @@ pub(crate) fn unregister_fatbin(handle: *mut *mut c_void) {
         return;
     };
     reg.functions.retain(|_, f| f.fatbin != handle as usize);
+    reg.variables.retain(|_, v| v.fatbin != handle as usize);
     drop(reg);
     // SAFETY: the handle was made by Box::into_raw in register_fatbin and, having just been
     // removed from the registry, is freed exactly once.
@@ -131,13 +143,24 @@ pub(crate) fn unregister_fatbin(handle: *mut *mut c_void) {
     }
 }
 
-/// `__cudaRegisterFunction`: records `host` (the kernel's host stub) as the kernel `name` of
-/// the fatbin `handle`. An unknown handle or a NULL argument registers nothing (a launch of
-/// that stub is then `cudaErrorInvalidDeviceFunction`).
+/// What `__cudaRegisterFunction` and `__cudaRegisterVar` record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Symbol {
+    /// A kernel, by its host stub (a launch of an unregistered one is
+    /// `cudaErrorInvalidDeviceFunction`).
+    Kernel,
+    /// A `__device__` or `__constant__` variable, by its host shadow (an unregistered one is
+    /// `cudaErrorInvalidSymbol`).
+    Variable,
+}
+
+/// Records `host` as the kernel or variable `name` of the fatbin `handle`. An unknown handle or
+/// a NULL argument registers nothing.
 ///
 /// # Safety
 /// `name` is NULL or a NUL-terminated string.
-pub(crate) unsafe fn register_function(
+pub(crate) unsafe fn register(
+    symbol: Symbol,
     handle: *mut *mut c_void,
     host: *const c_char,
     name: *const c_char,
@@ -151,14 +174,41 @@ pub(crate) unsafe fn register_function(
     if !reg.fatbins.contains_key(&(handle as usize)) {
         return;
     }
-    reg.functions.insert(
-        host as usize,
-        Function {
-            fatbin: handle as usize,
-            name,
-            kernel: None,
-        },
-    );
+    let (fatbin, host) = (handle as usize, host as usize);
+    match symbol {
+        Symbol::Kernel => {
+            let kernel = None;
+            reg.functions.insert(
+                host,
+                Function {
+                    fatbin,
+                    name,
+                    kernel,
+                },
+            );
+        }
+        Symbol::Variable => {
+            reg.variables.insert(host, Variable { fatbin, name });
+        }
+    }
+}
+
+/// The device address and size, in the current context, of the variable whose host shadow is
+/// `host`; one never registered is `cudaErrorInvalidSymbol`.
+pub(crate) fn variable(host: *const c_void) -> Result<(u64, usize), Rt> {
+    let mut reg = registry();
+    let v = reg
+        .variables
+        .get(&(host as usize))
+        .ok_or(code::INVALID_SYMBOL)?;
+    let (fatbin, name) = (v.fatbin, v.name.clone());
+    let lib = library(&mut reg, fatbin)?;
+    drop(reg);
+    let d = crate::context::current()?;
+    let (mut ptr, mut size) = (0, 0);
+    // SAFETY: valid out-pointers, a loaded library, a NUL-terminated name; a context is current.
+    check(unsafe { (d.cuLibraryGetGlobal)(&mut ptr, &mut size, lib, name.as_ptr()) })?;
+    Ok((ptr, size))
 }
 
 /// The driver library of the fatbin `handle`, loaded on first use.
@@ -272,9 +322,10 @@ mod tests {
     }
 
     #[test]
-    fn a_stub_never_registered_is_no_device_function_without_touching_the_driver() {
+    fn a_stub_or_variable_never_registered_is_refused_without_touching_the_driver() {
         let stub = 0x10 as *const c_void;
         assert_eq!(kernel(stub), Err(code::INVALID_DEVICE_FUNCTION));
+        assert_eq!(variable(stub), Err(code::INVALID_SYMBOL));
     }
 
     #[test]
@@ -282,13 +333,13 @@ mod tests {
         let stub = c"stub".as_ptr();
         let unknown = 0x20 as *mut *mut c_void;
         // SAFETY: a NUL-terminated name.
-        unsafe { register_function(unknown, stub, c"k".as_ptr()) };
+        unsafe { register(Symbol::Kernel, unknown, stub, c"k".as_ptr()) };
         assert_eq!(kernel(stub.cast()), Err(code::INVALID_DEVICE_FUNCTION));
 
         // SAFETY: NULL is no fatbin (registered as one that cannot load).
         let handle = unsafe { register_fatbin(std::ptr::null_mut()) };
         // SAFETY: as above.
-        unsafe { register_function(handle, stub, c"k".as_ptr()) };
+        unsafe { register(Symbol::Kernel, handle, stub, c"k".as_ptr()) };
         assert_eq!(kernel(stub.cast()), Err(code::INVALID_KERNEL_IMAGE));
         unregister_fatbin(handle);
         assert_eq!(kernel(stub.cast()), Err(code::INVALID_DEVICE_FUNCTION));

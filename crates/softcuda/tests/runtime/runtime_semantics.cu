@@ -2,7 +2,8 @@
 // becomes the calling thread's last error (cudaGetLastError resets it, cudaPeekAtLastError does
 // not, another thread has its own), bad launch configurations and copy directions are reported
 // as such, streams and events order and time work, cudaLaunchKernel launches through a kernel's
-// host stub, a second thread gets the device's context on its own, and a kernel fault is sticky.
+// host stub, `__constant__` and `__device__` variables are reached through their host symbols, a
+// second thread gets the device's context on its own, and a kernel fault is sticky.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime semantics ok" and exits 0 on success; otherwise prints what
 // differed and exits 1.
@@ -16,6 +17,17 @@ __global__ void iota_from(int *out, int first, int n) {
 }
 
 __global__ void store_through(int *p) { *p = 1; }
+
+__constant__ int factors[4];
+__device__ int visits;
+
+__global__ void scale_by_factors(int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] *= factors[i % 4];
+        atomicAdd(&visits, 1);
+    }
+}
 
 #define EXPECT(call, want)                                                                 \
     do {                                                                                   \
@@ -108,6 +120,37 @@ int main() {
            cudaSuccess);
     EXPECT(cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDefault), cudaSuccess);
     if (!holds_iota(host, 9, n)) return 1;
+
+    // Variables: copied to and from through their host symbols, bounds-checked.
+    const int f[4] = {1, 2, 3, 4};
+    int zero = 0, seen = -1, not_a_symbol = 0;
+    size_t size = 0;
+    void *address = nullptr;
+    EXPECT(cudaMemcpyToSymbol(factors, f, sizeof f), cudaSuccess);
+    EXPECT(cudaMemcpyToSymbol(visits, &zero, sizeof zero), cudaSuccess);
+    EXPECT(cudaGetSymbolSize(&size, factors), cudaSuccess);
+    EXPECT(cudaGetSymbolAddress(&address, visits), cudaSuccess);
+    if (size != sizeof f || address == nullptr) {
+        std::printf("factors: %zu bytes; visits at %p\n", size, address);
+        return 1;
+    }
+    EXPECT(cudaMemcpyToSymbol(factors, f, 8, 12), cudaErrorInvalidValue);
+    EXPECT(cudaMemcpyToSymbol(not_a_symbol, f, 4), cudaErrorInvalidSymbol);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidSymbol);
+    scale_by_factors<<<(n + 127) / 128, 128>>>(d, n);
+    EXPECT(cudaGetLastError(), cudaSuccess);
+    EXPECT(cudaMemcpyFromSymbol(&seen, visits, sizeof seen), cudaSuccess);
+    EXPECT(cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (seen != n) {
+        std::printf("visits %d, want %d\n", seen, n);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (host[i] != (9 + i) * f[i % 4]) {
+            std::printf("scaled element %d is %d, want %d\n", i, host[i], (9 + i) * f[i % 4]);
+            return 1;
+        }
+    }
 
     // Another thread: its own last error, and the device's context made current on first use.
     int thread_failed = 1;
