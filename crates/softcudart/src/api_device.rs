@@ -91,6 +91,11 @@ pub(crate) unsafe extern "C" fn cudaDeviceSynchronize() -> c_int {
     })
 }
 
+/// Destroys the current device's primary context and all it holds; the next call starts afresh.
+pub(crate) unsafe extern "C" fn cudaDeviceReset() -> c_int {
+    api(context::reset_device)
+}
+
 /// Free and total device memory of the current context's device.
 pub(crate) unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
     api(|| {

@@ -49,6 +49,27 @@ pub(crate) unsafe extern "C" fn cudaFree(ptr: *mut c_void) -> c_int {
     })
 }
 
+/// Allocates managed memory, reachable from host and device at one address; `flags` is
+/// `cudaMemAttachGlobal` (1) or `cudaMemAttachHost` (2), the driver's values. 0 bytes is
+/// `cudaErrorInvalidValue`, as the runtime documents.
+pub(crate) unsafe extern "C" fn cudaMallocManaged(
+    ptr: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> c_int {
+    api(|| {
+        if ptr.is_null() || size == 0 {
+            return Err(code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let mut p = 0;
+        // SAFETY: `p` is a valid out-pointer; the driver checks the flags.
+        check(unsafe { (d.cuMemAllocManaged)(&mut p, size, flags) })?;
+        // SAFETY: the contract above.
+        unsafe { put(ptr, p as *mut c_void) }
+    })
+}
+
 /// Allocates page-locked host memory.
 pub(crate) unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: `ptr` is NULL or valid (the contract above); the closure's pointer is valid.

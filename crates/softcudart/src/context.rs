@@ -75,6 +75,37 @@ fn primary(d: &Driver, device: c_int) -> Result<usize, Rt> {
     Ok(ctx as usize)
 }
 
+/// `cudaDeviceReset`: destroys the primary context of this thread's device (of the current
+/// context's device, if one is current) with everything in it, and lets go of this runtime's
+/// hold on it; the next call that needs a context starts a fresh one. Other threads must have
+/// stopped using the device, as NVIDIA documents.
+pub(crate) fn reset_device() -> Result<(), Rt> {
+    let d = driver()?;
+    let device = get_device()?;
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; a bad ordinal is the driver's error.
+    check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
+    let mut primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: `dev` is a device from the driver.
+    check(unsafe { (d.cuDevicePrimaryCtxReset_v2)(dev) })?;
+    if let Some(i) = primary.iter().position(|(ordinal, _)| *ordinal == device) {
+        let (_, ctx) = primary.swap_remove(i);
+        // A reset does not release the retain this runtime holds (NVIDIA's driver documents
+        // this); a driver that released it already answers an error, which changes nothing.
+        // SAFETY: `dev` is a device from the driver.
+        let _ = unsafe { (d.cuDevicePrimaryCtxRelease_v2)(dev) };
+        let mut current: Handle = std::ptr::null_mut();
+        // SAFETY: `current` is a valid out-pointer.
+        check(unsafe { (d.cuCtxGetCurrent)(&mut current) })?;
+        if current as usize == ctx {
+            // SAFETY: NULL unbinds this thread's context.
+            check(unsafe { (d.cuCtxSetCurrent)(std::ptr::null_mut()) })?;
+        }
+    }
+    crate::status::clear_sticky();
+    Ok(())
+}
+
 /// The number of devices; none is `cudaErrorNoDevice`, as the runtime reports it.
 pub(crate) fn device_count() -> Result<c_int, Rt> {
     let d = driver()?;

@@ -76,6 +76,8 @@ driver_table! {
     cuDeviceGet(*mut c_int, c_int);
     cuDeviceGetAttribute(*mut c_int, c_int, c_int);
     cuDevicePrimaryCtxRetain(*mut Handle, c_int);
+    cuDevicePrimaryCtxRelease_v2(c_int);
+    cuDevicePrimaryCtxReset_v2(c_int);
     cuCtxGetCurrent(*mut Handle);
     cuCtxSetCurrent(Handle);
     cuCtxGetDevice(*mut c_int);
@@ -83,6 +85,7 @@ driver_table! {
     cuMemAlloc_v2(*mut DevPtr, usize);
     cuMemFree_v2(DevPtr);
     cuMemAllocHost_v2(*mut *mut c_void, usize);
+    cuMemAllocManaged(*mut DevPtr, usize, c_uint);
     cuMemHostAlloc(*mut *mut c_void, usize, c_uint);
     cuMemFreeHost(*mut c_void);
     cuMemGetInfo_v2(*mut usize, *mut usize);

@@ -106,6 +106,11 @@ pub(crate) fn take_last() -> c_int {
     }
 }
 
+/// Forgets the sticky error: `cudaDeviceReset` has destroyed the context it spoiled.
+pub(crate) fn clear_sticky() {
+    STICKY_ERROR.store(0, Ordering::Relaxed);
+}
+
 /// `cudaPeekAtLastError`: the same answer, without the reset.
 pub(crate) fn peek_last() -> c_int {
     match STICKY_ERROR.load(Ordering::Relaxed) {

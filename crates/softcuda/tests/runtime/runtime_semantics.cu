@@ -3,7 +3,8 @@
 // not, another thread has its own), bad launch configurations and copy directions are reported
 // as such, streams and events order and time work, cudaLaunchKernel launches through a kernel's
 // host stub, `__constant__` and `__device__` variables are reached through their host symbols, a
-// second thread gets the device's context on its own, and a kernel fault is sticky.
+// second thread gets the device's context on its own, managed memory is shared with the host,
+// cudaDeviceReset starts the device afresh, and a kernel fault is sticky.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime semantics ok" and exits 0 on success; otherwise prints what
 // differed and exits 1.
@@ -174,6 +175,27 @@ int main() {
     EXPECT(cudaEventDestroy(start), cudaSuccess);
     EXPECT(cudaEventDestroy(end), cudaSuccess);
     EXPECT(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT(cudaFree(d), cudaSuccess);
+
+    // Managed memory: written by a kernel, read by the host at the same address.
+    int *shared = nullptr;
+    EXPECT(cudaMallocManaged(&shared, 0), cudaErrorInvalidValue);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT(cudaMallocManaged(&shared, n * sizeof(int)), cudaSuccess);
+    iota_from<<<(n + 127) / 128, 128>>>(shared, 11, n);
+    EXPECT(cudaDeviceSynchronize(), cudaSuccess);
+    if (!holds_iota(shared, 11, n)) return 1;
+    EXPECT(cudaFree(shared), cudaSuccess);
+
+    // A reset destroys everything; the next calls start a fresh context, kernels included.
+    EXPECT(cudaMalloc(&d, n * sizeof(int)), cudaSuccess);
+    EXPECT(cudaDeviceReset(), cudaSuccess);
+    EXPECT(cudaMalloc(&d, n * sizeof(int)), cudaSuccess);
+    iota_from<<<(n + 127) / 128, 128>>>(d, 2, n);
+    EXPECT(cudaGetLastError(), cudaSuccess);
+    EXPECT(cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (!holds_iota(host, 2, n)) return 1;
+    EXPECT(cudaMemcpyToSymbol(visits, &zero, sizeof zero), cudaSuccess);
     EXPECT(cudaFree(d), cudaSuccess);
 
     // A kernel fault is sticky: every later call fails with it and cudaGetLastError keeps it.

@@ -151,7 +151,7 @@ fn cudart_memory_program_allocates_fills_and_copies_through_softcudart() {
 }
 
 #[test]
-fn runtime_errors_streams_events_variables_threads_and_sticky_faults_behave_as_documented() {
+fn runtime_semantics_program_sees_documented_errors_streams_variables_managed_memory_and_resets() {
     let Some(nvcc) = nvcc_or_skip() else { return };
     let out = build_and_run(
         &nvcc,
