@@ -8,9 +8,9 @@
 
 use std::ffi::{c_char, c_int};
 
-use crate::context;
 use crate::driver::{self, RUNTIME_VERSION};
 use crate::status::{self, api, check, put};
+use crate::{context, properties};
 
 /// The CUDA version the driver supports; 0 (and success) when no driver can be loaded, as the
 /// runtime API documents.
@@ -79,6 +79,21 @@ pub(crate) unsafe extern "C" fn cudaDeviceGetAttribute(
         check(unsafe { (d.cuDeviceGetAttribute)(&mut v, attr, dev) })?;
         // SAFETY: the contract above.
         unsafe { put(value, v) }
+    })
+}
+
+/// The properties of a device (CUDA 13.0's `struct cudaDeviceProp`).
+pub(crate) unsafe extern "C" fn cudaGetDeviceProperties(
+    prop: *mut properties::DeviceProp,
+    device: c_int,
+) -> c_int {
+    api(|| {
+        if prop.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let p = properties::properties(device)?;
+        // SAFETY: the contract above: `prop` points to a `struct cudaDeviceProp`.
+        unsafe { put(prop, p) }
     })
 }
 

@@ -75,6 +75,9 @@ driver_table! {
     cuDeviceGetCount(*mut c_int);
     cuDeviceGet(*mut c_int, c_int);
     cuDeviceGetAttribute(*mut c_int, c_int, c_int);
+    cuDeviceGetName(*mut c_char, c_int, c_int);
+    cuDeviceGetUuid_v2(*mut u8, c_int) or cuDeviceGetUuid;
+    cuDeviceTotalMem_v2(*mut usize, c_int);
     cuDevicePrimaryCtxRetain(*mut Handle, c_int);
     cuDevicePrimaryCtxRelease_v2(c_int);
     cuDevicePrimaryCtxReset_v2(c_int);

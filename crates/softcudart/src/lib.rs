@@ -8,8 +8,9 @@
 //! Layout: [`driver`] opens libcuda and resolves the calls used; [`status`] maps driver results
 //! to runtime errors and keeps each thread's last error; [`context`] binds each thread to its
 //! device's primary context; [`registry`] holds the fatbins and kernels nvcc's code registers;
-//! [`launch`] the `<<<>>>` configuration stack and kernel launches; the `api_*` modules are the
-//! exported calls, all listed once in [`exports!`] below.
+//! [`launch`] the `<<<>>>` configuration stack and kernel launches; [`properties`] the
+//! `cudaDeviceProp` layout; the `api_*` modules are the exported calls, all listed once in
+//! [`exports!`] below.
 //!
 //! Only the listed calls exist: a program calling any other runtime function fails to load (or at
 //! its first call, with lazy binding) naming the missing symbol, rather than meeting a stub.
@@ -21,6 +22,7 @@ mod api_stream;
 mod context;
 mod driver;
 mod launch;
+mod properties;
 mod registry;
 mod status;
 
@@ -72,6 +74,7 @@ exports! {
     api_device::cudaSetDevice,
     api_device::cudaGetDevice,
     api_device::cudaDeviceGetAttribute,
+    api_device::cudaGetDeviceProperties,
     api_device::cudaDeviceSynchronize,
     api_device::cudaDeviceReset,
     api_device::cudaMemGetInfo,

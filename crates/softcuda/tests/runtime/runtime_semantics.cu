@@ -4,6 +4,7 @@
 // as such, streams and events order and time work, cudaLaunchKernel launches through a kernel's
 // host stub, `__constant__` and `__device__` variables are reached through their host symbols, a
 // second thread gets the device's context on its own, managed memory is shared with the host,
+// cudaGetDeviceProperties agrees with cudaDeviceGetAttribute field by field,
 // cudaDeviceReset starts the device afresh, and a kernel fault is sticky.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime semantics ok" and exits 0 on success; otherwise prints what
@@ -72,6 +73,68 @@ int main() {
     EXPECT(cudaGetDevice(&device), cudaSuccess);
     if (device != 0) {
         std::printf("device %d, want 0\n", device);
+        return 1;
+    }
+
+    // Device properties: each field as cudaDeviceGetAttribute answers it.
+    cudaDeviceProp prop;
+    std::memset(&prop, 0xff, sizeof prop);
+    EXPECT(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    EXPECT(cudaGetDeviceProperties(&prop, count), cudaErrorInvalidDevice);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidDevice);
+    const struct {
+        const char *field;
+        long long value;
+        cudaDeviceAttr attr;
+    } fields[] = {
+        {"maxThreadsPerBlock", prop.maxThreadsPerBlock, cudaDevAttrMaxThreadsPerBlock},
+        {"maxThreadsDim[2]", prop.maxThreadsDim[2], cudaDevAttrMaxBlockDimZ},
+        {"maxGridSize[1]", prop.maxGridSize[1], cudaDevAttrMaxGridDimY},
+        {"sharedMemPerBlock", (long long)prop.sharedMemPerBlock, cudaDevAttrMaxSharedMemoryPerBlock},
+        {"warpSize", prop.warpSize, cudaDevAttrWarpSize},
+        {"totalConstMem", (long long)prop.totalConstMem, cudaDevAttrTotalConstantMemory},
+        {"major", prop.major, cudaDevAttrComputeCapabilityMajor},
+        {"minor", prop.minor, cudaDevAttrComputeCapabilityMinor},
+        {"multiProcessorCount", prop.multiProcessorCount, cudaDevAttrMultiProcessorCount},
+        {"maxTexture2DLinear[2]", prop.maxTexture2DLinear[2], cudaDevAttrMaxTexture2DLinearPitch},
+        {"maxTexture3DAlt[2]", prop.maxTexture3DAlt[2], cudaDevAttrMaxTexture3DDepthAlt},
+        {"maxSurfaceCubemapLayered[1]", prop.maxSurfaceCubemapLayered[1],
+         cudaDevAttrMaxSurfaceCubemapLayeredLayers},
+        {"surfaceAlignment", (long long)prop.surfaceAlignment, cudaDevAttrSurfaceAlignment},
+        {"pciDomainID", prop.pciDomainID, cudaDevAttrPciDomainId},
+        {"l2CacheSize", prop.l2CacheSize, cudaDevAttrL2CacheSize},
+        {"maxThreadsPerMultiProcessor", prop.maxThreadsPerMultiProcessor,
+         cudaDevAttrMaxThreadsPerMultiProcessor},
+        {"sharedMemPerMultiprocessor", (long long)prop.sharedMemPerMultiprocessor,
+         cudaDevAttrMaxSharedMemoryPerMultiprocessor},
+        {"concurrentManagedAccess", prop.concurrentManagedAccess,
+         cudaDevAttrConcurrentManagedAccess},
+        {"sharedMemPerBlockOptin", (long long)prop.sharedMemPerBlockOptin,
+         cudaDevAttrMaxSharedMemoryPerBlockOptin},
+        {"maxBlocksPerMultiProcessor", prop.maxBlocksPerMultiProcessor,
+         cudaDevAttrMaxBlocksPerMultiprocessor},
+        {"reservedSharedMemPerBlock", (long long)prop.reservedSharedMemPerBlock,
+         cudaDevAttrReservedSharedMemoryPerBlock},
+        {"memoryPoolsSupported", prop.memoryPoolsSupported, cudaDevAttrMemoryPoolsSupported},
+        {"clusterLaunch", prop.clusterLaunch, cudaDevAttrClusterLaunch},
+        {"hostNumaId", prop.hostNumaId, cudaDevAttrHostNumaId},
+        {"gpuPciDeviceID", (long long)(int)prop.gpuPciDeviceID, cudaDevAttrGpuPciDeviceId},
+        {"hostNumaMultinodeIpcSupported", prop.hostNumaMultinodeIpcSupported,
+         cudaDevAttrHostNumaMultinodeIpcSupported},
+    };
+    for (const auto &f : fields) {
+        int want = -1;
+        EXPECT(cudaDeviceGetAttribute(&want, f.attr, 0), cudaSuccess);
+        if (f.value != want) {
+            std::printf("prop.%s is %lld, the attribute says %d\n", f.field, f.value, want);
+            return 1;
+        }
+    }
+    size_t free_mem = 0, total_mem = 0;
+    EXPECT(cudaMemGetInfo(&free_mem, &total_mem), cudaSuccess);
+    if (prop.name[0] == '\0' || prop.totalGlobalMem != total_mem || free_mem > total_mem) {
+        std::printf("name \"%.32s\", totalGlobalMem %zu, cudaMemGetInfo %zu of %zu\n", prop.name,
+                    prop.totalGlobalMem, free_mem, total_mem);
         return 1;
     }
 
