@@ -137,7 +137,11 @@ pub(crate) fn unregister_fatbin(handle: *mut *mut c_void) {
     // SAFETY: the handle was made by Box::into_raw in register_fatbin and, having just been
     // removed from the registry, is freed exactly once.
     drop(unsafe { Box::from_raw(handle) });
-    if let (Some(lib), Ok(d)) = (fatbin.library, driver::loaded()) {
+    // A loaded library means the driver is loaded: a program that never used a device does not
+    // open the driver at exit.
+    if let Some(lib) = fatbin.library
+        && let Ok(d) = driver::loaded()
+    {
         // SAFETY: `lib` is a library this runtime loaded and has not unloaded.
         let _ = unsafe { (d.cuLibraryUnload)(lib as Handle) };
     }

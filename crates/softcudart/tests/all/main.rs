@@ -6,7 +6,7 @@
 //! crates/softcuda/tests (runtime/*.cu, c/cudart_memory.c), where the GPU host builds them too.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The CUDA tree holding `bin/nvcc` (as .ci/run sets it).
 const NVCC_ENV: &str = "GPUHOST_NVCC_DIR";
@@ -81,18 +81,15 @@ impl Drop for Scratch {
     }
 }
 
-/// Builds `source` (under crates/softcuda/tests) with nvcc and `flags` in a scratch folder of its
-/// own (`label`: tests run in parallel), runs it on softcuda through softcudart, checks that it
-/// exited 0, and returns its output.
-fn build_and_run(nvcc: &Path, label: &str, source: &str, flags: &[&str]) -> String {
+/// Builds `source` (under crates/softcuda/tests) with nvcc and `flags` into `scratch`, linked
+/// against NVIDIA's libcudart in nvcc's tree as a user would link it; returns the executable.
+fn build(nvcc: &Path, scratch: &Scratch, source: &str, flags: &[&str]) -> PathBuf {
     let name = Path::new(source).file_stem().unwrap().to_str().unwrap();
-    let scratch = Scratch::new(label);
     let exe = scratch.0.join(name);
-    let src = manifest_dir().join("../softcuda/tests").join(source);
     let build = Command::new(nvcc.join("bin/nvcc"))
         .args(["-cudart", "shared"])
         .args(flags)
-        .arg(&src)
+        .arg(manifest_dir().join("../softcuda/tests").join(source))
         .arg("-o")
         .arg(&exe)
         .output()
@@ -103,11 +100,23 @@ fn build_and_run(nvcc: &Path, label: &str, source: &str, flags: &[&str]) -> Stri
         String::from_utf8_lossy(&build.stdout),
         String::from_utf8_lossy(&build.stderr)
     );
-    let run = Command::new(&exe)
+    exe
+}
+
+/// Runs `exe` with `LD_LIBRARY_PATH` = its scratch folder and a 1 GiB softcuda device.
+fn run(exe: &Path, scratch: &Scratch) -> Output {
+    Command::new(exe)
         .env("LD_LIBRARY_PATH", &scratch.0)
         .env("SOFTCUDA_MEMORY", "1073741824")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Builds `source` in a scratch folder of its own (`label`: tests run in parallel), runs it on
+/// softcuda through softcudart, checks that it exited 0, and returns its output.
+fn build_and_run(nvcc: &Path, label: &str, source: &str, flags: &[&str]) -> String {
+    let scratch = Scratch::new(label);
+    let run = run(&build(nvcc, &scratch, source, flags), &scratch);
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
@@ -166,25 +175,51 @@ fn runtime_semantics_program_sees_documented_errors_streams_variables_managed_me
 fn sm90_machine_code_alone_is_no_kernel_image_for_softcuda() {
     let Some(nvcc) = nvcc_or_skip() else { return };
     let scratch = Scratch::new("cubin-only");
-    let exe = scratch.0.join("scale_add");
-    let build = Command::new(nvcc.join("bin/nvcc"))
-        .args(["-cudart", "shared", "-gencode=arch=compute_90,code=sm_90"])
-        .arg(manifest_dir().join("../softcuda/tests/runtime/scale_add.cu"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("nvcc runs");
-    assert!(build.status.success(), "{build:?}");
-    let run = Command::new(&exe)
-        .env("LD_LIBRARY_PATH", &scratch.0)
-        .output()
-        .unwrap();
+    let flags = ["-gencode=arch=compute_90,code=sm_90"];
+    let run = run(
+        &build(&nvcc, &scratch, "runtime/scale_add.cu", &flags),
+        &scratch,
+    );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(1), "{stdout}");
     // The launch reports why the kernel could not be found, as NVIDIA's runtime would on a
     // GPU the fatbin has no code for.
     assert!(
         stdout.contains("no kernel image is available for execution on the device"),
+        "{stdout}"
+    );
+}
+
+/// Whether the system's loader path has a libcuda.so.1 (NVIDIA's driver installed).
+fn system_driver() -> bool {
+    // SAFETY: a constant NUL-terminated name; the handle, if any, is closed at once.
+    unsafe {
+        let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if lib.is_null() {
+            return false;
+        }
+        libc::dlclose(lib);
+    }
+    true
+}
+
+#[test]
+fn without_a_driver_the_version_is_0_and_device_calls_say_the_driver_is_insufficient() {
+    let Some(nvcc) = nvcc_or_skip() else { return };
+    if system_driver() {
+        println!("skipped: a libcuda.so.1 is installed, so the program would find a driver");
+        return;
+    }
+    let scratch = Scratch::new("no-driver");
+    let exe = build(&nvcc, &scratch, "c/cudart_memory.c", &[]);
+    std::fs::remove_file(scratch.0.join("libcuda.so.1")).unwrap();
+    let out = run(&exe, &scratch);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("driver 0 runtime 13000"), "{stdout}");
+    assert!(
+        stdout
+            .contains("failed: 35 (CUDA driver version is insufficient for CUDA runtime version)"),
         "{stdout}"
     );
 }
