@@ -1,7 +1,8 @@
 //! Plain C programs linked with `-lcuda` run on softcuda through LD_LIBRARY_PATH pointing at a
 //! folder where `libcuda.so` is a link to the built `libsoftcuda.so`: the classic module API
 //! (vector_add.c), the library API (library_api.c), and a CUDA runtime program linked with
-//! NVIDIA's `libcudart.so.13` (cudart_memory.c), which shows how far that runtime gets.
+//! NVIDIA's `libcudart.so.13` (cudart_memory.c), which shows how far that runtime gets (with
+//! gpuhost's own runtime, crates/softcudart, the same program runs: its tests).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,7 +18,7 @@ fn soft_lib() -> PathBuf {
 }
 
 /// Where NVIDIA's runtime is looked for: `$GPUHOST_CUDART_DIR` (searched for `libcudart.so.13`),
-/// then `target/cudart`, where .ci/run installs the `nvidia-cuda-runtime` wheel.
+/// then `target/nvcc`, where .ci/run installs the `nvidia-cuda-runtime` wheel (with nvcc's).
 const CUDART_ENV: &str = "GPUHOST_CUDART_DIR";
 
 /// The folder holding `libcudart.so.13`, if any is found.
@@ -27,7 +28,7 @@ fn find_cudart() -> Option<PathBuf> {
         .into_iter()
         .collect();
     roots.push(
-        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../target/cudart"),
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../target/nvcc"),
     );
     roots.iter().find_map(|root| search_cudart(root, 0))
 }
@@ -134,7 +135,7 @@ fn libcudart_13_initialises_on_softcuda_and_stops_cleanly_at_the_private_runtime
         // CI installs NVIDIA's runtime wheel (.ci/run); there, a missing library is a failure.
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
-            "libcudart.so.13 not found: .ci/run installs it into target/cudart"
+            "libcudart.so.13 not found: .ci/run installs it into target/nvcc"
         );
         println!("skipped: no libcudart.so.13 (set {CUDART_ENV} to a folder holding it)");
         return;

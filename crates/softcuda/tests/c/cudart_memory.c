@@ -2,7 +2,8 @@
  * runtime for versions and devices, allocates, fills, copies and frees device memory. It
  * declares the few prototypes it needs (no CUDA headers here). Prints "cudart memory ok" and
  * exits 0 on success; on failure it prints the failing call and the runtime's message. On
- * softcuda, NVIDIA's runtime stops at the first device call (docs/SOFTCUDA.md, "Missing"). */
+ * softcuda, NVIDIA's runtime stops at the first device call (docs/SOFTCUDA.md, "Missing");
+ * gpuhost's own runtime (crates/softcudart) runs it through. */
 #include <stdio.h>
 #include <string.h>
 

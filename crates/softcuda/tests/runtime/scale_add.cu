@@ -1,9 +1,9 @@
 // A plain CUDA runtime program, as a user writes one: cudaMalloc, cudaMemcpy, a kernel launched
-// with <<<>>>, device printf, cudaDeviceSynchronize. nvcc builds it on the GPU host
-// (scripts/gpu-fixtures.sh) with the runtime linked dynamically, so the binary loads
-// libcudart.so.13 and libcuda.so.1 at run time: on the GPU host, NVIDIA's; here, softcuda through
-// LD_LIBRARY_PATH plus libcudart from NVIDIA's nvidia-cuda-runtime wheel. Prints
-// "runtime scale_add ok" and exits 0 on success.
+// with <<<>>>, device printf, cudaDeviceSynchronize. nvcc builds it with the runtime linked
+// dynamically (-cudart shared), so the binary loads libcudart.so.13 and libcuda.so.1 at run time:
+// on the GPU host, NVIDIA's (scripts/gpu-fixtures.sh runs it there); in CI, softcudart's tests
+// build it with nvcc's wheels and run it on softcuda through softcudart (gpuhost's own runtime)
+// by LD_LIBRARY_PATH. Prints "runtime scale_add ok" and exits 0 on success.
 #include <cstdio>
 #include <vector>
 

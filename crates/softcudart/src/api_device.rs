@@ -1,0 +1,150 @@
+//! Exported entry points for versions, devices, synchronisation and errors.
+//!
+//! # Safety (all functions here)
+//! Each pointer argument is NULL or valid as the CUDA runtime API documents it; NULL out-pointers
+//! are `cudaErrorInvalidValue`.
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int};
+
+use crate::driver::{self, RUNTIME_VERSION};
+use crate::status::{self, api, check, put};
+use crate::{context, properties};
+
+/// The CUDA version the driver supports; 0 (and success) when no driver can be loaded, as the
+/// runtime API documents.
+pub(crate) unsafe extern "C" fn cudaDriverGetVersion(version: *mut c_int) -> c_int {
+    api(|| {
+        let mut v = 0;
+        if let Ok(d) = driver::loaded() {
+            // SAFETY: `v` is a valid out-pointer.
+            check(unsafe { (d.cuDriverGetVersion)(&mut v) })?;
+        }
+        // SAFETY: the contract above.
+        unsafe { put(version, v) }
+    })
+}
+
+/// This runtime's version: CUDA 13.0.
+pub(crate) unsafe extern "C" fn cudaRuntimeGetVersion(version: *mut c_int) -> c_int {
+    // SAFETY: the contract above.
+    api(|| unsafe { put(version, RUNTIME_VERSION) })
+}
+
+/// The number of devices (0 with `cudaErrorNoDevice` when there is none).
+pub(crate) unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
+    api(|| {
+        // SAFETY: the contract above.
+        unsafe { put(count, 0)? };
+        let n = context::device_count()?;
+        // SAFETY: the contract above.
+        unsafe { put(count, n) }
+    })
+}
+
+/// Makes `device` this thread's device and its primary context current.
+pub(crate) unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
+    api(|| context::set_device(device))
+}
+
+/// This thread's device.
+pub(crate) unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> c_int {
+    api(|| {
+        if device.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let dev = context::get_device()?;
+        // SAFETY: the contract above.
+        unsafe { put(device, dev) }
+    })
+}
+
+/// One device attribute; `cudaDeviceAttr` numbers are the driver's `CUdevice_attribute` ones.
+pub(crate) unsafe extern "C" fn cudaDeviceGetAttribute(
+    value: *mut c_int,
+    attr: c_int,
+    device: c_int,
+) -> c_int {
+    api(|| {
+        if value.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = driver::driver()?;
+        let mut dev = 0;
+        // SAFETY: `dev` is a valid out-pointer; a bad ordinal is the driver's error.
+        check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
+        let mut v = 0;
+        // SAFETY: `v` is a valid out-pointer, `dev` a device from the driver.
+        check(unsafe { (d.cuDeviceGetAttribute)(&mut v, attr, dev) })?;
+        // SAFETY: the contract above.
+        unsafe { put(value, v) }
+    })
+}
+
+/// The properties of a device (CUDA 13.0's `struct cudaDeviceProp`).
+pub(crate) unsafe extern "C" fn cudaGetDeviceProperties(
+    prop: *mut properties::DeviceProp,
+    device: c_int,
+) -> c_int {
+    api(|| {
+        if prop.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let p = properties::properties(device)?;
+        // SAFETY: the contract above: `prop` points to a `struct cudaDeviceProp`.
+        unsafe { put(prop, p) }
+    })
+}
+
+/// Waits for all work in the current context.
+pub(crate) unsafe extern "C" fn cudaDeviceSynchronize() -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { (d.cuCtxSynchronize)() })
+    })
+}
+
+/// Destroys the current device's primary context and all it holds; the next call starts afresh.
+pub(crate) unsafe extern "C" fn cudaDeviceReset() -> c_int {
+    api(context::reset_device)
+}
+
+/// Free and total device memory of the current context's device.
+pub(crate) unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
+    api(|| {
+        if free.is_null() || total.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let (mut f, mut t) = (0, 0);
+        // SAFETY: valid out-pointers; a context is current.
+        check(unsafe { (d.cuMemGetInfo_v2)(&mut f, &mut t) })?;
+        // SAFETY: the contract above.
+        unsafe {
+            put(free, f)?;
+            put(total, t)
+        }
+    })
+}
+
+/// This thread's last error, reset to success (sticky errors stay).
+pub(crate) unsafe extern "C" fn cudaGetLastError() -> c_int {
+    status::take_last()
+}
+
+/// This thread's last error, kept.
+pub(crate) unsafe extern "C" fn cudaPeekAtLastError() -> c_int {
+    status::peek_last()
+}
+
+/// The message of an error code.
+pub(crate) unsafe extern "C" fn cudaGetErrorString(error: c_int) -> *const c_char {
+    status::message(error)
+}
+
+/// The name of an error code.
+pub(crate) unsafe extern "C" fn cudaGetErrorName(error: c_int) -> *const c_char {
+    status::name(error)
+}

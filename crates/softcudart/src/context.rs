@@ -1,0 +1,145 @@
+//! Which context a runtime call runs in. As NVIDIA's runtime does: each thread has a current
+//! device (0 until `cudaSetDevice`); the first call that needs a context finds none current and
+//! makes the device's primary context current, retaining it once per process (it is never
+//! released: the runtime holds it until exit). A context the program made current through the
+//! driver API is used as it is.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::sync::Mutex;
+
+use crate::driver::{CuResult, Driver, Handle, driver};
+use crate::status::{Rt, check, code, put};
+
+thread_local! {
+    /// This thread's device (`cudaSetDevice` / `cudaGetDevice`).
+    static DEVICE: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// The primary contexts retained so far: (device ordinal, context address).
+static PRIMARY: Mutex<Vec<(c_int, usize)>> = Mutex::new(Vec::new());
+
+/// The driver, with a context current on this thread: the one already current, or this
+/// thread's device's primary context.
+pub(crate) fn current() -> Result<&'static Driver, Rt> {
+    let d = driver()?;
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer.
+    check(unsafe { (d.cuCtxGetCurrent)(&mut ctx) })?;
+    if ctx.is_null() {
+        bind(d, DEVICE.get())?;
+    }
+    Ok(d)
+}
+
+/// Runs `make`, a driver call creating something in the current context into the `T` it is
+/// given (starting as `init`), and writes the result through the program's out-pointer `out`.
+///
+/// # Safety
+/// `out` is NULL (`cudaErrorInvalidValue`, before any driver call) or valid for writing a `T`.
+pub(crate) unsafe fn create<T>(
+    out: *mut T,
+    init: T,
+    make: impl FnOnce(&Driver, &mut T) -> CuResult,
+) -> Result<(), Rt> {
+    if out.is_null() {
+        return Err(code::INVALID_VALUE);
+    }
+    let d = current()?;
+    let mut made = init;
+    check(make(d, &mut made))?;
+    // SAFETY: the caller's contract.
+    unsafe { put(out, made) }
+}
+
+/// Makes `device`'s primary context current on this thread (retained on first use).
+fn bind(d: &Driver, device: c_int) -> Result<(), Rt> {
+    let ctx = primary(d, device)?;
+    // SAFETY: `ctx` is a retained primary context.
+    check(unsafe { (d.cuCtxSetCurrent)(ctx as Handle) })
+}
+
+/// The primary context of `device`, retained once per process.
+fn primary(d: &Driver, device: c_int) -> Result<usize, Rt> {
+    let mut primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, ctx)) = primary.iter().find(|(dev, _)| *dev == device) {
+        return Ok(ctx);
+    }
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; an ordinal out of range is the driver's error.
+    check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer and `dev` a device handle from cuDeviceGet.
+    check(unsafe { (d.cuDevicePrimaryCtxRetain)(&mut ctx, dev) })?;
+    primary.push((device, ctx as usize));
+    Ok(ctx as usize)
+}
+
+/// `cudaDeviceReset`: destroys the primary context of this thread's device (of the current
+/// context's device, if one is current) with everything in it, and lets go of this runtime's
+/// hold on it; the next call that needs a context starts a fresh one. Other threads must have
+/// stopped using the device, as NVIDIA documents.
+pub(crate) fn reset_device() -> Result<(), Rt> {
+    let d = driver()?;
+    let device = get_device()?;
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; a bad ordinal is the driver's error.
+    check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
+    let mut primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: `dev` is a device from the driver.
+    check(unsafe { (d.cuDevicePrimaryCtxReset_v2)(dev) })?;
+    if let Some(i) = primary.iter().position(|(ordinal, _)| *ordinal == device) {
+        let (_, ctx) = primary.swap_remove(i);
+        // A reset does not release the retain this runtime holds (NVIDIA's driver documents
+        // this); a driver that released it already answers an error, which changes nothing.
+        // SAFETY: `dev` is a device from the driver.
+        let _ = unsafe { (d.cuDevicePrimaryCtxRelease_v2)(dev) };
+        let mut current: Handle = std::ptr::null_mut();
+        // SAFETY: `current` is a valid out-pointer.
+        check(unsafe { (d.cuCtxGetCurrent)(&mut current) })?;
+        if current as usize == ctx {
+            // SAFETY: NULL unbinds this thread's context.
+            check(unsafe { (d.cuCtxSetCurrent)(std::ptr::null_mut()) })?;
+        }
+    }
+    crate::status::clear_sticky();
+    Ok(())
+}
+
+/// The number of devices; none is `cudaErrorNoDevice`, as the runtime reports it.
+pub(crate) fn device_count() -> Result<c_int, Rt> {
+    let d = driver()?;
+    let mut count = 0;
+    // SAFETY: `count` is a valid out-pointer.
+    check(unsafe { (d.cuDeviceGetCount)(&mut count) })?;
+    if count == 0 {
+        return Err(code::NO_DEVICE);
+    }
+    Ok(count)
+}
+
+/// `cudaSetDevice`: checks the ordinal, makes it this thread's device, and (as runtimes since
+/// CUDA 12 do) initialises its primary context and makes it current at once.
+pub(crate) fn set_device(device: c_int) -> Result<(), Rt> {
+    let count = device_count()?;
+    if !(0..count).contains(&device) {
+        return Err(code::INVALID_DEVICE);
+    }
+    DEVICE.set(device);
+    bind(driver()?, device)
+}
+
+/// `cudaGetDevice`: the device of the current context if one is current, else this thread's.
+pub(crate) fn get_device() -> Result<c_int, Rt> {
+    let d = driver()?;
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer.
+    check(unsafe { (d.cuCtxGetCurrent)(&mut ctx) })?;
+    if ctx.is_null() {
+        return Ok(DEVICE.get());
+    }
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; a context is current.
+    check(unsafe { (d.cuCtxGetDevice)(&mut dev) })?;
+    Ok(dev)
+}

@@ -1,0 +1,114 @@
+//! softcudart: a CUDA runtime of gpuhost's own, `libcudart.so.13`, implementing part of the
+//! runtime API over the driver API, as NVIDIA's runtime does. A program built with
+//! `nvcc -cudart shared` loads it in place of NVIDIA's (put its folder, with the library named
+//! `libcudart.so.13`, on `LD_LIBRARY_PATH`), and it runs on whatever `libcuda.so.1` the process
+//! finds: softcuda without a GPU, NVIDIA's driver on one. NVIDIA's own runtime cannot run on
+//! softcuda: it insists on proof that its driver is NVIDIA's (docs/SOFTCUDA.md).
+//!
+//! Layout: [`driver`] opens libcuda and resolves the calls used; [`status`] maps driver results
+//! to runtime errors and keeps each thread's last error; [`context`] binds each thread to its
+//! device's primary context; [`registry`] holds the fatbins and kernels nvcc's code registers;
+//! [`launch`] the `<<<>>>` configuration stack and kernel launches; [`properties`] the
+//! `cudaDeviceProp` layout; the `api_*` modules are the exported calls, all listed once in
+//! [`exports!`] below.
+//!
+//! Only the listed calls exist: a program calling any other runtime function fails to load (or at
+//! its first call, with lazy binding) naming the missing symbol, rather than meeting a stub.
+
+mod api_device;
+mod api_launch;
+mod api_memory;
+mod api_stream;
+mod context;
+mod driver;
+mod launch;
+mod properties;
+mod registry;
+mod status;
+
+/// Exports each runtime call under its C name, bound to the symbol version `libcudart.so.13`
+/// that nvcc-built programs ask for (`cudaMalloc@libcudart.so.13`). rustc's version script puts
+/// every `#[no_mangle]` export in the base version, so the exports are assembly entry points
+/// instead: each jumps straight to its Rust function (a tail jump keeps every argument register
+/// and stack slot as the caller set them) and is versioned by `.symver` in the same object.
+macro_rules! exports {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        #[cfg(target_arch = "x86_64")]
+        exports!(@asm "jmp", "@function"; $($module::$name),*);
+        #[cfg(target_arch = "aarch64")]
+        exports!(@asm "b", "%function"; $($module::$name),*);
+    };
+    (@asm $jump:literal, $kind:literal; $($module:ident :: $name:ident),*) => {
+        std::arch::global_asm!(
+            ".pushsection .text",
+            $(
+                concat!(".globl ", stringify!($name)),
+                concat!(".type ", stringify!($name), ",", $kind),
+                concat!(stringify!($name), ":"),
+                concat!($jump, " {", stringify!($name), "}"),
+                concat!(".size ", stringify!($name), ",.-", stringify!($name)),
+                concat!(".symver ", stringify!($name), ",", stringify!($name),
+                        "@@@libcudart.so.13"),
+            )*
+            ".popsection",
+            $($name = sym $module::$name,)*
+        );
+    };
+}
+
+exports! {
+    api_launch::__cudaRegisterFatBinary,
+    api_launch::__cudaRegisterFatBinaryEnd,
+    api_launch::__cudaUnregisterFatBinary,
+    api_launch::__cudaRegisterFunction,
+    api_launch::__cudaRegisterVar,
+    api_launch::__cudaInitModule,
+    api_launch::__cudaPushCallConfiguration,
+    api_launch::__cudaPopCallConfiguration,
+    api_launch::__cudaGetKernel,
+    api_launch::__cudaLaunchKernel,
+    api_launch::cudaLaunchKernel,
+    api_device::cudaDriverGetVersion,
+    api_device::cudaRuntimeGetVersion,
+    api_device::cudaGetDeviceCount,
+    api_device::cudaSetDevice,
+    api_device::cudaGetDevice,
+    api_device::cudaDeviceGetAttribute,
+    api_device::cudaGetDeviceProperties,
+    api_device::cudaDeviceSynchronize,
+    api_device::cudaDeviceReset,
+    api_device::cudaMemGetInfo,
+    api_device::cudaGetLastError,
+    api_device::cudaPeekAtLastError,
+    api_device::cudaGetErrorString,
+    api_device::cudaGetErrorName,
+    api_memory::cudaMalloc,
+    api_memory::cudaFree,
+    api_memory::cudaMallocManaged,
+    api_memory::cudaMallocHost,
+    api_memory::cudaHostAlloc,
+    api_memory::cudaFreeHost,
+    api_memory::cudaMemcpy,
+    api_memory::cudaMemcpyAsync,
+    api_memory::cudaMemset,
+    api_memory::cudaMemsetAsync,
+    api_memory::cudaMemcpyToSymbol,
+    api_memory::cudaMemcpyToSymbolAsync,
+    api_memory::cudaMemcpyFromSymbol,
+    api_memory::cudaMemcpyFromSymbolAsync,
+    api_memory::cudaGetSymbolAddress,
+    api_memory::cudaGetSymbolSize,
+    api_stream::cudaStreamCreate,
+    api_stream::cudaStreamCreateWithFlags,
+    api_stream::cudaStreamDestroy,
+    api_stream::cudaStreamSynchronize,
+    api_stream::cudaStreamQuery,
+    api_stream::cudaStreamWaitEvent,
+    api_stream::cudaEventCreate,
+    api_stream::cudaEventCreateWithFlags,
+    api_stream::cudaEventRecord,
+    api_stream::cudaEventSynchronize,
+    api_stream::cudaEventQuery,
+    api_stream::cudaEventElapsedTime,
+    api_stream::cudaEventDestroy,
+}
