@@ -1,7 +1,8 @@
 //! Freed device allocations kept for reuse, so a service that allocates and frees buffers of
 //! the same sizes on every request (a trusted `gpuhost serve` function, a native handler)
 //! skips the driver: on the H200 a 128-byte `cuMemAlloc` took 167 µs inside a request
-//! (bench/h200-runs/2026-12-01-s5/serve-phases/), and `cuMemFree` may wait for the device.
+//! (bench/h200-runs/2026-12-01-s5/serve-phases/). (Freeing no longer waits for the device:
+//! blocks come from and go back to a stream-ordered pool, see device_alloc.rs.)
 //!
 //! The policy, chosen to be safe before it is fast:
 //! - Sizes are rounded to a class (powers of two from 512 B to 2 MiB, then multiples of 2 MiB);

@@ -1,7 +1,8 @@
 //! Device memory: a cheaply cloneable handle, freed when the last clone and every launch using it end.
 //!
-//! A buffer is either its own cuMemAlloc allocation (kept for reuse by the host's allocation
-//! cache when it goes, see alloc_cache.rs), a range of an [`Arena`] (given back to the arena
+//! A buffer is either its own allocation (stream-ordered, so freeing it never waits for the
+//! device, see device_alloc.rs; kept for reuse by the host's allocation cache when it goes, see
+//! alloc_cache.rs), a range of an [`Arena`] (given back to the arena
 //! instead of freed, and keeping the arena alive), or a [`ControlBlock`]'s windows (given back to
 //! the host's control pool). All three behave the same for launches and transfers.
 //!
@@ -9,7 +10,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys::CUdeviceptr;
 
 use crate::arena::Arena;
 use crate::control_pool::{ControlPool, Slot};
@@ -47,7 +48,7 @@ pub(crate) struct BufferInner {
 
 /// Where a buffer's memory comes from, and so what its last drop does.
 enum Origin {
-    /// Its own cuMemAlloc allocation of `size` bytes: kept by the host's cache, or freed.
+    /// Its own allocation of `size` bytes (device_alloc.rs): kept by the host's cache, or freed.
     Alloc { size: usize },
     /// `size` bytes at `offset` of an arena (`size` 0 for the arena's anchor): given back.
     Arena {
@@ -81,7 +82,7 @@ impl DeviceBuffer {
         let size = host.alloc_cache.alloc_size(bytes);
         let raw = match host.alloc_cache.take(size, generation) {
             Some(raw) => raw,
-            None => Self::driver_alloc(host, size, generation)?,
+            None => host.device_alloc.alloc(host, size, generation)?,
         };
         Counters::inc(&host.counters.live_buffers);
         Ok(Self {
@@ -93,24 +94,6 @@ impl DeviceBuffer {
                 origin: Origin::Alloc { size },
             }),
         })
-    }
-
-    /// `size` bytes from the driver; when it has too little memory left, once more after the
-    /// host's kept blocks are freed.
-    fn driver_alloc(host: &Arc<Host>, size: usize, generation: u64) -> Result<CUdeviceptr> {
-        // SAFETY: context bound by the caller's enter(); the buffer made of it frees it (or
-        // gives it to the cache) once, on its last drop.
-        let mut r = unsafe { result::mem::alloc(size) };
-        if r.as_ref()
-            .is_err_and(|e| e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)
-            && host.trim_alloc_cache_in(generation) > 0
-        {
-            // SAFETY: as above.
-            r = unsafe { result::mem::alloc(size) };
-        }
-        let raw = host.check(r)?;
-        Counters::inc(&host.counters.driver_allocs);
-        Ok(raw)
     }
 
     /// A buffer over `len` bytes at `offset` of `arena`, which the arena has handed out (zeroed)
@@ -296,12 +279,12 @@ impl Drop for BufferInner {
             if self.host.alloc_cache.put(size, self.raw, self.generation) {
                 return;
             }
-            // SAFETY: the allocation is ours, of the current context, and no clone or launch
-            // uses it any more (this is the last Arc); the cache did not keep it.
-            let r = unsafe { result::mem::free(self.raw) };
-            if let Err(e) = self.host.check(r) {
-                self.host.drop_error("freeing a device buffer", &e);
-            }
+            // The allocation is ours, of the current context, and no clone or launch uses it
+            // any more (this is the last Arc); the cache did not keep it. Freed in stream order,
+            // so this waits for no kernel (see device_alloc.rs).
+            self.host
+                .device_alloc
+                .free(&self.host, self.generation, &[self.raw]);
         });
     }
 }

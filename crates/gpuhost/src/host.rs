@@ -56,6 +56,10 @@ pub struct Host {
     pub(crate) control: Mutex<Option<Arc<crate::control_pool::ControlPool>>>,
     /// Freed allocations kept for reuse (see alloc_cache.rs).
     pub(crate) alloc_cache: crate::alloc_cache::AllocCache,
+    /// Buffers' own allocations: stream-ordered, so a free never waits (see device_alloc.rs).
+    pub(crate) device_alloc: crate::device_alloc::DeviceAlloc,
+    /// Releases that wait for running kernels, made on a background thread (see deferred.rs).
+    pub(crate) deferred: Arc<crate::deferred::Deferred>,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -119,6 +123,8 @@ impl Host {
             staging_growth: true.into(),
             control: Mutex::new(None),
             alloc_cache: crate::alloc_cache::AllocCache::new(),
+            device_alloc: Default::default(),
+            deferred: Default::default(),
         })
     }
 
@@ -514,15 +520,10 @@ impl Host {
     pub(crate) fn trim_alloc_cache_in(&self, generation: u64) -> usize {
         let blocks = self.alloc_cache.drain(generation);
         let n = blocks.len();
+        // A kept block is ours, of this generation, and used by nothing (it came back when its
+        // buffer's last holder and launch were gone).
         self.release_in(generation, "free kept allocations", || {
-            for raw in blocks {
-                // SAFETY: a kept block is ours, of this generation, and used by nothing (it came
-                // back when its buffer's last holder and launch were gone).
-                let r = unsafe { crate::result::mem::free(raw) };
-                if let Err(e) = self.check(r) {
-                    self.drop_error("freeing a kept allocation", &e);
-                }
-            }
+            self.device_alloc.free(self, generation, &blocks)
         });
         n
     }

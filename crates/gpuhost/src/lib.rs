@@ -33,6 +33,8 @@ mod completion;
 mod control;
 mod control_pool;
 mod copy;
+mod deferred;
+mod device_alloc;
 mod driver;
 mod error;
 mod facts;

@@ -1,5 +1,14 @@
 //! Loading one module image with cuModuleLoadDataEx (JIT error log captured), falling back to PTX
 //! when a cubin/fatbin is refused; and unloading it.
+//!
+//! PTX is compiled apart, then loaded: cuLinkCreate/AddData/Complete make a device image in host
+//! memory, which cuModuleLoadDataEx then loads. On the H200, cuModuleLoadDataEx of PTX holds
+//! every other thread's driver calls (launches, event records) for its whole JIT: 1.2 s for a
+//! 1.3 MB module with a cold JIT cache, so a guest loading large PTX could freeze every other
+//! guest. cuLinkComplete holds nobody, and loading its image took 0.12 ms
+//! (bench/h200-runs/2026-12-02-s12/unload-stall/README.md). Both use the driver's JIT cache.
+//! The load itself still waits for running kernels, as every module load does there.
+//! A driver without the cuLink* entry points gets cuModuleLoadDataEx of the PTX, as before.
 
 use std::ffi::{CString, c_void};
 
@@ -8,7 +17,7 @@ use cudarc::driver::sys::{CUmodule, CUresult};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::manifest::{ModuleImage, ModuleSource};
-use crate::result::{self, DriverError, is_context_gone};
+use crate::result::{self, DriverError, has_symbol, is_context_gone};
 
 /// Results after which a binary image is worth retrying as PTX.
 fn binary_refused(r: CUresult) -> bool {
@@ -47,11 +56,33 @@ fn load_ptx(host: &Host, src: &ModuleSource, text: &str) -> Result<CUmodule> {
         file: src.file.clone(),
         log: "PTX text contains a NUL byte".into(),
     })?;
-    match load_image(c.as_ptr().cast()) {
+    let loaded = if can_link() {
+        let name = CString::new(src.name.as_str()).unwrap_or_default();
+        // SAFETY: the caller has bound the context; the registry unloads the module once.
+        unsafe { result::module::compile_and_load(&c, &name) }
+    } else {
+        load_image(c.as_ptr().cast())
+    };
+    match loaded {
         Ok(m) => Ok(m),
         Err((e, _)) if is_context_gone(e.code) => Err(host.classify(e)),
         Err((e, log)) => Err(invalid(src, e.code, &log)),
     }
+}
+
+/// Whether the driver can compile PTX apart from loading it (cuLink*).
+fn can_link() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        [
+            "cuLinkCreate_v2",
+            "cuLinkAddData_v2",
+            "cuLinkComplete",
+            "cuLinkDestroy",
+        ]
+        .iter()
+        .all(|n| has_symbol(n))
+    })
 }
 
 fn invalid(src: &ModuleSource, r: CUresult, log: &str) -> Error {
@@ -75,7 +106,8 @@ fn load_image(image: *const c_void) -> std::result::Result<CUmodule, (DriverErro
     unsafe { result::module::load(image) }
 }
 
-/// Unload a module of the bound context.
+/// Unload a module of the bound context. It waits for every kernel running on the device, so
+/// only the host's release thread calls it (see deferred.rs).
 pub(crate) fn unload(host: &Host, m: CUmodule) -> Result<()> {
     // SAFETY: m was loaded in the current-generation context, which the caller has bound, and
     // nothing uses it any more (the caller checked holders and pending launches).

@@ -11,6 +11,13 @@
 //! user's slice of it, never touches memory the driver freed; a [`HostBuffer`] even survives a
 //! loss (its bytes stay readable) and is registered with the new context on its next transfer.
 //!
+//! Unregistering: cuMemHostUnregister waits until every kernel running on the device has ended
+//! and holds every other thread's driver calls meanwhile (on the H200, driver 580:
+//! bench/h200-runs/2026-12-02-s12/unload-stall/README.md). A region is unregistered only when
+//! the pool trims it (it comes back to a full pool), and then on the host's release thread
+//! (deferred.rs), never on the thread that dropped it: a request, a transfer or the completion
+//! thread. Taking and returning pooled regions makes no driver call.
+//!
 //! Lifetime: the batch fencing a DMA holds an `Arc<Pinned>` until the DMA is done. A region whose
 //! DMA's end was never observed (the enqueue or its fence failed, or it ended with the context
 //! lost) is marked unknown and leaked, never reused or freed: softcuda's workers drain a dead
@@ -195,21 +202,36 @@ impl Drop for Pinned {
                 Returned::Pooled => return,
                 Returned::Dead => {}
                 Returned::Spare => {
-                    if self.host.enter_for(generation).is_ok() {
-                        // SAFETY: registered by register_for in this (current) context; no DMA
-                        // uses it (its last holder is dropping it, after its fence resolved).
-                        let r = unsafe { result::mem::host_unregister(self.ptr.cast()) };
-                        if let Err(e) = self.host.check(r) {
-                            self.host.drop_error("unregistering page-locked memory", &e);
-                        }
-                    }
+                    // The pool trims it: unregistered and freed on the release thread.
+                    let (host, ptr, cap) = (Arc::clone(&self.host), self.ptr as usize, self.cap);
+                    self.host.defer(Box::new(move || {
+                        unregister_and_free(&host, generation, ptr, cap)
+                    }));
+                    return;
                 }
             }
         }
         // SAFETY: allocated by `unregistered` with this capacity's layout, no longer registered
-        // (unregistered above, never, or with a dead context), freed once.
+        // (never, or with a dead context), freed once.
         unsafe { free_region(self.ptr, self.cap) };
     }
+}
+
+/// Unregisters a region the pool did not keep, then frees it (on the host's release thread).
+fn unregister_and_free(host: &Host, generation: u64, ptr: usize, cap: usize) {
+    let ptr = ptr as *mut u8;
+    if host.enter_for(generation).is_ok() {
+        // SAFETY: registered by register_for in this (current) context; no DMA uses it (its last
+        // holder dropped it, after its fence resolved) and nothing else holds it.
+        let r = unsafe { result::mem::host_unregister(ptr.cast()) };
+        if let Err(e) = host.check(r) {
+            host.drop_error("unregistering page-locked memory", &e);
+        }
+    }
+    // SAFETY: allocated by `Pinned::unregistered` with this capacity's layout, no longer
+    // registered (unregistered above, or with a dead context), freed once: its `Pinned` was
+    // dropped without freeing it.
+    unsafe { free_region(ptr, cap) };
 }
 
 /// Frees a region's memory.

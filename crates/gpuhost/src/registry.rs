@@ -45,7 +45,7 @@ unsafe impl Sync for KernelEntry {}
 pub(crate) struct Core {
     host: Arc<Host>,
     generation: u64,
-    pub(crate) modules: Mutex<Vec<(String, CUmodule)>>,
+    pub(crate) modules: Mutex<Vec<(String, SendModule)>>,
     /// Launches pending on these modules. An atomic, so launching costs no lock; the mutex
     /// below only pairs with `drained` for release's wait.
     pending: AtomicUsize,
@@ -70,49 +70,62 @@ impl Core {
         }
     }
 
-    /// Unload every module still loaded; returns (unloaded, failures).
-    pub(crate) fn unload_all(&self) -> (usize, Vec<String>) {
+    /// Hands every module still loaded to the host's release thread (see deferred.rs), which
+    /// unloads them: cuModuleUnload waits for every kernel running on the device, which must
+    /// not hold this thread. Returns how many were queued; none when the context generation is
+    /// gone (the modules died with it; their handle values may belong to the new context now,
+    /// so they must never be unloaded).
+    pub(crate) fn queue_unloads(&self) -> usize {
         let modules = std::mem::take(&mut *self.modules.lock().unwrap_or_else(|p| p.into_inner()));
         if modules.is_empty() {
-            return (0, Vec::new());
+            return 0;
         }
-        let n = modules.len() as u64;
+        let n = modules.len();
+        if self.host.generation() != self.generation {
+            self.host
+                .counters
+                .live_modules
+                .fetch_sub(n as u64, Ordering::Relaxed);
+            return 0;
+        }
+        let host = Arc::clone(&self.host);
+        let generation = self.generation;
         self.host
-            .counters
-            .live_modules
-            .fetch_sub(n, Ordering::Relaxed);
-        match self.host.enter_for(self.generation) {
-            Ok(_) => {}
-            // The modules died with their context; their handle values may belong to the new
-            // context now, so they must not be unloaded.
-            Err(Error::ContextLost { .. }) => return (0, Vec::new()),
-            Err(e) => return (0, vec![format!("cannot bind the context: {e}")]),
-        }
-        let mut ok = 0;
-        let mut failures = Vec::new();
-        for (name, m) in modules {
-            match module::unload(&self.host, m) {
-                Ok(()) => ok += 1,
-                Err(e) => failures.push(format!("module '{name}': {e}")),
-            }
-        }
-        (ok, failures)
+            .defer(Box::new(move || unload_now(&host, generation, modules)));
+        n
     }
 }
 
+/// Unloads `modules` of `generation` (on the host's release thread); they stop counting as live
+/// whether or not that succeeds. Failures are drop errors, as they were when the last handle's
+/// thread made them.
+fn unload_now(host: &Host, generation: u64, modules: Vec<(String, SendModule)>) {
+    host.counters
+        .live_modules
+        .fetch_sub(modules.len() as u64, Ordering::Relaxed);
+    match host.enter_for(generation) {
+        Ok(_) => {}
+        // Died with their context: never unloaded (see `Core::queue_unloads`).
+        Err(Error::ContextLost { .. }) => return,
+        Err(e) => return host.drop_error("binding the context to unload modules", &e),
+    }
+    for (name, m) in modules {
+        if let Err(e) = module::unload(host, m.0) {
+            host.drop_error(&format!("unloading module '{name}'"), &e);
+        }
+    }
+}
+
+/// A module handle on its way to the release thread.
+pub(crate) struct SendModule(pub(crate) CUmodule);
+
+// SAFETY: a module handle is a driver object usable from any thread with its context bound;
+// the release thread binds it before unloading, and nothing else holds the handle then.
+unsafe impl Send for SendModule {}
+
 impl Drop for Core {
     fn drop(&mut self) {
-        let (_, failures) = self.unload_all();
-        for f in failures {
-            self.host.drop_error(
-                "unloading a module",
-                &Error::InvalidModule {
-                    module: String::new(),
-                    file: None,
-                    log: f,
-                },
-            );
-        }
+        self.queue_unloads();
     }
 }
 
@@ -206,7 +219,7 @@ impl Registry {
             core.modules
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push((src.name.clone(), m));
+                .push((src.name.clone(), SendModule(m)));
             let Some(ptx) = src.ptx() else { continue };
             let sigs = ptx_sig::entries(ptx).map_err(|log| Error::InvalidModule {
                 module: src.name.clone(),
@@ -305,7 +318,7 @@ impl Registry {
         // Binary-only modules: their kernels are found by name on first use.
         let modules = self.core.modules.lock().unwrap_or_else(|p| p.into_inner());
         for (_, m) in modules.iter() {
-            if let Some(func) = get_function(&self.host, *m, name)? {
+            if let Some(func) = get_function(&self.host, m.0, name)? {
                 let params = driver_param_info(func).ok_or_else(|| Error::InvalidModule {
                     module: name.to_string(),
                     file: None,

@@ -1,5 +1,11 @@
 //! Releasing a registry: refuse while anyone else holds it (naming them), wait for its pending
-//! launches, unload every module, report.
+//! launches, queue every module for unloading, report.
+//!
+//! The unloads themselves run on the host's release thread (deferred.rs): cuModuleUnload waits
+//! for every kernel running on the device, another guest's included (up to its
+//! `max_kernel_time`), and release is called from request paths and tokio workers. The report
+//! says how many modules were queued; [`Host::wait_unloads`](crate::Host::wait_unloads) waits
+//! until they are unloaded.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,14 +18,18 @@ use crate::registry::Registry;
 pub struct ReleaseReport {
     /// The registry's name.
     pub registry: String,
-    /// Modules unloaded.
-    pub modules_unloaded: usize,
+    /// Modules queued for unloading on the host's release thread, which unloads them once the
+    /// kernels running on the device (anyone's) have ended: [`Host::wait_unloads`] waits for
+    /// that. 0 when the context generation was lost (its modules went with it). An unload that
+    /// fails there is logged and counted in [`HostStats::drop_errors`].
+    ///
+    /// [`Host::wait_unloads`]: crate::Host::wait_unloads
+    /// [`HostStats::drop_errors`]: crate::HostStats::drop_errors
+    pub modules_queued: usize,
     /// Time spent waiting for the registry's pending launches.
     pub waited: Duration,
     /// Total time of the release.
     pub duration: Duration,
-    /// Unload failures (module and cause); empty when all went well.
-    pub failures: Vec<String>,
     /// True when the registry's context generation was already gone (nothing left to unload).
     pub context_lost: bool,
 }
@@ -38,7 +48,8 @@ pub struct ReleaseRefused {
 const SETTLE: Duration = Duration::from_millis(20);
 
 /// Release `registry`: refuse while other holders exist; otherwise wait for its pending work,
-/// unload every module and report.
+/// queue every module for unloading and report. It waits for the registry's own launches only,
+/// never for other kernels running on the device.
 pub fn release(registry: Arc<Registry>) -> Result<ReleaseReport, ReleaseRefused> {
     let start = Instant::now();
     loop {
@@ -63,16 +74,12 @@ pub fn release(registry: Arc<Registry>) -> Result<ReleaseReport, ReleaseRefused>
     registry.core.wait_idle();
     let waited = wait_start.elapsed();
     let context_lost = registry.host().generation() != registry.generation();
-    let (modules_unloaded, failures) = registry.core.unload_all();
-    for f in &failures {
-        tracing::warn!(registry = registry.name(), "unload failed: {f}");
-    }
+    let modules_queued = registry.core.queue_unloads();
     Ok(ReleaseReport {
         registry: registry.name().to_string(),
-        modules_unloaded,
+        modules_queued,
         waited,
         duration: start.elapsed(),
-        failures,
         context_lost,
     })
 }

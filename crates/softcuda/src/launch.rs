@@ -321,6 +321,8 @@ fn submit(f: &module::Function, ctx: &Arc<Context>, s: &Arc<Stream>, packed: Pac
             if run_ctx.sticky().is_some() {
                 return;
             }
+            // Counted while it runs: calls that wait for running kernels wait for it.
+            let _running = crate::running::start(run_ctx.device);
             let mem = Snapshot {
                 ranges: memory::visible_to(&run_ctx.visible_ids()),
             };

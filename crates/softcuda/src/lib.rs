@@ -59,6 +59,7 @@ mod pool;
 mod printf;
 mod procaddr;
 mod result_text;
+mod running;
 mod stream;
 mod texobj;
 mod vmm;

@@ -100,9 +100,11 @@ pub(crate) fn decode(ptx: &str) -> Result<ptxvm::Module, LoadError> {
     ptxvm::Module::load(ptx).map_err(|e| load_error(&e))
 }
 
-/// Loads PTX text into the current context: decodes it and allocates its globals.
+/// Loads PTX text into the current context: decodes it and allocates its globals. As on
+/// NVIDIA's driver, it first waits until no kernel of the device runs (see running.rs).
 pub(crate) fn load(ptx: &str) -> Result<u64, LoadError> {
     let ctx = context::live().map_err(|c| (c, String::new()))?;
+    crate::running::wait_idle(ctx.device);
     load_decoded(&ctx, Arc::new(decode(ptx)?))
 }
 

@@ -15,7 +15,7 @@ use cudarc::driver::sys::{self, CUresult};
 use crate::support::{Steps, clang_ptx, env_or_skip};
 
 /// cuLinkCreate + cuLinkAddData(PTX): the state and AddData's result.
-fn link_ptx(ptx: &str) -> (sys::CUlinkState, CUresult) {
+pub(crate) fn link_ptx(ptx: &str) -> (sys::CUlinkState, CUresult) {
     let mut state: sys::CUlinkState = std::ptr::null_mut();
     let text = CString::new(ptx).expect("no NUL in PTX");
     let bytes = text.as_bytes_with_nul();

@@ -25,6 +25,7 @@ mod per_thread;
 mod pools;
 mod programs;
 mod sandbox;
+mod stalls;
 mod sticky;
 mod streams;
 mod support;

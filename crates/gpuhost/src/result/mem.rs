@@ -1,5 +1,5 @@
-//! Device memory and copies: cuMemAlloc/Free, cuMemcpy*, cuMemset*, managed memory and host
-//! registration.
+//! Device memory and copies: cuMemAlloc/Free, stream-ordered cuMemAllocAsync/FreeAsync,
+//! cuMemcpy*, cuMemset*, managed memory and host registration.
 
 use std::ffi::c_void;
 
@@ -27,6 +27,32 @@ pub(crate) unsafe fn alloc(bytes: usize) -> DriverResult<CUdeviceptr> {
 pub(crate) unsafe fn free(ptr: CUdeviceptr) -> DriverResult {
     // SAFETY: forwarded to the caller (above).
     ok("cuMemFree_v2", unsafe { sys::cuMemFree_v2(ptr) })
+}
+
+/// cuMemAllocAsync: `bytes` from the device's current memory pool, in `stream`'s order.
+///
+/// # Safety
+/// `stream` is a live stream of the bound context; the caller waits for the stream before any
+/// other stream uses the memory, and frees the allocation once.
+pub(crate) unsafe fn alloc_async(bytes: usize, stream: CUstream) -> DriverResult<CUdeviceptr> {
+    let mut raw: CUdeviceptr = 0;
+    // SAFETY: `raw` is a valid out pointer; stream and ownership as the caller promises.
+    ok("cuMemAllocAsync", unsafe {
+        sys::cuMemAllocAsync(&mut raw, bytes, stream)
+    })?;
+    Ok(raw)
+}
+
+/// cuMemFreeAsync: frees `ptr` in `stream`'s order.
+///
+/// # Safety
+/// `ptr` is the caller's allocation of the bound context, which no work queued or running on
+/// any stream uses any more; `stream` is a live stream of that context.
+pub(crate) unsafe fn free_async(ptr: CUdeviceptr, stream: CUstream) -> DriverResult {
+    // SAFETY: forwarded to the caller (above).
+    ok("cuMemFreeAsync", unsafe {
+        sys::cuMemFreeAsync(ptr, stream)
+    })
 }
 
 /// cuMemGetInfo_v2: (free, total) bytes of the bound context's device.

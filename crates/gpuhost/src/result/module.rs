@@ -1,15 +1,65 @@
-//! Modules and their functions: cuModuleLoadDataEx (with JIT logs), cuModuleGetFunction,
-//! cuModuleUnload, cuFuncGetParamInfo.
+//! Modules and their functions: cuModuleLoadDataEx (with JIT logs), PTX compiled by cuLink*
+//! then loaded, cuModuleGetFunction, cuModuleUnload, cuFuncGetParamInfo.
 
 use std::ffi::{CStr, c_void};
 use std::ptr;
 
-use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUmodule};
+use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUjitInputType, CUlinkState, CUmodule};
 
 use super::{DriverError, DriverResult, ok};
 
 /// Bytes of each JIT log buffer.
 const LOG_BYTES: usize = 16 * 1024;
+
+/// The JIT options gpuhost passes (error and info log buffers) with their buffers. The driver
+/// writes through the value array and the buffers during the call (cuModuleLoadDataEx) or until
+/// cuLinkDestroy, so neither may move or go meanwhile: the caller keeps this value in place.
+struct JitLogs {
+    err_log: Vec<u8>,
+    info_log: Vec<u8>,
+    opts: [CUjit_option; 4],
+    vals: [*mut c_void; 4],
+}
+
+impl JitLogs {
+    fn new() -> Self {
+        let mut err_log = vec![0u8; LOG_BYTES];
+        let mut info_log = vec![0u8; LOG_BYTES];
+        // The driver reads sizes as integers stored in the pointer slots (the documented
+        // encoding). The buffers are heap memory: moving the Vecs does not move them.
+        let vals: [*mut c_void; 4] = [
+            err_log.as_mut_ptr().cast(),
+            LOG_BYTES as *mut c_void,
+            info_log.as_mut_ptr().cast(),
+            LOG_BYTES as *mut c_void,
+        ];
+        JitLogs {
+            err_log,
+            info_log,
+            opts: [
+                CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+                CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                CUjit_option::CU_JIT_INFO_LOG_BUFFER,
+                CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            ],
+            vals,
+        }
+    }
+
+    /// The JIT's log: its error log, else its info log.
+    fn text(&self) -> String {
+        let text = |b: &[u8]| {
+            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+            String::from_utf8_lossy(&b[..end]).into_owned()
+        };
+        let log = text(&self.err_log);
+        if log.trim().is_empty() {
+            text(&self.info_log)
+        } else {
+            log
+        }
+    }
+}
 
 /// cuModuleLoadDataEx with error and info log buffers; on failure, the error and the JIT's log
 /// (its error log, else its info log).
@@ -18,45 +68,91 @@ const LOG_BYTES: usize = 16 * 1024;
 /// `image` points to a NUL-terminated PTX string or a complete binary image, readable for the
 /// call's duration; the caller's context is bound, and the caller unloads the module once.
 pub(crate) unsafe fn load(image: *const c_void) -> Result<CUmodule, (DriverError, String)> {
-    let mut err_log = vec![0u8; LOG_BYTES];
-    let mut info_log = vec![0u8; LOG_BYTES];
-    let mut opts = [
-        CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-        CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        CUjit_option::CU_JIT_INFO_LOG_BUFFER,
-        CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-    ];
-    // The driver reads sizes as integers stored in the pointer slots (the documented encoding).
-    let mut vals: [*mut c_void; 4] = [
-        err_log.as_mut_ptr().cast(),
-        LOG_BYTES as *mut c_void,
-        info_log.as_mut_ptr().cast(),
-        LOG_BYTES as *mut c_void,
-    ];
+    let mut logs = JitLogs::new();
     let mut module: CUmodule = ptr::null_mut();
     // SAFETY: the image as the caller promises (above); the log buffers are LOG_BYTES long, as
-    // declared; one value per option.
+    // declared; one value per option; `logs` stays in place for the call.
     let r = unsafe {
         sys::cuModuleLoadDataEx(
             &mut module,
             image,
-            opts.len() as u32,
-            opts.as_mut_ptr(),
-            vals.as_mut_ptr(),
+            logs.opts.len() as u32,
+            logs.opts.as_mut_ptr(),
+            logs.vals.as_mut_ptr(),
         )
     };
     let Err(e) = ok("cuModuleLoadDataEx", r) else {
         return Ok(module);
     };
-    let text = |b: &[u8]| {
-        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        String::from_utf8_lossy(&b[..end]).into_owned()
+    Err((e, logs.text()))
+}
+
+/// Compiles `ptx` with cuLinkCreate/AddData/Complete (the same log options as [`load`]), then
+/// loads the device image it made with [`load`] before the link state goes. On NVIDIA's driver
+/// the compile then holds no other thread's driver calls, where cuModuleLoadDataEx of the PTX
+/// holds them for the whole JIT (bench/h200-runs/2026-12-02-s12/unload-stall/); the driver's
+/// JIT cache serves both. On failure, the error and the JIT's log.
+///
+/// # Safety
+/// The caller's context is bound, and the caller unloads the module once.
+pub(crate) unsafe fn compile_and_load(
+    ptx: &CStr,
+    name: &CStr,
+) -> Result<CUmodule, (DriverError, String)> {
+    // Kept in place until cuLinkDestroy, which comes before it goes.
+    let mut logs = JitLogs::new();
+    let mut state: CUlinkState = ptr::null_mut();
+    // SAFETY: one value per option; the log buffers are LOG_BYTES long, as declared, and they
+    // and both arrays outlive the link state (destroyed below); the context is bound.
+    let r = unsafe {
+        sys::cuLinkCreate_v2(
+            logs.opts.len() as u32,
+            logs.opts.as_mut_ptr(),
+            logs.vals.as_mut_ptr(),
+            &mut state,
+        )
     };
-    let mut log = text(&err_log);
-    if log.trim().is_empty() {
-        log = text(&info_log);
+    if let Err(e) = ok("cuLinkCreate", r) {
+        return Err((e, logs.text()));
     }
-    Err((e, log))
+    let linked = (|| {
+        let bytes = ptx.to_bytes_with_nul();
+        // SAFETY: a live link state; the driver reads `bytes.len()` bytes of NUL-terminated
+        // PTX (not written, despite the pointer's type) and the NUL-terminated name; no options.
+        ok("cuLinkAddData", unsafe {
+            sys::cuLinkAddData_v2(
+                state,
+                CUjitInputType::CU_JIT_INPUT_PTX,
+                bytes.as_ptr().cast_mut().cast(),
+                bytes.len(),
+                name.as_ptr(),
+                0,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )
+        })
+        .map_err(|e| (e, String::new()))?;
+        let (mut image, mut size) = (ptr::null_mut::<c_void>(), 0usize);
+        // SAFETY: a live link state with its input; valid out pointers.
+        ok("cuLinkComplete", unsafe {
+            sys::cuLinkComplete(state, &mut image, &mut size)
+        })
+        .map_err(|e| (e, String::new()))?;
+        // SAFETY: the image cuLinkComplete made, valid until cuLinkDestroy (below); context
+        // bound and the module unloaded once, as the caller promises.
+        unsafe { load(image) }
+    })();
+    // SAFETY: the live link state made above, destroyed once, after the image was loaded.
+    if let Err(e) = ok("cuLinkDestroy", unsafe { sys::cuLinkDestroy(state) }) {
+        tracing::warn!("cuLinkDestroy: {:?}", e.code);
+    }
+    linked.map_err(|(e, log)| {
+        if log.trim().is_empty() {
+            (e, logs.text())
+        } else {
+            (e, log)
+        }
+    })
 }
 
 /// cuModuleGetFunction: kernel `name` of `m` (CUDA_ERROR_NOT_FOUND when it has none).

@@ -74,8 +74,8 @@ fn release_is_refused_while_a_kernel_is_held_naming_it_and_its_label() {
     drop(k);
     drop(e);
     let report = gpuhost::release(extra).unwrap();
-    assert_eq!(report.modules_unloaded, 1);
-    assert!(report.failures.is_empty());
+    assert_eq!(report.modules_queued, 1);
+    host.wait_unloads();
 }
 
 #[test]
@@ -103,8 +103,8 @@ fn release_waits_for_pending_launches_then_unloads_every_module() {
         "release returned before the launch using its module completed"
     );
     assert_eq!(report.registry, "stamp-b");
-    assert_eq!(report.modules_unloaded, 1);
-    assert!(report.failures.is_empty() && !report.context_lost);
+    assert_eq!(report.modules_queued, 1);
+    assert!(!report.context_lost);
     done.wait().unwrap();
     assert_eq!(read_u32s(&out, 8192), expected(TAG_B, 8192));
 }
@@ -178,8 +178,8 @@ fn release_returns_once_launches_whose_completions_were_dropped_finish() {
         }
     }
     let report = gpuhost::release(reg).unwrap();
-    assert_eq!(report.modules_unloaded, 1);
-    assert!(report.failures.is_empty() && !report.context_lost);
+    assert_eq!(report.modules_queued, 1);
+    assert!(!report.context_lost);
     assert_eq!(read_u32s(&out, 512), expected(TAG_B, 512));
     drop(s);
 }

@@ -69,7 +69,7 @@ fn swap_under_load_fails_no_launch_and_each_result_is_one_version() {
             .unwrap();
         assert!(report.drained, "{report:?}");
         assert!(report.retired.is_none(), "old registry retired: {report:?}");
-        assert_eq!(report.release.as_ref().unwrap().modules_unloaded, 1);
+        assert_eq!(report.release.as_ref().unwrap().modules_queued, 1);
         swaps += 1;
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -59,9 +59,11 @@ exports! {
         memory::register(ctx.id, p.addr() as u64, bytesize as u64)
     }
 
-    /// Forgets a registration made by cuMemHostRegister (the memory stays the caller's).
+    /// Forgets a registration made by cuMemHostRegister (the memory stays the caller's); as on
+    /// NVIDIA's driver, once no kernel of the device runs.
     fn cuMemHostUnregister(p: *mut c_void) {
-        context::live()?;
+        let ctx = context::live()?;
+        crate::running::wait_idle(ctx.device);
         memory::unregister(p.addr() as u64)
     }
 
