@@ -6,8 +6,8 @@
 //! background, which makes Stores one after another until the device's spares are
 //! full again. Each Store is still fresh: no request has run in it, and one request takes it
 //! whole (never reused); on the GPU it holds only a sandboxed function's arena and control
-//! block, taken from the version's pool and zeroed when it was made (so that reset is not part
-//! of the request), which go back to the pool with it. A version closes its spares before it
+//! block, taken from the version's pool when it was made (a pair reset when it was given back,
+//! or a new one), which go back to the pool with it. A version closes its spares before it
 //! releases its bundle, and a new version's are made as soon as it is published.
 
 use std::collections::VecDeque;
@@ -157,8 +157,8 @@ async fn make(
     let start = Instant::now();
     let proxy = version.pre.instantiate_async(&mut store).await?;
     metrics.phase(Phase::Instantiate, start.elapsed().as_secs_f64());
-    // A sandboxed guest's arena and control block, zeroed, now rather than at its first device
-    // call: that reset (the whole arena zeroed and waited for) is then no part of the request.
+    // A sandboxed guest's arena and control block now rather than at its first device call: a
+    // new pair's making (when no reset one is ready) is then no part of the request.
     // A failure here is the guest's to see at that call, as without a warm Store.
     if version.config.limits.sandbox {
         let start = Instant::now();

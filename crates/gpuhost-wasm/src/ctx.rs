@@ -167,8 +167,8 @@ impl CudaCtx {
 
     /// Takes the guest's sandbox now rather than at its first device call: an embedder that
     /// makes a Store ahead of its guest (`gpuhost serve`'s warm Stores) moves the sandbox's
-    /// making — or, from a [`SandboxPool`], the zeroing of a reused arena and control block —
-    /// out of the request. Nothing for a trusted guest, or one whose sandbox is already taken.
+    /// making — or, from a [`SandboxPool`] with no reset pair ready, a new pair's — out of the
+    /// request. Nothing for a trusted guest, or one whose sandbox is already taken.
     pub fn prepare_sandbox(&mut self) -> Result<(), crate::Error> {
         self.confinement()?;
         Ok(())

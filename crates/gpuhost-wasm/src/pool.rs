@@ -3,15 +3,27 @@
 //! and each guest's arena and control block go back to it when its Store is dropped, instead of
 //! being unmapped and freed (and the next guest's mapped, zeroed, registered and created anew).
 //!
-//! Isolation is what a new pair gives: a pair is handed out again only when nothing of the last
-//! guest holds it (no buffer, no launch, no watch: their handles are counted), and then every
-//! byte a kernel could reach — the arena's whole mapped range and the control block — is zeroed
-//! and waited for before the next guest gets it (`Arena::reset_for_reuse`,
-//! `ControlBlock::reset_for_reuse`).
+//! Isolation is what a new pair gives: a pair is reset only when nothing of the last guest holds
+//! it (no buffer, no launch, no watch: their handles are counted), and handed out again only
+//! once every byte a kernel could reach is zero — the control block's windows (CPU stores,
+//! `ControlBlock::reset_for_reuse`) and the arena's whole mapped range, whose memset must have
+//! completed on the device (`Arena::queue_reset`, then `ArenaReset::ready`).
+//!
+//! No thread waits for the device here. A pair given back waits in `held` until its last
+//! holder lets go (the watchdog drops a dropped guest's watch on its next tick; a launch drops
+//! its anchors when it ends); the next give or take that finds it free queues its reset — the
+//! memset and a fence on the pool's own stream, where no guest launches, so a reset never
+//! queues behind a guest's long kernel — and moves it to `resetting`. A take hands out the
+//! first pair whose fence the completion thread has seen pass (an atomic load), and when none
+//! has, the guest gets a new pair. (Zeroing and waiting on the taking thread cost a `gpuhost
+//! serve` request 15–30 µs on the H200, bench/h200-runs/2026-12-02-s11/bd8982a-final/.)
+//! A reset that fails, or a pair whose context is gone meanwhile, is freed, never handed out.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use gpuhost::{Arena, ArenaReset, ControlBlock};
 
 use crate::confine::{Confinement, arena_bytes};
 use crate::limits::Limits;
@@ -20,12 +32,23 @@ use crate::limits::Limits;
 /// memory than small guests need, and resetting one costs a memset of at most this.
 pub const MAX_KEPT_MAPPED: u64 = 8 << 20;
 
+/// The pairs a pool keeps.
+#[derive(Default)]
+struct Kept {
+    /// Given back, and maybe still held by the last guest's launches or watch; not reset yet.
+    held: VecDeque<(Arc<Arena>, ControlBlock)>,
+    /// Control block cleared and the arena's zeroing queued, oldest first.
+    resetting: VecDeque<(ArenaReset, ControlBlock)>,
+}
+
 /// A pool of sandbox arenas and control blocks for guests with the same limits on one device.
 pub struct SandboxPool {
     host: Arc<gpuhost::Host>,
     arena_bytes: u64,
     kept: usize,
-    free: Mutex<VecDeque<(Arc<gpuhost::Arena>, gpuhost::ControlBlock)>>,
+    state: Mutex<Kept>,
+    /// The stream resets are queued on (a new one once the context generation changes).
+    stream: Mutex<Option<Arc<gpuhost::Stream>>>,
     reused: AtomicU64,
     created: AtomicU64,
 }
@@ -38,7 +61,8 @@ impl SandboxPool {
             host,
             arena_bytes: arena_bytes(limits),
             kept,
-            free: Mutex::new(VecDeque::new()),
+            state: Mutex::new(Kept::default()),
+            stream: Mutex::new(None),
             reused: AtomicU64::new(0),
             created: AtomicU64::new(0),
         })
@@ -49,20 +73,21 @@ impl SandboxPool {
         self.reused.load(Ordering::Relaxed)
     }
 
-    /// Guests that got a new pair (none was free).
+    /// Guests that got a new pair (none was reset and ready).
     pub fn created(&self) -> u64 {
         self.created.load(Ordering::Relaxed)
     }
 
-    /// Pairs kept now (free, or waiting for the last guest's launches and watch to let go);
-    /// each holds its control block's buffer and its arena's mapped memory.
+    /// Pairs kept now (waiting for the last guest's launches and watch to let go, being reset,
+    /// or ready); each holds its control block's buffer and its arena's mapped memory.
     pub fn kept(&self) -> usize {
-        self.lock().len()
+        let st = self.lock();
+        st.held.len() + st.resetting.len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(Arc<gpuhost::Arena>, gpuhost::ControlBlock)>> {
-        // Each critical section is one push or pop.
-        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        // Each critical section moves pairs between the lists and makes no driver call.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a guest on `host` under `limits` may use this pool (the arena size matches).
@@ -70,7 +95,7 @@ impl SandboxPool {
         Arc::ptr_eq(&self.host, host) && self.arena_bytes == arena_bytes(limits)
     }
 
-    /// A guest's confinement: a free pair reset for it, else a new one.
+    /// A guest's confinement: a reset pair, else a new one.
     pub(crate) fn confinement(
         self: &Arc<Self>,
         limits: &Limits,
@@ -95,40 +120,96 @@ impl SandboxPool {
         ))
     }
 
-    /// The first pair nothing holds any more, reset; pairs still held go back in line.
-    fn take(&self) -> Option<(Arc<gpuhost::Arena>, gpuhost::ControlBlock)> {
-        let waiting = self.lock().len();
-        for _ in 0..waiting {
-            let (arena, mut ctl) = self.lock().pop_front()?;
-            // The control block first: the watchdog lets go of it last.
-            match ctl.reset_for_reuse() {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.lock().push_back((arena, ctl));
-                    continue;
+    /// A pair whose reset has completed; when none has, the resets of pairs let go of since are
+    /// queued (for later takes) and the ready ones looked for once more.
+    fn take(&self) -> Option<(Arc<Arena>, ControlBlock)> {
+        self.take_ready().or_else(|| {
+            self.reset_free();
+            self.take_ready()
+        })
+    }
+
+    /// The oldest pair whose zeroing has completed, without waiting; failed ones are freed.
+    fn take_ready(&self) -> Option<(Arc<Arena>, ControlBlock)> {
+        loop {
+            let (reset, ctl) = {
+                let mut st = self.lock();
+                let i = st.resetting.iter().position(|(r, _)| r.is_done())?;
+                st.resetting.remove(i)?
+            };
+            match reset.ready() {
+                Ok(Ok(arena)) => return Some((arena, ctl)),
+                // The zeroing failed or the context is gone: freed, never handed out.
+                Ok(Err(_)) => {}
+                // Never: it was done (kept, in case).
+                Err(reset) => {
+                    self.lock().resetting.push_front((reset, ctl));
+                    return None;
                 }
-                // Its context is gone (or the copy failed): freed, never handed out.
-                Err(_) => continue,
             }
-            match arena.reset_for_reuse() {
-                Ok(true) => return Some((arena, ctl)),
-                Ok(false) => self.lock().push_back((arena, ctl)),
+        }
+    }
+
+    /// Queues the reset of every held pair that nothing holds any more.
+    fn reset_free(&self) {
+        let free: VecDeque<_> = {
+            let mut st = self.lock();
+            if st.held.is_empty() {
+                return;
+            }
+            // Stable once true: the pool holds the only handles, so none can appear.
+            let (free, held) = std::mem::take(&mut st.held)
+                .into_iter()
+                .partition(|(arena, ctl)| !arena.is_held() && !ctl.is_held());
+            st.held = held;
+            free
+        };
+        if free.is_empty() {
+            return;
+        }
+        // No stream (a lost context being replaced): the pairs are freed, as a failed reset's.
+        let Ok(stream) = self.stream() else {
+            return;
+        };
+        for (arena, mut ctl) in free {
+            // A block whose context is gone (Err) is freed with its arena.
+            if !matches!(ctl.reset_for_reuse(), Ok(true)) {
+                continue;
+            }
+            match arena.queue_reset(&stream) {
+                Ok(Ok(reset)) => self.lock().resetting.push_back((reset, ctl)),
+                // Never: nothing holds it (kept, in case).
+                Ok(Err(arena)) => self.lock().held.push_back((arena, ctl)),
+                // The memset failed or the context is gone: freed, never handed out.
                 Err(_) => {}
             }
         }
-        None
+    }
+
+    /// The pool's reset stream, of the host's context generation now.
+    fn stream(&self) -> Result<Arc<gpuhost::Stream>, gpuhost::Error> {
+        let mut s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stream) = s.as_ref()
+            && stream.generation() == self.host.generation()
+        {
+            return Ok(stream.clone());
+        }
+        let stream = Arc::new(self.host.stream()?);
+        *s = Some(stream.clone());
+        Ok(stream)
     }
 
     /// A guest is gone: its pair waits here until nothing holds it (or is freed when the pool
-    /// is full or the arena grew large).
-    pub(crate) fn give(&self, arena: Arc<gpuhost::Arena>, ctl: gpuhost::ControlBlock) {
-        if arena.mapped() > MAX_KEPT_MAPPED {
-            return;
+    /// is full or the arena grew large); pairs let go of since the last give or take have their
+    /// reset queued now.
+    pub(crate) fn give(&self, arena: Arc<Arena>, ctl: ControlBlock) {
+        if arena.mapped() <= MAX_KEPT_MAPPED {
+            let mut st = self.lock();
+            if st.held.len() + st.resetting.len() < self.kept {
+                st.held.push_back((arena, ctl));
+            }
         }
-        let mut free = self.lock();
-        if free.len() < self.kept {
-            free.push_back((arena, ctl));
-        }
+        self.reset_free();
     }
 }
 
@@ -158,6 +239,11 @@ mod tests {
         let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), addr, out.len()) };
         assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
         out
+    }
+
+    /// How many of the `bytes` at `addr` are not zero, as a kernel given the address reads them.
+    fn nonzero(host: &gpuhost::Host, addr: u64, bytes: u64) -> usize {
+        peek(host, addr, bytes).iter().filter(|&&b| b != 0).count()
     }
 
     /// Fills `bytes` at `addr` with `byte`, as a guest's kernel may write anywhere it can reach.
@@ -212,8 +298,7 @@ mod tests {
             "the pool handed out a new arena, not the reused one"
         );
         assert_eq!(block.device_ptr(), ctl);
-        let seen = peek(&host, base, arena.mapped());
-        let left = seen.iter().filter(|&&b| b != 0).count();
+        let left = nonzero(&host, base, arena.mapped());
         assert_eq!(
             left, 0,
             "{left} bytes of the last guest's arena are readable"
@@ -246,6 +331,134 @@ mod tests {
         drop(second);
         let (arena, _) = reusable(&pool);
         assert!(arena.used() == 0);
+    }
+
+    /// A kernel that spins until the word at `flag` is not zero, then writes 1 at `out`.
+    const GATE: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry gate(.param .u64 flag, .param .u64 out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [flag];
+$L_wait:
+    ld.volatile.global.u32 %r1, [%rd1];
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra $L_wait;
+    ld.param.u64 %rd2, [out];
+    st.global.u32 [%rd2], 1;
+    ret;
+}
+"#;
+
+    /// Launches [`GATE`] on `stream`, waiting for word 0 of `flag` and writing into `out`.
+    fn launch_gate(
+        stream: &gpuhost::Stream,
+        flag: &gpuhost::ControlBlock,
+        out: &gpuhost::DeviceBuffer,
+    ) -> gpuhost::Completion {
+        let source = gpuhost::ModuleSource::new("gate", gpuhost::ModuleImage::Ptx(GATE.into()));
+        let registry =
+            gpuhost::Registry::from_sources(stream.host(), "pool-test", vec![source]).unwrap();
+        let one = gpuhost::LaunchConfig {
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            gpuhost::Arg::Buffer(&flag.anchor(), 0),
+            gpuhost::Arg::Buffer(out, 0),
+        ];
+        stream
+            .launch(&registry.kernel("gate").unwrap(), one, &args)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pair_is_handed_out_only_once_its_zeroing_has_completed() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host.clone(), &limits, 4);
+        let first = pool.confinement(&limits).unwrap();
+        let (base, mapped) = (first.arena.base(), first.arena.mapped());
+        poke(&host, base, 0x5A, mapped);
+        drop(first);
+        // The pool's reset stream is busy with a kernel that waits for the test's word: a
+        // zeroing queued behind it cannot run before the word is set.
+        let flag = host.control_block().unwrap();
+        let out = host.alloc(4).unwrap();
+        let busy = launch_gate(&pool.stream().unwrap(), &flag, &out);
+        // Once the watchdog lets go of the guest's watch, a take queues the pair's reset...
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.lock().resetting.is_empty() {
+            assert!(
+                pool.take().is_none(),
+                "a pair was handed out before its zeroing ran"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "the pair's reset was never queued"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // ...and no take hands it out while that zeroing waits behind the kernel.
+        for _ in 0..20 {
+            assert!(
+                pool.take().is_none(),
+                "a pair was handed out before its zeroing ran"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!busy.is_done(), "the kernel holding the reset stream ended");
+        flag.store_u32(0, 1);
+        let (arena, _) = reusable(&pool);
+        assert_eq!(arena.base(), base, "not the reused arena");
+        let left = nonzero(&host, base, arena.mapped());
+        assert_eq!(
+            left, 0,
+            "{left} bytes of the last guest's arena are readable"
+        );
+        busy.wait().unwrap();
+    }
+
+    #[test]
+    fn a_pair_whose_launch_is_still_running_is_not_reset_until_it_ends() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host.clone(), &limits, 4);
+        let first = pool.confinement(&limits).unwrap();
+        let base = first.arena.base();
+        // The last guest's launch, still running when its Store goes: it holds the arena
+        // (through its buffer) and writes into it when it ends.
+        let out = first.arena.alloc(4).unwrap();
+        let flag = host.control_block().unwrap();
+        let stream = host.stream().unwrap();
+        let running = launch_gate(&stream, &flag, &out);
+        drop(out);
+        drop(first);
+        // Long past the watchdog's letting go of the watch: only the launch holds the pair.
+        for _ in 0..40 {
+            assert!(
+                pool.take().is_none(),
+                "a pair was handed out while a launch still ran on it"
+            );
+            assert!(
+                pool.lock().resetting.is_empty(),
+                "a pair was reset while a launch still ran on it"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!running.is_done(), "the launch ended by itself");
+        flag.store_u32(0, 1);
+        running.wait().unwrap();
+        let (arena, _) = reusable(&pool);
+        assert_eq!(arena.base(), base, "not the reused arena");
+        // The launch's write at its end came before the reset, which zeroed it.
+        let left = nonzero(&host, base, arena.mapped());
+        assert_eq!(left, 0, "{left} bytes the launch wrote survived the reset");
     }
 
     #[test]

@@ -27,6 +27,12 @@
 //!   H200, `gpuhost serve`'s workers were found in cuMemsetD8_v2 more than anywhere else,
 //!   bench/h200-runs/2026-12-01-s6/stacks/). Nothing else can still use the range: a buffer
 //!   gives its range back only when its last clone and every launch using it have ended.
+//! - Reuse for another guest ([`Arena::queue_reset`]) zeroes the whole mapped range without
+//!   waiting: the memset and a fence go on a stream the caller keeps for resets, and the arena
+//!   stays inside an [`ArenaReset`] until the completion thread has seen the fence pass, so no
+//!   allocation (and no guest) reaches it before it is zero. A request thread then never waits
+//!   for the device to reuse an arena (the synchronize it replaced took 15–30 µs per `gpuhost
+//!   serve` request on the H200, bench/h200-runs/2026-12-02-s11/).
 //! - The arena goes when its last holder does: buffers (and the [`Arena::anchor`] a launch may
 //!   hold) keep it alive. It then unmaps every chunk, releases the chunks' handles and frees
 //!   the reservation. An arena of a dead context generation still releases its handles: on
@@ -45,10 +51,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
+use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::result::{self, has_symbol, vmm};
 use crate::stats::Counters;
+use crate::stream::Stream;
 
 /// Alignment of every allocation in an arena (as cuMemAlloc guarantees).
 pub const ARENA_ALIGN: u64 = 256;
@@ -98,6 +106,50 @@ impl std::fmt::Debug for Arena {
             .field("used", &self.used())
             .field("generation", &self.generation)
             .finish()
+    }
+}
+
+/// An arena whose reset is queued ([`Arena::queue_reset`]): it holds the arena until the zeroing
+/// has completed.
+pub struct ArenaReset {
+    arena: Arc<Arena>,
+    /// The reset stream's fence after the zeroing (the completion thread marks it done).
+    done: Completion,
+}
+
+impl std::fmt::Debug for ArenaReset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArenaReset")
+            .field("arena", &self.arena)
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl ArenaReset {
+    /// Whether the zeroing has completed (or failed); no driver call.
+    pub fn is_done(&self) -> bool {
+        self.done.is_done()
+    }
+
+    /// The arena, zeroed, once the zeroing has completed; `Err(self)` while it has not (no
+    /// driver call either way). `Ok(Err(_))` when the zeroing failed or the arena's context is
+    /// gone: the arena is dropped (freed), never handed out.
+    pub fn ready(self) -> std::result::Result<Result<Arc<Arena>>, Self> {
+        if !self.done.is_done() {
+            return Err(self);
+        }
+        let Self { arena, done } = self;
+        // Done, so this returns its outcome without waiting.
+        let zeroed = done.wait().and_then(|()| {
+            let now = arena.host.generation();
+            if now == arena.generation {
+                Ok(arena)
+            } else {
+                Err(Error::ContextLost { generation: now })
+            }
+        });
+        Ok(zeroed)
     }
 }
 
@@ -401,21 +453,59 @@ impl Arena {
         stream.synchronize()
     }
 
+    /// Whether anything but the caller holds the arena: another handle, a buffer, or an anchor
+    /// (so a launch given one).
+    pub fn is_held(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) != 1 || self.used() != 0
+    }
+
     /// Makes the arena ready for another guest when nothing but the caller holds it any more
-    /// (no buffer, no anchor, so no launch given one): zeroes everything mapped, `[base, base +
-    /// mapped)`, which is all a sandboxed kernel can reach, so nothing the last guest wrote is
-    /// readable by the next. Returns false, changing nothing, while anything else holds it.
-    pub fn reset_for_reuse(self: &Arc<Self>) -> Result<bool> {
+    /// (no buffer, no anchor, so no launch given one): queues the zeroing of everything mapped,
+    /// `[base, base + mapped)`, which is all a sandboxed kernel can reach, on `stream`, and
+    /// returns at once. The arena comes back through [`ArenaReset::ready`] only once the stream
+    /// has passed the zeroing, so nothing the last guest wrote is readable by the next, and no
+    /// one can allocate in it meanwhile. `Ok(Err(arena))`, changing nothing, while anything else
+    /// holds it. On an error the arena is dropped (freed).
+    ///
+    /// `stream` should be one no guest launches on: the zeroing waits behind whatever is queued
+    /// there.
+    pub fn queue_reset(
+        self: Arc<Self>,
+        stream: &Stream,
+    ) -> Result<std::result::Result<ArenaReset, Arc<Arena>>> {
         // The caller's Arc is the only one, so no buffer or anchor can appear meanwhile.
-        if Arc::strong_count(self) != 1 || self.used() != 0 {
-            return Ok(false);
+        if self.is_held() {
+            return Ok(Err(self));
         }
-        self.host.enter_for(self.generation)?;
-        let mut st = self.lock();
-        self.zero(0, st.mapped)?;
-        st.untouched_from = 0;
+        if !Arc::ptr_eq(stream.host(), &self.host) {
+            return Err(Error::DeviceMismatch {
+                what: "stream",
+                expected: self.host.ordinal(),
+                found: stream.host().ordinal(),
+            });
+        }
+        let generation = self.host.enter_for(self.generation)?;
+        if stream.generation() != generation {
+            return Err(Error::ContextLost { generation });
+        }
+        {
+            let mut st = self.lock();
+            // SAFETY: the range is mapped and device-accessible, and no one else holds the arena
+            // (so no buffer of it and no launch given one is left); the stream belongs to the
+            // bound context (generation checked). The arena is handed out again only once the
+            // stream has passed this (ArenaReset::ready).
+            let r = unsafe {
+                result::mem::set_d8_async(self.base, 0, st.mapped as usize, stream.raw())
+            };
+            self.host.check_at(r, generation)?;
+            st.untouched_from = 0;
+        }
         self.kernels_since_zeroed.store(false, Ordering::SeqCst);
-        Ok(true)
+        // The fence's batch keeps an anchor until the zeroing is done: an ArenaReset dropped
+        // before then (its pool gone) leaves the arena to the completion thread, which frees it
+        // only once the memset no longer writes into it.
+        let done = stream.fence_keeping(&[&self.anchor()], None)?;
+        Ok(Ok(ArenaReset { arena: self, done }))
     }
 
     /// A buffer's range comes back (its last holder and every launch using it are gone).

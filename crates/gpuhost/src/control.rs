@@ -145,13 +145,19 @@ impl ControlBlock {
     /// zero already (no driver call). Returns false, changing nothing, while anything else holds
     /// it.
     pub fn reset_for_reuse(&mut self) -> Result<bool> {
-        let s = &self.shared;
-        if Arc::strong_count(s) != 1 || Arc::strong_count(&s.device.inner) != 1 {
+        if self.is_held() {
             return Ok(false);
         }
         self.live()?;
-        s.slot.clear();
+        self.shared.slot.clear();
         Ok(true)
+    }
+
+    /// Whether anything but this handle holds the block: another clone, or an anchor (so a
+    /// launch given one).
+    pub fn is_held(&self) -> bool {
+        let s = &self.shared;
+        Arc::strong_count(s) != 1 || Arc::strong_count(&s.device.inner) != 1
     }
 
     /// A buffer over the block at [`ControlBlock::device_ptr`] (both windows): pass it as
