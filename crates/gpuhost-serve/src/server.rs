@@ -329,11 +329,23 @@ impl Server {
         Ok(released)
     }
 
-    /// Unloads everything (at shutdown).
+    /// Unloads everything (at shutdown), and waits until each host's queued module unloads
+    /// are made: gpuhost makes them on a background thread, which the process's exit would
+    /// otherwise cut short.
     pub async fn unload_all(&self) {
         let names: Vec<String> = self.functions.load().keys().cloned().collect();
         for name in names {
             let _ = self.unload(&name).await;
+        }
+        let hosts = self.hosts.clone();
+        let waited = tokio::task::spawn_blocking(move || {
+            for host in hosts {
+                host.wait_unloads();
+            }
+        })
+        .await;
+        if let Err(e) = waited {
+            tracing::warn!("waiting for module unloads at shutdown failed: {e}");
         }
     }
 
