@@ -102,7 +102,6 @@ pub(crate) fn reset_device() -> Result<(), Rt> {
             check(unsafe { (d.cuCtxSetCurrent)(std::ptr::null_mut()) })?;
         }
     }
-    crate::status::clear_sticky();
     Ok(())
 }
 

@@ -66,10 +66,12 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
 /// device, …) rather than only that there is no kernel.
 static LOOKUP_FAILURE: AtomicI32 = AtomicI32::new(0);
 
-/// What a launch of a NULL kernel reports.
+/// What a launch of a NULL kernel reports: NVIDIA's runtime 13 answers a launch of a function
+/// that was never registered with cudaErrorInvalidResourceHandle (runtime_semantics.cu on the
+/// H200, bench/h200-runs/2026-12-02-s12/).
 pub(crate) fn missing_kernel() -> Rt {
     match LOOKUP_FAILURE.load(Ordering::Relaxed) {
-        0 => code::INVALID_DEVICE_FUNCTION,
+        0 => code::INVALID_RESOURCE_HANDLE,
         e => Rt(e),
     }
 }
@@ -261,7 +263,9 @@ fn find_kernel(host: *const c_void) -> Result<Handle, Rt> {
     let f = reg
         .functions
         .get(&(host as usize))
-        .ok_or(code::INVALID_DEVICE_FUNCTION)?;
+        // What NVIDIA's runtime 13 answers for a function it never registered (see
+        // `missing_kernel`).
+        .ok_or(code::INVALID_RESOURCE_HANDLE)?;
     if let Some(k) = f.kernel {
         return Ok(k as Handle);
     }
@@ -328,7 +332,7 @@ mod tests {
     #[test]
     fn a_stub_or_variable_never_registered_is_refused_without_touching_the_driver() {
         let stub = 0x10 as *const c_void;
-        assert_eq!(kernel(stub), Err(code::INVALID_DEVICE_FUNCTION));
+        assert_eq!(kernel(stub), Err(code::INVALID_RESOURCE_HANDLE));
         assert_eq!(variable(stub), Err(code::INVALID_SYMBOL));
     }
 
@@ -338,7 +342,7 @@ mod tests {
         let unknown = 0x20 as *mut *mut c_void;
         // SAFETY: a NUL-terminated name.
         unsafe { register(Symbol::Kernel, unknown, stub, c"k".as_ptr()) };
-        assert_eq!(kernel(stub.cast()), Err(code::INVALID_DEVICE_FUNCTION));
+        assert_eq!(kernel(stub.cast()), Err(code::INVALID_RESOURCE_HANDLE));
 
         // SAFETY: NULL is no fatbin (registered as one that cannot load).
         let handle = unsafe { register_fatbin(std::ptr::null_mut()) };
@@ -346,7 +350,7 @@ mod tests {
         unsafe { register(Symbol::Kernel, handle, stub, c"k".as_ptr()) };
         assert_eq!(kernel(stub.cast()), Err(code::INVALID_KERNEL_IMAGE));
         unregister_fatbin(handle);
-        assert_eq!(kernel(stub.cast()), Err(code::INVALID_DEVICE_FUNCTION));
+        assert_eq!(kernel(stub.cast()), Err(code::INVALID_RESOURCE_HANDLE));
         // A second unregister of the same (now stale) handle is ignored, not freed twice.
         unregister_fatbin(handle);
     }

@@ -1,18 +1,16 @@
 //! Runtime error codes (`cudaError_t`): the driver's codes mapped to the runtime's, each thread's
-//! last error (`cudaGetLastError` / `cudaPeekAtLastError`), sticky errors, and the names and
-//! messages of `cudaGetErrorName` / `cudaGetErrorString`.
+//! last error (`cudaGetLastError` / `cudaPeekAtLastError`), and the names and messages of
+//! `cudaGetErrorName` / `cudaGetErrorString`.
 //!
 //! The runtime's codes were laid out to share the driver's numbers wherever both have the error
 //! (invalid value 1, no device 100, illegal address 700, …), so a driver code the runtime also
 //! has passes through unchanged, and one it lacks is `cudaErrorUnknown`. A sticky error (a
-//! kernel fault: the context is unusable) is remembered for the process: `cudaGetLastError`
-//! keeps returning it instead of resetting, as NVIDIA documents, and the driver itself keeps
-//! failing every later call in that context.
+//! kernel fault: the context is unusable) needs no memory here: the driver keeps failing every
+//! later call in that context, and each failure is the thread's last error again.
 
 use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_int};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::driver::CuResult;
 
@@ -33,18 +31,11 @@ pub(crate) mod code {
     pub(crate) const NO_DEVICE: Rt = Rt(100);
     pub(crate) const INVALID_DEVICE: Rt = Rt(101);
     pub(crate) const INVALID_KERNEL_IMAGE: Rt = Rt(200);
+    pub(crate) const INVALID_RESOURCE_HANDLE: Rt = Rt(400);
     pub(crate) const SYMBOL_NOT_FOUND: Rt = Rt(500);
     pub(crate) const NOT_READY: Rt = Rt(600);
     pub(crate) const UNKNOWN: Rt = Rt(999);
 }
-
-/// Kernel faults after which the context cannot be used again (`cudaGetLastError` does not
-/// clear them): illegal address, launch timeout, device assert, hardware stack error, illegal
-/// instruction, misaligned address, invalid address space, invalid PC, launch failure.
-const STICKY: [c_int; 9] = [700, 702, 710, 714, 715, 716, 717, 718, 719];
-
-/// The first sticky error seen in this process (0: none).
-static STICKY_ERROR: AtomicI32 = AtomicI32::new(0);
 
 thread_local! {
     /// This thread's last error (0: none since the last `cudaGetLastError`).
@@ -52,7 +43,7 @@ thread_local! {
 }
 
 /// Maps a driver result to the runtime's: success is `Ok`, a code the runtime shares is kept,
-/// anything else is `cudaErrorUnknown`. Records a sticky error.
+/// anything else is `cudaErrorUnknown`.
 pub(crate) fn check(r: CuResult) -> Result<(), Rt> {
     if r == 0 {
         return Ok(());
@@ -62,9 +53,6 @@ pub(crate) fn check(r: CuResult) -> Result<(), Rt> {
     } else {
         code::UNKNOWN
     };
-    if STICKY.contains(&e.0) {
-        let _ = STICKY_ERROR.compare_exchange(0, e.0, Ordering::Relaxed, Ordering::Relaxed);
-    }
     Err(e)
 }
 
@@ -96,27 +84,17 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Rt> {
     Ok(())
 }
 
-/// `cudaGetLastError`: the thread's last error, reset to success, unless a sticky error
-/// happened, which it keeps returning.
+/// `cudaGetLastError`: the thread's last error, reset to success. A kernel fault is no
+/// exception: NVIDIA's runtime 13 returned cudaErrorIllegalAddress once and then cudaSuccess,
+/// while every later call that needs the context fails with it again, as the driver's calls do
+/// (runtime_semantics.cu on the H200, bench/h200-runs/2026-12-02-s12/).
 pub(crate) fn take_last() -> c_int {
-    let last = LAST_ERROR.replace(0);
-    match STICKY_ERROR.load(Ordering::Relaxed) {
-        0 => last,
-        sticky => sticky,
-    }
-}
-
-/// Forgets the sticky error: `cudaDeviceReset` has destroyed the context it spoiled.
-pub(crate) fn clear_sticky() {
-    STICKY_ERROR.store(0, Ordering::Relaxed);
+    LAST_ERROR.replace(0)
 }
 
 /// `cudaPeekAtLastError`: the same answer, without the reset.
 pub(crate) fn peek_last() -> c_int {
-    match STICKY_ERROR.load(Ordering::Relaxed) {
-        0 => LAST_ERROR.get(),
-        sticky => sticky,
-    }
+    LAST_ERROR.get()
 }
 
 /// What NVIDIA's runtime answers for a code it does not know, as name and as message.
