@@ -108,7 +108,7 @@ impl Flush for Unrecorded {
     }
 
     fn record_kept(&self) -> Option<Batch> {
-        self.take().and_then(|launches| self.recorded(launches))
+        self.take().and_then(|launches| self.close(launches))
     }
 }
 
@@ -137,14 +137,14 @@ impl Unrecorded {
     /// Record an event after `launches` (taken from the queue before, so each was issued before
     /// the event) and hand them to the completion thread; a failure completes them with it.
     fn record_after(&self, launches: Launched) {
-        if let Some(batch) = self.recorded(launches) {
+        if let Some(batch) = self.close(launches) {
             completion::hand_over(&self.host, batch);
         }
     }
 
     /// `launches` closed by an event recorded now, on this thread (which it leaves bound to
     /// the context); None when recording failed, the launches then completed with the error.
-    fn recorded(&self, launches: Launched) -> Option<Batch> {
+    fn close(&self, launches: Launched) -> Option<Batch> {
         let recorded = self
             .host
             .enter_for(self.generation)

@@ -129,7 +129,7 @@ pub(crate) unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usi
     })
 }
 
-/// This thread's last error, reset to success (sticky errors stay).
+/// This thread's last error, reset to success (a kernel fault too: see `status::take_last`).
 pub(crate) unsafe extern "C" fn cudaGetLastError() -> c_int {
     status::take_last()
 }
