@@ -147,10 +147,18 @@ async fn launches_collected_when_the_guest_exits_still_run_and_stay_counted() {
         return;
     };
     let mut launched = Vec::new();
-    for limits in [trusted(), unbatched()] {
+    for (limits, collected) in [(trusted(), true), (unbatched(), false)] {
         let before = rt.host().stats().launches;
         let o = run(rt, &["exit-pending"], limits).await;
-        assert_eq!(o.held_at_exit.launches_in_flight, 8, "{}", stdout(&o));
+        let held = o.held_at_exit.launches_in_flight;
+        if collected {
+            // Collected launches cannot finish before they are issued.
+            assert_eq!(held, 8, "{}", stdout(&o));
+        } else {
+            // Issued one by one, each may finish (and be retired by the next launch) before
+            // the guest exits; only the count issued below is fixed.
+            assert!(held <= 8, "{held} in flight: {}", stdout(&o));
+        }
         rt.host().synchronize().unwrap();
         launched.push(rt.host().stats().launches - before);
     }
