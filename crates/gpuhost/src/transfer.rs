@@ -53,6 +53,9 @@ pub struct TransferConfig {
     /// Helper threads that copy between the caller's memory and staging, beside the calling
     /// thread (0 ..= 64; 0: the calling thread copies alone).
     pub copy_threads: usize,
+    /// Host copies write with streaming (non-temporal) stores: into staging on an upload, into
+    /// the caller's memory on a download (see copy.rs).
+    pub streaming_stores: bool,
 }
 
 /// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
@@ -72,6 +75,7 @@ impl Default for TransferConfig {
             chunk_bytes: 8 << 20,
             chunks_in_flight: 4,
             copy_threads: (cores * 3 / 4).min(12),
+            streaming_stores: false,
         }
     }
 }
@@ -105,6 +109,15 @@ impl TransferConfig {
     /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
     /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
     /// does the other stage of the last one, so smaller ends shrink what is exposed.
+    /// How this configuration's host copies store.
+    pub(crate) fn stores(&self) -> crate::copy::Stores {
+        if self.streaming_stores {
+            crate::copy::Stores::Streaming
+        } else {
+            crate::copy::Stores::Cached
+        }
+    }
+
     fn plan(&self, len: usize) -> (usize, Vec<Range<usize>>) {
         let chunk = (len / MIN_CHUNKS)
             .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
@@ -380,7 +393,7 @@ impl Stream {
                 in_flight.push_back((done, staging, next));
             }
             let landed = staging.bytes(part.len());
-            copy_in_steps(part, landed, cfg.copy_threads).await;
+            copy_in_steps(part, landed, &cfg).await;
         }
         Ok(())
     }
@@ -406,7 +419,7 @@ impl Stream {
             };
             // SAFETY: copy_in_steps writes only bytes copied from `part` through it.
             let dst = unsafe { crate::copy::as_uninit(staging.bytes_mut(part.len())) };
-            copy_in_steps(dst, part, cfg.copy_threads).await;
+            copy_in_steps(dst, part, &cfg).await;
             // The copy yielded: this task may run on another thread now, and the context may
             // have been lost meanwhile.
             let generation = self.enter_with(buf)?;
@@ -557,14 +570,15 @@ impl Drop for Lent<'_> {
 /// a yield costs (a guest's 4-byte `buffer.read` suspended and resumed its guest once more).
 /// `dst` may be memory not initialised yet (a download's destination); all of it is when the
 /// copy returns.
-async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], helpers: usize) {
+async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], cfg: &TransferConfig) {
+    let (helpers, stores) = (cfg.copy_threads, cfg.stores());
     if dst.len() <= UNYIELDED_COPY {
-        crate::copy::parallel_uninit(dst, src, helpers);
+        crate::copy::parallel_uninit(dst, src, helpers, stores);
         return;
     }
     let step = STEP_PER_THREAD * (helpers + 1);
     for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
-        crate::copy::parallel_uninit(d, s, helpers);
+        crate::copy::parallel_uninit(d, s, helpers, stores);
         yield_now().await;
     }
 }
@@ -592,6 +606,7 @@ mod tests {
             chunk_bytes,
             chunks_in_flight: 3,
             copy_threads: 0,
+            streaming_stores: false,
         }
     }
 

@@ -3,9 +3,11 @@
 //! the raw driver's stream launches and its replay of a 32-node graph (the anchors), native
 //! gpuhost's `Stream::launch` and `KernelGraph` replay, and a guest's bursts, bound and with
 //! argument lists, trusted and sandboxed, with graph batching off and on
-//! (`Limits::max_graph_batch`; a sandboxed guest's batches hold at most 8 launches). Each figure
-//! includes the synchronize: it is the time until the device has run the burst, which is where
-//! a batched guest's burst is issued.
+//! (`Limits::max_graph_batch`; a sandboxed guest's batches hold at most 8 launches), and the
+//! trusted guest's batched bursts again under smaller `max_graph_batch` values ([`BATCH_SWEEP`]:
+//! a full batch is issued at once, so smaller batches let the device run one while the guest
+//! collects the next). Each figure includes the synchronize: it is the time until the device
+//! has run the burst, which is where a batched guest's last batch is issued.
 
 use std::ffi::c_void;
 use std::time::Instant;
@@ -19,6 +21,9 @@ use super::raw::Raw;
 
 /// The empty kernel every row launches (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
+
+/// The `max_graph_batch` values the trusted guest's batched bursts are measured again with.
+pub const BATCH_SWEEP: [u32; 3] = [4, 8, 16];
 
 /// Medians, nanoseconds per kernel, of a burst of [`BURST`] then synchronize, by path.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,6 +45,8 @@ pub struct BurstBench {
     /// The same two, sandboxed: (bound off, on), (argument list off, on).
     pub sandboxed_bound: (u128, u128),
     pub sandboxed_launch: (u128, u128),
+    /// Trusted guest, graph-batched, at each of [`BATCH_SWEEP`]: (bound, argument list).
+    pub batch_sweep: [(u128, u128); BATCH_SWEEP.len()],
 }
 
 /// Times `bursts` runs of `burst` (after one warm-up), per kernel.
@@ -89,6 +96,22 @@ impl BurstBench {
                 self.sandboxed_launch.1,
             ),
         ];
+        let swept = BATCH_SWEEP
+            .iter()
+            .zip(self.batch_sweep)
+            .flat_map(|(b, (bound, list))| {
+                [
+                    (format!("guest bound launches, batches of {b}"), bound),
+                    (
+                        format!("guest argument-list launches, batches of {b}"),
+                        list,
+                    ),
+                ]
+            });
+        let rows = rows
+            .into_iter()
+            .map(|(w, ns)| (w.to_string(), ns))
+            .chain(swept);
         let r = |a: u128, b: u128| a as f64 / b.max(1) as f64;
         let mut s = format!(
             "bursts of {BURST} launches then synchronize on {device}, {} bursts each, medians:\n\n| path | µs per kernel | / raw stream | / raw graph | / native gpuhost |\n|---|---|---|---|---|\n",
@@ -108,8 +131,15 @@ impl BurstBench {
 
     /// One JSON object of the medians (ns per kernel).
     pub fn json(&self) -> String {
+        let swept: Vec<String> = BATCH_SWEEP
+            .iter()
+            .zip(self.batch_sweep)
+            .map(|(b, (bound, list))| {
+                format!("{{\"max_graph_batch\":{b},\"bound_ns\":{bound},\"launch_ns\":{list}}}")
+            })
+            .collect();
         format!(
-            "{{\"burst\":{BURST},\"bursts\":{},\"raw_stream_ns\":{},\"raw_graph_ns\":{},\"native_stream_ns\":{},\"native_graph_ns\":{},\"guest_bound_ns\":{},\"guest_bound_batched_ns\":{},\"guest_launch_ns\":{},\"guest_launch_batched_ns\":{},\"sandboxed_bound_ns\":{},\"sandboxed_bound_batched_ns\":{},\"sandboxed_launch_ns\":{},\"sandboxed_launch_batched_ns\":{}}}",
+            "{{\"burst\":{BURST},\"bursts\":{},\"raw_stream_ns\":{},\"raw_graph_ns\":{},\"native_stream_ns\":{},\"native_graph_ns\":{},\"guest_bound_ns\":{},\"guest_bound_batched_ns\":{},\"guest_launch_ns\":{},\"guest_launch_batched_ns\":{},\"sandboxed_bound_ns\":{},\"sandboxed_bound_batched_ns\":{},\"sandboxed_launch_ns\":{},\"sandboxed_launch_batched_ns\":{},\"batch_sweep\":[{}]}}",
             self.bursts,
             self.raw_stream,
             self.raw_graph,
@@ -122,7 +152,8 @@ impl BurstBench {
             self.sandboxed_bound.0,
             self.sandboxed_bound.1,
             self.sandboxed_launch.0,
-            self.sandboxed_launch.1
+            self.sandboxed_launch.1,
+            swept.join(",")
         )
     }
 }
@@ -188,6 +219,10 @@ pub async fn measure(runtime: &Runtime, bench_guest: &Guest, samples: usize) -> 
     let on = guest_bursts(runtime, bench_guest, samples, false, batch).await?;
     let sb_off = guest_bursts(runtime, bench_guest, samples, true, 0).await?;
     let sb_on = guest_bursts(runtime, bench_guest, samples, true, batch).await?;
+    let mut batch_sweep = [(0, 0); BATCH_SWEEP.len()];
+    for (row, &b) in batch_sweep.iter_mut().zip(&BATCH_SWEEP) {
+        *row = guest_bursts(runtime, bench_guest, samples, false, b).await?;
+    }
     Ok(BurstBench {
         bursts,
         raw_stream,
@@ -198,6 +233,7 @@ pub async fn measure(runtime: &Runtime, bench_guest: &Guest, samples: usize) -> 
         guest_launch: (off.1, on.1),
         sandboxed_bound: (sb_off.0, sb_on.0),
         sandboxed_launch: (sb_off.1, sb_on.1),
+        batch_sweep,
     })
 }
 

@@ -40,6 +40,7 @@ pub struct SweepResult {
     pub chunk_bytes: usize,
     pub chunks_in_flight: usize,
     pub copy_threads: usize,
+    pub streaming_stores: bool,
     pub is_default: bool,
     pub download_us: Summary,
     pub upload_us: Summary,
@@ -215,6 +216,7 @@ pub fn run(
             chunk_bytes: cfg.chunk_bytes,
             chunks_in_flight: cfg.chunks_in_flight,
             copy_threads: cfg.copy_threads,
+            streaming_stores: cfg.streaming_stores,
             is_default: *cfg == default,
             download_us: Summary::of(down),
             upload_us: Summary::of(up),
@@ -246,18 +248,36 @@ pub fn sweep_configs(quick: bool) -> Vec<TransferConfig> {
             &[0, 2, 4, 6, 8, 12],
         )
     };
-    for &chunk_bytes in chunks {
-        for &chunks_in_flight in flights {
-            for &copy_threads in threads {
-                let c = TransferConfig {
+    // Streaming stores (copy.rs) with the shapes that won before, quick: the default's alone.
+    let mut streaming = vec![TransferConfig {
+        streaming_stores: true,
+        ..TransferConfig::default()
+    }];
+    if !quick {
+        for chunk_bytes in [4 << 20, 8 << 20, 16 << 20] {
+            for copy_threads in [8, 12, 15] {
+                streaming.push(TransferConfig {
                     chunk_bytes,
-                    chunks_in_flight,
+                    chunks_in_flight: 4,
                     copy_threads,
-                };
-                if !v.contains(&c) {
-                    v.push(c);
-                }
+                    streaming_stores: true,
+                });
             }
+        }
+    }
+    let cached = chunks.iter().flat_map(|&chunk_bytes| {
+        flights.iter().flat_map(move |&chunks_in_flight| {
+            threads.iter().map(move |&copy_threads| TransferConfig {
+                chunk_bytes,
+                chunks_in_flight,
+                copy_threads,
+                streaming_stores: false,
+            })
+        })
+    });
+    for c in cached.chain(streaming) {
+        if !v.contains(&c) {
+            v.push(c);
         }
     }
     v
@@ -335,8 +355,10 @@ pub fn print(r: &TransferResults) {
         gbs(first.bytes, ad.median),
         gbs(first.bytes, au.median)
     );
-    println!("| chunk | in flight | copy threads | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!(
+        "| chunk | in flight | copy threads | stores | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |"
+    );
+    println!("|---:|---:|---:|---|---:|---:|---:|---:|---|");
     // The best rows and the default (all of them are in the JSON).
     let shown = r
         .sweep
@@ -346,10 +368,15 @@ pub fn print(r: &TransferResults) {
         .map(|(_, s)| s);
     for s in shown {
         println!(
-            "| {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
+            "| {} | {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
             size_name(s.chunk_bytes),
             s.chunks_in_flight,
             s.copy_threads,
+            if s.streaming_stores {
+                "streaming"
+            } else {
+                "cached"
+            },
             gbs(s.bytes, s.download_us.median),
             ad.median / s.download_us.median,
             gbs(s.bytes, s.upload_us.median),

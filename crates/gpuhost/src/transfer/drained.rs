@@ -77,6 +77,7 @@ pub struct DrainedDownload {
     /// DMAs kept on the way (`TransferConfig::chunks_in_flight`).
     in_flight: usize,
     copy_threads: usize,
+    stores: crate::copy::Stores,
     /// Chunks not yet queued, in order.
     planned: VecDeque<Range<usize>>,
     /// Chunks queued, in order; the front one is drained first.
@@ -127,6 +128,7 @@ impl Stream {
             chunk,
             in_flight: cfg.chunks_in_flight,
             copy_threads: cfg.copy_threads,
+            stores: cfg.stores(),
             planned: plan.into(),
             queued: VecDeque::with_capacity(cfg.chunks_in_flight + 1),
             starved_since: None,
@@ -266,7 +268,7 @@ impl DrainedDownload {
             let landed = &front.staging.bytes(front.range.len())[from..from + n];
             // SAFETY: parallel_uninit writes every byte of its destination, copied from `landed`.
             let dst = unsafe { crate::copy::as_uninit(&mut out[written..written + n]) };
-            crate::copy::parallel_uninit(dst, landed, self.copy_threads);
+            crate::copy::parallel_uninit(dst, landed, self.copy_threads, self.stores);
             front.copied += n;
             written += n;
             if front.copied == front.range.len() {

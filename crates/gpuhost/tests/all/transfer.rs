@@ -152,13 +152,16 @@ fn pageable_transfers_round_trip_under_every_staging_configuration() {
         (1 << 20, 3, 4),
         (8 << 20, 16, 8),
     ];
+    // Every shape with cached and with streaming host stores.
+    let configs = configs.into_iter().flat_map(|c| [(c, false), (c, true)]);
     let sizes = [1usize, 100_000, (3 << 20) + 123, 5 << 20];
     let buf = host.alloc((5 << 20) + 64).unwrap();
-    for (chunk_bytes, chunks_in_flight, copy_threads) in configs {
+    for ((chunk_bytes, chunks_in_flight, copy_threads), streaming_stores) in configs {
         let cfg = gpuhost::TransferConfig {
             chunk_bytes,
             chunks_in_flight,
             copy_threads,
+            streaming_stores,
         };
         host.set_transfer_config(cfg).unwrap();
         assert_eq!(host.transfer_config(), cfg);
@@ -196,6 +199,7 @@ fn transfer_configurations_out_of_bounds_are_refused_naming_the_setting() {
             chunk_bytes,
             chunks_in_flight,
             copy_threads,
+            streaming_stores: false,
         };
         match host.set_transfer_config(cfg) {
             Err(e @ gpuhost::Error::TransferConfig { .. }) => {
