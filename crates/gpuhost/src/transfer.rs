@@ -54,7 +54,8 @@ pub struct TransferConfig {
     /// thread (0 ..= 64; 0: the calling thread copies alone).
     pub copy_threads: usize,
     /// Host copies write with streaming (non-temporal) stores: into staging on an upload, into
-    /// the caller's memory on a download (see copy.rs).
+    /// the caller's memory on a download (see copy.rs). Off by default: `gpuhost bench`'s sweep
+    /// compares both on the machine at hand, and no H200 run has chosen between them yet.
     pub streaming_stores: bool,
 }
 
