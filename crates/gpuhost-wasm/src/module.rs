@@ -25,7 +25,7 @@ pub struct ModuleRes {
 
 /// A guest's kernel handle, with its share of its module's quota.
 pub struct KernelRes {
-    /// Shared with the launches of it collected for a graph (burst.rs).
+    /// Shared with the launches of it collected for a graph (burst/).
     pub(crate) kernel: Arc<gpuhost::Kernel>,
     pub(crate) charge: Charge,
     /// What a launch of it needs beyond the user's arguments, for a sandboxed guest.
