@@ -126,7 +126,7 @@ fn respace(mods: &[String], sp: &str) -> Vec<String> {
     v
 }
 
-fn pred(g: &(String, bool)) -> Operand {
+pub(super) fn pred(g: &(String, bool)) -> Operand {
     if g.1 {
         Operand::Not(g.0.clone())
     } else {
@@ -360,7 +360,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// `%__sbx_a` := the address, 64 bits wide.
-    fn load(&self, out: &mut Vec<O<'m>>, src: &Src<'_>, line: u32) -> R<()> {
+    pub(super) fn load(&self, out: &mut Vec<O<'m>>, src: &Src<'_>, line: u32) -> R<()> {
         self.load_into(out, "a", src, line)
     }
 
@@ -485,170 +485,6 @@ impl<'m> Fx<'_, 'm> {
         self.emit(out, None, "add", &["u64"], vec![dst, sreg("globals"), at]);
     }
 
-    /// Checks `%__sbx_a` (aligned down, cut to 32 bits) against `[lo, hi)`; returns the guard
-    /// under which the access may run.
-    fn window_check(
-        &self,
-        out: &mut Vec<O<'m>>,
-        w: u64,
-        guard: Option<&(String, bool)>,
-        lo: &str,
-        hi: &str,
-    ) -> Option<(String, bool)> {
-        self.window_into(out, "a", "q", w, w, guard, (lo, hi))
-    }
-
-    /// Checks `%__sbx_<dst>` (aligned down to `w`, cut to 32 bits) and the `span` bytes from
-    /// it against the window `[lo, hi)`; sets `%__sbx_<q>` to whether the access may run and
-    /// returns it as a guard. One 32-bit compare: `(a - lo) mod 2^32 < n`, where the prologue
-    /// set `n` = the count of in-window start offsets for this span (`hi - lo - span + 1`, or 0
-    /// when the window is smaller); windows lie below 4 GiB (shared and local addresses are
-    /// 32-bit), so an address below `lo` wraps past every `n`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn window_into(
-        &self,
-        out: &mut Vec<O<'m>>,
-        dst: &str,
-        q: &str,
-        w: u64,
-        span: u64,
-        guard: Option<&(String, bool)>,
-        (lo, _hi): (&str, &str),
-    ) -> Option<(String, bool)> {
-        let a = sreg(dst);
-        let o = sreg("o");
-        let qname = format!("%__sbx_{q}");
-        let q = sreg(q);
-        let shared = lo == "slo";
-        let lo32 = sreg(if shared { "sl" } else { "ll" });
-        // A window of one static variable has a known size, so the count is an immediate (a
-        // count in a register per span stays live through the whole kernel).
-        let n = match self.static_window(shared) {
-            Some(size) => {
-                self.spans.borrow_mut().insert((shared, 0));
-                imm(((size + 1).max(span) - span) as i64)
-            }
-            None => {
-                self.spans.borrow_mut().insert((shared, span));
-                sreg(&format!("{}n{span}", if shared { 's' } else { 'l' }))
-            }
-        };
-        self.emit(
-            out,
-            None,
-            "and",
-            &["b64"],
-            vec![a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
-        );
-        self.emit(out, None, "cvt", &["u32", "u64"], vec![o.clone(), a]);
-        self.emit(out, None, "sub", &["u32"], vec![o.clone(), o.clone(), lo32]);
-        match guard {
-            None => self.emit(out, None, "setp", &["lt", "u32"], vec![q.clone(), o, n]),
-            Some(g) => self.emit(
-                out,
-                None,
-                "setp",
-                &["lt", "and", "u32"],
-                vec![q.clone(), o, n, pred(g)],
-            ),
-        }
-        // Fault iff the access would have run (guard) but is out of the window.
-        match guard {
-            None => self.fault(out, Some((qname.clone(), true))),
-            Some((g, neg)) => {
-                let p = sreg("p");
-                self.emit(
-                    out,
-                    None,
-                    "xor",
-                    &["pred"],
-                    vec![p.clone(), q, Operand::Name(g.clone())],
-                );
-                if *neg {
-                    self.emit(out, None, "not", &["pred"], vec![p.clone(), p]);
-                }
-                self.fault(out, Some(("%__sbx_p".into(), false)));
-            }
-        }
-        Some((qname, false))
-    }
-
-    /// A shared or local access through a register (or an unchecked variable offset).
-    fn windowed(
-        &self,
-        out: &mut Vec<O<'m>>,
-        i: &Inst,
-        at: usize,
-        src: &Src<'_>,
-        w: u64,
-        sp: &str,
-    ) -> R<()> {
-        self.load(out, src, i.line)?;
-        let (lo, hi) = if sp == "shared" {
-            ("slo", "shi")
-        } else {
-            ("llo", "lhi")
-        };
-        let g = self.window_check(out, w, i.guard.as_ref(), lo, hi);
-        // A skipped shared atomic becomes a branch around it in SASS (ptxas does not predicate
-        // ATOMS): out of the window it goes, like a fenced global access, to a fixed in-window
-        // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
-        // when some shared variable alone spans 2W - 1 bytes.
-        let redirect = sp == "shared"
-            && matches!(i.opcode.as_str(), "atom" | "red")
-            && self.shared_floor() >= 2 * w - 1;
-        match g {
-            Some((q, _)) if redirect => {
-                self.targets.borrow_mut().insert(w);
-                let a = sreg("a");
-                let st = sreg(&format!("st{w}"));
-                self.emit(
-                    out,
-                    None,
-                    "selp",
-                    &["b64"],
-                    vec![a.clone(), a, st, Operand::Name(q)],
-                );
-                self.access(out, i, at, sp, i.guard.clone());
-            }
-            g => self.access(out, i, at, sp, g),
-        }
-        Ok(())
-    }
-
-    /// The size of an entry's shared (or local) window when it is one variable of static size:
-    /// the window is then exactly that variable.
-    fn static_window(&self, shared: bool) -> Option<u64> {
-        if !self.f.is_entry {
-            return None;
-        }
-        let vars: Vec<Option<u64>> = if shared {
-            let tree = self.info.tree_shared(self.f.name.as_str());
-            let own = self.shared_fn.values().map(|s| Some(*s));
-            tree.iter().map(|(_, s)| *s).chain(own).collect()
-        } else {
-            self.locals.values().map(|s| Some(*s)).collect()
-        };
-        match vars.as_slice() {
-            [Some(size)] => Some(*size),
-            _ => None,
-        }
-    }
-
-    /// Bytes the kernel's shared window spans at least: its largest static shared variable (0
-    /// in a device function, whose window is its caller's).
-    fn shared_floor(&self) -> u64 {
-        if !self.f.is_entry {
-            return 0;
-        }
-        let tree = self.info.tree_shared(self.f.name.as_str());
-        let named = tree.iter().filter_map(|(_, s)| *s);
-        named
-            .chain(self.shared_fn.values().copied())
-            .max()
-            .unwrap_or(0)
-    }
-
     /// A generic access: global, shared or local by `isspacep`, each fenced.
     fn generic(
         &mut self,
@@ -724,7 +560,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// The original instruction on `[%__sbx_a]` in space `sp`, under `guard`.
-    fn access(
+    pub(super) fn access(
         &self,
         out: &mut Vec<O<'m>>,
         i: &Inst,

@@ -29,6 +29,7 @@ mod report;
 mod rewrite;
 mod statics;
 mod version;
+mod window;
 
 use crate::ast;
 use crate::error::Error;

@@ -80,7 +80,7 @@ pub(crate) struct Fx<'a, 'm> {
     pub backedges: super::bounded::BackEdges,
     /// (shared?, span) of every window check emitted: the prologue computes their limits.
     pub spans: std::cell::RefCell<std::collections::BTreeSet<(bool, u64)>>,
-    /// Widths of shared atomics redirected to `%__sbx_st<w>` (fence.rs, `windowed`).
+    /// Widths of shared atomics redirected to `%__sbx_st<w>` (window.rs, `windowed`).
     pub targets: std::cell::RefCell<std::collections::BTreeSet<u64>>,
     /// Registers that only hold known addresses in this function's `.local` variables.
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
