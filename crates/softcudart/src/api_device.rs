@@ -6,7 +6,7 @@
 
 #![allow(non_snake_case)]
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_uint};
 
 use crate::driver::{self, RUNTIME_VERSION};
 use crate::status::{self, api, check, put};
@@ -147,4 +147,80 @@ pub(crate) unsafe extern "C" fn cudaGetErrorString(error: c_int) -> *const c_cha
 /// The name of an error code.
 pub(crate) unsafe extern "C" fn cudaGetErrorName(error: c_int) -> *const c_char {
     status::name(error)
+}
+
+/// Initialises a device's primary context without making it current (`flags` 1: with
+/// `device_flags` as its flags first).
+pub(crate) unsafe extern "C" fn cudaInitDevice(
+    device: c_int,
+    device_flags: c_uint,
+    flags: c_uint,
+) -> c_int {
+    api(|| context::init_device(device, device_flags, flags))
+}
+
+/// Sets the flags of this thread's device's primary context (scheduling, `cudaDeviceMapHost`,
+/// `cudaDeviceLmemResizeToMax`, `cudaDeviceSyncMemops`).
+pub(crate) unsafe extern "C" fn cudaSetDeviceFlags(flags: c_uint) -> c_int {
+    api(|| {
+        let d = driver::driver()?;
+        let dev = context::current_device_handle(d)?;
+        context::set_flags(d, dev, flags)
+    })
+}
+
+/// The flags of the current context, or of this thread's device's primary context.
+pub(crate) unsafe extern "C" fn cudaGetDeviceFlags(flags: *mut c_uint) -> c_int {
+    api(|| {
+        if flags.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let f = context::get_flags()?;
+        // SAFETY: the contract above.
+        unsafe { put(flags, f) }
+    })
+}
+
+/// One `cudaLimit` of the current context (the driver's `CUlimit` numbers).
+pub(crate) unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> c_int {
+    api(|| {
+        if value.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let mut v = 0;
+        // SAFETY: `v` is a valid out-pointer; the driver checks the limit.
+        check(unsafe { (d.cuCtxGetLimit)(&mut v, limit) })?;
+        // SAFETY: the contract above.
+        unsafe { put(value, v) }
+    })
+}
+
+/// Sets one `cudaLimit` of the current context.
+pub(crate) unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: plain values; the driver checks the limit and the value.
+        check(unsafe { (d.cuCtxSetLimit)(limit, value) })
+    })
+}
+
+/// The least and greatest stream priorities; either pointer may be NULL.
+pub(crate) unsafe extern "C" fn cudaDeviceGetStreamPriorityRange(
+    least: *mut c_int,
+    greatest: *mut c_int,
+) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        let (mut l, mut g) = (0, 0);
+        // SAFETY: valid out-pointers; a context is current.
+        check(unsafe { (d.cuCtxGetStreamPriorityRange)(&mut l, &mut g) })?;
+        for (out, v) in [(least, l), (greatest, g)] {
+            if !out.is_null() {
+                // SAFETY: non-NULL, so valid for a write (the contract above).
+                unsafe { put(out, v)? };
+            }
+        }
+        Ok(())
+    })
 }

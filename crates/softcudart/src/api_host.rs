@@ -1,0 +1,153 @@
+//! Exported entry points for host memory the device reaches and for what an address is:
+//! registering and unregistering host memory, its device address, `cudaPointerGetAttributes`,
+//! and copies between devices (`cudaMemcpyPeer`, each side in its device's primary context).
+//!
+//! # Safety (all functions here)
+//! Each pointer argument is NULL or valid as the CUDA runtime API documents it (registered host
+//! memory for the bytes given); NULL out-pointers are `cudaErrorInvalidValue`.
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use crate::context;
+use crate::driver::DevPtr;
+use crate::status::{api, check, code, put};
+
+/// Page-locks `size` bytes of host memory at `ptr` and maps them for the device
+/// (`cudaHostRegister*` flags, the driver's `CU_MEMHOSTREGISTER_*` values).
+pub(crate) unsafe extern "C" fn cudaHostRegister(
+    ptr: *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: `ptr` holds `size` bytes of the program's memory (the contract above); the
+        // driver checks the range and the flags.
+        check(unsafe { (d.cuMemHostRegister_v2)(ptr, size, flags) })
+    })
+}
+
+/// Forgets a registration (the memory stays the program's).
+pub(crate) unsafe extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: the driver checks that `ptr` starts a registration.
+        check(unsafe { (d.cuMemHostUnregister)(ptr) })
+    })
+}
+
+/// The device address of mapped host memory (`flags` must be 0).
+pub(crate) unsafe extern "C" fn cudaHostGetDevicePointer(
+    device: *mut *mut c_void,
+    host: *mut c_void,
+    flags: c_uint,
+) -> c_int {
+    // SAFETY: `device` is NULL or valid (the contract above); the closure's pointer is valid;
+    // the driver checks `host` and the flags.
+    api(|| unsafe {
+        context::create_address(device, |d, p| {
+            (d.cuMemHostGetDevicePointer_v2)(p, host, flags)
+        })
+    })
+}
+
+/// CUDA 13.0's `struct cudaPointerAttributes`.
+#[repr(C)]
+pub(crate) struct PointerAttributes {
+    kind: c_int,
+    device: c_int,
+    device_pointer: *mut c_void,
+    host_pointer: *mut c_void,
+    reserved: [std::ffi::c_long; 8],
+}
+
+// Measured from CUDA 13.0's driver_types.h with a C compiler.
+const _: () = assert!(std::mem::size_of::<PointerAttributes>() == 88);
+
+/// `cudaMemoryType`.
+const UNREGISTERED: c_int = 0;
+const HOST: c_int = 1;
+const DEVICE: c_int = 2;
+const MANAGED: c_int = 3;
+
+/// The `CU_POINTER_ATTRIBUTE_*` read, in this order: memory type, device pointer, host pointer,
+/// is managed, device ordinal.
+const ATTRIBUTES: [c_int; 5] = [2, 3, 4, 8, 9];
+
+/// What the runtime says of `ptr`: memory the driver does not know is "unregistered" (and
+/// success, as runtimes since CUDA 11 answer); managed memory is reachable at one address from
+/// both sides; host memory has the device address it is mapped at.
+pub(crate) unsafe extern "C" fn cudaPointerGetAttributes(
+    attributes: *mut PointerAttributes,
+    ptr: *const c_void,
+) -> c_int {
+    api(|| {
+        if attributes.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        // Each slot is zeroed and wide enough for any of the attributes' types (4 or 8 bytes,
+        // little-endian), so one the driver leaves unwritten reads as 0 / NULL.
+        let mut slots = [0u64; ATTRIBUTES.len()];
+        let mut outs = slots
+            .each_mut()
+            .map(|s| std::ptr::from_mut(s).cast::<c_void>());
+        // SAFETY: five attributes, five valid 8-byte out-slots; an address the driver does not
+        // know leaves zeroed slots and succeeds (cuPointerGetAttributes's contract).
+        check(unsafe {
+            (d.cuPointerGetAttributes)(
+                ATTRIBUTES.len() as c_uint,
+                ATTRIBUTES.as_ptr(),
+                outs.as_mut_ptr(),
+                ptr as DevPtr,
+            )
+        })?;
+        let [memory_type, device_pointer, host_pointer, managed, ordinal] = slots;
+        let kind = match (memory_type, managed != 0) {
+            (_, true) => MANAGED,
+            (1, false) => HOST,
+            (2, false) => DEVICE,
+            _ => UNREGISTERED,
+        };
+        let known = kind != UNREGISTERED;
+        let a = PointerAttributes {
+            kind,
+            device: if known { ordinal as c_int } else { -2 },
+            device_pointer: if known {
+                device_pointer as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            },
+            host_pointer: if known {
+                host_pointer as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            },
+            reserved: [0; 8],
+        };
+        // SAFETY: the contract above.
+        unsafe { put(attributes, a) }
+    })
+}
+
+/// Copies `count` bytes from `src` on device `src_device` to `dst` on device `dst_device`.
+pub(crate) unsafe extern "C" fn cudaMemcpyPeer(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    count: usize,
+) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        let dst_ctx = context::primary_context(d, dst_device)?;
+        let src_ctx = context::primary_context(d, src_device)?;
+        if count == 0 {
+            return Ok(());
+        }
+        // SAFETY: plain values; the driver checks both ranges and contexts.
+        check(unsafe { (d.cuMemcpyPeer)(dst as DevPtr, dst_ctx, src as DevPtr, src_ctx, count) })
+    })
+}
