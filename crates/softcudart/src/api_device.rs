@@ -160,13 +160,9 @@ pub(crate) unsafe extern "C" fn cudaInitDevice(
 }
 
 /// Sets the flags of this thread's device's primary context (scheduling, `cudaDeviceMapHost`,
-/// `cudaDeviceLmemResizeToMax`, `cudaDeviceSyncMemops`).
+/// `cudaDeviceLmemResizeToMax`, `cudaDeviceSyncMemops`) and initialises it.
 pub(crate) unsafe extern "C" fn cudaSetDeviceFlags(flags: c_uint) -> c_int {
-    api(|| {
-        let d = driver::driver()?;
-        let dev = context::current_device_handle(d)?;
-        context::set_flags(d, dev, flags)
-    })
+    api(|| context::set_device_flags(flags))
 }
 
 /// The flags of the current context, or of this thread's device's primary context.

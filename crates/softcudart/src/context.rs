@@ -115,7 +115,7 @@ const DEVICE_FLAGS: c_uint = 0x07 | 0x08 | 0x10 | 0x80;
 
 /// Makes `flags` the flags of the primary context of the driver device `dev` (applied to it
 /// now if it is active, as runtimes since CUDA 12 do).
-pub(crate) fn set_flags(d: &Driver, dev: c_int, flags: c_uint) -> Result<(), Rt> {
+fn set_flags(d: &Driver, dev: c_int, flags: c_uint) -> Result<(), Rt> {
     if flags & !DEVICE_FLAGS != 0 {
         return Err(code::INVALID_VALUE);
     }
@@ -123,8 +123,22 @@ pub(crate) fn set_flags(d: &Driver, dev: c_int, flags: c_uint) -> Result<(), Rt>
     check(unsafe { (d.cuDevicePrimaryCtxSetFlags_v2)(dev, flags) })
 }
 
-/// `cudaGetDeviceFlags`: the current context's flags, or those this thread's device's primary
-/// context has (or will be created with).
+/// `cudaDeviceMapHost`: implicit in every context the runtime makes (host memory is always
+/// mapped with unified addressing), so reported for them whatever the driver says.
+const MAP_HOST: c_uint = 0x08;
+
+/// `cudaSetDeviceFlags`: sets this thread's device's flags and initialises its primary context
+/// (not made current), as NVIDIA documents for runtimes since CUDA 12.
+pub(crate) fn set_device_flags(flags: c_uint) -> Result<(), Rt> {
+    let d = driver()?;
+    let device = get_device()?;
+    set_flags(d, device_handle(d, device)?, flags)?;
+    primary(d, device).map(drop)
+}
+
+/// `cudaGetDeviceFlags`: the current context's flags (with `cudaDeviceMapHost` for a primary
+/// context, which the runtime made), or those this thread's device's primary context has (or
+/// will be created with).
 pub(crate) fn get_flags() -> Result<c_uint, Rt> {
     let d = driver()?;
     let mut ctx: Handle = std::ptr::null_mut();
@@ -136,11 +150,13 @@ pub(crate) fn get_flags() -> Result<c_uint, Rt> {
         let mut active = 0;
         // SAFETY: valid out-pointers; `dev` is a device from the driver.
         check(unsafe { (d.cuDevicePrimaryCtxGetState)(dev, &mut flags, &mut active) })?;
-    } else {
-        // SAFETY: `flags` is a valid out-pointer; a context is current.
-        check(unsafe { (d.cuCtxGetFlags)(&mut flags) })?;
+        return Ok(flags | MAP_HOST);
     }
-    Ok(flags)
+    // SAFETY: `flags` is a valid out-pointer; a context is current.
+    check(unsafe { (d.cuCtxGetFlags)(&mut flags) })?;
+    let primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    let runtimes = primary.iter().any(|&(_, c)| c == ctx as usize);
+    Ok(if runtimes { flags | MAP_HOST } else { flags })
 }
 
 /// The primary context of `device` (a valid ordinal), retained once per process: what
