@@ -220,3 +220,45 @@ pub(crate) unsafe extern "C" fn cudaDeviceGetStreamPriorityRange(
         Ok(())
     })
 }
+
+/// Records the current context's cache preference (`cudaFuncCache`).
+pub(crate) unsafe extern "C" fn cudaDeviceSetCacheConfig(config: c_int) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: a plain value; the driver checks it.
+        check(unsafe { (d.cuCtxSetCacheConfig)(config) })
+    })
+}
+
+/// The current context's cache preference.
+pub(crate) unsafe extern "C" fn cudaDeviceGetCacheConfig(config: *mut c_int) -> c_int {
+    api(|| {
+        if config.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let mut c = 0;
+        // SAFETY: `c` is a valid out-pointer; a context is current.
+        check(unsafe { (d.cuCtxGetCacheConfig)(&mut c) })?;
+        // SAFETY: the contract above.
+        unsafe { put(config, c) }
+    })
+}
+
+/// Starts the profiler's collection (the driver's; softcuda has no profiler and succeeds).
+pub(crate) unsafe extern "C" fn cudaProfilerStart() -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { (d.cuProfilerStart)() })
+    })
+}
+
+/// Stops the profiler's collection.
+pub(crate) unsafe extern "C" fn cudaProfilerStop() -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { (d.cuProfilerStop)() })
+    })
+}

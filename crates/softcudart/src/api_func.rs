@@ -124,6 +124,21 @@ pub(crate) unsafe extern "C" fn cudaFuncSetAttribute(
     })
 }
 
+/// Records a cache preference (`cudaFuncCache`, the driver's `CUfunc_cache` values) for the
+/// kernel whose host stub is `func`, on this thread's device.
+pub(crate) unsafe extern "C" fn cudaFuncSetCacheConfig(
+    func: *const c_void,
+    config: c_int,
+) -> c_int {
+    api(|| {
+        let kernel = registry::find_kernel(func)?;
+        let d = driver()?;
+        let dev = context::current_device_handle(d)?;
+        // SAFETY: plain values; the driver checks the kernel and the preference.
+        check(unsafe { (d.cuKernelSetCacheConfig)(kernel, config, dev) })
+    })
+}
+
 /// How many blocks of `block_size` threads with `dynamic` bytes of dynamic shared memory fit
 /// on one multiprocessor.
 fn max_active_blocks(

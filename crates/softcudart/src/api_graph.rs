@@ -172,6 +172,25 @@ pub(crate) unsafe extern "C" fn cudaGraphLaunch(exec: Handle, stream: Handle) ->
     api(|| in_context(|d| unsafe { (d.cuGraphLaunch)(exec, stream) }))
 }
 
+/// Prepares an instantiated graph's first launch on `stream` ahead of it.
+pub(crate) unsafe extern "C" fn cudaGraphUpload(exec: Handle, stream: Handle) -> c_int {
+    // SAFETY: the driver checks the handles.
+    api(|| in_context(|d| unsafe { (d.cuGraphUpload)(exec, stream) }))
+}
+
+/// Swaps this thread's capture mode with `*mode` (the old one is written back).
+pub(crate) unsafe extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) -> c_int {
+    api(|| {
+        if mode.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let d = crate::driver::driver()?;
+        // SAFETY: `mode` is valid for reading and writing (the contract above); the driver
+        // checks the mode.
+        check(unsafe { (d.cuThreadExchangeStreamCaptureMode)(mode) })
+    })
+}
+
 /// Destroys an instantiated graph (launches already queued still run).
 pub(crate) unsafe extern "C" fn cudaGraphExecDestroy(exec: Handle) -> c_int {
     // SAFETY: the driver checks the handle.

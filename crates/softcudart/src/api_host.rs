@@ -11,8 +11,8 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::context;
-use crate::driver::DevPtr;
-use crate::status::{api, check, code, put};
+use crate::driver::{DevPtr, Handle};
+use crate::status::{Rt, api, check, code, put};
 
 /// Page-locks `size` bytes of host memory at `ptr` and maps them for the device
 /// (`cudaHostRegister*` flags, the driver's `CU_MEMHOSTREGISTER_*` values).
@@ -132,7 +132,33 @@ pub(crate) unsafe extern "C" fn cudaPointerGetAttributes(
     })
 }
 
-/// Copies `count` bytes from `src` on device `src_device` to `dst` on device `dst_device`.
+/// Copies `count` bytes from `src` on device `src_device` to `dst` on device `dst_device`, on
+/// `stream` (`None`: the synchronous form).
+fn peer_copy(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    count: usize,
+    stream: Option<Handle>,
+) -> Result<(), Rt> {
+    let d = context::current()?;
+    let dst_ctx = context::primary_context(d, dst_device)?;
+    let src_ctx = context::primary_context(d, src_device)?;
+    if count == 0 {
+        return Ok(());
+    }
+    let (dst, src) = (dst as DevPtr, src as DevPtr);
+    // SAFETY: plain values; the driver checks both ranges, contexts and the stream.
+    check(unsafe {
+        match stream {
+            None => (d.cuMemcpyPeer)(dst, dst_ctx, src, src_ctx, count),
+            Some(s) => (d.cuMemcpyPeerAsync)(dst, dst_ctx, src, src_ctx, count, s),
+        }
+    })
+}
+
+/// Copies between devices.
 pub(crate) unsafe extern "C" fn cudaMemcpyPeer(
     dst: *mut c_void,
     dst_device: c_int,
@@ -140,14 +166,40 @@ pub(crate) unsafe extern "C" fn cudaMemcpyPeer(
     src_device: c_int,
     count: usize,
 ) -> c_int {
+    api(|| peer_copy(dst, dst_device, src, src_device, count, None))
+}
+
+/// Copies between devices on `stream`.
+pub(crate) unsafe extern "C" fn cudaMemcpyPeerAsync(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    count: usize,
+    stream: Handle,
+) -> c_int {
+    api(|| peer_copy(dst, dst_device, src, src_device, count, Some(stream)))
+}
+
+/// Whether `device` can reach `peer`'s memory (never a device itself, as the driver answers).
+pub(crate) unsafe extern "C" fn cudaDeviceCanAccessPeer(
+    can: *mut c_int,
+    device: c_int,
+    peer: c_int,
+) -> c_int {
     api(|| {
-        let d = context::current()?;
-        let dst_ctx = context::primary_context(d, dst_device)?;
-        let src_ctx = context::primary_context(d, src_device)?;
-        if count == 0 {
-            return Ok(());
+        if can.is_null() {
+            return Err(code::INVALID_VALUE);
         }
-        // SAFETY: plain values; the driver checks both ranges and contexts.
-        check(unsafe { (d.cuMemcpyPeer)(dst as DevPtr, dst_ctx, src as DevPtr, src_ctx, count) })
+        let d = crate::driver::driver()?;
+        let (dev, peer) = (
+            context::device_handle(d, device)?,
+            context::device_handle(d, peer)?,
+        );
+        let mut v = 0;
+        // SAFETY: `v` is a valid out-pointer; both are devices from the driver.
+        check(unsafe { (d.cuDeviceCanAccessPeer)(&mut v, dev, peer) })?;
+        // SAFETY: the contract above.
+        unsafe { put(can, v) }
     })
 }

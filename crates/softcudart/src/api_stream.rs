@@ -212,3 +212,23 @@ pub(crate) unsafe extern "C" fn cudaLaunchHostFunc(
         on_handle(|d| unsafe { (d.cuLaunchHostFunc)(stream, func as Handle, data) })
     })
 }
+
+/// A stream callback: `void (*)(cudaStream_t, cudaError_t, void *)`, as `cudaStreamCallback_t`
+/// (and the driver's `CUstreamCallback`, the same shape) is.
+pub(crate) type StreamCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
+
+/// Calls `callback(stream, status, data)` on the host in order with `stream`'s work (`flags`
+/// must be 0).
+pub(crate) unsafe extern "C" fn cudaStreamAddCallback(
+    stream: Handle,
+    callback: StreamCallback,
+    data: *mut c_void,
+    flags: c_uint,
+) -> c_int {
+    api(|| {
+        let callback = callback.ok_or(code::INVALID_VALUE)?;
+        // SAFETY: `callback` is the program's, which the driver calls with a stream, a status
+        // and `data` (the runtime's codes are the driver's); the driver checks the rest.
+        on_handle(|d| unsafe { (d.cuStreamAddCallback)(stream, callback as Handle, data, flags) })
+    })
+}

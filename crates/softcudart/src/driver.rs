@@ -184,6 +184,17 @@ driver_table! {
     cuMemHostGetDevicePointer_v2(*mut DevPtr, *mut c_void, c_uint);
     cuPointerGetAttributes(c_uint, *const c_int, *mut *mut c_void, DevPtr);
     cuMemcpyPeer(DevPtr, Handle, DevPtr, Handle, usize);
+    cuMemcpyPeerAsync(DevPtr, Handle, DevPtr, Handle, usize, Handle);
+    cuDeviceCanAccessPeer(*mut c_int, c_int, c_int);
+    // Callbacks, cache preferences, the profiler, graph upload, capture modes.
+    cuStreamAddCallback(Handle, Handle, *mut c_void, c_uint);
+    cuKernelSetCacheConfig(Handle, c_int, c_int);
+    cuCtxSetCacheConfig(c_int);
+    cuCtxGetCacheConfig(*mut c_int);
+    cuProfilerStart();
+    cuProfilerStop();
+    cuGraphUpload(Handle, Handle);
+    cuThreadExchangeStreamCaptureMode(*mut c_int);
 }
 
 /// `CUDA_KERNEL_NODE_PARAMS` (the CUDA 12 layout, `_v2`): a graph kernel node's launch.

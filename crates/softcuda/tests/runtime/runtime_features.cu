@@ -1,10 +1,11 @@
 // The runtime calls real programs use beyond the basics (runtime_semantics.cu has those): device
 // initialisation, flags and limits; stream priorities, event-record flags and host functions;
 // stream-ordered allocation and the default memory pool; function attributes, dynamic shared
-// memory and occupancy (cudaOccupancyMaxPotentialBlockSize is a header template over them);
-// pitched memory and 2D copies and fills; host registration and pointer attributes; peer copies;
-// stream capture into a graph, and a graph built node by node, instantiated, launched and
-// updated.
+// memory, cache preferences and occupancy (cudaOccupancyMaxPotentialBlockSize is a header
+// template over them); pitched memory and 2D copies and fills; host registration and pointer
+// attributes; peer copies; stream callbacks; the profiler's start and stop; stream capture into
+// a graph (and the thread's capture mode), and a graph built node by node, instantiated,
+// uploaded, launched and updated.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime features ok" and exits 0 on success; otherwise prints each
 // call whose answer differed (with its line) and exits 1.
@@ -13,6 +14,10 @@
 #include <cstring>
 
 #include "expect.h"
+
+// cuda_profiler_api.h's two calls (that header is not in the nvcc wheels CI installs).
+extern "C" cudaError_t cudaProfilerStart(void);
+extern "C" cudaError_t cudaProfilerStop(void);
 
 __global__ void add_one(int *p, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -45,6 +50,11 @@ __global__ void fill_rows(unsigned char *p, size_t pitch, int width, int height)
 }
 
 static void CUDART_CB count_call(void *counter) { ++*static_cast<int *>(counter); }
+
+// A stream callback: counts its calls, and the ones told of an error.
+static void CUDART_CB count_callback(cudaStream_t, cudaError_t status, void *counter) {
+    *static_cast<int *>(counter) += status == cudaSuccess ? 1 : 1000;
+}
 
 static bool holds(const int *host, int first, int n) {
     for (int i = 0; i < n; i++) {
@@ -113,10 +123,12 @@ static int stream_work(int count) {
     EXPECT(cudaLaunchHostFunc(s, count_call, &calls), cudaSuccess);
     FAILS(cudaLaunchHostFunc(s, nullptr, nullptr), cudaErrorInvalidValue);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT(cudaStreamAddCallback(s, count_callback, &calls, 0), cudaSuccess);
+    FAILS(cudaStreamAddCallback(s, count_callback, &calls, 1), cudaErrorInvalidValue);
     EXPECT(cudaFreeAsync(d, s), cudaSuccess);
     EXPECT(cudaEventRecordWithFlags(done, s, cudaEventRecordDefault), cudaSuccess);
     EXPECT(cudaEventSynchronize(done), cudaSuccess);
-    CHECK(calls == 1);
+    CHECK(calls == 2);
     if (!holds(host, 4, n)) return 1;
 
     cudaMemPool_t pool = nullptr;
@@ -165,6 +177,16 @@ static int functions(const cudaDeviceProp &prop) {
     EXPECT(cudaMemcpy(&sum, out, sizeof sum, cudaMemcpyDeviceToHost), cudaSuccess);
     CHECK(sum == 64 * 63 / 2);
     EXPECT(cudaFree(out), cudaSuccess);
+
+    // Cache preferences: recorded (a CPU has no cache split to choose).
+    EXPECT(cudaFuncSetCacheConfig(add_one, cudaFuncCachePreferShared), cudaSuccess);
+    FAILS(cudaFuncSetCacheConfig((const void *)&holds, cudaFuncCachePreferShared),
+          cudaErrorInvalidResourceHandle);
+    cudaFuncCache cache = cudaFuncCachePreferEqual;
+    EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferL1), cudaSuccess);
+    EXPECT(cudaDeviceGetCacheConfig(&cache), cudaSuccess);
+    EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone), cudaSuccess);
+    FAILS(cudaDeviceGetCacheConfig(nullptr), cudaErrorInvalidValue);
 
     int blocks = 0, min_grid = 0, block = 0;
     EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 256, 0), cudaSuccess);
@@ -225,7 +247,7 @@ static int pitched() {
 }
 
 // Registered host memory written by a kernel; what cudaPointerGetAttributes says of each kind.
-static int host_memory() {
+static int host_memory(int count) {
     const int n = 1024;
     int *buf = static_cast<int *>(std::aligned_alloc(4096, n * sizeof(int)));
     CHECK(buf != nullptr);
@@ -262,6 +284,14 @@ static int host_memory() {
     EXPECT(cudaMemcpyPeer(m, 0, d, 0, 4096), cudaSuccess);
     EXPECT(cudaDeviceSynchronize(), cudaSuccess);
     if (!holds(m, 8, 1024)) return 1;
+    iota_from<<<1, 1024>>>(d, 9, 1024);
+    EXPECT(cudaMemcpyPeerAsync(m, 0, d, 0, 4096, 0), cudaSuccess);
+    EXPECT(cudaDeviceSynchronize(), cudaSuccess);
+    if (!holds(m, 9, 1024)) return 1;
+    int can = -1;
+    EXPECT(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+    CHECK(can == 0);  // a device is not its own peer
+    FAILS(cudaDeviceCanAccessPeer(&can, 0, count), cudaErrorInvalidDevice);
     EXPECT(cudaFree(m), cudaSuccess);
     EXPECT(cudaFree(d), cudaSuccess);
     return 0;
@@ -277,6 +307,11 @@ static int graphs() {
     EXPECT(cudaMalloc(&d, n * sizeof(int)), cudaSuccess);
     iota_from<<<(n + 127) / 128, 128, 0, s>>>(d, 0, n);
 
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    EXPECT(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+    CHECK(mode == cudaStreamCaptureModeGlobal);  // each thread starts in global mode
+    EXPECT(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+    CHECK(mode == cudaStreamCaptureModeRelaxed);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
     EXPECT(cudaStreamIsCapturing(s, &status), cudaSuccess);
     CHECK(status == cudaStreamCaptureStatusNone);
@@ -318,6 +353,7 @@ static int graphs() {
     cudaGraphNode_t node = nullptr;
     EXPECT(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp), cudaSuccess);
     EXPECT(cudaGraphInstantiateWithFlags(&exec, g, 0), cudaSuccess);
+    EXPECT(cudaGraphUpload(exec, s), cudaSuccess);
     EXPECT(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), cudaSuccess);
@@ -346,8 +382,10 @@ int main() {
     EXPECT(cudaGetDeviceCount(&count), cudaSuccess);
     cudaDeviceProp prop;
     EXPECT(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    EXPECT(cudaProfilerStart(), cudaSuccess);
+    EXPECT(cudaProfilerStop(), cudaSuccess);
     if (device_settings(count) || stream_work(count) || functions(prop) || pitched() ||
-        host_memory() || graphs())
+        host_memory(count) || graphs())
         return 1;
     EXPECT(cudaGetLastError(), cudaSuccess);
     if (mismatches) {
