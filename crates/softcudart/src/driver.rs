@@ -195,6 +195,7 @@ driver_table! {
     cuProfilerStop();
     cuGraphUpload(Handle, Handle);
     cuThreadExchangeStreamCaptureMode(*mut c_int);
+    cuLaunchKernelEx(*const DriverLaunchConfig, Handle, *mut *mut c_void, *mut *mut c_void);
 }
 
 /// `CUDA_KERNEL_NODE_PARAMS` (the CUDA 12 layout, `_v2`): a graph kernel node's launch.
@@ -273,4 +274,15 @@ pub(crate) fn driver() -> Result<&'static Driver, Rt> {
             Ok(())
         })
         .map(|()| d)
+}
+
+/// `CUlaunchConfig`: a launch's configuration and attributes (`cuLaunchKernelEx`).
+#[repr(C)]
+pub(crate) struct DriverLaunchConfig {
+    pub(crate) grid: [c_uint; 3],
+    pub(crate) block: [c_uint; 3],
+    pub(crate) shared: c_uint,
+    pub(crate) stream: Handle,
+    pub(crate) attrs: *mut c_void,
+    pub(crate) count: c_uint,
 }

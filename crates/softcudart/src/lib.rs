@@ -170,4 +170,5 @@ exports! {
     api_device::cudaProfilerStop,
     api_graph::cudaGraphUpload,
     api_graph::cudaThreadExchangeStreamCaptureMode,
+    api_launch::cudaLaunchKernelExC,
 }

@@ -3,9 +3,9 @@
 // stream-ordered allocation and the default memory pool; function attributes, dynamic shared
 // memory, cache preferences and occupancy (cudaOccupancyMaxPotentialBlockSize is a header
 // template over them); pitched memory and 2D copies and fills; host registration and pointer
-// attributes; peer copies; stream callbacks; the profiler's start and stop; stream capture into
-// a graph (and the thread's capture mode), and a graph built node by node, instantiated,
-// uploaded, launched and updated.
+// attributes; peer copies; stream callbacks; the profiler's start and stop; cudaLaunchKernelEx
+// with launch attributes; stream capture into a graph (and the thread's capture mode), and a
+// graph built node by node, instantiated, uploaded, launched and updated.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime features ok" and exits 0 on success; otherwise prints each
 // call whose answer differed (with its line) and exits 1.
@@ -305,7 +305,20 @@ static int graphs() {
     cudaStream_t s;
     EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     EXPECT(cudaMalloc(&d, n * sizeof(int)), cudaSuccess);
-    iota_from<<<(n + 127) / 128, 128, 0, s>>>(d, 0, n);
+    // cudaLaunchKernelEx (a template over cudaLaunchKernelExC), with a launch attribute.
+    cudaLaunchAttribute priority[1] = {};
+    priority[0].id = cudaLaunchAttributePriority;
+    priority[0].val.priority = 0;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((n + 127) / 128);
+    config.blockDim = dim3(128);
+    config.stream = s;
+    config.attrs = priority;
+    config.numAttrs = 1;
+    EXPECT(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaSuccess);
+    FAILS(cudaLaunchKernelExC(nullptr, (const void *)iota_from, nullptr), cudaErrorInvalidValue);
+    config.blockDim = dim3(0);
+    FAILS(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaErrorInvalidValue);
 
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     EXPECT(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
