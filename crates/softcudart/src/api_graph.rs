@@ -47,6 +47,31 @@ pub(crate) unsafe extern "C" fn cudaStreamIsCapturing(stream: Handle, status: *m
     api(|| unsafe { context::create(status, 0, |d, s| (d.cuStreamIsCapturing)(stream, s)) })
 }
 
+/// A capturing stream's status, capture id, graph so far, and the nodes its next work will
+/// depend on (with their edge data, `cudaGraphEdgeData` being the driver's `CUgraphEdgeData`):
+/// CUDA 13's signature, the driver's `cuStreamGetCaptureInfo_v3`. Every out-pointer but the
+/// status may be NULL; the dependency array is the driver's, valid until the capture changes.
+pub(crate) unsafe extern "C" fn cudaStreamGetCaptureInfo(
+    stream: Handle,
+    status: *mut c_int,
+    id: *mut u64,
+    graph: *mut Handle,
+    deps: *mut *const Handle,
+    edges: *mut *const c_void,
+    count: *mut usize,
+) -> c_int {
+    api(|| {
+        if status.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        // SAFETY: each pointer is NULL or valid for its write (the contract above); the driver
+        // checks the stream.
+        in_context(|d| unsafe {
+            (d.cuStreamGetCaptureInfo_v3)(stream, status, id, graph, deps, edges, count)
+        })
+    })
+}
+
 /// Creates an empty graph (`flags` must be 0).
 pub(crate) unsafe extern "C" fn cudaGraphCreate(graph: *mut Handle, flags: c_uint) -> c_int {
     // SAFETY: `graph` is NULL or valid (the contract above); the closure's pointer is valid.

@@ -196,6 +196,15 @@ driver_table! {
     cuGraphUpload(Handle, Handle);
     cuThreadExchangeStreamCaptureMode(*mut c_int);
     cuLaunchKernelEx(*const DriverLaunchConfig, Handle, *mut *mut c_void, *mut *mut c_void);
+    cuStreamGetCaptureInfo_v3(
+        Handle,
+        *mut c_int,
+        *mut u64,
+        *mut Handle,
+        *mut *const Handle,
+        *mut *const c_void,
+        *mut usize
+    );
 }
 
 /// `CUDA_KERNEL_NODE_PARAMS` (the CUDA 12 layout, `_v2`): a graph kernel node's launch.

@@ -171,4 +171,5 @@ exports! {
     api_graph::cudaGraphUpload,
     api_graph::cudaThreadExchangeStreamCaptureMode,
     api_launch::cudaLaunchKernelExC,
+    api_graph::cudaStreamGetCaptureInfo,
 }

@@ -4,8 +4,8 @@
 // memory, cache preferences and occupancy (cudaOccupancyMaxPotentialBlockSize is a header
 // template over them); pitched memory and 2D copies and fills; host registration and pointer
 // attributes; peer copies; stream callbacks; the profiler's start and stop; cudaLaunchKernelEx
-// with launch attributes; stream capture into a graph (and the thread's capture mode), and a
-// graph built node by node, instantiated, uploaded, launched and updated.
+// with launch attributes; stream capture into a graph (its status, progress and the thread's
+// capture mode), and a graph built node by node, instantiated, uploaded, launched and updated.
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime features ok" and exits 0 on success; otherwise prints each
 // call whose answer differed (with its line) and exits 1.
@@ -334,10 +334,20 @@ static int graphs() {
     FAILS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
     add_one<<<(n + 127) / 128, 128, 0, s>>>(d, n);
     add_one<<<(n + 127) / 128, 128, 0, s>>>(d, n);
+    unsigned long long id = 0;
+    const cudaGraphNode_t *deps = nullptr;
+    size_t ndeps = 0;
+    // (Not the graph so far: softcuda answers NULL for it until the capture ends.)
+    EXPECT(cudaStreamGetCaptureInfo(s, &status, &id, nullptr, &deps, nullptr, &ndeps),
+           cudaSuccess);
+    // The second kernel is all the next work depends on.
+    CHECK(status == cudaStreamCaptureStatusActive && id != 0 && ndeps == 1 && deps != nullptr);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     cudaGraph_t captured = nullptr;
     EXPECT(cudaStreamEndCapture(s, &captured), cudaSuccess);
     CHECK(captured != nullptr);
+    EXPECT(cudaStreamGetCaptureInfo(s, &status), cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusNone);
     FAILS(cudaStreamEndCapture(s, &captured), cudaErrorIllegalState);
     FAILS(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal),
           cudaErrorStreamCaptureUnsupported);
