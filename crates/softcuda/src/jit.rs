@@ -106,8 +106,14 @@ pub(crate) unsafe fn load_module(
     if out.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
+    // The image of a one-input link was decoded when its input was added (link.rs): loading
+    // it again only makes the module.
+    let load = |text: &str| match crate::link::decoded(image, text.len()) {
+        Some(vm) => module::load_program(vm),
+        None => module::load(text),
+    };
     // SAFETY: forwarded caller contract.
-    let handle = unsafe { load_image(image, n, options, values, module::load) }?;
+    let handle = unsafe { load_image(image, n, options, values, load) }?;
     // SAFETY: `out` is non-null and writable.
     unsafe { abi::write(out, p(handle)) }
 }

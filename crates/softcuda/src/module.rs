@@ -108,6 +108,13 @@ pub(crate) fn load(ptx: &str) -> Result<u64, LoadError> {
     load_decoded(&ctx, Arc::new(decode(ptx)?))
 }
 
+/// [`load`] of a program already decoded.
+pub(crate) fn load_program(vm: Arc<ptxvm::Module>) -> Result<u64, LoadError> {
+    let ctx = context::live().map_err(|c| (c, String::new()))?;
+    crate::running::wait_idle(ctx.device);
+    load_decoded(&ctx, vm)
+}
+
 /// Makes a module of an already decoded program in `ctx`: allocates and initialises its globals.
 pub(crate) fn load_decoded(
     ctx: &context::Context,

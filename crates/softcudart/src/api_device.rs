@@ -6,7 +6,7 @@
 
 #![allow(non_snake_case)]
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_uint};
 
 use crate::driver::{self, RUNTIME_VERSION};
 use crate::status::{self, api, check, put};
@@ -147,4 +147,118 @@ pub(crate) unsafe extern "C" fn cudaGetErrorString(error: c_int) -> *const c_cha
 /// The name of an error code.
 pub(crate) unsafe extern "C" fn cudaGetErrorName(error: c_int) -> *const c_char {
     status::name(error)
+}
+
+/// Initialises a device's primary context without making it current (`flags` 1: with
+/// `device_flags` as its flags first).
+pub(crate) unsafe extern "C" fn cudaInitDevice(
+    device: c_int,
+    device_flags: c_uint,
+    flags: c_uint,
+) -> c_int {
+    api(|| context::init_device(device, device_flags, flags))
+}
+
+/// Sets the flags of this thread's device's primary context (scheduling, `cudaDeviceMapHost`,
+/// `cudaDeviceLmemResizeToMax`, `cudaDeviceSyncMemops`) and initialises it.
+pub(crate) unsafe extern "C" fn cudaSetDeviceFlags(flags: c_uint) -> c_int {
+    api(|| context::set_device_flags(flags))
+}
+
+/// The flags of the current context, or of this thread's device's primary context.
+pub(crate) unsafe extern "C" fn cudaGetDeviceFlags(flags: *mut c_uint) -> c_int {
+    api(|| {
+        if flags.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let f = context::get_flags()?;
+        // SAFETY: the contract above.
+        unsafe { put(flags, f) }
+    })
+}
+
+/// One `cudaLimit` of the current context (the driver's `CUlimit` numbers).
+pub(crate) unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> c_int {
+    api(|| {
+        if value.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let mut v = 0;
+        // SAFETY: `v` is a valid out-pointer; the driver checks the limit.
+        check(unsafe { (d.cuCtxGetLimit)(&mut v, limit) })?;
+        // SAFETY: the contract above.
+        unsafe { put(value, v) }
+    })
+}
+
+/// Sets one `cudaLimit` of the current context.
+pub(crate) unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: plain values; the driver checks the limit and the value.
+        check(unsafe { (d.cuCtxSetLimit)(limit, value) })
+    })
+}
+
+/// The least and greatest stream priorities; either pointer may be NULL.
+pub(crate) unsafe extern "C" fn cudaDeviceGetStreamPriorityRange(
+    least: *mut c_int,
+    greatest: *mut c_int,
+) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        let (mut l, mut g) = (0, 0);
+        // SAFETY: valid out-pointers; a context is current.
+        check(unsafe { (d.cuCtxGetStreamPriorityRange)(&mut l, &mut g) })?;
+        for (out, v) in [(least, l), (greatest, g)] {
+            if !out.is_null() {
+                // SAFETY: non-NULL, so valid for a write (the contract above).
+                unsafe { put(out, v)? };
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Records the current context's cache preference (`cudaFuncCache`).
+pub(crate) unsafe extern "C" fn cudaDeviceSetCacheConfig(config: c_int) -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: a plain value; the driver checks it.
+        check(unsafe { (d.cuCtxSetCacheConfig)(config) })
+    })
+}
+
+/// The current context's cache preference.
+pub(crate) unsafe extern "C" fn cudaDeviceGetCacheConfig(config: *mut c_int) -> c_int {
+    api(|| {
+        if config.is_null() {
+            return Err(status::code::INVALID_VALUE);
+        }
+        let d = context::current()?;
+        let mut c = 0;
+        // SAFETY: `c` is a valid out-pointer; a context is current.
+        check(unsafe { (d.cuCtxGetCacheConfig)(&mut c) })?;
+        // SAFETY: the contract above.
+        unsafe { put(config, c) }
+    })
+}
+
+/// Starts the profiler's collection (the driver's; softcuda has no profiler and succeeds).
+pub(crate) unsafe extern "C" fn cudaProfilerStart() -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { (d.cuProfilerStart)() })
+    })
+}
+
+/// Stops the profiler's collection.
+pub(crate) unsafe extern "C" fn cudaProfilerStop() -> c_int {
+    api(|| {
+        let d = context::current()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { (d.cuProfilerStop)() })
+    })
 }

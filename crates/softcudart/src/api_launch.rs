@@ -11,7 +11,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::driver::Handle;
-use crate::launch::{self, Config, Dim3};
+use crate::launch::{self, Config, Dim3, LaunchConfig};
 use crate::registry::{self, Symbol};
 use crate::status::{api, code, put};
 
@@ -147,5 +147,25 @@ pub(crate) unsafe extern "C" fn cudaLaunchKernel(
         let kernel = registry::kernel(func)?;
         let config = Config::new(grid, block, shared, stream);
         launch::launch(kernel, config, args)
+    })
+}
+
+/// Launches the kernel whose host stub is `func` with a launch configuration that may carry
+/// launch attributes (what NVIDIA's `cudaLaunchKernelEx` template calls).
+pub(crate) unsafe extern "C" fn cudaLaunchKernelExC(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> c_int {
+    api(|| {
+        if config.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        // SAFETY: non-NULL, so a `cudaLaunchConfig_t` (the contract above).
+        let c = unsafe { config.read_unaligned() };
+        let kernel = registry::kernel(func)?;
+        let attributes = (c.count > 0).then_some((c.attrs, c.count));
+        let launch = Config::new(c.grid, c.block, c.shared, c.stream);
+        launch::launch_with(kernel, launch, attributes, args)
     })
 }

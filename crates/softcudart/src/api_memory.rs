@@ -20,6 +20,29 @@ const DEVICE_TO_HOST: c_int = 2;
 const DEVICE_TO_DEVICE: c_int = 3;
 const DEFAULT: c_int = 4;
 
+/// A `cudaMemcpyKind`, checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    HostToHost,
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    /// `cudaMemcpyDefault`: the addresses tell (unified addressing).
+    Default,
+}
+
+/// The direction `kind` names; any other value is `cudaErrorInvalidMemcpyDirection`.
+pub(crate) fn direction(kind: c_int) -> Result<Direction, Rt> {
+    Ok(match kind {
+        HOST_TO_HOST => Direction::HostToHost,
+        HOST_TO_DEVICE => Direction::HostToDevice,
+        DEVICE_TO_HOST => Direction::DeviceToHost,
+        DEVICE_TO_DEVICE => Direction::DeviceToDevice,
+        DEFAULT => Direction::Default,
+        _ => return Err(code::INVALID_MEMCPY_DIRECTION),
+    })
+}
+
 /// Allocates `size` bytes of device memory; 0 bytes is a NULL pointer and success.
 pub(crate) unsafe extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
     api(|| {
@@ -120,9 +143,7 @@ fn copy(
     kind: c_int,
     stream: Option<Handle>,
 ) -> Result<(), Rt> {
-    if !(HOST_TO_HOST..=DEFAULT).contains(&kind) {
-        return Err(code::INVALID_MEMCPY_DIRECTION);
-    }
+    direction(kind)?;
     let d = context::current()?;
     if count == 0 {
         return Ok(());

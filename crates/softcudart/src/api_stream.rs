@@ -8,7 +8,7 @@
 
 #![allow(non_snake_case)]
 
-use std::ffi::{c_int, c_uint};
+use std::ffi::{c_int, c_uint, c_void};
 
 use crate::context;
 use crate::driver::Handle;
@@ -137,4 +137,98 @@ pub(crate) unsafe extern "C" fn cudaEventElapsedTime(
 pub(crate) unsafe extern "C" fn cudaEventDestroy(event: Handle) -> c_int {
     // SAFETY: the driver checks the handle.
     api(|| on_handle(|d| unsafe { (d.cuEventDestroy_v2)(event) }))
+}
+
+/// Creates a stream with flags and a priority (lower numbers are greater priorities; the
+/// driver clamps one outside the device's range).
+pub(crate) unsafe extern "C" fn cudaStreamCreateWithPriority(
+    stream: *mut Handle,
+    flags: c_uint,
+    priority: c_int,
+) -> c_int {
+    // SAFETY: `stream` is NULL or valid (the contract above); the closure's pointer is valid;
+    // the driver checks the flags.
+    api(|| unsafe {
+        context::create(stream, std::ptr::null_mut(), |d, s| {
+            (d.cuStreamCreateWithPriority)(s, flags, priority)
+        })
+    })
+}
+
+/// The flags a stream was created with.
+pub(crate) unsafe extern "C" fn cudaStreamGetFlags(stream: Handle, flags: *mut c_uint) -> c_int {
+    api(|| {
+        if flags.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let mut f = 0;
+        // SAFETY: `f` is a valid out-pointer; the driver checks the handle.
+        on_handle(|d| unsafe { (d.cuStreamGetFlags)(stream, &mut f) })?;
+        // SAFETY: the contract above.
+        unsafe { put(flags, f) }
+    })
+}
+
+/// The priority a stream was created with.
+pub(crate) unsafe extern "C" fn cudaStreamGetPriority(
+    stream: Handle,
+    priority: *mut c_int,
+) -> c_int {
+    api(|| {
+        if priority.is_null() {
+            return Err(code::INVALID_VALUE);
+        }
+        let mut p = 0;
+        // SAFETY: `p` is a valid out-pointer; the driver checks the handle.
+        on_handle(|d| unsafe { (d.cuStreamGetPriority)(stream, &mut p) })?;
+        // SAFETY: the contract above.
+        unsafe { put(priority, p) }
+    })
+}
+
+/// Records an event with flags (`cudaEventRecordDefault` 0, `cudaEventRecordExternal` 1).
+pub(crate) unsafe extern "C" fn cudaEventRecordWithFlags(
+    event: Handle,
+    stream: Handle,
+    flags: c_uint,
+) -> c_int {
+    // SAFETY: the driver checks the handles and flags.
+    api(|| on_handle(|d| unsafe { (d.cuEventRecordWithFlags)(event, stream, flags) }))
+}
+
+/// A host function: `void (*)(void *)`, as `cudaHostFn_t` is.
+pub(crate) type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
+
+/// Runs `func(data)` on the host in order with `stream`'s work.
+pub(crate) unsafe extern "C" fn cudaLaunchHostFunc(
+    stream: Handle,
+    func: HostFn,
+    data: *mut c_void,
+) -> c_int {
+    api(|| {
+        let func = func.ok_or(code::INVALID_VALUE)?;
+        // SAFETY: `func` is the program's host function, which the driver calls with `data`
+        // as the C API documents; the driver checks the stream.
+        on_handle(|d| unsafe { (d.cuLaunchHostFunc)(stream, func as Handle, data) })
+    })
+}
+
+/// A stream callback: `void (*)(cudaStream_t, cudaError_t, void *)`, as `cudaStreamCallback_t`
+/// (and the driver's `CUstreamCallback`, the same shape) is.
+pub(crate) type StreamCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
+
+/// Calls `callback(stream, status, data)` on the host in order with `stream`'s work (`flags`
+/// must be 0).
+pub(crate) unsafe extern "C" fn cudaStreamAddCallback(
+    stream: Handle,
+    callback: StreamCallback,
+    data: *mut c_void,
+    flags: c_uint,
+) -> c_int {
+    api(|| {
+        let callback = callback.ok_or(code::INVALID_VALUE)?;
+        // SAFETY: `callback` is the program's, which the driver calls with a stream, a status
+        // and `data` (the runtime's codes are the driver's); the driver checks the rest.
+        on_handle(|d| unsafe { (d.cuStreamAddCallback)(stream, callback as Handle, data, flags) })
+    })
 }

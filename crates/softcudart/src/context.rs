@@ -5,10 +5,10 @@
 //! driver API is used as it is.
 
 use std::cell::Cell;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Mutex;
 
-use crate::driver::{CuResult, Driver, Handle, driver};
+use crate::driver::{CuResult, DevPtr, Driver, Handle, driver};
 use crate::status::{Rt, check, code, put};
 
 thread_local! {
@@ -52,11 +52,118 @@ pub(crate) unsafe fn create<T>(
     unsafe { put(out, made) }
 }
 
+// A device address reaches the program as a `void *`: the same 8 bytes on the 64-bit targets
+// this runtime builds for.
+const _: () = assert!(std::mem::size_of::<*mut c_void>() == std::mem::size_of::<DevPtr>());
+
+/// [`create`] for a device address, which the program receives as a `void *`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `void *`.
+pub(crate) unsafe fn create_address(
+    out: *mut *mut c_void,
+    make: impl FnOnce(&Driver, &mut DevPtr) -> CuResult,
+) -> Result<(), Rt> {
+    // SAFETY: a `void *` slot holds a `DevPtr` (same size, asserted above; written unaligned);
+    // the caller's contract otherwise.
+    unsafe { create(out.cast::<DevPtr>(), 0, make) }
+}
+
 /// Makes `device`'s primary context current on this thread (retained on first use).
 fn bind(d: &Driver, device: c_int) -> Result<(), Rt> {
     let ctx = primary(d, device)?;
     // SAFETY: `ctx` is a retained primary context.
     check(unsafe { (d.cuCtxSetCurrent)(ctx as Handle) })
+}
+
+/// The driver's device handle (`CUdevice`) of the ordinal `device`; one out of range is
+/// `cudaErrorInvalidDevice`, as the runtime reports it.
+pub(crate) fn device_handle(d: &Driver, device: c_int) -> Result<c_int, Rt> {
+    if !(0..device_count()?).contains(&device) {
+        return Err(code::INVALID_DEVICE);
+    }
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; the ordinal is in range.
+    check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
+    Ok(dev)
+}
+
+/// The driver's device handle of this thread's device (of the current context's, if one is
+/// current).
+pub(crate) fn current_device_handle(d: &Driver) -> Result<c_int, Rt> {
+    device_handle(d, get_device()?)
+}
+
+/// `cudaInitDevice`: initialises `device`'s primary context without making it current; with
+/// `cudaInitDeviceFlagsAreValid` (1) in `flags`, `device_flags` (as `cudaSetDeviceFlags` takes
+/// them) first become its flags.
+pub(crate) fn init_device(device: c_int, device_flags: c_uint, flags: c_uint) -> Result<(), Rt> {
+    let d = driver()?;
+    let dev = device_handle(d, device)?;
+    match flags {
+        0 => {}
+        1 => set_flags(d, dev, device_flags)?,
+        _ => return Err(code::INVALID_VALUE),
+    }
+    primary(d, device).map(drop)
+}
+
+/// The flags `cudaSetDeviceFlags` accepts: a scheduling mode (`cudaDeviceScheduleMask`),
+/// `cudaDeviceMapHost`, `cudaDeviceLmemResizeToMax` and `cudaDeviceSyncMemops`; the driver's
+/// `CU_CTX_*` values are the same.
+const DEVICE_FLAGS: c_uint = 0x07 | 0x08 | 0x10 | 0x80;
+
+/// Makes `flags` the flags of the primary context of the driver device `dev` (applied to it
+/// now if it is active, as runtimes since CUDA 12 do).
+fn set_flags(d: &Driver, dev: c_int, flags: c_uint) -> Result<(), Rt> {
+    if flags & !DEVICE_FLAGS != 0 {
+        return Err(code::INVALID_VALUE);
+    }
+    // SAFETY: plain values; the driver checks the scheduling mode.
+    check(unsafe { (d.cuDevicePrimaryCtxSetFlags_v2)(dev, flags) })
+}
+
+/// `cudaDeviceMapHost`: implicit in every context the runtime makes (host memory is always
+/// mapped with unified addressing), so reported for them whatever the driver says.
+const MAP_HOST: c_uint = 0x08;
+
+/// `cudaSetDeviceFlags`: sets this thread's device's flags and initialises its primary context
+/// (not made current), as NVIDIA documents for runtimes since CUDA 12.
+pub(crate) fn set_device_flags(flags: c_uint) -> Result<(), Rt> {
+    let d = driver()?;
+    let device = get_device()?;
+    set_flags(d, device_handle(d, device)?, flags)?;
+    primary(d, device).map(drop)
+}
+
+/// `cudaGetDeviceFlags`: the current context's flags (with `cudaDeviceMapHost` for a primary
+/// context, which the runtime made), or those this thread's device's primary context has (or
+/// will be created with).
+pub(crate) fn get_flags() -> Result<c_uint, Rt> {
+    let d = driver()?;
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer.
+    check(unsafe { (d.cuCtxGetCurrent)(&mut ctx) })?;
+    let mut flags = 0;
+    if ctx.is_null() {
+        let dev = device_handle(d, DEVICE.get())?;
+        let mut active = 0;
+        // SAFETY: valid out-pointers; `dev` is a device from the driver.
+        check(unsafe { (d.cuDevicePrimaryCtxGetState)(dev, &mut flags, &mut active) })?;
+        return Ok(flags | MAP_HOST);
+    }
+    // SAFETY: `flags` is a valid out-pointer; a context is current.
+    check(unsafe { (d.cuCtxGetFlags)(&mut flags) })?;
+    let primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    let runtimes = primary.iter().any(|&(_, c)| c == ctx as usize);
+    Ok(if runtimes { flags | MAP_HOST } else { flags })
+}
+
+/// The primary context of `device` (a valid ordinal), retained once per process: what
+/// `cudaMemcpyPeer` names each side's context by.
+pub(crate) fn primary_context(d: &Driver, device: c_int) -> Result<Handle, Rt> {
+    device_handle(d, device)?;
+    primary(d, device).map(|ctx| ctx as Handle)
 }
 
 /// The primary context of `device`, retained once per process.
@@ -81,7 +188,7 @@ fn primary(d: &Driver, device: c_int) -> Result<usize, Rt> {
 /// stopped using the device, as NVIDIA documents.
 pub(crate) fn reset_device() -> Result<(), Rt> {
     let d = driver()?;
-    let device = get_device()?;
+    let device = reset_target(d)?;
     let mut dev = 0;
     // SAFETY: `dev` is a valid out-pointer; a bad ordinal is the driver's error.
     check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
@@ -103,6 +210,23 @@ pub(crate) fn reset_device() -> Result<(), Rt> {
         }
     }
     Ok(())
+}
+
+/// The device `cudaDeviceReset` resets: the current context's, found among this runtime's
+/// primary contexts without asking the driver (whose `cuCtxGetDevice` fails once a kernel has
+/// faulted in the context, while a reset must still go ahead), else [`get_device`]'s.
+fn reset_target(d: &Driver) -> Result<c_int, Rt> {
+    let mut ctx: Handle = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer.
+    check(unsafe { (d.cuCtxGetCurrent)(&mut ctx) })?;
+    let primary = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    match primary.iter().find(|&&(_, c)| c == ctx as usize) {
+        Some(&(device, _)) => Ok(device),
+        None => {
+            drop(primary);
+            get_device()
+        }
+    }
 }
 
 /// The number of devices; none is `cudaErrorNoDevice`, as the runtime reports it.

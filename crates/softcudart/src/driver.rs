@@ -140,6 +140,107 @@ driver_table! {
     cuEventSynchronize(Handle);
     cuEventQuery(Handle);
     cuEventElapsedTime_v2(*mut f32, Handle, Handle) or cuEventElapsedTime;
+    // Device flags, limits, stream priorities, event flags, host functions.
+    cuDevicePrimaryCtxSetFlags_v2(c_int, c_uint);
+    cuDevicePrimaryCtxGetState(c_int, *mut c_uint, *mut c_int);
+    cuCtxGetFlags(*mut c_uint);
+    cuCtxGetLimit(*mut usize, c_int);
+    cuCtxSetLimit(c_int, usize);
+    cuCtxGetStreamPriorityRange(*mut c_int, *mut c_int);
+    cuStreamCreateWithPriority(*mut Handle, c_uint, c_int);
+    cuStreamGetFlags(Handle, *mut c_uint);
+    cuStreamGetPriority(Handle, *mut c_int);
+    cuEventRecordWithFlags(Handle, Handle, c_uint);
+    cuLaunchHostFunc(Handle, Handle, *mut c_void);
+    // Capture and graphs.
+    cuStreamBeginCapture_v2(Handle, c_int);
+    cuStreamEndCapture(Handle, *mut Handle);
+    cuStreamIsCapturing(Handle, *mut c_int);
+    cuGraphCreate(*mut Handle, c_uint);
+    cuGraphAddKernelNode_v2(*mut Handle, Handle, *const Handle, usize, *const KernelNodeParams);
+    cuGraphExecKernelNodeSetParams_v2(Handle, Handle, *const KernelNodeParams);
+    cuGraphInstantiateWithFlags(*mut Handle, Handle, u64);
+    cuGraphLaunch(Handle, Handle);
+    cuGraphExecDestroy(Handle);
+    cuGraphDestroy(Handle);
+    // Stream-ordered allocation.
+    cuMemAllocAsync(*mut DevPtr, usize, Handle);
+    cuMemFreeAsync(DevPtr, Handle);
+    cuDeviceGetDefaultMemPool(*mut Handle, c_int);
+    cuMemPoolSetAttribute(Handle, c_int, *mut c_void);
+    cuMemPoolGetAttribute(Handle, c_int, *mut c_void);
+    cuMemPoolTrimTo(Handle, usize);
+    // Function attributes and occupancy.
+    cuFuncGetAttribute(*mut c_int, c_int, Handle);
+    cuKernelSetAttribute(c_int, c_int, Handle, c_int);
+    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(*mut c_int, Handle, c_int, usize, c_uint);
+    cuOccupancyAvailableDynamicSMemPerBlock(*mut usize, Handle, c_int, c_int);
+    // Pitched memory, host registration, pointer attributes, peer copies.
+    cuMemAllocPitch_v2(*mut DevPtr, *mut usize, usize, usize, c_uint);
+    cuMemcpy2D_v2(*const Memcpy2D);
+    cuMemcpy2DAsync_v2(*const Memcpy2D, Handle);
+    cuMemHostRegister_v2(*mut c_void, usize, c_uint);
+    cuMemHostUnregister(*mut c_void);
+    cuMemHostGetDevicePointer_v2(*mut DevPtr, *mut c_void, c_uint);
+    cuPointerGetAttributes(c_uint, *const c_int, *mut *mut c_void, DevPtr);
+    cuMemcpyPeer(DevPtr, Handle, DevPtr, Handle, usize);
+    cuMemcpyPeerAsync(DevPtr, Handle, DevPtr, Handle, usize, Handle);
+    cuDeviceCanAccessPeer(*mut c_int, c_int, c_int);
+    // Callbacks, cache preferences, the profiler, graph upload, capture modes.
+    cuStreamAddCallback(Handle, Handle, *mut c_void, c_uint);
+    cuKernelSetCacheConfig(Handle, c_int, c_int);
+    cuCtxSetCacheConfig(c_int);
+    cuCtxGetCacheConfig(*mut c_int);
+    cuProfilerStart();
+    cuProfilerStop();
+    cuGraphUpload(Handle, Handle);
+    cuThreadExchangeStreamCaptureMode(*mut c_int);
+    cuLaunchKernelEx(*const DriverLaunchConfig, Handle, *mut *mut c_void, *mut *mut c_void);
+    cuStreamGetCaptureInfo_v3(
+        Handle,
+        *mut c_int,
+        *mut u64,
+        *mut Handle,
+        *mut *const Handle,
+        *mut *const c_void,
+        *mut usize
+    );
+}
+
+/// `CUDA_KERNEL_NODE_PARAMS` (the CUDA 12 layout, `_v2`): a graph kernel node's launch.
+#[repr(C)]
+pub(crate) struct KernelNodeParams {
+    pub(crate) func: Handle,
+    pub(crate) grid: [c_uint; 3],
+    pub(crate) block: [c_uint; 3],
+    pub(crate) shared: c_uint,
+    pub(crate) params: *mut *mut c_void,
+    pub(crate) extra: *mut *mut c_void,
+    /// Used only when `func` is NULL; this runtime always sets `func`.
+    pub(crate) kern: Handle,
+    pub(crate) ctx: Handle,
+}
+
+/// `CUDA_MEMCPY2D` (`_v2`, size_t fields): one side of a 2D copy is (memory type, host
+/// pointer, device address, array, pitch) after its X and Y offsets.
+#[repr(C)]
+pub(crate) struct Memcpy2D {
+    pub(crate) src_x: usize,
+    pub(crate) src_y: usize,
+    pub(crate) src_type: c_int,
+    pub(crate) src_host: *const c_void,
+    pub(crate) src_device: DevPtr,
+    pub(crate) src_array: Handle,
+    pub(crate) src_pitch: usize,
+    pub(crate) dst_x: usize,
+    pub(crate) dst_y: usize,
+    pub(crate) dst_type: c_int,
+    pub(crate) dst_host: *mut c_void,
+    pub(crate) dst_device: DevPtr,
+    pub(crate) dst_array: Handle,
+    pub(crate) dst_pitch: usize,
+    pub(crate) width: usize,
+    pub(crate) height: usize,
 }
 
 /// The opened driver, or the runtime error every call reports when it cannot be used.
@@ -182,4 +283,15 @@ pub(crate) fn driver() -> Result<&'static Driver, Rt> {
             Ok(())
         })
         .map(|()| d)
+}
+
+/// `CUlaunchConfig`: a launch's configuration and attributes (`cuLaunchKernelEx`).
+#[repr(C)]
+pub(crate) struct DriverLaunchConfig {
+    pub(crate) grid: [c_uint; 3],
+    pub(crate) block: [c_uint; 3],
+    pub(crate) shared: c_uint,
+    pub(crate) stream: Handle,
+    pub(crate) attrs: *mut c_void,
+    pub(crate) count: c_uint,
 }

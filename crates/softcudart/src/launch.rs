@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_uint, c_void};
 
-use crate::driver::Handle;
+use crate::driver::{DriverLaunchConfig, Handle};
 use crate::status::{Rt, check, code};
 use crate::{context, registry};
 
@@ -68,9 +68,39 @@ pub(crate) fn pop() -> Result<Config, Rt> {
         .ok_or(code::MISSING_CONFIGURATION)
 }
 
+/// `cudaLaunchConfig_t`: a launch configuration with launch attributes (`cudaLaunchAttribute`,
+/// laid out and numbered as the driver's `CUlaunchAttribute`).
+#[repr(C)]
+pub(crate) struct LaunchConfig {
+    pub(crate) grid: Dim3,
+    pub(crate) block: Dim3,
+    pub(crate) shared: usize,
+    pub(crate) stream: Handle,
+    pub(crate) attrs: *mut c_void,
+    pub(crate) count: c_uint,
+}
+
+// Measured from CUDA 13.0's driver_types.h and cuda.h with a C compiler.
+const _: () = assert!(std::mem::size_of::<LaunchConfig>() == 56);
+const _: () = assert!(std::mem::size_of::<DriverLaunchConfig>() == 56);
+
+/// Launch attributes as the driver takes them: the array and its length.
+pub(crate) type Attributes = (*mut c_void, c_uint);
+
 /// Launches `kernel` (a `CUkernel`) in the current context. `args` is the kernel's parameter
 /// array as the driver takes it (`kernelParams`).
 pub(crate) fn launch(kernel: Handle, config: Config, args: *mut *mut c_void) -> Result<(), Rt> {
+    launch_with(kernel, config, None, args)
+}
+
+/// [`launch`], with launch attributes (`cudaLaunchKernelExC`) through `cuLaunchKernelEx`; the
+/// attribute array is the program's, read by the driver during the call.
+pub(crate) fn launch_with(
+    kernel: Handle,
+    config: Config,
+    attributes: Option<Attributes>,
+    args: *mut *mut c_void,
+) -> Result<(), Rt> {
     if kernel.is_null() {
         return Err(registry::missing_kernel());
     }
@@ -92,6 +122,21 @@ pub(crate) fn launch(kernel: Handle, config: Config, args: *mut *mut c_void) -> 
     // SAFETY: `f` is a valid out-pointer; the driver checks the kernel handle, and a context is
     // current (the function is this context's instance of the kernel).
     check(unsafe { (d.cuKernelGetFunction)(&mut f, kernel) })?;
+    if let Some((attrs, count)) = attributes {
+        let driver_config = DriverLaunchConfig {
+            grid: [grid.x, grid.y, grid.z],
+            block: [block.x, block.y, block.z],
+            shared,
+            stream,
+            attrs,
+            count,
+        };
+        // SAFETY: as below, and `driver_config` lives across the call, naming the program's
+        // attribute array of `count` entries (the C API's contract).
+        return check(unsafe {
+            (d.cuLaunchKernelEx)(&raw const driver_config, f, args, std::ptr::null_mut())
+        });
+    }
     // SAFETY: `f` is a function of the current context; `args` is the program's parameter
     // array, which the driver reads as the kernel's signature says (the C API's contract); no
     // `extra`.

@@ -9,15 +9,21 @@
 //! to runtime errors and keeps each thread's last error; [`context`] binds each thread to its
 //! device's primary context; [`registry`] holds the fatbins and kernels nvcc's code registers;
 //! [`launch`] the `<<<>>>` configuration stack and kernel launches; [`properties`] the
-//! `cudaDeviceProp` layout; the `api_*` modules are the exported calls, all listed once in
-//! [`exports!`] below.
+//! `cudaDeviceProp` layout; the `api_*` modules are the exported calls by family (devices,
+//! memory, pitched memory, host memory, stream-ordered pools, streams and events, launches,
+//! function attributes, graphs and capture), all listed once in [`exports!`] below.
 //!
 //! Only the listed calls exist: a program calling any other runtime function fails to load (or at
 //! its first call, with lazy binding) naming the missing symbol, rather than meeting a stub.
 
 mod api_device;
+mod api_func;
+mod api_graph;
+mod api_host;
 mod api_launch;
 mod api_memory;
+mod api_pitched;
+mod api_pool;
 mod api_stream;
 mod context;
 mod driver;
@@ -111,4 +117,59 @@ exports! {
     api_stream::cudaEventQuery,
     api_stream::cudaEventElapsedTime,
     api_stream::cudaEventDestroy,
+    api_device::cudaInitDevice,
+    api_device::cudaSetDeviceFlags,
+    api_device::cudaGetDeviceFlags,
+    api_device::cudaDeviceGetLimit,
+    api_device::cudaDeviceSetLimit,
+    api_device::cudaDeviceGetStreamPriorityRange,
+    api_stream::cudaStreamCreateWithPriority,
+    api_stream::cudaStreamGetFlags,
+    api_stream::cudaStreamGetPriority,
+    api_stream::cudaEventRecordWithFlags,
+    api_stream::cudaLaunchHostFunc,
+    api_graph::cudaStreamBeginCapture,
+    api_graph::cudaStreamEndCapture,
+    api_graph::cudaStreamIsCapturing,
+    api_graph::cudaGraphCreate,
+    api_graph::cudaGraphAddKernelNode,
+    api_graph::cudaGraphExecKernelNodeSetParams,
+    api_graph::cudaGraphInstantiate,
+    api_graph::cudaGraphInstantiateWithFlags,
+    api_graph::cudaGraphLaunch,
+    api_graph::cudaGraphExecDestroy,
+    api_graph::cudaGraphDestroy,
+    api_pool::cudaMallocAsync,
+    api_pool::cudaFreeAsync,
+    api_pool::cudaDeviceGetDefaultMemPool,
+    api_pool::cudaMemPoolSetAttribute,
+    api_pool::cudaMemPoolGetAttribute,
+    api_pool::cudaMemPoolTrimTo,
+    api_func::cudaFuncGetAttributes,
+    api_func::cudaFuncSetAttribute,
+    api_func::cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+    api_func::cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    api_func::cudaOccupancyAvailableDynamicSMemPerBlock,
+    api_pitched::cudaMallocPitch,
+    api_pitched::cudaMemcpy2D,
+    api_pitched::cudaMemcpy2DAsync,
+    api_pitched::cudaMemset2D,
+    api_pitched::cudaMemset2DAsync,
+    api_host::cudaHostRegister,
+    api_host::cudaHostUnregister,
+    api_host::cudaHostGetDevicePointer,
+    api_host::cudaPointerGetAttributes,
+    api_host::cudaMemcpyPeer,
+    api_host::cudaMemcpyPeerAsync,
+    api_host::cudaDeviceCanAccessPeer,
+    api_stream::cudaStreamAddCallback,
+    api_func::cudaFuncSetCacheConfig,
+    api_device::cudaDeviceSetCacheConfig,
+    api_device::cudaDeviceGetCacheConfig,
+    api_device::cudaProfilerStart,
+    api_device::cudaProfilerStop,
+    api_graph::cudaGraphUpload,
+    api_graph::cudaThreadExchangeStreamCaptureMode,
+    api_launch::cudaLaunchKernelExC,
+    api_graph::cudaStreamGetCaptureInfo,
 }

@@ -258,7 +258,9 @@ pub(crate) fn kernel(host: *const c_void) -> Result<Handle, Rt> {
     find_kernel(host).inspect_err(|e| LOOKUP_FAILURE.store(e.0, Ordering::Relaxed))
 }
 
-fn find_kernel(host: *const c_void) -> Result<Handle, Rt> {
+/// [`kernel`], without recording a failure for later launches of NULL kernels: for calls that
+/// take a host stub but launch nothing (`cudaFuncGetAttributes`, graph kernel nodes, …).
+pub(crate) fn find_kernel(host: *const c_void) -> Result<Handle, Rt> {
     let mut reg = registry();
     let f = reg
         .functions

@@ -23,6 +23,7 @@ pub(crate) mod code {
     use super::Rt;
     pub(crate) const INVALID_VALUE: Rt = Rt(1);
     pub(crate) const INVALID_CONFIGURATION: Rt = Rt(9);
+    pub(crate) const INVALID_PITCH_VALUE: Rt = Rt(12);
     pub(crate) const INVALID_SYMBOL: Rt = Rt(13);
     pub(crate) const INVALID_MEMCPY_DIRECTION: Rt = Rt(21);
     pub(crate) const INSUFFICIENT_DRIVER: Rt = Rt(35);

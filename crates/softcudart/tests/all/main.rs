@@ -2,7 +2,8 @@
 //! each is compiled with NVIDIA's nvcc (from its public wheels; .ci/run installs them into
 //! target/nvcc) and linked against NVIDIA's libcudart as a user would, then run from a folder
 //! where `libcudart.so.13` is the built libsoftcudart.so and `libcuda.so.1` the built
-//! libsoftcuda.so. The programs check their own results and print a last "ok" line; they are in
+//! libsoftcuda.so. The programs check their own results and print a last "ok" line (each
+//! mismatch with NVIDIA's runtime's answer is printed with its line); they are in
 //! crates/softcuda/tests (runtime/*.cu, c/cudart_memory.c), where the GPU host builds them too.
 
 use std::path::{Path, PathBuf};
@@ -169,6 +170,19 @@ fn runtime_semantics_program_sees_documented_errors_streams_variables_managed_me
         &[SM90_WITH_PTX],
     );
     assert!(out.contains("runtime semantics ok"), "{out}");
+}
+
+#[test]
+fn runtime_features_program_captures_and_launches_graphs_allocates_in_stream_order_and_sets_attributes()
+ {
+    let Some(nvcc) = nvcc_or_skip() else { return };
+    let out = build_and_run(
+        &nvcc,
+        "features",
+        "runtime/runtime_features.cu",
+        &[SM90_WITH_PTX],
+    );
+    assert!(out.contains("runtime features ok"), "{out}");
 }
 
 #[test]

@@ -1,0 +1,31 @@
+// What the runtime test programs check with: each call's answer against NVIDIA's runtime's.
+// A wrong error code is counted and the program goes on, so one run on NVIDIA's runtime shows
+// every difference (with its line); a call expected to succeed that fails stops the function
+// (what follows needs it), as does a false CHECK. Each program ends by reporting `mismatches`.
+#pragma once
+#include <cstdio>
+
+static int mismatches = 0;
+#define EXPECT(call, want)                                                                 \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != (want)) {                                                                \
+            std::printf("line %d: %s: got %s (%d), want %s\n", __LINE__, #call,             \
+                        cudaGetErrorName(e_), int(e_), cudaGetErrorName(want));            \
+            mismatches++;                                                                  \
+            if ((want) == cudaSuccess) return 1;                                           \
+        }                                                                                  \
+    } while (0)
+// A call that fails: its error is also the thread's last error (and is reset by reading it).
+#define FAILS(call, want)                                                                  \
+    do {                                                                                   \
+        EXPECT(call, want);                                                                \
+        EXPECT(cudaGetLastError(), want);                                                  \
+    } while (0)
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            std::printf("line %d: %s is false\n", __LINE__, #cond);                        \
+            return 1;                                                                      \
+        }                                                                                  \
+    } while (0)
