@@ -162,6 +162,7 @@ pub struct Metrics {
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
+    sandbox_pending: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
     warm_takes: Family<TakeLabels, Counter>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
@@ -191,6 +192,7 @@ pub struct FunctionMetrics {
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
+    pub(crate) sandbox_pending: Gauge,
     pub(crate) warm: Gauge,
     /// Requests that found a warm Store ready (`warm_store_takes_total{result="hit"}`).
     pub(crate) warm_hits: Counter,
@@ -274,6 +276,7 @@ impl Metrics {
             queued: Family::default(),
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
+            sandbox_pending: Family::default(),
             warm: Family::default(),
             warm_takes: Family::default(),
             bundle_bytes: Family::default(),
@@ -337,6 +340,11 @@ impl Metrics {
             "function_sandbox_kept",
             "Sandbox arenas and control blocks the serving version keeps for reuse (each one live device buffer, its control block, plus its arena's mapped memory)",
             m.sandbox_kept.clone(),
+        );
+        r.register(
+            "function_sandbox_pending",
+            "Of those, the ones not ready for a request yet: waiting for their last request's kernels and watch to let go, or being reset or freed (0 once the server is idle and settled)",
+            m.sandbox_pending.clone(),
         );
         r.register(
             "function_warm_stores",
@@ -425,6 +433,7 @@ impl Metrics {
             queued: self.queued.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
+            sandbox_pending: self.sandbox_pending.get_or_create_owned(&l),
             warm: self.warm.get_or_create_owned(&l),
             warm_hits: self.warm_takes.get_or_create_owned(&TakeLabels {
                 function: name.to_string(),

@@ -416,8 +416,9 @@ impl Server {
     /// The `/metrics` text.
     pub fn render_metrics(&self) -> String {
         for f in self.functions.load().values() {
-            let kept = f.current().map_or(0, |v| v.sandbox_kept());
+            let (kept, pending) = f.current().map_or((0, 0), |v| v.sandbox_kept());
             f.metrics.sandbox_kept.set(kept as i64);
+            f.metrics.sandbox_pending.set(pending as i64);
         }
         self.metrics.render(&self.hosts)
     }

@@ -168,13 +168,13 @@ impl Version {
         Some(guard)
     }
 
-    /// Sandbox pairs its pools keep now, over its devices.
-    pub(crate) fn sandbox_kept(&self) -> usize {
+    /// Sandbox pairs its pools keep now, over its devices, and how many of them are not ready
+    /// yet (waiting for their last request to let go, or being reset or freed).
+    pub(crate) fn sandbox_kept(&self) -> (usize, usize) {
         self.devices
             .iter()
             .filter_map(|d| d.sandbox.as_ref())
-            .map(|p| p.kept())
-            .sum()
+            .fold((0, 0), |(k, p), pool| (k + pool.kept(), p + pool.pending()))
     }
 
     /// Requests holding this version.

@@ -9,15 +9,21 @@
 //! `ControlBlock::reset_for_reuse`) and the arena's whole mapped range, whose memset must have
 //! completed on the device (`Arena::queue_reset`, then `ArenaReset::ready`).
 //!
-//! No thread waits for the device here. A pair given back waits in `held` until its last
-//! holder lets go (the watchdog drops a dropped guest's watch on its next tick; a launch drops
-//! its anchors when it ends); the next give or take that finds it free queues its reset — the
-//! memset and a fence on the pool's own stream, where no guest launches, so a reset never
-//! queues behind a guest's long kernel — and moves it to `resetting`. A take hands out the
-//! first pair whose fence the completion thread has seen pass (an atomic load), and when none
-//! has, the guest gets a new pair. (Zeroing and waiting on the taking thread cost a `gpuhost
-//! serve` request 15–30 µs on the H200, bench/h200-runs/2026-12-02-s11/bd8982a-final/.)
+//! A guest's thread (a `gpuhost serve` request's) makes no driver call here and takes only the
+//! pool's own short lock: a give puts the pair in `held`, a take hands out the oldest pair whose
+//! fence the completion thread has seen pass (an atomic load), and when none has, the guest gets
+//! a new pair. Everything else is the resetter thread's (resetter.rs): once nothing holds a
+//! pair any more (the watchdog drops a dropped guest's watch on its next tick, and wakes the
+//! resetter; a launch drops its anchors when it ends) it queues the pair's reset — the memset
+//! and a fence on the pool's own stream, where no guest launches, so a reset never queues behind
+//! a guest's long kernel — and moves it to `resetting`; or frees it, when the pool was full or
+//! the arena grew large, so that unmapping an arena is no request's work either. (Resets queued
+//! by the next give or take, on the request's thread, one stream and one lock for all of them,
+//! cost a `gpuhost serve` request's teardown 98–114 µs at 16 and 64 connections on the H200,
+//! bench/h200-runs/2026-12-02-s12/04d46f5-final/.)
 //! A reset that fails, or a pair whose context is gone meanwhile, is freed, never handed out.
+
+mod resetter;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,17 +34,30 @@ use gpuhost::{Arena, ArenaReset, ControlBlock};
 use crate::confine::{Confinement, arena_bytes};
 use crate::limits::Limits;
 
+pub(crate) use resetter::watches_released;
+
 /// Arenas a guest grew past this many mapped bytes are freed, not kept: the pool holds no more
 /// memory than small guests need, and resetting one costs a memset of at most this.
 pub const MAX_KEPT_MAPPED: u64 = 8 << 20;
 
-/// The pairs a pool keeps.
+/// A pair given back, waiting until nothing of its last guest holds it.
+struct Given {
+    arena: Arc<Arena>,
+    ctl: ControlBlock,
+    /// Reset and kept once free; false: freed then (the pool was full, or the arena grew large).
+    keep: bool,
+}
+
+/// The pairs a pool holds; each holds one live device buffer (its control block's).
 #[derive(Default)]
 struct Kept {
     /// Given back, and maybe still held by the last guest's launches or watch; not reset yet.
-    held: VecDeque<(Arc<Arena>, ControlBlock)>,
+    held: VecDeque<Given>,
     /// Control block cleared and the arena's zeroing queued, oldest first.
     resetting: VecDeque<(ArenaReset, ControlBlock)>,
+    /// Taken out of `held` by the resetter and not yet in `resetting` or freed: counted, so that
+    /// what the pool says it holds never misses a pair that still holds its buffer.
+    moving: usize,
 }
 
 /// A pool of sandbox arenas and control blocks for guests with the same limits on one device.
@@ -47,7 +66,8 @@ pub struct SandboxPool {
     arena_bytes: u64,
     kept: usize,
     state: Mutex<Kept>,
-    /// The stream resets are queued on (a new one once the context generation changes).
+    /// The stream resets are queued on (a new one once the context generation changes); only
+    /// the resetter thread (and tests) use it.
     stream: Mutex<Option<Arc<gpuhost::Stream>>>,
     reused: AtomicU64,
     created: AtomicU64,
@@ -57,7 +77,7 @@ impl SandboxPool {
     /// A pool for sandboxed guests on `host` under `limits`, keeping at most `kept` pairs
     /// (returned ones past that are freed).
     pub fn new(host: Arc<gpuhost::Host>, limits: &Limits, kept: usize) -> Arc<Self> {
-        Arc::new(Self {
+        let pool = Arc::new(Self {
             host,
             arena_bytes: arena_bytes(limits),
             kept,
@@ -65,7 +85,9 @@ impl SandboxPool {
             stream: Mutex::new(None),
             reused: AtomicU64::new(0),
             created: AtomicU64::new(0),
-        })
+        });
+        resetter::serve(&pool);
+        pool
     }
 
     /// Guests that got a reset pair from the pool.
@@ -78,11 +100,21 @@ impl SandboxPool {
         self.created.load(Ordering::Relaxed)
     }
 
-    /// Pairs kept now (waiting for the last guest's launches and watch to let go, being reset,
-    /// or ready); each holds its control block's buffer and its arena's mapped memory.
+    /// Pairs the pool holds now (waiting for the last guest's launches and watch to let go,
+    /// being reset or freed, or ready); each holds its control block's buffer and its arena's
+    /// mapped memory.
     pub fn kept(&self) -> usize {
         let st = self.lock();
-        st.held.len() + st.resetting.len()
+        st.held.len() + st.moving + st.resetting.len()
+    }
+
+    /// Pairs the pool holds that are not ready yet: waiting for the last guest to let go, or
+    /// being reset or freed. 0 once every pair given back is ready (nothing runs meanwhile):
+    /// what the pool holds then stays as it is until the next give or take.
+    pub fn pending(&self) -> usize {
+        let st = self.lock();
+        let resetting = st.resetting.iter().filter(|(r, _)| !r.is_done()).count();
+        st.held.len() + st.moving + resetting
     }
 
     fn lock(&self) -> MutexGuard<'_, Kept> {
@@ -120,17 +152,9 @@ impl SandboxPool {
         ))
     }
 
-    /// A pair whose reset has completed; when none has, the resets of pairs let go of since are
-    /// queued (for later takes) and the ready ones looked for once more.
+    /// The oldest pair whose zeroing has completed, without waiting and without a driver call;
+    /// failed ones are freed (they hold no device work any more).
     fn take(&self) -> Option<(Arc<Arena>, ControlBlock)> {
-        self.take_ready().or_else(|| {
-            self.reset_free();
-            self.take_ready()
-        })
-    }
-
-    /// The oldest pair whose zeroing has completed, without waiting; failed ones are freed.
-    fn take_ready(&self) -> Option<(Arc<Arena>, ControlBlock)> {
         loop {
             let (reset, ctl) = {
                 let mut st = self.lock();
@@ -150,7 +174,8 @@ impl SandboxPool {
         }
     }
 
-    /// Queues the reset of every held pair that nothing holds any more.
+    /// The resetter's pass: queues the reset of every held pair that nothing holds any more, or
+    /// frees it (not to be kept).
     fn reset_free(&self) {
         let free: VecDeque<_> = {
             let mut st = self.lock();
@@ -158,31 +183,65 @@ impl SandboxPool {
                 return;
             }
             // Stable once true: the pool holds the only handles, so none can appear.
-            let (free, held) = std::mem::take(&mut st.held)
+            let (free, held): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut st.held)
                 .into_iter()
-                .partition(|(arena, ctl)| !arena.is_held() && !ctl.is_held());
+                .partition(|g| !g.arena.is_held() && !g.ctl.is_held());
             st.held = held;
+            st.moving += free.len();
             free
         };
-        if free.is_empty() {
-            return;
+        resetter::taken(free.len());
+        // Each pair leaves `moving` under the lock that puts it in `resetting`, or once freed.
+        let mut stream = None;
+        for Given {
+            arena,
+            mut ctl,
+            keep,
+        } in free
+        {
+            let reset = if keep {
+                self.reset(arena, &mut ctl, &mut stream)
+            } else {
+                drop(arena);
+                None
+            };
+            match reset {
+                Some(reset) => {
+                    let mut st = self.lock();
+                    st.resetting.push_back((reset, ctl));
+                    st.moving -= 1;
+                }
+                None => {
+                    // Freed here, before it stops counting.
+                    drop(ctl);
+                    self.lock().moving -= 1;
+                }
+            }
         }
-        // No stream (a lost context being replaced): the pairs are freed, as a failed reset's.
-        let Ok(stream) = self.stream() else {
-            return;
-        };
-        for (arena, mut ctl) in free {
-            // A block whose context is gone (Err) is freed with its arena.
-            if !matches!(ctl.reset_for_reuse(), Ok(true)) {
-                continue;
-            }
-            match arena.queue_reset(&stream) {
-                Ok(Ok(reset)) => self.lock().resetting.push_back((reset, ctl)),
-                // Never: nothing holds it (kept, in case).
-                Ok(Err(arena)) => self.lock().held.push_back((arena, ctl)),
-                // The memset failed or the context is gone: freed, never handed out.
-                Err(_) => {}
-            }
+    }
+
+    /// Clears `ctl` and queues the zeroing of `arena` on the pool's stream (looked up once per
+    /// pass, in `stream`); None when the pair is to be freed instead (the memset failed, or the
+    /// context or the stream is gone). The arena is freed then; `ctl` by the caller.
+    fn reset(
+        &self,
+        arena: Arc<Arena>,
+        ctl: &mut ControlBlock,
+        stream: &mut Option<Result<Arc<gpuhost::Stream>, gpuhost::Error>>,
+    ) -> Option<ArenaReset> {
+        // A block whose context is gone (Err) is freed with its arena.
+        if !matches!(ctl.reset_for_reuse(), Ok(true)) {
+            return None;
+        }
+        // No stream (a lost context being replaced): freed, as a failed reset's.
+        let stream = stream.get_or_insert_with(|| self.stream()).as_ref().ok()?;
+        match arena.queue_reset(stream) {
+            Ok(Ok(reset)) => Some(reset),
+            // Never: nothing holds it (freed, in case: it is out of `held` already, and a pair
+            // somebody holds is not the pool's to keep).
+            Ok(Err(_)) => None,
+            // The memset failed or the context is gone: freed, never handed out.
+            Err(_) => None,
         }
     }
 
@@ -199,17 +258,25 @@ impl SandboxPool {
         Ok(stream)
     }
 
-    /// A guest is gone: its pair waits here until nothing holds it (or is freed when the pool
-    /// is full or the arena grew large); pairs let go of since the last give or take have their
-    /// reset queued now.
+    /// A guest is gone: its pair waits here until nothing holds it, then the resetter thread
+    /// resets it (or frees it, when the pool is full or the arena grew large). No driver call.
     pub(crate) fn give(&self, arena: Arc<Arena>, ctl: ControlBlock) {
-        if arena.mapped() <= MAX_KEPT_MAPPED {
+        {
             let mut st = self.lock();
-            if st.held.len() + st.resetting.len() < self.kept {
-                st.held.push_back((arena, ctl));
-            }
+            // Pairs on their way out count too: the pool never holds more than `kept` for long.
+            let keep = arena.mapped() <= MAX_KEPT_MAPPED
+                && st.held.len() + st.moving + st.resetting.len() < self.kept;
+            st.held.push_back(Given { arena, ctl, keep });
+            // Counted under the lock, so a pass that takes it out counts it out after.
+            resetter::given();
         }
-        self.reset_free();
+    }
+}
+
+impl Drop for SandboxPool {
+    fn drop(&mut self) {
+        // Its held pairs are freed with it: the resetter no longer waits for them.
+        resetter::taken(self.lock().held.len());
     }
 }
 
@@ -258,7 +325,7 @@ mod tests {
     }
 
     /// A pair given back to `pool`, once nothing holds it (the watchdog lets go of a dropped
-    /// guest's watch on its next tick), within 5 s.
+    /// guest's watch on its next tick) and the resetter has reset it, within 5 s.
     fn reusable(pool: &SandboxPool) -> (Arc<gpuhost::Arena>, gpuhost::ControlBlock) {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
@@ -385,13 +452,13 @@ $L_wait:
         let first = pool.confinement(&limits).unwrap();
         let (base, mapped) = (first.arena.base(), first.arena.mapped());
         poke(&host, base, 0x5A, mapped);
-        drop(first);
         // The pool's reset stream is busy with a kernel that waits for the test's word: a
         // zeroing queued behind it cannot run before the word is set.
         let flag = host.control_block().unwrap();
         let out = host.alloc(4).unwrap();
         let busy = launch_gate(&pool.stream().unwrap(), &flag, &out);
-        // Once the watchdog lets go of the guest's watch, a take queues the pair's reset...
+        drop(first);
+        // Once the watchdog lets go of the guest's watch, the resetter queues the pair's reset...
         let deadline = Instant::now() + Duration::from_secs(5);
         while pool.lock().resetting.is_empty() {
             assert!(
@@ -459,6 +526,62 @@ $L_wait:
         // The launch's write at its end came before the reset, which zeroed it.
         let left = nonzero(&host, base, arena.mapped());
         assert_eq!(left, 0, "{left} bytes the launch wrote survived the reset");
+    }
+
+    /// The pool's pairs at rest within 5 s: none waiting for its guest or its reset.
+    fn wait_pending_none(pool: &SandboxPool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.pending() != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{} pairs never reset or freed",
+                pool.pending()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_pair_given_back_is_reset_by_the_resetter_without_any_later_give_or_take() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host, &limits, 4);
+        let first = pool.confinement(&limits).unwrap();
+        let base = first.arena.base();
+        drop(first);
+        assert_eq!(pool.kept(), 1, "the pair given back is not counted");
+        // No give or take on this thread from here on: the guest's thread queues no reset.
+        wait_pending_none(&pool);
+        assert_eq!(pool.kept(), 1);
+        let ready = pool.lock().resetting.iter().all(|(r, _)| r.is_done());
+        assert!(ready, "the pair is not reset");
+        let (arena, _) = pool.take().expect("the reset pair is handed out");
+        assert_eq!(arena.base(), base, "not the reused arena");
+    }
+
+    #[test]
+    fn a_pair_past_the_pools_bound_is_freed_by_the_resetter_once_its_guest_lets_go() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host, &limits, 1);
+        let first = pool.confinement(&limits).unwrap();
+        let second = pool.confinement(&limits).unwrap();
+        let (kept, freed) = (Arc::downgrade(&first.arena), Arc::downgrade(&second.arena));
+        drop(first);
+        // Past the bound: counted while it waits (it still holds its control block's buffer),
+        // then freed.
+        drop(second);
+        assert!(pool.kept() >= 1);
+        wait_pending_none(&pool);
+        assert_eq!(pool.kept(), 1, "the pair past the bound was kept");
+        assert!(
+            freed.upgrade().is_none(),
+            "the pair past the bound lives on"
+        );
+        assert!(
+            kept.upgrade().is_some(),
+            "the pair within the bound was freed"
+        );
     }
 
     #[test]

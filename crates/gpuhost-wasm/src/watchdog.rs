@@ -11,7 +11,8 @@
 //! H200: launches that grow local memory, module loads, large allocations and frees). It stops
 //! a guest with a CPU store to its control block (see gpuhost's control_pool.rs), and tells
 //! whether launches ended from their `Completion`s, which the launching thread and gpuhost's
-//! completion thread record.
+//! completion thread record. When it lets go of dropped guests' watches it wakes the sandbox
+//! pools' resetter thread (a condvar, pool/resetter.rs), whose pairs those watches held.
 //!
 //! Launches are watched in segments: every [`FENCE_EVERY`] launches, or when launching pauses
 //! for a tick, the open launches close into one whose end is the end of its last launch.
@@ -410,11 +411,18 @@ impl Watchdog {
                     s.drained.notify_waiters();
                 }
             }
+            // This pass's handles go before the thread sleeps: a dropped guest's watch holds
+            // its control block, which a SandboxPool resets only once nothing else holds it
+            // (kept across the sleep, it stayed held a tick longer, or up to the idle wait).
+            drop(stores);
             if !gone.is_empty() {
                 lock(&self.stores).retain(|s| !gone.iter().any(|g| Arc::ptr_eq(g, s)));
-                for g in gone {
+                for g in &gone {
                     g.drained.notify_waiters();
                 }
+                drop(gone);
+                // Their pairs may be free now: reset them at once, not at the resetter's tick.
+                crate::pool::watches_released();
             }
             if busy {
                 std::thread::sleep(TICK);

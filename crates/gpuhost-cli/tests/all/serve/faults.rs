@@ -59,15 +59,10 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/misbehave/ok").status, 200);
     // Each warm Store holds a sandbox pair of its own once it is ready (its anchors are live
-    // buffers): count from a settled server, all four made (on NVIDIA a sandbox pair takes up to
-    // ~80 ms, so a fixed pause was not enough), as after the misbehaving.
-    let warm = [("function", "misbehave")];
-    let settled = || server.metrics().sum("gpuhost_function_warm_stores", &warm) == 4.0;
-    assert!(
-        eventually(Duration::from_secs(10), settled),
-        "warm Stores not made"
-    );
-    let buffers = super::buffers_not_kept(&server.metrics());
+    // buffers): count from a server at rest, all four made (on NVIDIA a sandbox pair takes up to
+    // ~80 ms, so a fixed pause was not enough) and the first request's pair reset, as after the
+    // misbehaving.
+    let buffers = super::buffers_not_kept(&super::wait_at_rest(&server, "misbehave", "at start"));
 
     let r = server.get("/misbehave/trap");
     assert_eq!(r.status, 500, "{}", r.text());
@@ -100,18 +95,16 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
 
     // Still serving; and the 2 MiB the leaking guest held went with its Store.
     assert_eq!(server.get("/misbehave/ok").text(), "ok");
-    let released = eventually(Duration::from_secs(10), || {
-        let m = server.metrics();
-        m.sum("gpuhost_function_warm_stores", &warm) == 4.0
-            && super::buffers_not_kept(&m) == buffers
-            && m.sum("gpuhost_function_gpu_memory_bytes", &[]) == 0.0
-    });
-    assert!(
-        released,
+    let m = super::wait_at_rest(&server, "misbehave", "after the misbehaving");
+    assert_eq!(
+        (
+            super::buffers_not_kept(&m),
+            m.sum("gpuhost_function_gpu_memory_bytes", &[])
+        ),
+        (buffers, 0.0),
         "device buffers leaked:\n{}",
         server.get("/metrics").text()
     );
-    let m = server.metrics();
     let trap = [("function", "misbehave"), ("outcome", "trap")];
     assert_eq!(m.sum("gpuhost_requests_total", &trap), 3.0);
     let timeout = [("function", "misbehave"), ("outcome", "timeout")];

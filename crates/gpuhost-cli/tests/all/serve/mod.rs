@@ -360,6 +360,39 @@ pub fn buffers_not_kept(m: &Metrics) -> f64 {
     m.sum("gpuhost_device_live_buffers", &[]) - m.sum("gpuhost_function_sandbox_kept", &[])
 }
 
+/// `function`'s server at rest, as one `/metrics` read: no request of it running, its four warm
+/// Stores made (every test function runs at least four at once), and every sandbox pair given
+/// back reset or freed (none waiting for its last request's watch, none with a reset in flight).
+/// Nothing moves then until the next request: every live buffer is a warm Store's (its control
+/// block and arena anchor) or a kept pair's, so buffer counts compare exactly.
+pub fn at_rest(server: &Server, function: &str) -> Option<Metrics> {
+    let m = server.metrics();
+    let f = [("function", function)];
+    let rest = m.sum("gpuhost_requests_in_flight", &f) == 0.0
+        && m.sum("gpuhost_function_warm_stores", &f) == 4.0
+        && m.sum("gpuhost_function_sandbox_pending", &f) == 0.0;
+    rest.then_some(m)
+}
+
+/// [`at_rest`] within 20 s, else a failure naming `when` and what was still moving.
+pub fn wait_at_rest(server: &Server, function: &str, when: &str) -> Metrics {
+    let mut got = None;
+    eventually(Duration::from_secs(20), || {
+        got = at_rest(server, function);
+        got.is_some()
+    });
+    got.unwrap_or_else(|| {
+        let m = server.metrics();
+        let f = [("function", function)];
+        panic!(
+            "{function} never came to rest {when}: requests in flight {}, warm Stores {}, sandbox pairs pending {}",
+            m.sum("gpuhost_requests_in_flight", &f),
+            m.sum("gpuhost_function_warm_stores", &f),
+            m.sum("gpuhost_function_sandbox_pending", &f),
+        )
+    })
+}
+
 /// Polls `cond` every 20 ms for at most `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

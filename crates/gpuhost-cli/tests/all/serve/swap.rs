@@ -99,10 +99,9 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
     let repo = stamp_repo("swap-100");
     let server = Server::start(&repo.dir, &[], &[]);
     assert_eq!(server.get("/stamp").status, 200);
-    // A finished request's control block is released by gpuhost-wasm's watchdog on its next
-    // wake (it idles up to 100 ms): count from a settled server, and let the last one go.
-    std::thread::sleep(Duration::from_millis(300));
-    let before = server.metrics();
+    // Counted at rest: a finished request's pair is reset (or freed) by gpuhost-wasm's resetter
+    // once the watchdog lets go of its watch, and the warm Stores are refilled after it.
+    let before = super::wait_at_rest(&server, "stamp", "before the swaps");
     let modules = before.sum("gpuhost_device_live_modules", &[]);
     let buffers = super::buffers_not_kept(&before);
     for i in 0..100 {
@@ -117,10 +116,7 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
             "after swap {i}"
         );
     }
-    eventually(Duration::from_secs(5), || {
-        super::buffers_not_kept(&server.metrics()) == buffers
-    });
-    let after = server.metrics();
+    let after = super::wait_at_rest(&server, "stamp", "after the swaps");
     assert_eq!(
         after.sum("gpuhost_device_live_modules", &[]),
         modules,
