@@ -58,11 +58,13 @@ impl Resetter {
                 held: AtomicUsize::new(0),
             }));
             // Without the thread no pair is reset: guests then get new pairs, as with no pool
-            // (and given-back ones are freed with the pool). A process that cannot spawn a
-            // thread has bigger problems.
-            let _ = std::thread::Builder::new()
+            // (and given-back ones are freed with the pool), so this is only worth a warning.
+            let spawned = std::thread::Builder::new()
                 .name("gpuhost-sandbox-reset".into())
                 .spawn(move || r.run());
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start the sandbox reset thread ({e}): pooled sandboxes will not be reused");
+            }
             r
         })
     }
