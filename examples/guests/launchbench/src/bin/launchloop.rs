@@ -9,19 +9,14 @@
 //! `synchronize`: after the warm-up burst the stream collects them for a graph, so each call
 //! is pure host work). `scripts/probes/guest-launch-instructions.sh` runs it.
 
-use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
+#[path = "../noop.rs"]
+mod noop;
 
-const NOOP: &str = include_str!("../../../kernels/noop.ptx");
+use gpuhost_guest::Launch;
+use noop::{Noop, check};
 
 /// Launches per burst (the bench guest's `BURST`).
 const BURST: usize = 32;
-
-fn check<T>(r: Result<T, Error>, what: &str) -> T {
-    r.unwrap_or_else(|e| {
-        eprintln!("{what}: {e:?}");
-        std::process::exit(1)
-    })
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -30,26 +25,16 @@ fn main() {
         args.get(2).map(String::as_str),
         args.get(3).map(String::as_str),
     );
-    let module = check(Module::from_ptx(NOOP), "load noop");
-    let noop = check(module.kernel("noop"), "kernel noop");
-    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
-    let stream = check(Stream::create(), "stream");
-    let bound = check(
-        Launch::new(&noop)
-            .block1(32)
-            .buffer(&buf)
-            .scalar(256u32)
-            .bind(),
-        "bind",
-    );
-    let prepared = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
+    let setup = Noop::new();
+    let (noop, buf, stream, bound) = (&setup.kernel, &setup.buf, &setup.stream, &setup.bound);
+    let prepared = Launch::new(noop).block1(32).buffer(buf).scalar(256u32);
     let launch: &dyn Fn() = match path {
         Some("list") => &|| {
-            let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
-            check(launch.enqueue(&stream), "launch")
+            let launch = Launch::new(noop).block1(32).buffer(buf).scalar(256u32);
+            check(launch.enqueue(stream), "launch")
         },
-        Some("prepared") => &|| check(prepared.enqueue(&stream), "launch prepared"),
-        Some("bound") => &|| check(stream.enqueue(&bound), "enqueue bound"),
+        Some("prepared") => &|| check(prepared.enqueue(stream), "launch prepared"),
+        Some("bound") => &|| check(stream.enqueue(bound), "enqueue bound"),
         _ => {
             eprintln!("usage: launchloop N list|prepared|bound alone|burst");
             std::process::exit(2)
