@@ -87,6 +87,7 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// A kernel argument pointing at element `at`.
+    #[inline]
     pub fn arg_at(&self, at: usize) -> Arg<'_> {
         Arg::Buffer(BufferArg {
             buffer: &self.raw,

@@ -19,20 +19,32 @@ enum Args<'a> {
 }
 
 impl<'a> Args<'a> {
+    // Inlined into the builder (as the builder's steps are into the guest): a `Launch` is then
+    // assembled where it lives instead of being moved whole through each step.
+    #[inline]
     fn push(&mut self, arg: Arg<'a>) {
         match self {
+            Args::Inline(inline) if !inline.is_full() => inline.push(arg),
+            _ => self.push_spilled(arg),
+        }
+    }
+
+    /// `push` past the inline arguments: they move to the heap.
+    #[cold]
+    #[inline(never)]
+    fn push_spilled(&mut self, arg: Arg<'a>) {
+        match self {
             Args::Inline(inline) => {
-                if let Err(full) = inline.try_push(arg) {
-                    let mut heap = Vec::with_capacity(INLINE_ARGS * 2);
-                    heap.extend(inline.drain(..));
-                    heap.push(full.element());
-                    *self = Args::Heap(heap);
-                }
+                let mut heap = Vec::with_capacity(INLINE_ARGS * 2);
+                heap.extend(inline.drain(..));
+                heap.push(arg);
+                *self = Args::Heap(heap);
             }
             Args::Heap(heap) => heap.push(arg),
         }
     }
 
+    #[inline]
     fn as_slice(&self) -> &[Arg<'a>] {
         match self {
             Args::Inline(inline) => inline,
@@ -40,6 +52,7 @@ impl<'a> Args<'a> {
         }
     }
 
+    #[inline]
     fn as_mut_slice(&mut self) -> &mut [Arg<'a>] {
         match self {
             Args::Inline(inline) => inline,
@@ -57,6 +70,7 @@ pub trait Scalar: Pod {
 macro_rules! scalar {
     ($($t:ty => $case:ident),*) => {$(
         impl Scalar for $t {
+            #[inline]
             fn arg(self) -> Arg<'static> {
                 Arg::$case(self)
             }
@@ -77,12 +91,14 @@ pub struct Launch<'a> {
     args: Args<'a>,
 }
 
+#[inline]
 fn dim(x: u32, y: u32, z: u32) -> Dim3 {
     Dim3 { x, y, z }
 }
 
 impl<'a> Launch<'a> {
     /// Starts a launch of `kernel`.
+    #[inline]
     pub fn new(kernel: &'a Kernel) -> Self {
         let config = LaunchConfig {
             grid: dim(1, 1, 1),
@@ -97,44 +113,52 @@ impl<'a> Launch<'a> {
     }
 
     /// Grid extents in blocks.
+    #[inline]
     pub fn grid(mut self, x: u32, y: u32, z: u32) -> Self {
         self.config.grid = dim(x, y, z);
         self
     }
 
     /// A one-dimensional grid.
+    #[inline]
     pub fn grid1(self, x: u32) -> Self {
         self.grid(x, 1, 1)
     }
 
     /// Block extents in threads.
+    #[inline]
     pub fn block(mut self, x: u32, y: u32, z: u32) -> Self {
         self.config.block = dim(x, y, z);
         self
     }
 
     /// A one-dimensional block.
+    #[inline]
     pub fn block1(self, x: u32) -> Self {
         self.block(x, 1, 1)
     }
 
     /// Dynamic shared memory per block, in bytes.
+    #[inline]
     pub fn shared_mem(mut self, bytes: u32) -> Self {
         self.config.shared_mem_bytes = bytes;
         self
     }
 
     /// Appends a buffer argument (its first element).
+    #[inline]
     pub fn buffer<T: Pod>(self, buffer: &'a DeviceBuffer<T>) -> Self {
         self.arg(buffer.arg_at(0))
     }
 
     /// Appends a scalar argument.
+    #[inline]
     pub fn scalar<S: Scalar>(self, value: S) -> Self {
         self.arg(value.arg())
     }
 
     /// Appends a raw argument.
+    #[inline]
     pub fn arg(mut self, arg: Arg<'a>) -> Self {
         self.args.push(arg);
         self
@@ -189,5 +213,39 @@ impl BoundLaunch {
     /// Replaces argument `index` with `buffer` from its first element.
     pub fn set_buffer<T: Pod>(&self, index: u32, buffer: &DeviceBuffer<T>) -> Result<()> {
         self.set_arg(index, &buffer.arg_at(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(args: &Args<'_>) -> Vec<u32> {
+        let value = |a: &Arg<'_>| match a {
+            Arg::U32(v) => *v,
+            _ => u32::MAX,
+        };
+        args.as_slice().iter().map(value).collect()
+    }
+
+    #[test]
+    fn arguments_past_the_inline_ones_move_to_the_heap_in_order_and_stay_settable() {
+        let n = INLINE_ARGS as u32 * 2 + 3;
+        let mut args = Args::Inline(ArrayVec::new());
+        for i in 0..n {
+            args.push(Arg::U32(i));
+            assert_eq!(
+                values(&args),
+                (0..=i).collect::<Vec<_>>(),
+                "after pushing {i}"
+            );
+        }
+        assert!(matches!(args, Args::Heap(_)), "{n} arguments stayed inline");
+        args.as_mut_slice()[INLINE_ARGS] = Arg::U32(99);
+        let at = INLINE_ARGS as u32;
+        assert_eq!(
+            values(&args)[INLINE_ARGS - 1..INLINE_ARGS + 2],
+            [at - 1, 99, at + 1]
+        );
     }
 }

@@ -60,11 +60,6 @@ impl BoundLaunchRes {
         &self.kernel
     }
 
-    /// The kernel's module quota share.
-    pub(crate) fn kernel_charge(&self) -> &Charge {
-        &self.kernel_charge
-    }
-
     pub(crate) fn sandbox(&self) -> Option<&KernelSandbox> {
         self.sandbox.as_ref()
     }

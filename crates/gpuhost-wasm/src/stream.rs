@@ -18,7 +18,7 @@ use crate::confine::KernelSandbox;
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
-use crate::limits::{Charge, check_range};
+use crate::limits::check_range;
 use crate::memory::BufferRes;
 use crate::module::KernelRes;
 use crate::watchdog::{NAMES_KEPT, StreamWatch};
@@ -47,15 +47,20 @@ pub struct StreamRes {
     pub(crate) burst: Burst,
 }
 
-/// Where a checked launch went.
-// A value returned once per launch and consumed at once: boxing the collected launch would cost
-// an allocation per launch for nothing.
-#[allow(clippy::large_enum_variant)]
+/// Where a checked launch goes. Small on purpose: a collected launch is built by the caller and
+/// handed to the stream once ([`CudaCtxView::collected`]), not carried through this value's
+/// returns (a collected launch is a few hundred bytes, and each return moved it whole).
 enum Route {
+    /// Not collected (see [`Issue`]).
+    Direct(Issue),
+    /// To be collected for a graph: every check the direct path makes before the driver passed.
+    Collect,
+}
+
+/// A launch not collected.
+enum Issue {
     /// Issued to the stream; the driver accepted its shape.
     Issued(Completion, Shape),
-    /// Collected for a graph.
-    Collected(Collected),
     /// Not collected while launches are: those go first, then it is routed again.
     FlushFirst,
 }
@@ -102,6 +107,21 @@ fn to_gpu_arg<'t>(table: &'t ResourceTable, i: usize, a: &Arg) -> CudaResult<Gpu
         }
         Lifted::Scalar(v) => Ok(v),
     }
+}
+
+/// Converts a launch's WIT arguments to gpuhost's into `out`, in order (the first failing one
+/// is the error). A plain loop into the caller's list: collecting results into a returned
+/// `SmallVec` went through `try_process` and copied the list out once more.
+fn to_gpu_args<'t>(
+    table: &'t ResourceTable,
+    args: &[Arg],
+    out: &mut SmallVec<[GpuArg<'t>; INLINE_ARGS]>,
+) -> CudaResult<()> {
+    out.reserve(args.len());
+    for (i, a) in args.iter().enumerate() {
+        out.push(to_gpu_arg(table, i, a)?);
+    }
+    Ok(())
 }
 
 /// The WIT launch geometry as gpuhost's.
@@ -190,10 +210,10 @@ pub(crate) fn launch_on<'a>(
     kernel: &gpuhost::Kernel,
     sandbox: Option<&'a KernelSandbox>,
     cfg: GpuConfig,
-    mut args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
+    args: &[GpuArg<'a>],
 ) -> CudaResult<Completion> {
     let Some(sb) = sandbox else {
-        return Ok(s.stream.launch(kernel, cfg, &args)?);
+        return Ok(s.stream.launch(kernel, cfg, args)?);
     };
     let (Some(watch), Some(c)) = (&s.watch, &ctx.confine) else {
         // A sandboxed kernel on a stream made before the guest was: never, Limits are fixed.
@@ -204,8 +224,9 @@ pub(crate) fn launch_on<'a>(
     };
     sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
     let done = watch.launch(&c.watch, &sb.name, |epoch| {
-        args.extend(c.hidden(sb, epoch));
-        s.stream.launch(kernel, cfg, &args)
+        let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
+        full.extend(c.hidden(sb, epoch));
+        s.stream.launch(kernel, cfg, &full)
     })?;
     Ok(done)
 }
@@ -221,46 +242,44 @@ enum Checked {
     Bound,
 }
 
-/// Routes a launch (checked by `launch_on` or here, unless `checked` says it was): collected for
-/// a graph when the guest is trusted and the stream collects this shape; else issued, after
-/// the launches collected.
+/// Routes a launch (checked by `launch_on` or here, unless `checked` says it was): to be
+/// collected for a graph when the stream `collects` this shape (`Burst::collects`, asked by the
+/// caller; the caller collects it); else issued, after the launches collected.
 fn route<'a>(
     ctx: &'a CudaCtx,
     s: &StreamRes,
-    kernel: (&Arc<gpuhost::Kernel>, &Charge),
-    sandbox: Option<&'a KernelSandbox>,
+    (kernel, sandbox): (&Arc<gpuhost::Kernel>, Option<&'a KernelSandbox>),
     cfg: GpuConfig,
-    args: SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
+    args: &[GpuArg<'a>],
     checked: Checked,
+    collects: bool,
 ) -> CudaResult<Route> {
-    let (kernel, charge) = kernel;
-    if s.burst.collects(kernel, cfg) {
+    if collects {
         // The checks the direct path makes before the driver (the context's currency is part
         // of `collects`); a sandboxed kernel's with its hidden arguments, as they will be.
         match (sandbox, &ctx.confine, &s.watch) {
             (None, ..) if checked == Checked::Bound => {}
-            (None, ..) => kernel.check_launch(&cfg, &args)?,
+            (None, ..) => kernel.check_launch(&cfg, args)?,
             (Some(_), Some(_), Some(_)) if checked == Checked::Bound => {}
             (Some(sb), Some(c), Some(_)) => {
                 sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
-                let mut full = args.clone();
+                let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
                 full.extend(c.hidden(sb, 0));
                 kernel.check_launch(&cfg, &full)?;
             }
             // Not collected: the direct path refuses it below.
             (Some(_), ..) => {
-                return launch_on(ctx, s, kernel, sandbox, cfg, args)
-                    .map(|done| Route::Issued(done, shape(kernel, cfg)));
+                let done = launch_on(ctx, s, kernel, sandbox, cfg, args)?;
+                return Ok(Route::Direct(Issue::Issued(done, shape(kernel, cfg))));
             }
         }
-        let launch = Deferred::new(kernel, charge, cfg, &args, sandbox);
-        return Ok(Route::Collected(Collected::Own(launch)));
+        return Ok(Route::Collect);
     }
     if s.burst.has_pending() {
-        return Ok(Route::FlushFirst);
+        return Ok(Route::Direct(Issue::FlushFirst));
     }
     let done = launch_on(ctx, s, kernel, sandbox, cfg, args)?;
-    Ok(Route::Issued(done, shape(kernel, cfg)))
+    Ok(Route::Direct(Issue::Issued(done, shape(kernel, cfg))))
 }
 
 impl crate::ctx::CudaCtx {
@@ -288,31 +307,39 @@ impl CudaCtxView<'_> {
         Ok(self.ctx.usage.check_launch(&self.ctx.limits)?)
     }
 
-    /// Counts a routed launch in flight: an issued one's completion kept for `synchronize`, a
-    /// collected one kept for the next flush. Returns false for [`Route::FlushFirst`], after
-    /// flushing (the caller routes the launch again).
-    fn launched(&mut self, stream: &Resource<StreamRes>, route: Route) -> CudaResult<bool> {
-        let max_batch = self.ctx.max_batch();
-        let s = self.table.get_mut(stream)?;
-        let full = match route {
-            Route::FlushFirst => {
+    /// Counts a launch issued in flight, its completion kept for `synchronize`. Returns false
+    /// for [`Issue::FlushFirst`], after flushing (the caller routes the launch again).
+    fn launched(&mut self, stream: &Resource<StreamRes>, issue: Issue) -> CudaResult<bool> {
+        let (done, shape) = match issue {
+            Issue::Issued(done, shape) => (done, shape),
+            Issue::FlushFirst => {
                 self.flush(stream)?;
                 return Ok(false);
             }
-            Route::Issued(done, shape) => {
-                s.pending.push_back(InFlight::one(done));
-                s.burst.issued(shape, max_batch);
-                false
-            }
-            Route::Collected(launch) => s.burst.collect(launch, max_batch),
         };
+        let max_batch = self.ctx.max_batch();
+        let s = self.table.get_mut(stream)?;
+        s.pending.push_back(InFlight::one(done));
+        s.burst.issued(shape, max_batch);
+        s.tail_untracked = false;
+        self.ctx.usage.launches_in_flight += 1;
+        self.ctx.launches += 1;
+        Ok(true)
+    }
+
+    /// Counts a launch collected for a graph in flight, kept for the next flush (now, when it
+    /// fills the batch).
+    fn collected(&mut self, stream: &Resource<StreamRes>, launch: Collected) -> CudaResult<()> {
+        let max_batch = self.ctx.max_batch();
+        let s = self.table.get_mut(stream)?;
+        let full = s.burst.collect(launch, max_batch);
         s.tail_untracked = false;
         self.ctx.usage.launches_in_flight += 1;
         self.ctx.launches += 1;
         if full {
             self.flush(stream)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Issues the launches collected on `stream` (burst.rs), keeping their completions; those
@@ -414,25 +441,6 @@ impl CudaCtxView<'_> {
         Ok(())
     }
 
-    /// A bound launch's shared collected form when `stream` collects it (what `route` decides
-    /// for a bound launch, without building its arguments): a bound launch was checked as it
-    /// is when it was bound or last changed, so collecting it repeats none of that.
-    fn collect_bound(
-        &mut self,
-        stream: &Resource<StreamRes>,
-        launch: &Resource<BoundLaunchRes>,
-    ) -> CudaResult<Option<Arc<Deferred>>> {
-        let s = self.table.get(stream)?;
-        let b = self.table.get(launch)?;
-        // A sandboxed kernel is collected only where the direct path would launch it.
-        let sandboxed_ok =
-            b.sandbox().is_none() || (self.ctx.confine.is_some() && s.watch.is_some());
-        if !sandboxed_ok || !s.burst.collects(b.kernel(), b.config()) {
-            return Ok(None);
-        }
-        Ok(Some(self.table.get_mut(launch)?.collected()))
-    }
-
     /// Retires the launches at the front of `stream` that have finished, without waiting.
     fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         let s = self.table.get_mut(stream)?;
@@ -484,28 +492,33 @@ impl HostStream for CudaCtxView<'_> {
         check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
         self.before_launch(&stream)?;
         loop {
-            let routed = {
-                let table: &ResourceTable = self.table;
-                let args = args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| to_gpu_arg(table, i, a))
-                    .collect::<CudaResult<SmallVec<[GpuArg<'_>; INLINE_ARGS]>>>()?;
-                let k = table.get(&kernel)?;
-                let s = table.get(&stream)?;
-                let cfg = to_gpu_config(&config);
-                let sb = k.sandbox.as_ref();
-                route(
-                    self.ctx,
-                    s,
-                    (&k.kernel, &k.charge),
-                    sb,
-                    cfg,
-                    args,
-                    Checked::No,
-                )?
+            let table: &ResourceTable = self.table;
+            let mut gpu_args = SmallVec::new();
+            to_gpu_args(table, &args, &mut gpu_args)?;
+            let k = table.get(&kernel)?;
+            let s = table.get(&stream)?;
+            let cfg = to_gpu_config(&config);
+            let sb = k.sandbox.as_ref();
+            let collects = s.burst.collects(&k.kernel, cfg);
+            let issue = match route(
+                self.ctx,
+                s,
+                (&k.kernel, sb),
+                cfg,
+                &gpu_args,
+                Checked::No,
+                collects,
+            )? {
+                Route::Collect => {
+                    // Built here and handed over once (the table's borrows end with `gpu_args`).
+                    let launch = Deferred::new(&k.kernel, &k.charge, cfg, &gpu_args, sb);
+                    drop(gpu_args);
+                    return self.collected(&stream, Collected::Own(launch));
+                }
+                Route::Direct(issue) => issue,
             };
-            if self.launched(&stream, routed)? {
+            drop(gpu_args);
+            if self.launched(&stream, issue)? {
                 return Ok(());
             }
         }
@@ -519,27 +532,41 @@ impl HostStream for CudaCtxView<'_> {
         let _timer = self.ctx.time(HostCall::StreamEnqueue);
         self.before_launch(&stream)?;
         loop {
-            if let Some(c) = self.collect_bound(&stream, &launch)? {
-                self.launched(&stream, Route::Collected(Collected::Shared(c)))?;
-                return Ok(());
-            }
             let routed = {
                 let b = self.table.get(&launch)?;
                 let s = self.table.get(&stream)?;
-                let kernel = (b.kernel(), b.kernel_charge());
-                let args = b.args();
-                route(
-                    self.ctx,
-                    s,
-                    kernel,
-                    b.sandbox(),
-                    b.config(),
-                    args,
-                    Checked::Bound,
-                )?
+                let collects = s.burst.collects(b.kernel(), b.config());
+                // A sandboxed kernel is collected only where the direct path would launch it.
+                let sandboxed_ok =
+                    b.sandbox().is_none() || (self.ctx.confine.is_some() && s.watch.is_some());
+                if collects && sandboxed_ok {
+                    // A bound launch was checked as it is when it was bound or last changed,
+                    // and is collected as its shared form: its arguments are not even built.
+                    Route::Collect
+                } else {
+                    let args = b.args();
+                    let (kernel, sb, cfg) = (b.kernel(), b.sandbox(), b.config());
+                    route(
+                        self.ctx,
+                        s,
+                        (kernel, sb),
+                        cfg,
+                        &args,
+                        Checked::Bound,
+                        collects,
+                    )?
+                }
             };
-            if self.launched(&stream, routed)? {
-                return Ok(());
+            match routed {
+                Route::Collect => {
+                    let shared = self.table.get_mut(&launch)?.collected();
+                    return self.collected(&stream, Collected::Shared(shared));
+                }
+                Route::Direct(issue) => {
+                    if self.launched(&stream, issue)? {
+                        return Ok(());
+                    }
+                }
             }
         }
     }

@@ -4,17 +4,11 @@
 //! second line. `launchbench N bursts` instead times bursts of launches followed by a
 //! synchronize (`gpuhost bench --bursts`, the CLI's bench/bursts.rs) and prints one line.
 
-use gpuhost_guest::{DeviceBuffer, Error, Launch, Module, Stream};
+mod noop;
+
+use gpuhost_guest::{DeviceBuffer, Launch, Stream};
+use noop::{Noop, check};
 use std::time::Instant;
-
-const NOOP: &str = include_str!("../../kernels/noop.ptx");
-
-fn check<T>(r: Result<T, Error>, what: &str) -> T {
-    r.unwrap_or_else(|e| {
-        eprintln!("{what}: {e:?}");
-        std::process::exit(1)
-    })
-}
 
 /// Launches per burst in `bench`: enqueued back to back, timed as one, then synchronized.
 const BURST: usize = 32;
@@ -57,19 +51,14 @@ fn time_launches(n: usize, stream: &Stream, launch: &dyn Fn()) -> [u128; 3] {
 /// includes one); the bare import round trip (`import_ns`: `buffer.len`, per 64 calls); building
 /// the argument-list launch without enqueuing it (`build_ns`, per 64).
 fn bench(n: usize) {
-    let module = check(Module::from_ptx(NOOP), "load noop");
-    let noop = check(module.kernel("noop"), "kernel noop");
-    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
-    let stream = check(Stream::create(), "stream");
-    let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
-    let bound = check(launch.bind(), "bind");
-    let [launch_ns, round_ns, burst_ns] = time_launches(n, &stream, &|| {
-        let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
-        check(launch.enqueue(&stream), "launch")
+    let setup = Noop::new();
+    let (noop, buf, stream, bound) = (&setup.kernel, &setup.buf, &setup.stream, &setup.bound);
+    let [launch_ns, round_ns, burst_ns] = time_launches(n, stream, &|| {
+        let launch = Launch::new(noop).block1(32).buffer(buf).scalar(256u32);
+        check(launch.enqueue(stream), "launch")
     });
-    let [bound_ns, bound_round_ns, bound_burst_ns] = time_launches(n, &stream, &|| {
-        check(stream.enqueue(&bound), "enqueue bound")
-    });
+    let [bound_ns, bound_round_ns, bound_burst_ns] =
+        time_launches(n, stream, &|| check(stream.enqueue(bound), "enqueue bound"));
     let clock = (0..n)
         .map(|_| Instant::now().elapsed().as_nanos())
         .collect();
@@ -79,7 +68,7 @@ fn bench(n: usize) {
     for _ in 0..n.div_ceil(64) {
         let t0 = Instant::now();
         for _ in 0..64 {
-            std::hint::black_box(Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32));
+            std::hint::black_box(Launch::new(noop).block1(32).buffer(buf).scalar(256u32));
         }
         build.push(t0.elapsed().as_nanos() / 64);
     }
@@ -106,18 +95,8 @@ fn bench(n: usize) {
 /// happens in the synchronize), bound (`bound_ns`) and with argument lists (`launch_ns`), over
 /// `N / BURST` bursts each after one warm-up burst.
 fn bursts(n: usize) {
-    let module = check(Module::from_ptx(NOOP), "load noop");
-    let noop = check(module.kernel("noop"), "kernel noop");
-    let buf = check(DeviceBuffer::<f32>::zeroed(256), "alloc");
-    let stream = check(Stream::create(), "stream");
-    let bound = check(
-        Launch::new(&noop)
-            .block1(32)
-            .buffer(&buf)
-            .scalar(256u32)
-            .bind(),
-        "bind",
-    );
+    let setup = Noop::new();
+    let (noop, buf, stream, bound) = (&setup.kernel, &setup.buf, &setup.stream, &setup.bound);
     let time = |launch: &dyn Fn()| {
         let mut per = Vec::new();
         for i in 0..=n.div_ceil(BURST) {
@@ -132,10 +111,10 @@ fn bursts(n: usize) {
         }
         median(per)
     };
-    let bound_ns = time(&|| check(stream.enqueue(&bound), "enqueue bound"));
+    let bound_ns = time(&|| check(stream.enqueue(bound), "enqueue bound"));
     let launch_ns = time(&|| {
-        let launch = Launch::new(&noop).block1(32).buffer(&buf).scalar(256u32);
-        check(launch.enqueue(&stream), "launch")
+        let launch = Launch::new(noop).block1(32).buffer(buf).scalar(256u32);
+        check(launch.enqueue(stream), "launch")
     });
     println!("bursts bound_ns={bound_ns} launch_ns={launch_ns} burst={BURST} samples={n}");
 }

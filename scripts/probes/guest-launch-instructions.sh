@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Instructions per guest launch (issue #12), repeatable where wall time is not: the launchloop
+# guest (examples/guests/launchbench/src/bin/launchloop.rs) under callgrind on softcuda, run
+# twice per case with N1 and N2 launches; every figure is the difference between the two runs
+# over N2 - N1, so start-up, compiling the component and the warm-up cancel out. Counted on the
+# guest's thread only (softcuda's threads run the kernels: an NVIDIA GPU's work), per launch:
+#   thread    everything on the guest's thread: guest code, crossing, host call, its share of
+#             the synchronizes (every launch when alone, every 32nd in bursts)
+#   guest     compiled wasm (the guest's code, its allocator, wasmtime's trampolines): the
+#             code callgrind sees in no object
+#   crossing  wasmtime's import entry less the host function: lifting the call's arguments,
+#             lowering its result, its resource-borrow and task bookkeeping (the synchronizes'
+#             share included)
+#   host call inside `stream.launch` / `stream.enqueue` (gpuhost-wasm's HostStream impl)
+#   driver    softcuda's cuLaunchKernel inside the host call (0 when collected for a graph)
+#   flush     issuing collected launches as a graph (burst.rs; softcuda's graph launch
+#             included): inside the host call of a batch's 32nd launch, else in synchronize
+#   sync      inside `stream.synchronize` (its flush included)
+#   other     the rest of the thread: a synchronize's wait (fiber switches, the executor, the
+#             Completion's spin, which follows wall time: this column is noisy)
+#   bash scripts/probes/guest-launch-instructions.sh GPUHOST [CASE...]
+# CASE: PATH-PATTERN, PATH list, prepared or bound, PATTERN alone or burst (default:
+# list-alone list-burst bound-alone bound-burst). Env: GUESTS
+# (target/guests/wasm32-wasip2/release), N1 (64), N2 (576), SANDBOX (unset: --trusted, as the
+# bench's guest-vs-native rows; 1: sandboxed), KEEP (a folder to keep the callgrind output in),
+# FROM (a KEEP folder of an earlier run, N1 and N2 as then: its files are read again, nothing runs).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -ge 1 ] || { echo "usage: $0 GPUHOST [CASE...]" >&2; exit 2; }
+gpuhost=$1; shift
+cases=${*:-list-alone list-burst bound-alone bound-burst}
+export GPUHOST_DRIVER=${GPUHOST_DRIVER:-softcuda}
+guest=${GUESTS:-target/guests/wasm32-wasip2/release}/launchloop.wasm
+[ -f "$guest" ] || { echo "no $guest: build examples/guests for wasm32-wasip2" >&2; exit 1; }
+n1=${N1:-64}; n2=${N2:-576}
+trusted=--trusted; [ -n "${SANDBOX:-}" ] && trusted=
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+printf "%-15s%10s%10s%10s%10s%10s%10s%10s%10s\n" case thread guest crossing "host call" driver flush sync other
+for c in $cases; do
+  path=${c%-*}; pattern=${c#*-}
+  for n in "$n1" "$n2"; do
+    [ -n "${FROM:-}" ] && { cp "$FROM/$c.$n".* "$work/"; continue; }
+    valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/$c.$n.%p" \
+      "$gpuhost" run $trusted "$guest" -- "$n" "$path" "$pattern" > "$work/$c.$n.out" 2>&1 \
+      || { echo "$c N=$n failed:"; tail -5 "$work/$c.$n.out"; exit 1; }
+  done
+  python3 - "$work" "$c" "$n1" "$n2" <<'PY'
+import glob, re, sys
+COLUMNS = ["thread", "guest", "crossing", "host", "driver", "flush", "sync", "other"]
+from collections import defaultdict
+work, case, n1, n2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def parse(path):
+    """One callgrind file: per function its self cost and inclusive cost (inlined code counted
+    in the function it was inlined into), the cost of each caller -> callee edge, the thread's
+    total, and the self cost of code in no object (compiled wasm)."""
+    names = {}
+    own, incl, edge = defaultdict(int), defaultdict(int), defaultdict(int)
+    fn = cfn = obj = fn_obj = None
+    call = False; total = anon = 0
+    def name(table, v):
+        m = re.match(r"\((\d+)\)(?: (.*))?", v)
+        if not m:
+            return v
+        if m.group(2) is not None:
+            table[m.group(1)] = m.group(2)
+        return table[m.group(1)]
+    objs = {}
+    for l in open(path):
+        l = l.rstrip("\n")
+        if l.startswith("ob="):
+            obj = name(objs, l[3:])
+        elif l.startswith("cob="):
+            name(objs, l[4:])
+        elif l.startswith("fn="):
+            fn, fn_obj = name(names, l[3:]), obj
+        elif l.startswith("cfn="):
+            cfn = name(names, l[4:])
+        elif l.startswith("calls="):
+            call = True
+        elif l.startswith(("summary:", "totals:")):
+            total = max(total, int(l.split()[1]))
+        elif l and (l[0].isdigit() or l[0] in "+-*"):
+            parts = l.split()
+            cost = int(parts[1]) if len(parts) > 1 else 0
+            if call:
+                edge[(fn, cfn)] += cost
+                if cfn != fn:
+                    incl[fn] += cost
+                call = False
+            else:
+                own[fn] += cost
+                incl[fn] += cost
+                if fn_obj == "???":
+                    anon += cost
+    return own, incl, edge, total, anon
+
+HOST = r"HostStream for .*CudaCtxView.*>::(launch|enqueue)$"
+ENTRY = "wasmtime::runtime::component::func::host::HostFn::entrypoint"
+# What wasmtime's import entry calls that is not the crossing: the host function itself, and
+# an async import's wait (synchronize: the fiber and the executor).
+# (the host function is `run`, or the HostStream method when `run` is inlined).
+NOT_CROSSING = r"HostFn<T,P,R>>::run$|BlockingContext::with$|catch_unwind_and_record_trap|" + HOST
+
+def figures(n):
+    for f in sorted(glob.glob(f"{work}/{case}.{n}.*")):
+        if f.endswith(".out"):
+            continue
+        own, incl, edge, total, anon = parse(f)
+        if not any(re.search(HOST, k) for k in incl):
+            continue
+        pick = lambda pat: max([v for k, v in incl.items() if re.search(pat, k)] or [0])
+        crossing = own[ENTRY] + sum(v for (a, b), v in edge.items()
+                                    if a == ENTRY and not re.search(NOT_CROSSING, b))
+        crossing += sum(v for k, v in own.items()
+                        if re.search(r"HostFn::cabi_entrypoint|catch_unwind_and_record_trap", k))
+        return dict(thread=total, guest=anon, host=pick(HOST),
+                    driver=pick(r"^cuLaunchKernel$"),
+                    flush=pick(r"<impl gpuhost_wasm::ctx::CudaCtxView>::flush$"),
+                    # `synchronize` is inlined into wasmtime's glue: its two parts.
+                    sync=pick(r"<impl gpuhost_wasm::ctx::CudaCtxView>::flush_point$")
+                    + pick(r"<impl gpuhost_wasm::ctx::CudaCtxView>::drain::\{\{closure\}\}$"),
+                    crossing=crossing)
+    sys.exit(f"{case} N={n}: no thread made the host call")
+
+a, b = figures(n1), figures(n2)
+d = {k: (b[k] - a[k]) / (n2 - n1) for k in a}
+d["other"] = d["thread"] - d["guest"] - d["host"] - d["sync"] - d["crossing"]
+print(f"{case:<15}" + "".join(f"{d[k]:>10.0f}" for k in COLUMNS))
+PY
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$work/$c".* "$KEEP/"; fi
+done
