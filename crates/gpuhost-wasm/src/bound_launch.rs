@@ -3,7 +3,7 @@
 //! boundary instead of an argument list. It owns what it launches — its own kernel handle and a
 //! clone of each buffer argument — each with its share of the guest's quota, so a buffer or
 //! module the guest dropped stays counted for as long as a bound launch keeps it alive.
-//! A stream collecting launches for a graph (burst.rs) shares one collected form of it across
+//! A stream collecting launches for a graph (burst/) shares one collected form of it across
 //! its collected launches, made at the first and dropped when the launch changes.
 
 use crate::calls::HostCall;

@@ -35,7 +35,7 @@ pub struct CudaCtx {
     pub(crate) launches: u64,
     /// Launches of streams the guest dropped, still running and counted (see stream.rs).
     pub(crate) orphans: Vec<crate::stream::Orphan>,
-    /// Graphs replaying this guest's launch bursts (burst.rs).
+    /// Graphs replaying this guest's launch bursts (burst/).
     pub(crate) graphs: crate::burst::GraphCache,
     /// The sandbox of this guest (`Limits::sandbox`), made on first use.
     pub(crate) confine: Option<Confinement>,
@@ -136,7 +136,7 @@ impl CudaCtx {
         &self.usage
     }
 
-    /// The most launches one graph batch of this guest holds (burst.rs): `max_graph_batch`, and
+    /// The most launches one graph batch of this guest holds (burst/): `max_graph_batch`, and
     /// for a sandboxed guest at most one watched segment.
     pub(crate) fn max_batch(&self) -> u32 {
         if self.limits.sandbox {

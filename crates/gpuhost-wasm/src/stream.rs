@@ -43,7 +43,7 @@ pub struct StreamRes {
     /// Work other than launches (event record/wait) was enqueued after the last launch, so the
     /// completions alone do not cover the stream's end.
     tail_untracked: bool,
-    /// Launches collected for a graph, and when to collect (burst.rs).
+    /// Launches collected for a graph, and when to collect (burst/).
     pub(crate) burst: Burst,
 }
 
@@ -342,7 +342,7 @@ impl CudaCtxView<'_> {
         Ok(())
     }
 
-    /// Issues the launches collected on `stream` (burst.rs), keeping their completions; those
+    /// Issues the launches collected on `stream` (burst/), keeping their completions; those
     /// it could not issue are no longer counted, and its error goes to the next `synchronize`.
     pub(crate) fn flush(&mut self, stream: &Resource<StreamRes>) -> Result<(), ResourceTableError> {
         let s = self.table.get_mut(stream)?;
@@ -383,7 +383,7 @@ impl CudaCtxView<'_> {
         Ok(())
     }
 
-    /// A flush point (burst.rs): every other call on `stream` flushes its collected launches
+    /// A flush point (burst/): every other call on `stream` flushes its collected launches
     /// first, and the launches since the last one decide whether it collects next.
     fn flush_point(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
         self.flush(stream)?;

@@ -36,7 +36,7 @@ use crate::stream::InFlight;
 /// The watchdog's period.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// Launches of one stream per segment, at most: a segment may run this many times the limit.
-/// Also the most launches a sandboxed guest's graph batch holds (burst.rs).
+/// Also the most launches a sandboxed guest's graph batch holds (burst/).
 pub(crate) const FENCE_EVERY: u32 = 8;
 /// Kernel names kept per segment (for the error message).
 pub(crate) const NAMES_KEPT: usize = 3;

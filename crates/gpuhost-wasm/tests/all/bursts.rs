@@ -1,4 +1,4 @@
-//! Graph batching of launch bursts (burst.rs): a guest's bursts replayed as CUDA graphs compute
+//! Graph batching of launch bursts (burst/): a guest's bursts replayed as CUDA graphs compute
 //! and report exactly what the same guest computes launching one by one, trusted or sandboxed;
 //! the guest cannot grow a batch or the graph cache past its limits (a sandboxed one's batch
 //! past one watched segment); launches collected when a trusted Store goes still run, a

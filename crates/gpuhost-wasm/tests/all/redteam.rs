@@ -299,7 +299,7 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
         err.contains("kernel endless"),
         "the error names the kernel: {err}"
     );
-    // The same kernel inside a burst replayed as a graph (burst.rs) is stopped the same way.
+    // The same kernel inside a burst replayed as a graph (burst/) is stopped the same way.
     let err = attack(
         rt,
         "endless-burst",

@@ -1,4 +1,4 @@
-//! Test guest of graph batching (gpuhost-wasm's burst.rs), one scenario per mode (argv[1]). Each
+//! Test guest of graph batching (gpuhost-wasm's burst/), one scenario per mode (argv[1]). Each
 //! prints what it observed — buffer contents after each synchronize, the error each refused
 //! call returned — so the host test can compare a batched run with an unbatched one line by
 //! line; it exits 1 only when a call that must succeed fails.

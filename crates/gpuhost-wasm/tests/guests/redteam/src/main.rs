@@ -345,7 +345,7 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
         }
         "endless-burst" => {
             // A burst of short launches makes the stream collect its next burst into a graph
-            // (gpuhost-wasm's burst.rs); a runaway kernel in that graph must be stopped as a
+            // (gpuhost-wasm's burst/); a runaway kernel in that graph must be stopped as a
             // lone one is, with the burst's other kernels, and the stream must go on after.
             let short = kit.kernel("long_loop");
             let burst = |n: u32, r: &mut Report| {
