@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 
@@ -29,11 +29,18 @@ pub enum ParamSource {
     Ptx,
 }
 
-struct KernelEntry {
+pub(crate) struct KernelEntry {
     name: String,
     func: CUfunction,
     params: Vec<ParamInfo>,
     source: ParamSource,
+}
+
+impl KernelEntry {
+    /// The kernel's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 // SAFETY: a CUfunction is an immutable driver handle usable from any thread with its context bound.
@@ -155,14 +162,18 @@ pub struct Registry {
     host: Arc<Host>,
     generation: u64,
     pub(crate) core: Arc<Core>,
-    kernels: Mutex<HashMap<String, Arc<KernelEntry>>>,
+    /// Kernels by name. Every request of a model looks its kernels up here, so lookups share a
+    /// read lock; only a binary-only module's kernel, found on its first use, writes.
+    kernels: RwLock<HashMap<String, Arc<KernelEntry>>>,
     pub(crate) holders: Mutex<Holders>,
 }
 
+/// The kernels handed out and not dropped yet, for release's report: each with its entry (its
+/// name, without copying it per take) and its holder's label.
 #[derive(Default)]
 pub(crate) struct Holders {
     next: u64,
-    pub(crate) by_id: BTreeMap<u64, (String, String)>,
+    pub(crate) by_id: BTreeMap<u64, (Arc<KernelEntry>, String)>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -257,7 +268,7 @@ impl Registry {
             host: host.clone(),
             generation,
             core,
-            kernels: Mutex::new(kernels),
+            kernels: RwLock::new(kernels),
             holders: Mutex::new(Holders::default()),
         }))
     }
@@ -281,7 +292,7 @@ impl Registry {
     pub fn kernel_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .kernels
-            .lock()
+            .read()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
             .cloned()
@@ -302,7 +313,7 @@ impl Registry {
         let mut h = self.holders.lock().unwrap_or_else(|p| p.into_inner());
         h.next += 1;
         let id = h.next;
-        h.by_id.insert(id, (entry.name.clone(), label.to_string()));
+        h.by_id.insert(id, (entry.clone(), label.to_string()));
         Ok(Kernel {
             registry: self.clone(),
             entry,
@@ -311,7 +322,13 @@ impl Registry {
     }
 
     fn lookup(&self, name: &str) -> Result<Arc<KernelEntry>> {
-        let mut kernels = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        let known = self.kernels.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = known.get(name) {
+            return Ok(e.clone());
+        }
+        drop(known);
+        let mut kernels = self.kernels.write().unwrap_or_else(|p| p.into_inner());
+        // Another thread may have found it meanwhile.
         if let Some(e) = kernels.get(name) {
             return Ok(e.clone());
         }

@@ -91,6 +91,7 @@ pub(crate) fn holders(registry: &Arc<Registry>) -> Vec<String> {
         .by_id
         .values()
         .map(|(k, label)| {
+            let k = k.name();
             if label.is_empty() {
                 format!("kernel '{k}' (no label)")
             } else {
