@@ -400,34 +400,17 @@ mod tests {
         assert!(arena.used() == 0);
     }
 
-    /// A kernel that spins until the word at `flag` is not zero, then writes 1 at `out`.
-    const GATE: &str = r#"
-.version 7.0
-.target sm_80
-.address_size 64
-.visible .entry gate(.param .u64 flag, .param .u64 out)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<3>;
-    .reg .pred %p<2>;
-    ld.param.u64 %rd1, [flag];
-$L_wait:
-    ld.volatile.global.u32 %r1, [%rd1];
-    setp.eq.u32 %p1, %r1, 0;
-    @%p1 bra $L_wait;
-    ld.param.u64 %rd2, [out];
-    st.global.u32 [%rd2], 1;
-    ret;
-}
-"#;
-
-    /// Launches [`GATE`] on `stream`, waiting for word 0 of `flag` and writing into `out`.
+    /// Launches testkit's `wait_word` on `stream`: it runs until word 0 of `flag` is set, then
+    /// writes (a nonzero count) into `out`.
     fn launch_gate(
         stream: &gpuhost::Stream,
         flag: &gpuhost::ControlBlock,
         out: &gpuhost::DeviceBuffer,
     ) -> gpuhost::Completion {
-        let source = gpuhost::ModuleSource::new("gate", gpuhost::ModuleImage::Ptx(GATE.into()));
+        let source = gpuhost::ModuleSource::new(
+            testkit::WAIT_WORD_ENTRY,
+            gpuhost::ModuleImage::Ptx(testkit::WAIT_WORD_PTX.into()),
+        );
         let registry =
             gpuhost::Registry::from_sources(stream.host(), "pool-test", vec![source]).unwrap();
         let one = gpuhost::LaunchConfig {
@@ -440,7 +423,11 @@ $L_wait:
             gpuhost::Arg::Buffer(out, 0),
         ];
         stream
-            .launch(&registry.kernel("gate").unwrap(), one, &args)
+            .launch(
+                &registry.kernel(testkit::WAIT_WORD_ENTRY).unwrap(),
+                one,
+                &args,
+            )
             .unwrap()
     }
 

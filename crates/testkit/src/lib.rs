@@ -15,6 +15,38 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// A kernel for tests that need the device busy until they say so: `wait_word(ctl, out)` spins
+/// until the `u32` at `ctl` is not 0 (or after 2^31 polls, so a test that fails before setting
+/// it does not leave the device spinning for good), then writes how many polls it took (at
+/// least 1) at `out`. One thread; PTX 7.0 for sm_80, which NVIDIA's JIT and softcuda both load.
+pub const WAIT_WORD_PTX: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry wait_word(.param .u64 ctl, .param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [ctl];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r2, 0;
+$L_spin:
+    add.u32 %r2, %r2, 1;
+    ld.volatile.global.u32 %r1, [%rd1];
+    setp.ne.u32 %p1, %r1, 0;
+    setp.gt.u32 %p2, %r2, 2147483647;
+    or.pred %p1, %p1, %p2;
+    @!%p1 bra $L_spin;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"#;
+
+/// The entry name of [`WAIT_WORD_PTX`]'s kernel.
+pub const WAIT_WORD_ENTRY: &str = "wait_word";
+
 /// Set to `1` to let tests skip when no driver loads. Unset (as in CI and the README's test
 /// command), a missing driver fails the test.
 pub const ALLOW_SKIP_ENV: &str = "GPUHOST_TEST_ALLOW_SKIP";

@@ -413,32 +413,6 @@ fn a_control_block_is_shared_by_a_kernel_and_the_host_both_ways() {
     assert_eq!(ctl.load_u32(0), 0xC0FFEE, "the other window is untouched");
 }
 
-/// Spins until `ctl[0]` differs from 0 (at most 2^31 polls), then writes how many polls it took.
-const WAIT_WORD: &str = r#"
-.version 7.0
-.target sm_80
-.address_size 64
-
-.visible .entry wait_word(.param .u64 ctl, .param .u64 out)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<3>;
-    .reg .pred %p<3>;
-    ld.param.u64 %rd1, [ctl];
-    ld.param.u64 %rd2, [out];
-    mov.u32 %r2, 0;
-$L_spin:
-    add.u32 %r2, %r2, 1;
-    ld.volatile.global.u32 %r1, [%rd1];
-    setp.ne.u32 %p1, %r1, 0;
-    setp.gt.u32 %p2, %r2, 2147483647;
-    or.pred %p1, %p1, %p2;
-    @!%p1 bra $L_spin;
-    st.global.u32 [%rd2], %r2;
-    ret;
-}
-"#;
-
 #[test]
 fn a_store_reaches_a_kernel_while_it_runs() {
     // The sandbox's abort: the host stores a new epoch while the guest's kernel is running,
@@ -459,14 +433,14 @@ fn a_store_reaches_a_kernel_while_it_runs() {
     );
 }
 
-/// Launches `wait_word` on the control block, returning its completion, output word and stream
-/// (kept until the completion is waited for, so the wait completes the launch itself and
-/// releases its buffers before the test ends).
+/// Launches `testkit::WAIT_WORD_PTX` on the control block, returning its completion, output
+/// word and stream (kept until the completion is waited for, so the wait completes the launch
+/// itself and releases its buffers before the test ends).
 fn spin_on(
     host: &Arc<Host>,
     ctl: &gpuhost::ControlBlock,
 ) -> (gpuhost::Completion, DeviceBuffer, gpuhost::Stream) {
-    let k = one_kernel(host, "wait_word", WAIT_WORD);
+    let k = one_kernel(host, testkit::WAIT_WORD_ENTRY, testkit::WAIT_WORD_PTX);
     let out = host.alloc(4).unwrap();
     let s = host.stream().unwrap();
     let done = s
