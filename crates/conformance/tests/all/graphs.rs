@@ -80,6 +80,15 @@ impl SaxpyArgs {
     }
 }
 
+/// Destroys an executable graph and its graph (the stream it ran on is idle), each expected to
+/// succeed.
+fn destroy(steps: &mut Steps, exec: sys::CUgraphExec, graph: sys::CUgraph) {
+    // SAFETY: live handles, destroyed once each; nothing runs them any more.
+    let (e, g) = unsafe { (sys::cuGraphExecDestroy(exec), sys::cuGraphDestroy(graph)) };
+    steps.expect("cuGraphExecDestroy", e, CUresult::CUDA_SUCCESS);
+    steps.expect("cuGraphDestroy", g, CUresult::CUDA_SUCCESS);
+}
+
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
@@ -231,19 +240,7 @@ fn captured_copies_fills_kernels_and_a_fork_join_replay_as_a_graph() {
         f32s(&host_y.read()) == want(6.0),
         || format!("{:?}", &f32s(&host_y.read())[..4]),
     );
-    // SAFETY: destroyed once each; the stream was synchronized.
-    unsafe {
-        steps.expect(
-            "cuGraphExecDestroy",
-            sys::cuGraphExecDestroy(exec),
-            CUresult::CUDA_SUCCESS,
-        );
-        steps.expect(
-            "cuGraphDestroy",
-            sys::cuGraphDestroy(graph),
-            CUresult::CUDA_SUCCESS,
-        );
-    }
+    destroy(&mut steps, exec, graph);
     steps.finish(&driver);
 }
 
@@ -568,18 +565,6 @@ fn capture_info_gives_the_graph_being_built_which_grows_with_each_captured_call(
         z.to_vec().expect("z").iter().all(|b| *b == 2),
         || "z not 2".into(),
     );
-    // SAFETY: destroyed once each; the stream was synchronized.
-    unsafe {
-        steps.expect(
-            "cuGraphExecDestroy",
-            sys::cuGraphExecDestroy(exec),
-            CUresult::CUDA_SUCCESS,
-        );
-        steps.expect(
-            "cuGraphDestroy",
-            sys::cuGraphDestroy(graph),
-            CUresult::CUDA_SUCCESS,
-        );
-    }
+    destroy(&mut steps, exec, graph);
     steps.finish(&driver);
 }
