@@ -70,6 +70,7 @@ exports! {
     api_launch::__cudaUnregisterFatBinary,
     api_launch::__cudaRegisterFunction,
     api_launch::__cudaRegisterVar,
+    api_launch::__cudaRegisterManagedVar,
     api_launch::__cudaInitModule,
     api_launch::__cudaPushCallConfiguration,
     api_launch::__cudaPopCallConfiguration,

@@ -394,10 +394,5 @@ int main() {
         host_memory(count) || graphs())
         return 1;
     EXPECT(cudaGetLastError(), cudaSuccess);
-    if (mismatches) {
-        std::printf("runtime features: %d mismatch(es)\n", mismatches);
-        return 1;
-    }
-    std::printf("runtime features ok\n");
-    return 0;
+    return report("runtime features");
 }

@@ -254,10 +254,5 @@ int main() {
         return 1;
     EXPECT(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT(cudaGetLastError(), cudaSuccess);
-    if (mismatches) {
-        std::printf("runtime per-thread: %d mismatch(es)\n", mismatches);
-        return 1;
-    }
-    std::printf("runtime per-thread ok\n");
-    return 0;
+    return report("runtime per-thread");
 }

@@ -263,10 +263,5 @@ int main() {
     EXPECT(cudaDeviceReset(), cudaSuccess);
     EXPECT(cudaMalloc(&d, 16), cudaErrorIllegalAddress);
     EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
-    if (mismatches) {
-        std::printf("runtime semantics: %d mismatch(es)\n", mismatches);
-        return 1;
-    }
-    std::printf("runtime semantics ok\n");
-    return 0;
+    return report("runtime semantics");
 }

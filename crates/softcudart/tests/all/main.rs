@@ -185,6 +185,18 @@ fn runtime_features_program_captures_and_launches_graphs_allocates_in_stream_ord
     assert!(out.contains("runtime features ok"), "{out}");
 }
 
+#[test]
+fn managed_variables_are_shared_by_host_code_and_kernels() {
+    let Some(nvcc) = nvcc_or_skip() else { return };
+    let out = build_and_run(
+        &nvcc,
+        "managed",
+        "runtime/runtime_managed.cu",
+        &[SM90_WITH_PTX],
+    );
+    assert!(out.contains("runtime managed ok"), "{out}");
+}
+
 /// Whether the executable `exe` names `symbol` (its dynamic symbol table holds the name,
 /// NUL-terminated): how the tests see which runtime entry points a build calls.
 fn names_symbol(exe: &Path, symbol: &str) -> bool {
