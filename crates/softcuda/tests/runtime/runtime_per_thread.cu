@@ -216,6 +216,8 @@ static int default_streams_are_per_thread() {
     wait_for_gate<<<1, 1>>>(dgate, dpolls);
     EXPECT(cudaGetLastError(), cudaSuccess);
     EXPECT(cudaStreamQuery(0), cudaErrorNotReady);
+    // "Not ready" answers the query; it is not an error, so it is not the thread's last error.
+    EXPECT(cudaPeekAtLastError(), cudaSuccess);
 
     // A blocking stream of this thread's own does not wait for its default stream.
     cudaStream_t created;
