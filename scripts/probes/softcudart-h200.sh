@@ -12,9 +12,11 @@ g='-gencode=arch=compute_90,code=[sm_90,compute_90]'
 "$nvcc" -cudart shared $g -o $rt/scale_add crates/softcuda/tests/runtime/scale_add.cu
 "$nvcc" -cudart shared $g -o $rt/runtime_semantics crates/softcuda/tests/runtime/runtime_semantics.cu
 "$nvcc" -cudart shared $g -o $rt/runtime_features crates/softcuda/tests/runtime/runtime_features.cu
+"$nvcc" -cudart shared $g --default-stream per-thread -o $rt/runtime_per_thread crates/softcuda/tests/runtime/runtime_per_thread.cu
+"$nvcc" -cudart shared $g -o $rt/runtime_managed crates/softcuda/tests/runtime/runtime_managed.cu
 "$nvcc" -cudart shared -o $rt/cudart_memory crates/softcuda/tests/c/cudart_memory.c
 LD_LIBRARY_PATH=$rt ldd $rt/scale_add | grep -E 'cudart|libcuda'
-for p in scale_add runtime_semantics runtime_features cudart_memory; do
+for p in scale_add runtime_semantics runtime_features runtime_per_thread runtime_managed cudart_memory; do
   echo "== $p, NVIDIA runtime"; LD_LIBRARY_PATH=$cuda/lib64 $rt/$p; echo "rc=$?"
   echo "== $p, softcudart";     LD_LIBRARY_PATH=$rt $rt/$p;         echo "rc=$?"
 done

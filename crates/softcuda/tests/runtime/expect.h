@@ -1,7 +1,8 @@
-// What the runtime test programs check with: each call's answer against NVIDIA's runtime's.
+// What the runtime test programs check with: each call's answer against NVIDIA's runtime's
+// (and a few helpers they share: an iota check, a counting host function and stream callback).
 // A wrong error code is counted and the program goes on, so one run on NVIDIA's runtime shows
 // every difference (with its line); a call expected to succeed that fails stops the function
-// (what follows needs it), as does a false CHECK. Each program ends by reporting `mismatches`.
+// (what follows needs it), as does a false CHECK. Each program ends with `report`.
 #pragma once
 #include <cstdio>
 
@@ -29,3 +30,32 @@ static int mismatches = 0;
             return 1;                                                                      \
         }                                                                                  \
     } while (0)
+
+// A program's last words: "<program> ok" and 0, or how many answers differed and 1.
+static int report(const char *program) {
+    if (mismatches) {
+        std::printf("%s: %d mismatch(es)\n", program, mismatches);
+        return 1;
+    }
+    std::printf("%s ok\n", program);
+    return 0;
+}
+
+// Whether host[0..n) holds first, first + 1, ...; prints the first element that does not.
+static bool holds_iota(const int *host, int first, int n) {
+    for (int i = 0; i < n; i++) {
+        if (host[i] != first + i) {
+            std::printf("element %d is %d, want %d\n", i, host[i], first + i);
+            return false;
+        }
+    }
+    return true;
+}
+
+// A host function: counts its calls.
+static void CUDART_CB count_call(void *counter) { ++*static_cast<int *>(counter); }
+
+// A stream callback: counts its calls, and the ones told of an error.
+static void CUDART_CB count_callback(cudaStream_t, cudaError_t status, void *counter) {
+    *static_cast<int *>(counter) += status == cudaSuccess ? 1 : 1000;
+}
