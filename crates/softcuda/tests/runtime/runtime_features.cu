@@ -9,6 +9,11 @@
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime features ok" and exits 0 on success; otherwise prints each
 // call whose answer differed (with its line) and exits 1.
+// Hostile inputs are only those NVIDIA's runtime documents an error for (a NULL out-pointer
+// where the call lists cudaErrorInvalidValue, a host function where it lists
+// cudaErrorInvalidDeviceFunction, a bad flag, device or limit): NVIDIA's runtime does not check
+// the rest (the program crashed under it on the H200 with some in: 27dee54); softcudart refuses
+// those too, and its unit tests check that.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,7 +64,6 @@ static int device_settings(int count) {
     EXPECT(cudaGetDeviceFlags(&flags), cudaSuccess);
     // cudaDeviceMapHost may be reported too: it is implicit in the runtime.
     CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
-    FAILS(cudaGetDeviceFlags(nullptr), cudaErrorInvalidValue);
     FAILS(cudaSetDeviceFlags(0x10000), cudaErrorInvalidValue);
     EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleAuto), cudaSuccess);
 
@@ -135,7 +139,6 @@ static int functions(const cudaDeviceProp &prop) {
     EXPECT(cudaFuncGetAttributes(&attr, sum_through_shared), cudaSuccess);
     CHECK(attr.maxThreadsPerBlock > 0 && attr.maxThreadsPerBlock <= prop.maxThreadsPerBlock);
     CHECK(attr.ptxVersion >= 10 && attr.maxDynamicSharedSizeBytes > 0);
-    FAILS(cudaFuncGetAttributes(nullptr, sum_through_shared), cudaErrorInvalidValue);
     // A host function never registered as a kernel: as a launch of one answers.
     FAILS(cudaFuncGetAttributes(&attr, (const void *)&holds_iota), cudaErrorInvalidResourceHandle);
 
@@ -169,7 +172,6 @@ static int functions(const cudaDeviceProp &prop) {
     EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferL1), cudaSuccess);
     EXPECT(cudaDeviceGetCacheConfig(&cache), cudaSuccess);
     EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone), cudaSuccess);
-    FAILS(cudaDeviceGetCacheConfig(nullptr), cudaErrorInvalidValue);
 
     int blocks = 0, min_grid = 0, block = 0;
     EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 256, 0), cudaSuccess);
@@ -299,7 +301,6 @@ static int graphs() {
     config.attrs = priority;
     config.numAttrs = 1;
     EXPECT(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaSuccess);
-    FAILS(cudaLaunchKernelExC(nullptr, (const void *)iota_from, nullptr), cudaErrorInvalidValue);
     config.blockDim = dim3(0);
     FAILS(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaErrorInvalidValue);
 
