@@ -8,13 +8,19 @@
 # inclusive cost of the functions there, per request. softcuda's own threads (its kernels, its
 # memsets: an NVIDIA GPU's work, not the host's) and gpuhost's completion thread (it spins
 # while events are pending, so its count follows wall time) are left out, and shown apart.
+# `native` in place of the function runs the native handler instead (`gpuhost bench --native-http`,
+# the same GPU work in process: the baseline the serve path is compared with).
+# Requests are paced ($QPS a second): under valgrind a sandboxed request's pair is reset far more
+# slowly than requests come at full speed, and unpaced, the pool's pairs all wait for their reset,
+# every request makes a new arena, and softcuda runs out of address space (the 500s of the
+# counts before session 14). Any answer but 200 is reported, and the counts are then not valid.
 # Caveats: valgrind cannot reserve the instance pool's address space (8 TiB; it maps less than
 # 64 GiB), so under it the server allocates instances on demand (it logs so): the instantiate
 # and teardown counts are that allocator's, not the pool's. Kernel work (mmap, madvise, ioctl)
 # and the GPU's are not instructions callgrind sees.
-#   bash scripts/probes/serve-callgrind.sh GPUHOST [sandboxed|trusted]
+#   bash scripts/probes/serve-callgrind.sh GPUHOST [sandboxed|trusted|native]
 # Env: OHA (target/oha/bin/oha), GUESTS (target/guests/wasm32-wasip2/release), N (300),
-# WARM (200), SOFTCUDA_LIB (target/release/libsoftcuda.so), TOP (60 lines), KEEP (a folder to
+# WARM (200), QPS (6), SOFTCUDA_LIB (target/release/libsoftcuda.so), TOP (60 lines), KEEP (a folder to
 # keep the callgrind output in).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,18 +32,23 @@ cp "${GUESTS:-target/guests/wasm32-wasip2/release}/http_stamp.wasm" "$gpu/guests
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work" "$gpu"' EXIT
 source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
+serve=(serve --repository "$work/repo" --listen 127.0.0.1:18491); url=http://127.0.0.1:18491/$fn
+if [ "$fn" = native ]; then
+  serve=(bench --native-http 127.0.0.1:18491 --bundle crates/gpuhost/bundles/stamp-a); url=http://127.0.0.1:18491/stamp
+fi
 valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes --callgrind-out-file="$work/cg.%p" \
-  "$1" serve --repository "$work/repo" --listen 127.0.0.1:18491 > "$work/out" 2> "$work/err" & pid=$!
-url=http://127.0.0.1:18491/$fn
+  "$1" "${serve[@]}" > "$work/out" 2> "$work/err" & pid=$!
 for _ in $(seq 600); do curl -sf "$url" > /dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
 curl -sf "$url" > /dev/null || { echo "server did not answer:"; tail -20 "$work/err"; exit 1; }
-"$oha" --no-tui -n "$warm" -c 1 "$url" > /dev/null
+qps=${QPS:-6}
+"$oha" --no-tui -n "$warm" -c 1 -q "$qps" "$url" > /dev/null
 callgrind_control -i on "$pid" > /dev/null
-"$oha" --no-tui -n "$n" -c 1 "$url" > "$work/oha.txt"
+"$oha" --no-tui -n "$n" -c 1 -q "$qps" "$url" > "$work/oha.txt"
 sleep 2   # the last request's teardown and refill
 callgrind_control -d "$pid" > /dev/null
 callgrind_control -i off "$pid" > /dev/null
-grep -E "Success rate|Requests/sec" "$work/oha.txt"
+grep -E "Success rate|Requests/sec|\[[0-9]{3}\] [0-9]+ responses" "$work/oha.txt"
+grep -E "\[[0-9]{3}\] [0-9]+ responses" "$work/oha.txt" | grep -qv "\[200\]" && echo "WARNING: answers other than 200: these counts are not a served request's"
 grep -i "pooling" "$work/err" | head -2
 python3 - "$n" "$work"/cg.*-* <<'PY' | head -"${TOP:-60}"
 # Per thread: its total and what it is (a tokio worker: counted; else shown apart); then
@@ -46,7 +57,8 @@ import re, subprocess, sys
 from collections import Counter
 n, files = int(sys.argv[1]), sys.argv[2:]
 line = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:[^:\s]+:)?(.+?)(?: \[.*\])?$")
-counted, incl, apart = 0, Counter(), []
+counted, incl, apart, driver = 0, Counter(), [], 0
+own = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:[^:\s]+:)?(softcuda::\S+)")
 for f in files:
     out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
                          capture_output=True, text=True).stdout
@@ -67,10 +79,15 @@ for f in files:
     if "multi_thread::worker::Context::run" in text:
         counted += total
         incl.update(funcs)
+        # softcuda's own instructions there (the driver calls' emulation; not the host's work,
+        # and not what NVIDIA's driver costs): self cost of its functions.
+        selfc = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", f],
+                               capture_output=True, text=True).stdout
+        driver += sum(int(m.group(1).replace(",", "")) for m in map(own.match, selfc.splitlines()) if m)
     else:
         what = max(funcs, key=funcs.get)[:100] if funcs else "?"
         apart.append((total, what))
-print(f"tokio worker threads: {counted // n} instructions per request")
+print(f"tokio worker threads: {counted // n} instructions per request, of which softcuda's own functions {driver // n}: {(counted - driver) // n} without them")
 for total, what in sorted(apart, reverse=True)[:6]:
     print(f"  not counted: {total // n:>9} per request, a thread in {what}")
 print("inclusive instructions per request, counted threads:")

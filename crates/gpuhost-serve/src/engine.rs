@@ -23,6 +23,12 @@ pub(crate) const FUEL_YIELD_INTERVAL: u64 = 100_000;
 pub(crate) struct NoOutgoing;
 
 impl WasiHttpHooks for NoOutgoing {
+    /// wasmtime-wasi-http's own list, asked directly: its default answer builds (allocates) a
+    /// filter closure for every header a request or a guest's `fields` names, several a request.
+    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
+        wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
+    }
+
     fn send_request(
         &mut self,
         _request: http::Request<wasmtime_wasi_http::WasiBody>,

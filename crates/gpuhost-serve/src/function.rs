@@ -93,6 +93,14 @@ impl Function {
         self.current.load_full()
     }
 
+    /// The serving version's wall-time limit and request-body limit, read without taking a
+    /// count of the version (an `Arc` every request of the function would bump).
+    pub(crate) fn serving_limits(&self) -> Option<(Duration, u64)> {
+        let current = self.current.load();
+        let v = current.as_ref()?;
+        Some((v.config.timeout, v.config.max_body_bytes))
+    }
+
     /// The serving version, held for one request: it stays loaded until the guard drops. A
     /// version read just before a swap unpublished it is draining and refuses the request;
     /// the one published in its place (if any) is taken instead.

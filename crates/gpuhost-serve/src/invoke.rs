@@ -63,7 +63,7 @@ fn outcome_of(status: StatusCode) -> Outcome {
 /// Serves `req` with `function`.
 pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Response<Body> {
     let arrived = Instant::now();
-    let metrics = function.metrics.clone();
+    let metrics = &function.metrics;
     let name = function.name.as_str();
     let finish = |outcome: Outcome, resp: Response<Body>| {
         metrics.request(outcome);
@@ -86,15 +86,13 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
     };
     // The serving version's limits govern admission; the version that runs is picked after the
     // queue (the newest then).
-    let Some(serving) = function.current() else {
+    let Some((timeout, max_body_bytes)) = function.serving_limits() else {
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
             Outcome::Unavailable,
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
-    let (timeout, max_body_bytes) = (serving.config.timeout, serving.config.max_body_bytes);
-    drop(serving);
     let deadline = tokio::time::Instant::from_std(arrived + timeout);
 
     // The body first (bounded), so a slow client does not hold a running slot.
@@ -156,39 +154,46 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
-    let version = guard.0.clone();
-    let number = version.number;
+    let number = guard.0.number;
     let ctx = || serde_json::json!({ "function": name, "version": number });
-    // A Store slot of the instance pool (free unless a thousand requests run at once).
-    let store_slot = match tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned())
-        .await
-    {
-        Ok(Ok(slot)) => slot,
-        Ok(Err(_closed)) => {
-            let msg = "the server is shutting down";
-            return finish(
-                Outcome::Unavailable,
-                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
-            );
+    let pinned = Pinned::new(guard);
+    // The device's warm Store if one is ready (it holds its own slot of the instance pool; the
+    // next is made after this request), else a slot for a Store made here (free unless a
+    // thousand requests run at once).
+    let version = pinned.version();
+    let store = match version.devices[pinned.device].spare.take() {
+        Some(warm) => {
+            metrics.warm_hits.inc();
+            Taken::Warm(warm)
         }
-        Err(_) => {
-            let msg = format!(
-                "the request waited its whole time limit ({timeout:?}) for a free instance slot: the server runs as many requests as its instance pool holds"
-            );
-            return finish(
-                Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
-            );
+        None => {
+            metrics.warm_misses.inc();
+            let slot =
+                tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned()).await;
+            match slot {
+                Ok(Ok(slot)) => Taken::Slot(slot),
+                Ok(Err(_closed)) => {
+                    let msg = "the server is shutting down";
+                    return finish(
+                        Outcome::Unavailable,
+                        json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
+                    );
+                }
+                Err(_) => {
+                    let msg = format!(
+                        "the request waited its whole time limit ({timeout:?}) for a free instance slot: the server runs as many requests as its instance pool holds"
+                    );
+                    return finish(
+                        Outcome::Timeout,
+                        json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
+                    );
+                }
+            }
         }
     };
     // Counted as running while the guest runs (its task may outlive a client that left).
-    let held = (
-        permit,
-        admitted,
-        GaugeHold::new(&metrics.running),
-        store_slot,
-    );
-    let result = run_guest(&version, guard, &metrics, parts, body, deadline, held).await;
+    let held = (permit, admitted, GaugeHold::new(&metrics.running));
+    let result = run_guest(pinned, store, metrics, parts, body, deadline, held).await;
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),
         Err(GuestFailure::Timeout) => {
@@ -266,24 +271,56 @@ impl Drop for GaugeHold {
     }
 }
 
-/// Counts a request out of its device's load when dropped.
-struct DeviceGuard(Arc<Version>, usize);
+/// A request's hold on its version and the device it runs on: counted in that device's load
+/// (where the version has more than one) until dropped, then the version's guard goes.
+struct Pinned {
+    guard: VersionGuard,
+    device: usize,
+}
 
-impl Drop for DeviceGuard {
-    fn drop(&mut self) {
-        self.0.devices[self.1]
-            .running
-            .fetch_sub(1, Ordering::Relaxed);
+impl Pinned {
+    /// Pins the least busy of the version's devices.
+    fn new(guard: VersionGuard) -> Self {
+        let device = guard.0.pick_device();
+        if guard.0.devices.len() > 1 {
+            guard.0.devices[device]
+                .running
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Self { guard, device }
+    }
+
+    fn version(&self) -> &Arc<Version> {
+        &self.guard.0
     }
 }
 
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // (The guard, a field, drops after this: the device's count goes first.)
+        let version = &self.guard.0;
+        if version.devices.len() > 1 {
+            version.devices[self.device]
+                .running
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where the request's Store comes from: the device's warm one (with its instance-pool slot),
+/// or a slot of the instance pool for one made now.
+enum Taken {
+    Warm(crate::warm::Ready),
+    Slot(tokio::sync::OwnedSemaphorePermit),
+}
+
 /// Everything a running guest holds, dropped in this order however the request ends (a
-/// timeout aborts the task): the Store first, releasing all the guest held, then the version
-/// guard, so a drain never sees the version free while a Store still holds its bundle.
+/// timeout aborts the task): the Store first, releasing all the guest held, then its device's
+/// count and the version guard, so a drain never sees the version free while a Store still holds
+/// its bundle; then what `Held` holds (the Store's instance-pool slot among it).
 struct InFlight<Held> {
     store: Store<RequestState>,
-    _device: DeviceGuard,
-    _version: VersionGuard,
+    _pinned: Pinned,
     _held: Held,
 }
 
@@ -301,15 +338,15 @@ type Ended<Held> = (
 /// of its own, so a guest still runs to its end or its deadline, and its Store is torn down after.
 struct Run<Held: Send + 'static> {
     run: Option<std::pin::Pin<Box<dyn Future<Output = Ended<Held>> + Send>>>,
-    after: After,
+    /// Taken by whoever tears the run down (the request, or [`Drop`]).
+    after: Option<After>,
 }
 
 impl<Held: Send + 'static> Drop for Run<Held> {
     fn drop(&mut self) {
-        let Some(run) = self.run.take() else {
+        let (Some(run), Some(after)) = (self.run.take(), self.after.take()) else {
             return;
         };
-        let after = self.after.clone();
         // Outside a runtime (it is shutting down) the run is dropped here: its Store with it.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
@@ -323,7 +360,6 @@ impl<Held: Send + 'static> Drop for Run<Held> {
 }
 
 /// What follows a request once its response is on its way, on the device it ran on.
-#[derive(Clone)]
 struct After {
     version: Arc<Version>,
     device: usize,
@@ -358,52 +394,40 @@ impl After {
     /// yields, after it has written the response (the teardown is no part of the request's
     /// latency). Tearing down on a blocking-pool thread instead (4883013) measured slower on the
     /// H200 (bench/h200-runs/2026-12-01-s8/: teardown 22 -> 38 µs, c=64 0.56 -> 0.45 of native).
-    fn later<Held: Send + 'static>(self, held: InFlight<Held>) {
+    /// (`None`: the run's teardown was taken already, which never happens: dropped here.)
+    fn later<Held: Send + 'static>(after: Option<Self>, held: InFlight<Held>) {
+        let Some(after) = after else {
+            return drop(held);
+        };
         match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn(self.run(held))),
-            Err(_) => self.teardown(held),
+            Ok(rt) => drop(rt.spawn(after.run(held))),
+            Err(_) => after.teardown(held),
         }
     }
 }
 
-/// Runs the guest in a fresh Store (the device's warm one when ready), polled by this task (see
-/// [`Run`]); the run owns the version guard and the admission, so a drain waits for it.
-#[allow(clippy::too_many_arguments)]
+/// Runs the guest in a fresh Store (`taken`'s warm one, else one made now), polled by this task
+/// (see [`Run`]); the run owns the version guard and the admission, so a drain waits for it.
 async fn run_guest<Held: Send + 'static>(
-    version: &Arc<Version>,
-    guard: VersionGuard,
+    pinned: Pinned,
+    taken: Taken,
     metrics: &Arc<crate::metrics::FunctionMetrics>,
     parts: axum::http::request::Parts,
     body: Bytes,
     deadline: tokio::time::Instant,
     held: Held,
 ) -> Result<Response<Body>, GuestFailure> {
-    let slot_index = {
-        let slot = version.pick_device();
-        slot.running.fetch_add(1, Ordering::Relaxed);
-        version
-            .devices
-            .iter()
-            .position(|d| std::ptr::eq(d, slot))
-            .unwrap_or(0)
-    };
-    let device = DeviceGuard(version.clone(), slot_index);
+    let (version, slot_index) = (pinned.version().clone(), pinned.device);
     let setup = |e: wasmtime::Error| GuestFailure::Trap {
         reason: format!("setting up the request's Store failed: {e:#}"),
         out_of_fuel: false,
         stderr: String::new(),
     };
-    // The device's warm Store if one is ready (the next is made after this request), else a new one.
-    let warm = version.devices[slot_index].spare.take();
-    let (mut store, proxy, stderr, warm_slot) = match warm {
-        Some(w) => {
-            metrics.warm_hits.inc();
-            (w.store, Some(w.proxy), w.stderr, Some(w.slot))
-        }
-        None => {
-            metrics.warm_misses.inc();
-            let (store, stderr) = new_store(version, slot_index, metrics).map_err(setup)?;
-            (store, None, stderr, None)
+    let (mut store, proxy, stderr, store_slot) = match taken {
+        Taken::Warm(w) => (w.store, Some(w.proxy), w.stderr, w.slot),
+        Taken::Slot(slot) => {
+            let (store, stderr) = new_store(&version, slot_index, metrics).map_err(setup)?;
+            (store, None, stderr, slot)
         }
     };
 
@@ -419,27 +443,25 @@ async fn run_guest<Held: Send + 'static>(
         .new_incoming_request(Scheme::Http, req)
         .map_err(setup)?;
     let out = data.http().new_response_outparam(sender).map_err(setup)?;
-    let pre = version.pre.clone();
+    // The instance, or (a Store made here) the component to instantiate in the run.
+    let instance = proxy.ok_or_else(|| (version.pre.clone(), metrics.clone()));
     let mut in_flight = InFlight {
         store,
-        _device: device,
-        _version: guard,
-        _held: (held, warm_slot),
+        _pinned: pinned,
+        _held: (held, store_slot),
     };
     // Set by the run when the handler starts (after instantiating, for a Store made here).
     let handler_started = Arc::new(OnceLock::new());
     let run_started = handler_started.clone();
-    let task_metrics = metrics.clone();
     let mut run = Run {
         run: Some(Box::pin(async move {
             let result = tokio::time::timeout_at(deadline, async {
-                let proxy = match proxy {
-                    Some(p) => p,
-                    None => {
+                let proxy = match instance {
+                    Ok(p) => p,
+                    Err((pre, metrics)) => {
                         let instantiating = Instant::now();
                         let p = pre.instantiate_async(&mut in_flight.store).await?;
-                        task_metrics
-                            .phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
+                        metrics.phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
                         p
                     }
                 };
@@ -452,11 +474,11 @@ async fn run_guest<Held: Send + 'static>(
             .await;
             (result, in_flight)
         })),
-        after: After {
-            version: version.clone(),
+        after: Some(After {
+            version,
             device: slot_index,
             metrics: metrics.clone(),
-        },
+        }),
     };
 
     let failure = |result: Result<wasmtime::Result<()>, _>| match result {
@@ -497,7 +519,7 @@ async fn run_guest<Held: Send + 'static>(
                 ))),
                 Err(_) => Err(failure(result)),
             };
-            run.after.clone().later(in_flight);
+            After::later(run.after.take(), in_flight);
             answer
         }
         // The head, while the guest runs on (`run`'s drop moves it to a task).
@@ -512,7 +534,7 @@ async fn run_guest<Held: Send + 'static>(
         Err(Err(_closed)) => match run.run.take() {
             Some(r) => {
                 let (result, in_flight) = r.await;
-                run.after.clone().later(in_flight);
+                After::later(run.after.take(), in_flight);
                 Err(failure(result))
             }
             None => Err(GuestFailure::NoResponse("the handler returned".into())),

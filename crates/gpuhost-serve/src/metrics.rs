@@ -1,4 +1,5 @@
-//! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours).
+//! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours;
+//! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
 //! Per function: requests by outcome, latency, queue-time and request-phase histograms, running and queued
 //! requests, GPU memory held by its requests, kernel launches, swaps, the serving version. Per
 //! device (read from gpuhost's `HostStats` at scrape time): launches, live modules and buffers,
@@ -11,7 +12,6 @@
 //! `gpuhost_requests_queued`.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -19,8 +19,11 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
+
+mod histogram;
+use histogram::{SecondsCounter, SecondsHistogram};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FunctionLabel {
@@ -141,23 +144,23 @@ impl Outcome {
     }
 }
 
-fn latency_histogram() -> Histogram {
+fn latency_histogram() -> SecondsHistogram {
     // 50 µs .. ~100 s.
-    Histogram::new(exponential_buckets(50e-6, 2.0, 22))
+    SecondsHistogram::new(exponential_buckets(50e-6, 2.0, 22))
 }
 
-fn phase_histogram() -> Histogram {
+fn phase_histogram() -> SecondsHistogram {
     // 5 µs .. ~80 ms: the phases are short, and their sums are what a breakdown reads.
-    Histogram::new(exponential_buckets(5e-6, 2.0, 15))
+    SecondsHistogram::new(exponential_buckets(5e-6, 2.0, 15))
 }
 
 /// Every metric family of the server.
 pub struct Metrics {
     registry: Registry,
     requests: Family<OutcomeLabels, Counter>,
-    duration: Family<FunctionLabel, Histogram, fn() -> Histogram>,
-    queue: Family<FunctionLabel, Histogram, fn() -> Histogram>,
-    phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
+    duration: Family<FunctionLabel, SecondsHistogram, fn() -> SecondsHistogram>,
+    queue: Family<FunctionLabel, SecondsHistogram, fn() -> SecondsHistogram>,
+    phases: Family<PhaseLabels, SecondsHistogram, fn() -> SecondsHistogram>,
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
@@ -165,12 +168,13 @@ pub struct Metrics {
     sandbox_pending: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
     warm_takes: Family<TakeLabels, Counter>,
+    sandbox_takes: Family<TakeLabels, Counter>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
     swaps: Family<OutcomeLabels, Counter>,
     host_calls: Family<CallLabels, Counter>,
-    host_call_seconds: Family<CallLabels, Counter<f64, AtomicU64>>,
+    host_call_seconds: Family<CallLabels, SecondsCounter>,
     retired: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
     device_context_losses: Family<DeviceLabel, Counter>,
@@ -186,8 +190,8 @@ pub struct Metrics {
 pub struct FunctionMetrics {
     name: String,
     metrics: Arc<Metrics>,
-    pub(crate) duration: Histogram,
-    pub(crate) queue: Histogram,
+    pub(crate) duration: SecondsHistogram,
+    pub(crate) queue: SecondsHistogram,
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
     pub(crate) gpu_memory: Gauge,
@@ -198,13 +202,15 @@ pub struct FunctionMetrics {
     pub(crate) warm_hits: Counter,
     /// Requests that made their own Store (`{result="miss"}`).
     pub(crate) warm_misses: Counter,
+    /// `sandbox_takes_total{result="reused"|"created"}`, and the pools' totals last added.
+    sandbox_takes: (Counter, Counter, Mutex<(u64, u64)>),
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
     /// `requests_total{outcome}` by `Outcome as usize`, made once (no label work per request).
     outcomes: Vec<Counter>,
     /// `request_phase_seconds{phase}` by `Phase as usize`, made once likewise.
-    phases: Vec<Histogram>,
+    phases: Vec<SecondsHistogram>,
     /// Given to every Store's gpuhost:cuda context: counts and times its host calls.
     pub(crate) calls: Arc<CallCounters>,
 }
@@ -216,7 +222,7 @@ pub struct FunctionMetrics {
 pub(crate) struct CallCounters {
     function: String,
     metrics: Arc<Metrics>,
-    by_call: Vec<OnceLock<(Counter, Counter<f64, AtomicU64>)>>,
+    by_call: Vec<OnceLock<(Counter, SecondsCounter)>>,
 }
 
 impl gpuhost_wasm::CallObserver for CallCounters {
@@ -238,7 +244,7 @@ impl gpuhost_wasm::CallObserver for CallCounters {
             }),
         };
         pair.0.inc();
-        pair.1.inc_by(elapsed.as_secs_f64());
+        pair.1.add(elapsed);
     }
 }
 
@@ -246,6 +252,20 @@ impl FunctionMetrics {
     /// Counts one finished request.
     pub fn request(&self, outcome: Outcome) {
         self.outcomes[outcome as usize].inc();
+    }
+
+    /// Brings `sandbox_takes_total` up to the serving version's pools' totals (`reused`,
+    /// `created`), read at scrape time. A version whose pools are new (a changed arena size)
+    /// starts lower: counting restarts from its totals.
+    pub fn sandbox_takes(&self, reused: u64, created: u64) {
+        let mut seen = self
+            .sandbox_takes
+            .2
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.sandbox_takes.0.inc_by(reused.saturating_sub(seen.0));
+        self.sandbox_takes.1.inc_by(created.saturating_sub(seen.1));
+        *seen = (reused, created);
     }
 
     /// Records `seconds` spent in `phase` by one request.
@@ -279,6 +299,7 @@ impl Metrics {
             sandbox_pending: Family::default(),
             warm: Family::default(),
             warm_takes: Family::default(),
+            sandbox_takes: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -355,6 +376,11 @@ impl Metrics {
             "function_warm_store_takes",
             "Requests by whether a warm Store was ready for them (hit) or they made their own (miss), by function",
             m.warm_takes.clone(),
+        );
+        r.register(
+            "function_sandbox_takes",
+            "Sandbox arenas and control blocks the serving version's Stores took from its pools: reused (reset by the pool) or created because none was ready (a virtual-memory map and a control block each), by function",
+            m.sandbox_takes.clone(),
         );
         r.register(
             "function_launches",
@@ -443,6 +469,17 @@ impl Metrics {
                 function: name.to_string(),
                 result: "miss".to_string(),
             }),
+            sandbox_takes: (
+                self.sandbox_takes.get_or_create_owned(&TakeLabels {
+                    function: name.to_string(),
+                    result: "reused".to_string(),
+                }),
+                self.sandbox_takes.get_or_create_owned(&TakeLabels {
+                    function: name.to_string(),
+                    result: "created".to_string(),
+                }),
+                Mutex::new((0, 0)),
+            ),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),

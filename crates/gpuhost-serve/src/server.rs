@@ -416,10 +416,71 @@ impl Server {
     /// The `/metrics` text.
     pub fn render_metrics(&self) -> String {
         for f in self.functions.load().values() {
-            let (kept, pending) = f.current().map_or((0, 0), |v| v.sandbox_kept());
+            let Some(v) = f.current() else {
+                f.metrics.sandbox_kept.set(0);
+                f.metrics.sandbox_pending.set(0);
+                continue;
+            };
+            let (kept, pending) = v.sandbox_kept();
             f.metrics.sandbox_kept.set(kept as i64);
             f.metrics.sandbox_pending.set(pending as i64);
+            let (reused, created) = v.sandbox_takes();
+            f.metrics.sandbox_takes(reused, created);
         }
         self.metrics.render(&self.hosts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    /// The value of the sample `name{labels}` in a `/metrics` text (0 when absent).
+    fn sample(text: &str, name: &str, labels: &str) -> f64 {
+        let prefix = format!("{name}{{{labels}}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    #[tokio::test]
+    async fn a_scrape_counts_the_sandbox_pairs_a_functions_stores_took_from_its_pools() {
+        let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+        let opts = crate::ServeOptions::new(root.join("../../examples/repository"));
+        let server = crate::Server::new(&opts).unwrap();
+        server.load("saxpy").await.unwrap();
+        // Its warm Stores (made from the publication on) each take a pair: the first ones new.
+        let (created, reused) = (
+            r#"function="saxpy",result="created""#,
+            r#"function="saxpy",result="reused""#,
+        );
+        let name = "gpuhost_function_sandbox_takes_total";
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let text = loop {
+            let text = server.render_metrics();
+            let warm = sample(&text, "gpuhost_function_warm_stores", r#"function="saxpy""#);
+            if warm >= 1.0 || Instant::now() > deadline {
+                break text;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let warm = sample(&text, "gpuhost_function_warm_stores", r#"function="saxpy""#);
+        assert!(warm >= 1.0, "no warm Store was made");
+        let taken = sample(&text, name, created) + sample(&text, name, reused);
+        assert!(
+            taken >= warm,
+            "{warm} warm Stores hold pairs, {taken} takes counted:\n{text}"
+        );
+        // A later scrape counts no more than the pools have handed out (read after it; a
+        // refill may still be taking pairs meanwhile).
+        let again = server.render_metrics();
+        let version = server.function("saxpy").unwrap().current().unwrap();
+        let (r, c) = version.sandbox_takes();
+        let counted = (sample(&again, name, reused), sample(&again, name, created));
+        assert!(
+            counted.0 <= r as f64 && counted.1 <= c as f64 && counted.0 + counted.1 >= taken,
+            "counted {counted:?}, the pools handed out ({r}, {c})"
+        );
     }
 }

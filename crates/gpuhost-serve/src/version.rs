@@ -177,19 +177,34 @@ impl Version {
             .fold((0, 0), |(k, p), pool| (k + pool.kept(), p + pool.pending()))
     }
 
+    /// Sandbox pairs its pools have handed out since they were made, over its devices: reused
+    /// (reset) and created (none was ready).
+    pub(crate) fn sandbox_takes(&self) -> (u64, u64) {
+        self.devices
+            .iter()
+            .filter_map(|d| d.sandbox.as_ref())
+            .fold((0, 0), |(r, c), pool| {
+                (r + pool.reused(), c + pool.created())
+            })
+    }
+
     /// Requests holding this version.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst) & !CLOSED
     }
 
-    /// The device for the next request: the least busy, round-robin among equals.
-    pub(crate) fn pick_device(&self) -> &DeviceSlot {
+    /// The index of the device for the next request: the least busy, round-robin among equals.
+    pub(crate) fn pick_device(&self) -> usize {
         let n = self.devices.len();
+        if n == 1 {
+            // No choice: no shared round-robin counter to bump.
+            return 0;
+        }
         let start = self.next_device.fetch_add(1, Ordering::Relaxed) as usize % n;
         (0..n)
-            .map(|i| &self.devices[(start + i) % n])
-            .min_by_key(|d| d.running.load(Ordering::Relaxed))
-            .unwrap_or(&self.devices[0])
+            .map(|i| (start + i) % n)
+            .min_by_key(|&i| self.devices[i].running.load(Ordering::Relaxed))
+            .unwrap_or(0)
     }
 
     /// Closes this version to new requests, waits (up to `timeout`) for every request holding
