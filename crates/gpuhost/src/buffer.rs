@@ -161,6 +161,7 @@ impl DeviceBuffer {
 
     /// Whether `other` is a handle on this very allocation (not only the same address: a
     /// zero-length anchor shares its address with the buffer at its base).
+    #[inline]
     pub fn same(&self, other: &DeviceBuffer) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }

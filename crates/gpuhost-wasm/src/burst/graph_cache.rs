@@ -10,7 +10,7 @@ use std::sync::Arc;
 use gpuhost::KernelGraph;
 use smallvec::SmallVec;
 
-use super::{Collected, Hidden, args_room, lay_out};
+use super::{Collected, Hidden, Launches, args_room, lay_out};
 use crate::limits::Usage;
 use crate::stream::InFlight;
 
@@ -112,8 +112,9 @@ impl GraphCache {
                 .zip(&c.last)
                 .map(|(d, last)| d.same(last) && (d.sandbox.is_none() || c.hidden == key))
                 .collect();
-            let mut args = args_room(batch);
-            let launches = lay_out(batch, hidden, &unchanged, &mut args);
+            let mut args = args_room(batch, &unchanged);
+            let mut launches = Launches::new();
+            lay_out(batch, hidden, &unchanged, &mut args, &mut launches);
             let replayed = stream.replay_graph(&mut c.graph, &launches, &unchanged);
             // It borrows the batch, which the graph keeps below.
             drop(launches);
@@ -130,8 +131,9 @@ impl GraphCache {
                 }
             }
         }
-        let mut args = args_room(batch);
-        let launches = lay_out(batch, hidden, &[], &mut args);
+        let mut args = args_room(batch, &[]);
+        let mut launches = Launches::new();
+        lay_out(batch, hidden, &[], &mut args, &mut launches);
         let mut graph = KernelGraph::new(stream, &launches)?;
         // Its nodes hold these launches' arguments, checked by `new`.
         let all: SmallVec<[bool; 32]> = SmallVec::from_elem(true, n);
