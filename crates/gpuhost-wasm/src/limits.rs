@@ -63,7 +63,10 @@ pub struct Limits {
     /// Launches of a trusted guest's burst on one stream collected into one CUDA graph at most
     /// (a longer burst is replayed as several); also the launch shapes each stream remembers as
     /// accepted by the driver. 0 turns graph batching off: every launch goes straight to its
-    /// stream. Default 32.
+    /// stream. Default 8: a full batch is issued at once, so the device runs one batch while
+    /// the guest collects the next; on the H200 a burst of 32 bound launches cost 1.23–1.31 µs
+    /// per kernel in batches of 8, 1.24–1.43 in 4, 1.64–1.69 in 16 and 1.87–1.90 in one batch of
+    /// 32 (bench/h200-runs/2026-12-02-s14/27dee54/bench-guest-*.md).
     pub max_graph_batch: u32,
     /// Instantiated graphs one guest keeps for replay (least recently used dropped first).
     /// Default 8.
@@ -92,7 +95,7 @@ impl Default for Limits {
             max_kernel_time: Duration::from_secs(10),
             max_globals_bytes: 64 << 20,
             max_launch_local_bytes: 256 << 20,
-            max_graph_batch: 32,
+            max_graph_batch: 8,
             max_cached_graphs: 8,
         }
     }

@@ -22,6 +22,15 @@
 //! cost a `gpuhost serve` request's teardown 98–114 µs at 16 and 64 connections on the H200,
 //! bench/h200-runs/2026-12-02-s12/04d46f5-final/.)
 //! A reset that fails, or a pair whose context is gone meanwhile, is freed, never handed out.
+//!
+//! Under load the pool may hold up to [`SURGE`] times its size: a pair takes a few milliseconds
+//! from its give to being ready again (the watchdog's tick, the reset, the fence), so at tens of
+//! thousands of requests a second hundreds of pairs are on their way back at any time. Freeing
+//! the ones past the size instead made requests miss and create pairs while the resetter freed
+//! others (each an unmap and a free, 150–250 µs on the H200): at 64 connections the resetter fell
+//! behind by thousands of pairs and serve fell to 0.03× of native
+//! (bench/h200-runs/2026-12-02-s14/). The pool goes back to its size once it has been unused
+//! for [`TRIM_AFTER`].
 
 mod resetter;
 
@@ -39,6 +48,11 @@ pub(crate) use resetter::watches_released;
 /// Arenas a guest grew past this many mapped bytes are freed, not kept: the pool holds no more
 /// memory than small guests need, and resetting one costs a memset of at most this.
 pub const MAX_KEPT_MAPPED: u64 = 8 << 20;
+/// How many times its size a pool may hold while in use; pairs past that are freed.
+pub const SURGE: usize = 4;
+/// How long a pool goes unused (no give, no take) before the resetter frees its ready pairs past
+/// its size.
+const TRIM_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A pair given back, waiting until nothing of its last guest holds it.
 struct Given {
@@ -71,11 +85,14 @@ pub struct SandboxPool {
     stream: Mutex<Option<Arc<gpuhost::Stream>>>,
     reused: AtomicU64,
     created: AtomicU64,
+    /// When the pool was made, and its last give or take, in ms after that.
+    born: std::time::Instant,
+    last_use_ms: AtomicU64,
 }
 
 impl SandboxPool {
-    /// A pool for sandboxed guests on `host` under `limits`, keeping at most `kept` pairs
-    /// (returned ones past that are freed).
+    /// A pool for sandboxed guests on `host` under `limits`, keeping `kept` pairs at rest and
+    /// up to [`SURGE`] times that while in use (returned ones past that are freed).
     pub fn new(host: Arc<gpuhost::Host>, limits: &Limits, kept: usize) -> Arc<Self> {
         let pool = Arc::new(Self {
             host,
@@ -85,6 +102,8 @@ impl SandboxPool {
             stream: Mutex::new(None),
             reused: AtomicU64::new(0),
             created: AtomicU64::new(0),
+            born: std::time::Instant::now(),
+            last_use_ms: AtomicU64::new(0),
         });
         resetter::serve(&pool);
         pool
@@ -155,6 +174,7 @@ impl SandboxPool {
     /// The oldest pair whose zeroing has completed, without waiting and without a driver call;
     /// failed ones are freed (they hold no device work any more).
     fn take(&self) -> Option<(Arc<Arena>, ControlBlock)> {
+        self.used_now();
         loop {
             let (reset, ctl) = {
                 let mut st = self.lock();
@@ -261,14 +281,54 @@ impl SandboxPool {
     /// A guest is gone: its pair waits here until nothing holds it, then the resetter thread
     /// resets it (or frees it, when the pool is full or the arena grew large). No driver call.
     pub(crate) fn give(&self, arena: Arc<Arena>, ctl: ControlBlock) {
+        self.used_now();
         {
             let mut st = self.lock();
-            // Pairs on their way out count too: the pool never holds more than `kept` for long.
+            // Pairs on their way out count too: the pool never holds more than its surge bound.
             let keep = arena.mapped() <= MAX_KEPT_MAPPED
-                && st.held.len() + st.moving + st.resetting.len() < self.kept;
+                && st.held.len() + st.moving + st.resetting.len() < self.kept * SURGE;
             st.held.push_back(Given { arena, ctl, keep });
             // Counted under the lock, so a pass that takes it out counts it out after.
             resetter::given();
+        }
+    }
+}
+
+impl SandboxPool {
+    fn used_now(&self) {
+        let ms = self.born.elapsed().as_millis() as u64;
+        self.last_use_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The resetter's idle step: once the pool has gone unused for [`TRIM_AFTER`], frees the
+    /// newest ready pairs past its size.
+    fn trim(&self) {
+        let now_ms = self.born.elapsed().as_millis() as u64;
+        let idle_ms = now_ms.saturating_sub(self.last_use_ms.load(Ordering::Relaxed));
+        if idle_ms < TRIM_AFTER.as_millis() as u64 {
+            return;
+        }
+        let extra: Vec<_> = {
+            let mut st = self.lock();
+            let mut extra = Vec::new();
+            while st.held.len() + st.moving + st.resetting.len() > self.kept {
+                match st.resetting.back() {
+                    Some((reset, _)) if reset.is_done() => {}
+                    _ => break,
+                }
+                if let Some(pair) = st.resetting.pop_back() {
+                    extra.push(pair);
+                }
+            }
+            // Counted until freed, as a pass's frees are.
+            st.moving += extra.len();
+            extra
+        };
+        for (reset, ctl) in extra {
+            // Done: its arena comes back (or was freed already) without waiting.
+            drop(reset.ready());
+            drop(ctl);
+            self.lock().moving -= 1;
         }
     }
 }
@@ -546,29 +606,58 @@ mod tests {
         assert_eq!(arena.base(), base, "not the reused arena");
     }
 
+    /// Waits (5 s at most) until `pool` holds `n` pairs.
+    fn wait_kept(pool: &SandboxPool, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.kept() != n {
+            assert!(
+                Instant::now() < deadline,
+                "the pool holds {} pairs, not {n}",
+                pool.kept()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
-    fn a_pair_past_the_pools_bound_is_freed_by_the_resetter_once_its_guest_lets_go() {
+    fn pairs_past_the_pools_size_are_reset_for_reuse_under_load_and_freed_once_it_rests() {
         let host = gpuhost::host(0).unwrap();
         let limits = limits();
         let pool = SandboxPool::new(host, &limits, 1);
-        let first = pool.confinement(&limits).unwrap();
-        let second = pool.confinement(&limits).unwrap();
-        let (kept, freed) = (Arc::downgrade(&first.arena), Arc::downgrade(&second.arena));
-        drop(first);
+        let guests: Vec<_> = (0..3).map(|_| pool.confinement(&limits).unwrap()).collect();
+        let arenas: Vec<_> = guests.iter().map(|g| Arc::downgrade(&g.arena)).collect();
+        drop(guests);
+        // Within the surge bound: all three are reset, none freed, while the pool is in use.
+        wait_pending_none(&pool);
+        assert_eq!(
+            pool.kept(),
+            3,
+            "pairs past the pool's size were freed under load"
+        );
+        // Unused for TRIM_AFTER: back to its size.
+        wait_kept(&pool, 1);
+        let live: Vec<_> = arenas.iter().filter_map(|a| a.upgrade()).collect();
+        assert_eq!(live.len(), 1, "trimmed pairs live on");
+        let (arena, _) = pool.take().expect("the kept pair is handed out");
+        assert!(Arc::ptr_eq(&arena, &live[0]));
+    }
+
+    #[test]
+    fn a_pair_past_the_surge_bound_is_freed_by_the_resetter_once_its_guest_lets_go() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host, &limits, 1);
+        let guests: Vec<_> = (0..=SURGE)
+            .map(|_| pool.confinement(&limits).unwrap())
+            .collect();
+        let last = Arc::downgrade(&guests[SURGE].arena);
         // Past the bound: counted while it waits (it still holds its control block's buffer),
         // then freed.
-        drop(second);
-        assert!(pool.kept() >= 1);
+        drop(guests);
+        assert!(pool.kept() >= SURGE);
         wait_pending_none(&pool);
-        assert_eq!(pool.kept(), 1, "the pair past the bound was kept");
-        assert!(
-            freed.upgrade().is_none(),
-            "the pair past the bound lives on"
-        );
-        assert!(
-            kept.upgrade().is_some(),
-            "the pair within the bound was freed"
-        );
+        assert!(last.upgrade().is_none(), "the pair past the bound lives on");
+        assert!(pool.kept() <= SURGE, "the pool holds {} pairs", pool.kept());
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Stream capture: between cuStreamBeginCapture and cuStreamEndCapture, work queued on a
-//! capturing stream is recorded as graph nodes instead of running. Each capturing stream keeps
+//! capturing stream is recorded as graph nodes instead of running. The nodes go straight into
+//! the graph the capture ends with, made when it begins, so cuStreamGetCaptureInfo can hand out
+//! that graph while it is being built (as NVIDIA's driver does: the program may read it, or add
+//! nodes to it). Each capturing stream keeps
 //! the nodes the next one depends on. An event recorded on a capturing stream carries that set;
 //! a stream that waits on it joins the capture (fork) or merges the set (join). Ending the
 //! capture requires every forked stream to have been joined back into the origin stream.
@@ -28,13 +31,13 @@ pub(crate) struct Capture {
     /// Unique per capture (cuStreamGetCaptureInfo's id).
     pub(crate) id: u64,
     origin: u64,
+    /// The graph being built (a graph handle, registered from the start).
+    graph: u64,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// Nodes recorded so far: (handle, kind, dependencies).
-    nodes: Vec<(u64, NodeKind, Vec<u64>)>,
     /// Per capturing stream, the nodes its next node depends on.
     frontier: HashMap<u64, Vec<u64>>,
     invalidated: bool,
@@ -71,8 +74,8 @@ impl Capture {
             return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         }
         let deps = st.frontier.get(&stream).cloned().unwrap_or_default();
-        let node = graph::new_node_handle();
-        st.nodes.push((node, kind, deps));
+        // A graph the program destroyed mid-capture (NVIDIA forbids it) fails here.
+        let node = graph::add_node(self.graph, &deps, kind)?;
         st.frontier.insert(stream, vec![node]);
         Ok(())
     }
@@ -126,6 +129,7 @@ pub(crate) fn begin(stream: u64, mode: u32) -> CuResult<()> {
     let capture = Arc::new(Capture {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         origin: stream,
+        graph: graph::register(Vec::new(), false),
         state: Mutex::new(State::default()),
     });
     capture.state().frontier.insert(stream, Vec::new());
@@ -134,7 +138,8 @@ pub(crate) fn begin(stream: u64, mode: u32) -> CuResult<()> {
 }
 
 /// cuStreamEndCapture: the captured graph. Ends the capture on every stream in it; an
-/// invalidated capture or a forked stream never joined back is an error and no graph.
+/// invalidated capture or a forked stream never joined back is an error, and the graph is
+/// destroyed.
 pub(crate) fn end(stream: u64) -> CuResult<u64> {
     crate::stream::resolve_any(stream)?;
     let capture = active(stream).ok_or(CUresult::CUDA_ERROR_ILLEGAL_STATE)?;
@@ -148,17 +153,20 @@ pub(crate) fn end(stream: u64) -> CuResult<u64> {
     if let Some(events) = lock(&EVENTS).as_mut() {
         events.retain(|_, (id, _)| *id != capture.id);
     }
-    if st.invalidated {
-        return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    let failed = |e: CUresult| {
+        // Already gone if the program destroyed it mid-capture.
+        let _ = graph::destroy(capture.graph);
+        Err(e)
+    };
+    if st.invalidated || graph::nodes(capture.graph).is_err() {
+        return failed(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     }
     // Every node a forked stream ended on must precede the origin's frontier.
     let mut before: HashSet<u64> = HashSet::new();
     let mut todo: Vec<u64> = st.frontier.get(&stream).cloned().unwrap_or_default();
     while let Some(n) = todo.pop() {
-        if before.insert(n)
-            && let Some((_, _, deps)) = st.nodes.iter().find(|(h, ..)| *h == n)
-        {
-            todo.extend(deps);
+        if before.insert(n) {
+            todo.extend(graph::dependencies(n).unwrap_or_default());
         }
     }
     let unjoined = st
@@ -166,9 +174,9 @@ pub(crate) fn end(stream: u64) -> CuResult<u64> {
         .iter()
         .any(|(s, f)| *s != stream && f.iter().any(|n| !before.contains(n)));
     if unjoined {
-        return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+        return failed(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
     }
-    Ok(graph::register(st.nodes, false))
+    Ok(capture.graph)
 }
 
 /// cuStreamIsCapturing / cuStreamGetCaptureInfo's status and id.
@@ -181,13 +189,13 @@ pub(crate) fn status(stream: u64) -> CuResult<(u32, u64)> {
     })
 }
 
-/// cuStreamGetCaptureInfo's dependency list: a pointer valid until the capture next changes,
-/// and its length.
-pub(crate) fn frontier(stream: u64) -> Option<(*const u64, usize)> {
+/// cuStreamGetCaptureInfo's graph being built, and its dependency list: a pointer valid until
+/// the capture next changes, and its length.
+pub(crate) fn progress(stream: u64) -> Option<(u64, *const u64, usize)> {
     let c = active(stream)?;
     let mut st = c.state();
     st.shown = st.frontier.get(&stream).cloned().unwrap_or_default();
-    Some((st.shown.as_ptr(), st.shown.len()))
+    Some((c.graph, st.shown.as_ptr(), st.shown.len()))
 }
 
 /// Called by an operation a capturing stream cannot take (synchronize, query): invalidates

@@ -688,8 +688,7 @@ pub(crate) fn register(nodes: Vec<(u64, NodeKind, Vec<u64>)>, embedded: bool) ->
     handle
 }
 
-/// A fresh node handle for a node stream capture is building (registered with its graph at
-/// the end of the capture).
+/// A fresh node handle for a node of a copied graph (registered with it by [`register`]).
 pub(crate) fn new_node_handle() -> u64 {
     crate::driver::new_handle(Tag::GraphNode)
 }

@@ -51,6 +51,7 @@ mod launch;
 mod library;
 mod link;
 pub mod loader;
+mod managed_vars;
 mod memop;
 mod memory;
 mod module;

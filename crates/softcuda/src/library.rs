@@ -27,6 +27,8 @@ pub(crate) struct Library {
     program: Result<Arc<ptxvm::Module>, CUresult>,
     /// Kernel handles, in the program's kernel order.
     kernels: Vec<u64>,
+    /// The names of the program's managed variables (`.attribute(.managed)` globals).
+    managed: Vec<String>,
     /// Context id → this library's module there; `None` once unloaded, so a lazy load racing
     /// the unload cannot leave a module behind.
     modules: Mutex<Option<HashMap<u64, u64>>>,
@@ -70,11 +72,15 @@ impl Kernel {
     }
 }
 
-/// cuLibraryLoadData's core: registers a decoded program (or the error decoding gave) and one
-/// kernel handle per entry. No context is needed (nor touched) until a module is wanted.
-pub(crate) fn load(program: CuResult<ptxvm::Module>) -> CuResult<u64> {
+/// cuLibraryLoadData's core: registers a decoded program with its managed variables' names (or
+/// the error decoding gave) and one kernel handle per entry. No context is needed (nor touched)
+/// until a module is wanted.
+pub(crate) fn load(decoded: CuResult<(ptxvm::Module, Vec<String>)>) -> CuResult<u64> {
     driver::ensure_init()?;
-    let program = program.map(Arc::new);
+    let (program, managed) = match decoded {
+        Ok((vm, managed)) => (Ok(Arc::new(vm)), managed),
+        Err(code) => (Err(code), Vec::new()),
+    };
     let count = program.as_ref().map_or(0, |vm| vm.kernels().len());
     let kernels: Vec<u64> = (0..count)
         .map(|_| driver::new_handle(Tag::Kernel))
@@ -83,6 +89,7 @@ pub(crate) fn load(program: CuResult<ptxvm::Module>) -> CuResult<u64> {
         Arc::new(Library {
             program: program.clone(),
             kernels: kernels.clone(),
+            managed,
             modules: Mutex::new(Some(HashMap::new())),
         })
     });
@@ -167,11 +174,14 @@ pub(crate) fn global(handle: u64, name: &str) -> CuResult<(u64, u64)> {
     module::global(module_of(handle)?, name)
 }
 
-/// cuLibraryGetManaged: softcuda has no managed variables (ptxvm declines `.managed`), so every
-/// name is `CUDA_ERROR_NOT_FOUND`, as it is on NVIDIA for a variable that is not managed.
-pub(crate) fn managed(handle: u64) -> CuResult<(u64, u64)> {
-    get(handle)?;
-    Err(CUresult::CUDA_ERROR_NOT_FOUND)
+/// cuLibraryGetManaged: (address, size) of a managed variable, in the current context's module
+/// (softcuda's device memory is host memory, so it is reachable from the host as it is); a
+/// variable that is not managed is `CUDA_ERROR_NOT_FOUND`, as on NVIDIA.
+pub(crate) fn managed(handle: u64, name: &str) -> CuResult<(u64, u64)> {
+    if !get(handle)?.managed.iter().any(|m| m == name) {
+        return Err(CUresult::CUDA_ERROR_NOT_FOUND);
+    }
+    global(handle, name)
 }
 
 /// cuLibraryGetUnifiedFunction: softcuda has no unified function pointers (the device answers 0

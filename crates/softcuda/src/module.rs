@@ -95,9 +95,17 @@ pub(crate) fn load_error(e: &ptxvm::Error) -> LoadError {
     (code, e.to_string())
 }
 
-/// Decodes PTX text, with the code and log a failed load answers.
+/// Decodes PTX text, with the code and log a failed load answers. Managed variables become
+/// plain globals (see managed_vars.rs).
 pub(crate) fn decode(ptx: &str) -> Result<ptxvm::Module, LoadError> {
-    ptxvm::Module::load(ptx).map_err(|e| load_error(&e))
+    decode_managed(ptx).map(|(vm, _managed)| vm)
+}
+
+/// [`decode`], and the names of the program's managed variables.
+pub(crate) fn decode_managed(ptx: &str) -> Result<(ptxvm::Module, Vec<String>), LoadError> {
+    let (text, managed) = crate::managed_vars::strip(ptx);
+    let vm = ptxvm::Module::load(&text).map_err(|e| load_error(&e))?;
+    Ok((vm, managed))
 }
 
 /// Loads PTX text into the current context: decodes it and allocates its globals. As on

@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_int, c_uint};
 
 use crate::driver::{self, RUNTIME_VERSION};
-use crate::status::{self, api, check, put};
+use crate::status::{self, Rt, api, check, put};
 use crate::{context, properties};
 
 /// The CUDA version the driver supports; 0 (and success) when no driver can be loaded, as the
@@ -177,15 +177,33 @@ pub(crate) unsafe extern "C" fn cudaGetDeviceFlags(flags: *mut c_uint) -> c_int 
     })
 }
 
+/// The `cudaLimit` values (`cudaLimitStackSize` 0 … `cudaLimitPersistingL2CacheSize` 6), the
+/// same numbers as the driver's `CUlimit`; the driver has more (`CU_LIMIT_SHMEM_SIZE`, the CIG
+/// limits) that the runtime does not name.
+const RUNTIME_LIMITS: std::ops::RangeInclusive<c_int> = 0..=6;
+
+/// Refuses a limit the runtime does not have with `cudaErrorUnsupportedLimit`, as NVIDIA
+/// documents, before the driver is asked: the drivers answer differently (softcuda
+/// UNSUPPORTED_LIMIT, NVIDIA's INVALID_VALUE on the H200), and the runtime's answer must not
+/// depend on which one runs below it.
+fn runtime_limit(limit: c_int) -> Result<c_int, Rt> {
+    if RUNTIME_LIMITS.contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(status::code::UNSUPPORTED_LIMIT)
+    }
+}
+
 /// One `cudaLimit` of the current context (the driver's `CUlimit` numbers).
 pub(crate) unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> c_int {
     api(|| {
         if value.is_null() {
             return Err(status::code::INVALID_VALUE);
         }
+        let limit = runtime_limit(limit)?;
         let d = context::current()?;
         let mut v = 0;
-        // SAFETY: `v` is a valid out-pointer; the driver checks the limit.
+        // SAFETY: `v` is a valid out-pointer; the limit is one the runtime names.
         check(unsafe { (d.cuCtxGetLimit)(&mut v, limit) })?;
         // SAFETY: the contract above.
         unsafe { put(value, v) }
@@ -195,8 +213,9 @@ pub(crate) unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_i
 /// Sets one `cudaLimit` of the current context.
 pub(crate) unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> c_int {
     api(|| {
+        let limit = runtime_limit(limit)?;
         let d = context::current()?;
-        // SAFETY: plain values; the driver checks the limit and the value.
+        // SAFETY: plain values; the limit is one the runtime names, the driver checks the value.
         check(unsafe { (d.cuCtxSetLimit)(limit, value) })
     })
 }
@@ -261,4 +280,53 @@ pub(crate) unsafe extern "C" fn cudaProfilerStop() -> c_int {
         // SAFETY: no arguments; a context is current.
         check(unsafe { (d.cuProfilerStop)() })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::c_void;
+
+    use super::*;
+
+    #[test]
+    fn limits_the_runtime_does_not_name_are_unsupported_before_the_driver_is_asked() {
+        let mut v = 0usize;
+        // 7 is the driver's CU_LIMIT_SHMEM_SIZE, which cudaLimit does not have.
+        for limit in [-1, 7, 0x7777] {
+            // SAFETY: `v` is a live usize.
+            let r = unsafe { cudaDeviceGetLimit(&mut v, limit) };
+            assert_eq!(r, status::code::UNSUPPORTED_LIMIT.0, "get {limit}");
+            // SAFETY: plain values.
+            let r = unsafe { cudaDeviceSetLimit(limit, 1024) };
+            assert_eq!(r, status::code::UNSUPPORTED_LIMIT.0, "set {limit}");
+        }
+        assert_eq!(status::take_last(), status::code::UNSUPPORTED_LIMIT.0);
+    }
+
+    /// NULL out-pointers and a NULL launch configuration that NVIDIA's runtime does not check
+    /// (its documentation lists no cudaErrorInvalidValue for them; runtime_features.cu no
+    /// longer passes them, as the program must survive NVIDIA's runtime): softcudart refuses
+    /// them before any driver call.
+    #[test]
+    fn null_pointers_nvidia_leaves_unchecked_are_invalid_value_here() {
+        let invalid = status::code::INVALID_VALUE.0;
+        // SAFETY: NULL is what is being refused; nothing is written through it.
+        unsafe {
+            assert_eq!(cudaGetDeviceFlags(std::ptr::null_mut()), invalid);
+            assert_eq!(cudaDeviceGetCacheConfig(std::ptr::null_mut()), invalid);
+            let kernel = 0x50 as *const c_void;
+            assert_eq!(
+                crate::api_func::cudaFuncGetAttributes(std::ptr::null_mut(), kernel),
+                invalid
+            );
+            assert_eq!(
+                crate::api_launch::cudaLaunchKernelExC(
+                    std::ptr::null(),
+                    kernel,
+                    std::ptr::null_mut()
+                ),
+                invalid
+            );
+        }
+    }
 }

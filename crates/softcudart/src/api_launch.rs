@@ -46,9 +46,21 @@ pub(crate) unsafe extern "C" fn __cudaRegisterFunction(
     _warp_size: *mut c_int,
 ) {
     // SAFETY: `name` is NULL or the kernel's NUL-terminated name (the contract above).
-    let _ = std::panic::catch_unwind(|| unsafe {
-        registry::register(Symbol::Kernel, handle, host, name)
-    });
+    unsafe { record(Symbol::Kernel, handle, host, name) }
+}
+
+/// [`registry::register`], never unwinding into the program's start-up code.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+unsafe fn record(
+    symbol: Symbol,
+    handle: *mut *mut c_void,
+    host: *const c_char,
+    name: *const c_char,
+) {
+    // SAFETY: the caller's contract.
+    let _ = std::panic::catch_unwind(|| unsafe { registry::register(symbol, handle, host, name) });
 }
 
 /// Records a `__device__` or `__constant__` variable: its host shadow `host` and device name.
@@ -64,12 +76,29 @@ pub(crate) unsafe extern "C" fn __cudaRegisterVar(
     _global: c_int,
 ) {
     // SAFETY: `name` is NULL or the variable's NUL-terminated name (the contract above).
-    let _ = std::panic::catch_unwind(|| unsafe {
-        registry::register(Symbol::Variable, handle, host, name)
-    });
+    unsafe { record(Symbol::Variable, handle, host, name) }
 }
 
-/// Loads the fatbin's module now; 1 on success, 0 on failure (its error is the last error).
+/// Records a `__managed__` variable: the address of the host pointer nvcc's code reaches it
+/// through (set when the fatbin loads) and its device name.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe extern "C" fn __cudaRegisterManagedVar(
+    handle: *mut *mut c_void,
+    host_pointer: *mut *mut c_void,
+    _device_address: *mut c_char,
+    name: *const c_char,
+    _ext: c_int,
+    _size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    let host = host_pointer.cast_const().cast();
+    // SAFETY: `name` is NULL or the variable's NUL-terminated name (the contract above).
+    unsafe { record(Symbol::Managed, handle, host, name) }
+}
+
+/// Loads the fatbin's module now (and points its managed variables' host pointers at them); 1
+/// on success, 0 on failure (its error is the last error).
 pub(crate) unsafe extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
     c_char::from(api(|| registry::init_module(handle)) == 0)
 }

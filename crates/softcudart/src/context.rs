@@ -2,7 +2,9 @@
 //! device (0 until `cudaSetDevice`); the first call that needs a context finds none current and
 //! makes the device's primary context current, retaining it once per process (it is never
 //! released: the runtime holds it until exit). A context the program made current through the
-//! driver API is used as it is.
+//! driver API is used as it is. A retain that fails because a kernel faulted on the device
+//! earlier in the process (after `cudaDeviceReset`) is `cudaErrorDevicesUnavailable`, as NVIDIA's
+//! runtime reports it.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
@@ -177,9 +179,29 @@ fn primary(d: &Driver, device: c_int) -> Result<usize, Rt> {
     check(unsafe { (d.cuDeviceGet)(&mut dev, device) })?;
     let mut ctx: Handle = std::ptr::null_mut();
     // SAFETY: `ctx` is a valid out-pointer and `dev` a device handle from cuDeviceGet.
-    check(unsafe { (d.cuDevicePrimaryCtxRetain)(&mut ctx, dev) })?;
+    check(unsafe { (d.cuDevicePrimaryCtxRetain)(&mut ctx, dev) })
+        .map_err(unavailable_if_faulted)?;
     primary.push((device, ctx as usize));
     Ok(ctx as usize)
+}
+
+/// The kernel faults the driver keeps for the rest of the process: illegal address (700),
+/// launch timeout (702), assert (710), hardware stack error (714) to launch failed (719).
+fn is_fault(e: Rt) -> bool {
+    matches!(e.0, 700 | 702 | 710 | 714..=719)
+}
+
+/// What a failed primary-context retain becomes: `cudaErrorDevicesUnavailable` where the device
+/// faulted earlier in the process (both drivers answer the fault to a retain after the reset
+/// that `cudaDeviceReset` does, and NVIDIA's runtime 13 answered 46 to the `cudaMalloc` that
+/// followed on the H200: runtime_semantics.cu, bench/h200-runs/2026-12-02-s14/27dee54; seen for
+/// 700, the other faults assumed alike); any other error as the driver gave it.
+fn unavailable_if_faulted(e: Rt) -> Rt {
+    if is_fault(e) {
+        code::DEVICES_UNAVAILABLE
+    } else {
+        e
+    }
 }
 
 /// `cudaDeviceReset`: destroys the primary context of this thread's device (of the current
@@ -265,4 +287,19 @@ pub(crate) fn get_device() -> Result<c_int, Rt> {
     // SAFETY: `dev` is a valid out-pointer; a context is current.
     check(unsafe { (d.cuCtxGetDevice)(&mut dev) })?;
     Ok(dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retain_failing_with_a_kernel_fault_is_devices_unavailable_and_other_errors_pass() {
+        for fault in [700, 702, 710, 714, 715, 716, 717, 718, 719] {
+            assert_eq!(unavailable_if_faulted(Rt(fault)), code::DEVICES_UNAVAILABLE);
+        }
+        for other in [1, 2, 101, 201, 713, 720, 999] {
+            assert_eq!(unavailable_if_faulted(Rt(other)), Rt(other));
+        }
+    }
 }

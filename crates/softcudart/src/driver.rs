@@ -115,6 +115,7 @@ driver_table! {
     cuLibraryUnload(Handle);
     cuLibraryGetKernel(*mut Handle, Handle, *const c_char);
     cuLibraryGetGlobal(*mut DevPtr, *mut usize, Handle, *const c_char);
+    cuLibraryGetManaged(*mut DevPtr, *mut usize, Handle, *const c_char);
     cuKernelGetFunction(*mut Handle, Handle);
     cuLaunchKernel(
         Handle,

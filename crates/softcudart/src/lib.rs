@@ -11,7 +11,8 @@
 //! [`launch`] the `<<<>>>` configuration stack and kernel launches; [`properties`] the
 //! `cudaDeviceProp` layout; the `api_*` modules are the exported calls by family (devices,
 //! memory, pitched memory, host memory, stream-ordered pools, streams and events, launches,
-//! function attributes, graphs and capture), all listed once in [`exports!`] below.
+//! function attributes, graphs and capture, and the per-thread default stream build's `_ptsz` /
+//! `_ptds` forms of them), all listed once in [`exports!`] below.
 //!
 //! Only the listed calls exist: a program calling any other runtime function fails to load (or at
 //! its first call, with lazy binding) naming the missing symbol, rather than meeting a stub.
@@ -22,6 +23,7 @@ mod api_graph;
 mod api_host;
 mod api_launch;
 mod api_memory;
+mod api_per_thread;
 mod api_pitched;
 mod api_pool;
 mod api_stream;
@@ -68,6 +70,7 @@ exports! {
     api_launch::__cudaUnregisterFatBinary,
     api_launch::__cudaRegisterFunction,
     api_launch::__cudaRegisterVar,
+    api_launch::__cudaRegisterManagedVar,
     api_launch::__cudaInitModule,
     api_launch::__cudaPushCallConfiguration,
     api_launch::__cudaPopCallConfiguration,
@@ -172,4 +175,36 @@ exports! {
     api_graph::cudaThreadExchangeStreamCaptureMode,
     api_launch::cudaLaunchKernelExC,
     api_graph::cudaStreamGetCaptureInfo,
+    api_per_thread::cudaMemcpyAsync_ptsz,
+    api_per_thread::cudaMemcpyToSymbolAsync_ptsz,
+    api_per_thread::cudaMemcpyFromSymbolAsync_ptsz,
+    api_per_thread::cudaMemsetAsync_ptsz,
+    api_per_thread::cudaMemcpy2DAsync_ptsz,
+    api_per_thread::cudaMemset2DAsync_ptsz,
+    api_per_thread::cudaStreamSynchronize_ptsz,
+    api_per_thread::cudaStreamQuery_ptsz,
+    api_per_thread::cudaStreamGetFlags_ptsz,
+    api_per_thread::cudaStreamGetPriority_ptsz,
+    api_per_thread::cudaStreamWaitEvent_ptsz,
+    api_per_thread::cudaEventRecord_ptsz,
+    api_per_thread::cudaEventRecordWithFlags_ptsz,
+    api_per_thread::cudaStreamAddCallback_ptsz,
+    api_per_thread::cudaLaunchHostFunc_ptsz,
+    api_per_thread::cudaStreamBeginCapture_ptsz,
+    api_per_thread::cudaStreamEndCapture_ptsz,
+    api_per_thread::cudaStreamIsCapturing_ptsz,
+    api_per_thread::cudaStreamGetCaptureInfo_ptsz,
+    api_per_thread::cudaGraphLaunch_ptsz,
+    api_per_thread::cudaGraphUpload_ptsz,
+    api_per_thread::cudaMallocAsync_ptsz,
+    api_per_thread::cudaFreeAsync_ptsz,
+    api_per_thread::cudaLaunchKernel_ptsz,
+    api_per_thread::__cudaLaunchKernel_ptsz,
+    api_per_thread::cudaLaunchKernelExC_ptsz,
+    api_per_thread::cudaMemcpy_ptds,
+    api_per_thread::cudaMemcpyToSymbol_ptds,
+    api_per_thread::cudaMemcpyFromSymbol_ptds,
+    api_per_thread::cudaMemset_ptds,
+    api_per_thread::cudaMemcpy2D_ptds,
+    api_per_thread::cudaMemset2D_ptds,
 }

@@ -1,9 +1,16 @@
 //! What nvcc's generated host code registers at program start: each translation unit's fatbin
 //! (`__cudaRegisterFatBinary`), each kernel's host stub with its device name
-//! (`__cudaRegisterFunction`) and each `__device__`/`__constant__` variable's host shadow with
-//! its name (`__cudaRegisterVar`). Nothing touches the driver then; a fatbin becomes a driver
+//! (`__cudaRegisterFunction`), each `__device__`/`__constant__` variable's host shadow with
+//! its name (`__cudaRegisterVar`) and each `__managed__` variable's host pointer with its name
+//! (`__cudaRegisterManagedVar`). Nothing touches the driver then; a fatbin becomes a driver
 //! library (`cuLibraryLoadData`, context-independent, as NVIDIA's runtime loads it) the first
-//! time one of its kernels is wanted, and a kernel is found by the address of its host stub.
+//! time one of its kernels or variables is wanted, or at `__cudaInitModule`, and a kernel is
+//! found by the address of its host stub.
+//!
+//! A `__managed__` variable is reached from host code through a pointer nvcc declares beside it
+//! (`static int *counter`): every host use of the variable first calls `__cudaInitModule` once,
+//! then dereferences that pointer. So when a fatbin's library loads, each of its managed
+//! variables' pointers is set to the variable's managed address (`cuLibraryGetManaged`).
 //!
 //! The handles given to the program are keys here: a handle the program passes back is looked up
 //! before anything is read through it, so a stale or foreign one is ignored, never dereferenced.
@@ -57,6 +64,8 @@ struct Registry {
     functions: HashMap<usize, Function>,
     /// By the address of the variable's host shadow (what `cudaMemcpyToSymbol` is given).
     variables: HashMap<usize, Variable>,
+    /// `__managed__` variables, by the address of the host pointer nvcc reaches them through.
+    managed: HashMap<usize, Variable>,
 }
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
@@ -135,6 +144,7 @@ pub(crate) fn unregister_fatbin(handle: *mut *mut c_void) {
     };
     reg.functions.retain(|_, f| f.fatbin != handle as usize);
     reg.variables.retain(|_, v| v.fatbin != handle as usize);
+    reg.managed.retain(|_, v| v.fatbin != handle as usize);
     drop(reg);
     // SAFETY: the handle was made by Box::into_raw in register_fatbin and, having just been
     // removed from the registry, is freed exactly once.
@@ -158,6 +168,9 @@ pub(crate) enum Symbol {
     /// A `__device__` or `__constant__` variable, by its host shadow (an unregistered one is
     /// `cudaErrorInvalidSymbol`).
     Variable,
+    /// A `__managed__` variable, by the address of its host pointer (`void **`), which is set
+    /// when its fatbin loads.
+    Managed,
 }
 
 /// Records `host` as the kernel or variable `name` of the fatbin `handle`. An unknown handle or
@@ -195,6 +208,9 @@ pub(crate) unsafe fn register(
         }
         Symbol::Variable => {
             reg.variables.insert(host, Variable { fatbin, name });
+        }
+        Symbol::Managed => {
+            reg.managed.insert(host, Variable { fatbin, name });
         }
     }
 }
@@ -245,7 +261,36 @@ fn library(reg: &mut Registry, handle: usize) -> Result<Handle, Rt> {
         )
     })?;
     fatbin.library = Some(lib as usize);
+    if let Err(e) = point_managed(reg, handle, lib) {
+        // Unloaded, so the next use tries again (and a host pointer is never left half set).
+        if let Some(f) = reg.fatbins.get_mut(&handle) {
+            f.library = None;
+        }
+        // SAFETY: `lib` was just loaded by this runtime and nothing else holds it yet.
+        let _ = unsafe { (d.cuLibraryUnload)(lib) };
+        return Err(e);
+    }
     Ok(lib)
+}
+
+/// Sets the host pointer of each managed variable of the fatbin `handle` to the variable's
+/// managed address in the just-loaded library `lib`.
+fn point_managed(reg: &Registry, handle: usize, lib: Handle) -> Result<(), Rt> {
+    let mut found = Vec::new();
+    for (&host, v) in reg.managed.iter().filter(|(_, v)| v.fatbin == handle) {
+        // The library's managed memory lives in a context (softcuda's, in the current one).
+        let d = crate::context::current()?;
+        let (mut ptr, mut size) = (0, 0);
+        // SAFETY: valid out-pointers, a loaded library, a NUL-terminated name.
+        check(unsafe { (d.cuLibraryGetManaged)(&mut ptr, &mut size, lib, v.name.as_ptr()) })?;
+        found.push((host, ptr));
+    }
+    for (host, ptr) in found {
+        // SAFETY: `host` is the `void **` nvcc's registration code passed for this variable:
+        // the address of the program's static pointer to it, valid for the program's life.
+        unsafe { (host as *mut *mut c_void).write(ptr as *mut c_void) };
+    }
+    Ok(())
 }
 
 /// `__cudaInitModule`: loads the fatbin `handle` now.

@@ -27,11 +27,13 @@ pub(crate) mod code {
     pub(crate) const INVALID_SYMBOL: Rt = Rt(13);
     pub(crate) const INVALID_MEMCPY_DIRECTION: Rt = Rt(21);
     pub(crate) const INSUFFICIENT_DRIVER: Rt = Rt(35);
+    pub(crate) const DEVICES_UNAVAILABLE: Rt = Rt(46);
     pub(crate) const MISSING_CONFIGURATION: Rt = Rt(52);
     pub(crate) const INVALID_DEVICE_FUNCTION: Rt = Rt(98);
     pub(crate) const NO_DEVICE: Rt = Rt(100);
     pub(crate) const INVALID_DEVICE: Rt = Rt(101);
     pub(crate) const INVALID_KERNEL_IMAGE: Rt = Rt(200);
+    pub(crate) const UNSUPPORTED_LIMIT: Rt = Rt(215);
     pub(crate) const INVALID_RESOURCE_HANDLE: Rt = Rt(400);
     pub(crate) const SYMBOL_NOT_FOUND: Rt = Rt(500);
     pub(crate) const NOT_READY: Rt = Rt(600);

@@ -2,8 +2,9 @@
 //! events replay as a graph (and nothing runs while capturing); a graph built node by node runs
 //! its kernels in dependency order, and a kernel-node parameter update on the executable graph
 //! changes later launches only; operations a capturing stream cannot take fail and invalidate
-//! the capture. Captures are thread-local and run alone (NVIDIA forbids some calls from other
-//! threads during a global capture).
+//! the capture; cuStreamGetCaptureInfo gives the graph being built, which holds each captured
+//! call as it is made and is the graph the capture ends with. Captures are thread-local and run
+//! alone (NVIDIA forbids some calls from other threads during a global capture).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -77,6 +78,15 @@ impl SaxpyArgs {
         p.kernelParams = self.ptrs.as_mut_ptr();
         p
     }
+}
+
+/// Destroys an executable graph and its graph (the stream it ran on is idle), each expected to
+/// succeed.
+fn destroy(steps: &mut Steps, exec: sys::CUgraphExec, graph: sys::CUgraph) {
+    // SAFETY: live handles, destroyed once each; nothing runs them any more.
+    let (e, g) = unsafe { (sys::cuGraphExecDestroy(exec), sys::cuGraphDestroy(graph)) };
+    steps.expect("cuGraphExecDestroy", e, CUresult::CUDA_SUCCESS);
+    steps.expect("cuGraphDestroy", g, CUresult::CUDA_SUCCESS);
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
@@ -230,19 +240,7 @@ fn captured_copies_fills_kernels_and_a_fork_join_replay_as_a_graph() {
         f32s(&host_y.read()) == want(6.0),
         || format!("{:?}", &f32s(&host_y.read())[..4]),
     );
-    // SAFETY: destroyed once each; the stream was synchronized.
-    unsafe {
-        steps.expect(
-            "cuGraphExecDestroy",
-            sys::cuGraphExecDestroy(exec),
-            CUresult::CUDA_SUCCESS,
-        );
-        steps.expect(
-            "cuGraphDestroy",
-            sys::cuGraphDestroy(graph),
-            CUresult::CUDA_SUCCESS,
-        );
-    }
+    destroy(&mut steps, exec, graph);
     steps.finish(&driver);
 }
 
@@ -429,5 +427,144 @@ fn capture_refuses_what_a_capturing_stream_cannot_do() {
             && capturing(&side) == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
         || "still capturing".into(),
     );
+    steps.finish(&driver);
+}
+
+/// cuStreamGetCaptureInfo_v3 on `s`: (result, status, graph being built, dependency nodes).
+fn capture_info(
+    s: &Stream,
+) -> (
+    CUresult,
+    sys::CUstreamCaptureStatus,
+    sys::CUgraph,
+    Vec<sys::CUgraphNode>,
+) {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let (mut id, mut graph, mut count) = (0u64, std::ptr::null_mut(), 0usize);
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut edges: *const sys::CUgraphEdgeData = std::ptr::null();
+    // SAFETY: valid out-pointers; a live stream.
+    let r = unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            s.raw(),
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut edges,
+            &mut count,
+        )
+    };
+    let deps = if deps.is_null() || count == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the driver's array of `count` nodes, valid until the capture next changes.
+        unsafe { std::slice::from_raw_parts(deps, count) }.to_vec()
+    };
+    (r, status, graph, deps)
+}
+
+/// The nodes of `graph`, in the driver's order.
+fn graph_nodes(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, CUresult> {
+    let mut count = 0usize;
+    // SAFETY: valid out-pointer; NULL nodes asks for the count only.
+    let r = unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count) };
+    if r != CUresult::CUDA_SUCCESS {
+        return Err(r);
+    }
+    if count == 0 {
+        // An array with room for no node is INVALID_VALUE (NVIDIA's driver 580).
+        return Ok(Vec::new());
+    }
+    let mut nodes = vec![std::ptr::null_mut(); count];
+    // SAFETY: room for `count` nodes.
+    let r = unsafe { sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count) };
+    if r != CUresult::CUDA_SUCCESS {
+        return Err(r);
+    }
+    nodes.truncate(count);
+    Ok(nodes)
+}
+
+#[test]
+fn capture_info_gives_the_graph_being_built_which_grows_with_each_captured_call() {
+    let _alone = exclusive_device();
+    let Some((t, driver)) = setup() else { return };
+    let mut steps = Steps::default();
+    let s = Stream::new(&t.ctx).expect("stream");
+    let z = DeviceBuffer::alloc(&t.ctx, 64).expect("z");
+    z.fill(0).expect("clear z");
+
+    steps.expect("cuStreamBeginCapture", begin(&s), CUresult::CUDA_SUCCESS);
+    let (r, status, building, deps) = capture_info(&s);
+    steps.expect("cuStreamGetCaptureInfo_v3", r, CUresult::CUDA_SUCCESS);
+    steps.check(
+        "capturing, into a graph, with nothing to depend on yet",
+        status == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+            && !building.is_null()
+            && deps.is_empty(),
+        || format!("{status:?} {building:?} {deps:?}"),
+    );
+    steps.check(
+        "the graph being built starts empty",
+        graph_nodes(building) == Ok(Vec::new()),
+        || format!("{:?}", graph_nodes(building)),
+    );
+
+    let mut latest = None;
+    for (count, value) in [(1, 1u8), (2, 2)] {
+        // SAFETY: a live buffer of 64 bytes and a live stream.
+        let r = unsafe { sys::cuMemsetD8Async(z.ptr(), value, 64, s.raw()) };
+        steps.expect("a captured fill", r, CUresult::CUDA_SUCCESS);
+        let (r, _, graph, deps) = capture_info(&s);
+        steps.expect("cuStreamGetCaptureInfo_v3 again", r, CUresult::CUDA_SUCCESS);
+        steps.check("the same graph", graph == building, || {
+            format!("{graph:?} then {building:?}")
+        });
+        let nodes = graph_nodes(building);
+        latest = deps.first().copied();
+        steps.check(
+            "the graph holds each fill so far, the latest being what comes next depends on",
+            nodes
+                .as_ref()
+                .is_ok_and(|n| n.len() == count && deps.len() == 1 && n.contains(&deps[0])),
+            || format!("{nodes:?} deps {deps:?}"),
+        );
+    }
+    let mut kind = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+    // SAFETY: valid out-pointer; a node of the graph being built (or NULL, refused).
+    let r = unsafe { sys::cuGraphNodeGetType(latest.unwrap_or(std::ptr::null_mut()), &mut kind) };
+    steps.expect(
+        "cuGraphNodeGetType of a captured node",
+        r,
+        CUresult::CUDA_SUCCESS,
+    );
+    steps.check(
+        "a captured fill is a memset node",
+        kind == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMSET,
+        || format!("{kind:?}"),
+    );
+
+    let (r, graph) = end(&s);
+    steps.expect("cuStreamEndCapture", r, CUresult::CUDA_SUCCESS);
+    steps.check(
+        "the capture ends with the graph it built",
+        graph == building,
+        || format!("{graph:?}, built {building:?}"),
+    );
+    let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+    // SAFETY: valid out-pointer and a live graph.
+    let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+    steps.expect("cuGraphInstantiateWithFlags", r, CUresult::CUDA_SUCCESS);
+    // SAFETY: a live executable graph and stream.
+    let r = unsafe { sys::cuGraphLaunch(exec, s.raw()) };
+    steps.expect("cuGraphLaunch", r, CUresult::CUDA_SUCCESS);
+    s.synchronize().expect("sync");
+    steps.check(
+        "the fills ran in order",
+        z.to_vec().expect("z").iter().all(|b| *b == 2),
+        || "z not 2".into(),
+    );
+    destroy(&mut steps, exec, graph);
     steps.finish(&driver);
 }

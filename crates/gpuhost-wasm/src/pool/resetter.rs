@@ -6,7 +6,8 @@
 //! pair: under steady load a give then finds it awake and wakes nobody (a futex wake per request
 //! otherwise). Idle, it sleeps until a give wakes it. The watchdog wakes it once it has let go
 //! of dropped guests' watches (the usual last holder; [`watches_released`]), so a pair is reset
-//! as soon as it is free rather than at the next tick.
+//! as soon as it is free rather than at the next tick. Once nothing waits, it trims pools that
+//! have gone unused back to their size ([`SandboxPool::trim`]).
 //!
 //! Its driver calls (a memset and an event record per pair, freeing an arena) may wait inside
 //! libcuda behind another thread's call that waits for the device (watchdog.rs says which); the
@@ -22,7 +23,8 @@ use super::SandboxPool;
 const TICK: Duration = crate::watchdog::TICK;
 /// How long the thread keeps ticking after the last pair it waited for was reset.
 const LINGER: Duration = Duration::from_millis(50);
-/// The longest idle sleep (a give or the watchdog wakes it before; this only bounds a miss).
+/// The longest idle sleep (a give or the watchdog wakes it before; this bounds a missed wake,
+/// and how soon after [`super::TRIM_AFTER`] an unused pool is trimmed).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// The thread makes a pass.
@@ -85,14 +87,20 @@ impl Resetter {
             for pool in &pools {
                 pool.reset_free();
             }
-            // Outside the lock: the last handle of a pool may be this one, and dropping it frees
-            // its pairs.
-            drop(pools);
             let now = Instant::now();
             if self.held.load(Ordering::SeqCst) > 0 {
                 last_held = now;
             }
             let lingering = now.duration_since(last_held) < LINGER;
+            if !lingering {
+                // Nothing waits: pools unused for a while go back to their size.
+                for pool in &pools {
+                    pool.trim();
+                }
+            }
+            // Outside the lock: the last handle of a pool may be this one, and dropping it frees
+            // its pairs.
+            drop(pools);
             let g = lock(&self.pools);
             self.state
                 .store(if lingering { TICKING } else { IDLE }, Ordering::SeqCst);

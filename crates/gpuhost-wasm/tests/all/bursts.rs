@@ -73,12 +73,24 @@ async fn a_sandboxed_guests_batches_hold_at_most_one_watched_segment_of_launches
     let Some((rt, _device)) = device().await else {
         return;
     };
-    // 23 launches: 8 + 8 + 7, all replayed, through two graph shapes (8 launches, and 7);
-    // trusted, the same burst is one graph of 23.
-    let o = run(rt, &["cap", "23"], Limits::default()).await;
+    // 23 launches: 8 + 8 + 7, all replayed, through two graph shapes (8 launches, and 7),
+    // even with max_graph_batch 32; trusted, the same burst is then one graph of 23.
+    let wide = Limits {
+        max_graph_batch: 32,
+        ..Limits::default()
+    };
+    let o = run(rt, &["cap", "23"], wide.clone()).await;
     assert_eq!(o.graph_launches, 23);
     assert_eq!(o.held_at_exit.cached_graphs, 2, "batches past 8 launches");
-    let whole = run(rt, &["cap", "23"], trusted()).await;
+    let whole = run(
+        rt,
+        &["cap", "23"],
+        Limits {
+            sandbox: false,
+            ..wide
+        },
+    )
+    .await;
     assert_eq!(whole.held_at_exit.cached_graphs, 1);
     assert_eq!(stdout(&o), stdout(&whole));
 }

@@ -350,8 +350,8 @@ exports! {
         Ok(())
     }
 
-    /// Capture status, id and the nodes the next captured node will depend on (the graph
-    /// being captured into is not available before the capture ends: NULL).
+    /// Capture status, id, the graph being captured into (the one cuStreamEndCapture will
+    /// return, built as the capture goes) and the nodes the next captured node will depend on.
     fn cuStreamGetCaptureInfo_v2(hStream: CUstream, status: *mut c_uint, id: *mut u64, graphOut: *mut Graph, deps: *mut *const Node, numDeps: *mut usize) {
         // SAFETY: each pointer is NULL or writable (cuda.h): capture_info's contract.
         unsafe { capture_info(hStream, status, id, graphOut, deps, std::ptr::null_mut(), numDeps) }
@@ -392,7 +392,8 @@ unsafe fn capture_info(
     num: *mut usize,
 ) -> CuResult<()> {
     let (st, cid) = capture::status(handle_value(hStream))?;
-    let (list, n) = capture::frontier(handle_value(hStream)).unwrap_or((std::ptr::null(), 0));
+    let (graph, list, n) =
+        capture::progress(handle_value(hStream)).unwrap_or((0, std::ptr::null(), 0));
     // SAFETY: every pointer is written only when non-null (caller contract: writable).
     unsafe {
         abi::write(status, st)?;
@@ -401,7 +402,7 @@ unsafe fn capture_info(
                 abi::write(id, cid)?;
             }
             if !graph_out.is_null() {
-                abi::write(graph_out, std::ptr::null_mut())?;
+                abi::write(graph_out, p(graph))?;
             }
             if !deps.is_null() {
                 // Node handles are u64 values, laid out as the pointer-sized CUgraphNode.

@@ -78,8 +78,15 @@ unsafe fn load(
     // SAFETY: forwarded caller contract.
     unsafe { check_library_options(o.library_count, o.library, o.library_values, from_file) }?;
     // SAFETY: forwarded caller contract (the JIT arrays as cuModuleLoadDataEx takes them).
-    let program =
-        unsafe { jit::load_image(image, o.jit_count, o.jit, o.jit_values, module::decode) };
+    let program = unsafe {
+        jit::load_image(
+            image,
+            o.jit_count,
+            o.jit,
+            o.jit_values,
+            module::decode_managed,
+        )
+    };
     // A NULL image is refused now; an image that does not decode loads, and the calls that need
     // its program answer why (NVIDIA's driver 580 defers these errors the same way).
     if let Err(CUresult::CUDA_ERROR_INVALID_VALUE) = program {
@@ -174,16 +181,17 @@ exports! {
         unsafe { abi::write_global(dptr, bytes, global) }
     }
 
-    /// Managed variables: softcuda has none, so every name is `CUDA_ERROR_NOT_FOUND`.
+    /// A managed variable's address and size (`CUDA_ERROR_NOT_FOUND` for one that is not
+    /// managed).
     fn cuLibraryGetManaged(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char) {
         if dptr.is_null() && bytes.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         // SAFETY: `name` is NULL (refused) or NUL-terminated: the export's contract.
-        unsafe { abi::symbol_name(name) }?;
-        let global = library::managed(handle_value(library))?;
-        // SAFETY: as in cuLibraryGetGlobal (never reached while softcuda has no managed
-        // variables).
+        let name = unsafe { abi::symbol_name(name) }?;
+        let global = library::managed(handle_value(library), name)?;
+        // SAFETY: `dptr` and `bytes` are cuLibraryGetManaged's out-pointers: each NULL or
+        // writable per cuda.h.
         unsafe { abi::write_global(dptr, bytes, global) }
     }
 

@@ -1,7 +1,9 @@
 //! The library API's guarantees beyond what the conformance tests compare with NVIDIA: a
 //! CUkernel, a CUfunction, a CUlibrary and a CUmodule are never taken for one another (each
 //! handle value carries its kind); an undefined library option is refused; a library outlives
-//! the contexts it was loaded in, and a context made after a reset gets a fresh module of it.
+//! the contexts it was loaded in, and a context made after a reset gets a fresh module of it; a
+//! managed variable (`.attribute(.managed)`) is found by cuLibraryGetManaged and is one variable
+//! for the host and kernels.
 
 use std::ffi::{CString, c_char, c_uint, c_void};
 use std::path::PathBuf;
@@ -220,4 +222,89 @@ fn an_unloaded_library_and_its_kernels_are_stale_handles_never_reused_memory() {
     // SAFETY: unloading a stale handle is the behaviour under test.
     let r = unsafe { cuLibraryUnload(lib) };
     assert_eq!(r, CUresult::CUDA_ERROR_INVALID_HANDLE, "unloading twice");
+}
+
+/// A module with a managed variable, as nvcc emits one for `__managed__ unsigned hits = 7;`,
+/// and a kernel `hit()` that adds 1 to it.
+const MANAGED_PTX: &core::ffi::CStr = c"
+.version 7.0
+.target sm_80
+.address_size 64
+.global .attribute(.managed) .align 4 .u32 hits = 7;
+.global .align 4 .u32 plain;
+.visible .entry hit()
+{
+    .reg .b32 %r<2>;
+    ld.global.u32 %r1, [hits];
+    add.u32 %r1, %r1, 1;
+    st.global.u32 [hits], %r1;
+    ret;
+}
+";
+
+#[test]
+fn a_managed_variable_is_found_by_name_and_shared_by_host_and_kernels() {
+    let _g = serial();
+    fresh_primary();
+    let mut lib: CUlibrary = null_mut();
+    // SAFETY: valid out-pointer and NUL-terminated image; no options.
+    ok(unsafe {
+        cuLibraryLoadData(
+            &mut lib,
+            MANAGED_PTX.as_ptr().cast(),
+            null_mut(),
+            null_mut(),
+            0,
+            null_mut(),
+            null_mut(),
+            0,
+        )
+    });
+    let (mut dptr, mut size): (CUdeviceptr, usize) = (0, 0);
+    // SAFETY: valid out-pointers and NUL-terminated names.
+    unsafe {
+        ok(cuLibraryGetManaged(
+            &mut dptr,
+            &mut size,
+            lib,
+            c"hits".as_ptr(),
+        ));
+        assert_eq!(
+            cuLibraryGetManaged(&mut dptr, &mut size, lib, c"plain".as_ptr()),
+            CUresult::CUDA_ERROR_NOT_FOUND,
+            "a variable that is not managed"
+        );
+    }
+    assert_eq!(size, 4);
+    let host = dptr as *mut u32;
+    // SAFETY: managed memory is host memory at its device address; no kernel runs now.
+    assert_eq!(unsafe { host.read_volatile() }, 7, "the initial value");
+    // SAFETY: as above.
+    unsafe { host.write_volatile(40) };
+    let (r, k) = kernel(lib, c"hit");
+    ok(r);
+    let mut f: CUfunction = null_mut();
+    // SAFETY: valid out-pointer, kernel, and the kernel takes no parameters.
+    unsafe {
+        ok(cuKernelGetFunction(&mut f, k));
+        ok(cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        ));
+        ok(cuCtxSynchronize());
+    }
+    // SAFETY: as above; the kernel has finished.
+    let after = unsafe { host.read_volatile() };
+    assert_eq!(after, 41, "the host's write, plus the kernel's 1");
+    // SAFETY: loaded above, unloaded once.
+    ok(unsafe { cuLibraryUnload(lib) });
 }

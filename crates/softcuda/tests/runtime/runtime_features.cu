@@ -9,6 +9,11 @@
 // Built with `nvcc -cudart shared`; run against NVIDIA's runtime and driver it is the reference
 // for softcudart. Prints "runtime features ok" and exits 0 on success; otherwise prints each
 // call whose answer differed (with its line) and exits 1.
+// Hostile inputs are only those NVIDIA's runtime documents an error for (a NULL out-pointer
+// where the call lists cudaErrorInvalidValue, a host function where it lists
+// cudaErrorInvalidDeviceFunction, a bad flag, device or limit): NVIDIA's runtime does not check
+// the rest (the program crashed under it on the H200 with some in: 27dee54); softcudart refuses
+// those too, and its unit tests check that.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,23 +54,6 @@ __global__ void fill_rows(unsigned char *p, size_t pitch, int width, int height)
     if (x < width && y < height) p[y * pitch + x] = (unsigned char)(x + 3 * y);
 }
 
-static void CUDART_CB count_call(void *counter) { ++*static_cast<int *>(counter); }
-
-// A stream callback: counts its calls, and the ones told of an error.
-static void CUDART_CB count_callback(cudaStream_t, cudaError_t status, void *counter) {
-    *static_cast<int *>(counter) += status == cudaSuccess ? 1 : 1000;
-}
-
-static bool holds(const int *host, int first, int n) {
-    for (int i = 0; i < n; i++) {
-        if (host[i] != first + i) {
-            std::printf("element %d is %d, want %d\n", i, host[i], first + i);
-            return false;
-        }
-    }
-    return true;
-}
-
 // Device initialisation, flags, limits and stream priorities.
 static int device_settings(int count) {
     EXPECT(cudaInitDevice(0, 0, 0), cudaSuccess);
@@ -76,7 +64,6 @@ static int device_settings(int count) {
     EXPECT(cudaGetDeviceFlags(&flags), cudaSuccess);
     // cudaDeviceMapHost may be reported too: it is implicit in the runtime.
     CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
-    FAILS(cudaGetDeviceFlags(nullptr), cudaErrorInvalidValue);
     FAILS(cudaSetDeviceFlags(0x10000), cudaErrorInvalidValue);
     EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleAuto), cudaSuccess);
 
@@ -129,7 +116,7 @@ static int stream_work(int count) {
     EXPECT(cudaEventRecordWithFlags(done, s, cudaEventRecordDefault), cudaSuccess);
     EXPECT(cudaEventSynchronize(done), cudaSuccess);
     CHECK(calls == 2);
-    if (!holds(host, 4, n)) return 1;
+    if (!holds_iota(host, 4, n)) return 1;
 
     cudaMemPool_t pool = nullptr;
     EXPECT(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
@@ -152,9 +139,8 @@ static int functions(const cudaDeviceProp &prop) {
     EXPECT(cudaFuncGetAttributes(&attr, sum_through_shared), cudaSuccess);
     CHECK(attr.maxThreadsPerBlock > 0 && attr.maxThreadsPerBlock <= prop.maxThreadsPerBlock);
     CHECK(attr.ptxVersion >= 10 && attr.maxDynamicSharedSizeBytes > 0);
-    FAILS(cudaFuncGetAttributes(nullptr, sum_through_shared), cudaErrorInvalidValue);
     // A host function never registered as a kernel: as a launch of one answers.
-    FAILS(cudaFuncGetAttributes(&attr, (const void *)&holds), cudaErrorInvalidResourceHandle);
+    FAILS(cudaFuncGetAttributes(&attr, (const void *)&holds_iota), cudaErrorInvalidResourceHandle);
 
     int *out = nullptr, sum = 0;
     EXPECT(cudaMalloc(&out, sizeof(int)), cudaSuccess);
@@ -180,13 +166,12 @@ static int functions(const cudaDeviceProp &prop) {
 
     // Cache preferences: recorded (a CPU has no cache split to choose).
     EXPECT(cudaFuncSetCacheConfig(add_one, cudaFuncCachePreferShared), cudaSuccess);
-    FAILS(cudaFuncSetCacheConfig((const void *)&holds, cudaFuncCachePreferShared),
+    FAILS(cudaFuncSetCacheConfig((const void *)&holds_iota, cudaFuncCachePreferShared),
           cudaErrorInvalidResourceHandle);
     cudaFuncCache cache = cudaFuncCachePreferEqual;
     EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferL1), cudaSuccess);
     EXPECT(cudaDeviceGetCacheConfig(&cache), cudaSuccess);
     EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone), cudaSuccess);
-    FAILS(cudaDeviceGetCacheConfig(nullptr), cudaErrorInvalidValue);
 
     int blocks = 0, min_grid = 0, block = 0;
     EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 256, 0), cudaSuccess);
@@ -258,7 +243,7 @@ static int host_memory(int count) {
     EXPECT(cudaHostGetDevicePointer(reinterpret_cast<void **>(&mapped), buf, 0), cudaSuccess);
     iota_from<<<n / 128, 128>>>(mapped, 6, n);
     EXPECT(cudaDeviceSynchronize(), cudaSuccess);
-    if (!holds(buf, 6, n)) return 1;
+    if (!holds_iota(buf, 6, n)) return 1;
 
     cudaPointerAttributes a;
     EXPECT(cudaPointerGetAttributes(&a, buf), cudaSuccess);
@@ -283,11 +268,11 @@ static int host_memory(int count) {
     iota_from<<<1, 1024>>>(d, 8, 1024);
     EXPECT(cudaMemcpyPeer(m, 0, d, 0, 4096), cudaSuccess);
     EXPECT(cudaDeviceSynchronize(), cudaSuccess);
-    if (!holds(m, 8, 1024)) return 1;
+    if (!holds_iota(m, 8, 1024)) return 1;
     iota_from<<<1, 1024>>>(d, 9, 1024);
     EXPECT(cudaMemcpyPeerAsync(m, 0, d, 0, 4096, 0), cudaSuccess);
     EXPECT(cudaDeviceSynchronize(), cudaSuccess);
-    if (!holds(m, 9, 1024)) return 1;
+    if (!holds_iota(m, 9, 1024)) return 1;
     int can = -1;
     EXPECT(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
     CHECK(can == 0);  // a device is not its own peer
@@ -316,7 +301,6 @@ static int graphs() {
     config.attrs = priority;
     config.numAttrs = 1;
     EXPECT(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaSuccess);
-    FAILS(cudaLaunchKernelExC(nullptr, (const void *)iota_from, nullptr), cudaErrorInvalidValue);
     config.blockDim = dim3(0);
     FAILS(cudaLaunchKernelEx(&config, iota_from, d, 0, n), cudaErrorInvalidValue);
 
@@ -359,7 +343,7 @@ static int graphs() {
     FAILS(cudaGraphInstantiate(nullptr, captured, 0), cudaErrorInvalidValue);
     for (int i = 0; i < 3; i++) EXPECT(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-    if (!holds(host, 6, n)) return 1;
+    if (!holds_iota(host, 6, n)) return 1;
     EXPECT(cudaGraphExecDestroy(exec), cudaSuccess);
     EXPECT(cudaGraphDestroy(captured), cudaSuccess);
 
@@ -380,18 +364,18 @@ static int graphs() {
     EXPECT(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-    if (!holds(host, 20, n)) return 1;
+    if (!holds_iota(host, 20, n)) return 1;
     first = 30;  // the node copied its arguments when added: this changes nothing by itself
     EXPECT(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-    if (!holds(host, 20, n)) return 1;
+    if (!holds_iota(host, 20, n)) return 1;
     EXPECT(cudaGraphExecKernelNodeSetParams(exec, node, &kp), cudaSuccess);
     EXPECT(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT(cudaMemcpyAsync(host, d, n * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-    if (!holds(host, 30, n)) return 1;
-    kp.func = (void *)&holds;  // not a kernel
+    if (!holds_iota(host, 30, n)) return 1;
+    kp.func = (void *)&holds_iota;  // not a kernel
     FAILS(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp), cudaErrorInvalidResourceHandle);
     EXPECT(cudaGraphExecDestroy(exec), cudaSuccess);
     EXPECT(cudaGraphDestroy(g), cudaSuccess);
@@ -411,10 +395,5 @@ int main() {
         host_memory(count) || graphs())
         return 1;
     EXPECT(cudaGetLastError(), cudaSuccess);
-    if (mismatches) {
-        std::printf("runtime features: %d mismatch(es)\n", mismatches);
-        return 1;
-    }
-    std::printf("runtime features ok\n");
-    return 0;
+    return report("runtime features");
 }

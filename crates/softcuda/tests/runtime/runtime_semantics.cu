@@ -34,16 +34,6 @@ __global__ void scale_by_factors(int *out, int n) {
     }
 }
 
-static bool holds_iota(const int *host, int first, int n) {
-    for (int i = 0; i < n; i++) {
-        if (host[i] != first + i) {
-            std::printf("element %d is %d, want %d\n", i, host[i], first + i);
-            return false;
-        }
-    }
-    return true;
-}
-
 int main() {
     if (std::strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") != 0 ||
         std::strcmp(cudaGetErrorString(cudaSuccess), "no error") != 0) {
@@ -269,14 +259,11 @@ int main() {
     // A reset does not recover a faulted device: NVIDIA's driver keeps the fault for the rest
     // of the process (its reset succeeds, then retaining the primary context again answers the
     // fault: crates/conformance/tests/all/sticky.rs on the H200), as NVIDIA documents for these
-    // errors ("the process must be terminated and relaunched").
+    // errors ("the process must be terminated and relaunched"). NVIDIA's runtime 13 reports
+    // that failed start of a fresh context as the device being unavailable, not as the fault
+    // (on the H200, bench/h200-runs/2026-12-02-s14/27dee54).
     EXPECT(cudaDeviceReset(), cudaSuccess);
-    EXPECT(cudaMalloc(&d, 16), cudaErrorIllegalAddress);
-    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
-    if (mismatches) {
-        std::printf("runtime semantics: %d mismatch(es)\n", mismatches);
-        return 1;
-    }
-    std::printf("runtime semantics ok\n");
-    return 0;
+    EXPECT(cudaMalloc(&d, 16), cudaErrorDevicesUnavailable);
+    EXPECT(cudaGetLastError(), cudaErrorDevicesUnavailable);
+    return report("runtime semantics");
 }

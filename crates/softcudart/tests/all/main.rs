@@ -186,6 +186,54 @@ fn runtime_features_program_captures_and_launches_graphs_allocates_in_stream_ord
 }
 
 #[test]
+fn managed_variables_are_shared_by_host_code_and_kernels() {
+    let Some(nvcc) = nvcc_or_skip() else { return };
+    let out = build_and_run(
+        &nvcc,
+        "managed",
+        "runtime/runtime_managed.cu",
+        &[SM90_WITH_PTX],
+    );
+    assert!(out.contains("runtime managed ok"), "{out}");
+}
+
+/// Whether the executable `exe` names `symbol` (its dynamic symbol table holds the name,
+/// NUL-terminated): how the tests see which runtime entry points a build calls.
+fn names_symbol(exe: &Path, symbol: &str) -> bool {
+    let bytes = std::fs::read(exe).expect("the built program is readable");
+    let wanted = format!("\0{symbol}\0").into_bytes();
+    bytes.windows(wanted.len()).any(|w| w == wanted.as_slice())
+}
+
+#[test]
+fn per_thread_default_stream_build_runs_with_each_thread_its_own_stream_0() {
+    let Some(nvcc) = nvcc_or_skip() else { return };
+    let scratch = Scratch::new("per-thread");
+    let flags = [SM90_WITH_PTX, "--default-stream", "per-thread"];
+    let exe = build(&nvcc, &scratch, "runtime/runtime_per_thread.cu", &flags);
+    // The build calls the per-thread forms, not the legacy ones.
+    for symbol in [
+        "__cudaLaunchKernel_ptsz",
+        "cudaMemcpy_ptds",
+        "cudaStreamSynchronize_ptsz",
+    ] {
+        assert!(
+            names_symbol(&exe, symbol),
+            "the program does not call {symbol}"
+        );
+    }
+    assert!(!names_symbol(&exe, "cudaMemcpy"));
+    let run = run(&exe, &scratch);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("runtime per-thread ok"), "{stdout}");
+}
+
+#[test]
 fn sm90_machine_code_alone_is_no_kernel_image_for_softcuda() {
     let Some(nvcc) = nvcc_or_skip() else { return };
     let scratch = Scratch::new("cubin-only");
