@@ -155,11 +155,6 @@ impl Charge {
         Self(Arc::new(ChargeOf::Buffer(bytes)))
     }
 
-    /// Whether `other` is a share of the same charge.
-    pub(crate) fn same(&self, other: &Charge) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     /// Drops this holder's share; the last share gives the reservation back to `usage`. (A
     /// Store's data is used by one thread at a time, so the count cannot change under us.)
     pub(crate) fn release(self, usage: &mut Usage) {

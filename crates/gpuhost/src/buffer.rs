@@ -25,10 +25,14 @@ const RECENT_KEPT: usize = 8;
 
 /// Keeps a handle on `b` in `kept` unless one of the last few kept already is `b`: what keeps a
 /// batch's or a graph's buffers alive, with no clone (an atomic increment) for a repeat.
-pub(crate) fn keep_once(kept: &mut Vec<DeviceBuffer>, b: &DeviceBuffer) {
-    let mut recent = kept.iter().rev().take(RECENT_KEPT);
-    if !recent.any(|k| Arc::ptr_eq(&k.inner, &b.inner)) {
-        kept.push(b.clone());
+/// (A `Vec`, or a batch's inline list: completion/.)
+pub(crate) fn keep_once<K>(kept: &mut K, b: &DeviceBuffer)
+where
+    K: AsRef<[DeviceBuffer]> + Extend<DeviceBuffer>,
+{
+    let mut recent = kept.as_ref().iter().rev().take(RECENT_KEPT);
+    if !recent.any(|k| k.same(b)) {
+        kept.extend(Some(b.clone()));
     }
 }
 
@@ -153,6 +157,13 @@ impl DeviceBuffer {
     /// The device this buffer lives on.
     pub fn device(&self) -> usize {
         self.inner.host.ordinal()
+    }
+
+    /// Whether `other` is a handle on this very allocation (not only the same address: a
+    /// zero-length anchor shares its address with the buffer at its base).
+    #[inline]
+    pub fn same(&self, other: &DeviceBuffer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The raw device address (for interop; valid while this handle lives and the generation is current).

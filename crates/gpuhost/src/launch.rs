@@ -242,10 +242,20 @@ impl PackedArgs {
     }
 }
 
-/// Check `args` against `params` (count and per-argument size) and pack them. Inlined: the
-/// packed arguments are then built where the launch keeps them, not copied out of a call.
+/// Check `args` against `params` (count and per-argument size, buffer offsets) without packing
+/// them: what [`crate::Kernel::check_launch`] needs, without laying out the parameter slots.
 #[inline]
-pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<PackedArgs> {
+pub(crate) fn check_args(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<()> {
+    check_count(kernel, params, args)?;
+    for (i, (a, p)) in args.iter().zip(params).enumerate() {
+        check_arg(kernel, i, a, p)?;
+    }
+    Ok(())
+}
+
+/// The argument count matches the parameter count.
+#[inline]
+fn check_count(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<()> {
     if args.len() != params.len() {
         return Err(Error::ArgMismatch {
             kernel: kernel.to_string(),
@@ -257,6 +267,42 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
             ),
         });
     }
+    Ok(())
+}
+
+/// Argument `i` has its parameter's size, and a buffer argument's offset is within its buffer.
+#[inline]
+fn check_arg(kernel: &str, i: usize, a: &Arg<'_>, p: &ParamInfo) -> Result<()> {
+    if a.size() != p.size as usize {
+        return Err(Error::ArgMismatch {
+            kernel: kernel.to_string(),
+            reason: format!(
+                "argument {i} is {} ({} bytes) but parameter {i} is {} bytes",
+                a.kind(),
+                a.size(),
+                p.size
+            ),
+        });
+    }
+    if let Arg::Buffer(b, off) = a
+        && *off > b.len()
+    {
+        return Err(Error::ArgMismatch {
+            kernel: kernel.to_string(),
+            reason: format!(
+                "argument {i}: offset {off} is past the end of a {}-byte buffer",
+                b.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Check `args` against `params` (as [`check_args`]) and pack them. Inlined: the packed
+/// arguments are then built where the launch keeps them, not copied out of a call.
+#[inline]
+pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<PackedArgs> {
+    check_count(kernel, params, args)?;
     let n = args.len();
     let mut scalars = Slots::new(n, 0u64);
     let mut pointers = Slots::new(n, std::ptr::null_mut::<c_void>());
@@ -264,27 +310,8 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
     let ptrs = pointers.as_mut_slice().iter_mut();
     // One pass: each argument checked, then packed (a failure drops what was packed).
     for (i, (((a, p), slot), ptr)) in args.iter().zip(params).zip(slots).zip(ptrs).enumerate() {
-        if a.size() != p.size as usize {
-            return Err(Error::ArgMismatch {
-                kernel: kernel.to_string(),
-                reason: format!(
-                    "argument {i} is {} ({} bytes) but parameter {i} is {} bytes",
-                    a.kind(),
-                    a.size(),
-                    p.size
-                ),
-            });
-        }
+        check_arg(kernel, i, a, p)?;
         match a {
-            Arg::Buffer(b, off) if *off > b.len() => {
-                return Err(Error::ArgMismatch {
-                    kernel: kernel.to_string(),
-                    reason: format!(
-                        "argument {i}: offset {off} is past the end of a {}-byte buffer",
-                        b.len()
-                    ),
-                });
-            }
             // Never null: an empty slice's pointer is dangling but non-null.
             Arg::Bytes(b) => *ptr = b.as_ptr() as *mut c_void,
             _ => *slot = a.scalar().unwrap_or(0),
@@ -429,6 +456,29 @@ mod tests {
         }
         let bytes = [1u8; 8];
         assert!(pack("k", &params, &[Arg::Bytes(&bytes)]).is_ok());
+    }
+
+    #[test]
+    fn checking_without_packing_refuses_exactly_what_packing_refuses_with_its_words() {
+        let params = [
+            ParamInfo { offset: 0, size: 8 },
+            ParamInfo { offset: 8, size: 4 },
+        ];
+        let cases: [&[Arg<'_>]; 6] = [
+            &[],
+            &[Arg::U64(1)],
+            &[Arg::U64(1), Arg::U32(2)],
+            &[Arg::U32(1), Arg::U32(2)],
+            &[Arg::U64(1), Arg::Bytes(&[1, 2, 3, 4])],
+            &[Arg::U64(1), Arg::U16(1)],
+        ];
+        for args in cases {
+            let checked = check_args("k", &params, args).map_err(|e| e.to_string());
+            let packed = pack("k", &params, args)
+                .map(drop)
+                .map_err(|e| e.to_string());
+            assert_eq!(checked, packed, "{args:?}");
+        }
     }
 
     #[test]

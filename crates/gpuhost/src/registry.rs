@@ -428,7 +428,7 @@ impl Kernel {
     /// bind a launch once and enqueue it many times, so a mistake surfaces where it was made.
     pub fn check_launch(&self, cfg: &LaunchConfig, args: &[Arg<'_>]) -> Result<()> {
         cfg.check(self.name(), self.host().facts())?;
-        crate::launch::pack(self.name(), self.params(), args).map(drop)
+        crate::launch::check_args(self.name(), self.params(), args)
     }
 
     /// Where the parameter list came from.

@@ -1,26 +1,25 @@
 //! A guest's cache of instantiated graphs for its batched bursts (see the parent module's
 //! header): a batch whose shape matches a cached graph replays it, updating only the nodes whose
 //! launch changed since their last replay; a new shape instantiates a graph, evicting the least
-//! recently used past `Limits::max_cached_graphs`. Each cached graph holds the module quota
-//! shares of its kernels until it is evicted.
+//! recently used past `Limits::max_cached_graphs`. Each cached graph keeps the launches its
+//! nodes ran last — to tell an unchanged launch by comparing it with them, and holding its
+//! kernels' module quota shares through them until it is evicted.
 
 use std::sync::Arc;
 
-use gpuhost::{GraphLaunch, KernelGraph};
+use gpuhost::KernelGraph;
 use smallvec::SmallVec;
 
-use super::{Collected, Hidden};
-use crate::limits::{Charge, Usage};
+use super::{Collected, Hidden, Launches, args_room, lay_out};
+use crate::limits::Usage;
 use crate::stream::InFlight;
 
-/// A cached graph: when it was last used, the module quota shares of its kernels, and what its
-/// nodes ran last.
+/// A cached graph: when it was last used, and what its nodes ran last.
 struct Cached {
     used: u64,
     graph: KernelGraph,
-    charges: Vec<Charge>,
-    /// Per node, the [`Deferred::id`] of the launch it last ran.
-    ids: Vec<u64>,
+    /// Per node, the launch it last ran (whose charges keep its kernel's module counted).
+    last: Vec<Collected>,
     /// The hidden arguments its sandboxed nodes last ran with.
     hidden: HiddenKey,
 }
@@ -70,8 +69,8 @@ impl GraphCache {
     fn evict(&mut self, i: usize, usage: &mut Usage) {
         let c = self.graphs.swap_remove(i);
         usage.cached_graphs = usage.cached_graphs.saturating_sub(1);
-        for charge in c.charges {
-            charge.release(usage);
+        for d in c.last {
+            d.release(usage);
         }
     }
 
@@ -82,35 +81,46 @@ impl GraphCache {
         }
     }
 
-    /// Replays `launches` (made of `batch`, with `hidden`'s arguments) through the cached graph
-    /// of their shape, or a new one (cached, evicting the least recently used); one Completion
-    /// for them all.
+    /// Replays `batch` (with `hidden`'s arguments) through the cached graph of its shape, or a
+    /// new one (cached, evicting the least recently used); one Completion for them all. On
+    /// success the graph keeps the batch, and `batch` holds what it kept before (for the caller
+    /// to release).
     pub(super) fn replay(
         &mut self,
         stream: &gpuhost::Stream,
-        batch: &[Collected],
-        launches: &[GraphLaunch<'_>],
+        batch: &mut Vec<Collected>,
         usage: &mut Usage,
         hidden: Hidden<'_>,
     ) -> gpuhost::Result<InFlight> {
         self.clock += 1;
-        // Read with the arguments (laid out just before): a Store's data is used by one thread
+        // Read with the arguments (laid out just below): a Store's data is used by one thread
         // at a time, so the bytes mapped cannot change in between.
         let key = hidden_key(hidden);
-        let n = launches.len();
-        if let Some(i) = self.graphs.iter().position(|c| c.graph.fits(launches)) {
+        let n = batch.len();
+        let shapes = || batch.iter().map(|d| (&*d.kernel, d.cfg));
+        if let Some(i) = self
+            .graphs
+            .iter()
+            .position(|c| c.graph.fits_shapes(shapes()))
+        {
             let c = &mut self.graphs[i];
             c.used = self.clock;
-            // A node whose launch is the collected form it ran last holds its arguments.
+            // A node whose launch is what it ran last holds its arguments: neither checked,
+            // laid out nor compared again.
             let unchanged: SmallVec<[bool; 32]> = batch
                 .iter()
-                .zip(&c.ids)
-                .map(|(d, &id)| d.id == id && (d.sandbox.is_none() || c.hidden == key))
+                .zip(&c.last)
+                .map(|(d, last)| d.same(last) && (d.sandbox.is_none() || c.hidden == key))
                 .collect();
-            match stream.replay_graph(&mut c.graph, launches, &unchanged) {
+            let mut args = args_room(batch, &unchanged);
+            let mut launches = Launches::new();
+            lay_out(batch, hidden, &unchanged, &mut args, &mut launches);
+            let replayed = stream.replay_graph(&mut c.graph, &launches, &unchanged);
+            // It borrows the batch, which the graph keeps below.
+            drop(launches);
+            match replayed {
                 Ok(done) => {
-                    c.ids.clear();
-                    c.ids.extend(batch.iter().map(|d| d.id));
+                    std::mem::swap(&mut c.last, batch);
                     c.hidden = key;
                     self.launches += n as u64;
                     return Ok(InFlight::replay(done, n));
@@ -121,10 +131,14 @@ impl GraphCache {
                 }
             }
         }
-        let mut graph = KernelGraph::new(stream, launches)?;
+        let mut args = args_room(batch, &[]);
+        let mut launches = Launches::new();
+        lay_out(batch, hidden, &[], &mut args, &mut launches);
+        let mut graph = KernelGraph::new(stream, &launches)?;
         // Its nodes hold these launches' arguments, checked by `new`.
         let all: SmallVec<[bool; 32]> = SmallVec::from_elem(true, n);
-        let done = stream.replay_graph(&mut graph, launches, &all)?;
+        let done = stream.replay_graph(&mut graph, &launches, &all)?;
+        drop(launches);
         self.launches += n as u64;
         if self.graphs.len() >= self.cap
             && let Some(oldest) = (0..self.graphs.len()).min_by_key(|&i| self.graphs[i].used)
@@ -132,17 +146,10 @@ impl GraphCache {
             self.evict(oldest, usage);
         }
         if self.cap > 0 {
-            let mut charges: Vec<Charge> = Vec::new();
-            for d in batch {
-                if !charges.iter().any(|c| c.same(&d.charge)) {
-                    charges.push(d.charge.clone());
-                }
-            }
             self.graphs.push(Cached {
                 used: self.clock,
                 graph,
-                charges,
-                ids: batch.iter().map(|d| d.id).collect(),
+                last: std::mem::take(batch),
                 hidden: key,
             });
             usage.cached_graphs += 1;

@@ -31,13 +31,16 @@
 //! `synchronize` of the stream, and the launches it could not issue are no longer counted.
 //!
 //! **Per launch**, collecting costs little: a bound launch is collected as one shared form
-//! (bound_launch.rs), so collecting it again is one reference count; a flush lays every
-//! launch's arguments out in one list; and a cached graph is replayed through
-//! `Stream::replay_graph`, which gives the launches of one replay one Completion (they end
-//! together with the graph's last node; `synchronize` awaits one) and neither checks nor
-//! compares again a launch that is the very collected form its node ran last time (same
-//! [`Deferred::id`], and for a sandboxed one the same hidden arguments): its arguments cannot
-//! have changed. Every other launch is checked by gpuhost as on the stream.
+//! (bound_launch.rs), so collecting it again is one reference count; a flush lays the
+//! arguments of the launches it must pass on out in one list; and a cached graph is replayed
+//! through `Stream::replay_graph`, which gives the launches of one replay one Completion (they
+//! end together with the graph's last node; `synchronize` awaits one) and neither checks nor
+//! compares again a launch that is what its node ran last time: the very shared form, or an
+//! argument-list launch of the same kernel, geometry and arguments ([`Deferred::same`]: the
+//! same buffers, offsets and scalar bits), and for a sandboxed one the same hidden arguments.
+//! A cached graph keeps the launches its nodes ran last for that comparison (it keeps their
+//! buffers alive anyway). Every other launch is checked by gpuhost as on the stream, and its
+//! node updated.
 //!
 //! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
 //! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
@@ -49,7 +52,6 @@
 //! dropped with launches collected discards them: its drop stops the guest's work anyway.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use gpuhost::{Arg as GpuArg, DeviceBuffer, GraphLaunch, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
@@ -79,9 +81,6 @@ enum Owned {
 
 /// A launch accepted and not issued yet.
 pub(crate) struct Deferred {
-    /// Unique for the process's life: a graph node last replayed with the launch of this id
-    /// holds its arguments (a shared form never changes; a changed bound launch makes a new one).
-    id: u64,
     kernel: Arc<gpuhost::Kernel>,
     /// The kernel's module quota share: a cached graph keeps the module loaded, so it keeps
     /// the module counted too.
@@ -119,10 +118,7 @@ impl Deferred {
                 GpuArg::F64(v) => Owned::Scalar(GpuArg::F64(v)),
             })
             .collect();
-        // Relaxed: only uniqueness matters.
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Self {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             kernel: kernel.clone(),
             charge: charge.clone(),
             cfg,
@@ -144,6 +140,18 @@ impl Deferred {
         }
     }
 
+    /// Whether `other` launches exactly what this does: the same kernel function and geometry,
+    /// and the same arguments (the same buffers at the same offsets, the same bytes, scalars of
+    /// the same type and bits: `-0.0` is not `0.0`). A graph node that ran `other` last holds
+    /// this launch's parameters (a sandboxed kernel's hidden ones aside).
+    pub(crate) fn same(&self, other: &Deferred) -> bool {
+        (Arc::ptr_eq(&self.kernel, &other.kernel) || self.kernel.raw() == other.kernel.raw())
+            && self.cfg == other.cfg
+            && self.sandbox.is_some() == other.sandbox.is_some()
+            && self.args.len() == other.args.len()
+            && self.args.iter().zip(&other.args).all(|(a, b)| a.same(b))
+    }
+
     /// The kernel's name for the watchdog, if it is sandboxed.
     pub(crate) fn sandboxed_name(&self) -> Option<&Arc<str>> {
         self.sandbox.as_ref().map(|sb| &sb.name)
@@ -152,6 +160,32 @@ impl Deferred {
     /// Drops this launch, giving its module quota share back to `usage` if it is the last.
     fn release(self, usage: &mut Usage) {
         self.charge.release(usage);
+    }
+}
+
+impl Owned {
+    /// Whether two owned arguments pass the kernel the same parameter (see [`Deferred::same`]).
+    fn same(&self, other: &Owned) -> bool {
+        use GpuArg as A;
+        match (self, other) {
+            (Owned::Buffer(a, x), Owned::Buffer(b, y)) => x == y && a.same(b),
+            (Owned::Bytes(a), Owned::Bytes(b)) => a == b,
+            (Owned::Scalar(a), Owned::Scalar(b)) => match (*a, *b) {
+                (A::I8(a), A::I8(b)) => a == b,
+                (A::I16(a), A::I16(b)) => a == b,
+                (A::I32(a), A::I32(b)) => a == b,
+                (A::I64(a), A::I64(b)) => a == b,
+                (A::U8(a), A::U8(b)) => a == b,
+                (A::U16(a), A::U16(b)) => a == b,
+                (A::U32(a), A::U32(b)) => a == b,
+                (A::U64(a), A::U64(b)) => a == b,
+                // By their bits: the kernel gets the bits, and `==` makes -0.0 equal to 0.0.
+                (A::F32(a), A::F32(b)) => a.to_bits() == b.to_bits(),
+                (A::F64(a), A::F64(b)) => a.to_bits() == b.to_bits(),
+                _ => false,
+            },
+            _ => false,
+        }
     }
 }
 
@@ -178,6 +212,17 @@ impl std::ops::Deref for Collected {
 }
 
 impl Collected {
+    /// Whether this launch is what `last` launched (see [`Deferred::same`]); one pointer
+    /// comparison for a bound launch collected again unchanged.
+    pub(crate) fn same(&self, last: &Collected) -> bool {
+        if let (Collected::Shared(a), Collected::Shared(b)) = (self, last)
+            && Arc::ptr_eq(a, b)
+        {
+            return true;
+        }
+        Deferred::same(self, last)
+    }
+
     /// Drops this holder; the last holder of a launch gives its module quota share back.
     pub(crate) fn release(self, usage: &mut Usage) {
         match self {
@@ -290,7 +335,9 @@ impl Burst {
         hidden: Hidden<'_>,
     ) -> Flushed {
         let mut batch = std::mem::take(&mut self.pending);
-        let out = issue(&self.stream, &batch, graphs, usage, hidden);
+        // A graph replay keeps the batch (the launches its nodes ran last) and hands back what
+        // it kept before: released here.
+        let out = issue(&self.stream, &mut batch, graphs, usage, hidden);
         for d in batch.drain(..) {
             d.release(usage);
         }
@@ -316,40 +363,66 @@ impl Drop for Burst {
     }
 }
 
-/// Issues `batch` on `stream` (see [`Burst::flush`]).
+/// Launches of one flush, as gpuhost takes them (inline for a full default batch).
+pub(super) type Launches<'a> = SmallVec<[GraphLaunch<'a>; 32]>;
+
+/// The launches of `batch` as gpuhost takes them, into `out` (filled in place: a returned
+/// list of 32 was a 1.8 KB copy), every launch's arguments (with `hidden`'s) laid out in
+/// `args` (made by [`args_room`] with the same `skip`); a launch flagged in `skip` gets none:
+/// `Stream::replay_graph` reads no arguments of a launch it is told is unchanged.
+pub(super) fn lay_out<'a>(
+    batch: &'a [Collected],
+    hidden: Hidden<'a>,
+    skip: &[bool],
+    args: &'a mut Vec<GpuArg<'a>>,
+    out: &mut Launches<'a>,
+) {
+    let skipped = |i: usize| skip.get(i).copied().unwrap_or(false);
+    let mut ends: SmallVec<[usize; 32]> = SmallVec::with_capacity(batch.len());
+    for (i, d) in batch.iter().enumerate() {
+        if !skipped(i) {
+            d.push_args(hidden, args);
+        }
+        ends.push(args.len());
+    }
+    let args: &'a [GpuArg<'a>] = args;
+    let mut start = 0;
+    out.extend(batch.iter().zip(&ends).map(|(d, &end)| {
+        let l = GraphLaunch {
+            kernel: &d.kernel,
+            cfg: d.cfg,
+            args: &args[start..end],
+        };
+        start = end;
+        l
+    }));
+}
+
+/// Room for the arguments of the launches of `batch` not flagged in `skip`, with their hidden
+/// ones: none when every launch is skipped (an unchanged replay allocates nothing; this list
+/// of a few KB was ~340 instructions per launch of a flush on glibc, which consolidates its
+/// free lists for a request that size).
+pub(super) fn args_room<'a>(batch: &[Collected], skip: &[bool]) -> Vec<GpuArg<'a>> {
+    let skipped = |i: usize| skip.get(i).copied().unwrap_or(false);
+    let room = batch.iter().enumerate().filter(|&(i, _)| !skipped(i));
+    Vec::with_capacity(room.map(|(_, d)| d.args.len() + HIDDEN).sum())
+}
+
+/// Issues `batch` on `stream` (see [`Burst::flush`]); a graph replay swaps the batch for the
+/// launches its graph ran before (to be released by the caller).
 fn issue(
     stream: &gpuhost::Stream,
-    batch: &[Collected],
+    batch: &mut Vec<Collected>,
     graphs: Option<&mut GraphCache>,
     usage: &mut Usage,
     hidden: Hidden<'_>,
 ) -> Flushed {
-    // Every launch's arguments in one list (two allocations a flush, not one per launch).
-    let mut args = Vec::with_capacity(batch.iter().map(|d| d.args.len() + HIDDEN).sum());
-    let mut ends: SmallVec<[usize; 32]> = SmallVec::with_capacity(batch.len());
-    for d in batch {
-        d.push_args(hidden, &mut args);
-        ends.push(args.len());
-    }
-    let mut start = 0;
-    let launches: Vec<GraphLaunch<'_>> = batch
-        .iter()
-        .zip(&ends)
-        .map(|(d, &end)| {
-            let l = GraphLaunch {
-                kernel: &d.kernel,
-                cfg: d.cfg,
-                args: &args[start..end],
-            };
-            start = end;
-            l
-        })
-        .collect();
-    if launches.len() >= MIN_GRAPH_BURST
+    let n = batch.len();
+    if n >= MIN_GRAPH_BURST
         && let Some(cache) = graphs
         && !cache.broken
     {
-        match cache.replay(stream, batch, &launches, usage, hidden) {
+        match cache.replay(stream, batch, usage, hidden) {
             Ok(replay) => {
                 return Flushed {
                     issued: vec![replay],
@@ -361,7 +434,7 @@ fn issue(
             ) => {
                 cache.clear(usage);
                 return Flushed {
-                    not_issued: launches.len() as u32,
+                    not_issued: n as u32,
                     error: Some(e),
                     ..Flushed::default()
                 };
@@ -371,13 +444,16 @@ fn issue(
             Err(_) => cache.broken = true,
         }
     }
+    let mut args = args_room(batch, &[]);
+    let mut launches = Launches::new();
+    lay_out(batch, hidden, &[], &mut args, &mut launches);
     let mut out = Flushed::default();
     for (i, l) in launches.iter().enumerate() {
         match stream.launch(l.kernel, l.cfg, l.args) {
             Ok(done) => out.issued.push(InFlight::one(done)),
             Err(e) => {
                 // Later launches of the burst would run after one that did not: none is issued.
-                out.not_issued = (launches.len() - i) as u32;
+                out.not_issued = (n - i) as u32;
                 out.error = Some(e);
                 break;
             }
@@ -387,286 +463,4 @@ fn issue(
 }
 
 #[cfg(test)]
-mod tests {
-    use wasmtime::component::{Resource, ResourceTable};
-
-    use super::*;
-    use crate::bindings::gpuhost::cuda::memory::HostBuffer;
-    use crate::bindings::gpuhost::cuda::module::HostModule;
-    use crate::bindings::gpuhost::cuda::stream::{
-        Arg, BufferArg, HostBoundLaunch, HostStream, LaunchConfig,
-    };
-    use crate::bindings::gpuhost::cuda::types::Dim3;
-    use crate::bound_launch::BoundLaunchRes;
-    use crate::ctx::CudaCtxView;
-    use crate::memory::BufferRes;
-    use crate::stream::StreamRes;
-    use crate::{CudaCtx, Limits};
-
-    /// `mix(p, v)`: `*p = *p * 3 + v`, so the value tells which launches ran, in which order.
-    const PTX: &str = include_str!("../../../gpuhost/tests/fixtures/mix.ptx");
-
-    fn mix(value: u32, v: u32) -> u32 {
-        value.wrapping_mul(3).wrapping_add(v)
-    }
-
-    fn borrow<T: 'static>(r: &Resource<T>) -> Resource<T> {
-        Resource::new_borrow(r.rep())
-    }
-
-    /// A trusted guest (on device 0) with one 4-byte buffer and one stream, the buffer's value
-    /// 1, and a bound launch of `mix(buffer, 0)` on one thread (`shared` bytes of shared memory).
-    struct Guest {
-        ctx: CudaCtx,
-        table: ResourceTable,
-        buf: Resource<BufferRes>,
-        stream: Resource<StreamRes>,
-        bound: Resource<BoundLaunchRes>,
-    }
-
-    fn config(shared: u32) -> LaunchConfig {
-        let one = Dim3 { x: 1, y: 1, z: 1 };
-        LaunchConfig {
-            grid: one,
-            block: one,
-            shared_mem_bytes: shared,
-        }
-    }
-
-    impl Guest {
-        async fn new(limits: Limits) -> Self {
-            let mut ctx = CudaCtx::new(gpuhost::host(0).unwrap(), limits);
-            let mut table = ResourceTable::new();
-            let mut v = CudaCtxView {
-                ctx: &mut ctx,
-                table: &mut table,
-            };
-            let module = HostModule::from_ptx(&mut v, PTX.into()).unwrap();
-            let kernel = HostModule::kernel(&mut v, borrow(&module), "mix".into()).unwrap();
-            let buf = HostBuffer::create(&mut v, 4).unwrap();
-            HostBuffer::write(&mut v, borrow(&buf), 0, 1u32.to_le_bytes().to_vec())
-                .await
-                .unwrap();
-            let stream = HostStream::create(&mut v).unwrap();
-            let args = vec![
-                Arg::Buffer(BufferArg {
-                    buffer: borrow(&buf),
-                    offset: 0,
-                }),
-                Arg::U32(0),
-            ];
-            let bound = HostBoundLaunch::bind(&mut v, borrow(&kernel), config(0), args).unwrap();
-            // The guest keeps only the bound launch: it holds the kernel and its module.
-            crate::bindings::gpuhost::cuda::module::HostKernel::drop(&mut v, kernel).unwrap();
-            HostModule::drop(&mut v, module).unwrap();
-            Self {
-                ctx,
-                table,
-                buf,
-                stream,
-                bound,
-            }
-        }
-
-        /// A guest whose stream collects: a burst of 4 and a synchronize are behind it. Also
-        /// returns the buffer's value then.
-        async fn collecting(limits: Limits) -> (Self, u32) {
-            let mut g = Self::new(limits).await;
-            g.enqueue(4);
-            let want = (0..4).fold(1, |x, _| mix(x, 0));
-            assert_eq!(g.value().await, want);
-            assert!(
-                g.collected().is_empty(),
-                "a burst after a launch was collected"
-            );
-            (g, want)
-        }
-
-        fn view(&mut self) -> CudaCtxView<'_> {
-            CudaCtxView {
-                ctx: &mut self.ctx,
-                table: &mut self.table,
-            }
-        }
-
-        fn enqueue(&mut self, n: usize) {
-            let (s, b) = (borrow(&self.stream), borrow(&self.bound));
-            for _ in 0..n {
-                HostStream::enqueue(&mut self.view(), borrow(&s), borrow(&b)).unwrap();
-            }
-        }
-
-        fn set_scalar(&mut self, v: u32) {
-            let b = borrow(&self.bound);
-            HostBoundLaunch::set_arg(&mut self.view(), b, 1, Arg::U32(v)).unwrap();
-        }
-
-        async fn synchronize(&mut self) {
-            let s = borrow(&self.stream);
-            HostStream::synchronize(&mut self.view(), s).await.unwrap();
-        }
-
-        async fn value(&mut self) -> u32 {
-            self.synchronize().await;
-            let b = borrow(&self.buf);
-            let bytes = HostBuffer::read(&mut self.view(), b, 0, 4).await.unwrap();
-            u32::from_le_bytes(bytes.try_into().unwrap())
-        }
-
-        /// The collected launches of the stream, each as the address of its shared form (None
-        /// for one it owns).
-        fn collected(&self) -> Vec<Option<*const Deferred>> {
-            let s = self.table.get(&self.stream).unwrap();
-            s.burst
-                .pending()
-                .iter()
-                .map(|c| match c {
-                    Collected::Own(_) => None,
-                    Collected::Shared(d) => Some(Arc::as_ptr(d)),
-                })
-                .collect()
-        }
-    }
-
-    fn trusted() -> Limits {
-        Limits {
-            sandbox: false,
-            ..Limits::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn a_bound_launch_is_collected_as_one_shared_form_until_a_change_makes_a_new_one() {
-        let (mut g, mut want) = Guest::collecting(trusted()).await;
-        g.enqueue(3);
-        g.set_scalar(5);
-        g.enqueue(2);
-        let c = g.collected();
-        assert!(
-            c.iter().all(Option::is_some),
-            "an enqueue copied its launch"
-        );
-        assert!(c[..3].iter().all(|p| *p == c[0]) && c[3..].iter().all(|p| *p == c[3]));
-        assert_ne!(c[0], c[3], "a changed launch reused its old collected form");
-        let graphed = g.ctx.graphs.launches();
-        want = (0..3).fold(want, |x, _| mix(x, 0));
-        want = (0..2).fold(want, |x, _| mix(x, 5));
-        assert_eq!(
-            g.value().await,
-            want,
-            "collected launches ran other arguments"
-        );
-        assert_eq!(
-            g.ctx.graphs.launches(),
-            graphed + 5,
-            "the burst was no graph"
-        );
-        // A new shape (shared memory) is not collected: the launches collected go first.
-        g.enqueue(4);
-        let b = borrow(&g.bound);
-        HostBoundLaunch::set_config(&mut g.view(), b, config(16)).unwrap();
-        g.enqueue(1);
-        assert!(
-            g.collected().is_empty(),
-            "a launch of a new shape was collected"
-        );
-        want = (0..5).fold(want, |x, _| mix(x, 5));
-        assert_eq!(g.value().await, want);
-        assert_eq!(g.ctx.usage.launches_in_flight, 0);
-    }
-
-    #[tokio::test]
-    async fn a_cached_graph_replays_changed_launches_with_their_new_arguments_and_counts_each_in_flight()
-     {
-        let (mut g, mut want) = Guest::collecting(trusted()).await;
-        let mut scalar = 0;
-        // Each burst replays one cached graph: some nodes get the collected form they ran last
-        // time (unchanged), the others one made by a set-arg since.
-        for (round, burst) in [
-            [0, 0, 0, 0],
-            [0, 0, 5, 5],
-            [5, 5, 5, 5],
-            [5, 5, 5, 5],
-            [7, 5, 5, 7],
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            for v in burst {
-                if v != scalar {
-                    g.set_scalar(v);
-                    scalar = v;
-                }
-                g.enqueue(1);
-                want = mix(want, v);
-            }
-            let graphed = g.ctx.graphs.launches();
-            let s = borrow(&g.stream);
-            g.view().flush(&s).unwrap();
-            assert_eq!(
-                g.ctx.graphs.launches(),
-                graphed + 4,
-                "round {round}: the burst was no graph"
-            );
-            assert_eq!(
-                g.ctx.usage.launches_in_flight, 4,
-                "round {round}: a replay's launches are not each counted in flight"
-            );
-            assert_eq!(
-                g.value().await,
-                want,
-                "round {round}: a replay ran other arguments"
-            );
-            assert_eq!(g.ctx.usage.launches_in_flight, 0);
-            assert_eq!(g.ctx.usage.cached_graphs, 1, "one shape made another graph");
-        }
-    }
-
-    #[tokio::test]
-    async fn at_the_in_flight_quota_collected_bound_launches_are_issued_and_the_next_refused() {
-        let (mut g, mut want) = Guest::collecting(Limits {
-            max_launches_in_flight: 6,
-            ..trusted()
-        })
-        .await;
-        g.enqueue(6);
-        assert_eq!(g.collected().len(), 6);
-        let (s, b) = (borrow(&g.stream), borrow(&g.bound));
-        let refused = HostStream::enqueue(&mut g.view(), s, b).unwrap_err();
-        assert!(
-            format!("{refused:?}").contains("launches in flight"),
-            "{refused:?}"
-        );
-        assert!(
-            g.collected().is_empty(),
-            "the quota left launches collected"
-        );
-        want = (0..6).fold(want, |x, _| mix(x, 0));
-        assert_eq!(g.value().await, want);
-    }
-
-    #[tokio::test]
-    async fn a_bound_launch_dropped_with_launches_collected_keeps_its_module_counted_until_they_run()
-     {
-        // No graph cache: a cached graph would keep the module counted itself.
-        let (mut g, mut want) = Guest::collecting(Limits {
-            max_cached_graphs: 0,
-            ..trusted()
-        })
-        .await;
-        g.enqueue(3);
-        let b = std::mem::replace(&mut g.bound, Resource::new_own(u32::MAX));
-        HostBoundLaunch::drop(&mut g.view(), b).unwrap();
-        assert_eq!(g.collected().len(), 3);
-        assert_eq!(
-            g.ctx.usage.modules, 1,
-            "a collected launch's module went uncounted"
-        );
-        want = (0..3).fold(want, |x, _| mix(x, 0));
-        assert_eq!(g.value().await, want);
-        assert_eq!(
-            g.ctx.usage.modules, 0,
-            "the module stayed counted after its launches"
-        );
-    }
-}
+mod tests;
