@@ -182,15 +182,15 @@ pub(crate) unsafe extern "C" fn cudaGetDeviceFlags(flags: *mut c_uint) -> c_int 
 /// limits) that the runtime does not name.
 const RUNTIME_LIMITS: std::ops::RangeInclusive<c_int> = 0..=6;
 
-/// Refuses a limit the runtime does not have with `cudaErrorUnsupportedLimit`, as NVIDIA
-/// documents, before the driver is asked: the drivers answer differently (softcuda
-/// UNSUPPORTED_LIMIT, NVIDIA's INVALID_VALUE on the H200), and the runtime's answer must not
-/// depend on which one runs below it.
+/// Refuses a limit the runtime does not have with `cudaErrorInvalidValue` before the driver is
+/// asked: NVIDIA's runtime answered that for limit 0x7777 on the H200 (its documentation says
+/// `cudaErrorUnsupportedLimit`), and the drivers answer differently (softcuda UNSUPPORTED_LIMIT,
+/// NVIDIA's INVALID_VALUE), so the answer must not depend on which one runs below.
 fn runtime_limit(limit: c_int) -> Result<c_int, Rt> {
     if RUNTIME_LIMITS.contains(&limit) {
         Ok(limit)
     } else {
-        Err(status::code::UNSUPPORTED_LIMIT)
+        Err(status::code::INVALID_VALUE)
     }
 }
 
@@ -289,18 +289,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limits_the_runtime_does_not_name_are_unsupported_before_the_driver_is_asked() {
+    fn limits_the_runtime_does_not_name_are_invalid_values_before_the_driver_is_asked() {
         let mut v = 0usize;
         // 7 is the driver's CU_LIMIT_SHMEM_SIZE, which cudaLimit does not have.
         for limit in [-1, 7, 0x7777] {
             // SAFETY: `v` is a live usize.
             let r = unsafe { cudaDeviceGetLimit(&mut v, limit) };
-            assert_eq!(r, status::code::UNSUPPORTED_LIMIT.0, "get {limit}");
+            assert_eq!(r, status::code::INVALID_VALUE.0, "get {limit}");
             // SAFETY: plain values.
             let r = unsafe { cudaDeviceSetLimit(limit, 1024) };
-            assert_eq!(r, status::code::UNSUPPORTED_LIMIT.0, "set {limit}");
+            assert_eq!(r, status::code::INVALID_VALUE.0, "set {limit}");
         }
-        assert_eq!(status::take_last(), status::code::UNSUPPORTED_LIMIT.0);
+        assert_eq!(status::take_last(), status::code::INVALID_VALUE.0);
     }
 
     /// NULL out-pointers and a NULL launch configuration that NVIDIA's runtime does not check

@@ -31,14 +31,20 @@ pub(crate) unsafe extern "C" fn cudaStreamBeginCapture(stream: Handle, mode: c_i
     api(|| in_context(|d| unsafe { (d.cuStreamBeginCapture_v2)(stream, mode) }))
 }
 
-/// Ends the capture begun on `stream`, giving its graph.
+/// Ends the capture begun on `stream`, giving its graph; a failure sets the graph to NULL, as
+/// NVIDIA's runtime does (H200, scripts/probes/capture-instantiate.cu; its driver leaves it).
 pub(crate) unsafe extern "C" fn cudaStreamEndCapture(stream: Handle, graph: *mut Handle) -> c_int {
     // SAFETY: `graph` is NULL or valid (the contract above); the closure's pointer is valid.
-    api(|| unsafe {
+    let r = api(|| unsafe {
         context::create(graph, std::ptr::null_mut(), |d, g| {
             (d.cuStreamEndCapture)(stream, g)
         })
-    })
+    });
+    if r != 0 && !graph.is_null() {
+        // SAFETY: non-NULL, so valid for writing a handle (the contract above).
+        unsafe { graph.write_unaligned(std::ptr::null_mut()) };
+    }
+    r
 }
 
 /// Whether `stream` is capturing (`cudaStreamCaptureStatus`: none 0, active 1, invalidated 2).

@@ -33,7 +33,6 @@ pub(crate) mod code {
     pub(crate) const NO_DEVICE: Rt = Rt(100);
     pub(crate) const INVALID_DEVICE: Rt = Rt(101);
     pub(crate) const INVALID_KERNEL_IMAGE: Rt = Rt(200);
-    pub(crate) const UNSUPPORTED_LIMIT: Rt = Rt(215);
     pub(crate) const INVALID_RESOURCE_HANDLE: Rt = Rt(400);
     pub(crate) const SYMBOL_NOT_FOUND: Rt = Rt(500);
     pub(crate) const NOT_READY: Rt = Rt(600);
