@@ -183,3 +183,30 @@ async fn launches_collected_when_the_guest_exits_still_run_and_stay_counted() {
     rt.host().synchronize().unwrap();
     assert_eq!(rt.host().stats().launches - before, 8);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_and_bound_launch_dropped_after_replayed_bursts_give_their_quota_back() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // Each round's buffer takes 3/4 of the buffer quota: it fits only once the last round's
+    // buffer and the bound launch sharing its quota are gone, which the cached graph that
+    // replayed them (and keeps their launches to compare the next) must not hold back.
+    let quota: u64 = 256 << 10;
+    let n = (quota * 3 / 4 / 4).to_string();
+    for sandbox in [true, false] {
+        let limits = Limits {
+            sandbox,
+            max_buffer_bytes: quota,
+            ..Limits::default()
+        };
+        let o = run(rt, &["refill", &n], limits).await;
+        assert!(o.graph_launches > 0, "no burst was replayed as a graph");
+        let out = stdout(&o);
+        assert_eq!(
+            out.matches("refill ").count(),
+            3,
+            "sandbox {sandbox}: {out}"
+        );
+    }
+}

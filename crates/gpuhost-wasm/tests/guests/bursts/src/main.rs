@@ -231,6 +231,27 @@ fn exit_pending(n: u32) {
     std::process::exit(0);
 }
 
+/// Three rounds, each allocating a buffer of `n` u32 (most of the guest's buffer quota), running
+/// a burst of bound and argument-list launches on it, then dropping it and its bound launch:
+/// each round's allocation must fit once the last round's buffer is dropped, however the bursts
+/// were replayed.
+fn refill(n: u32) {
+    let k = kit();
+    let s = check(Stream::create(), "stream");
+    for round in 0..3u32 {
+        let big = check(DeviceBuffer::<u32>::zeroed(n as usize), &format!("alloc {round}"));
+        let bound = check(
+            Launch::new(&k.add).block1(1).buffer(&big).scalar(1u32).bind(),
+            "bind",
+        );
+        for i in 0..8u32 {
+            check(s.enqueue(&bound), "enqueue");
+            one(&k.mix, &big, i, &s);
+        }
+        show(&format!("refill {round}"), &s, &[&big]);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let num = |i: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(8);
@@ -240,6 +261,7 @@ fn main() {
         Some("shapes") => shapes(num(2), num(3)),
         Some("cap") => cap(num(2)),
         Some("exit-pending") => exit_pending(num(2)),
+        Some("refill") => refill(num(2)),
         other => {
             eprintln!("unknown mode {other:?}");
             std::process::exit(2)
