@@ -134,6 +134,18 @@ impl Guest {
         HostBoundLaunch::set_arg(&mut self.view(), b, 1, Arg::U32(v)).unwrap();
     }
 
+    /// Flushes the stream, checking that its 4 collected launches went out as graph replays.
+    fn flush_as_graph(&mut self, round: usize) {
+        let graphed = self.ctx.graphs.launches();
+        let s = borrow(&self.stream);
+        self.view().flush(&s).unwrap();
+        assert_eq!(
+            self.ctx.graphs.launches(),
+            graphed + 4,
+            "round {round}: the burst was no graph"
+        );
+    }
+
     async fn synchronize(&mut self) {
         let s = borrow(&self.stream);
         HostStream::synchronize(&mut self.view(), s).await.unwrap();
@@ -233,14 +245,7 @@ async fn a_cached_graph_replays_changed_launches_with_their_new_arguments_and_co
             g.enqueue(1);
             want = mix(want, v);
         }
-        let graphed = g.ctx.graphs.launches();
-        let s = borrow(&g.stream);
-        g.view().flush(&s).unwrap();
-        assert_eq!(
-            g.ctx.graphs.launches(),
-            graphed + 4,
-            "round {round}: the burst was no graph"
-        );
+        g.flush_as_graph(round);
         assert_eq!(
             g.ctx.usage.launches_in_flight, 4,
             "round {round}: a replay's launches are not each counted in flight"
@@ -283,14 +288,7 @@ async fn a_cached_graph_replays_an_argument_list_launch_whose_scalar_changed_wit
             want = mix(want, v);
         }
         assert_eq!(g.collected(), [None; 4], "round {round}: not collected");
-        let graphed = g.ctx.graphs.launches();
-        let s = borrow(&g.stream);
-        g.view().flush(&s).unwrap();
-        assert_eq!(
-            g.ctx.graphs.launches(),
-            graphed + 4,
-            "round {round}: the burst was no graph"
-        );
+        g.flush_as_graph(round);
         assert_eq!(
             g.value().await,
             want,
