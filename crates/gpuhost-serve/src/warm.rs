@@ -173,7 +173,8 @@ async fn shrink(version: Weak<Version>, device: usize) {
 
 /// Tops up device `device`'s warm Stores in the background. Each Store is made under a guard of
 /// the version (a drain waits for it; a version already draining gets none) and with its own
-/// instance-pool slot (none free: the refill stops, a request makes its own Store).
+/// instance-pool slot (none but the [`SLOTS_LEFT_TO_REQUESTS`] free: the refill stops, a request
+/// makes its own Store).
 pub(crate) fn refill(version: &Arc<Version>, device: usize, metrics: &Arc<FunctionMetrics>) {
     if let Some(refilling) = start_refill(version, device, metrics) {
         tokio::spawn(refilling);
