@@ -159,7 +159,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
     let pinned = Pinned::new(guard);
     // The device's warm Store if one is ready (it holds its own slot of the instance pool; the
     // next is made after this request), else a slot for a Store made here (free unless a
-    // thousand requests run at once).
+    // thousand requests run at once), and the device keeps one more warm from now on.
     let version = pinned.version();
     let store = match version.devices[pinned.device].spare.take() {
         Some(warm) => {
@@ -168,6 +168,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         }
         None => {
             metrics.warm_misses.inc();
+            crate::warm::missed(version, pinned.device);
             let slot =
                 tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned()).await;
             match slot {

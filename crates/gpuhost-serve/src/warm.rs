@@ -1,19 +1,27 @@
-//! Warm Stores: each device of a version keeps a few Stores made and instantiated ahead of the
-//! next requests ([`WARM_PER_DEVICE`], at most the function's max_concurrency), so a request
-//! does not wait for its Store's setup and the component's instantiation (at one connection,
-//! those were much of what serve added to the same GPU work done in process). Each request,
-//! once its response is sent and its Store torn down (crate::invoke), starts a refill in the
-//! background, which makes Stores one after another until the device's spares are
-//! full again. Each Store is still fresh: no request has run in it, and one request takes it
-//! whole (never reused); on the GPU it holds only a sandboxed function's arena and control
+//! Warm Stores: each device of a version keeps Stores made and instantiated ahead of the next
+//! requests, so a request does not wait for its Store's setup and the component's instantiation
+//! (at one connection, those were much of what serve added to the same GPU work done in
+//! process). Each request, once its response is sent and its Store torn down (crate::invoke),
+//! tops the device's spares up in its own task; several requests' tasks may each be making one
+//! at a time (each Store is claimed under the spares' lock, so together they never make more than
+//! the depth asks). Each Store is still fresh: no request has run in it, and one request takes
+//! it whole (never reused); on the GPU it holds only a sandboxed function's arena and control
 //! block, taken from the version's pool when it was made (a pair reset when it was given back,
 //! or a new one), which go back to the pool with it. A version closes its spares before it
 //! releases its bundle, and a new version's are made as soon as it is published.
+//!
+//! The depth follows demand: [`WARM_PER_DEVICE`] at rest; each request that finds none ready
+//! (a miss) adds one, up to the function's max_concurrency and [`WARM_MAX_PER_DEVICE`]. While
+//! it is above the rest depth a task of the device looks every [`SHRINK_EVERY`]: a period with
+//! no miss gives back half of the spares no request needed (the fewest ready in the period), all
+//! of them when no request came at all, down to the rest depth (at 64 connections a depth of 4
+//! left 58% of the requests on the H200 making their own Store; session 14). Every spare Store
+//! holds a slot of the server's instance pool: none is made when fewer than
+//! [`SLOTS_LEFT_TO_REQUESTS`] are free.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
@@ -23,12 +31,21 @@ use wasmtime_wasi_http::p2::bindings::Proxy;
 use crate::engine::RequestState;
 use crate::invoke::GaugeHold;
 use crate::metrics::{FunctionMetrics, Phase};
-use crate::version::Version;
+use crate::version::{Version, VersionGuard};
 
-/// Warm Stores kept per device of a version: enough for a burst of requests to find theirs
-/// made while the refill catches up, few enough that the instance slots, guest memories and
-/// sandbox pairs they hold stay small.
+/// Warm Stores kept per device of a version at rest: enough for a burst of requests to find
+/// theirs made while the refill catches up, few enough that the instance slots, guest memories
+/// and sandbox pairs they hold stay small.
 pub(crate) const WARM_PER_DEVICE: usize = 4;
+/// The most warm Stores a device of a version keeps under load (and at most the function's
+/// max_concurrency): each holds an instance slot of the server's 1024 (crate::engine's
+/// `POOLED_STORES`), its guest's memory and a sandbox pair.
+pub(crate) const WARM_MAX_PER_DEVICE: usize = 64;
+/// Slots of the server's instance pool that warm Stores never take: however many functions
+/// grew their spares, a request that finds none makes its own Store without waiting for one.
+pub(crate) const SLOTS_LEFT_TO_REQUESTS: usize = 256;
+/// How often a device whose depth grew looks whether its spares went unused.
+pub(crate) const SHRINK_EVERY: Duration = Duration::from_millis(500);
 
 /// A Store with the component instantiated in it, and what a request needs of it.
 pub(crate) struct Ready {
@@ -41,39 +58,123 @@ pub(crate) struct Ready {
     pub(crate) _counted: GaugeHold,
 }
 
-/// One device's warm Stores, and whether a refill is under way.
+/// One device's warm Stores and their depth.
 #[derive(Default)]
 pub(crate) struct Spare {
-    ready: Mutex<VecDeque<Ready>>,
-    refilling: AtomicBool,
+    state: Mutex<Stock>,
+}
+
+/// What [`Spare`]'s lock guards.
+#[derive(Default)]
+struct Stock {
+    ready: VecDeque<Ready>,
+    /// Stores being made now (claimed by a refill, not yet ready).
+    making: usize,
+    /// The depth now: 0 until the first refill sets it to the rest depth.
+    depth: usize,
+    /// Since the shrinker's last look: the fewest Stores ready after a take, whether a request
+    /// found none, and whether any request came.
+    low: usize,
+    missed: bool,
+    taken: bool,
+    /// A shrinker task runs for this device.
+    shrinking: bool,
 }
 
 impl Spare {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Ready>> {
-        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Stock> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A warm Store, if one is ready (the oldest: every one is equally fresh).
     pub(crate) fn take(&self) -> Option<Ready> {
-        self.lock().pop_front()
+        let mut st = self.lock();
+        let ready = st.ready.pop_front()?;
+        st.low = st.low.min(st.ready.len());
+        st.taken = true;
+        Some(ready)
     }
 
     /// Drops the warm Stores (a draining version, before its bundle is released), outside the
     /// lock: a Store's drop frees its guest's memory and gives its sandbox back.
     pub(crate) fn clear(&self) {
-        drop(std::mem::take(&mut *self.lock()));
+        drop(std::mem::take(&mut self.lock().ready));
     }
 }
 
-/// How many warm Stores `version` keeps per device.
-fn depth(version: &Version) -> usize {
-    WARM_PER_DEVICE.min(version.config.max_concurrency as usize)
+/// The rest depth of `version`'s devices, and the most they grow to.
+fn depths(version: &Version) -> (usize, usize) {
+    let most = version.config.max_concurrency as usize;
+    (WARM_PER_DEVICE.min(most), WARM_MAX_PER_DEVICE.min(most))
 }
 
-/// Fills device `device`'s warm Stores in the background, one Store after another, unless a
-/// refill is under way there already. Each Store is made under a guard of the version (a drain
-/// waits for it; a version already draining gets none) and with its own instance-pool slot
-/// (none free: the refill stops, a request makes its own Store).
+/// A request on device `device` found no warm Store: the device keeps one more from now on
+/// (up to its most), and a shrinker gives them back once they go unused.
+pub(crate) fn missed(version: &Arc<Version>, device: usize) {
+    let Some(slot) = version.devices.get(device) else {
+        return;
+    };
+    let (rest, most) = depths(version);
+    let start_shrinker = {
+        let mut st = slot.spare.lock();
+        st.missed = true;
+        st.taken = true;
+        st.depth = (st.depth.max(rest) + 1).min(most);
+        let start = st.depth > rest && !st.shrinking;
+        st.shrinking |= start;
+        start
+    };
+    if start_shrinker {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(shrink(Arc::downgrade(version), device))),
+            // (A request always runs in one.) Without a runtime the depth is not given back.
+            Err(_) => slot.spare.lock().shrinking = false,
+        }
+    }
+}
+
+/// Device `device`'s shrinker: every [`SHRINK_EVERY`], a period without a miss gives back half
+/// the spares no request needed (all of them when no request came), down to the rest depth;
+/// it ends there, or once the version drains (its drain drops them all) or is gone.
+async fn shrink(version: Weak<Version>, device: usize) {
+    loop {
+        tokio::time::sleep(SHRINK_EVERY).await;
+        // A guard while Stores are dropped here: a drain releases the bundle they hold only
+        // once they are gone.
+        let Some(guard) = version.upgrade().and_then(|v| v.try_enter()) else {
+            return;
+        };
+        let version = &guard.0;
+        let rest = depths(version).0;
+        let spare = &version.devices[device].spare;
+        let (surplus, done) = {
+            let mut st = spare.lock();
+            if !st.taken {
+                st.depth = rest;
+            } else if !st.missed {
+                st.depth = st.depth.saturating_sub(st.low / 2).max(rest);
+            }
+            let keep = st.depth.min(st.ready.len());
+            let surplus = st.ready.split_off(keep);
+            (st.missed, st.taken) = (false, false);
+            st.low = st.ready.len();
+            let done = st.depth <= rest;
+            st.shrinking = !done;
+            (surplus, done)
+        };
+        // Outside the lock: each Store's drop frees its guest's memory and gives its pair back.
+        drop(surplus);
+        drop(guard);
+        if done {
+            return;
+        }
+    }
+}
+
+/// Tops up device `device`'s warm Stores in the background. Each Store is made under a guard of
+/// the version (a drain waits for it; a version already draining gets none) and with its own
+/// instance-pool slot (none but the [`SLOTS_LEFT_TO_REQUESTS`] free: the refill stops, a request
+/// makes its own Store).
 pub(crate) fn refill(version: &Arc<Version>, device: usize, metrics: &Arc<FunctionMetrics>) {
     if let Some(refilling) = start_refill(version, device, metrics) {
         tokio::spawn(refilling);
@@ -82,69 +183,80 @@ pub(crate) fn refill(version: &Arc<Version>, device: usize, metrics: &Arc<Functi
 
 /// [`refill`]'s work, for a task that runs it itself (a request's teardown, already on a task
 /// of its own, saves the spawn and the wake-up of a second one); None when the device's spares
-/// are full or a refill is under way there already.
+/// (with those being made) are at its depth already.
 pub(crate) fn start_refill(
     version: &Arc<Version>,
     device: usize,
     metrics: &Arc<FunctionMetrics>,
 ) -> Option<impl Future<Output = ()> + Send + 'static> {
     let slot = version.devices.get(device)?;
-    if slot.spare.lock().len() >= depth(version)
-        || slot.spare.refilling.swap(true, Ordering::AcqRel)
-    {
+    if !claim(&slot.spare, version) {
         return None;
     }
     let (version, metrics) = (version.clone(), metrics.clone());
     Some(async move {
         let spare = &version.devices[device].spare;
-        let short = || spare.lock().len() < depth(&version);
+        // One Store at a time in this task, each claimed first: other requests' tasks may be
+        // making others meanwhile.
         loop {
-            // (`short()` releases the lock before a Store is made: make_one takes it to put the
-            // Store with the others.)
-            let mut failed = false;
-            while short() {
-                if !make_one(&version, device, &metrics).await {
-                    failed = true;
-                    break;
-                }
-            }
-            spare.refilling.store(false, Ordering::Release);
-            // A take between the last look and the flag's clearing saw the refill under way
-            // and left its Store to it: look again (unless making failed: the next take
-            // tries again).
-            if failed || !short() || spare.refilling.swap(true, Ordering::AcqRel) {
+            let made = make_one(&version, device, &metrics).await;
+            let mut st = spare.lock();
+            st.making = st.making.saturating_sub(1);
+            // Put with the others before the guard goes, so a drain that finds the version
+            // empty finds this Store too, and drops it.
+            let Some((ready, _guard)) = made else {
+                // None could be made: the next request's teardown tries again.
+                break;
+            };
+            st.ready.push_back(ready);
+            drop(st);
+            if !claim(spare, &version) {
                 break;
             }
         }
     })
 }
 
-/// Makes one warm Store of device `device` and puts it with the others; false when none could
-/// be made (the version is draining, the instance pool is full, or making failed).
-async fn make_one(version: &Arc<Version>, device: usize, metrics: &Arc<FunctionMetrics>) -> bool {
-    let Some(guard) = version.try_enter() else {
-        return false;
-    };
-    let Ok(permit) = version.stores.clone().try_acquire_owned() else {
-        return false;
-    };
+/// Claims the making of one Store for `spare`, if it (with those being made) is short of its
+/// depth.
+fn claim(spare: &Spare, version: &Version) -> bool {
+    let mut st = spare.lock();
+    if st.depth == 0 {
+        st.depth = depths(version).0;
+        st.low = st.depth;
+    }
+    let short = st.ready.len() + st.making < st.depth;
+    st.making += usize::from(short);
+    short
+}
+
+/// Makes one warm Store of device `device`, with the guard of the version it was made under
+/// (for the caller to hold until it is put with the others); None when none could be made
+/// (the version is draining, the instance pool is full, or making failed).
+async fn make_one(
+    version: &Arc<Version>,
+    device: usize,
+    metrics: &Arc<FunctionMetrics>,
+) -> Option<(Ready, VersionGuard)> {
+    let guard = version.try_enter()?;
+    if version.stores.available_permits() <= SLOTS_LEFT_TO_REQUESTS {
+        return None;
+    }
+    let permit = version.stores.clone().try_acquire_owned().ok()?;
     // Bounded like a request: a component whose start code never ends cannot hold the
     // version's drain.
     let made = tokio::time::timeout(version.config.timeout, make(version, device, metrics)).await;
     let Ok(Ok((store, proxy, stderr))) = made else {
-        return false;
+        return None;
     };
-    // Put with the others before the guard goes, so a drain that finds the version empty
-    // finds this Store too, and drops it.
-    version.devices[device].spare.lock().push_back(Ready {
+    let ready = Ready {
         store,
         proxy,
         stderr,
         slot: permit,
         _counted: GaugeHold::new(&metrics.warm),
-    });
-    drop(guard);
-    true
+    };
+    Some((ready, guard))
 }
 
 /// A new Store on device `device` with the component instantiated in it.

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{Repo, Server, eventually, request, test_guest};
+use std::thread::JoinHandle;
+
+use super::{Repo, Response, Server, eventually, request, test_guest};
 
 fn misbehave_repo(tag: &str, toml: &str) -> Repo {
     let repo = Repo::new(tag);
@@ -12,18 +14,22 @@ fn misbehave_repo(tag: &str, toml: &str) -> Repo {
     repo
 }
 
+/// `n` GETs of `path` sent at once, each from a thread of its own.
+fn gets_at_once(server: &Server, n: usize, path: &'static str) -> Vec<JoinHandle<Response>> {
+    (0..n)
+        .map(|_| {
+            let addr = server.addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", path, b""))
+        })
+        .collect()
+}
+
 #[test]
 fn a_full_queue_answers_429_with_retry_after_and_admitted_requests_complete() {
     let repo = misbehave_repo("overload", "[serve]\nmax_concurrency = 1\nmax_queue = 1\n");
     let server = Server::start(&repo.dir, &[], &[]);
-    let addr = server.addr.clone();
     // Six at once against room for two (one running, one queued).
-    let clients: Vec<_> = (0..6)
-        .map(|_| {
-            let addr = addr.clone();
-            std::thread::spawn(move || request(&addr, "GET", "/misbehave/slow?ms=1500", b""))
-        })
-        .collect();
+    let clients = gets_at_once(&server, 6, "/misbehave/slow?ms=1500");
     let responses: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     let refused: Vec<_> = responses.iter().filter(|r| r.status == 429).collect();
     let served: Vec<_> = responses.iter().filter(|r| r.status == 200).collect();
@@ -122,13 +128,7 @@ fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
         assert_eq!(server.get("/misbehave/count").text(), "1", "request {i}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let addr = server.addr.clone();
-    let burst: Vec<_> = (0..8)
-        .map(|_| {
-            let addr = addr.clone();
-            std::thread::spawn(move || request(&addr, "GET", "/misbehave/count", b""))
-        })
-        .collect();
+    let burst = gets_at_once(&server, 8, "/misbehave/count");
     for t in burst {
         let r = t.join().unwrap();
         assert_eq!((r.status, r.text()), (200, "1".to_string()));
@@ -144,6 +144,58 @@ fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
         (14.0..=28.0).contains(&stores),
         "{stores} Stores for 14 requests"
     );
+}
+
+#[test]
+fn warm_stores_grow_by_one_per_request_that_found_none_and_shrink_back_to_four_once_unused() {
+    let repo = misbehave_repo("warm-depth", "[serve]\nmax_concurrency = 16\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let f = ("function", "misbehave");
+    let warm = |server: &Server| server.metrics().sum("gpuhost_function_warm_stores", &[f]);
+    assert!(
+        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
+        "warm Stores at start: {}",
+        warm(&server)
+    );
+    // Sixteen at once, each running a while: the four warm Stores go to four of them, the others
+    // make their own (misses).
+    let burst = gets_at_once(&server, 16, "/misbehave/slow?ms=300");
+    for t in burst {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+    let m = server.metrics();
+    let misses = m.sum(
+        "gpuhost_function_warm_store_takes_total",
+        &[f, ("result", "miss")],
+    );
+    assert!(
+        misses >= 1.0,
+        "no request of the burst found the warm Stores gone"
+    );
+    // Each miss made the depth one more (up to max_concurrency), and the requests' teardowns
+    // refilled to it: Stores set up = the first four + the misses' own + the refill to the
+    // depth (with a fixed depth of four: 4 + misses + 4). Counted, so however soon they shrink.
+    let depth = (4.0 + misses).min(16.0);
+    let expected = 4.0 + misses + depth;
+    let setups = |server: &Server| {
+        server.metrics().sum(
+            "gpuhost_request_phase_seconds_count",
+            &[f, ("phase", "setup")],
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || setups(&server) == expected),
+        "{} Stores set up after {misses} misses, not {expected}",
+        setups(&server)
+    );
+    // Unused, the spares past four are dropped (their slots and pairs given back).
+    assert!(
+        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
+        "warm Stores once unused: {}",
+        warm(&server)
+    );
+    let m = super::wait_at_rest(&server, "misbehave", "after the shrink");
+    assert_eq!(m.sum("gpuhost_function_gpu_memory_bytes", &[]), 0.0);
 }
 
 #[test]
@@ -194,12 +246,7 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
     let mut server = Server::start(&repo.dir, &["--shutdown-delay", "1"], &[]);
     assert_eq!(server.get("/v2/health/ready").status, 200);
     let addr = server.addr.clone();
-    let slow: Vec<_> = (0..3)
-        .map(|_| {
-            let addr = addr.clone();
-            std::thread::spawn(move || request(&addr, "GET", "/misbehave/slow?ms=2000", b""))
-        })
-        .collect();
+    let slow = gets_at_once(&server, 3, "/misbehave/slow?ms=2000");
     assert!(eventually(Duration::from_secs(5), || {
         server.metrics().sum("gpuhost_requests_in_flight", &[]) == 3.0
     }));

@@ -360,18 +360,36 @@ pub fn buffers_not_kept(m: &Metrics) -> f64 {
     m.sum("gpuhost_device_live_buffers", &[]) - m.sum("gpuhost_function_sandbox_kept", &[])
 }
 
-/// `function`'s server at rest, as one `/metrics` read: no request of it running, its four warm
-/// Stores made (every test function runs at least four at once), and every sandbox pair given
-/// back reset or freed (none waiting for its last request's watch, none with a reset in flight).
-/// Nothing moves then until the next request: every live buffer is a warm Store's (its control
-/// block and arena anchor) or a kept pair's, so buffer counts compare exactly.
+/// `function`'s server at rest: no request of it running, its four warm Stores made (every test
+/// function runs at least four at once), and every sandbox pair given back reset or freed (none
+/// waiting for its last request's watch, none with a reset in flight). Nothing moves then until
+/// the next request: every live buffer is a warm Store's (its control block and arena anchor)
+/// or a kept pair's, so buffer counts compare exactly.
+///
+/// Two `/metrics` reads, at rest both and with the same counts; the second is returned. One read
+/// is no snapshot: the server reads the pools, then the devices' buffers, then encodes the
+/// gauges, so a warm Store that a refill finished between the buffers and the gauges is counted
+/// among the four while its pair is not among the buffers (2 fewer: the "8 against 6" seen twice
+/// in session 14). The second read starts after the first saw all four made and nothing running.
 pub fn at_rest(server: &Server, function: &str) -> Option<Metrics> {
-    let m = server.metrics();
     let f = [("function", function)];
-    let rest = m.sum("gpuhost_requests_in_flight", &f) == 0.0
-        && m.sum("gpuhost_function_warm_stores", &f) == 4.0
-        && m.sum("gpuhost_function_sandbox_pending", &f) == 0.0;
-    rest.then_some(m)
+    let read = || {
+        let m = server.metrics();
+        let rest = m.sum("gpuhost_requests_in_flight", &f) == 0.0
+            && m.sum("gpuhost_function_warm_stores", &f) == 4.0
+            && m.sum("gpuhost_function_sandbox_pending", &f) == 0.0;
+        rest.then_some(m)
+    };
+    let counts = |m: &Metrics| {
+        (
+            buffers_not_kept(m),
+            m.sum("gpuhost_function_sandbox_kept", &f),
+            m.sum("gpuhost_device_live_modules", &[]),
+        )
+    };
+    let first = read()?;
+    let second = read()?;
+    (counts(&first) == counts(&second)).then_some(second)
 }
 
 /// [`at_rest`] within 20 s, else a failure naming `when` and what was still moving.
