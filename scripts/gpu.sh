@@ -31,11 +31,11 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   [ -n "${SKIP_FIXTURES:-}" ] || bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
   gpu_suites_ready
   set -- "$@" "${GPU_TEST_SKIPS[@]}"
-  timeout 300 bash .gpu/run.sh "$@" > "$out/tests.log" 2>&1; tests=$?
+  run_watched 200 "$out/tests.log" bash .gpu/run.sh "$@"; tests=$?
   # Once more with the default thread count (16 here): concurrency bugs that CI's two threads
   # miss showed up this way (bench/RESULTS.md, 2026-11-30).
   parallel=skipped
-  [ -n "${SKIP_PARALLEL:-}" ] || { timeout 120 bash .gpu/run-parallel.sh "$@" > "$out/tests-parallel.log" 2>&1; parallel=$?; }
+  [ -n "${SKIP_PARALLEL:-}" ] || { AFTER_OVERRUN=30 run_watched 120 "$out/tests-parallel.log" bash .gpu/run-parallel.sh "$@"; parallel=$?; }
   # Kernel time with the PTX sandbox against without, every corpus kernel (issue #9), twice.
   for i in 1 2; do
     timeout 60 .gpu/bin/sandbox_bench --json "$out/sandbox-$i.json" > "$out/sandbox-$i.md" 2>&1

@@ -16,3 +16,32 @@ gpu_suites_ready() {
   sed 's/ --test-threads=1//' .gpu/run.sh > .gpu/run-parallel.sh
 }
 GPU_TEST_SKIPS=(--skip the_status_page_shows --skip with_two_devices_a_function)
+
+# Runs "$@" (a suite runner) for at most $1 seconds, output to $2. On an overrun it writes every
+# thread of each running test binary (name and kernel wait channel) and cuda-gdb's backtraces
+# (the GPU machine has no plain gdb; the packed binaries are stripped: name their frames here
+# with scripts/lib/symbolize.py) into the log, then kills those binaries only: the runner goes on
+# to its later suites, which get ${AFTER_OVERRUN:-120} s more before everything is killed.
+# Returns the runner's status, or 124 after an overrun.
+run_watched() {
+  local limit=$1 log=$2 overran=0; shift 2
+  # Appending, both: the dump below goes into the same log while the runner still writes.
+  : > "$log"; "$@" >> "$log" 2>&1 & local pid=$!
+  while :; do
+    for _ in $(seq "$limit"); do
+      kill -0 "$pid" 2>/dev/null || { wait "$pid"; local rc=$?; [ $overran = 1 ] && return 124; return $rc; }
+      sleep 1
+    done
+    for p in $(pgrep -f '.gpu/bin/all-'); do
+      echo "== overrun: pid $p $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
+      for t in /proc/$p/task/*; do echo "$(cat $t/comm) $(cat $t/wchan)"; done | sort | uniq -c
+      timeout 120 cuda-gdb -p "$p" -batch -ex "set pagination off" -ex "thread apply all bt 40" 2>&1 \
+        | grep -v '^\[New LWP\|^warning: ' | head -c 400000
+    done >> "$log"
+    pkill -f '.gpu/bin/all-'
+    if [ $overran = 1 ] || [ "${AFTER_OVERRUN:-120}" = 0 ]; then
+      kill "$pid" 2>/dev/null; wait "$pid"; return 124
+    fi
+    overran=1 limit=${AFTER_OVERRUN:-120}
+  done
+}

@@ -26,25 +26,11 @@ else
   one=.gpu/run.sh par=.gpu/run-parallel.sh
 fi
 
-# Runs "$@" for at most $1 seconds; on overrun, notes every thread of the test binary it started.
-watch() {
-  local limit=$1 log=$2; shift 2
-  "$@" > "$log" 2>&1 & local pid=$!
-  for _ in $(seq "$limit"); do kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }; sleep 1; done
-  for p in $(pgrep -f '.gpu/bin/all-'); do
-    echo "== overrun: pid $p $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
-    for t in /proc/$p/task/*; do echo "$(cat $t/comm) $(cat $t/wchan)"; done | sort | uniq -c
-    timeout 120 cuda-gdb -p "$p" -batch -ex "set pagination off" -ex "thread apply all bt 40" 2>&1 \
-      | grep -v '^\[New LWP\|^warning: ' | head -c 400000
-  done >> "$log"
-  pkill -f '.gpu/bin/all-'; kill "$pid" 2>/dev/null; wait "$pid"; return 124
-}
-
 for r in $(seq "${ROUNDS:-3}"); do
-  watch "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash "$one" "${GPU_TEST_SKIPS[@]}"; a=$?
+  AFTER_OVERRUN=0 run_watched "${LIMIT_ONE:-200}" "$out/one-thread-$r.log" bash "$one" "${GPU_TEST_SKIPS[@]}"; a=$?
   b=skipped
   if [ "${PARALLEL:-1}" = 1 ]; then
-    watch "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash "$par" "${GPU_TEST_SKIPS[@]}"; b=$?
+    AFTER_OVERRUN=0 run_watched "${LIMIT_PARALLEL:-120}" "$out/parallel-$r.log" bash "$par" "${GPU_TEST_SKIPS[@]}"; b=$?
   fi
   echo "round $r: one thread rc=$a, parallel rc=$b" | tee -a "$out/summary.txt"
   grep -hE 'Segmentation|overrun|FAILED' "$out/one-thread-$r.log" "$out/parallel-$r.log" 2>/dev/null | head -5

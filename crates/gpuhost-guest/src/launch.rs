@@ -82,7 +82,7 @@ scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 
 
 /// A kernel launch being assembled. Defaults: grid 1×1×1, block 1×1×1, no dynamic shared memory.
 ///
-/// Building one allocates nothing for up to eight arguments. A launch is not consumed by
+/// Building and enqueuing one allocates nothing for up to eight arguments. A launch is not consumed by
 /// [`Launch::enqueue`]: keep it prepared and enqueue it again, changing an argument in place
 /// with [`Launch::set_scalar`] or [`Launch::set_buffer`] between launches.
 pub struct Launch<'a> {
@@ -191,7 +191,7 @@ impl<'a> Launch<'a> {
     /// Enqueues the launch on `stream` and returns without waiting for it. The launch stays
     /// prepared: enqueue it again as often as needed.
     pub fn enqueue(&self, stream: &Stream) -> Result<()> {
-        stream.launch(self.kernel, self.config, self.args.as_slice())
+        crate::launch_abi::launch(stream, self.kernel, self.config, self.args.as_slice())
     }
 
     /// Binds the launch, checked once, for enqueuing many times with `stream.enqueue(&bound)`

@@ -35,6 +35,7 @@ mod buffer;
 #[cfg(feature = "http")]
 pub mod http;
 mod launch;
+mod launch_abi;
 mod pod;
 mod read;
 

@@ -6,24 +6,25 @@ use gpuhost_wasm::Limits;
 
 use crate::{assert_ok, device, guest, opts, run};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_keep_their_buffers_counted()
- {
+/// Runs the misbehave guest's `mode`, which checks itself, and expects `<mode> ok`.
+async fn misbehave_ok(mode: &str) {
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let o = run(rt, "misbehave", &["bound"]).await.unwrap();
-    assert_ok(&o, "bound ok");
+    let o = run(rt, "misbehave", &[mode]).await.unwrap();
+    assert_ok(&o, &format!("{mode} ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_keep_their_buffers_counted()
+ {
+    misbehave_ok("bound").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepared_guest_launch_reruns_with_changed_arguments_and_refuses_an_index_or_width_it_lacks()
  {
-    let Some((rt, _device)) = device().await else {
-        return;
-    };
-    let o = run(rt, "misbehave", &["prepared"]).await.unwrap();
-    assert_ok(&o, "prepared ok");
+    misbehave_ok("prepared").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,4 +53,10 @@ async fn kernel_handles_and_bound_launches_count_against_their_quota() {
         refusal.contains("kernel handles and bound launches"),
         "{refusal:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_argument_width_reaches_the_kernel_as_given_lowered_on_the_guests_stack_heap_or_bound()
+ {
+    misbehave_ok("widths").await;
 }

@@ -18,6 +18,9 @@ const SECRET: u32 = 0x5ec2_e7a5;
 const VICTIM_WORDS: u64 = 16 << 10;
 /// Bystanders per attack.
 const BYSTANDERS: usize = 8;
+/// How long an attacker's run may take before its test fails: past the worst legitimate case
+/// (the flood's bounded waits, 120 s in the guest after a gate that may be held 80 s).
+const ATTACKER_LIMIT: Duration = Duration::from_secs(240);
 
 /// A running victim guest: its output pipe and its run.
 struct Victim {
@@ -158,7 +161,14 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
         ],
     );
     o.limits = limits;
-    let out = rt.run(&guest("redteam"), o).await;
+    let Ok(out) = tokio::time::timeout(ATTACKER_LIMIT, rt.run(&guest("redteam"), o)).await else {
+        let finished = others.iter().filter(|b| b.is_finished()).count();
+        stuck(format!(
+            "{attack}: the attacker's run did not end within {ATTACKER_LIMIT:?}; victim checks \
+             so far {}, bystanders finished {finished} of {BYSTANDERS}",
+            checks(&victim.pipe)
+        ));
+    };
     let out = out.unwrap_or_else(|e| panic!("{attack}: the attacker's run failed: {e}"));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.exit_code, 0, "{attack}: {} {err}", stdout(&out));
@@ -185,9 +195,13 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
             "{attack}: {outcomes:?} {err}"
         ),
     }
-    for b in others {
-        b.await
-            .unwrap_or_else(|e| panic!("{attack}: a bystander failed: {e}"));
+    for (i, b) in others.into_iter().enumerate() {
+        let Ok(done) = tokio::time::timeout(ATTACKER_LIMIT, b).await else {
+            stuck(format!(
+                "{attack}: bystander {i} did not end within {ATTACKER_LIMIT:?} of the attack's end"
+            ));
+        };
+        done.unwrap_or_else(|e| panic!("{attack}: a bystander failed: {e}"));
     }
     victim.assert_intact(attack).await;
     let host = rt.host();
@@ -201,6 +215,14 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
         "{attack}: poisoned"
     );
     err
+}
+
+/// Fails the test with `msg`, written first straight to the process's stderr rather than the
+/// test's captured output: a run stuck in a driver call can keep the test's runtime from shutting
+/// down, and so its report from ever being printed (the rare one-thread hang on the H200).
+fn stuck(msg: String) -> ! {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{msg}\n").as_bytes());
+    panic!("{msg}");
 }
 
 /// Sandboxed limits for the attacks: GPU time short enough for a quick test yet ample for the

@@ -2,6 +2,8 @@
 //! right `gpuhost:cuda` error case, prints `<mode> ok`, and exits 0; an unexpected answer is
 //! printed and exits 1. `trap`, `leak` and `spin` end badly on purpose.
 
+mod widths;
+
 use gpuhost_guest::{Buffer, DeviceBuffer, Error, Launch, Module, Scalar, Stream, raw};
 
 const NOOP: &str = include_str!("../../../../../../examples/guests/kernels/noop.ptx");
@@ -638,6 +640,7 @@ fn main() {
         "transfers" => transfers(),
         "zero-fills" => zero_fills(),
         "write-forever" => write_forever(),
+        "widths" => widths::widths(),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
     println!("{mode} ok");

@@ -471,9 +471,23 @@ fn flood(kit: &Kit, r: &mut Report) {
             "dropping the stream reset the count: {before_drop} launches in flight, {after_drop} after"
         ))));
     }
+    eprintln!("flood: {after_drop} launches in flight after the drop; opening the gate");
     must(flag.write(0, &1u32.to_le_bytes()), "open the gate");
-    // They retire as they finish; then launching works again.
-    while quotas().launches_in_flight > 0 {
+    // They retire as they finish; then launching works again. Bounded, so that launches never
+    // retired fail the test with their count instead of hanging it: past the watchdog's worst
+    // case for this flood (its first segment may run FENCE_EVERY × max_kernel_time, 80 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let left = quotas().launches_in_flight;
+        if left == 0 {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            r.note::<()>(Err(Error::Driver(format!(
+                "{left} launches still counted in flight 120 s after the gate opened"
+            ))));
+            return;
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     long_loop(kit, r, 10);
