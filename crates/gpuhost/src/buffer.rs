@@ -8,7 +8,8 @@
 //!
 //! [`ControlBlock`]: crate::ControlBlock
 
-use std::sync::Arc;
+use std::ptr;
+use std::sync::{Arc, Weak};
 
 use cudarc::driver::sys::CUdeviceptr;
 
@@ -36,10 +37,52 @@ where
     }
 }
 
+/// [`keep_once`] for a handle given away: kept, or dropped when one of the last few kept is
+/// the same buffer.
+pub(crate) fn keep_owned<K>(kept: &mut K, b: DeviceBuffer)
+where
+    K: AsRef<[DeviceBuffer]> + Extend<DeviceBuffer>,
+{
+    let mut recent = kept.as_ref().iter().rev().take(RECENT_KEPT);
+    if !recent.any(|k| k.same(&b)) {
+        kept.extend(Some(b));
+    }
+}
+
+/// Whether one of the last few handles of `kept` (as [`keep_once`] looks) is `w`'s buffer.
+pub(crate) fn recently_kept(kept: &[DeviceBuffer], w: &WeakBuffer) -> bool {
+    kept.iter().rev().take(RECENT_KEPT).any(|k| w.is(k))
+}
+
 /// A device allocation of one host and one context generation.
 #[derive(Clone)]
 pub struct DeviceBuffer {
     pub(crate) inner: Arc<BufferInner>,
+}
+
+/// A handle on a buffer that does not keep its memory: the buffer is freed when its last
+/// [`DeviceBuffer`] goes, whatever weak handles remain. What a cached graph keeps of the
+/// buffers it last ran (graph.rs): it may replay them only while [`WeakBuffer::upgrade`] gives
+/// them back.
+#[derive(Clone)]
+pub struct WeakBuffer {
+    inner: Weak<BufferInner>,
+}
+
+impl WeakBuffer {
+    /// The buffer, while some handle keeps it; None once it was freed.
+    #[inline]
+    pub fn upgrade(&self) -> Option<DeviceBuffer> {
+        self.inner.upgrade().map(|inner| DeviceBuffer { inner })
+    }
+
+    /// Whether `b` is the buffer this handle was made from. Exact even after that buffer was
+    /// freed: a weak handle keeps the handle's own allocation, so no other buffer's can take
+    /// its address.
+    #[inline]
+    pub fn is(&self, b: &DeviceBuffer) -> bool {
+        ptr::eq(self.inner.as_ptr(), Arc::as_ptr(&b.inner))
+    }
 }
 
 pub(crate) struct BufferInner {
@@ -164,6 +207,14 @@ impl DeviceBuffer {
     #[inline]
     pub fn same(&self, other: &DeviceBuffer) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A handle on this buffer that does not keep it alive (see [`WeakBuffer`]).
+    #[inline]
+    pub fn downgrade(&self) -> WeakBuffer {
+        WeakBuffer {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     /// The raw device address (for interop; valid while this handle lives and the generation is current).

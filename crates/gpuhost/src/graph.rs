@@ -17,10 +17,18 @@
 //! ran last time (a guest relaunching the same bound launches): it checks and compares only
 //! the others, and returns one Completion for the whole replay — its launches end together, as
 //! one graph launch on one stream — still counting `n` launches in the host's stats. A node
-//! left out replays the arguments it holds, which were checked when it got them; the graph
-//! keeps the buffers they point into alive, and every replay's Completion keeps them until the
-//! replay has run, so a wrong hint from the caller replays old, valid arguments, never freed
-//! memory.
+//! left out replays the arguments it holds, which were checked when it got them, but only while
+//! every buffer they point into is alive.
+//!
+//! **Buffers.** A graph does not keep the buffers its nodes last ran alive: it holds them weakly
+//! ([`WeakBuffer`]), so a buffer its owner drops is freed even while a graph that used it
+//! exists (a cache of graphs would otherwise hold device memory no one can reach). A replay
+//! takes a strong handle on every buffer it runs — a node left out only if each of its buffers
+//! is still alive, the others from their launch's arguments — and its Completion keeps them
+//! until the replay has run. A node left out whose buffers were freed is checked and re-set
+//! from its launch's arguments if they were given, and the replay is refused if not. So a wrong
+//! hint from the caller replays old, valid arguments of live buffers, or is refused: never
+//! freed memory.
 
 use std::ptr;
 use std::sync::{Arc, OnceLock};
@@ -28,8 +36,9 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::sys::{
     self, CUDA_KERNEL_NODE_PARAMS, CUfunction, CUgraph, CUgraphExec, CUgraphNode,
 };
+use smallvec::SmallVec;
 
-use crate::buffer::{DeviceBuffer, keep_once};
+use crate::buffer::{DeviceBuffer, WeakBuffer, keep_once, recently_kept};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -59,19 +68,39 @@ pub struct KernelGraph {
     /// One kernel handle per kernel the graph launches: its modules stay loaded while the graph
     /// exists, and a release names the graph's holders.
     holds: Vec<Kernel>,
-    /// The buffers the nodes' arguments point into, each at most a few times (see
-    /// [`KernelGraph::gather_buffers`]): what a replay's Completion keeps alive.
-    buffers: Vec<DeviceBuffer>,
 }
 
 /// A node of the graph: its launch shape, the argument bytes its executable node holds now, and
-/// the buffers those point into (kept alive while the node may replay them).
+/// the buffers those point into, held weakly (see the module header).
 struct Node {
     raw: CUgraphNode,
     func: CUfunction,
     cfg: LaunchConfig,
     args: Vec<u8>,
-    buffers: Vec<DeviceBuffer>,
+    buffers: Vec<WeakBuffer>,
+}
+
+/// The buffers one replay runs, each at most a few times (see `keep_once`): what its
+/// Completion keeps alive (inline for a burst's usual few).
+type Kept = SmallVec<[DeviceBuffer; 16]>;
+
+impl Node {
+    /// Keeps every buffer the node's arguments point into in `kept` (noted as used by a kernel,
+    /// as `Stream::prepare` notes a launch's); false when one was freed, so the node must not
+    /// replay its arguments.
+    fn keep_alive(&self, kept: &mut Kept) -> bool {
+        for w in &self.buffers {
+            if recently_kept(kept, w) {
+                continue;
+            }
+            let Some(b) = w.upgrade() else {
+                return false;
+            };
+            b.note_kernel();
+            kept.push(b);
+        }
+        true
+    }
 }
 
 // SAFETY: graph handles are driver objects usable from any thread with their context bound,
@@ -102,17 +131,12 @@ fn buffer_args<'a>(args: &'a [Arg<'a>]) -> impl Iterator<Item = &'a DeviceBuffer
     })
 }
 
-/// The buffer arguments of a launch, as handles the node keeps.
-fn buffers_of(args: &[Arg<'_>]) -> Vec<DeviceBuffer> {
-    buffer_args(args).cloned().collect()
-}
-
 /// Whether `held` are exactly the buffers of `args`, in order (the same buffers, not only the
-/// same addresses: a zero-length anchor shares its address with the buffer at its base).
-fn holds_buffers_of(held: &[DeviceBuffer], args: &[Arg<'_>]) -> bool {
+/// same addresses: a zero-length anchor shares its address with the buffer at its base, and a
+/// buffer allocated after one was freed may get its address).
+fn holds_buffers_of(held: &[WeakBuffer], args: &[Arg<'_>]) -> bool {
     let mut held = held.iter();
-    buffer_args(args).all(|b| held.next().is_some_and(|h| Arc::ptr_eq(&h.inner, &b.inner)))
-        && held.next().is_none()
+    buffer_args(args).all(|b| held.next().is_some_and(|h| h.is(b))) && held.next().is_none()
 }
 
 /// The driver's description of a launch (`packed` must outlive its use; the driver copies the
@@ -204,7 +228,6 @@ impl KernelGraph {
             exec: ptr::null_mut(),
             nodes: Vec::with_capacity(launches.len()),
             holds,
-            buffers: Vec::new(),
         };
         let mut prev: Option<CUgraphNode> = None;
         for (l, p) in launches.iter().zip(packed.iter_mut()) {
@@ -221,11 +244,10 @@ impl KernelGraph {
                 func: l.kernel.raw(),
                 cfg: l.cfg,
                 args,
-                buffers: buffers_of(l.args),
+                buffers: buffer_args(l.args).map(DeviceBuffer::downgrade).collect(),
             });
             prev = Some(node);
         }
-        this.gather_buffers();
         // SAFETY: the graph is complete and live in the bound context; Drop destroys the
         // executable graph once.
         let r = unsafe { result::graph::instantiate(this.graph) };
@@ -268,14 +290,6 @@ impl KernelGraph {
                 .zip(&self.nodes)
                 .all(|((k, cfg), n)| k.raw() == n.func && cfg == n.cfg)
     }
-
-    /// Recollects [`KernelGraph::buffers`] from the nodes (after some node's changed).
-    fn gather_buffers(&mut self) {
-        self.buffers.clear();
-        for b in self.nodes.iter().flat_map(|n| &n.buffers) {
-            keep_once(&mut self.buffers, b);
-        }
-    }
 }
 
 /// A driver refusal of a graph names no kernel; say which graph it was.
@@ -300,7 +314,7 @@ impl Stream {
         graph: &mut KernelGraph,
         launches: &[GraphLaunch<'_>],
     ) -> Result<Vec<Completion>> {
-        self.replay(graph, launches, None)?;
+        self.replay(graph, launches, None, &mut Kept::new())?;
         Ok(launches
             .iter()
             .map(|l| self.issued(l.kernel, l.args))
@@ -314,10 +328,14 @@ impl Stream {
     /// `unchanged[i]` says that launch `i` is the one node `i` ran at the graph's last replay
     /// (or was built with): the same arguments. Those launches are neither checked, packed nor
     /// compared — their `args` are not read, so a caller may leave them empty —: their nodes
-    /// replay the arguments they hold, which were checked when they got them, and whose buffers
-    /// the graph keeps alive. Every other launch is checked exactly as
-    /// [`Stream::launch_graph`] checks it, and its node updated if its arguments differ. The
-    /// shape, device and context generation are checked for the whole graph, as there.
+    /// replay the arguments they hold, which were checked when they got them, as long as every
+    /// buffer those point into is alive (the graph holds them weakly: see the module header).
+    /// A flagged launch whose node's buffers were freed is checked and its node re-set like an
+    /// unflagged one if its `args` are given, and refused with [`Error::InvalidLaunch`] if they
+    /// are empty. Every other launch is checked exactly as [`Stream::launch_graph`] checks it,
+    /// and its node updated if its arguments differ. The shape, device and context generation
+    /// are checked for the whole graph, as there. The Completion keeps every buffer the replay
+    /// runs alive until it has run.
     pub fn replay_graph(
         &self,
         graph: &mut KernelGraph,
@@ -334,17 +352,21 @@ impl Stream {
                 ),
             ));
         }
-        self.replay(graph, launches, Some(unchanged))?;
-        Ok(self.issued_graph(&graph.holds, &graph.buffers, launches.len()))
+        let mut kept = Kept::new();
+        self.replay(graph, launches, Some(unchanged), &mut kept)?;
+        Ok(self.issued_graph(&graph.holds, kept.drain(..), launches.len()))
     }
 
-    /// Checks `launches` against `graph` (all of them, or those not flagged `unchanged`),
-    /// updates the nodes whose arguments changed and launches the graph once.
+    /// Checks `launches` against `graph` (all of them, or those not flagged `unchanged` whose
+    /// nodes' buffers are all alive), updates the nodes whose arguments changed and launches the
+    /// graph once. With `unchanged`, puts a handle on every buffer the replay runs in `kept`
+    /// (without, none: the caller keeps each launch's arguments).
     fn replay(
         &self,
         graph: &mut KernelGraph,
         launches: &[GraphLaunch<'_>],
         unchanged: Option<&[bool]>,
+        kept: &mut Kept,
     ) -> Result<()> {
         if !Arc::ptr_eq(&graph.host, self.host()) {
             return Err(Error::DeviceMismatch {
@@ -367,7 +389,8 @@ impl Stream {
         // Every launch that may have changed is checked before anything reaches the driver.
         let mut packed = Vec::new();
         for (i, l) in launches.iter().enumerate() {
-            if skip(i) {
+            // A node replays what it holds only with every buffer of it held until it ran.
+            if skip(i) && graph.nodes[i].keep_alive(kept) {
                 debug_assert!(
                     l.args.is_empty() || {
                         let mut bytes = Vec::new();
@@ -378,24 +401,29 @@ impl Stream {
                 );
                 continue;
             }
+            if skip(i) && l.args.is_empty() {
+                return Err(Error::InvalidLaunch {
+                    kernel: l.kernel.name().to_string(),
+                    reason: format!(
+                        "launch {i} of the graph was flagged unchanged, but a buffer its node last ran with was freed; give its arguments or flag it changed"
+                    ),
+                });
+            }
             packed.push((i, self.prepare(l.kernel, l.cfg, l.args)?));
+            if unchanged.is_some() {
+                for b in buffer_args(l.args) {
+                    keep_once(kept, b);
+                }
+            }
         }
         let generation = self.host().enter_for(self.generation())?;
         if graph.generation != generation {
             return Err(Error::ContextLost { generation });
         }
-        let mut regathered = false;
-        let updated = update_nodes(graph, launches, &mut packed, generation, &mut regathered);
-        if regathered {
-            // Also after a failed update: the nodes updated before it hold new buffers.
-            graph.gather_buffers();
-        }
-        updated?;
-        // Before the driver call, as `prepare` does for the launches it checks: the unchanged
-        // nodes' buffers are used by this replay too (arena.rs zeroes on that basis).
-        for b in &graph.buffers {
-            b.note_kernel();
-        }
+        update_nodes(graph, launches, &mut packed, generation)?;
+        // Every node now holds arguments whose buffers are alive, held by `kept` or by the
+        // caller's launches (`prepare` and `keep_alive` noted them as used by a kernel, which
+        // arena.rs zeroes on, before this driver call).
         // SAFETY: exec and stream belong to the bound current-generation context.
         let r = unsafe { result::graph::launch(graph.exec, self.raw()) };
         self.host().check_at(r, generation)
@@ -412,13 +440,12 @@ fn invalid_replay(launches: &[GraphLaunch<'_>], reason: String) -> Error {
 }
 
 /// Updates the nodes of `packed` (index, checked arguments) whose argument bytes differ from
-/// what they hold; `regathered` is set when some node's buffers changed.
+/// what they hold, and the buffers each holds (weakly) to its launch's.
 fn update_nodes(
     graph: &mut KernelGraph,
     launches: &[GraphLaunch<'_>],
     packed: &mut [(usize, PackedArgs)],
     generation: u64,
-    regathered: &mut bool,
 ) -> Result<()> {
     let mut bytes = Vec::new();
     for (i, p) in packed {
@@ -436,8 +463,11 @@ fn update_nodes(
         } else if holds_buffers_of(&node.buffers, l.args) {
             continue;
         }
-        node.buffers = buffers_of(l.args);
-        *regathered = true;
+        // The same bytes into other buffers (one freed, another at its address): the driver
+        // holds the right parameters already.
+        node.buffers.clear();
+        node.buffers
+            .extend(buffer_args(l.args).map(DeviceBuffer::downgrade));
     }
     Ok(())
 }

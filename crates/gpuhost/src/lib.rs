@@ -55,7 +55,7 @@ mod transfer;
 
 pub use alloc_cache::DEFAULT_LIMIT as DEFAULT_ALLOC_CACHE_LIMIT;
 pub use arena::{ARENA_ALIGN, Arena, ArenaReset};
-pub use buffer::DeviceBuffer;
+pub use buffer::{DeviceBuffer, WeakBuffer};
 pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};
 pub use control::{CONTROL_BYTES, ControlBlock, DEVICE_WINDOW};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};

@@ -176,7 +176,7 @@ impl Unrecorded {
     fn push_graph(
         &self,
         kernels: &[Kernel],
-        buffers: &[DeviceBuffer],
+        buffers: impl IntoIterator<Item = DeviceBuffer>,
         n: usize,
     ) -> (Completion, usize, bool) {
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
@@ -337,7 +337,7 @@ impl Stream {
     pub(crate) fn issued_graph(
         &self,
         kernels: &[Kernel],
-        buffers: &[DeviceBuffer],
+        buffers: impl IntoIterator<Item = DeviceBuffer>,
         n: usize,
     ) -> Completion {
         completion::count_launches(&self.host, n);

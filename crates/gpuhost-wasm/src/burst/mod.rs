@@ -38,9 +38,10 @@
 //! compares again a launch that is what its node ran last time: the very shared form, or an
 //! argument-list launch of the same kernel, geometry and arguments ([`Deferred::same`]: the
 //! same buffers, offsets and scalar bits), and for a sandboxed one the same hidden arguments.
-//! A cached graph keeps the launches its nodes ran last for that comparison (it keeps their
-//! buffers alive anyway). Every other launch is checked by gpuhost as on the stream, and its
-//! node updated.
+//! A cached graph keeps what its nodes ran last for that comparison without keeping a buffer
+//! alive (graph_cache.rs; gpuhost's graph holds its nodes' buffers weakly too), so a buffer the
+//! guest drops is freed while graphs that ran it stay cached. Every other launch is checked by
+//! gpuhost as on the stream, and its node updated.
 //!
 //! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
 //! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
@@ -53,7 +54,7 @@
 
 use std::sync::Arc;
 
-use gpuhost::{Arg as GpuArg, DeviceBuffer, GraphLaunch, LaunchConfig as GpuConfig};
+use gpuhost::{Arg as GpuArg, DeviceBuffer, GraphLaunch, LaunchConfig as GpuConfig, WeakBuffer};
 use smallvec::SmallVec;
 
 use crate::confine::{Confinement, HIDDEN, KernelSandbox};
@@ -72,18 +73,32 @@ pub(crate) type Hidden<'a> = Option<(&'a Confinement, u32)>;
 /// the launches they replace.
 pub(crate) const MIN_GRAPH_BURST: usize = 4;
 
-/// One argument a collected launch owns (a buffer stays alive until the launch is issued).
-enum Owned {
-    Buffer(DeviceBuffer, usize),
+/// One argument of a launch, owned, its buffer held as `B`.
+enum OwnedArg<B> {
+    Buffer(B, usize),
     Bytes(Box<[u8]>),
     Scalar(GpuArg<'static>),
+}
+
+/// One argument a collected launch owns (a buffer stays alive until the launch is issued).
+type Owned = OwnedArg<DeviceBuffer>;
+
+/// One argument a cached graph's node ran last, its buffer held weakly (graph_cache.rs).
+type RanArg = OwnedArg<WeakBuffer>;
+
+/// An argument-list launch a cached graph's node ran last, as far as telling whether the next
+/// launch of the node (the same kernel and geometry: the graph's shape) is the same: whether it
+/// is sandboxed and its arguments, holding no buffer alive.
+pub(crate) struct Ran {
+    sandboxed: bool,
+    args: SmallVec<[RanArg; INLINE_ARGS]>,
 }
 
 /// A launch accepted and not issued yet.
 pub(crate) struct Deferred {
     kernel: Arc<gpuhost::Kernel>,
-    /// The kernel's module quota share: a cached graph keeps the module loaded, so it keeps
-    /// the module counted too.
+    /// The kernel's module quota share (a cached graph keeps the module loaded, so it keeps a
+    /// clone of this: graph_cache.rs).
     charge: Charge,
     cfg: GpuConfig,
     args: SmallVec<[Owned; INLINE_ARGS]>,
@@ -104,18 +119,18 @@ impl Deferred {
         let args = args
             .iter()
             .map(|a| match *a {
-                GpuArg::Buffer(b, off) => Owned::Buffer(b.clone(), off),
-                GpuArg::Bytes(b) => Owned::Bytes(b.into()),
-                GpuArg::I8(v) => Owned::Scalar(GpuArg::I8(v)),
-                GpuArg::I16(v) => Owned::Scalar(GpuArg::I16(v)),
-                GpuArg::I32(v) => Owned::Scalar(GpuArg::I32(v)),
-                GpuArg::I64(v) => Owned::Scalar(GpuArg::I64(v)),
-                GpuArg::U8(v) => Owned::Scalar(GpuArg::U8(v)),
-                GpuArg::U16(v) => Owned::Scalar(GpuArg::U16(v)),
-                GpuArg::U32(v) => Owned::Scalar(GpuArg::U32(v)),
-                GpuArg::U64(v) => Owned::Scalar(GpuArg::U64(v)),
-                GpuArg::F32(v) => Owned::Scalar(GpuArg::F32(v)),
-                GpuArg::F64(v) => Owned::Scalar(GpuArg::F64(v)),
+                GpuArg::Buffer(b, off) => OwnedArg::Buffer(b.clone(), off),
+                GpuArg::Bytes(b) => OwnedArg::Bytes(b.into()),
+                GpuArg::I8(v) => OwnedArg::Scalar(GpuArg::I8(v)),
+                GpuArg::I16(v) => OwnedArg::Scalar(GpuArg::I16(v)),
+                GpuArg::I32(v) => OwnedArg::Scalar(GpuArg::I32(v)),
+                GpuArg::I64(v) => OwnedArg::Scalar(GpuArg::I64(v)),
+                GpuArg::U8(v) => OwnedArg::Scalar(GpuArg::U8(v)),
+                GpuArg::U16(v) => OwnedArg::Scalar(GpuArg::U16(v)),
+                GpuArg::U32(v) => OwnedArg::Scalar(GpuArg::U32(v)),
+                GpuArg::U64(v) => OwnedArg::Scalar(GpuArg::U64(v)),
+                GpuArg::F32(v) => OwnedArg::Scalar(GpuArg::F32(v)),
+                GpuArg::F64(v) => OwnedArg::Scalar(GpuArg::F64(v)),
             })
             .collect();
         Self {
@@ -131,9 +146,9 @@ impl Deferred {
     /// ones for `hidden`.
     fn push_args<'a>(&'a self, hidden: Hidden<'a>, out: &mut Vec<GpuArg<'a>>) {
         out.extend(self.args.iter().map(|a| match a {
-            Owned::Buffer(b, off) => GpuArg::Buffer(b, *off),
-            Owned::Bytes(b) => GpuArg::Bytes(b),
-            Owned::Scalar(v) => *v,
+            OwnedArg::Buffer(b, off) => GpuArg::Buffer(b, *off),
+            OwnedArg::Bytes(b) => GpuArg::Bytes(b),
+            OwnedArg::Scalar(v) => *v,
         }));
         if let (Some(sb), Some((c, epoch))) = (&self.sandbox, hidden) {
             out.extend(c.hidden(sb, epoch));
@@ -149,7 +164,7 @@ impl Deferred {
             && self.cfg == other.cfg
             && self.sandbox.is_some() == other.sandbox.is_some()
             && self.args.len() == other.args.len()
-            && self.args.iter().zip(&other.args).all(|(a, b)| a.same(b))
+            && (self.args.iter().zip(&other.args)).all(|(a, b)| a.same(b))
     }
 
     /// The kernel's name for the watchdog, if it is sandboxed.
@@ -157,20 +172,53 @@ impl Deferred {
         self.sandbox.as_ref().map(|sb| &sb.name)
     }
 
+    /// Whether this launch is what a node of a graph of its shape ran last as `ran` (see
+    /// [`Deferred::same`]: the kernel and geometry are the graph's).
+    fn same_as_ran(&self, ran: &Ran) -> bool {
+        self.sandbox.is_some() == ran.sandboxed
+            && self.args.len() == ran.args.len()
+            && (self.args.iter().zip(&ran.args)).all(|(a, r)| a.same_by(r, |b, w| w.is(b)))
+    }
+
     /// Drops this launch, giving its module quota share back to `usage` if it is the last.
     fn release(self, usage: &mut Usage) {
         self.charge.release(usage);
+    }
+
+    /// What a graph node that ran this launch remembers of it.
+    fn ran(&self) -> Ran {
+        Ran {
+            sandboxed: self.sandbox.is_some(),
+            args: self.args.iter().map(Owned::weak).collect(),
+        }
     }
 }
 
 impl Owned {
     /// Whether two owned arguments pass the kernel the same parameter (see [`Deferred::same`]).
     fn same(&self, other: &Owned) -> bool {
+        self.same_by(other, DeviceBuffer::same)
+    }
+
+    /// The argument, its buffer held weakly.
+    fn weak(&self) -> RanArg {
+        match self {
+            OwnedArg::Buffer(b, off) => OwnedArg::Buffer(b.downgrade(), *off),
+            OwnedArg::Bytes(b) => OwnedArg::Bytes(b.clone()),
+            OwnedArg::Scalar(v) => OwnedArg::Scalar(*v),
+        }
+    }
+}
+
+impl<B> OwnedArg<B> {
+    /// Whether two arguments pass the kernel the same parameter (see [`Deferred::same`]), their
+    /// buffers compared by `same_buffer`.
+    fn same_by<C>(&self, other: &OwnedArg<C>, same_buffer: impl Fn(&B, &C) -> bool) -> bool {
         use GpuArg as A;
         match (self, other) {
-            (Owned::Buffer(a, x), Owned::Buffer(b, y)) => x == y && a.same(b),
-            (Owned::Bytes(a), Owned::Bytes(b)) => a == b,
-            (Owned::Scalar(a), Owned::Scalar(b)) => match (*a, *b) {
+            (OwnedArg::Buffer(a, x), OwnedArg::Buffer(b, y)) => x == y && same_buffer(a, b),
+            (OwnedArg::Bytes(a), OwnedArg::Bytes(b)) => a == b,
+            (OwnedArg::Scalar(a), OwnedArg::Scalar(b)) => match (*a, *b) {
                 (A::I8(a), A::I8(b)) => a == b,
                 (A::I16(a), A::I16(b)) => a == b,
                 (A::I32(a), A::I32(b)) => a == b,
@@ -212,17 +260,6 @@ impl std::ops::Deref for Collected {
 }
 
 impl Collected {
-    /// Whether this launch is what `last` launched (see [`Deferred::same`]); one pointer
-    /// comparison for a bound launch collected again unchanged.
-    pub(crate) fn same(&self, last: &Collected) -> bool {
-        if let (Collected::Shared(a), Collected::Shared(b)) = (self, last)
-            && Arc::ptr_eq(a, b)
-        {
-            return true;
-        }
-        Deferred::same(self, last)
-    }
-
     /// Drops this holder; the last holder of a launch gives its module quota share back.
     pub(crate) fn release(self, usage: &mut Usage) {
         match self {
@@ -335,9 +372,9 @@ impl Burst {
         hidden: Hidden<'_>,
     ) -> Flushed {
         let mut batch = std::mem::take(&mut self.pending);
-        // A graph replay keeps the batch (the launches its nodes ran last) and hands back what
-        // it kept before: released here.
-        let out = issue(&self.stream, &mut batch, graphs, usage, hidden);
+        // Issued, the launches are released here (a cached graph remembers them without
+        // holding their buffers); the Vec keeps its capacity.
+        let out = issue(&self.stream, &batch, graphs, usage, hidden);
         for d in batch.drain(..) {
             d.release(usage);
         }
@@ -408,11 +445,10 @@ pub(super) fn args_room<'a>(batch: &[Collected], skip: &[bool]) -> Vec<GpuArg<'a
     Vec::with_capacity(room.map(|(_, d)| d.args.len() + HIDDEN).sum())
 }
 
-/// Issues `batch` on `stream` (see [`Burst::flush`]); a graph replay swaps the batch for the
-/// launches its graph ran before (to be released by the caller).
+/// Issues `batch` on `stream` (see [`Burst::flush`]), leaving it for the caller to release.
 fn issue(
     stream: &gpuhost::Stream,
-    batch: &mut Vec<Collected>,
+    batch: &[Collected],
     graphs: Option<&mut GraphCache>,
     usage: &mut Usage,
     hidden: Hidden<'_>,

@@ -4,8 +4,11 @@
 //! past one watched segment); launches collected when a trusted Store goes still run, a
 //! sandboxed Store's are discarded with its stopped work.
 
-use gpuhost_wasm::{Limits, RunOptions, RunOutcome, Runtime};
+use std::time::Duration;
 
+use gpuhost_wasm::{Limits, Output, OutputPipe, RunOptions, RunOutcome, Runtime};
+
+use crate::transfers::assert_buffers_freed;
 use crate::{device, device_alone, guest, opts, stdout};
 
 /// Runs the bursts guest trusted, in `mode`, with graph batching as `limits` set it.
@@ -93,6 +96,37 @@ async fn a_sandboxed_guests_batches_hold_at_most_one_watched_segment_of_launches
     .await;
     assert_eq!(whole.held_at_exit.cached_graphs, 1);
     assert_eq!(stdout(&o), stdout(&whole));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buffers_a_trusted_guest_dropped_are_freed_while_the_graphs_that_replayed_them_stay_cached()
+{
+    // Alone: the host's live buffers are counted.
+    let Some((rt, _alone)) = device_alone().await else {
+        return;
+    };
+    let host = rt.host();
+    let before = host.stats().live_buffers;
+    // 'refill' bursts are replayed from the cache (see the test below); '-hold' then keeps the
+    // Store, and so its cached graphs, until the run is dropped.
+    let pipe = OutputPipe::new(1024);
+    let mut o = opts("bursts", &["refill-hold", "64"]);
+    o.limits = trusted();
+    o.stdout = Output::Pipe(pipe.clone());
+    let g = guest("bursts");
+    let run = rt.run(&g, o);
+    tokio::pin!(run);
+    let dropped = async {
+        while !String::from_utf8_lossy(&pipe.contents()).contains("dropped") {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // The cached graphs last ran the last round's buffer and bound launch, both dropped.
+        assert_buffers_freed(host, before).await;
+    };
+    tokio::select! {
+        r = &mut run => panic!("the guest ended on its own: {r:?}"),
+        () = dropped => {}
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUevent;
 use smallvec::SmallVec;
 
-use crate::buffer::{DeviceBuffer, keep_once};
+use crate::buffer::{DeviceBuffer, keep_once, keep_owned};
 use crate::error::Result;
 use crate::host::Host;
 use crate::launch::Arg;
@@ -307,19 +307,19 @@ impl Launched {
     }
 
     /// Add one replay of a graph of `n` launches of `kernels` (each of the graph's kernels at
-    /// least once) using `buffers`, just issued: one Completion for all of them, since they
-    /// end together, counted as `n` launches of the batch.
+    /// least once) using `buffers` (handed over), just issued: one Completion for all of them,
+    /// since they end together, counted as `n` launches of the batch.
     pub(crate) fn add_graph(
         &mut self,
         kernels: &[Kernel],
-        buffers: &[DeviceBuffer],
+        buffers: impl IntoIterator<Item = DeviceBuffer>,
         n: usize,
     ) -> Completion {
         for kernel in kernels {
             self.guard(kernel);
         }
         for b in buffers {
-            keep_once(&mut self.buffers, b);
+            keep_owned(&mut self.buffers, b);
         }
         self.n += n;
         Completion {

@@ -252,6 +252,16 @@ fn refill(n: u32) {
     }
 }
 
+/// [`refill`], then prints "dropped" and waits until the host drops the run: every buffer the
+/// guest allocated is gone by then, and the graphs that replayed its bursts are still cached.
+fn refill_hold(n: u32) {
+    refill(n);
+    println!("dropped");
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let num = |i: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(8);
@@ -262,6 +272,7 @@ fn main() {
         Some("cap") => cap(num(2)),
         Some("exit-pending") => exit_pending(num(2)),
         Some("refill") => refill(num(2)),
+        Some("refill-hold") => refill_hold(num(2)),
         other => {
             eprintln!("unknown mode {other:?}");
             std::process::exit(2)
