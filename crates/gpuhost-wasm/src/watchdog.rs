@@ -8,7 +8,13 @@
 //!
 //! The watchdog thread never calls the driver: on NVIDIA a call can wait inside libcuda behind
 //! another thread's call that waits for the device, i.e. for the runaway kernel (seen on the
-//! H200: launches that grow local memory, module loads, large allocations and frees). It stops
+//! H200: launches that grow local memory, module loads, large allocations and frees). Nor does
+//! it take a lock that anyone holds across a driver call: a launch reads its epoch and notes
+//! itself under its stream's lock, then calls the driver with the lock released, then counts
+//! itself under the lock again. (With the launch inside the lock, one guest's launch waiting in
+//! the driver for another guest's endless kernel held the watchdog at that stream's lock, so
+//! the endless kernel was never stopped: the rare one-thread hang of the red-team flood test on
+//! the H200, sessions 9–15.) It stops
 //! a guest with a CPU store to its control block (see gpuhost's control_pool.rs), and tells
 //! whether launches ended from their `Completion`s, which the launching thread and gpuhost's
 //! completion thread record. When it lets go of dropped guests' watches it wakes the sandbox
@@ -103,6 +109,7 @@ impl StoreWatch {
                 segments: VecDeque::new(),
                 front_since: now,
                 stopped: None,
+                launching: None,
             }),
         });
         lock(&self.streams).push(w.clone());
@@ -112,18 +119,24 @@ impl StoreWatch {
     /// Stops every launch of this guest now running or queued (their kernels exit at their next
     /// poll); each stream with work in flight reports `stopped_by` at its next synchronize.
     fn stop(&self, stopped_by: Option<&[Arc<str>]>) {
+        let epoch;
         {
             // Two stops at once (a tick and a Store drop) must leave the newest epoch stored.
             let _one = lock(&self.stopping);
             // Cleared first: the kernels this stop ends write their tag into it.
             self.ctl.store_u32(CTL_STOPPED_TAG, 0);
-            let epoch = self.epoch.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+            // The block's word before the launches' epoch: a launch that reads the new epoch
+            // finds its kernels' word already changed, so only launches that read the old one
+            // are stopped, and each of those is noted as launching, or counted, below.
+            epoch = self.epoch.load(Ordering::SeqCst).wrapping_add(1);
             self.ctl.store_u32(CTL_EPOCH, epoch);
+            self.epoch.store(epoch, Ordering::SeqCst);
         }
         let now = Instant::now();
         for s in lock(&self.streams).iter() {
             let mut q = lock(&s.q);
-            if q.open > 0 || !q.segments.is_empty() {
+            let stops_launching = q.launching.is_some_and(|e| e != epoch);
+            if q.open > 0 || !q.segments.is_empty() || stops_launching {
                 q.front_since = now;
                 if let Some(names) = stopped_by {
                     q.stopped.get_or_insert_with(|| describe(names));
@@ -222,6 +235,9 @@ struct WatchQ {
     front_since: Instant,
     /// Set when the guest was stopped while this stream had work: what ran over.
     stopped: Option<Arc<str>>,
+    /// The epoch of a launch issued now, outside the lock (a guest's calls on one stream come
+    /// one at a time): work a stop must count, not yet counted.
+    launching: Option<u32>,
 }
 
 struct Segment {
@@ -232,18 +248,36 @@ struct Segment {
 }
 
 impl StreamWatch {
-    /// Launches through `launch(epoch)` (the epoch read and the launch under this stream's lock,
-    /// so a stop never misses a launch it aborts), and counts it in the open segment.
+    /// Launches through `launch(epoch)` and counts it in the open segment. The epoch is read and
+    /// the launch noted under this stream's lock, so a stop never misses a launch it aborts; the
+    /// driver call runs outside it (see the module header).
     pub(crate) fn launch<E>(
         &self,
         store: &StoreWatch,
         kernel: &Arc<str>,
         launch: impl FnOnce(u32) -> Result<Completion, E>,
     ) -> Result<Completion, E> {
-        let q = lock(&self.q);
-        let out = launch(store.epoch.load(Ordering::SeqCst))?;
+        let epoch = self.begin(store);
+        let out = launch(epoch);
+        let q = self.end();
+        let out = out?;
         self.count(q, out.observer(), 1, std::slice::from_ref(kernel));
         Ok(out)
+    }
+
+    /// Reads the epoch a launch is given and notes the launch as under way.
+    fn begin(&self, store: &StoreWatch) -> u32 {
+        let mut q = lock(&self.q);
+        let epoch = store.epoch.load(Ordering::SeqCst);
+        q.launching = Some(epoch);
+        epoch
+    }
+
+    /// The launch under way is issued (or refused): the lock, to count what it issued.
+    fn end(&self) -> MutexGuard<'_, WatchQ> {
+        let mut q = lock(&self.q);
+        q.launching = None;
+        q
     }
 
     /// Counts `n` launches just issued, ending with the one `last` observes, in the open
@@ -281,17 +315,18 @@ impl StreamWatch {
     }
 
     /// Issues a batch of launches through `issue(epoch)` (a graph, or launches one by one; the
-    /// epoch read and the issue under this stream's lock, as for one launch) and counts those it
-    /// issued in the open segment: closed first when the batch would make it longer than
-    /// [`FENCE_EVERY`], so a batch of at most that many never stretches a segment.
+    /// epoch read and the issue as for one launch) and counts those it issued in the open
+    /// segment: closed first when the batch would make it longer than [`FENCE_EVERY`], so a
+    /// batch of at most that many never stretches a segment.
     pub(crate) fn launch_batch(
         &self,
         store: &StoreWatch,
         names: &[Arc<str>],
         issue: impl FnOnce(u32) -> Flushed,
     ) -> Flushed {
-        let q = lock(&self.q);
-        let out = issue(store.epoch.load(Ordering::SeqCst));
+        let epoch = self.begin(store);
+        let out = issue(epoch);
+        let q = self.end();
         if let Some(last) = out.issued.last() {
             let launches = out.issued.iter().map(InFlight::launches).sum();
             self.count(q, last.done().observer(), launches, names);
@@ -329,7 +364,8 @@ impl StreamWatch {
     /// on the H200, every request of `gpuhost serve`, bench/h200-runs/2026-12-01-s6/).
     fn is_idle(&self) -> bool {
         let q = lock(&self.q);
-        q.open_last.as_ref().is_none_or(|c| c.is_done())
+        q.launching.is_none()
+            && q.open_last.as_ref().is_none_or(|c| c.is_done())
             && q.segments.iter().all(|s| s.done.is_done())
     }
 
@@ -354,7 +390,10 @@ impl StreamWatch {
             let budget = limit.saturating_mul(s.launches);
             (now.duration_since(q.front_since) > budget).then(|| s.names.clone())
         });
-        (q.open > 0 || !q.segments.is_empty(), late)
+        (
+            q.open > 0 || !q.segments.is_empty() || q.launching.is_some(),
+            late,
+        )
     }
 }
 
@@ -452,6 +491,76 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Waits up to `within` for `ctl`'s epoch to change; whether it did.
+    fn stopped_within(ctl: &ControlBlock, within: Duration) -> bool {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if ctl.load_u32(CTL_EPOCH) != 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// A stream callback (cuLaunchHostFunc) that holds its stream until the guest of the
+    /// control block it is given is stopped: work that ends only when the watchdog acts, as a
+    /// sandboxed endless kernel does.
+    unsafe extern "C" fn hold_until_stopped(ctl: *mut std::ffi::c_void) {
+        // SAFETY: the test passes a leaked `Box<ControlBlock>`, which this call, made once,
+        // takes back.
+        let ctl = unsafe { Box::from_raw(ctl.cast::<ControlBlock>()) };
+        stopped_within(&ctl, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_launch_waiting_in_the_driver_does_not_keep_the_watchdog_from_stopping_another_guest() {
+        let host = gpuhost::host(0).unwrap();
+        // B first: the watchdog looks at guests in the order they came, so it reaches B's
+        // stream before A's.
+        let watch_b = StoreWatch::new(host.control_block().unwrap(), Duration::from_secs(60));
+        let ctl_a = host.control_block().unwrap();
+        let watch_a = StoreWatch::new(ctl_a.clone(), Duration::from_millis(20));
+        let (stream_a, stream_b) = (host.stream().unwrap(), host.stream().unwrap());
+        let (sa, sb) = (watch_a.stream(), watch_b.stream());
+        let name: Arc<str> = Arc::from("k");
+        let inside = std::sync::Barrier::new(2);
+        let seen = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            // B's launch waits inside the driver until A is stopped: on NVIDIA a launch that
+            // loads its module or grows local memory waits for the device, i.e. for A's kernel.
+            let b = scope.spawn(|| {
+                sb.launch(&watch_b, &name, |_epoch| {
+                    inside.wait();
+                    let stopped = stopped_within(&ctl_a, Duration::from_secs(20));
+                    seen.store(stopped, Ordering::SeqCst);
+                    stream_b.fence()
+                })
+            });
+            inside.wait();
+            // A's launch: its work ends only once A is stopped, 20 ms after it began.
+            let ctl = Box::into_raw(Box::new(ctl_a.clone())).cast();
+            // SAFETY: a live stream of the host's current context (bound by host.stream() on
+            // this thread), and a callback that takes its argument back exactly once.
+            let r = unsafe {
+                gpuhost::sys::cuLaunchHostFunc(stream_a.raw(), Some(hold_until_stopped), ctl)
+            };
+            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            let done = sa
+                .launch(&watch_a, &name, |_epoch| stream_a.fence())
+                .unwrap();
+            let b_done = b.join().unwrap().unwrap();
+            assert!(
+                seen.load(Ordering::SeqCst),
+                "the watchdog never stopped A while B's launch was in the driver"
+            );
+            done.wait().unwrap();
+            b_done.wait().unwrap();
+        });
+        assert!(sa.take_stopped().is_some(), "A's stream was not told");
+        assert!(sb.take_stopped().is_none(), "B was stopped too");
+    }
 
     #[test]
     fn a_store_dropped_after_its_launches_ended_leaves_its_epoch_alone() {
