@@ -151,7 +151,19 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
     assert!(limits.sandbox, "the red-team attacks run sandboxed");
 
     let victim = Victim::start(rt).await;
-    let others = bystanders(rt).await;
+    let mut others = bystanders(rt).await;
+    if attack == "flood" {
+        // The flood's gate kernel holds the device until the attacker opens it with a write.
+        // On NVIDIA a bystander starting meanwhile waits in the driver for the device (its
+        // module load does), holding a runtime thread and the driver's lock, so the attacker's
+        // write waited until the watchdog stopped the gate (the H200, session 15: a hang before
+        // the watchdog's fix, a time-limit stop after it). The bystanders run first here; the
+        // victim runs throughout.
+        for b in others.drain(..) {
+            b.await
+                .unwrap_or_else(|e| panic!("{attack}: a bystander failed: {e}"));
+        }
+    }
     let mut o = opts(
         "redteam",
         &[
