@@ -278,14 +278,16 @@ fn sigterm_turns_readiness_false_then_drains_requests_in_flight_and_exits_cleanl
     assert_eq!(request(&addr, "GET", "/v2/health/live", b"").status, 0);
 }
 
-/// The misbehave repository plus `granted`: the same guest, granted the stamp-a bundle.
+/// The misbehave repository plus `granted`: the same guest, granted the stamp-a bundle. Its
+/// time limits are generous: its fenced 4 Mi-word stamp runs for seconds on softcuda, and past
+/// the default 10 s of GPU time on a CI machine's two loaded cores (twice, sessions 14 and 15).
 fn granted_repo(tag: &str) -> Repo {
     let repo = misbehave_repo(tag, "");
     repo.function(
         "granted",
         &test_guest("http-misbehave"),
         Some(&super::test_bundle("stamp-a")),
-        "",
+        "[serve]\ntimeout_ms = 120000\n[limits]\nmax_kernel_time_ms = 90000\n",
     );
     repo
 }
