@@ -244,6 +244,13 @@ mod tests {
         let types = wit("types.wit");
         let names: Vec<_> = ERROR_CASES.iter().map(|(n, _)| *n).collect();
         assert_eq!(variant_cases(&types, "error"), names);
+        // `launch` reads every error's payload as a string at bytes 8 and 12.
+        for case in &names {
+            assert!(
+                types.contains(&format!("{case}(string),")),
+                "error case {case} must carry a string for the hand-read result"
+            );
+        }
     }
 
     #[test]

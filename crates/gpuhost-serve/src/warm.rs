@@ -98,7 +98,9 @@ impl Spare {
     /// Drops the warm Stores (a draining version, before its bundle is released), outside the
     /// lock: a Store's drop frees its guest's memory and gives its sandbox back.
     pub(crate) fn clear(&self) {
-        drop(std::mem::take(&mut self.lock().ready));
+        // Taken in its own statement: the lock's guard, a temporary, goes at its end.
+        let ready = std::mem::take(&mut self.lock().ready);
+        drop(ready);
     }
 }
 
