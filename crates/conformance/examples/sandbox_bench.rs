@@ -15,16 +15,20 @@
 //!
 //! Each kernel is also timed rewritten with one part of the rewrite switched off (poll 1024), side
 //! by side, to show what it buys: `--without if-convert` (the default; `Policy::if_convert`) or
-//! `--without version` (`Policy::version_loops`). The tables call it "without". `--without
+//! `--without version` (`Policy::version_loops`) or `--without early-check`
+//! (`Policy::early_loop_free_check`). The tables call it "without". `--without
 //! nothing` times the full rewrite twice (an A/A run): its two columns differ only by where their
-//! modules and memory lie and by chance, which shows how far apart two columns may be with no
-//! difference in code.
+//! modules lie and by chance, which shows how far apart two columns may be with no difference
+//! in code.
 //!
 //! Every round times the variants in a rotated order (stream batches and graph replays alike),
-//! so no variant always runs in one place. That does not explain everything: in fixed order two
-//! byte-identical rewrites of oob_write replayed 1.16 and 1.06 µs, and with the rotation the A/A
-//! run still gave 1.13 and 1.03 µs (session 11, bench/h200-runs/2026-12-02-s11/4e9e1ae-bench), so
-//! where a variant's module and memory lie moves the shortest kernels by about 0.1 µs.
+//! so no variant always runs in one place, and every variant of a kernel reads and writes the
+//! same device memory (`prepare_edited`'s `beside`: one arena and control block for all of them).
+//! With an arena each, two byte-identical rewrites of oob_write replayed 1.13 and 1.03 µs even
+//! with the rotation (session 11, bench/h200-runs/2026-12-02-s11/4e9e1ae-bench), and in session
+//! 16 an ablation that left f16_convert's PTX unchanged replayed 1.26 µs against 1.36: where a
+//! variant's memory lay moved the shortest kernels by about 0.1 µs, the sandbox's whole cost on
+//! them.
 //!
 //! `--ablate` adds a second table: graph replays of the sandboxed kernel with one part of the
 //! rewrite taken out by editing its PTX (`ABLATIONS`), to see which part costs GPU time. The
@@ -46,7 +50,7 @@ use ptxvm::sandbox::Policy;
 
 const WARMUP: usize = 5;
 const BATCH: usize = 50;
-const ROUNDS: usize = 15;
+const ROUNDS: usize = 31;
 const POLLS: [u32; 3] = [64, 1024, 16384];
 /// Index in POLLS of the interval the goal and the graph timings use.
 const GOAL_POLL: usize = 1;
@@ -57,10 +61,14 @@ const EPOCH_READ: &str = "ld.volatile.global.u32 %__sbx_e, [%__sbx_ctl];";
 /// An edit of the rewritten PTX.
 type Edit = fn(&str) -> String;
 
-/// `--ablate`'s edits of the rewritten PTX: (column, edit). Measured on the H200 (session 9,
-/// bench/h200-runs/2026-12-02-s9/ablate.md): the loops' polls, not the entry's epoch read, are
-/// what short-loop kernels pay for; every other form of poll tried cost as much or more.
-const ABLATIONS: [(&str, Edit); 8] = [
+/// `--ablate`'s edits of the rewritten PTX: (column, edit). Session 9 read its table as "the
+/// loops' polls, not the entry's epoch read, cost"; from session 10 to 16 the table's columns
+/// were one off (see `main`), and read aright (session 16, bench/RESULTS.md) the entry's read
+/// and the in-kernel arena check were most of a short kernel's cost while loop versioning had
+/// made the polls nearly free. Both are now gone from the usual launch (`check_arena_at_entry`
+/// off; `LAUNCH_SKIPS_ENTRY_READ`), so "no entry epoch load" only shows what a large launch of
+/// a loop-free kernel, or a looping kernel, still pays.
+const ABLATIONS: [(&str, Edit); 7] = [
     ("plain epoch load", |p| {
         p.replace(EPOCH_READ, "ld.global.u32 %__sbx_e, [%__sbx_ctl];")
     }),
@@ -70,7 +78,6 @@ const ABLATIONS: [(&str, Edit); 8] = [
     ("branch-free polls", |p| edit_polls(p, branch_free_poll)),
     ("hot back-edge", hot_back_edge),
     ("warp-uniform poll branch", |p| edit_polls(p, uniform_poll)),
-    ("no entry base check", without_base_check),
 ];
 
 /// The PTX with each entry's prologue epoch read (its function's first) made a copy of the
@@ -213,26 +220,6 @@ fn branch_free_poll(lines: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The PTX with each entry's arena check (base aligned, size large enough, else report and
-/// exit) taken out: from its `setp.lt.or` on the size to the `exit` that follows.
-fn without_base_check(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len());
-    let mut rest = ptx;
-    while let Some(at) = rest.find("setp.lt.or.u64 %__sbx_p, %__sbx_size,") {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at..];
-        match tail.find("exit;") {
-            Some(end) => rest = &tail[end + "exit;".len()..],
-            None => {
-                rest = tail;
-                break;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
     let ablate = std::env::args().any(|a| a == "--ablate");
@@ -249,14 +236,24 @@ fn main() -> Result<(), Box<dyn Error>> {
             version_loops: false,
             ..Policy::default()
         },
+        "early-check" => Policy {
+            early_loop_free_check: false,
+            ..Policy::default()
+        },
         "nothing" => Policy::default(),
         other => {
-            return Err(format!("--without {other}: say if-convert, version or nothing").into());
+            return Err(format!(
+                "--without {other}: say if-convert, version, early-check or nothing"
+            )
+            .into());
         }
     };
     println!("without: {without}");
+    // The timed replays: native, sandboxed, "without", then each edit (the columns before
+    // session 16 were one off: "without" sat under the first edit's name, and the last edit's
+    // figures were never printed).
     let mut ablation_table = format!(
-        "\n| kernel | graph µs: native | sandboxed |{}\n|---|---:|---:|{}\n",
+        "\n| kernel | graph µs: native | sandboxed | without {without} |{}\n|---|---:|---:|---:|{}\n",
         ABLATIONS.map(|(name, _)| format!(" {name} |")).concat(),
         "---:|".repeat(ABLATIONS.len())
     );
@@ -296,6 +293,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             Mode::Native,
             &Policy::default(),
         )?;
+        // A sandboxed variant in the native case's arena (see the module header).
+        let beside = |policy: &Policy, edit: Edit| {
+            let seeds = (seed, 0xff);
+            let at = Some(&native);
+            prepare_edited(&ctx, kc, flavour, seeds, Mode::Sandboxed, policy, edit, at)
+        };
         let without_policy = Policy {
             poll_interval: POLLS[GOAL_POLL],
             ..off.clone()
@@ -307,7 +310,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 ..Policy::default()
             })
             .chain([without_policy])
-            .map(|policy| prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy))
+            .map(|policy| beside(&policy, |p| p.to_owned()))
             .collect::<Result<Vec<_>, _>>()?;
         let replays = [
             Replay::capture(&ctx, &stream, &native)?,
@@ -352,38 +355,32 @@ fn main() -> Result<(), Box<dyn Error>> {
             // Each replay's kernels use its prepared case's module and arena: keep them alive
             // until the replays are gone.
             let mut ablated = Vec::with_capacity(ABLATIONS.len());
-            // One flag per timed replay: native and sandboxed (never edited), then each edit.
-            let mut failed = vec![false, false];
+            // One flag per timed replay: native, sandboxed and "without" (never edited), then
+            // each edit.
+            let mut failed = vec![false, false, false];
             for (name, edit) in ABLATIONS {
                 let policy = Policy {
                     poll_interval: POLLS[GOAL_POLL],
                     ..Policy::default()
                 };
-                let edited = prepare_edited(
-                    &ctx,
-                    kc,
-                    flavour,
-                    (seed, 0xff),
-                    Mode::Sandboxed,
-                    &policy,
-                    edit,
-                );
+                let edited = beside(&policy, edit);
                 // An edit the JIT refuses shows as "err" (timed unedited, to keep the columns).
                 failed.push(edited.is_err());
                 let p = match edited {
                     Ok(p) => p,
                     Err(e) => {
                         eprintln!("{}: ablation {name:?}: {e}", kc.name);
-                        prepare(&ctx, kc, flavour, (seed, 0xff), Mode::Sandboxed, &policy)?
+                        beside(&policy, |p| p.to_owned())?
                     }
                 };
                 all.push(Replay::capture(&ctx, &stream, &p)?);
                 ablated.push(p);
             }
             let mut samples = vec![Vec::new(); all.len()];
-            for _ in 0..ROUNDS {
-                for (r, s) in all.iter().zip(&mut samples) {
-                    s.push(r.time(&stream)?);
+            for round in 0..ROUNDS {
+                for k in 0..all.len() {
+                    let i = (round + k) % all.len();
+                    samples[i].push(all[i].time(&stream)?);
                 }
             }
             let cells: String = samples

@@ -53,9 +53,10 @@ pub struct Prepared {
     pub args: Vec<KernelArg>,
     mode: Mode,
     case: Case,
-    arena: DeviceBuffer,
+    /// Shared with the cases prepared beside this one (see [`prepare_edited`]).
+    arena: Arc<DeviceBuffer>,
     offsets: Vec<u64>,
-    ctl: DeviceBuffer,
+    ctl: Arc<DeviceBuffer>,
 }
 
 /// Loads `kc`'s PTX from `flavour` (rewritten by the sandbox under `policy` in
@@ -69,11 +70,28 @@ pub fn prepare(
     mode: Mode,
     policy: &Policy,
 ) -> Result<Prepared> {
-    prepare_edited(ctx, kc, flavour, seeds, mode, policy, |ptx| ptx.to_owned())
+    prepare_edited(
+        ctx,
+        kc,
+        flavour,
+        seeds,
+        mode,
+        policy,
+        |ptx| ptx.to_owned(),
+        None,
+    )
 }
 
 /// [`prepare`], with the rewritten PTX passed through `edit` before it is loaded in
-/// [`Mode::Sandboxed`]: sandbox_bench's ablations (which part of the rewrite costs GPU time).
+/// [`Mode::Sandboxed`] (sandbox_bench's ablations: which part of the rewrite costs GPU time),
+/// and, with `beside`, laid out in `beside`'s arena and control block rather than new ones.
+///
+/// sandbox_bench prepares the columns it compares beside one another, so that every column's
+/// kernel reads and writes the same device addresses: with an arena each, two byte-identical
+/// rewrites of a ~1 µs kernel replayed up to 0.1 µs apart (bench/RESULTS.md, session 11), as
+/// much as the sandbox's whole cost on such kernels. Cases prepared beside one another overwrite
+/// each other's outputs, so only a case with an arena of its own is [`Prepared::check`]ed.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_edited(
     ctx: &Arc<Context>,
     kc: &KernelCase,
@@ -82,6 +100,7 @@ pub fn prepare_edited(
     mode: Mode,
     policy: &Policy,
     edit: fn(&str) -> String,
+    beside: Option<&Prepared>,
 ) -> Result<Prepared> {
     let ptx = corpus::read_ptx(kc.file, flavour)?;
     let sbx = sandbox(&ptx, policy).map_err(|e| Error::BadCase {
@@ -106,8 +125,26 @@ pub fn prepare_edited(
     // The sandbox needs at least MIN_ARENA mapped (a fence may cover a run of accesses that
     // long); gpuhost's arenas map 2 MiB chunks, so only this harness has to ask for it.
     let next = next.max(MIN_ARENA);
-    let arena = DeviceBuffer::alloc(ctx, next as usize)?;
-    arena.fill(0)?;
+    let (arena, ctl) = match beside {
+        Some(b) if b.offsets == offsets && b.arena.len() == next as usize => {
+            (b.arena.clone(), b.ctl.clone())
+        }
+        Some(_) => {
+            return Err(Error::BadCase {
+                case: kc.name.into(),
+                detail: "prepared beside a case of another layout".into(),
+            });
+        }
+        None => {
+            let arena = DeviceBuffer::alloc(ctx, next as usize)?;
+            arena.fill(0)?;
+            // The control block in device memory, as gpuhost's ControlBlock: kernels poll it,
+            // and polling host-mapped memory instead cost kernels 126x on the H200.
+            let ctl = DeviceBuffer::alloc(ctx, FAULT_AT + 64)?;
+            ctl.fill(0)?;
+            (Arc::new(arena), Arc::new(ctl))
+        }
+    };
     let base = arena.ptr();
 
     arena.write_at(globals_at as usize, &sbx.globals.init)?;
@@ -127,10 +164,6 @@ pub fn prepare_edited(
         }
     }
 
-    // The control block in device memory, as gpuhost's ControlBlock: kernels poll it, and
-    // polling host-mapped memory instead cost kernels 126x on the H200.
-    let ctl = DeviceBuffer::alloc(ctx, FAULT_AT + 64)?;
-    ctl.fill(0)?;
     let ctl_dev = ctl.ptr();
     let mut args = Vec::with_capacity(case.args.len() + 5);
     for arg in &case.args {
@@ -153,8 +186,20 @@ pub fn prepare_edited(
         base + globals_at
     };
     if mode == Mode::Sandboxed {
-        // Epoch 0 (the control block starts zeroed), tag in the high half.
-        args.extend([base, next, globals_ptr, ctl_dev, TAG << 32].map(KernelArg::U64));
+        // Epoch 0 (the control block starts zeroed), tag in the high half, and the entry's
+        // epoch read skipped where gpuhost-wasm skips it (confine.rs).
+        let loop_free = sbx
+            .kernels
+            .iter()
+            .any(|k| k.name == kc.kernel && k.loop_free);
+        let s = &case.shape;
+        let threads = (s.grid.iter().chain(&s.block)).fold(1u64, |n, &d| n * u64::from(d));
+        let skip = if loop_free && threads <= ptxvm::sandbox::SKIP_ENTRY_READ_THREADS {
+            ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ
+        } else {
+            0
+        };
+        args.extend([base, next, globals_ptr, ctl_dev, skip | TAG << 32].map(KernelArg::U64));
     }
     Ok(Prepared {
         mode,
@@ -177,7 +222,14 @@ impl Prepared {
     }
 
     /// Checks every output of the case against its reference, and that no access was fenced.
+    /// Refused for a case that shares its arena (its outputs may be another case's).
     pub fn check(&self, kc: &KernelCase, flavour: Flavour, seed: u64) -> Result<usize> {
+        if Arc::strong_count(&self.arena) > 1 {
+            return Err(Error::BadCase {
+                case: kc.name.into(),
+                detail: "a case prepared beside another cannot be checked: prepare it alone".into(),
+            });
+        }
         let mut failures = Vec::new();
         let mut checked = 0;
         for (spec, at) in self.case.buffers.iter().zip(&self.offsets) {

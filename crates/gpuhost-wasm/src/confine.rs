@@ -5,8 +5,12 @@
 //!
 //! Hidden arguments (after the user's, in this order): the arena's base (as a zero-length anchor
 //! buffer, so the arena outlives the launch), the bytes mapped now, the module's globals block
-//! (0 when it has none), the control block (an anchor too), and `epoch | tag << 32`. The tag names
-//! the kernel when it reports a fenced access.
+//! (0 when it has none), the control block (an anchor too), and `epoch | tag << 32`, with
+//! `ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ` on a loop-free kernel's launch of at most
+//! `SKIP_ENTRY_READ_THREADS` threads. The tag names the kernel when it reports a fenced access.
+//!
+//! The rewritten kernels trust the arena's shape (base aligned to `MIN_ALIGN`, at least
+//! `MIN_ARENA` mapped); [`Confinement::from_parts`] checks it once for each guest.
 
 use std::sync::Arc;
 
@@ -29,6 +33,7 @@ const _: () = assert!(
 const MAX_TAGS: usize = 1 << 16;
 /// The hidden parameters the rewriter appends.
 pub(crate) const HIDDEN: usize = ptxvm::sandbox::HIDDEN_PARAMS.len();
+use ptxvm::sandbox::SKIP_ENTRY_READ_THREADS;
 
 /// A sandboxed guest's memory, control block and watch.
 pub(crate) struct Confinement {
@@ -57,25 +62,39 @@ impl Confinement {
     pub(crate) fn new(host: &Arc<gpuhost::Host>, limits: &Limits) -> Result<Self, gpuhost::Error> {
         let arena = host.arena(arena_bytes(limits))?;
         let ctl = host.control_block()?;
-        Ok(Self::from_parts(arena, ctl, limits, None))
+        Self::from_parts(arena, ctl, limits, None)
     }
 
     /// A confinement over `arena` and `ctl`, which no one else may hold (new, or reset by a
-    /// [`SandboxPool`]); when it drops they go back to `pool`, if any.
+    /// [`SandboxPool`]); when it drops they go back to `pool`, if any. Refused when the arena
+    /// does not have the shape rewritten kernels rely on (they do not check it themselves:
+    /// `ptxvm::sandbox::Policy::check_arena_at_entry`). Its base never moves and its mapped
+    /// part only grows, so once is enough.
     pub(crate) fn from_parts(
         arena: Arc<gpuhost::Arena>,
         ctl: gpuhost::ControlBlock,
         limits: &Limits,
         pool: Option<Arc<SandboxPool>>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, gpuhost::Error> {
+        use ptxvm::sandbox::{MIN_ALIGN, MIN_ARENA};
+        if !arena.base().is_multiple_of(MIN_ALIGN) || arena.mapped() < MIN_ARENA {
+            return Err(gpuhost::Error::Unsupported {
+                feature: "sandboxed guests",
+                reason: format!(
+                    "the driver gave an arena at {:#x} with {} bytes mapped; the sandbox needs a base aligned to {MIN_ALIGN} bytes and at least {MIN_ARENA} bytes mapped (run the guest trusted, or use a driver with 2 MiB virtual-memory granularity)",
+                    arena.base(),
+                    arena.mapped()
+                ),
+            });
+        }
+        Ok(Self {
             base_anchor: arena.anchor(),
             ctl_anchor: ctl.anchor(),
             arena,
             watch: StoreWatch::new(ctl, limits.max_kernel_time),
             names: Vec::new(),
             pool,
-        }
+        })
     }
 
     /// The launch tag of kernel `name` (the same for every handle of that name).
@@ -91,8 +110,13 @@ impl Confinement {
         (self.names.len() as u32, n)
     }
 
-    /// The hidden arguments of a launch of `k` under `epoch`.
-    pub(crate) fn hidden<'a>(&'a self, k: &'a KernelSandbox, epoch: u32) -> [GpuArg<'a>; HIDDEN] {
+    /// The hidden arguments of a launch of `k` with `cfg` under `epoch`.
+    pub(crate) fn hidden<'a>(
+        &'a self,
+        k: &'a KernelSandbox,
+        cfg: &GpuConfig,
+        epoch: u32,
+    ) -> [GpuArg<'a>; HIDDEN] {
         let globals = match &k.module.globals {
             Some(g) => GpuArg::Buffer(g, 0),
             None => GpuArg::U64(0),
@@ -102,7 +126,7 @@ impl Confinement {
             GpuArg::U64(self.arena.mapped()),
             globals,
             GpuArg::Buffer(&self.ctl_anchor, 0),
-            GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32)),
+            GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32) | k.skip_entry_read(cfg)),
         ]
     }
 
@@ -152,6 +176,18 @@ pub(crate) struct SandboxModule {
     pub(crate) kernels: Vec<SandboxedKernel>,
 }
 
+/// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel that is `loop_free` and has
+/// at most `SKIP_ENTRY_READ_THREADS` threads; else 0.
+fn skip_entry_read(loop_free: bool, cfg: &GpuConfig) -> u64 {
+    let dims = cfg.grid.iter().chain(&cfg.block);
+    let threads = dims.fold(1u64, |n, &d| n.saturating_mul(u64::from(d)));
+    if loop_free && threads <= SKIP_ENTRY_READ_THREADS {
+        ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ
+    } else {
+        0
+    }
+}
+
 /// The sandbox side of a kernel handle (and of a bound launch of it).
 #[derive(Clone)]
 pub(crate) struct KernelSandbox {
@@ -160,9 +196,17 @@ pub(crate) struct KernelSandbox {
     pub(crate) local_bytes: u64,
     pub(crate) tag: u32,
     pub(crate) name: Arc<str>,
+    /// `ptxvm::sandbox::SandboxedKernel::loop_free`.
+    pub(crate) loop_free: bool,
 }
 
 impl KernelSandbox {
+    /// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of this kernel, if it may skip the
+    /// entry's epoch read; else 0.
+    fn skip_entry_read(&self, cfg: &GpuConfig) -> u64 {
+        skip_entry_read(self.loop_free, cfg)
+    }
+
     /// The user's argument count and the launch's local memory, checked against the quotas.
     pub(crate) fn check(
         &self,
@@ -204,4 +248,30 @@ pub(crate) fn rewrite(ptx: &str) -> Result<ptxvm::sandbox::Sandboxed, WitError> 
             "the PTX sandbox refused this module: {e} (sandboxed guests may use only what the sandbox can confine)"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(grid: [u32; 3], block: [u32; 3]) -> GpuConfig {
+        GpuConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn only_small_launches_of_loop_free_kernels_skip_the_entry_read() {
+        let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
+        let at_most = cfg([256, 1, 1], [256, 1, 1]);
+        assert_eq!(skip_entry_read(true, &at_most), skip);
+        assert_eq!(skip_entry_read(false, &at_most), 0, "a looping kernel");
+        assert_eq!(skip_entry_read(true, &cfg([257, 1, 1], [256, 1, 1])), 0);
+        // Every dimension counts, without overflow.
+        assert_eq!(skip_entry_read(true, &cfg([2, 2, 2], [1024, 32, 2])), 0);
+        let huge = cfg([u32::MAX; 3], [u32::MAX; 3]);
+        assert_eq!(skip_entry_read(true, &huge), 0);
+    }
 }

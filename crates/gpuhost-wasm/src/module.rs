@@ -168,6 +168,7 @@ impl HostModule for CudaCtxView<'_> {
                     local_bytes: k.local_bytes_per_thread,
                     tag,
                     name,
+                    loop_free: k.loop_free,
                 })
             }
             _ => None,

@@ -163,12 +163,7 @@ impl SandboxPool {
                 (arena, ctl)
             }
         };
-        Ok(Confinement::from_parts(
-            arena,
-            ctl,
-            limits,
-            Some(self.clone()),
-        ))
+        Confinement::from_parts(arena, ctl, limits, Some(self.clone()))
     }
 
     /// The oldest pair whose zeroing has completed, without waiting and without a driver call;

@@ -225,7 +225,7 @@ pub(crate) fn launch_on<'a>(
     sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
     let done = watch.launch(&c.watch, &sb.name, |epoch| {
         let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
-        full.extend(c.hidden(sb, epoch));
+        full.extend(c.hidden(sb, &cfg, epoch));
         s.stream.launch(kernel, cfg, &full)
     })?;
     Ok(done)
@@ -264,7 +264,7 @@ fn route<'a>(
             (Some(sb), Some(c), Some(_)) => {
                 sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
                 let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
-                full.extend(c.hidden(sb, 0));
+                full.extend(c.hidden(sb, &cfg, 0));
                 kernel.check_launch(&cfg, &full)?;
             }
             // Not collected: the direct path refuses it below.

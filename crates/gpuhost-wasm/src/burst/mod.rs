@@ -151,7 +151,7 @@ impl Deferred {
             OwnedArg::Scalar(v) => *v,
         }));
         if let (Some(sb), Some((c, epoch))) = (&self.sandbox, hidden) {
-            out.extend(c.hidden(sb, epoch));
+            out.extend(c.hidden(sb, &self.cfg, epoch));
         }
     }
 

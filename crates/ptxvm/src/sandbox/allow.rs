@@ -25,6 +25,10 @@ pub(crate) struct Info<'m> {
     pub shared: HashMap<&'m str, Option<u64>>,
     /// Back-edges between polls.
     pub poll_interval: u32,
+    /// `Policy::check_arena_at_entry`.
+    pub check_arena: bool,
+    /// `Policy::early_loop_free_check`.
+    pub early_check: bool,
     /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
     /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
     pub lean: HashSet<&'m str>,
@@ -103,6 +107,8 @@ pub(crate) fn analyse<'m>(
         globals,
         shared,
         poll_interval: policy.poll_interval,
+        check_arena: policy.check_arena_at_entry,
+        early_check: policy.early_loop_free_check,
         lean: HashSet::new(),
         fast: HashSet::new(),
         local: HashMap::new(),
@@ -182,6 +188,16 @@ impl<'m> Info<'m> {
     /// `.local` bytes of `f` plus its deepest callee chain.
     pub(crate) fn local_bytes(&self, f: &str) -> u64 {
         self.local.get(f).copied().unwrap_or(0)
+    }
+
+    /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`):
+    /// each of a launch's threads then runs a straight path, once.
+    pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
+        let forward = |f: &Func| f.body.as_deref().is_none_or(super::bounded::forward_only);
+        forward(entry)
+            && self.tree(entry.name.as_str())[1..]
+                .iter()
+                .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
     }
 
     /// The functions `f` calls directly.

@@ -15,7 +15,13 @@
 //! sees, unless they are lean: a device function that neither reads a hidden value once
 //! rewritten (no fenced access, no poll, no relocated global) nor calls one that does keeps its
 //! own signature and gets no prologue. The host must pass `size >= MIN_ARENA` (64 KiB) and a
-//! `base` aligned to `MIN_ALIGN` (32 bytes).
+//! `base` aligned to `MIN_ALIGN` (32 bytes): rewritten kernels rely on it and do not check it
+//! (gpuhost-wasm checks its arenas once, when a guest gets one), unless
+//! [`Policy::check_arena_at_entry`] asks for the check in every thread.
+//!
+//! `launch` holds the launch's epoch (bits 0–31) and its tag (bits 32–62); bit 63
+//! ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch of a [`SandboxedKernel::loop_free`] kernel skip
+//! the entry's read of the abort epoch.
 
 mod allow;
 mod bounded;
@@ -53,6 +59,21 @@ pub const CTL_FAULT_TAG: i64 = 2 << 20;
 /// if the word is 0 (the host clears it before it stops a guest): names the kernel that ran.
 pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
 
+/// Bit of the hidden `launch` value that skips the entry's epoch read, in kernels whose
+/// [`SandboxedKernel::loop_free`] is true (others read it anyway). That read, compared before
+/// the first store, is most of what the sandbox costs a short kernel on the H200 (about
+/// 0.05–0.2 µs of 0.8–2 µs kernels graph-replayed, bench/RESULTS.md session 16). It lets a
+/// launch queued behind a stop do nothing; a loop-free kernel's launch that skips it runs its
+/// threads' straight paths once instead, so the host sets the bit only on launches small
+/// enough that doing so is cheap.
+pub const LAUNCH_SKIPS_ENTRY_READ: u64 = 1 << 63;
+
+/// The most threads a launch may have to be given [`LAUNCH_SKIPS_ENTRY_READ`] (gpuhost-wasm's
+/// rule). A launch queued behind a stop then runs its threads' straight paths once instead of
+/// exiting at entry: at this size, microseconds for any kernel a module can hold. Larger
+/// launches read the epoch, so a stopped guest's big grids still end at once.
+pub const SKIP_ENTRY_READ_THREADS: u64 = 1 << 16;
+
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
 pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];
 
@@ -68,6 +89,16 @@ pub struct Policy {
     /// still issues their loads back to back once they are fenced (ifconvert.rs). On by default;
     /// off only to measure what it buys.
     pub if_convert: bool,
+    /// Every thread checks at entry that `base` is [`MIN_ALIGN`]-aligned and `size` at least
+    /// [`MIN_ARENA`], and reports a fenced access and exits if not. Off by default: the host
+    /// guarantees both (they are properties of the arena, checked once), and the check cost
+    /// short kernels 3% on the H200 (session 16). On for hosts that cannot promise them.
+    pub check_arena_at_entry: bool,
+    /// Loop-free kernels compare the epoch right after reading it, at entry, rather than
+    /// before their first effect: their launches that skip the read ([`LAUNCH_SKIPS_ENTRY_READ`])
+    /// then carry only a compare that never waits, ahead of all their code. On by default;
+    /// off only to measure what it buys.
+    pub early_loop_free_check: bool,
 }
 
 impl Default for Policy {
@@ -76,6 +107,8 @@ impl Default for Policy {
             poll_interval: 1024,
             version_loops: true,
             if_convert: true,
+            check_arena_at_entry: false,
+            early_loop_free_check: true,
         }
     }
 }
@@ -102,6 +135,9 @@ pub struct SandboxedKernel {
     pub local_bytes_per_thread: u64,
     /// Bytes of static `.shared` variables the kernel and its callees use.
     pub static_shared_bytes: u64,
+    /// Neither the kernel nor any function it calls has a loop: each thread runs a straight
+    /// path once, so a launch may skip the entry's epoch read ([`LAUNCH_SKIPS_ENTRY_READ`]).
+    pub loop_free: bool,
 }
 
 /// The per-Store block holding a module's relocated `.global` and `.const` variables.
@@ -173,6 +209,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 user_params: f.params.len(),
                 local_bytes_per_thread: info.local_bytes(&f.name),
                 static_shared_bytes: info.static_shared(f),
+                loop_free: info.loop_free(f),
             });
         }
         let (head, body) = rewrite::func(&info, f)?;

@@ -92,6 +92,14 @@ impl<'m> Fx<'_, 'm> {
             &["u32", "u64"],
             vec![sreg("tag"), sreg("a")],
         );
+        // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
+        self.emit(
+            &mut out,
+            None,
+            "and",
+            &["b32"],
+            vec![sreg("tag"), sreg("tag"), imm(0x7fff_ffff)],
+        );
         for w in WIDTHS {
             let lim = sreg(&format!("lim{w}"));
             self.emit(
@@ -122,43 +130,18 @@ impl<'m> Fx<'_, 'm> {
             shared.extend(sized(&self.shared_fn));
             self.window(&mut out, &shared, "slo", "shi");
             self.window(&mut out, &sized(&self.locals), "llo", "lhi");
-            // An arena smaller than MIN_ARENA cannot hold any access (group fences span up to
-            // 4 KiB), and one whose base is not MIN_ALIGN-aligned would let an aligned-down
-            // address fall below it: the launch reports a fenced access and does nothing.
-            self.emit(
-                &mut out,
-                None,
-                "and",
-                &["b64"],
-                vec![sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
-            );
-            self.emit(
-                &mut out,
-                None,
-                "setp",
-                &["ne", "u64"],
-                vec![sreg("p"), sreg("a"), imm(0)],
-            );
-            self.emit(
-                &mut out,
-                None,
-                "setp",
-                &["lt", "or", "u64"],
-                vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
-            );
-            self.fault_now(&mut out, Some(("%__sbx_p".into(), false)));
-            self.emit(
-                &mut out,
-                Some(("%__sbx_p".into(), false)),
-                "exit",
-                &[],
-                vec![],
-            );
+            if self.info.check_arena {
+                self.arena_check(&mut out);
+            }
             // Poll once at entry: a launch queued behind an abort never starts its work. The
             // epoch is read here and compared before the first instruction that could write
             // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
             // parameter and address arithmetic and first loads instead of preceding them.
-            self.read_epoch(&mut out);
+            if self.info.loop_free(self.f) {
+                self.loop_free_entry_read(&mut out);
+            } else {
+                self.read_epoch(&mut out);
+            }
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
@@ -409,11 +392,46 @@ impl<'m> Fx<'_, 'm> {
         self.compare_epoch(out, report);
     }
 
+    /// A loop-free kernel's entry read, which a launch skips when it says so
+    /// (LAUNCH_SKIPS_ENTRY_READ): `%__sbx_e` then keeps the launch's own epoch, so the compare
+    /// passes. With `Policy::early_loop_free_check`, a uniform branch (the flag is a kernel
+    /// parameter) jumps over the read and an immediate compare; else the read is predicated and
+    /// the compare deferred, as in looping kernels.
+    fn loop_free_entry_read(&mut self, out: &mut Vec<O<'m>>) {
+        let a = vec![sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], a);
+        let skip = Some(("%__sbx_q".to_string(), false));
+        if self.info.early_check {
+            let q = vec![sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["ne", "u64"], q);
+            let over = self.label();
+            self.emit(
+                out,
+                skip,
+                "bra",
+                &["uni"],
+                vec![Operand::Name(over.clone())],
+            );
+            self.read_epoch(out);
+            self.entry_check(out);
+            out.push(O::New(Stmt::Label(over, self.line)));
+        } else {
+            let q = vec![sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["eq", "u64"], q);
+            self.read_epoch_if(out, skip);
+        }
+    }
+
     /// `%__sbx_e` := the control block's epoch.
     fn read_epoch(&self, out: &mut Vec<O<'m>>) {
+        self.read_epoch_if(out, None);
+    }
+
+    /// [`Self::read_epoch`] under `guard`.
+    fn read_epoch_if(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
         self.emit(
             out,
-            None,
+            guard,
             "ld",
             &["volatile", "global", "u32"],
             vec![
@@ -421,6 +439,36 @@ impl<'m> Fx<'_, 'm> {
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
             ],
         );
+    }
+
+    /// `Policy::check_arena_at_entry`: an arena smaller than MIN_ARENA cannot hold any access
+    /// (group fences span up to 4 KiB), and one whose base is not MIN_ALIGN-aligned would let
+    /// an aligned-down address fall below it: the launch reports a fenced access and does
+    /// nothing.
+    fn arena_check(&self, out: &mut Vec<O<'m>>) {
+        self.emit(
+            out,
+            None,
+            "and",
+            &["b64"],
+            vec![sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
+        );
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["ne", "u64"],
+            vec![sreg("p"), sreg("a"), imm(0)],
+        );
+        self.emit(
+            out,
+            None,
+            "setp",
+            &["lt", "or", "u64"],
+            vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
+        );
+        self.fault_now(out, Some(("%__sbx_p".into(), false)));
+        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], vec![]);
     }
 
     /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this

@@ -230,7 +230,7 @@ fn rewrite_body<'a, 'm>(
     });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
-    fx.defer_check = f.is_entry;
+    fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
     fx.stmts(b, Some(&hoisted), &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))

@@ -3,8 +3,9 @@
 //! accesses through registers that can only point into a local array run unchecked, and every
 //! other local access keeps its check; 32-bit window checks fence below, above and across the
 //! window; fenced accesses are reported at exit, also by a thread stopped in a loop; a stale
-//! launch writes nothing although it compares the epoch late; a misaligned arena base stops
-//! every launch at entry.
+//! launch writes nothing although it compares the epoch late, unless it is a loop-free kernel's
+//! launch that was told to skip the entry's read (a looping kernel reads it anyway); with the
+//! arena check asked for, a misaligned arena base stops every launch at entry.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,7 +14,8 @@ use ptxvm::Module;
 
 use super::redteam::{abort_in, attack_in, ptx};
 use super::sandbox::{
-    Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed, run_sandboxed_at,
+    ARENA, Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, load_sandboxed_with, run_sandboxed,
+    run_sandboxed_flagged,
 };
 
 const TAG: u32 = 0x7a9;
@@ -558,21 +560,37 @@ fn a_stale_launch_writes_nothing_on_any_path_though_it_compares_the_epoch_late()
     }
 }
 
-#[test]
-fn an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
-    let (_, m) = load_sandboxed(&ptx(STRAIGHT));
+/// A guest memory with `in` (holding 41) and an 8-byte `out`, the control block at `ctl_epoch`,
+/// and the arguments `(in, out, 1)` with hidden values for a launch under [`EPOCH`].
+fn in_out(ctl_epoch: u32) -> (GuestMem, u64, [Arg; 3], Hidden) {
     let mut mem = GuestMem::new();
     let input = mem.alloc(4);
+    mem.write(input, &41u32.to_le_bytes());
     let out = mem.alloc(8);
-    mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+    mem.ctl_word(0).store(ctl_epoch, Ordering::SeqCst);
     let hidden = Hidden {
         globals: 0,
         epoch: EPOCH,
     };
-    let args = [Arg::U64(input), Arg::U64(out), Arg::U32(1)];
+    (
+        mem,
+        out,
+        [Arg::U64(input), Arg::U64(out), Arg::U32(1)],
+        hidden,
+    )
+}
+
+#[test]
+fn with_the_arena_check_an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
+    let policy = ptxvm::sandbox::Policy {
+        check_arena_at_entry: true,
+        ..Default::default()
+    };
+    let (_, m) = load_sandboxed_with(&ptx(STRAIGHT), &policy);
+    let (mem, out, args, hidden) = in_out(EPOCH);
     let skew = ptxvm::sandbox::MIN_ALIGN / 2;
     let at = (mem.base() + skew, (1 << 20) - skew);
-    run_sandboxed_at(
+    run_sandboxed_flagged(
         &m,
         "straight",
         Shape::linear(1, 32),
@@ -580,10 +598,116 @@ fn an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
         &hidden,
         &mem,
         at,
+        0,
     )
     .unwrap();
     assert_eq!(mem.read(out, 8), [0; 8]);
     assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
+}
+
+#[test]
+fn by_default_kernels_leave_the_arena_check_to_the_host() {
+    let (s, _) = load_sandboxed(&ptx(STRAIGHT));
+    assert!(!s.ptx.contains("%__sbx_size, 65536"), "{}", s.ptx);
+    let policy = ptxvm::sandbox::Policy {
+        check_arena_at_entry: true,
+        ..Default::default()
+    };
+    let (s, _) = load_sandboxed_with(&ptx(STRAIGHT), &policy);
+    assert!(s.ptx.contains("%__sbx_size, 65536"), "{}", s.ptx);
+}
+
+/// Runs `kernel(in, out, 1)` once, the launch flagged to skip the entry's epoch read, with the
+/// control block at `ctl_epoch`; returns the memory and `out`.
+fn skipping_entry_read(m: &Module, kernel: &str, ctl_epoch: u32) -> (GuestMem, Vec<u8>) {
+    let (mem, out, args, hidden) = in_out(ctl_epoch);
+    let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
+    let at = (mem.base(), ARENA as u64);
+    let shape = Shape::linear(1, 32);
+    run_sandboxed_flagged(m, kernel, shape, &args, &hidden, &mem, at, skip).unwrap();
+    let out = mem.read(out, 8);
+    (mem, out)
+}
+
+/// [`skipping_entry_read`] under a stale epoch; returns `out`.
+fn stale_skipping_entry_read(m: &Module, kernel: &str) -> Vec<u8> {
+    skipping_entry_read(m, kernel, EPOCH + 1).1
+}
+
+#[test]
+fn a_loop_free_kernels_launch_told_to_skip_the_entry_read_runs_its_straight_path_once() {
+    let (s, m) = load_sandboxed(&ptx(STRAIGHT));
+    assert!(s.kernels[0].loop_free);
+    // Stale, yet it ran: the flag is the host's promise that this launch is small.
+    assert_eq!(
+        stale_skipping_entry_read(&m, "straight"),
+        [42, 0, 0, 0, 0, 0, 0, 0]
+    );
+}
+
+/// A loop-free kernel that writes 64 KiB past `out`, outside any arena these tests give.
+const STRAY: &str = "
+.visible .entry stray(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd2, [out];
+    add.u64 %rd2, %rd2, 16777216;
+    st.global.u32 [%rd2], 9;
+    ret;
+}
+";
+
+#[test]
+fn a_launch_that_skips_the_entry_read_still_reports_its_fenced_access_under_its_own_tag() {
+    let (s, m) = load_sandboxed(&ptx(STRAY));
+    assert!(s.kernels[0].loop_free);
+    let (mem, _) = skipping_entry_read(&m, "stray", EPOCH);
+    // The flag (bit 63 of `launch`) is no part of the tag (bits 32–62) the host names the
+    // kernel by.
+    assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
+}
+
+const LOOPED: &str = "
+.func (.param .b32 r) count(.param .b32 n)
+{
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+L:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra L;
+    st.param.b32 [r], %r2;
+    ret;
+}
+
+.visible .entry looped(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    {
+        .param .b32 a;
+        .param .b32 r;
+        st.param.b32 [a], %r1;
+        call.uni (r), count, (a);
+        ld.param.b32 %r3, [r];
+    }
+    add.u32 %r3, %r3, %r2;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+";
+
+#[test]
+fn a_kernel_that_calls_a_loop_reads_the_epoch_at_entry_though_its_launch_says_skip() {
+    let (s, m) = load_sandboxed(&ptx(LOOPED));
+    assert!(!s.kernels[0].loop_free, "its callee loops");
+    assert_eq!(stale_skipping_entry_read(&m, "looped"), [0; 8]);
 }
 
 const SHARED_THEN_POLLED: &str = "
@@ -699,7 +823,13 @@ const PRIVATE_THEN_STORE: &str = "
 #[test]
 fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a_stale_launch_still_writes_nothing()
  {
-    let (s, m) = load_sandboxed(&ptx(PRIVATE_THEN_STORE));
+    // The deferred compare, as looping kernels get it: this loop-free kernel gets it with
+    // `early_loop_free_check` off (by default it compares at entry; see the next test).
+    let policy = ptxvm::sandbox::Policy {
+        early_loop_free_check: false,
+        ..Default::default()
+    };
+    let (s, m) = load_sandboxed_with(&ptx(PRIVATE_THEN_STORE), &policy);
     // The compare waits until the store to global memory: the shared store, the barrier and
     // the shuffle come before it, so the epoch load overlaps them.
     let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
@@ -714,6 +844,26 @@ fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a
             7u32.to_le_bytes(),
             "a stale launch writes nothing, n = {n}"
         );
+        assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
+    }
+}
+
+#[test]
+fn a_loop_free_kernel_compares_the_epoch_at_entry_behind_one_uniform_skip_branch() {
+    let (s, m) = load_sandboxed(&ptx(PRIVATE_THEN_STORE));
+    let skip = "@%__sbx_q bra.uni $__sbx_L";
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once(compare).expect("one compare");
+    assert!(
+        before.contains(skip) && !before.contains("st.shared"),
+        "{}",
+        s.ptx
+    );
+    assert!(after.contains("bar.sync 0;"), "{}", s.ptx);
+    // Without the skip flag it still stops a stale launch, and runs a current one.
+    for n in [0u32, 5] {
+        let (stale, current) = stale_then_current(&m, "private_work", n, &7u32.to_le_bytes());
+        assert_eq!(stale, 7u32.to_le_bytes(), "n = {n}");
         assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
     }
 }

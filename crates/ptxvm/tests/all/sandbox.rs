@@ -15,7 +15,7 @@ pub use super::harness::Arg;
 use super::harness::pack;
 
 /// Bytes of the guest's arena in these tests.
-const ARENA: usize = 1 << 20;
+pub const ARENA: usize = 1 << 20;
 /// Arena alignment the contract promises (64 KiB).
 const ARENA_ALIGN: usize = 64 << 10;
 const VICTIM: usize = 4096;
@@ -236,19 +236,14 @@ pub fn run_sandboxed(
     hidden: &Hidden,
     mem: &GuestMem,
 ) -> Result<LaunchStats, Fault> {
-    run_sandboxed_at(
-        m,
-        name,
-        shape,
-        args,
-        hidden,
-        mem,
-        (mem.base(), ARENA as u64),
-    )
+    let at = (mem.base(), ARENA as u64);
+    run_sandboxed_flagged(m, name, shape, args, hidden, mem, at, 0)
 }
 
-/// `run_sandboxed` with the arena's `base` and `size` hidden arguments given.
-pub fn run_sandboxed_at(
+/// `run_sandboxed` with the arena's `base` and `size` hidden arguments given, and `flags`
+/// (`ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ`) set in the hidden `launch` value.
+#[allow(clippy::too_many_arguments)]
+pub fn run_sandboxed_flagged(
     m: &Module,
     name: &str,
     shape: Shape,
@@ -256,6 +251,7 @@ pub fn run_sandboxed_at(
     hidden: &Hidden,
     mem: &GuestMem,
     (base, size): (u64, u64),
+    flags: u64,
 ) -> Result<LaunchStats, Fault> {
     let k = m
         .kernel_index(name)
@@ -266,7 +262,7 @@ pub fn run_sandboxed_at(
         Arg::U64(size),
         Arg::U64(hidden.globals),
         Arg::U64(mem.ctl()),
-        Arg::U64(u64::from(TAG) << 32 | u64::from(hidden.epoch)),
+        Arg::U64(flags | u64::from(TAG) << 32 | u64::from(hidden.epoch)),
     ]);
     let params = pack(&m.kernels()[k], &all);
     launch_raw(m, k, shape, &params, &[], mem)
@@ -274,7 +270,12 @@ pub fn run_sandboxed_at(
 
 /// Rewrites and loads `ptx`; the rewritten text must load in ptxvm.
 pub fn load_sandboxed(ptx: &str) -> (Sandboxed, Module) {
-    let s = sandbox(ptx, &Policy::default()).unwrap_or_else(|e| panic!("sandbox: {e}"));
+    load_sandboxed_with(ptx, &Policy::default())
+}
+
+/// [`load_sandboxed`] under `policy`.
+pub fn load_sandboxed_with(ptx: &str, policy: &Policy) -> (Sandboxed, Module) {
+    let s = sandbox(ptx, policy).unwrap_or_else(|e| panic!("sandbox: {e}"));
     let m = Module::load(&s.ptx).unwrap_or_else(|e| panic!("rewritten PTX loads: {e}\n{}", s.ptx));
     (s, m)
 }
