@@ -159,6 +159,10 @@ impl Host {
     /// Bind the context on this thread and verify it is still the one we retained; returns the
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
+    ///
+    /// The usual case, one driver call, is inlined into the caller (every launch enters); the
+    /// rest (binding, verifying, recovering) is a call of its own.
+    #[inline]
     pub fn enter(&self) -> Result<u64> {
         if self.has_ctx_id {
             // Fast path, one driver call: the id of the context current on this thread (NULL
@@ -173,6 +177,13 @@ impl Host {
                 return Ok(generation);
             }
         }
+        self.enter_slow()
+    }
+
+    /// [`Host::enter`] when the fast path did not answer: bind, verify, recover.
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&self) -> Result<u64> {
         loop {
             let generation = self.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
@@ -201,6 +212,7 @@ impl Host {
     }
 
     /// Enter, then refuse a handle of an older generation.
+    #[inline]
     pub(crate) fn enter_for(&self, handle_generation: u64) -> Result<u64> {
         let generation = self.enter()?;
         if generation != handle_generation {

@@ -2,10 +2,13 @@
 //! limits before anything reaches the driver.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::facts::DeviceFacts;
+use crate::host::Host;
+use crate::registry::Kernel;
 
 /// One kernel parameter: where it sits in the parameter buffer and how big it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +129,7 @@ impl LaunchConfig {
     /// Every limit of [`LaunchConfig::check`] at once, without branches per axis: the launch
     /// path's test (the error, when it fails, comes from `explain`).
     #[inline]
-    fn within(&self, facts: &DeviceFacts) -> bool {
+    pub(crate) fn within(&self, facts: &DeviceFacts) -> bool {
         let mut ok = true;
         for i in 0..3 {
             // `d - 1 < max` is `1 <= d <= max` (0 wraps to u32::MAX, never below a limit).
@@ -186,7 +189,85 @@ impl LaunchConfig {
 }
 
 /// Arguments held inline (no allocation on the launch path) up to this many.
-const INLINE_ARGS: usize = 8;
+pub(crate) const INLINE_ARGS: usize = 8;
+
+/// The launch path's checks and packing in one pass over `args`, building no error: true when
+/// the launch passes every check of `Stream::prepare` (kernel and buffers of `host` and
+/// `generation`, `cfg` within the device's limits, one argument per parameter of its size,
+/// buffer offsets within their buffers), with each argument laid out for cuLaunchKernel:
+/// `pointers[i]` points at `scalars[i]` holding a scalar (or a buffer's address plus offset), or
+/// at an `Arg::Bytes`' own bytes. False says only that some check failed (and the slots are
+/// then meaningless): `Stream::prepare`, the reference, finds which and says it.
+///
+/// Why a second form of the same checks: `prepare` returns its packed arguments through a
+/// `Result` (copied out of the call) in slots it zeroes in full, and checks each buffer in a
+/// pass of its own; per launch that was about a third of gpuhost's own instructions. Here the
+/// slots are the caller's (on its stack, not moved until the driver has copied them), and
+/// each check is a comparison folded into one flag. A test holds the two to the same answers.
+/// Always inlined: a call of its own was ~40 instructions of saving and restoring registers.
+#[inline(always)]
+pub(crate) fn lay_out(
+    host: &Arc<Host>,
+    generation: u64,
+    kernel: &Kernel,
+    cfg: &LaunchConfig,
+    args: &[Arg<'_>],
+    scalars: &mut [u64],
+    pointers: &mut [*mut c_void],
+) -> bool {
+    let params = kernel.params();
+    let mut ok = Arc::ptr_eq(kernel.host(), host)
+        & (args.len() == params.len())
+        & (args.len() <= scalars.len())
+        & (args.len() <= pointers.len())
+        & cfg.within(host.facts());
+    if !ok {
+        return false;
+    }
+    let slots = scalars.iter_mut().zip(pointers.iter_mut());
+    for ((a, p), (slot, ptr)) in args.iter().zip(params).zip(slots) {
+        let value = match *a {
+            Arg::Bytes(b) => {
+                ok &= b.len() == p.size as usize;
+                // Never null: an empty slice's pointer is dangling but non-null.
+                *ptr = b.as_ptr() as *mut c_void;
+                continue;
+            }
+            Arg::Buffer(b, off) => {
+                let fits = Arc::ptr_eq(&b.inner.host, host)
+                    & (b.generation() == generation)
+                    & (off <= b.len());
+                if fits {
+                    // As `prepare` does: before the driver call (see arena.rs).
+                    b.note_kernel();
+                }
+                ok &= fits & (p.size == 8);
+                b.device_ptr().wrapping_add(off as u64)
+            }
+            Arg::I64(_) | Arg::U64(_) | Arg::F64(_) => {
+                ok &= p.size == 8;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I32(_) | Arg::U32(_) | Arg::F32(_) => {
+                ok &= p.size == 4;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I16(_) | Arg::U16(_) => {
+                ok &= p.size == 2;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I8(_) | Arg::U8(_) => {
+                ok &= p.size == 1;
+                a.scalar().unwrap_or(0)
+            }
+        };
+        *slot = value;
+        // The slot's own borrow, not re-derived from `scalars`: it stays valid while the
+        // caller keeps `scalars` in place and unused until the driver call.
+        *ptr = (slot as *mut u64).cast::<c_void>();
+    }
+    ok
+}
 
 /// Argument values laid out for cuLaunchKernel's `void** kernelParams`.
 pub(crate) struct PackedArgs {

@@ -1,6 +1,8 @@
 //! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, and queueing of the
 //! launch until some thread records an event covering it (see completion.rs for who does, when).
 
+use std::ffi::c_void;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -10,7 +12,7 @@ use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::launch::{Arg, LaunchConfig, PackedArgs, pack};
+use crate::launch::{Arg, INLINE_ARGS, LaunchConfig, PackedArgs, lay_out, pack};
 use crate::pinned::Pinned;
 use crate::registry::Kernel;
 use crate::result;
@@ -164,6 +166,7 @@ impl Unrecorded {
 
     /// Add a launch just issued to the open batch; returns its Completion, the batch size and
     /// whether this launch opened the batch.
+    #[inline]
     fn push(&self, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize, bool) {
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
         let opened = l.len() == 0;
@@ -186,6 +189,7 @@ impl Unrecorded {
     }
 
     /// After a push into `l` (locked; `opened`: it was empty before): publish the new size.
+    #[inline]
     fn pushed_locked(
         &self,
         l: &Launched,
@@ -311,7 +315,9 @@ impl Stream {
     }
 
     /// Queue a launch of `kernel` with `args`, just issued, for completion (what
-    /// [`Stream::launch`] does after cuLaunchKernel).
+    /// [`Stream::launch`] does after cuLaunchKernel). Inlined there: a call of its own saved and
+    /// restored registers around a few dozen instructions.
+    #[inline]
     pub(crate) fn issued(&self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
         completion::count_launch(&self.host);
         // The batch takes its registry guard after the launch: `kernel` is borrowed for this
@@ -354,13 +360,65 @@ impl Stream {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<Completion> {
-        let mut packed = self.prepare(kernel, cfg, args)?;
+        if args.len() <= INLINE_ARGS {
+            // The argument slots live in this frame until the driver has copied them.
+            let mut scalars = [0u64; INLINE_ARGS];
+            let mut pointers = [ptr::null_mut::<c_void>(); INLINE_ARGS];
+            self.launch_in(kernel, cfg, args, &mut scalars, &mut pointers)
+        } else {
+            self.launch_long(kernel, cfg, args)
+        }
+    }
+
+    /// [`Stream::launch`] of more arguments than fit its inline slots.
+    #[cold]
+    #[inline(never)]
+    fn launch_long(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<Completion> {
+        let mut scalars = vec![0u64; args.len()];
+        let mut pointers = vec![ptr::null_mut::<c_void>(); args.len()];
+        self.launch_in(kernel, cfg, args, &mut scalars, &mut pointers)
+    }
+
+    /// The launch, its arguments laid out in `scalars` and `pointers` (at least one slot per
+    /// argument each, kept in place by the caller until this returns).
+    #[inline(always)]
+    fn launch_in(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+        scalars: &mut [u64],
+        pointers: &mut [*mut c_void],
+    ) -> Result<Completion> {
+        let laid_out = lay_out(
+            &self.host,
+            self.generation,
+            kernel,
+            &cfg,
+            args,
+            scalars,
+            pointers,
+        );
+        // A refused launch: `prepare`, the reference, says why (and were it to accept what the
+        // one-pass check refused, its packing is used: the two can differ only in speed).
+        let mut packed;
+        let params = if laid_out {
+            pointers.as_mut_ptr()
+        } else {
+            packed = self.prepare(kernel, cfg, args)?;
+            packed.as_params()
+        };
         let generation = self.host.enter_for(self.generation)?;
         if kernel.generation() != generation {
             return Err(Error::ContextLost { generation });
         }
         // SAFETY: the context is bound and current-generation; the function belongs to it
-        // (generation checked); packed holds exactly one pointer per parameter, each to a value
+        // (generation checked); params holds exactly one pointer per parameter, each to a value
         // of the parameter's size, alive for the call (the driver copies them at launch).
         let r = unsafe {
             result::stream::launch(
@@ -369,7 +427,7 @@ impl Stream {
                 cfg.block,
                 cfg.shared_mem_bytes,
                 self.raw,
-                packed.as_params(),
+                params,
             )
         };
         self.host.check_at(r, generation)?;
@@ -506,5 +564,182 @@ impl Event {
 impl Drop for Event {
     fn drop(&mut self) {
         self.host.return_event(self.generation, self.raw, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::ParamInfo;
+    use crate::manifest::{ModuleImage, ModuleSource};
+    use crate::registry::Registry;
+
+    const PTX: &str = include_str!("../bundles/stamp-a/stamp.ptx");
+    /// An aggregate parameter (`Arg::Bytes`), and more parameters than fit the inline slots.
+    const PTX_MORE: &str = ".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry agg(.param .u32 agg_param_0, .param .align 4 .b8 agg_param_1[12])
+{
+\tret;
+}
+.visible .entry many(.param .u32 p0, .param .u32 p1, .param .u32 p2, .param .u32 p3,
+\t.param .u32 p4, .param .u32 p5, .param .u32 p6, .param .u32 p7, .param .u32 p8,
+\t.param .u64 p9)
+{
+\tret;
+}
+";
+
+    /// Every argument list of `len` arguments drawn from `pool` (all of them: len ≤ 2), or for
+    /// longer lists each pool entry at each position of an otherwise matching list.
+    fn lists<'a>(pool: &[Arg<'a>], matching: &[Arg<'a>], len: usize) -> Vec<Vec<Arg<'a>>> {
+        if len <= 2 {
+            let mut out = vec![vec![]];
+            for _ in 0..len {
+                out = out
+                    .into_iter()
+                    .flat_map(|l| {
+                        pool.iter().map(move |a| {
+                            let mut l = l.clone();
+                            l.push(*a);
+                            l
+                        })
+                    })
+                    .collect();
+            }
+            return out;
+        }
+        let mut out = vec![matching.to_vec()];
+        for i in 0..len {
+            for a in pool {
+                let mut l = matching.to_vec();
+                l[i] = *a;
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    /// The value a packed argument's pointer points at: the parameter's `size` bytes.
+    fn bytes_at(p: *mut c_void, size: u32) -> Vec<u8> {
+        // SAFETY: p points at a packed argument of at least `size` readable bytes (a scalar
+        // slot of 8, or an `Arg::Bytes` of exactly the parameter's size), alive for this call.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size as usize).to_vec() }
+    }
+
+    #[test]
+    fn the_one_pass_launch_check_accepts_exactly_what_prepare_accepts_and_packs_the_same_bytes() {
+        let host = crate::host(0).expect("a driver (softcuda in CI)");
+        let reg = Registry::from_sources(
+            &host,
+            "lay-out",
+            vec![
+                ModuleSource::new("stamp", ModuleImage::Ptx(PTX.into())),
+                ModuleSource::new("more", ModuleImage::Ptx(PTX_MORE.into())),
+            ],
+        )
+        .unwrap();
+        let stream = host.stream().unwrap();
+        let buf = host.alloc(64).unwrap();
+        let arena = host.arena(1 << 21).unwrap();
+        let in_arena = arena.alloc(256).unwrap();
+        let bytes: Vec<Vec<u8>> = [0, 1, 2, 4, 8, 12].iter().map(|&n| vec![7; n]).collect();
+        let mut pool = vec![
+            Arg::I8(-1),
+            Arg::U8(2),
+            Arg::I16(-3),
+            Arg::U16(4),
+            Arg::I32(-5),
+            Arg::U32(6),
+            Arg::F32(1.5),
+            Arg::I64(-7),
+            Arg::U64(8),
+            Arg::F64(2.5),
+            Arg::Buffer(&buf, 0),
+            Arg::Buffer(&buf, 64),
+            Arg::Buffer(&buf, 65),
+            Arg::Buffer(&in_arena, 16),
+            Arg::Buffer(&in_arena, 257),
+        ];
+        pool.extend(bytes.iter().map(|b| Arg::Bytes(b)));
+        let good = LaunchConfig::for_elements(64, 32);
+        let cfgs = [
+            good,
+            LaunchConfig {
+                block: [0, 1, 1],
+                ..good
+            },
+            LaunchConfig {
+                block: [4096, 1, 1],
+                ..good
+            },
+            LaunchConfig {
+                shared_mem_bytes: u32::MAX,
+                ..good
+            },
+        ];
+        let agg = [0u8; 12];
+        let kernels: [(&str, Vec<Arg<'_>>); 5] = [
+            ("noop", vec![Arg::U32(1)]),
+            ("stamp", vec![Arg::Buffer(&buf, 0), Arg::U32(1)]),
+            (
+                "mixed",
+                vec![Arg::U8(1), Arg::F64(2.0), Arg::U16(3), Arg::Buffer(&buf, 8)],
+            ),
+            ("agg", vec![Arg::U32(1), Arg::Bytes(&agg)]),
+            (
+                "many",
+                (0..9)
+                    .map(Arg::U32)
+                    .chain([Arg::Buffer(&in_arena, 0)])
+                    .collect(),
+            ),
+        ];
+        let (mut accepted, mut refused) = (0, 0);
+        for (name, matching) in &kernels {
+            let k = reg.kernel(name).unwrap();
+            let params: Vec<ParamInfo> = k.params().to_vec();
+            let n = params.len();
+            let mut cases = lists(&pool, matching, n);
+            // One argument too few and one too many.
+            cases.push(matching[..n - 1].to_vec());
+            cases.push(matching.iter().chain(&matching[..1]).copied().collect());
+            for cfg in &cfgs {
+                for args in &cases {
+                    let slots = args.len().max(INLINE_ARGS);
+                    let mut scalars = vec![0u64; slots];
+                    let mut pointers = vec![ptr::null_mut::<c_void>(); slots];
+                    let fast = lay_out(
+                        &host,
+                        stream.generation,
+                        &k,
+                        cfg,
+                        args,
+                        &mut scalars,
+                        &mut pointers,
+                    );
+                    let reference = stream.prepare(&k, *cfg, args);
+                    assert_eq!(
+                        fast,
+                        reference.is_ok(),
+                        "{name} {cfg:?} {args:?}: {:?}",
+                        reference.err()
+                    );
+                    let Ok(mut packed) = reference else {
+                        refused += 1;
+                        continue;
+                    };
+                    accepted += 1;
+                    let reference = packed.as_params();
+                    for (i, p) in params.iter().enumerate() {
+                        // SAFETY: `reference` holds one pointer per parameter (n of them).
+                        let want = bytes_at(unsafe { *reference.add(i) }, p.size);
+                        assert_eq!(bytes_at(pointers[i], p.size), want, "{name} {args:?} #{i}");
+                    }
+                }
+            }
+        }
+        assert!(accepted > 20 && refused > 1000, "{accepted} / {refused}");
     }
 }
