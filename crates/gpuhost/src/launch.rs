@@ -96,6 +96,28 @@ impl Arg<'_> {
     }
 }
 
+/// The device limits a launch is checked against: [`DeviceFacts`]' own, copied where the launch
+/// path reads them (beside the context's identity, host.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    max_grid_dim: [u32; 3],
+    max_block_dim: [u32; 3],
+    max_threads_per_block: u32,
+    max_shared_mem_per_block: u32,
+}
+
+impl Limits {
+    /// The launch limits of `facts`.
+    pub(crate) fn of(facts: &DeviceFacts) -> Self {
+        Self {
+            max_grid_dim: facts.max_grid_dim,
+            max_block_dim: facts.max_block_dim,
+            max_threads_per_block: facts.max_threads_per_block,
+            max_shared_mem_per_block: facts.max_shared_mem_per_block,
+        }
+    }
+}
+
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -120,7 +142,7 @@ impl LaunchConfig {
 
     /// Check against the device's limits; each violation names the limit.
     pub fn check(&self, kernel: &str, facts: &DeviceFacts) -> Result<()> {
-        if self.within(facts) {
+        if self.within(&Limits::of(facts)) {
             return Ok(());
         }
         self.explain(kernel, facts)
@@ -129,7 +151,7 @@ impl LaunchConfig {
     /// Every limit of [`LaunchConfig::check`] at once, without branches per axis: the launch
     /// path's test (the error, when it fails, comes from `explain`).
     #[inline]
-    pub(crate) fn within(&self, facts: &DeviceFacts) -> bool {
+    pub(crate) fn within(&self, facts: &Limits) -> bool {
         let mut ok = true;
         for i in 0..3 {
             // `d - 1 < max` is `1 <= d <= max` (0 wraps to u32::MAX, never below a limit).
@@ -220,7 +242,7 @@ pub(crate) fn lay_out(
         & (args.len() == params.len())
         & (args.len() <= scalars.len())
         & (args.len() <= pointers.len())
-        & cfg.within(host.facts());
+        & cfg.within(host.limits());
     if !ok {
         return false;
     }
@@ -487,7 +509,11 @@ mod tests {
                         let mut c = cfg([1, 1, 1], [1, 1, 1], shared);
                         c.grid[axis] = g;
                         c.block[axis] = b;
-                        assert_eq!(c.within(&f), c.explain("k", &f).is_ok(), "{c:?}");
+                        assert_eq!(
+                            c.within(&Limits::of(&f)),
+                            c.explain("k", &f).is_ok(),
+                            "{c:?}"
+                        );
                         tried += 1;
                     }
                 }
@@ -495,7 +521,7 @@ mod tests {
         }
         // Threads per block: each axis within its limit, the product over the block limit.
         let c = cfg([1, 1, 1], [1024, 2, 1], 0);
-        assert!(!c.within(&f) && c.check("k", &f).is_err());
+        assert!(!c.within(&Limits::of(&f)) && c.check("k", &f).is_err());
         assert_eq!(tried, 3 * 7 * 7 * 3);
     }
 
