@@ -63,9 +63,10 @@ pub struct Host {
 
 /// The context's identity and the device's launch limits: what every entry and every launch
 /// reads, on one cache line of its own. Written only by a recovery, so a launching thread keeps
-/// it in its cache: left to the compiler's field order, these sat on three lines of `Host`,
-/// among fields other threads write (the event pool's lock, taken per batch by the completion
-/// thread), one more line per launch to miss after a driver call.
+/// it in its cache. Left to the compiler's field order, these sat on three lines of `Host` (at
+/// bebd7e8: the id and generation beside the page-locked pool, whose lock transfers on other
+/// threads take; the limits and `has_ctx_id` on two lines of their own), two lines per launch
+/// more to miss after a driver call.
 #[repr(C, align(64))]
 struct Hot {
     /// cuCtxGetId of `ctx` when we retained it (0 when the driver lacks cuCtxGetId).
