@@ -46,6 +46,8 @@ for c in $cases; do
   done
   python3 - "$work" "$c" "$n1" "$n2" <<'PY'
 import glob, re, sys
+sys.path.insert(0, "scripts/probes")
+import callgrind_file
 COLUMNS = ["thread", "guest", "crossing", "host", "driver", "flush", "sync", "other"]
 from collections import defaultdict
 work, case, n1, n2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -54,45 +56,20 @@ def parse(path):
     """One callgrind file: per function its self cost and inclusive cost (inlined code counted
     in the function it was inlined into), the cost of each caller -> callee edge, the thread's
     total, and the self cost of code in no object (compiled wasm)."""
-    names = {}
     own, incl, edge = defaultdict(int), defaultdict(int), defaultdict(int)
-    fn = cfn = obj = fn_obj = None
-    call = False; total = anon = 0
-    def name(table, v):
-        m = re.match(r"\((\d+)\)(?: (.*))?", v)
-        if not m:
-            return v
-        if m.group(2) is not None:
-            table[m.group(1)] = m.group(2)
-        return table[m.group(1)]
-    objs = {}
-    for l in open(path):
-        l = l.rstrip("\n")
-        if l.startswith("ob="):
-            obj = name(objs, l[3:])
-        elif l.startswith("cob="):
-            name(objs, l[4:])
-        elif l.startswith("fn="):
-            fn, fn_obj = name(names, l[3:]), obj
-        elif l.startswith("cfn="):
-            cfn = name(names, l[4:])
-        elif l.startswith("calls="):
-            call = True
-        elif l.startswith(("summary:", "totals:")):
-            total = max(total, int(l.split()[1]))
-        elif l and (l[0].isdigit() or l[0] in "+-*"):
-            parts = l.split()
-            cost = int(parts[1]) if len(parts) > 1 else 0
-            if call:
-                edge[(fn, cfn)] += cost
-                if cfn != fn:
-                    incl[fn] += cost
-                call = False
-            else:
-                own[fn] += cost
+    total = anon = 0
+    for kind, fn, fn_obj, cfn, _, cost in callgrind_file.lines(path):
+        if kind == "total":
+            total = max(total, cost)
+        elif kind == "call":
+            edge[(fn, cfn)] += cost
+            if cfn != fn:
                 incl[fn] += cost
-                if fn_obj == "???":
-                    anon += cost
+        else:
+            own[fn] += cost
+            incl[fn] += cost
+            if fn_obj == "???":
+                anon += cost
     return own, incl, edge, total, anon
 
 HOST = r"HostStream for .*CudaCtxView.*>::(launch|enqueue)$"

@@ -4,10 +4,13 @@
 //! batches of 500 that alternate between variants; the `.await` variants hand the event query to
 //! another thread, spinning or yielding, beside gpuhost's own. Medians in ns / µs.
 //!
-//! `launch_probe N` instead makes N gpuhost launches and N raw ones and exits: run it under
-//! `valgrind --tool=callgrind --toggle-collect='gpuhost::stream::Stream::launch'` on softcuda to
-//! count gpuhost's own instructions per launch (the count inside Stream::launch less the driver
-//! calls it makes).
+//! `launch_probe count CASE N` instead runs one case N times and exits, for instruction counts
+//! on softcuda (scripts/probes/launch-instructions.sh runs it under callgrind, collecting only
+//! inside the case's `issue_*` function): the launches are issued in batches of 500, kept and
+//! drained outside that function, as the bench does. Cases: `gh1` / `raw1`, noop(u32) through
+//! `Stream::launch` / cuLaunchKernel (the bench's launch-issue rows); `gh4` / `raw4`,
+//! args4(buffer, buffer, u32, f32), a typical argument list; `enter`, `Host::enter`; `ctx`, a
+//! bare cuCtxGetCurrent.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -20,6 +23,20 @@ use gpuhost::sys::{self, CUresult};
 use gpuhost::{Arg, Completion, LaunchConfig, ModuleImage, ModuleSource, Registry};
 
 const PTX: &str = include_str!("../bundles/stamp-a/stamp.ptx");
+/// A kernel with a typical argument list (two buffers, a count, a scale) that does nothing.
+const PTX_ARGS4: &str = ".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry args4(
+	.param .u64 args4_param_0,
+	.param .u64 args4_param_1,
+	.param .u32 args4_param_2,
+	.param .f32 args4_param_3
+)
+{
+	ret;
+}
+";
 
 type R<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -92,7 +109,10 @@ fn main() -> R {
     let reg = Registry::from_sources(
         &host,
         "probe",
-        vec![ModuleSource::new("stamp", ModuleImage::Ptx(PTX.into()))],
+        vec![
+            ModuleSource::new("stamp", ModuleImage::Ptx(PTX.into())),
+            ModuleSource::new("args4", ModuleImage::Ptx(PTX_ARGS4.into())),
+        ],
     )?;
     let noop = reg.kernel("noop")?;
     let stream = host.stream()?;
@@ -123,33 +143,12 @@ fn main() -> R {
         shared_mem_bytes: 0,
     };
 
-    if let Some(n) = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse::<usize>().ok())
-    {
-        // Instruction-count mode (softcuda under callgrind): n gpuhost launches then n raw ones,
-        // in batches of 500 kept and drained as the bench does.
-        for k in 0..2 {
-            let mut left = n;
-            while left > 0 {
-                let b = left.min(500);
-                let mut kept = Vec::with_capacity(b);
-                for _ in 0..b {
-                    if k == 0 {
-                        kept.push(stream.launch(&noop, cfg, &[Arg::U32(1)])?);
-                    } else {
-                        raw.launch()?;
-                    }
-                }
-                stream.synchronize()?;
-                raw.sync()?;
-                for c in kept {
-                    c.wait()?;
-                }
-                left -= b;
-            }
-        }
-        return Ok(());
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("count") {
+        let (Some(case), Some(n)) = (args.get(2), args.get(3).and_then(|a| a.parse().ok())) else {
+            return Err("usage: launch_probe count gh1|gh4|raw1|raw4|enter|ctx N".into());
+        };
+        return count(&host, &reg, &raw, case, n);
     }
     let pads: Vec<Padded> = (0..4).map(|_| Padded(AtomicU64::new(0))).collect();
     let mutex = Mutex::new(0u64);
@@ -357,6 +356,151 @@ fn main() -> R {
     println!("launch → completion, median µs");
     for (n, v) in anames.iter().zip(alat) {
         println!("| {n} | {:.2} |", median(v));
+    }
+    Ok(())
+}
+
+/// Launches are issued (and kept) in batches of this many, then drained, as the bench does.
+const COUNT_BATCH: usize = 500;
+
+/// `launch_probe count CASE N` (see the header).
+fn count(host: &Arc<gpuhost::Host>, reg: &Arc<Registry>, raw: &Raw, case: &str, n: usize) -> R {
+    let stream = host.stream()?;
+    let cfg = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    let (a, b) = (host.alloc(1024)?, host.alloc(1024)?);
+    let text = std::ffi::CString::new(PTX_ARGS4)?;
+    let mut raw4 = ptr::null_mut();
+    // SAFETY: the context is current (main entered the host on this thread); NUL-terminated PTX.
+    ok("cuModuleLoadData", unsafe {
+        sys::cuModuleLoadData(&mut raw4, text.as_ptr().cast())
+    })?;
+    let mut func4 = ptr::null_mut();
+    // SAFETY: raw4 loaded just above; out pointer valid.
+    ok("cuModuleGetFunction", unsafe {
+        sys::cuModuleGetFunction(&mut func4, raw4, c"args4".as_ptr())
+    })?;
+    let raw4 = Raw {
+        func: func4,
+        stream: raw.stream,
+        event: raw.event,
+    };
+    let kernel = reg.kernel(if case == "gh4" { "args4" } else { "noop" })?;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(COUNT_BATCH);
+        let mut kept = Vec::with_capacity(k);
+        match case {
+            "gh1" => issue_gh1(&stream, &kernel, cfg, k, &mut kept)?,
+            "gh4" => issue_gh4(&stream, &kernel, cfg, (&a, &b), k, &mut kept)?,
+            "raw1" => issue_raw1(raw, k)?,
+            "raw4" => issue_raw4(&raw4, (&a, &b), k)?,
+            "enter" => issue_enter(host, k)?,
+            "ctx" => issue_ctx(k)?,
+            other => return Err(format!("unknown case {other}").into()),
+        }
+        stream.synchronize()?;
+        raw.sync()?;
+        for c in kept {
+            c.wait()?;
+        }
+        left -= k;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_gh1(
+    stream: &gpuhost::Stream,
+    k: &gpuhost::Kernel,
+    cfg: LaunchConfig,
+    n: usize,
+    kept: &mut Vec<Completion>,
+) -> R {
+    for _ in 0..n {
+        kept.push(stream.launch(k, cfg, &[Arg::U32(1)])?);
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_gh4(
+    stream: &gpuhost::Stream,
+    k: &gpuhost::Kernel,
+    cfg: LaunchConfig,
+    (a, b): (&gpuhost::DeviceBuffer, &gpuhost::DeviceBuffer),
+    n: usize,
+    kept: &mut Vec<Completion>,
+) -> R {
+    for _ in 0..n {
+        let args = [
+            Arg::Buffer(a, 0),
+            Arg::Buffer(b, 0),
+            Arg::U32(256),
+            Arg::F32(2.0),
+        ];
+        kept.push(stream.launch(k, cfg, &args)?);
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_raw1(raw: &Raw, n: usize) -> R {
+    for _ in 0..n {
+        raw.launch()?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_raw4(raw: &Raw, (a, b): (&gpuhost::DeviceBuffer, &gpuhost::DeviceBuffer), n: usize) -> R {
+    for _ in 0..n {
+        let (mut pa, mut pb, mut count, mut scale) = (a.device_ptr(), b.device_ptr(), 256u32, 2f32);
+        let mut p = [
+            (&mut pa as *mut u64).cast::<c_void>(),
+            (&mut pb as *mut u64).cast::<c_void>(),
+            (&mut count as *mut u32).cast::<c_void>(),
+            (&mut scale as *mut f32).cast::<c_void>(),
+        ];
+        // SAFETY: one pointer per parameter of args4, each to a value of its size, alive for
+        // the call; the context is bound on this thread (main entered the host).
+        ok("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                raw.func,
+                1,
+                1,
+                1,
+                32,
+                1,
+                1,
+                0,
+                raw.stream,
+                p.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_enter(host: &gpuhost::Host, n: usize) -> R {
+    for _ in 0..n {
+        std::hint::black_box(host.enter()?);
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn issue_ctx(n: usize) -> R {
+    for _ in 0..n {
+        let mut ctx = ptr::null_mut();
+        // SAFETY: valid out pointer.
+        ok("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut ctx) })?;
+        std::hint::black_box(ctx);
     }
     Ok(())
 }

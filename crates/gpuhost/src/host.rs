@@ -18,6 +18,7 @@ use crate::completion::Completer;
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::facts::{DeviceFacts, MemInfo};
+use crate::launch::Limits;
 use crate::result::{self, DriverError, DriverResult, has_symbol, is_context_gone, is_sticky};
 use crate::stats::{Counters, HostStats};
 use crate::stream::Stream;
@@ -29,10 +30,8 @@ pub struct Host {
     facts: DeviceFacts,
     /// The retained primary context of the current generation.
     ctx: AtomicPtr<CUctx_st>,
-    /// cuCtxGetId of `ctx` when we retained it (0 when the driver lacks cuCtxGetId).
-    ctx_id: AtomicU64,
-    generation: AtomicU64,
-    has_ctx_id: bool,
+    /// What every entry and every launch reads (see [`Hot`]).
+    hot: Hot,
     /// Serialises recovery so one loss yields one re-retain and one generation step.
     recovery: Mutex<()>,
     pub(crate) counters: Counters,
@@ -60,6 +59,22 @@ pub struct Host {
     pub(crate) device_alloc: crate::device_alloc::DeviceAlloc,
     /// Releases that wait for running kernels, made on a background thread (see deferred.rs).
     pub(crate) deferred: Arc<crate::deferred::Deferred>,
+}
+
+/// The context's identity and the device's launch limits: what every entry and every launch
+/// reads, on one cache line of its own. Written only by a recovery, so a launching thread keeps
+/// it in its cache. Left to the compiler's field order, these sat on three lines of `Host` (at
+/// bebd7e8: the id and generation beside the page-locked pool, whose lock transfers on other
+/// threads take; the limits and `has_ctx_id` on two lines of their own), two lines per launch
+/// more to miss after a driver call.
+#[repr(C, align(64))]
+struct Hot {
+    /// cuCtxGetId of `ctx` when we retained it (0 when the driver lacks cuCtxGetId).
+    ctx_id: AtomicU64,
+    generation: AtomicU64,
+    /// The device's limits a launch is checked against (a copy of `facts`' own).
+    limits: Limits,
+    has_ctx_id: bool,
 }
 
 // SAFETY: the raw handles inside (device ordinal, context pointer in an atomic, pooled handle
@@ -94,6 +109,7 @@ impl Host {
         // Driver initialised; ordinal < count.
         let dev = result::ctx::device(ordinal as i32)?;
         let facts = DeviceFacts::read(ordinal, dev, info.version)?;
+        let limits = Limits::of(&facts);
         let has_ctx_id = has_symbol("cuCtxGetId");
         // SAFETY: this is the host's one retain, released never (the host lives for the
         // process) or lost with the context.
@@ -107,9 +123,12 @@ impl Host {
             dev,
             facts,
             ctx: AtomicPtr::new(ctx),
-            ctx_id: AtomicU64::new(id),
-            generation: AtomicU64::new(1),
-            has_ctx_id,
+            hot: Hot {
+                ctx_id: AtomicU64::new(id),
+                generation: AtomicU64::new(1),
+                limits,
+                has_ctx_id,
+            },
             recovery: Mutex::new(()),
             counters: Counters::default(),
             streams: Mutex::new(Vec::new()),
@@ -138,9 +157,15 @@ impl Host {
         &self.facts
     }
 
+    /// The device's limits a launch is checked against (on the line `enter` reads).
+    #[inline]
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.hot.limits
+    }
+
     /// The context generation: 1 at creation, +1 per detected context loss.
     pub fn generation(&self) -> u64 {
-        self.generation.load(Acquire)
+        self.hot.generation.load(Acquire)
     }
 
     /// Counters of live objects and events.
@@ -159,22 +184,33 @@ impl Host {
     /// Bind the context on this thread and verify it is still the one we retained; returns the
     /// (possibly new) generation. Public so callers can measure or pre-bind; every gpuhost call
     /// does it itself.
+    ///
+    /// The usual case, one driver call, is inlined into the caller (every launch enters); the
+    /// rest (binding, verifying, recovering) is a call of its own.
+    #[inline]
     pub fn enter(&self) -> Result<u64> {
-        if self.has_ctx_id {
+        if self.hot.has_ctx_id {
             // Fast path, one driver call: the id of the context current on this thread (NULL
             // asks for the current one; ids are unique for the life of the process) is the one
             // we retained — bound and verified at once, as the path below would find it.
-            let generation = self.generation.load(Acquire);
-            let expected = self.ctx_id.load(Acquire);
+            let generation = self.hot.generation.load(Acquire);
+            let expected = self.hot.ctx_id.load(Acquire);
             // SAFETY: null asks for the current context; with none current the driver answers
             // an error code, and we take the full path.
             let id = unsafe { result::ctx::id(ptr::null_mut()) };
-            if id == Ok(expected) && self.generation.load(Acquire) == generation {
+            if id == Ok(expected) && self.hot.generation.load(Acquire) == generation {
                 return Ok(generation);
             }
         }
+        self.enter_slow()
+    }
+
+    /// [`Host::enter`] when the fast path did not answer: bind, verify, recover.
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&self) -> Result<u64> {
         loop {
-            let generation = self.generation.load(Acquire);
+            let generation = self.hot.generation.load(Acquire);
             let ctx = self.ctx.load(Acquire);
             let cur = result::ctx::current()?;
             if cur != ctx {
@@ -194,13 +230,14 @@ impl Host {
             }
             // A recovery may have completed between our loads; re-check so that a verified new
             // context is never reported with the old generation.
-            if self.generation.load(Acquire) == generation {
+            if self.hot.generation.load(Acquire) == generation {
                 return Ok(generation);
             }
         }
     }
 
     /// Enter, then refuse a handle of an older generation.
+    #[inline]
     pub(crate) fn enter_for(&self, handle_generation: u64) -> Result<u64> {
         let generation = self.enter()?;
         if generation != handle_generation {
@@ -211,10 +248,10 @@ impl Host {
 
     /// Is `ctx` still the context we retained?
     fn verify(&self, ctx: CUcontext) -> Result<bool> {
-        if self.has_ctx_id {
+        if self.hot.has_ctx_id {
             // SAFETY: a stale ctx yields an error code, not UB.
             return match unsafe { result::ctx::id(ctx) } {
-                Ok(id) => Ok(id == self.ctx_id.load(Acquire)),
+                Ok(id) => Ok(id == self.hot.ctx_id.load(Acquire)),
                 Err(e) if is_context_gone(e.code) => Ok(false),
                 Err(e) => Err(e.into()),
             };
@@ -285,7 +322,7 @@ impl Host {
     /// Re-retain after the context behind `seen_generation` was lost.
     fn recover(&self, seen_generation: u64) -> Result<()> {
         let _guard = self.recovery.lock().unwrap_or_else(|p| p.into_inner());
-        if self.generation.load(Acquire) != seen_generation {
+        if self.hot.generation.load(Acquire) != seen_generation {
             return Ok(()); // another thread already recovered
         }
         self.drop_surviving_retain()?;
@@ -294,7 +331,7 @@ impl Host {
         let ctx = unsafe { result::ctx::primary_retain(self.dev) }?;
         // SAFETY: ctx was just retained.
         unsafe { result::ctx::set_current(ctx) }?;
-        let id = if self.has_ctx_id {
+        let id = if self.hot.has_ctx_id {
             read_ctx_id(ctx)?
         } else {
             0
@@ -321,9 +358,9 @@ impl Host {
         // registrations; free them.
         self.pinned.free_dead();
         self.ctx.store(ctx, Release);
-        self.ctx_id.store(id, Release);
+        self.hot.ctx_id.store(id, Release);
         let generation = seen_generation + 1;
-        self.generation.store(generation, Release);
+        self.hot.generation.store(generation, Release);
         Counters::inc(&self.counters.context_losses);
         tracing::warn!(
             ordinal = self.ordinal,
@@ -588,5 +625,19 @@ fn give_pooled(pool: &Mutex<Vec<(u64, usize)>>, generation: u64, raw: usize, cur
         pool.lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((generation, raw));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identity_and_launch_limits_every_launch_reads_fill_one_cache_line_of_their_own() {
+        // A field added to `Hot` past the line, or the alignment lost, puts the launch path
+        // back on two lines (or beside fields other threads write).
+        assert_eq!(std::mem::align_of::<Hot>(), 64);
+        assert_eq!(std::mem::size_of::<Hot>(), 64);
+        assert_eq!(std::mem::offset_of!(Host, hot) % 64, 0);
     }
 }

@@ -2,10 +2,13 @@
 //! limits before anything reaches the driver.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::facts::DeviceFacts;
+use crate::host::Host;
+use crate::registry::Kernel;
 
 /// One kernel parameter: where it sits in the parameter buffer and how big it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +96,28 @@ impl Arg<'_> {
     }
 }
 
+/// The device limits a launch is checked against: [`DeviceFacts`]' own, copied where the launch
+/// path reads them (beside the context's identity, host.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    max_grid_dim: [u32; 3],
+    max_block_dim: [u32; 3],
+    max_threads_per_block: u32,
+    max_shared_mem_per_block: u32,
+}
+
+impl Limits {
+    /// The launch limits of `facts`.
+    pub(crate) fn of(facts: &DeviceFacts) -> Self {
+        Self {
+            max_grid_dim: facts.max_grid_dim,
+            max_block_dim: facts.max_block_dim,
+            max_threads_per_block: facts.max_threads_per_block,
+            max_shared_mem_per_block: facts.max_shared_mem_per_block,
+        }
+    }
+}
+
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -117,7 +142,7 @@ impl LaunchConfig {
 
     /// Check against the device's limits; each violation names the limit.
     pub fn check(&self, kernel: &str, facts: &DeviceFacts) -> Result<()> {
-        if self.within(facts) {
+        if self.within(&Limits::of(facts)) {
             return Ok(());
         }
         self.explain(kernel, facts)
@@ -126,7 +151,7 @@ impl LaunchConfig {
     /// Every limit of [`LaunchConfig::check`] at once, without branches per axis: the launch
     /// path's test (the error, when it fails, comes from `explain`).
     #[inline]
-    fn within(&self, facts: &DeviceFacts) -> bool {
+    pub(crate) fn within(&self, facts: &Limits) -> bool {
         let mut ok = true;
         for i in 0..3 {
             // `d - 1 < max` is `1 <= d <= max` (0 wraps to u32::MAX, never below a limit).
@@ -186,7 +211,85 @@ impl LaunchConfig {
 }
 
 /// Arguments held inline (no allocation on the launch path) up to this many.
-const INLINE_ARGS: usize = 8;
+pub(crate) const INLINE_ARGS: usize = 8;
+
+/// The launch path's checks and packing in one pass over `args`, building no error: true when
+/// the launch passes every check of `Stream::prepare` (kernel and buffers of `host` and
+/// `generation`, `cfg` within the device's limits, one argument per parameter of its size,
+/// buffer offsets within their buffers), with each argument laid out for cuLaunchKernel:
+/// `pointers[i]` points at `scalars[i]` holding a scalar (or a buffer's address plus offset), or
+/// at an `Arg::Bytes`' own bytes. False says only that some check failed (and the slots are
+/// then meaningless): `Stream::prepare`, the reference, finds which and says it.
+///
+/// Why a second form of the same checks: `prepare` returns its packed arguments through a
+/// `Result` (copied out of the call) in slots it zeroes in full, and checks each buffer in a
+/// pass of its own; per launch that was about a third of gpuhost's own instructions. Here the
+/// slots are the caller's (on its stack, not moved until the driver has copied them), and
+/// each check is a comparison folded into one flag. A test holds the two to the same answers.
+/// Always inlined: a call of its own was ~40 instructions of saving and restoring registers.
+#[inline(always)]
+pub(crate) fn lay_out(
+    host: &Arc<Host>,
+    generation: u64,
+    kernel: &Kernel,
+    cfg: &LaunchConfig,
+    args: &[Arg<'_>],
+    scalars: &mut [u64],
+    pointers: &mut [*mut c_void],
+) -> bool {
+    let params = kernel.params();
+    let mut ok = Arc::ptr_eq(kernel.host(), host)
+        & (args.len() == params.len())
+        & (args.len() <= scalars.len())
+        & (args.len() <= pointers.len())
+        & cfg.within(host.limits());
+    if !ok {
+        return false;
+    }
+    let slots = scalars.iter_mut().zip(pointers.iter_mut());
+    for ((a, p), (slot, ptr)) in args.iter().zip(params).zip(slots) {
+        let value = match *a {
+            Arg::Bytes(b) => {
+                ok &= b.len() == p.size as usize;
+                // Never null: an empty slice's pointer is dangling but non-null.
+                *ptr = b.as_ptr() as *mut c_void;
+                continue;
+            }
+            Arg::Buffer(b, off) => {
+                let fits = Arc::ptr_eq(&b.inner.host, host)
+                    & (b.generation() == generation)
+                    & (off <= b.len());
+                if fits {
+                    // As `prepare` does: before the driver call (see arena.rs).
+                    b.note_kernel();
+                }
+                ok &= fits & (p.size == 8);
+                b.device_ptr().wrapping_add(off as u64)
+            }
+            Arg::I64(_) | Arg::U64(_) | Arg::F64(_) => {
+                ok &= p.size == 8;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I32(_) | Arg::U32(_) | Arg::F32(_) => {
+                ok &= p.size == 4;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I16(_) | Arg::U16(_) => {
+                ok &= p.size == 2;
+                a.scalar().unwrap_or(0)
+            }
+            Arg::I8(_) | Arg::U8(_) => {
+                ok &= p.size == 1;
+                a.scalar().unwrap_or(0)
+            }
+        };
+        *slot = value;
+        // The slot's own borrow, not re-derived from `scalars`: it stays valid while the
+        // caller keeps `scalars` in place and unused until the driver call.
+        *ptr = (slot as *mut u64).cast::<c_void>();
+    }
+    ok
+}
 
 /// Argument values laid out for cuLaunchKernel's `void** kernelParams`.
 pub(crate) struct PackedArgs {
@@ -327,6 +430,9 @@ pub(crate) fn pack(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::{ModuleImage, ModuleSource};
+    use crate::registry::Registry;
+    use std::ptr;
 
     fn facts() -> DeviceFacts {
         DeviceFacts {
@@ -403,7 +509,11 @@ mod tests {
                         let mut c = cfg([1, 1, 1], [1, 1, 1], shared);
                         c.grid[axis] = g;
                         c.block[axis] = b;
-                        assert_eq!(c.within(&f), c.explain("k", &f).is_ok(), "{c:?}");
+                        assert_eq!(
+                            c.within(&Limits::of(&f)),
+                            c.explain("k", &f).is_ok(),
+                            "{c:?}"
+                        );
                         tried += 1;
                     }
                 }
@@ -411,7 +521,7 @@ mod tests {
         }
         // Threads per block: each axis within its limit, the product over the block limit.
         let c = cfg([1, 1, 1], [1024, 2, 1], 0);
-        assert!(!c.within(&f) && c.check("k", &f).is_err());
+        assert!(!c.within(&Limits::of(&f)) && c.check("k", &f).is_err());
         assert_eq!(tried, 3 * 7 * 7 * 3);
     }
 
@@ -506,6 +616,188 @@ mod tests {
             // SAFETY: n valid pointers, each to 8 readable bytes, read while p lives.
             let v = unsafe { (*ptrs.add(i) as *const u64).read_unaligned() };
             assert_eq!(v, if i == 2 { 77 } else { i as u64 * 10 });
+        }
+    }
+
+    // The launch path against its reference, on a real kernel (softcuda in CI).
+
+    const PTX: &str = include_str!("../bundles/stamp-a/stamp.ptx");
+    /// An aggregate parameter (`Arg::Bytes`), and more parameters than fit the inline slots.
+    const PTX_MORE: &str = ".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry agg(.param .u32 agg_param_0, .param .align 4 .b8 agg_param_1[12])
+{
+\tret;
+}
+.visible .entry many(.param .u32 p0, .param .u32 p1, .param .u32 p2, .param .u32 p3,
+\t.param .u32 p4, .param .u32 p5, .param .u32 p6, .param .u32 p7, .param .u32 p8,
+\t.param .u64 p9)
+{
+\tret;
+}
+";
+
+    /// Every argument list of `len` arguments drawn from `pool` (all of them: len ≤ 2), or for
+    /// longer lists each pool entry at each position of an otherwise matching list.
+    fn lists<'a>(pool: &[Arg<'a>], matching: &[Arg<'a>], len: usize) -> Vec<Vec<Arg<'a>>> {
+        if len <= 2 {
+            let mut out = vec![vec![]];
+            for _ in 0..len {
+                out = out
+                    .into_iter()
+                    .flat_map(|l| {
+                        pool.iter().map(move |a| {
+                            let mut l = l.clone();
+                            l.push(*a);
+                            l
+                        })
+                    })
+                    .collect();
+            }
+            return out;
+        }
+        let mut out = vec![matching.to_vec()];
+        for i in 0..len {
+            for a in pool {
+                let mut l = matching.to_vec();
+                l[i] = *a;
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    /// The value a packed argument's pointer points at: the parameter's `size` bytes.
+    fn bytes_at(p: *mut c_void, size: u32) -> Vec<u8> {
+        // SAFETY: p points at a packed argument of at least `size` readable bytes (a scalar
+        // slot of 8, or an `Arg::Bytes` of exactly the parameter's size), alive for this call.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size as usize).to_vec() }
+    }
+
+    #[test]
+    fn the_one_pass_launch_check_accepts_exactly_what_prepare_accepts_and_packs_the_same_bytes() {
+        let host = crate::host(0).expect("a driver (softcuda in CI)");
+        let reg = Registry::from_sources(
+            &host,
+            "lay-out",
+            vec![
+                ModuleSource::new("stamp", ModuleImage::Ptx(PTX.into())),
+                ModuleSource::new("more", ModuleImage::Ptx(PTX_MORE.into())),
+            ],
+        )
+        .unwrap();
+        let stream = host.stream().unwrap();
+        let buf = host.alloc(64).unwrap();
+        let arena = host.arena(1 << 21).unwrap();
+        let in_arena = arena.alloc(256).unwrap();
+        let bytes: Vec<Vec<u8>> = [0, 1, 2, 4, 8, 12].iter().map(|&n| vec![7; n]).collect();
+        let mut pool = vec![
+            Arg::I8(-1),
+            Arg::U8(2),
+            Arg::I16(-3),
+            Arg::U16(4),
+            Arg::I32(-5),
+            Arg::U32(6),
+            Arg::F32(1.5),
+            Arg::I64(-7),
+            Arg::U64(8),
+            Arg::F64(2.5),
+            Arg::Buffer(&buf, 0),
+            Arg::Buffer(&buf, 64),
+            Arg::Buffer(&buf, 65),
+            Arg::Buffer(&in_arena, 16),
+            Arg::Buffer(&in_arena, 257),
+        ];
+        pool.extend(bytes.iter().map(|b| Arg::Bytes(b)));
+        let good = LaunchConfig::for_elements(64, 32);
+        let cfgs = [
+            good,
+            LaunchConfig {
+                block: [0, 1, 1],
+                ..good
+            },
+            LaunchConfig {
+                block: [4096, 1, 1],
+                ..good
+            },
+            LaunchConfig {
+                shared_mem_bytes: u32::MAX,
+                ..good
+            },
+        ];
+        let agg = [0u8; 12];
+        let kernels: [(&str, Vec<Arg<'_>>); 5] = [
+            ("noop", vec![Arg::U32(1)]),
+            ("stamp", vec![Arg::Buffer(&buf, 0), Arg::U32(1)]),
+            (
+                "mixed",
+                vec![Arg::U8(1), Arg::F64(2.0), Arg::U16(3), Arg::Buffer(&buf, 8)],
+            ),
+            ("agg", vec![Arg::U32(1), Arg::Bytes(&agg)]),
+            (
+                "many",
+                (0..9)
+                    .map(Arg::U32)
+                    .chain([Arg::Buffer(&in_arena, 0)])
+                    .collect(),
+            ),
+        ];
+        let (mut accepted, mut refused) = (0, 0);
+        for (name, matching) in &kernels {
+            let k = reg.kernel(name).unwrap();
+            let params: Vec<ParamInfo> = k.params().to_vec();
+            let n = params.len();
+            let mut cases = lists(&pool, matching, n);
+            // One argument too few and one too many.
+            cases.push(matching[..n - 1].to_vec());
+            cases.push(matching.iter().chain(&matching[..1]).copied().collect());
+            for cfg in &cfgs {
+                for args in &cases {
+                    let slots = args.len().max(INLINE_ARGS);
+                    let mut scalars = vec![0u64; slots];
+                    let mut pointers = vec![ptr::null_mut::<c_void>(); slots];
+                    let fast = lay_out(
+                        &host,
+                        stream.generation(),
+                        &k,
+                        cfg,
+                        args,
+                        &mut scalars,
+                        &mut pointers,
+                    );
+                    let reference = stream.prepare(&k, *cfg, args);
+                    assert_eq!(
+                        fast,
+                        reference.is_ok(),
+                        "{name} {cfg:?} {args:?}: {:?}",
+                        reference.err()
+                    );
+                    let Ok(mut packed) = reference else {
+                        refused += 1;
+                        continue;
+                    };
+                    accepted += 1;
+                    let reference = packed.as_params();
+                    for (i, p) in params.iter().enumerate() {
+                        // SAFETY: `reference` holds one pointer per parameter (n of them).
+                        let want = bytes_at(unsafe { *reference.add(i) }, p.size);
+                        assert_eq!(bytes_at(pointers[i], p.size), want, "{name} {args:?} #{i}");
+                    }
+                }
+            }
+        }
+        assert!(accepted > 20 && refused > 1000, "{accepted} / {refused}");
+        // Through `launch` itself: every slot kind, inline and (past INLINE_ARGS) on the heap.
+        for (name, args) in &kernels {
+            let k = reg.kernel(name).unwrap();
+            stream.launch(&k, good, args).unwrap().wait().unwrap();
+            let mut short = args.clone();
+            short.pop();
+            assert!(matches!(
+                stream.launch(&k, good, &short),
+                Err(crate::Error::ArgMismatch { .. })
+            ));
         }
     }
 }

@@ -457,6 +457,7 @@ impl Kernel {
     }
 
     /// True when `guard` keeps this kernel's modules loaded.
+    #[inline]
     pub(crate) fn guarded_by(&self, guard: &LaunchGuard) -> bool {
         Arc::ptr_eq(&guard.core, &self.registry.core)
     }

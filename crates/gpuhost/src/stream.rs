@@ -1,6 +1,8 @@
 //! Streams (pooled per host) and the launch path: checks, cuLaunchKernel, and queueing of the
 //! launch until some thread records an event covering it (see completion.rs for who does, when).
 
+use std::ffi::c_void;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -10,7 +12,7 @@ use crate::buffer::DeviceBuffer;
 use crate::completion::{self, Batch, Completion, Flush, Launched};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::launch::{Arg, LaunchConfig, PackedArgs, pack};
+use crate::launch::{Arg, INLINE_ARGS, LaunchConfig, PackedArgs, lay_out, pack};
 use crate::pinned::Pinned;
 use crate::registry::Kernel;
 use crate::result;
@@ -164,6 +166,7 @@ impl Unrecorded {
 
     /// Add a launch just issued to the open batch; returns its Completion, the batch size and
     /// whether this launch opened the batch.
+    #[inline]
     fn push(&self, kernel: &Kernel, args: &[Arg<'_>]) -> (Completion, usize, bool) {
         let mut l = self.launches.lock().unwrap_or_else(|p| p.into_inner());
         let opened = l.len() == 0;
@@ -186,6 +189,7 @@ impl Unrecorded {
     }
 
     /// After a push into `l` (locked; `opened`: it was empty before): publish the new size.
+    #[inline]
     fn pushed_locked(
         &self,
         l: &Launched,
@@ -311,7 +315,9 @@ impl Stream {
     }
 
     /// Queue a launch of `kernel` with `args`, just issued, for completion (what
-    /// [`Stream::launch`] does after cuLaunchKernel).
+    /// [`Stream::launch`] does after cuLaunchKernel). Inlined there: a call of its own saved and
+    /// restored registers around a few dozen instructions.
+    #[inline]
     pub(crate) fn issued(&self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
         completion::count_launch(&self.host);
         // The batch takes its registry guard after the launch: `kernel` is borrowed for this
@@ -324,12 +330,21 @@ impl Stream {
     /// After a push made the open batch `n` launches long (`opened`: it opened the batch):
     /// records an event every FLUSH_EVERY launches, and has the completion thread watch a
     /// batch just opened.
+    #[inline]
     fn after_push(&self, n: usize, opened: bool) {
         if n >= FLUSH_EVERY {
-            self.unrecorded.flush();
+            self.flush_full();
         } else if opened {
             completion::watch(&self.host, &self.unrecorded);
         }
+    }
+
+    /// The flush of a batch FLUSH_EVERY launches long: a call of its own, so that the launch
+    /// path does not carry its frame (inlined, it was a 0x228-byte frame on every launch).
+    #[cold]
+    #[inline(never)]
+    fn flush_full(&self) {
+        self.unrecorded.flush();
     }
 
     /// Queue a graph replay of `n` launches of `kernels` using `buffers`, just issued, for
@@ -354,14 +369,94 @@ impl Stream {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<Completion> {
+        if args.len() <= INLINE_ARGS {
+            // The argument slots live in this frame until the driver has copied them.
+            let mut scalars = [0u64; INLINE_ARGS];
+            let mut pointers = [ptr::null_mut::<c_void>(); INLINE_ARGS];
+            self.launch_in(kernel, cfg, args, &mut scalars, &mut pointers)
+        } else {
+            self.launch_long(kernel, cfg, args)
+        }
+    }
+
+    /// [`Stream::launch`] of more arguments than fit its inline slots.
+    #[cold]
+    #[inline(never)]
+    fn launch_long(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<Completion> {
+        let mut scalars = vec![0u64; args.len()];
+        let mut pointers = vec![ptr::null_mut::<c_void>(); args.len()];
+        self.launch_in(kernel, cfg, args, &mut scalars, &mut pointers)
+    }
+
+    /// The launch, its arguments laid out in `scalars` and `pointers` (at least one slot per
+    /// argument each, kept in place by the caller until this returns).
+    #[inline(always)]
+    fn launch_in(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+        scalars: &mut [u64],
+        pointers: &mut [*mut c_void],
+    ) -> Result<Completion> {
+        if !lay_out(
+            &self.host,
+            self.generation,
+            kernel,
+            &cfg,
+            args,
+            scalars,
+            pointers,
+        ) {
+            return self.launch_prepared(kernel, cfg, args);
+        }
+        // SAFETY: lay_out accepted the launch, so `pointers` holds one pointer per parameter,
+        // each to a value of the parameter's size (in `scalars` or the caller's bytes), and the
+        // caller keeps both in place for this call.
+        unsafe { self.launch_raw(kernel, cfg, args, pointers.as_mut_ptr()) }
+    }
+
+    /// A launch the one-pass check refused: `prepare`, the reference, says why (and were it to
+    /// accept what that check refused, its packing is launched: the two differ only in speed).
+    /// A call of its own, so that the launch path carries neither its frame nor its packing.
+    #[cold]
+    #[inline(never)]
+    fn launch_prepared(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<Completion> {
         let mut packed = self.prepare(kernel, cfg, args)?;
+        // SAFETY: prepare checked the arguments against the parameters and packed one pointer
+        // per parameter, each to a value of its size; `packed` lives until this returns.
+        unsafe { self.launch_raw(kernel, cfg, args, packed.as_params()) }
+    }
+
+    /// Enter, refuse a kernel of an older generation, cuLaunchKernel, queue the launch.
+    ///
+    /// # Safety
+    /// `params` holds exactly one pointer per parameter of `kernel`, each to a value of the
+    /// parameter's size, all alive until this returns (the driver copies them at launch).
+    #[inline(always)]
+    unsafe fn launch_raw(
+        &self,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+        params: *mut *mut c_void,
+    ) -> Result<Completion> {
         let generation = self.host.enter_for(self.generation)?;
         if kernel.generation() != generation {
             return Err(Error::ContextLost { generation });
         }
         // SAFETY: the context is bound and current-generation; the function belongs to it
-        // (generation checked); packed holds exactly one pointer per parameter, each to a value
-        // of the parameter's size, alive for the call (the driver copies them at launch).
+        // (generation checked); params as the caller promises (above).
         let r = unsafe {
             result::stream::launch(
                 kernel.raw(),
@@ -369,7 +464,7 @@ impl Stream {
                 cfg.block,
                 cfg.shared_mem_bytes,
                 self.raw,
-                packed.as_params(),
+                params,
             )
         };
         self.host.check_at(r, generation)?;

@@ -99,6 +99,8 @@ struct Results {
     launch_await_us_gpuhost: Summary,
     launch_await_spin_us_gpuhost: Summary,
     bind_ns_ctx_get_current: Summary,
+    /// cuCtxGetId(NULL) alone: the one driver call of `Host::enter`'s usual path.
+    bind_ns_ctx_get_id: Summary,
     bind_ns_host_enter: Summary,
     /// The host's default `.await` spin budget, µs, used by the rows above.
     await_spin_default_us: f64,
@@ -301,6 +303,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         Ok(v)
     };
     let bind_raw = per_call(&mut raw::ctx_get_current)?;
+    let bind_raw_id = per_call(&mut raw::ctx_get_id)?;
     let bind_host = per_call(&mut || Ok(host.enter().map(|_| ())?))?;
     let await_spin_default = host.await_spin();
     let await_spin = awaits::run(&host, &stream, &noop, &raw, plan.syncs)?;
@@ -350,6 +353,7 @@ fn measure(plan: &Plan, ordinal: usize, quick: bool) -> Result<Results> {
         launch_await_us_gpuhost: Summary::of(gh_await),
         launch_await_spin_us_gpuhost: Summary::of(gh_await_spin),
         bind_ns_ctx_get_current: Summary::of(bind_raw),
+        bind_ns_ctx_get_id: Summary::of(bind_raw_id),
         bind_ns_host_enter: Summary::of(bind_host),
         await_spin_default_us: await_spin_default.as_secs_f64() * 1e6,
         await_spin,
@@ -432,6 +436,12 @@ fn print_table(r: &Results) {
         "—",
     );
     row(
+        "bind on entry, ns (raw: cuCtxGetId(NULL), the identity check's one call)",
+        r.bind_ns_ctx_get_id.median,
+        r.bind_ns_host_enter.median,
+        "—",
+    );
+    row(
         &format!(
             "zeroed {} KiB alloc + free, µs (raw: cuMemAlloc + cuMemsetD8 + sync + cuMemFree; gpuhost: Arena)",
             r.arena_alloc.bytes >> 10
@@ -507,6 +517,7 @@ mod tests {
         assert_eq!(r.launch_issue_ns_gpuhost.n, 40);
         assert_eq!(r.launch_wait_us_gpuhost.n, 20);
         assert_eq!(r.bind_ns_host_enter.n, 5);
+        assert_eq!(r.bind_ns_ctx_get_id.n, 5);
         for m in [
             r.launch_issue_ns_gpuhost,
             r.launch_sync_us_raw,

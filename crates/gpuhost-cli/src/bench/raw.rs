@@ -219,3 +219,14 @@ pub fn ctx_get_current() -> Result<()> {
     // SAFETY: valid out pointer.
     ok("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut c) })
 }
+
+/// cuCtxGetId(NULL) alone: what `Host::enter` asks the driver on its usual path (the id of the
+/// context current on the thread), so its cost beyond the driver's shows.
+#[inline]
+pub fn ctx_get_id() -> Result<()> {
+    let mut id = 0u64;
+    // SAFETY: null asks for the current context; `id` is a valid out pointer.
+    ok("cuCtxGetId", unsafe {
+        sys::cuCtxGetId(ptr::null_mut(), &mut id)
+    })
+}

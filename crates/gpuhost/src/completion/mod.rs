@@ -292,6 +292,7 @@ impl Launched {
     /// Add a launch of `kernel` with `args` just issued, keeping its buffer arguments and its
     /// kernel's modules alive until the batch completes (no allocation per launch: the batch's
     /// lists hold a few inline and grow amortised beyond).
+    #[inline]
     pub(crate) fn add(&mut self, kernel: &Kernel, args: &[Arg<'_>]) -> Completion {
         self.guard(kernel);
         for a in args {
@@ -328,7 +329,17 @@ impl Launched {
     }
 
     /// Keeps `kernel`'s modules loaded until the batch completes: one guard per registry.
+    /// Inlined for the usual look (the batch's last guard is the kernel's registry's).
+    #[inline]
     fn guard(&mut self, kernel: &Kernel) {
+        if !self.guards.last().is_some_and(|g| kernel.guarded_by(g)) {
+            self.guard_other(kernel);
+        }
+    }
+
+    /// [`Launched::guard`] when the batch's last guard is another registry's.
+    #[inline(never)]
+    fn guard_other(&mut self, kernel: &Kernel) {
         if !self.guards.iter().rev().any(|g| kernel.guarded_by(g)) {
             self.guards.push(kernel.launch_guard());
         }
