@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc for the binary's heap (see malloc.rs: why, and what it does with large blocks).
 #[global_allocator]
-static ALLOCATOR: malloc::Mimalloc = mimalloc::MiMalloc;
+static ALLOCATOR: malloc::Mimalloc = malloc::Mimalloc;
 
 #[derive(Parser)]
 #[command(
