@@ -47,11 +47,7 @@ impl DeviceBuffer {
 
     /// Copies `data` to the start of the buffer (synchronous).
     pub fn write(&self, data: &[u8]) -> Result<()> {
-        self.check_len(data.len())?;
-        self.ctx.bind()?;
-        // SAFETY: the destination range [raw, raw + data.len()) lies inside this live allocation.
-        unsafe { result::memcpy_htod_sync(self.raw, data) }
-            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+        self.write_at(0, data)
     }
 
     /// Copies `data` into the buffer at byte `offset` (synchronous).
@@ -61,7 +57,13 @@ impl DeviceBuffer {
         // SAFETY: [raw + offset, raw + offset + data.len()) lies inside this live allocation
         // (checked above).
         unsafe { result::memcpy_htod_sync(self.raw + offset as u64, data) }
-            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        // From pageable memory cuMemcpyHtoD may return with its DMA still queued on the legacy
+        // default stream, which kernels on non-blocking streams do not wait for: on the H200 a
+        // sandboxed case's outputs once came back as the poison written before its launch.
+        // SAFETY: the legacy default stream of the context bound above.
+        unsafe { result::stream::synchronize(std::ptr::null_mut()) }
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))
     }
 
     /// Copies `out.len()` bytes from byte `offset` of the buffer into `out` (synchronous).
