@@ -9,10 +9,6 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc for the binary's heap (see malloc.rs: why, and what it does with large blocks).
-#[global_allocator]
-static ALLOCATOR: malloc::Mimalloc = malloc::Mimalloc;
-
 #[derive(Parser)]
 #[command(
     name = "gpuhost",
