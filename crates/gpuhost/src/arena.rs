@@ -46,7 +46,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::sys;
 
@@ -223,6 +223,14 @@ fn device_prop(ordinal: usize) -> sys::CUmemAllocationProp {
     prop
 }
 
+/// The first of [`VMM_CALLS`] the loaded driver lacks, if any. Looked up once: a process loads
+/// one driver, and a sandboxed guest's Store makes an arena, so the lookups (a dlsym each) were
+/// repeated for every guest.
+fn missing_vmm_call() -> Option<&'static str> {
+    static MISSING: OnceLock<Option<&'static str>> = OnceLock::new();
+    *MISSING.get_or_init(|| VMM_CALLS.iter().copied().find(|n| !has_symbol(n)))
+}
+
 impl Host {
     /// A guest arena of `max_bytes` (at least one granule): one virtual range reserved with
     /// cuMemAddressReserve, physical memory mapped as allocations grow, never moving.
@@ -234,7 +242,7 @@ impl Host {
 impl Arena {
     fn create(host: &Arc<Host>, max_bytes: u64) -> Result<Arc<Arena>> {
         let generation = host.enter()?;
-        if let Some(missing) = VMM_CALLS.iter().find(|n| !has_symbol(n)) {
+        if let Some(missing) = missing_vmm_call() {
             return Err(Error::Unsupported {
                 feature: "guest arenas",
                 reason: format!("the driver lacks {missing} (virtual memory management)"),
