@@ -3,6 +3,7 @@
 
 mod breadth;
 mod corpus;
+mod entry;
 mod errors;
 mod fastpath;
 mod golden;

@@ -1,0 +1,383 @@
+//! The sandbox's launch entry keeps its guarantees in its cheaper forms (issue #9's overhead
+//! goals): a stale launch writes nothing although it compares the epoch late, unless it is a
+//! loop-free kernel's launch that was told to skip the entry's read (a looping kernel, or one
+//! that calls a loop, reads it anyway); a poll that finds the epoch unchanged leaves the control
+//! block alone; with the arena check asked for, a misaligned arena base stops every launch at
+//! entry, and by default that check is the host's.
+
+use std::sync::atomic::Ordering;
+
+use ptxvm::Module;
+
+use super::fastpath::{EPOCH, TAG, polls};
+use super::redteam::{attack_in, ptx};
+use super::sandbox::{
+    ARENA, Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, load_sandboxed_with, run_sandboxed,
+    run_sandboxed_flagged,
+};
+
+const STRAIGHT: &str = "
+.visible .entry straight(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra OTHER;
+    add.u32 %r3, %r2, 1;
+    st.global.u32 [%rd2], %r3;
+    ret;
+OTHER:
+    st.global.u32 [%rd2+4], %r2;
+    ret;
+}
+";
+
+/// Runs `kernel(in, out, n)`, with `in` holding 41 and `out` holding `before`, once while the
+/// control block's epoch is not the launch's (stale) and once more while it is; returns `out`
+/// after each run.
+fn stale_then_current(m: &Module, kernel: &str, n: u32, before: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut mem = GuestMem::new();
+    let input = mem.alloc(4);
+    mem.write(input, &41u32.to_le_bytes());
+    let out = mem.alloc(before.len());
+    mem.write(out, before);
+    let hidden = Hidden {
+        globals: 0,
+        epoch: EPOCH,
+    };
+    let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
+    mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
+    run_sandboxed(m, kernel, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    let stale = mem.read(out, before.len());
+    mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+    run_sandboxed(m, kernel, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    (stale, mem.read(out, before.len()))
+}
+
+#[test]
+fn a_stale_launch_writes_nothing_on_any_path_though_it_compares_the_epoch_late() {
+    let (_, m) = load_sandboxed(&ptx(STRAIGHT));
+    for n in [0, 1] {
+        let (stale, current) = stale_then_current(&m, "straight", n, &[0; 8]);
+        assert_eq!(stale, [0; 8], "n = {n}");
+        let want = if n == 0 {
+            [0, 0, 0, 0, 41, 0, 0, 0]
+        } else {
+            [42, 0, 0, 0, 0, 0, 0, 0]
+        };
+        assert_eq!(current, want, "n = {n}");
+    }
+}
+
+/// A guest memory with `in` (holding 41) and an 8-byte `out`, the control block at `ctl_epoch`,
+/// and the arguments `(in, out, 1)` with hidden values for a launch under [`EPOCH`].
+fn in_out(ctl_epoch: u32) -> (GuestMem, u64, [Arg; 3], Hidden) {
+    let mut mem = GuestMem::new();
+    let input = mem.alloc(4);
+    mem.write(input, &41u32.to_le_bytes());
+    let out = mem.alloc(8);
+    mem.ctl_word(0).store(ctl_epoch, Ordering::SeqCst);
+    let hidden = Hidden {
+        globals: 0,
+        epoch: EPOCH,
+    };
+    (
+        mem,
+        out,
+        [Arg::U64(input), Arg::U64(out), Arg::U32(1)],
+        hidden,
+    )
+}
+
+#[test]
+fn with_the_arena_check_an_arena_base_not_aligned_to_min_align_stops_every_launch_at_entry() {
+    let policy = ptxvm::sandbox::Policy {
+        check_arena_at_entry: true,
+        ..Default::default()
+    };
+    let (_, m) = load_sandboxed_with(&ptx(STRAIGHT), &policy);
+    let (mem, out, args, hidden) = in_out(EPOCH);
+    let skew = ptxvm::sandbox::MIN_ALIGN / 2;
+    let at = (mem.base() + skew, (1 << 20) - skew);
+    run_sandboxed_flagged(
+        &m,
+        "straight",
+        Shape::linear(1, 32),
+        &args,
+        &hidden,
+        &mem,
+        at,
+        0,
+    )
+    .unwrap();
+    assert_eq!(mem.read(out, 8), [0; 8]);
+    assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
+}
+
+#[test]
+fn by_default_kernels_leave_the_arena_check_to_the_host() {
+    let (s, _) = load_sandboxed(&ptx(STRAIGHT));
+    assert!(!s.ptx.contains("%__sbx_size, 65536"), "{}", s.ptx);
+    let policy = ptxvm::sandbox::Policy {
+        check_arena_at_entry: true,
+        ..Default::default()
+    };
+    let (s, _) = load_sandboxed_with(&ptx(STRAIGHT), &policy);
+    assert!(s.ptx.contains("%__sbx_size, 65536"), "{}", s.ptx);
+}
+
+/// Runs `kernel(in, out, 1)` once, the launch flagged to skip the entry's epoch read, with the
+/// control block at `ctl_epoch`; returns the memory and `out`.
+fn skipping_entry_read(m: &Module, kernel: &str, ctl_epoch: u32) -> (GuestMem, Vec<u8>) {
+    let (mem, out, args, hidden) = in_out(ctl_epoch);
+    let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
+    let at = (mem.base(), ARENA as u64);
+    let shape = Shape::linear(1, 32);
+    run_sandboxed_flagged(m, kernel, shape, &args, &hidden, &mem, at, skip).unwrap();
+    let out = mem.read(out, 8);
+    (mem, out)
+}
+
+/// [`skipping_entry_read`] under a stale epoch; returns `out`.
+fn stale_skipping_entry_read(m: &Module, kernel: &str) -> Vec<u8> {
+    skipping_entry_read(m, kernel, EPOCH + 1).1
+}
+
+#[test]
+fn a_loop_free_kernels_launch_told_to_skip_the_entry_read_runs_its_straight_path_once() {
+    let (s, m) = load_sandboxed(&ptx(STRAIGHT));
+    assert!(s.kernels[0].loop_free);
+    // Stale, yet it ran: the flag is the host's promise that this launch is small.
+    assert_eq!(
+        stale_skipping_entry_read(&m, "straight"),
+        [42, 0, 0, 0, 0, 0, 0, 0]
+    );
+}
+
+/// A loop-free kernel that writes 64 KiB past `out`, outside any arena these tests give.
+const STRAY: &str = "
+.visible .entry stray(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd2, [out];
+    add.u64 %rd2, %rd2, 16777216;
+    st.global.u32 [%rd2], 9;
+    ret;
+}
+";
+
+#[test]
+fn a_launch_that_skips_the_entry_read_still_reports_its_fenced_access_under_its_own_tag() {
+    let (s, m) = load_sandboxed(&ptx(STRAY));
+    assert!(s.kernels[0].loop_free);
+    let (mem, _) = skipping_entry_read(&m, "stray", EPOCH);
+    // The flag (bit 63 of `launch`) is no part of the tag (bits 32–62) the host names the
+    // kernel by.
+    assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
+}
+
+const LOOPED: &str = "
+.func (.param .b32 r) count(.param .b32 n)
+{
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+L:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra L;
+    st.param.b32 [r], %r2;
+    ret;
+}
+
+.visible .entry looped(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    {
+        .param .b32 a;
+        .param .b32 r;
+        st.param.b32 [a], %r1;
+        call.uni (r), count, (a);
+        ld.param.b32 %r3, [r];
+    }
+    add.u32 %r3, %r3, %r2;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+";
+
+#[test]
+fn a_kernel_that_calls_a_loop_reads_the_epoch_at_entry_though_its_launch_says_skip() {
+    let (s, m) = load_sandboxed(&ptx(LOOPED));
+    assert!(!s.kernels[0].loop_free, "its callee loops");
+    assert_eq!(stale_skipping_entry_read(&m, "looped"), [0; 8]);
+}
+
+const SHARED_THEN_POLLED: &str = "
+.visible .entry shared_then_polled(.param .u64 out)
+{
+    .shared .align 4 .b32 s[32];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, s;
+    add.u32 %r3, %r3, %r2;
+    st.shared.u32 [%r3], %r1;
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, 5000;
+    @%p1 bra L;
+    ld.param.u64 %rd1, [out];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+";
+
+#[test]
+fn a_poll_that_finds_the_epoch_unchanged_writes_nothing_to_the_control_block() {
+    // The shared access leaves the sandbox's predicate register true; the loop is too long to
+    // count, so it polls. A poll whose epoch still matches must not store the stopped-kernel
+    // word (a predicated compare once left that predicate as it was, and the store followed).
+    let (s, m) = load_sandboxed(&ptx(SHARED_THEN_POLLED));
+    assert_eq!(polls(&s.ptx, "shared_then_polled"), 1, "{}", s.ptx);
+    let mut out = 0;
+    let mem = attack_in(
+        &m,
+        "shared_then_polled",
+        Shape::linear(1, 32),
+        |g| {
+            out = g.alloc(4);
+            vec![Arg::U64(out)]
+        },
+        false,
+    );
+    assert_eq!(mem.read(out, 4), 5000u32.to_le_bytes());
+    let stopped = ptxvm::sandbox::CTL_STOPPED_TAG as usize;
+    assert_eq!(mem.ctl_word(stopped).load(Ordering::SeqCst), 0);
+}
+
+const LOAD_LOOP_THEN_STORE: &str = "
+.visible .entry load_loop(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<5>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+LOOP:
+    ld.global.u32 %r4, [%rd1];
+    add.u32 %r3, %r3, %r4;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p2, %r2, %r1;
+    @%p2 bra LOOP;
+DONE:
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+";
+
+#[test]
+fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
+    let (s, m) = load_sandboxed(&ptx(LOAD_LOOP_THEN_STORE));
+    // The compare of the prologue's epoch is placed after the loop (the skip branch and the
+    // back-edge are reached unchecked), right before the store.
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once("DONE:").expect("the label survives");
+    assert!(after.trim_start().starts_with(compare), "{}", s.ptx);
+    let (prologue, _) = before.split_once("LOOP:").expect("the label survives");
+    assert!(!prologue.contains(compare), "{}", s.ptx);
+    for n in [0u32, 3] {
+        let (stale, current) = stale_then_current(&m, "load_loop", n, &7u32.to_le_bytes());
+        assert_eq!(stale, 7u32.to_le_bytes(), "stale launch, n = {n}");
+        assert_eq!(current, (41 * n).to_le_bytes(), "n = {n}");
+    }
+}
+
+/// Block-private work before the only global store: a shared store, a barrier, a shared load
+/// and a shuffle.
+const PRIVATE_THEN_STORE: &str = "
+.visible .entry private_work(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<6>;
+    .shared .align 4 .b32 tile[32];
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r2, [%rd1];
+    st.shared.u32 [tile], %r2;
+    bar.sync 0;
+    ld.shared.u32 %r3, [tile];
+    shfl.sync.idx.b32 %r4, %r3, 0, 31, -1;
+    add.u32 %r5, %r4, %r1;
+    st.global.u32 [%rd2], %r5;
+    ret;
+}
+";
+
+#[test]
+fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a_stale_launch_still_writes_nothing()
+ {
+    // The deferred compare, as looping kernels get it: this loop-free kernel gets it with
+    // `early_loop_free_check` off (by default it compares at entry; see the next test).
+    let policy = ptxvm::sandbox::Policy {
+        early_loop_free_check: false,
+        ..Default::default()
+    };
+    let (s, m) = load_sandboxed_with(&ptx(PRIVATE_THEN_STORE), &policy);
+    // The compare waits until the store to global memory: the shared store, the barrier and
+    // the shuffle come before it, so the epoch load overlaps them.
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once(compare).expect("one compare");
+    assert!(before.contains("bar.sync 0;"), "{}", s.ptx);
+    assert!(before.contains("shfl.sync.idx.b32"), "{}", s.ptx);
+    assert!(after.contains("st.global.u32"), "{}", s.ptx);
+    for n in [0u32, 5] {
+        let (stale, current) = stale_then_current(&m, "private_work", n, &7u32.to_le_bytes());
+        assert_eq!(
+            stale,
+            7u32.to_le_bytes(),
+            "a stale launch writes nothing, n = {n}"
+        );
+        assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
+    }
+}
+
+#[test]
+fn a_loop_free_kernel_compares_the_epoch_at_entry_behind_one_uniform_skip_branch() {
+    let (s, m) = load_sandboxed(&ptx(PRIVATE_THEN_STORE));
+    let skip = "@%__sbx_q bra.uni $__sbx_L";
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once(compare).expect("one compare");
+    assert!(
+        before.contains(skip) && !before.contains("st.shared"),
+        "{}",
+        s.ptx
+    );
+    assert!(after.contains("bar.sync 0;"), "{}", s.ptx);
+    // Without the skip flag it still stops a stale launch, and runs a current one.
+    for n in [0u32, 5] {
+        let (stale, current) = stale_then_current(&m, "private_work", n, &7u32.to_le_bytes());
+        assert_eq!(stale, 7u32.to_le_bytes(), "n = {n}");
+        assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
+    }
+}
