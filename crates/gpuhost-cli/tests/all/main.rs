@@ -126,6 +126,7 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| device → host, read-stream |",
         "| guest launch (observed pass) |",
         "| bound launch, alone on an idle stream |",
+        "| the same, on the guests' executor |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
     }
@@ -133,7 +134,12 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
     let _ = std::fs::remove_file(&json);
     // Every measured duration is a positive number of nanoseconds (values, not speed: speed is
     // for the bench run on the GPU).
-    for key in ["pinned_ns", "pageable_ns", "guest_transfer_ns"] {
+    for key in [
+        "pinned_ns",
+        "pageable_ns",
+        "pageable_awaited_ns",
+        "guest_transfer_ns",
+    ] {
         let at = report
             .find(&format!("\"{key}\":["))
             .unwrap_or_else(|| panic!("{key}: {report}"));
