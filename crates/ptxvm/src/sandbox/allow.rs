@@ -32,6 +32,8 @@ pub(crate) struct Info<'m> {
     /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
     /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
     pub lean: HashSet<&'m str>,
+    /// Each lean function's span (`rewrite::span`): what one call of it may run.
+    pub lean_spans: HashMap<&'m str, u64>,
     /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
     pub fast: HashSet<String>,
     local: HashMap<&'m str, u64>,
@@ -110,6 +112,7 @@ pub(crate) fn analyse<'m>(
         check_arena: policy.check_arena_at_entry,
         early_check: policy.early_loop_free_check,
         lean: HashSet::new(),
+        lean_spans: HashMap::new(),
         fast: HashSet::new(),
         local: HashMap::new(),
         refs: HashMap::new(),
@@ -184,20 +187,65 @@ pub(crate) fn analyse<'m>(
     Ok(info)
 }
 
+/// The most work (`Info::straight_span`) a loop-free kernel's thread may do for its launches to
+/// skip the entry's epoch read: 4,096 instructions. With at most
+/// [`SKIP_ENTRY_READ_THREADS`](super::SKIP_ENTRY_READ_THREADS) threads, a launch queued behind a
+/// stop then runs at most 2^28 instructions (microseconds on an H200) instead of exiting at
+/// entry; a longer kernel reads the epoch at entry whatever its launch says.
+pub const SKIP_ENTRY_READ_SPAN: u64 = 1 << 12;
+
+/// What an atomic or reduction counts in [`Info::straight_span`]: a warp's 32 lanes on one
+/// address are 32 operations in a row.
+const ATOMIC_WEIGHT: u64 = 32;
+
 impl<'m> Info<'m> {
     /// `.local` bytes of `f` plus its deepest callee chain.
     pub(crate) fn local_bytes(&self, f: &str) -> u64 {
         self.local.get(f).copied().unwrap_or(0)
     }
 
-    /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`):
-    /// each of a launch's threads then runs a straight path, once.
+    /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`),
+    /// and a thread of it runs at most [`SKIP_ENTRY_READ_SPAN`] instructions before it polls
+    /// (`straight_span`): each of a launch's threads then runs a short straight path, once,
+    /// which is what a launch that skips the entry's epoch read may do after a stop.
     pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
         let forward = |f: &Func| f.body.as_deref().is_none_or(super::bounded::forward_only);
         forward(entry)
             && self.tree(entry.name.as_str())[1..]
                 .iter()
                 .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
+            && self.straight_span(entry) <= SKIP_ENTRY_READ_SPAN
+    }
+
+    /// An upper bound on the work of one pass through `f`'s body until it polls: each
+    /// instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`] (a warp's lanes may
+    /// serialise on one address), a lean call as its callee's span, any other call as one (its
+    /// callee polls at entry). Saturating.
+    fn straight_span(&self, f: &'m Func) -> u64 {
+        let mut total = 0u64;
+        let mut stack: Vec<&[Stmt]> = f.body.as_deref().into_iter().collect();
+        while let Some(stmts) = stack.pop() {
+            for st in stmts {
+                match st {
+                    Stmt::Inst(i) => {
+                        let op = Opcode::parse(&i.opcode);
+                        let callee = (op == Some(Opcode::Call))
+                            .then(|| call_parts(i).ok())
+                            .flatten()
+                            .and_then(|(c, _)| self.lean_spans.get(c));
+                        let w = match (op, callee) {
+                            (_, Some(&span)) => span,
+                            (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
+                            _ => 1,
+                        };
+                        total = total.saturating_add(w);
+                    }
+                    Stmt::Block(b) => stack.push(b),
+                    _ => {}
+                }
+            }
+        }
+        total
     }
 
     /// The functions `f` calls directly.

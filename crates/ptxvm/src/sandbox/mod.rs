@@ -1,5 +1,5 @@
 //! The PTX sandbox: rewrites an untrusted module so that every kernel stays inside the memory
-//! its launch is given, polls an abort word on loop back-edges, and contains nothing outside an
+//! its launch is given, polls an abort word on loop back-edges and calls, and contains nothing outside an
 //! allow-list (docs/ARCHITECTURE.md, "Isolation"; the contract is plan/isolation.md §1).
 //!
 //! Pipeline: ptxvm's lexer and parser build the AST; `version` gives loops bounded only at run
@@ -33,6 +33,8 @@ mod poll;
 pub(crate) mod print;
 mod report;
 mod rewrite;
+pub use allow::SKIP_ENTRY_READ_SPAN;
+pub use rewrite::LEAN_SPAN;
 mod statics;
 mod version;
 mod window;
@@ -70,8 +72,9 @@ pub const LAUNCH_SKIPS_ENTRY_READ: u64 = 1 << 63;
 
 /// The most threads a launch may have to be given [`LAUNCH_SKIPS_ENTRY_READ`] (gpuhost-wasm's
 /// rule). A launch queued behind a stop then runs its threads' straight paths once instead of
-/// exiting at entry: at this size, microseconds for any kernel a module can hold. Larger
-/// launches read the epoch, so a stopped guest's big grids still end at once.
+/// exiting at entry: at most [`SKIP_ENTRY_READ_SPAN`] instructions each (a kernel longer than
+/// that is not [`SandboxedKernel::loop_free`]). Larger launches read the epoch, so a stopped
+/// guest's big grids still end at once.
 pub const SKIP_ENTRY_READ_THREADS: u64 = 1 << 16;
 
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
@@ -135,7 +138,8 @@ pub struct SandboxedKernel {
     pub local_bytes_per_thread: u64,
     /// Bytes of static `.shared` variables the kernel and its callees use.
     pub static_shared_bytes: u64,
-    /// Neither the kernel nor any function it calls has a loop: each thread runs a straight
+    /// Neither the kernel nor any function it calls has a loop, and a thread's path is at most
+    /// [`SKIP_ENTRY_READ_SPAN`] instructions before it polls: each thread runs a short straight
     /// path once, so a launch may skip the entry's epoch read ([`LAUNCH_SKIPS_ENTRY_READ`]).
     pub loop_free: bool,
 }
@@ -193,8 +197,9 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
     loop {
-        let lean = rewrite::lean_functions(&info, &module)?;
+        let (lean, spans) = rewrite::lean_functions(&info, &module)?;
         if lean == info.lean {
+            info.lean_spans = spans;
             break;
         }
         info.lean = lean;

@@ -1,7 +1,9 @@
 //! Abort polling and the prologue: every function loads the hidden values into sandbox
 //! registers; kernels compute their shared and local windows and poll the abort word once at
-//! entry; every back-edge counts, and every `poll_interval` back-edges the thread reads the
-//! control block's epoch and `exit`s if it is not its launch's epoch.
+//! entry, and so does every other function that reads hidden values, at each call; every
+//! back-edge counts, and every `poll_interval` back-edges the thread reads the control block's
+//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean_functions`)
+//! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
 use std::collections::HashMap;
 
@@ -177,6 +179,14 @@ impl<'m> Fx<'_, 'm> {
                 vec![sreg("lhi"), sreg("lhi"), sreg("d")],
             );
         }
+        if !self.f.is_entry {
+            // Every call polls at its callee's entry. Counting back-edges alone is not enough:
+            // the count starts afresh in each activation, so loops of fewer than
+            // `poll_interval` iterations, nested through calls, never poll at all, and a
+            // straight path of calls can repeat work exponentially in the call depth (the
+            // red-team tests in ptxvm's tests/all/calls.rs).
+            self.exit_if_aborted(&mut out, true);
+        }
         self.window_limits(&mut out, line);
         Ok(out)
     }
@@ -333,13 +343,23 @@ impl<'m> Fx<'_, 'm> {
     /// when not polling): an out-of-line block would break the reconvergence of divergent warps
     /// in ptxvm, and with it warp-synchronous code after the loop.
     pub(crate) fn backedge(&mut self, i: &Inst, out: &mut Vec<O<'m>>) {
-        let guard = i.guard.clone();
         let weight = self
             .backedges
             .weight
             .get(&(i as *const Inst))
             .copied()
             .unwrap_or(1);
+        self.count_down(i.guard.clone(), weight, out);
+    }
+
+    /// Counts `weight` back-edges down when `guard` holds (a branch taken, a call made), and
+    /// polls when the count reaches zero or below (see [`Self::backedge`]).
+    pub(crate) fn count_down(
+        &mut self,
+        guard: Option<(String, bool)>,
+        weight: u32,
+        out: &mut Vec<O<'m>>,
+    ) {
         let cnt = sreg("cnt");
         self.emit(
             out,

@@ -256,10 +256,15 @@ pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
 }
 
 /// The device functions that need no hidden value: they read none themselves
-/// (`reads_hidden`) and call only such functions (the call graph is acyclic: `allow` refuses
-/// recursion). Hot helpers (`collatz_next`, math) are typically lean, and their calls then cost
-/// what they cost unsandboxed.
-pub(crate) fn lean_functions<'m>(info: &Info<'m>, m: &'m Module) -> R<HashSet<&'m str>> {
+/// (`reads_hidden`), call only such functions (the call graph is acyclic: `allow` refuses
+/// recursion), and one call of them runs at most [`LEAN_SPAN`] instructions (`span`). Hot
+/// helpers (`collatz_next`, math) are typically lean, and their calls then cost what they cost
+/// unsandboxed. A lean function never polls, so the span bound is what keeps a stopped
+/// kernel's thread from running on through a tree of them; the others poll at every call.
+pub(crate) fn lean_functions<'m>(
+    info: &Info<'m>,
+    m: &'m Module,
+) -> R<(HashSet<&'m str>, HashMap<&'m str, u64>)> {
     let mut lean = HashSet::new();
     for f in m.funcs.iter().filter(|f| !f.is_entry && f.body.is_some()) {
         if !reads_hidden(info, f)? {
@@ -272,13 +277,79 @@ pub(crate) fn lean_functions<'m>(info: &Info<'m>, m: &'m Module) -> R<HashSet<&'
             .copied()
             .filter(|f| info.callees(f).iter().any(|c| !lean.contains(c)))
             .collect();
-        if calls_heavy.is_empty() {
-            return Ok(lean);
+        if !calls_heavy.is_empty() {
+            for f in calls_heavy {
+                lean.remove(f);
+            }
+            continue;
         }
-        for f in calls_heavy {
+        let mut spans = HashMap::new();
+        let long: Vec<&str> = lean
+            .iter()
+            .copied()
+            .filter(|f| span(info, f, &mut spans) > LEAN_SPAN)
+            .collect();
+        if long.is_empty() {
+            spans.retain(|f, _| lean.contains(f));
+            return Ok((lean, spans));
+        }
+        for f in long {
             lean.remove(f);
         }
     }
+}
+
+/// What a lean call of `span` instructions counts toward the caller's next poll, in back-edges:
+/// one per [`LEAN_CALL_UNIT`] instructions, at least one.
+fn lean_call_weight(span: u64) -> u32 {
+    u32::try_from(span / LEAN_CALL_UNIT).map_or(u32::MAX, |w| w.max(1))
+}
+
+/// Instructions of a lean call counted as one back-edge: about a short loop body's worth, so
+/// a thread between two polls runs about as long whether it loops or calls.
+const LEAN_CALL_UNIT: u64 = 32;
+
+/// The most instructions one call of a lean function may run, its callees' included.
+/// 65,536: far above what a math helper runs (tens to hundreds), and low enough that a thread
+/// stopped while in one finishes within a kernel's usual stop time.
+pub const LEAN_SPAN: u64 = 1 << 16;
+
+/// An upper bound on the instructions one call of `f` runs, when `f` and every function it
+/// calls poll nowhere: each instruction once, a call as its callee's span besides, and all of
+/// it `poll_interval + 1` times over when `f` has a backward branch (an unpolled loop in such a
+/// function is a counted one of at most `poll_interval` iterations). Saturating; memoised in
+/// `spans` (the call graph is acyclic).
+fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u64 {
+    if let Some(&s) = spans.get(f) {
+        return s;
+    }
+    let Some(body) = info.funcs.get(f).and_then(|g| g.body.as_deref()) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    let mut stack: Vec<&'m [Stmt]> = vec![body];
+    while let Some(stmts) = stack.pop() {
+        for st in stmts {
+            match st {
+                Stmt::Inst(i) => {
+                    total = total.saturating_add(1);
+                    if Opcode::parse(&i.opcode) == Some(Opcode::Call)
+                        && let Ok((callee, _)) = call_parts(i)
+                        && let Some((&name, _)) = info.funcs.get_key_value(callee)
+                    {
+                        total = total.saturating_add(span(info, name, spans));
+                    }
+                }
+                Stmt::Block(b) => stack.push(b),
+                _ => {}
+            }
+        }
+    }
+    if !super::bounded::forward_only(body) {
+        total = total.saturating_mul(u64::from(info.poll_interval) + 1);
+    }
+    spans.insert(f, total);
+    total
 }
 
 /// How a call site stores a hidden value for its callee (`Fx::call`).
@@ -543,6 +614,19 @@ impl<'m> Fx<'_, 'm> {
         let (callee, args_at) = call_parts(i)?;
         if self.info.lean.contains(callee) {
             out.push(O::Inst(i));
+            // A lean call counts toward the next poll like the back-edges of a loop that long
+            // (a thread may otherwise make many of them in a row, straight or in a counted
+            // loop, without polling); a lean caller has no count and polls nowhere: its own
+            // span bounds it.
+            if !self.info.lean.contains(self.f.name.as_str()) {
+                let span = self
+                    .info
+                    .lean_spans
+                    .get(callee)
+                    .copied()
+                    .unwrap_or(LEAN_SPAN);
+                self.count_down(i.guard.clone(), lean_call_weight(span), out);
+            }
             return Ok(());
         }
         let names: Vec<&str> = HIDDEN_PARAMS

@@ -224,6 +224,35 @@ fn a_kernel_that_calls_a_loop_reads_the_epoch_at_entry_though_its_launch_says_sk
     assert_eq!(stale_skipping_entry_read(&m, "looped"), [0; 8]);
 }
 
+/// A loop-free kernel(in, out, n) of `atomics` atomic adds to one word before its store.
+fn atomics_then_store(atomics: usize) -> String {
+    let adds = "    atom.global.add.u32 %r1, [%rd2+4], 1;\n".repeat(atomics);
+    ptx(&format!(
+        ".visible .entry atomics(.param .u64 in, .param .u64 out, .param .u32 n)
+{{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<3>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.global.u32 %r2, [%rd1];
+{adds}    st.global.u32 [%rd2], %r2;
+    ret;
+}}
+"
+    ))
+}
+
+#[test]
+fn a_loop_free_kernel_past_the_skip_span_reads_the_epoch_at_entry_though_its_launch_says_skip() {
+    // Each atomic counts 32 (a warp on one address): 120 of them fit SKIP_ENTRY_READ_SPAN
+    // (4,096) with the kernel's other instructions, 128 do not.
+    let (s, _) = load_sandboxed(&atomics_then_store(120));
+    assert!(s.kernels[0].loop_free);
+    let (s, m) = load_sandboxed(&atomics_then_store(128));
+    assert!(!s.kernels[0].loop_free, "too long to run after a stop");
+    assert_eq!(stale_skipping_entry_read(&m, "atomics"), [0; 8]);
+}
+
 const SHARED_THEN_POLLED: &str = "
 .visible .entry shared_then_polled(.param .u64 out)
 {

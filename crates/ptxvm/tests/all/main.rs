@@ -2,6 +2,7 @@
 //! Vec-backed device memory and checked against CPU references on random inputs.
 
 mod breadth;
+mod calls;
 mod corpus;
 mod entry;
 mod errors;
