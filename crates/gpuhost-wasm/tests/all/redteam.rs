@@ -356,6 +356,26 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernels_that_hold_the_gpu_through_calls_are_stopped_with_a_time_limit_error() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // Loops too short to poll nested through calls, then a loop-free tree of calls: neither
+    // has a back-edge that reaches a poll, and each runs for hours unless calls poll too.
+    let err = attack(
+        rt,
+        "calls",
+        attack_limits_ms(300),
+        Want::Exactly(&["time-limit", "ok"]),
+    )
+    .await;
+    // The verdict lists each kind of outcome once; the error text holds both stops.
+    for k in ["nested_calls", "fan_out_calls"] {
+        assert!(err.contains(&format!("kernel {k}")), "names {k}: {err}");
+    }
+}
+
 /// [`attack_limits`] with a GPU-time limit of `ms` per launch.
 fn attack_limits_ms(ms: u64) -> Limits {
     Limits {

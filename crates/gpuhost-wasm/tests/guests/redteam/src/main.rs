@@ -361,6 +361,14 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             r.note(kit.stream.synchronize());
             long_loop(&kit, &mut r, 1000);
         }
+        "calls" => {
+            // Each is stopped at the time limit like `endless`; the guest goes on after both.
+            for name in ["nested_calls", "fan_out_calls"] {
+                let k = kit.kernel(name);
+                kit.run(&mut r, Launch::new(&k).arg(arg(&kit.out)), 1, secret);
+            }
+            long_loop(&kit, &mut r, 1000);
+        }
         // ~100 polls of the abort word per thread: long for the sandbox, short for the limit.
         "long" => long_loop(&kit, &mut r, 100_000),
         "deep" => {
