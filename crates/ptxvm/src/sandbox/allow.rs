@@ -236,6 +236,7 @@ impl<'m> Info<'m> {
                         let w = match (op, callee) {
                             (_, Some(&span)) => span,
                             (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
+                            (Some(Opcode::Nanosleep), _) => super::rewrite::NANOSLEEP_SPAN,
                             _ => 1,
                         };
                         total = total.saturating_add(w);

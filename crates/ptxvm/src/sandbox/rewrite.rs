@@ -309,6 +309,11 @@ fn lean_call_weight(span: u64) -> u32 {
 /// a thread between two polls runs about as long whether it loops or calls.
 const LEAN_CALL_UNIT: u64 = 32;
 
+/// What a `nanosleep` counts in a span: it may wait up to a millisecond, the time of far more
+/// than [`LEAN_SPAN`] instructions, so no function that sleeps is lean and no kernel that
+/// sleeps skips its entry read.
+pub(crate) const NANOSLEEP_SPAN: u64 = 1 << 20;
+
 /// The most instructions one call of a lean function may run, its callees' included.
 /// 65,536: far above what a math helper runs (tens to hundreds), and low enough that a thread
 /// stopped while in one finishes within a kernel's usual stop time.
@@ -332,8 +337,13 @@ fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u
         for st in stmts {
             match st {
                 Stmt::Inst(i) => {
-                    total = total.saturating_add(1);
-                    if Opcode::parse(&i.opcode) == Some(Opcode::Call)
+                    let op = Opcode::parse(&i.opcode);
+                    total = total.saturating_add(if op == Some(Opcode::Nanosleep) {
+                        NANOSLEEP_SPAN
+                    } else {
+                        1
+                    });
+                    if op == Some(Opcode::Call)
                         && let Ok((callee, _)) = call_parts(i)
                         && let Some((&name, _)) = info.funcs.get_key_value(callee)
                     {
@@ -605,6 +615,15 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             Some(Opcode::Call) => self.call(i, out),
+            Some(Opcode::Nanosleep) => {
+                // Up to a millisecond each: a straight run of them would hold the GPU for
+                // minutes without a back-edge, so each counts as a whole poll interval. A
+                // function with one is never lean (`span`), so it always has the count.
+                out.push(O::Inst(i));
+                let n = self.info.poll_interval;
+                self.count_down(i.guard.clone(), n, out);
+                Ok(())
+            }
             _ => self.plain(i, out),
         }
     }

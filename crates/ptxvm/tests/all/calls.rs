@@ -1,9 +1,11 @@
-//! Red team: calls must not carry a sandboxed kernel past a stop. A loop polls every
+//! Red team: calls and sleeps must not carry a sandboxed kernel past a stop. A loop polls every
 //! `poll_interval` back-edges, but the count starts afresh in each call, so loops of fewer
 //! iterations nested through calls never polled, and a loop-free tree of calls repeats work
 //! exponentially in its depth without a back-edge at all. Each attack below runs for hours
 //! unstopped; both must end soon after the epoch changes. Functions that poll nowhere are
-//! bounded instead (`ptxvm::sandbox::LEAN_SPAN`): the ones past it poll at every call.
+//! bounded instead (`ptxvm::sandbox::LEAN_SPAN`): the ones past it poll at every call. And a
+//! `nanosleep` (up to a millisecond on NVIDIA) polls after it, since a straight run of them
+//! needs no back-edge either.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -161,4 +163,58 @@ fn a_loop_free_tree_of_calls_past_the_lean_span_polls_and_stops_when_the_epoch_c
         assert!(!lean(&s.ptx, f), "{f} polls:\n{}", function(&s.ptx, f));
     }
     stops_after_the_epoch_changes(m, "fan_out", Duration::from_secs(60));
+}
+
+/// A kernel(out) that sleeps three times, the middle sleep in a device function, then stores.
+const SLEEPS: &str = "
+.func doze()
+{
+    nanosleep.u32 1000000;
+    ret;
+}
+
+.visible .entry sleeps(.param .u64 out)
+{
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    nanosleep.u32 1000000;
+    call.uni doze, ();
+    nanosleep.u32 1000000;
+    st.global.u32 [%rd1], 5;
+    ret;
+}
+";
+
+#[test]
+fn every_nanosleep_polls_and_a_kernel_that_sleeps_never_skips_its_entry_read() {
+    // Up to a millisecond each on NVIDIA: a straight run of them, without a back-edge, would
+    // otherwise hold the GPU for minutes past a stop.
+    let (s, m) = load_sandboxed(&ptx(SLEEPS));
+    assert!(!s.kernels[0].loop_free, "a sleeping kernel is not short");
+    assert!(!lean(&s.ptx, "doze"), "{}", function(&s.ptx, "doze"));
+    let polls = |text: &str| {
+        text.matches("sub.s32 %__sbx_cnt, %__sbx_cnt, 1024;")
+            .count()
+    };
+    assert_eq!(polls(function(&s.ptx, "doze")), 1, "{}", s.ptx);
+    let kernel = &s.ptx[s.ptx.find(".entry sleeps(").unwrap()..];
+    assert_eq!(polls(kernel), 2, "{kernel}");
+    // The polls change nothing while the epoch stands.
+    let mut mem = GuestMem::new();
+    let out = mem.alloc(4);
+    mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
+    let hidden = Hidden {
+        globals: 0,
+        epoch: EPOCH,
+    };
+    run_sandboxed(
+        &m,
+        "sleeps",
+        Shape::linear(1, 32),
+        &[Arg::U64(out)],
+        &hidden,
+        &mem,
+    )
+    .unwrap();
+    assert_eq!(mem.read(out, 4), [5, 0, 0, 0]);
 }
