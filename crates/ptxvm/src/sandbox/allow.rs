@@ -377,6 +377,7 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
         check_opcode(i)?;
+        check_barrier(i)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
         // `[address]` operand (`mov` and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
@@ -451,6 +452,42 @@ impl<'m> Walk<'_, 'm> {
         }
         Ok(())
     }
+}
+
+/// Allows a block barrier (`bar`, `barrier`; not the warp's `bar.warp.sync`) only in the form
+/// that cannot leave a block waiting forever: barrier 0, every thread of the block, no
+/// predicate, not `arrive`. Threads waiting at two barrier ids, a thread count never reached,
+/// or a predicated barrier leave threads waiting where no stop reaches them (no poll runs
+/// while they wait) and ptxvm faults such a launch, which would end every guest on softcuda.
+/// Exited threads count as arrived (in ptxvm, and as common CUDA code relies on NVIDIA's GPUs
+/// doing: `if (i >= n) return; __syncthreads();`), so threads a stop ends release the others.
+fn check_barrier(i: &Inst) -> Result<(), Error> {
+    let op = Opcode::parse(&i.opcode);
+    if !matches!(op, Some(Opcode::Bar | Opcode::Barrier)) || i.mods.iter().any(|m| m == "warp") {
+        return Ok(());
+    }
+    // bar.sync a{, b}; bar.red.op.type d, a{, b}, {!}c.
+    let id_at = usize::from(i.mods.iter().any(|m| m == "red"));
+    let whole_block = i.operands.len() == id_at * 2 + 1;
+    let block_zero = matches!(i.operands.get(id_at), Some(Operand::Int(0)));
+    if i.guard.is_some() || i.mods.iter().any(|m| m == "arrive") || !whole_block || !block_zero {
+        return refused(
+            i.line,
+            format!(
+                "{}{}{}: sandboxed kernels may use only barrier 0 for the whole block, unpredicated \
+                 (`bar.sync 0`, `bar.red.op 0`); named barriers, thread counts, `arrive` and \
+                 predicated barriers can leave threads waiting forever",
+                i.opcode,
+                i.mods.iter().map(|m| format!(".{m}")).collect::<String>(),
+                if i.guard.is_some() {
+                    " (predicated)"
+                } else {
+                    ""
+                },
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Refuses the opcodes the instruction table (`isa`) marks refused for the sandbox, and any

@@ -315,6 +315,41 @@ fn trap_brkpt_recursion_indirect_calls_textures_surfaces_and_externs_are_refused
     }
 }
 
+#[test]
+fn barriers_that_can_leave_threads_waiting_are_refused_and_whole_block_barrier_zero_is_allowed() {
+    // Two barrier ids, a thread count, `arrive` or a predicate can leave threads waiting
+    // forever, where no poll runs; ptxvm faults such a launch, which on softcuda ends every
+    // guest of the process.
+    let k = |body: &str| {
+        format!(".visible .entry k() {{\n .reg .b32 %r1;\n .reg .pred %p1;\n {body}\n ret;\n}}")
+    };
+    for body in [
+        "bar.sync 1;",
+        "bar.sync 0, 64;",
+        "bar.sync %r1;",
+        "barrier.sync 2;",
+        "bar.arrive 0, 64;",
+        "@%p1 bar.sync 0;",
+        "bar.red.popc.u32 %r1, 1, %p1;",
+        "bar.red.popc.u32 %r1, 0, 64, %p1;",
+    ] {
+        let (line, what) = refused(&k(body));
+        assert_eq!(line, 7, "{body}: {what}");
+        assert!(
+            what.contains("barrier 0 for the whole block"),
+            "{body}: {what}"
+        );
+    }
+    for body in [
+        "bar.sync 0;",
+        "barrier.sync 0;",
+        "bar.red.popc.u32 %r1, 0, %p1;",
+        "bar.warp.sync -1;",
+    ] {
+        sandbox(&ptx(&k(body)), &Policy::default()).unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+}
+
 /// Runs `kernel` on a thread, bumps the epoch after `after`, and expects a clean exit.
 fn abort_after(kernel: &str, after: Duration, fenced: bool) {
     abort_in(&fixture().2, kernel, after, fenced);
