@@ -403,12 +403,17 @@ async fn long_legal_loops_and_deep_call_chains_finish_correctly_under_the_sandbo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trap_fatbin_oversized_globals_and_local_arrays_are_refused_with_their_errors() {
+async fn trap_two_barrier_ids_fatbin_oversized_globals_and_local_arrays_are_refused_with_their_errors()
+ {
     let Some((rt, _device)) = device().await else {
         return;
     };
     let err = attack(rt, "trap", attack_limits(), Want::Exactly(&["invalid-ptx"])).await;
     assert!(err.contains("trap") && err.contains("line"), "{err}");
+    // Threads waiting at two barrier ids: refused at load, the device untouched.
+    let want = Want::Exactly(&["invalid-ptx", "ok"]);
+    let err = attack(rt, "barriers", attack_limits(), want).await;
+    assert!(err.contains("barrier 0 for the whole block"), "{err}");
     let err = attack(
         rt,
         "fatbin",

@@ -20,6 +20,24 @@ const COMPILED: &str = include_str!("../../kernels/compiled.ptx");
 const TRAP: &str = include_str!("../../kernels/trap.ptx");
 const HUGE_GLOBALS: &str = include_str!("../../kernels/huge_globals.ptx");
 const GLOBALS: &str = include_str!("../../kernels/globals.ptx");
+/// Threads of one block waiting at two barrier ids: a launch that never completes on its own.
+const TWO_BARRIERS: &str = ".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry two_barriers()
+{
+    .reg .b32 %r<2>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 16;
+    @%p1 bra FIRST;
+    bar.sync 1;
+    ret;
+FIRST:
+    bar.sync 0;
+    ret;
+}
+";
 
 /// A secret no honest computation here produces (for reads that are not attacks).
 const SECRET_NEVER: u32 = 0x5ec2_e7ff;
@@ -336,6 +354,16 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
         }
         "trap" => {
             r.note(Module::from_ptx(TRAP));
+        }
+        "barriers" => {
+            // Were it loaded, its launch would wait forever on NVIDIA, and on softcuda fault
+            // with an error that ends every guest of the process.
+            if let Some(m) = r.note(Module::from_ptx(TWO_BARRIERS)) {
+                let k = must(m.kernel("two_barriers"), "two_barriers");
+                kit.run(&mut r, Launch::new(&k).block1(32), 1, secret);
+            }
+            // The device is still the guest's to use.
+            long_loop(&kit, &mut r, 1000);
         }
         "endless" => {
             let k = kit.kernel("endless");
