@@ -357,12 +357,14 @@ async fn an_endless_kernel_is_stopped_with_a_time_limit_error_and_its_guest_goes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kernels_that_hold_the_gpu_through_calls_are_stopped_with_a_time_limit_error() {
+async fn kernels_that_hold_the_gpu_through_calls_or_beside_a_barrier_are_stopped_with_a_time_limit_error()
+ {
     let Some((rt, _device)) = device().await else {
         return;
     };
     // Loops too short to poll nested through calls, then a loop-free tree of calls: neither
-    // has a back-edge that reaches a poll, and each runs for hours unless calls poll too.
+    // has a back-edge that reaches a poll, and each runs for hours unless calls poll too. Then
+    // threads spinning beside threads at barrier 0: the stop must release the waiting ones.
     let err = attack(
         rt,
         "calls",
@@ -371,7 +373,7 @@ async fn kernels_that_hold_the_gpu_through_calls_are_stopped_with_a_time_limit_e
     )
     .await;
     // The verdict lists each kind of outcome once; the error text holds both stops.
-    for k in ["nested_calls", "fan_out_calls"] {
+    for k in ["nested_calls", "fan_out_calls", "spin_at_barrier"] {
         assert!(err.contains(&format!("kernel {k}")), "names {k}: {err}");
     }
 }

@@ -395,6 +395,13 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
                 let k = kit.kernel(name);
                 kit.run(&mut r, Launch::new(&k).arg(arg(&kit.out)), 1, secret);
             }
+            // Spinning threads beside threads at barrier 0, a whole warp and half of one: the
+            // stop ends the spinners, and the waiting threads must not hold the GPU after them.
+            let k = kit.kernel("spin_at_barrier");
+            for split in [32u32, 16] {
+                let l = Launch::new(&k).block1(64).scalar(split).arg(arg(&kit.out));
+                kit.run(&mut r, l, 1, secret);
+            }
             long_loop(&kit, &mut r, 1000);
         }
         // ~100 polls of the abort word per thread: long for the sandbox, short for the limit.
