@@ -5,7 +5,8 @@
 #   device tool: run  command="bash scripts/gpu.sh tests"   carry=[".gpu"]   (~5 min)
 #   device tool: run  command="bash scripts/gpu.sh bench"   carry=[".gpu"]   (~8 min)
 # `bash scripts/gpu.sh all` runs both. Extra arguments after the phase filter the test names.
-# Switches: SKIP_PROBE, SKIP_PARALLEL, SKIP_FIXTURES (fixtures need nvcc), BENCH_ONCE.
+# Switches: SKIP_PROBE, SKIP_PARALLEL, SKIP_FIXTURES (fixtures need nvcc), BENCH_ONCE,
+# SANDBOX_ABLATE (bench: sandbox_bench --ablate too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/gpu-bin.sh
@@ -58,6 +59,11 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
     timeout 90 .gpu/bin/gpuhost bench --guest --json "$out/bench-guest-$i.json" > "$out/bench-guest-$i.md" 2>&1
     echo "guest bench $i rc=$?" >> "$out/bench-guest-$i.md"
   done
+  # Which part of the sandbox a short kernel's graph replay pays for (issue #9), when asked.
+  if [ -n "${SANDBOX_ABLATE:-}" ]; then
+    timeout 150 .gpu/bin/sandbox_bench --ablate > "$out/sandbox-ablate.md" 2>&1
+    echo "sandbox ablate rc=$?" >> "$out/sandbox-ablate.md"
+  fi
   # Where launch issue and .await time goes (crates/gpuhost/examples/launch_probe.rs).
   timeout 60 .gpu/bin/launch_probe > "$out/launch-probe.txt" 2>&1; echo "launch probe rc=$?" >> "$out/launch-probe.txt"
   if [ -x .gpu/bin/oha ]; then
@@ -67,6 +73,7 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   cat "$out"/bench-1.md "$out"/bench-guest-1.md 2>/dev/null | grep -E '^\||rc=' | head -70
   grep -E 'rc=' "$out"/bench-2.md "$out"/bench-guest-2.md 2>/dev/null
   tail -25 "$out/serve-bench.md" 2>/dev/null
+  [ -z "${SANDBOX_ABLATE:-}" ] || tail -30 "$out/sandbox-ablate.md"
 fi
 
 # The device tool brings back a few files only: everything goes back as one archive.

@@ -67,7 +67,10 @@ type Edit = fn(&str) -> String;
 /// and the in-kernel arena check were most of a short kernel's cost while loop versioning had
 /// made the polls nearly free. Both are now gone from the usual launch (`check_arena_at_entry`
 /// off; `LAUNCH_SKIPS_ENTRY_READ`), so "no entry epoch load" only shows what a large launch of
-/// a loop-free kernel, or a looping kernel, still pays.
+/// a loop-free kernel, or a looping kernel, still pays. Session 16's other poll shapes
+/// (branch-free, warp-uniform, a hot back-edge) moved nothing and were dropped; session 18 asks
+/// what the global fences and the epoch checks before stores cost, the parts no earlier edit
+/// took out.
 const ABLATIONS: [(&str, Edit); 7] = [
     ("plain epoch load", |p| {
         p.replace(EPOCH_READ, "ld.global.u32 %__sbx_e, [%__sbx_ctl];")
@@ -75,10 +78,64 @@ const ABLATIONS: [(&str, Edit); 7] = [
     ("no entry epoch load", without_entry_epoch_read),
     ("no loop polls", |p| edit_polls(p, |_| Vec::new())),
     ("polls, no report", |p| edit_polls(p, poll_without_report)),
-    ("branch-free polls", |p| edit_polls(p, branch_free_poll)),
-    ("hot back-edge", hot_back_edge),
-    ("warp-uniform poll branch", |p| edit_polls(p, uniform_poll)),
+    ("no store epoch checks", without_store_epoch_checks),
+    ("no global fences", without_global_fences),
+    ("neither", |p| {
+        without_global_fences(&without_store_epoch_checks(p))
+    }),
 ];
+
+/// The epoch compare before a store (`setp` of the launch's epoch against the one read, then
+/// `@p exit`) taken out; the polls' own compares, which do more than exit, stay.
+fn without_store_epoch_checks(ptx: &str) -> String {
+    const CHECK: &str = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;";
+    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    let mut out = String::with_capacity(ptx.len());
+    let mut k = 0;
+    while k < lines.len() {
+        let next = lines.get(k + 1).map(|l| l.trim()).unwrap_or("");
+        if lines[k].trim() == CHECK && next == "@%__sbx_p exit;" {
+            k += 2;
+            continue;
+        }
+        out.push_str(lines[k]);
+        k += 1;
+    }
+    out
+}
+
+/// Every global fence's clamp (`selp` of the arena base when out of range), the fault flag
+/// it sets and its align-down taken out, so the access uses the kernel's own address. Safe
+/// here only because every case's accesses are in range: the native column runs them unfenced.
+fn without_global_fences(ptx: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut dst_of_clamp: Option<String> = None;
+    for line in ptx.split_inclusive('\n') {
+        let t = line.trim();
+        let clamp = t
+            .strip_prefix("selp.b64 ")
+            .and_then(|r| r.strip_suffix(", %__sbx_p;"))
+            .and_then(|r| r.split_once(", %__sbx_base, "));
+        if let Some((dst, src)) = clamp {
+            if out
+                .last()
+                .is_some_and(|l| l.trim() == "@%__sbx_p mov.u32 %__sbx_f, 1;")
+            {
+                out.pop();
+            }
+            out.push(format!("\tmov.b64 {dst}, {src};\n"));
+            dst_of_clamp = Some(dst.to_string());
+            continue;
+        }
+        if let Some(dst) = dst_of_clamp.take()
+            && t.starts_with(&format!("and.b64 {dst}, {dst}, -"))
+        {
+            continue;
+        }
+        out.push(line.to_string());
+    }
+    out.concat()
+}
 
 /// The PTX with each entry's prologue epoch read (its function's first) made a copy of the
 /// launch's epoch; the loops' polls still read the control block.
@@ -114,82 +171,6 @@ fn edit_polls(ptx: &str, edit: fn(&[&str]) -> Vec<String>) -> String {
     out
 }
 
-/// Each poll gets a hot path: right after the countdown, a back-edge taken with count left
-/// branches to the loop header at once, and the original skip-or-poll code runs only when the
-/// loop ends or the count ran out.
-fn hot_back_edge(ptx: &str) -> String {
-    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
-    let mut out = String::with_capacity(ptx.len() + 4096);
-    for (k, l) in lines.iter().enumerate() {
-        out.push_str(l);
-        if !l.contains("%__sbx_cnt, %__sbx_cnt, ") {
-            continue;
-        }
-        // The label ending the poll, then the loop's own back-edge.
-        let Some(end) = (k..lines.len()).find(|&j| lines[j].trim_start().starts_with("$__sbx_L"))
-        else {
-            continue;
-        };
-        let edge = lines.get(end + 1).map(|e| e.trim()).unwrap_or("");
-        let (guard, rest) = match edge.strip_prefix('@').and_then(|g| g.split_once(' ')) {
-            Some((g, r)) => (Some(g), r),
-            None => (None, edge),
-        };
-        let Some(target) = rest
-            .strip_prefix("bra.uni ")
-            .or_else(|| rest.strip_prefix("bra "))
-            .map(|t| t.trim_end_matches(';'))
-        else {
-            continue;
-        };
-        out.push_str(&match guard {
-            Some(g) => format!("\tsetp.gt.and.s32 %__sbx_q, %__sbx_cnt, 0, {g};\n"),
-            None => "\tsetp.gt.s32 %__sbx_q, %__sbx_cnt, 0;\n".to_string(),
-        });
-        out.push_str(&format!("\t@%__sbx_q bra {target};\n"));
-    }
-    out
-}
-
-/// The poll's skip test (`p := count left || back-edge not taken`) turned around into `dst :=
-/// count ran out && back-edge taken`; None for any other line.
-fn poll_now(line: &str, dst: &str) -> Option<String> {
-    let t = line.trim();
-    if t == "setp.gt.s32 %__sbx_p, %__sbx_cnt, 0;" {
-        return Some(format!("\tsetp.le.s32 {dst}, %__sbx_cnt, 0;\n"));
-    }
-    let not_taken = t
-        .strip_prefix("setp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0, ")?
-        .trim_end_matches(';');
-    let taken = match not_taken.strip_prefix('!') {
-        Some(g) => g.to_string(),
-        None => format!("!{not_taken}"),
-    };
-    Some(format!(
-        "\tsetp.le.and.s32 {dst}, %__sbx_cnt, 0, {taken};\n"
-    ))
-}
-
-/// The poll's skip branch made warp-uniform (`bra.uni`): the warp polls when any of its active
-/// threads' count ran out (`vote.any`), so ptxas needs no convergence barrier around it.
-fn uniform_poll(lines: &[&str]) -> Vec<String> {
-    const VOTE: &str =
-        "\tactivemask.b32 %__sbx_t;\n\tvote.sync.any.pred %__sbx_p, %__sbx_p, %__sbx_t;\n";
-    lines
-        .iter()
-        .map(|l| {
-            let t = l.trim();
-            if let Some(setp) = poll_now(t, "%__sbx_p") {
-                format!("{setp}{VOTE}")
-            } else if let Some(label) = t.strip_prefix("@%__sbx_p bra ") {
-                format!("\t@!%__sbx_p bra.uni {label}\n")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect()
-}
-
 /// A poll that only reads the epoch and exits: the stopped-tag and fault reports taken out.
 fn poll_without_report(lines: &[&str]) -> Vec<String> {
     let report = |l: &&str| l.contains("[%__sbx_ctl+") || l.contains("%__sbx_q");
@@ -197,26 +178,6 @@ fn poll_without_report(lines: &[&str]) -> Vec<String> {
         .iter()
         .filter(|l| !report(l))
         .map(|l| l.to_string())
-        .collect()
-}
-
-/// The poll with no branch: every instruction of it predicated on "the count ran out".
-fn branch_free_poll(lines: &[&str]) -> Vec<String> {
-    lines
-        .iter()
-        .filter(|l| !l.contains(" bra $__sbx_L"))
-        .map(|l| {
-            let t = l.trim();
-            if let Some(setp) = poll_now(t, "%__sbx_q") {
-                setp
-            } else if t.starts_with("mov.u32 %__sbx_cnt,") || t == EPOCH_READ {
-                format!("\t@%__sbx_q {t}\n")
-            } else if t == "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;" {
-                "\tsetp.ne.and.u32 %__sbx_p, %__sbx_e, %__sbx_epoch, %__sbx_q;\n".into()
-            } else {
-                l.to_string()
-            }
-        })
         .collect()
 }
 
