@@ -200,6 +200,11 @@ fn every_nanosleep_polls_and_a_kernel_that_sleeps_never_skips_its_entry_read() {
     let kernel = &s.ptx[s.ptx.find(".entry sleeps(").unwrap()..];
     assert_eq!(polls(kernel), 2, "{kernel}");
     // The polls change nothing while the epoch stands.
+    assert_eq!(run_once(&m, "sleeps"), [5, 0, 0, 0]);
+}
+
+/// Runs `kernel(out)` once, one warp, while the epoch stands; out's first word afterwards.
+fn run_once(m: &Module, kernel: &str) -> Vec<u8> {
     let mut mem = GuestMem::new();
     let out = mem.alloc(4);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -207,14 +212,46 @@ fn every_nanosleep_polls_and_a_kernel_that_sleeps_never_skips_its_entry_read() {
         globals: 0,
         epoch: EPOCH,
     };
-    run_sandboxed(
-        &m,
-        "sleeps",
-        Shape::linear(1, 32),
-        &[Arg::U64(out)],
-        &hidden,
-        &mem,
+    let shape = Shape::linear(1, 32);
+    run_sandboxed(m, kernel, shape, &[Arg::U64(out)], &hidden, &mem).unwrap();
+    mem.read(out, 4)
+}
+
+/// A counted loop of 100 calls of a lean leaf, called once by kernel counted_calls(out).
+fn counted_calls() -> String {
+    let leaf = ".func leaf()\n{\n    .reg .b32 %r<2>;\n    add.u32 %r1, %r1, 1;\n    ret;\n}\n";
+    let steps = looping("steps", false, 100, "    call.uni leaf, ();");
+    format!(
+        "{leaf}{steps}.visible .entry counted_calls(.param .u64 out)
+{{
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    call.uni steps, ();
+    st.global.u32 [%rd1], 9;
+    ret;
+}}
+"
     )
-    .unwrap();
-    assert_eq!(mem.read(out, 4), [5, 0, 0, 0]);
+}
+
+#[test]
+fn a_counted_loop_of_lean_calls_within_the_lean_span_is_lean_and_its_caller_counts_its_span() {
+    // Before session 18 the count a non-lean function keeps for its lean calls made `steps`
+    // non-lean, with a countdown and branch at each call in its loop (nvcc's device_call,
+    // `collatz_steps`, replayed 1.89x native on the H200). Lean, it runs as written, and the
+    // kernel counts one call of it as its whole span.
+    let (s, m) = load_sandboxed(&ptx(&counted_calls()));
+    assert!(lean(&s.ptx, "leaf") && lean(&s.ptx, "steps"), "{}", s.ptx);
+    let kernel = &s.ptx[s.ptx.find(".entry counted_calls(").unwrap()..];
+    let weight: i64 = kernel
+        .split("sub.s32 %__sbx_cnt, %__sbx_cnt, ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("the kernel counts the call down:\n{kernel}"));
+    assert!(
+        weight >= 100,
+        "counts at least the loop's 100 calls: {weight}"
+    );
+    assert_eq!(run_once(&m, "counted_calls"), [9, 0, 0, 0]);
 }
