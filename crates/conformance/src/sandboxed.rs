@@ -188,17 +188,14 @@ pub fn prepare_edited(
     if mode == Mode::Sandboxed {
         // Epoch 0 (the control block starts zeroed), tag in the high half, and the entry's
         // epoch read skipped where gpuhost-wasm skips it (confine.rs).
-        let loop_free = sbx
+        let span = sbx
             .kernels
             .iter()
-            .any(|k| k.name == kc.kernel && k.loop_free);
+            .find(|k| k.name == kc.kernel)
+            .map_or(u64::MAX, |k| k.first_poll_span);
         let s = &case.shape;
         let threads = (s.grid.iter().chain(&s.block)).fold(1u64, |n, &d| n * u64::from(d));
-        let skip = if loop_free && threads <= ptxvm::sandbox::SKIP_ENTRY_READ_THREADS {
-            ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ
-        } else {
-            0
-        };
+        let skip = ptxvm::sandbox::skips_entry_read(span, threads);
         args.extend([base, next, globals_ptr, ctl_dev, skip | TAG << 32].map(KernelArg::U64));
     }
     Ok(Prepared {

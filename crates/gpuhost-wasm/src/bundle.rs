@@ -66,7 +66,7 @@ impl CudaCtxView<'_> {
             local_bytes: kernel.local_bytes_per_thread,
             tag,
             name,
-            loop_free: kernel.loop_free,
+            first_poll_span: kernel.first_poll_span,
         })
     }
 }

@@ -6,8 +6,9 @@
 //! Hidden arguments (after the user's, in this order): the arena's base (as a zero-length anchor
 //! buffer, so the arena outlives the launch), the bytes mapped now, the module's globals block
 //! (0 when it has none), the control block (an anchor too), and `epoch | tag << 32`, with
-//! `ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ` on a loop-free kernel's launch of at most
-//! `SKIP_ENTRY_READ_THREADS` threads. The tag names the kernel when it reports a fenced access.
+//! `ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ` on a launch whose threads, each running until its
+//! first poll, stay within `SKIP_ENTRY_READ_WORK` (`ptxvm::sandbox::skips_entry_read`). The tag
+//! names the kernel when it reports a fenced access.
 //!
 //! The rewritten kernels trust the arena's shape (base aligned to `MIN_ALIGN`, at least
 //! `MIN_ARENA` mapped); [`Confinement::from_parts`] checks it once for each guest.
@@ -33,7 +34,6 @@ const _: () = assert!(
 const MAX_TAGS: usize = 1 << 16;
 /// The hidden parameters the rewriter appends.
 pub(crate) const HIDDEN: usize = ptxvm::sandbox::HIDDEN_PARAMS.len();
-use ptxvm::sandbox::SKIP_ENTRY_READ_THREADS;
 
 /// A sandboxed guest's memory, control block and watch.
 pub(crate) struct Confinement {
@@ -176,16 +176,12 @@ pub(crate) struct SandboxModule {
     pub(crate) kernels: Vec<SandboxedKernel>,
 }
 
-/// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel that is `loop_free` and has
-/// at most `SKIP_ENTRY_READ_THREADS` threads; else 0.
-fn skip_entry_read(loop_free: bool, cfg: &GpuConfig) -> u64 {
+/// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel whose threads each run at most
+/// `first_poll_span` instructions before they poll, when the whole launch's is small; else 0.
+fn skip_entry_read(first_poll_span: u64, cfg: &GpuConfig) -> u64 {
     let dims = cfg.grid.iter().chain(&cfg.block);
     let threads = dims.fold(1u64, |n, &d| n.saturating_mul(u64::from(d)));
-    if loop_free && threads <= SKIP_ENTRY_READ_THREADS {
-        ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ
-    } else {
-        0
-    }
+    ptxvm::sandbox::skips_entry_read(first_poll_span, threads)
 }
 
 /// The sandbox side of a kernel handle (and of a bound launch of it).
@@ -196,15 +192,15 @@ pub(crate) struct KernelSandbox {
     pub(crate) local_bytes: u64,
     pub(crate) tag: u32,
     pub(crate) name: Arc<str>,
-    /// `ptxvm::sandbox::SandboxedKernel::loop_free`.
-    pub(crate) loop_free: bool,
+    /// `ptxvm::sandbox::SandboxedKernel::first_poll_span`.
+    pub(crate) first_poll_span: u64,
 }
 
 impl KernelSandbox {
     /// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of this kernel, if it may skip the
     /// entry's epoch read; else 0.
     fn skip_entry_read(&self, cfg: &GpuConfig) -> u64 {
-        skip_entry_read(self.loop_free, cfg)
+        skip_entry_read(self.first_poll_span, cfg)
     }
 
     /// The user's argument count and the launch's local memory, checked against the quotas.
@@ -263,15 +259,20 @@ mod tests {
     }
 
     #[test]
-    fn only_small_launches_of_loop_free_kernels_skip_the_entry_read() {
+    fn only_launches_whose_work_before_a_poll_is_small_skip_the_entry_read() {
         let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
-        let at_most = cfg([256, 1, 1], [256, 1, 1]);
-        assert_eq!(skip_entry_read(true, &at_most), skip);
-        assert_eq!(skip_entry_read(false, &at_most), 0, "a looping kernel");
-        assert_eq!(skip_entry_read(true, &cfg([257, 1, 1], [256, 1, 1])), 0);
+        let work = ptxvm::sandbox::SKIP_ENTRY_READ_WORK;
+        let threads_65536 = cfg([256, 1, 1], [256, 1, 1]);
+        assert_eq!(skip_entry_read(work >> 16, &threads_65536), skip);
+        assert_eq!(skip_entry_read((work >> 16) + 1, &threads_65536), 0);
+        assert_eq!(
+            skip_entry_read(u64::MAX, &cfg([1; 3], [1; 3])),
+            0,
+            "never skips"
+        );
         // Every dimension counts, without overflow.
-        assert_eq!(skip_entry_read(true, &cfg([2, 2, 2], [1024, 32, 2])), 0);
+        assert_eq!(skip_entry_read(4096, &cfg([2, 2, 2], [1024, 32, 2])), 0);
         let huge = cfg([u32::MAX; 3], [u32::MAX; 3]);
-        assert_eq!(skip_entry_read(true, &huge), 0);
+        assert_eq!(skip_entry_read(1, &huge), 0);
     }
 }

@@ -168,7 +168,7 @@ impl HostModule for CudaCtxView<'_> {
                     local_bytes: k.local_bytes_per_thread,
                     tag,
                     name,
-                    loop_free: k.loop_free,
+                    first_poll_span: k.first_poll_span,
                 })
             }
             _ => None,

@@ -187,13 +187,6 @@ pub(crate) fn analyse<'m>(
     Ok(info)
 }
 
-/// The most work (`Info::straight_span`) a loop-free kernel's thread may do for its launches to
-/// skip the entry's epoch read: 4,096 instructions. With at most
-/// [`SKIP_ENTRY_READ_THREADS`](super::SKIP_ENTRY_READ_THREADS) threads, a launch queued behind a
-/// stop then runs at most 2^28 instructions (microseconds on an H200) instead of exiting at
-/// entry; a longer kernel reads the epoch at entry whatever its launch says.
-pub const SKIP_ENTRY_READ_SPAN: u64 = 1 << 12;
-
 /// What an atomic or reduction counts in [`Info::straight_span`]: a warp's 32 lanes on one
 /// address are 32 operations in a row.
 const ATOMIC_WEIGHT: u64 = 32;
@@ -204,17 +197,49 @@ impl<'m> Info<'m> {
         self.local.get(f).copied().unwrap_or(0)
     }
 
-    /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`),
-    /// and a thread of it runs at most [`SKIP_ENTRY_READ_SPAN`] instructions before it polls
-    /// (`straight_span`): each of a launch's threads then runs a short straight path, once,
-    /// which is what a launch that skips the entry's epoch read may do after a stop.
+    /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
+    /// and its launches may skip the entry's epoch read ([`Self::first_poll_span`]): such a
+    /// kernel compares the epoch at entry, behind a uniform branch its skipping launches take.
     pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
         let forward = |f: &Func| f.body.as_deref().is_none_or(super::bounded::forward_only);
         forward(entry)
             && self.tree(entry.name.as_str())[1..]
                 .iter()
                 .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
-            && self.straight_span(entry) <= SKIP_ENTRY_READ_SPAN
+            && self.first_poll_span(entry) <= super::SKIP_ENTRY_READ_WORK
+    }
+
+    /// An upper bound on the instructions a thread of `entry` runs before it first polls or
+    /// ends, were it to skip the entry's read; `u64::MAX` past [`super::SKIP_ENTRY_READ_WORK`]
+    /// or when it sleeps (each `nanosleep` may take a millisecond: not work, but time).
+    ///
+    /// Between two taken back-edges a thread runs forward, each instruction at most once:
+    /// `straight_span`, S. A loop-free entry runs one such stretch. Otherwise, before its first
+    /// poll a thread takes at most `poll_interval` instrumented back-edges (each counts at least
+    /// one), and the unpolled back-edges of its L bounded loops: at most `poll_interval` per
+    /// entry into each, top-level loops entered once, and inner ones charged to the enclosing
+    /// back-edge (whose weight is capped at `poll_interval`, so at most `L * poll_interval`
+    /// before the enclosing back-edge polls). So at most `1 + pi * (1 + 2L)` stretches of S.
+    pub(crate) fn first_poll_span(&self, entry: &'m Func) -> u64 {
+        let Some(body) = entry.body.as_deref() else {
+            return 0;
+        };
+        let s = self.straight_span(entry);
+        if s >= super::rewrite::NANOSLEEP_SPAN {
+            return u64::MAX;
+        }
+        let stretches = if super::bounded::forward_only(body) {
+            1
+        } else {
+            let pi = u64::from(self.poll_interval);
+            let loops =
+                super::bounded::bounded_loops(body, &self.lean, self.poll_interval, &self.fast);
+            1 + pi * (1 + 2 * loops as u64)
+        };
+        match s.saturating_mul(stretches) {
+            w if w <= super::SKIP_ENTRY_READ_WORK => w,
+            _ => u64::MAX,
+        }
     }
 
     /// An upper bound on the work of one pass through `f`'s body until it polls: each

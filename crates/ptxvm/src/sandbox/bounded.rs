@@ -108,20 +108,36 @@ fn flatten<'m>(body: &'m [Stmt], nested: bool, cfg: &mut Cfg<'m>) {
 /// Whether `body` has no loop: every branch of it goes forward, to a label it names (a `brx`
 /// through a table it declares). Loop versioning's copies count as loops.
 pub(crate) fn forward_only(body: &[Stmt]) -> bool {
-    fn tables<'m>(body: &'m [Stmt], out: &mut HashMap<&'m str, &'m [String]>) {
-        for s in body {
-            match s {
-                Stmt::Targets(name, labels, _) => {
-                    out.insert(name.as_str(), labels.as_slice());
-                }
-                Stmt::Block(b) => tables(b, out),
-                _ => {}
-            }
-        }
-    }
     let mut found = HashMap::new();
     tables(body, &mut found);
     Cfg::new(body, &found).back.is_empty()
+}
+
+/// How many of `body`'s back-edges are bounded (poll-free) by [`analyse`]'s rules.
+pub(crate) fn bounded_loops(
+    body: &[Stmt],
+    lean: &HashSet<&str>,
+    poll_interval: u32,
+    fast: &HashSet<String>,
+) -> usize {
+    let mut found = HashMap::new();
+    tables(body, &mut found);
+    analyse(body, lean, &found, poll_interval, fast)
+        .bounded
+        .len()
+}
+
+/// The branch tables (`.branchtargets`) `body` declares, nested blocks included.
+fn tables<'m>(body: &'m [Stmt], out: &mut HashMap<&'m str, &'m [String]>) {
+    for s in body {
+        match s {
+            Stmt::Targets(name, labels, _) => {
+                out.insert(name.as_str(), labels.as_slice());
+            }
+            Stmt::Block(b) => tables(b, out),
+            _ => {}
+        }
+    }
 }
 
 /// Positions a branch may jump to; `None` when unknown (a `brx` whose table is not found).

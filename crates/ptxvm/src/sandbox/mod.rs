@@ -20,8 +20,9 @@
 //! [`Policy::check_arena_at_entry`] asks for the check in every thread.
 //!
 //! `launch` holds the launch's epoch (bits 0–31) and its tag (bits 32–62); bit 63
-//! ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch of a [`SandboxedKernel::loop_free`] kernel skip
-//! the entry's read of the abort epoch.
+//! ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch small enough for its kernel's
+//! [`SandboxedKernel::first_poll_span`] ([`skips_entry_read`]) skip the entry's read of the
+//! abort epoch.
 
 mod allow;
 mod bounded;
@@ -33,7 +34,6 @@ mod poll;
 pub(crate) mod print;
 mod report;
 mod rewrite;
-pub use allow::SKIP_ENTRY_READ_SPAN;
 pub use rewrite::LEAN_SPAN;
 mod statics;
 mod version;
@@ -62,20 +62,30 @@ pub const CTL_FAULT_TAG: i64 = 2 << 20;
 pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
 
 /// Bit of the hidden `launch` value that skips the entry's epoch read, in kernels whose
-/// [`SandboxedKernel::loop_free`] is true (others read it anyway). That read, compared before
-/// the first store, is most of what the sandbox costs a short kernel on the H200 (about
-/// 0.05–0.2 µs of 0.8–2 µs kernels graph-replayed, bench/RESULTS.md session 16). It lets a
-/// launch queued behind a stop do nothing; a loop-free kernel's launch that skips it runs its
-/// threads' straight paths once instead, so the host sets the bit only on launches small
-/// enough that doing so is cheap.
+/// [`SandboxedKernel::first_poll_span`] is at most [`SKIP_ENTRY_READ_WORK`] (others read it
+/// anyway). That read, compared before the first store, is most of what the sandbox costs a
+/// short kernel on the H200 (graph-replayed geomean 1.055 with it, 1.031 without, across the
+/// corpus; bench/RESULTS.md sessions 16 and 18). It lets a launch queued behind a stop do
+/// nothing; a launch that skips it runs each thread until its first poll instead, so the host
+/// sets the bit only where that is cheap ([`skips_entry_read`]).
 pub const LAUNCH_SKIPS_ENTRY_READ: u64 = 1 << 63;
 
-/// The most threads a launch may have to be given [`LAUNCH_SKIPS_ENTRY_READ`] (gpuhost-wasm's
-/// rule). A launch queued behind a stop then runs its threads' straight paths once instead of
-/// exiting at entry: at most [`SKIP_ENTRY_READ_SPAN`] instructions each (a kernel longer than
-/// that is not [`SandboxedKernel::loop_free`]). Larger launches read the epoch, so a stopped
-/// guest's big grids still end at once.
-pub const SKIP_ENTRY_READ_THREADS: u64 = 1 << 16;
+/// The most work, in instructions over all threads, that a launch which skips the entry read
+/// may do when it runs after a stop: 2^28, about 8 µs of an H200 (3.3 * 10^13 lane-instructions
+/// a second), so even a full quota of 1,024 such launches queued behind a stop ends within
+/// about 10 ms. The bound is threads times [`SandboxedKernel::first_poll_span`].
+pub const SKIP_ENTRY_READ_WORK: u64 = 1 << 28;
+
+/// [`LAUNCH_SKIPS_ENTRY_READ`] for a launch of `threads` threads of a kernel whose
+/// [`SandboxedKernel::first_poll_span`] is `span`, when the launch's work before its threads
+/// poll is within [`SKIP_ENTRY_READ_WORK`]; else 0 (the launch reads the epoch at entry).
+pub fn skips_entry_read(span: u64, threads: u64) -> u64 {
+    if threads.saturating_mul(span) <= SKIP_ENTRY_READ_WORK {
+        LAUNCH_SKIPS_ENTRY_READ
+    } else {
+        0
+    }
+}
 
 /// Names (after `__gpuhost_sbx_`) of the hidden kernel parameters, in order.
 pub const HIDDEN_PARAMS: [&str; 5] = ["base", "size", "globals", "ctl", "launch"];
@@ -138,10 +148,14 @@ pub struct SandboxedKernel {
     pub local_bytes_per_thread: u64,
     /// Bytes of static `.shared` variables the kernel and its callees use.
     pub static_shared_bytes: u64,
-    /// Neither the kernel nor any function it calls has a loop, and a thread's path is at most
-    /// [`SKIP_ENTRY_READ_SPAN`] instructions before it polls: each thread runs a short straight
-    /// path once, so a launch may skip the entry's epoch read ([`LAUNCH_SKIPS_ENTRY_READ`]).
+    /// Neither the kernel nor any function it calls has a loop, and it may skip the entry read
+    /// (its `first_poll_span` is within [`SKIP_ENTRY_READ_WORK`]): such a kernel compares the
+    /// epoch at once, behind a uniform branch, instead of before its first store.
     pub loop_free: bool,
+    /// An upper bound on the instructions one thread runs before it first polls or ends, when
+    /// it skips the entry's epoch read ([`skips_entry_read`]); `u64::MAX` for a kernel that
+    /// never skips it (one that sleeps, or whose bound is past [`SKIP_ENTRY_READ_WORK`]).
+    pub first_poll_span: u64,
 }
 
 /// The per-Store block holding a module's relocated `.global` and `.const` variables.
@@ -215,6 +229,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 local_bytes_per_thread: info.local_bytes(&f.name),
                 static_shared_bytes: info.static_shared(f),
                 loop_free: info.loop_free(f),
+                first_poll_span: info.first_poll_span(f),
             });
         }
         let (head, body) = rewrite::func(&info, f)?;

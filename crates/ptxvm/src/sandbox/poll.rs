@@ -141,6 +141,8 @@ impl<'m> Fx<'_, 'm> {
             // parameter and address arithmetic and first loads instead of preceding them.
             if self.info.loop_free(self.f) {
                 self.loop_free_entry_read(&mut out);
+            } else if self.info.first_poll_span(self.f) <= super::SKIP_ENTRY_READ_WORK {
+                self.skippable_entry_read(&mut out);
             } else {
                 self.read_epoch(&mut out);
             }
@@ -440,6 +442,23 @@ impl<'m> Fx<'_, 'm> {
             self.emit(out, None, "setp", &["eq", "u64"], q);
             self.read_epoch_if(out, skip);
         }
+    }
+
+    /// A looping kernel's entry read, which a launch skips when it says so: a uniform branch
+    /// over the read, whose compare stays where it was (before the first store), so `%__sbx_e`
+    /// keeps the launch's own epoch and the compare passes. The thread then stops at its first
+    /// poll instead (`Info::first_poll_span` bounds the work until then).
+    fn skippable_entry_read(&mut self, out: &mut Vec<O<'m>>) {
+        let a = vec![sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], a);
+        let q = vec![sreg("q"), sreg("a"), imm(0)];
+        self.emit(out, None, "setp", &["ne", "u64"], q);
+        let over = self.label();
+        let skip = Some(("%__sbx_q".to_string(), false));
+        let to = vec![Operand::Name(over.clone())];
+        self.emit(out, skip, "bra", &["uni"], to);
+        self.read_epoch(out);
+        out.push(O::New(Stmt::Label(over, self.line)));
     }
 
     /// `%__sbx_e` := the control block's epoch.

@@ -218,24 +218,72 @@ L:
 ";
 
 #[test]
-fn a_kernel_that_calls_a_loop_reads_the_epoch_at_entry_though_its_launch_says_skip() {
+fn a_kernel_that_calls_a_loop_may_skip_the_entry_read_and_stops_at_its_callees_entry_poll() {
     let (s, m) = load_sandboxed(&ptx(LOOPED));
-    assert!(!s.kernels[0].loop_free, "its callee loops");
+    let k = &s.kernels[0];
+    assert!(!k.loop_free, "its callee loops");
+    // The callee polls at its entry, so the kernel's own straight path is all it runs first.
+    assert!(k.first_poll_span < 64, "{}", k.first_poll_span);
     assert_eq!(stale_skipping_entry_read(&m, "looped"), [0; 8]);
 }
 
-/// A loop-free kernel(in, out, n) of `atomics` atomic adds to one word before its store.
-fn atomics_then_store(atomics: usize) -> String {
+/// A kernel(in, out, n) that stores 1, 2, … 5000 to `out`, one store a loop iteration: too
+/// many iterations to count, so its back-edge polls every 1,024.
+const STORE_LOOP: &str = "
+.visible .entry store_loop(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<2>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r1, %r1, 1;
+    st.global.u32 [%rd2], %r1;
+    setp.lt.u32 %p1, %r1, 5000;
+    @%p1 bra L;
+    ret;
+}
+";
+
+#[test]
+fn a_looping_kernels_launch_told_to_skip_the_entry_read_runs_only_until_its_first_poll() {
+    let (s, m) = load_sandboxed(&ptx(STORE_LOOP));
+    let k = &s.kernels[0];
+    assert!(!k.loop_free && k.first_poll_span <= ptxvm::sandbox::SKIP_ENTRY_READ_WORK);
+    // Stale and told to skip: it stores until its first poll (1,024 back-edges), then stops.
+    let out = stale_skipping_entry_read(&m, "store_loop");
+    assert_eq!(out[..4], 1024u32.to_le_bytes(), "{out:?}");
+    // Stale, not told to skip: the entry's read stops it before its first store.
+    let (mem, out, args, hidden) = in_out(EPOCH + 1);
+    run_sandboxed(&m, "store_loop", Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    assert_eq!(mem.read(out, 4), [0; 4]);
+    // Told to skip with its epoch current: it runs to the end.
+    assert_eq!(
+        skipping_entry_read(&m, "store_loop", EPOCH).1[..4],
+        5000u32.to_le_bytes()
+    );
+}
+
+/// A kernel(in, out, n) whose loop (`n` times) makes `atomics` atomic adds to one word, then
+/// stores.
+fn atomics_loop(atomics: usize) -> String {
     let adds = "    atom.global.add.u32 %r1, [%rd2+4], 1;\n".repeat(atomics);
     ptx(&format!(
         ".visible .entry atomics(.param .u64 in, .param .u64 out, .param .u32 n)
 {{
     .reg .b64 %rd<3>;
-    .reg .b32 %r<3>;
+    .reg .b32 %r<4>;
+    .reg .pred %p<2>;
     ld.param.u64 %rd1, [in];
     ld.param.u64 %rd2, [out];
+    ld.param.u32 %r3, [n];
     ld.global.u32 %r2, [%rd1];
-{adds}    st.global.u32 [%rd2], %r2;
+L:
+{adds}    sub.u32 %r3, %r3, 1;
+    setp.ne.u32 %p1, %r3, 0;
+    @%p1 bra L;
+    st.global.u32 [%rd2], %r2;
     ret;
 }}
 "
@@ -243,13 +291,18 @@ fn atomics_then_store(atomics: usize) -> String {
 }
 
 #[test]
-fn a_loop_free_kernel_past_the_skip_span_reads_the_epoch_at_entry_though_its_launch_says_skip() {
-    // Each atomic counts 32 (a warp on one address): 120 of them fit SKIP_ENTRY_READ_SPAN
-    // (4,096) with the kernel's other instructions, 128 do not.
-    let (s, _) = load_sandboxed(&atomics_then_store(120));
-    assert!(s.kernels[0].loop_free);
-    let (s, m) = load_sandboxed(&atomics_then_store(128));
-    assert!(!s.kernels[0].loop_free, "too long to run after a stop");
+fn a_kernel_whose_work_before_its_first_poll_is_past_the_skip_work_reads_the_epoch_at_entry() {
+    // Each atomic counts 32 (a warp on one address), and a thread may take 1,024 back-edges
+    // before it polls: 10 atomics a loop stay far within SKIP_ENTRY_READ_WORK (2^28), 10,000
+    // do not, so that kernel reads the epoch whatever its launch says.
+    let (s, _) = load_sandboxed(&atomics_loop(10));
+    assert!(s.kernels[0].first_poll_span <= ptxvm::sandbox::SKIP_ENTRY_READ_WORK);
+    let (s, m) = load_sandboxed(&atomics_loop(10_000));
+    assert_eq!(
+        s.kernels[0].first_poll_span,
+        u64::MAX,
+        "too long to run after a stop"
+    );
     assert_eq!(stale_skipping_entry_read(&m, "atomics"), [0; 8]);
 }
 
