@@ -111,8 +111,19 @@ pub fn prepare_edited(
         Mode::Sandboxed => Module::load_ptx(ctx, &edit(&sbx.ptx))?,
         Mode::Native => Module::load_ptx(ctx, &ptx)?,
     };
-    let function = module.function(kc.kernel)?;
     let case = (kc.build)(&mut Rng::new(seed));
+    // A sandboxed launch that may skip the entry's epoch read runs the kernel's skip copy, as
+    // gpuhost-wasm's do (confine.rs); the skip bit below is then moot.
+    let shape = &case.shape;
+    let threads = (shape.grid.iter().chain(&shape.block)).fold(1u64, |n, &d| n * u64::from(d));
+    let sandboxed = sbx.kernels.iter().find(|k| k.name == kc.kernel);
+    let span = sandboxed.map_or(u64::MAX, |k| k.first_poll_span);
+    let skip = ptxvm::sandbox::skips_entry_read(span, threads);
+    let name = match (mode, sandboxed.and_then(|k| k.skip_copy.as_deref())) {
+        (Mode::Sandboxed, Some(copy)) if skip != 0 => copy,
+        _ => kc.kernel,
+    };
+    let function = module.function(name)?;
 
     // Layout: guard, globals block, then each buffer.
     let globals_at = align_up(GUARD, sbx.globals.align.max(ALIGN));
@@ -188,14 +199,6 @@ pub fn prepare_edited(
     if mode == Mode::Sandboxed {
         // Epoch 0 (the control block starts zeroed), tag in the high half, and the entry's
         // epoch read skipped where gpuhost-wasm skips it (confine.rs).
-        let span = sbx
-            .kernels
-            .iter()
-            .find(|k| k.name == kc.kernel)
-            .map_or(u64::MAX, |k| k.first_poll_span);
-        let s = &case.shape;
-        let threads = (s.grid.iter().chain(&s.block)).fold(1u64, |n, &d| n * u64::from(d));
-        let skip = ptxvm::sandbox::skips_entry_read(span, threads);
         args.extend([base, next, globals_ptr, ctl_dev, skip | TAG << 32].map(KernelArg::U64));
     }
     Ok(Prepared {

@@ -56,6 +56,10 @@ impl CudaCtxView<'_> {
                 m
             }
         };
+        let skip_copy = match (&kernel.skip_copy, &self.ctx.bundle) {
+            (Some(copy), Some(bundle)) => Some(Arc::new(bundle.kernel(copy)?)),
+            _ => None,
+        };
         let Some(c) = self.ctx.confinement()? else {
             return Err(WitError::Driver("the guest's sandbox is gone".into()).into());
         };
@@ -67,6 +71,7 @@ impl CudaCtxView<'_> {
             tag,
             name,
             first_poll_span: kernel.first_poll_span,
+            skip_copy,
         })
     }
 }
@@ -75,7 +80,12 @@ impl Host for CudaCtxView<'_> {
     fn kernel_names(&mut self) -> wasmtime::Result<Vec<String>> {
         let _timer = self.ctx.time(HostCall::BundleKernelNames);
         let mut names = match &self.ctx.bundle {
-            Some(bundle) => bundle.kernel_names(),
+            // A sandboxed bundle's skip copies are the host's, not kernels a guest may name.
+            Some(bundle) => bundle
+                .kernel_names()
+                .into_iter()
+                .filter(|n| !n.ends_with(ptxvm::sandbox::SKIP_COPY_SUFFIX))
+                .collect(),
             None => Vec::new(),
         };
         names.sort();

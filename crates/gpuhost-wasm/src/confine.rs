@@ -194,6 +194,9 @@ pub(crate) struct KernelSandbox {
     pub(crate) name: Arc<str>,
     /// `ptxvm::sandbox::SandboxedKernel::first_poll_span`.
     pub(crate) first_poll_span: u64,
+    /// The kernel's skip copy (`SandboxedKernel::skip_copy`), which the launches that may skip
+    /// the entry's epoch read run instead: without the read, its branch and the compares.
+    pub(crate) skip_copy: Option<Arc<gpuhost::Kernel>>,
 }
 
 impl KernelSandbox {
@@ -201,6 +204,14 @@ impl KernelSandbox {
     /// entry's epoch read; else 0.
     fn skip_entry_read(&self, cfg: &GpuConfig) -> u64 {
         skip_entry_read(self.first_poll_span, cfg)
+    }
+
+    /// The skip copy a launch with `cfg` runs instead of the kernel: when it may skip the
+    /// entry's read and the kernel has one.
+    pub(crate) fn skip_copy_for(&self, cfg: &GpuConfig) -> Option<&Arc<gpuhost::Kernel>> {
+        self.skip_copy
+            .as_ref()
+            .filter(|_| self.skip_entry_read(cfg) != 0)
     }
 
     /// The user's argument count and the launch's local memory, checked against the quotas.

@@ -161,6 +161,10 @@ impl HostModule for CudaCtxView<'_> {
                     ))
                     .into());
                 };
+                let skip_copy = match &k.skip_copy {
+                    Some(copy) => Some(Arc::new(m.registry.kernel(copy)?)),
+                    None => None,
+                };
                 let (tag, name) = c.tag(&name);
                 Some(KernelSandbox {
                     module: sm.clone(),
@@ -169,6 +173,7 @@ impl HostModule for CudaCtxView<'_> {
                     tag,
                     name,
                     first_poll_span: k.first_poll_span,
+                    skip_copy,
                 })
             }
             _ => None,

@@ -226,6 +226,8 @@ pub(crate) fn launch_on<'a>(
     let done = watch.launch(&c.watch, &sb.name, |epoch| {
         let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
         full.extend(c.hidden(sb, &cfg, epoch));
+        // A launch that may skip the entry's read runs the kernel's skip copy.
+        let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
         s.stream.launch(kernel, cfg, &full)
     })?;
     Ok(done)

@@ -133,6 +133,10 @@ impl Deferred {
                 GpuArg::F64(v) => OwnedArg::Scalar(GpuArg::F64(v)),
             })
             .collect();
+        // A sandboxed launch that may skip the entry's read runs the kernel's skip copy.
+        let kernel = sandbox
+            .and_then(|sb| sb.skip_copy_for(&cfg))
+            .unwrap_or(kernel);
         Self {
             kernel: kernel.clone(),
             charge: charge.clone(),

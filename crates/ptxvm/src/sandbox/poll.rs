@@ -139,7 +139,9 @@ impl<'m> Fx<'_, 'm> {
             // epoch is read here and compared before the first instruction that could write
             // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
             // parameter and address arithmetic and first loads instead of preceding them.
-            if self.info.loop_free(self.f) {
+            if self.skip_copy {
+                // `%__sbx_e` keeps the launch's epoch: the first poll reads the block's.
+            } else if self.info.loop_free(self.f) {
                 self.loop_free_entry_read(&mut out);
             } else if self.info.first_poll_span(self.f) <= super::SKIP_ENTRY_READ_WORK {
                 self.skippable_entry_read(&mut out);

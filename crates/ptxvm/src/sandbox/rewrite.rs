@@ -59,6 +59,9 @@ pub(crate) struct Fx<'a, 'm> {
     /// Rewritten as a lean function: it keeps no count, so its lean calls count nothing (its
     /// span bounds it). `reads_hidden` asks this of every candidate.
     lean: bool,
+    /// An entry's skip copy (`SandboxedKernel::skip_copy`): no epoch read at entry and no
+    /// compare before the first store; its loops and callees poll as usual.
+    pub skip_copy: bool,
     /// Register name → type, for exact names; `%r<5>` ranges as prefix → (count, type).
     regs: HashMap<&'m str, &'m str>,
     ranges: HashMap<&'m str, (u32, &'m str)>,
@@ -104,7 +107,13 @@ pub(crate) struct Fx<'a, 'm> {
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
 /// (`Info::lean`) keeps its signature and gets no prologue: it reads no hidden value.
-pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m>>>)> {
+///
+/// With `copy_as`, an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
+pub(crate) fn func<'m>(
+    info: &Info<'m>,
+    f: &'m Func,
+    copy_as: Option<&str>,
+) -> R<(Func, Option<Vec<O<'m>>>)> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_str());
     let mut params = f.params.clone();
     let hidden = if lean {
@@ -118,7 +127,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
     let body = match &f.body {
         None => None,
         Some(b) => {
-            let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
+            let (mut fx, mut body) = rewrite_body(info, f, b, lean, copy_as.is_some())?;
             let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
             if !lean {
                 out.extend(fx.prologue()?);
@@ -129,7 +138,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func) -> R<(Func, Option<Vec<O<'m
         }
     };
     let head = Func {
-        name: f.name.clone(),
+        name: copy_as.map_or_else(|| f.name.clone(), str::to_string),
         is_entry: f.is_entry,
         params,
         rets: f.rets.clone(),
@@ -196,11 +205,13 @@ fn rewrite_body<'a, 'm>(
     f: &'m Func,
     b: &'m [Stmt],
     lean: bool,
+    skip_copy: bool,
 ) -> R<(Fx<'a, 'm>, Vec<O<'m>>)> {
     let mut fx = Fx {
         info,
         f,
         lean,
+        skip_copy,
         regs: HashMap::new(),
         ranges: HashMap::new(),
         locals: HashMap::new(),
@@ -235,7 +246,7 @@ fn rewrite_body<'a, 'm>(
     });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
-    fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
+    fx.defer_check = f.is_entry && !skip_copy && !(info.early_check && info.loop_free(f));
     fx.stmts(b, Some(&hoisted), &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
@@ -253,7 +264,7 @@ pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
     // stay non-lean, since a lean one keeps none (its span bounds it). Before session 18 that
     // count made every function with a counted loop of lean calls (`collatz_steps`) non-lean,
     // and each call in the loop a countdown and branch: device_call replayed 1.89x native.
-    let (fx, body) = rewrite_body(info, f, b, true)?;
+    let (fx, body) = rewrite_body(info, f, b, true, false)?;
     if fx.ngroups > 0 {
         return Ok(true);
     }

@@ -463,3 +463,41 @@ fn a_loop_free_kernel_compares_the_epoch_at_entry_behind_one_uniform_skip_branch
         assert_eq!(current, (41 + n).to_le_bytes(), "n = {n}");
     }
 }
+
+#[test]
+fn a_skip_copy_has_no_entry_read_and_a_stale_launch_of_it_stops_at_its_first_poll() {
+    let (s, m) = load_sandboxed(&ptx(STORE_LOOP));
+    let copy = s.kernels[0]
+        .skip_copy
+        .clone()
+        .expect("a kernel that may skip has a copy");
+    assert_eq!(
+        copy,
+        format!("store_loop{}", ptxvm::sandbox::SKIP_COPY_SUFFIX)
+    );
+    assert_eq!(s.kernels.len(), 1, "the copy is no kernel of its own");
+    let text = &s.ptx[s.ptx.find(&format!(".entry {copy}(")).unwrap()..];
+    // Its only epoch read is the loop's poll, and nothing compares before the first store.
+    assert_eq!(polls(&s.ptx, &copy), 1, "{text}");
+    assert_eq!(text.matches("[%__sbx_ctl];").count(), 1, "{text}");
+    // Stale: it stores until its first poll, as a skipping launch of the kernel does.
+    let (mem, out, args, hidden) = in_out(EPOCH + 1);
+    run_sandboxed(&m, &copy, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
+    assert_eq!(mem.read(out, 4), 1024u32.to_le_bytes());
+}
+
+#[test]
+fn a_kernel_that_may_never_skip_gets_no_copy_and_a_taken_name_is_not_reused() {
+    let (s, _) = load_sandboxed(&atomics_loop(10_000));
+    assert_eq!(s.kernels[0].skip_copy, None);
+    let taken = STORE_LOOP.to_string()
+        + &STORE_LOOP.replace(
+            "store_loop(",
+            &format!("store_loop{}(", ptxvm::sandbox::SKIP_COPY_SUFFIX),
+        );
+    let (s, _) = load_sandboxed(&ptx(&taken));
+    assert_eq!(
+        s.kernels[0].skip_copy, None,
+        "the user's kernel keeps its name"
+    );
+}
