@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
   --and test -p gpuhost-wasm --test all --and test -p gpuhost-cli --test all \
   --and bin -p gpuhost-cli --bin gpuhost \
-  --and bin -p conformance --example sandbox_bench --and bin -p gpuhost --example launch_probe
+  --and bin -p conformance --example sandbox_bench --and bin -p gpuhost --example launch_probe \
+  --and bin -p ptxvm --example rewrite_time
 # The guests' target (.ci/run installs it too; a fresh machine lacks it).
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
