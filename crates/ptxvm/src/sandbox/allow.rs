@@ -206,7 +206,13 @@ impl<'m> Info<'m> {
             && self.tree(entry.name.as_str())[1..]
                 .iter()
                 .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
-            && self.first_poll_span(entry) <= super::SKIP_ENTRY_READ_WORK
+            && self.may_skip_entry_read(entry)
+    }
+
+    /// Whether any launch of `entry` may skip its epoch read: its first-poll span is within
+    /// [`super::SKIP_ENTRY_READ_WORK`] (for one thread).
+    pub(crate) fn may_skip_entry_read(&self, entry: &'m Func) -> bool {
+        self.first_poll_span(entry) <= super::SKIP_ENTRY_READ_WORK
     }
 
     /// An upper bound on the instructions a thread of `entry` runs before it first polls or

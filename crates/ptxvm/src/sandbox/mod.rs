@@ -64,10 +64,11 @@ pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
 /// Bit of the hidden `launch` value that skips the entry's epoch read, in kernels whose
 /// [`SandboxedKernel::first_poll_span`] is at most [`SKIP_ENTRY_READ_WORK`] (others read it
 /// anyway). That read, compared before the first store, is most of what the sandbox costs a
-/// short kernel on the H200 (graph-replayed geomean 1.055 with it, 1.031 without, across the
-/// corpus; bench/RESULTS.md sessions 16 and 18). It lets a launch queued behind a stop do
-/// nothing; a launch that skips it runs each thread until its first poll instead, so the host
-/// sets the bit only where that is cheap ([`skips_entry_read`]).
+/// short kernel on the H200 (graph-replayed geomean 1.052 with a uniform branch over it, 1.032
+/// when skipping launches run the kernel's skip copy instead; bench/RESULTS.md session 18). It
+/// lets a launch queued behind a stop do nothing; a launch that skips it runs each thread until
+/// its first poll instead, so the host sets the bit only where that is cheap
+/// ([`skips_entry_read`]).
 pub const LAUNCH_SKIPS_ENTRY_READ: u64 = 1 << 63;
 
 /// The most work, in instructions over all threads, that a launch which skips the entry read
@@ -231,7 +232,9 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
     for f in &module.funcs {
+        let mut copy = None;
         if f.is_entry && f.body.is_some() {
+            copy = skip_copy_name(&module, f, &info);
             kernels.push(SandboxedKernel {
                 name: f.name.clone(),
                 user_params: f.params.len(),
@@ -239,17 +242,12 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 static_shared_bytes: info.static_shared(f),
                 loop_free: info.loop_free(f),
                 first_poll_span: info.first_poll_span(f),
-                skip_copy: skip_copy_name(&module, f, &info),
+                skip_copy: copy.clone(),
             });
         }
-        let (head, body) = rewrite::func(&info, f, None)?;
-        text.push('\n');
-        print::rewritten(&mut text, &head, body.as_deref())?;
-        // The skip copy, printed right after its kernel.
-        if let Some(k) = kernels.last().filter(|k| k.name == f.name && f.is_entry)
-            && let Some(name) = k.skip_copy.clone()
-        {
-            let (head, body) = rewrite::func(&info, f, Some(&name))?;
+        // The kernel, then its skip copy right after it.
+        for name in std::iter::once(None).chain(copy.as_deref().map(Some)) {
+            let (head, body) = rewrite::func(&info, f, name)?;
             text.push('\n');
             print::rewritten(&mut text, &head, body.as_deref())?;
         }
@@ -268,7 +266,7 @@ fn skip_copy_name(
     entry: &ast::Func,
     info: &allow::Info<'_>,
 ) -> Option<String> {
-    if info.first_poll_span(entry) > SKIP_ENTRY_READ_WORK {
+    if !info.may_skip_entry_read(entry) {
         return None;
     }
     let name = format!("{}{SKIP_COPY_SUFFIX}", entry.name);

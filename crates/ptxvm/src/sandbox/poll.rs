@@ -143,7 +143,7 @@ impl<'m> Fx<'_, 'm> {
                 // `%__sbx_e` keeps the launch's epoch: the first poll reads the block's.
             } else if self.info.loop_free(self.f) {
                 self.loop_free_entry_read(&mut out);
-            } else if self.info.first_poll_span(self.f) <= super::SKIP_ENTRY_READ_WORK {
+            } else if self.info.may_skip_entry_read(self.f) {
                 self.skippable_entry_read(&mut out);
             } else {
                 self.read_epoch(&mut out);
