@@ -87,37 +87,39 @@ const ABLATIONS: [(&str, Edit); 7] = [
 /// predicate on the read itself: no control flow at entry (session 18: the branch and the
 /// compares before stores cost small launches about 0.02 of the graph-replayed geomean).
 fn predicated_entry_read(ptx: &str) -> String {
-    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
-    let mut out = String::with_capacity(ptx.len());
-    let mut k = 0;
-    while k < lines.len() {
-        let next = lines.get(k + 1).map(|l| l.trim()).unwrap_or("");
-        if lines[k].trim().starts_with("@%__sbx_q bra.uni $__sbx_L") && next == EPOCH_READ {
-            out.push_str(&format!("\t@!%__sbx_q {EPOCH_READ}\n"));
-            k += 2;
-            continue;
-        }
-        out.push_str(lines[k]);
-        k += 1;
-    }
-    out
+    replace_pairs(ptx, |first, second| {
+        (first.starts_with("@%__sbx_q bra.uni $__sbx_L") && second == EPOCH_READ)
+            .then(|| format!("\t@!%__sbx_q {EPOCH_READ}\n"))
+    })
 }
 
 /// The epoch compare before a store (`setp` of the launch's epoch against the one read, then
 /// `@p exit`) taken out; the polls' own compares, which do more than exit, stay.
 fn without_store_epoch_checks(ptx: &str) -> String {
     const CHECK: &str = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;";
+    replace_pairs(ptx, |first, second| {
+        (first == CHECK && second == "@%__sbx_p exit;").then(String::new)
+    })
+}
+
+/// The PTX with each pair of consecutive lines (trimmed) for which `edit` gives a text replaced
+/// by that text.
+fn replace_pairs(ptx: &str, edit: impl Fn(&str, &str) -> Option<String>) -> String {
     let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
     let mut out = String::with_capacity(ptx.len());
     let mut k = 0;
     while k < lines.len() {
         let next = lines.get(k + 1).map(|l| l.trim()).unwrap_or("");
-        if lines[k].trim() == CHECK && next == "@%__sbx_p exit;" {
-            k += 2;
-            continue;
+        match edit(lines[k].trim(), next) {
+            Some(text) => {
+                out.push_str(&text);
+                k += 2;
+            }
+            None => {
+                out.push_str(lines[k]);
+                k += 1;
+            }
         }
-        out.push_str(lines[k]);
-        k += 1;
     }
     out
 }
