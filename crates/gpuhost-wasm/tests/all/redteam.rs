@@ -405,6 +405,18 @@ async fn long_legal_loops_and_deep_call_chains_finish_correctly_under_the_sandbo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernels_skip_copy_cannot_be_named_by_the_guest() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // The copy exists in the rewritten module (long_loop may skip its entry read), yet a
+    // guest asking for it by name gets kernel-not-found, and its next launch runs.
+    let want = Want::Exactly(&["kernel-not-found", "ok"]);
+    let err = attack(rt, "skip-copy", attack_limits(), want).await;
+    assert!(err.contains("long_loop__gpuhost_skip"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trap_two_barrier_ids_fatbin_oversized_globals_and_local_arrays_are_refused_with_their_errors()
  {
     let Some((rt, _device)) = device().await else {

@@ -439,6 +439,12 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
                 r.note::<()>(Err(Error::Driver("big_local computed a wrong value".into())));
             }
         }
+        "skip-copy" => {
+            // The rewriter's copy of a kernel without its entry check, named as the host
+            // names it: a guest launching it for a big grid would skip the check unbounded.
+            r.note(kit.module.kernel("long_loop__gpuhost_skip"));
+            long_loop(&kit, &mut r, 1000);
+        }
         "fatbin" => {
             // A structurally valid fatbin header around an empty body.
             let mut image = vec![0u8; 64];
