@@ -23,6 +23,8 @@ pub(crate) struct Info<'m> {
     pub globals: Offsets,
     /// Module `.shared` variables: name → static size (`None`: dynamic, `.extern`/`[]`).
     pub shared: HashMap<&'m str, Option<u64>>,
+    /// Module `.shared` variables of static size → alignment.
+    pub shared_align: HashMap<&'m str, u64>,
     /// Back-edges between polls.
     pub poll_interval: u32,
     /// `Policy::check_arena_at_entry`.
@@ -60,6 +62,7 @@ pub(crate) fn analyse<'m>(
 ) -> Result<Info<'m>, Error> {
     let mut funcs: HashMap<&str, &Func> = HashMap::new();
     let mut shared = HashMap::new();
+    let mut shared_align = HashMap::new();
     for v in &m.vars {
         if reserved(&v.name) {
             return refused(
@@ -71,7 +74,9 @@ pub(crate) fn analyse<'m>(
             let size = if v.is_extern || v.count == Some(0) {
                 None
             } else {
-                Some(var_size(v)?.0)
+                let (size, align) = var_size(v)?;
+                shared_align.insert(v.name.as_str(), u64::from(align));
+                Some(size)
             };
             shared.insert(v.name.as_str(), size);
         }
@@ -108,6 +113,7 @@ pub(crate) fn analyse<'m>(
         funcs,
         globals,
         shared,
+        shared_align,
         poll_interval: policy.poll_interval,
         check_arena: policy.check_arena_at_entry,
         early_check: policy.early_loop_free_check,

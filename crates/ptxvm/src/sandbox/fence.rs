@@ -1,13 +1,15 @@
 //! Memory-access rewrites. Every `ld`/`ldu`/`st`/`atom`/`red` is classified by state space and
 //! address form:
-//! - global (and relocated `.const`): `a - base` is checked against `size - W`; out of range
-//!   sets the control block's fault word and redirects to `base`; the address is aligned down
-//!   to the access width W;
+//! - global (and relocated `.const`): the address is aligned down to the access width W and
+//!   runs when `a - base` is at most `(size & -MIN_ALIGN) - 1`; out of range, a load or store is
+//!   skipped (a load's destinations zeroed) and an atomic, or a run of accesses sharing one
+//!   fence (group.rs), goes to `base`; either way the fault is noted;
 //! - shared / local through a register: the address (aligned down, cut to 32 bits) must lie in
 //!   the kernel's shared window / the thread's local window, else the access is skipped and the
 //!   fault word set;
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
-//! - a variable named with an in-range constant offset needs no check.
+//! - a variable named with an in-range constant offset needs no check, nor does a register that
+//!   can only point inside one static variable (statics.rs, bounds.rs).
 
 use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
@@ -191,12 +193,12 @@ impl<'m> Fx<'_, 'm> {
                 if self.info.globals.contains_key(n) =>
             {
                 let (goff, size) = self.info.globals[n];
-                let a = sreg("a");
-                self.global_addr(out, a.clone(), goff, off);
-                if !in_range(size) {
-                    self.fence_global(out, a, w, i.guard.as_ref());
+                self.global_addr(out, sreg("a"), goff, off);
+                if in_range(size) {
+                    self.access(out, i, at, "global", i.guard.clone());
+                } else {
+                    self.global_access(out, i, at, "%__sbx_a", w, i.guard.as_ref());
                 }
-                self.access(out, i, at, "global", i.guard.clone());
                 Ok(())
             }
             (Sp::Global | Sp::Const, Src::Sym(n, _)) => refused(
@@ -206,6 +208,13 @@ impl<'m> Fx<'_, 'm> {
             (Sp::Global | Sp::Const, Src::Reg(r, o))
                 if self.group(i, rest, (sp, w, at), r, o, out)? =>
             {
+                Ok(())
+            }
+            (Sp::Shared | Sp::Local, Src::Reg(r, o))
+                if !(is_atomic && sp == Sp::Local)
+                    && self.ranged_access(r, o, w, sp == Sp::Shared) =>
+            {
+                out.push(O::Inst(i));
                 Ok(())
             }
             (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
@@ -220,14 +229,13 @@ impl<'m> Fx<'_, 'm> {
             }
             (Sp::Global | Sp::Const, src) => {
                 let x = match src {
-                    Src::Reg(r, 0) if self.is64(r) => Operand::Name(r.to_string()),
+                    Src::Reg(r, 0) if self.is64(r) => r,
                     src => {
                         self.load(out, &src, i.line)?;
-                        sreg("a")
+                        "%__sbx_a"
                     }
                 };
-                self.fence_global(out, x, w, i.guard.as_ref());
-                self.access(out, i, at, "global", i.guard.clone());
+                self.global_access(out, i, at, x, w, i.guard.as_ref());
                 Ok(())
             }
             (Sp::Shared | Sp::Generic, Src::Sym(n, _)) if self.shared_size(n).is_some() => {
@@ -411,15 +419,124 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    /// `%__sbx_a` := `x` fenced into `[base, base+size-W]`, aligned down to W.
-    fn fence_global(
+    /// One global access of `w` bytes at `x`, fenced: `x` aligned down to `w` runs when it lies
+    /// in `[base, base+size-w]`, which (the base being aligned to MIN_ALIGN) is
+    /// `x - base <= %__sbx_lim`, `(size & -MIN_ALIGN) - 1`, for every width; the align does
+    /// not wait for the compare. A load or store out of range is skipped, with a load's
+    /// destinations zeroed (an unwritten register would show whatever the hardware left
+    /// there); an atomic goes to `base` instead, since ptxas branches around a predicated one.
+    /// Either way the fault is noted.
+    fn global_access(
         &self,
         out: &mut Vec<O<'m>>,
-        x: Operand,
+        i: &Inst,
+        at: usize,
+        x: &str,
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        self.fence_global_into(out, "a", x, sreg(&format!("lim{w}")), w, guard);
+        let (a, p, x_off) = (sreg("a"), sreg("p"), sreg("x"));
+        let xr = Operand::Name(x.to_string());
+        self.emit(
+            out,
+            None,
+            "sub",
+            &["u64"],
+            vec![x_off.clone(), xr.clone(), sreg("base")],
+        );
+        let aligned = if w > 1 {
+            self.emit(
+                out,
+                None,
+                "and",
+                &["b64"],
+                vec![a.clone(), xr, imm(-(w as i64))],
+            );
+            "%__sbx_a"
+        } else {
+            x
+        };
+        let zeroed = self.zeroable_dests(i);
+        let pq = match zeroed {
+            Some(_) => Operand::Pair("%__sbx_p".into(), "%__sbx_q".into()),
+            None => p.clone(),
+        };
+        self.past_limit(out, pq, x_off, sreg("lim"), guard);
+        let on_p = Some(("%__sbx_p".to_string(), false));
+        self.fault(out, on_p.clone());
+        let Some(dests) = zeroed else {
+            let aligned = Operand::Name(aligned.to_string());
+            self.emit(
+                out,
+                None,
+                "selp",
+                &["b64"],
+                vec![a, sreg("base"), aligned, p],
+            );
+            self.access(out, i, at, "global", guard.cloned());
+            return;
+        };
+        self.access_at(
+            out,
+            i,
+            at,
+            "global",
+            Some(("%__sbx_q".into(), false)),
+            Operand::Addr(Some(aligned.to_string()), 0),
+        );
+        for (r, bits) in dests {
+            let ty = format!("b{bits}");
+            self.emit(out, on_p.clone(), "mov", &[&ty], vec![r, imm(0)]);
+        }
+    }
+
+    /// For a load or store: the registers a load writes, each with its width in bits, which
+    /// `global_access` zeroes when it skips the load (none for a store); `None` for an
+    /// atomic, or a load into something `mov` cannot zero.
+    fn zeroable_dests(&self, i: &Inst) -> Option<Vec<(Operand, u32)>> {
+        match i.opcode.as_str() {
+            "st" => return Some(Vec::new()),
+            "ld" | "ldu" => {}
+            _ => return None,
+        }
+        let regs: Vec<&Operand> = match i.operands.first()? {
+            Operand::Vec(v) => v.iter().collect(),
+            o => vec![o],
+        };
+        regs.into_iter()
+            .map(|o| {
+                let Operand::Name(r) = o else { return None };
+                let bits = match self.reg_ty(r)? {
+                    "b16" | "u16" | "s16" | "f16" | "bf16" => 16,
+                    "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" => 32,
+                    "b64" | "u64" | "s64" | "f64" => 64,
+                    _ => return None,
+                };
+                Some((o.clone(), bits))
+            })
+            .collect()
+    }
+
+    /// `dst` := `x_off > lim`, and the access's own guard when it has one (with two
+    /// destinations `p|q`, `q` is whether it runs: in range, and guarded in).
+    fn past_limit(
+        &self,
+        out: &mut Vec<O<'m>>,
+        dst: Operand,
+        x_off: Operand,
+        lim: Operand,
+        guard: Option<&(String, bool)>,
+    ) {
+        match guard {
+            None => self.emit(out, None, "setp", &["gt", "u64"], vec![dst, x_off, lim]),
+            Some(g) => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "and", "u64"],
+                vec![dst, x_off, lim, pred(g)],
+            ),
+        }
     }
 
     /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
@@ -443,22 +560,7 @@ impl<'m> Fx<'_, 'm> {
             &["u64"],
             vec![x_off.clone(), x.clone(), sreg("base")],
         );
-        match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "u64"],
-                vec![p.clone(), x_off, lim],
-            ),
-            Some(g) => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "and", "u64"],
-                vec![p.clone(), x_off, lim, pred(g)],
-            ),
-        }
+        self.past_limit(out, p.clone(), x_off, lim, guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
         self.emit(
             out,
@@ -524,8 +626,7 @@ impl<'m> Fx<'_, 'm> {
             vec![p.clone(), a.clone()],
         );
         self.emit(out, pg, "bra", &[], vec![Operand::Name(ll.clone())]);
-        self.fence_global(out, a.clone(), w, None);
-        self.access(out, i, at, "global", None);
+        self.global_access(out, i, at, "%__sbx_a", w, None);
         self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
 
         out.push(O::New(Stmt::Label(ls, line)));

@@ -35,6 +35,7 @@ pub(crate) mod print;
 mod report;
 mod rewrite;
 pub use rewrite::LEAN_SPAN;
+mod bounds;
 mod statics;
 mod version;
 mod window;

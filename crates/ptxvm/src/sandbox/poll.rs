@@ -14,7 +14,7 @@ use crate::ast::{Inst, Operand, Stmt};
 
 const U64_REGS: &[&str] = &[
     "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
-    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32", "x",
+    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32", "lim", "x",
 ];
 const U32_REGS: &[&str] = &[
     "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
@@ -112,6 +112,25 @@ impl<'m> Fx<'_, 'm> {
                 vec![lim, sreg("size"), imm(w as i64)],
             );
         }
+        // A single global access's limit (fence.rs, `global_access`), the same for every width:
+        // the largest `a - base` whose aligned-down access fits in the arena rounded down to
+        // MIN_ALIGN.
+        let lim = sreg("lim");
+        let align = imm(-(MIN_ALIGN as i64));
+        self.emit(
+            &mut out,
+            None,
+            "and",
+            &["b64"],
+            vec![lim.clone(), sreg("size"), align],
+        );
+        self.emit(
+            &mut out,
+            None,
+            "sub",
+            &["u64"],
+            vec![lim.clone(), lim, imm(1)],
+        );
         let n = i64::from(self.info.poll_interval);
         self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
         self.emit(&mut out, None, "mov", &["u32"], vec![sreg("f"), imm(0)]);

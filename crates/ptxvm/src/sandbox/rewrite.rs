@@ -92,6 +92,12 @@ pub(crate) struct Fx<'a, 'm> {
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
     /// This function's `.local` variables → alignment.
     pub local_align: HashMap<&'m str, u64>,
+    /// This function's `.shared` variables → alignment.
+    pub shared_align: HashMap<&'m str, u64>,
+    /// Registers that only hold bounded offsets into static variables (bounds.rs).
+    pub bounds: super::bounds::Bounds<'m>,
+    /// Those of them an access was left unchecked for (`range_inits` gives them a value).
+    pub unchecked: std::cell::RefCell<std::collections::BTreeSet<&'m str>>,
     /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
     pub deferred: std::cell::Cell<bool>,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
@@ -133,6 +139,7 @@ pub(crate) fn func<'m>(
                 out.extend(fx.prologue()?);
             }
             fx.static_inits(&mut out);
+            fx.range_inits(&mut out);
             out.append(&mut body);
             Some(out)
         }
@@ -229,6 +236,9 @@ fn rewrite_body<'a, 'm>(
         targets: Default::default(),
         statics: HashMap::new(),
         local_align: HashMap::new(),
+        shared_align: HashMap::new(),
+        bounds: Default::default(),
+        unchecked: Default::default(),
         deferred: Default::default(),
         defer_check: false,
         checked: false,
@@ -244,6 +254,7 @@ fn rewrite_body<'a, 'm>(
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
+    fx.bounds = super::bounds::analyse(b, &|n| fx.static_var(n).is_some());
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !skip_copy && !(info.early_check && info.loop_free(f));
@@ -412,7 +423,10 @@ impl<'m> Fx<'_, 'm> {
                             self.local_align.insert(v.name.as_str(), u64::from(align));
                             self.locals.insert(v.name.as_str(), size);
                         }
-                        Space::Shared => drop(self.shared_fn.insert(v.name.as_str(), size)),
+                        Space::Shared => {
+                            self.shared_align.insert(v.name.as_str(), u64::from(align));
+                            self.shared_fn.insert(v.name.as_str(), size);
+                        }
                         Space::Param => drop(self.params.insert(v.name.as_str(), size)),
                         _ => {}
                     }

@@ -1,6 +1,7 @@
 //! ptxvm end-to-end tests: PTX (hand-written and clang-generated from tests/fixtures) run on a
 //! Vec-backed device memory and checked against CPU references on random inputs.
 
+mod bounds;
 mod breadth;
 mod calls;
 mod corpus;

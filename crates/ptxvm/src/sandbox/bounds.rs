@@ -1,0 +1,432 @@
+//! Registers that can only hold a bounded, aligned offset into one static `.shared` or `.local`
+//! variable: nvcc's `and.b32 %r22, %r21, 1020; mov.u32 %r23, bins; add.s32 %r24, %r23, %r22;
+//! atom.shared.add.u32 [%r24], 1` (a histogram's bin), or clang's `cvt.u32.u8` of a loaded
+//! byte scaled by 4 and added to the variable's address. An access through such a register
+//! whose every value lies inside the variable, aligned to the access, needs no window check.
+//!
+//! Each register gets an abstract value: a non-negative integer interval with a power-of-two
+//! alignment, or a variable's address plus such an interval. The analysis is flow-insensitive
+//! like statics.rs (which keeps exact offset sets for unrolled local arrays): a register's value
+//! is the union over every instruction that writes it, and it is known only when every such
+//! write is one of the forms below and every register those writes read is known too (a
+//! register that feeds itself, as a loop counter does, is not). A register read before any
+//! write would hold an undefined value, so the function starts by setting every register a
+//! check was dropped for, and those its value depends on, to one of its values (`inits`).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::ast::{Inst, Operand, Stmt};
+
+/// Integers stay below 2^31, so signed and unsigned readings of 32- and 64-bit registers agree
+/// and sums of two never overflow.
+const MAX_INT: i64 = (1 << 31) - 1;
+
+/// Integers in `[lo, hi]`, each a multiple of `align` (a power of two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub lo: i64,
+    pub hi: i64,
+    pub align: i64,
+}
+
+impl Span {
+    fn union(self, o: Span) -> Span {
+        Span {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.max(o.hi),
+            align: self.align.min(o.align),
+        }
+    }
+
+    fn plus(self, o: Span) -> Option<Span> {
+        let s = Span {
+            lo: self.lo + o.lo,
+            hi: self.hi + o.hi,
+            align: self.align.min(o.align),
+        };
+        (s.lo.abs() <= MAX_INT && s.hi.abs() <= MAX_INT).then_some(s)
+    }
+}
+
+/// What a register can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Val<'m> {
+    /// A non-negative integer.
+    Int(Span),
+    /// A variable's address plus an integer (which may be negative).
+    Addr(&'m str, Span),
+}
+
+/// The largest power of two dividing `k` (2^30 for 0: any alignment the analysis asks about).
+fn lowbit(k: i64) -> i64 {
+    if k == 0 {
+        1 << 30
+    } else {
+        k & k.wrapping_neg()
+    }
+}
+
+fn int(lo: i64, hi: i64, align: i64) -> Option<Val<'static>> {
+    (0 <= lo && lo <= hi && hi <= MAX_INT).then_some(Val::Int(Span { lo, hi, align }))
+}
+
+fn join<'m>(a: Val<'m>, b: Val<'m>) -> Option<Val<'m>> {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => Some(Val::Int(x.union(y))),
+        (Val::Addr(v, x), Val::Addr(w, y)) if v == w => Some(Val::Addr(v, x.union(y))),
+        _ => None,
+    }
+}
+
+fn add<'m>(a: Val<'m>, b: Val<'m>) -> Option<Val<'m>> {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => {
+            let s = x.plus(y)?;
+            int(s.lo, s.hi, s.align)
+        }
+        (Val::Addr(v, x), Val::Int(y)) | (Val::Int(y), Val::Addr(v, x)) => {
+            Some(Val::Addr(v, x.plus(y)?))
+        }
+        _ => None,
+    }
+}
+
+/// `v * k` for an integer `v` and a constant `k >= 0`.
+fn scale(v: Val<'_>, k: i64) -> Option<Val<'static>> {
+    let Val::Int(s) = v else {
+        return None;
+    };
+    if k < 0 {
+        return None;
+    }
+    let align = s.align.saturating_mul(lowbit(k)).min(1 << 30);
+    int(s.lo.checked_mul(k)?, s.hi.checked_mul(k)?, align)
+}
+
+/// Bits of an integer type name (`u8` → 8), for the unsigned and bit types only.
+fn ubits(t: &str) -> Option<u32> {
+    match t {
+        "u8" | "b8" => Some(8),
+        "u16" | "b16" => Some(16),
+        "u32" | "b32" => Some(32),
+        "u64" | "b64" => Some(64),
+        _ => None,
+    }
+}
+
+/// Bits of any integer type name.
+fn bits(t: &str) -> Option<u32> {
+    ubits(t).or(match t {
+        "s8" => Some(8),
+        "s16" => Some(16),
+        "s32" => Some(32),
+        "s64" => Some(64),
+        _ => None,
+    })
+}
+
+/// The registers an instruction may write: every name in its first operand (whatever the
+/// opcode: counting a read as a write only loses precision) and both halves of any pair.
+fn written<'m>(i: &'m Inst, out: &mut Vec<&'m str>) {
+    fn names<'m>(o: &'m Operand, out: &mut Vec<&'m str>) {
+        match o {
+            Operand::Name(n) => out.push(n),
+            Operand::Pair(a, b) => out.extend([a.as_str(), b.as_str()]),
+            Operand::Vec(v) => v.iter().for_each(|o| names(o, out)),
+            _ => {}
+        }
+    }
+    if let Some(o) = i.operands.first() {
+        names(o, out);
+    }
+    for o in &i.operands[1.min(i.operands.len())..] {
+        if let Operand::Pair(a, b) = o {
+            out.extend([a.as_str(), b.as_str()]);
+        }
+    }
+}
+
+fn insts<'m>(body: &'m [Stmt], depth: u32, all: &mut Vec<&'m Inst>, nested: &mut Vec<&'m str>) {
+    for s in body {
+        match s {
+            Stmt::Inst(i) => all.push(i),
+            Stmt::Block(b) => insts(b, depth + 1, all, nested),
+            Stmt::Reg { names, .. } if depth > 0 => {
+                nested.extend(names.iter().map(|(n, _)| n.as_str()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The known registers of a function body and what their values depend on.
+#[derive(Default)]
+pub(crate) struct Bounds<'m> {
+    vals: HashMap<&'m str, Val<'m>>,
+    deps: HashMap<&'m str, Vec<&'m str>>,
+}
+
+struct Analysis<'a, 'm> {
+    defs: HashMap<&'m str, Vec<&'m Inst>>,
+    is_var: &'a dyn Fn(&str) -> bool,
+    memo: HashMap<&'m str, Option<Val<'m>>>,
+    deps: HashMap<&'m str, Vec<&'m str>>,
+}
+
+impl<'m> Analysis<'_, 'm> {
+    fn val(&mut self, r: &'m str) -> Option<Val<'m>> {
+        if let Some(v) = self.memo.get(r) {
+            return *v;
+        }
+        // A cycle reads this as unknown: a register that feeds itself is not bounded.
+        self.memo.insert(r, None);
+        let defs = self.defs.get(r).cloned().unwrap_or_default();
+        let mut acc: Option<Val<'m>> = None;
+        let mut deps = Vec::new();
+        let mut known = !defs.is_empty();
+        for i in defs {
+            match self.def(i, r, &mut deps) {
+                Some(v) => acc = Some(acc.map_or(Some(v), |a| join(a, v))).flatten(),
+                None => known = false,
+            }
+            if !known || acc.is_none() {
+                known = false;
+                break;
+            }
+        }
+        let v = acc.filter(|_| known);
+        if v.is_some() {
+            deps.sort_unstable();
+            deps.dedup();
+            self.deps.insert(r, deps);
+        }
+        self.memo.insert(r, v);
+        v
+    }
+
+    /// An operand's value: a constant, or a known register (noted in `deps`).
+    fn operand(&mut self, o: &'m Operand, deps: &mut Vec<&'m str>) -> Option<Val<'m>> {
+        match o {
+            Operand::Int(k) => int(*k, *k, lowbit(*k)),
+            Operand::Name(n) if n.starts_with('%') => {
+                deps.push(n);
+                self.val(n)
+            }
+            Operand::Name(n) if (self.is_var)(n) => Some(Val::Addr(
+                n,
+                Span {
+                    lo: 0,
+                    hi: 0,
+                    align: 1 << 30,
+                },
+            )),
+            _ => None,
+        }
+    }
+
+    /// What instruction `i`, which writes `r`, may set it to.
+    fn def(&mut self, i: &'m Inst, r: &str, deps: &mut Vec<&'m str>) -> Option<Val<'m>> {
+        // A guarded write is one of the union's writes like any other: when it does not run,
+        // the register keeps a value some other write (or the inits) gave it.
+        let [Operand::Name(d), src @ ..] = i.operands.as_slice() else {
+            return None;
+        };
+        if d != r {
+            return None;
+        }
+        let m: Vec<&str> = i.mods.iter().map(String::as_str).collect();
+        let konst = |o: &Operand| match o {
+            Operand::Int(k) => Some(*k),
+            _ => None,
+        };
+        match (i.opcode.as_str(), m.as_slice(), src) {
+            ("mov", [t], [s]) if bits(t).is_some() => self.operand(s, deps),
+            ("cvt", [to, from], [s]) => {
+                let (tb, fb) = (bits(to)?, bits(from)?);
+                if ubits(from).is_some() && fb < tb && fb <= 16 {
+                    // Zero-extends the source's low bits, whatever the register held.
+                    return int(0, (1 << fb) - 1, 1);
+                }
+                let v = self.operand(s, deps)?;
+                let unsigned = ubits(to).is_some() && ubits(from).is_some();
+                match v {
+                    Val::Int(_) if tb >= 32 && fb >= 32 => Some(v),
+                    // A `.shared`/`.local` address is below 2^32: only zero-extended or cut.
+                    Val::Addr(..) if unsigned && tb >= 32 && fb >= 32 => Some(v),
+                    _ => None,
+                }
+            }
+            ("ld", mods, [_]) => match mods.last().copied().and_then(ubits) {
+                Some(b @ (8 | 16)) if !mods.iter().any(|m| m.starts_with('v')) => {
+                    int(0, (1 << b) - 1, 1)
+                }
+                _ => None,
+            },
+            ("and", [t], [a, b]) if bits(t)? >= 32 => {
+                let k = konst(a).or_else(|| konst(b))?;
+                int(0, k, lowbit(k))
+            }
+            ("rem", [t], [_, b]) if ubits(t)? >= 32 => {
+                let k = konst(b)?;
+                (k > 0).then(|| int(0, k - 1, 1)).flatten()
+            }
+            ("shr", [t], [a, b]) if ubits(t)? >= 32 => {
+                let k = konst(b)?;
+                if !(1..64).contains(&k) {
+                    return None;
+                }
+                match self.operand(a, deps) {
+                    Some(Val::Int(s)) => int(s.lo >> k, s.hi >> k, 1),
+                    _ => {
+                        let top = u64::MAX >> (64 - ubits(t)?);
+                        int(0, i64::try_from(top >> k).ok()?, 1)
+                    }
+                }
+            }
+            ("shl", [t], [a, b]) if bits(t)? >= 32 => {
+                let k = konst(b).filter(|k| (0..31).contains(k))?;
+                scale(self.operand(a, deps)?, 1 << k)
+            }
+            ("mul", [form, t], [a, b]) if matches!(*form, "lo" | "wide") && bits(t)? >= 32 => {
+                let (v, k) = match (konst(a), konst(b)) {
+                    (Some(k), _) => (b, k),
+                    (_, Some(k)) => (a, k),
+                    _ => return None,
+                };
+                scale(self.operand(v, deps)?, k)
+            }
+            ("add", [t], [a, b]) if bits(t)? >= 32 => {
+                let (a, b) = (self.operand(a, deps)?, self.operand(b, deps)?);
+                add(a, b)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Analyses `body`: `is_var(name)` says whether a name is a static `.shared`/`.local`
+/// variable whose address a register may hold.
+pub(crate) fn analyse<'m>(body: &'m [Stmt], is_var: &dyn Fn(&str) -> bool) -> Bounds<'m> {
+    let (mut all, mut nested) = (Vec::new(), Vec::new());
+    insts(body, 0, &mut all, &mut nested);
+    let mut defs: HashMap<&'m str, Vec<&'m Inst>> = HashMap::new();
+    let mut w = Vec::new();
+    for i in &all {
+        w.clear();
+        written(i, &mut w);
+        for r in &w {
+            defs.entry(r).or_default().push(i);
+        }
+    }
+    // A register declared in a nested block may shadow one of the function's: never known.
+    let shadowed: HashSet<&str> = nested
+        .iter()
+        .flat_map(|n| defs.keys().filter(move |r| r.starts_with(n)))
+        .copied()
+        .collect();
+    let mut a = Analysis {
+        defs,
+        is_var,
+        memo: HashMap::new(),
+        deps: HashMap::new(),
+    };
+    for r in &shadowed {
+        a.memo.insert(r, None);
+    }
+    let regs: Vec<&'m str> = a.defs.keys().copied().collect();
+    let mut vals = HashMap::new();
+    for r in regs {
+        if let Some(v) = a.val(r) {
+            vals.insert(r, v);
+        }
+    }
+    Bounds { vals, deps: a.deps }
+}
+
+impl<'m> Bounds<'m> {
+    /// What `r` can hold, if known.
+    pub(crate) fn get(&self, r: &str) -> Option<Val<'m>> {
+        self.vals.get(r).copied()
+    }
+
+    /// `regs` and every register their values depend on, sorted (the emitted PTX must not
+    /// depend on a HashMap's order).
+    pub(crate) fn closure(&self, regs: &BTreeSet<&'m str>) -> Vec<(&'m str, Val<'m>)> {
+        let mut seen: BTreeSet<&'m str> = BTreeSet::new();
+        let mut todo: Vec<&'m str> = regs.iter().copied().collect();
+        while let Some(r) = todo.pop() {
+            if seen.insert(r) {
+                todo.extend(self.deps.get(r).into_iter().flatten().copied());
+            }
+        }
+        seen.into_iter()
+            .filter_map(|r| Some((r, self.get(r)?)))
+            .collect()
+    }
+}
+
+impl<'m> super::rewrite::Fx<'_, 'm> {
+    /// A static variable a register may point into: (in `.shared`?, size, alignment).
+    pub(super) fn static_var(&self, n: &str) -> Option<(bool, u64, u64)> {
+        if let (Some(&size), Some(&align)) = (self.locals.get(n), self.local_align.get(n)) {
+            return Some((false, size, align));
+        }
+        if let (Some(&size), Some(&align)) = (self.shared_fn.get(n), self.shared_align.get(n)) {
+            return Some((true, size, align));
+        }
+        match (self.info.shared.get(n), self.info.shared_align.get(n)) {
+            (Some(&Some(size)), Some(&align)) => Some((true, size, align)),
+            _ => None,
+        }
+    }
+
+    /// Whether a `w`-byte access at `[r + off]` in `.shared` (or `.local`) stays inside the
+    /// static variable `r` points into, aligned, whatever `r` holds; if so `r` is noted for
+    /// `range_inits`.
+    pub(super) fn ranged_access(&self, r: &'m str, off: i64, w: u64, shared: bool) -> bool {
+        let Some(Val::Addr(var, Span { lo, hi, align })) = self.bounds.get(r) else {
+            return false;
+        };
+        let Some((in_shared, size, var_align)) = self.static_var(var) else {
+            return false;
+        };
+        let w = w as i64;
+        let ok = in_shared == shared
+            && var_align >= w as u64
+            && align >= w
+            && off % w == 0
+            && lo + off >= 0
+            && (hi + off + w) as u64 <= size;
+        if ok {
+            self.unchecked.borrow_mut().insert(r);
+        }
+        ok
+    }
+
+    /// Gives every register an access was left unchecked for, and those its value depends on,
+    /// one of its values before the body runs: a read before any write must not see an
+    /// undefined value (ptxas drops the moves where a write always comes first).
+    pub(super) fn range_inits(&self, out: &mut Vec<super::print::O<'m>>) {
+        use super::rewrite::imm;
+        for (r, v) in self.bounds.closure(&self.unchecked.borrow()) {
+            let Some(ty) = self.reg_ty(r) else { continue };
+            let ty = match ty {
+                "u64" | "b64" | "s64" => "b64",
+                "u32" | "b32" | "s32" => "b32",
+                _ => "b16",
+            };
+            let d = Operand::Name(r.to_string());
+            match v {
+                Val::Int(s) => self.emit(out, None, "mov", &[ty], vec![d, imm(s.lo)]),
+                Val::Addr(var, Span { lo, .. }) => {
+                    let u = if ty == "b64" { "u64" } else { "u32" };
+                    let v = Operand::Name(var.to_string());
+                    self.emit(out, None, "mov", &[u], vec![d.clone(), v]);
+                    if lo != 0 {
+                        self.emit(out, None, "add", &[u], vec![d.clone(), d, imm(lo)]);
+                    }
+                }
+            }
+        }
+    }
+}
