@@ -124,9 +124,11 @@ fn replace_pairs(ptx: &str, edit: impl Fn(&str, &str) -> Option<String>) -> Stri
     out
 }
 
-/// Every global fence's clamp (`selp` of the arena base when out of range), the fault flag
-/// it sets and its align-down taken out, so the access uses the kernel's own address. Safe
-/// here only because every case's accesses are in range: the native column runs them unfenced.
+/// Every global fence's clamp (`selp` of the arena base when out of range) and the fault flag
+/// it sets taken out, and a shared fence's align-down after it, so the access uses the
+/// kernel's own address (a single access's align-down, which comes before its compare, stays:
+/// one instruction off the access's path). Safe here only because every case's accesses are
+/// in range: the native column runs them unfenced.
 fn without_global_fences(ptx: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut dst_of_clamp: Option<String> = None;

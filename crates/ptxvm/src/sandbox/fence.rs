@@ -1,9 +1,8 @@
 //! Memory-access rewrites. Every `ld`/`ldu`/`st`/`atom`/`red` is classified by state space and
 //! address form:
 //! - global (and relocated `.const`): the address is aligned down to the access width W and
-//!   runs when `a - base` is at most `(size & -MIN_ALIGN) - 1`; out of range, a load or store is
-//!   skipped (a load's destinations zeroed) and an atomic, or a run of accesses sharing one
-//!   fence (group.rs), goes to `base`; either way the fault is noted;
+//!   runs when `a - base` is at most `(size & -MIN_ALIGN) - 1`; out of range it goes to `base`
+//!   and the control block's fault word is set;
 //! - shared / local through a register: the address (aligned down, cut to 32 bits) must lie in
 //!   the kernel's shared window / the thread's local window, else the access is skipped and the
 //!   fault word set;
@@ -421,11 +420,13 @@ impl<'m> Fx<'_, 'm> {
 
     /// One global access of `w` bytes at `x`, fenced: `x` aligned down to `w` runs when it lies
     /// in `[base, base+size-w]`, which (the base being aligned to MIN_ALIGN) is
-    /// `x - base <= %__sbx_lim`, `(size & -MIN_ALIGN) - 1`, for every width; the align does
-    /// not wait for the compare. A load or store out of range is skipped, with a load's
-    /// destinations zeroed (an unwritten register would show whatever the hardware left
-    /// there); an atomic goes to `base` instead, since ptxas branches around a predicated one.
-    /// Either way the fault is noted.
+    /// `x - base <= %__sbx_lim`, `(size & -MIN_ALIGN) - 1`, for every width; out of range it goes
+    /// to `base` and the fault is noted. The align does not wait for the compare, so the access
+    /// waits on the subtract, the compare and the select.
+    ///
+    /// Selecting beats skipping the access under the compare's predicate, measured on the H200
+    /// (bench/RESULTS.md, session 19): with each load predicated, ptxas no longer issued an
+    /// unrolled transpose's four loads together (graph-replayed 1.27-1.30x native, against 1.14).
     fn global_access(
         &self,
         out: &mut Vec<O<'m>>,
@@ -452,72 +453,20 @@ impl<'m> Fx<'_, 'm> {
                 &["b64"],
                 vec![a.clone(), xr, imm(-(w as i64))],
             );
-            "%__sbx_a"
+            a.clone()
         } else {
-            x
+            xr
         };
-        let zeroed = self.zeroable_dests(i);
-        let pq = match zeroed {
-            Some(_) => Operand::Pair("%__sbx_p".into(), "%__sbx_q".into()),
-            None => p.clone(),
-        };
-        self.past_limit(out, pq, x_off, sreg("lim"), guard);
-        let on_p = Some(("%__sbx_p".to_string(), false));
-        self.fault(out, on_p.clone());
-        let Some(dests) = zeroed else {
-            let aligned = Operand::Name(aligned.to_string());
-            self.emit(
-                out,
-                None,
-                "selp",
-                &["b64"],
-                vec![a, sreg("base"), aligned, p],
-            );
-            self.access(out, i, at, "global", guard.cloned());
-            return;
-        };
-        // Zeroed before the load, not after: a write of the load's destination after it waits
-        // for the load to land, and every instruction behind it with it (on the H200, four
-        // independent loads of an unrolled transpose then ran one at a time: 1.30x native).
-        for (r, bits) in dests {
-            let ty = format!("b{bits}");
-            self.emit(out, on_p.clone(), "mov", &[&ty], vec![r, imm(0)]);
-        }
-        self.access_at(
+        self.past_limit(out, p.clone(), x_off, sreg("lim"), guard);
+        self.fault(out, Some(("%__sbx_p".into(), false)));
+        self.emit(
             out,
-            i,
-            at,
-            "global",
-            Some(("%__sbx_q".into(), false)),
-            Operand::Addr(Some(aligned.to_string()), 0),
+            None,
+            "selp",
+            &["b64"],
+            vec![a, sreg("base"), aligned, p],
         );
-    }
-
-    /// For a load or store: the registers a load writes, each with its width in bits, which
-    /// `global_access` zeroes when it skips the load (none for a store); `None` for an
-    /// atomic, or a load into something `mov` cannot zero.
-    fn zeroable_dests(&self, i: &Inst) -> Option<Vec<(Operand, u32)>> {
-        match i.opcode.as_str() {
-            "st" => return Some(Vec::new()),
-            "ld" | "ldu" => {}
-            _ => return None,
-        }
-        let regs: Vec<&Operand> = match i.operands.first()? {
-            Operand::Vec(v) => v.iter().collect(),
-            o => vec![o],
-        };
-        regs.into_iter()
-            .map(|o| {
-                let Operand::Name(r) = o else { return None };
-                let bits = match self.reg_ty(r)? {
-                    "b16" | "u16" | "s16" | "f16" | "bf16" => 16,
-                    "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" => 32,
-                    "b64" | "u64" | "s64" | "f64" => 64,
-                    _ => return None,
-                };
-                Some((o.clone(), bits))
-            })
-            .collect()
+        self.access(out, i, at, "global", guard.cloned());
     }
 
     /// `dst` := `x_off > lim`, and the access's own guard when it has one (with two

@@ -500,75 +500,64 @@ fn a_shared_atomic_out_of_its_window_goes_to_the_window_start_and_is_reported() 
     assert_eq!(run(64, true), [32, 0, 0, 0, 0, 0, 0, 0]);
 }
 
-const GLOBAL_SKIP: &str = "
-.visible .entry global_skip(.param .u64 buf, .param .u64 delta, .param .u64 out)
+const GLOBAL_EDGE: &str = "
+.visible .entry global_edge(.param .u64 at, .param .u64 out)
 {
-    .reg .b64 %rd<7>;
-    .reg .b32 %r<4>;
-    ld.param.u64 %rd1, [buf];
-    ld.param.u64 %rd2, [delta];
-    ld.param.u64 %rd3, [out];
-    mov.u32 %r1, 7;
-    mov.u32 %r2, 7;
-    mov.u32 %r3, 7;
-    add.u64 %rd4, %rd1, %rd2;
-    add.u64 %rd5, %rd4, 8;
-    add.u64 %rd6, %rd4, 16;
+    .reg .b16 %rs<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [at];
+    ld.param.u64 %rd2, [out];
+    mov.u64 %rd3, %rd1;
+    mov.u64 %rd4, %rd1;
+    mov.u64 %rd5, %rd1;
+    mov.u64 %rd6, %rd1;
+    ld.global.u8 %rs1, [%rd1];
+    ld.global.u16 %rs2, [%rd3];
     ld.global.u32 %r1, [%rd4];
-    ld.global.v2.u32 {%r2, %r3}, [%rd5];
-    st.global.u32 [%rd6], 99;
-    st.global.u32 [%rd3], %r1;
-    st.global.u32 [%rd3+4], %r2;
-    st.global.u32 [%rd3+8], %r3;
+    ld.global.u64 %rd7, [%rd5];
+    ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd6];
+    st.global.u8 [%rd2], %rs1;
+    st.global.u16 [%rd2+2], %rs2;
+    st.global.u32 [%rd2+4], %r1;
+    st.global.u64 [%rd2+8], %rd7;
+    st.global.v4.u32 [%rd2+16], {%r2, %r3, %r4, %r5};
     ret;
 }
 ";
 
-/// A single access, that is: one sharing a fence with others on the same base register goes
-/// to the arena's base instead (`runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole`).
+/// One limit serves every width: an access at the arena's last byte is aligned down onto the
+/// last whole element of its width and runs unreported; one byte further, every width is fenced
+/// and reads the arena's first bytes instead.
 #[test]
-fn a_global_load_out_of_range_reads_zero_and_a_store_writes_nothing() {
-    let (s, m) = load_sandboxed(&ptx(GLOBAL_SKIP));
-    let k = entry(&s.ptx, "global_skip");
-    assert!(
-        k.contains("@%__sbx_q ld.global.u32 %r1, [%__sbx_a];"),
-        "{k}"
-    );
-    let zero = k.find("@%__sbx_p mov.b32 %r1, 0;").expect("zeroed");
-    assert!(
-        zero < k.find("ld.global.u32 %r1").unwrap(),
-        "zeroed before the load: {k}"
-    );
-    // The arena's first bytes (where an out-of-range access used to be redirected) are the
-    // guest's own: they must read back unchanged.
-    let first = [0x5au8; 64];
-    for (delta, fenced) in [
-        (0u64, false),
-        (1 << 40, true),
-        (0u64.wrapping_sub(1 << 20), true),
-    ] {
-        let (mut out, mut head) = (0, 0);
+fn global_accesses_at_the_arenas_last_byte_run_aligned_down_and_one_past_are_fenced() {
+    let (_, m) = load_sandboxed(&ptx(GLOBAL_EDGE));
+    let arena = super::sandbox::ARENA as u64;
+    let tail: Vec<u8> = (0..32u8).map(|b| 0xe0 | (b & 0x1f)).collect();
+    let head: Vec<u8> = (0..32u8).collect();
+    for (past, fenced) in [(1u64, false), (0, true)] {
+        let mut out = 0;
         let mem = super::redteam::attack_in(
             &m,
-            "global_skip",
+            "global_edge",
             Shape::linear(1, 32),
             |g| {
-                head = g.alloc(64);
-                g.write(head, &first);
-                let buf = g.alloc(24);
-                g.write(buf, &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
-                out = g.alloc(12);
-                vec![Arg::U64(buf), Arg::U64(delta), Arg::U64(out)]
+                let first = g.alloc(32);
+                g.write(first, &head);
+                out = g.alloc(32);
+                g.write(g.base() + arena - 32, &tail);
+                vec![Arg::U64(g.base() + arena - past), Arg::U64(out)]
             },
             fenced,
         );
-        let got = mem.read(out, 12);
-        let want: Vec<u8> = if fenced {
-            vec![0; 12]
-        } else {
-            [1u32, 2, 3].map(u32::to_le_bytes).concat()
-        };
-        assert_eq!(got, want, "delta {delta:#x}");
-        assert_eq!(mem.read(head, 64), first, "delta {delta:#x}");
+        let src = if fenced { &head[..] } else { &tail[..] };
+        let got = mem.read(out, 32);
+        // Each width's element: the tail's last one in range, the head's first one fenced.
+        let last = |w: usize| if fenced { &src[..w] } else { &src[32 - w..] };
+        assert_eq!(&got[..1], last(1), "u8, {past}");
+        assert_eq!(&got[2..4], last(2), "u16, {past}");
+        assert_eq!(&got[4..8], last(4), "u32, {past}");
+        assert_eq!(&got[8..16], last(8), "u64, {past}");
+        assert_eq!(&got[16..32], last(16), "v4.u32, {past}");
     }
 }
