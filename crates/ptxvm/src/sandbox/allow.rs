@@ -39,6 +39,13 @@ pub(crate) struct Info<'m> {
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
+    /// The functions with a body and no loop (`bounded::forward_only`): bodies no longer
+    /// change once analysed, and the rewrite asks this of each function many times.
+    forward: HashSet<*const Func>,
+    /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
+    /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
+    /// prologues, and each answer walks the body's control flow.
+    entries: HashMap<*const Func, (u64, bool)>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -117,6 +124,8 @@ pub(crate) fn analyse<'m>(
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),
+        forward: HashSet::new(),
+        entries: HashMap::new(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -137,6 +146,9 @@ pub(crate) fn analyse<'m>(
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
         let (fc, refs, local) = (w.calls, w.refs, w.local);
+        if f.body.as_deref().is_some_and(super::bounded::forward_only) {
+            info.forward.insert(f as *const Func);
+        }
         info.local.insert(f.name.as_str(), local);
         info.refs.insert(f.name.as_str(), refs);
         info.callees
@@ -197,16 +209,43 @@ impl<'m> Info<'m> {
         self.local.get(f).copied().unwrap_or(0)
     }
 
+    /// Whether `f` has no loop (`bounded::forward_only`); a prototype has none.
+    pub(crate) fn forward_only(&self, f: &Func) -> bool {
+        f.body.is_none() || self.forward.contains(&(f as *const Func))
+    }
+
+    /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
+    /// `lean` and `lean_spans` are final (both depend on them).
+    pub(crate) fn settle_entries(&mut self, m: &'m Module) {
+        let facts: HashMap<*const Func, (u64, bool)> = m
+            .funcs
+            .iter()
+            .filter(|f| f.is_entry)
+            .map(|f| {
+                let span = self.first_poll_span_of(f);
+                (f as *const Func, (span, self.loop_free_of(f, span)))
+            })
+            .collect();
+        self.entries = facts;
+    }
+
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
     /// and its launches may skip the entry's epoch read ([`Self::first_poll_span`]): such a
     /// kernel compares the epoch at entry, behind a uniform branch its skipping launches take.
     pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
-        let forward = |f: &Func| f.body.as_deref().is_none_or(super::bounded::forward_only);
-        forward(entry)
+        match self.entries.get(&(entry as *const Func)) {
+            Some(&(_, free)) => free,
+            None => self.loop_free_of(entry, self.first_poll_span_of(entry)),
+        }
+    }
+
+    /// [`Self::loop_free`] of `entry`, whose first-poll span is `span`.
+    fn loop_free_of(&self, entry: &'m Func, span: u64) -> bool {
+        self.forward_only(entry)
             && self.tree(entry.name.as_str())[1..]
                 .iter()
-                .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
-            && self.may_skip_entry_read(entry)
+                .all(|c| self.funcs.get(c).is_none_or(|f| self.forward_only(f)))
+            && span <= super::SKIP_ENTRY_READ_WORK
     }
 
     /// Whether any launch of `entry` may skip its epoch read: its first-poll span is within
@@ -227,6 +266,14 @@ impl<'m> Info<'m> {
     /// back-edge (whose weight is capped at `poll_interval`, so at most `L * poll_interval`
     /// before the enclosing back-edge polls). So at most `1 + pi * (1 + 2L)` stretches of S.
     pub(crate) fn first_poll_span(&self, entry: &'m Func) -> u64 {
+        match self.entries.get(&(entry as *const Func)) {
+            Some(&(span, _)) => span,
+            None => self.first_poll_span_of(entry),
+        }
+    }
+
+    /// [`Self::first_poll_span`], computed.
+    fn first_poll_span_of(&self, entry: &'m Func) -> u64 {
         let Some(body) = entry.body.as_deref() else {
             return 0;
         };
@@ -234,7 +281,7 @@ impl<'m> Info<'m> {
         if s >= super::rewrite::NANOSLEEP_SPAN {
             return u64::MAX;
         }
-        let stretches = if super::bounded::forward_only(body) {
+        let stretches = if self.forward_only(entry) {
             1
         } else {
             let pi = u64::from(self.poll_interval);

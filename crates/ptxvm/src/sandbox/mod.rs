@@ -228,6 +228,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         }
         info.lean = lean;
     }
+    info.settle_entries(&module);
     let mut text = String::with_capacity(ptx.len() * 2 + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();

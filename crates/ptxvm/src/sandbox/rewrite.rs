@@ -348,7 +348,10 @@ fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u
     if let Some(&s) = spans.get(f) {
         return s;
     }
-    let Some(body) = info.funcs.get(f).and_then(|g| g.body.as_deref()) else {
+    let Some(g) = info.funcs.get(f).copied() else {
+        return 0;
+    };
+    let Some(body) = g.body.as_deref() else {
         return 0;
     };
     let mut total = 0u64;
@@ -375,7 +378,7 @@ fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u
             }
         }
     }
-    if !super::bounded::forward_only(body) {
+    if !info.forward_only(g) {
         total = total.saturating_mul(u64::from(info.poll_interval) + 1);
     }
     spans.insert(f, total);
