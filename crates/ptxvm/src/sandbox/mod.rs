@@ -247,10 +247,14 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             });
         }
         // The kernel, then its skip copy right after it.
-        for name in std::iter::once(None).chain(copy.as_deref().map(Some)) {
-            let (head, body) = rewrite::func(&info, f, name)?;
+        let r = rewrite::func(&info, f, copy.as_deref())?;
+        let body = r.body.as_ref().map(|(s, b)| (s.as_slice(), b.as_slice()));
+        text.push('\n');
+        print::rewritten(&mut text, &r.head, body, false)?;
+        if let Some((head, start)) = &r.copy {
             text.push('\n');
-            print::rewritten(&mut text, &head, body.as_deref())?;
+            let body = body.map(|(_, b)| (start.as_slice(), b));
+            print::rewritten(&mut text, head, body, true)?;
         }
     }
     Ok(Sandboxed {

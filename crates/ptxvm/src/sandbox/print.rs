@@ -18,23 +18,41 @@ pub(crate) enum O<'m> {
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
     Text(String),
+    /// What only an entry prints, not its skip copy, which shares the rest of its rewritten
+    /// body (`rewrite::func`): the epoch compares the entry defers into its body.
+    Kernel(Vec<O<'m>>),
+    /// What only the skip copy prints: the statement that closes a block ending in a label
+    /// once the copy leaves out the kernel's compare after it.
+    Copy(Vec<O<'m>>),
 }
 
-/// Prints a rewritten function: its header (`f` with `body: None`) and its statements.
-pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> Result<(), Error> {
+/// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
+/// are `start` then `body`; as an entry's skip copy with `skip_copy` (`O::Kernel`, `O::Copy`).
+pub(crate) fn rewritten(
+    out: &mut String,
+    f: &Func,
+    body: Option<(&[O<'_>], &[O<'_>])>,
+    skip_copy: bool,
+) -> Result<(), Error> {
     head(out, f);
     match body {
         None => out.push_str(";\n"),
-        Some(b) => {
+        Some((start, b)) => {
             out.push_str("\n{\n");
-            outs(out, b, 1)?;
+            outs(out, start, 1, skip_copy)?;
+            outs(out, b, 1, skip_copy)?;
             out.push_str("}\n");
         }
     }
     Ok(())
 }
 
-pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+pub(crate) fn outs(
+    out: &mut String,
+    body: &[O<'_>],
+    depth: usize,
+    skip_copy: bool,
+) -> Result<(), Error> {
     for o in body {
         match o {
             O::Inst(i) => {
@@ -47,11 +65,14 @@ pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(),
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
-                outs(out, b, depth + 1)?;
+                outs(out, b, depth + 1, skip_copy)?;
                 indent(out, depth);
                 out.push_str("}\n");
             }
             O::Text(t) => out.push_str(t),
+            O::Kernel(b) if !skip_copy => outs(out, b, depth, skip_copy)?,
+            O::Copy(b) if skip_copy => outs(out, b, depth, skip_copy)?,
+            O::Kernel(_) | O::Copy(_) => {}
         }
     }
     Ok(())

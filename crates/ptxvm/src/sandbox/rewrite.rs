@@ -105,15 +105,24 @@ pub(crate) struct Fx<'a, 'm> {
     unchecked_labels: HashSet<&'m str>,
 }
 
+/// A rewritten function, and its skip copy when it has one.
+pub(crate) struct Rewritten<'m> {
+    /// The header (`body: None`).
+    pub head: Func,
+    /// For a definition: the declarations, prologue and static registers, then the body.
+    pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
+    /// The skip copy's header and what precedes its body, which is the kernel's but for the
+    /// kernel's deferred epoch compares (`O::Kernel`, `O::Copy`).
+    pub copy: Option<(Func, Vec<O<'m>>)>,
+}
+
 /// Rewrites a function (entry, device function or prototype). A lean device function
 /// (`Info::lean`) keeps its signature and gets no prologue: it reads no hidden value.
 ///
-/// With `copy_as`, an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
-pub(crate) fn func<'m>(
-    info: &Info<'m>,
-    f: &'m Func,
-    copy_as: Option<&str>,
-) -> R<(Func, Option<Vec<O<'m>>>)> {
+/// With `copy_as`, also an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
+/// The two differ only in their prologues and in the compares the kernel defers into its body,
+/// so the body is rewritten once for both.
+pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func, copy_as: Option<&str>) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_str());
     let mut params = f.params.clone();
     let hidden = if lean {
@@ -124,21 +133,8 @@ pub(crate) fn func<'m>(
     for h in &hidden {
         params.push(param_decl(format!("__gpuhost_sbx_{h}"), "u64", f.line));
     }
-    let body = match &f.body {
-        None => None,
-        Some(b) => {
-            let (mut fx, mut body) = rewrite_body(info, f, b, lean, copy_as.is_some())?;
-            let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
-            if !lean {
-                out.extend(fx.prologue()?);
-            }
-            fx.static_inits(&mut out);
-            out.append(&mut body);
-            Some(out)
-        }
-    };
     let head = Func {
-        name: copy_as.map_or_else(|| f.name.clone(), str::to_string),
+        name: f.name.clone(),
         is_entry: f.is_entry,
         params,
         rets: f.rets.clone(),
@@ -148,7 +144,39 @@ pub(crate) fn func<'m>(
         body: None,
         line: f.line,
     };
-    Ok((head, body))
+    let Some(b) = &f.body else {
+        return Ok(Rewritten {
+            head,
+            body: None,
+            copy: None,
+        });
+    };
+    let (mut fx, body) = rewrite_body(info, f, b, lean)?;
+    let after_body = fx.nlabel;
+    let start = fx.start(b)?;
+    let copy = match copy_as {
+        Some(name) => {
+            // The copy's prologue as if its body had just been rewritten on its own.
+            fx.skip_copy = true;
+            fx.nlabel = after_body;
+            let copy_head = Func {
+                name: name.to_string(),
+                params: head.params.clone(),
+                rets: head.rets.clone(),
+                linkage: head.linkage.clone(),
+                attrs: head.attrs.clone(),
+                body: None,
+                ..head
+            };
+            Some((copy_head, fx.start(b)?))
+        }
+        None => None,
+    };
+    Ok(Rewritten {
+        head,
+        body: Some((start, body)),
+        copy,
+    })
 }
 
 /// Whether `s` may run before an entry has compared the abort epoch: what a stale launch may do
@@ -205,13 +233,12 @@ fn rewrite_body<'a, 'm>(
     f: &'m Func,
     b: &'m [Stmt],
     lean: bool,
-    skip_copy: bool,
 ) -> R<(Fx<'a, 'm>, Vec<O<'m>>)> {
     let mut fx = Fx {
         info,
         f,
         lean,
-        skip_copy,
+        skip_copy: false,
         regs: HashMap::new(),
         ranges: HashMap::new(),
         locals: HashMap::new(),
@@ -246,7 +273,7 @@ fn rewrite_body<'a, 'm>(
     });
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
-    fx.defer_check = f.is_entry && !skip_copy && !(info.early_check && info.loop_free(f));
+    fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
     fx.stmts(b, Some(&hoisted), &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
@@ -264,12 +291,12 @@ pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
     // stay non-lean, since a lean one keeps none (its span bounds it). Before session 18 that
     // count made every function with a counted loop of lean calls (`collatz_steps`) non-lean,
     // and each call in the loop a countdown and branch: device_call replayed 1.89x native.
-    let (fx, body) = rewrite_body(info, f, b, true, false)?;
+    let (fx, body) = rewrite_body(info, f, b, true)?;
     if fx.ngroups > 0 {
         return Ok(true);
     }
     let mut text = String::new();
-    super::print::outs(&mut text, &body, 0)?;
+    super::print::outs(&mut text, &body, 0, false)?;
     Ok(text
         .lines()
         .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE)))
@@ -473,8 +500,20 @@ impl<'m> Fx<'_, 'm> {
                 }
             }
         }
-        self.entry_check(out);
+        // Only the kernel compares: its skip copy shares the body (`func`).
+        out.push(O::Kernel(self.emitted(|fx, o| fx.entry_check(o))));
         self.checked = true;
+    }
+
+    /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
+    /// lean function) and the static registers' values.
+    fn start(&mut self, b: &'m [Stmt]) -> R<Vec<O<'m>>> {
+        let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
+        if !self.lean {
+            out.extend(self.prologue()?);
+        }
+        self.static_inits(&mut out);
+        Ok(out)
     }
 
     /// Sets every static register to one of its values before the body runs (statics.rs).
@@ -547,6 +586,13 @@ impl<'m> Fx<'_, 'm> {
         });
     }
 
+    /// What `f` emits, on its own (for `O::Kernel` and `O::Copy`).
+    fn emitted(&self, f: impl FnOnce(&Self, &mut Vec<O<'m>>)) -> Vec<O<'m>> {
+        let mut out = Vec::with_capacity(1);
+        f(self, &mut out);
+        out
+    }
+
     /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
     pub(crate) fn with_text(out: &mut Vec<O<'m>>, f: impl FnOnce(&mut String)) {
         if let Some(O::Text(t)) = out.last_mut() {
@@ -585,18 +631,23 @@ impl<'m> Fx<'_, 'm> {
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
                     self.stmts(b, None, &mut inner)?;
-                    if matches!(
-                        inner.last(),
-                        Some(O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)))
-                    ) {
-                        // A label needs a statement after it before the block closes.
-                        self.emit(
-                            &mut inner,
-                            None,
-                            "mov",
-                            &["u32"],
-                            vec![sreg("t"), sreg("t")],
-                        );
+                    // A label needs a statement after it before the block closes; the skip
+                    // copy has no compares (`O::Kernel`), so its block may end in one where
+                    // the kernel's does not.
+                    let label =
+                        |o: &O<'_>| matches!(o, O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)));
+                    let filler = |fx: &Self, o: &mut Vec<O<'m>>| {
+                        fx.emit(o, None, "mov", &["u32"], vec![sreg("t"), sreg("t")]);
+                    };
+                    if inner.last().is_some_and(label) {
+                        filler(self, &mut inner);
+                    } else if inner
+                        .iter()
+                        .rev()
+                        .find(|o| !matches!(o, O::Kernel(_)))
+                        .is_some_and(label)
+                    {
+                        inner.push(O::Copy(self.emitted(filler)));
                     }
                     out.push(O::Block(inner));
                 }
