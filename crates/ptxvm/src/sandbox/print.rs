@@ -299,7 +299,9 @@ pub(crate) fn parts<M: AsRef<str>>(
     let f32_ctx =
         mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    let bare = Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
+    // Only an address operand asks, so most instructions skip the opcode lookup.
+    let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
+        && Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
     for (k, o) in operands.iter().enumerate() {
         out.push_str(if k == 0 { " " } else { ", " });
         let o = match replace {
@@ -310,6 +312,15 @@ pub(crate) fn parts<M: AsRef<str>>(
     }
     out.push(';');
     Ok(())
+}
+
+/// Whether `o` is or holds an address operand.
+fn has_addr(o: &Operand) -> bool {
+    match o {
+        Operand::Addr(..) => true,
+        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_addr),
+        _ => false,
+    }
 }
 
 fn int(out: &mut String, v: i64) {

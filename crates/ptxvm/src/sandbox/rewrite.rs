@@ -45,7 +45,8 @@ pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Register `%__sbx_<n>`.
 pub(crate) fn sreg(n: &str) -> Operand {
-    Operand::Name(format!("%__sbx_{n}"))
+    // Most emitted operands are these: a plain concatenation, not the formatting machinery.
+    Operand::Name(["%__sbx_", n].concat())
 }
 
 pub(crate) fn imm(v: i64) -> Operand {
