@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Policy;
+use super::bounded::{BackEdges, Cfg};
 use super::globals::Offsets;
 use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
 use crate::error::Error;
@@ -39,9 +40,9 @@ pub(crate) struct Info<'m> {
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
-    /// The functions with a body and no loop (`bounded::forward_only`): bodies no longer
-    /// change once analysed, and the rewrite asks this of each function many times.
-    forward: HashSet<*const Func>,
+    /// Each function body's control flow: bodies no longer change once analysed, and the
+    /// rewrite asks about it several times (`forward_only`, `first_poll_span`, back-edges).
+    cfgs: HashMap<*const Func, Cfg<'m>>,
     /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
@@ -124,7 +125,7 @@ pub(crate) fn analyse<'m>(
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),
-        forward: HashSet::new(),
+        cfgs: HashMap::new(),
         entries: HashMap::new(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
@@ -146,8 +147,8 @@ pub(crate) fn analyse<'m>(
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
         let (fc, refs, local) = (w.calls, w.refs, w.local);
-        if f.body.as_deref().is_some_and(super::bounded::forward_only) {
-            info.forward.insert(f as *const Func);
+        if let Some(b) = f.body.as_deref() {
+            info.cfgs.insert(f as *const Func, Cfg::of(b));
         }
         info.local.insert(f.name.as_str(), local);
         info.refs.insert(f.name.as_str(), refs);
@@ -209,9 +210,27 @@ impl<'m> Info<'m> {
         self.local.get(f).copied().unwrap_or(0)
     }
 
-    /// Whether `f` has no loop (`bounded::forward_only`); a prototype has none.
-    pub(crate) fn forward_only(&self, f: &Func) -> bool {
-        f.body.is_none() || self.forward.contains(&(f as *const Func))
+    /// `k` of the control flow of `f`'s body; `None` for a prototype.
+    fn with_cfg<T>(&self, f: &'m Func, k: impl FnOnce(&Cfg<'m>) -> T) -> Option<T> {
+        let body = f.body.as_deref()?;
+        Some(match self.cfgs.get(&(f as *const Func)) {
+            Some(c) => k(c),
+            None => k(&Cfg::of(body)),
+        })
+    }
+
+    /// Whether `f` has no loop (`Cfg::forward_only`); a prototype has none.
+    pub(crate) fn forward_only(&self, f: &'m Func) -> bool {
+        self.with_cfg(f, Cfg::forward_only).unwrap_or(true)
+    }
+
+    /// The back-edges of `f`'s body that need no poll, and the weights of the others
+    /// (`bounded::analyse`).
+    pub(crate) fn back_edges(&self, f: &'m Func) -> BackEdges {
+        self.with_cfg(f, |c| {
+            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
+        })
+        .unwrap_or_default()
     }
 
     /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
@@ -274,9 +293,9 @@ impl<'m> Info<'m> {
 
     /// [`Self::first_poll_span`], computed.
     fn first_poll_span_of(&self, entry: &'m Func) -> u64 {
-        let Some(body) = entry.body.as_deref() else {
+        if entry.body.is_none() {
             return 0;
-        };
+        }
         let s = self.straight_span(entry);
         if s >= super::rewrite::NANOSLEEP_SPAN {
             return u64::MAX;
@@ -285,8 +304,7 @@ impl<'m> Info<'m> {
             1
         } else {
             let pi = u64::from(self.poll_interval);
-            let loops =
-                super::bounded::bounded_loops(body, &self.lean, self.poll_interval, &self.fast);
+            let loops = self.back_edges(entry).bounded.len();
             1 + pi * (1 + 2 * loops as u64)
         };
         match s.saturating_mul(stretches) {

@@ -267,8 +267,7 @@ fn rewrite_body<'a, 'm>(
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
     }
     fx.scan(b)?;
-    fx.backedges =
-        super::bounded::analyse(b, &info.lean, &fx.tables, info.poll_interval, &info.fast);
+    fx.backedges = info.back_edges(f);
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
