@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::print::O;
-use super::rewrite::{Fx, R, WIDTHS, hidden_params, imm, sreg};
+use super::rewrite::{Fx, R, WIDTHS, emit_line, hidden_params, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
 use crate::ast::{Inst, Operand, Stmt};
 
@@ -43,85 +43,66 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
     }
 }
 
+/// What begins every prologue of one kind (entry or device function) under one policy, as
+/// text: the sandbox registers' declarations, and the code that loads the hidden values and
+/// derives the launch's epoch, tag and limits from them. Built once per module
+/// (`Info::prologue_head`) rather than emitted again in every function.
+pub(crate) struct Head {
+    pub decls: String,
+    pub code: String,
+}
+
+/// The [`Head`] of an entry's (`is_entry`) or a device function's prologue.
+pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Head {
+    let mut decls = String::new();
+    let regs = [
+        decl("u64", U64_REGS, 0),
+        decl("u32", U32_REGS, 0),
+        decl("pred", PRED_REGS, 0),
+    ];
+    // Register declarations always print.
+    let _ = super::print::stmts(&mut decls, &regs, 1);
+    let mut code = String::new();
+    let mut emit = |opcode: &str, mods: &[&str], operands: &[Operand]| {
+        emit_line(&mut code, None, opcode, mods, operands);
+    };
+    for n in hidden_params(is_entry) {
+        let param = Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0);
+        emit("ld", &["param", "u64"], &[sreg(n), param]);
+    }
+    emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
+    emit("shr", &["u64"], &[sreg("a"), sreg("launch"), imm(32)]);
+    emit("cvt", &["u32", "u64"], &[sreg("tag"), sreg("a")]);
+    // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
+    let tag = [sreg("tag"), sreg("tag"), imm(0x7fff_ffff)];
+    emit("and", &["b32"], &tag);
+    for w in WIDTHS {
+        let lim = sreg(&format!("lim{w}"));
+        emit("sub", &["u64"], &[lim, sreg("size"), imm(w as i64)]);
+    }
+    let n = i64::from(poll_interval);
+    emit("mov", &["u32"], &[sreg("cnt"), imm(n)]);
+    emit("mov", &["u32"], &[sreg("f"), imm(0)]);
+    emit("mov", &["u32"], &[sreg("e"), sreg("epoch")]);
+    Head { decls, code }
+}
+
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
     pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
-        let mut out = vec![
-            O::New(decl("u64", U64_REGS, line)),
-            O::New(decl("u32", U32_REGS, line)),
-            O::New(decl("pred", PRED_REGS, line)),
-        ];
+        let head = self.info.prologue_head(self.f.is_entry);
+        let mut decls = vec![O::Text(head.decls.clone())];
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
-                out.push(O::New(Stmt::Reg {
+                decls.push(O::New(Stmt::Reg {
                     ty: ty.into(),
                     names: vec![(n.into(), Some(self.ngroups))],
                     line,
                 }));
             }
         }
-        for n in hidden_params(self.f.is_entry) {
-            self.emit(
-                &mut out,
-                None,
-                "ld",
-                &["param", "u64"],
-                vec![
-                    sreg(n),
-                    Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0),
-                ],
-            );
-        }
-        self.emit(
-            &mut out,
-            None,
-            "cvt",
-            &["u32", "u64"],
-            vec![sreg("epoch"), sreg("launch")],
-        );
-        self.emit(
-            &mut out,
-            None,
-            "shr",
-            &["u64"],
-            vec![sreg("a"), sreg("launch"), imm(32)],
-        );
-        self.emit(
-            &mut out,
-            None,
-            "cvt",
-            &["u32", "u64"],
-            vec![sreg("tag"), sreg("a")],
-        );
-        // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
-        self.emit(
-            &mut out,
-            None,
-            "and",
-            &["b32"],
-            vec![sreg("tag"), sreg("tag"), imm(0x7fff_ffff)],
-        );
-        for w in WIDTHS {
-            let lim = sreg(&format!("lim{w}"));
-            self.emit(
-                &mut out,
-                None,
-                "sub",
-                &["u64"],
-                vec![lim, sreg("size"), imm(w as i64)],
-            );
-        }
-        let n = i64::from(self.info.poll_interval);
-        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
-        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("f"), imm(0)]);
-        self.emit(
-            &mut out,
-            None,
-            "mov",
-            &["u32"],
-            vec![sreg("e"), sreg("epoch")],
-        );
+        let mut out = vec![O::Text(head.code.clone())];
         if self.f.is_entry {
             let mut shared: Vec<(String, Option<u64>)> = self
                 .info
@@ -191,13 +172,15 @@ impl<'m> Fx<'_, 'm> {
             // red-team tests in ptxvm's tests/all/calls.rs).
             self.exit_if_aborted(&mut out, true);
         }
-        self.window_limits(&mut out, line);
-        Ok(out)
+        self.window_limits(&mut decls, &mut out, line);
+        decls.append(&mut out);
+        Ok(decls)
     }
 
     /// The 32-bit forms of the windows that `window_into` checks against: their low ends and,
     /// per span checked, the count of in-window start offsets (0 when the span does not fit).
-    fn window_limits(&self, out: &mut Vec<O<'m>>, line: u32) {
+    /// Their registers are declared right after the head's (`decls[0]`).
+    fn window_limits(&self, decls: &mut Vec<O<'m>>, out: &mut Vec<O<'m>>, line: u32) {
         let spans = self.spans.borrow().clone();
         if spans.is_empty() {
             return;
@@ -210,7 +193,7 @@ impl<'m> Fx<'_, 'm> {
             .collect();
         if !names.is_empty() {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            out.insert(3, O::New(decl("u32", &refs, line)));
+            decls.insert(1, O::New(decl("u32", &refs, line)));
         }
         for (sh, lo, hi, lo32, size) in [
             (true, "slo", "shi", "sl", "ss"),
@@ -258,7 +241,7 @@ impl<'m> Fx<'_, 'm> {
         if !targets.is_empty() {
             let names: Vec<String> = targets.iter().map(|w| format!("st{w}")).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            out.insert(3, O::New(decl("u64", &refs, line)));
+            decls.insert(1, O::New(decl("u64", &refs, line)));
         }
         for w in targets {
             let st = sreg(&format!("st{w}"));

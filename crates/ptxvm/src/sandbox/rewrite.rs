@@ -49,6 +49,21 @@ pub(crate) fn sreg(n: &str) -> Operand {
     Operand::Name(["%__sbx_", n].concat())
 }
 
+/// Prints a new instruction as one line of `t`.
+pub(crate) fn emit_line(
+    t: &mut String,
+    guard: Option<&(String, bool)>,
+    opcode: &str,
+    mods: &[&str],
+    operands: &[Operand],
+) {
+    t.push('\t');
+    // Only texture operands fail to print (the line is only for that error), and the
+    // allow-list refused those already.
+    let _ = super::print::parts(t, guard, opcode, mods, operands, None, 0);
+    t.push('\n');
+}
+
 pub(crate) fn imm(v: i64) -> Operand {
     Operand::Int(v)
 }
@@ -578,11 +593,7 @@ impl<'m> Fx<'_, 'm> {
     ) {
         // Consecutive new instructions share one text buffer: one allocation for many lines.
         Self::with_text(out, |t| {
-            t.push('\t');
-            // Only texture operands fail to print, and the allow-list refused those already.
-            let _ =
-                super::print::parts(t, guard.as_ref(), opcode, mods, &operands, None, self.line);
-            t.push('\n');
+            emit_line(t, guard.as_ref(), opcode, mods, &operands)
         });
     }
 
