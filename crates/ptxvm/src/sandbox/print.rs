@@ -287,8 +287,11 @@ pub(crate) fn parts<M: AsRef<str>>(
     replace: Option<(usize, &Operand)>,
     line: u32,
 ) -> Result<(), Error> {
+    // Pushed piece by piece: `write!` would cost more than the rest of the line.
     if let Some((g, neg)) = guard {
-        let _ = write!(out, "@{}{g} ", if *neg { "!" } else { "" });
+        out.push_str(if *neg { "@!" } else { "@" });
+        out.push_str(g);
+        out.push(' ');
     }
     out.push_str(opcode);
     for m in mods {
@@ -327,8 +330,27 @@ fn int(out: &mut String, v: i64) {
     if v < i64::from(i32::MIN) {
         let _ = write!(out, "0x{:016X}", v as u64);
     } else {
-        let _ = write!(out, "{v}");
+        decimal(out, v);
     }
+}
+
+/// `v` in decimal, as `write!` prints it, without the formatting machinery: most operands the
+/// rewrite prints are small integers.
+fn decimal(out: &mut String, v: i64) {
+    let mut digits = [0u8; 20];
+    let (mut n, mut at) = (v.unsigned_abs(), digits.len());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) -> R {
@@ -339,7 +361,9 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push_str(n);
         }
         Operand::Pair(a, b) => {
-            let _ = write!(out, "{a}|{b}");
+            out.push_str(a);
+            out.push('|');
+            out.push_str(b);
         }
         Operand::Int(v) => int(out, *v),
         Operand::F32Bits(b) => {
@@ -398,3 +422,26 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
 }
 
 type R = Result<(), Error>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_prints_what_write_prints() {
+        for v in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            -10,
+            1024,
+            i64::from(i32::MIN),
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = String::new();
+            super::decimal(&mut out, v);
+            assert_eq!(out, v.to_string());
+        }
+    }
+}
