@@ -220,8 +220,9 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     info.fast = fast;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
+    let mut known = std::collections::HashMap::new();
     loop {
-        let (lean, spans) = rewrite::lean_functions(&info, &module)?;
+        let (lean, spans) = rewrite::lean_functions(&info, &module, &mut known)?;
         if lean == info.lean {
             info.lean_spans = spans;
             break;

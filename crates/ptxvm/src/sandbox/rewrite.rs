@@ -323,14 +323,33 @@ pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
 /// helpers (`collatz_next`, math) are typically lean, and their calls then cost what they cost
 /// unsandboxed. A lean function never polls, so the span bound is what keeps a stopped
 /// kernel's thread from running on through a tree of them; the others poll at every call.
+///
+/// `known` keeps each function's `reads_hidden` from earlier rounds of the fixpoint in
+/// `sandbox`, with the leanness of its callees then: its rewrite depends on the lean set only
+/// through them, so a round rewrites again only the functions whose callees changed.
 pub(crate) fn lean_functions<'m>(
     info: &Info<'m>,
     m: &'m Module,
+    known: &mut HashMap<&'m str, (Vec<bool>, bool)>,
 ) -> R<(HashSet<&'m str>, HashMap<&'m str, u64>)> {
     let mut lean = HashSet::new();
     for f in m.funcs.iter().filter(|f| !f.is_entry && f.body.is_some()) {
-        if !reads_hidden(info, f)? {
-            lean.insert(f.name.as_str());
+        let name = f.name.as_str();
+        let callees: Vec<bool> = info
+            .callees(name)
+            .iter()
+            .map(|c| info.lean.contains(c))
+            .collect();
+        let reads = match known.get(name) {
+            Some((then, reads)) if *then == callees => *reads,
+            _ => {
+                let reads = reads_hidden(info, f)?;
+                known.insert(name, (callees, reads));
+                reads
+            }
+        };
+        if !reads {
+            lean.insert(name);
         }
     }
     loop {
