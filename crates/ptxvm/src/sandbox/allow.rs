@@ -482,12 +482,13 @@ impl<'m> Walk<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
-        check_opcode(i)?;
-        check_barrier(i)?;
+        let op = Opcode::parse(&i.opcode);
+        check_opcode(i, op)?;
+        check_barrier(i, op)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
         // `[address]` operand (`mov` and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
-            Opcode::parse(&i.opcode).map(Opcode::sandbox),
+            op.map(Opcode::sandbox),
             Some(Sandbox::Fence | Sandbox::Hint | Sandbox::Address)
         );
         if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
@@ -567,8 +568,7 @@ impl<'m> Walk<'_, 'm> {
 /// while they wait) and ptxvm faults such a launch, which would end every guest on softcuda.
 /// Exited threads count as arrived (in ptxvm, and as common CUDA code relies on NVIDIA's GPUs
 /// doing: `if (i >= n) return; __syncthreads();`), so threads a stop ends release the others.
-fn check_barrier(i: &Inst) -> Result<(), Error> {
-    let op = Opcode::parse(&i.opcode);
+fn check_barrier(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
     if !matches!(op, Some(Opcode::Bar | Opcode::Barrier)) || i.mods.iter().any(|m| m == "warp") {
         return Ok(());
     }
@@ -597,9 +597,9 @@ fn check_barrier(i: &Inst) -> Result<(), Error> {
 }
 
 /// Refuses the opcodes the instruction table (`isa`) marks refused for the sandbox, and any
-/// word that is not PTX at all.
-pub(crate) fn check_opcode(i: &Inst) -> Result<(), Error> {
-    match Opcode::parse(&i.opcode).map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
+/// word that is not PTX at all; `op` is `i`'s opcode, parsed.
+fn check_opcode(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
+    match op.map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
         Sandbox::Refuse(why) => refused(i.line, why.message(&i.opcode)),
         Sandbox::Plain | Sandbox::Address | Sandbox::Fence | Sandbox::Hint => Ok(()),
     }
