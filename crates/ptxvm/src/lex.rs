@@ -119,7 +119,26 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
             }
             i += 1;
             Tok::Str(&src[start + 1..i - 1])
-        } else if b",;:[](){}<>+-!@|=".contains(&c) {
+        } else if matches!(
+            // A match, not `<[u8]>::contains`: that calls memchr for every punctuation token.
+            c,
+            b',' | b';'
+                | b':'
+                | b'['
+                | b']'
+                | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'<'
+                | b'>'
+                | b'+'
+                | b'-'
+                | b'!'
+                | b'@'
+                | b'|'
+                | b'='
+        ) {
             i += 1;
             Tok::Punct(c as char)
         } else {
