@@ -37,7 +37,7 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
         ty: ty.into(),
         names: names
             .iter()
-            .map(|n| (format!("%__sbx_{n}"), None))
+            .map(|n| (["%__sbx_", n].concat(), None))
             .collect(),
         line,
     }

@@ -50,7 +50,8 @@ impl<'m> Fx<'_, 'm> {
             return;
         }
         fn walk<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>) {
-            let old = std::mem::take(body);
+            // Sized for the old statements and a report before each: one allocation.
+            let old = std::mem::replace(body, Vec::with_capacity(2 * body.len()));
             for o in old {
                 match o {
                     O::Inst(i) if matches!(i.opcode.as_str(), "ret" | "exit") => {
