@@ -378,15 +378,15 @@ impl<'m> Fx<'_, 'm> {
                 let rr = Operand::Name(r.to_string());
                 match self.reg_ty(r) {
                     Some("u64" | "b64" | "s64") if off == 0 => {
-                        self.emit(out, None, "mov", &["u64"], vec![a, rr]);
+                        self.emit(out, None, "mov", &["u64"], &[a, rr]);
                     }
                     Some("u64" | "b64" | "s64") => {
-                        self.emit(out, None, "add", &["u64"], vec![a, rr, imm(off)]);
+                        self.emit(out, None, "add", &["u64"], &[a, rr, imm(off)]);
                     }
                     Some("u32" | "b32" | "s32") => {
-                        self.emit(out, None, "cvt", &["u64", "u32"], vec![a.clone(), rr]);
+                        self.emit(out, None, "cvt", &["u64", "u32"], &[a.clone(), rr]);
                         if off != 0 {
-                            self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                            self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
                         }
                     }
                     _ => {
@@ -394,17 +394,17 @@ impl<'m> Fx<'_, 'm> {
                     }
                 }
             }
-            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], vec![a, imm(off)]),
+            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], &[a, imm(off)]),
             Src::Sym(n, off) => {
                 self.emit(
                     out,
                     None,
                     "mov",
                     &["u64"],
-                    vec![a.clone(), Operand::Name(n.into())],
+                    &[a.clone(), Operand::Name(n.into())],
                 );
                 if off != 0 {
-                    self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                    self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
                 }
             }
         }
@@ -441,22 +441,16 @@ impl<'m> Fx<'_, 'm> {
             None,
             "sub",
             &["u64"],
-            vec![x_off.clone(), x.clone(), sreg("base")],
+            &[x_off.clone(), x.clone(), sreg("base")],
         );
         match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "u64"],
-                vec![p.clone(), x_off, lim],
-            ),
+            None => self.emit(out, None, "setp", &["gt", "u64"], &[p.clone(), x_off, lim]),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
                 &["gt", "and", "u64"],
-                vec![p.clone(), x_off, lim, pred(g)],
+                &[p.clone(), x_off, lim, pred(g)],
             ),
         }
         self.fault(out, Some(("%__sbx_p".into(), false)));
@@ -465,7 +459,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "selp",
             &["b64"],
-            vec![a.clone(), sreg("base"), x, p],
+            &[a.clone(), sreg("base"), x, p],
         );
         if w > 1 {
             self.emit(
@@ -473,7 +467,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                vec![a.clone(), a, imm(-(w as i64))],
+                &[a.clone(), a, imm(-(w as i64))],
             );
         }
     }
@@ -482,7 +476,7 @@ impl<'m> Fx<'_, 'm> {
     /// Store's globals block) plus a constant offset.
     fn global_addr(&self, out: &mut Vec<O<'m>>, dst: Operand, goff: u64, off: i64) {
         let at = imm((goff as i64).wrapping_add(off));
-        self.emit(out, None, "add", &["u64"], vec![dst, sreg("globals"), at]);
+        self.emit(out, None, "add", &["u64"], &[dst, sreg("globals"), at]);
     }
 
     /// A generic access: global, shared or local by `isspacep`, each fenced.
@@ -502,31 +496,19 @@ impl<'m> Fx<'_, 'm> {
                 Some((g.clone(), !neg)),
                 "bra",
                 &[],
-                vec![Operand::Name(end.clone())],
+                &[Operand::Name(end.clone())],
             );
         }
         self.load(out, src, i.line)?;
         let (a, p) = (sreg("a"), sreg("p"));
         let pg = Some(("%__sbx_p".to_string(), false));
-        self.emit(
-            out,
-            None,
-            "isspacep",
-            &["shared"],
-            vec![p.clone(), a.clone()],
-        );
-        self.emit(out, pg.clone(), "bra", &[], vec![Operand::Name(ls.clone())]);
-        self.emit(
-            out,
-            None,
-            "isspacep",
-            &["local"],
-            vec![p.clone(), a.clone()],
-        );
-        self.emit(out, pg, "bra", &[], vec![Operand::Name(ll.clone())]);
+        self.emit(out, None, "isspacep", &["shared"], &[p.clone(), a.clone()]);
+        self.emit(out, pg.clone(), "bra", &[], &[Operand::Name(ls.clone())]);
+        self.emit(out, None, "isspacep", &["local"], &[p.clone(), a.clone()]);
+        self.emit(out, pg, "bra", &[], &[Operand::Name(ll.clone())]);
         self.fence_global(out, a.clone(), w, None);
         self.access(out, i, at, "global", None);
-        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
 
         out.push(O::New(Stmt::Label(ls, line)));
         self.emit(
@@ -534,24 +516,18 @@ impl<'m> Fx<'_, 'm> {
             None,
             "cvta",
             &["to", "shared", "u64"],
-            vec![a.clone(), a.clone()],
+            &[a.clone(), a.clone()],
         );
         let g = self.window_check(out, w, None, "slo", "shi");
         self.access(out, i, at, "shared", g);
-        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
 
         out.push(O::New(Stmt::Label(ll, line)));
         if matches!(i.opcode.as_str(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
         } else {
-            self.emit(
-                out,
-                None,
-                "cvta",
-                &["to", "local", "u64"],
-                vec![a.clone(), a],
-            );
+            self.emit(out, None, "cvta", &["to", "local", "u64"], &[a.clone(), a]);
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }

@@ -161,7 +161,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "sub",
                     &["u64"],
-                    vec![b.clone(), size, super::rewrite::imm(span as i64)],
+                    &[b.clone(), size, super::rewrite::imm(span as i64)],
                 );
                 self.fence_global_into(out, &g, sreg(&g), b, w, i.guard.as_ref());
                 ("global", i.guard.clone())

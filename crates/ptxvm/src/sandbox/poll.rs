@@ -138,7 +138,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "setp",
                 &["eq", "u64"],
-                vec![sreg("p"), sreg("llo"), sreg("lhi")],
+                &[sreg("p"), sreg("llo"), sreg("lhi")],
             );
             let p = Some(("%__sbx_p".to_string(), false));
             self.emit(
@@ -146,22 +146,22 @@ impl<'m> Fx<'_, 'm> {
                 p.clone(),
                 "mov",
                 &["u64"],
-                vec![sreg("llo"), sreg("c")],
+                &[sreg("llo"), sreg("c")],
             );
-            self.emit(&mut out, p, "mov", &["u64"], vec![sreg("lhi"), sreg("d")]);
+            self.emit(&mut out, p, "mov", &["u64"], &[sreg("lhi"), sreg("d")]);
             self.emit(
                 &mut out,
                 None,
                 "min",
                 &["u64"],
-                vec![sreg("llo"), sreg("llo"), sreg("c")],
+                &[sreg("llo"), sreg("llo"), sreg("c")],
             );
             self.emit(
                 &mut out,
                 None,
                 "max",
                 &["u64"],
-                vec![sreg("lhi"), sreg("lhi"), sreg("d")],
+                &[sreg("lhi"), sreg("lhi"), sreg("d")],
             );
         }
         if !self.f.is_entry {
@@ -202,40 +202,28 @@ impl<'m> Fx<'_, 'm> {
             if !spans.iter().any(|s| s.0 == sh) {
                 continue;
             }
-            self.emit(
-                out,
-                None,
-                "cvt",
-                &["u32", "u64"],
-                vec![sreg(lo32), sreg(lo)],
-            );
-            self.emit(
-                out,
-                None,
-                "cvt",
-                &["u32", "u64"],
-                vec![sreg(size), sreg(hi)],
-            );
+            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(lo32), sreg(lo)]);
+            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(size), sreg(hi)]);
             self.emit(
                 out,
                 None,
                 "sub",
                 &["u32"],
-                vec![sreg(size), sreg(size), sreg(lo32)],
+                &[sreg(size), sreg(size), sreg(lo32)],
             );
         }
         for (name, &(sh, span)) in names.iter().zip(&counted) {
             let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
-            self.emit(out, None, "add", &["u32"], vec![n.clone(), size, imm(1)]);
+            self.emit(out, None, "add", &["u32"], &[n.clone(), size, imm(1)]);
             let span = imm(span as i64);
             self.emit(
                 out,
                 None,
                 "max",
                 &["u32"],
-                vec![n.clone(), n.clone(), span.clone()],
+                &[n.clone(), n.clone(), span.clone()],
             );
-            self.emit(out, None, "sub", &["u32"], vec![n.clone(), n, span]);
+            self.emit(out, None, "sub", &["u32"], &[n.clone(), n, span]);
         }
         let targets = self.targets.borrow().clone();
         if !targets.is_empty() {
@@ -246,19 +234,13 @@ impl<'m> Fx<'_, 'm> {
         for w in targets {
             let st = sreg(&format!("st{w}"));
             let up = imm(w as i64 - 1);
-            self.emit(
-                out,
-                None,
-                "add",
-                &["u64"],
-                vec![st.clone(), sreg("slo"), up],
-            );
+            self.emit(out, None, "add", &["u64"], &[st.clone(), sreg("slo"), up]);
             self.emit(
                 out,
                 None,
                 "and",
                 &["b64"],
-                vec![st.clone(), st, imm(-(w as i64))],
+                &[st.clone(), st, imm(-(w as i64))],
             );
         }
     }
@@ -267,8 +249,8 @@ impl<'m> Fx<'_, 'm> {
     /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
     fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
         if vars.is_empty() {
-            self.emit(out, None, "mov", &["u64"], vec![sreg(lo), imm(0)]);
-            self.emit(out, None, "mov", &["u64"], vec![sreg(hi), imm(0)]);
+            self.emit(out, None, "mov", &["u64"], &[sreg(lo), imm(0)]);
+            self.emit(out, None, "mov", &["u64"], &[sreg(hi), imm(0)]);
             return;
         }
         for (k, (name, size)) in vars.iter().enumerate() {
@@ -283,7 +265,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "mov",
                 &["u64"],
-                vec![dl.clone(), Operand::Name(name.clone())],
+                &[dl.clone(), Operand::Name(name.clone())],
             );
             match size {
                 Some(s) => self.emit(
@@ -291,7 +273,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "add",
                     &["u64"],
-                    vec![dh.clone(), dl.clone(), imm(*s as i64)],
+                    &[dh.clone(), dl.clone(), imm(*s as i64)],
                 ),
                 None => {
                     self.emit(
@@ -299,27 +281,21 @@ impl<'m> Fx<'_, 'm> {
                         None,
                         "mov",
                         &["u32"],
-                        vec![sreg("t"), Operand::Name("%dynamic_smem_size".into())],
+                        &[sreg("t"), Operand::Name("%dynamic_smem_size".into())],
                     );
-                    self.emit(
-                        out,
-                        None,
-                        "cvt",
-                        &["u64", "u32"],
-                        vec![dh.clone(), sreg("t")],
-                    );
+                    self.emit(out, None, "cvt", &["u64", "u32"], &[dh.clone(), sreg("t")]);
                     self.emit(
                         out,
                         None,
                         "add",
                         &["u64"],
-                        vec![dh.clone(), dh.clone(), dl.clone()],
+                        &[dh.clone(), dh.clone(), dl.clone()],
                     );
                 }
             }
             if k > 0 {
-                self.emit(out, None, "min", &["u64"], vec![sreg(lo), sreg(lo), dl]);
-                self.emit(out, None, "max", &["u64"], vec![sreg(hi), sreg(hi), dh]);
+                self.emit(out, None, "min", &["u64"], &[sreg(lo), sreg(lo), dl]);
+                self.emit(out, None, "max", &["u64"], &[sreg(hi), sreg(hi), dh]);
             }
         }
     }
@@ -353,17 +329,11 @@ impl<'m> Fx<'_, 'm> {
             guard.clone(),
             "sub",
             &["s32"],
-            vec![cnt.clone(), cnt.clone(), imm(i64::from(weight))],
+            &[cnt.clone(), cnt.clone(), imm(i64::from(weight))],
         );
         // skip := cnt > 0 || the branch is not taken.
         match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "s32"],
-                vec![sreg("p"), cnt, imm(0)],
-            ),
+            None => self.emit(out, None, "setp", &["gt", "s32"], &[sreg("p"), cnt, imm(0)]),
             Some((g, neg)) => {
                 let not_taken = if neg {
                     Operand::Name(g)
@@ -375,15 +345,15 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "setp",
                     &["gt", "or", "s32"],
-                    vec![sreg("p"), cnt, imm(0), not_taken],
+                    &[sreg("p"), cnt, imm(0), not_taken],
                 );
             }
         }
         let skip = self.label();
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(out, p, "bra", &[], vec![Operand::Name(skip.clone())]);
+        self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone())]);
         let n = i64::from(self.info.poll_interval);
-        self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.exit_if_aborted(out, true);
         out.push(O::New(Stmt::Label(skip, self.line)));
     }
@@ -405,26 +375,20 @@ impl<'m> Fx<'_, 'm> {
     /// parameter) jumps over the read and an immediate compare; else the read is predicated and
     /// the compare deferred, as in looping kernels.
     fn loop_free_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = vec![sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], a);
+        let a = [sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], &a);
         let skip = Some(("%__sbx_q".to_string(), false));
         if self.info.early_check {
-            let q = vec![sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["ne", "u64"], q);
+            let q = [sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["ne", "u64"], &q);
             let over = self.label();
-            self.emit(
-                out,
-                skip,
-                "bra",
-                &["uni"],
-                vec![Operand::Name(over.clone())],
-            );
+            self.emit(out, skip, "bra", &["uni"], &[Operand::Name(over.clone())]);
             self.read_epoch(out);
             self.entry_check(out);
             out.push(O::New(Stmt::Label(over, self.line)));
         } else {
-            let q = vec![sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["eq", "u64"], q);
+            let q = [sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["eq", "u64"], &q);
             self.read_epoch_if(out, skip);
         }
     }
@@ -434,14 +398,14 @@ impl<'m> Fx<'_, 'm> {
     /// keeps the launch's own epoch and the compare passes. The thread then stops at its first
     /// poll instead (`Info::first_poll_span` bounds the work until then).
     fn skippable_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = vec![sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], a);
-        let q = vec![sreg("q"), sreg("a"), imm(0)];
-        self.emit(out, None, "setp", &["ne", "u64"], q);
+        let a = [sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], &a);
+        let q = [sreg("q"), sreg("a"), imm(0)];
+        self.emit(out, None, "setp", &["ne", "u64"], &q);
         let over = self.label();
         let skip = Some(("%__sbx_q".to_string(), false));
-        let to = vec![Operand::Name(over.clone())];
-        self.emit(out, skip, "bra", &["uni"], to);
+        let to = [Operand::Name(over.clone())];
+        self.emit(out, skip, "bra", &["uni"], &to);
         self.read_epoch(out);
         out.push(O::New(Stmt::Label(over, self.line)));
     }
@@ -458,7 +422,7 @@ impl<'m> Fx<'_, 'm> {
             guard,
             "ld",
             &["volatile", "global", "u32"],
-            vec![
+            &[
                 sreg("e"),
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
             ],
@@ -475,24 +439,24 @@ impl<'m> Fx<'_, 'm> {
             None,
             "and",
             &["b64"],
-            vec![sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
+            &[sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
         );
         self.emit(
             out,
             None,
             "setp",
             &["ne", "u64"],
-            vec![sreg("p"), sreg("a"), imm(0)],
+            &[sreg("p"), sreg("a"), imm(0)],
         );
         self.emit(
             out,
             None,
             "setp",
             &["lt", "or", "u64"],
-            vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
+            &[sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
         );
         self.fault_now(out, Some(("%__sbx_p".into(), false)));
-        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], vec![]);
+        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], &[]);
     }
 
     /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
@@ -508,13 +472,13 @@ impl<'m> Fx<'_, 'm> {
             None,
             "setp",
             &["ne", "u32"],
-            vec![sreg("p"), sreg("e"), sreg("epoch")],
+            &[sreg("p"), sreg("e"), sreg("epoch")],
         );
         let aborted = Some(("%__sbx_p".to_string(), false));
         if report {
             let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
             let ld = &["volatile", "global", "u32"];
-            self.emit(out, aborted.clone(), "ld", ld, vec![sreg("t"), stopped()]);
+            self.emit(out, aborted.clone(), "ld", ld, &[sreg("t"), stopped()]);
             // Unpredicated: when the epoch matched, `q` must come out false, not keep whatever
             // an earlier check left in it (the store below would then run on every poll).
             self.emit(
@@ -522,20 +486,20 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "setp",
                 &["eq", "and", "u32"],
-                vec![sreg("q"), sreg("t"), imm(0), sreg("p")],
+                &[sreg("q"), sreg("t"), imm(0), sreg("p")],
             );
             let q = Some(("%__sbx_q".to_string(), false));
-            self.emit(out, q.clone(), "st", ld, vec![stopped(), sreg("tag")]);
+            self.emit(out, q.clone(), "st", ld, &[stopped(), sreg("tag")]);
             // A thread stopped in a loop reports the fenced accesses it made.
             self.emit(
                 out,
                 None,
                 "setp",
                 &["ne", "and", "u32"],
-                vec![sreg("q"), sreg("f"), imm(0), sreg("p")],
+                &[sreg("q"), sreg("f"), imm(0), sreg("p")],
             );
             self.fault_now(out, q);
         }
-        self.emit(out, aborted, "exit", &[], vec![]);
+        self.emit(out, aborted, "exit", &[], &[]);
     }
 }

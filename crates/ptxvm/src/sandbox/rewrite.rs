@@ -557,10 +557,10 @@ impl<'m> Fx<'_, 'm> {
         for (r, st) in regs {
             let r = Operand::Name(r.to_string());
             let v = Operand::Name(st.var.to_string());
-            self.emit(out, None, "mov", &["u64"], vec![r.clone(), v]);
+            self.emit(out, None, "mov", &["u64"], &[r.clone(), v]);
             let k = st.offsets.first().copied().unwrap_or(0);
             if k != 0 {
-                self.emit(out, None, "add", &["u64"], vec![r.clone(), r, imm(k)]);
+                self.emit(out, None, "add", &["u64"], &[r.clone(), r, imm(k)]);
             }
         }
     }
@@ -608,11 +608,11 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<(String, bool)>,
         opcode: &str,
         mods: &[&str],
-        operands: Vec<Operand>,
+        operands: &[Operand],
     ) {
         // Consecutive new instructions share one text buffer: one allocation for many lines.
         Self::with_text(out, |t| {
-            emit_line(t, guard.as_ref(), opcode, mods, &operands)
+            emit_line(t, guard.as_ref(), opcode, mods, operands)
         });
     }
 
@@ -667,7 +667,7 @@ impl<'m> Fx<'_, 'm> {
                     let label =
                         |o: &O<'_>| matches!(o, O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)));
                     let filler = |fx: &Self, o: &mut Vec<O<'m>>| {
-                        fx.emit(o, None, "mov", &["u32"], vec![sreg("t"), sreg("t")]);
+                        fx.emit(o, None, "mov", &["u32"], &[sreg("t"), sreg("t")]);
                     };
                     if inner.last().is_some_and(label) {
                         filler(self, &mut inner);
@@ -767,7 +767,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "st",
                 &["param", "b64"],
-                vec![Operand::Addr(Some(p.clone()), 0), sreg(n)],
+                &[Operand::Addr(Some(p.clone()), 0), sreg(n)],
             );
             extra.push(Operand::Name(p));
         }
@@ -818,7 +818,7 @@ impl<'m> Fx<'_, 'm> {
                         i.guard.clone(),
                         "add",
                         &["u64"],
-                        vec![i.operands[0].clone(), sreg("globals"), imm(off)],
+                        &[i.operands[0].clone(), sreg("globals"), imm(off)],
                     );
                     return Ok(());
                 }
@@ -829,7 +829,7 @@ impl<'m> Fx<'_, 'm> {
                         i.guard.clone(),
                         "mov",
                         &["u64"],
-                        vec![i.operands[0].clone(), i.operands[1].clone()],
+                        &[i.operands[0].clone(), i.operands[1].clone()],
                     );
                     return Ok(());
                 }
