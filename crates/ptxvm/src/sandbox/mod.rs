@@ -248,8 +248,13 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             });
         }
         // The kernel, then its skip copy right after it.
+        // The shared body is printed once for both.
         let r = rewrite::func(&info, f, copy.as_deref())?;
-        let body = r.body.as_ref().map(|(s, b)| (s.as_slice(), b.as_slice()));
+        let body = match &r.body {
+            Some((start, b)) => Some((start.as_slice(), print::Shared::new(b)?)),
+            None => None,
+        };
+        let body = body.as_ref().map(|(start, b)| (*start, b));
         text.push('\n');
         print::rewritten(&mut text, &r.head, body, false)?;
         if let Some((head, start)) = &r.copy {

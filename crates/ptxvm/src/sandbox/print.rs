@@ -31,7 +31,7 @@ pub(crate) enum O<'m> {
 pub(crate) fn rewritten(
     out: &mut String,
     f: &Func,
-    body: Option<(&[O<'_>], &[O<'_>])>,
+    body: Option<(&[O<'_>], &Shared)>,
     skip_copy: bool,
 ) -> Result<(), Error> {
     head(out, f);
@@ -39,19 +39,56 @@ pub(crate) fn rewritten(
         None => out.push_str(";\n"),
         Some((start, b)) => {
             out.push_str("\n{\n");
-            outs(out, start, 1, skip_copy)?;
-            outs(out, b, 1, skip_copy)?;
+            outs(out, start, 1, &mut Own::Print { skip_copy })?;
+            b.write(out, skip_copy);
             out.push_str("}\n");
         }
     }
     Ok(())
 }
 
+/// A rewritten body printed once for an entry and its skip copy: the text both print, and
+/// where each one's own statements (`O::Kernel`, `O::Copy`) go into it, printed.
+pub(crate) struct Shared {
+    text: String,
+    own: Vec<(usize, bool, String)>,
+}
+
+impl Shared {
+    /// Prints `body` (a function's top-level statements).
+    pub(crate) fn new(body: &[O<'_>]) -> Result<Self, Error> {
+        let mut text = String::with_capacity(64 * body.len());
+        let mut own = Vec::new();
+        outs(&mut text, body, 1, &mut Own::Note(&mut own))?;
+        Ok(Shared { text, own })
+    }
+
+    /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
+    fn write(&self, out: &mut String, skip_copy: bool) {
+        let mut at = 0;
+        for (pos, copy_only, t) in &self.own {
+            out.push_str(&self.text[at..*pos]);
+            if *copy_only == skip_copy {
+                out.push_str(t);
+            }
+            at = *pos;
+        }
+        out.push_str(&self.text[at..]);
+    }
+}
+
+/// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
+/// prints: print it for one of them, or note it with where it goes (`Shared`).
+pub(crate) enum Own<'a> {
+    Print { skip_copy: bool },
+    Note(&'a mut Vec<(usize, bool, String)>),
+}
+
 pub(crate) fn outs(
     out: &mut String,
     body: &[O<'_>],
     depth: usize,
-    skip_copy: bool,
+    own: &mut Own<'_>,
 ) -> Result<(), Error> {
     for o in body {
         match o {
@@ -65,14 +102,28 @@ pub(crate) fn outs(
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
-                outs(out, b, depth + 1, skip_copy)?;
+                outs(out, b, depth + 1, own)?;
                 indent(out, depth);
                 out.push_str("}\n");
             }
             O::Text(t) => out.push_str(t),
-            O::Kernel(b) if !skip_copy => outs(out, b, depth, skip_copy)?,
-            O::Copy(b) if skip_copy => outs(out, b, depth, skip_copy)?,
-            O::Kernel(_) | O::Copy(_) => {}
+            O::Kernel(b) | O::Copy(b) => {
+                let copy_only = matches!(o, O::Copy(_));
+                let mut only = Own::Print {
+                    skip_copy: copy_only,
+                };
+                match own {
+                    Own::Print { skip_copy } if *skip_copy == copy_only => {
+                        outs(out, b, depth, &mut only)?;
+                    }
+                    Own::Print { .. } => {}
+                    Own::Note(noted) => {
+                        let mut t = String::new();
+                        outs(&mut t, b, depth, &mut only)?;
+                        noted.push((out.len(), copy_only, t));
+                    }
+                }
+            }
         }
     }
     Ok(())

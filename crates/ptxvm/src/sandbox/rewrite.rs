@@ -311,7 +311,8 @@ pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
         return Ok(true);
     }
     let mut text = String::new();
-    super::print::outs(&mut text, &body, 0, false)?;
+    let mut own = super::print::Own::Print { skip_copy: false };
+    super::print::outs(&mut text, &body, 0, &mut own)?;
     Ok(text
         .lines()
         .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE)))
