@@ -3,7 +3,6 @@
 //! what to change), the call graph (no recursion, no indirect or external calls), each kernel's
 //! local bytes along its deepest call chain and the shared variables it uses.
 
-use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use super::Policy;
@@ -48,8 +47,6 @@ pub(crate) struct Info<'m> {
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
     entries: HashMap<*const Func, (u64, bool)>,
-    /// The prologue heads of device functions and of entries (`poll::head`), once needed.
-    heads: [OnceCell<super::poll::Head>; 2],
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -130,7 +127,6 @@ pub(crate) fn analyse<'m>(
         callees: HashMap::new(),
         cfgs: HashMap::new(),
         entries: HashMap::new(),
-        heads: Default::default(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -209,12 +205,6 @@ pub(crate) fn analyse<'m>(
 const ATOMIC_WEIGHT: u64 = 32;
 
 impl<'m> Info<'m> {
-    /// What begins the prologue of every entry (`is_entry`) or device function.
-    pub(crate) fn prologue_head(&self, is_entry: bool) -> &super::poll::Head {
-        self.heads[usize::from(is_entry)]
-            .get_or_init(|| super::poll::head(is_entry, self.poll_interval))
-    }
-
     /// `.local` bytes of `f` plus its deepest callee chain.
     pub(crate) fn local_bytes(&self, f: &str) -> u64 {
         self.local.get(f).copied().unwrap_or(0)

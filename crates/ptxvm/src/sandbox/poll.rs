@@ -5,7 +5,9 @@
 //! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean_functions`)
 //! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::print::O;
 use super::rewrite::{Fx, R, WIDTHS, emit_line, hidden_params, imm, sreg};
@@ -43,17 +45,34 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
     }
 }
 
-/// What begins every prologue of one kind (entry or device function) under one policy, as
-/// text: the sandbox registers' declarations, and the code that loads the hidden values and
-/// derives the launch's epoch, tag and limits from them. Built once per module
-/// (`Info::prologue_head`) rather than emitted again in every function.
+/// What begins every prologue of one kind (entry or device function) under one poll
+/// interval, as text: the sandbox registers' declarations, and the code that loads the hidden
+/// values and derives the launch's epoch, tag and limits from them. Built once per process
+/// ([`head`]) rather than emitted again in every function of every module.
+#[derive(Clone)]
 pub(crate) struct Head {
+    poll_interval: u32,
     pub decls: String,
     pub code: String,
 }
 
+/// Every [`Head`] there can be: two kinds by the 32 powers of two a poll interval may be
+/// (`sandbox` refuses any other interval), each built at its first use.
+static HEADS: [[OnceLock<Head>; 32]; 2] = [const { [const { OnceLock::new() }; 32] }; 2];
+
 /// The [`Head`] of an entry's (`is_entry`) or a device function's prologue.
-pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Head {
+pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Cow<'static, Head> {
+    let slot = &HEADS[usize::from(is_entry)][poll_interval.trailing_zeros() as usize % 32];
+    let head = slot.get_or_init(|| build_head(is_entry, poll_interval));
+    // Only a power of two has its own slot; any other interval gets a head of its own.
+    if head.poll_interval == poll_interval {
+        Cow::Borrowed(head)
+    } else {
+        Cow::Owned(build_head(is_entry, poll_interval))
+    }
+}
+
+fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     let mut decls = String::new();
     let regs = [
         decl("u64", U64_REGS, 0),
@@ -84,14 +103,18 @@ pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Head {
     emit("mov", &["u32"], &[sreg("cnt"), imm(n)]);
     emit("mov", &["u32"], &[sreg("f"), imm(0)]);
     emit("mov", &["u32"], &[sreg("e"), sreg("epoch")]);
-    Head { decls, code }
+    Head {
+        poll_interval,
+        decls,
+        code,
+    }
 }
 
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
     pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
-        let head = self.info.prologue_head(self.f.is_entry);
+        let head = head(self.f.is_entry, self.info.poll_interval);
         let mut decls = vec![O::Text(head.decls.clone())];
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
@@ -501,5 +524,27 @@ impl<'m> Fx<'_, 'm> {
             self.fault_now(out, q);
         }
         self.emit(out, aborted, "exit", &[], &[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_poll_interval_gets_a_head_that_counts_it() {
+        // 1 and 3 share a slot: whichever comes second gets a head of its own.
+        for (is_entry, n) in [
+            (true, 1024),
+            (false, 1024),
+            (true, 1),
+            (true, 3),
+            (false, 1 << 31),
+        ] {
+            let h = super::head(is_entry, n);
+            assert!(
+                h.code.contains(&format!("mov.u32 %__sbx_cnt, {n};\n")),
+                "{n}"
+            );
+            assert_eq!(h.code.contains("__gpuhost_sbx_slo"), !is_entry);
+        }
     }
 }
