@@ -33,7 +33,7 @@ pub(crate) struct Info<'m> {
     /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
     /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
     pub lean: HashSet<&'m str>,
-    /// Each lean function's span (`rewrite::span`): what one call of it may run.
+    /// Each lean function's span (`lean::span`): what one call of it may run.
     pub lean_spans: HashMap<&'m str, u64>,
     /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
     pub fast: HashSet<String>,
@@ -297,7 +297,7 @@ impl<'m> Info<'m> {
             return 0;
         }
         let s = self.straight_span(entry);
-        if s >= super::rewrite::NANOSLEEP_SPAN {
+        if s >= super::lean::NANOSLEEP_SPAN {
             return u64::MAX;
         }
         let stretches = if self.forward_only(entry) {
@@ -332,7 +332,7 @@ impl<'m> Info<'m> {
                         let w = match (op, callee) {
                             (_, Some(&span)) => span,
                             (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
-                            (Some(Opcode::Nanosleep), _) => super::rewrite::NANOSLEEP_SPAN,
+                            (Some(Opcode::Nanosleep), _) => super::lean::NANOSLEEP_SPAN,
                             _ => 1,
                         };
                         total = total.saturating_add(w);

@@ -30,11 +30,12 @@ mod fence;
 mod globals;
 mod group;
 mod ifconvert;
+mod lean;
 mod poll;
 pub(crate) mod print;
 mod report;
 mod rewrite;
-pub use rewrite::LEAN_SPAN;
+pub use lean::LEAN_SPAN;
 mod statics;
 mod version;
 mod window;
@@ -222,7 +223,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     // poll); the call graph is acyclic, so this settles within its depth.
     let mut known = std::collections::HashMap::new();
     loop {
-        let (lean, spans) = rewrite::lean_functions(&info, &module, &mut known)?;
+        let (lean, spans) = lean::functions(&info, &module, &mut known)?;
         if lean == info.lean {
             info.lean_spans = spans;
             break;

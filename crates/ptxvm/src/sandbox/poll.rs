@@ -2,7 +2,7 @@
 //! registers; kernels compute their shared and local windows and poll the abort word once at
 //! entry, and so does every other function that reads hidden values, at each call; every
 //! back-edge counts, and every `poll_interval` back-edges the thread reads the control block's
-//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean_functions`)
+//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean::functions`)
 //! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
 use std::borrow::Cow;
