@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Policy;
+use super::bounded::{BackEdges, Cfg};
 use super::globals::Offsets;
 use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
 use crate::error::Error;
@@ -34,13 +35,20 @@ pub(crate) struct Info<'m> {
     /// Device functions that read no hidden value, nor do their callees (`lean::functions`):
     /// they get no hidden parameters and no prologue, and calls to them pass nothing extra.
     pub lean: HashSet<&'m str>,
-    /// Each lean function's span (`rewrite::span`): what one call of it may run.
+    /// Each lean function's span (`lean::span`): what one call of it may run.
     pub lean_spans: HashMap<&'m str, u64>,
     /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
     pub fast: HashSet<String>,
     local: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
+    /// Each function body's control flow: bodies no longer change once analysed, and the
+    /// rewrite asks about it several times (`forward_only`, `first_poll_span`, back-edges).
+    cfgs: HashMap<*const Func, Cfg<'m>>,
+    /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
+    /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
+    /// prologues, and each answer walks the body's control flow.
+    entries: HashMap<*const Func, (u64, bool)>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -123,6 +131,8 @@ pub(crate) fn analyse<'m>(
         local: HashMap::new(),
         refs: HashMap::new(),
         callees: HashMap::new(),
+        cfgs: HashMap::new(),
+        entries: HashMap::new(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -143,6 +153,9 @@ pub(crate) fn analyse<'m>(
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
         let (fc, refs, local) = (w.calls, w.refs, w.local);
+        if let Some(b) = f.body.as_deref() {
+            info.cfgs.insert(f as *const Func, Cfg::of(b));
+        }
         info.local.insert(f.name.as_str(), local);
         info.refs.insert(f.name.as_str(), refs);
         info.callees
@@ -203,16 +216,61 @@ impl<'m> Info<'m> {
         self.local.get(f).copied().unwrap_or(0)
     }
 
+    /// `k` of the control flow of `f`'s body; `None` for a prototype.
+    fn with_cfg<T>(&self, f: &'m Func, k: impl FnOnce(&Cfg<'m>) -> T) -> Option<T> {
+        let body = f.body.as_deref()?;
+        Some(match self.cfgs.get(&(f as *const Func)) {
+            Some(c) => k(c),
+            None => k(&Cfg::of(body)),
+        })
+    }
+
+    /// Whether `f` has no loop (`Cfg::forward_only`); a prototype has none.
+    pub(crate) fn forward_only(&self, f: &'m Func) -> bool {
+        self.with_cfg(f, Cfg::forward_only).unwrap_or(true)
+    }
+
+    /// The back-edges of `f`'s body that need no poll, and the weights of the others
+    /// (`bounded::analyse`).
+    pub(crate) fn back_edges(&self, f: &'m Func) -> BackEdges {
+        self.with_cfg(f, |c| {
+            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
+        })
+        .unwrap_or_default()
+    }
+
+    /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
+    /// `lean` and `lean_spans` are final (both depend on them).
+    pub(crate) fn settle_entries(&mut self, m: &'m Module) {
+        let facts: HashMap<*const Func, (u64, bool)> = m
+            .funcs
+            .iter()
+            .filter(|f| f.is_entry)
+            .map(|f| {
+                let span = self.first_poll_span_of(f);
+                (f as *const Func, (span, self.loop_free_of(f, span)))
+            })
+            .collect();
+        self.entries = facts;
+    }
+
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
     /// and its launches may skip the entry's epoch read ([`Self::first_poll_span`]): such a
     /// kernel compares the epoch at entry, behind a uniform branch its skipping launches take.
     pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
-        let forward = |f: &Func| f.body.as_deref().is_none_or(super::bounded::forward_only);
-        forward(entry)
+        match self.entries.get(&(entry as *const Func)) {
+            Some(&(_, free)) => free,
+            None => self.loop_free_of(entry, self.first_poll_span_of(entry)),
+        }
+    }
+
+    /// [`Self::loop_free`] of `entry`, whose first-poll span is `span`.
+    fn loop_free_of(&self, entry: &'m Func, span: u64) -> bool {
+        self.forward_only(entry)
             && self.tree(entry.name.as_str())[1..]
                 .iter()
-                .all(|c| self.funcs.get(c).is_none_or(|f| forward(f)))
-            && self.may_skip_entry_read(entry)
+                .all(|c| self.funcs.get(c).is_none_or(|f| self.forward_only(f)))
+            && span <= super::SKIP_ENTRY_READ_WORK
     }
 
     /// Whether any launch of `entry` may skip its epoch read: its first-poll span is within
@@ -233,19 +291,26 @@ impl<'m> Info<'m> {
     /// back-edge (whose weight is capped at `poll_interval`, so at most `L * poll_interval`
     /// before the enclosing back-edge polls). So at most `1 + pi * (1 + 2L)` stretches of S.
     pub(crate) fn first_poll_span(&self, entry: &'m Func) -> u64 {
-        let Some(body) = entry.body.as_deref() else {
+        match self.entries.get(&(entry as *const Func)) {
+            Some(&(span, _)) => span,
+            None => self.first_poll_span_of(entry),
+        }
+    }
+
+    /// [`Self::first_poll_span`], computed.
+    fn first_poll_span_of(&self, entry: &'m Func) -> u64 {
+        if entry.body.is_none() {
             return 0;
-        };
+        }
         let s = self.straight_span(entry);
-        if s >= super::rewrite::NANOSLEEP_SPAN {
+        if s >= super::lean::NANOSLEEP_SPAN {
             return u64::MAX;
         }
-        let stretches = if super::bounded::forward_only(body) {
+        let stretches = if self.forward_only(entry) {
             1
         } else {
             let pi = u64::from(self.poll_interval);
-            let loops =
-                super::bounded::bounded_loops(body, &self.lean, self.poll_interval, &self.fast);
+            let loops = self.back_edges(entry).bounded.len();
             1 + pi * (1 + 2 * loops as u64)
         };
         match s.saturating_mul(stretches) {
@@ -273,7 +338,7 @@ impl<'m> Info<'m> {
                         let w = match (op, callee) {
                             (_, Some(&span)) => span,
                             (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
-                            (Some(Opcode::Nanosleep), _) => super::rewrite::NANOSLEEP_SPAN,
+                            (Some(Opcode::Nanosleep), _) => super::lean::NANOSLEEP_SPAN,
                             _ => 1,
                         };
                         total = total.saturating_add(w);
@@ -413,12 +478,13 @@ impl<'m> Walk<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
-        check_opcode(i)?;
-        check_barrier(i)?;
+        let op = Opcode::parse(&i.opcode);
+        check_opcode(i, op)?;
+        check_barrier(i, op)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
         // `[address]` operand (`mov` and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
-            Opcode::parse(&i.opcode).map(Opcode::sandbox),
+            op.map(Opcode::sandbox),
             Some(Sandbox::Fence | Sandbox::Hint | Sandbox::Address)
         );
         if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
@@ -498,8 +564,7 @@ impl<'m> Walk<'_, 'm> {
 /// while they wait) and ptxvm faults such a launch, which would end every guest on softcuda.
 /// Exited threads count as arrived (in ptxvm, and as common CUDA code relies on NVIDIA's GPUs
 /// doing: `if (i >= n) return; __syncthreads();`), so threads a stop ends release the others.
-fn check_barrier(i: &Inst) -> Result<(), Error> {
-    let op = Opcode::parse(&i.opcode);
+fn check_barrier(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
     if !matches!(op, Some(Opcode::Bar | Opcode::Barrier)) || i.mods.iter().any(|m| m == "warp") {
         return Ok(());
     }
@@ -528,9 +593,9 @@ fn check_barrier(i: &Inst) -> Result<(), Error> {
 }
 
 /// Refuses the opcodes the instruction table (`isa`) marks refused for the sandbox, and any
-/// word that is not PTX at all.
-pub(crate) fn check_opcode(i: &Inst) -> Result<(), Error> {
-    match Opcode::parse(&i.opcode).map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
+/// word that is not PTX at all; `op` is `i`'s opcode, parsed.
+fn check_opcode(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
+    match op.map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
         Sandbox::Refuse(why) => refused(i.line, why.message(&i.opcode)),
         Sandbox::Plain | Sandbox::Address | Sandbox::Fence | Sandbox::Hint => Ok(()),
     }

@@ -105,26 +105,19 @@ fn flatten<'m>(body: &'m [Stmt], nested: bool, cfg: &mut Cfg<'m>) {
     }
 }
 
-/// Whether `body` has no loop: every branch of it goes forward, to a label it names (a `brx`
-/// through a table it declares). Loop versioning's copies count as loops.
-pub(crate) fn forward_only(body: &[Stmt]) -> bool {
-    let mut found = HashMap::new();
-    tables(body, &mut found);
-    Cfg::new(body, &found).back.is_empty()
-}
+impl<'m> Cfg<'m> {
+    /// The control flow of a whole function body, with the branch tables it declares.
+    pub(crate) fn of(body: &'m [Stmt]) -> Self {
+        let mut found = HashMap::new();
+        tables(body, &mut found);
+        Cfg::new(body, &found)
+    }
 
-/// How many of `body`'s back-edges are bounded (poll-free) by [`analyse`]'s rules.
-pub(crate) fn bounded_loops(
-    body: &[Stmt],
-    lean: &HashSet<&str>,
-    poll_interval: u32,
-    fast: &HashSet<String>,
-) -> usize {
-    let mut found = HashMap::new();
-    tables(body, &mut found);
-    analyse(body, lean, &found, poll_interval, fast)
-        .bounded
-        .len()
+    /// Whether the body has no loop: every branch of it goes forward, to a label it names (a
+    /// `brx` through a table it declares). Loop versioning's copies count as loops.
+    pub(crate) fn forward_only(&self) -> bool {
+        self.back.is_empty()
+    }
 }
 
 /// The branch tables (`.branchtargets`) `body` declares, nested blocks included.
@@ -234,8 +227,8 @@ fn compare_of<'m>(i: &'m Inst, p: &str) -> Option<Cmp<'m>> {
 impl<'m> Cfg<'m> {
     pub(crate) fn new(body: &'m [Stmt], tables: &HashMap<&str, &[String]>) -> Self {
         let mut cfg = Cfg {
-            items: Vec::new(),
-            top: Vec::new(),
+            items: Vec::with_capacity(body.len()),
+            top: Vec::with_capacity(body.len()),
             branches: Vec::new(),
             back: Vec::new(),
         };
@@ -404,17 +397,15 @@ impl<'m> Cfg<'m> {
     }
 }
 
-/// Analyses one function body. `lean` names the device functions without back-edges; `fast`
+/// Analyses one function body, `cfg`. `lean` names the device functions without back-edges; `fast`
 /// the headers of versioned loops' fast copies (version.rs), each entered only after a check
 /// that it takes fewer than `poll_interval` back-edges.
 pub(crate) fn analyse(
-    body: &[Stmt],
+    cfg: &Cfg<'_>,
     lean: &HashSet<&str>,
-    tables: &HashMap<&str, &[String]>,
     poll_interval: u32,
     fast: &HashSet<String>,
 ) -> BackEdges {
-    let cfg = Cfg::new(body, tables);
     let call_ok = |j: &Inst| call_parts(j).is_ok_and(|(c, _)| lean.contains(c));
     let mut out = BackEdges::default();
     let mut loops: Vec<(usize, usize, u64)> = Vec::new();

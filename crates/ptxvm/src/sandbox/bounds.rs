@@ -417,13 +417,13 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             };
             let d = Operand::Name(r.to_string());
             match v {
-                Val::Int(s) => self.emit(out, None, "mov", &[ty], vec![d, imm(s.lo)]),
+                Val::Int(s) => self.emit(out, None, "mov", &[ty], &[d, imm(s.lo)]),
                 Val::Addr(var, Span { lo, .. }) => {
                     let u = if ty == "b64" { "u64" } else { "u32" };
                     let v = Operand::Name(var.to_string());
-                    self.emit(out, None, "mov", &[u], vec![d.clone(), v]);
+                    self.emit(out, None, "mov", &[u], &[d.clone(), v]);
                     if lo != 0 {
-                        self.emit(out, None, "add", &[u], vec![d.clone(), d, imm(lo)]);
+                        self.emit(out, None, "add", &[u], &[d.clone(), d, imm(lo)]);
                     }
                 }
             }

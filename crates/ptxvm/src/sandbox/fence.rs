@@ -385,15 +385,15 @@ impl<'m> Fx<'_, 'm> {
                 let rr = Operand::Name(r.to_string());
                 match self.reg_ty(r) {
                     Some("u64" | "b64" | "s64") if off == 0 => {
-                        self.emit(out, None, "mov", &["u64"], vec![a, rr]);
+                        self.emit(out, None, "mov", &["u64"], &[a, rr]);
                     }
                     Some("u64" | "b64" | "s64") => {
-                        self.emit(out, None, "add", &["u64"], vec![a, rr, imm(off)]);
+                        self.emit(out, None, "add", &["u64"], &[a, rr, imm(off)]);
                     }
                     Some("u32" | "b32" | "s32") => {
-                        self.emit(out, None, "cvt", &["u64", "u32"], vec![a.clone(), rr]);
+                        self.emit(out, None, "cvt", &["u64", "u32"], &[a.clone(), rr]);
                         if off != 0 {
-                            self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                            self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
                         }
                     }
                     _ => {
@@ -401,17 +401,17 @@ impl<'m> Fx<'_, 'm> {
                     }
                 }
             }
-            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], vec![a, imm(off)]),
+            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], &[a, imm(off)]),
             Src::Sym(n, off) => {
                 self.emit(
                     out,
                     None,
                     "mov",
                     &["u64"],
-                    vec![a.clone(), Operand::Name(n.into())],
+                    &[a.clone(), Operand::Name(n.into())],
                 );
                 if off != 0 {
-                    self.emit(out, None, "add", &["u64"], vec![a.clone(), a, imm(off)]);
+                    self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
                 }
             }
         }
@@ -443,7 +443,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "sub",
             &["u64"],
-            vec![x_off.clone(), xr.clone(), sreg("base")],
+            &[x_off.clone(), xr.clone(), sreg("base")],
         );
         let aligned = if w > 1 {
             self.emit(
@@ -451,7 +451,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                vec![a.clone(), xr, imm(-(w as i64))],
+                &[a.clone(), xr, imm(-(w as i64))],
             );
             a.clone()
         } else {
@@ -459,13 +459,7 @@ impl<'m> Fx<'_, 'm> {
         };
         self.past_limit(out, p.clone(), x_off, sreg("lim"), guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
-        self.emit(
-            out,
-            None,
-            "selp",
-            &["b64"],
-            vec![a, sreg("base"), aligned, p],
-        );
+        self.emit(out, None, "selp", &["b64"], &[a, sreg("base"), aligned, p]);
         self.access(out, i, at, "global", guard.cloned());
     }
 
@@ -480,13 +474,13 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<&(String, bool)>,
     ) {
         match guard {
-            None => self.emit(out, None, "setp", &["gt", "u64"], vec![dst, x_off, lim]),
+            None => self.emit(out, None, "setp", &["gt", "u64"], &[dst, x_off, lim]),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
                 &["gt", "and", "u64"],
-                vec![dst, x_off, lim, pred(g)],
+                &[dst, x_off, lim, pred(g)],
             ),
         }
     }
@@ -510,7 +504,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "sub",
             &["u64"],
-            vec![x_off.clone(), x.clone(), sreg("base")],
+            &[x_off.clone(), x.clone(), sreg("base")],
         );
         self.past_limit(out, p.clone(), x_off, lim, guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
@@ -519,7 +513,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "selp",
             &["b64"],
-            vec![a.clone(), sreg("base"), x, p],
+            &[a.clone(), sreg("base"), x, p],
         );
         if w > 1 {
             self.emit(
@@ -527,7 +521,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                vec![a.clone(), a, imm(-(w as i64))],
+                &[a.clone(), a, imm(-(w as i64))],
             );
         }
     }
@@ -536,7 +530,7 @@ impl<'m> Fx<'_, 'm> {
     /// Store's globals block) plus a constant offset.
     fn global_addr(&self, out: &mut Vec<O<'m>>, dst: Operand, goff: u64, off: i64) {
         let at = imm((goff as i64).wrapping_add(off));
-        self.emit(out, None, "add", &["u64"], vec![dst, sreg("globals"), at]);
+        self.emit(out, None, "add", &["u64"], &[dst, sreg("globals"), at]);
     }
 
     /// A generic access: global, shared or local by `isspacep`, each fenced.
@@ -556,30 +550,18 @@ impl<'m> Fx<'_, 'm> {
                 Some((g.clone(), !neg)),
                 "bra",
                 &[],
-                vec![Operand::Name(end.clone())],
+                &[Operand::Name(end.clone())],
             );
         }
         self.load(out, src, i.line)?;
         let (a, p) = (sreg("a"), sreg("p"));
         let pg = Some(("%__sbx_p".to_string(), false));
-        self.emit(
-            out,
-            None,
-            "isspacep",
-            &["shared"],
-            vec![p.clone(), a.clone()],
-        );
-        self.emit(out, pg.clone(), "bra", &[], vec![Operand::Name(ls.clone())]);
-        self.emit(
-            out,
-            None,
-            "isspacep",
-            &["local"],
-            vec![p.clone(), a.clone()],
-        );
-        self.emit(out, pg, "bra", &[], vec![Operand::Name(ll.clone())]);
+        self.emit(out, None, "isspacep", &["shared"], &[p.clone(), a.clone()]);
+        self.emit(out, pg.clone(), "bra", &[], &[Operand::Name(ls.clone())]);
+        self.emit(out, None, "isspacep", &["local"], &[p.clone(), a.clone()]);
+        self.emit(out, pg, "bra", &[], &[Operand::Name(ll.clone())]);
         self.global_access(out, i, at, "%__sbx_a", w, None);
-        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
 
         out.push(O::New(Stmt::Label(ls, line)));
         self.emit(
@@ -587,24 +569,18 @@ impl<'m> Fx<'_, 'm> {
             None,
             "cvta",
             &["to", "shared", "u64"],
-            vec![a.clone(), a.clone()],
+            &[a.clone(), a.clone()],
         );
         let g = self.window_check(out, w, None, "slo", "shi");
         self.access(out, i, at, "shared", g);
-        self.emit(out, None, "bra", &[], vec![Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
 
         out.push(O::New(Stmt::Label(ll, line)));
         if matches!(i.opcode.as_str(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
         } else {
-            self.emit(
-                out,
-                None,
-                "cvta",
-                &["to", "local", "u64"],
-                vec![a.clone(), a],
-            );
+            self.emit(out, None, "cvta", &["to", "local", "u64"], &[a.clone(), a]);
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }

@@ -33,6 +33,34 @@ fn mentions(o: &Operand, n: &str) -> bool {
     }
 }
 
+/// The registers `i` may write (those [`writes`] holds for), each once, appended to `out`.
+pub(super) fn written_regs<'m>(i: &'m Inst, out: &mut Vec<&'m str>) {
+    fn names<'m>(o: &'m Operand, start: usize, out: &mut Vec<&'m str>) {
+        let mut add = |n: &'m String| {
+            if !out[start..].contains(&n.as_str()) {
+                out.push(n);
+            }
+        };
+        match o {
+            Operand::Name(x) => add(x),
+            Operand::Pair(a, b) => {
+                add(a);
+                add(b);
+            }
+            Operand::Vec(v) => v.iter().for_each(|x| names(x, start, out)),
+            _ => {}
+        }
+    }
+    if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
+        return;
+    }
+    let start = out.len();
+    let pairs = i.operands.iter().filter(|o| matches!(o, Operand::Pair(..)));
+    for o in i.operands.first().into_iter().chain(pairs) {
+        names(o, start, out);
+    }
+}
+
 /// Whether `i` may write register `n`.
 pub(super) fn writes(i: &Inst, n: &str) -> bool {
     if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
@@ -133,7 +161,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "sub",
                     &["u64"],
-                    vec![b.clone(), size, super::rewrite::imm(span as i64)],
+                    &[b.clone(), size, super::rewrite::imm(span as i64)],
                 );
                 self.fence_global_into(out, &g, sreg(&g), b, w, i.guard.as_ref());
                 ("global", i.guard.clone())
@@ -159,5 +187,31 @@ impl<'m> Fx<'_, 'm> {
             );
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ast::Stmt;
+
+    #[test]
+    fn written_regs_lists_once_each_register_writes_holds_for() {
+        let text = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\
+                    setp.lt.u32 %p1|%p2, %r1, %r2;\nld.global.v2.u32 {%r1, %r1}, [%rd1];\n\
+                    st.global.u32 [%rd1], %r1;\nmov.u32 %r3, %r3;\nadd.u32 %r4, %r1, 1;\n\
+                    bar.sync 0;\nret;\n}\n";
+        let m = crate::parse::parse(&crate::lex::lex(text).unwrap()).unwrap();
+        let names = ["%p1", "%p2", "%r1", "%r2", "%r3", "%r4", "%rd1"];
+        for s in m.funcs[0].body.as_deref().unwrap() {
+            let Stmt::Inst(i) = s else { continue };
+            let mut out = Vec::new();
+            super::written_regs(i, &mut out);
+            let want: Vec<&str> = names.into_iter().filter(|n| super::writes(i, n)).collect();
+            let mut got = out.clone();
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(got.len(), out.len(), "{} lists a register twice", i.opcode);
+            assert_eq!(got, want, "{}", i.opcode);
+        }
     }
 }

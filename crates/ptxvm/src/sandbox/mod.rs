@@ -30,11 +30,12 @@ mod fence;
 mod globals;
 mod group;
 mod ifconvert;
+mod lean;
 mod poll;
 pub(crate) mod print;
 mod report;
 mod rewrite;
-pub use rewrite::LEAN_SPAN;
+pub use lean::LEAN_SPAN;
 mod bounds;
 mod statics;
 mod version;
@@ -221,14 +222,16 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     info.fast = fast;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
+    let mut known = std::collections::HashMap::new();
     loop {
-        let (lean, spans) = rewrite::lean_functions(&info, &module)?;
+        let (lean, spans) = lean::functions(&info, &module, &mut known)?;
         if lean == info.lean {
             info.lean_spans = spans;
             break;
         }
         info.lean = lean;
     }
+    info.settle_entries(&module);
     let mut text = String::with_capacity(ptx.len() * 2 + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
@@ -247,10 +250,19 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             });
         }
         // The kernel, then its skip copy right after it.
-        for name in std::iter::once(None).chain(copy.as_deref().map(Some)) {
-            let (head, body) = rewrite::func(&info, f, name)?;
+        // The shared body is printed once for both.
+        let r = rewrite::func(&info, f, copy.as_deref())?;
+        let body = match &r.body {
+            Some((start, b)) => Some((start.as_slice(), print::Shared::new(b)?)),
+            None => None,
+        };
+        let body = body.as_ref().map(|(start, b)| (*start, b));
+        text.push('\n');
+        print::rewritten(&mut text, &r.head, body, false)?;
+        if let Some((head, start)) = &r.copy {
             text.push('\n');
-            print::rewritten(&mut text, &head, body.as_deref())?;
+            let body = body.map(|(_, b)| (start.as_slice(), b));
+            print::rewritten(&mut text, head, body, true)?;
         }
     }
     Ok(Sandboxed {

@@ -2,13 +2,15 @@
 //! registers; kernels compute their shared and local windows and poll the abort word once at
 //! entry, and so does every other function that reads hidden values, at each call; every
 //! back-edge counts, and every `poll_interval` back-edges the thread reads the control block's
-//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean_functions`)
+//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean::functions`)
 //! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::print::O;
-use super::rewrite::{Fx, R, WIDTHS, hidden_params, imm, sreg};
+use super::rewrite::{Fx, R, WIDTHS, emit_line, hidden_params, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
 use crate::ast::{Inst, Operand, Stmt};
 
@@ -37,9 +39,80 @@ fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
         ty: ty.into(),
         names: names
             .iter()
-            .map(|n| (format!("%__sbx_{n}"), None))
+            .map(|n| (["%__sbx_", n].concat(), None))
             .collect(),
         line,
+    }
+}
+
+/// What begins every prologue of one kind (entry or device function) under one poll
+/// interval, as text: the sandbox registers' declarations, and the code that loads the hidden
+/// values and derives the launch's epoch, tag and limits from them. Built once per process
+/// ([`head`]) rather than emitted again in every function of every module.
+#[derive(Clone)]
+pub(crate) struct Head {
+    poll_interval: u32,
+    pub decls: String,
+    pub code: String,
+}
+
+/// Every [`Head`] there can be: two kinds by the 32 powers of two a poll interval may be
+/// (`sandbox` refuses any other interval), each built at its first use.
+static HEADS: [[OnceLock<Head>; 32]; 2] = [const { [const { OnceLock::new() }; 32] }; 2];
+
+/// The [`Head`] of an entry's (`is_entry`) or a device function's prologue.
+pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Cow<'static, Head> {
+    let slot = &HEADS[usize::from(is_entry)][poll_interval.trailing_zeros() as usize % 32];
+    let head = slot.get_or_init(|| build_head(is_entry, poll_interval));
+    // Only a power of two has its own slot; any other interval gets a head of its own.
+    if head.poll_interval == poll_interval {
+        Cow::Borrowed(head)
+    } else {
+        Cow::Owned(build_head(is_entry, poll_interval))
+    }
+}
+
+fn build_head(is_entry: bool, poll_interval: u32) -> Head {
+    let mut decls = String::new();
+    let regs = [
+        decl("u64", U64_REGS, 0),
+        decl("u32", U32_REGS, 0),
+        decl("pred", PRED_REGS, 0),
+    ];
+    // Register declarations always print.
+    let _ = super::print::stmts(&mut decls, &regs, 1);
+    let mut code = String::new();
+    let mut emit = |opcode: &str, mods: &[&str], operands: &[Operand]| {
+        emit_line(&mut code, None, opcode, mods, operands);
+    };
+    for n in hidden_params(is_entry) {
+        let param = Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0);
+        emit("ld", &["param", "u64"], &[sreg(n), param]);
+    }
+    emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
+    emit("shr", &["u64"], &[sreg("a"), sreg("launch"), imm(32)]);
+    emit("cvt", &["u32", "u64"], &[sreg("tag"), sreg("a")]);
+    // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
+    let tag = [sreg("tag"), sreg("tag"), imm(0x7fff_ffff)];
+    emit("and", &["b32"], &tag);
+    for w in WIDTHS {
+        let lim = sreg(&format!("lim{w}"));
+        emit("sub", &["u64"], &[lim, sreg("size"), imm(w as i64)]);
+    }
+    // A single global access's limit (fence.rs, `global_access`), the same for every width:
+    // the largest `a - base` whose aligned-down access fits in the arena rounded down to
+    // MIN_ALIGN.
+    let align = imm(-(MIN_ALIGN as i64));
+    emit("and", &["b64"], &[sreg("lim"), sreg("size"), align]);
+    emit("sub", &["u64"], &[sreg("lim"), sreg("lim"), imm(1)]);
+    let n = i64::from(poll_interval);
+    emit("mov", &["u32"], &[sreg("cnt"), imm(n)]);
+    emit("mov", &["u32"], &[sreg("f"), imm(0)]);
+    emit("mov", &["u32"], &[sreg("e"), sreg("epoch")]);
+    Head {
+        poll_interval,
+        decls,
+        code,
     }
 }
 
@@ -47,100 +120,18 @@ impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
     pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
-        let mut out = vec![
-            O::New(decl("u64", U64_REGS, line)),
-            O::New(decl("u32", U32_REGS, line)),
-            O::New(decl("pred", PRED_REGS, line)),
-        ];
+        let head = head(self.f.is_entry, self.info.poll_interval);
+        let mut decls = vec![O::Text(head.decls.clone())];
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
-                out.push(O::New(Stmt::Reg {
+                decls.push(O::New(Stmt::Reg {
                     ty: ty.into(),
                     names: vec![(n.into(), Some(self.ngroups))],
                     line,
                 }));
             }
         }
-        for n in hidden_params(self.f.is_entry) {
-            self.emit(
-                &mut out,
-                None,
-                "ld",
-                &["param", "u64"],
-                vec![
-                    sreg(n),
-                    Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0),
-                ],
-            );
-        }
-        self.emit(
-            &mut out,
-            None,
-            "cvt",
-            &["u32", "u64"],
-            vec![sreg("epoch"), sreg("launch")],
-        );
-        self.emit(
-            &mut out,
-            None,
-            "shr",
-            &["u64"],
-            vec![sreg("a"), sreg("launch"), imm(32)],
-        );
-        self.emit(
-            &mut out,
-            None,
-            "cvt",
-            &["u32", "u64"],
-            vec![sreg("tag"), sreg("a")],
-        );
-        // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
-        self.emit(
-            &mut out,
-            None,
-            "and",
-            &["b32"],
-            vec![sreg("tag"), sreg("tag"), imm(0x7fff_ffff)],
-        );
-        for w in WIDTHS {
-            let lim = sreg(&format!("lim{w}"));
-            self.emit(
-                &mut out,
-                None,
-                "sub",
-                &["u64"],
-                vec![lim, sreg("size"), imm(w as i64)],
-            );
-        }
-        // A single global access's limit (fence.rs, `global_access`), the same for every width:
-        // the largest `a - base` whose aligned-down access fits in the arena rounded down to
-        // MIN_ALIGN.
-        let lim = sreg("lim");
-        let align = imm(-(MIN_ALIGN as i64));
-        self.emit(
-            &mut out,
-            None,
-            "and",
-            &["b64"],
-            vec![lim.clone(), sreg("size"), align],
-        );
-        self.emit(
-            &mut out,
-            None,
-            "sub",
-            &["u64"],
-            vec![lim.clone(), lim, imm(1)],
-        );
-        let n = i64::from(self.info.poll_interval);
-        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
-        self.emit(&mut out, None, "mov", &["u32"], vec![sreg("f"), imm(0)]);
-        self.emit(
-            &mut out,
-            None,
-            "mov",
-            &["u32"],
-            vec![sreg("e"), sreg("epoch")],
-        );
+        let mut out = vec![O::Text(head.code.clone())];
         if self.f.is_entry {
             let mut shared: Vec<(String, Option<u64>)> = self
                 .info
@@ -176,7 +167,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "setp",
                 &["eq", "u64"],
-                vec![sreg("p"), sreg("llo"), sreg("lhi")],
+                &[sreg("p"), sreg("llo"), sreg("lhi")],
             );
             let p = Some(("%__sbx_p".to_string(), false));
             self.emit(
@@ -184,22 +175,22 @@ impl<'m> Fx<'_, 'm> {
                 p.clone(),
                 "mov",
                 &["u64"],
-                vec![sreg("llo"), sreg("c")],
+                &[sreg("llo"), sreg("c")],
             );
-            self.emit(&mut out, p, "mov", &["u64"], vec![sreg("lhi"), sreg("d")]);
+            self.emit(&mut out, p, "mov", &["u64"], &[sreg("lhi"), sreg("d")]);
             self.emit(
                 &mut out,
                 None,
                 "min",
                 &["u64"],
-                vec![sreg("llo"), sreg("llo"), sreg("c")],
+                &[sreg("llo"), sreg("llo"), sreg("c")],
             );
             self.emit(
                 &mut out,
                 None,
                 "max",
                 &["u64"],
-                vec![sreg("lhi"), sreg("lhi"), sreg("d")],
+                &[sreg("lhi"), sreg("lhi"), sreg("d")],
             );
         }
         if !self.f.is_entry {
@@ -210,13 +201,15 @@ impl<'m> Fx<'_, 'm> {
             // red-team tests in ptxvm's tests/all/calls.rs).
             self.exit_if_aborted(&mut out, true);
         }
-        self.window_limits(&mut out, line);
-        Ok(out)
+        self.window_limits(&mut decls, &mut out, line);
+        decls.append(&mut out);
+        Ok(decls)
     }
 
     /// The 32-bit forms of the windows that `window_into` checks against: their low ends and,
     /// per span checked, the count of in-window start offsets (0 when the span does not fit).
-    fn window_limits(&self, out: &mut Vec<O<'m>>, line: u32) {
+    /// Their registers are declared right after the head's (`decls[0]`).
+    fn window_limits(&self, decls: &mut Vec<O<'m>>, out: &mut Vec<O<'m>>, line: u32) {
         let spans = self.spans.borrow().clone();
         if spans.is_empty() {
             return;
@@ -229,7 +222,7 @@ impl<'m> Fx<'_, 'm> {
             .collect();
         if !names.is_empty() {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            out.insert(3, O::New(decl("u32", &refs, line)));
+            decls.insert(1, O::New(decl("u32", &refs, line)));
         }
         for (sh, lo, hi, lo32, size) in [
             (true, "slo", "shi", "sl", "ss"),
@@ -238,63 +231,45 @@ impl<'m> Fx<'_, 'm> {
             if !spans.iter().any(|s| s.0 == sh) {
                 continue;
             }
-            self.emit(
-                out,
-                None,
-                "cvt",
-                &["u32", "u64"],
-                vec![sreg(lo32), sreg(lo)],
-            );
-            self.emit(
-                out,
-                None,
-                "cvt",
-                &["u32", "u64"],
-                vec![sreg(size), sreg(hi)],
-            );
+            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(lo32), sreg(lo)]);
+            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(size), sreg(hi)]);
             self.emit(
                 out,
                 None,
                 "sub",
                 &["u32"],
-                vec![sreg(size), sreg(size), sreg(lo32)],
+                &[sreg(size), sreg(size), sreg(lo32)],
             );
         }
         for (name, &(sh, span)) in names.iter().zip(&counted) {
             let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
-            self.emit(out, None, "add", &["u32"], vec![n.clone(), size, imm(1)]);
+            self.emit(out, None, "add", &["u32"], &[n.clone(), size, imm(1)]);
             let span = imm(span as i64);
             self.emit(
                 out,
                 None,
                 "max",
                 &["u32"],
-                vec![n.clone(), n.clone(), span.clone()],
+                &[n.clone(), n.clone(), span.clone()],
             );
-            self.emit(out, None, "sub", &["u32"], vec![n.clone(), n, span]);
+            self.emit(out, None, "sub", &["u32"], &[n.clone(), n, span]);
         }
         let targets = self.targets.borrow().clone();
         if !targets.is_empty() {
             let names: Vec<String> = targets.iter().map(|w| format!("st{w}")).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            out.insert(3, O::New(decl("u64", &refs, line)));
+            decls.insert(1, O::New(decl("u64", &refs, line)));
         }
         for w in targets {
             let st = sreg(&format!("st{w}"));
             let up = imm(w as i64 - 1);
-            self.emit(
-                out,
-                None,
-                "add",
-                &["u64"],
-                vec![st.clone(), sreg("slo"), up],
-            );
+            self.emit(out, None, "add", &["u64"], &[st.clone(), sreg("slo"), up]);
             self.emit(
                 out,
                 None,
                 "and",
                 &["b64"],
-                vec![st.clone(), st, imm(-(w as i64))],
+                &[st.clone(), st, imm(-(w as i64))],
             );
         }
     }
@@ -303,8 +278,8 @@ impl<'m> Fx<'_, 'm> {
     /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
     fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
         if vars.is_empty() {
-            self.emit(out, None, "mov", &["u64"], vec![sreg(lo), imm(0)]);
-            self.emit(out, None, "mov", &["u64"], vec![sreg(hi), imm(0)]);
+            self.emit(out, None, "mov", &["u64"], &[sreg(lo), imm(0)]);
+            self.emit(out, None, "mov", &["u64"], &[sreg(hi), imm(0)]);
             return;
         }
         for (k, (name, size)) in vars.iter().enumerate() {
@@ -319,7 +294,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "mov",
                 &["u64"],
-                vec![dl.clone(), Operand::Name(name.clone())],
+                &[dl.clone(), Operand::Name(name.clone())],
             );
             match size {
                 Some(s) => self.emit(
@@ -327,7 +302,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "add",
                     &["u64"],
-                    vec![dh.clone(), dl.clone(), imm(*s as i64)],
+                    &[dh.clone(), dl.clone(), imm(*s as i64)],
                 ),
                 None => {
                     self.emit(
@@ -335,27 +310,21 @@ impl<'m> Fx<'_, 'm> {
                         None,
                         "mov",
                         &["u32"],
-                        vec![sreg("t"), Operand::Name("%dynamic_smem_size".into())],
+                        &[sreg("t"), Operand::Name("%dynamic_smem_size".into())],
                     );
-                    self.emit(
-                        out,
-                        None,
-                        "cvt",
-                        &["u64", "u32"],
-                        vec![dh.clone(), sreg("t")],
-                    );
+                    self.emit(out, None, "cvt", &["u64", "u32"], &[dh.clone(), sreg("t")]);
                     self.emit(
                         out,
                         None,
                         "add",
                         &["u64"],
-                        vec![dh.clone(), dh.clone(), dl.clone()],
+                        &[dh.clone(), dh.clone(), dl.clone()],
                     );
                 }
             }
             if k > 0 {
-                self.emit(out, None, "min", &["u64"], vec![sreg(lo), sreg(lo), dl]);
-                self.emit(out, None, "max", &["u64"], vec![sreg(hi), sreg(hi), dh]);
+                self.emit(out, None, "min", &["u64"], &[sreg(lo), sreg(lo), dl]);
+                self.emit(out, None, "max", &["u64"], &[sreg(hi), sreg(hi), dh]);
             }
         }
     }
@@ -389,17 +358,11 @@ impl<'m> Fx<'_, 'm> {
             guard.clone(),
             "sub",
             &["s32"],
-            vec![cnt.clone(), cnt.clone(), imm(i64::from(weight))],
+            &[cnt.clone(), cnt.clone(), imm(i64::from(weight))],
         );
         // skip := cnt > 0 || the branch is not taken.
         match guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "s32"],
-                vec![sreg("p"), cnt, imm(0)],
-            ),
+            None => self.emit(out, None, "setp", &["gt", "s32"], &[sreg("p"), cnt, imm(0)]),
             Some((g, neg)) => {
                 let not_taken = if neg {
                     Operand::Name(g)
@@ -411,15 +374,15 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "setp",
                     &["gt", "or", "s32"],
-                    vec![sreg("p"), cnt, imm(0), not_taken],
+                    &[sreg("p"), cnt, imm(0), not_taken],
                 );
             }
         }
         let skip = self.label();
         let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(out, p, "bra", &[], vec![Operand::Name(skip.clone())]);
+        self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone())]);
         let n = i64::from(self.info.poll_interval);
-        self.emit(out, None, "mov", &["u32"], vec![sreg("cnt"), imm(n)]);
+        self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.exit_if_aborted(out, true);
         out.push(O::New(Stmt::Label(skip, self.line)));
     }
@@ -441,26 +404,20 @@ impl<'m> Fx<'_, 'm> {
     /// parameter) jumps over the read and an immediate compare; else the read is predicated and
     /// the compare deferred, as in looping kernels.
     fn loop_free_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = vec![sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], a);
+        let a = [sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], &a);
         let skip = Some(("%__sbx_q".to_string(), false));
         if self.info.early_check {
-            let q = vec![sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["ne", "u64"], q);
+            let q = [sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["ne", "u64"], &q);
             let over = self.label();
-            self.emit(
-                out,
-                skip,
-                "bra",
-                &["uni"],
-                vec![Operand::Name(over.clone())],
-            );
+            self.emit(out, skip, "bra", &["uni"], &[Operand::Name(over.clone())]);
             self.read_epoch(out);
             self.entry_check(out);
             out.push(O::New(Stmt::Label(over, self.line)));
         } else {
-            let q = vec![sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["eq", "u64"], q);
+            let q = [sreg("q"), sreg("a"), imm(0)];
+            self.emit(out, None, "setp", &["eq", "u64"], &q);
             self.read_epoch_if(out, skip);
         }
     }
@@ -470,14 +427,14 @@ impl<'m> Fx<'_, 'm> {
     /// keeps the launch's own epoch and the compare passes. The thread then stops at its first
     /// poll instead (`Info::first_poll_span` bounds the work until then).
     fn skippable_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = vec![sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], a);
-        let q = vec![sreg("q"), sreg("a"), imm(0)];
-        self.emit(out, None, "setp", &["ne", "u64"], q);
+        let a = [sreg("a"), sreg("launch"), imm(63)];
+        self.emit(out, None, "shr", &["u64"], &a);
+        let q = [sreg("q"), sreg("a"), imm(0)];
+        self.emit(out, None, "setp", &["ne", "u64"], &q);
         let over = self.label();
         let skip = Some(("%__sbx_q".to_string(), false));
-        let to = vec![Operand::Name(over.clone())];
-        self.emit(out, skip, "bra", &["uni"], to);
+        let to = [Operand::Name(over.clone())];
+        self.emit(out, skip, "bra", &["uni"], &to);
         self.read_epoch(out);
         out.push(O::New(Stmt::Label(over, self.line)));
     }
@@ -494,7 +451,7 @@ impl<'m> Fx<'_, 'm> {
             guard,
             "ld",
             &["volatile", "global", "u32"],
-            vec![
+            &[
                 sreg("e"),
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
             ],
@@ -511,24 +468,24 @@ impl<'m> Fx<'_, 'm> {
             None,
             "and",
             &["b64"],
-            vec![sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
+            &[sreg("a"), sreg("base"), imm(MIN_ALIGN as i64 - 1)],
         );
         self.emit(
             out,
             None,
             "setp",
             &["ne", "u64"],
-            vec![sreg("p"), sreg("a"), imm(0)],
+            &[sreg("p"), sreg("a"), imm(0)],
         );
         self.emit(
             out,
             None,
             "setp",
             &["lt", "or", "u64"],
-            vec![sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
+            &[sreg("p"), sreg("size"), imm(MIN_ARENA as i64), sreg("p")],
         );
         self.fault_now(out, Some(("%__sbx_p".into(), false)));
-        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], vec![]);
+        self.emit(out, Some(("%__sbx_p".into(), false)), "exit", &[], &[]);
     }
 
     /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
@@ -544,13 +501,13 @@ impl<'m> Fx<'_, 'm> {
             None,
             "setp",
             &["ne", "u32"],
-            vec![sreg("p"), sreg("e"), sreg("epoch")],
+            &[sreg("p"), sreg("e"), sreg("epoch")],
         );
         let aborted = Some(("%__sbx_p".to_string(), false));
         if report {
             let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
             let ld = &["volatile", "global", "u32"];
-            self.emit(out, aborted.clone(), "ld", ld, vec![sreg("t"), stopped()]);
+            self.emit(out, aborted.clone(), "ld", ld, &[sreg("t"), stopped()]);
             // Unpredicated: when the epoch matched, `q` must come out false, not keep whatever
             // an earlier check left in it (the store below would then run on every poll).
             self.emit(
@@ -558,20 +515,42 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "setp",
                 &["eq", "and", "u32"],
-                vec![sreg("q"), sreg("t"), imm(0), sreg("p")],
+                &[sreg("q"), sreg("t"), imm(0), sreg("p")],
             );
             let q = Some(("%__sbx_q".to_string(), false));
-            self.emit(out, q.clone(), "st", ld, vec![stopped(), sreg("tag")]);
+            self.emit(out, q.clone(), "st", ld, &[stopped(), sreg("tag")]);
             // A thread stopped in a loop reports the fenced accesses it made.
             self.emit(
                 out,
                 None,
                 "setp",
                 &["ne", "and", "u32"],
-                vec![sreg("q"), sreg("f"), imm(0), sreg("p")],
+                &[sreg("q"), sreg("f"), imm(0), sreg("p")],
             );
             self.fault_now(out, q);
         }
-        self.emit(out, aborted, "exit", &[], vec![]);
+        self.emit(out, aborted, "exit", &[], &[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_poll_interval_gets_a_head_that_counts_it() {
+        // 1 and 3 share a slot: whichever comes second gets a head of its own.
+        for (is_entry, n) in [
+            (true, 1024),
+            (false, 1024),
+            (true, 1),
+            (true, 3),
+            (false, 1 << 31),
+        ] {
+            let h = super::head(is_entry, n);
+            assert!(
+                h.code.contains(&format!("mov.u32 %__sbx_cnt, {n};\n")),
+                "{n}"
+            );
+            assert_eq!(h.code.contains("__gpuhost_sbx_slo"), !is_entry);
+        }
     }
 }

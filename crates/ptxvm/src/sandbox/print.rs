@@ -18,23 +18,78 @@ pub(crate) enum O<'m> {
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
     Text(String),
+    /// What only an entry prints, not its skip copy, which shares the rest of its rewritten
+    /// body (`rewrite::func`): the epoch compares the entry defers into its body.
+    Kernel(Vec<O<'m>>),
+    /// What only the skip copy prints: the statement that closes a block ending in a label
+    /// once the copy leaves out the kernel's compare after it.
+    Copy(Vec<O<'m>>),
 }
 
-/// Prints a rewritten function: its header (`f` with `body: None`) and its statements.
-pub(crate) fn rewritten(out: &mut String, f: &Func, body: Option<&[O<'_>]>) -> Result<(), Error> {
+/// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
+/// are `start` then `body`; as an entry's skip copy with `skip_copy` (`O::Kernel`, `O::Copy`).
+pub(crate) fn rewritten(
+    out: &mut String,
+    f: &Func,
+    body: Option<(&[O<'_>], &Shared)>,
+    skip_copy: bool,
+) -> Result<(), Error> {
     head(out, f);
     match body {
         None => out.push_str(";\n"),
-        Some(b) => {
+        Some((start, b)) => {
             out.push_str("\n{\n");
-            outs(out, b, 1)?;
+            outs(out, start, 1, &mut Own::Print { skip_copy })?;
+            b.write(out, skip_copy);
             out.push_str("}\n");
         }
     }
     Ok(())
 }
 
-pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(), Error> {
+/// A rewritten body printed once for an entry and its skip copy: the text both print, and
+/// where each one's own statements (`O::Kernel`, `O::Copy`) go into it, printed.
+pub(crate) struct Shared {
+    text: String,
+    own: Vec<(usize, bool, String)>,
+}
+
+impl Shared {
+    /// Prints `body` (a function's top-level statements).
+    pub(crate) fn new(body: &[O<'_>]) -> Result<Self, Error> {
+        let mut text = String::with_capacity(64 * body.len());
+        let mut own = Vec::new();
+        outs(&mut text, body, 1, &mut Own::Note(&mut own))?;
+        Ok(Shared { text, own })
+    }
+
+    /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
+    fn write(&self, out: &mut String, skip_copy: bool) {
+        let mut at = 0;
+        for (pos, copy_only, t) in &self.own {
+            out.push_str(&self.text[at..*pos]);
+            if *copy_only == skip_copy {
+                out.push_str(t);
+            }
+            at = *pos;
+        }
+        out.push_str(&self.text[at..]);
+    }
+}
+
+/// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
+/// prints: print it for one of them, or note it with where it goes (`Shared`).
+pub(crate) enum Own<'a> {
+    Print { skip_copy: bool },
+    Note(&'a mut Vec<(usize, bool, String)>),
+}
+
+pub(crate) fn outs(
+    out: &mut String,
+    body: &[O<'_>],
+    depth: usize,
+    own: &mut Own<'_>,
+) -> Result<(), Error> {
     for o in body {
         match o {
             O::Inst(i) => {
@@ -47,11 +102,28 @@ pub(crate) fn outs(out: &mut String, body: &[O<'_>], depth: usize) -> Result<(),
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
-                outs(out, b, depth + 1)?;
+                outs(out, b, depth + 1, own)?;
                 indent(out, depth);
                 out.push_str("}\n");
             }
             O::Text(t) => out.push_str(t),
+            O::Kernel(b) | O::Copy(b) => {
+                let copy_only = matches!(o, O::Copy(_));
+                let mut only = Own::Print {
+                    skip_copy: copy_only,
+                };
+                match own {
+                    Own::Print { skip_copy } if *skip_copy == copy_only => {
+                        outs(out, b, depth, &mut only)?;
+                    }
+                    Own::Print { .. } => {}
+                    Own::Note(noted) => {
+                        let mut t = String::new();
+                        outs(&mut t, b, depth, &mut only)?;
+                        noted.push((out.len(), copy_only, t));
+                    }
+                }
+            }
         }
     }
     Ok(())
@@ -266,8 +338,11 @@ pub(crate) fn parts<M: AsRef<str>>(
     replace: Option<(usize, &Operand)>,
     line: u32,
 ) -> Result<(), Error> {
+    // Pushed piece by piece: `write!` would cost more than the rest of the line.
     if let Some((g, neg)) = guard {
-        let _ = write!(out, "@{}{g} ", if *neg { "!" } else { "" });
+        out.push_str(if *neg { "@!" } else { "@" });
+        out.push_str(g);
+        out.push(' ');
     }
     out.push_str(opcode);
     for m in mods {
@@ -278,7 +353,9 @@ pub(crate) fn parts<M: AsRef<str>>(
     let f32_ctx =
         mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    let bare = Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
+    // Only an address operand asks, so most instructions skip the opcode lookup.
+    let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
+        && Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
     for (k, o) in operands.iter().enumerate() {
         out.push_str(if k == 0 { " " } else { ", " });
         let o = match replace {
@@ -291,12 +368,40 @@ pub(crate) fn parts<M: AsRef<str>>(
     Ok(())
 }
 
+/// Whether `o` is or holds an address operand.
+fn has_addr(o: &Operand) -> bool {
+    match o {
+        Operand::Addr(..) => true,
+        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_addr),
+        _ => false,
+    }
+}
+
 fn int(out: &mut String, v: i64) {
     if v < i64::from(i32::MIN) {
         let _ = write!(out, "0x{:016X}", v as u64);
     } else {
-        let _ = write!(out, "{v}");
+        decimal(out, v);
     }
+}
+
+/// `v` in decimal, as `write!` prints it, without the formatting machinery: most operands the
+/// rewrite prints are small integers.
+fn decimal(out: &mut String, v: i64) {
+    let mut digits = [0u8; 20];
+    let (mut n, mut at) = (v.unsigned_abs(), digits.len());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) -> R {
@@ -307,7 +412,9 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push_str(n);
         }
         Operand::Pair(a, b) => {
-            let _ = write!(out, "{a}|{b}");
+            out.push_str(a);
+            out.push('|');
+            out.push_str(b);
         }
         Operand::Int(v) => int(out, *v),
         Operand::F32Bits(b) => {
@@ -366,3 +473,26 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
 }
 
 type R = Result<(), Error>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_prints_what_write_prints() {
+        for v in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            -10,
+            1024,
+            i64::from(i32::MIN),
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = String::new();
+            super::decimal(&mut out, v);
+            assert_eq!(out, v.to_string());
+        }
+    }
+}

@@ -14,7 +14,7 @@ impl<'m> Fx<'_, 'm> {
     /// control block when the thread leaves the function, so a hot loop carries no store.
     pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
         self.deferred.set(true);
-        self.emit(out, guard, "mov", &["u32"], vec![sreg("f"), imm(1)]);
+        self.emit(out, guard, "mov", &["u32"], &[sreg("f"), imm(1)]);
     }
 
     /// Sets the control block's fault word to this launch's tag now.
@@ -24,7 +24,7 @@ impl<'m> Fx<'_, 'm> {
             guard,
             "st",
             &["volatile", "global", "u32"],
-            vec![
+            &[
                 Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_FAULT_TAG),
                 sreg("tag"),
             ],
@@ -38,7 +38,7 @@ impl<'m> Fx<'_, 'm> {
             None,
             "setp",
             &["ne", "u32"],
-            vec![sreg("p"), sreg("f"), imm(0)],
+            &[sreg("p"), sreg("f"), imm(0)],
         );
         self.fault_now(out, Some(("%__sbx_p".into(), false)));
     }
@@ -50,7 +50,8 @@ impl<'m> Fx<'_, 'm> {
             return;
         }
         fn walk<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>) {
-            let old = std::mem::take(body);
+            // Sized for the old statements and a report before each: one allocation.
+            let old = std::mem::replace(body, Vec::with_capacity(2 * body.len()));
             for o in old {
                 match o {
                     O::Inst(i) if matches!(i.opcode.as_str(), "ret" | "exit") => {

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::print::O;
-use crate::ast::{Func, Inst, Module, Operand, Space, Stmt, VarDecl};
+use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
 use crate::error::Error;
 use crate::isa::{Family, Opcode, Sandbox};
 use crate::lower::var_size;
@@ -45,7 +45,23 @@ pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Register `%__sbx_<n>`.
 pub(crate) fn sreg(n: &str) -> Operand {
-    Operand::Name(format!("%__sbx_{n}"))
+    // Most emitted operands are these: a plain concatenation, not the formatting machinery.
+    Operand::Name(["%__sbx_", n].concat())
+}
+
+/// Prints a new instruction as one line of `t`.
+pub(crate) fn emit_line(
+    t: &mut String,
+    guard: Option<&(String, bool)>,
+    opcode: &str,
+    mods: &[&str],
+    operands: &[Operand],
+) {
+    t.push('\t');
+    // Only texture operands fail to print (the line is only for that error), and the
+    // allow-list refused those already.
+    let _ = super::print::parts(t, guard, opcode, mods, operands, None, 0);
+    t.push('\n');
 }
 
 pub(crate) fn imm(v: i64) -> Operand {
@@ -57,7 +73,7 @@ pub(crate) struct Fx<'a, 'm> {
     pub info: &'a Info<'m>,
     pub f: &'m Func,
     /// Rewritten as a lean function: it keeps no count, so its lean calls count nothing (its
-    /// span bounds it). `reads_hidden` asks this of every candidate.
+    /// span bounds it). `lean::reads_hidden` asks this of every candidate.
     lean: bool,
     /// An entry's skip copy (`SandboxedKernel::skip_copy`): no epoch read at entry and no
     /// compare before the first store; its loops and callees poll as usual.
@@ -111,15 +127,24 @@ pub(crate) struct Fx<'a, 'm> {
     unchecked_labels: HashSet<&'m str>,
 }
 
+/// A rewritten function, and its skip copy when it has one.
+pub(crate) struct Rewritten<'m> {
+    /// The header (`body: None`).
+    pub head: Func,
+    /// For a definition: the declarations, prologue and static registers, then the body.
+    pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
+    /// The skip copy's header and what precedes its body, which is the kernel's but for the
+    /// kernel's deferred epoch compares (`O::Kernel`, `O::Copy`).
+    pub copy: Option<(Func, Vec<O<'m>>)>,
+}
+
 /// Rewrites a function (entry, device function or prototype). A lean device function
 /// (`Info::lean`) keeps its signature and gets no prologue: it reads no hidden value.
 ///
-/// With `copy_as`, an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
-pub(crate) fn func<'m>(
-    info: &Info<'m>,
-    f: &'m Func,
-    copy_as: Option<&str>,
-) -> R<(Func, Option<Vec<O<'m>>>)> {
+/// With `copy_as`, also an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
+/// The two differ only in their prologues and in the compares the kernel defers into its body,
+/// so the body is rewritten once for both.
+pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func, copy_as: Option<&str>) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_str());
     let mut params = f.params.clone();
     let hidden = if lean {
@@ -130,22 +155,8 @@ pub(crate) fn func<'m>(
     for h in &hidden {
         params.push(param_decl(format!("__gpuhost_sbx_{h}"), "u64", f.line));
     }
-    let body = match &f.body {
-        None => None,
-        Some(b) => {
-            let (mut fx, mut body) = rewrite_body(info, f, b, lean, copy_as.is_some())?;
-            let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
-            if !lean {
-                out.extend(fx.prologue()?);
-            }
-            fx.static_inits(&mut out);
-            fx.range_inits(&mut out);
-            out.append(&mut body);
-            Some(out)
-        }
-    };
     let head = Func {
-        name: copy_as.map_or_else(|| f.name.clone(), str::to_string),
+        name: f.name.clone(),
         is_entry: f.is_entry,
         params,
         rets: f.rets.clone(),
@@ -155,7 +166,39 @@ pub(crate) fn func<'m>(
         body: None,
         line: f.line,
     };
-    Ok((head, body))
+    let Some(b) = &f.body else {
+        return Ok(Rewritten {
+            head,
+            body: None,
+            copy: None,
+        });
+    };
+    let (mut fx, body) = rewrite_body(info, f, b, lean)?;
+    let after_body = fx.nlabel;
+    let start = fx.start(b)?;
+    let copy = match copy_as {
+        Some(name) => {
+            // The copy's prologue as if its body had just been rewritten on its own.
+            fx.skip_copy = true;
+            fx.nlabel = after_body;
+            let copy_head = Func {
+                name: name.to_string(),
+                params: head.params.clone(),
+                rets: head.rets.clone(),
+                linkage: head.linkage.clone(),
+                attrs: head.attrs.clone(),
+                body: None,
+                ..head
+            };
+            Some((copy_head, fx.start(b)?))
+        }
+        None => None,
+    };
+    Ok(Rewritten {
+        head,
+        body: Some((start, body)),
+        copy,
+    })
 }
 
 /// Whether `s` may run before an entry has compared the abort epoch: what a stale launch may do
@@ -207,18 +250,17 @@ fn hoisted(s: &Stmt) -> bool {
 
 /// Rewrites the statements of `f`'s body `b` (without the hoisted declarations and the
 /// prologue), as a lean function's or not.
-fn rewrite_body<'a, 'm>(
+pub(super) fn rewrite_body<'a, 'm>(
     info: &'a Info<'m>,
     f: &'m Func,
     b: &'m [Stmt],
     lean: bool,
-    skip_copy: bool,
 ) -> R<(Fx<'a, 'm>, Vec<O<'m>>)> {
     let mut fx = Fx {
         info,
         f,
         lean,
-        skip_copy,
+        skip_copy: false,
         regs: HashMap::new(),
         ranges: HashMap::new(),
         locals: HashMap::new(),
@@ -249,152 +291,18 @@ fn rewrite_body<'a, 'm>(
         fx.params.insert(p.name.as_str(), var_size(p)?.0);
     }
     fx.scan(b)?;
-    fx.backedges =
-        super::bounded::analyse(b, &info.lean, &fx.tables, info.poll_interval, &info.fast);
+    fx.backedges = info.back_edges(f);
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
     fx.bounds = super::bounds::analyse(b, &|n| fx.static_var(n).is_some());
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
-    fx.defer_check = f.is_entry && !skip_copy && !(info.early_check && info.loop_free(f));
+    fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
     fx.stmts(b, Some(&hoisted), &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
 }
-
-/// Whether device function `f`'s rewritten body reads a hidden value itself, other than to
-/// pass it on at a call (its callees are `lean::functions`' to judge). User code cannot name
-/// `%__sbx_` registers (the allow-list refuses the prefix), so any mention is the rewriter's:
-/// a fence, a poll, a relocated global, a fault report.
-pub(crate) fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
-    let Some(b) = &f.body else {
-        return Ok(false);
-    };
-    // As a lean function: the count a non-lean one keeps for its lean calls is no reason to
-    // stay non-lean, since a lean one keeps none (its span bounds it). Before session 18 that
-    // count made every function with a counted loop of lean calls (`collatz_steps`) non-lean,
-    // and each call in the loop a countdown and branch: device_call replayed 1.89x native.
-    let (fx, body) = rewrite_body(info, f, b, true, false)?;
-    if fx.ngroups > 0 {
-        return Ok(true);
-    }
-    let mut text = String::new();
-    super::print::outs(&mut text, &body, 0)?;
-    Ok(text
-        .lines()
-        .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE)))
-}
-
-/// The device functions that need no hidden value: they read none themselves
-/// (`reads_hidden`), call only such functions (the call graph is acyclic: `allow` refuses
-/// recursion), and one call of them runs at most [`LEAN_SPAN`] instructions (`span`). Hot
-/// helpers (`collatz_next`, math) are typically lean, and their calls then cost what they cost
-/// unsandboxed. A lean function never polls, so the span bound is what keeps a stopped
-/// kernel's thread from running on through a tree of them; the others poll at every call.
-pub(crate) fn lean_functions<'m>(
-    info: &Info<'m>,
-    m: &'m Module,
-) -> R<(HashSet<&'m str>, HashMap<&'m str, u64>)> {
-    let mut lean = HashSet::new();
-    for f in m.funcs.iter().filter(|f| !f.is_entry && f.body.is_some()) {
-        if !reads_hidden(info, f)? {
-            lean.insert(f.name.as_str());
-        }
-    }
-    loop {
-        let calls_heavy: Vec<&str> = lean
-            .iter()
-            .copied()
-            .filter(|f| info.callees(f).iter().any(|c| !lean.contains(c)))
-            .collect();
-        if !calls_heavy.is_empty() {
-            for f in calls_heavy {
-                lean.remove(f);
-            }
-            continue;
-        }
-        let mut spans = HashMap::new();
-        let long: Vec<&str> = lean
-            .iter()
-            .copied()
-            .filter(|f| span(info, f, &mut spans) > LEAN_SPAN)
-            .collect();
-        if long.is_empty() {
-            spans.retain(|f, _| lean.contains(f));
-            return Ok((lean, spans));
-        }
-        for f in long {
-            lean.remove(f);
-        }
-    }
-}
-
-/// What a lean call of `span` instructions counts toward the caller's next poll, in back-edges:
-/// one per [`LEAN_CALL_UNIT`] instructions, at least one.
-fn lean_call_weight(span: u64) -> u32 {
-    u32::try_from(span / LEAN_CALL_UNIT).map_or(u32::MAX, |w| w.max(1))
-}
-
-/// Instructions of a lean call counted as one back-edge: about a short loop body's worth, so
-/// a thread between two polls runs about as long whether it loops or calls.
-const LEAN_CALL_UNIT: u64 = 32;
-
-/// What a `nanosleep` counts in a span: it may wait up to a millisecond, the time of far more
-/// than [`LEAN_SPAN`] instructions, so no function that sleeps is lean and no kernel that
-/// sleeps skips its entry read.
-pub(crate) const NANOSLEEP_SPAN: u64 = 1 << 20;
-
-/// The most instructions one call of a lean function may run, its callees' included.
-/// 65,536: far above what a math helper runs (tens to hundreds), and low enough that a thread
-/// stopped while in one finishes within a kernel's usual stop time.
-pub const LEAN_SPAN: u64 = 1 << 16;
-
-/// An upper bound on the instructions one call of `f` runs, when `f` and every function it
-/// calls poll nowhere: each instruction once, a call as its callee's span besides, and all of
-/// it `poll_interval + 1` times over when `f` has a backward branch (an unpolled loop in such a
-/// function is a counted one of at most `poll_interval` iterations). Saturating; memoised in
-/// `spans` (the call graph is acyclic).
-fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u64 {
-    if let Some(&s) = spans.get(f) {
-        return s;
-    }
-    let Some(body) = info.funcs.get(f).and_then(|g| g.body.as_deref()) else {
-        return 0;
-    };
-    let mut total = 0u64;
-    let mut stack: Vec<&'m [Stmt]> = vec![body];
-    while let Some(stmts) = stack.pop() {
-        for st in stmts {
-            match st {
-                Stmt::Inst(i) => {
-                    let op = Opcode::parse(&i.opcode);
-                    total = total.saturating_add(if op == Some(Opcode::Nanosleep) {
-                        NANOSLEEP_SPAN
-                    } else {
-                        1
-                    });
-                    if op == Some(Opcode::Call)
-                        && let Ok((callee, _)) = call_parts(i)
-                        && let Some((&name, _)) = info.funcs.get_key_value(callee)
-                    {
-                        total = total.saturating_add(span(info, name, spans));
-                    }
-                }
-                Stmt::Block(b) => stack.push(b),
-                _ => {}
-            }
-        }
-    }
-    if !super::bounded::forward_only(body) {
-        total = total.saturating_mul(u64::from(info.poll_interval) + 1);
-    }
-    spans.insert(f, total);
-    total
-}
-
-/// How a call site stores a hidden value for its callee (`Fx::call`).
-const HIDDEN_STORE: &str = "st.param.b64 [__gpuhost_sbx_c";
 
 impl<'m> Fx<'_, 'm> {
     /// First pass: declarations and label positions.
@@ -484,8 +392,21 @@ impl<'m> Fx<'_, 'm> {
                 }
             }
         }
-        self.entry_check(out);
+        // Only the kernel compares: its skip copy shares the body (`func`).
+        out.push(O::Kernel(self.emitted(|fx, o| fx.entry_check(o))));
         self.checked = true;
+    }
+
+    /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
+    /// lean function) and the static and bounded registers' values.
+    fn start(&mut self, b: &'m [Stmt]) -> R<Vec<O<'m>>> {
+        let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
+        if !self.lean {
+            out.extend(self.prologue()?);
+        }
+        self.static_inits(&mut out);
+        self.range_inits(&mut out);
+        Ok(out)
     }
 
     /// Sets every static register to one of its values before the body runs (statics.rs).
@@ -495,10 +416,10 @@ impl<'m> Fx<'_, 'm> {
         for (r, st) in regs {
             let r = Operand::Name(r.to_string());
             let v = Operand::Name(st.var.to_string());
-            self.emit(out, None, "mov", &["u64"], vec![r.clone(), v]);
+            self.emit(out, None, "mov", &["u64"], &[r.clone(), v]);
             let k = st.offsets.first().copied().unwrap_or(0);
             if k != 0 {
-                self.emit(out, None, "add", &["u64"], vec![r.clone(), r, imm(k)]);
+                self.emit(out, None, "add", &["u64"], &[r.clone(), r, imm(k)]);
             }
         }
     }
@@ -546,16 +467,19 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<(String, bool)>,
         opcode: &str,
         mods: &[&str],
-        operands: Vec<Operand>,
+        operands: &[Operand],
     ) {
         // Consecutive new instructions share one text buffer: one allocation for many lines.
         Self::with_text(out, |t| {
-            t.push('\t');
-            // Only texture operands fail to print, and the allow-list refused those already.
-            let _ =
-                super::print::parts(t, guard.as_ref(), opcode, mods, &operands, None, self.line);
-            t.push('\n');
+            emit_line(t, guard.as_ref(), opcode, mods, operands)
         });
+    }
+
+    /// What `f` emits, on its own (for `O::Kernel` and `O::Copy`).
+    fn emitted(&self, f: impl FnOnce(&Self, &mut Vec<O<'m>>)) -> Vec<O<'m>> {
+        let mut out = Vec::with_capacity(1);
+        f(self, &mut out);
+        out
     }
 
     /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
@@ -596,18 +520,23 @@ impl<'m> Fx<'_, 'm> {
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
                     self.stmts(b, None, &mut inner)?;
-                    if matches!(
-                        inner.last(),
-                        Some(O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)))
-                    ) {
-                        // A label needs a statement after it before the block closes.
-                        self.emit(
-                            &mut inner,
-                            None,
-                            "mov",
-                            &["u32"],
-                            vec![sreg("t"), sreg("t")],
-                        );
+                    // A label needs a statement after it before the block closes; the skip
+                    // copy has no compares (`O::Kernel`), so its block may end in one where
+                    // the kernel's does not.
+                    let label =
+                        |o: &O<'_>| matches!(o, O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)));
+                    let filler = |fx: &Self, o: &mut Vec<O<'m>>| {
+                        fx.emit(o, None, "mov", &["u32"], &[sreg("t"), sreg("t")]);
+                    };
+                    if inner.last().is_some_and(label) {
+                        filler(self, &mut inner);
+                    } else if inner
+                        .iter()
+                        .rev()
+                        .find(|o| !matches!(o, O::Kernel(_)))
+                        .is_some_and(label)
+                    {
+                        inner.push(O::Copy(self.emitted(filler)));
                     }
                     out.push(O::Block(inner));
                 }
@@ -677,8 +606,8 @@ impl<'m> Fx<'_, 'm> {
                     .lean_spans
                     .get(callee)
                     .copied()
-                    .unwrap_or(LEAN_SPAN);
-                self.count_down(i.guard.clone(), lean_call_weight(span), out);
+                    .unwrap_or(super::LEAN_SPAN);
+                self.count_down(i.guard.clone(), super::lean::call_weight(span), out);
             }
             return Ok(());
         }
@@ -697,7 +626,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "st",
                 &["param", "b64"],
-                vec![Operand::Addr(Some(p.clone()), 0), sreg(n)],
+                &[Operand::Addr(Some(p.clone()), 0), sreg(n)],
             );
             extra.push(Operand::Name(p));
         }
@@ -748,7 +677,7 @@ impl<'m> Fx<'_, 'm> {
                         i.guard.clone(),
                         "add",
                         &["u64"],
-                        vec![i.operands[0].clone(), sreg("globals"), imm(off)],
+                        &[i.operands[0].clone(), sreg("globals"), imm(off)],
                     );
                     return Ok(());
                 }
@@ -759,7 +688,7 @@ impl<'m> Fx<'_, 'm> {
                         i.guard.clone(),
                         "mov",
                         &["u64"],
-                        vec![i.operands[0].clone(), i.operands[1].clone()],
+                        &[i.operands[0].clone(), i.operands[1].clone()],
                     );
                     return Ok(());
                 }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::group::writes;
+use super::group::written_regs;
 use crate::ast::{Inst, Operand, Stmt};
 
 /// Most offsets one register may have.
@@ -127,15 +127,24 @@ pub(crate) fn analyse<'m>(
         d.clear();
         if !wide(r) || shadowed.iter().any(|x| covers(x, r)) {
             bad.insert(r);
-            continue;
         }
-        for i in all.iter().filter(|i| writes(i, r)) {
+    }
+    // Every write of a candidate, in order, in one pass over the body (not one per candidate);
+    // a write of another form disqualifies it.
+    let mut written = Vec::new();
+    for i in &all {
+        written.clear();
+        written_regs(i, &mut written);
+        for &r in &written {
+            if bad.contains(r) {
+                continue;
+            }
+            let Some(d) = defs.get_mut(r) else {
+                continue;
+            };
             match def_of(i, r, locals) {
                 Some(x) => d.push(x),
-                None => {
-                    bad.insert(r);
-                    break;
-                }
+                None => drop(bad.insert(r)),
             }
         }
     }

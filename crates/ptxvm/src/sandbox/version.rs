@@ -64,16 +64,15 @@ pub(crate) fn apply(m: &mut Module, poll_interval: u32) -> HashSet<String> {
         let Some(body) = f.body.as_mut() else {
             continue;
         };
-        if f.params
-            .iter()
-            .chain(&f.rets)
-            .any(|p| p.name.contains(MARK))
+        // Most functions have no loop to version, and then need no look through every name.
+        let plans = plan(body);
+        if plans.is_empty()
+            || f.params
+                .iter()
+                .chain(&f.rets)
+                .any(|p| p.name.contains(MARK))
             || any_name(body, &|s| s.contains(MARK))
         {
-            continue;
-        }
-        let plans = plan(body);
-        if plans.is_empty() {
             continue;
         }
         // From the last loop up, so earlier indices stay valid.

@@ -62,18 +62,18 @@ impl<'m> Fx<'_, 'm> {
             None,
             "and",
             &["b64"],
-            vec![a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
+            &[a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
         );
-        self.emit(out, None, "cvt", &["u32", "u64"], vec![o.clone(), a]);
-        self.emit(out, None, "sub", &["u32"], vec![o.clone(), o.clone(), lo32]);
+        self.emit(out, None, "cvt", &["u32", "u64"], &[o.clone(), a]);
+        self.emit(out, None, "sub", &["u32"], &[o.clone(), o.clone(), lo32]);
         match guard {
-            None => self.emit(out, None, "setp", &["lt", "u32"], vec![q.clone(), o, n]),
+            None => self.emit(out, None, "setp", &["lt", "u32"], &[q.clone(), o, n]),
             Some(g) => self.emit(
                 out,
                 None,
                 "setp",
                 &["lt", "and", "u32"],
-                vec![q.clone(), o, n, pred(g)],
+                &[q.clone(), o, n, pred(g)],
             ),
         }
         // Fault iff the access would have run (guard) but is out of the window.
@@ -86,10 +86,10 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "xor",
                     &["pred"],
-                    vec![p.clone(), q, Operand::Name(g.clone())],
+                    &[p.clone(), q, Operand::Name(g.clone())],
                 );
                 if *neg {
-                    self.emit(out, None, "not", &["pred"], vec![p.clone(), p]);
+                    self.emit(out, None, "not", &["pred"], &[p.clone(), p]);
                 }
                 self.fault(out, Some(("%__sbx_p".into(), false)));
             }
@@ -131,7 +131,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "selp",
                     &["b64"],
-                    vec![a.clone(), a, st, Operand::Name(q)],
+                    &[a.clone(), a, st, Operand::Name(q)],
                 );
                 self.access(out, i, at, sp, i.guard.clone());
             }

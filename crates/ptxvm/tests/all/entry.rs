@@ -501,3 +501,29 @@ fn a_kernel_that_may_never_skip_gets_no_copy_and_a_taken_name_is_not_reused() {
         "the user's kernel keeps its name"
     );
 }
+
+/// [`STORE_LOOP`] with a branch, first, into a `{ }` block at a label followed only by a hint
+/// (which the rewrite drops): the kernel's deferred compare is the block's last statement.
+fn into_block() -> String {
+    let block = "    setp.eq.u32 %p1, %r1, 0;\n    @%p1 bra IN;\n    {\n    add.u32 %r1, %r1, 1;\n\
+                 IN:\n    prefetch.global.L1 [%rd2];\n    }\nL:";
+    STORE_LOOP.replacen("L:", block, 1)
+}
+
+#[test]
+fn a_skip_copy_shares_its_kernels_body_but_not_the_compares_deferred_into_it() {
+    let (s, _) = load_sandboxed(&ptx(&into_block()));
+    let copy = s.kernels[0].skip_copy.clone().expect("a copy");
+    let (kernel, copy) = s.ptx.split_once(&format!(".entry {copy}(")).unwrap();
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    assert!(
+        kernel.contains(&format!("IN:\n\t{compare}\n\t}}")),
+        "{kernel}"
+    );
+    // Without the compare the copy's block would end in the label: it gets a filler instead.
+    assert!(!copy.contains(compare), "{copy}");
+    assert!(
+        copy.contains("IN:\n\tmov.u32 %__sbx_t, %__sbx_t;\n\t}"),
+        "{copy}"
+    );
+}
