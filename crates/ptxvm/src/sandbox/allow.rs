@@ -613,6 +613,29 @@ pub(crate) fn call_parts(i: &Inst) -> Result<(&str, Option<usize>), Error> {
             );
         }
     };
+    // Registers as arguments or return values (`call (%r4), f, (%r1)` to a `.func (.reg .b32
+    // %res) f(.reg .b32 %x)`) are refused: the analyses that drop checks reason about each
+    // register's writes, and a call writing its return register was one they did not see
+    // (session 19's red team); nvcc and clang pass `.param` variables.
+    let passed = [i.operands.first(), i.operands.get(k + 1)];
+    for o in passed.into_iter().flatten() {
+        if let Operand::List(v) = o
+            && let Some(r) = v
+                .iter()
+                .find(|a| !matches!(a, Operand::Name(n) if !n.starts_with('%')))
+        {
+            let what = match r {
+                Operand::Name(n) => n.clone(),
+                _ => "a constant".into(),
+            };
+            return refused(
+                i.line,
+                format!(
+                    "call passing or returning {what}: only .param variables may be passed (as nvcc and clang do); declare .param arguments"
+                ),
+            );
+        }
+    }
     match (i.operands.get(k + 1), i.operands.len()) {
         (None, _) => Ok((callee, None)),
         (Some(Operand::List(_)), n) if n == k + 2 => Ok((callee, Some(k + 1))),

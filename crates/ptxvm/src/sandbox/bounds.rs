@@ -125,27 +125,6 @@ fn bits(t: &str) -> Option<u32> {
     })
 }
 
-/// The registers an instruction may write: every name in its first operand (whatever the
-/// opcode: counting a read as a write only loses precision) and both halves of any pair.
-fn written<'m>(i: &'m Inst, out: &mut Vec<&'m str>) {
-    fn names<'m>(o: &'m Operand, out: &mut Vec<&'m str>) {
-        match o {
-            Operand::Name(n) => out.push(n),
-            Operand::Pair(a, b) => out.extend([a.as_str(), b.as_str()]),
-            Operand::Vec(v) => v.iter().for_each(|o| names(o, out)),
-            _ => {}
-        }
-    }
-    if let Some(o) = i.operands.first() {
-        names(o, out);
-    }
-    for o in &i.operands[1.min(i.operands.len())..] {
-        if let Operand::Pair(a, b) = o {
-            out.extend([a.as_str(), b.as_str()]);
-        }
-    }
-}
-
 fn insts<'m>(body: &'m [Stmt], depth: u32, all: &mut Vec<&'m Inst>, nested: &mut Vec<&'m str>) {
     for s in body {
         match s {
@@ -313,7 +292,7 @@ pub(crate) fn analyse<'m>(body: &'m [Stmt], is_var: &dyn Fn(&str) -> bool) -> Bo
     let mut w = Vec::new();
     for i in &all {
         w.clear();
-        written(i, &mut w);
+        super::group::written_regs(i, &mut w);
         for r in &w {
             defs.entry(r).or_default().push(i);
         }
