@@ -33,6 +33,16 @@ fn mentions(o: &Operand, n: &str) -> bool {
     }
 }
 
+/// Whether `i` writes its first operand. `bar.red` (`bar.red.popc.u32 %r1, 0, %p1`) does,
+/// where a plain `bar` has none: the instruction table speaks for the opcode, so it is asked
+/// here first (an unknown opcode counts as writing).
+fn writes_first(i: &Inst) -> bool {
+    let op = Opcode::parse(&i.opcode);
+    let reduces =
+        matches!(op, Some(Opcode::Bar | Opcode::Barrier)) && i.mods.iter().any(|m| m == "red");
+    reduces || op.is_none_or(|o| o.writes_first_operand())
+}
+
 /// A call's return list: `call (%r4), f, (…)` to a `.func (.reg .b32 %res) f(…)` writes `%r4`
 /// (`call` is no instruction that writes its first operand, so this is asked first).
 fn call_returns(i: &Inst) -> Option<&Operand> {
@@ -65,7 +75,7 @@ pub(super) fn written_regs<'m>(i: &'m Inst, out: &mut Vec<&'m str>) {
         names(rets, start, out);
         return;
     }
-    if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
+    if !writes_first(i) {
         return;
     }
     let start = out.len();
@@ -80,7 +90,7 @@ pub(super) fn writes(i: &Inst, n: &str) -> bool {
     if let Some(rets) = call_returns(i) {
         return mentions(rets, n);
     }
-    if Opcode::parse(&i.opcode).is_some_and(|o| !o.writes_first_operand()) {
+    if !writes_first(i) {
         return false;
     }
     i.operands.first().is_some_and(|o| mentions(o, n))

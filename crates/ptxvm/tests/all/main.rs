@@ -14,7 +14,7 @@ mod kernels;
 mod launch;
 mod lean;
 mod redteam;
-mod returns;
 mod sandbox;
 mod text;
 mod versioned;
+mod writes;
