@@ -6,6 +6,7 @@
 //!   are now refused.
 //! - `bar.red.popc.u32 %r4, 0, %p1` writes `%r4`, where the instruction table said `bar`
 //!   writes nothing. Its write now counts.
+//!
 //! A register proven to point inside a shared or local variable, or a counted loop's counter,
 //! could be set to anything by either, and the unchecked access (a fault on NVIDIA: the device
 //! poisoned for every guest) or the poll-free loop (never stopped) ran with it.
