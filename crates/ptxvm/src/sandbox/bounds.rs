@@ -13,6 +13,7 @@
 //! write would hold an undefined value, so the function starts by setting every register a
 //! check was dropped for, and those its value depends on, to one of its values (`inits`).
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::ast::{Inst, Operand, Stmt};
@@ -138,22 +139,24 @@ fn insts<'m>(body: &'m [Stmt], depth: u32, all: &mut Vec<&'m Inst>, nested: &mut
     }
 }
 
-/// The known registers of a function body and what their values depend on.
+/// A function body's registers, analysed on demand ([`Bounds::get`]): most functions ask about
+/// none, and a function with no static variable has no address to bound.
 #[derive(Default)]
 pub(crate) struct Bounds<'m> {
-    vals: HashMap<&'m str, Val<'m>>,
-    deps: HashMap<&'m str, Vec<&'m str>>,
+    body: &'m [Stmt],
+    /// The static `.shared`/`.local` variables whose addresses a register may hold.
+    vars: HashSet<&'m str>,
+    analysis: RefCell<Option<Analysis<'m>>>,
 }
 
-struct Analysis<'a, 'm> {
+struct Analysis<'m> {
     defs: HashMap<&'m str, Vec<&'m Inst>>,
-    is_var: &'a dyn Fn(&str) -> bool,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
 }
 
-impl<'m> Analysis<'_, 'm> {
-    fn val(&mut self, r: &'m str) -> Option<Val<'m>> {
+impl<'m> Analysis<'m> {
+    fn val(&mut self, vars: &HashSet<&'m str>, r: &'m str) -> Option<Val<'m>> {
         if let Some(v) = self.memo.get(r) {
             return *v;
         }
@@ -164,7 +167,7 @@ impl<'m> Analysis<'_, 'm> {
         let mut deps = Vec::new();
         let mut known = !defs.is_empty();
         for i in defs {
-            match self.def(i, r, &mut deps) {
+            match self.def(vars, i, r, &mut deps) {
                 Some(v) => acc = Some(acc.map_or(Some(v), |a| join(a, v))).flatten(),
                 None => known = false,
             }
@@ -184,14 +187,19 @@ impl<'m> Analysis<'_, 'm> {
     }
 
     /// An operand's value: a constant, or a known register (noted in `deps`).
-    fn operand(&mut self, o: &'m Operand, deps: &mut Vec<&'m str>) -> Option<Val<'m>> {
+    fn operand(
+        &mut self,
+        vars: &HashSet<&'m str>,
+        o: &'m Operand,
+        deps: &mut Vec<&'m str>,
+    ) -> Option<Val<'m>> {
         match o {
             Operand::Int(k) => int(*k, *k, lowbit(*k)),
             Operand::Name(n) if n.starts_with('%') => {
                 deps.push(n);
-                self.val(n)
+                self.val(vars, n)
             }
-            Operand::Name(n) if (self.is_var)(n) => Some(Val::Addr(
+            Operand::Name(n) if vars.contains(n.as_str()) => Some(Val::Addr(
                 n,
                 Span {
                     lo: 0,
@@ -204,7 +212,13 @@ impl<'m> Analysis<'_, 'm> {
     }
 
     /// What instruction `i`, which writes `r`, may set it to.
-    fn def(&mut self, i: &'m Inst, r: &str, deps: &mut Vec<&'m str>) -> Option<Val<'m>> {
+    fn def(
+        &mut self,
+        vars: &HashSet<&'m str>,
+        i: &'m Inst,
+        r: &str,
+        deps: &mut Vec<&'m str>,
+    ) -> Option<Val<'m>> {
         // A guarded write is one of the union's writes like any other: when it does not run,
         // the register keeps a value some other write (or the inits) gave it.
         let [Operand::Name(d), src @ ..] = i.operands.as_slice() else {
@@ -219,14 +233,14 @@ impl<'m> Analysis<'_, 'm> {
             _ => None,
         };
         match (i.opcode.as_str(), m.as_slice(), src) {
-            ("mov", [t], [s]) if bits(t).is_some() => self.operand(s, deps),
+            ("mov", [t], [s]) if bits(t).is_some() => self.operand(vars, s, deps),
             ("cvt", [to, from], [s]) => {
                 let (tb, fb) = (bits(to)?, bits(from)?);
                 if ubits(from).is_some() && fb < tb && fb <= 16 {
                     // Zero-extends the source's low bits, whatever the register held.
                     return int(0, (1 << fb) - 1, 1);
                 }
-                let v = self.operand(s, deps)?;
+                let v = self.operand(vars, s, deps)?;
                 let unsigned = ubits(to).is_some() && ubits(from).is_some();
                 match v {
                     Val::Int(_) if tb >= 32 && fb >= 32 => Some(v),
@@ -254,7 +268,7 @@ impl<'m> Analysis<'_, 'm> {
                 if !(1..64).contains(&k) {
                     return None;
                 }
-                match self.operand(a, deps) {
+                match self.operand(vars, a, deps) {
                     Some(Val::Int(s)) => int(s.lo >> k, s.hi >> k, 1),
                     _ => {
                         let top = u64::MAX >> (64 - ubits(t)?);
@@ -264,7 +278,7 @@ impl<'m> Analysis<'_, 'm> {
             }
             ("shl", [t], [a, b]) if bits(t)? >= 32 => {
                 let k = konst(b).filter(|k| (0..31).contains(k))?;
-                scale(self.operand(a, deps)?, 1 << k)
+                scale(self.operand(vars, a, deps)?, 1 << k)
             }
             ("mul", [form, t], [a, b]) if matches!(*form, "lo" | "wide") && bits(t)? >= 32 => {
                 let (v, k) = match (konst(a), konst(b)) {
@@ -272,10 +286,10 @@ impl<'m> Analysis<'_, 'm> {
                     (_, Some(k)) => (a, k),
                     _ => return None,
                 };
-                scale(self.operand(v, deps)?, k)
+                scale(self.operand(vars, v, deps)?, k)
             }
             ("add", [t], [a, b]) if bits(t)? >= 32 => {
-                let (a, b) = (self.operand(a, deps)?, self.operand(b, deps)?);
+                let (a, b) = (self.operand(vars, a, deps)?, self.operand(vars, b, deps)?);
                 add(a, b)
             }
             _ => None,
@@ -283,63 +297,70 @@ impl<'m> Analysis<'_, 'm> {
     }
 }
 
-/// Analyses `body`: `is_var(name)` says whether a name is a static `.shared`/`.local`
-/// variable whose address a register may hold.
-pub(crate) fn analyse<'m>(body: &'m [Stmt], is_var: &dyn Fn(&str) -> bool) -> Bounds<'m> {
-    let (mut all, mut nested) = (Vec::new(), Vec::new());
-    insts(body, 0, &mut all, &mut nested);
-    let mut defs: HashMap<&'m str, Vec<&'m Inst>> = HashMap::new();
-    let mut w = Vec::new();
-    for i in &all {
-        w.clear();
-        super::group::written_regs(i, &mut w);
-        for r in &w {
-            defs.entry(r).or_default().push(i);
+/// The bounds of `body`'s registers, given the static variables whose addresses they may hold.
+pub(crate) fn analyse<'m>(body: &'m [Stmt], vars: HashSet<&'m str>) -> Bounds<'m> {
+    Bounds {
+        body,
+        vars,
+        analysis: RefCell::new(None),
+    }
+}
+
+impl<'m> Analysis<'m> {
+    /// Every register's writes, read once.
+    fn new(body: &'m [Stmt]) -> Analysis<'m> {
+        let (mut all, mut nested) = (Vec::new(), Vec::new());
+        insts(body, 0, &mut all, &mut nested);
+        let mut defs: HashMap<&'m str, Vec<&'m Inst>> = HashMap::new();
+        let mut w = Vec::new();
+        for i in &all {
+            w.clear();
+            super::group::written_regs(i, &mut w);
+            for r in &w {
+                defs.entry(r).or_default().push(i);
+            }
+        }
+        // A register declared in a nested block may shadow one of the function's: never known.
+        let memo = nested
+            .iter()
+            .flat_map(|n| defs.keys().filter(move |r| r.starts_with(n)))
+            .map(|r| (*r, None))
+            .collect();
+        Analysis {
+            defs,
+            memo,
+            deps: HashMap::new(),
         }
     }
-    // A register declared in a nested block may shadow one of the function's: never known.
-    let shadowed: HashSet<&str> = nested
-        .iter()
-        .flat_map(|n| defs.keys().filter(move |r| r.starts_with(n)))
-        .copied()
-        .collect();
-    let mut a = Analysis {
-        defs,
-        is_var,
-        memo: HashMap::new(),
-        deps: HashMap::new(),
-    };
-    for r in &shadowed {
-        a.memo.insert(r, None);
-    }
-    let regs: Vec<&'m str> = a.defs.keys().copied().collect();
-    let mut vals = HashMap::new();
-    for r in regs {
-        if let Some(v) = a.val(r) {
-            vals.insert(r, v);
-        }
-    }
-    Bounds { vals, deps: a.deps }
 }
 
 impl<'m> Bounds<'m> {
     /// What `r` can hold, if known.
-    pub(crate) fn get(&self, r: &str) -> Option<Val<'m>> {
-        self.vals.get(r).copied()
+    pub(crate) fn get(&self, r: &'m str) -> Option<Val<'m>> {
+        if self.vars.is_empty() {
+            return None;
+        }
+        let mut a = self.analysis.borrow_mut();
+        a.get_or_insert_with(|| Analysis::new(self.body))
+            .val(&self.vars, r)
     }
 
-    /// `regs` and every register their values depend on, sorted (the emitted PTX must not
-    /// depend on a HashMap's order).
+    /// `regs` (each one `get` knew) and every register their values depend on, sorted (the
+    /// emitted PTX must not depend on a HashMap's order).
     pub(crate) fn closure(&self, regs: &BTreeSet<&'m str>) -> Vec<(&'m str, Val<'m>)> {
+        let a = self.analysis.borrow();
+        let Some(a) = a.as_ref() else {
+            return Vec::new();
+        };
         let mut seen: BTreeSet<&'m str> = BTreeSet::new();
         let mut todo: Vec<&'m str> = regs.iter().copied().collect();
         while let Some(r) = todo.pop() {
             if seen.insert(r) {
-                todo.extend(self.deps.get(r).into_iter().flatten().copied());
+                todo.extend(a.deps.get(r).into_iter().flatten().copied());
             }
         }
         seen.into_iter()
-            .filter_map(|r| Some((r, self.get(r)?)))
+            .filter_map(|r| Some((r, (*a.memo.get(r)?)?)))
             .collect()
     }
 }

@@ -295,7 +295,13 @@ pub(super) fn rewrite_body<'a, 'm>(
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
-    fx.bounds = super::bounds::analyse(b, &|n| fx.static_var(n).is_some());
+    let vars = fx.locals.keys().chain(fx.shared_fn.keys()).copied();
+    let module_shared = info
+        .shared
+        .iter()
+        .filter(|(_, s)| s.is_some())
+        .map(|(n, _)| *n);
+    fx.bounds = super::bounds::analyse(b, vars.chain(module_shared).collect());
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
