@@ -396,11 +396,27 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             && align >= w
             && off % w == 0
             && lo + off >= 0
-            && (hi + off + w) as u64 <= size;
+            && (hi + off + w) as u64 <= size
+            // Every register the proof rests on must be one `range_inits` can set.
+            && self
+                .bounds
+                .closure(&BTreeSet::from([r]))
+                .iter()
+                .all(|(reg, _)| self.init_type(reg).is_some());
         if ok {
             self.unchecked.borrow_mut().insert(r);
         }
         ok
+    }
+
+    /// The `mov` type that sets register `r`: integer registers of 16, 32 or 64 bits only.
+    fn init_type(&self, r: &str) -> Option<&'static str> {
+        match self.reg_ty(r)? {
+            "u64" | "b64" | "s64" => Some("b64"),
+            "u32" | "b32" | "s32" => Some("b32"),
+            "u16" | "b16" | "s16" => Some("b16"),
+            _ => None,
+        }
     }
 
     /// Gives every register an access was left unchecked for, and those its value depends on,
@@ -409,11 +425,9 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
     pub(super) fn range_inits(&self, out: &mut Vec<super::print::O<'m>>) {
         use super::rewrite::imm;
         for (r, v) in self.bounds.closure(&self.unchecked.borrow()) {
-            let Some(ty) = self.reg_ty(r) else { continue };
-            let ty = match ty {
-                "u64" | "b64" | "s64" => "b64",
-                "u32" | "b32" | "s32" => "b32",
-                _ => "b16",
+            // `ranged_access` only drops a check where every such register has a type here.
+            let Some(ty) = self.init_type(r) else {
+                continue;
             };
             let d = Operand::Name(r.to_string());
             match v {
