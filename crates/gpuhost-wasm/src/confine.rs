@@ -151,7 +151,7 @@ impl Confinement {
             .get(tag as usize - 1)
             .map_or("(unknown)", |n| &**n);
         Some(WitError::MemoryFenced(format!(
-            "kernel {name} accessed memory outside this guest's own (an address past its buffers, or not one of them): the access was redirected into the guest's memory instead of faulting the device, so results of the work synchronized here are wrong; check the kernel's indexing and the addresses passed to it"
+            "kernel {name} accessed memory outside this guest's own (an address past its buffers, or not one of them): the access was redirected into the guest's memory, or skipped, instead of faulting the device, so results of the work synchronized here are wrong; check the kernel's indexing and the addresses passed to it"
         )))
     }
 }

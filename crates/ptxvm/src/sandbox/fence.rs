@@ -1,8 +1,9 @@
 //! Memory-access rewrites. Every `ld`/`ldu`/`st`/`atom`/`red` is classified by state space and
 //! address form:
-//! - global (and relocated `.const`): the address is aligned down to the access width W and
-//!   runs when `a - base` is at most `(size & -MIN_ALIGN) - 1`; out of range it goes to `base`
-//!   and the control block's fault word is set;
+//! - global (and relocated `.const`): the address, aligned down to the access width W, runs
+//!   when it lies in `[base, base+size-W]`; out of range the control block's fault word is set
+//!   and the access goes to `base`, or, for a load or store in a loop, is skipped (a load's
+//!   destinations zeroed: `global_access`);
 //! - shared / local through a register: the address (aligned down, cut to 32 bits) must lie in
 //!   the kernel's shared window / the thread's local window, else the access is skipped and the
 //!   fault word set;
@@ -419,14 +420,18 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// One global access of `w` bytes at `x`, fenced: `x` aligned down to `w` runs when it lies
-    /// in `[base, base+size-w]`, which (the base being aligned to MIN_ALIGN) is
-    /// `x - base <= %__sbx_lim`, `(size & -MIN_ALIGN) - 1`, for every width; out of range it goes
-    /// to `base` and the fault is noted. The align does not wait for the compare, so the access
-    /// waits on the subtract, the compare and the select.
-    ///
-    /// Selecting beats skipping the access under the compare's predicate, measured on the H200
-    /// (bench/RESULTS.md, session 19): with each load predicated, ptxas no longer issued an
-    /// unrolled transpose's four loads together (graph-replayed 1.27-1.30x native, against 1.14).
+    /// in `[base, base+size-w]`; out of range the fault is noted and the access goes elsewhere.
+    /// Two forms, chosen by measurement on the H200 (bench/RESULTS.md, session 19):
+    /// - in a loop, a load or store runs under the compare's predicate and is skipped out of
+    ///   range (a load's destinations zeroed first: no register shows what the hardware left in
+    ///   it). The access then waits on the subtract and compare only, and the align does not
+    ///   wait for them, since one limit, `(size & -MIN_ALIGN) - 1` against `x - base`, serves
+    ///   every width. A histogram's loop ran 1.11x native graph-replayed, against 1.16 with a
+    ///   select;
+    /// - elsewhere, and for atomics (ptxas branches around a predicated one), `x` or `base` is
+    ///   selected, then aligned. With every access predicated, ptxas stopped issuing an unrolled
+    ///   transpose's four straight-line loads together (1.27-1.30x, against 1.13-1.14); with
+    ///   the align first, reduce_f64_dynamic ran 1.144x against 1.085.
     fn global_access(
         &self,
         out: &mut Vec<O<'m>>,
@@ -436,8 +441,18 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         guard: Option<&(String, bool)>,
     ) {
-        let (a, p, x_off) = (sreg("a"), sreg("p"), sreg("x"));
         let xr = Operand::Name(x.to_string());
+        let dests = if self.in_loop() {
+            self.zeroable_dests(i)
+        } else {
+            None
+        };
+        let Some(dests) = dests else {
+            self.fence_global_into(out, "a", xr, sreg(&format!("lim{w}")), w, guard);
+            self.access(out, i, at, "global", guard.cloned());
+            return;
+        };
+        let x_off = sreg("x");
         self.emit(
             out,
             None,
@@ -451,16 +466,50 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "and",
                 &["b64"],
-                &[a.clone(), xr, imm(-(w as i64))],
+                &[sreg("a"), xr, imm(-(w as i64))],
             );
-            a.clone()
+            "%__sbx_a"
         } else {
-            xr
+            x
         };
-        self.past_limit(out, p.clone(), x_off, sreg("lim"), guard);
-        self.fault(out, Some(("%__sbx_p".into(), false)));
-        self.emit(out, None, "selp", &["b64"], &[a, sreg("base"), aligned, p]);
-        self.access(out, i, at, "global", guard.cloned());
+        let pq = Operand::Pair("%__sbx_p".into(), "%__sbx_q".into());
+        self.past_limit(out, pq, x_off, sreg("lim"), guard);
+        let on_p = Some(("%__sbx_p".to_string(), false));
+        self.fault(out, on_p.clone());
+        for (r, bits) in dests {
+            let ty = format!("b{bits}");
+            self.emit(out, on_p.clone(), "mov", &[&ty], &[r, imm(0)]);
+        }
+        let addr = Operand::Addr(Some(aligned.to_string()), 0);
+        let run = Some(("%__sbx_q".to_string(), false));
+        self.access_at(out, i, at, "global", run, addr);
+    }
+
+    /// For a load or store: the registers a load writes, each with its width in bits, which
+    /// `global_access` zeroes before a load it may skip (none for a store); `None` for an
+    /// atomic, or a load into something `mov` cannot zero.
+    fn zeroable_dests(&self, i: &Inst) -> Option<Vec<(Operand, u32)>> {
+        match i.opcode.as_str() {
+            "st" => return Some(Vec::new()),
+            "ld" | "ldu" => {}
+            _ => return None,
+        }
+        let regs: Vec<&Operand> = match i.operands.first()? {
+            Operand::Vec(v) => v.iter().collect(),
+            o => vec![o],
+        };
+        regs.into_iter()
+            .map(|o| {
+                let Operand::Name(r) = o else { return None };
+                let bits = match self.reg_ty(r)? {
+                    "b16" | "u16" | "s16" | "f16" | "bf16" => 16,
+                    "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" => 32,
+                    "b64" | "u64" | "s64" | "f64" => 64,
+                    _ => return None,
+                };
+                Some((o.clone(), bits))
+            })
+            .collect()
     }
 
     /// `dst` := `x_off > lim`, and the access's own guard when it has one (with two

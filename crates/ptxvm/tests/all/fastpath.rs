@@ -524,22 +524,65 @@ const GLOBAL_EDGE: &str = "
     st.global.v4.u32 [%rd2+16], {%r2, %r3, %r4, %r5};
     ret;
 }
+
+
+.visible .entry global_edge_loop(.param .u64 at, .param .u64 out)
+{
+    .reg .b16 %rs<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<9>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [at];
+    ld.param.u64 %rd2, [out];
+    mov.u64 %rd3, %rd1;
+    mov.u64 %rd4, %rd1;
+    mov.u64 %rd5, %rd1;
+    mov.u64 %rd6, %rd1;
+    mov.u32 %r0, 0;
+L:
+    ld.global.u8 %rs1, [%rd1];
+    ld.global.u16 %rs2, [%rd3];
+    ld.global.u32 %r1, [%rd4];
+    ld.global.u64 %rd7, [%rd5];
+    ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd6];
+    st.global.u8 [%rd2], %rs1;
+    st.global.u16 [%rd2+2], %rs2;
+    st.global.u32 [%rd2+4], %r1;
+    st.global.u64 [%rd2+8], %rd7;
+    st.global.v4.u32 [%rd2+16], {%r2, %r3, %r4, %r5};
+    setp.ne.u32 %p1, %r0, 0;
+    @%p1 bra L;
+    ret;
+}
 ";
 
-/// One limit serves every width: an access at the arena's last byte is aligned down onto the
-/// last whole element of its width and runs unreported; one byte further, every width is fenced
-/// and reads the arena's first bytes instead.
+/// The two forms of a global fence at the arena's end (fence.rs, `global_access`). In a loop,
+/// one limit serves every width: an access at the arena's last byte is aligned down onto the
+/// last whole element of its width and runs unreported, and a fenced load is skipped and reads
+/// zeros. In straight-line code each width has its own limit, `size - W`: there only the byte
+/// load runs, and the wider ones are fenced and read the arena's first bytes. One byte further,
+/// every width is fenced either way.
 #[test]
-fn global_accesses_at_the_arenas_last_byte_run_aligned_down_and_one_past_are_fenced() {
-    let (_, m) = load_sandboxed(&ptx(GLOBAL_EDGE));
+fn global_accesses_at_the_arenas_last_byte_run_aligned_down_in_loops_and_one_past_are_fenced() {
+    let (s, m) = load_sandboxed(&ptx(GLOBAL_EDGE));
+    assert!(entry(&s.ptx, "global_edge_loop").contains("@%__sbx_q ld.global.u32"));
+    assert!(!entry(&s.ptx, "global_edge").contains("@%__sbx_q ld.global"));
     let arena = super::sandbox::ARENA as u64;
     let tail: Vec<u8> = (0..32u8).map(|b| 0xe0 | (b & 0x1f)).collect();
     let head: Vec<u8> = (0..32u8).collect();
-    for (past, fenced) in [(1u64, false), (0, true)] {
+    for (kernel, past) in [
+        ("global_edge_loop", 1u64),
+        ("global_edge_loop", 0),
+        ("global_edge", 1),
+        ("global_edge", 0),
+    ] {
+        // Which widths run in range.
+        let runs = |w: usize| past == 1 && (kernel == "global_edge_loop" || w == 1);
+        let fenced = [1, 2, 4, 8, 16].iter().any(|&w| !runs(w));
         let mut out = 0;
         let mem = super::redteam::attack_in(
             &m,
-            "global_edge",
+            kernel,
             Shape::linear(1, 32),
             |g| {
                 let first = g.alloc(32);
@@ -550,14 +593,22 @@ fn global_accesses_at_the_arenas_last_byte_run_aligned_down_and_one_past_are_fen
             },
             fenced,
         );
-        let src = if fenced { &head[..] } else { &tail[..] };
         let got = mem.read(out, 32);
-        // Each width's element: the tail's last one in range, the head's first one fenced.
-        let last = |w: usize| if fenced { &src[..w] } else { &src[32 - w..] };
-        assert_eq!(&got[..1], last(1), "u8, {past}");
-        assert_eq!(&got[2..4], last(2), "u16, {past}");
-        assert_eq!(&got[4..8], last(4), "u32, {past}");
-        assert_eq!(&got[8..16], last(8), "u64, {past}");
-        assert_eq!(&got[16..32], last(16), "v4.u32, {past}");
+        // Each width's element: the tail's last one in range; fenced, zeros in the loop (the
+        // load skipped) and the head's first one in straight-line code (sent to the base).
+        let zeros = [0u8; 16];
+        let want = |w: usize| match (runs(w), kernel) {
+            (true, _) => &tail[32 - w..],
+            (false, "global_edge_loop") => &zeros[..w],
+            (false, _) => &head[..w],
+        };
+        let at = [(1, 0..1), (2, 2..4), (4, 4..8), (8, 8..16), (16, 16..32)];
+        for (w, range) in at {
+            assert_eq!(
+                &got[range],
+                want(w),
+                "{kernel}, {w} bytes, {past} before the end"
+            );
+        }
     }
 }
