@@ -149,6 +149,13 @@ pub(crate) struct Bounds<'m> {
     analysis: RefCell<Option<Analysis<'m>>>,
 }
 
+/// What an evaluation needs besides the analysis: the variables, and which registers the
+/// entry can set.
+struct Cx<'a, 'm> {
+    vars: &'a HashSet<&'m str>,
+    settable: &'a dyn Fn(&str) -> bool,
+}
+
 struct Analysis<'m> {
     defs: HashMap<&'m str, Vec<&'m Inst>>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
@@ -156,18 +163,21 @@ struct Analysis<'m> {
 }
 
 impl<'m> Analysis<'m> {
-    fn val(&mut self, vars: &HashSet<&'m str>, r: &'m str) -> Option<Val<'m>> {
+    fn val(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
         if let Some(v) = self.memo.get(r) {
             return *v;
         }
         // A cycle reads this as unknown: a register that feeds itself is not bounded.
         self.memo.insert(r, None);
+        if !(cx.settable)(r) {
+            return None;
+        }
         let defs = self.defs.get(r).cloned().unwrap_or_default();
         let mut acc: Option<Val<'m>> = None;
         let mut deps = Vec::new();
         let mut known = !defs.is_empty();
         for i in defs {
-            match self.def(vars, i, r, &mut deps) {
+            match self.def(cx, i, r, &mut deps) {
                 Some(v) => acc = Some(acc.map_or(Some(v), |a| join(a, v))).flatten(),
                 None => known = false,
             }
@@ -189,7 +199,7 @@ impl<'m> Analysis<'m> {
     /// An operand's value: a constant, or a known register (noted in `deps`).
     fn operand(
         &mut self,
-        vars: &HashSet<&'m str>,
+        cx: &Cx<'_, 'm>,
         o: &'m Operand,
         deps: &mut Vec<&'m str>,
     ) -> Option<Val<'m>> {
@@ -197,9 +207,9 @@ impl<'m> Analysis<'m> {
             Operand::Int(k) => int(*k, *k, lowbit(*k)),
             Operand::Name(n) if n.starts_with('%') => {
                 deps.push(n);
-                self.val(vars, n)
+                self.val(cx, n)
             }
-            Operand::Name(n) if vars.contains(n.as_str()) => Some(Val::Addr(
+            Operand::Name(n) if cx.vars.contains(n.as_str()) => Some(Val::Addr(
                 n,
                 Span {
                     lo: 0,
@@ -214,7 +224,7 @@ impl<'m> Analysis<'m> {
     /// What instruction `i`, which writes `r`, may set it to.
     fn def(
         &mut self,
-        vars: &HashSet<&'m str>,
+        cx: &Cx<'_, 'm>,
         i: &'m Inst,
         r: &str,
         deps: &mut Vec<&'m str>,
@@ -233,14 +243,14 @@ impl<'m> Analysis<'m> {
             _ => None,
         };
         match (i.opcode.as_str(), m.as_slice(), src) {
-            ("mov", [t], [s]) if bits(t).is_some() => self.operand(vars, s, deps),
+            ("mov", [t], [s]) if bits(t).is_some() => self.operand(cx, s, deps),
             ("cvt", [to, from], [s]) => {
                 let (tb, fb) = (bits(to)?, bits(from)?);
                 if ubits(from).is_some() && fb < tb && fb <= 16 {
                     // Zero-extends the source's low bits, whatever the register held.
                     return int(0, (1 << fb) - 1, 1);
                 }
-                let v = self.operand(vars, s, deps)?;
+                let v = self.operand(cx, s, deps)?;
                 let unsigned = ubits(to).is_some() && ubits(from).is_some();
                 match v {
                     Val::Int(_) if tb >= 32 && fb >= 32 => Some(v),
@@ -268,7 +278,7 @@ impl<'m> Analysis<'m> {
                 if !(1..64).contains(&k) {
                     return None;
                 }
-                match self.operand(vars, a, deps) {
+                match self.operand(cx, a, deps) {
                     Some(Val::Int(s)) => int(s.lo >> k, s.hi >> k, 1),
                     _ => {
                         let top = u64::MAX >> (64 - ubits(t)?);
@@ -278,7 +288,7 @@ impl<'m> Analysis<'m> {
             }
             ("shl", [t], [a, b]) if bits(t)? >= 32 => {
                 let k = konst(b).filter(|k| (0..31).contains(k))?;
-                scale(self.operand(vars, a, deps)?, 1 << k)
+                scale(self.operand(cx, a, deps)?, 1 << k)
             }
             ("mul", [form, t], [a, b]) if matches!(*form, "lo" | "wide") && bits(t)? >= 32 => {
                 let (v, k) = match (konst(a), konst(b)) {
@@ -286,10 +296,10 @@ impl<'m> Analysis<'m> {
                     (_, Some(k)) => (a, k),
                     _ => return None,
                 };
-                scale(self.operand(vars, v, deps)?, k)
+                scale(self.operand(cx, v, deps)?, k)
             }
             ("add", [t], [a, b]) if bits(t)? >= 32 => {
-                let (a, b) = (self.operand(vars, a, deps)?, self.operand(vars, b, deps)?);
+                let (a, b) = (self.operand(cx, a, deps)?, self.operand(cx, b, deps)?);
                 add(a, b)
             }
             _ => None,
@@ -336,13 +346,19 @@ impl<'m> Analysis<'m> {
 
 impl<'m> Bounds<'m> {
     /// What `r` can hold, if known.
-    pub(crate) fn get(&self, r: &'m str) -> Option<Val<'m>> {
+    /// What `r` can hold, if known; `settable(reg)` says whether the entry can give a register
+    /// a value (`range_inits`): a proof resting on any other register is no proof.
+    pub(crate) fn get(&self, r: &'m str, settable: &dyn Fn(&str) -> bool) -> Option<Val<'m>> {
         if self.vars.is_empty() {
             return None;
         }
+        let cx = Cx {
+            vars: &self.vars,
+            settable,
+        };
         let mut a = self.analysis.borrow_mut();
         a.get_or_insert_with(|| Analysis::new(self.body))
-            .val(&self.vars, r)
+            .val(&cx, r)
     }
 
     /// `regs` (each one `get` knew) and every register their values depend on, sorted (the
@@ -384,7 +400,8 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
     /// static variable `r` points into, aligned, whatever `r` holds; if so `r` is noted for
     /// `range_inits`.
     pub(super) fn ranged_access(&self, r: &'m str, off: i64, w: u64, shared: bool) -> bool {
-        let Some(Val::Addr(var, Span { lo, hi, align })) = self.bounds.get(r) else {
+        let settable = |reg: &str| self.init_type(reg).is_some();
+        let Some(Val::Addr(var, Span { lo, hi, align })) = self.bounds.get(r, &settable) else {
             return false;
         };
         let Some((in_shared, size, var_align)) = self.static_var(var) else {
@@ -396,13 +413,7 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             && align >= w
             && off % w == 0
             && lo + off >= 0
-            && (hi + off + w) as u64 <= size
-            // Every register the proof rests on must be one `range_inits` can set.
-            && self
-                .bounds
-                .closure(&BTreeSet::from([r]))
-                .iter()
-                .all(|(reg, _)| self.init_type(reg).is_some());
+            && (hi + off + w) as u64 <= size;
         if ok {
             self.unchecked.borrow_mut().insert(r);
         }
@@ -425,7 +436,7 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
     pub(super) fn range_inits(&self, out: &mut Vec<super::print::O<'m>>) {
         use super::rewrite::imm;
         for (r, v) in self.bounds.closure(&self.unchecked.borrow()) {
-            // `ranged_access` only drops a check where every such register has a type here.
+            // `get` knows only registers with a type here (`settable`).
             let Some(ty) = self.init_type(r) else {
                 continue;
             };

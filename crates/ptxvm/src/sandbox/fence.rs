@@ -210,6 +210,11 @@ impl<'m> Fx<'_, 'm> {
             {
                 Ok(())
             }
+            // statics.rs first: its exact offsets are cheaper to check than bounds.rs's proofs.
+            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
+                out.push(O::Inst(i));
+                Ok(())
+            }
             (Sp::Shared | Sp::Local, Src::Reg(r, o))
                 if !(is_atomic && sp == Sp::Local)
                     && self.ranged_access(r, o, w, sp == Sp::Shared) =>
@@ -218,10 +223,6 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
-            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
-                out.push(O::Inst(i));
-                Ok(())
-            }
             (Sp::Local, Src::Reg(r, o))
                 if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
             {
