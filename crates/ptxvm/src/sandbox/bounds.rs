@@ -412,8 +412,12 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             && var_align >= w as u64
             && align >= w
             && off % w == 0
-            && lo + off >= 0
-            && (hi + off + w) as u64 <= size;
+            // The offset is the guest's: checked, never wrapped.
+            && lo.checked_add(off).is_some_and(|a| a >= 0)
+            && hi
+                .checked_add(off)
+                .and_then(|e| e.checked_add(w))
+                .is_some_and(|e| e as u64 <= size);
         if ok {
             self.unchecked.borrow_mut().insert(r);
         }

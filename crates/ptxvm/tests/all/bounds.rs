@@ -198,6 +198,18 @@ L:
     ret;
 }
 
+.visible .entry huge_offset(.param .u64 out, .param .u32 x)
+{
+    .shared .align 4 .b8 bins[64];
+    .reg .b32 %r<10>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, bins;
+    and.b32 %r4, %r1, 12;
+    add.u32 %r5, %r2, %r4;
+    st.shared.u32 [%r5+9223372036854775804], 1;
+    ret;
+}
+
 .visible .entry into_next(.param .u64 out, .param .u32 x)
 {
     .shared .align 4 .b8 a[16];
@@ -219,7 +231,7 @@ L:
 fn shared_accesses_that_only_look_bounded_keep_their_check_and_are_fenced() {
     let (s, m) = load_sandboxed(&ptx(LOOKALIKES));
     // (kernel, the access that must stay checked, x, whether that launch is fenced)
-    let cases: [(&str, &str, u32, bool); 8] = [
+    let cases: [(&str, &str, u32, bool); 9] = [
         ("too_wide", "st.shared.u32 [%r5], 1;", 0, true),
         ("too_fine", "st.shared.u32 [%r5], 1;", 0, false),
         ("second_write", "st.shared.u32 [%r5], 1;", 0, false),
@@ -228,6 +240,13 @@ fn shared_accesses_that_only_look_bounded_keep_their_check_and_are_fenced() {
         ("below", "st.shared.u32 [%r5+-4], 1;", 0, true),
         ("signed_byte", "st.shared.u32 [%r5], 1;", 0x80, true),
         ("into_next", "st.shared.u32 [%r5], 1;", 0, false),
+        // An offset near i64::MAX: no overflow, and the access is fenced.
+        (
+            "huge_offset",
+            "st.shared.u32 [%r5+9223372036854775804], 1;",
+            0,
+            true,
+        ),
     ];
     for (kernel, access, x, fenced) in cases {
         let k = entry(&s.ptx, kernel);
