@@ -230,6 +230,12 @@ impl<'m> Info<'m> {
         self.with_cfg(f, Cfg::forward_only).unwrap_or(true)
     }
 
+    /// Every back-edge of `f`'s body, as (branch position, earliest header position; 0 when
+    /// unknown), positions counting its labels and instructions (`Cfg::back`).
+    pub(crate) fn loops(&self, f: &'m Func) -> Vec<(usize, usize)> {
+        self.with_cfg(f, |c| c.back.clone()).unwrap_or_default()
+    }
+
     /// The back-edges of `f`'s body that need no poll, and the weights of the others
     /// (`bounded::analyse`).
     pub(crate) fn back_edges(&self, f: &'m Func) -> BackEdges {

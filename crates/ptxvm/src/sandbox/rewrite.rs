@@ -112,7 +112,7 @@ pub(crate) struct Fx<'a, 'm> {
     pub shared_align: HashMap<&'m str, u64>,
     /// Registers that only hold bounded offsets into static variables (bounds.rs).
     pub bounds: super::bounds::Bounds<'m>,
-    /// Statement positions `[header, back-edge]` of every backward branch (`in_loop`).
+    /// Statement positions `(back-edge, header)` of every backward branch (`in_loop`).
     pub loops: Vec<(usize, usize)>,
     /// Those of them an access was left unchecked for (`range_inits` gives them a value).
     pub unchecked: std::cell::RefCell<std::collections::BTreeSet<&'m str>>,
@@ -305,8 +305,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         .filter(|(_, s)| s.is_some())
         .map(|(n, _)| *n);
     fx.bounds = super::bounds::analyse(b, vars.chain(module_shared).collect());
-    fx.pos = 0;
-    fx.find_loops(b);
+    fx.loops = info.loops(f);
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
@@ -316,44 +315,14 @@ pub(super) fn rewrite_body<'a, 'm>(
 }
 
 impl<'m> Fx<'_, 'm> {
-    /// First pass: declarations and label positions.
-    /// Records every backward branch's `[header, branch]` positions, counted as `scan` and
-    /// `stmts` count them (a label or an instruction one each).
-    fn find_loops(&mut self, body: &'m [Stmt]) {
-        for st in body {
-            match st {
-                Stmt::Label(..) => self.pos += 1,
-                Stmt::Inst(i) => {
-                    let targets: Vec<&str> = match (i.opcode.as_str(), i.operands.as_slice()) {
-                        ("bra", [Operand::Name(l), ..]) => vec![l.as_str()],
-                        ("brx", [_, Operand::Name(t), ..]) => self
-                            .tables
-                            .get(t.as_str())
-                            .map_or(Vec::new(), |ls| ls.iter().map(String::as_str).collect()),
-                        _ => Vec::new(),
-                    };
-                    for t in targets {
-                        if let Some(&h) = self.labels.get(t)
-                            && h <= self.pos
-                        {
-                            self.loops.push((h, self.pos));
-                        }
-                    }
-                    self.pos += 1;
-                }
-                Stmt::Block(b) => self.find_loops(b),
-                _ => {}
-            }
-        }
-    }
-
     /// Whether the statement at `pos` lies between some loop's header and its back-edge.
     pub(crate) fn in_loop(&self) -> bool {
         self.loops
             .iter()
-            .any(|&(h, b)| h <= self.pos && self.pos <= b)
+            .any(|&(b, h)| h <= self.pos && self.pos <= b)
     }
 
+    /// First pass: declarations and label positions.
     fn scan(&mut self, body: &'m [Stmt]) -> R<()> {
         for s in body {
             match s {
