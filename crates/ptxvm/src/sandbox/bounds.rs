@@ -126,19 +126,6 @@ fn bits(t: &str) -> Option<u32> {
     })
 }
 
-fn insts<'m>(body: &'m [Stmt], depth: u32, all: &mut Vec<&'m Inst>, nested: &mut Vec<&'m str>) {
-    for s in body {
-        match s {
-            Stmt::Inst(i) => all.push(i),
-            Stmt::Block(b) => insts(b, depth + 1, all, nested),
-            Stmt::Reg { names, .. } if depth > 0 => {
-                nested.extend(names.iter().map(|(n, _)| n.as_str()));
-            }
-            _ => {}
-        }
-    }
-}
-
 /// A function body's registers, analysed on demand ([`Bounds::get`]): most functions ask about
 /// none, and a function with no static variable has no address to bound.
 #[derive(Default)]
@@ -320,7 +307,8 @@ impl<'m> Analysis<'m> {
     /// Every register's writes, read once.
     fn new(body: &'m [Stmt]) -> Analysis<'m> {
         let (mut all, mut nested) = (Vec::new(), Vec::new());
-        insts(body, 0, &mut all, &mut nested);
+        super::statics::insts(body, &mut all);
+        super::statics::nested(body, 0, &mut nested);
         let mut defs: HashMap<&'m str, Vec<&'m Inst>> = HashMap::new();
         let mut w = Vec::new();
         for i in &all {
@@ -333,7 +321,7 @@ impl<'m> Analysis<'m> {
         // A register declared in a nested block may shadow one of the function's: never known.
         let memo = nested
             .iter()
-            .flat_map(|n| defs.keys().filter(move |r| r.starts_with(n)))
+            .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
             .map(|r| (*r, None))
             .collect();
         Analysis {
@@ -426,10 +414,12 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
 
     /// The `mov` type that sets register `r`: integer registers of 16, 32 or 64 bits only.
     fn init_type(&self, r: &str) -> Option<&'static str> {
-        match self.reg_ty(r)? {
-            "u64" | "b64" | "s64" => Some("b64"),
-            "u32" | "b32" | "s32" => Some("b32"),
-            "u16" | "b16" | "s16" => Some("b16"),
+        let ty = crate::ir::Ty::parse(self.reg_ty(r)?)?;
+        match ty.bits() {
+            _ if ty.is_float() => None,
+            16 => Some("b16"),
+            32 => Some("b32"),
+            64 => Some("b64"),
             _ => None,
         }
     }

@@ -502,13 +502,9 @@ impl<'m> Fx<'_, 'm> {
         regs.into_iter()
             .map(|o| {
                 let Operand::Name(r) = o else { return None };
-                let bits = match self.reg_ty(r)? {
-                    "b16" | "u16" | "s16" | "f16" | "bf16" => 16,
-                    "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" => 32,
-                    "b64" | "u64" | "s64" | "f64" => 64,
-                    _ => return None,
-                };
-                Some((o.clone(), bits))
+                // `mov.b16` is the narrowest: 8-bit and predicate registers cannot be zeroed.
+                let bits = Ty::parse(self.reg_ty(r)?)?.bits();
+                (bits >= 16).then(|| (o.clone(), bits))
             })
             .collect()
     }

@@ -49,7 +49,8 @@ fn def_of<'m>(i: &'m Inst, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'
     }
 }
 
-fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
+/// Every instruction of `body`, nested blocks included, in order.
+pub(super) fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
     for s in body {
         match s {
             Stmt::Inst(i) => out.push(i),
@@ -60,7 +61,7 @@ fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
 }
 
 /// Registers declared inside nested blocks (they may shadow the function's): never static.
-fn nested<'m>(body: &'m [Stmt], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
+pub(super) fn nested<'m>(body: &'m [Stmt], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
     for s in body {
         match s {
             Stmt::Reg { names, .. } if depth > 0 => {
