@@ -434,16 +434,14 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             let Some(ty) = self.init_type(r) else {
                 continue;
             };
-            let d = Operand::Name(r.to_string());
             match v {
-                Val::Int(s) => self.emit(out, None, "mov", &[ty], &[d, imm(s.lo)]),
+                Val::Int(s) => {
+                    let d = Operand::Name(r.to_string());
+                    self.emit(out, None, "mov", &[ty], &[d, imm(s.lo)]);
+                }
                 Val::Addr(var, Span { lo, .. }) => {
                     let u = if ty == "b64" { "u64" } else { "u32" };
-                    let v = Operand::Name(var.to_string());
-                    self.emit(out, None, "mov", &[u], &[d.clone(), v]);
-                    if lo != 0 {
-                        self.emit(out, None, "add", &[u], &[d.clone(), d, imm(lo)]);
-                    }
+                    self.set_to_var_plus(out, r, u, var, lo);
                 }
             }
         }

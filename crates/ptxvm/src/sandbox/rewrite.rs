@@ -431,13 +431,30 @@ impl<'m> Fx<'_, 'm> {
         let mut regs: Vec<_> = self.statics.iter().collect();
         regs.sort_by_key(|(r, _)| *r);
         for (r, st) in regs {
-            let r = Operand::Name(r.to_string());
-            let v = Operand::Name(st.var.to_string());
-            self.emit(out, None, "mov", &["u64"], &[r.clone(), v]);
             let k = st.offsets.first().copied().unwrap_or(0);
-            if k != 0 {
-                self.emit(out, None, "add", &["u64"], &[r.clone(), r, imm(k)]);
-            }
+            self.set_to_var_plus(out, r, "u64", st.var, k);
+        }
+    }
+
+    /// `r` := the address of variable `var` plus `k`, in a `ty` (`u32` or `u64`) register.
+    pub(super) fn set_to_var_plus(
+        &self,
+        out: &mut Vec<O<'m>>,
+        r: &str,
+        ty: &str,
+        var: &str,
+        k: i64,
+    ) {
+        let r = Operand::Name(r.to_string());
+        self.emit(
+            out,
+            None,
+            "mov",
+            &[ty],
+            &[r.clone(), Operand::Name(var.to_string())],
+        );
+        if k != 0 {
+            self.emit(out, None, "add", &[ty], &[r.clone(), r, imm(k)]);
         }
     }
 
