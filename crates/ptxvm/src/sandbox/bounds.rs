@@ -160,20 +160,19 @@ impl<'m> Analysis<'m> {
             return None;
         }
         let defs = self.defs.get(r).cloned().unwrap_or_default();
-        let mut acc: Option<Val<'m>> = None;
         let mut deps = Vec::new();
-        let mut known = !defs.is_empty();
-        for i in defs {
-            match self.def(cx, i, r, &mut deps) {
-                Some(v) => acc = Some(acc.map_or(Some(v), |a| join(a, v))).flatten(),
-                None => known = false,
-            }
-            if !known || acc.is_none() {
-                known = false;
-                break;
-            }
-        }
-        let v = acc.filter(|_| known);
+        // The union over every write: unknown at the first write that is (no write at all: the
+        // register is a parameter or never set, so unknown too).
+        let v = defs
+            .into_iter()
+            .try_fold(None, |acc: Option<Val<'m>>, i| {
+                let v = self.def(cx, i, r, &mut deps)?;
+                Some(Some(match acc {
+                    None => v,
+                    Some(a) => join(a, v)?,
+                }))
+            })
+            .flatten();
         if v.is_some() {
             deps.sort_unstable();
             deps.dedup();
