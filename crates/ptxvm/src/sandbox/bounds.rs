@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::ast::{Inst, Operand, Stmt};
+use crate::ir::Ty;
 
 /// Integers stay below 2^31, so signed and unsigned readings of 32- and 64-bit registers agree
 /// and sums of two never overflow.
@@ -104,26 +105,15 @@ fn scale(v: Val<'_>, k: i64) -> Option<Val<'static>> {
     int(s.lo.checked_mul(k)?, s.hi.checked_mul(k)?, align)
 }
 
-/// Bits of an integer type name (`u8` → 8), for the unsigned and bit types only.
-fn ubits(t: &str) -> Option<u32> {
-    match t {
-        "u8" | "b8" => Some(8),
-        "u16" | "b16" => Some(16),
-        "u32" | "b32" => Some(32),
-        "u64" | "b64" => Some(64),
-        _ => None,
-    }
+/// Bits of an integer type name (`u8` → 8, `s32` → 32): not floats, not predicates.
+fn bits(t: &str) -> Option<u32> {
+    let ty = Ty::parse(t).filter(|ty| !ty.is_float() && *ty != Ty::Pred)?;
+    Some(ty.bits())
 }
 
-/// Bits of any integer type name.
-fn bits(t: &str) -> Option<u32> {
-    ubits(t).or(match t {
-        "s8" => Some(8),
-        "s16" => Some(16),
-        "s32" => Some(32),
-        "s64" => Some(64),
-        _ => None,
-    })
+/// Bits of an unsigned or bit integer type name.
+fn ubits(t: &str) -> Option<u32> {
+    Ty::parse(t).filter(|ty| !ty.signed()).and(bits(t))
 }
 
 /// A function body's registers, analysed on demand ([`Bounds::get`]): most functions ask about
@@ -413,7 +403,7 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
 
     /// The `mov` type that sets register `r`: integer registers of 16, 32 or 64 bits only.
     fn init_type(&self, r: &str) -> Option<&'static str> {
-        let ty = crate::ir::Ty::parse(self.reg_ty(r)?)?;
+        let ty = Ty::parse(self.reg_ty(r)?)?;
         match ty.bits() {
             _ if ty.is_float() => None,
             16 => Some("b16"),
