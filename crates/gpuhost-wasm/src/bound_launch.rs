@@ -37,7 +37,7 @@ enum Bound {
 pub struct BoundLaunchRes {
     kernel: Arc<gpuhost::Kernel>,
     kernel_charge: Charge,
-    sandbox: Option<KernelSandbox>,
+    sandbox: Option<Arc<KernelSandbox>>,
     config: GpuConfig,
     args: Vec<Bound>,
     /// The launch as it is now, collected (made at its first collection; reset by a change).
@@ -61,7 +61,7 @@ impl BoundLaunchRes {
     }
 
     pub(crate) fn sandbox(&self) -> Option<&KernelSandbox> {
-        self.sandbox.as_ref()
+        self.sandbox.as_deref()
     }
 
     /// Checks the launch as it is now without launching (a sandboxed kernel: the user's

@@ -105,7 +105,7 @@ impl Host for CudaCtxView<'_> {
         let kernel = bundle.kernel(&name)?;
         // A sandboxed guest's scalars reach the operator's kernels too: they run rewritten.
         let sandbox = match (self.ctx.limits.sandbox, self.ctx.bundle_rewrite.is_some()) {
-            (true, _) => Some(self.bundle_sandbox(&name)?),
+            (true, _) => Some(Arc::new(self.bundle_sandbox(&name)?)),
             (false, false) => None,
             (false, true) => {
                 return Err(WitError::NotSupported(format!(

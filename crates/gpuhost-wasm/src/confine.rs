@@ -126,8 +126,14 @@ impl Confinement {
             GpuArg::U64(self.arena.mapped()),
             globals,
             GpuArg::Buffer(&self.ctl_anchor, 0),
-            GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32) | k.skip_entry_read(cfg)),
+            Self::launch_word(k, cfg, epoch),
         ]
+    }
+
+    /// The last hidden argument: the abort epoch a launch is given, its kernel's tag, and
+    /// whether it may skip the entry's epoch read.
+    pub(crate) fn launch_word(k: &KernelSandbox, cfg: &GpuConfig, epoch: u32) -> GpuArg<'static> {
+        GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32) | k.skip_entry_read(cfg))
     }
 
     /// The kernel the last stop caught in the middle of a loop, as "kernel NAME" (None when

@@ -29,7 +29,8 @@ pub struct KernelRes {
     pub(crate) kernel: Arc<gpuhost::Kernel>,
     pub(crate) charge: Charge,
     /// What a launch of it needs beyond the user's arguments, for a sandboxed guest.
-    pub(crate) sandbox: Option<KernelSandbox>,
+    /// Shared with its bound launches and the launches collected for a graph.
+    pub(crate) sandbox: Option<Arc<KernelSandbox>>,
 }
 
 impl CudaCtxView<'_> {
@@ -166,7 +167,7 @@ impl HostModule for CudaCtxView<'_> {
                     None => None,
                 };
                 let (tag, name) = c.tag(&name);
-                Some(KernelSandbox {
+                Some(Arc::new(KernelSandbox {
                     module: sm.clone(),
                     user_params: k.user_params,
                     local_bytes: k.local_bytes_per_thread,
@@ -174,7 +175,7 @@ impl HostModule for CudaCtxView<'_> {
                     name,
                     first_poll_span: k.first_poll_span,
                     skip_copy,
-                })
+                }))
             }
             _ => None,
         };

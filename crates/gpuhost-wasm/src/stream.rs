@@ -14,7 +14,7 @@ use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::stream::{Arg, BufferArg, Host, HostStream, LaunchConfig};
 use crate::bound_launch::BoundLaunchRes;
 use crate::burst::{Burst, Collected, Deferred, Shape, shape};
-use crate::confine::KernelSandbox;
+use crate::confine::{Confinement, KernelSandbox};
 use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::{CudaResult, from_gpu};
 use crate::event::EventRes;
@@ -203,14 +203,14 @@ fn retire_done(pending: &mut VecDeque<InFlight>, failed: &mut Option<WitError>) 
 
 /// Launches `kernel` on `s` with the user's `args`: as given for a trusted guest; for a
 /// sandboxed one after checking the user's argument count and local memory, with the hidden
-/// arguments appended, under the watchdog.
+/// arguments appended to `args`, under the watchdog.
 pub(crate) fn launch_on<'a>(
     ctx: &'a CudaCtx,
     s: &StreamRes,
     kernel: &gpuhost::Kernel,
     sandbox: Option<&'a KernelSandbox>,
     cfg: GpuConfig,
-    args: &[GpuArg<'a>],
+    args: &mut SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
 ) -> CudaResult<Completion> {
     let Some(sb) = sandbox else {
         return Ok(s.stream.launch(kernel, cfg, args)?);
@@ -223,14 +223,30 @@ pub(crate) fn launch_on<'a>(
         .into());
     };
     sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
+    // Laid out in the caller's list before the watch, the epoch's word last, set once the watch
+    // gives the epoch: building a second list there was a third of a lone launch's host work.
+    args.extend_from_slice(&c.hidden(sb, &cfg, 0));
+    // A launch that may skip the entry's read runs the kernel's skip copy.
+    let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
     let done = watch.launch(&c.watch, &sb.name, |epoch| {
-        let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
-        full.extend(c.hidden(sb, &cfg, epoch));
-        // A launch that may skip the entry's read runs the kernel's skip copy.
-        let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
-        s.stream.launch(kernel, cfg, &full)
-    })?;
-    Ok(done)
+        if let Some(word) = args.last_mut() {
+            *word = Confinement::launch_word(sb, &cfg, epoch);
+        }
+        s.stream.launch(kernel, cfg, args)
+    });
+    done.map_err(|e| guest_named(e).into())
+}
+
+/// gpuhost's refusal of a launch of a kernel's skip copy names the guest's kernel, as the same
+/// refusal of a collected launch (checked against the kernel itself) does.
+pub(crate) fn guest_named(mut e: gpuhost::Error) -> gpuhost::Error {
+    if let gpuhost::Error::ArgMismatch { kernel, .. } | gpuhost::Error::InvalidLaunch { kernel, .. } =
+        &mut e
+        && let Some(name) = kernel.strip_suffix(ptxvm::sandbox::SKIP_COPY_SUFFIX)
+    {
+        *kernel = name.to_string();
+    }
+    e
 }
 
 /// How much of a launch's checking is already done when it is routed.
@@ -252,7 +268,7 @@ fn route<'a>(
     s: &StreamRes,
     (kernel, sandbox): (&Arc<gpuhost::Kernel>, Option<&'a KernelSandbox>),
     cfg: GpuConfig,
-    args: &[GpuArg<'a>],
+    args: &mut SmallVec<[GpuArg<'a>; INLINE_ARGS]>,
     checked: Checked,
     collects: bool,
 ) -> CudaResult<Route> {
@@ -263,11 +279,12 @@ fn route<'a>(
             (None, ..) if checked == Checked::Bound => {}
             (None, ..) => kernel.check_launch(&cfg, args)?,
             (Some(_), Some(_), Some(_)) if checked == Checked::Bound => {}
-            (Some(sb), Some(c), Some(_)) => {
+            // The hidden arguments are the sandbox's own, and gpuhost checks them with the rest
+            // when the batch is issued: building them here to check them was a third of what
+            // collecting a sandboxed launch cost.
+            (Some(sb), Some(_), Some(_)) => {
                 sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
-                let mut full: SmallVec<[GpuArg<'_>; INLINE_ARGS]> = SmallVec::from(args);
-                full.extend(c.hidden(sb, &cfg, 0));
-                kernel.check_launch(&cfg, &full)?;
+                kernel.check_launch_leading(&cfg, args)?;
             }
             // Not collected: the direct path refuses it below.
             (Some(_), ..) => {
@@ -363,7 +380,9 @@ impl CudaCtxView<'_> {
                     if names.len() == NAMES_KEPT {
                         break;
                     }
-                    if !names.contains(name) {
+                    // A kernel's launches share its name's allocation: compared by address
+                    // first, the text only for two handles of one name.
+                    if !names.iter().any(|n| Arc::ptr_eq(n, name) || n == name) {
                         names.push(name.clone());
                     }
                 }
@@ -380,7 +399,7 @@ impl CudaCtxView<'_> {
             .launches_in_flight
             .saturating_sub(flushed.not_issued);
         if let Some(e) = flushed.error {
-            s.failed.get_or_insert(from_gpu(&e));
+            s.failed.get_or_insert(from_gpu(&guest_named(e)));
         }
         Ok(())
     }
@@ -500,20 +519,21 @@ impl HostStream for CudaCtxView<'_> {
             let k = table.get(&kernel)?;
             let s = table.get(&stream)?;
             let cfg = to_gpu_config(&config);
-            let sb = k.sandbox.as_ref();
+            let sb = k.sandbox.as_deref();
             let collects = s.burst.collects(&k.kernel, cfg);
             let issue = match route(
                 self.ctx,
                 s,
                 (&k.kernel, sb),
                 cfg,
-                &gpu_args,
+                &mut gpu_args,
                 Checked::No,
                 collects,
             )? {
                 Route::Collect => {
                     // Built here and handed over once (the table's borrows end with `gpu_args`).
-                    let launch = Deferred::new(&k.kernel, &k.charge, cfg, &gpu_args, sb);
+                    let launch =
+                        Deferred::new(&k.kernel, &k.charge, cfg, &gpu_args, k.sandbox.as_ref());
                     drop(gpu_args);
                     return self.collected(&stream, Collected::Own(launch));
                 }
@@ -546,14 +566,14 @@ impl HostStream for CudaCtxView<'_> {
                     // and is collected as its shared form: its arguments are not even built.
                     Route::Collect
                 } else {
-                    let args = b.args();
+                    let mut args = b.args();
                     let (kernel, sb, cfg) = (b.kernel(), b.sandbox(), b.config());
                     route(
                         self.ctx,
                         s,
                         (kernel, sb),
                         cfg,
-                        &args,
+                        &mut args,
                         Checked::Bound,
                         collects,
                     )?

@@ -431,6 +431,24 @@ impl Kernel {
         crate::launch::check_args(self.name(), self.params(), args)
     }
 
+    /// [`Kernel::check_launch`] for a caller that appends the kernel's last parameters itself
+    /// (a sandbox's hidden arguments, laid out by the caller and checked when launched): `cfg`,
+    /// and `args` against the leading parameters, one each.
+    pub fn check_launch_leading(&self, cfg: &LaunchConfig, args: &[Arg<'_>]) -> Result<()> {
+        cfg.check(self.name(), self.host().facts())?;
+        let Some(leading) = self.params().get(..args.len()) else {
+            return Err(Error::ArgMismatch {
+                kernel: self.name().to_string(),
+                reason: format!(
+                    "{} argument(s) given, the kernel takes {}",
+                    args.len(),
+                    self.params().len()
+                ),
+            });
+        };
+        crate::launch::check_args(self.name(), leading, args)
+    }
+
     /// Where the parameter list came from.
     pub fn param_source(&self) -> ParamSource {
         self.entry.source

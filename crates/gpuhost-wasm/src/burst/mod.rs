@@ -103,7 +103,7 @@ pub(crate) struct Deferred {
     cfg: GpuConfig,
     args: SmallVec<[Owned; INLINE_ARGS]>,
     /// A sandboxed kernel's sandbox side: its hidden arguments are added at the flush.
-    sandbox: Option<KernelSandbox>,
+    sandbox: Option<Arc<KernelSandbox>>,
 }
 
 impl Deferred {
@@ -114,7 +114,7 @@ impl Deferred {
         charge: &Charge,
         cfg: GpuConfig,
         args: &[GpuArg<'_>],
-        sandbox: Option<&KernelSandbox>,
+        sandbox: Option<&Arc<KernelSandbox>>,
     ) -> Self {
         let args = args
             .iter()

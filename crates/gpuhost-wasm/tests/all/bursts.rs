@@ -134,20 +134,27 @@ async fn refused_launches_in_collected_bursts_report_the_same_errors_at_the_call
     let Some((rt, _device)) = device().await else {
         return;
     };
-    let batched = run(rt, &["errors"], trusted()).await;
-    let plain = run(rt, &["errors"], unbatched()).await;
-    assert!(
-        batched.graph_launches > 0,
-        "no burst was replayed as a graph"
-    );
-    let out = stdout(&batched);
-    assert_eq!(out, stdout(&plain));
-    for refusal in [
-        "too few arguments: Err(Error::ArgMismatch",
-        "block too large: Err(Error::InvalidLaunch",
-        "offset past the end: Err(Error::OutOfBounds",
+    // Sandboxed too: a collected sandboxed launch is checked without its hidden arguments.
+    let sandboxed = |l: Limits| Limits { sandbox: true, ..l };
+    for (batching, plain) in [
+        (trusted(), unbatched()),
+        (sandboxed(trusted()), sandboxed(unbatched())),
     ] {
-        assert_eq!(out.matches(refusal).count(), 3, "{refusal} in {out}");
+        let batched = run(rt, &["errors"], batching).await;
+        let plain = run(rt, &["errors"], plain).await;
+        assert!(
+            batched.graph_launches > 0,
+            "no burst was replayed as a graph"
+        );
+        let out = stdout(&batched);
+        assert_eq!(out, stdout(&plain));
+        for refusal in [
+            "too few arguments: Err(Error::ArgMismatch",
+            "block too large: Err(Error::InvalidLaunch",
+            "offset past the end: Err(Error::OutOfBounds",
+        ] {
+            assert_eq!(out.matches(refusal).count(), 3, "{refusal} in {out}");
+        }
     }
 }
 

@@ -61,6 +61,51 @@ fn argument_count_and_size_mismatches_are_arg_mismatch() {
 }
 
 #[test]
+fn a_leading_check_refuses_bad_leading_arguments_and_geometry_and_accepts_a_short_list() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let out = host.alloc(64).unwrap();
+    let cfg = LaunchConfig::for_elements(16, 16);
+    // A caller that appends the last parameters itself (the sandbox's hidden ones) checks the
+    // rest: any prefix of the right arguments passes.
+    k.check_launch_leading(&cfg, &[Arg::Buffer(&out, 0)])
+        .unwrap();
+    k.check_launch_leading(&cfg, &[]).unwrap();
+    k.check_launch_leading(&cfg, &[Arg::Buffer(&out, 0), Arg::U32(16)])
+        .unwrap();
+    let cases: [(&[Arg<'_>], &str); 3] = [
+        (
+            &[Arg::U32(0)],
+            "argument 0 is U32 (4 bytes) but parameter 0 is 8 bytes",
+        ),
+        (&[Arg::Buffer(&out, 65)], "past the end"),
+        (
+            &[Arg::Buffer(&out, 0), Arg::U32(16), Arg::U32(1)],
+            "3 argument(s) given, the kernel takes 2",
+        ),
+    ];
+    for (args, needle) in cases {
+        match k.check_launch_leading(&cfg, args) {
+            Err(Error::ArgMismatch { kernel, reason }) => {
+                assert_eq!(kernel, "stamp");
+                assert!(reason.contains(needle), "{reason:?} lacks {needle:?}");
+            }
+            other => panic!("expected ArgMismatch for {args:?}, got {other:?}"),
+        }
+    }
+    let too_wide = LaunchConfig {
+        block: [host.facts().max_threads_per_block + 1, 1, 1],
+        ..cfg
+    };
+    assert!(matches!(
+        k.check_launch_leading(&too_wide, &[Arg::Buffer(&out, 0)]),
+        Err(Error::InvalidLaunch { .. })
+    ));
+}
+
+#[test]
 fn launch_dimensions_over_device_limits_are_invalid_launch() {
     let _g = shared();
     let Some(host) = host() else { return };
