@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use crate::isa::Opcode;
+
 /// A name or word of the tree: borrowed from the source text as parsed, owned when a pass
 /// makes it (a renamed symbol, a register the sandbox adds).
 pub(crate) type Str<'a> = Cow<'a, str>;
@@ -104,6 +106,9 @@ pub(crate) struct Inst<'a> {
     /// `(predicate register, negated)`.
     pub guard: Option<(Str<'a>, bool)>,
     pub opcode: Str<'a>,
+    /// `opcode` as an ISA opcode (`None`: not PTX), looked up once: the sandbox asks for it
+    /// several times an instruction, and the lookup compares names one by one.
+    pub op: Option<Opcode>,
     /// Modifiers in order, without dots.
     pub mods: Vec<Str<'a>>,
     pub operands: Vec<Operand<'a>>,
@@ -203,6 +208,7 @@ fn stmts_owned(body: Vec<Stmt<'_>>) -> Vec<Stmt<'static>> {
             Stmt::Inst(i) => Stmt::Inst(Inst {
                 guard: i.guard.map(|(g, neg)| (own(g), neg)),
                 opcode: own(i.opcode),
+                op: i.op,
                 mods: i.mods.into_iter().map(own).collect(),
                 operands: operands_owned(i.operands),
                 line: i.line,

@@ -3,6 +3,7 @@
 
 use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
+use crate::isa::Opcode;
 use crate::lex::{Tok, Token};
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
@@ -523,7 +524,7 @@ impl<'t, 's> Parser<'t, 's> {
             let neg = self.eat_punct('!');
             guard = Some((self.ident()?.into(), neg));
         }
-        let opcode = self.ident()?.into();
+        let opcode = self.ident()?;
         let mut mods = Vec::new();
         while let Some(Tok::Dot(d)) = self.peek() {
             mods.push(Str::Borrowed(*d));
@@ -541,7 +542,8 @@ impl<'t, 's> Parser<'t, 's> {
         }
         Ok(Inst {
             guard,
-            opcode,
+            opcode: opcode.into(),
+            op: Opcode::parse(opcode),
             mods,
             operands,
             line,

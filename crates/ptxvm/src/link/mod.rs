@@ -403,6 +403,7 @@ fn check_alone(m: &mut Module) -> Result<(), Error> {
             f.body = Some(vec![Stmt::Inst(Inst {
                 guard: None,
                 opcode: "ret".into(),
+                op: Some(crate::isa::Opcode::Ret),
                 mods: Vec::new(),
                 operands: Vec::new(),
                 line: f.line,

@@ -336,7 +336,7 @@ impl<'m> Info<'m> {
             for st in stmts {
                 match st {
                     Stmt::Inst(i) => {
-                        let op = Opcode::parse(&i.opcode);
+                        let op = i.op;
                         let callee = (op == Some(Opcode::Call))
                             .then(|| call_parts(i).ok())
                             .flatten()
@@ -484,7 +484,7 @@ impl<'m> Walk<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst<'m>) -> Result<(), Error> {
-        let op = Opcode::parse(&i.opcode);
+        let op = i.op;
         check_opcode(i, op)?;
         check_barrier(i, op)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a

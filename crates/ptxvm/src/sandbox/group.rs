@@ -37,7 +37,7 @@ fn mentions(o: &Operand, n: &str) -> bool {
 /// where a plain `bar` has none: the instruction table speaks for the opcode, so it is asked
 /// here first (an unknown opcode counts as writing).
 fn writes_first(i: &Inst) -> bool {
-    let op = Opcode::parse(&i.opcode);
+    let op = i.op;
     let reduces =
         matches!(op, Some(Opcode::Bar | Opcode::Barrier)) && i.mods.iter().any(|m| m == "red");
     reduces || op.is_none_or(|o| o.writes_first_operand())

@@ -43,7 +43,7 @@ fn predicable(i: &Inst) -> bool {
     if i.guard.is_some() || i.mods.iter().any(|m| m == "cc") {
         return false;
     }
-    match Opcode::parse(&i.opcode) {
+    match i.op {
         Some(Opcode::Addc | Opcode::Madc | Opcode::Subc) => false,
         Some(Opcode::Ld | Opcode::Ldu | Opcode::St | Opcode::Atom | Opcode::Red) => true,
         Some(op) => op.family() == Family::Arith,
@@ -54,7 +54,7 @@ fn predicable(i: &Inst) -> bool {
 /// Whether `i` reads or writes the thread's `.local` memory.
 fn local_access(i: &Inst) -> bool {
     matches!(
-        Opcode::parse(&i.opcode),
+        i.op,
         Some(Opcode::Ld | Opcode::Ldu | Opcode::St | Opcode::Atom | Opcode::Red)
     ) && i.mods.iter().any(|m| m == "local")
 }

@@ -138,7 +138,7 @@ fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u
         for st in stmts {
             match st {
                 Stmt::Inst(i) => {
-                    let op = Opcode::parse(&i.opcode);
+                    let op = i.op;
                     total = total.saturating_add(if op == Some(Opcode::Nanosleep) {
                         NANOSLEEP_SPAN
                     } else {

@@ -224,7 +224,7 @@ fn side_effect_free(s: &Stmt) -> bool {
         Stmt::Reg { .. } | Stmt::Var(_) => return true,
         _ => return false,
     };
-    let Some(op) = Opcode::parse(&i.opcode) else {
+    let Some(op) = i.op else {
         return false;
     };
     let private = || {
@@ -585,7 +585,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
-        let op = Opcode::parse(&i.opcode);
+        let op = i.op;
         match op {
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
@@ -694,7 +694,7 @@ impl<'m> Fx<'_, 'm> {
             _ => None,
         };
         let space_const = i.mods.iter().any(|m| m == "const");
-        let op = Opcode::parse(&i.opcode);
+        let op = i.op;
         match op {
             Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
                 if let Some(off) = reloc(&i.operands[1]) {

@@ -32,6 +32,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::bounded::{Cfg, Counter, Item, Val};
 use crate::ast::{Inst, Module, Operand, Stmt, Str};
+use crate::isa::Opcode;
 
 /// Part of every name the pass adds.
 const MARK: &str = "gpuhost_v";
@@ -197,6 +198,7 @@ fn new(
     Stmt::Inst(Inst {
         guard: guard.map(|(g, n)| (Str::Borrowed(g), n)),
         opcode: op.into(),
+        op: Opcode::parse(op),
         mods: mods.iter().map(|&m| Str::Borrowed(m)).collect(),
         operands,
         line,
