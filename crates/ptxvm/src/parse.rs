@@ -426,7 +426,7 @@ impl<'t, 's> Parser<'t, 's> {
         if depth > MAX_DEPTH {
             return self.err("blocks nested too deeply");
         }
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.statements_ahead());
         loop {
             let line = self.line();
             match self.peek() {
@@ -476,6 +476,23 @@ impl<'t, 's> Parser<'t, 's> {
                 Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
             }
         }
+    }
+
+    /// An upper bound on the statements of the block being parsed (`{` consumed): its `;` and
+    /// `:` up to the matching `}`. Sizing the block's vector once costs a scan of its tokens;
+    /// growing it copied every statement parsed so far each time it doubled.
+    fn statements_ahead(&self) -> usize {
+        let (mut n, mut depth) = (0usize, 0u32);
+        for t in &self.t[self.i..] {
+            match t.tok {
+                Tok::Punct(';' | ':') => n += 1,
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') if depth == 0 => break,
+                Tok::Punct('}') => depth -= 1,
+                _ => {}
+            }
+        }
+        n
     }
 
     fn reg_decl(&mut self) -> R<Stmt<'s>> {
