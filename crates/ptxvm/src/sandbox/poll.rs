@@ -23,6 +23,49 @@ const U32_REGS: &[&str] = &[
 ];
 const PRED_REGS: &[&str] = &["p", "q"];
 
+/// The fixed sandbox registers' names (of those above), spelled out: most emitted operands
+/// are these, and borrowing one costs less than building it (an allocation, then a free once
+/// printed).
+const FIXED: &[&str] = &[
+    "%__sbx_a",
+    "%__sbx_p",
+    "%__sbx_q",
+    "%__sbx_t",
+    "%__sbx_x",
+    "%__sbx_b",
+    "%__sbx_c",
+    "%__sbx_d",
+    "%__sbx_e",
+    "%__sbx_f",
+    "%__sbx_o",
+    "%__sbx_tag",
+    "%__sbx_lim",
+    "%__sbx_cnt",
+    "%__sbx_size",
+    "%__sbx_base",
+    "%__sbx_epoch",
+    "%__sbx_launch",
+    "%__sbx_globals",
+    "%__sbx_slo",
+    "%__sbx_shi",
+    "%__sbx_llo",
+    "%__sbx_lhi",
+    "%__sbx_sl",
+    "%__sbx_ll",
+];
+
+/// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
+pub(super) fn sreg_name(n: &str) -> Str<'static> {
+    const PREFIX: usize = "%__sbx_".len();
+    match FIXED
+        .iter()
+        .find(|f| f.len() == PREFIX + n.len() && &f[PREFIX..] == n)
+    {
+        Some(f) => Str::Borrowed(f),
+        None => Str::Owned(["%__sbx_", n].concat()),
+    }
+}
+
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
 /// depend on a HashMap's order).
 fn sized(vars: &HashMap<&str, u64>) -> Vec<(String, Option<u64>)> {

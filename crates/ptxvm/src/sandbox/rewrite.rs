@@ -45,49 +45,7 @@ pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Register `%__sbx_<n>`.
 pub(crate) fn sreg(n: &str) -> Operand<'static> {
-    Operand::Name(sreg_name(n))
-}
-
-/// The fixed sandbox registers' names, spelled out: most emitted operands are these, and
-/// borrowing one costs less than building it (an allocation, then a free once printed).
-const FIXED: &[&str] = &[
-    "%__sbx_a",
-    "%__sbx_p",
-    "%__sbx_q",
-    "%__sbx_t",
-    "%__sbx_x",
-    "%__sbx_b",
-    "%__sbx_c",
-    "%__sbx_d",
-    "%__sbx_e",
-    "%__sbx_f",
-    "%__sbx_o",
-    "%__sbx_tag",
-    "%__sbx_lim",
-    "%__sbx_cnt",
-    "%__sbx_size",
-    "%__sbx_base",
-    "%__sbx_epoch",
-    "%__sbx_launch",
-    "%__sbx_globals",
-    "%__sbx_slo",
-    "%__sbx_shi",
-    "%__sbx_llo",
-    "%__sbx_lhi",
-    "%__sbx_sl",
-    "%__sbx_ll",
-];
-
-/// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
-fn sreg_name(n: &str) -> Str<'static> {
-    const PREFIX: usize = "%__sbx_".len();
-    match FIXED
-        .iter()
-        .find(|f| f.len() == PREFIX + n.len() && &f[PREFIX..] == n)
-    {
-        Some(f) => Str::Borrowed(f),
-        None => Str::Owned(["%__sbx_", n].concat()),
-    }
+    Operand::Name(super::poll::sreg_name(n))
 }
 
 /// Prints a new instruction as one line of `t`.
