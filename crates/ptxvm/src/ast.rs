@@ -1,9 +1,19 @@
 //! The PTX syntax tree the parser builds: directives, declarations, statements and instructions
 //! as written, each with its source position. Names are still strings; `lower` resolves them.
+//! Names and words borrow the source text ([`Str`]): parsing then allocates nothing per name,
+//! and only what a later pass makes (the sandbox's registers and parameters) is owned.
+
+use std::borrow::Cow;
+
+use crate::isa::Opcode;
+
+/// A name or word of the tree: borrowed from the source text as parsed, owned when a pass
+/// makes it (a renamed symbol, a register the sandbox adds).
+pub(crate) type Str<'a> = Cow<'a, str>;
 
 /// A parsed PTX module.
 #[derive(Debug, Default)]
-pub(crate) struct Module {
+pub(crate) struct Module<'a> {
     /// `.version` as written (`8.5`), if present.
     pub version: Option<String>,
     /// `.target` words (`sm_90`, `debug`…).
@@ -11,9 +21,9 @@ pub(crate) struct Module {
     /// `.address_size` (64 when absent).
     pub address_size: Option<u32>,
     /// Module-scope variables (`.global`, `.const`, `.shared`).
-    pub vars: Vec<VarDecl>,
+    pub vars: Vec<VarDecl<'a>>,
     /// Kernels and device functions, including body-less prototypes.
-    pub funcs: Vec<Func>,
+    pub funcs: Vec<Func<'a>>,
 }
 
 /// A state space a variable can be declared in.
@@ -28,11 +38,11 @@ pub(crate) enum Space {
 
 /// A variable declaration (`.shared .align 4 .b8 buf[128];`).
 #[derive(Debug, Clone)]
-pub(crate) struct VarDecl {
+pub(crate) struct VarDecl<'a> {
     pub space: Space,
-    pub name: String,
+    pub name: Str<'a>,
     /// Scalar type name without the dot (`b8`, `f32`, `u64`…).
-    pub ty: String,
+    pub ty: Str<'a>,
     /// Vector width from `.v2`/`.v4` (1 when scalar).
     pub vec: u32,
     pub align: Option<u32>,
@@ -58,70 +68,170 @@ pub(crate) enum Init {
 
 /// A kernel (`.entry`) or device function (`.func`).
 #[derive(Debug)]
-pub(crate) struct Func {
-    pub name: String,
+pub(crate) struct Func<'a> {
+    pub name: Str<'a>,
     pub is_entry: bool,
-    pub params: Vec<VarDecl>,
-    pub rets: Vec<VarDecl>,
+    pub params: Vec<VarDecl<'a>>,
+    pub rets: Vec<VarDecl<'a>>,
     pub max_threads: Option<u32>,
     /// `.visible`/`.weak`/`.extern` as written.
     pub linkage: Option<String>,
     /// Performance directives in order (`maxntid` → `[256, 1, 1]`, `noreturn` → `[]`).
     pub attrs: Vec<(String, Vec<u64>)>,
     /// `None` for a prototype (`.extern .func f(...);`).
-    pub body: Option<Vec<Stmt>>,
+    pub body: Option<Vec<Stmt<'a>>>,
     pub line: u32,
 }
 
 /// A statement inside a function body.
 #[derive(Debug)]
-pub(crate) enum Stmt {
+pub(crate) enum Stmt<'a> {
     /// `.reg .type names;` — each name with its `<n>` range count if any.
     Reg {
-        ty: String,
-        names: Vec<(String, Option<u32>)>,
+        ty: Str<'a>,
+        names: Vec<(Str<'a>, Option<u32>)>,
         line: u32,
     },
-    Var(VarDecl),
-    Label(String, u32),
+    Var(VarDecl<'a>),
+    Label(Str<'a>, u32),
     /// `name: .branchtargets L1, L2, …;` — a jump table for `brx.idx`.
-    Targets(String, Vec<String>, u32),
-    Inst(Inst),
-    Block(Vec<Stmt>),
+    Targets(Str<'a>, Vec<Str<'a>>, u32),
+    Inst(Inst<'a>),
+    Block(Vec<Stmt<'a>>),
 }
 
 /// One instruction as written.
 #[derive(Debug, Clone)]
-pub(crate) struct Inst {
+pub(crate) struct Inst<'a> {
     /// `(predicate register, negated)`.
-    pub guard: Option<(String, bool)>,
-    pub opcode: String,
+    pub guard: Option<(Str<'a>, bool)>,
+    pub opcode: Str<'a>,
+    /// `opcode` as an ISA opcode (`None`: not PTX), looked up once: the sandbox asks for it
+    /// several times an instruction, and the lookup compares names one by one.
+    pub op: Option<Opcode>,
     /// Modifiers in order, without dots.
-    pub mods: Vec<String>,
-    pub operands: Vec<Operand>,
+    pub mods: Vec<Str<'a>>,
+    pub operands: Vec<Operand<'a>>,
     pub line: u32,
 }
 
 /// An operand as written.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Operand {
+pub(crate) enum Operand<'a> {
     /// Register, special register (`%tid.x`), label or variable name.
-    Name(String),
+    Name(Str<'a>),
     /// `!%p`
-    Not(String),
+    Not(Str<'a>),
     /// `%p|%q` (setp's two destinations).
-    Pair(String, String),
+    Pair(Str<'a>, Str<'a>),
     Int(i64),
     F32Bits(u32),
     F64Bits(u64),
     /// `[base+offset]`; base `None` means an absolute address.
-    Addr(Option<String>, i64),
+    Addr(Option<Str<'a>>, i64),
     /// `{a, b, …}`
-    Vec(Vec<Operand>),
+    Vec(Vec<Operand<'a>>),
     /// `(a, b, …)` in call argument lists.
-    List(Vec<Operand>),
+    List(Vec<Operand<'a>>),
     /// `_` sink.
     Sink,
     /// A texture/surface operand `[handle, {x, y}]`: the handle's name and the coordinates.
-    Image(String, Vec<Operand>),
+    Image(Str<'a>, Vec<Operand<'a>>),
+}
+
+/// A copy of a name that no longer borrows the source text.
+fn own(s: Str<'_>) -> Str<'static> {
+    Str::Owned(s.into_owned())
+}
+
+impl Module<'_> {
+    /// The module with every name owned, for a holder that outlives the source text (the
+    /// linker keeps the modules it is given).
+    pub(crate) fn into_owned(self) -> Module<'static> {
+        Module {
+            version: self.version,
+            target: self.target,
+            address_size: self.address_size,
+            vars: self.vars.into_iter().map(VarDecl::into_owned).collect(),
+            funcs: self.funcs.into_iter().map(Func::into_owned).collect(),
+        }
+    }
+}
+
+impl VarDecl<'_> {
+    fn into_owned(self) -> VarDecl<'static> {
+        VarDecl {
+            name: own(self.name),
+            ty: own(self.ty),
+            space: self.space,
+            vec: self.vec,
+            align: self.align,
+            count: self.count,
+            init: self.init,
+            is_extern: self.is_extern,
+            linkage: self.linkage,
+            line: self.line,
+        }
+    }
+}
+
+impl Func<'_> {
+    fn into_owned(self) -> Func<'static> {
+        let decls = |v: Vec<VarDecl<'_>>| v.into_iter().map(VarDecl::into_owned).collect();
+        Func {
+            name: own(self.name),
+            is_entry: self.is_entry,
+            params: decls(self.params),
+            rets: decls(self.rets),
+            max_threads: self.max_threads,
+            linkage: self.linkage,
+            attrs: self.attrs,
+            body: self.body.map(stmts_owned),
+            line: self.line,
+        }
+    }
+}
+
+fn stmts_owned(body: Vec<Stmt<'_>>) -> Vec<Stmt<'static>> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Reg { ty, names, line } => Stmt::Reg {
+                ty: own(ty),
+                names: names.into_iter().map(|(n, r)| (own(n), r)).collect(),
+                line,
+            },
+            Stmt::Var(v) => Stmt::Var(v.into_owned()),
+            Stmt::Label(l, line) => Stmt::Label(own(l), line),
+            Stmt::Targets(n, ls, line) => {
+                Stmt::Targets(own(n), ls.into_iter().map(own).collect(), line)
+            }
+            Stmt::Inst(i) => Stmt::Inst(Inst {
+                guard: i.guard.map(|(g, neg)| (own(g), neg)),
+                opcode: own(i.opcode),
+                op: i.op,
+                mods: i.mods.into_iter().map(own).collect(),
+                operands: operands_owned(i.operands),
+                line: i.line,
+            }),
+            Stmt::Block(b) => Stmt::Block(stmts_owned(b)),
+        })
+        .collect()
+}
+
+fn operands_owned(ops: Vec<Operand<'_>>) -> Vec<Operand<'static>> {
+    ops.into_iter()
+        .map(|o| match o {
+            Operand::Name(n) => Operand::Name(own(n)),
+            Operand::Not(n) => Operand::Not(own(n)),
+            Operand::Pair(a, b) => Operand::Pair(own(a), own(b)),
+            Operand::Int(v) => Operand::Int(v),
+            Operand::F32Bits(b) => Operand::F32Bits(b),
+            Operand::F64Bits(b) => Operand::F64Bits(b),
+            Operand::Addr(b, off) => Operand::Addr(b.map(own), off),
+            Operand::Vec(v) => Operand::Vec(operands_owned(v)),
+            Operand::List(v) => Operand::List(operands_owned(v)),
+            Operand::Sink => Operand::Sink,
+            Operand::Image(h, c) => Operand::Image(own(h), operands_owned(c)),
+        })
+        .collect()
 }

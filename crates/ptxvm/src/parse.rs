@@ -1,8 +1,9 @@
 //! Parser: tokens → `ast::Module`. Recursive descent with a nesting limit so hostile input cannot
 //! overflow the stack; debug-info directives are skipped here so later stages never see them.
 
-use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, VarDecl};
+use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
+use crate::isa::Opcode;
 use crate::lex::{Tok, Token};
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
@@ -10,15 +11,16 @@ const MAX_DEPTH: u32 = 64;
 /// Largest initialiser list accepted, in elements.
 const MAX_INIT: usize = 1 << 22;
 
-struct Parser<'a> {
-    t: &'a [Token<'a>],
+/// Tokens `'t` of source text `'s`: the tree borrows its names from the text, not the tokens.
+struct Parser<'t, 's> {
+    t: &'t [Token<'s>],
     i: usize,
 }
 
 type R<T> = Result<T, Error>;
 
 /// Parses a token stream into a module.
-pub(crate) fn parse(tokens: &[Token<'_>]) -> R<Module> {
+pub(crate) fn parse<'s>(tokens: &[Token<'s>]) -> R<Module<'s>> {
     let mut p = Parser { t: tokens, i: 0 };
     let mut m = Module::default();
     while !p.at_end() {
@@ -27,11 +29,11 @@ pub(crate) fn parse(tokens: &[Token<'_>]) -> R<Module> {
     Ok(m)
 }
 
-impl<'a> Parser<'a> {
+impl<'t, 's> Parser<'t, 's> {
     fn at_end(&self) -> bool {
         self.i >= self.t.len()
     }
-    fn peek(&self) -> Option<&'a Tok<'a>> {
+    fn peek(&self) -> Option<&'t Tok<'s>> {
         self.t.get(self.i).map(|t| &t.tok)
     }
     fn pos(&self) -> (u32, u32) {
@@ -52,7 +54,7 @@ impl<'a> Parser<'a> {
         }
         Err(Error::Parse { line, col, msg })
     }
-    fn next(&mut self) -> R<&'a Tok<'a>> {
+    fn next(&mut self) -> R<&'t Tok<'s>> {
         match self.t.get(self.i) {
             Some(t) => {
                 self.i += 1;
@@ -90,11 +92,11 @@ impl<'a> Parser<'a> {
             false
         }
     }
-    fn ident(&mut self) -> R<String> {
+    fn ident(&mut self) -> R<&'s str> {
         match self.peek() {
-            Some(Tok::Ident(s)) => {
+            Some(&Tok::Ident(s)) => {
                 self.i += 1;
-                Ok(s.to_string())
+                Ok(s)
             }
             _ => self.err("expected a name"),
         }
@@ -119,7 +121,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn top_level(&mut self, m: &mut Module) -> R<()> {
+    fn top_level(&mut self, m: &mut Module<'s>) -> R<()> {
         let line = self.line();
         match self.peek() {
             Some(Tok::Dot(d)) => match *d {
@@ -138,7 +140,7 @@ impl<'a> Parser<'a> {
                 "target" => {
                     self.i += 1;
                     loop {
-                        m.target.push(self.ident()?);
+                        m.target.push(self.ident()?.to_string());
                         if !self.eat_punct(',') {
                             return Ok(());
                         }
@@ -189,7 +191,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Linkage-prefixed declaration: a function or a module-scope variable.
-    fn decl(&mut self, m: &mut Module) -> R<()> {
+    fn decl(&mut self, m: &mut Module<'s>) -> R<()> {
         let mut is_extern = false;
         let mut linkage = None;
         loop {
@@ -229,7 +231,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn func(&mut self, is_entry: bool) -> R<Func> {
+    fn func(&mut self, is_entry: bool) -> R<Func<'s>> {
         let line = self.line();
         let mut rets = Vec::new();
         if self.is_punct('(') {
@@ -282,7 +284,7 @@ impl<'a> Parser<'a> {
             Some(self.stmts(1)?)
         };
         Ok(Func {
-            name,
+            name: name.into(),
             is_entry,
             params,
             rets,
@@ -294,7 +296,7 @@ impl<'a> Parser<'a> {
         })
     }
 
-    fn param_list(&mut self) -> R<Vec<VarDecl>> {
+    fn param_list(&mut self) -> R<Vec<VarDecl<'s>>> {
         self.expect_punct('(')?;
         let mut v = Vec::new();
         if self.eat_punct(')') {
@@ -310,7 +312,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `.space [attrs] .type name[dims] [= init]` without the trailing `;`.
-    fn var_decl(&mut self) -> R<VarDecl> {
+    fn var_decl(&mut self) -> R<VarDecl<'s>> {
         let line = self.line();
         let space = match self.next()? {
             Tok::Dot(d) => match *d {
@@ -364,8 +366,8 @@ impl<'a> Parser<'a> {
         }
         Ok(VarDecl {
             space,
-            name,
-            ty: ty.to_string(),
+            name: name.into(),
+            ty: ty.into(),
             vec,
             align,
             count,
@@ -420,11 +422,11 @@ impl<'a> Parser<'a> {
     }
 
     /// Statements up to the matching `}` (already consumed `{`).
-    fn stmts(&mut self, depth: u32) -> R<Vec<Stmt>> {
+    fn stmts(&mut self, depth: u32) -> R<Vec<Stmt<'s>>> {
         if depth > MAX_DEPTH {
             return self.err("blocks nested too deeply");
         }
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.statements_ahead());
         loop {
             let line = self.line();
             match self.peek() {
@@ -453,22 +455,22 @@ impl<'a> Parser<'a> {
                         });
                     }
                 },
-                Some(Tok::Ident(name))
+                Some(&Tok::Ident(name))
                     if self.t.get(self.i + 1).map(|t| &t.tok) == Some(&Tok::Punct(':')) =>
                 {
                     self.i += 2;
                     if self.eat_dot("branchtargets") {
                         let mut labels = Vec::new();
                         loop {
-                            labels.push(self.ident()?);
+                            labels.push(self.ident()?.into());
                             if self.eat_punct(';') {
                                 break;
                             }
                             self.expect_punct(',')?;
                         }
-                        out.push(Stmt::Targets(name.to_string(), labels, line));
+                        out.push(Stmt::Targets(name.into(), labels, line));
                     } else {
-                        out.push(Stmt::Label(name.to_string(), line));
+                        out.push(Stmt::Label(name.into(), line));
                     }
                 }
                 Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
@@ -476,7 +478,24 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn reg_decl(&mut self) -> R<Stmt> {
+    /// An upper bound on the statements of the block being parsed (`{` consumed): its `;` and
+    /// `:` up to the matching `}`. Sizing the block's vector once costs a scan of its tokens;
+    /// growing it copied every statement parsed so far each time it doubled.
+    fn statements_ahead(&self) -> usize {
+        let (mut n, mut depth) = (0usize, 0u32);
+        for t in &self.t[self.i..] {
+            match t.tok {
+                Tok::Punct(';' | ':') => n += 1,
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') if depth == 0 => break,
+                Tok::Punct('}') => depth -= 1,
+                _ => {}
+            }
+        }
+        n
+    }
+
+    fn reg_decl(&mut self) -> R<Stmt<'s>> {
         let line = self.line();
         self.i += 1;
         let mut ty = None;
@@ -503,29 +522,29 @@ impl<'a> Parser<'a> {
             } else {
                 None
             };
-            names.push((n, range));
+            names.push((n.into(), range));
             if self.eat_punct(';') {
                 break;
             }
             self.expect_punct(',')?;
         }
         Ok(Stmt::Reg {
-            ty: ty.to_string(),
+            ty: ty.into(),
             names,
             line,
         })
     }
 
-    fn inst(&mut self, line: u32) -> R<Inst> {
+    fn inst(&mut self, line: u32) -> R<Inst<'s>> {
         let mut guard = None;
         if self.eat_punct('@') {
             let neg = self.eat_punct('!');
-            guard = Some((self.ident()?, neg));
+            guard = Some((self.ident()?.into(), neg));
         }
         let opcode = self.ident()?;
         let mut mods = Vec::new();
         while let Some(Tok::Dot(d)) = self.peek() {
-            mods.push(d.to_string());
+            mods.push(Str::Borrowed(*d));
             self.i += 1;
         }
         let mut operands = Vec::new();
@@ -540,28 +559,28 @@ impl<'a> Parser<'a> {
         }
         Ok(Inst {
             guard,
-            opcode,
+            opcode: opcode.into(),
+            op: Opcode::parse(opcode),
             mods,
             operands,
             line,
         })
     }
 
-    /// A name, joining special-register suffixes (`%tid.x`).
-    fn name(&mut self) -> R<String> {
-        let mut n = self.ident()?;
+    /// A name, joining special-register suffixes (`%tid.x`: the one kind of name the tree owns).
+    fn name(&mut self) -> R<Str<'s>> {
+        let n = self.ident()?;
         if n.starts_with('%')
             && let Some(Tok::Dot(d)) = self.peek()
             && matches!(*d, "x" | "y" | "z" | "w")
         {
-            n.push('.');
-            n.push_str(d);
             self.i += 1;
+            return Ok(Str::Owned(format!("{n}.{d}")));
         }
-        Ok(n)
+        Ok(Str::Borrowed(n))
     }
 
-    fn operand(&mut self) -> R<Operand> {
+    fn operand(&mut self) -> R<Operand<'s>> {
         match self.peek() {
             Some(Tok::Punct('[')) => {
                 self.i += 1;
@@ -623,7 +642,7 @@ impl<'a> Parser<'a> {
         Ok(if neg { v.wrapping_neg() } else { v })
     }
 
-    fn scalar_operand(&mut self) -> R<Operand> {
+    fn scalar_operand(&mut self) -> R<Operand<'s>> {
         match self.peek() {
             Some(Tok::Punct('!')) => {
                 self.i += 1;
@@ -679,7 +698,7 @@ mod tests {
     use super::*;
     use crate::lex::lex;
 
-    fn parse_text(s: &str) -> R<Module> {
+    fn parse_text(s: &str) -> R<Module<'_>> {
         parse(&lex(s)?)
     }
 

@@ -12,7 +12,7 @@ mod names;
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ast::{Func, Inst, Module, Space, Stmt, VarDecl};
+use crate::ast::{Func, Inst, Module, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::lower::{ASSERT_FAIL, VPRINTF};
 
@@ -75,7 +75,7 @@ fn symbols(m: &Module) -> HashMap<String, (Kind, Bind)> {
     let funcs = m.funcs.iter().map(|f| (&f.name, Kind::Func, func_bind(f)));
     let vars = m.vars.iter().map(|v| (&v.name, Kind::Var, var_bind(v)));
     for (name, kind, bind) in funcs.chain(vars) {
-        let e = out.entry(name.clone()).or_insert((kind, bind));
+        let e = out.entry(name.to_string()).or_insert((kind, bind));
         e.1 = e.1.max(bind);
     }
     out
@@ -99,7 +99,8 @@ fn version(m: &Module) -> (u32, u32) {
 /// One added module.
 struct Input {
     name: String,
-    module: Module,
+    /// Owned: the linker outlives the text each module was added from.
+    module: Module<'static>,
 }
 
 /// The definition a global name resolves to.
@@ -171,7 +172,7 @@ impl Linker {
             .filter(|v| v.linkage.as_deref() == Some("common"))
             .map(|v| {
                 (
-                    v.name.as_str(),
+                    v.name.as_ref(),
                     crate::lower::var_size(v).map_or(0, |s| s.0),
                 )
             })
@@ -236,7 +237,7 @@ impl Linker {
         }
         self.inputs.push(Input {
             name: name.into(),
-            module,
+            module: module.into_owned(),
         });
         Ok(())
     }
@@ -250,7 +251,7 @@ impl Linker {
         crate::sandbox::print::module(&merged)
     }
 
-    fn merge(self) -> Result<Module, Error> {
+    fn merge(self) -> Result<Module<'static>, Error> {
         let all: HashSet<String> = self
             .inputs
             .iter()
@@ -298,11 +299,11 @@ impl Linker {
             }
             let mut referenced: HashSet<String> = HashSet::new();
             for f in &mut module.funcs {
-                names::visit(f, &mut |n: &mut String| {
-                    if let Some(new) = renames.get(n.as_str()) {
-                        *n = new.clone();
+                names::visit(f, &mut |n: &mut Str<'static>| {
+                    if let Some(new) = renames.get(n.as_ref()) {
+                        *n = new.clone().into();
                     } else {
-                        referenced.insert(n.clone());
+                        referenced.insert(n.to_string());
                     }
                 });
             }
@@ -334,8 +335,8 @@ impl Linker {
                         }
                     }
                     Bind::Private => {
-                        if let Some(new) = renames.get(&v.name) {
-                            v.name.clone_from(new);
+                        if let Some(new) = renames.get(v.name.as_ref()) {
+                            v.name = new.clone().into();
                         }
                     }
                 }
@@ -349,9 +350,9 @@ impl Linker {
                         let def = winner(&f.name);
                         let keep = match def {
                             Some(d) => d.input != index && d.kind == Kind::Func,
-                            None => DRIVER_FUNCS.contains(&f.name.as_str()),
+                            None => DRIVER_FUNCS.contains(&f.name.as_ref()),
                         };
-                        if !keep || !declared.insert(f.name.clone()) {
+                        if !keep || !declared.insert(f.name.to_string()) {
                             continue;
                         }
                         if let Some(d) = def {
@@ -371,8 +372,8 @@ impl Linker {
                         }
                     }
                     Bind::Private | Bind::Dynamic => {
-                        if let Some(new) = renames.get(&f.name) {
-                            f.name.clone_from(new);
+                        if let Some(new) = renames.get(f.name.as_ref()) {
+                            f.name = new.clone().into();
                         }
                     }
                 }
@@ -391,17 +392,18 @@ fn check_alone(m: &mut Module) -> Result<(), Error> {
         .funcs
         .iter()
         .filter(|f| f.body.is_some())
-        .map(|f| f.name.clone())
+        .map(|f| f.name.to_string())
         .collect();
     let mut stubbed = Vec::new();
     for (i, f) in m.funcs.iter_mut().enumerate() {
         if func_bind(f) == Bind::Extern
-            && !defined.contains(&f.name)
-            && !DRIVER_FUNCS.contains(&f.name.as_str())
+            && !defined.contains(f.name.as_ref())
+            && !DRIVER_FUNCS.contains(&f.name.as_ref())
         {
             f.body = Some(vec![Stmt::Inst(Inst {
                 guard: None,
                 opcode: "ret".into(),
+                op: Some(crate::isa::Opcode::Ret),
                 mods: Vec::new(),
                 operands: Vec::new(),
                 line: f.line,

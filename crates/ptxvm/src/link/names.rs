@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::ast::{Func, Operand, Stmt};
+use crate::ast::{Func, Operand, Stmt, Str};
 
 /// Names declared in one block.
 #[derive(Default)]
@@ -28,11 +28,11 @@ impl Scope {
 
 /// Calls `visit` on every operand name in `f`'s body that refers to module scope (a function, a
 /// module variable, or an undeclared name); `visit` may rename it.
-pub(super) fn visit(f: &mut Func, visit: &mut impl FnMut(&mut String)) {
+pub(super) fn visit(f: &mut Func<'static>, visit: &mut impl FnMut(&mut Str<'static>)) {
     let Some(body) = &mut f.body else { return };
     let mut top = Scope::default();
     for p in f.params.iter().chain(&f.rets) {
-        top.names.insert(p.name.clone());
+        top.names.insert(p.name.to_string());
     }
     labels(body, &mut top.names);
     let mut scopes = vec![top];
@@ -44,7 +44,7 @@ fn labels(body: &[Stmt], out: &mut HashSet<String>) {
     for s in body {
         match s {
             Stmt::Label(l, _) | Stmt::Targets(l, _, _) => {
-                out.insert(l.clone());
+                out.insert(l.to_string());
             }
             Stmt::Block(b) => labels(b, out),
             _ => {}
@@ -52,23 +52,27 @@ fn labels(body: &[Stmt], out: &mut HashSet<String>) {
     }
 }
 
-fn block(body: &mut [Stmt], scopes: &mut Vec<Scope>, visit: &mut impl FnMut(&mut String)) {
+fn block(
+    body: &mut [Stmt<'static>],
+    scopes: &mut Vec<Scope>,
+    visit: &mut impl FnMut(&mut Str<'static>),
+) {
     for s in body {
         let top = scopes.len() - 1;
         match s {
             Stmt::Reg { names, .. } => {
                 for (n, range) in names.iter() {
                     match range {
-                        None => scopes[top].names.insert(n.clone()),
+                        None => scopes[top].names.insert(n.to_string()),
                         Some(c) => {
-                            scopes[top].ranges.push((n.clone(), *c));
+                            scopes[top].ranges.push((n.to_string(), *c));
                             true
                         }
                     };
                 }
             }
             Stmt::Var(v) => {
-                scopes[top].names.insert(v.name.clone());
+                scopes[top].names.insert(v.name.to_string());
             }
             Stmt::Inst(i) => {
                 for o in &mut i.operands {
@@ -85,7 +89,7 @@ fn block(body: &mut [Stmt], scopes: &mut Vec<Scope>, visit: &mut impl FnMut(&mut
     }
 }
 
-fn operand(o: &mut Operand, scopes: &[Scope], visit: &mut impl FnMut(&mut String)) {
+fn operand(o: &mut Operand<'static>, scopes: &[Scope], visit: &mut impl FnMut(&mut Str<'static>)) {
     match o {
         Operand::Name(n) | Operand::Addr(Some(n), _) if !scopes.iter().any(|s| s.declares(n)) => {
             visit(n);

@@ -20,7 +20,7 @@ impl Ctx<'_> {
                     let Operand::Name(t) = &ops[1] else {
                         return self.invalid("brx.idx needs a branch table");
                     };
-                    self.brx_fixups.push((self.code.len(), t.clone(), i.line));
+                    self.brx_fixups.push((self.code.len(), t.to_string(), i.line));
                     return self.emit(
                         i,
                         ControlOp::Brx {
@@ -33,7 +33,7 @@ impl Ctx<'_> {
                 let Operand::Name(l) = &ops[0] else {
                     return self.invalid("bra needs a label");
                 };
-                self.label_fixups.push((self.code.len(), l.clone(), i.line));
+                self.label_fixups.push((self.code.len(), l.to_string(), i.line));
                 self.emit(i, ControlOp::Bra { target: 0 })
             }
             Opcode::Call => self.call(i),
@@ -113,12 +113,12 @@ impl Ctx<'_> {
         if ops.len() > k + 2 {
             return self.unsup("indirect calls through a prototype");
         }
-        if !self.frames.contains_key(callee)
+        if !self.frames.contains_key(&**callee)
             && (callee == super::ASSERT_FAIL || callee == super::VPRINTF)
         {
             return self.runtime_call(i, callee, args, rets);
         }
-        let Some(fr) = self.frames.get(callee).cloned() else {
+        let Some(fr) = self.frames.get(&**callee).cloned() else {
             if self.lookup(callee)?.is_some() {
                 return self.unsup("indirect calls through a register");
             }
@@ -144,7 +144,7 @@ impl Ctx<'_> {
         };
         let a = copies(self, args, &fr.params, true)?;
         let r = copies(self, rets, &fr.rets, false)?;
-        self.call_fixups.push((self.code.len(), callee.clone()));
+        self.call_fixups.push((self.code.len(), callee.to_string()));
         self.emit(i, ControlOp::Call { target: 0, args: a })?;
         if !r.is_empty() {
             self.push(ControlOp::CallRet { rets: r });
@@ -218,7 +218,7 @@ impl Ctx<'_> {
             Some(o) => cx.src(o, Ty::U32),
             None => cx.invalid(format!("{} is missing operand {k}", i.opcode)),
         };
-        match i.opcode.as_str() {
+        match i.opcode.as_ref() {
             "activemask" => self.emit(i, CollectiveOp::Activemask { d }),
             "shfl" => {
                 // Pre-Volta `shfl` (no .sync, no member mask) behaves as the full-warp form here.

@@ -178,7 +178,7 @@ impl Ctx<'_> {
     /// Extended-precision arithmetic: `add.cc`, `addc`, `sub.cc`, `subc`, `mad.cc`, `madc`,
     /// carrying through a hidden per-thread condition-code register.
     pub(super) fn carry(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
-        let op = i.opcode.as_str();
+        let op = i.opcode.as_ref();
         let ty = self.ty(m.last_ty())?;
         if ty.is_float() || ty.bits() < 32 {
             return self.unsup(format!("{op}.cc on .{ty:?}"));

@@ -14,7 +14,7 @@ impl Ctx<'_> {
     /// Decodes one instruction and appends its ops.
     pub(super) fn inst(&mut self, i: &ast::Inst) -> R<()> {
         let m = Mods::new(&i.mods);
-        let Some(op) = Opcode::parse(&i.opcode) else {
+        let Some(op) = i.op else {
             return self.invalid(format!("unknown instruction {}", i.opcode));
         };
         for f in &m.flags {

@@ -59,7 +59,7 @@ struct Frame {
 
 /// Lowering state for one kernel and its callees.
 pub(crate) struct Ctx<'m> {
-    module: &'m ast::Module,
+    module: &'m ast::Module<'m>,
     globals: &'m HashMap<String, u32>,
     scopes: Vec<HashMap<String, Sym>>,
     code: Vec<Inst>,
@@ -116,9 +116,9 @@ pub(crate) fn lower(m: &ast::Module) -> R<(Vec<Kernel>, Vec<GlobalInfo>)> {
         }
         let (size, align) = var_size(v)?;
         let init = init_bytes(v, size)?;
-        gmap.insert(v.name.clone(), globals.len() as u32);
+        gmap.insert(v.name.to_string(), globals.len() as u32);
         globals.push(GlobalInfo {
-            name: v.name.clone(),
+            name: v.name.to_string(),
             space,
             size,
             align,
@@ -212,7 +212,7 @@ fn callees(stmts: &[Stmt], out: &mut Vec<String>) {
             Stmt::Inst(i) if i.opcode == "call" => {
                 for o in &i.operands {
                     if let ast::Operand::Name(n) = o {
-                        out.push(n.clone());
+                        out.push(n.to_string());
                         break;
                     }
                 }
@@ -227,7 +227,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
     // A definition wins over any prototype of the same function.
     let mut fmap: HashMap<&str, &ast::Func> = HashMap::new();
     for f in m.funcs.iter().filter(|f| !f.is_entry) {
-        let e = fmap.entry(f.name.as_str()).or_insert(f);
+        let e = fmap.entry(f.name.as_ref()).or_insert(f);
         if e.body.is_none() {
             *e = f;
         }
@@ -235,10 +235,10 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
     let mut order: Vec<&ast::Func> = Vec::new();
     let mut state: HashMap<String, u8> = HashMap::new();
     fn visit<'a>(
-        f: &'a ast::Func,
-        fmap: &HashMap<&str, &'a ast::Func>,
+        f: &'a ast::Func<'a>,
+        fmap: &HashMap<&str, &'a ast::Func<'a>>,
         state: &mut HashMap<String, u8>,
-        order: &mut Vec<&'a ast::Func>,
+        order: &mut Vec<&'a ast::Func<'a>>,
         depth: u32,
     ) -> R<()> {
         let mut cs = Vec::new();
@@ -324,7 +324,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
             .iter()
             .map(|p| cx.alloc_local(p))
             .collect::<R<Vec<_>>>()?;
-        cx.frames.insert(f.name.clone(), Frame { params, rets });
+        cx.frames.insert(f.name.to_string(), Frame { params, rets });
     }
     // Kernel parameters.
     let mut params = Vec::new();
@@ -333,12 +333,12 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         let (size, align) = var_size(p)?;
         off = align_up(off, u64::from(align));
         params.push(ParamInfo {
-            name: p.name.clone(),
+            name: p.name.to_string(),
             offset: off as u32,
             size: size as u32,
             align,
         });
-        cx.scopes[0].insert(p.name.clone(), Sym::KParam(off as u32));
+        cx.scopes[0].insert(p.name.to_string(), Sym::KParam(off as u32));
         off += size;
         if off > 4 << 20 {
             return Err(Error::TooLarge {
@@ -350,15 +350,15 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
     cx.function(k)?;
     let mut entries = HashMap::new();
     for f in &order {
-        entries.insert(f.name.clone(), cx.code.len() as u32);
+        entries.insert(f.name.to_string(), cx.code.len() as u32);
         cx.scopes.truncate(1);
         cx.scopes[0].clear();
-        let fr = cx.frames[&f.name].clone();
+        let fr = cx.frames[f.name.as_ref()].clone();
         for (p, (o, _)) in f.params.iter().zip(&fr.params) {
-            cx.scopes[0].insert(p.name.clone(), Sym::Local(*o));
+            cx.scopes[0].insert(p.name.to_string(), Sym::Local(*o));
         }
         for (p, (o, _)) in f.rets.iter().zip(&fr.rets) {
-            cx.scopes[0].insert(p.name.clone(), Sym::Local(*o));
+            cx.scopes[0].insert(p.name.to_string(), Sym::Local(*o));
         }
         cx.function(f)?;
     }
@@ -368,7 +368,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         }
     }
     let info = KernelInfo {
-        name: k.name.clone(),
+        name: k.name.to_string(),
         params,
         static_shared_bytes: cx.shared_bytes as u32,
         local_bytes_per_thread: cx.local_bytes as u32,
@@ -539,7 +539,7 @@ impl Ctx<'_> {
                         match range {
                             None => {
                                 let r = self.new_reg()?;
-                                self.scope().insert(n.clone(), Sym::Reg(r, t));
+                                self.scope().insert(n.to_string(), Sym::Reg(r, t));
                             }
                             Some(c) => {
                                 if *c > MAX_REGS {
@@ -565,10 +565,11 @@ impl Ctx<'_> {
                             });
                         }
                     };
-                    self.scope().insert(v.name.clone(), sym);
+                    self.scope().insert(v.name.to_string(), sym);
                 }
                 Stmt::Targets(name, labels, line) => {
-                    if self.tables.insert(name.clone(), labels.clone()).is_some() {
+                    let labels = labels.iter().map(|l| l.to_string()).collect();
+                    if self.tables.insert(name.to_string(), labels).is_some() {
                         return Err(Error::Invalid {
                             line: *line,
                             msg: format!("branch table {name} defined twice"),
@@ -578,7 +579,7 @@ impl Ctx<'_> {
                 Stmt::Label(l, line) => {
                     if self
                         .labels
-                        .insert(l.clone(), self.code.len() as u32)
+                        .insert(l.to_string(), self.code.len() as u32)
                         .is_some()
                     {
                         return Err(Error::Invalid {

@@ -1,6 +1,7 @@
 //! Instruction modifiers split into types and flags, and read back as the lowering needs them
 //! (which flags each opcode accepts is the instruction table's, `isa::Modifiers`).
 
+use crate::ast::Str;
 use crate::ir::{Cmp, Rnd, Space, Ty};
 
 /// The double-width type of `mul.wide`/`mad.wide`.
@@ -20,13 +21,13 @@ pub(super) struct Mods<'a> {
 }
 
 impl<'a> Mods<'a> {
-    pub(super) fn new(mods: &'a [String]) -> Self {
+    pub(super) fn new(mods: &'a [Str<'_>]) -> Self {
         let mut tys = Vec::new();
         let mut flags = Vec::new();
         for m in mods {
             match Ty::parse(m) {
                 Some(t) => tys.push(t),
-                None => flags.push(m.as_str()),
+                None => flags.push(m.as_ref()),
             }
         }
         Mods { tys, flags }

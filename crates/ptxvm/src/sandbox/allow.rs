@@ -19,9 +19,9 @@ pub(crate) const RESERVED: [&str; 3] = ["%__sbx_", "__gpuhost_sbx_", "$__sbx_"];
 /// What the rewrite of every function needs to know about the module.
 pub(crate) struct Info<'m> {
     /// Device-function definitions by name.
-    pub funcs: HashMap<&'m str, &'m Func>,
+    pub funcs: HashMap<&'m str, &'m Func<'m>>,
     /// Relocated `.global`/`.const` variables.
-    pub globals: Offsets,
+    pub globals: Offsets<'m>,
     /// Module `.shared` variables: name → static size (`None`: dynamic, `.extern`/`[]`).
     pub shared: HashMap<&'m str, Option<u64>>,
     /// Module `.shared` variables of static size → alignment.
@@ -44,11 +44,11 @@ pub(crate) struct Info<'m> {
     callees: HashMap<&'m str, Vec<&'m str>>,
     /// Each function body's control flow: bodies no longer change once analysed, and the
     /// rewrite asks about it several times (`forward_only`, `first_poll_span`, back-edges).
-    cfgs: HashMap<*const Func, Cfg<'m>>,
+    cfgs: HashMap<*const Func<'m>, Cfg<'m>>,
     /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
-    entries: HashMap<*const Func, (u64, bool)>,
+    entries: HashMap<*const Func<'m>, (u64, bool)>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -64,8 +64,8 @@ fn reserved(name: &str) -> bool {
 
 /// Checks the whole module and builds the call graph.
 pub(crate) fn analyse<'m>(
-    m: &'m Module,
-    globals: Offsets,
+    m: &'m Module<'m>,
+    globals: Offsets<'m>,
     policy: &Policy,
 ) -> Result<Info<'m>, Error> {
     let mut funcs: HashMap<&str, &Func> = HashMap::new();
@@ -83,10 +83,10 @@ pub(crate) fn analyse<'m>(
                 None
             } else {
                 let (size, align) = var_size(v)?;
-                shared_align.insert(v.name.as_str(), u64::from(align));
+                shared_align.insert(v.name.as_ref(), u64::from(align));
                 Some(size)
             };
-            shared.insert(v.name.as_str(), size);
+            shared.insert(v.name.as_ref(), size);
         }
     }
     for f in &m.funcs {
@@ -110,7 +110,7 @@ pub(crate) fn analyse<'m>(
             }
             continue;
         }
-        if !f.is_entry && funcs.insert(f.name.as_str(), f).is_some() {
+        if !f.is_entry && funcs.insert(f.name.as_ref(), f).is_some() {
             return Err(Error::Invalid {
                 line: f.line,
                 msg: format!("function {} defined twice", f.name),
@@ -156,11 +156,11 @@ pub(crate) fn analyse<'m>(
         if let Some(b) = f.body.as_deref() {
             info.cfgs.insert(f as *const Func, Cfg::of(b));
         }
-        info.local.insert(f.name.as_str(), local);
-        info.refs.insert(f.name.as_str(), refs);
+        info.local.insert(f.name.as_ref(), local);
+        info.refs.insert(f.name.as_ref(), refs);
         info.callees
-            .insert(f.name.as_str(), fc.iter().map(|c| c.0).collect());
-        calls.insert(f.name.as_str(), fc);
+            .insert(f.name.as_ref(), fc.iter().map(|c| c.0).collect());
+        calls.insert(f.name.as_ref(), fc);
     }
     // Recursion: any cycle in the call graph (frames are static on both drivers).
     let mut state: HashMap<&str, u8> = HashMap::new();
@@ -199,8 +199,8 @@ pub(crate) fn analyse<'m>(
         Ok(total)
     }
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
-        if !state.contains_key(f.name.as_str()) {
-            dfs(f.name.as_str(), &calls, &mut state, &mut info.local, 0)?;
+        if !state.contains_key(f.name.as_ref()) {
+            dfs(f.name.as_ref(), &calls, &mut state, &mut info.local, 0)?;
         }
     }
     Ok(info)
@@ -217,7 +217,7 @@ impl<'m> Info<'m> {
     }
 
     /// `k` of the control flow of `f`'s body; `None` for a prototype.
-    fn with_cfg<T>(&self, f: &'m Func, k: impl FnOnce(&Cfg<'m>) -> T) -> Option<T> {
+    fn with_cfg<T>(&self, f: &'m Func<'m>, k: impl FnOnce(&Cfg<'m>) -> T) -> Option<T> {
         let body = f.body.as_deref()?;
         Some(match self.cfgs.get(&(f as *const Func)) {
             Some(c) => k(c),
@@ -226,19 +226,19 @@ impl<'m> Info<'m> {
     }
 
     /// Whether `f` has no loop (`Cfg::forward_only`); a prototype has none.
-    pub(crate) fn forward_only(&self, f: &'m Func) -> bool {
+    pub(crate) fn forward_only(&self, f: &'m Func<'m>) -> bool {
         self.with_cfg(f, Cfg::forward_only).unwrap_or(true)
     }
 
     /// Every back-edge of `f`'s body, as (branch position, earliest header position; 0 when
     /// unknown), positions counting its labels and instructions (`Cfg::back`).
-    pub(crate) fn loops(&self, f: &'m Func) -> Vec<(usize, usize)> {
+    pub(crate) fn loops(&self, f: &'m Func<'m>) -> Vec<(usize, usize)> {
         self.with_cfg(f, |c| c.back.clone()).unwrap_or_default()
     }
 
     /// The back-edges of `f`'s body that need no poll, and the weights of the others
     /// (`bounded::analyse`).
-    pub(crate) fn back_edges(&self, f: &'m Func) -> BackEdges {
+    pub(crate) fn back_edges(&self, f: &'m Func<'m>) -> BackEdges<'m> {
         self.with_cfg(f, |c| {
             super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
         })
@@ -247,7 +247,7 @@ impl<'m> Info<'m> {
 
     /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
     /// `lean` and `lean_spans` are final (both depend on them).
-    pub(crate) fn settle_entries(&mut self, m: &'m Module) {
+    pub(crate) fn settle_entries(&mut self, m: &'m Module<'m>) {
         let facts: HashMap<*const Func, (u64, bool)> = m
             .funcs
             .iter()
@@ -263,7 +263,7 @@ impl<'m> Info<'m> {
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
     /// and its launches may skip the entry's epoch read ([`Self::first_poll_span`]): such a
     /// kernel compares the epoch at entry, behind a uniform branch its skipping launches take.
-    pub(crate) fn loop_free(&self, entry: &'m Func) -> bool {
+    pub(crate) fn loop_free(&self, entry: &'m Func<'m>) -> bool {
         match self.entries.get(&(entry as *const Func)) {
             Some(&(_, free)) => free,
             None => self.loop_free_of(entry, self.first_poll_span_of(entry)),
@@ -271,9 +271,9 @@ impl<'m> Info<'m> {
     }
 
     /// [`Self::loop_free`] of `entry`, whose first-poll span is `span`.
-    fn loop_free_of(&self, entry: &'m Func, span: u64) -> bool {
+    fn loop_free_of(&self, entry: &'m Func<'m>, span: u64) -> bool {
         self.forward_only(entry)
-            && self.tree(entry.name.as_str())[1..]
+            && self.tree(entry.name.as_ref())[1..]
                 .iter()
                 .all(|c| self.funcs.get(c).is_none_or(|f| self.forward_only(f)))
             && span <= super::SKIP_ENTRY_READ_WORK
@@ -281,7 +281,7 @@ impl<'m> Info<'m> {
 
     /// Whether any launch of `entry` may skip its epoch read: its first-poll span is within
     /// [`super::SKIP_ENTRY_READ_WORK`] (for one thread).
-    pub(crate) fn may_skip_entry_read(&self, entry: &'m Func) -> bool {
+    pub(crate) fn may_skip_entry_read(&self, entry: &'m Func<'m>) -> bool {
         self.first_poll_span(entry) <= super::SKIP_ENTRY_READ_WORK
     }
 
@@ -296,7 +296,7 @@ impl<'m> Info<'m> {
     /// entry into each, top-level loops entered once, and inner ones charged to the enclosing
     /// back-edge (whose weight is capped at `poll_interval`, so at most `L * poll_interval`
     /// before the enclosing back-edge polls). So at most `1 + pi * (1 + 2L)` stretches of S.
-    pub(crate) fn first_poll_span(&self, entry: &'m Func) -> u64 {
+    pub(crate) fn first_poll_span(&self, entry: &'m Func<'m>) -> u64 {
         match self.entries.get(&(entry as *const Func)) {
             Some(&(span, _)) => span,
             None => self.first_poll_span_of(entry),
@@ -304,7 +304,7 @@ impl<'m> Info<'m> {
     }
 
     /// [`Self::first_poll_span`], computed.
-    fn first_poll_span_of(&self, entry: &'m Func) -> u64 {
+    fn first_poll_span_of(&self, entry: &'m Func<'m>) -> u64 {
         if entry.body.is_none() {
             return 0;
         }
@@ -329,14 +329,14 @@ impl<'m> Info<'m> {
     /// instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`] (a warp's lanes may
     /// serialise on one address), a lean call as its callee's span, any other call as one (its
     /// callee polls at entry). Saturating.
-    fn straight_span(&self, f: &'m Func) -> u64 {
+    fn straight_span(&self, f: &'m Func<'m>) -> u64 {
         let mut total = 0u64;
         let mut stack: Vec<&[Stmt]> = f.body.as_deref().into_iter().collect();
         while let Some(stmts) = stack.pop() {
             for st in stmts {
                 match st {
                     Stmt::Inst(i) => {
-                        let op = Opcode::parse(&i.opcode);
+                        let op = i.op;
                         let callee = (op == Some(Opcode::Call))
                             .then(|| call_parts(i).ok())
                             .flatten()
@@ -396,9 +396,9 @@ impl<'m> Info<'m> {
 
     /// Bytes of static shared memory the kernel uses (module variables it names plus its own
     /// function-scope ones), each aligned to 16 as an upper bound of the real layout.
-    pub(crate) fn static_shared(&self, f: &'m Func) -> u64 {
+    pub(crate) fn static_shared(&self, f: &'m Func<'m>) -> u64 {
         let mut total = 0u64;
-        for (_, s) in self.tree_shared(f.name.as_str()) {
+        for (_, s) in self.tree_shared(f.name.as_ref()) {
             total = total.saturating_add(s.unwrap_or(0).div_ceil(16) * 16);
         }
         for s in f.body.iter().flatten() {
@@ -416,14 +416,14 @@ impl<'m> Info<'m> {
 /// One function's walk: allow-list checks, calls, names used, `.local` bytes.
 struct Walk<'a, 'm> {
     info: &'a Info<'m>,
-    f: &'m Func,
+    f: &'m Func<'m>,
     calls: Vec<(&'m str, u32)>,
     refs: HashSet<&'m str>,
     local: u64,
 }
 
 impl<'m> Walk<'_, 'm> {
-    fn stmts(&mut self, body: &'m [Stmt], depth: u32) -> Result<(), Error> {
+    fn stmts(&mut self, body: &'m [Stmt<'m>], depth: u32) -> Result<(), Error> {
         for s in body {
             match s {
                 Stmt::Reg { names, line, .. } => {
@@ -483,8 +483,8 @@ impl<'m> Walk<'_, 'm> {
         Ok(())
     }
 
-    fn inst(&mut self, i: &'m Inst) -> Result<(), Error> {
-        let op = Opcode::parse(&i.opcode);
+    fn inst(&mut self, i: &'m Inst<'m>) -> Result<(), Error> {
+        let op = i.op;
         check_opcode(i, op)?;
         check_barrier(i, op)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
@@ -526,7 +526,7 @@ impl<'m> Walk<'_, 'm> {
         Ok(())
     }
 
-    fn operand(&mut self, o: &'m Operand, line: u32) -> Result<(), Error> {
+    fn operand(&mut self, o: &'m Operand<'m>, line: u32) -> Result<(), Error> {
         let name = match o {
             Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => n,
             Operand::Pair(a, b) => {
@@ -556,8 +556,8 @@ impl<'m> Walk<'_, 'm> {
         }
         // Only variable names matter here (which shared variables a kernel uses); registers,
         // which nvcc and clang name with '%', are the bulk and are skipped.
-        if !name.starts_with('%') && self.info.shared.contains_key(name.as_str()) {
-            self.refs.insert(name.as_str());
+        if !name.starts_with('%') && self.info.shared.contains_key(name.as_ref()) {
+            self.refs.insert(name.as_ref());
         }
         Ok(())
     }
@@ -608,10 +608,10 @@ fn check_opcode(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
 }
 
 /// A direct call's callee and where its argument list sits (`None`: no arguments).
-pub(crate) fn call_parts(i: &Inst) -> Result<(&str, Option<usize>), Error> {
+pub(crate) fn call_parts<'m>(i: &'m Inst<'_>) -> Result<(&'m str, Option<usize>), Error> {
     let k = usize::from(matches!(i.operands.first(), Some(Operand::List(_))));
     let callee = match i.operands.get(k) {
-        Some(Operand::Name(n)) if !n.starts_with('%') => n.as_str(),
+        Some(Operand::Name(n)) if !n.starts_with('%') => n.as_ref(),
         _ => {
             return refused(
                 i.line,

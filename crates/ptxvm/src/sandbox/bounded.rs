@@ -20,20 +20,20 @@ use std::collections::{HashMap, HashSet};
 
 use super::allow::call_parts;
 use super::group::writes;
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt, Str};
 
 /// What the rewrite does at a back-edge, by instruction.
 #[derive(Default)]
-pub(crate) struct BackEdges {
+pub(crate) struct BackEdges<'m> {
     /// Back-edges of bounded loops: no poll.
-    pub bounded: HashSet<*const Inst>,
+    pub bounded: HashSet<*const Inst<'m>>,
     /// Instrumented back-edges that stand for more than one back-edge: how many.
-    pub weight: HashMap<*const Inst, u32>,
+    pub weight: HashMap<*const Inst<'m>, u32>,
 }
 
 pub(crate) enum Item<'m> {
     Label(&'m str),
-    Inst(&'m Inst),
+    Inst(&'m Inst<'m>),
 }
 
 /// A loop's limit or step: an immediate or a register the loop does not write.
@@ -89,7 +89,7 @@ pub(crate) struct Cfg<'m> {
     pub back: Vec<(usize, usize)>,
 }
 
-fn flatten<'m>(body: &'m [Stmt], nested: bool, cfg: &mut Cfg<'m>) {
+fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>) {
     for (k, s) in body.iter().enumerate() {
         let item = match s {
             Stmt::Label(l, _) => Item::Label(l),
@@ -107,7 +107,7 @@ fn flatten<'m>(body: &'m [Stmt], nested: bool, cfg: &mut Cfg<'m>) {
 
 impl<'m> Cfg<'m> {
     /// The control flow of a whole function body, with the branch tables it declares.
-    pub(crate) fn of(body: &'m [Stmt]) -> Self {
+    pub(crate) fn of(body: &'m [Stmt<'m>]) -> Self {
         let mut found = HashMap::new();
         tables(body, &mut found);
         Cfg::new(body, &found)
@@ -121,11 +121,11 @@ impl<'m> Cfg<'m> {
 }
 
 /// The branch tables (`.branchtargets`) `body` declares, nested blocks included.
-fn tables<'m>(body: &'m [Stmt], out: &mut HashMap<&'m str, &'m [String]>) {
+fn tables<'m>(body: &'m [Stmt<'m>], out: &mut HashMap<&'m str, &'m [Str<'m>]>) {
     for s in body {
         match s {
             Stmt::Targets(name, labels, _) => {
-                out.insert(name.as_str(), labels.as_slice());
+                out.insert(name.as_ref(), labels.as_slice());
             }
             Stmt::Block(b) => tables(b, out),
             _ => {}
@@ -137,15 +137,15 @@ fn tables<'m>(body: &'m [Stmt], out: &mut HashMap<&'m str, &'m [String]>) {
 fn targets(
     i: &Inst,
     labels: &HashMap<&str, usize>,
-    tables: &HashMap<&str, &[String]>,
+    tables: &HashMap<&str, &[Str<'_>]>,
 ) -> Option<Vec<usize>> {
-    let names: Vec<&str> = match i.opcode.as_str() {
+    let names: Vec<&str> = match i.opcode.as_ref() {
         "bra" => match i.operands.first() {
-            Some(Operand::Name(l)) => vec![l.as_str()],
+            Some(Operand::Name(l)) => vec![l.as_ref()],
             _ => return None,
         },
         "brx" => match i.operands.get(1) {
-            Some(Operand::Name(t)) => tables.get(t.as_str())?.iter().map(String::as_str).collect(),
+            Some(Operand::Name(t)) => tables.get(t.as_ref())?.iter().map(|l| l.as_ref()).collect(),
             _ => return None,
         },
         _ => return Some(Vec::new()),
@@ -168,7 +168,7 @@ enum Cmp<'m> {
     },
 }
 
-fn val(o: &Operand) -> Option<Val<'_>> {
+fn val<'m>(o: &'m Operand<'_>) -> Option<Val<'m>> {
     match o {
         Operand::Name(r) => Some(Val::Reg(r)),
         Operand::Int(k) => Some(Val::Imm(*k)),
@@ -178,7 +178,7 @@ fn val(o: &Operand) -> Option<Val<'_>> {
 
 /// What `setp` `i` makes `p` true only for (combined with `.and`, read with `p` true):
 /// `setp.lt|le.{u,s}{32,64} p, iv, C`, or `setp.ne p, iv, 0` (`gt … 0`, `ge … 1`).
-fn compare_of<'m>(i: &'m Inst, p: &str) -> Option<Cmp<'m>> {
+fn compare_of<'m>(i: &'m Inst<'m>, p: &str) -> Option<Cmp<'m>> {
     if i.opcode != "setp" || i.guard.is_some() {
         return None;
     }
@@ -186,7 +186,7 @@ fn compare_of<'m>(i: &'m Inst, p: &str) -> Option<Cmp<'m>> {
     if has("or") || has("xor") {
         return None;
     }
-    let (bits, signed) = i.mods.iter().find_map(|m| match m.as_str() {
+    let (bits, signed) = i.mods.iter().find_map(|m| match m.as_ref() {
         "u32" | "b32" => Some((32, false)),
         "s32" => Some((32, true)),
         "u64" | "b64" => Some((64, false)),
@@ -225,7 +225,7 @@ fn compare_of<'m>(i: &'m Inst, p: &str) -> Option<Cmp<'m>> {
 }
 
 impl<'m> Cfg<'m> {
-    pub(crate) fn new(body: &'m [Stmt], tables: &HashMap<&str, &[String]>) -> Self {
+    pub(crate) fn new(body: &'m [Stmt<'m>], tables: &HashMap<&str, &[Str<'_>]>) -> Self {
         let mut cfg = Cfg {
             items: Vec::with_capacity(body.len()),
             top: Vec::with_capacity(body.len()),
@@ -247,7 +247,7 @@ impl<'m> Cfg<'m> {
             .iter()
             .enumerate()
             .filter_map(|(k, it)| match it {
-                Item::Inst(i) if matches!(i.opcode.as_str(), "bra" | "brx") => {
+                Item::Inst(i) if matches!(i.opcode.as_ref(), "bra" | "brx") => {
                     Some((k, targets(i, &labels, tables)))
                 }
                 _ => None,
@@ -270,7 +270,7 @@ impl<'m> Cfg<'m> {
     }
 
     /// The instructions strictly inside the loop `[h, b]`.
-    pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst> + '_ {
+    pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst<'m>> + '_ {
         self.items[h + 1..b].iter().filter_map(|it| match it {
             Item::Inst(j) => Some(*j),
             Item::Label(_) => None,
@@ -282,7 +282,7 @@ impl<'m> Cfg<'m> {
     pub(crate) fn counter(
         &self,
         (h, b): (usize, usize),
-        i: &'m Inst,
+        i: &'m Inst<'m>,
         call_ok: &dyn Fn(&Inst) -> bool,
     ) -> Option<Counter<'m>> {
         if i.opcode != "bra" {
@@ -352,7 +352,7 @@ impl<'m> Cfg<'m> {
         {
             return None;
         }
-        let width = match upd.mods[0].as_str() {
+        let width = match upd.mods[0].as_ref() {
             "u32" | "s32" | "b32" => 32,
             "u64" | "s64" | "b64" => 64,
             _ => return None,
@@ -400,12 +400,12 @@ impl<'m> Cfg<'m> {
 /// Analyses one function body, `cfg`. `lean` names the device functions without back-edges; `fast`
 /// the headers of versioned loops' fast copies (version.rs), each entered only after a check
 /// that it takes fewer than `poll_interval` back-edges.
-pub(crate) fn analyse(
-    cfg: &Cfg<'_>,
+pub(crate) fn analyse<'m>(
+    cfg: &Cfg<'m>,
     lean: &HashSet<&str>,
     poll_interval: u32,
     fast: &HashSet<String>,
-) -> BackEdges {
+) -> BackEdges<'m> {
     let call_ok = |j: &Inst| call_parts(j).is_ok_and(|(c, _)| lean.contains(c));
     let mut out = BackEdges::default();
     let mut loops: Vec<(usize, usize, u64)> = Vec::new();
@@ -414,7 +414,7 @@ pub(crate) fn analyse(
             continue;
         };
         let to_fast = i.opcode == "bra"
-            && matches!(i.operands.first(), Some(Operand::Name(l)) if fast.contains(l));
+            && matches!(i.operands.first(), Some(Operand::Name(l)) if fast.contains(&**l));
         let n = if to_fast {
             Some(u64::from(poll_interval - 1))
         } else {

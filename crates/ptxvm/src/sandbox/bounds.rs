@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::ir::Ty;
 
 /// Integers stay below 2^31, so signed and unsigned readings of 32- and 64-bit registers agree
@@ -120,7 +120,7 @@ fn ubits(t: &str) -> Option<u32> {
 /// none, and a function with no static variable has no address to bound.
 #[derive(Default)]
 pub(crate) struct Bounds<'m> {
-    body: &'m [Stmt],
+    body: &'m [Stmt<'m>],
     /// The static `.shared`/`.local` variables whose addresses a register may hold.
     vars: HashSet<&'m str>,
     analysis: RefCell<Option<Analysis<'m>>>,
@@ -134,7 +134,7 @@ struct Cx<'a, 'm> {
 }
 
 struct Analysis<'m> {
-    defs: HashMap<&'m str, Vec<&'m Inst>>,
+    defs: HashMap<&'m str, Vec<&'m Inst<'m>>>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
 }
@@ -176,7 +176,7 @@ impl<'m> Analysis<'m> {
     fn operand(
         &mut self,
         cx: &Cx<'_, 'm>,
-        o: &'m Operand,
+        o: &'m Operand<'m>,
         deps: &mut Vec<&'m str>,
     ) -> Option<Val<'m>> {
         match o {
@@ -185,7 +185,7 @@ impl<'m> Analysis<'m> {
                 deps.push(n);
                 self.val(cx, n)
             }
-            Operand::Name(n) if cx.vars.contains(n.as_str()) => Some(Val::Addr(
+            Operand::Name(n) if cx.vars.contains(n.as_ref()) => Some(Val::Addr(
                 n,
                 Span {
                     lo: 0,
@@ -201,7 +201,7 @@ impl<'m> Analysis<'m> {
     fn def(
         &mut self,
         cx: &Cx<'_, 'm>,
-        i: &'m Inst,
+        i: &'m Inst<'m>,
         r: &str,
         deps: &mut Vec<&'m str>,
     ) -> Option<Val<'m>> {
@@ -213,12 +213,12 @@ impl<'m> Analysis<'m> {
         if d != r {
             return None;
         }
-        let m: Vec<&str> = i.mods.iter().map(String::as_str).collect();
+        let m: Vec<&str> = i.mods.iter().map(|m| m.as_ref()).collect();
         let konst = |o: &Operand| match o {
             Operand::Int(k) => Some(*k),
             _ => None,
         };
-        match (i.opcode.as_str(), m.as_slice(), src) {
+        match (i.opcode.as_ref(), m.as_slice(), src) {
             ("mov", [t], [s]) if bits(t).is_some() => self.operand(cx, s, deps),
             ("cvt", [to, from], [s]) => {
                 let (tb, fb) = (bits(to)?, bits(from)?);
@@ -284,7 +284,7 @@ impl<'m> Analysis<'m> {
 }
 
 /// The bounds of `body`'s registers, given the static variables whose addresses they may hold.
-pub(crate) fn analyse<'m>(body: &'m [Stmt], vars: HashSet<&'m str>) -> Bounds<'m> {
+pub(crate) fn analyse<'m>(body: &'m [Stmt<'m>], vars: HashSet<&'m str>) -> Bounds<'m> {
     Bounds {
         body,
         vars,
@@ -294,11 +294,11 @@ pub(crate) fn analyse<'m>(body: &'m [Stmt], vars: HashSet<&'m str>) -> Bounds<'m
 
 impl<'m> Analysis<'m> {
     /// Every register's writes, read once.
-    fn new(body: &'m [Stmt]) -> Analysis<'m> {
+    fn new(body: &'m [Stmt<'m>]) -> Analysis<'m> {
         let (mut all, mut nested) = (Vec::new(), Vec::new());
         super::statics::insts(body, &mut all);
         super::statics::nested(body, 0, &mut nested);
-        let mut defs: HashMap<&'m str, Vec<&'m Inst>> = HashMap::new();
+        let mut defs: HashMap<&'m str, Vec<&'m Inst<'m>>> = HashMap::new();
         let mut w = Vec::new();
         for i in &all {
             w.clear();
@@ -425,7 +425,7 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             };
             match v {
                 Val::Int(s) => {
-                    let d = Operand::Name(r.to_string());
+                    let d = Operand::Name(Str::Borrowed(r));
                     self.emit(out, None, "mov", &[ty], &[d, imm(s.lo)]);
                 }
                 Val::Addr(var, Span { lo, .. }) => {

@@ -13,7 +13,7 @@
 
 use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
 
@@ -61,7 +61,7 @@ fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
 fn space(i: &Inst) -> R<Sp> {
     let mut sp = Sp::Generic;
     for m in &i.mods {
-        sp = match m.as_str() {
+        sp = match m.as_ref() {
             "global" => Sp::Global,
             "shared" | "shared::cta" => Sp::Shared,
             "local" => Sp::Local,
@@ -84,7 +84,7 @@ fn width(i: &Inst) -> R<u64> {
     let mut vec = 1u64;
     let mut ty = None;
     for m in &i.mods {
-        match m.as_str() {
+        match m.as_ref() {
             "v2" => vec = 2,
             "v4" => vec = 4,
             "v8" => vec = 8,
@@ -110,25 +110,25 @@ fn width(i: &Inst) -> R<u64> {
 
 /// The modifiers with `sp` as state space; hints that only global memory takes and (for local)
 /// memory-model qualifiers are dropped.
-fn respace(mods: &[String], sp: &str) -> Vec<String> {
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Vec<Str<'a>> {
     let strip_hints = sp != "global";
     let strip_sem = sp == "local";
-    let mut v: Vec<String> = mods
+    let mut v: Vec<Str<'a>> = mods
         .iter()
-        .filter(|m| !SPACES.contains(&m.as_str()))
+        .filter(|m| !SPACES.contains(&m.as_ref()))
         .filter(|m| {
             !strip_hints
-                || !(HINTS.contains(&m.as_str()) || m.starts_with("L1::") || m.starts_with("L2::"))
+                || !(HINTS.contains(&m.as_ref()) || m.starts_with("L1::") || m.starts_with("L2::"))
         })
-        .filter(|m| !strip_sem || !SEM.contains(&m.as_str()))
+        .filter(|m| !strip_sem || !SEM.contains(&m.as_ref()))
         .cloned()
         .collect();
-    let at = v.iter().take_while(|m| SEM.contains(&m.as_str())).count();
-    v.insert(at, sp.to_string());
+    let at = v.iter().take_while(|m| SEM.contains(&m.as_ref())).count();
+    v.insert(at, Str::Borrowed(sp));
     v
 }
 
-pub(super) fn pred(g: &(String, bool)) -> Operand {
+pub(super) fn pred<'a>(g: &(Str<'a>, bool)) -> Operand<'a> {
     if g.1 {
         Operand::Not(g.0.clone())
     } else {
@@ -139,7 +139,7 @@ pub(super) fn pred(g: &(String, bool)) -> Operand {
 impl<'m> Fx<'_, 'm> {
     /// State space, width and address operand index of a memory instruction.
     pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
-        let at = usize::from(!matches!(i.opcode.as_str(), "st" | "red"));
+        let at = usize::from(!matches!(i.opcode.as_ref(), "st" | "red"));
         let mut sp = space(i)?;
         if sp == Sp::Generic && i.opcode == "ldu" {
             // ldu reads global memory only; a generic address must point there.
@@ -150,12 +150,17 @@ impl<'m> Fx<'_, 'm> {
 
     /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
     /// there may share its fence).
-    pub(crate) fn mem(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
+    pub(crate) fn mem(
+        &mut self,
+        i: &'m Inst<'m>,
+        rest: &'m [Stmt<'m>],
+        out: &mut Vec<O<'m>>,
+    ) -> R<()> {
         let (sp, w, at) = Self::classify(i)?;
         if self.member(i, sp, at, out) {
             return Ok(());
         }
-        let is_atomic = matches!(i.opcode.as_str(), "atom" | "red");
+        let is_atomic = matches!(i.opcode.as_ref(), "atom" | "red");
         if !is_atomic && i.operands.len() != 2 {
             return refused(
                 i.line,
@@ -171,8 +176,8 @@ impl<'m> Fx<'_, 'm> {
         let off = *off;
         let src = match base {
             None => Src::Abs(off),
-            Some(n) if self.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
-            Some(n) => Src::Sym(n.as_str(), off),
+            Some(n) if self.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
+            Some(n) => Src::Sym(n.as_ref(), off),
         };
         let in_range =
             |size: u64| off >= 0 && (off as u64).checked_add(w).is_some_and(|e| e <= size);
@@ -275,7 +280,7 @@ impl<'m> Fx<'_, 'm> {
     /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the source is fenced as a global
     /// access, the destination against the shared window, and the copy runs only when the
     /// destination is in the window. Its group waits pass through; other `cp` forms are refused.
-    pub(crate) fn cp_async(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+    pub(crate) fn cp_async(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let has = |x: &str| i.mods.iter().any(|m| m == x);
         let wait = has("commit_group") || has("wait_group") || has("wait_all");
         if has("async") && wait && i.mods.len() == 2 {
@@ -284,7 +289,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let known = i.mods.iter().all(|m| {
             matches!(
-                m.as_str(),
+                m.as_ref(),
                 "async" | "ca" | "cg" | "shared" | "shared::cta" | "global"
             ) || m.starts_with("L2::")
         });
@@ -311,10 +316,10 @@ impl<'m> Fx<'_, 'm> {
         else {
             return refused(i.line, "cp.async operands must be [address]es");
         };
-        let src_of = |fx: &Self, b: &'m Option<String>, off: i64| match b {
+        let src_of = |fx: &Self, b: &'m Option<Str<'m>>, off: i64| match b {
             None => Src::Abs(off),
-            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_str(), off),
-            Some(n) => Src::Sym(n.as_str(), off),
+            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
+            Some(n) => Src::Sym(n.as_ref(), off),
         };
         let w = size as u64;
         let n = self.ngroups;
@@ -342,7 +347,7 @@ impl<'m> Fx<'_, 'm> {
         let mut j = i.clone();
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
-        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}")), 0);
+        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}").into()), 0);
         out.push(O::New(Stmt::Inst(j)));
         Ok(())
     }
@@ -360,7 +365,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// An in-range access to a named variable: unchanged, or given its space if it was generic.
-    fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst, sp: &str, was: Sp) {
+    fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst<'m>, sp: &'static str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
             j.mods = respace(&i.mods, sp);
@@ -384,7 +389,7 @@ impl<'m> Fx<'_, 'm> {
         let a = sreg(dst);
         match *src {
             Src::Reg(r, off) => {
-                let rr = Operand::Name(r.to_string());
+                let rr = Operand::Name(Str::Borrowed(r));
                 match self.reg_ty(r) {
                     Some("u64" | "b64" | "s64") if off == 0 => {
                         self.emit(out, None, "mov", &["u64"], &[a, rr]);
@@ -436,13 +441,13 @@ impl<'m> Fx<'_, 'm> {
     fn global_access(
         &self,
         out: &mut Vec<O<'m>>,
-        i: &Inst,
+        i: &Inst<'m>,
         at: usize,
         x: &str,
         w: u64,
-        guard: Option<&(String, bool)>,
+        guard: Option<&(Str<'m>, bool)>,
     ) {
-        let xr = Operand::Name(x.to_string());
+        let xr = Operand::Name(Str::Borrowed(x));
         let dests = if self.in_loop() {
             self.zeroable_dests(i)
         } else {
@@ -475,22 +480,22 @@ impl<'m> Fx<'_, 'm> {
         };
         let pq = Operand::Pair("%__sbx_p".into(), "%__sbx_q".into());
         self.past_limit(out, pq, x_off, sreg("lim"), guard);
-        let on_p = Some(("%__sbx_p".to_string(), false));
+        let on_p = Some(("%__sbx_p".into(), false));
         self.fault(out, on_p.clone());
         for (r, bits) in dests {
             let ty = format!("b{bits}");
             self.emit(out, on_p.clone(), "mov", &[&ty], &[r, imm(0)]);
         }
-        let addr = Operand::Addr(Some(aligned.to_string()), 0);
-        let run = Some(("%__sbx_q".to_string(), false));
+        let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
+        let run = Some(("%__sbx_q".into(), false));
         self.access_at(out, i, at, "global", run, addr);
     }
 
     /// For a load or store: the registers a load writes, each with its width in bits, which
     /// `global_access` zeroes before a load it may skip (none for a store); `None` for an
     /// atomic, or a load into something `mov` cannot zero.
-    fn zeroable_dests(&self, i: &Inst) -> Option<Vec<(Operand, u32)>> {
-        match i.opcode.as_str() {
+    fn zeroable_dests(&self, i: &Inst<'m>) -> Option<Vec<(Operand<'m>, u32)>> {
+        match i.opcode.as_ref() {
             "st" => return Some(Vec::new()),
             "ld" | "ldu" => {}
             _ => return None,
@@ -517,7 +522,7 @@ impl<'m> Fx<'_, 'm> {
         dst: Operand,
         x_off: Operand,
         lim: Operand,
-        guard: Option<&(String, bool)>,
+        guard: Option<&(Str<'m>, bool)>,
     ) {
         match guard {
             None => self.emit(out, None, "setp", &["gt", "u64"], &[dst, x_off, lim]),
@@ -539,7 +544,7 @@ impl<'m> Fx<'_, 'm> {
         x: Operand,
         lim: Operand,
         w: u64,
-        guard: Option<&(String, bool)>,
+        guard: Option<&(Str<'m>, bool)>,
     ) {
         // In range, the address itself (aligned down: the base is aligned to MIN_ALIGN, so it
         // stays >= base); out of range, the base. Selecting the address rather than rebuilding
@@ -583,7 +588,7 @@ impl<'m> Fx<'_, 'm> {
     fn generic(
         &mut self,
         out: &mut Vec<O<'m>>,
-        i: &Inst,
+        i: &Inst<'m>,
         at: usize,
         src: &Src<'_>,
         w: u64,
@@ -596,20 +601,26 @@ impl<'m> Fx<'_, 'm> {
                 Some((g.clone(), !neg)),
                 "bra",
                 &[],
-                &[Operand::Name(end.clone())],
+                &[Operand::Name(end.clone().into())],
             );
         }
         self.load(out, src, i.line)?;
         let (a, p) = (sreg("a"), sreg("p"));
-        let pg = Some(("%__sbx_p".to_string(), false));
+        let pg = Some(("%__sbx_p".into(), false));
         self.emit(out, None, "isspacep", &["shared"], &[p.clone(), a.clone()]);
-        self.emit(out, pg.clone(), "bra", &[], &[Operand::Name(ls.clone())]);
+        self.emit(
+            out,
+            pg.clone(),
+            "bra",
+            &[],
+            &[Operand::Name(ls.clone().into())],
+        );
         self.emit(out, None, "isspacep", &["local"], &[p.clone(), a.clone()]);
-        self.emit(out, pg, "bra", &[], &[Operand::Name(ll.clone())]);
+        self.emit(out, pg, "bra", &[], &[Operand::Name(ll.clone().into())]);
         self.global_access(out, i, at, "%__sbx_a", w, None);
-        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone().into())]);
 
-        out.push(O::New(Stmt::Label(ls, line)));
+        out.push(O::New(Stmt::Label(ls.into(), line)));
         self.emit(
             out,
             None,
@@ -619,10 +630,10 @@ impl<'m> Fx<'_, 'm> {
         );
         let g = self.window_check(out, w, None, "slo", "shi");
         self.access(out, i, at, "shared", g);
-        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone())]);
+        self.emit(out, None, "bra", &[], &[Operand::Name(end.clone().into())]);
 
-        out.push(O::New(Stmt::Label(ll, line)));
-        if matches!(i.opcode.as_str(), "atom" | "red") {
+        out.push(O::New(Stmt::Label(ll.into(), line)));
+        if matches!(i.opcode.as_ref(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
         } else {
@@ -630,7 +641,7 @@ impl<'m> Fx<'_, 'm> {
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }
-        out.push(O::New(Stmt::Label(end, line)));
+        out.push(O::New(Stmt::Label(end.into(), line)));
         Ok(())
     }
 
@@ -638,10 +649,10 @@ impl<'m> Fx<'_, 'm> {
     pub(super) fn access(
         &self,
         out: &mut Vec<O<'m>>,
-        i: &Inst,
+        i: &Inst<'m>,
         at: usize,
-        sp: &str,
-        guard: Option<(String, bool)>,
+        sp: &'static str,
+        guard: Option<(Str<'m>, bool)>,
     ) {
         self.access_at(
             out,
@@ -657,10 +668,10 @@ impl<'m> Fx<'_, 'm> {
     pub(super) fn access_at(
         &self,
         out: &mut Vec<O<'m>>,
-        i: &Inst,
+        i: &Inst<'m>,
         at: usize,
-        sp: &str,
-        guard: Option<(String, bool)>,
+        sp: &'static str,
+        guard: Option<(Str<'m>, bool)>,
         addr: Operand,
     ) {
         let mods = respace(&i.mods, sp);
@@ -685,8 +696,8 @@ impl<'m> Fx<'_, 'm> {
 mod tests {
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    fn s(v: &[&'static str]) -> Vec<Str<'static>> {
+        v.iter().map(|&x| Str::Borrowed(x)).collect()
     }
 
     #[test]

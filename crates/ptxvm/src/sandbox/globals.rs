@@ -10,10 +10,10 @@ use crate::error::Error;
 use crate::lower::{init_bytes, var_size};
 
 /// Where each relocated variable lives: name → (offset in the block, size in bytes).
-pub(crate) type Offsets = HashMap<String, (u64, u64)>;
+pub(crate) type Offsets<'m> = HashMap<&'m str, (u64, u64)>;
 
 /// Lays the module's `.global`/`.const` variables out in source order.
-pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
+pub(crate) fn layout<'m>(m: &'m Module<'_>) -> Result<(GlobalsLayout, Offsets<'m>), Error> {
     let mut offsets = HashMap::new();
     let mut size = 0u64;
     let mut align = 16u64;
@@ -67,11 +67,11 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
             init[off..off + image.len()].copy_from_slice(&image);
         }
         vars.push(GlobalSlot {
-            name: v.name.clone(),
+            name: v.name.to_string(),
             offset: off,
             size: bytes,
         });
-        if offsets.insert(v.name.clone(), (off, bytes)).is_some() {
+        if offsets.insert(v.name.as_ref(), (off, bytes)).is_some() {
             return Err(Error::Invalid {
                 line: v.line,
                 msg: format!("variable {} declared twice", v.name),
@@ -98,8 +98,13 @@ pub(crate) fn layout(m: &Module) -> Result<(GlobalsLayout, Offsets), Error> {
 mod tests {
     use super::*;
 
-    fn lay(src: &str) -> Result<(GlobalsLayout, Offsets), Error> {
-        layout(&crate::parse::parse(&crate::lex::lex(src)?)?)
+    /// Offsets by owned name: the parsed module is gone when the test reads them.
+    type Owned = HashMap<String, (u64, u64)>;
+
+    fn lay(src: &str) -> Result<(GlobalsLayout, Owned), Error> {
+        let m = crate::parse::parse(&crate::lex::lex(src)?)?;
+        let (l, o) = layout(&m)?;
+        Ok((l, o.into_iter().map(|(n, v)| (n.to_string(), v)).collect()))
     }
 
     #[test]

@@ -8,17 +8,17 @@
 use super::fence::{Sp, Src};
 use super::print::O;
 use super::rewrite::{Fx, R, sreg};
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
 
 /// A later access whose fence came with an earlier one.
-pub(crate) struct Member {
+pub(crate) struct Member<'m> {
     /// `%__sbx_g<n>`: the fenced address of the run's lowest offset.
     reg: String,
     /// Offset from it.
     d: i64,
     /// Guard the access runs under.
-    guard: Option<(String, bool)>,
+    guard: Option<(Str<'m>, bool)>,
 }
 
 /// Most bytes one group fence covers (the host maps at least 64 KiB).
@@ -37,7 +37,7 @@ fn mentions(o: &Operand, n: &str) -> bool {
 /// where a plain `bar` has none: the instruction table speaks for the opcode, so it is asked
 /// here first (an unknown opcode counts as writing).
 fn writes_first(i: &Inst) -> bool {
-    let op = Opcode::parse(&i.opcode);
+    let op = i.op;
     let reduces =
         matches!(op, Some(Opcode::Bar | Opcode::Barrier)) && i.mods.iter().any(|m| m == "red");
     reduces || op.is_none_or(|o| o.writes_first_operand())
@@ -45,18 +45,18 @@ fn writes_first(i: &Inst) -> bool {
 
 /// A call's return list: `call (%r4), f, (…)` to a `.func (.reg .b32 %res) f(…)` writes `%r4`
 /// (`call` is no instruction that writes its first operand, so this is asked first).
-fn call_returns(i: &Inst) -> Option<&Operand> {
-    match (i.opcode.as_str(), i.operands.first()) {
+fn call_returns<'i, 'a>(i: &'i Inst<'a>) -> Option<&'i Operand<'a>> {
+    match (i.opcode.as_ref(), i.operands.first()) {
         ("call", Some(o @ Operand::List(_))) => Some(o),
         _ => None,
     }
 }
 
 /// The registers `i` may write (those [`writes`] holds for), each once, appended to `out`.
-pub(super) fn written_regs<'m>(i: &'m Inst, out: &mut Vec<&'m str>) {
-    fn names<'m>(o: &'m Operand, start: usize, out: &mut Vec<&'m str>) {
-        let mut add = |n: &'m String| {
-            if !out[start..].contains(&n.as_str()) {
+pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
+    fn names<'m>(o: &'m Operand<'m>, start: usize, out: &mut Vec<&'m str>) {
+        let mut add = |n: &'m Str<'m>| {
+            if !out[start..].contains(&n.as_ref()) {
                 out.push(n);
             }
         };
@@ -101,7 +101,7 @@ pub(super) fn writes(i: &Inst, n: &str) -> bool {
 
 impl<'m> Fx<'_, 'm> {
     /// Emits `i` as a member of an earlier group, if it is one.
-    pub(super) fn member(&mut self, i: &Inst, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
+    pub(super) fn member(&mut self, i: &Inst<'m>, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
             return false;
         };
@@ -110,7 +110,14 @@ impl<'m> Fx<'_, 'm> {
             Sp::Local => "local",
             _ => "global",
         };
-        self.access_at(out, i, at, space, m.guard, Operand::Addr(Some(m.reg), m.d));
+        self.access_at(
+            out,
+            i,
+            at,
+            space,
+            m.guard,
+            Operand::Addr(Some(m.reg.into()), m.d),
+        );
         true
     }
 
@@ -118,8 +125,8 @@ impl<'m> Fx<'_, 'm> {
     /// whether it did.
     pub(super) fn group(
         &mut self,
-        i: &'m Inst,
-        rest: &'m [Stmt],
+        i: &'m Inst<'m>,
+        rest: &'m [Stmt<'m>],
         (sp, w, at): (Sp, u64, usize),
         r: &str,
         off: i64,
@@ -132,14 +139,14 @@ impl<'m> Fx<'_, 'm> {
         }
         let mut members: Vec<(&Inst, i64)> = Vec::new();
         let (mut lo, mut hi) = (off, off.saturating_add(wi));
-        let guard_reg = i.guard.as_ref().map(|g| g.0.as_str());
+        let guard_reg = i.guard.as_ref().map(|g| g.0.as_ref());
         for s in rest {
             let Stmt::Inst(j) = s else { break };
-            if matches!(j.opcode.as_str(), "bra" | "brx" | "call" | "ret" | "exit") {
+            if matches!(j.opcode.as_ref(), "bra" | "brx" | "call" | "ret" | "exit") {
                 break;
             }
             let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
-            if matches!(j.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red")
+            if matches!(j.opcode.as_ref(), "ld" | "ldu" | "st" | "atom" | "red")
                 && j.guard == i.guard
                 && j.operands.iter().take(2).any(same_base)
                 && let Ok((sp2, w2, at2)) = Self::classify(j)
@@ -152,7 +159,7 @@ impl<'m> Fx<'_, 'm> {
                     .max(o2.saturating_add(wi))
                     .checked_sub(lo.min(*o2))
                     .is_some_and(|span| span <= MAX_SPAN)
-                && !(sp == Sp::Local && matches!(j.opcode.as_str(), "atom" | "red"))
+                && !(sp == Sp::Local && matches!(j.opcode.as_ref(), "atom" | "red"))
             {
                 members.push((j, *o2));
                 lo = lo.min(*o2);
@@ -201,7 +208,7 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             guard.clone(),
-            Operand::Addr(Some(reg.clone()), off - lo),
+            Operand::Addr(Some(reg.clone().into()), off - lo),
         );
         for (j, o2) in members {
             self.members.insert(

@@ -20,7 +20,7 @@
 //! `L` stays for other branches.
 //! Predicated-off instructions do nothing, so the block's effect is the same on every path.
 
-use crate::ast::{Inst, Module, Stmt};
+use crate::ast::{Inst, Module, Stmt, Str};
 use crate::isa::{Family, Opcode};
 
 /// Longest block converted (a reasoned bound, not tuned): a long block's predicated-off
@@ -43,7 +43,7 @@ fn predicable(i: &Inst) -> bool {
     if i.guard.is_some() || i.mods.iter().any(|m| m == "cc") {
         return false;
     }
-    match Opcode::parse(&i.opcode) {
+    match i.op {
         Some(Opcode::Addc | Opcode::Madc | Opcode::Subc) => false,
         Some(Opcode::Ld | Opcode::Ldu | Opcode::St | Opcode::Atom | Opcode::Red) => true,
         Some(op) => op.family() == Family::Arith,
@@ -54,7 +54,7 @@ fn predicable(i: &Inst) -> bool {
 /// Whether `i` reads or writes the thread's `.local` memory.
 fn local_access(i: &Inst) -> bool {
     matches!(
-        Opcode::parse(&i.opcode),
+        i.op,
         Some(Opcode::Ld | Opcode::Ldu | Opcode::St | Opcode::Atom | Opcode::Red)
     ) && i.mods.iter().any(|m| m == "local")
 }
@@ -82,12 +82,12 @@ fn convert(body: &mut Vec<Stmt>) -> usize {
 
 /// A convertible block opened by the branch at `k`: the index of its closing label and the guard
 /// its instructions get.
-fn block_at(body: &[Stmt], k: usize) -> Option<(usize, (String, bool))> {
+fn block_at<'a>(body: &[Stmt<'a>], k: usize) -> Option<(usize, (Str<'a>, bool))> {
     let Stmt::Inst(b) = &body[k] else {
         return None;
     };
     let (p, neg) = b.guard.as_ref()?;
-    let target = match (b.opcode.as_str(), b.operands.as_slice()) {
+    let target = match (b.opcode.as_ref(), b.operands.as_slice()) {
         ("bra", [crate::ast::Operand::Name(l)]) => l,
         _ => return None,
     };
@@ -112,15 +112,16 @@ fn block_at(body: &[Stmt], k: usize) -> Option<(usize, (String, bool))> {
 mod tests {
     use super::*;
 
-    fn module(body: &str) -> Module {
+    fn module(body: &str) -> Module<'static> {
         let text = format!(
             ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a)\n{{\n\
              .reg .b64 %rd<4>;\n.reg .b32 %r<4>;\n.reg .pred %p<3>;\n{body}\n}}\n"
         );
-        crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap()
+        let m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
+        m.into_owned()
     }
 
-    fn printed(m: &Module) -> String {
+    fn printed(m: &Module<'_>) -> String {
         crate::sandbox::print::module(m).unwrap()
     }
 

@@ -14,7 +14,7 @@ use crate::isa::Opcode;
 /// pass it on at a call (its callees are `lean::functions`' to judge). User code cannot name
 /// `%__sbx_` registers (the allow-list refuses the prefix), so any mention is the rewriter's:
 /// a fence, a poll, a relocated global, a fault report.
-fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
+fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func<'m>) -> R<bool> {
     let Some(b) = &f.body else {
         return Ok(false);
     };
@@ -46,12 +46,12 @@ fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func) -> R<bool> {
 /// through them, so a round rewrites again only the functions whose callees changed.
 pub(crate) fn functions<'m>(
     info: &Info<'m>,
-    m: &'m Module,
+    m: &'m Module<'m>,
     known: &mut HashMap<&'m str, (Vec<bool>, bool)>,
 ) -> R<(HashSet<&'m str>, HashMap<&'m str, u64>)> {
     let mut lean = HashSet::new();
     for f in m.funcs.iter().filter(|f| !f.is_entry && f.body.is_some()) {
-        let name = f.name.as_str();
+        let name = f.name.as_ref();
         let callees: Vec<bool> = info
             .callees(name)
             .iter()
@@ -133,12 +133,12 @@ fn span<'m>(info: &Info<'m>, f: &'m str, spans: &mut HashMap<&'m str, u64>) -> u
         return 0;
     };
     let mut total = 0u64;
-    let mut stack: Vec<&'m [Stmt]> = vec![body];
+    let mut stack: Vec<&'m [Stmt<'m>]> = vec![body];
     while let Some(stmts) = stack.pop() {
         for st in stmts {
             match st {
                 Stmt::Inst(i) => {
-                    let op = Opcode::parse(&i.opcode);
+                    let op = i.op;
                     total = total.saturating_add(if op == Some(Opcode::Nanosleep) {
                         NANOSLEEP_SPAN
                     } else {

@@ -240,7 +240,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         if f.is_entry && f.body.is_some() {
             copy = skip_copy_name(&module, f, &info);
             kernels.push(SandboxedKernel {
-                name: f.name.clone(),
+                name: f.name.to_string(),
                 user_params: f.params.len(),
                 local_bytes_per_thread: info.local_bytes(&f.name),
                 static_shared_bytes: info.static_shared(f),

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use super::print::O;
 use super::rewrite::{Fx, R, WIDTHS, emit_line, hidden_params, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt, Str};
 
 const U64_REGS: &[&str] = &[
     "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
@@ -22,6 +22,49 @@ const U32_REGS: &[&str] = &[
     "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
 ];
 const PRED_REGS: &[&str] = &["p", "q"];
+
+/// The fixed sandbox registers' names (of those above), spelled out: most emitted operands
+/// are these, and borrowing one costs less than building it (an allocation, then a free once
+/// printed).
+const FIXED: &[&str] = &[
+    "%__sbx_a",
+    "%__sbx_p",
+    "%__sbx_q",
+    "%__sbx_t",
+    "%__sbx_x",
+    "%__sbx_b",
+    "%__sbx_c",
+    "%__sbx_d",
+    "%__sbx_e",
+    "%__sbx_f",
+    "%__sbx_o",
+    "%__sbx_tag",
+    "%__sbx_lim",
+    "%__sbx_cnt",
+    "%__sbx_size",
+    "%__sbx_base",
+    "%__sbx_epoch",
+    "%__sbx_launch",
+    "%__sbx_globals",
+    "%__sbx_slo",
+    "%__sbx_shi",
+    "%__sbx_llo",
+    "%__sbx_lhi",
+    "%__sbx_sl",
+    "%__sbx_ll",
+];
+
+/// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
+pub(super) fn sreg_name(n: &str) -> Str<'static> {
+    const PREFIX: usize = "%__sbx_".len();
+    match FIXED
+        .iter()
+        .find(|f| f.len() == PREFIX + n.len() && &f[PREFIX..] == n)
+    {
+        Some(f) => Str::Borrowed(f),
+        None => Str::Owned(["%__sbx_", n].concat()),
+    }
+}
 
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
 /// depend on a HashMap's order).
@@ -34,12 +77,12 @@ fn sized(vars: &HashMap<&str, u64>) -> Vec<(String, Option<u64>)> {
     v
 }
 
-fn decl(ty: &str, names: &[&str], line: u32) -> Stmt {
+fn decl(ty: &'static str, names: &[&str], line: u32) -> Stmt<'static> {
     Stmt::Reg {
         ty: ty.into(),
         names: names
             .iter()
-            .map(|n| (["%__sbx_", n].concat(), None))
+            .map(|n| (["%__sbx_", n].concat().into(), None))
             .collect(),
         line,
     }
@@ -86,7 +129,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
         emit_line(&mut code, None, opcode, mods, operands);
     };
     for n in hidden_params(is_entry) {
-        let param = Operand::Addr(Some(format!("__gpuhost_sbx_{n}")), 0);
+        let param = Operand::Addr(Some(format!("__gpuhost_sbx_{n}").into()), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
@@ -135,7 +178,7 @@ impl<'m> Fx<'_, 'm> {
         if self.f.is_entry {
             let mut shared: Vec<(String, Option<u64>)> = self
                 .info
-                .tree_shared(self.f.name.as_str())
+                .tree_shared(self.f.name.as_ref())
                 .into_iter()
                 .map(|(n, s)| (n.to_string(), s))
                 .collect();
@@ -169,7 +212,7 @@ impl<'m> Fx<'_, 'm> {
                 &["eq", "u64"],
                 &[sreg("p"), sreg("llo"), sreg("lhi")],
             );
-            let p = Some(("%__sbx_p".to_string(), false));
+            let p = Some(("%__sbx_p".into(), false));
             self.emit(
                 &mut out,
                 p.clone(),
@@ -294,7 +337,7 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "mov",
                 &["u64"],
-                &[dl.clone(), Operand::Name(name.clone())],
+                &[dl.clone(), Operand::Name(name.clone().into())],
             );
             match size {
                 Some(s) => self.emit(
@@ -334,7 +377,7 @@ impl<'m> Fx<'_, 'm> {
     /// changed. The poll sits inline behind a forward branch (three instructions in the loop
     /// when not polling): an out-of-line block would break the reconvergence of divergent warps
     /// in ptxvm, and with it warp-synchronous code after the loop.
-    pub(crate) fn backedge(&mut self, i: &Inst, out: &mut Vec<O<'m>>) {
+    pub(crate) fn backedge(&mut self, i: &Inst<'m>, out: &mut Vec<O<'m>>) {
         let weight = self
             .backedges
             .weight
@@ -348,7 +391,7 @@ impl<'m> Fx<'_, 'm> {
     /// polls when the count reaches zero or below (see [`Self::backedge`]).
     pub(crate) fn count_down(
         &mut self,
-        guard: Option<(String, bool)>,
+        guard: Option<(Str<'m>, bool)>,
         weight: u32,
         out: &mut Vec<O<'m>>,
     ) {
@@ -379,12 +422,12 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         let skip = self.label();
-        let p = Some(("%__sbx_p".to_string(), false));
-        self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone())]);
+        let p = Some(("%__sbx_p".into(), false));
+        self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone().into())]);
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.exit_if_aborted(out, true);
-        out.push(O::New(Stmt::Label(skip, self.line)));
+        out.push(O::New(Stmt::Label(skip.into(), self.line)));
     }
 
     /// The poll itself: reads the control block's epoch and exits the thread when it is not
@@ -406,15 +449,21 @@ impl<'m> Fx<'_, 'm> {
     fn loop_free_entry_read(&mut self, out: &mut Vec<O<'m>>) {
         let a = [sreg("a"), sreg("launch"), imm(63)];
         self.emit(out, None, "shr", &["u64"], &a);
-        let skip = Some(("%__sbx_q".to_string(), false));
+        let skip = Some(("%__sbx_q".into(), false));
         if self.info.early_check {
             let q = [sreg("q"), sreg("a"), imm(0)];
             self.emit(out, None, "setp", &["ne", "u64"], &q);
             let over = self.label();
-            self.emit(out, skip, "bra", &["uni"], &[Operand::Name(over.clone())]);
+            self.emit(
+                out,
+                skip,
+                "bra",
+                &["uni"],
+                &[Operand::Name(over.clone().into())],
+            );
             self.read_epoch(out);
             self.entry_check(out);
-            out.push(O::New(Stmt::Label(over, self.line)));
+            out.push(O::New(Stmt::Label(over.into(), self.line)));
         } else {
             let q = [sreg("q"), sreg("a"), imm(0)];
             self.emit(out, None, "setp", &["eq", "u64"], &q);
@@ -432,11 +481,11 @@ impl<'m> Fx<'_, 'm> {
         let q = [sreg("q"), sreg("a"), imm(0)];
         self.emit(out, None, "setp", &["ne", "u64"], &q);
         let over = self.label();
-        let skip = Some(("%__sbx_q".to_string(), false));
-        let to = [Operand::Name(over.clone())];
+        let skip = Some(("%__sbx_q".into(), false));
+        let to = [Operand::Name(over.clone().into())];
         self.emit(out, skip, "bra", &["uni"], &to);
         self.read_epoch(out);
-        out.push(O::New(Stmt::Label(over, self.line)));
+        out.push(O::New(Stmt::Label(over.into(), self.line)));
     }
 
     /// `%__sbx_e` := the control block's epoch.
@@ -445,7 +494,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// [`Self::read_epoch`] under `guard`.
-    fn read_epoch_if(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
+    fn read_epoch_if(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.emit(
             out,
             guard,
@@ -503,7 +552,7 @@ impl<'m> Fx<'_, 'm> {
             &["ne", "u32"],
             &[sreg("p"), sreg("e"), sreg("epoch")],
         );
-        let aborted = Some(("%__sbx_p".to_string(), false));
+        let aborted = Some(("%__sbx_p".into(), false));
         if report {
             let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
             let ld = &["volatile", "global", "u32"];
@@ -517,7 +566,7 @@ impl<'m> Fx<'_, 'm> {
                 &["eq", "and", "u32"],
                 &[sreg("q"), sreg("t"), imm(0), sreg("p")],
             );
-            let q = Some(("%__sbx_q".to_string(), false));
+            let q = Some(("%__sbx_q".into(), false));
             self.emit(out, q.clone(), "st", ld, &[stopped(), sreg("tag")]);
             // A thread stopped in a loop reports the fenced accesses it made.
             self.emit(

@@ -4,16 +4,16 @@
 
 use std::fmt::Write;
 
-use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, VarDecl};
+use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 
 /// A statement of rewritten output: the input's own (printed as is, never copied) or new.
 pub(crate) enum O<'m> {
     /// An input instruction passed through unchanged.
-    Inst(&'m Inst),
+    Inst(&'m Inst<'m>),
     /// An input statement (declaration, label, table, block) passed through unchanged.
-    Stmt(&'m Stmt),
+    Stmt(&'m Stmt<'m>),
     /// Something the rewriter made.
-    New(Stmt),
+    New(Stmt<'m>),
     /// A `{ }` block of rewritten statements.
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
@@ -331,7 +331,7 @@ pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
 /// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
 pub(crate) fn parts<M: AsRef<str>>(
     out: &mut String,
-    guard: Option<&(String, bool)>,
+    guard: Option<&(Str<'_>, bool)>,
     opcode: &str,
     mods: &[M],
     operands: &[Operand],

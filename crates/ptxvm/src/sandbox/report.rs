@@ -7,18 +7,18 @@
 
 use super::print::O;
 use super::rewrite::{Fx, imm, sreg};
-use crate::ast::Operand;
+use crate::ast::{Operand, Str};
 
 impl<'m> Fx<'_, 'm> {
     /// Notes a fenced access in `%__sbx_f` (one predicated move); `report` stores it in the
     /// control block when the thread leaves the function, so a hot loop carries no store.
-    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
+    pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.deferred.set(true);
         self.emit(out, guard, "mov", &["u32"], &[sreg("f"), imm(1)]);
     }
 
     /// Sets the control block's fault word to this launch's tag now.
-    pub(super) fn fault_now(&self, out: &mut Vec<O<'m>>, guard: Option<(String, bool)>) {
+    pub(super) fn fault_now(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.emit(
             out,
             guard,
@@ -54,7 +54,7 @@ impl<'m> Fx<'_, 'm> {
             let old = std::mem::replace(body, Vec::with_capacity(2 * body.len()));
             for o in old {
                 match o {
-                    O::Inst(i) if matches!(i.opcode.as_str(), "ret" | "exit") => {
+                    O::Inst(i) if matches!(i.opcode.as_ref(), "ret" | "exit") => {
                         fx.report(body);
                         body.push(o);
                     }

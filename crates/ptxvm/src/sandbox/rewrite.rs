@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::print::O;
-use crate::ast::{Func, Inst, Operand, Space, Stmt, VarDecl};
+use crate::ast::{Func, Inst, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::{Family, Opcode, Sandbox};
 use crate::lower::var_size;
@@ -26,10 +26,10 @@ pub(crate) fn hidden_params(is_entry: bool) -> Vec<&'static str> {
 }
 
 /// A `.param` declaration the rewrite adds (hidden and call-block parameters).
-pub(crate) fn param_decl(name: String, ty: &str, line: u32) -> VarDecl {
+pub(crate) fn param_decl(name: String, ty: &'static str, line: u32) -> VarDecl<'static> {
     VarDecl {
         space: Space::Param,
-        name,
+        name: name.into(),
         ty: ty.into(),
         vec: 1,
         align: None,
@@ -44,15 +44,14 @@ pub(crate) fn param_decl(name: String, ty: &str, line: u32) -> VarDecl {
 pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Register `%__sbx_<n>`.
-pub(crate) fn sreg(n: &str) -> Operand {
-    // Most emitted operands are these: a plain concatenation, not the formatting machinery.
-    Operand::Name(["%__sbx_", n].concat())
+pub(crate) fn sreg(n: &str) -> Operand<'static> {
+    Operand::Name(super::poll::sreg_name(n))
 }
 
 /// Prints a new instruction as one line of `t`.
 pub(crate) fn emit_line(
     t: &mut String,
-    guard: Option<&(String, bool)>,
+    guard: Option<&(Str<'_>, bool)>,
     opcode: &str,
     mods: &[&str],
     operands: &[Operand],
@@ -64,14 +63,14 @@ pub(crate) fn emit_line(
     t.push('\n');
 }
 
-pub(crate) fn imm(v: i64) -> Operand {
+pub(crate) fn imm(v: i64) -> Operand<'static> {
     Operand::Int(v)
 }
 
 /// One function being rewritten.
 pub(crate) struct Fx<'a, 'm> {
     pub info: &'a Info<'m>,
-    pub f: &'m Func,
+    pub f: &'m Func<'m>,
     /// Rewritten as a lean function: it keeps no count, so its lean calls count nothing (its
     /// span bounds it). `lean::reads_hidden` asks this of every candidate.
     lean: bool,
@@ -89,17 +88,17 @@ pub(crate) struct Fx<'a, 'm> {
     pub params: HashMap<&'m str, u64>,
     /// Position (in statement order) of every label, and the branch tables.
     labels: HashMap<&'m str, usize>,
-    tables: HashMap<&'m str, &'m [String]>,
+    tables: HashMap<&'m str, &'m [Str<'m>]>,
     pos: usize,
     nlabel: u32,
     /// Accesses whose fence an earlier access of their run emitted.
-    pub members: HashMap<*const Inst, super::group::Member>,
+    pub members: HashMap<*const Inst<'m>, super::group::Member<'m>>,
     /// Group registers used so far.
     pub ngroups: u32,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
     /// Back-edges of counted loops (no poll) and the weights of the others.
-    pub backedges: super::bounded::BackEdges,
+    pub backedges: super::bounded::BackEdges<'m>,
     /// (shared?, span) of every window check emitted: the prologue computes their limits.
     pub spans: std::cell::RefCell<std::collections::BTreeSet<(bool, u64)>>,
     /// Widths of shared atomics redirected to `%__sbx_st<w>` (window.rs, `windowed`).
@@ -132,12 +131,12 @@ pub(crate) struct Fx<'a, 'm> {
 /// A rewritten function, and its skip copy when it has one.
 pub(crate) struct Rewritten<'m> {
     /// The header (`body: None`).
-    pub head: Func,
+    pub head: Func<'m>,
     /// For a definition: the declarations, prologue and static registers, then the body.
     pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
     /// The skip copy's header and what precedes its body, which is the kernel's but for the
     /// kernel's deferred epoch compares (`O::Kernel`, `O::Copy`).
-    pub copy: Option<(Func, Vec<O<'m>>)>,
+    pub copy: Option<(Func<'m>, Vec<O<'m>>)>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -146,8 +145,12 @@ pub(crate) struct Rewritten<'m> {
 /// With `copy_as`, also an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
 /// The two differ only in their prologues and in the compares the kernel defers into its body,
 /// so the body is rewritten once for both.
-pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func, copy_as: Option<&str>) -> R<Rewritten<'m>> {
-    let lean = !f.is_entry && info.lean.contains(f.name.as_str());
+pub(crate) fn func<'m>(
+    info: &Info<'m>,
+    f: &'m Func<'m>,
+    copy_as: Option<&str>,
+) -> R<Rewritten<'m>> {
+    let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
     let mut params = f.params.clone();
     let hidden = if lean {
         Vec::new()
@@ -184,7 +187,7 @@ pub(crate) fn func<'m>(info: &Info<'m>, f: &'m Func, copy_as: Option<&str>) -> R
             fx.skip_copy = true;
             fx.nlabel = after_body;
             let copy_head = Func {
-                name: name.to_string(),
+                name: name.to_string().into(),
                 params: head.params.clone(),
                 rets: head.rets.clone(),
                 linkage: head.linkage.clone(),
@@ -220,7 +223,7 @@ fn side_effect_free(s: &Stmt) -> bool {
         Stmt::Reg { .. } | Stmt::Var(_) => return true,
         _ => return false,
     };
-    let Some(op) = Opcode::parse(&i.opcode) else {
+    let Some(op) = i.op else {
         return false;
     };
     let private = || {
@@ -254,8 +257,8 @@ fn hoisted(s: &Stmt) -> bool {
 /// prologue), as a lean function's or not.
 pub(super) fn rewrite_body<'a, 'm>(
     info: &'a Info<'m>,
-    f: &'m Func,
-    b: &'m [Stmt],
+    f: &'m Func<'m>,
+    b: &'m [Stmt<'m>],
     lean: bool,
 ) -> R<(Fx<'a, 'm>, Vec<O<'m>>)> {
     let mut fx = Fx {
@@ -291,7 +294,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         unchecked_labels: HashSet::new(),
     };
     for p in f.params.iter().chain(&f.rets) {
-        fx.params.insert(p.name.as_str(), var_size(p)?.0);
+        fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
     fx.scan(b)?;
     fx.backedges = info.back_edges(f);
@@ -323,16 +326,16 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// First pass: declarations and label positions.
-    fn scan(&mut self, body: &'m [Stmt]) -> R<()> {
+    fn scan(&mut self, body: &'m [Stmt<'m>]) -> R<()> {
         for s in body {
             match s {
                 Stmt::Reg { ty, names, .. } => {
                     for (n, range) in names {
                         match range {
-                            None => self.regs.insert(n.as_str(), ty.as_str()),
+                            None => self.regs.insert(n.as_ref(), ty.as_ref()),
                             Some(c) => self
                                 .ranges
-                                .insert(n.as_str(), (*c, ty.as_str()))
+                                .insert(n.as_ref(), (*c, ty.as_ref()))
                                 .map(|_| ""),
                         };
                     }
@@ -345,22 +348,22 @@ impl<'m> Fx<'_, 'm> {
                     };
                     match v.space {
                         Space::Local => {
-                            self.local_align.insert(v.name.as_str(), u64::from(align));
-                            self.locals.insert(v.name.as_str(), size);
+                            self.local_align.insert(v.name.as_ref(), u64::from(align));
+                            self.locals.insert(v.name.as_ref(), size);
                         }
                         Space::Shared => {
-                            self.shared_align.insert(v.name.as_str(), u64::from(align));
-                            self.shared_fn.insert(v.name.as_str(), size);
+                            self.shared_align.insert(v.name.as_ref(), u64::from(align));
+                            self.shared_fn.insert(v.name.as_ref(), size);
                         }
-                        Space::Param => drop(self.params.insert(v.name.as_str(), size)),
+                        Space::Param => drop(self.params.insert(v.name.as_ref(), size)),
                         _ => {}
                     }
                 }
                 Stmt::Label(l, _) => {
-                    self.labels.insert(l.as_str(), self.pos);
+                    self.labels.insert(l.as_ref(), self.pos);
                     self.pos += 1;
                 }
-                Stmt::Targets(n, ls, _) => drop(self.tables.insert(n.as_str(), ls.as_slice())),
+                Stmt::Targets(n, ls, _) => drop(self.tables.insert(n.as_ref(), ls.as_slice())),
                 Stmt::Inst(_) => self.pos += 1,
                 Stmt::Block(b) => self.scan(b)?,
             }
@@ -381,11 +384,11 @@ impl<'m> Fx<'_, 'm> {
     /// The prologue's epoch load then overlaps whatever side-effect-free code (address
     /// arithmetic, loads, whole loops of loads: their back-edges poll on their own) precedes
     /// the first effect, instead of stalling the first branch.
-    fn defer_step(&mut self, s: &'m Stmt, out: &mut Vec<O<'m>>) {
+    fn defer_step(&mut self, s: &'m Stmt<'m>, out: &mut Vec<O<'m>>) {
         if let Stmt::Label(l, _) = s {
-            self.checked &= !self.unchecked_targets.contains(l.as_str());
+            self.checked &= !self.unchecked_targets.contains(l.as_ref());
             if !self.checked {
-                self.unchecked_labels.insert(l.as_str());
+                self.unchecked_labels.insert(l.as_ref());
             }
             return;
         }
@@ -393,18 +396,18 @@ impl<'m> Fx<'_, 'm> {
             return;
         }
         if let Stmt::Inst(i) = s {
-            if matches!(i.opcode.as_str(), "exit" | "ret") {
+            if matches!(i.opcode.as_ref(), "exit" | "ret") {
                 return;
             }
             if i.opcode == "bra"
                 && let Some(Operand::Name(l)) = i.operands.first()
-                && let Some(&t) = self.labels.get(l.as_str())
+                && let Some(&t) = self.labels.get(l.as_ref())
             {
                 if t > self.pos {
-                    self.unchecked_targets.insert(l.as_str());
+                    self.unchecked_targets.insert(l.as_ref());
                     return;
                 }
-                if self.unchecked_labels.contains(l.as_str()) {
+                if self.unchecked_labels.contains(l.as_ref()) {
                     return;
                 }
             }
@@ -416,7 +419,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
     /// lean function) and the static and bounded registers' values.
-    fn start(&mut self, b: &'m [Stmt]) -> R<Vec<O<'m>>> {
+    fn start(&mut self, b: &'m [Stmt<'m>]) -> R<Vec<O<'m>>> {
         let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
         if !self.lean {
             out.extend(self.prologue()?);
@@ -445,13 +448,13 @@ impl<'m> Fx<'_, 'm> {
         var: &str,
         k: i64,
     ) {
-        let r = Operand::Name(r.to_string());
+        let r = Operand::Name(Str::Borrowed(r));
         self.emit(
             out,
             None,
             "mov",
             &[ty],
-            &[r.clone(), Operand::Name(var.to_string())],
+            &[r.clone(), Operand::Name(Str::Borrowed(var))],
         );
         if k != 0 {
             self.emit(out, None, "add", &[ty], &[r.clone(), r, imm(k)]);
@@ -498,7 +501,7 @@ impl<'m> Fx<'_, 'm> {
     pub(crate) fn emit(
         &self,
         out: &mut Vec<O<'m>>,
-        guard: Option<(String, bool)>,
+        guard: Option<(Str<'m>, bool)>,
         opcode: &str,
         mods: &[&str],
         operands: &[Operand],
@@ -530,7 +533,7 @@ impl<'m> Fx<'_, 'm> {
     /// Rewrites `body` into `out`, leaving out the statements `skip` names.
     fn stmts(
         &mut self,
-        body: &'m [Stmt],
+        body: &'m [Stmt<'m>],
         skip: Option<&dyn Fn(&Stmt) -> bool>,
         out: &mut Vec<O<'m>>,
     ) -> R<()> {
@@ -580,8 +583,8 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    fn inst(&mut self, i: &'m Inst, rest: &'m [Stmt], out: &mut Vec<O<'m>>) -> R<()> {
-        let op = Opcode::parse(&i.opcode);
+    fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
+        let op = i.op;
         match op {
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
@@ -589,7 +592,7 @@ impl<'m> Fx<'_, 'm> {
             Some(o) if o.sandbox() == Sandbox::Hint => Ok(()),
             Some(Opcode::Bra) => {
                 if let Some(Operand::Name(l)) = i.operands.first()
-                    && self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos)
+                    && self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos)
                     && !self.backedges.bounded.contains(&(i as *const Inst))
                 {
                     self.backedge(i, out);
@@ -599,9 +602,9 @@ impl<'m> Fx<'_, 'm> {
             }
             Some(Opcode::Brx) => {
                 let back = match i.operands.get(1) {
-                    Some(Operand::Name(t)) => self.tables.get(t.as_str()).is_some_and(|ls| {
+                    Some(Operand::Name(t)) => self.tables.get(t.as_ref()).is_some_and(|ls| {
                         ls.iter()
-                            .any(|l| self.labels.get(l.as_str()).is_some_and(|&p| p <= self.pos))
+                            .any(|l| self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos))
                     }),
                     _ => true,
                 };
@@ -626,7 +629,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Passes the hidden values to the callee through `.param` variables of a new block.
-    fn call(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+    fn call(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let (callee, args_at) = call_parts(i)?;
         if self.info.lean.contains(callee) {
             out.push(O::Inst(i));
@@ -660,9 +663,9 @@ impl<'m> Fx<'_, 'm> {
                 None,
                 "st",
                 &["param", "b64"],
-                &[Operand::Addr(Some(p.clone()), 0), sreg(n)],
+                &[Operand::Addr(Some(p.clone().into()), 0), sreg(n)],
             );
-            extra.push(Operand::Name(p));
+            extra.push(Operand::Name(p.into()));
         }
         let mut call = i.clone();
         match args_at {
@@ -679,18 +682,18 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Non-memory instructions: relocated variable names become `globals + offset`.
-    fn plain(&mut self, i: &'m Inst, out: &mut Vec<O<'m>>) -> R<()> {
+    fn plain(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let reloc = |o: &Operand| match o {
-            Operand::Name(n) => self.info.globals.get(n).map(|&(off, _)| off as i64),
+            Operand::Name(n) => self.info.globals.get(&**n).map(|&(off, _)| off as i64),
             Operand::Addr(Some(n), k) => self
                 .info
                 .globals
-                .get(n)
+                .get(&**n)
                 .map(|&(off, _)| (off as i64).wrapping_add(*k)),
             _ => None,
         };
         let space_const = i.mods.iter().any(|m| m == "const");
-        let op = Opcode::parse(&i.opcode);
+        let op = i.op;
         match op {
             Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
                 if let Some(off) = reloc(&i.operands[1]) {
@@ -740,7 +743,9 @@ impl<'m> Fx<'_, 'm> {
             _ => {}
         }
         if let Some(n) = i.operands.iter().find_map(|o| match o {
-            Operand::Name(n) | Operand::Addr(Some(n), _) if self.info.globals.contains_key(n) => {
+            Operand::Name(n) | Operand::Addr(Some(n), _)
+                if self.info.globals.contains_key(&**n) =>
+            {
                 Some(n)
             }
             _ => None,

@@ -30,27 +30,27 @@ enum Def<'m> {
 }
 
 /// How `i` sets `r`, if it is one of the static forms.
-fn def_of<'m>(i: &'m Inst, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'m>> {
-    let wide = i.mods.len() == 1 && matches!(i.mods[0].as_str(), "u64" | "s64" | "b64");
+fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'m>> {
+    let wide = i.mods.len() == 1 && matches!(i.mods[0].as_ref(), "u64" | "s64" | "b64");
     if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if d == r) {
         return None;
     }
-    match (i.opcode.as_str(), &i.operands[1..]) {
-        ("mov", [Operand::Name(v)]) if locals.contains_key(v.as_str()) => {
-            Some(Def::Var(v.as_str()))
+    match (i.opcode.as_ref(), &i.operands[1..]) {
+        ("mov", [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
+            Some(Def::Var(v.as_ref()))
         }
-        ("mov", [Operand::Name(s)]) if s.starts_with('%') => Some(Def::Reg(s.as_str(), 0)),
+        ("mov", [Operand::Name(s)]) if s.starts_with('%') => Some(Def::Reg(s.as_ref(), 0)),
         ("add", [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)])
             if s.starts_with('%') =>
         {
-            Some(Def::Reg(s.as_str(), *k))
+            Some(Def::Reg(s.as_ref(), *k))
         }
         _ => None,
     }
 }
 
 /// Every instruction of `body`, nested blocks included, in order.
-pub(super) fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
+pub(super) fn insts<'m>(body: &'m [Stmt<'m>], out: &mut Vec<&'m Inst<'m>>) {
     for s in body {
         match s {
             Stmt::Inst(i) => out.push(i),
@@ -61,11 +61,11 @@ pub(super) fn insts<'m>(body: &'m [Stmt], out: &mut Vec<&'m Inst>) {
 }
 
 /// Registers declared inside nested blocks (they may shadow the function's): never static.
-pub(super) fn nested<'m>(body: &'m [Stmt], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
+pub(super) fn nested<'m>(body: &'m [Stmt<'m>], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
     for s in body {
         match s {
             Stmt::Reg { names, .. } if depth > 0 => {
-                out.extend(names.iter().map(|(n, c)| (n.as_str(), *c)));
+                out.extend(names.iter().map(|(n, c)| (n.as_ref(), *c)));
             }
             Stmt::Block(b) => nested(b, depth + 1, out),
             _ => {}
@@ -86,7 +86,7 @@ fn covers(decl: &(&str, Option<u32>), r: &str) -> bool {
 /// The static registers of a body. `wide(r)`: whether `r` is a 64-bit register the function
 /// declares.
 pub(crate) fn analyse<'m>(
-    body: &'m [Stmt],
+    body: &'m [Stmt<'m>],
     locals: &HashMap<&'m str, u64>,
     wide: impl Fn(&str) -> bool,
 ) -> HashMap<&'m str, Static<'m>> {
@@ -103,7 +103,7 @@ pub(crate) fn analyse<'m>(
         if let Some(Operand::Name(r)) = i.operands.first()
             && let Some(Def::Var(v)) = def_of(i, r, locals)
         {
-            defs.entry(r.as_str()).or_default().push(Def::Var(v));
+            defs.entry(r.as_ref()).or_default().push(Def::Var(v));
         }
     }
     // Grow the candidates through copies and constant adds.
@@ -111,11 +111,11 @@ pub(crate) fn analyse<'m>(
         let mut grew = false;
         for i in &all {
             if let Some(Operand::Name(r)) = i.operands.first()
-                && !defs.contains_key(r.as_str())
+                && !defs.contains_key(r.as_ref())
                 && let Some(Def::Reg(s, _)) = def_of(i, r, locals)
                 && defs.contains_key(s)
             {
-                defs.insert(r.as_str(), Vec::new());
+                defs.insert(r.as_ref(), Vec::new());
                 grew = true;
             }
         }

@@ -31,7 +31,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::bounded::{Cfg, Counter, Item, Val};
-use crate::ast::{Inst, Module, Operand, Stmt};
+use crate::ast::{Inst, Module, Operand, Stmt, Str};
+use crate::isa::Opcode;
 
 /// Part of every name the pass adds.
 const MARK: &str = "gpuhost_v";
@@ -46,15 +47,15 @@ struct Plan {
     back: usize,
     iv: String,
     /// `C` and `k`: a register or an immediate.
-    limit: Operand,
-    step: Operand,
+    limit: Operand<'static>,
+    step: Operand<'static>,
     le: bool,
     signed: bool,
     bits: u32,
 }
 
 /// Versions every eligible loop of `m`; gives the fast copies' header labels.
-pub(crate) fn apply(m: &mut Module, poll_interval: u32) -> HashSet<String> {
+pub(crate) fn apply(m: &mut Module<'_>, poll_interval: u32) -> HashSet<String> {
     let mut fast = HashSet::new();
     if m.vars.iter().any(|v| v.name.contains(MARK)) {
         return fast;
@@ -127,10 +128,10 @@ fn any_name(body: &[Stmt], pred: &dyn Fn(&str) -> bool) -> bool {
 
 /// The loops of `body` worth versioning, in body order.
 fn plan(body: &[Stmt]) -> Vec<Plan> {
-    let tables: HashMap<&str, &[String]> = body
+    let tables: HashMap<&str, &[Str<'_>]> = body
         .iter()
         .filter_map(|s| match s {
-            Stmt::Targets(n, ls, _) => Some((n.as_str(), ls.as_slice())),
+            Stmt::Targets(n, ls, _) => Some((n.as_ref(), ls.as_slice())),
             _ => None,
         })
         .collect();
@@ -189,30 +190,32 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
 /// A new instruction, attributed to source line `line` (the loop's back-edge).
 fn new(
     line: u32,
-    guard: Option<(&str, bool)>,
-    op: &str,
-    mods: &[&str],
-    operands: Vec<Operand>,
-) -> Stmt {
+    guard: Option<(&'static str, bool)>,
+    op: &'static str,
+    mods: &[&'static str],
+    operands: Vec<Operand<'static>>,
+) -> Stmt<'static> {
     Stmt::Inst(Inst {
-        guard: guard.map(|(g, n)| (g.to_string(), n)),
+        guard: guard.map(|(g, n)| (Str::Borrowed(g), n)),
         opcode: op.into(),
-        mods: mods.iter().map(|m| m.to_string()).collect(),
+        op: Opcode::parse(op),
+        mods: mods.iter().map(|&m| Str::Borrowed(m)).collect(),
         operands,
         line,
     })
 }
 
-fn name(s: &str) -> Operand {
-    Operand::Name(s.to_string())
+/// An owned name: the versioned body is edited in place, so nothing new may borrow it.
+fn name(s: &str) -> Operand<'static> {
+    Operand::Name(s.to_string().into())
 }
 
-fn vd(k: u32) -> Operand {
-    Operand::Name(format!("{VD}{k}"))
+fn vd(k: u32) -> Operand<'static> {
+    Operand::Name(format!("{VD}{k}").into())
 }
 
 /// The check: `%gpuhost_vp` := the loop entered here takes fewer than `n` back-edges.
-fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
+fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
     let (limit, step) = (p.limit.clone(), p.step.clone());
     let vp = || name(VP);
     let mut out = Vec::with_capacity(14);
@@ -228,7 +231,7 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt> {
         } else {
             i64::from(u32::MAX)
         };
-        let widen = |d: u32, o: Operand| match o {
+        let widen = |d: u32, o: Operand<'static>| match o {
             Operand::Int(k) => {
                 let k = if p.signed {
                     k as i32 as i64
@@ -352,31 +355,36 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
     let renamed: HashMap<String, String> = body[p.head + 1..p.back]
         .iter()
         .filter_map(|st| match st {
-            Stmt::Label(l, _) => Some((l.clone(), format!("{l}_{MARK}{k}"))),
+            Stmt::Label(l, _) => Some((l.to_string(), format!("{l}_{MARK}{k}"))),
             _ => None,
         })
         .collect();
-    let retarget = |i: &Inst, to: &str| {
+    fn retarget<'s>(i: &Inst<'s>, to: &str) -> Inst<'s> {
         let mut j = i.clone();
         if let Some(o) = j.operands.first_mut() {
             *o = name(to);
         }
         j
-    };
+    }
     let mut region: Vec<Stmt> = Vec::with_capacity(2 * (p.back - p.head) + 20);
     region.extend(check(p, n, line));
     region.push(new(line, Some((VP, true)), "bra", &[], vec![name(&s)]));
-    region.push(Stmt::Label(f.clone(), line));
+    region.push(Stmt::Label(f.clone().into(), line));
     for st in &body[p.head + 1..p.back] {
         region.push(match st {
-            Stmt::Label(l, ln) => Stmt::Label(renamed.get(l).unwrap_or(l).clone(), *ln),
+            Stmt::Label(l, ln) => Stmt::Label(
+                renamed
+                    .get(&**l)
+                    .map_or_else(|| l.clone(), |r| r.clone().into()),
+                *ln,
+            ),
             Stmt::Inst(i) => {
                 let mut j = i.clone();
                 if let Some(Operand::Name(t)) = j.operands.first_mut()
                     && j.opcode == "bra"
-                    && let Some(r) = renamed.get(t.as_str())
+                    && let Some(r) = renamed.get(t.as_ref())
                 {
-                    *t = r.clone();
+                    *t = r.clone().into();
                 }
                 Stmt::Inst(j)
             }
@@ -390,13 +398,13 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
     let (fast_back, slow_back) = (retarget(back, &f), retarget(back, &s));
     region.push(Stmt::Inst(fast_back));
     region.push(new(line, None, "bra", &["uni"], vec![name(&x)]));
-    region.push(Stmt::Label(s.clone(), line));
+    region.push(Stmt::Label(s.clone().into(), line));
     // The original loop body, moved (not copied) behind S.
     let original: Vec<Stmt> = body.drain(p.head + 1..=p.back).collect();
     let len = original.len();
     region.extend(original.into_iter().take(len - 1));
     region.push(Stmt::Inst(slow_back));
-    region.push(Stmt::Label(x, line));
+    region.push(Stmt::Label(x.into(), line));
     body.splice(p.head + 1..p.head + 1, region);
     fast.insert(f);
 }

@@ -6,7 +6,7 @@
 use super::fence::{Src, pred};
 use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
-use crate::ast::{Inst, Operand};
+use crate::ast::{Inst, Operand, Str};
 
 impl<'m> Fx<'_, 'm> {
     /// Checks `%__sbx_a` (aligned down, cut to 32 bits) against `[lo, hi)`; returns the guard
@@ -15,10 +15,10 @@ impl<'m> Fx<'_, 'm> {
         &self,
         out: &mut Vec<O<'m>>,
         w: u64,
-        guard: Option<&(String, bool)>,
+        guard: Option<&(Str<'m>, bool)>,
         lo: &str,
         hi: &str,
-    ) -> Option<(String, bool)> {
+    ) -> Option<(Str<'m>, bool)> {
         self.window_into(out, "a", "q", w, w, guard, (lo, hi))
     }
 
@@ -36,9 +36,9 @@ impl<'m> Fx<'_, 'm> {
         q: &str,
         w: u64,
         span: u64,
-        guard: Option<&(String, bool)>,
+        guard: Option<&(Str<'m>, bool)>,
         (lo, _hi): (&str, &str),
-    ) -> Option<(String, bool)> {
+    ) -> Option<(Str<'m>, bool)> {
         let a = sreg(dst);
         let o = sreg("o");
         let qname = format!("%__sbx_{q}");
@@ -78,7 +78,7 @@ impl<'m> Fx<'_, 'm> {
         }
         // Fault iff the access would have run (guard) but is out of the window.
         match guard {
-            None => self.fault(out, Some((qname.clone(), true))),
+            None => self.fault(out, Some((qname.clone().into(), true))),
             Some((g, neg)) => {
                 let p = sreg("p");
                 self.emit(
@@ -94,18 +94,18 @@ impl<'m> Fx<'_, 'm> {
                 self.fault(out, Some(("%__sbx_p".into(), false)));
             }
         }
-        Some((qname, false))
+        Some((qname.into(), false))
     }
 
     /// A shared or local access through a register (or an unchecked variable offset).
     pub(super) fn windowed(
         &self,
         out: &mut Vec<O<'m>>,
-        i: &Inst,
+        i: &Inst<'m>,
         at: usize,
         src: &Src<'_>,
         w: u64,
-        sp: &str,
+        sp: &'static str,
     ) -> R<()> {
         self.load(out, src, i.line)?;
         let (lo, hi) = if sp == "shared" {
@@ -119,7 +119,7 @@ impl<'m> Fx<'_, 'm> {
         // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
         // when some shared variable alone spans 2W - 1 bytes.
         let redirect = sp == "shared"
-            && matches!(i.opcode.as_str(), "atom" | "red")
+            && matches!(i.opcode.as_ref(), "atom" | "red")
             && self.shared_floor() >= 2 * w - 1;
         match g {
             Some((q, _)) if redirect => {
@@ -147,7 +147,7 @@ impl<'m> Fx<'_, 'm> {
             return None;
         }
         let vars: Vec<Option<u64>> = if shared {
-            let tree = self.info.tree_shared(self.f.name.as_str());
+            let tree = self.info.tree_shared(self.f.name.as_ref());
             let own = self.shared_fn.values().map(|s| Some(*s));
             tree.iter().map(|(_, s)| *s).chain(own).collect()
         } else {
@@ -165,7 +165,7 @@ impl<'m> Fx<'_, 'm> {
         if !self.f.is_entry {
             return 0;
         }
-        let tree = self.info.tree_shared(self.f.name.as_str());
+        let tree = self.info.tree_shared(self.f.name.as_ref());
         let named = tree.iter().filter_map(|(_, s)| *s);
         named
             .chain(self.shared_fn.values().copied())
