@@ -233,15 +233,18 @@ impl<'m> Cfg<'m> {
             back: Vec::new(),
         };
         flatten(body, false, &mut cfg);
-        let labels: HashMap<&str, usize> = cfg
+        // Sized once: collecting from a filter grew (and rehashed) the map as it went.
+        let n_labels = cfg
             .items
             .iter()
-            .enumerate()
-            .filter_map(|(k, it)| match it {
-                Item::Label(l) => Some((*l, k)),
-                Item::Inst(_) => None,
-            })
-            .collect();
+            .filter(|it| matches!(it, Item::Label(_)))
+            .count();
+        let mut labels: HashMap<&str, usize> = HashMap::with_capacity(n_labels);
+        for (k, it) in cfg.items.iter().enumerate() {
+            if let Item::Label(l) = it {
+                labels.insert(*l, k);
+            }
+        }
         cfg.branches = cfg
             .items
             .iter()
