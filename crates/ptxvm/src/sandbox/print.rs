@@ -63,6 +63,11 @@ impl Shared {
         Ok(Shared { text, own })
     }
 
+    /// Bytes of the body as the entry or its skip copy prints it, at most.
+    pub(crate) fn len(&self) -> usize {
+        self.text.len() + self.own.iter().map(|(_, _, t)| t.len()).sum::<usize>()
+    }
+
     /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
     fn write(&self, out: &mut String, skip_copy: bool) {
         let mut at = 0;
@@ -75,6 +80,19 @@ impl Shared {
         }
         out.push_str(&self.text[at..]);
     }
+}
+
+/// About how many bytes `outs` prints for `body`: its text as made, and a typical line for each
+/// statement. Sizes the output once (growing it copied all of it each time it doubled); an
+/// estimate from what is already in memory, so hostile input cannot make it large.
+pub(crate) fn size_hint(body: &[O<'_>]) -> usize {
+    body.iter()
+        .map(|o| match o {
+            O::Text(t) => t.len(),
+            O::Block(b) | O::Kernel(b) | O::Copy(b) => size_hint(b) + 8,
+            O::Inst(_) | O::Stmt(_) | O::New(_) => 40,
+        })
+        .sum()
 }
 
 /// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
