@@ -298,7 +298,9 @@ impl<'m> Analysis<'m> {
         let (mut all, mut nested) = (Vec::new(), Vec::new());
         super::statics::insts(body, &mut all);
         super::statics::nested(body, 0, &mut nested);
-        let mut defs: HashMap<&'m str, Vec<&'m Inst<'m>>> = HashMap::new();
+        // Sized once (nearly every instruction writes a register of its own): growing it
+        // rehashed every register each time it doubled.
+        let mut defs: HashMap<&'m str, Vec<&'m Inst<'m>>> = HashMap::with_capacity(all.len());
         let mut w = Vec::new();
         for i in &all {
             w.clear();

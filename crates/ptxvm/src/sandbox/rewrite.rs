@@ -296,6 +296,7 @@ pub(super) fn rewrite_body<'a, 'm>(
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
+    fx.reserve(b);
     fx.scan(b)?;
     fx.backedges = info.back_edges(f);
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
@@ -326,6 +327,30 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// First pass: declarations and label positions.
+    /// Sizes the maps `scan` fills most from one count over `body`: growing them rehashed
+    /// every name each time they doubled. The counts are of statements in memory.
+    fn reserve(&mut self, body: &[Stmt<'_>]) {
+        fn count(body: &[Stmt<'_>], n: &mut [usize; 3]) {
+            for s in body {
+                match s {
+                    Stmt::Reg { names, .. } => {
+                        for (_, range) in names {
+                            n[usize::from(range.is_some())] += 1;
+                        }
+                    }
+                    Stmt::Label(..) => n[2] += 1,
+                    Stmt::Block(b) => count(b, n),
+                    _ => {}
+                }
+            }
+        }
+        let mut n = [0; 3];
+        count(body, &mut n);
+        self.regs.reserve(n[0]);
+        self.ranges.reserve(n[1]);
+        self.labels.reserve(n[2]);
+    }
+
     fn scan(&mut self, body: &'m [Stmt<'m>]) -> R<()> {
         for s in body {
             match s {
