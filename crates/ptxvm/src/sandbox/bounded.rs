@@ -140,8 +140,9 @@ fn targets(
     tables: &HashMap<&str, &[Str<'_>]>,
 ) -> Option<Vec<usize>> {
     let names: Vec<&str> = match i.opcode.as_ref() {
+        // One target, looked up without a list of names.
         "bra" => match i.operands.first() {
-            Some(Operand::Name(l)) => vec![l.as_ref()],
+            Some(Operand::Name(l)) => return labels.get(l.as_ref()).map(|&k| vec![k]),
             _ => return None,
         },
         "brx" => match i.operands.get(1) {

@@ -195,17 +195,25 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
         }
     }
     out.push_str(space(v.space));
+    // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
     if let Some(a) = v.align {
-        let _ = write!(out, " .align {a}");
+        out.push_str(" .align ");
+        unsigned(out, a.into());
     }
     if v.vec > 1 {
-        let _ = write!(out, " .v{}", v.vec);
+        out.push_str(" .v");
+        unsigned(out, v.vec.into());
     }
-    let _ = write!(out, " .{} {}", v.ty, v.name);
+    out.push_str(" .");
+    out.push_str(&v.ty);
+    out.push(' ');
+    out.push_str(&v.name);
     match v.count {
         Some(0) => out.push_str("[]"),
         Some(n) => {
-            let _ = write!(out, "[{n}]");
+            out.push('[');
+            unsigned(out, n);
+            out.push(']');
         }
         None => {}
     }
@@ -292,14 +300,18 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
         match s {
             Stmt::Reg { ty, names, .. } => {
                 indent(out, depth);
-                let _ = write!(out, ".reg .{ty} ");
+                out.push_str(".reg .");
+                out.push_str(ty);
+                out.push(' ');
                 for (i, (n, range)) in names.iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");
                     }
                     out.push_str(n);
                     if let Some(c) = range {
-                        let _ = write!(out, "<{c}>");
+                        out.push('<');
+                        unsigned(out, (*c).into());
+                        out.push('>');
                     }
                 }
                 out.push_str(";\n");
@@ -310,7 +322,8 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
                 out.push_str(";\n");
             }
             Stmt::Label(l, _) => {
-                let _ = writeln!(out, "{l}:");
+                out.push_str(l);
+                out.push_str(":\n");
             }
             Stmt::Targets(name, labels, _) => {
                 indent(out, depth);
@@ -406,8 +419,16 @@ fn int(out: &mut String, v: i64) {
 /// `v` in decimal, as `write!` prints it, without the formatting machinery: most operands the
 /// rewrite prints are small integers.
 fn decimal(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    unsigned(out, v.unsigned_abs());
+}
+
+/// `n` in decimal, as `write!` prints it (see `decimal`).
+fn unsigned(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
-    let (mut n, mut at) = (v.unsigned_abs(), digits.len());
+    let mut at = digits.len();
     loop {
         at -= 1;
         digits[at] = b'0' + (n % 10) as u8;
@@ -415,9 +436,6 @@ fn decimal(out: &mut String, v: i64) {
         if n == 0 {
             break;
         }
-    }
-    if v < 0 {
-        out.push('-');
     }
     out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
@@ -511,6 +529,11 @@ mod tests {
             let mut out = String::new();
             super::decimal(&mut out, v);
             assert_eq!(out, v.to_string());
+        }
+        for n in [0, 7, 4096, u64::from(u32::MAX), u64::MAX] {
+            let mut out = String::new();
+            super::unsigned(&mut out, n);
+            assert_eq!(out, n.to_string());
         }
     }
 }
