@@ -5,14 +5,12 @@ use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::Opcode;
 use crate::lex::{Tok, Token};
+use crate::small::Small;
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
 const MAX_DEPTH: u32 = 64;
 /// Largest initialiser list accepted, in elements.
 const MAX_INIT: usize = 1 << 22;
-/// Tokens `operands_ahead` looks at: bounds the scan, and with it the capacity it gives, on
-/// hostile input (real instructions are a few dozen tokens).
-const MAX_OPERAND_SCAN: usize = 256;
 
 /// Tokens `'t` of source text `'s`: the tree borrows its names from the text, not the tokens.
 struct Parser<'t, 's> {
@@ -545,20 +543,12 @@ impl<'t, 's> Parser<'t, 's> {
             guard = Some((self.ident()?.into(), neg));
         }
         let opcode = self.ident()?;
-        // Both vectors sized once from the tokens ahead: growing them from empty cost a
-        // reallocation each for most instructions.
-        let n_mods = self.t[self.i..]
-            .iter()
-            .take_while(|t| matches!(t.tok, Tok::Dot(_)))
-            .count();
-        let mut mods = Vec::with_capacity(n_mods);
-        for t in &self.t[self.i..self.i + n_mods] {
-            if let Tok::Dot(d) = t.tok {
-                mods.push(Str::Borrowed(d));
-            }
+        let mut mods = Small::new();
+        while let Some(Tok::Dot(d)) = self.peek() {
+            mods.push(Str::Borrowed(*d));
+            self.i += 1;
         }
-        self.i += n_mods;
-        let mut operands = Vec::with_capacity(self.operands_ahead());
+        let mut operands = Small::new();
         if !self.eat_punct(';') {
             loop {
                 operands.push(self.operand()?);
@@ -576,26 +566,6 @@ impl<'t, 's> Parser<'t, 's> {
             operands,
             line,
         })
-    }
-
-    /// How many operands the instruction ahead has (its top-level commas up to `;`, plus one;
-    /// zero for none): the size of its operand vector. Only a hint, so a malformed
-    /// instruction needs no care here; the scan stops at a `{`/`}` of the body or at a bound.
-    fn operands_ahead(&self) -> usize {
-        let (mut n, mut depth) = (0usize, 0u32);
-        for t in self.t[self.i..].iter().take(MAX_OPERAND_SCAN) {
-            match t.tok {
-                Tok::Punct(';') => break,
-                Tok::Punct('[' | '(' | '{') => depth += 1,
-                Tok::Punct(']' | ')' | '}') => depth = depth.saturating_sub(1),
-                Tok::Punct(',') if depth == 0 => n += 1,
-                _ => {}
-            }
-            if n == 0 {
-                n = 1;
-            }
-        }
-        n
     }
 
     /// A name, joining special-register suffixes (`%tid.x`: the one kind of name the tree owns).

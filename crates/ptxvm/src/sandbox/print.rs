@@ -12,8 +12,9 @@ pub(crate) enum O<'m> {
     Inst(&'m Inst<'m>),
     /// An input statement (declaration, label, table, block) passed through unchanged.
     Stmt(&'m Stmt<'m>),
-    /// Something the rewriter made.
-    New(Stmt<'m>),
+    /// Something the rewriter made (boxed: a statement is large, since an instruction keeps
+    /// its modifiers and operands inline, and `O`s are moved about often).
+    New(Box<Stmt<'m>>),
     /// A `{ }` block of rewritten statements.
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
@@ -24,6 +25,13 @@ pub(crate) enum O<'m> {
     /// What only the skip copy prints: the statement that closes a block ending in a label
     /// once the copy leaves out the kernel's compare after it.
     Copy(Vec<O<'m>>),
+}
+
+impl<'m> O<'m> {
+    /// A statement the rewriter made.
+    pub(crate) fn new(s: Stmt<'m>) -> Self {
+        O::New(Box::new(s))
+    }
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
@@ -116,7 +124,7 @@ pub(crate) fn outs(
                 out.push('\n');
             }
             O::Stmt(s) => stmts(out, std::slice::from_ref(*s), depth)?,
-            O::New(s) => stmts(out, std::slice::from_ref(s), depth)?,
+            O::New(s) => stmts(out, std::slice::from_ref(&**s), depth)?,
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");

@@ -585,8 +585,11 @@ impl<'m> Fx<'_, 'm> {
                     // A label needs a statement after it before the block closes; the skip
                     // copy has no compares (`O::Kernel`), so its block may end in one where
                     // the kernel's does not.
-                    let label =
-                        |o: &O<'_>| matches!(o, O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)));
+                    let label = |o: &O<'_>| match o {
+                        O::Stmt(s) => matches!(s, Stmt::Label(..)),
+                        O::New(s) => matches!(**s, Stmt::Label(..)),
+                        _ => false,
+                    };
                     let filler = |fx: &Self, o: &mut Vec<O<'m>>| {
                         fx.emit(o, None, "mov", &["u32"], &[sreg("t"), sreg("t")]);
                     };
@@ -682,7 +685,7 @@ impl<'m> Fx<'_, 'm> {
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
             let p = format!("__gpuhost_sbx_c{k}");
-            block.push(O::New(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
+            block.push(O::new(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
             self.emit(
                 &mut block,
                 None,
@@ -701,7 +704,7 @@ impl<'m> Fx<'_, 'm> {
             }
             None => call.operands.push(Operand::List(extra)),
         }
-        block.push(O::New(Stmt::Inst(call)));
+        block.push(O::new(Stmt::Inst(call)));
         out.push(O::Block(block));
         Ok(())
     }
@@ -762,7 +765,7 @@ impl<'m> Fx<'_, 'm> {
                         *m = "global".into();
                     }
                 }
-                out.push(O::New(Stmt::Inst(j)));
+                out.push(O::new(Stmt::Inst(j)));
                 return Ok(());
             }
             _ => {}

@@ -212,7 +212,7 @@ fn new(
         opcode: op.into(),
         op: Opcode::parse(op),
         mods: mods.iter().map(|&m| Str::Borrowed(m)).collect(),
-        operands,
+        operands: operands.into(),
         line,
     })
 }
