@@ -109,6 +109,12 @@ impl<T: Default, const N: usize> From<Vec<T>> for Small<T, N> {
     }
 }
 
+impl<T: Default, const N: usize, const M: usize> From<[T; M]> for Small<T, N> {
+    fn from(a: [T; M]) -> Self {
+        a.into_iter().collect()
+    }
+}
+
 impl<'a, T, const N: usize> IntoIterator for &'a Small<T, N> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;

@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet};
 use super::allow::call_parts;
 use super::group::writes;
 use crate::ast::{Inst, Operand, Stmt, Str};
+use crate::small::Small;
 
 /// What the rewrite does at a back-edge, by instruction.
 #[derive(Default)]
@@ -84,7 +85,7 @@ pub(crate) struct Cfg<'m> {
     /// Each item's index in the body's own statement list; `None` inside a nested block.
     pub top: Vec<Option<usize>>,
     /// Every branch: position, targets (None: anywhere).
-    branches: Vec<(usize, Option<Vec<usize>>)>,
+    branches: Vec<(usize, Option<Targets>)>,
     /// Every back-edge: (branch position, header position; 0 when unknown).
     pub back: Vec<(usize, usize)>,
 }
@@ -133,23 +134,26 @@ fn tables<'m>(body: &'m [Stmt<'m>], out: &mut HashMap<&'m str, &'m [Str<'m>]>) {
     }
 }
 
+/// Where a branch may jump: one place for nearly all (inline, no allocation).
+type Targets = Small<usize, 1>;
+
 /// Positions a branch may jump to; `None` when unknown (a `brx` whose table is not found).
 fn targets(
     i: &Inst,
     labels: &HashMap<&str, usize>,
     tables: &HashMap<&str, &[Str<'_>]>,
-) -> Option<Vec<usize>> {
+) -> Option<Targets> {
     let names: Vec<&str> = match i.opcode.as_ref() {
         // One target, looked up without a list of names.
         "bra" => match i.operands.first() {
-            Some(Operand::Name(l)) => return labels.get(l.as_ref()).map(|&k| vec![k]),
+            Some(Operand::Name(l)) => return labels.get(l.as_ref()).map(|&k| [k].into()),
             _ => return None,
         },
         "brx" => match i.operands.get(1) {
             Some(Operand::Name(t)) => tables.get(t.as_ref())?.iter().map(|l| l.as_ref()).collect(),
             _ => return None,
         },
-        _ => return Some(Vec::new()),
+        _ => return Some(Targets::new()),
     };
     names.iter().map(|n| labels.get(n).copied()).collect()
 }
