@@ -31,6 +31,7 @@ mod globals;
 mod group;
 mod ifconvert;
 mod lean;
+mod names;
 mod poll;
 pub(crate) mod print;
 mod report;

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
+use super::names::NameMap;
 use super::print::O;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
@@ -78,8 +79,8 @@ pub(crate) struct Fx<'a, 'm> {
     /// compare before the first store; its loops and callees poll as usual.
     pub skip_copy: bool,
     /// Register name → type, for exact names; `%r<5>` ranges as prefix → (count, type).
-    regs: HashMap<&'m str, &'m str>,
-    ranges: HashMap<&'m str, (u32, &'m str)>,
+    regs: NameMap<'m, &'m str>,
+    ranges: NameMap<'m, (u32, &'m str)>,
     /// This function's `.local` variables → size.
     pub locals: HashMap<&'m str, u64>,
     /// This entry's function-scope `.shared` variables → size.
@@ -266,8 +267,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         f,
         lean,
         skip_copy: false,
-        regs: HashMap::new(),
-        ranges: HashMap::new(),
+        regs: NameMap::default(),
+        ranges: NameMap::default(),
         locals: HashMap::new(),
         shared_fn: HashMap::new(),
         params: HashMap::new(),
@@ -358,11 +359,8 @@ impl<'m> Fx<'_, 'm> {
                     for (n, range) in names {
                         match range {
                             None => self.regs.insert(n.as_ref(), ty.as_ref()),
-                            Some(c) => self
-                                .ranges
-                                .insert(n.as_ref(), (*c, ty.as_ref()))
-                                .map(|_| ""),
-                        };
+                            Some(c) => self.ranges.insert(n.as_ref(), (*c, ty.as_ref())),
+                        }
                     }
                 }
                 Stmt::Var(v) => {
