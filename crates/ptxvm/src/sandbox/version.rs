@@ -376,10 +376,18 @@ fn version<'s>(
     );
     let line = back.line;
     // The loop's own labels, renamed in the fast copy.
-    let renamed: HashMap<String, String> = looped
+    // Keyed by the names as they are (borrowed) and built by pushing: format! and an owned
+    // key cost more than the rest of a label's copy.
+    let suffix = format!("_{MARK}{k}");
+    let renamed: HashMap<&str, String> = looped
         .iter()
         .filter_map(|st| match st {
-            Stmt::Label(l, _) => Some((l.to_string(), format!("{l}_{MARK}{k}"))),
+            Stmt::Label(l, _) => {
+                let mut r = String::with_capacity(l.len() + suffix.len());
+                r.push_str(l);
+                r.push_str(&suffix);
+                Some((l.as_ref(), r))
+            }
             _ => None,
         })
         .collect();
