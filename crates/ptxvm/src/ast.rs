@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use crate::isa::Opcode;
+use crate::small::Small;
 
 /// A name or word of the tree: borrowed from the source text as parsed, owned when a pass
 /// makes it (a renamed symbol, a register the sandbox adds).
@@ -84,6 +85,9 @@ pub(crate) struct Func<'a> {
 }
 
 /// A statement inside a function body.
+// Most statements are instructions, which keep their modifiers and operands inline: boxing
+// them would bring back an allocation per instruction, which that layout is there to avoid.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Stmt<'a> {
     /// `.reg .type names;` — each name with its `<n>` range count if any.
@@ -109,14 +113,15 @@ pub(crate) struct Inst<'a> {
     /// `opcode` as an ISA opcode (`None`: not PTX), looked up once: the sandbox asks for it
     /// several times an instruction, and the lookup compares names one by one.
     pub op: Option<Opcode>,
-    /// Modifiers in order, without dots.
-    pub mods: Vec<Str<'a>>,
-    pub operands: Vec<Operand<'a>>,
+    /// Modifiers in order, without dots (a few: kept inline).
+    pub mods: Small<Str<'a>, 4>,
+    /// Operands in order (a few: kept inline).
+    pub operands: Small<Operand<'a>, 4>,
     pub line: u32,
 }
 
 /// An operand as written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) enum Operand<'a> {
     /// Register, special register (`%tid.x`), label or variable name.
     Name(Str<'a>),
@@ -133,7 +138,8 @@ pub(crate) enum Operand<'a> {
     Vec(Vec<Operand<'a>>),
     /// `(a, b, …)` in call argument lists.
     List(Vec<Operand<'a>>),
-    /// `_` sink.
+    /// `_` sink (also what an unused inline slot of an operand list holds).
+    #[default]
     Sink,
     /// A texture/surface operand `[handle, {x, y}]`: the handle's name and the coordinates.
     Image(Str<'a>, Vec<Operand<'a>>),
@@ -209,8 +215,8 @@ fn stmts_owned(body: Vec<Stmt<'_>>) -> Vec<Stmt<'static>> {
                 guard: i.guard.map(|(g, neg)| (own(g), neg)),
                 opcode: own(i.opcode),
                 op: i.op,
-                mods: i.mods.into_iter().map(own).collect(),
-                operands: operands_owned(i.operands),
+                mods: i.mods.into_vec().into_iter().map(own).collect(),
+                operands: operands_owned(i.operands.into_vec()).into(),
                 line: i.line,
             }),
             Stmt::Block(b) => Stmt::Block(stmts_owned(b)),

@@ -178,19 +178,28 @@ fn lex_number(b: &[u8]) -> Option<(Tok<'static>, usize)> {
         }
     }
     let text = std::str::from_utf8(&b[..n]).ok()?;
-    let lower = text.to_ascii_lowercase();
-    let tok = if let Some(h) = lower.strip_prefix("0f").filter(|h| h.len() == 8) {
+    // Letters compared without regard to case, in place: lowering a copy cost an allocation
+    // per number.
+    let after = |p: &str| {
+        text.get(..p.len())
+            .filter(|h| h.eq_ignore_ascii_case(p))
+            .and_then(|_| text.get(p.len()..))
+    };
+    fn unsuffixed(h: &str) -> &str {
+        h.trim_end_matches(['u', 'U'])
+    }
+    let tok = if let Some(h) = after("0f").filter(|h| h.len() == 8) {
         Tok::F32Bits(u32::from_str_radix(h, 16).ok()?)
-    } else if let Some(h) = lower.strip_prefix("0d").filter(|h| h.len() == 16) {
+    } else if let Some(h) = after("0d").filter(|h| h.len() == 16) {
         Tok::F64Bits(u64::from_str_radix(h, 16).ok()?)
-    } else if let Some(h) = lower.strip_prefix("0x") {
-        Tok::Int(u64::from_str_radix(h.trim_end_matches('u'), 16).ok()?)
-    } else if let Some(h) = lower.strip_prefix("0b") {
-        Tok::Int(u64::from_str_radix(h.trim_end_matches('u'), 2).ok()?)
-    } else if lower.contains('.') || lower.contains('e') {
-        Tok::F64Bits(lower.parse::<f64>().ok()?.to_bits())
+    } else if let Some(h) = after("0x") {
+        Tok::Int(u64::from_str_radix(unsuffixed(h), 16).ok()?)
+    } else if let Some(h) = after("0b") {
+        Tok::Int(u64::from_str_radix(unsuffixed(h), 2).ok()?)
+    } else if text.contains(['.', 'e', 'E']) {
+        Tok::F64Bits(text.parse::<f64>().ok()?.to_bits())
     } else {
-        let d = lower.trim_end_matches('u');
+        let d = unsuffixed(text);
         if d.len() > 1 && d.starts_with('0') {
             Tok::Int(u64::from_str_radix(&d[1..], 8).ok()?)
         } else {
@@ -243,6 +252,17 @@ mod tests {
                 Tok::F64Bits(1.5f64.to_bits()),
             ]
         );
+        // Prefixes, suffixes and exponents in either case.
+        for (text, tok) in [
+            ("0X1fu", Tok::Int(31)),
+            ("0B11", Tok::Int(3)),
+            ("0F3f800000", Tok::F32Bits(0x3F80_0000)),
+            ("0D3ff0000000000000", Tok::F64Bits(1f64.to_bits())),
+            ("2E1", Tok::F64Bits(20f64.to_bits())),
+            ("7uU", Tok::Int(7)),
+        ] {
+            assert_eq!(kinds(text), vec![tok], "{text}");
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub mod link;
 mod lower;
 mod parse;
 pub mod sandbox;
+mod small;
 mod vm;
 
 pub use api::{

@@ -5,6 +5,7 @@ use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::Opcode;
 use crate::lex::{Tok, Token};
+use crate::small::Small;
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
 const MAX_DEPTH: u32 = 64;
@@ -542,12 +543,12 @@ impl<'t, 's> Parser<'t, 's> {
             guard = Some((self.ident()?.into(), neg));
         }
         let opcode = self.ident()?;
-        let mut mods = Vec::new();
+        let mut mods = Small::new();
         while let Some(Tok::Dot(d)) = self.peek() {
             mods.push(Str::Borrowed(*d));
             self.i += 1;
         }
-        let mut operands = Vec::new();
+        let mut operands = Small::new();
         if !self.eat_punct(';') {
             loop {
                 operands.push(self.operand()?);

@@ -404,8 +404,8 @@ fn check_alone(m: &mut Module) -> Result<(), Error> {
                 guard: None,
                 opcode: "ret".into(),
                 op: Some(crate::isa::Opcode::Ret),
-                mods: Vec::new(),
-                operands: Vec::new(),
+                mods: Default::default(),
+                operands: Default::default(),
                 line: f.line,
             })]);
             stubbed.push(i);

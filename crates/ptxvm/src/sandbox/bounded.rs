@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet};
 use super::allow::call_parts;
 use super::group::writes;
 use crate::ast::{Inst, Operand, Stmt, Str};
+use crate::small::Small;
 
 /// What the rewrite does at a back-edge, by instruction.
 #[derive(Default)]
@@ -84,7 +85,7 @@ pub(crate) struct Cfg<'m> {
     /// Each item's index in the body's own statement list; `None` inside a nested block.
     pub top: Vec<Option<usize>>,
     /// Every branch: position, targets (None: anywhere).
-    branches: Vec<(usize, Option<Vec<usize>>)>,
+    branches: Vec<(usize, Option<Targets>)>,
     /// Every back-edge: (branch position, header position; 0 when unknown).
     pub back: Vec<(usize, usize)>,
 }
@@ -133,22 +134,26 @@ fn tables<'m>(body: &'m [Stmt<'m>], out: &mut HashMap<&'m str, &'m [Str<'m>]>) {
     }
 }
 
+/// Where a branch may jump: one place for nearly all (inline, no allocation).
+type Targets = Small<usize, 1>;
+
 /// Positions a branch may jump to; `None` when unknown (a `brx` whose table is not found).
 fn targets(
     i: &Inst,
     labels: &HashMap<&str, usize>,
     tables: &HashMap<&str, &[Str<'_>]>,
-) -> Option<Vec<usize>> {
+) -> Option<Targets> {
     let names: Vec<&str> = match i.opcode.as_ref() {
+        // One target, looked up without a list of names.
         "bra" => match i.operands.first() {
-            Some(Operand::Name(l)) => vec![l.as_ref()],
+            Some(Operand::Name(l)) => return labels.get(l.as_ref()).map(|&k| [k].into()),
             _ => return None,
         },
         "brx" => match i.operands.get(1) {
             Some(Operand::Name(t)) => tables.get(t.as_ref())?.iter().map(|l| l.as_ref()).collect(),
             _ => return None,
         },
-        _ => return Some(Vec::new()),
+        _ => return Some(Targets::new()),
     };
     names.iter().map(|n| labels.get(n).copied()).collect()
 }
@@ -233,15 +238,18 @@ impl<'m> Cfg<'m> {
             back: Vec::new(),
         };
         flatten(body, false, &mut cfg);
-        let labels: HashMap<&str, usize> = cfg
+        // Sized once: collecting from a filter grew (and rehashed) the map as it went.
+        let n_labels = cfg
             .items
             .iter()
-            .enumerate()
-            .filter_map(|(k, it)| match it {
-                Item::Label(l) => Some((*l, k)),
-                Item::Inst(_) => None,
-            })
-            .collect();
+            .filter(|it| matches!(it, Item::Label(_)))
+            .count();
+        let mut labels: HashMap<&str, usize> = HashMap::with_capacity(n_labels);
+        for (k, it) in cfg.items.iter().enumerate() {
+            if let Item::Label(l) = it {
+                labels.insert(*l, k);
+            }
+        }
         cfg.branches = cfg
             .items
             .iter()

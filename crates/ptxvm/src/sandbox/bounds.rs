@@ -18,6 +18,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::ir::Ty;
+use crate::small::Small;
 
 /// Integers stay below 2^31, so signed and unsigned readings of 32- and 64-bit registers agree
 /// and sums of two never overflow.
@@ -134,7 +135,11 @@ struct Cx<'a, 'm> {
 }
 
 struct Analysis<'m> {
-    defs: HashMap<&'m str, Vec<&'m Inst<'m>>>,
+    /// The body's instructions, in order.
+    all: Vec<&'m Inst<'m>>,
+    /// Each register's writes, as indices into `all`: one or two for nearly every register,
+    /// so kept inline rather than in a Vec each.
+    defs: HashMap<&'m str, Small<usize, 2>>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
 }
@@ -154,8 +159,9 @@ impl<'m> Analysis<'m> {
         // The union over every write: unknown at the first write that is (no write at all: the
         // register is a parameter or never set, so unknown too).
         let v = defs
-            .into_iter()
-            .try_fold(None, |acc: Option<Val<'m>>, i| {
+            .iter()
+            .try_fold(None, |acc: Option<Val<'m>>, &k| {
+                let i = *self.all.get(k)?;
                 let v = self.def(cx, i, r, &mut deps)?;
                 Some(Some(match acc {
                     None => v,
@@ -298,13 +304,15 @@ impl<'m> Analysis<'m> {
         let (mut all, mut nested) = (Vec::new(), Vec::new());
         super::statics::insts(body, &mut all);
         super::statics::nested(body, 0, &mut nested);
-        let mut defs: HashMap<&'m str, Vec<&'m Inst<'m>>> = HashMap::new();
+        // Sized once (nearly every instruction writes a register of its own): growing it
+        // rehashed every register each time it doubled.
+        let mut defs: HashMap<&'m str, Small<usize, 2>> = HashMap::with_capacity(all.len());
         let mut w = Vec::new();
-        for i in &all {
+        for (k, i) in all.iter().enumerate() {
             w.clear();
             super::group::written_regs(i, &mut w);
             for r in &w {
-                defs.entry(r).or_default().push(i);
+                defs.entry(r).or_default().push(k);
             }
         }
         // A register declared in a nested block may shadow one of the function's: never known.
@@ -314,6 +322,7 @@ impl<'m> Analysis<'m> {
             .map(|r| (*r, None))
             .collect();
         Analysis {
+            all,
             defs,
             memo,
             deps: HashMap::new(),

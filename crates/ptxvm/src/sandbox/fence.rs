@@ -348,7 +348,7 @@ impl<'m> Fx<'_, 'm> {
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
         j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}").into()), 0);
-        out.push(O::New(Stmt::Inst(j)));
+        out.push(O::new(Stmt::Inst(j)));
         Ok(())
     }
 
@@ -368,9 +368,9 @@ impl<'m> Fx<'_, 'm> {
     fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst<'m>, sp: &'static str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
-            j.mods = respace(&i.mods, sp);
+            j.mods = respace(&i.mods, sp).into();
         }
-        out.push(O::New(Stmt::Inst(j)));
+        out.push(O::new(Stmt::Inst(j)));
     }
 
     /// `%__sbx_a` := the address, 64 bits wide.
@@ -620,7 +620,7 @@ impl<'m> Fx<'_, 'm> {
         self.global_access(out, i, at, "%__sbx_a", w, None);
         self.emit(out, None, "bra", &[], &[Operand::Name(end.clone().into())]);
 
-        out.push(O::New(Stmt::Label(ls.into(), line)));
+        out.push(O::new(Stmt::Label(ls.into(), line)));
         self.emit(
             out,
             None,
@@ -632,7 +632,7 @@ impl<'m> Fx<'_, 'm> {
         self.access(out, i, at, "shared", g);
         self.emit(out, None, "bra", &[], &[Operand::Name(end.clone().into())]);
 
-        out.push(O::New(Stmt::Label(ll.into(), line)));
+        out.push(O::new(Stmt::Label(ll.into(), line)));
         if matches!(i.opcode.as_ref(), "atom" | "red") {
             // Atomics on local memory are undefined on NVIDIA: report, do nothing.
             self.fault(out, None);
@@ -641,7 +641,7 @@ impl<'m> Fx<'_, 'm> {
             let g = self.window_check(out, w, None, "llo", "lhi");
             self.access(out, i, at, "local", g);
         }
-        out.push(O::New(Stmt::Label(end.into(), line)));
+        out.push(O::new(Stmt::Label(end.into(), line)));
         Ok(())
     }
 

@@ -60,7 +60,9 @@ fn local_access(i: &Inst) -> bool {
 }
 
 fn convert(body: &mut Vec<Stmt>) -> usize {
-    let mut n = 0;
+    // The converted blocks' branches, dropped in one pass at the end: removing each one at
+    // once moved the rest of the body every time.
+    let mut gone = Vec::new();
     let mut k = 0;
     while k < body.len() {
         let Some((end, guard)) = block_at(body, k) else {
@@ -72,12 +74,20 @@ fn convert(body: &mut Vec<Stmt>) -> usize {
                 i.guard = Some(guard.clone());
             }
         }
-        body.remove(k);
-        n += 1;
-        // The converted block may itself be preceded by a branch over it: look again from here.
-        k = k.saturating_sub(1);
+        gone.push(k);
+        // Nothing up to the label opens another block: the block's instructions are guarded
+        // now (a branch over them, before `k`, no longer qualifies) and none is a branch.
+        k = end;
     }
-    n
+    if !gone.is_empty() {
+        let (mut at, mut next) = (0, gone.iter().copied().peekable());
+        body.retain(|_| {
+            let drop = next.next_if_eq(&at).is_some();
+            at += 1;
+            !drop
+        });
+    }
+    gone.len()
 }
 
 /// A convertible block opened by the branch at `k`: the index of its closing label and the guard

@@ -31,6 +31,7 @@ mod globals;
 mod group;
 mod ifconvert;
 mod lean;
+mod names;
 mod poll;
 pub(crate) mod print;
 mod report;
@@ -232,9 +233,9 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         info.lean = lean;
     }
     info.settle_entries(&module);
-    let mut text = String::with_capacity(ptx.len() * 2 + 4096);
-    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     let mut kernels = Vec::new();
+    // Every function rewritten, and its shared body printed, before the output is sized.
+    let mut funcs = Vec::with_capacity(module.funcs.len());
     for f in &module.funcs {
         let mut copy = None;
         if f.is_entry && f.body.is_some() {
@@ -249,14 +250,30 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 skip_copy: copy.clone(),
             });
         }
-        // The kernel, then its skip copy right after it.
-        // The shared body is printed once for both.
         let r = rewrite::func(&info, f, copy.as_deref())?;
-        let body = match &r.body {
-            Some((start, b)) => Some((start.as_slice(), print::Shared::new(b)?)),
+        let shared = match &r.body {
+            Some((_, b)) => Some(print::Shared::new(b)?),
             None => None,
         };
-        let body = body.as_ref().map(|(start, b)| (*start, b));
+        funcs.push((r, shared));
+    }
+    let size = funcs
+        .iter()
+        .map(|(r, shared)| {
+            let start = r.body.as_ref().map_or(0, |(s, _)| print::size_hint(s));
+            let copies = 1 + usize::from(r.copy.is_some());
+            copies * (start + shared.as_ref().map_or(0, print::Shared::len) + 512)
+        })
+        .sum::<usize>();
+    let mut text = String::with_capacity(size + ptx.len() / 4 + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
+    for (r, shared) in &funcs {
+        // The kernel, then its skip copy right after it.
+        // The shared body is printed once for both.
+        let body = match (&r.body, shared) {
+            (Some((start, _)), Some(b)) => Some((start.as_slice(), b)),
+            _ => None,
+        };
         text.push('\n');
         print::rewritten(&mut text, &r.head, body, false)?;
         if let Some((head, start)) = &r.copy {

@@ -167,7 +167,7 @@ impl<'m> Fx<'_, 'm> {
         let mut decls = vec![O::Text(head.decls.clone())];
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
-                decls.push(O::New(Stmt::Reg {
+                decls.push(O::new(Stmt::Reg {
                     ty: ty.into(),
                     names: vec![(n.into(), Some(self.ngroups))],
                     line,
@@ -265,7 +265,7 @@ impl<'m> Fx<'_, 'm> {
             .collect();
         if !names.is_empty() {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            decls.insert(1, O::New(decl("u32", &refs, line)));
+            decls.insert(1, O::new(decl("u32", &refs, line)));
         }
         for (sh, lo, hi, lo32, size) in [
             (true, "slo", "shi", "sl", "ss"),
@@ -301,7 +301,7 @@ impl<'m> Fx<'_, 'm> {
         if !targets.is_empty() {
             let names: Vec<String> = targets.iter().map(|w| format!("st{w}")).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            decls.insert(1, O::New(decl("u64", &refs, line)));
+            decls.insert(1, O::new(decl("u64", &refs, line)));
         }
         for w in targets {
             let st = sreg(&format!("st{w}"));
@@ -427,7 +427,7 @@ impl<'m> Fx<'_, 'm> {
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.exit_if_aborted(out, true);
-        out.push(O::New(Stmt::Label(skip.into(), self.line)));
+        out.push(O::new(Stmt::Label(skip.into(), self.line)));
     }
 
     /// The poll itself: reads the control block's epoch and exits the thread when it is not
@@ -463,7 +463,7 @@ impl<'m> Fx<'_, 'm> {
             );
             self.read_epoch(out);
             self.entry_check(out);
-            out.push(O::New(Stmt::Label(over.into(), self.line)));
+            out.push(O::new(Stmt::Label(over.into(), self.line)));
         } else {
             let q = [sreg("q"), sreg("a"), imm(0)];
             self.emit(out, None, "setp", &["eq", "u64"], &q);
@@ -485,7 +485,7 @@ impl<'m> Fx<'_, 'm> {
         let to = [Operand::Name(over.clone().into())];
         self.emit(out, skip, "bra", &["uni"], &to);
         self.read_epoch(out);
-        out.push(O::New(Stmt::Label(over.into(), self.line)));
+        out.push(O::new(Stmt::Label(over.into(), self.line)));
     }
 
     /// `%__sbx_e` := the control block's epoch.

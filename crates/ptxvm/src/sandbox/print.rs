@@ -12,8 +12,9 @@ pub(crate) enum O<'m> {
     Inst(&'m Inst<'m>),
     /// An input statement (declaration, label, table, block) passed through unchanged.
     Stmt(&'m Stmt<'m>),
-    /// Something the rewriter made.
-    New(Stmt<'m>),
+    /// Something the rewriter made (boxed: a statement is large, since an instruction keeps
+    /// its modifiers and operands inline, and `O`s are moved about often).
+    New(Box<Stmt<'m>>),
     /// A `{ }` block of rewritten statements.
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
@@ -24,6 +25,13 @@ pub(crate) enum O<'m> {
     /// What only the skip copy prints: the statement that closes a block ending in a label
     /// once the copy leaves out the kernel's compare after it.
     Copy(Vec<O<'m>>),
+}
+
+impl<'m> O<'m> {
+    /// A statement the rewriter made.
+    pub(crate) fn new(s: Stmt<'m>) -> Self {
+        O::New(Box::new(s))
+    }
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
@@ -63,6 +71,11 @@ impl Shared {
         Ok(Shared { text, own })
     }
 
+    /// Bytes of the body as the entry or its skip copy prints it, at most.
+    pub(crate) fn len(&self) -> usize {
+        self.text.len() + self.own.iter().map(|(_, _, t)| t.len()).sum::<usize>()
+    }
+
     /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
     fn write(&self, out: &mut String, skip_copy: bool) {
         let mut at = 0;
@@ -75,6 +88,19 @@ impl Shared {
         }
         out.push_str(&self.text[at..]);
     }
+}
+
+/// About how many bytes `outs` prints for `body`: its text as made, and a typical line for each
+/// statement. Sizes the output once (growing it copied all of it each time it doubled); an
+/// estimate from what is already in memory, so hostile input cannot make it large.
+pub(crate) fn size_hint(body: &[O<'_>]) -> usize {
+    body.iter()
+        .map(|o| match o {
+            O::Text(t) => t.len(),
+            O::Block(b) | O::Kernel(b) | O::Copy(b) => size_hint(b) + 8,
+            O::Inst(_) | O::Stmt(_) | O::New(_) => 40,
+        })
+        .sum()
 }
 
 /// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
@@ -98,7 +124,7 @@ pub(crate) fn outs(
                 out.push('\n');
             }
             O::Stmt(s) => stmts(out, std::slice::from_ref(*s), depth)?,
-            O::New(s) => stmts(out, std::slice::from_ref(s), depth)?,
+            O::New(s) => stmts(out, std::slice::from_ref(&**s), depth)?,
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
@@ -177,17 +203,25 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
         }
     }
     out.push_str(space(v.space));
+    // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
     if let Some(a) = v.align {
-        let _ = write!(out, " .align {a}");
+        out.push_str(" .align ");
+        unsigned(out, a.into());
     }
     if v.vec > 1 {
-        let _ = write!(out, " .v{}", v.vec);
+        out.push_str(" .v");
+        unsigned(out, v.vec.into());
     }
-    let _ = write!(out, " .{} {}", v.ty, v.name);
+    out.push_str(" .");
+    out.push_str(&v.ty);
+    out.push(' ');
+    out.push_str(&v.name);
     match v.count {
         Some(0) => out.push_str("[]"),
         Some(n) => {
-            let _ = write!(out, "[{n}]");
+            out.push('[');
+            unsigned(out, n);
+            out.push(']');
         }
         None => {}
     }
@@ -274,14 +308,18 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
         match s {
             Stmt::Reg { ty, names, .. } => {
                 indent(out, depth);
-                let _ = write!(out, ".reg .{ty} ");
+                out.push_str(".reg .");
+                out.push_str(ty);
+                out.push(' ');
                 for (i, (n, range)) in names.iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");
                     }
                     out.push_str(n);
                     if let Some(c) = range {
-                        let _ = write!(out, "<{c}>");
+                        out.push('<');
+                        unsigned(out, (*c).into());
+                        out.push('>');
                     }
                 }
                 out.push_str(";\n");
@@ -292,7 +330,8 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
                 out.push_str(";\n");
             }
             Stmt::Label(l, _) => {
-                let _ = writeln!(out, "{l}:");
+                out.push_str(l);
+                out.push_str(":\n");
             }
             Stmt::Targets(name, labels, _) => {
                 indent(out, depth);
@@ -388,8 +427,16 @@ fn int(out: &mut String, v: i64) {
 /// `v` in decimal, as `write!` prints it, without the formatting machinery: most operands the
 /// rewrite prints are small integers.
 fn decimal(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    unsigned(out, v.unsigned_abs());
+}
+
+/// `n` in decimal, as `write!` prints it (see `decimal`).
+fn unsigned(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
-    let (mut n, mut at) = (v.unsigned_abs(), digits.len());
+    let mut at = digits.len();
     loop {
         at -= 1;
         digits[at] = b'0' + (n % 10) as u8;
@@ -397,9 +444,6 @@ fn decimal(out: &mut String, v: i64) {
         if n == 0 {
             break;
         }
-    }
-    if v < 0 {
-        out.push('-');
     }
     out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
@@ -493,6 +537,11 @@ mod tests {
             let mut out = String::new();
             super::decimal(&mut out, v);
             assert_eq!(out, v.to_string());
+        }
+        for n in [0, 7, 4096, u64::from(u32::MAX), u64::MAX] {
+            let mut out = String::new();
+            super::unsigned(&mut out, n);
+            assert_eq!(out, n.to_string());
         }
     }
 }

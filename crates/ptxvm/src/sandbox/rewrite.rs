@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
+use super::names::NameMap;
 use super::print::O;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
@@ -78,8 +79,8 @@ pub(crate) struct Fx<'a, 'm> {
     /// compare before the first store; its loops and callees poll as usual.
     pub skip_copy: bool,
     /// Register name → type, for exact names; `%r<5>` ranges as prefix → (count, type).
-    regs: HashMap<&'m str, &'m str>,
-    ranges: HashMap<&'m str, (u32, &'m str)>,
+    regs: NameMap<'m, &'m str>,
+    ranges: NameMap<'m, (u32, &'m str)>,
     /// This function's `.local` variables → size.
     pub locals: HashMap<&'m str, u64>,
     /// This entry's function-scope `.shared` variables → size.
@@ -266,8 +267,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         f,
         lean,
         skip_copy: false,
-        regs: HashMap::new(),
-        ranges: HashMap::new(),
+        regs: NameMap::default(),
+        ranges: NameMap::default(),
         locals: HashMap::new(),
         shared_fn: HashMap::new(),
         params: HashMap::new(),
@@ -296,6 +297,7 @@ pub(super) fn rewrite_body<'a, 'm>(
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
+    fx.reserve(b);
     fx.scan(b)?;
     fx.backedges = info.back_edges(f);
     fx.statics = super::statics::analyse(b, &fx.locals, |r| {
@@ -326,6 +328,30 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// First pass: declarations and label positions.
+    /// Sizes the maps `scan` fills most from one count over `body`: growing them rehashed
+    /// every name each time they doubled. The counts are of statements in memory.
+    fn reserve(&mut self, body: &[Stmt<'_>]) {
+        fn count(body: &[Stmt<'_>], n: &mut [usize; 3]) {
+            for s in body {
+                match s {
+                    Stmt::Reg { names, .. } => {
+                        for (_, range) in names {
+                            n[usize::from(range.is_some())] += 1;
+                        }
+                    }
+                    Stmt::Label(..) => n[2] += 1,
+                    Stmt::Block(b) => count(b, n),
+                    _ => {}
+                }
+            }
+        }
+        let mut n = [0; 3];
+        count(body, &mut n);
+        self.regs.reserve(n[0]);
+        self.ranges.reserve(n[1]);
+        self.labels.reserve(n[2]);
+    }
+
     fn scan(&mut self, body: &'m [Stmt<'m>]) -> R<()> {
         for s in body {
             match s {
@@ -333,11 +359,8 @@ impl<'m> Fx<'_, 'm> {
                     for (n, range) in names {
                         match range {
                             None => self.regs.insert(n.as_ref(), ty.as_ref()),
-                            Some(c) => self
-                                .ranges
-                                .insert(n.as_ref(), (*c, ty.as_ref()))
-                                .map(|_| ""),
-                        };
+                            Some(c) => self.ranges.insert(n.as_ref(), (*c, ty.as_ref())),
+                        }
                     }
                 }
                 Stmt::Var(v) => {
@@ -560,8 +583,11 @@ impl<'m> Fx<'_, 'm> {
                     // A label needs a statement after it before the block closes; the skip
                     // copy has no compares (`O::Kernel`), so its block may end in one where
                     // the kernel's does not.
-                    let label =
-                        |o: &O<'_>| matches!(o, O::Stmt(Stmt::Label(..)) | O::New(Stmt::Label(..)));
+                    let label = |o: &O<'_>| match o {
+                        O::Stmt(s) => matches!(s, Stmt::Label(..)),
+                        O::New(s) => matches!(**s, Stmt::Label(..)),
+                        _ => false,
+                    };
                     let filler = |fx: &Self, o: &mut Vec<O<'m>>| {
                         fx.emit(o, None, "mov", &["u32"], &[sreg("t"), sreg("t")]);
                     };
@@ -657,7 +683,7 @@ impl<'m> Fx<'_, 'm> {
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
             let p = format!("__gpuhost_sbx_c{k}");
-            block.push(O::New(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
+            block.push(O::new(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
             self.emit(
                 &mut block,
                 None,
@@ -676,7 +702,7 @@ impl<'m> Fx<'_, 'm> {
             }
             None => call.operands.push(Operand::List(extra)),
         }
-        block.push(O::New(Stmt::Inst(call)));
+        block.push(O::new(Stmt::Inst(call)));
         out.push(O::Block(block));
         Ok(())
     }
@@ -737,7 +763,7 @@ impl<'m> Fx<'_, 'm> {
                         *m = "global".into();
                     }
                 }
-                out.push(O::New(Stmt::Inst(j)));
+                out.push(O::new(Stmt::Inst(j)));
                 return Ok(());
             }
             _ => {}

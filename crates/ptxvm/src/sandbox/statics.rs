@@ -106,16 +106,23 @@ pub(crate) fn analyse<'m>(
             defs.entry(r.as_ref()).or_default().push(Def::Var(v));
         }
     }
-    // Grow the candidates through copies and constant adds.
+    // Grow the candidates through copies and constant adds: those instructions found once,
+    // then only they are gone over again (in order) until nothing grows.
+    let copies: Vec<(&'m str, &'m str)> = all
+        .iter()
+        .filter_map(|i| match i.operands.first() {
+            Some(Operand::Name(r)) => match def_of(i, r, locals) {
+                Some(Def::Reg(s, _)) => Some((r.as_ref(), s)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
     loop {
         let mut grew = false;
-        for i in &all {
-            if let Some(Operand::Name(r)) = i.operands.first()
-                && !defs.contains_key(r.as_ref())
-                && let Some(Def::Reg(s, _)) = def_of(i, r, locals)
-                && defs.contains_key(s)
-            {
-                defs.insert(r.as_ref(), Vec::new());
+        for &(r, s) in &copies {
+            if !defs.contains_key(r) && defs.contains_key(s) {
+                defs.insert(r, Vec::new());
                 grew = true;
             }
         }
@@ -137,12 +144,13 @@ pub(crate) fn analyse<'m>(
         written.clear();
         written_regs(i, &mut written);
         for &r in &written {
-            if bad.contains(r) {
-                continue;
-            }
+            // Most registers are no candidate: one lookup settles those.
             let Some(d) = defs.get_mut(r) else {
                 continue;
             };
+            if bad.contains(r) {
+                continue;
+            }
             match def_of(i, r, locals) {
                 Some(x) => d.push(x),
                 None => drop(bad.insert(r)),
@@ -156,43 +164,56 @@ pub(crate) fn analyse<'m>(
             if bad.contains(r) {
                 continue;
             }
-            let mut now = vals.get(r).cloned();
+            // What the writes add to the register's set, found without copying the set: most
+            // rounds add nothing to most registers.
+            let cur = vals.get(r);
+            let have = cur.map_or(0, |st| st.offsets.len());
+            let mut var = cur.map(|st| st.var);
+            let mut added = BTreeSet::new();
+            let mut is_bad = false;
             for x in d {
-                let (v, ks): (&str, Vec<i64>) = match x {
-                    Def::Var(v) => (v, vec![0]),
+                let (v, src, k) = match x {
+                    Def::Var(v) => (*v, None, 0),
                     Def::Reg(s, _) if bad.contains(s) || !defs.contains_key(s) => {
-                        bad.insert(r);
+                        is_bad = true;
                         break;
                     }
                     Def::Reg(s, k) => match vals.get(s) {
-                        Some(st) => (
-                            st.var,
-                            st.offsets.iter().map(|o| o.wrapping_add(*k)).collect(),
-                        ),
+                        Some(st) => (st.var, Some(&st.offsets), *k),
                         None => continue,
                     },
                 };
-                let st = now.get_or_insert_with(|| Static {
-                    var: v,
-                    offsets: BTreeSet::new(),
-                });
-                if st.var != v {
-                    bad.insert(r);
+                if *var.get_or_insert(v) != v {
+                    is_bad = true;
                     break;
                 }
-                st.offsets.extend(ks);
-                if st.offsets.len() > MAX_VALUES {
-                    bad.insert(r);
+                let mut add = |o: i64| {
+                    if !cur.is_some_and(|st| st.offsets.contains(&o)) {
+                        added.insert(o);
+                    }
+                };
+                match src {
+                    None => add(0),
+                    Some(offsets) => offsets.iter().for_each(|o| add(o.wrapping_add(k))),
+                }
+                if have + added.len() > MAX_VALUES {
+                    is_bad = true;
                     break;
                 }
             }
-            if bad.contains(r) {
+            if is_bad {
+                bad.insert(r);
                 changed |= vals.remove(r).is_some();
                 continue;
             }
-            if let Some(st) = now
-                && vals.get(r) != Some(&st)
+            if let Some(v) = var
+                && (cur.is_none() || !added.is_empty())
             {
+                let mut st = cur.cloned().unwrap_or(Static {
+                    var: v,
+                    offsets: BTreeSet::new(),
+                });
+                st.offsets.extend(added);
                 vals.insert(r, st);
                 changed = true;
             }

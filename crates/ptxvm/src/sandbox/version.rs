@@ -76,28 +76,40 @@ pub(crate) fn apply(m: &mut Module<'_>, poll_interval: u32) -> HashSet<String> {
         {
             continue;
         }
-        // From the last loop up, so earlier indices stay valid.
-        for p in plans.iter().rev() {
-            n += 1;
-            splice(body, p, n, poll_interval, &mut fast);
+        // Plans are disjoint by construction (`counter` refuses a loop with a back-edge
+        // inside it); should that ever not hold, the function stays unversioned, which is
+        // always safe (its loops keep their polls).
+        if plans.windows(2).any(|w| w[0].back >= w[1].head) {
+            continue;
         }
+        // The body rebuilt in one pass: the two registers, then each stretch up to a loop
+        // header, then the loop versioned. Numbered from the last loop up, as they were when
+        // each was spliced into place.
         let line = f.line;
-        body.insert(
-            0,
-            Stmt::Reg {
-                ty: "b64".into(),
-                names: vec![(VD.into(), Some(4))],
-                line,
-            },
-        );
-        body.insert(
-            0,
-            Stmt::Reg {
-                ty: "pred".into(),
-                names: vec![(VP.into(), None)],
-                line,
-            },
-        );
+        let old = std::mem::take(body);
+        let extra: usize = plans.iter().map(|p| p.back - p.head + 24).sum();
+        let mut out = Vec::with_capacity(old.len() + extra + 2);
+        out.push(Stmt::Reg {
+            ty: "pred".into(),
+            names: vec![(VP.into(), None)],
+            line,
+        });
+        out.push(Stmt::Reg {
+            ty: "b64".into(),
+            names: vec![(VD.into(), Some(4))],
+            line,
+        });
+        let (mut rest, mut at) = (old.into_iter(), 0);
+        for (i, p) in plans.iter().enumerate() {
+            out.extend(rest.by_ref().take(p.head + 1 - at));
+            let looped: Vec<Stmt> = rest.by_ref().take(p.back - p.head).collect();
+            at = p.back + 1;
+            let k = n + (plans.len() - i) as u32;
+            version(&mut out, looped, p, k, poll_interval, &mut fast);
+        }
+        n += plans.len() as u32;
+        out.extend(rest);
+        *body = out;
     }
     fast
 }
@@ -200,7 +212,7 @@ fn new(
         opcode: op.into(),
         op: Opcode::parse(op),
         mods: mods.iter().map(|&m| Str::Borrowed(m)).collect(),
-        operands,
+        operands: operands.into(),
         line,
     })
 }
@@ -339,23 +351,43 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
     out
 }
 
-/// Replaces the loop `p` (its statements `body[p.head..=p.back]`) by check, fast copy and
-/// original (module header).
-fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<String>) {
+/// Appends to `out` the loop `p` (`looped`: its statements after the header, through the
+/// back-edge) as check, fast copy and original (module header).
+fn version<'s>(
+    out: &mut Vec<Stmt<'s>>,
+    mut looped: Vec<Stmt<'s>>,
+    p: &Plan,
+    k: u32,
+    n: u32,
+    fast: &mut HashSet<String>,
+) {
+    // plan() admits only a back-edge instruction last; anything else stays as it was.
+    if !matches!(looped.last(), Some(Stmt::Inst(_))) {
+        out.extend(looped);
+        return;
+    }
+    let Some(Stmt::Inst(back)) = looped.pop() else {
+        return;
+    };
     let (f, s, x) = (
         format!("$gpuhost_v{k}_f"),
         format!("$gpuhost_v{k}_s"),
         format!("$gpuhost_v{k}_x"),
     );
-    let line = match &body[p.back] {
-        Stmt::Inst(i) => i.line,
-        _ => 0,
-    };
+    let line = back.line;
     // The loop's own labels, renamed in the fast copy.
-    let renamed: HashMap<String, String> = body[p.head + 1..p.back]
+    // Keyed by the names as they are (borrowed) and built by pushing: format! and an owned
+    // key cost more than the rest of a label's copy.
+    let suffix = format!("_{MARK}{k}");
+    let renamed: HashMap<&str, String> = looped
         .iter()
         .filter_map(|st| match st {
-            Stmt::Label(l, _) => Some((l.to_string(), format!("{l}_{MARK}{k}"))),
+            Stmt::Label(l, _) => {
+                let mut r = String::with_capacity(l.len() + suffix.len());
+                r.push_str(l);
+                r.push_str(&suffix);
+                Some((l.as_ref(), r))
+            }
             _ => None,
         })
         .collect();
@@ -366,12 +398,12 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
         }
         j
     }
-    let mut region: Vec<Stmt> = Vec::with_capacity(2 * (p.back - p.head) + 20);
-    region.extend(check(p, n, line));
-    region.push(new(line, Some((VP, true)), "bra", &[], vec![name(&s)]));
-    region.push(Stmt::Label(f.clone().into(), line));
-    for st in &body[p.head + 1..p.back] {
-        region.push(match st {
+    out.reserve(2 * looped.len() + 24);
+    out.extend(check(p, n, line));
+    out.push(new(line, Some((VP, true)), "bra", &[], vec![name(&s)]));
+    out.push(Stmt::Label(f.clone().into(), line));
+    for st in &looped {
+        out.push(match st {
             Stmt::Label(l, ln) => Stmt::Label(
                 renamed
                     .get(&**l)
@@ -392,19 +424,13 @@ fn splice(body: &mut Vec<Stmt>, p: &Plan, k: u32, n: u32, fast: &mut HashSet<Str
             _ => continue,
         });
     }
-    let Stmt::Inst(back) = &body[p.back] else {
-        return;
-    };
-    let (fast_back, slow_back) = (retarget(back, &f), retarget(back, &s));
-    region.push(Stmt::Inst(fast_back));
-    region.push(new(line, None, "bra", &["uni"], vec![name(&x)]));
-    region.push(Stmt::Label(s.clone().into(), line));
+    let (fast_back, slow_back) = (retarget(&back, &f), retarget(&back, &s));
+    out.push(Stmt::Inst(fast_back));
+    out.push(new(line, None, "bra", &["uni"], vec![name(&x)]));
+    out.push(Stmt::Label(s.clone().into(), line));
     // The original loop body, moved (not copied) behind S.
-    let original: Vec<Stmt> = body.drain(p.head + 1..=p.back).collect();
-    let len = original.len();
-    region.extend(original.into_iter().take(len - 1));
-    region.push(Stmt::Inst(slow_back));
-    region.push(Stmt::Label(x.into(), line));
-    body.splice(p.head + 1..p.head + 1, region);
+    out.extend(looped);
+    out.push(Stmt::Inst(slow_back));
+    out.push(Stmt::Label(x.into(), line));
     fast.insert(f);
 }

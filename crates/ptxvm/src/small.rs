@@ -1,0 +1,148 @@
+//! A short list kept inline, moving to the heap only past `N` elements. An instruction's
+//! modifiers and operands are a few each: held in `Vec`s they cost two allocations an
+//! instruction to parse and two frees to drop, the largest share of what building and freeing
+//! a tree cost (issue #9's profile).
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+/// Up to `N` elements inline, any number on the heap. Unused inline slots hold `T::default()`.
+#[derive(Clone)]
+pub(crate) enum Small<T, const N: usize> {
+    Inline { len: usize, items: [T; N] },
+    Heap(Vec<T>),
+}
+
+impl<T: Default, const N: usize> Small<T, N> {
+    /// An empty list.
+    pub(crate) fn new() -> Self {
+        Small::Inline {
+            len: 0,
+            items: std::array::from_fn(|_| T::default()),
+        }
+    }
+
+    /// Appends `v`, moving the list to the heap when it outgrows its inline slots.
+    pub(crate) fn push(&mut self, v: T) {
+        match self {
+            Small::Inline { len, items } if *len < N => {
+                items[*len] = v;
+                *len += 1;
+            }
+            Small::Inline { len, items } => {
+                let mut heap = Vec::with_capacity(2 * N.max(1));
+                heap.extend(items[..*len].iter_mut().map(std::mem::take));
+                heap.push(v);
+                *self = Small::Heap(heap);
+            }
+            Small::Heap(h) => h.push(v),
+        }
+    }
+
+    /// The elements, by value.
+    pub(crate) fn into_vec(self) -> Vec<T> {
+        match self {
+            Small::Inline { len, items } => items.into_iter().take(len).collect(),
+            Small::Heap(h) => h,
+        }
+    }
+
+    /// The elements as a slice.
+    pub(crate) fn as_slice(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T: Default, const N: usize> Default for Small<T, N> {
+    fn default() -> Self {
+        Small::new()
+    }
+}
+
+impl<T, const N: usize> Deref for Small<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Small::Inline { len, items } => &items[..*len],
+            Small::Heap(h) => h,
+        }
+    }
+}
+
+impl<T, const N: usize> DerefMut for Small<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Small::Inline { len, items } => &mut items[..*len],
+            Small::Heap(h) => h,
+        }
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for Small<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: PartialEq, const N: usize> PartialEq for Small<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Default, const N: usize> FromIterator<T> for Small<T, N> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut s = Small::new();
+        for v in iter {
+            s.push(v);
+        }
+        s
+    }
+}
+
+impl<T: Default, const N: usize> From<Vec<T>> for Small<T, N> {
+    fn from(v: Vec<T>) -> Self {
+        if v.len() > N {
+            return Small::Heap(v);
+        }
+        v.into_iter().collect()
+    }
+}
+
+impl<T: Default, const N: usize, const M: usize> From<[T; M]> for Small<T, N> {
+    fn from(a: [T; M]) -> Self {
+        a.into_iter().collect()
+    }
+}
+
+impl<'a, T, const N: usize> IntoIterator for &'a Small<T, N> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a, T, const N: usize> IntoIterator for &'a mut Small<T, N> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Small;
+
+    #[test]
+    fn keeps_order_inline_and_past_it() {
+        for n in 0..10 {
+            let s: Small<u32, 4> = (0..n).collect();
+            assert_eq!(s.as_slice(), (0..n).collect::<Vec<_>>().as_slice());
+            assert_eq!(matches!(s, Small::Heap(_)), n > 4);
+            let v: Small<u32, 4> = (0..n).collect::<Vec<_>>().into();
+            assert_eq!(v, s);
+        }
+    }
+}
