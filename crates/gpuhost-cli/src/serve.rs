@@ -38,6 +38,10 @@ pub struct Args {
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
+    /// Tokio worker threads (default: two fewer than the cores from 8 cores up, else one per
+    /// core; see gpuhost_serve::worker_threads).
+    #[arg(long)]
+    worker_threads: Option<usize>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -50,7 +54,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         logs.init();
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = a
+        .worker_threads
+        .unwrap_or_else(|| gpuhost_serve::worker_threads(cores))
+        .max(1);
+    tracing::info!(workers, cores, "tokio runtime");
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;

@@ -225,14 +225,33 @@ impl Wasm {
             Engine::new(&c)
         };
         // PAGEMAP_SCAN where the kernel has it (Enabled::Yes fails the engine where it does not).
-        let (engine, pooling) = match pooled(true).or_else(|_| pooled(false)) {
-            Ok(engine) => (engine, true),
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "wasmtime's pooling allocator is unavailable; instances are allocated per request");
-                let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
-                (engine, false)
-            }
+        let (engine, pooling, scan) = match pooled(true) {
+            Ok(engine) => (engine, true, true),
+            Err(no_scan) => match pooled(false) {
+                Ok(engine) => {
+                    tracing::info!(reason = %format!("{no_scan:#}"), "PAGEMAP_SCAN is unavailable: pooled memories are reset by memset and madvise");
+                    (engine, true, false)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "wasmtime's pooling allocator is unavailable; instances are allocated per request");
+                    let engine =
+                        Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+                    (engine, false, false)
+                }
+            },
         };
+        // Once at start, so that a run's log says how its requests' instances were reset.
+        let keep_resident = match (pooling, scan) {
+            (false, _) => 0,
+            (true, true) => KEEP_RESIDENT,
+            (true, false) => KEEP_RESIDENT_NO_SCAN,
+        };
+        tracing::info!(
+            pooling,
+            pagemap_scan = scan,
+            keep_resident,
+            "wasm instance allocation"
+        );
         let err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
         let linker = new_linker(&engine).map_err(err)?;
         // The streams engine allocates instances on demand: functions that use streams are

@@ -35,6 +35,29 @@ pub use routes::router;
 pub use server::{IndexEntry, LoadReport, ServeOptions, Server};
 pub use version::{ReleaseOutcome, Version};
 
+/// Machines with fewer cores than this give every core to tokio's workers (see
+/// [`worker_threads`]).
+const RESERVE_FROM_CORES: usize = 8;
+/// Cores [`worker_threads`] leaves to threads other than tokio's workers.
+const RESERVED_CORES: usize = 2;
+
+/// The tokio worker threads `gpuhost serve` runs on a machine of `cores` cores: two fewer than
+/// the cores from [`RESERVE_FROM_CORES`] up, all of them below. Other threads of the process
+/// run hot beside the workers under load (each device's completion thread, ~0.9 of a core on
+/// the H200; a sandboxed function's resetter and watchdog, ~0.7; in the benchmark the load
+/// generator too, ~1.6), so a worker per core oversubscribes the cores, and a worker preempted
+/// mid-request holds what other requests wait for (the instance pool's locks, a registry's).
+/// On the H200 (16 cores; bench/h200-runs/2026-12-03-serve-cpu2) 14 workers served 4-14% more
+/// requests a second than 16 at 16 and 64 connections, with a p99 10-33% lower, in two
+/// interleaved A/B runs.
+pub fn worker_threads(cores: usize) -> usize {
+    if cores >= RESERVE_FROM_CORES {
+        cores - RESERVED_CORES
+    } else {
+        cores.max(1)
+    }
+}
+
 /// How [`serve`] shuts down.
 #[derive(Debug, Clone, Copy)]
 pub struct Shutdown {
@@ -112,5 +135,17 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_worker_count_leaves_two_cores_to_other_threads_from_eight_cores_up() {
+        assert_eq!(super::worker_threads(16), 14);
+        assert_eq!(super::worker_threads(8), 6);
+        assert_eq!(super::worker_threads(7), 7);
+        assert_eq!(super::worker_threads(2), 2);
+        assert_eq!(super::worker_threads(0), 1);
     }
 }
