@@ -86,10 +86,17 @@ pub fn release(registry: Arc<Registry>) -> Result<ReleaseReport, ReleaseRefused>
 
 /// Everyone but the caller holding the registry: kernels (name + label), then plain Arcs.
 pub(crate) fn holders(registry: &Arc<Registry>) -> Vec<String> {
-    let h = registry.holders.lock().unwrap_or_else(|p| p.into_inner());
-    let mut out: Vec<String> = h
-        .by_id
-        .values()
+    // Every shard locked (in order, as nothing else takes two) while the Arcs are counted, so
+    // no kernel taken or dropped meanwhile is counted twice or not at all.
+    let shards: Vec<_> = registry
+        .holders
+        .iter()
+        .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    let kernels = shards.iter().map(|h| h.by_id.len()).sum::<usize>();
+    let mut out: Vec<String> = shards
+        .iter()
+        .flat_map(|h| h.by_id.values())
         .map(|(k, label)| {
             let k = k.name();
             if label.is_empty() {
@@ -101,7 +108,7 @@ pub(crate) fn holders(registry: &Arc<Registry>) -> Vec<String> {
         .collect();
     let others = Arc::strong_count(registry)
         .saturating_sub(1)
-        .saturating_sub(h.by_id.len());
+        .saturating_sub(kernels);
     if others > 0 {
         out.push(format!("other Arc<Registry> handle(s): {others}"));
     }

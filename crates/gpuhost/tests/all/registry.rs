@@ -79,6 +79,57 @@ fn release_is_refused_while_a_kernel_is_held_naming_it_and_its_label() {
 }
 
 #[test]
+fn kernels_taken_and_dropped_on_many_threads_are_each_named_until_dropped() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    // Twenty holders from four threads, more than one per shard of the holder table; half are
+    // dropped again on the threads that took them.
+    let kept: Vec<gpuhost::Kernel> = std::thread::scope(|s| {
+        let takers: Vec<_> = (0..4)
+            .map(|t| {
+                let reg = &reg;
+                s.spawn(move || {
+                    let mut kept = Vec::new();
+                    for i in 0..10 {
+                        let k = reg.kernel_labeled("stamp", &format!("t{t}-{i}")).unwrap();
+                        if i % 2 == 0 {
+                            kept.push(k);
+                        }
+                    }
+                    kept
+                })
+            })
+            .collect();
+        takers.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    let refused = gpuhost::release(reg).unwrap_err();
+    match &refused.error {
+        Error::HandlesOutstanding { count, holders, .. } => {
+            assert_eq!(*count, 20);
+            let mut labels: Vec<&str> = holders
+                .iter()
+                .filter_map(|h| {
+                    h.strip_prefix("kernel 'stamp' (label '")?
+                        .strip_suffix("')")
+                })
+                .collect();
+            labels.sort_unstable();
+            let mut want: Vec<String> = (0..4)
+                .flat_map(|t| (0..10).step_by(2).map(move |i| format!("t{t}-{i}")))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(labels, want);
+        }
+        other => panic!("expected HandlesOutstanding, got {other:?}"),
+    }
+    drop(kept);
+    let report = gpuhost::release(refused.registry).unwrap();
+    assert_eq!(report.modules_queued, 1);
+    host.wait_unloads();
+}
+
+#[test]
 fn release_waits_for_pending_launches_then_unloads_every_module() {
     let _g = shared();
     let Some(host) = host() else { return };
