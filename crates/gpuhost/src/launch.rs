@@ -358,7 +358,7 @@ pub(crate) fn check_args(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -
 
 /// The argument count matches the parameter count.
 #[inline]
-fn check_count(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<()> {
+pub(crate) fn check_count(kernel: &str, params: &[ParamInfo], args: &[Arg<'_>]) -> Result<()> {
     if args.len() != params.len() {
         return Err(Error::ArgMismatch {
             kernel: kernel.to_string(),

@@ -450,17 +450,11 @@ impl Kernel {
     /// and `args` against the leading parameters, one each.
     pub fn check_launch_leading(&self, cfg: &LaunchConfig, args: &[Arg<'_>]) -> Result<()> {
         cfg.check(self.name(), self.host().facts())?;
-        let Some(leading) = self.params().get(..args.len()) else {
-            return Err(Error::ArgMismatch {
-                kernel: self.name().to_string(),
-                reason: format!(
-                    "{} argument(s) given, the kernel takes {}",
-                    args.len(),
-                    self.params().len()
-                ),
-            });
-        };
-        crate::launch::check_args(self.name(), leading, args)
+        match self.params().get(..args.len()) {
+            Some(leading) => crate::launch::check_args(self.name(), leading, args),
+            // More arguments than parameters: the count's own refusal.
+            None => crate::launch::check_count(self.name(), self.params(), args),
+        }
     }
 
     /// Where the parameter list came from.
