@@ -147,17 +147,22 @@ const KEEP_RESIDENT: usize = 16 << 20;
 /// covers its stack; a larger memset would cost more than the page faults it saves.
 const KEEP_RESIDENT_NO_SCAN: usize = 1 << 20;
 
+/// Bytes of each pooled memory and table reset in place, with or without PAGEMAP_SCAN.
+fn keep_resident(scan: bool) -> usize {
+    if scan {
+        KEEP_RESIDENT
+    } else {
+        KEEP_RESIDENT_NO_SCAN
+    }
+}
+
 /// The instance pool: [`POOLED_STORES`] component instances, and per instance room for the
 /// core instances, memories and tables a wasi:http guest built by Rust's or another wasm32
 /// toolchain has (its main module and the canonical ABI's shims). A memory slot is wasm32's
 /// whole 4 GiB (reserved address space, not memory), so `limits.max_wasm_memory_bytes` of
 /// function.toml stays the only bound on a guest's memory.
 fn pooling(scan: bool) -> PoolingAllocationConfig {
-    let keep = if scan {
-        KEEP_RESIDENT
-    } else {
-        KEEP_RESIDENT_NO_SCAN
-    };
+    let keep = keep_resident(scan);
     let mut p = PoolingAllocationConfig::default();
     p.total_component_instances(POOLED_STORES)
         .total_core_instances(POOLED_STORES * 8)
@@ -241,15 +246,10 @@ impl Wasm {
             },
         };
         // Once at start, so that a run's log says how its requests' instances were reset.
-        let keep_resident = match (pooling, scan) {
-            (false, _) => 0,
-            (true, true) => KEEP_RESIDENT,
-            (true, false) => KEEP_RESIDENT_NO_SCAN,
-        };
         tracing::info!(
             pooling,
             pagemap_scan = scan,
-            keep_resident,
+            keep_resident = if pooling { keep_resident(scan) } else { 0 },
             "wasm instance allocation"
         );
         let err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
