@@ -1,7 +1,10 @@
 //! A short list kept inline, moving to the heap only past `N` elements. An instruction's
 //! modifiers and operands are a few each: held in `Vec`s they cost two allocations an
 //! instruction to parse and two frees to drop, the largest share of what building and freeing
-//! a tree cost (issue #9's profile).
+//! a tree cost (issue #9's profile). Not `smallvec::SmallVec` (the workspace's, in gpuhost):
+//! it is invariant over its element type, and an AST of `Str<'a>` and `Operand<'a>` in it no
+//! longer shortens its lifetime where `lower/` borrows a module and its functions together (tried:
+//! lower_kernel stops compiling).
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
