@@ -44,7 +44,27 @@ pub(crate) struct Confinement {
     /// Kernel names, by launch tag - 1.
     names: Vec<Arc<str>>,
     /// Where the arena and control block go when the guest is gone (None: they are freed).
-    pool: Option<Arc<SandboxPool>>,
+    /// Last: fields drop in order, so the pair goes back once this value holds none of it.
+    _back: Option<GiveBack>,
+}
+
+/// A pooled guest's pair, given back to its pool when dropped.
+struct GiveBack {
+    pool: Arc<SandboxPool>,
+    /// Taken (moved into the pool) when dropped.
+    pair: Option<(Arc<gpuhost::Arena>, gpuhost::ControlBlock)>,
+}
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        // The pool resets the pair once nothing else holds it. Given after the confinement's
+        // own handles (its anchors, its watch) are gone, and moved rather than cloned, a pair
+        // with nothing in flight is free at once: the resetter's first pass resets it, not a
+        // later tick.
+        if let Some((arena, ctl)) = self.pair.take() {
+            self.pool.give(arena, ctl);
+        }
+    }
 }
 
 /// Bytes of a guest's arena under `limits`.
@@ -87,13 +107,17 @@ impl Confinement {
                 ),
             });
         }
+        let back = pool.map(|pool| GiveBack {
+            pool,
+            pair: Some((arena.clone(), ctl.clone())),
+        });
         Ok(Self {
             base_anchor: arena.anchor(),
             ctl_anchor: ctl.anchor(),
             arena,
             watch: StoreWatch::new(ctl, limits.max_kernel_time),
             names: Vec::new(),
-            pool,
+            _back: back,
         })
     }
 
@@ -165,11 +189,9 @@ impl Confinement {
 impl Drop for Confinement {
     fn drop(&mut self) {
         // Stop the guest's kernels; the anchors its launches hold keep its memory until they end.
+        // The pool reuses them only once those launches and the watch are gone (`_back`, which
+        // drops after every other field).
         self.watch.store_dropped();
-        // The pool reuses them only once those launches, the watch and this value are gone.
-        if let Some(pool) = &self.pool {
-            pool.give(self.arena.clone(), self.watch.ctl().clone());
-        }
     }
 }
 

@@ -13,8 +13,9 @@
 //! pool's own short lock: a give puts the pair in `held`, a take hands out the oldest pair whose
 //! fence the completion thread has seen pass (an atomic load), and when none has, the guest gets
 //! a new pair. Everything else is the resetter thread's (resetter.rs): once nothing holds a
-//! pair any more (the watchdog drops a dropped guest's watch on its next tick, and wakes the
-//! resetter; a launch drops its anchors when it ends) it queues the pair's reset — the memset
+//! pair any more (a guest with nothing in flight holds nothing by its give; the watchdog drops
+//! the watch of one stopped with work in flight once that work ended, and wakes the resetter; a
+//! launch drops its anchors when it ends) it queues the pair's reset — the memset
 //! and a fence on the pool's own stream, where no guest launches, so a reset never queues behind
 //! a guest's long kernel — and moves it to `resetting`; or frees it, when the pool was full or
 //! the arena grew large, so that unmapping an arena is no request's work either. (Resets queued
@@ -432,6 +433,29 @@ mod tests {
                 "control block window {window:#x} not reset: {words:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_idle_guests_pair_is_free_for_its_reset_as_soon_as_it_is_given_back() {
+        let host = gpuhost::host(0).unwrap();
+        let limits = limits();
+        let pool = SandboxPool::new(host, &limits, 4);
+        let first = pool.confinement(&limits).unwrap();
+        drop(first);
+        // No tick of the watchdog and no pass of the resetter needed: nothing in flight, so
+        // neither its watch nor the confinement's own handles hold the pair by now.
+        let st = pool.lock();
+        let free = st
+            .held
+            .iter()
+            .filter(|g| !g.arena.is_held() && !g.ctl.is_held())
+            .count();
+        let waiting = st.held.len() + st.moving + st.resetting.len();
+        assert_eq!(waiting, 1, "the pair was not given back");
+        assert!(
+            st.held.is_empty() || free == st.held.len(),
+            "a given-back pair is still held by its guest's watch or confinement"
+        );
     }
 
     #[test]

@@ -41,6 +41,11 @@ use crate::stream::InFlight;
 
 /// The watchdog's period.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
+/// How long the watchdog keeps ticking after the last work it watched ended, before it sleeps
+/// until woken: under steady load (a `gpuhost serve` request's launch every few hundred µs)
+/// the next launch then finds it awake and wakes nobody, where a sleeping watchdog cost each
+/// request's first launch a futex wake.
+const LINGER: Duration = Duration::from_millis(20);
 /// Launches of one stream per segment, at most: a segment may run this many times the limit.
 /// Also the most launches a sandboxed guest's graph batch holds (burst/).
 pub(crate) const FENCE_EVERY: u32 = 8;
@@ -147,14 +152,20 @@ impl StoreWatch {
 
     /// The Store is being dropped: stop its work; the watchdog keeps what that work uses until
     /// it has ended. [`StoreWatch::drained`] resolves then.
-    pub(crate) fn store_dropped(&self) {
+    pub(crate) fn store_dropped(self: &Arc<Self>) {
         self.dropped_at.get_or_init(Instant::now);
         self.dropped.store(true, Ordering::SeqCst);
         // With nothing in flight there is nothing to stop, and leaving the epoch alone keeps
-        // its page on the device for the block's next user (a pooled block, in serve).
-        if !self.is_idle() {
-            self.stop(None);
+        // its page on the device for the block's next user (a pooled block, in serve). No
+        // launch can follow (they need the Store), so the watch leaves the watchdog's list
+        // here: waking the watchdog to let go of it, and it the pools' resetter, were two
+        // cross-thread wake-ups per `gpuhost serve` request.
+        if self.is_idle() {
+            Watchdog::get().forget(self);
+            self.drained.notify_waiters();
+            return;
         }
+        self.stop(None);
         Watchdog::get().wake();
     }
 
@@ -426,6 +437,11 @@ impl Watchdog {
         lock(&self.stores).push(store);
     }
 
+    /// Stops watching `store` (dropped, with nothing in flight).
+    fn forget(&self, store: &Arc<StoreWatch>) {
+        lock(&self.stores).retain(|s| !Arc::ptr_eq(s, store));
+    }
+
     /// Wakes the thread if it sleeps for lack of work.
     fn wake(&self) {
         if self.asleep.load(Ordering::SeqCst) {
@@ -435,6 +451,7 @@ impl Watchdog {
     }
 
     fn run(&self) {
+        let mut last_busy = Instant::now();
         loop {
             let stores: Vec<Arc<StoreWatch>> = lock(&self.stores).clone();
             let now = Instant::now();
@@ -464,6 +481,9 @@ impl Watchdog {
                 crate::pool::watches_released();
             }
             if busy {
+                last_busy = now;
+            }
+            if now.duration_since(last_busy) < LINGER {
                 std::thread::sleep(TICK);
                 continue;
             }

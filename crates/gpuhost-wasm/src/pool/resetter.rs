@@ -3,11 +3,14 @@
 //!
 //! It makes a pass over the pools ([`SandboxPool::reset_free`]) when woken, every [`TICK`] while
 //! a pool holds a pair its last guest may still hold, and for [`LINGER`] after the last such
-//! pair: under steady load a give then finds it awake and wakes nobody (a futex wake per request
-//! otherwise). Idle, it sleeps until a give wakes it. The watchdog wakes it once it has let go
-//! of dropped guests' watches (the usual last holder; [`watches_released`]), so a pair is reset
-//! as soon as it is free rather than at the next tick. Once nothing waits, it trims pools that
-//! have gone unused back to their size ([`SandboxPool::trim`]).
+//! pair: under steady load a give then finds it awake and wakes nobody, and the pairs given
+//! back within one tick are reset in one pass (a futex wake per request otherwise: measured
+//! with `scripts/probes/serve-cycles.sh`, waking it for each pair given back free doubled its
+//! context switches per request). Idle, it sleeps until a give wakes it. The watchdog wakes it
+//! once it has let go of the watches of guests dropped with work in flight
+//! ([`watches_released`]), so such a pair is reset as soon as it is free rather than at the
+//! next tick. Once nothing waits, it trims pools that have gone unused back to their size
+//! ([`SandboxPool::trim`]).
 //!
 //! Its driver calls (a memset and an event record per pair, freeing an arena) may wait inside
 //! libcuda behind another thread's call that waits for the device (watchdog.rs says which); the
