@@ -5,8 +5,8 @@
 //! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean::functions`)
 //! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
+use super::hash::HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::print::O;

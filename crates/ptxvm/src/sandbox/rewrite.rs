@@ -2,7 +2,7 @@
 //! prologue, passes the hidden values on at every call, and sends each instruction to `fence`
 //! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};

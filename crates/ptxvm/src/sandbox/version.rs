@@ -28,7 +28,7 @@
 //! and the rewrite then treat as the user's own. It returns the fast copies' header labels: their
 //! back-edges are the ones bounded.rs exempts from polling.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashSet, HashSetExt};
 
 use super::bounded::{Cfg, Counter, Item, Val};
 use crate::ast::{Inst, Module, Operand, Stmt, Str};
