@@ -65,7 +65,8 @@ impl<'t, 's> Parser<'t, 's> {
         }
     }
     fn is_punct(&self, c: char) -> bool {
-        self.peek() == Some(&Tok::Punct(c))
+        // A match, not `==` on tokens: the derived comparison was a call per question.
+        matches!(self.peek(), Some(Tok::Punct(x)) if *x == c)
     }
     fn eat_punct(&mut self, c: char) -> bool {
         if self.is_punct(c) {
@@ -456,8 +457,7 @@ impl<'t, 's> Parser<'t, 's> {
                         });
                     }
                 },
-                Some(&Tok::Ident(name))
-                    if self.t.get(self.i + 1).map(|t| &t.tok) == Some(&Tok::Punct(':')) =>
+                Some(&Tok::Ident(name)) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
                 {
                     self.i += 2;
                     if self.eat_dot("branchtargets") {

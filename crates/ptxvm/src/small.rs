@@ -29,7 +29,11 @@ impl<T: Default, const N: usize> Small<T, N> {
     pub(crate) fn push(&mut self, v: T) {
         match self {
             Small::Inline { len, items } if *len < N => {
-                items[*len] = v;
+                // The slot holds a `T::default()`, which owns nothing for the tree's types
+                // (operands, names, indices): forgotten, not dropped, since dropping it was an
+                // out-of-line call per operand parsed. Were a default ever to own memory, this
+                // would leak it, never touch freed memory.
+                std::mem::forget(std::mem::replace(&mut items[*len], v));
                 *len += 1;
             }
             Small::Inline { len, items } => {

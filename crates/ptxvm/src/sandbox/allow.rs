@@ -3,7 +3,7 @@
 //! what to change), the call graph (no recursion, no indirect or external calls), each kernel's
 //! local bytes along its deepest call chain and the shared variables it uses.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::Policy;
 use super::bounded::{BackEdges, Cfg};

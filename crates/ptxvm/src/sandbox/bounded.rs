@@ -16,7 +16,7 @@
 //! thread still polls after at most about `poll_interval` back-edges (plus a constant: each
 //! bounded loop's last run before its enclosing back-edge is charged).
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashMapExt, HashSet};
 
 use super::allow::call_parts;
 use super::group::writes;

@@ -14,7 +14,9 @@
 //! check was dropped for, and those its value depends on, to one of its values (`inits`).
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use super::hash::{HashMap, HashMapExt, HashSet};
 
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::ir::Ty;

@@ -334,7 +334,7 @@ impl<'m> Fx<'_, 'm> {
             }
             src => self.load_into(out, &g, &src, i.line)?,
         }
-        let lim = sreg(&format!("lim{w}"));
+        let lim = super::poll::lim_reg(w);
         self.fence_global_into(out, &g, sreg(&g), lim, w, i.guard.as_ref());
         let dst = src_of(self, db, *doff);
         if let Src::Sym(name, _) = dst
@@ -454,7 +454,7 @@ impl<'m> Fx<'_, 'm> {
             None
         };
         let Some(dests) = dests else {
-            self.fence_global_into(out, "a", xr, sreg(&format!("lim{w}")), w, guard);
+            self.fence_global_into(out, "a", xr, super::poll::lim_reg(w), w, guard);
             self.access(out, i, at, "global", guard.cloned());
             return;
         };

@@ -2,7 +2,7 @@
 //! variable gets an offset in `GlobalsLayout`, its initialiser goes into the block's image, and
 //! the rewriter turns every use of its name into `globals + offset`.
 
-use std::collections::HashMap;
+use super::hash::{HashMap, HashMapExt};
 
 use super::{GlobalSlot, GlobalsLayout};
 use crate::ast::{Init, Module, Space};

@@ -3,7 +3,7 @@
 //! polls; the bound on the instructions one call of it runs ([`LEAN_SPAN`]) is what keeps a
 //! stopped thread from running on through a tree of them.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::allow::{Info, call_parts};
 use super::rewrite::{R, rewrite_body};

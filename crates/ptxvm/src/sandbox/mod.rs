@@ -29,6 +29,7 @@ mod bounded;
 mod fence;
 mod globals;
 mod group;
+mod hash;
 mod ifconvert;
 mod lean;
 mod names;
@@ -223,7 +224,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     info.fast = fast;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
-    let mut known = std::collections::HashMap::new();
+    let mut known = hash::HashMap::default();
     loop {
         let (lean, spans) = lean::functions(&info, &module, &mut known)?;
         if lean == info.lean {

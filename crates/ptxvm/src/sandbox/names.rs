@@ -5,7 +5,7 @@
 //! (std's keyed SipHash), so a module that declares many names gets hashed lookups, never
 //! scans that grow with it.
 
-use std::collections::HashMap;
+use super::hash::{HashMap, HashMapExt};
 
 /// Entries kept as a list; more move the map into a `HashMap`.
 const FEW: usize = 8;

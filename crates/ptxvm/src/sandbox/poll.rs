@@ -5,8 +5,8 @@
 //! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean::functions`)
 //! have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
+use super::hash::HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::print::O;
@@ -53,6 +53,21 @@ const FIXED: &[&str] = &[
     "%__sbx_sl",
     "%__sbx_ll",
 ];
+
+/// `%__sbx_lim<w>`: `size - w`, which the prologue computes for each of [`WIDTHS`]; spelled
+/// out for those (formatting it was an allocation per fenced global access).
+pub(super) fn lim_reg(w: u64) -> Operand<'static> {
+    let n = match w {
+        1 => "%__sbx_lim1",
+        2 => "%__sbx_lim2",
+        4 => "%__sbx_lim4",
+        8 => "%__sbx_lim8",
+        16 => "%__sbx_lim16",
+        32 => "%__sbx_lim32",
+        _ => return sreg(&format!("lim{w}")),
+    };
+    Operand::Name(Str::Borrowed(n))
+}
 
 /// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
 pub(super) fn sreg_name(n: &str) -> Str<'static> {
@@ -129,7 +144,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
         emit_line(&mut code, None, opcode, mods, operands);
     };
     for n in hidden_params(is_entry) {
-        let param = Operand::Addr(Some(format!("__gpuhost_sbx_{n}").into()), 0);
+        let param = Operand::Addr(Some(super::rewrite::hidden_param(n)), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
@@ -139,7 +154,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     let tag = [sreg("tag"), sreg("tag"), imm(0x7fff_ffff)];
     emit("and", &["b32"], &tag);
     for w in WIDTHS {
-        let lim = sreg(&format!("lim{w}"));
+        let lim = lim_reg(w);
         emit("sub", &["u64"], &[lim, sreg("size"), imm(w as i64)]);
     }
     // A single global access's limit (fence.rs, `global_access`), the same for every width:
@@ -584,6 +599,17 @@ impl<'m> Fx<'_, 'm> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lim_reg_is_sreg_lim_and_the_width() {
+        for w in [1, 2, 3, 4, 8, 16, 32, 64] {
+            assert_eq!(
+                super::lim_reg(w),
+                super::sreg(&format!("lim{w}")),
+                "width {w}"
+            );
+        }
+    }
+
     #[test]
     fn every_poll_interval_gets_a_head_that_counts_it() {
         // 1 and 3 share a slot: whichever comes second gets a head of its own.

@@ -445,7 +445,11 @@ fn unsigned(out: &mut String, mut n: u64) {
             break;
         }
     }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+    // Reserved once, then pushed: `extend` over the digits cost more than computing them.
+    out.reserve(digits.len() - at);
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
 }
 
 fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) -> R {

@@ -2,7 +2,7 @@
 //! prologue, passes the hidden values on at every call, and sends each instruction to `fence`
 //! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
@@ -26,11 +26,52 @@ pub(crate) fn hidden_params(is_entry: bool) -> Vec<&'static str> {
     HIDDEN_PARAMS.iter().chain(internal).copied().collect()
 }
 
+/// `__gpuhost_sbx_<h>`, the `.param` of hidden value `h` ([`hidden_params`]), spelled out:
+/// formatting it was an allocation per parameter of every function and every prologue.
+pub(crate) fn hidden_param(h: &str) -> Str<'static> {
+    const NAMES: [&str; 9] = [
+        "__gpuhost_sbx_base",
+        "__gpuhost_sbx_size",
+        "__gpuhost_sbx_globals",
+        "__gpuhost_sbx_ctl",
+        "__gpuhost_sbx_launch",
+        "__gpuhost_sbx_slo",
+        "__gpuhost_sbx_shi",
+        "__gpuhost_sbx_llo",
+        "__gpuhost_sbx_lhi",
+    ];
+    const PREFIX: usize = "__gpuhost_sbx_".len();
+    match NAMES.iter().find(|n| &n[PREFIX..] == h) {
+        Some(n) => Str::Borrowed(n),
+        None => Str::Owned(format!("__gpuhost_sbx_{h}")),
+    }
+}
+
+/// `__gpuhost_sbx_c<k>`, the call block's `.param` for the `k`th hidden value (`Fx::call`),
+/// spelled out as [`hidden_param`] is.
+fn call_param(k: usize) -> Str<'static> {
+    const NAMES: [&str; 9] = [
+        "__gpuhost_sbx_c0",
+        "__gpuhost_sbx_c1",
+        "__gpuhost_sbx_c2",
+        "__gpuhost_sbx_c3",
+        "__gpuhost_sbx_c4",
+        "__gpuhost_sbx_c5",
+        "__gpuhost_sbx_c6",
+        "__gpuhost_sbx_c7",
+        "__gpuhost_sbx_c8",
+    ];
+    NAMES.get(k).map_or_else(
+        || format!("__gpuhost_sbx_c{k}").into(),
+        |n| Str::Borrowed(n),
+    )
+}
+
 /// A `.param` declaration the rewrite adds (hidden and call-block parameters).
-pub(crate) fn param_decl(name: String, ty: &'static str, line: u32) -> VarDecl<'static> {
+pub(crate) fn param_decl(name: Str<'static>, ty: &'static str, line: u32) -> VarDecl<'static> {
     VarDecl {
         space: Space::Param,
-        name: name.into(),
+        name,
         ty: ty.into(),
         vec: 1,
         align: None,
@@ -159,7 +200,7 @@ pub(crate) fn func<'m>(
         hidden_params(f.is_entry)
     };
     for h in &hidden {
-        params.push(param_decl(format!("__gpuhost_sbx_{h}"), "u64", f.line));
+        params.push(param_decl(hidden_param(h), "u64", f.line));
     }
     let head = Func {
         name: f.name.clone(),
@@ -682,16 +723,16 @@ impl<'m> Fx<'_, 'm> {
         let mut block = Vec::with_capacity(2 * names.len() + 1);
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
-            let p = format!("__gpuhost_sbx_c{k}");
+            let p = call_param(k);
             block.push(O::new(Stmt::Var(param_decl(p.clone(), "b64", i.line))));
             self.emit(
                 &mut block,
                 None,
                 "st",
                 &["param", "b64"],
-                &[Operand::Addr(Some(p.clone().into()), 0), sreg(n)],
+                &[Operand::Addr(Some(p.clone()), 0), sreg(n)],
             );
-            extra.push(Operand::Name(p.into()));
+            extra.push(Operand::Name(p));
         }
         let mut call = i.clone();
         match args_at {
@@ -787,5 +828,24 @@ impl<'m> Fx<'_, 'm> {
         }
         out.push(O::Inst(i));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HIDDEN_PARAMS, INTERNAL_PARAMS, call_param, hidden_param};
+
+    #[test]
+    fn spelled_out_names_are_the_prefix_and_the_name() {
+        for h in HIDDEN_PARAMS
+            .iter()
+            .chain(&INTERNAL_PARAMS)
+            .chain(&["other"])
+        {
+            assert_eq!(hidden_param(h), format!("__gpuhost_sbx_{h}"));
+        }
+        for k in 0..12 {
+            assert_eq!(call_param(k), format!("__gpuhost_sbx_c{k}"));
+        }
     }
 }

@@ -9,7 +9,9 @@
 //! would see an undefined value, so the function starts by setting every such register to one
 //! of its values (`inits`); ptxas drops those where a write always comes first.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::group::written_regs;
 use crate::ast::{Inst, Operand, Stmt};

@@ -28,7 +28,7 @@
 //! and the rewrite then treat as the user's own. It returns the fast copies' header labels: their
 //! back-edges are the ones bounded.rs exempts from polling.
 
-use std::collections::{HashMap, HashSet};
+use super::hash::{HashMap, HashSet, HashSetExt};
 
 use super::bounded::{Cfg, Counter, Item, Val};
 use crate::ast::{Inst, Module, Operand, Stmt, Str};
@@ -222,14 +222,25 @@ fn name(s: &str) -> Operand<'static> {
     Operand::Name(s.to_string().into())
 }
 
+/// `%gpuhost_vd<k>`, spelled out: a check names them a dozen times, and formatting each name
+/// cost more than the rest of the check.
 fn vd(k: u32) -> Operand<'static> {
-    Operand::Name(format!("{VD}{k}").into())
+    const NAMES: [&str; 4] = [
+        "%gpuhost_vd0",
+        "%gpuhost_vd1",
+        "%gpuhost_vd2",
+        "%gpuhost_vd3",
+    ];
+    match NAMES.get(k as usize) {
+        Some(n) => Operand::Name(Str::Borrowed(n)),
+        None => Operand::Name(format!("{VD}{k}").into()),
+    }
 }
 
 /// The check: `%gpuhost_vp` := the loop entered here takes fewer than `n` back-edges.
 fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
     let (limit, step) = (p.limit.clone(), p.step.clone());
-    let vp = || name(VP);
+    let vp = || Operand::Name(Str::Borrowed(VP));
     let mut out = Vec::with_capacity(14);
     if p.bits == 32 {
         // Widened exactly (sign- or zero-extended): every sum below fits in 64 bits.
@@ -433,4 +444,16 @@ fn version<'s>(
     out.push(Stmt::Inst(slow_back));
     out.push(Stmt::Label(x.into(), line));
     fast.insert(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Operand, VD, vd};
+
+    #[test]
+    fn vd_is_the_prefix_and_the_index() {
+        for k in 0..6 {
+            assert_eq!(vd(k), Operand::Name(format!("{VD}{k}").into()));
+        }
+    }
 }
