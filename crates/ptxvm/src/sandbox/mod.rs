@@ -33,6 +33,7 @@ mod hash;
 mod ifconvert;
 mod lean;
 mod names;
+mod params;
 mod poll;
 pub(crate) mod print;
 mod report;

@@ -2,8 +2,8 @@
 //! functions declare a few registers singly and a few register ranges (`%r<100>`), and the
 //! rewrite asks for a register's type at nearly every instruction: finding the name in a list
 //! of a few costs less than hashing it. Past [`FEW`] entries the map moves into a `HashMap`
-//! (std's keyed SipHash), so a module that declares many names gets hashed lookups, never
-//! scans that grow with it.
+//! (foldhash's hasher, seeded per process: hash.rs), so a module that declares many names gets
+//! hashed lookups, never scans that grow with it.
 
 use super::hash::{HashMap, HashMapExt};
 

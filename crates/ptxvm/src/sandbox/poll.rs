@@ -9,8 +9,9 @@ use super::hash::HashMap;
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use super::params::{hidden_param, hidden_params};
 use super::print::O;
-use super::rewrite::{Fx, R, WIDTHS, emit_line, hidden_params, imm, sreg};
+use super::rewrite::{Fx, R, WIDTHS, emit_line, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
 use crate::ast::{Inst, Operand, Stmt, Str};
 
@@ -144,7 +145,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
         emit_line(&mut code, None, opcode, mods, operands);
     };
     for n in hidden_params(is_entry) {
-        let param = Operand::Addr(Some(super::rewrite::hidden_param(n)), 0);
+        let param = Operand::Addr(Some(hidden_param(n)), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);

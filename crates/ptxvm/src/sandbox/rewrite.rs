@@ -7,81 +7,15 @@ use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::names::NameMap;
+use super::params::{INTERNAL_PARAMS, call_param, hidden_param, hidden_params, param_decl};
 use super::print::O;
-use crate::ast::{Func, Inst, Operand, Space, Stmt, Str, VarDecl};
+use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
 use crate::error::Error;
 use crate::isa::{Family, Opcode, Sandbox};
 use crate::lower::var_size;
 
 pub(crate) type R<T> = Result<T, Error>;
 
-/// Internal parameters of device functions after the five hidden ones: the caller's shared
-/// window `[slo, shi)` and local window `[llo, lhi)`.
-pub(crate) const INTERNAL_PARAMS: [&str; 4] = ["slo", "shi", "llo", "lhi"];
-
-/// The hidden values a non-lean function receives, in order (after `__gpuhost_sbx_`): the five
-/// the host passes an entry, plus, for a device function, the caller's windows.
-pub(crate) fn hidden_params(is_entry: bool) -> Vec<&'static str> {
-    let internal: &[&str] = if is_entry { &[] } else { &INTERNAL_PARAMS };
-    HIDDEN_PARAMS.iter().chain(internal).copied().collect()
-}
-
-/// `__gpuhost_sbx_<h>`, the `.param` of hidden value `h` ([`hidden_params`]), spelled out:
-/// formatting it was an allocation per parameter of every function and every prologue.
-pub(crate) fn hidden_param(h: &str) -> Str<'static> {
-    const NAMES: [&str; 9] = [
-        "__gpuhost_sbx_base",
-        "__gpuhost_sbx_size",
-        "__gpuhost_sbx_globals",
-        "__gpuhost_sbx_ctl",
-        "__gpuhost_sbx_launch",
-        "__gpuhost_sbx_slo",
-        "__gpuhost_sbx_shi",
-        "__gpuhost_sbx_llo",
-        "__gpuhost_sbx_lhi",
-    ];
-    const PREFIX: usize = "__gpuhost_sbx_".len();
-    match NAMES.iter().find(|n| &n[PREFIX..] == h) {
-        Some(n) => Str::Borrowed(n),
-        None => Str::Owned(format!("__gpuhost_sbx_{h}")),
-    }
-}
-
-/// `__gpuhost_sbx_c<k>`, the call block's `.param` for the `k`th hidden value (`Fx::call`),
-/// spelled out as [`hidden_param`] is.
-fn call_param(k: usize) -> Str<'static> {
-    const NAMES: [&str; 9] = [
-        "__gpuhost_sbx_c0",
-        "__gpuhost_sbx_c1",
-        "__gpuhost_sbx_c2",
-        "__gpuhost_sbx_c3",
-        "__gpuhost_sbx_c4",
-        "__gpuhost_sbx_c5",
-        "__gpuhost_sbx_c6",
-        "__gpuhost_sbx_c7",
-        "__gpuhost_sbx_c8",
-    ];
-    NAMES.get(k).map_or_else(
-        || format!("__gpuhost_sbx_c{k}").into(),
-        |n| Str::Borrowed(n),
-    )
-}
-
-/// A `.param` declaration the rewrite adds (hidden and call-block parameters).
-pub(crate) fn param_decl(name: Str<'static>, ty: &'static str, line: u32) -> VarDecl<'static> {
-    VarDecl {
-        space: Space::Param,
-        name,
-        ty: ty.into(),
-        vec: 1,
-        align: None,
-        count: None,
-        init: Vec::new(),
-        is_extern: false,
-        linkage: None,
-        line,
-    }
-}
 /// Access widths the prologue precomputes `size - W` for.
 pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
@@ -828,24 +762,5 @@ impl<'m> Fx<'_, 'm> {
         }
         out.push(O::Inst(i));
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{HIDDEN_PARAMS, INTERNAL_PARAMS, call_param, hidden_param};
-
-    #[test]
-    fn spelled_out_names_are_the_prefix_and_the_name() {
-        for h in HIDDEN_PARAMS
-            .iter()
-            .chain(&INTERNAL_PARAMS)
-            .chain(&["other"])
-        {
-            assert_eq!(hidden_param(h), format!("__gpuhost_sbx_{h}"));
-        }
-        for k in 0..12 {
-            assert_eq!(call_param(k), format!("__gpuhost_sbx_c{k}"));
-        }
     }
 }
