@@ -82,6 +82,11 @@ impl Resetter {
     fn run(&self) {
         let mut last_held = Instant::now();
         loop {
+            // Read before the pass as well as after: a pair given back free (its guest had
+            // nothing in flight) is reset by the very pass that finds it, so `held` is 0 after
+            // every pass under steady load, and read only then the thread never lingered, and
+            // every give woke it (a futex wake in each `gpuhost serve` request's teardown).
+            let found_held = self.held.load(Ordering::SeqCst) > 0;
             let pools: Vec<Arc<SandboxPool>> = {
                 let mut g = lock(&self.pools);
                 g.retain(|p| p.strong_count() > 0);
@@ -91,7 +96,7 @@ impl Resetter {
                 pool.reset_free();
             }
             let now = Instant::now();
-            if self.held.load(Ordering::SeqCst) > 0 {
+            if found_held || self.held.load(Ordering::SeqCst) > 0 {
                 last_held = now;
             }
             let lingering = now.duration_since(last_held) < LINGER;
