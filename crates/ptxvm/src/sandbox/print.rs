@@ -459,10 +459,10 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push('!');
             out.push_str(n);
         }
-        Operand::Pair(a, b) => {
-            out.push_str(a);
+        Operand::Pair(p) => {
+            out.push_str(&p.0);
             out.push('|');
-            out.push_str(b);
+            out.push_str(&p.1);
         }
         Operand::Int(v) => int(out, *v),
         Operand::F32Bits(b) => {
