@@ -121,14 +121,18 @@ pub(crate) struct Inst<'a> {
 }
 
 /// An operand as written.
+// A plain tag byte (`repr(u8)`), not one hidden in a name's spare bits: the 32-byte niche-packed
+// form cost more to tell variants apart (every match, every drop) than its size saved.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[repr(u8)]
 pub(crate) enum Operand<'a> {
     /// Register, special register (`%tid.x`), label or variable name.
     Name(Str<'a>),
     /// `!%p`
     Not(Str<'a>),
-    /// `%p|%q` (setp's two destinations).
-    Pair(Str<'a>, Str<'a>),
+    /// `%p|%q` (setp's two destinations). Boxed, as is `Image`: both are rare, and inline they
+    /// made every operand 56 bytes rather than 32, so every instruction 400 bytes.
+    Pair(Box<(Str<'a>, Str<'a>)>),
     Int(i64),
     F32Bits(u32),
     F64Bits(u64),
@@ -142,7 +146,7 @@ pub(crate) enum Operand<'a> {
     #[default]
     Sink,
     /// A texture/surface operand `[handle, {x, y}]`: the handle's name and the coordinates.
-    Image(Str<'a>, Vec<Operand<'a>>),
+    Image(Box<(Str<'a>, Vec<Operand<'a>>)>),
 }
 
 /// A copy of a name that no longer borrows the source text.
@@ -229,7 +233,10 @@ fn operands_owned(ops: Vec<Operand<'_>>) -> Vec<Operand<'static>> {
         .map(|o| match o {
             Operand::Name(n) => Operand::Name(own(n)),
             Operand::Not(n) => Operand::Not(own(n)),
-            Operand::Pair(a, b) => Operand::Pair(own(a), own(b)),
+            Operand::Pair(p) => {
+                let (a, b) = *p;
+                Operand::Pair(Box::new((own(a), own(b))))
+            }
             Operand::Int(v) => Operand::Int(v),
             Operand::F32Bits(b) => Operand::F32Bits(b),
             Operand::F64Bits(b) => Operand::F64Bits(b),
@@ -237,7 +244,24 @@ fn operands_owned(ops: Vec<Operand<'_>>) -> Vec<Operand<'static>> {
             Operand::Vec(v) => Operand::Vec(operands_owned(v)),
             Operand::List(v) => Operand::List(operands_owned(v)),
             Operand::Sink => Operand::Sink,
-            Operand::Image(h, c) => Operand::Image(own(h), operands_owned(c)),
+            Operand::Image(p) => {
+                let (h, c) = *p;
+                Operand::Image(Box::new((own(h), operands_owned(c))))
+            }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Inst, Operand, Stmt};
+
+    /// Pins the tree's sizes as upper bounds: statements are moved, cloned and dropped by the
+    /// thousand per module (issue #9), so growing them is a cost to notice, not an accident.
+    #[test]
+    fn node_sizes_stay_small() {
+        assert!(std::mem::size_of::<Operand>() <= 40);
+        assert!(std::mem::size_of::<Inst>() <= 336);
+        assert!(std::mem::size_of::<Stmt>() <= 336);
+    }
 }

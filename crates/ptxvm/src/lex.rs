@@ -110,6 +110,17 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
             while i < b.len() && ident_char(b[i]) {
                 i += 1;
             }
+            // A special register's component (`%tid.x`) stays part of its name, as the parser
+            // would join it: one borrowed token, where joining two made a string per name.
+            if c == b'%'
+                && b.get(i) == Some(&b'.')
+                && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
+                && !b
+                    .get(i + 2)
+                    .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
+            {
+                i += 2;
+            }
             Tok::Ident(&src[start..i])
         } else if c == b'.' && b.get(i + 1).is_some_and(|&n| ident_char(n)) {
             i += 1;
@@ -263,6 +274,16 @@ mod tests {
         ] {
             assert_eq!(kinds(text), vec![tok], "{text}");
         }
+    }
+
+    #[test]
+    fn special_register_components_stay_in_the_name() {
+        // Joined only when nothing but the component follows, as the parser joins them.
+        let t = kinds("%tid.x %r1.xy %ntid.y:: %ctaid.z.w");
+        assert_eq!(t[0], Tok::Ident("%tid.x"));
+        assert_eq!(t[1..3], [Tok::Ident("%r1"), Tok::Dot("xy")]);
+        assert_eq!(t[3..5], [Tok::Ident("%ntid"), Tok::Dot("y::")]);
+        assert_eq!(t[5..], [Tok::Ident("%ctaid"), Tok::Dot("z"), Tok::Dot("w")]);
     }
 
     #[test]

@@ -568,7 +568,8 @@ impl<'t, 's> Parser<'t, 's> {
         })
     }
 
-    /// A name, joining special-register suffixes (`%tid.x`: the one kind of name the tree owns).
+    /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written
+    /// with a space); those are the one kind of name the tree owns.
     fn name(&mut self) -> R<Str<'s>> {
         let n = self.ident()?;
         if n.starts_with('%')
@@ -597,7 +598,7 @@ impl<'t, 's> Parser<'t, 's> {
                             o => vec![o],
                         };
                         self.expect_punct(']')?;
-                        return Ok(Operand::Image(handle, coords));
+                        return Ok(Operand::Image(Box::new((handle, coords))));
                     }
                     if self.eat_punct('+') {
                         off = self.signed()?;
@@ -681,7 +682,7 @@ impl<'t, 's> Parser<'t, 's> {
                 let n = self.name()?;
                 if self.eat_punct('|') {
                     let m = self.name()?;
-                    return Ok(Operand::Pair(n, m));
+                    return Ok(Operand::Pair(Box::new((n, m))));
                 }
                 if self.eat_punct('+') {
                     let off = self.signed()?;

@@ -210,7 +210,7 @@ impl Ctx<'_> {
     pub(super) fn warp_op(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
         let ops = &i.operands;
         let (d, dp) = match ops.first() {
-            Some(Operand::Pair(a, b)) => (self.reg(a)?.0, self.reg(b)?.0),
+            Some(Operand::Pair(p)) => (self.reg(&p.0)?.0, self.reg(&p.1)?.0),
             Some(o) => (self.dst(o)?, NO_REG),
             None => return self.invalid("missing destination"),
         };

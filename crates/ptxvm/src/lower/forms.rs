@@ -31,7 +31,7 @@ impl Ctx<'_> {
         }
         let cmp = m.cmp().ok_or_else(|| self.err_ty())?;
         let (d, dn) = match (&ops[0], set_ty) {
-            (Operand::Pair(a, b), None) => (self.reg(a)?.0, self.reg(b)?.0),
+            (Operand::Pair(p), None) => (self.reg(&p.0)?.0, self.reg(&p.1)?.0),
             (_, Some(_)) => (self.new_reg()?, NO_REG),
             (o, None) => (self.dst(o)?, NO_REG),
         };

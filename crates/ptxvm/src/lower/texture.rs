@@ -53,9 +53,10 @@ impl Ctx<'_> {
     /// coordinate (the layer, always `.u32`) becomes z. Coordinate vectors have 1, 2 or 4
     /// elements (the 4th of a 3D or `.a2d` vector is ignored), as PTX writes them.
     fn image_operand(&mut self, o: &Operand, geom: Geom, cty: Ty) -> R<(Reg, [Src; 3])> {
-        let Operand::Image(h, coords) = o else {
+        let Operand::Image(p) = o else {
             return self.invalid("expected a [handle, {coordinates}] operand");
         };
+        let (h, coords) = &**p;
         let handle = self.handle(h)?;
         let (layer, rest) = match geom {
             Geom::A1 | Geom::A2 => match coords.split_first() {

@@ -529,8 +529,8 @@ impl<'m> Walk<'_, 'm> {
     fn operand(&mut self, o: &'m Operand<'m>, line: u32) -> Result<(), Error> {
         let name = match o {
             Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => n,
-            Operand::Pair(a, b) => {
-                for n in [a, b] {
+            Operand::Pair(p) => {
+                for n in [&p.0, &p.1] {
                     if reserved(n) {
                         return refused(line, format!("the name {n} is reserved"));
                     }

@@ -199,7 +199,8 @@ fn compare_of<'m>(i: &'m Inst<'m>, p: &str) -> Option<Cmp<'m>> {
         _ => None,
     })?;
     let first = match i.operands.first()? {
-        Operand::Name(n) | Operand::Pair(n, _) => n,
+        Operand::Name(n) => n,
+        Operand::Pair(p) => &p.0,
         _ => return None,
     };
     let Operand::Name(iv) = i.operands.get(1)? else {

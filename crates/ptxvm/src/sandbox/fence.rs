@@ -478,7 +478,7 @@ impl<'m> Fx<'_, 'm> {
         } else {
             x
         };
-        let pq = Operand::Pair("%__sbx_p".into(), "%__sbx_q".into());
+        let pq = Operand::Pair(Box::new(("%__sbx_p".into(), "%__sbx_q".into())));
         self.past_limit(out, pq, x_off, sreg("lim"), guard);
         let on_p = Some(("%__sbx_p".into(), false));
         self.fault(out, on_p.clone());

@@ -27,7 +27,7 @@ const MAX_SPAN: i64 = 4096;
 fn mentions(o: &Operand, n: &str) -> bool {
     match o {
         Operand::Name(x) => x == n,
-        Operand::Pair(a, b) => a == n || b == n,
+        Operand::Pair(p) => p.0 == n || p.1 == n,
         Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, n)),
         _ => false,
     }
@@ -62,9 +62,9 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
         };
         match o {
             Operand::Name(x) => add(x),
-            Operand::Pair(a, b) => {
-                add(a);
-                add(b);
+            Operand::Pair(p) => {
+                add(&p.0);
+                add(&p.1);
             }
             Operand::Vec(v) | Operand::List(v) => v.iter().for_each(|x| names(x, start, out)),
             _ => {}

@@ -435,6 +435,14 @@ fn decimal(out: &mut String, v: i64) {
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
 fn unsigned(out: &mut String, mut n: u64) {
+    // Most numbers printed are one or two digits (offsets, counts, widths): pushed directly.
+    if n < 100 {
+        if n >= 10 {
+            out.push(char::from(b'0' + (n / 10) as u8));
+        }
+        out.push(char::from(b'0' + (n % 10) as u8));
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -459,10 +467,10 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push('!');
             out.push_str(n);
         }
-        Operand::Pair(a, b) => {
-            out.push_str(a);
+        Operand::Pair(p) => {
+            out.push_str(&p.0);
             out.push('|');
-            out.push_str(b);
+            out.push_str(&p.1);
         }
         Operand::Int(v) => int(out, *v),
         Operand::F32Bits(b) => {
@@ -542,7 +550,7 @@ mod tests {
             super::decimal(&mut out, v);
             assert_eq!(out, v.to_string());
         }
-        for n in [0, 7, 4096, u64::from(u32::MAX), u64::MAX] {
+        for n in [0, 7, 10, 42, 99, 100, 4096, u64::from(u32::MAX), u64::MAX] {
             let mut out = String::new();
             super::unsigned(&mut out, n);
             assert_eq!(out, n.to_string());

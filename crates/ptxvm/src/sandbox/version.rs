@@ -119,9 +119,9 @@ fn any_name(body: &[Stmt], pred: &dyn Fn(&str) -> bool) -> bool {
     fn operand(o: &Operand, pred: &dyn Fn(&str) -> bool) -> bool {
         match o {
             Operand::Name(s) | Operand::Not(s) | Operand::Addr(Some(s), _) => pred(s),
-            Operand::Pair(a, b) => pred(a) || pred(b),
+            Operand::Pair(p) => pred(&p.0) || pred(&p.1),
             Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| operand(x, pred)),
-            Operand::Image(h, v) => pred(h) || v.iter().any(|x| operand(x, pred)),
+            Operand::Image(p) => pred(&p.0) || p.1.iter().any(|x| operand(x, pred)),
             _ => false,
         }
     }
