@@ -1,5 +1,6 @@
 //! GPU-time limits of sandboxed guests: one watchdog thread for the process, ticking every
-//! millisecond while a sandboxed guest has work on the device, asleep otherwise.
+//! millisecond while a sandboxed guest has work on the device and for [`LINGER`] after, asleep
+//! otherwise.
 //!
 //! No CUDA call stops one running kernel; sandboxed kernels instead poll their guest's abort
 //! epoch (word 0 of its control block) at entry and on loop back-edges and exit when it differs
@@ -17,8 +18,10 @@
 //! the H200, sessions 9–15.) It stops
 //! a guest with a CPU store to its control block (see gpuhost's control_pool.rs), and tells
 //! whether launches ended from their `Completion`s, which the launching thread and gpuhost's
-//! completion thread record. When it lets go of dropped guests' watches it wakes the sandbox
-//! pools' resetter thread (a condvar, pool/resetter.rs), whose pairs those watches held.
+//! completion thread record. A guest dropped with nothing in flight leaves its list at once
+//! (`StoreWatch::store_dropped`); when the watchdog lets go of the watches of guests dropped with
+//! work in flight it wakes the sandbox pools' resetter thread (a condvar, pool/resetter.rs),
+//! whose pairs those watches held.
 //!
 //! Launches are watched in segments: every [`FENCE_EVERY`] launches, or when launching pauses
 //! for a tick, the open launches close into one whose end is the end of its last launch.
