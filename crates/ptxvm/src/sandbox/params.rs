@@ -1,6 +1,7 @@
 //! The parameters the rewrite adds to functions and call blocks: the hidden values' names and
 //! their `.param` declarations. The names are spelled out as static strings: formatting them
-//! was an allocation per parameter of every function, prologue and call.
+//! was an allocation per parameter of every function, prologue and call. [`spelled`] is that
+//! lookup, for these names and the sandbox's registers (poll.rs) alike.
 
 use super::HIDDEN_PARAMS;
 use crate::ast::{Space, Str, VarDecl};
@@ -30,10 +31,19 @@ pub(crate) fn hidden_param(h: &str) -> Str<'static> {
         "__gpuhost_sbx_llo",
         "__gpuhost_sbx_lhi",
     ];
-    const PREFIX: usize = "__gpuhost_sbx_".len();
-    match NAMES.iter().find(|n| &n[PREFIX..] == h) {
+    spelled(&NAMES, "__gpuhost_sbx_", h)
+}
+
+/// `prefix` + `name`, borrowed from `names` (each spelled out in full, `prefix` first) when it
+/// is one of them, else made.
+pub(crate) fn spelled(names: &[&'static str], prefix: &str, name: &str) -> Str<'static> {
+    let at = prefix.len();
+    match names
+        .iter()
+        .find(|n| n.len() == at + name.len() && n.get(at..) == Some(name))
+    {
         Some(n) => Str::Borrowed(n),
-        None => Str::Owned(format!("__gpuhost_sbx_{h}")),
+        None => Str::Owned([prefix, name].concat()),
     }
 }
 

@@ -9,7 +9,7 @@ use super::hash::HashMap;
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use super::params::{hidden_param, hidden_params};
+use super::params::{hidden_param, hidden_params, spelled};
 use super::print::O;
 use super::rewrite::{Fx, R, WIDTHS, emit_line, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
@@ -72,14 +72,7 @@ pub(super) fn lim_reg(w: u64) -> Operand<'static> {
 
 /// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
 pub(super) fn sreg_name(n: &str) -> Str<'static> {
-    const PREFIX: usize = "%__sbx_".len();
-    match FIXED
-        .iter()
-        .find(|f| f.len() == PREFIX + n.len() && &f[PREFIX..] == n)
-    {
-        Some(f) => Str::Borrowed(f),
-        None => Str::Owned(["%__sbx_", n].concat()),
-    }
+    spelled(FIXED, "%__sbx_", n)
 }
 
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
