@@ -24,6 +24,7 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
 
+use crate::deadline::{Deadline, Deadlines, Elapsed};
 use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
 use crate::function::Function;
 use crate::metrics::{Outcome, Phase};
@@ -62,7 +63,11 @@ fn outcome_of(status: StatusCode) -> Outcome {
 }
 
 /// Serves `req` with `function`.
-pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Response<Body> {
+pub(crate) async fn invoke(
+    function: Arc<Function>,
+    deadlines: &Deadlines,
+    req: Request<Body>,
+) -> Response<Body> {
     let arrived = Instant::now();
     let metrics = &function.metrics;
     let name = function.name.as_str();
@@ -94,12 +99,13 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
-    let deadline = tokio::time::Instant::from_std(arrived + timeout);
+    // On the server's list, not a tokio timer per request (deadline.rs says why).
+    let deadline = deadlines.start(arrived + timeout);
 
     // The body first (bounded), so a slow client does not hold a running slot.
     let (parts, body) = req.into_parts();
     let limit = usize::try_from(max_body_bytes).unwrap_or(usize::MAX);
-    let body = match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
+    let body = match deadline.bound(Limited::new(body, limit).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             let msg = format!(
@@ -122,7 +128,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
 
     let queued = GaugeHold::new(&metrics.queued);
     let queued_at = Instant::now();
-    let permit = tokio::time::timeout_at(deadline, admission.run_slot()).await;
+    let permit = deadline.bound(admission.run_slot()).await;
     drop(queued);
     metrics.queue.observe(queued_at.elapsed().as_secs_f64());
     let permit = match permit {
@@ -170,8 +176,7 @@ pub(crate) async fn invoke(function: Arc<Function>, req: Request<Body>) -> Respo
         None => {
             metrics.warm_misses.inc();
             crate::warm::missed(version, pinned.device);
-            let slot =
-                tokio::time::timeout_at(deadline, version.stores.clone().acquire_owned()).await;
+            let slot = deadline.bound(version.stores.clone().acquire_owned()).await;
             match slot {
                 Ok(Ok(slot)) => Taken::Slot(slot),
                 Ok(Err(_closed)) => {
@@ -330,10 +335,7 @@ struct InFlight<Held> {
 
 /// How the guest's handler ended (`Err`: past the request's deadline), and everything the request
 /// held: dropped last, as its teardown.
-type Ended<Held> = (
-    Result<wasmtime::Result<()>, tokio::time::error::Elapsed>,
-    InFlight<Held>,
-);
+type Ended<Held> = (Result<wasmtime::Result<()>, Elapsed>, InFlight<Held>);
 
 /// The guest's run, polled by the request's own (the connection's) task. Most guests answer and
 /// end in one go: the response, head and body, is then whole when the request takes it, and
@@ -418,7 +420,7 @@ async fn run_guest<Held: Send + 'static>(
     metrics: &Arc<crate::metrics::FunctionMetrics>,
     parts: axum::http::request::Parts,
     body: Bytes,
-    deadline: tokio::time::Instant,
+    deadline: Deadline,
     held: Held,
 ) -> Result<Response<Body>, GuestFailure> {
     let (version, slot_index) = (pinned.version().clone(), pinned.device);
@@ -459,23 +461,25 @@ async fn run_guest<Held: Send + 'static>(
     let run_started = handler_started.clone();
     let mut run = Run {
         run: Some(Box::pin(async move {
-            let result = tokio::time::timeout_at(deadline, async {
-                let proxy = match instance {
-                    Ok(p) => p,
-                    Err((pre, metrics)) => {
-                        let instantiating = Instant::now();
-                        let p = pre.instantiate_async(&mut in_flight.store).await?;
-                        metrics.phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
-                        p
-                    }
-                };
-                let _ = run_started.set(Instant::now());
-                proxy
-                    .wasi_http_incoming_handler()
-                    .call_handle(&mut in_flight.store, incoming, out)
-                    .await
-            })
-            .await;
+            let result = deadline
+                .bound(async {
+                    let proxy = match instance {
+                        Ok(p) => p,
+                        Err((pre, metrics)) => {
+                            let instantiating = Instant::now();
+                            let p = pre.instantiate_async(&mut in_flight.store).await?;
+                            metrics
+                                .phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
+                            p
+                        }
+                    };
+                    let _ = run_started.set(Instant::now());
+                    proxy
+                        .wasi_http_incoming_handler()
+                        .call_handle(&mut in_flight.store, incoming, out)
+                        .await
+                })
+                .await;
             (result, in_flight)
         })),
         after: Some(After {

@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod deadline;
 mod engine;
 mod error;
 mod function;

@@ -152,7 +152,7 @@ async fn status_page() -> Html<&'static str> {
 async fn dispatch(State(s): Shared, req: Request) -> Response {
     // The path is copied only for a 404's body: a function's request allocates nothing here.
     match s.route(req.uri().path()) {
-        Some(function) => invoke(function, req).await,
+        Some(function) => invoke(function, &s.deadlines, req).await,
         None => json_error(
             StatusCode::NOT_FOUND,
             "no function answers this path (POST /v2/repository/index lists the functions and GET /v2/models/NAME their routes)",

@@ -84,6 +84,8 @@ pub struct Server {
     draining: AtomicBool,
     drain_timeout: Duration,
     retired: std::sync::Mutex<Vec<String>>,
+    /// Every request's deadline, enforced by one task.
+    pub(crate) deadlines: crate::deadline::Deadlines,
 }
 
 /// A function name is a plain folder name of the repository.
@@ -145,6 +147,7 @@ impl Server {
             draining: AtomicBool::new(false),
             drain_timeout: opts.drain_timeout,
             retired: std::sync::Mutex::new(Vec::new()),
+            deadlines: Default::default(),
         }))
     }
 
