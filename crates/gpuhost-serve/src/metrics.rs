@@ -178,12 +178,21 @@ pub struct Metrics {
     retired: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
     device_context_losses: Family<DeviceLabel, Counter>,
+    device_batches_by_poll: Family<DeviceLabel, Counter>,
     device_live_modules: Family<DeviceLabel, Gauge>,
     device_live_buffers: Family<DeviceLabel, Gauge>,
     device_kept_alloc: Family<DeviceLabel, Gauge>,
     device_memory_used: Family<DeviceLabel, Gauge>,
     /// Last HostStats counters seen per device, to add only the change to the counters.
-    seen: Mutex<HashMap<usize, (u64, u64)>>,
+    seen: Mutex<HashMap<usize, Seen>>,
+}
+
+/// A device's `HostStats` counters as last added to the metric families.
+#[derive(Default)]
+struct Seen {
+    launches: u64,
+    losses: u64,
+    by_poll: u64,
 }
 
 /// The metric handles of one function (clones share the values in the registry).
@@ -309,6 +318,7 @@ impl Metrics {
             retired: Gauge::default(),
             device_launches: Family::default(),
             device_context_losses: Family::default(),
+            device_batches_by_poll: Family::default(),
             device_live_modules: Family::default(),
             device_live_buffers: Family::default(),
             device_kept_alloc: Family::default(),
@@ -423,6 +433,11 @@ impl Metrics {
             m.device_context_losses.clone(),
         );
         r.register(
+            "device_batches_completed_by_poll",
+            "Launch batches completed by the request awaiting them, on its own thread, rather than by the device's completion thread (a hand-off the request waits for)",
+            m.device_batches_by_poll.clone(),
+        );
+        r.register(
             "device_live_modules",
             "Modules loaded by device",
             m.device_live_modules.clone(),
@@ -527,14 +542,21 @@ impl Metrics {
             let l = DeviceLabel {
                 device: host.ordinal().to_string(),
             };
-            let (launches, losses) = seen.entry(host.ordinal()).or_insert((0, 0));
+            let last = seen.entry(host.ordinal()).or_default();
             self.device_launches
                 .get_or_create(&l)
-                .inc_by(stats.launches.saturating_sub(*launches));
+                .inc_by(stats.launches.saturating_sub(last.launches));
             self.device_context_losses
                 .get_or_create(&l)
-                .inc_by(stats.context_losses.saturating_sub(*losses));
-            (*launches, *losses) = (stats.launches, stats.context_losses);
+                .inc_by(stats.context_losses.saturating_sub(last.losses));
+            self.device_batches_by_poll
+                .get_or_create(&l)
+                .inc_by(stats.batches_completed_by_poll.saturating_sub(last.by_poll));
+            *last = Seen {
+                launches: stats.launches,
+                losses: stats.context_losses,
+                by_poll: stats.batches_completed_by_poll,
+            };
             self.device_live_modules
                 .get_or_create(&l)
                 .set(stats.live_modules as i64);

@@ -78,6 +78,14 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     // One saxpy launch per computing request, counted for the function and its device.
     assert_eq!(m.sum("gpuhost_function_launches_total", &[f]), 3.0);
     assert!(m.sum("gpuhost_device_launches_total", &[("device", "0")]) >= 3.0);
+    // Of the device's launch batches, those a request completed itself (no more than there
+    // were launches; how many depends on the driver's speed against the await's spin).
+    let by_poll = "gpuhost_device_batches_completed_by_poll_total";
+    assert!(
+        m.samples.iter().any(|(name, _, _)| name == by_poll),
+        "{by_poll} missing"
+    );
+    assert!(m.sum(by_poll, &[]) <= m.sum("gpuhost_device_launches_total", &[]));
     // Each computing request read its result once behind its launch (`stream.read-after`: one
     // call, one wait); each call is timed, and a call no request made has no series.
     let c = ("call", "stream/stream.read-after");
