@@ -10,8 +10,8 @@
 # the other load by 10-20% between runs: compare several runs, interleaved.
 #   bash scripts/probes/serve-cycles.sh GPUHOST
 # Env: OHA (target/oha/bin/oha), GUESTS (target/guests/wasm32-wasip2/release), SECS (3),
-# CS ("1 2"), FNS ("native sandboxed trusted"), SOFTCUDA_LIB (the libsoftcuda.so to use),
-# EVENTS (extra perf events, comma-separated).
+# CS ("1 2"), FNS ("native sandboxed trusted", and hello with HELLO), SOFTCUDA_LIB (the
+# libsoftcuda.so to use), EVENTS (extra perf events, comma-separated), HELLO (above).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: $0 GPUHOST" >&2; exit 2; }
@@ -21,6 +21,12 @@ gpu=$(mktemp -d); mkdir -p "$gpu/guests"
 cp "${GUESTS:-target/guests/wasm32-wasip2/release}/http_stamp.wasm" "$gpu/guests/" || exit 1
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work" "$gpu"' EXIT
 source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
+# HELLO: a function component that launches nothing, served trusted at /hello (target "hello"):
+# serve's floor per request without gpuhost:cuda.
+if [ -n "${HELLO:-}" ]; then
+  mkdir -p "$work/repo/hello" && cp "$HELLO" "$work/repo/hello/function.wasm"
+  printf 'route = "/hello"\nsandbox = false\n[serve]\nmax_concurrency = 128\n' > "$work/repo/hello/function.toml"
+fi
 port=$((18600 + RANDOM % 300))
 "$bin" serve --repository "$work/repo" --listen "127.0.0.1:$port" > "$work/serve.out" 2> "$work/serve.err" & serve_pid=$!
 "$bin" bench --native-http "127.0.0.1:$((port + 1))" --bundle crates/gpuhost/bundles/stamp-a > "$work/native.out" 2>&1 & native_pid=$!

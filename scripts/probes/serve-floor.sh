@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# serve's floor (issue #11: throughput ≥ 0.8× the native handler): the native handler (`gpuhost
+# bench --native-http`, its GPU work in process), http-hello (a function that launches nothing:
+# a fresh Store, the component call and wasi:http alone) and http-stamp sandboxed (the
+# benchmark's function), each under `oha -z SECS -c C` for each C of $CS, $ROUNDS rounds with the
+# targets alternating; then per connection count and target the mean req/s, its ratio to
+# native, and the median of the rounds' p50 and p99.
+# Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
+#   bash scripts/probes/serve-floor.sh
+# Env: SECS (3), ROUNDS (2), CS ("1 16 64"), GPUHOST_DRIVER (nvidia), GPU_DIR (a folder laid
+# out as .gpu/, to run it elsewhere).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -n "${GPU_DIR:-}" ] || source scripts/lib/gpu-bin.sh
+gpu=${GPU_DIR:-$PWD/.gpu}; oha=$gpu/bin/oha; secs=${SECS:-3}; rounds=${ROUNDS:-2}
+export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
+source scripts/probes/stamp-repo.sh
+work=$(mktemp -d); pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
+mkdir -p "$work/repo/hello" && cp "$gpu/guests/http_hello.wasm" "$work/repo/hello/function.wasm" || exit 1
+printf 'route = "/hello"\nsandbox = false\n[serve]\nmax_concurrency = 128\n' > "$work/repo/hello/function.toml"
+"$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18291 > "$work/serve.log" 2>&1 & pids+=($!)
+"$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18292 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.log" 2>&1 & pids+=($!)
+url() { case $1 in native) echo http://127.0.0.1:18292/stamp;; *) echo "http://127.0.0.1:18291/$1";; esac; }
+for _ in $(seq 200); do
+  curl -sf "$(url hello)" > /dev/null && curl -sf "$(url sandboxed)" > /dev/null \
+    && curl -sf "$(url native)" > /dev/null && break
+  sleep 0.1
+done
+for t in native hello sandboxed; do "$oha" --no-tui -n 2000 -c 4 "$(url "$t")" > /dev/null; done
+# One line per run: C TARGET REQ/S P50_MS P99_MS.
+for c in ${CS:-1 16 64}; do
+  for _ in $(seq "$rounds"); do
+    for t in native hello sandboxed; do
+      "$oha" --no-tui -z "${secs}s" -c "$c" -w "$(url "$t")" > "$work/oha.txt"
+      # oha prints "50.00% in 0.1050 ms" (or secs, or µs, by its version and the value).
+      awk -v c="$c" -v t="$t" 'function ms(v, u) { return u == "secs" ? v * 1000 : (u == "ms" ? v : v / 1000) }
+        /Requests\/sec/ {r = $2} /^ +50\.00% in/ {p50 = ms($3, $4)} /^ +99\.00% in/ {p99 = ms($3, $4)}
+        END {printf "%s %s %s %.3f %.3f\n", c, t, r, p50, p99}' "$work/oha.txt"
+    done
+  done
+done > "$work/runs.txt"
+cat "$work/runs.txt"
+python3 - "$work/runs.txt" <<'EOF'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    c, t, r, p50, p99 = line.split()
+    runs[(int(c), t)].append((float(r), float(p50), float(p99)))
+print("| connections | target | req/s (mean of rounds) | × native | p50 ms | p99 ms |")
+print("|---|---|---|---|---|---|")
+for c in sorted({c for c, _ in runs}):
+    native = statistics.mean(r for r, _, _ in runs[(c, "native")])
+    for t in ("native", "hello", "sandboxed"):
+        rs = runs[(c, t)]
+        rps = statistics.mean(r for r, _, _ in rs)
+        p50 = statistics.median(p for _, p, _ in rs)
+        p99 = statistics.median(p for _, _, p in rs)
+        print(f"| {c} | {t} | {rps:.0f} | {rps / native:.2f} | {p50:.3f} | {p99:.3f} |")
+EOF
