@@ -4,11 +4,13 @@
 # a fresh Store, the component call and wasi:http alone) and http-stamp sandboxed (the
 # benchmark's function), each under `oha -z SECS -c C` for each C of $CS, $ROUNDS rounds with the
 # targets alternating; then per connection count and target the mean req/s, its ratio to
-# native, and the median of the rounds' p50 and p99.
+# native, and the median of the rounds' p50 and p99. Targets ($TARGETS): native, hello,
+# sandboxed, trusted, and ladder0 … ladder5, http-ladder sandboxed cut after that step (its
+# header lists them: each gpuhost:cuda call's share of a request).
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
 #   bash scripts/probes/serve-floor.sh
-# Env: SECS (3), ROUNDS (2), CS ("1 16 64"), GPUHOST_DRIVER (nvidia), GPU_DIR (a folder laid
-# out as .gpu/, to run it elsewhere).
+# Env: SECS (3), ROUNDS (2), CS ("1 16 64"), TARGETS ("native hello sandboxed"), GPUHOST_DRIVER
+# (nvidia), GPU_DIR (a folder laid out as .gpu/, to run it elsewhere).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ -n "${GPU_DIR:-}" ] || source scripts/lib/gpu-bin.sh
@@ -20,19 +22,29 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXI
 stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
 mkdir -p "$work/repo/hello" && cp "$gpu/guests/http_hello.wasm" "$work/repo/hello/function.wasm" || exit 1
 printf 'route = "/hello"\nsandbox = false\n[serve]\nmax_concurrency = 128\n' > "$work/repo/hello/function.toml"
+mkdir -p "$work/repo/ladder/bundle" && cp "$gpu/guests/http_ladder.wasm" "$work/repo/ladder/function.wasm" || exit 1
+cp crates/gpuhost/bundles/stamp-a/* "$work/repo/ladder/bundle/"
+printf 'route = "/ladder"\n[serve]\nmax_concurrency = 128\n' > "$work/repo/ladder/function.toml"
+targets=${TARGETS:-native hello sandboxed}
 "$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18291 > "$work/serve.log" 2>&1 & pids+=($!)
 "$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18292 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.log" 2>&1 & pids+=($!)
-url() { case $1 in native) echo http://127.0.0.1:18292/stamp;; *) echo "http://127.0.0.1:18291/$1";; esac; }
+url() {
+  case $1 in
+    native) echo http://127.0.0.1:18292/stamp;;
+    ladder*) echo "http://127.0.0.1:18291/ladder?steps=${1#ladder}";;
+    *) echo "http://127.0.0.1:18291/$1";;
+  esac
+}
 for _ in $(seq 200); do
   curl -sf "$(url hello)" > /dev/null && curl -sf "$(url sandboxed)" > /dev/null \
     && curl -sf "$(url native)" > /dev/null && break
   sleep 0.1
 done
-for t in native hello sandboxed; do "$oha" --no-tui -n 2000 -c 4 "$(url "$t")" > /dev/null; done
+for t in $targets; do "$oha" --no-tui -n 2000 -c 4 "$(url "$t")" > /dev/null; done
 # One line per run: C TARGET REQ/S P50_MS P99_MS.
 for c in ${CS:-1 16 64}; do
   for _ in $(seq "$rounds"); do
-    for t in native hello sandboxed; do
+    for t in $targets; do
       "$oha" --no-tui -z "${secs}s" -c "$c" -w "$(url "$t")" > "$work/oha.txt"
       # oha prints "50.00% in 0.1050 ms" (or secs, or µs, by its version and the value).
       awk -v c="$c" -v t="$t" 'function ms(v, u) { return u == "secs" ? v * 1000 : (u == "ms" ? v : v / 1000) }
@@ -42,7 +54,7 @@ for c in ${CS:-1 16 64}; do
   done
 done > "$work/runs.txt"
 cat "$work/runs.txt"
-python3 - "$work/runs.txt" <<'EOF'
+python3 - "$work/runs.txt" $targets <<'EOF'
 import collections, statistics, sys
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -51,8 +63,9 @@ for line in open(sys.argv[1]):
 print("| connections | target | req/s (mean of rounds) | × native | p50 ms | p99 ms |")
 print("|---|---|---|---|---|---|")
 for c in sorted({c for c, _ in runs}):
-    native = statistics.mean(r for r, _, _ in runs[(c, "native")])
-    for t in ("native", "hello", "sandboxed"):
+    base = [r for r, _, _ in runs[(c, "native")]]
+    native = statistics.mean(base) if base else float("nan")
+    for t in sys.argv[2:]:
         rs = runs[(c, t)]
         rps = statistics.mean(r for r, _, _ in rs)
         p50 = statistics.median(p for _, p, _ in rs)
