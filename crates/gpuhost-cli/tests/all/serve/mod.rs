@@ -3,6 +3,7 @@
 //! repository assembled from the example guests, and a Prometheus text parser for /metrics.
 //! Every load loop is bounded in count and time and targets 127.0.0.1 only.
 
+mod bench_guests;
 mod faults;
 mod observe;
 mod swap;
