@@ -6,7 +6,12 @@
 # targets alternating; then per connection count and target the mean req/s, its ratio to
 # native, and the median of the rounds' p50 and p99. Targets ($TARGETS): native, hello,
 # sandboxed, trusted, and ladder0 … ladder5, http-ladder sandboxed cut after that step (its
-# header lists them: each gpuhost:cuda call's share of a request).
+# header lists them: each gpuhost:cuda call's share of a request), and tladder0 … tladder5, the
+# same trusted. With METRICS=DIR, serve's /metrics is saved after each run as
+# DIR/C-TARGET-ROUND.prom (scripts/probes/prom-diff.py says what one run added). With
+# STACKS="TARGET ..." and STACKS_DIR, serve's threads are sampled by cuda-gdb 1 s into each
+# run of those targets (DIR/C-TARGET-ROUND.txt; scripts/probes/stacks-summary.py reads them):
+# give such runs SECS of 5 or more, as the attach stops the server for a while.
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
 #   bash scripts/probes/serve-floor.sh
 # Env: SECS (3), ROUNDS (2), CS ("1 16 64"), TARGETS ("native hello sandboxed"), GPUHOST_DRIVER
@@ -16,36 +21,25 @@ cd "$(dirname "$0")/../.."
 [ -n "${GPU_DIR:-}" ] || source scripts/lib/gpu-bin.sh
 gpu=${GPU_DIR:-$PWD/.gpu}; oha=$gpu/bin/oha; secs=${SECS:-3}; rounds=${ROUNDS:-2}
 export GPUHOST_DRIVER=${GPUHOST_DRIVER:-nvidia}
-source scripts/probes/stamp-repo.sh
 work=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-stamp_repo "$work/repo" '[serve]\nmax_concurrency = 128\n'
-mkdir -p "$work/repo/hello" && cp "$gpu/guests/http_hello.wasm" "$work/repo/hello/function.wasm" || exit 1
-printf 'route = "/hello"\nsandbox = false\n[serve]\nmax_concurrency = 128\n' > "$work/repo/hello/function.toml"
-mkdir -p "$work/repo/ladder/bundle" && cp "$gpu/guests/http_ladder.wasm" "$work/repo/ladder/function.wasm" || exit 1
-cp crates/gpuhost/bundles/stamp-a/* "$work/repo/ladder/bundle/"
-printf 'route = "/ladder"\n[serve]\nmax_concurrency = 128\n' > "$work/repo/ladder/function.toml"
 targets=${TARGETS:-native hello sandboxed}
-"$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18291 > "$work/serve.log" 2>&1 & pids+=($!)
-"$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18292 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.log" 2>&1 & pids+=($!)
-url() {
-  case $1 in
-    native) echo http://127.0.0.1:18292/stamp;;
-    ladder*) echo "http://127.0.0.1:18291/ladder?steps=${1#ladder}";;
-    *) echo "http://127.0.0.1:18291/$1";;
-  esac
-}
-for _ in $(seq 200); do
-  curl -sf "$(url hello)" > /dev/null && curl -sf "$(url sandboxed)" > /dev/null \
-    && curl -sf "$(url native)" > /dev/null && break
-  sleep 0.1
-done
+source scripts/probes/floor-servers.sh
+floor_servers "$work"
 for t in $targets; do "$oha" --no-tui -n 2000 -c 4 "$(url "$t")" > /dev/null; done
 # One line per run: C TARGET REQ/S P50_MS P99_MS.
 for c in ${CS:-1 16 64}; do
-  for _ in $(seq "$rounds"); do
+  for r in $(seq "$rounds"); do
     for t in $targets; do
+      sampler=
+      if [[ " ${STACKS:-} " == *" $t "* ]]; then
+        mkdir -p "$STACKS_DIR"
+        (sleep 1; timeout 60 cuda-gdb -p "$serve_pid" -batch -ex "set pagination off" \
+          -ex "thread apply all bt 40" > "$STACKS_DIR/$c-$t-$r.txt" 2>&1) & sampler=$!
+      fi
       "$oha" --no-tui -z "${secs}s" -c "$c" -w "$(url "$t")" > "$work/oha.txt"
+      [ -n "$sampler" ] && wait "$sampler"
+      [ -n "${METRICS:-}" ] && mkdir -p "$METRICS" && curl -s http://127.0.0.1:18291/metrics > "$METRICS/$c-$t-$r.prom"
       # oha prints "50.00% in 0.1050 ms" (or secs, or µs, by its version and the value).
       awk -v c="$c" -v t="$t" 'function ms(v, u) { return u == "secs" ? v * 1000 : (u == "ms" ? v : v / 1000) }
         /Requests\/sec/ {r = $2} /^ +50\.00% in/ {p50 = ms($3, $4)} /^ +99\.00% in/ {p99 = ms($3, $4)}

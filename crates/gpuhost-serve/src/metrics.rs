@@ -26,6 +26,8 @@ use prometheus_client::registry::Registry;
 mod histogram;
 use histogram::{SecondsCounter, SecondsHistogram};
 
+use crate::version::SandboxTakes;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FunctionLabel {
     function: String,
@@ -212,8 +214,9 @@ pub struct FunctionMetrics {
     pub(crate) warm_hits: Counter,
     /// Requests that made their own Store (`{result="miss"}`).
     pub(crate) warm_misses: Counter,
-    /// `sandbox_takes_total{result="reused"|"created"}`, and the pools' totals last added.
-    sandbox_takes: (Counter, Counter, Mutex<(u64, u64)>),
+    /// `sandbox_takes_total{result="reused"|"waited"|"created"}`, and the pools' totals last
+    /// added.
+    sandbox_takes: ([Counter; 3], Mutex<SandboxTakes>),
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -264,18 +267,21 @@ impl FunctionMetrics {
         self.outcomes[outcome as usize].inc();
     }
 
-    /// Brings `sandbox_takes_total` up to the serving version's pools' totals (`reused`,
-    /// `created`), read at scrape time. A version whose pools are new (a changed arena size)
-    /// starts lower: counting restarts from its totals.
-    pub fn sandbox_takes(&self, reused: u64, created: u64) {
-        let mut seen = self
-            .sandbox_takes
-            .2
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        self.sandbox_takes.0.inc_by(reused.saturating_sub(seen.0));
-        self.sandbox_takes.1.inc_by(created.saturating_sub(seen.1));
-        *seen = (reused, created);
+    /// Brings `sandbox_takes_total` up to the serving version's pools' totals, read at scrape
+    /// time. A version whose pools are new (a changed arena size) starts lower: counting
+    /// restarts from its totals.
+    pub(crate) fn sandbox_takes(&self, now: SandboxTakes) {
+        let (counters, seen) = &self.sandbox_takes;
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let pairs = [
+            (now.reused, seen.reused),
+            (now.waited, seen.waited),
+            (now.created, seen.created),
+        ];
+        for (counter, (now, seen)) in counters.iter().zip(pairs) {
+            counter.inc_by(now.saturating_sub(seen));
+        }
+        *seen = now;
     }
 
     /// Records `seconds` spent in `phase` by one request.
@@ -390,7 +396,7 @@ impl Metrics {
         );
         r.register(
             "function_sandbox_takes",
-            "Sandbox arenas and control blocks the serving version's Stores took from its pools: reused (reset by the pool) or created because none was ready (a virtual-memory map and a control block each), by function",
+            "Sandbox arenas and control blocks the serving version's Stores took from its pools: reused (reset by the pool and ready), waited (reset by the pool, after a wait for its zeroing or its return) or created because none came (a virtual-memory map and a control block each), by function",
             m.sandbox_takes.clone(),
         );
         r.register(
@@ -486,15 +492,13 @@ impl Metrics {
                 result: "miss".to_string(),
             }),
             sandbox_takes: (
-                self.sandbox_takes.get_or_create_owned(&TakeLabels {
-                    function: name.to_string(),
-                    result: "reused".to_string(),
+                ["reused", "waited", "created"].map(|result| {
+                    self.sandbox_takes.get_or_create_owned(&TakeLabels {
+                        function: name.to_string(),
+                        result: result.to_string(),
+                    })
                 }),
-                self.sandbox_takes.get_or_create_owned(&TakeLabels {
-                    function: name.to_string(),
-                    result: "created".to_string(),
-                }),
-                Mutex::new((0, 0)),
+                Mutex::new(SandboxTakes::default()),
             ),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),

@@ -427,8 +427,7 @@ impl Server {
             let (kept, pending) = v.sandbox_kept();
             f.metrics.sandbox_kept.set(kept as i64);
             f.metrics.sandbox_pending.set(pending as i64);
-            let (reused, created) = v.sandbox_takes();
-            f.metrics.sandbox_takes(reused, created);
+            f.metrics.sandbox_takes(v.sandbox_takes());
         }
         self.metrics.render(&self.hosts)
     }
@@ -454,9 +453,10 @@ mod tests {
         let server = crate::Server::new(&opts).unwrap();
         server.load("saxpy").await.unwrap();
         // Its warm Stores (made from the publication on) each take a pair: the first ones new.
-        let (created, reused) = (
+        let (created, reused, waited) = (
             r#"function="saxpy",result="created""#,
             r#"function="saxpy",result="reused""#,
+            r#"function="saxpy",result="waited""#,
         );
         let name = "gpuhost_function_sandbox_takes_total";
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -470,7 +470,9 @@ mod tests {
         };
         let warm = sample(&text, "gpuhost_function_warm_stores", r#"function="saxpy""#);
         assert!(warm >= 1.0, "no warm Store was made");
-        let taken = sample(&text, name, created) + sample(&text, name, reused);
+        let taken = sample(&text, name, created)
+            + sample(&text, name, reused)
+            + sample(&text, name, waited);
         assert!(
             taken >= warm,
             "{warm} warm Stores hold pairs, {taken} takes counted:\n{text}"
@@ -479,11 +481,18 @@ mod tests {
         // refill may still be taking pairs meanwhile).
         let again = server.render_metrics();
         let version = server.function("saxpy").unwrap().current().unwrap();
-        let (r, c) = version.sandbox_takes();
-        let counted = (sample(&again, name, reused), sample(&again, name, created));
+        let t = version.sandbox_takes();
+        let counted = (
+            sample(&again, name, reused),
+            sample(&again, name, waited),
+            sample(&again, name, created),
+        );
         assert!(
-            counted.0 <= r as f64 && counted.1 <= c as f64 && counted.0 + counted.1 >= taken,
-            "counted {counted:?}, the pools handed out ({r}, {c})"
+            counted.0 <= t.reused as f64
+                && counted.1 <= t.waited as f64
+                && counted.2 <= t.created as f64
+                && counted.0 + counted.1 + counted.2 >= taken,
+            "counted {counted:?}, the pools handed out {t:?}"
         );
     }
 }

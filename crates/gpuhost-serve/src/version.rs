@@ -16,6 +16,17 @@ use crate::engine::{RequestState, Wasm};
 use crate::error::{Error, Result};
 use crate::warm::Spare;
 
+/// Sandbox pairs handed out by a version's pools, by how.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SandboxTakes {
+    /// A reset pair was ready.
+    pub reused: u64,
+    /// A reset pair came after a wait (its zeroing, or the resetter's pass).
+    pub waited: u64,
+    /// None came: a new one was made.
+    pub created: u64,
+}
+
 /// One device a version runs on, with the version's bundle loaded there.
 pub(crate) struct DeviceSlot {
     pub(crate) host: Arc<gpuhost::Host>,
@@ -177,15 +188,16 @@ impl Version {
             .fold((0, 0), |(k, p), pool| (k + pool.kept(), p + pool.pending()))
     }
 
-    /// Sandbox pairs its pools have handed out since they were made, over its devices: reused
-    /// (reset) and created (none was ready).
-    pub(crate) fn sandbox_takes(&self) -> (u64, u64) {
-        self.devices
-            .iter()
-            .filter_map(|d| d.sandbox.as_ref())
-            .fold((0, 0), |(r, c), pool| {
-                (r + pool.reused(), c + pool.created())
-            })
+    /// Sandbox pairs its pools have handed out since they were made, over its devices.
+    pub(crate) fn sandbox_takes(&self) -> SandboxTakes {
+        self.devices.iter().filter_map(|d| d.sandbox.as_ref()).fold(
+            SandboxTakes::default(),
+            |t, pool| SandboxTakes {
+                reused: t.reused + pool.reused(),
+                waited: t.waited + pool.waited(),
+                created: t.created + pool.created(),
+            },
+        )
     }
 
     /// Requests holding this version.

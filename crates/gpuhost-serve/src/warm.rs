@@ -272,11 +272,12 @@ async fn make(
     let proxy = version.pre.instantiate_async(&mut store).await?;
     metrics.phase(Phase::Instantiate, start.elapsed().as_secs_f64());
     // A sandboxed guest's arena and control block now rather than at its first device call: a
-    // new pair's making (when no reset one is ready) is then no part of the request.
+    // new pair's making, or the wait for one on its way back (pool/lend.rs in gpuhost-wasm says
+    // why it waits), is then no part of the request.
     // A failure here is the guest's to see at that call, as without a warm Store.
     if version.config.limits.sandbox {
         let start = Instant::now();
-        match store.data_mut().cuda.prepare_sandbox() {
+        match store.data_mut().cuda.prepare_sandbox_waiting().await {
             Ok(()) => metrics.phase(Phase::Sandbox, start.elapsed().as_secs_f64()),
             Err(e) => {
                 tracing::debug!(error = %e, "a warm Store's sandbox is left to its guest's first device call")

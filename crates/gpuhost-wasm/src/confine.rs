@@ -20,7 +20,7 @@ use ptxvm::sandbox::{Policy, SandboxedKernel};
 
 use crate::bindings::WitError;
 use crate::limits::{Limits, check_launch_local};
-use crate::pool::SandboxPool;
+use crate::pool::Lent;
 use crate::watchdog::StoreWatch;
 
 /// Control block word where a kernel writes the tag of a launch that made a fenced access: in
@@ -50,7 +50,8 @@ pub(crate) struct Confinement {
 
 /// A pooled guest's pair, given back to its pool when dropped.
 struct GiveBack {
-    pool: Arc<SandboxPool>,
+    /// The loan: counted by the pool until the pair is back in it.
+    lent: Lent,
     /// Taken (moved into the pool) when dropped.
     pair: Option<(Arc<gpuhost::Arena>, gpuhost::ControlBlock)>,
 }
@@ -62,7 +63,7 @@ impl Drop for GiveBack {
         // with nothing in flight is free at once: the resetter's first pass resets it, not a
         // later tick.
         if let Some((arena, ctl)) = self.pair.take() {
-            self.pool.give(arena, ctl);
+            self.lent.pool.give(arena, ctl);
         }
     }
 }
@@ -86,7 +87,7 @@ impl Confinement {
     }
 
     /// A confinement over `arena` and `ctl`, which no one else may hold (new, or reset by a
-    /// [`SandboxPool`]); when it drops they go back to `pool`, if any. Refused when the arena
+    /// [`crate::SandboxPool`]); when it drops they go back to the pool that lent them, if any. Refused when the arena
     /// does not have the shape rewritten kernels rely on (they do not check it themselves:
     /// `ptxvm::sandbox::Policy::check_arena_at_entry`). Its base never moves and its mapped
     /// part only grows, so once is enough.
@@ -94,7 +95,7 @@ impl Confinement {
         arena: Arc<gpuhost::Arena>,
         ctl: gpuhost::ControlBlock,
         limits: &Limits,
-        pool: Option<Arc<SandboxPool>>,
+        lent: Option<Lent>,
     ) -> Result<Self, gpuhost::Error> {
         use ptxvm::sandbox::{MIN_ALIGN, MIN_ARENA};
         if !arena.base().is_multiple_of(MIN_ALIGN) || arena.mapped() < MIN_ARENA {
@@ -107,8 +108,8 @@ impl Confinement {
                 ),
             });
         }
-        let back = pool.map(|pool| GiveBack {
-            pool,
+        let back = lent.map(|lent| GiveBack {
+            lent,
             pair: Some((arena.clone(), ctl.clone())),
         });
         Ok(Self {

@@ -174,6 +174,25 @@ impl CudaCtx {
         Ok(())
     }
 
+    /// [`CudaCtx::prepare_sandbox`] for an embedder that makes Stores on a task: from a
+    /// [`SandboxPool`] with no reset pair ready, the task waits for one on its way back (its
+    /// zeroing, or, once the pool holds its bound, the resetter's next pass; at most
+    /// [`crate::MAX_WAIT`]) rather than make a new pair. Under load, making pairs is what
+    /// sank `gpuhost serve` (pool/lend.rs says how).
+    pub async fn prepare_sandbox_waiting(&mut self) -> Result<(), crate::Error> {
+        if !self.limits.sandbox || self.confine.is_some() {
+            return Ok(());
+        }
+        match &self.sandbox_pool {
+            Some(pool) if pool.serves(&self.host, &self.limits) => {
+                let pool = pool.clone();
+                self.confine = Some(pool.confinement_waiting(&self.limits).await?);
+                Ok(())
+            }
+            _ => self.prepare_sandbox(),
+        }
+    }
+
     /// The watch of this guest's launches, for waiting until they end after the Store is gone.
     pub(crate) fn watch(&self) -> Option<Arc<StoreWatch>> {
         self.confine.as_ref().map(|c| c.watch.clone())

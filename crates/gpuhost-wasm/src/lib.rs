@@ -41,7 +41,7 @@ pub use event::EventRes;
 pub use limits::{Limits, Usage};
 pub use memory::BufferRes;
 pub use module::{KernelRes, ModuleRes};
-pub use pool::{MAX_KEPT_MAPPED, SandboxPool};
+pub use pool::{MAX_KEPT_MAPPED, MAX_WAIT, SandboxPool};
 pub use runtime::{Guest, Output, OutputPipe, RunOptions, RunOutcome, Runtime, precheck};
 pub use stream::StreamRes;
 pub use stream_read::{MAX_OPEN_READS, ReadingRes};

@@ -151,6 +151,21 @@ impl ArenaReset {
         });
         Ok(zeroed)
     }
+
+    /// The arena, zeroed, once the zeroing has completed: awaited without blocking the thread
+    /// (the completion thread wakes the task). An error when the zeroing failed or the arena's
+    /// context is gone: the arena is dropped (freed), never handed out. Dropping the future
+    /// before then drops the arena too, which the fence keeps mapped until the zeroing is done.
+    pub async fn zeroed(self) -> Result<Arc<Arena>> {
+        let Self { arena, done } = self;
+        done.await?;
+        let now = arena.host.generation();
+        if now == arena.generation {
+            Ok(arena)
+        } else {
+            Err(Error::ContextLost { generation: now })
+        }
+    }
 }
 
 /// One mapped chunk: `len` bytes at `offset`, backed by the physical allocation `handle`, whose

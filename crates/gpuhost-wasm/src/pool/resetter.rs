@@ -16,7 +16,7 @@
 //! libcuda behind another thread's call that waits for the device (watchdog.rs says which); the
 //! pairs are then ready later, and guests meanwhile get new ones: no guest waits for it.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,8 @@ struct Resetter {
     state: AtomicU8,
     /// Pairs in every pool's `held` (given back, not yet taken out by a pass).
     held: AtomicUsize,
+    /// The thread started.
+    running: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,14 +63,16 @@ impl Resetter {
                 wake: Condvar::new(),
                 state: AtomicU8::new(RUNNING),
                 held: AtomicUsize::new(0),
+                running: AtomicBool::new(false),
             }));
             // Without the thread no pair is reset: guests then get new pairs, as with no pool
             // (and given-back ones are freed with the pool), so this is only worth a warning.
             let spawned = std::thread::Builder::new()
                 .name("gpuhost-sandbox-reset".into())
                 .spawn(move || r.run());
-            if let Err(e) = spawned {
-                tracing::warn!("cannot start the sandbox reset thread ({e}): pooled sandboxes will not be reused");
+            match spawned {
+                Ok(_) => r.running.store(true, Ordering::SeqCst),
+                Err(e) => tracing::warn!("cannot start the sandbox reset thread ({e}): pooled sandboxes will not be reused"),
             }
             r
         })
@@ -143,6 +147,11 @@ pub(super) fn given() {
     if r.state.load(Ordering::SeqCst) == IDLE {
         r.notify();
     }
+}
+
+/// Whether the thread runs, so that pairs given back come back reset (a guest may wait for one).
+pub(super) fn running() -> bool {
+    Resetter::get().running.load(Ordering::SeqCst)
 }
 
 /// `n` pairs left a pool's `held` (taken out by a pass, or dropped with the pool).

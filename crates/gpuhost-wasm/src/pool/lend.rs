@@ -1,0 +1,181 @@
+//! How a guest gets its pair from a [`SandboxPool`]: a reset pair when one is ready; else, for
+//! a guest that can wait on a task ([`SandboxPool::confinement_waiting`], `gpuhost serve`'s
+//! warm Stores), the oldest pair whose zeroing is queued, or, once the pool has lent and holds
+//! its bound of pairs, the next one the resetter brings back; else a new pair.
+//!
+//! Why wait rather than make: a new pair is the costliest thing a sandboxed guest does on the
+//! host (an arena's reserve, create, map, access and zeroing, and a control block: hundreds of
+//! µs on the H200, serialized in the driver with every other thread's calls), and each one made
+//! past the bound is freed again by the resetter (an unmap and a free each), which then resets
+//! the others later still, so more guests miss. On the H200 that fed itself: with 16
+//! connections on a function that launches, 69% of requests made a pair, each request spent
+//! 4.6 ms getting one, 6467 pairs were pending and serve fell to 1–3k req/s from 60–90k
+//! (bench/h200-runs/2026-12-03-s23/ladder-diag/). A queued zeroing is a memset of at most
+//! [`super::MAX_KEPT_MAPPED`] on the pool's own stream: microseconds.
+//!
+//! A guest waits at most [`MAX_WAIT`] for a pair on its way back (a pair the last guest's long
+//! kernel still holds comes back only when the kernel ends), and never when no pass of the
+//! resetter will come: its thread did not start, or the pool holds no pair it is bringing back.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gpuhost::{Arena, ArenaReset, ControlBlock};
+
+use super::{SURGE, SandboxPool, resetter};
+use crate::confine::Confinement;
+use crate::limits::Limits;
+
+/// The longest a guest waits for a pair on its way back before making one.
+pub const MAX_WAIT: Duration = Duration::from_millis(10);
+
+/// A pair lent to a guest and not yet given back (or dropped): counted in the pool's `lent`
+/// while this lives, so the pool knows how many pairs exist.
+pub(crate) struct Lent {
+    pub(crate) pool: Arc<SandboxPool>,
+}
+
+impl Lent {
+    fn new(pool: &Arc<SandboxPool>) -> Self {
+        pool.lent.fetch_add(1, Ordering::SeqCst);
+        Self { pool: pool.clone() }
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.pool.lent.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a guest gets next, decided under the pool's lock.
+enum Next {
+    /// A pair whose zeroing completed.
+    Ready(ArenaReset, ControlBlock),
+    /// The oldest pair whose zeroing is queued and not yet seen done.
+    Queued(ArenaReset, ControlBlock),
+    /// A pair on its way back (waiting for its guest to let go, or being reset): wait for the
+    /// resetter's next pass.
+    Wait,
+    /// A new pair.
+    Make,
+}
+
+impl SandboxPool {
+    /// A guest's confinement, without waiting: a reset pair, else a new one.
+    pub(crate) fn confinement(
+        self: &Arc<Self>,
+        limits: &Limits,
+    ) -> Result<Confinement, gpuhost::Error> {
+        let lent = Lent::new(self);
+        let (arena, ctl) = match self.take() {
+            Some(pair) => {
+                self.reused.fetch_add(1, Ordering::Relaxed);
+                pair
+            }
+            None => self.make()?,
+        };
+        Confinement::from_parts(arena, ctl, limits, Some(lent))
+    }
+
+    /// A guest's confinement, awaited without blocking the thread: a reset pair; else the
+    /// oldest one being zeroed, or, once the pool has lent and holds its bound, the next one
+    /// the resetter brings back (for up to [`MAX_WAIT`]); else a new one.
+    pub(crate) async fn confinement_waiting(
+        self: &Arc<Self>,
+        limits: &Limits,
+    ) -> Result<Confinement, gpuhost::Error> {
+        let lent = Lent::new(self);
+        let start = Instant::now();
+        let mut waited = false;
+        let (arena, ctl) = loop {
+            // Enabled before the pool is looked at: a pass that ends after the look wakes it.
+            let pass = self.back.notified();
+            let mut pass = std::pin::pin!(pass);
+            pass.as_mut().enable();
+            let patient = start.elapsed() < MAX_WAIT;
+            match self.next(patient) {
+                Next::Ready(reset, ctl) => match reset.ready() {
+                    Ok(Ok(arena)) => break (arena, ctl),
+                    // The zeroing failed or the context is gone: freed, never handed out.
+                    Ok(Err(_)) => {}
+                    // Never: it was seen done; freed with its block, in case.
+                    Err(_) => {}
+                },
+                Next::Queued(reset, ctl) => {
+                    waited = true;
+                    // An error frees the pair, never handing it out.
+                    if let Ok(arena) = reset.zeroed().await {
+                        break (arena, ctl);
+                    }
+                }
+                Next::Wait => {
+                    waited = true;
+                    pass.await;
+                }
+                Next::Make => break self.make()?,
+            }
+        };
+        if waited {
+            self.waited.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        Confinement::from_parts(arena, ctl, limits, Some(lent))
+    }
+
+    /// A new pair, counted.
+    fn make(&self) -> Result<(Arc<Arena>, ControlBlock), gpuhost::Error> {
+        let arena = self.host.arena(self.arena_bytes)?;
+        let ctl = self.host.control_block()?;
+        self.created.fetch_add(1, Ordering::Relaxed);
+        Ok((arena, ctl))
+    }
+
+    /// What a guest that may wait (`patient`) gets next. Pairs being zeroed are awaited rather
+    /// than a pair made; pairs on their way back are waited for once the pool has lent and holds
+    /// its bound (the caller's own loan counted), unless no pass of the resetter will come.
+    fn next(&self, patient: bool) -> Next {
+        self.used_now();
+        let mut st = self.lock();
+        if let Some(i) = st.resetting.iter().position(|(r, _)| r.is_done())
+            && let Some((reset, ctl)) = st.resetting.remove(i)
+        {
+            return Next::Ready(reset, ctl);
+        }
+        if !patient {
+            return Next::Make;
+        }
+        if let Some((reset, ctl)) = st.resetting.pop_front() {
+            return Next::Queued(reset, ctl);
+        }
+        let coming = st.held.len() + st.moving;
+        let exist = coming + self.lent.load(Ordering::SeqCst);
+        if coming > 0 && exist > self.kept * SURGE && resetter::running() {
+            Next::Wait
+        } else {
+            Next::Make
+        }
+    }
+
+    /// The oldest pair whose zeroing has completed, without waiting and without a driver call;
+    /// failed ones are freed (they hold no device work any more).
+    pub(super) fn take(&self) -> Option<(Arc<Arena>, ControlBlock)> {
+        loop {
+            let Next::Ready(reset, ctl) = self.next(false) else {
+                return None;
+            };
+            match reset.ready() {
+                Ok(Ok(arena)) => return Some((arena, ctl)),
+                // The zeroing failed or the context is gone: freed, never handed out.
+                Ok(Err(_)) => {}
+                // Never: it was done (kept, in case).
+                Err(reset) => {
+                    self.lock().resetting.push_front((reset, ctl));
+                    return None;
+                }
+            }
+        }
+    }
+}
