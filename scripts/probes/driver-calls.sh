@@ -17,7 +17,7 @@ export GPUHOST_DRIVER=softcuda SOFTCUDA_LIB=$lib
 n=${N:-2000}; c=${C:-1}; targets=${TARGETS:-native sandboxed trusted}
 tracefs=/sys/kernel/tracing
 work=$(mktemp -d); pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; echo "-:sc/*" >> $tracefs/uprobe_events 2>/dev/null; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; grep -o "^p:sc/[^ ]*" "$work/probes" 2>/dev/null | sed "s/^p:/-:/" >> $tracefs/uprobe_events 2>/dev/null; rm -rf "$work"' EXIT
 # A uprobe's offset is the symbol's address less the executable segment's address-offset gap.
 python3 - "$lib" > "$work/probes" <<'PY'
 import re, subprocess, sys

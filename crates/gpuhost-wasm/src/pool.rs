@@ -7,17 +7,20 @@
 //! it (no buffer, no launch, no watch: their handles are counted), and handed out again only
 //! once every byte a kernel could reach is zero — the control block's windows (CPU stores,
 //! `ControlBlock::reset_for_reuse`) and the arena's whole mapped range, whose memset must have
-//! completed on the device (`Arena::queue_reset`, then `ArenaReset::ready`).
+//! completed on the device (`Arena::queue_zeroing`, `Zeroing::fence_all`, then `ArenaReset::ready`).
 //!
 //! A guest's thread (a `gpuhost serve` request's) makes no driver call here and takes only the
 //! pool's own short lock: a give puts the pair in `held`, a take hands out the oldest pair whose
-//! fence the completion thread has seen pass (an atomic load), and when none has, the guest gets
-//! a new pair. Everything else is the resetter thread's (resetter.rs): once nothing holds a
-//! pair any more (a guest with nothing in flight holds nothing by its give; the watchdog drops
-//! the watch of one stopped with work in flight once that work ended, and wakes the resetter; a
-//! launch drops its anchors when it ends) it queues the pair's reset — the memset
-//! and a fence on the pool's own stream, where no guest launches, so a reset never queues behind
-//! a guest's long kernel — and moves it to `resetting`; or frees it, when the pool was full or
+//! fence the completion thread has seen pass (an atomic load), and when none has, the guest
+//! waits for one or gets a new pair (lend.rs). Everything else is the resetter thread's
+//! (resetter.rs): once nothing holds a pair any more (a guest with nothing in flight holds
+//! nothing by its give; the watchdog drops the watch of one stopped with work in flight once
+//! that work ended, and wakes the resetter; a launch drops its anchors when it ends) it queues
+//! the pair's reset — the memset on the pool's own stream, where no guest launches, so a reset
+//! never queues behind a guest's long kernel, and one fence after all of a pass's memsets (one
+//! event for the completion thread per pass, not per pair: at 60k requests a second, per pair
+//! was 60k event records and their queries, each serialized in the driver with the requests'
+//! calls) — and moves it to `resetting`; or frees it, when the pool was full or
 //! the arena grew large, so that unmapping an arena is no request's work either. (Resets queued
 //! by the next give or take, on the request's thread, one stream and one lock for all of them,
 //! cost a `gpuhost serve` request's teardown 98–114 µs at 16 and 64 connections on the H200,
@@ -40,7 +43,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gpuhost::{Arena, ArenaReset, ControlBlock};
+use gpuhost::{Arena, ArenaReset, ControlBlock, Zeroing};
 
 use crate::confine::arena_bytes;
 use crate::limits::Limits;
@@ -191,24 +194,21 @@ impl SandboxPool {
         resetter::taken(free.len());
         // Each pair leaves `moving` under the lock that puts it in `resetting`, or once freed.
         let mut stream = None;
+        let mut zeroing = Vec::with_capacity(free.len());
         for Given {
             arena,
             mut ctl,
             keep,
         } in free
         {
-            let reset = if keep {
-                self.reset(arena, &mut ctl, &mut stream)
+            let zeroed = if keep {
+                self.zero(arena, &mut ctl, &mut stream)
             } else {
                 drop(arena);
                 None
             };
-            match reset {
-                Some(reset) => {
-                    let mut st = self.lock();
-                    st.resetting.push_back((reset, ctl));
-                    st.moving -= 1;
-                }
+            match zeroed {
+                Some(z) => zeroing.push((z, ctl)),
                 None => {
                     // Freed here, before it stops counting.
                     drop(ctl);
@@ -216,25 +216,48 @@ impl SandboxPool {
                 }
             }
         }
+        if zeroing.is_empty() {
+            return;
+        }
+        let n = zeroing.len();
+        let (zs, ctls): (Vec<Zeroing>, Vec<ControlBlock>) = zeroing.into_iter().unzip();
+        // One fence for the pass's zeroings: one event for the completion thread, not one per
+        // pair. (The stream is there: each zeroing was queued on it.)
+        let resets = match stream.as_ref().and_then(|s| s.as_ref().ok()) {
+            Some(stream) => Zeroing::fence_all(zs, stream).ok(),
+            None => None,
+        };
+        match resets {
+            Some(resets) => {
+                let mut st = self.lock();
+                st.resetting.extend(resets.into_iter().zip(ctls));
+                st.moving -= n;
+            }
+            None => {
+                // The context is gone: freed, never handed out.
+                drop(ctls);
+                self.lock().moving -= n;
+            }
+        }
     }
 
     /// Clears `ctl` and queues the zeroing of `arena` on the pool's stream (looked up once per
     /// pass, in `stream`); None when the pair is to be freed instead (the memset failed, or the
     /// context or the stream is gone). The arena is freed then; `ctl` by the caller.
-    fn reset(
+    fn zero(
         &self,
         arena: Arc<Arena>,
         ctl: &mut ControlBlock,
         stream: &mut Option<Result<Arc<gpuhost::Stream>, gpuhost::Error>>,
-    ) -> Option<ArenaReset> {
+    ) -> Option<Zeroing> {
         // A block whose context is gone (Err) is freed with its arena.
         if !matches!(ctl.reset_for_reuse(), Ok(true)) {
             return None;
         }
         // No stream (a lost context being replaced): freed, as a failed reset's.
         let stream = stream.get_or_insert_with(|| self.stream()).as_ref().ok()?;
-        match arena.queue_reset(stream) {
-            Ok(Ok(reset)) => Some(reset),
+        match arena.queue_zeroing(stream) {
+            Ok(Ok(z)) => Some(z),
             // Never: nothing holds it (freed, in case: it is out of `held` already, and a pair
             // somebody holds is not the pool's to keep).
             Ok(Err(_)) => None,

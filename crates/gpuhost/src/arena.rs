@@ -168,6 +168,61 @@ impl ArenaReset {
     }
 }
 
+/// An arena whose zeroing is queued ([`Arena::queue_zeroing`]) and not yet fenced.
+/// [`Zeroing::fence_all`] turns a batch of them into [`ArenaReset`]s sharing one fence (one event
+/// for the completion thread to watch). Dropped unfenced, it fences itself first, so the arena is
+/// never freed under its own zeroing.
+pub struct Zeroing {
+    /// Taken by `fence_all`.
+    arena: Option<Arc<Arena>>,
+    stream_generation: u64,
+}
+
+impl Zeroing {
+    /// One fence on `stream` (the stream every zeroing was queued on) after all of `zeroings`:
+    /// each comes back as an [`ArenaReset`] done when the fence is. On an error (a lost context)
+    /// the arenas are dropped (freed): their memory went with the context.
+    pub fn fence_all(mut zeroings: Vec<Zeroing>, stream: &Stream) -> Result<Vec<ArenaReset>> {
+        if zeroings
+            .iter()
+            .any(|z| z.stream_generation != stream.generation())
+        {
+            return Err(Error::ContextLost {
+                generation: stream.generation(),
+            });
+        }
+        let arenas: Vec<Arc<Arena>> = zeroings.iter_mut().filter_map(|z| z.arena.take()).collect();
+        let anchors: Vec<DeviceBuffer> = arenas.iter().map(|a| a.anchor()).collect();
+        let anchored: Vec<&DeviceBuffer> = anchors.iter().collect();
+        // The fence's batch keeps an anchor of each until the zeroing is done: an ArenaReset
+        // dropped before then (its pool gone) leaves the arena to the completion thread, which
+        // frees it only once the memset no longer writes into it.
+        let done = stream.fence_keeping(&anchored, None)?;
+        drop(anchored);
+        drop(anchors);
+        Ok(arenas
+            .into_iter()
+            .map(|arena| ArenaReset {
+                arena,
+                done: done.share(),
+            })
+            .collect())
+    }
+}
+
+impl Drop for Zeroing {
+    fn drop(&mut self) {
+        let Some(arena) = self.arena.take() else {
+            return;
+        };
+        // Not fenced: a fence keeping its anchor, so its memory outlives the memset. Without a
+        // stream of its generation the context is gone, and the memory with it.
+        if let Ok(stream) = arena.host.stream_in(self.stream_generation) {
+            drop(stream.fence_keeping(&[&arena.anchor()], None));
+        }
+    }
+}
+
 /// One mapped chunk: `len` bytes at `offset`, backed by the physical allocation `handle`, whose
 /// cuMemCreate reference the arena holds until it goes.
 #[derive(Debug, Clone, Copy)]
@@ -491,11 +546,32 @@ impl Arena {
     /// holds it. On an error the arena is dropped (freed).
     ///
     /// `stream` should be one no guest launches on: the zeroing waits behind whatever is queued
-    /// there.
+    /// there. Several arenas reset together share one fence: [`Arena::queue_zeroing`], then
+    /// [`Zeroing::fence_all`].
     pub fn queue_reset(
         self: Arc<Self>,
         stream: &Stream,
     ) -> Result<std::result::Result<ArenaReset, Arc<Arena>>> {
+        let zeroing = match self.queue_zeroing(stream)? {
+            Ok(z) => z,
+            Err(arena) => return Ok(Err(arena)),
+        };
+        // One zeroing in, one reset out.
+        match Zeroing::fence_all(vec![zeroing], stream)?.pop() {
+            Some(reset) => Ok(Ok(reset)),
+            None => Err(Error::ContextLost {
+                generation: stream.generation(),
+            }),
+        }
+    }
+
+    /// The first half of [`Arena::queue_reset`]: queues the zeroing of everything mapped on
+    /// `stream`, without a fence. `Ok(Err(arena))`, changing nothing, while anything else holds
+    /// it; on an error the arena is dropped (freed).
+    pub fn queue_zeroing(
+        self: Arc<Self>,
+        stream: &Stream,
+    ) -> Result<std::result::Result<Zeroing, Arc<Arena>>> {
         // The caller's Arc is the only one, so no buffer or anchor can appear meanwhile.
         if self.is_held() {
             return Ok(Err(self));
@@ -516,7 +592,8 @@ impl Arena {
             // SAFETY: the range is mapped and device-accessible, and no one else holds the arena
             // (so no buffer of it and no launch given one is left); the stream belongs to the
             // bound context (generation checked). The arena is handed out again only once the
-            // stream has passed this (ArenaReset::ready).
+            // stream has passed this (ArenaReset::ready), and freed before then only once a
+            // fence has passed it (Zeroing's drop).
             let r = unsafe {
                 result::mem::set_d8_async(self.base, 0, st.mapped as usize, stream.raw())
             };
@@ -524,11 +601,10 @@ impl Arena {
             st.untouched_from = 0;
         }
         self.kernels_since_zeroed.store(false, Ordering::SeqCst);
-        // The fence's batch keeps an anchor until the zeroing is done: an ArenaReset dropped
-        // before then (its pool gone) leaves the arena to the completion thread, which frees it
-        // only once the memset no longer writes into it.
-        let done = stream.fence_keeping(&[&self.anchor()], None)?;
-        Ok(Ok(ArenaReset { arena: self, done }))
+        Ok(Ok(Zeroing {
+            arena: Some(self),
+            stream_generation: generation,
+        }))
     }
 
     /// A buffer's range comes back (its last holder and every launch using it are gone).

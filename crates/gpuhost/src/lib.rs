@@ -54,7 +54,7 @@ mod stream;
 mod transfer;
 
 pub use alloc_cache::DEFAULT_LIMIT as DEFAULT_ALLOC_CACHE_LIMIT;
-pub use arena::{ARENA_ALIGN, Arena, ArenaReset};
+pub use arena::{ARENA_ALIGN, Arena, ArenaReset, Zeroing};
 pub use buffer::{DeviceBuffer, WeakBuffer};
 pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};
 pub use control::{CONTROL_BYTES, ControlBlock, DEVICE_WINDOW};

@@ -153,6 +153,13 @@ impl Completion {
         self.cell.finished.load(Ordering::Acquire)
     }
 
+    /// Another Completion of the same batch (several owners of one fence, each awaiting it).
+    pub(crate) fn share(&self) -> Completion {
+        Completion {
+            cell: Arc::clone(&self.cell),
+        }
+    }
+
     /// A handle that only tells whether this launch has completed. It makes no driver call,
     /// ever: a watchdog can poll it while another thread waits inside the driver for the very
     /// kernel the watchdog may have to stop. (The launch completes as for any Completion: when

@@ -607,3 +607,58 @@ fn mapped_memory_never_shows_an_earlier_arenas_bytes() {
         .enumerate()
         .for_each(|(i, &b)| assert_eq!(b, 0, "stale byte near offset {i} of the mapped range"));
 }
+
+#[test]
+fn arenas_zeroed_under_one_fence_come_back_whole_and_zeroed_together() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let stream = host.stream().unwrap();
+    let arenas: Vec<_> = (0..3).map(|_| host.arena(4 << 20).unwrap()).collect();
+    let bases: Vec<u64> = arenas.iter().map(|a| a.base()).collect();
+    for arena in &arenas {
+        // What a guest's kernel leaves: bytes past its buffer too.
+        let all = arena.alloc(arena.mapped()).unwrap();
+        all.fill(0, all.len(), 0x5A).unwrap();
+    }
+    let zeroings: Vec<_> = arenas
+        .into_iter()
+        .map(|a| match a.queue_zeroing(&stream).unwrap() {
+            Ok(z) => z,
+            Err(_) => panic!("an arena nothing holds was refused"),
+        })
+        .collect();
+    let resets = gpuhost::Zeroing::fence_all(zeroings, &stream).unwrap();
+    assert_eq!(resets.len(), 3);
+    let mut back = Vec::new();
+    for reset in resets {
+        back.push(block_on(reset.zeroed()).unwrap());
+    }
+    for (arena, base) in back.iter().zip(bases) {
+        assert_eq!(arena.base(), base, "not the arena queued, or not in order");
+        let left = whole_mapped_range(&host, arena)
+            .iter()
+            .filter(|&&b| b != 0)
+            .count();
+        assert_eq!(left, 0, "{left} bytes survived the zeroing");
+    }
+}
+
+#[test]
+fn an_arena_zeroing_held_elsewhere_is_refused_unchanged() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let stream = host.stream().unwrap();
+    let arena = host.arena(4 << 20).unwrap();
+    let buffer = arena.alloc(256).unwrap();
+    buffer.fill(0, 256, 7).unwrap();
+    let back = match arena.queue_zeroing(&stream).unwrap() {
+        Ok(_) => panic!("an arena with a live buffer was zeroed"),
+        Err(arena) => arena,
+    };
+    assert_eq!(
+        bytes_of(&buffer),
+        vec![7; 256],
+        "the buffer's bytes changed"
+    );
+    drop((buffer, back));
+}
