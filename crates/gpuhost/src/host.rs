@@ -443,16 +443,17 @@ impl Host {
         Ok(Stream::new(self.clone(), raw, generation))
     }
 
-    /// Takes back a dropped stream: pooled when idle, else kept aside until it is (a stream
+    /// Takes back a dropped stream: pooled when idle (`settled`: its owner saw all its work
+    /// complete, so the driver is not asked), else kept aside until it is (a stream
     /// still running a kernel handed to the next user would make that user's work queue behind
     /// it, for as long as the kernel runs). Stale generations are forgotten.
-    pub(crate) fn return_stream(&self, generation: u64, raw: CUstream) {
+    pub(crate) fn return_stream(&self, generation: u64, raw: CUstream, settled: bool) {
         let current = self.generation();
         if generation != current {
             Counters::dec(&self.counters.live_streams);
             return;
         }
-        if self.stream_idle(generation, raw) {
+        if settled || self.stream_idle(generation, raw) {
             give_pooled(&self.streams, generation, raw as usize, current);
         } else {
             give_pooled(&self.draining, generation, raw as usize, current);
@@ -465,6 +466,7 @@ impl Host {
         if self.enter_for(generation).is_err() {
             return false;
         }
+        Counters::inc(&self.counters.stream_idle_queries);
         // SAFETY: a stream of the bound, current-generation context, not destroyed (pooled or
         // draining streams are only forgotten, never destroyed, while their generation lives).
         unsafe { result::stream::query(raw) }.is_ok()

@@ -29,6 +29,10 @@ pub struct Stream {
     /// Launches whose completion event is not recorded yet (shared with their Completions and
     /// the completion thread).
     unrecorded: Arc<Unrecorded>,
+    /// 1 + the launches ever queued when its owner last saw everything it enqueued complete
+    /// ([`Stream::mark_settled`]); 0 before. Dropped with no launch queued since, it is pooled
+    /// without asking the driver whether it is idle.
+    settled_at: AtomicU64,
 }
 
 struct Unrecorded {
@@ -248,7 +252,19 @@ impl Stream {
             host,
             raw,
             generation,
+            settled_at: AtomicU64::new(0),
         }
+    }
+
+    /// Says that everything enqueued on this stream has completed (the caller saw it all
+    /// complete): when dropped with no launch since, the stream goes back to the host's pool
+    /// without a cuStreamQuery. A launch after this makes the drop ask the driver after all;
+    /// other work (copies, event waits, work of other libraries on [`Stream::raw`]) is the
+    /// caller's to have seen complete. A wrong claim never breaks memory safety: the next user
+    /// of the stream finds its work queued behind what still runs.
+    pub fn mark_settled(&self) {
+        let pushed = self.unrecorded.pushed.load(Ordering::Acquire);
+        self.settled_at.store(pushed + 1, Ordering::Release);
     }
 
     /// The host this stream belongs to.
@@ -544,6 +560,10 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        // Settled, and no launch queued since: idle without asking the driver (a `gpuhost
+        // serve` request's stream, whose guest read its result after its launch).
+        let settled = self.settled_at.load(Ordering::Acquire)
+            == self.unrecorded.pushed.load(Ordering::Acquire) + 1;
         // Nothing may launch on this stream any more: record its last event now rather than
         // leaving its launches (and what they keep alive) to the completion thread's idle flush.
         self.unrecorded.flush();
@@ -554,7 +574,7 @@ impl Drop for Stream {
             .launches
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Launched::new(None);
-        self.host.return_stream(self.generation, self.raw);
+        self.host.return_stream(self.generation, self.raw, settled);
     }
 }
 

@@ -112,3 +112,35 @@ where
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_stream_synchronized_before_its_drop_goes_back_to_the_pool_unasked() {
+    let Some((rt, _alone)) = device_alone().await else {
+        return;
+    };
+    let host = rt.host().clone();
+    let g = guest("misbehave");
+    // The driver queries of N runs of `mode`: "tiny" synchronizes its stream before dropping
+    // it, "unsynced" does not; both make the same other streams (the context's transfer stream,
+    // the arena's zeroing), which go back asked.
+    const N: u64 = 20;
+    let queries = |mode: &'static str| {
+        let (g, host) = (g.clone(), host.clone());
+        async move {
+            let before = settle(&host).stream_idle_queries;
+            for _ in 0..N {
+                let mut o = opts("misbehave", &[mode]);
+                o.stdout = Output::Null;
+                let out = rt.run(&g, o).await.unwrap();
+                assert_eq!(out.exit_code, 0, "{mode}");
+            }
+            settle(&host).stream_idle_queries - before
+        }
+    };
+    queries("tiny").await;
+    let (tiny, unsynced) = (queries("tiny").await, queries("unsynced").await);
+    assert!(
+        tiny + N <= unsynced,
+        "{tiny} driver queries over {N} runs that synchronized their stream, {unsynced} over runs that did not: the settled streams were asked too"
+    );
+}

@@ -228,3 +228,49 @@ fn an_awaited_launch_that_ends_within_the_spin_budget_is_completed_by_its_own_po
     );
     assert_eq!(end.pending_launches, 0);
 }
+
+#[test]
+fn a_stream_marked_settled_is_pooled_without_asking_the_driver_unless_it_launched_since() {
+    // Exclusive: it counts the host's stream queries, which a test beside it would move.
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
+    let k = reg.kernel("stamp").unwrap();
+    let out = host.alloc(64 * 4).unwrap();
+    let queries = || host.stats().stream_idle_queries;
+    // Unmarked: its drop asks.
+    let s = host.stream().unwrap();
+    let before = queries();
+    drop(s);
+    assert_eq!(
+        queries(),
+        before + 1,
+        "an unmarked stream was pooled unasked"
+    );
+    // Its launch seen complete, then marked: pooled unasked.
+    let s = host.stream().unwrap();
+    crate::common::stamp(&s, &k, &out, 64).unwrap();
+    s.mark_settled();
+    let before = queries();
+    drop(s);
+    assert_eq!(
+        queries(),
+        before,
+        "a settled stream's drop asked the driver"
+    );
+    // Marked, then a launch: its drop asks after all.
+    let s = host.stream().unwrap();
+    s.mark_settled();
+    let cfg = LaunchConfig::for_elements(64, 64);
+    let done = s
+        .launch(&k, cfg, &[Arg::Buffer(&out, 0), Arg::U32(64)])
+        .unwrap();
+    let before = queries();
+    drop(s);
+    assert_eq!(
+        queries(),
+        before + 1,
+        "a launch after the mark went unasked"
+    );
+    done.wait().unwrap();
+}
