@@ -13,9 +13,14 @@
 //! (bench/h200-runs/2026-12-03-s23/ladder-diag/). A queued zeroing is a memset of at most
 //! [`super::MAX_KEPT_MAPPED`] on the pool's own stream: microseconds.
 //!
-//! A guest waits at most [`MAX_WAIT`] for a pair on its way back (a pair the last guest's long
-//! kernel still holds comes back only when the kernel ends), and never when no pass of the
+//! A guest waits about [`MAX_WAIT`] at most for a pair on its way back (a pair the last guest's
+//! long kernel still holds comes back only when the kernel ends), and never when no pass of the
 //! resetter will come: its thread did not start, or the pool holds no pair it is bringing back.
+//! The wait is measured at the resetter's passes, which wake the waiters (every 1 ms while pairs
+//! are on their way back), not by a timer: this crate does not require the embedder's runtime
+//! to have one. A pass that itself waits in the driver (behind a kernel the watchdog has yet to
+//! stop) so lengthens the wait; a guest that made a pair instead would have waited in the
+//! driver as long.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -27,7 +32,8 @@ use super::{SURGE, SandboxPool, resetter};
 use crate::confine::Confinement;
 use crate::limits::Limits;
 
-/// The longest a guest waits for a pair on its way back before making one.
+/// How long a guest waits for a pair on its way back before making one (checked at each of the
+/// resetter's passes).
 pub const MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// A pair lent to a guest and not yet given back (or dropped): counted in the pool's `lent`
