@@ -27,8 +27,9 @@
 //!   H200, `gpuhost serve`'s workers were found in cuMemsetD8_v2 more than anywhere else,
 //!   bench/h200-runs/2026-12-01-s6/stacks/). Nothing else can still use the range: a buffer
 //!   gives its range back only when its last clone and every launch using it have ended.
-//! - Reuse for another guest ([`Arena::queue_reset`]) zeroes the whole mapped range without
-//!   waiting: the memset and a fence go on a stream the caller keeps for resets, and the arena
+//! - Reuse for another guest ([`Arena::queue_zeroing`], then [`Zeroing::fence_all`]) zeroes the
+//!   whole mapped range without waiting: the memset and a fence (one for a batch of arenas) go on
+//!   a stream the caller keeps for resets, and the arena
 //!   stays inside an [`ArenaReset`] until the completion thread has seen the fence pass, so no
 //!   allocation (and no guest) reaches it before it is zero. A request thread then never waits
 //!   for the device to reuse an arena (the synchronize it replaced took 15–30 µs per `gpuhost
@@ -109,8 +110,8 @@ impl std::fmt::Debug for Arena {
     }
 }
 
-/// An arena whose reset is queued ([`Arena::queue_reset`]): it holds the arena until the zeroing
-/// has completed.
+/// An arena whose zeroing is queued and fenced ([`Zeroing::fence_all`]): it holds the arena until
+/// the zeroing has completed.
 pub struct ArenaReset {
     arena: Arc<Arena>,
     /// The reset stream's fence after the zeroing (the completion thread marks it done).
@@ -141,15 +142,7 @@ impl ArenaReset {
         }
         let Self { arena, done } = self;
         // Done, so this returns its outcome without waiting.
-        let zeroed = done.wait().and_then(|()| {
-            let now = arena.host.generation();
-            if now == arena.generation {
-                Ok(arena)
-            } else {
-                Err(Error::ContextLost { generation: now })
-            }
-        });
-        Ok(zeroed)
+        Ok(done.wait().and_then(|()| still_current(arena)))
     }
 
     /// The arena, zeroed, once the zeroing has completed: awaited without blocking the thread
@@ -159,12 +152,17 @@ impl ArenaReset {
     pub async fn zeroed(self) -> Result<Arc<Arena>> {
         let Self { arena, done } = self;
         done.await?;
-        let now = arena.host.generation();
-        if now == arena.generation {
-            Ok(arena)
-        } else {
-            Err(Error::ContextLost { generation: now })
-        }
+        still_current(arena)
+    }
+}
+
+/// A zeroed arena, unless its context has gone meanwhile (it is dropped then: freed).
+fn still_current(arena: Arc<Arena>) -> Result<Arc<Arena>> {
+    let now = arena.host.generation();
+    if now == arena.generation {
+        Ok(arena)
+    } else {
+        Err(Error::ContextLost { generation: now })
     }
 }
 
@@ -198,8 +196,6 @@ impl Zeroing {
         // dropped before then (its pool gone) leaves the arena to the completion thread, which
         // frees it only once the memset no longer writes into it.
         let done = stream.fence_keeping(&anchored, None)?;
-        drop(anchored);
-        drop(anchors);
         Ok(arenas
             .into_iter()
             .map(|arena| ArenaReset {
@@ -540,34 +536,14 @@ impl Arena {
     /// Makes the arena ready for another guest when nothing but the caller holds it any more
     /// (no buffer, no anchor, so no launch given one): queues the zeroing of everything mapped,
     /// `[base, base + mapped)`, which is all a sandboxed kernel can reach, on `stream`, and
-    /// returns at once. The arena comes back through [`ArenaReset::ready`] only once the stream
-    /// has passed the zeroing, so nothing the last guest wrote is readable by the next, and no
-    /// one can allocate in it meanwhile. `Ok(Err(arena))`, changing nothing, while anything else
-    /// holds it. On an error the arena is dropped (freed).
+    /// returns at once. [`Zeroing::fence_all`] then fences it (with others queued on the same
+    /// stream: one fence for all), and the arena comes back through [`ArenaReset::ready`] only
+    /// once the stream has passed the zeroing, so nothing the last guest wrote is readable by
+    /// the next, and no one can allocate in it meanwhile. `Ok(Err(arena))`, changing nothing,
+    /// while anything else holds it. On an error the arena is dropped (freed).
     ///
     /// `stream` should be one no guest launches on: the zeroing waits behind whatever is queued
-    /// there. Several arenas reset together share one fence: [`Arena::queue_zeroing`], then
-    /// [`Zeroing::fence_all`].
-    pub fn queue_reset(
-        self: Arc<Self>,
-        stream: &Stream,
-    ) -> Result<std::result::Result<ArenaReset, Arc<Arena>>> {
-        let zeroing = match self.queue_zeroing(stream)? {
-            Ok(z) => z,
-            Err(arena) => return Ok(Err(arena)),
-        };
-        // One zeroing in, one reset out.
-        match Zeroing::fence_all(vec![zeroing], stream)?.pop() {
-            Some(reset) => Ok(Ok(reset)),
-            None => Err(Error::ContextLost {
-                generation: stream.generation(),
-            }),
-        }
-    }
-
-    /// The first half of [`Arena::queue_reset`]: queues the zeroing of everything mapped on
-    /// `stream`, without a fence. `Ok(Err(arena))`, changing nothing, while anything else holds
-    /// it; on an error the arena is dropped (freed).
+    /// there.
     pub fn queue_zeroing(
         self: Arc<Self>,
         stream: &Stream,

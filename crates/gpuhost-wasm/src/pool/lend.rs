@@ -102,13 +102,11 @@ impl SandboxPool {
             pass.as_mut().enable();
             let patient = start.elapsed() < MAX_WAIT;
             match self.next(patient) {
-                Next::Ready(reset, ctl) => match reset.ready() {
-                    Ok(Ok(arena)) => break (arena, ctl),
-                    // The zeroing failed or the context is gone: freed, never handed out.
-                    Ok(Err(_)) => {}
-                    // Never: it was seen done; freed with its block, in case.
-                    Err(_) => {}
-                },
+                Next::Ready(reset, ctl) => {
+                    if let Some(arena) = handed_out(reset) {
+                        break (arena, ctl);
+                    }
+                }
                 Next::Queued(reset, ctl) => {
                     waited = true;
                     // An error frees the pair, never handing it out.
@@ -172,16 +170,20 @@ impl SandboxPool {
             let Next::Ready(reset, ctl) = self.next(false) else {
                 return None;
             };
-            match reset.ready() {
-                Ok(Ok(arena)) => return Some((arena, ctl)),
-                // The zeroing failed or the context is gone: freed, never handed out.
-                Ok(Err(_)) => {}
-                // Never: it was done (kept, in case).
-                Err(reset) => {
-                    self.lock().resetting.push_front((reset, ctl));
-                    return None;
-                }
+            if let Some(arena) = handed_out(reset) {
+                return Some((arena, ctl));
             }
         }
+    }
+}
+
+/// The arena of a pair [`SandboxPool::next`] found ready; None when its zeroing failed or its
+/// context is gone (it is freed with its block, never handed out).
+fn handed_out(reset: ArenaReset) -> Option<Arc<Arena>> {
+    match reset.ready() {
+        Ok(Ok(arena)) => Some(arena),
+        Ok(Err(_)) => None,
+        // Never: it was seen done (freed, in case).
+        Err(_) => None,
     }
 }
