@@ -2,8 +2,9 @@
 """What each load run added to `gpuhost serve`'s /metrics (serve-floor.sh's METRICS snapshots).
 
 Given the snapshots in the order they were taken, prints per run and function that served in it:
-requests, then per request the µs of each request phase and host call, the sandbox pairs
-created and reused, and the pool's gauges at the end of the run. Usage:
+requests, then per request the µs of each request phase and host call, the bucket each phase's
+(and the whole request's) 99th percentile falls in (the histograms' buckets double: a bound, not a
+value), the sandbox pairs created and reused, and the pool's gauges at the end of the run. Usage:
     python3 scripts/probes/prom-diff.py DIR/16-ladder2-1.prom DIR/16-ladder3-1.prom ...
 (the first snapshot's counters are counted from zero).
 """
@@ -19,7 +20,7 @@ def parse(path):
     out = {}
     for line in open(path):
         m = LINE.match(line.strip())
-        if not m or m.group(1).endswith("_bucket"):
+        if not m:
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
         out[(m.group(1), tuple(sorted(labels.items())))] = float(m.group(3))
@@ -34,6 +35,21 @@ def by_function(snap, metric, key):
             d = dict(labels)
             out[d.get("function", "?")][d.get(key, "")] = v
     return out
+
+
+def p99_bound(delta, metric, fn, phase=None):
+    """The upper bound (µs) of the bucket holding the 99th percentile of `metric`'s run."""
+    buckets = []
+    for (name, labels), v in delta.items():
+        d = dict(labels)
+        if name == metric + "_bucket" and d.get("function") == fn and d.get("phase") == phase:
+            le = float("inf") if d["le"] == "+Inf" else float(d["le"])
+            buckets.append((le, v))
+    buckets.sort()
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    return next(le * 1e6 for le, v in buckets if v >= 0.99 * total)
 
 
 def main():
@@ -51,6 +67,9 @@ def main():
             print(f"  {fn}: {n:.0f} requests, {took / n * 1e6:.1f} µs each")
             phases = by_function(delta, "gpuhost_request_phase_seconds_sum", "phase")[fn]
             print("    phases µs/req: " + ", ".join(f"{p} {v / n * 1e6:.1f}" for p, v in sorted(phases.items())))
+            tails = [("request", p99_bound(delta, "gpuhost_request_duration_seconds", fn))]
+            tails += [(p, p99_bound(delta, "gpuhost_request_phase_seconds", fn, p)) for p in sorted(phases)]
+            print("    p99 within µs: " + ", ".join(f"{p} ≤ {b:.0f}" for p, b in tails if b is not None))
             calls = by_function(delta, "gpuhost_host_call_seconds_total", "call")[fn]
             counts = by_function(delta, "gpuhost_host_calls_total", "call")[fn]
             busy = sorted(((v, c) for c, v in calls.items() if v > 0), reverse=True)
