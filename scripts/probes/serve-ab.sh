@@ -3,8 +3,9 @@
 # :18281, serve B on :18282 and the native handler (`gpuhost bench --native-http`, A's binary) on
 # :18283, each the stamp repository of stamp-repo.sh (http-stamp sandboxed and trusted); then
 # `oha -z SECS -c C` against native, A and B in turn, ROUNDS times per function and connection
-# count (alternating, so all three see the same machine load), and the mean per phase of each
-# build's requests. Built for a shared, noisy machine without a GPU (softcuda by default).
+# count (alternating, so all three see the same machine load), with each server's CPU per
+# request over the run, and the mean per phase of each build's requests. Built for a shared,
+# noisy machine without a GPU (softcuda by default).
 #   bash scripts/probes/serve-ab.sh OLD/gpuhost NEW/gpuhost
 # Env: OHA (default target/oha/bin/oha), GUESTS (folder holding http_stamp.wasm, default
 # target/guests/wasm32-wasip2/release), SECS (3), ROUNDS (3), CS ("1 16"), FNS ("sandboxed
@@ -36,13 +37,20 @@ done
 for u in 18281/sandboxed 18282/sandboxed 18281/trusted 18282/trusted 18283/stamp; do
   "$oha" --no-tui -n 1000 -c 4 "http://127.0.0.1:$u" > /dev/null
 done
-echo "req/s by connections, function, server (one column per round):"
+# The server's CPU time (user + system) in clock ticks, from /proc: CPU per request is far
+# steadier than req/s on a shared machine.
+tick=$(getconf CLK_TCK)
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+echo "req/s / server CPU µs per request, by connections, function, server (one column per round):"
 for c in ${CS:-1 16}; do
   for f in ${FNS:-sandboxed trusted}; do
     for r in $(seq "$rounds"); do
       for t in native A B; do
-        case $t in native) u=18283/stamp;; A) u=18281/$f;; B) u=18282/$f;; esac
-        echo "$c $f $t $("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u" | awk '/Requests\/sec/ {printf "%.0f", $2}')"
+        case $t in native) u=18283/stamp p=${pids[2]};; A) u=18281/$f p=${pids[0]};; B) u=18282/$f p=${pids[1]};; esac
+        before=$(cpu_of "$p")
+        rps=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+        after=$(cpu_of "$p")
+        echo "$c $f $t $rps/$(awk -v d=$((after - before)) -v t="$tick" -v r="$rps" -v s="$secs" 'BEGIN {printf "%.1f", (r > 0 ? d / t / (r * s) * 1e6 : 0)}')"
       done
     done
   done

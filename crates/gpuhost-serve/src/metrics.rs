@@ -182,7 +182,6 @@ pub struct Metrics {
     device_launches: Family<DeviceLabel, Counter>,
     device_context_losses: Family<DeviceLabel, Counter>,
     device_batches_by_poll: Family<DeviceLabel, Counter>,
-    device_awaits_unspun: Family<DeviceLabel, Counter>,
     device_live_modules: Family<DeviceLabel, Gauge>,
     device_live_buffers: Family<DeviceLabel, Gauge>,
     device_kept_alloc: Family<DeviceLabel, Gauge>,
@@ -197,7 +196,6 @@ struct Seen {
     launches: u64,
     losses: u64,
     by_poll: u64,
-    unspun: u64,
 }
 
 /// The metric handles of one function (clones share the values in the registry).
@@ -328,7 +326,6 @@ impl Metrics {
             device_launches: Family::default(),
             device_context_losses: Family::default(),
             device_batches_by_poll: Family::default(),
-            device_awaits_unspun: Family::default(),
             device_live_modules: Family::default(),
             device_live_buffers: Family::default(),
             device_kept_alloc: Family::default(),
@@ -448,11 +445,6 @@ impl Metrics {
             m.device_batches_by_poll.clone(),
         );
         r.register(
-            "device_awaits_unspun",
-            "Waits for the device that did not spin before parking, because most recent spins ran out of budget (launches awaited took longer)",
-            m.device_awaits_unspun.clone(),
-        );
-        r.register(
             "device_live_modules",
             "Modules loaded by device",
             m.device_live_modules.clone(),
@@ -565,14 +557,10 @@ impl Metrics {
             self.device_batches_by_poll
                 .get_or_create(&l)
                 .inc_by(stats.batches_completed_by_poll.saturating_sub(last.by_poll));
-            self.device_awaits_unspun
-                .get_or_create(&l)
-                .inc_by(stats.awaits_unspun.saturating_sub(last.unspun));
             *last = Seen {
                 launches: stats.launches,
                 losses: stats.context_losses,
                 by_poll: stats.batches_completed_by_poll,
-                unspun: stats.awaits_unspun,
             };
             self.device_live_modules
                 .get_or_create(&l)

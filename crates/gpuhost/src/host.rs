@@ -49,8 +49,6 @@ pub struct Host {
     pub(crate) completer: OnceLock<Completer>,
     /// Nanoseconds a `Completion`'s poll spins before it returns Pending (see completion.rs).
     pub(crate) await_spin_ns: std::sync::atomic::AtomicU64,
-    /// Whether polls' spins have been paying (see completion/odds.rs).
-    pub(crate) spin_odds: crate::completion::SpinOdds,
     /// Whether staging may page-lock more memory than is pooled ([`Host::set_staging_growth`]).
     pub(crate) staging_growth: std::sync::atomic::AtomicBool,
     /// Control blocks' memory (see control_pool.rs), made on first use.
@@ -141,7 +139,6 @@ impl Host {
             transfer: Default::default(),
             completer: OnceLock::new(),
             await_spin_ns: crate::completion::DEFAULT_AWAIT_SPIN_NS.into(),
-            spin_odds: Default::default(),
             staging_growth: true.into(),
             control: Mutex::new(None),
             alloc_cache: crate::alloc_cache::AllocCache::new(),

@@ -40,9 +40,6 @@ pub struct HostStats {
     /// Batches of launches completed by the `.await` that recorded them, on its own thread,
     /// rather than by the host's completion thread (see `Host::set_await_spin`).
     pub batches_completed_by_poll: u64,
-    /// Polls of an unfinished launch that returned Pending without spinning, because most of
-    /// the host's recent spins ran out of budget (see `Host::set_await_spin`).
-    pub awaits_unspun: u64,
     /// Times the driver was asked whether a stream given back is idle (cuStreamQuery, at its
     /// drop and while it drains); a stream marked settled
     /// ([`Stream::mark_settled`](crate::Stream::mark_settled)) is pooled without asking.
@@ -72,7 +69,6 @@ pub(crate) struct Counters {
     pub(crate) pinned_registrations: AtomicU64,
     pub(crate) driver_allocs: AtomicU64,
     pub(crate) batches_completed_by_poll: AtomicU64,
-    pub(crate) awaits_unspun: AtomicU64,
     pub(crate) stream_idle_queries: AtomicU64,
 }
 
@@ -108,7 +104,6 @@ impl Counters {
             // Filled in by Host::stats (the cache keeps its own count).
             kept_alloc_bytes: 0,
             batches_completed_by_poll: self.batches_completed_by_poll.load(Relaxed),
-            awaits_unspun: self.awaits_unspun.load(Relaxed),
             stream_idle_queries: self.stream_idle_queries.load(Relaxed),
         }
     }

@@ -55,13 +55,9 @@ use crate::host::Host;
 use crate::launch::Arg;
 use crate::pinned::Pinned;
 use crate::registry::{Kernel, LaunchGuard};
-use crate::stats::Counters;
 
 mod inline;
-mod odds;
 mod thread;
-
-pub(crate) use odds::SpinOdds;
 
 pub(crate) use thread::{Completer, hand_over, watch};
 
@@ -196,45 +192,20 @@ impl Future for Completion {
             return Poll::Ready(self.cell.result());
         }
         let stream = self.cell.stream.as_deref();
-        // The host's record of whether spinning pays (odds.rs); a stream without a host spins
-        // its whole budget, recording nothing.
-        let host = stream.and_then(|s| s.host());
-        let budget = match (stream, host) {
-            (None, _) => Duration::ZERO,
-            (Some(_), Some(h)) if !h.spin_odds.should_spin() => {
-                Counters::inc(&h.counters.awaits_unspun);
-                Duration::ZERO
-            }
-            (Some(s), _) => s.await_spin(),
-        };
-        let record = |caught| {
-            if let Some(h) = host {
-                h.spin_odds.record(caught);
-            }
-        };
+        let budget = stream.map_or(Duration::ZERO, |s| s.await_spin());
         let mut spun = false;
         // Recorded before we look: the completion thread can only finish a recorded batch.
         if !self.cell.recorded.load(Ordering::Acquire)
             && let Some(s) = stream
         {
             match inline::complete_here(&self.cell, s, budget) {
-                inline::Inline::Done => {
-                    record(true);
-                    return Poll::Ready(self.cell.result());
-                }
-                inline::Inline::HandedOver => {
-                    record(false);
-                    spun = true
-                }
+                inline::Inline::Done => return Poll::Ready(self.cell.result()),
+                inline::Inline::HandedOver => spun = true,
                 inline::Inline::NotTried => s.flush(),
             }
         }
-        if !spun && !budget.is_zero() {
-            let caught = spin_until_finished(&self.cell, budget);
-            record(caught);
-            if caught {
-                return Poll::Ready(self.cell.result());
-            }
+        if !spun && !budget.is_zero() && spin_until_finished(&self.cell, budget) {
+            return Poll::Ready(self.cell.result());
         }
         let mut s = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
         // Checked under the lock `finish` takes: either it finished (we return), or it will wake
@@ -278,15 +249,9 @@ impl Host {
     /// Sets how long a poll of this host's `Completion`s watches an unfinished launch before it
     /// returns Pending (default 10 µs; zero: never spin; capped at [`MAX_AWAIT_SPIN`]). Longer
     /// catches longer kernels without a wake-up, and holds the executor thread that long.
-    ///
-    /// Polls stop spinning while most recent spins ran out of budget (the launches awaited take
-    /// longer), all but one in a few that probe; setting a budget starts that record afresh.
-    /// [`HostStats::awaits_unspun`](crate::HostStats::awaits_unspun) counts the polls that
-    /// did not spin.
     pub fn set_await_spin(&self, budget: Duration) {
         let ns = budget.min(MAX_AWAIT_SPIN).as_nanos() as u64;
         self.await_spin_ns.store(ns, Ordering::Relaxed);
-        self.spin_odds.reset();
     }
 
     /// How long a poll watches an unfinished launch before returning Pending.

@@ -230,51 +230,6 @@ fn an_awaited_launch_that_ends_within_the_spin_budget_is_completed_by_its_own_po
 }
 
 #[test]
-fn awaits_stop_spinning_while_their_spins_run_out_and_spin_again_once_launches_end_within_the_budget()
- {
-    // Alone: the budget is the host's, and this test changes it.
-    let _g = exclusive();
-    let Some(host) = host() else { return };
-    let reg = Registry::load(&host, bundle("stamp-a")).unwrap();
-    let k = reg.kernel("stamp").unwrap();
-    let s = host.stream().unwrap();
-    let out = host.alloc(256 * 4).unwrap();
-    let before = host.await_spin();
-    let awaits = |n: u64| {
-        let start = host.stats().awaits_unspun;
-        for _ in 0..n {
-            let args = [Arg::Buffer(&out, 0), Arg::U32(256)];
-            let launched = s
-                .launch(&k, LaunchConfig::for_elements(256, 64), &args)
-                .unwrap();
-            crate::common::block_on(launched).unwrap();
-        }
-        host.stats().awaits_unspun - start
-    };
-    // A budget no kernel ends within: after the first misses, most polls do not spin (one in
-    // a few still probes).
-    host.set_await_spin(std::time::Duration::from_nanos(1));
-    let unspun = awaits(40);
-    assert!(
-        unspun >= 20,
-        "{unspun} of 40 awaits skipped a spin that always ran out"
-    );
-    // The longest budget: a small kernel ends within it, so the polls spin again (a new budget
-    // starts the record afresh; a miss or two on a loaded machine does not stop them).
-    host.set_await_spin(gpuhost::MAX_AWAIT_SPIN);
-    let unspun = awaits(20);
-    host.set_await_spin(before);
-    assert!(
-        unspun < 5,
-        "{unspun} of 20 awaits skipped a spin their launches ended within"
-    );
-    assert_eq!(
-        crate::common::read_u32s(&out, 256),
-        crate::common::expected(crate::common::TAG_A, 256)
-    );
-}
-
-#[test]
 fn a_stream_marked_settled_is_pooled_without_asking_the_driver_unless_it_launched_since() {
     // Exclusive: it counts the host's stream queries, which a test beside it would move.
     let _g = exclusive();
