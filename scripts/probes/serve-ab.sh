@@ -39,18 +39,17 @@ for u in 18281/sandboxed 18282/sandboxed 18281/trusted 18282/trusted 18283/stamp
 done
 # The server's CPU time (user + system) in clock ticks, from /proc: CPU per request is far
 # steadier than req/s on a shared machine.
-tick=$(getconf CLK_TCK)
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+source scripts/lib/proc-cpu.sh
 echo "req/s / server CPU µs per request, by connections, function, server (one column per round):"
 for c in ${CS:-1 16}; do
   for f in ${FNS:-sandboxed trusted}; do
     for r in $(seq "$rounds"); do
       for t in native A B; do
         case $t in native) u=18283/stamp p=${pids[2]};; A) u=18281/$f p=${pids[0]};; B) u=18282/$f p=${pids[1]};; esac
-        before=$(cpu_of "$p")
+        before=$(proc_cpu "$p")
         rps=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u" | awk '/Requests\/sec/ {printf "%.0f", $2}')
-        after=$(cpu_of "$p")
-        echo "$c $f $t $rps/$(awk -v d=$((after - before)) -v t="$tick" -v r="$rps" -v s="$secs" 'BEGIN {printf "%.1f", (r > 0 ? d / t / (r * s) * 1e6 : 0)}')"
+        after=$(proc_cpu "$p")
+        echo "$c $f $t $rps/$(awk -v d=$((after - before)) -v t="$CLK_TCK" -v r="$rps" -v s="$secs" 'BEGIN {printf "%.1f", (r > 0 ? d / t / (r * s) * 1e6 : 0)}')"
       done
     done
   done

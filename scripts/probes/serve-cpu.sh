@@ -20,28 +20,18 @@ for _ in $(seq 100); do curl -sf http://127.0.0.1:18381/sandboxed > /dev/null &&
 
 # Machine busy and total jiffies: "busy total".
 machine() { awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
-# Jiffies per thread name of process $1: "name all user system" lines (names with digits folded:
-# tokio-rt-worker).
-threads() {
-  for t in /proc/"$1"/task/*; do
-    # comm may hold spaces: the fields after the closing parenthesis start at state.
-    local s; s=$(cat "$t/stat" 2>/dev/null) || continue
-    local name=${s#*(}; name=${name%%)*}
-    local rest=${s##*) }; set -- $rest
-    echo "${name//[0-9]/} ${12} ${13}"
-  done | awk '{u[$1]+=$2; s[$1]+=$3} END{for(k in u) print k, u[k]+s[k], u[k], s[k]}'
-}
-hz=$(getconf CLK_TCK); cores=$(nproc)
+source scripts/lib/proc-cpu.sh
+hz=$CLK_TCK; cores=$(nproc)
 printf '%-10s %3s %9s %7s %7s %6s %9s  %s\n' target c req/s busy server oha us/req "server threads (cores)"
 for target in ${FNS:-native sandboxed trusted}; do
   url=http://127.0.0.1:18381/$target; pid=$serve_pid
   [ $target = native ] && { url=http://127.0.0.1:18382/stamp; pid=$native_pid; }
   "$oha" --no-tui -n 3000 -c 16 "$url" > /dev/null
   for c in ${CS:-1 16 64}; do
-    m0=$(machine); threads $pid > "$work/t0"
+    m0=$(machine); proc_threads $pid > "$work/t0"
     # oha's CPU: the subshell's children times (bash `times`, second line: user and sys).
     ( "$oha" --no-tui -z "${secs}s" -c "$c" -w "$url" > "$work/oha.txt"; times > "$work/times" )
-    m1=$(machine); threads $pid > "$work/t1"
+    m1=$(machine); proc_threads $pid > "$work/t1"
     rps=$(awk '/Requests\/sec/{print $2}' "$work/oha.txt")
     oha_s=$(tail -1 "$work/times" | awk '{split($1,u,"m"); split($2,s,"m"); print u[1]*60+u[2]+s[1]*60+s[2]}')
     read -r b0 t0 <<< "$m0"; read -r b1 t1 <<< "$m1"

@@ -1,0 +1,19 @@
+# shellcheck shell=bash
+# Sourced by the serve probes that count a server's CPU from /proc (the GPU machine has no perf):
+# `proc_cpu PID` prints the process's CPU time (user + system, all threads) in clock ticks;
+# `proc_threads PID` prints one line per thread name, "name all user system" in clock ticks
+# (digits folded out of names: every tokio-rt-worker together). $CLK_TCK ticks are a second.
+CLK_TCK=$(getconf CLK_TCK)
+proc_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+proc_threads() {
+  local t s name rest
+  for t in /proc/"$1"/task/*; do
+    # comm may hold spaces: the fields after the closing parenthesis start at state.
+    s=$(cat "$t/stat" 2>/dev/null) || continue
+    name=${s#*(}; name=${name%%)*}
+    rest=${s##*) }
+    # shellcheck disable=SC2086
+    set -- $rest
+    echo "${name//[0-9]/} ${12} ${13}"
+  done | awk '{u[$1]+=$2; s[$1]+=$3} END{for(k in u) print k, u[k]+s[k], u[k], s[k]}'
+}
