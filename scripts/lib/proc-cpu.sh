@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Sourced by the serve probes that count a server's CPU from /proc (the GPU machine has no perf):
 # `proc_cpu PID` prints the process's CPU time (user + system, all threads) in clock ticks;
-# `proc_threads PID` prints one line per thread name, "name all user system" in clock ticks
-# (digits folded out of names: every tokio-rt-worker together). $CLK_TCK ticks are a second.
+# `proc_threads PID` prints one line per thread name, "name all user system switches": CPU time
+# in clock ticks and context switches, voluntary and not (digits folded out of names: every
+# tokio-rt-worker together). $CLK_TCK ticks are a second.
 CLK_TCK=$(getconf CLK_TCK)
 proc_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 proc_threads() {
@@ -14,6 +15,6 @@ proc_threads() {
     rest=${s##*) }
     # shellcheck disable=SC2086
     set -- $rest
-    echo "${name//[0-9]/} ${12} ${13}"
-  done | awk '{u[$1]+=$2; s[$1]+=$3} END{for(k in u) print k, u[k]+s[k], u[k], s[k]}'
+    echo "${name//[0-9]/} ${12} ${13} $(awk '/ctxt_switches/ {n += $2} END {print n + 0}' "$t/status" 2>/dev/null)"
+  done | awk '{u[$1]+=$2; s[$1]+=$3; c[$1]+=$4} END{for(k in u) print k, u[k]+s[k], u[k], s[k], c[k]}'
 }

@@ -17,7 +17,7 @@
 #   bash scripts/probes/serve-floor.sh
 # Env: SECS (3), ROUNDS (2), CS ("1 16 64"), TARGETS ("native hello sandboxed"), GPUHOST_DRIVER
 # (nvidia), GPU_DIR (a folder laid out as .gpu/, to run it elsewhere), THREADS (set: the
-# server's CPU per request by thread name too).
+# server's CPU per request by thread name too, with its kernel share and context switches).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ -n "${GPU_DIR:-}" ] || source scripts/lib/gpu-bin.sh
@@ -49,7 +49,8 @@ for c in ${CS:-1 16 64}; do
         proc_threads "$pid" > "$work/t1"
         rps=$(awk '/Requests\/sec/ {print $2}' "$work/oha.txt")
         awk -v c="$c" -v t="$t" -v n="$(awk -v r="$rps" -v s="$secs" 'BEGIN {print r * s}')" -v hz="$CLK_TCK" \
-          'NR == FNR {a[$1] = $2; next} {d = $2 - a[$1]; if (d > 0 && n > 0) printf "%s %s %s %.1f\n", c, t, $1, d / hz / n * 1e6}' \
+          'NR == FNR {a[$1] = $2; k[$1] = $4; w[$1] = $5; next}
+           {d = $2 - a[$1]; if (d > 0 && n > 0) printf "%s %s %s %.1f %.1f %.2f\n", c, t, $1, d / hz / n * 1e6, ($4 - k[$1]) / hz / n * 1e6, ($5 - w[$1]) / n}' \
           "$work/t0" "$work/t1" >> "$work/threads.txt"
       fi
       [ -n "$sampler" ] && wait "$sampler"
@@ -88,12 +89,17 @@ if [ -n "${THREADS:-}" ] && [ -s "$work/threads.txt" ]; then
 import collections, statistics, sys
 by = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    c, t, name, us = line.split()
-    by[(int(c), t, name)].append(float(us))
-print("| connections | target | server CPU µs/request by thread name (median of rounds) |")
+    c, t, name, us, sys_us, switches = line.split()
+    by[(int(c), t, name)].append((float(us), float(sys_us), float(switches)))
+print("| connections | target | per request by thread name (median of rounds): CPU µs (of which in the kernel), context switches |")
 print("|---|---|---|")
-for c, t in sorted({(c, t) for c, t, _ in by}, key=lambda k: (k[0], list(dict.fromkeys(t for _, t, _ in by)).index(k[1]))):
-    names = sorted(((statistics.median(v), n) for (cc, tt, n), v in by.items() if (cc, tt) == (c, t)), reverse=True)
-    print(f"| {c} | {t} | " + ", ".join(f"{n} {us:.1f}" for us, n in names) + " |")
+order = list(dict.fromkeys(t for _, t, _ in by))
+for c, t in sorted({(c, t) for c, t, _ in by}, key=lambda k: (k[0], order.index(k[1]))):
+    rows = []
+    for (cc, tt, n), v in by.items():
+        if (cc, tt) == (c, t):
+            rows.append(tuple(statistics.median(x[i] for x in v) for i in range(3)) + (n,))
+    rows.sort(reverse=True)
+    print(f"| {c} | {t} | " + ", ".join(f"{n} {us:.1f} ({ks:.1f}), {cs:.2f} cs" for us, ks, cs, n in rows) + " |")
 EOF2
 fi
