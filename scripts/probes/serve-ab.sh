@@ -49,7 +49,7 @@ for c in ${CS:-1 16}; do
         before=$(proc_cpu "$p")
         rps=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u" | awk '/Requests\/sec/ {printf "%.0f", $2}')
         after=$(proc_cpu "$p")
-        echo "$c $f $t $rps/$(awk -v d=$((after - before)) -v t="$CLK_TCK" -v r="$rps" -v s="$secs" 'BEGIN {printf "%.1f", (r > 0 ? d / t / (r * s) * 1e6 : 0)}')"
+        echo "$c $f $t $rps/$(proc_us_per_request $((after - before)) "$rps" "$secs")"
       done
     done
   done

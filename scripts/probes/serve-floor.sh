@@ -8,11 +8,12 @@
 # (its process's user + system time over the run, all threads: the serving process for every
 # target but native). Targets ($TARGETS): native, hello, sandboxed, trusted, and ladder0 …
 # ladder5, http-ladder sandboxed cut after that step (its header lists them: each gpuhost:cuda
-# call's share of a request), and tladder0 … tladder5, the same trusted. With METRICS=DIR, serve's /metrics is saved after each run as
-# DIR/C-TARGET-ROUND.prom (scripts/probes/prom-diff.py says what one run added). With
-# STACKS="TARGET ..." and STACKS_DIR, serve's threads are sampled by cuda-gdb 1 s into each
-# run of those targets (DIR/C-TARGET-ROUND.txt; scripts/probes/stacks-summary.py reads them):
-# give such runs SECS of 5 or more, as the attach stops the server for a while.
+# call's share of a request), and tladder0 … tladder5, the same trusted. With METRICS=DIR,
+# serve's /metrics is saved after each run as DIR/C-TARGET-ROUND.prom (scripts/probes/prom-diff.py
+# says what one run added). With STACKS="TARGET ..." and STACKS_DIR, serve's threads are sampled by
+# cuda-gdb 1 s into each run of those targets (DIR/C-TARGET-ROUND.txt;
+# scripts/probes/stacks-summary.py reads them): give such runs SECS of 5 or more, as the attach
+# stops the server for a while.
 # Runs on the GPU machine from the packed .gpu/ (gpuhost, oha, guests); carry [".gpu"].
 #   bash scripts/probes/serve-floor.sh
 # Env: SECS (3), ROUNDS (2), CS ("1 16 64"), TARGETS ("native hello sandboxed"), GPUHOST_DRIVER
@@ -45,9 +46,9 @@ for c in ${CS:-1 16 64}; do
       before=$(proc_cpu "$pid"); [ -n "${THREADS:-}" ] && proc_threads "$pid" > "$work/t0"
       "$oha" --no-tui -z "${secs}s" -c "$c" -w "$(url "$t")" > "$work/oha.txt"
       after=$(proc_cpu "$pid")
+      rps=$(awk '/Requests\/sec/ {print $2}' "$work/oha.txt")
       if [ -n "${THREADS:-}" ]; then
         proc_threads "$pid" > "$work/t1"
-        rps=$(awk '/Requests\/sec/ {print $2}' "$work/oha.txt")
         awk -v c="$c" -v t="$t" -v n="$(awk -v r="$rps" -v s="$secs" 'BEGIN {print r * s}')" -v hz="$CLK_TCK" \
           'NR == FNR {a[$1] = $2; k[$1] = $4; w[$1] = $5; next}
            {d = $2 - a[$1]; if (d > 0 && n > 0) printf "%s %s %s %.1f %.1f %.2f\n", c, t, $1, d / hz / n * 1e6, ($4 - k[$1]) / hz / n * 1e6, ($5 - w[$1]) / n}' \
@@ -56,10 +57,10 @@ for c in ${CS:-1 16 64}; do
       [ -n "$sampler" ] && wait "$sampler"
       [ -n "${METRICS:-}" ] && mkdir -p "$METRICS" && curl -s http://127.0.0.1:18291/metrics > "$METRICS/$c-$t-$r.prom"
       # oha prints "50.00% in 0.1050 ms" (or secs, or µs, by its version and the value).
-      awk -v c="$c" -v t="$t" -v d=$((after - before)) -v tick="$CLK_TCK" -v s="$secs" \
+      awk -v c="$c" -v t="$t" -v r="$rps" -v cpu="$(proc_us_per_request $((after - before)) "$rps" "$secs")" \
         'function ms(v, u) { return u == "secs" ? v * 1000 : (u == "ms" ? v : v / 1000) }
-        /Requests\/sec/ {r = $2} /^ +50\.00% in/ {p50 = ms($3, $4)} /^ +99\.00% in/ {p99 = ms($3, $4)}
-        END {printf "%s %s %s %.3f %.3f %.1f\n", c, t, r, p50, p99, (r > 0 ? d / tick / (r * s) * 1e6 : 0)}' "$work/oha.txt"
+        /^ +50\.00% in/ {p50 = ms($3, $4)} /^ +99\.00% in/ {p99 = ms($3, $4)}
+        END {printf "%s %s %s %.3f %.3f %s\n", c, t, r, p50, p99, cpu}' "$work/oha.txt"
     done
   done
 done > "$work/runs.txt"
