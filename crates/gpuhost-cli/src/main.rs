@@ -9,6 +9,10 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc for the binary's heap (see malloc.rs: why, and what it does with large blocks).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "gpuhost",

@@ -1,16 +1,39 @@
-//! The process's allocator policy for large buffers, set once at start.
+//! The process's allocators, chosen and tuned once at start.
 //!
-//! A guest's `buffer.write` and `buffer.read` each pass through freshly allocated host buffers of
-//! the transfer's size (wasmtime lifts a `list<u8>` into a new `Vec`; a read's bytes go to a new
-//! `Vec` before they are lowered into the guest). glibc serves allocations over 32 MiB with a
-//! fresh `mmap` and returns them with `munmap`, so every 64 MiB transfer first takes 16 384 page
-//! faults. Keeping large blocks in the heap, reused, measured with `gpuhost bench --guest --quick`
-//! on softcuda here (two runs each): guest writes 0.9–1.3 → 3.1–3.3 GB/s, reads 0.7–1.0 →
-//! 1.9–2.0 GB/s (H200 figures in bench/RESULTS.md). The price: memory freed by large buffers stays in the process (up to 1 GiB
-//! of free heap top is kept) instead of going back to the system at once.
+//! The binary's own (Rust) heap is jemalloc (`tikv-jemallocator`, the `#[global_allocator]` in
+//! main.rs). `gpuhost serve` is CPU-bound under load, and each request makes and frees a few
+//! hundred heap blocks (its Store's contexts, wasmtime's instance, hyper's request), many of them
+//! freed on another tokio worker than the one that made them (a warm Store is built by one
+//! request's task and dropped by another's). A CPU profile of serve on the H200 (perf,
+//! `scripts/probes/serve-profile.sh`, session 25) put glibc's malloc and free, with the arena
+//! locks its cross-thread frees contend on, at 25–34 µs of a request's 115–230 µs of CPU;
+//! with jemalloc they took 3–5 µs, and side by side the server's CPU per request fell from
+//! 212–239 µs to 180–207 (bench/RESULTS.md, session 25).
 //!
-//! Set `GPUHOST_SYSTEM_MALLOC=1` (or any `MALLOC_*` tunable of your own) to leave glibc's
-//! defaults alone.
+//! Large blocks: a guest's `buffer.write` and `buffer.read` each pass through freshly allocated
+//! host buffers of the transfer's size (wasmtime lifts a `list<u8>` into a new `Vec`; a read's
+//! bytes go to a new `Vec` before they are lowered into the guest). Served by fresh mappings,
+//! every 64 MiB transfer would first take 16 384 page faults. jemalloc keeps a freed extent's
+//! pages (dirty) for reuse and gives them back to the system only after they stay unused for its
+//! decay time (10 s by default; `MALLOC_CONF=dirty_decay_ms:…` changes it), so a guest's
+//! transfers reuse resident memory while they run. The last test below holds the reuse.
+//!
+//! glibc's malloc still serves the C side and the shared libraries (softcuda, NVIDIA's driver):
+//! [`tune`] keeps its large blocks in the heap for reuse (measured with `gpuhost bench --guest
+//! --quick` on softcuda when the whole process used glibc: guest writes 0.9–1.3 → 3.1–3.3 GB/s,
+//! reads 0.7–1.0 → 1.9–2.0 GB/s), at the price of up to 1 GiB of free heap top kept. Set
+//! `GPUHOST_SYSTEM_MALLOC=1` (or any `MALLOC_*` tunable of your own) to leave glibc's defaults
+//! alone.
+
+/// jemalloc's options, read when it starts (before `main`): `oversize_threshold:0` serves
+/// blocks of 8 MiB and more from the ordinary arenas, whose freed pages wait out the decay time
+/// for reuse, instead of from jemalloc's dedicated arena for them, which gives its pages back at
+/// once (then every 64 MiB transfer faults its pages in afresh). `MALLOC_CONF` is read after
+/// this and overrides it.
+// SAFETY: jemalloc (built with the `_rjem_` prefix by tikv-jemalloc-sys) reads this symbol as its
+// `const char *malloc_conf`: a pointer to a NUL-terminated string that lives forever, as this is.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_CONF: &[u8; 21] = b"oversize_threshold:0\0";
 
 /// Applies the policy unless the user chose their own.
 pub fn tune() {
@@ -26,5 +49,40 @@ pub fn tune() {
             libc::mallopt(libc::M_MMAP_MAX, 0);
             libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Page faults this thread has taken so far.
+    fn minor_faults() -> i64 {
+        // SAFETY: getrusage writes the struct it is given, which is zeroed and ours.
+        unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+            usage.ru_minflt
+        }
+    }
+
+    /// Writes `bytes` into a new block of that size (every page touched) and frees it.
+    fn fill(bytes: usize) {
+        let block = vec![1u8; bytes];
+        std::hint::black_box(&block);
+    }
+
+    #[test]
+    fn a_freed_64_mib_block_is_reused_without_page_faults() {
+        const BYTES: usize = 64 << 20;
+        const PAGES: i64 = (BYTES / 4096) as i64;
+        fill(BYTES); // the first one faults its pages in
+        let before = minor_faults();
+        fill(BYTES);
+        let faults = minor_faults() - before;
+        // A block mapped afresh takes one fault a page (16 384; fewer with huge pages, but far
+        // more than this bound); reused resident memory takes none.
+        assert!(
+            faults < PAGES / 16,
+            "refilling a freed 64 MiB block took {faults} page faults: large blocks go back to the system on free (the binary's allocator is not keeping them)"
+        );
     }
 }
