@@ -36,7 +36,7 @@
 //! (bench/h200-runs/2026-12-02-s14/). The pool goes back to its size once it has been unused
 //! for [`TRIM_AFTER`].
 
-mod lend;
+pub(crate) mod lend;
 mod resetter;
 
 use std::collections::VecDeque;
@@ -67,6 +67,13 @@ struct Given {
     ctl: ControlBlock,
     /// Reset and kept once free; false: freed then (the pool was full, or the arena grew large).
     keep: bool,
+}
+
+impl Given {
+    /// Nothing of its last guest holds it (stable once true: the pool holds the only handles).
+    fn is_free(&self) -> bool {
+        !self.arena.is_held() && !self.ctl.is_held()
+    }
 }
 
 /// The pairs a pool holds; each holds one live device buffer (its control block's).
@@ -186,7 +193,7 @@ impl SandboxPool {
             // Stable once true: the pool holds the only handles, so none can appear.
             let (free, held): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut st.held)
                 .into_iter()
-                .partition(|g| !g.arena.is_held() && !g.ctl.is_held());
+                .partition(Given::is_free);
             st.held = held;
             st.moving += free.len();
             free

@@ -424,6 +424,24 @@ fn a_guest_waits_no_longer_than_max_wait_for_pairs_their_last_guests_still_hold(
 }
 
 #[test]
+fn past_its_wait_a_guest_at_the_bound_makes_no_pair_while_the_resetter_is_only_behind() {
+    let (pool, _, guests) = pool_at_its_bound();
+    // Given back free: the resetter resets them on its next pass (or is resetting them now).
+    drop(guests);
+    // As a guest whose wait is up sees the pool (its own loan counted). A pair made now would
+    // be one past the bound, freed again by the resetter: the collapse this guards against.
+    let _loan = lend::Lent::new(&pool);
+    match pool.next(false) {
+        lend::Next::Make => {
+            panic!("a pair was made past the bound while the pool's own were being reset")
+        }
+        lend::Next::Ready(reset, ctl) | lend::Next::Queued(reset, ctl) => drop((reset, ctl)),
+        lend::Next::Wait => {}
+    }
+    assert_eq!(pool.created(), SURGE as u64);
+}
+
+#[test]
 fn a_wait_dropped_unfinished_leaves_no_loan_counted() {
     let (pool, limits, held) = pool_at_its_bound_all_held();
     let mut waiting = Box::pin(pool.confinement_waiting(&limits));
