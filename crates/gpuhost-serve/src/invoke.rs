@@ -451,6 +451,7 @@ async fn run_guest<Held: Send + 'static>(
     let out = data.http().new_response_outparam(sender).map_err(setup)?;
     // The instance, or (a Store made here) the component to instantiate in the run.
     let instance = proxy.ok_or_else(|| (version.pre.clone(), metrics.clone()));
+    let sandboxed = version.config.limits.sandbox;
     let mut in_flight = InFlight {
         store,
         _pinned: pinned,
@@ -470,6 +471,9 @@ async fn run_guest<Held: Send + 'static>(
                             let p = pre.instantiate_async(&mut in_flight.store).await?;
                             metrics
                                 .phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
+                            if sandboxed {
+                                crate::warm::prepare_sandbox(&mut in_flight.store, &metrics).await;
+                            }
                             p
                         }
                     };

@@ -271,18 +271,26 @@ async fn make(
     let start = Instant::now();
     let proxy = version.pre.instantiate_async(&mut store).await?;
     metrics.phase(Phase::Instantiate, start.elapsed().as_secs_f64());
-    // A sandboxed guest's arena and control block now rather than at its first device call: a
-    // new pair's making, or the wait for one on its way back (pool/lend.rs in gpuhost-wasm says
-    // why it waits), is then no part of the request.
-    // A failure here is the guest's to see at that call, as without a warm Store.
     if version.config.limits.sandbox {
-        let start = Instant::now();
-        match store.data_mut().cuda.prepare_sandbox_waiting().await {
-            Ok(()) => metrics.phase(Phase::Sandbox, start.elapsed().as_secs_f64()),
-            Err(e) => {
-                tracing::debug!(error = %e, "a warm Store's sandbox is left to its guest's first device call")
-            }
-        }
+        prepare_sandbox(&mut store, metrics).await;
     }
     Ok((store, proxy, stderr))
+}
+
+/// A sandboxed guest's arena and control block, before its handler runs, rather than at its
+/// first device call: a new pair's making, or the wait for one on its way back (pool/lend.rs in
+/// gpuhost-wasm says why it waits), is then no part of a warm Store's request; and a Store made
+/// for a request (no warm one was ready: after a swap, say) awaits a pair on its way back
+/// instead of making one in its first device call, which blocks its thread in the driver. On
+/// the H200 such makes, 14k in 10 s of swaps, each freed again past the pool's bound, drained
+/// swaps for seconds (bench/h200-runs/2026-12-03-s25/). A failure here is the guest's to see at
+/// that call, as without it.
+pub(crate) async fn prepare_sandbox(store: &mut Store<RequestState>, metrics: &FunctionMetrics) {
+    let start = Instant::now();
+    match store.data_mut().cuda.prepare_sandbox_waiting().await {
+        Ok(()) => metrics.phase(Phase::Sandbox, start.elapsed().as_secs_f64()),
+        Err(e) => {
+            tracing::debug!(error = %e, "a Store's sandbox is left to its guest's first device call")
+        }
+    }
 }
