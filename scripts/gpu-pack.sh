@@ -33,6 +33,11 @@ bash scripts/sandbox-probe.sh pack >/dev/null
 # ../shared/gpu/pack strips the binaries too: backtraces taken on the GPU machine show addresses,
 # which scripts/lib/symbolize.py names here from the unstripped build in target/release/deps.
 strip .gpu/lib/libsoftcuda.so .gpu/bin/* 2>/dev/null || true
+# gpuhost keeps its symbol table (not its debug info, ~3 MB more packed): the GPU machine has no
+# perf, so scripts/probes/serve-profile.sh brings this machine's (.gpu/perf.tar.xz, ~7 MB), which
+# names gpuhost's frames there from it.
+strip --strip-debug -o .gpu/bin/gpuhost target/release/gpuhost
+if command -v perf > /dev/null; then bash scripts/lib/perf-pack.sh; fi
 rm -f .gpu/bin.tar.xz && tar -C .gpu/bin -cJf .gpu/bin.tar.xz . && rm -rf .gpu/bin
 git rev-parse HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- crates corpus wit examples || echo "dirty" >> .gpu/COMMIT
