@@ -43,7 +43,8 @@ def main():
             continue
         total += 1
         comm = lines[0].split()[0]
-        leaves[leaf(lines[1]) if len(lines) > 1 else "no frames"] += 1
+        inner = lines[1] if len(lines) > 1 else ""
+        leaves[leaf(inner) if inner else "no frames"] += 1
         if comm != "tokio-rt-worker":
             by[f"thread {comm}"] += 1
             continue
@@ -52,7 +53,7 @@ def main():
         # under a component call is the guest's own wasm (fuel checks included).
         # (With dso in the script, only a leaf in wasmtime's perf map or in no library is JIT
         # code: an unknown leaf in a stripped library, libcuda or libc, goes by its callers.)
-        jit = "[unknown]" in lines[1] and (" (" not in lines[1] or "perf-" in lines[1]) if len(lines) > 1 else False
+        jit = "[unknown]" in inner and (" (" not in inner or "perf-" in inner)
         if jit and "cabi_entrypoint" not in frames:
             by["guest: its own wasm code (JIT, fuel checks included)"] += 1
             continue

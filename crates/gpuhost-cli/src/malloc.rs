@@ -58,6 +58,10 @@ pub fn tune() {
 
 #[cfg(test)]
 mod tests {
+    /// A guest transfer's size, and its pages.
+    const BYTES: usize = 64 << 20;
+    const PAGES: i64 = (BYTES / 4096) as i64;
+
     /// Page faults this thread has taken so far.
     fn minor_faults() -> i64 {
         // SAFETY: getrusage writes the struct it is given, which is zeroed and ours.
@@ -76,8 +80,6 @@ mod tests {
 
     #[test]
     fn a_64_mib_block_freed_on_one_thread_is_reused_by_another_without_page_faults() {
-        const BYTES: usize = 64 << 20;
-        const PAGES: i64 = (BYTES / 4096) as i64;
         // As a guest's transfers go: each request's task on whichever tokio worker it runs.
         std::thread::spawn(|| fill(BYTES)).join().unwrap();
         let faults = std::thread::spawn(|| {
@@ -95,8 +97,6 @@ mod tests {
 
     #[test]
     fn a_freed_64_mib_block_is_reused_without_page_faults() {
-        const BYTES: usize = 64 << 20;
-        const PAGES: i64 = (BYTES / 4096) as i64;
         fill(BYTES); // the first one faults its pages in
         let before = minor_faults();
         fill(BYTES);

@@ -36,7 +36,7 @@
 //! (bench/h200-runs/2026-12-02-s14/). The pool goes back to its size once it has been unused
 //! for [`TRIM_AFTER`].
 
-pub(crate) mod lend;
+mod lend;
 mod resetter;
 
 use std::collections::VecDeque;
