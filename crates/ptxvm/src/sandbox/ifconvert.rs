@@ -10,7 +10,8 @@
 //! A block qualifies when `@p bra L` (or `@!p bra L`) is followed, in the same statement list, by
 //! at most [`MAX_BLOCK`] unguarded instructions of the kinds below and then by the label `L`
 //! itself: no label inside (nothing else enters it), no branch, call, barrier, collective or
-//! carry-chain instruction (predicating those changes what they do or whom they wait for), and no
+//! carry-chain instruction (predicating those changes what they do or whom they wait for), none
+//! that writes the branch's predicate (the guard every instruction gets), and no
 //! `.local` access: converting local_sort's compare-and-store blocks cost its insertion sort
 //! 1.00 → 1.19× on the H200 (bench/h200-runs/2026-12-02-s10/ifconvert; why was not examined).
 //! There transpose (1.69 → 1.25×), reduce_shared and scan_block gained most. oob_write_in_range
@@ -111,7 +112,9 @@ fn block_at<'a>(body: &[Stmt<'a>], k: usize) -> Option<(usize, (Str<'a>, bool))>
                 });
                 return (end > k + 1 && !local).then(|| (end, (p.clone(), !neg)));
             }
-            Stmt::Inst(i) if predicable(i) => end += 1,
+            // An instruction that writes the guard would change it for the rest of the block
+            // once the block runs under it (`@!p setp p, …` then `@!p st …`).
+            Stmt::Inst(i) if predicable(i) && !super::group::writes(i, p) => end += 1,
             _ => return None,
         }
     }
@@ -179,6 +182,28 @@ mod tests {
             ));
             assert_eq!(apply(&mut m), 0, "{inner}");
         }
+    }
+
+    #[test]
+    fn a_block_that_writes_its_own_guard_stays_a_branch() {
+        // Found by the generated-kernel tests (tests/all/generated.rs, seed 544): converted, the
+        // store after the setp ran under the setp's result, not the branch's.
+        for inner in [
+            "setp.le.u32 %p1, %r2, %r3;\nst.global.u32 [%rd1], %r2;",
+            "setp.le.u32 %p2|%p1, %r2, %r3;\nst.global.u32 [%rd1], %r2;",
+        ] {
+            let mut m = module(&format!(
+                "setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\n{inner}\nL:\nret;"
+            ));
+            assert_eq!(apply(&mut m), 0, "{inner}");
+        }
+        let mut m =
+            module("setp.ge.s32 %p1, %r1, 4;\n@%p1 bra L;\nsetp.le.u32 %p2, %r2, %r3;\nL:\nret;");
+        assert_eq!(
+            apply(&mut m),
+            1,
+            "another predicate is written as any register"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod corpus;
 mod entry;
 mod errors;
 mod fastpath;
+mod generated;
 mod golden;
 mod harness;
 mod kernels;
