@@ -9,6 +9,8 @@
 //! machine where softcuda cannot load).
 #![deny(missing_docs)]
 
+pub mod ptxgen;
+
 use std::fmt::Display;
 use std::io::Read;
 use std::process::{Command, ExitStatus, Output, Stdio};

@@ -9,6 +9,7 @@ mod device;
 mod device_io;
 mod entry;
 mod fatbin;
+mod generated;
 mod graph_edit;
 mod graph_memory;
 mod graph_nodes;

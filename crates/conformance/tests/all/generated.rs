@@ -1,0 +1,316 @@
+//! Generated programs (testkit's `ptxgen`) through the PTX sandbox on the driver under test:
+//! softcuda in CI, and NVIDIA's JIT and GPU on the H200, where the sandbox's rewrites meet ptxas
+//! and the hardware's memory protection rather than ptxvm's.
+//!
+//! - A legal program's bytes rewritten (the kernel, and its skip copy launched as gpuhost-wasm
+//!   launches it) equal its bytes as written, and nothing is reported fenced.
+//! - A hostile program, rewritten, ends without a fault (on NVIDIA one stray access poisons the
+//!   context), stops when the host changes the abort epoch (some of its loops never end), and
+//!   leaves another allocation (the victim) and the control block as they were. It runs in a
+//!   child process, so that a hole poisons only that process.
+//!
+//! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conformance::context::Context;
+use conformance::driver::shared_device;
+use conformance::memory::DeviceBuffer;
+use conformance::module::{Function, Module};
+use conformance::stream::{Event, KernelArg, LaunchShape, Stream};
+use ptxvm::sandbox::{CTL_FAULT_TAG, LAUNCH_SKIPS_ENTRY_READ, Policy, Sandboxed, sandbox};
+use testkit::ptxgen::{self, BLOCKS, Mode, Rng, THREADS, differences, program};
+
+use crate::support::{env_or_skip, in_child};
+
+/// Bytes of the arena every case lays its buffers out in (at least the sandbox's MIN_ARENA).
+const ARENA: usize = 1 << 20;
+/// Where `out` and `inp` start in the arena (off its base, where fenced accesses land).
+const OUT_AT: usize = 256;
+const INP_AT: usize = 64 << 10;
+/// The launch tag in the hidden `launch` argument (its epoch is 0: the control block starts
+/// zeroed).
+const TAG: u64 = 0x6e;
+const FAULT_AT: usize = CTL_FAULT_TAG as usize;
+/// Bytes of the victim allocation, and what it holds.
+const VICTIM: usize = 4096;
+const SECRET: &[u8; 16] = b"VICTIM-SECRET-42";
+/// How long a hostile case runs before the host stops it, and how long it then has to end.
+const STOP_AFTER: Duration = Duration::from_millis(40);
+const END_WITHIN: Duration = Duration::from_secs(60);
+
+/// Cases for CI's default (softcuda runs each in tens of milliseconds), or the environment's.
+fn seeds(default: u64) -> std::ops::Range<u64> {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let first = var("SANDBOX_GEN_SEED").unwrap_or(1);
+    first..first + var("SANDBOX_GEN_CASES").unwrap_or(default)
+}
+
+fn shape() -> LaunchShape {
+    LaunchShape {
+        grid: [BLOCKS, 1, 1],
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+    }
+}
+
+/// One case's device memory: the arena (with `out` and `inp`) and the control block.
+struct Case {
+    arena: DeviceBuffer,
+    ctl: DeviceBuffer,
+    input: Vec<u8>,
+    s: u32,
+    stream: Stream,
+}
+
+impl Case {
+    fn new(ctx: &Arc<Context>, seed: u64) -> Result<Case, String> {
+        let (input, s) = ptxgen::inputs(seed);
+        Ok(Case {
+            arena: DeviceBuffer::alloc(ctx, ARENA).map_err(|e| e.to_string())?,
+            ctl: DeviceBuffer::alloc(ctx, FAULT_AT + 64).map_err(|e| e.to_string())?,
+            input,
+            s,
+            stream: Stream::new(ctx).map_err(|e| e.to_string())?,
+        })
+    }
+
+    /// Zeroes everything, writes the input, and gives the user arguments.
+    fn reset(&self, wild: u64) -> Result<Vec<KernelArg>, String> {
+        self.arena.fill(0).map_err(|e| e.to_string())?;
+        self.ctl.fill(0).map_err(|e| e.to_string())?;
+        self.arena
+            .write_at(INP_AT, &self.input)
+            .map_err(|e| e.to_string())?;
+        let base = self.arena.ptr();
+        Ok(vec![
+            KernelArg::Ptr(base + OUT_AT as u64),
+            KernelArg::Ptr(base + INP_AT as u64),
+            KernelArg::U64(wild),
+            KernelArg::U32(self.s),
+        ])
+    }
+
+    /// The five hidden arguments, with `flags` in the launch word.
+    fn hidden(&self, flags: u64) -> [KernelArg; 5] {
+        [
+            self.arena.ptr(),
+            ARENA as u64,
+            0,
+            self.ctl.ptr(),
+            flags | TAG << 32,
+        ]
+        .map(KernelArg::U64)
+    }
+
+    fn out(&self) -> Result<Vec<u8>, String> {
+        let mut out = vec![0u8; ptxgen::out_bytes()];
+        self.arena
+            .read_at(OUT_AT, &mut out)
+            .map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    fn ctl_word(&self, at: usize) -> Result<u32, String> {
+        let mut w = [0u8; 4];
+        self.ctl.read_at(at, &mut w).map_err(|e| e.to_string())?;
+        Ok(u32::from_le_bytes(w))
+    }
+}
+
+/// The rewritten kernel and, if it has one, its skip copy with the launch flag that selects it.
+fn rewritten(sbx: &Arc<Module>, s: &Sandboxed) -> Result<Vec<(Function, u64)>, String> {
+    let mut runs = vec![(sbx.function("gen").map_err(|e| e.to_string())?, 0)];
+    if let Some(copy) = &s.kernels[0].skip_copy {
+        let f = sbx.function(copy).map_err(|e| e.to_string())?;
+        runs.push((f, LAUNCH_SKIPS_ENTRY_READ));
+    }
+    Ok(runs)
+}
+
+fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
+    let text = program(seed, Mode::Legal);
+    let mut rng = Rng((seed ^ 0xa076_1d64_78bd_642f) | 1);
+    let policy = Policy {
+        poll_interval: rng.pick(&[1024, 1, 4]),
+        ..Policy::default()
+    };
+    let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    let native = Module::load_ptx(ctx, &text).map_err(|e| format!("as written: {e}"))?;
+    let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
+    let case = Case::new(ctx, seed)?;
+
+    let args = case.reset(0)?;
+    let f = native.function("gen").map_err(|e| e.to_string())?;
+    case.stream
+        .launch(&f, shape(), &args)
+        .and_then(|()| case.stream.synchronize())
+        .map_err(|e| format!("as written: {e}"))?;
+    let want = case.out()?;
+
+    for (f, flags) in rewritten(&sbx, &s)? {
+        let mut args = case.reset(0)?;
+        args.extend(case.hidden(flags));
+        case.stream
+            .launch(&f, shape(), &args)
+            .and_then(|()| case.stream.synchronize())
+            .map_err(|e| format!("rewritten (flags {flags:#x}): {e}"))?;
+        let got = case.out()?;
+        if got != want {
+            return Err(format!(
+                "rewritten (flags {flags:#x}, poll interval {}): out differs: {}",
+                policy.poll_interval,
+                differences(&want, &got)
+            ));
+        }
+        let fault = case.ctl_word(FAULT_AT)?;
+        if fault != 0 {
+            return Err(format!("a legal program was reported fenced ({fault:#x})"));
+        }
+    }
+    Ok(())
+}
+
+fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
+    let text = program(seed, Mode::Hostile);
+    let mut rng = Rng((seed ^ 0xe703_7ed1_a0b4_28db) | 1);
+    let policy = Policy {
+        poll_interval: rng.pick(&[1024, 1, 4]),
+        ..Policy::default()
+    };
+    let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
+    let case = Case::new(ctx, seed)?;
+    let victim = DeviceBuffer::alloc(ctx, VICTIM).map_err(|e| e.to_string())?;
+    let secret: Vec<u8> = SECRET.iter().copied().cycle().take(VICTIM).collect();
+    victim.write(&secret).map_err(|e| e.to_string())?;
+    let done = Event::new(ctx).map_err(|e| e.to_string())?;
+
+    for (f, flags) in rewritten(&sbx, &s)? {
+        let base = case.arena.ptr();
+        let wild = match rng.below(9) {
+            0 => victim.ptr(),
+            1 => victim.ptr() + 16,
+            2 => victim.ptr().wrapping_sub(8),
+            3 => base.wrapping_sub(16),
+            4 => base + ARENA as u64 - 4,
+            5 => case.ctl.ptr(),
+            6 => 0,
+            7 => 0xdead_0000_0000,
+            _ => rng.bits(),
+        };
+        let mut args = case.reset(wild)?;
+        args.extend(case.hidden(flags));
+        case.stream
+            .launch(&f, shape(), &args)
+            .and_then(|()| done.record(&case.stream))
+            .map_err(|e| format!("launch (flags {flags:#x}): {e}"))?;
+        // A kernel still running after STOP_AFTER is stopped as the host stops a guest: a new
+        // epoch in the control block (written from the legacy stream, which the case's
+        // non-blocking stream does not wait for).
+        let started = Instant::now();
+        let mut stopped = false;
+        while !done
+            .is_complete()
+            .map_err(|e| format!("flags {flags:#x}: {e}"))?
+        {
+            if !stopped && started.elapsed() > STOP_AFTER {
+                case.ctl
+                    .write_at(0, &1u32.to_le_bytes())
+                    .map_err(|e| e.to_string())?;
+                stopped = true;
+            }
+            if started.elapsed() > STOP_AFTER + END_WITHIN {
+                return Err(format!("flags {flags:#x}: still running after a new epoch"));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        case.stream
+            .synchronize()
+            .map_err(|e| format!("flags {flags:#x}, wild {wild:#x}: {e}"))?;
+        let mut now = vec![0u8; VICTIM];
+        victim.read(&mut now).map_err(|e| e.to_string())?;
+        if now != secret {
+            return Err(format!(
+                "flags {flags:#x}, wild {wild:#x}: the victim changed"
+            ));
+        }
+        let mut arena = vec![0u8; ARENA];
+        case.arena
+            .read_at(0, &mut arena)
+            .map_err(|e| e.to_string())?;
+        if arena.windows(8).any(|w| w == &SECRET[..8]) {
+            return Err(format!(
+                "flags {flags:#x}, wild {wild:#x}: victim bytes in the arena"
+            ));
+        }
+        let epoch = case.ctl_word(0)?;
+        if epoch != u32::from(stopped) {
+            return Err(format!("flags {flags:#x}: the epoch word is {epoch:#x}"));
+        }
+        for at in (4..64)
+            .step_by(4)
+            .chain((FAULT_AT + 8..FAULT_AT + 64).step_by(4))
+        {
+            let w = case.ctl_word(at)?;
+            if w != 0 {
+                return Err(format!("flags {flags:#x}: control word {at} is {w:#x}"));
+            }
+        }
+        for at in [FAULT_AT, FAULT_AT + 4] {
+            let w = case.ctl_word(at)?;
+            if w != 0 && u64::from(w) != TAG {
+                return Err(format!("flags {flags:#x}: report word {at} is {w:#x}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `case` for each seed; fails with every failing seed, and the first one's program.
+fn each_seed(
+    ctx: &Arc<Context>,
+    seeds: std::ops::Range<u64>,
+    mode: Mode,
+    case: fn(&Arc<Context>, u64) -> Result<(), String>,
+) {
+    let n = seeds.end - seeds.start;
+    let failures: Vec<(u64, String)> = seeds
+        .filter_map(|seed| case(ctx, seed).err().map(|e| (seed, e)))
+        .collect();
+    if let Some((seed, _)) = failures.first() {
+        let list: Vec<String> = failures
+            .iter()
+            .map(|(s, e)| format!("seed {s}: {e}"))
+            .collect();
+        panic!(
+            "{} of {n} {mode:?} programs failed:\n{}\n--- program of seed {seed} ---\n{}",
+            failures.len(),
+            list.join("\n"),
+            program(*seed, mode)
+        );
+    }
+    println!("{n} {mode:?} programs passed");
+}
+
+#[test]
+fn generated_programs_give_their_bytes_as_written_rewritten_on_the_driver() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain the primary context");
+    each_seed(&ctx, seeds(24), Mode::Legal, legal);
+}
+
+#[test]
+fn generated_hostile_programs_stay_in_their_arena_and_stop_on_the_driver() {
+    in_child(
+        "generated::generated_hostile_programs_stay_in_their_arena_and_stop_on_the_driver",
+        || {
+            let _shared = shared_device();
+            let Some(env) = env_or_skip() else { return };
+            let ctx = Context::primary(env).expect("retain the primary context");
+            each_seed(&ctx, seeds(24), Mode::Hostile, hostile);
+        },
+    );
+}
