@@ -14,19 +14,26 @@
 //! - `wild`: a raw address, which only [`Mode::Hostile`] programs use;
 //! - `s`: a scalar, the bound of the rare long loops.
 //!
+//! Module-scope variables (which the sandbox relocates into each Store's globals block): `gw`, a
+//! word per thread (the epilogue copies each thread's into its slot), and the read-only tables
+//! `gt` (`.global`) and `gc` (`.const`), initialised.
+//!
 //! A [`Mode::Legal`] program's result depends only on its inputs, whatever order threads run in:
 //! each thread writes only its own slot and its own shared words, reads other threads' shared
 //! words only between two barriers, reads `.nc` only from the input, and its atomics commute. So
-//! its bytes rewritten must equal its bytes as written, on any driver.
+//! its bytes rewritten must equal its bytes as written, on any driver. Its loops end, some
+//! early (breaks and continues); warp collectives run only in uniform code.
 
 use std::fmt::Write as _;
 
 /// Words of `out` each thread owns (its slot): the body's scratch, then the epilogue's dump.
-pub const SLOT: u32 = 24;
+pub const SLOT: u32 = 28;
 /// Words of the slot the body may load and store.
 pub const SCRATCH: u32 = 8;
 /// Words of `out` after the slots that atomics of every thread update.
 pub const COUNTERS: u32 = 16;
+/// Words of each module-scope table, `gt` and `gc` (a power of two).
+const GTAB: u32 = 16;
 /// Words of the read-only input (a power of two).
 pub const INPUT: u32 = 1024;
 /// Blocks of every launch (the kernel assumes this grid).
@@ -97,12 +104,15 @@ struct Gen {
     budget: u32,
     /// Hostile programs may have loops that never end.
     endless: bool,
+    /// Each enclosing loop's exit and latch labels (for breaks and continues).
+    exits: Vec<(String, String)>,
 }
 
 impl Gen {
     fn new(seed: u64, mode: Mode, endless: bool) -> Gen {
         Gen {
             endless,
+            exits: Vec::new(),
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             mode,
             out: String::new(),
@@ -150,6 +160,7 @@ impl Gen {
     fn module(mut self) -> String {
         self.out
             .push_str(".version 8.0\n.target sm_90\n.address_size 64\n\n");
+        self.globals();
         for _ in 0..self.rng.below(3) {
             self.func();
         }
@@ -173,6 +184,23 @@ impl Gen {
         self.line("ld.param.u64 %fp, [fp];");
         self.line("add.u32 %t0, %fx, %fy;");
         self.line("xor.b32 %t1, %fx, 1779033703;");
+        if self.rng.chance(40) {
+            // A local array of the function's own (its frame), written then read back.
+            self.line(".local .align 4 .b8 fl[32];");
+            self.line("mov.u64 %fa1, fl;");
+            self.line("st.local.u32 [%fa1], %t0;");
+            self.line("st.local.u32 [%fa1+28], %t1;");
+            self.line("and.b32 %t3, %fy, 4;");
+            self.line("cvt.u64.u32 %fa0, %t3;");
+            self.line("add.s64 %fa0, %fa1, %fa0;");
+            self.line("ld.local.u32 %t2, [%fa0];");
+            self.line("add.u32 %t1, %t1, %t2;");
+        }
+        if n > 0 && self.rng.chance(50) {
+            // A call chain: an earlier function, with this one's pointer.
+            let callee = self.rng.below(n);
+            self.call_from("%t0", "%t1", "%fy", "%fp", callee);
+        }
         if self.rng.chance(50) {
             let top = self.label();
             self.line("mov.u32 %t2, 0;");
@@ -297,6 +325,11 @@ impl Gen {
         self.line("xor.b64 %rd4, %rd4, %rd6;");
         self.line("add.s64 %rd4, %rd4, %rd7;");
         emit!(self, "st.global.u64 [%rd3+{}], %rd4;", (SCRATCH + 14) * 4);
+        self.line("mov.u64 %a1, gw;");
+        self.line("mul.wide.u32 %a2, %r3, 4;");
+        self.line("add.s64 %a1, %a1, %a2;");
+        self.line("ld.global.u32 %z, [%a1];");
+        emit!(self, "st.global.u32 [%rd3+{}], %z;", (SCRATCH + 16) * 4);
         self.line("ret;");
         self.out.push_str("}\n");
     }
@@ -316,6 +349,9 @@ impl Gen {
                 14 | 15 if depth < 2 && self.loops < 3 => self.lp(depth),
                 16 if self.funcs > 0 => self.call(),
                 17 if !self.divergent => self.barrier_exchange(),
+                18 => self.global_var_access(),
+                19 if !self.divergent && self.rng.chance(50) => self.collective(),
+                19 => self.loop_exit(),
                 _ => self.arith(),
             }
         }
@@ -699,6 +735,8 @@ impl Gen {
         };
         let _ = writeln!(self.out, "{top}:");
         self.loops += 1;
+        let (exit, latch) = (self.label(), self.label());
+        self.exits.push((exit.clone(), latch.clone()));
         let was = std::mem::replace(&mut self.divergent, true);
         if long {
             // A long loop's body stays small, so a case runs in milliseconds.
@@ -708,10 +746,13 @@ impl Gen {
             self.block(depth + 1);
         }
         self.divergent = was;
+        self.exits.pop();
         self.loops -= 1;
+        let _ = writeln!(self.out, "{latch}:");
         emit!(self, "add.u32 {c}, {c}, {step};");
         emit!(self, "setp.{cmp} %p3, {c}, {bound};");
         emit!(self, "@%p3 bra {top};");
+        let _ = writeln!(self.out, "{exit}:");
     }
 
     fn call(&mut self) {
@@ -721,6 +762,11 @@ impl Gen {
             Mode::Hostile => "%rd2",
             Mode::Legal => "%rd1",
         };
+        self.call_from(&d, &x, &y, p, f);
+    }
+
+    /// `d = f(x, y, p)`, its arguments and result passed in `.param` space as nvcc does.
+    fn call_from(&mut self, d: &str, x: &str, y: &str, p: &str, f: u32) {
         self.line("{");
         self.line(".param .b32 a0;");
         emit!(self, "st.param.b32 [a0], {x};");
@@ -732,6 +778,107 @@ impl Gen {
         emit!(self, "call (rv), f{f}, (a0, a1, a2);");
         emit!(self, "ld.param.b32 {d}, [rv];");
         self.line("}");
+    }
+
+    /// Module-scope variables, relocated by the sandbox into each Store's globals block:
+    /// `gw`, a word per thread (each thread's own, so legal programs write it without races),
+    /// and read-only tables with initialisers, `.global` and `.const`.
+    fn globals(&mut self) {
+        let _ = writeln!(self.out, ".global .align 4 .u32 gw[{}];", BLOCKS * THREADS);
+        let init = |rng: &mut Rng, n: u32| -> String {
+            (0..n)
+                .map(|_| rng.below(1 << 20).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let gt = init(&mut self.rng, GTAB);
+        let _ = writeln!(self.out, ".global .align 8 .u32 gt[{GTAB}] = {{{gt}}};");
+        let gc = init(&mut self.rng, GTAB);
+        let _ = writeln!(self.out, ".const .align 8 .u32 gc[{GTAB}] = {{{gc}}};\n");
+    }
+
+    /// This thread's `gw` word (read, written, or updated atomically), a table word by a
+    /// masked index or at a fixed offset, or (hostile) a table word far out of range.
+    fn global_var_access(&mut self) {
+        let d = self.data();
+        let hostile = self.mode == Mode::Hostile && self.rng.chance(60);
+        let g = self.guard();
+        match self.rng.below(4) {
+            0 | 1 => {
+                self.line("mov.u64 %a1, gw;");
+                if hostile {
+                    let r = self.data();
+                    emit!(self, "mul.wide.u32 %a2, {r}, 4;");
+                } else {
+                    self.line("mul.wide.u32 %a2, %r3, 4;");
+                }
+                self.line("add.s64 %a1, %a1, %a2;");
+                match self.rng.below(4) {
+                    0 => emit!(self, "{g}st.global.u32 [%a1], {d};"),
+                    1 => emit!(self, "{g}atom.global.add.u32 %z, [%a1], {d};"),
+                    2 => {
+                        self.line("cvta.global.u64 %a2, %a1;");
+                        emit!(self, "{g}st.u32 [%a2], {d};");
+                    }
+                    _ => emit!(self, "{g}ld.global.u32 {d}, [%a1];"),
+                }
+            }
+            k => {
+                let (table, space) = if k == 2 {
+                    ("gt", "global")
+                } else {
+                    ("gc", "const")
+                };
+                if self.rng.chance(40) && !hostile {
+                    let at = 4 * self.rng.below(GTAB);
+                    emit!(self, "{g}ld.{space}.u32 {d}, [{table}+{at}];");
+                } else {
+                    let r = self.data();
+                    emit!(self, "mov.u64 %a1, {table};");
+                    if hostile {
+                        emit!(self, "cvt.u64.u32 %a2, {r};");
+                    } else {
+                        emit!(self, "and.b32 %t0, {r}, {};", GTAB - 1);
+                        self.line("mul.wide.u32 %a2, %t0, 4;");
+                    }
+                    self.line("add.s64 %a1, %a1, %a2;");
+                    emit!(self, "{g}ld.{space}.u32 {d}, [%a1];");
+                }
+            }
+        }
+    }
+
+    /// A warp collective, in uniform code only (every lane of the warp takes part).
+    fn collective(&mut self) {
+        let (d, a) = (self.data(), self.data());
+        match self.rng.below(3) {
+            0 => emit!(
+                self,
+                "shfl.sync.bfly.b32 {d}, {a}, {}, 31, -1;",
+                1 << self.rng.below(5)
+            ),
+            1 => emit!(
+                self,
+                "shfl.sync.idx.b32 {d}, {a}, {}, 31, -1;",
+                self.rng.below(32)
+            ),
+            _ => emit!(
+                self,
+                "vote.sync.ballot.b32 {d}, %p{}, -1;",
+                self.rng.below(4)
+            ),
+        }
+    }
+
+    /// Leaves the innermost loop, or goes on to its next iteration, on a data condition.
+    fn loop_exit(&mut self) {
+        let Some((brk, cont)) = self.exits.last().cloned() else {
+            return self.arith();
+        };
+        let (a, b) = (self.data(), self.value());
+        emit!(self, "setp.gt.u32 %p2, {a}, {b};");
+        let target = if self.rng.chance(50) { brk } else { cont };
+        emit!(self, "@%p2 bra {target};");
     }
 }
 
@@ -820,6 +967,13 @@ mod tests {
             "mov.u32 %k0, 48;",
             "@!%p",
             "add.s64 %a1, %rd3, 1099511627776;",
+            "ld.const.u32",
+            "[gt+",
+            "atom.global.add.u32 %z, [%a1]",
+            "shfl.sync.bfly.b32",
+            "vote.sync.ballot.b32",
+            "st.local.u32 [%fa1]",
+            "@%p2 bra $G",
         ] {
             assert!(all.contains(needle), "no generated program has {needle}");
         }

@@ -29,6 +29,8 @@ const ARENA: usize = 1 << 20;
 /// Where `out` and `inp` start in the arena (off its base, where fenced accesses land).
 const OUT_AT: usize = 256;
 const INP_AT: usize = 64 << 10;
+/// Where a rewritten module's globals block starts in the arena.
+const GLOBALS_AT: usize = 128 << 10;
 /// The launch tag in the hidden `launch` argument (its epoch is 0: the control block starts
 /// zeroed).
 const TAG: u64 = 0x6e;
@@ -76,12 +78,16 @@ impl Case {
         })
     }
 
-    /// Zeroes everything, writes the input, and gives the user arguments.
-    fn reset(&self, wild: u64) -> Result<Vec<KernelArg>, String> {
+    /// Zeroes everything, writes the input and `globals` (a rewritten module's initial
+    /// globals block), and gives the user arguments.
+    fn reset(&self, wild: u64, globals: &[u8]) -> Result<Vec<KernelArg>, String> {
         self.arena.fill(0).map_err(|e| e.to_string())?;
         self.ctl.fill(0).map_err(|e| e.to_string())?;
         self.arena
             .write_at(INP_AT, &self.input)
+            .map_err(|e| e.to_string())?;
+        self.arena
+            .write_at(GLOBALS_AT, globals)
             .map_err(|e| e.to_string())?;
         let base = self.arena.ptr();
         Ok(vec![
@@ -92,12 +98,18 @@ impl Case {
         ])
     }
 
-    /// The five hidden arguments, with `flags` in the launch word.
-    fn hidden(&self, flags: u64) -> [KernelArg; 5] {
+    /// The five hidden arguments of a module with a globals block of `globals` bytes, with
+    /// `flags` in the launch word.
+    fn hidden(&self, globals: u64, flags: u64) -> [KernelArg; 5] {
+        let block = if globals == 0 {
+            0
+        } else {
+            self.arena.ptr() + GLOBALS_AT as u64
+        };
         [
             self.arena.ptr(),
             ARENA as u64,
-            0,
+            block,
             self.ctl.ptr(),
             flags | TAG << 32,
         ]
@@ -119,6 +131,20 @@ impl Case {
     }
 }
 
+/// Whether the rewritten module's globals block fits the arena's layout.
+fn fits(s: &Sandboxed) -> Result<(), String> {
+    let g = &s.globals;
+    if GLOBALS_AT as u64 + g.size > ARENA as u64
+        || !(GLOBALS_AT as u64).is_multiple_of(g.align.max(1))
+    {
+        return Err(format!(
+            "a globals block of {} bytes (align {})",
+            g.size, g.align
+        ));
+    }
+    Ok(())
+}
+
 /// The rewritten kernel and, if it has one, its skip copy with the launch flag that selects it.
 fn rewritten(sbx: &Arc<Module>, s: &Sandboxed) -> Result<Vec<(Function, u64)>, String> {
     let mut runs = vec![(sbx.function("gen").map_err(|e| e.to_string())?, 0)];
@@ -137,11 +163,12 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
         ..Policy::default()
     };
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    fits(&s)?;
     let native = Module::load_ptx(ctx, &text).map_err(|e| format!("as written: {e}"))?;
     let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
     let case = Case::new(ctx, seed)?;
 
-    let args = case.reset(0)?;
+    let args = case.reset(0, &[])?;
     let f = native.function("gen").map_err(|e| e.to_string())?;
     case.stream
         .launch(&f, shape(), &args)
@@ -150,8 +177,8 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     let want = case.out()?;
 
     for (f, flags) in rewritten(&sbx, &s)? {
-        let mut args = case.reset(0)?;
-        args.extend(case.hidden(flags));
+        let mut args = case.reset(0, &s.globals.init)?;
+        args.extend(case.hidden(s.globals.size, flags));
         case.stream
             .launch(&f, shape(), &args)
             .and_then(|()| case.stream.synchronize())
@@ -180,6 +207,7 @@ fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
         ..Policy::default()
     };
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    fits(&s)?;
     let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
     let case = Case::new(ctx, seed)?;
     let victim = DeviceBuffer::alloc(ctx, VICTIM).map_err(|e| e.to_string())?;
@@ -200,8 +228,8 @@ fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
             7 => 0xdead_0000_0000,
             _ => rng.bits(),
         };
-        let mut args = case.reset(wild)?;
-        args.extend(case.hidden(flags));
+        let mut args = case.reset(wild, &s.globals.init)?;
+        args.extend(case.hidden(s.globals.size, flags));
         case.stream
             .launch(&f, shape(), &args)
             .and_then(|()| done.record(&case.stream))

@@ -16,7 +16,7 @@
 use std::sync::atomic::Ordering;
 
 use ptxvm::Module;
-use ptxvm::sandbox::{LAUNCH_SKIPS_ENTRY_READ, Policy, sandbox};
+use ptxvm::sandbox::{GlobalsLayout, LAUNCH_SKIPS_ENTRY_READ, Policy, sandbox};
 use testkit::ptxgen::{self, BLOCKS, Mode, Rng, THREADS, differences, program};
 
 use super::harness::{Arg, pack};
@@ -42,11 +42,18 @@ fn wild_target(rng: &mut Rng, mem: &GuestMem) -> u64 {
     }
 }
 
-/// Runs `name` of `m` (a rewritten module) on the test's arguments; the launch may skip the
-/// entry read when `skips`.
-fn run(m: &Module, name: &str, args: &[Arg], mem: &GuestMem, skips: bool) -> Result<(), String> {
+/// Runs `name` of `m` (a rewritten module) on the test's arguments, with the module's globals
+/// block at `globals`; the launch may skip the entry read when `skips`.
+fn run(
+    m: &Module,
+    name: &str,
+    args: &[Arg],
+    mem: &GuestMem,
+    skips: bool,
+    globals: u64,
+) -> Result<(), String> {
     let hidden = Hidden {
-        globals: 0,
+        globals,
         epoch: EPOCH,
     };
     let flags = if skips { LAUNCH_SKIPS_ENTRY_READ } else { 0 };
@@ -76,6 +83,31 @@ fn setup(seed: u64, wild: impl FnOnce(&GuestMem) -> u64) -> (GuestMem, u64, Vec<
     let w = wild(&mem);
     let args = vec![Arg::U64(out), Arg::U64(inp), Arg::U64(w), Arg::U32(s)];
     (mem, out, args)
+}
+
+/// The original module's variables, one arena allocation each from its initialiser (what the
+/// driver's module loader does); their addresses in the module's order.
+fn original_globals(mem: &mut GuestMem, m: &Module) -> Vec<u64> {
+    m.globals()
+        .iter()
+        .map(|g| {
+            let a = mem.alloc(g.size as usize);
+            mem.write(a, &g.init);
+            a
+        })
+        .collect()
+}
+
+/// The rewritten module's globals block, from its layout's initial image (as gpuhost-wasm
+/// lays it out for each Store); 0 when it has none.
+fn globals_block(mem: &mut GuestMem, layout: &GlobalsLayout) -> u64 {
+    if layout.size == 0 {
+        return 0;
+    }
+    assert!(layout.align <= 256, "the test arena aligns to 256");
+    let at = mem.alloc(layout.size as usize);
+    mem.write(at, &layout.init);
+    at
 }
 
 /// The control block holds what the host wrote (the epoch) and, at most, the launch's tag in
@@ -119,12 +151,14 @@ fn legal_case(seed: u64) -> Result<(), String> {
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let out_bytes = ptxgen::out_bytes();
 
-    let (mem, out, args) = setup(seed, |_| 0);
+    let (mut mem, out, args) = setup(seed, |_| 0);
+    let gaddrs = original_globals(&mut mem, &orig);
     let k = orig.kernel_index("gen").ok_or("no kernel")?;
     let params = pack(&orig.kernels()[k], &args);
     let l = ptxvm::Launch {
         grid: [BLOCKS, 1, 1],
         block: [THREADS, 1, 1],
+        globals: &gaddrs,
         deadline: Some(std::time::Instant::now() + std::time::Duration::from_secs(60)),
         ..crate::launch::launch(k, &params)
     };
@@ -136,8 +170,9 @@ fn legal_case(seed: u64) -> Result<(), String> {
         runs.push((copy.clone(), true));
     }
     for (name, skips) in runs {
-        let (mem, out, args) = setup(seed, |_| 0);
-        run(&sbx, &name, &args, &mem, skips)?;
+        let (mut mem, out, args) = setup(seed, |_| 0);
+        let block = globals_block(&mut mem, &s.globals);
+        run(&sbx, &name, &args, &mem, skips, block)?;
         let got = mem.read(out, out_bytes);
         if got != want {
             return Err(format!(
@@ -174,7 +209,8 @@ fn hostile_case(seed: u64) -> Result<(), String> {
         runs.push((copy.clone(), true));
     }
     for (name, skips) in runs {
-        let (mem, _, args) = setup(seed, |m| wild_target(&mut rng, m));
+        let (mut mem, _, args) = setup(seed, |m| wild_target(&mut rng, m));
+        let block = globals_block(&mut mem, &s.globals);
         let (done, wait) = std::sync::mpsc::channel::<()>();
         let ran = std::thread::scope(|scope| {
             let mem = &mem;
@@ -183,7 +219,7 @@ fn hostile_case(seed: u64) -> Result<(), String> {
                     mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
                 }
             });
-            let ran = run(&sbx, &name, &args, mem, skips);
+            let ran = run(&sbx, &name, &args, mem, skips, block);
             let _ = done.send(());
             ran
         });
