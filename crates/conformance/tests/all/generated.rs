@@ -9,7 +9,9 @@
 //!   leaves another allocation (the victim) and the control block as they were. It runs in a
 //!   child process, so that a hole poisons only that process.
 //!
-//! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests.
+//! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests
+//! (`SANDBOX_GEN_SEEDS` lists them). A legal program that differs rewritten is run again as
+//! written and rewritten with each optional pass off, and the failure says which made it pass.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,11 +44,19 @@ const SECRET: &[u8; 16] = b"VICTIM-SECRET-42";
 const STOP_AFTER: Duration = Duration::from_millis(40);
 const END_WITHIN: Duration = Duration::from_secs(60);
 
-/// Cases for CI's default (softcuda runs each in tens of milliseconds), or the environment's.
-fn seeds(default: u64) -> std::ops::Range<u64> {
+/// Cases for CI's default (softcuda runs each in tens of milliseconds), or the environment's:
+/// `SANDBOX_GEN_SEEDS` (a list, to look again at failures), else `SANDBOX_GEN_CASES` from
+/// `SANDBOX_GEN_SEED`.
+fn seeds(default: u64) -> Vec<u64> {
+    if let Ok(list) = std::env::var("SANDBOX_GEN_SEEDS") {
+        return list
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+    }
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let first = var("SANDBOX_GEN_SEED").unwrap_or(1);
-    first..first + var("SANDBOX_GEN_CASES").unwrap_or(default)
+    (first..first + var("SANDBOX_GEN_CASES").unwrap_or(default)).collect()
 }
 
 fn shape() -> LaunchShape {
@@ -162,20 +172,84 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
         poll_interval: rng.pick(&[1024, 1, 4]),
         ..Policy::default()
     };
-    let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
-    fits(&s)?;
-    let native = Module::load_ptx(ctx, &text).map_err(|e| format!("as written: {e}"))?;
-    let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
     let case = Case::new(ctx, seed)?;
+    let want = as_written(ctx, &case, &text)?;
+    let Err(e) = rewritten_matches(ctx, &case, &text, &policy, &want) else {
+        return Ok(());
+    };
+    // Which of the rewrite's optional passes the difference needs, and whether the program
+    // itself gives the same bytes twice (if not, the generator wrote a race, not the sandbox).
+    let again = as_written(ctx, &case, &text)?;
+    let mut notes = vec![format!(
+        "as written twice: {}",
+        if again == want { "same" } else { "DIFFERENT" }
+    )];
+    let off = [
+        (
+            "versioning off",
+            Policy {
+                version_loops: false,
+                ..policy.clone()
+            },
+        ),
+        (
+            "if-conversion off",
+            Policy {
+                if_convert: false,
+                ..policy.clone()
+            },
+        ),
+        (
+            "early loop-free check off",
+            Policy {
+                early_loop_free_check: false,
+                ..policy.clone()
+            },
+        ),
+        (
+            "all three off",
+            Policy {
+                version_loops: false,
+                if_convert: false,
+                early_loop_free_check: false,
+                ..policy.clone()
+            },
+        ),
+    ];
+    for (what, p) in off {
+        let r = rewritten_matches(ctx, &case, &text, &p, &want);
+        notes.push(format!(
+            "{what}: {}",
+            if r.is_ok() { "same" } else { "differs" }
+        ));
+    }
+    Err(format!("{e} [{}]", notes.join("; ")))
+}
 
-    let args = case.reset(0, &[])?;
+/// The program's `out` as written.
+fn as_written(ctx: &Arc<Context>, case: &Case, text: &str) -> Result<Vec<u8>, String> {
+    let native = Module::load_ptx(ctx, text).map_err(|e| format!("as written: {e}"))?;
     let f = native.function("gen").map_err(|e| e.to_string())?;
+    let args = case.reset(0, &[])?;
     case.stream
         .launch(&f, shape(), &args)
         .and_then(|()| case.stream.synchronize())
         .map_err(|e| format!("as written: {e}"))?;
-    let want = case.out()?;
+    case.out()
+}
 
+/// Whether the program rewritten under `policy`, its kernel and its skip copy, gives `want`
+/// with nothing reported fenced.
+fn rewritten_matches(
+    ctx: &Arc<Context>,
+    case: &Case,
+    text: &str,
+    policy: &Policy,
+    want: &[u8],
+) -> Result<(), String> {
+    let s = sandbox(text, policy).map_err(|e| format!("sandbox: {e}"))?;
+    fits(&s)?;
+    let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
     for (f, flags) in rewritten(&sbx, &s)? {
         let mut args = case.reset(0, &s.globals.init)?;
         args.extend(case.hidden(s.globals.size, flags));
@@ -188,7 +262,7 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
             return Err(format!(
                 "rewritten (flags {flags:#x}, poll interval {}): out differs: {}",
                 policy.poll_interval,
-                differences(&want, &got)
+                differences(want, &got)
             ));
         }
         let fault = case.ctl_word(FAULT_AT)?;
@@ -299,12 +373,13 @@ fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
 /// Runs `case` for each seed; fails with every failing seed, and the first one's program.
 fn each_seed(
     ctx: &Arc<Context>,
-    seeds: std::ops::Range<u64>,
+    seeds: Vec<u64>,
     mode: Mode,
     case: fn(&Arc<Context>, u64) -> Result<(), String>,
 ) {
-    let n = seeds.end - seeds.start;
+    let n = seeds.len();
     let failures: Vec<(u64, String)> = seeds
+        .into_iter()
         .filter_map(|seed| case(ctx, seed).err().map(|e| (seed, e)))
         .collect();
     if let Some((seed, _)) = failures.first() {
