@@ -223,7 +223,81 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
             if r.is_ok() { "same" } else { "differs" }
         ));
     }
+    if std::env::var("SANDBOX_GEN_REDUCE").is_ok_and(|v| v == "1") {
+        let small = reduce(ctx, &case, &text, &policy);
+        notes.push(format!("reduced to:\n{small}\n"));
+    }
     Err(format!("{e} [{}]", notes.join("; ")))
+}
+
+/// Whether a line of a generated program may be deleted without making the program undefined
+/// or endless: a store, an atomic, or a write of a data register (whose old value, initialised
+/// at entry, then stands). Never a label, branch, barrier, declaration, call argument, address,
+/// index, predicate or loop register.
+fn deletable(line: &str) -> bool {
+    let t = line.trim();
+    // Past a guard, the opcode and its first operand.
+    let t = match t.strip_prefix('@') {
+        Some(rest) => rest.split_once(' ').map_or("", |x| x.1),
+        None => t,
+    };
+    let (op, rest) = t.split_once(' ').unwrap_or((t, ""));
+    let dst = rest.split([',', ';']).next().unwrap_or("").trim();
+    if ["st.", "red.", "atom."].iter().any(|p| op.starts_with(p)) {
+        // Not a call's argument, nor the shared words' entry initialisation.
+        return !op.starts_with("st.param") && !op.starts_with("st.shared.v2");
+    }
+    let data = [
+        "%r4", "%r5", "%r6", "%r7", "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%f0", "%f1",
+        "%f2", "%f3", "%rd4", "%rd5", "%rd6", "%rd7",
+    ];
+    // A data register's entry initialisation (`mad.lo.u32 %rN, %r3, …`) stays: it is what
+    // keeps every later read defined.
+    data.contains(&dst) && !op.starts_with("ld.param") && !rest.contains("%r3,")
+}
+
+/// Deletes lines (see [`deletable`]) while the rewritten program still differs from the
+/// program as written on this driver, and the program as written repeats itself; gives the
+/// smallest program found within 90 s (`SANDBOX_GEN_REDUCE_S`). Each try is a case of its own, so this is only for
+/// looking at a failure (`SANDBOX_GEN_REDUCE=1`).
+fn reduce(ctx: &Arc<Context>, case: &Case, text: &str, policy: &Policy) -> String {
+    let differs = |t: &str| -> bool {
+        let Ok(want) = as_written(ctx, case, t) else {
+            return false;
+        };
+        as_written(ctx, case, t).is_ok_and(|again| again == want)
+            && rewritten_matches(ctx, case, t, policy, &want).is_err()
+    };
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let started = Instant::now();
+    let budget = Duration::from_secs(
+        std::env::var("SANDBOX_GEN_REDUCE_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(90),
+    );
+    loop {
+        let mut changed = false;
+        let mut i = 0;
+        while i < lines.len() && started.elapsed() < budget {
+            if !deletable(&lines[i]) {
+                i += 1;
+                continue;
+            }
+            let mut tried = lines.clone();
+            tried.remove(i);
+            if differs(&tried.join("\n")) {
+                lines = tried;
+                changed = true;
+            } else {
+                i += 1;
+            }
+        }
+        if !changed || started.elapsed() >= budget {
+            break;
+        }
+    }
+    lines.join("\n")
 }
 
 /// The program's `out` as written.
