@@ -269,6 +269,12 @@ fn reduce(ctx: &Arc<Context>, case: &Case, text: &str, policy: &Policy) -> Strin
             && rewritten_matches(ctx, case, t, policy, &want).is_err()
     };
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    // The kernel's prologue (up to its first barrier) initialises every register: kept whole.
+    let body = lines
+        .iter()
+        .position(|l| l.contains(".entry gen"))
+        .and_then(|k| (k..lines.len()).find(|&i| lines[i].trim() == "bar.sync 0;"))
+        .map_or(lines.len(), |i| i + 1);
     let started = Instant::now();
     let budget = Duration::from_secs(
         std::env::var("SANDBOX_GEN_REDUCE_S")
@@ -278,7 +284,7 @@ fn reduce(ctx: &Arc<Context>, case: &Case, text: &str, policy: &Policy) -> Strin
     );
     loop {
         let mut changed = false;
-        let mut i = 0;
+        let mut i = body;
         while i < lines.len() && started.elapsed() < budget {
             if !deletable(&lines[i]) {
                 i += 1;
@@ -297,7 +303,12 @@ fn reduce(ctx: &Arc<Context>, case: &Case, text: &str, policy: &Policy) -> Strin
             break;
         }
     }
-    lines.join("\n")
+    let small = lines.join("\n");
+    let outcome = as_written(ctx, case, &small)
+        .and_then(|want| rewritten_matches(ctx, case, &small, policy, &want))
+        .err()
+        .unwrap_or_default();
+    format!("{small}\n(reduced: {outcome})")
 }
 
 /// The program's `out` as written.
