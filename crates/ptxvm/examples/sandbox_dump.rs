@@ -1,7 +1,8 @@
 //! Rewrites PTX files with the sandbox and writes the results: `cargo run -p ptxvm --example
 //! sandbox_dump -- OUT_DIR FILE.ptx|DIR...` (or `SANDBOX_OUT=dir` and only inputs). Each input
 //! `<dir>/<name>.ptx` becomes `OUT_DIR/<dir>__<name>.ptx`, plus `<dir>__<name>.globals` (the
-//! initial globals block) when the module has globals. scripts/sandbox-probe.sh uses it to carry
+//! initial globals block) when the module has globals. `SANDBOX_POLL_INTERVAL=N` rewrites with
+//! that poll interval rather than the default. scripts/sandbox-probe.sh uses it to carry
 //! rewritten kernels to a GPU host and check them under NVIDIA's JIT.
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,13 @@ fn main() {
     }
     files.sort();
     let mut failed = 0;
+    let mut policy = ptxvm::sandbox::Policy::default();
+    if let Some(n) = std::env::var("SANDBOX_POLL_INTERVAL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        policy.poll_interval = n;
+    }
     for f in files {
         let text = match std::fs::read_to_string(&f) {
             Ok(t) => t,
@@ -59,7 +67,7 @@ fn main() {
             Some(p) => format!("{p}__{stem}.ptx"),
             None => format!("{stem}.ptx"),
         };
-        match ptxvm::sandbox::sandbox(&text, &ptxvm::sandbox::Policy::default()) {
+        match ptxvm::sandbox::sandbox(&text, &policy) {
             Ok(s) => {
                 // The initial globals block next to the module (the GPU probe loads it).
                 if s.globals.size > 0 && s.globals.size <= 16 << 20 {

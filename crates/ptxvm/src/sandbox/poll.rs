@@ -22,7 +22,7 @@ const U64_REGS: &[&str] = &[
 const U32_REGS: &[&str] = &[
     "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
 ];
-const PRED_REGS: &[&str] = &["p", "q"];
+const PRED_REGS: &[&str] = &["p", "q", "bp"];
 
 /// The fixed sandbox registers' names (of those above), spelled out: most emitted operands
 /// are these, and borrowing one costs less than building it (an allocation, then a free once
@@ -386,14 +386,32 @@ impl<'m> Fx<'_, 'm> {
     /// changed. The poll sits inline behind a forward branch (three instructions in the loop
     /// when not polling): an out-of-line block would break the reconvergence of divergent warps
     /// in ptxvm, and with it warp-synchronous code after the loop.
-    pub(crate) fn backedge(&mut self, i: &Inst<'m>, out: &mut Vec<O<'m>>) {
+    ///
+    /// A guarded back-edge is counted, and then taken, on a copy of its guard (`%__sbx_bp`),
+    /// which the caller puts on the branch in place of the user's predicate (the returned
+    /// guard). With the user's predicate both counted and branched on across the poll, NVIDIA's
+    /// JIT (CUDA 13.0, -O1 and up) miscompiled loops in generated programs: an instruction in a
+    /// loop guarded by the loop's own back-edge predicate never ran, where -O0, ptxvm and the
+    /// program as written all ran it (bench/h200-runs/2026-12-04-s26/, seed 297).
+    pub(crate) fn backedge(
+        &mut self,
+        i: &Inst<'m>,
+        out: &mut Vec<O<'m>>,
+    ) -> Option<(Str<'m>, bool)> {
         let weight = self
             .backedges
             .weight
             .get(&(i as *const Inst))
             .copied()
             .unwrap_or(1);
-        self.count_down(i.guard.clone(), weight, out);
+        let copy = i.guard.as_ref().map(|(g, neg)| {
+            let op = if *neg { "not" } else { "mov" };
+            let g = Operand::Name(g.clone());
+            self.emit(out, None, op, &["pred"], &[sreg("bp"), g]);
+            (Str::Borrowed("%__sbx_bp"), false)
+        });
+        self.count_down(copy.clone(), weight, out);
+        copy
     }
 
     /// Counts `weight` back-edges down when `guard` holds (a branch taken, a call made), and

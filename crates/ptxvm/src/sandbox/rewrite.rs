@@ -596,7 +596,13 @@ impl<'m> Fx<'_, 'm> {
                     && self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos)
                     && !self.backedges.bounded.contains(&(i as *const Inst))
                 {
-                    self.backedge(i, out);
+                    if let Some(copy) = self.backedge(i, out) {
+                        out.push(O::new(Stmt::Inst(Inst {
+                            guard: Some(copy),
+                            ..i.clone()
+                        })));
+                        return Ok(());
+                    }
                 }
                 out.push(O::Inst(i));
                 Ok(())
@@ -609,8 +615,12 @@ impl<'m> Fx<'_, 'm> {
                     }),
                     _ => true,
                 };
-                if back {
-                    self.backedge(i, out);
+                if back && let Some(copy) = self.backedge(i, out) {
+                    out.push(O::new(Stmt::Inst(Inst {
+                        guard: Some(copy),
+                        ..i.clone()
+                    })));
+                    return Ok(());
                 }
                 out.push(O::Inst(i));
                 Ok(())
