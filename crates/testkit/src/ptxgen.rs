@@ -988,19 +988,3 @@ mod tests {
         assert_ne!(program(7, Mode::Legal), program(8, Mode::Legal));
     }
 }
-#[cfg(test)]
-mod dump_tmp {
-    #[test]
-    fn dump() {
-        if let Ok(seeds) = std::env::var("DUMP_SEEDS") {
-            for s in seeds.split(',') {
-                let seed: u64 = s.parse().unwrap();
-                std::fs::write(
-                    format!("/tmp/gen/{seed}.ptx"),
-                    super::program(seed, super::Mode::Legal),
-                )
-                .unwrap();
-            }
-        }
-    }
-}

@@ -595,14 +595,13 @@ impl<'m> Fx<'_, 'm> {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos)
                     && !self.backedges.bounded.contains(&(i as *const Inst))
+                    && let Some(copy) = self.backedge(i, out)
                 {
-                    if let Some(copy) = self.backedge(i, out) {
-                        out.push(O::new(Stmt::Inst(Inst {
-                            guard: Some(copy),
-                            ..i.clone()
-                        })));
-                        return Ok(());
-                    }
+                    out.push(O::new(Stmt::Inst(Inst {
+                        guard: Some(copy),
+                        ..i.clone()
+                    })));
+                    return Ok(());
                 }
                 out.push(O::Inst(i));
                 Ok(())
