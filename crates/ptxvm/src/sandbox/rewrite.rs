@@ -495,6 +495,70 @@ impl<'m> Fx<'_, 'm> {
         format!("$__sbx_L{}", self.nlabel)
     }
 
+    /// `brx.idx index, table`: a back-edge when the table names an earlier label (then polled,
+    /// as `bra`), and always with its index clamped to the table's last entry. Past its table
+    /// an index is undefined on NVIDIA (a jump through whatever follows the table, past every
+    /// fence) and a fault on ptxvm; clamped, it takes the last target and is reported as a
+    /// fenced access.
+    fn jump_table(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
+        let table = match i.operands.get(1) {
+            Some(Operand::Name(t)) => self.tables.get(t.as_ref()).copied(),
+            _ => None,
+        };
+        let (Some(targets), Some(index)) = (table.filter(|ls| !ls.is_empty()), i.operands.first())
+        else {
+            return Err(Error::Refused {
+                line: i.line,
+                what: "`brx.idx` without a non-empty `.branchtargets` table of this function; \
+                       declare the table in the function that jumps through it"
+                    .into(),
+            });
+        };
+        let back = targets
+            .iter()
+            .any(|l| self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos));
+        let guard = match back {
+            true => self.backedge(i, out),
+            false => None,
+        }
+        .or_else(|| i.guard.clone());
+        let last = imm(targets.len() as i64 - 1);
+        let (p, t) = (sreg("p"), sreg("t"));
+        match &guard {
+            None => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "u32"],
+                &[p, index.clone(), last.clone()],
+            ),
+            Some(g) => self.emit(
+                out,
+                None,
+                "setp",
+                &["gt", "and", "u32"],
+                &[p, index.clone(), last.clone(), super::fence::pred(g)],
+            ),
+        }
+        let reported = Some(("%__sbx_p".into(), false));
+        self.emit(out, reported, "mov", &["u32"], &[sreg("f"), imm(1)]);
+        self.emit(
+            out,
+            None,
+            "min",
+            &["u32"],
+            &[t.clone(), index.clone(), last],
+        );
+        let mut operands = i.operands.clone();
+        operands[0] = t;
+        out.push(O::new(Stmt::Inst(Inst {
+            guard,
+            operands,
+            ..i.clone()
+        })));
+        Ok(())
+    }
+
     /// Appends a new instruction (at the current source line).
     pub(crate) fn emit(
         &self,
@@ -606,24 +670,7 @@ impl<'m> Fx<'_, 'm> {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            Some(Opcode::Brx) => {
-                let back = match i.operands.get(1) {
-                    Some(Operand::Name(t)) => self.tables.get(t.as_ref()).is_some_and(|ls| {
-                        ls.iter()
-                            .any(|l| self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos))
-                    }),
-                    _ => true,
-                };
-                if back && let Some(copy) = self.backedge(i, out) {
-                    out.push(O::new(Stmt::Inst(Inst {
-                        guard: Some(copy),
-                        ..i.clone()
-                    })));
-                    return Ok(());
-                }
-                out.push(O::Inst(i));
-                Ok(())
-            }
+            Some(Opcode::Brx) => self.jump_table(i, out),
             Some(Opcode::Call) => self.call(i, out),
             Some(Opcode::Nanosleep) => {
                 // Up to a millisecond each: a straight run of them would hold the GPU for

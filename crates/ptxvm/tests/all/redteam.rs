@@ -829,3 +829,55 @@ fn a_load_that_replaces_its_own_base_does_not_share_its_fence() {
     );
     assert_eq!(mem.read(out, 8), 0x1234_5678_9abc_def0u64.to_le_bytes());
 }
+
+#[test]
+fn a_jump_table_index_past_its_table_is_clamped_and_reported_not_a_wild_jump() {
+    // Found by reading the allow-list after the generated programs (session 26): `brx.idx` past
+    // its table is undefined on NVIDIA (a jump through whatever follows the table, past every
+    // fence) and a fault on ptxvm, which on softcuda ended every guest of the process.
+    let text = ptx(r#"
+.visible .entry jump(.param .u64 out, .param .u32 i)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    .reg .pred %p;
+    ld.param.u64 %rd0, [out];
+    ld.param.u32 %r0, [i];
+    mov.u32 %r1, 7;
+    setp.ne.u32 %p, %r0, 5;
+$tab: .branchtargets $a, $b;
+    @%p brx.idx %r0, $tab;
+$a:
+    mov.u32 %r1, 1;
+    bra.uni $end;
+$b:
+    mov.u32 %r1, 2;
+$end:
+    st.global.u32 [%rd0], %r1;
+    ret;
+}
+"#);
+    let (_, m) = load_sandboxed(&text);
+    // In range: the table's own targets, nothing reported. Past it: the last target, reported.
+    // Index 5 is guarded off: no jump, nothing reported.
+    for (i, want, fenced) in [
+        (0u32, 1u32, false),
+        (1, 2, false),
+        (2, 2, true),
+        (u32::MAX, 2, true),
+        (5, 1, false),
+    ] {
+        let mut out = 0;
+        let mem = attack_in(
+            &m,
+            "jump",
+            Shape::linear(1, 32),
+            |m| {
+                out = m.alloc(4);
+                vec![Arg::U64(out), Arg::U32(i)]
+            },
+            fenced,
+        );
+        assert_eq!(mem.read(out, 4), want.to_le_bytes(), "index {i}");
+    }
+}
