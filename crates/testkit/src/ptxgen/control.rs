@@ -1,5 +1,5 @@
-//! Control flow: device functions and calls, guarded blocks, loops of every shape (endless ones
-//! in hostile programs), breaks and continues, and warp collectives.
+//! Control flow: device functions and calls, guarded blocks, jump tables, loops of every shape
+//! (endless ones in hostile programs), breaks and continues, and warp collectives.
 
 use std::fmt::Write as _;
 
@@ -93,6 +93,38 @@ impl Gen {
         self.block(depth + 1);
         self.divergent = was;
         let _ = writeln!(self.out, "{skip}:");
+    }
+
+    /// A jump through a `.branchtargets` table: three cases, each a block, then a join. A legal
+    /// index is the data modulo 3; a hostile one is the data itself (past the table: the sandbox
+    /// clamps it).
+    pub(super) fn switch(&mut self, depth: u32) {
+        let table = self.label();
+        let cases = [self.label(), self.label(), self.label()];
+        let join = self.label();
+        let r = self.data();
+        match self.mode {
+            Mode::Legal => emit!(self, "rem.u32 %t0, {r}, 3;"),
+            Mode::Hostile => emit!(self, "mov.b32 %t0, {r};"),
+        }
+        emit!(
+            self,
+            "{table}: .branchtargets {}, {}, {};",
+            cases[0],
+            cases[1],
+            cases[2]
+        );
+        emit!(self, "brx.idx %t0, {table};");
+        let was = std::mem::replace(&mut self.divergent, true);
+        for (k, case) in cases.iter().enumerate() {
+            let _ = writeln!(self.out, "{case}:");
+            self.block(depth + 1);
+            if k + 1 < cases.len() {
+                emit!(self, "bra {join};");
+            }
+        }
+        self.divergent = was;
+        let _ = writeln!(self.out, "{join}:");
     }
 
     /// A loop in one of the shapes loop versioning copies (`c += k` while `c < C` or

@@ -190,7 +190,8 @@ impl Gen {
             match self.rng.below(20) {
                 0..=5 => self.arith(),
                 6..=11 => self.memory(),
-                12 | 13 if depth < 2 => self.branch(depth),
+                12 if depth < 2 => self.branch(depth),
+                13 if depth < 2 => self.switch(depth),
                 14 | 15 if depth < 2 && self.loops < 3 => self.lp(depth),
                 16 if self.funcs > 0 => self.call(),
                 17 if !self.divergent => self.barrier_exchange(),

@@ -184,6 +184,8 @@ mod tests {
             "vote.sync.ballot.b32",
             "st.local.u32 [%fa1]",
             "@%p2 bra $G",
+            "brx.idx %t0",
+            "rem.u32 %t0",
         ] {
             assert!(all.contains(needle), "no generated program has {needle}");
         }
