@@ -524,15 +524,21 @@ impl<'m> Fx<'_, 'm> {
         lim: Operand,
         guard: Option<&(Str<'m>, bool)>,
     ) {
+        self.setp_under(out, ["gt", "u64"], [dst, x_off, lim], guard);
+    }
+
+    /// `setp.CMP.TY dst, a, b`, and `guard` with it when there is one (`setp.CMP.and.TY dst, a,
+    /// b, guard`): whether the instruction under `guard` would run and the compare holds.
+    pub(super) fn setp_under(
+        &self,
+        out: &mut Vec<O<'m>>,
+        [cmp, ty]: [&str; 2],
+        [dst, a, b]: [Operand<'_>; 3],
+        guard: Option<&(Str<'m>, bool)>,
+    ) {
         match guard {
-            None => self.emit(out, None, "setp", &["gt", "u64"], &[dst, x_off, lim]),
-            Some(g) => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "and", "u64"],
-                &[dst, x_off, lim, pred(g)],
-            ),
+            None => self.emit(out, None, "setp", &[cmp, ty], &[dst, a, b]),
+            Some(g) => self.emit(out, None, "setp", &[cmp, "and", ty], &[dst, a, b, pred(g)]),
         }
     }
 

@@ -523,25 +523,10 @@ impl<'m> Fx<'_, 'm> {
         }
         .or_else(|| i.guard.clone());
         let last = imm(targets.len() as i64 - 1);
-        let (p, t) = (sreg("p"), sreg("t"));
-        match &guard {
-            None => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "u32"],
-                &[p, index.clone(), last.clone()],
-            ),
-            Some(g) => self.emit(
-                out,
-                None,
-                "setp",
-                &["gt", "and", "u32"],
-                &[p, index.clone(), last.clone(), super::fence::pred(g)],
-            ),
-        }
-        let reported = Some(("%__sbx_p".into(), false));
-        self.emit(out, reported, "mov", &["u32"], &[sreg("f"), imm(1)]);
+        let t = sreg("t");
+        let past = [sreg("p"), index.clone(), last.clone()];
+        self.setp_under(out, ["gt", "u32"], past, guard.as_ref());
+        self.fault(out, Some(("%__sbx_p".into(), false)));
         self.emit(
             out,
             None,

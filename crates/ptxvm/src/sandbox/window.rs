@@ -3,7 +3,7 @@
 //! window or the thread's local window, checked with one 32-bit compare; out of the window it
 //! is skipped (or, for a shared atomic, redirected in-window) and the fault word is set.
 
-use super::fence::{Src, pred};
+use super::fence::Src;
 use super::print::O;
 use super::rewrite::{Fx, R, imm, sreg};
 use crate::ast::{Inst, Operand, Str};
@@ -66,16 +66,7 @@ impl<'m> Fx<'_, 'm> {
         );
         self.emit(out, None, "cvt", &["u32", "u64"], &[o.clone(), a]);
         self.emit(out, None, "sub", &["u32"], &[o.clone(), o.clone(), lo32]);
-        match guard {
-            None => self.emit(out, None, "setp", &["lt", "u32"], &[q.clone(), o, n]),
-            Some(g) => self.emit(
-                out,
-                None,
-                "setp",
-                &["lt", "and", "u32"],
-                &[q.clone(), o, n, pred(g)],
-            ),
-        }
+        self.setp_under(out, ["lt", "u32"], [q.clone(), o, n], guard);
         // Fault iff the access would have run (guard) but is out of the window.
         match guard {
             None => self.fault(out, Some((qname.clone().into(), true))),

@@ -880,4 +880,29 @@ $end:
         );
         assert_eq!(mem.read(out, 4), want.to_le_bytes(), "index {i}");
     }
+    // A kernel whose jump table is its only fence still reports the clamp: the report is stored
+    // at exit only by functions that noted one.
+    let text = ptx(r#"
+.visible .entry jump_only(.param .u32 i)
+{
+    .reg .b32 %r<2>;
+    ld.param.u32 %r0, [i];
+$tab: .branchtargets $a, $b;
+    brx.idx %r0, $tab;
+$a:
+    ret;
+$b:
+    ret;
+}
+"#);
+    let (_, m) = load_sandboxed(&text);
+    for (i, fenced) in [(1u32, false), (9, true)] {
+        attack_in(
+            &m,
+            "jump_only",
+            Shape::linear(1, 32),
+            |_| vec![Arg::U32(i)],
+            fenced,
+        );
+    }
 }
