@@ -141,6 +141,16 @@ impl Case {
     }
 }
 
+/// The policy a case of `seed` is rewritten under, and its generator for later choices.
+fn policy_for(seed: u64, mode: Mode) -> (Policy, Rng) {
+    let (poll_interval, rng) = ptxgen::case_choices(seed, mode);
+    let policy = Policy {
+        poll_interval,
+        ..Policy::default()
+    };
+    (policy, rng)
+}
+
 /// Whether the rewritten module's globals block fits the arena's layout.
 fn fits(s: &Sandboxed) -> Result<(), String> {
     let g = &s.globals;
@@ -167,11 +177,7 @@ fn rewritten(sbx: &Arc<Module>, s: &Sandboxed) -> Result<Vec<(Function, u64)>, S
 
 fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     let text = program(seed, Mode::Legal);
-    let mut rng = Rng((seed ^ 0xa076_1d64_78bd_642f) | 1);
-    let policy = Policy {
-        poll_interval: rng.pick(&[1024, 1, 4]),
-        ..Policy::default()
-    };
+    let policy = policy_for(seed, Mode::Legal).0;
     let case = Case::new(ctx, seed)?;
     let want = as_written(ctx, &case, &text)?;
     let Err(e) = rewritten_matches(ctx, &case, &text, &policy, &want) else {
@@ -360,11 +366,7 @@ fn rewritten_matches(
 
 fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     let text = program(seed, Mode::Hostile);
-    let mut rng = Rng((seed ^ 0xe703_7ed1_a0b4_28db) | 1);
-    let policy = Policy {
-        poll_interval: rng.pick(&[1024, 1, 4]),
-        ..Policy::default()
-    };
+    let (policy, mut rng) = policy_for(seed, Mode::Hostile);
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     fits(&s)?;
     let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
@@ -375,18 +377,8 @@ fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     let done = Event::new(ctx).map_err(|e| e.to_string())?;
 
     for (f, flags) in rewritten(&sbx, &s)? {
-        let base = case.arena.ptr();
-        let wild = match rng.below(9) {
-            0 => victim.ptr(),
-            1 => victim.ptr() + 16,
-            2 => victim.ptr().wrapping_sub(8),
-            3 => base.wrapping_sub(16),
-            4 => base + ARENA as u64 - 4,
-            5 => case.ctl.ptr(),
-            6 => 0,
-            7 => 0xdead_0000_0000,
-            _ => rng.bits(),
-        };
+        let arena = (case.arena.ptr(), ARENA as u64);
+        let wild = ptxgen::wild(&mut rng, victim.ptr(), arena, case.ctl.ptr());
         let mut args = case.reset(wild, &s.globals.init)?;
         args.extend(case.hidden(s.globals.size, flags));
         case.stream

@@ -27,21 +27,6 @@ const EPOCH: u32 = 5;
 /// How long a hostile case runs before the host stops it (a new epoch).
 const STOP_AFTER: std::time::Duration = std::time::Duration::from_millis(40);
 
-/// Where a hostile case points its raw argument.
-fn wild_target(rng: &mut Rng, mem: &GuestMem) -> u64 {
-    match rng.below(9) {
-        0 => mem.victim(),
-        1 => mem.victim() + 16,
-        2 => mem.victim().wrapping_sub(8),
-        3 => mem.base().wrapping_sub(16),
-        4 => mem.base() + ARENA as u64 - 4,
-        5 => mem.ctl(),
-        6 => 0,
-        7 => 0xdead_0000_0000,
-        _ => rng.bits(),
-    }
-}
-
 /// Runs `name` of `m` (a rewritten module) on the test's arguments, with the module's globals
 /// block at `globals`; the launch may skip the entry read when `skips`.
 fn run(
@@ -134,19 +119,21 @@ fn assert_control_block_intact(mem: &GuestMem, epoch: u32) {
     }
 }
 
-fn policy_for(rng: &mut Rng) -> Policy {
-    Policy {
-        poll_interval: rng.pick(&[1024, 1, 4]),
+/// The policy a case of `seed` is rewritten under, and its generator for later choices.
+fn policy_for(seed: u64, mode: Mode) -> (Policy, Rng) {
+    let (poll_interval, rng) = ptxgen::case_choices(seed, mode);
+    let policy = Policy {
+        poll_interval,
         ..Policy::default()
-    }
+    };
+    (policy, rng)
 }
 
 /// One legal case: the original's bytes, then the rewritten kernel's and its skip copy's.
 fn legal_case(seed: u64) -> Result<(), String> {
     let text = program(seed, Mode::Legal);
     let orig = Module::load(&text).map_err(|e| format!("the generated program loads: {e}"))?;
-    let mut rng = Rng((seed ^ 0xa076_1d64_78bd_642f) | 1);
-    let policy = policy_for(&mut rng);
+    let (policy, _) = policy_for(seed, Mode::Legal);
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let out_bytes = ptxgen::out_bytes();
@@ -200,8 +187,7 @@ fn legal_case(seed: u64) -> Result<(), String> {
 fn hostile_case(seed: u64) -> Result<(), String> {
     let text = program(seed, Mode::Hostile);
     Module::load(&text).map_err(|e| format!("the generated program loads: {e}"))?;
-    let mut rng = Rng((seed ^ 0xe703_7ed1_a0b4_28db) | 1);
-    let policy = policy_for(&mut rng);
+    let (policy, mut rng) = policy_for(seed, Mode::Hostile);
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let mut runs = vec![("gen".to_string(), false)];
@@ -209,7 +195,9 @@ fn hostile_case(seed: u64) -> Result<(), String> {
         runs.push((copy.clone(), true));
     }
     for (name, skips) in runs {
-        let (mut mem, _, args) = setup(seed, |m| wild_target(&mut rng, m));
+        let (mut mem, _, args) = setup(seed, |m| {
+            ptxgen::wild(&mut rng, m.victim(), (m.base(), ARENA as u64), m.ctl())
+        });
         let block = globals_block(&mut mem, &s.globals);
         let (done, wait) = std::sync::mpsc::channel::<()>();
         let ran = std::thread::scope(|scope| {

@@ -194,20 +194,7 @@ impl Gen {
             }
         }
         self.line("add.s64 %a1, %a1, %a2;");
-        let g = self.guard();
-        let store = self.rng.chance(50);
-        if self.rng.chance(30) {
-            self.line("cvta.shared.u64 %a1, %a1;");
-            if store {
-                emit!(self, "{g}st.u32 [%a1], {d};");
-            } else {
-                emit!(self, "{g}ld.u32 {d}, [%a1];");
-            }
-        } else if store {
-            emit!(self, "{g}st.shared.u32 [%a1], {d};");
-        } else {
-            emit!(self, "{g}ld.shared.u32 {d}, [%a1];");
-        }
+        self.window_word("shared", &d);
     }
 
     /// A local word by a masked index (maybe through a generic address), or a wild index.
@@ -222,19 +209,24 @@ impl Gen {
             self.line("mul.wide.u32 %a2, %t1, 4;");
         }
         self.line("add.s64 %a1, %a1, %a2;");
+        self.window_word("local", &d);
+    }
+
+    /// A word of `space` at `%a1` loaded into or stored from `d`, under a random guard, maybe
+    /// through its generic address.
+    fn window_word(&mut self, space: &str, d: &str) {
         let g = self.guard();
         let store = self.rng.chance(50);
-        if self.rng.chance(30) {
-            self.line("cvta.local.u64 %a1, %a1;");
-            if store {
-                emit!(self, "{g}st.u32 [%a1], {d};");
-            } else {
-                emit!(self, "{g}ld.u32 {d}, [%a1];");
-            }
-        } else if store {
-            emit!(self, "{g}st.local.u32 [%a1], {d};");
+        let sp = if self.rng.chance(30) {
+            emit!(self, "cvta.{space}.u64 %a1, %a1;");
+            String::new()
         } else {
-            emit!(self, "{g}ld.local.u32 {d}, [%a1];");
+            format!(".{space}")
+        };
+        if store {
+            emit!(self, "{g}st{sp}.u32 [%a1], {d};");
+        } else {
+            emit!(self, "{g}ld{sp}.u32 {d}, [%a1];");
         }
     }
 

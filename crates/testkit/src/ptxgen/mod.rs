@@ -124,6 +124,34 @@ pub fn inputs(seed: u64) -> (Vec<u8>, u32) {
     (input, s)
 }
 
+/// The poll interval a case of `seed` is rewritten under (the default 1,024, or 1 or 4, which
+/// poll on nearly every back-edge), and the case's generator for its later choices ([`wild`]).
+pub fn case_choices(seed: u64, mode: Mode) -> (u32, Rng) {
+    let salt = match mode {
+        Mode::Legal => 0xa076_1d64_78bd_642f,
+        Mode::Hostile => 0xe703_7ed1_a0b4_28db,
+    };
+    let mut rng = Rng((seed ^ salt) | 1);
+    (rng.pick(&[1024, 1, 4]), rng)
+}
+
+/// Where a hostile case points its raw argument: into another tenant's allocation (`victim`)
+/// or just outside it, just outside the arena (`arena`, `arena_len` bytes), at the control
+/// block (`ctl`), at 0, at unmapped space, or anywhere.
+pub fn wild(rng: &mut Rng, victim: u64, (arena, arena_len): (u64, u64), ctl: u64) -> u64 {
+    match rng.below(9) {
+        0 => victim,
+        1 => victim + 16,
+        2 => victim.wrapping_sub(8),
+        3 => arena.wrapping_sub(16),
+        4 => arena + arena_len - 4,
+        5 => ctl,
+        6 => 0,
+        7 => 0xdead_0000_0000,
+        _ => rng.bits(),
+    }
+}
+
 /// The first differing words of two `out` images, as `thread:word want/got` (the counters are
 /// thread [`BLOCKS`] × [`THREADS`]).
 pub fn differences(want: &[u8], got: &[u8]) -> String {
