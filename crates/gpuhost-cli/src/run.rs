@@ -145,6 +145,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         stderr: Output::Inherit,
         inherit_stdin: true,
         calls: None,
+        modules: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

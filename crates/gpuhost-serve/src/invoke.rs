@@ -580,6 +580,9 @@ pub(crate) fn new_store(
     if let Some(pool) = &slot.sandbox {
         cuda = cuda.with_sandbox_pool(pool.clone());
     }
+    if version.config.limits.sandbox {
+        cuda = cuda.with_module_cache(slot.modules.clone());
+    }
     let stderr = MemoryOutputPipe::new(STDERR_KEPT);
     let state = RequestState {
         wasi: WasiCtxBuilder::new().stderr(stderr.clone()).build(),

@@ -172,6 +172,7 @@ pub struct Metrics {
     warm: Family<FunctionLabel, Gauge>,
     warm_takes: Family<TakeLabels, Counter>,
     sandbox_takes: Family<TakeLabels, Counter>,
+    module_loads: Family<TakeLabels, Counter>,
     bundle_bytes: Family<FunctionLabel, Gauge>,
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
@@ -217,6 +218,9 @@ pub struct FunctionMetrics {
     /// `sandbox_takes_total{result="reused"|"waited"|"created"}`, and the pools' totals last
     /// added.
     sandbox_takes: ([Counter; 3], Mutex<SandboxTakes>),
+    /// `module_loads_total{result="cached"|"loaded"}`, and the serving version's module caches'
+    /// totals last added.
+    module_loads: ([Counter; 2], Mutex<[u64; 2]>),
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -284,6 +288,18 @@ impl FunctionMetrics {
         *seen = now;
     }
 
+    /// Brings `module_loads_total` up to the serving version's module caches' totals (`cached`
+    /// hits, `loaded` misses), read at scrape time; a new version's caches count from zero, and
+    /// counting restarts from their totals, as for `sandbox_takes`.
+    pub(crate) fn module_loads(&self, now: [u64; 2]) {
+        let (counters, seen) = &self.module_loads;
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        for ((counter, now), seen) in counters.iter().zip(now).zip(seen.iter()) {
+            counter.inc_by(now.saturating_sub(*seen));
+        }
+        *seen = now;
+    }
+
     /// Records `seconds` spent in `phase` by one request.
     pub fn phase(&self, phase: Phase, seconds: f64) {
         self.phases[phase as usize].observe(seconds);
@@ -316,6 +332,7 @@ impl Metrics {
             warm: Family::default(),
             warm_takes: Family::default(),
             sandbox_takes: Family::default(),
+            module_loads: Family::default(),
             bundle_bytes: Family::default(),
             launches: Family::default(),
             version: Family::default(),
@@ -398,6 +415,11 @@ impl Metrics {
             "function_sandbox_takes",
             "Sandbox arenas and control blocks the serving version's Stores took from its pools: reused (reset by the pool and ready), waited (reset by the pool, after a wait for its zeroing or its return) or created because none came (a virtual-memory map and a control block each), by function",
             m.sandbox_takes.clone(),
+        );
+        r.register(
+            "function_module_loads",
+            "Modules the serving version's sandboxed Stores loaded from PTX: cached (rewritten and loaded by an earlier Store of the version on that device, and shared) or loaded (rewritten and JIT-loaded for this one), by function",
+            m.module_loads.clone(),
         );
         r.register(
             "function_launches",
@@ -499,6 +521,15 @@ impl Metrics {
                     })
                 }),
                 Mutex::new(SandboxTakes::default()),
+            ),
+            module_loads: (
+                ["cached", "loaded"].map(|result| {
+                    self.module_loads.get_or_create_owned(&TakeLabels {
+                        function: name.to_string(),
+                        result: result.to_string(),
+                    })
+                }),
+                Mutex::new([0; 2]),
             ),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),

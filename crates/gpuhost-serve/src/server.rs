@@ -428,6 +428,7 @@ impl Server {
             f.metrics.sandbox_kept.set(kept as i64);
             f.metrics.sandbox_pending.set(pending as i64);
             f.metrics.sandbox_takes(v.sandbox_takes());
+            f.metrics.module_loads(v.module_loads());
         }
         self.metrics.render(&self.hosts)
     }

@@ -42,6 +42,11 @@ pub(crate) struct DeviceSlot {
     pub(crate) sandbox: Option<Arc<gpuhost_wasm::SandboxPool>>,
     /// Stores made and instantiated ahead of the next requests here (crate::warm).
     pub(crate) spare: Spare,
+    /// Modules this version's sandboxed guests loaded from PTX here, shared by its Stores: a
+    /// handler that loads its module on every request rewrites and JIT-compiles it once. One
+    /// cache per version and device, never shared between functions (a guest can time its
+    /// loads: gpuhost_wasm::ModuleCache).
+    pub(crate) modules: Arc<gpuhost_wasm::ModuleCache>,
 }
 
 /// Sandbox pairs a version keeps per device, per request it may run at once: those of finished
@@ -148,6 +153,7 @@ impl Version {
                 running: AtomicUsize::new(0),
                 sandbox,
                 spare: Spare::default(),
+                modules: Arc::default(),
             });
         }
         Ok(Self {
@@ -200,6 +206,15 @@ impl Version {
         )
     }
 
+    /// Loads from PTX of this version's sandboxed Stores, over its devices: [found in the
+    /// version's module cache, rewritten and loaded].
+    pub(crate) fn module_loads(&self) -> [u64; 2] {
+        self.devices.iter().fold([0; 2], |[cached, loaded], d| {
+            let s = d.modules.stats();
+            [cached + s.hits, loaded + s.misses]
+        })
+    }
+
     /// Requests holding this version.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst) & !CLOSED
@@ -241,6 +256,7 @@ impl Version {
             // again; the one ready holds the bundle, so it goes first.
             for slot in &self.devices {
                 slot.spare.clear();
+                slot.modules.clear();
             }
             for slot in &self.devices {
                 if let Some(registry) = slot.bundle.swap(None) {

@@ -46,7 +46,7 @@ impl CudaCtxView<'_> {
                 charge.commit();
                 let m = Arc::new(SandboxModule {
                     globals: block,
-                    kernels: Vec::new(),
+                    kernels: Arc::from([]),
                 });
                 let slots = &mut self.ctx.bundle_modules;
                 if slots.len() <= *module {

@@ -202,7 +202,8 @@ pub(crate) const HIDDEN_PLACEHOLDERS: [GpuArg<'static>; HIDDEN] = [GpuArg::U64(0
 /// A sandboxed module of one guest: its globals block in the guest's arena and its kernels.
 pub(crate) struct SandboxModule {
     pub(crate) globals: Option<DeviceBuffer>,
-    pub(crate) kernels: Vec<SandboxedKernel>,
+    /// Shared with the embedder's module cache, when it has one.
+    pub(crate) kernels: Arc<[SandboxedKernel]>,
 }
 
 /// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel whose threads each run at most

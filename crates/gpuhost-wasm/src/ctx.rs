@@ -11,6 +11,7 @@ use crate::bundle_rewrite::BundleRewrite;
 use crate::calls::{CallObserver, CallTimer, HostCall};
 use crate::confine::{Confinement, SandboxModule};
 use crate::limits::{Limits, Usage};
+use crate::module_cache::ModuleCache;
 use crate::pool::SandboxPool;
 use crate::watchdog::StoreWatch;
 
@@ -43,6 +44,8 @@ pub struct CudaCtx {
     pub(crate) sandbox_pool: Option<Arc<SandboxPool>>,
     /// Sees every host call of this guest, timed (see calls.rs), if the embedder asked.
     pub(crate) calls: Option<Arc<dyn CallObserver>>,
+    /// Sandboxed modules this guest shares with the embedder's other Stores (module_cache.rs).
+    pub(crate) modules: Option<Arc<ModuleCache>>,
 }
 
 impl CudaCtx {
@@ -64,6 +67,7 @@ impl CudaCtx {
             confine: None,
             sandbox_pool: None,
             calls: None,
+            modules: None,
             limits,
         }
     }
@@ -73,6 +77,16 @@ impl CudaCtx {
     /// unless the pool was made for this context's device and limits.
     pub fn with_sandbox_pool(mut self, pool: Arc<SandboxPool>) -> Self {
         self.sandbox_pool = Some(pool);
+        self
+    }
+
+    /// Shares this guest's sandboxed modules with the other Stores given `cache`: a module
+    /// loaded from PTX text that one of them loaded before is neither rewritten nor loaded
+    /// again. Give one cache to Stores of one tenant only: a guest can time its loads and so
+    /// tell which texts the others loaded ([`ModuleCache`]). Trusted guests' modules are never
+    /// shared.
+    pub fn with_module_cache(mut self, cache: Arc<ModuleCache>) -> Self {
+        self.modules = Some(cache);
         self
     }
 

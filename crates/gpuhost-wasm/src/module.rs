@@ -14,6 +14,15 @@ use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
 use crate::limits::{Charge, GlobalsCharge};
+use crate::module_cache;
+
+/// Where a sandboxed load's module comes from.
+enum Source {
+    /// The embedder's module cache (module_cache.rs).
+    Cached(module_cache::Shared),
+    /// A rewrite made now, to load.
+    Rewritten(Box<ptxvm::sandbox::Sandboxed>),
+}
 
 /// A guest's loaded module: the registry holding it and its share of the module quota.
 pub struct ModuleRes {
@@ -77,24 +86,57 @@ impl CudaCtxView<'_> {
         })
     }
 
-    /// Rewrites `ptx` with the sandbox, reserves and fills its globals block in the guest's
-    /// arena (counted in the globals quota; the returned count is what was reserved) and loads
-    /// the rewritten text.
+    /// Rewrites `ptx` with the sandbox and loads the rewritten text (or takes both from the
+    /// embedder's module cache), then reserves and fills the guest's own globals block of it in
+    /// its arena (counted in the globals quota; the returned count is what was reserved).
     fn sandboxed(
         &mut self,
         ptx: &str,
     ) -> CudaResult<(Arc<Registry>, u64, Option<Arc<SandboxModule>>)> {
-        let rewritten = crate::confine::rewrite(ptx)?;
+        let source = match self.cached(ptx) {
+            Some(shared) => Source::Cached(shared),
+            None => Source::Rewritten(Box::new(crate::confine::rewrite(ptx)?)),
+        };
         // Its kernels launch with the guest's arena and control block: make them now.
         self.ctx.confinement()?;
-        let mut charge = GlobalsCharge::new(self, rewritten.globals.size)?;
-        let globals = charge.globals_block(&rewritten.globals)?;
-        let registry = charge.registry(ModuleImage::Ptx(rewritten.ptx), true)?;
+        let size = match &source {
+            Source::Cached(shared) => shared.globals.size,
+            Source::Rewritten(r) => r.globals.size,
+        };
+        // Quota first: globals over it are refused before the driver loads anything.
+        let mut charge = GlobalsCharge::new(self, size)?;
+        let shared = match source {
+            Source::Cached(shared) => shared,
+            Source::Rewritten(r) => {
+                let ptxvm::sandbox::Sandboxed {
+                    ptx: text,
+                    kernels,
+                    globals,
+                } = *r;
+                let shared = module_cache::Shared {
+                    registry: charge.registry(ModuleImage::Ptx(text), true)?,
+                    globals: Arc::new(globals),
+                    kernels: kernels.into(),
+                };
+                if let Some(cache) = &charge.ctx.modules {
+                    cache.insert(ptx, shared.clone());
+                }
+                shared
+            }
+        };
+        let globals = charge.globals_block(&shared.globals)?;
         let module = SandboxModule {
             globals,
-            kernels: rewritten.kernels,
+            kernels: shared.kernels,
         };
-        Ok((registry, charge.commit(), Some(Arc::new(module))))
+        Ok((shared.registry, charge.commit(), Some(Arc::new(module))))
+    }
+
+    /// The module loaded from `ptx` in the current context generation, if the embedder's cache
+    /// has it.
+    fn cached(&self, ptx: &str) -> Option<module_cache::Shared> {
+        let cache = self.ctx.modules.as_ref()?;
+        cache.get(ptx, self.ctx.host.generation())
     }
 
     /// A module's globals block for this guest: in its arena, zeroed, then its initial image.

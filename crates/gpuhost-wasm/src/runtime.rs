@@ -16,6 +16,7 @@ use crate::calls::CallObserver;
 use crate::ctx::{CudaCtx, CudaCtxView, CudaView};
 use crate::error::Error;
 use crate::limits::{Limits, Usage};
+use crate::module_cache::ModuleCache;
 
 /// Fuel between yields to the executor, so a CPU-bound guest shares its thread with others.
 const FUEL_YIELD_INTERVAL: u64 = 100_000;
@@ -96,6 +97,9 @@ pub struct RunOptions {
     pub inherit_stdin: bool,
     /// Sees each gpuhost:cuda call of the guest, timed ([`CudaCtx::with_call_observer`]).
     pub calls: Option<Arc<dyn CallObserver>>,
+    /// Sandboxed modules shared with other runs given the same cache
+    /// ([`CudaCtx::with_module_cache`]).
+    pub modules: Option<Arc<ModuleCache>>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -108,6 +112,7 @@ impl std::fmt::Debug for RunOptions {
             .field("stderr", &self.stderr)
             .field("inherit_stdin", &self.inherit_stdin)
             .field("calls", &self.calls.as_ref().map(|_| "observer"))
+            .field("modules", &self.modules)
             .finish()
     }
 }
@@ -305,6 +310,9 @@ impl Runtime {
         let mut cuda = CudaCtx::new(self.host.clone(), opts.limits);
         if let Some(observer) = opts.calls {
             cuda = cuda.with_call_observer(observer);
+        }
+        if let Some(cache) = opts.modules {
+            cuda = cuda.with_module_cache(cache);
         }
         let state = GuestState {
             wasi: wasi.build(),

@@ -9,6 +9,7 @@ mod errors;
 mod examples;
 mod leaks;
 mod loading;
+mod module_cache;
 mod redteam;
 mod stream_reads;
 mod transfers;

@@ -119,7 +119,7 @@ async fn bystanders(rt: &'static Runtime) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// The attacker's verdict line: its outcomes (in order of first appearance) and secret words seen.
-fn verdict(o: &RunOutcome, attack: &str) -> (Vec<String>, u32) {
+pub(crate) fn verdict(o: &RunOutcome, attack: &str) -> (Vec<String>, u32) {
     let out = stdout(o);
     let err = String::from_utf8_lossy(&o.stderr);
     let line = out
@@ -240,7 +240,7 @@ fn stuck(msg: String) -> ! {
 /// Sandboxed limits for the attacks: GPU time short enough for a quick test yet ample for the
 /// attacks' own loops on an unoptimised softcuda, and quotas that the flood and local-memory
 /// attacks reach quickly.
-fn attack_limits() -> Limits {
+pub(crate) fn attack_limits() -> Limits {
     Limits {
         sandbox: true,
         max_kernel_time: Duration::from_secs(2),

@@ -119,6 +119,36 @@ fn trapping_spinning_leaking_and_silent_guests_get_a_status_and_json_and_the_ser
 }
 
 #[test]
+fn a_module_a_handler_loads_on_every_request_is_rewritten_once_and_each_request_has_its_own_globals()
+ {
+    let repo = misbehave_repo("module-cache", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // The handler loads its module (64 KiB of globals) itself, each time; its kernel counts
+    // launches in a global word, which starts at zero in every request's Store.
+    for i in 0..4 {
+        let r = server.get("/misbehave/globals");
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "bumped [1, 2, 3]".into()),
+            "request {i}"
+        );
+    }
+    // At once: the shared module runs for several requests together, each on its own globals.
+    for t in gets_at_once(&server, 4, "/misbehave/globals") {
+        let r = t.join().unwrap();
+        assert_eq!((r.status, r.text()), (200, "bumped [1, 2, 3]".into()));
+    }
+    let m = server.metrics();
+    let loads = |result| {
+        m.sum(
+            "gpuhost_function_module_loads_total",
+            &[("function", "misbehave"), ("result", result)],
+        )
+    };
+    assert_eq!((loads("loaded"), loads("cached")), (1.0, 7.0));
+}
+
+#[test]
 fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
     let repo = misbehave_repo("fresh", "");
     let server = Server::start(&repo.dir, &[], &[]);

@@ -6,14 +6,20 @@
 //! requests this instance has handled (1 in a fresh one), `/stamp?n=N` launches the granted
 //! bundle's `stamp` (which writes N words) on a 32-word buffer and answers `ok` or the error;
 //! `/drip?n=N&ms=M` sets its response head first, then writes N lines `0\n`, `1\n`, … one M ms
-//! apart (a body that goes on after the head); anything else answers `ok`.
+//! apart (a body that goes on after the head); `/globals` loads tests/guests/kernels/globals.ptx
+//! itself (module.from-ptx, on every request) and answers what its `bump` kernel counted in the
+//! module's global word over three launches (`bumped [1, 2, 3]` when the request's globals
+//! started at zero); anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
 use gpuhost_guest::http::wasi::http::types::{
     Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
-use gpuhost_guest::{DeviceBuffer, Launch, Stream, bundle_kernel, bundle_kernel_names, http};
+use gpuhost_guest::{DeviceBuffer, Launch, Module, Stream, bundle_kernel, bundle_kernel_names, http};
+
+/// 64 KiB of module globals and a kernel counting launches in them.
+const GLOBALS: &str = include_str!("../../kernels/globals.ptx");
 
 struct Misbehave;
 
@@ -26,6 +32,21 @@ fn stamp(n: u32) -> gpuhost_guest::Result<u32> {
     Launch::new(&kernel).grid1(n.div_ceil(256)).block1(256).buffer(&out).scalar(n).enqueue(&stream)?;
     stream.synchronize()?;
     Ok(out.download()?[31])
+}
+
+/// Loads the globals module and counts three launches of `bump` in its global word.
+fn bump_globals() -> gpuhost_guest::Result<Vec<u32>> {
+    let module = Module::from_ptx(GLOBALS)?;
+    let bump = module.kernel("bump")?;
+    let out = DeviceBuffer::<u32>::zeroed(2)?;
+    let stream = Stream::create()?;
+    let mut counted = Vec::new();
+    for _ in 0..3 {
+        Launch::new(&bump).buffer(&out).enqueue(&stream)?;
+        stream.synchronize()?;
+        counted.push(out.download()?[0]);
+    }
+    Ok(counted)
 }
 
 /// Requests this instance has handled.
@@ -54,6 +75,13 @@ impl Guest for Misbehave {
                 let n = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(32);
                 let text = match stamp(n) {
                     Ok(v) => format!("ok {v:08x}"),
+                    Err(e) => format!("{e:?}"),
+                };
+                http::respond(out, 200, "text/plain", text.as_bytes());
+            }
+            "globals" => {
+                let text = match bump_globals() {
+                    Ok(v) => format!("bumped {v:?}"),
                     Err(e) => format!("{e:?}"),
                 };
                 http::respond(out, 200, "text/plain", text.as_bytes());
