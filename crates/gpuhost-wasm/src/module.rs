@@ -152,8 +152,10 @@ impl CudaCtxView<'_> {
         };
         // Arena allocations are 256-aligned: enough for any PTX variable (the layout asks >= 16).
         let block = c.arena.alloc(layout.size)?;
-        if !layout.init.is_empty() {
-            block.write(0, &layout.init)?;
+        // The block is zeroed: only the image from its first non-zero byte is written (a
+        // table after 64 KiB of zero-initialised counters is a 16-byte write, not 64 KiB).
+        if let Some(first) = layout.init.iter().position(|&b| b != 0) {
+            block.write(first, &layout.init[first..])?;
         }
         Ok(Some(block))
     }

@@ -56,7 +56,8 @@ pub struct GlobalInfo {
     pub size: u64,
     /// Alignment in bytes.
     pub align: u32,
-    /// Initial contents; empty means zero-filled.
+    /// Initial contents of the first `init.len()` bytes (at most `size`); the rest, and all of
+    /// it when empty, is zero.
     pub init: Vec<u8>,
 }
 

@@ -27,7 +27,8 @@ pub(crate) const VPRINTF: &str = "vprintf";
 
 /// Most registers a kernel (with its callees) may declare.
 const MAX_REGS: u32 = 1 << 18;
-/// Largest initialised global: its initial image is built in memory at load.
+/// Largest initial image of one global (as far as its initialiser reaches): built in memory at
+/// load.
 const MAX_INIT_BYTES: u64 = 64 << 20;
 /// Most bytes of static storage (shared, local, a global) one declaration may ask for.
 const MAX_STORAGE: u64 = 1 << 30;
@@ -160,22 +161,24 @@ pub(crate) fn var_size(v: &VarDecl) -> R<(u64, u32)> {
     Ok((size, align))
 }
 
+/// The initial image of `v`, a variable of `size` bytes: as far as its initialiser reaches (the
+/// bytes past it are zero), so its length is bounded by the text's, never by the declared size
+/// (`.b8 a[1 << 30] = {1}` is one byte of image, not a GiB).
 pub(crate) fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
     if v.init.is_empty() {
         return Ok(Vec::new());
     }
-    if size > MAX_INIT_BYTES {
-        return Err(Error::TooLarge {
-            bytes: size as usize,
-        });
-    }
     let ty = Ty::parse(&v.ty).unwrap_or(Ty::B8);
     let eb = ty.bytes() as usize;
-    if (v.init.len() * eb) as u64 > size {
+    let extent = v.init.len().saturating_mul(eb);
+    if extent as u64 > size {
         return Err(Error::Invalid {
             line: v.line,
             msg: format!("initialiser of {} is larger than the variable", v.name),
         });
+    }
+    if extent as u64 > MAX_INIT_BYTES {
+        return Err(Error::TooLarge { bytes: extent });
     }
     if v.init.iter().any(|x| matches!(x, Init::Symbol)) {
         return Err(Error::Unsupported {
@@ -183,7 +186,7 @@ pub(crate) fn init_bytes(v: &VarDecl, size: u64) -> R<Vec<u8>> {
             what: "address-valued initialisers".into(),
         });
     }
-    let mut out = vec![0u8; size as usize];
+    let mut out = vec![0u8; extent];
     for (i, x) in v.init.iter().enumerate() {
         let bits: u64 = match (*x, ty) {
             (Init::Int(n), Ty::F32) => (n as f32).to_bits() as u64,

@@ -12,6 +12,12 @@ use crate::lower::{init_bytes, var_size};
 /// Where each relocated variable lives: name → (offset in the block, size in bytes).
 pub(crate) type Offsets<'m> = HashMap<&'m str, (u64, u64)>;
 
+/// How far into a module's globals block its initial image may reach ([`GlobalsLayout::init`]
+/// is built in host memory, from the block's start to its last initialised byte).
+///
+/// [`GlobalsLayout::init`]: super::GlobalsLayout::init
+const MAX_INIT_IMAGE: u64 = 64 << 20;
+
 /// Lays the module's `.global`/`.const` variables out in source order.
 pub(crate) fn layout<'m>(m: &'m Module<'_>) -> Result<(GlobalsLayout, Offsets<'m>), Error> {
     let mut offsets = HashMap::new();
@@ -60,6 +66,23 @@ pub(crate) fn layout<'m>(m: &'m Module<'_>) -> Result<(GlobalsLayout, Offsets<'m
             .ok_or(Error::TooLarge { bytes: usize::MAX })?;
         let image = init_bytes(v, bytes)?;
         if !image.is_empty() {
+            // The image is one run of bytes from the block's start: an initialised variable far
+            // into the block would make it as long as the gap, whatever the text's length (40
+            // uninitialised GiB-sized arrays before one `= 1` asked for 40 GiB of host memory,
+            // which aborts the process).
+            let end = off.saturating_add(image.len() as u64);
+            if end > MAX_INIT_IMAGE {
+                return Err(Error::Refused {
+                    line: v.line,
+                    what: format!(
+                        "initialised variable {} ends {end} bytes into the module's globals, \
+                         past the sandbox's {} MiB initial image; declare initialised variables \
+                         before large uninitialised ones",
+                        v.name,
+                        MAX_INIT_IMAGE >> 20
+                    ),
+                });
+            }
             let off = usize::try_from(off).map_err(|_| Error::TooLarge { bytes: usize::MAX })?;
             if init.len() < off + image.len() {
                 init.resize(off + image.len(), 0);
@@ -129,6 +152,35 @@ mod tests {
             .map(|v| (v.name.as_str(), v.offset, v.size))
             .collect();
         assert_eq!(slots, [("a", 0, 12), ("c", 16, 8), ("z", 24, 100)]);
+    }
+
+    #[test]
+    fn an_initialised_variable_far_into_the_block_is_refused_not_materialised() {
+        // 40 GiB of uninitialised arrays, then one initialised word: the image would span all of
+        // it. Refused, naming the variable and its line, before anything is allocated.
+        let mut src: String = (0..40)
+            .map(|i| format!(".global .b8 big{i}[1073741824];\n"))
+            .collect();
+        src.push_str(".global .align 4 .b32 t = 1;\n");
+        match lay(&src) {
+            Err(Error::Refused { line: 41, what }) => {
+                assert!(what.contains("initialised variable t"), "{what}")
+            }
+            other => panic!("{:?}", other.map(|(l, _)| l.size)),
+        }
+        // Just inside the bound it is laid out, and the image ends at the word.
+        let (l, o) = lay(".global .b8 big[67108860];\n.global .align 4 .b32 t = 7;").unwrap();
+        assert_eq!(o["t"], (67_108_860, 4));
+        assert_eq!(l.init.len(), 64 << 20);
+        assert_eq!(&l.init[67_108_860..], &7u32.to_le_bytes());
+    }
+
+    #[test]
+    fn a_huge_variable_with_a_short_initialiser_images_only_the_initialiser() {
+        // A thousand 64 MiB arrays each initialised with one byte made a 64 MiB image each.
+        let (l, o) = lay(".global .b8 a[67108864] = {1};\n.global .b8 b[67108864];").unwrap();
+        assert_eq!(o["b"], (64 << 20, 64 << 20));
+        assert_eq!(l.init, [1]);
     }
 
     #[test]

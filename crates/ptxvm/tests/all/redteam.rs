@@ -521,18 +521,35 @@ fn an_endless_loop_deep_in_a_call_chain_exits_when_the_epoch_changes() {
 }
 
 #[test]
-fn oversized_globals_report_their_size_for_the_host_to_refuse() {
-    let src = ".global .align 16 .b8 big[900000000];\n.const .b32 c[4] = {1, 2, 3, 4};\n\
-               .visible .entry k(.param .u64 o) {\n .reg .b64 %rd<3>;\n\
-               mov.u64 %rd1, big;\n ld.param.u64 %rd2, [o];\n st.global.u64 [%rd2], %rd1;\n}";
-    let s = sandbox(&ptx(src), &Policy::default()).unwrap();
+fn oversized_globals_report_their_size_for_the_host_to_refuse_and_no_image_spans_them() {
+    let kernel = ".visible .entry k(.param .u64 o) {\n .reg .b64 %rd<3>;\n\
+                  mov.u64 %rd1, big;\n ld.param.u64 %rd2, [o];\n st.global.u64 [%rd2], %rd1;\n}";
+    // The constant first: the initial image ends with it, and the host sees the block's size.
+    let src = format!(
+        ".const .b32 c[4] = {{1, 2, 3, 4}};\n.global .align 16 .b8 big[900000000];\n{kernel}"
+    );
+    let s = sandbox(&ptx(&src), &Policy::default()).unwrap();
     assert_eq!(s.globals.size, 900_000_016);
     assert_eq!(
         s.globals.init.len(),
-        900_000_016,
-        "the initialised constant sits at the end"
+        16,
+        "the zero tail is not materialised"
     );
     assert!(Module::load(&s.ptx).is_ok());
+    // The constant after 900 MB of zeros: its image would span them (host memory the size of
+    // the gap, from a few hundred bytes of text), so it is refused, naming it.
+    let src = format!(
+        ".global .align 16 .b8 big[900000000];\n.const .b32 c[4] = {{1, 2, 3, 4}};\n{kernel}"
+    );
+    match sandbox(&ptx(&src), &Policy::default()) {
+        Err(Error::Refused { what, .. }) => {
+            assert!(
+                what.contains("initialised variable c ends 900000016 bytes"),
+                "{what}"
+            )
+        }
+        other => panic!("{:?}", other.map(|s| s.globals.size)),
+    }
 }
 
 #[test]
