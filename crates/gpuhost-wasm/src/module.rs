@@ -132,11 +132,11 @@ impl CudaCtxView<'_> {
         Ok((shared.registry, charge.commit(), Some(Arc::new(module))))
     }
 
-    /// The module loaded from `ptx` in the current context generation, if the embedder's cache
-    /// has it.
+    /// The module loaded from `ptx` on this guest's device in its current context generation, if
+    /// the embedder's cache has it.
     fn cached(&self, ptx: &str) -> Option<module_cache::Shared> {
         let cache = self.ctx.modules.as_ref()?;
-        cache.get(ptx, self.ctx.host.generation())
+        cache.get(ptx, &self.ctx.host)
     }
 
     /// A module's globals block for this guest: in its arena, zeroed, then its initial image.

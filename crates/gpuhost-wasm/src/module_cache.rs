@@ -16,7 +16,8 @@
 //!
 //! Keys are the full PTX text (compared, not only hashed: two texts never share an entry). The
 //! cache is bounded by entries and bytes of text and forgets the least recently used first; an
-//! entry of an earlier context generation (the context was lost) is a miss, replaced on load.
+//! entry of an earlier context generation (the context was lost), or of another device than the
+//! loading guest's, is a miss, replaced on load (give each device its own cache).
 //! Quotas are charged per guest exactly as without the cache.
 
 use std::collections::HashMap;
@@ -115,14 +116,20 @@ impl ModuleCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The module loaded from `ptx` in context generation `generation`, if kept. Counts a hit or
-    /// a miss.
-    pub(crate) fn get(&self, ptx: &str, generation: u64) -> Option<Shared> {
+    /// The module loaded from `ptx` on `host` in its current context generation, if kept.
+    /// Counts a hit or a miss.
+    pub(crate) fn get(&self, ptx: &str, host: &Arc<gpuhost::Host>) -> Option<Shared> {
+        let generation = host.generation();
         let mut inner = self.lock();
         inner.clock += 1;
         let now = inner.clock;
         let found = match inner.entries.get_mut(ptx) {
-            Some(e) if e.module.registry.generation() == generation => {
+            // Another device's module (a cache given to Stores of several hosts) is a miss, as
+            // is one of a lost context: its handles mean nothing here.
+            Some(e)
+                if Arc::ptr_eq(e.module.registry.host(), host)
+                    && e.module.registry.generation() == generation =>
+            {
                 e.used = now;
                 Some(e.module.clone())
             }
