@@ -36,10 +36,6 @@ pub(crate) struct Token<'a> {
 /// Upper bound on input size; keeps a fuzzer from making us allocate without limit.
 const MAX_INPUT: usize = 64 << 20;
 
-fn ident_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c == b'%'
-}
-
 fn ident_char(c: u8) -> bool {
     IDENT_CHAR[usize::from(c)]
 }
@@ -56,6 +52,53 @@ const IDENT_CHAR: [bool; 256] = {
     t
 };
 
+/// What a byte can start, as a table: one load and one jump per token instead of a chain of
+/// tests in which punctuation came last.
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    /// Space, tab, carriage return, form feed (what `is_ascii_whitespace` accepts but `\n`).
+    Blank,
+    Newline,
+    /// Letter, `_`, `$`, `%`.
+    Ident,
+    Dot,
+    Digit,
+    Quote,
+    Slash,
+    Punct,
+    Other,
+}
+
+const CLASS: [Class; 256] = {
+    let mut t = [Class::Other; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = match b {
+            b' ' | b'\t' | b'\r' | 0x0C => Class::Blank,
+            b'\n' => Class::Newline,
+            b'_' | b'$' | b'%' => Class::Ident,
+            b'.' => Class::Dot,
+            b'"' => Class::Quote,
+            b'/' => Class::Slash,
+            b',' | b';' | b':' | b'[' | b']' | b'(' | b')' | b'{' | b'}' | b'<' | b'>' | b'+'
+            | b'-' | b'!' | b'@' | b'|' | b'=' => Class::Punct,
+            _ if b.is_ascii_alphabetic() => Class::Ident,
+            _ if b.is_ascii_digit() => Class::Digit,
+            _ => Class::Other,
+        };
+        c += 1;
+    }
+    t
+};
+
+/// How many of `b`'s leading bytes are identifier characters (or `:`, with `colons`).
+fn word_len(b: &[u8], colons: bool) -> usize {
+    b.iter()
+        .position(|&c| !(ident_char(c) || (colons && c == b':')))
+        .unwrap_or(b.len())
+}
+
 /// Splits PTX text into tokens.
 pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
     if src.len() > MAX_INPUT {
@@ -65,108 +108,91 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
     // PTX averages a token every three to four bytes: one allocation, rarely a regrowth.
     let mut out = Vec::with_capacity(src.len() / 3 + 16);
     let (mut i, mut line, mut line_start) = (0usize, 1u32, 0usize);
-    while i < b.len() {
-        let c = b[i];
+    while let Some(&c) = b.get(i) {
         let col = (i - line_start + 1) as u32;
         let l0 = line;
         let err = move |msg: String| Error::Parse { line: l0, col, msg };
-        if c == b'\n' {
-            line += 1;
-            i += 1;
-            line_start = i;
-            continue;
-        }
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        if c == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-            continue;
-        }
-        if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            i += 2;
-            loop {
-                if i + 1 >= b.len() {
-                    return Err(err("unterminated /* comment".into()));
-                }
-                if b[i] == b'*' && b[i + 1] == b'/' {
-                    i += 2;
-                    break;
-                }
-                if b[i] == b'\n' {
-                    line += 1;
-                    line_start = i + 1;
-                }
-                i += 1;
-            }
-            continue;
-        }
         let start = i;
-        let tok = if ident_start(c) {
-            i += 1;
-            while i < b.len() && ident_char(b[i]) {
+        let tok = match CLASS[usize::from(c)] {
+            Class::Blank => {
                 i += 1;
+                continue;
             }
-            // A special register's component (`%tid.x`) stays part of its name, as the parser
-            // would join it: one borrowed token, where joining two made a string per name.
-            if c == b'%'
-                && b.get(i) == Some(&b'.')
-                && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
-                && !b
-                    .get(i + 2)
-                    .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
-            {
+            Class::Newline => {
+                line += 1;
+                i += 1;
+                line_start = i;
+                continue;
+            }
+            Class::Slash if b.get(i + 1) == Some(&b'/') => {
+                i += b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .unwrap_or(b.len() - i);
+                continue;
+            }
+            Class::Slash if b.get(i + 1) == Some(&b'*') => {
                 i += 2;
+                loop {
+                    if i + 1 >= b.len() {
+                        return Err(err("unterminated /* comment".into()));
+                    }
+                    if b[i] == b'*' && b[i + 1] == b'/' {
+                        i += 2;
+                        break;
+                    }
+                    if b[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
+                continue;
             }
-            Tok::Ident(&src[start..i])
-        } else if c == b'.' && b.get(i + 1).is_some_and(|&n| ident_char(n)) {
-            i += 1;
-            while i < b.len() && (ident_char(b[i]) || b[i] == b':') {
+            Class::Ident => {
+                i += 1 + word_len(&b[i + 1..], false);
+                // A special register's component (`%tid.x`) stays part of its name, as the
+                // parser would join it: one borrowed token, where joining two made a string
+                // per name.
+                if c == b'%'
+                    && b.get(i) == Some(&b'.')
+                    && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
+                    && !b
+                        .get(i + 2)
+                        .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
+                {
+                    i += 2;
+                }
+                Tok::Ident(&src[start..i])
+            }
+            Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
+                i += 1 + word_len(&b[i + 1..], true);
+                Tok::Dot(&src[start + 1..i])
+            }
+            Class::Digit => {
+                let (t, n) = lex_number(&b[i..]).ok_or_else(|| err("malformed number".into()))?;
+                i += n;
+                t
+            }
+            Class::Quote => {
                 i += 1;
-            }
-            Tok::Dot(&src[start + 1..i])
-        } else if c.is_ascii_digit() {
-            let (t, n) = lex_number(&b[i..]).ok_or_else(|| err("malformed number".into()))?;
-            i += n;
-            t
-        } else if c == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                    i += 1;
+                }
+                if i >= b.len() || b[i] != b'"' {
+                    return Err(err("unterminated string literal".into()));
+                }
                 i += 1;
+                Tok::Str(&src[start + 1..i - 1])
             }
-            if i >= b.len() || b[i] != b'"' {
-                return Err(err("unterminated string literal".into()));
+            Class::Punct => {
+                i += 1;
+                Tok::Punct(c as char)
             }
-            i += 1;
-            Tok::Str(&src[start + 1..i - 1])
-        } else if matches!(
-            // A match, not `<[u8]>::contains`: that calls memchr for every punctuation token.
-            c,
-            b',' | b';'
-                | b':'
-                | b'['
-                | b']'
-                | b'('
-                | b')'
-                | b'{'
-                | b'}'
-                | b'<'
-                | b'>'
-                | b'+'
-                | b'-'
-                | b'!'
-                | b'@'
-                | b'|'
-                | b'='
-        ) {
-            i += 1;
-            Tok::Punct(c as char)
-        } else {
-            let ch = src[i..].chars().next().unwrap_or('?');
-            return Err(err(format!("unexpected character {ch:?}")));
+            Class::Dot | Class::Slash | Class::Other => {
+                let ch = src[i..].chars().next().unwrap_or('?');
+                return Err(err(format!("unexpected character {ch:?}")));
+            }
         };
         out.push(Token { tok, line, col });
     }
@@ -175,6 +201,18 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
 
 /// Lexes a number at the start of `b`; returns the token and the bytes consumed.
 fn lex_number(b: &[u8]) -> Option<(Tok<'static>, usize)> {
+    // Most numbers are short plain decimals (offsets, widths, counts): summed as scanned, where
+    // the general path below checked UTF-8, trimmed suffixes and parsed the text again.
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let ends = !b
+        .get(digits)
+        .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_');
+    if ends && digits <= 19 && (digits == 1 || b[0] != b'0') {
+        let v = b[..digits]
+            .iter()
+            .fold(0u64, |v, &c| v * 10 + u64::from(c - b'0'));
+        return Some((Tok::Int(v), digits));
+    }
     let mut n = 0;
     while n < b.len() && (b[n].is_ascii_alphanumeric() || b[n] == b'.' || b[n] == b'_') {
         // A sign directly after an exponent belongs to the number (1.5e-3).
@@ -271,6 +309,10 @@ mod tests {
             ("0D3ff0000000000000", Tok::F64Bits(1f64.to_bits())),
             ("2E1", Tok::F64Bits(20f64.to_bits())),
             ("7uU", Tok::Int(7)),
+            ("9999999999999999999", Tok::Int(9_999_999_999_999_999_999)),
+            ("18446744073709551615", Tok::Int(u64::MAX)),
+            ("0", Tok::Int(0)),
+            ("007", Tok::Int(7)),
         ] {
             assert_eq!(kinds(text), vec![tok], "{text}");
         }
