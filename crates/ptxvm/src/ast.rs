@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use crate::isa::Opcode;
-use crate::small::Small;
+use crate::small::{Item, Small};
 
 /// A name or word of the tree: borrowed from the source text as parsed, owned when a pass
 /// makes it (a renamed symbol, a register the sandbox adds).
@@ -147,6 +147,26 @@ pub(crate) enum Operand<'a> {
     Sink,
     /// A texture/surface operand `[handle, {x, y}]`: the handle's name and the coordinates.
     Image(Box<(Str<'a>, Vec<Operand<'a>>)>),
+}
+
+impl Item for Str<'_> {
+    fn owns_nothing(&self) -> bool {
+        matches!(self, Str::Borrowed(_))
+    }
+}
+
+impl Item for Operand<'_> {
+    fn owns_nothing(&self) -> bool {
+        match self {
+            Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => n.owns_nothing(),
+            Operand::Int(_)
+            | Operand::F32Bits(_)
+            | Operand::F64Bits(_)
+            | Operand::Addr(None, _)
+            | Operand::Sink => true,
+            Operand::Pair(_) | Operand::Vec(_) | Operand::List(_) | Operand::Image(_) => false,
+        }
+    }
 }
 
 /// A copy of a name that no longer borrows the source text.

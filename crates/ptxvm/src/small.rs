@@ -7,21 +7,68 @@
 //! lower_kernel stops compiling).
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
+/// What a [`Small`] can hold: a type with a default that owns nothing (what unused slots
+/// hold), which can tell a value that owns nothing either, so that dropping it can be skipped.
+pub(crate) trait Item: Default {
+    /// Whether dropping `self` would free nothing. `false` is always correct, only slower.
+    fn owns_nothing(&self) -> bool {
+        false
+    }
+}
+
+impl Item for usize {
+    fn owns_nothing(&self) -> bool {
+        true
+    }
+}
+
 /// Up to `N` elements inline, any number on the heap. Unused inline slots hold `T::default()`.
-#[derive(Clone)]
-pub(crate) enum Small<T, const N: usize> {
-    Inline { len: usize, items: [T; N] },
+// The slots are never dropped as an array: `Drop` drops only the `len` in use, since dropping
+// every slot cost a call per unused operand of every instruction freed (issue #9's profile).
+pub(crate) enum Small<T: Item, const N: usize> {
+    Inline {
+        len: usize,
+        items: ManuallyDrop<[T; N]>,
+    },
     Heap(Vec<T>),
 }
 
-impl<T: Default, const N: usize> Small<T, N> {
+impl<T: Item, const N: usize> Drop for Small<T, N> {
+    fn drop(&mut self) {
+        if let Small::Inline { len, items } = self {
+            // Each element that owns something is swapped for a default and dropped; what stays
+            // in the slots owns nothing (see `push`), so leaving the array undropped leaks
+            // nothing. Most elements own nothing (names borrowed from the source): skipped.
+            for x in items.iter_mut().take(*len) {
+                if !x.owns_nothing() {
+                    drop(std::mem::take(x));
+                }
+            }
+        }
+    }
+}
+
+impl<T: Item + Clone, const N: usize> Clone for Small<T, N> {
+    fn clone(&self) -> Self {
+        match self {
+            Small::Inline { len, items } => Small::Inline {
+                len: *len,
+                items: items.clone(),
+            },
+            Small::Heap(h) => Small::Heap(h.clone()),
+        }
+    }
+}
+
+impl<T: Item, const N: usize> Small<T, N> {
     /// An empty list.
     pub(crate) fn new() -> Self {
         Small::Inline {
             len: 0,
-            items: std::array::from_fn(|_| T::default()),
+            items: ManuallyDrop::new(std::array::from_fn(|_| T::default())),
         }
     }
 
@@ -47,10 +94,12 @@ impl<T: Default, const N: usize> Small<T, N> {
     }
 
     /// The elements, by value.
-    pub(crate) fn into_vec(self) -> Vec<T> {
-        match self {
-            Small::Inline { len, items } => items.into_iter().take(len).collect(),
-            Small::Heap(h) => h,
+    pub(crate) fn into_vec(mut self) -> Vec<T> {
+        match &mut self {
+            Small::Inline { len, items } => {
+                items.iter_mut().take(*len).map(std::mem::take).collect()
+            }
+            Small::Heap(h) => std::mem::take(h),
         }
     }
 
@@ -60,13 +109,13 @@ impl<T: Default, const N: usize> Small<T, N> {
     }
 }
 
-impl<T: Default, const N: usize> Default for Small<T, N> {
+impl<T: Item, const N: usize> Default for Small<T, N> {
     fn default() -> Self {
         Small::new()
     }
 }
 
-impl<T, const N: usize> Deref for Small<T, N> {
+impl<T: Item, const N: usize> Deref for Small<T, N> {
     type Target = [T];
     fn deref(&self) -> &[T] {
         match self {
@@ -76,7 +125,7 @@ impl<T, const N: usize> Deref for Small<T, N> {
     }
 }
 
-impl<T, const N: usize> DerefMut for Small<T, N> {
+impl<T: Item, const N: usize> DerefMut for Small<T, N> {
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
             Small::Inline { len, items } => &mut items[..*len],
@@ -85,19 +134,19 @@ impl<T, const N: usize> DerefMut for Small<T, N> {
     }
 }
 
-impl<T: fmt::Debug, const N: usize> fmt::Debug for Small<T, N> {
+impl<T: Item + fmt::Debug, const N: usize> fmt::Debug for Small<T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl<T: PartialEq, const N: usize> PartialEq for Small<T, N> {
+impl<T: Item + PartialEq, const N: usize> PartialEq for Small<T, N> {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl<T: Default, const N: usize> FromIterator<T> for Small<T, N> {
+impl<T: Item, const N: usize> FromIterator<T> for Small<T, N> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
         let mut s = Small::new();
         for v in iter {
@@ -107,7 +156,7 @@ impl<T: Default, const N: usize> FromIterator<T> for Small<T, N> {
     }
 }
 
-impl<T: Default, const N: usize> From<Vec<T>> for Small<T, N> {
+impl<T: Item, const N: usize> From<Vec<T>> for Small<T, N> {
     fn from(v: Vec<T>) -> Self {
         if v.len() > N {
             return Small::Heap(v);
@@ -116,13 +165,13 @@ impl<T: Default, const N: usize> From<Vec<T>> for Small<T, N> {
     }
 }
 
-impl<T: Default, const N: usize, const M: usize> From<[T; M]> for Small<T, N> {
+impl<T: Item, const N: usize, const M: usize> From<[T; M]> for Small<T, N> {
     fn from(a: [T; M]) -> Self {
         a.into_iter().collect()
     }
 }
 
-impl<'a, T, const N: usize> IntoIterator for &'a Small<T, N> {
+impl<'a, T: Item, const N: usize> IntoIterator for &'a Small<T, N> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
     fn into_iter(self) -> Self::IntoIter {
@@ -130,7 +179,7 @@ impl<'a, T, const N: usize> IntoIterator for &'a Small<T, N> {
     }
 }
 
-impl<'a, T, const N: usize> IntoIterator for &'a mut Small<T, N> {
+impl<'a, T: Item, const N: usize> IntoIterator for &'a mut Small<T, N> {
     type Item = &'a mut T;
     type IntoIter = std::slice::IterMut<'a, T>;
     fn into_iter(self) -> Self::IntoIter {
@@ -141,6 +190,8 @@ impl<'a, T, const N: usize> IntoIterator for &'a mut Small<T, N> {
 #[cfg(test)]
 mod tests {
     use super::Small;
+
+    impl super::Item for u32 {}
 
     #[test]
     fn keeps_order_inline_and_past_it() {
