@@ -34,6 +34,7 @@ impl<'t, 's> Parser<'t, 's> {
     fn at_end(&self) -> bool {
         self.i >= self.t.len()
     }
+    #[inline]
     fn peek(&self) -> Option<&'t Tok<'s>> {
         self.t.get(self.i).map(|t| &t.tok)
     }
@@ -47,13 +48,19 @@ impl<'t, 's> Parser<'t, 's> {
         self.pos().0
     }
     fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        Err(self.error(msg.into()))
+    }
+    /// The error `err` returns, out of line: the paths that ask for a token stay small enough
+    /// to inline where nothing goes wrong.
+    #[cold]
+    #[inline(never)]
+    fn error(&self, mut msg: String) -> Error {
         let (line, col) = self.pos();
-        let mut msg = msg.into();
         match self.peek() {
             Some(t) => msg.push_str(&format!(" (found {t:?})")),
             None => msg.push_str(" (found end of input)"),
         }
-        Err(Error::Parse { line, col, msg })
+        Error::Parse { line, col, msg }
     }
     fn next(&mut self) -> R<&'t Tok<'s>> {
         match self.t.get(self.i) {
@@ -64,10 +71,12 @@ impl<'t, 's> Parser<'t, 's> {
             None => self.err("unexpected end of input"),
         }
     }
+    #[inline]
     fn is_punct(&self, c: char) -> bool {
         // A match, not `==` on tokens: the derived comparison was a call per question.
         matches!(self.peek(), Some(Tok::Punct(x)) if *x == c)
     }
+    #[inline]
     fn eat_punct(&mut self, c: char) -> bool {
         if self.is_punct(c) {
             self.i += 1;
@@ -76,11 +85,12 @@ impl<'t, 's> Parser<'t, 's> {
             false
         }
     }
+    #[inline]
     fn expect_punct(&mut self, c: char) -> R<()> {
         if self.eat_punct(c) {
             Ok(())
         } else {
-            self.err(format!("expected '{c}'"))
+            Err(self.error(format!("expected '{c}'")))
         }
     }
     fn is_dot(&self, w: &str) -> bool {
@@ -94,13 +104,14 @@ impl<'t, 's> Parser<'t, 's> {
             false
         }
     }
+    #[inline]
     fn ident(&mut self) -> R<&'s str> {
         match self.peek() {
             Some(&Tok::Ident(s)) => {
                 self.i += 1;
                 Ok(s)
             }
-            _ => self.err("expected a name"),
+            _ => Err(self.error("expected a name".into())),
         }
     }
     fn int(&mut self) -> R<u64> {

@@ -73,6 +73,7 @@ impl<T: Item, const N: usize> Small<T, N> {
     }
 
     /// Appends `v`, moving the list to the heap when it outgrows its inline slots.
+    #[inline]
     pub(crate) fn push(&mut self, v: T) {
         match self {
             Small::Inline { len, items } if *len < N => {
