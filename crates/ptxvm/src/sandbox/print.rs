@@ -396,12 +396,20 @@ pub(crate) fn parts<M: AsRef<str>>(
     let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
         && Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
     for (k, o) in operands.iter().enumerate() {
-        out.push_str(if k == 0 { " " } else { ", " });
+        // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
+        if k > 0 {
+            out.push(',');
+        }
+        out.push(' ');
         let o = match replace {
             Some((at, r)) if at == k => r,
             _ => o,
         };
-        operand(out, o, f32_ctx, bare, line)?;
+        // Most operands are registers: printed here, the rest by `operand`.
+        match o {
+            Operand::Name(n) => out.push_str(n),
+            _ => operand(out, o, f32_ctx, bare, line)?,
+        }
     }
     out.push(';');
     Ok(())
@@ -516,16 +524,22 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push(close);
         }
         Operand::Sink => out.push('_'),
-        Operand::Image(..) => {
-            return Err(Error::Refused {
-                line,
-                what: "texture/surface operands are not allowed in sandboxed modules; \
-                       read the data with ld.global instead"
-                    .into(),
-            });
-        }
+        Operand::Image(..) => return Err(image_refused(line)),
     }
     Ok(())
+}
+
+/// The error for a texture or surface operand, built out of line: `operand` runs for every
+/// operand printed, and building it in place made its every call save and restore more.
+#[cold]
+#[inline(never)]
+fn image_refused(line: u32) -> Error {
+    Error::Refused {
+        line,
+        what: "texture/surface operands are not allowed in sandboxed modules; \
+               read the data with ld.global instead"
+            .into(),
+    }
 }
 
 type R = Result<(), Error>;
