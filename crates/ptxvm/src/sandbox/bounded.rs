@@ -84,10 +84,14 @@ pub(crate) struct Cfg<'m> {
     pub items: Vec<Item<'m>>,
     /// Each item's index in the body's own statement list; `None` inside a nested block.
     pub top: Vec<Option<usize>>,
-    /// Every branch: position, targets (None: anywhere).
-    branches: Vec<(usize, Option<Targets>)>,
-    /// Every back-edge: (branch position, header position; 0 when unknown).
+    /// Every back-edge: (branch position, header position; 0 when unknown), by position.
     pub back: Vec<(usize, usize)>,
+    /// The first and last branch whose targets are unknown (it may land anywhere), if any.
+    unknown: Option<(usize, usize)>,
+    /// By target position, the first and last branch landing there: whether a loop is entered
+    /// from outside is a range query, not a walk over every branch of the body (which, per
+    /// back-edge, made a hostile body of 110k instructions take a second to rewrite).
+    sources: MinMaxTree,
 }
 
 fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>) {
@@ -235,8 +239,9 @@ impl<'m> Cfg<'m> {
         let mut cfg = Cfg {
             items: Vec::with_capacity(body.len()),
             top: Vec::with_capacity(body.len()),
-            branches: Vec::new(),
             back: Vec::new(),
+            unknown: None,
+            sources: MinMaxTree::default(),
         };
         flatten(body, false, &mut cfg);
         // Sized once: collecting from a filter grew (and rehashed) the map as it went.
@@ -251,7 +256,7 @@ impl<'m> Cfg<'m> {
                 labels.insert(*l, k);
             }
         }
-        cfg.branches = cfg
+        let branches: Vec<(usize, Option<Targets>)> = cfg
             .items
             .iter()
             .enumerate()
@@ -262,8 +267,7 @@ impl<'m> Cfg<'m> {
                 _ => None,
             })
             .collect();
-        cfg.back = cfg
-            .branches
+        cfg.back = branches
             .iter()
             .filter_map(|(k, t)| match t {
                 None => Some((*k, 0)),
@@ -275,6 +279,18 @@ impl<'m> Cfg<'m> {
                     .map(|m| (*k, m)),
             })
             .collect();
+        let mut sources = MinMaxTree::new(cfg.items.len());
+        for (k, t) in &branches {
+            match t {
+                None => {
+                    let (first, _) = cfg.unknown.unwrap_or((*k, *k));
+                    cfg.unknown = Some((first, *k));
+                }
+                Some(t) => t.iter().for_each(|&x| sources.note(x, *k)),
+            }
+        }
+        sources.build();
+        cfg.sources = sources;
         cfg
     }
 
@@ -298,16 +314,23 @@ impl<'m> Cfg<'m> {
             return None;
         }
         let (p, neg) = i.guard.as_ref()?;
-        if *neg || self.back.iter().any(|&(k, _)| k > h && k < b) {
+        // No other back-edge inside: `back` is by position, so the first one past the header
+        // is the only one to look at.
+        let next_back = self.back.partition_point(|&(k, _)| k <= h);
+        if *neg || self.back.get(next_back).is_some_and(|&(k, _)| k < b) {
             return None;
         }
-        // Entered only at its header: no branch from outside lands inside.
-        let outside = |k: usize| k < h || k > b;
-        if self.branches.iter().any(|(k, t)| {
-            outside(*k)
-                && t.as_ref()
-                    .is_none_or(|t| t.iter().any(|&x| x > h && x <= b))
-        }) {
+        // Entered only at its header: no branch from outside lands inside, and none that may
+        // land anywhere lies outside.
+        if self
+            .unknown
+            .is_some_and(|(first, last)| first < h || last > b)
+        {
+            return None;
+        }
+        if let Some((first, last)) = self.sources.range(h + 1, b + 1)
+            && (first < h || last > b)
+        {
             return None;
         }
         if self.body((h, b)).any(|j| j.opcode == "call" && !call_ok(j)) {
@@ -455,4 +478,129 @@ pub(crate) fn analyse<'m>(
         }
     }
     out
+}
+
+/// By statement position, whether it lies in some `(back-edge, header)` span of `loops`.
+pub(crate) fn looped(loops: &[(usize, usize)]) -> Vec<bool> {
+    let end = loops.iter().map(|&(b, _)| b + 1).max().unwrap_or(0);
+    // Spans opened and closed at each position, summed as the positions go by.
+    let mut opened = vec![0i64; end + 1];
+    for &(b, h) in loops.iter().filter(|&&(b, h)| h <= b) {
+        opened[h] += 1;
+        opened[b + 1] -= 1;
+    }
+    let mut depth = 0;
+    opened[..end]
+        .iter()
+        .map(|&d| {
+            depth += d;
+            depth > 0
+        })
+        .collect()
+}
+
+/// The first and last branch position landing at each position of a body, as a segment tree:
+/// the first and last over a range of targets in O(log n).
+#[derive(Default)]
+struct MinMaxTree {
+    /// Leaves at `n..2n`, each inner node the (min, max) of its two children; `EMPTY` where no
+    /// branch lands.
+    nodes: Vec<(usize, usize)>,
+    n: usize,
+}
+
+const EMPTY: (usize, usize) = (usize::MAX, 0);
+
+fn merge(a: (usize, usize), b: (usize, usize)) -> (usize, usize) {
+    (a.0.min(b.0), a.1.max(b.1))
+}
+
+impl MinMaxTree {
+    fn new(n: usize) -> Self {
+        MinMaxTree {
+            nodes: vec![EMPTY; 2 * n],
+            n,
+        }
+    }
+
+    /// A branch at `source` lands at `target` (ignored past the body: no position is there).
+    fn note(&mut self, target: usize, source: usize) {
+        if target < self.n {
+            let leaf = &mut self.nodes[self.n + target];
+            *leaf = merge(*leaf, (source, source));
+        }
+    }
+
+    /// Fills the inner nodes, once every branch is noted.
+    fn build(&mut self) {
+        for i in (1..self.n).rev() {
+            self.nodes[i] = merge(self.nodes[2 * i], self.nodes[2 * i + 1]);
+        }
+    }
+
+    /// The first and last branch landing in `lo..hi`, if any does.
+    fn range(&self, lo: usize, hi: usize) -> Option<(usize, usize)> {
+        let (mut lo, mut hi) = (lo.min(self.n) + self.n, hi.min(self.n) + self.n);
+        let mut acc = EMPTY;
+        while lo < hi {
+            if lo & 1 == 1 {
+                acc = merge(acc, self.nodes[lo]);
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                acc = merge(acc, self.nodes[hi]);
+            }
+            lo /= 2;
+            hi /= 2;
+        }
+        (acc != EMPTY).then_some(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MinMaxTree, looped};
+
+    #[test]
+    fn looped_positions_are_those_inside_some_span_as_a_search_would_say() {
+        let loops = [(9, 4), (6, 5), (20, 20), (3, 7), (14, 0)];
+        let laid = looped(&loops);
+        for pos in 0..25 {
+            let search = loops.iter().any(|&(b, h)| h <= pos && pos <= b);
+            assert_eq!(laid.get(pos).copied().unwrap_or(false), search, "{pos}");
+        }
+        assert!(looped(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_tree_gives_the_first_and_last_source_over_any_range_as_a_walk_would() {
+        // Deterministic pseudo-random branches over bodies of several sizes (odd ones too: the
+        // tree is not padded to a power of two).
+        let mut x = 0x9e37_79b9u64;
+        let mut next = |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        for n in [1usize, 2, 3, 7, 64, 101] {
+            let edges: Vec<(usize, usize)> = (0..n).map(|_| (next(n + 2), next(n))).collect();
+            let mut t = MinMaxTree::new(n);
+            for &(target, source) in &edges {
+                t.note(target, source);
+            }
+            t.build();
+            for lo in 0..=n + 1 {
+                for hi in lo..=n + 2 {
+                    let walk = edges
+                        .iter()
+                        .filter(|&&(target, _)| target >= lo && target < hi && target < n)
+                        .map(|&(_, s)| (s, s))
+                        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+                    assert_eq!(t.range(lo, hi), walk, "n {n}, {lo}..{hi}");
+                }
+            }
+        }
+    }
 }

@@ -87,8 +87,10 @@ pub(crate) struct Fx<'a, 'm> {
     pub shared_align: HashMap<&'m str, u64>,
     /// Registers that only hold bounded offsets into static variables (bounds.rs).
     pub bounds: super::bounds::Bounds<'m>,
-    /// Statement positions `(back-edge, header)` of every backward branch (`in_loop`).
-    pub loops: Vec<(usize, usize)>,
+    /// By statement position, whether it lies between some backward branch and its target
+    /// (`in_loop`): asked of every access, so laid out once rather than searched each time
+    /// (a search over every loop made a body of many loops quadratic to rewrite).
+    pub looped: Vec<bool>,
     /// Those of them an access was left unchecked for (`range_inits` gives them a value).
     pub unchecked: std::cell::RefCell<std::collections::BTreeSet<&'m str>>,
     /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
@@ -262,7 +264,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         shared_align: HashMap::new(),
         bounds: Default::default(),
         unchecked: Default::default(),
-        loops: Vec::new(),
+        looped: Vec::new(),
         deferred: Default::default(),
         defer_check: false,
         checked: false,
@@ -285,7 +287,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         .filter(|(_, s)| s.is_some())
         .map(|(n, _)| *n);
     fx.bounds = super::bounds::analyse(b, vars.chain(module_shared).collect());
-    fx.loops = info.loops(f);
+    fx.looped = super::bounded::looped(&info.loops(f));
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
@@ -297,9 +299,7 @@ pub(super) fn rewrite_body<'a, 'm>(
 impl<'m> Fx<'_, 'm> {
     /// Whether the statement at `pos` lies between some loop's header and its back-edge.
     pub(crate) fn in_loop(&self) -> bool {
-        self.loops
-            .iter()
-            .any(|&(b, h)| h <= self.pos && self.pos <= b)
+        self.looped.get(self.pos).copied().unwrap_or(false)
     }
 
     /// First pass: declarations and label positions.
