@@ -109,45 +109,26 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
     let mut out = Vec::with_capacity(src.len() / 3 + 16);
     let (mut i, mut line, mut line_start) = (0usize, 1u32, 0usize);
     while let Some(&c) = b.get(i) {
-        let col = (i - line_start + 1) as u32;
-        let l0 = line;
-        let err = move |msg: String| Error::Parse { line: l0, col, msg };
         let start = i;
-        let tok = match CLASS[usize::from(c)] {
-            Class::Blank => {
-                i += 1;
-                continue;
-            }
+        let col = || (start - line_start + 1) as u32;
+        // Each kind pushes its own token: merged into one push after the match, every kind's
+        // token went through the stack.
+        macro_rules! token {
+            ($tok:expr) => {{
+                let tok = $tok;
+                out.push(Token {
+                    tok,
+                    line,
+                    col: col(),
+                })
+            }};
+        }
+        match CLASS[usize::from(c)] {
+            Class::Blank => i += 1,
             Class::Newline => {
                 line += 1;
                 i += 1;
                 line_start = i;
-                continue;
-            }
-            Class::Slash if b.get(i + 1) == Some(&b'/') => {
-                i += b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .unwrap_or(b.len() - i);
-                continue;
-            }
-            Class::Slash if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                loop {
-                    if i + 1 >= b.len() {
-                        return Err(err("unterminated /* comment".into()));
-                    }
-                    if b[i] == b'*' && b[i + 1] == b'/' {
-                        i += 2;
-                        break;
-                    }
-                    if b[i] == b'\n' {
-                        line += 1;
-                        line_start = i + 1;
-                    }
-                    i += 1;
-                }
-                continue;
             }
             Class::Ident => {
                 i += 1 + word_len(&b[i + 1..], false);
@@ -163,16 +144,46 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
                 {
                     i += 2;
                 }
-                Tok::Ident(&src[start..i])
+                token!(Tok::Ident(&src[start..i]));
+            }
+            Class::Punct => {
+                i += 1;
+                token!(Tok::Punct(c as char));
             }
             Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
                 i += 1 + word_len(&b[i + 1..], true);
-                Tok::Dot(&src[start + 1..i])
+                token!(Tok::Dot(&src[start + 1..i]));
             }
             Class::Digit => {
-                let (t, n) = lex_number(&b[i..]).ok_or_else(|| err("malformed number".into()))?;
+                let Some((t, n)) = lex_number(&b[i..]) else {
+                    return Err(fail(line, col(), "malformed number".into()));
+                };
                 i += n;
-                t
+                token!(t);
+            }
+            Class::Slash if b.get(i + 1) == Some(&b'/') => {
+                i += b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .unwrap_or(b.len() - i);
+            }
+            Class::Slash if b.get(i + 1) == Some(&b'*') => {
+                let (l0, c0) = (line, col());
+                i += 2;
+                loop {
+                    if i + 1 >= b.len() {
+                        return Err(fail(l0, c0, "unterminated /* comment".into()));
+                    }
+                    if b[i] == b'*' && b[i + 1] == b'/' {
+                        i += 2;
+                        break;
+                    }
+                    if b[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
             }
             Class::Quote => {
                 i += 1;
@@ -180,23 +191,25 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
                     i += 1;
                 }
                 if i >= b.len() || b[i] != b'"' {
-                    return Err(err("unterminated string literal".into()));
+                    return Err(fail(line, col(), "unterminated string literal".into()));
                 }
                 i += 1;
-                Tok::Str(&src[start + 1..i - 1])
-            }
-            Class::Punct => {
-                i += 1;
-                Tok::Punct(c as char)
+                token!(Tok::Str(&src[start + 1..i - 1]));
             }
             Class::Dot | Class::Slash | Class::Other => {
                 let ch = src[i..].chars().next().unwrap_or('?');
-                return Err(err(format!("unexpected character {ch:?}")));
+                return Err(fail(line, col(), format!("unexpected character {ch:?}")));
             }
-        };
-        out.push(Token { tok, line, col });
+        }
     }
     Ok(out)
+}
+
+/// A lexing error at `line`:`col`, built out of line.
+#[cold]
+#[inline(never)]
+fn fail(line: u32, col: u32, msg: String) -> Error {
+    Error::Parse { line, col, msg }
 }
 
 /// Lexes a number at the start of `b`; returns the token and the bytes consumed.
