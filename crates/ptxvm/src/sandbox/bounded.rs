@@ -234,6 +234,10 @@ fn compare_of<'m>(i: &'m Inst<'m>, p: &str) -> Option<Cmp<'m>> {
     nonzero.then_some(Cmp::NonZero { iv, bits })
 }
 
+/// The longest loop, in statements from its header to its back-edge, that [`Cfg::counter`] tries
+/// to prove bounded.
+const MAX_COUNTED_SPAN: usize = 1024;
+
 impl<'m> Cfg<'m> {
     pub(crate) fn new(body: &'m [Stmt<'m>], tables: &HashMap<&str, &[Str<'_>]>) -> Self {
         let mut cfg = Cfg {
@@ -294,6 +298,12 @@ impl<'m> Cfg<'m> {
         cfg
     }
 
+    /// Whether the loop `[h, b]` is short enough for [`Cfg::counter`] to try (`MAX_COUNTED_SPAN`):
+    /// a caller that walks a loop's body before asking can skip the longer ones first.
+    pub(crate) fn provable((h, b): (usize, usize)) -> bool {
+        b.saturating_sub(h) <= MAX_COUNTED_SPAN
+    }
+
     /// The instructions strictly inside the loop `[h, b]`.
     pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst<'m>> + '_ {
         self.items[h + 1..b].iter().filter_map(|it| match it {
@@ -314,6 +324,14 @@ impl<'m> Cfg<'m> {
             return None;
         }
         let (p, neg) = i.guard.as_ref()?;
+        // The proof walks the loop's body a few times: past this span it is not tried, and the
+        // loop is polled as an unbounded one (a poll is nothing beside a body that long), so a
+        // body of thousands of nested loops costs linear time, not quadratic (2,000 nested loops
+        // in 250 KB of text took 259M instructions to rewrite, 8,000 in 1 MB 0.94 s; with the
+        // bound, 78M and 0.07 s).
+        if !Self::provable((h, b)) {
+            return None;
+        }
         // No other back-edge inside: `back` is by position, so the first one past the header
         // is the only one to look at.
         let next_back = self.back.partition_point(|&(k, _)| k <= h);

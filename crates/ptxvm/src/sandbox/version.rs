@@ -153,6 +153,8 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
         Val::Reg(r) => name(r),
     };
     let mut plans: Vec<Plan> = Vec::new();
+    // Headers already planned: looked up per back-edge, so not a walk over the plans.
+    let mut planned = HashSet::new();
     for &(b, h) in &cfg.back {
         let Item::Inst(i) = cfg.items[b] else {
             continue;
@@ -162,10 +164,12 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
         let (Some(th), Some(tb)) = (cfg.top[h], cfg.top[b]) else {
             continue;
         };
+        // (Too long a loop is never counted: skipped before its body is walked.)
         if tb - th != b - h
             || tb + 1 >= body.len()
+            || !Cfg::provable((h, b))
             || cfg.body((h, b)).any(|j| j.opcode == "brx")
-            || plans.iter().any(|p| p.head == th)
+            || planned.contains(&th)
         {
             continue;
         }
@@ -184,6 +188,7 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
         if !signed && matches!((&limit, &step), (Val::Imm(_), Val::Imm(_))) {
             continue;
         }
+        planned.insert(th);
         plans.push(Plan {
             head: th,
             back: tb,

@@ -251,6 +251,30 @@ fn a_counted_loop_runs_without_polls_and_gives_the_right_answer() {
     assert_eq!(got, (0..1000u32).sum::<u32>().to_le_bytes());
 }
 
+/// A counted loop of 10 iterations whose body adds 1 to its sum `adds` times.
+fn counted_with_body(adds: usize) -> String {
+    let body = "    add.u32 %r2, %r2, 1;\n".repeat(adds);
+    ptx(&format!(
+        ".visible .entry long_body(.param .u64 out)\n{{\n    .reg .b64 %rd<2>;\n\
+         .reg .b32 %r<4>;\n    .reg .pred %p<2>;\n    ld.param.u64 %rd1, [out];\n\
+         mov.u32 %r1, 0;\n    mov.u32 %r2, 0;\nL:\n{body}    add.u32 %r1, %r1, 1;\n\
+         setp.lt.u32 %p1, %r1, 10;\n    @%p1 bra L;\n    st.global.u32 [%rd1], %r2;\n    ret;\n}}\n"
+    ))
+}
+
+#[test]
+fn a_counted_loop_longer_than_the_proof_walks_is_polled_and_still_right() {
+    // The proof that a loop is counted walks its body; past ~1,000 statements it is not tried
+    // (bounded.rs, MAX_COUNTED_SPAN), which keeps a body of thousands of nested loops linear to
+    // rewrite. Such a loop polls like an unbounded one, and computes the same.
+    for (adds, polled) in [(100, 0), (2000, 1)] {
+        let (s, m) = load_sandboxed(&counted_with_body(adds));
+        assert_eq!(polls(&s.ptx, "long_body"), polled, "{adds} adds");
+        let got = output(&m, "long_body", 4, &[], false);
+        assert_eq!(got, (10 * adds as u32).to_le_bytes(), "{adds} adds");
+    }
+}
+
 #[test]
 fn loops_that_only_look_counted_still_poll() {
     let (s, _) = load_sandboxed(&ptx(LOOPS));
