@@ -485,7 +485,21 @@ impl<'t, 's> Parser<'t, 's> {
                         out.push(Stmt::Label(name.into(), line));
                     }
                 }
-                Some(_) => out.push(Stmt::Inst(self.inst(line)?)),
+                Some(_) => {
+                    // Parsed in place: built aside, an instruction was copied three times
+                    // over (its lists into it, it into a statement, that into the body).
+                    out.push(Stmt::Inst(Inst {
+                        guard: None,
+                        opcode: Str::Borrowed(""),
+                        op: None,
+                        mods: Small::new(),
+                        operands: Small::new(),
+                        line,
+                    }));
+                    if let Some(Stmt::Inst(i)) = out.last_mut() {
+                        self.inst(i)?;
+                    }
+                }
             }
         }
     }
@@ -547,36 +561,29 @@ impl<'t, 's> Parser<'t, 's> {
         })
     }
 
-    fn inst(&mut self, line: u32) -> R<Inst<'s>> {
-        let mut guard = None;
+    /// An instruction, into `inst` (an empty one, its line set).
+    fn inst(&mut self, inst: &mut Inst<'s>) -> R<()> {
         if self.eat_punct('@') {
             let neg = self.eat_punct('!');
-            guard = Some((self.ident()?.into(), neg));
+            inst.guard = Some((self.ident()?.into(), neg));
         }
         let opcode = self.ident()?;
-        let mut mods = Small::new();
+        inst.opcode = opcode.into();
+        inst.op = Opcode::parse(opcode);
         while let Some(Tok::Dot(d)) = self.peek() {
-            mods.push(Str::Borrowed(*d));
+            inst.mods.push(Str::Borrowed(*d));
             self.i += 1;
         }
-        let mut operands = Small::new();
         if !self.eat_punct(';') {
             loop {
-                operands.push(self.operand()?);
+                inst.operands.push(self.operand()?);
                 if self.eat_punct(';') {
                     break;
                 }
                 self.expect_punct(',')?;
             }
         }
-        Ok(Inst {
-            guard,
-            opcode: opcode.into(),
-            op: Opcode::parse(opcode),
-            mods,
-            operands,
-            line,
-        })
+        Ok(())
     }
 
     /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written
