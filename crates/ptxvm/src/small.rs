@@ -75,15 +75,25 @@ impl<T: Item, const N: usize> Small<T, N> {
     /// Appends `v`, moving the list to the heap when it outgrows its inline slots.
     #[inline]
     pub(crate) fn push(&mut self, v: T) {
+        if let Small::Inline { len, items } = self
+            && let Some(slot) = items.get_mut(*len)
+        {
+            // The slot holds a `T::default()`, which owns nothing for the tree's types
+            // (operands, names, indices): forgotten, not dropped, since dropping it was an
+            // out-of-line call per operand parsed. Were a default ever to own memory, this
+            // would leak it, never touch freed memory.
+            std::mem::forget(std::mem::replace(slot, v));
+            *len += 1;
+            return;
+        }
+        self.push_past(v);
+    }
+
+    /// `push` past the inline slots, out of line: the inline case is nearly every push, and
+    /// small enough to inline where it is.
+    #[inline(never)]
+    fn push_past(&mut self, v: T) {
         match self {
-            Small::Inline { len, items } if *len < N => {
-                // The slot holds a `T::default()`, which owns nothing for the tree's types
-                // (operands, names, indices): forgotten, not dropped, since dropping it was an
-                // out-of-line call per operand parsed. Were a default ever to own memory, this
-                // would leak it, never touch freed memory.
-                std::mem::forget(std::mem::replace(&mut items[*len], v));
-                *len += 1;
-            }
             Small::Inline { len, items } => {
                 let mut heap = Vec::with_capacity(2 * N.max(1));
                 heap.extend(items[..*len].iter_mut().map(std::mem::take));
