@@ -83,6 +83,9 @@ fn call_chain(n: usize) -> String {
          { .param .b64 q; st.param.b64 [q], %rd1; call f0, (q); }\nret;\n}\n"
 }
 
+/// A shape's name, its generator and its smaller size.
+type Shape = (&'static str, fn(usize) -> String, usize);
+
 /// Median milliseconds of rewriting `ptx`, or the refusal.
 fn time(ptx: &str) -> Result<f64, String> {
     let policy = ptxvm::sandbox::Policy::default();
@@ -97,7 +100,7 @@ fn time(ptx: &str) -> Result<f64, String> {
 }
 
 fn main() {
-    let shapes: [(&str, fn(usize) -> String, usize); 3] = [
+    let shapes: [Shape; 3] = [
         ("nested loops", nested_loops, 2000),
         ("many loops", many_loops, 25_000),
         ("call chain", call_chain, 2000),
