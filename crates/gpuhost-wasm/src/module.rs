@@ -93,7 +93,7 @@ impl CudaCtxView<'_> {
         &mut self,
         ptx: &str,
     ) -> CudaResult<(Arc<Registry>, u64, Option<Arc<SandboxModule>>)> {
-        let source = match self.cached(ptx) {
+        let source = match self.cached(ptx)? {
             Some(shared) => Source::Cached(shared),
             None => Source::Rewritten(Box::new(crate::confine::rewrite(ptx)?)),
         };
@@ -134,9 +134,15 @@ impl CudaCtxView<'_> {
 
     /// The module loaded from `ptx` on this guest's device in its current context generation, if
     /// the embedder's cache has it.
-    fn cached(&self, ptx: &str) -> Option<module_cache::Shared> {
-        let cache = self.ctx.modules.as_ref()?;
-        cache.get(ptx, &self.ctx.host)
+    fn cached(&self, ptx: &str) -> CudaResult<Option<module_cache::Shared>> {
+        let Some(cache) = self.ctx.modules.as_ref() else {
+            return Ok(None);
+        };
+        // Entering notices a context lost since the last call (another part of the process
+        // reset it) and moves the generation on, so the lost context's entry is a miss rather
+        // than a module whose handles are dead.
+        let generation = self.ctx.host.enter().map_err(|e| from_gpu(&e))?;
+        Ok(cache.get(ptx, &self.ctx.host, generation))
     }
 
     /// A module's globals block for this guest: in its arena, zeroed, then its initial image.

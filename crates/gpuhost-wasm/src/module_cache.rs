@@ -116,10 +116,15 @@ impl ModuleCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The module loaded from `ptx` on `host` in its current context generation, if kept.
-    /// Counts a hit or a miss.
-    pub(crate) fn get(&self, ptx: &str, host: &Arc<gpuhost::Host>) -> Option<Shared> {
-        let generation = host.generation();
+    /// The module loaded from `ptx` on `host` in context generation `generation` (the caller
+    /// entered the context first, so a loss is noticed and the generation moved on before an
+    /// entry of the lost one is handed out), if kept. Counts a hit or a miss.
+    pub(crate) fn get(
+        &self,
+        ptx: &str,
+        host: &Arc<gpuhost::Host>,
+        generation: u64,
+    ) -> Option<Shared> {
         let mut inner = self.lock();
         inner.clock += 1;
         let now = inner.clock;

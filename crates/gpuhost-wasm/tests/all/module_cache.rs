@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gpuhost_wasm::ModuleCache;
 
-use super::redteam::{attack_limits, verdict};
+use super::redteam::{attack_limits, in_child, verdict};
 use super::{assert_ok, device, guest, opts};
 
 /// The red-team guest's `globals` run: it loads a module of huge globals (refused by its quota)
@@ -87,4 +87,43 @@ async fn a_module_cache_forgets_the_least_recently_used_text_past_its_bounds() {
     assert_ok(&rt.run(&guest("saxpy"), o).await.expect("run"), "saxpy ok");
     let t = tiny.stats();
     assert_eq!((t.misses, t.entries, t.bytes), (1, 0, 0), "{t:?}");
+}
+
+#[test]
+fn after_a_foreign_context_reset_a_cached_module_is_loaded_again_not_handed_out_dead() {
+    // In a child process: the reset ends every context handle of the process's runtime.
+    in_child(
+        "module_cache::after_a_foreign_context_reset_a_cached_module_is_loaded_again_not_handed_out_dead",
+        async |rt| {
+            let cache = Arc::new(ModuleCache::default());
+            let limits = gpuhost_wasm::Limits {
+                sandbox: true,
+                ..Default::default()
+            };
+            let run = async || {
+                let mut o = opts("saxpy", &["1000"]);
+                o.limits = limits.clone();
+                o.modules = Some(cache.clone());
+                let out = rt.run(&guest("saxpy"), o).await.expect("run");
+                assert_ok(&out, "saxpy ok");
+                let s = cache.stats();
+                (s.hits, s.misses)
+            };
+            assert_eq!(run().await, (0, 1));
+            assert_eq!(run().await, (1, 1));
+            // Another part of the process resets the device's primary context: the cached
+            // module's handles die with it.
+            let mut dev = 0;
+            // SAFETY: the driver is loaded (the runtime runs on it); a valid out pointer.
+            let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
+            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            // SAFETY: a foreign reset, on purpose, with no guest running.
+            let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(dev) };
+            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            // The next load misses (its entry is of the lost generation), loads again and runs
+            // right; the one after finds the new module.
+            assert_eq!(run().await, (1, 2));
+            assert_eq!(run().await, (2, 2));
+        },
+    );
 }

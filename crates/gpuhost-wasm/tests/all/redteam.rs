@@ -252,7 +252,7 @@ pub(crate) fn attack_limits() -> Limits {
 
 /// Runs `body` on a fresh tokio runtime in a child process (a sandbox bug that faulted the
 /// device would otherwise poison every later test of this binary).
-fn in_child(name: &str, body: impl AsyncFnOnce(&'static Runtime)) {
+pub(crate) fn in_child(name: &str, body: impl AsyncFnOnce(&'static Runtime)) {
     testkit::in_child(name, || {
         let tokio = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
