@@ -396,9 +396,16 @@ impl Server {
             .clone()
     }
 
-    /// Live: the process runs.
+    /// Live: no device of the server is poisoned. A kernel that faults (a trusted function's
+    /// out-of-bounds store, say) poisons its device for the rest of the process: NVIDIA's driver
+    /// cannot recover it in process, so every later request there fails until the process
+    /// restarts, which is what a failing liveness probe has Kubernetes do. One cheap driver
+    /// call per device (the memory figures), which a poisoned device answers with its fault.
     pub fn live(&self) -> bool {
-        true
+        !self
+            .hosts
+            .iter()
+            .any(|h| matches!(h.mem_info(), Err(gpuhost::Error::ContextPoisoned { .. })))
     }
 
     /// Ready: not shutting down, and no function's last load failed with no version serving.

@@ -149,6 +149,25 @@ fn a_module_a_handler_loads_on_every_request_is_rewritten_once_and_each_request_
 }
 
 #[test]
+fn a_kernel_fault_that_poisons_the_device_turns_liveness_false_so_the_process_is_restarted() {
+    // Trusted: nothing fences its kernel's store to address 0x100, which faults and poisons the
+    // device for the process (docs/ISOLATION.md: sandboxed functions cannot).
+    let repo = misbehave_repo("poison", "sandbox = false\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    assert_eq!(server.get("/v2/health/live").status, 200);
+    let r = server.get("/misbehave/fault");
+    assert!(r.text().contains("Err"), "{}", r.text());
+    // Every later GPU call of the process fails: the liveness probe says so.
+    assert_eq!(server.get("/v2/health/live").status, 503);
+    // A sandboxed function's identical kernel is fenced and the device stays live.
+    let repo = misbehave_repo("no-poison", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/fault");
+    assert!(r.text().contains("MemoryFenced"), "{}", r.text());
+    assert_eq!(server.get("/v2/health/live").status, 200);
+}
+
+#[test]
 fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
     let repo = misbehave_repo("fresh", "");
     let server = Server::start(&repo.dir, &[], &[]);

@@ -9,7 +9,9 @@
 //! apart (a body that goes on after the head); `/globals` loads tests/guests/kernels/globals.ptx
 //! itself (module.from-ptx, on every request) and answers what its `bump` kernel counted in the
 //! module's global word over three launches (`bumped [1, 2, 3]` when the request's globals
-//! started at zero); anything else answers `ok`.
+//! started at zero); `/fault` loads and runs a kernel that stores to address 0x100 (fenced when
+//! sandboxed; run trusted, it faults and poisons the device) and answers what it got; anything
+//! else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
@@ -32,6 +34,19 @@ fn stamp(n: u32) -> gpuhost_guest::Result<u32> {
     Launch::new(&kernel).grid1(n.div_ceil(256)).block1(256).buffer(&out).scalar(n).enqueue(&stream)?;
     stream.synchronize()?;
     Ok(out.download()?[31])
+}
+
+/// A kernel storing to address 0x100, where no allocation lives on either driver.
+const FAULT: &str = ".version 7.0\n.target sm_50\n.address_size 64\n\
+.visible .entry fault()\n{\n.reg .b64 %rd<2>;\nmov.u64 %rd1, 256;\nst.global.u32 [%rd1], 1;\nret;\n}\n";
+
+/// Loads and runs the faulting kernel.
+fn fault() -> gpuhost_guest::Result<()> {
+    let module = Module::from_ptx(FAULT)?;
+    let kernel = module.kernel("fault")?;
+    let stream = Stream::create()?;
+    Launch::new(&kernel).enqueue(&stream)?;
+    stream.synchronize()
 }
 
 /// Loads the globals module and counts three launches of `bump` in its global word.
@@ -84,6 +99,10 @@ impl Guest for Misbehave {
                     Ok(v) => format!("bumped {v:?}"),
                     Err(e) => format!("{e:?}"),
                 };
+                http::respond(out, 200, "text/plain", text.as_bytes());
+            }
+            "fault" => {
+                let text = format!("{:?}", fault());
                 http::respond(out, 200, "text/plain", text.as_bytes());
             }
             "count" => http::respond(out, 200, "text/plain", handled.to_string().as_bytes()),
