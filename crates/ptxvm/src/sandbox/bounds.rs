@@ -144,18 +144,37 @@ struct Analysis<'m> {
     defs: HashMap<&'m str, Small<usize, 2>>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
+    /// Registers `val` is working out now, one inside another's definition.
+    depth: usize,
 }
+
+/// How deep `val` follows a register's definition through the registers it reads: a longer
+/// chain is unknown (its accesses keep their fence). Each step is a few frames of this thread's
+/// stack: a guest's chain of 20,000 dependent adds feeding an address overflowed it, which
+/// aborts the process (every tenant with it).
+const MAX_DEPTH: usize = 128;
 
 impl<'m> Analysis<'m> {
     fn val(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
         if let Some(v) = self.memo.get(r) {
             return *v;
         }
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
         // A cycle reads this as unknown: a register that feeds itself is not bounded.
         self.memo.insert(r, None);
         if !(cx.settable)(r) {
             return None;
         }
+        self.depth += 1;
+        let v = self.val_of_defs(cx, r);
+        self.depth -= 1;
+        v
+    }
+
+    /// [`Analysis::val`] of `r` from its writes (memoized).
+    fn val_of_defs(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
         let defs = self.defs.get(r).cloned().unwrap_or_default();
         let mut deps = Vec::new();
         // The union over every write: unknown at the first write that is (no write at all: the
@@ -328,6 +347,7 @@ impl<'m> Analysis<'m> {
             defs,
             memo,
             deps: HashMap::new(),
+            depth: 0,
         }
     }
 }

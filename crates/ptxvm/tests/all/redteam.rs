@@ -553,6 +553,40 @@ fn oversized_globals_report_their_size_for_the_host_to_refuse_and_no_image_spans
 }
 
 #[test]
+fn a_long_chain_of_dependent_registers_feeding_an_address_is_rewritten_on_a_worker_sized_stack() {
+    // 20,000 adds, each reading the last, then a shared store at the chain's end: the bounds
+    // analysis followed the chain one recursion per add and overflowed the stack, which aborts
+    // the process. Rewritten on a 2 MiB stack, as on one of tokio's worker threads (where a
+    // guest's module load runs); the access keeps its fence.
+    let n = 20_000;
+    let mut body = format!(
+        ".reg .b32 %r<{}>;\n.reg .b64 %rd<4>;\n.shared .align 4 .b8 sm[1024];\nmov.u32 %r0, 0;\n",
+        n + 1
+    );
+    for i in 0..n {
+        body += &format!("add.u32 %r{}, %r{i}, 1;\n", i + 1);
+    }
+    body += &format!(
+        "cvt.u64.u32 %rd1, %r{n};\nmov.u64 %rd2, sm;\nadd.u64 %rd3, %rd2, %rd1;\n\
+         st.shared.u8 [%rd3], 1;\nret;\n"
+    );
+    let src = ptx(&format!(".visible .entry k(.param .u64 o)\n{{\n{body}}}\n"));
+    let rewritten = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let text = sandbox(&src, &Policy::default()).expect("rewritten").ptx;
+            // softcuda loads it there too.
+            let loaded = Module::load(&text).map(drop);
+            (text, loaded)
+        })
+        .unwrap()
+        .join()
+        .expect("the rewrite and the load end");
+    assert!(rewritten.0.contains("st.shared.u8"), "the store is kept");
+    assert!(rewritten.1.is_ok(), "{:?}", rewritten.1);
+}
+
+#[test]
 fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
     let (_, s, m) = fixture();
     assert_eq!(s.globals.size, 32);
