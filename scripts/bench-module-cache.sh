@@ -7,12 +7,12 @@
 #
 #   bash scripts/bench-module-cache.sh [N]        # N (default 500) requests after the first
 #
-# Needs target/release/gpuhost and the test guests built (cargo test -p gpuhost-cli builds them
+# Needs target/release/gpuhost (or GPUHOST_BIN) and the test guests built (cargo test -p gpuhost-cli builds them
 # into target/guests). GPUHOST_DRIVER picks the driver as for gpuhost itself.
 set -euo pipefail
 n=${1:-500}
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=$root/target/release/gpuhost
+bin=${GPUHOST_BIN:-$root/target/release/gpuhost}
 wasm=$root/target/guests/wasm32-wasip2/release/http_misbehave.wasm
 for f in "$bin" "$wasm"; do
   [ -e "$f" ] || { echo "missing $f: build it first (see the header)" >&2; exit 2; }
