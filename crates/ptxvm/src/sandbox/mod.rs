@@ -121,6 +121,11 @@ pub struct Policy {
     /// then carry only a compare that never waits, ahead of all their code. On by default;
     /// off only to measure what it buys.
     pub early_loop_free_check: bool,
+    /// Largest rewritten module, estimated before it is put together: the text the driver's
+    /// JIT is handed, whose time grows with it. A module's text grows 4-5 times in the corpus,
+    /// and up to about 22 times for a hostile shape (a chain of 8,000 calls: 1.3 MB in, 29 MB
+    /// out). Default 64 MiB.
+    pub max_output_bytes: usize,
 }
 
 impl Default for Policy {
@@ -131,6 +136,7 @@ impl Default for Policy {
             if_convert: true,
             check_arena_at_entry: false,
             early_loop_free_check: true,
+            max_output_bytes: 64 << 20,
         }
     }
 }
@@ -267,6 +273,18 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             copies * (start + shared.as_ref().map_or(0, print::Shared::len) + 512)
         })
         .sum::<usize>();
+    if size > policy.max_output_bytes {
+        return Err(Error::Refused {
+            line: 0,
+            what: format!(
+                "the rewritten module would be about {} MiB, over the sandbox's {} MiB (its \
+                 fences, polls and kernel copies grow a text 4-5 times, and some shapes, like \
+                 long call chains, 20 times); split the module",
+                size >> 20,
+                policy.max_output_bytes >> 20
+            ),
+        });
+    }
     let mut text = String::with_capacity(size + ptx.len() / 4 + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     for (r, shared) in &funcs {

@@ -588,6 +588,42 @@ fn a_long_chain_of_dependent_registers_feeding_an_address_is_rewritten_on_a_host
 }
 
 #[test]
+fn a_module_whose_rewrite_would_outgrow_the_output_limit_is_refused_before_it_is_put_together() {
+    // A call chain: each function's prologue and call marshalling grow it about 20 times, the
+    // shape that makes the most JIT input per byte of a guest's text.
+    let mut src = String::new();
+    for i in (0..200).rev() {
+        let call = if i < 199 {
+            format!(
+                "{{ .param .b64 q; st.param.b64 [q], %rd1; call f{}, (q); }}\n",
+                i + 1
+            )
+        } else {
+            String::new()
+        };
+        src += &format!(
+            ".func f{i}(.param .b64 p)\n{{\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [p];\n\
+             st.global.u32 [%rd1], 1;\n{call}ret;\n}}\n"
+        );
+    }
+    src += ".visible .entry k(.param .u64 o)\n{\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [o];\n\
+            { .param .b64 q; st.param.b64 [q], %rd1; call f0, (q); }\nret;\n}\n";
+    let src = ptx(&src);
+    let out = sandbox(&src, &Policy::default())
+        .expect("within the default limit")
+        .ptx;
+    assert!(out.len() > 10 * src.len(), "{} -> {}", src.len(), out.len());
+    let small = Policy {
+        max_output_bytes: out.len() / 2,
+        ..Policy::default()
+    };
+    match sandbox(&src, &small) {
+        Err(Error::Refused { what, .. }) => assert!(what.contains("split the module"), "{what}"),
+        other => panic!("{:?}", other.map(|s| s.ptx.len())),
+    }
+}
+
+#[test]
 fn relocated_globals_and_constants_are_read_and_written_in_the_globals_block() {
     let (_, s, m) = fixture();
     assert_eq!(s.globals.size, 32);
