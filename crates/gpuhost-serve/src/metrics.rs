@@ -215,12 +215,10 @@ pub struct FunctionMetrics {
     pub(crate) warm_hits: Counter,
     /// Requests that made their own Store (`{result="miss"}`).
     pub(crate) warm_misses: Counter,
-    /// `sandbox_takes_total{result="reused"|"waited"|"created"}`, and the pools' totals last
-    /// added.
-    sandbox_takes: ([Counter; 3], Mutex<SandboxTakes>),
-    /// `module_loads_total{result="cached"|"loaded"}`, and the serving version's module caches'
-    /// totals last added.
-    module_loads: ([Counter; 2], Mutex<[u64; 2]>),
+    /// `sandbox_takes_total{result="reused"|"waited"|"created"}`, from the pools' totals.
+    sandbox_takes: ScrapedTotals<3>,
+    /// `module_loads_total{result="cached"|"loaded"}`, from the module caches' totals.
+    module_loads: ScrapedTotals<2>,
     pub(crate) bundle_bytes: Gauge,
     pub(crate) launches: Counter,
     pub(crate) version: Gauge,
@@ -230,6 +228,37 @@ pub struct FunctionMetrics {
     phases: Vec<SecondsHistogram>,
     /// Given to every Store's gpuhost:cuda context: counts and times its host calls.
     pub(crate) calls: Arc<CallCounters>,
+}
+
+/// Counters of one function by `result`, brought up at scrape time to totals kept elsewhere
+/// (a version's pools or module caches): each scrape adds what the totals grew by since the
+/// last. Totals lower than last seen (a new version's, counting from zero) add nothing and are
+/// counted from.
+struct ScrapedTotals<const N: usize> {
+    counters: [Counter; N],
+    seen: Mutex<[u64; N]>,
+}
+
+impl<const N: usize> ScrapedTotals<N> {
+    fn new(family: &Family<TakeLabels, Counter>, function: &str, results: [&str; N]) -> Self {
+        Self {
+            counters: results.map(|result| {
+                family.get_or_create_owned(&TakeLabels {
+                    function: function.to_string(),
+                    result: result.to_string(),
+                })
+            }),
+            seen: Mutex::new([0; N]),
+        }
+    }
+
+    fn catch_up(&self, now: [u64; N]) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for ((counter, now), seen) in self.counters.iter().zip(now).zip(seen.iter()) {
+            counter.inc_by(now.saturating_sub(*seen));
+        }
+        *seen = now;
+    }
 }
 
 /// `host_calls_total{call}` and `host_call_seconds_total{call}` of one function, by
@@ -275,29 +304,14 @@ impl FunctionMetrics {
     /// time. A version whose pools are new (a changed arena size) starts lower: counting
     /// restarts from its totals.
     pub(crate) fn sandbox_takes(&self, now: SandboxTakes) {
-        let (counters, seen) = &self.sandbox_takes;
-        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-        let pairs = [
-            (now.reused, seen.reused),
-            (now.waited, seen.waited),
-            (now.created, seen.created),
-        ];
-        for (counter, (now, seen)) in counters.iter().zip(pairs) {
-            counter.inc_by(now.saturating_sub(seen));
-        }
-        *seen = now;
+        self.sandbox_takes
+            .catch_up([now.reused, now.waited, now.created]);
     }
 
     /// Brings `module_loads_total` up to the serving version's module caches' totals (`cached`
-    /// hits, `loaded` misses), read at scrape time; a new version's caches count from zero, and
-    /// counting restarts from their totals, as for `sandbox_takes`.
+    /// hits, `loaded` misses), read at scrape time; a new version's caches count from zero.
     pub(crate) fn module_loads(&self, now: [u64; 2]) {
-        let (counters, seen) = &self.module_loads;
-        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-        for ((counter, now), seen) in counters.iter().zip(now).zip(seen.iter()) {
-            counter.inc_by(now.saturating_sub(*seen));
-        }
-        *seen = now;
+        self.module_loads.catch_up(now);
     }
 
     /// Records `seconds` spent in `phase` by one request.
@@ -513,24 +527,12 @@ impl Metrics {
                 function: name.to_string(),
                 result: "miss".to_string(),
             }),
-            sandbox_takes: (
-                ["reused", "waited", "created"].map(|result| {
-                    self.sandbox_takes.get_or_create_owned(&TakeLabels {
-                        function: name.to_string(),
-                        result: result.to_string(),
-                    })
-                }),
-                Mutex::new(SandboxTakes::default()),
+            sandbox_takes: ScrapedTotals::new(
+                &self.sandbox_takes,
+                name,
+                ["reused", "waited", "created"],
             ),
-            module_loads: (
-                ["cached", "loaded"].map(|result| {
-                    self.module_loads.get_or_create_owned(&TakeLabels {
-                        function: name.to_string(),
-                        result: result.to_string(),
-                    })
-                }),
-                Mutex::new([0; 2]),
-            ),
+            module_loads: ScrapedTotals::new(&self.module_loads, name, ["cached", "loaded"]),
             bundle_bytes: self.bundle_bytes.get_or_create_owned(&l),
             launches: self.launches.get_or_create_owned(&l),
             version: self.version.get_or_create_owned(&l),
