@@ -29,7 +29,7 @@ pub(crate) const VPRINTF: &str = "vprintf";
 const MAX_REGS: u32 = 1 << 18;
 /// Largest initial image of one global (as far as its initialiser reaches): built in memory at
 /// load.
-const MAX_INIT_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_INIT_BYTES: u64 = 64 << 20;
 /// Most bytes of static storage (shared, local, a global) one declaration may ask for.
 const MAX_STORAGE: u64 = 1 << 30;
 

@@ -7,16 +7,13 @@ use super::hash::{HashMap, HashMapExt};
 use super::{GlobalSlot, GlobalsLayout};
 use crate::ast::{Init, Module, Space};
 use crate::error::Error;
-use crate::lower::{init_bytes, var_size};
+// How far into a module's globals block its initial image may reach: the same bound as one
+// variable's image, since `GlobalsLayout::init` is built in host memory too, from the block's
+// start to its last initialised byte.
+use crate::lower::{MAX_INIT_BYTES as MAX_INIT_IMAGE, init_bytes, var_size};
 
 /// Where each relocated variable lives: name → (offset in the block, size in bytes).
 pub(crate) type Offsets<'m> = HashMap<&'m str, (u64, u64)>;
-
-/// How far into a module's globals block its initial image may reach ([`GlobalsLayout::init`]
-/// is built in host memory, from the block's start to its last initialised byte).
-///
-/// [`GlobalsLayout::init`]: super::GlobalsLayout::init
-const MAX_INIT_IMAGE: u64 = 64 << 20;
 
 /// Lays the module's `.global`/`.const` variables out in source order.
 pub(crate) fn layout<'m>(m: &'m Module<'_>) -> Result<(GlobalsLayout, Offsets<'m>), Error> {
