@@ -151,12 +151,15 @@ impl Function {
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
     }
 
-    /// Publishes `new` atomically, then drains and releases the version it replaces.
-    pub(crate) async fn publish(
-        &self,
-        new: Arc<Version>,
-        drain: Duration,
-    ) -> Option<ReleaseOutcome> {
+    /// Whether the serving version holds device code of a context generation that is gone (a
+    /// foreign reset of the primary context): its requests would fail until it is reloaded.
+    pub(crate) fn stale(&self) -> bool {
+        self.current.load().as_ref().is_some_and(|v| v.stale())
+    }
+
+    /// Publishes `new` atomically; the version it replaces (returned) is still to be drained
+    /// and released ([`Version::drain_and_release`]).
+    pub(crate) fn publish(&self, new: Arc<Version>) -> Option<Arc<Version>> {
         let config = &new.config;
         let admission = Admission::new(config.max_concurrency, config.max_queue);
         self.metrics.version.set(new.number as i64);
@@ -171,10 +174,7 @@ impl Function {
         }
         self.metrics.swap(true);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        match old {
-            Some(old) => Some(old.drain_and_release(drain).await),
-            None => None,
-        }
+        old
     }
 
     /// Unpublishes the serving version, drains and releases it.

@@ -19,6 +19,7 @@ mod error;
 mod function;
 mod invoke;
 mod metrics;
+mod recover;
 mod routes;
 mod server;
 mod version;

@@ -46,7 +46,12 @@ async fn live(State(s): Shared) -> StatusCode {
 }
 
 async fn ready(State(s): Shared) -> StatusCode {
-    status_only(s.ready())
+    let ready = s.ready();
+    if !ready {
+        // A context loss it noticed: reloading begins now, not at the next request.
+        s.recover_lost_in_background();
+    }
+    status_only(ready)
 }
 
 async fn model_ready(State(s): Shared, Path(name): Path<String>) -> Response {
@@ -152,7 +157,22 @@ async fn status_page() -> Html<&'static str> {
 async fn dispatch(State(s): Shared, req: Request) -> Response {
     // The path is copied only for a 404's body: a function's request allocates nothing here.
     match s.route(req.uri().path()) {
-        Some(function) => invoke(function, &s.deadlines, req).await,
+        Some(function) => {
+            // A context loss left its version's device code dead: reload it before serving.
+            if function.stale()
+                && let Err(e) = s.recover(&function).await
+            {
+                let msg = format!(
+                    "the device's CUDA context was lost and reloading the function failed: {e}"
+                );
+                return json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &msg,
+                    json!({ "function": function.name }),
+                );
+            }
+            invoke(function, &s.deadlines, req).await
+        }
         None => json_error(
             StatusCode::NOT_FOUND,
             "no function answers this path (POST /v2/repository/index lists the functions and GET /v2/models/NAME their routes)",

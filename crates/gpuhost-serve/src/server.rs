@@ -74,7 +74,7 @@ pub struct Server {
     pub(crate) wasm: Arc<Wasm>,
     /// One host per device the server uses, in --devices order.
     pub(crate) hosts: Vec<Arc<gpuhost::Host>>,
-    repository: PathBuf,
+    pub(crate) repository: PathBuf,
     functions: ArcSwap<HashMap<String, Arc<Function>>>,
     /// (route, function) pairs, longest route first.
     routes: ArcSwap<Vec<(String, Arc<Function>)>>,
@@ -82,7 +82,7 @@ pub struct Server {
     changing: tokio::sync::Mutex<()>,
     pub(crate) metrics: Arc<Metrics>,
     draining: AtomicBool,
-    drain_timeout: Duration,
+    pub(crate) drain_timeout: Duration,
     retired: std::sync::Mutex<Vec<String>>,
     /// Every request's deadline, enforced by one task.
     pub(crate) deadlines: crate::deadline::Deadlines,
@@ -242,8 +242,24 @@ impl Server {
         }
         let function = self.function_entry(name).await;
         let _one_at_a_time = function.loading.lock().await;
-        let result = self.load_version(&function, &dir).await;
-        let version = match result {
+        let (mut report, old) = self.load_and_publish(&function, &dir).await?;
+        if let Some(old) = old {
+            let released = old.drain_and_release(self.drain_timeout).await;
+            self.note_release(name, Some(&released));
+            report.released = Some(released);
+        }
+        Ok(report)
+    }
+
+    /// Loads a new version of `function` from `dir` and publishes it; returns the version it
+    /// replaced, still to be drained and released. The caller holds `function.loading`.
+    pub(crate) async fn load_and_publish(
+        &self,
+        function: &Function,
+        dir: &Path,
+    ) -> Result<(LoadReport, Option<Arc<Version>>)> {
+        let name = function.name.as_str();
+        let version = match self.load_version(function, dir).await {
             // Numbered on success: versions are the consecutive successful loads.
             Ok(mut v) => {
                 v.number = function.take_version_number();
@@ -258,18 +274,16 @@ impl Server {
         let (number, load_time, compile_cached) =
             (version.number, version.load_time, version.compile_cached);
         let route = version.config.route.clone();
-        let released = function
-            .publish(Arc::new(version), self.drain_timeout)
-            .await;
+        let old = function.publish(Arc::new(version));
         self.rebuild_routes().await;
-        self.note_release(name, released.as_ref());
         tracing::info!(function = %name, version = number, %route, load_ms = load_time.as_millis() as u64, "published");
-        Ok(LoadReport {
+        let report = LoadReport {
             version: number,
             load_time,
             compile_cached,
-            released,
-        })
+            released: None,
+        };
+        Ok((report, old))
     }
 
     async fn load_version(&self, function: &Function, dir: &Path) -> Result<Version> {
@@ -376,7 +390,7 @@ impl Server {
         self.routes.store(Arc::new(routes));
     }
 
-    fn note_release(&self, name: &str, released: Option<&ReleaseOutcome>) {
+    pub(crate) fn note_release(&self, name: &str, released: Option<&ReleaseOutcome>) {
         let Some(r) = released else { return };
         if r.refused.is_empty() {
             tracing::info!(function = %name, drain_ms = r.took.as_millis() as u64, "old version drained and released");
@@ -408,9 +422,30 @@ impl Server {
             .any(|h| matches!(h.mem_info(), Err(gpuhost::Error::ContextPoisoned { .. })))
     }
 
-    /// Ready: not shutting down, and no function's last load failed with no version serving.
+    /// Ready: not shutting down, no function's last load failed with no version serving, and
+    /// no function's serving version lost its device code to a context loss (until it is
+    /// reloaded: [`Server::recover`]). Each device is entered first, which is how a foreign
+    /// reset of its primary context is noticed when no request has touched it since.
     pub fn ready(&self) -> bool {
-        !self.draining.load(Ordering::SeqCst) && !self.functions.load().values().any(|f| f.failed())
+        if self.draining.load(Ordering::SeqCst) {
+            return false;
+        }
+        for host in &self.hosts {
+            // Only to notice a loss (the host moves to a new generation); a poisoned device is
+            // liveness's to report.
+            let _ = host.enter();
+        }
+        !self
+            .functions
+            .load()
+            .values()
+            .any(|f| f.failed() || f.stale())
+    }
+
+    /// The functions whose serving version lost its device code to a context loss.
+    pub(crate) fn lost_functions(&self) -> Vec<Arc<Function>> {
+        let functions = self.functions.load();
+        functions.values().filter(|f| f.stale()).cloned().collect()
     }
 
     /// Marks the server as shutting down: ready turns false.

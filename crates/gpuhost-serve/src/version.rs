@@ -30,6 +30,9 @@ pub(crate) struct SandboxTakes {
 /// One device a version runs on, with the version's bundle loaded there.
 pub(crate) struct DeviceSlot {
     pub(crate) host: Arc<gpuhost::Host>,
+    /// The host's context generation when the bundle was loaded: once the host's moves on (a
+    /// foreign reset of the primary context), the bundle and the Stores made for it are dead.
+    pub(crate) generation: u64,
     /// Taken out at release; requests clone it into their Store.
     pub(crate) bundle: ArcSwapOption<gpuhost::Registry>,
     /// Sandboxed functions: the sandbox's rewrite of the bundle (`bundle` holds its rewritten
@@ -113,6 +116,9 @@ impl Version {
         let bundle_bytes = bundle_dir.as_deref().map(dir_bytes).unwrap_or(0);
         let mut devices = Vec::with_capacity(hosts.len());
         for host in hosts {
+            // Read before loading: a loss during the load leaves the slot stale, never the
+            // other way round.
+            let generation = host.generation();
             let (bundle, rewrite) = match &bundle_dir {
                 Some(dir) if config.limits.sandbox => {
                     let (registry, rewrite) = gpuhost_wasm::BundleRewrite::load(host, dir)
@@ -148,6 +154,7 @@ impl Version {
             });
             devices.push(DeviceSlot {
                 host: host.clone(),
+                generation,
                 bundle: ArcSwapOption::new(bundle),
                 rewrite,
                 running: AtomicUsize::new(0),
@@ -213,6 +220,14 @@ impl Version {
             let s = d.modules.stats();
             [cached + s.hits, loaded + s.misses]
         })
+    }
+
+    /// Whether a device's context was lost since this version was loaded there (its bundle,
+    /// warm Stores and module cache there are dead). Noticed once anything enters the host.
+    pub(crate) fn stale(&self) -> bool {
+        self.devices
+            .iter()
+            .any(|d| d.host.generation() != d.generation)
     }
 
     /// Requests holding this version.
