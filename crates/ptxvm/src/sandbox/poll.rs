@@ -393,6 +393,15 @@ impl<'m> Fx<'_, 'm> {
     /// JIT (CUDA 13.0, -O1 and up) miscompiled loops in generated programs: an instruction in a
     /// loop guarded by the loop's own back-edge predicate never ran, where -O0, ptxvm and the
     /// program as written all ran it (bench/h200-runs/2026-12-04-s26/, seed 297).
+    ///
+    /// A thread stopped at a guarded back-edge leaves its loop rather than exiting there: it
+    /// clears the copy (the branch falls through) and its count (every later back-edge polls
+    /// again, and leaves its loop too), so it runs forward to the kernel's end, or to a poll
+    /// that exits. NVIDIA's JIT (CUDA 13.0, -O2 and up) miscompiled a generated program whose
+    /// polled loop could `exit` there: threads took the wrong arm of a later `brx.idx`, where
+    /// -O0, -O1, ptxvm, the program as written, and the same rewrite without that one `exit`
+    /// were all right (bench/h200-runs/2026-12-04-s28/seed57/, seed 57). Forward progress is
+    /// bounded: every backward branch of the function polls (or belongs to a bounded loop).
     pub(crate) fn backedge(
         &mut self,
         i: &Inst<'m>,
@@ -410,7 +419,11 @@ impl<'m> Fx<'_, 'm> {
             self.emit(out, None, op, &["pred"], &[sreg("bp"), g]);
             (Str::Borrowed("%__sbx_bp"), false)
         });
-        self.count_down(copy.clone(), weight, out);
+        let on_abort = match copy {
+            Some(_) => OnAbort::LeaveLoop,
+            None => OnAbort::Exit,
+        };
+        self.count_down_then(copy.clone(), weight, on_abort, out);
         copy
     }
 
@@ -420,6 +433,17 @@ impl<'m> Fx<'_, 'm> {
         &mut self,
         guard: Option<(Str<'m>, bool)>,
         weight: u32,
+        out: &mut Vec<O<'m>>,
+    ) {
+        self.count_down_then(guard, weight, OnAbort::Exit, out);
+    }
+
+    /// [`Self::count_down`], stopping the thread as `on_abort` says.
+    fn count_down_then(
+        &mut self,
+        guard: Option<(Str<'m>, bool)>,
+        weight: u32,
+        on_abort: OnAbort,
         out: &mut Vec<O<'m>>,
     ) {
         let cnt = sreg("cnt");
@@ -453,7 +477,8 @@ impl<'m> Fx<'_, 'm> {
         self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone().into())]);
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
-        self.exit_if_aborted(out, true);
+        self.read_epoch(out);
+        self.compare_epoch_then(out, true, on_abort);
         out.push(O::new(Stmt::Label(skip.into(), self.line)));
     }
 
@@ -572,6 +597,11 @@ impl<'m> Fx<'_, 'm> {
 
     /// Exits when `%__sbx_e` is not this launch's epoch (see `exit_if_aborted`).
     fn compare_epoch(&self, out: &mut Vec<O<'m>>, report: bool) {
+        self.compare_epoch_then(out, report, OnAbort::Exit);
+    }
+
+    /// Stops the thread as `on_abort` says when `%__sbx_e` is not this launch's epoch.
+    fn compare_epoch_then(&self, out: &mut Vec<O<'m>>, report: bool, on_abort: OnAbort) {
         self.emit(
             out,
             None,
@@ -605,8 +635,25 @@ impl<'m> Fx<'_, 'm> {
             );
             self.fault_now(out, q);
         }
-        self.emit(out, aborted, "exit", &[], &[]);
+        match on_abort {
+            OnAbort::Exit => self.emit(out, aborted, "exit", &[], &[]),
+            OnAbort::LeaveLoop => {
+                let no = imm(0);
+                self.emit(out, aborted.clone(), "mov", &["pred"], &[sreg("bp"), no]);
+                self.emit(out, aborted, "mov", &["u32"], &[sreg("cnt"), imm(0)]);
+            }
+        }
     }
+}
+
+/// How a poll that finds its launch stopped stops the thread.
+#[derive(Clone, Copy)]
+enum OnAbort {
+    /// `exit` where it is.
+    Exit,
+    /// Leave the loop: the back-edge's copy of its guard (`%__sbx_bp`) is cleared, and the
+    /// count, so that the next back-edge polls again ([`Fx::backedge`]).
+    LeaveLoop,
 }
 
 #[cfg(test)]
