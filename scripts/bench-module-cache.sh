@@ -7,13 +7,13 @@
 #
 #   bash scripts/bench-module-cache.sh [N]        # N (default 500) requests after the first
 #
-# Needs target/release/gpuhost (or GPUHOST_BIN) and the test guests built (cargo test -p gpuhost-cli builds them
+# Needs target/release/gpuhost (or GPUHOST_BIN) and the test guests built (or GUEST_WASM) (cargo test -p gpuhost-cli builds them
 # into target/guests). GPUHOST_DRIVER picks the driver as for gpuhost itself.
 set -euo pipefail
 n=${1:-500}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GPUHOST_BIN:-$root/target/release/gpuhost}
-wasm=$root/target/guests/wasm32-wasip2/release/http_misbehave.wasm
+wasm=${GUEST_WASM:-$root/target/guests/wasm32-wasip2/release/http_misbehave.wasm}
 for f in "$bin" "$wasm"; do
   [ -e "$f" ] || { echo "missing $f: build it first (see the header)" >&2; exit 2; }
 done
@@ -49,9 +49,9 @@ done
 end=$(date +%s.%N)
 read -r c2 s2 < <(calls)
 loads=$(curl -s "http://$addr/metrics" | grep '^gpuhost_function_module_loads_total' | tr '\n' ' ')
-awk -v c1="$c1" -v s1="$s1" -v c2="$c2" -v s2="$s2" -v n="$n" -v t="$(echo "$end - $start" | bc)" \
+awk -v c1="$c1" -v s1="$s1" -v c2="$c2" -v s2="$s2" -v n="$n" -v t0="$start" -v t1="$end" \
   -v loads="$loads" 'BEGIN {
-  miss = s1 / c1 * 1e6; hit = (s2 - s1) / (c2 - c1) * 1e6
+  t = t1 - t0; miss = s1 / c1 * 1e6; hit = (s2 - s1) / (c2 - c1) * 1e6
   printf "| module.from-ptx, first request (rewritten and loaded) | %.1f us |\n", miss
   printf "| module.from-ptx, next %d requests (cached), mean | %.1f us |\n", n, hit
   printf "| ratio cached / loaded | %.4f |\n", hit / miss

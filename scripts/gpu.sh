@@ -36,6 +36,10 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   gpu_suites_ready
   set -- "$@" "${GPU_TEST_SKIPS[@]}"
   run_watched 200 "$out/tests.log" bash .gpu/run.sh "$@"; tests=$?
+  # The tests run apart (gpu-bin.sh says why): a crash there is reported, and hides nothing.
+  for t in "${GPU_TESTS_APART[@]}"; do
+    timeout 120 bash scripts/probes/each-test.sh "${t%%:*}" "${t#*:}" >> "$out/tests-apart.log" 2>&1
+  done
   # Once more with the default thread count (16 here): concurrency bugs that CI's two threads
   # miss showed up this way (bench/RESULTS.md, 2026-11-30).
   parallel=skipped
@@ -48,6 +52,7 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   grep -E '^JIT:|FAIL|FATAL|stopped|PASSED|rc=' "$out/sandbox-probe.log" 2>/dev/null | tail -30
   tail -3 "$out/sandbox-1.md" "$out/sandbox-2.md" 2>/dev/null
   grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
+  echo "-- run apart:"; grep -E '^(ok|FAILED|CRASHED)|^each-test' "$out/tests-apart.log"
   echo "-- again with parallel test threads:"
   grep -E '^== |^test result:|FAILED|panicked' "$out/tests-parallel.log" | head -30
   echo "doctor=$doctor tests=$tests tests-parallel=$parallel"
