@@ -90,6 +90,19 @@ pub enum Error {
         /// gpuhost-wasm's reason (no PTX, refused by the sandbox, manifest or load error).
         source: gpuhost_wasm::Error,
     },
+    /// A CUDA context loss left the function's version with dead device code, and reloading it
+    /// failed (it is tried again at most once per `retry_ms`, by a request or readiness probe).
+    #[error(
+        "function `{function}` lost its device code to a CUDA context loss, and reloading it failed: {reason} (retried at most every {retry_ms} ms: fix the function's folder, or POST /v2/repository/models/{function}/load)"
+    )]
+    RecoveryFailed {
+        /// The function.
+        function: String,
+        /// Why the last reload failed.
+        reason: String,
+        /// How long after a failed reload the next is tried.
+        retry_ms: u64,
+    },
     /// A device could not be opened.
     #[error("device {device} cannot be used: {source} (check `gpuhost doctor` and --devices)")]
     Device {

@@ -73,6 +73,8 @@ pub struct Function {
     /// Loads and unloads of this function run one at a time.
     pub(crate) loading: Mutex<()>,
     next_version: AtomicU64,
+    /// When a reload after a context loss last failed, and why (crate::recover).
+    pub(crate) recovery_failed: std::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
 impl Function {
@@ -85,6 +87,7 @@ impl Function {
             last_error: std::sync::Mutex::new(None),
             loading: Mutex::new(()),
             next_version: AtomicU64::new(1),
+            recovery_failed: std::sync::Mutex::new(None),
         }
     }
 

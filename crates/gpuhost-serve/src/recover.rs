@@ -6,13 +6,38 @@
 //! stale reloads the function from the repository, once for everyone waiting, and is served by
 //! the new version; the dead one is drained and dropped in the background, since its requests
 //! fail fast anyway. A request already running on the device when its context went may fail
-//! with its guest's error: no request is retried, as a guest's side effects are its own.
+//! with its guest's error: no request is retried, as a guest's side effects are its own. A
+//! reload that fails (the function's folder broken meanwhile) is tried again at most once per
+//! [`RETRY_AFTER`]: until then requests are refused at once with why, instead of each
+//! compiling and loading the function again.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::server::Server;
+
+/// How long after a failed reload the next is tried.
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The reason of a reload that failed less than [`RETRY_AFTER`] ago, as the error to answer.
+fn failed_recently(function: &Function) -> Option<Error> {
+    let failed = function
+        .recovery_failed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let (at, reason) = failed.as_ref()?;
+    (at.elapsed() < RETRY_AFTER).then(|| recovery_failed(function, reason.clone()))
+}
+
+fn recovery_failed(function: &Function, reason: String) -> Error {
+    Error::RecoveryFailed {
+        function: function.name.clone(),
+        reason,
+        retry_ms: RETRY_AFTER.as_millis() as u64,
+    }
+}
 
 impl Server {
     /// Reloads `function` if its serving version lost its device code to a context loss;
@@ -21,15 +46,36 @@ impl Server {
         if !function.stale() {
             return Ok(false);
         }
+        if let Some(e) = failed_recently(function) {
+            return Err(e);
+        }
         let one_at_a_time = function.loading.lock().await;
-        // Reloaded (or unloaded) by whoever held the lock before.
+        // Reloaded (or unloaded) by whoever held the lock before, or failed to be just now.
         if !function.stale() {
             return Ok(false);
+        }
+        if let Some(e) = failed_recently(function) {
+            return Err(e);
         }
         let name = function.name.clone();
         tracing::warn!(function = %name, "a device's CUDA context was lost: reloading the function");
         let dir = self.repository.join(&name);
-        let (report, old) = self.load_and_publish(function, &dir).await?;
+        let loaded = self.load_and_publish(function, &dir).await;
+        let mut failed = function
+            .recovery_failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (report, old) = match loaded {
+            Ok(loaded) => {
+                *failed = None;
+                loaded
+            }
+            Err(e) => {
+                *failed = Some((Instant::now(), e.to_string()));
+                return Err(recovery_failed(function, e.to_string()));
+            }
+        };
+        drop(failed);
         drop(one_at_a_time);
         tracing::info!(function = %name, version = report.version, "recovered from the context loss");
         if let Some(old) = old {
@@ -58,7 +104,8 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
@@ -101,8 +148,28 @@ mod tests {
         router.clone().oneshot(req).await.unwrap().status()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_a_foreign_context_reset_requests_are_served_by_a_reloaded_version() {
+    /// Runs `test` in a child process of its own (the reset would break the other tests of this
+    /// process), on a runtime like the server's.
+    fn in_child(name: &str, test: impl std::future::Future<Output = ()>) {
+        testkit::in_child(&format!("recover::tests::{name}"), || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(test)
+        });
+    }
+
+    #[test]
+    fn after_a_foreign_context_reset_requests_are_served_by_a_reloaded_version() {
+        in_child(
+            "after_a_foreign_context_reset_requests_are_served_by_a_reloaded_version",
+            served_by_a_reloaded_version(),
+        );
+    }
+
+    async fn served_by_a_reloaded_version() {
         let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
         let opts = crate::ServeOptions::new(root.join("../../examples/repository"));
         let server = crate::Server::new(&opts).unwrap();
@@ -140,6 +207,94 @@ mod tests {
             assert_eq!((status, version.as_str()), (StatusCode::OK, "3"), "{body}");
             assert!(body.contains("[12.0,24.0]"), "{body}");
         }
+        assert_eq!(ready(&router).await, StatusCode::OK);
+        server.unload_all().await;
+    }
+
+    /// A copy of examples/repository/saxpy in a repository of its own, removed on drop.
+    struct Repo(PathBuf);
+
+    impl Repo {
+        fn saxpy() -> Self {
+            let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+            let from = root.join("../../examples/repository/saxpy");
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let dir = std::env::temp_dir().join(format!("gpuhost-recover-{nanos}"));
+            std::fs::create_dir_all(dir.join("saxpy/bundle")).unwrap();
+            for f in [
+                "function.wasm",
+                "function.toml",
+                "bundle/manifest.toml",
+                "bundle/saxpy.ptx",
+            ] {
+                std::fs::copy(from.join(f), dir.join("saxpy").join(f)).unwrap();
+            }
+            Self(dir)
+        }
+    }
+
+    impl Drop for Repo {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn failed_loads(server: &crate::Server) -> usize {
+        let text = server.render_metrics();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("gpuhost_swaps_total{") && l.contains(r#"outcome="failed""#));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_reload_that_fails_after_a_context_loss_is_refused_with_why_and_tried_again_later() {
+        in_child(
+            "a_reload_that_fails_after_a_context_loss_is_refused_with_why_and_tried_again_later",
+            refused_then_tried_again(),
+        );
+    }
+
+    async fn refused_then_tried_again() {
+        let repo = Repo::saxpy();
+        let server = crate::Server::new(&crate::ServeOptions::new(&repo.0)).unwrap();
+        server.load("saxpy").await.unwrap();
+        let router = crate::router(server.clone());
+        assert_eq!(saxpy(&router).await.0, StatusCode::OK);
+
+        let toml = repo.0.join("saxpy/function.toml");
+        let good = std::fs::read_to_string(&toml).unwrap();
+        std::fs::write(&toml, "route = 5\n").unwrap();
+        foreign_reset();
+        assert_eq!(ready(&router).await, StatusCode::SERVICE_UNAVAILABLE);
+        let (status, _, body) = saxpy(&router).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(body.contains("reloading it failed"), "{body}");
+        assert!(
+            body.contains("function.toml"),
+            "the reason names the file: {body}"
+        );
+        let tried = failed_loads(&server);
+        assert!(tried >= 1, "no failed reload counted");
+        // Refused at once from now on, without loading again, until the retry time.
+        for _ in 0..20 {
+            let (status, _, body) = saxpy(&router).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        }
+        assert_eq!(
+            failed_loads(&server),
+            tried,
+            "a refused request loaded again"
+        );
+
+        std::fs::write(&toml, good).unwrap();
+        tokio::time::sleep(super::RETRY_AFTER).await;
+        let (status, version, body) = saxpy(&router).await;
+        assert_eq!((status, version.as_str()), (StatusCode::OK, "2"), "{body}");
         assert_eq!(ready(&router).await, StatusCode::OK);
         server.unload_all().await;
     }
