@@ -281,14 +281,22 @@ mod tests {
         let tried = failed_loads(&server);
         assert!(tried >= 1, "no failed reload counted");
         // Refused at once from now on, without loading again, until the retry time.
+        let since = Instant::now();
+        let mut seen = Vec::new();
         for _ in 0..20 {
             let (status, _, body) = saxpy(&router).await;
             assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+            seen.push(format!(
+                "{:?} {} {body}",
+                since.elapsed(),
+                failed_loads(&server)
+            ));
         }
         assert_eq!(
             failed_loads(&server),
             tried,
-            "a refused request loaded again"
+            "a refused request loaded again:\n{}",
+            seen.join("\n")
         );
 
         std::fs::write(&toml, good).unwrap();
