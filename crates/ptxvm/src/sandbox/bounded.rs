@@ -14,7 +14,8 @@
 //! Such a loop with B <= poll_interval (`collatz_steps`' `i < 1000`) runs as nvcc wrote it; the
 //! instrumented back-edge of each loop around it counts its B back-edges as well as its own, so a
 //! thread still polls after at most about `poll_interval` back-edges (plus a constant: each
-//! bounded loop's last run before its enclosing back-edge is charged).
+//! bounded loop's last run before its enclosing back-edge is charged). With no loop around it,
+//! the loop counts its B back-edges itself where it ends (`BackEdges::charge`).
 
 use super::hash::{HashMap, HashMapExt, HashSet};
 
@@ -30,6 +31,12 @@ pub(crate) struct BackEdges<'m> {
     pub bounded: HashSet<*const Inst<'m>>,
     /// Instrumented back-edges that stand for more than one back-edge: how many.
     pub weight: HashMap<*const Inst<'m>, u32>,
+    /// Back-edges of bounded loops that no loop encloses, with the loop's bound: nothing else
+    /// counts their iterations, so the thread counts them (and may poll) where the loop ends,
+    /// after the back-edge. Such a loop is left only there (one with another way out is not
+    /// bounded): else a function of many of them in a row ran up to `poll_interval`
+    /// iterations each, unpolled.
+    pub charge: HashMap<*const Inst<'m>, u32>,
 }
 
 pub(crate) enum Item<'m> {
@@ -88,6 +95,8 @@ pub(crate) struct Cfg<'m> {
     pub back: Vec<(usize, usize)>,
     /// The first and last branch whose targets are unknown (it may land anywhere), if any.
     unknown: Option<(usize, usize)>,
+    /// Every branch by position, with its lowest and highest target (`None`: unknown).
+    spans: Vec<(usize, Option<(usize, usize)>)>,
     /// By target position, the first and last branch landing there: whether a loop is entered
     /// from outside is a range query, not a walk over every branch of the body (which, per
     /// back-edge, made a hostile body of 110k instructions take a second to rewrite).
@@ -245,6 +254,7 @@ impl<'m> Cfg<'m> {
             top: Vec::with_capacity(body.len()),
             back: Vec::new(),
             unknown: None,
+            spans: Vec::new(),
             sources: MinMaxTree::default(),
         };
         flatten(body, false, &mut cfg);
@@ -281,6 +291,16 @@ impl<'m> Cfg<'m> {
                     .filter(|&x| x <= *k)
                     .min()
                     .map(|m| (*k, m)),
+            })
+            .collect();
+        cfg.spans = branches
+            .iter()
+            .map(|(k, t)| {
+                let span = t.as_ref().and_then(|t| {
+                    let lo = t.iter().copied().min()?;
+                    Some((lo, t.iter().copied().max().unwrap_or(lo)))
+                });
+                (*k, span)
             })
             .collect();
         let mut sources = MinMaxTree::new(cfg.items.len());
@@ -478,6 +498,33 @@ pub(crate) fn analyse<'m>(
             loops.push((h, b, n));
         }
     }
+    // Bounded loops no other loop encloses: counted where they end, if that is their only way
+    // out; else instrumented like any loop.
+    let others: Vec<(usize, usize)> = cfg
+        .back
+        .iter()
+        .copied()
+        .filter(|&(b, _)| match cfg.items[b] {
+            Item::Inst(i) => !out.bounded.contains(&(i as *const Inst)),
+            Item::Label(_) => true,
+        })
+        .collect();
+    let enclosed = looped(&others);
+    loops.retain(|&(h, b, n)| {
+        if enclosed.get(h).copied().unwrap_or(false) {
+            return true;
+        }
+        let Item::Inst(i) = cfg.items[b] else {
+            return true;
+        };
+        if cfg.leaves_only_at_its_back_edge((h, b)) {
+            out.charge.insert(i as *const Inst, n.max(1) as u32);
+            true
+        } else {
+            out.bounded.remove(&(i as *const Inst));
+            false
+        }
+    });
     for &(b, h) in &cfg.back {
         let Item::Inst(i) = cfg.items[b] else {
             continue;
@@ -496,6 +543,18 @@ pub(crate) fn analyse<'m>(
         }
     }
     out
+}
+
+impl Cfg<'_> {
+    /// Whether the loop from header `h` to back-edge `b` is left only by falling through its
+    /// back-edge: no branch inside it (nor one whose targets are unknown) lands outside it.
+    fn leaves_only_at_its_back_edge(&self, (h, b): (usize, usize)) -> bool {
+        let from = self.spans.partition_point(|&(k, _)| k < h);
+        self.spans[from..]
+            .iter()
+            .take_while(|&&(k, _)| k < b)
+            .all(|&(_, span)| span.is_some_and(|(lo, hi)| lo >= h && hi <= b))
+    }
 }
 
 /// By statement position, whether it lies in some `(back-edge, header)` span of `loops`.

@@ -653,6 +653,12 @@ impl<'m> Fx<'_, 'm> {
                     return Ok(());
                 }
                 out.push(O::Inst(i));
+                // A bounded loop no loop encloses ends here: its iterations count now.
+                if let Some(&n) = self.backedges.charge.get(&(i as *const Inst))
+                    && !self.lean
+                {
+                    self.count_down(None, n, out);
+                }
                 Ok(())
             }
             Some(Opcode::Brx) => self.jump_table(i, out),

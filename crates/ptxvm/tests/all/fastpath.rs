@@ -238,15 +238,39 @@ pub fn output_in(
     mem.read(out, bytes)
 }
 
+/// Countdowns in entry `name`: (at back-edges and calls, where a bounded loop ends). A bounded
+/// loop no loop encloses is counted right after its back-edge branch (bounded.rs, `charge`).
+fn countdowns(text: &str, name: &str) -> (usize, usize) {
+    let e = entry(text, name);
+    let lines: Vec<&str> = e.lines().map(str::trim).collect();
+    let at_end = |k: usize| k > 0 && lines[k - 1].contains("bra ");
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.contains("sub.s32 %__sbx_cnt"))
+        .fold(
+            (0, 0),
+            |(p, c), (k, _)| {
+                if at_end(k) { (p, c + 1) } else { (p + 1, c) }
+            },
+        )
+}
+
 /// Back-edge countdowns (polls) in entry `name`.
 pub fn polls(text: &str, name: &str) -> usize {
-    entry(text, name).matches("sub.s32 %__sbx_cnt").count()
+    countdowns(text, name).0
+}
+
+/// Countdowns where a bounded loop no loop encloses ends, in entry `name`.
+pub fn charges(text: &str, name: &str) -> usize {
+    countdowns(text, name).1
 }
 
 #[test]
 fn a_counted_loop_runs_without_polls_and_gives_the_right_answer() {
     let (s, m) = load_sandboxed(&ptx(LOOPS));
     assert_eq!(polls(&s.ptx, "counted"), 0, "{}", entry(&s.ptx, "counted"));
+    assert_eq!(charges(&s.ptx, "counted"), 1, "counted where it ends");
     let got = output(&m, "counted", 4, &[], false);
     assert_eq!(got, (0..1000u32).sum::<u32>().to_le_bytes());
 }

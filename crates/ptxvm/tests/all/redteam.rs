@@ -436,6 +436,40 @@ fn a_thread_stopped_at_a_guarded_back_edge_leaves_its_loops_and_runs_to_the_end(
     assert_eq!(word(3), 9, "the second loop was left at its first poll");
 }
 
+/// Counted loops one after another, none inside another loop, each short enough to run
+/// poll-free: before session 28 the whole kernel ran unpolled (200 loops of 1,000 iterations
+/// here; a 4 MiB module holds tens of thousands), so a stop waited for its end. Each loop is
+/// now counted where it ends, and the thread stops within a loop or so of the new epoch.
+#[test]
+fn counted_loops_in_a_row_stop_when_the_epoch_changes() {
+    let loops = 200;
+    let mut body = String::new();
+    for k in 0..loops {
+        body.push_str(&format!(
+            " mov.u32 %r1, 0;\nC{k}:\n add.u32 %r2, %r2, %r1;\n add.u32 %r1, %r1, 1;\n\
+             setp.lt.u32 %p, %r1, 1000;\n @%p bra C{k};\n\
+             add.u32 %r3, %r3, 1;\n st.global.u32 [%rd1], %r3;\n"
+        ));
+    }
+    let src = ptx(&format!(
+        ".visible .entry in_a_row(.param .u64 out)\n{{\n .reg .b64 %rd<2>;\n\
+         .reg .b32 %r<4>;\n .reg .pred %p;\n ld.param.u64 %rd1, [out];\n\
+         mov.u32 %r2, 0;\n mov.u32 %r3, 0;\n{body} st.global.u32 [%rd1+4], %r2;\n ret;\n}}\n"
+    ));
+    let (s, m) = load_sandboxed(&src);
+    assert_eq!(
+        crate::fastpath::charges(&s.ptx, "in_a_row"),
+        loops,
+        "each loop is counted where it ends"
+    );
+    let out = abort_in_with(&m, "in_a_row", Duration::from_millis(2), false, &[]);
+    let done = u32::from_le_bytes(out[..4].try_into().unwrap());
+    assert!(
+        done < loops as u32 / 2,
+        "{done} of {loops} loops ran after the stop was asked for"
+    );
+}
+
 #[test]
 fn a_launch_whose_epoch_is_already_stale_exits_at_entry() {
     let m = &fixture().2;
