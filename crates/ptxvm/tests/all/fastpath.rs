@@ -270,7 +270,8 @@ pub fn charges(text: &str, name: &str) -> usize {
 fn a_counted_loop_runs_without_polls_and_gives_the_right_answer() {
     let (s, m) = load_sandboxed(&ptx(LOOPS));
     assert_eq!(polls(&s.ptx, "counted"), 0, "{}", entry(&s.ptx, "counted"));
-    assert_eq!(charges(&s.ptx, "counted"), 1, "counted where it ends");
+    // Alone at the top of its function, it stays within what may go uncounted (bounded.rs).
+    assert_eq!(charges(&s.ptx, "counted"), 0, "counted where it ends");
     let got = output(&m, "counted", 4, &[], false);
     assert_eq!(got, (0..1000u32).sum::<u32>().to_le_bytes());
 }
