@@ -15,7 +15,8 @@
 //! instrumented back-edge of each loop around it counts its B back-edges as well as its own, so a
 //! thread still polls after at most about `poll_interval` back-edges (plus a constant: each
 //! bounded loop's last run before its enclosing back-edge is charged). With no loop around it,
-//! the loop counts its B back-edges itself where it ends (`BackEdges::charge`).
+//! and more such loops in the function than a few polls' worth, the loop counts its B
+//! back-edges itself where it ends (`BackEdges::charge`).
 
 use super::hash::{HashMap, HashMapExt, HashSet};
 
@@ -31,11 +32,12 @@ pub(crate) struct BackEdges<'m> {
     pub bounded: HashSet<*const Inst<'m>>,
     /// Instrumented back-edges that stand for more than one back-edge: how many.
     pub weight: HashMap<*const Inst<'m>, u32>,
-    /// Back-edges of bounded loops that no loop encloses, with the loop's bound: nothing else
-    /// counts their iterations, so the thread counts them (and may poll) where the loop ends,
-    /// after the back-edge. Such a loop is left only there (one with another way out is not
-    /// bounded): else a function of many of them in a row ran up to `poll_interval`
-    /// iterations each, unpolled.
+    /// Back-edges of bounded loops that no loop encloses, with the loop's bound, in a function
+    /// whose such loops together may take more than [`UNCOUNTED_AT_TOP`] polls' worth of
+    /// back-edges: nothing else counts their iterations, so the thread counts them (and may
+    /// poll) where the loop ends, after the back-edge. Such a loop is left only there (one with
+    /// another way out is not bounded): else a function of many of them in a row ran up to
+    /// `poll_interval` iterations each, unpolled.
     pub charge: HashMap<*const Inst<'m>, u32>,
 }
 
@@ -498,8 +500,13 @@ pub(crate) fn analyse<'m>(
             loops.push((h, b, n));
         }
     }
-    // Bounded loops no other loop encloses: counted where they end, if that is their only way
-    // out; else instrumented like any loop.
+    // Bounded loops no other loop encloses, when together they may run past what may go
+    // uncounted: counted where they end, if that is their only way out; else instrumented like
+    // any loop. All of them within it (most functions) need no look at which are enclosed.
+    let budget = UNCOUNTED_AT_TOP * u64::from(poll_interval);
+    if loops.iter().map(|l| l.2).sum::<u64>() <= budget {
+        return weigh(cfg, out, &loops, poll_interval);
+    }
     let others: Vec<(usize, usize)> = cfg
         .back
         .iter()
@@ -513,7 +520,7 @@ pub(crate) fn analyse<'m>(
     let at_top = |h: usize| !enclosed.get(h).copied().unwrap_or(false);
     // Each runs at most once per call: a few of them together stay within a poll's worth.
     let uncounted: u64 = loops.iter().filter(|l| at_top(l.0)).map(|l| l.2).sum();
-    if uncounted <= UNCOUNTED_AT_TOP * u64::from(poll_interval) {
+    if uncounted <= budget {
         return weigh(cfg, out, &loops, poll_interval);
     }
     loops.retain(|&(h, b, n)| {
