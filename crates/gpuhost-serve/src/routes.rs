@@ -162,14 +162,8 @@ async fn dispatch(State(s): Shared, req: Request) -> Response {
             if function.stale()
                 && let Err(e) = s.recover(&function).await
             {
-                let msg = format!(
-                    "the device's CUDA context was lost and reloading the function failed: {e}"
-                );
-                return json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &msg,
-                    json!({ "function": function.name }),
-                );
+                let ctx = json!({ "function": function.name });
+                return json_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), ctx);
             }
             invoke(function, &s.deadlines, req).await
         }
