@@ -14,7 +14,8 @@ use gpuhost::{
 };
 
 use crate::common::{
-    TAG_A, block_on, bundle, exclusive, expected, host, read_u32s, settled_stats, shared, stamp,
+    TAG_A, block_on, bundle, exclusive, expected, foreign_reset, host, read_u32s, settled_stats,
+    shared, stamp,
 };
 
 /// `dst[0] = src[0]`, with a volatile load (the value may come from host-mapped memory).
@@ -48,18 +49,6 @@ fn one_kernel(host: &Arc<Host>, name: &str, ptx: &str) -> gpuhost::Kernel {
 
 fn copy_word_kernel(host: &Arc<Host>) -> gpuhost::Kernel {
     one_kernel(host, "copy_word", COPY_WORD)
-}
-
-/// What another part of the process might do: reset device 0's primary context, destroying it
-/// with everything in it.
-fn foreign_reset() {
-    let mut dev = 0;
-    // SAFETY: valid out pointer; the driver is initialised (a host exists).
-    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS);
-    // SAFETY: on purpose; gpuhost must notice and recover.
-    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS);
 }
 
 fn bytes_of(buf: &DeviceBuffer) -> Vec<u8> {
