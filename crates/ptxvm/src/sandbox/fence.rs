@@ -5,8 +5,9 @@
 //!   and the access goes to `base`, or, for a load or store in a loop, is skipped (a load's
 //!   destinations zeroed: `global_access`);
 //! - shared / local through a register: the address (aligned down, cut to 32 bits) must lie in
-//!   the kernel's shared window / the thread's local window, else the access is skipped and the
-//!   fault word set;
+//!   the kernel's shared window / the thread's local window, else the access is skipped (a
+//!   shared atomic or run of shared loads goes to the window's start instead, where it fits:
+//!   window.rs, group.rs) and the fault word set;
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
 //! - a variable named with an in-range constant offset needs no check, nor does a register that
 //!   can only point inside one static variable (statics.rs, bounds.rs).

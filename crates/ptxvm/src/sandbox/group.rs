@@ -184,7 +184,21 @@ impl<'m> Fx<'_, 'm> {
                     ("llo", "lhi")
                 };
                 let q = format!("gq{n}");
-                let guard = self.window_into(out, &g, &q, w, span, i.guard.as_ref(), win);
+                let mut guard = self.window_into(out, &g, &q, w, span, i.guard.as_ref(), win);
+                // A run of shared loads out of the window reads from its start instead of being
+                // skipped (as a single load does, window.rs): predicated loads are ones ptxas
+                // neither hoists nor merges into vector loads (matmul_tiled's unrolled row read
+                // went from 4 LDS.128 to 16 predicated LDS, and 32 to 64 registers). The span
+                // from the window's start aligned up to W must lie in the window.
+                let loads = i.opcode == "ld" && members.iter().all(|(j, _)| j.opcode == "ld");
+                if let Some((gq, _)) = guard.clone()
+                    && sp == Sp::Shared
+                    && loads
+                    && self.shared_floor() >= span + w - 1
+                {
+                    self.redirect(out, &g, w, gq);
+                    guard = i.guard.clone();
+                }
                 (if sp == Sp::Shared { "shared" } else { "local" }, guard)
             }
             _ => {

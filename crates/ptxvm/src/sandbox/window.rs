@@ -1,7 +1,8 @@
 //! Shared- and local-memory window checks for the memory-access rewrites (fence.rs): an
 //! access through a register to the shared or local space runs only inside the kernel's shared
 //! window or the thread's local window, checked with one 32-bit compare; out of the window it
-//! is skipped (or, for a shared atomic, redirected in-window) and the fault word is set.
+//! is skipped (or, for a shared atomic or a run of shared loads, redirected in-window) and the
+//! fault word is set.
 
 use super::fence::Src;
 use super::print::O;
@@ -108,27 +109,34 @@ impl<'m> Fx<'_, 'm> {
         // A skipped shared atomic becomes a branch around it in SASS (ptxas does not predicate
         // ATOMS): out of the window it goes, like a fenced global access, to a fixed in-window
         // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
-        // when some shared variable alone spans 2W - 1 bytes.
+        // when some shared variable alone spans 2W - 1 bytes. (Runs of loads do the same,
+        // group.rs; a single load stays predicated: a select would cost what it saves.)
         let redirect = sp == "shared"
             && matches!(i.opcode.as_ref(), "atom" | "red")
             && self.shared_floor() >= 2 * w - 1;
         match g {
             Some((q, _)) if redirect => {
-                self.targets.borrow_mut().insert(w);
-                let a = sreg("a");
-                let st = sreg(&format!("st{w}"));
-                self.emit(
-                    out,
-                    None,
-                    "selp",
-                    &["b64"],
-                    &[a.clone(), a, st, Operand::Name(q)],
-                );
+                self.redirect(out, "a", w, q);
                 self.access(out, i, at, sp, i.guard.clone());
             }
             g => self.access(out, i, at, sp, g),
         }
         Ok(())
+    }
+
+    /// `%__sbx_<reg>` := itself where `q` holds, else `%__sbx_st<w>` (the shared window's start
+    /// aligned up to `w`; see [`Self::windowed`]).
+    pub(super) fn redirect(&self, out: &mut Vec<O<'m>>, reg: &str, w: u64, q: Str<'m>) {
+        self.targets.borrow_mut().insert(w);
+        let a = sreg(reg);
+        let st = sreg(&format!("st{w}"));
+        self.emit(
+            out,
+            None,
+            "selp",
+            &["b64"],
+            &[a.clone(), a, st, Operand::Name(q)],
+        );
     }
 
     /// The size of an entry's shared (or local) window when it is one variable of static size:
@@ -152,7 +160,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// Bytes the kernel's shared window spans at least: its largest static shared variable (0
     /// in a device function, whose window is its caller's).
-    fn shared_floor(&self) -> u64 {
+    pub(super) fn shared_floor(&self) -> u64 {
         if !self.f.is_entry {
             return 0;
         }

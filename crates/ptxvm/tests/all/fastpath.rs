@@ -549,6 +549,68 @@ fn a_shared_atomic_out_of_its_window_goes_to_the_window_start_and_is_reported() 
     assert_eq!(run(64, true), [32, 0, 0, 0, 0, 0, 0, 0]);
 }
 
+const SHARED_LOADS: &str = "
+.visible .entry shared_loads(.param .u64 out, .param .u32 off)
+{
+    .shared .align 4 .b8 s[64];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<8>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [off];
+    mov.u32 %r1, s;
+    st.shared.u32 [%r1], 11;
+    st.shared.u32 [%r1+4], 12;
+    st.shared.u32 [%r1+8], 13;
+    st.shared.u32 [%r1+12], 14;
+    st.shared.u32 [%r1+16], 15;
+    add.u32 %r2, %r1, %r5;
+    ld.shared.u32 %r3, [%r2];
+    ld.shared.u32 %r4, [%r2+4];
+    ld.shared.u32 %r6, [%r2+8];
+    add.u32 %r7, %r1, 16;
+    add.u32 %r7, %r7, %r5;
+    ld.shared.u32 %r7, [%r7];
+    st.global.u32 [%rd1], %r3;
+    st.global.u32 [%rd1+4], %r4;
+    st.global.u32 [%rd1+8], %r6;
+    st.global.u32 [%rd1+12], %r7;
+    ret;
+}
+";
+
+#[test]
+fn shared_loads_out_of_their_window_read_its_start_unpredicated_and_are_reported() {
+    let (s, m) = load_sandboxed(&ptx(SHARED_LOADS));
+    // The run of three runs under no predicate: out of the window its address is the window's
+    // start instead (predicated loads are ones ptxas neither hoists nor merges into a vector
+    // load). The single load stays predicated, and skipped out of the window.
+    let k = entry(&s.ptx, "shared_loads");
+    let loads: Vec<&str> = k.lines().filter(|l| l.contains("ld.shared")).collect();
+    let predicated = loads
+        .iter()
+        .filter(|l| l.trim_start().starts_with('@'))
+        .count();
+    assert_eq!((loads.len(), predicated), (4, 1), "{k}");
+    let words = |off: u32, fenced| {
+        let b = output(&m, "shared_loads", 16, &[Arg::U32(off)], fenced);
+        let w: Vec<u32> = b
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        w
+    };
+    // In the window: the words at the offset, and the single load 16 bytes past it.
+    assert_eq!(words(0, false), [11, 12, 13, 15]);
+    // The run starts below the window (the window's first words), the single load is in it.
+    assert_eq!(words(u32::MAX - 3, true), [11, 12, 13, 14]);
+    // Both past the window: the run reads the window's own first words, never memory outside
+    // it, and the single load is skipped (its register keeps its value, the offset: 1 << 20
+    // plus the window's start plus 16 is no word it could have read).
+    let far = words(1 << 20, true);
+    assert_eq!(far[..3], [11, 12, 13]);
+    assert!(far[3] >= 1 << 20, "{far:?}");
+}
+
 const GLOBAL_EDGE: &str = "
 .visible .entry global_edge(.param .u64 at, .param .u64 out)
 {

@@ -180,10 +180,12 @@ impl Gen {
         }
     }
 
-    /// This thread's two shared words (maybe through a generic address), or wild indices.
+    /// This thread's two shared words (maybe through a generic address, or both read as a run
+    /// through one base: the sandbox fences such a run once), or wild indices.
     pub(super) fn shared_access(&mut self) {
         let d = self.data();
         self.line("mov.u64 %a1, sh;");
+        let mut pair = true;
         if self.mode == Mode::Hostile && self.rng.chance(60) {
             let r = self.data();
             emit!(self, "cvt.u64.u32 %a2, {r};");
@@ -191,9 +193,16 @@ impl Gen {
             self.line("mul.wide.u32 %a2, %r0, 8;");
             if self.rng.chance(50) {
                 self.line("add.s64 %a2, %a2, 4;");
+                pair = false;
             }
         }
         self.line("add.s64 %a1, %a1, %a2;");
+        if pair && self.rng.chance(30) {
+            let (g, d2) = (self.guard(), self.data());
+            emit!(self, "{g}ld.shared.u32 {d}, [%a1];");
+            emit!(self, "{g}ld.shared.u32 {d2}, [%a1+4];");
+            return;
+        }
         self.window_word("shared", &d);
     }
 
