@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use ptxvm::sandbox::{Policy, Sandboxed, sandbox};
 use ptxvm::{Error, FaultKind, Launch, Module};
 
+use crate::fastpath::output_in;
 use crate::launch::launch;
 
 use super::sandbox::{Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
@@ -1056,4 +1057,63 @@ $b:
             fenced,
         );
     }
+}
+
+#[test]
+fn a_jump_table_becomes_a_search_of_compares_that_takes_every_entry_and_polls_its_back_edges() {
+    // NVIDIA's JIT ran two rewritten programs' `brx.idx` wrong at -O2 and above (sessions 28 and
+    // 29), so the rewrite jumps with compares and branches instead. Five entries (an odd split),
+    // one of them back to the loop's head: each index takes its own entry, the loop still polls
+    // (an endless one stops), and past the table the last entry runs, reported.
+    let text = ptx(r#"
+.visible .entry jump5(.param .u64 out, .param .u32 i)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd0, [out];
+    ld.param.u32 %r0, [i];
+    mov.u32 %r1, 0;
+$head:
+    add.u32 %r1, %r1, 100;
+    st.global.u32 [%rd0], %r1;
+$tab: .branchtargets $a, $b, $c, $head, $e;
+    brx.idx %r0, $tab;
+$a:
+    add.u32 %r1, %r1, 1;
+    bra.uni $end;
+$b:
+    add.u32 %r1, %r1, 2;
+    bra.uni $end;
+$c:
+    add.u32 %r1, %r1, 3;
+    bra.uni $end;
+$e:
+    add.u32 %r1, %r1, 5;
+$end:
+    st.global.u32 [%rd0], %r1;
+    ret;
+}
+"#);
+    let (s, m) = load_sandboxed(&text);
+    let k = super::fastpath::entry(&s.ptx, "jump5");
+    assert!(!k.contains("brx"), "{k}");
+    for (i, want, fenced) in [
+        (0u32, 101u32, false),
+        (1, 102, false),
+        (2, 103, false),
+        (4, 105, false),
+        (5, 105, true),
+        (u32::MAX, 105, true),
+    ] {
+        let got = output_in(&m, "jump5", Shape::linear(1, 32), 4, &[Arg::U32(i)], fenced);
+        assert_eq!(got, want.to_le_bytes(), "index {i}");
+    }
+    // Index 3 jumps back to the head forever: the poll at that back-edge stops it.
+    abort_in_with(
+        &m,
+        "jump5",
+        Duration::from_millis(20),
+        false,
+        &[Arg::U32(3)],
+    );
 }
