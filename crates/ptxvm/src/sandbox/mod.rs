@@ -268,9 +268,13 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let size = funcs
         .iter()
         .map(|(r, shared)| {
-            let start = r.body.as_ref().map_or(0, |(s, _)| print::size_hint(s));
-            let copies = 1 + usize::from(r.copy.is_some());
-            copies * (start + shared.as_ref().map_or(0, print::Shared::len) + 512)
+            let body = shared.as_ref().map_or(0, print::Shared::len) + 512;
+            let start = |copy| {
+                r.body
+                    .as_ref()
+                    .map_or(0, |(s, _)| print::start_hint(s, copy))
+            };
+            start(false) + body + r.copy.as_ref().map_or(0, |_| start(true) + body)
         })
         .sum::<usize>();
     if size > policy.max_output_bytes {
@@ -296,9 +300,8 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         };
         text.push('\n');
         print::rewritten(&mut text, &r.head, body, false)?;
-        if let Some((head, start)) = &r.copy {
+        if let Some(head) = &r.copy {
             text.push('\n');
-            let body = body.map(|(_, b)| (start.as_slice(), b));
             print::rewritten(&mut text, head, body, true)?;
         }
     }

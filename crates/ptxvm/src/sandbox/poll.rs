@@ -201,14 +201,14 @@ impl<'m> Fx<'_, 'm> {
             // epoch is read here and compared before the first instruction that could write
             // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
             // parameter and address arithmetic and first loads instead of preceding them.
-            if self.skip_copy {
-                // `%__sbx_e` keeps the launch's epoch: the first poll reads the block's.
-            } else if self.info.loop_free(self.f) {
-                self.loop_free_entry_read(&mut out);
-            } else if self.info.may_skip_entry_read(self.f) {
-                self.skippable_entry_read(&mut out);
+            // The skip copy leaves the read out (`O::Kernel`): its `%__sbx_e` keeps the
+            // launch's epoch, and its first poll reads the block's.
+            if self.has_copy {
+                let mut read = Vec::new();
+                self.entry_read(&mut read);
+                out.push(O::Kernel(read));
             } else {
-                self.read_epoch(&mut out);
+                self.entry_read(&mut out);
             }
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
@@ -491,6 +491,17 @@ impl<'m> Fx<'_, 'm> {
     fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
         self.read_epoch(out);
         self.compare_epoch(out, report);
+    }
+
+    /// The entry's read of the abort epoch, in the form its kind of kernel takes.
+    fn entry_read(&mut self, out: &mut Vec<O<'m>>) {
+        if self.info.loop_free(self.f) {
+            self.loop_free_entry_read(out);
+        } else if self.info.may_skip_entry_read(self.f) {
+            self.skippable_entry_read(out);
+        } else {
+            self.read_epoch(out);
+        }
     }
 
     /// A loop-free kernel's entry read, which a launch skips when it says so
