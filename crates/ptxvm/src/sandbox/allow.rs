@@ -49,6 +49,10 @@ pub(crate) struct Info<'m> {
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
     entries: HashMap<*const Func<'m>, (u64, bool)>,
+    /// The back-edges `settle_entries` worked out for an entry's first-poll span, with the
+    /// final lean set: its rewrite takes them ([`Info::back_edges`]) rather than work them out
+    /// again.
+    settled_edges: std::cell::RefCell<HashMap<*const Func<'m>, BackEdges<'m>>>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -133,6 +137,7 @@ pub(crate) fn analyse<'m>(
         callees: HashMap::new(),
         cfgs: HashMap::new(),
         entries: HashMap::new(),
+        settled_edges: Default::default(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -239,6 +244,9 @@ impl<'m> Info<'m> {
     /// The back-edges of `f`'s body that need no poll, and the weights of the others
     /// (`bounded::analyse`).
     pub(crate) fn back_edges(&self, f: &'m Func<'m>) -> BackEdges<'m> {
+        if let Some(b) = self.settled_edges.borrow_mut().remove(&(f as *const Func)) {
+            return b;
+        }
         self.with_cfg(f, |c| {
             super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
         })
@@ -248,16 +256,23 @@ impl<'m> Info<'m> {
     /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
     /// `lean` and `lean_spans` are final (both depend on them).
     pub(crate) fn settle_entries(&mut self, m: &'m Module<'m>) {
+        let mut edges = HashMap::new();
         let facts: HashMap<*const Func, (u64, bool)> = m
             .funcs
             .iter()
             .filter(|f| f.is_entry)
             .map(|f| {
-                let span = self.first_poll_span_of(f);
+                let span = self.first_poll_span_with(f, || {
+                    let b = self.back_edges(f);
+                    let loops = b.bounded.len();
+                    edges.insert(f as *const Func, b);
+                    loops
+                });
                 (f as *const Func, (span, self.loop_free_of(f, span)))
             })
             .collect();
         self.entries = facts;
+        *self.settled_edges.get_mut() = edges;
     }
 
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
@@ -305,6 +320,12 @@ impl<'m> Info<'m> {
 
     /// [`Self::first_poll_span`], computed.
     fn first_poll_span_of(&self, entry: &'m Func<'m>) -> u64 {
+        self.first_poll_span_with(entry, || self.back_edges(entry).bounded.len())
+    }
+
+    /// [`Self::first_poll_span_of`], given how to count `entry`'s bounded loops (asked only of
+    /// an entry that loops).
+    fn first_poll_span_with(&self, entry: &'m Func<'m>, bounded: impl FnOnce() -> usize) -> u64 {
         if entry.body.is_none() {
             return 0;
         }
@@ -316,7 +337,7 @@ impl<'m> Info<'m> {
             1
         } else {
             let pi = u64::from(self.poll_interval);
-            let loops = self.back_edges(entry).bounded.len();
+            let loops = bounded();
             1 + pi * (1 + 2 * loops as u64)
         };
         match s.saturating_mul(stretches) {

@@ -314,10 +314,10 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
 
 /// The name of `entry`'s skip copy, when its launches may skip the entry read at all and the
 /// name is free in the module.
-fn skip_copy_name(
+fn skip_copy_name<'m>(
     module: &ast::Module,
-    entry: &ast::Func,
-    info: &allow::Info<'_>,
+    entry: &'m ast::Func<'m>,
+    info: &allow::Info<'m>,
 ) -> Option<String> {
     if !info.may_skip_entry_read(entry) {
         return None;
