@@ -344,7 +344,9 @@ impl<'m> Cfg<'m> {
 
     /// The instructions strictly inside the loop `[h, b]`.
     pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst<'m>> + '_ {
-        self.items[h + 1..b].iter().filter_map(|it| match it {
+        // Empty for `h == b` (a branch to an unknown target at position 0: see `counter`).
+        let inside = self.items.get(h + 1..b).unwrap_or_default();
+        inside.iter().filter_map(|it| match it {
             Item::Inst(j) => Some(*j),
             Item::Label => None,
         })
@@ -358,7 +360,9 @@ impl<'m> Cfg<'m> {
         i: &'m Inst<'m>,
         call_ok: &dyn Fn(&Inst) -> bool,
     ) -> Option<Counter<'m>> {
-        if i.opcode != "bra" {
+        // A back-edge whose target is unknown counts from position 0: a branch there (a
+        // guarded `bra` to a label the body lacks, before the allow-list refuses it) is no loop.
+        if i.opcode != "bra" || h >= b {
             return None;
         }
         let (p, neg) = i.guard.as_ref()?;
