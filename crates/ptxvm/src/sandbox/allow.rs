@@ -53,6 +53,9 @@ pub(crate) struct Info<'m> {
     /// final lean set: its rewrite takes them ([`Info::back_edges`]) rather than work them out
     /// again.
     settled_edges: std::cell::RefCell<HashMap<*const Func<'m>, BackEdges<'m>>>,
+    /// Each entry's `tree_shared`, settled with `entries`: the rewrite asks for it at the
+    /// prologue and at every window check, and each answer walks the call tree.
+    entry_shared: HashMap<&'m str, Vec<(&'m str, Option<u64>)>>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -138,6 +141,7 @@ pub(crate) fn analyse<'m>(
         cfgs: HashMap::new(),
         entries: HashMap::new(),
         settled_edges: Default::default(),
+        entry_shared: HashMap::new(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -273,6 +277,13 @@ impl<'m> Info<'m> {
             .collect();
         self.entries = facts;
         *self.settled_edges.get_mut() = edges;
+        let shared = m
+            .funcs
+            .iter()
+            .filter(|f| f.is_entry)
+            .map(|f| (f.name.as_ref(), self.tree_shared_of(f.name.as_ref())))
+            .collect();
+        self.entry_shared = shared;
     }
 
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
@@ -403,7 +414,15 @@ impl<'m> Info<'m> {
 
     /// Module `.shared` variables the kernel `f` and its callees name, in declaration order of
     /// first use, with their static sizes (`None`: dynamic).
-    pub(crate) fn tree_shared(&self, f: &'m str) -> Vec<(&'m str, Option<u64>)> {
+    pub(crate) fn tree_shared(&self, f: &'m str) -> std::borrow::Cow<'_, [(&'m str, Option<u64>)]> {
+        match self.entry_shared.get(f) {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(self.tree_shared_of(f)),
+        }
+    }
+
+    /// [`Self::tree_shared`], worked out.
+    fn tree_shared_of(&self, f: &'m str) -> Vec<(&'m str, Option<u64>)> {
         let mut names: Vec<(&str, Option<u64>)> = Vec::new();
         let mut named: HashSet<&str> = HashSet::new();
         for g in self.tree(f) {
@@ -423,7 +442,7 @@ impl<'m> Info<'m> {
     /// function-scope ones), each aligned to 16 as an upper bound of the real layout.
     pub(crate) fn static_shared(&self, f: &'m Func<'m>) -> u64 {
         let mut total = 0u64;
-        for (_, s) in self.tree_shared(f.name.as_ref()) {
+        for (_, s) in self.tree_shared(f.name.as_ref()).iter().copied() {
             total = total.saturating_add(s.unwrap_or(0).div_ceil(16) * 16);
         }
         for s in f.body.iter().flatten() {

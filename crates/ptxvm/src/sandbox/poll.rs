@@ -188,8 +188,8 @@ impl<'m> Fx<'_, 'm> {
             let mut shared: Vec<(String, Option<u64>)> = self
                 .info
                 .tree_shared(self.f.name.as_ref())
-                .into_iter()
-                .map(|(n, s)| (n.to_string(), s))
+                .iter()
+                .map(|&(n, s)| (n.to_string(), s))
                 .collect();
             shared.extend(sized(&self.shared_fn));
             self.window(&mut out, &shared, "slo", "shi");
