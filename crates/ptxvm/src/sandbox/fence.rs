@@ -16,6 +16,7 @@ use super::rewrite::{Fx, R, imm, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
+use crate::isa::Opcode;
 
 /// Where an access goes, from its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,9 +140,9 @@ pub(super) fn pred<'a>(g: &(Str<'a>, bool)) -> Operand<'a> {
 impl<'m> Fx<'_, 'm> {
     /// State space, width and address operand index of a memory instruction.
     pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
-        let at = usize::from(!matches!(i.opcode.as_ref(), "st" | "red"));
+        let at = usize::from(!matches!(i.op, Some(Opcode::St | Opcode::Red)));
         let mut sp = space(i)?;
-        if sp == Sp::Generic && i.opcode == "ldu" {
+        if sp == Sp::Generic && i.op == Some(Opcode::Ldu) {
             // ldu reads global memory only; a generic address must point there.
             sp = Sp::Global;
         }
@@ -160,7 +161,7 @@ impl<'m> Fx<'_, 'm> {
         if self.member(i, sp, at, out) {
             return Ok(());
         }
-        let is_atomic = matches!(i.opcode.as_ref(), "atom" | "red");
+        let is_atomic = matches!(i.op, Some(Opcode::Atom | Opcode::Red));
         if !is_atomic && i.operands.len() != 2 {
             return refused(
                 i.line,

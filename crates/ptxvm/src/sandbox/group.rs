@@ -46,8 +46,8 @@ fn writes_first(i: &Inst) -> bool {
 /// A call's return list: `call (%r4), f, (…)` to a `.func (.reg .b32 %res) f(…)` writes `%r4`
 /// (`call` is no instruction that writes its first operand, so this is asked first).
 fn call_returns<'i, 'a>(i: &'i Inst<'a>) -> Option<&'i Operand<'a>> {
-    match (i.opcode.as_ref(), i.operands.first()) {
-        ("call", Some(o @ Operand::List(_))) => Some(o),
+    match (i.op, i.operands.first()) {
+        (Some(Opcode::Call), Some(o @ Operand::List(_))) => Some(o),
         _ => None,
     }
 }
@@ -142,11 +142,14 @@ impl<'m> Fx<'_, 'm> {
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_ref());
         for s in rest {
             let Stmt::Inst(j) = s else { break };
-            if matches!(j.opcode.as_ref(), "bra" | "brx" | "call" | "ret" | "exit") {
+            // By `op`, `opcode` looked up (the parser sets both): no names compared per
+            // instruction of the run.
+            use Opcode::{Atom, Bra, Brx, Call, Exit, Ld, Ldu, Red, Ret, St};
+            if matches!(j.op, Some(Bra | Brx | Call | Ret | Exit)) {
                 break;
             }
             let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
-            if matches!(j.opcode.as_ref(), "ld" | "ldu" | "st" | "atom" | "red")
+            if matches!(j.op, Some(Ld | Ldu | St | Atom | Red))
                 && j.guard == i.guard
                 && j.operands.iter().take(2).any(same_base)
                 && let Ok((sp2, w2, at2)) = Self::classify(j)
@@ -159,7 +162,7 @@ impl<'m> Fx<'_, 'm> {
                     .max(o2.saturating_add(wi))
                     .checked_sub(lo.min(*o2))
                     .is_some_and(|span| span <= MAX_SPAN)
-                && !(sp == Sp::Local && matches!(j.opcode.as_ref(), "atom" | "red"))
+                && !(sp == Sp::Local && matches!(j.op, Some(Atom | Red)))
             {
                 members.push((j, *o2));
                 lo = lo.min(*o2);

@@ -15,6 +15,7 @@ use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::group::written_regs;
 use crate::ast::{Inst, Operand, Stmt};
+use crate::isa::Opcode;
 
 /// Most offsets one register may have.
 const MAX_VALUES: usize = 64;
@@ -37,16 +38,17 @@ fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &HashMap<&str, u64>) -> Option<D
     if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if d == r) {
         return None;
     }
-    match (i.opcode.as_ref(), &i.operands[1..]) {
-        ("mov", [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
+    match (i.op, &i.operands[1..]) {
+        (Some(Opcode::Mov), [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
             Some(Def::Var(v.as_ref()))
         }
-        ("mov", [Operand::Name(s)]) if s.starts_with('%') => Some(Def::Reg(s.as_ref(), 0)),
-        ("add", [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)])
-            if s.starts_with('%') =>
-        {
-            Some(Def::Reg(s.as_ref(), *k))
+        (Some(Opcode::Mov), [Operand::Name(s)]) if s.starts_with('%') => {
+            Some(Def::Reg(s.as_ref(), 0))
         }
+        (
+            Some(Opcode::Add),
+            [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)],
+        ) if s.starts_with('%') => Some(Def::Reg(s.as_ref(), *k)),
         _ => None,
     }
 }
