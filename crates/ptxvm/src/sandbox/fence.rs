@@ -12,7 +12,7 @@
 //!   can only point inside one static variable (statics.rs, bounds.rs).
 
 use super::print::O;
-use super::rewrite::{Fx, R, imm, sreg};
+use super::rewrite::{Fx, R, imm, numbered, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
@@ -325,7 +325,7 @@ impl<'m> Fx<'_, 'm> {
         let w = size as u64;
         let n = self.ngroups;
         self.ngroups += 1;
-        let (g, q) = (format!("g{n}"), format!("gq{n}"));
+        let (g, q) = (numbered("g", n.into()), numbered("gq", n.into()));
         match src_of(self, sb, *soff) {
             Src::Sym(name, off) => {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
@@ -348,7 +348,7 @@ impl<'m> Fx<'_, 'm> {
         let mut j = i.clone();
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
-        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}").into()), 0);
+        j.operands[1] = Operand::Addr(Some(numbered("%__sbx_g", n.into()).into()), 0);
         out.push(O::new(Stmt::Inst(j)));
         Ok(())
     }
@@ -484,8 +484,14 @@ impl<'m> Fx<'_, 'm> {
         let on_p = Some(("%__sbx_p".into(), false));
         self.fault(out, on_p.clone());
         for (r, bits) in dests {
-            let ty = format!("b{bits}");
-            self.emit(out, on_p.clone(), "mov", &[&ty], &[r, imm(0)]);
+            let ty = match bits {
+                8 => Str::Borrowed("b8"),
+                16 => Str::Borrowed("b16"),
+                32 => Str::Borrowed("b32"),
+                64 => Str::Borrowed("b64"),
+                _ => Str::Owned(numbered("b", bits.into())),
+            };
+            self.emit(out, on_p.clone(), "mov", &[ty.as_ref()], &[r, imm(0)]);
         }
         let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
         let run = Some(("%__sbx_q".into(), false));

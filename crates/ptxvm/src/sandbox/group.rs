@@ -7,7 +7,7 @@
 
 use super::fence::{Sp, Src};
 use super::print::O;
-use super::rewrite::{Fx, R, sreg};
+use super::rewrite::{Fx, R, numbered, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
 
@@ -177,7 +177,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let n = self.ngroups;
         self.ngroups += 1;
-        let (g, span) = (format!("g{n}"), (hi - lo) as u64);
+        let (g, span) = (numbered("g", n.into()), (hi - lo) as u64);
         self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
         let (space, guard) = match sp {
             Sp::Shared | Sp::Local => {
@@ -186,7 +186,7 @@ impl<'m> Fx<'_, 'm> {
                 } else {
                     ("llo", "lhi")
                 };
-                let q = format!("gq{n}");
+                let q = numbered("gq", n.into());
                 let guard = self.window_into(out, &g, &q, w, span, i.guard.as_ref(), win);
                 (if sp == Sp::Shared { "shared" } else { "local" }, guard)
             }
@@ -204,7 +204,7 @@ impl<'m> Fx<'_, 'm> {
                 ("global", i.guard.clone())
             }
         };
-        let reg = format!("%__sbx_{g}");
+        let reg = numbered("%__sbx_g", n.into());
         self.access_at(
             out,
             i,

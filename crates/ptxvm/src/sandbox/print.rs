@@ -456,7 +456,7 @@ fn decimal(out: &mut String, v: i64) {
 }
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
-fn unsigned(out: &mut String, mut n: u64) {
+pub(crate) fn unsigned(out: &mut String, mut n: u64) {
     // Most numbers printed are one or two digits (offsets, counts, widths): pushed directly.
     if n < 100 {
         if n >= 10 {

@@ -24,6 +24,16 @@ pub(crate) fn sreg(n: &str) -> Operand<'static> {
     Operand::Name(super::poll::sreg_name(n))
 }
 
+/// `prefix` then `n` in decimal, as `format!("{prefix}{n}")` spells it: the rewrite names a
+/// register or label so for every group, window count and poll, and the formatting machinery
+/// cost several times the rest.
+pub(crate) fn numbered(prefix: &str, n: u64) -> String {
+    let mut s = String::with_capacity(prefix.len() + 20);
+    s.push_str(prefix);
+    super::print::unsigned(&mut s, n);
+    s
+}
+
 /// Prints a new instruction as one line of `t`.
 pub(crate) fn emit_line(
     t: &mut String,
@@ -485,7 +495,7 @@ impl<'m> Fx<'_, 'm> {
     /// A fresh label name.
     pub(crate) fn label(&mut self) -> String {
         self.nlabel += 1;
-        format!("$__sbx_L{}", self.nlabel)
+        numbered("$__sbx_L", self.nlabel.into())
     }
 
     /// `brx.idx index, table`: a back-edge when the table names an earlier label (then polled,
