@@ -79,6 +79,14 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
         return;
     }
     let start = out.len();
+    // Nearly every instruction writes one register, named first, and has no pair: pushed as
+    // it is, with nothing to compare it against.
+    if let [Operand::Name(x), rest @ ..] = i.operands.as_slice()
+        && !rest.iter().any(|o| matches!(o, Operand::Pair(..)))
+    {
+        out.push(x);
+        return;
+    }
     let pairs = i.operands.iter().filter(|o| matches!(o, Operand::Pair(..)));
     for o in i.operands.first().into_iter().chain(pairs) {
         names(o, start, out);
