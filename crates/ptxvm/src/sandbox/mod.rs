@@ -219,7 +219,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let tokens = crate::lex::lex(ptx)?;
     let mut module = crate::parse::parse(&tokens)?;
     let fast = if policy.version_loops {
-        version::apply(&mut module, policy.poll_interval)
+        version::apply(&mut module, ptx, policy.poll_interval)
     } else {
         Default::default()
     };
