@@ -17,6 +17,7 @@ use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
 use crate::isa::Opcode;
+use crate::small::Small;
 
 /// Where an access goes, from its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,21 +37,37 @@ pub(super) enum Src<'m> {
     Sym(&'m str, i64),
 }
 
-const SPACES: &[&str] = &[
-    "global",
-    "shared",
-    "shared::cta",
-    "local",
-    "const",
-    "param",
-    "param::entry",
-    "param::func",
-];
-const SEM: &[&str] = &[
-    "weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio", "cta", "gpu",
-    "sys", "cluster",
-];
-const HINTS: &[&str] = &["ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"];
+// The modifier kinds `respace` tells apart, as matches (a length switch, then a compare or
+// two), not scans of name lists: every fenced access asks them of each of its modifiers.
+fn is_space(m: &str) -> bool {
+    matches!(m, "global" | "local" | "const")
+        || matches!(m, "shared" | "shared::cta")
+        || matches!(m, "param" | "param::entry" | "param::func")
+}
+
+fn is_sem(m: &str) -> bool {
+    matches!(
+        m,
+        "weak"
+            | "volatile"
+            | "relaxed"
+            | "acquire"
+            | "release"
+            | "acq_rel"
+            | "sc"
+            | "mmio"
+            | "cta"
+            | "gpu"
+            | "sys"
+            | "cluster"
+    )
+}
+
+fn is_hint(m: &str) -> bool {
+    matches!(m, "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc")
+        || m.starts_with("L1::")
+        || m.starts_with("L2::")
+}
 
 fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     Err(Error::Refused {
@@ -109,23 +126,27 @@ fn width(i: &Inst) -> R<u64> {
     Ok(w)
 }
 
-/// The modifiers with `sp` as state space; hints that only global memory takes and (for local)
-/// memory-model qualifiers are dropped.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Vec<Str<'a>> {
+/// The modifiers with `sp` as state space, right after the leading memory-model qualifiers;
+/// hints that only global memory takes and (for local) memory-model qualifiers are dropped.
+/// Kept inline (a few): a list per fenced access was an allocation each.
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
     let strip_hints = sp != "global";
     let strip_sem = sp == "local";
-    let mut v: Vec<Str<'a>> = mods
+    let kept = mods
         .iter()
-        .filter(|m| !SPACES.contains(&m.as_ref()))
-        .filter(|m| {
-            !strip_hints
-                || !(HINTS.contains(&m.as_ref()) || m.starts_with("L1::") || m.starts_with("L2::"))
-        })
-        .filter(|m| !strip_sem || !SEM.contains(&m.as_ref()))
-        .cloned()
-        .collect();
-    let at = v.iter().take_while(|m| SEM.contains(&m.as_ref())).count();
-    v.insert(at, Str::Borrowed(sp));
+        .filter(|m| !(is_space(m) || strip_hints && is_hint(m) || strip_sem && is_sem(m)));
+    let mut v = Small::new();
+    let mut placed = false;
+    for m in kept {
+        if !placed && !is_sem(m) {
+            v.push(Str::Borrowed(sp));
+            placed = true;
+        }
+        v.push(m.clone());
+    }
+    if !placed {
+        v.push(Str::Borrowed(sp));
+    }
     v
 }
 
@@ -369,7 +390,7 @@ impl<'m> Fx<'_, 'm> {
     fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst<'m>, sp: &'static str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
-            j.mods = respace(&i.mods, sp).into();
+            j.mods = respace(&i.mods, sp);
         }
         out.push(O::new(Stmt::Inst(j)));
     }
@@ -715,25 +736,34 @@ mod tests {
 
     #[test]
     fn respace_puts_the_space_after_memory_model_qualifiers() {
+        let respaced = |m: &[&'static str], sp| respace(&s(m), sp).into_vec();
         assert_eq!(
-            respace(&s(&["volatile", "u32"]), "shared"),
+            respaced(&["volatile", "u32"], "shared"),
             s(&["volatile", "shared", "u32"])
         );
         assert_eq!(
-            respace(&s(&["volatile", "u32"]), "local"),
+            respaced(&["volatile", "u32"], "local"),
             s(&["local", "u32"])
         );
         assert_eq!(
-            respace(&s(&["relaxed", "gpu", "add", "u32"]), "global"),
+            respaced(&["relaxed", "gpu", "add", "u32"], "global"),
             s(&["relaxed", "gpu", "global", "add", "u32"])
         );
         assert_eq!(
-            respace(&s(&["global", "nc", "v4", "f32"]), "global"),
+            respaced(&["global", "nc", "v4", "f32"], "global"),
             s(&["global", "nc", "v4", "f32"])
         );
         assert_eq!(
-            respace(&s(&["const", "cs", "f32"]), "shared"),
+            respaced(&["const", "cs", "f32"], "shared"),
             s(&["shared", "f32"])
+        );
+        assert_eq!(
+            respaced(&["relaxed", "sys", "local", "u32"], "local"),
+            s(&["local", "u32"])
+        );
+        assert_eq!(
+            respaced(&["acquire", "gpu"], "global"),
+            s(&["acquire", "gpu", "global"])
         );
     }
 }
