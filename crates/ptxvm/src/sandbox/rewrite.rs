@@ -28,7 +28,9 @@ pub(crate) fn sreg(n: &str) -> Operand<'static> {
 /// register or label so for every group, window count and poll, and the formatting machinery
 /// cost several times the rest.
 pub(crate) fn numbered(prefix: &str, n: u64) -> String {
-    let mut s = String::with_capacity(prefix.len() + 20);
+    // Sized exactly: thousands of these names live until the module is printed.
+    let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
+    let mut s = String::with_capacity(prefix.len() + digits);
     s.push_str(prefix);
     super::print::unsigned(&mut s, n);
     s
