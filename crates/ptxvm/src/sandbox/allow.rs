@@ -49,6 +49,13 @@ pub(crate) struct Info<'m> {
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
     entries: HashMap<*const Func<'m>, (u64, bool)>,
+    /// The back-edges `settle_entries` worked out for an entry's first-poll span, with the
+    /// final lean set: its rewrite takes them ([`Info::back_edges`]) rather than work them out
+    /// again.
+    settled_edges: std::cell::RefCell<HashMap<*const Func<'m>, BackEdges<'m>>>,
+    /// Each entry's `tree_shared`, settled with `entries`: the rewrite asks for it at the
+    /// prologue and at every window check, and each answer walks the call tree.
+    entry_shared: HashMap<&'m str, Vec<(&'m str, Option<u64>)>>,
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> Result<T, Error> {
@@ -133,6 +140,8 @@ pub(crate) fn analyse<'m>(
         callees: HashMap::new(),
         cfgs: HashMap::new(),
         entries: HashMap::new(),
+        settled_edges: Default::default(),
+        entry_shared: HashMap::new(),
     };
     let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
@@ -239,6 +248,9 @@ impl<'m> Info<'m> {
     /// The back-edges of `f`'s body that need no poll, and the weights of the others
     /// (`bounded::analyse`).
     pub(crate) fn back_edges(&self, f: &'m Func<'m>) -> BackEdges<'m> {
+        if let Some(b) = self.settled_edges.borrow_mut().remove(&(f as *const Func)) {
+            return b;
+        }
         self.with_cfg(f, |c| {
             super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
         })
@@ -248,16 +260,30 @@ impl<'m> Info<'m> {
     /// Computes every entry's [`Self::first_poll_span`] and [`Self::loop_free`] once, after
     /// `lean` and `lean_spans` are final (both depend on them).
     pub(crate) fn settle_entries(&mut self, m: &'m Module<'m>) {
+        let mut edges = HashMap::new();
         let facts: HashMap<*const Func, (u64, bool)> = m
             .funcs
             .iter()
             .filter(|f| f.is_entry)
             .map(|f| {
-                let span = self.first_poll_span_of(f);
+                let span = self.first_poll_span_with(f, || {
+                    let b = self.back_edges(f);
+                    let loops = b.bounded.len();
+                    edges.insert(f as *const Func, b);
+                    loops
+                });
                 (f as *const Func, (span, self.loop_free_of(f, span)))
             })
             .collect();
         self.entries = facts;
+        *self.settled_edges.get_mut() = edges;
+        let shared = m
+            .funcs
+            .iter()
+            .filter(|f| f.is_entry)
+            .map(|f| (f.name.as_ref(), self.tree_shared_of(f.name.as_ref())))
+            .collect();
+        self.entry_shared = shared;
     }
 
     /// Whether neither `entry` nor any function it calls has a loop (`bounded::forward_only`)
@@ -305,6 +331,12 @@ impl<'m> Info<'m> {
 
     /// [`Self::first_poll_span`], computed.
     fn first_poll_span_of(&self, entry: &'m Func<'m>) -> u64 {
+        self.first_poll_span_with(entry, || self.back_edges(entry).bounded.len())
+    }
+
+    /// [`Self::first_poll_span_of`], given how to count `entry`'s bounded loops (asked only of
+    /// an entry that loops).
+    fn first_poll_span_with(&self, entry: &'m Func<'m>, bounded: impl FnOnce() -> usize) -> u64 {
         if entry.body.is_none() {
             return 0;
         }
@@ -316,7 +348,7 @@ impl<'m> Info<'m> {
             1
         } else {
             let pi = u64::from(self.poll_interval);
-            let loops = self.back_edges(entry).bounded.len();
+            let loops = bounded();
             1 + pi * (1 + 2 * loops as u64)
         };
         match s.saturating_mul(stretches) {
@@ -382,7 +414,15 @@ impl<'m> Info<'m> {
 
     /// Module `.shared` variables the kernel `f` and its callees name, in declaration order of
     /// first use, with their static sizes (`None`: dynamic).
-    pub(crate) fn tree_shared(&self, f: &'m str) -> Vec<(&'m str, Option<u64>)> {
+    pub(crate) fn tree_shared(&self, f: &'m str) -> std::borrow::Cow<'_, [(&'m str, Option<u64>)]> {
+        match self.entry_shared.get(f) {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(self.tree_shared_of(f)),
+        }
+    }
+
+    /// [`Self::tree_shared`], worked out.
+    fn tree_shared_of(&self, f: &'m str) -> Vec<(&'m str, Option<u64>)> {
         let mut names: Vec<(&str, Option<u64>)> = Vec::new();
         let mut named: HashSet<&str> = HashSet::new();
         for g in self.tree(f) {
@@ -402,7 +442,7 @@ impl<'m> Info<'m> {
     /// function-scope ones), each aligned to 16 as an upper bound of the real layout.
     pub(crate) fn static_shared(&self, f: &'m Func<'m>) -> u64 {
         let mut total = 0u64;
-        for (_, s) in self.tree_shared(f.name.as_ref()) {
+        for (_, s) in self.tree_shared(f.name.as_ref()).iter().copied() {
             total = total.saturating_add(s.unwrap_or(0).div_ceil(16) * 16);
         }
         for s in f.body.iter().flatten() {

@@ -23,6 +23,7 @@ use super::hash::{HashMap, HashMapExt, HashSet};
 use super::allow::call_parts;
 use super::group::writes;
 use crate::ast::{Inst, Operand, Stmt, Str};
+use crate::isa::Opcode;
 use crate::small::Small;
 
 /// What the rewrite does at a back-edge, by instruction.
@@ -41,8 +42,9 @@ pub(crate) struct BackEdges<'m> {
     pub charge: HashMap<*const Inst<'m>, u32>,
 }
 
+/// A label (its name and position are in `flatten`'s marks) or an instruction.
 pub(crate) enum Item<'m> {
-    Label(&'m str),
+    Label,
     Inst(&'m Inst<'m>),
 }
 
@@ -105,13 +107,30 @@ pub(crate) struct Cfg<'m> {
     sources: MinMaxTree,
 }
 
-fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>) {
+/// Where `flatten` found the body's labels and branches, in order: the passes that need them
+/// look at these, not at every item again.
+#[derive(Default)]
+struct Marks<'m> {
+    labels: Vec<(&'m str, usize)>,
+    branches: Vec<usize>,
+}
+
+fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>, marks: &mut Marks<'m>) {
     for (k, s) in body.iter().enumerate() {
         let item = match s {
-            Stmt::Label(l, _) => Item::Label(l),
-            Stmt::Inst(i) => Item::Inst(i),
+            Stmt::Label(l, _) => {
+                marks.labels.push((l, cfg.items.len()));
+                Item::Label
+            }
+            Stmt::Inst(i) => {
+                // `op` is `opcode` looked up (the parser sets both): no names compared.
+                if matches!(i.op, Some(Opcode::Bra | Opcode::Brx)) {
+                    marks.branches.push(cfg.items.len());
+                }
+                Item::Inst(i)
+            }
             Stmt::Block(b) => {
-                flatten(b, true, cfg);
+                flatten(b, true, cfg, marks);
                 continue;
             }
             _ => continue,
@@ -259,27 +278,18 @@ impl<'m> Cfg<'m> {
             spans: Vec::new(),
             sources: MinMaxTree::default(),
         };
-        flatten(body, false, &mut cfg);
+        let mut marks = Marks::default();
+        flatten(body, false, &mut cfg, &mut marks);
         // Sized once: collecting from a filter grew (and rehashed) the map as it went.
-        let n_labels = cfg
-            .items
-            .iter()
-            .filter(|it| matches!(it, Item::Label(_)))
-            .count();
-        let mut labels: HashMap<&str, usize> = HashMap::with_capacity(n_labels);
-        for (k, it) in cfg.items.iter().enumerate() {
-            if let Item::Label(l) = it {
-                labels.insert(*l, k);
-            }
+        let mut labels: HashMap<&str, usize> = HashMap::with_capacity(marks.labels.len());
+        for &(l, k) in &marks.labels {
+            labels.insert(l, k);
         }
-        let branches: Vec<(usize, Option<Targets>)> = cfg
-            .items
+        let branches: Vec<(usize, Option<Targets>)> = marks
+            .branches
             .iter()
-            .enumerate()
-            .filter_map(|(k, it)| match it {
-                Item::Inst(i) if matches!(i.opcode.as_ref(), "bra" | "brx") => {
-                    Some((k, targets(i, &labels, tables)))
-                }
+            .filter_map(|&k| match cfg.items.get(k) {
+                Some(Item::Inst(i)) => Some((k, targets(i, &labels, tables))),
                 _ => None,
             })
             .collect();
@@ -305,7 +315,13 @@ impl<'m> Cfg<'m> {
                 (*k, span)
             })
             .collect();
-        let mut sources = MinMaxTree::new(cfg.items.len());
+        // Only `counter` asks the tree, and only of a back-edge: a body without one (most
+        // functions) needs none.
+        let mut sources = MinMaxTree::new(if cfg.back.is_empty() {
+            0
+        } else {
+            cfg.items.len()
+        });
         for (k, t) in &branches {
             match t {
                 None => {
@@ -328,9 +344,11 @@ impl<'m> Cfg<'m> {
 
     /// The instructions strictly inside the loop `[h, b]`.
     pub(crate) fn body(&self, (h, b): (usize, usize)) -> impl Iterator<Item = &'m Inst<'m>> + '_ {
-        self.items[h + 1..b].iter().filter_map(|it| match it {
+        // Empty for `h == b` (a branch to an unknown target at position 0: see `counter`).
+        let inside = self.items.get(h + 1..b).unwrap_or_default();
+        inside.iter().filter_map(|it| match it {
             Item::Inst(j) => Some(*j),
-            Item::Label(_) => None,
+            Item::Label => None,
         })
     }
 
@@ -342,7 +360,9 @@ impl<'m> Cfg<'m> {
         i: &'m Inst<'m>,
         call_ok: &dyn Fn(&Inst) -> bool,
     ) -> Option<Counter<'m>> {
-        if i.opcode != "bra" {
+        // A back-edge whose target is unknown counts from position 0: a branch there (a
+        // guarded `bra` to a label the body lacks, before the allow-list refuses it) is no loop.
+        if i.opcode != "bra" || h >= b {
             return None;
         }
         let (p, neg) = i.guard.as_ref()?;
@@ -379,13 +399,13 @@ impl<'m> Cfg<'m> {
         // The branch's basic block: from the last label before it.
         let start = (h..b)
             .rev()
-            .find(|&k| matches!(self.items[k], Item::Label(_)))
+            .find(|&k| matches!(self.items[k], Item::Label))
             .unwrap_or(h);
         let block: Vec<&Inst> = self.items[start + 1..b]
             .iter()
             .filter_map(|it| match it {
                 Item::Inst(j) => Some(*j),
-                Item::Label(_) => None,
+                Item::Label => None,
             })
             .collect();
         let last_def = |before: usize, reg: &str| {
@@ -513,7 +533,7 @@ pub(crate) fn analyse<'m>(
         .copied()
         .filter(|&(b, _)| match cfg.items[b] {
             Item::Inst(i) => !out.bounded.contains(&(i as *const Inst)),
-            Item::Label(_) => true,
+            Item::Label => true,
         })
         .collect();
     let enclosed = looped(&others);

@@ -13,10 +13,12 @@
 //!   can only point inside one static variable (statics.rs, bounds.rs).
 
 use super::print::O;
-use super::rewrite::{Fx, R, imm, sreg};
+use super::rewrite::{Fx, R, imm, numbered, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
+use crate::isa::Opcode;
+use crate::small::Small;
 
 /// Where an access goes, from its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,21 +38,37 @@ pub(super) enum Src<'m> {
     Sym(&'m str, i64),
 }
 
-const SPACES: &[&str] = &[
-    "global",
-    "shared",
-    "shared::cta",
-    "local",
-    "const",
-    "param",
-    "param::entry",
-    "param::func",
-];
-const SEM: &[&str] = &[
-    "weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio", "cta", "gpu",
-    "sys", "cluster",
-];
-const HINTS: &[&str] = &["ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"];
+// The modifier kinds `respace` tells apart, as matches (a length switch, then a compare or
+// two), not scans of name lists: every fenced access asks them of each of its modifiers.
+fn is_space(m: &str) -> bool {
+    matches!(m, "global" | "local" | "const")
+        || matches!(m, "shared" | "shared::cta")
+        || matches!(m, "param" | "param::entry" | "param::func")
+}
+
+fn is_sem(m: &str) -> bool {
+    matches!(
+        m,
+        "weak"
+            | "volatile"
+            | "relaxed"
+            | "acquire"
+            | "release"
+            | "acq_rel"
+            | "sc"
+            | "mmio"
+            | "cta"
+            | "gpu"
+            | "sys"
+            | "cluster"
+    )
+}
+
+fn is_hint(m: &str) -> bool {
+    matches!(m, "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc")
+        || m.starts_with("L1::")
+        || m.starts_with("L2::")
+}
 
 fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     Err(Error::Refused {
@@ -109,23 +127,27 @@ fn width(i: &Inst) -> R<u64> {
     Ok(w)
 }
 
-/// The modifiers with `sp` as state space; hints that only global memory takes and (for local)
-/// memory-model qualifiers are dropped.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Vec<Str<'a>> {
+/// The modifiers with `sp` as state space, right after the leading memory-model qualifiers;
+/// hints that only global memory takes and (for local) memory-model qualifiers are dropped.
+/// Kept inline (a few): a list per fenced access was an allocation each.
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
     let strip_hints = sp != "global";
     let strip_sem = sp == "local";
-    let mut v: Vec<Str<'a>> = mods
+    let kept = mods
         .iter()
-        .filter(|m| !SPACES.contains(&m.as_ref()))
-        .filter(|m| {
-            !strip_hints
-                || !(HINTS.contains(&m.as_ref()) || m.starts_with("L1::") || m.starts_with("L2::"))
-        })
-        .filter(|m| !strip_sem || !SEM.contains(&m.as_ref()))
-        .cloned()
-        .collect();
-    let at = v.iter().take_while(|m| SEM.contains(&m.as_ref())).count();
-    v.insert(at, Str::Borrowed(sp));
+        .filter(|m| !(is_space(m) || strip_hints && is_hint(m) || strip_sem && is_sem(m)));
+    let mut v = Small::new();
+    let mut placed = false;
+    for m in kept {
+        if !placed && !is_sem(m) {
+            v.push(Str::Borrowed(sp));
+            placed = true;
+        }
+        v.push(m.clone());
+    }
+    if !placed {
+        v.push(Str::Borrowed(sp));
+    }
     v
 }
 
@@ -140,9 +162,9 @@ pub(super) fn pred<'a>(g: &(Str<'a>, bool)) -> Operand<'a> {
 impl<'m> Fx<'_, 'm> {
     /// State space, width and address operand index of a memory instruction.
     pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
-        let at = usize::from(!matches!(i.opcode.as_ref(), "st" | "red"));
+        let at = usize::from(!matches!(i.op, Some(Opcode::St | Opcode::Red)));
         let mut sp = space(i)?;
-        if sp == Sp::Generic && i.opcode == "ldu" {
+        if sp == Sp::Generic && i.op == Some(Opcode::Ldu) {
             // ldu reads global memory only; a generic address must point there.
             sp = Sp::Global;
         }
@@ -161,7 +183,7 @@ impl<'m> Fx<'_, 'm> {
         if self.member(i, sp, at, out) {
             return Ok(());
         }
-        let is_atomic = matches!(i.opcode.as_ref(), "atom" | "red");
+        let is_atomic = matches!(i.op, Some(Opcode::Atom | Opcode::Red));
         if !is_atomic && i.operands.len() != 2 {
             return refused(
                 i.line,
@@ -325,7 +347,7 @@ impl<'m> Fx<'_, 'm> {
         let w = size as u64;
         let n = self.ngroups;
         self.ngroups += 1;
-        let (g, q) = (format!("g{n}"), format!("gq{n}"));
+        let (g, q) = (numbered("g", n.into()), numbered("gq", n.into()));
         match src_of(self, sb, *soff) {
             Src::Sym(name, off) => {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
@@ -348,7 +370,7 @@ impl<'m> Fx<'_, 'm> {
         let mut j = i.clone();
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
-        j.operands[1] = Operand::Addr(Some(format!("%__sbx_{g}").into()), 0);
+        j.operands[1] = Operand::Addr(Some(numbered("%__sbx_g", n.into()).into()), 0);
         out.push(O::new(Stmt::Inst(j)));
         Ok(())
     }
@@ -369,7 +391,7 @@ impl<'m> Fx<'_, 'm> {
     fn direct(&self, out: &mut Vec<O<'m>>, i: &Inst<'m>, sp: &'static str, was: Sp) {
         let mut j = i.clone();
         if was == Sp::Generic {
-            j.mods = respace(&i.mods, sp).into();
+            j.mods = respace(&i.mods, sp);
         }
         out.push(O::new(Stmt::Inst(j)));
     }
@@ -484,8 +506,14 @@ impl<'m> Fx<'_, 'm> {
         let on_p = Some(("%__sbx_p".into(), false));
         self.fault(out, on_p.clone());
         for (r, bits) in dests {
-            let ty = format!("b{bits}");
-            self.emit(out, on_p.clone(), "mov", &[&ty], &[r, imm(0)]);
+            let ty = match bits {
+                8 => Str::Borrowed("b8"),
+                16 => Str::Borrowed("b16"),
+                32 => Str::Borrowed("b32"),
+                64 => Str::Borrowed("b64"),
+                _ => Str::Owned(numbered("b", bits.into())),
+            };
+            self.emit(out, on_p.clone(), "mov", &[ty.as_ref()], &[r, imm(0)]);
         }
         let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
         let run = Some(("%__sbx_q".into(), false));
@@ -709,25 +737,34 @@ mod tests {
 
     #[test]
     fn respace_puts_the_space_after_memory_model_qualifiers() {
+        let respaced = |m: &[&'static str], sp| respace(&s(m), sp).into_vec();
         assert_eq!(
-            respace(&s(&["volatile", "u32"]), "shared"),
+            respaced(&["volatile", "u32"], "shared"),
             s(&["volatile", "shared", "u32"])
         );
         assert_eq!(
-            respace(&s(&["volatile", "u32"]), "local"),
+            respaced(&["volatile", "u32"], "local"),
             s(&["local", "u32"])
         );
         assert_eq!(
-            respace(&s(&["relaxed", "gpu", "add", "u32"]), "global"),
+            respaced(&["relaxed", "gpu", "add", "u32"], "global"),
             s(&["relaxed", "gpu", "global", "add", "u32"])
         );
         assert_eq!(
-            respace(&s(&["global", "nc", "v4", "f32"]), "global"),
+            respaced(&["global", "nc", "v4", "f32"], "global"),
             s(&["global", "nc", "v4", "f32"])
         );
         assert_eq!(
-            respace(&s(&["const", "cs", "f32"]), "shared"),
+            respaced(&["const", "cs", "f32"], "shared"),
             s(&["shared", "f32"])
+        );
+        assert_eq!(
+            respaced(&["relaxed", "sys", "local", "u32"], "local"),
+            s(&["local", "u32"])
+        );
+        assert_eq!(
+            respaced(&["acquire", "gpu"], "global"),
+            s(&["acquire", "gpu", "global"])
         );
     }
 }

@@ -7,7 +7,7 @@
 
 use super::fence::{Sp, Src};
 use super::print::O;
-use super::rewrite::{Fx, R, sreg};
+use super::rewrite::{Fx, R, numbered, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
 
@@ -46,8 +46,8 @@ fn writes_first(i: &Inst) -> bool {
 /// A call's return list: `call (%r4), f, (…)` to a `.func (.reg .b32 %res) f(…)` writes `%r4`
 /// (`call` is no instruction that writes its first operand, so this is asked first).
 fn call_returns<'i, 'a>(i: &'i Inst<'a>) -> Option<&'i Operand<'a>> {
-    match (i.opcode.as_ref(), i.operands.first()) {
-        ("call", Some(o @ Operand::List(_))) => Some(o),
+    match (i.op, i.operands.first()) {
+        (Some(Opcode::Call), Some(o @ Operand::List(_))) => Some(o),
         _ => None,
     }
 }
@@ -79,6 +79,14 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
         return;
     }
     let start = out.len();
+    // Nearly every instruction writes one register, named first, and has no pair: pushed as
+    // it is, with nothing to compare it against.
+    if let [Operand::Name(x), rest @ ..] = i.operands.as_slice()
+        && !rest.iter().any(|o| matches!(o, Operand::Pair(..)))
+    {
+        out.push(x);
+        return;
+    }
     let pairs = i.operands.iter().filter(|o| matches!(o, Operand::Pair(..)));
     for o in i.operands.first().into_iter().chain(pairs) {
         names(o, start, out);
@@ -142,11 +150,14 @@ impl<'m> Fx<'_, 'm> {
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_ref());
         for s in rest {
             let Stmt::Inst(j) = s else { break };
-            if matches!(j.opcode.as_ref(), "bra" | "brx" | "call" | "ret" | "exit") {
+            // By `op`, `opcode` looked up (the parser sets both): no names compared per
+            // instruction of the run.
+            use Opcode::{Atom, Bra, Brx, Call, Exit, Ld, Ldu, Red, Ret, St};
+            if matches!(j.op, Some(Bra | Brx | Call | Ret | Exit)) {
                 break;
             }
             let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
-            if matches!(j.opcode.as_ref(), "ld" | "ldu" | "st" | "atom" | "red")
+            if matches!(j.op, Some(Ld | Ldu | St | Atom | Red))
                 && j.guard == i.guard
                 && j.operands.iter().take(2).any(same_base)
                 && let Ok((sp2, w2, at2)) = Self::classify(j)
@@ -159,7 +170,7 @@ impl<'m> Fx<'_, 'm> {
                     .max(o2.saturating_add(wi))
                     .checked_sub(lo.min(*o2))
                     .is_some_and(|span| span <= MAX_SPAN)
-                && !(sp == Sp::Local && matches!(j.opcode.as_ref(), "atom" | "red"))
+                && !(sp == Sp::Local && matches!(j.op, Some(Atom | Red)))
             {
                 members.push((j, *o2));
                 lo = lo.min(*o2);
@@ -174,7 +185,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let n = self.ngroups;
         self.ngroups += 1;
-        let (g, span) = (format!("g{n}"), (hi - lo) as u64);
+        let (g, span) = (numbered("g", n.into()), (hi - lo) as u64);
         self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
         let (space, guard) = match sp {
             Sp::Shared | Sp::Local => {
@@ -183,7 +194,7 @@ impl<'m> Fx<'_, 'm> {
                 } else {
                     ("llo", "lhi")
                 };
-                let q = format!("gq{n}");
+                let q = numbered("gq", n.into());
                 let mut guard = self.window_into(out, &g, &q, w, span, i.guard.as_ref(), win);
                 // A run of shared loads out of the window reads from its start instead of being
                 // skipped (as a single load does, window.rs): predicated loads are ones ptxas
@@ -215,7 +226,7 @@ impl<'m> Fx<'_, 'm> {
                 ("global", i.guard.clone())
             }
         };
-        let reg = format!("%__sbx_{g}");
+        let reg = numbered("%__sbx_g", n.into());
         self.access_at(
             out,
             i,

@@ -219,7 +219,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let tokens = crate::lex::lex(ptx)?;
     let mut module = crate::parse::parse(&tokens)?;
     let fast = if policy.version_loops {
-        version::apply(&mut module, policy.poll_interval)
+        version::apply(&mut module, ptx, policy.poll_interval)
     } else {
         Default::default()
     };
@@ -268,9 +268,13 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let size = funcs
         .iter()
         .map(|(r, shared)| {
-            let start = r.body.as_ref().map_or(0, |(s, _)| print::size_hint(s));
-            let copies = 1 + usize::from(r.copy.is_some());
-            copies * (start + shared.as_ref().map_or(0, print::Shared::len) + 512)
+            let body = shared.as_ref().map_or(0, print::Shared::len) + 512;
+            let start = |copy| {
+                r.body
+                    .as_ref()
+                    .map_or(0, |(s, _)| print::start_hint(s, copy))
+            };
+            start(false) + body + r.copy.as_ref().map_or(0, |_| start(true) + body)
         })
         .sum::<usize>();
     if size > policy.max_output_bytes {
@@ -296,9 +300,8 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         };
         text.push('\n');
         print::rewritten(&mut text, &r.head, body, false)?;
-        if let Some((head, start)) = &r.copy {
+        if let Some(head) = &r.copy {
             text.push('\n');
-            let body = body.map(|(_, b)| (start.as_slice(), b));
             print::rewritten(&mut text, head, body, true)?;
         }
     }
@@ -311,10 +314,10 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
 
 /// The name of `entry`'s skip copy, when its launches may skip the entry read at all and the
 /// name is free in the module.
-fn skip_copy_name(
+fn skip_copy_name<'m>(
     module: &ast::Module,
-    entry: &ast::Func,
-    info: &allow::Info<'_>,
+    entry: &'m ast::Func<'m>,
+    info: &allow::Info<'m>,
 ) -> Option<String> {
     if !info.may_skip_entry_read(entry) {
         return None;

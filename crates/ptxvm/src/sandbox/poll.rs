@@ -112,6 +112,13 @@ pub(crate) struct Head {
 /// (`sandbox` refuses any other interval), each built at its first use.
 static HEADS: [[OnceLock<Head>; 32]; 2] = [const { [const { OnceLock::new() }; 32] }; 2];
 
+/// One [`Fx::poll_text`], with the interval it was built for.
+type PollText = OnceLock<(u32, Option<String>)>;
+
+/// Every [`Fx::poll_text`]: by [`OnAbort`], then by the poll interval's power of two, each
+/// built at its first use.
+static POLLS: [[PollText; 32]; 2] = [const { [const { OnceLock::new() }; 32] }; 2];
+
 /// The [`Head`] of an entry's (`is_entry`) or a device function's prologue.
 pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Cow<'static, Head> {
     let slot = &HEADS[usize::from(is_entry)][poll_interval.trailing_zeros() as usize % 32];
@@ -188,8 +195,8 @@ impl<'m> Fx<'_, 'm> {
             let mut shared: Vec<(String, Option<u64>)> = self
                 .info
                 .tree_shared(self.f.name.as_ref())
-                .into_iter()
-                .map(|(n, s)| (n.to_string(), s))
+                .iter()
+                .map(|&(n, s)| (n.to_string(), s))
                 .collect();
             shared.extend(sized(&self.shared_fn));
             self.window(&mut out, &shared, "slo", "shi");
@@ -201,14 +208,14 @@ impl<'m> Fx<'_, 'm> {
             // epoch is read here and compared before the first instruction that could write
             // memory, branch or sync (`entry_check`), so its latency overlaps the kernel's own
             // parameter and address arithmetic and first loads instead of preceding them.
-            if self.skip_copy {
-                // `%__sbx_e` keeps the launch's epoch: the first poll reads the block's.
-            } else if self.info.loop_free(self.f) {
-                self.loop_free_entry_read(&mut out);
-            } else if self.info.may_skip_entry_read(self.f) {
-                self.skippable_entry_read(&mut out);
+            // The skip copy leaves the read out (`O::Kernel`): its `%__sbx_e` keeps the
+            // launch's epoch, and its first poll reads the block's.
+            if self.has_copy {
+                let mut read = Vec::new();
+                self.entry_read(&mut read);
+                out.push(O::Kernel(read));
             } else {
-                self.read_epoch(&mut out);
+                self.entry_read(&mut out);
             }
         } else if !self.locals.is_empty() {
             // The local window is the caller's (pointers to its locals may be passed in)
@@ -475,11 +482,38 @@ impl<'m> Fx<'_, 'm> {
         let skip = self.label();
         let p = Some(("%__sbx_p".into(), false));
         self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone().into())]);
+        match self.poll_text(on_abort) {
+            Some(text) => Self::with_text(out, |t| t.push_str(text)),
+            None => self.poll(out, on_abort),
+        }
+        out.push(O::new(Stmt::Label(skip.into(), self.line)));
+    }
+
+    /// The poll a count that ran out makes: the count reset, the epoch read and compared.
+    fn poll(&self, out: &mut Vec<O<'m>>, on_abort: OnAbort) {
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.read_epoch(out);
         self.compare_epoch_then(out, true, on_abort);
-        out.push(O::new(Stmt::Label(skip.into(), self.line)));
+    }
+
+    /// [`Self::poll`] as text, built once per process for each way to stop and power-of-two
+    /// poll interval (`sandbox` refuses any other) rather than printed again at every
+    /// back-edge; `None` for an interval without its own slot.
+    fn poll_text(&self, on_abort: OnAbort) -> Option<&'static str> {
+        let n = self.info.poll_interval;
+        let slot = &POLLS[on_abort as usize][n.trailing_zeros() as usize % 32];
+        let (built_for, text) = slot.get_or_init(|| {
+            let mut made = Vec::with_capacity(1);
+            self.poll(&mut made, on_abort);
+            // Instructions only, so one text; anything else is printed each time instead.
+            let text = match made.as_slice() {
+                [O::Text(t)] => Some(t.clone()),
+                _ => None,
+            };
+            (n, text)
+        });
+        text.as_deref().filter(|_| *built_for == n)
     }
 
     /// The poll itself: reads the control block's epoch and exits the thread when it is not
@@ -491,6 +525,17 @@ impl<'m> Fx<'_, 'm> {
     fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
         self.read_epoch(out);
         self.compare_epoch(out, report);
+    }
+
+    /// The entry's read of the abort epoch, in the form its kind of kernel takes.
+    fn entry_read(&mut self, out: &mut Vec<O<'m>>) {
+        if self.info.loop_free(self.f) {
+            self.loop_free_entry_read(out);
+        } else if self.info.may_skip_entry_read(self.f) {
+            self.skippable_entry_read(out);
+        } else {
+            self.read_epoch(out);
+        }
     }
 
     /// A loop-free kernel's entry read, which a launch skips when it says so

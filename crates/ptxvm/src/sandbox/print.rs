@@ -20,7 +20,8 @@ pub(crate) enum O<'m> {
     /// Instructions the rewriter made, already printed (one per line).
     Text(String),
     /// What only an entry prints, not its skip copy, which shares the rest of its rewritten
-    /// body (`rewrite::func`): the epoch compares the entry defers into its body.
+    /// prologue and body (`rewrite::func`): the epoch read at entry, and the compares the entry
+    /// defers into its body.
     Kernel(Vec<O<'m>>),
     /// What only the skip copy prints: the statement that closes a block ending in a label
     /// once the copy leaves out the kernel's compare after it.
@@ -99,6 +100,19 @@ pub(crate) fn size_hint(body: &[O<'_>]) -> usize {
             O::Text(t) => t.len(),
             O::Block(b) | O::Kernel(b) | O::Copy(b) => size_hint(b) + 8,
             O::Inst(_) | O::Stmt(_) | O::New(_) => 40,
+        })
+        .sum()
+}
+
+/// [`size_hint`] of a function's start (what precedes its body) as the entry prints it, or as
+/// its skip copy does (`copy`), which leaves out the entry's epoch read (`O::Kernel`).
+pub(crate) fn start_hint(start: &[O<'_>], copy: bool) -> usize {
+    start
+        .iter()
+        .map(|o| match o {
+            O::Kernel(_) if copy => 0,
+            O::Kernel(b) => size_hint(b),
+            o => size_hint(std::slice::from_ref(o)),
         })
         .sum()
 }
@@ -442,7 +456,7 @@ fn decimal(out: &mut String, v: i64) {
 }
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
-fn unsigned(out: &mut String, mut n: u64) {
+pub(crate) fn unsigned(out: &mut String, mut n: u64) {
     // Most numbers printed are one or two digits (offsets, counts, widths): pushed directly.
     if n < 100 {
         if n >= 10 {

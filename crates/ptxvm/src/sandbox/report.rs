@@ -8,6 +8,7 @@
 use super::print::O;
 use super::rewrite::{Fx, imm, sreg};
 use crate::ast::{Operand, Str};
+use crate::isa::Opcode;
 
 impl<'m> Fx<'_, 'm> {
     /// Notes a fenced access in `%__sbx_f` (one predicated move); `report` stores it in the
@@ -54,7 +55,7 @@ impl<'m> Fx<'_, 'm> {
             let old = std::mem::replace(body, Vec::with_capacity(2 * body.len()));
             for o in old {
                 match o {
-                    O::Inst(i) if matches!(i.opcode.as_ref(), "ret" | "exit") => {
+                    O::Inst(i) if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) => {
                         fx.report(body);
                         body.push(o);
                     }

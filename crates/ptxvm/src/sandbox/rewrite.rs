@@ -24,6 +24,18 @@ pub(crate) fn sreg(n: &str) -> Operand<'static> {
     Operand::Name(super::poll::sreg_name(n))
 }
 
+/// `prefix` then `n` in decimal, as `format!("{prefix}{n}")` spells it: the rewrite names a
+/// register or label so for every group, window count and poll, and the formatting machinery
+/// cost several times the rest.
+pub(crate) fn numbered(prefix: &str, n: u64) -> String {
+    // Sized exactly: thousands of these names live until the module is printed.
+    let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
+    let mut s = String::with_capacity(prefix.len() + digits);
+    s.push_str(prefix);
+    super::print::unsigned(&mut s, n);
+    s
+}
+
 /// Prints a new instruction as one line of `t`.
 pub(crate) fn emit_line(
     t: &mut String,
@@ -50,9 +62,10 @@ pub(crate) struct Fx<'a, 'm> {
     /// Rewritten as a lean function: it keeps no count, so its lean calls count nothing (its
     /// span bounds it). `lean::reads_hidden` asks this of every candidate.
     lean: bool,
-    /// An entry's skip copy (`SandboxedKernel::skip_copy`): no epoch read at entry and no
-    /// compare before the first store; its loops and callees poll as usual.
-    pub skip_copy: bool,
+    /// An entry that has a skip copy (`SandboxedKernel::skip_copy`): the copy shares its
+    /// prologue but for the epoch read at entry, which goes in an `O::Kernel` (the copy, like
+    /// the compares before the first store, leaves it out; its loops and callees poll as usual).
+    pub has_copy: bool,
     /// Register name → type, for exact names; `%r<5>` ranges as prefix → (count, type).
     regs: NameMap<'m, &'m str>,
     ranges: NameMap<'m, (u32, &'m str)>,
@@ -112,17 +125,18 @@ pub(crate) struct Rewritten<'m> {
     pub head: Func<'m>,
     /// For a definition: the declarations, prologue and static registers, then the body.
     pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
-    /// The skip copy's header and what precedes its body, which is the kernel's but for the
-    /// kernel's deferred epoch compares (`O::Kernel`, `O::Copy`).
-    pub copy: Option<(Func<'m>, Vec<O<'m>>)>,
+    /// The skip copy's header. Its prologue and body are the kernel's but for what only the
+    /// kernel prints (`O::Kernel`: the entry's epoch read and deferred compares) and what only
+    /// the copy prints (`O::Copy`).
+    pub copy: Option<Func<'m>>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
 /// (`Info::lean`) keeps its signature and gets no prologue: it reads no hidden value.
 ///
 /// With `copy_as`, also an entry's skip copy under that name (`SandboxedKernel::skip_copy`).
-/// The two differ only in their prologues and in the compares the kernel defers into its body,
-/// so the body is rewritten once for both.
+/// The two differ only in the kernel's epoch read at entry and the compares it defers into its
+/// body, so the prologue and body are rewritten once for both.
 pub(crate) fn func<'m>(
     info: &Info<'m>,
     f: &'m Func<'m>,
@@ -157,26 +171,17 @@ pub(crate) fn func<'m>(
         });
     };
     let (mut fx, body) = rewrite_body(info, f, b, lean)?;
-    let after_body = fx.nlabel;
+    fx.has_copy = copy_as.is_some();
     let start = fx.start(b)?;
-    let copy = match copy_as {
-        Some(name) => {
-            // The copy's prologue as if its body had just been rewritten on its own.
-            fx.skip_copy = true;
-            fx.nlabel = after_body;
-            let copy_head = Func {
-                name: name.to_string().into(),
-                params: head.params.clone(),
-                rets: head.rets.clone(),
-                linkage: head.linkage.clone(),
-                attrs: head.attrs.clone(),
-                body: None,
-                ..head
-            };
-            Some((copy_head, fx.start(b)?))
-        }
-        None => None,
-    };
+    let copy = copy_as.map(|name| Func {
+        name: name.to_string().into(),
+        params: head.params.clone(),
+        rets: head.rets.clone(),
+        linkage: head.linkage.clone(),
+        attrs: head.attrs.clone(),
+        body: None,
+        ..head
+    });
     Ok(Rewritten {
         head,
         body: Some((start, body)),
@@ -243,7 +248,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         info,
         f,
         lean,
-        skip_copy: false,
+        has_copy: false,
         regs: NameMap::default(),
         ranges: NameMap::default(),
         locals: HashMap::new(),
@@ -492,7 +497,7 @@ impl<'m> Fx<'_, 'm> {
     /// A fresh label name.
     pub(crate) fn label(&mut self) -> String {
         self.nlabel += 1;
-        format!("$__sbx_L{}", self.nlabel)
+        numbered("$__sbx_L", self.nlabel.into())
     }
 
     /// `brx.idx index, table`: a back-edge when the table names an earlier label (then polled,

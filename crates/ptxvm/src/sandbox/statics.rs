@@ -15,6 +15,7 @@ use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::group::written_regs;
 use crate::ast::{Inst, Operand, Stmt};
+use crate::isa::Opcode;
 
 /// Most offsets one register may have.
 const MAX_VALUES: usize = 64;
@@ -33,20 +34,25 @@ enum Def<'m> {
 
 /// How `i` sets `r`, if it is one of the static forms.
 fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'m>> {
+    // Only a `mov` or an `add` is one (most instructions are neither: one compare rejects them).
+    if !matches!(i.op, Some(Opcode::Mov | Opcode::Add)) {
+        return None;
+    }
     let wide = i.mods.len() == 1 && matches!(i.mods[0].as_ref(), "u64" | "s64" | "b64");
     if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if d == r) {
         return None;
     }
-    match (i.opcode.as_ref(), &i.operands[1..]) {
-        ("mov", [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
+    match (i.op, &i.operands[1..]) {
+        (Some(Opcode::Mov), [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
             Some(Def::Var(v.as_ref()))
         }
-        ("mov", [Operand::Name(s)]) if s.starts_with('%') => Some(Def::Reg(s.as_ref(), 0)),
-        ("add", [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)])
-            if s.starts_with('%') =>
-        {
-            Some(Def::Reg(s.as_ref(), *k))
+        (Some(Opcode::Mov), [Operand::Name(s)]) if s.starts_with('%') => {
+            Some(Def::Reg(s.as_ref(), 0))
         }
+        (
+            Some(Opcode::Add),
+            [Operand::Name(s), Operand::Int(k)] | [Operand::Int(k), Operand::Name(s)],
+        ) if s.starts_with('%') => Some(Def::Reg(s.as_ref(), *k)),
         _ => None,
     }
 }
@@ -95,31 +101,26 @@ pub(crate) fn analyse<'m>(
     if locals.is_empty() {
         return HashMap::new();
     }
-    let mut all = Vec::new();
+    let mut all = Vec::with_capacity(body.len());
     insts(body, &mut all);
     let mut shadowed = Vec::new();
     nested(body, 0, &mut shadowed);
-    // Candidates: registers that some instruction sets to a variable's address.
+    // Candidates: registers that some instruction sets to a variable's address. With them,
+    // in the same pass, the copies and constant adds through which the candidates grow: those
+    // instructions found once, then only they are gone over again (in order) until nothing
+    // grows.
     let mut defs: HashMap<&'m str, Vec<Def<'m>>> = HashMap::new();
+    let mut copies: Vec<(&'m str, &'m str)> = Vec::new();
     for i in &all {
-        if let Some(Operand::Name(r)) = i.operands.first()
-            && let Some(Def::Var(v)) = def_of(i, r, locals)
-        {
-            defs.entry(r.as_ref()).or_default().push(Def::Var(v));
+        let Some(Operand::Name(r)) = i.operands.first() else {
+            continue;
+        };
+        match def_of(i, r, locals) {
+            Some(Def::Var(v)) => defs.entry(r.as_ref()).or_default().push(Def::Var(v)),
+            Some(Def::Reg(s, _)) => copies.push((r.as_ref(), s)),
+            None => {}
         }
     }
-    // Grow the candidates through copies and constant adds: those instructions found once,
-    // then only they are gone over again (in order) until nothing grows.
-    let copies: Vec<(&'m str, &'m str)> = all
-        .iter()
-        .filter_map(|i| match i.operands.first() {
-            Some(Operand::Name(r)) => match def_of(i, r, locals) {
-                Some(Def::Reg(s, _)) => Some((r.as_ref(), s)),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
     loop {
         let mut grew = false;
         for &(r, s) in &copies {

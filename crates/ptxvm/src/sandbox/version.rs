@@ -54,10 +54,15 @@ struct Plan {
     bits: u32,
 }
 
-/// Versions every eligible loop of `m`; gives the fast copies' header labels.
-pub(crate) fn apply(m: &mut Module<'_>, poll_interval: u32) -> HashSet<String> {
+/// Versions every eligible loop of `m`, parsed from `text`; gives the fast copies' header
+/// labels.
+pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashSet<String> {
     let mut fast = HashSet::new();
-    if m.vars.iter().any(|v| v.name.contains(MARK)) {
+    // Every name of the tree is a piece of the text, or two joined by a dot (`%tid .x`), which
+    // no mark contains: a text without the mark names nothing that has it, and its functions'
+    // names need no look (most of this pass's time in a function with a loop to version).
+    let marked = text.contains(MARK);
+    if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
         return fast;
     }
     let mut n = 0u32;
@@ -68,11 +73,13 @@ pub(crate) fn apply(m: &mut Module<'_>, poll_interval: u32) -> HashSet<String> {
         // Most functions have no loop to version, and then need no look through every name.
         let plans = plan(body);
         if plans.is_empty()
-            || f.params
-                .iter()
-                .chain(&f.rets)
-                .any(|p| p.name.contains(MARK))
-            || any_name(body, &|s| s.contains(MARK))
+            || marked
+                && (f
+                    .params
+                    .iter()
+                    .chain(&f.rets)
+                    .any(|p| p.name.contains(MARK))
+                    || any_name(body, &|s| s.contains(MARK)))
         {
             continue;
         }

@@ -6,7 +6,7 @@
 
 use super::fence::Src;
 use super::print::O;
-use super::rewrite::{Fx, R, imm, sreg};
+use super::rewrite::{Fx, R, imm, numbered, sreg};
 use crate::ast::{Inst, Operand, Str};
 
 impl<'m> Fx<'_, 'm> {
@@ -42,7 +42,7 @@ impl<'m> Fx<'_, 'm> {
     ) -> Option<(Str<'m>, bool)> {
         let a = sreg(dst);
         let o = sreg("o");
-        let qname = format!("%__sbx_{q}");
+        let qname = ["%__sbx_", q].concat();
         let q = sreg(q);
         let shared = lo == "slo";
         let lo32 = sreg(if shared { "sl" } else { "ll" });
@@ -55,7 +55,8 @@ impl<'m> Fx<'_, 'm> {
             }
             None => {
                 self.spans.borrow_mut().insert((shared, span));
-                sreg(&format!("{}n{span}", if shared { 's' } else { 'l' }))
+                let prefix = if shared { "%__sbx_sn" } else { "%__sbx_ln" };
+                Operand::Name(numbered(prefix, span).into())
             }
         };
         self.emit(

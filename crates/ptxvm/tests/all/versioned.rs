@@ -294,3 +294,20 @@ fn a_module_that_names_what_versioning_adds_is_left_unversioned() {
     let (s, _) = load_sandboxed(&ptx(&declared));
     assert!(!s.ptx.contains("$gpuhost_v"), "{}", s.ptx);
 }
+
+/// A guarded branch to a label the body lacks, as the body's first instruction, is a back-edge
+/// (its target unknown) from position 0 to position 0: both loop finders, versioning's and
+/// the poll's, took it for a loop and cut its body out of the function past its end, a panic
+/// on a guest's text. It is no loop: whatever the rewrite answers, it answers.
+#[test]
+fn a_first_branch_to_a_missing_label_is_no_loop() {
+    let text = ptx(".visible .entry k(.param .u64 o)\n{\n.reg .pred %p<2>;\n\
+                    @%p1 bra NOWHERE;\nret;\n}\n");
+    for version_loops in [true, false] {
+        let policy = ptxvm::sandbox::Policy {
+            version_loops,
+            ..Default::default()
+        };
+        let _ = ptxvm::sandbox::sandbox(&text, &policy);
+    }
+}
