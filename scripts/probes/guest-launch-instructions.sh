@@ -72,7 +72,7 @@ def parse(path):
                 anon += cost
     return own, incl, edge, total, anon
 
-HOST = r"HostStream for .*CudaCtxView.*>::(launch|enqueue)$"
+HOST = r"HostStream for .*CudaCtxView.*>::(launch|enqueue)$|CudaCtxView>::launch_args$"
 ENTRY = "wasmtime::runtime::component::func::host::HostFn::entrypoint"
 # What wasmtime's import entry calls that is not the crossing: the host function itself, and
 # an async import's wait (synchronize: the fiber and the executor).

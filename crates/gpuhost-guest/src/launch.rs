@@ -1,62 +1,77 @@
 //! A launch builder: geometry plus a typed argument list, enqueued on a stream.
 
-use arrayvec::ArrayVec;
+use std::marker::PhantomData;
 
+use crate::launch_abi::{self, ArgSlot};
 use crate::{
-    Arg, BoundLaunch, DeviceBuffer, Dim3, Error, Kernel, LaunchConfig, Pod, Result, Stream,
+    Arg, BoundLaunch, Buffer, DeviceBuffer, Dim3, Error, Kernel, LaunchConfig, Pod, Result, Stream,
 };
 
 /// Arguments a [`Launch`] keeps without a heap allocation (more spill to the heap): the host
 /// keeps as many inline when it converts them.
 const INLINE_ARGS: usize = 8;
 
-/// A launch's arguments: inline up to [`INLINE_ARGS`], on the heap beyond. Not a `SmallVec`:
-/// smallvec 1 is invariant in its item, so a `Launch<'_>` could no longer be shortened to the
-/// borrow of a buffer added later (`|l: Launch<'_>| l.buffer(&buf)`), which guests do.
-enum Args<'a> {
-    Inline(ArrayVec<Arg<'a>, INLINE_ARGS>),
-    Heap(Vec<Arg<'a>>),
+/// A launch's arguments, each kept lowered as the canonical ABI lays out a WIT `arg` (launch_abi.rs):
+/// enqueuing hands the host this list as it is, with nothing converted per launch. Inline up to
+/// [`INLINE_ARGS`], on the heap beyond. Not a `SmallVec` (nor an `ArrayVec`, whose methods a
+/// guest built for size calls rather than inlines): smallvec 1 is invariant in its item, so a
+/// `Launch<'_>` could no longer be shortened to the borrow of a buffer added later
+/// (`|l: Launch<'_>| l.buffer(&buf)`), which guests do.
+struct Args<'a> {
+    inline: [ArgSlot; INLINE_ARGS],
+    /// How many arguments there are: the first ones of `inline` while they fit, else all of
+    /// `spilled`.
+    len: usize,
+    spilled: Vec<ArgSlot>,
+    /// The buffers of buffer arguments stay borrowed (a lowered one holds their handle).
+    _buffers: PhantomData<&'a Buffer>,
 }
 
 impl<'a> Args<'a> {
-    // Inlined into the builder (as the builder's steps are into the guest): a `Launch` is then
-    // assembled where it lives instead of being moved whole through each step.
-    #[inline]
-    fn push(&mut self, arg: Arg<'a>) {
-        match self {
-            Args::Inline(inline) if !inline.is_full() => inline.push(arg),
-            _ => self.push_spilled(arg),
+    #[inline(always)]
+    fn new() -> Self {
+        Self {
+            inline: [ArgSlot::EMPTY; INLINE_ARGS],
+            len: 0,
+            spilled: Vec::new(),
+            _buffers: PhantomData,
         }
+    }
+
+    // Inlined into the builder (as the builder's steps are into the guest): a `Launch` is then
+    // assembled where it lives instead of being moved whole through each step, and a constant
+    // argument's case is lowered at compile time.
+    #[inline(always)]
+    fn push(&mut self, arg: &Arg<'a>) {
+        let slot = ArgSlot::of(arg);
+        match self.inline.get_mut(self.len) {
+            Some(free) => *free = slot,
+            None => self.push_spilled(slot),
+        }
+        self.len += 1;
     }
 
     /// `push` past the inline arguments: they move to the heap.
     #[cold]
     #[inline(never)]
-    fn push_spilled(&mut self, arg: Arg<'a>) {
-        match self {
-            Args::Inline(inline) => {
-                let mut heap = Vec::with_capacity(INLINE_ARGS * 2);
-                heap.extend(inline.drain(..));
-                heap.push(arg);
-                *self = Args::Heap(heap);
-            }
-            Args::Heap(heap) => heap.push(arg),
+    fn push_spilled(&mut self, slot: ArgSlot) {
+        if self.spilled.is_empty() {
+            self.spilled.reserve(INLINE_ARGS * 2);
+            self.spilled.extend_from_slice(&self.inline);
         }
+        self.spilled.push(slot);
+    }
+
+    #[inline(always)]
+    fn as_slice(&self) -> &[ArgSlot] {
+        self.inline.get(..self.len).unwrap_or(&self.spilled)
     }
 
     #[inline]
-    fn as_slice(&self) -> &[Arg<'a>] {
-        match self {
-            Args::Inline(inline) => inline,
-            Args::Heap(heap) => heap,
-        }
-    }
-
-    #[inline]
-    fn as_mut_slice(&mut self) -> &mut [Arg<'a>] {
-        match self {
-            Args::Inline(inline) => inline,
-            Args::Heap(heap) => heap,
+    fn as_mut_slice(&mut self) -> &mut [ArgSlot] {
+        match self.inline.get_mut(..self.len) {
+            Some(inline) => inline,
+            None => &mut self.spilled,
         }
     }
 }
@@ -91,14 +106,14 @@ pub struct Launch<'a> {
     args: Args<'a>,
 }
 
-#[inline]
+#[inline(always)]
 fn dim(x: u32, y: u32, z: u32) -> Dim3 {
     Dim3 { x, y, z }
 }
 
 impl<'a> Launch<'a> {
     /// Starts a launch of `kernel`.
-    #[inline]
+    #[inline(always)]
     pub fn new(kernel: &'a Kernel) -> Self {
         let config = LaunchConfig {
             grid: dim(1, 1, 1),
@@ -108,59 +123,59 @@ impl<'a> Launch<'a> {
         Self {
             kernel,
             config,
-            args: Args::Inline(ArrayVec::new()),
+            args: Args::new(),
         }
     }
 
     /// Grid extents in blocks.
-    #[inline]
+    #[inline(always)]
     pub fn grid(mut self, x: u32, y: u32, z: u32) -> Self {
         self.config.grid = dim(x, y, z);
         self
     }
 
     /// A one-dimensional grid.
-    #[inline]
+    #[inline(always)]
     pub fn grid1(self, x: u32) -> Self {
         self.grid(x, 1, 1)
     }
 
     /// Block extents in threads.
-    #[inline]
+    #[inline(always)]
     pub fn block(mut self, x: u32, y: u32, z: u32) -> Self {
         self.config.block = dim(x, y, z);
         self
     }
 
     /// A one-dimensional block.
-    #[inline]
+    #[inline(always)]
     pub fn block1(self, x: u32) -> Self {
         self.block(x, 1, 1)
     }
 
     /// Dynamic shared memory per block, in bytes.
-    #[inline]
+    #[inline(always)]
     pub fn shared_mem(mut self, bytes: u32) -> Self {
         self.config.shared_mem_bytes = bytes;
         self
     }
 
     /// Appends a buffer argument (its first element).
-    #[inline]
+    #[inline(always)]
     pub fn buffer<T: Pod>(self, buffer: &'a DeviceBuffer<T>) -> Self {
         self.arg(buffer.arg_at(0))
     }
 
     /// Appends a scalar argument.
-    #[inline]
+    #[inline(always)]
     pub fn scalar<S: Scalar>(self, value: S) -> Self {
         self.arg(value.arg())
     }
 
     /// Appends a raw argument.
-    #[inline]
+    #[inline(always)]
     pub fn arg(mut self, arg: Arg<'a>) -> Self {
-        self.args.push(arg);
+        self.args.push(&arg);
         self
     }
 
@@ -184,14 +199,15 @@ impl<'a> Launch<'a> {
                 "argument {index} does not exist: this launch has {n} (indices 0..{n})"
             )));
         };
-        *slot = arg;
+        *slot = ArgSlot::of(&arg);
         Ok(())
     }
 
     /// Enqueues the launch on `stream` and returns without waiting for it. The launch stays
     /// prepared: enqueue it again as often as needed.
+    #[inline(always)]
     pub fn enqueue(&self, stream: &Stream) -> Result<()> {
-        crate::launch_abi::launch(stream, self.kernel, self.config, self.args.as_slice())
+        launch_abi::launch(stream, self.kernel, self.config, self.args.as_slice())
     }
 
     /// Binds the launch, checked once, for enqueuing many times with `stream.enqueue(&bound)`
@@ -199,7 +215,7 @@ impl<'a> Launch<'a> {
     /// launches with `bound.set_scalar(i, value)`. The bound launch keeps its kernel and buffers
     /// alive until it is dropped.
     pub fn bind(&self) -> Result<BoundLaunch> {
-        BoundLaunch::bind(self.kernel, self.config, self.args.as_slice())
+        launch_abi::bind(self.kernel, self.config, self.args.as_slice())
     }
 }
 
@@ -220,28 +236,29 @@ impl BoundLaunch {
 mod tests {
     use super::*;
 
+    /// Each argument's `u32` value as lowered (case 7), `u32::MAX` for another case.
     fn values(args: &Args<'_>) -> Vec<u32> {
-        let value = |a: &Arg<'_>| match a {
-            Arg::U32(v) => *v,
-            _ => u32::MAX,
-        };
-        args.as_slice().iter().map(value).collect()
+        args.as_slice().iter().map(ArgSlot::as_u32).collect()
     }
 
     #[test]
     fn arguments_past_the_inline_ones_move_to_the_heap_in_order_and_stay_settable() {
         let n = INLINE_ARGS as u32 * 2 + 3;
-        let mut args = Args::Inline(ArrayVec::new());
+        let mut args = Args::new();
         for i in 0..n {
-            args.push(Arg::U32(i));
+            args.push(&Arg::U32(i));
             assert_eq!(
                 values(&args),
                 (0..=i).collect::<Vec<_>>(),
                 "after pushing {i}"
             );
         }
-        assert!(matches!(args, Args::Heap(_)), "{n} arguments stayed inline");
-        args.as_mut_slice()[INLINE_ARGS] = Arg::U32(99);
+        assert_eq!(
+            args.spilled.len(),
+            n as usize,
+            "{n} arguments stayed inline"
+        );
+        args.as_mut_slice()[INLINE_ARGS] = ArgSlot::of(&Arg::U32(99));
         let at = INLINE_ARGS as u32;
         assert_eq!(
             values(&args)[INLINE_ARGS - 1..INLINE_ARGS + 2],

@@ -1,33 +1,64 @@
-//! `stream.launch` with its argument list lowered into a buffer on the guest's stack (issue #12).
+//! `stream.launch` and `bound-launch.bind` with their argument list lowered by the guest SDK
+//! (issue #12).
 //!
 //! wit-bindgen lowers every list parameter whose elements are not plain numbers into a heap
 //! allocation made for the call, fills it with 0xff byte by byte when the call returns, and
 //! frees it: for the usual handful of kernel arguments that cost more than the rest of the
-//! guest's side of a launch. Here the same bytes are written into an array on the stack and the
-//! same import is called, so the host sees exactly what the generated binding would have sent.
-//! Only the layouts of `arg` and of `result<_, error>` are written out by hand (the canonical
-//! ABI's, from wit/); the tests below check the case order against the WIT files, and the
-//! gpuhost-wasm `widths` test launches every case and reads back what the kernel received.
-//! More than [`STACK_ARGS`] arguments take the generated binding.
+//! guest's side of a launch. Here a [`Launch`](crate::Launch) keeps each argument lowered as it
+//! is added ([`ArgSlot`]), and the same imports are called with that list as it is, so the host
+//! sees exactly what the generated bindings would have sent, and an enqueue converts nothing.
+//! Only the layouts of `arg`, of `result<_, error>` and of `result<bound-launch, error>` are
+//! written out by hand (the canonical ABI's, from wit/); the tests below check the case order
+//! against the WIT files, and the gpuhost-wasm `widths` test launches every case and reads back
+//! what the kernel received.
 
 use std::mem::MaybeUninit;
 
-use crate::{Arg, Error, Kernel, LaunchConfig, Result, Stream};
-
-/// Arguments lowered on the stack; a longer list takes the generated binding (and its heap).
-pub(crate) const STACK_ARGS: usize = 8;
+use crate::{Arg, BoundLaunch, Error, Kernel, LaunchConfig, Result, Stream};
 
 /// Bytes of one `arg` as the canonical ABI lays it out: its case (`u8`) at byte 0 and its
 /// payload at byte 8 (the widest case's alignment, `u64`); `buffer-arg` is a 4-byte handle at
 /// byte 8 and its `u64` offset at byte 16.
 const ARG_SIZE: usize = 24;
 
-/// Room for [`STACK_ARGS`] lowered `arg`s, 8-aligned as the canonical ABI aligns the list.
+/// One `arg` lowered, 8-aligned as the canonical ABI aligns a list of them: a slice of these is
+/// the list an import takes. Only the bytes its case uses are written (the host reads no
+/// others).
+#[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct ArgArea([MaybeUninit<u8>; ARG_SIZE * STACK_ARGS]);
+pub(crate) struct ArgSlot([MaybeUninit<u8>; ARG_SIZE]);
 
-/// `result<_, error>` as the canonical ABI lays it out: the result's case at byte 0, the error's
-/// case at byte 4 and its string's pointer and length at bytes 8 and 12 (all 4-aligned).
+impl ArgSlot {
+    /// A slot not written yet.
+    pub(crate) const EMPTY: Self = Self([MaybeUninit::uninit(); ARG_SIZE]);
+
+    /// `arg` lowered.
+    #[inline(always)]
+    pub(crate) fn of(arg: &Arg<'_>) -> Self {
+        let mut slot = Self::EMPTY;
+        // SAFETY: the slot is ARG_SIZE bytes, 8-aligned (`repr(align(8))`).
+        unsafe { lower(slot.0.as_mut_ptr().cast(), arg) };
+        slot
+    }
+
+    /// The value of a lowered `u32` argument, `u32::MAX` for another case (for tests).
+    #[cfg(test)]
+    pub(crate) fn as_u32(&self) -> u32 {
+        let base = self.0.as_ptr().cast::<u8>();
+        // SAFETY: every slot has its case written at byte 0, and a `u32` case its value at
+        // bytes 8..12 (`lower`), 8-aligned.
+        unsafe {
+            match base.read() {
+                7 => base.add(8).cast::<u32>().read(),
+                _ => u32::MAX,
+            }
+        }
+    }
+}
+
+/// `result<_, error>` and `result<bound-launch, error>` as the canonical ABI lays them out: the
+/// result's case at byte 0, then at byte 4 the bound launch's handle, or the error's case and
+/// its string's pointer and length at bytes 8 and 12 (all 4-aligned).
 #[repr(C, align(4))]
 struct RetArea([MaybeUninit<u8>; 16]);
 
@@ -36,7 +67,7 @@ struct RetArea([MaybeUninit<u8>; 16]);
 ///
 /// # Safety
 /// `base` is 8-aligned and valid for writes of [`ARG_SIZE`] bytes.
-#[inline]
+#[inline(always)]
 unsafe fn lower(base: *mut u8, arg: &Arg<'_>) {
     /// The case at byte 0, the value at byte 8.
     #[inline(always)]
@@ -99,95 +130,110 @@ const ERROR_CASES: [ErrorCase; 17] = [
     ("binary-refused", Error::BinaryRefused),
 ];
 
-#[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "gpuhost:cuda/stream@0.1.0")]
-unsafe extern "C" {
-    /// The import wit-bindgen's `Stream::launch` calls, with the same core signature: the
-    /// stream and kernel handles, the 7 numbers of `launch-config`, the list's address and
-    /// length, and where the result goes.
-    #[link_name = "[method]stream.launch"]
-    fn stream_launch(
-        stream: i32,
-        kernel: i32,
-        gx: i32,
-        gy: i32,
-        gz: i32,
-        bx: i32,
-        by: i32,
-        bz: i32,
-        shared: i32,
-        args: *mut u8,
-        len: usize,
-        ret: *mut u8,
+/// Declares the imports this file calls, each with the core signature its generated binding
+/// calls it with, and off wasm, where there is no host to call (native builds only type-check
+/// guests), a stand-in of the same signature.
+macro_rules! imports {
+    ($($(#[$doc:meta])* $link:literal fn $name:ident($($arg:ident: $t:ty),* $(,)?);)*) => {
+        #[cfg(target_arch = "wasm32")]
+        #[link(wasm_import_module = "gpuhost:cuda/stream@0.1.0")]
+        unsafe extern "C" {
+            $($(#[$doc])* #[link_name = $link] fn $name($($arg: $t),*);)*
+        }
+        $(
+            #[cfg(not(target_arch = "wasm32"))]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn $name($(_: $t),*) {
+                unreachable!("gpuhost:cuda imports exist only in a wasm32 guest")
+            }
+        )*
+    };
+}
+
+imports! {
+    /// wit-bindgen's `Stream::launch`: the stream and kernel handles, the 7 numbers of
+    /// `launch-config`, the list's address and length, and where the result goes.
+    "[method]stream.launch" fn stream_launch(
+        stream: i32, kernel: i32, gx: i32, gy: i32, gz: i32, bx: i32, by: i32, bz: i32,
+        shared: i32, args: *const u8, len: usize, ret: *mut u8,
+    );
+    /// wit-bindgen's `BoundLaunch::bind`: the same but for the stream handle.
+    "[static]bound-launch.bind" fn bound_launch_bind(
+        kernel: i32, gx: i32, gy: i32, gz: i32, bx: i32, by: i32, bz: i32, shared: i32,
+        args: *const u8, len: usize, ret: *mut u8,
     );
 }
 
-/// Off wasm there is no host to call (native builds only type-check guests).
-#[cfg(not(target_arch = "wasm32"))]
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn stream_launch(
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: i32,
-    _: *mut u8,
-    _: usize,
-    _: *mut u8,
-) {
-    unreachable!("gpuhost:cuda imports exist only in a wasm32 guest")
+/// Calls `$import` with `$lead` (the stream's handle for `stream.launch`), then a launch's
+/// kernel, geometry and lowered list; evaluates to the result's area, written by the host.
+macro_rules! call_with_list {
+    ($import:ident($($lead:expr,)*) $kernel:expr, $config:expr, $args:expr) => {{
+        let mut ret = RetArea([MaybeUninit::uninit(); 16]);
+        let (config, args): (LaunchConfig, &[ArgSlot]) = ($config, $args);
+        let (g, b) = (config.grid, config.block);
+        // SAFETY: the arguments are the import's core signature as WIT defines it (the
+        // generated binding calls the same import with the same values): `args` is
+        // `args.len()` canonical-ABI `arg`s, 8-aligned (`ArgSlot`), which the host only reads,
+        // and `ret` is a 4-aligned area of the result's 16 bytes, which the host writes before
+        // returning. The handles are borrowed from live resources.
+        unsafe {
+            $import(
+                $($lead,)*
+                $kernel.handle() as i32,
+                g.x as i32,
+                g.y as i32,
+                g.z as i32,
+                b.x as i32,
+                b.y as i32,
+                b.z as i32,
+                config.shared_mem_bytes as i32,
+                args.as_ptr().cast(),
+                args.len(),
+                ret.0.as_mut_ptr().cast(),
+            )
+        };
+        ret
+    }};
 }
 
 /// `stream.launch(kernel, config, args)`, as the generated `Stream::launch` does it, with the
-/// list lowered on the stack when it has at most [`STACK_ARGS`] arguments.
-#[inline]
+/// list as the launch keeps it (lowered).
+#[inline(always)]
 pub(crate) fn launch(
     stream: &Stream,
     kernel: &Kernel,
     config: LaunchConfig,
-    args: &[Arg<'_>],
+    args: &[ArgSlot],
 ) -> Result<()> {
-    if args.len() > STACK_ARGS {
-        return stream.launch(kernel, config, args);
-    }
-    let mut raw = ArgArea([MaybeUninit::uninit(); ARG_SIZE * STACK_ARGS]);
-    let area = raw.0.as_mut_ptr().cast::<u8>();
-    for (i, arg) in args.iter().enumerate() {
-        // SAFETY: i < STACK_ARGS: slot i of the 8-aligned area lies within it, 8-aligned.
-        unsafe { lower(area.add(i * ARG_SIZE), arg) };
-    }
-    let mut ret = RetArea([MaybeUninit::uninit(); 16]);
-    let (g, b) = (config.grid, config.block);
-    // SAFETY: the arguments are the core signature of `[method]stream.launch` as WIT defines it
-    // (the generated binding calls the same import with the same values): `area` holds
-    // `args.len()` canonical-ABI `arg`s, 8-aligned, and lives across the call (the host only
-    // reads it), and `ret` is a 4-aligned area of the result's 16 bytes, which the
-    // host writes before returning. The handles are borrowed from live resources.
-    unsafe {
-        stream_launch(
-            stream.handle() as i32,
-            kernel.handle() as i32,
-            g.x as i32,
-            g.y as i32,
-            g.z as i32,
-            b.x as i32,
-            b.y as i32,
-            b.z as i32,
-            config.shared_mem_bytes as i32,
-            area,
-            args.len(),
-            ret.0.as_mut_ptr().cast(),
-        );
-    }
-    let ret = ret.0.as_ptr().cast::<u8>();
+    let ret = call_with_list!(stream_launch(stream.handle() as i32,) kernel, config, args);
     // SAFETY: the host wrote the result's case at byte 0 of `ret` before returning.
-    if unsafe { ret.read() } == 0 {
+    if unsafe { ret.0.as_ptr().cast::<u8>().read() } == 0 {
         return Ok(());
     }
+    Err(returned_error(&ret))
+}
+
+/// `bound-launch.bind(kernel, config, args)`, as the generated `BoundLaunch::bind` does it, with
+/// the list as the launch keeps it (lowered). Its result has the layout of `launch`'s, with the
+/// new handle at byte 4 on success.
+pub(crate) fn bind(kernel: &Kernel, config: LaunchConfig, args: &[ArgSlot]) -> Result<BoundLaunch> {
+    let ret = call_with_list!(bound_launch_bind() kernel, config, args);
+    let at = ret.0.as_ptr().cast::<u8>();
+    // SAFETY: the host wrote the result's case at byte 0 of `ret` before returning.
+    if unsafe { at.read() } != 0 {
+        return Err(returned_error(&ret));
+    }
+    // SAFETY: case 0 (success): the host wrote the new bound launch's handle at byte 4,
+    // 4-aligned as `RetArea` is. The guest owns it from here: taken over as the generated
+    // binding does.
+    Ok(unsafe { BoundLaunch::from_handle(at.add(4).cast::<i32>().read() as u32) })
+}
+
+/// The error a host call returned in `ret` (case 1 of its `result`), taken over.
+#[cold]
+#[inline(never)]
+fn returned_error(ret: &RetArea) -> Error {
+    let ret = ret.0.as_ptr().cast::<u8>();
     // SAFETY: case 1 (an error): the host wrote the error's case at byte 4 and its string at
     // bytes 8 (pointer) and 12 (length), 4-aligned as `RetArea` is.
     let (case, ptr, len) = unsafe {
@@ -201,12 +247,12 @@ pub(crate) fn launch(
     // (this allocator's, alignment 1, exactly `len` long) and they are the guest's now: taken
     // over as a `Vec` as the generated binding does. The canonical ABI lowers only valid UTF-8.
     let message = unsafe { String::from_utf8_unchecked(Vec::from_raw_parts(ptr, len, len)) };
-    Err(match ERROR_CASES.get(usize::from(case)) {
+    match ERROR_CASES.get(usize::from(case)) {
         Some((_, error)) => error(message),
         None => Error::Driver(format!(
             "the host returned error case {case}, which this guest does not know: {message}"
         )),
-    })
+    }
 }
 
 #[cfg(test)]

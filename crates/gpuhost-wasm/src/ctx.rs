@@ -242,7 +242,8 @@ impl HasData for HasCuda {
 
 /// Adds every gpuhost:cuda@0.1.0 interface to `linker`. The engine needs async support
 /// (`synchronize` is async); call guests with the `_async` APIs. Leaves the linker's name
-/// shadowing off (`buffer.write` is defined twice: see memory.rs).
+/// shadowing off (`buffer.write` and `stream.launch` are defined twice: see memory.rs and
+/// arg_list.rs).
 ///
 /// Call [`gpuhost::Host::reserve_staging`] with the number of guests that may transfer at once,
 /// before they run, so no guest transfer page-locks memory ([`Runtime::new`](crate::Runtime::new)
@@ -258,6 +259,7 @@ pub fn add_to_linker<T: CudaView + 'static>(linker: &mut Linker<T>) -> wasmtime:
     crate::memory::add_zero_copy_write(linker)?;
     crate::stream_read::add_read_stream(linker)?;
     cuda::stream::add_to_linker::<T, HasCuda>(linker, get)?;
+    crate::arg_list::add_launch_in_place(linker)?;
     cuda::bundle::add_to_linker::<T, HasCuda>(linker, get)?;
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! guest held.
 #![deny(missing_docs)]
 
+mod arg_list;
 mod bindings;
 mod bound_launch;
 mod bundle;

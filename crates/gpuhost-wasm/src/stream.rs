@@ -320,9 +320,13 @@ impl crate::ctx::CudaCtx {
 
 impl CudaCtxView<'_> {
     /// What every launch checks first: finished launches retired, then the in-flight quota.
+    /// The stream is about to get work (unsettled) and its finished launches are retired in
+    /// one look-up of it.
     fn before_launch(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
-        self.unsettle(stream)?;
-        self.retire_finished(stream)?;
+        let s = self.table.get_mut(stream)?;
+        s.settled = false;
+        let n = retire_done(&mut s.pending, &mut s.failed);
+        self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
         if self.ctx.usage.launches_in_flight >= self.ctx.limits.max_launches_in_flight {
             // Collected launches cannot finish before they are issued: at the quota, issue them
             // so that they count as the same launches issued one by one would.
@@ -477,13 +481,53 @@ impl CudaCtxView<'_> {
         self.table.get_mut(stream)?.settled = false;
         Ok(())
     }
+}
 
-    /// Retires the launches at the front of `stream` that have finished, without waiting.
-    fn retire_finished(&mut self, stream: &Resource<StreamRes>) -> CudaResult<()> {
-        let s = self.table.get_mut(stream)?;
-        let n = retire_done(&mut s.pending, &mut s.failed);
-        self.ctx.usage.launches_in_flight = self.ctx.usage.launches_in_flight.saturating_sub(n);
-        Ok(())
+impl CudaCtxView<'_> {
+    /// `stream.launch` of `args`, lifted as the generated binding's `Vec` or in place
+    /// (arg_list.rs).
+    pub(crate) fn launch_args(
+        &mut self,
+        stream: Resource<StreamRes>,
+        kernel: Resource<KernelRes>,
+        config: LaunchConfig,
+        args: &[Arg],
+    ) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::StreamLaunch);
+        check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
+        self.before_launch(&stream)?;
+        loop {
+            let table: &ResourceTable = self.table;
+            let mut gpu_args = SmallVec::new();
+            to_gpu_args(table, args, &mut gpu_args)?;
+            let k = table.get(&kernel)?;
+            let s = table.get(&stream)?;
+            let cfg = to_gpu_config(&config);
+            let sb = k.sandbox.as_deref();
+            let collects = s.burst.collects(&k.kernel, cfg);
+            let issue = match route(
+                self.ctx,
+                s,
+                (&k.kernel, sb),
+                cfg,
+                &mut gpu_args,
+                Checked::No,
+                collects,
+            )? {
+                Route::Collect => {
+                    // Built here and handed over once (the table's borrows end with `gpu_args`).
+                    let launch =
+                        Deferred::new(&k.kernel, &k.charge, cfg, &gpu_args, k.sandbox.as_ref());
+                    drop(gpu_args);
+                    return self.collected(&stream, Collected::Own(launch));
+                }
+                Route::Direct(issue) => issue,
+            };
+            drop(gpu_args);
+            if self.launched(&stream, issue)? {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -527,41 +571,7 @@ impl HostStream for CudaCtxView<'_> {
         config: LaunchConfig,
         args: Vec<Arg>,
     ) -> CudaResult<()> {
-        let _timer = self.ctx.time(HostCall::StreamLaunch);
-        check_arg_count(args.len(), self.ctx.limits.max_launch_args)?;
-        self.before_launch(&stream)?;
-        loop {
-            let table: &ResourceTable = self.table;
-            let mut gpu_args = SmallVec::new();
-            to_gpu_args(table, &args, &mut gpu_args)?;
-            let k = table.get(&kernel)?;
-            let s = table.get(&stream)?;
-            let cfg = to_gpu_config(&config);
-            let sb = k.sandbox.as_deref();
-            let collects = s.burst.collects(&k.kernel, cfg);
-            let issue = match route(
-                self.ctx,
-                s,
-                (&k.kernel, sb),
-                cfg,
-                &mut gpu_args,
-                Checked::No,
-                collects,
-            )? {
-                Route::Collect => {
-                    // Built here and handed over once (the table's borrows end with `gpu_args`).
-                    let launch =
-                        Deferred::new(&k.kernel, &k.charge, cfg, &gpu_args, k.sandbox.as_ref());
-                    drop(gpu_args);
-                    return self.collected(&stream, Collected::Own(launch));
-                }
-                Route::Direct(issue) => issue,
-            };
-            drop(gpu_args);
-            if self.launched(&stream, issue)? {
-                return Ok(());
-            }
-        }
+        self.launch_args(stream, kernel, config, &args)
     }
 
     fn enqueue(
