@@ -201,7 +201,8 @@ impl<'m> Fx<'_, 'm> {
                 // neither hoists nor merges into vector loads (matmul_tiled's unrolled row read
                 // went from 4 LDS.128 to 16 predicated LDS, and 32 to 64 registers). The span
                 // from the window's start aligned up to W must lie in the window.
-                let loads = i.opcode == "ld" && members.iter().all(|(j, _)| j.opcode == "ld");
+                let ld = Some(Opcode::Ld);
+                let loads = i.op == ld && members.iter().all(|(j, _)| j.op == ld);
                 if let Some((gq, _)) = guard.clone()
                     && sp == Sp::Shared
                     && loads

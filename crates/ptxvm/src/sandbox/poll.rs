@@ -75,6 +75,12 @@ pub(super) fn sreg_name(n: &str) -> Str<'static> {
     spelled(FIXED, "%__sbx_", n)
 }
 
+/// `%__sbx_st<w>`: the shared window's start aligned up to `w`, where an out-of-window shared
+/// atomic or run of loads goes instead (window.rs); the prologue sets one for each width used.
+pub(super) fn st_reg(w: u64) -> Operand<'static> {
+    Operand::Name(super::rewrite::numbered("%__sbx_st", w).into())
+}
+
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
 /// depend on a HashMap's order).
 fn sized(vars: &HashMap<&str, u64>) -> Vec<(String, Option<u64>)> {
@@ -320,7 +326,7 @@ impl<'m> Fx<'_, 'm> {
             decls.insert(1, O::new(decl("u64", &refs, line)));
         }
         for w in targets {
-            let st = sreg(&format!("st{w}"));
+            let st = st_reg(w);
             let up = imm(w as i64 - 1);
             self.emit(out, None, "add", &["u64"], &[st.clone(), sreg("slo"), up]);
             self.emit(

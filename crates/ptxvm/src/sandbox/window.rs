@@ -130,7 +130,7 @@ impl<'m> Fx<'_, 'm> {
     pub(super) fn redirect(&self, out: &mut Vec<O<'m>>, reg: &str, w: u64, q: Str<'m>) {
         self.targets.borrow_mut().insert(w);
         let a = sreg(reg);
-        let st = sreg(&format!("st{w}"));
+        let st = super::poll::st_reg(w);
         self.emit(
             out,
             None,
