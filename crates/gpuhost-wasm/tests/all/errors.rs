@@ -129,3 +129,28 @@ async fn misbehaving_guests_do_not_disturb_well_behaved_ones_beside_them() {
         }
     }
 }
+
+/// The host lifts `stream.launch`'s argument list itself (arg_list.rs), straight from the
+/// guest's bytes: a list no binding would lower (an `arg` case that does not exist, a buffer
+/// handle naming no resource, a list running past the guest's memory) traps that guest, as
+/// wasmtime's generated lift does, with the cause in the trap, and the host serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argument_lists_no_binding_would_lower_trap_the_guest_and_the_host_serves_on() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    for (which, cause) in [
+        ("case", "unexpected discriminant: 200"),
+        ("handle", "unknown handle index"),
+        ("bounds", "list pointer/length out of bounds of memory"),
+    ] {
+        match run(rt, "misbehave", &["raw-args", which]).await {
+            Err(Error::Trap {
+                reason,
+                out_of_fuel: false,
+            }) => assert!(reason.contains(cause), "raw-args {which}: {reason}"),
+            other => panic!("raw-args {which}: not a trap: {other:?}"),
+        }
+    }
+    assert_ok(&run(rt, "saxpy", &["1000"]).await.unwrap(), "saxpy ok");
+}

@@ -2,6 +2,7 @@
 //! right `gpuhost:cuda` error case, prints `<mode> ok`, and exits 0; an unexpected answer is
 //! printed and exits 1. `trap`, `leak` and `spin` end badly on purpose.
 
+mod raw_args;
 mod widths;
 
 use gpuhost_guest::{Buffer, DeviceBuffer, Error, Launch, Module, Scalar, Stream, raw};
@@ -647,6 +648,7 @@ fn main() {
         "zero-fills" => zero_fills(),
         "write-forever" => write_forever(),
         "widths" => widths::widths(),
+        "raw-args" => raw_args::raw_args(&std::env::args().nth(2).unwrap_or_default()),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),
     }
     println!("{mode} ok");

@@ -1,8 +1,8 @@
 //! `widths`: every case of WIT's `arg` reaches the kernel as the guest gave it, through each way
-//! the guest SDK lowers an argument list: `Launch::enqueue` of up to 8 arguments (lowered on
-//! the guest's stack, gpuhost-guest's launch_abi.rs), of more (the generated binding, on the
-//! heap), and `Launch::bind` (the generated binding); and an error the host returns to a
-//! stack-lowered launch arrives as its own case, with its message.
+//! the guest SDK hands the host an argument list (each argument lowered as it is added,
+//! gpuhost-guest's launch_abi.rs): `Launch::enqueue` of up to 8 arguments (kept inline), of
+//! more (spilled to the heap), and `Launch::bind`; and an error the host returns to a launch
+//! arrives as its own case, with its message.
 
 use gpuhost_guest::{DeviceBuffer, Error, Kernel, Launch, Module, Stream};
 
