@@ -31,6 +31,7 @@ mod globals;
 mod group;
 mod hash;
 mod ifconvert;
+mod jumps;
 mod lean;
 mod names;
 mod params;

@@ -76,9 +76,9 @@ pub(crate) struct Fx<'a, 'm> {
     /// `.param` names visible here → size.
     pub params: HashMap<&'m str, u64>,
     /// Position (in statement order) of every label, and the branch tables.
-    labels: HashMap<&'m str, usize>,
-    tables: HashMap<&'m str, &'m [Str<'m>]>,
-    pos: usize,
+    pub(super) labels: HashMap<&'m str, usize>,
+    pub(super) tables: HashMap<&'m str, &'m [Str<'m>]>,
+    pub(super) pos: usize,
     nlabel: u32,
     /// Accesses whose fence an earlier access of their run emitted.
     pub members: HashMap<*const Inst<'m>, super::group::Member<'m>>,
@@ -498,91 +498,6 @@ impl<'m> Fx<'_, 'm> {
     pub(crate) fn label(&mut self) -> String {
         self.nlabel += 1;
         numbered("$__sbx_L", self.nlabel.into())
-    }
-
-    /// `brx.idx index, table`: a back-edge when the table names an earlier label (then polled,
-    /// as `bra`), and always with its index clamped to the table's last entry. Past its table
-    /// an index is undefined on NVIDIA (a jump through whatever follows the table, past every
-    /// fence) and a fault on ptxvm; clamped, it takes the last target and is reported as a
-    /// fenced access.
-    ///
-    /// The jump itself becomes a search tree of compares and branches ([`Self::jump_tree`]),
-    /// not a `brx.idx`: NVIDIA's JIT at -O2 and above ran two rewritten generated programs'
-    /// `brx.idx` wrong on the H200 (seed 57 in session 28, a wrong arm taken; seed 3016 in
-    /// session 29, a legal store reported fenced in a table's target), and right at -O0 and
-    /// -O1; the same programs with compares and branches in the jump's place were right at
-    /// every level (bench/h200-runs/2026-12-04-s29/seed3016).
-    fn jump_table(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
-        let table = match i.operands.get(1) {
-            Some(Operand::Name(t)) => self.tables.get(t.as_ref()).copied(),
-            _ => None,
-        };
-        let (Some(targets), Some(index)) = (table.filter(|ls| !ls.is_empty()), i.operands.first())
-        else {
-            return Err(Error::Refused {
-                line: i.line,
-                what: "`brx.idx` without a non-empty `.branchtargets` table of this function; \
-                       declare the table in the function that jumps through it"
-                    .into(),
-            });
-        };
-        let back = targets
-            .iter()
-            .any(|l| self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos));
-        let guard = match back {
-            true => self.backedge(i, out),
-            false => None,
-        }
-        .or_else(|| i.guard.clone());
-        let last = imm(targets.len() as i64 - 1);
-        let past = [sreg("p"), index.clone(), last];
-        self.setp_under(out, ["gt", "u32"], past, guard.as_ref());
-        self.fault(out, Some(("%__sbx_p".into(), false)));
-        // A thread the guard holds back goes on after the jump, as past a guarded `brx.idx`.
-        let over = guard.map(|(g, neg)| {
-            let over = self.label();
-            let to = [Operand::Name(over.clone().into())];
-            self.emit(out, Some((g, !neg)), "bra", &[], &to);
-            over
-        });
-        self.jump_tree(out, index, targets, 0);
-        if let Some(over) = over {
-            out.push(O::new(Stmt::Label(over.into(), self.line)));
-        }
-        Ok(())
-    }
-
-    /// Branches to `targets[index - base]`, or to the last target for any index past them: a
-    /// binary search (`index >= base + half` takes the upper half), so a table of n entries
-    /// costs about log2(n) compares and its code grows linearly with the table.
-    fn jump_tree(
-        &mut self,
-        out: &mut Vec<O<'m>>,
-        index: &Operand<'m>,
-        targets: &[Str<'m>],
-        base: usize,
-    ) {
-        let half = targets.len() / 2;
-        if half == 0 {
-            if let Some(t) = targets.first() {
-                self.emit(out, None, "bra", &[], &[Operand::Name(t.clone())]);
-            }
-            return;
-        }
-        let upper = self.label();
-        let at = imm((base + half) as i64);
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["ge", "u32"],
-            &[sreg("p"), index.clone(), at],
-        );
-        let p = Some(("%__sbx_p".into(), false));
-        self.emit(out, p, "bra", &[], &[Operand::Name(upper.clone().into())]);
-        self.jump_tree(out, index, &targets[..half], base);
-        out.push(O::new(Stmt::Label(upper.into(), self.line)));
-        self.jump_tree(out, index, &targets[half..], base + half);
     }
 
     /// Appends a new instruction (at the current source line).

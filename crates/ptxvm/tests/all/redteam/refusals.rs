@@ -1,0 +1,133 @@
+//! Red-team attacks the sandbox refuses at load, naming the line: trap, brkpt, recursion,
+//! indirect calls, textures, surfaces, externs, and barriers that can leave threads waiting.
+
+use super::*;
+
+pub(super) fn refused(body: &str) -> (u32, String) {
+    match sandbox(&ptx(body), &Policy::default()) {
+        Err(Error::Refused { line, what }) => (line, what),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn trap_brkpt_recursion_indirect_calls_textures_surfaces_and_externs_are_refused() {
+    let cases: &[(&str, u32, &str)] = &[
+        (".visible .entry k() {\n trap;\n}", 5, "trap"),
+        (".visible .entry k() {\n brkpt;\n}", 5, "brkpt"),
+        (".visible .entry k() {\n pmevent 1;\n}", 5, "pmevent"),
+        (
+            ".func f() {\n call g;\n ret;\n}\n.func g() {\n call f;\n ret;\n}\n\
+             .visible .entry k() {\n call f;\n}",
+            9,
+            "recursive",
+        ),
+        (
+            ".func f() {\n call f;\n ret;\n}\n.visible .entry k() {\n call f;\n}",
+            5,
+            "recursive",
+        ),
+        (
+            ".visible .entry k(.param .u64 p) {\n .reg .b64 %rd1;\n ld.param.u64 %rd1, [p];\n \
+             call %rd1;\n}",
+            7,
+            "indirect",
+        ),
+        (
+            ".extern .func ext(.param .b32 a);\n.visible .entry k() {\n ret;\n}",
+            4,
+            "not defined",
+        ),
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .f32 %f<5>;\n .reg .b32 %r<3>;\n \
+             tex.2d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1, %r2}];\n}",
+            7,
+            "texture",
+        ),
+        // Object handles in registers, the form ptxvm now runs unsandboxed: still refused.
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n \
+             ld.param.u64 %rd1, [t];\n suld.b.2d.b32.trap {%r1}, [%rd1, {%r1, %r2}];\n}",
+            8,
+            "texture",
+        ),
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .b32 %r<3>;\n \
+             ld.param.u64 %rd1, [t];\n sust.b.1d.b32.zero [%rd1, {%r1}], %r2;\n}",
+            8,
+            "texture",
+        ),
+        (
+            ".visible .entry k(.param .u64 t) {\n .reg .b64 %rd1;\n .reg .f32 %f<5>;\n \
+             ld.param.u64 %rd1, [t];\n tld4.r.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f1, %f2}];\n}",
+            8,
+            "texture",
+        ),
+        (
+            ".visible .entry k() {\n .reg .b32 %r1;\n mapa.u32 %r1, %r1, 0;\n}",
+            6,
+            "allow-list",
+        ),
+        (
+            ".global .u32 a;\n.global .u64 p = a;\n.visible .entry k() { ret; }",
+            5,
+            "address",
+        ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n ld.param.u64 %rd1, [__gpuhost_sbx_ctl];\n}",
+            6,
+            "reserved",
+        ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n ld.shared::cluster.u32 %rd1, [%rd1];\n}",
+            6,
+            "shared::cluster",
+        ),
+        (
+            ".visible .entry k() {\n .reg .b64 %rd1;\n \
+             fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n}",
+            6,
+            "memory operand",
+        ),
+    ];
+    for (src, line, word) in cases {
+        let (l, what) = refused(src);
+        assert_eq!(l, *line, "{src}: {what}");
+        assert!(what.contains(word), "{src}: {what}");
+    }
+}
+
+#[test]
+fn barriers_that_can_leave_threads_waiting_are_refused_and_whole_block_barrier_zero_is_allowed() {
+    // Two barrier ids, a thread count, `arrive` or a predicate can leave threads waiting
+    // forever, where no poll runs; ptxvm faults such a launch, which on softcuda ends every
+    // guest of the process.
+    let k = |body: &str| {
+        format!(".visible .entry k() {{\n .reg .b32 %r1;\n .reg .pred %p1;\n {body}\n ret;\n}}")
+    };
+    for body in [
+        "bar.sync 1;",
+        "bar.sync 0, 64;",
+        "bar.sync %r1;",
+        "barrier.sync 2;",
+        "bar.arrive 0, 64;",
+        "@%p1 bar.sync 0;",
+        "bar.red.popc.u32 %r1, 1, %p1;",
+        "bar.red.popc.u32 %r1, 0, 64, %p1;",
+    ] {
+        let (line, what) = refused(&k(body));
+        assert_eq!(line, 7, "{body}: {what}");
+        assert!(
+            what.contains("barrier 0 for the whole block"),
+            "{body}: {what}"
+        );
+    }
+    for body in [
+        "bar.sync 0;",
+        "barrier.sync 0;",
+        "bar.red.popc.u32 %r1, 0, %p1;",
+        "bar.warp.sync -1;",
+    ] {
+        sandbox(&ptx(&k(body)), &Policy::default()).unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+}
