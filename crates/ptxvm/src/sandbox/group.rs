@@ -200,13 +200,13 @@ impl<'m> Fx<'_, 'm> {
                 // skipped (as a single load does, window.rs): predicated loads are ones ptxas
                 // neither hoists nor merges into vector loads (matmul_tiled's unrolled row read
                 // went from 4 LDS.128 to 16 predicated LDS, and 32 to 64 registers). The span
-                // from the window's start aligned up to W must lie in the window.
+                // read at the redirect target must lie in the window (`redirect_fits`).
                 let ld = Some(Opcode::Ld);
                 let loads = i.op == ld && members.iter().all(|(j, _)| j.op == ld);
                 if let Some((gq, _)) = guard.clone()
                     && sp == Sp::Shared
                     && loads
-                    && self.shared_floor() >= span + w - 1
+                    && self.redirect_fits(w, span)
                 {
                     self.redirect(out, &g, w, gq);
                     guard = i.guard.clone();

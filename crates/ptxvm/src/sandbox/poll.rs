@@ -75,8 +75,9 @@ pub(super) fn sreg_name(n: &str) -> Str<'static> {
     spelled(FIXED, "%__sbx_", n)
 }
 
-/// `%__sbx_st<w>`: the shared window's start aligned up to `w`, where an out-of-window shared
-/// atomic or run of loads goes instead (window.rs); the prologue sets one for each width used.
+/// `%__sbx_st<w>`: the kernel's largest static shared variable's address (aligned up to `w`
+/// when declared less aligned), where an out-of-window shared atomic or run of loads goes
+/// instead (window.rs); the prologue sets one for each width used.
 pub(super) fn st_reg(w: u64) -> Operand<'static> {
     Operand::Name(super::rewrite::numbered("%__sbx_st", w).into())
 }
@@ -325,18 +326,7 @@ impl<'m> Fx<'_, 'm> {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             decls.insert(1, O::new(decl("u64", &refs, line)));
         }
-        for w in targets {
-            let st = st_reg(w);
-            let up = imm(w as i64 - 1);
-            self.emit(out, None, "add", &["u64"], &[st.clone(), sreg("slo"), up]);
-            self.emit(
-                out,
-                None,
-                "and",
-                &["b64"],
-                &[st.clone(), st, imm(-(w as i64))],
-            );
-        }
+        self.redirect_targets(out);
     }
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a

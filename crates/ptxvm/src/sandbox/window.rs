@@ -109,12 +109,12 @@ impl<'m> Fx<'_, 'm> {
         let g = self.window_check(out, w, i.guard.as_ref(), lo, hi);
         // A skipped shared atomic becomes a branch around it in SASS (ptxas does not predicate
         // ATOMS): out of the window it goes, like a fenced global access, to a fixed in-window
-        // address instead (`%__sbx_st<w>`: the window's start aligned up to W), which exists
-        // when some shared variable alone spans 2W - 1 bytes. (Runs of loads do the same,
+        // address instead (`%__sbx_st<w>`, in the kernel's largest static shared variable), where
+        // that variable holds the access (`redirect_fits`). (Runs of loads do the same,
         // group.rs; a single load stays predicated: a select would cost what it saves.)
         let redirect = sp == "shared"
             && matches!(i.opcode.as_ref(), "atom" | "red")
-            && self.shared_floor() >= 2 * w - 1;
+            && self.redirect_fits(w, w);
         match g {
             Some((q, _)) if redirect => {
                 self.redirect(out, "a", w, q);
@@ -125,8 +125,8 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    /// `%__sbx_<reg>` := itself where `q` holds, else `%__sbx_st<w>` (the shared window's start
-    /// aligned up to `w`; see [`Self::windowed`]).
+    /// `%__sbx_<reg>` := itself where `q` holds, else `%__sbx_st<w>` (see
+    /// [`Self::redirect_targets`]).
     pub(super) fn redirect(&self, out: &mut Vec<O<'m>>, reg: &str, w: u64, q: Str<'m>) {
         self.targets.borrow_mut().insert(w);
         let a = sreg(reg);
@@ -159,17 +159,63 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// Bytes the kernel's shared window spans at least: its largest static shared variable (0
-    /// in a device function, whose window is its caller's).
-    pub(super) fn shared_floor(&self) -> u64 {
+    /// The kernel's largest static shared variable (name, size, declared alignment; ties go to
+    /// the first name), which every redirect reads inside: `None` in a device function, whose
+    /// window is its caller's.
+    fn floor_var(&self) -> Option<(&'m str, u64, u64)> {
         if !self.f.is_entry {
-            return 0;
+            return None;
         }
         let tree = self.info.tree_shared(self.f.name.as_ref());
-        let named = tree.iter().filter_map(|(_, s)| *s);
+        let named = tree.iter().filter_map(|&(n, s)| Some((n, s?)));
+        let own = self.shared_fn.iter().map(|(&n, &s)| (n, s));
         named
-            .chain(self.shared_fn.values().copied())
-            .max()
-            .unwrap_or(0)
+            .chain(own)
+            .min_by_key(|&(n, s)| (std::cmp::Reverse(s), n))
+            .and_then(|(n, _)| self.static_var(n).map(|(_, size, align)| (n, size, align)))
+    }
+
+    /// Whether `span` bytes read from `%__sbx_st<w>` stay inside the floor variable: from its
+    /// start when it is declared aligned to `w`, else from its start aligned up to `w`.
+    pub(super) fn redirect_fits(&self, w: u64, span: u64) -> bool {
+        match self.floor_var() {
+            Some((_, size, align)) if align >= w => size >= span,
+            Some((_, size, _)) => size >= span.saturating_add(w - 1),
+            None => false,
+        }
+    }
+
+    /// The prologue's definition of `%__sbx_st<w>` for each redirect width used: the floor
+    /// variable's own address where its declared alignment covers `w`. ptxas lays out shared
+    /// memory itself, so it knows that address and merges a redirected run of loads into vector
+    /// loads as it does the kernel's own (matmul_tiled's row read: 4 `LDS.128`); through an
+    /// `add`/`and` aligning it up (the fallback, for a variable declared less aligned than its
+    /// accesses) it did not, on the H200 (bench/h200-runs/2026-12-04-s30/).
+    pub(super) fn redirect_targets(&self, out: &mut Vec<O<'m>>) {
+        let Some((var, _, align)) = self.floor_var() else {
+            return;
+        };
+        for w in self.targets.borrow().iter().copied() {
+            let st = super::poll::st_reg(w);
+            let var = Operand::Name(var.into());
+            if align >= w {
+                self.emit(out, None, "mov", &["u64"], &[st, var]);
+            } else {
+                self.emit(
+                    out,
+                    None,
+                    "add",
+                    &["u64"],
+                    &[st.clone(), var, imm(w as i64 - 1)],
+                );
+                self.emit(
+                    out,
+                    None,
+                    "and",
+                    &["b64"],
+                    &[st.clone(), st, imm(-(w as i64))],
+                );
+            }
+        }
     }
 }

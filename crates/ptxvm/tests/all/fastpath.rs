@@ -209,6 +209,14 @@ pub fn entry<'a>(text: &'a str, name: &str) -> &'a str {
     &rest[..rest.find("\n}\n").map_or(rest.len(), |e| e + 3)]
 }
 
+/// `output` of `n` words, given the `u32` offset argument.
+fn words_of(m: &Module, kernel: &str, n: usize, off: u32, fenced: bool) -> Vec<u32> {
+    output(m, kernel, 4 * n, &[Arg::U32(off)], fenced)
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
 /// Runs `kernel` (one block of 32) with an output buffer of `bytes` first and then `extra`,
 /// checks the attack outcome (`attack_in`), and gives the output.
 fn output(m: &Module, kernel: &str, bytes: usize, extra: &[Arg], fenced: bool) -> Vec<u8> {
@@ -591,14 +599,7 @@ fn shared_loads_out_of_their_window_read_its_start_unpredicated_and_are_reported
         .filter(|l| l.trim_start().starts_with('@'))
         .count();
     assert_eq!((loads.len(), predicated), (4, 1), "{k}");
-    let words = |off: u32, fenced| {
-        let b = output(&m, "shared_loads", 16, &[Arg::U32(off)], fenced);
-        let w: Vec<u32> = b
-            .chunks(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        w
-    };
+    let words = |off: u32, fenced| words_of(&m, "shared_loads", 4, off, fenced);
     // In the window: the words at the offset, and the single load 16 bytes past it.
     assert_eq!(words(0, false), [11, 12, 13, 15]);
     // The run starts below the window (the window's first words), the single load is in it.
@@ -609,6 +610,56 @@ fn shared_loads_out_of_their_window_read_its_start_unpredicated_and_are_reported
     let far = words(1 << 20, true);
     assert_eq!(far[..3], [11, 12, 13]);
     assert!(far[3] >= 1 << 20, "{far:?}");
+}
+
+/// Two shared variables, the larger second: a run of loads out of the window is redirected into
+/// the larger (`BIG_ALIGN` is its declaration's alignment).
+const SHARED_FLOOR: &str = "
+.visible .entry shared_floor(.param .u64 out, .param .u32 off)
+{
+    .shared .align 4 .b8 small[8];
+    .shared BIG_ALIGN .b8 big[64];
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<9>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [off];
+    mov.u32 %r1, small;
+    st.shared.u32 [%r1], 1;
+    st.shared.u32 [%r1+4], 2;
+    mov.u32 %r8, big;
+    st.shared.u32 [%r8], 21;
+    st.shared.u32 [%r8+4], 22;
+    st.shared.u32 [%r8+8], 23;
+    add.u32 %r2, %r8, %r5;
+    ld.shared.u32 %r3, [%r2];
+    ld.shared.u32 %r4, [%r2+4];
+    ld.shared.u32 %r6, [%r2+8];
+    st.global.u32 [%rd1], %r3;
+    st.global.u32 [%rd1+4], %r4;
+    st.global.u32 [%rd1+8], %r6;
+    ret;
+}
+";
+
+#[test]
+fn shared_loads_out_of_their_window_read_the_largest_variable_at_its_own_address_when_aligned() {
+    // Declared aligned to the loads' width: the redirect target is the variable's own address,
+    // which ptxas knows (it lays shared memory out), so it can merge the run into vector loads.
+    // Declared byte-aligned: its address aligned up to the width, read inside it all the same.
+    for (align, target) in [
+        (".align 16", "mov.u64 \t%__sbx_st4, big;"),
+        ("", "and.b64 \t%__sbx_st4, %__sbx_st4, -4;"),
+    ] {
+        let (s, m) = load_sandboxed(&ptx(&SHARED_FLOOR.replace("BIG_ALIGN", align)));
+        let k = entry(&s.ptx, "shared_floor");
+        let flat = k.split_whitespace().collect::<Vec<_>>().join(" ");
+        let want = target.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&want), "{align}: no `{target}` in {k}");
+        let words = |off: u32, fenced| words_of(&m, "shared_floor", 3, off, fenced);
+        assert_eq!(words(0, false), [21, 22, 23], "{align}");
+        // Far past the window: the larger variable's first words, never the smaller one's.
+        assert_eq!(words(1 << 20, true), [21, 22, 23], "{align}");
+    }
 }
 
 const GLOBAL_EDGE: &str = "
