@@ -4,15 +4,27 @@
 # and 64 connections, against a native axum handler doing the same gpuhost work in process
 # (`gpuhost bench --native-http`); cold start of a new version (load → first response: PTX JIT
 # and cubin, compile cached and not); and swaps under load (non-200 count, p99 against steady).
+# Native and serve are measured alternately, ROUNDS rounds per connection count of
+# BENCH_SECS / ROUNDS each (native first in odd rounds, serve first in even ones), and the ratios
+# reported are the medians of the rounds' ratios, each round's listed: a lease's throughput
+# swings between runs (native alone served 79k and 116k req/s at 16 connections in two runs of
+# one H200 lease), so both sides of a ratio must see the same machine state.
 # Runs on the GPU machine from the packed .gpu/ (scripts/gpu-pack.sh: gpuhost, oha, guests);
-# every request goes to 127.0.0.1. Output: $OUT/serve-bench/*.json and a summary table.
+# every request goes to 127.0.0.1. Output: $OUT/serve-bench/*.json (native-c16-r2.json: round 2
+# of native at 16 connections) and a summary table. Env: BENCH_SECS (10: per side and connection
+# count, all rounds), ROUNDS (3), SWAP_SECS (2 × BENCH_SECS), GPU_DIR (.gpu), GPUHOST_DRIVER
+# (nvidia; softcuda to try it on a machine without a GPU).
 #   device tool: run  command="bash scripts/bench-serve.sh"  carry=[".gpu"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/gpu-bin.sh
 out="${OUT:-/tmp/out}/serve-bench"; mkdir -p "$out"
 gpu="${GPU_DIR:-$PWD/.gpu}"; bin="$gpu/bin"; gpuhost="$bin/gpuhost"; oha="$bin/oha"
-secs="${BENCH_SECS:-10}"
+secs="${BENCH_SECS:-10}"; rounds="${ROUNDS:-3}"
+# Each side's BENCH_SECS per connection count is split into the rounds, so the whole run takes
+# as long as with one run per side (scripts/gpu.sh gives it 70 s at BENCH_SECS=3).
+round_ms=$((secs * 1000 / rounds))
+swap_secs="${SWAP_SECS:-$((2 * secs))}"
 export GPUHOST_DRIVER="${GPUHOST_DRIVER:-nvidia}" SOFTCUDA_LIB="$gpu/lib/libsoftcuda.so"
 [ -x "$oha" ] || { echo "no $oha: run scripts/gpu-pack.sh (it installs oha) first"; exit 1; }
 if "$oha" --help | grep -q -- '--output-format'; then json=(--output-format json); else json=(--json); fi
@@ -59,14 +71,21 @@ native=$(addr_of "$out/native") || exit 1
 echo "process start → first response (compile + context + bundle): $(awk "BEGIN{print $t1 - $t0}") s" > "$out/cold.txt"
 grep '"published"' "$out/serve.err" >> "$out/cold.txt"
 
-for target in native serve; do
-  addr=$native; [ $target = serve ] && addr=$serve
+for addr in "$native" "$serve"; do
   "$oha" --no-tui -n 3000 -c 16 "http://$addr/stamp" > /dev/null    # warm-up
-  for c in 1 16 64; do
-    [ $target = serve ] && curl -s "http://$addr/metrics" > "$out/metrics-before-c$c.txt"
-    "$oha" --no-tui "${json[@]}" -z "${secs}s" -c "$c" "http://$addr/stamp" > "$out/$target-c$c.json"
-    [ $target = serve ] && curl -s "http://$addr/metrics" > "$out/metrics-after-c$c.txt"
+done
+# The serve scrapes around each connection count take in all its serve rounds (native's rounds
+# between them send serve nothing).
+for c in 1 16 64; do
+  curl -s "http://$serve/metrics" > "$out/metrics-before-c$c.txt"
+  for r in $(seq 1 "$rounds"); do
+    order="native serve"; [ $((r % 2)) = 0 ] && order="serve native"
+    for target in $order; do
+      addr=$native; [ $target = serve ] && addr=$serve
+      "$oha" --no-tui "${json[@]}" -z "${round_ms}ms" -c "$c" "http://$addr/stamp" > "$out/$target-c$c-r$r.json"
+    done
   done
+  curl -s "http://$serve/metrics" > "$out/metrics-after-c$c.txt"
 done
 
 # Cold start of a new version, load → first response: same component (compile cached) with a new
@@ -81,11 +100,11 @@ for f in stamp stamp-jit; do
   done
 done
 
-# Swaps under load: 16 connections for 2×secs while the bundle alternates every second.
-"$oha" --no-tui "${json[@]}" -z "$((2 * secs))s" -c 16 "http://$serve/stamp" > "$out/serve-swaps-c16.json" &
+# Swaps under load: 16 connections for swap_secs (2 × BENCH_SECS) while the bundle alternates every second.
+"$oha" --no-tui "${json[@]}" -z "${swap_secs}s" -c 16 "http://$serve/stamp" > "$out/serve-swaps-c16.json" &
 loadgen=$!
 sleep 1
-for i in $(seq 1 $((2 * secs - 2))); do
+for i in $(seq 1 $((swap_secs - 2))); do
   b=stamp-b; [ $((i % 2)) = 0 ] && b=stamp-a
   cp crates/gpuhost/bundles/$b/* "$work/repo/stamp/bundle/"
   curl -s -w ' %{time_total}s\n' -X POST "http://$serve/v2/repository/models/stamp/load" >> "$out/swaps.txt"
@@ -96,9 +115,9 @@ curl -s "http://$serve/metrics" > "$out/metrics.txt"
 
 # Summary (python3 where present; the JSON files are the data either way).
 if command -v python3 > /dev/null; then
-  python3 - "$out" <<'PY' | tee "$out/summary.md"
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
+  python3 - "$out" "$rounds" <<'PY' | tee "$out/summary.md"
+import json, sys, pathlib, statistics
+out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 sys.path.insert(0, "scripts/lib")
 from phase_means import PHASES, call_means, means
 def load(name):
@@ -110,13 +129,29 @@ def load(name):
     if errors:
         print(f"{name}: errors {errors}, status codes {codes}", file=sys.stderr)
     return s["requestsPerSec"], p.get("p50", 0) * 1e3, p.get("p99", 0) * 1e3, bad
-print("| connections | native req/s | serve req/s | ratio | native p50/p99 ms | serve p50/p99 ms | p99 ratio |")
-print("|---|---|---|---|---|---|---|")
+def ratio(a, b):
+    return a / b if b else float("nan")
+med = statistics.median
+print(f"Medians of {rounds} alternating rounds (req/s, p50, p99 of each side; ratio and p99 ratio:"
+      " the median of the rounds' own ratios, serve / native)")
+print("| connections | native req/s | serve req/s | ratio | native p50/p99 ms | serve p50/p99 ms | p99 ratio | rounds: ratio (p99 ratio) |")
+print("|---|---|---|---|---|---|---|---|")
+steady_p99 = {}
 for c in (1, 16, 64):
-    n, s = load(f"native-c{c}.json"), load(f"serve-c{c}.json")
-    print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {s[0]/n[0]:.2f} | {n[1]:.3f}/{n[2]:.3f} | {s[1]:.3f}/{s[2]:.3f} | {s[2]/n[2]:.2f} |")
-sw, st = load("serve-swaps-c16.json"), load("serve-c16.json")
-print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, this run's requests only)")
+    ns = [load(f"native-c{c}-r{r}.json") for r in range(1, rounds + 1)]
+    ss = [load(f"serve-c{c}-r{r}.json") for r in range(1, rounds + 1)]
+    n = [med(x[i] for x in ns) for i in range(3)]
+    s = [med(x[i] for x in ss) for i in range(3)]
+    steady_p99[c] = s[2]
+    per = [(ratio(b[0], a[0]), ratio(b[2], a[2])) for a, b in zip(ns, ss)]
+    each = ", ".join(f"{q:.2f} ({p:.2f})" for q, p in per)
+    print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {med(q for q, _ in per):.2f} | {n[1]:.3f}/{n[2]:.3f} "
+          f"| {s[1]:.3f}/{s[2]:.3f} | {med(p for _, p in per):.2f} | {each} |")
+bad = sum(load(f"{t}-c{c}-r{r}.json")[3] for t in ("native", "serve") for c in (1, 16, 64)
+          for r in range(1, rounds + 1))
+print(f"\nnon-200 or errors over all rounds: {bad}")
+sw = load("serve-swaps-c16.json")
+print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, every serve round's requests at that count)")
 print("| connections | setup | instantiate | sandbox (warm Store) | respond (handler start → head) | teardown |")
 print("|---|---|---|---|---|---|")
 for c in (1, 16, 64):
@@ -128,8 +163,8 @@ for c in (1, 16, 64):
     calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
                        (out / f"metrics-after-c{c}.txt").read_text())
     print(f"- c={c}: " + ", ".join(f"{k} {n:.2f}×{us:.1f}" for k, n, us in calls))
-print(f"\nswaps under load (c=16): {sw[0]:.0f} req/s, p99 {sw[2]:.3f} ms vs steady {st[2]:.3f} ms "
-      f"({sw[2]/st[2]:.2f}x), non-200 or errors: {sw[3]}")
+print(f"\nswaps under load (c=16): {sw[0]:.0f} req/s, p99 {sw[2]:.3f} ms vs steady {steady_p99[16]:.3f} ms "
+      f"(median of the rounds; {ratio(sw[2], steady_p99[16]):.2f}x), non-200 or errors: {sw[3]}")
 PY
 fi
 cat "$out/cold.txt"; echo "swap load times:"; cat "$out/swaps.txt" | head -30
