@@ -106,10 +106,6 @@ impl TransferConfig {
         Ok(())
     }
 
-    /// How a transfer of `len` bytes is cut: the staging chunk size, and the ranges (in order,
-    /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
-    /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
-    /// does the other stage of the last one, so smaller ends shrink what is exposed.
     /// How this configuration's host copies store.
     pub(crate) fn stores(&self) -> crate::copy::Stores {
         if self.streaming_stores {
@@ -119,6 +115,10 @@ impl TransferConfig {
         }
     }
 
+    /// How a transfer of `len` bytes is cut: the staging chunk size, and the ranges (in order,
+    /// covering `0..len`). The first and the last chunk's worth go in quarters (none under
+    /// MIN_CHUNK): the first chunk's host copy (upload) or DMA (download) overlaps nothing, nor
+    /// does the other stage of the last one, so smaller ends shrink what is exposed.
     fn plan(&self, len: usize) -> (usize, Vec<Range<usize>>) {
         let chunk = (len / MIN_CHUNKS)
             .clamp(MIN_CHUNK.min(self.chunk_bytes), self.chunk_bytes)
