@@ -487,15 +487,19 @@ impl<'t, 's> Parser<'t, 's> {
                 }
                 Some(_) => {
                     // Parsed in place: built aside, an instruction was copied three times
-                    // over (its lists into it, it into a statement, that into the body).
-                    out.push(Stmt::Inst(Inst {
-                        guard: None,
-                        opcode: Str::Borrowed(""),
-                        op: None,
-                        mods: Small::new(),
-                        operands: Small::new(),
-                        line,
-                    }));
+                    // over (its lists into it, it into a statement, that into the body). The
+                    // empty one is made in its slot (`resize_with`): `push` built it on the
+                    // stack and copied all of its bytes in, a `memcpy` per instruction.
+                    out.resize_with(out.len() + 1, || {
+                        Stmt::Inst(Inst {
+                            guard: None,
+                            opcode: Str::Borrowed(""),
+                            op: None,
+                            mods: Small::new(),
+                            operands: Small::new(),
+                            line,
+                        })
+                    });
                     if let Some(Stmt::Inst(i)) = out.last_mut() {
                         self.inst(i)?;
                     }

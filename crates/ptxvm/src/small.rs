@@ -54,10 +54,9 @@ impl<T: Item, const N: usize> Drop for Small<T, N> {
 impl<T: Item + Clone, const N: usize> Clone for Small<T, N> {
     fn clone(&self) -> Self {
         match self {
-            Small::Inline { len, items } => Small::Inline {
-                len: *len,
-                items: items.clone(),
-            },
+            // Only the slots in use: cloning the whole array cloned (and later dropped) every
+            // unused default too.
+            Small::Inline { len, items } => items[..*len].iter().cloned().collect(),
             Small::Heap(h) => Small::Heap(h.clone()),
         }
     }

@@ -278,7 +278,12 @@ impl<'m> Cfg<'m> {
             spans: Vec::new(),
             sources: MinMaxTree::default(),
         };
-        let mut marks = Marks::default();
+        // Sized for a label or branch every few statements: grown from empty, they were
+        // reallocated several times per function.
+        let mut marks = Marks {
+            labels: Vec::with_capacity(body.len() / 4 + 4),
+            branches: Vec::with_capacity(body.len() / 4 + 4),
+        };
         flatten(body, false, &mut cfg, &mut marks);
         // Sized once: collecting from a filter grew (and rehashed) the map as it went.
         let mut labels: HashMap<&str, usize> = HashMap::with_capacity(marks.labels.len());

@@ -403,8 +403,10 @@ pub(crate) fn parts<M: AsRef<str>>(
         out.push_str(m.as_ref());
     }
     // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
-    let f32_ctx =
-        mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
+    // Only such a literal asks: most instructions skip comparing their modifiers.
+    let f32_ctx = operands.iter().chain(replace.map(|r| r.1)).any(has_f64)
+        && mods.iter().any(|m| m.as_ref() == "f32")
+        && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
     // Only an address operand asks, so most instructions skip the opcode lookup.
     let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
@@ -427,6 +429,15 @@ pub(crate) fn parts<M: AsRef<str>>(
     }
     out.push(';');
     Ok(())
+}
+
+/// Whether `o` is or holds a float literal kept as f64 bits.
+fn has_f64(o: &Operand) -> bool {
+    match o {
+        Operand::F64Bits(_) => true,
+        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_f64),
+        _ => false,
+    }
 }
 
 /// Whether `o` is or holds an address operand.

@@ -42,8 +42,9 @@ impl<'m> Fx<'_, 'm> {
     ) -> Option<(Str<'m>, bool)> {
         let a = sreg(dst);
         let o = sreg("o");
-        let qname = ["%__sbx_", q].concat();
-        let q = sreg(q);
+        // Borrowed for the fixed `%__sbx_q` (a single access's check): built once otherwise.
+        let qname = super::poll::sreg_name(q);
+        let q = Operand::Name(qname.clone());
         let shared = lo == "slo";
         let lo32 = sreg(if shared { "sl" } else { "ll" });
         // A window of one static variable has a known size, so the count is an immediate (a
@@ -71,7 +72,7 @@ impl<'m> Fx<'_, 'm> {
         self.setp_under(out, ["lt", "u32"], [q.clone(), o, n], guard);
         // Fault iff the access would have run (guard) but is out of the window.
         match guard {
-            None => self.fault(out, Some((qname.clone().into(), true))),
+            None => self.fault(out, Some((qname.clone(), true))),
             Some((g, neg)) => {
                 let p = sreg("p");
                 self.emit(
@@ -87,7 +88,7 @@ impl<'m> Fx<'_, 'm> {
                 self.fault(out, Some(("%__sbx_p".into(), false)));
             }
         }
-        Some((qname.into(), false))
+        Some((qname, false))
     }
 
     /// A shared or local access through a register (or an unchecked variable offset).
