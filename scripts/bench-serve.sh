@@ -136,10 +136,11 @@ print(f"Medians of {rounds} alternating rounds (req/s, p50, p99 of each side; ra
       " the median of the rounds' own ratios, serve / native)")
 print("| connections | native req/s | serve req/s | ratio | native p50/p99 ms | serve p50/p99 ms | p99 ratio | rounds: ratio (p99 ratio) |")
 print("|---|---|---|---|---|---|---|---|")
-steady_p99 = {}
+steady_p99, bad = {}, 0
 for c in (1, 16, 64):
     ns = [load(f"native-c{c}-r{r}.json") for r in range(1, rounds + 1)]
     ss = [load(f"serve-c{c}-r{r}.json") for r in range(1, rounds + 1)]
+    bad += sum(x[3] for x in ns + ss)
     n = [med(x[i] for x in ns) for i in range(3)]
     s = [med(x[i] for x in ss) for i in range(3)]
     steady_p99[c] = s[2]
@@ -147,8 +148,6 @@ for c in (1, 16, 64):
     each = ", ".join(f"{q:.2f} ({p:.2f})" for q, p in per)
     print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {med(q for q, _ in per):.2f} | {n[1]:.3f}/{n[2]:.3f} "
           f"| {s[1]:.3f}/{s[2]:.3f} | {med(p for _, p in per):.2f} | {each} |")
-bad = sum(load(f"{t}-c{c}-r{r}.json")[3] for t in ("native", "serve") for c in (1, 16, 64)
-          for r in range(1, rounds + 1))
 print(f"\nnon-200 or errors over all rounds: {bad}")
 sw = load("serve-swaps-c16.json")
 print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, every serve round's requests at that count)")
