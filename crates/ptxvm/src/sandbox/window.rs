@@ -176,14 +176,17 @@ impl<'m> Fx<'_, 'm> {
             .and_then(|(n, _)| self.static_var(n).map(|(_, size, align)| (n, size, align)))
     }
 
-    /// Whether `span` bytes read from `%__sbx_st<w>` stay inside the floor variable: from its
-    /// start when it is declared aligned to `w`, else from its start aligned up to `w`.
+    /// Where `%__sbx_st<w>` points: the floor variable, and the bytes its start may be moved up
+    /// to align it to `w` (0 when it is declared aligned to `w`). `None` without one.
+    fn redirect_target(&self, w: u64) -> Option<(&'m str, u64, u64)> {
+        let (var, size, align) = self.floor_var()?;
+        Some((var, size, if align >= w { 0 } else { w - 1 }))
+    }
+
+    /// Whether `span` bytes read from `%__sbx_st<w>` stay inside the floor variable.
     pub(super) fn redirect_fits(&self, w: u64, span: u64) -> bool {
-        match self.floor_var() {
-            Some((_, size, align)) if align >= w => size >= span,
-            Some((_, size, _)) => size >= span.saturating_add(w - 1),
-            None => false,
-        }
+        self.redirect_target(w)
+            .is_some_and(|(_, size, slack)| size >= span.saturating_add(slack))
     }
 
     /// The prologue's definition of `%__sbx_st<w>` for each redirect width used: the floor
@@ -193,13 +196,13 @@ impl<'m> Fx<'_, 'm> {
     /// `add`/`and` aligning it up (the fallback, for a variable declared less aligned than its
     /// accesses) it did not, on the H200 (bench/h200-runs/2026-12-04-s30/).
     pub(super) fn redirect_targets(&self, out: &mut Vec<O<'m>>) {
-        let Some((var, _, align)) = self.floor_var() else {
-            return;
-        };
         for w in self.targets.borrow().iter().copied() {
+            let Some((var, _, slack)) = self.redirect_target(w) else {
+                return;
+            };
             let st = super::poll::st_reg(w);
             let var = Operand::Name(var.into());
-            if align >= w {
+            if slack == 0 {
                 self.emit(out, None, "mov", &["u64"], &[st, var]);
             } else {
                 self.emit(
@@ -207,7 +210,7 @@ impl<'m> Fx<'_, 'm> {
                     None,
                     "add",
                     &["u64"],
-                    &[st.clone(), var, imm(w as i64 - 1)],
+                    &[st.clone(), var, imm(slack as i64)],
                 );
                 self.emit(
                     out,
