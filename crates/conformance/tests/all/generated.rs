@@ -482,6 +482,20 @@ fn generated_programs_give_their_bytes_as_written_rewritten_on_the_driver() {
     each_seed(&ctx, seeds(24), Mode::Legal, legal);
 }
 
+/// Legal programs whose rewrite NVIDIA's JIT once compiled wrong (docs/ISOLATION.md, "Generated
+/// programs"): 57 (session 28), 3016 (session 29) and 5682 (session 30, a fence's limit in a
+/// uniform register that a divergent sibling path overwrote). They run on every driver, so the
+/// H200's runs of this suite check them again.
+const NVIDIA_MISCOMPILED: [u64; 3] = [57, 3016, 5682];
+
+#[test]
+fn legal_programs_nvidia_once_compiled_wrong_give_their_bytes_as_written_rewritten() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain the primary context");
+    each_seed(&ctx, NVIDIA_MISCOMPILED.to_vec(), Mode::Legal, legal);
+}
+
 #[test]
 fn generated_hostile_programs_stay_in_their_arena_and_stop_on_the_driver() {
     in_child(

@@ -357,8 +357,7 @@ impl<'m> Fx<'_, 'm> {
             }
             src => self.load_into(out, &g, &src, i.line)?,
         }
-        let lim = super::poll::lim_reg(w);
-        self.fence_global_into(out, &g, sreg(&g), lim, w, i.guard.as_ref());
+        self.fence_global_into(out, &g, sreg(&g), sreg("lim"), w, i.guard.as_ref());
         let dst = src_of(self, db, *doff);
         if let Src::Sym(name, _) = dst
             && self.shared_size(name).is_none()
@@ -448,14 +447,15 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    /// One global access of `w` bytes at `x`, fenced: `x` aligned down to `w` runs when it lies
-    /// in `[base, base+size-w]`; out of range the fault is noted and the access goes elsewhere.
+    /// One global access of `w` bytes at `x`, fenced: `x` aligned down to `w` runs when `x -
+    /// base` is at most `lim`, `(size & -MIN_ALIGN) - 1`, the one limit of every width (the
+    /// base is MIN_ALIGN-aligned, so the aligned-down access ends in the arena); out of range
+    /// the fault is noted and the access goes elsewhere.
     /// Two forms, chosen by measurement on the H200 (bench/RESULTS.md, session 19):
     /// - in a loop, a load or store runs under the compare's predicate and is skipped out of
     ///   range (a load's destinations zeroed first: no register shows what the hardware left in
     ///   it). The access then waits on the subtract and compare only, and the align does not
-    ///   wait for them, since one limit, `(size & -MIN_ALIGN) - 1` against `x - base`, serves
-    ///   every width. A histogram's loop ran 1.11x native graph-replayed, against 1.16 with a
+    ///   wait for them. A histogram's loop ran 1.11x native graph-replayed, against 1.16 with a
     ///   select;
     /// - elsewhere, and for atomics (ptxas branches around a predicated one), `x` or `base` is
     ///   selected, then aligned. With every access predicated, ptxas stopped issuing an unrolled
@@ -477,7 +477,7 @@ impl<'m> Fx<'_, 'm> {
             None
         };
         let Some(dests) = dests else {
-            self.fence_global_into(out, "a", xr, super::poll::lim_reg(w), w, guard);
+            self.fence_global_into(out, "a", xr, sreg("lim"), w, guard);
             self.access(out, i, at, "global", guard.cloned());
             return;
         };

@@ -11,16 +11,16 @@ use std::sync::OnceLock;
 
 use super::params::{hidden_param, hidden_params, spelled};
 use super::print::O;
-use super::rewrite::{Fx, R, WIDTHS, emit_line, imm, sreg};
+use super::rewrite::{Fx, R, emit_line, imm, sreg};
 use super::{MIN_ALIGN, MIN_ARENA};
 use crate::ast::{Inst, Operand, Stmt, Str};
 
 const U64_REGS: &[&str] = &[
     "base", "size", "globals", "ctl", "launch", "slo", "shi", "llo", "lhi", "a", "b", "c", "d",
-    "lim1", "lim2", "lim4", "lim8", "lim16", "lim32", "lim", "x",
+    "lim", "x", "zz",
 ];
 const U32_REGS: &[&str] = &[
-    "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f",
+    "epoch", "tag", "cnt", "t", "e", "sl", "ll", "ss", "ls", "o", "f", "z",
 ];
 const PRED_REGS: &[&str] = &["p", "q", "bp"];
 
@@ -53,22 +53,11 @@ const FIXED: &[&str] = &[
     "%__sbx_lhi",
     "%__sbx_sl",
     "%__sbx_ll",
+    "%__sbx_ss",
+    "%__sbx_ls",
+    "%__sbx_z",
+    "%__sbx_zz",
 ];
-
-/// `%__sbx_lim<w>`: `size - w`, which the prologue computes for each of [`WIDTHS`]; spelled
-/// out for those (formatting it was an allocation per fenced global access).
-pub(super) fn lim_reg(w: u64) -> Operand<'static> {
-    let n = match w {
-        1 => "%__sbx_lim1",
-        2 => "%__sbx_lim2",
-        4 => "%__sbx_lim4",
-        8 => "%__sbx_lim8",
-        16 => "%__sbx_lim16",
-        32 => "%__sbx_lim32",
-        _ => return sreg(&format!("lim{w}")),
-    };
-    Operand::Name(Str::Borrowed(n))
-}
 
 /// `%__sbx_<n>`, borrowed when it is one of [`FIXED`].
 pub(super) fn sreg_name(n: &str) -> Str<'static> {
@@ -155,19 +144,37 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
         let param = Operand::Addr(Some(hidden_param(n)), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
+    // Every hidden value the fences, relocated globals and polls trust gets an opaque zero
+    // added, so that ptxas cannot prove it warp-uniform and keeps it in vector registers. It
+    // keeps a provably uniform value in a uniform register, and it was seen (sessions 30 and
+    // 31, docs/ISOLATION.md) letting a divergent sibling path overwrite one that is live in
+    // another: a diverged warp runs its paths one after the other, and a uniform register
+    // belongs to the whole warp. A limit overwritten that way refused a legal store; a base
+    // overwritten that way sent a fenced access to an address of ptxas's choosing.
+    // `lanemask_lt & (lanemask_lt + 1)` is 0 in every lane (`2^lane - 1` has no bit in common
+    // with `2^lane`), but only a thread's own lane says so.
+    let lanemask_lt = Operand::Name("%lanemask_lt".into());
+    emit("mov", &["u32"], &[sreg("t"), lanemask_lt]);
+    emit("add", &["u32"], &[sreg("z"), sreg("t"), imm(1)]);
+    emit("and", &["b32"], &[sreg("z"), sreg("z"), sreg("t")]);
+    let zz = Operand::Vec(vec![sreg("z"), sreg("z")]);
+    emit("mov", &["b64"], &[sreg("zz"), zz]);
+    for n in hidden_params(is_entry)
+        .into_iter()
+        .filter(|&n| n != "launch")
+    {
+        emit("add", &["u64"], &[sreg(n), sreg(n), sreg("zz")]);
+    }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
     emit("shr", &["u64"], &[sreg("a"), sreg("launch"), imm(32)]);
     emit("cvt", &["u32", "u64"], &[sreg("tag"), sreg("a")]);
     // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
     let tag = [sreg("tag"), sreg("tag"), imm(0x7fff_ffff)];
     emit("and", &["b32"], &tag);
-    for w in WIDTHS {
-        let lim = lim_reg(w);
-        emit("sub", &["u64"], &[lim, sreg("size"), imm(w as i64)]);
-    }
-    // A single global access's limit (fence.rs, `global_access`), the same for every width:
-    // the largest `a - base` whose aligned-down access fits in the arena rounded down to
-    // MIN_ALIGN.
+    // Every single global access's limit (fence.rs), the same for every width: the largest
+    // `x - base` whose access, aligned down to its width (at most MIN_ALIGN), ends in the arena
+    // rounded down to MIN_ALIGN. One limit rather than one per width: each is a 64-bit value
+    // live in vector registers (above), and ptxas kept them all.
     let align = imm(-(MIN_ALIGN as i64));
     emit("and", &["b64"], &[sreg("lim"), sreg("size"), align]);
     emit("sub", &["u64"], &[sreg("lim"), sreg("lim"), imm(1)]);
@@ -306,6 +313,12 @@ impl<'m> Fx<'_, 'm> {
                 &["u32"],
                 &[sreg(size), sreg(size), sreg(lo32)],
             );
+            // Per-thread, as the head's hidden values are (`build_head`): an entry's window
+            // is the addresses of its variables, which ptxas would otherwise hold in a
+            // uniform register.
+            for r in [lo32, size] {
+                self.emit(out, None, "add", &["u32"], &[sreg(r), sreg(r), sreg("z")]);
+            }
         }
         for (name, &(sh, span)) in names.iter().zip(&counted) {
             let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
@@ -699,17 +712,6 @@ enum OnAbort {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn lim_reg_is_sreg_lim_and_the_width() {
-        for w in [1, 2, 3, 4, 8, 16, 32, 64] {
-            assert_eq!(
-                super::lim_reg(w),
-                super::sreg(&format!("lim{w}")),
-                "width {w}"
-            );
-        }
-    }
-
     #[test]
     fn every_poll_interval_gets_a_head_that_counts_it() {
         // 1 and 3 share a slot: whichever comes second gets a head of its own.

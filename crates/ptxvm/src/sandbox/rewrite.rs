@@ -16,9 +16,6 @@ use crate::lower::var_size;
 
 pub(crate) type R<T> = Result<T, Error>;
 
-/// Access widths the prologue precomputes `size - W` for.
-pub(crate) const WIDTHS: [u64; 6] = [1, 2, 4, 8, 16, 32];
-
 /// Register `%__sbx_<n>`.
 pub(crate) fn sreg(n: &str) -> Operand<'static> {
     Operand::Name(super::poll::sreg_name(n))
