@@ -21,6 +21,7 @@ mod memory;
 mod refusals;
 mod shapes;
 mod stops;
+mod uniform;
 
 use refusals::refused;
 use stops::abort_after;
