@@ -31,6 +31,8 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   if [ -d .gpu/sandbox ]; then
     timeout 100 stdbuf -o0 -e0 bash scripts/sandbox-probe.sh run > "$out/sandbox-probe.log" 2>&1
     echo "sandbox-probe rc=$?" >> "$out/sandbox-probe.log"
+    # Whether ptxas keeps the values the fences trust out of uniform registers (the opaque zero).
+    timeout 120 bash scripts/probes/sass-uniform.sh > "$out/sass-uniform.log" 2>&1
   fi
   [ -n "${SKIP_FIXTURES:-}" ] || bash scripts/gpu-fixtures.sh > "$out/fixtures.log" 2>&1 || echo "fixtures: FAILED (see fixtures.log)"
   gpu_suites_ready
@@ -50,6 +52,7 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   done
   grep -vE '^ptxas info|^    ' "$out/probe.log" 2>/dev/null | tail -32
   grep -E '^JIT:|FAIL|FATAL|stopped|PASSED|rc=' "$out/sandbox-probe.log" 2>/dev/null | tail -30
+  tail -4 "$out/sass-uniform.log" 2>/dev/null
   tail -3 "$out/sandbox-1.md" "$out/sandbox-2.md" 2>/dev/null
   grep -E '^== |^test result:|FAILED|panicked|^failures:|skipped' "$out/tests.log" | head -60
   echo "-- run apart:"; grep -E '^(ok|FAILED|CRASHED)|^each-test' "$out/tests-apart.log"
