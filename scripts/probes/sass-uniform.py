@@ -104,7 +104,7 @@ def check(insts, offs):
                     live[ur] = offs[o]
                     if ldc.group(1):
                         live[ur + 1] = offs[o]
-    return bad, loads, bool(zero) or any("SR_LTMASK" in i for _, i in insts)
+    return bad, loads, any("SR_LTMASK" in i for _, i in insts)
 
 
 def main():

@@ -737,8 +737,7 @@ fn global_accesses_at_the_arenas_last_byte_run_aligned_down_and_one_past_are_fen
         ("global_edge", 1),
         ("global_edge", 0),
     ] {
-        // Which widths run in range.
-        let runs = |_: usize| past == 1;
+        // One limit for every width: all run in range, or all are fenced.
         let fenced = past == 0;
         let mut out = 0;
         let mem = super::redteam::attack_in(
@@ -758,10 +757,10 @@ fn global_accesses_at_the_arenas_last_byte_run_aligned_down_and_one_past_are_fen
         // Each width's element: the tail's last one in range; fenced, zeros in the loop (the
         // load skipped) and the head's first one in straight-line code (sent to the base).
         let zeros = [0u8; 16];
-        let want = |w: usize| match (runs(w), kernel) {
-            (true, _) => &tail[32 - w..],
-            (false, "global_edge_loop") => &zeros[..w],
-            (false, _) => &head[..w],
+        let want = |w: usize| match (fenced, kernel) {
+            (false, _) => &tail[32 - w..],
+            (true, "global_edge_loop") => &zeros[..w],
+            (true, _) => &head[..w],
         };
         let at = [(1, 0..1), (2, 2..4), (4, 4..8), (8, 8..16), (16, 16..32)];
         for (w, range) in at {

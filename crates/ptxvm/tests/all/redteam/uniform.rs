@@ -9,17 +9,26 @@
 
 use crate::sandbox::all_modules;
 
-/// The registers the fences, relocated globals, polls and windows read, each with the opaque
-/// zero of its width.
+/// The registers the fences, relocated globals, polls and windows read, each with the `add`
+/// that makes it per-lane (the opaque zero of its width).
 const TRUSTED: [(&str, &str); 8] = [
-    ("%__sbx_base", "%__sbx_zz"),
-    ("%__sbx_size", "%__sbx_zz"),
-    ("%__sbx_globals", "%__sbx_zz"),
-    ("%__sbx_ctl", "%__sbx_zz"),
-    ("%__sbx_sl", "%__sbx_z"),
-    ("%__sbx_ss", "%__sbx_z"),
-    ("%__sbx_ll", "%__sbx_z"),
-    ("%__sbx_ls", "%__sbx_z"),
+    (
+        "%__sbx_base",
+        "add.u64 %__sbx_base, %__sbx_base, %__sbx_zz;",
+    ),
+    (
+        "%__sbx_size",
+        "add.u64 %__sbx_size, %__sbx_size, %__sbx_zz;",
+    ),
+    (
+        "%__sbx_globals",
+        "add.u64 %__sbx_globals, %__sbx_globals, %__sbx_zz;",
+    ),
+    ("%__sbx_ctl", "add.u64 %__sbx_ctl, %__sbx_ctl, %__sbx_zz;"),
+    ("%__sbx_sl", "add.u32 %__sbx_sl, %__sbx_sl, %__sbx_z;"),
+    ("%__sbx_ss", "add.u32 %__sbx_ss, %__sbx_ss, %__sbx_z;"),
+    ("%__sbx_ll", "add.u32 %__sbx_ll, %__sbx_ll, %__sbx_z;"),
+    ("%__sbx_ls", "add.u32 %__sbx_ls, %__sbx_ls, %__sbx_z;"),
 ];
 
 /// The lines that may name a trusted register before its zero is added: declarations, its own
@@ -54,12 +63,8 @@ fn prologued(text: &str) -> Vec<Vec<&str>> {
 }
 
 /// Where in `f` the trusted register `reg` is first read other than by [`defines`], and
-/// whether its zero was added before: `Err` names the line that reads it raw.
-fn first_read_is_opaque(f: &[&str], reg: &str, zero: &str) -> Result<(), String> {
-    let add = format!(
-        "add.u{} {reg}, {reg}, {zero};",
-        if zero.ends_with("zz") { 64 } else { 32 }
-    );
+/// whether `add` (its zero) came before: `Err` names the line that reads it raw.
+fn first_read_is_opaque(f: &[&str], reg: &str, add: &str) -> Result<(), String> {
     for line in f {
         if line.trim() == add {
             return Ok(());
@@ -91,8 +96,8 @@ fn every_value_a_fence_trusts_gets_the_opaque_zero_before_anything_reads_it() {
                 "{}: the head makes no opaque zero:\n{head}",
                 path.display()
             );
-            for (reg, zero) in TRUSTED {
-                if let Err(e) = first_read_is_opaque(&f, reg, zero) {
+            for (reg, add) in TRUSTED {
+                if let Err(e) = first_read_is_opaque(&f, reg, add) {
                     panic!("{}: {e}", path.display());
                 }
             }
@@ -109,8 +114,10 @@ fn a_trusted_value_read_before_its_zero_is_caught() {
         "\tsub.u64 %__sbx_x, %rd1, %__sbx_base;",
         "\tadd.u64 %__sbx_base, %__sbx_base, %__sbx_zz;",
     ];
-    let e = first_read_is_opaque(&f, "%__sbx_base", "%__sbx_zz").unwrap_err();
+    let (reg, add) = TRUSTED[0];
+    let e = first_read_is_opaque(&f, reg, add).unwrap_err();
     assert!(e.contains("sub.u64 %__sbx_x"), "{e}");
-    assert!(first_read_is_opaque(&f[..1], "%__sbx_base", "%__sbx_zz").is_ok());
+    assert!(first_read_is_opaque(&f[..1], reg, add).is_ok());
+    assert!(first_read_is_opaque(&f[2..], reg, add).is_ok());
     assert!(!mentions("\tadd.u64 %__sbx_basex, %r1, 1;", "%__sbx_base"));
 }
