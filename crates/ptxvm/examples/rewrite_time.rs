@@ -2,10 +2,16 @@
 //! of PTX): `cargo run --release -p ptxvm --example rewrite_time -- FILE.ptx|DIR...`. Each module
 //! is rewritten once to warm up, then 21 times in rounds over all modules; the median is
 //! reported per module and, summed, for all of them together, in ms per 100 KB of input. CPU
-//! only: no driver is opened.
+//! only: no driver is opened. It allocates through jemalloc, as the `gpuhost` binary does (where
+//! `gpuhost run` and `serve` rewrite their guests' modules): glibc's malloc made the same rewrites
+//! about 1.27x slower (bench/RESULTS.md, session 32).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// The `gpuhost` binary's allocator (crates/gpuhost-cli/src/malloc.rs).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const ROUNDS: usize = 21;
 
