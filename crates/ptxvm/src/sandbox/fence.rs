@@ -13,7 +13,7 @@
 //!   can only point inside one static variable (statics.rs, bounds.rs).
 
 use super::print::O;
-use super::rewrite::{Fx, R, imm, numbered, sreg};
+use super::rewrite::{Fx, R, numbered, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
 use crate::ir::Ty;
@@ -151,6 +151,14 @@ fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
     v
 }
 
+/// `, g` or `, !g`: `guard` as a compare's last operand (`setp_under`); nothing without one.
+pub(super) fn guard_operand(t: &mut String, guard: Option<&(Str<'_>, bool)>) {
+    if let Some((g, neg)) = guard {
+        t.push_str(if *neg { ", !" } else { ", " });
+        t.push_str(g);
+    }
+}
+
 pub(super) fn pred<'a>(g: &(Str<'a>, bool)) -> Operand<'a> {
     if g.1 {
         Operand::Not(g.0.clone())
@@ -221,7 +229,7 @@ impl<'m> Fx<'_, 'm> {
                 if self.info.globals.contains_key(n) =>
             {
                 let (goff, size) = self.info.globals[n];
-                self.global_addr(out, sreg("a"), goff, off);
+                self.global_addr(out, "%__sbx_a", goff, off);
                 if in_range(size) {
                     self.access(out, i, at, "global", i.guard.clone());
                 } else {
@@ -348,16 +356,17 @@ impl<'m> Fx<'_, 'm> {
         let n = self.ngroups;
         self.ngroups += 1;
         let (g, q) = (numbered("g", n.into()), numbered("gq", n.into()));
+        let gr = numbered("%__sbx_g", n.into());
         match src_of(self, sb, *soff) {
             Src::Sym(name, off) => {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
                     return refused(i.line, format!("{name} is not a .global variable"));
                 };
-                self.global_addr(out, sreg(&g), goff, off);
+                self.global_addr(out, &gr, goff, off);
             }
             src => self.load_into(out, &g, &src, i.line)?,
         }
-        self.fence_global_into(out, &g, sreg(&g), sreg("lim"), w, i.guard.as_ref());
+        self.fence_global_into(out, &g, &gr, "%__sbx_lim", w, i.guard.as_ref());
         let dst = src_of(self, db, *doff);
         if let Src::Sym(name, _) = dst
             && self.shared_size(name).is_none()
@@ -369,7 +378,7 @@ impl<'m> Fx<'_, 'm> {
         let mut j = i.clone();
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
-        j.operands[1] = Operand::Addr(Some(numbered("%__sbx_g", n.into()).into()), 0);
+        j.operands[1] = Operand::Addr(Some(gr.into()), 0);
         out.push(O::new(Stmt::Inst(j)));
         Ok(())
     }
@@ -406,41 +415,48 @@ impl<'m> Fx<'_, 'm> {
         out: &mut Vec<O<'m>>,
         dst: &str,
         src: &Src<'_>,
-        line: u32,
+        line_no: u32,
     ) -> R<()> {
-        let a = sreg(dst);
+        let d = super::poll::sreg_name(dst);
+        // `op %__sbx_<dst>, from, off;`, each of `from` and `off` when given.
+        let line = |out: &mut Vec<O<'m>>, op: &str, from: Option<&str>, off: Option<i64>| {
+            Self::text(out, None, |t| {
+                t.push_str(op);
+                t.push(' ');
+                t.push_str(&d);
+                if let Some(f) = from {
+                    t.push_str(", ");
+                    t.push_str(f);
+                }
+                if let Some(k) = off {
+                    t.push_str(", ");
+                    super::print::int(t, k);
+                }
+                t.push_str(";\n");
+            });
+        };
         match *src {
-            Src::Reg(r, off) => {
-                let rr = Operand::Name(Str::Borrowed(r));
-                match self.reg_ty(r) {
-                    Some("u64" | "b64" | "s64") if off == 0 => {
-                        self.emit(out, None, "mov", &["u64"], &[a, rr]);
-                    }
-                    Some("u64" | "b64" | "s64") => {
-                        self.emit(out, None, "add", &["u64"], &[a, rr, imm(off)]);
-                    }
-                    Some("u32" | "b32" | "s32") => {
-                        self.emit(out, None, "cvt", &["u64", "u32"], &[a.clone(), rr]);
-                        if off != 0 {
-                            self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
-                        }
-                    }
-                    _ => {
-                        return refused(line, format!("address register {r} is not 32 or 64 bits"));
+            Src::Reg(r, off) => match self.reg_ty(r) {
+                Some("u64" | "b64" | "s64") if off == 0 => line(out, "mov.u64", Some(r), None),
+                Some("u64" | "b64" | "s64") => line(out, "add.u64", Some(r), Some(off)),
+                Some("u32" | "b32" | "s32") => {
+                    line(out, "cvt.u64.u32", Some(r), None);
+                    if off != 0 {
+                        line(out, "add.u64", Some(&d), Some(off));
                     }
                 }
-            }
-            Src::Abs(off) => self.emit(out, None, "mov", &["u64"], &[a, imm(off)]),
+                _ => {
+                    return refused(
+                        line_no,
+                        format!("address register {r} is not 32 or 64 bits"),
+                    );
+                }
+            },
+            Src::Abs(off) => line(out, "mov.u64", None, Some(off)),
             Src::Sym(n, off) => {
-                self.emit(
-                    out,
-                    None,
-                    "mov",
-                    &["u64"],
-                    &[a.clone(), Operand::Name(n.into())],
-                );
+                line(out, "mov.u64", Some(n), None);
                 if off != 0 {
-                    self.emit(out, None, "add", &["u64"], &[a.clone(), a, imm(off)]);
+                    line(out, "add.u64", Some(&d), Some(off));
                 }
             }
         }
@@ -470,50 +486,40 @@ impl<'m> Fx<'_, 'm> {
         w: u64,
         guard: Option<&(Str<'m>, bool)>,
     ) {
-        let xr = Operand::Name(Str::Borrowed(x));
         let dests = if self.in_loop() {
             self.zeroable_dests(i)
         } else {
             None
         };
         let Some(dests) = dests else {
-            self.fence_global_into(out, "a", xr, sreg("lim"), w, guard);
+            self.fence_global_into(out, "a", x, "%__sbx_lim", w, guard);
             self.access(out, i, at, "global", guard.cloned());
             return;
         };
-        let x_off = sreg("x");
-        self.emit(
-            out,
-            None,
-            "sub",
-            &["u64"],
-            &[x_off.clone(), xr.clone(), sreg("base")],
-        );
-        let aligned = if w > 1 {
-            self.emit(
-                out,
-                None,
-                "and",
-                &["b64"],
-                &[sreg("a"), xr, imm(-(w as i64))],
-            );
-            "%__sbx_a"
-        } else {
-            x
-        };
-        let pq = Operand::Pair(Box::new(("%__sbx_p".into(), "%__sbx_q".into())));
-        self.past_limit(out, pq, x_off, sreg("lim"), guard);
+        let aligned = if w > 1 { "%__sbx_a" } else { x };
+        Self::text(out, None, |t| {
+            t.push_str("sub.u64 %__sbx_x, ");
+            t.push_str(x);
+            t.push_str(", %__sbx_base;\n");
+            if w > 1 {
+                t.push_str("\tand.b64 %__sbx_a, ");
+                t.push_str(x);
+                t.push_str(", ");
+                super::print::int(t, -(w as i64));
+                t.push_str(";\n");
+            }
+        });
+        self.past_limit(out, "%__sbx_p|%__sbx_q", "%__sbx_lim", guard);
         let on_p = Some(("%__sbx_p".into(), false));
         self.fault(out, on_p.clone());
         for (r, bits) in dests {
-            let ty = match bits {
-                8 => Str::Borrowed("b8"),
-                16 => Str::Borrowed("b16"),
-                32 => Str::Borrowed("b32"),
-                64 => Str::Borrowed("b64"),
-                _ => Str::Owned(numbered("b", bits.into())),
-            };
-            self.emit(out, on_p.clone(), "mov", &[ty.as_ref()], &[r, imm(0)]);
+            Self::text(out, on_p.as_ref(), |t| {
+                t.push_str("mov.b");
+                super::print::unsigned(t, bits.into());
+                t.push(' ');
+                t.push_str(r);
+                t.push_str(", 0;\n");
+            });
         }
         let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
         let run = Some(("%__sbx_q".into(), false));
@@ -523,7 +529,7 @@ impl<'m> Fx<'_, 'm> {
     /// For a load or store: the registers a load writes, each with its width in bits, which
     /// `global_access` zeroes before a load it may skip (none for a store); `None` for an
     /// atomic, or a load into something `mov` cannot zero.
-    fn zeroable_dests(&self, i: &Inst<'m>) -> Option<Vec<(Operand<'m>, u32)>> {
+    fn zeroable_dests<'i>(&self, i: &'i Inst<'m>) -> Option<Vec<(&'i str, u32)>> {
         match i.opcode.as_ref() {
             "st" => return Some(Vec::new()),
             "ld" | "ldu" => {}
@@ -538,22 +544,32 @@ impl<'m> Fx<'_, 'm> {
                 let Operand::Name(r) = o else { return None };
                 // `mov.b16` is the narrowest: 8-bit and predicate registers cannot be zeroed.
                 let bits = Ty::parse(self.reg_ty(r)?)?.bits();
-                (bits >= 16).then(|| (o.clone(), bits))
+                (bits >= 16).then_some((r.as_ref(), bits))
             })
             .collect()
     }
 
-    /// `dst` := `x_off > lim`, and the access's own guard when it has one (with two
+    /// `dst` := `%__sbx_x > lim`, and the access's own guard when it has one (with two
     /// destinations `p|q`, `q` is whether it runs: in range, and guarded in).
     fn past_limit(
         &self,
         out: &mut Vec<O<'m>>,
-        dst: Operand,
-        x_off: Operand,
-        lim: Operand,
+        dst: &str,
+        lim: &str,
         guard: Option<&(Str<'m>, bool)>,
     ) {
-        self.setp_under(out, ["gt", "u64"], [dst, x_off, lim], guard);
+        Self::text(out, None, |t| {
+            t.push_str(if guard.is_some() {
+                "setp.gt.and.u64 "
+            } else {
+                "setp.gt.u64 "
+            });
+            t.push_str(dst);
+            t.push_str(", %__sbx_x, ");
+            t.push_str(lim);
+            guard_operand(t, guard);
+            t.push_str(";\n");
+        });
     }
 
     /// `setp.CMP.TY dst, a, b`, and `guard` with it when there is one (`setp.CMP.and.TY dst, a,
@@ -571,52 +587,55 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// `%__sbx_<dst>` := `x` fenced into `[base, base+lim]`, aligned down to `w`.
+    /// `%__sbx_<dst>` := the address in register `x` fenced into `[base, base+lim]` (`lim` a
+    /// register too), aligned down to `w`.
     pub(super) fn fence_global_into(
         &self,
         out: &mut Vec<O<'m>>,
         dst: &str,
-        x: Operand,
-        lim: Operand,
+        x: &str,
+        lim: &str,
         w: u64,
         guard: Option<&(Str<'m>, bool)>,
     ) {
         // In range, the address itself (aligned down: the base is aligned to MIN_ALIGN, so it
         // stays >= base); out of range, the base. Selecting the address rather than rebuilding
         // it from a clamped offset saves a 64-bit add per access.
-        let (a, p, x_off) = (sreg(dst), sreg("p"), sreg("x"));
-        self.emit(
-            out,
-            None,
-            "sub",
-            &["u64"],
-            &[x_off.clone(), x.clone(), sreg("base")],
-        );
-        self.past_limit(out, p.clone(), x_off, lim, guard);
+        Self::text(out, None, |t| {
+            t.push_str("sub.u64 %__sbx_x, ");
+            t.push_str(x);
+            t.push_str(", %__sbx_base;\n");
+        });
+        self.past_limit(out, "%__sbx_p", lim, guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
-        self.emit(
-            out,
-            None,
-            "selp",
-            &["b64"],
-            &[a.clone(), sreg("base"), x, p],
-        );
-        if w > 1 {
-            self.emit(
-                out,
-                None,
-                "and",
-                &["b64"],
-                &[a.clone(), a, imm(-(w as i64))],
-            );
-        }
+        Self::text(out, None, |t| {
+            t.push_str("selp.b64 %__sbx_");
+            t.push_str(dst);
+            t.push_str(", %__sbx_base, ");
+            t.push_str(x);
+            t.push_str(", %__sbx_p;\n");
+            if w > 1 {
+                t.push_str("\tand.b64 %__sbx_");
+                t.push_str(dst);
+                t.push_str(", %__sbx_");
+                t.push_str(dst);
+                t.push_str(", ");
+                super::print::int(t, -(w as i64));
+                t.push_str(";\n");
+            }
+        });
     }
 
     /// `dst = globals + goff + off`: the address of a relocated module variable (at `goff` in the
     /// Store's globals block) plus a constant offset.
-    fn global_addr(&self, out: &mut Vec<O<'m>>, dst: Operand, goff: u64, off: i64) {
-        let at = imm((goff as i64).wrapping_add(off));
-        self.emit(out, None, "add", &["u64"], &[dst, sreg("globals"), at]);
+    fn global_addr(&self, out: &mut Vec<O<'m>>, dst: &str, goff: u64, off: i64) {
+        Self::text(out, None, |t| {
+            t.push_str("add.u64 ");
+            t.push_str(dst);
+            t.push_str(", %__sbx_globals, ");
+            super::print::int(t, (goff as i64).wrapping_add(off));
+            t.push_str(";\n");
+        });
     }
 
     /// A generic access: global, shared or local by `isspacep`, each fenced.

@@ -7,7 +7,7 @@
 
 use super::fence::{Sp, Src};
 use super::print::O;
-use super::rewrite::{Fx, R, numbered, sreg};
+use super::rewrite::{Fx, R, numbered};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
 
@@ -186,6 +186,7 @@ impl<'m> Fx<'_, 'm> {
         let n = self.ngroups;
         self.ngroups += 1;
         let (g, span) = (numbered("g", n.into()), (hi - lo) as u64);
+        let reg = numbered("%__sbx_g", n.into());
         self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
         let (space, guard) = match sp {
             Sp::Shared | Sp::Local => {
@@ -214,20 +215,15 @@ impl<'m> Fx<'_, 'm> {
                 (if sp == Sp::Shared { "shared" } else { "local" }, guard)
             }
             _ => {
-                let b = sreg("b");
-                let size = sreg("size");
-                self.emit(
-                    out,
-                    None,
-                    "sub",
-                    &["u64"],
-                    &[b.clone(), size, super::rewrite::imm(span as i64)],
-                );
-                self.fence_global_into(out, &g, sreg(&g), b, w, i.guard.as_ref());
+                Self::text(out, None, |t| {
+                    t.push_str("sub.u64 %__sbx_b, %__sbx_size, ");
+                    super::print::int(t, span as i64);
+                    t.push_str(";\n");
+                });
+                self.fence_global_into(out, &g, &reg, "%__sbx_b", w, i.guard.as_ref());
                 ("global", i.guard.clone())
             }
         };
-        let reg = numbered("%__sbx_g", n.into());
         self.access_at(
             out,
             i,

@@ -449,7 +449,8 @@ fn has_addr(o: &Operand) -> bool {
     }
 }
 
-fn int(out: &mut String, v: i64) {
+/// An integer operand as `parts` prints it.
+pub(crate) fn int(out: &mut String, v: i64) {
     if v < i64::from(i32::MIN) {
         let _ = write!(out, "0x{:016X}", v as u64);
     } else {

@@ -6,8 +6,8 @@
 //! nothing it sees.
 
 use super::print::O;
-use super::rewrite::{Fx, imm, sreg};
-use crate::ast::{Operand, Str};
+use super::rewrite::Fx;
+use crate::ast::Str;
 use crate::isa::Opcode;
 
 impl<'m> Fx<'_, 'm> {
@@ -15,33 +15,22 @@ impl<'m> Fx<'_, 'm> {
     /// control block when the thread leaves the function, so a hot loop carries no store.
     pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.deferred.set(true);
-        self.emit(out, guard, "mov", &["u32"], &[sreg("f"), imm(1)]);
+        Self::text(out, guard.as_ref(), |t| {
+            t.push_str("mov.u32 %__sbx_f, 1;\n")
+        });
     }
 
     /// Sets the control block's fault word to this launch's tag now.
     pub(super) fn fault_now(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
-        self.emit(
-            out,
-            guard,
-            "st",
-            &["volatile", "global", "u32"],
-            &[
-                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_FAULT_TAG),
-                sreg("tag"),
-            ],
-        );
+        Self::text(out, guard.as_ref(), store_fault_tag);
     }
 
     /// Stores the fault word if this function noted a fenced access (`fault`).
     fn report(&self, out: &mut Vec<O<'m>>) {
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["ne", "u32"],
-            &[sreg("p"), sreg("f"), imm(0)],
-        );
-        self.fault_now(out, Some(("%__sbx_p".into(), false)));
+        Self::with_text(out, |t| {
+            t.push_str("\tsetp.ne.u32 %__sbx_p, %__sbx_f, 0;\n\t@%__sbx_p ");
+            store_fault_tag(t);
+        });
     }
 
     /// With fenced accesses noted in the body, reports them before every `ret` and `exit` and
@@ -70,4 +59,11 @@ impl<'m> Fx<'_, 'm> {
         walk(self, body);
         self.report(body);
     }
+}
+
+/// `st.volatile.global.u32 [%__sbx_ctl+CTL_FAULT_TAG], %__sbx_tag;` and its line's end.
+fn store_fault_tag(t: &mut String) {
+    t.push_str("st.volatile.global.u32 [%__sbx_ctl+");
+    super::print::int(t, super::CTL_FAULT_TAG);
+    t.push_str("], %__sbx_tag;\n");
 }

@@ -519,6 +519,26 @@ impl<'m> Fx<'_, 'm> {
         out
     }
 
+    /// Appends a new instruction of the sandbox's own fixed forms, written straight as text:
+    /// a tab and `guard`, then what `body` writes (the rest of the line, through `;\n`, as
+    /// `print::parts` spells it). Building `Operand`s and printing them through `parts` cost
+    /// several times as much for these lines, which are most of what the rewrite adds.
+    pub(crate) fn text(
+        out: &mut Vec<O<'m>>,
+        guard: Option<&(Str<'_>, bool)>,
+        body: impl FnOnce(&mut String),
+    ) {
+        Self::with_text(out, |t| {
+            t.push('\t');
+            if let Some((g, neg)) = guard {
+                t.push_str(if *neg { "@!" } else { "@" });
+                t.push_str(g);
+                t.push(' ');
+            }
+            body(t);
+        });
+    }
+
     /// Appends to the text buffer at the end of `out` (one allocation for many new lines).
     pub(crate) fn with_text(out: &mut Vec<O<'m>>, f: impl FnOnce(&mut String)) {
         if let Some(O::Text(t)) = out.last_mut() {

@@ -6,7 +6,7 @@
 
 use super::fence::Src;
 use super::print::O;
-use super::rewrite::{Fx, R, imm, numbered, sreg};
+use super::rewrite::{Fx, R, imm};
 use crate::ast::{Inst, Operand, Str};
 
 impl<'m> Fx<'_, 'm> {
@@ -40,51 +40,62 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<&(Str<'m>, bool)>,
         (lo, _hi): (&str, &str),
     ) -> Option<(Str<'m>, bool)> {
-        let a = sreg(dst);
-        let o = sreg("o");
         // Borrowed for the fixed `%__sbx_q` (a single access's check): built once otherwise.
         let qname = super::poll::sreg_name(q);
-        let q = Operand::Name(qname.clone());
         let shared = lo == "slo";
-        let lo32 = sreg(if shared { "sl" } else { "ll" });
         // A window of one static variable has a known size, so the count is an immediate (a
         // count in a register per span stays live through the whole kernel).
-        let n = match self.static_window(shared) {
-            Some(size) => {
-                self.spans.borrow_mut().insert((shared, 0));
-                imm(((size + 1).max(span) - span) as i64)
+        let count = self
+            .static_window(shared)
+            .map(|size| ((size + 1).max(span) - span) as i64);
+        self.spans
+            .borrow_mut()
+            .insert((shared, if count.is_some() { 0 } else { span }));
+        Self::text(out, None, |t| {
+            t.push_str("and.b64 %__sbx_");
+            t.push_str(dst);
+            t.push_str(", %__sbx_");
+            t.push_str(dst);
+            t.push_str(", ");
+            super::print::int(t, (1i64 << 32) - w as i64);
+            t.push_str(";\n\tcvt.u32.u64 %__sbx_o, %__sbx_");
+            t.push_str(dst);
+            t.push_str(if shared {
+                ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_sl;\n\t"
+            } else {
+                ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_ll;\n\t"
+            });
+            t.push_str(if guard.is_some() {
+                "setp.lt.and.u32 "
+            } else {
+                "setp.lt.u32 "
+            });
+            t.push_str(&qname);
+            t.push_str(", %__sbx_o, ");
+            match count {
+                Some(n) => super::print::int(t, n),
+                None => {
+                    t.push_str(if shared { "%__sbx_sn" } else { "%__sbx_ln" });
+                    super::print::unsigned(t, span);
+                }
             }
-            None => {
-                self.spans.borrow_mut().insert((shared, span));
-                let prefix = if shared { "%__sbx_sn" } else { "%__sbx_ln" };
-                Operand::Name(numbered(prefix, span).into())
-            }
-        };
-        self.emit(
-            out,
-            None,
-            "and",
-            &["b64"],
-            &[a.clone(), a.clone(), imm((1i64 << 32) - w as i64)],
-        );
-        self.emit(out, None, "cvt", &["u32", "u64"], &[o.clone(), a]);
-        self.emit(out, None, "sub", &["u32"], &[o.clone(), o.clone(), lo32]);
-        self.setp_under(out, ["lt", "u32"], [q.clone(), o, n], guard);
+            super::fence::guard_operand(t, guard);
+            t.push_str(";\n");
+        });
         // Fault iff the access would have run (guard) but is out of the window.
         match guard {
             None => self.fault(out, Some((qname.clone(), true))),
             Some((g, neg)) => {
-                let p = sreg("p");
-                self.emit(
-                    out,
-                    None,
-                    "xor",
-                    &["pred"],
-                    &[p.clone(), q, Operand::Name(g.clone())],
-                );
-                if *neg {
-                    self.emit(out, None, "not", &["pred"], &[p.clone(), p]);
-                }
+                Self::text(out, None, |t| {
+                    t.push_str("xor.pred %__sbx_p, ");
+                    t.push_str(&qname);
+                    t.push_str(", ");
+                    t.push_str(g);
+                    t.push_str(";\n");
+                    if *neg {
+                        t.push_str("\tnot.pred %__sbx_p, %__sbx_p;\n");
+                    }
+                });
                 self.fault(out, Some(("%__sbx_p".into(), false)));
             }
         }
@@ -130,15 +141,17 @@ impl<'m> Fx<'_, 'm> {
     /// [`Self::redirect_targets`]).
     pub(super) fn redirect(&self, out: &mut Vec<O<'m>>, reg: &str, w: u64, q: Str<'m>) {
         self.targets.borrow_mut().insert(w);
-        let a = sreg(reg);
-        let st = super::poll::st_reg(w);
-        self.emit(
-            out,
-            None,
-            "selp",
-            &["b64"],
-            &[a.clone(), a, st, Operand::Name(q)],
-        );
+        Self::text(out, None, |t| {
+            t.push_str("selp.b64 %__sbx_");
+            t.push_str(reg);
+            t.push_str(", %__sbx_");
+            t.push_str(reg);
+            t.push_str(", %__sbx_st");
+            super::print::unsigned(t, w);
+            t.push_str(", ");
+            t.push_str(&q);
+            t.push_str(";\n");
+        });
     }
 
     /// The size of an entry's shared (or local) window when it is one variable of static size:
