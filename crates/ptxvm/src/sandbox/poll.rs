@@ -73,12 +73,9 @@ pub(super) fn st_reg(w: u64) -> Operand<'static> {
 
 /// Variables of known size, as `window` takes them, sorted by name (the emitted PTX must not
 /// depend on a HashMap's order).
-fn sized(vars: &HashMap<&str, u64>) -> Vec<(String, Option<u64>)> {
-    let mut v: Vec<_> = vars
-        .iter()
-        .map(|(n, s)| (n.to_string(), Some(*s)))
-        .collect();
-    v.sort();
+fn sized<'m>(vars: &HashMap<&'m str, u64>) -> Vec<(&'m str, Option<u64>)> {
+    let mut v: Vec<_> = vars.iter().map(|(n, s)| (*n, Some(*s))).collect();
+    v.sort_unstable();
     v
 }
 
@@ -92,6 +89,31 @@ fn decl(ty: &'static str, names: &[&str], line: u32) -> Stmt<'static> {
         line,
     }
 }
+
+/// The 32-bit forms of the shared window (`Fx::window_limits`): its low end and size.
+const SHARED_LIMITS: &str = "\tcvt.u32.u64 %__sbx_sl, %__sbx_slo;\n\
+    \tcvt.u32.u64 %__sbx_ss, %__sbx_shi;\n\
+    \tsub.u32 %__sbx_ss, %__sbx_ss, %__sbx_sl;\n\
+    \tadd.u32 %__sbx_sl, %__sbx_sl, %__sbx_z;\n\
+    \tadd.u32 %__sbx_ss, %__sbx_ss, %__sbx_z;\n";
+
+/// [`SHARED_LIMITS`] of the local window.
+const LOCAL_LIMITS: &str = "\tcvt.u32.u64 %__sbx_ll, %__sbx_llo;\n\
+    \tcvt.u32.u64 %__sbx_ls, %__sbx_lhi;\n\
+    \tsub.u32 %__sbx_ls, %__sbx_ls, %__sbx_ll;\n\
+    \tadd.u32 %__sbx_ll, %__sbx_ll, %__sbx_z;\n\
+    \tadd.u32 %__sbx_ls, %__sbx_ls, %__sbx_z;\n";
+
+/// `%__sbx_a` := the launch's LAUNCH_SKIPS_ENTRY_READ bit (bit 63 of `launch`).
+const LAUNCH_SKIPS: &str = "\tshr.u64 %__sbx_a, %__sbx_launch, 63;\n";
+
+/// A device function's local window: the caller's (`llo`, `lhi`, empty when the caller has
+/// none) widened by its own frame (`c`, `d`).
+const CALLER_LOCALS: &str = "\tsetp.eq.u64 %__sbx_p, %__sbx_llo, %__sbx_lhi;\n\
+    \t@%__sbx_p mov.u64 %__sbx_llo, %__sbx_c;\n\
+    \t@%__sbx_p mov.u64 %__sbx_lhi, %__sbx_d;\n\
+    \tmin.u64 %__sbx_llo, %__sbx_llo, %__sbx_c;\n\
+    \tmax.u64 %__sbx_lhi, %__sbx_lhi, %__sbx_d;\n";
 
 /// What begins every prologue of one kind (entry or device function) under one poll
 /// interval, as text: the sandbox registers' declarations, and the code that loads the hidden
@@ -206,12 +228,7 @@ impl<'m> Fx<'_, 'm> {
         }
         let mut out = vec![O::Text(head.code.clone())];
         if self.f.is_entry {
-            let mut shared: Vec<(String, Option<u64>)> = self
-                .info
-                .tree_shared(self.f.name.as_ref())
-                .iter()
-                .map(|&(n, s)| (n.to_string(), s))
-                .collect();
+            let mut shared = self.info.tree_shared(self.f.name.as_ref()).into_owned();
             shared.extend(sized(&self.shared_fn));
             self.window(&mut out, &shared, "slo", "shi");
             self.window(&mut out, &sized(&self.locals), "llo", "lhi");
@@ -235,36 +252,7 @@ impl<'m> Fx<'_, 'm> {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
             self.window(&mut out, &sized(&self.locals), "c", "d");
-            self.emit(
-                &mut out,
-                None,
-                "setp",
-                &["eq", "u64"],
-                &[sreg("p"), sreg("llo"), sreg("lhi")],
-            );
-            let p = Some(("%__sbx_p".into(), false));
-            self.emit(
-                &mut out,
-                p.clone(),
-                "mov",
-                &["u64"],
-                &[sreg("llo"), sreg("c")],
-            );
-            self.emit(&mut out, p, "mov", &["u64"], &[sreg("lhi"), sreg("d")]);
-            self.emit(
-                &mut out,
-                None,
-                "min",
-                &["u64"],
-                &[sreg("llo"), sreg("llo"), sreg("c")],
-            );
-            self.emit(
-                &mut out,
-                None,
-                "max",
-                &["u64"],
-                &[sreg("lhi"), sreg("lhi"), sreg("d")],
-            );
+            Self::with_text(&mut out, |t| t.push_str(CALLER_LOCALS));
         }
         if !self.f.is_entry {
             // Every call polls at its callee's entry. Counting back-edges alone is not enough:
@@ -297,41 +285,36 @@ impl<'m> Fx<'_, 'm> {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             decls.insert(1, O::new(decl("u32", &refs, line)));
         }
-        for (sh, lo, hi, lo32, size) in [
-            (true, "slo", "shi", "sl", "ss"),
-            (false, "llo", "lhi", "ll", "ls"),
-        ] {
-            if !spans.iter().any(|s| s.0 == sh) {
-                continue;
-            }
-            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(lo32), sreg(lo)]);
-            self.emit(out, None, "cvt", &["u32", "u64"], &[sreg(size), sreg(hi)]);
-            self.emit(
-                out,
-                None,
-                "sub",
-                &["u32"],
-                &[sreg(size), sreg(size), sreg(lo32)],
-            );
-            // Per-thread, as the head's hidden values are (`build_head`): an entry's window
-            // is the addresses of its variables, which ptxas would otherwise hold in a
-            // uniform register.
-            for r in [lo32, size] {
-                self.emit(out, None, "add", &["u32"], &[sreg(r), sreg(r), sreg("z")]);
+        // Per-thread, as the head's hidden values are (`build_head`): an entry's window is the
+        // addresses of its variables, which ptxas would otherwise hold in a uniform register.
+        for (sh, limits) in [(true, SHARED_LIMITS), (false, LOCAL_LIMITS)] {
+            if spans.iter().any(|s| s.0 == sh) {
+                Self::with_text(out, |t| t.push_str(limits));
             }
         }
         for (name, &(sh, span)) in names.iter().zip(&counted) {
-            let (n, size) = (sreg(name), sreg(if sh { "ss" } else { "ls" }));
-            self.emit(out, None, "add", &["u32"], &[n.clone(), size, imm(1)]);
-            let span = imm(span as i64);
-            self.emit(
-                out,
-                None,
-                "max",
-                &["u32"],
-                &[n.clone(), n.clone(), span.clone()],
-            );
-            self.emit(out, None, "sub", &["u32"], &[n.clone(), n, span]);
+            Self::with_text(out, |t| {
+                let size = if sh { "%__sbx_ss" } else { "%__sbx_ls" };
+                for (k, op) in ["add.u32 %__sbx_", "max.u32 %__sbx_", "sub.u32 %__sbx_"]
+                    .into_iter()
+                    .enumerate()
+                {
+                    t.push('\t');
+                    t.push_str(op);
+                    t.push_str(name);
+                    t.push_str(", ");
+                    if k == 0 {
+                        t.push_str(size);
+                        t.push_str(", 1");
+                    } else {
+                        t.push_str("%__sbx_");
+                        t.push_str(name);
+                        t.push_str(", ");
+                        super::print::int(t, span as i64);
+                    }
+                    t.push_str(";\n");
+                }
+            });
         }
         let targets = self.targets.borrow().clone();
         if !targets.is_empty() {
@@ -344,57 +327,56 @@ impl<'m> Fx<'_, 'm> {
 
     /// `[lo, hi)` := the hull of the variables' addresses (empty `[0, 0)` when none); a
     /// dynamic variable (`None`) extends to its address plus `%dynamic_smem_size`.
-    fn window(&self, out: &mut Vec<O<'m>>, vars: &[(String, Option<u64>)], lo: &str, hi: &str) {
-        if vars.is_empty() {
-            self.emit(out, None, "mov", &["u64"], &[sreg(lo), imm(0)]);
-            self.emit(out, None, "mov", &["u64"], &[sreg(hi), imm(0)]);
-            return;
+    fn window(&self, out: &mut Vec<O<'m>>, vars: &[(&str, Option<u64>)], lo: &str, hi: &str) {
+        // `op %__sbx_<d>, a, b;` and its line's end: `a` and `b` are written as they are.
+        fn line(t: &mut String, op: &str, d: &str, a: &str, b: Option<&str>) {
+            t.push('\t');
+            t.push_str(op);
+            t.push_str(" %__sbx_");
+            t.push_str(d);
+            t.push_str(", ");
+            t.push_str(a);
+            if let Some(b) = b {
+                t.push_str(", ");
+                t.push_str(b);
+            }
+            t.push_str(";\n");
         }
-        for (k, (name, size)) in vars.iter().enumerate() {
-            // First variable initialises the window; later ones widen it.
-            let (dl, dh) = if k == 0 {
-                (sreg(lo), sreg(hi))
-            } else {
-                (sreg("a"), sreg("b"))
-            };
-            self.emit(
-                out,
-                None,
-                "mov",
-                &["u64"],
-                &[dl.clone(), Operand::Name(name.clone().into())],
-            );
-            match size {
-                Some(s) => self.emit(
-                    out,
-                    None,
-                    "add",
-                    &["u64"],
-                    &[dh.clone(), dl.clone(), imm(*s as i64)],
-                ),
-                None => {
-                    self.emit(
-                        out,
-                        None,
-                        "mov",
-                        &["u32"],
-                        &[sreg("t"), Operand::Name("%dynamic_smem_size".into())],
-                    );
-                    self.emit(out, None, "cvt", &["u64", "u32"], &[dh.clone(), sreg("t")]);
-                    self.emit(
-                        out,
-                        None,
-                        "add",
-                        &["u64"],
-                        &[dh.clone(), dh.clone(), dl.clone()],
-                    );
+        Self::with_text(out, |t| {
+            if vars.is_empty() {
+                line(t, "mov.u64", lo, "0", None);
+                line(t, "mov.u64", hi, "0", None);
+                return;
+            }
+            let (lo_r, hi_r) = (sreg_name(lo), sreg_name(hi));
+            for (k, (name, size)) in vars.iter().enumerate() {
+                // First variable initialises the window; later ones widen it.
+                let (dl, dh) = if k == 0 { (lo, hi) } else { ("a", "b") };
+                let dl_r = if k == 0 { &*lo_r } else { "%__sbx_a" };
+                line(t, "mov.u64", dl, name, None);
+                match size {
+                    Some(s) => {
+                        t.push_str("\tadd.u64 %__sbx_");
+                        t.push_str(dh);
+                        t.push_str(", ");
+                        t.push_str(dl_r);
+                        t.push_str(", ");
+                        super::print::int(t, *s as i64);
+                        t.push_str(";\n");
+                    }
+                    None => {
+                        t.push_str("\tmov.u32 %__sbx_t, %dynamic_smem_size;\n");
+                        line(t, "cvt.u64.u32", dh, "%__sbx_t", None);
+                        let dh_r = if k == 0 { &*hi_r } else { "%__sbx_b" };
+                        line(t, "add.u64", dh, dh_r, Some(dl_r));
+                    }
+                }
+                if k > 0 {
+                    line(t, "min.u64", lo, &lo_r, Some("%__sbx_a"));
+                    line(t, "max.u64", hi, &hi_r, Some("%__sbx_b"));
                 }
             }
-            if k > 0 {
-                self.emit(out, None, "min", &["u64"], &[sreg(lo), sreg(lo), dl]);
-                self.emit(out, None, "max", &["u64"], &[sreg(hi), sreg(hi), dh]);
-            }
-        }
+        });
     }
 
     /// Counts a taken back-edge down (by its weight: the bounded loops inside it count too);
@@ -430,9 +412,10 @@ impl<'m> Fx<'_, 'm> {
             .copied()
             .unwrap_or(1);
         let copy = i.guard.as_ref().map(|(g, neg)| {
-            let op = if *neg { "not" } else { "mov" };
-            let g = Operand::Name(g.clone());
-            self.emit(out, None, op, &["pred"], &[sreg("bp"), g]);
+            Self::text(out, None, |t| {
+                let heads = ["mov.pred %__sbx_bp, ", "not.pred %__sbx_bp, "];
+                ending_in(t, heads[usize::from(*neg)], g);
+            });
             (Str::Borrowed("%__sbx_bp"), false)
         });
         let on_abort = match copy {
@@ -462,35 +445,25 @@ impl<'m> Fx<'_, 'm> {
         on_abort: OnAbort,
         out: &mut Vec<O<'m>>,
     ) {
-        let cnt = sreg("cnt");
-        self.emit(
-            out,
-            guard.clone(),
-            "sub",
-            &["s32"],
-            &[cnt.clone(), cnt.clone(), imm(i64::from(weight))],
-        );
-        // skip := cnt > 0 || the branch is not taken.
-        match guard {
-            None => self.emit(out, None, "setp", &["gt", "s32"], &[sreg("p"), cnt, imm(0)]),
-            Some((g, neg)) => {
-                let not_taken = if neg {
-                    Operand::Name(g)
-                } else {
-                    Operand::Not(g)
-                };
-                self.emit(
-                    out,
-                    None,
-                    "setp",
-                    &["gt", "or", "s32"],
-                    &[sreg("p"), cnt, imm(0), not_taken],
-                );
+        Self::text(out, guard.as_ref(), |t| {
+            t.push_str("sub.s32 %__sbx_cnt, %__sbx_cnt, ");
+            super::print::unsigned(t, weight.into());
+            // skip := cnt > 0 || the branch is not taken.
+            match &guard {
+                None => t.push_str(";\n\tsetp.gt.s32 %__sbx_p, %__sbx_cnt, 0;\n"),
+                Some((g, neg)) => {
+                    let not_taken = if *neg { ", " } else { ", !" };
+                    t.push_str(";\n\tsetp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0");
+                    ending_in(t, not_taken, g);
+                }
             }
-        }
+        });
         let skip = self.label();
-        let p = Some(("%__sbx_p".into(), false));
-        self.emit(out, p, "bra", &[], &[Operand::Name(skip.clone().into())]);
+        Self::text(out, None, |t| {
+            t.push_str("@%__sbx_p bra ");
+            t.push_str(&skip);
+            t.push_str(";\n");
+        });
         match self.poll_text(on_abort) {
             Some(text) => Self::with_text(out, |t| t.push_str(text)),
             None => self.poll(out, on_abort),
@@ -553,27 +526,17 @@ impl<'m> Fx<'_, 'm> {
     /// parameter) jumps over the read and an immediate compare; else the read is predicated and
     /// the compare deferred, as in looping kernels.
     fn loop_free_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = [sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], &a);
-        let skip = Some(("%__sbx_q".into(), false));
         if self.info.early_check {
-            let q = [sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["ne", "u64"], &q);
-            let over = self.label();
-            self.emit(
-                out,
-                skip,
-                "bra",
-                &["uni"],
-                &[Operand::Name(over.clone().into())],
-            );
+            let over = self.skip_read_over(out);
             self.read_epoch(out);
             self.entry_check(out);
             out.push(O::new(Stmt::Label(over.into(), self.line)));
         } else {
-            let q = [sreg("q"), sreg("a"), imm(0)];
-            self.emit(out, None, "setp", &["eq", "u64"], &q);
-            self.read_epoch_if(out, skip);
+            Self::with_text(out, |t| {
+                t.push_str(LAUNCH_SKIPS);
+                t.push_str("\tsetp.eq.u64 %__sbx_q, %__sbx_a, 0;\n");
+            });
+            self.read_epoch_if(out, Some(("%__sbx_q".into(), false)));
         }
     }
 
@@ -582,16 +545,22 @@ impl<'m> Fx<'_, 'm> {
     /// keeps the launch's own epoch and the compare passes. The thread then stops at its first
     /// poll instead (`Info::first_poll_span` bounds the work until then).
     fn skippable_entry_read(&mut self, out: &mut Vec<O<'m>>) {
-        let a = [sreg("a"), sreg("launch"), imm(63)];
-        self.emit(out, None, "shr", &["u64"], &a);
-        let q = [sreg("q"), sreg("a"), imm(0)];
-        self.emit(out, None, "setp", &["ne", "u64"], &q);
-        let over = self.label();
-        let skip = Some(("%__sbx_q".into(), false));
-        let to = [Operand::Name(over.clone().into())];
-        self.emit(out, skip, "bra", &["uni"], &to);
+        let over = self.skip_read_over(out);
         self.read_epoch(out);
         out.push(O::new(Stmt::Label(over.into(), self.line)));
+    }
+
+    /// The uniform branch past the entry's read that a launch which skips it takes: to the
+    /// label returned, which the caller places after the read.
+    fn skip_read_over(&mut self, out: &mut Vec<O<'m>>) -> String {
+        let over = self.label();
+        Self::with_text(out, |t| {
+            t.push_str(LAUNCH_SKIPS);
+            t.push_str("\tsetp.ne.u64 %__sbx_q, %__sbx_a, 0;\n\t@%__sbx_q bra.uni ");
+            t.push_str(&over);
+            t.push_str(";\n");
+        });
+        over
     }
 
     /// `%__sbx_e` := the control block's epoch.
@@ -601,16 +570,11 @@ impl<'m> Fx<'_, 'm> {
 
     /// [`Self::read_epoch`] under `guard`.
     fn read_epoch_if(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
-        self.emit(
-            out,
-            guard,
-            "ld",
-            &["volatile", "global", "u32"],
-            &[
-                sreg("e"),
-                Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_EPOCH),
-            ],
-        );
+        Self::text(out, guard.as_ref(), |t| {
+            t.push_str("ld.volatile.global.u32 %__sbx_e, ");
+            ctl_word(t, super::CTL_EPOCH);
+            t.push_str(";\n");
+        });
     }
 
     /// `Policy::check_arena_at_entry`: an arena smaller than MIN_ARENA cannot hold any access
@@ -656,48 +620,48 @@ impl<'m> Fx<'_, 'm> {
 
     /// Stops the thread as `on_abort` says when `%__sbx_e` is not this launch's epoch.
     fn compare_epoch_then(&self, out: &mut Vec<O<'m>>, report: bool, on_abort: OnAbort) {
-        self.emit(
-            out,
-            None,
-            "setp",
-            &["ne", "u32"],
-            &[sreg("p"), sreg("e"), sreg("epoch")],
-        );
-        let aborted = Some(("%__sbx_p".into(), false));
-        if report {
-            let stopped = || Operand::Addr(Some("%__sbx_ctl".into()), super::CTL_STOPPED_TAG);
-            let ld = &["volatile", "global", "u32"];
-            self.emit(out, aborted.clone(), "ld", ld, &[sreg("t"), stopped()]);
-            // Unpredicated: when the epoch matched, `q` must come out false, not keep whatever
-            // an earlier check left in it (the store below would then run on every poll).
-            self.emit(
-                out,
-                None,
-                "setp",
-                &["eq", "and", "u32"],
-                &[sreg("q"), sreg("t"), imm(0), sreg("p")],
-            );
-            let q = Some(("%__sbx_q".into(), false));
-            self.emit(out, q.clone(), "st", ld, &[stopped(), sreg("tag")]);
-            // A thread stopped in a loop reports the fenced accesses it made.
-            self.emit(
-                out,
-                None,
-                "setp",
-                &["ne", "and", "u32"],
-                &[sreg("q"), sreg("f"), imm(0), sreg("p")],
-            );
-            self.fault_now(out, q);
-        }
-        match on_abort {
-            OnAbort::Exit => self.emit(out, aborted, "exit", &[], &[]),
-            OnAbort::LeaveLoop => {
-                let no = imm(0);
-                self.emit(out, aborted.clone(), "mov", &["pred"], &[sreg("bp"), no]);
-                self.emit(out, aborted, "mov", &["u32"], &[sreg("cnt"), imm(0)]);
+        Self::with_text(out, |t| {
+            t.push_str("\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n");
+            if report {
+                t.push_str("\t@%__sbx_p ld.volatile.global.u32 %__sbx_t, ");
+                ctl_word(t, super::CTL_STOPPED_TAG);
+                // Unpredicated: when the epoch matched, `q` must come out false, not keep
+                // whatever an earlier check left in it (the store below would then run on
+                // every poll).
+                t.push_str(";\n\tsetp.eq.and.u32 %__sbx_q, %__sbx_t, 0, %__sbx_p;\n");
+                t.push_str("\t@%__sbx_q st.volatile.global.u32 ");
+                ctl_word(t, super::CTL_STOPPED_TAG);
+                // A thread stopped in a loop reports the fenced accesses it made.
+                t.push_str(", %__sbx_tag;\n\tsetp.ne.and.u32 %__sbx_q, %__sbx_f, 0, %__sbx_p;\n");
             }
+        });
+        if report {
+            self.fault_now(out, Some(("%__sbx_q".into(), false)));
         }
+        Self::with_text(out, |t| match on_abort {
+            OnAbort::Exit => t.push_str("\t@%__sbx_p exit;\n"),
+            OnAbort::LeaveLoop => t.push_str(
+                "\t@%__sbx_p mov.pred %__sbx_bp, 0;\n\t@%__sbx_p mov.u32 %__sbx_cnt, 0;\n",
+            ),
+        });
     }
+}
+
+/// `head`, then `last` as the line's last operand, and the line's end.
+fn ending_in(t: &mut String, head: &str, last: &str) {
+    t.push_str(head);
+    t.push_str(last);
+    t.push_str(";\n");
+}
+
+/// `[%__sbx_ctl+off]`, the control block's word at `off`, as `print::parts` writes it.
+fn ctl_word(t: &mut String, off: i64) {
+    t.push_str("[%__sbx_ctl");
+    if off != 0 {
+        t.push('+');
+        super::print::int(t, off);
+    }
+    t.push(']');
 }
 
 /// How a poll that finds its launch stopped stops the thread.
