@@ -582,7 +582,11 @@ impl<'t, 's> Parser<'t, 's> {
         }
         if !self.eat_punct(';') {
             loop {
-                inst.operands.push(self.operand()?);
+                let o = match self.plain_name() {
+                    Some(o) => o,
+                    None => self.operand()?,
+                };
+                inst.operands.push(o);
                 if self.eat_punct(';') {
                     break;
                 }
@@ -590,6 +594,28 @@ impl<'t, 's> Parser<'t, 's> {
             }
         }
         Ok(())
+    }
+
+    /// A name that ends its operand (`,` or `;` follows): most operands are registers, taken
+    /// here without the general path's calls, each of which returned its operand in memory.
+    #[inline]
+    fn plain_name(&mut self) -> Option<Operand<'s>> {
+        if let Some(Token {
+            tok: Tok::Ident(s), ..
+        }) = self.t.get(self.i)
+            && *s != "_"
+            && matches!(
+                self.t.get(self.i + 1),
+                Some(Token {
+                    tok: Tok::Punct(',' | ';'),
+                    ..
+                })
+            )
+        {
+            self.i += 1;
+            return Some(Operand::Name(Str::Borrowed(s)));
+        }
+        None
     }
 
     /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written
