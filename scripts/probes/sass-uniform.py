@@ -68,7 +68,14 @@ def check(insts, offs):
     live = {}  # uniform register number -> hidden name, while it holds the parameter
     zero = set()  # vector registers derived from SR_LTMASK
     bad, loads = [], 0
+    # cuobjdump prints an entry's device functions inside its own listing, each body starting at
+    # a call's target. ptxas passes values to them in uniform registers of its choosing (a
+    # callee's `launch` arrived in UR7:UR8), so what a register held in the code above a body
+    # says nothing about it there.
+    starts = {int(t, 16) for t in re.findall(r"CALL\.REL\S*\s+(0x[0-9a-f]+)", " ".join(i for _, i in insts))}
     for addr, ins in insts:
+        if int(addr, 16) in starts:
+            live, zero = {}, set()
         body = re.sub(r"^@!?U?P\w+\s+", "", ins)
         op, _, args = body.partition(" ")
         dests = args.split(",")[0] if args else ""

@@ -24,7 +24,8 @@ fn per_100kb(secs: f64, bytes: usize) -> f64 {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&dir).join("../../corpus");
     let mut files = Vec::new();
     for flavour in ["clang", "nvcc"] {
         if let Ok(rd) = std::fs::read_dir(root.join(flavour)) {

@@ -229,6 +229,41 @@ impl Modifiers {
     }
 }
 
+/// Slots of `Opcode::parse`'s table: some 30 per opcode, so that nearly every name hashes to
+/// a slot of its own and a lookup compares one name.
+const NAME_SLOTS: usize = 4096;
+
+/// Where `Opcode::parse` looks for a name first (a multiplicative hash of its bytes).
+const fn name_hash(b: &[u8]) -> usize {
+    let mut h = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        h = (h ^ b[i] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        i += 1;
+    }
+    (h >> 52) as usize % NAME_SLOTS
+}
+
+/// `Opcode::parse`'s table, by linear probing: slot `s` holds 1 + the index of the opcode
+/// that hashed there, 0 when empty.
+const fn name_slots(names: &[&str]) -> [u8; NAME_SLOTS] {
+    assert!(
+        names.len() < 255,
+        "opcode indices must fit the table's bytes"
+    );
+    let mut t = [0u8; NAME_SLOTS];
+    let mut i = 0;
+    while i < names.len() {
+        let mut h = name_hash(names[i].as_bytes());
+        while t[h] != 0 {
+            h = (h + 1) % NAME_SLOTS;
+        }
+        t[h] = (i + 1) as u8;
+        i += 1;
+    }
+    t
+}
+
 /// Declares `Opcode` and its per-row accessors from the table below.
 macro_rules! isa {
     ($($op:ident $name:literal $family:ident $mods:ident $sandbox:expr, $dest:literal;)*) => {
@@ -240,14 +275,21 @@ macro_rules! isa {
 
         impl Opcode {
             /// Every opcode, in table order.
-            #[cfg(test)]
             pub(crate) const ALL: &[Opcode] = &[$(Opcode::$op,)*];
 
             /// The opcode named `name` (the word before the first `.`); `None`: not PTX.
+            // A hash table built at compile time: the `match` on the name compared it with the
+            // names one length group at a time, some 70 instructions for every instruction
+            // parsed.
             pub(crate) fn parse(name: &str) -> Option<Opcode> {
-                match name {
-                    $($name => Some(Opcode::$op),)*
-                    _ => None,
+                const SLOTS: [u8; NAME_SLOTS] = name_slots(&[$($name,)*]);
+                let mut h = name_hash(name.as_bytes());
+                loop {
+                    let op = *Opcode::ALL.get(usize::from(SLOTS[h]).checked_sub(1)?)?;
+                    if op.name() == name {
+                        return Some(op);
+                    }
+                    h = (h + 1) % NAME_SLOTS;
                 }
             }
 

@@ -18,14 +18,16 @@ struct Parser<'t, 's> {
     i: usize,
 }
 
-type R<T> = Result<T, Error>;
+/// The parser's results carry a boxed error: `Error` is over 100 bytes, and every result
+/// (an operand's, a name's) was as large, copied at each return and each `?`.
+type R<T> = Result<T, Box<Error>>;
 
 /// Parses a token stream into a module.
-pub(crate) fn parse<'s>(tokens: &[Token<'s>]) -> R<Module<'s>> {
+pub(crate) fn parse<'s>(tokens: &[Token<'s>]) -> Result<Module<'s>, Error> {
     let mut p = Parser { t: tokens, i: 0 };
     let mut m = Module::default();
     while !p.at_end() {
-        p.top_level(&mut m)?;
+        p.top_level(&mut m).map_err(|e| *e)?;
     }
     Ok(m)
 }
@@ -54,13 +56,13 @@ impl<'t, 's> Parser<'t, 's> {
     /// to inline where nothing goes wrong.
     #[cold]
     #[inline(never)]
-    fn error(&self, mut msg: String) -> Error {
+    fn error(&self, mut msg: String) -> Box<Error> {
         let (line, col) = self.pos();
         match self.peek() {
             Some(t) => msg.push_str(&format!(" (found {t:?})")),
             None => msg.push_str(" (found end of input)"),
         }
-        Error::Parse { line, col, msg }
+        Box::new(Error::Parse { line, col, msg })
     }
     fn next(&mut self) -> R<&'t Tok<'s>> {
         match self.t.get(self.i) {
@@ -336,10 +338,10 @@ impl<'t, 's> Parser<'t, 's> {
                 "param" => Space::Param,
                 "reg" => Space::Local,
                 "tex" | "surf" | "sampler" | "texref" | "surfref" | "samplerref" => {
-                    return Err(Error::Unsupported {
+                    return Err(Box::new(Error::Unsupported {
                         line,
                         what: format!(".{d} variables"),
-                    });
+                    }));
                 }
                 _ => {
                     self.i -= 1;
@@ -462,10 +464,10 @@ impl<'t, 's> Parser<'t, 's> {
                         out.push(Stmt::Var(v));
                     }
                     _ => {
-                        return Err(Error::Unsupported {
+                        return Err(Box::new(Error::Unsupported {
                             line,
                             what: format!("directive .{d} inside a function body"),
-                        });
+                        }));
                     }
                 },
                 Some(&Tok::Ident(name)) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
@@ -531,10 +533,10 @@ impl<'t, 's> Parser<'t, 's> {
         let mut ty = None;
         while let Some(Tok::Dot(d)) = self.peek() {
             if *d == "v2" || *d == "v4" {
-                return Err(Error::Unsupported {
+                return Err(Box::new(Error::Unsupported {
                     line,
                     what: "vector registers".into(),
-                });
+                }));
             }
             ty = Some(*d);
             self.i += 1;
@@ -580,7 +582,11 @@ impl<'t, 's> Parser<'t, 's> {
         }
         if !self.eat_punct(';') {
             loop {
-                inst.operands.push(self.operand()?);
+                let o = match self.plain_name() {
+                    Some(o) => o,
+                    None => self.operand()?,
+                };
+                inst.operands.push(o);
                 if self.eat_punct(';') {
                     break;
                 }
@@ -588,6 +594,28 @@ impl<'t, 's> Parser<'t, 's> {
             }
         }
         Ok(())
+    }
+
+    /// A name that ends its operand (`,` or `;` follows): most operands are registers, taken
+    /// here without the general path's calls, each of which returned its operand in memory.
+    #[inline]
+    fn plain_name(&mut self) -> Option<Operand<'s>> {
+        if let Some(Token {
+            tok: Tok::Ident(s), ..
+        }) = self.t.get(self.i)
+            && *s != "_"
+            && matches!(
+                self.t.get(self.i + 1),
+                Some(Token {
+                    tok: Tok::Punct(',' | ';'),
+                    ..
+                })
+            )
+        {
+            self.i += 1;
+            return Some(Operand::Name(Str::Borrowed(s)));
+        }
+        None
     }
 
     /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written
@@ -722,7 +750,7 @@ mod tests {
     use super::*;
     use crate::lex::lex;
 
-    fn parse_text(s: &str) -> R<Module<'_>> {
+    fn parse_text(s: &str) -> Result<Module<'_>, Error> {
         parse(&lex(s)?)
     }
 

@@ -16,6 +16,7 @@ mod launch;
 mod lean;
 mod redteam;
 mod sandbox;
+mod sass;
 mod text;
 mod versioned;
 mod writes;
