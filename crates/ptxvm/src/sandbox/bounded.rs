@@ -21,6 +21,7 @@
 use super::hash::{HashMap, HashMapExt, HashSet};
 
 use super::allow::call_parts;
+use super::forward::may_loop;
 use super::group::writes;
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
@@ -143,6 +144,9 @@ fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>, marks: &mu
 impl<'m> Cfg<'m> {
     /// The control flow of a whole function body, with the branch tables it declares.
     pub(crate) fn of(body: &'m [Stmt<'m>]) -> Self {
+        if !may_loop(body) {
+            return Cfg::forward();
+        }
         let mut found = HashMap::new();
         tables(body, &mut found);
         Cfg::new(body, &found)
@@ -152,6 +156,22 @@ impl<'m> Cfg<'m> {
     /// `brx` through a table it declares). Loop versioning's copies count as loops.
     pub(crate) fn forward_only(&self) -> bool {
         self.back.is_empty()
+    }
+}
+
+impl Cfg<'_> {
+    /// The control flow of a body without back-edges, as far as anything asks: every question
+    /// (`counter`, `analyse`, version.rs's plans) starts from a back-edge, so the positions,
+    /// spans and tree are left empty rather than laid out for nothing.
+    fn forward() -> Self {
+        Cfg {
+            items: Vec::new(),
+            top: Vec::new(),
+            back: Vec::new(),
+            unknown: None,
+            spans: Vec::new(),
+            sources: MinMaxTree::default(),
+        }
     }
 }
 
@@ -270,6 +290,14 @@ const MAX_COUNTED_SPAN: usize = 1024;
 
 impl<'m> Cfg<'m> {
     pub(crate) fn new(body: &'m [Stmt<'m>], tables: &HashMap<&str, &[Str<'_>]>) -> Self {
+        if !may_loop(body) {
+            return Cfg::forward();
+        }
+        Cfg::laid_out(body, tables)
+    }
+
+    /// [`Cfg::new`], every position laid out.
+    pub(super) fn laid_out(body: &'m [Stmt<'m>], tables: &HashMap<&str, &[Str<'_>]>) -> Self {
         let mut cfg = Cfg {
             items: Vec::with_capacity(body.len()),
             top: Vec::with_capacity(body.len()),

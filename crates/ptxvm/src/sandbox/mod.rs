@@ -27,6 +27,7 @@
 mod allow;
 mod bounded;
 mod fence;
+mod forward;
 mod globals;
 mod group;
 mod hash;
