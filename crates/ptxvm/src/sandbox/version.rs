@@ -374,6 +374,17 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
     out
 }
 
+/// `lead`, the mark, `k` and `tail`, as `format!` spells them: pushed, for `format!` cost a
+/// loop's four names more than the rest of its labels.
+fn marked(lead: &str, k: u32, tail: &str) -> String {
+    let mut s = String::with_capacity(lead.len() + MARK.len() + 10 + tail.len());
+    s.push_str(lead);
+    s.push_str(MARK);
+    super::print::unsigned(&mut s, k.into());
+    s.push_str(tail);
+    s
+}
+
 /// Appends to `out` the loop `p` (`looped`: its statements after the header, through the
 /// back-edge) as check, fast copy and original (module header).
 fn version<'s>(
@@ -393,15 +404,15 @@ fn version<'s>(
         return;
     };
     let (f, s, x) = (
-        format!("$gpuhost_v{k}_f"),
-        format!("$gpuhost_v{k}_s"),
-        format!("$gpuhost_v{k}_x"),
+        marked("$", k, "_f"),
+        marked("$", k, "_s"),
+        marked("$", k, "_x"),
     );
     let line = back.line;
     // The loop's own labels, renamed in the fast copy.
     // Keyed by the names as they are (borrowed) and built by pushing: format! and an owned
     // key cost more than the rest of a label's copy.
-    let suffix = format!("_{MARK}{k}");
+    let suffix = marked("_", k, "");
     let renamed: HashMap<&str, String> = looped
         .iter()
         .filter_map(|st| match st {
@@ -461,6 +472,14 @@ fn version<'s>(
 #[cfg(test)]
 mod tests {
     use super::{Operand, VD, vd};
+
+    #[test]
+    fn marked_names_are_spelled_as_format_spells_them() {
+        for k in [0, 7, 10, 4_294_967_295] {
+            assert_eq!(super::marked("$", k, "_f"), format!("$gpuhost_v{k}_f"));
+            assert_eq!(super::marked("_", k, ""), format!("_gpuhost_v{k}"));
+        }
+    }
 
     #[test]
     fn vd_is_the_prefix_and_the_index() {
