@@ -104,10 +104,15 @@ fn check(t: &Tools, scratch: &Path, name: &str, ptx: &str) -> Result<(), String>
 
 /// Checks every module on as many threads as the machine has; the failures.
 fn check_all(t: &Tools, modules: &[(String, String)]) -> Vec<String> {
-    // Tests run on parallel threads of one process: each call gets a folder of its own.
+    // Tests run on parallel threads of one process: each call gets a folder of its own, in
+    // `SANDBOX_SASS_KEEP` (kept, to read a failure's PTX and SASS) or the temp dir (removed).
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let scratch = std::env::temp_dir().join(format!("ptxvm-sass-{}-{call}", std::process::id()));
+    let keep = std::env::var_os("SANDBOX_SASS_KEEP").map(PathBuf::from);
+    let scratch = keep
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("ptxvm-sass-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch folder in the temp dir");
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -127,7 +132,9 @@ fn check_all(t: &Tools, modules: &[(String, String)]) -> Vec<String> {
             });
         }
     });
-    let _ = std::fs::remove_dir_all(&scratch);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
     failures.into_inner().unwrap()
 }
 
