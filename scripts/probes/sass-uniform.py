@@ -6,10 +6,11 @@ uniform register holding a fence's base). The rewrite adds an opaque per-lane ze
 hidden base, size, globals or ctl parameter should be that add; anything else (a compare, a
 select, a subtract from an address) means ptxas saw through the zero, or the rewrite left one
 raw. An `LDG` through ctl is allowed: an entry's epoch read may use the parameter as loaded.
+The scan follows the listing's branches (a register is the zero where it is one on every path)
+but not indirect jumps' targets: a canary for the driver in use, not a proof.
 
 usage: sass-uniform.py MODULE.ptx MODULE.sass    (cuobjdump -sass of ptxas's cubin of MODULE.ptx)
-Prints one line per function and exits 1 if any function reads a trusted value raw. The scan is
-linear, in address order, and follows no branches: a canary for the driver in use, not a proof.
+Prints one line per function and exits 1 if any function reads a trusted value raw.
 """
 import re
 import sys
@@ -63,54 +64,128 @@ def regs(text, prefix):
     return set(re.findall(rf"\b{prefix}(\d+)\b", text))
 
 
-def check(insts, offs):
-    """The raw reads of trusted uniform registers in one function, as (address, instruction)."""
-    live = {}  # uniform register number -> hidden name, while it holds the parameter
-    zero = set()  # vector registers derived from SR_LTMASK
-    bad, loads = [], 0
-    # cuobjdump prints an entry's device functions inside its own listing, each body starting at
-    # a call's target. ptxas passes values to them in uniform registers of its choosing (a
-    # callee's `launch` arrived in UR7:UR8), so what a register held in the code above a body
-    # says nothing about it there.
-    starts = {int(t, 16) for t in re.findall(r"CALL\.REL\S*\s+(0x[0-9a-f]+)", " ".join(i for _, i in insts))}
-    for addr, ins in insts:
-        if int(addr, 16) in starts:
-            live, zero = {}, set()
-        body = re.sub(r"^@!?U?P\w+\s+", "", ins)
-        op, _, args = body.partition(" ")
-        dests = args.split(",")[0] if args else ""
-        srcs = ",".join(args.split(",")[1:])
-        # Readers first: an instruction may read a register and overwrite it.
-        read = {int(r) for r in regs(srcs, "UR")} & set(live)
-        if read:
-            # A 64-bit value is a pair: its high half's register names it too.
-            hidden = {live[r] for r in read}
-            ok = (op.startswith("IADD3") or op.startswith("VIADD") or op.startswith("IMAD.IADD")) \
-                and regs(srcs, "R") & zero
-            ok = ok or (op.startswith("LDG") and hidden == {"ctl"})
-            if not ok:
-                bad.append((addr, ins))
-        if "SR_LTMASK" in body:
-            zero |= regs(dests, "R")
-        elif regs(srcs, "R") & zero and (op.startswith("LOP3") or op.startswith("VIADD")
-                                         or op.startswith("IADD3") or op.startswith("IMAD")):
-            zero |= regs(dests, "R")
-        else:
-            zero -= regs(dests, "R")
-        for r in regs(dests, "UR"):
-            # A 64-bit result writes a pair.
-            for w in [int(r), int(r) + 1] if ".64" in op else [int(r)]:
+def step(addr, ins, offs, live, zero, bad):
+    """One instruction's effect on `live` (uniform register -> hidden name it may hold) and
+    `zero` (vector registers that hold the opaque zero on every path here); a raw read of a
+    trusted value goes to `bad`. Gives whether it loaded a hidden parameter."""
+    body = re.sub(r"^@!?U?P\w+\s+", "", ins)
+    guarded = body != ins
+    op, _, args = body.partition(" ")
+    dests = args.split(",")[0] if args else ""
+    srcs = ",".join(args.split(",")[1:])
+    # Readers first: an instruction may read a register and overwrite it.
+    read = {int(r) for r in regs(srcs, "UR")} & set(live)
+    if read:
+        hidden = set().union(*(live[r] for r in read))
+        ok = (op.startswith("IADD3") or op.startswith("VIADD") or op.startswith("IMAD.IADD")) \
+            and regs(srcs, "R") & zero
+        ok = ok or (op.startswith("LDG") and hidden == {"ctl"})
+        if not ok:
+            bad.append((addr, ins))
+    written = regs(dests, "R")
+    if "SR_LTMASK" in body:
+        new = set() if guarded else written
+    elif regs(srcs, "R") & zero and (op.startswith("LOP3") or op.startswith("VIADD")
+                                     or op.startswith("IADD3") or op.startswith("IMAD")):
+        new = set() if guarded else written
+    else:
+        new = set()
+    # A guarded write may not happen: what it writes is no longer known to be the zero.
+    zero -= written
+    zero |= new
+    for r in regs(dests, "UR"):
+        # A 64-bit result writes a pair.
+        for w in [int(r), int(r) + 1] if ".64" in op else [int(r)]:
+            if not guarded:
                 live.pop(w, None)
-        ldc = re.match(r"ULDC(\.64)?\s+UR(\d+),\s*c\[0x0\]\[(0x[0-9a-f]+)\]", body)
-        if ldc:
-            off, ur = int(ldc.group(3), 16), int(ldc.group(2))
-            # A 32-bit load may be a 64-bit parameter's high half.
-            for o in [off, off - 4] if not ldc.group(1) else [off]:
-                if o in offs:
-                    loads += 1
-                    live[ur] = offs[o]
-                    if ldc.group(1):
-                        live[ur + 1] = offs[o]
+    ldc = re.match(r"ULDC(\.64)?\s+UR(\d+),\s*c\[0x0\]\[(0x[0-9a-f]+)\]", body)
+    loaded = False
+    if ldc:
+        off, ur = int(ldc.group(3), 16), int(ldc.group(2))
+        # A 32-bit load may be a 64-bit parameter's high half.
+        for o in [off, off - 4] if not ldc.group(1) else [off]:
+            if o in offs:
+                loaded = True
+                for w in [ur, ur + 1] if ldc.group(1) else [ur]:
+                    live[w] = live.get(w, set()) | {offs[o]}
+    return loaded
+
+
+BRANCH = re.compile(r"\b(BRA|BRX|JMP|JMX|CALL\.\S+|RET\.\S+|EXIT|BREAK|KILL)\b(?:\s+(?:U?P\d+,\s*)?(?:R\d+\s+)?(0x[0-9a-f]+))?")
+
+
+def check(insts, offs):
+    """The raw reads of trusted uniform registers in one function, as (address, instruction).
+    Flow-sensitive: over the listing's basic blocks, a register is the opaque zero where it is
+    one on every path (ptxas reuses a register on one path and keeps the zero in it on another),
+    and a uniform register holds a hidden value where it may on some path. cuobjdump prints an
+    entry's device functions inside its own listing, each starting at a call's target; ptxas
+    passes values to them in uniform registers of its own choosing (a callee's `launch` arrived
+    in UR7:UR8), so a body starts knowing nothing, as the entry does."""
+    at = {int(a, 16): k for k, (a, _) in enumerate(insts)}
+    calls, leaders = set(), {0}
+    for k, (_, ins) in enumerate(insts):
+        m = BRANCH.search(ins)
+        if not m:
+            continue
+        leaders.add(k + 1)
+        if m.group(2) and int(m.group(2), 16) in at:
+            leaders.add(at[int(m.group(2), 16)])
+            if m.group(1).startswith("CALL"):
+                calls.add(at[int(m.group(2), 16)])
+    starts = sorted(x for x in leaders if x < len(insts))
+    ends = {b: (starts[i + 1] if i + 1 < len(starts) else len(insts)) for i, b in enumerate(starts)}
+    succ = {}
+    for b in starts:
+        last = ends[b] - 1
+        ins = insts[last][1]
+        m = BRANCH.search(ins)
+        guarded = bool(re.match(r"^@!?U?P\w+\s", ins))
+        nxt = [ends[b]] if ends[b] < len(insts) else []
+        if not m or m.group(1).startswith("CALL"):
+            succ[b] = nxt
+            continue
+        target = [at[int(m.group(2), 16)]] if m.group(2) and int(m.group(2), 16) in at else []
+        if m.group(1) in ("BRA",) or m.group(1).startswith("BRA"):
+            succ[b] = target + (nxt if guarded else [])
+        elif m.group(1) in ("BRX", "JMX", "JMP"):
+            succ[b] = target + nxt  # indirect: its targets are not listed; the canary, not a proof
+        else:  # EXIT, RET, BREAK, KILL
+            succ[b] = nxt if guarded else []
+    # Block entry facts: None until a path reaches it. Entries (the function's start and call
+    # targets) start empty.
+    entry = {b: None for b in starts}
+    for b in [0] + sorted(calls):
+        entry[b] = ({}, set())  # live, zero
+    work = list(starts)
+    while work:
+        b = work.pop(0)
+        if entry[b] is None:
+            continue
+        live = {r: set(v) for r, v in entry[b][0].items()}
+        zero = set(entry[b][1])
+        for k in range(b, ends[b]):
+            step(*insts[k], offs, live, zero, [])
+        for s in succ[b]:
+            if s in calls or s == 0:
+                continue
+            old = entry[s]
+            if old is None:
+                new = ({r: set(v) for r, v in live.items()}, set(zero))
+            else:
+                merged = {r: old[0].get(r, set()) | live.get(r, set()) for r in set(old[0]) | set(live)}
+                new = (merged, old[1] & zero)
+            if new != old:
+                entry[s] = new
+                work.append(s)
+    bad, loads = [], 0
+    for b in starts:
+        if entry[b] is None:
+            continue
+        live = {r: set(v) for r, v in entry[b][0].items()}
+        zero = set(entry[b][1])
+        for k in range(b, ends[b]):
+            loads += step(*insts[k], offs, live, zero, bad)
     return bad, loads, any("SR_LTMASK" in i for _, i in insts)
 
 
