@@ -73,8 +73,10 @@ def step(addr, ins, offs, live, zero, bad):
     op, _, args = body.partition(" ")
     dests = args.split(",")[0] if args else ""
     srcs = ",".join(args.split(",")[1:])
-    # Readers first: an instruction may read a register and overwrite it.
-    read = {int(r) for r in regs(srcs, "UR")} & set(live)
+    # Readers first: an instruction may read a register and overwrite it. A memory access's
+    # `desc[URn]` is the global memory descriptor, not a value: ptxas moves it through vector
+    # registers and back (`R2UR`), under predicates the scan does not correlate.
+    read = {int(r) for r in regs(re.sub(r"desc\[UR\d+\]", "", srcs), "UR")} & set(live)
     if read:
         hidden = set().union(*(live[r] for r in read))
         ok = (op.startswith("IADD3") or op.startswith("VIADD") or op.startswith("IMAD.IADD")) \
