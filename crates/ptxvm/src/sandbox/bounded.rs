@@ -149,7 +149,7 @@ impl<'m> Cfg<'m> {
         }
         let mut found = HashMap::new();
         tables(body, &mut found);
-        Cfg::new(body, &found)
+        Cfg::laid_out(body, &found)
     }
 
     /// Whether the body has no loop: every branch of it goes forward, to a label it names (a

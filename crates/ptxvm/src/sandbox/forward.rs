@@ -7,8 +7,9 @@ use crate::ast::{Operand, Stmt};
 use crate::isa::Opcode;
 
 /// Whether `body` may have a back-edge (`Cfg::back`): false only when every branch is a `bra`
-/// to a label that comes after it, nested blocks included. A label named twice counts where it comes last, as in `Cfg::new`: one seen before the
-/// branch counts as behind it (only ever an answer of "may loop", which lays out the flow).
+/// to a label that comes after it, nested blocks included. A label named twice counts where it
+/// comes last, as in `Cfg::new`: one seen before the branch counts as behind it (only ever an
+/// answer of "may loop", which lays out the flow).
 pub(super) fn may_loop(body: &[Stmt<'_>]) -> bool {
     fn walk<'b>(
         body: &'b [Stmt<'b>],
