@@ -151,6 +151,14 @@ fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
     v
 }
 
+/// `sub.u64 %__sbx_x, x, %__sbx_base;`: the offset into the arena that a global fence compares
+/// against its limit (`past_limit`).
+fn offset_from_base(t: &mut String, x: &str) {
+    t.push_str("sub.u64 %__sbx_x, ");
+    t.push_str(x);
+    t.push_str(", %__sbx_base;\n");
+}
+
 /// `, g` or `, !g`: `guard` as a compare's last operand (`setp_under`); nothing without one.
 pub(super) fn guard_operand(t: &mut String, guard: Option<&(Str<'_>, bool)>) {
     if let Some((g, neg)) = guard {
@@ -498,9 +506,7 @@ impl<'m> Fx<'_, 'm> {
         };
         let aligned = if w > 1 { "%__sbx_a" } else { x };
         Self::text(out, None, |t| {
-            t.push_str("sub.u64 %__sbx_x, ");
-            t.push_str(x);
-            t.push_str(", %__sbx_base;\n");
+            offset_from_base(t, x);
             if w > 1 {
                 t.push_str("\tand.b64 %__sbx_a, ");
                 t.push_str(x);
@@ -601,11 +607,7 @@ impl<'m> Fx<'_, 'm> {
         // In range, the address itself (aligned down: the base is aligned to MIN_ALIGN, so it
         // stays >= base); out of range, the base. Selecting the address rather than rebuilding
         // it from a clamped offset saves a 64-bit add per access.
-        Self::text(out, None, |t| {
-            t.push_str("sub.u64 %__sbx_x, ");
-            t.push_str(x);
-            t.push_str(", %__sbx_base;\n");
-        });
+        Self::text(out, None, |t| offset_from_base(t, x));
         self.past_limit(out, "%__sbx_p", lim, guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
         Self::text(out, None, |t| {

@@ -292,28 +292,25 @@ impl<'m> Fx<'_, 'm> {
                 Self::with_text(out, |t| t.push_str(limits));
             }
         }
+        // `%__sbx_<name>` := max(size + 1, span) - span: the window's count for that span.
         for (name, &(sh, span)) in names.iter().zip(&counted) {
             Self::with_text(out, |t| {
-                let size = if sh { "%__sbx_ss" } else { "%__sbx_ls" };
-                for (k, op) in ["add.u32 %__sbx_", "max.u32 %__sbx_", "sub.u32 %__sbx_"]
-                    .into_iter()
-                    .enumerate()
-                {
+                // `\top %__sbx_<name>, src, k;`
+                let line = |t: &mut String, op: &str, src: &str, k: i64| {
                     t.push('\t');
                     t.push_str(op);
+                    t.push_str(" %__sbx_");
                     t.push_str(name);
                     t.push_str(", ");
-                    if k == 0 {
-                        t.push_str(size);
-                        t.push_str(", 1");
-                    } else {
-                        t.push_str("%__sbx_");
-                        t.push_str(name);
-                        t.push_str(", ");
-                        super::print::int(t, span as i64);
-                    }
+                    t.push_str(src);
+                    t.push_str(", ");
+                    super::print::int(t, k);
                     t.push_str(";\n");
-                }
+                };
+                let me = format!("%__sbx_{name}");
+                line(t, "add.u32", if sh { "%__sbx_ss" } else { "%__sbx_ls" }, 1);
+                line(t, "max.u32", &me, span as i64);
+                line(t, "sub.u32", &me, span as i64);
             });
         }
         let targets = self.targets.borrow().clone();
@@ -655,7 +652,7 @@ fn ending_in(t: &mut String, head: &str, last: &str) {
 }
 
 /// `[%__sbx_ctl+off]`, the control block's word at `off`, as `print::parts` writes it.
-fn ctl_word(t: &mut String, off: i64) {
+pub(super) fn ctl_word(t: &mut String, off: i64) {
     t.push_str("[%__sbx_ctl");
     if off != 0 {
         t.push('+');

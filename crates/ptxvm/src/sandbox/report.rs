@@ -27,10 +27,10 @@ impl<'m> Fx<'_, 'm> {
 
     /// Stores the fault word if this function noted a fenced access (`fault`).
     fn report(&self, out: &mut Vec<O<'m>>) {
-        Self::with_text(out, |t| {
-            t.push_str("\tsetp.ne.u32 %__sbx_p, %__sbx_f, 0;\n\t@%__sbx_p ");
-            store_fault_tag(t);
+        Self::text(out, None, |t| {
+            t.push_str("setp.ne.u32 %__sbx_p, %__sbx_f, 0;\n")
         });
+        self.fault_now(out, Some(("%__sbx_p".into(), false)));
     }
 
     /// With fenced accesses noted in the body, reports them before every `ret` and `exit` and
@@ -63,7 +63,7 @@ impl<'m> Fx<'_, 'm> {
 
 /// `st.volatile.global.u32 [%__sbx_ctl+CTL_FAULT_TAG], %__sbx_tag;` and its line's end.
 fn store_fault_tag(t: &mut String) {
-    t.push_str("st.volatile.global.u32 [%__sbx_ctl+");
-    super::print::int(t, super::CTL_FAULT_TAG);
-    t.push_str("], %__sbx_tag;\n");
+    t.push_str("st.volatile.global.u32 ");
+    super::poll::ctl_word(t, super::CTL_FAULT_TAG);
+    t.push_str(", %__sbx_tag;\n");
 }
