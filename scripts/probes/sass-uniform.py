@@ -148,7 +148,7 @@ def check(insts, offs):
             succ[b] = nxt
             continue
         target = [at[int(m.group(2), 16)]] if m.group(2) and int(m.group(2), 16) in at else []
-        if m.group(1) in ("BRA",) or m.group(1).startswith("BRA"):
+        if m.group(1).startswith("BRA"):
             succ[b] = target + (nxt if guarded else [])
         elif m.group(1) in ("BRX", "JMX", "JMP"):
             succ[b] = target + nxt  # indirect: its targets are not listed; the canary, not a proof
@@ -159,15 +159,19 @@ def check(insts, offs):
     entry = {b: None for b in starts}
     for b in [0] + sorted(calls):
         entry[b] = ({}, set())  # live, zero
+    def replay(b, bad):
+        """Block `b` run from its entry facts: its exit facts and its hidden loads."""
+        live = {r: set(v) for r, v in entry[b][0].items()}
+        zero = set(entry[b][1])
+        loads = sum(step(*insts[k], offs, live, zero, bad) for k in range(b, ends[b]))
+        return live, zero, loads
+
     work = list(starts)
     while work:
         b = work.pop(0)
         if entry[b] is None:
             continue
-        live = {r: set(v) for r, v in entry[b][0].items()}
-        zero = set(entry[b][1])
-        for k in range(b, ends[b]):
-            step(*insts[k], offs, live, zero, [])
+        live, zero, _ = replay(b, [])
         for s in succ[b]:
             if s in calls or s == 0:
                 continue
@@ -180,14 +184,8 @@ def check(insts, offs):
             if new != old:
                 entry[s] = new
                 work.append(s)
-    bad, loads = [], 0
-    for b in starts:
-        if entry[b] is None:
-            continue
-        live = {r: set(v) for r, v in entry[b][0].items()}
-        zero = set(entry[b][1])
-        for k in range(b, ends[b]):
-            loads += step(*insts[k], offs, live, zero, bad)
+    bad = []
+    loads = sum(replay(b, bad)[2] for b in starts if entry[b] is not None)
     return bad, loads, any("SR_LTMASK" in i for _, i in insts)
 
 
