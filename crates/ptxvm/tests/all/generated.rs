@@ -120,7 +120,7 @@ fn assert_control_block_intact(mem: &GuestMem, epoch: u32) {
 }
 
 /// The policy a case of `seed` is rewritten under, and its generator for later choices.
-fn policy_for(seed: u64, mode: Mode) -> (Policy, Rng) {
+pub fn policy_for(seed: u64, mode: Mode) -> (Policy, Rng) {
     let (poll_interval, rng) = ptxgen::case_choices(seed, mode);
     let policy = Policy {
         poll_interval,

@@ -177,11 +177,7 @@ fn generated() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (mode, tag) in [(Mode::Legal, "legal"), (Mode::Hostile, "hostile")] {
         for seed in first..first + cases {
-            let (poll_interval, _) = ptxgen::case_choices(seed, mode);
-            let policy = Policy {
-                poll_interval,
-                ..Policy::default()
-            };
+            let (policy, _) = super::generated::policy_for(seed, mode);
             let text = ptxgen::program(seed, mode);
             let s = sandbox(&text, &policy)
                 .unwrap_or_else(|e| panic!("generated {tag} {seed} is refused: {e}"));
