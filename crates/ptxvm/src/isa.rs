@@ -233,15 +233,22 @@ impl Modifiers {
 /// a slot of its own and a lookup compares one name.
 const NAME_SLOTS: usize = 4096;
 
-/// Where `Opcode::parse` looks for a name first (a multiplicative hash of its bytes).
+/// Where `Opcode::parse` looks for a name first: a multiplicative hash of its length and three
+/// of its bytes (first, middle, last), which sets the opcodes apart nearly as well as hashing
+/// every byte did, at a fixed cost per name.
 const fn name_hash(b: &[u8]) -> usize {
-    let mut h = 0u64;
-    let mut i = 0;
-    while i < b.len() {
-        h = (h ^ b[i] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        i += 1;
+    let n = b.len();
+    if n == 0 {
+        return 0;
     }
-    (h >> 52) as usize % NAME_SLOTS
+    let h = b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16 | (n as u64) << 24;
+    (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS
+}
+
+/// Whether two names are the same, byte by byte: opcode names are a few bytes, shorter than
+/// the call to `memcmp` that `==` makes.
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// `Opcode::parse`'s table, by linear probing: slot `s` holds 1 + the index of the opcode
@@ -282,12 +289,13 @@ macro_rules! isa {
             // names one length group at a time, some 70 instructions for every instruction
             // parsed.
             pub(crate) fn parse(name: &str) -> Option<Opcode> {
-                const SLOTS: [u8; NAME_SLOTS] = name_slots(&[$($name,)*]);
+                const NAMES: &[&str] = &[$($name,)*];
+                const SLOTS: [u8; NAME_SLOTS] = name_slots(NAMES);
                 let mut h = name_hash(name.as_bytes());
                 loop {
-                    let op = *Opcode::ALL.get(usize::from(SLOTS[h]).checked_sub(1)?)?;
-                    if op.name() == name {
-                        return Some(op);
+                    let k = usize::from(SLOTS[h]).checked_sub(1)?;
+                    if same_name(NAMES.get(k)?.as_bytes(), name.as_bytes()) {
+                        return Opcode::ALL.get(k).copied();
                     }
                     h = (h + 1) % NAME_SLOTS;
                 }

@@ -25,12 +25,14 @@ pub(crate) enum Tok<'a> {
     Punct(char),
 }
 
-/// A token and where it starts.
+/// A token and where it starts: its line, and its byte offset in the text, from which
+/// [`Tokens::col`] finds its column when an error needs it (kept per token, the column cost a
+/// subtraction per token and a register in the lexer's loop).
 #[derive(Debug, Clone)]
 pub(crate) struct Token<'a> {
     pub tok: Tok<'a>,
     pub line: u32,
-    pub col: u32,
+    pub off: u32,
 }
 
 /// Upper bound on input size; keeps a fuzzer from making us allocate without limit.
@@ -66,6 +68,10 @@ enum Class {
     Quote,
     Slash,
     Punct,
+    /// `;` and `:`, which end a statement or a label: counted per block.
+    End,
+    Open,
+    Close,
     Other,
 }
 
@@ -81,8 +87,11 @@ const CLASS: [Class; 256] = {
             b'.' => Class::Dot,
             b'"' => Class::Quote,
             b'/' => Class::Slash,
-            b',' | b';' | b':' | b'[' | b']' | b'(' | b')' | b'{' | b'}' | b'<' | b'>' | b'+'
-            | b'-' | b'!' | b'@' | b'|' | b'=' => Class::Punct,
+            b';' | b':' => Class::End,
+            b'{' => Class::Open,
+            b'}' => Class::Close,
+            b',' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+' | b'-' | b'!' | b'@' | b'|'
+            | b'=' => Class::Punct,
             _ if b.is_ascii_alphabetic() => Class::Ident,
             _ if b.is_ascii_digit() => Class::Digit,
             _ => Class::Other,
@@ -107,18 +116,89 @@ fn word_len(b: &[u8], colons: bool) -> usize {
         .unwrap_or(b.len())
 }
 
+/// A module's tokens, with what the parser wants to know about its blocks ahead of parsing
+/// them. Reads as the token slice.
+#[derive(Debug, Default)]
+pub(crate) struct Tokens<'a> {
+    src: &'a str,
+    toks: Vec<Token<'a>>,
+    /// For each `{` in order: its token index, and how many `;` and `:` lie between it and its
+    /// matching `}` (to the end, when unmatched), which bounds the statements of the block.
+    blocks: Vec<(u32, u32)>,
+}
+
+impl<'a> std::ops::Deref for Tokens<'a> {
+    type Target = [Token<'a>];
+    fn deref(&self) -> &[Token<'a>] {
+        &self.toks
+    }
+}
+
+impl Tokens<'_> {
+    /// The 1-based column of `t`, in bytes from the start of its line, as the lexer counts it.
+    pub(crate) fn col(&self, t: &Token<'_>) -> u32 {
+        col_at(self.src.as_bytes(), t.off as usize)
+    }
+
+    /// The `;`/`:` count of the `{` at token `at`, looking from `blocks[*from..]` and leaving
+    /// `*from` there: blocks are asked for in token order, so a cursor finds each in one step.
+    pub(crate) fn block_ends(&self, at: usize, from: &mut usize) -> Option<u32> {
+        while let Some(&(open, n)) = self.blocks.get(*from) {
+            match (open as usize).cmp(&at) {
+                std::cmp::Ordering::Less => *from += 1,
+                std::cmp::Ordering::Equal => return Some(n),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
+/// What [`Tokens::blocks`] is built from while lexing. Its work is out of line: braces are
+/// rare, and the main loop has no registers to spare for it.
+#[derive(Default)]
+struct Blocks {
+    blocks: Vec<(u32, u32)>,
+    /// Open blocks, innermost last: each one's index in `blocks` and `ends` when it opened.
+    open: Vec<(usize, u32)>,
+    /// `;` and `:` so far.
+    ends: u32,
+}
+
+impl Blocks {
+    #[inline(never)]
+    fn open(&mut self, token: usize) {
+        self.open.push((self.blocks.len(), self.ends));
+        self.blocks.push((token as u32, 0));
+    }
+    #[inline(never)]
+    fn close(&mut self) {
+        if let Some((k, at)) = self.open.pop() {
+            self.blocks[k].1 = self.ends - at;
+        }
+    }
+    /// The blocks, those left open running to the end of the text.
+    fn finish(mut self) -> Vec<(u32, u32)> {
+        for (k, at) in self.open {
+            self.blocks[k].1 = self.ends - at;
+        }
+        self.blocks
+    }
+}
+
 /// Splits PTX text into tokens.
-pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
+pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
     if src.len() > MAX_INPUT {
         return Err(Error::TooLarge { bytes: src.len() });
     }
     let b = src.as_bytes();
     // PTX averages a token every three to four bytes: one allocation, rarely a regrowth.
     let mut out = Vec::with_capacity(src.len() / 3 + 16);
-    let (mut i, mut line, mut line_start) = (0usize, 1u32, 0usize);
+    let mut blocks = Blocks::default();
+    let (mut i, mut line) = (0usize, 1u32);
     while let Some(&c) = b.get(i) {
         let start = i;
-        let col = || (start - line_start + 1) as u32;
+        let col = || col_at(b, start);
         // Each kind pushes its own token: merged into one push after the match, every kind's
         // token went through the stack.
         macro_rules! token {
@@ -127,7 +207,7 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
                 out.push(Token {
                     tok,
                     line,
-                    col: col(),
+                    off: start as u32,
                 })
             }};
         }
@@ -136,7 +216,6 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
             Class::Newline => {
                 line += 1;
                 i += 1;
-                line_start = i;
             }
             Class::Ident => {
                 i += 1 + word_len(&b[i + 1..], false);
@@ -158,6 +237,21 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
                 i += 1;
                 token!(Tok::Punct(c as char));
             }
+            Class::End => {
+                i += 1;
+                blocks.ends += 1;
+                token!(Tok::Punct(c as char));
+            }
+            Class::Open => {
+                i += 1;
+                blocks.open(out.len());
+                token!(Tok::Punct('{'));
+            }
+            Class::Close => {
+                i += 1;
+                blocks.close();
+                token!(Tok::Punct('}'));
+            }
             Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
                 i += 1 + word_len(&b[i + 1..], true);
                 token!(Tok::Dot(&src[start + 1..i]));
@@ -176,33 +270,17 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
                     .unwrap_or(b.len() - i);
             }
             Class::Slash if b.get(i + 1) == Some(&b'*') => {
-                let (l0, c0) = (line, col());
-                i += 2;
-                loop {
-                    if i + 1 >= b.len() {
-                        return Err(fail(l0, c0, "unterminated /* comment".into()));
-                    }
-                    if b[i] == b'*' && b[i + 1] == b'/' {
-                        i += 2;
-                        break;
-                    }
-                    if b[i] == b'\n' {
-                        line += 1;
-                        line_start = i + 1;
-                    }
-                    i += 1;
-                }
+                let Some(end) = block_comment(b, i, &mut line) else {
+                    return Err(fail(line, col(), "unterminated /* comment".into()));
+                };
+                i = end;
             }
             Class::Quote => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
-                    i += 1;
-                }
-                if i >= b.len() || b[i] != b'"' {
+                let Some(end) = string_end(b, i) else {
                     return Err(fail(line, col(), "unterminated string literal".into()));
-                }
-                i += 1;
-                token!(Tok::Str(&src[start + 1..i - 1]));
+                };
+                i = end + 1;
+                token!(Tok::Str(&src[start + 1..end]));
             }
             Class::Dot | Class::Slash | Class::Other => {
                 let ch = src[i..].chars().next().unwrap_or('?');
@@ -210,7 +288,50 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, Error> {
             }
         }
     }
-    Ok(out)
+    Ok(Tokens {
+        src,
+        toks: out,
+        blocks: blocks.finish(),
+    })
+}
+
+/// The end of the `/* */` comment at `b[i..]` (just past its `*/`), counting the lines it
+/// spans into `line`; `None` when it is not closed (which leaves `line` as it was, for the
+/// error's position).
+#[inline(never)]
+fn block_comment(b: &[u8], mut i: usize, line: &mut u32) -> Option<usize> {
+    let mut l = *line;
+    i += 2;
+    loop {
+        if i + 1 >= b.len() {
+            return None;
+        }
+        if b[i] == b'*' && b[i + 1] == b'/' {
+            *line = l;
+            return Some(i + 2);
+        }
+        if b[i] == b'\n' {
+            l += 1;
+        }
+        i += 1;
+    }
+}
+
+/// Where the string literal opened at `b[i]` closes (its `"`), if it does on its line.
+#[inline(never)]
+fn string_end(b: &[u8], i: usize) -> Option<usize> {
+    let n = b[i + 1..].iter().position(|&c| c == b'"' || c == b'\n')?;
+    (b[i + 1 + n] == b'"').then_some(i + 1 + n)
+}
+
+/// The 1-based column of byte `at` of `b`, in bytes from the start of its line.
+fn col_at(b: &[u8], at: usize) -> u32 {
+    let at = at.min(b.len());
+    let line_start = b[..at]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |p| p + 1);
+    (at - line_start + 1) as u32
 }
 
 /// A lexing error at `line`:`col`, built out of line.
@@ -221,6 +342,7 @@ fn fail(line: u32, col: u32, msg: String) -> Error {
 }
 
 /// Lexes a number at the start of `b`; returns the token and the bytes consumed.
+#[inline(never)]
 fn lex_number(b: &[u8]) -> Option<(Tok<'static>, usize)> {
     // Most numbers are short plain decimals (offsets, widths, counts): summed as scanned, where
     // the general path below checked UTF-8, trimmed suffixes and parsed the text again.
@@ -284,7 +406,7 @@ mod tests {
     use super::*;
 
     fn kinds(s: &str) -> Vec<Tok<'_>> {
-        lex(s).unwrap().into_iter().map(|t| t.tok).collect()
+        lex(s).unwrap().iter().map(|t| t.tok.clone()).collect()
     }
 
     #[test]
@@ -352,7 +474,7 @@ mod tests {
     #[test]
     fn tracks_lines_across_block_comments() {
         let t = lex("/* a\n b */\n  mov").unwrap();
-        assert_eq!((t[0].line, t[0].col), (3, 3));
+        assert_eq!((t[0].line, t.col(&t[0])), (3, 3));
     }
 
     #[test]

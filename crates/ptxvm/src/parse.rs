@@ -4,7 +4,7 @@
 use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::Opcode;
-use crate::lex::{Tok, Token};
+use crate::lex::{Tok, Token, Tokens};
 use crate::small::Small;
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
@@ -16,6 +16,9 @@ const MAX_INIT: usize = 1 << 22;
 struct Parser<'t, 's> {
     t: &'t [Token<'s>],
     i: usize,
+    tokens: &'t Tokens<'s>,
+    /// Where `Tokens::block_ends` looks next.
+    block: usize,
 }
 
 /// The parser's results carry a boxed error: `Error` is over 100 bytes, and every result
@@ -23,8 +26,13 @@ struct Parser<'t, 's> {
 type R<T> = Result<T, Box<Error>>;
 
 /// Parses a token stream into a module.
-pub(crate) fn parse<'s>(tokens: &[Token<'s>]) -> Result<Module<'s>, Error> {
-    let mut p = Parser { t: tokens, i: 0 };
+pub(crate) fn parse<'s>(tokens: &Tokens<'s>) -> Result<Module<'s>, Error> {
+    let mut p = Parser {
+        t: tokens,
+        i: 0,
+        tokens,
+        block: 0,
+    };
     let mut m = Module::default();
     while !p.at_end() {
         p.top_level(&mut m).map_err(|e| *e)?;
@@ -42,12 +50,12 @@ impl<'t, 's> Parser<'t, 's> {
     }
     fn pos(&self) -> (u32, u32) {
         match self.t.get(self.i).or(self.t.last()) {
-            Some(t) => (t.line, t.col),
+            Some(t) => (t.line, self.tokens.col(t)),
             None => (1, 1),
         }
     }
     fn line(&self) -> u32 {
-        self.pos().0
+        self.t.get(self.i).or(self.t.last()).map_or(1, |t| t.line)
     }
     fn err<T>(&self, msg: impl Into<String>) -> R<T> {
         Err(self.error(msg.into()))
@@ -510,21 +518,14 @@ impl<'t, 's> Parser<'t, 's> {
         }
     }
 
-    /// An upper bound on the statements of the block being parsed (`{` consumed): its `;` and
-    /// `:` up to the matching `}`. Sizing the block's vector once costs a scan of its tokens;
-    /// growing it copied every statement parsed so far each time it doubled.
-    fn statements_ahead(&self) -> usize {
-        let (mut n, mut depth) = (0usize, 0u32);
-        for t in &self.t[self.i..] {
-            match t.tok {
-                Tok::Punct(';' | ':') => n += 1,
-                Tok::Punct('{') => depth += 1,
-                Tok::Punct('}') if depth == 0 => break,
-                Tok::Punct('}') => depth -= 1,
-                _ => {}
-            }
-        }
-        n
+    /// An upper bound on the statements of the block being parsed (`{` consumed), which the
+    /// lexer counted: growing the block's vector copied every statement parsed so far each time
+    /// it doubled, and counting here cost a second scan of the block's tokens.
+    fn statements_ahead(&mut self) -> usize {
+        let at = self.i.wrapping_sub(1);
+        self.tokens
+            .block_ends(at, &mut self.block)
+            .map_or(0, |n| n as usize)
     }
 
     fn reg_decl(&mut self) -> R<Stmt<'s>> {
