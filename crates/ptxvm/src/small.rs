@@ -33,20 +33,28 @@ pub(crate) enum Small<T: Item, const N: usize> {
         len: usize,
         items: ManuallyDrop<[T; N]>,
     },
-    Heap(Vec<T>),
+    /// Held undropped, as the inline slots are, so that `Drop` is all a list's drop does: the
+    /// glue that dropped a `Vec` variant after it was a second call per list.
+    Heap(ManuallyDrop<Vec<T>>),
 }
 
 impl<T: Item, const N: usize> Drop for Small<T, N> {
+    #[inline]
     fn drop(&mut self) {
-        if let Small::Inline { len, items } = self {
-            // Each element that owns something is swapped for a default and dropped; what stays
-            // in the slots owns nothing (see `push`), so leaving the array undropped leaks
-            // nothing. Most elements own nothing (names borrowed from the source): skipped.
-            for x in items.iter_mut().take(*len) {
-                if !x.owns_nothing() {
-                    drop(std::mem::take(x));
+        match self {
+            Small::Inline { len, items } => {
+                // Each element that owns something is swapped for a default and dropped; what
+                // stays in the slots owns nothing (see `push`), so leaving the array undropped
+                // leaks nothing. Most elements own nothing (names borrowed from the source):
+                // skipped.
+                for x in items.iter_mut().take(*len) {
+                    if !x.owns_nothing() {
+                        drop(std::mem::take(x));
+                    }
                 }
             }
+            // Taken out (an empty `Vec` left behind allocates nothing) and dropped.
+            Small::Heap(h) => drop(std::mem::take(&mut **h)),
         }
     }
 }
@@ -97,7 +105,7 @@ impl<T: Item, const N: usize> Small<T, N> {
                 let mut heap = Vec::with_capacity(2 * N.max(1));
                 heap.extend(items[..*len].iter_mut().map(std::mem::take));
                 heap.push(v);
-                *self = Small::Heap(heap);
+                *self = Small::Heap(ManuallyDrop::new(heap));
             }
             Small::Heap(h) => h.push(v),
         }
@@ -109,7 +117,7 @@ impl<T: Item, const N: usize> Small<T, N> {
             Small::Inline { len, items } => {
                 items.iter_mut().take(*len).map(std::mem::take).collect()
             }
-            Small::Heap(h) => std::mem::take(h),
+            Small::Heap(h) => std::mem::take(&mut **h),
         }
     }
 
@@ -169,7 +177,7 @@ impl<T: Item, const N: usize> FromIterator<T> for Small<T, N> {
 impl<T: Item, const N: usize> From<Vec<T>> for Small<T, N> {
     fn from(v: Vec<T>) -> Self {
         if v.len() > N {
-            return Small::Heap(v);
+            return Small::Heap(ManuallyDrop::new(v));
         }
         v.into_iter().collect()
     }
