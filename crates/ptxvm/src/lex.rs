@@ -61,8 +61,10 @@ enum Class {
     /// Space, tab, carriage return, form feed (what `is_ascii_whitespace` accepts but `\n`).
     Blank,
     Newline,
-    /// Letter, `_`, `$`, `%`.
+    /// Letter, `_`, `$`.
     Ident,
+    /// `%`, which starts a register's name (and so may be followed by a component).
+    Percent,
     Dot,
     Digit,
     Quote,
@@ -83,7 +85,8 @@ const CLASS: [Class; 256] = {
         t[c] = match b {
             b' ' | b'\t' | b'\r' | 0x0C => Class::Blank,
             b'\n' => Class::Newline,
-            b'_' | b'$' | b'%' => Class::Ident,
+            b'_' | b'$' => Class::Ident,
+            b'%' => Class::Percent,
             b'.' => Class::Dot,
             b'"' => Class::Quote,
             b'/' => Class::Slash,
@@ -216,14 +219,21 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             Class::Newline => {
                 line += 1;
                 i += 1;
+                // A line's indentation skipped here: a turn of the loop per blank cost more.
+                while b.get(i).is_some_and(|&c| CLASS[usize::from(c)] == Class::Blank) {
+                    i += 1;
+                }
             }
             Class::Ident => {
+                i += 1 + word_len(&b[i + 1..], false);
+                token!(Tok::Ident(&src[start..i]));
+            }
+            Class::Percent => {
                 i += 1 + word_len(&b[i + 1..], false);
                 // A special register's component (`%tid.x`) stays part of its name, as the
                 // parser would join it: one borrowed token, where joining two made a string
                 // per name.
-                if c == b'%'
-                    && b.get(i) == Some(&b'.')
+                if b.get(i) == Some(&b'.')
                     && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
                     && !b
                         .get(i + 2)
