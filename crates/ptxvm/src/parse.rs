@@ -451,18 +451,19 @@ impl<'t, 's> Parser<'t, 's> {
         }
         let mut out = Vec::with_capacity(self.statements_ahead());
         loop {
-            let line = self.line();
-            match self.peek() {
-                None => return self.err("missing '}'"),
-                Some(Tok::Punct('}')) => {
+            let Some(&Token { ref tok, line, .. }) = self.t.get(self.i) else {
+                return self.err("missing '}'");
+            };
+            match tok {
+                Tok::Punct('}') => {
                     self.i += 1;
                     return Ok(out);
                 }
-                Some(Tok::Punct('{')) => {
+                Tok::Punct('{') => {
                     self.i += 1;
                     out.push(Stmt::Block(self.stmts(depth + 1)?));
                 }
-                Some(Tok::Dot(d)) => match *d {
+                Tok::Dot(d) => match *d {
                     "reg" => out.push(self.reg_decl()?),
                     "loc" | "file" => self.skip_line(line),
                     "pragma" => self.skip_to_semicolon()?,
@@ -478,7 +479,7 @@ impl<'t, 's> Parser<'t, 's> {
                         }));
                     }
                 },
-                Some(&Tok::Ident(name)) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
+                &Tok::Ident(name) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
                 {
                     self.i += 2;
                     if self.eat_dot("branchtargets") {
@@ -495,7 +496,7 @@ impl<'t, 's> Parser<'t, 's> {
                         out.push(Stmt::Label(name.into(), line));
                     }
                 }
-                Some(_) => {
+                _ => {
                     // Parsed in place: built aside, an instruction was copied three times
                     // over (its lists into it, it into a statement, that into the body). The
                     // empty one is made in its slot (`resize_with`): `push` built it on the
