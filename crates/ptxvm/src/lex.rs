@@ -235,7 +235,16 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             }};
         }
         match CLASS[usize::from(c)] {
-            Class::Blank => i += 1,
+            Class::Blank => {
+                // A run of blanks (`mov.u32 \t%r1`) in one turn.
+                i += 1;
+                while b
+                    .get(i)
+                    .is_some_and(|&c| CLASS[usize::from(c)] == Class::Blank)
+                {
+                    i += 1;
+                }
+            }
             Class::Newline => {
                 line += 1;
                 i += 1;
@@ -389,15 +398,43 @@ fn fail(line: u32, col: u32, msg: String) -> Error {
 fn lex_number(b: &[u8]) -> Option<(Tok<'static>, usize)> {
     // Most numbers are short plain decimals (offsets, widths, counts): summed as scanned, where
     // the general path below checked UTF-8, trimmed suffixes and parsed the text again.
-    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let (mut digits, mut v) = (0, 0u64);
+    while let Some(&c) = b.get(digits)
+        && c.is_ascii_digit()
+    {
+        // Wraps only past 19 digits, where `v` goes unused.
+        v = v.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+        digits += 1;
+    }
     let ends = !b
         .get(digits)
         .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_');
     if ends && digits <= 19 && (digits == 1 || b[0] != b'0') {
-        let v = b[..digits]
-            .iter()
-            .fold(0u64, |v, &c| v * 10 + u64::from(c - b'0'));
         return Some((Tok::Int(v), digits));
+    }
+    // Float bit patterns (`0f3F800000`), nvcc's spelling of every float constant: summed as
+    // scanned too. Only where the general path below reads the same text (the digits end the
+    // number, no sign follows): anything else is left to it.
+    if let [b'0', p, rest @ ..] = b
+        && let w @ (8 | 16) = match p | 0x20 {
+            b'f' => 8,
+            b'd' => 16,
+            _ => 0,
+        }
+        && let Some(h) = rest.get(..w)
+        && !rest
+            .get(w)
+            .is_some_and(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-'))
+        && let Some(v) = h.iter().try_fold(0u64, |v, &c| {
+            Some(v << 4 | u64::from((c as char).to_digit(16)?))
+        })
+    {
+        let tok = if w == 8 {
+            Tok::F32Bits(v as u32)
+        } else {
+            Tok::F64Bits(v)
+        };
+        return Some((tok, 2 + w));
     }
     let mut n = 0;
     while n < b.len() && (b[n].is_ascii_alphanumeric() || b[n] == b'.' || b[n] == b'_') {
@@ -501,6 +538,24 @@ mod tests {
             ("007", Tok::Int(7)),
         ] {
             assert_eq!(kinds(text), vec![tok], "{text}");
+        }
+    }
+
+    #[test]
+    fn float_bit_patterns_end_where_the_general_path_ends_them() {
+        // What the fast path takes, and what it leaves to the general path (the same tokens).
+        assert_eq!(
+            kinds("0f3F800000+1"),
+            vec![Tok::F32Bits(0x3F80_0000), Tok::Punct('+'), Tok::Int(1)]
+        );
+        assert_eq!(kinds("0f3f80000e"), vec![Tok::F32Bits(0x3F80_000E)]);
+        for bad in [
+            "0f3F80000E-1",
+            "0f3F8000001",
+            "0f3F80000G",
+            "0d3FF00000000000001",
+        ] {
+            assert!(lex(bad).is_err(), "{bad}");
         }
     }
 
