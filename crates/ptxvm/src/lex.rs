@@ -139,6 +139,19 @@ fn word_len(b: &[u8], colons: bool) -> usize {
     n + b[n..].iter().position(|&c| ends(c)).unwrap_or(b.len() - n)
 }
 
+/// Where the run of blanks at `b[i..]` ends.
+#[inline]
+fn past_blanks(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(|&c| is_blank(c)) {
+        i += 1;
+    }
+    i
+}
+
+fn is_blank(c: u8) -> bool {
+    CLASS[usize::from(c)] == Class::Blank
+}
+
 /// A module's tokens, with what the parser wants to know about its blocks ahead of parsing
 /// them. Reads as the token slice.
 #[derive(Debug, Default)]
@@ -237,24 +250,12 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
         match CLASS[usize::from(c)] {
             Class::Blank => {
                 // A run of blanks (`mov.u32 \t%r1`) in one turn.
-                i += 1;
-                while b
-                    .get(i)
-                    .is_some_and(|&c| CLASS[usize::from(c)] == Class::Blank)
-                {
-                    i += 1;
-                }
+                i = past_blanks(b, i + 1);
             }
             Class::Newline => {
                 line += 1;
-                i += 1;
                 // A line's indentation skipped here: a turn of the loop per blank cost more.
-                while b
-                    .get(i)
-                    .is_some_and(|&c| CLASS[usize::from(c)] == Class::Blank)
-                {
-                    i += 1;
-                }
+                i = past_blanks(b, i + 1);
             }
             Class::Ident => {
                 i += 1 + word_len(&b[i + 1..], false);
@@ -283,9 +284,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 i += 1;
                 token!(Tok::Punct(','));
                 // The blank after it skipped here: a turn of the loop cost more.
-                if b.get(i)
-                    .is_some_and(|&c| CLASS[usize::from(c)] == Class::Blank)
-                {
+                if b.get(i).is_some_and(|&c| is_blank(c)) {
                     i += 1;
                 }
             }
@@ -293,6 +292,12 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 i += 1;
                 blocks.ends += 1;
                 token!(Tok::Punct(c as char));
+                // Most lines end here: their newline and the next line's indentation skipped
+                // with the `;` or label's `:`, a turn of the loop fewer a line.
+                if b.get(i) == Some(&b'\n') {
+                    line += 1;
+                    i = past_blanks(b, i + 1);
+                }
             }
             Class::Open => {
                 i += 1;
