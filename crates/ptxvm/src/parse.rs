@@ -584,7 +584,7 @@ impl<'t, 's> Parser<'t, 's> {
         }
         if !self.eat_punct(';') {
             loop {
-                let o = match self.plain_name() {
+                let o = match self.plain_operand() {
                     Some(o) => o,
                     None => self.operand()?,
                 };
@@ -598,26 +598,29 @@ impl<'t, 's> Parser<'t, 's> {
         Ok(())
     }
 
-    /// A name that ends its operand (`,` or `;` follows): most operands are registers, taken
-    /// here without the general path's calls, each of which returned its operand in memory.
+    /// The common operands, taken here without the general path's calls, each of which
+    /// returned its operand in memory: a name that ends its operand (`,` or `;` follows), a
+    /// number, and a bare register address (`[%rd1]`). Anything else is left to `operand`.
     #[inline]
-    fn plain_name(&mut self) -> Option<Operand<'s>> {
-        if let Some(Token {
-            tok: Tok::Ident(s), ..
-        }) = self.t.get(self.i)
-            && *s != "_"
-            && matches!(
-                self.t.get(self.i + 1),
-                Some(Token {
-                    tok: Tok::Punct(',' | ';'),
-                    ..
-                })
-            )
-        {
-            self.i += 1;
-            return Some(Operand::Name(Str::Borrowed(s)));
-        }
-        None
+    fn plain_operand(&mut self) -> Option<Operand<'s>> {
+        let tok = |k: usize| self.t.get(self.i + k).map(|t| &t.tok);
+        let (o, n) = match tok(0)? {
+            Tok::Ident(s) if *s != "_" && matches!(tok(1), Some(Tok::Punct(',' | ';'))) => {
+                (Operand::Name(Str::Borrowed(s)), 1)
+            }
+            Tok::Int(v) => (Operand::Int(*v as i64), 1),
+            Tok::F32Bits(b) => (Operand::F32Bits(*b), 1),
+            Tok::F64Bits(b) => (Operand::F64Bits(*b), 1),
+            Tok::Punct('[') => match (tok(1), tok(2)) {
+                (Some(Tok::Ident(s)), Some(Tok::Punct(']'))) => {
+                    (Operand::Addr(Some(Str::Borrowed(s)), 0), 3)
+                }
+                _ => return None,
+            },
+            _ => return None,
+        };
+        self.i += n;
+        Some(o)
     }
 
     /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written
