@@ -209,14 +209,18 @@ impl Blocks {
     }
     #[inline(never)]
     fn close(&mut self) {
-        if let Some((k, at)) = self.open.pop() {
-            self.blocks[k].1 = self.ends - at;
+        if let Some((k, at)) = self.open.pop()
+            && let Some(b) = self.blocks.get_mut(k)
+        {
+            b.1 = self.ends - at;
         }
     }
     /// The blocks, those left open running to the end of the text.
     fn finish(mut self) -> Vec<(u32, u32)> {
         for (k, at) in self.open {
-            self.blocks[k].1 = self.ends - at;
+            if let Some(b) = self.blocks.get_mut(k) {
+                b.1 = self.ends - at;
+            }
         }
         self.blocks
     }
