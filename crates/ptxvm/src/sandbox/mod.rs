@@ -123,8 +123,9 @@ pub struct Policy {
     /// then carry only a compare that never waits, ahead of all their code. On by default;
     /// off only to measure what it buys.
     pub early_loop_free_check: bool,
-    /// Largest rewritten module, estimated before it is put together: the text the driver's
-    /// JIT is handed, whose time grows with it. A module's text grows 4-5 times in the corpus,
+    /// Largest rewritten module: the text the driver's JIT is handed, whose time grows with it.
+    /// Checked as the text is put together, function by function; past it, the rest is only
+    /// measured (one function's text at a time), and the module refused. A module's text grows 4-5 times in the corpus,
     /// and up to about 22 times for a hostile shape (a chain of 8,000 calls: 1.3 MB in, 29 MB
     /// out). Default 64 MiB.
     pub max_output_bytes: usize,
@@ -244,8 +245,15 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     info.settle_entries(&module);
     let mut kernels = Vec::new();
-    // Every function rewritten, and its shared body printed, before the output is sized.
-    let mut funcs = Vec::with_capacity(module.funcs.len());
+    // Each function printed once rewritten, into the output itself (its skip copy repeats its
+    // text from there), and its rewrite dropped before the next. Sized for the corpus's
+    // growth (4-5 times); hostile shapes grow it further, up to the policy's limit.
+    let mut text =
+        String::with_capacity(ptx.len().saturating_mul(6).min(policy.max_output_bytes) + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
+    // Past the limit, the rest is still rewritten and printed, one function at a time into
+    // `past`, for the same errors as within it and the size the refusal gives.
+    let (mut past, mut over) = (String::new(), 0usize);
     for f in &module.funcs {
         let mut copy = None;
         if f.is_entry && f.body.is_some() {
@@ -261,25 +269,20 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             });
         }
         let r = rewrite::func(&info, f, copy.as_deref())?;
-        let shared = match &r.body {
-            Some((_, b)) => Some(print::Shared::new(b)?),
-            None => None,
+        let body = r.body.as_ref().map(|(s, b)| (s.as_slice(), b.as_slice()));
+        let out = if text.len() > policy.max_output_bytes {
+            &mut past
+        } else {
+            &mut text
         };
-        funcs.push((r, shared));
+        // The kernel, then its skip copy right after it.
+        out.push('\n');
+        print::rewritten(out, &r.head, body, r.copy.as_ref())?;
+        over += past.len();
+        past.clear();
     }
-    let size = funcs
-        .iter()
-        .map(|(r, shared)| {
-            let body = shared.as_ref().map_or(0, print::Shared::len) + 512;
-            let start = |copy| {
-                r.body
-                    .as_ref()
-                    .map_or(0, |(s, _)| print::start_hint(s, copy))
-            };
-            start(false) + body + r.copy.as_ref().map_or(0, |_| start(true) + body)
-        })
-        .sum::<usize>();
-    if size > policy.max_output_bytes {
+    if text.len() > policy.max_output_bytes {
+        let size = text.len() + over;
         return Err(Error::Refused {
             line: 0,
             what: format!(
@@ -290,22 +293,6 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 policy.max_output_bytes >> 20
             ),
         });
-    }
-    let mut text = String::with_capacity(size + ptx.len() / 4 + 4096);
-    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
-    for (r, shared) in &funcs {
-        // The kernel, then its skip copy right after it.
-        // The shared body is printed once for both.
-        let body = match (&r.body, shared) {
-            (Some((start, _)), Some(b)) => Some((start.as_slice(), b)),
-            _ => None,
-        };
-        text.push('\n');
-        print::rewritten(&mut text, &r.head, body, false)?;
-        if let Some(head) = &r.copy {
-            text.push('\n');
-            print::rewritten(&mut text, head, body, true)?;
-        }
     }
     Ok(Sandboxed {
         ptx: text,

@@ -36,99 +36,79 @@ impl<'m> O<'m> {
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body`; as an entry's skip copy with `skip_copy` (`O::Kernel`, `O::Copy`).
+/// are `start` then `body`; then, given `copy` (its header), the entry's skip copy, which prints
+/// what only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`).
+/// The body is printed once: the copy repeats the entry's text around those statements.
 pub(crate) fn rewritten(
     out: &mut String,
     f: &Func,
-    body: Option<(&[O<'_>], &Shared)>,
-    skip_copy: bool,
+    body: Option<(&[O<'_>], &[O<'_>])>,
+    copy: Option<&Func>,
 ) -> Result<(), Error> {
     head(out, f);
-    match body {
-        None => out.push_str(";\n"),
-        Some((start, b)) => {
-            out.push_str("\n{\n");
-            outs(out, start, 1, &mut Own::Print { skip_copy })?;
-            b.write(out, skip_copy);
-            out.push_str("}\n");
+    let Some((start, body)) = body else {
+        out.push_str(";\n");
+        if let Some(c) = copy {
+            out.push('\n');
+            head(out, c);
+            out.push_str(";\n");
+        }
+        return Ok(());
+    };
+    out.push_str("\n{\n");
+    outs(out, start, 1, &mut Own::Print { skip_copy: false })?;
+    let Some(c) = copy else {
+        outs(out, body, 1, &mut Own::Print { skip_copy: false })?;
+        out.push_str("}\n");
+        return Ok(());
+    };
+    let from = out.len();
+    let mut own = Vec::new();
+    outs(out, body, 1, &mut Own::Note(&mut own))?;
+    let to = out.len();
+    out.push_str("}\n\n");
+    head(out, c);
+    out.push_str("\n{\n");
+    outs(out, start, 1, &mut Own::Print { skip_copy: true })?;
+    let mut at = from;
+    for n in &own {
+        match *n {
+            Noted::Kernel(a, b) => {
+                out.extend_from_within(at..a);
+                at = b;
+            }
+            Noted::Copy(pos, b, depth) => {
+                out.extend_from_within(at..pos);
+                outs(out, b, depth, &mut Own::Print { skip_copy: true })?;
+                at = pos;
+            }
         }
     }
+    out.extend_from_within(at..to);
+    out.push_str("}\n");
     Ok(())
 }
 
-/// A rewritten body printed once for an entry and its skip copy: the text both print, and
-/// where each one's own statements (`O::Kernel`, `O::Copy`) go into it, printed.
-pub(crate) struct Shared {
-    text: String,
-    own: Vec<(usize, bool, String)>,
-}
-
-impl Shared {
-    /// Prints `body` (a function's top-level statements).
-    pub(crate) fn new(body: &[O<'_>]) -> Result<Self, Error> {
-        let mut text = String::with_capacity(64 * body.len());
-        let mut own = Vec::new();
-        outs(&mut text, body, 1, &mut Own::Note(&mut own))?;
-        Ok(Shared { text, own })
-    }
-
-    /// Bytes of the body as the entry or its skip copy prints it, at most.
-    pub(crate) fn len(&self) -> usize {
-        self.text.len() + self.own.iter().map(|(_, _, t)| t.len()).sum::<usize>()
-    }
-
-    /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
-    fn write(&self, out: &mut String, skip_copy: bool) {
-        let mut at = 0;
-        for (pos, copy_only, t) in &self.own {
-            out.push_str(&self.text[at..*pos]);
-            if *copy_only == skip_copy {
-                out.push_str(t);
-            }
-            at = *pos;
-        }
-        out.push_str(&self.text[at..]);
-    }
-}
-
-/// About how many bytes `outs` prints for `body`: its text as made, and a typical line for each
-/// statement. Sizes the output once (growing it copied all of it each time it doubled); an
-/// estimate from what is already in memory, so hostile input cannot make it large.
-pub(crate) fn size_hint(body: &[O<'_>]) -> usize {
-    body.iter()
-        .map(|o| match o {
-            O::Text(t) => t.len(),
-            O::Block(b) | O::Kernel(b) | O::Copy(b) => size_hint(b) + 8,
-            O::Inst(_) | O::Stmt(_) | O::New(_) => 40,
-        })
-        .sum()
-}
-
-/// [`size_hint`] of a function's start (what precedes its body) as the entry prints it, or as
-/// its skip copy does (`copy`), which leaves out the entry's epoch read (`O::Kernel`).
-pub(crate) fn start_hint(start: &[O<'_>], copy: bool) -> usize {
-    start
-        .iter()
-        .map(|o| match o {
-            O::Kernel(_) if copy => 0,
-            O::Kernel(b) => size_hint(b),
-            o => size_hint(std::slice::from_ref(o)),
-        })
-        .sum()
+/// Where an entry's own statements lie in its printed body, for its skip copy to print around.
+pub(crate) enum Noted<'a, 'm> {
+    /// What only the entry prints (`O::Kernel`), printed at these bytes.
+    Kernel(usize, usize),
+    /// What only the copy prints (`O::Copy`), not printed: where it goes, and at what depth.
+    Copy(usize, &'a [O<'m>], usize),
 }
 
 /// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
-/// prints: print it for one of them, or note it with where it goes (`Shared`).
-pub(crate) enum Own<'a> {
+/// prints: print it for one of them, or print the entry's and note where both go (`rewritten`).
+pub(crate) enum Own<'n, 'a, 'm> {
     Print { skip_copy: bool },
-    Note(&'a mut Vec<(usize, bool, String)>),
+    Note(&'n mut Vec<Noted<'a, 'm>>),
 }
 
-pub(crate) fn outs(
+pub(crate) fn outs<'a, 'm>(
     out: &mut String,
-    body: &[O<'_>],
+    body: &'a [O<'m>],
     depth: usize,
-    own: &mut Own<'_>,
+    own: &mut Own<'_, 'a, 'm>,
 ) -> Result<(), Error> {
     for o in body {
         match o {
@@ -157,10 +137,11 @@ pub(crate) fn outs(
                         outs(out, b, depth, &mut only)?;
                     }
                     Own::Print { .. } => {}
+                    Own::Note(noted) if copy_only => noted.push(Noted::Copy(out.len(), b, depth)),
                     Own::Note(noted) => {
-                        let mut t = String::new();
-                        outs(&mut t, b, depth, &mut only)?;
-                        noted.push((out.len(), copy_only, t));
+                        let at = out.len();
+                        outs(out, b, depth, &mut only)?;
+                        noted.push(Noted::Kernel(at, out.len()));
                     }
                 }
             }
@@ -402,15 +383,14 @@ pub(crate) fn parts<M: AsRef<str>>(
         out.push('.');
         out.push_str(m.as_ref());
     }
+    // What only a float literal or an address operand asks, found when one is printed (it is
+    // then in the instruction): most instructions have neither, and skip comparing their
+    // modifiers and looking up their opcode.
     // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
-    // Only such a literal asks: most instructions skip comparing their modifiers.
-    let f32_ctx = operands.iter().chain(replace.map(|r| r.1)).any(has_f64)
-        && mods.iter().any(|m| m.as_ref() == "f32")
-        && !mods.iter().any(|m| m.as_ref() == "f64");
+    let f32_ctx =
+        || mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
     // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    // Only an address operand asks, so most instructions skip the opcode lookup.
-    let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
-        && Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
+    let bare = || Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
     for (k, o) in operands.iter().enumerate() {
         // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
         if k > 0 {
@@ -424,29 +404,14 @@ pub(crate) fn parts<M: AsRef<str>>(
         // Most operands are registers: printed here, the rest by `operand`.
         match o {
             Operand::Name(n) => out.push_str(n),
-            _ => operand(out, o, f32_ctx, bare, line)?,
+            Operand::Int(v) => int(out, *v),
+            Operand::Addr(..) => operand(out, o, false, bare(), line)?,
+            Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, line)?,
+            _ => operand(out, o, f32_ctx(), bare(), line)?,
         }
     }
     out.push(';');
     Ok(())
-}
-
-/// Whether `o` is or holds a float literal kept as f64 bits.
-fn has_f64(o: &Operand) -> bool {
-    match o {
-        Operand::F64Bits(_) => true,
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_f64),
-        _ => false,
-    }
-}
-
-/// Whether `o` is or holds an address operand.
-fn has_addr(o: &Operand) -> bool {
-    match o {
-        Operand::Addr(..) => true,
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_addr),
-        _ => false,
-    }
 }
 
 /// An integer operand as `parts` prints it.
