@@ -351,15 +351,16 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
 
 /// Prints one instruction with its `;`.
 pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
-    parts(
-        out,
-        i.guard.as_ref(),
-        &i.opcode,
-        &i.mods,
-        &i.operands,
-        None,
-        i.line,
-    )
+    let line = Line {
+        guard: i.guard.as_ref(),
+        opcode: &i.opcode,
+        mods: &i.mods,
+        operands: &i.operands,
+        replace: None,
+        line: i.line,
+    };
+    // Its opcode as looked up when parsed (`Inst::op`), not looked up again.
+    line.print(out, || i.op)
 }
 
 /// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
@@ -372,46 +373,80 @@ pub(crate) fn parts<M: AsRef<str>>(
     replace: Option<(usize, &Operand)>,
     line: u32,
 ) -> Result<(), Error> {
-    // Pushed piece by piece: `write!` would cost more than the rest of the line.
-    if let Some((g, neg)) = guard {
-        out.push_str(if *neg { "@!" } else { "@" });
-        out.push_str(g);
-        out.push(' ');
-    }
-    out.push_str(opcode);
-    for m in mods {
-        out.push('.');
-        out.push_str(m.as_ref());
-    }
-    // What only a float literal or an address operand asks, found when one is printed (it is
-    // then in the instruction): most instructions have neither, and skip comparing their
-    // modifiers and looking up their opcode.
-    // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
-    let f32_ctx =
-        || mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64");
-    // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    let bare = || Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
-    for (k, o) in operands.iter().enumerate() {
-        // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
-        if k > 0 {
-            out.push(',');
+    let line = Line {
+        guard,
+        opcode,
+        mods,
+        operands,
+        replace,
+        line,
+    };
+    line.print(out, || Opcode::parse(opcode))
+}
+
+/// An instruction's parts, as `parts` takes them.
+struct Line<'l, 'a, M> {
+    guard: Option<&'l (Str<'a>, bool)>,
+    opcode: &'l str,
+    mods: &'l [M],
+    operands: &'l [Operand<'a>],
+    replace: Option<(usize, &'l Operand<'a>)>,
+    line: u32,
+}
+
+impl<M: AsRef<str>> Line<'_, '_, M> {
+    /// Prints the line; `op` gives its opcode, which only an address operand asks for.
+    fn print(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
+        let Line {
+            guard,
+            opcode,
+            mods,
+            operands,
+            replace,
+            line,
+        } = *self;
+        // Pushed piece by piece: `write!` would cost more than the rest of the line.
+        if let Some((g, neg)) = guard {
+            out.push_str(if *neg { "@!" } else { "@" });
+            out.push_str(g);
+            out.push(' ');
         }
-        out.push(' ');
-        let o = match replace {
-            Some((at, r)) if at == k => r,
-            _ => o,
+        out.push_str(opcode);
+        for m in mods {
+            out.push('.');
+            out.push_str(m.as_ref());
+        }
+        // What only a float literal or an address operand asks, found when one is printed (it is
+        // then in the instruction): most instructions have neither, and skip comparing their
+        // modifiers and looking up their opcode.
+        // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
+        let f32_ctx = || {
+            mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64")
         };
-        // Most operands are registers: printed here, the rest by `operand`.
-        match o {
-            Operand::Name(n) => out.push_str(n),
-            Operand::Int(v) => int(out, *v),
-            Operand::Addr(..) => operand(out, o, false, bare(), line)?,
-            Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, line)?,
-            _ => operand(out, o, f32_ctx(), bare(), line)?,
+        // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
+        let bare = || op().is_some_and(|o| o.sandbox() == Sandbox::Address);
+        for (k, o) in operands.iter().enumerate() {
+            // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
+            if k > 0 {
+                out.push(',');
+            }
+            out.push(' ');
+            let o = match replace {
+                Some((at, r)) if at == k => r,
+                _ => o,
+            };
+            // Most operands are registers: printed here, the rest by `operand`.
+            match o {
+                Operand::Name(n) => out.push_str(n),
+                Operand::Int(v) => int(out, *v),
+                Operand::Addr(..) => operand(out, o, false, bare(), line)?,
+                Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, line)?,
+                _ => operand(out, o, f32_ctx(), bare(), line)?,
+            }
         }
+        out.push(';');
+        Ok(())
     }
-    out.push(';');
-    Ok(())
 }
 
 /// An integer operand as `parts` prints it.
