@@ -397,21 +397,14 @@ struct Line<'l, 'a, M> {
 impl<M: AsRef<str>> Line<'_, '_, M> {
     /// Prints the line; `op` gives its opcode, which only an address operand asks for.
     fn print(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
-        let Line {
-            guard,
-            opcode,
-            mods,
-            operands,
-            replace,
-            line,
-        } = *self;
+        let (mods, replace) = (self.mods, self.replace);
         // Pushed piece by piece: `write!` would cost more than the rest of the line.
-        if let Some((g, neg)) = guard {
+        if let Some((g, neg)) = self.guard {
             out.push_str(if *neg { "@!" } else { "@" });
             out.push_str(g);
             out.push(' ');
         }
-        out.push_str(opcode);
+        out.push_str(self.opcode);
         for m in mods {
             out.push('.');
             out.push_str(m.as_ref());
@@ -425,7 +418,7 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
         };
         // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
         let bare = || op().is_some_and(|o| o.sandbox() == Sandbox::Address);
-        for (k, o) in operands.iter().enumerate() {
+        for (k, o) in self.operands.iter().enumerate() {
             // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
             if k > 0 {
                 out.push(',');
@@ -439,9 +432,9 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
             match o {
                 Operand::Name(n) => out.push_str(n),
                 Operand::Int(v) => int(out, *v),
-                Operand::Addr(..) => operand(out, o, false, bare(), line)?,
-                Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, line)?,
-                _ => operand(out, o, f32_ctx(), bare(), line)?,
+                Operand::Addr(..) => operand(out, o, false, bare(), self.line)?,
+                Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, self.line)?,
+                _ => operand(out, o, f32_ctx(), bare(), self.line)?,
             }
         }
         out.push(';');

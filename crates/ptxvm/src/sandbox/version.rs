@@ -61,10 +61,8 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
     // Every name of the tree is a piece of the text, or two joined by a dot (`%tid .x`), which
     // no mark contains: a text without the mark names nothing that has it, and its functions'
     // names need no look (most of this pass's time in a function with a loop to version).
-    let marked = text.contains(MARK);
-    if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
-        return fast;
-    }
+    // Searched for once a function has a loop to version: most modules have none.
+    let mut searched = None;
     let mut n = 0u32;
     for f in &mut m.funcs {
         let Some(body) = f.body.as_mut() else {
@@ -72,14 +70,27 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
         };
         // Most functions have no loop to version, and then need no look through every name.
         let plans = plan(body);
-        if plans.is_empty()
-            || marked
-                && (f
-                    .params
-                    .iter()
-                    .chain(&f.rets)
-                    .any(|p| p.name.contains(MARK))
-                    || any_name(body, &|s| s.contains(MARK)))
+        if plans.is_empty() {
+            continue;
+        }
+        let marked = match searched {
+            Some(marked) => marked,
+            None => {
+                let marked = text.contains(MARK);
+                // Nothing is versioned yet: the module stays as it is.
+                if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
+                    return fast;
+                }
+                *searched.insert(marked)
+            }
+        };
+        if marked
+            && (f
+                .params
+                .iter()
+                .chain(&f.rets)
+                .any(|p| p.name.contains(MARK))
+                || any_name(body, &|s| s.contains(MARK)))
         {
             continue;
         }
