@@ -247,9 +247,10 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     let mut kernels = Vec::new();
     // Each function printed once rewritten, into the output itself (its skip copy repeats its
     // text from there), and its rewrite dropped before the next. Sized for the corpus's
-    // growth (4-5 times); hostile shapes grow it further, up to the policy's limit.
+    // growth (2-10 times; growing it copies all of it): hostile shapes grow it further, up to
+    // the policy's limit. What is not written is address space, not memory.
     let mut text =
-        String::with_capacity(ptx.len().saturating_mul(6).min(policy.max_output_bytes) + 4096);
+        String::with_capacity(ptx.len().saturating_mul(10).min(policy.max_output_bytes) + 4096);
     print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
     // Past the limit, the rest is still rewritten and printed, one function at a time into
     // `past`, for the same errors as within it and the size the refusal gives.

@@ -165,12 +165,23 @@ pub(crate) fn module(m: &Module) -> Result<String, Error> {
 
 /// `.version`, `.target`, `.address_size` and the module variables `keep` selects.
 pub(crate) fn header(out: &mut String, m: &Module, keep: impl Fn(&VarDecl) -> bool) {
-    let version = m.version.as_deref().unwrap_or("7.0");
-    let _ = writeln!(out, ".version {version}");
+    // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
+    out.push_str(".version ");
+    out.push_str(m.version.as_deref().unwrap_or("7.0"));
+    out.push('\n');
     if !m.target.is_empty() {
-        let _ = writeln!(out, ".target {}", m.target.join(", "));
+        out.push_str(".target ");
+        for (i, t) in m.target.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(t);
+        }
+        out.push('\n');
     }
-    let _ = writeln!(out, ".address_size {}\n", m.address_size.unwrap_or(64));
+    out.push_str(".address_size ");
+    unsigned(out, m.address_size.unwrap_or(64).into());
+    out.push_str("\n\n");
     for v in m.vars.iter().filter(|v| keep(v)) {
         var(out, v, true);
         out.push_str(";\n");
@@ -265,7 +276,9 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
 /// Linkage, kind, results, name, parameters and performance directives.
 fn head(out: &mut String, f: &Func) {
     if let Some(l) = &f.linkage {
-        let _ = write!(out, ".{l} ");
+        out.push('.');
+        out.push_str(l);
+        out.push(' ');
     }
     out.push_str(if f.is_entry { ".entry " } else { ".func " });
     if !f.rets.is_empty() {
@@ -275,9 +288,11 @@ fn head(out: &mut String, f: &Func) {
     out.push_str(&f.name);
     params(out, &f.params);
     for (name, vals) in &f.attrs {
-        let _ = write!(out, "\n.{name}");
+        out.push_str("\n.");
+        out.push_str(name);
         for (i, v) in vals.iter().enumerate() {
-            let _ = write!(out, "{}{v}", if i == 0 { " " } else { ", " });
+            out.push_str(if i == 0 { " " } else { ", " });
+            unsigned(out, *v);
         }
     }
 }

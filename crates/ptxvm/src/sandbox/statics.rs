@@ -159,6 +159,10 @@ pub(crate) fn analyse<'m>(
         }
     }
     let n = names.len();
+    // No register is ever set to a variable's address: none is static.
+    if n == 0 {
+        return HashMap::new();
+    }
     let mut bad: Vec<bool> = names
         .iter()
         .map(|r| !wide(r) || shadowed.iter().any(|x| covers(x, r)))
