@@ -255,10 +255,12 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     // Past the limit, the rest is still rewritten and printed, one function at a time into
     // `past`, for the same errors as within it and the size the refusal gives.
     let (mut past, mut over) = (String::new(), 0usize);
+    // The module's function names, gathered once an entry asks for a skip copy's name.
+    let mut taken = None;
     for f in &module.funcs {
         let mut copy = None;
         if f.is_entry && f.body.is_some() {
-            copy = skip_copy_name(&module, f, &info);
+            copy = skip_copy_name(&module, f, &info, &mut taken);
             kernels.push(SandboxedKernel {
                 name: f.name.to_string(),
                 user_params: f.params.len(),
@@ -303,17 +305,20 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
 }
 
 /// The name of `entry`'s skip copy, when its launches may skip the entry read at all and the
-/// name is free in the module.
+/// name is free in the module. `taken`: the module's function names, gathered at the first ask
+/// (a walk over every function for each entry made a module of many entries quadratic).
 fn skip_copy_name<'m>(
-    module: &ast::Module,
+    module: &'m ast::Module<'m>,
     entry: &'m ast::Func<'m>,
     info: &allow::Info<'m>,
+    taken: &mut Option<hash::HashSet<&'m str>>,
 ) -> Option<String> {
     if !info.may_skip_entry_read(entry) {
         return None;
     }
     let name = format!("{}{SKIP_COPY_SUFFIX}", entry.name);
-    (!module.funcs.iter().any(|g| g.name == name)).then_some(name)
+    let taken = taken.get_or_insert_with(|| module.funcs.iter().map(|g| g.name.as_ref()).collect());
+    (!taken.contains(name.as_str())).then_some(name)
 }
 
 /// Prints a parsed module unchanged (round-trip check of the printer).
