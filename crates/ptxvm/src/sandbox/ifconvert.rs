@@ -103,22 +103,25 @@ fn block_at<'a>(body: &[Stmt<'a>], k: usize) -> Option<(usize, (Str<'a>, bool))>
         _ => return None,
     };
     let mut end = k + 1;
-    while end < body.len() && end - k - 1 <= MAX_BLOCK {
+    loop {
+        if end >= body.len() || end - k - 1 > MAX_BLOCK {
+            return None;
+        }
         match &body[end] {
-            Stmt::Label(l, _) if l == target => {
-                let local = body[k + 1..end].iter().any(|s| match s {
-                    Stmt::Inst(i) => local_access(i),
-                    _ => false,
-                });
-                return (end > k + 1 && !local).then(|| (end, (p.clone(), !neg)));
-            }
-            // An instruction that writes the guard would change it for the rest of the block
-            // once the block runs under it (`@!p setp p, …` then `@!p st …`).
-            Stmt::Inst(i) if predicable(i) && !super::group::writes(i, p) => end += 1,
+            Stmt::Label(l, _) if l == target => break,
+            Stmt::Inst(i) if predicable(i) => end += 1,
             _ => return None,
         }
     }
-    None
+    // What else would keep the block a branch, asked only of one that ends at its label
+    // (most guarded branches do not: a loop's back-edge, a jump over a long stretch): its
+    // `.local` accesses, and an instruction that writes the guard, which would change it for
+    // the rest of the block once the block runs under it (`@!p setp p, …` then `@!p st …`).
+    let keep = body[k + 1..end].iter().any(|s| match s {
+        Stmt::Inst(i) => local_access(i) || super::group::writes(i, p),
+        _ => false,
+    });
+    (end > k + 1 && !keep).then(|| (end, (p.clone(), !neg)))
 }
 
 #[cfg(test)]

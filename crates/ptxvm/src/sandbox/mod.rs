@@ -123,8 +123,9 @@ pub struct Policy {
     /// then carry only a compare that never waits, ahead of all their code. On by default;
     /// off only to measure what it buys.
     pub early_loop_free_check: bool,
-    /// Largest rewritten module, estimated before it is put together: the text the driver's
-    /// JIT is handed, whose time grows with it. A module's text grows 4-5 times in the corpus,
+    /// Largest rewritten module: the text the driver's JIT is handed, whose time grows with it.
+    /// Checked as the text is put together, function by function; past it, the rest is only
+    /// measured (one function's text at a time), and the module refused. A module's text grows 4-5 times in the corpus,
     /// and up to about 22 times for a hostile shape (a chain of 8,000 calls: 1.3 MB in, 29 MB
     /// out). Default 64 MiB.
     pub max_output_bytes: usize,
@@ -244,12 +245,22 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     info.settle_entries(&module);
     let mut kernels = Vec::new();
-    // Every function rewritten, and its shared body printed, before the output is sized.
-    let mut funcs = Vec::with_capacity(module.funcs.len());
+    // Each function printed once rewritten, into the output itself (its skip copy repeats its
+    // text from there), and its rewrite dropped before the next. Sized for the corpus's
+    // growth (2-10 times; growing it copies all of it): hostile shapes grow it further, up to
+    // the policy's limit. What is not written is address space, not memory.
+    let mut text =
+        String::with_capacity(ptx.len().saturating_mul(10).min(policy.max_output_bytes) + 4096);
+    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
+    // Past the limit, the rest is still rewritten and printed, one function at a time into
+    // `past`, for the same errors as within it and the size the refusal gives.
+    let (mut past, mut over) = (String::new(), 0usize);
+    // The module's function names, gathered once an entry asks for a skip copy's name.
+    let mut taken = None;
     for f in &module.funcs {
         let mut copy = None;
         if f.is_entry && f.body.is_some() {
-            copy = skip_copy_name(&module, f, &info);
+            copy = skip_copy_name(&module, f, &info, &mut taken);
             kernels.push(SandboxedKernel {
                 name: f.name.to_string(),
                 user_params: f.params.len(),
@@ -261,25 +272,20 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             });
         }
         let r = rewrite::func(&info, f, copy.as_deref())?;
-        let shared = match &r.body {
-            Some((_, b)) => Some(print::Shared::new(b)?),
-            None => None,
+        let body = r.body.as_ref().map(|(s, b)| (s.as_slice(), b.as_slice()));
+        let out = if text.len() > policy.max_output_bytes {
+            &mut past
+        } else {
+            &mut text
         };
-        funcs.push((r, shared));
+        // The kernel, then its skip copy right after it.
+        out.push('\n');
+        print::rewritten(out, &r.head, body, r.copy.as_ref())?;
+        over += past.len();
+        past.clear();
     }
-    let size = funcs
-        .iter()
-        .map(|(r, shared)| {
-            let body = shared.as_ref().map_or(0, print::Shared::len) + 512;
-            let start = |copy| {
-                r.body
-                    .as_ref()
-                    .map_or(0, |(s, _)| print::start_hint(s, copy))
-            };
-            start(false) + body + r.copy.as_ref().map_or(0, |_| start(true) + body)
-        })
-        .sum::<usize>();
-    if size > policy.max_output_bytes {
+    if text.len() > policy.max_output_bytes {
+        let size = text.len() + over;
         return Err(Error::Refused {
             line: 0,
             what: format!(
@@ -291,22 +297,6 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
             ),
         });
     }
-    let mut text = String::with_capacity(size + ptx.len() / 4 + 4096);
-    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
-    for (r, shared) in &funcs {
-        // The kernel, then its skip copy right after it.
-        // The shared body is printed once for both.
-        let body = match (&r.body, shared) {
-            (Some((start, _)), Some(b)) => Some((start.as_slice(), b)),
-            _ => None,
-        };
-        text.push('\n');
-        print::rewritten(&mut text, &r.head, body, false)?;
-        if let Some(head) = &r.copy {
-            text.push('\n');
-            print::rewritten(&mut text, head, body, true)?;
-        }
-    }
     Ok(Sandboxed {
         ptx: text,
         kernels,
@@ -315,17 +305,20 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
 }
 
 /// The name of `entry`'s skip copy, when its launches may skip the entry read at all and the
-/// name is free in the module.
+/// name is free in the module. `taken`: the module's function names, gathered at the first ask
+/// (a walk over every function for each entry made a module of many entries quadratic).
 fn skip_copy_name<'m>(
-    module: &ast::Module,
+    module: &'m ast::Module<'m>,
     entry: &'m ast::Func<'m>,
     info: &allow::Info<'m>,
+    taken: &mut Option<hash::HashSet<&'m str>>,
 ) -> Option<String> {
     if !info.may_skip_entry_read(entry) {
         return None;
     }
     let name = format!("{}{SKIP_COPY_SUFFIX}", entry.name);
-    (!module.funcs.iter().any(|g| g.name == name)).then_some(name)
+    let taken = taken.get_or_insert_with(|| module.funcs.iter().map(|g| g.name.as_ref()).collect());
+    (!taken.contains(name.as_str())).then_some(name)
 }
 
 /// Prints a parsed module unchanged (round-trip check of the printer).

@@ -36,99 +36,79 @@ impl<'m> O<'m> {
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body`; as an entry's skip copy with `skip_copy` (`O::Kernel`, `O::Copy`).
+/// are `start` then `body`; then, given `copy` (its header), the entry's skip copy, which prints
+/// what only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`).
+/// The body is printed once: the copy repeats the entry's text around those statements.
 pub(crate) fn rewritten(
     out: &mut String,
     f: &Func,
-    body: Option<(&[O<'_>], &Shared)>,
-    skip_copy: bool,
+    body: Option<(&[O<'_>], &[O<'_>])>,
+    copy: Option<&Func>,
 ) -> Result<(), Error> {
     head(out, f);
-    match body {
-        None => out.push_str(";\n"),
-        Some((start, b)) => {
-            out.push_str("\n{\n");
-            outs(out, start, 1, &mut Own::Print { skip_copy })?;
-            b.write(out, skip_copy);
-            out.push_str("}\n");
+    let Some((start, body)) = body else {
+        out.push_str(";\n");
+        if let Some(c) = copy {
+            out.push('\n');
+            head(out, c);
+            out.push_str(";\n");
+        }
+        return Ok(());
+    };
+    out.push_str("\n{\n");
+    outs(out, start, 1, &mut Own::Print { skip_copy: false })?;
+    let Some(c) = copy else {
+        outs(out, body, 1, &mut Own::Print { skip_copy: false })?;
+        out.push_str("}\n");
+        return Ok(());
+    };
+    let from = out.len();
+    let mut own = Vec::new();
+    outs(out, body, 1, &mut Own::Note(&mut own))?;
+    let to = out.len();
+    out.push_str("}\n\n");
+    head(out, c);
+    out.push_str("\n{\n");
+    outs(out, start, 1, &mut Own::Print { skip_copy: true })?;
+    let mut at = from;
+    for n in &own {
+        match *n {
+            Noted::Kernel(a, b) => {
+                out.extend_from_within(at..a);
+                at = b;
+            }
+            Noted::Copy(pos, b, depth) => {
+                out.extend_from_within(at..pos);
+                outs(out, b, depth, &mut Own::Print { skip_copy: true })?;
+                at = pos;
+            }
         }
     }
+    out.extend_from_within(at..to);
+    out.push_str("}\n");
     Ok(())
 }
 
-/// A rewritten body printed once for an entry and its skip copy: the text both print, and
-/// where each one's own statements (`O::Kernel`, `O::Copy`) go into it, printed.
-pub(crate) struct Shared {
-    text: String,
-    own: Vec<(usize, bool, String)>,
-}
-
-impl Shared {
-    /// Prints `body` (a function's top-level statements).
-    pub(crate) fn new(body: &[O<'_>]) -> Result<Self, Error> {
-        let mut text = String::with_capacity(64 * body.len());
-        let mut own = Vec::new();
-        outs(&mut text, body, 1, &mut Own::Note(&mut own))?;
-        Ok(Shared { text, own })
-    }
-
-    /// Bytes of the body as the entry or its skip copy prints it, at most.
-    pub(crate) fn len(&self) -> usize {
-        self.text.len() + self.own.iter().map(|(_, _, t)| t.len()).sum::<usize>()
-    }
-
-    /// Appends the body as the entry prints it, or as its skip copy does (`skip_copy`).
-    fn write(&self, out: &mut String, skip_copy: bool) {
-        let mut at = 0;
-        for (pos, copy_only, t) in &self.own {
-            out.push_str(&self.text[at..*pos]);
-            if *copy_only == skip_copy {
-                out.push_str(t);
-            }
-            at = *pos;
-        }
-        out.push_str(&self.text[at..]);
-    }
-}
-
-/// About how many bytes `outs` prints for `body`: its text as made, and a typical line for each
-/// statement. Sizes the output once (growing it copied all of it each time it doubled); an
-/// estimate from what is already in memory, so hostile input cannot make it large.
-pub(crate) fn size_hint(body: &[O<'_>]) -> usize {
-    body.iter()
-        .map(|o| match o {
-            O::Text(t) => t.len(),
-            O::Block(b) | O::Kernel(b) | O::Copy(b) => size_hint(b) + 8,
-            O::Inst(_) | O::Stmt(_) | O::New(_) => 40,
-        })
-        .sum()
-}
-
-/// [`size_hint`] of a function's start (what precedes its body) as the entry prints it, or as
-/// its skip copy does (`copy`), which leaves out the entry's epoch read (`O::Kernel`).
-pub(crate) fn start_hint(start: &[O<'_>], copy: bool) -> usize {
-    start
-        .iter()
-        .map(|o| match o {
-            O::Kernel(_) if copy => 0,
-            O::Kernel(b) => size_hint(b),
-            o => size_hint(std::slice::from_ref(o)),
-        })
-        .sum()
+/// Where an entry's own statements lie in its printed body, for its skip copy to print around.
+pub(crate) enum Noted<'a, 'm> {
+    /// What only the entry prints (`O::Kernel`), printed at these bytes.
+    Kernel(usize, usize),
+    /// What only the copy prints (`O::Copy`), not printed: where it goes, and at what depth.
+    Copy(usize, &'a [O<'m>], usize),
 }
 
 /// What `outs` does with what only an entry (`O::Kernel`) or only its skip copy (`O::Copy`)
-/// prints: print it for one of them, or note it with where it goes (`Shared`).
-pub(crate) enum Own<'a> {
+/// prints: print it for one of them, or print the entry's and note where both go (`rewritten`).
+pub(crate) enum Own<'n, 'a, 'm> {
     Print { skip_copy: bool },
-    Note(&'a mut Vec<(usize, bool, String)>),
+    Note(&'n mut Vec<Noted<'a, 'm>>),
 }
 
-pub(crate) fn outs(
+pub(crate) fn outs<'a, 'm>(
     out: &mut String,
-    body: &[O<'_>],
+    body: &'a [O<'m>],
     depth: usize,
-    own: &mut Own<'_>,
+    own: &mut Own<'_, 'a, 'm>,
 ) -> Result<(), Error> {
     for o in body {
         match o {
@@ -157,10 +137,11 @@ pub(crate) fn outs(
                         outs(out, b, depth, &mut only)?;
                     }
                     Own::Print { .. } => {}
+                    Own::Note(noted) if copy_only => noted.push(Noted::Copy(out.len(), b, depth)),
                     Own::Note(noted) => {
-                        let mut t = String::new();
-                        outs(&mut t, b, depth, &mut only)?;
-                        noted.push((out.len(), copy_only, t));
+                        let at = out.len();
+                        outs(out, b, depth, &mut only)?;
+                        noted.push(Noted::Kernel(at, out.len()));
                     }
                 }
             }
@@ -184,12 +165,23 @@ pub(crate) fn module(m: &Module) -> Result<String, Error> {
 
 /// `.version`, `.target`, `.address_size` and the module variables `keep` selects.
 pub(crate) fn header(out: &mut String, m: &Module, keep: impl Fn(&VarDecl) -> bool) {
-    let version = m.version.as_deref().unwrap_or("7.0");
-    let _ = writeln!(out, ".version {version}");
+    // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
+    out.push_str(".version ");
+    out.push_str(m.version.as_deref().unwrap_or("7.0"));
+    out.push('\n');
     if !m.target.is_empty() {
-        let _ = writeln!(out, ".target {}", m.target.join(", "));
+        out.push_str(".target ");
+        for (i, t) in m.target.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(t);
+        }
+        out.push('\n');
     }
-    let _ = writeln!(out, ".address_size {}\n", m.address_size.unwrap_or(64));
+    out.push_str(".address_size ");
+    unsigned(out, m.address_size.unwrap_or(64).into());
+    out.push_str("\n\n");
     for v in m.vars.iter().filter(|v| keep(v)) {
         var(out, v, true);
         out.push_str(";\n");
@@ -284,7 +276,9 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
 /// Linkage, kind, results, name, parameters and performance directives.
 fn head(out: &mut String, f: &Func) {
     if let Some(l) = &f.linkage {
-        let _ = write!(out, ".{l} ");
+        out.push('.');
+        out.push_str(l);
+        out.push(' ');
     }
     out.push_str(if f.is_entry { ".entry " } else { ".func " });
     if !f.rets.is_empty() {
@@ -294,9 +288,11 @@ fn head(out: &mut String, f: &Func) {
     out.push_str(&f.name);
     params(out, &f.params);
     for (name, vals) in &f.attrs {
-        let _ = write!(out, "\n.{name}");
+        out.push_str("\n.");
+        out.push_str(name);
         for (i, v) in vals.iter().enumerate() {
-            let _ = write!(out, "{}{v}", if i == 0 { " " } else { ", " });
+            out.push_str(if i == 0 { " " } else { ", " });
+            unsigned(out, *v);
         }
     }
 }
@@ -370,15 +366,16 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
 
 /// Prints one instruction with its `;`.
 pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
-    parts(
-        out,
-        i.guard.as_ref(),
-        &i.opcode,
-        &i.mods,
-        &i.operands,
-        None,
-        i.line,
-    )
+    let line = Line {
+        guard: i.guard.as_ref(),
+        opcode: &i.opcode,
+        mods: &i.mods,
+        operands: &i.operands,
+        replace: None,
+        line: i.line,
+    };
+    // Its opcode as looked up when parsed (`Inst::op`), not looked up again.
+    line.print(out, || i.op)
 }
 
 /// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
@@ -391,61 +388,72 @@ pub(crate) fn parts<M: AsRef<str>>(
     replace: Option<(usize, &Operand)>,
     line: u32,
 ) -> Result<(), Error> {
-    // Pushed piece by piece: `write!` would cost more than the rest of the line.
-    if let Some((g, neg)) = guard {
-        out.push_str(if *neg { "@!" } else { "@" });
-        out.push_str(g);
-        out.push(' ');
-    }
-    out.push_str(opcode);
-    for m in mods {
-        out.push('.');
-        out.push_str(m.as_ref());
-    }
-    // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
-    // Only such a literal asks: most instructions skip comparing their modifiers.
-    let f32_ctx = operands.iter().chain(replace.map(|r| r.1)).any(has_f64)
-        && mods.iter().any(|m| m.as_ref() == "f32")
-        && !mods.iter().any(|m| m.as_ref() == "f64");
-    // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
-    // Only an address operand asks, so most instructions skip the opcode lookup.
-    let bare = operands.iter().chain(replace.map(|r| r.1)).any(has_addr)
-        && Opcode::parse(opcode).is_some_and(|o| o.sandbox() == Sandbox::Address);
-    for (k, o) in operands.iter().enumerate() {
-        // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
-        if k > 0 {
-            out.push(',');
+    let line = Line {
+        guard,
+        opcode,
+        mods,
+        operands,
+        replace,
+        line,
+    };
+    line.print(out, || Opcode::parse(opcode))
+}
+
+/// An instruction's parts, as `parts` takes them.
+struct Line<'l, 'a, M> {
+    guard: Option<&'l (Str<'a>, bool)>,
+    opcode: &'l str,
+    mods: &'l [M],
+    operands: &'l [Operand<'a>],
+    replace: Option<(usize, &'l Operand<'a>)>,
+    line: u32,
+}
+
+impl<M: AsRef<str>> Line<'_, '_, M> {
+    /// Prints the line; `op` gives its opcode, which only an address operand asks for.
+    fn print(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
+        let (mods, replace) = (self.mods, self.replace);
+        // Pushed piece by piece: `write!` would cost more than the rest of the line.
+        if let Some((g, neg)) = self.guard {
+            out.push_str(if *neg { "@!" } else { "@" });
+            out.push_str(g);
+            out.push(' ');
         }
-        out.push(' ');
-        let o = match replace {
-            Some((at, r)) if at == k => r,
-            _ => o,
+        out.push_str(self.opcode);
+        for m in mods {
+            out.push('.');
+            out.push_str(m.as_ref());
+        }
+        // What only a float literal or an address operand asks, found when one is printed (it is
+        // then in the instruction): most instructions have neither, and skip comparing their
+        // modifiers and looking up their opcode.
+        // A decimal float literal is kept as f64 bits; an .f32 instruction gets it as 0f bits.
+        let f32_ctx = || {
+            mods.iter().any(|m| m.as_ref() == "f32") && !mods.iter().any(|m| m.as_ref() == "f64")
         };
-        // Most operands are registers: printed here, the rest by `operand`.
-        match o {
-            Operand::Name(n) => out.push_str(n),
-            _ => operand(out, o, f32_ctx, bare, line)?,
+        // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
+        let bare = || op().is_some_and(|o| o.sandbox() == Sandbox::Address);
+        for (k, o) in self.operands.iter().enumerate() {
+            // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
+            if k > 0 {
+                out.push(',');
+            }
+            out.push(' ');
+            let o = match replace {
+                Some((at, r)) if at == k => r,
+                _ => o,
+            };
+            // Most operands are registers: printed here, the rest by `operand`.
+            match o {
+                Operand::Name(n) => out.push_str(n),
+                Operand::Int(v) => int(out, *v),
+                Operand::Addr(..) => operand(out, o, false, bare(), self.line)?,
+                Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, self.line)?,
+                _ => operand(out, o, f32_ctx(), bare(), self.line)?,
+            }
         }
-    }
-    out.push(';');
-    Ok(())
-}
-
-/// Whether `o` is or holds a float literal kept as f64 bits.
-fn has_f64(o: &Operand) -> bool {
-    match o {
-        Operand::F64Bits(_) => true,
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_f64),
-        _ => false,
-    }
-}
-
-/// Whether `o` is or holds an address operand.
-fn has_addr(o: &Operand) -> bool {
-    match o {
-        Operand::Addr(..) => true,
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(has_addr),
-        _ => false,
+        out.push(';');
+        Ok(())
     }
 }
 

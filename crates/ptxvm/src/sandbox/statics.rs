@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use super::hash::{HashMap, HashMapExt};
 
 use super::group::written_regs;
 use crate::ast::{Inst, Operand, Stmt};
@@ -91,6 +91,14 @@ fn covers(decl: &(&str, Option<u32>), r: &str) -> bool {
     }
 }
 
+/// A candidate's write, its source numbered: a variable's address, or a candidate's value (by
+/// its number; `None`: a register that is no candidate) plus a constant.
+#[derive(Clone, Copy)]
+enum Src<'m> {
+    Var(&'m str),
+    Reg(Option<usize>, i64),
+}
+
 /// The static registers of a body. `wide(r)`: whether `r` is a 64-bit register the function
 /// declares.
 pub(crate) fn analyse<'m>(
@@ -108,81 +116,106 @@ pub(crate) fn analyse<'m>(
     // Candidates: registers that some instruction sets to a variable's address. With them,
     // in the same pass, the copies and constant adds through which the candidates grow: those
     // instructions found once, then only they are gone over again (in order) until nothing
-    // grows.
-    let mut defs: HashMap<&'m str, Vec<Def<'m>>> = HashMap::new();
+    // grows. Each candidate is numbered once found: the fixpoints below look registers up by
+    // number, not by name (hashing and comparing names was most of this pass's time).
+    let mut ids: HashMap<&'m str, usize> = HashMap::new();
+    let mut names: Vec<&'m str> = Vec::new();
+    let mut number = |r: &'m str, ids: &mut HashMap<&'m str, usize>| {
+        ids.entry(r).or_insert_with(|| {
+            names.push(r);
+            names.len() - 1
+        });
+    };
     let mut copies: Vec<(&'m str, &'m str)> = Vec::new();
     for i in &all {
+        // `def_of`'s first test, here: most instructions fail it, and then skip the call.
+        if !matches!(i.op, Some(Opcode::Mov | Opcode::Add)) {
+            continue;
+        }
         let Some(Operand::Name(r)) = i.operands.first() else {
             continue;
         };
         match def_of(i, r, locals) {
-            Some(Def::Var(v)) => defs.entry(r.as_ref()).or_default().push(Def::Var(v)),
+            Some(Def::Var(_)) => number(r.as_ref(), &mut ids),
             Some(Def::Reg(s, _)) => copies.push((r.as_ref(), s)),
             None => {}
         }
     }
     loop {
-        let mut grew = false;
-        for &(r, s) in &copies {
-            if !defs.contains_key(r) && defs.contains_key(s) {
-                defs.insert(r, Vec::new());
-                grew = true;
+        let before = ids.len();
+        // A copy into a candidate is done with: only the others are gone over again.
+        copies.retain(|&(r, s)| {
+            if ids.contains_key(r) {
+                return false;
             }
-        }
-        if !grew {
+            if ids.contains_key(s) {
+                number(r, &mut ids);
+                return false;
+            }
+            true
+        });
+        if ids.len() == before {
             break;
         }
     }
-    let mut bad: HashSet<&str> = HashSet::new();
-    for (r, d) in &mut defs {
-        d.clear();
-        if !wide(r) || shadowed.iter().any(|x| covers(x, r)) {
-            bad.insert(r);
-        }
+    let n = names.len();
+    // No register is ever set to a variable's address: none is static.
+    if n == 0 {
+        return HashMap::new();
     }
+    let mut bad: Vec<bool> = names
+        .iter()
+        .map(|r| !wide(r) || shadowed.iter().any(|x| covers(x, r)))
+        .collect();
     // Every write of a candidate, in order, in one pass over the body (not one per candidate);
     // a write of another form disqualifies it.
+    let mut defs: Vec<Vec<Src<'m>>> = vec![Vec::new(); n];
     let mut written = Vec::new();
     for i in &all {
         written.clear();
         written_regs(i, &mut written);
         for &r in &written {
             // Most registers are no candidate: one lookup settles those.
-            let Some(d) = defs.get_mut(r) else {
+            let Some(&k) = ids.get(r) else {
                 continue;
             };
-            if bad.contains(r) {
+            if bad[k] {
                 continue;
             }
             match def_of(i, r, locals) {
-                Some(x) => d.push(x),
-                None => drop(bad.insert(r)),
+                Some(Def::Var(v)) => defs[k].push(Src::Var(v)),
+                Some(Def::Reg(s, o)) => defs[k].push(Src::Reg(ids.get(s).copied(), o)),
+                None => bad[k] = true,
             }
         }
     }
-    let mut vals: HashMap<&'m str, Static<'m>> = HashMap::new();
+    let mut vals: Vec<Option<Static<'m>>> = vec![None; n];
     for _ in 0..=MAX_VALUES + 1 {
         let mut changed = false;
-        for (r, d) in &defs {
-            if bad.contains(r) {
+        for k in 0..n {
+            if bad[k] {
                 continue;
             }
             // What the writes add to the register's set, found without copying the set: most
             // rounds add nothing to most registers.
-            let cur = vals.get(r);
+            let cur = vals[k].as_ref();
             let have = cur.map_or(0, |st| st.offsets.len());
             let mut var = cur.map(|st| st.var);
             let mut added = BTreeSet::new();
             let mut is_bad = false;
-            for x in d {
-                let (v, src, k) = match x {
-                    Def::Var(v) => (*v, None, 0),
-                    Def::Reg(s, _) if bad.contains(s) || !defs.contains_key(s) => {
+            for x in &defs[k] {
+                let (v, src, off) = match *x {
+                    Src::Var(v) => (v, None, 0),
+                    Src::Reg(None, _) => {
                         is_bad = true;
                         break;
                     }
-                    Def::Reg(s, k) => match vals.get(s) {
-                        Some(st) => (st.var, Some(&st.offsets), *k),
+                    Src::Reg(Some(j), _) if bad[j] => {
+                        is_bad = true;
+                        break;
+                    }
+                    Src::Reg(Some(j), off) => match &vals[j] {
+                        Some(st) => (st.var, Some(&st.offsets), off),
                         None => continue,
                     },
                 };
@@ -197,7 +230,7 @@ pub(crate) fn analyse<'m>(
                 };
                 match src {
                     None => add(0),
-                    Some(offsets) => offsets.iter().for_each(|o| add(o.wrapping_add(k))),
+                    Some(offsets) => offsets.iter().for_each(|o| add(o.wrapping_add(off))),
                 }
                 if have + added.len() > MAX_VALUES {
                     is_bad = true;
@@ -205,8 +238,8 @@ pub(crate) fn analyse<'m>(
                 }
             }
             if is_bad {
-                bad.insert(r);
-                changed |= vals.remove(r).is_some();
+                bad[k] = true;
+                changed |= vals[k].take().is_some();
                 continue;
             }
             if let Some(v) = var
@@ -217,7 +250,7 @@ pub(crate) fn analyse<'m>(
                     offsets: BTreeSet::new(),
                 });
                 st.offsets.extend(added);
-                vals.insert(r, st);
+                vals[k] = Some(st);
                 changed = true;
             }
         }
@@ -227,28 +260,35 @@ pub(crate) fn analyse<'m>(
     }
     // Keep only what the writes justify: every write's values are in the register's set.
     loop {
-        let wrong: Vec<&str> = vals
-            .iter()
-            .filter(|(r, st)| {
-                bad.contains(*r)
-                    || defs[*r].iter().any(|x| match x {
-                        Def::Var(v) => *v != st.var || !st.offsets.contains(&0),
-                        Def::Reg(s, k) => vals.get(s).is_none_or(|src| {
-                            src.var != st.var
-                                || src
-                                    .offsets
-                                    .iter()
-                                    .any(|o| !st.offsets.contains(&o.wrapping_add(*k)))
-                        }),
-                    })
+        let wrong: Vec<usize> = (0..n)
+            .filter(|&k| {
+                vals[k].as_ref().is_some_and(|st| {
+                    bad[k]
+                        || defs[k].iter().any(|x| match *x {
+                            Src::Var(v) => v != st.var || !st.offsets.contains(&0),
+                            Src::Reg(s, off) => {
+                                s.and_then(|j| vals[j].as_ref()).is_none_or(|src| {
+                                    src.var != st.var
+                                        || src
+                                            .offsets
+                                            .iter()
+                                            .any(|o| !st.offsets.contains(&o.wrapping_add(off)))
+                                })
+                            }
+                        })
+                })
             })
-            .map(|(r, _)| *r)
             .collect();
         if wrong.is_empty() {
-            return vals;
+            break;
         }
-        for r in wrong {
-            vals.remove(r);
+        for k in wrong {
+            vals[k] = None;
         }
     }
+    names
+        .into_iter()
+        .zip(vals)
+        .filter_map(|(r, st)| Some((r, st?)))
+        .collect()
 }

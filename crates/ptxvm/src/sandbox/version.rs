@@ -61,10 +61,8 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
     // Every name of the tree is a piece of the text, or two joined by a dot (`%tid .x`), which
     // no mark contains: a text without the mark names nothing that has it, and its functions'
     // names need no look (most of this pass's time in a function with a loop to version).
-    let marked = text.contains(MARK);
-    if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
-        return fast;
-    }
+    // Searched for once a function has a loop to version: most modules have none.
+    let mut searched = None;
     let mut n = 0u32;
     for f in &mut m.funcs {
         let Some(body) = f.body.as_mut() else {
@@ -72,14 +70,27 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
         };
         // Most functions have no loop to version, and then need no look through every name.
         let plans = plan(body);
-        if plans.is_empty()
-            || marked
-                && (f
-                    .params
-                    .iter()
-                    .chain(&f.rets)
-                    .any(|p| p.name.contains(MARK))
-                    || any_name(body, &|s| s.contains(MARK)))
+        if plans.is_empty() {
+            continue;
+        }
+        let marked = match searched {
+            Some(marked) => marked,
+            None => {
+                let marked = text.contains(MARK);
+                // Nothing is versioned yet: the module stays as it is.
+                if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
+                    return fast;
+                }
+                *searched.insert(marked)
+            }
+        };
+        if marked
+            && (f
+                .params
+                .iter()
+                .chain(&f.rets)
+                .any(|p| p.name.contains(MARK))
+                || any_name(body, &|s| s.contains(MARK)))
         {
             continue;
         }
@@ -211,13 +222,15 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
     plans
 }
 
-/// A new instruction, attributed to source line `line` (the loop's back-edge).
-fn new(
+/// A new instruction, attributed to source line `line` (the loop's back-edge). Its operands
+/// come as an array: they go straight into the instruction's inline slots, where a `Vec` was
+/// allocated for each and freed again.
+fn new<const M: usize>(
     line: u32,
     guard: Option<(&'static str, bool)>,
     op: &'static str,
     mods: &[&'static str],
-    operands: Vec<Operand<'static>>,
+    operands: [Operand<'static>; M],
 ) -> Stmt<'static> {
     Stmt::Inst(Inst {
         guard: guard.map(|(g, n)| (Str::Borrowed(g), n)),
@@ -273,9 +286,9 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
                 } else {
                     k as u32 as i64
                 };
-                new(line, None, "mov", &["b64"], vec![vd(d), Operand::Int(k)])
+                new(line, None, "mov", &["b64"], [vd(d), Operand::Int(k)])
             }
-            o => new(line, None, "cvt", cvt, vec![vd(d), o]),
+            o => new(line, None, "cvt", cvt, [vd(d), o]),
         };
         out.push(widen(0, name(&p.iv)));
         out.push(widen(1, limit));
@@ -286,7 +299,7 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
                 None,
                 "add",
                 &["s64"],
-                vec![vd(1), vd(1), Operand::Int(1)],
+                [vd(1), vd(1), Operand::Int(1)],
             ));
         }
         out.push(new(
@@ -294,56 +307,56 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
             None,
             "setp",
             &["ge", "s64"],
-            vec![vp(), vd(2), Operand::Int(1)],
+            [vp(), vd(2), Operand::Int(1)],
         ));
         out.push(new(
             line,
             None,
             "setp",
             &["le", "and", "s64"],
-            vec![vp(), vd(0), vd(1), vp()],
+            [vp(), vd(0), vd(1), vp()],
         ));
-        out.push(new(line, None, "add", &["s64"], vec![vd(3), vd(1), vd(2)]));
+        out.push(new(line, None, "add", &["s64"], [vd(3), vd(1), vd(2)]));
         out.push(new(
             line,
             None,
             "setp",
             &["le", "and", "s64"],
-            vec![vp(), vd(3), Operand::Int(max), vp()],
+            [vp(), vd(3), Operand::Int(max), vp()],
         ));
     } else {
         // 64 bits: compared unsigned, so a negative start, bound or step fails the check; with
         // C <= 2^62 and k <= 2^32 no sum below wraps, and signed compares agree with unsigned.
-        out.push(new(line, None, "mov", &["b64"], vec![vd(0), name(&p.iv)]));
-        out.push(new(line, None, "mov", &["b64"], vec![vd(1), limit]));
-        out.push(new(line, None, "mov", &["b64"], vec![vd(2), step]));
+        out.push(new(line, None, "mov", &["b64"], [vd(0), name(&p.iv)]));
+        out.push(new(line, None, "mov", &["b64"], [vd(1), limit]));
+        out.push(new(line, None, "mov", &["b64"], [vd(2), step]));
         out.push(new(
             line,
             None,
             "setp",
             &["le", "u64"],
-            vec![vp(), vd(1), Operand::Int(1 << 62)],
+            [vp(), vd(1), Operand::Int(1 << 62)],
         ));
         out.push(new(
             line,
             None,
             "setp",
             &["le", "and", "u64"],
-            vec![vp(), vd(0), vd(1), vp()],
+            [vp(), vd(0), vd(1), vp()],
         ));
         out.push(new(
             line,
             None,
             "setp",
             &["ge", "and", "u64"],
-            vec![vp(), vd(2), Operand::Int(1), vp()],
+            [vp(), vd(2), Operand::Int(1), vp()],
         ));
         out.push(new(
             line,
             None,
             "setp",
             &["le", "and", "u64"],
-            vec![vp(), vd(2), Operand::Int(1 << 32), vp()],
+            [vp(), vd(2), Operand::Int(1 << 32), vp()],
         ));
         if p.le {
             out.push(new(
@@ -351,25 +364,25 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
                 None,
                 "add",
                 &["u64"],
-                vec![vd(1), vd(1), Operand::Int(1)],
+                [vd(1), vd(1), Operand::Int(1)],
             ));
         }
     }
     // C' - v0 <= (n - 1) * k.
-    out.push(new(line, None, "sub", &["s64"], vec![vd(3), vd(1), vd(0)]));
+    out.push(new(line, None, "sub", &["s64"], [vd(3), vd(1), vd(0)]));
     out.push(new(
         line,
         None,
         "mul",
         &["lo", "s64"],
-        vec![vd(2), vd(2), Operand::Int(i64::from(n) - 1)],
+        [vd(2), vd(2), Operand::Int(i64::from(n) - 1)],
     ));
     out.push(new(
         line,
         None,
         "setp",
         &["le", "and", "u64"],
-        vec![vp(), vd(3), vd(2), vp()],
+        [vp(), vd(3), vd(2), vp()],
     ));
     out
 }
@@ -434,7 +447,7 @@ fn version<'s>(
     }
     out.reserve(2 * looped.len() + 24);
     out.extend(check(p, n, line));
-    out.push(new(line, Some((VP, true)), "bra", &[], vec![name(&s)]));
+    out.push(new(line, Some((VP, true)), "bra", &[], [name(&s)]));
     out.push(Stmt::Label(f.clone().into(), line));
     for st in &looped {
         out.push(match st {
@@ -460,7 +473,7 @@ fn version<'s>(
     }
     let (fast_back, slow_back) = (retarget(&back, &f), retarget(&back, &s));
     out.push(Stmt::Inst(fast_back));
-    out.push(new(line, None, "bra", &["uni"], vec![name(&x)]));
+    out.push(new(line, None, "bra", &["uni"], [name(&x)]));
     out.push(Stmt::Label(s.clone().into(), line));
     // The original loop body, moved (not copied) behind S.
     out.extend(looped);
