@@ -6,6 +6,7 @@
 //! their offsets differ by multiples of the width.
 
 use super::fence::{Sp, Src};
+use super::names::same;
 use super::print::O;
 use super::rewrite::{Fx, R, numbered};
 use crate::ast::{Inst, Operand, Stmt, Str};
@@ -26,8 +27,8 @@ const MAX_SPAN: i64 = 4096;
 
 fn mentions(o: &Operand, n: &str) -> bool {
     match o {
-        Operand::Name(x) => x == n,
-        Operand::Pair(p) => p.0 == n || p.1 == n,
+        Operand::Name(x) => same(x, n),
+        Operand::Pair(p) => same(&p.0, n) || same(&p.1, n),
         Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, n)),
         _ => false,
     }
@@ -93,18 +94,23 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
     }
 }
 
-/// Whether `i` may write register `n`.
+/// Whether `i` may write register `n`. Asked of every instruction a run or a loop's proof
+/// looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at once each:
+/// the first (or a call's return list), then any `|` pair after it.
 pub(super) fn writes(i: &Inst, n: &str) -> bool {
-    if let Some(rets) = call_returns(i) {
-        return mentions(rets, n);
+    let [first, rest @ ..] = i.operands.as_slice() else {
+        return false;
+    };
+    if i.op == Some(Opcode::Call) && matches!(first, Operand::List(_)) {
+        return mentions(first, n);
     }
     if !writes_first(i) {
         return false;
     }
-    i.operands.first().is_some_and(|o| mentions(o, n))
-        || i.operands
+    mentions(first, n)
+        || rest
             .iter()
-            .any(|o| matches!(o, Operand::Pair(..)) && mentions(o, n))
+            .any(|o| matches!(o, Operand::Pair(p) if same(&p.0, n) || same(&p.1, n)))
 }
 
 impl<'m> Fx<'_, 'm> {
@@ -156,7 +162,7 @@ impl<'m> Fx<'_, 'm> {
             if matches!(j.op, Some(Bra | Brx | Call | Ret | Exit)) {
                 break;
             }
-            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
+            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if same(b, r));
             if matches!(j.op, Some(Ld | Ldu | St | Atom | Red))
                 && j.guard == i.guard
                 && j.operands.iter().take(2).any(same_base)
@@ -164,7 +170,7 @@ impl<'m> Fx<'_, 'm> {
                 && sp2 == sp
                 && w2 == w
                 && let Some(Operand::Addr(Some(b), o2)) = j.operands.get(at2)
-                && b == r
+                && same(b, r)
                 && o2.wrapping_sub(off) % wi == 0
                 && hi
                     .max(o2.saturating_add(wi))

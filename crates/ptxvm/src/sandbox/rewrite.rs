@@ -713,7 +713,8 @@ impl<'m> Fx<'_, 'm> {
                 .map(|&(off, _)| (off as i64).wrapping_add(*k)),
             _ => None,
         };
-        let space_const = i.mods.iter().any(|m| m == "const");
+        // Asked only of the two opcodes it matters to: most instructions come through here.
+        let space_const = || i.mods.iter().any(|m| m == "const");
         let op = i.op;
         match op {
             Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
@@ -739,7 +740,7 @@ impl<'m> Fx<'_, 'm> {
                     );
                     return Ok(());
                 }
-                if o == Opcode::Cvta && space_const {
+                if o == Opcode::Cvta && space_const() {
                     // Relocated constants live in global memory: the conversion is the identity.
                     self.emit(
                         out,
@@ -751,7 +752,7 @@ impl<'m> Fx<'_, 'm> {
                     return Ok(());
                 }
             }
-            Some(Opcode::Isspacep) if space_const => {
+            Some(Opcode::Isspacep) if space_const() => {
                 let mut j = i.clone();
                 for m in &mut j.mods {
                     if m == "const" {
@@ -763,14 +764,16 @@ impl<'m> Fx<'_, 'm> {
             }
             _ => {}
         }
-        if let Some(n) = i.operands.iter().find_map(|o| match o {
-            Operand::Name(n) | Operand::Addr(Some(n), _)
-                if self.info.globals.contains_key(&**n) =>
-            {
-                Some(n)
-            }
-            _ => None,
-        }) {
+        if !self.info.globals.is_empty()
+            && let Some(n) = i.operands.iter().find_map(|o| match o {
+                Operand::Name(n) | Operand::Addr(Some(n), _)
+                    if self.info.globals.contains_key(&**n) =>
+                {
+                    Some(n)
+                }
+                _ => None,
+            })
+        {
             return Err(Error::Refused {
                 line: i.line,
                 what: format!(
