@@ -116,6 +116,10 @@ pub(super) fn writes(i: &Inst, n: &str) -> bool {
 impl<'m> Fx<'_, 'm> {
     /// Emits `i` as a member of an earlier group, if it is one.
     pub(super) fn member(&mut self, i: &Inst<'m>, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
+        // Most accesses come when no run is open: no key hashed for them.
+        if self.members.is_empty() {
+            return false;
+        }
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
             return false;
         };

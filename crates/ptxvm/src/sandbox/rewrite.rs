@@ -140,12 +140,14 @@ pub(crate) fn func<'m>(
     copy_as: Option<&str>,
 ) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
-    let mut params = f.params.clone();
     let hidden = if lean {
         Vec::new()
     } else {
         hidden_params(f.is_entry)
     };
+    // Sized for the hidden ones too: a clone has no room, so each push grew it.
+    let mut params = Vec::with_capacity(f.params.len() + hidden.len());
+    params.extend(f.params.iter().cloned());
     for h in &hidden {
         params.push(param_decl(hidden_param(h), "u64", f.line));
     }
@@ -293,7 +295,7 @@ pub(super) fn rewrite_body<'a, 'm>(
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
-    fx.stmts(b, Some(&hoisted), &mut body)?;
+    fx.stmts(b, true, &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
 }
@@ -420,10 +422,15 @@ impl<'m> Fx<'_, 'm> {
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
     /// lean function) and the static and bounded registers' values.
     fn start(&mut self, b: &'m [Stmt<'m>]) -> R<Vec<O<'m>>> {
+        let prologue = if self.lean {
+            Vec::new()
+        } else {
+            self.prologue()?
+        };
         let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
-        if !self.lean {
-            out.extend(self.prologue()?);
-        }
+        // Room for the inits' text too: grown for the prologue alone, it grew again for them.
+        out.reserve(prologue.len() + 2);
+        out.extend(prologue);
         self.static_inits(&mut out);
         self.range_inits(&mut out);
         Ok(out)
@@ -550,15 +557,11 @@ impl<'m> Fx<'_, 'm> {
         out.push(O::Text(t));
     }
 
-    /// Rewrites `body` into `out`, leaving out the statements `skip` names.
-    fn stmts(
-        &mut self,
-        body: &'m [Stmt<'m>],
-        skip: Option<&dyn Fn(&Stmt) -> bool>,
-        out: &mut Vec<O<'m>>,
-    ) -> R<()> {
+    /// Rewrites `body` into `out`; at the top level (`top`), without the declarations `start`
+    /// hoists.
+    fn stmts(&mut self, body: &'m [Stmt<'m>], top: bool, out: &mut Vec<O<'m>>) -> R<()> {
         for (k, s) in body.iter().enumerate() {
-            if skip.is_some_and(|f| f(s)) {
+            if top && hoisted(s) {
                 continue;
             }
             if self.defer_check {
@@ -576,7 +579,7 @@ impl<'m> Fx<'_, 'm> {
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
-                    self.stmts(b, None, &mut inner)?;
+                    self.stmts(b, false, &mut inner)?;
                     // A label needs a statement after it before the block closes; the skip
                     // copy has no compares (`O::Kernel`), so its block may end in one where
                     // the kernel's does not.
