@@ -14,8 +14,9 @@ use crate::isa::Opcode;
 
 /// A later access whose fence came with an earlier one.
 pub(crate) struct Member<'m> {
-    /// `%__sbx_g<n>`: the fenced address of the run's lowest offset.
-    reg: String,
+    /// `%__sbx_g<n>`: the fenced address of the run's lowest offset (shared by the run's
+    /// members: a copy each was an allocation each).
+    reg: std::rc::Rc<str>,
     /// Offset from it.
     d: i64,
     /// Guard the access runs under.
@@ -25,11 +26,12 @@ pub(crate) struct Member<'m> {
 /// Most bytes one group fence covers (the host maps at least 64 KiB).
 const MAX_SPAN: i64 = 4096;
 
-fn mentions(o: &Operand, n: &str) -> bool {
+/// Whether `o` names a register `hit` holds for.
+fn mentions(o: &Operand, hit: &impl Fn(&str) -> bool) -> bool {
     match o {
-        Operand::Name(x) => same(x, n),
-        Operand::Pair(p) => same(&p.0, n) || same(&p.1, n),
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, n)),
+        Operand::Name(x) => hit(x),
+        Operand::Pair(p) => hit(&p.0) || hit(&p.1),
+        Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, hit)),
         _ => false,
     }
 }
@@ -94,23 +96,33 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
     }
 }
 
-/// Whether `i` may write register `n`. Asked of every instruction a run or a loop's proof
-/// looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at once each:
-/// the first (or a call's return list), then any `|` pair after it.
+/// Whether `i` may write register `n`.
 pub(super) fn writes(i: &Inst, n: &str) -> bool {
+    writes_any(i, |x| same(x, n))
+}
+
+/// Whether `i` may write a register `hit` holds for. Asked of every instruction a run or a
+/// loop's proof looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at
+/// once each: the first (or a call's return list), then any `|` pair after it.
+fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
     let [first, rest @ ..] = i.operands.as_slice() else {
         return false;
     };
     if i.op == Some(Opcode::Call) && matches!(first, Operand::List(_)) {
-        return mentions(first, n);
+        return mentions(first, &hit);
     }
     if !writes_first(i) {
         return false;
     }
-    mentions(first, n)
+    // A name (nearly every instruction's first operand) asked here, without a call.
+    let first_hit = match first {
+        Operand::Name(x) => hit(x),
+        o => mentions(o, &hit),
+    };
+    first_hit
         || rest
             .iter()
-            .any(|o| matches!(o, Operand::Pair(p) if same(&p.0, n) || same(&p.1, n)))
+            .any(|o| matches!(o, Operand::Pair(p) if hit(&p.0) || hit(&p.1)))
 }
 
 impl<'m> Fx<'_, 'm> {
@@ -134,7 +146,7 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             m.guard,
-            Operand::Addr(Some(m.reg.into()), m.d),
+            Operand::Addr(Some(Str::Borrowed(&m.reg)), m.d),
         );
         true
     }
@@ -186,7 +198,8 @@ impl<'m> Fx<'_, 'm> {
                 lo = lo.min(*o2);
                 hi = hi.max(o2.saturating_add(wi));
             }
-            if writes(j, r) || guard_reg.is_some_and(|g| writes(j, g)) {
+            // The base or the guard, in one look at what `j` writes.
+            if writes_any(j, |x| same(x, r) || guard_reg.is_some_and(|g| same(x, g))) {
                 break;
             }
         }
@@ -240,8 +253,9 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             guard.clone(),
-            Operand::Addr(Some(reg.clone().into()), off - lo),
+            Operand::Addr(Some(Str::Borrowed(&reg)), off - lo),
         );
+        let reg: std::rc::Rc<str> = reg.into();
         for (j, o2) in members {
             self.members.insert(
                 j as *const Inst,
