@@ -104,7 +104,7 @@ pub(super) fn writes(i: &Inst, n: &str) -> bool {
 /// Whether `i` may write a register `hit` holds for. Asked of every instruction a run or a
 /// loop's proof looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at
 /// once each: the first (or a call's return list), then any `|` pair after it.
-fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
+pub(super) fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
     let [first, rest @ ..] = i.operands.as_slice() else {
         return false;
     };

@@ -489,9 +489,21 @@ impl<'m> Fx<'_, 'm> {
         if let Some(t) = self.regs.get(name) {
             return Some(t);
         }
-        let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, num) = name.split_at(digits);
-        let n: u32 = num.parse().ok()?;
+        // The number a range's name ends in, read in the one walk that finds where it starts
+        // (as `str::parse` reads it: leading zeros allowed, none past `u32::MAX`).
+        let b = name.as_bytes();
+        let mut at = b.len();
+        while at > 0 && b[at - 1].is_ascii_digit() {
+            at -= 1;
+        }
+        if at == b.len() {
+            return None;
+        }
+        let n = b[at..].iter().try_fold(0u32, |n, &c| {
+            n.checked_mul(10)?.checked_add(u32::from(c - b'0'))
+        })?;
+        // The digits are ASCII: `at` is a character boundary.
+        let prefix = &name[..at];
         match self.ranges.get(prefix) {
             Some(&(c, t)) if n < c => Some(t),
             _ => None,
