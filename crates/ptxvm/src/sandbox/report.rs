@@ -50,6 +50,10 @@ impl<'m> Fx<'_, 'm> {
                     _ => {}
                 }
             }
+            around(fx, body, rets);
+        }
+        /// Puts a report before each of `rets`, positions of `body`'s returns in order.
+        fn around<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>, rets: Vec<usize>) {
             if rets.is_empty() {
                 return;
             }
@@ -66,7 +70,12 @@ impl<'m> Fx<'_, 'm> {
             }
             body.extend(old);
         }
-        walk(self, body);
+        // Where `stmts` noted every return (the usual case), no walk finds them again.
+        if self.nested_rets {
+            walk(self, body);
+        } else {
+            around(self, body, self.rets.clone());
+        }
         self.report(body);
     }
 }

@@ -114,6 +114,10 @@ pub(crate) struct Fx<'a, 'm> {
     checked: bool,
     unchecked_targets: HashSet<&'m str>,
     unchecked_labels: HashSet<&'m str>,
+    /// Where the body's `ret`s and `exit`s went in its top level, and whether any is inside a
+    /// nested block: `add_reports` puts its reports there without a walk over the body.
+    pub(super) rets: Vec<usize>,
+    pub(super) nested_rets: bool,
 }
 
 /// A rewritten function, and its skip copy when it has one.
@@ -274,6 +278,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         checked: false,
         unchecked_targets: HashSet::new(),
         unchecked_labels: HashSet::new(),
+        rets: Vec::new(),
+        nested_rets: false,
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
@@ -564,7 +570,7 @@ impl<'m> Fx<'_, 'm> {
             f(t);
             return;
         }
-        let mut t = String::with_capacity(256);
+        let mut t = String::with_capacity(512);
         f(&mut t);
         out.push(O::Text(t));
     }
@@ -588,6 +594,9 @@ impl<'m> Fx<'_, 'm> {
                     self.line = i.line;
                     self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
+                    if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) {
+                        self.note_ret(i, top, out);
+                    }
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
@@ -619,6 +628,15 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// Notes where `ret` or `exit` `i` went (`rets`): the last of `out`, where `plain` puts it.
+    /// Anywhere else (nested, or not last), `add_reports` looks for it.
+    fn note_ret(&mut self, i: &Inst<'m>, top: bool, out: &[O<'m>]) {
+        match out.last() {
+            Some(O::Inst(j)) if top && std::ptr::eq(*j, i) => self.rets.push(out.len() - 1),
+            _ => self.nested_rets = true,
+        }
     }
 
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
