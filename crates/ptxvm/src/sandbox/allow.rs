@@ -145,15 +145,16 @@ pub(crate) fn analyse<'m>(
         lean: HashSet::new(),
         lean_spans: HashMap::new(),
         fast: HashSet::new(),
-        local: HashMap::new(),
-        refs: HashMap::new(),
-        callees: HashMap::new(),
-        cfgs: HashMap::new(),
+        // One entry per function each, sized once: grown, they rehashed as they went.
+        local: HashMap::with_capacity(m.funcs.len()),
+        refs: HashMap::with_capacity(m.funcs.len()),
+        callees: HashMap::with_capacity(m.funcs.len()),
+        cfgs: HashMap::with_capacity(m.funcs.len()),
         entries: HashMap::new(),
         settled_edges: Default::default(),
         entry_shared: HashMap::new(),
     };
-    let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
+    let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::with_capacity(m.funcs.len());
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
         for p in f.params.iter().chain(&f.rets) {
             if reserved(&p.name) {
@@ -182,7 +183,7 @@ pub(crate) fn analyse<'m>(
         calls.insert(f.name.as_ref(), fc);
     }
     // Recursion: any cycle in the call graph (frames are static on both drivers).
-    let mut state: HashMap<&str, u8> = HashMap::new();
+    let mut state: HashMap<&str, u8> = HashMap::with_capacity(m.funcs.len());
     fn dfs<'m>(
         f: &'m str,
         calls: &HashMap<&'m str, Vec<(&'m str, u32)>>,
