@@ -93,6 +93,9 @@ pub(crate) struct Fx<'a, 'm> {
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
     /// This function's `.local` variables → alignment.
     pub local_align: HashMap<&'m str, u64>,
+    /// The same two, together in a short list: `static_local` asks them of nearly every
+    /// `.local` access, and a function has a few such variables (nvcc's one depot).
+    local_vars: NameMap<'m, (u64, u64)>,
     /// This function's `.shared` variables → alignment.
     pub shared_align: HashMap<&'m str, u64>,
     /// Registers that only hold bounded offsets into static variables (bounds.rs).
@@ -269,6 +272,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         targets: Default::default(),
         statics: HashMap::new(),
         local_align: HashMap::new(),
+        local_vars: NameMap::default(),
         shared_align: HashMap::new(),
         bounds: Default::default(),
         unchecked: Default::default(),
@@ -358,6 +362,8 @@ impl<'m> Fx<'_, 'm> {
                         Space::Local => {
                             self.local_align.insert(v.name.as_ref(), u64::from(align));
                             self.locals.insert(v.name.as_ref(), size);
+                            self.local_vars
+                                .insert(v.name.as_ref(), (size, u64::from(align)));
                         }
                         Space::Shared => {
                             self.shared_align.insert(v.name.as_ref(), u64::from(align));
@@ -480,7 +486,9 @@ impl<'m> Fx<'_, 'm> {
         let Some(st) = self.statics.get(r) else {
             return false;
         };
-        let (size, align) = (self.locals[st.var], self.local_align[st.var]);
+        let Some(&(size, align)) = self.local_vars.get(st.var) else {
+            return false;
+        };
         let w = w as i64;
         align >= w as u64
             && st.offsets.iter().all(|k| {
