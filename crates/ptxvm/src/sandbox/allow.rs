@@ -145,15 +145,16 @@ pub(crate) fn analyse<'m>(
         lean: HashSet::new(),
         lean_spans: HashMap::new(),
         fast: HashSet::new(),
-        local: HashMap::new(),
-        refs: HashMap::new(),
-        callees: HashMap::new(),
-        cfgs: HashMap::new(),
+        // One entry per function each, sized once: grown, they rehashed as they went.
+        local: HashMap::with_capacity(m.funcs.len()),
+        refs: HashMap::with_capacity(m.funcs.len()),
+        callees: HashMap::with_capacity(m.funcs.len()),
+        cfgs: HashMap::with_capacity(m.funcs.len()),
         entries: HashMap::new(),
         settled_edges: Default::default(),
         entry_shared: HashMap::new(),
     };
-    let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
+    let mut calls: HashMap<&str, Vec<(&str, u32)>> = HashMap::with_capacity(m.funcs.len());
     for f in m.funcs.iter().filter(|f| f.body.is_some()) {
         for p in f.params.iter().chain(&f.rets) {
             if reserved(&p.name) {
@@ -182,7 +183,7 @@ pub(crate) fn analyse<'m>(
         calls.insert(f.name.as_ref(), fc);
     }
     // Recursion: any cycle in the call graph (frames are static on both drivers).
-    let mut state: HashMap<&str, u8> = HashMap::new();
+    let mut state: HashMap<&str, u8> = HashMap::with_capacity(m.funcs.len());
     fn dfs<'m>(
         f: &'m str,
         calls: &HashMap<&'m str, Vec<(&'m str, u32)>>,
@@ -539,15 +540,17 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst<'m>) -> Result<(), Error> {
         let op = i.op;
-        check_opcode(i, op)?;
+        let sandbox = op.map(Opcode::sandbox);
+        check_opcode(i, sandbox)?;
         check_barrier(i, op)?;
         // Only the memory instructions `fence` rewrites (and the hints it drops) may take a
         // `[address]` operand (`mov` and `cvta` take `var+offset`, parsed the same way).
         let memory = matches!(
-            op.map(Opcode::sandbox),
+            sandbox,
             Some(Sandbox::Fence | Sandbox::Hint | Sandbox::Address)
         );
-        if !memory && i.operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
+        let operands: &[Operand] = &i.operands;
+        if !memory && operands.iter().any(|o| matches!(o, Operand::Addr(..))) {
             return refused(
                 i.line,
                 format!(
@@ -561,12 +564,14 @@ impl<'m> Walk<'_, 'm> {
         {
             return refused(i.line, format!("the name {g} is reserved"));
         }
-        for o in &i.operands {
-            // A register, unreserved: most operands, and nothing to note (`operand`).
-            if matches!(o, Operand::Name(n) if n.starts_with('%') && !reserved(n)) {
-                continue;
+        for o in operands {
+            match o {
+                // A register, unreserved, or a constant: most operands, and nothing to check
+                // or note (`operand`).
+                Operand::Name(n) if n.starts_with('%') && !reserved(n) => {}
+                Operand::Int(_) | Operand::F32Bits(_) | Operand::F64Bits(_) | Operand::Sink => {}
+                o => self.operand(o, i.line)?,
             }
-            self.operand(o, i.line)?;
         }
         if op == Some(Opcode::Call) {
             let (callee, _) = call_parts(i)?;
@@ -657,9 +662,10 @@ fn check_barrier(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
 }
 
 /// Refuses the opcodes the instruction table (`isa`) marks refused for the sandbox, and any
-/// word that is not PTX at all; `op` is `i`'s opcode, parsed.
-fn check_opcode(i: &Inst, op: Option<Opcode>) -> Result<(), Error> {
-    match op.map_or(Sandbox::Refuse(Refusal::NotAllowed), Opcode::sandbox) {
+/// word that is not PTX at all; `sandbox` is what the table says of `i`'s opcode (`None`: not
+/// PTX).
+fn check_opcode(i: &Inst, sandbox: Option<Sandbox>) -> Result<(), Error> {
+    match sandbox.unwrap_or(Sandbox::Refuse(Refusal::NotAllowed)) {
         Sandbox::Refuse(why) => refused(i.line, why.message(&i.opcode)),
         Sandbox::Plain | Sandbox::Address | Sandbox::Fence | Sandbox::Hint => Ok(()),
     }

@@ -22,7 +22,8 @@ use super::hash::{HashMap, HashMapExt, HashSet};
 
 use super::allow::call_parts;
 use super::forward::may_loop;
-use super::group::writes;
+use super::group::{writes, writes_any};
+use super::names::same;
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
 use crate::small::Small;
@@ -466,9 +467,18 @@ impl<'m> Cfg<'m> {
         // entry must keep their value through the loop.
         let mut writers = self.body((h, b)).filter(|j| writes(j, iv));
         let upd = writers.next()?;
-        let fixed = |v: &Val<'_>| match v {
-            Val::Imm(_) => true,
-            Val::Reg(r) => *r != iv && !self.body((h, b)).any(|j| writes(j, r)),
+        // Whether neither of `vs` is iv or a register the loop writes: one walk of the loop
+        // for both, not one each.
+        let fixed = |vs: [&Val<'_>; 2]| {
+            let regs = vs.map(|v| match v {
+                Val::Imm(_) => None,
+                Val::Reg(r) => Some(*r),
+            });
+            if regs.contains(&Some(iv)) {
+                return false;
+            }
+            let hit = |x: &str| regs.iter().flatten().any(|r| same(x, r));
+            regs == [None, None] || !self.body((h, b)).any(|j| writes_any(j, hit))
         };
         if writers.next().is_some()
             || !block.iter().any(|j| std::ptr::eq(*j, upd))
@@ -497,7 +507,7 @@ impl<'m> Cfg<'m> {
                 ..
             } if upd.opcode == "add" && width == bits && !upd.mods[0].starts_with('b') => {
                 let step = val(step)?;
-                (fixed(&limit) && fixed(&step)).then_some(Counter::Counted {
+                fixed([&limit, &step]).then_some(Counter::Counted {
                     iv,
                     limit,
                     step,

@@ -322,7 +322,7 @@ pub(crate) fn analyse<'m>(body: &'m [Stmt<'m>], vars: HashSet<&'m str>) -> Bound
 impl<'m> Analysis<'m> {
     /// Every register's writes, read once.
     fn new(body: &'m [Stmt<'m>]) -> Analysis<'m> {
-        let (mut all, mut nested) = (Vec::new(), Vec::new());
+        let (mut all, mut nested) = (Vec::with_capacity(body.len()), Vec::new());
         super::statics::insts(body, &mut all);
         super::statics::nested(body, 0, &mut nested);
         // Sized once (nearly every instruction writes a register of its own): growing it

@@ -100,20 +100,20 @@ fn space(i: &Inst) -> R<Sp> {
 
 /// Bytes one access touches.
 fn width(i: &Inst) -> R<u64> {
-    let mut vec = 1u64;
+    // The last vector size and the last type name count. Read from the end, the type is
+    // nearly always the first modifier looked at (`ld.global.nc.f32`): no other is parsed.
+    let mut vec = None;
     let mut ty = None;
-    for m in &i.mods {
+    for m in i.mods.iter().rev() {
         match m.as_ref() {
-            "v2" => vec = 2,
-            "v4" => vec = 4,
-            "v8" => vec = 8,
-            t => {
-                if let Some(t) = Ty::parse(t) {
-                    ty = Some(t);
-                }
-            }
+            "v2" => vec = vec.or(Some(2)),
+            "v4" => vec = vec.or(Some(4)),
+            "v8" => vec = vec.or(Some(8)),
+            t if ty.is_none() => ty = Ty::parse(t),
+            _ => {}
         }
     }
+    let vec = vec.unwrap_or(1u64);
     let Some(ty) = ty.filter(|t| *t != Ty::Pred) else {
         return refused(i.line, format!("{} without a data type", i.opcode));
     };

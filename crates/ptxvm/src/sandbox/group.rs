@@ -6,6 +6,7 @@
 //! their offsets differ by multiples of the width.
 
 use super::fence::{Sp, Src};
+use super::names::same;
 use super::print::O;
 use super::rewrite::{Fx, R, numbered};
 use crate::ast::{Inst, Operand, Stmt, Str};
@@ -13,8 +14,9 @@ use crate::isa::Opcode;
 
 /// A later access whose fence came with an earlier one.
 pub(crate) struct Member<'m> {
-    /// `%__sbx_g<n>`: the fenced address of the run's lowest offset.
-    reg: String,
+    /// `%__sbx_g<n>`: the fenced address of the run's lowest offset (shared by the run's
+    /// members: a copy each was an allocation each).
+    reg: std::rc::Rc<str>,
     /// Offset from it.
     d: i64,
     /// Guard the access runs under.
@@ -24,11 +26,12 @@ pub(crate) struct Member<'m> {
 /// Most bytes one group fence covers (the host maps at least 64 KiB).
 const MAX_SPAN: i64 = 4096;
 
-fn mentions(o: &Operand, n: &str) -> bool {
+/// Whether `o` names a register `hit` holds for.
+fn mentions(o: &Operand, hit: &impl Fn(&str) -> bool) -> bool {
     match o {
-        Operand::Name(x) => x == n,
-        Operand::Pair(p) => p.0 == n || p.1 == n,
-        Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, n)),
+        Operand::Name(x) => hit(x),
+        Operand::Pair(p) => hit(&p.0) || hit(&p.1),
+        Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| mentions(x, hit)),
         _ => false,
     }
 }
@@ -95,21 +98,40 @@ pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
 
 /// Whether `i` may write register `n`.
 pub(super) fn writes(i: &Inst, n: &str) -> bool {
-    if let Some(rets) = call_returns(i) {
-        return mentions(rets, n);
+    writes_any(i, |x| same(x, n))
+}
+
+/// Whether `i` may write a register `hit` holds for. Asked of every instruction a run or a
+/// loop's proof looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at
+/// once each: the first (or a call's return list), then any `|` pair after it.
+pub(super) fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
+    let [first, rest @ ..] = i.operands.as_slice() else {
+        return false;
+    };
+    if i.op == Some(Opcode::Call) && matches!(first, Operand::List(_)) {
+        return mentions(first, &hit);
     }
     if !writes_first(i) {
         return false;
     }
-    i.operands.first().is_some_and(|o| mentions(o, n))
-        || i.operands
+    // A name (nearly every instruction's first operand) asked here, without a call.
+    let first_hit = match first {
+        Operand::Name(x) => hit(x),
+        o => mentions(o, &hit),
+    };
+    first_hit
+        || rest
             .iter()
-            .any(|o| matches!(o, Operand::Pair(..)) && mentions(o, n))
+            .any(|o| matches!(o, Operand::Pair(p) if hit(&p.0) || hit(&p.1)))
 }
 
 impl<'m> Fx<'_, 'm> {
     /// Emits `i` as a member of an earlier group, if it is one.
     pub(super) fn member(&mut self, i: &Inst<'m>, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
+        // Most accesses come when no run is open: no key hashed for them.
+        if self.members.is_empty() {
+            return false;
+        }
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
             return false;
         };
@@ -124,7 +146,7 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             m.guard,
-            Operand::Addr(Some(m.reg.into()), m.d),
+            Operand::Addr(Some(Str::Borrowed(&m.reg)), m.d),
         );
         true
     }
@@ -156,7 +178,7 @@ impl<'m> Fx<'_, 'm> {
             if matches!(j.op, Some(Bra | Brx | Call | Ret | Exit)) {
                 break;
             }
-            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if b == r);
+            let same_base = |o: &Operand| matches!(o, Operand::Addr(Some(b), _) if same(b, r));
             if matches!(j.op, Some(Ld | Ldu | St | Atom | Red))
                 && j.guard == i.guard
                 && j.operands.iter().take(2).any(same_base)
@@ -164,7 +186,7 @@ impl<'m> Fx<'_, 'm> {
                 && sp2 == sp
                 && w2 == w
                 && let Some(Operand::Addr(Some(b), o2)) = j.operands.get(at2)
-                && b == r
+                && same(b, r)
                 && o2.wrapping_sub(off) % wi == 0
                 && hi
                     .max(o2.saturating_add(wi))
@@ -176,7 +198,8 @@ impl<'m> Fx<'_, 'm> {
                 lo = lo.min(*o2);
                 hi = hi.max(o2.saturating_add(wi));
             }
-            if writes(j, r) || guard_reg.is_some_and(|g| writes(j, g)) {
+            // The base or the guard, in one look at what `j` writes.
+            if writes_any(j, |x| same(x, r) || guard_reg.is_some_and(|g| same(x, g))) {
                 break;
             }
         }
@@ -230,8 +253,9 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             guard.clone(),
-            Operand::Addr(Some(reg.clone().into()), off - lo),
+            Operand::Addr(Some(Str::Borrowed(&reg)), off - lo),
         );
+        let reg: std::rc::Rc<str> = reg.into();
         for (j, o2) in members {
             self.members.insert(
                 j as *const Inst,

@@ -7,6 +7,16 @@
 
 use super::hash::{HashMap, HashMapExt};
 
+/// Whether names `a` and `b` are the same. The passes compare a register against each
+/// instruction's (`group::writes`, the lists here): nearly every pair differs, and most
+/// differ in length or in their last byte (`%r12`, `%r13`), settled here without a call to
+/// `memcmp`, which the plain `==` makes for every pair of equal length.
+#[inline]
+pub(crate) fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.last() == b.last() && a == b
+}
+
 /// Entries kept as a list; more move the map into a `HashMap`.
 const FEW: usize = 8;
 
@@ -38,7 +48,7 @@ impl<'m, V> NameMap<'m, V> {
         if self.many.capacity() > 0 {
             self.many.extend(self.few.drain(..));
             self.many.insert(name, v);
-        } else if let Some(slot) = self.few.iter_mut().find(|(n, _)| *n == name) {
+        } else if let Some(slot) = self.few.iter_mut().find(|(n, _)| same(n, name)) {
             slot.1 = v;
         } else if self.few.len() < FEW {
             self.few.push((name, v));
@@ -51,7 +61,7 @@ impl<'m, V> NameMap<'m, V> {
 
     pub(crate) fn get(&self, name: &str) -> Option<&V> {
         if self.many.is_empty() {
-            self.few.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+            self.few.iter().find(|(n, _)| same(n, name)).map(|(_, v)| v)
         } else {
             self.many.get(name)
         }

@@ -226,7 +226,11 @@ impl<'m> Fx<'_, 'm> {
                 }));
             }
         }
-        let mut out = vec![O::Text(head.code.clone())];
+        // Room for the windows and checks appended to it: an exact copy grew at once, copying
+        // the head's whole text.
+        let mut code = String::with_capacity(head.code.len() + 1024);
+        code.push_str(&head.code);
+        let mut out = vec![O::Text(code)];
         if self.f.is_entry {
             let mut shared = self.info.tree_shared(self.f.name.as_ref()).into_owned();
             shared.extend(sized(&self.shared_fn));

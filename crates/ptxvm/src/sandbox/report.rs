@@ -40,23 +40,42 @@ impl<'m> Fx<'_, 'm> {
             return;
         }
         fn walk<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>) {
-            // Sized for the old statements and a report before each: one allocation.
-            let old = std::mem::replace(body, Vec::with_capacity(2 * body.len()));
-            for o in old {
+            // Nested blocks in place; this level rebuilt only around its returns, in runs
+            // moved whole: rebuilding it one statement at a time cost more than finding them.
+            let mut rets = Vec::new();
+            for (k, o) in body.iter_mut().enumerate() {
                 match o {
-                    O::Inst(i) if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) => {
-                        fx.report(body);
-                        body.push(o);
-                    }
-                    O::Block(mut b) => {
-                        walk(fx, &mut b);
-                        body.push(O::Block(b));
-                    }
-                    o => body.push(o),
+                    O::Inst(i) if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) => rets.push(k),
+                    O::Block(b) => walk(fx, b),
+                    _ => {}
                 }
             }
+            around(fx, body, rets);
         }
-        walk(self, body);
+        /// Puts a report before each of `rets`, positions of `body`'s returns in order.
+        fn around<'m>(fx: &Fx<'_, 'm>, body: &mut Vec<O<'m>>, rets: Vec<usize>) {
+            if rets.is_empty() {
+                return;
+            }
+            let len = body.len();
+            // One more for the report at the body's end (`add_reports`): growing the body for
+            // it copied the whole of it.
+            let old = std::mem::replace(body, Vec::with_capacity(len + rets.len() + 1));
+            let mut old = old.into_iter();
+            let mut at = 0;
+            for k in rets {
+                body.extend(old.by_ref().take(k - at));
+                fx.report(body);
+                at = k;
+            }
+            body.extend(old);
+        }
+        // Where `stmts` noted every return (the usual case), no walk finds them again.
+        if self.nested_rets {
+            walk(self, body);
+        } else {
+            around(self, body, self.rets.clone());
+        }
         self.report(body);
     }
 }

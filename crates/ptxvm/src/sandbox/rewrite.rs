@@ -93,6 +93,9 @@ pub(crate) struct Fx<'a, 'm> {
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
     /// This function's `.local` variables → alignment.
     pub local_align: HashMap<&'m str, u64>,
+    /// The same two, together in a short list: `static_local` asks them of nearly every
+    /// `.local` access, and a function has a few such variables (nvcc's one depot).
+    local_vars: NameMap<'m, (u64, u64)>,
     /// This function's `.shared` variables → alignment.
     pub shared_align: HashMap<&'m str, u64>,
     /// Registers that only hold bounded offsets into static variables (bounds.rs).
@@ -114,6 +117,10 @@ pub(crate) struct Fx<'a, 'm> {
     checked: bool,
     unchecked_targets: HashSet<&'m str>,
     unchecked_labels: HashSet<&'m str>,
+    /// Where the body's `ret`s and `exit`s went in its top level, and whether any is inside a
+    /// nested block: `add_reports` puts its reports there without a walk over the body.
+    pub(super) rets: Vec<usize>,
+    pub(super) nested_rets: bool,
 }
 
 /// A rewritten function, and its skip copy when it has one.
@@ -140,12 +147,14 @@ pub(crate) fn func<'m>(
     copy_as: Option<&str>,
 ) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
-    let mut params = f.params.clone();
     let hidden = if lean {
         Vec::new()
     } else {
         hidden_params(f.is_entry)
     };
+    // Sized for the hidden ones too: a clone has no room, so each push grew it.
+    let mut params = Vec::with_capacity(f.params.len() + hidden.len());
+    params.extend(f.params.iter().cloned());
     for h in &hidden {
         params.push(param_decl(hidden_param(h), "u64", f.line));
     }
@@ -263,6 +272,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         targets: Default::default(),
         statics: HashMap::new(),
         local_align: HashMap::new(),
+        local_vars: NameMap::default(),
         shared_align: HashMap::new(),
         bounds: Default::default(),
         unchecked: Default::default(),
@@ -272,6 +282,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         checked: false,
         unchecked_targets: HashSet::new(),
         unchecked_labels: HashSet::new(),
+        rets: Vec::new(),
+        nested_rets: false,
     };
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
@@ -293,7 +305,7 @@ pub(super) fn rewrite_body<'a, 'm>(
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
-    fx.stmts(b, Some(&hoisted), &mut body)?;
+    fx.stmts(b, true, &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
 }
@@ -350,6 +362,8 @@ impl<'m> Fx<'_, 'm> {
                         Space::Local => {
                             self.local_align.insert(v.name.as_ref(), u64::from(align));
                             self.locals.insert(v.name.as_ref(), size);
+                            self.local_vars
+                                .insert(v.name.as_ref(), (size, u64::from(align)));
                         }
                         Space::Shared => {
                             self.shared_align.insert(v.name.as_ref(), u64::from(align));
@@ -420,10 +434,15 @@ impl<'m> Fx<'_, 'm> {
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
     /// lean function) and the static and bounded registers' values.
     fn start(&mut self, b: &'m [Stmt<'m>]) -> R<Vec<O<'m>>> {
+        let prologue = if self.lean {
+            Vec::new()
+        } else {
+            self.prologue()?
+        };
         let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
-        if !self.lean {
-            out.extend(self.prologue()?);
-        }
+        // Room for the inits' text too: grown for the prologue alone, it grew again for them.
+        out.reserve(prologue.len() + 2);
+        out.extend(prologue);
         self.static_inits(&mut out);
         self.range_inits(&mut out);
         Ok(out)
@@ -467,7 +486,9 @@ impl<'m> Fx<'_, 'm> {
         let Some(st) = self.statics.get(r) else {
             return false;
         };
-        let (size, align) = (self.locals[st.var], self.local_align[st.var]);
+        let Some(&(size, align)) = self.local_vars.get(st.var) else {
+            return false;
+        };
         let w = w as i64;
         align >= w as u64
             && st.offsets.iter().all(|k| {
@@ -482,9 +503,21 @@ impl<'m> Fx<'_, 'm> {
         if let Some(t) = self.regs.get(name) {
             return Some(t);
         }
-        let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, num) = name.split_at(digits);
-        let n: u32 = num.parse().ok()?;
+        // The number a range's name ends in, read in the one walk that finds where it starts
+        // (as `str::parse` reads it: leading zeros allowed, none past `u32::MAX`).
+        let b = name.as_bytes();
+        let mut at = b.len();
+        while at > 0 && b[at - 1].is_ascii_digit() {
+            at -= 1;
+        }
+        if at == b.len() {
+            return None;
+        }
+        let n = b[at..].iter().try_fold(0u32, |n, &c| {
+            n.checked_mul(10)?.checked_add(u32::from(c - b'0'))
+        })?;
+        // The digits are ASCII: `at` is a character boundary.
+        let prefix = &name[..at];
         match self.ranges.get(prefix) {
             Some(&(c, t)) if n < c => Some(t),
             _ => None,
@@ -545,20 +578,16 @@ impl<'m> Fx<'_, 'm> {
             f(t);
             return;
         }
-        let mut t = String::with_capacity(256);
+        let mut t = String::with_capacity(512);
         f(&mut t);
         out.push(O::Text(t));
     }
 
-    /// Rewrites `body` into `out`, leaving out the statements `skip` names.
-    fn stmts(
-        &mut self,
-        body: &'m [Stmt<'m>],
-        skip: Option<&dyn Fn(&Stmt) -> bool>,
-        out: &mut Vec<O<'m>>,
-    ) -> R<()> {
+    /// Rewrites `body` into `out`; at the top level (`top`), without the declarations `start`
+    /// hoists.
+    fn stmts(&mut self, body: &'m [Stmt<'m>], top: bool, out: &mut Vec<O<'m>>) -> R<()> {
         for (k, s) in body.iter().enumerate() {
-            if skip.is_some_and(|f| f(s)) {
+            if top && hoisted(s) {
                 continue;
             }
             if self.defer_check {
@@ -573,10 +602,13 @@ impl<'m> Fx<'_, 'm> {
                     self.line = i.line;
                     self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
+                    if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) {
+                        self.note_ret(i, top, out);
+                    }
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
-                    self.stmts(b, None, &mut inner)?;
+                    self.stmts(b, false, &mut inner)?;
                     // A label needs a statement after it before the block closes; the skip
                     // copy has no compares (`O::Kernel`), so its block may end in one where
                     // the kernel's does not.
@@ -604,6 +636,15 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// Notes where `ret` or `exit` `i` went (`rets`): the last of `out`, where `plain` puts it.
+    /// Anywhere else (nested, or not last), `add_reports` looks for it.
+    fn note_ret(&mut self, i: &Inst<'m>, top: bool, out: &[O<'m>]) {
+        match out.last() {
+            Some(O::Inst(j)) if top && std::ptr::eq(*j, i) => self.rets.push(out.len() - 1),
+            _ => self.nested_rets = true,
+        }
     }
 
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
@@ -713,7 +754,8 @@ impl<'m> Fx<'_, 'm> {
                 .map(|&(off, _)| (off as i64).wrapping_add(*k)),
             _ => None,
         };
-        let space_const = i.mods.iter().any(|m| m == "const");
+        // Asked only of the two opcodes it matters to: most instructions come through here.
+        let space_const = || i.mods.iter().any(|m| m == "const");
         let op = i.op;
         match op {
             Some(o) if o.sandbox() == Sandbox::Address && i.operands.len() == 2 => {
@@ -739,7 +781,7 @@ impl<'m> Fx<'_, 'm> {
                     );
                     return Ok(());
                 }
-                if o == Opcode::Cvta && space_const {
+                if o == Opcode::Cvta && space_const() {
                     // Relocated constants live in global memory: the conversion is the identity.
                     self.emit(
                         out,
@@ -751,7 +793,7 @@ impl<'m> Fx<'_, 'm> {
                     return Ok(());
                 }
             }
-            Some(Opcode::Isspacep) if space_const => {
+            Some(Opcode::Isspacep) if space_const() => {
                 let mut j = i.clone();
                 for m in &mut j.mods {
                     if m == "const" {
@@ -763,14 +805,16 @@ impl<'m> Fx<'_, 'm> {
             }
             _ => {}
         }
-        if let Some(n) = i.operands.iter().find_map(|o| match o {
-            Operand::Name(n) | Operand::Addr(Some(n), _)
-                if self.info.globals.contains_key(&**n) =>
-            {
-                Some(n)
-            }
-            _ => None,
-        }) {
+        if !self.info.globals.is_empty()
+            && let Some(n) = i.operands.iter().find_map(|o| match o {
+                Operand::Name(n) | Operand::Addr(Some(n), _)
+                    if self.info.globals.contains_key(&**n) =>
+                {
+                    Some(n)
+                }
+                _ => None,
+            })
+        {
             return Err(Error::Refused {
                 line: i.line,
                 what: format!(
