@@ -5,7 +5,7 @@ use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::Opcode;
 use crate::lex::{Tok, Token, Tokens};
-use crate::small::Small;
+use crate::small::{Small, fill};
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
 const MAX_DEPTH: u32 = 64;
@@ -579,16 +579,15 @@ impl<'t, 's> Parser<'t, 's> {
         inst.opcode = opcode.into();
         inst.op = Opcode::parse(opcode);
         while let Some(Tok::Dot(d)) = self.peek() {
-            inst.mods.push(Str::Borrowed(*d));
+            fill(inst.mods.push_slot(), Str::Borrowed(d));
             self.i += 1;
         }
         if !self.eat_punct(';') {
             loop {
-                let o = match self.plain_operand() {
-                    Some(o) => o,
-                    None => self.operand()?,
-                };
-                inst.operands.push(o);
+                let slot = inst.operands.push_slot();
+                if !self.plain_operand(slot) {
+                    fill(slot, self.operand()?);
+                }
                 if self.eat_punct(';') {
                     break;
                 }
@@ -600,27 +599,39 @@ impl<'t, 's> Parser<'t, 's> {
 
     /// The common operands, taken here without the general path's calls, each of which
     /// returned its operand in memory: a name that ends its operand (`,` or `;` follows), a
-    /// number, and a bare register address (`[%rd1]`). Anything else is left to `operand`.
+    /// number, and a bare register address (`[%rd1]`), put straight into `slot`. Anything else
+    /// is left to `operand` (`false`, `slot` untouched).
     #[inline]
-    fn plain_operand(&mut self) -> Option<Operand<'s>> {
+    fn plain_operand(&mut self, slot: &mut Operand<'s>) -> bool {
         let tok = |k: usize| self.t.get(self.i + k).map(|t| &t.tok);
-        let (o, n) = match tok(0)? {
-            Tok::Ident(s) if *s != "_" && matches!(tok(1), Some(Tok::Punct(',' | ';'))) => {
-                (Operand::Name(Str::Borrowed(s)), 1)
+        let n = match tok(0) {
+            Some(&Tok::Ident(s)) if s != "_" && matches!(tok(1), Some(Tok::Punct(',' | ';'))) => {
+                fill(slot, Operand::Name(Str::Borrowed(s)));
+                1
             }
-            Tok::Int(v) => (Operand::Int(*v as i64), 1),
-            Tok::F32Bits(b) => (Operand::F32Bits(*b), 1),
-            Tok::F64Bits(b) => (Operand::F64Bits(*b), 1),
-            Tok::Punct('[') => match (tok(1), tok(2)) {
-                (Some(Tok::Ident(s)), Some(Tok::Punct(']'))) => {
-                    (Operand::Addr(Some(Str::Borrowed(s)), 0), 3)
+            Some(&Tok::Int(v)) => {
+                fill(slot, Operand::Int(v as i64));
+                1
+            }
+            Some(&Tok::F32Bits(b)) => {
+                fill(slot, Operand::F32Bits(b));
+                1
+            }
+            Some(&Tok::F64Bits(b)) => {
+                fill(slot, Operand::F64Bits(b));
+                1
+            }
+            Some(Tok::Punct('[')) => match (tok(1), tok(2)) {
+                (Some(&Tok::Ident(s)), Some(Tok::Punct(']'))) => {
+                    fill(slot, Operand::Addr(Some(Str::Borrowed(s)), 0));
+                    3
                 }
-                _ => return None,
+                _ => return false,
             },
-            _ => return None,
+            _ => return false,
         };
         self.i += n;
-        Some(o)
+        true
     }
 
     /// A name, joining special-register suffixes (`%tid.x`) that the lexer left apart (written

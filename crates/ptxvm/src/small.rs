@@ -96,18 +96,46 @@ impl<T: Item, const N: usize> Small<T, N> {
         self.push_past(v);
     }
 
+    /// Appends an element left for the caller to fill in place (with [`fill`]): a value
+    /// built aside and pushed went through the stack and was copied into its slot, a copy per
+    /// operand parsed. The element is the slot's `T::default()` (what unused slots hold).
+    #[inline]
+    pub(crate) fn push_slot(&mut self) -> &mut T {
+        if matches!(self, Small::Inline { len, .. } if *len >= N) {
+            self.spill();
+        }
+        match self {
+            // Not full: `spill` moved a full list to the heap.
+            Small::Inline { len, items } => {
+                let k = *len;
+                *len += 1;
+                &mut items[k]
+            }
+            Small::Heap(h) => {
+                h.push(T::default());
+                let k = h.len() - 1;
+                &mut h[k]
+            }
+        }
+    }
+
     /// `push` past the inline slots, out of line: the inline case is nearly every push, and
     /// small enough to inline where it is.
     #[inline(never)]
     fn push_past(&mut self, v: T) {
-        match self {
-            Small::Inline { len, items } => {
-                let mut heap = Vec::with_capacity(2 * N.max(1));
-                heap.extend(items[..*len].iter_mut().map(std::mem::take));
-                heap.push(v);
-                *self = Small::Heap(ManuallyDrop::new(heap));
-            }
-            Small::Heap(h) => h.push(v),
+        self.spill();
+        if let Small::Heap(h) = self {
+            h.push(v);
+        }
+    }
+
+    /// Moves the elements to the heap (where they stay), with room for as many again.
+    #[inline(never)]
+    fn spill(&mut self) {
+        if let Small::Inline { len, items } = self {
+            let mut heap = Vec::with_capacity(2 * N.max(1));
+            heap.extend(items[..*len].iter_mut().map(std::mem::take));
+            *self = Small::Heap(ManuallyDrop::new(heap));
         }
     }
 
@@ -125,6 +153,13 @@ impl<T: Item, const N: usize> Small<T, N> {
     pub(crate) fn as_slice(&self) -> &[T] {
         self
     }
+}
+
+/// Puts `v` in a slot from [`Small::push_slot`], forgetting the default there rather than
+/// dropping it: it owns nothing (see `push`), and the drop was a test of its kind per slot.
+#[inline]
+pub(crate) fn fill<T: Item>(slot: &mut T, v: T) {
+    std::mem::forget(std::mem::replace(slot, v));
 }
 
 impl<T: Item, const N: usize> Default for Small<T, N> {
