@@ -499,9 +499,11 @@ impl<'t, 's> Parser<'t, 's> {
                 _ => {
                     // Parsed in place: built aside, an instruction was copied three times
                     // over (its lists into it, it into a statement, that into the body). The
-                    // empty one is made in its slot (`resize_with`): `push` built it on the
-                    // stack and copied all of its bytes in, a `memcpy` per instruction.
-                    out.resize_with(out.len() + 1, || {
+                    // empty one is made in its slot (`extend` from `once_with`, which reserves
+                    // before it makes the value): `push` built it on the stack and copied all
+                    // of its bytes in, a `memcpy` per instruction, and `resize_with`, which
+                    // made it in place too, stayed a call.
+                    out.extend(std::iter::once_with(|| {
                         Stmt::Inst(Inst {
                             guard: None,
                             opcode: Str::Borrowed(""),
@@ -510,7 +512,7 @@ impl<'t, 's> Parser<'t, 's> {
                             operands: Small::new(),
                             line,
                         })
-                    });
+                    }));
                     if let Some(Stmt::Inst(i)) = out.last_mut() {
                         self.inst(i)?;
                     }
@@ -576,7 +578,8 @@ impl<'t, 's> Parser<'t, 's> {
             inst.guard = Some((self.ident()?.into(), neg));
         }
         let opcode = self.ident()?;
-        inst.opcode = opcode.into();
+        // Over the empty opcode `stmts` made.
+        fill(&mut inst.opcode, Str::Borrowed(opcode));
         inst.op = Opcode::parse(opcode);
         while let Some(Tok::Dot(d)) = self.peek() {
             fill(inst.mods.push_slot(), Str::Borrowed(d));

@@ -155,8 +155,9 @@ impl<T: Item, const N: usize> Small<T, N> {
     }
 }
 
-/// Puts `v` in a slot from [`Small::push_slot`], forgetting the default there rather than
-/// dropping it: it owns nothing (see `push`), and the drop was a test of its kind per slot.
+/// Puts `v` where a default is (a slot from [`Small::push_slot`], a field made empty),
+/// forgetting the default rather than dropping it: it owns nothing (see `push`), and the drop
+/// was a test of its kind per slot. Given a value that owns something, this leaks it.
 #[inline]
 pub(crate) fn fill<T: Item>(slot: &mut T, v: T) {
     std::mem::forget(std::mem::replace(slot, v));
