@@ -233,16 +233,32 @@ impl Modifiers {
 /// a slot of its own and a lookup compares one name.
 const NAME_SLOTS: usize = 4096;
 
-/// Where `Opcode::parse` looks for a name first: a multiplicative hash of its length and three
-/// of its bytes (first, middle, last), which sets the opcodes apart nearly as well as hashing
-/// every byte did, at a fixed cost per name.
-const fn name_hash(b: &[u8]) -> usize {
+/// What `Opcode::parse` hashes and compares first: a name's length and its first, middle and
+/// last bytes, which sets the opcodes apart nearly as well as every byte did, at a fixed cost
+/// per name. For a name of three bytes or fewer these are all of its bytes: equal keys are
+/// then equal names.
+const fn name_key(b: &[u8]) -> u64 {
     let n = b.len();
     if n == 0 {
         return 0;
     }
-    let h = b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16 | (n as u64) << 24;
-    (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS
+    b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16 | (n as u64) << 24
+}
+
+/// Where `Opcode::parse` looks for the name of key `key` first: a multiplicative hash.
+const fn name_hash(key: u64) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS
+}
+
+/// Each name's [`name_key`], by index.
+const fn name_keys<const N: usize>(names: &[&str]) -> [u64; N] {
+    let mut t = [0u64; N];
+    let mut i = 0;
+    while i < N {
+        t[i] = name_key(names[i].as_bytes());
+        i += 1;
+    }
+    t
 }
 
 /// Whether two names are the same, byte by byte: opcode names are a few bytes, shorter than
@@ -261,7 +277,7 @@ const fn name_slots(names: &[&str]) -> [u8; NAME_SLOTS] {
     let mut t = [0u8; NAME_SLOTS];
     let mut i = 0;
     while i < names.len() {
-        let mut h = name_hash(names[i].as_bytes());
+        let mut h = name_hash(name_key(names[i].as_bytes()));
         while t[h] != 0 {
             h = (h + 1) % NAME_SLOTS;
         }
@@ -291,10 +307,16 @@ macro_rules! isa {
             pub(crate) fn parse(name: &str) -> Option<Opcode> {
                 const NAMES: &[&str] = &[$($name,)*];
                 const SLOTS: [u8; NAME_SLOTS] = name_slots(NAMES);
-                let mut h = name_hash(name.as_bytes());
+                const KEYS: [u64; NAMES.len()] = name_keys(NAMES);
+                let key = name_key(name.as_bytes());
+                let mut h = name_hash(key);
                 loop {
                     let k = usize::from(SLOTS[h]).checked_sub(1)?;
-                    if same_name(NAMES.get(k)?.as_bytes(), name.as_bytes()) {
+                    // The key first: equal, it settles a short name (most opcodes) without
+                    // comparing bytes one by one.
+                    if KEYS.get(k) == Some(&key)
+                        && (name.len() <= 3 || same_name(NAMES.get(k)?.as_bytes(), name.as_bytes()))
+                    {
                         return Opcode::ALL.get(k).copied();
                     }
                     h = (h + 1) % NAME_SLOTS;

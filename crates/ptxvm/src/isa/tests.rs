@@ -211,7 +211,16 @@ fn names_are_unique_and_parse_back_to_their_opcode() {
     }
     assert_eq!(Opcode::parse("notanopcode"), None);
     // The hashed lookup compares the whole name: neither a prefix nor an extension matches.
-    for miss in ["", "ad", "adds", "xor_", "clusterlaunchcontrolx"] {
+    for miss in [
+        "",
+        "a",
+        "ad",
+        "adx",
+        "dda",
+        "adds",
+        "xor_",
+        "clusterlaunchcontrolx",
+    ] {
         assert_eq!(Opcode::parse(miss), None, "{miss}");
     }
 }
