@@ -101,22 +101,27 @@ impl<T: Item, const N: usize> Small<T, N> {
     /// operand parsed. The element is the slot's `T::default()` (what unused slots hold).
     #[inline]
     pub(crate) fn push_slot(&mut self) -> &mut T {
-        if matches!(self, Small::Inline { len, .. } if *len >= N) {
-            self.spill();
-        }
-        match self {
-            // Not full: `spill` moved a full list to the heap.
-            Small::Inline { len, items } => {
-                let k = *len;
-                *len += 1;
+        // The free slot found first and taken in a second match: a slot returned from the
+        // first would keep `self` borrowed on the path that spills.
+        let free = match self {
+            Small::Inline { len, .. } => (*len < N).then_some(*len),
+            Small::Heap(_) => None,
+        };
+        match (free, self) {
+            (Some(k), Small::Inline { len, items }) => {
+                *len = k + 1;
                 &mut items[k]
             }
-            Small::Heap(h) => {
-                h.push(T::default());
-                let k = h.len() - 1;
-                &mut h[k]
-            }
+            (_, s) => s.push_slot_past(),
         }
+    }
+
+    /// `push_slot` where the inline slots are full, out of line.
+    #[inline(never)]
+    fn push_slot_past(&mut self) -> &mut T {
+        self.push_past(T::default());
+        let last = self.len() - 1;
+        &mut self[last]
     }
 
     /// `push` past the inline slots, out of line: the inline case is nearly every push, and
@@ -255,6 +260,11 @@ mod tests {
             assert_eq!(matches!(s, Small::Heap(_)), n > 4);
             let v: Small<u32, 4> = (0..n).collect::<Vec<_>>().into();
             assert_eq!(v, s);
+            let mut f: Small<u32, 4> = Small::new();
+            for x in 0..n {
+                super::fill(f.push_slot(), x);
+            }
+            assert_eq!(f, s);
         }
     }
 }
