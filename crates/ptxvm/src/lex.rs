@@ -139,30 +139,6 @@ fn word_len(b: &[u8], colons: bool) -> usize {
     n + b[n..].iter().position(|&c| ends(c)).unwrap_or(b.len() - n)
 }
 
-/// `src[a..b]`, for a name's or a word's span, without `str` slicing's two char-boundary tests
-/// (about 10 instructions a token, a tenth of what lexing cost).
-#[inline(always)]
-fn ascii_span(src: &str, a: usize, b: usize) -> &str {
-    debug_assert!(a <= b && b <= src.len());
-    debug_assert!(src.is_char_boundary(a) && src.is_char_boundary(b));
-    // SAFETY: callers pass `a <= b <= src.len()` (`b` is where `word_len` stopped, within the
-    // text) and a span all of whose bytes are ASCII: its first byte one that `CLASS` puts in
-    // `Ident` or `Percent` (or the byte after a `.`), the rest ones the word tables accept
-    // (ASCII only: asserted at compile time below), or a register's `.x`..`.w`. An ASCII byte
-    // is a char boundary, and so is the byte after one (no continuation byte follows an ASCII
-    // byte in UTF-8), as is `src.len()`: this is `&src[a..b]`, which then cannot fail.
-    unsafe { src.get_unchecked(a..b) }
-}
-
-// `ascii_span`'s safety rests on the word tables accepting no byte past ASCII.
-const _: () = {
-    let mut c = 0x80;
-    while c < 256 {
-        assert!(!IDENT_CHAR[c] && !WORD_CHAR[c]);
-        c += 1;
-    }
-};
-
 /// Where the run of blanks at `b[i..]` ends.
 #[inline]
 fn past_blanks(b: &[u8], mut i: usize) -> usize {
@@ -287,7 +263,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             }
             Class::Ident => {
                 i += 1 + word_len(&b[i + 1..], false);
-                token!(Tok::Ident(ascii_span(src, start, i)));
+                token!(Tok::Ident(&src[start..i]));
             }
             Class::Percent => {
                 i += 1 + word_len(&b[i + 1..], false);
@@ -302,7 +278,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 {
                     i += 2;
                 }
-                token!(Tok::Ident(ascii_span(src, start, i)));
+                token!(Tok::Ident(&src[start..i]));
             }
             Class::Punct => {
                 i += 1;
@@ -339,7 +315,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             }
             Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
                 i += 1 + word_len(&b[i + 1..], true);
-                token!(Tok::Dot(ascii_span(src, start + 1, i)));
+                token!(Tok::Dot(&src[start + 1..i]));
             }
             Class::Digit => {
                 let Some((t, n)) = lex_number(&b[i..]) else {
