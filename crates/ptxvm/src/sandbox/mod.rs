@@ -280,7 +280,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         };
         // The kernel, then its skip copy right after it.
         out.push('\n');
-        print::rewritten(out, &r.head, body, r.copy.as_ref())?;
+        print::rewritten(out, ptx, &r.head, body, r.copy.as_ref())?;
         over += past.len();
         past.clear();
     }

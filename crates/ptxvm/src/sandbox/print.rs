@@ -36,11 +36,12 @@ impl<'m> O<'m> {
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body`; then, given `copy` (its header), the entry's skip copy, which prints
+/// are `start` then `body` (`src`: the module's text, see `spelled`); then, given `copy` (its header), the entry's skip copy, which prints
 /// what only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`).
 /// The body is printed once: the copy repeats the entry's text around those statements.
 pub(crate) fn rewritten(
     out: &mut String,
+    src: &str,
     f: &Func,
     body: Option<(&[O<'_>], &[O<'_>])>,
     copy: Option<&Func>,
@@ -56,20 +57,20 @@ pub(crate) fn rewritten(
         return Ok(());
     };
     out.push_str("\n{\n");
-    outs(out, start, 1, &mut Own::Print { skip_copy: false })?;
+    outs_in(out, src, start, 1, &mut Own::Print { skip_copy: false })?;
     let Some(c) = copy else {
-        outs(out, body, 1, &mut Own::Print { skip_copy: false })?;
+        outs_in(out, src, body, 1, &mut Own::Print { skip_copy: false })?;
         out.push_str("}\n");
         return Ok(());
     };
     let from = out.len();
     let mut own = Vec::new();
-    outs(out, body, 1, &mut Own::Note(&mut own))?;
+    outs_in(out, src, body, 1, &mut Own::Note(&mut own))?;
     let to = out.len();
     out.push_str("}\n\n");
     head(out, c);
     out.push_str("\n{\n");
-    outs(out, start, 1, &mut Own::Print { skip_copy: true })?;
+    outs_in(out, src, start, 1, &mut Own::Print { skip_copy: true })?;
     let mut at = from;
     for n in &own {
         match *n {
@@ -79,7 +80,7 @@ pub(crate) fn rewritten(
             }
             Noted::Copy(pos, b, depth) => {
                 out.extend_from_within(at..pos);
-                outs(out, b, depth, &mut Own::Print { skip_copy: true })?;
+                outs_in(out, src, b, depth, &mut Own::Print { skip_copy: true })?;
                 at = pos;
             }
         }
@@ -104,8 +105,20 @@ pub(crate) enum Own<'n, 'a, 'm> {
     Note(&'n mut Vec<Noted<'a, 'm>>),
 }
 
+/// Prints rewritten statements at `depth` tabs.
 pub(crate) fn outs<'a, 'm>(
     out: &mut String,
+    body: &'a [O<'m>],
+    depth: usize,
+    own: &mut Own<'_, 'a, 'm>,
+) -> Result<(), Error> {
+    outs_in(out, "", body, depth, own)
+}
+
+/// `outs`, for statements parsed from `src` (see `spelled`).
+fn outs_in<'a, 'm>(
+    out: &mut String,
+    src: &str,
     body: &'a [O<'m>],
     depth: usize,
     own: &mut Own<'_, 'a, 'm>,
@@ -114,15 +127,15 @@ pub(crate) fn outs<'a, 'm>(
         match o {
             O::Inst(i) => {
                 indent(out, depth);
-                inst(out, i)?;
+                inst(out, src, i)?;
                 out.push('\n');
             }
-            O::Stmt(s) => stmts(out, std::slice::from_ref(*s), depth)?,
-            O::New(s) => stmts(out, std::slice::from_ref(&**s), depth)?,
+            O::Stmt(s) => stmts_in(out, src, std::slice::from_ref(*s), depth)?,
+            O::New(s) => stmts_in(out, src, std::slice::from_ref(&**s), depth)?,
             O::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
-                outs(out, b, depth + 1, own)?;
+                outs_in(out, src, b, depth + 1, own)?;
                 indent(out, depth);
                 out.push_str("}\n");
             }
@@ -134,13 +147,13 @@ pub(crate) fn outs<'a, 'm>(
                 };
                 match own {
                     Own::Print { skip_copy } if *skip_copy == copy_only => {
-                        outs(out, b, depth, &mut only)?;
+                        outs_in(out, src, b, depth, &mut only)?;
                     }
                     Own::Print { .. } => {}
                     Own::Note(noted) if copy_only => noted.push(Noted::Copy(out.len(), b, depth)),
                     Own::Note(noted) => {
                         let at = out.len();
-                        outs(out, b, depth, &mut only)?;
+                        outs_in(out, src, b, depth, &mut only)?;
                         noted.push(Noted::Kernel(at, out.len()));
                     }
                 }
@@ -314,6 +327,11 @@ fn indent(out: &mut String, depth: usize) {
 
 /// Prints statements at `depth` tabs.
 pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(), Error> {
+    stmts_in(out, "", body, depth)
+}
+
+/// `stmts`, for statements parsed from `src` (see `spelled`).
+fn stmts_in(out: &mut String, src: &str, body: &[Stmt], depth: usize) -> Result<(), Error> {
     for s in body {
         match s {
             Stmt::Reg { ty, names, .. } => {
@@ -349,13 +367,13 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
             }
             Stmt::Inst(i) => {
                 indent(out, depth);
-                inst(out, i)?;
+                inst(out, src, i)?;
                 out.push('\n');
             }
             Stmt::Block(b) => {
                 indent(out, depth);
                 out.push_str("{\n");
-                stmts(out, b, depth + 1)?;
+                stmts_in(out, src, b, depth + 1)?;
                 indent(out, depth);
                 out.push_str("}\n");
             }
@@ -364,8 +382,8 @@ pub(crate) fn stmts(out: &mut String, body: &[Stmt], depth: usize) -> Result<(),
     Ok(())
 }
 
-/// Prints one instruction with its `;`.
-pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
+/// Prints one instruction, parsed from `src` (see `spelled`), with its `;`.
+fn inst(out: &mut String, src: &str, i: &Inst) -> Result<(), Error> {
     let line = Line {
         guard: i.guard.as_ref(),
         opcode: &i.opcode,
@@ -375,7 +393,35 @@ pub(crate) fn inst(out: &mut String, i: &Inst) -> Result<(), Error> {
         line: i.line,
     };
     // Its opcode as looked up when parsed (`Inst::op`), not looked up again.
-    line.print(out, || i.op)
+    match spelled(src, &i.opcode, &i.mods) {
+        Some(head) => line.print_spelled(out, head, || i.op),
+        None => line.print(out, || i.op),
+    }
+}
+
+/// The opcode and modifiers as one piece of `src`, when that piece is exactly what printing
+/// them one by one gives: the opcode's own bytes, then each modifier's own bytes after one `.`
+/// (each name lies in `src` itself, where the parser found it, and the byte between is a
+/// dot). It is then the parsed form, printed in one copy rather than a push per name and dot
+/// (the most of what printing an instruction cost); anything else (a name a pass made, or one
+/// moved, or a source with anything between the words) gives `None`, and is printed by parts.
+/// Only addresses are compared, so this holds whatever made the names.
+fn spelled<'s>(src: &'s str, opcode: &str, mods: &[Str<'_>]) -> Option<&'s str> {
+    let base = src.as_ptr() as usize;
+    let start = (opcode.as_ptr() as usize).wrapping_sub(base);
+    if start > src.len() {
+        return None;
+    }
+    let mut end = start + opcode.len();
+    for m in mods {
+        if src.as_bytes().get(end) != Some(&b'.')
+            || (m.as_ptr() as usize).wrapping_sub(base) != end + 1
+        {
+            return None;
+        }
+        end += 1 + m.len();
+    }
+    src.get(start..end)
 }
 
 /// Prints an instruction given by its parts (operand `replace.0` replaced), with its `;`.
@@ -412,18 +458,39 @@ struct Line<'l, 'a, M> {
 impl<M: AsRef<str>> Line<'_, '_, M> {
     /// Prints the line; `op` gives its opcode, which only an address operand asks for.
     fn print(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
-        let (mods, replace) = (self.mods, self.replace);
+        self.guard(out);
+        out.push_str(self.opcode);
+        for m in self.mods {
+            out.push('.');
+            out.push_str(m.as_ref());
+        }
+        self.operands(out, op)
+    }
+
+    /// `print`, given the opcode and modifiers as printed (`spelled`).
+    fn print_spelled(
+        &self,
+        out: &mut String,
+        head: &str,
+        op: impl Fn() -> Option<Opcode>,
+    ) -> Result<(), Error> {
+        self.guard(out);
+        out.push_str(head);
+        self.operands(out, op)
+    }
+
+    fn guard(&self, out: &mut String) {
         // Pushed piece by piece: `write!` would cost more than the rest of the line.
         if let Some((g, neg)) = self.guard {
             out.push_str(if *neg { "@!" } else { "@" });
             out.push_str(g);
             out.push(' ');
         }
-        out.push_str(self.opcode);
-        for m in mods {
-            out.push('.');
-            out.push_str(m.as_ref());
-        }
+    }
+
+    /// The operands and the `;`.
+    fn operands(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
+        let (mods, replace) = (self.mods, self.replace);
         // What only a float literal or an address operand asks, found when one is printed (it is
         // then in the instruction): most instructions have neither, and skip comparing their
         // modifiers and looking up their opcode.
@@ -434,11 +501,13 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
         // `mov`/`cvta` take a symbol's address as a bare `name+off`; everything else brackets it.
         let bare = || op().is_some_and(|o| o.sandbox() == Sandbox::Address);
         for (k, o) in self.operands.iter().enumerate() {
-            // Characters, not a `push_str` of one or two: that copied them through `memcpy`.
+            // Literals of a known length, which are stored in place: a length chosen at run
+            // time copied them through `memcpy`.
             if k > 0 {
-                out.push(',');
+                out.push_str(", ");
+            } else {
+                out.push(' ');
             }
-            out.push(' ');
             let o = match replace {
                 Some((at, r)) if at == k => r,
                 _ => o,
@@ -580,6 +649,43 @@ type R = Result<(), Error>;
 
 #[cfg(test)]
 mod tests {
+    use crate::ast::{Stmt, Str};
+
+    /// `spelled` gives exactly what printing the opcode and modifiers one by one gives, or
+    /// nothing: for every modifier form (`::`, vector widths, several in a row), for words
+    /// apart in the source, and for a modifier a pass replaced.
+    #[test]
+    fn spelled_is_the_printing_by_parts() {
+        let src = ".version 8.0\n.target sm_90\n.address_size 64\n.entry k()\n{\n\
+                   .reg .b32 %r<3>;\n.reg .f32 %f<3>;\n.reg .b64 %rd<2>;\n\
+                   ld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1];\n\
+                   cvt.rn.ftz.f32.f32 %f1, %f2;\nadd.s32 %r1, %r2, 1;\nret;\n\
+                   mov.b32 /* c */ .b32 %r1, %r2;\n}\n";
+        let tokens = crate::lex::lex(src).unwrap();
+        let mut m = crate::parse::parse(&tokens).unwrap();
+        let body = m.funcs[0].body.as_mut().unwrap();
+        let mut seen = 0;
+        for s in body.iter_mut() {
+            let Stmt::Inst(i) = s else { continue };
+            let by_parts: String = std::iter::once(i.opcode.to_string())
+                .chain(i.mods.iter().map(|m| format!(".{m}")))
+                .collect();
+            match super::spelled(src, &i.opcode, &i.mods) {
+                Some(h) => {
+                    assert_eq!(h, by_parts);
+                    seen += 1;
+                }
+                None => assert_eq!(i.opcode, "mov"),
+            }
+            if let Some(m) = i.mods.first_mut() {
+                *m = Str::Borrowed("u32");
+                assert_eq!(super::spelled(src, &i.opcode, &i.mods), None);
+            }
+        }
+        assert_eq!(seen, 4);
+        assert_eq!(super::spelled("", "ret", &[]), None);
+    }
+
     #[test]
     fn decimal_prints_what_write_prints() {
         for v in [

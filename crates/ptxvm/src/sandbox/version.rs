@@ -120,10 +120,9 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
         let (mut rest, mut at) = (old.into_iter(), 0);
         for (i, p) in plans.iter().enumerate() {
             out.extend(rest.by_ref().take(p.head + 1 - at));
-            let looped: Vec<Stmt> = rest.by_ref().take(p.back - p.head).collect();
             at = p.back + 1;
             let k = n + (plans.len() - i) as u32;
-            version(&mut out, looped, p, k, poll_interval, &mut fast);
+            version(&mut out, &mut rest, p, k, poll_interval, &mut fast);
         }
         n += plans.len() as u32;
         out.extend(rest);
@@ -262,11 +261,11 @@ fn vd(k: u32) -> Operand<'static> {
     }
 }
 
-/// The check: `%gpuhost_vp` := the loop entered here takes fewer than `n` back-edges.
-fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
+/// The check, onto `out`: `%gpuhost_vp` := the loop entered here takes fewer than `n`
+/// back-edges.
+fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
     let (limit, step) = (p.limit.clone(), p.step.clone());
     let vp = || Operand::Name(Str::Borrowed(VP));
-    let mut out = Vec::with_capacity(14);
     if p.bits == 32 {
         // Widened exactly (sign- or zero-extended): every sum below fits in 64 bits.
         let cvt: &[&str] = if p.signed {
@@ -384,7 +383,6 @@ fn check(p: &Plan, n: u32, line: u32) -> Vec<Stmt<'static>> {
         &["le", "and", "u64"],
         [vp(), vd(3), vd(2), vp()],
     ));
-    out
 }
 
 /// `lead`, the mark, `k` and `tail`, as `format!` spells them: pushed, for `format!` cost a
@@ -398,22 +396,23 @@ fn marked(lead: &str, k: u32, tail: &str) -> String {
     s
 }
 
-/// Appends to `out` the loop `p` (`looped`: its statements after the header, through the
-/// back-edge) as check, fast copy and original (module header).
+/// Appends to `out` the loop `p` (the next `p.back - p.head` statements of `rest`: its
+/// statements after the header, through the back-edge) as check, fast copy and original
+/// (module header). The fast copy is cloned from `rest` in place; the original statements are
+/// then moved once, straight from `rest` (collected aside first, each was moved twice).
 fn version<'s>(
     out: &mut Vec<Stmt<'s>>,
-    mut looped: Vec<Stmt<'s>>,
+    rest: &mut std::vec::IntoIter<Stmt<'s>>,
     p: &Plan,
     k: u32,
     n: u32,
     fast: &mut HashSet<String>,
 ) {
+    let len = p.back - p.head;
+    let looped = &rest.as_slice()[..len.min(rest.len())];
     // plan() admits only a back-edge instruction last; anything else stays as it was.
-    if !matches!(looped.last(), Some(Stmt::Inst(_))) {
-        out.extend(looped);
-        return;
-    }
-    let Some(Stmt::Inst(back)) = looped.pop() else {
+    let Some((Stmt::Inst(back), looped)) = looped.split_last() else {
+        out.extend(rest.by_ref().take(len));
         return;
     };
     let (f, s, x) = (
@@ -438,18 +437,11 @@ fn version<'s>(
             _ => None,
         })
         .collect();
-    fn retarget<'s>(i: &Inst<'s>, to: &str) -> Inst<'s> {
-        let mut j = i.clone();
-        if let Some(o) = j.operands.first_mut() {
-            *o = name(to);
-        }
-        j
-    }
     out.reserve(2 * looped.len() + 24);
-    out.extend(check(p, n, line));
+    check(p, n, line, out);
     out.push(new(line, Some((VP, true)), "bra", &[], [name(&s)]));
     out.push(Stmt::Label(f.clone().into(), line));
-    for st in &looped {
+    for st in looped {
         out.push(match st {
             Stmt::Label(l, ln) => Stmt::Label(
                 renamed
@@ -471,13 +463,20 @@ fn version<'s>(
             _ => continue,
         });
     }
-    let (fast_back, slow_back) = (retarget(&back, &f), retarget(&back, &s));
+    let mut fast_back = back.clone();
+    if let Some(o) = fast_back.operands.first_mut() {
+        *o = name(&f);
+    }
     out.push(Stmt::Inst(fast_back));
     out.push(new(line, None, "bra", &["uni"], [name(&x)]));
     out.push(Stmt::Label(s.clone().into(), line));
-    // The original loop body, moved (not copied) behind S.
-    out.extend(looped);
-    out.push(Stmt::Inst(slow_back));
+    // The original loop, moved (not copied) behind S, its back-edge retargeted there.
+    out.extend(rest.by_ref().take(len));
+    if let Some(Stmt::Inst(slow_back)) = out.last_mut()
+        && let Some(o) = slow_back.operands.first_mut()
+    {
+        *o = name(&s);
+    }
     out.push(Stmt::Label(x.into(), line));
     fast.insert(f);
 }
