@@ -129,26 +129,64 @@ fn width(i: &Inst) -> R<u64> {
 
 /// The modifiers with `sp` as state space, right after the leading memory-model qualifiers;
 /// hints that only global memory takes and (for local) memory-model qualifiers are dropped.
-/// Kept inline (a few): a list per fenced access was an allocation each.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+/// Each is handed to `put` in order, the space as `None`.
+fn respace_each<'s, 'a>(
+    mods: &'s [Str<'a>],
+    sp: &'static str,
+    mut put: impl FnMut(Option<&'s Str<'a>>),
+) {
     let strip_hints = sp != "global";
     let strip_sem = sp == "local";
     let kept = mods
         .iter()
         .filter(|m| !(is_space(m) || strip_hints && is_hint(m) || strip_sem && is_sem(m)));
-    let mut v = Small::new();
     let mut placed = false;
     for m in kept {
         if !placed && !is_sem(m) {
-            v.push(Str::Borrowed(sp));
+            put(None);
             placed = true;
         }
-        v.push(m.clone());
+        put(Some(m));
     }
     if !placed {
-        v.push(Str::Borrowed(sp));
+        put(None);
     }
+}
+
+/// [`respace_each`]'s modifiers, as an instruction's.
+/// Kept inline (a few): a list per fenced access was an allocation each.
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+    let mut v = Small::new();
+    respace_each(mods, sp, |m| {
+        v.push(m.cloned().unwrap_or(Str::Borrowed(sp)));
+    });
     v
+}
+
+/// Most modifiers [`respaced`] keeps on the stack.
+const FEW_MODS: usize = 8;
+
+/// `f` of [`respace_each`]'s modifiers, borrowed: a fenced access printed so copies no
+/// modifier and drops no list.
+fn respaced<R>(mods: &[Str<'_>], sp: &'static str, f: impl FnOnce(&[&str]) -> R) -> R {
+    let (mut few, mut n, mut more) = ([""; FEW_MODS], 0, Vec::new());
+    respace_each(mods, sp, |m| {
+        let m = m.map_or(sp, |m| m.as_ref());
+        if n < FEW_MODS {
+            few[n] = m;
+            n += 1;
+        } else {
+            if more.is_empty() {
+                more.extend_from_slice(&few);
+            }
+            more.push(m);
+        }
+    });
+    if more.is_empty() {
+        f(&few[..n])
+    } else {
+        f(&more)
+    }
 }
 
 /// `sub.u64 %__sbx_x, x, %__sbx_base;`: the offset into the arena that a global fence compares
@@ -730,20 +768,21 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<(Str<'m>, bool)>,
         addr: Operand,
     ) {
-        let mods = respace(&i.mods, sp);
-        Self::with_text(out, |t| {
-            t.push('\t');
-            // Only texture operands fail to print, and the allow-list refused those already.
-            let _ = super::print::parts(
-                t,
-                guard.as_ref(),
-                &i.opcode,
-                &mods,
-                &i.operands,
-                Some((at, &addr)),
-                i.line,
-            );
-            t.push('\n');
+        respaced(&i.mods, sp, |mods| {
+            Self::with_text(out, |t| {
+                t.push('\t');
+                // Only texture operands fail to print, and the allow-list refused those already.
+                let _ = super::print::parts(
+                    t,
+                    guard.as_ref(),
+                    &i.opcode,
+                    mods,
+                    &i.operands,
+                    Some((at, &addr)),
+                    i.line,
+                );
+                t.push('\n');
+            });
         });
     }
 }
@@ -758,7 +797,15 @@ mod tests {
 
     #[test]
     fn respace_puts_the_space_after_memory_model_qualifiers() {
-        let respaced = |m: &[&'static str], sp| respace(&s(m), sp).into_vec();
+        let respaced = |m: &[&'static str], sp| {
+            let v = respace(&s(m), sp).into_vec();
+            // The borrowed form keeps the same modifiers, past the stack's few too.
+            let long: Vec<Str> = s(m).into_iter().cycle().take(4 * m.len()).collect();
+            let want: Vec<String> = respace(&long, sp).iter().map(|x| x.to_string()).collect();
+            respaced(&long, sp, |b| assert_eq!(b, want.as_slice()));
+            respaced(&s(m), sp, |b| assert_eq!(b, v.as_slice()));
+            v
+        };
         assert_eq!(
             respaced(&["volatile", "u32"], "shared"),
             s(&["volatile", "shared", "u32"])

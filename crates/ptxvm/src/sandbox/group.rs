@@ -56,7 +56,26 @@ fn call_returns<'i, 'a>(i: &'i Inst<'a>) -> Option<&'i Operand<'a>> {
 }
 
 /// The registers `i` may write (those [`writes`] holds for), each once, appended to `out`.
+/// Inlined for nearly every instruction, which writes one register, named first, and has no
+/// pair; the rest, and the frame they need, out of line.
+#[inline]
 pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
+    use Opcode::{Bar, Barrier, Call};
+    // `writes_first` holds, and `call_returns` does not, for such an opcode.
+    if let Some(op) = i.op
+        && !matches!(op, Bar | Barrier | Call)
+        && op.writes_first_operand()
+        && let [Operand::Name(x), rest @ ..] = i.operands.as_slice()
+        && !rest.iter().any(|o| matches!(o, Operand::Pair(..)))
+    {
+        out.push(x);
+        return;
+    }
+    written_regs_rest(i, out);
+}
+
+#[inline(never)]
+fn written_regs_rest<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
     fn names<'m>(o: &'m Operand<'m>, start: usize, out: &mut Vec<&'m str>) {
         let mut add = |n: &'m Str<'m>| {
             if !out[start..].contains(&n.as_ref()) {
