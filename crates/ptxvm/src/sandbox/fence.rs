@@ -77,41 +77,51 @@ fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     })
 }
 
-fn space(i: &Inst) -> R<Sp> {
-    let mut sp = Sp::Generic;
-    for m in &i.mods {
-        sp = match m.as_ref() {
+/// State space and bytes of one access, in one pass over the modifiers from the end (every
+/// memory instruction, and every access a run looks at, asks both). The space is the last one
+/// named (generic if none); a `shared::`/`param::` form other than the plain ones is refused,
+/// the first named. The last vector size and the last type name count: read from the end, the
+/// type is nearly always the first modifier looked at (`ld.global.nc.f32`), and no other is
+/// parsed but one that comes after it.
+fn space_and_width(i: &Inst) -> R<(Sp, u64)> {
+    let (mut sp, mut bad, mut vec, mut ty) = (None, None, None, None);
+    for m in i.mods.iter().rev() {
+        let s = match m.as_ref() {
             "global" => Sp::Global,
             "shared" | "shared::cta" => Sp::Shared,
             "local" => Sp::Local,
             "const" => Sp::Const,
             "param" | "param::entry" | "param::func" => Sp::Param,
             m if m.starts_with("shared::") || m.starts_with("param::") => {
-                return refused(
-                    i.line,
-                    format!("state space .{m}; use .global, .shared, .local or generic addresses"),
-                );
+                bad = Some(m);
+                continue;
             }
-            _ => continue,
+            "v2" => {
+                vec = vec.or(Some(2));
+                continue;
+            }
+            "v4" => {
+                vec = vec.or(Some(4));
+                continue;
+            }
+            "v8" => {
+                vec = vec.or(Some(8));
+                continue;
+            }
+            t => {
+                if ty.is_none() {
+                    ty = Ty::parse(t);
+                }
+                continue;
+            }
         };
+        sp = sp.or(Some(s));
     }
-    Ok(sp)
-}
-
-/// Bytes one access touches.
-fn width(i: &Inst) -> R<u64> {
-    // The last vector size and the last type name count. Read from the end, the type is
-    // nearly always the first modifier looked at (`ld.global.nc.f32`): no other is parsed.
-    let mut vec = None;
-    let mut ty = None;
-    for m in i.mods.iter().rev() {
-        match m.as_ref() {
-            "v2" => vec = vec.or(Some(2)),
-            "v4" => vec = vec.or(Some(4)),
-            "v8" => vec = vec.or(Some(8)),
-            t if ty.is_none() => ty = Ty::parse(t),
-            _ => {}
-        }
+    if let Some(m) = bad {
+        return refused(
+            i.line,
+            format!("state space .{m}; use .global, .shared, .local or generic addresses"),
+        );
     }
     let vec = vec.unwrap_or(1u64);
     let Some(ty) = ty.filter(|t| *t != Ty::Pred) else {
@@ -124,7 +134,7 @@ fn width(i: &Inst) -> R<u64> {
             format!("{w}-byte access; the sandbox allows up to 32 bytes"),
         );
     }
-    Ok(w)
+    Ok((sp.unwrap_or(Sp::Generic), w))
 }
 
 /// The modifiers with `sp` as state space, right after the leading memory-model qualifiers;
@@ -217,12 +227,12 @@ impl<'m> Fx<'_, 'm> {
     /// State space, width and address operand index of a memory instruction.
     pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
         let at = usize::from(!matches!(i.op, Some(Opcode::St | Opcode::Red)));
-        let mut sp = space(i)?;
+        let (mut sp, w) = space_and_width(i)?;
         if sp == Sp::Generic && i.op == Some(Opcode::Ldu) {
             // ldu reads global memory only; a generic address must point there.
             sp = Sp::Global;
         }
-        Ok((sp, width(i)?, at))
+        Ok((sp, w, at))
     }
 
     /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
