@@ -33,7 +33,8 @@ pub(super) enum Sp {
 
 /// How the address is written.
 pub(super) enum Src<'m> {
-    Reg(&'m str, i64),
+    /// A declared register, the offset, and the register's type (looked up once per access).
+    Reg(&'m str, i64, &'m str),
     Abs(i64),
     Sym(&'m str, i64),
 }
@@ -68,6 +69,11 @@ fn is_hint(m: &str) -> bool {
     matches!(m, "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc")
         || m.starts_with("L1::")
         || m.starts_with("L2::")
+}
+
+/// Whether a register of type `t` is 64 bits of integer.
+fn wide(t: &str) -> bool {
+    matches!(t, "u64" | "b64" | "s64")
 }
 
 fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
@@ -261,11 +267,7 @@ impl<'m> Fx<'_, 'm> {
             );
         };
         let off = *off;
-        let src = match base {
-            None => Src::Abs(off),
-            Some(n) if self.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
-            Some(n) => Src::Sym(n.as_ref(), off),
-        };
+        let src = self.src_of(base, off);
         let in_range =
             |size: u64| off >= 0 && (off as u64).checked_add(w).is_some_and(|e| e <= size);
         match (sp, src) {
@@ -297,32 +299,36 @@ impl<'m> Fx<'_, 'm> {
                 i.line,
                 format!("{n} is not a .global/.const variable of this module"),
             ),
-            (Sp::Global | Sp::Const, Src::Reg(r, o))
-                if self.group(i, rest, (sp, w, at), r, o, out)? =>
+            (Sp::Global | Sp::Const, Src::Reg(r, o, t))
+                if self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
             {
                 Ok(())
             }
             // statics.rs first: its exact offsets are cheaper to check than bounds.rs's proofs.
-            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
+            (Sp::Local, Src::Reg(r, o, _)) if !is_atomic && self.static_local(r, o, w) => {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            (Sp::Shared | Sp::Local, Src::Reg(r, o))
+            (Sp::Shared | Sp::Local, Src::Reg(r, o, _))
                 if !(is_atomic && sp == Sp::Local)
                     && self.ranged_access(r, o, w, sp == Sp::Shared) =>
             {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
-            (Sp::Local, Src::Reg(r, o))
-                if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
+            (Sp::Shared, Src::Reg(r, o, t))
+                if self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
+            {
+                Ok(())
+            }
+            (Sp::Local, Src::Reg(r, o, t))
+                if !is_atomic && self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
             {
                 Ok(())
             }
             (Sp::Global | Sp::Const, src) => {
                 let x = match src {
-                    Src::Reg(r, 0) if self.is64(r) => r,
+                    Src::Reg(r, 0, t) if wide(t) => r,
                     src => {
                         self.load(out, &src, i.line)?;
                         "%__sbx_a"
@@ -403,17 +409,12 @@ impl<'m> Fx<'_, 'm> {
         else {
             return refused(i.line, "cp.async operands must be [address]es");
         };
-        let src_of = |fx: &Self, b: &'m Option<Str<'m>>, off: i64| match b {
-            None => Src::Abs(off),
-            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
-            Some(n) => Src::Sym(n.as_ref(), off),
-        };
         let w = size as u64;
         let n = self.ngroups;
         self.ngroups += 1;
         let (g, q) = (numbered("g", n.into()), numbered("gq", n.into()));
         let gr = numbered("%__sbx_g", n.into());
-        match src_of(self, sb, *soff) {
+        match self.src_of(sb, *soff) {
             Src::Sym(name, off) => {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
                     return refused(i.line, format!("{name} is not a .global variable"));
@@ -423,7 +424,7 @@ impl<'m> Fx<'_, 'm> {
             src => self.load_into(out, &g, &src, i.line)?,
         }
         self.fence_global_into(out, &g, &gr, "%__sbx_lim", w, i.guard.as_ref());
-        let dst = src_of(self, db, *doff);
+        let dst = self.src_of(db, *doff);
         if let Src::Sym(name, _) = dst
             && self.shared_size(name).is_none()
         {
@@ -439,8 +440,16 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    fn is64(&self, r: &str) -> bool {
-        matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
+    /// How the address `[b+off]` is written: a declared register (with its type), a variable,
+    /// or an absolute address.
+    fn src_of(&self, b: &'m Option<Str<'m>>, off: i64) -> Src<'m> {
+        match b {
+            None => Src::Abs(off),
+            Some(n) => match self.reg_ty(n) {
+                Some(t) => Src::Reg(n.as_ref(), off, t),
+                None => Src::Sym(n.as_ref(), off),
+            },
+        }
     }
 
     /// Static size of a shared variable visible here: `Some(None)` for a dynamic one.
@@ -492,10 +501,10 @@ impl<'m> Fx<'_, 'm> {
             });
         };
         match *src {
-            Src::Reg(r, off) => match self.reg_ty(r) {
-                Some("u64" | "b64" | "s64") if off == 0 => line(out, "mov.u64", Some(r), None),
-                Some("u64" | "b64" | "s64") => line(out, "add.u64", Some(r), Some(off)),
-                Some("u32" | "b32" | "s32") => {
+            Src::Reg(r, off, t) => match t {
+                "u64" | "b64" | "s64" if off == 0 => line(out, "mov.u64", Some(r), None),
+                "u64" | "b64" | "s64" => line(out, "add.u64", Some(r), Some(off)),
+                "u32" | "b32" | "s32" => {
                     line(out, "cvt.u64.u32", Some(r), None);
                     if off != 0 {
                         line(out, "add.u64", Some(&d), Some(off));

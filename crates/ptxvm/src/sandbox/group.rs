@@ -170,15 +170,14 @@ impl<'m> Fx<'_, 'm> {
         true
     }
 
-    /// Fences `i` together with the later accesses of its run, if there are any; returns
-    /// whether it did.
+    /// Fences `i`, an access at `[r+off]` through register `r` of type `ty`, together with the
+    /// later accesses of its run, if there are any; returns whether it did.
     pub(super) fn group(
         &mut self,
         i: &'m Inst<'m>,
         rest: &'m [Stmt<'m>],
         (sp, w, at): (Sp, u64, usize),
-        r: &str,
-        off: i64,
+        (r, off, ty): (&str, i64, &str),
         out: &mut Vec<O<'m>>,
     ) -> R<bool> {
         let wi = w as i64;
@@ -229,7 +228,7 @@ impl<'m> Fx<'_, 'm> {
         self.ngroups += 1;
         let (g, span) = (numbered("g", n.into()), (hi - lo) as u64);
         let reg = numbered("%__sbx_g", n.into());
-        self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
+        self.load_into(out, &g, &Src::Reg(r, lo, ty), i.line)?;
         let (space, guard) = match sp {
             Sp::Shared | Sp::Local => {
                 let win = if sp == Sp::Shared {
