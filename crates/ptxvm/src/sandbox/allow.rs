@@ -106,6 +106,15 @@ pub(crate) fn analyse<'m>(
             shared.insert(v.name.as_ref(), size);
         }
     }
+    // Every definition's name, entries included: a module defining one name twice (two
+    // entries, or an entry and a device function) is invalid PTX that NVIDIA's JIT refuses, and
+    // the host, which finds a kernel by name, could pair one entry's code with the other's
+    // parameters. Each name maps to its first definition, gathered first so that a declaration
+    // is checked in one lookup, not a walk; a later definition is refused in source order below.
+    let mut defined: HashMap<&str, *const Func> = HashMap::with_capacity(m.funcs.len());
+    for f in m.funcs.iter().filter(|f| f.body.is_some()) {
+        defined.entry(f.name.as_ref()).or_insert(f as *const Func);
+    }
     for f in &m.funcs {
         if reserved(&f.name) {
             return refused(
@@ -114,8 +123,7 @@ pub(crate) fn analyse<'m>(
             );
         }
         if f.body.is_none() {
-            let defined = m.funcs.iter().any(|g| g.name == f.name && g.body.is_some());
-            if !defined {
+            if !defined.contains_key(f.name.as_ref()) {
                 return refused(
                     f.line,
                     format!(
@@ -127,11 +135,17 @@ pub(crate) fn analyse<'m>(
             }
             continue;
         }
-        if !f.is_entry && funcs.insert(f.name.as_ref(), f).is_some() {
+        if !defined
+            .get(f.name.as_ref())
+            .is_some_and(|&first| std::ptr::eq(first, f))
+        {
             return Err(Error::Invalid {
                 line: f.line,
                 msg: format!("function {} defined twice", f.name),
             });
+        }
+        if !f.is_entry {
+            funcs.insert(f.name.as_ref(), f);
         }
     }
     let mut info = Info {

@@ -175,10 +175,22 @@ impl<'m> Analysis<'m> {
 
     /// [`Analysis::val`] of `r` from its writes (memoized).
     fn val_of_defs(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
-        let defs = self.defs.get(r).cloned().unwrap_or_default();
         let mut deps = Vec::new();
         // The union over every write: unknown at the first write that is (no write at all: the
-        // register is a parameter or never set, so unknown too).
+        // register is a parameter or never set, so unknown too). The writes' indices copied
+        // out of the map (`def` needs `self`), on the stack for the one or two of most.
+        let (mut few, mut more) = ([0usize; 4], Vec::new());
+        let defs: &[usize] = match self.defs.get(r) {
+            None => &[],
+            Some(d) if d.len() <= few.len() => {
+                few[..d.len()].copy_from_slice(d);
+                &few[..d.len()]
+            }
+            Some(d) => {
+                more.extend_from_slice(d);
+                &more
+            }
+        };
         let v = defs
             .iter()
             .try_fold(None, |acc: Option<Val<'m>>, &k| {
@@ -240,12 +252,23 @@ impl<'m> Analysis<'m> {
         if d != r {
             return None;
         }
-        let m: Vec<&str> = i.mods.iter().map(|m| m.as_ref()).collect();
+        // The modifiers as names, on the stack: every form below has at most two but `ld`, which
+        // reads only the last and whether any is a vector size (more than a few: on the heap).
+        let (mut few, mut more) = ([""; 4], Vec::new());
+        let m: &[&str] = if i.mods.len() <= few.len() {
+            for (slot, m) in few.iter_mut().zip(&i.mods) {
+                *slot = m.as_ref();
+            }
+            &few[..i.mods.len()]
+        } else {
+            more.extend(i.mods.iter().map(|m| m.as_ref()));
+            &more
+        };
         let konst = |o: &Operand| match o {
             Operand::Int(k) => Some(*k),
             _ => None,
         };
-        match (i.opcode.as_ref(), m.as_slice(), src) {
+        match (i.opcode.as_ref(), m, src) {
             ("mov", [t], [s]) if bits(t).is_some() => self.operand(cx, s, deps),
             ("cvt", [to, from], [s]) => {
                 let (tb, fb) = (bits(to)?, bits(from)?);

@@ -33,7 +33,8 @@ pub(super) enum Sp {
 
 /// How the address is written.
 pub(super) enum Src<'m> {
-    Reg(&'m str, i64),
+    /// A declared register, the offset, and the register's type (looked up once per access).
+    Reg(&'m str, i64, &'m str),
     Abs(i64),
     Sym(&'m str, i64),
 }
@@ -70,6 +71,11 @@ fn is_hint(m: &str) -> bool {
         || m.starts_with("L2::")
 }
 
+/// Whether a register of type `t` is 64 bits of integer.
+fn wide(t: &str) -> bool {
+    matches!(t, "u64" | "b64" | "s64")
+}
+
 fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     Err(Error::Refused {
         line,
@@ -77,41 +83,51 @@ fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     })
 }
 
-fn space(i: &Inst) -> R<Sp> {
-    let mut sp = Sp::Generic;
-    for m in &i.mods {
-        sp = match m.as_ref() {
+/// State space and bytes of one access, in one pass over the modifiers from the end (every
+/// memory instruction, and every access a run looks at, asks both). The space is the last one
+/// named (generic if none); a `shared::`/`param::` form other than the plain ones is refused,
+/// the first named. The last vector size and the last type name count: read from the end, the
+/// type is nearly always the first modifier looked at (`ld.global.nc.f32`), and no other is
+/// parsed but one that comes after it.
+fn space_and_width(i: &Inst) -> R<(Sp, u64)> {
+    let (mut sp, mut bad, mut vec, mut ty) = (None, None, None, None);
+    for m in i.mods.iter().rev() {
+        let s = match m.as_ref() {
             "global" => Sp::Global,
             "shared" | "shared::cta" => Sp::Shared,
             "local" => Sp::Local,
             "const" => Sp::Const,
             "param" | "param::entry" | "param::func" => Sp::Param,
             m if m.starts_with("shared::") || m.starts_with("param::") => {
-                return refused(
-                    i.line,
-                    format!("state space .{m}; use .global, .shared, .local or generic addresses"),
-                );
+                bad = Some(m);
+                continue;
             }
-            _ => continue,
+            "v2" => {
+                vec = vec.or(Some(2));
+                continue;
+            }
+            "v4" => {
+                vec = vec.or(Some(4));
+                continue;
+            }
+            "v8" => {
+                vec = vec.or(Some(8));
+                continue;
+            }
+            t => {
+                if ty.is_none() {
+                    ty = Ty::parse(t);
+                }
+                continue;
+            }
         };
+        sp = sp.or(Some(s));
     }
-    Ok(sp)
-}
-
-/// Bytes one access touches.
-fn width(i: &Inst) -> R<u64> {
-    // The last vector size and the last type name count. Read from the end, the type is
-    // nearly always the first modifier looked at (`ld.global.nc.f32`): no other is parsed.
-    let mut vec = None;
-    let mut ty = None;
-    for m in i.mods.iter().rev() {
-        match m.as_ref() {
-            "v2" => vec = vec.or(Some(2)),
-            "v4" => vec = vec.or(Some(4)),
-            "v8" => vec = vec.or(Some(8)),
-            t if ty.is_none() => ty = Ty::parse(t),
-            _ => {}
-        }
+    if let Some(m) = bad {
+        return refused(
+            i.line,
+            format!("state space .{m}; use .global, .shared, .local or generic addresses"),
+        );
     }
     let vec = vec.unwrap_or(1u64);
     let Some(ty) = ty.filter(|t| *t != Ty::Pred) else {
@@ -124,31 +140,69 @@ fn width(i: &Inst) -> R<u64> {
             format!("{w}-byte access; the sandbox allows up to 32 bytes"),
         );
     }
-    Ok(w)
+    Ok((sp.unwrap_or(Sp::Generic), w))
 }
 
 /// The modifiers with `sp` as state space, right after the leading memory-model qualifiers;
 /// hints that only global memory takes and (for local) memory-model qualifiers are dropped.
-/// Kept inline (a few): a list per fenced access was an allocation each.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+/// Each is handed to `put` in order, the space as `None`.
+fn respace_each<'s, 'a>(
+    mods: &'s [Str<'a>],
+    sp: &'static str,
+    mut put: impl FnMut(Option<&'s Str<'a>>),
+) {
     let strip_hints = sp != "global";
     let strip_sem = sp == "local";
     let kept = mods
         .iter()
         .filter(|m| !(is_space(m) || strip_hints && is_hint(m) || strip_sem && is_sem(m)));
-    let mut v = Small::new();
     let mut placed = false;
     for m in kept {
         if !placed && !is_sem(m) {
-            v.push(Str::Borrowed(sp));
+            put(None);
             placed = true;
         }
-        v.push(m.clone());
+        put(Some(m));
     }
     if !placed {
-        v.push(Str::Borrowed(sp));
+        put(None);
     }
+}
+
+/// [`respace_each`]'s modifiers, as an instruction's.
+/// Kept inline (a few): a list per fenced access was an allocation each.
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+    let mut v = Small::new();
+    respace_each(mods, sp, |m| {
+        v.push(m.cloned().unwrap_or(Str::Borrowed(sp)));
+    });
     v
+}
+
+/// Most modifiers [`respaced`] keeps on the stack.
+const FEW_MODS: usize = 8;
+
+/// `f` of [`respace_each`]'s modifiers, borrowed: a fenced access printed so copies no
+/// modifier and drops no list.
+fn respaced<R>(mods: &[Str<'_>], sp: &'static str, f: impl FnOnce(&[&str]) -> R) -> R {
+    let (mut few, mut n, mut more) = ([""; FEW_MODS], 0, Vec::new());
+    respace_each(mods, sp, |m| {
+        let m = m.map_or(sp, |m| m.as_ref());
+        if n < FEW_MODS {
+            few[n] = m;
+            n += 1;
+        } else {
+            if more.is_empty() {
+                more.extend_from_slice(&few);
+            }
+            more.push(m);
+        }
+    });
+    if more.is_empty() {
+        f(&few[..n])
+    } else {
+        f(&more)
+    }
 }
 
 /// `sub.u64 %__sbx_x, x, %__sbx_base;`: the offset into the arena that a global fence compares
@@ -179,12 +233,12 @@ impl<'m> Fx<'_, 'm> {
     /// State space, width and address operand index of a memory instruction.
     pub(super) fn classify(i: &Inst) -> R<(Sp, u64, usize)> {
         let at = usize::from(!matches!(i.op, Some(Opcode::St | Opcode::Red)));
-        let mut sp = space(i)?;
+        let (mut sp, w) = space_and_width(i)?;
         if sp == Sp::Generic && i.op == Some(Opcode::Ldu) {
             // ldu reads global memory only; a generic address must point there.
             sp = Sp::Global;
         }
-        Ok((sp, width(i)?, at))
+        Ok((sp, w, at))
     }
 
     /// Rewrites one memory instruction; `rest` is what follows it in its block (accesses
@@ -213,11 +267,7 @@ impl<'m> Fx<'_, 'm> {
             );
         };
         let off = *off;
-        let src = match base {
-            None => Src::Abs(off),
-            Some(n) if self.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
-            Some(n) => Src::Sym(n.as_ref(), off),
-        };
+        let src = self.src_of(base, off);
         let in_range =
             |size: u64| off >= 0 && (off as u64).checked_add(w).is_some_and(|e| e <= size);
         match (sp, src) {
@@ -249,32 +299,36 @@ impl<'m> Fx<'_, 'm> {
                 i.line,
                 format!("{n} is not a .global/.const variable of this module"),
             ),
-            (Sp::Global | Sp::Const, Src::Reg(r, o))
-                if self.group(i, rest, (sp, w, at), r, o, out)? =>
+            (Sp::Global | Sp::Const, Src::Reg(r, o, t))
+                if self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
             {
                 Ok(())
             }
             // statics.rs first: its exact offsets are cheaper to check than bounds.rs's proofs.
-            (Sp::Local, Src::Reg(r, o)) if !is_atomic && self.static_local(r, o, w) => {
+            (Sp::Local, Src::Reg(r, o, _)) if !is_atomic && self.static_local(r, o, w) => {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            (Sp::Shared | Sp::Local, Src::Reg(r, o))
+            (Sp::Shared | Sp::Local, Src::Reg(r, o, _))
                 if !(is_atomic && sp == Sp::Local)
                     && self.ranged_access(r, o, w, sp == Sp::Shared) =>
             {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            (Sp::Shared, Src::Reg(r, o)) if self.group(i, rest, (sp, w, at), r, o, out)? => Ok(()),
-            (Sp::Local, Src::Reg(r, o))
-                if !is_atomic && self.group(i, rest, (sp, w, at), r, o, out)? =>
+            (Sp::Shared, Src::Reg(r, o, t))
+                if self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
+            {
+                Ok(())
+            }
+            (Sp::Local, Src::Reg(r, o, t))
+                if !is_atomic && self.group(i, rest, (sp, w, at), (r, o, t), out)? =>
             {
                 Ok(())
             }
             (Sp::Global | Sp::Const, src) => {
                 let x = match src {
-                    Src::Reg(r, 0) if self.is64(r) => r,
+                    Src::Reg(r, 0, t) if wide(t) => r,
                     src => {
                         self.load(out, &src, i.line)?;
                         "%__sbx_a"
@@ -355,17 +409,12 @@ impl<'m> Fx<'_, 'm> {
         else {
             return refused(i.line, "cp.async operands must be [address]es");
         };
-        let src_of = |fx: &Self, b: &'m Option<Str<'m>>, off: i64| match b {
-            None => Src::Abs(off),
-            Some(n) if fx.reg_ty(n).is_some() => Src::Reg(n.as_ref(), off),
-            Some(n) => Src::Sym(n.as_ref(), off),
-        };
         let w = size as u64;
         let n = self.ngroups;
         self.ngroups += 1;
         let (g, q) = (numbered("g", n.into()), numbered("gq", n.into()));
         let gr = numbered("%__sbx_g", n.into());
-        match src_of(self, sb, *soff) {
+        match self.src_of(sb, *soff) {
             Src::Sym(name, off) => {
                 let Some(&(goff, _)) = self.info.globals.get(name) else {
                     return refused(i.line, format!("{name} is not a .global variable"));
@@ -375,7 +424,7 @@ impl<'m> Fx<'_, 'm> {
             src => self.load_into(out, &g, &src, i.line)?,
         }
         self.fence_global_into(out, &g, &gr, "%__sbx_lim", w, i.guard.as_ref());
-        let dst = src_of(self, db, *doff);
+        let dst = self.src_of(db, *doff);
         if let Src::Sym(name, _) = dst
             && self.shared_size(name).is_none()
         {
@@ -391,8 +440,16 @@ impl<'m> Fx<'_, 'm> {
         Ok(())
     }
 
-    fn is64(&self, r: &str) -> bool {
-        matches!(self.reg_ty(r), Some("u64" | "b64" | "s64"))
+    /// How the address `[b+off]` is written: a declared register (with its type), a variable,
+    /// or an absolute address.
+    fn src_of(&self, b: &'m Option<Str<'m>>, off: i64) -> Src<'m> {
+        match b {
+            None => Src::Abs(off),
+            Some(n) => match self.reg_ty(n) {
+                Some(t) => Src::Reg(n.as_ref(), off, t),
+                None => Src::Sym(n.as_ref(), off),
+            },
+        }
     }
 
     /// Static size of a shared variable visible here: `Some(None)` for a dynamic one.
@@ -444,10 +501,10 @@ impl<'m> Fx<'_, 'm> {
             });
         };
         match *src {
-            Src::Reg(r, off) => match self.reg_ty(r) {
-                Some("u64" | "b64" | "s64") if off == 0 => line(out, "mov.u64", Some(r), None),
-                Some("u64" | "b64" | "s64") => line(out, "add.u64", Some(r), Some(off)),
-                Some("u32" | "b32" | "s32") => {
+            Src::Reg(r, off, t) => match t {
+                "u64" | "b64" | "s64" if off == 0 => line(out, "mov.u64", Some(r), None),
+                "u64" | "b64" | "s64" => line(out, "add.u64", Some(r), Some(off)),
+                "u32" | "b32" | "s32" => {
                     line(out, "cvt.u64.u32", Some(r), None);
                     if off != 0 {
                         line(out, "add.u64", Some(&d), Some(off));
@@ -730,20 +787,21 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<(Str<'m>, bool)>,
         addr: Operand,
     ) {
-        let mods = respace(&i.mods, sp);
-        Self::with_text(out, |t| {
-            t.push('\t');
-            // Only texture operands fail to print, and the allow-list refused those already.
-            let _ = super::print::parts(
-                t,
-                guard.as_ref(),
-                &i.opcode,
-                &mods,
-                &i.operands,
-                Some((at, &addr)),
-                i.line,
-            );
-            t.push('\n');
+        respaced(&i.mods, sp, |mods| {
+            Self::with_text(out, |t| {
+                t.push('\t');
+                // Only texture operands fail to print, and the allow-list refused those already.
+                let _ = super::print::parts(
+                    t,
+                    guard.as_ref(),
+                    &i.opcode,
+                    mods,
+                    &i.operands,
+                    Some((at, &addr)),
+                    i.line,
+                );
+                t.push('\n');
+            });
         });
     }
 }
@@ -758,7 +816,15 @@ mod tests {
 
     #[test]
     fn respace_puts_the_space_after_memory_model_qualifiers() {
-        let respaced = |m: &[&'static str], sp| respace(&s(m), sp).into_vec();
+        let respaced = |m: &[&'static str], sp| {
+            let v = respace(&s(m), sp).into_vec();
+            // The borrowed form keeps the same modifiers, past the stack's few too.
+            let long: Vec<Str> = s(m).into_iter().cycle().take(4 * m.len()).collect();
+            let want: Vec<String> = respace(&long, sp).iter().map(|x| x.to_string()).collect();
+            respaced(&long, sp, |b| assert_eq!(b, want.as_slice()));
+            respaced(&s(m), sp, |b| assert_eq!(b, v.as_slice()));
+            v
+        };
         assert_eq!(
             respaced(&["volatile", "u32"], "shared"),
             s(&["volatile", "shared", "u32"])

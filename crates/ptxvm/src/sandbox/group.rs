@@ -56,7 +56,26 @@ fn call_returns<'i, 'a>(i: &'i Inst<'a>) -> Option<&'i Operand<'a>> {
 }
 
 /// The registers `i` may write (those [`writes`] holds for), each once, appended to `out`.
+/// Inlined for nearly every instruction, which writes one register, named first, and has no
+/// pair; the rest, and the frame they need, out of line.
+#[inline]
 pub(super) fn written_regs<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
+    use Opcode::{Bar, Barrier, Call};
+    // `writes_first` holds, and `call_returns` does not, for such an opcode.
+    if let Some(op) = i.op
+        && !matches!(op, Bar | Barrier | Call)
+        && op.writes_first_operand()
+        && let [Operand::Name(x), rest @ ..] = i.operands.as_slice()
+        && !rest.iter().any(|o| matches!(o, Operand::Pair(..)))
+    {
+        out.push(x);
+        return;
+    }
+    written_regs_rest(i, out);
+}
+
+#[inline(never)]
+fn written_regs_rest<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
     fn names<'m>(o: &'m Operand<'m>, start: usize, out: &mut Vec<&'m str>) {
         let mut add = |n: &'m Str<'m>| {
             if !out[start..].contains(&n.as_ref()) {
@@ -151,15 +170,14 @@ impl<'m> Fx<'_, 'm> {
         true
     }
 
-    /// Fences `i` together with the later accesses of its run, if there are any; returns
-    /// whether it did.
+    /// Fences `i`, an access at `[r+off]` through register `r` of type `ty`, together with the
+    /// later accesses of its run, if there are any; returns whether it did.
     pub(super) fn group(
         &mut self,
         i: &'m Inst<'m>,
         rest: &'m [Stmt<'m>],
         (sp, w, at): (Sp, u64, usize),
-        r: &str,
-        off: i64,
+        (r, off, ty): (&str, i64, &str),
         out: &mut Vec<O<'m>>,
     ) -> R<bool> {
         let wi = w as i64;
@@ -210,7 +228,7 @@ impl<'m> Fx<'_, 'm> {
         self.ngroups += 1;
         let (g, span) = (numbered("g", n.into()), (hi - lo) as u64);
         let reg = numbered("%__sbx_g", n.into());
-        self.load_into(out, &g, &Src::Reg(r, lo), i.line)?;
+        self.load_into(out, &g, &Src::Reg(r, lo, ty), i.line)?;
         let (space, guard) = match sp {
             Sp::Shared | Sp::Local => {
                 let win = if sp == Sp::Shared {

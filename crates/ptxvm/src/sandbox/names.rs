@@ -59,12 +59,21 @@ impl<'m, V> NameMap<'m, V> {
         }
     }
 
+    /// Inlined where it is asked (a register's type, at nearly every instruction): the short
+    /// list's walk is a few compares, and the call and its frame, sized for the hashed path,
+    /// cost more than they did.
+    #[inline]
     pub(crate) fn get(&self, name: &str) -> Option<&V> {
         if self.many.is_empty() {
             self.few.iter().find(|(n, _)| same(n, name)).map(|(_, v)| v)
         } else {
-            self.many.get(name)
+            self.hashed(name)
         }
+    }
+
+    #[inline(never)]
+    fn hashed(&self, name: &str) -> Option<&V> {
+        self.many.get(name)
     }
 }
 

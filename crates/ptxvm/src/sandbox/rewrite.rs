@@ -285,6 +285,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         rets: Vec::new(),
         nested_rets: false,
     };
+    // Sized once: grown from empty, each function's map rehashed on its way to its size.
+    fx.params.reserve(f.params.len() + f.rets.len());
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }

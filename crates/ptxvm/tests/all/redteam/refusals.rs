@@ -1,5 +1,6 @@
 //! Red-team attacks the sandbox refuses at load, naming the line: trap, brkpt, recursion,
-//! indirect calls, textures, surfaces, externs, and barriers that can leave threads waiting.
+//! indirect calls, textures, surfaces, externs, barriers that can leave threads waiting, and a
+//! name defined twice.
 
 use super::*;
 
@@ -130,4 +131,39 @@ fn barriers_that_can_leave_threads_waiting_are_refused_and_whole_block_barrier_z
     ] {
         sandbox(&ptx(&k(body)), &Policy::default()).unwrap_or_else(|e| panic!("{body}: {e}"));
     }
+}
+
+#[test]
+fn a_name_defined_twice_is_invalid_whether_entry_or_device_function() {
+    // The host finds a kernel by name: two entries named alike could pair the second's code with
+    // the first's parameter count and frame sizes. NVIDIA's JIT refuses such a module too.
+    let k = |n: u32| {
+        format!(
+            ".visible .entry k(.param .u64 p{n}) {{\n .reg .b64 %rd1;\n ld.param.u64 %rd1, [p{n}];\n st.global.u32 [%rd1], {n};\n ret;\n}}\n"
+        )
+    };
+    let f = ".func k() {\n ret;\n}\n";
+    let cases = [
+        (format!("{}{}", k(1), k(2)), 10),
+        (format!("{}{}", k(1), f), 10),
+        (format!("{f}{}", k(1)), 7),
+        (format!("{f}{f}"), 7),
+        // A declaration ahead of both does not make either of them the one definition.
+        (format!(".func k();\n{}{}", k(1), k(2)), 11),
+    ];
+    for (src, line) in cases {
+        match sandbox(&ptx(&src), &Policy::default()) {
+            Err(Error::Invalid { line: l, msg }) => {
+                assert_eq!(l, line, "{src}: {msg}");
+                assert_eq!(msg, "function k defined twice", "{src}");
+            }
+            other => panic!("{src}: expected the second definition refused, got {other:?}"),
+        }
+    }
+    // One definition with a declaration ahead of it stays allowed.
+    sandbox(
+        &ptx(&format!(".func g();\n.func g() {{\n ret;\n}}\n{}", k(1))),
+        &Policy::default(),
+    )
+    .unwrap();
 }
