@@ -126,6 +126,17 @@ pub(crate) fn lower(m: &ast::Module) -> R<(Vec<Kernel>, Vec<GlobalInfo>)> {
             init,
         });
     }
+    // A name defined twice is invalid PTX (NVIDIA's JIT refuses the module): without this, a
+    // launch by name would run whichever definition came first.
+    let mut defined = std::collections::HashSet::new();
+    for f in m.funcs.iter().filter(|f| f.body.is_some()) {
+        if !defined.insert(f.name.as_ref()) {
+            return Err(Error::Invalid {
+                line: f.line,
+                msg: format!("function {} defined twice", f.name),
+            });
+        }
+    }
     let mut kernels = Vec::new();
     for f in m.funcs.iter().filter(|f| f.is_entry) {
         if f.body.is_none() {

@@ -34,6 +34,22 @@ fn out_of_bounds_store_faults_with_block_thread_and_line() {
 }
 
 #[test]
+fn a_module_defining_a_name_twice_fails_load_as_nvidia_refuses_it() {
+    let entry = ".visible .entry k()\n{\n\tret;\n}\n";
+    let func = ".func k()\n{\n\tret;\n}\n";
+    for (first, second) in [(entry, entry), (entry, func), (func, entry), (func, func)] {
+        let src = format!("{HEAD}{first}{second}");
+        match Module::load(&src) {
+            Err(Error::Invalid { msg, .. }) => assert_eq!(msg, "function k defined twice"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A prototype and its one definition are one function, not two.
+    let ok = format!("{HEAD}.func g();\n.func g()\n{{\n\tret;\n}}\n{entry}");
+    assert!(Module::load(&ok).is_ok());
+}
+
+#[test]
 fn unsupported_instruction_fails_load_naming_its_line() {
     let src = format!(
         "{HEAD}.visible .entry k()\n{{\n\t.reg .b32 %r<3>;\n\tvadd.u32.u32.u32 %r1, %r2, %r2, %r1;\n\tret;\n}}\n"
