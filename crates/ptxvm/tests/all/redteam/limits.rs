@@ -145,7 +145,7 @@ fn a_long_chain_of_dependent_registers_feeding_an_address_is_rewritten_on_a_host
 }
 
 #[test]
-fn a_module_whose_rewrite_would_outgrow_the_output_limit_is_refused_before_it_is_put_together() {
+fn a_module_whose_rewrite_would_outgrow_the_output_limit_is_refused_saying_to_split_it() {
     // A call chain: each function's prologue and call marshalling grow it about 20 times, the
     // shape that makes the most JIT input per byte of a guest's text.
     let mut src = String::new();
