@@ -9,8 +9,6 @@
 //! would see an undefined value, so the function starts by setting every such register to one
 //! of its values (`inits`); ptxas drops those where a write always comes first.
 
-use std::collections::BTreeSet;
-
 use super::hash::{HashMap, HashMapExt};
 
 use super::group::written_regs;
@@ -24,7 +22,9 @@ const MAX_VALUES: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Static<'m> {
     pub var: &'m str,
-    pub offsets: BTreeSet<i64>,
+    /// Sorted, each once: a few dozen at most, so searched by halves (a BTreeSet's nodes cost
+    /// more to build, search and drop than this pass's other work).
+    pub offsets: Vec<i64>,
 }
 
 enum Def<'m> {
@@ -190,6 +190,7 @@ pub(crate) fn analyse<'m>(
         }
     }
     let mut vals: Vec<Option<Static<'m>>> = vec![None; n];
+    let mut added: Vec<i64> = Vec::new();
     for _ in 0..=MAX_VALUES + 1 {
         let mut changed = false;
         for k in 0..n {
@@ -201,7 +202,7 @@ pub(crate) fn analyse<'m>(
             let cur = vals[k].as_ref();
             let have = cur.map_or(0, |st| st.offsets.len());
             let mut var = cur.map(|st| st.var);
-            let mut added = BTreeSet::new();
+            added.clear();
             let mut is_bad = false;
             for x in &defs[k] {
                 let (v, src, off) = match *x {
@@ -224,8 +225,10 @@ pub(crate) fn analyse<'m>(
                     break;
                 }
                 let mut add = |o: i64| {
-                    if !cur.is_some_and(|st| st.offsets.contains(&o)) {
-                        added.insert(o);
+                    if cur.is_none_or(|st| st.offsets.binary_search(&o).is_err())
+                        && let Err(at) = added.binary_search(&o)
+                    {
+                        added.insert(at, o);
                     }
                 };
                 match src {
@@ -245,12 +248,13 @@ pub(crate) fn analyse<'m>(
             if let Some(v) = var
                 && (cur.is_none() || !added.is_empty())
             {
-                let mut st = cur.cloned().unwrap_or(Static {
+                // `v` is the set's variable when it has one (another would have been bad).
+                let st = vals[k].get_or_insert_with(|| Static {
                     var: v,
-                    offsets: BTreeSet::new(),
+                    offsets: Vec::new(),
                 });
-                st.offsets.extend(added);
-                vals[k] = Some(st);
+                st.offsets.extend_from_slice(&added);
+                st.offsets.sort_unstable();
                 changed = true;
             }
         }
@@ -265,14 +269,13 @@ pub(crate) fn analyse<'m>(
                 vals[k].as_ref().is_some_and(|st| {
                     bad[k]
                         || defs[k].iter().any(|x| match *x {
-                            Src::Var(v) => v != st.var || !st.offsets.contains(&0),
+                            Src::Var(v) => v != st.var || st.offsets.binary_search(&0).is_err(),
                             Src::Reg(s, off) => {
                                 s.and_then(|j| vals[j].as_ref()).is_none_or(|src| {
                                     src.var != st.var
-                                        || src
-                                            .offsets
-                                            .iter()
-                                            .any(|o| !st.offsets.contains(&o.wrapping_add(off)))
+                                        || src.offsets.iter().any(|o| {
+                                            st.offsets.binary_search(&o.wrapping_add(off)).is_err()
+                                        })
                                 })
                             }
                         })
