@@ -32,20 +32,44 @@ enum Def<'m> {
     Reg(&'m str, i64),
 }
 
+/// Most `.local` variables looked for by comparing names rather than by hashing.
+const FEW_LOCALS: usize = 4;
+
+/// The function's `.local` variables, asked about the source of every `mov` of a register: a
+/// function has one or two, compared (lengths first) for less than the hash of the name.
+enum Locals<'a, 'm> {
+    Few(Vec<&'m str>),
+    Many(&'a HashMap<&'m str, u64>),
+}
+
+impl Locals<'_, '_> {
+    fn has(&self, n: &str) -> bool {
+        match self {
+            Locals::Few(v) => v.contains(&n),
+            Locals::Many(m) => m.contains_key(n),
+        }
+    }
+}
+
+/// Whether two names are equal: nearly always the same text in memory here (a set's variable is
+/// copied from register to register; a written register is its instruction's operand), which
+/// settles it without comparing bytes.
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 /// How `i` sets `r`, if it is one of the static forms.
-fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &HashMap<&str, u64>) -> Option<Def<'m>> {
+fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &Locals<'_, '_>) -> Option<Def<'m>> {
     // Only a `mov` or an `add` is one (most instructions are neither: one compare rejects them).
     if !matches!(i.op, Some(Opcode::Mov | Opcode::Add)) {
         return None;
     }
     let wide = i.mods.len() == 1 && matches!(i.mods[0].as_ref(), "u64" | "s64" | "b64");
-    if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if d == r) {
+    if !wide || !matches!(i.operands.first(), Some(Operand::Name(d)) if same(d, r)) {
         return None;
     }
     match (i.op, &i.operands[1..]) {
-        (Some(Opcode::Mov), [Operand::Name(v)]) if locals.contains_key(v.as_ref()) => {
-            Some(Def::Var(v.as_ref()))
-        }
+        (Some(Opcode::Mov), [Operand::Name(v)]) if locals.has(v) => Some(Def::Var(v.as_ref())),
         (Some(Opcode::Mov), [Operand::Name(s)]) if s.starts_with('%') => {
             Some(Def::Reg(s.as_ref(), 0))
         }
@@ -109,6 +133,11 @@ pub(crate) fn analyse<'m>(
     if locals.is_empty() {
         return HashMap::new();
     }
+    let locals = if locals.len() <= FEW_LOCALS {
+        Locals::Few(locals.keys().copied().collect())
+    } else {
+        Locals::Many(locals)
+    };
     let mut all = Vec::with_capacity(body.len());
     insts(body, &mut all);
     let mut shadowed = Vec::new();
@@ -127,6 +156,8 @@ pub(crate) fn analyse<'m>(
         });
     };
     let mut copies: Vec<(&'m str, &'m str)> = Vec::new();
+    // How many instructions are of a static form: no candidate has more writes kept below.
+    let mut forms = 0;
     for i in &all {
         // `def_of`'s first test, here: most instructions fail it, and then skip the call.
         if !matches!(i.op, Some(Opcode::Mov | Opcode::Add)) {
@@ -135,7 +166,9 @@ pub(crate) fn analyse<'m>(
         let Some(Operand::Name(r)) = i.operands.first() else {
             continue;
         };
-        match def_of(i, r, locals) {
+        let d = def_of(i, r, &locals);
+        forms += usize::from(d.is_some());
+        match d {
             Some(Def::Var(_)) => number(r.as_ref(), &mut ids),
             Some(Def::Reg(s, _)) => copies.push((r.as_ref(), s)),
             None => {}
@@ -169,7 +202,7 @@ pub(crate) fn analyse<'m>(
         .collect();
     // Every write of a candidate, in order, in one pass over the body (not one per candidate);
     // a write of another form disqualifies it.
-    let mut defs: Vec<Vec<Src<'m>>> = vec![Vec::new(); n];
+    let mut writes: Vec<(usize, Src<'m>)> = Vec::with_capacity(forms);
     let mut written = Vec::new();
     for i in &all {
         written.clear();
@@ -182,13 +215,29 @@ pub(crate) fn analyse<'m>(
             if bad[k] {
                 continue;
             }
-            match def_of(i, r, locals) {
-                Some(Def::Var(v)) => defs[k].push(Src::Var(v)),
-                Some(Def::Reg(s, o)) => defs[k].push(Src::Reg(ids.get(s).copied(), o)),
+            match def_of(i, r, &locals) {
+                Some(Def::Var(v)) => writes.push((k, Src::Var(v))),
+                Some(Def::Reg(s, o)) => writes.push((k, Src::Reg(ids.get(s).copied(), o))),
                 None => bad[k] = true,
             }
         }
     }
+    // Grouped by candidate into one array (a counting sort, order kept): a Vec per candidate
+    // was regrown write by write.
+    let mut start = vec![0usize; n + 1];
+    for &(k, _) in &writes {
+        start[k + 1] += 1;
+    }
+    for k in 0..n {
+        start[k + 1] += start[k];
+    }
+    let mut next = start.clone();
+    let mut flat = vec![Src::Reg(None, 0); writes.len()];
+    for &(k, x) in &writes {
+        flat[next[k]] = x;
+        next[k] += 1;
+    }
+    let defs = |k: usize| &flat[start[k]..start[k + 1]];
     let mut vals: Vec<Option<Static<'m>>> = vec![None; n];
     let mut added: Vec<i64> = Vec::new();
     for _ in 0..=MAX_VALUES + 1 {
@@ -204,7 +253,7 @@ pub(crate) fn analyse<'m>(
             let mut var = cur.map(|st| st.var);
             added.clear();
             let mut is_bad = false;
-            for x in &defs[k] {
+            for x in defs(k) {
                 let (v, src, off) = match *x {
                     Src::Var(v) => (v, None, 0),
                     Src::Reg(None, _) => {
@@ -220,7 +269,7 @@ pub(crate) fn analyse<'m>(
                         None => continue,
                     },
                 };
-                if *var.get_or_insert(v) != v {
+                if !same(var.get_or_insert(v), v) {
                     is_bad = true;
                     break;
                 }
@@ -268,11 +317,13 @@ pub(crate) fn analyse<'m>(
             .filter(|&k| {
                 vals[k].as_ref().is_some_and(|st| {
                     bad[k]
-                        || defs[k].iter().any(|x| match *x {
-                            Src::Var(v) => v != st.var || st.offsets.binary_search(&0).is_err(),
+                        || defs(k).iter().any(|x| match *x {
+                            Src::Var(v) => {
+                                !same(v, st.var) || st.offsets.binary_search(&0).is_err()
+                            }
                             Src::Reg(s, off) => {
                                 s.and_then(|j| vals[j].as_ref()).is_none_or(|src| {
-                                    src.var != st.var
+                                    !same(src.var, st.var)
                                         || src.offsets.iter().any(|o| {
                                             st.offsets.binary_search(&o.wrapping_add(off)).is_err()
                                         })
