@@ -151,7 +151,11 @@ pub(crate) enum Operand<'a> {
 
 impl Item for Str<'_> {
     fn owns_nothing(&self) -> bool {
-        matches!(self, Str::Borrowed(_))
+        // An empty `Owned` is what `Str::default()` is (an unused slot's value): no allocation.
+        match self {
+            Str::Borrowed(_) => true,
+            Str::Owned(s) => s.capacity() == 0,
+        }
     }
 }
 

@@ -162,9 +162,11 @@ impl<T: Item, const N: usize> Small<T, N> {
 
 /// Puts `v` where a default is (a slot from [`Small::push_slot`], a field made empty),
 /// forgetting the default rather than dropping it: it owns nothing (see `push`), and the drop
-/// was a test of its kind per slot. Given a value that owns something, this leaks it.
+/// was a test of its kind per slot (testing `owns_nothing` here instead cost 1% of a rewrite).
+/// Given a slot that owns something, this would leak it: tests assert it never is.
 #[inline]
 pub(crate) fn fill<T: Item>(slot: &mut T, v: T) {
+    debug_assert!(slot.owns_nothing(), "fill is for slots that own nothing");
     std::mem::forget(std::mem::replace(slot, v));
 }
 
@@ -250,7 +252,11 @@ impl<'a, T: Item, const N: usize> IntoIterator for &'a mut Small<T, N> {
 mod tests {
     use super::Small;
 
-    impl super::Item for u32 {}
+    impl super::Item for u32 {
+        fn owns_nothing(&self) -> bool {
+            true
+        }
+    }
 
     #[test]
     fn keeps_order_inline_and_past_it() {

@@ -415,7 +415,7 @@ impl<'m> Bounds<'m> {
 impl<'m> super::rewrite::Fx<'_, 'm> {
     /// A static variable a register may point into: (in `.shared`?, size, alignment).
     pub(super) fn static_var(&self, n: &str) -> Option<(bool, u64, u64)> {
-        if let (Some(&size), Some(&align)) = (self.locals.get(n), self.local_align.get(n)) {
+        if let Some(&(size, align)) = self.local_vars.get(n) {
             return Some((false, size, align));
         }
         if let (Some(&size), Some(&align)) = (self.shared_fn.get(n), self.shared_align.get(n)) {

@@ -101,14 +101,6 @@ fn written_regs_rest<'m>(i: &'m Inst<'m>, out: &mut Vec<&'m str>) {
         return;
     }
     let start = out.len();
-    // Nearly every instruction writes one register, named first, and has no pair: pushed as
-    // it is, with nothing to compare it against.
-    if let [Operand::Name(x), rest @ ..] = i.operands.as_slice()
-        && !rest.iter().any(|o| matches!(o, Operand::Pair(..)))
-    {
-        out.push(x);
-        return;
-    }
     let pairs = i.operands.iter().filter(|o| matches!(o, Operand::Pair(..)));
     for o in i.operands.first().into_iter().chain(pairs) {
         names(o, start, out);
@@ -124,12 +116,12 @@ pub(super) fn writes(i: &Inst, n: &str) -> bool {
 /// loop's proof looks at (group.rs, bounded.rs, ifconvert.rs), so the operands are looked at
 /// once each: the first (or a call's return list), then any `|` pair after it.
 pub(super) fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
+    if let Some(rets) = call_returns(i) {
+        return mentions(rets, &hit);
+    }
     let [first, rest @ ..] = i.operands.as_slice() else {
         return false;
     };
-    if i.op == Some(Opcode::Call) && matches!(first, Operand::List(_)) {
-        return mentions(first, &hit);
-    }
     if !writes_first(i) {
         return false;
     }

@@ -125,9 +125,9 @@ pub struct Policy {
     pub early_loop_free_check: bool,
     /// Largest rewritten module: the text the driver's JIT is handed, whose time grows with it.
     /// Checked as the text is put together, function by function; past it, the rest is only
-    /// measured (one function's text at a time), and the module refused. A module's text grows 4-5 times in the corpus,
-    /// and up to about 22 times for a hostile shape (a chain of 8,000 calls: 1.3 MB in, 29 MB
-    /// out). Default 64 MiB.
+    /// measured (one function's text at a time), and the module refused. A module's text grows
+    /// 4-5 times in the corpus, and up to about 22 times for a hostile shape (a chain of 8,000
+    /// calls: 1.3 MB in, 29 MB out). Default 64 MiB.
     pub max_output_bytes: usize,
 }
 

@@ -36,9 +36,10 @@ impl<'m> O<'m> {
 }
 
 /// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body` (`src`: the module's text, see `spelled`); then, given `copy` (its header), the entry's skip copy, which prints
-/// what only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`).
-/// The body is printed once: the copy repeats the entry's text around those statements.
+/// are `start` then `body` (`src`: the module's text, see `spelled`); then, given `copy` (its
+/// header), the entry's skip copy, which prints what only it prints (`O::Copy`) and leaves out
+/// what only the entry prints (`O::Kernel`). The body is printed once: the copy repeats the
+/// entry's text around those statements.
 pub(crate) fn rewritten(
     out: &mut String,
     src: &str,

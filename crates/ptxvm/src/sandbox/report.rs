@@ -70,12 +70,7 @@ impl<'m> Fx<'_, 'm> {
             }
             body.extend(old);
         }
-        // Where `stmts` noted every return (the usual case), no walk finds them again.
-        if self.nested_rets {
-            walk(self, body);
-        } else {
-            around(self, body, self.rets.clone());
-        }
+        walk(self, body);
         self.report(body);
     }
 }

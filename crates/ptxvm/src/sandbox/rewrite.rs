@@ -91,11 +91,10 @@ pub(crate) struct Fx<'a, 'm> {
     pub targets: std::cell::RefCell<std::collections::BTreeSet<u64>>,
     /// Registers that only hold known addresses in this function's `.local` variables.
     pub statics: HashMap<&'m str, super::statics::Static<'m>>,
-    /// This function's `.local` variables → alignment.
-    pub local_align: HashMap<&'m str, u64>,
-    /// The same two, together in a short list: `static_local` asks them of nearly every
-    /// `.local` access, and a function has a few such variables (nvcc's one depot).
-    local_vars: NameMap<'m, (u64, u64)>,
+    /// This function's `.local` variables → (size, alignment), in a short list: `static_local`
+    /// asks it of nearly every `.local` access, and a function has a few such variables
+    /// (nvcc's one depot).
+    pub local_vars: NameMap<'m, (u64, u64)>,
     /// This function's `.shared` variables → alignment.
     pub shared_align: HashMap<&'m str, u64>,
     /// Registers that only hold bounded offsets into static variables (bounds.rs).
@@ -117,10 +116,6 @@ pub(crate) struct Fx<'a, 'm> {
     checked: bool,
     unchecked_targets: HashSet<&'m str>,
     unchecked_labels: HashSet<&'m str>,
-    /// Where the body's `ret`s and `exit`s went in its top level, and whether any is inside a
-    /// nested block: `add_reports` puts its reports there without a walk over the body.
-    pub(super) rets: Vec<usize>,
-    pub(super) nested_rets: bool,
 }
 
 /// A rewritten function, and its skip copy when it has one.
@@ -271,7 +266,6 @@ pub(super) fn rewrite_body<'a, 'm>(
         spans: Default::default(),
         targets: Default::default(),
         statics: HashMap::new(),
-        local_align: HashMap::new(),
         local_vars: NameMap::default(),
         shared_align: HashMap::new(),
         bounds: Default::default(),
@@ -282,8 +276,6 @@ pub(super) fn rewrite_body<'a, 'm>(
         checked: false,
         unchecked_targets: HashSet::new(),
         unchecked_labels: HashSet::new(),
-        rets: Vec::new(),
-        nested_rets: false,
     };
     // Sized once: grown from empty, each function's map rehashed on its way to its size.
     fx.params.reserve(f.params.len() + f.rets.len());
@@ -362,7 +354,6 @@ impl<'m> Fx<'_, 'm> {
                     };
                     match v.space {
                         Space::Local => {
-                            self.local_align.insert(v.name.as_ref(), u64::from(align));
                             self.locals.insert(v.name.as_ref(), size);
                             self.local_vars
                                 .insert(v.name.as_ref(), (size, u64::from(align)));
@@ -604,9 +595,6 @@ impl<'m> Fx<'_, 'm> {
                     self.line = i.line;
                     self.inst(i, &body[k + 1..], out)?;
                     self.pos += 1;
-                    if matches!(i.op, Some(Opcode::Ret | Opcode::Exit)) {
-                        self.note_ret(i, top, out);
-                    }
                 }
                 Stmt::Block(b) => {
                     let mut inner = Vec::with_capacity(b.len());
@@ -638,15 +626,6 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
-    }
-
-    /// Notes where `ret` or `exit` `i` went (`rets`): the last of `out`, where `plain` puts it.
-    /// Anywhere else (nested, or not last), `add_reports` looks for it.
-    fn note_ret(&mut self, i: &Inst<'m>, top: bool, out: &[O<'m>]) {
-        match out.last() {
-            Some(O::Inst(j)) if top && std::ptr::eq(*j, i) => self.rets.push(out.len() - 1),
-            _ => self.nested_rets = true,
-        }
     }
 
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {

@@ -12,6 +12,7 @@
 use super::hash::{HashMap, HashMapExt};
 
 use super::group::written_regs;
+use super::names::same;
 use crate::ast::{Inst, Operand, Stmt};
 use crate::isa::Opcode;
 
@@ -49,13 +50,6 @@ impl Locals<'_, '_> {
             Locals::Many(m) => m.contains_key(n),
         }
     }
-}
-
-/// Whether two names are equal: nearly always the same text in memory here (a set's variable is
-/// copied from register to register; a written register is its instruction's operand), which
-/// settles it without comparing bytes.
-fn same(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b) || a == b
 }
 
 /// How `i` sets `r`, if it is one of the static forms.
