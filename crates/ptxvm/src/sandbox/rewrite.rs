@@ -107,6 +107,8 @@ pub(crate) struct Fx<'a, 'm> {
     pub unchecked: std::cell::RefCell<std::collections::BTreeSet<&'m str>>,
     /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
     pub deferred: std::cell::Cell<bool>,
+    /// Whether the reports before its returns print (`O::Report`; set by `add_reports`).
+    pub reports: std::rc::Rc<std::cell::Cell<bool>>,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
     /// first instruction with an effect beyond the thread's registers is reached on some path
     /// without a compare, not at once (`defer_step`).
@@ -272,6 +274,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         unchecked: Default::default(),
         looped: Vec::new(),
         deferred: Default::default(),
+        reports: Default::default(),
         defer_check: false,
         checked: false,
         unchecked_targets: HashSet::new(),
@@ -804,6 +807,9 @@ impl<'m> Fx<'_, 'm> {
                     i.opcode
                 ),
             });
+        }
+        if matches!(op, Some(Opcode::Ret | Opcode::Exit)) {
+            out.push(O::Report(self.reports.clone()));
         }
         out.push(O::Inst(i));
         Ok(())
