@@ -9,6 +9,7 @@ use super::allow::{Info, call_parts};
 use super::names::NameMap;
 use super::params::{INTERNAL_PARAMS, call_param, hidden_param, hidden_params, param_decl};
 use super::print::O;
+use super::statics::Flat;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
 use crate::error::Error;
 use crate::isa::{Family, Opcode, Sandbox};
@@ -286,9 +287,13 @@ pub(super) fn rewrite_body<'a, 'm>(
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
     fx.reserve(b);
-    fx.scan(b)?;
+    let mut flat = super::statics::Flat {
+        insts: Vec::with_capacity(b.len()),
+        nested: Vec::new(),
+    };
+    fx.scan(b, 0, &mut flat)?;
     fx.backedges = info.back_edges(f);
-    fx.statics = super::statics::analyse(b, &fx.locals, |r| {
+    fx.statics = super::statics::analyse(&flat, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
     let vars = fx.locals.keys().chain(fx.shared_fn.keys()).copied();
@@ -297,7 +302,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         .iter()
         .filter(|(_, s)| s.is_some())
         .map(|(n, _)| *n);
-    fx.bounds = super::bounds::analyse(b, vars.chain(module_shared).collect());
+    fx.bounds = super::bounds::analyse(flat, vars.chain(module_shared).collect());
     fx.looped = super::bounded::looped(&info.loops(f));
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
@@ -313,7 +318,6 @@ impl<'m> Fx<'_, 'm> {
         self.looped.get(self.pos).copied().unwrap_or(false)
     }
 
-    /// First pass: declarations and label positions.
     /// Sizes the maps `scan` fills most from one count over `body`: growing them rehashed
     /// every name each time they doubled. The counts are of statements in memory.
     fn reserve(&mut self, body: &[Stmt<'_>]) {
@@ -338,10 +342,16 @@ impl<'m> Fx<'_, 'm> {
         self.labels.reserve(n[2]);
     }
 
-    fn scan(&mut self, body: &'m [Stmt<'m>]) -> R<()> {
+    /// First pass: declarations and label positions; and, into `flat`, the instructions in
+    /// order and the registers that nested blocks declare (`depth`: how deep `body` is).
+    fn scan(&mut self, body: &'m [Stmt<'m>], depth: u32, flat: &mut Flat<'m>) -> R<()> {
         for s in body {
             match s {
                 Stmt::Reg { ty, names, .. } => {
+                    if depth > 0 {
+                        flat.nested
+                            .extend(names.iter().map(|(n, c)| (n.as_ref(), *c)));
+                    }
                     for (n, range) in names {
                         match range {
                             None => self.regs.insert(n.as_ref(), ty.as_ref()),
@@ -374,8 +384,11 @@ impl<'m> Fx<'_, 'm> {
                     self.pos += 1;
                 }
                 Stmt::Targets(n, ls, _) => drop(self.tables.insert(n.as_ref(), ls.as_slice())),
-                Stmt::Inst(_) => self.pos += 1,
-                Stmt::Block(b) => self.scan(b)?,
+                Stmt::Inst(i) => {
+                    flat.insts.push(i);
+                    self.pos += 1;
+                }
+                Stmt::Block(b) => self.scan(b, depth + 1, flat)?,
             }
         }
         Ok(())
