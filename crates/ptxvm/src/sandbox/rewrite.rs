@@ -411,6 +411,10 @@ impl<'m> Fx<'_, 'm> {
         if let Stmt::Label(l, _) = s {
             self.checked &= !self.unchecked_targets.contains(l.as_ref());
             if !self.checked {
+                // Room for every label at once: grown from empty, the set rehashed as it went.
+                if self.unchecked_labels.capacity() == 0 {
+                    self.unchecked_labels.reserve(self.labels.len());
+                }
                 self.unchecked_labels.insert(l.as_ref());
             }
             return;
