@@ -580,9 +580,10 @@ impl<'m> Walk<'_, 'm> {
         }
         for o in operands {
             match o {
-                // A register, unreserved, or a constant: most operands, and nothing to check
-                // or note (`operand`).
-                Operand::Name(n) if n.starts_with('%') && !reserved(n) => {}
+                // A register, unreserved, or an address through one, or a constant: most
+                // operands, and nothing to check or note (`operand`).
+                Operand::Name(n) | Operand::Addr(Some(n), _)
+                    if n.starts_with('%') && !reserved(n) => {}
                 Operand::Int(_) | Operand::F32Bits(_) | Operand::F64Bits(_) | Operand::Sink => {}
                 o => self.operand(o, i.line)?,
             }
