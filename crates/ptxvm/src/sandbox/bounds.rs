@@ -156,6 +156,9 @@ struct Analysis<'m> {
 /// aborts the process (every tenant with it).
 const MAX_DEPTH: usize = 128;
 
+/// Registers [`Analysis`] has room for before its maps grow.
+const MEMO_ROOM: usize = 32;
+
 impl<'m> Analysis<'m> {
     fn val(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
         if let Some(v) = self.memo.get(r) {
@@ -361,16 +364,21 @@ impl<'m> Analysis<'m> {
             }
         }
         // A register declared in a nested block may shadow one of the function's: never known.
-        let memo = nested
-            .iter()
-            .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
-            .map(|r| (*r, None))
-            .collect();
+        // Room for a few dozen registers' values at once (a function asks about a few
+        // accesses, each a short chain of registers): grown from empty, both maps rehashed
+        // every register they held each time they doubled.
+        let mut memo = HashMap::with_capacity(MEMO_ROOM);
+        memo.extend(
+            nested
+                .iter()
+                .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
+                .map(|r| (*r, None)),
+        );
         Analysis {
             all,
             defs,
             memo,
-            deps: HashMap::new(),
+            deps: HashMap::with_capacity(MEMO_ROOM),
             depth: 0,
         }
     }
