@@ -7,6 +7,7 @@ use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::Policy;
 use super::bounded::{BackEdges, Cfg};
+use super::forward::Look;
 use super::globals::Offsets;
 use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
 use crate::error::Error;
@@ -45,6 +46,9 @@ pub(crate) struct Info<'m> {
     /// Each function body's control flow: bodies no longer change once analysed, and the
     /// rewrite asks about it several times (`forward_only`, `first_poll_span`, back-edges).
     cfgs: HashMap<*const Func<'m>, Cfg<'m>>,
+    /// Each body's declared registers (single, ranges) and labels, counted in the walk
+    /// (`Info::counts`).
+    counts: HashMap<*const Func<'m>, [usize; 3]>,
     /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
@@ -164,6 +168,7 @@ pub(crate) fn analyse<'m>(
         refs: HashMap::with_capacity(m.funcs.len()),
         callees: HashMap::with_capacity(m.funcs.len()),
         cfgs: HashMap::with_capacity(m.funcs.len()),
+        counts: HashMap::with_capacity(m.funcs.len()),
         entries: HashMap::new(),
         settled_edges: Default::default(),
         entry_shared: HashMap::new(),
@@ -184,11 +189,16 @@ pub(crate) fn analyse<'m>(
             calls: Vec::new(),
             refs: HashSet::new(),
             local: 0,
+            look: Look::default(),
+            counts: [0; 3],
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
-        let (fc, refs, local) = (w.calls, w.refs, w.local);
+        let may_loop = w.look.may_loop();
+        let (fc, refs, local, counts) = (w.calls, w.refs, w.local, w.counts);
         if let Some(b) = f.body.as_deref() {
-            info.cfgs.insert(f as *const Func, Cfg::of(b));
+            info.cfgs
+                .insert(f as *const Func, Cfg::of_looked(b, may_loop));
+            info.counts.insert(f as *const Func, counts);
         }
         info.local.insert(f.name.as_ref(), local);
         info.refs.insert(f.name.as_ref(), refs);
@@ -257,6 +267,15 @@ impl<'m> Info<'m> {
             Some(c) => k(c),
             None => k(&Cfg::of(body)),
         })
+    }
+
+    /// How many registers (singly, in ranges) and labels `f`'s body declares, nested blocks
+    /// included: what the rewrite sizes its maps for (zeros for a body the walk did not see).
+    pub(crate) fn counts(&self, f: &'m Func<'m>) -> [usize; 3] {
+        self.counts
+            .get(&(f as *const Func))
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Whether `f` has no loop (`Cfg::forward_only`); a prototype has none.
@@ -489,6 +508,10 @@ struct Walk<'a, 'm> {
     calls: Vec<(&'m str, u32)>,
     refs: HashSet<&'m str>,
     local: u64,
+    /// Whether the body may loop, looked at in this walk (`Cfg::of_looked`).
+    look: Look<'m>,
+    /// [`Info::counts`] of the body.
+    counts: [usize; 3],
 }
 
 impl<'m> Walk<'_, 'm> {
@@ -496,8 +519,11 @@ impl<'m> Walk<'_, 'm> {
         for s in body {
             match s {
                 Stmt::Reg { names, line, .. } => {
-                    if let Some((n, _)) = names.iter().find(|(n, _)| reserved(n)) {
-                        return refused(*line, format!("the name {n} is reserved; rename it"));
+                    for (n, range) in names {
+                        if reserved(n) {
+                            return refused(*line, format!("the name {n} is reserved; rename it"));
+                        }
+                        self.counts[usize::from(range.is_some())] += 1;
                     }
                 }
                 Stmt::Var(v) => {
@@ -544,8 +570,15 @@ impl<'m> Walk<'_, 'm> {
                     if reserved(l) {
                         return refused(*line, format!("the label {l} is reserved; rename it"));
                     }
+                    if let Stmt::Label(..) = s {
+                        self.look.label(l);
+                        self.counts[2] += 1;
+                    }
                 }
-                Stmt::Inst(i) => self.inst(i)?,
+                Stmt::Inst(i) => {
+                    self.look.inst(i);
+                    self.inst(i)?;
+                }
                 Stmt::Block(b) => self.stmts(b, depth + 1)?,
             }
         }

@@ -145,7 +145,15 @@ fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>, marks: &mu
 impl<'m> Cfg<'m> {
     /// The control flow of a whole function body, with the branch tables it declares.
     pub(crate) fn of(body: &'m [Stmt<'m>]) -> Self {
-        if !may_loop(body) {
+        Cfg::of_looked(body, may_loop(body))
+    }
+
+    /// [`Cfg::of`], given whether `body` may loop (`forward::may_loop`, or a [`Look`] taken
+    /// in another walk over it).
+    ///
+    /// [`Look`]: super::forward::Look
+    pub(crate) fn of_looked(body: &'m [Stmt<'m>], may_loop: bool) -> Self {
+        if !may_loop {
             return Cfg::forward();
         }
         let mut found = HashMap::new();

@@ -286,7 +286,7 @@ pub(super) fn rewrite_body<'a, 'm>(
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
-    fx.reserve(b);
+    fx.reserve();
     let mut flat = super::statics::Flat {
         insts: Vec::with_capacity(b.len()),
         nested: Vec::new(),
@@ -318,25 +318,10 @@ impl<'m> Fx<'_, 'm> {
         self.looped.get(self.pos).copied().unwrap_or(false)
     }
 
-    /// Sizes the maps `scan` fills most from one count over `body`: growing them rehashed
-    /// every name each time they doubled. The counts are of statements in memory.
-    fn reserve(&mut self, body: &[Stmt<'_>]) {
-        fn count(body: &[Stmt<'_>], n: &mut [usize; 3]) {
-            for s in body {
-                match s {
-                    Stmt::Reg { names, .. } => {
-                        for (_, range) in names {
-                            n[usize::from(range.is_some())] += 1;
-                        }
-                    }
-                    Stmt::Label(..) => n[2] += 1,
-                    Stmt::Block(b) => count(b, n),
-                    _ => {}
-                }
-            }
-        }
-        let mut n = [0; 3];
-        count(body, &mut n);
+    /// Sizes the maps `scan` fills most from the counts the allow-list took in its walk
+    /// (`Info::counts`): growing them rehashed every name each time they doubled.
+    fn reserve(&mut self) {
+        let n = self.info.counts(self.f);
         self.regs.reserve(n[0]);
         self.ranges.reserve(n[1]);
         self.labels.reserve(n[2]);
