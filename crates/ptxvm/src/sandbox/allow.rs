@@ -49,6 +49,8 @@ pub(crate) struct Info<'m> {
     /// Each body's declared registers (single, ranges) and labels, counted in the walk
     /// (`Info::counts`).
     counts: HashMap<*const Func<'m>, [usize; 3]>,
+    /// Each function's `straight_span` but for its calls (`Walk::plain`).
+    plain: HashMap<&'m str, u64>,
     /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
@@ -169,6 +171,7 @@ pub(crate) fn analyse<'m>(
         callees: HashMap::with_capacity(m.funcs.len()),
         cfgs: HashMap::with_capacity(m.funcs.len()),
         counts: HashMap::with_capacity(m.funcs.len()),
+        plain: HashMap::with_capacity(m.funcs.len()),
         entries: HashMap::new(),
         settled_edges: Default::default(),
         entry_shared: HashMap::new(),
@@ -191,10 +194,12 @@ pub(crate) fn analyse<'m>(
             local: 0,
             look: Look::default(),
             counts: [0; 3],
+            plain: 0,
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
         let may_loop = w.look.may_loop();
         let (fc, refs, local, counts) = (w.calls, w.refs, w.local, w.counts);
+        info.plain.insert(f.name.as_ref(), w.plain);
         if let Some(b) = f.body.as_deref() {
             info.cfgs
                 .insert(f as *const Func, Cfg::of_looked(b, may_loop));
@@ -405,32 +410,15 @@ impl<'m> Info<'m> {
     /// instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`] (a warp's lanes may
     /// serialise on one address), a lean call as its callee's span, any other call as one (its
     /// callee polls at entry). Saturating.
+    ///
+    /// The walk summed all but the calls (`plain`); a call counts here, once the lean
+    /// functions and their spans are known, for each call in the body (`callees`).
     fn straight_span(&self, f: &'m Func<'m>) -> u64 {
-        let mut total = 0u64;
-        let mut stack: Vec<&[Stmt]> = f.body.as_deref().into_iter().collect();
-        while let Some(stmts) = stack.pop() {
-            for st in stmts {
-                match st {
-                    Stmt::Inst(i) => {
-                        let op = i.op;
-                        let callee = (op == Some(Opcode::Call))
-                            .then(|| call_parts(i).ok())
-                            .flatten()
-                            .and_then(|(c, _)| self.lean_spans.get(c));
-                        let w = match (op, callee) {
-                            (_, Some(&span)) => span,
-                            (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
-                            (Some(Opcode::Nanosleep), _) => super::lean::NANOSLEEP_SPAN,
-                            _ => 1,
-                        };
-                        total = total.saturating_add(w);
-                    }
-                    Stmt::Block(b) => stack.push(b),
-                    _ => {}
-                }
-            }
-        }
-        total
+        let name = f.name.as_ref();
+        let plain = self.plain.get(name).copied().unwrap_or(0);
+        self.callees(name).iter().fold(plain, |total, c| {
+            total.saturating_add(self.lean_spans.get(c).copied().unwrap_or(1))
+        })
     }
 
     /// The functions `f` calls directly.
@@ -512,6 +500,10 @@ struct Walk<'a, 'm> {
     look: Look<'m>,
     /// [`Info::counts`] of the body.
     counts: [usize; 3],
+    /// The work of one pass through the body but for its calls, as `Info::straight_span`
+    /// counts it: each instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`], a
+    /// `nanosleep` as `NANOSLEEP_SPAN`. Saturating.
+    plain: u64,
 }
 
 impl<'m> Walk<'_, 'm> {
@@ -587,6 +579,13 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst<'m>) -> Result<(), Error> {
         let op = i.op;
+        let w = match op {
+            Some(Opcode::Call) => 0,
+            Some(Opcode::Atom | Opcode::Red) => ATOMIC_WEIGHT,
+            Some(Opcode::Nanosleep) => super::lean::NANOSLEEP_SPAN,
+            _ => 1,
+        };
+        self.plain = self.plain.saturating_add(w);
         let sandbox = op.map(Opcode::sandbox);
         check_opcode(i, sandbox)?;
         check_barrier(i, op)?;
