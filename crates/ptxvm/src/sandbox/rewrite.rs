@@ -286,11 +286,12 @@ pub(super) fn rewrite_body<'a, 'm>(
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
-    fx.reserve();
-    let mut flat = super::statics::Flat {
-        insts: Vec::with_capacity(b.len()),
-        nested: Vec::new(),
-    };
+    // Sized from the allow-list's counts (`Info::counts`): grown, they rehashed every name.
+    let [regs, ranges, labels] = info.counts(f);
+    fx.regs.reserve(regs);
+    fx.ranges.reserve(ranges);
+    fx.labels.reserve(labels);
+    let mut flat = Flat::with_capacity(b.len());
     fx.scan(b, 0, &mut flat)?;
     fx.backedges = info.back_edges(f);
     fx.statics = super::statics::analyse(&flat, &fx.locals, |r| {
@@ -316,15 +317,6 @@ impl<'m> Fx<'_, 'm> {
     /// Whether the statement at `pos` lies between some loop's header and its back-edge.
     pub(crate) fn in_loop(&self) -> bool {
         self.looped.get(self.pos).copied().unwrap_or(false)
-    }
-
-    /// Sizes the maps `scan` fills most from the counts the allow-list took in its walk
-    /// (`Info::counts`): growing them rehashed every name each time they doubled.
-    fn reserve(&mut self) {
-        let n = self.info.counts(self.f);
-        self.regs.reserve(n[0]);
-        self.ranges.reserve(n[1]);
-        self.labels.reserve(n[2]);
     }
 
     /// First pass: declarations and label positions; and, into `flat`, the instructions in

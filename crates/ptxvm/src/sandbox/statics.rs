@@ -85,6 +85,16 @@ pub(crate) struct Flat<'m> {
     pub nested: Vec<(&'m str, Option<u32>)>,
 }
 
+impl Flat<'_> {
+    /// Room for a body of `n` statements' instructions.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Flat {
+            insts: Vec::with_capacity(n),
+            nested: Vec::new(),
+        }
+    }
+}
+
 fn covers(decl: &(&str, Option<u32>), r: &str) -> bool {
     match decl.1 {
         None => decl.0 == r,
