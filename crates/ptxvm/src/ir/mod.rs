@@ -58,26 +58,29 @@ pub(crate) enum Ty {
 impl Ty {
     /// Parses a type name without its dot.
     pub(crate) fn parse(s: &str) -> Option<Ty> {
-        Some(match s {
-            "b8" => Ty::B8,
-            "b16" => Ty::B16,
-            "b32" => Ty::B32,
-            "b64" => Ty::B64,
-            "u8" => Ty::U8,
-            "u16" => Ty::U16,
-            "u32" => Ty::U32,
-            "u64" => Ty::U64,
-            "s8" => Ty::S8,
-            "s16" => Ty::S16,
-            "s32" => Ty::S32,
-            "s64" => Ty::S64,
-            "f16" => Ty::F16,
-            "f16x2" => Ty::F16x2,
-            "bf16" => Ty::Bf16,
-            "bf16x2" => Ty::Bf16x2,
-            "f32" => Ty::F32,
-            "f64" => Ty::F64,
-            "pred" => Ty::Pred,
+        // By bytes: arms of `&str`s are compared with the name one after another (the sandbox
+        // asks this of the modifiers of every memory access), arms of bytes branch on the
+        // name's length and bytes once.
+        Some(match s.as_bytes() {
+            [b'b', b'8'] => Ty::B8,
+            [b'b', b'1', b'6'] => Ty::B16,
+            [b'b', b'3', b'2'] => Ty::B32,
+            [b'b', b'6', b'4'] => Ty::B64,
+            [b'u', b'8'] => Ty::U8,
+            [b'u', b'1', b'6'] => Ty::U16,
+            [b'u', b'3', b'2'] => Ty::U32,
+            [b'u', b'6', b'4'] => Ty::U64,
+            [b's', b'8'] => Ty::S8,
+            [b's', b'1', b'6'] => Ty::S16,
+            [b's', b'3', b'2'] => Ty::S32,
+            [b's', b'6', b'4'] => Ty::S64,
+            [b'f', b'1', b'6'] => Ty::F16,
+            [b'f', b'1', b'6', b'x', b'2'] => Ty::F16x2,
+            [b'b', b'f', b'1', b'6'] => Ty::Bf16,
+            [b'b', b'f', b'1', b'6', b'x', b'2'] => Ty::Bf16x2,
+            [b'f', b'3', b'2'] => Ty::F32,
+            [b'f', b'6', b'4'] => Ty::F64,
+            [b'p', b'r', b'e', b'd'] => Ty::Pred,
             _ => return None,
         })
     }

@@ -7,6 +7,7 @@ use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::Policy;
 use super::bounded::{BackEdges, Cfg};
+use super::forward::Look;
 use super::globals::Offsets;
 use crate::ast::{Func, Inst, Module, Operand, Space, Stmt};
 use crate::error::Error;
@@ -45,6 +46,11 @@ pub(crate) struct Info<'m> {
     /// Each function body's control flow: bodies no longer change once analysed, and the
     /// rewrite asks about it several times (`forward_only`, `first_poll_span`, back-edges).
     cfgs: HashMap<*const Func<'m>, Cfg<'m>>,
+    /// Each body's declared registers (single, ranges) and labels, counted in the walk
+    /// (`Info::counts`).
+    counts: HashMap<*const Func<'m>, [usize; 3]>,
+    /// Each function's `straight_span` but for its calls (`Walk::plain`).
+    plain: HashMap<&'m str, u64>,
     /// Each entry's `(first_poll_span, loop_free)`, settled once the lean functions are
     /// (`settle_entries`): the rewrite asks for both at each kernel, its skip copy and their
     /// prologues, and each answer walks the body's control flow.
@@ -164,6 +170,8 @@ pub(crate) fn analyse<'m>(
         refs: HashMap::with_capacity(m.funcs.len()),
         callees: HashMap::with_capacity(m.funcs.len()),
         cfgs: HashMap::with_capacity(m.funcs.len()),
+        counts: HashMap::with_capacity(m.funcs.len()),
+        plain: HashMap::with_capacity(m.funcs.len()),
         entries: HashMap::new(),
         settled_edges: Default::default(),
         entry_shared: HashMap::new(),
@@ -184,11 +192,18 @@ pub(crate) fn analyse<'m>(
             calls: Vec::new(),
             refs: HashSet::new(),
             local: 0,
+            look: Look::default(),
+            counts: [0; 3],
+            plain: 0,
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
-        let (fc, refs, local) = (w.calls, w.refs, w.local);
+        let may_loop = w.look.may_loop();
+        let (fc, refs, local, counts) = (w.calls, w.refs, w.local, w.counts);
+        info.plain.insert(f.name.as_ref(), w.plain);
         if let Some(b) = f.body.as_deref() {
-            info.cfgs.insert(f as *const Func, Cfg::of(b));
+            info.cfgs
+                .insert(f as *const Func, Cfg::of_looked(b, may_loop));
+            info.counts.insert(f as *const Func, counts);
         }
         info.local.insert(f.name.as_ref(), local);
         info.refs.insert(f.name.as_ref(), refs);
@@ -257,6 +272,15 @@ impl<'m> Info<'m> {
             Some(c) => k(c),
             None => k(&Cfg::of(body)),
         })
+    }
+
+    /// How many registers (singly, in ranges) and labels `f`'s body declares, nested blocks
+    /// included: what the rewrite sizes its maps for (zeros for a body the walk did not see).
+    pub(crate) fn counts(&self, f: &'m Func<'m>) -> [usize; 3] {
+        self.counts
+            .get(&(f as *const Func))
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Whether `f` has no loop (`Cfg::forward_only`); a prototype has none.
@@ -386,32 +410,15 @@ impl<'m> Info<'m> {
     /// instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`] (a warp's lanes may
     /// serialise on one address), a lean call as its callee's span, any other call as one (its
     /// callee polls at entry). Saturating.
+    ///
+    /// The walk summed all but the calls (`plain`); a call counts here, once the lean
+    /// functions and their spans are known, for each call in the body (`callees`).
     fn straight_span(&self, f: &'m Func<'m>) -> u64 {
-        let mut total = 0u64;
-        let mut stack: Vec<&[Stmt]> = f.body.as_deref().into_iter().collect();
-        while let Some(stmts) = stack.pop() {
-            for st in stmts {
-                match st {
-                    Stmt::Inst(i) => {
-                        let op = i.op;
-                        let callee = (op == Some(Opcode::Call))
-                            .then(|| call_parts(i).ok())
-                            .flatten()
-                            .and_then(|(c, _)| self.lean_spans.get(c));
-                        let w = match (op, callee) {
-                            (_, Some(&span)) => span,
-                            (Some(Opcode::Atom | Opcode::Red), _) => ATOMIC_WEIGHT,
-                            (Some(Opcode::Nanosleep), _) => super::lean::NANOSLEEP_SPAN,
-                            _ => 1,
-                        };
-                        total = total.saturating_add(w);
-                    }
-                    Stmt::Block(b) => stack.push(b),
-                    _ => {}
-                }
-            }
-        }
-        total
+        let name = f.name.as_ref();
+        let plain = self.plain.get(name).copied().unwrap_or(0);
+        self.callees(name).iter().fold(plain, |total, c| {
+            total.saturating_add(self.lean_spans.get(c).copied().unwrap_or(1))
+        })
     }
 
     /// The functions `f` calls directly.
@@ -489,6 +496,14 @@ struct Walk<'a, 'm> {
     calls: Vec<(&'m str, u32)>,
     refs: HashSet<&'m str>,
     local: u64,
+    /// Whether the body may loop, looked at in this walk (`Cfg::of_looked`).
+    look: Look<'m>,
+    /// [`Info::counts`] of the body.
+    counts: [usize; 3],
+    /// The work of one pass through the body but for its calls, as `Info::straight_span`
+    /// counts it: each instruction once, an atomic or reduction as [`ATOMIC_WEIGHT`], a
+    /// `nanosleep` as `NANOSLEEP_SPAN`. Saturating.
+    plain: u64,
 }
 
 impl<'m> Walk<'_, 'm> {
@@ -496,8 +511,11 @@ impl<'m> Walk<'_, 'm> {
         for s in body {
             match s {
                 Stmt::Reg { names, line, .. } => {
-                    if let Some((n, _)) = names.iter().find(|(n, _)| reserved(n)) {
-                        return refused(*line, format!("the name {n} is reserved; rename it"));
+                    for (n, range) in names {
+                        if reserved(n) {
+                            return refused(*line, format!("the name {n} is reserved; rename it"));
+                        }
+                        self.counts[usize::from(range.is_some())] += 1;
                     }
                 }
                 Stmt::Var(v) => {
@@ -544,8 +562,15 @@ impl<'m> Walk<'_, 'm> {
                     if reserved(l) {
                         return refused(*line, format!("the label {l} is reserved; rename it"));
                     }
+                    if let Stmt::Label(..) = s {
+                        self.look.label(l);
+                        self.counts[2] += 1;
+                    }
                 }
-                Stmt::Inst(i) => self.inst(i)?,
+                Stmt::Inst(i) => {
+                    self.look.inst(i);
+                    self.inst(i)?;
+                }
                 Stmt::Block(b) => self.stmts(b, depth + 1)?,
             }
         }
@@ -554,6 +579,13 @@ impl<'m> Walk<'_, 'm> {
 
     fn inst(&mut self, i: &'m Inst<'m>) -> Result<(), Error> {
         let op = i.op;
+        let w = match op {
+            Some(Opcode::Call) => 0,
+            Some(Opcode::Atom | Opcode::Red) => ATOMIC_WEIGHT,
+            Some(Opcode::Nanosleep) => super::lean::NANOSLEEP_SPAN,
+            _ => 1,
+        };
+        self.plain = self.plain.saturating_add(w);
         let sandbox = op.map(Opcode::sandbox);
         check_opcode(i, sandbox)?;
         check_barrier(i, op)?;
@@ -580,9 +612,10 @@ impl<'m> Walk<'_, 'm> {
         }
         for o in operands {
             match o {
-                // A register, unreserved, or a constant: most operands, and nothing to check
-                // or note (`operand`).
-                Operand::Name(n) if n.starts_with('%') && !reserved(n) => {}
+                // A register, unreserved, or an address through one, or a constant: most
+                // operands, and nothing to check or note (`operand`).
+                Operand::Name(n) | Operand::Addr(Some(n), _)
+                    if n.starts_with('%') && !reserved(n) => {}
                 Operand::Int(_) | Operand::F32Bits(_) | Operand::F64Bits(_) | Operand::Sink => {}
                 o => self.operand(o, i.line)?,
             }

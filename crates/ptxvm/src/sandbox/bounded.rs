@@ -145,7 +145,15 @@ fn flatten<'m>(body: &'m [Stmt<'m>], nested: bool, cfg: &mut Cfg<'m>, marks: &mu
 impl<'m> Cfg<'m> {
     /// The control flow of a whole function body, with the branch tables it declares.
     pub(crate) fn of(body: &'m [Stmt<'m>]) -> Self {
-        if !may_loop(body) {
+        Cfg::of_looked(body, may_loop(body))
+    }
+
+    /// [`Cfg::of`], given whether `body` may loop (`forward::may_loop`, or a [`Look`] taken
+    /// in another walk over it).
+    ///
+    /// [`Look`]: super::forward::Look
+    pub(crate) fn of_looked(body: &'m [Stmt<'m>], may_loop: bool) -> Self {
+        if !may_loop {
             return Cfg::forward();
         }
         let mut found = HashMap::new();
@@ -319,14 +327,17 @@ impl<'m> Cfg<'m> {
         for &(l, k) in &marks.labels {
             labels.insert(l, k);
         }
-        let branches: Vec<(usize, Option<Targets>)> = marks
-            .branches
-            .iter()
-            .filter_map(|&k| match cfg.items.get(k) {
-                Some(Item::Inst(i)) => Some((k, targets(i, &labels, tables))),
-                _ => None,
-            })
-            .collect();
+        // Sized once: collected from a filter, it grew from empty.
+        let mut branches: Vec<(usize, Option<Targets>)> = Vec::with_capacity(marks.branches.len());
+        branches.extend(
+            marks
+                .branches
+                .iter()
+                .filter_map(|&k| match cfg.items.get(k) {
+                    Some(Item::Inst(i)) => Some((k, targets(i, &labels, tables))),
+                    _ => None,
+                }),
+        );
         cfg.back = branches
             .iter()
             .filter_map(|(k, t)| match t {
@@ -435,13 +446,13 @@ impl<'m> Cfg<'m> {
             .rev()
             .find(|&k| matches!(self.items[k], Item::Label))
             .unwrap_or(h);
-        let block: Vec<&Inst> = self.items[start + 1..b]
-            .iter()
-            .filter_map(|it| match it {
-                Item::Inst(j) => Some(*j),
-                Item::Label => None,
-            })
-            .collect();
+        // Sized once (at most the items it is taken from): collected from a filter, it grew.
+        let inside = &self.items[start + 1..b];
+        let mut block: Vec<&Inst> = Vec::with_capacity(inside.len());
+        block.extend(inside.iter().filter_map(|it| match it {
+            Item::Inst(j) => Some(*j),
+            Item::Label => None,
+        }));
         let last_def = |before: usize, reg: &str| {
             block[..before]
                 .iter()

@@ -18,7 +18,8 @@ use std::collections::BTreeSet;
 
 use super::hash::{HashMap, HashMapExt, HashSet};
 
-use crate::ast::{Inst, Operand, Stmt, Str};
+use super::statics::Flat;
+use crate::ast::{Inst, Operand, Str};
 use crate::ir::Ty;
 use crate::small::Small;
 
@@ -123,7 +124,8 @@ fn ubits(t: &str) -> Option<u32> {
 /// none, and a function with no static variable has no address to bound.
 #[derive(Default)]
 pub(crate) struct Bounds<'m> {
-    body: &'m [Stmt<'m>],
+    /// The body's instructions and nested declarations, until the analysis takes them.
+    flat: RefCell<Flat<'m>>,
     /// The static `.shared`/`.local` variables whose addresses a register may hold.
     vars: HashSet<&'m str>,
     analysis: RefCell<Option<Analysis<'m>>>,
@@ -153,6 +155,9 @@ struct Analysis<'m> {
 /// stack: a guest's chain of 20,000 dependent adds feeding an address overflowed it, which
 /// aborts the process (every tenant with it).
 const MAX_DEPTH: usize = 128;
+
+/// Registers [`Analysis`] has room for before its maps grow.
+const MEMO_ROOM: usize = 32;
 
 impl<'m> Analysis<'m> {
     fn val(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
@@ -333,10 +338,11 @@ impl<'m> Analysis<'m> {
     }
 }
 
-/// The bounds of `body`'s registers, given the static variables whose addresses they may hold.
-pub(crate) fn analyse<'m>(body: &'m [Stmt<'m>], vars: HashSet<&'m str>) -> Bounds<'m> {
+/// The bounds of a body's registers (`flat`: its instructions and nested declarations), given
+/// the static variables whose addresses they may hold.
+pub(crate) fn analyse<'m>(flat: Flat<'m>, vars: HashSet<&'m str>) -> Bounds<'m> {
     Bounds {
-        body,
+        flat: RefCell::new(flat),
         vars,
         analysis: RefCell::new(None),
     }
@@ -344,10 +350,8 @@ pub(crate) fn analyse<'m>(body: &'m [Stmt<'m>], vars: HashSet<&'m str>) -> Bound
 
 impl<'m> Analysis<'m> {
     /// Every register's writes, read once.
-    fn new(body: &'m [Stmt<'m>]) -> Analysis<'m> {
-        let (mut all, mut nested) = (Vec::with_capacity(body.len()), Vec::new());
-        super::statics::insts(body, &mut all);
-        super::statics::nested(body, 0, &mut nested);
+    fn new(flat: Flat<'m>) -> Analysis<'m> {
+        let Flat { insts: all, nested } = flat;
         // Sized once (nearly every instruction writes a register of its own): growing it
         // rehashed every register each time it doubled.
         let mut defs: HashMap<&'m str, Small<usize, 2>> = HashMap::with_capacity(all.len());
@@ -360,16 +364,21 @@ impl<'m> Analysis<'m> {
             }
         }
         // A register declared in a nested block may shadow one of the function's: never known.
-        let memo = nested
-            .iter()
-            .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
-            .map(|r| (*r, None))
-            .collect();
+        // Room for a few dozen registers' values at once (a function asks about a few
+        // accesses, each a short chain of registers): grown from empty, both maps rehashed
+        // every register they held each time they doubled.
+        let mut memo = HashMap::with_capacity(MEMO_ROOM);
+        memo.extend(
+            nested
+                .iter()
+                .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
+                .map(|r| (*r, None)),
+        );
         Analysis {
             all,
             defs,
             memo,
-            deps: HashMap::new(),
+            deps: HashMap::with_capacity(MEMO_ROOM),
             depth: 0,
         }
     }
@@ -388,7 +397,7 @@ impl<'m> Bounds<'m> {
             settable,
         };
         let mut a = self.analysis.borrow_mut();
-        a.get_or_insert_with(|| Analysis::new(self.body))
+        a.get_or_insert_with(|| Analysis::new(self.flat.take()))
             .val(&cx, r)
     }
 

@@ -3,7 +3,7 @@
 //! and the allow-list each ask for every body).
 
 use super::hash::HashSet;
-use crate::ast::{Operand, Stmt};
+use crate::ast::{Inst, Operand, Stmt};
 use crate::isa::Opcode;
 
 /// Whether `body` may have a back-edge (`Cfg::back`): false only when every branch is a `bra`
@@ -11,35 +11,69 @@ use crate::isa::Opcode;
 /// comes last, as in `Cfg::new`: one seen before the branch counts as behind it (only ever an
 /// answer of "may loop", which lays out the flow).
 pub(super) fn may_loop(body: &[Stmt<'_>]) -> bool {
-    fn walk<'b>(
-        body: &'b [Stmt<'b>],
-        seen: &mut HashSet<&'b str>,
-        ahead: &mut Vec<&'b str>,
-    ) -> bool {
+    fn walk<'b>(body: &'b [Stmt<'b>], look: &mut Look<'b>) -> bool {
         for s in body {
             match s {
-                Stmt::Label(l, _) => {
-                    seen.insert(l.as_ref());
+                Stmt::Label(l, _) => look.label(l),
+                Stmt::Inst(i) => {
+                    look.inst(i);
+                    if look.back {
+                        return true;
+                    }
                 }
-                Stmt::Inst(i) => match i.op {
-                    Some(Opcode::Bra) => match i.operands.first() {
-                        Some(Operand::Name(l)) if !seen.contains(l.as_ref()) => ahead.push(l),
-                        // Behind it, or no label at all (`Cfg::new` reads that as a back-edge).
-                        _ => return true,
-                    },
-                    // Through a table: not followed here.
-                    Some(Opcode::Brx) => return true,
-                    _ => {}
-                },
-                Stmt::Block(b) if walk(b, seen, ahead) => return true,
+                Stmt::Block(b) if walk(b, look) => return true,
                 _ => {}
             }
         }
         false
     }
-    let (mut seen, mut ahead) = (HashSet::default(), Vec::new());
-    // A label the body lacks is a branch to an unknown place: `Cfg::new` counts it as a loop.
-    walk(body, &mut seen, &mut ahead) || ahead.iter().any(|l| !seen.contains(l))
+    let mut look = Look::default();
+    walk(body, &mut look) || look.may_loop()
+}
+
+/// What [`may_loop`] notes of a body's labels and branches, in order. Apart from its walk so
+/// that the allow-list's own walk over every body takes the look in passing (`allow::Walk`),
+/// where a walk of its own cost as much as the rest of the look.
+#[derive(Default)]
+pub(super) struct Look<'b> {
+    seen: HashSet<&'b str>,
+    /// Targets of the `bra`s to labels not seen before them.
+    ahead: Vec<&'b str>,
+    /// Whether a branch that is no forward `bra` came: the body may loop, and nothing more
+    /// needs noting.
+    back: bool,
+}
+
+impl<'b> Look<'b> {
+    /// Notes the label `l`, the next statement of the body.
+    pub(super) fn label(&mut self, l: &'b str) {
+        if !self.back {
+            self.seen.insert(l);
+        }
+    }
+
+    /// Notes the instruction `i`, the next statement of the body.
+    pub(super) fn inst(&mut self, i: &'b Inst<'b>) {
+        if self.back {
+            return;
+        }
+        match i.op {
+            Some(Opcode::Bra) => match i.operands.first() {
+                Some(Operand::Name(l)) if !self.seen.contains(l.as_ref()) => self.ahead.push(l),
+                // Behind it, or no label at all (`Cfg::new` reads that as a back-edge).
+                _ => self.back = true,
+            },
+            // Through a table: not followed here.
+            Some(Opcode::Brx) => self.back = true,
+            _ => {}
+        }
+    }
+
+    /// Whether the body noted so far (all of it) may loop: a branch back, or to a label the
+    /// body lacks (a branch to an unknown place, which `Cfg::new` counts as a loop).
+    pub(super) fn may_loop(&self) -> bool {
+        self.back || self.ahead.iter().any(|l| !self.seen.contains(l))
+    }
 }
 
 #[cfg(test)]

@@ -266,6 +266,8 @@ impl<'m> Fx<'_, 'm> {
             Operand::Addr(Some(Str::Borrowed(&reg)), off - lo),
         );
         let reg: std::rc::Rc<str> = reg.into();
+        // Room for the run at once: grown member by member, the map rehashed as it went.
+        self.members.reserve(members.len());
         for (j, o2) in members {
             self.members.insert(
                 j as *const Inst,

@@ -19,6 +19,9 @@ pub(crate) enum O<'m> {
     Block(Vec<O<'m>>),
     /// Instructions the rewriter made, already printed (one per line).
     Text(String),
+    /// Before a `ret` or `exit`: the fault report (`report::report`), printed once the
+    /// function turns its reports on (`Fx::add_reports`), which it knows only at its end.
+    Report(std::rc::Rc<std::cell::Cell<bool>>),
     /// What only an entry prints, not its skip copy, which shares the rest of its rewritten
     /// prologue and body (`rewrite::func`): the epoch read at entry, and the compares the entry
     /// defers into its body.
@@ -141,6 +144,11 @@ fn outs_in<'a, 'm>(
                 out.push_str("}\n");
             }
             O::Text(t) => out.push_str(t),
+            O::Report(on) => {
+                if on.get() {
+                    super::report::report(out);
+                }
+            }
             O::Kernel(b) | O::Copy(b) => {
                 let copy_only = matches!(o, O::Copy(_));
                 let mut only = Own::Print {

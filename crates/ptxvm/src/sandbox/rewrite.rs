@@ -9,6 +9,7 @@ use super::allow::{Info, call_parts};
 use super::names::NameMap;
 use super::params::{INTERNAL_PARAMS, call_param, hidden_param, hidden_params, param_decl};
 use super::print::O;
+use super::statics::Flat;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
 use crate::error::Error;
 use crate::isa::{Family, Opcode, Sandbox};
@@ -107,6 +108,8 @@ pub(crate) struct Fx<'a, 'm> {
     pub unchecked: std::cell::RefCell<std::collections::BTreeSet<&'m str>>,
     /// Whether the body notes fenced accesses in `%__sbx_f` (reported at `ret`/`exit`).
     pub deferred: std::cell::Cell<bool>,
+    /// Whether the reports before its returns print (`O::Report`; set by `add_reports`).
+    pub reports: std::rc::Rc<std::cell::Cell<bool>>,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
     /// first instruction with an effect beyond the thread's registers is reached on some path
     /// without a compare, not at once (`defer_step`).
@@ -272,6 +275,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         unchecked: Default::default(),
         looped: Vec::new(),
         deferred: Default::default(),
+        reports: Default::default(),
         defer_check: false,
         checked: false,
         unchecked_targets: HashSet::new(),
@@ -282,10 +286,15 @@ pub(super) fn rewrite_body<'a, 'm>(
     for p in f.params.iter().chain(&f.rets) {
         fx.params.insert(p.name.as_ref(), var_size(p)?.0);
     }
-    fx.reserve(b);
-    fx.scan(b)?;
+    // Sized from the allow-list's counts (`Info::counts`): grown, they rehashed every name.
+    let [regs, ranges, labels] = info.counts(f);
+    fx.regs.reserve(regs);
+    fx.ranges.reserve(ranges);
+    fx.labels.reserve(labels);
+    let mut flat = Flat::with_capacity(b.len());
+    fx.scan(b, 0, &mut flat)?;
     fx.backedges = info.back_edges(f);
-    fx.statics = super::statics::analyse(b, &fx.locals, |r| {
+    fx.statics = super::statics::analyse(&flat, &fx.locals, |r| {
         matches!(fx.reg_ty(r), Some("u64" | "b64" | "s64"))
     });
     let vars = fx.locals.keys().chain(fx.shared_fn.keys()).copied();
@@ -294,7 +303,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         .iter()
         .filter(|(_, s)| s.is_some())
         .map(|(n, _)| *n);
-    fx.bounds = super::bounds::analyse(b, vars.chain(module_shared).collect());
+    fx.bounds = super::bounds::analyse(flat, vars.chain(module_shared).collect());
     fx.looped = super::bounded::looped(&info.loops(f));
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
@@ -310,35 +319,16 @@ impl<'m> Fx<'_, 'm> {
         self.looped.get(self.pos).copied().unwrap_or(false)
     }
 
-    /// First pass: declarations and label positions.
-    /// Sizes the maps `scan` fills most from one count over `body`: growing them rehashed
-    /// every name each time they doubled. The counts are of statements in memory.
-    fn reserve(&mut self, body: &[Stmt<'_>]) {
-        fn count(body: &[Stmt<'_>], n: &mut [usize; 3]) {
-            for s in body {
-                match s {
-                    Stmt::Reg { names, .. } => {
-                        for (_, range) in names {
-                            n[usize::from(range.is_some())] += 1;
-                        }
-                    }
-                    Stmt::Label(..) => n[2] += 1,
-                    Stmt::Block(b) => count(b, n),
-                    _ => {}
-                }
-            }
-        }
-        let mut n = [0; 3];
-        count(body, &mut n);
-        self.regs.reserve(n[0]);
-        self.ranges.reserve(n[1]);
-        self.labels.reserve(n[2]);
-    }
-
-    fn scan(&mut self, body: &'m [Stmt<'m>]) -> R<()> {
+    /// First pass: declarations and label positions; and, into `flat`, the instructions in
+    /// order and the registers that nested blocks declare (`depth`: how deep `body` is).
+    fn scan(&mut self, body: &'m [Stmt<'m>], depth: u32, flat: &mut Flat<'m>) -> R<()> {
         for s in body {
             match s {
                 Stmt::Reg { ty, names, .. } => {
+                    if depth > 0 {
+                        flat.nested
+                            .extend(names.iter().map(|(n, c)| (n.as_ref(), *c)));
+                    }
                     for (n, range) in names {
                         match range {
                             None => self.regs.insert(n.as_ref(), ty.as_ref()),
@@ -371,8 +361,11 @@ impl<'m> Fx<'_, 'm> {
                     self.pos += 1;
                 }
                 Stmt::Targets(n, ls, _) => drop(self.tables.insert(n.as_ref(), ls.as_slice())),
-                Stmt::Inst(_) => self.pos += 1,
-                Stmt::Block(b) => self.scan(b)?,
+                Stmt::Inst(i) => {
+                    flat.insts.push(i);
+                    self.pos += 1;
+                }
+                Stmt::Block(b) => self.scan(b, depth + 1, flat)?,
             }
         }
         Ok(())
@@ -395,6 +388,10 @@ impl<'m> Fx<'_, 'm> {
         if let Stmt::Label(l, _) = s {
             self.checked &= !self.unchecked_targets.contains(l.as_ref());
             if !self.checked {
+                // Room for every label at once: grown from empty, the set rehashed as it went.
+                if self.unchecked_labels.capacity() == 0 {
+                    self.unchecked_labels.reserve(self.labels.len());
+                }
                 self.unchecked_labels.insert(l.as_ref());
             }
             return;
@@ -804,6 +801,9 @@ impl<'m> Fx<'_, 'm> {
                     i.opcode
                 ),
             });
+        }
+        if matches!(op, Some(Opcode::Ret | Opcode::Exit)) {
+            out.push(O::Report(self.reports.clone()));
         }
         out.push(O::Inst(i));
         Ok(())

@@ -13,7 +13,7 @@ use super::hash::{HashMap, HashMapExt};
 
 use super::group::written_regs;
 use super::names::same;
-use crate::ast::{Inst, Operand, Stmt};
+use crate::ast::{Inst, Operand};
 use crate::isa::Opcode;
 
 /// Most offsets one register may have.
@@ -75,26 +75,22 @@ fn def_of<'m>(i: &'m Inst<'m>, r: &str, locals: &Locals<'_, '_>) -> Option<Def<'
     }
 }
 
-/// Every instruction of `body`, nested blocks included, in order.
-pub(super) fn insts<'m>(body: &'m [Stmt<'m>], out: &mut Vec<&'m Inst<'m>>) {
-    for s in body {
-        match s {
-            Stmt::Inst(i) => out.push(i),
-            Stmt::Block(b) => insts(b, out),
-            _ => {}
-        }
-    }
+/// A body's instructions and nested declarations, gathered once (by `Fx::scan`, in its walk
+/// over the body) for this pass and bounds.rs, which each walked the body for them.
+#[derive(Default)]
+pub(crate) struct Flat<'m> {
+    /// Every instruction, nested blocks included, in order.
+    pub insts: Vec<&'m Inst<'m>>,
+    /// Registers declared inside nested blocks (they may shadow the function's): never static.
+    pub nested: Vec<(&'m str, Option<u32>)>,
 }
 
-/// Registers declared inside nested blocks (they may shadow the function's): never static.
-pub(super) fn nested<'m>(body: &'m [Stmt<'m>], depth: u32, out: &mut Vec<(&'m str, Option<u32>)>) {
-    for s in body {
-        match s {
-            Stmt::Reg { names, .. } if depth > 0 => {
-                out.extend(names.iter().map(|(n, c)| (n.as_ref(), *c)));
-            }
-            Stmt::Block(b) => nested(b, depth + 1, out),
-            _ => {}
+impl Flat<'_> {
+    /// Room for a body of `n` statements' instructions.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Flat {
+            insts: Vec::with_capacity(n),
+            nested: Vec::new(),
         }
     }
 }
@@ -120,7 +116,7 @@ enum Src<'m> {
 /// The static registers of a body. `wide(r)`: whether `r` is a 64-bit register the function
 /// declares.
 pub(crate) fn analyse<'m>(
-    body: &'m [Stmt<'m>],
+    flat: &Flat<'m>,
     locals: &HashMap<&'m str, u64>,
     wide: impl Fn(&str) -> bool,
 ) -> HashMap<&'m str, Static<'m>> {
@@ -132,10 +128,7 @@ pub(crate) fn analyse<'m>(
     } else {
         Locals::Many(locals)
     };
-    let mut all = Vec::with_capacity(body.len());
-    insts(body, &mut all);
-    let mut shadowed = Vec::new();
-    nested(body, 0, &mut shadowed);
+    let (all, shadowed) = (flat.insts.as_slice(), flat.nested.as_slice());
     // Candidates: registers that some instruction sets to a variable's address. With them,
     // in the same pass, the copies and constant adds through which the candidates grow: those
     // instructions found once, then only they are gone over again (in order) until nothing
@@ -152,7 +145,7 @@ pub(crate) fn analyse<'m>(
     let mut copies: Vec<(&'m str, &'m str)> = Vec::new();
     // How many instructions are of a static form: no candidate has more writes kept below.
     let mut forms = 0;
-    for i in &all {
+    for &i in all {
         // `def_of`'s first test, here: most instructions fail it, and then skip the call.
         if !matches!(i.op, Some(Opcode::Mov | Opcode::Add)) {
             continue;
@@ -198,7 +191,7 @@ pub(crate) fn analyse<'m>(
     // a write of another form disqualifies it.
     let mut writes: Vec<(usize, Src<'m>)> = Vec::with_capacity(forms);
     let mut written = Vec::new();
-    for i in &all {
+    for &i in all {
         written.clear();
         written_regs(i, &mut written);
         for &r in &written {
