@@ -124,6 +124,19 @@ impl<'t, 's> Parser<'t, 's> {
             _ => Err(self.error("expected a name".into())),
         }
     }
+    /// A name being declared (a function, variable, register or label). `_` alone is no PTX
+    /// identifier but the sink operand, which NVIDIA's JIT refuses as a name: declared here, it
+    /// would be a name no operand can spell (the sandbox's own uses of it would not load).
+    fn declared(&mut self) -> R<&'s str> {
+        if let Some(Tok::Ident("_")) = self.peek() {
+            return Err(self.error(
+                "`_` is the sink operand, not a name: declare the function, variable, register \
+                 or label under another name"
+                    .into(),
+            ));
+        }
+        self.ident()
+    }
     fn int(&mut self) -> R<u64> {
         match self.peek() {
             Some(Tok::Int(v)) => {
@@ -260,7 +273,7 @@ impl<'t, 's> Parser<'t, 's> {
         if self.is_punct('(') {
             rets = self.param_list()?;
         }
-        let name = self.ident()?;
+        let name = self.declared()?;
         let mut params = Vec::new();
         if self.is_punct('(') {
             params = self.param_list()?;
@@ -376,7 +389,7 @@ impl<'t, 's> Parser<'t, 's> {
         let Some(ty) = ty else {
             return self.err("expected a type in declaration");
         };
-        let name = self.ident()?;
+        let name = self.declared()?;
         let mut count = None;
         while self.eat_punct('[') {
             let n = if self.is_punct(']') { 0 } else { self.int()? };
@@ -481,7 +494,8 @@ impl<'t, 's> Parser<'t, 's> {
                 },
                 &Tok::Ident(name) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
                 {
-                    self.i += 2;
+                    self.declared()?;
+                    self.i += 1;
                     if self.eat_dot("branchtargets") {
                         let mut labels = Vec::new();
                         loop {
@@ -550,7 +564,7 @@ impl<'t, 's> Parser<'t, 's> {
         };
         let mut names = Vec::new();
         loop {
-            let n = self.ident()?;
+            let n = self.declared()?;
             let range = if self.eat_punct('<') {
                 let c = self.small_int()?;
                 self.expect_punct('>')?;

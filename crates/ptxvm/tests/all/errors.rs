@@ -50,6 +50,43 @@ fn a_module_defining_a_name_twice_fails_load_as_nvidia_refuses_it() {
 }
 
 #[test]
+fn underscore_declared_as_a_name_fails_load_and_sandbox_as_nvidia_refuses_it() {
+    // `_` is the sink operand. Declared as a shared variable it once loaded (nothing used it),
+    // and the sandbox's window setup then named it as an operand, which no loader accepts: a
+    // mangled module (redteam::shapes::mangled_modules...) found it.
+    let bodies = [
+        ".visible .entry k()\n{\n\t.shared .align 4 .b8 _;\n\tret;\n}\n",
+        ".visible .entry k()\n{\n\t.reg .b32 _;\n\tret;\n}\n",
+        ".visible .entry k()\n{\n_:\n\tret;\n}\n",
+        ".visible .entry k(.param .u64 _)\n{\n\tret;\n}\n",
+        ".func _()\n{\n\tret;\n}\n",
+        ".global .u32 _;\n",
+    ];
+    for b in bodies {
+        let src = format!("{HEAD}{b}");
+        for e in [
+            Module::load(&src).err(),
+            ptxvm::sandbox::sandbox(&src, &Default::default()).err(),
+        ] {
+            match e {
+                Some(Error::Parse { msg, .. }) => {
+                    assert!(
+                        msg.starts_with("`_` is the sink operand, not a name"),
+                        "{b}: {msg}"
+                    )
+                }
+                other => panic!("{b}: {other:?}"),
+            }
+        }
+    }
+    // As an operand it is still the sink.
+    let sink = format!(
+        "{HEAD}.visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tatom.global.add.u32 _, [%rd1], 1;\n\tret;\n}}\n"
+    );
+    Module::load(&sink).unwrap();
+}
+
+#[test]
 fn unsupported_instruction_fails_load_naming_its_line() {
     let src = format!(
         "{HEAD}.visible .entry k()\n{{\n\t.reg .b32 %r<3>;\n\tvadd.u32.u32.u32 %r1, %r2, %r2, %r1;\n\tret;\n}}\n"
