@@ -250,6 +250,7 @@ impl<'m> Fx<'_, 'm> {
         out: &mut Vec<O<'m>>,
     ) -> R<()> {
         let (sp, w, at) = Self::classify(i)?;
+        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
         if self.member(i, sp, at, out) {
             return Ok(());
         }

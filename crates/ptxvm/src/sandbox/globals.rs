@@ -5,7 +5,7 @@
 use super::hash::{HashMap, HashMapExt};
 
 use super::{GlobalSlot, GlobalsLayout};
-use crate::ast::{Init, Module, Space};
+use crate::ast::{Init, Inst, Module, Operand, Space};
 use crate::error::Error;
 // How far into a module's globals block its initial image may reach: the same bound as one
 // variable's image, since `GlobalsLayout::init` is built in host memory too, from the block's
@@ -14,6 +14,47 @@ use crate::lower::{MAX_INIT_BYTES as MAX_INIT_IMAGE, init_bytes, var_size};
 
 /// Where each relocated variable lives: name → (offset in the block, size in bytes).
 pub(crate) type Offsets<'m> = HashMap<&'m str, (u64, u64)>;
+
+/// Refuses `i` if an operand other than the one at `address` (the access the rewriter
+/// relocates; `None`: every operand) names a relocated variable: its declaration is gone from
+/// the rewritten module, so the name would be left dangling (NVIDIA's JIT, and ptxvm, refuse
+/// such a module at load, with an error about text the guest never wrote).
+pub(crate) fn refuse_named_directly(
+    globals: &Offsets<'_>,
+    i: &Inst<'_>,
+    address: Option<usize>,
+) -> Result<(), Error> {
+    fn named<'o>(globals: &Offsets<'_>, o: &'o Operand<'_>) -> Option<&'o str> {
+        match o {
+            Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => {
+                globals.contains_key(n.as_ref()).then_some(n.as_ref())
+            }
+            Operand::Pair(p) => [&p.0, &p.1]
+                .into_iter()
+                .find(|n| globals.contains_key(n.as_ref()))
+                .map(|n| n.as_ref()),
+            Operand::Vec(v) | Operand::List(v) => v.iter().find_map(|x| named(globals, x)),
+            _ => None,
+        }
+    }
+    if globals.is_empty() {
+        return Ok(());
+    }
+    let found = (i.operands.iter().enumerate())
+        .filter(|&(k, _)| Some(k) != address)
+        .find_map(|(_, o)| named(globals, o));
+    match found {
+        Some(n) => Err(Error::Refused {
+            line: i.line,
+            what: format!(
+                "{} uses the .global/.const variable {n} directly; take its address with \
+                 mov.u64 first",
+                i.opcode
+            ),
+        }),
+        None => Ok(()),
+    }
+}
 
 /// Lays the module's `.global`/`.const` variables out in source order.
 pub(crate) fn layout<'m>(m: &'m Module<'_>) -> Result<(GlobalsLayout, Offsets<'m>), Error> {

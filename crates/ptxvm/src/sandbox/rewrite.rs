@@ -628,6 +628,7 @@ impl<'m> Fx<'_, 'm> {
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
         let op = i.op;
         match op {
+            // (Its operands are two addresses, each relocated, and integers.)
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
@@ -654,8 +655,14 @@ impl<'m> Fx<'_, 'm> {
                 Ok(())
             }
             Some(Opcode::Brx) => self.jump_table(i, out),
-            Some(Opcode::Call) => self.call(i, out),
+            // A relocated variable named anywhere but where the rewriter relocates it (the
+            // access of `mem`, the address of `plain`) would be left undeclared.
+            Some(Opcode::Call) => {
+                super::globals::refuse_named_directly(&self.info.globals, i, None)?;
+                self.call(i, out)
+            }
             Some(Opcode::Nanosleep) => {
+                super::globals::refuse_named_directly(&self.info.globals, i, None)?;
                 // Up to a millisecond each: a straight run of them would hold the GPU for
                 // minutes without a back-edge, so each counts as a whole poll interval. A
                 // function with one is never lean (`span`), so it always has the count.
@@ -783,25 +790,7 @@ impl<'m> Fx<'_, 'm> {
             }
             _ => {}
         }
-        if !self.info.globals.is_empty()
-            && let Some(n) = i.operands.iter().find_map(|o| match o {
-                Operand::Name(n) | Operand::Addr(Some(n), _)
-                    if self.info.globals.contains_key(&**n) =>
-                {
-                    Some(n)
-                }
-                _ => None,
-            })
-        {
-            return Err(Error::Refused {
-                line: i.line,
-                what: format!(
-                    "{} uses the .global/.const variable {n} directly; take its address with \
-                     mov.u64 first",
-                    i.opcode
-                ),
-            });
-        }
+        super::globals::refuse_named_directly(&self.info.globals, i, None)?;
         if matches!(op, Some(Opcode::Ret | Opcode::Exit)) {
             out.push(O::Report(self.reports.clone()));
         }

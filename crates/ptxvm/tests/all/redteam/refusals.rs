@@ -1,6 +1,6 @@
 //! Red-team attacks the sandbox refuses at load, naming the line: trap, brkpt, recursion,
-//! indirect calls, textures, surfaces, externs, barriers that can leave threads waiting, and a
-//! name defined twice.
+//! indirect calls, textures, surfaces, externs, barriers that can leave threads waiting, a
+//! name defined twice, and a relocated variable named where it is not relocated.
 
 use super::*;
 
@@ -166,4 +166,50 @@ fn a_name_defined_twice_is_invalid_whether_entry_or_device_function() {
         &Policy::default(),
     )
     .unwrap();
+}
+
+#[test]
+fn a_relocated_variable_named_outside_an_address_is_refused_not_left_dangling() {
+    // Relocation removes `.global`/`.const` declarations and rewrites each access and each
+    // address taken with `mov`/`cvta`. A name anywhere else (a value operand, a vector member,
+    // a call argument) was copied as written, and the rewritten module failed to load, naming
+    // a variable the guest had declared (found by redteam::shapes::mangled_modules...).
+    let head = ".const .align 4 .b32 tbl[4] = {10, 20, 30, 40};\n.global .u32 counter;\n";
+    let body = |inst: &str| {
+        format!(
+            "{head}.func f(.param .u64 a) {{\n ret;\n}}\n.visible .entry k(.param .u64 o) {{\n .reg .b64 %rd<4>;\n .reg .b32 %r<4>;\n ld.param.u64 %rd1, [o];\n {inst}\n ret;\n}}\n"
+        )
+    };
+    let cases = [
+        ("atom.global.add.u32 %r1, [counter], tbl;", "atom"),
+        ("atom.global.add.u32 %r1, [%rd1], tbl;", "atom"),
+        ("st.global.u32 [%rd1], tbl;", "st"),
+        ("st.global.v2.u32 [%rd1], {tbl, %r1};", "st"),
+        ("add.u64 %rd2, tbl, 4;", "add"),
+        ("mov.b64 %rd2, {tbl, %r1};", "mov"),
+        ("nanosleep.u32 tbl;", "nanosleep"),
+        ("call f, (tbl);", "call"),
+    ];
+    for (inst, opcode) in cases {
+        let (line, what) = refused(&body(inst));
+        assert_eq!(line, 13, "{inst}: {what}");
+        assert_eq!(
+            what,
+            format!(
+                "{opcode} uses the .global/.const variable tbl directly; take its address with mov.u64 first"
+            ),
+            "{inst}"
+        );
+    }
+    // Where the rewriter relocates the name, it stays allowed: an access and an address taken.
+    for inst in [
+        "atom.global.add.u32 %r1, [counter], 1;",
+        "ld.const.u32 %r2, [tbl+12];",
+        "mov.u64 %rd2, tbl;",
+        "cvta.const.u64 %rd2, tbl;",
+    ] {
+        let src = ptx(&body(inst));
+        let s = sandbox(&src, &Policy::default()).unwrap_or_else(|e| panic!("{inst}: {e}"));
+        ptxvm::Module::load(&s.ptx).unwrap_or_else(|e| panic!("{inst}: {e}"));
+    }
 }
