@@ -151,10 +151,26 @@ fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
 
 #[test]
 fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
-    // Deterministic mutations of the red-team module: truncations, deleted and duplicated
-    // spans, swapped bytes, huge offsets. Every outcome is a value, and rewritten output loads.
-    let base = fixture().0.as_bytes();
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    // Deterministic mutations of the red-team module and of every nvcc corpus module:
+    // truncations, deleted, duplicated and moved spans, swapped bytes, huge offsets. Every
+    // outcome is a value, and rewritten output loads. `SANDBOX_MANGLE_ROUNDS` (300) and
+    // `SANDBOX_MANGLE_SEED` run a longer sweep, e.g. `SANDBOX_MANGLE_ROUNDS=1000000 cargo test
+    // --release -p ptxvm --test all mangled`.
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let rounds = env("SANDBOX_MANGLE_ROUNDS").unwrap_or(300);
+    let mut seed = env("SANDBOX_MANGLE_SEED")
+        .unwrap_or(0x2545_f491_4f6c_dd1d)
+        .max(1);
+    let mut bases = vec![fixture().0.clone()];
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let corpus = format!("{dir}/../../corpus/nvcc");
+    let mut names: Vec<_> = std::fs::read_dir(&corpus)
+        .expect("corpus/nvcc")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .collect();
+    names.sort();
+    bases.extend(names.iter().map(|p| std::fs::read_to_string(p).unwrap()));
     let mut next = move |n: usize| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -162,10 +178,16 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
         (seed % n.max(1) as u64) as usize
     };
     let mut outcomes = [0usize; 2];
-    for round in 0..300 {
-        let mut t = base.to_vec();
+    for round in 0..rounds {
+        // The red-team module every other round (its shapes are the hostile ones).
+        let base = if round % 2 == 0 {
+            &bases[0]
+        } else {
+            &bases[next(bases.len())]
+        };
+        let mut t = base.as_bytes().to_vec();
         let at = next(t.len());
-        match round % 5 {
+        match round / 2 % 6 {
             0 => t.truncate(at),
             1 => {
                 let n = next(200).min(t.len() - at);
@@ -179,6 +201,13 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
             3 => {
                 let b = next(t.len());
                 t.swap(at, b);
+            }
+            4 => {
+                // A span moved elsewhere: blocks, labels and declarations out of their order.
+                let n = next(400).min(t.len() - at);
+                let span: Vec<u8> = t.drain(at..at + n).collect();
+                let to = next(t.len());
+                t.splice(to..to, span);
             }
             _ => {
                 let huge = b"+9223372036854775807";
@@ -194,7 +223,7 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
                 // The original may be invalid for reasons the rewriter does not check (an
                 // undeclared register); the rewrite must not add new reasons.
                 if Module::load(&text).is_ok() {
-                    Module::load(&s.ptx).unwrap_or_else(|e| panic!("round {round}: {e}"));
+                    Module::load(&s.ptx).unwrap_or_else(|e| panic!("round {round}: {e}\n{text}"));
                 }
             }
             Err(_) => outcomes[1] += 1,
