@@ -19,11 +19,20 @@ pub(crate) type Offsets<'m> = HashMap<&'m str, (u64, u64)>;
 /// relocates; `None`: every operand) names a relocated variable: its declaration is gone from
 /// the rewritten module, so the name would be left dangling (NVIDIA's JIT, and ptxvm, refuse
 /// such a module at load, with an error about text the guest never wrote).
+#[inline]
 pub(crate) fn refuse_named_directly(
     globals: &Offsets<'_>,
     i: &Inst<'_>,
     address: Option<usize>,
 ) -> Result<(), Error> {
+    // Asked of most instructions, of which most modules' have no variable to name.
+    if globals.is_empty() {
+        return Ok(());
+    }
+    refuse_named(globals, i, address)
+}
+
+fn refuse_named(globals: &Offsets<'_>, i: &Inst<'_>, address: Option<usize>) -> Result<(), Error> {
     fn named<'o>(globals: &Offsets<'_>, o: &'o Operand<'_>) -> Option<&'o str> {
         match o {
             Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => {
@@ -36,9 +45,6 @@ pub(crate) fn refuse_named_directly(
             Operand::Vec(v) | Operand::List(v) => v.iter().find_map(|x| named(globals, x)),
             _ => None,
         }
-    }
-    if globals.is_empty() {
-        return Ok(());
     }
     let found = (i.operands.iter().enumerate())
         .filter(|&(k, _)| Some(k) != address)
