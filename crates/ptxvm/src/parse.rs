@@ -494,6 +494,7 @@ impl<'t, 's> Parser<'t, 's> {
                 },
                 &Tok::Ident(name) if matches!(self.t.get(self.i + 1), Some(t) if t.tok == Tok::Punct(':')) =>
                 {
+                    // The label's name (checked like any declared name), then its `:`.
                     self.declared()?;
                     self.i += 1;
                     if self.eat_dot("branchtargets") {
