@@ -110,6 +110,8 @@ pub(crate) enum Modifiers {
     Shfl,
     Vote,
     Match,
+    /// `mma`, `movmatrix`: shapes, layouts, the non-`Ty` element type `tf32`, saturation.
+    Mma,
     Testp,
     Fence,
     Cp,
@@ -186,6 +188,10 @@ impl Modifiers {
             Modifiers::Shfl => matches!(f, "up" | "down" | "bfly" | "idx"),
             Modifiers::Vote => matches!(f, "all" | "any" | "uni" | "ballot"),
             Modifiers::Match => matches!(f, "any" | "all"),
+            Modifiers::Mma => {
+                crate::ir::matrix::Shape::parse(f).is_some()
+                    || matches!(f, "row" | "col" | "tf32" | "satfinite" | "m8n8" | "trans")
+            }
             Modifiers::Testp => matches!(
                 f,
                 "finite" | "infinite" | "number" | "notanumber" | "normal" | "subnormal"
@@ -421,9 +427,9 @@ isa! {
     Mbarrier       "mbarrier"      Unimplemented Rounding   Refuse(NotAllowed),       true;
     Membar         "membar"        Control       Fence      Plain,                    false;
     Min            "min"           Arith         MinMax     Plain,                    true;
-    Mma            "mma"           Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Mma            "mma"           Collective    Mma        Plain,                    true;
     Mov            "mov"           Arith         Rounding   Address,                  true;
-    Movmatrix      "movmatrix"     Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Movmatrix      "movmatrix"     Collective    Mma        Plain,                    true;
     Mul            "mul"           Arith         Mul        Plain,                    true;
     Mul24          "mul24"         Arith         Mul24      Plain,                    true;
     Multimem       "multimem"      Unimplemented Rounding   Refuse(NotAllowed),       true;

@@ -5,6 +5,7 @@ mod basic;
 mod bits;
 mod rows;
 mod spaces;
+mod tensor;
 mod wide;
 
 use crate::case::KernelCase;
@@ -148,6 +149,18 @@ pub const CASES: &[KernelCase] = &[
         file: "warp_vote",
         kernel: "warp_vote",
         build: wide::warp_vote,
+    },
+    KernelCase {
+        name: "mma_gemm_f16",
+        file: "mma_gemm",
+        kernel: "mma_gemm_f16",
+        build: tensor::mma_gemm_f16,
+    },
+    KernelCase {
+        name: "mma_gemm_s8",
+        file: "mma_gemm",
+        kernel: "mma_gemm_s8",
+        build: tensor::mma_gemm_s8,
     },
 ];
 

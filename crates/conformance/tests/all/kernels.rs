@@ -78,6 +78,8 @@ kernel_tests! {
     u64_arithmetic_is_exact => "u64_math",
     approximate_math_is_within_ptx_documented_error => "approx_f32",
     warp_votes_shuffle_up_and_cas_max_are_exact => "warp_vote",
+    tensor_core_f16_products_match_cpu_reference => "mma_gemm_f16",
+    tensor_core_s8_products_are_exact => "mma_gemm_s8",
 }
 
 #[test]

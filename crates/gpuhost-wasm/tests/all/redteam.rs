@@ -378,6 +378,27 @@ async fn kernels_that_hold_the_gpu_through_calls_or_beside_a_barrier_are_stopped
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tensor_core_mma_in_a_broken_warp_ends_only_its_own_launch() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // mma.sync.aligned run by half a warp, the other half gone or spinning: the sandbox passes
+    // mma through (registers only), so what the GPU does with the broken promise must stay the
+    // attacker's: an answer or its time limit, while the victim and bystanders go on.
+    let err = attack(
+        rt,
+        "mma",
+        attack_limits_ms(300),
+        Want::Exactly(&["ok", "time-limit"]),
+    )
+    .await;
+    assert!(
+        err.contains("kernel mma_divergent"),
+        "names the spinning kernel: {err}"
+    );
+}
+
 /// [`attack_limits`] with a GPU-time limit of `ms` per launch.
 fn attack_limits_ms(ms: u64) -> Limits {
     Limits {

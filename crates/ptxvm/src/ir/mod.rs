@@ -4,8 +4,10 @@
 //! Register values are 64-bit lanes. Writers may leave garbage above their type's width; every
 //! reader masks or sign-extends from its own type, so no instruction depends on high bits.
 //!
-//! This module holds the operand types; `op.rs` the ops, by family.
+//! This module holds the operand types; `op.rs` the ops, by family; `matrix.rs` the shapes and
+//! fragment layouts of the warp-level matrix instructions.
 
+pub(crate) mod matrix;
 mod op;
 pub(crate) use op::*;
 

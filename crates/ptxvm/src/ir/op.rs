@@ -355,6 +355,13 @@ pub(crate) enum CollectiveOp {
         d: Reg,
         a: Src,
     },
+    /// `mma.sync.aligned`: the warp's fragments of A, B and C in, its fragments of D out.
+    Mma(Box<super::matrix::MmaOp>),
+    /// `movmatrix.sync.aligned.m8n8.trans.b16`: the warp's 8×8 b16 matrix, transposed.
+    Movmatrix {
+        d: Reg,
+        a: Src,
+    },
 }
 
 /// A texture or surface instruction's geometry: `.1d`, `.2d`, `.3d`, or a layered `.a1d` /

@@ -99,6 +99,12 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         Trap => ("", "trap;"),
         Activemask => ("", "activemask.b32 %r1;"),
         Match => ("", "match.any.sync.b32 %r1, %r2, 0xffffffff;"),
+        Mma => (
+            "",
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2}, \
+             {%r3}, {%f0, %f1, %f2, %f3};",
+        ),
+        Movmatrix => ("", "movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;"),
         Redux => ("", "redux.sync.add.u32 %r1, %r2, 0xffffffff;"),
         Shfl => ("", "shfl.sync.down.b32 %r1|%p1, %r2, 1, 0x1f, 0xffffffff;"),
         Vote => ("", "vote.sync.ballot.b32 %r1, %p1, 0xffffffff;"),

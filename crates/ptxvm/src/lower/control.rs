@@ -1,5 +1,6 @@
 //! Decoders for the control family (`isa::Family::Control`: branches, calls, returns, traps,
-//! barriers, memory-ordering no-ops) and the warp collectives (`isa::Family::Collective`).
+//! barriers, memory-ordering no-ops) and the warp collectives (`isa::Family::Collective`; the
+//! matrix ones are `matrix.rs`'s).
 
 use super::mods::Mods;
 use super::{Ctx, R, Sym};
@@ -67,6 +68,8 @@ impl Ctx<'_> {
         let ty = m.last_ty();
         match op {
             Opcode::Shfl | Opcode::Vote | Opcode::Activemask | Opcode::Match => self.warp_op(i, m),
+            Opcode::Mma => self.mma(i),
+            Opcode::Movmatrix => self.movmatrix(i),
             Opcode::Redux => {
                 self.need(i, 3)?;
                 let ty = self.ty(ty)?;

@@ -5,6 +5,7 @@
 mod control;
 mod forms;
 mod inst;
+mod matrix;
 mod memory;
 mod mods;
 mod operand;

@@ -14,6 +14,7 @@ mod harness;
 mod kernels;
 mod launch;
 mod lean;
+mod matrix;
 mod redteam;
 mod sandbox;
 mod sass;

@@ -93,6 +93,8 @@ impl Warp {
                     self.wr(*dp, &ok, mask);
                 }
             }
+            CollectiveOp::Mma(op) => self.mma(op, mask),
+            CollectiveOp::Movmatrix { d, a } => self.movmatrix(*d, *a, mask),
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The interpreter loop: fetch the running group's instruction, compute its lane mask once,
 //! dispatch on the decoded op's family, and apply it to all lanes of the group. Each family of
 //! the instruction set (`isa::Family`) has its executor here: `arith`, `memory`, `control`,
-//! `collective`, `texture`.
+//! `collective` (and `matrix`, the warp's matrix instructions), `texture`.
 
 mod arith;
 mod collective;
 mod control;
+mod matrix;
 mod memory;
 mod texture;
 

@@ -20,6 +20,7 @@ const COMPILED: &str = include_str!("../../kernels/compiled.ptx");
 const TRAP: &str = include_str!("../../kernels/trap.ptx");
 const HUGE_GLOBALS: &str = include_str!("../../kernels/huge_globals.ptx");
 const GLOBALS: &str = include_str!("../../kernels/globals.ptx");
+const TENSOR: &str = include_str!("../../kernels/tensor.ptx");
 /// Threads of one block waiting at two barrier ids: a launch that never completes on its own.
 const TWO_BARRIERS: &str = ".version 7.0
 .target sm_70
@@ -401,6 +402,17 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             for split in [32u32, 16] {
                 let l = Launch::new(&k).block1(64).scalar(split).arg(arg(&kit.out));
                 kit.run(&mut r, l, 1, secret);
+            }
+            long_loop(&kit, &mut r, 1000);
+        }
+        "mma" => {
+            // Tensor-core mma in a warp half of which has left (ok: its answer is undefined
+            // but the launch ends), then beside half a warp that spins (stopped at the limit).
+            let tensor = must(Module::from_ptx(TENSOR), "load tensor.ptx");
+            for name in ["mma_after_exit", "mma_divergent"] {
+                let k = must(tensor.kernel(name), name);
+                let l = Launch::new(&k).block1(32).scalar(16u32).arg(arg(&kit.out));
+                kit.run(&mut r, l, 2, secret);
             }
             long_loop(&kit, &mut r, 1000);
         }

@@ -1,0 +1,78 @@
+// mma_gemm: C[M×N] = A[M×K] · B[K×N] on tensor cores (mma.sync.aligned, sm_80), each warp one
+// 16×8 tile of C. A is row-major; B is held column-major (Bt[N×K], each column's K elements
+// contiguous), as `.row.col` takes them. Fragments are loaded straight from global memory with
+// the addresses of the PTX ISA's fragment tables (groupID g = lane / 4, t = lane % 4).
+// M must be a multiple of 16, N of 8, K of 16 (f16) or 32 (s8); other sizes do nothing.
+//
+// The size checks stay inline in each kernel: with them in a shared helper, ptxas 13.0
+// if-converted the early exit and picked the sandbox's hidden base parameter as the don't-care
+// value of its selects, which ptxvm's SASS canary (tests/all/sass.rs) flags as a raw read.
+#include "compat.h"
+
+// f16 inputs, f32 accumulators: mma.m16n8k16.row.col.f32.f16.f16.f32.
+extern "C" __global__ void mma_gemm_f16(const unsigned short *__restrict__ A,
+                                        const unsigned short *__restrict__ Bt,
+                                        float *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 8 != 0 || K % 16 != 0 || N == 0) return;
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tiles_n = N / 8;
+    int tr = warp / tiles_n, tc = warp % tiles_n;
+    if (tr * 16 >= M) return;  // whole warps leave together: mma needs all 32 lanes
+    int g = lane >> 2, t = lane & 3;
+    const unsigned short *a0 = A + (long)(tr * 16 + g) * K + t * 2;
+    const unsigned short *a1 = a0 + 8 * (long)K;
+    const unsigned short *b = Bt + (long)(tc * 8 + g) * K + t * 2;
+    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        // Two elements a word: the second A and B words are 8 elements on.
+        unsigned ra0 = *(const unsigned *)(a0 + k0), ra1 = *(const unsigned *)(a1 + k0);
+        unsigned ra2 = *(const unsigned *)(a0 + k0 + 8), ra3 = *(const unsigned *)(a1 + k0 + 8);
+        unsigned rb0 = *(const unsigned *)(b + k0), rb1 = *(const unsigned *)(b + k0 + 8);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+    }
+    float *c0 = C + (long)(tr * 16 + g) * N + tc * 8 + t * 2;
+    float *c1 = c0 + 8 * (long)N;
+    c0[0] = d0;
+    c0[1] = d1;
+    c1[0] = d2;
+    c1[1] = d3;
+}
+
+// s8 × u8 inputs, s32 accumulators: mma.m16n8k32.row.col.s32.s8.u8.s32 (exact on every device).
+extern "C" __global__ void mma_gemm_s8(const signed char *__restrict__ A,
+                                       const unsigned char *__restrict__ Bt,
+                                       int *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 8 != 0 || K % 32 != 0 || N == 0) return;
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tiles_n = N / 8;
+    int tr = warp / tiles_n, tc = warp % tiles_n;
+    if (tr * 16 >= M) return;
+    int g = lane >> 2, t = lane & 3;
+    const signed char *a0 = A + (long)(tr * 16 + g) * K + t * 4;
+    const signed char *a1 = a0 + 8 * (long)K;
+    const unsigned char *b = Bt + (long)(tc * 8 + g) * K + t * 4;
+    int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        // Four elements a word: the second A and B words are 16 elements on.
+        unsigned ra0 = *(const unsigned *)(a0 + k0), ra1 = *(const unsigned *)(a1 + k0);
+        unsigned ra2 = *(const unsigned *)(a0 + k0 + 16), ra3 = *(const unsigned *)(a1 + k0 + 16);
+        unsigned rb0 = *(const unsigned *)(b + k0), rb1 = *(const unsigned *)(b + k0 + 16);
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};"
+            : "+r"(d0), "+r"(d1), "+r"(d2), "+r"(d3)
+            : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+    }
+    int *c0 = C + (long)(tr * 16 + g) * N + tc * 8 + t * 2;
+    int *c1 = c0 + 8 * (long)N;
+    c0[0] = d0;
+    c0[1] = d1;
+    c1[0] = d2;
+    c1[1] = d3;
+}

@@ -1,0 +1,90 @@
+//! Cases for the tensor-core kernels (`corpus/mma_gemm.cu`): `mma.sync.aligned` products whose
+//! fragments are loaded by the PTX ISA's layouts, so a layout that differs between ptxvm and an
+//! NVIDIA GPU shows as wrong elements, not as rounding.
+
+use half::f16;
+
+use crate::case::{ArgSpec, BufferSpec, Case, bytes_of};
+use crate::compare::{Expect, Tolerance};
+use crate::rng::Rng;
+use crate::stream::LaunchShape;
+
+/// Tiles of 16×8, one per warp, four warps a block: `(M, N)` gives the grid.
+fn tiles_shape(m: usize, n: usize) -> LaunchShape {
+    let warps = (m / 16) * (n / 8);
+    LaunchShape {
+        grid: [warps.div_ceil(4) as u32, 1, 1],
+        block: [128, 1, 1],
+        shared_bytes: 0,
+    }
+}
+
+/// `A, Bt, C, M, N, K`: the three buffers, then the sizes.
+fn gemm_args(m: usize, n: usize, k: usize) -> Vec<ArgSpec> {
+    let mut args = vec![ArgSpec::Buffer(0), ArgSpec::Buffer(1), ArgSpec::Buffer(2)];
+    args.extend([m, n, k].map(|x| ArgSpec::I32(x as i32)));
+    args
+}
+
+/// C = A·B with f16 A and B, f32 accumulators. The products are exact in f32; tensor cores sum
+/// them with their own partial-sum rounding, which stays within a few f32 ulps of the exact
+/// sum (|sum| ≤ 64 here), far inside the tolerance.
+pub fn mma_gemm_f16(rng: &mut Rng) -> Case {
+    let (m, n, k) = (48usize, 40usize, 64usize);
+    let a: Vec<f16> = rng.vec(m * k, |r| f16::from_f32(r.range_f32(-1.0, 1.0)));
+    let bt: Vec<f16> = rng.vec(n * k, |r| f16::from_f32(r.range_f32(-1.0, 1.0)));
+    let mut c = vec![0f32; m * n];
+    for row in 0..m {
+        for col in 0..n {
+            let dot: f64 = (0..k)
+                .map(|x| f64::from(a[row * k + x].to_f32()) * f64::from(bt[col * k + x].to_f32()))
+                .sum();
+            c[row * n + col] = dot as f32;
+        }
+    }
+    let bits = |v: &[f16]| bytes_of(&v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>());
+    Case {
+        shape: tiles_shape(m, n),
+        buffers: vec![
+            BufferSpec::input("A", bits(&a)),
+            BufferSpec::input("Bt", bits(&bt)),
+            BufferSpec::output(
+                "C",
+                Expect::F32 {
+                    want: c,
+                    tol: Tolerance {
+                        abs: 1e-4,
+                        rel: 1e-4,
+                    },
+                },
+            ),
+        ],
+        args: gemm_args(m, n, k),
+        globals: Vec::new(),
+    }
+}
+
+/// C = A·B with s8 A and u8 B into s32: integer tensor-core products are exact, so equal.
+pub fn mma_gemm_s8(rng: &mut Rng) -> Case {
+    let (m, n, k) = (32usize, 24usize, 96usize);
+    let a: Vec<i8> = rng.vec(m * k, |r| r.next_u32() as i8);
+    let bt: Vec<u8> = rng.vec(n * k, |r| r.next_u32() as u8);
+    let mut c = vec![0i32; m * n];
+    for row in 0..m {
+        for col in 0..n {
+            c[row * n + col] = (0..k)
+                .map(|x| i32::from(a[row * k + x]) * i32::from(bt[col * k + x]))
+                .sum();
+        }
+    }
+    Case {
+        shape: tiles_shape(m, n),
+        buffers: vec![
+            BufferSpec::input("A", a.iter().map(|v| *v as u8).collect()),
+            BufferSpec::input("Bt", bt),
+            BufferSpec::output("C", Expect::I32(c)),
+        ],
+        args: gemm_args(m, n, k),
+        globals: Vec::new(),
+    }
+}
