@@ -110,7 +110,8 @@ pub(crate) enum Modifiers {
     Shfl,
     Vote,
     Match,
-    /// `mma`, `movmatrix`: shapes, layouts, the non-`Ty` element type `tf32`, saturation.
+    /// `mma`, `movmatrix`, `ldmatrix`, `stmatrix`: shapes, layouts, the non-`Ty` element
+    /// type `tf32`, saturation, matrix counts, the shared state space.
     Mma,
     Testp,
     Fence,
@@ -191,6 +192,7 @@ impl Modifiers {
             Modifiers::Mma => {
                 crate::ir::matrix::Shape::parse(f).is_some()
                     || matches!(f, "row" | "col" | "tf32" | "satfinite" | "m8n8" | "trans")
+                    || matches!(f, "x1" | "x2" | "x4" | "shared" | "shared::cta")
             }
             Modifiers::Testp => matches!(
                 f,
@@ -414,7 +416,7 @@ isa! {
     Isspacep       "isspacep"      Arith         Isspacep   Plain,                    true;
     Istypep        "istypep"       Unimplemented Rounding   Refuse(Texture),          true;
     Ld             "ld"            Memory        Access     Fence,                    true;
-    Ldmatrix       "ldmatrix"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Ldmatrix       "ldmatrix"      Memory        Mma        Refuse(NotAllowed),       true;
     Ldu            "ldu"           Memory        Access     Fence,                    true;
     Lg2            "lg2"           Arith         Rounding   Plain,                    true;
     Lop3           "lop3"          Arith         Rounding   Plain,                    true;
@@ -463,7 +465,7 @@ isa! {
     St             "st"            Memory        Access     Fence,                    false;
     Stackrestore   "stackrestore"  Unimplemented Rounding   Refuse(NotAllowed),       true;
     Stacksave      "stacksave"     Unimplemented Rounding   Refuse(NotAllowed),       true;
-    Stmatrix       "stmatrix"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Stmatrix       "stmatrix"      Memory        Mma        Refuse(NotAllowed),       false;
     Sub            "sub"           Arith         AddSub     Plain,                    true;
     Subc           "subc"          Arith         Carry      Plain,                    true;
     Suld           "suld"          Texture       Texture    Refuse(Texture),          true;

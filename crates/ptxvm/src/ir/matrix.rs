@@ -179,6 +179,22 @@ pub(crate) struct MmaOp {
     pub c: [Src; 4],
 }
 
+/// A decoded `ldmatrix`/`stmatrix.sync.aligned.m8n8.xN{.trans}{.shared}.b16`: `n` 8×8 b16
+/// matrices, row `r` of matrix `j` at the address lane `8j + r` gives; register `j` of lane
+/// `l` holds matrix `j`'s row `l / 4`, columns `2(l % 4)` and `+1` (its column, with `trans`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MatrixAccess {
+    pub space: super::Space,
+    pub addr: super::Addr,
+    /// 1, 2 or 4 matrices.
+    pub n: u8,
+    pub trans: bool,
+    /// `ldmatrix`'s destinations (unused slots the sink).
+    pub d: [Reg; 4],
+    /// `stmatrix`'s sources.
+    pub s: [Src; 4],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -280,6 +280,10 @@ pub(crate) enum MemoryOp {
         b: Src,
         c: Src,
     },
+    /// `ldmatrix` (boxed: rare, and inline it would grow every op).
+    Ldmatrix(Box<super::matrix::MatrixAccess>),
+    /// `stmatrix`.
+    Stmatrix(Box<super::matrix::MatrixAccess>),
 }
 
 /// Branches, calls, returns, exits, traps, barriers and no-ops (`Family::Control`).

@@ -105,6 +105,11 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
              {%r3}, {%f0, %f1, %f2, %f3};",
         ),
         Movmatrix => ("", "movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;"),
+        Ldmatrix => ("", "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [sh];"),
+        Stmatrix => (
+            "",
+            "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [sh], {%r2};",
+        ),
         Redux => ("", "redux.sync.add.u32 %r1, %r2, 0xffffffff;"),
         Shfl => ("", "shfl.sync.down.b32 %r1|%p1, %r2, 1, 0x1f, 0xffffffff;"),
         Vote => ("", "vote.sync.ballot.b32 %r1, %p1, 0xffffffff;"),

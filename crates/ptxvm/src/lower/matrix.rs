@@ -1,11 +1,14 @@
-//! Decoders for the warp-level matrix instructions (`Family::Collective`): `mma.sync.aligned`
-//! in the shapes and types `ir::matrix` lays out, and `movmatrix`. Every other shape, type or
-//! layout is `Error::Unsupported` with the instruction's line, never a guess.
+//! Decoders for the warp-level matrix instructions: `mma.sync.aligned` in the shapes and types
+//! `ir::matrix` lays out, and `movmatrix` (`Family::Collective`); `ldmatrix` and `stmatrix`
+//! (`Family::Memory`). Every other shape, type or layout is `Error::Unsupported` with the
+//! instruction's line, never a guess.
 
+use super::mods::Mods;
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
-use crate::ir::matrix::{Elem, MmaOp, Part, Shape, regs};
-use crate::ir::{CollectiveOp, Src, Ty};
+use crate::ir::matrix::{Elem, MatrixAccess, MmaOp, Part, Shape, regs};
+use crate::ir::{CollectiveOp, MemoryOp, Space, Src, Ty};
+use crate::isa::Opcode;
 
 /// Whether A and B of type `ab` with C and D of types `c`, `d` is an `mma` form of `shape`
 /// (PTX ISA 9.7.14.5.14, the forms of sm_80 and later; f64 beyond `.m8n8k4` is sm_90's).
@@ -136,6 +139,64 @@ impl Ctx<'_> {
         let d = self.dst(&i.operands[0])?;
         let a = self.src(&i.operands[1], Ty::B32)?;
         self.emit(i, CollectiveOp::Movmatrix { d, a })
+    }
+}
+
+impl Ctx<'_> {
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16 d, [a]` and
+    /// `stmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16 [a], s`.
+    pub(super) fn matrix_access(&mut self, i: &ast::Inst, op: Opcode, m: &Mods) -> R<()> {
+        let n: u8 = if m.has("x4") {
+            4
+        } else if m.has("x2") {
+            2
+        } else if m.has("x1") {
+            1
+        } else {
+            return self.invalid(format!("{op} needs .x1, .x2 or .x4"));
+        };
+        if !m.has("m8n8") || m.last_ty() != Some(Ty::B16) {
+            return self.unsup(format!("{op} other than .m8n8 of .b16"));
+        }
+        let space = match m.space() {
+            None => Space::Generic,
+            Some(Space::Shared) => Space::Shared,
+            Some(_) => return self.invalid(format!("{op} reads and writes shared memory")),
+        };
+        self.need(i, 2)?;
+        let load = op == Opcode::Ldmatrix;
+        let (regs_op, addr_op) = if load {
+            (&i.operands[0], &i.operands[1])
+        } else {
+            (&i.operands[1], &i.operands[0])
+        };
+        let parts = match regs_op {
+            Operand::Vec(v) => v.as_slice(),
+            o @ Operand::Name(_) => std::slice::from_ref(o),
+            _ => return self.invalid(format!("{op} takes a register vector {{…}}")),
+        };
+        if parts.len() != usize::from(n) {
+            return self.invalid(format!(
+                "{op}.x{n} takes {n} registers, found {}",
+                parts.len()
+            ));
+        }
+        let (space, addr) = self.addr(addr_op, space)?;
+        let mut acc = MatrixAccess {
+            space,
+            addr,
+            n,
+            trans: m.has("trans"),
+            d: [self.sink; 4],
+            s: [Src::Imm(0); 4],
+        };
+        if load {
+            (acc.d, _) = self.dst_vec(parts)?;
+            self.emit(i, MemoryOp::Ldmatrix(Box::new(acc)))
+        } else {
+            (acc.s, _) = self.src_vec(parts, Ty::B32)?;
+            self.emit(i, MemoryOp::Stmatrix(Box::new(acc)))
+        }
     }
 }
 

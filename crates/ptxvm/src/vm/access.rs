@@ -232,7 +232,7 @@ impl Warp {
 }
 
 /// Shifts a resolved location by `by` bytes (vector elements).
-fn offset(loc: &Loc, by: u64) -> Loc {
+pub(crate) fn offset(loc: &Loc, by: u64) -> Loc {
     match *loc {
         // SAFETY: `locate` validated the whole vector access, so element offsets stay inside.
         Loc::Ptr(p) => Loc::Ptr(unsafe { p.add(by as usize) }),

@@ -415,3 +415,89 @@ fn mma_with_the_wrong_register_count_is_an_invalid_error() {
     let e = ptxvm::Module::load(&text).unwrap_err();
     assert!(e.to_string().contains("takes 4 registers, found 3"), "{e}");
 }
+
+/// Four 8×8 b16 matrices in shared memory, element (j, r, c) = 64j + 8r + c, read by `ldmatrix`
+/// into out[0..128) (lane-major, four registers a lane), then written back by `stmatrix` with
+/// the same `.trans` into a second area and copied to out[128..256).
+fn ld_st_matrix(trans: &str, generic: bool) -> (Vec<u32>, Vec<u16>) {
+    let (space, a, b) = if generic {
+        ("", "%rd4", "%rd5")
+    } else {
+        (".shared", "%r5", "%r6")
+    };
+    let m = load(&format!(
+        r#"
+.visible .entry k(.param .u64 out)
+{{
+	.reg .pred %p<2>;
+	.reg .b32 %r<16>;
+	.reg .b64 %rd<8>;
+	.shared .align 16 .b8 src[512];
+	.shared .align 16 .b8 dst[512];
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %laneid;
+	// Lane l fills elements 8l .. 8l + 7 of src with their indices.
+	shl.b32 %r2, %r1, 3;
+	mov.u32 %r3, src;
+	shl.b32 %r4, %r1, 4;
+	add.s32 %r5, %r3, %r4;
+	mov.u32 %r7, 0;
+FILL:
+	add.s32 %r8, %r2, %r7;
+	mul.lo.s32 %r9, %r7, 2;
+	add.s32 %r10, %r5, %r9;
+	st.shared.u16 [%r10], %r8;
+	add.s32 %r7, %r7, 1;
+	setp.lt.u32 %p1, %r7, 8;
+	@%p1 bra FILL;
+	bar.sync 0;
+	mov.u32 %r11, dst;
+	add.s32 %r6, %r11, %r4;
+	cvta.shared.u64 %rd4, src;
+	cvt.u64.u32 %rd6, %r4;
+	add.s64 %rd4, %rd4, %rd6;
+	cvta.shared.u64 %rd5, dst;
+	add.s64 %rd5, %rd5, %rd6;
+	ldmatrix.sync.aligned.m8n8.x4{trans}{space}.b16 {{%r12, %r13, %r14, %r15}}, [{a}];
+	stmatrix.sync.aligned.m8n8.x4{trans}{space}.b16 [{b}], {{%r12, %r13, %r14, %r15}};
+	mul.wide.u32 %rd2, %r1, 16;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.v4.u32 [%rd3], {{%r12, %r13, %r14, %r15}};
+	bar.sync 0;
+	ld.shared.v4.u32 {{%r12, %r13, %r14, %r15}}, [%r6];
+	st.global.v4.u32 [%rd3+512], {{%r12, %r13, %r14, %r15}};
+	ret;
+}}
+"#
+    ));
+    let mut mem = DevMem::new();
+    let d = mem.alloc(1024);
+    go(&m, &Shape::linear(1, 32), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let regs: Vec<u32> = mem.download(d, 128);
+    let all: Vec<u16> = mem.download(d, 512);
+    (regs, all[256..].to_vec())
+}
+
+#[test]
+fn ldmatrix_gives_each_lane_its_fragment_and_stmatrix_puts_it_back() {
+    for trans in ["", ".trans"] {
+        for generic in [false, true] {
+            let (regs, back) = ld_st_matrix(trans, generic);
+            let el = |j: usize, r: usize, c: usize| (64 * j + 8 * r + c) as u32;
+            for l in 0..32 {
+                for j in 0..4 {
+                    // Row l / 4, columns 2(l % 4) and +1; with .trans, column l / 4.
+                    let (r, c) = (l / 4, 2 * (l % 4));
+                    let want = if trans.is_empty() {
+                        el(j, r, c) | (el(j, r, c + 1) << 16)
+                    } else {
+                        el(j, c, r) | (el(j, c + 1, r) << 16)
+                    };
+                    assert_eq!(regs[4 * l + j], want, "{trans} lane {l} matrix {j}");
+                }
+            }
+            let want: Vec<u16> = (0..256).collect();
+            assert_eq!(back, want, "stmatrix{trans} undoes ldmatrix{trans}");
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The warp-level matrix instructions' executor: `mma` gathers every lane's fragments into
 //! A, B and C (layouts in `ir::matrix`), computes D = A·B + C, and scatters D's fragments
-//! back; `movmatrix` transposes an 8×8 b16 matrix across the warp.
+//! back; `movmatrix` transposes an 8×8 b16 matrix across the warp; `ldmatrix` and `stmatrix`
+//! move 8×8 b16 matrices between rows in memory (one address a lane) and fragments.
 //!
 //! Precision. f16, bf16 and tf32 products are exact in f64, and each dot product is summed in
 //! f64 and rounded once to the result type (round to nearest even). Tensor cores round their
@@ -9,10 +10,16 @@
 //! in `k` order. Inputs are read from every lane, active or not: `mma.sync.aligned` requires
 //! the whole warp, and what an absent lane contributes is undefined there too.
 
+use super::super::access::{LaneFault, lanes, offset};
 use super::super::float::{from_half, to_half};
+use super::super::mem::Mem;
 use super::super::warp::Warp;
+use super::BlockMem;
 use crate::ir::Src;
-use crate::ir::matrix::{Elem, MmaOp, Part, per_lane, position};
+use crate::ir::matrix::{Elem, MatrixAccess, MmaOp, Part, per_lane, position};
+
+/// Up to four 8×8 matrices of b16, row-major.
+type Rows = [[[u16; 8]; 8]; 4];
 
 /// Largest matrix of any shape ptxvm runs: A of `.m16n8k32`.
 const MAX_ELEMS: usize = 16 * 32;
@@ -123,13 +130,94 @@ impl Warp {
     /// `2(l % 4)` and `2(l % 4) + 1`, before and after.
     pub(super) fn movmatrix(&mut self, d: crate::ir::Reg, a: Src, mask: u32) {
         let av = self.rd(a);
-        let elem = |r: usize, c: usize| (av[r * 4 + c / 2] >> (16 * (c % 2))) & 0xffff;
         let mut out = [0u64; 32];
         for (lane, word) in out.iter_mut().enumerate() {
             let (row, col) = (lane >> 2, (lane & 3) * 2);
-            *word = elem(col, row) | (elem(col + 1, row) << 16);
+            for e in 0..2 {
+                let (src, half) = holder(row, col + e, true);
+                *word |= ((av[src] >> (16 * half)) & 0xffff) << (16 * e as u32);
+            }
         }
         self.wr(d, &out, mask);
+    }
+}
+
+/// Lane and half-word of a fragment holding element `(r, c)` of an 8×8 b16 matrix, which
+/// `trans` reads as its transpose: lane `4r + c / 2` holds row `r`, columns `c & !1` and `+1`.
+fn holder(r: usize, c: usize, trans: bool) -> (usize, u32) {
+    let (r, c) = if trans { (c, r) } else { (r, c) };
+    (4 * r + c / 2, (c % 2) as u32)
+}
+
+impl Warp {
+    /// The rows `ldmatrix` reads: row `r` of matrix `j` at lane `8j + r`'s address, 16 bytes.
+    /// Rows of lanes outside `mask` read as zero (the hardware leaves them undefined).
+    fn matrix_rows(
+        &mut self,
+        mem: &mut Mem<'_>,
+        bm: &BlockMem,
+        a: &MatrixAccess,
+        mask: u32,
+    ) -> Result<Rows, LaneFault> {
+        let mut rows = [[[0u16; 8]; 8]; 4];
+        for l in lanes(mask).filter(|l| *l < 8 * usize::from(a.n)) {
+            let loc = self
+                .lane_loc(mem, bm, a.space, &a.addr, l, 16, false)
+                .map_err(|e| (e, l))?;
+            for (c, e) in rows[l / 8][l % 8].iter_mut().enumerate() {
+                *e = mem.load(&offset(&loc, 2 * c as u64), 2) as u16;
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Executes `ldmatrix` for the lanes in `mask`.
+    pub(super) fn ldmatrix(
+        &mut self,
+        mem: &mut Mem<'_>,
+        bm: &BlockMem,
+        a: &MatrixAccess,
+        mask: u32,
+    ) -> Result<(), LaneFault> {
+        let rows = self.matrix_rows(mem, bm, a, mask)?;
+        for (j, m) in rows.iter().enumerate().take(usize::from(a.n)) {
+            let mut out = [0u64; 32];
+            for (l, w) in out.iter_mut().enumerate() {
+                // Lane l holds (row l / 4, columns 2(l % 4) and +1) of what it reads.
+                let (r, c) = (l / 4, (l % 4) * 2);
+                let e = |k: usize| if a.trans { m[c + k][r] } else { m[r][c + k] };
+                *w = u64::from(e(0)) | (u64::from(e(1)) << 16);
+            }
+            self.wr(a.d[j], &out, mask);
+        }
+        Ok(())
+    }
+
+    /// Executes `stmatrix` for the lanes in `mask`: lane `8j + r` stores row `r` of matrix `j`,
+    /// gathered from the lanes whose fragments hold it.
+    pub(super) fn stmatrix(
+        &mut self,
+        mem: &mut Mem<'_>,
+        bm: &BlockMem,
+        a: &MatrixAccess,
+        mask: u32,
+    ) -> Result<(), LaneFault> {
+        let mut vals = [[0u64; 32]; 4];
+        for (v, s) in vals.iter_mut().zip(&a.s).take(usize::from(a.n)) {
+            *v = self.rd(*s);
+        }
+        for l in lanes(mask).filter(|l| *l < 8 * usize::from(a.n)) {
+            let (j, r) = (l / 8, l % 8);
+            let loc = self
+                .lane_loc(mem, bm, a.space, &a.addr, l, 16, true)
+                .map_err(|e| (e, l))?;
+            for c in 0..8 {
+                let (lane, half) = holder(r, c, a.trans);
+                let v = (vals[j][lane] >> (16 * half)) & 0xffff;
+                mem.store(&offset(&loc, 2 * c as u64), 2, v);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -56,6 +56,8 @@ impl Warp {
                 }
                 self.wr(*d, &out, mask);
             }
+            MemoryOp::Ldmatrix(a) => self.ldmatrix(mem, bm, a, mask)?,
+            MemoryOp::Stmatrix(a) => self.stmatrix(mem, bm, a, mask)?,
         }
         Ok(())
     }
