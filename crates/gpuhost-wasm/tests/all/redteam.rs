@@ -379,6 +379,26 @@ async fn kernels_that_hold_the_gpu_through_calls_or_beside_a_barrier_are_stopped
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warp_sync_member_masks_naming_absent_lanes_end_only_their_own_launch() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    // The sandbox does not check `.sync` member masks: a full mask while half the warp has
+    // left, or spins, is the guest's broken promise, and must cost it alone (an answer or its
+    // time limit), never a wait that outlives the stop.
+    let err = attack(
+        rt,
+        "sync-masks",
+        attack_limits_ms(300),
+        Want::Exactly(&["ok", "time-limit"]),
+    )
+    .await;
+    for k in ["shfl_beside_spin", "warpsync_beside_spin"] {
+        assert!(err.contains(&format!("kernel {k}")), "names {k}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tensor_core_mma_in_a_broken_warp_ends_only_its_own_launch() {
     let Some((rt, _device)) = device().await else {
         return;

@@ -405,6 +405,16 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             }
             long_loop(&kit, &mut r, 1000);
         }
+        "sync-masks" => {
+            // Full-mask shfl.sync and bar.warp.sync while half the warp has left (ok), then
+            // while it spins (stopped at the limit, the waiting half released).
+            for name in ["shfl_after_exit", "shfl_beside_spin", "warpsync_beside_spin"] {
+                let k = kit.kernel(name);
+                let l = Launch::new(&k).block1(32).scalar(16u32).arg(arg(&kit.out));
+                kit.run(&mut r, l, 2, secret);
+            }
+            long_loop(&kit, &mut r, 1000);
+        }
         "mma" => {
             // Tensor-core mma in a warp half of which has left (ok: its answer is undefined
             // but the launch ends), then beside half a warp that spins (stopped at the limit).
