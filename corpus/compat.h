@@ -5,6 +5,9 @@
 #pragma once
 
 #ifndef __NVCC__
+#ifndef __align__
+#define __align__(n) __attribute__((aligned(n)))
+#endif
 __device__ __forceinline__ unsigned __umulhi(unsigned a, unsigned b) {
     return (unsigned)(((unsigned long long)a * (unsigned long long)b) >> 32);
 }

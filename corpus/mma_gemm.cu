@@ -1,7 +1,8 @@
 // mma_gemm: C[M×N] = A[M×K] · B[K×N] on tensor cores (mma.sync.aligned, sm_80), each warp one
 // 16×8 tile of C. A is row-major; B is held column-major (Bt[N×K], each column's K elements
 // contiguous), as `.row.col` takes them. Fragments are loaded straight from global memory with
-// the addresses of the PTX ISA's fragment tables (groupID g = lane / 4, t = lane % 4).
+// the addresses of the PTX ISA's fragment tables (groupID g = lane / 4, t = lane % 4), or, in
+// mma_gemm_f16_smem, staged in shared memory and loaded with ldmatrix as CUTLASS-style code does.
 // M must be a multiple of 16, N of 8, K of 16 (f16) or 32 (s8); other sizes do nothing.
 //
 // The size checks stay inline in each kernel: with them in a shared helper, ptxas 13.0
@@ -71,6 +72,60 @@ extern "C" __global__ void mma_gemm_s8(const signed char *__restrict__ A,
     }
     int *c0 = C + (long)(tr * 16 + g) * N + tc * 8 + t * 2;
     int *c1 = c0 + 8 * (long)N;
+    c0[0] = d0;
+    c0[1] = d1;
+    c1[0] = d2;
+    c1[1] = d3;
+}
+
+// As mma_gemm_f16, with each warp's A and B tiles staged in shared memory and its fragments
+// loaded by ldmatrix: .x4 through generic addresses for A (lane l names row l % 16, column
+// 8 (l / 16) of the 16×16 tile), .x2 through .shared ones for B (lane l < 16 names row l % 8 of
+// Bt's 8×16 tile, column 8 (l / 8)). Up to 8 warps a block.
+extern "C" __global__ void mma_gemm_f16_smem(const unsigned short *__restrict__ A,
+                                             const unsigned short *__restrict__ Bt,
+                                             float *__restrict__ C, int M, int N, int K) {
+    __shared__ __align__(16) unsigned short As[8][16 * 16];
+    __shared__ __align__(16) unsigned short Bs[8][8 * 16];
+    if (M % 16 != 0 || N % 8 != 0 || K % 16 != 0 || N == 0 || blockDim.x > 256) return;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tiles_n = N / 8;
+    int tr = warp / tiles_n, tc = warp % tiles_n;
+    if (tr * 16 >= M) return;
+    int g = lane >> 2, t = lane & 3;
+    const unsigned short *a_row = &As[w][(lane % 16) * 16 + (lane / 16) * 8];
+    unsigned long long b_row;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(b_row) : "l"(&Bs[w][(lane % 8) * 16 + ((lane / 8) % 2) * 8]));
+    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        for (int e = 0; e < 8; ++e) {
+            int i = lane * 8 + e;
+            As[w][i] = A[(long)(tr * 16 + i / 16) * K + k0 + i % 16];
+        }
+        for (int e = 0; e < 4; ++e) {
+            int i = lane * 4 + e;
+            Bs[w][i] = Bt[(long)(tc * 8 + i / 16) * K + k0 + i % 16];
+        }
+        asm volatile("bar.warp.sync -1;" ::: "memory");
+        unsigned ra0, ra1, ra2, ra3, rb0, rb1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(ra0), "=r"(ra1), "=r"(ra2), "=r"(ra3)
+                     : "l"(a_row)
+                     : "memory");
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                     : "=r"(rb0), "=r"(rb1)
+                     : "l"(b_row)
+                     : "memory");
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+        asm volatile("bar.warp.sync -1;" ::: "memory");
+    }
+    float *c0 = C + (long)(tr * 16 + g) * N + tc * 8 + t * 2;
+    float *c1 = c0 + 8 * (long)N;
     c0[0] = d0;
     c0[1] = d1;
     c1[0] = d2;

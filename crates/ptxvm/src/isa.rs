@@ -416,7 +416,7 @@ isa! {
     Isspacep       "isspacep"      Arith         Isspacep   Plain,                    true;
     Istypep        "istypep"       Unimplemented Rounding   Refuse(Texture),          true;
     Ld             "ld"            Memory        Access     Fence,                    true;
-    Ldmatrix       "ldmatrix"      Memory        Mma        Refuse(NotAllowed),       true;
+    Ldmatrix       "ldmatrix"      Memory        Mma        Fence,                    true;
     Ldu            "ldu"           Memory        Access     Fence,                    true;
     Lg2            "lg2"           Arith         Rounding   Plain,                    true;
     Lop3           "lop3"          Arith         Rounding   Plain,                    true;
@@ -465,7 +465,7 @@ isa! {
     St             "st"            Memory        Access     Fence,                    false;
     Stackrestore   "stackrestore"  Unimplemented Rounding   Refuse(NotAllowed),       true;
     Stacksave      "stacksave"     Unimplemented Rounding   Refuse(NotAllowed),       true;
-    Stmatrix       "stmatrix"      Memory        Mma        Refuse(NotAllowed),       false;
+    Stmatrix       "stmatrix"      Memory        Mma        Fence,                    false;
     Sub            "sub"           Arith         AddSub     Plain,                    true;
     Subc           "subc"          Arith         Carry      Plain,                    true;
     Suld           "suld"          Texture       Texture    Refuse(Texture),          true;

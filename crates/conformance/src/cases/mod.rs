@@ -157,6 +157,12 @@ pub const CASES: &[KernelCase] = &[
         build: tensor::mma_gemm_f16,
     },
     KernelCase {
+        name: "mma_gemm_f16_smem",
+        file: "mma_gemm",
+        kernel: "mma_gemm_f16_smem",
+        build: tensor::mma_gemm_f16,
+    },
+    KernelCase {
         name: "mma_gemm_s8",
         file: "mma_gemm",
         kernel: "mma_gemm_s8",

@@ -26,7 +26,8 @@ fn gemm_args(m: usize, n: usize, k: usize) -> Vec<ArgSpec> {
     args
 }
 
-/// C = A·B with f16 A and B, f32 accumulators. The products are exact in f32; tensor cores sum
+/// C = A·B with f16 A and B, f32 accumulators (`mma_gemm_f16`, and `mma_gemm_f16_smem`, which
+/// stages the tiles in shared memory and loads them with ldmatrix). The products are exact in f32; tensor cores sum
 /// them with their own partial-sum rounding, which stays within a few f32 ulps of the exact
 /// sum (|sum| ≤ 64 here), far inside the tolerance.
 pub fn mma_gemm_f16(rng: &mut Rng) -> Case {

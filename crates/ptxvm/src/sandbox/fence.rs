@@ -11,6 +11,8 @@
 //! - generic: `isspacep` picks one of the three fenced forms at run time;
 //! - a variable named with an in-range constant offset needs no check, nor does a register that
 //!   can only point inside one static variable (statics.rs, bounds.rs).
+//!
+//! `ldmatrix`/`stmatrix` rows are fenced in matrix.rs, `cp.async` below.
 
 use super::print::O;
 use super::rewrite::{Fx, R, numbered, sreg};
@@ -443,7 +445,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// How the address `[b+off]` is written: a declared register (with its type), a variable,
     /// or an absolute address.
-    fn src_of(&self, b: &'m Option<Str<'m>>, off: i64) -> Src<'m> {
+    pub(super) fn src_of(&self, b: &'m Option<Str<'m>>, off: i64) -> Src<'m> {
         match b {
             None => Src::Abs(off),
             Some(n) => match self.reg_ty(n) {
@@ -454,7 +456,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Static size of a shared variable visible here: `Some(None)` for a dynamic one.
-    fn shared_size(&self, n: &str) -> Option<Option<u64>> {
+    pub(super) fn shared_size(&self, n: &str) -> Option<Option<u64>> {
         if let Some(&s) = self.shared_fn.get(n) {
             return Some(Some(s));
         }

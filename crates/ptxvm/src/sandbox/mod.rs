@@ -34,6 +34,7 @@ mod hash;
 mod ifconvert;
 mod jumps;
 mod lean;
+mod matrix;
 mod names;
 mod params;
 mod poll;

@@ -630,6 +630,7 @@ impl<'m> Fx<'_, 'm> {
         match op {
             // (Its operands are two addresses, each relocated, and integers.)
             Some(Opcode::Cp) => self.cp_async(i, out),
+            Some(Opcode::Ldmatrix | Opcode::Stmatrix) => self.matrix_access(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
             Some(o) if o.sandbox() == Sandbox::Hint => Ok(()),

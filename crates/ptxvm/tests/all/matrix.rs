@@ -416,16 +416,16 @@ fn mma_with_the_wrong_register_count_is_an_invalid_error() {
     assert!(e.to_string().contains("takes 4 registers, found 3"), "{e}");
 }
 
-/// Four 8×8 b16 matrices in shared memory, element (j, r, c) = 64j + 8r + c, read by `ldmatrix`
+/// A kernel with four 8×8 b16 matrices in shared memory, element (j, r, c) = 64j + 8r + c, read by `ldmatrix`
 /// into out[0..128) (lane-major, four registers a lane), then written back by `stmatrix` with
 /// the same `.trans` into a second area and copied to out[128..256).
-fn ld_st_matrix(trans: &str, generic: bool) -> (Vec<u32>, Vec<u16>) {
+fn ld_st_text(trans: &str, generic: bool) -> String {
     let (space, a, b) = if generic {
         ("", "%rd4", "%rd5")
     } else {
         (".shared", "%r5", "%r6")
     };
-    let m = load(&format!(
+    format!(
         r#"
 .visible .entry k(.param .u64 out)
 {{
@@ -469,7 +469,12 @@ FILL:
 	ret;
 }}
 "#
-    ));
+    )
+}
+
+/// [`ld_st_text`] run on ptxvm: the registers `ldmatrix` gave and the area `stmatrix` wrote.
+fn ld_st_matrix(trans: &str, generic: bool) -> (Vec<u32>, Vec<u16>) {
+    let m = load(&ld_st_text(trans, generic));
     let mut mem = DevMem::new();
     let d = mem.alloc(1024);
     go(&m, &Shape::linear(1, 32), &[Arg::Ptr(d)], &[], &mem).unwrap();
@@ -498,6 +503,143 @@ fn ldmatrix_gives_each_lane_its_fragment_and_stmatrix_puts_it_back() {
             }
             let want: Vec<u16> = (0..256).collect();
             assert_eq!(back, want, "stmatrix{trans} undoes ldmatrix{trans}");
+        }
+    }
+}
+
+#[test]
+fn sandboxed_ldmatrix_and_stmatrix_move_the_same_rows_and_report_nothing() {
+    for trans in ["", ".trans"] {
+        for generic in [false, true] {
+            let (regs, back) = ld_st_matrix(trans, generic);
+            let (s, sbx) = load_sandboxed(&format!("{HEAD}{}", ld_st_text(trans, generic)));
+            assert!(
+                s.ptx
+                    .contains(&format!("ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16"))
+            );
+            let mut out = 0;
+            let g = crate::redteam::attack_in(
+                &sbx,
+                "k",
+                crate::sandbox::Shape::linear(1, 32),
+                |g| {
+                    out = g.alloc(1024);
+                    vec![Arg::U64(out)]
+                },
+                false,
+            );
+            let bytes = g.read(out, 1024);
+            let words: Vec<u32> = bytes[..512]
+                .chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let halves: Vec<u16> = bytes[512..]
+                .chunks(2)
+                .map(|c| u16::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(words, regs, "{trans} generic {generic}: ldmatrix sandboxed");
+            assert_eq!(
+                halves, back,
+                "{trans} generic {generic}: stmatrix sandboxed"
+            );
+        }
+    }
+}
+
+/// Hostile rows: `ldmatrix` through generic addresses aimed at another tenant's memory, and
+/// `stmatrix` at a shared offset far past the window. Both are redirected into the kernel's
+/// own shared variable and reported; the victim is never read (`attack_in` checks). An `.x1`
+/// whose lanes past 8 hold such addresses reads only lanes 0-7's rows: nothing to report.
+const WILD_ROWS: &str = r#"
+.visible .entry wild(.param .u64 victim, .param .u64 out)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<8>;
+	.shared .align 16 .b8 tile[256];
+	ld.param.u64 %rd1, [victim];
+	ld.param.u64 %rd2, [out];
+	mov.u32 %r1, %laneid;
+	mul.wide.u32 %rd3, %r1, 16;
+	add.s64 %rd4, %rd1, %rd3;
+	ldmatrix.sync.aligned.m8n8.x4.b16 {%r2, %r3, %r4, %r5}, [%rd4];
+	mov.u32 %r6, 0x7ffffff0;
+	stmatrix.sync.aligned.m8n8.x2.shared.b16 [%r6], {%r2, %r3};
+	mul.wide.u32 %rd5, %r1, 16;
+	add.s64 %rd6, %rd2, %rd5;
+	st.global.v4.u32 [%rd6], {%r2, %r3, %r4, %r5};
+	ret;
+}
+
+.visible .entry first_eight(.param .u64 victim, .param .u64 out)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<8>;
+	.reg .pred %p<2>;
+	.shared .align 16 .b8 tile[256];
+	ld.param.u64 %rd1, [victim];
+	ld.param.u64 %rd2, [out];
+	mov.u32 %r1, %laneid;
+	// Lanes 0-7 name row l of tile; the rest name the victim.
+	mov.u32 %r2, tile;
+	shl.b32 %r3, %r1, 4;
+	add.s32 %r4, %r2, %r3;
+	cvt.u64.u32 %rd3, %r4;
+	setp.lt.u32 %p1, %r1, 8;
+	selp.b64 %rd4, %rd3, %rd1, %p1;
+	ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r5}, [%rd4];
+	mul.wide.u32 %rd5, %r1, 4;
+	add.s64 %rd6, %rd2, %rd5;
+	st.global.u32 [%rd6], %r5;
+	ret;
+}
+"#;
+
+#[test]
+fn hostile_matrix_rows_are_redirected_into_the_kernels_own_shared_memory_and_reported() {
+    let (_, sbx) = load_sandboxed(&format!("{HEAD}{WILD_ROWS}"));
+    for (kernel, fenced) in [("wild", true), ("first_eight", false)] {
+        crate::redteam::attack_in(
+            &sbx,
+            kernel,
+            crate::sandbox::Shape::linear(1, 32),
+            |g| {
+                let out = g.alloc(512);
+                vec![Arg::U64(g.victim()), Arg::U64(out)]
+            },
+            fenced,
+        );
+    }
+}
+
+#[test]
+fn matrix_accesses_the_sandbox_cannot_redirect_are_refused_with_the_reason() {
+    let cases = [
+        (
+            ".visible .func f(.param .u64 a)\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<2>;\n\t\
+             ld.param.u64 %rd1, [a];\n\tldmatrix.sync.aligned.m8n8.x1.b16 {%r1}, [%rd1];\n\tret;\n}\n",
+            "not available in a .func",
+            9,
+        ),
+        (
+            ".visible .entry k(.param .u64 a)\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<2>;\n\t\
+             ld.param.u64 %rd1, [a];\n\tldmatrix.sync.aligned.m8n8.x1.b16 {%r1}, [%rd1];\n\tret;\n}\n",
+            "static .shared variable of at least 16 bytes",
+            9,
+        ),
+        (
+            ".visible .entry k()\n{\n\t.reg .b32 %r<2>;\n\t.shared .align 16 .b8 t[64];\n\t\
+             ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [4096];\n\tret;\n}\n",
+            "absolute address",
+            8,
+        ),
+    ];
+    for (body, why, at) in cases {
+        match ptxvm::sandbox::sandbox(&format!("{HEAD}{body}"), &Default::default()) {
+            Err(ptxvm::Error::Refused { line, what }) => {
+                assert_eq!(line, at, "{what}");
+                assert!(what.contains(why), "{what}");
+            }
+            other => panic!("{why}: {other:?}"),
         }
     }
 }
