@@ -78,8 +78,8 @@ extern "C" __global__ void mma_gemm_s8(const signed char *__restrict__ A,
     c1[1] = d3;
 }
 
-// As mma_gemm_f16, with each warp's A and B tiles staged in shared memory and its fragments
-// loaded by ldmatrix: .x4 through generic addresses for A (lane l names row l % 16, column
+// As mma_gemm_f16, with each warp's A and B tiles staged in shared memory (A by zero-filling
+// cp.async, B by plain loads and stores) and its fragments loaded by ldmatrix: .x4 through generic addresses for A (lane l names row l % 16, column
 // 8 (l / 16) of the 16×16 tile), .x2 through .shared ones for B (lane l < 16 names row l % 8 of
 // Bt's 8×16 tile, column 8 (l / 8)). Up to 8 warps a block.
 extern "C" __global__ void mma_gemm_f16_smem(const unsigned short *__restrict__ A,
@@ -99,10 +99,16 @@ extern "C" __global__ void mma_gemm_f16_smem(const unsigned short *__restrict__ 
     asm("cvta.to.shared.u64 %0, %1;" : "=l"(b_row) : "l"(&Bs[w][(lane % 8) * 16 + ((lane / 8) % 2) * 8]));
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
     for (int k0 = 0; k0 < K; k0 += 16) {
-        for (int e = 0; e < 8; ++e) {
-            int i = lane * 8 + e;
-            As[w][i] = A[(long)(tr * 16 + i / 16) * K + k0 + i % 16];
-        }
+        // A's 16×16 tile: 16 bytes a lane, by cp.async with a source size (the zero-filling
+        // form; every row is in range here, so it reads all 16).
+        int ar = lane / 2, ac = (lane % 2) * 8;
+        unsigned long long a_dst;
+        asm("cvta.to.shared.u64 %0, %1;" : "=l"(a_dst) : "l"(&As[w][ar * 16 + ac]));
+        unsigned a_bytes = k0 + ac < K ? 16 : 0;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"l"(a_dst),
+                     "l"(A + (long)(tr * 16 + ar) * K + k0 + ac), "r"(a_bytes)
+                     : "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
         for (int e = 0; e < 4; ++e) {
             int i = lane * 4 + e;
             Bs[w][i] = Bt[(long)(tc * 8 + i / 16) * K + k0 + i % 16];

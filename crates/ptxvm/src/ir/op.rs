@@ -280,10 +280,27 @@ pub(crate) enum MemoryOp {
         b: Src,
         c: Src,
     },
+    /// `cp.async` with a source size or `ignore-src` (boxed: rare).
+    CpFill(Box<CpFill>),
     /// `ldmatrix` (boxed: rare, and inline it would grow every op).
     Ldmatrix(Box<super::matrix::MatrixAccess>),
     /// `stmatrix`.
     Stmatrix(Box<super::matrix::MatrixAccess>),
+}
+
+/// `cp.async.{ca,cg}.shared.global [dst], [src], size, src_size|ignore_src`: `src_size` bytes
+/// read (none when `ignore` is set), the rest of the `size` written as zeros. ptxvm copies when
+/// it is issued, as for the plain form.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CpFill {
+    pub dsp: Space,
+    pub dst: Addr,
+    pub ssp: Space,
+    pub src: Addr,
+    pub size: u8,
+    pub src_size: Src,
+    /// A predicate (`Imm(0)` without one).
+    pub ignore: Src,
 }
 
 /// Branches, calls, returns, exits, traps, barriers and no-ops (`Family::Control`).

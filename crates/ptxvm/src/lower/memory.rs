@@ -5,7 +5,9 @@ use super::mods::Mods;
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
 use crate::error::Error;
-use crate::ir::{ArithOp, AtomOp, ControlOp, KPARAM_BASE, MemoryOp, Preload, Space, Src, Ty};
+use crate::ir::{
+    ArithOp, AtomOp, ControlOp, CpFill, KPARAM_BASE, MemoryOp, Preload, Space, Src, Ty,
+};
 use crate::isa::Opcode;
 
 impl Ctx<'_> {
@@ -112,15 +114,37 @@ impl Ctx<'_> {
             Operand::Int(v @ (4 | 8 | 16)) => v,
             _ => return self.invalid("cp.async copy size must be 4, 8 or 16"),
         };
-        match ops.get(3) {
-            None => {}
-            Some(Operand::Int(v)) if *v == size && ops.len() == 4 => {}
-            Some(_) => {
-                return self.unsup("cp.async with a source size (zero fill) or a cache policy");
-            }
+        if ops.len() > 4 {
+            return self.unsup("cp.async with a cache policy");
         }
         let (dsp, dst) = self.addr(&ops[0], Space::Shared)?;
         let (ssp, src) = self.addr(&ops[1], Space::Global)?;
+        // A fourth operand: the bytes to read (the rest zero-filled), or a predicate that,
+        // set, reads none (`ignore-src`).
+        let (src_size, ignore) = match ops.get(3) {
+            None => (None, Src::Imm(0)),
+            Some(Operand::Int(v)) if *v == size => (None, Src::Imm(0)),
+            Some(Operand::Int(v)) if (0..size).contains(v) => {
+                (Some(Src::Imm(*v as u64)), Src::Imm(0))
+            }
+            Some(o @ Operand::Name(n)) => match self.reg(n)? {
+                (_, Ty::Pred) => (Some(Src::Imm(size as u64)), self.src(o, Ty::Pred)?),
+                _ => (Some(self.src(o, Ty::U32)?), Src::Imm(0)),
+            },
+            Some(_) => return self.invalid("cp.async source size must be at most the copy size"),
+        };
+        if let Some(src_size) = src_size {
+            let fill = CpFill {
+                dsp,
+                dst,
+                ssp,
+                src,
+                size: size as u8,
+                src_size,
+                ignore,
+            };
+            return self.emit(i, MemoryOp::CpFill(Box::new(fill)));
+        }
         let n = (size / 4) as u8;
         let mut ds = [self.sink; 4];
         for d in ds.iter_mut().take(usize::from(n)) {

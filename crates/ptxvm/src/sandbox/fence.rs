@@ -33,6 +33,16 @@ pub(super) enum Sp {
     Generic,
 }
 
+/// What a `cp.async` reads of its source: all of it, a fixed number of bytes, as many as a
+/// register says, or none when a predicate is set.
+#[derive(Debug, Clone, Copy)]
+enum Fill<'m> {
+    All,
+    Bytes(i64),
+    Reg(&'m str),
+    Ignore(&'m str),
+}
+
 /// How the address is written.
 pub(super) enum Src<'m> {
     /// A declared register, the offset, and the register's type (looked up once per access).
@@ -393,18 +403,31 @@ impl<'m> Fx<'_, 'm> {
             Some(Operand::Int(v @ (4 | 8 | 16))) => *v,
             _ => 0,
         };
-        let src_size_ok = match i.operands.get(3) {
-            None => true,
-            Some(Operand::Int(v)) => *v == size && i.operands.len() == 4,
-            Some(_) => false,
+        let fill = match i.operands.get(3) {
+            None => Some(Fill::All),
+            Some(Operand::Int(v)) if *v == size => Some(Fill::All),
+            Some(Operand::Int(v)) if (0..size).contains(v) => Some(Fill::Bytes(*v)),
+            Some(Operand::Name(r)) => match self.reg_ty(r) {
+                Some("pred") => Some(Fill::Ignore(r.as_ref())),
+                Some("u32" | "b32" | "s32") => Some(Fill::Reg(r.as_ref())),
+                _ => None,
+            },
+            Some(_) => None,
         };
-        if !(has("async") && has("global") && known && size > 0 && src_size_ok)
+        let Some(fill) = fill.filter(|_| i.operands.len() <= 4) else {
+            return refused(
+                i.line,
+                "cp.async's fourth operand must be a source size (an integer at most the copy \
+                 size, or a 32-bit register) or an ignore-src predicate; no cache policy",
+            );
+        };
+        if !(has("async") && has("global") && known && size > 0)
             || !(has("shared") || has("shared::cta"))
         {
             return refused(
                 i.line,
                 "this cp form; the sandbox allows cp.async.{ca,cg}.shared.global [dst], [src], \
-                 4|8|16 and cp.async.commit_group/wait_group/wait_all",
+                 4|8|16{, src-size|ignore-src} and cp.async.commit_group/wait_group/wait_all",
             );
         }
         let (Some(Operand::Addr(db, doff)), Some(Operand::Addr(sb, soff))) =
@@ -426,7 +449,10 @@ impl<'m> Fx<'_, 'm> {
             }
             src => self.load_into(out, &g, &src, i.line)?,
         }
-        self.fence_global_into(out, &g, &gr, "%__sbx_lim", w, i.guard.as_ref());
+        match fill {
+            Fill::All => self.fence_global_into(out, &g, &gr, "%__sbx_lim", w, i.guard.as_ref()),
+            fill => self.fence_fill_source(out, &gr, w, fill, i.guard.as_ref()),
+        }
         let dst = self.src_of(db, *doff);
         if let Src::Sym(name, _) = dst
             && self.shared_size(name).is_none()
@@ -439,6 +465,18 @@ impl<'m> Fx<'_, 'm> {
         j.guard = guard;
         j.operands[0] = Operand::Addr(Some("%__sbx_a".into()), 0);
         j.operands[1] = Operand::Addr(Some(gr.into()), 0);
+        // A register source size is cut to the copy size (the hardware's rule, not checked by
+        // it), after the window check, whose scratch register it reuses.
+        if let Fill::Reg(r) = fill {
+            Self::text(out, None, |t| {
+                t.push_str("min.u32 %__sbx_o, ");
+                t.push_str(r);
+                t.push_str(", ");
+                super::print::unsigned(t, w);
+                t.push_str(";\n");
+            });
+            j.operands[3] = Operand::Name("%__sbx_o".into());
+        }
         out.push(O::new(Stmt::Inst(j)));
         Ok(())
     }
@@ -685,6 +723,58 @@ impl<'m> Fx<'_, 'm> {
                 super::print::int(t, -(w as i64));
                 t.push_str(";\n");
             }
+        });
+    }
+
+    /// A zero-filling `cp.async`'s source, in register `x`: fenced as
+    /// [`Self::fence_global_into`] does, but reported only when the copy reads from it (a
+    /// source size of 0, or ignore-src set, reads nothing: CUTLASS-style code zero-fills the
+    /// tiles past a matrix's edge so, with their addresses out of bounds). Out of range it
+    /// goes to the base whether or not it is read.
+    fn fence_fill_source(
+        &self,
+        out: &mut Vec<O<'m>>,
+        x: &str,
+        w: u64,
+        fill: Fill<'_>,
+        guard: Option<&(Str<'m>, bool)>,
+    ) {
+        Self::text(out, None, |t| offset_from_base(t, x));
+        self.past_limit(out, "%__sbx_p", "%__sbx_lim", None);
+        // %__sbx_o: nonzero when the copy reads its source; cleared where the guard stops it.
+        let reads = match fill {
+            Fill::All | Fill::Bytes(0) => None,
+            Fill::Bytes(_) => Some(("mov.u32 %__sbx_o, 1", "")),
+            Fill::Reg(r) => Some(("mov.u32 %__sbx_o, ", r)),
+            Fill::Ignore(r) => Some(("selp.u32 %__sbx_o, 0, 1, ", r)),
+        };
+        if let Some((op, r)) = reads {
+            Self::text(out, None, |t| {
+                t.push_str(op);
+                t.push_str(r);
+                t.push_str(";\n");
+            });
+            if let Some((g, neg)) = guard {
+                let off = (g.clone(), !neg);
+                Self::text(out, Some(&off), |t| t.push_str("mov.u32 %__sbx_o, 0;\n"));
+            }
+            Self::text(out, None, |t| {
+                t.push_str("setp.ne.and.u32 %__sbx_q, %__sbx_o, 0, %__sbx_p;\n")
+            });
+            self.fault(out, Some(("%__sbx_q".into(), false)));
+        }
+        Self::text(out, None, |t| {
+            t.push_str("selp.b64 ");
+            t.push_str(x);
+            t.push_str(", %__sbx_base, ");
+            t.push_str(x);
+            t.push_str(", %__sbx_p;\n\tand.b64 ");
+            t.push_str(x);
+            t.push_str(", ");
+            t.push_str(x);
+            t.push_str(", ");
+            super::print::int(t, -(w as i64));
+            t.push_str(";\n");
         });
     }
 

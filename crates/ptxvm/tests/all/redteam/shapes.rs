@@ -151,7 +151,8 @@ fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
 
 #[test]
 fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
-    // Deterministic mutations of the red-team module and of every nvcc corpus module:
+    // Deterministic mutations of the red-team module and of every nvcc corpus module (and the
+    // clang tensor-core one):
     // truncations, deleted, duplicated and moved spans, swapped bytes, huge offsets. Every
     // outcome is a value, and rewritten output loads. `SANDBOX_MANGLE_ROUNDS` (300) and
     // `SANDBOX_MANGLE_SEED` run a longer sweep, e.g. `SANDBOX_MANGLE_ROUNDS=1000000 cargo test
@@ -169,6 +170,9 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
         .collect();
+    // The tensor-core module (mma, and ldmatrix through generic and shared addresses) has
+    // no nvcc flavour yet: its clang one.
+    names.push(format!("{dir}/../../corpus/clang/mma_gemm.ptx").into());
     names.sort();
     bases.extend(names.iter().map(|p| std::fs::read_to_string(p).unwrap()));
     let mut next = move |n: usize| {
@@ -298,7 +302,8 @@ fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
     );
     for form in [
         "cp.async.bulk.shared::cluster.global [%r1], [%rd1], 16;",
-        "cp.async.ca.shared.global [%r1], [%rd1], 16, %r2;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 16, 20;",
+        "cp.async.ca.shared.global [%r1], [%rd1], 16, %r2, %rd1;",
         "cp.async.ca.shared.global [%r1], [%rd1], 12;",
     ] {
         let src = format!(
@@ -307,6 +312,111 @@ fn cp_async_copies_legally_and_is_fenced_on_both_ends() {
         let (line, what) = refused(&src);
         assert_eq!(line, 7, "{form}");
         assert!(what.contains("cp.async"), "{what}");
+    }
+}
+
+/// Zero-filling `cp.async` forms: a register source size, an ignore-src predicate, and fixed
+/// sizes of 3 and 0 bytes, into a tile first filled with 0xff.
+const CP_FILL: &str = r#"
+.visible .entry cp_fill(.param .u64 src, .param .u64 out, .param .u32 n, .param .u32 skip)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<8>;
+    .reg .pred %p<2>;
+    .shared .align 16 .b8 tile[64];
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.param.u32 %r2, [skip];
+    setp.ne.u32 %p1, %r2, 0;
+    mov.u32 %r3, -1;
+    st.shared.v4.u32 [tile], {%r3, %r3, %r3, %r3};
+    st.shared.v4.u32 [tile+16], {%r3, %r3, %r3, %r3};
+    st.shared.v4.u32 [tile+32], {%r3, %r3, %r3, %r3};
+    st.shared.v4.u32 [tile+48], {%r3, %r3, %r3, %r3};
+    cp.async.ca.shared.global [tile], [%rd1], 16, %r1;
+    cp.async.cg.shared.global [tile+16], [%rd1+16], 16, %p1;
+    cp.async.ca.shared.global [tile+32], [%rd1+32], 8, 3;
+    cp.async.ca.shared.global [tile+48], [%rd1+48], 16, 0;
+    cp.async.wait_all;
+    bar.sync 0;
+    ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [tile];
+    st.global.v4.u32 [%rd2], {%r4, %r5, %r6, %r7};
+    ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [tile+16];
+    st.global.v4.u32 [%rd2+16], {%r4, %r5, %r6, %r7};
+    ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [tile+32];
+    st.global.v4.u32 [%rd2+32], {%r4, %r5, %r6, %r7};
+    ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [tile+48];
+    st.global.v4.u32 [%rd2+48], {%r4, %r5, %r6, %r7};
+    ret;
+}
+
+.visible .entry cp_zero(.param .u64 src, .param .u64 out, .param .u32 n, .param .u32 skip)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<8>;
+    .reg .pred %p<2>;
+    .shared .align 16 .b8 tile[32];
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.param.u32 %r2, [skip];
+    setp.ne.u32 %p1, %r2, 0;
+    cp.async.ca.shared.global [tile], [%rd1], 16, %r1;
+    cp.async.cg.shared.global [tile+16], [%rd1+16], 16, %p1;
+    cp.async.wait_all;
+    bar.sync 0;
+    ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [tile];
+    st.global.v4.u32 [%rd2], {%r4, %r5, %r6, %r7};
+    ret;
+}
+"#;
+
+#[test]
+fn zero_filling_cp_async_reads_only_its_source_size_and_is_reported_only_when_it_reads() {
+    let (_, m) = load_sandboxed(&ptx(CP_FILL));
+    // Legal: 5 bytes, 16, 3, none; the rest zeros, and an 8-byte copy leaves the 0xff after it.
+    let mut out = 0;
+    let mem = attack_in(
+        &m,
+        "cp_fill",
+        Shape::linear(1, 1),
+        |g| {
+            let src = g.alloc(64);
+            g.write(src, &(0u8..64).collect::<Vec<u8>>());
+            out = g.alloc(64);
+            vec![Arg::U64(src), Arg::U64(out), Arg::U32(5), Arg::U32(0)]
+        },
+        false,
+    );
+    let mut want = vec![0u8; 64];
+    want[..5].copy_from_slice(&[0, 1, 2, 3, 4]);
+    want[16..32].copy_from_slice(&(16u8..32).collect::<Vec<u8>>());
+    want[32..35].copy_from_slice(&[32, 33, 34]);
+    want[40..48].fill(0xff);
+    assert_eq!(mem.read(out, 64), want);
+    // A source at another tenant's memory that nothing reads (size 0, ignore-src set): zeros,
+    // nothing reported, the victim never looked at. Read, it is fenced and reported.
+    for (n, skip, fenced) in [(0, 1, false), (4, 1, true), (0, 0, true)] {
+        let mut out = 0;
+        let mem = attack_in(
+            &m,
+            "cp_zero",
+            Shape::linear(1, 1),
+            |g| {
+                out = g.alloc(16);
+                vec![
+                    Arg::U64(g.victim()),
+                    Arg::U64(out),
+                    Arg::U32(n),
+                    Arg::U32(skip),
+                ]
+            },
+            fenced,
+        );
+        if !fenced {
+            assert_eq!(mem.read(out, 16), vec![0u8; 16]);
+        }
     }
 }
 
