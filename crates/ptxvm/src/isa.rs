@@ -92,6 +92,8 @@ pub(crate) enum Modifiers {
     Madc,
     MinMax,
     Shf,
+    /// `bmsk`, `szext`: how a bit count of 32 or more is read.
+    Mode,
     Brx,
     Bfind,
     Redux,
@@ -143,6 +145,7 @@ impl Modifiers {
             Modifiers::Madc => matches!(f, "cc" | "lo" | "hi"),
             Modifiers::MinMax => rnd || f == "NaN",
             Modifiers::Shf => matches!(f, "l" | "r" | "wrap" | "clamp"),
+            Modifiers::Mode => matches!(f, "wrap" | "clamp"),
             Modifiers::Brx => matches!(f, "idx" | "uni"),
             Modifiers::Bfind => f == "shiftamt",
             Modifiers::Redux => matches!(f, "add" | "min" | "max" | "and" | "or" | "xor"),
@@ -386,7 +389,7 @@ isa! {
     Bfe            "bfe"           Arith         Rounding   Plain,                    true;
     Bfi            "bfi"           Arith         Rounding   Plain,                    true;
     Bfind          "bfind"         Arith         Bfind      Plain,                    true;
-    Bmsk           "bmsk"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Bmsk           "bmsk"          Arith         Mode       Plain,                    true;
     Bra            "bra"           Control       Rounding   Plain,                    false;
     Brev           "brev"          Arith         Rounding   Plain,                    true;
     Brkpt          "brkpt"         Control       Rounding   Refuse(StopsContext),     true;
@@ -405,12 +408,12 @@ isa! {
     Div            "div"           Arith         Rounding   Plain,                    true;
     Dp2a           "dp2a"          Unimplemented Rounding   Refuse(NotAllowed),       true;
     Dp4a           "dp4a"          Arith         Rounding   Plain,                    true;
-    Elect          "elect"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Elect          "elect"         Collective    Rounding   Plain,                    true;
     Ex2            "ex2"           Arith         Rounding   Plain,                    true;
     Exit           "exit"          Control       Rounding   Plain,                    false;
     Fence          "fence"         Control       Fence      Plain,                    false;
     Fma            "fma"           Arith         Rounding   Plain,                    true;
-    Fns            "fns"           Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Fns            "fns"           Arith         Rounding   Plain,                    true;
     Getctarank     "getctarank"    Unimplemented Rounding   Refuse(NotAllowed),       true;
     Griddepcontrol "griddepcontrol" Unimplemented Rounding  Refuse(NotAllowed),       true;
     Isspacep       "isspacep"      Arith         Isspacep   Plain,                    true;
@@ -472,7 +475,7 @@ isa! {
     Suq            "suq"           Texture       Texture    Refuse(Texture),          true;
     Sured          "sured"         Unimplemented Rounding   Refuse(Texture),          true;
     Sust           "sust"          Texture       Texture    Refuse(Texture),          false;
-    Szext          "szext"         Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Szext          "szext"         Arith         Mode       Plain,                    true;
     Tanh           "tanh"          Arith         Rounding   Plain,                    true;
     Tcgen05        "tcgen05"       Unimplemented Rounding   Refuse(NotAllowed),       true;
     Tensormap      "tensormap"     Unimplemented Rounding   Refuse(NotAllowed),       true;

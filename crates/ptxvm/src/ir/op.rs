@@ -176,6 +176,14 @@ pub(crate) enum ArithOp {
         b: Src,
         c: Src,
     },
+    /// `bmsk`, `szext` (`c` unused) and `fns`.
+    Bits {
+        f: BitFn,
+        d: Reg,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
     Testp {
         op: u8,
         ty: Ty,
@@ -343,6 +351,15 @@ pub(crate) enum ControlOp {
     },
 }
 
+/// The bit-field functions of sm_70 and later whose PTX names a mode: `bmsk` and `szext` clamp
+/// or wrap their bit counts; `fns` finds the n-th set bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BitFn {
+    Bmsk { clamp: bool },
+    Szext { clamp: bool, signed: bool },
+    Fns,
+}
+
 /// Warp collectives: lanes exchanging values (`Family::Collective`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum CollectiveOp {
@@ -375,6 +392,12 @@ pub(crate) enum CollectiveOp {
         ty: Ty,
         d: Reg,
         a: Src,
+    },
+    /// `elect.sync d|p, membermask`: the lowest active lane of the mask leads.
+    Elect {
+        d: Reg,
+        p: Reg,
+        m: Src,
     },
     /// `mma.sync.aligned`: the warp's fragments of A, B and C in, its fragments of D out.
     Mma(Box<super::matrix::MmaOp>),

@@ -25,6 +25,9 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         Bfe => ("", "bfe.u32 %r1, %r2, 4, 8;"),
         Bfi => ("", "bfi.b32 %r1, %r2, %r3, 4, 8;"),
         Bfind => ("", "bfind.u32 %r1, %r2;"),
+        Bmsk => ("", "bmsk.wrap.b32 %r1, %r2, %r3;"),
+        Fns => ("", "fns.b32 %r1, %r2, %r3, %r4;"),
+        Szext => ("", "szext.clamp.s32 %r1, %r2, %r3;"),
         Brev => ("", "brev.b32 %r1, %r2;"),
         Clz => ("", "clz.b32 %r1, %r2;"),
         Cnot => ("", "cnot.b32 %r1, %r2;"),
@@ -99,6 +102,7 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         Trap => ("", "trap;"),
         Activemask => ("", "activemask.b32 %r1;"),
         Match => ("", "match.any.sync.b32 %r1, %r2, 0xffffffff;"),
+        Elect => ("", "elect.sync %r1|%p1, 0xffffffff;"),
         Mma => (
             "",
             "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2}, \

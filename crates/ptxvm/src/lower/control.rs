@@ -68,6 +68,20 @@ impl Ctx<'_> {
         let ty = m.last_ty();
         match op {
             Opcode::Shfl | Opcode::Vote | Opcode::Activemask | Opcode::Match => self.warp_op(i, m),
+            Opcode::Elect => {
+                self.need(i, 2)?;
+                let Operand::Pair(pair) = &i.operands[0] else {
+                    return self.invalid("elect.sync takes d|p, membermask");
+                };
+                let d = if pair.0.as_ref() == "_" {
+                    self.sink
+                } else {
+                    self.reg(&pair.0)?.0
+                };
+                let p = self.reg(&pair.1)?.0;
+                let m = self.src(&i.operands[1], Ty::U32)?;
+                self.emit(i, CollectiveOp::Elect { d, p, m })
+            }
             Opcode::Mma => self.mma(i),
             Opcode::Movmatrix => self.movmatrix(i),
             Opcode::Redux => {

@@ -4,7 +4,8 @@
 use super::mods::Mods;
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
-use crate::ir::{ArithOp, BoolOp, CarryKind, NO_REG, Rnd, Src, Ty};
+use crate::ir::{ArithOp, BitFn, BoolOp, CarryKind, NO_REG, Rnd, Src, Ty};
+use crate::isa::Opcode;
 
 impl Ctx<'_> {
     pub(super) fn setp(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
@@ -123,6 +124,35 @@ impl Ctx<'_> {
                 self.emit(i, ArithOp::Prmt { d, a, b, c })
             }
         }
+    }
+
+    /// `bmsk.mode.b32 d, a, b`, `szext.mode.type d, a, b`, `fns.b32 d, mask, base, offset`.
+    pub(super) fn bit_fn(&mut self, i: &ast::Inst, op: Opcode, m: &Mods) -> R<()> {
+        let clamp = m.has("clamp");
+        if op != Opcode::Fns && clamp == m.has("wrap") {
+            return self.invalid(format!("{op} needs one of .clamp and .wrap"));
+        }
+        let ty = self.ty(m.last_ty())?;
+        let f = match op {
+            Opcode::Bmsk => BitFn::Bmsk { clamp },
+            Opcode::Szext if matches!(ty, Ty::U32 | Ty::S32) => BitFn::Szext {
+                clamp,
+                signed: ty == Ty::S32,
+            },
+            Opcode::Szext => return self.invalid("szext takes .u32 or .s32"),
+            _ => BitFn::Fns,
+        };
+        let n = if f == BitFn::Fns { 4 } else { 3 };
+        self.need(i, n)?;
+        let ops = &i.operands;
+        let d = self.dst(&ops[0])?;
+        let a = self.src(&ops[1], Ty::B32)?;
+        let b = self.src(&ops[2], Ty::U32)?;
+        let c = match ops.get(3) {
+            Some(o) => self.src(o, Ty::S32)?,
+            None => Src::Imm(0),
+        };
+        self.emit(i, ArithOp::Bits { f, d, a, b, c })
     }
 
     pub(super) fn cvt(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {

@@ -295,6 +295,7 @@ impl Ctx<'_> {
                 )
             }
             Opcode::Bfe | Opcode::Bfi | Opcode::Prmt => self.bits(i, op.name(), ty),
+            Opcode::Bmsk | Opcode::Szext | Opcode::Fns => self.bit_fn(i, op, m),
             Opcode::Testp => {
                 self.need(i, 2)?;
                 let ty = self.ty(ty)?;

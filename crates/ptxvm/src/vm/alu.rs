@@ -528,6 +528,60 @@ pub(crate) fn bfi(wide: bool, a: u64, b: u64, pos: u64, len: u64) -> u64 {
 }
 
 /// Byte permute, default mode.
+/// `bmsk.mode.b32 a, b` (PTX ISA pseudo-code): a mask of `b` bits from bit `a`; `.clamp`
+/// takes a position or width of 32 or more as out of range, `.wrap` takes both mod 32.
+pub(crate) fn bmsk(clamp: bool, a: u64, b: u64) -> u64 {
+    let (a, b) = (a as u32, b as u32);
+    let (a1, b1) = (a & 0x1f, b & 0x1f);
+    let sum = a1 + b1;
+    let mut mask0 = !0u32 << a1;
+    let mut mask1 = (!0u32).checked_shl(sum).unwrap_or(0);
+    let (pos_over, width_over) = (clamp && a >= 32, clamp && b >= 32);
+    if pos_over {
+        mask0 = 0;
+    }
+    if sum >= 32 || pos_over || width_over {
+        mask1 = 0;
+    } else if b1 == 0 {
+        mask1 = !0;
+    }
+    u64::from(mask0 & !mask1)
+}
+
+/// `szext.mode.type a, b`: the low `b` bits of `a`, sign- or zero-extended; 0 bits give 0, and
+/// 32 or more give `a` with `.clamp`, `b mod 32` bits with `.wrap`.
+pub(crate) fn szext(clamp: bool, signed: bool, a: u64, b: u64) -> u64 {
+    let (a, b) = (a as u32, b as u32);
+    let b1 = b & 0x1f;
+    let too_large = b >= 32 && clamp;
+    let mask = if too_large { 0 } else { !0u32 << b1 };
+    let sign = !(b1 == 0 || too_large || !signed) && (a >> ((b1.wrapping_sub(1)) & 0x1f)) & 1 != 0;
+    u64::from((a & !mask) | if sign { mask } else { 0 })
+}
+
+/// `fns.b32 mask, base, offset`: the position of the `offset`-th set bit of `mask` counting
+/// up (offset > 0) or down (< 0) from `base`, `base` itself for offset 0 when set; else
+/// 0xffffffff.
+pub(crate) fn fns(mask: u64, base: u64, offset: u64) -> u64 {
+    let (mask, base, offset) = (mask as u32, base as u32 as i64, offset as u32 as i32);
+    let set = |pos: i64| (0..32).contains(&pos) && (mask >> pos) & 1 != 0;
+    if offset == 0 {
+        return if set(base) { base as u64 } else { 0xffff_ffff };
+    }
+    let (inc, mut count) = (i64::from(offset.signum()), offset.unsigned_abs() - 1);
+    let mut pos = base;
+    while (0..32).contains(&pos) {
+        if set(pos) {
+            if count == 0 {
+                return pos as u64;
+            }
+            count -= 1;
+        }
+        pos += inc;
+    }
+    0xffff_ffff
+}
+
 pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
     let bytes = (u64::from(b as u32) << 32) | u64::from(a as u32);
     let mut out = 0u64;
@@ -588,6 +642,25 @@ mod tests {
         assert_eq!(iun(IUn::Clz, Ty::B32, 1), 31);
         assert_eq!(iun(IUn::Popc, Ty::B64, u64::MAX), 64);
         assert_eq!(iun(IUn::Brev, Ty::B32, 1), 0x8000_0000);
+        // The PTX ISA's examples, and the edges of each mode.
+        assert_eq!(bmsk(false, 1, 2), 0x6);
+        assert_eq!(bmsk(false, 4, 0), 0);
+        assert_eq!(bmsk(false, 30, 4), 0xc000_0000);
+        assert_eq!(bmsk(true, 32, 1), 0);
+        assert_eq!(bmsk(true, 4, 40), 0xffff_fff0);
+        assert_eq!(bmsk(false, 36, 2), 0x30);
+        assert_eq!(szext(false, false, 0xffff_ffff, 0), 0);
+        assert_eq!(szext(false, true, 0x0000_0080, 8), 0xffff_ff80);
+        assert_eq!(szext(false, false, 0x0000_0180, 8), 0x80);
+        assert_eq!(szext(true, true, 0x1234_5678, 40), 0x1234_5678);
+        assert_eq!(szext(false, true, 0x1234_5678, 36), 0xffff_fff8);
+        assert_eq!(szext(false, false, 0x1234_5678, 36), 0x8);
+        assert_eq!(fns(0xaaaa_aaaa, 3, 1), 3);
+        assert_eq!(fns(0xaaaa_aaaa, 3, (-1i32) as u32 as u64), 3);
+        assert_eq!(fns(0xaaaa_aaaa, 2, 1), 3);
+        assert_eq!(fns(0xaaaa_aaaa, 2, (-1i32) as u32 as u64), 1);
+        assert_eq!(fns(0xaaaa_aaaa, 2, 0), 0xffff_ffff);
+        assert_eq!(fns(0x1, 5, 2), 0xffff_ffff);
     }
 
     #[test]

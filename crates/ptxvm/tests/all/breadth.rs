@@ -282,3 +282,54 @@ $L_done:
     let f = go(&bad, &Shape::linear(1, 1), &[], &[], &DevMem::new()).unwrap_err();
     assert_eq!(f.kind, ptxvm::FaultKind::BadBranchIndex { index: 5 });
 }
+
+#[test]
+fn elect_bmsk_szext_and_fns_give_the_ptx_isas_answers() {
+    let m = load(
+        r#"
+.visible .entry k(.param .u64 out)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<16>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %laneid;
+	setp.lt.u32 %p1, %r1, 5;
+	@%p1 bra DONE;
+	elect.sync %r2|%p2, 0xfffffff0;
+	selp.u32 %r3, 1, 0, %p2;
+	bmsk.wrap.b32 %r4, 1, 2;
+	bmsk.clamp.b32 %r5, %r1, 40;
+	szext.wrap.s32 %r6, 0x80, 8;
+	szext.wrap.u32 %r7, 0xffffffff, 0;
+	fns.b32 %r8, 0xaaaaaaaa, 2, -1;
+	fns.b32 %r9, 0xaaaaaaaa, %r1, 1;
+	mul.wide.u32 %rd2, %r1, 32;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.v4.u32 [%rd3], {%r2, %r3, %r4, %r5};
+	st.global.v4.u32 [%rd3+16], {%r6, %r7, %r8, %r9};
+DONE:
+	ret;
+}
+"#,
+    );
+    let mut mem = DevMem::new();
+    let d = mem.alloc(32 * 32);
+    go(&m, &Shape::linear(1, 32), &[Arg::Ptr(d)], &[], &mem).unwrap();
+    let o: Vec<u32> = mem.download(d, 32 * 8);
+    for l in 5..32usize {
+        let r = &o[l * 8..][..8];
+        // Lanes 0-4 left: of the mask's lanes 4-31, 5 is the lowest still running.
+        assert_eq!((r[0], r[1]), (5, u32::from(l == 5)), "elect lane {l}");
+        assert_eq!(r[2], 0x6, "bmsk.wrap 1, 2");
+        assert_eq!(r[3], !0u32 << l, "bmsk.clamp lane {l}, 40 bits");
+        assert_eq!((r[4], r[5]), (0xffff_ff80, 0), "szext");
+        assert_eq!(r[6], 1, "fns 2, -1");
+        let odd = if l % 2 == 1 { l } else { l + 1 };
+        assert_eq!(
+            r[7],
+            if odd < 32 { odd as u32 } else { u32::MAX },
+            "fns lane {l}"
+        );
+    }
+}

@@ -9,8 +9,8 @@ use super::super::cvt::{CvtMods, cvt};
 use super::super::float::to_half;
 use super::super::warp::Warp;
 use crate::ir::{
-    ArithOp, BoolOp, Cmp, Dyn, FOp, IOp, KPARAM_BASE, LOCAL_WINDOW, NO_REG, Rnd, SHARED_WINDOW,
-    Space, Ty, WINDOW_SIZE,
+    ArithOp, BitFn, BoolOp, Cmp, Dyn, FOp, IOp, KPARAM_BASE, LOCAL_WINDOW, NO_REG, Rnd,
+    SHARED_WINDOW, Space, Ty, WINDOW_SIZE,
 };
 
 #[inline(always)]
@@ -244,6 +244,15 @@ impl Warp {
             ArithOp::Prmt { d, a, b, c } => {
                 let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
                 map3(self, *d, av, bv, cv, mask, alu::prmt);
+            }
+            ArithOp::Bits { f, d, a, b, c } => {
+                let (av, bv, cv) = (self.rd(*a), self.rd(*b), self.rd(*c));
+                let f = *f;
+                map3(self, *d, av, bv, cv, mask, |x, y, z| match f {
+                    BitFn::Bmsk { clamp } => alu::bmsk(clamp, x, y),
+                    BitFn::Szext { clamp, signed } => alu::szext(clamp, signed, x, y),
+                    BitFn::Fns => alu::fns(x, y, z),
+                });
             }
             ArithOp::Testp { op, ty, d, a } => {
                 let (op, ty) = (*op, *ty);

@@ -93,6 +93,16 @@ impl Warp {
                     self.wr(*dp, &ok, mask);
                 }
             }
+            CollectiveOp::Elect { d, p, m } => {
+                let members = self.rd(*m)[Warp::first(mask)] as u32 & mask;
+                let leader = members.trailing_zeros() as usize;
+                self.wr(*d, &[leader as u64; 32], mask);
+                let mut lead = [0u64; 32];
+                if leader < 32 {
+                    lead[leader] = 1;
+                }
+                self.wr(*p, &lead, mask);
+            }
             CollectiveOp::Mma(op) => self.mma(op, mask),
             CollectiveOp::Movmatrix { d, a } => self.movmatrix(*d, *a, mask),
         }
