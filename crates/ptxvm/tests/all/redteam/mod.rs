@@ -19,6 +19,7 @@ use super::sandbox::{Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sa
 mod limits;
 mod memory;
 mod refusals;
+mod rows;
 mod shapes;
 mod stops;
 mod uniform;
