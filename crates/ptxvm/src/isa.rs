@@ -112,6 +112,8 @@ pub(crate) enum Modifiers {
     Shfl,
     Vote,
     Match,
+    /// `wmma`: its operation, fragment, layouts, shapes and state spaces.
+    Wmma,
     /// `mma`, `movmatrix`, `ldmatrix`, `stmatrix`: shapes, layouts, the non-`Ty` element
     /// type `tf32`, saturation, matrix counts, the shared state space.
     Mma,
@@ -192,6 +194,14 @@ impl Modifiers {
             Modifiers::Shfl => matches!(f, "up" | "down" | "bfly" | "idx"),
             Modifiers::Vote => matches!(f, "all" | "any" | "uni" | "ballot"),
             Modifiers::Match => matches!(f, "any" | "all"),
+            Modifiers::Wmma => {
+                crate::ir::matrix::WmmaShape::parse(f).is_some()
+                    || matches!(
+                        f,
+                        "load" | "store" | "mma" | "a" | "b" | "c" | "d" | "row" | "col"
+                    )
+                    || matches!(f, "global" | "shared" | "shared::cta" | "satfinite")
+            }
             Modifiers::Mma => {
                 crate::ir::matrix::Shape::parse(f).is_some()
                     || matches!(f, "row" | "col" | "tf32" | "satfinite" | "m8n8" | "trans")
@@ -509,7 +519,7 @@ isa! {
     Vsub2          "vsub2"         Unimplemented Rounding   Refuse(NotAllowed),       true;
     Vsub4          "vsub4"         Unimplemented Rounding   Refuse(NotAllowed),       true;
     Wgmma          "wgmma"         Unimplemented Rounding   Refuse(NotAllowed),       true;
-    Wmma           "wmma"          Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Wmma           "wmma"          Memory        Wmma       Fence,                    true;
     Xor            "xor"           Arith         Rounding   Plain,                    true;
 }
 

@@ -195,6 +195,89 @@ pub(crate) struct MatrixAccess {
     pub s: [Src; 4],
 }
 
+/// A `wmma` fragment's shape and type: `m16n16k16`, `m32n8k16` or `m8n32k16`, f16 multiplicands
+/// with f16 or f32 accumulators (what `nvcuda::wmma` with `half` compiles to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WmmaShape {
+    pub m: u8,
+    pub n: u8,
+    pub k: u8,
+}
+
+impl WmmaShape {
+    pub(crate) fn parse(s: &str) -> Option<WmmaShape> {
+        let (m, n, k) = match s {
+            "m16n16k16" => (16, 16, 16),
+            "m32n8k16" => (32, 8, 16),
+            "m8n32k16" => (8, 32, 16),
+            _ => return None,
+        };
+        Some(WmmaShape { m, n, k })
+    }
+
+    /// Rows and columns of `part`'s matrix (C's for D).
+    pub(crate) fn dims(self, part: Part) -> (usize, usize) {
+        let (m, n, k) = (
+            usize::from(self.m),
+            usize::from(self.n),
+            usize::from(self.k),
+        );
+        match part {
+            Part::A => (m, k),
+            Part::B => (k, n),
+            Part::C => (m, n),
+        }
+    }
+}
+
+/// Registers of a `wmma` fragment: 8 f16x2 for A and B, 4 f16x2 or 8 f32 for C and D.
+pub(crate) fn wmma_regs(part: Part, ty: Elem) -> usize {
+    match (part, ty) {
+        (Part::C, Elem::F16) => 4,
+        _ => 8,
+    }
+}
+
+/// Row and column of element `e` of lane `lane`'s `wmma` fragment. The PTX ISA leaves the
+/// layout to the implementation, so ptxvm picks one: lane `l` holds elements `l·u .. l·u + u`
+/// of the row-major matrix (`u` = elements / 32), and a fragment with more slots than that
+/// (f16 A and B: 16 slots for 8 elements) repeats them. Loads, the multiply and stores agree
+/// on it; code that only reads and writes fragments element by element cannot tell.
+pub(crate) fn wmma_position(dims: (usize, usize), lane: usize, e: usize) -> (usize, usize) {
+    let u = dims.0 * dims.1 / 32;
+    let idx = lane * u + e % u;
+    (idx / dims.1, idx % dims.1)
+}
+
+/// A decoded `wmma.load`/`wmma.store`: fragment `part` (C's layout for D) of `shape`, its
+/// matrix at `addr` with leading dimension `stride` (elements; `None`: the matrix's own).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WmmaAccess {
+    pub part: Part,
+    pub shape: WmmaShape,
+    pub ty: Elem,
+    pub row_major: bool,
+    pub space: super::Space,
+    pub addr: super::Addr,
+    pub stride: Option<Src>,
+    /// The load's destinations (unused slots the sink).
+    pub d: [Reg; 8],
+    /// The store's sources.
+    pub s: [Src; 8],
+}
+
+/// A decoded `wmma.mma.sync.aligned.alayout.blayout.shape.dtype.ctype d, a, b, c` (f16).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WmmaMma {
+    pub shape: WmmaShape,
+    pub d_ty: Elem,
+    pub c_ty: Elem,
+    pub d: [Reg; 8],
+    pub a: [Src; 8],
+    pub b: [Src; 8],
+    pub c: [Src; 8],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +310,30 @@ mod tests {
                     seen.iter().all(|&s| s == 1),
                     "{shape:?} {ty:?} {part:?}: {seen:?}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn every_wmma_layout_holds_each_element_and_repeats_it_only_in_spare_slots() {
+        for shape in ["m16n16k16", "m32n8k16", "m8n32k16"] {
+            let shape = WmmaShape::parse(shape).unwrap();
+            for (part, ty) in [
+                (Part::A, Elem::F16),
+                (Part::B, Elem::F16),
+                (Part::C, Elem::F32),
+            ] {
+                let dims = shape.dims(part);
+                let slots = wmma_regs(part, ty) * ty.per_reg();
+                let mut seen = vec![0usize; dims.0 * dims.1];
+                for lane in 0..32 {
+                    for e in 0..slots {
+                        let (r, c) = wmma_position(dims, lane, e);
+                        seen[r * dims.1 + c] += 1;
+                    }
+                }
+                let copies = slots * 32 / (dims.0 * dims.1);
+                assert!(seen.iter().all(|&n| n == copies), "{shape:?} {part:?}");
             }
         }
     }

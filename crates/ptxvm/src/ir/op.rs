@@ -294,6 +294,13 @@ pub(crate) enum MemoryOp {
     Ldmatrix(Box<super::matrix::MatrixAccess>),
     /// `stmatrix`.
     Stmatrix(Box<super::matrix::MatrixAccess>),
+    /// `wmma.load` (boxed, as the other matrix accesses).
+    WmmaLoad(Box<super::matrix::WmmaAccess>),
+    /// `wmma.store`.
+    WmmaStore(Box<super::matrix::WmmaAccess>),
+    /// `wmma.mma`: registers only, but one opcode with `wmma`'s loads and stores, whose family
+    /// is this one.
+    WmmaMma(Box<super::matrix::WmmaMma>),
 }
 
 /// `cp.async.{ca,cg}.shared.global [dst], [src], size, src_size|ignore_src`: `src_size` bytes

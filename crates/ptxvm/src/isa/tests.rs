@@ -110,6 +110,12 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         ),
         Movmatrix => ("", "movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;"),
         Ldmatrix => ("", "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [sh];"),
+        Wmma => (
+            "",
+            "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f0, %f1, %f2, %f3, %f0, %f1, \
+             %f2, %f3}, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r1}, {%r1, %r2, %r3, %r4, %r5, %r6, \
+             %r7, %r1}, {%f0, %f1, %f2, %f3, %f0, %f1, %f2, %f3};",
+        ),
         Stmatrix => (
             "",
             "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [sh], {%r2};",

@@ -10,6 +10,7 @@ mod memory;
 mod mods;
 mod operand;
 mod texture;
+mod wmma;
 
 use std::collections::HashMap;
 

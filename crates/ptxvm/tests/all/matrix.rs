@@ -643,3 +643,130 @@ fn matrix_accesses_the_sandbox_cannot_redirect_are_refused_with_the_reason() {
         }
     }
 }
+
+/// A wmma GEMM kernel of `shape` (`m16n16k16`, …): A row-major, B column-major, C and D
+/// row-major of `acc` (`f16` or `f32`), each with its leading dimension from a parameter.
+fn wmma_text(shape: &str, acc: &str) -> String {
+    let n = if acc == "f16" { 4 } else { 8 };
+    let list = |p: &str, n: usize| {
+        (0..n)
+            .map(|i| format!("%{p}{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (a, b, c, d) = (list("a", 8), list("b", 8), list("c", n), list("d", n));
+    format!(
+        r#"
+.visible .entry wm(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd,
+    .param .u32 lda, .param .u32 ldb, .param .u32 ldc)
+{{
+	.reg .b32 %a<8>;
+	.reg .b32 %b<8>;
+	.reg .b32 %c<8>;
+	.reg .b32 %d<8>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [pa];
+	ld.param.u64 %rd2, [pb];
+	ld.param.u64 %rd3, [pc];
+	ld.param.u64 %rd4, [pd];
+	ld.param.u32 %r1, [lda];
+	ld.param.u32 %r2, [ldb];
+	ld.param.u32 %r3, [ldc];
+	wmma.load.a.sync.aligned.row.{shape}.global.f16 {{{a}}}, [%rd1], %r1;
+	wmma.load.b.sync.aligned.col.{shape}.global.f16 {{{b}}}, [%rd2], %r2;
+	wmma.load.c.sync.aligned.row.{shape}.global.{acc} {{{c}}}, [%rd3], %r3;
+	wmma.mma.sync.aligned.row.col.{shape}.{acc}.{acc} {{{d}}}, {{{a}}}, {{{b}}}, {{{c}}};
+	wmma.store.d.sync.aligned.row.{shape}.global.{acc} [%rd4], {{{d}}}, %r3;
+	ret;
+}}
+"#
+    )
+}
+
+#[test]
+fn wmma_loads_multiplies_and_stores_through_strided_matrices() {
+    for (shape, (m, n, k)) in [
+        ("m16n16k16", (16, 16, 16)),
+        ("m32n8k16", (32, 8, 16)),
+        ("m8n32k16", (8, 32, 16)),
+    ] {
+        for acc in ["f32", "f16"] {
+            let mut rng = Rng::new(0x3a7 + m as u64);
+            let v = |r: &mut Rng| f64::from((r.next_u32() % 9) as i32 - 4) * 0.5;
+            // Leading dimensions past the matrices' own (a submatrix of a wider one), kept to
+            // the ISA's alignment: each row or column starts on a 32-byte boundary.
+            let (lda, ldb) = (k + 16, k + 16);
+            let ldc = if acc == "f16" { n + 16 } else { n + 8 };
+            let a: Vec<f64> = (0..m * lda).map(|_| v(&mut rng)).collect();
+            let b: Vec<f64> = (0..n * ldb).map(|_| v(&mut rng)).collect();
+            let c: Vec<f64> = (0..m * ldc).map(|_| v(&mut rng)).collect();
+            let halves = |x: &[f64]| {
+                x.iter()
+                    .flat_map(|v| half(*v).to_le_bytes())
+                    .collect::<Vec<u8>>()
+            };
+            let accs = |x: &[f64]| -> Vec<u8> {
+                if acc == "f16" {
+                    halves(x)
+                } else {
+                    x.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()
+                }
+            };
+            let mut want = c.clone();
+            for r in 0..m {
+                for col in 0..n {
+                    // B is column-major: element (x, col) at col * ldb + x.
+                    let dot: f64 = (0..k).map(|x| a[r * lda + x] * b[col * ldb + x]).sum();
+                    want[r * ldc + col] = c[r * ldc + col] + dot;
+                }
+            }
+            let module = load(&wmma_text(shape, acc));
+            let mut mem = DevMem::new();
+            let (pa, pb, pc) = (
+                mem.upload(&halves(&a)),
+                mem.upload(&halves(&b)),
+                mem.upload(&accs(&c)),
+            );
+            let pd = mem.upload(&accs(&c));
+            let args = [
+                Arg::Ptr(pa),
+                Arg::Ptr(pb),
+                Arg::Ptr(pc),
+                Arg::Ptr(pd),
+                Arg::U32(lda as u32),
+                Arg::U32(ldb as u32),
+                Arg::U32(ldc as u32),
+            ];
+            go(&module, &Shape::linear(1, 32), &args, &[], &mem).unwrap_or_else(|e| panic!("{e}"));
+            let bytes = accs(&want).len();
+            let got: Vec<u8> = mem.download(pd, bytes);
+            // Elements between the rows, past each row's n, keep C's values.
+            assert_eq!(got, accs(&want), "{shape} {acc}");
+        }
+    }
+}
+
+#[test]
+fn the_sandbox_passes_wmma_mma_and_refuses_its_loads_and_stores_saying_what_to_use() {
+    let text = format!("{HEAD}{}", wmma_text("m16n16k16", "f32"));
+    match ptxvm::sandbox::sandbox(&text, &Default::default()) {
+        Err(ptxvm::Error::Refused { what, .. }) => {
+            assert!(
+                what.contains("wmma.load/wmma.store") && what.contains("mma.sync"),
+                "{what}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let only_mma = text
+        .lines()
+        .filter(|l| !l.contains("wmma.load") && !l.contains("wmma.store"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let s = ptxvm::sandbox::sandbox(&only_mma, &Default::default()).unwrap();
+    assert!(
+        s.ptx
+            .contains("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32")
+    );
+}

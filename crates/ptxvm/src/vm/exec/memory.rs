@@ -60,6 +60,9 @@ impl Warp {
             MemoryOp::CpFill(c) => self.cp_fill(mem, bm, c, mask)?,
             MemoryOp::Ldmatrix(a) => self.ldmatrix(mem, bm, a, mask)?,
             MemoryOp::Stmatrix(a) => self.stmatrix(mem, bm, a, mask)?,
+            MemoryOp::WmmaLoad(a) => self.wmma_load(mem, bm, a, mask)?,
+            MemoryOp::WmmaStore(a) => self.wmma_store(mem, bm, a, mask)?,
+            MemoryOp::WmmaMma(op) => self.wmma_mma(op, mask),
         }
         Ok(())
     }

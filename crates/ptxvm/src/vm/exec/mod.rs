@@ -9,6 +9,7 @@ mod control;
 mod matrix;
 mod memory;
 mod texture;
+mod wmma;
 
 use control::Flow;
 
