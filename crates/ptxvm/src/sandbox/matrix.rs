@@ -7,12 +7,21 @@
 //! the instruction then runs unconditionally, as written, on `.shared` addresses. Lanes past
 //! the rows an `.x1`/`.x2` form reads give no address (the hardware ignores theirs), so theirs
 //! is replaced by the redirect target first: neither moved nor reported.
+//!
+//! `wmma.load`/`wmma.store` reach a whole tile: `major` rows (or columns) of `minor` elements,
+//! `stride` elements apart. Each lane's pointer is aligned down to the fragment's size and its
+//! stride to the fragment's size in elements (the ISA requires both; a legal kernel keeps
+//! them), and the tile's span, `(major - 1) * stride + minor` elements, must lie in the arena
+//! (global) or the shared window; otherwise the lane's pointer goes to the base (or the
+//! redirect target) with a dense stride, and the fault is noted. Each lane checks its own
+//! pointer and stride, which holds whichever lane's the hardware reads.
 
 use super::fence::Src;
 use super::print::O;
 use super::rewrite::{Fx, R};
 use crate::ast::{Inst, Operand};
 use crate::error::Error;
+use crate::ir::matrix::{Part, WmmaShape};
 use crate::isa::Opcode;
 
 /// Bytes of one row: what each lane's address names.
@@ -109,6 +118,146 @@ impl<'m> Fx<'_, 'm> {
                 Some((at, &addr)),
                 i.line,
             );
+            t.push('\n');
+        });
+        printed
+    }
+
+    /// Rewrites one `wmma.load` or `wmma.store` (see the module's header).
+    pub(crate) fn wmma_access(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
+        let has = |f: &str| i.mods.iter().any(|m| m == f);
+        let store = has("store");
+        let part = match () {
+            _ if store => Part::C,
+            _ if has("a") => Part::A,
+            _ if has("b") => Part::B,
+            _ => Part::C,
+        };
+        let Some(shape) = i.mods.iter().find_map(|m| WmmaShape::parse(m)) else {
+            return refused(i, "shapes other than m16n16k16, m32n8k16 and m8n32k16");
+        };
+        let (esize, frag) = match (part, has("f32")) {
+            (Part::C, true) => (4u64, 32u64),
+            (Part::C, false) => (2, 16),
+            _ => (2, 32),
+        };
+        let shared = has("shared") || has("shared::cta");
+        if !shared && !has("global") {
+            return refused(i, "give it a .global or .shared address");
+        }
+        if i.guard.is_some() {
+            return refused(i, "under a predicate; run it on the whole warp");
+        }
+        let at = usize::from(store);
+        let Some(Operand::Addr(base, off)) = i.operands.get(1 - at) else {
+            return refused(
+                i,
+                "memory operand must be [register+offset] or [variable+offset]",
+            );
+        };
+        let src = self.src_of(base, *off);
+        match src {
+            Src::Reg(..) => {}
+            Src::Sym(n, _) if shared && self.shared_size(n).is_some() => {}
+            _ => return refused(i, "address it through a register (or a .shared variable)"),
+        }
+        let (rows, cols) = shape.dims(part);
+        let row_major = has("row");
+        let (major, minor) = if row_major {
+            (rows, cols)
+        } else {
+            (cols, rows)
+        };
+        let (major, minor) = (major as u64, minor as u64);
+        let step = frag / esize;
+        let dense = minor.div_ceil(step) * step;
+        let dense_span = ((major - 1) * dense + minor) * esize;
+        if shared && !self.redirect_fits(frag, dense_span) {
+            return refused(
+                i,
+                format!(
+                    "needs a static .shared variable of at least {dense_span} bytes in its kernel \
+                     (tiles outside the shared window are redirected there); not available in a \
+                     .func"
+                ),
+            );
+        }
+        self.load(out, &src, i.line)?;
+        let stride = i.operands.get(2);
+        Self::text(out, None, |t| {
+            t.push_str("and.b64 %__sbx_a, %__sbx_a, ");
+            super::print::int(
+                t,
+                if shared {
+                    (1i64 << 32) - frag as i64
+                } else {
+                    -(frag as i64)
+                },
+            );
+            t.push_str(";\n\t");
+            match stride {
+                Some(Operand::Int(k)) => {
+                    t.push_str("mov.u32 %__sbx_o, ");
+                    super::print::unsigned(t, (*k as u64 & 0xffff_ffff) & !(step - 1));
+                }
+                Some(Operand::Name(r)) => {
+                    t.push_str("and.b32 %__sbx_o, ");
+                    t.push_str(r);
+                    t.push_str(", ");
+                    super::print::int(t, -(step as i64));
+                }
+                _ => {
+                    t.push_str("mov.u32 %__sbx_o, ");
+                    super::print::unsigned(t, minor);
+                }
+            }
+            // %__sbx_b: the tile's span in bytes; %__sbx_x: the pointer's offset into the arena
+            // or window; %__sbx_c: its size; out of it when x > c - b or b > c.
+            t.push_str(";\n\tmul.wide.u32 %__sbx_b, %__sbx_o, ");
+            super::print::unsigned(t, (major - 1) * esize);
+            t.push_str(";\n\tadd.u64 %__sbx_b, %__sbx_b, ");
+            super::print::unsigned(t, minor * esize);
+            if shared {
+                t.push_str(
+                    ";\n\tcvt.u64.u32 %__sbx_c, %__sbx_sl;\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_c",
+                );
+                t.push_str(";\n\tcvt.u64.u32 %__sbx_c, %__sbx_ss");
+            } else {
+                t.push_str(";\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_base;\n\tmov.u64 %__sbx_c, %__sbx_size");
+            }
+            t.push_str(
+                ";\n\tsub.u64 %__sbx_d, %__sbx_c, %__sbx_b;\n\tsetp.gt.u64 %__sbx_p, %__sbx_x, \
+                 %__sbx_d;\n\tsetp.gt.or.u64 %__sbx_p, %__sbx_b, %__sbx_c, %__sbx_p;\n",
+            );
+        });
+        self.fault(out, Some(("%__sbx_p".into(), false)));
+        if shared {
+            self.spans.borrow_mut().insert((true, 0));
+            self.targets.borrow_mut().insert(frag);
+        }
+        Self::text(out, None, |t| {
+            t.push_str("selp.b64 %__sbx_a, ");
+            t.push_str(if shared { "%__sbx_st" } else { "%__sbx_base" });
+            if shared {
+                super::print::unsigned(t, frag);
+            }
+            t.push_str(", %__sbx_a, %__sbx_p;\n\tselp.u32 %__sbx_o, ");
+            super::print::unsigned(t, dense);
+            t.push_str(", %__sbx_o, %__sbx_p;\n");
+        });
+        // The access as written, on the fenced pointer, with the stride always given.
+        let mut ops = i.operands.clone();
+        ops[1 - at] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        let stride_reg = Operand::Name("%__sbx_o".into());
+        if ops.len() == 2 {
+            ops.push(stride_reg);
+        } else {
+            ops[2] = stride_reg;
+        }
+        let mut printed = Ok(());
+        Self::with_text(out, |t| {
+            t.push('\t');
+            printed = super::print::parts(t, None, &i.opcode, &i.mods, &ops, None, i.line);
             t.push('\n');
         });
         printed

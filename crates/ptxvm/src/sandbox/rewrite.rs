@@ -632,18 +632,12 @@ impl<'m> Fx<'_, 'm> {
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(Opcode::Ldmatrix | Opcode::Stmatrix) => self.matrix_access(i, out),
             // wmma.mma reads and writes registers only; its loads and stores reach a strided
-            // tile the fences do not size yet.
+            // tile (matrix.rs).
             Some(Opcode::Wmma) if i.mods.iter().any(|m| m == "mma") => {
                 out.push(O::Inst(i));
                 Ok(())
             }
-            Some(Opcode::Wmma) => Err(Error::Refused {
-                line: i.line,
-                what: "wmma.load/wmma.store: the sandbox does not fence wmma's strided tiles yet; \
-                       load fragments with ld or ldmatrix and multiply with mma.sync, or run the \
-                       guest trusted"
-                    .to_string(),
-            }),
+            Some(Opcode::Wmma) => self.wmma_access(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.
             Some(o) if o.sandbox() == Sandbox::Hint => Ok(()),

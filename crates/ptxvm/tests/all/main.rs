@@ -20,4 +20,5 @@ mod sandbox;
 mod sass;
 mod text;
 mod versioned;
+mod wmma;
 mod writes;
