@@ -137,3 +137,42 @@ extern "C" __global__ void mma_gemm_f16_smem(const unsigned short *__restrict__ 
     c1[0] = d2;
     c1[1] = d3;
 }
+
+// As mma_gemm_f16 with nvcuda::wmma's instructions (what its `half` fragments compile to):
+// each warp one 16×16 tile of C, accumulated in registers over K, stored row-major. M, N and K
+// must be multiples of 16.
+extern "C" __global__ void mma_gemm_wmma(const unsigned short *__restrict__ A,
+                                         const unsigned short *__restrict__ Bt,
+                                         float *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0 || N == 0) return;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tiles_n = N / 16;
+    int tr = warp / tiles_n, tc = warp % tiles_n;
+    if (tr * 16 >= M) return;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f, c6 = 0.0f, c7 = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        unsigned a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7;
+        asm volatile(
+            "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+            "[%8], %9;"
+            : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3), "=r"(a4), "=r"(a5), "=r"(a6), "=r"(a7)
+            : "l"(A + (long)tr * 16 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+            "[%8], %9;"
+            : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3), "=r"(b4), "=r"(b5), "=r"(b6), "=r"(b7)
+            : "l"(Bt + (long)tc * 16 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+            "{%8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19, %20, %21, %22, %23}, "
+            "{%0, %1, %2, %3, %4, %5, %6, %7};"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3), "+f"(c4), "+f"(c5), "+f"(c6), "+f"(c7)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(a4), "r"(a5), "r"(a6), "r"(a7), "r"(b0),
+              "r"(b1), "r"(b2), "r"(b3), "r"(b4), "r"(b5), "r"(b6), "r"(b7));
+    }
+    asm volatile(
+        "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, "
+        "%8}, %9;" ::"l"(C + (long)tr * 16 * N + tc * 16),
+        "f"(c0), "f"(c1), "f"(c2), "f"(c3), "f"(c4), "f"(c5), "f"(c6), "f"(c7), "r"(N)
+        : "memory");
+}

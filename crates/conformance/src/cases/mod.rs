@@ -163,6 +163,12 @@ pub const CASES: &[KernelCase] = &[
         build: tensor::mma_gemm_f16,
     },
     KernelCase {
+        name: "mma_gemm_wmma",
+        file: "mma_gemm",
+        kernel: "mma_gemm_wmma",
+        build: tensor::mma_gemm_wmma,
+    },
+    KernelCase {
         name: "mma_gemm_s8",
         file: "mma_gemm",
         kernel: "mma_gemm_s8",

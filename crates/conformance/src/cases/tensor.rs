@@ -9,9 +9,9 @@ use crate::compare::{Expect, Tolerance};
 use crate::rng::Rng;
 use crate::stream::LaunchShape;
 
-/// Tiles of 16×8, one per warp, four warps a block: `(M, N)` gives the grid.
-fn tiles_shape(m: usize, n: usize) -> LaunchShape {
-    let warps = (m / 16) * (n / 8);
+/// Tiles of 16×`tile_n`, one per warp, four warps a block: `(M, N)` gives the grid.
+fn tiles_shape(m: usize, n: usize, tile_n: usize) -> LaunchShape {
+    let warps = (m / 16) * (n / tile_n);
     LaunchShape {
         grid: [warps.div_ceil(4) as u32, 1, 1],
         block: [128, 1, 1],
@@ -31,7 +31,16 @@ fn gemm_args(m: usize, n: usize, k: usize) -> Vec<ArgSpec> {
 /// them with their own partial-sum rounding, which stays within a few f32 ulps of the exact
 /// sum (|sum| ≤ 64 here), far inside the tolerance.
 pub fn mma_gemm_f16(rng: &mut Rng) -> Case {
-    let (m, n, k) = (48usize, 40usize, 64usize);
+    f16_gemm(rng, (48, 40, 64), 8)
+}
+
+/// The same with nvcuda::wmma's instructions (`mma_gemm_wmma`): 16×16 tiles, so N = 32.
+pub fn mma_gemm_wmma(rng: &mut Rng) -> Case {
+    f16_gemm(rng, (48, 32, 64), 16)
+}
+
+/// C = A·B of f16 `(M, N, K)` into f32, one 16×`tile_n` tile a warp.
+fn f16_gemm(rng: &mut Rng, (m, n, k): (usize, usize, usize), tile_n: usize) -> Case {
     let a: Vec<f16> = rng.vec(m * k, |r| f16::from_f32(r.range_f32(-1.0, 1.0)));
     let bt: Vec<f16> = rng.vec(n * k, |r| f16::from_f32(r.range_f32(-1.0, 1.0)));
     let mut c = vec![0f32; m * n];
@@ -45,7 +54,7 @@ pub fn mma_gemm_f16(rng: &mut Rng) -> Case {
     }
     let bits = |v: &[f16]| bytes_of(&v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>());
     Case {
-        shape: tiles_shape(m, n),
+        shape: tiles_shape(m, n, tile_n),
         buffers: vec![
             BufferSpec::input("A", bits(&a)),
             BufferSpec::input("Bt", bits(&bt)),
@@ -79,7 +88,7 @@ pub fn mma_gemm_s8(rng: &mut Rng) -> Case {
         }
     }
     Case {
-        shape: tiles_shape(m, n),
+        shape: tiles_shape(m, n, 8),
         buffers: vec![
             BufferSpec::input("A", a.iter().map(|v| *v as u8).collect()),
             BufferSpec::input("Bt", bt),

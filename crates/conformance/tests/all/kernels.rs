@@ -81,6 +81,7 @@ kernel_tests! {
     tensor_core_f16_products_match_cpu_reference => "mma_gemm_f16",
     tensor_core_s8_products_are_exact => "mma_gemm_s8",
     tensor_core_f16_through_ldmatrix_matches_cpu_reference => "mma_gemm_f16_smem",
+    tensor_core_f16_through_wmma_matches_cpu_reference => "mma_gemm_wmma",
 }
 
 #[test]
