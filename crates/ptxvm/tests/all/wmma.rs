@@ -293,3 +293,115 @@ fn sandboxed_wmma_in_shared_memory_transposes_in_the_window_and_is_redirected_ou
         }
     }
 }
+
+/// f32 of the f16 bits `h` (test side; every value here is exact).
+fn from_half(h: u16) -> f64 {
+    let (sign, e, m) = (
+        if h & 0x8000 != 0 { -1.0 } else { 1.0 },
+        (h >> 10) & 0x1f,
+        h & 0x3ff,
+    );
+    match e {
+        0 => sign * f64::from(m) * 2f64.powi(-24),
+        _ => sign * (1.0 + f64::from(m) / 1024.0) * 2f64.powi(i32::from(e) - 15),
+    }
+}
+
+#[test]
+fn random_wmma_pointers_and_strides_stay_in_the_arena_and_compute_from_where_the_fence_put_them() {
+    let (_, sbx) = load_sandboxed(&format!("{HEAD}{}", wmma_text("m16n16k16", "f32")));
+    let arena = crate::sandbox::ARENA as u64;
+    let mut rng = Rng::new(0x3f_0035);
+    let mut seen = [0usize; 2];
+    for round in 0..48 {
+        let mut g = GuestMem::new();
+        let base = g.base();
+        // A's candidates fill the arena's first 64 KiB (so the base, where a fenced tile goes).
+        let abuf = g.alloc(65536);
+        let abytes: Vec<u8> = (0..32768)
+            .flat_map(|_| half(f64::from((rng.next_u32() % 9) as i32 - 4)).to_le_bytes())
+            .collect();
+        g.write(abuf, &abytes);
+        let (_, b, c, _) = wmma_case(round);
+        let (pb, pc) = (g.alloc(b.len()), g.alloc(c.len()));
+        g.write(pb, &b);
+        g.write(pc, &c);
+        let out = g.alloc(c.len());
+        g.write(out, &c);
+        let r = rng.next_u32();
+        let stride = 16 * (1 + u64::from(r >> 4) % 64);
+        let fit = |s: u64| 65536 - (15 * s + 16) * 2;
+        let (p, lda) = match r % 6 {
+            0 | 1 => (
+                abuf + u64::from(rng.next_u32()) % (fit(stride) / 32) * 32,
+                stride,
+            ),
+            2 => (
+                abuf + u64::from(rng.next_u32()) % fit(stride) + 1,
+                stride + 1 + u64::from(r >> 20) % 15,
+            ),
+            3 => (g.victim() + 64, stride),
+            4 => (base + arena - 512, stride),
+            _ => [(abuf, 0x1000_0000), (u64::MAX - 100, 16), (0, 16)][(r >> 8) as usize % 3],
+        };
+        // The fence's own arithmetic: aligned, then in the arena with its span, or else the
+        // base with the dense stride.
+        let (pa, sa) = (p & !31, lda & 0xffff_fff0);
+        let span = (15 * sa + 16) * 2;
+        let off = pa.wrapping_sub(base);
+        let fenced = span > arena || off > arena - span;
+        let (pe, se) = if fenced { (base, 16) } else { (pa, sa) };
+        seen[usize::from(fenced)] += 1;
+        let a = |row: u64, k: u64| {
+            let at = pe + (row * se + k) * 2;
+            from_half(u16::from_le_bytes(g.read(at, 2).try_into().unwrap()))
+        };
+        let f = |bytes: &[u8], i: usize| {
+            f64::from(f32::from_le_bytes(bytes[4 * i..][..4].try_into().unwrap()))
+        };
+        let h = |bytes: &[u8], i: usize| {
+            from_half(u16::from_le_bytes(bytes[2 * i..][..2].try_into().unwrap()))
+        };
+        let mut want = c.clone();
+        for row in 0..16u64 {
+            for col in 0..16usize {
+                let dot: f64 = (0..16u64)
+                    .map(|k| a(row, k) * h(&b, col * 32 + k as usize))
+                    .sum();
+                let i = row as usize * 24 + col;
+                want[4 * i..][..4].copy_from_slice(&((f(&c, i) + dot) as f32).to_le_bytes());
+            }
+        }
+        g.ctl_word(0)
+            .store(crate::redteam::EPOCH, std::sync::atomic::Ordering::SeqCst);
+        let hidden = crate::sandbox::Hidden {
+            globals: 0,
+            epoch: crate::redteam::EPOCH,
+        };
+        let args = [p, pb, pc, out]
+            .map(Arg::U64)
+            .into_iter()
+            .chain([Arg::U32(lda as u32), Arg::U32(32), Arg::U32(24)])
+            .collect::<Vec<_>>();
+        crate::sandbox::run_sandboxed(
+            &sbx,
+            "wm",
+            crate::sandbox::Shape::linear(1, 32),
+            &args,
+            &hidden,
+            &g,
+        )
+        .unwrap_or_else(|e| panic!("round {round} (p {p:#x}, lda {lda}): {e}"));
+        g.assert_victim_safe();
+        let word = g
+            .ctl_word(crate::sandbox::FAULT)
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(word != 0, fenced, "round {round}: p {p:#x}, lda {lda}");
+        assert_eq!(
+            g.read(out, want.len()),
+            want,
+            "round {round}: p {p:#x}, lda {lda}"
+        );
+    }
+    assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+}

@@ -30,7 +30,7 @@ pub use stops::{abort_in, abort_in_with};
 
 const HEAD: &str = ".version 8.0\n.target sm_90\n.address_size 64\n";
 const TAG: u32 = 0x7a9;
-const EPOCH: u32 = 3;
+pub(crate) const EPOCH: u32 = 3;
 
 pub fn ptx(body: &str) -> String {
     format!("{HEAD}{body}")
