@@ -88,7 +88,7 @@ fn wide(t: &str) -> bool {
     matches!(t, "u64" | "b64" | "s64")
 }
 
-fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
+pub(super) fn refused<T>(line: u32, what: impl Into<String>) -> R<T> {
     Err(Error::Refused {
         line,
         what: what.into(),

@@ -20,24 +20,49 @@ use super::fence::Src;
 use super::print::O;
 use super::rewrite::{Fx, R};
 use crate::ast::{Inst, Operand};
-use crate::error::Error;
 use crate::ir::matrix::{Part, WmmaShape};
 use crate::isa::Opcode;
 
 /// Bytes of one row: what each lane's address names.
 const ROW: u64 = 16;
 
+/// The sandbox's refusal of `i`, its opcode first.
 fn refused<T>(i: &Inst, what: impl Into<String>) -> R<T> {
-    Err(Error::Refused {
-        line: i.line,
-        what: format!("{}: {}", i.opcode, what.into()),
-    })
+    super::fence::refused(i.line, format!("{}: {}", i.opcode, what.into()))
+}
+
+/// `i` as written but for `mods` and `operands` (the address at `at` replaced by `addr`, when
+/// given), under `guard`.
+fn print_as<'m>(
+    out: &mut Vec<O<'m>>,
+    i: &Inst<'m>,
+    (mods, operands): (&[&str], &[Operand<'_>]),
+    replace: Option<(usize, &Operand<'_>)>,
+) -> R<()> {
+    let mut printed = Ok(());
+    Fx::with_text(out, |t| {
+        t.push('\t');
+        printed = super::print::parts(
+            t,
+            i.guard.as_ref(),
+            &i.opcode,
+            mods,
+            operands,
+            replace,
+            i.line,
+        );
+        t.push('\n');
+    });
+    printed
 }
 
 impl<'m> Fx<'_, 'm> {
     /// Rewrites one `ldmatrix` or `stmatrix`.
     pub(crate) fn matrix_access(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let at = usize::from(i.op == Some(Opcode::Ldmatrix));
+        // The rewrite prints the registers as written: a relocated variable among them would
+        // be left undeclared.
+        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
         let has = |f: &str| i.mods.iter().any(|m| m == f);
         let rows = if has("x4") {
             32
@@ -105,28 +130,16 @@ impl<'m> Fx<'_, 'm> {
             mods.insert(mods.len().saturating_sub(1), "shared");
         }
         let addr = Operand::Addr(Some("%__sbx_a".into()), 0);
-        let guard = i.guard.as_ref();
-        let mut printed = Ok(());
-        Self::with_text(out, |t| {
-            t.push('\t');
-            printed = super::print::parts(
-                t,
-                guard,
-                &i.opcode,
-                &mods,
-                &i.operands,
-                Some((at, &addr)),
-                i.line,
-            );
-            t.push('\n');
-        });
-        printed
+        print_as(out, i, (&mods, &i.operands), Some((at, &addr)))
     }
 
     /// Rewrites one `wmma.load` or `wmma.store` (see the module's header).
     pub(crate) fn wmma_access(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let has = |f: &str| i.mods.iter().any(|m| m == f);
         let store = has("store");
+        // The address: a load's second operand, a store's first.
+        let at = usize::from(!store);
+        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
         let part = match () {
             _ if store => Part::C,
             _ if has("a") => Part::A,
@@ -148,8 +161,7 @@ impl<'m> Fx<'_, 'm> {
         if i.guard.is_some() {
             return refused(i, "under a predicate; run it on the whole warp");
         }
-        let at = usize::from(store);
-        let Some(Operand::Addr(base, off)) = i.operands.get(1 - at) else {
+        let Some(Operand::Addr(base, off)) = i.operands.get(at) else {
             return refused(
                 i,
                 "memory operand must be [register+offset] or [variable+offset]",
@@ -247,19 +259,14 @@ impl<'m> Fx<'_, 'm> {
         });
         // The access as written, on the fenced pointer, with the stride always given.
         let mut ops = i.operands.clone();
-        ops[1 - at] = Operand::Addr(Some("%__sbx_a".into()), 0);
+        ops[at] = Operand::Addr(Some("%__sbx_a".into()), 0);
         let stride_reg = Operand::Name("%__sbx_o".into());
         if ops.len() == 2 {
             ops.push(stride_reg);
         } else {
             ops[2] = stride_reg;
         }
-        let mut printed = Ok(());
-        Self::with_text(out, |t| {
-            t.push('\t');
-            printed = super::print::parts(t, None, &i.opcode, &i.mods, &ops, None, i.line);
-            t.push('\n');
-        });
-        printed
+        let mods: Vec<&str> = i.mods.iter().map(|m| m.as_ref()).collect();
+        print_as(out, i, (&mods, &ops), None)
     }
 }

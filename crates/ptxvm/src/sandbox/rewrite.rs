@@ -631,12 +631,9 @@ impl<'m> Fx<'_, 'm> {
             // (Its operands are two addresses, each relocated, and integers.)
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(Opcode::Ldmatrix | Opcode::Stmatrix) => self.matrix_access(i, out),
-            // wmma.mma reads and writes registers only; its loads and stores reach a strided
-            // tile (matrix.rs).
-            Some(Opcode::Wmma) if i.mods.iter().any(|m| m == "mma") => {
-                out.push(O::Inst(i));
-                Ok(())
-            }
+            // wmma.mma reads and writes registers only, as the plain instructions do; its loads
+            // and stores reach a strided tile (matrix.rs).
+            Some(Opcode::Wmma) if i.mods.iter().any(|m| m == "mma") => self.plain(i, out),
             Some(Opcode::Wmma) => self.wmma_access(i, out),
             Some(o) if o.sandbox() == Sandbox::Fence => self.mem(i, rest, out),
             // Hints only: dropping them cannot change results and leaves nothing to fence.

@@ -189,6 +189,19 @@ fn a_relocated_variable_named_outside_an_address_is_refused_not_left_dangling() 
         ("mov.b64 %rd2, {tbl, %r1};", "mov"),
         ("nanosleep.u32 tbl;", "nanosleep"),
         ("call f, (tbl);", "call"),
+        // The warp's matrix instructions, whose rewrites print their operands as written.
+        (
+            "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%rd1], {tbl};",
+            "stmatrix",
+        ),
+        (
+            "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd1], {tbl, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, 16;",
+            "wmma",
+        ),
+        (
+            "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {tbl, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1};",
+            "wmma",
+        ),
     ];
     for (inst, opcode) in cases {
         let (line, what) = refused(&body(inst));
