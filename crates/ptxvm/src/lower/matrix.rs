@@ -104,8 +104,7 @@ impl Ctx<'_> {
         self.emit(i, CollectiveOp::Mma(Box::new(op)))
     }
 
-    /// The registers of one `mma` operand, `{r0, r1, …}` (or one register alone), checked
-    /// against the count its shape and type take.
+    /// The registers of one `mma` operand, checked against the count its shape and type take.
     fn fragment<'o, 'a>(
         &self,
         o: &'o Operand<'a>,
@@ -114,15 +113,26 @@ impl Ctx<'_> {
         ty: Elem,
         name: &str,
     ) -> R<&'o [Operand<'a>]> {
+        let what = format!("mma's {name} of this shape and type");
+        self.reg_vector(o, regs(shape, part, ty), &what)
+    }
+
+    /// The registers of a matrix instruction's operand, `{r0, r1, …}` (or one register alone),
+    /// which must be `want` of them; `what` names the operand in the error.
+    pub(super) fn reg_vector<'o, 'a>(
+        &self,
+        o: &'o Operand<'a>,
+        want: usize,
+        what: &str,
+    ) -> R<&'o [Operand<'a>]> {
         let parts = match o {
             Operand::Vec(v) => v.as_slice(),
             Operand::Name(_) => std::slice::from_ref(o),
-            _ => return self.invalid(format!("mma's {name} must be a register vector {{…}}")),
+            _ => return self.invalid(format!("{what} must be a register vector {{…}}")),
         };
-        let want = regs(shape, part, ty);
         if parts.len() != want {
             return self.invalid(format!(
-                "mma's {name} of this shape and type takes {want} registers, found {}",
+                "{what} takes {want} registers, found {}",
                 parts.len()
             ));
         }
@@ -170,17 +180,7 @@ impl Ctx<'_> {
         } else {
             (&i.operands[1], &i.operands[0])
         };
-        let parts = match regs_op {
-            Operand::Vec(v) => v.as_slice(),
-            o @ Operand::Name(_) => std::slice::from_ref(o),
-            _ => return self.invalid(format!("{op} takes a register vector {{…}}")),
-        };
-        if parts.len() != usize::from(n) {
-            return self.invalid(format!(
-                "{op}.x{n} takes {n} registers, found {}",
-                parts.len()
-            ));
-        }
+        let parts = self.reg_vector(regs_op, usize::from(n), &format!("{op}.x{n}"))?;
         let (space, addr) = self.addr(addr_op, space)?;
         let mut acc = MatrixAccess {
             space,

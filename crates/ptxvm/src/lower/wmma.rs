@@ -5,7 +5,7 @@
 
 use super::mods::Mods;
 use super::{Ctx, R};
-use crate::ast::{self, Operand};
+use crate::ast;
 use crate::ir::matrix::{Elem, Part, WmmaAccess, WmmaMma, WmmaShape, wmma_regs};
 use crate::ir::{MemoryOp, Space, Src, Ty};
 
@@ -60,7 +60,7 @@ impl Ctx<'_> {
         } else {
             (&ops[0], &ops[1])
         };
-        let parts = self.wmma_fragment(frag, wmma_regs(part, ty))?;
+        let parts = self.reg_vector(frag, wmma_regs(part, ty), "this wmma fragment")?;
         let space = m.space().unwrap_or(Space::Generic);
         if !matches!(space, Space::Generic | Space::Global | Space::Shared) {
             return self.invalid("wmma reads and writes global or shared memory");
@@ -121,7 +121,7 @@ impl Ctx<'_> {
             b: [Src::Imm(0); 8],
             c: [Src::Imm(0); 8],
         };
-        let d = self.wmma_fragment(&ops[0], wmma_regs(Part::C, d_ty))?;
+        let d = self.reg_vector(&ops[0], wmma_regs(Part::C, d_ty), "this wmma fragment")?;
         for (slot, o) in op.d.iter_mut().zip(d) {
             *slot = self.dst(o)?;
         }
@@ -130,23 +130,11 @@ impl Ctx<'_> {
             (2, wmma_regs(Part::B, Elem::F16), &mut op.b),
             (3, wmma_regs(Part::C, c_ty), &mut op.c),
         ] {
-            let parts = self.wmma_fragment(&ops[k], n)?;
+            let parts = self.reg_vector(&ops[k], n, "this wmma fragment")?;
             for (slot, o) in slots.iter_mut().zip(parts) {
                 *slot = self.src(o, Ty::B32)?;
             }
         }
         self.emit(i, MemoryOp::WmmaMma(Box::new(op)))
-    }
-
-    /// A fragment's registers `{r0, …}`, checked against the count its part and type take.
-    fn wmma_fragment<'o, 'a>(&self, o: &'o Operand<'a>, want: usize) -> R<&'o [Operand<'a>]> {
-        match o {
-            Operand::Vec(v) if v.len() == want => Ok(v.as_slice()),
-            Operand::Vec(v) => self.invalid(format!(
-                "this wmma fragment takes {want} registers, found {}",
-                v.len()
-            )),
-            _ => self.invalid("a wmma fragment is a register vector {…}"),
-        }
     }
 }

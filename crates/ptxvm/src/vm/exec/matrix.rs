@@ -25,7 +25,7 @@ type Rows = [[[u16; 8]; 8]; 4];
 const MAX_ELEMS: usize = 16 * 32;
 
 /// One element of a fragment register, as a number (integers exactly).
-fn decode(ty: Elem, raw: u64) -> f64 {
+pub(super) fn decode(ty: Elem, raw: u64) -> f64 {
     match ty {
         Elem::F16 => f64::from(from_half(raw as u16, false)),
         Elem::Bf16 => f64::from(from_half(raw as u16, true)),
@@ -39,7 +39,7 @@ fn decode(ty: Elem, raw: u64) -> f64 {
 }
 
 /// A result element's bits in a register of type `ty`.
-fn encode(ty: Elem, x: f64, satfinite: bool) -> u64 {
+pub(super) fn encode(ty: Elem, x: f64, satfinite: bool) -> u64 {
     match ty {
         Elem::F16 => u64::from(to_half(x, false)),
         Elem::Bf16 => u64::from(to_half(x, true)),

@@ -5,44 +5,39 @@
 //! writes every slot of D. The slots' layout is `ir::matrix::wmma_position`'s.
 
 use super::super::access::{LaneFault, lanes};
-use super::super::float::{from_half, to_half};
 use super::super::mem::Mem;
 use super::super::warp::Warp;
 use super::BlockMem;
+use super::matrix::{decode, encode};
+use crate::ir::Src;
 use crate::ir::matrix::{Elem, Part, WmmaAccess, WmmaMma, wmma_position, wmma_regs};
-use crate::ir::{Reg, Src};
 
-/// Bits of one slot of a fragment register of type `ty`, and the slot's value.
-fn unpack(ty: Elem, word: u64, e: usize) -> f64 {
-    match ty {
-        Elem::F16 => f64::from(from_half((word >> (16 * (e % 2))) as u16, false)),
-        _ => f64::from(f32::from_bits(word as u32)),
-    }
+/// Slots a register of `ty` holds, the bits of each, and a mask of them.
+fn slots(ty: Elem) -> (usize, u32, u64) {
+    let bits = ty.bits();
+    (ty.per_reg(), bits, (1u64 << bits) - 1)
 }
 
-fn pack(ty: Elem, x: f64) -> u64 {
-    match ty {
-        Elem::F16 => u64::from(to_half(x, false)),
-        _ => u64::from((x as f32).to_bits()),
-    }
+/// The address of element `(r, c)` of `a`'s matrix for a lane whose pointer is `base` and
+/// whose leading dimension is `stride` elements.
+fn element_addr(a: &WmmaAccess, base: u64, stride: u64, (r, c): (usize, usize)) -> u64 {
+    let (major, minor) = if a.row_major { (r, c) } else { (c, r) };
+    let elems = (major as u64)
+        .wrapping_mul(stride)
+        .wrapping_add(minor as u64);
+    base.wrapping_add(elems.wrapping_mul(u64::from(a.ty.bits() / 8)))
 }
 
 impl Warp {
-    /// Lane `l`'s element `(r, c)` of `a`'s matrix: its address, by the lane's own base and
-    /// stride (the matrix's leading dimension by default).
-    fn wmma_addr(&self, a: &WmmaAccess, l: usize, (r, c): (usize, usize)) -> u64 {
+    /// Each lane's pointer and leading dimension (the matrix's own when none is given).
+    fn wmma_bases(&self, a: &WmmaAccess) -> [(u64, u64); 32] {
         let (rows, cols) = a.shape.dims(a.part);
-        let lead = if a.row_major { cols } else { rows };
-        let stride = a
-            .stride
-            .map_or(lead as u64, |s| self.rd(s)[l] & 0xffff_ffff);
-        let (major, minor) = if a.row_major { (r, c) } else { (c, r) };
-        let elems = (major as u64)
-            .wrapping_mul(stride)
-            .wrapping_add(minor as u64);
-        let size = if a.ty == Elem::F16 { 2 } else { 4 };
-        self.addr_of(&a.addr, l)
-            .wrapping_add(elems.wrapping_mul(size))
+        let lead = if a.row_major { cols } else { rows } as u64;
+        let strides = a.stride.map(|s| self.rd(s));
+        std::array::from_fn(|l| {
+            let stride = strides.map_or(lead, |v| v[l] & 0xffff_ffff);
+            (self.addr_of(&a.addr, l), stride)
+        })
     }
 
     /// `wmma.load` for the lanes in `mask`.
@@ -53,17 +48,20 @@ impl Warp {
         a: &WmmaAccess,
         mask: u32,
     ) -> Result<(), LaneFault> {
-        let (per, size) = if a.ty == Elem::F16 { (2, 2) } else { (1, 4) };
+        let (per, bits, _) = slots(a.ty);
         let regs = wmma_regs(a.part, a.ty);
+        let bases = self.wmma_bases(a);
         let mut out = [[0u64; 32]; 8];
         for l in lanes(mask) {
             let lm = self.lane_mem(bm, l);
+            let (base, stride) = bases[l];
             for e in 0..regs * per {
-                let at = self.wmma_addr(a, l, wmma_position(a.shape.dims(a.part), l, e));
+                let at = element_addr(a, base, stride, wmma_position(a.shape.dims(a.part), l, e));
+                let size = u64::from(bits / 8);
                 let loc = mem
                     .locate(a.space, at, size, &lm, false)
                     .map_err(|f| (f, l))?;
-                out[e / per][l] |= mem.load(&loc, size) << (16 * (e % per));
+                out[e / per][l] |= mem.load(&loc, size) << (bits * (e % per) as u32);
             }
         }
         for (d, v) in a.d.iter().zip(&out).take(regs) {
@@ -80,23 +78,27 @@ impl Warp {
         a: &WmmaAccess,
         mask: u32,
     ) -> Result<(), LaneFault> {
-        let (per, size) = if a.ty == Elem::F16 { (2, 2) } else { (1, 4) };
+        let (per, bits, ones) = slots(a.ty);
         let dims = a.shape.dims(a.part);
-        let vals: Vec<[u64; 32]> =
-            a.s.iter()
-                .take(wmma_regs(a.part, a.ty))
-                .map(|s| self.rd(*s))
-                .collect();
+        let mut vals = [[0u64; 32]; 8];
+        for (v, s) in vals.iter_mut().zip(&a.s).take(wmma_regs(a.part, a.ty)) {
+            *v = self.rd(*s);
+        }
+        let bases = self.wmma_bases(a);
         for l in lanes(mask) {
             let lm = self.lane_mem(bm, l);
+            let (base, stride) = bases[l];
             for e in 0..dims.0 * dims.1 / 32 {
-                let at = self.wmma_addr(a, l, wmma_position(dims, l, e));
+                let at = element_addr(a, base, stride, wmma_position(dims, l, e));
+                let size = u64::from(bits / 8);
                 let loc = mem
                     .locate(a.space, at, size, &lm, true)
                     .map_err(|f| (f, l))?;
-                let v = (vals[e / per][l] >> (16 * (e % per)))
-                    & if per == 2 { 0xffff } else { 0xffff_ffff };
-                mem.store(&loc, size, v);
+                mem.store(
+                    &loc,
+                    size,
+                    (vals[e / per][l] >> (bits * (e % per) as u32)) & ones,
+                );
             }
         }
         Ok(())
@@ -104,13 +106,20 @@ impl Warp {
 
     /// One matrix gathered from every lane's fragment in `regs` (row-major, `dims`).
     fn wmma_gather(&self, regs: &[Src], ty: Elem, dims: (usize, usize)) -> Vec<f64> {
-        let per = if ty == Elem::F16 { 2 } else { 1 };
-        let vals: Vec<[u64; 32]> = regs.iter().map(|s| self.rd(*s)).collect();
+        let (per, bits, ones) = slots(ty);
+        let mut vals = [[0u64; 32]; 8];
+        for (v, s) in vals.iter_mut().zip(regs) {
+            *v = self.rd(*s);
+        }
+        // Each element once: slots past the first `unique` repeat them.
+        let unique = dims.0 * dims.1 / 32;
         let mut m = vec![0f64; dims.0 * dims.1];
-        for (l, _) in vals[0].iter().enumerate() {
-            for e in 0..dims.0 * dims.1 / 32 {
-                let (r, c) = wmma_position(dims, l, e);
-                m[r * dims.1 + c] = unpack(ty, vals[e / per][l], e);
+        for (j, reg) in vals.iter().enumerate().take(unique.div_ceil(per)) {
+            for (l, word) in reg.iter().enumerate() {
+                for h in (0..per).filter(|h| j * per + h < unique) {
+                    let (r, c) = wmma_position(dims, l, j * per + h);
+                    m[r * dims.1 + c] = decode(ty, (word >> (bits * h as u32)) & ones);
+                }
             }
         }
         m
@@ -132,19 +141,18 @@ impl Warp {
                     .sum::<f64>()
             })
             .collect();
-        let per = if op.d_ty == Elem::F16 { 2 } else { 1 };
+        let (per, bits, _) = slots(op.d_ty);
         let regs = wmma_regs(Part::C, op.d_ty);
         let mut out = [[0u64; 32]; 8];
         for (j, reg) in out.iter_mut().enumerate().take(regs) {
             for (l, word) in reg.iter_mut().enumerate() {
                 for h in 0..per {
                     let (r, col) = wmma_position(dc, l, j * per + h);
-                    *word |= pack(op.d_ty, d[r * dc.1 + col]) << (16 * h);
+                    *word |= encode(op.d_ty, d[r * dc.1 + col], false) << (bits * h as u32);
                 }
             }
         }
-        let dregs: Vec<Reg> = op.d.iter().take(regs).copied().collect();
-        for (d, v) in dregs.iter().zip(&out) {
+        for (d, v) in op.d.iter().zip(&out).take(regs) {
             self.wr(*d, v, mask);
         }
     }
