@@ -2,7 +2,8 @@
 //! sandbox_dump -- OUT_DIR FILE.ptx|DIR...` (or `SANDBOX_OUT=dir` and only inputs). Each input
 //! `<dir>/<name>.ptx` becomes `OUT_DIR/<dir>__<name>.ptx`, plus `<dir>__<name>.globals` (the
 //! initial globals block) when the module has globals. `SANDBOX_POLL_INTERVAL=N` rewrites with
-//! that poll interval rather than the default. scripts/sandbox-probe.sh uses it to carry
+//! that poll interval rather than the default, and `SANDBOX_OFF=versioning,ifconvert,early`
+//! without those optional passes. scripts/sandbox-probe.sh uses it to carry
 //! rewritten kernels to a GPU host and check them under NVIDIA's JIT.
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,16 @@ fn main() {
         .and_then(|v| v.parse().ok())
     {
         policy.poll_interval = n;
+    }
+    // `SANDBOX_OFF=versioning,ifconvert,early`: the optional passes to leave out, as the
+    // conformance suite's ablations of a failing generated program do.
+    for pass in std::env::var("SANDBOX_OFF").unwrap_or_default().split(',') {
+        match pass.trim() {
+            "versioning" => policy.version_loops = false,
+            "ifconvert" => policy.if_convert = false,
+            "early" => policy.early_loop_free_check = false,
+            _ => {}
+        }
     }
     for f in files {
         let text = match std::fs::read_to_string(&f) {

@@ -3,7 +3,10 @@
 //! and the hardware's memory protection rather than ptxvm's.
 //!
 //! - A legal program's bytes rewritten (the kernel, and its skip copy launched as gpuhost-wasm
-//!   launches it) equal its bytes as written, and nothing is reported fenced.
+//!   launches it) equal its bytes as written, and nothing is reported fenced. Where the driver's
+//!   bytes as written are not the PTX's meaning (ptxvm's, `reference`) and the rewrite's are,
+//!   the driver compiled the program as written wrong, not the sandbox: the case passes and
+//!   says so (NVIDIA's JIT, seed 8100: [`NVIDIA_MISCOMPILED_AS_WRITTEN`]).
 //! - A hostile program, rewritten, ends without a fault (on NVIDIA one stray access poisons the
 //!   context), stops when the host changes the abort epoch (some of its loops never end), and
 //!   leaves another allocation (the victim) and the control block as they were. It runs in a
@@ -12,6 +15,10 @@
 //! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests
 //! (`SANDBOX_GEN_SEEDS` lists them). A legal program that differs rewritten is run again as
 //! written and rewritten with each optional pass off, and the failure says which made it pass.
+//! To look at one: `SANDBOX_GEN_REDUCE=1` deletes lines while it still differs,
+//! `SANDBOX_GEN_PROGRAM=FILE` runs a (reduced) program in the seed's place, and
+//! `SANDBOX_GEN_VARIANTS=DIR` runs hand-edited rewrites of it (`DIR/*.ptx`, from
+//! `sandbox_dump`, whose `SANDBOX_OFF` leaves the optional passes out) against it as written.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -176,20 +183,44 @@ fn rewritten(sbx: &Arc<Module>, s: &Sandboxed) -> Result<Vec<(Function, u64)>, S
 }
 
 fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
-    let text = program(seed, Mode::Legal);
+    // `SANDBOX_GEN_PROGRAM=FILE`: a program of this seed's shape to run in its place (a reduced
+    // one, say), for looking at a failure.
+    let text = match std::env::var("SANDBOX_GEN_PROGRAM") {
+        Ok(path) => std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?,
+        Err(_) => program(seed, Mode::Legal),
+    };
     let policy = policy_for(seed, Mode::Legal).0;
     let case = Case::new(ctx, seed)?;
     let want = as_written(ctx, &case, &text)?;
+    if let Ok(dir) = std::env::var("SANDBOX_GEN_VARIANTS") {
+        // Reported as a failure so that the outcomes print.
+        return Err(variants(ctx, &case, &text, &policy, &want, &dir).join("; "));
+    }
     let Err(e) = rewritten_matches(ctx, &case, &text, &policy, &want) else {
         return Ok(());
     };
+    let reference = crate::reference::as_written_on_ptxvm(seed, &text)?;
+    if reference != want && rewritten_matches(ctx, &case, &text, &policy, &reference).is_ok() {
+        println!(
+            "seed {seed}: the driver compiles the program as written wrong ({} against ptxvm's \
+             bytes); rewritten, it gives ptxvm's",
+            differences(&reference, &want)
+        );
+        return Ok(());
+    }
     // Which of the rewrite's optional passes the difference needs, and whether the program
     // itself gives the same bytes twice (if not, the generator wrote a race, not the sandbox).
     let again = as_written(ctx, &case, &text)?;
-    let mut notes = vec![format!(
-        "as written twice: {}",
-        if again == want { "same" } else { "DIFFERENT" }
-    )];
+    let mut notes = vec![
+        format!(
+            "as written twice: {}",
+            if again == want { "same" } else { "DIFFERENT" }
+        ),
+        format!(
+            "ptxvm as written: {}",
+            if reference == want { "same" } else { "differs" }
+        ),
+    ];
     let off = [
         (
             "versioning off",
@@ -339,9 +370,60 @@ fn rewritten_matches(
     want: &[u8],
 ) -> Result<(), String> {
     let s = sandbox(text, policy).map_err(|e| format!("sandbox: {e}"))?;
-    fits(&s)?;
+    sandboxed_matches(ctx, case, &s, policy, want)
+}
+
+/// `SANDBOX_GEN_VARIANTS=DIR`: each `DIR/*.ptx` is a hand-edited rewrite of the program (its
+/// kernel names and globals unchanged), run as the rewrite is, against the program as written;
+/// for ablating a difference that one driver shows.
+fn variants(
+    ctx: &Arc<Context>,
+    case: &Case,
+    text: &str,
+    policy: &Policy,
+    want: &[u8],
+    dir: &str,
+) -> Vec<String> {
+    let Ok(mut s) = sandbox(text, policy) else {
+        return vec!["variants: the program does not rewrite".into()];
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "ptx"));
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into());
+            let outcome = std::fs::read_to_string(p)
+                .map_err(|e| e.to_string())
+                .and_then(|ptx| {
+                    s.ptx = ptx;
+                    sandboxed_matches(ctx, case, &s, policy, want)
+                });
+            match outcome {
+                Ok(()) => format!("variant {name}: same"),
+                Err(e) => format!("variant {name}: {e}"),
+            }
+        })
+        .collect()
+}
+
+/// Whether `s` (a rewrite), its kernel and its skip copy, gives `want` with nothing reported
+/// fenced.
+fn sandboxed_matches(
+    ctx: &Arc<Context>,
+    case: &Case,
+    s: &Sandboxed,
+    policy: &Policy,
+    want: &[u8],
+) -> Result<(), String> {
+    fits(s)?;
     let sbx = Module::load_ptx(ctx, &s.ptx).map_err(|e| format!("rewritten: {e}"))?;
-    for (f, flags) in rewritten(&sbx, &s)? {
+    for (f, flags) in rewritten(&sbx, s)? {
         let mut args = case.reset(0, &s.globals.init)?;
         args.extend(case.hidden(s.globals.size, flags));
         case.stream
@@ -494,6 +576,55 @@ fn legal_programs_nvidia_once_compiled_wrong_give_their_bytes_as_written_rewritt
     let Some(env) = env_or_skip() else { return };
     let ctx = Context::primary(env).expect("retain the primary context");
     each_seed(&ctx, NVIDIA_MISCOMPILED.to_vec(), Mode::Legal, legal);
+}
+
+#[test]
+fn ptxvms_reference_gives_the_drivers_bytes_for_programs_compiled_right() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain the primary context");
+    each_seed(&ctx, seeds(8), Mode::Legal, |ctx, seed| {
+        let text = program(seed, Mode::Legal);
+        let want = as_written(ctx, &Case::new(ctx, seed)?, &text)?;
+        let reference = crate::reference::as_written_on_ptxvm(seed, &text)?;
+        if reference == want {
+            Ok(())
+        } else {
+            Err(format!("ptxvm's bytes: {}", differences(&want, &reference)))
+        }
+    });
+}
+
+/// Legal programs whose rewrite NVIDIA's JIT compiled right and whose original it compiled
+/// wrong: 8100 (session 36, the H100 and the H200, driver 580.159.04; ptxas 13.0.88 gives the
+/// same SASS). A counted loop of seven trips, a predicated 64-bit accumulate in its body: the
+/// SASS runs seven trips peeled, then its eight-way unrolled copy once more without checking
+/// the trip count, so the accumulate runs 15 times. On every driver their rewrite gives
+/// ptxvm's bytes as written.
+const NVIDIA_MISCOMPILED_AS_WRITTEN: [u64; 1] = [8100];
+
+#[test]
+fn legal_programs_nvidia_compiles_wrong_as_written_give_ptxvms_bytes_rewritten() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain the primary context");
+    each_seed(
+        &ctx,
+        NVIDIA_MISCOMPILED_AS_WRITTEN.to_vec(),
+        Mode::Legal,
+        |ctx, seed| {
+            let text = program(seed, Mode::Legal);
+            let reference = crate::reference::as_written_on_ptxvm(seed, &text)?;
+            let case = Case::new(ctx, seed)?;
+            rewritten_matches(
+                ctx,
+                &case,
+                &text,
+                &policy_for(seed, Mode::Legal).0,
+                &reference,
+            )
+        },
+    );
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod peers;
 mod per_thread;
 mod pools;
 mod programs;
+mod reference;
 mod sandbox;
 mod stalls;
 mod sticky;
