@@ -200,6 +200,7 @@ impl Modifiers {
                         f,
                         "load" | "store" | "mma" | "a" | "b" | "c" | "d" | "row" | "col"
                     )
+                    || matches!(f, "tf32" | "rn")
                     || matches!(f, "global" | "shared" | "shared::cta" | "satfinite")
             }
             Modifiers::Mma => {

@@ -195,8 +195,9 @@ pub(crate) struct MatrixAccess {
     pub s: [Src; 4],
 }
 
-/// A `wmma` fragment's shape and type: `m16n16k16`, `m32n8k16` or `m8n32k16`, f16 multiplicands
-/// with f16 or f32 accumulators (what `nvcuda::wmma` with `half` compiles to).
+/// A `wmma` shape: `m16n16k16`, `m32n8k16` and `m8n32k16` (f16, bf16, s8 and u8
+/// multiplicands), `m16n16k8` (tf32) and `m8n8k4` (f64). Which types each takes is
+/// [`WmmaShape::regs`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WmmaShape {
     pub m: u8,
@@ -210,6 +211,8 @@ impl WmmaShape {
             "m16n16k16" => (16, 16, 16),
             "m32n8k16" => (32, 8, 16),
             "m8n32k16" => (8, 32, 16),
+            "m16n16k8" => (16, 16, 8),
+            "m8n8k4" => (8, 8, 4),
             _ => return None,
         };
         Some(WmmaShape { m, n, k })
@@ -228,13 +231,37 @@ impl WmmaShape {
             Part::C => (m, n),
         }
     }
-}
 
-/// Registers of a `wmma` fragment: 8 f16x2 for A and B, 4 f16x2 or 8 f32 for C and D.
-pub(crate) fn wmma_regs(part: Part, ty: Elem) -> usize {
-    match (part, ty) {
-        (Part::C, Elem::F16) => 4,
-        _ => 8,
+    /// Registers of `part`'s fragment of `ty` (C's for D), or `None` where the ISA has no such
+    /// fragment. Each holds its lane's share of the matrix, `per_reg` elements a register,
+    /// except f16 A and B, which the ISA gives eight registers whatever the shape.
+    pub(crate) fn regs(self, part: Part, ty: Elem) -> Option<usize> {
+        let exists = matches!(
+            (self.k, part, ty),
+            (
+                16,
+                Part::A | Part::B,
+                Elem::F16 | Elem::Bf16 | Elem::S8 | Elem::U8
+            ) | (16, Part::C, Elem::F16 | Elem::F32 | Elem::S32)
+                | (8, Part::A | Part::B, Elem::Tf32)
+                | (8, Part::C, Elem::F32)
+                | (4, _, Elem::F64)
+        );
+        if !exists {
+            return None;
+        }
+        if ty == Elem::F16 && part != Part::C {
+            return Some(8);
+        }
+        let (rows, cols) = self.dims(part);
+        Some((rows * cols / 32).div_ceil(ty.per_reg()))
+    }
+
+    /// Bytes of `part`'s fragment of `ty`: the ISA asks each row (or column) of the matrix in
+    /// memory to start on a multiple of it.
+    pub(crate) fn fragment_bytes(self, part: Part, ty: Elem) -> Option<u64> {
+        let reg = if ty == Elem::F64 { 8 } else { 4 };
+        self.regs(part, ty).map(|n| n as u64 * reg)
     }
 }
 
@@ -266,12 +293,17 @@ pub(crate) struct WmmaAccess {
     pub s: [Src; 8],
 }
 
-/// A decoded `wmma.mma.sync.aligned.alayout.blayout.shape.dtype.ctype d, a, b, c` (f16).
+/// A decoded `wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype d, a, b, c`
+/// (f16 multiplicands when the types are two).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct WmmaMma {
     pub shape: WmmaShape,
     pub d_ty: Elem,
+    pub a_ty: Elem,
+    pub b_ty: Elem,
     pub c_ty: Elem,
+    /// Integer sums clamp to s32 rather than wrap.
+    pub satfinite: bool,
     pub d: [Reg; 8],
     pub a: [Src; 8],
     pub b: [Src; 8],
@@ -316,15 +348,27 @@ mod tests {
 
     #[test]
     fn every_wmma_layout_holds_each_element_and_repeats_it_only_in_spare_slots() {
-        for shape in ["m16n16k16", "m32n8k16", "m8n32k16"] {
+        let types = [
+            Elem::F16,
+            Elem::Bf16,
+            Elem::Tf32,
+            Elem::F32,
+            Elem::F64,
+            Elem::S8,
+            Elem::U8,
+            Elem::S32,
+        ];
+        let mut fragments = 0;
+        for shape in ["m16n16k16", "m32n8k16", "m8n32k16", "m16n16k8", "m8n8k4"] {
             let shape = WmmaShape::parse(shape).unwrap();
-            for (part, ty) in [
-                (Part::A, Elem::F16),
-                (Part::B, Elem::F16),
-                (Part::C, Elem::F32),
-            ] {
+            for (part, ty) in [Part::A, Part::B, Part::C]
+                .into_iter()
+                .flat_map(|p| types.map(|t| (p, t)))
+                .filter(|&(p, t)| shape.regs(p, t).is_some())
+            {
+                fragments += 1;
                 let dims = shape.dims(part);
-                let slots = wmma_regs(part, ty) * ty.per_reg();
+                let slots = shape.regs(part, ty).unwrap() * ty.per_reg();
                 let mut seen = vec![0usize; dims.0 * dims.1];
                 for lane in 0..32 {
                     for e in 0..slots {
@@ -333,9 +377,34 @@ mod tests {
                     }
                 }
                 let copies = slots * 32 / (dims.0 * dims.1);
-                assert!(seen.iter().all(|&n| n == copies), "{shape:?} {part:?}");
+                assert!(
+                    seen.iter().all(|&n| n == copies),
+                    "{shape:?} {part:?} {ty:?}"
+                );
             }
         }
+        // Per k16 shape: A and B in f16, bf16, s8, u8; C in f16, f32, s32. Then tf32's three
+        // and f64's three.
+        assert_eq!(fragments, 3 * 11 + 3 + 3);
+    }
+
+    #[test]
+    fn wmma_fragment_sizes_match_the_isa() {
+        let s = |t| WmmaShape::parse(t).unwrap();
+        let (big, tall, wide) = (s("m16n16k16"), s("m32n8k16"), s("m8n32k16"));
+        assert_eq!(big.regs(Part::A, Elem::Bf16), Some(4));
+        assert_eq!(tall.regs(Part::A, Elem::Bf16), Some(8));
+        assert_eq!(wide.regs(Part::B, Elem::Bf16), Some(8));
+        assert_eq!(big.regs(Part::A, Elem::S8), Some(2));
+        assert_eq!(wide.regs(Part::A, Elem::U8), Some(1));
+        assert_eq!(big.regs(Part::C, Elem::S32), Some(8));
+        assert_eq!(s("m16n16k8").regs(Part::A, Elem::Tf32), Some(4));
+        assert_eq!(s("m8n8k4").regs(Part::C, Elem::F64), Some(2));
+        assert_eq!(s("m8n8k4").fragment_bytes(Part::A, Elem::F64), Some(8));
+        assert_eq!(big.fragment_bytes(Part::A, Elem::F16), Some(32));
+        assert_eq!(big.fragment_bytes(Part::C, Elem::F16), Some(16));
+        assert_eq!(big.regs(Part::A, Elem::Tf32), None);
+        assert_eq!(s("m16n16k8").regs(Part::A, Elem::F16), None);
     }
 
     #[test]

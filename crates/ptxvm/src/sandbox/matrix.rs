@@ -20,7 +20,7 @@ use super::fence::Src;
 use super::print::O;
 use super::rewrite::{Fx, R};
 use crate::ast::{Inst, Operand};
-use crate::ir::matrix::{Part, WmmaShape};
+use crate::ir::matrix::{Elem, Part, WmmaShape};
 use crate::isa::Opcode;
 
 /// Bytes of one row: what each lane's address names.
@@ -147,13 +147,14 @@ impl<'m> Fx<'_, 'm> {
             _ => Part::C,
         };
         let Some(shape) = i.mods.iter().find_map(|m| WmmaShape::parse(m)) else {
-            return refused(i, "shapes other than m16n16k16, m32n8k16 and m8n32k16");
+            return refused(i, "a shape ptxvm does not run");
         };
-        let (esize, frag) = match (part, has("f32")) {
-            (Part::C, true) => (4u64, 32u64),
-            (Part::C, false) => (2, 16),
-            _ => (2, 32),
+        // The fragment's type and size: the ISA's alignment of each row, and so the fence's.
+        let ty = i.mods.iter().filter_map(|m| Elem::parse(m)).next_back();
+        let Some((ty, frag)) = ty.and_then(|t| Some((t, shape.fragment_bytes(part, t)?))) else {
+            return refused(i, "a fragment type ptxvm does not run in this shape");
         };
+        let esize = u64::from(ty.bits() / 8);
         let shared = has("shared") || has("shared::cta");
         if !shared && !has("global") {
             return refused(i, "give it a .global or .shared address");

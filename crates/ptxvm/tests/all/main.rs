@@ -21,4 +21,5 @@ mod sass;
 mod text;
 mod versioned;
 mod wmma;
+mod wmma_types;
 mod writes;

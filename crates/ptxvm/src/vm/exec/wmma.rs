@@ -1,8 +1,9 @@
 //! `wmma`'s executor: loads and stores move each lane's fragment slots between registers and
 //! the matrix in memory (row- or column-major, a leading dimension of `stride` elements, each
 //! lane through its own address and stride), and the multiply gathers A, B and C from every
-//! lane's fragments, computes D = A·B + C in f64 (f16 products are exact; one rounding) and
-//! writes every slot of D. The slots' layout is `ir::matrix::wmma_position`'s.
+//! lane's fragments, computes D = A·B + C in f64 (f16, bf16, tf32 and integer products are
+//! exact, and integer sums too; one rounding) and writes every slot of D. The slots' layout is
+//! `ir::matrix::wmma_position`'s.
 
 use super::super::access::{LaneFault, lanes};
 use super::super::mem::Mem;
@@ -10,12 +11,17 @@ use super::super::warp::Warp;
 use super::BlockMem;
 use super::matrix::{decode, encode};
 use crate::ir::Src;
-use crate::ir::matrix::{Elem, Part, WmmaAccess, WmmaMma, wmma_position, wmma_regs};
+use crate::ir::matrix::{Elem, Part, WmmaAccess, WmmaMma, WmmaShape, wmma_position};
 
 /// Slots a register of `ty` holds, the bits of each, and a mask of them.
 fn slots(ty: Elem) -> (usize, u32, u64) {
     let bits = ty.bits();
-    (ty.per_reg(), bits, (1u64 << bits) - 1)
+    (ty.per_reg(), bits, u64::MAX >> (64 - bits))
+}
+
+/// Registers of a fragment the decoder accepted (it refuses the others).
+fn regs(shape: WmmaShape, part: Part, ty: Elem) -> usize {
+    shape.regs(part, ty).unwrap_or(0)
 }
 
 /// The address of element `(r, c)` of `a`'s matrix for a lane whose pointer is `base` and
@@ -49,7 +55,7 @@ impl Warp {
         mask: u32,
     ) -> Result<(), LaneFault> {
         let (per, bits, _) = slots(a.ty);
-        let regs = wmma_regs(a.part, a.ty);
+        let regs = regs(a.shape, a.part, a.ty);
         let bases = self.wmma_bases(a);
         let mut out = [[0u64; 32]; 8];
         for l in lanes(mask) {
@@ -81,7 +87,7 @@ impl Warp {
         let (per, bits, ones) = slots(a.ty);
         let dims = a.shape.dims(a.part);
         let mut vals = [[0u64; 32]; 8];
-        for (v, s) in vals.iter_mut().zip(&a.s).take(wmma_regs(a.part, a.ty)) {
+        for (v, s) in vals.iter_mut().zip(&a.s).take(regs(a.shape, a.part, a.ty)) {
             *v = self.rd(*s);
         }
         let bases = self.wmma_bases(a);
@@ -129,9 +135,9 @@ impl Warp {
     pub(super) fn wmma_mma(&mut self, op: &WmmaMma, mask: u32) {
         let s = op.shape;
         let (da, db, dc) = (s.dims(Part::A), s.dims(Part::B), s.dims(Part::C));
-        let a = self.wmma_gather(&op.a[..wmma_regs(Part::A, Elem::F16)], Elem::F16, da);
-        let b = self.wmma_gather(&op.b[..wmma_regs(Part::B, Elem::F16)], Elem::F16, db);
-        let c = self.wmma_gather(&op.c[..wmma_regs(Part::C, op.c_ty)], op.c_ty, dc);
+        let a = self.wmma_gather(&op.a[..regs(s, Part::A, op.a_ty)], op.a_ty, da);
+        let b = self.wmma_gather(&op.b[..regs(s, Part::B, op.b_ty)], op.b_ty, db);
+        let c = self.wmma_gather(&op.c[..regs(s, Part::C, op.c_ty)], op.c_ty, dc);
         let k = da.1;
         let d: Vec<f64> = (0..dc.0 * dc.1)
             .map(|i| {
@@ -142,17 +148,18 @@ impl Warp {
             })
             .collect();
         let (per, bits, _) = slots(op.d_ty);
-        let regs = wmma_regs(Part::C, op.d_ty);
+        let n = regs(s, Part::C, op.d_ty);
         let mut out = [[0u64; 32]; 8];
-        for (j, reg) in out.iter_mut().enumerate().take(regs) {
+        for (j, reg) in out.iter_mut().enumerate().take(n) {
             for (l, word) in reg.iter_mut().enumerate() {
                 for h in 0..per {
                     let (r, col) = wmma_position(dc, l, j * per + h);
-                    *word |= encode(op.d_ty, d[r * dc.1 + col], false) << (bits * h as u32);
+                    let x = encode(op.d_ty, d[r * dc.1 + col], op.satfinite);
+                    *word |= x << (bits * h as u32);
                 }
             }
         }
-        for (d, v) in op.d.iter().zip(&out).take(regs) {
+        for (d, v) in op.d.iter().zip(&out).take(n) {
             self.wr(*d, v, mask);
         }
     }
