@@ -176,3 +176,120 @@ extern "C" __global__ void mma_gemm_wmma(const unsigned short *__restrict__ A,
         "f"(c0), "f"(c1), "f"(c2), "f"(c3), "f"(c4), "f"(c5), "f"(c6), "f"(c7), "r"(N)
         : "memory");
 }
+
+// nvcuda::wmma's other types, one kernel each, tiled as mma_gemm_wmma (each warp one tile of C,
+// accumulated over K): bf16 into f32 and s8 into s32 (m16n16k16), tf32 into f32 (m16n16k8),
+// f64 (m8n8k4). M, N and K must be multiples of the tile's.
+extern "C" __global__ void mma_gemm_wmma_bf16(const unsigned short *__restrict__ A,
+                                              const unsigned short *__restrict__ Bt,
+                                              float *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0 || N == 0) return;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tr = warp / (N / 16), tc = warp % (N / 16);
+    if (tr * 16 >= M) return;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f, c6 = 0.0f, c7 = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        unsigned a0, a1, a2, a3, b0, b1, b2, b3;
+        asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.global.bf16 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                     : "l"(A + (long)tr * 16 * K + k0), "r"(K));
+        asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.global.bf16 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                     : "l"(Bt + (long)tc * 16 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.mma.sync.aligned.row.col.m16n16k16.f32.bf16.bf16.f32 {%0, %1, %2, %3, %4, %5, %6, "
+            "%7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3, %4, %5, %6, %7};"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3), "+f"(c4), "+f"(c5), "+f"(c6), "+f"(c7)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(b2), "r"(b3));
+    }
+    asm volatile(
+        "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, "
+        "%8}, %9;" ::"l"(C + (long)tr * 16 * N + tc * 16),
+        "f"(c0), "f"(c1), "f"(c2), "f"(c3), "f"(c4), "f"(c5), "f"(c6), "f"(c7), "r"(N)
+        : "memory");
+}
+
+extern "C" __global__ void mma_gemm_wmma_s8(const signed char *__restrict__ A,
+                                            const signed char *__restrict__ Bt,
+                                            int *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0 || N == 0) return;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tr = warp / (N / 16), tc = warp % (N / 16);
+    if (tr * 16 >= M) return;
+    int c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        unsigned a0, a1, b0, b1;
+        asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%0, %1}, [%2], %3;"
+                     : "=r"(a0), "=r"(a1)
+                     : "l"(A + (long)tr * 16 * K + k0), "r"(K));
+        asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.global.s8 {%0, %1}, [%2], %3;"
+                     : "=r"(b0), "=r"(b1)
+                     : "l"(Bt + (long)tc * 16 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.mma.sync.aligned.row.col.m16n16k16.s32.s8.s8.s32 {%0, %1, %2, %3, %4, %5, %6, "
+            "%7}, {%8, %9}, {%10, %11}, {%0, %1, %2, %3, %4, %5, %6, %7};"
+            : "+r"(c0), "+r"(c1), "+r"(c2), "+r"(c3), "+r"(c4), "+r"(c5), "+r"(c6), "+r"(c7)
+            : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    }
+    asm volatile(
+        "wmma.store.d.sync.aligned.row.m16n16k16.global.s32 [%0], {%1, %2, %3, %4, %5, %6, %7, "
+        "%8}, %9;" ::"l"(C + (long)tr * 16 * N + tc * 16),
+        "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(c5), "r"(c6), "r"(c7), "r"(N)
+        : "memory");
+}
+
+extern "C" __global__ void mma_gemm_wmma_tf32(const float *__restrict__ A,
+                                              const float *__restrict__ Bt,
+                                              float *__restrict__ C, int M, int N, int K) {
+    if (M % 16 != 0 || N % 16 != 0 || K % 8 != 0 || N == 0) return;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tr = warp / (N / 16), tc = warp % (N / 16);
+    if (tr * 16 >= M) return;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f, c6 = 0.0f, c7 = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        unsigned a0, a1, a2, a3, b0, b1, b2, b3;
+        asm volatile("wmma.load.a.sync.aligned.row.m16n16k8.global.tf32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                     : "l"(A + (long)tr * 16 * K + k0), "r"(K));
+        asm volatile("wmma.load.b.sync.aligned.col.m16n16k8.global.tf32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                     : "l"(Bt + (long)tc * 16 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32 {%0, %1, %2, %3, %4, %5, %6, "
+            "%7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3, %4, %5, %6, %7};"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3), "+f"(c4), "+f"(c5), "+f"(c6), "+f"(c7)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(b2), "r"(b3));
+    }
+    asm volatile(
+        "wmma.store.d.sync.aligned.row.m16n16k8.global.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, "
+        "%8}, %9;" ::"l"(C + (long)tr * 16 * N + tc * 16),
+        "f"(c0), "f"(c1), "f"(c2), "f"(c3), "f"(c4), "f"(c5), "f"(c6), "f"(c7), "r"(N)
+        : "memory");
+}
+
+extern "C" __global__ void mma_gemm_wmma_f64(const double *__restrict__ A,
+                                             const double *__restrict__ Bt,
+                                             double *__restrict__ C, int M, int N, int K) {
+    if (M % 8 != 0 || N % 8 != 0 || K % 4 != 0 || N == 0) return;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int tr = warp / (N / 8), tc = warp % (N / 8);
+    if (tr * 8 >= M) return;
+    double c0 = 0.0, c1 = 0.0;
+    for (int k0 = 0; k0 < K; k0 += 4) {
+        double a0, b0;
+        asm volatile("wmma.load.a.sync.aligned.row.m8n8k4.global.f64 {%0}, [%1], %2;"
+                     : "=d"(a0)
+                     : "l"(A + (long)tr * 8 * K + k0), "r"(K));
+        asm volatile("wmma.load.b.sync.aligned.col.m8n8k4.global.f64 {%0}, [%1], %2;"
+                     : "=d"(b0)
+                     : "l"(Bt + (long)tc * 8 * K + k0), "r"(K));
+        asm volatile(
+            "wmma.mma.sync.aligned.row.col.m8n8k4.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+            : "+d"(c0), "+d"(c1)
+            : "d"(a0), "d"(b0));
+    }
+    asm volatile("wmma.store.d.sync.aligned.row.m8n8k4.global.f64 [%0], {%1, %2}, %3;" ::"l"(
+                     C + (long)tr * 8 * N + tc * 8),
+                 "d"(c0), "d"(c1), "r"(N)
+                 : "memory");
+}

@@ -42,7 +42,7 @@ use std::fmt::Write as _;
 
 use conformance::cases::CASES;
 use conformance::context::Context;
-use conformance::corpus::{Flavour, flavours_present};
+use conformance::corpus::{Flavour, flavours_defining};
 use conformance::sandboxed::{Mode, Prepared, prepare, prepare_edited};
 use conformance::stream::{Event, Stream};
 use cudarc::driver::{result, sys};
@@ -260,7 +260,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut graph_worst = [(0f64, String::new()), (0f64, String::new())];
     let mut n = 0;
     for kc in CASES {
-        let flavours = flavours_present(kc.file);
+        let flavours = flavours_defining(kc.file, kc.kernel);
         let Some(flavour) = [Flavour::Nvcc, Flavour::Clang]
             .into_iter()
             .find(|f| flavours.contains(f))

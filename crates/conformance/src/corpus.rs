@@ -59,6 +59,18 @@ pub fn flavours_present(file: &str) -> Vec<Flavour> {
         .collect()
 }
 
+/// The flavours of `<file>.ptx` that define `kernel`. A compiler's flavour is regenerated where
+/// that compiler runs (nvcc's on the GPU machine), so a kernel new to a source may be missing
+/// from a flavour until then; clang's is regenerated here and holds every kernel
+/// (`clang_flavour_defines_every_case_kernel`).
+pub fn flavours_defining(file: &str, kernel: &str) -> Vec<Flavour> {
+    let entry = format!(".entry {kernel}(");
+    flavours_present(file)
+        .into_iter()
+        .filter(|f| read_ptx(file, *f).is_ok_and(|t| t.contains(&entry)))
+        .collect()
+}
+
 /// The PTX text of `<file>` in `flavour`.
 pub fn read_ptx(file: &str, flavour: Flavour) -> Result<String> {
     let path = ptx_path(file, flavour);
@@ -89,5 +101,17 @@ mod tests {
             "found only {sources} .cu files in {}",
             dir.display()
         );
+    }
+
+    #[test]
+    fn clang_flavour_defines_every_case_kernel() {
+        for kc in crate::cases::CASES {
+            assert!(
+                flavours_defining(kc.file, kc.kernel).contains(&Flavour::Clang),
+                "corpus/clang/{}.ptx lacks {}: run corpus/gen-clang.sh",
+                kc.file,
+                kc.kernel
+            );
+        }
     }
 }

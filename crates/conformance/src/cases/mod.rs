@@ -169,6 +169,30 @@ pub const CASES: &[KernelCase] = &[
         build: tensor::mma_gemm_wmma,
     },
     KernelCase {
+        name: "mma_gemm_wmma_bf16",
+        file: "mma_gemm",
+        kernel: "mma_gemm_wmma_bf16",
+        build: tensor::mma_gemm_wmma_bf16,
+    },
+    KernelCase {
+        name: "mma_gemm_wmma_s8",
+        file: "mma_gemm",
+        kernel: "mma_gemm_wmma_s8",
+        build: tensor::mma_gemm_wmma_s8,
+    },
+    KernelCase {
+        name: "mma_gemm_wmma_tf32",
+        file: "mma_gemm",
+        kernel: "mma_gemm_wmma_tf32",
+        build: tensor::mma_gemm_wmma_tf32,
+    },
+    KernelCase {
+        name: "mma_gemm_wmma_f64",
+        file: "mma_gemm",
+        kernel: "mma_gemm_wmma_f64",
+        build: tensor::mma_gemm_wmma_f64,
+    },
+    KernelCase {
         name: "mma_gemm_s8",
         file: "mma_gemm",
         kernel: "mma_gemm_s8",

@@ -2,7 +2,7 @@
 //! fragments are loaded by the PTX ISA's layouts, so a layout that differs between ptxvm and an
 //! NVIDIA GPU shows as wrong elements, not as rounding.
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::case::{ArgSpec, BufferSpec, Case, bytes_of};
 use crate::compare::{Expect, Tolerance};
@@ -11,7 +11,12 @@ use crate::stream::LaunchShape;
 
 /// Tiles of 16×`tile_n`, one per warp, four warps a block: `(M, N)` gives the grid.
 fn tiles_shape(m: usize, n: usize, tile_n: usize) -> LaunchShape {
-    let warps = (m / 16) * (n / tile_n);
+    tiles_of(m, n, (16, tile_n))
+}
+
+/// Tiles of `tile_m`×`tile_n`, one per warp, four warps a block.
+fn tiles_of(m: usize, n: usize, (tile_m, tile_n): (usize, usize)) -> LaunchShape {
+    let warps = (m / tile_m) * (n / tile_n);
     LaunchShape {
         grid: [warps.div_ceil(4) as u32, 1, 1],
         block: [128, 1, 1],
@@ -97,4 +102,104 @@ pub fn mma_gemm_s8(rng: &mut Rng) -> Case {
         args: gemm_args(m, n, k),
         globals: Vec::new(),
     }
+}
+
+/// `C[row][col] = Σ A[row][x]·Bt[col][x]` in f64 over `values` of A and Bt (row-major A, B
+/// transposed).
+fn product(a: &[f64], bt: &[f64], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    (0..m * n)
+        .map(|i| {
+            let (row, col) = (i / n, i % n);
+            (0..k).map(|x| a[row * k + x] * bt[col * k + x]).sum()
+        })
+        .collect()
+}
+
+/// f32 results within a few ulps of sums of at most ~100 (tensor cores round partial sums).
+const NEAR: Tolerance = Tolerance {
+    abs: 1e-4,
+    rel: 1e-4,
+};
+
+/// A GEMM case of `dims` in tiles of `tile`: A, Bt (bytes), and what C must hold.
+fn gemm_case(
+    dims: (usize, usize, usize),
+    tile: (usize, usize),
+    a: Vec<u8>,
+    bt: Vec<u8>,
+    c: Expect,
+) -> Case {
+    let (m, n, k) = dims;
+    Case {
+        shape: tiles_of(m, n, tile),
+        buffers: vec![
+            BufferSpec::input("A", a),
+            BufferSpec::input("Bt", bt),
+            BufferSpec::output("C", c),
+        ],
+        args: gemm_args(m, n, k),
+        globals: Vec::new(),
+    }
+}
+
+/// f32 results of exact products within a few ulps ([`NEAR`]).
+fn near(want: &[f64]) -> Expect {
+    Expect::F32 {
+        want: want.iter().map(|v| *v as f32).collect(),
+        tol: NEAR,
+    }
+}
+
+/// C = A·B with bf16 A and B into f32 (`mma_gemm_wmma_bf16`): bf16 products are exact in f32.
+pub fn mma_gemm_wmma_bf16(rng: &mut Rng) -> Case {
+    let dims = (32, 48, 64);
+    let (m, n, k) = dims;
+    let a: Vec<bf16> = rng.vec(m * k, |r| bf16::from_f32(r.range_f32(-1.0, 1.0)));
+    let bt: Vec<bf16> = rng.vec(n * k, |r| bf16::from_f32(r.range_f32(-1.0, 1.0)));
+    let wide = |v: &[bf16]| v.iter().map(|h| f64::from(h.to_f32())).collect::<Vec<_>>();
+    let want = product(&wide(&a), &wide(&bt), dims);
+    let bits = |v: &[bf16]| bytes_of(&v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>());
+    gemm_case(dims, (16, 16), bits(&a), bits(&bt), near(&want))
+}
+
+/// C = A·B with s8 A and B into s32 (`mma_gemm_wmma_s8`): exact, so equal.
+pub fn mma_gemm_wmma_s8(rng: &mut Rng) -> Case {
+    let dims = (48, 32, 96);
+    let (m, n, k) = dims;
+    let a: Vec<i8> = rng.vec(m * k, |r| r.next_u32() as i8);
+    let bt: Vec<i8> = rng.vec(n * k, |r| r.next_u32() as i8);
+    let wide = |v: &[i8]| v.iter().map(|x| f64::from(*x)).collect::<Vec<_>>();
+    let want = product(&wide(&a), &wide(&bt), dims);
+    let raw = |v: &[i8]| v.iter().map(|x| *x as u8).collect::<Vec<u8>>();
+    let c = Expect::I32(want.iter().map(|v| *v as i32).collect());
+    gemm_case(dims, (16, 16), raw(&a), raw(&bt), c)
+}
+
+/// C = A·B with tf32 A and B into f32 (`mma_gemm_wmma_tf32`), from f32 values tf32 holds
+/// exactly (multiples of 1/64 below 1), so the products are exact.
+pub fn mma_gemm_wmma_tf32(rng: &mut Rng) -> Case {
+    let dims = (32, 32, 40);
+    let (m, n, k) = dims;
+    let value = |r: &mut Rng| r.range_i32(-64, 64) as f32 / 64.0;
+    let a: Vec<f32> = rng.vec(m * k, value);
+    let bt: Vec<f32> = rng.vec(n * k, value);
+    let wide = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<_>>();
+    let want = product(&wide(&a), &wide(&bt), dims);
+    gemm_case(dims, (16, 16), bytes_of(&a), bytes_of(&bt), near(&want))
+}
+
+/// C = A·B in f64 (`mma_gemm_wmma_f64`, m8n8k4 tiles): within f64 rounding of the exact sum.
+pub fn mma_gemm_wmma_f64(rng: &mut Rng) -> Case {
+    let dims = (24, 16, 20);
+    let (m, n, k) = dims;
+    let a: Vec<f64> = rng.vec(m * k, |r| f64::from(r.range_f32(-1.0, 1.0)));
+    let bt: Vec<f64> = rng.vec(n * k, |r| f64::from(r.range_f32(-1.0, 1.0)));
+    let c = Expect::F64 {
+        want: product(&a, &bt, dims),
+        tol: Tolerance {
+            abs: 1e-12,
+            rel: 1e-12,
+        },
+    };
+    gemm_case(dims, (8, 8), bytes_of(&a), bytes_of(&bt), c)
 }

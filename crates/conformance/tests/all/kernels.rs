@@ -3,7 +3,7 @@
 
 use conformance::cases;
 use conformance::context::Context;
-use conformance::corpus::flavours_present;
+use conformance::corpus::flavours_defining;
 use conformance::driver::shared_device;
 use conformance::rng::fresh_seed;
 use conformance::run::{POISONS, run_case};
@@ -14,7 +14,7 @@ fn run_everywhere(name: &str) {
     let _shared = shared_device();
     let Some(env) = env_or_skip() else { return };
     let kc = cases::find(name).unwrap_or_else(|| panic!("no corpus case named {name}"));
-    let flavours = flavours_present(kc.file);
+    let flavours = flavours_defining(kc.file, kc.kernel);
     assert!(
         !flavours.is_empty(),
         "no PTX for {}: run corpus/gen-clang.sh",
@@ -82,6 +82,10 @@ kernel_tests! {
     tensor_core_s8_products_are_exact => "mma_gemm_s8",
     tensor_core_f16_through_ldmatrix_matches_cpu_reference => "mma_gemm_f16_smem",
     tensor_core_f16_through_wmma_matches_cpu_reference => "mma_gemm_wmma",
+    tensor_core_bf16_through_wmma_matches_cpu_reference => "mma_gemm_wmma_bf16",
+    tensor_core_s8_through_wmma_is_exact => "mma_gemm_wmma_s8",
+    tensor_core_tf32_through_wmma_matches_cpu_reference => "mma_gemm_wmma_tf32",
+    tensor_core_f64_through_wmma_matches_cpu_reference => "mma_gemm_wmma_f64",
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use conformance::cases::CASES;
 use conformance::context::Context;
-use conformance::corpus::flavours_present;
+use conformance::corpus::flavours_defining;
 use conformance::driver::shared_device;
 use conformance::rng::fresh_seed;
 use conformance::run::POISONS;
@@ -20,7 +20,7 @@ fn every_corpus_kernel_gives_its_reference_answer_through_the_sandbox() {
     let ctx = Context::primary(env).expect("retain the primary context");
     let (mut ran, mut failures) = (0, Vec::new());
     for kc in CASES {
-        for flavour in flavours_present(kc.file) {
+        for flavour in flavours_defining(kc.file, kc.kernel) {
             for poison in POISONS {
                 let seed = fresh_seed();
                 match run_case_sandboxed(&ctx, kc, flavour, seed, poison) {
