@@ -137,6 +137,9 @@ impl<'m> Fx<'_, 'm> {
     pub(crate) fn wmma_access(&mut self, i: &'m Inst<'m>, out: &mut Vec<O<'m>>) -> R<()> {
         let has = |f: &str| i.mods.iter().any(|m| m == f);
         let store = has("store");
+        if !(2..=3).contains(&i.operands.len()) {
+            return refused(i, "give it a fragment, an [address] and at most a stride");
+        }
         // The address: a load's second operand, a store's first.
         let at = usize::from(!store);
         super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;

@@ -210,6 +210,21 @@ fn wmma_accesses_the_sandbox_cannot_fence_are_refused_with_the_reason() {
                 ),
             "under a predicate",
         ),
+        // A mangled store with its address alone (the sandbox once indexed past it: a panic
+        // the mangled-module sweep of session 36 found).
+        (
+            text.lines()
+                .map(|l| {
+                    if l.trim_start().starts_with("wmma.store") {
+                        "\twmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd4];"
+                    } else {
+                        l
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "at most a stride",
+        ),
     ];
     for (body, why) in cases {
         match ptxvm::sandbox::sandbox(&format!("{HEAD}{body}"), &Default::default()) {
