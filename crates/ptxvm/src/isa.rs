@@ -114,6 +114,8 @@ pub(crate) enum Modifiers {
     Match,
     /// `wmma`: its operation, fragment, layouts, shapes and state spaces.
     Wmma,
+    /// `mbarrier`: its operation, its memory semantics and scope, and the state space.
+    Mbarrier,
     /// `mma`, `movmatrix`, `ldmatrix`, `stmatrix`: shapes, layouts, the non-`Ty` element
     /// type `tf32`, saturation, matrix counts, the shared state space.
     Mma,
@@ -202,6 +204,21 @@ impl Modifiers {
                     )
                     || matches!(f, "tf32" | "rn")
                     || matches!(f, "global" | "shared" | "shared::cta" | "satfinite")
+            }
+            Modifiers::Mbarrier => {
+                matches!(
+                    f,
+                    "init" | "inval" | "arrive" | "arrive_drop" | "noComplete" | "test_wait"
+                ) || matches!(
+                    f,
+                    "try_wait"
+                        | "parity"
+                        | "shared"
+                        | "shared::cta"
+                        | "release"
+                        | "acquire"
+                        | "cta"
+                )
             }
             Modifiers::Mma => {
                 crate::ir::matrix::Shape::parse(f).is_some()
@@ -440,7 +457,7 @@ isa! {
     Mapa           "mapa"          Unimplemented Rounding   Refuse(NotAllowed),       true;
     Match          "match"         Collective    Match      Plain,                    true;
     Max            "max"           Arith         MinMax     Plain,                    true;
-    Mbarrier       "mbarrier"      Unimplemented Rounding   Refuse(NotAllowed),       true;
+    Mbarrier       "mbarrier"      Memory        Mbarrier   Refuse(NotAllowed),       true;
     Membar         "membar"        Control       Fence      Plain,                    false;
     Min            "min"           Arith         MinMax     Plain,                    true;
     Mma            "mma"           Collective    Mma        Plain,                    true;

@@ -301,6 +301,33 @@ pub(crate) enum MemoryOp {
     /// `wmma.mma`: registers only, but one opcode with `wmma`'s loads and stores, whose family
     /// is this one.
     WmmaMma(Box<super::matrix::WmmaMma>),
+    /// `mbarrier`'s operations on a barrier object in memory.
+    Mbarrier(Box<Mbarrier>),
+}
+
+/// An `mbarrier` operation: on the 8-byte object at `addr`, with `a` its operand (the count,
+/// the state or the phase parity) and `d` its result (the state, or the wait's predicate).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Mbarrier {
+    pub kind: MbarrierKind,
+    pub space: Space,
+    pub addr: Addr,
+    pub d: Reg,
+    pub a: Src,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MbarrierKind {
+    /// `init`: `a` arrivals expected each phase, phase 0.
+    Init,
+    /// `inval`.
+    Inval,
+    /// `arrive` (`drop`: and expect `a` fewer from the next phase on; `complete`: may end the
+    /// phase, which `.noComplete` promises it does not).
+    Arrive { drop: bool, complete: bool },
+    /// `test_wait` and `try_wait` (ptxvm never suspends: a try is a test): whether the phase
+    /// of the state `a` (or, with `parity`, of parity `a`) has completed.
+    Wait { parity: bool },
 }
 
 /// `cp.async.{ca,cg}.shared.global [dst], [src], size, src_size|ignore_src`: `src_size` bytes

@@ -110,6 +110,7 @@ fn sample(op: Opcode) -> Option<(&'static str, &'static str)> {
         ),
         Movmatrix => ("", "movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;"),
         Ldmatrix => ("", "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [sh];"),
+        Mbarrier => ("", "mbarrier.init.shared.b64 [sh], 1;"),
         Wmma => (
             "",
             "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f0, %f1, %f2, %f3, %f0, %f1, \

@@ -19,6 +19,7 @@ impl Ctx<'_> {
             Opcode::Cp => self.cp_async(i, m),
             Opcode::Ldmatrix | Opcode::Stmatrix => self.matrix_access(i, op, m),
             Opcode::Wmma => self.wmma(i, m),
+            Opcode::Mbarrier => self.mbarrier(i, m),
             Opcode::Prefetch | Opcode::Prefetchu => self.emit(i, ControlOp::Nop),
             _ => self.invalid(format!(
                 "{op} is not a memory instruction (the instruction table and the lowering disagree)"

@@ -6,6 +6,7 @@ mod control;
 mod forms;
 mod inst;
 mod matrix;
+mod mbarrier;
 mod memory;
 mod mods;
 mod operand;

@@ -15,6 +15,7 @@ mod kernels;
 mod launch;
 mod lean;
 mod matrix;
+mod mbarrier;
 mod redteam;
 mod sandbox;
 mod sass;

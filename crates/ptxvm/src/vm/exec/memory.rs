@@ -63,6 +63,7 @@ impl Warp {
             MemoryOp::WmmaLoad(a) => self.wmma_load(mem, bm, a, mask)?,
             MemoryOp::WmmaStore(a) => self.wmma_store(mem, bm, a, mask)?,
             MemoryOp::WmmaMma(op) => self.wmma_mma(op, mask),
+            MemoryOp::Mbarrier(op) => self.mbarrier(mem, bm, op, mask)?,
         }
         Ok(())
     }

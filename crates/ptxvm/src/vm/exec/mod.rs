@@ -7,6 +7,7 @@ mod arith;
 mod collective;
 mod control;
 mod matrix;
+mod mbarrier;
 mod memory;
 mod texture;
 mod wmma;

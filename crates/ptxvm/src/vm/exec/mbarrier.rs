@@ -1,0 +1,128 @@
+//! `mbarrier`'s executor. The PTX ISA leaves the 8-byte object's layout to the implementation;
+//! ptxvm's: the arrivals still pending in the current phase (bits 0–19), the arrivals each
+//! phase expects (bits 20–39), and the current phase's parity (bit 63). An arrival that brings
+//! the pending count to zero completes the phase: the parity flips and the count starts again.
+//! The state an arrival returns is the object as it was, so a wait by state compares parities.
+//! Each lane's operation is one atomic read-modify-write, in lane order.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
+
+use super::super::access::{LaneFault, lanes};
+use super::super::mem::{Loc, Mem};
+use super::super::warp::Warp;
+use super::BlockMem;
+use crate::ir::{Mbarrier, MbarrierKind};
+
+/// Bits of each count.
+const COUNT: u32 = 20;
+const MASK: u64 = (1 << COUNT) - 1;
+const PARITY: u32 = 63;
+
+/// The object after `kind` with operand `a` on `old`, and the lane's result (the prior state,
+/// or whether the wait is over).
+fn update(kind: MbarrierKind, old: u64, a: u64) -> (u64, u64) {
+    let (pending, expected, parity) = (old & MASK, (old >> COUNT) & MASK, old >> PARITY);
+    let pack = |pending: u64, expected: u64, parity: u64| {
+        pending | (expected << COUNT) | (parity << PARITY)
+    };
+    match kind {
+        MbarrierKind::Init => (pack(a & MASK, a & MASK, 0), 0),
+        MbarrierKind::Inval => (0, 0),
+        MbarrierKind::Arrive { drop, complete } => {
+            let expected = if drop {
+                expected.saturating_sub(a)
+            } else {
+                expected
+            };
+            let left = pending.saturating_sub(a);
+            let new = if left == 0 && complete {
+                pack(expected, expected, parity ^ 1)
+            } else {
+                pack(left, expected, parity)
+            };
+            (new, old)
+        }
+        MbarrierKind::Wait { parity: by_parity } => {
+            let waited = if by_parity { a & 1 } else { a >> PARITY };
+            (old, u64::from(waited != parity))
+        }
+    }
+}
+
+impl Warp {
+    /// `mbarrier` for the lanes in `mask`.
+    pub(super) fn mbarrier(
+        &mut self,
+        mem: &mut Mem<'_>,
+        bm: &BlockMem,
+        op: &Mbarrier,
+        mask: u32,
+    ) -> Result<(), LaneFault> {
+        let a = self.rd(op.a);
+        let mut out = [0u64; 32];
+        for l in lanes(mask) {
+            let loc = self
+                .lane_loc(mem, bm, op.space, &op.addr, l, 8, true)
+                .map_err(|e| (e, l))?;
+            let Loc::Ptr(p) = loc else { continue };
+            // SAFETY: `lane_loc` returned 8 valid, writable bytes aligned to 8, unaliased by
+            // Rust references (shared memory is the VM's own buffer; global memory the
+            // `Memory` contract's); every access to them goes through atomics.
+            let word = unsafe { AtomicU64::from_ptr(p.cast()) };
+            let mut result = 0;
+            let _ = word.fetch_update(SeqCst, SeqCst, |old| {
+                let (new, r) = update(op.kind, old, a[l]);
+                result = r;
+                Some(new)
+            });
+            out[l] = result;
+        }
+        self.wr(op.d, &out, mask);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARRIVE: MbarrierKind = MbarrierKind::Arrive {
+        drop: false,
+        complete: true,
+    };
+
+    #[test]
+    fn a_phase_completes_on_its_last_arrival_and_waits_by_state_or_parity_see_it() {
+        let (mut b, _) = update(MbarrierKind::Init, 0, 3);
+        let mut states = Vec::new();
+        for _ in 0..3 {
+            let (n, s) = update(ARRIVE, b, 1);
+            states.push(s);
+            b = n;
+        }
+        let wait = |b, s| update(MbarrierKind::Wait { parity: false }, b, s).1;
+        let parity = |b, p| update(MbarrierKind::Wait { parity: true }, b, p).1;
+        // Phase 0 is over: every state taken in it sees that; parity 0 is complete, 1 is not.
+        assert!(states.iter().all(|&s| wait(b, s) == 1));
+        assert_eq!((parity(b, 0), parity(b, 1)), (1, 0));
+        // One arrival into phase 1: its state waits still.
+        let (b2, s) = update(ARRIVE, b, 1);
+        assert_eq!(wait(b2, s), 0);
+        // arrive_drop: phase 1 ends on two arrivals, and phase 2 expects two.
+        let drop = MbarrierKind::Arrive {
+            drop: true,
+            complete: true,
+        };
+        let (b3, _) = update(drop, b2, 1);
+        let (b4, _) = update(ARRIVE, b3, 1);
+        assert_eq!((parity(b4, 1), b4 & MASK, (b4 >> COUNT) & MASK), (1, 2, 2));
+        // noComplete never ends a phase.
+        let no = MbarrierKind::Arrive {
+            drop: false,
+            complete: false,
+        };
+        let (b5, _) = update(no, b4, 2);
+        assert_eq!(parity(b5, 0), 0);
+    }
+}

@@ -1,0 +1,153 @@
+//! `mbarrier` on ptxvm: a phase completes only when every expected arrival is in, waits by
+//! state and by parity see it, phases alternate, and warps spinning in `try_wait` let the
+//! others run to arrive; what ptxvm does not run is `Unsupported`, and the sandbox refuses it.
+
+use crate::harness::{Arg, DevMem, Shape};
+use crate::text::{HEAD, go, load};
+
+/// Each of 128 threads (four warps) stores its value in shared memory and arrives; after the
+/// phase completes (a `try_wait.parity` spin, or a `test_wait` by state), each thread sums
+/// every value. Twice, through phases 0 and 1, the second round's values doubled; a thread
+/// writes both sums. Warp 3 idles first, so the others' waits spin until it arrives.
+fn exchange(wait: &str) -> String {
+    let spin = |phase: u32, lab: &str| match wait {
+        "parity" => format!(
+            "{lab}: mbarrier.try_wait.parity.shared.b64 %p1, [bar], {phase};\n\t@!%p1 bra {lab};"
+        ),
+        _ => format!("{lab}: mbarrier.test_wait.shared.b64 %p1, [bar], %st;\n\t@!%p1 bra {lab};"),
+    };
+    let (w0, w1) = (spin(0, "W0"), spin(1, "W1"));
+    format!(
+        r#"{HEAD}
+.visible .entry ex(.param .u64 out, .param .u32 idle)
+{{
+	.shared .align 8 .b64 bar;
+	.shared .align 4 .u32 vals[128];
+	.reg .pred %p<3>;
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<4>;
+	.reg .b64 %st;
+	ld.param.u64 %rd1, [out];
+	ld.param.u32 %r9, [idle];
+	mov.u32 %r1, %tid.x;
+	setp.ne.u32 %p0, %r1, 0;
+	@%p0 bra INITED;
+	mbarrier.init.shared.b64 [bar], 128;
+INITED:
+	bar.sync 0;
+	mov.u32 %r10, 0;
+	shr.u32 %r2, %r1, 5;
+	setp.ne.u32 %p2, %r2, 3;
+	@%p2 bra ROUND;
+IDLE:
+	add.u32 %r10, %r10, 1;
+	setp.lt.u32 %p2, %r10, %r9;
+	@%p2 bra IDLE;
+ROUND:
+	mov.u32 %r11, 1;
+	mov.u32 %r8, 0;
+AGAIN:
+	mul.lo.u32 %r3, %r1, 3;
+	add.u32 %r3, %r3, 7;
+	mul.lo.u32 %r3, %r3, %r11;
+	shl.b32 %r4, %r1, 2;
+	mov.u32 %r5, vals;
+	add.u32 %r5, %r5, %r4;
+	st.shared.u32 [%r5], %r3;
+	mbarrier.arrive.shared.b64 %st, [bar];
+	setp.eq.u32 %p2, %r11, 2;
+	@%p2 bra SECOND;
+	{w0}
+	bra SUM;
+SECOND:
+	{w1}
+SUM:
+	mov.u32 %r6, 0;
+	mov.u32 %r7, 0;
+LOOP:
+	shl.b32 %r4, %r7, 2;
+	mov.u32 %r5, vals;
+	add.u32 %r5, %r5, %r4;
+	ld.shared.u32 %r4, [%r5];
+	add.u32 %r6, %r6, %r4;
+	add.u32 %r7, %r7, 1;
+	setp.lt.u32 %p2, %r7, 128;
+	@%p2 bra LOOP;
+	mul.wide.u32 %rd2, %r1, 8;
+	add.u64 %rd3, %rd1, %rd2;
+	shl.b32 %r4, %r8, 2;
+	cvt.u64.u32 %rd2, %r4;
+	add.u64 %rd3, %rd3, %rd2;
+	st.global.u32 [%rd3], %r6;
+	// Everyone has read round one's values before round two overwrites them.
+	bar.sync 0;
+	add.u32 %r8, %r8, 1;
+	add.u32 %r11, %r11, 1;
+	setp.le.u32 %p2, %r11, 2;
+	@%p2 bra AGAIN;
+	ret;
+}}
+"#
+    )
+}
+
+#[test]
+fn a_phase_waits_for_every_arrival_and_phases_alternate() {
+    // Sum over t of 3t + 7, then doubled.
+    let round: u32 = (0..128u32).map(|t| 3 * t + 7).sum();
+    for wait in ["parity", "state"] {
+        let m = load(&exchange(wait));
+        let mut mem = DevMem::new();
+        let out = mem.upload(&[0u8; 128 * 8]);
+        // Warp 3 idles for longer than a time slice, so the others wait on it for real.
+        let args = [Arg::Ptr(out), Arg::U32(40_000)];
+        go(&m, &Shape::linear(1, 128), &args, &[], &mem).unwrap_or_else(|e| panic!("{wait}: {e}"));
+        let got = mem.download(out, 128 * 8);
+        for t in 0..128 {
+            let sums: Vec<u32> = (0..2)
+                .map(|k| u32::from_le_bytes(got[t * 8 + k * 4..][..4].try_into().unwrap()))
+                .collect();
+            assert_eq!(sums, [round, 2 * round], "{wait}: thread {t}");
+        }
+    }
+}
+
+#[test]
+fn mbarrier_forms_ptxvm_does_not_run_are_unsupported_and_the_sandbox_refuses_mbarrier() {
+    let kernel = |line: &str| {
+        format!(
+            "{HEAD}.visible .entry k() {{ .shared .align 8 .b64 bar; .reg .b64 %st; \
+             .reg .pred %p; .reg .b32 %r;\n{line}\nret; }}"
+        )
+    };
+    for (line, why) in [
+        ("mbarrier.expect_tx.shared.b64 [bar], 64;", "expect_tx"),
+        (
+            "mbarrier.arrive.shared::cluster.b64 %st, [bar];",
+            "shared::cluster",
+        ),
+        ("mbarrier.pending_count.b64 %r, %st;", "pending_count"),
+    ] {
+        let e = ptxvm::Module::load(&kernel(line))
+            .expect_err(line)
+            .to_string();
+        assert!(e.contains(why) && e.contains("line"), "{line}: {e}");
+    }
+    // Every form ptxvm runs (each also accepted by ptxas 13.0 for sm_90).
+    let ok = kernel(
+        "mbarrier.init.shared.b64 [bar], 32;\n\
+         mbarrier.arrive.shared.b64 %st, [bar];\n\
+         mbarrier.arrive.noComplete.shared.b64 %st, [bar], 2;\n\
+         mbarrier.arrive_drop.shared.b64 %st, [bar];\n\
+         mbarrier.arrive.release.cta.shared.b64 %st, [bar];\n\
+         mbarrier.try_wait.parity.shared.b64 %p, [bar], 0;\n\
+         mbarrier.test_wait.shared.b64 %p, [bar], %st;\n\
+         mbarrier.try_wait.acquire.cta.shared.b64 %p, [bar], %st, 1000;\n\
+         mbarrier.inval.shared.b64 [bar];",
+    );
+    ptxvm::Module::load(&ok).expect("every form ptxvm runs loads");
+    let e = ptxvm::sandbox::sandbox(&ok, &ptxvm::sandbox::Policy::default())
+        .expect_err("the sandbox refuses mbarrier")
+        .to_string();
+    assert!(e.contains("mbarrier") && e.contains("allow-list"), "{e}");
+}
