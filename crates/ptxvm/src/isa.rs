@@ -239,6 +239,9 @@ impl Modifiers {
                     | "commit_group"
                     | "wait_group"
                     | "wait_all"
+                    | "mbarrier"
+                    | "arrive"
+                    | "noinc"
             ),
             Modifiers::Texture => matches!(
                 f,

@@ -1,13 +1,13 @@
 //! Decoder for `mbarrier` (`Family::Memory`): `init`, `inval`, `arrive` (with `.noComplete`, a
 //! count, `arrive_drop`), `test_wait` and `try_wait` (by state or `.parity`), on `.shared` or
-//! generic addresses, `.b64` objects. The cluster scope, transaction counts (`expect_tx`,
-//! `complete_tx`, which only the bulk copies use) and `pending_count` are
-//! `Error::Unsupported` with the line named.
+//! generic addresses, `.b64` objects; and `cp.async.mbarrier.arrive`. The cluster scope,
+//! transaction counts (`expect_tx`, `complete_tx`, which only the bulk copies use) and
+//! `pending_count` are `Error::Unsupported` with the line named.
 
 use super::mods::Mods;
 use super::{Ctx, R};
 use crate::ast::{self, Operand};
-use crate::ir::{Mbarrier, MbarrierKind, MemoryOp, Space, Src, Ty};
+use crate::ir::{ControlOp, Mbarrier, MbarrierKind, MemoryOp, Space, Src, Ty};
 
 impl Ctx<'_> {
     /// `mbarrier.<op>{.sem}{.scope}{.shared}.b64 …`.
@@ -74,6 +74,35 @@ impl Ctx<'_> {
         if ops.len() > at + 2 && !matches!(kind, MbarrierKind::Wait { .. }) {
             return self.invalid("too many operands for mbarrier");
         }
+        self.emit(
+            i,
+            MemoryOp::Mbarrier(Box::new(Mbarrier {
+                kind,
+                space,
+                addr,
+                d,
+                a,
+            })),
+        )
+    }
+
+    /// `cp.async.mbarrier.arrive{.noinc}{.shared}.b64 [addr]`: an arrival once the thread's
+    /// earlier `cp.async` copies are done, which in ptxvm they are when issued. Without
+    /// `.noinc` the ISA first adds one to the pending count, so the two cancel: nothing to do.
+    pub(super) fn cp_async_arrive(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
+        if m.last_ty() != Some(Ty::B64) || i.operands.len() != 1 {
+            return self.invalid("cp.async.mbarrier.arrive takes .b64 and an [address]");
+        }
+        let space = m.space().unwrap_or(Space::Generic);
+        let (space, addr) = self.addr(&i.operands[0], space)?;
+        if !m.has("noinc") {
+            return self.emit(i, ControlOp::Nop);
+        }
+        let kind = MbarrierKind::Arrive {
+            drop: false,
+            complete: true,
+        };
+        let (d, a) = (self.sink, Src::Imm(1));
         self.emit(
             i,
             MemoryOp::Mbarrier(Box::new(Mbarrier {

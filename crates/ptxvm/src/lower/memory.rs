@@ -108,6 +108,9 @@ impl Ctx<'_> {
         if m.has("commit_group") || m.has("wait_group") || m.has("wait_all") {
             return self.emit(i, ControlOp::Nop);
         }
+        if m.has("mbarrier") && m.has("arrive") {
+            return self.cp_async_arrive(i, m);
+        }
         let ops = &i.operands;
         if !(m.has("shared") || m.has("shared::cta")) || !m.has("global") || ops.len() < 3 {
             return self.unsup("cp.async other than shared ← global with a copy size");

@@ -1,6 +1,7 @@
 //! `mbarrier` on ptxvm: a phase completes only when every expected arrival is in, waits by
-//! state and by parity see it, phases alternate, and warps spinning in `try_wait` let the
-//! others run to arrive; what ptxvm does not run is `Unsupported`, and the sandbox refuses it.
+//! state and by parity see it, phases alternate, warps spinning in `try_wait` let the others
+//! run to arrive, and `cp.async.mbarrier.arrive` arrives for a thread's copies; what ptxvm
+//! does not run is `Unsupported`, and the sandbox refuses it.
 
 use crate::harness::{Arg, DevMem, Shape};
 use crate::text::{HEAD, go, load};
@@ -112,6 +113,80 @@ fn a_phase_waits_for_every_arrival_and_phases_alternate() {
     }
 }
 
+/// 64 threads copy one word each into shared memory with `cp.async`, arrive through
+/// `cp.async.mbarrier.arrive` (`.noinc`: the copy's arrival is the thread's; without it, the
+/// thread arrives itself too), wait, and each sums every copied word.
+fn pipeline(noinc: bool) -> String {
+    let arrive = if noinc {
+        "cp.async.mbarrier.arrive.noinc.shared.b64 [bar];"
+    } else {
+        "cp.async.mbarrier.arrive.shared.b64 [bar];\n\tmbarrier.arrive.shared.b64 %st, [bar];"
+    };
+    format!(
+        r#"{HEAD}
+.visible .entry pipe(.param .u64 inp, .param .u64 out)
+{{
+	.shared .align 8 .b64 bar;
+	.shared .align 16 .b32 buf[64];
+	.reg .pred %p<3>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	.reg .b64 %st;
+	ld.param.u64 %rd1, [inp];
+	ld.param.u64 %rd2, [out];
+	mov.u32 %r1, %tid.x;
+	setp.ne.u32 %p0, %r1, 0;
+	@%p0 bra INITED;
+	mbarrier.init.shared.b64 [bar], 64;
+INITED:
+	bar.sync 0;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.u64 %rd4, %rd1, %rd3;
+	mov.u64 %rd5, buf;
+	add.u64 %rd5, %rd5, %rd3;
+	cp.async.ca.shared.global [%rd5], [%rd4], 4;
+	{arrive}
+WAIT:
+	mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;
+	@!%p1 bra WAIT;
+	mov.u32 %r2, 0;
+	mov.u32 %r3, 0;
+SUM:
+	shl.b32 %r4, %r3, 2;
+	mov.u32 %r5, buf;
+	add.u32 %r5, %r5, %r4;
+	ld.shared.u32 %r6, [%r5];
+	add.u32 %r2, %r2, %r6;
+	add.u32 %r3, %r3, 1;
+	setp.lt.u32 %p2, %r3, 64;
+	@%p2 bra SUM;
+	add.u64 %rd4, %rd2, %rd3;
+	st.global.u32 [%rd4], %r2;
+	ret;
+}}
+"#
+    )
+}
+
+#[test]
+fn cp_async_copies_are_seen_once_their_mbarrier_phase_completes() {
+    let words: Vec<u32> = (0..64).map(|t| t * t + 1).collect();
+    let total: u32 = words.iter().sum();
+    for noinc in [true, false] {
+        let m = load(&pipeline(noinc));
+        let mut mem = DevMem::new();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let (inp, out) = (mem.upload(&bytes), mem.upload(&[0u8; 256]));
+        let args = [Arg::Ptr(inp), Arg::Ptr(out)];
+        go(&m, &Shape::linear(1, 64), &args, &[], &mem).unwrap_or_else(|e| panic!("{e}"));
+        let got = mem.download(out, 256);
+        for t in 0..64 {
+            let sum = u32::from_le_bytes(got[t * 4..][..4].try_into().unwrap());
+            assert_eq!(sum, total, "noinc {noinc}: thread {t}");
+        }
+    }
+}
+
 #[test]
 fn mbarrier_forms_ptxvm_does_not_run_are_unsupported_and_the_sandbox_refuses_mbarrier() {
     let kernel = |line: &str| {
@@ -150,4 +225,10 @@ fn mbarrier_forms_ptxvm_does_not_run_are_unsupported_and_the_sandbox_refuses_mba
         .expect_err("the sandbox refuses mbarrier")
         .to_string();
     assert!(e.contains("mbarrier") && e.contains("allow-list"), "{e}");
+    let arrive = kernel("cp.async.mbarrier.arrive.noinc.shared.b64 [bar];");
+    ptxvm::Module::load(&arrive).expect("cp.async.mbarrier.arrive loads");
+    let e = ptxvm::sandbox::sandbox(&arrive, &ptxvm::sandbox::Policy::default())
+        .expect_err("the sandbox refuses cp.async.mbarrier.arrive")
+        .to_string();
+    assert!(e.contains("cp") && e.contains("line"), "{e}");
 }
