@@ -8,7 +8,10 @@
 # sandbox bench (27 kernels, the tensor-core ones among them) get their H200 run here. Then the
 # nvcc flavour of the corpus, regenerated: corpus/nvcc/mma_gemm.ptx predates session 36's four
 # wmma kernels (bf16, s8, tf32, f64), which until then run in clang's flavour only; commit it
-# from nvcc-corpus.tar.gz (and re-bless ptxvm's sandbox golden).
+# from nvcc-corpus.tar.gz (and re-bless ptxvm's sandbox golden). New in the suites since the
+# H100 run: conformance's mbarrier_words (does NVIDIA survive mbarrier operations on shared
+# words that hold no barrier? the sandbox's question before it can allow mbarrier) and the
+# wmma_* cases of every type.
 #   here:        bash scripts/gpu-pack.sh
 #   device tool: run  command="bash bench/h200-runs/next/call6.sh"  carry=[".gpu"]
 # gpu.sh deletes every log but its own archive; it writes under /tmp so that $OUT keeps at most
