@@ -196,7 +196,18 @@ fn sandboxed(
     lda: u32,
     fenced: bool,
 ) {
-    let (s, sbx) = load_sandboxed(&text(c, false));
+    sandboxed_text(c, &text(c, false), a_at, lda, fenced);
+}
+
+/// [`sandboxed`] for the module `text` (a form of the case's kernel).
+fn sandboxed_text(
+    c: &Case,
+    text: &str,
+    a_at: impl Fn(&crate::sandbox::GuestMem, u64) -> u64,
+    lda: u32,
+    fenced: bool,
+) {
+    let (s, sbx) = load_sandboxed(text);
     assert!(
         s.ptx
             .contains(&format!("wmma.load.a.sync.aligned.row.{}", c.shape))
@@ -424,5 +435,58 @@ fn random_wmma_pointers_and_strides_of_every_fragment_size_stay_in_the_arena() {
             );
         }
         assert!(seen[0] > 0 && seen[1] > 0, "{} {seen:?}", c.ab);
+    }
+}
+
+/// [`text`] with A staged in a static shared array first (each thread copying words of it),
+/// and `wmma.load.a` reading it from there: the fence's shared window and redirect target at
+/// each type's fragment size.
+fn shared_text(c: &Case) -> String {
+    let bytes = c.mnk.0 * leads(c).0 * size(c.ab);
+    let load = format!("wmma.load.a.sync.aligned.row.{}.global.{}", c.shape, c.ab);
+    let staged = format!(
+        ".shared .align 32 .b8 sa[{bytes}];
+	.reg .b32 %s<4>;
+	.reg .b64 %sd<4>;
+	mov.u32 %s0, %tid.x;
+	shl.b32 %s0, %s0, 2;
+STAGE:
+	cvt.u64.u32 %sd0, %s0;
+	add.u64 %sd1, %rd1, %sd0;
+	ld.global.u32 %s1, [%sd1];
+	mov.u64 %sd2, sa;
+	add.u64 %sd2, %sd2, %sd0;
+	st.shared.u32 [%sd2], %s1;
+	add.u32 %s0, %s0, 128;
+	setp.lt.u32 %p0, %s0, {bytes};
+	@%p0 bra STAGE;
+	bar.sync 0;
+	mov.u64 %sd3, sa;
+	wmma.load.a.sync.aligned.row.{}.shared.{}",
+        c.shape, c.ab
+    );
+    text(c, false)
+        .replacen(
+            ".reg .b32 %r<4>;",
+            ".reg .b32 %r<4>;\n\t.reg .pred %p<2>;",
+            1,
+        )
+        .replacen(&load, &staged, 1)
+        .replacen("[%rd1], %r1;", "[%sd3], %r1;", 1)
+}
+
+#[test]
+fn sandboxed_wmma_of_every_type_reads_shared_tiles_in_the_window_and_redirects_others() {
+    for c in &CASES {
+        let text = shared_text(c);
+        let load = format!("wmma.load.a.sync.aligned.row.{}.shared.{}", c.shape, c.ab);
+        assert!(
+            text.contains(&load) && text.contains("[%sd3], %r1;"),
+            "{text}"
+        );
+        let (s, _) = load_sandboxed(&text);
+        assert!(s.ptx.contains(&load), "{}", s.ptx);
+        sandboxed_text(c, &text, |_, a| a, leads(c).0 as u32, false);
+        sandboxed_text(c, &text, |_, a| a, 0x10_0000, true);
     }
 }
