@@ -12,6 +12,8 @@
 //!   leaves another allocation (the victim) and the control block as they were. It runs in a
 //!   child process, so that a hole poisons only that process.
 //!
+//! Both run again in a variant with `ldmatrix` of shared rows (testkit's `program_with_matrix`).
+//!
 //! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests
 //! (`SANDBOX_GEN_SEEDS` lists them). A legal program that differs rewritten is run again as
 //! written and rewritten with each optional pass off, and the failure says which made it pass.
@@ -29,7 +31,12 @@ use conformance::memory::DeviceBuffer;
 use conformance::module::{Function, Module};
 use conformance::stream::{Event, KernelArg, LaunchShape, Stream};
 use ptxvm::sandbox::{CTL_FAULT_TAG, LAUNCH_SKIPS_ENTRY_READ, Policy, Sandboxed, sandbox};
-use testkit::ptxgen::{self, BLOCKS, Mode, Rng, THREADS, differences, program};
+use testkit::ptxgen::{
+    self, BLOCKS, Mode, Rng, THREADS, differences, program, program_with_matrix,
+};
+
+/// What writes a case's program: testkit's `program` or one of its variants.
+type Write = fn(u64, Mode) -> String;
 
 use crate::support::{env_or_skip, in_child};
 
@@ -183,11 +190,21 @@ fn rewritten(sbx: &Arc<Module>, s: &Sandboxed) -> Result<Vec<(Function, u64)>, S
 }
 
 fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
+    legal_of(ctx, seed, program)
+}
+
+/// A legal case whose program has tensor-core reads (`ldmatrix`) too.
+fn legal_matrix(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
+    legal_of(ctx, seed, program_with_matrix)
+}
+
+/// A legal case of `seed`, its program written by `write`.
+fn legal_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String> {
     // `SANDBOX_GEN_PROGRAM=FILE`: a program of this seed's shape to run in its place (a reduced
     // one, say), for looking at a failure.
     let text = match std::env::var("SANDBOX_GEN_PROGRAM") {
         Ok(path) => std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?,
-        Err(_) => program(seed, Mode::Legal),
+        Err(_) => write(seed, Mode::Legal),
     };
     let policy = policy_for(seed, Mode::Legal).0;
     let case = Case::new(ctx, seed)?;
@@ -447,7 +464,17 @@ fn sandboxed_matches(
 }
 
 fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
-    let text = program(seed, Mode::Hostile);
+    hostile_of(ctx, seed, program)
+}
+
+/// A hostile case whose program has tensor-core reads too, at raw addresses.
+fn hostile_matrix(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
+    hostile_of(ctx, seed, program_with_matrix)
+}
+
+/// A hostile case of `seed`, its program written by `write`.
+fn hostile_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String> {
+    let text = write(seed, Mode::Hostile);
     let (policy, mut rng) = policy_for(seed, Mode::Hostile);
     let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     fits(&s)?;
@@ -536,6 +563,17 @@ fn each_seed(
     mode: Mode,
     case: fn(&Arc<Context>, u64) -> Result<(), String>,
 ) {
+    each_seed_of(ctx, seeds, mode, program, case);
+}
+
+/// [`each_seed`] for programs written by `write`.
+fn each_seed_of(
+    ctx: &Arc<Context>,
+    seeds: Vec<u64>,
+    mode: Mode,
+    write: Write,
+    case: fn(&Arc<Context>, u64) -> Result<(), String>,
+) {
     let n = seeds.len();
     let failures: Vec<(u64, String)> = seeds
         .into_iter()
@@ -550,7 +588,7 @@ fn each_seed(
             "{} of {n} {mode:?} programs failed:\n{}\n--- program of seed {seed} ---\n{}",
             failures.len(),
             list.join("\n"),
-            program(*seed, mode)
+            write(*seed, mode)
         );
     }
     println!("{n} {mode:?} programs passed");
@@ -623,6 +661,39 @@ fn legal_programs_nvidia_compiles_wrong_as_written_give_ptxvms_bytes_rewritten()
                 &policy_for(seed, Mode::Legal).0,
                 &reference,
             )
+        },
+    );
+}
+
+#[test]
+fn generated_programs_with_ldmatrix_give_their_bytes_as_written_rewritten_on_the_driver() {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = Context::primary(env).expect("retain the primary context");
+    each_seed_of(
+        &ctx,
+        seeds(8),
+        Mode::Legal,
+        program_with_matrix,
+        legal_matrix,
+    );
+}
+
+#[test]
+fn generated_hostile_programs_with_ldmatrix_stay_in_their_arena_on_the_driver() {
+    in_child(
+        "generated::generated_hostile_programs_with_ldmatrix_stay_in_their_arena_on_the_driver",
+        || {
+            let _shared = shared_device();
+            let Some(env) = env_or_skip() else { return };
+            let ctx = Context::primary(env).expect("retain the primary context");
+            each_seed_of(
+                &ctx,
+                seeds(8),
+                Mode::Hostile,
+                program_with_matrix,
+                hostile_matrix,
+            );
         },
     );
 }

@@ -9,6 +9,9 @@
 //!   never touch the victim, stop when the host changes the abort epoch, and leave the control
 //!   block as the host set it but for the words kernels may report in.
 //!
+//! Each runs again in a variant with `ldmatrix` of shared rows in uniform code (testkit's
+//! `program_with_matrix`; hostile rows at raw addresses).
+//!
 //! Each case is named by its seed; a failure prints it with the program. `SANDBOX_GEN_CASES`
 //! runs more cases than CI's default (and `SANDBOX_GEN_SEED` starts from another seed), e.g.
 //! `SANDBOX_GEN_CASES=20000 cargo test --release -p ptxvm --test all generated`.
@@ -17,7 +20,9 @@ use std::sync::atomic::Ordering;
 
 use ptxvm::Module;
 use ptxvm::sandbox::{GlobalsLayout, LAUNCH_SKIPS_ENTRY_READ, Policy, sandbox};
-use testkit::ptxgen::{self, BLOCKS, Mode, Rng, THREADS, differences, program};
+use testkit::ptxgen::{
+    self, BLOCKS, Mode, Rng, THREADS, differences, program, program_with_matrix,
+};
 
 use super::harness::{Arg, pack};
 use super::sandbox::{ARENA, FAULT, GuestMem, Hidden, Shape, run_sandboxed_flagged};
@@ -131,10 +136,19 @@ pub fn policy_for(seed: u64, mode: Mode) -> (Policy, Rng) {
 
 /// One legal case: the original's bytes, then the rewritten kernel's and its skip copy's.
 fn legal_case(seed: u64) -> Result<(), String> {
-    let text = program(seed, Mode::Legal);
-    let orig = Module::load(&text).map_err(|e| format!("the generated program loads: {e}"))?;
+    legal_of(seed, &program(seed, Mode::Legal))
+}
+
+/// A legal case whose program has tensor-core reads too.
+fn legal_matrix_case(seed: u64) -> Result<(), String> {
+    legal_of(seed, &program_with_matrix(seed, Mode::Legal))
+}
+
+/// A legal case of `seed`'s inputs and policy for the program `text`.
+fn legal_of(seed: u64, text: &str) -> Result<(), String> {
+    let orig = Module::load(text).map_err(|e| format!("the generated program loads: {e}"))?;
     let (policy, _) = policy_for(seed, Mode::Legal);
-    let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    let s = sandbox(text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let out_bytes = ptxgen::out_bytes();
 
@@ -185,10 +199,19 @@ fn legal_case(seed: u64) -> Result<(), String> {
 /// (one of its loops may never end) is stopped as the host stops a guest, by a new epoch, and
 /// must then end (the launch's deadline fails the case if it does not).
 fn hostile_case(seed: u64) -> Result<(), String> {
-    let text = program(seed, Mode::Hostile);
-    Module::load(&text).map_err(|e| format!("the generated program loads: {e}"))?;
+    hostile_of(seed, &program(seed, Mode::Hostile))
+}
+
+/// A hostile case whose program has tensor-core reads too (at raw addresses).
+fn hostile_matrix_case(seed: u64) -> Result<(), String> {
+    hostile_of(seed, &program_with_matrix(seed, Mode::Hostile))
+}
+
+/// A hostile case of `seed`'s inputs and policy for the program `text`.
+fn hostile_of(seed: u64, text: &str) -> Result<(), String> {
+    Module::load(text).map_err(|e| format!("the generated program loads: {e}"))?;
     let (policy, mut rng) = policy_for(seed, Mode::Hostile);
-    let s = sandbox(&text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    let s = sandbox(text, &policy).map_err(|e| format!("sandbox: {e}"))?;
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let mut runs = vec![("gen".to_string(), false)];
     if let Some(copy) = &s.kernels[0].skip_copy {
@@ -233,7 +256,12 @@ fn cases(default: u64) -> (u64, u64) {
 }
 
 /// Runs `case` for each seed; a failure names its seed and prints its program.
-fn each_seed(default: u64, mode: Mode, case: fn(u64) -> Result<(), String>) {
+fn each_seed(
+    default: u64,
+    mode: Mode,
+    write: fn(u64, Mode) -> String,
+    case: fn(u64) -> Result<(), String>,
+) {
     let (first, n) = cases(default);
     for seed in first..first + n {
         let outcome = std::panic::catch_unwind(|| case(seed));
@@ -248,17 +276,27 @@ fn each_seed(default: u64, mode: Mode, case: fn(u64) -> Result<(), String>) {
         };
         panic!(
             "{mode:?} case seed {seed} failed: {failure}\n--- program ---\n{}",
-            program(seed, mode)
+            write(seed, mode)
         );
     }
 }
 
 #[test]
 fn generated_legal_kernels_give_the_originals_results_rewritten() {
-    each_seed(150, Mode::Legal, legal_case);
+    each_seed(150, Mode::Legal, program, legal_case);
+}
+
+#[test]
+fn generated_legal_kernels_with_ldmatrix_give_the_originals_results_rewritten() {
+    each_seed(60, Mode::Legal, program_with_matrix, legal_matrix_case);
 }
 
 #[test]
 fn generated_hostile_kernels_stay_in_their_arena_rewritten() {
-    each_seed(150, Mode::Hostile, hostile_case);
+    each_seed(150, Mode::Hostile, program, hostile_case);
+}
+
+#[test]
+fn generated_hostile_kernels_with_ldmatrix_stay_in_their_arena_rewritten() {
+    each_seed(60, Mode::Hostile, program_with_matrix, hostile_matrix_case);
 }

@@ -23,6 +23,9 @@ pub(super) struct Gen {
     pub(super) endless: bool,
     /// Each enclosing loop's exit and latch labels (for breaks and continues).
     pub(super) exits: Vec<(String, String)>,
+    /// Tensor-core reads (`ldmatrix`) in uniform code too. Off, the generator draws exactly
+    /// what it drew before they existed, so every recorded seed keeps its program.
+    pub(super) matrix: bool,
 }
 
 impl Gen {
@@ -30,6 +33,7 @@ impl Gen {
         Gen {
             endless,
             exits: Vec::new(),
+            matrix: false,
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             mode,
             out: String::new(),
@@ -194,7 +198,13 @@ impl Gen {
                 13 if depth < 2 => self.switch(depth),
                 14 | 15 if depth < 2 && self.loops < 3 => self.lp(depth),
                 16 if self.funcs > 0 => self.call(),
-                17 if !self.divergent => self.barrier_exchange(),
+                17 if !self.divergent => {
+                    if self.matrix && self.rng.chance(50) {
+                        self.matrix_exchange();
+                    } else {
+                        self.barrier_exchange();
+                    }
+                }
                 18 => self.global_var_access(),
                 19 if !self.divergent && self.rng.chance(50) => self.collective(),
                 19 => self.loop_exit(),

@@ -3,7 +3,7 @@
 //! exchange, and (hostile) wild addresses.
 
 use super::frame::Gen;
-use super::{BLOCKS, COUNTERS, GTAB, INPUT, LOCAL, Mode, SCRATCH, SLOT, THREADS};
+use super::{BLOCKS, COUNTERS, GTAB, INPUT, LOCAL, Mode, SCRATCH, SHARED, SLOT, THREADS};
 
 impl Gen {
     /// A word index of the slot's scratch into `%t0` (a register-chosen one, or a constant).
@@ -248,6 +248,29 @@ impl Gen {
         self.line("mov.u64 %a1, sh;");
         self.line("add.s64 %a1, %a1, %a2;");
         emit!(self, "ld.shared.u32 {d}, [%a1];");
+        self.line("bar.sync 0;");
+    }
+
+    /// Reads an 8×8 matrix of 16-bit elements from shared rows with `ldmatrix` between two
+    /// barriers (uniform code only: the whole warp runs it). Lanes 0–7 name the rows, 16 bytes
+    /// each: legal, a row of `sh` chosen by the data; hostile, `sh` plus the raw data (outside
+    /// the window, and misaligned: the sandbox moves the row and reports it).
+    pub(super) fn matrix_exchange(&mut self) {
+        let (d, r) = (self.data(), self.data());
+        self.line("bar.sync 0;");
+        match self.mode {
+            Mode::Legal => {
+                emit!(self, "and.b32 %t1, {r}, {};", SHARED / 16 - 1);
+                self.line("mul.wide.u32 %a2, %t1, 16;");
+            }
+            Mode::Hostile => emit!(self, "cvt.u64.u32 %a2, {r};"),
+        }
+        self.line("mov.u64 %a1, sh;");
+        self.line("add.s64 %a1, %a1, %a2;");
+        emit!(
+            self,
+            "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {{{d}}}, [%a1];"
+        );
         self.line("bar.sync 0;");
     }
 

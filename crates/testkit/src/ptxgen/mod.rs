@@ -108,6 +108,14 @@ pub fn program(seed: u64, mode: Mode) -> String {
     Gen::new(seed, mode, true).module()
 }
 
+/// [`program`] with tensor-core reads too: `ldmatrix` of shared rows in uniform code (a
+/// hostile program's rows at raw addresses).
+pub fn program_with_matrix(seed: u64, mode: Mode) -> String {
+    let mut g = Gen::new(seed, mode, true);
+    g.matrix = true;
+    g.module()
+}
+
 /// [`program`], but every loop ends (for drivers where a test cannot stop a kernel at will).
 pub fn program_ending(seed: u64, mode: Mode) -> String {
     Gen::new(seed, mode, false).module()
@@ -177,7 +185,7 @@ pub fn differences(want: &[u8], got: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Mode, program};
+    use super::{Mode, program, program_with_matrix};
 
     #[test]
     fn the_generator_writes_every_family_it_promises() {
@@ -217,6 +225,22 @@ mod tests {
         ] {
             assert!(all.contains(needle), "no generated program has {needle}");
         }
+    }
+
+    #[test]
+    fn tensor_core_reads_come_only_when_asked_for_and_leave_the_rest_of_the_program_alone() {
+        let with: Vec<String> = (1..60)
+            .map(|s| program_with_matrix(s, Mode::Hostile))
+            .collect();
+        assert!(
+            with.iter()
+                .any(|p| p.contains("ldmatrix.sync.aligned.m8n8.x1.shared.b16"))
+        );
+        assert!((1..60).all(|s| !program(s, Mode::Legal).contains("ldmatrix")));
+        // A program with no barrier exchange draws nothing for them: the same as without.
+        let same =
+            (1..60).filter(|&s| program_with_matrix(s, Mode::Legal) == program(s, Mode::Legal));
+        assert!(same.count() > 0);
     }
 
     #[test]
