@@ -169,7 +169,8 @@ fn committed() -> Vec<(String, String)> {
 }
 
 /// Generated programs, rewritten under each case's own policy: `SANDBOX_SASS_CASES` of each mode
-/// (default [`GENERATED`]) from seed `SANDBOX_SASS_SEED` (default 1).
+/// (default [`GENERATED`]) from seed `SANDBOX_SASS_SEED` (default 1), every third also in its
+/// variant with `ldmatrix`.
 fn generated() -> Vec<(String, String)> {
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let cases = var("SANDBOX_SASS_CASES").unwrap_or(GENERATED);
@@ -182,6 +183,14 @@ fn generated() -> Vec<(String, String)> {
             let s = sandbox(&text, &policy)
                 .unwrap_or_else(|e| panic!("generated {tag} {seed} is refused: {e}"));
             out.push((format!("gen_{tag}_{seed}"), s.ptx));
+            // A third of them again with `ldmatrix` of shared rows (its fence redirects rows).
+            if (seed - first) % 3 == 0 {
+                let text = ptxgen::program_with_matrix(seed, mode);
+                let s = sandbox(&text, &policy).unwrap_or_else(|e| {
+                    panic!("generated {tag} {seed} (ldmatrix) is refused: {e}")
+                });
+                out.push((format!("gen_{tag}_ldmatrix_{seed}"), s.ptx));
+            }
         }
     }
     out
