@@ -278,7 +278,7 @@ fn legal_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String> {
         ));
     }
     if std::env::var("SANDBOX_GEN_REDUCE").is_ok_and(|v| v == "1") {
-        let small = reduce(ctx, &case, &text, &policy);
+        let small = reduce(ctx, seed, &case, &text, &policy);
         notes.push(format!("reduced to:\n{small}\n"));
     }
     Err(format!("{e} [{}]", notes.join("; ")))
@@ -310,17 +310,21 @@ fn deletable(line: &str) -> bool {
     data.contains(&dst) && !op.starts_with("ld.param") && !rest.contains("%r3,")
 }
 
-/// Deletes lines (see [`deletable`]) while the rewritten program still differs from the
-/// program as written on this driver, and the program as written repeats itself; gives the
-/// smallest program found within 90 s (`SANDBOX_GEN_REDUCE_S`). Each try is a case of its own, so this is only for
-/// looking at a failure (`SANDBOX_GEN_REDUCE=1`).
-fn reduce(ctx: &Arc<Context>, case: &Case, text: &str, policy: &Policy) -> String {
+/// Deletes lines (see [`deletable`]) while the rewritten program still fails as `legal_of`
+/// judges it (its bytes differ from the program's as written on this driver, and from
+/// ptxvm's, so the fault is the rewrite's, not a miscompile of the original) and the program
+/// as written repeats itself; gives the smallest program found within 90 s
+/// (`SANDBOX_GEN_REDUCE_S`). Each try is a case of its own, so this is only for looking at a
+/// failure (`SANDBOX_GEN_REDUCE=1`).
+fn reduce(ctx: &Arc<Context>, seed: u64, case: &Case, text: &str, policy: &Policy) -> String {
     let differs = |t: &str| -> bool {
         let Ok(want) = as_written(ctx, case, t) else {
             return false;
         };
         as_written(ctx, case, t).is_ok_and(|again| again == want)
             && rewritten_matches(ctx, case, t, policy, &want).is_err()
+            && crate::reference::as_written_on_ptxvm(seed, t)
+                .is_ok_and(|r| rewritten_matches(ctx, case, t, policy, &r).is_err())
     };
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     // The kernel's prologue (up to its first barrier) initialises every register: kept whole.
