@@ -54,7 +54,11 @@ fn main() {
             "versioning" => policy.version_loops = false,
             "ifconvert" => policy.if_convert = false,
             "early" => policy.early_loop_free_check = false,
-            _ => {}
+            "" => {}
+            other => {
+                eprintln!("SANDBOX_OFF: no pass {other:?}; name versioning, ifconvert or early");
+                std::process::exit(2);
+            }
         }
     }
     for f in files {

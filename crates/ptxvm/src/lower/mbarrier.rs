@@ -71,7 +71,9 @@ impl Ctx<'_> {
                 );
             }
         };
-        if ops.len() > at + 2 && !matches!(kind, MbarrierKind::Wait { .. }) {
+        // try_wait alone may add a suspend-time hint (ptxvm never suspends: it is ignored).
+        let hint = usize::from(matches!(kind, MbarrierKind::Wait { .. }) && m.has("try_wait"));
+        if ops.len() > at + 2 + hint {
             return self.invalid("too many operands for mbarrier");
         }
         self.emit(
@@ -98,20 +100,16 @@ impl Ctx<'_> {
         if !m.has("noinc") {
             return self.emit(i, ControlOp::Nop);
         }
-        let kind = MbarrierKind::Arrive {
-            drop: false,
-            complete: true,
+        let arrive = Mbarrier {
+            kind: MbarrierKind::Arrive {
+                drop: false,
+                complete: true,
+            },
+            space,
+            addr,
+            d: self.sink,
+            a: Src::Imm(1),
         };
-        let (d, a) = (self.sink, Src::Imm(1));
-        self.emit(
-            i,
-            MemoryOp::Mbarrier(Box::new(Mbarrier {
-                kind,
-                space,
-                addr,
-                d,
-                a,
-            })),
-        )
+        self.emit(i, MemoryOp::Mbarrier(Box::new(arrive)))
     }
 }

@@ -202,6 +202,15 @@ fn mbarrier_forms_ptxvm_does_not_run_are_unsupported_and_the_sandbox_refuses_mba
             "shared::cluster",
         ),
         ("mbarrier.pending_count.b64 %r, %st;", "pending_count"),
+        // Only try_wait takes a suspend-time hint.
+        (
+            "mbarrier.test_wait.shared.b64 %p, [bar], %st, 5;",
+            "too many operands",
+        ),
+        (
+            "mbarrier.arrive.shared.b64 %st, [bar], 1, 2;",
+            "too many operands",
+        ),
     ] {
         let e = ptxvm::Module::load(&kernel(line))
             .expect_err(line)
