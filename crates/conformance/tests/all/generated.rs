@@ -193,11 +193,6 @@ fn legal(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     legal_of(ctx, seed, program)
 }
 
-/// A legal case whose program has tensor-core reads (`ldmatrix`) too.
-fn legal_matrix(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
-    legal_of(ctx, seed, program_with_matrix)
-}
-
 /// A legal case of `seed`, its program written by `write`.
 fn legal_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String> {
     // `SANDBOX_GEN_PROGRAM=FILE`: a program of this seed's shape to run in its place (a reduced
@@ -471,11 +466,6 @@ fn hostile(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
     hostile_of(ctx, seed, program)
 }
 
-/// A hostile case whose program has tensor-core reads too, at raw addresses.
-fn hostile_matrix(ctx: &Arc<Context>, seed: u64) -> Result<(), String> {
-    hostile_of(ctx, seed, program_with_matrix)
-}
-
 /// A hostile case of `seed`, its program written by `write`.
 fn hostile_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String> {
     let text = write(seed, Mode::Hostile);
@@ -560,24 +550,22 @@ fn hostile_of(ctx: &Arc<Context>, seed: u64, write: Write) -> Result<(), String>
     Ok(())
 }
 
-/// Runs `case` for each seed; fails with every failing seed, and the first one's program.
-fn each_seed(
-    ctx: &Arc<Context>,
-    seeds: Vec<u64>,
-    mode: Mode,
-    case: fn(&Arc<Context>, u64) -> Result<(), String>,
-) {
-    each_seed_of(ctx, seeds, mode, program, case);
+/// Runs `case` for each seed on the driver under test (sharing the device with the suite); fails
+/// with every failing seed, and the first one's program.
+fn each_seed(seeds: Vec<u64>, mode: Mode, case: fn(&Arc<Context>, u64) -> Result<(), String>) {
+    each_seed_of(seeds, mode, program, case);
 }
 
 /// [`each_seed`] for programs written by `write`.
 fn each_seed_of(
-    ctx: &Arc<Context>,
     seeds: Vec<u64>,
     mode: Mode,
     write: Write,
     case: fn(&Arc<Context>, u64) -> Result<(), String>,
 ) {
+    let _shared = shared_device();
+    let Some(env) = env_or_skip() else { return };
+    let ctx = &Context::primary(env).expect("retain the primary context");
     let n = seeds.len();
     let failures: Vec<(u64, String)> = seeds
         .into_iter()
@@ -600,10 +588,7 @@ fn each_seed_of(
 
 #[test]
 fn generated_programs_give_their_bytes_as_written_rewritten_on_the_driver() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain the primary context");
-    each_seed(&ctx, seeds(24), Mode::Legal, legal);
+    each_seed(seeds(24), Mode::Legal, legal);
 }
 
 /// Legal programs whose rewrite NVIDIA's JIT once compiled wrong (docs/ISOLATION.md, "Generated
@@ -614,18 +599,12 @@ const NVIDIA_MISCOMPILED: [u64; 3] = [57, 3016, 5682];
 
 #[test]
 fn legal_programs_nvidia_once_compiled_wrong_give_their_bytes_as_written_rewritten() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain the primary context");
-    each_seed(&ctx, NVIDIA_MISCOMPILED.to_vec(), Mode::Legal, legal);
+    each_seed(NVIDIA_MISCOMPILED.to_vec(), Mode::Legal, legal);
 }
 
 #[test]
 fn ptxvms_reference_gives_the_drivers_bytes_for_programs_compiled_right() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain the primary context");
-    each_seed(&ctx, seeds(8), Mode::Legal, |ctx, seed| {
+    each_seed(seeds(8), Mode::Legal, |ctx, seed| {
         let text = program(seed, Mode::Legal);
         let want = as_written(ctx, &Case::new(ctx, seed)?, &text)?;
         let reference = crate::reference::as_written_on_ptxvm(seed, &text)?;
@@ -647,11 +626,7 @@ const NVIDIA_MISCOMPILED_AS_WRITTEN: [u64; 1] = [8100];
 
 #[test]
 fn legal_programs_nvidia_compiles_wrong_as_written_give_ptxvms_bytes_rewritten() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain the primary context");
     each_seed(
-        &ctx,
         NVIDIA_MISCOMPILED_AS_WRITTEN.to_vec(),
         Mode::Legal,
         |ctx, seed| {
@@ -671,16 +646,9 @@ fn legal_programs_nvidia_compiles_wrong_as_written_give_ptxvms_bytes_rewritten()
 
 #[test]
 fn generated_programs_with_ldmatrix_give_their_bytes_as_written_rewritten_on_the_driver() {
-    let _shared = shared_device();
-    let Some(env) = env_or_skip() else { return };
-    let ctx = Context::primary(env).expect("retain the primary context");
-    each_seed_of(
-        &ctx,
-        seeds(8),
-        Mode::Legal,
-        program_with_matrix,
-        legal_matrix,
-    );
+    each_seed_of(seeds(8), Mode::Legal, program_with_matrix, |ctx, seed| {
+        legal_of(ctx, seed, program_with_matrix)
+    });
 }
 
 #[test]
@@ -688,16 +656,9 @@ fn generated_hostile_programs_with_ldmatrix_stay_in_their_arena_on_the_driver() 
     in_child(
         "generated::generated_hostile_programs_with_ldmatrix_stay_in_their_arena_on_the_driver",
         || {
-            let _shared = shared_device();
-            let Some(env) = env_or_skip() else { return };
-            let ctx = Context::primary(env).expect("retain the primary context");
-            each_seed_of(
-                &ctx,
-                seeds(8),
-                Mode::Hostile,
-                program_with_matrix,
-                hostile_matrix,
-            );
+            each_seed_of(seeds(8), Mode::Hostile, program_with_matrix, |ctx, seed| {
+                hostile_of(ctx, seed, program_with_matrix)
+            });
         },
     );
 }
@@ -707,10 +668,7 @@ fn generated_hostile_programs_stay_in_their_arena_and_stop_on_the_driver() {
     in_child(
         "generated::generated_hostile_programs_stay_in_their_arena_and_stop_on_the_driver",
         || {
-            let _shared = shared_device();
-            let Some(env) = env_or_skip() else { return };
-            let ctx = Context::primary(env).expect("retain the primary context");
-            each_seed(&ctx, seeds(24), Mode::Hostile, hostile);
+            each_seed(seeds(24), Mode::Hostile, hostile);
         },
     );
 }

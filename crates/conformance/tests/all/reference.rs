@@ -34,13 +34,14 @@ impl Flat {
     fn len(&self) -> u64 {
         self.0.len() as u64 * 8
     }
+    /// `len` bytes from `at` (a multiple of 8: every buffer starts on [`ALIGN`]).
     fn bytes(&self, at: usize, len: usize) -> Vec<u8> {
-        let all: Vec<u8> = self
-            .0
+        let mut out: Vec<u8> = self.0[at / 8..(at + len).div_ceil(8)]
             .iter()
             .flat_map(|w| w.load(Ordering::SeqCst).to_le_bytes())
             .collect();
-        all[at..at + len].to_vec()
+        out.truncate(len);
+        out
     }
 }
 
