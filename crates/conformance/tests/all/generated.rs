@@ -602,9 +602,16 @@ fn legal_programs_nvidia_once_compiled_wrong_give_their_bytes_as_written_rewritt
     each_seed(NVIDIA_MISCOMPILED.to_vec(), Mode::Legal, legal);
 }
 
+/// The reference the legal test falls back on is sound: ptxvm gives the driver's bytes for every
+/// program but those the driver is known to compile wrong as written (on the H100, session 37,
+/// seeds 8000 to 8199 agreed but 8100).
 #[test]
 fn ptxvms_reference_gives_the_drivers_bytes_for_programs_compiled_right() {
-    each_seed(seeds(8), Mode::Legal, |ctx, seed| {
+    let compiled_right = seeds(8)
+        .into_iter()
+        .filter(|seed| !NVIDIA_MISCOMPILED_AS_WRITTEN.contains(seed))
+        .collect();
+    each_seed(compiled_right, Mode::Legal, |ctx, seed| {
         let text = program(seed, Mode::Legal);
         let want = as_written(ctx, &Case::new(ctx, seed)?, &text)?;
         let reference = crate::reference::as_written_on_ptxvm(seed, &text)?;
