@@ -115,6 +115,7 @@ int main() {
         for (const Setup& op : OPS) {
             pid_t pid = fork();
             if (pid == 0) {
+                alarm(15);  // a case that hangs the GPU ends as a signal, not the probe
                 int rc = child(setup, op);
                 fflush(stdout);
                 _exit(rc);

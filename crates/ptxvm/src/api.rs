@@ -237,6 +237,13 @@ pub enum FaultKind {
         /// Byte x, row and slice (or layer) of the access.
         at: [i64; 3],
     },
+    /// An `mbarrier` arrival or wait on a word that holds no barrier: never initialised by
+    /// `mbarrier.init`, invalidated, or overwritten since (NVIDIA's hardware ends the launch
+    /// with `CUDA_ERROR_LAUNCH_FAILED` there too).
+    NotABarrier {
+        /// The word's address.
+        addr: u64,
+    },
 }
 
 /// What a failed device `assert` reports.
@@ -318,6 +325,12 @@ impl fmt::Display for Fault {
             FaultKind::BadBranchIndex { index } => write!(
                 f,
                 "{at}: brx.idx index {index} is past the end of its branch table"
+            ),
+            FaultKind::NotABarrier { addr } => write!(
+                f,
+                "{at}: mbarrier operation on shared word {addr:#x}, which holds no barrier; \
+                 initialise it with mbarrier.init first, and do not overwrite or invalidate it \
+                 while it is in use"
             ),
         }
     }

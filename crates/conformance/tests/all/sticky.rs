@@ -16,7 +16,7 @@ use conformance::run::run_case;
 use conformance::stream::{KernelArg, Stream};
 use cudarc::driver::sys::{self, CUresult};
 
-use crate::support::{Steps, clang_ptx, env_or_skip, in_child};
+use crate::support::{Steps, clang_ptx, code, env_or_skip, in_child};
 
 /// Where the faulting store lands: near address zero, like a null-pointer dereference. No
 /// allocation lives there on either driver, and no host mapping either (Linux never maps the
@@ -26,15 +26,6 @@ const FAULT_ADDRESS: u64 = 0x100;
 /// The index that makes `p + 4 * index` (64-bit wrap-around, as in the kernel) hit `FAULT_ADDRESS`.
 fn fault_index(p: u64) -> u64 {
     FAULT_ADDRESS.wrapping_sub(p) / 4
-}
-
-fn code(r: conformance::Result<()>) -> CUresult {
-    match r {
-        Ok(()) => CUresult::CUDA_SUCCESS,
-        Err(e) => e
-            .code()
-            .unwrap_or_else(|| panic!("not a driver error: {e}")),
-    }
 }
 
 #[test]

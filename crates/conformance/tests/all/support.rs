@@ -101,6 +101,16 @@ impl Drop for ResetOnDrop {
     }
 }
 
+/// The driver's code of a call's outcome (`CUDA_SUCCESS` for `Ok`).
+pub fn code(r: conformance::Result<()>) -> CUresult {
+    match r {
+        Ok(()) => CUresult::CUDA_SUCCESS,
+        Err(e) => e
+            .code()
+            .unwrap_or_else(|| panic!("not a driver error: {e}")),
+    }
+}
+
 /// Collects every expectation of a multi-step test, so one run reports all steps that differ
 /// from NVIDIA's documented/observed behaviour instead of stopping at the first.
 #[derive(Default)]

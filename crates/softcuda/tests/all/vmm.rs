@@ -14,27 +14,31 @@ use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream
 
 const G: usize = 2 << 20;
 
-/// `for (i = 0; i < n; i++) p[0] = i; *done = n;` in one thread: a kernel that runs for a while.
+/// `i = 0; do { p[0] = ++i; } while (*go == 0); *done = 1;` in one thread: a kernel that uses
+/// the mapping at `p` until the test lets it end (a fixed trip count ended before the test's
+/// checks in a release build, as ptxvm grew faster).
 const SPIN: &str = r#"
 .version 7.0
 .target sm_80
 .address_size 64
 
-.visible .entry spin(.param .u64 p, .param .u32 n, .param .u64 done)
+.visible .entry spin(.param .u64 p, .param .u64 go, .param .u64 done)
 {
     .reg .pred %p<2>;
     .reg .b32 %r<3>;
-    .reg .b64 %rd<3>;
+    .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [p];
-    ld.param.u32 %r1, [n];
-    ld.param.u64 %rd2, [done];
+    ld.param.u64 %rd2, [go];
+    ld.param.u64 %rd3, [done];
     mov.u32 %r2, 0;
 LOOP:
-    st.global.u32 [%rd1], %r2;
     add.u32 %r2, %r2, 1;
-    setp.lt.u32 %p1, %r2, %r1;
+    st.global.u32 [%rd1], %r2;
+    ld.volatile.global.u32 %r1, [%rd2];
+    setp.eq.u32 %p1, %r1, 0;
     @%p1 bra LOOP;
-    st.global.u32 [%rd2], %r1;
+    mov.u32 %r1, 1;
+    st.global.u32 [%rd3], %r1;
     ret;
 }
 "#;
@@ -51,13 +55,21 @@ fn spin_kernel() -> CUfunction {
     f
 }
 
-/// Launches `spin(p, n, done)` on `s` (one thread); `done` is a fresh 4-byte allocation,
-/// returned.
-fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) -> CUdeviceptr {
+/// Launches `spin(p, go, done)` on `s` (one thread); `go` and `done` are fresh 4-byte
+/// allocations, `go` holding `go_now`; returns them.
+fn launch_spin(
+    f: CUfunction,
+    s: CUstream,
+    mut p: CUdeviceptr,
+    go_now: bool,
+) -> (CUdeviceptr, CUdeviceptr) {
+    let mut go = alloc(4);
+    upload(go, &[u32::from(go_now)]);
     let mut done = alloc(4);
+    upload(done, &[0u32]);
     let mut args: [*mut c_void; 3] = [
         (&raw mut p).cast(),
-        (&raw mut n).cast(),
+        (&raw mut go).cast(),
         (&raw mut done).cast(),
     ];
     // SAFETY: three parameters, each pointer to a value of the parameter's size.
@@ -76,7 +88,7 @@ fn launch_spin(f: CUfunction, s: CUstream, mut p: CUdeviceptr, mut n: u32) -> CU
             std::ptr::null_mut(),
         )
     });
-    done
+    (go, done)
 }
 
 /// The raw structs the exports take, spelled out here as a C program would.
@@ -146,8 +158,8 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     let f = spin_kernel();
     let (base, h) = mapped_chunk(1, 3);
     let s = stream(1);
-    const N: u32 = 300_000;
-    let done = launch_spin(f, s, base, N) as *const u32;
+    let (go, done) = launch_spin(f, s, base, false);
+    let (go, done) = (go as *mut u32, done as *const u32);
     // Wait until the kernel runs (its stores show at the address, which is a host address in
     // softcuda), so it holds the mapping when cuMemUnmap starts.
     let first = base as *const u32;
@@ -157,15 +169,13 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
         assert!(t.elapsed().as_secs() < 60, "the kernel never started");
         std::thread::yield_now();
     }
-    // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
-    let before = unsafe { done.read_volatile() };
     let done_addr = done as usize;
     let unmapper = std::thread::spawn(move || {
         // SAFETY: binds this test's context on the new thread.
         ok(unsafe { cuCtxSetCurrent(ctx as CUcontext) });
         // SAFETY: unmaps the one mapping made above while the kernel uses it: softcuda must wait.
         ok(unsafe { cuMemUnmap(base, G) });
-        // SAFETY: as above.
+        // SAFETY: `done` is a live 4-byte allocation, at a host address in softcuda.
         unsafe { (done_addr as *const u32).read_volatile() }
     });
     // Meanwhile other virtual-memory calls go on: the waiting unmap holds no lock. (The pause
@@ -178,18 +188,16 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
         ok(cuMemRelease(oh));
         ok(cuMemAddressFree(other, G));
     }
-    // SAFETY: as above.
-    let meanwhile = unsafe { done.read_volatile() };
+    assert!(
+        !unmapper.is_finished(),
+        "cuMemUnmap returned while the kernel still used the mapping"
+    );
+    // Only now may the kernel end; the unmap returns after it.
+    // SAFETY: `go` is a live 4-byte allocation at a host address in softcuda; the kernel reads
+    // it with volatile loads.
+    unsafe { go.write_volatile(1) };
     let after = unmapper.join().unwrap();
-    assert_eq!(
-        before, 0,
-        "the kernel should still run when unmap starts (spin longer)"
-    );
-    assert_eq!(
-        meanwhile, 0,
-        "another mapping's calls waited for the kernel (or it is too short)"
-    );
-    assert_eq!(after, N, "unmap returned before the kernel ended");
+    assert_eq!(after, 1, "unmap returned before the kernel ended");
     // SAFETY: a live stream; the kernel ended without a fault.
     ok(unsafe { cuStreamSynchronize(s) });
     let mut probe = 0u32;
@@ -273,7 +281,7 @@ fn a_kernel_touching_a_mapping_without_access_faults_with_illegal_address() {
             // SAFETY: revokes the access granted above; one descriptor.
             ok(unsafe { cuMemSetAccess(base, G, (&raw const none).cast(), 1) });
             let s = stream(1);
-            launch_spin(f, s, base, 1);
+            launch_spin(f, s, base, true);
             // SAFETY: a live stream.
             let r = unsafe { cuStreamSynchronize(s) };
             assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);

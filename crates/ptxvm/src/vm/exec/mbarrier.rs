@@ -1,9 +1,16 @@
 //! `mbarrier`'s executor. The PTX ISA leaves the 8-byte object's layout to the implementation;
 //! ptxvm's: the arrivals still pending in the current phase (bits 0–19), the arrivals each
-//! phase expects (bits 20–39), and the current phase's parity (bit 63). An arrival that brings
-//! the pending count to zero completes the phase: the parity flips and the count starts again.
-//! The state an arrival returns is the object as it was, so a wait by state compares parities.
-//! Each lane's operation is one atomic read-modify-write, in lane order.
+//! phase expects (bits 20–39), a mark that the word holds a barrier (bit 62, set by `init`) and
+//! the current phase's parity (bit 63). An arrival that brings the pending count to zero
+//! completes the phase: the parity flips and the count starts again. The state an arrival
+//! returns is the object as it was, so a wait by state compares parities. Each lane's operation
+//! is one atomic read-modify-write, in lane order.
+//!
+//! An arrival or wait on a word without the mark, or with any other bit set, is a fault
+//! ([`FaultKind::NotABarrier`]): on NVIDIA (the H100, session 37) arrivals and waits on shared
+//! words that `mbarrier.init` never made a barrier end the launch with
+//! `CUDA_ERROR_LAUNCH_FAILED` and lose the context, and a softcuda that ran them on would hide
+//! that from its users. `inval` clears the word, so it too leaves no barrier behind.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
@@ -12,23 +19,33 @@ use super::super::access::{LaneFault, lanes};
 use super::super::mem::{Loc, Mem};
 use super::super::warp::Warp;
 use super::BlockMem;
+use crate::api::FaultKind;
 use crate::ir::{Mbarrier, MbarrierKind};
 
 /// Bits of each count.
 const COUNT: u32 = 20;
 const MASK: u64 = (1 << COUNT) - 1;
+/// The mark of a word that holds a barrier.
+const BARRIER: u64 = 1 << 62;
 const PARITY: u32 = 63;
 
+/// Whether `word` is a barrier in ptxvm's layout: the mark set, and no bit outside the layout.
+fn holds_barrier(word: u64) -> bool {
+    let layout = MASK | (MASK << COUNT) | BARRIER | (1 << PARITY);
+    word & BARRIER != 0 && word & !layout == 0
+}
+
 /// The object after `kind` with operand `a` on `old`, and the lane's result (the prior state,
-/// or whether the wait is over).
-fn update(kind: MbarrierKind, old: u64, a: u64) -> (u64, u64) {
+/// or whether the wait is over); `None` for an arrival or wait on a word that holds no barrier.
+fn update(kind: MbarrierKind, old: u64, a: u64) -> Option<(u64, u64)> {
     let (pending, expected, parity) = (old & MASK, (old >> COUNT) & MASK, old >> PARITY);
     let pack = |pending: u64, expected: u64, parity: u64| {
-        pending | (expected << COUNT) | (parity << PARITY)
+        pending | (expected << COUNT) | BARRIER | (parity << PARITY)
     };
-    match kind {
+    let done = match kind {
         MbarrierKind::Init => (pack(a & MASK, a & MASK, 0), 0),
         MbarrierKind::Inval => (0, 0),
+        _ if !holds_barrier(old) => return None,
         MbarrierKind::Arrive { drop, complete } => {
             let expected = if drop {
                 expected.saturating_sub(a)
@@ -47,7 +64,8 @@ fn update(kind: MbarrierKind, old: u64, a: u64) -> (u64, u64) {
             let waited = if by_parity { a & 1 } else { a >> PARITY };
             (old, u64::from(waited != parity))
         }
-    }
+    };
+    Some(done)
 }
 
 impl Warp {
@@ -71,11 +89,15 @@ impl Warp {
             // `Memory` contract's); every access to them goes through atomics.
             let word = unsafe { AtomicU64::from_ptr(p.cast()) };
             let mut result = 0;
-            let _ = word.fetch_update(SeqCst, SeqCst, |old| {
-                let (new, r) = update(op.kind, old, a[l]);
+            let updated = word.fetch_update(SeqCst, SeqCst, |old| {
+                let (new, r) = update(op.kind, old, a[l])?;
                 result = r;
                 Some(new)
             });
+            if updated.is_err() {
+                let addr = self.addr_of(&op.addr, l);
+                return Err((FaultKind::NotABarrier { addr }, l));
+            }
             out[l] = result;
         }
         self.wr(op.d, &out, mask);
@@ -92,37 +114,59 @@ mod tests {
         complete: true,
     };
 
+    /// `update` on a word known to hold a barrier.
+    fn up(kind: MbarrierKind, old: u64, a: u64) -> (u64, u64) {
+        update(kind, old, a).expect("the word holds a barrier")
+    }
+
     #[test]
     fn a_phase_completes_on_its_last_arrival_and_waits_by_state_or_parity_see_it() {
-        let (mut b, _) = update(MbarrierKind::Init, 0, 3);
+        let (mut b, _) = up(MbarrierKind::Init, 0, 3);
         let mut states = Vec::new();
         for _ in 0..3 {
-            let (n, s) = update(ARRIVE, b, 1);
+            let (n, s) = up(ARRIVE, b, 1);
             states.push(s);
             b = n;
         }
-        let wait = |b, s| update(MbarrierKind::Wait { parity: false }, b, s).1;
-        let parity = |b, p| update(MbarrierKind::Wait { parity: true }, b, p).1;
+        let wait = |b, s| up(MbarrierKind::Wait { parity: false }, b, s).1;
+        let parity = |b, p| up(MbarrierKind::Wait { parity: true }, b, p).1;
         // Phase 0 is over: every state taken in it sees that; parity 0 is complete, 1 is not.
         assert!(states.iter().all(|&s| wait(b, s) == 1));
         assert_eq!((parity(b, 0), parity(b, 1)), (1, 0));
         // One arrival into phase 1: its state waits still.
-        let (b2, s) = update(ARRIVE, b, 1);
+        let (b2, s) = up(ARRIVE, b, 1);
         assert_eq!(wait(b2, s), 0);
         // arrive_drop: phase 1 ends on two arrivals, and phase 2 expects two.
         let drop = MbarrierKind::Arrive {
             drop: true,
             complete: true,
         };
-        let (b3, _) = update(drop, b2, 1);
-        let (b4, _) = update(ARRIVE, b3, 1);
+        let (b3, _) = up(drop, b2, 1);
+        let (b4, _) = up(ARRIVE, b3, 1);
         assert_eq!((parity(b4, 1), b4 & MASK, (b4 >> COUNT) & MASK), (1, 2, 2));
         // noComplete never ends a phase.
         let no = MbarrierKind::Arrive {
             drop: false,
             complete: false,
         };
-        let (b5, _) = update(no, b4, 2);
+        let (b5, _) = up(no, b4, 2);
         assert_eq!(parity(b5, 0), 0);
+    }
+
+    #[test]
+    fn arrivals_and_waits_on_words_that_hold_no_barrier_fault_and_init_makes_one() {
+        let wait = MbarrierKind::Wait { parity: true };
+        let inval = up(MbarrierKind::Inval, up(MbarrierKind::Init, 0, 1).0, 0).0;
+        for word in [0, u64::MAX, 5, 0x0707_0707_0707_0707, 1 << 63, inval] {
+            assert_eq!(update(ARRIVE, word, 1), None, "{word:#x}");
+            assert_eq!(update(wait, word, 0), None, "{word:#x}");
+            // Any word can be made a barrier, or cleared.
+            assert!(holds_barrier(up(MbarrierKind::Init, word, 4).0));
+            assert_eq!(up(MbarrierKind::Inval, word, 0).0, 0);
+        }
+        // A barrier with a stray bit outside the layout is garbage too.
+        let b = up(MbarrierKind::Init, 0, 2).0;
+        assert!(update(ARRIVE, b, 1).is_some());
+        assert_eq!(update(ARRIVE, b | 1 << 45, 1), None);
     }
 }
