@@ -238,10 +238,16 @@ pub enum FaultKind {
         at: [i64; 3],
     },
     /// An `mbarrier` arrival or wait on a word that holds no barrier: never initialised by
-    /// `mbarrier.init`, invalidated, or overwritten since (NVIDIA's hardware ends the launch
-    /// with `CUDA_ERROR_LAUNCH_FAILED` there too).
+    /// `mbarrier.init`, or overwritten since (NVIDIA's hardware ends the launch with
+    /// `CUDA_ERROR_LAUNCH_FAILED` there too).
     NotABarrier {
         /// The word's address.
+        addr: u64,
+    },
+    /// An `mbarrier` arrival counting more arrivals than its phase still waits for (NVIDIA
+    /// loses the context there too).
+    BarrierOverArrival {
+        /// The barrier's address.
         addr: u64,
     },
 }
@@ -329,8 +335,13 @@ impl fmt::Display for Fault {
             FaultKind::NotABarrier { addr } => write!(
                 f,
                 "{at}: mbarrier operation on shared word {addr:#x}, which holds no barrier; \
-                 initialise it with mbarrier.init first, and do not overwrite or invalidate it \
-                 while it is in use"
+                 initialise it with mbarrier.init first, and do not overwrite it while it is in \
+                 use"
+            ),
+            FaultKind::BarrierOverArrival { addr } => write!(
+                f,
+                "{at}: mbarrier arrival at {addr:#x} counts more arrivals than the phase still \
+                 waits for; arrive with counts that add up to the count given to mbarrier.init"
             ),
         }
     }

@@ -6,7 +6,9 @@
 //! kernel whose threads run them on words of garbage (zeros, all ones, counters, patterns)
 //! ends with `CUDA_ERROR_LAUNCH_FAILED`, and the context is lost for the process, as after any
 //! fault. So the sandbox refuses `mbarrier`, and ptxvm faults the same way
-//! (`FaultKind::NotABarrier`), which this test holds on every driver, in a child process.
+//! (`FaultKind::NotABarrier`), which this test holds on every driver, in a child process. An
+//! arrival past a real barrier's pending count loses the context too (the H100 reported it at
+//! the next call, not the launch's synchronize; ptxvm: `FaultKind::BarrierOverArrival`).
 
 use conformance::context::Context;
 use conformance::driver::exclusive_device;
@@ -129,4 +131,84 @@ fn garbage_words() {
     steps.finish(&env.choice.kind.to_string());
     // Dropping the module, buffer and stream in the lost context fails and is recorded; the
     // child's exit reclaims everything.
+}
+
+/// Thread 0 makes a barrier expecting one arrival and arrives with a count of 3; `plain` is a
+/// kernel with no barrier, to see the context after it.
+const OVER_ARRIVAL: &str = r#"
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry over(.param .u64 out)
+{
+	.shared .align 8 .b64 bar;
+	.reg .pred %p<2>;
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<2>;
+	.reg .b64 %st;
+	mov.u32 %r1, %tid.x;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra DONE;
+	mbarrier.init.shared.b64 [bar], 1;
+	mbarrier.arrive.shared.b64 %st, [bar], 3;
+	ld.param.u64 %rd1, [out];
+	st.global.u64 [%rd1], %st;
+DONE:
+	ret;
+}
+.visible .entry plain(.param .u64 out)
+{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, 7;
+	st.global.u32 [%rd1], %r1;
+	ret;
+}
+"#;
+
+#[test]
+fn an_mbarrier_arrival_past_the_pending_count_loses_the_context() {
+    in_child(
+        "mbarrier_words::an_mbarrier_arrival_past_the_pending_count_loses_the_context",
+        over_arrival,
+    );
+}
+
+fn over_arrival() {
+    let _exclusive = exclusive_device();
+    let Some(env) = env_or_skip() else { return };
+    let mut steps = Steps::default();
+    let ctx = Context::primary(env).expect("retain the primary context");
+    let stream = Stream::new(&ctx).expect("a stream");
+    let module = Module::load_ptx(&ctx, OVER_ARRIVAL).expect("the kernels load");
+    let over = module.function("over").expect("over");
+    let plain = module.function("plain").expect("plain");
+    let out = DeviceBuffer::alloc(&ctx, 8).expect("an output buffer");
+    let shape = LaunchShape {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+    };
+    let lost = CUresult::CUDA_ERROR_LAUNCH_FAILED;
+    let args = [KernelArg::Ptr(out.ptr())];
+    // NVIDIA may report the fault at the launch's synchronize or at the next call.
+    let ran = code(
+        stream
+            .launch(&over, shape, &args)
+            .and_then(|()| stream.synchronize()),
+    );
+    steps.check(
+        "the over-arriving launch ends in SUCCESS or the fault",
+        ran == CUresult::CUDA_SUCCESS || ran == lost,
+        || format!("got {ran:?}"),
+    );
+    let after = code(
+        stream
+            .launch(&plain, shape, &args)
+            .and_then(|()| stream.synchronize()),
+    );
+    steps.expect("a plain kernel after it fails", after, lost);
+    steps.expect("a copy after it fails", code(out.write(&[7u8; 8])), lost);
+    steps.finish(&env.choice.kind.to_string());
 }

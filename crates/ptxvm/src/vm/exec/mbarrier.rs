@@ -6,11 +6,16 @@
 //! returns is the object as it was, so a wait by state compares parities. Each lane's operation
 //! is one atomic read-modify-write, in lane order.
 //!
-//! An arrival or wait on a word without the mark, or with any other bit set, is a fault
-//! ([`FaultKind::NotABarrier`]): on NVIDIA (the H100, session 37) arrivals and waits on shared
-//! words that `mbarrier.init` never made a barrier end the launch with
-//! `CUDA_ERROR_LAUNCH_FAILED` and lose the context, and a softcuda that ran them on would hide
-//! that from its users. `inval` clears the word, so it too leaves no barrier behind.
+//! What faults follows NVIDIA's hardware (the H100, session 37, scripts/probes/mbarrier-probe.cu:
+//! one operation on one shared word per process), so that softcuda fails where a GPU would:
+//! - an arrival or wait on a word without the mark, or with any other bit set
+//!   ([`FaultKind::NotABarrier`]): NVIDIA ends the launch with `CUDA_ERROR_LAUNCH_FAILED` for an
+//!   arrival on every pattern of garbage tried (zero, all ones, 5, 0x0707…), and for a wait on
+//!   some of them, and the context is lost;
+//! - an arrival of more than the phase's pending count ([`FaultKind::BarrierOverArrival`]):
+//!   NVIDIA loses the context there too (an `arrive` of 3 on a barrier expecting 1 or 2);
+//! - `inval` changes nothing: on NVIDIA an invalidated barrier takes arrivals as before (the ISA
+//!   calls any use after `inval` undefined; the word is ordinary memory again, to overwrite).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
@@ -35,24 +40,34 @@ fn holds_barrier(word: u64) -> bool {
     word & BARRIER != 0 && word & !layout == 0
 }
 
+/// Why an `mbarrier` operation faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Misuse {
+    /// The word holds no barrier.
+    NotABarrier,
+    /// The arrival counts more than the phase still waits for.
+    OverArrival,
+}
+
 /// The object after `kind` with operand `a` on `old`, and the lane's result (the prior state,
-/// or whether the wait is over); `None` for an arrival or wait on a word that holds no barrier.
-fn update(kind: MbarrierKind, old: u64, a: u64) -> Option<(u64, u64)> {
+/// or whether the wait is over).
+fn update(kind: MbarrierKind, old: u64, a: u64) -> Result<(u64, u64), Misuse> {
     let (pending, expected, parity) = (old & MASK, (old >> COUNT) & MASK, old >> PARITY);
     let pack = |pending: u64, expected: u64, parity: u64| {
         pending | (expected << COUNT) | BARRIER | (parity << PARITY)
     };
     let done = match kind {
         MbarrierKind::Init => (pack(a & MASK, a & MASK, 0), 0),
-        MbarrierKind::Inval => (0, 0),
-        _ if !holds_barrier(old) => return None,
+        MbarrierKind::Inval => (old, 0),
+        _ if !holds_barrier(old) => return Err(Misuse::NotABarrier),
+        MbarrierKind::Arrive { .. } if a > pending => return Err(Misuse::OverArrival),
         MbarrierKind::Arrive { drop, complete } => {
             let expected = if drop {
                 expected.saturating_sub(a)
             } else {
                 expected
             };
-            let left = pending.saturating_sub(a);
+            let left = pending - a;
             let new = if left == 0 && complete {
                 pack(expected, expected, parity ^ 1)
             } else {
@@ -65,7 +80,7 @@ fn update(kind: MbarrierKind, old: u64, a: u64) -> Option<(u64, u64)> {
             (old, u64::from(waited != parity))
         }
     };
-    Some(done)
+    Ok(done)
 }
 
 impl Warp {
@@ -88,17 +103,26 @@ impl Warp {
             // Rust references (shared memory is the VM's own buffer; global memory the
             // `Memory` contract's); every access to them goes through atomics.
             let word = unsafe { AtomicU64::from_ptr(p.cast()) };
-            let mut result = 0;
-            let updated = word.fetch_update(SeqCst, SeqCst, |old| {
-                let (new, r) = update(op.kind, old, a[l])?;
-                result = r;
+            let mut result = Ok(0);
+            let _ = word.fetch_update(SeqCst, SeqCst, |old| {
+                let (new, r) = match update(op.kind, old, a[l]) {
+                    Ok(done) => done,
+                    Err(why) => {
+                        result = Err(why);
+                        return None;
+                    }
+                };
+                result = Ok(r);
                 Some(new)
             });
-            if updated.is_err() {
+            out[l] = result.map_err(|why| {
                 let addr = self.addr_of(&op.addr, l);
-                return Err((FaultKind::NotABarrier { addr }, l));
-            }
-            out[l] = result;
+                let kind = match why {
+                    Misuse::NotABarrier => FaultKind::NotABarrier { addr },
+                    Misuse::OverArrival => FaultKind::BarrierOverArrival { addr },
+                };
+                (kind, l)
+            })?;
         }
         self.wr(op.d, &out, mask);
         Ok(())
@@ -116,7 +140,7 @@ mod tests {
 
     /// `update` on a word known to hold a barrier.
     fn up(kind: MbarrierKind, old: u64, a: u64) -> (u64, u64) {
-        update(kind, old, a).expect("the word holds a barrier")
+        update(kind, old, a).expect("a barrier, and arrivals it waits for")
     }
 
     #[test]
@@ -156,17 +180,32 @@ mod tests {
     #[test]
     fn arrivals_and_waits_on_words_that_hold_no_barrier_fault_and_init_makes_one() {
         let wait = MbarrierKind::Wait { parity: true };
-        let inval = up(MbarrierKind::Inval, up(MbarrierKind::Init, 0, 1).0, 0).0;
-        for word in [0, u64::MAX, 5, 0x0707_0707_0707_0707, 1 << 63, inval] {
-            assert_eq!(update(ARRIVE, word, 1), None, "{word:#x}");
-            assert_eq!(update(wait, word, 0), None, "{word:#x}");
-            // Any word can be made a barrier, or cleared.
+        for word in [0, u64::MAX, 5, 0x0707_0707_0707_0707, 1 << 63] {
+            assert_eq!(
+                update(ARRIVE, word, 1),
+                Err(Misuse::NotABarrier),
+                "{word:#x}"
+            );
+            assert_eq!(update(wait, word, 0), Err(Misuse::NotABarrier), "{word:#x}");
+            // Any word can be made a barrier; inval leaves it as it is.
             assert!(holds_barrier(up(MbarrierKind::Init, word, 4).0));
-            assert_eq!(up(MbarrierKind::Inval, word, 0).0, 0);
+            assert_eq!(up(MbarrierKind::Inval, word, 0).0, word);
         }
         // A barrier with a stray bit outside the layout is garbage too.
         let b = up(MbarrierKind::Init, 0, 2).0;
-        assert!(update(ARRIVE, b, 1).is_some());
-        assert_eq!(update(ARRIVE, b | 1 << 45, 1), None);
+        assert!(update(ARRIVE, b, 1).is_ok());
+        assert_eq!(update(ARRIVE, b | 1 << 45, 1), Err(Misuse::NotABarrier));
+    }
+
+    #[test]
+    fn an_arrival_past_the_pending_count_faults_and_an_invalidated_barrier_still_counts() {
+        let b = up(MbarrierKind::Init, 0, 2).0;
+        assert_eq!(update(ARRIVE, b, 3), Err(Misuse::OverArrival));
+        let one_left = up(ARRIVE, b, 1).0;
+        assert_eq!(update(ARRIVE, one_left, 2), Err(Misuse::OverArrival));
+        // Exactly the pending count completes the phase, as on NVIDIA after an inval.
+        let gone = up(MbarrierKind::Inval, one_left, 0).0;
+        let done = up(ARRIVE, gone, 1).0;
+        assert_eq!(done >> PARITY, 1);
     }
 }
