@@ -208,4 +208,52 @@ mod tests {
         let done = up(ARRIVE, gone, 1).0;
         assert_eq!(done >> PARITY, 1);
     }
+
+    #[test]
+    fn random_operations_on_random_words_fault_or_keep_a_barrier_never_panic() {
+        // xorshift: words of every shape, counts from 0 to past the 20-bit field.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let kinds = [
+            MbarrierKind::Init,
+            MbarrierKind::Inval,
+            ARRIVE,
+            MbarrierKind::Arrive {
+                drop: true,
+                complete: true,
+            },
+            MbarrierKind::Arrive {
+                drop: false,
+                complete: false,
+            },
+            MbarrierKind::Wait { parity: false },
+            MbarrierKind::Wait { parity: true },
+        ];
+        for _ in 0..200_000 {
+            let (r, word) = (next(), next());
+            let word = if r & 1 == 0 {
+                word
+            } else {
+                up(MbarrierKind::Init, 0, word & 7).0
+            };
+            let kind = kinds[(r >> 1) as usize % kinds.len()];
+            let a = match r >> 8 & 3 {
+                0 => next(),
+                _ => next() & 7,
+            };
+            match update(kind, word, a) {
+                Ok((new, _)) => {
+                    let keeps = matches!(kind, MbarrierKind::Inval) || holds_barrier(new);
+                    assert!(keeps, "{kind:?} on {word:#x} with {a} left {new:#x}");
+                }
+                Err(Misuse::NotABarrier) => assert!(!holds_barrier(word)),
+                Err(Misuse::OverArrival) => assert!(a > word & MASK),
+            }
+        }
+    }
 }
