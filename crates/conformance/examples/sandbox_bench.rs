@@ -35,7 +35,8 @@
 //! ablated kernels are not safe; they only run here, on the benchmark's own data.
 //!
 //! Run: `cargo run --release -p conformance --example sandbox_bench -- [--json out.json] [--ablate]`
-//! (`SANDBOX_BENCH_KERNELS=a,b` for only those kernels)
+//! (`SANDBOX_BENCH_KERNELS=a,b` for only those kernels; `SANDBOX_BENCH_FILE=KERNEL=PATH` for
+//! `--ablate`'s "from file" column, a hand-edited rewrite of that kernel's module)
 //! (on the GPU machine: the packed binary, with `CONFORMANCE_CORPUS` pointing at corpus/).
 
 use std::error::Error;
@@ -75,7 +76,7 @@ type Edit = fn(&str) -> String;
 /// Session 37 adds the shared fences: the nvcc build of mma_gemm_f16_smem replayed 1.22× its
 /// native time on the H100, with checks before every `ldmatrix`, `st.shared` and `cp.async` of
 /// its loop whose addresses do not change in the loop.
-const ABLATIONS: [(&str, Edit); 9] = [
+const ABLATIONS: [(&str, Edit); 10] = [
     ("entry read predicated", predicated_entry_read),
     ("no entry epoch load", without_entry_epoch_read),
     ("no loop polls", |p| edit_polls(p, |_| Vec::new())),
@@ -89,7 +90,28 @@ const ABLATIONS: [(&str, Edit); 9] = [
     ("no fences", |p| {
         without_shared_fences(&without_global_fences(&without_store_epoch_checks(p)))
     }),
+    ("from file", from_file),
 ];
+
+/// `SANDBOX_BENCH_FILE=KERNEL=PATH`: the rewritten module of the case whose module defines
+/// `KERNEL` replaced by the text at PATH, a hand-edited rewrite to time before writing the pass
+/// that would make it (bench/h200-runs/next/hoist-smem.py); every other module unchanged. Not
+/// checked for safety; the benchmark's own data only.
+fn from_file(ptx: &str) -> String {
+    let chosen = std::env::var("SANDBOX_BENCH_FILE").ok().and_then(|v| {
+        let (kernel, path) = v.split_once('=')?;
+        ptx.contains(&format!(".entry {kernel}("))
+            .then(|| path.to_string())
+    });
+    match chosen.map(std::fs::read_to_string) {
+        Some(Ok(text)) => text,
+        Some(Err(e)) => {
+            eprintln!("SANDBOX_BENCH_FILE: {e}; timing the rewrite unedited");
+            ptx.to_owned()
+        }
+        None => ptx.to_owned(),
+    }
+}
 
 /// The uniform branch a skipping launch takes over the entry's epoch read replaced by a
 /// predicate on the read itself: no control flow at entry (session 18: the branch and the
