@@ -1,7 +1,11 @@
 //! `mbarrier` on ptxvm: a phase completes only when every expected arrival is in, waits by
 //! state and by parity see it, phases alternate, warps spinning in `try_wait` let the others
 //! run to arrive, and `cp.async.mbarrier.arrive` arrives for a thread's copies; what ptxvm
-//! does not run is `Unsupported`, and the sandbox refuses it.
+//! does not run is `Unsupported`, and the sandbox refuses it. An arrival on a word that holds no
+//! barrier, or past a phase's pending count, faults with a message saying what to do, as the
+//! H100 faults there (session 37).
+
+use ptxvm::FaultKind;
 
 use crate::harness::{Arg, DevMem, Shape};
 use crate::text::{HEAD, go, load};
@@ -240,4 +244,54 @@ fn mbarrier_forms_ptxvm_does_not_run_are_unsupported_and_the_sandbox_refuses_mba
         .expect_err("the sandbox refuses cp.async.mbarrier.arrive")
         .to_string();
     assert!(e.contains("cp") && e.contains("line"), "{e}");
+}
+
+#[test]
+fn arrivals_on_a_word_that_holds_no_barrier_or_past_the_pending_count_fault_and_say_why() {
+    let kernel = |setup: &str, arrive: &str| {
+        load(&format!(
+            ".visible .entry k() {{ .shared .align 8 .b64 bar; .reg .b64 %st; \
+             .reg .pred %p; .reg .b32 %r;\n\
+             mov.u32 %r, %tid.x; setp.ne.u32 %p, %r, 0; @%p bra DONE;\n\
+             {setup}\n{arrive}\nDONE: ret; }}"
+        ))
+    };
+    let mem = DevMem::new();
+    let run = |m: &ptxvm::Module| go(m, &Shape::linear(1, 32), &[], &[], &mem);
+    // A word of garbage (zero, all ones, as a thread's store left it): no barrier.
+    for word in ["0", "-1", "5"] {
+        let m = kernel(
+            &format!("st.shared.u64 [bar], {word};"),
+            "mbarrier.arrive.shared.b64 %st, [bar];",
+        );
+        let f = run(&m).expect_err("an arrival on garbage faults");
+        assert!(
+            matches!(f.kind, FaultKind::NotABarrier { .. }),
+            "{word}: {f}"
+        );
+        assert!(f.to_string().contains("mbarrier.init"), "{f}");
+    }
+    // A barrier of one arrival, arrived on with a count of 3.
+    let m = kernel(
+        "mbarrier.init.shared.b64 [bar], 1;",
+        "mbarrier.arrive.shared.b64 %st, [bar], 3;",
+    );
+    let f = run(&m).expect_err("an over-arrival faults");
+    assert!(
+        matches!(f.kind, FaultKind::BarrierOverArrival { .. }),
+        "{f}"
+    );
+    assert!(
+        f.to_string().contains("count given to mbarrier.init"),
+        "{f}"
+    );
+    // The same barrier, arrived on once, and once more after inval (as NVIDIA lets it):
+    // no fault.
+    let m = kernel(
+        "mbarrier.init.shared.b64 [bar], 1;",
+        "mbarrier.arrive.shared.b64 %st, [bar];\n\
+         mbarrier.inval.shared.b64 [bar];\n\
+         mbarrier.arrive.shared.b64 %st, [bar];",
+    );
+    run(&m).expect("arrivals within the count run");
 }
