@@ -192,9 +192,8 @@ fn without_global_fences(ptx: &str) -> String {
 /// Every shared (and local) window check made independent of the address: its compare of the
 /// offset into the window (`setp.lt.u32 %__sbx_q, %__sbx_o, N`, or `%__sbx_gq<n>`) becomes a
 /// compare of the launch's tag (31 bits, set in every prologue) with a value it never holds, so
-/// the predicate is true (and
-/// the user's guard, which if-conversion folds into the same compare, still applies), and the
-/// offset's arithmetic is left without a use, for ptxas to drop. Redirects and fault flags stay,
+/// the predicate is true (and the user's guard, which if-conversion folds into the same compare,
+/// still applies), and the offset's arithmetic is left without a use, for ptxas to drop. Redirects and fault flags stay,
 /// now never taken: what remains is the cost of the checks' address chains, the part hoisting
 /// them out of a loop would save. Safe only on the benchmark's in-range data, as above.
 fn without_shared_fences(ptx: &str) -> String {

@@ -10,12 +10,12 @@
 //! arrival past a real barrier's pending count loses the context too (the H100 reported it at
 //! the next call, not the launch's synchronize; ptxvm: `FaultKind::BarrierOverArrival`).
 
+use conformance::case::shape_1d;
 use conformance::context::Context;
 use conformance::driver::exclusive_device;
 use conformance::memory::DeviceBuffer;
-use conformance::module::Module;
+use conformance::module::{Function, Module};
 use conformance::stream::{KernelArg, LaunchShape, Stream};
-
 use cudarc::driver::sys::CUresult;
 
 use crate::support::{Steps, code, env_or_skip, in_child};
@@ -83,6 +83,20 @@ fn mbarrier_operations_on_shared_words_that_hold_no_barrier_fault_and_lose_the_c
     );
 }
 
+/// The code of launching `f` and waiting for it: the launch's, if it fails.
+fn launch_and_wait(
+    stream: &Stream,
+    f: &Function,
+    shape: LaunchShape,
+    args: &[KernelArg],
+) -> CUresult {
+    code(
+        stream
+            .launch(f, shape, args)
+            .and_then(|()| stream.synchronize()),
+    )
+}
+
 fn garbage_words() {
     let _exclusive = exclusive_device();
     let Some(env) = env_or_skip() else { return };
@@ -92,11 +106,7 @@ fn garbage_words() {
     let module = Module::load_ptx(&ctx, KERNEL).expect("the kernel loads");
     let f = module.function("garbage").expect("its function");
     let out = DeviceBuffer::alloc(&ctx, 128 * 4).expect("an output buffer");
-    let shape = LaunchShape {
-        grid: [1, 1, 1],
-        block: [128, 1, 1],
-        shared_bytes: 0,
-    };
+    let shape = shape_1d(1, 128);
     let lost = CUresult::CUDA_ERROR_LAUNCH_FAILED;
     let launched = code(stream.launch(&f, shape, &[KernelArg::Ptr(out.ptr())]));
     steps.check(
@@ -116,12 +126,7 @@ fn garbage_words() {
         lost,
     );
     // The context is gone: another launch and a copy fail the same way.
-    let again = code(stream.launch(&f, shape, &[KernelArg::Ptr(out.ptr())]));
-    let again = if again == CUresult::CUDA_SUCCESS {
-        code(stream.synchronize())
-    } else {
-        again
-    };
+    let again = launch_and_wait(&stream, &f, shape, &[KernelArg::Ptr(out.ptr())]);
     steps.expect("a second launch fails", again, lost);
     steps.expect(
         "a copy after it fails",
@@ -185,29 +190,17 @@ fn over_arrival() {
     let over = module.function("over").expect("over");
     let plain = module.function("plain").expect("plain");
     let out = DeviceBuffer::alloc(&ctx, 8).expect("an output buffer");
-    let shape = LaunchShape {
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        shared_bytes: 0,
-    };
+    let shape = shape_1d(1, 32);
     let lost = CUresult::CUDA_ERROR_LAUNCH_FAILED;
     let args = [KernelArg::Ptr(out.ptr())];
     // NVIDIA may report the fault at the launch's synchronize or at the next call.
-    let ran = code(
-        stream
-            .launch(&over, shape, &args)
-            .and_then(|()| stream.synchronize()),
-    );
+    let ran = launch_and_wait(&stream, &over, shape, &args);
     steps.check(
         "the over-arriving launch ends in SUCCESS or the fault",
         ran == CUresult::CUDA_SUCCESS || ran == lost,
         || format!("got {ran:?}"),
     );
-    let after = code(
-        stream
-            .launch(&plain, shape, &args)
-            .and_then(|()| stream.synchronize()),
-    );
+    let after = launch_and_wait(&stream, &plain, shape, &args);
     steps.expect("a plain kernel after it fails", after, lost);
     steps.expect("a copy after it fails", code(out.write(&[7u8; 8])), lost);
     steps.finish(&env.choice.kind.to_string());

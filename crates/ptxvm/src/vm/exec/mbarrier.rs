@@ -103,26 +103,23 @@ impl Warp {
             // Rust references (shared memory is the VM's own buffer; global memory the
             // `Memory` contract's); every access to them goes through atomics.
             let word = unsafe { AtomicU64::from_ptr(p.cast()) };
-            let mut result = Ok(0);
+            // The last attempt's outcome: an error stops the update and leaves the word as it was.
+            let mut outcome = Ok((0, 0));
             let _ = word.fetch_update(SeqCst, SeqCst, |old| {
-                let (new, r) = match update(op.kind, old, a[l]) {
-                    Ok(done) => done,
-                    Err(why) => {
-                        result = Err(why);
-                        return None;
-                    }
-                };
-                result = Ok(r);
-                Some(new)
+                outcome = update(op.kind, old, a[l]);
+                outcome.ok().map(|(new, _)| new)
             });
-            out[l] = result.map_err(|why| {
-                let addr = self.addr_of(&op.addr, l);
-                let kind = match why {
-                    Misuse::NotABarrier => FaultKind::NotABarrier { addr },
-                    Misuse::OverArrival => FaultKind::BarrierOverArrival { addr },
-                };
-                (kind, l)
-            })?;
+            out[l] = match outcome {
+                Ok((_, r)) => r,
+                Err(why) => {
+                    let addr = self.addr_of(&op.addr, l);
+                    let kind = match why {
+                        Misuse::NotABarrier => FaultKind::NotABarrier { addr },
+                        Misuse::OverArrival => FaultKind::BarrierOverArrival { addr },
+                    };
+                    return Err((kind, l));
+                }
+            };
         }
         self.wr(op.d, &out, mask);
         Ok(())
