@@ -8,8 +8,9 @@
 //! Execution model:
 //! - A warp is 32 lanes of 64-bit registers (struct of arrays); each decoded instruction is
 //!   dispatched once for all active lanes.
-//! - Divergence: the lanes with the lowest PC run; lanes merge when they reach the same PC. This
-//!   reconverges at the immediate post-dominator for the structured code nvcc and clang emit.
+//! - Divergence: the lanes furthest behind run (lowest PC; a lane inside a call is at its call
+//!   site); lanes merge when they reach the same place. This reconverges at the immediate
+//!   post-dominator for the structured code nvcc and clang emit, calls included.
 //! - The warps of a block run cooperatively on one thread (round-robin slices, `bar.sync` waits
 //!   for every thread that has not exited); blocks spread over `Launch::workers` threads.
 //! - Address spaces: global memory is whatever `Memory::translate` maps; generic addresses in

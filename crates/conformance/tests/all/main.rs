@@ -26,6 +26,7 @@ mod peers;
 mod per_thread;
 mod pools;
 mod programs;
+mod reconvergence;
 mod reference;
 mod sandbox;
 mod stalls;

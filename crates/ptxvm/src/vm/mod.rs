@@ -8,6 +8,7 @@ mod devcall;
 mod exec;
 mod float;
 mod mem;
+mod schedule;
 mod warp;
 
 use std::sync::Mutex;

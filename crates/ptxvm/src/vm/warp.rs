@@ -1,7 +1,6 @@
 //! One warp's state: a struct-of-arrays register file, the current lane group and its PC, the
-//! lanes waiting at other PCs, and the divergence policy: always run the group with the lowest
-//! PC, merging lanes as soon as they reach the same PC. For the structured control flow nvcc and
-//! clang emit, that reconverges at the immediate post-dominator.
+//! lanes waiting at other PCs, their return stacks and local memory. Which group runs next is
+//! schedule.rs's.
 
 // Lane loops index several per-lane arrays at once; iterator chains would obscure that.
 #![allow(clippy::needless_range_loop)]
@@ -35,8 +34,14 @@ pub(crate) struct Warp {
     /// Lanes parked at `lane_pc`, runnable later.
     pub waiting: u32,
     pub lane_pc: [u32; 32],
-    /// Lowest PC among waiting lanes (`u32::MAX` if none).
+    /// Lowest PC among waiting lanes (`u32::MAX` if none): their order while no lane is in a
+    /// call.
     pub min_wait: u32,
+    /// Lanes with a return address on their stack (inside a call); while any are, lanes are
+    /// ordered by their call sites too (schedule.rs).
+    pub deep: u32,
+    /// The waiting lane that runs next while `deep` is not 0 (meaningless when nothing waits).
+    pub next_lane: usize,
     pub exited: u32,
     /// Lanes parked at a barrier (their `lane_pc` is after it).
     pub at_bar: u32,
@@ -62,6 +67,8 @@ impl Warp {
             waiting: 0,
             lane_pc: [0; 32],
             min_wait: u32::MAX,
+            deep: 0,
+            next_lane: 0,
             exited: FULL,
             at_bar: 0,
             bar_id: [0; 32],
@@ -168,6 +175,7 @@ impl Warp {
         self.active = live;
         self.waiting = 0;
         self.min_wait = u32::MAX;
+        self.deep = 0;
         self.exited = !live;
         self.at_bar = 0;
         self.lane_instructions = 0;
@@ -198,132 +206,6 @@ impl Warp {
                     r[l] = v[l];
                 }
             }
-        }
-    }
-
-    /// Continues the running group at `npc`, merging or switching groups as the lowest-PC rule
-    /// requires.
-    #[inline(always)]
-    pub(crate) fn goto(&mut self, npc: u32) {
-        if npc < self.min_wait {
-            self.pc = npc;
-        } else {
-            self.park(self.active, npc);
-            self.active = 0;
-            self.pick();
-        }
-    }
-
-    /// Parks `lanes` at `pc`.
-    pub(crate) fn park(&mut self, lanes: u32, pc: u32) {
-        for l in 0..32 {
-            if lanes >> l & 1 != 0 {
-                self.lane_pc[l] = pc;
-            }
-        }
-        self.waiting |= lanes;
-        self.min_wait = self.min_wait.min(pc);
-    }
-
-    /// Makes the lowest-PC waiting lanes the running group.
-    pub(crate) fn pick(&mut self) {
-        debug_assert_eq!(self.active, 0);
-        if self.waiting == 0 {
-            self.min_wait = u32::MAX;
-            return;
-        }
-        let mut min = u32::MAX;
-        for l in 0..32 {
-            if self.waiting >> l & 1 != 0 {
-                min = min.min(self.lane_pc[l]);
-            }
-        }
-        let mut group = 0u32;
-        let mut next = u32::MAX;
-        for l in 0..32 {
-            if self.waiting >> l & 1 != 0 {
-                if self.lane_pc[l] == min {
-                    group |= 1 << l;
-                } else {
-                    next = next.min(self.lane_pc[l]);
-                }
-            }
-        }
-        self.waiting &= !group;
-        self.active = group;
-        self.pc = min;
-        self.min_wait = next;
-    }
-
-    /// Splits the running group: `taken` lanes go to `target`, the rest to `pc + 1`.
-    pub(crate) fn branch(&mut self, taken: u32, target: u32) {
-        let rest = self.active & !taken;
-        if rest == 0 {
-            self.goto(target);
-        } else if taken == 0 {
-            self.goto(self.pc + 1);
-        } else {
-            let pc = self.pc;
-            self.park(taken, target);
-            self.park(rest, pc + 1);
-            self.active = 0;
-            self.pick();
-        }
-    }
-
-    /// Sends each lane of `lanes` to its own `dest[lane]`; the rest of the group goes on.
-    pub(crate) fn scatter(&mut self, lanes: u32, dest: &[u32; 32]) {
-        let rest = self.active & !lanes;
-        let pc = self.pc;
-        for l in 0..32 {
-            if lanes >> l & 1 != 0 {
-                self.park(1 << l, dest[l]);
-            }
-        }
-        if rest != 0 {
-            self.park(rest, pc + 1);
-        }
-        self.active = 0;
-        self.pick();
-    }
-
-    /// Ends the running lanes (`exit`, or `ret` from the kernel).
-    pub(crate) fn exit(&mut self, lanes: u32) {
-        self.exited |= lanes;
-        self.active &= !lanes;
-        if self.active == 0 {
-            self.pick();
-        } else {
-            self.goto(self.pc + 1);
-        }
-    }
-
-    /// Parks the running group at a barrier.
-    pub(crate) fn arrive(&mut self, id: &[u64; 32]) {
-        let next = self.pc + 1;
-        for l in 0..32 {
-            if self.active >> l & 1 != 0 {
-                self.lane_pc[l] = next;
-                self.bar_id[l] = id[l] as u32;
-            }
-        }
-        self.at_bar |= self.active;
-        self.active = 0;
-        self.pick();
-    }
-
-    /// Releases the lanes held at a barrier.
-    pub(crate) fn release(&mut self) {
-        let lanes = self.at_bar;
-        self.at_bar = 0;
-        for l in 0..32 {
-            if lanes >> l & 1 != 0 {
-                self.min_wait = self.min_wait.min(self.lane_pc[l]);
-            }
-        }
-        self.waiting |= lanes;
-        if self.active == 0 {
-            self.pick();
         }
     }
 

@@ -58,6 +58,7 @@ impl Warp {
                         self.local_copy(l, s, d, len).map_err(|e| (e, l))?;
                     }
                 }
+                self.entered_call(mask);
                 self.branch(mask, *target);
                 return Ok(Flow::Jumped);
             }
@@ -113,12 +114,21 @@ impl Warp {
         let skip = self.active & !mask;
         let mut exits = 0u32;
         let mut back = Vec::new();
+        let mut flat = 0u32;
         for l in lanes(mask) {
-            match self.stacks.get_mut(l).and_then(|s| s.pop()) {
+            let Some(stack) = self.stacks.get_mut(l) else {
+                exits |= 1 << l;
+                continue;
+            };
+            match stack.pop() {
                 Some(pc) => back.push((l, pc)),
                 None => exits |= 1 << l,
             }
+            if stack.is_empty() {
+                flat |= 1 << l;
+            }
         }
+        self.left_calls(flat | exits);
         self.exited |= exits;
         self.active = 0;
         for (l, pc) in back {

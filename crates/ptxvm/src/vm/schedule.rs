@@ -1,0 +1,343 @@
+//! The divergence policy: which of a warp's lane groups runs next. Always the group furthest
+//! behind in program order, merging lanes as soon as they reach the same place. For the
+//! structured control flow nvcc and clang emit, that reconverges at the immediate
+//! post-dominator, so warp collectives after a divergent region see the whole warp.
+//!
+//! "Behind" is by PC while no lane is inside a call. A lane inside a call is where its call
+//! site is, in the caller's code: its place is its return stack's call sites, outermost first,
+//! then its PC, and places compare lexicographically. By PC alone a callee placed after the
+//! caller's code looked ahead of the lanes that skipped the call, which then ran on without
+//! it: a `shfl.sync` after a divergent region with a call in one arm ran once per arm, and
+//! read lanes of the other arm that had not written yet (conformance's generated seed 9074,
+//! against the H100's answer).
+
+// Lane loops index several per-lane arrays at once; iterator chains would obscure that.
+#![allow(clippy::needless_range_loop)]
+
+use std::cmp::Ordering;
+
+use super::warp::Warp;
+
+impl Warp {
+    /// The order of lane `a` at `pa` and lane `b` at `pb` (each with its own return stack):
+    /// `Less` when `a` is further behind and so runs first, `Equal` when they are at the same
+    /// place and run as one group.
+    fn order(&self, a: usize, pa: u32, b: usize, pb: u32) -> Ordering {
+        let stack = |l: usize| self.stacks.get(l).map_or(&[][..], Vec::as_slice);
+        let (sa, sb) = (stack(a), stack(b));
+        // A return address r stands for "inside the call at r - 1": after every PC below r.
+        for i in 0..sa.len().max(sb.len()) {
+            match (sa.get(i), sb.get(i)) {
+                (Some(ra), Some(rb)) if ra == rb => continue,
+                (Some(ra), Some(rb)) => return ra.cmp(rb),
+                (None, Some(&rb)) => {
+                    return if pa < rb {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    };
+                }
+                (Some(&ra), None) => {
+                    return if pb < ra {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    };
+                }
+                (None, None) => break,
+            }
+        }
+        pa.cmp(&pb)
+    }
+
+    /// Continues the running group at `npc`, merging or switching groups as the policy
+    /// requires.
+    #[inline(always)]
+    pub(crate) fn goto(&mut self, npc: u32) {
+        let go_on = if self.deep == 0 {
+            npc < self.min_wait
+        } else {
+            self.waiting == 0
+                || self.order(
+                    Warp::first(self.active),
+                    npc,
+                    self.next_lane,
+                    self.lane_pc[self.next_lane],
+                ) == Ordering::Less
+        };
+        if go_on {
+            self.pc = npc;
+        } else {
+            self.park(self.active, npc);
+            self.active = 0;
+            self.pick();
+        }
+    }
+
+    /// Parks `lanes` (one group, or one lane) at `pc`.
+    pub(crate) fn park(&mut self, lanes: u32, pc: u32) {
+        if lanes == 0 {
+            return;
+        }
+        let first = Warp::first(lanes);
+        if self.deep != 0
+            && (self.waiting == 0
+                || self.order(first, pc, self.next_lane, self.lane_pc[self.next_lane])
+                    == Ordering::Less)
+        {
+            self.next_lane = first;
+        }
+        for l in 0..32 {
+            if lanes >> l & 1 != 0 {
+                self.lane_pc[l] = pc;
+            }
+        }
+        self.waiting |= lanes;
+        self.min_wait = self.min_wait.min(pc);
+    }
+
+    /// Marks `lanes` as inside a call (their return addresses already pushed). The first call
+    /// makes the waiting lanes' order the call-aware one, so their next lane is found again.
+    pub(crate) fn entered_call(&mut self, lanes: u32) {
+        let was_flat = self.deep == 0;
+        self.deep |= lanes;
+        if was_flat {
+            self.find_next();
+        }
+    }
+
+    /// Marks `lanes` as back in the kernel's body (their return stacks empty).
+    pub(crate) fn left_calls(&mut self, lanes: u32) {
+        self.deep &= !lanes;
+    }
+
+    /// Makes the waiting lanes furthest behind the running group.
+    pub(crate) fn pick(&mut self) {
+        debug_assert_eq!(self.active, 0);
+        if self.waiting == 0 {
+            self.min_wait = u32::MAX;
+            return;
+        }
+        if self.deep != 0 {
+            return self.pick_in_call_order();
+        }
+        let mut min = u32::MAX;
+        for l in 0..32 {
+            if self.waiting >> l & 1 != 0 {
+                min = min.min(self.lane_pc[l]);
+            }
+        }
+        let mut group = 0u32;
+        let mut next = u32::MAX;
+        for l in 0..32 {
+            if self.waiting >> l & 1 != 0 {
+                if self.lane_pc[l] == min {
+                    group |= 1 << l;
+                } else {
+                    next = next.min(self.lane_pc[l]);
+                }
+            }
+        }
+        self.waiting &= !group;
+        self.active = group;
+        self.pc = min;
+        self.min_wait = next;
+    }
+
+    /// [`Self::pick`] while some lane is inside a call.
+    fn pick_in_call_order(&mut self) {
+        self.find_next();
+        let (lead, pc) = (self.next_lane, self.lane_pc[self.next_lane]);
+        let mut group = 0u32;
+        for l in 0..32 {
+            if self.waiting >> l & 1 != 0 && self.order(l, self.lane_pc[l], lead, pc).is_eq() {
+                group |= 1 << l;
+            }
+        }
+        self.waiting &= !group;
+        self.active = group;
+        self.pc = pc;
+        self.find_next();
+    }
+
+    /// Sets `next_lane` to the waiting lane furthest behind, and `min_wait` to the lowest
+    /// waiting PC (kept for when no lane is in a call any more).
+    fn find_next(&mut self) {
+        let mut next: Option<usize> = None;
+        let mut min = u32::MAX;
+        for l in 0..32 {
+            if self.waiting >> l & 1 == 0 {
+                continue;
+            }
+            min = min.min(self.lane_pc[l]);
+            let behind = next.is_none_or(|n| {
+                self.order(l, self.lane_pc[l], n, self.lane_pc[n]) == Ordering::Less
+            });
+            if behind {
+                next = Some(l);
+            }
+        }
+        self.next_lane = next.unwrap_or(0);
+        self.min_wait = min;
+    }
+
+    /// Splits the running group: `taken` lanes go to `target`, the rest to `pc + 1`.
+    pub(crate) fn branch(&mut self, taken: u32, target: u32) {
+        let rest = self.active & !taken;
+        if rest == 0 {
+            self.goto(target);
+        } else if taken == 0 {
+            self.goto(self.pc + 1);
+        } else {
+            let pc = self.pc;
+            self.park(taken, target);
+            self.park(rest, pc + 1);
+            self.active = 0;
+            self.pick();
+        }
+    }
+
+    /// Sends each lane of `lanes` to its own `dest[lane]`; the rest of the group goes on.
+    pub(crate) fn scatter(&mut self, lanes: u32, dest: &[u32; 32]) {
+        let rest = self.active & !lanes;
+        let pc = self.pc;
+        for l in 0..32 {
+            if lanes >> l & 1 != 0 {
+                self.park(1 << l, dest[l]);
+            }
+        }
+        if rest != 0 {
+            self.park(rest, pc + 1);
+        }
+        self.active = 0;
+        self.pick();
+    }
+
+    /// Ends the running lanes (`exit`, or `ret` from the kernel).
+    pub(crate) fn exit(&mut self, lanes: u32) {
+        self.exited |= lanes;
+        self.deep &= !lanes;
+        self.active &= !lanes;
+        if self.active == 0 {
+            self.pick();
+        } else {
+            self.goto(self.pc + 1);
+        }
+    }
+
+    /// Parks the running group at a barrier.
+    pub(crate) fn arrive(&mut self, id: &[u64; 32]) {
+        let next = self.pc + 1;
+        for l in 0..32 {
+            if self.active >> l & 1 != 0 {
+                self.lane_pc[l] = next;
+                self.bar_id[l] = id[l] as u32;
+            }
+        }
+        self.at_bar |= self.active;
+        self.active = 0;
+        self.pick();
+    }
+
+    /// Releases the lanes held at a barrier.
+    pub(crate) fn release(&mut self) {
+        let lanes = self.at_bar;
+        self.at_bar = 0;
+        self.waiting |= lanes;
+        if self.deep != 0 {
+            self.find_next();
+        } else {
+            for l in 0..32 {
+                if lanes >> l & 1 != 0 {
+                    self.min_wait = self.min_wait.min(self.lane_pc[l]);
+                }
+            }
+        }
+        if self.active == 0 {
+            self.pick();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warp whose lane `l` has the return stack `stacks[l]`.
+    fn with_stacks(stacks: &[&[u32]]) -> Warp {
+        let mut w = Warp::empty();
+        w.stacks = vec![Vec::new(); 32];
+        for (l, s) in stacks.iter().enumerate() {
+            w.stacks[l] = s.to_vec();
+        }
+        w
+    }
+
+    /// Checks `order(a, pa, b, pb)` for each `(a, pa, b, pb, want, why)`.
+    fn orders(w: &Warp, cases: &[(usize, u32, usize, u32, Ordering, &str)]) {
+        for &(a, pa, b, pb, want, why) in cases {
+            assert_eq!(
+                w.order(a, pa, b, pb),
+                want,
+                "lane {a} at {pa}, lane {b} at {pb}: {why}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lane_inside_a_call_is_where_its_call_site_is() {
+        use Ordering::{Greater, Less};
+        // Lane 1 called from PC 9 (returns to 10) and runs at 500, in the callee.
+        let w = with_stacks(&[&[], &[10]]);
+        orders(
+            &w,
+            &[
+                (0, 9, 1, 500, Less, "at the call: not yet called"),
+                (0, 10, 1, 500, Greater, "past the call: it waits"),
+                (0, 40, 1, 500, Greater, "further past"),
+                (1, 500, 0, 40, Less, "the same, swapped"),
+            ],
+        );
+    }
+
+    #[test]
+    fn lanes_in_calls_order_by_call_site_then_by_pc() {
+        use Ordering::{Equal, Greater, Less};
+        let w = with_stacks(&[&[10, 70], &[10, 80], &[20], &[10, 70]]);
+        orders(
+            &w,
+            &[
+                (0, 900, 1, 100, Less, "inner call sites differ"),
+                (1, 100, 2, 100, Less, "outer call sites differ"),
+                (0, 900, 3, 900, Equal, "same place: one group"),
+                (0, 900, 3, 901, Less, "same call sites: by PC"),
+                (2, 75, 0, 5, Greater, "outer call sites decide"),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_call_from_diverged_lanes_runs_before_the_lanes_past_its_site() {
+        let mut w = with_stacks(&[]);
+        w.active = 0b11;
+        w.exited = !0b11;
+        w.pc = 9;
+        w.stacks[0].push(10);
+        w.entered_call(0b01);
+        // Lane 0 calls the function at 500; lane 1 skips the call.
+        w.branch(0b01, 500);
+        assert_eq!((w.active, w.pc), (0b01, 500), "the callee runs first");
+        w.goto(501);
+        assert_eq!(
+            (w.active, w.pc),
+            (0b01, 501),
+            "and goes on while lane 1 waits at 10"
+        );
+        w.stacks[0].pop();
+        w.left_calls(0b01);
+        w.park(0b01, 10);
+        w.active = 0;
+        w.pick();
+        assert_eq!((w.active, w.pc), (0b11, 10), "both meet after the call");
+    }
+}
