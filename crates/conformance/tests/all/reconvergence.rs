@@ -143,7 +143,8 @@ JOIN:
     )
 }
 
-/// `%r3 = f(%r1)` through the `.param` space, as nvcc calls, the call under `guard`.
+/// `%r3 = f(%r1)` through the `.param` space, as nvcc calls, the call under `guard` (PTX
+/// allows no guard on `ld.param`, so the result moves under it).
 fn call(guard: &str, f: &str) -> String {
     format!(
         "{{
@@ -151,7 +152,8 @@ fn call(guard: &str, f: &str) -> String {
 	st.param.b32 [a], %r1;
 	.param .b32 v;
 	{guard}call (v), {f}, (a);
-	{guard}ld.param.b32 %r3, [v];
+	ld.param.b32 %r4, [v];
+	{guard}mov.u32 %r3, %r4;
 	}}"
     )
 }
