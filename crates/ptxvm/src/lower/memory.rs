@@ -6,7 +6,7 @@ use super::{Ctx, R};
 use crate::ast::{self, Operand};
 use crate::error::Error;
 use crate::ir::{
-    ArithOp, AtomOp, ControlOp, CpFill, KPARAM_BASE, MemoryOp, Preload, Space, Src, Ty,
+    Addr, ArithOp, AtomOp, ControlOp, CpFill, KPARAM_BASE, MemoryOp, Preload, Space, Src, Ty,
 };
 use crate::isa::Opcode;
 
@@ -36,7 +36,9 @@ impl Ctx<'_> {
         let space = m.space().unwrap_or(Space::Generic);
         let nvec = m.vec();
         if i.opcode == "st" {
+            let declared = space;
             let (space, addr) = self.addr(&ops[0], space)?;
+            self.unguarded_call_param(i, declared, &addr)?;
             let (srcs, n) = match &ops[1] {
                 Operand::Vec(v) => self.src_vec(v, ty)?,
                 o => ([self.src(o, ty)?, Src::Imm(0), Src::Imm(0), Src::Imm(0)], 1),
@@ -55,7 +57,9 @@ impl Ctx<'_> {
                 },
             )
         } else {
+            let declared = space;
             let (space, addr) = self.addr(&ops[1], space)?;
+            self.unguarded_call_param(i, declared, &addr)?;
             let (ds, n) = match &ops[0] {
                 Operand::Vec(v) => self.dst_vec(v)?,
                 o => ([self.dst(o)?, self.sink, self.sink, self.sink], 1),
@@ -96,6 +100,29 @@ impl Ctx<'_> {
                 },
             )
         }
+    }
+
+    /// Refuses a guarded `ld.param`/`st.param` (`declared` is the instruction's own space) of
+    /// a call's argument or result variable, as ptxas does ("Illegal to predicate instruction
+    /// 'ld.param'"): a module softcuda ran would otherwise fail to load on NVIDIA. A kernel's
+    /// or function's own parameters may be guarded.
+    fn unguarded_call_param(&self, i: &ast::Inst, declared: Space, addr: &Addr) -> R<()> {
+        if i.guard.is_none() || declared != Space::Param || addr.base.is_some() {
+            return Ok(());
+        }
+        let at = addr.off as u64;
+        let in_call_param = self
+            .call_params
+            .iter()
+            .any(|&(off, size)| (u64::from(off)..u64::from(off) + u64::from(size)).contains(&at));
+        if in_call_param {
+            return self.invalid(format!(
+                "{}.param of a call's argument or result under a guard: PTX allows none \
+                 (ptxas refuses it); guard the call, and move the result under the guard",
+                i.opcode
+            ));
+        }
+        Ok(())
     }
 
     /// `cp.async.{ca,cg}.shared.global [dst], [src], 4|8|16`: the copy happens when issued (a

@@ -72,6 +72,9 @@ pub(crate) struct Ctx<'m> {
     preload_map: HashMap<Preload, Reg>,
     sink: Reg,
     local_bytes: u64,
+    /// Local ranges (offset, bytes) of the `.param` variables declared in function bodies: a
+    /// call's arguments and results, which no guard may read or write (ptxas refuses it).
+    call_params: Vec<(u32, u32)>,
     shared_bytes: u64,
     module_shared: HashMap<String, u32>,
     frames: HashMap<String, Frame>,
@@ -316,6 +319,7 @@ fn lower_kernel(m: &ast::Module, gmap: &HashMap<String, u32>, k: &ast::Func) -> 
         preload_map: HashMap::new(),
         sink: 0,
         local_bytes: 0,
+        call_params: Vec::new(),
         shared_bytes: 0,
         module_shared: HashMap::new(),
         frames: HashMap::new(),
@@ -573,7 +577,12 @@ impl Ctx<'_> {
                 Stmt::Var(v) => {
                     self.line = v.line;
                     let sym = match v.space {
-                        ASpace::Local | ASpace::Param => Sym::Local(self.alloc_local(v)?.0),
+                        ASpace::Local => Sym::Local(self.alloc_local(v)?.0),
+                        ASpace::Param => {
+                            let (off, size) = self.alloc_local(v)?;
+                            self.call_params.push((off, size));
+                            Sym::Local(off)
+                        }
                         ASpace::Shared => self.alloc_shared(v)?,
                         _ => {
                             return Err(Error::Unsupported {

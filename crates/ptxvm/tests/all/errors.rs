@@ -33,6 +33,62 @@ fn out_of_bounds_store_faults_with_block_thread_and_line() {
     );
 }
 
+/// A kernel calling `f` whose call-site `.param` accesses carry `arg` and `ret` as guards (""
+/// for none), and which guards its own parameter's read with `own`.
+fn guarded_params(arg: &str, ret: &str, own: &str) -> String {
+    format!(
+        "{HEAD}.func (.param .b32 r) f(.param .b32 x)
+{{
+	.reg .b32 %a;
+	.reg .pred %q;
+	setp.eq.u32 %q, %a, 0;
+	@%q ld.param.b32 %a, [x];
+	@%q st.param.b32 [r], %a;
+	ret;
+}}
+.visible .entry k(.param .u32 n)
+{{
+	.reg .b32 %r<3>;
+	.reg .pred %p;
+	mov.u32 %r1, %tid.x;
+	setp.eq.u32 %p, %r1, 0;
+	{own}ld.param.u32 %r1, [n];
+	{{
+	.param .b32 a;
+	{arg}st.param.b32 [a], %r1;
+	.param .b32 v;
+	@%p call (v), f, (a);
+	{ret}ld.param.b32 %r2, [v];
+	}}
+	ret;
+}}
+"
+    )
+}
+
+#[test]
+fn a_guarded_access_to_a_calls_param_variable_fails_load_as_ptxas_refuses_it() {
+    for (arg, ret, guarded) in [("@%p ", "", "@%p st.param"), ("", "@!%p ", "@!%p ld.param")] {
+        let text = guarded_params(arg, ret, "");
+        let line = text
+            .lines()
+            .position(|l| l.contains(guarded))
+            .map(|i| i + 1);
+        match Module::load(&text) {
+            Err(Error::Invalid { line: at, msg }) => {
+                assert_eq!(Some(at as usize), line, "{msg}");
+                assert!(
+                    msg.contains("under a guard") && msg.contains("guard the call"),
+                    "{msg}"
+                );
+            }
+            other => panic!("{arg}/{ret}: {other:?}"),
+        }
+    }
+    // The call itself, and a kernel's or function's own parameters, may be guarded.
+    assert!(Module::load(&guarded_params("", "", "@%p ")).is_ok());
+}
+
 #[test]
 fn a_module_defining_a_name_twice_fails_load_as_nvidia_refuses_it() {
     let entry = ".visible .entry k()\n{\n\tret;\n}\n";
