@@ -402,3 +402,26 @@ fn a_loop_that_writes_its_step_or_ands_its_exit_is_not_versioned_and_stops() {
         abort_in_with(&m, name, Duration::from_millis(5), false, &args);
     }
 }
+
+/// Immediates written wider than the compare (`-2` as `4294967294`, `0` as `4294967296`), which
+/// ptxas and ptxvm read at the compare's width: the check reads them so too, and the loop
+/// gives the unrewritten bytes or stops.
+#[test]
+fn immediates_wider_than_the_compare_are_read_at_its_width() {
+    let tail =
+        "add.s32 %r1, %r1, 4294967294;\n    setp.ne.s32 %p1, %r1, 4294967296;\n    @%p1 bra L;";
+    let text = ptx(&loop_kernel("wide", 32, tail));
+    let plain = Module::load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let (s, m) = load_sandboxed(&text);
+    assert!(entry(&s.ptx, "wide").contains("@!%gpuhost_vp bra"));
+    for start in [2u32, 6, 2046, 2048, 4096] {
+        let args = [Arg::U32(start), Arg::U32(0), Arg::U32(0)];
+        let got = output_in(&m, "wide", Shape::linear(1, 1), 8, &args, false);
+        assert_eq!(got[4..], (start / 2).to_le_bytes(), "start {start}");
+        assert_eq!(got, unsandboxed(&plain, "wide", &args), "start {start}");
+    }
+    for start in [0u32, 7, u32::MAX] {
+        let args = [Arg::U32(start), Arg::U32(0), Arg::U32(0)];
+        abort_in_with(&m, "wide", Duration::from_millis(2), false, &args);
+    }
+}
