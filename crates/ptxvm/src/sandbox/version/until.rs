@@ -78,7 +78,8 @@ pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
             Some(m)
         }
         ref k => {
-            // vd2 = k sign-extended, vd3 = s (k >> 63 is 0 or -1; or 1: 1 or -1).
+            // vd2 = k sign-extended; vd3 = s: k >> 63 is 0 or -1, and or-ing in 1 makes it 1
+            // or -1. Then vd2 = s*k = m and vd1 = s*(C - v0).
             let sext: &[&str] = if narrow { &["s64", "s32"] } else { &["b64"] };
             push2(out, load_op, sext, vd(2), k.clone());
             for (op, mods, ops) in [
@@ -111,8 +112,13 @@ pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
         }
     };
     match tail {
+        // plan() admits no other immediate step; should one come, the check fails (vd1 != vd1
+        // never holds), for the proof needs 1 <= m (no remainder by 0) and m <= 2^32 (no
+        // product below wraps).
+        Some(m) if !(1..=1 << 32).contains(&m) => {
+            out.push(setp("ne", vd(1), vd(1), true));
+        }
         Some(m) => {
-            // 1 <= m <= 2^32 (plan() admits no other immediate step).
             let m = m as i64;
             out.push(setp("ge", vd(1), Operand::Int(1), true));
             out.push(new(
@@ -186,6 +192,7 @@ mod tests {
                         "ge" => ops[0] >= ops[1],
                         "le" => ops[0] <= ops[1],
                         "eq" => ops[0] == ops[1],
+                        "ne" => ops[0] != ops[1],
                         c => panic!("{c}"),
                     };
                     u64::from(c && (rest == ["u64"] || ops[2] == 1))
@@ -213,6 +220,55 @@ mod tests {
             }
         }
         None
+    }
+
+    /// The check of `Plan` `p` (count-down, immediate or register `k`) on `v0`, `c`, `k`.
+    fn run(bits: u32, imm: bool, n: u32, (v0, c, k): (u64, u64, u64)) -> bool {
+        let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
+        let p = Plan {
+            head: 0,
+            back: 0,
+            iv: "%iv".into(),
+            limit: if imm {
+                Operand::Int(c as i64)
+            } else {
+                name("%c")
+            },
+            step: if imm {
+                Operand::Int(k as i64)
+            } else {
+                name("%k")
+            },
+            test: Test::Ne,
+            bits,
+        };
+        let mut code = Vec::new();
+        check(&p, n, 1, &mut code);
+        let mut regs = HashMap::from([
+            ("%iv".to_string(), v0),
+            ("%c".to_string(), c),
+            ("%k".to_string(), k),
+        ]);
+        passes(&code, &mut regs)
+    }
+
+    #[test]
+    fn an_immediate_step_the_proof_cannot_use_fails_the_check_even_if_planned() {
+        // plan() gives these no copy; the check refuses them on its own as well.
+        for (bits, k) in [
+            (32, 0),
+            (64, 0),
+            (32, 1 << 32),
+            (64, (1 << 32) + 1),
+            (64, i64::MIN),
+        ] {
+            for (v0, c) in [(0, 0), (4, 0), (1, 1 << 33), (0, 1)] {
+                assert!(
+                    !run(bits, true, 1024, (v0, c, k as u64)),
+                    "{bits} {k} {v0} {c}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -251,32 +307,7 @@ mod tests {
                 if imm && !super::step_may_pass(k as i64, bits) {
                     continue;
                 }
-                let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
-                let p = Plan {
-                    head: 0,
-                    back: 0,
-                    iv: "%iv".into(),
-                    limit: if imm {
-                        Operand::Int(c as i64)
-                    } else {
-                        name("%c")
-                    },
-                    step: if imm {
-                        Operand::Int(k as i64)
-                    } else {
-                        name("%k")
-                    },
-                    test: Test::Ne,
-                    bits,
-                };
-                let mut code = Vec::new();
-                check(&p, N, 1, &mut code);
-                let mut regs = HashMap::from([
-                    ("%iv".to_string(), v0),
-                    ("%c".to_string(), c),
-                    ("%k".to_string(), k),
-                ]);
-                let ok = passes(&code, &mut regs);
+                let ok = run(bits, imm, N, (v0, c, k));
                 let case = format!("bits {bits} v0 {v0:#x} c {c:#x} k {k:#x} imm {imm}");
                 if ok {
                     passed += 1;
