@@ -9,7 +9,11 @@
 //!   logical `shr iv, iv, s` (s >= 1) in the branch's basic block: B <= bits/s + 2 (tree
 //!   reductions: `for (s = n / 2; s > 0; s >>= 1)`);
 //! - **versioned**: the fast copy of a loop whose bound or step is only known at run time,
-//!   entered after a check that it takes fewer than `poll_interval` back-edges (version.rs).
+//!   entered after a check that it takes fewer than `poll_interval` back-edges (version.rs):
+//!   counted loops with a register bound or step, and **count-down** loops, whose branch is
+//!   taken while `iv != C` (`setp.ne` and `@p`, or `setp.eq` and `@!p`) with `iv += k` as above
+//!   (k of either sign; nvcc's rotated loops: `add r, r, -2; setp.ne r, 0`). Those end after
+//!   any number of back-edges up to 2^bits, so only a check at entry can bound them.
 //!
 //! Such a loop with B <= poll_interval (`collatz_steps`' `i < 1000`) runs as nvcc wrote it; the
 //! instrumented back-edge of each loop around it counts its B back-edges as well as its own, so a
@@ -23,6 +27,7 @@ use super::hash::{HashMap, HashMapExt, HashSet};
 use super::allow::call_parts;
 use super::forward::may_loop;
 use super::group::{writes, writes_any};
+use super::minmax::MinMaxTree;
 use super::names::same;
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
@@ -57,16 +62,24 @@ pub(crate) enum Val<'m> {
     Reg(&'m str),
 }
 
+/// What a counted loop's back-edge is taken only while: `iv < limit` (`<=` with `le`), or
+/// `iv != limit` (a count-down loop: bounded only by a check at entry, version.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Test {
+    Below { le: bool, signed: bool },
+    Ne,
+}
+
 /// How a loop's back-edge is bounded (see the module's header).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Counter<'m> {
-    /// Taken only while `iv < limit` (`<=` with `le`), `iv += step` once per iteration.
+    /// Taken only while `test` holds of `iv` and `limit`, `iv += step` (`bits` wide) once per
+    /// iteration.
     Counted {
         iv: &'m str,
         limit: Val<'m>,
         step: Val<'m>,
-        le: bool,
-        signed: bool,
+        test: Test,
         bits: u32,
     },
     /// Taken only while `iv != 0`, `iv >>= shift` (logical) once per iteration.
@@ -80,8 +93,7 @@ impl Counter<'_> {
             Counter::Counted {
                 limit: Val::Imm(c),
                 step: Val::Imm(k),
-                le,
-                signed: false,
+                test: Test::Below { le, signed: false },
                 ..
             } if c >= 0 && k >= 1 => {
                 Some((c as u64).checked_add(u64::from(le))?.div_ceil(k as u64) + 2)
@@ -221,13 +233,12 @@ fn targets(
     names.iter().map(|n| labels.get(n).copied()).collect()
 }
 
-/// What a loop's closing compare checks: `iv < limit` (or `<=`), or `iv != 0`.
+/// What a loop's closing compare checks: `iv < limit` (or `<=`), `iv != limit`, or `iv != 0`.
 enum Cmp<'m> {
-    Below {
+    Counted {
         iv: &'m str,
         limit: Val<'m>,
-        le: bool,
-        signed: bool,
+        test: Test,
         bits: u32,
     },
     NonZero {
@@ -245,13 +256,15 @@ fn val<'m>(o: &'m Operand<'_>) -> Option<Val<'m>> {
 }
 
 /// What `setp` `i` makes `p` true only for (combined with `.and`, read with `p` true):
-/// `setp.lt|le.{u,s}{32,64} p, iv, C`, or `setp.ne p, iv, 0` (`gt … 0`, `ge … 1`).
-fn compare_of<'m>(i: &'m Inst<'m>, p: &str) -> Option<Cmp<'m>> {
+/// `setp.lt|le.{u,s}{32,64} p, iv, C`, `setp.ne p, iv, C`, or `iv > 0`, `iv >= 1`. Read with
+/// `p` false (`negated`, a branch on `@!p`): only a plain `setp.eq p, iv, C`, which is `p`
+/// false only for `iv != C` (with `.and q`, `p` is false for any `iv` when `q` is).
+fn compare_of<'m>(i: &'m Inst<'m>, p: &str, negated: bool) -> Option<Cmp<'m>> {
     if i.opcode != "setp" || i.guard.is_some() {
         return None;
     }
     let has = |m: &str| i.mods.iter().any(|x| x == m);
-    if has("or") || has("xor") {
+    if has("or") || has("xor") || (negated && (has("and") || !has("eq"))) {
         return None;
     }
     let (bits, signed) = i.mods.iter().find_map(|m| match m.as_ref() {
@@ -274,21 +287,28 @@ fn compare_of<'m>(i: &'m Inst<'m>, p: &str) -> Option<Cmp<'m>> {
     }
     let rhs = val(i.operands.get(2)?)?;
     let cmp = |c: &str| has(c);
-    if cmp("lt") || cmp("le") {
-        if rhs == Val::Reg(iv) {
-            return None;
-        }
-        return Some(Cmp::Below {
-            iv,
-            limit: rhs,
+    let test = if cmp(if negated { "eq" } else { "ne" }) {
+        Some(Test::Ne)
+    } else if cmp("lt") || cmp("le") {
+        Some(Test::Below {
             le: cmp("le"),
             signed,
+        })
+    } else {
+        None
+    };
+    if let Some(test) = test {
+        // `iv != iv` and `iv < iv` are never true: no loop, and no bound to check.
+        return (rhs != Val::Reg(iv)).then_some(Cmp::Counted {
+            iv,
+            limit: rhs,
+            test,
             bits,
         });
     }
     let nonzero = matches!(
-        (rhs, cmp("ne"), cmp("gt"), cmp("ge")),
-        (Val::Imm(0), true, _, _) | (Val::Imm(0), _, true, _) | (Val::Imm(1), _, _, true)
+        (rhs, cmp("gt"), cmp("ge")),
+        (Val::Imm(0), true, _) | (Val::Imm(1), _, true)
     );
     nonzero.then_some(Cmp::NonZero { iv, bits })
 }
@@ -410,7 +430,7 @@ impl<'m> Cfg<'m> {
         if i.opcode != "bra" || h >= b {
             return None;
         }
-        let (p, neg) = i.guard.as_ref()?;
+        let &(ref p, neg) = i.guard.as_ref()?;
         // The proof walks the loop's body a few times: past this span it is not tried, and the
         // loop is polled as an unbounded one (a poll is nothing beside a body that long), so a
         // body of thousands of nested loops costs linear time, not quadratic (2,000 nested loops
@@ -422,7 +442,7 @@ impl<'m> Cfg<'m> {
         // No other back-edge inside: `back` is by position, so the first one past the header
         // is the only one to look at.
         let next_back = self.back.partition_point(|&(k, _)| k <= h);
-        if *neg || self.back.get(next_back).is_some_and(|&(k, _)| k < b) {
+        if self.back.get(next_back).is_some_and(|&(k, _)| k < b) {
             return None;
         }
         // Entered only at its header: no branch from outside lands inside, and none that may
@@ -460,19 +480,21 @@ impl<'m> Cfg<'m> {
                 .map(|k| (k, block[k]))
         };
         let (kp, def) = last_def(block.len(), p)?;
-        let cmp = match compare_of(def, p) {
+        let cmp = match compare_of(def, p, neg) {
             Some(x) => x,
-            None if def.opcode == "and" && def.guard.is_none() => {
+            // `and p, a, b` is true only when `a` is (false whenever either is: no bound read
+            // with `p` false).
+            None if def.opcode == "and" && def.guard.is_none() && !neg => {
                 let ops = [def.operands.get(1)?, def.operands.get(2)?];
                 ops.iter().find_map(|o| match o {
-                    Operand::Name(a) => last_def(kp, a).and_then(|(_, d)| compare_of(d, a)),
+                    Operand::Name(a) => last_def(kp, a).and_then(|(_, d)| compare_of(d, a, false)),
                     _ => None,
                 })?
             }
             None => return None,
         };
         let iv = match cmp {
-            Cmp::Below { iv, .. } | Cmp::NonZero { iv, .. } => iv,
+            Cmp::Counted { iv, .. } | Cmp::NonZero { iv, .. } => iv,
         };
         // iv's one write in the loop, in the branch's block; registers the check reads at
         // entry must keep their value through the loop.
@@ -510,26 +532,25 @@ impl<'m> Cfg<'m> {
             return None;
         }
         match cmp {
-            Cmp::Below {
-                limit,
-                le,
-                signed,
-                bits,
-                ..
+            Cmp::Counted {
+                limit, test, bits, ..
             } if upd.opcode == "add" && width == bits && !upd.mods[0].starts_with('b') => {
                 let step = val(step)?;
                 fixed([&limit, &step]).then_some(Counter::Counted {
                     iv,
                     limit,
                     step,
-                    le,
-                    signed,
+                    test,
                     bits,
                 })
             }
             Cmp::NonZero { bits, .. }
-                if upd.opcode == "shr" && width == bits && !upd.mods[0].starts_with('s') =>
-            {
+            | Cmp::Counted {
+                limit: Val::Imm(0),
+                test: Test::Ne,
+                bits,
+                ..
+            } if upd.opcode == "shr" && width == bits && !upd.mods[0].starts_with('s') => {
                 match step {
                     Operand::Int(k) if *k >= 1 && *k < i64::from(bits) => Some(Counter::Halving {
                         bits,
@@ -678,68 +699,9 @@ pub(crate) fn looped(loops: &[(usize, usize)]) -> Vec<bool> {
         .collect()
 }
 
-/// The first and last branch position landing at each position of a body, as a segment tree:
-/// the first and last over a range of targets in O(log n).
-#[derive(Default)]
-struct MinMaxTree {
-    /// Leaves at `n..2n`, each inner node the (min, max) of its two children; `EMPTY` where no
-    /// branch lands.
-    nodes: Vec<(usize, usize)>,
-    n: usize,
-}
-
-const EMPTY: (usize, usize) = (usize::MAX, 0);
-
-fn merge(a: (usize, usize), b: (usize, usize)) -> (usize, usize) {
-    (a.0.min(b.0), a.1.max(b.1))
-}
-
-impl MinMaxTree {
-    fn new(n: usize) -> Self {
-        MinMaxTree {
-            nodes: vec![EMPTY; 2 * n],
-            n,
-        }
-    }
-
-    /// A branch at `source` lands at `target` (ignored past the body: no position is there).
-    fn note(&mut self, target: usize, source: usize) {
-        if target < self.n {
-            let leaf = &mut self.nodes[self.n + target];
-            *leaf = merge(*leaf, (source, source));
-        }
-    }
-
-    /// Fills the inner nodes, once every branch is noted.
-    fn build(&mut self) {
-        for i in (1..self.n).rev() {
-            self.nodes[i] = merge(self.nodes[2 * i], self.nodes[2 * i + 1]);
-        }
-    }
-
-    /// The first and last branch landing in `lo..hi`, if any does.
-    fn range(&self, lo: usize, hi: usize) -> Option<(usize, usize)> {
-        let (mut lo, mut hi) = (lo.min(self.n) + self.n, hi.min(self.n) + self.n);
-        let mut acc = EMPTY;
-        while lo < hi {
-            if lo & 1 == 1 {
-                acc = merge(acc, self.nodes[lo]);
-                lo += 1;
-            }
-            if hi & 1 == 1 {
-                hi -= 1;
-                acc = merge(acc, self.nodes[hi]);
-            }
-            lo /= 2;
-            hi /= 2;
-        }
-        (acc != EMPTY).then_some(acc)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{MinMaxTree, looped};
+    use super::looped;
 
     #[test]
     fn looped_positions_are_those_inside_some_span_as_a_search_would_say() {
@@ -750,36 +712,5 @@ mod tests {
             assert_eq!(laid.get(pos).copied().unwrap_or(false), search, "{pos}");
         }
         assert!(looped(&[]).is_empty());
-    }
-
-    #[test]
-    fn the_tree_gives_the_first_and_last_source_over_any_range_as_a_walk_would() {
-        // Deterministic pseudo-random branches over bodies of several sizes (odd ones too: the
-        // tree is not padded to a power of two).
-        let mut x = 0x9e37_79b9u64;
-        let mut next = |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
-        for n in [1usize, 2, 3, 7, 64, 101] {
-            let edges: Vec<(usize, usize)> = (0..n).map(|_| (next(n + 2), next(n))).collect();
-            let mut t = MinMaxTree::new(n);
-            for &(target, source) in &edges {
-                t.note(target, source);
-            }
-            t.build();
-            for lo in 0..=n + 1 {
-                for hi in lo..=n + 2 {
-                    let walk = edges
-                        .iter()
-                        .filter(|&&(target, _)| target >= lo && target < hi && target < n)
-                        .map(|&(_, s)| (s, s))
-                        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
-                    assert_eq!(t.range(lo, hi), walk, "n {n}, {lo}..{hi}");
-                }
-            }
-        }
     }
 }

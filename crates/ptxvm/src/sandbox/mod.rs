@@ -43,6 +43,7 @@ mod report;
 mod rewrite;
 pub use lean::LEAN_SPAN;
 mod bounds;
+mod minmax;
 mod statics;
 mod version;
 mod window;

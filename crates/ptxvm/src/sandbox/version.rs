@@ -12,8 +12,18 @@
 //! consecutive j, and the check proves, in 64-bit arithmetic where nothing wraps, that
 //! `1 <= k`, `v0 <= C'` (`C' = C + 1` for `<=`), that `C' + k` does not pass the compare's
 //! range (so no value wraps before one fails the compare), and `C' - v0 <= (N - 1) * k`: at most
-//! N - 1 values pass. The layout keeps every branch forward except the two back-edges, so both
-//! drivers reconverge as before:
+//! N - 1 values pass.
+//!
+//! **Count-down loops** (version/until.rs, which holds their proof): the same shape with the
+//! back-edge taken while `iv != C` (`setp.ne` and `@p`, or `setp.eq` and `@!p`), `k` of either
+//! sign and an immediate too, as nvcc rotates counted loops (`add r, r, -2; setp.ne r, 0`).
+//! Nothing in their text bounds them (`v0 == C` runs 2^bits / |k| iterations, an odd start for
+//! k = -2 never meets 0), so every one is versioned; the check passes only when |k| divides
+//! D = ±(C - v0) mod 2^bits, 1 <= D and D <= (N - 1) * |k|: the loop then leaves after at most
+//! D / |k| <= N - 1 back-edges.
+//!
+//! The layout keeps every branch forward except the two back-edges, so both drivers reconverge
+//! as before:
 //!
 //! ```text
 //! H:      check → %gpuhost_vp;  @!%gpuhost_vp bra S
@@ -28,9 +38,11 @@
 //! and the rewrite then treat as the user's own. It returns the fast copies' header labels: their
 //! back-edges are the ones bounded.rs exempts from polling.
 
+mod until;
+
 use super::hash::{HashMap, HashSet, HashSetExt};
 
-use super::bounded::{Cfg, Counter, Item, Val};
+use super::bounded::{Cfg, Counter, Item, Test, Val};
 use crate::ast::{Inst, Module, Operand, Stmt, Str};
 use crate::isa::Opcode;
 
@@ -49,8 +61,7 @@ struct Plan {
     /// `C` and `k`: a register or an immediate.
     limit: Operand<'static>,
     step: Operand<'static>,
-    le: bool,
-    signed: bool,
+    test: Test,
     bits: u32,
 }
 
@@ -194,16 +205,18 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
             iv,
             limit,
             step,
-            le,
-            signed,
+            test,
             bits,
         }) = cfg.counter((h, b), i, &|_| false)
         else {
             continue;
         };
-        // Loops whose bound follows from their text alone are bounded.rs's already.
-        if !signed && matches!((&limit, &step), (Val::Imm(_), Val::Imm(_))) {
-            continue;
+        match (test, &limit, &step) {
+            // Loops whose bound follows from their text alone are bounded.rs's already.
+            (Test::Below { signed: false, .. }, Val::Imm(_), Val::Imm(_)) => continue,
+            // A count-down loop whose step can never pass the check needs no copy.
+            (Test::Ne, _, Val::Imm(k)) if !until::step_may_pass(*k, bits) => continue,
+            _ => {}
         }
         planned.insert(th);
         plans.push(Plan {
@@ -212,8 +225,7 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
             iv: iv.to_string(),
             limit: owned(&limit),
             step: owned(&step),
-            le,
-            signed,
+            test,
             bits,
         });
     }
@@ -264,23 +276,27 @@ fn vd(k: u32) -> Operand<'static> {
 /// The check, onto `out`: `%gpuhost_vp` := the loop entered here takes fewer than `n`
 /// back-edges.
 fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
+    let (le, signed) = match p.test {
+        Test::Below { le, signed } => (le, signed),
+        Test::Ne => return until::check(p, n, line, out),
+    };
     let (limit, step) = (p.limit.clone(), p.step.clone());
     let vp = || Operand::Name(Str::Borrowed(VP));
     if p.bits == 32 {
         // Widened exactly (sign- or zero-extended): every sum below fits in 64 bits.
-        let cvt: &[&str] = if p.signed {
+        let cvt: &[&str] = if signed {
             &["s64", "s32"]
         } else {
             &["u64", "u32"]
         };
-        let max = if p.signed {
+        let max = if signed {
             i64::from(i32::MAX)
         } else {
             i64::from(u32::MAX)
         };
         let widen = |d: u32, o: Operand<'static>| match o {
             Operand::Int(k) => {
-                let k = if p.signed {
+                let k = if signed {
                     k as i32 as i64
                 } else {
                     k as u32 as i64
@@ -292,7 +308,7 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
         out.push(widen(0, name(&p.iv)));
         out.push(widen(1, limit));
         out.push(widen(2, step));
-        if p.le {
+        if le {
             out.push(new(
                 line,
                 None,
@@ -357,7 +373,7 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
             &["le", "and", "u64"],
             [vp(), vd(2), Operand::Int(1 << 32), vp()],
         ));
-        if p.le {
+        if le {
             out.push(new(
                 line,
                 None,
@@ -483,7 +499,90 @@ fn version<'s>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Operand, VD, vd};
+    use super::{Module, Operand, Test, VD, plan, vd};
+
+    /// A kernel of one loop, `L: add.u32 %r3, %r3, 1; <tail>` with `@...bra L` in `tail`.
+    fn module(tail: &str) -> Module<'static> {
+        let text = format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a)\n{{\n\
+             .reg .b64 %rd<4>;\n.reg .b32 %r<6>;\n.reg .pred %p<3>;\n\
+             ld.param.u32 %r1, [a];\nL:\nadd.u32 %r3, %r3, 1;\n{tail}\nret;\n}}\n"
+        );
+        let m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
+        m.into_owned()
+    }
+
+    /// The loop's plan, as `iv limit step bits` for a count-down loop (`below` for the other
+    /// shape); `None` when it is not versioned.
+    fn planned(tail: &str) -> Option<String> {
+        let m = module(tail);
+        let plans = plan(m.funcs[0].body.as_ref().unwrap());
+        assert!(plans.len() <= 1, "{tail}");
+        plans.first().map(|p| match p.test {
+            Test::Ne => format!("{} {:?} {:?} {}", p.iv, p.limit, p.step, p.bits),
+            Test::Below { .. } => "below".to_string(),
+        })
+    }
+
+    #[test]
+    fn count_down_loops_are_planned_in_each_spelling_nvcc_and_clang_use() {
+        let until = |iv: &str, c: &str, k: &str, bits| {
+            let op = |x: &str| match x.parse::<i64>() {
+                Ok(v) => format!("{:?}", Operand::Int(v)),
+                Err(_) => format!("{:?}", super::name(x)),
+            };
+            Some(format!("{iv} {} {} {bits}", op(c), op(k)))
+        };
+        // nvcc's rotated loop, unrolled by 2.
+        let nvcc = "add.s32 %r1, %r1, -2;\nsetp.ne.s32 %p1, %r1, 0;\n@%p1 bra L;";
+        assert_eq!(planned(nvcc), until("%r1", "0", "-2", 32));
+        // `setp.eq` read through `@!p`; the compare before the add; register step and bound.
+        let eq = "add.s32 %r1, %r1, %r2;\nsetp.eq.s32 %p1, %r1, %r4;\n@!%p1 bra L;";
+        assert_eq!(planned(eq), until("%r1", "%r4", "%r2", 32));
+        let before = "setp.ne.u32 %p1, %r1, %r4;\nadd.u32 %r1, %r1, 3;\n@%p1 bra L;";
+        assert_eq!(planned(before), until("%r1", "%r4", "3", 32));
+        let wide = "add.s64 %rd1, %rd1, %rd2;\nsetp.ne.s64 %p1, %rd1, %rd3;\n@%p1 bra L;";
+        assert_eq!(planned(wide), until("%rd1", "%rd3", "%rd2", 64));
+        // `.and q` makes p true only when iv != C as well.
+        let anded = "add.s32 %r1, %r1, -1;\nsetp.ne.and.s32 %p1, %r1, 0, %p2;\n@%p1 bra L;";
+        assert_eq!(planned(anded), until("%r1", "0", "-1", 32));
+    }
+
+    #[test]
+    fn count_down_loops_that_no_entry_check_can_bound_are_not_planned() {
+        for tail in [
+            // Taken while iv == C, or while iv != C || q: no bound from the compare.
+            "add.s32 %r1, %r1, -1;\nsetp.eq.s32 %p1, %r1, 0;\n@%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nsetp.ne.s32 %p1, %r1, 0;\n@!%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nsetp.eq.and.s32 %p1, %r1, 0, %p2;\n@!%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nsetp.ne.or.s32 %p1, %r1, 0, %p2;\n@%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nsetp.eq.s32 %p2, %r1, 0;\nand.pred %p1, %p2, %p2;\n@!%p1 bra L;",
+            // The step or the bound written in the loop; iv written twice, or by a guarded add.
+            "add.s32 %r1, %r1, %r2;\nneg.s32 %r2, %r2;\nsetp.ne.s32 %p1, %r1, 0;\n@%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nadd.s32 %r4, %r4, 1;\nsetp.ne.s32 %p1, %r1, %r4;\n@%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nadd.s32 %r1, %r1, -1;\nsetp.ne.s32 %p1, %r1, 0;\n@%p1 bra L;",
+            "@%p2 add.s32 %r1, %r1, -1;\nsetp.ne.s32 %p1, %r1, 0;\n@%p1 bra L;",
+            // The compare against iv itself, or at another width than the add.
+            "add.s32 %r1, %r1, -1;\nsetp.ne.s32 %p1, %r1, %r1;\n@%p1 bra L;",
+            "add.s32 %r1, %r1, -1;\nsetp.ne.s64 %p1, %r1, 0;\n@%p1 bra L;",
+            // Immediate steps that can never pass the check: 0, and past 2^32 at 64 bits.
+            "add.s32 %r1, %r1, 0;\nsetp.ne.s32 %p1, %r1, 0;\n@%p1 bra L;",
+            "add.s64 %rd1, %rd1, 8589934592;\nsetp.ne.s64 %p1, %rd1, 0;\n@%p1 bra L;",
+            // A halving loop spelled with `setp.eq` and `@!p` is bounded by its text.
+            "shr.u32 %r1, %r1, 1;\nsetp.eq.s32 %p1, %r1, 0;\n@!%p1 bra L;",
+        ] {
+            assert_eq!(planned(tail), None, "{tail}");
+        }
+    }
+
+    #[test]
+    fn immediate_steps_may_pass_only_between_one_and_two_to_the_32() {
+        use super::until::step_may_pass;
+        assert!(step_may_pass(-2, 32) && step_may_pass(0xffff_fffe, 32));
+        assert!(step_may_pass(i64::from(i32::MIN), 32) && step_may_pass(-(1 << 32), 64));
+        assert!(!step_may_pass(0, 32) && !step_may_pass(1 << 32, 32));
+        assert!(!step_may_pass((1 << 32) + 1, 64) && !step_may_pass(i64::MIN, 64));
+    }
 
     #[test]
     fn marked_names_are_spelled_as_format_spells_them() {

@@ -5,6 +5,7 @@ mod bounds;
 mod breadth;
 mod calls;
 mod corpus;
+mod countdown;
 mod entry;
 mod errors;
 mod fastpath;

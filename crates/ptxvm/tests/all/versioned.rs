@@ -47,36 +47,12 @@ impl LoopKind {
 
     fn ptx(&self) -> String {
         let ty = format!("{}{}", if self.signed { 's' } else { 'u' }, self.bits);
-        let (reg, pty) = if self.bits == 32 {
-            ("%r", "u32")
-        } else {
-            ("%rd", "u64")
-        };
+        let r = if self.bits == 32 { "%r" } else { "%rd" };
         let cmp = if self.le { "le" } else { "lt" };
-        let name = self.name();
-        format!(
-            "
-.visible .entry {name}(.param .u64 out, .param .{pty} start, .param .{pty} limit, .param .{pty} step)
-{{
-    .reg .b64 %rd<8>;
-    .reg .b32 %r<8>;
-    .reg .pred %p<2>;
-    ld.param.u64 %rd7, [out];
-    ld.param.{pty} {reg}1, [start];
-    ld.param.{pty} {reg}2, [limit];
-    ld.param.{pty} {reg}3, [step];
-    mov.u32 %r6, 0;
-L:
-    add.u32 %r6, %r6, 1;
-    st.global.u32 [%rd7], %r6;
-    add.{ty} {reg}1, {reg}1, {reg}3;
-    setp.{cmp}.{ty} %p1, {reg}1, {reg}2;
-    @%p1 bra L;
-    st.global.u32 [%rd7+4], %r6;
-    ret;
-}}
-"
-        )
+        let tail = format!(
+            "add.{ty} {r}1, {r}1, {r}3;\n    setp.{cmp}.{ty} %p1, {r}1, {r}2;\n    @%p1 bra L;"
+        );
+        loop_kernel(&self.name(), self.bits, &tail)
     }
 
     /// The iterations the loop runs (wrapping as the hardware does), or `None` past `CAP`.
@@ -104,6 +80,37 @@ L:
             Arg::U64(v as u64)
         }
     }
+}
+
+/// Entry `name(out, start, limit, step)`, the last three `bits` wide in `{r}1..3` (`%r` or `%rd`):
+/// `do { n++; *out = n; <tail> } while ...` with `tail` ending in `bra L`; `out[1] = n` after.
+pub fn loop_kernel(name: &str, bits: u32, tail: &str) -> String {
+    let (r, pty) = if bits == 32 {
+        ("%r", "u32")
+    } else {
+        ("%rd", "u64")
+    };
+    format!(
+        "
+.visible .entry {name}(.param .u64 out, .param .{pty} start, .param .{pty} limit, .param .{pty} step)
+{{
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<8>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd7, [out];
+    ld.param.{pty} {r}1, [start];
+    ld.param.{pty} {r}2, [limit];
+    ld.param.{pty} {r}3, [step];
+    mov.u32 %r6, 0;
+L:
+    add.u32 %r6, %r6, 1;
+    st.global.u32 [%rd7], %r6;
+    {tail}
+    st.global.u32 [%rd7+4], %r6;
+    ret;
+}}
+"
+    )
 }
 
 fn module() -> &'static (String, Module) {
