@@ -96,8 +96,9 @@ def step(addr, ins, offs, live, zero, bad):
     zero -= written
     zero |= new
     for r in regs(dests, "UR"):
-        # A 64-bit result writes a pair.
-        for w in [int(r), int(r) + 1] if ".64" in op else [int(r)]:
+        # A 64-bit result writes a pair (`.WIDE` multiplies too: UIMAD.WIDE.U32 UR10 writes
+        # UR10 and UR11).
+        for w in [int(r), int(r) + 1] if ".64" in op or ".WIDE" in op else [int(r)]:
             if not guarded:
                 live.pop(w, None)
     ldc = re.match(r"ULDC(\.64)?\s+UR(\d+),\s*c\[0x0\]\[(0x[0-9a-f]+)\]", body)
@@ -114,6 +115,39 @@ def step(addr, ins, offs, live, zero, bad):
 
 
 BRANCH = re.compile(r"\b(BRA|BRX|JMP|JMX|CALL\.\S+|RET\.\S+|EXIT|BREAK|KILL)\b(?:\s+(?:U?P\d+,\s*)?(?:R\d+\s+)?(0x[0-9a-f]+))?")
+
+
+def ur_writes(ins):
+    """The uniform registers an unguarded instruction surely writes (a pair for a 64-bit
+    result); none for a guarded one."""
+    if re.match(r"^@!?U?P\w+\s", ins):
+        return set()
+    op, _, args = ins.partition(" ")
+    out = set()
+    for r in regs(args.split(",")[0] if args else "", "UR"):
+        out |= {int(r), int(r) + 1} if ".64" in op or ".WIDE" in op else {int(r)}
+    return out
+
+
+def must_write(callee, starts, ends, succ, insts):
+    """The uniform registers written on every path from the block `callee` to a return."""
+    top = None  # every register: a block no path has reached yet
+    into = {b: top for b in starts}
+    into[callee] = set()
+    work, returns = [callee], []
+    while work:
+        b = work.pop()
+        facts = set(into[b])
+        for k in range(b, ends[b]):
+            facts |= ur_writes(insts[k][1])
+        if re.search(r"\bRET\.", insts[ends[b] - 1][1]):
+            returns.append(frozenset(facts))
+        for s in succ[b]:
+            new = facts if into[s] is top else into[s] & facts
+            if new != into[s]:
+                into[s] = new
+                work.append(s)
+    return set.intersection(*map(set, returns)) if returns else set()
 
 
 def check(insts, offs):
@@ -154,16 +188,25 @@ def check(insts, offs):
             succ[b] = target + nxt  # indirect: its targets are not listed; the canary, not a proof
         else:  # EXIT, RET, BREAK, KILL
             succ[b] = nxt if guarded else []
+    clobbers = {c: must_write(c, starts, ends, succ, insts) for c in calls}
     # Block entry facts: None until a path reaches it. Entries (the function's start and call
     # targets) start empty.
     entry = {b: None for b in starts}
     for b in [0] + sorted(calls):
         entry[b] = ({}, set())  # live, zero
     def replay(b, bad):
-        """Block `b` run from its entry facts: its exit facts and its hidden loads."""
+        """Block `b` run from its entry facts: its exit facts and its hidden loads. After a
+        call, the uniform registers its callee writes on every path hold the callee's values
+        (a 64-bit remainder's subroutine returns its result in ones that held a parameter)."""
         live = {r: set(v) for r, v in entry[b][0].items()}
         zero = set(entry[b][1])
-        loads = sum(step(*insts[k], offs, live, zero, bad) for k in range(b, ends[b]))
+        loads = 0
+        for k in range(b, ends[b]):
+            loads += step(*insts[k], offs, live, zero, bad)
+            m = BRANCH.search(insts[k][1])
+            if m and m.group(1).startswith("CALL") and m.group(2) and int(m.group(2), 16) in at:
+                for w in clobbers.get(at[int(m.group(2), 16)], set()):
+                    live.pop(w, None)
         return live, zero, loads
 
     work = list(starts)
