@@ -168,9 +168,12 @@ fn committed() -> Vec<(String, String)> {
     out
 }
 
+/// What writes a generated program: testkit's `program` or one of its variants.
+type Write = fn(u64, Mode) -> String;
+
 /// Generated programs, rewritten under each case's own policy: `SANDBOX_SASS_CASES` of each mode
 /// (default [`GENERATED`]) from seed `SANDBOX_SASS_SEED` (default 1), every third also in its
-/// variant with `ldmatrix`.
+/// variant with `ldmatrix`, and every third after it with count-down loops.
 fn generated() -> Vec<(String, String)> {
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let cases = var("SANDBOX_SASS_CASES").unwrap_or(GENERATED);
@@ -183,13 +186,17 @@ fn generated() -> Vec<(String, String)> {
             let s = sandbox(&text, &policy)
                 .unwrap_or_else(|e| panic!("generated {tag} {seed} is refused: {e}"));
             out.push((format!("gen_{tag}_{seed}"), s.ptx));
-            // A third of them again with `ldmatrix` of shared rows (its fence redirects rows).
-            if (seed - first) % 3 == 0 {
-                let text = ptxgen::program_with_matrix(seed, mode);
-                let s = sandbox(&text, &policy).unwrap_or_else(|e| {
-                    panic!("generated {tag} {seed} (ldmatrix) is refused: {e}")
-                });
-                out.push((format!("gen_{tag}_ldmatrix_{seed}"), s.ptx));
+            // A third of them again with `ldmatrix` of shared rows (its fence redirects rows),
+            // another third with count-down loops (versioned: a fast copy of each).
+            let variant: Option<(&str, Write)> = match (seed - first) % 3 {
+                0 => Some(("ldmatrix", ptxgen::program_with_matrix)),
+                1 => Some(("countdown", ptxgen::program_with_countdown)),
+                _ => None,
+            };
+            if let Some((name, write)) = variant {
+                let s = sandbox(&write(seed, mode), &policy)
+                    .unwrap_or_else(|e| panic!("generated {tag} {seed} ({name}) is refused: {e}"));
+                out.push((format!("gen_{tag}_{name}_{seed}"), s.ptx));
             }
         }
     }

@@ -134,16 +134,10 @@ impl Gen {
     /// - Hostile: a third may never end (a step of 0, a counter that wraps past its bound, a
     ///   signed bound it never reaches), which only the abort epoch stops.
     pub(super) fn lp(&mut self, depth: u32) {
-        let level = self.loops;
-        let top = self.label();
-        let (c, b, k) = (
-            format!("%c{level}"),
-            format!("%b{level}"),
-            format!("%k{level}"),
-        );
-        let (r, r2) = (self.data(), self.data());
-        let endless = self.mode == Mode::Hostile && self.endless && self.rng.chance(33);
-        let long = !endless && self.rng.chance(10);
+        if self.countdown && self.rng.chance(50) {
+            return self.countdown_lp(depth);
+        }
+        let (top, [c, b, k], [r, r2], endless, long) = self.loop_head();
         let signed = self.rng.chance(30);
         let cmp = match (signed, self.rng.chance(30)) {
             (false, false) => "lt.u32",
@@ -202,6 +196,29 @@ impl Gen {
             };
             (step, bound)
         };
+        let back = [
+            format!("add.u32 {c}, {c}, {step};"),
+            format!("setp.{cmp} %p3, {c}, {bound};"),
+            format!("@%p3 bra {top};"),
+        ];
+        self.loop_from(&top, long, depth, &back);
+    }
+
+    /// A new loop's header label, its level's counter, bound and step registers, two data
+    /// registers to set them from, and whether it may never end (hostile only) or runs long.
+    fn loop_head(&mut self) -> (String, [String; 3], [String; 2], bool, bool) {
+        let level = self.loops;
+        let top = self.label();
+        let data = [self.data(), self.data()];
+        let endless = self.mode == Mode::Hostile && self.endless && self.rng.chance(33);
+        let long = !endless && self.rng.chance(10);
+        let regs = ["c", "b", "k"].map(|x| format!("%{x}{level}"));
+        (top, regs, data, endless, long)
+    }
+
+    /// The rest of a loop whose counter is set: its header `top`, its body (a small one when
+    /// `long`), then its latch, where `back` counts and branches back.
+    fn loop_from(&mut self, top: &str, long: bool, depth: u32, back: &[String]) {
         let _ = writeln!(self.out, "{top}:");
         self.loops += 1;
         let (exit, latch) = (self.label(), self.label());
@@ -218,10 +235,102 @@ impl Gen {
         self.exits.pop();
         self.loops -= 1;
         let _ = writeln!(self.out, "{latch}:");
-        emit!(self, "add.u32 {c}, {c}, {step};");
-        emit!(self, "setp.{cmp} %p3, {c}, {bound};");
-        emit!(self, "@%p3 bra {top};");
+        for line in back {
+            self.line(line);
+        }
         let _ = writeln!(self.out, "{exit}:");
+    }
+
+    /// A count-down loop, as nvcc rotates counted loops (`add c, c, -2; setp.ne c, 0; @p bra`):
+    /// the back-edge taken while the counter differs from its bound (`setp.ne` and `@p`, or
+    /// `setp.eq` and `@!p`; the compare after the add or before it), stepping by an immediate or
+    /// a register of either sign, toward a bound of 0 or a register.
+    /// - Legal: the counter meets its bound after 1 to 16 steps; rarely a long one (up to 2,500
+    ///   steps of -2, past a poll interval of 1,024).
+    /// - Hostile: a third may never meet it (an odd start stepping by -2 toward 0, a start at
+    ///   the bound, a step of 0, or start and step from the data), which only the abort epoch
+    ///   stops.
+    fn countdown_lp(&mut self, depth: u32) {
+        let (top, [c, b, k], [r, r2], endless, long) = self.loop_head();
+        let (step, bound) = if long {
+            emit!(self, "min.u32 {c}, %r15, 2500;");
+            emit!(self, "add.u32 {c}, {c}, 1;");
+            emit!(self, "shl.b32 {c}, {c}, 1;");
+            ("-2".to_string(), "0".to_string())
+        } else if endless {
+            match self.rng.below(4) {
+                // An odd start stepping by -2 toward 0: it steps over it, and wraps for ever.
+                0 => {
+                    emit!(self, "or.b32 {c}, {r}, 1;");
+                    ("-2".to_string(), "0".to_string())
+                }
+                // A start at the bound: 2^32 steps before it meets it again.
+                1 => {
+                    emit!(self, "and.b32 {b}, {r}, 255;");
+                    emit!(self, "mov.u32 {c}, {b};");
+                    ("1".to_string(), b.clone())
+                }
+                // A step that may be 0.
+                2 => {
+                    emit!(self, "and.b32 {c}, {r}, 7;");
+                    emit!(self, "and.b32 {k}, {r2}, 1;");
+                    emit!(self, "add.u32 {b}, {c}, 5;");
+                    (k.clone(), b.clone())
+                }
+                // Start and step from the data.
+                _ => {
+                    emit!(self, "mov.u32 {c}, {r};");
+                    emit!(self, "mov.u32 {k}, {r2};");
+                    (k.clone(), "0".to_string())
+                }
+            }
+        } else {
+            // The counter starts `trips` steps of `m` from the bound, on the side the step's
+            // sign leaves it.
+            let trips = 1 + self.rng.below(16);
+            let m = 1 + self.rng.below(4);
+            let bound = if self.rng.chance(50) {
+                emit!(self, "and.b32 {b}, {r}, 15;");
+                b.clone()
+            } else {
+                "0".to_string()
+            };
+            let down = self.rng.chance(60);
+            let span = trips * m;
+            let toward = if down { "add" } else { "sub" };
+            emit!(self, "{toward}.u32 {c}, {bound}, {span};");
+            let step = if self.rng.chance(50) {
+                if down {
+                    format!("-{m}")
+                } else {
+                    format!("{m}")
+                }
+            } else {
+                emit!(self, "mov.u32 {k}, {m};");
+                if down {
+                    emit!(self, "neg.s32 {k}, {k};");
+                }
+                k.clone()
+            };
+            (step, bound)
+        };
+        let (cmp, guard) = if self.rng.chance(70) {
+            ("ne", "@%p3")
+        } else {
+            ("eq", "@!%p3")
+        };
+        let add = format!("add.u32 {c}, {c}, {step};");
+        let setp = format!("setp.{cmp}.u32 %p3, {c}, {bound};");
+        // The compare before the add tests the value before the step: one step fewer.
+        let back = if self.rng.chance(25) {
+            if !long && !endless {
+                emit!(self, "add.u32 {c}, {c}, {step};");
+            }
+            [setp, add, format!("{guard} bra {top};")]
+        } else {
+            [add, setp, format!("{guard} bra {top};")]
+        };
+        self.loop_from(&top, long, depth, &back);
     }
 
     pub(super) fn call(&mut self) {

@@ -26,6 +26,9 @@ pub(super) struct Gen {
     /// Tensor-core reads (`ldmatrix`) in uniform code too. Off, the generator draws exactly
     /// what it drew before they existed, so every recorded seed keeps its program.
     pub(super) matrix: bool,
+    /// Count-down loops (`setp.ne` back-edges, as nvcc rotates counted loops) among the loop
+    /// shapes; off, the generator draws what it drew before, as for `matrix`.
+    pub(super) countdown: bool,
 }
 
 impl Gen {
@@ -34,6 +37,7 @@ impl Gen {
             endless,
             exits: Vec::new(),
             matrix: false,
+            countdown: false,
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             mode,
             out: String::new(),

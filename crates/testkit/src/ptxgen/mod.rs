@@ -116,6 +116,15 @@ pub fn program_with_matrix(seed: u64, mode: Mode) -> String {
     g.module()
 }
 
+/// [`program`] with count-down loops among its loops too (the back-edge taken while the counter
+/// differs from its bound, as nvcc rotates counted loops; loop versioning copies them when an
+/// entry check proves them short). A hostile program's may never meet their bound.
+pub fn program_with_countdown(seed: u64, mode: Mode) -> String {
+    let mut g = Gen::new(seed, mode, true);
+    g.countdown = true;
+    g.module()
+}
+
 /// [`program`], but every loop ends (for drivers where a test cannot stop a kernel at will).
 pub fn program_ending(seed: u64, mode: Mode) -> String {
     Gen::new(seed, mode, false).module()
