@@ -51,21 +51,20 @@ impl Warp {
     }
 
     /// Continues the running group at `npc`, merging or switching groups as the policy
-    /// requires.
+    /// requires. One compare on every instruction: while a lane is in a call, `min_wait` is 0,
+    /// so each step takes the call-aware path.
     #[inline(always)]
     pub(crate) fn goto(&mut self, npc: u32) {
-        let go_on = if self.deep == 0 {
-            npc < self.min_wait
+        if npc < self.min_wait {
+            self.pc = npc;
         } else {
-            self.waiting == 0
-                || self.order(
-                    Warp::first(self.active),
-                    npc,
-                    self.next_lane,
-                    self.lane_pc[self.next_lane],
-                ) == Ordering::Less
-        };
-        if go_on {
+            self.goto_past(npc);
+        }
+    }
+
+    /// [`Self::goto`] to a PC at or past the lowest waiting one, or with a lane in a call.
+    fn goto_past(&mut self, npc: u32) {
+        if self.deep != 0 && self.goes_on_in_call_order(npc) {
             self.pc = npc;
         } else {
             self.park(self.active, npc);
@@ -74,18 +73,24 @@ impl Warp {
         }
     }
 
+    /// Whether the running group at `npc` is still behind every waiting lane, some lane being
+    /// in a call.
+    fn goes_on_in_call_order(&self, npc: u32) -> bool {
+        self.waiting == 0
+            || self.order(
+                Warp::first(self.active),
+                npc,
+                self.next_lane,
+                self.lane_pc[self.next_lane],
+            ) == Ordering::Less
+    }
+
     /// Parks `lanes` (one group, or one lane) at `pc`.
     pub(crate) fn park(&mut self, lanes: u32, pc: u32) {
-        if lanes == 0 {
-            return;
-        }
-        let first = Warp::first(lanes);
-        if self.deep != 0
-            && (self.waiting == 0
-                || self.order(first, pc, self.next_lane, self.lane_pc[self.next_lane])
-                    == Ordering::Less)
-        {
-            self.next_lane = first;
+        if self.deep != 0 {
+            self.park_in_call_order(lanes, pc);
+        } else {
+            self.min_wait = self.min_wait.min(pc);
         }
         for l in 0..32 {
             if lanes >> l & 1 != 0 {
@@ -93,11 +98,24 @@ impl Warp {
             }
         }
         self.waiting |= lanes;
-        self.min_wait = self.min_wait.min(pc);
+    }
+
+    /// Keeps `next_lane` the waiting lane furthest behind as `lanes` park at `pc`.
+    fn park_in_call_order(&mut self, lanes: u32, pc: u32) {
+        if lanes == 0 {
+            return;
+        }
+        let first = Warp::first(lanes);
+        if self.waiting == 0
+            || self.order(first, pc, self.next_lane, self.lane_pc[self.next_lane]) == Ordering::Less
+        {
+            self.next_lane = first;
+        }
     }
 
     /// Marks `lanes` as inside a call (their return addresses already pushed). The first call
-    /// makes the waiting lanes' order the call-aware one, so their next lane is found again.
+    /// switches the warp to the call-aware order: the waiting lanes' next lane is found, and
+    /// `min_wait` closed.
     pub(crate) fn entered_call(&mut self, lanes: u32) {
         let was_flat = self.deep == 0;
         self.deep |= lanes;
@@ -106,27 +124,39 @@ impl Warp {
         }
     }
 
-    /// Marks `lanes` as back in the kernel's body (their return stacks empty).
+    /// Marks `lanes` as back in the kernel's body (their return stacks empty, or exited); when
+    /// none is in a call any more, the order is by PC again.
     pub(crate) fn left_calls(&mut self, lanes: u32) {
-        self.deep &= !lanes;
+        if self.deep != 0 {
+            self.deep &= !lanes;
+            if self.deep == 0 {
+                self.min_wait = self.lowest_waiting_pc();
+            }
+        }
     }
 
-    /// Makes the waiting lanes furthest behind the running group.
-    pub(crate) fn pick(&mut self) {
-        debug_assert_eq!(self.active, 0);
-        if self.waiting == 0 {
-            self.min_wait = u32::MAX;
-            return;
-        }
-        if self.deep != 0 {
-            return self.pick_in_call_order();
-        }
+    /// The lowest PC a waiting lane is parked at (`u32::MAX` if none).
+    fn lowest_waiting_pc(&self) -> u32 {
         let mut min = u32::MAX;
         for l in 0..32 {
             if self.waiting >> l & 1 != 0 {
                 min = min.min(self.lane_pc[l]);
             }
         }
+        min
+    }
+
+    /// Makes the waiting lanes furthest behind the running group.
+    pub(crate) fn pick(&mut self) {
+        debug_assert_eq!(self.active, 0);
+        if self.deep != 0 {
+            return self.pick_in_call_order();
+        }
+        if self.waiting == 0 {
+            self.min_wait = u32::MAX;
+            return;
+        }
+        let min = self.lowest_waiting_pc();
         let mut group = 0u32;
         let mut next = u32::MAX;
         for l in 0..32 {
@@ -146,6 +176,9 @@ impl Warp {
 
     /// [`Self::pick`] while some lane is inside a call.
     fn pick_in_call_order(&mut self) {
+        if self.waiting == 0 {
+            return;
+        }
         self.find_next();
         let (lead, pc) = (self.next_lane, self.lane_pc[self.next_lane]);
         let mut group = 0u32;
@@ -160,16 +193,13 @@ impl Warp {
         self.find_next();
     }
 
-    /// Sets `next_lane` to the waiting lane furthest behind, and `min_wait` to the lowest
-    /// waiting PC (kept for when no lane is in a call any more).
+    /// Sets `next_lane` to the waiting lane furthest behind, and closes `min_wait`.
     fn find_next(&mut self) {
         let mut next: Option<usize> = None;
-        let mut min = u32::MAX;
         for l in 0..32 {
             if self.waiting >> l & 1 == 0 {
                 continue;
             }
-            min = min.min(self.lane_pc[l]);
             let behind = next.is_none_or(|n| {
                 self.order(l, self.lane_pc[l], n, self.lane_pc[n]) == Ordering::Less
             });
@@ -178,7 +208,7 @@ impl Warp {
             }
         }
         self.next_lane = next.unwrap_or(0);
-        self.min_wait = min;
+        self.min_wait = 0;
     }
 
     /// Splits the running group: `taken` lanes go to `target`, the rest to `pc + 1`.
@@ -216,7 +246,7 @@ impl Warp {
     /// Ends the running lanes (`exit`, or `ret` from the kernel).
     pub(crate) fn exit(&mut self, lanes: u32) {
         self.exited |= lanes;
-        self.deep &= !lanes;
+        self.left_calls(lanes);
         self.active &= !lanes;
         if self.active == 0 {
             self.pick();

@@ -34,8 +34,8 @@ pub(crate) struct Warp {
     /// Lanes parked at `lane_pc`, runnable later.
     pub waiting: u32,
     pub lane_pc: [u32; 32],
-    /// Lowest PC among waiting lanes (`u32::MAX` if none): their order while no lane is in a
-    /// call.
+    /// Lowest PC among waiting lanes (`u32::MAX` if none) while no lane is in a call; 0 while
+    /// one is, so that `goto`'s one compare sends each step to the call-aware order.
     pub min_wait: u32,
     /// Lanes with a return address on their stack (inside a call); while any are, lanes are
     /// ordered by their call sites too (schedule.rs).
