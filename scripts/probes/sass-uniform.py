@@ -95,12 +95,8 @@ def step(addr, ins, offs, live, zero, bad):
     # A guarded write may not happen: what it writes is no longer known to be the zero.
     zero -= written
     zero |= new
-    for r in regs(dests, "UR"):
-        # A 64-bit result writes a pair (`.WIDE` multiplies too: UIMAD.WIDE.U32 UR10 writes
-        # UR10 and UR11).
-        for w in [int(r), int(r) + 1] if ".64" in op or ".WIDE" in op else [int(r)]:
-            if not guarded:
-                live.pop(w, None)
+    for w in ur_writes(ins):
+        live.pop(w, None)
     ldc = re.match(r"ULDC(\.64)?\s+UR(\d+),\s*c\[0x0\]\[(0x[0-9a-f]+)\]", body)
     loaded = False
     if ldc:
@@ -119,7 +115,8 @@ BRANCH = re.compile(r"\b(BRA|BRX|JMP|JMX|CALL\.\S+|RET\.\S+|EXIT|BREAK|KILL)\b(?
 
 def ur_writes(ins):
     """The uniform registers an unguarded instruction surely writes (a pair for a 64-bit
-    result); none for a guarded one."""
+    result, `.WIDE` multiplies too: UIMAD.WIDE.U32 UR10 writes UR10 and UR11); none for a
+    guarded one, which may not happen."""
     if re.match(r"^@!?U?P\w+\s", ins):
         return set()
     op, _, args = ins.partition(" ")

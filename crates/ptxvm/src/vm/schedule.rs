@@ -174,12 +174,12 @@ impl Warp {
         self.min_wait = next;
     }
 
-    /// [`Self::pick`] while some lane is inside a call.
+    /// [`Self::pick`] while some lane is inside a call: `next_lane` is already the waiting lane
+    /// furthest behind (every park, release and pick in this order keeps it so).
     fn pick_in_call_order(&mut self) {
         if self.waiting == 0 {
             return;
         }
-        self.find_next();
         let (lead, pc) = (self.next_lane, self.lane_pc[self.next_lane]);
         let mut group = 0u32;
         for l in 0..32 {

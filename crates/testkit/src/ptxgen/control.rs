@@ -321,7 +321,8 @@ impl Gen {
         };
         let add = format!("add.u32 {c}, {c}, {step};");
         let setp = format!("setp.{cmp}.u32 %p3, {c}, {bound};");
-        // The compare before the add tests the value before the step: one step fewer.
+        // A compare before the add reads the counter before its step, so the loop runs one
+        // trip more; a legal loop takes one step ahead of it to keep its trip count.
         let back = if self.rng.chance(25) {
             if !long && !endless {
                 emit!(self, "add.u32 {c}, {c}, {step};");

@@ -128,7 +128,8 @@ impl Warp {
                 flat |= 1 << l;
             }
         }
-        self.left_calls(flat | exits);
+        // A lane that exits here had an empty stack, so it is among `flat` already.
+        self.left_calls(flat);
         self.exited |= exits;
         self.active = 0;
         for (l, pc) in back {
