@@ -13,12 +13,8 @@
 //! stride to the fragment's size in elements (the ISA requires both; a legal kernel keeps
 //! them), and the tile's span, `(major - 1) * stride + minor` elements, must lie in the arena
 //! (global) or the shared window; otherwise the lane's pointer goes to the base (or the
-//! redirect target), and the fault is noted. In shared memory the redirected tile also takes a
-//! dense stride. In the arena the stride is chosen without the pointer: the written one while
-//! its tile fits the arena at all, else a dense one (whose tile always fits, MIN_ARENA), so
-//! the loads of a loop that share a stride register share its arithmetic; nvcc's tf32 k-loop
-//! doubled its SASS when each load selected its own. Each lane checks its own pointer and
-//! stride, which holds whichever lane's the hardware reads.
+//! redirect target) with a dense stride, and the fault is noted. Each lane checks its own
+//! pointer and stride, which holds whichever lane's the hardware reads.
 
 use super::fence::Src;
 use super::print::O;
@@ -192,14 +188,6 @@ impl<'m> Fx<'_, 'm> {
         let step = frag / esize;
         let dense = minor.div_ceil(step) * step;
         let dense_span = ((major - 1) * dense + minor) * esize;
-        if !shared && dense_span > super::MIN_ARENA {
-            // Never for the ISA's shapes (a few KiB at most); a redirected tile must fit the
-            // smallest arena a host may pass.
-            return refused(
-                i,
-                format!("a dense tile of {dense_span} bytes is over the arena's minimum"),
-            );
-        }
         if shared && !self.redirect_fits(frag, dense_span) {
             return refused(
                 i,
@@ -250,26 +238,13 @@ impl<'m> Fx<'_, 'm> {
                     ";\n\tcvt.u64.u32 %__sbx_c, %__sbx_sl;\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_c",
                 );
                 t.push_str(";\n\tcvt.u64.u32 %__sbx_c, %__sbx_ss");
-                t.push_str(
-                    ";\n\tsub.u64 %__sbx_d, %__sbx_c, %__sbx_b;\n\tsetp.gt.u64 %__sbx_p, %__sbx_x, \
-                     %__sbx_d;\n\tsetp.gt.or.u64 %__sbx_p, %__sbx_b, %__sbx_c, %__sbx_p;\n",
-                );
             } else {
-                // The stride is chosen from the stride and the arena alone, never from the
-                // pointer: every load through one stride register then shares its arithmetic
-                // (ptxas computes a tile's row offsets once for all of them).
-                t.push_str(
-                    ";\n\tsetp.gt.u64 %__sbx_q, %__sbx_b, %__sbx_size;\n\tselp.u32 %__sbx_o, ",
-                );
-                super::print::unsigned(t, dense);
-                t.push_str(", %__sbx_o, %__sbx_q;\n\tselp.u64 %__sbx_b, ");
-                super::print::unsigned(t, dense_span);
-                t.push_str(
-                    ", %__sbx_b, %__sbx_q;\n\tsub.u64 %__sbx_d, %__sbx_size, %__sbx_b;\n\t\
-                     sub.u64 %__sbx_x, %__sbx_a, %__sbx_base;\n\t\
-                     setp.gt.or.u64 %__sbx_p, %__sbx_x, %__sbx_d, %__sbx_q;\n",
-                );
+                t.push_str(";\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_base;\n\tmov.u64 %__sbx_c, %__sbx_size");
             }
+            t.push_str(
+                ";\n\tsub.u64 %__sbx_d, %__sbx_c, %__sbx_b;\n\tsetp.gt.u64 %__sbx_p, %__sbx_x, \
+                 %__sbx_d;\n\tsetp.gt.or.u64 %__sbx_p, %__sbx_b, %__sbx_c, %__sbx_p;\n",
+            );
         });
         self.fault(out, Some(("%__sbx_p".into(), false)));
         if shared {
@@ -282,12 +257,9 @@ impl<'m> Fx<'_, 'm> {
             if shared {
                 super::print::unsigned(t, frag);
             }
-            t.push_str(", %__sbx_a, %__sbx_p;\n");
-            if shared {
-                t.push_str("\tselp.u32 %__sbx_o, ");
-                super::print::unsigned(t, dense);
-                t.push_str(", %__sbx_o, %__sbx_p;\n");
-            }
+            t.push_str(", %__sbx_a, %__sbx_p;\n\tselp.u32 %__sbx_o, ");
+            super::print::unsigned(t, dense);
+            t.push_str(", %__sbx_o, %__sbx_p;\n");
         });
         // The access as written, on the fenced pointer, with the stride always given.
         let mut ops = i.operands.clone();

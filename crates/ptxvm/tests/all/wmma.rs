@@ -182,8 +182,7 @@ fn sandboxed_wmma_gives_the_same_product_and_hostile_tiles_are_redirected_and_re
     let (mem, out, _) = wmma_sandboxed(|_, a| a + 2, 32, false);
     assert_eq!(mem.read(out, want.len()), want);
     // Another tenant's memory, a tile reaching past the arena's end, a stride that does: each
-    // redirected to the arena's base (the last with a dense stride, its own tile being larger
-    // than the arena) and reported; the victim never read.
+    // redirected to the arena's base with a dense stride and reported; the victim never read.
     wmma_sandboxed(|g, _| g.victim(), 32, true);
     wmma_sandboxed(
         |g, _| g.base() + crate::sandbox::ARENA as u64 - 256,
@@ -360,14 +359,13 @@ fn random_wmma_pointers_and_strides_stay_in_the_arena_and_compute_from_where_the
             4 => (base + arena - 512, stride),
             _ => [(abuf, 0x1000_0000), (u64::MAX - 100, 16), (0, 16)][(r >> 8) as usize % 3],
         };
-        // The fence's own arithmetic: aligned; the stride kept while its tile fits the arena
-        // at all, else dense; then in the arena with that span, or else the base.
+        // The fence's own arithmetic: aligned, then in the arena with its span, or else the
+        // base with the dense stride.
         let (pa, sa) = (p & !31, lda & 0xffff_fff0);
-        let wide = (15 * sa + 16) * 2 > arena;
-        let se = if wide { 16 } else { sa };
-        let span = (15 * se + 16) * 2;
-        let fenced = wide || pa.wrapping_sub(base) > arena - span;
-        let pe = if fenced { base } else { pa };
+        let span = (15 * sa + 16) * 2;
+        let off = pa.wrapping_sub(base);
+        let fenced = span > arena || off > arena - span;
+        let (pe, se) = if fenced { (base, 16) } else { (pa, sa) };
         seen[usize::from(fenced)] += 1;
         let a = |row: u64, k: u64| {
             let at = pe + (row * se + k) * 2;

@@ -247,8 +247,7 @@ fn sandboxed_wmma_of_every_type_gives_the_product_and_redirects_hostile_tiles() 
         // Legal: the product, nothing reported.
         sandboxed(c, |_, a| a, lda, false);
         // Another tenant's memory, a tile past the arena's end, a stride that reaches past it:
-        // redirected to the arena's base (the last with a dense stride, its own tile being
-        // larger than the arena), and reported.
+        // redirected to the arena's base with a dense stride, and reported.
         sandboxed(c, |g, _| g.victim(), lda, true);
         sandboxed(
             c,
@@ -368,15 +367,16 @@ fn random_wmma_pointers_and_strides_of_every_fragment_size_stay_in_the_arena() {
                     [(abuf, 0x1000_0000), (u64::MAX - 100, step), (0, step)][(r >> 8) as usize % 3]
                 }
             };
-            // The fence's arithmetic: aligned to the fragment; the stride kept while its tile
-            // fits the arena at all, else dense; then in the arena with that span, or else the
-            // base.
+            // The fence's arithmetic: aligned to the fragment, then in the arena with its span,
+            // or else the base with the dense stride.
             let (pa, sa) = (p & !(frag - 1), lda & 0xffff_ffff & !(step - 1));
-            let wide = ((m - 1) * sa + k) * es > arena;
-            let se = if wide { k.div_ceil(step) * step } else { sa };
-            let reach = ((m - 1) * se + k) * es;
-            let fenced = wide || pa.wrapping_sub(base) > arena - reach;
-            let pe = if fenced { base } else { pa };
+            let reach = ((m - 1) * sa + k) * es;
+            let fenced = reach > arena || pa.wrapping_sub(base) > arena - reach;
+            let (pe, se) = if fenced {
+                (base, k.div_ceil(step) * step)
+            } else {
+                (pa, sa)
+            };
             seen[usize::from(fenced)] += 1;
             let a = |row: u64, x: u64| value(c.ab, &g.read(pe + (row * se + x) * es, es as usize));
             let cs = size(c.cd);
