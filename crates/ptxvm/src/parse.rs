@@ -699,7 +699,9 @@ impl<'t, 's> Parser<'t, 's> {
                 let brace = self.is_punct('{');
                 let close = if brace { '}' } else { ')' };
                 self.i += 1;
-                let mut v = Vec::new();
+                // Sized for its elements at once: grown from empty, a list of four (`mma`'s
+                // fragments) was allocated twice, one of eight (`wmma`'s) three times.
+                let mut v = Vec::with_capacity(self.list_len(close));
                 if !self.eat_punct(close) {
                     loop {
                         if v.len() > 64 {
@@ -720,6 +722,27 @@ impl<'t, 's> Parser<'t, 's> {
             }
             _ => self.scalar_operand(),
         }
+    }
+
+    /// How many elements the list whose first token is next seems to hold, from its commas
+    /// before `close` (or a `;`): what it is sized for. At most 65, the longest list `operand`
+    /// takes, so a hostile list costs no more to look ahead in than to parse.
+    fn list_len(&self, close: char) -> usize {
+        if self.is_punct(close) {
+            return 0;
+        }
+        let mut n = 1;
+        for t in self.t.get(self.i..).unwrap_or_default() {
+            match t.tok {
+                Tok::Punct(',') => n += 1,
+                Tok::Punct(c) if c == close || c == ';' => break,
+                _ => {}
+            }
+            if n > 65 {
+                break;
+            }
+        }
+        n
     }
 
     fn signed(&mut self) -> R<i64> {

@@ -64,7 +64,15 @@ impl<T: Item + Clone, const N: usize> Clone for Small<T, N> {
         match self {
             // Only the slots in use: cloning the whole array cloned (and later dropped) every
             // unused default too.
-            Small::Inline { len, items } => items[..*len].iter().cloned().collect(),
+            // Each slot made where it lies: collected, every element was pushed (a test of
+            // the list's kind and room each) into a list whose slots were defaults first.
+            Small::Inline { len, items } => Small::Inline {
+                len: *len,
+                items: ManuallyDrop::new(std::array::from_fn(|k| match items.get(k) {
+                    Some(x) if k < *len => x.clone(),
+                    _ => T::default(),
+                })),
+            },
             Small::Heap(h) => Small::Heap(h.clone()),
         }
     }

@@ -649,7 +649,11 @@ impl<'m> Walk<'_, 'm> {
             }
             Operand::Vec(v) | Operand::List(v) => {
                 for x in v {
-                    self.operand(x, line)?;
+                    // A register, unreserved (nearly every element: `mma`'s fragments), has
+                    // nothing to check or note, as in `inst`: passed over without a call.
+                    if !matches!(x, Operand::Name(n) if n.starts_with('%') && !reserved(n)) {
+                        self.operand(x, line)?;
+                    }
                 }
                 return Ok(());
             }

@@ -631,7 +631,12 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
                 if k > 0 {
                     out.push_str(", ");
                 }
-                operand(out, x, f32_ctx, bare, line)?;
+                // Nearly every element is a register (`mma`'s fragments): printed here, not
+                // through a call each.
+                match x {
+                    Operand::Name(n) => out.push_str(n),
+                    x => operand(out, x, f32_ctx, bare, line)?,
+                }
             }
             out.push(close);
         }

@@ -196,7 +196,7 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
         if tb - th != b - h
             || tb + 1 >= body.len()
             || !Cfg::provable((h, b))
-            || cfg.body((h, b)).any(|j| j.opcode == "brx")
+            || cfg.body((h, b)).any(|j| j.op == Some(Opcode::Brx))
             || planned.contains(&th)
         {
             continue;
