@@ -195,11 +195,14 @@ pub(crate) fn func<'m>(
 
 /// Whether `s` may run before an entry has compared the abort epoch: what a stale launch may do
 /// and still leave nothing behind once it ends. That is every instruction that writes only
-/// registers (arithmetic, conversions, warp collectives), barriers, loads (fenced; not volatile
-/// or acquire ones), and stores, atomics and reductions to the thread's `.local` or the block's
-/// `.shared` memory, which die with the launch. Not: a write, atomic or reduction that may reach
-/// global memory (generic or `.global`), a call (its callee may), an async copy, a branch (the
-/// analysis follows it) or a nested block.
+/// registers (arithmetic, conversions, warp collectives, `mma` and `wmma.mma`), barriers, loads
+/// (fenced; not volatile or acquire ones; `ldmatrix` and `wmma.load` among them), and stores,
+/// atomics and reductions to the thread's `.local` or the block's `.shared` memory (a
+/// `wmma.store` there too), which die with the launch. Not: a write, atomic or reduction that
+/// may reach global memory (generic or `.global`), a call (its callee may), an async copy, a
+/// branch (the analysis follows it) or a nested block. Until session 39 the tensor-core loads
+/// counted as effects, so the compare and its `exit` landed inside every wmma k-loop, run on
+/// each trip.
 ///
 /// The later the compare, the more of the epoch load's latency the kernel's own work hides. On
 /// the H200 the load itself then costs short kernels at most 0.15 µs; what they pay is the
@@ -226,6 +229,8 @@ fn side_effect_free(s: &Stmt) -> bool {
             .iter()
             .any(|m| m == "volatile" || m.starts_with("acquire")),
         (Opcode::St | Opcode::Atom | Opcode::Red, _) => private(),
+        (Opcode::Ldmatrix, _) => true,
+        (Opcode::Wmma, _) => !i.mods.iter().any(|m| m == "store") || private(),
         _ => false,
     }
 }

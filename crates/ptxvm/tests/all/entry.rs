@@ -41,16 +41,27 @@ OTHER:
 /// control block's epoch is not the launch's (stale) and once more while it is; returns `out`
 /// after each run.
 fn stale_then_current(m: &Module, kernel: &str, n: u32, before: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    stale_then_current_from(m, kernel, n, &41u32.to_le_bytes(), before)
+}
+
+/// [`stale_then_current`] with `in` holding `input`.
+fn stale_then_current_from(
+    m: &Module,
+    kernel: &str,
+    n: u32,
+    input: &[u8],
+    before: &[u8],
+) -> (Vec<u8>, Vec<u8>) {
     let mut mem = GuestMem::new();
-    let input = mem.alloc(4);
-    mem.write(input, &41u32.to_le_bytes());
+    let at = mem.alloc(input.len());
+    mem.write(at, input);
     let out = mem.alloc(before.len());
     mem.write(out, before);
     let hidden = Hidden {
         globals: 0,
         epoch: EPOCH,
     };
-    let args = [Arg::U64(input), Arg::U64(out), Arg::U32(n)];
+    let args = [Arg::U64(at), Arg::U64(out), Arg::U32(n)];
     mem.ctl_word(0).store(EPOCH + 1, Ordering::SeqCst);
     run_sandboxed(m, kernel, Shape::linear(1, 32), &args, &hidden, &mem).unwrap();
     let stale = mem.read(out, before.len());
@@ -391,6 +402,60 @@ fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
         let (stale, current) = stale_then_current(&m, "load_loop", n, &7u32.to_le_bytes());
         assert_eq!(stale, 7u32.to_le_bytes(), "stale launch, n = {n}");
         assert_eq!(current, (41 * n).to_le_bytes(), "n = {n}");
+    }
+}
+
+/// A k-loop of tensor-core loads and products (as nvcc writes wmma GEMMs), then the tile's
+/// store: `n` trips of an all-ones 16×16 f16 tile times itself, so every output is 16n.
+const WMMA_LOOP_THEN_STORE: &str = "
+.visible .entry wmma_loop(.param .u64 in, .param .u64 out, .param .u32 n)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %a<8>;
+    .reg .b32 %b<8>;
+    .reg .f32 %d<8>;
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.f32 %d0, 0f00000000; mov.f32 %d1, 0f00000000; mov.f32 %d2, 0f00000000;
+    mov.f32 %d3, 0f00000000; mov.f32 %d4, 0f00000000; mov.f32 %d5, 0f00000000;
+    mov.f32 %d6, 0f00000000; mov.f32 %d7, 0f00000000;
+    mov.u32 %r2, 0;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+LOOP:
+    wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}, [%rd1], 16;
+    wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%b0, %b1, %b2, %b3, %b4, %b5, %b6, %b7}, [%rd1], 16;
+    wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7}, {%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}, {%b0, %b1, %b2, %b3, %b4, %b5, %b6, %b7}, {%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7};
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra LOOP;
+DONE:
+    wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd2], {%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7}, 16;
+    ret;
+}
+";
+
+#[test]
+fn the_entry_compare_waits_past_a_loop_of_tensor_core_loads_and_still_guards_the_tile_store() {
+    let (s, m) = load_sandboxed(&ptx(WMMA_LOOP_THEN_STORE));
+    // Not once per trip: the loop's loads and products leave nothing behind, so the compare
+    // goes after it, before the store (session 39; it used to sit at the loop's head).
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let (before, after) = s.ptx.split_once("DONE:").expect("the label survives");
+    assert!(after.trim_start().starts_with(compare), "{}", s.ptx);
+    assert!(!before.contains(compare), "{}", s.ptx);
+    let ones: Vec<u8> = [0x00, 0x3c].repeat(256);
+    for n in [0u32, 3] {
+        let (stale, current) = stale_then_current_from(&m, "wmma_loop", n, &ones, &[7; 1024]);
+        assert_eq!(stale, [7; 1024], "a stale launch writes nothing, n = {n}");
+        assert_eq!(
+            current,
+            (16.0f32 * n as f32).to_le_bytes().repeat(256),
+            "n = {n}"
+        );
     }
 }
 
