@@ -110,6 +110,8 @@ pub(crate) struct Fx<'a, 'm> {
     pub deferred: std::cell::Cell<bool>,
     /// Whether the reports before its returns print (`O::Report`; set by `add_reports`).
     pub reports: std::rc::Rc<std::cell::Cell<bool>>,
+    /// Whether some poll branches to the function's stop block (report.rs, `stop_block`).
+    pub stops: std::cell::Cell<bool>,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
     /// first instruction with an effect beyond the thread's registers is reached on some path
     /// without a compare, not at once (`defer_step`).
@@ -174,9 +176,10 @@ pub(crate) fn func<'m>(
             copy: None,
         });
     };
-    let (mut fx, body) = rewrite_body(info, f, b, lean)?;
+    let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
     let start = fx.start(b)?;
+    fx.stop_block(&mut body);
     let copy = copy_as.map(|name| Func {
         name: name.to_string().into(),
         params: head.params.clone(),
@@ -281,6 +284,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         looped: Vec::new(),
         deferred: Default::default(),
         reports: Default::default(),
+        stops: Default::default(),
         defer_check: false,
         checked: false,
         unchecked_targets: HashSet::new(),
@@ -521,8 +525,13 @@ impl<'m> Fx<'_, 'm> {
 
     /// A fresh label name.
     pub(crate) fn label(&mut self) -> String {
+        numbered("$__sbx_L", self.label_number().into())
+    }
+
+    /// A fresh label's number: `$__sbx_L<n>`, for a label written straight into text.
+    pub(crate) fn label_number(&mut self) -> u32 {
         self.nlabel += 1;
-        numbered("$__sbx_L", self.nlabel.into())
+        self.nlabel
     }
 
     /// Appends a new instruction (at the current source line).
@@ -647,12 +656,13 @@ impl<'m> Fx<'_, 'm> {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos)
                     && !self.backedges.bounded.contains(&(i as *const Inst))
-                    && let Some(copy) = self.backedge(i, out)
+                    && let Some((copy, stop)) = self.backedge(i, out)
                 {
                     out.push(O::new(Stmt::Inst(Inst {
                         guard: Some(copy),
                         ..i.clone()
                     })));
+                    self.leave_loop(stop, true, out);
                     return Ok(());
                 }
                 out.push(O::Inst(i));
