@@ -37,11 +37,10 @@ impl<'m> Fx<'_, 'm> {
         let back = targets
             .iter()
             .any(|l| self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos));
-        let guard = match back {
-            true => self.backedge(i, out),
-            false => None,
-        }
-        .or_else(|| i.guard.clone());
+        let (guard, stop) = match back.then(|| self.backedge(i, out)).flatten() {
+            Some((copy, stop)) => (Some(copy), Some(stop)),
+            None => (i.guard.clone(), None),
+        };
         let last = imm(targets.len() as i64 - 1);
         let past = [sreg("p"), index.clone(), last];
         self.setp_under(out, ["gt", "u32"], past, guard.as_ref());
@@ -54,6 +53,11 @@ impl<'m> Fx<'_, 'm> {
             over
         });
         self.jump_tree(out, index, targets, 0);
+        // A thread stopped at the poll leaves as one the guard holds back does; the tree ends
+        // in a branch, so nothing falls into its stop path.
+        if let Some(stop) = stop {
+            self.leave_loop(stop, false, out);
+        }
         if let Some(over) = over {
             out.push(O::new(Stmt::Label(over.into(), self.line)));
         }

@@ -26,6 +26,7 @@
 
 mod allow;
 mod bounded;
+mod defer;
 mod fence;
 mod forward;
 mod globals;

@@ -2,8 +2,9 @@
 //! registers; kernels compute their shared and local windows and poll the abort word once at
 //! entry, and so does every other function that reads hidden values, at each call; every
 //! back-edge counts, and every `poll_interval` back-edges the thread reads the control block's
-//! epoch and `exit`s if it is not its launch's epoch. Functions left alone (`lean::functions`)
-//! have a bounded straight run instead ([`super::LEAN_SPAN`]).
+//! epoch and, if it is not its launch's epoch, takes a stop path out of line (report.rs) that
+//! reports the stop and exits (at a guarded back-edge: leaves the loop). Functions left alone
+//! (`lean::functions`) have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
 use super::hash::HashMap;
 use std::borrow::Cow;
@@ -133,9 +134,8 @@ static HEADS: [[OnceLock<Head>; 32]; 2] = [const { [const { OnceLock::new() }; 3
 /// One [`Fx::poll_text`], with the interval it was built for.
 type PollText = OnceLock<(u32, Option<String>)>;
 
-/// Every [`Fx::poll_text`]: by [`OnAbort`], then by the poll interval's power of two, each
-/// built at its first use.
-static POLLS: [[PollText; 32]; 2] = [const { [const { OnceLock::new() }; 32] }; 2];
+/// Every [`Fx::poll_text`]: by the poll interval's power of two, each built at its first use.
+static POLLS: [PollText; 32] = [const { OnceLock::new() }; 32];
 
 /// The [`Head`] of an entry's (`is_entry`) or a device function's prologue.
 pub(crate) fn head(is_entry: bool, poll_interval: u32) -> Cow<'static, Head> {
@@ -264,7 +264,7 @@ impl<'m> Fx<'_, 'm> {
             // `poll_interval` iterations, nested through calls, never poll at all, and a
             // straight path of calls can repeat work exponentially in the call depth (the
             // red-team tests in ptxvm's tests/all/calls.rs).
-            self.exit_if_aborted(&mut out, true);
+            self.exit_if_aborted(&mut out);
         }
         self.window_limits(&mut decls, &mut out, line);
         decls.append(&mut out);
@@ -381,10 +381,13 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// Counts a taken back-edge down (by its weight: the bounded loops inside it count too);
-    /// when the count reaches zero or below the thread resets it, reads the epoch and exits if it
-    /// changed. The poll sits inline behind a forward branch (three instructions in the loop
-    /// when not polling): an out-of-line block would break the reconvergence of divergent warps
-    /// in ptxvm, and with it warp-synchronous code after the loop.
+    /// when the count reaches zero or below the thread resets it, reads the epoch and, if it
+    /// changed, branches to a stop path (report.rs). The poll sits inline behind a forward
+    /// branch (three instructions in the loop when not polling): out of line, a poll that found
+    /// its launch running would branch back, and ptxvm's divergent warps would run on without
+    /// the polling lanes, breaking warp-synchronous code after the loop. What a stopped thread
+    /// does (store its tag and fault word, then leave) never comes back, and sits out of the
+    /// loop, so that ptxas compiles the loop as if it were not there.
     ///
     /// A guarded back-edge is counted, and then taken, on a copy of its guard (`%__sbx_bp`),
     /// which the caller puts on the branch in place of the user's predicate (the returned
@@ -393,57 +396,60 @@ impl<'m> Fx<'_, 'm> {
     /// loop guarded by the loop's own back-edge predicate never ran, where -O0, ptxvm and the
     /// program as written all ran it (bench/h200-runs/2026-12-04-s26/, seed 297).
     ///
-    /// A thread stopped at a guarded back-edge leaves its loop rather than exiting there: it
-    /// clears the copy (the branch falls through) and its count (every later back-edge polls
-    /// again, and leaves its loop too), so it runs forward to the kernel's end, or to a poll
-    /// that exits. NVIDIA's JIT (CUDA 13.0, -O2 and up) miscompiled a generated program whose
-    /// polled loop could `exit` there: threads took the wrong arm of a later `brx.idx`, where
-    /// -O0, -O1, ptxvm, the program as written, and the same rewrite without that one `exit`
-    /// were all right (bench/h200-runs/2026-12-04-s28/seed57/, seed 57). Forward progress is
-    /// bounded: every backward branch of the function polls (or belongs to a bounded loop).
+    /// A thread stopped at a guarded back-edge leaves its loop rather than exiting there: its
+    /// stop path (the returned label, which the caller places with [`Self::leave_loop`] right
+    /// after the branch) clears its count (every later back-edge polls again, and leaves its
+    /// loop too) and falls into the code after the loop, so it runs forward to the kernel's
+    /// end, or to a poll that exits. NVIDIA's JIT (CUDA 13.0, -O2 and up) miscompiled a
+    /// generated program whose polled loop could `exit` there: threads took the wrong arm of a
+    /// later `brx.idx`, where -O0, -O1, ptxvm, the program as written, and the same rewrite
+    /// without that one `exit` were all right (bench/h200-runs/2026-12-04-s28/seed57/, seed
+    /// 57). Forward progress is bounded: every backward branch of the function polls (or
+    /// belongs to a bounded loop).
     pub(crate) fn backedge(
         &mut self,
         i: &Inst<'m>,
         out: &mut Vec<O<'m>>,
-    ) -> Option<(Str<'m>, bool)> {
+    ) -> Option<((Str<'m>, bool), u32)> {
         let weight = self
             .backedges
             .weight
             .get(&(i as *const Inst))
             .copied()
             .unwrap_or(1);
-        let copy = i.guard.as_ref().map(|(g, neg)| {
-            Self::text(out, None, |t| {
-                let heads = ["mov.pred %__sbx_bp, ", "not.pred %__sbx_bp, "];
-                ending_in(t, heads[usize::from(*neg)], g);
-            });
-            (Str::Borrowed("%__sbx_bp"), false)
-        });
-        let on_abort = match copy {
-            Some(_) => OnAbort::LeaveLoop,
-            None => OnAbort::Exit,
+        let Some((g, neg)) = i.guard.as_ref() else {
+            self.count_down(None, weight, out);
+            return None;
         };
-        self.count_down_then(copy.clone(), weight, on_abort, out);
-        copy
+        Self::text(out, None, |t| {
+            let heads = ["mov.pred %__sbx_bp, ", "not.pred %__sbx_bp, "];
+            ending_in(t, heads[usize::from(*neg)], g);
+        });
+        let copy = (Str::Borrowed("%__sbx_bp"), false);
+        let stop = self.label_number();
+        self.count_down_then(Some(copy.clone()), weight, Some(stop), out);
+        Some((copy, stop))
     }
 
     /// Counts `weight` back-edges down when `guard` holds (a branch taken, a call made), and
-    /// polls when the count reaches zero or below (see [`Self::backedge`]).
+    /// polls when the count reaches zero or below; a stopped thread exits through the
+    /// function's stop block (see [`Self::backedge`]).
     pub(crate) fn count_down(
         &mut self,
         guard: Option<(Str<'m>, bool)>,
         weight: u32,
         out: &mut Vec<O<'m>>,
     ) {
-        self.count_down_then(guard, weight, OnAbort::Exit, out);
+        self.stops.set(true);
+        self.count_down_then(guard, weight, None, out);
     }
 
-    /// [`Self::count_down`], stopping the thread as `on_abort` says.
+    /// [`Self::count_down`], a stopped thread branching to `stop` (see [`branch_if_stopped`]).
     fn count_down_then(
         &mut self,
         guard: Option<(Str<'m>, bool)>,
         weight: u32,
-        on_abort: OnAbort,
+        stop: Option<u32>,
         out: &mut Vec<O<'m>>,
     ) {
         Self::text(out, guard.as_ref(), |t| {
@@ -465,30 +471,32 @@ impl<'m> Fx<'_, 'm> {
             t.push_str(&skip);
             t.push_str(";\n");
         });
-        match self.poll_text(on_abort) {
+        match self.poll_text() {
             Some(text) => Self::with_text(out, |t| t.push_str(text)),
-            None => self.poll(out, on_abort),
+            None => self.poll(out),
         }
+        branch_if_stopped(out, stop);
         out.push(O::new(Stmt::Label(skip.into(), self.line)));
     }
 
-    /// The poll a count that ran out makes: the count reset, the epoch read and compared.
-    fn poll(&self, out: &mut Vec<O<'m>>, on_abort: OnAbort) {
+    /// The poll a count that ran out makes: the count reset, the epoch read and compared
+    /// (`%__sbx_p`: stopped); the branch to the stop path follows.
+    fn poll(&self, out: &mut Vec<O<'m>>) {
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.read_epoch(out);
-        self.compare_epoch_then(out, true, on_abort);
+        Self::with_text(out, |t| t.push_str(STOPPED));
     }
 
-    /// [`Self::poll`] as text, built once per process for each way to stop and power-of-two
-    /// poll interval (`sandbox` refuses any other) rather than printed again at every
-    /// back-edge; `None` for an interval without its own slot.
-    fn poll_text(&self, on_abort: OnAbort) -> Option<&'static str> {
+    /// [`Self::poll`] as text, built once per process for each power-of-two poll interval
+    /// (`sandbox` refuses any other) rather than printed again at every back-edge; `None` for
+    /// an interval without its own slot.
+    fn poll_text(&self) -> Option<&'static str> {
         let n = self.info.poll_interval;
-        let slot = &POLLS[on_abort as usize][n.trailing_zeros() as usize % 32];
+        let slot = &POLLS[n.trailing_zeros() as usize % 32];
         let (built_for, text) = slot.get_or_init(|| {
             let mut made = Vec::with_capacity(1);
-            self.poll(&mut made, on_abort);
+            self.poll(&mut made);
             // Instructions only, so one text; anything else is printed each time instead.
             let text = match made.as_slice() {
                 [O::Text(t)] => Some(t.clone()),
@@ -499,15 +507,14 @@ impl<'m> Fx<'_, 'm> {
         text.as_deref().filter(|_| *built_for == n)
     }
 
-    /// The poll itself: reads the control block's epoch and exits the thread when it is not
-    /// this launch's (the host bumped it to stop the guest's work). With `report` (a thread
-    /// stopped mid-loop, not a launch stopped before it began), the thread first writes its
-    /// launch's tag to the stopped word if that is still 0, so the host can name the kernel
-    /// that was running; a plain load and store (not an atomic), since any running kernel's
-    /// tag is a right answer and the word may be in host memory.
-    fn exit_if_aborted(&self, out: &mut Vec<O<'m>>, report: bool) {
+    /// The poll at a device function's entry: reads the control block's epoch and, when it is
+    /// not this launch's (the host bumped it to stop the guest's work), exits through the
+    /// function's stop block, which reports the stop (report.rs).
+    fn exit_if_aborted(&self, out: &mut Vec<O<'m>>) {
         self.read_epoch(out);
-        self.compare_epoch(out, report);
+        Self::with_text(out, |t| t.push_str(STOPPED));
+        branch_if_stopped(out, None);
+        self.stops.set(true);
     }
 
     /// The entry's read of the abort epoch, in the form its kind of kernel takes.
@@ -609,43 +616,26 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// The entry's deferred epoch check: exits when the epoch read in the prologue is not this
-    /// launch's.
+    /// launch's. Nothing to report: the thread has done nothing that outlives the launch.
     pub(crate) fn entry_check(&self, out: &mut Vec<O<'m>>) {
-        self.compare_epoch(out, false);
-    }
-
-    /// Exits when `%__sbx_e` is not this launch's epoch (see `exit_if_aborted`).
-    fn compare_epoch(&self, out: &mut Vec<O<'m>>, report: bool) {
-        self.compare_epoch_then(out, report, OnAbort::Exit);
-    }
-
-    /// Stops the thread as `on_abort` says when `%__sbx_e` is not this launch's epoch.
-    fn compare_epoch_then(&self, out: &mut Vec<O<'m>>, report: bool, on_abort: OnAbort) {
         Self::with_text(out, |t| {
-            t.push_str("\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n");
-            if report {
-                t.push_str("\t@%__sbx_p ld.volatile.global.u32 %__sbx_t, ");
-                ctl_word(t, super::CTL_STOPPED_TAG);
-                // Unpredicated: when the epoch matched, `q` must come out false, not keep
-                // whatever an earlier check left in it (the store below would then run on
-                // every poll).
-                t.push_str(";\n\tsetp.eq.and.u32 %__sbx_q, %__sbx_t, 0, %__sbx_p;\n");
-                t.push_str("\t@%__sbx_q st.volatile.global.u32 ");
-                ctl_word(t, super::CTL_STOPPED_TAG);
-                // A thread stopped in a loop reports the fenced accesses it made.
-                t.push_str(", %__sbx_tag;\n\tsetp.ne.and.u32 %__sbx_q, %__sbx_f, 0, %__sbx_p;\n");
-            }
-        });
-        if report {
-            self.fault_now(out, Some(("%__sbx_q".into(), false)));
-        }
-        Self::with_text(out, |t| match on_abort {
-            OnAbort::Exit => t.push_str("\t@%__sbx_p exit;\n"),
-            OnAbort::LeaveLoop => t.push_str(
-                "\t@%__sbx_p mov.pred %__sbx_bp, 0;\n\t@%__sbx_p mov.u32 %__sbx_cnt, 0;\n",
-            ),
+            t.push_str(STOPPED);
+            t.push_str("\t@%__sbx_p exit;\n");
         });
     }
+}
+
+/// `%__sbx_p` := whether `%__sbx_e` is not this launch's epoch (the launch was stopped).
+const STOPPED: &str = "\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n";
+
+/// `@%__sbx_p bra <stop>;`: a stopped thread's branch to its stop path (report.rs): the
+/// function's stop block, or the block `$__sbx_L<n>` past a guarded back-edge.
+fn branch_if_stopped(out: &mut Vec<O<'_>>, stop: Option<u32>) {
+    Fx::with_text(out, |t| {
+        t.push_str("\t@%__sbx_p bra ");
+        super::report::stop_label(t, stop);
+        t.push_str(";\n");
+    });
 }
 
 /// `head`, then `last` as the line's last operand, and the line's end.
@@ -663,16 +653,6 @@ pub(super) fn ctl_word(t: &mut String, off: i64) {
         super::print::int(t, off);
     }
     t.push(']');
-}
-
-/// How a poll that finds its launch stopped stops the thread.
-#[derive(Clone, Copy)]
-enum OnAbort {
-    /// `exit` where it is.
-    Exit,
-    /// Leave the loop: the back-edge's copy of its guard (`%__sbx_bp`) is cleared, and the
-    /// count, so that the next back-edge polls again ([`Fx::backedge`]).
-    LeaveLoop,
 }
 
 #[cfg(test)]

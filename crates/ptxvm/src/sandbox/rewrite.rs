@@ -2,7 +2,7 @@
 //! prologue, passes the hidden values on at every call, and sends each instruction to `fence`
 //! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
 
-use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use super::hash::{HashMap, HashMapExt};
 
 use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
@@ -12,7 +12,7 @@ use super::print::O;
 use super::statics::Flat;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
 use crate::error::Error;
-use crate::isa::{Family, Opcode, Sandbox};
+use crate::isa::{Opcode, Sandbox};
 use crate::lower::var_size;
 
 pub(crate) type R<T> = Result<T, Error>;
@@ -110,15 +110,14 @@ pub(crate) struct Fx<'a, 'm> {
     pub deferred: std::cell::Cell<bool>,
     /// Whether the reports before its returns print (`O::Report`; set by `add_reports`).
     pub reports: std::rc::Rc<std::cell::Cell<bool>>,
+    /// Whether some poll branches to the function's stop block (report.rs, `stop_block`).
+    pub stops: std::cell::Cell<bool>,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
     /// first instruction with an effect beyond the thread's registers is reached on some path
     /// without a compare, not at once (`defer_step`).
     pub defer_check: bool,
-    /// Whether every path to here passed an epoch check; the labels that a branch reaches
-    /// before one; the labels passed before one (a back-edge to them needs no compare).
-    checked: bool,
-    unchecked_targets: HashSet<&'m str>,
-    unchecked_labels: HashSet<&'m str>,
+    /// Where the walk stands in placing that compare (defer.rs).
+    pub(super) defer: super::defer::Deferral<'m>,
 }
 
 /// A rewritten function, and its skip copy when it has one.
@@ -174,9 +173,10 @@ pub(crate) fn func<'m>(
             copy: None,
         });
     };
-    let (mut fx, body) = rewrite_body(info, f, b, lean)?;
+    let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
     let start = fx.start(b)?;
+    fx.stop_block(&mut body);
     let copy = copy_as.map(|name| Func {
         name: name.to_string().into(),
         params: head.params.clone(),
@@ -191,48 +191,6 @@ pub(crate) fn func<'m>(
         body: Some((start, body)),
         copy,
     })
-}
-
-/// Whether `s` may run before an entry has compared the abort epoch: what a stale launch may do
-/// and still leave nothing behind once it ends. That is every instruction that writes only
-/// registers (arithmetic, conversions, warp collectives, `mma` and `wmma.mma`), barriers, loads
-/// (fenced; not volatile or acquire ones; `ldmatrix` and `wmma.load` among them), and stores,
-/// atomics and reductions to the thread's `.local` or the block's `.shared` memory (a
-/// `wmma.store` there too), which die with the launch. Not: a write, atomic or reduction that
-/// may reach global memory (generic or `.global`), a call (its callee may), an async copy, a
-/// branch (the analysis follows it) or a nested block. Until session 39 the tensor-core loads
-/// counted as effects, so the compare and its `exit` landed inside every wmma k-loop, run on
-/// each trip.
-///
-/// The later the compare, the more of the epoch load's latency the kernel's own work hides. On
-/// the H200 the load itself then costs short kernels at most 0.15 µs; what they pay is the
-/// loops' polls (bench/h200-runs/2026-12-02-s9/sandbox-polls/).
-fn side_effect_free(s: &Stmt) -> bool {
-    let i = match s {
-        Stmt::Inst(i) => i,
-        Stmt::Reg { .. } | Stmt::Var(_) => return true,
-        _ => return false,
-    };
-    let Some(op) = i.op else {
-        return false;
-    };
-    let private = || {
-        i.mods
-            .iter()
-            .any(|m| m == "local" || m.starts_with("shared"))
-    };
-    match (op, op.family()) {
-        (_, Family::Arith | Family::Collective) => !matches!(op.sandbox(), Sandbox::Refuse(_)),
-        (Opcode::Bar | Opcode::Barrier, _) => true,
-        (Opcode::Ld | Opcode::Ldu, _) => !i
-            .mods
-            .iter()
-            .any(|m| m == "volatile" || m.starts_with("acquire")),
-        (Opcode::St | Opcode::Atom | Opcode::Red, _) => private(),
-        (Opcode::Ldmatrix, _) => true,
-        (Opcode::Wmma, _) => !i.mods.iter().any(|m| m == "store") || private(),
-        _ => false,
-    }
 }
 
 /// Top-level register and .local/.shared declarations go first: the prologue takes the
@@ -281,10 +239,9 @@ pub(super) fn rewrite_body<'a, 'm>(
         looped: Vec::new(),
         deferred: Default::default(),
         reports: Default::default(),
+        stops: Default::default(),
         defer_check: false,
-        checked: false,
-        unchecked_targets: HashSet::new(),
-        unchecked_labels: HashSet::new(),
+        defer: Default::default(),
     };
     // Sized once: grown from empty, each function's map rehashed on its way to its size.
     fx.params.reserve(f.params.len() + f.rets.len());
@@ -309,10 +266,14 @@ pub(super) fn rewrite_body<'a, 'm>(
         .filter(|(_, s)| s.is_some())
         .map(|(n, _)| *n);
     fx.bounds = super::bounds::analyse(flat, vars.chain(module_shared).collect());
-    fx.looped = super::bounded::looped(&info.loops(f));
+    let loops = info.loops(f);
+    fx.looped = super::bounded::looped(&loops);
     fx.pos = 0;
     let mut body = Vec::with_capacity(2 * b.len());
     fx.defer_check = f.is_entry && !(info.early_check && info.loop_free(f));
+    if fx.defer_check {
+        fx.defer = super::defer::Deferral::new(&loops);
+    }
     fx.stmts(b, true, &mut body)?;
     fx.add_reports(&mut body);
     Ok((fx, body))
@@ -374,56 +335,6 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         Ok(())
-    }
-
-    /// The entry's epoch check, placed by a forward "checked on every path" analysis in one
-    /// pass over the body: the compare goes right before a statement that is not side-effect
-    /// free (a write that may reach global memory, a call, an async copy, a nested block: see
-    /// `side_effect_free`) wherever some path reaches it unchecked. Branches and labels only
-    /// move the analysis state:
-    /// - a forward branch taken unchecked marks its target unchecked;
-    /// - a back-edge taken unchecked needs no compare when its loop header was itself reached
-    ///   unchecked (the header's state is then already "unchecked"), and gets one otherwise;
-    /// - `exit` and `ret` end the thread, which an abort would do too.
-    ///
-    /// The prologue's epoch load then overlaps whatever side-effect-free code (address
-    /// arithmetic, loads, whole loops of loads: their back-edges poll on their own) precedes
-    /// the first effect, instead of stalling the first branch.
-    fn defer_step(&mut self, s: &'m Stmt<'m>, out: &mut Vec<O<'m>>) {
-        if let Stmt::Label(l, _) = s {
-            self.checked &= !self.unchecked_targets.contains(l.as_ref());
-            if !self.checked {
-                // Room for every label at once: grown from empty, the set rehashed as it went.
-                if self.unchecked_labels.capacity() == 0 {
-                    self.unchecked_labels.reserve(self.labels.len());
-                }
-                self.unchecked_labels.insert(l.as_ref());
-            }
-            return;
-        }
-        if self.checked || side_effect_free(s) {
-            return;
-        }
-        if let Stmt::Inst(i) = s {
-            if matches!(i.opcode.as_ref(), "exit" | "ret") {
-                return;
-            }
-            if i.opcode == "bra"
-                && let Some(Operand::Name(l)) = i.operands.first()
-                && let Some(&t) = self.labels.get(l.as_ref())
-            {
-                if t > self.pos {
-                    self.unchecked_targets.insert(l.as_ref());
-                    return;
-                }
-                if self.unchecked_labels.contains(l.as_ref()) {
-                    return;
-                }
-            }
-        }
-        // Only the kernel compares: its skip copy shares the body (`func`).
-        out.push(O::Kernel(self.emitted(|fx, o| fx.entry_check(o))));
-        self.checked = true;
     }
 
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
@@ -521,8 +432,13 @@ impl<'m> Fx<'_, 'm> {
 
     /// A fresh label name.
     pub(crate) fn label(&mut self) -> String {
+        numbered("$__sbx_L", self.label_number().into())
+    }
+
+    /// A fresh label's number: `$__sbx_L<n>`, for a label written straight into text.
+    pub(crate) fn label_number(&mut self) -> u32 {
         self.nlabel += 1;
-        numbered("$__sbx_L", self.nlabel.into())
+        self.nlabel
     }
 
     /// Appends a new instruction (at the current source line).
@@ -541,7 +457,7 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// What `f` emits, on its own (for `O::Kernel` and `O::Copy`).
-    fn emitted(&self, f: impl FnOnce(&Self, &mut Vec<O<'m>>)) -> Vec<O<'m>> {
+    pub(super) fn emitted(&self, f: impl FnOnce(&Self, &mut Vec<O<'m>>)) -> Vec<O<'m>> {
         let mut out = Vec::with_capacity(1);
         f(self, &mut out);
         out
@@ -586,7 +502,7 @@ impl<'m> Fx<'_, 'm> {
                 continue;
             }
             if self.defer_check {
-                self.defer_step(s, out);
+                self.defer_step(s, &body[k + 1..], out);
             }
             match s {
                 Stmt::Label(..) => {
@@ -647,12 +563,13 @@ impl<'m> Fx<'_, 'm> {
                 if let Some(Operand::Name(l)) = i.operands.first()
                     && self.labels.get(l.as_ref()).is_some_and(|&p| p <= self.pos)
                     && !self.backedges.bounded.contains(&(i as *const Inst))
-                    && let Some(copy) = self.backedge(i, out)
+                    && let Some((copy, stop)) = self.backedge(i, out)
                 {
                     out.push(O::new(Stmt::Inst(Inst {
                         guard: Some(copy),
                         ..i.clone()
                     })));
+                    self.leave_loop(stop, true, out);
                     return Ok(());
                 }
                 out.push(O::Inst(i));

@@ -459,6 +459,78 @@ fn the_entry_compare_waits_past_a_loop_of_tensor_core_loads_and_still_guards_the
     }
 }
 
+/// A store on every trip of a loop, as softmax_rows' second and third loops: `out[c] = in[0] +
+/// 1 + c / 32` for `c = tid; c < n; c += ntid` (versioned: its step is a register), or for
+/// `c = tid; c < 96; c += 32` with `n` unused (bounded: polled nowhere).
+fn store_loop(step: &str, bound: &str) -> String {
+    ptx(&format!(
+        ".visible .entry store_loop(.param .u64 in, .param .u64 out, .param .u32 n)
+{{
+    .reg .b64 %rd<5>;
+    .reg .b32 %r<5>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    ld.global.u32 %r4, [%rd1];
+    mov.u32 %r2, %tid.x;
+    setp.ge.u32 %p1, %r2, {bound};
+    @%p1 bra DONE;
+    mov.u32 %r3, %ntid.x;
+LOOP:
+    mul.wide.u32 %rd3, %r2, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    add.u32 %r4, %r4, 1;
+    st.global.u32 [%rd4], %r4;
+    add.u32 %r2, %r2, {step};
+    setp.lt.u32 %p1, %r2, {bound};
+    @%p1 bra LOOP;
+DONE:
+    ret;
+}}
+"
+    ))
+}
+
+#[test]
+fn a_loop_that_stores_on_every_trip_compares_the_epoch_before_it_not_on_each_trip() {
+    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;\n";
+    // The loop the compare would sit in: the versioned loop's fast copy, or the bounded loop.
+    for (step, bound, head, back) in [
+        ("%r3", "%r1", "$gpuhost_v1_f:", "bra $gpuhost_v1_f;"),
+        ("32", "96", "LOOP:", "bra LOOP;"),
+    ] {
+        let (s, m) = load_sandboxed(&store_loop(step, bound));
+        let (before, rest) = s.ptx.split_once(head).expect("the loop's header");
+        let (body, _) = rest.split_once(back).expect("the loop's back-edge");
+        assert!(
+            before.ends_with(compare),
+            "{step}: right before the loop\n{}",
+            s.ptx
+        );
+        assert!(
+            !body.contains(compare),
+            "{step}: not in the loop\n{}",
+            s.ptx
+        );
+        for n in [0u32, 96] {
+            let (stale, current) = stale_then_current(&m, "store_loop", n, &[7; 384]);
+            assert_eq!(
+                stale, [7; 384],
+                "a stale launch writes nothing: {step}, n = {n}"
+            );
+            let written = if bound == "96" { 96 } else { n as usize };
+            let want: Vec<u8> = (0..96u32)
+                .flat_map(|c| match (c as usize) < written {
+                    true => (42 + c / 32).to_le_bytes(),
+                    false => [7; 4],
+                })
+                .collect();
+            assert_eq!(current, want, "{step}, n = {n}");
+        }
+    }
+}
+
 /// Block-private work before the only global store: a shared store, a barrier, a shared load
 /// and a shuffle.
 const PRIVATE_THEN_STORE: &str = "

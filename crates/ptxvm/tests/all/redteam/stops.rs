@@ -21,6 +21,17 @@ pub fn abort_in_with(
     fenced: bool,
     extra: &[Arg],
 ) -> Vec<u8> {
+    stopped_with(m, kernel, after, fenced, extra).1
+}
+
+/// [`abort_in_with`], giving the control block's stopped word too.
+fn stopped_with(
+    m: &Module,
+    kernel: &str,
+    after: Duration,
+    fenced: bool,
+    extra: &[Arg],
+) -> (u32, Vec<u8>) {
     let mut mem = GuestMem::new();
     let out = mem.alloc(16);
     mem.ctl_word(0).store(EPOCH, Ordering::SeqCst);
@@ -59,7 +70,11 @@ pub fn abort_in_with(
     assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), want);
     let iterations = u32::from_le_bytes(mem.read(out, 4).try_into().unwrap());
     assert!(iterations > 0, "the kernel ran before the abort");
-    mem.read(out, 16)
+    let stopped = ptxvm::sandbox::CTL_STOPPED_TAG as usize;
+    (
+        mem.ctl_word(stopped).load(Ordering::SeqCst),
+        mem.read(out, 16),
+    )
 }
 
 #[test]
@@ -87,6 +102,45 @@ fn a_thread_stopped_at_a_guarded_back_edge_leaves_its_loops_and_runs_to_the_end(
     assert_eq!(word(1), 7, "the store after the first loop ran");
     assert!(word(2) >= 1, "the second loop was entered");
     assert_eq!(word(3), 9, "the second loop was left at its first poll");
+}
+
+/// A thread a poll stops stores its launch's tag in the stopped word, and in the fault word when
+/// it noted a fenced access, wherever that poll is: at a guarded back-edge (its stop path falls
+/// out of the loop), at an unguarded one (the kernel's stop block exits) and at a device
+/// function's entry (the function's stop block, which reads the tag from its own copy of the
+/// launch's parameter). The stop paths sit out of line (ptxvm's sandbox/report.rs).
+#[test]
+fn a_stopped_thread_names_its_launch_from_every_kind_of_poll() {
+    let spin = |back: &str, fenced: &str| {
+        ptx(&format!(
+            ".visible .entry spin(.param .u64 out)\n{{\n .reg .b64 %rd<2>;\n\
+             .reg .b32 %r<2>;\n .reg .pred %p;\n ld.param.u64 %rd1, [out];\n mov.u32 %r1, 0;\n\
+             L:\n add.u32 %r1, %r1, 1;\n st.global.u32 [%rd1], %r1;\n{fenced}\
+             setp.ne.u32 %p, %r1, 0;\n {back} bra L;\n ret;\n}}\n"
+        ))
+    };
+    // An address outside every arena: its store is fenced, and noted.
+    let fence = " mov.u64 %rd0, 8;\n st.global.u32 [%rd0], %r1;\n";
+    let calls = ptx(
+        ".func step(.param .u64 p)\n{\n .reg .b64 %rd<2>;\n .reg .b32 %r<2>;\n\
+         ld.param.u64 %rd1, [p];\n ld.global.u32 %r1, [%rd1];\n add.u32 %r1, %r1, 1;\n\
+         st.global.u32 [%rd1], %r1;\n ret;\n}\n\
+         .visible .entry spin(.param .u64 out)\n{\n .reg .b64 %rd<2>;\n\
+         ld.param.u64 %rd1, [out];\n\
+         L:\n {\n .param .b64 a;\n st.param.b64 [a], %rd1;\n call.uni step, (a);\n }\n\
+         bra L;\n ret;\n}\n",
+    );
+    for (what, src, fenced) in [
+        ("guarded", spin("@%p", ""), false),
+        ("guarded, fenced", spin("@%p", fence), true),
+        ("unguarded", spin("", ""), false),
+        ("unguarded, fenced", spin("", fence), true),
+        ("at a callee's entry", calls, false),
+    ] {
+        let (_, m) = load_sandboxed(&src);
+        let (stopped, _) = stopped_with(&m, "spin", Duration::from_millis(5), fenced, &[]);
+        assert_eq!(stopped, TAG, "{what}: the stopped word names the launch");
+    }
 }
 
 /// Counted loops one after another, none inside another loop, each short enough to run
