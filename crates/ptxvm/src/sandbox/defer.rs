@@ -80,8 +80,7 @@ impl<'m> Fx<'_, 'm> {
             // Reached unchecked only by falling in: a loop that needs the compare gets it here,
             // once per entry, rather than on every trip.
             if !self.defer.checked && !unchecked_target && self.hoists_check(rest) {
-                out.push(O::Kernel(self.emitted(|fx, o| fx.entry_check(o))));
-                self.defer.checked = true;
+                self.compare_here(out);
                 return;
             }
             if !self.defer.checked {
@@ -113,6 +112,11 @@ impl<'m> Fx<'_, 'm> {
                 }
             }
         }
+        self.compare_here(out);
+    }
+
+    /// Places the compare here; every path on from here is checked.
+    fn compare_here(&mut self, out: &mut Vec<O<'m>>) {
         // Only the kernel compares: its skip copy shares the body (`func`).
         out.push(O::Kernel(self.emitted(|fx, o| fx.entry_check(o))));
         self.defer.checked = true;

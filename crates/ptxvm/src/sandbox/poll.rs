@@ -190,8 +190,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
     emit("shr", &["u64"], &[sreg("a"), sreg("launch"), imm(32)]);
     emit("cvt", &["u32", "u64"], &[sreg("tag"), sreg("a")]);
-    // Bits 32–62: bit 63 is the launch's LAUNCH_SKIPS_ENTRY_READ, not part of the tag.
-    let tag = [sreg("tag"), sreg("tag"), imm(0x7fff_ffff)];
+    let tag = [sreg("tag"), sreg("tag"), imm(TAG_MASK.into())];
     emit("and", &["b32"], &tag);
     // Every single global access's limit (fence.rs), the same for every width: the largest
     // `x - base` whose access, aligned down to its width (at most MIN_ALIGN), ends in the arena
@@ -624,6 +623,11 @@ impl<'m> Fx<'_, 'm> {
         });
     }
 }
+
+/// The tag's bits in the launch parameter's high word (its bits 32–62): bit 63 is the launch's
+/// LAUNCH_SKIPS_ENTRY_READ, not part of the tag. The prologue and a stop's report (report.rs)
+/// both derive the tag with it.
+pub(super) const TAG_MASK: u32 = 0x7fff_ffff;
 
 /// `%__sbx_p` := whether `%__sbx_e` is not this launch's epoch (the launch was stopped).
 const STOPPED: &str = "\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n";

@@ -102,7 +102,7 @@ pub(super) fn stop_label(t: &mut String, stop: Option<u32>) {
     match stop {
         None => t.push_str(STOP),
         Some(n) => {
-            t.push_str("$__sbx_L");
+            t.push_str(super::rewrite::LABEL);
             super::print::unsigned(t, n.into());
         }
     }
@@ -134,12 +134,11 @@ fn report_stop(t: &mut String) {
         let mut t = String::new();
         t.push_str("\tld.volatile.global.u32 %__sbx_t, ");
         super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
-        t.push_str(
-            ";\n\tsetp.eq.u32 %__sbx_q, %__sbx_t, 0;\n\
-             \tld.param.u32 %__sbx_t, [__gpuhost_sbx_launch+4];\n\
-             \tand.b32 %__sbx_t, %__sbx_t, 2147483647;\n\
-             \t@%__sbx_q st.volatile.global.u32 ",
-        );
+        t.push_str(";\n\tsetp.eq.u32 %__sbx_q, %__sbx_t, 0;\n\tld.param.u32 %__sbx_t, [");
+        t.push_str(&super::params::hidden_param("launch"));
+        t.push_str("+4];\n\tand.b32 %__sbx_t, %__sbx_t, ");
+        super::print::unsigned(&mut t, super::poll::TAG_MASK.into());
+        t.push_str(";\n\t@%__sbx_q st.volatile.global.u32 ");
         super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
         t.push_str(", %__sbx_t;\n\tsetp.ne.u32 %__sbx_q, %__sbx_f, 0;\n");
         t.push_str("\t@%__sbx_q st.volatile.global.u32 ");

@@ -25,6 +25,9 @@ pub(crate) fn sreg(n: &str) -> Operand<'static> {
 /// `prefix` then `n` in decimal, as `format!("{prefix}{n}")` spells it: the rewrite names a
 /// register or label so for every group, window count and poll, and the formatting machinery
 /// cost several times the rest.
+/// What the rewriter's own labels start with (`Fx::label`); `$__sbx_` names are reserved.
+pub(super) const LABEL: &str = "$__sbx_L";
+
 pub(crate) fn numbered(prefix: &str, n: u64) -> String {
     // Sized exactly: thousands of these names live until the module is printed.
     let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
@@ -432,7 +435,7 @@ impl<'m> Fx<'_, 'm> {
 
     /// A fresh label name.
     pub(crate) fn label(&mut self) -> String {
-        numbered("$__sbx_L", self.label_number().into())
+        numbered(LABEL, self.label_number().into())
     }
 
     /// A fresh label's number: `$__sbx_L<n>`, for a label written straight into text.

@@ -16,6 +16,9 @@ use super::sandbox::{
     run_sandboxed_flagged,
 };
 
+/// The entry's deferred epoch compare as the rewrite prints it (`Fx::entry_check`).
+const COMPARE: &str = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+
 const STRAIGHT: &str = "
 .visible .entry straight(.param .u64 in, .param .u64 out, .param .u32 n)
 {
@@ -393,7 +396,7 @@ fn the_entry_compare_waits_past_a_loop_of_loads_and_still_guards_every_write() {
     let (s, m) = load_sandboxed(&ptx(LOAD_LOOP_THEN_STORE));
     // The compare of the prologue's epoch is placed after the loop (the skip branch and the
     // back-edge are reached unchecked), right before the store.
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let compare = COMPARE;
     let (before, after) = s.ptx.split_once("DONE:").expect("the label survives");
     assert!(after.trim_start().starts_with(compare), "{}", s.ptx);
     let (prologue, _) = before.split_once("LOOP:").expect("the label survives");
@@ -443,7 +446,7 @@ fn the_entry_compare_waits_past_a_loop_of_tensor_core_loads_and_still_guards_the
     let (s, m) = load_sandboxed(&ptx(WMMA_LOOP_THEN_STORE));
     // Not once per trip: the loop's loads and products leave nothing behind, so the compare
     // goes after it, before the store (session 39; it used to sit at the loop's head).
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let compare = COMPARE;
     let (before, after) = s.ptx.split_once("DONE:").expect("the label survives");
     assert!(after.trim_start().starts_with(compare), "{}", s.ptx);
     assert!(!before.contains(compare), "{}", s.ptx);
@@ -494,7 +497,7 @@ DONE:
 
 #[test]
 fn a_loop_that_stores_on_every_trip_compares_the_epoch_before_it_not_on_each_trip() {
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;\n";
+    let compare = &format!("{COMPARE}\n");
     // The loop the compare would sit in: the versioned loop's fast copy, or the bounded loop.
     for (step, bound, head, back) in [
         ("%r3", "%r1", "$gpuhost_v1_f:", "bra $gpuhost_v1_f;"),
@@ -565,7 +568,7 @@ fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a
     let (s, m) = load_sandboxed_with(&ptx(PRIVATE_THEN_STORE), &policy);
     // The compare waits until the store to global memory: the shared store, the barrier and
     // the shuffle come before it, so the epoch load overlaps them.
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let compare = COMPARE;
     let (before, after) = s.ptx.split_once(compare).expect("one compare");
     assert!(before.contains("bar.sync 0;"), "{}", s.ptx);
     assert!(before.contains("shfl.sync.idx.b32"), "{}", s.ptx);
@@ -585,7 +588,7 @@ fn block_private_stores_barriers_and_shuffles_run_before_the_entry_compare_and_a
 fn a_loop_free_kernel_compares_the_epoch_at_entry_behind_one_uniform_skip_branch() {
     let (s, m) = load_sandboxed(&ptx(PRIVATE_THEN_STORE));
     let skip = "@%__sbx_q bra.uni $__sbx_L";
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let compare = COMPARE;
     let (before, after) = s.ptx.split_once(compare).expect("one compare");
     assert!(
         before.contains(skip) && !before.contains("st.shared"),
@@ -652,7 +655,7 @@ fn a_skip_copy_shares_its_kernels_body_but_not_the_compares_deferred_into_it() {
     let (s, _) = load_sandboxed(&ptx(&into_block()));
     let copy = s.kernels[0].skip_copy.clone().expect("a copy");
     let (kernel, copy) = s.ptx.split_once(&format!(".entry {copy}(")).unwrap();
-    let compare = "setp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n\t@%__sbx_p exit;";
+    let compare = COMPARE;
     assert!(
         kernel.contains(&format!("IN:\n\t{compare}\n\t}}")),
         "{kernel}"
