@@ -9,6 +9,9 @@ use crate::small::{Small, fill};
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
 const MAX_DEPTH: u32 = 64;
+/// A `{..}` or `(..)` operand list with more than `MAX_LIST + 1` elements is refused (the
+/// check runs before each element is taken).
+const MAX_LIST: usize = 64;
 /// Largest initialiser list accepted, in elements.
 const MAX_INIT: usize = 1 << 22;
 
@@ -704,7 +707,7 @@ impl<'t, 's> Parser<'t, 's> {
                 let mut v = Vec::with_capacity(self.list_len(close));
                 if !self.eat_punct(close) {
                     loop {
-                        if v.len() > 64 {
+                        if v.len() > MAX_LIST {
                             return self.err("operand list too long");
                         }
                         v.push(self.scalar_operand()?);
@@ -725,8 +728,8 @@ impl<'t, 's> Parser<'t, 's> {
     }
 
     /// How many elements the list whose first token is next seems to hold, from its commas
-    /// before `close` (or a `;`): what it is sized for. At most 65, the longest list `operand`
-    /// takes, so a hostile list costs no more to look ahead in than to parse.
+    /// before `close` (or a `;`): what it is sized for. At most `MAX_LIST + 1`, the longest list
+    /// `operand` takes, so a hostile list costs no more to look ahead in than to parse.
     fn list_len(&self, close: char) -> usize {
         if self.is_punct(close) {
             return 0;
@@ -738,7 +741,7 @@ impl<'t, 's> Parser<'t, 's> {
                 Tok::Punct(c) if c == close || c == ';' => break,
                 _ => {}
             }
-            if n > 65 {
+            if n > MAX_LIST + 1 {
                 break;
             }
         }
