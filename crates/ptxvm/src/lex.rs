@@ -139,6 +139,17 @@ fn word_len(b: &[u8], colons: bool) -> usize {
     n + b[n..].iter().position(|&c| ends(c)).unwrap_or(b.len() - n)
 }
 
+/// `b[start..end]` as text, for a run of bytes the lexer took by [`IDENT_CHAR`] or
+/// [`WORD_CHAR`] (with a leading `%` and a trailing component such as `.x`): without `str`
+/// slicing's two char-boundary tests, which were about a tenth of the lexer's instructions.
+fn ascii(b: &[u8], start: usize, end: usize) -> &str {
+    let run = &b[start..end];
+    debug_assert!(run.is_ascii());
+    // SAFETY: the tables are true for ASCII bytes only, and `%`, `.` and `x`/`y`/`z`/`w` are
+    // ASCII, so every byte of `run` is ASCII, which is valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(run) }
+}
+
 /// Where the run of blanks at `b[i..]` ends.
 #[inline]
 fn past_blanks(b: &[u8], mut i: usize) -> usize {
@@ -263,7 +274,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             }
             Class::Ident => {
                 i += 1 + word_len(&b[i + 1..], false);
-                token!(Tok::Ident(&src[start..i]));
+                token!(Tok::Ident(ascii(b, start, i)));
             }
             Class::Percent => {
                 i += 1 + word_len(&b[i + 1..], false);
@@ -278,7 +289,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 {
                     i += 2;
                 }
-                token!(Tok::Ident(&src[start..i]));
+                token!(Tok::Ident(ascii(b, start, i)));
             }
             Class::Punct => {
                 i += 1;
@@ -315,7 +326,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
             }
             Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
                 i += 1 + word_len(&b[i + 1..], true);
-                token!(Tok::Dot(&src[start + 1..i]));
+                token!(Tok::Dot(ascii(b, start + 1, i)));
             }
             Class::Digit => {
                 let Some((t, n)) = lex_number(&b[i..]) else {
