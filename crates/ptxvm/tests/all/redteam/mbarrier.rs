@@ -10,58 +10,10 @@
 use super::stops::stopped_with;
 use super::*;
 
-/// Every operation the sandbox allows, on the barrier at `[{a}]` (`{sp}` its space: `.shared`
-/// or generic), and the last wait's result stored at `out`.
-fn every_operation(sp: &str, a: &str) -> String {
-    format!(
-        "mbarrier.init{sp}.b64 [{a}], 1;\n\
-         mbarrier.arrive{sp}.b64 %st, [{a}];\n\
-         mbarrier.arrive.noComplete{sp}.b64 %st, [{a}], 2;\n\
-         mbarrier.arrive_drop{sp}.b64 %st, [{a}];\n\
-         cp.async.mbarrier.arrive.noinc{sp}.b64 [{a}];\n\
-         cp.async.mbarrier.arrive{sp}.b64 [{a}];\n\
-         mbarrier.test_wait{sp}.b64 %p1, [{a}], %st;\n\
-         mbarrier.try_wait.parity{sp}.b64 %p1, [{a}], 0;\n\
-         mbarrier.inval{sp}.b64 [{a}];\n\
-         selp.u32 %r3, 1, 0, %p1;\n\
-         st.global.u32 [%rd1], %r3;\n"
-    )
-}
-
-/// The attack module: `mb_offset(out, off)` uses the barrier at `bar + off` (a 32-bit
-/// register); `mb_scalar(out, addr)` a `.shared` barrier at a `u64` scalar; `mb_generic(out,
-/// addr)` a generic one at a `u64` scalar, in a kernel with no shared memory of its own;
-/// `mb_garbage(out, word)` arrives and waits on a word the guest filled, and past its count.
+/// testkit's attack module, rewritten and loaded.
 fn module() -> &'static Module {
     static M: OnceLock<Module> = OnceLock::new();
-    M.get_or_init(|| {
-        let head = ".reg .pred %p<2>;\n.reg .b32 %r<4>;\n.reg .b64 %rd<3>;\n.reg .b64 %st;\n\
-                    ld.param.u64 %rd1, [out];\n";
-        let src = ptx(&format!(
-            ".visible .entry mb_offset(.param .u64 out, .param .u32 off)\n{{\n\
-             .shared .align 8 .b64 bar;\n.shared .align 8 .b64 pad[4];\n{head}\
-             ld.param.u32 %r1, [off];\nmov.u32 %r2, bar;\nadd.u32 %r2, %r2, %r1;\n{}ret;\n}}\n\
-             .visible .entry mb_scalar(.param .u64 out, .param .u64 addr)\n{{\n\
-             .shared .align 8 .b64 bar[2];\n{head}ld.param.u64 %rd2, [addr];\n{}ret;\n}}\n\
-             .visible .entry mb_generic(.param .u64 out, .param .u64 addr)\n{{\n{head}\
-             ld.param.u64 %rd2, [addr];\n{}ret;\n}}\n\
-             .visible .entry mb_garbage(.param .u64 out, .param .u64 word)\n{{\n\
-             .shared .align 8 .b64 bar;\n{head}ld.param.u64 %rd2, [word];\n\
-             st.shared.u64 [bar], %rd2;\n\
-             mbarrier.arrive.shared.b64 %st, [bar], 3;\n\
-             mbarrier.arrive_drop.shared.b64 %st, [bar];\n\
-             mbarrier.test_wait.shared.b64 %p1, [bar], %st;\n\
-             mbarrier.try_wait.parity.shared.b64 %p1, [bar], 1;\n\
-             mbarrier.init.shared.b64 [bar], 1;\n\
-             mbarrier.arrive.shared.b64 %st, [bar], 3;\n\
-             mbarrier.arrive.shared.b64 %st, [bar];\n\
-             selp.u32 %r3, 1, 0, %p1;\nst.global.u32 [%rd1], %r3;\nret;\n}}\n",
-            every_operation(".shared", "%r2"),
-            every_operation(".shared", "%rd2"),
-            every_operation("", "%rd2"),
-        ));
-        load_sandboxed(&src).1
-    })
+    M.get_or_init(|| load_sandboxed(&testkit::mbarrier::attacks()).1)
 }
 
 #[test]
