@@ -144,6 +144,72 @@ fn barriers_through_generic_shared_addresses_give_the_same_sums_sandboxed() {
     assert!(words(&boxed[0]).iter().all(|&s| s == generic_sum()));
 }
 
+/// 64 threads arrive and wait in a device function given the barrier's generic address (the
+/// function's shared window is its caller's), after storing a value each; then each sums them.
+const IN_A_FUNCTION: &str = r#"
+.func sync_on(.param .u64 b)
+{
+	.reg .b64 %a;
+	.reg .b64 %st;
+	.reg .pred %q;
+	ld.param.u64 %a, [b];
+	mbarrier.arrive.b64 %st, [%a];
+W:
+	mbarrier.test_wait.b64 %q, [%a], %st;
+	@!%q bra W;
+	ret;
+}
+.visible .entry fn_bar(.param .u64 out)
+{
+	.shared .align 8 .b64 bar;
+	.shared .align 4 .u32 vals[64];
+	.reg .pred %p<3>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %tid.x;
+	setp.eq.u32 %p0, %r1, 0;
+	@%p0 mbarrier.init.shared.b64 [bar], 64;
+	bar.sync 0;
+	mad.lo.u32 %r2, %r1, 3, 1;
+	shl.b32 %r3, %r1, 2;
+	mov.u32 %r4, vals;
+	add.u32 %r4, %r4, %r3;
+	st.shared.u32 [%r4], %r2;
+	cvta.shared.u64 %rd2, bar;
+	{
+	.param .b64 p;
+	st.param.b64 [p], %rd2;
+	call.uni sync_on, (p);
+	}
+	mov.u32 %r5, 0;
+	mov.u32 %r6, vals;
+	add.u32 %r7, %r6, 256;
+SUM:
+	ld.shared.u32 %r2, [%r6];
+	add.u32 %r5, %r5, %r2;
+	add.u32 %r6, %r6, 4;
+	setp.lt.u32 %p1, %r6, %r7;
+	@%p1 bra SUM;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.u64 %rd4, %rd1, %rd3;
+	st.global.u32 [%rd4], %r5;
+	ret;
+}
+"#;
+
+#[test]
+fn a_barrier_used_in_a_device_function_gives_the_same_sums_sandboxed() {
+    let (plain, boxed) = both(IN_A_FUNCTION, "fn_bar", (2, 64), &[&[0u8; 256]], &[]);
+    assert_eq!(plain, boxed);
+    let total: u32 = (0..64u32).map(|t| 3 * t + 1).sum();
+    assert!(
+        words(&boxed[0]).iter().all(|&s| s == total),
+        "{:?}",
+        words(&boxed[0])
+    );
+}
+
 /// A random straight-line program of one thread on one barrier, kept to what the ISA defines
 /// (and ptxvm's own `mbarrier` runs without a fault): inits, arrivals of at most the pending
 /// count (`.noComplete` ones below it), drops that leave an arrival expected, waits by parity,

@@ -213,6 +213,16 @@ fn ptxas_keeps_every_value_a_fence_trusts_out_of_uniform_registers() {
         modules.len()
     );
     modules.extend(generated());
+    // testkit's mbarrier programs: their software barriers (sandbox/mbarrier.rs) through ptxas.
+    use testkit::mbarrier::{GENERIC, HEAD, RING, attacks};
+    for (name, text) in [
+        ("mbarrier_ring", format!("{HEAD}{RING}")),
+        ("mbarrier_generic", format!("{HEAD}{GENERIC}")),
+        ("mbarrier_attacks", attacks()),
+    ] {
+        let s = sandbox(&text, &Policy::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        modules.push((name.to_string(), s.ptx));
+    }
     let failures = check_all(&t, &modules);
     assert!(
         failures.is_empty(),
