@@ -460,7 +460,7 @@ isa! {
     Mapa           "mapa"          Unimplemented Rounding   Refuse(NotAllowed),       true;
     Match          "match"         Collective    Match      Plain,                    true;
     Max            "max"           Arith         MinMax     Plain,                    true;
-    Mbarrier       "mbarrier"      Memory        Mbarrier   Refuse(NotAllowed),       true;
+    Mbarrier       "mbarrier"      Memory        Mbarrier   Fence,                    true;
     Membar         "membar"        Control       Fence      Plain,                    false;
     Min            "min"           Arith         MinMax     Plain,                    true;
     Mma            "mma"           Collective    Mma        Plain,                    true;

@@ -9,6 +9,7 @@
 //! machine where softcuda cannot load).
 #![deny(missing_docs)]
 
+pub mod mbarrier;
 pub mod ptxgen;
 
 use std::fmt::Display;

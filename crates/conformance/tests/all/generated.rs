@@ -15,7 +15,10 @@
 //! Both run again in a variant with `ldmatrix` of shared rows (testkit's `program_with_matrix`),
 //! and in one with count-down loops, as nvcc rotates counted loops (`program_with_countdown`:
 //! loop versioning copies them without polls when their entry check proves them short, so a
-//! wrong check would let a hostile one run on unstopped).
+//! wrong check would let a hostile one run on unstopped), and in one with `mbarrier` exchanges
+//! (`program_with_mbarrier`: as written the hardware's barriers, rewritten the sandbox's
+//! software ones; hostile barriers at raw addresses and on words of garbage, which as written
+//! would lose NVIDIA's context).
 //!
 //! `SANDBOX_GEN_CASES` and `SANDBOX_GEN_SEED` choose the seeds, as for ptxvm's generated tests
 //! (`SANDBOX_GEN_SEEDS` lists them). A legal program that differs rewritten is run again as
@@ -36,7 +39,7 @@ use conformance::stream::{Event, KernelArg, LaunchShape, Stream};
 use ptxvm::sandbox::{CTL_FAULT_TAG, LAUNCH_SKIPS_ENTRY_READ, Policy, Sandboxed, sandbox};
 use testkit::ptxgen::{
     self, BLOCKS, Mode, Rng, THREADS, differences, program, program_with_countdown,
-    program_with_matrix,
+    program_with_matrix, program_with_mbarrier,
 };
 
 /// What writes a case's program: testkit's `program` or one of its variants.
@@ -694,6 +697,28 @@ fn generated_hostile_programs_with_countdown_loops_stay_in_their_arena_and_stop_
                 Mode::Hostile,
                 program_with_countdown,
                 |ctx, seed| hostile_of(ctx, seed, program_with_countdown),
+            );
+        },
+    );
+}
+
+#[test]
+fn generated_programs_with_mbarrier_give_their_bytes_as_written_rewritten_on_the_driver() {
+    each_seed_of(seeds(8), Mode::Legal, program_with_mbarrier, |ctx, seed| {
+        legal_of(ctx, seed, program_with_mbarrier)
+    });
+}
+
+#[test]
+fn generated_hostile_programs_with_mbarrier_stay_in_their_arena_and_stop_on_the_driver() {
+    in_child(
+        "generated::generated_hostile_programs_with_mbarrier_stay_in_their_arena_and_stop_on_the_driver",
+        || {
+            each_seed_of(
+                seeds(8),
+                Mode::Hostile,
+                program_with_mbarrier,
+                |ctx, seed| hostile_of(ctx, seed, program_with_mbarrier),
             );
         },
     );

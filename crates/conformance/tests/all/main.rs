@@ -19,6 +19,7 @@ mod launch;
 mod library;
 mod library_calls;
 mod link;
+mod mbarrier_sandboxed;
 mod mbarrier_words;
 mod memops;
 mod memory;

@@ -5,10 +5,13 @@
 //! be harmless to the context. They are not: on the H100 (session 37, driver 580.159.04) a
 //! kernel whose threads run them on words of garbage (zeros, all ones, counters, patterns)
 //! ends with `CUDA_ERROR_LAUNCH_FAILED`, and the context is lost for the process, as after any
-//! fault. So the sandbox refuses `mbarrier`, and ptxvm faults the same way
-//! (`FaultKind::NotABarrier`), which this test holds on every driver, in a child process. An
-//! arrival past a real barrier's pending count loses the context too (the H100 reported it at
-//! the next call, not the launch's synchronize; ptxvm: `FaultKind::BarrierOverArrival`).
+//! fault. ptxvm faults the same way (`FaultKind::NotABarrier`), which this test holds on every
+//! driver, in a child process. An arrival past a real barrier's pending count loses the context
+//! too (the H100 reported it at the next call, not the launch's synchronize; ptxvm:
+//! `FaultKind::BarrierOverArrival`). So the sandbox never runs a guest's `mbarrier` as the
+//! hardware's: it runs software barriers on the guest's words (ptxvm's sandbox/mbarrier.rs), and
+//! mbarrier_sandboxed.rs runs this kernel rewritten, which must neither fault nor lose the
+//! context.
 
 use conformance::case::shape_1d;
 use conformance::context::Context;
@@ -23,7 +26,7 @@ use crate::support::{Steps, code, env_or_skip, in_child};
 /// Each of 128 threads fills its shared word with a pattern of its index, then arrives on it,
 /// tests and tries to wait on it by state and by parity (a bounded number of times), arrives
 /// with `.noComplete` and `arrive_drop`, invalidates it, and records what the waits said.
-const KERNEL: &str = r#"
+pub(crate) const KERNEL: &str = r#"
 .version 8.0
 .target sm_90
 .address_size 64

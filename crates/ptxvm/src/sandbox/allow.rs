@@ -581,7 +581,8 @@ impl<'m> Walk<'_, 'm> {
         let op = i.op;
         let w = match op {
             Some(Opcode::Call) => 0,
-            Some(Opcode::Atom | Opcode::Red) => ATOMIC_WEIGHT,
+            // An mbarrier arrival is a compare-and-swap loop (sandbox/mbarrier.rs).
+            Some(Opcode::Atom | Opcode::Red | Opcode::Mbarrier) => ATOMIC_WEIGHT,
             Some(Opcode::Nanosleep) => super::lean::NANOSLEEP_SPAN,
             _ => 1,
         };

@@ -36,6 +36,7 @@ mod ifconvert;
 mod jumps;
 mod lean;
 mod matrix;
+mod mbarrier;
 mod names;
 mod params;
 mod poll;

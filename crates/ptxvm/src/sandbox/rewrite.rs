@@ -553,7 +553,11 @@ impl<'m> Fx<'_, 'm> {
         let op = i.op;
         match op {
             // (Its operands are two addresses, each relocated, and integers.)
+            Some(Opcode::Cp) if i.mods.iter().any(|m| m == "mbarrier") => {
+                self.cp_async_arrive(i, out)
+            }
             Some(Opcode::Cp) => self.cp_async(i, out),
+            Some(Opcode::Mbarrier) => self.mbarrier(i, out),
             Some(Opcode::Ldmatrix | Opcode::Stmatrix) => self.matrix_access(i, out),
             // wmma.mma reads and writes registers only, as the plain instructions do; its loads
             // and stores reach a strided tile (matrix.rs).

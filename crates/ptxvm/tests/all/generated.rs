@@ -12,7 +12,9 @@
 //! Each runs again in a variant with `ldmatrix` of shared rows in uniform code (testkit's
 //! `program_with_matrix`; hostile rows at raw addresses), and in one with count-down loops,
 //! as nvcc rotates counted loops (`program_with_countdown`; loop versioning copies them when
-//! their entry check proves them short, and a hostile one may never meet its bound).
+//! their entry check proves them short, and a hostile one may never meet its bound), and in one
+//! with `mbarrier` exchanges (`program_with_mbarrier`; hostile barriers at raw addresses and on
+//! words of garbage).
 //!
 //! Each case is named by its seed; a failure prints it with the program. `SANDBOX_GEN_CASES`
 //! runs more cases than CI's default (and `SANDBOX_GEN_SEED` starts from another seed), e.g.
@@ -24,7 +26,7 @@ use ptxvm::Module;
 use ptxvm::sandbox::{GlobalsLayout, LAUNCH_SKIPS_ENTRY_READ, Policy, sandbox};
 use testkit::ptxgen::{
     self, BLOCKS, Mode, Rng, THREADS, differences, program, program_with_countdown,
-    program_with_matrix,
+    program_with_matrix, program_with_mbarrier,
 };
 
 use super::harness::{Arg, pack};
@@ -315,5 +317,19 @@ fn generated_legal_kernels_with_countdown_loops_give_the_originals_results_rewri
 fn generated_hostile_kernels_with_countdown_loops_stay_in_their_arena_and_stop_rewritten() {
     each_seed(60, Mode::Hostile, program_with_countdown, |seed| {
         hostile_of(seed, &program_with_countdown(seed, Mode::Hostile))
+    });
+}
+
+#[test]
+fn generated_legal_kernels_with_mbarrier_give_the_originals_results_rewritten() {
+    each_seed(60, Mode::Legal, program_with_mbarrier, |seed| {
+        legal_of(seed, &program_with_mbarrier(seed, Mode::Legal))
+    });
+}
+
+#[test]
+fn generated_hostile_kernels_with_mbarrier_stay_in_their_arena_and_stop_rewritten() {
+    each_seed(60, Mode::Hostile, program_with_mbarrier, |seed| {
+        hostile_of(seed, &program_with_mbarrier(seed, Mode::Hostile))
     });
 }

@@ -17,6 +17,7 @@ mod launch;
 mod lean;
 mod matrix;
 mod mbarrier;
+mod mbarrier_sandbox;
 mod redteam;
 mod sandbox;
 mod sass;

@@ -173,7 +173,8 @@ type Write = fn(u64, Mode) -> String;
 
 /// Generated programs, rewritten under each case's own policy: `SANDBOX_SASS_CASES` of each mode
 /// (default [`GENERATED`]) from seed `SANDBOX_SASS_SEED` (default 1), every third also in its
-/// variant with `ldmatrix`, and every third after it with count-down loops.
+/// variant with `ldmatrix`, every third after it with count-down loops, and the rest with
+/// `mbarrier` exchanges.
 fn generated() -> Vec<(String, String)> {
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let cases = var("SANDBOX_SASS_CASES").unwrap_or(GENERATED);
@@ -187,11 +188,12 @@ fn generated() -> Vec<(String, String)> {
                 .unwrap_or_else(|e| panic!("generated {tag} {seed} is refused: {e}"));
             out.push((format!("gen_{tag}_{seed}"), s.ptx));
             // A third of them again with `ldmatrix` of shared rows (its fence redirects rows),
-            // another third with count-down loops (versioned: a fast copy of each).
+            // another third with count-down loops (versioned: a fast copy of each), the last
+            // third with mbarrier exchanges (software barriers).
             let variant: Option<(&str, Write)> = match (seed - first) % 3 {
                 0 => Some(("ldmatrix", ptxgen::program_with_matrix)),
                 1 => Some(("countdown", ptxgen::program_with_countdown)),
-                _ => None,
+                _ => Some(("mbarrier", ptxgen::program_with_mbarrier)),
             };
             if let Some((name, write)) = variant {
                 let s = sandbox(&write(seed, mode), &policy)
@@ -213,6 +215,16 @@ fn ptxas_keeps_every_value_a_fence_trusts_out_of_uniform_registers() {
         modules.len()
     );
     modules.extend(generated());
+    // testkit's mbarrier programs: their software barriers (sandbox/mbarrier.rs) through ptxas.
+    use testkit::mbarrier::{GENERIC, HEAD, RING, attacks};
+    for (name, text) in [
+        ("mbarrier_ring", format!("{HEAD}{RING}")),
+        ("mbarrier_generic", format!("{HEAD}{GENERIC}")),
+        ("mbarrier_attacks", attacks()),
+    ] {
+        let s = sandbox(&text, &Policy::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        modules.push((name.to_string(), s.ptx));
+    }
     let failures = check_all(&t, &modules);
     assert!(
         failures.is_empty(),

@@ -29,6 +29,9 @@ pub(super) struct Gen {
     /// Count-down loops (`setp.ne` back-edges, as nvcc rotates counted loops) among the loop
     /// shapes; off, the generator draws what it drew before, as for `matrix`.
     pub(super) countdown: bool,
+    /// Barrier exchanges through `mbarrier` (the sandbox's software barriers) in uniform code
+    /// too; off, the generator draws what it drew before, as for `matrix`.
+    pub(super) mbarrier: bool,
 }
 
 impl Gen {
@@ -38,6 +41,7 @@ impl Gen {
             exits: Vec::new(),
             matrix: false,
             countdown: false,
+            mbarrier: false,
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             mode,
             out: String::new(),
@@ -114,6 +118,11 @@ impl Gen {
             self.line(decl);
         }
         emit!(self, ".shared .align 16 .b8 sh[{SHARED}];");
+        if self.mbarrier {
+            self.line(".reg .b64 %ms;");
+            self.line(".reg .pred %mq;");
+            self.line(".shared .align 8 .b64 mb;");
+        }
         emit!(self, ".local .align 16 .b8 loc[{LOCAL}];");
         // %rd0 out, %rd1 input, %rd2 the raw argument, %rd3 this thread's slot; %r0 tid.x,
         // %r1 ctaid.x, %r2 ntid.x, %r3 the global index, %r15 the scalar argument.
@@ -205,6 +214,8 @@ impl Gen {
                 17 if !self.divergent => {
                     if self.matrix && self.rng.chance(50) {
                         self.matrix_exchange();
+                    } else if self.mbarrier && self.rng.chance(50) {
+                        self.mbarrier_exchange();
                     } else {
                         self.barrier_exchange();
                     }

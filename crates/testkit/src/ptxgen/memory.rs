@@ -1,6 +1,8 @@
 //! Memory accesses of every space and form: the thread's own global words, the read-only input
 //! and tables, atomics on the shared counters, generic, shared and local accesses, the barrier
-//! exchange, and (hostile) wild addresses.
+//! exchange (through `bar.sync`, `ldmatrix` rows or `mbarrier`), and (hostile) wild addresses.
+
+use std::fmt::Write as _;
 
 use super::frame::Gen;
 use super::{BLOCKS, COUNTERS, GTAB, INPUT, LOCAL, Mode, SCRATCH, SHARED, SLOT, THREADS};
@@ -243,12 +245,17 @@ impl Gen {
     pub(super) fn barrier_exchange(&mut self) {
         let (d, r) = (self.data(), self.data());
         self.line("bar.sync 0;");
+        self.read_shared_word(&d, &r);
+        self.line("bar.sync 0;");
+    }
+
+    /// `d` := the first shared word of thread `r` mod [`THREADS`] (of this block).
+    fn read_shared_word(&mut self, d: &str, r: &str) {
         emit!(self, "and.b32 %t1, {r}, {};", THREADS - 1);
         self.line("mul.wide.u32 %a2, %t1, 8;");
         self.line("mov.u64 %a1, sh;");
         self.line("add.s64 %a1, %a1, %a2;");
         emit!(self, "ld.shared.u32 {d}, [%a1];");
-        self.line("bar.sync 0;");
     }
 
     /// Reads an 8×8 matrix of 16-bit elements from shared rows with `ldmatrix` between two
@@ -271,6 +278,85 @@ impl Gen {
             self,
             "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {{{d}}}, [%a1];"
         );
+        self.line("bar.sync 0;");
+    }
+
+    /// An exchange through `mbarrier` (uniform code only: every thread of the block arrives).
+    /// Legal: thread 0 initialises `mb` for the block's arrivals (each thread's 1, or 2 for the
+    /// first warp's), all arrive and spin until the phase completes, read another thread's
+    /// shared words, and meet at a barrier before anyone initialises `mb` again. Hostile: one
+    /// thread's barrier is `mb` plus raw data, the raw argument (generic), or `mb` holding a
+    /// word of garbage; it is arrived on past its count and waited on once.
+    pub(super) fn mbarrier_exchange(&mut self) {
+        let (d, r) = (self.data(), self.data());
+        if self.mode == Mode::Hostile {
+            self.line("bar.sync 0;");
+            let sp = match self.rng.below(3) {
+                0 => {
+                    emit!(self, "cvt.u64.u32 %a2, {r};");
+                    self.line("mov.u64 %a1, mb;");
+                    self.line("add.s64 %a1, %a1, %a2;");
+                    ".shared"
+                }
+                1 => {
+                    self.line("mov.u64 %a1, %rd2;");
+                    ""
+                }
+                _ => {
+                    emit!(self, "cvt.u64.u32 %a2, {r};");
+                    self.line("mov.u64 %a1, mb;");
+                    self.line("st.shared.u64 [%a1], %a2;");
+                    ".shared"
+                }
+            };
+            if self.rng.chance(50) {
+                emit!(
+                    self,
+                    "mbarrier.init{sp}.b64 [%a1], {};",
+                    1 + self.rng.below(4)
+                );
+            }
+            emit!(
+                self,
+                "mbarrier.arrive{sp}.b64 %ms, [%a1], {};",
+                1 + self.rng.below(8)
+            );
+            emit!(self, "mbarrier.arrive_drop{sp}.b64 %ms, [%a1];");
+            if self.rng.chance(50) {
+                emit!(self, "cp.async.mbarrier.arrive.noinc{sp}.b64 [%a1];");
+            }
+            if self.rng.chance(50) {
+                emit!(self, "mbarrier.test_wait{sp}.b64 %mq, [%a1], %ms;");
+            } else {
+                emit!(self, "mbarrier.try_wait.parity{sp}.b64 %mq, [%a1], {r};");
+            }
+            emit!(self, "selp.u32 {d}, 1, 2, %mq;");
+            emit!(self, "mbarrier.inval{sp}.b64 [%a1];");
+            self.line("bar.sync 0;");
+            return;
+        }
+        // The first warp arrives with 2 apiece in half the exchanges.
+        let twice = self.rng.chance(50);
+        let expected = if twice { THREADS + 32 } else { THREADS };
+        self.line("setp.eq.u32 %mq, %r0, 0;");
+        emit!(self, "@%mq mbarrier.init.shared.b64 [mb], {expected};");
+        self.line("bar.sync 0;");
+        if twice {
+            self.line("setp.lt.u32 %mq, %r0, 32;");
+            self.line("selp.u32 %t1, 2, 1, %mq;");
+            self.line("mbarrier.arrive.shared.b64 %ms, [mb], %t1;");
+        } else {
+            self.line("mbarrier.arrive.shared.b64 %ms, [mb];");
+        }
+        let spin = self.label();
+        let _ = writeln!(self.out, "{spin}:");
+        match self.rng.below(3) {
+            0 => self.line("mbarrier.try_wait.parity.shared.b64 %mq, [mb], 0;"),
+            1 => self.line("mbarrier.try_wait.shared.b64 %mq, [mb], %ms;"),
+            _ => self.line("mbarrier.test_wait.shared.b64 %mq, [mb], %ms;"),
+        }
+        emit!(self, "@!%mq bra {spin};");
+        self.read_shared_word(&d, &r);
         self.line("bar.sync 0;");
     }
 

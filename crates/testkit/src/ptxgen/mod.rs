@@ -125,6 +125,17 @@ pub fn program_with_countdown(seed: u64, mode: Mode) -> String {
     g.module()
 }
 
+/// [`program`] with `mbarrier` exchanges too: in uniform code, the block's threads arrive on a
+/// shared barrier thread 0 initialised and wait for its phase (by parity or by state, spinning
+/// in `try_wait` or `test_wait`) before reading another thread's shared words. A hostile
+/// program's barriers are at `mb` plus raw data, at its raw argument (a generic address), or on
+/// a word of garbage it stored, arrived on past their counts and waited on once.
+pub fn program_with_mbarrier(seed: u64, mode: Mode) -> String {
+    let mut g = Gen::new(seed, mode, true);
+    g.mbarrier = true;
+    g.module()
+}
+
 /// [`program`], but every loop ends (for drivers where a test cannot stop a kernel at will).
 pub fn program_ending(seed: u64, mode: Mode) -> String {
     Gen::new(seed, mode, false).module()
@@ -194,7 +205,7 @@ pub fn differences(want: &[u8], got: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Mode, program, program_with_matrix};
+    use super::{Mode, program, program_with_matrix, program_with_mbarrier};
 
     #[test]
     fn the_generator_writes_every_family_it_promises() {
@@ -249,6 +260,46 @@ mod tests {
         // A program with no barrier exchange draws nothing for them: the same as without.
         let same =
             (1..60).filter(|&s| program_with_matrix(s, Mode::Legal) == program(s, Mode::Legal));
+        assert!(same.count() > 0);
+    }
+
+    #[test]
+    fn mbarrier_exchanges_come_only_when_asked_for_and_leave_the_rest_of_the_program_alone() {
+        for mode in [Mode::Legal, Mode::Hostile] {
+            let with: Vec<String> = (1..60).map(|s| program_with_mbarrier(s, mode)).collect();
+            assert!(
+                with.iter().any(|p| p.contains("mbarrier.arrive")),
+                "{mode:?}"
+            );
+            assert!((1..60).all(|s| !program(s, mode).contains("mbarrier")));
+        }
+        // Each hostile form, and each legal wait, is written somewhere.
+        let all: String = (1..200)
+            .flat_map(|s| [Mode::Legal, Mode::Hostile].map(|m| program_with_mbarrier(s, m)))
+            .collect();
+        for needle in [
+            "mbarrier.try_wait.parity.shared.b64 %mq, [mb], 0;",
+            "mbarrier.try_wait.shared.b64 %mq, [mb], %ms;",
+            "mbarrier.test_wait.shared.b64 %mq, [mb], %ms;",
+            "mbarrier.arrive.shared.b64 %ms, [mb], %t1;",
+            "mov.u64 %a1, %rd2;",
+            "mbarrier.arrive.b64 %ms, [%a1]",
+            "st.shared.u64 [%a1], %a2;",
+            "cp.async.mbarrier.arrive.noinc.shared.b64 [%a1];",
+        ] {
+            assert!(all.contains(needle), "no generated program has {needle}");
+        }
+        // A program with no mbarrier exchange draws nothing for them: the same as without,
+        // but for the barrier's declarations.
+        let bare = |p: String| -> String {
+            p.lines()
+                .filter(|l| !l.contains("%ms;") && !l.contains("%mq;") && !l.contains(" mb;"))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        };
+        let same = (1..60).filter(|&s| {
+            bare(program_with_mbarrier(s, Mode::Legal)) == bare(program(s, Mode::Legal))
+        });
         assert!(same.count() > 0);
     }
 

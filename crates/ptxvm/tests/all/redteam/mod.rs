@@ -17,6 +17,7 @@ use crate::launch::launch;
 use super::sandbox::{Arg, FAULT, GuestMem, Hidden, Shape, load_sandboxed, run_sandboxed};
 
 mod limits;
+mod mbarrier;
 mod memory;
 mod refusals;
 mod rows;

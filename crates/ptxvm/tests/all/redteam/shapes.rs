@@ -152,7 +152,7 @@ fn runs_sharing_one_fence_work_in_range_and_are_fenced_as_a_whole() {
 #[test]
 fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
     // Deterministic mutations of the red-team module and of every nvcc corpus module (and the
-    // clang tensor-core one):
+    // clang tensor-core one, and testkit's mbarrier programs):
     // truncations, deleted, duplicated and moved spans, swapped bytes, huge offsets. Every
     // outcome is a value, and rewritten output loads. `SANDBOX_MANGLE_ROUNDS` (300) and
     // `SANDBOX_MANGLE_SEED` run a longer sweep, e.g. `SANDBOX_MANGLE_ROUNDS=1000000 cargo test
@@ -175,6 +175,14 @@ fn mangled_modules_are_rewritten_or_refused_never_a_panic() {
     names.push(format!("{dir}/../../corpus/clang/mma_gemm.ptx").into());
     names.sort();
     bases.extend(names.iter().map(|p| std::fs::read_to_string(p).unwrap()));
+    // And testkit's mbarrier programs (session 40): the sandbox's own parsing of mbarrier's
+    // modifiers and operands (sandbox/mbarrier.rs) meets mangled forms of every one.
+    use testkit::mbarrier::{GENERIC, HEAD, RING, attacks};
+    bases.extend([
+        attacks(),
+        format!("{HEAD}{RING}"),
+        format!("{HEAD}{GENERIC}"),
+    ]);
     let mut next = move |n: usize| {
         seed ^= seed << 13;
         seed ^= seed >> 7;

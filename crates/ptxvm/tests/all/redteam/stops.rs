@@ -25,7 +25,7 @@ pub fn abort_in_with(
 }
 
 /// [`abort_in_with`], giving the control block's stopped word too.
-fn stopped_with(
+pub(super) fn stopped_with(
     m: &Module,
     kernel: &str,
     after: Duration,
