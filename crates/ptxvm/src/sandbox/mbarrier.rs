@@ -306,13 +306,15 @@ impl<'m> Fx<'_, 'm> {
         }
     }
 
-    /// `@guard bra label;`
+    /// `@guard bra label;`, through the rewriter's one way of emitting an instruction.
     fn bra(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>, label: &str) {
-        Self::text(out, guard.as_ref(), |t| {
-            t.push_str("bra ");
-            t.push_str(label);
-            t.push_str(";\n");
-        });
+        self.emit(
+            out,
+            guard,
+            "bra",
+            &[],
+            &[Operand::Name(Str::Borrowed(label))],
+        );
     }
 
     /// `%__sbx_a` := the barrier's address, fenced as an 8-byte shared access: in the block's

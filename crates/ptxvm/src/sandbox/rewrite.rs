@@ -552,10 +552,11 @@ impl<'m> Fx<'_, 'm> {
     fn inst(&mut self, i: &'m Inst<'m>, rest: &'m [Stmt<'m>], out: &mut Vec<O<'m>>) -> R<()> {
         let op = i.op;
         match op {
-            // (Its operands are two addresses, each relocated, and integers.)
+            // An arrival for the thread's copies, run on the sandbox's software barrier.
             Some(Opcode::Cp) if i.mods.iter().any(|m| m == "mbarrier") => {
                 self.cp_async_arrive(i, out)
             }
+            // (Its operands are two addresses, each relocated, and integers.)
             Some(Opcode::Cp) => self.cp_async(i, out),
             Some(Opcode::Mbarrier) => self.mbarrier(i, out),
             Some(Opcode::Ldmatrix | Opcode::Stmatrix) => self.matrix_access(i, out),
