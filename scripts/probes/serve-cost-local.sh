@@ -33,16 +33,15 @@ for i in $(seq $#); do
   ln -s "$bin" "$gpu/bin/gpuhost"
   cp "$T/guests/wasm32-wasip2/release/"http_{hello,ladder,stamp}.wasm "$gpu/guests/" || exit 1
   pids=(); mkdir -p "$work/srv$i"
-  # floor_servers listens on 18291/18292: run each build's pair on ports of its own.
-  sed -e "s/18291/$((18600 + 2 * i))/g; s/18292/$((18601 + 2 * i))/g" scripts/probes/floor-servers.sh > "$work/floor$i.sh"
-  source "$work/floor$i.sh"
+  # Each build's pair on ports of its own (floor_servers' floor_port).
+  floor_port=$((18600 + 2 * i))
   floor_servers "$work/srv$i"
   all+=("${pids[@]}")
   [ -n "${TASKSET:-}" ] && for p in "${pids[@]}"; do taskset -a -p -c "$TASKSET" "$p" > /dev/null; done
   serve_of[$i]=$serve_pid; native_of[$i]=$native_pid
 done
 # url TARGET for build I.
-url_of() { source "$work/floor$1.sh"; url "$2"; }
+url_of() { local floor_port=$((18600 + 2 * $1)); url "$2"; }
 for i in $(seq $#); do
   for t in $targets; do wrk -t1 -c "$c" -d 1s "$(url_of "$i" "$t")" > /dev/null; done
 done
