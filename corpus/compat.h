@@ -60,3 +60,46 @@ __device__ __forceinline__ unsigned ptx_prmt_b32(unsigned a, unsigned b, unsigne
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
     return d;
 }
+
+// Shared-memory barriers (mbarrier, PTX 7.0, sm_80) and the cp.async forms that feed them, as
+// CUTLASS-style pipelines write them: barriers and buffers named by their 32-bit .shared
+// addresses. Waits go by the state an arrival returns (test_wait's .parity form needs PTX 7.1,
+// past clang 14's 7.0) and never block: the caller spins.
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned)a;
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ unsigned long long mbar_arrive(unsigned bar) {
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.shared.b64 %0, [%1];" : "=l"(state) : "r"(bar) : "memory");
+    return state;
+}
+__device__ __forceinline__ bool mbar_test_wait(unsigned bar, unsigned long long state) {
+    unsigned done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.test_wait.shared.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "l"(state)
+        : "memory");
+    return done != 0;
+}
+// Returns once the phase that `state` came from has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned long long state) {
+    while (!mbar_test_wait(bar, state)) {
+    }
+}
+// The barrier sees one arrival from this thread once its earlier cp.async copies have landed;
+// .noinc: that arrival is one of the count given to mbar_init.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(bar) : "memory");
+}
+// 16 bytes global → shared, bypassing L1; only the first src_bytes are read, the rest of the
+// 16 are zeroed (how a tile's tail past the input's end is padded).
+__device__ __forceinline__ void cp_async_cg16_zfill(unsigned dst, const void *src, unsigned src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}

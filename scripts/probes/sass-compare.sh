@@ -14,7 +14,7 @@ export NVDISASM_PATH="$tools/bin"
 a="$1"; b="$2"; shift 2
 kernels=("$@")
 [ ${#kernels[@]} -gt 0 ] || kernels=(histogram matmul_tiled transpose softmax_rows reduce_f64_dynamic saxpy
-  vector_add layer_norm scan_block reduce_shared reduce_warp local_sort)
+  vector_add layer_norm scan_block reduce_shared reduce_warp local_sort mbarrier_pipeline)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 printf '| kernel | registers A | registers B | A: insts, first loop (skip copy) | B | hot loops A | hot loops B |\n|---|---|---|---|---|---|---|\n'
 for k in "${kernels[@]}"; do

@@ -3,6 +3,7 @@
 
 mod basic;
 mod bits;
+mod pipeline;
 mod rows;
 mod spaces;
 mod tensor;
@@ -197,6 +198,12 @@ pub const CASES: &[KernelCase] = &[
         file: "mma_gemm",
         kernel: "mma_gemm_s8",
         build: tensor::mma_gemm_s8,
+    },
+    KernelCase {
+        name: "mbarrier_pipeline",
+        file: "mbarrier_pipeline",
+        kernel: "mbarrier_pipeline",
+        build: pipeline::mbarrier_pipeline,
     },
 ];
 

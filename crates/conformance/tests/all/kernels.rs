@@ -86,6 +86,7 @@ kernel_tests! {
     tensor_core_s8_through_wmma_is_exact => "mma_gemm_wmma_s8",
     tensor_core_tf32_through_wmma_matches_cpu_reference => "mma_gemm_wmma_tf32",
     tensor_core_f64_through_wmma_matches_cpu_reference => "mma_gemm_wmma_f64",
+    cp_async_tiles_handed_over_by_mbarriers_match_cpu_reference => "mbarrier_pipeline",
 }
 
 #[test]
