@@ -369,6 +369,9 @@ pub(crate) enum ControlOp {
     Bar {
         id: Src,
     },
+    /// `bar.warp.sync`: a no-op while the warp runs converged; lanes that run ahead of a spinning
+    /// group (schedule.rs, "forward progress") wait here for it.
+    WarpSync,
     Nop,
     Trap,
     /// CUDA's `__assertfail(message, file, line, function, charSize)`: the local offsets of

@@ -46,7 +46,7 @@ impl Ctx<'_> {
             }
             Opcode::Bar | Opcode::Barrier => {
                 if m.has("warp") {
-                    return self.emit(i, ControlOp::Nop);
+                    return self.emit(i, ControlOp::WarpSync);
                 }
                 if m.has("arrive") || m.has("red") {
                     return self.unsup(format!("{op}.arrive/.red"));

@@ -10,6 +10,16 @@
 //! it: a `shfl.sync` after a divergent region with a call in one arm ran once per arm, and
 //! read lanes of the other arm that had not written yet (conformance's generated seed 9074,
 //! against the H100's answer).
+//!
+//! Forward progress: this order alone never lets a group waiting ahead run while the group
+//! behind it loops, so a lane spinning on a flag that a lane of its own warp sets further on
+//! (a per-lane lock, a producer and a consumer in one warp) hung here, where sm_70 and later
+//! (independent thread scheduling) run it. After `SPIN_YIELD` uniform back-edges taken while
+//! other lanes wait, the spinning group steps aside (`yielded`) and the group next in order
+//! runs until it parks, exits, or reaches a warp collective or a barrier, where it waits for
+//! the spinners, since ptxvm's collectives act on the lanes that run them together; then the
+//! order above resumes with every lane. A program that does not spin within a warp sees the same
+//! results either way; the threshold keeps such loops from switching groups often.
 
 // Lane loops index several per-lane arrays at once; iterator chains would obscure that.
 #![allow(clippy::needless_range_loop)]
@@ -17,6 +27,11 @@
 use std::cmp::Ordering;
 
 use super::warp::Warp;
+
+/// Uniform back-edges a group takes while other lanes of its warp wait before it lets them run.
+/// High enough that an ordinary divergent loop rarely yields; low enough that a spin-wait costs
+/// a few thousand instructions per step of the lanes it waits for.
+pub(crate) const SPIN_YIELD: u32 = 256;
 
 impl Warp {
     /// The order of lane `a` at `pa` and lane `b` at `pb` (each with its own return stack):
@@ -146,9 +161,20 @@ impl Warp {
         min
     }
 
-    /// Makes the waiting lanes furthest behind the running group.
+    /// Makes the waiting lanes furthest behind the running group, lanes that yielded waiting
+    /// again.
     pub(crate) fn pick(&mut self) {
         debug_assert_eq!(self.active, 0);
+        if self.yielded != 0 {
+            let lanes = self.yielded;
+            self.yielded = 0;
+            self.rejoin(lanes);
+        }
+        self.pick_waiting();
+    }
+
+    /// [`Self::pick`] among the waiting lanes alone.
+    fn pick_waiting(&mut self) {
         if self.deep != 0 {
             return self.pick_in_call_order();
         }
@@ -215,6 +241,12 @@ impl Warp {
     pub(crate) fn branch(&mut self, taken: u32, target: u32) {
         let rest = self.active & !taken;
         if rest == 0 {
+            if target <= self.pc && self.waiting != 0 {
+                self.spins += 1;
+                if self.spins >= SPIN_YIELD {
+                    return self.step_aside(target);
+                }
+            }
             self.goto(target);
         } else if taken == 0 {
             self.goto(self.pc + 1);
@@ -273,6 +305,14 @@ impl Warp {
     pub(crate) fn release(&mut self) {
         let lanes = self.at_bar;
         self.at_bar = 0;
+        self.rejoin(lanes);
+        if self.active == 0 {
+            self.pick();
+        }
+    }
+
+    /// Makes `lanes`, each already at its `lane_pc`, waiting lanes again.
+    fn rejoin(&mut self, lanes: u32) {
         self.waiting |= lanes;
         if self.deep != 0 {
             self.find_next();
@@ -283,9 +323,33 @@ impl Warp {
                 }
             }
         }
-        if self.active == 0 {
-            self.pick();
+    }
+
+    /// Sets the running group, about to loop back to `target`, aside so that the waiting lanes
+    /// furthest behind run (the module's "forward progress"). The caller saw lanes waiting.
+    fn step_aside(&mut self, target: u32) {
+        self.spins = 0;
+        for l in 0..32 {
+            if self.active >> l & 1 != 0 {
+                self.lane_pc[l] = target;
+            }
         }
+        self.yielded |= self.active;
+        self.active = 0;
+        self.pick_waiting();
+    }
+
+    /// Whether the running group must wait for lanes that stepped aside before an instruction
+    /// that acts on the lanes running it together (a collective, a barrier); if so it parks at
+    /// its PC and the next group runs.
+    pub(crate) fn waits_for_yielded(&mut self) -> bool {
+        if self.yielded == 0 {
+            return false;
+        }
+        self.park(self.active, self.pc);
+        self.active = 0;
+        self.pick();
+        true
     }
 }
 

@@ -45,6 +45,11 @@ pub(crate) struct Warp {
     pub exited: u32,
     /// Lanes parked at a barrier (their `lane_pc` is after it).
     pub at_bar: u32,
+    /// Lanes of a spinning group set aside so the others can make progress (schedule.rs,
+    /// "forward progress"); never set while no group runs.
+    pub yielded: u32,
+    /// Uniform back-edges taken while other lanes waited, since the last yield.
+    pub spins: u32,
     pub bar_id: [u32; 32],
     /// Per-lane return stacks, allocated on the first call.
     pub stacks: Vec<Vec<u32>>,
@@ -71,6 +76,8 @@ impl Warp {
             next_lane: 0,
             exited: FULL,
             at_bar: 0,
+            yielded: 0,
+            spins: 0,
             bar_id: [0; 32],
             stacks: Vec::new(),
             local: Vec::new(),
@@ -178,6 +185,8 @@ impl Warp {
         self.deep = 0;
         self.exited = !live;
         self.at_bar = 0;
+        self.yielded = 0;
+        self.spins = 0;
         self.lane_instructions = 0;
         self.warp_instructions = 0;
     }

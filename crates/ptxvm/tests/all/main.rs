@@ -18,6 +18,7 @@ mod lean;
 mod matrix;
 mod mbarrier;
 mod mbarrier_sandbox;
+mod progress;
 mod redteam;
 mod sandbox;
 mod sass;

@@ -96,7 +96,15 @@ impl Warp {
                 }
             }
             ControlOp::Nop => {}
+            ControlOp::WarpSync => {
+                if self.waits_for_yielded() {
+                    return Ok(Flow::Jumped);
+                }
+            }
             ControlOp::Bar { id } => {
+                if self.waits_for_yielded() {
+                    return Ok(Flow::Jumped);
+                }
                 if mask != self.active {
                     return Err((FaultKind::BarrierDivergence, Warp::first(self.active)));
                 }

@@ -94,7 +94,12 @@ impl Warp {
                         continue;
                     }
                 }
-                Op::Collective(op) => self.collective(op, mask),
+                Op::Collective(op) => {
+                    if self.waits_for_yielded() {
+                        continue;
+                    }
+                    self.collective(op, mask)
+                }
                 Op::Texture(op) => self.texture(op, mem, mask).map_err(|(e, l)| fault(e, l))?,
             }
             self.goto(self.pc + 1);
