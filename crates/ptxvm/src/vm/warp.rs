@@ -50,6 +50,9 @@ pub(crate) struct Warp {
     pub yielded: u32,
     /// Uniform back-edges taken while other lanes waited, since the last yield.
     pub spins: u32,
+    /// Set by an `mbarrier` wait that found its phase incomplete for every lane: the warp's time
+    /// slice ends there, so the warps that will complete the phase run instead of the spin.
+    pub stalled: bool,
     pub bar_id: [u32; 32],
     /// Per-lane return stacks, allocated on the first call.
     pub stacks: Vec<Vec<u32>>,
@@ -78,6 +81,7 @@ impl Warp {
             at_bar: 0,
             yielded: 0,
             spins: 0,
+            stalled: false,
             bar_id: [0; 32],
             stacks: Vec::new(),
             local: Vec::new(),
@@ -187,6 +191,7 @@ impl Warp {
         self.at_bar = 0;
         self.yielded = 0;
         self.spins = 0;
+        self.stalled = false;
         self.lane_instructions = 0;
         self.warp_instructions = 0;
     }

@@ -118,6 +118,29 @@ fn a_phase_waits_for_every_arrival_and_phases_alternate() {
     }
 }
 
+/// A wait that finds its phase incomplete ends its warp's time slice, so the warps that will
+/// complete the phase run instead of the spin: waiting three warps on a fourth that idles for
+/// 40,000 trips (about 120,000 instructions) costs little more than the idling itself, where
+/// spinning out each slice cost three warps 65,536 instructions a slice.
+#[test]
+fn a_failed_wait_ends_its_warps_time_slice_so_waiting_costs_little() {
+    let idle = 40_000u32;
+    for wait in ["parity", "state"] {
+        let m = load(&exchange(wait));
+        let mut mem = DevMem::new();
+        let out = mem.upload(&[0u8; 128 * 8]);
+        let args = [Arg::Ptr(out), Arg::U32(idle)];
+        let stats = go(&m, &Shape::linear(1, 128), &args, &[], &mem)
+            .unwrap_or_else(|e| panic!("{wait}: {e}"));
+        let idling = 3 * u64::from(idle);
+        assert!(
+            stats.warp_instructions < idling + idling / 4,
+            "{wait}: {} warp instructions, the idling alone {idling}",
+            stats.warp_instructions
+        );
+    }
+}
+
 /// 64 threads copy one word each into shared memory with `cp.async`, arrive through
 /// `cp.async.mbarrier.arrive` (`.noinc`: the copy's arrival is the thread's; without it, the
 /// thread arrives itself too), wait, and each sums every copied word.

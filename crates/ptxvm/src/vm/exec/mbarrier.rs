@@ -121,6 +121,12 @@ impl Warp {
                 }
             };
         }
+        if matches!(op.kind, MbarrierKind::Wait { .. })
+            && mask != 0
+            && lanes(mask).all(|l| out[l] == 0)
+        {
+            self.stalled = true;
+        }
         self.wr(op.d, &out, mask);
         Ok(())
     }

@@ -83,9 +83,15 @@ impl Warp {
             };
             match &inst.op {
                 Op::Arith(op) => self.arith(op, mask),
-                Op::Memory(op) => self
-                    .memory(op, mem, bm, mask)
-                    .map_err(|(e, l)| fault(e, l))?,
+                Op::Memory(op) => {
+                    self.memory(op, mem, bm, mask)
+                        .map_err(|(e, l)| fault(e, l))?;
+                    if self.stalled {
+                        self.stalled = false;
+                        self.goto(self.pc + 1);
+                        return Ok(Stop::Slice);
+                    }
+                }
                 Op::Control(op) => {
                     let flow = self
                         .control(op, mem, bm, mask)
