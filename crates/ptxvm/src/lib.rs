@@ -10,9 +10,12 @@
 //!   dispatched once for all active lanes.
 //! - Divergence: the lanes furthest behind run (lowest PC; a lane inside a call is at its call
 //!   site); lanes merge when they reach the same place. This reconverges at the immediate
-//!   post-dominator for the structured code nvcc and clang emit, calls included.
+//!   post-dominator for the structured code nvcc and clang emit, calls included. A group that
+//!   keeps looping back while others wait steps aside for them now and then, so lanes of one
+//!   warp can wait on each other as on sm_70 and later (vm/schedule.rs, "forward progress").
 //! - The warps of a block run cooperatively on one thread (round-robin slices, `bar.sync` waits
-//!   for every thread that has not exited); blocks spread over `Launch::workers` threads.
+//!   for every thread that has not exited; an `mbarrier` wait that fails ends its warp's slice);
+//!   blocks spread over `Launch::workers` threads.
 //! - Address spaces: global memory is whatever `Memory::translate` maps; generic addresses in
 //!   `[SHARED_WINDOW, +WINDOW_SIZE)` and `[LOCAL_WINDOW, +WINDOW_SIZE)` map to the block's shared
 //!   and the thread's local memory (what `cvta` produces). `.const` variables live in device
