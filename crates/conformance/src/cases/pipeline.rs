@@ -9,15 +9,15 @@ use crate::rng::Rng;
 const TILE: usize = 512;
 
 /// y[i] = a·x[i] + x[m], m the mirror of i in its tile (0 past n), streamed through a 4-stage
-/// ring by one producer warp and two consumer warps. 20 tiles over 2 blocks: each block runs 10,
-/// going round the ring more than twice, and the last tile ends one element into a 16-byte copy
-/// (n = 4k + 1), which zero-fills the rest. Two consumer warps, not CUTLASS's four: on softcuda
-/// a warp whose wait fails spins out ptxvm's whole time slice, and a phase of `full` waits for
-/// every consumer warp's arrival, so the run's time grows with them (with four, 3.5 s a run
-/// against 1.4 s in a debug build). |a·x| ≤ 2 and |x[m]| ≤ 1, and the compiler may or may not
-/// fuse into fma: 1e-6 absolute + 1e-6 relative covers both roundings.
+/// ring by one producer warp and four consumer warps, as CUTLASS's warp-specialised mainloops
+/// split a block. 20 tiles over 2 blocks: each block runs 10, going round the ring more than
+/// twice, and the last tile ends one element into a 16-byte copy (n = 4k + 1), which zero-fills
+/// the rest. (The case first had two consumer warps, when a failed wait spun out ptxvm's whole
+/// time slice: 3.5 s a run with four, debug build; a failed wait now ends the slice.)
+/// |a·x| ≤ 2 and |x[m]| ≤ 1, and the compiler may or may not fuse into fma: 1e-6 absolute +
+/// 1e-6 relative covers both roundings.
 pub fn mbarrier_pipeline(rng: &mut Rng) -> Case {
-    let (n, grid, block) = (10_001usize, 2, 96);
+    let (n, grid, block) = (10_001usize, 2, 160);
     let a = rng.range_f32(-2.0, 2.0);
     let x: Vec<f32> = rng.vec(n, |r| r.range_f32(-1.0, 1.0));
     let want: Vec<f32> = (0..n)
