@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU call session 41 prepared and could not run (five starts found no machine; their cost
+# The GPU call session 41 prepared and could not run (eight starts found no machine; their cost
 # used up the session's device time). For the next GPU session, about 5 minutes of device time:
 # 1. conformance on the driver: session 40's mbarrier_sandboxed cases, never run on NVIDIA (the
 #    rewritten programs' bytes; the garbage-word kernel that lost an H100's context when run as
