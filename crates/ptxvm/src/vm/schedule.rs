@@ -342,10 +342,13 @@ impl Warp {
     /// Whether the running group must wait for lanes that stepped aside before an instruction
     /// that acts on the lanes running it together (a collective, a barrier); if so it parks at
     /// its PC and the next group runs.
-    pub(crate) fn waits_for_yielded(&mut self) -> bool {
+    /// The instruction's dispatch was counted already; it runs, and counts, when the lanes meet.
+    pub(crate) fn waits_for_yielded(&mut self, mask: u32) -> bool {
         if self.yielded == 0 {
             return false;
         }
+        self.warp_instructions -= 1;
+        self.lane_instructions -= u64::from(mask.count_ones());
         self.park(self.active, self.pc);
         self.active = 0;
         self.pick();

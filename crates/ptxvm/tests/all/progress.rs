@@ -150,9 +150,24 @@ fn a_divergent_loop_past_the_yield_threshold_reconverges_before_shuffles_and_bar
     let m = load(LONG_LOOP);
     let mut mem = DevMem::new();
     let out = mem.alloc(64 * 4);
-    run_for(&m, 64, &[Arg::Ptr(out)], &mem);
+    let stats = run_for(&m, 64, &[Arg::Ptr(out)], &mem);
     let sum: u32 = (0..32).map(|l| l * 40).sum();
     assert_eq!(mem.download::<u32>(out, 64), vec![sum; 64]);
+    // Each lane's instructions, once each, whoever waited for whom: six before the branch to
+    // SUM (which lane 0 alone takes), per trip an add, a setp and the back-edge (taken on all
+    // but the last trip), then sixteen.
+    let lane = |l: u64| {
+        if l == 0 {
+            6 + 1 + 16
+        } else {
+            6 + 3 * 40 * l - 1 + 16
+        }
+    };
+    assert_eq!(
+        stats.lane_instructions,
+        2 * (0..32).map(lane).sum::<u64>(),
+        "an instruction that waited for the lanes that stepped aside counted once"
+    );
 }
 
 /// Lanes 0–15 wait on an `mbarrier` phase (the wait's loop first in the code) that lanes 16–31

@@ -97,12 +97,12 @@ impl Warp {
             }
             ControlOp::Nop => {}
             ControlOp::WarpSync => {
-                if self.waits_for_yielded() {
+                if self.waits_for_yielded(mask) {
                     return Ok(Flow::Jumped);
                 }
             }
             ControlOp::Bar { id } => {
-                if self.waits_for_yielded() {
+                if self.waits_for_yielded(mask) {
                     return Ok(Flow::Jumped);
                 }
                 if mask != self.active {

@@ -101,7 +101,7 @@ impl Warp {
                     }
                 }
                 Op::Collective(op) => {
-                    if self.waits_for_yielded() {
+                    if self.waits_for_yielded(mask) {
                         continue;
                     }
                     self.collective(op, mask)
