@@ -107,12 +107,17 @@ impl Warp {
         } else {
             self.min_wait = self.min_wait.min(pc);
         }
+        self.place(lanes, pc);
+        self.waiting |= lanes;
+    }
+
+    /// Puts `lanes` at `pc`.
+    fn place(&mut self, lanes: u32, pc: u32) {
         for l in 0..32 {
             if lanes >> l & 1 != 0 {
                 self.lane_pc[l] = pc;
             }
         }
-        self.waiting |= lanes;
     }
 
     /// Keeps `next_lane` the waiting lane furthest behind as `lanes` park at `pc`.
@@ -329,11 +334,7 @@ impl Warp {
     /// furthest behind run (the module's "forward progress"). The caller saw lanes waiting.
     fn step_aside(&mut self, target: u32) {
         self.spins = 0;
-        for l in 0..32 {
-            if self.active >> l & 1 != 0 {
-                self.lane_pc[l] = target;
-            }
-        }
+        self.place(self.active, target);
         self.yielded |= self.active;
         self.active = 0;
         self.pick_waiting();
@@ -342,6 +343,7 @@ impl Warp {
     /// Whether the running group must wait for lanes that stepped aside before an instruction
     /// that acts on the lanes running it together (a collective, a barrier); if so it parks at
     /// its PC and the next group runs.
+    ///
     /// The instruction's dispatch was counted already; it runs, and counts, when the lanes meet.
     pub(crate) fn waits_for_yielded(&mut self, mask: u32) -> bool {
         if self.yielded == 0 {

@@ -97,18 +97,27 @@ LOOP:
     )
 }
 
+/// Warp 3 of `exchange(wait)` idles for `IDLE` trips, longer than a time slice, so the others
+/// wait on it for real.
+const IDLE: u32 = 40_000;
+
+/// Runs `exchange(wait)` on one block of 128 threads: its launch's counts and its output bytes.
+fn run_exchange(wait: &str) -> (ptxvm::LaunchStats, Vec<u8>) {
+    let m = load(&exchange(wait));
+    let mut mem = DevMem::new();
+    let out = mem.upload(&[0u8; 128 * 8]);
+    let args = [Arg::Ptr(out), Arg::U32(IDLE)];
+    let stats =
+        go(&m, &Shape::linear(1, 128), &args, &[], &mem).unwrap_or_else(|e| panic!("{wait}: {e}"));
+    (stats, mem.download(out, 128 * 8))
+}
+
 #[test]
 fn a_phase_waits_for_every_arrival_and_phases_alternate() {
     // Sum over t of 3t + 7, then doubled.
     let round: u32 = (0..128u32).map(|t| 3 * t + 7).sum();
     for wait in ["parity", "state"] {
-        let m = load(&exchange(wait));
-        let mut mem = DevMem::new();
-        let out = mem.upload(&[0u8; 128 * 8]);
-        // Warp 3 idles for longer than a time slice, so the others wait on it for real.
-        let args = [Arg::Ptr(out), Arg::U32(40_000)];
-        go(&m, &Shape::linear(1, 128), &args, &[], &mem).unwrap_or_else(|e| panic!("{wait}: {e}"));
-        let got = mem.download(out, 128 * 8);
+        let (_, got) = run_exchange(wait);
         for t in 0..128 {
             let sums: Vec<u32> = (0..2)
                 .map(|k| u32::from_le_bytes(got[t * 8 + k * 4..][..4].try_into().unwrap()))
@@ -124,15 +133,9 @@ fn a_phase_waits_for_every_arrival_and_phases_alternate() {
 /// spinning out each slice cost three warps 65,536 instructions a slice.
 #[test]
 fn a_failed_wait_ends_its_warps_time_slice_so_waiting_costs_little() {
-    let idle = 40_000u32;
     for wait in ["parity", "state"] {
-        let m = load(&exchange(wait));
-        let mut mem = DevMem::new();
-        let out = mem.upload(&[0u8; 128 * 8]);
-        let args = [Arg::Ptr(out), Arg::U32(idle)];
-        let stats = go(&m, &Shape::linear(1, 128), &args, &[], &mem)
-            .unwrap_or_else(|e| panic!("{wait}: {e}"));
-        let idling = 3 * u64::from(idle);
+        let (stats, _) = run_exchange(wait);
+        let idling = 3 * u64::from(IDLE);
         assert!(
             stats.warp_instructions < idling + idling / 4,
             "{wait}: {} warp instructions, the idling alone {idling}",
