@@ -1,5 +1,9 @@
 //! Launch arguments and configuration, checked against the kernel's parameters and the device's
-//! limits before anything reaches the driver.
+//! limits before anything reaches the driver; refusal.rs explains the driver's refusals that
+//! come from the kernel's own, tighter limits.
+
+mod refusal;
+pub(crate) use refusal::kernel_limit;
 
 use std::ffi::c_void;
 use std::sync::Arc;

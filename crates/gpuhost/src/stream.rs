@@ -15,7 +15,7 @@ use crate::host::Host;
 use crate::launch::{Arg, INLINE_ARGS, LaunchConfig, PackedArgs, lay_out, pack};
 use crate::pinned::Pinned;
 use crate::registry::Kernel;
-use crate::result;
+use crate::result::{self, DriverError};
 
 /// The launching thread records an event itself after this many unrecorded launches, bounding
 /// the queue of a stream that is never idle and whose completions are dropped.
@@ -483,8 +483,30 @@ impl Stream {
                 params,
             )
         };
-        self.host.check_at(r, generation)?;
+        if let Err(e) = r {
+            return Err(self.refused(kernel, &cfg, e, generation));
+        }
         Ok(self.issued(kernel, args))
+    }
+
+    /// The error of a launch the driver refused: the kernel's own limit where one explains it
+    /// (launch/refusal.rs), else the driver's code as every call's failure is reported.
+    #[cold]
+    #[inline(never)]
+    fn refused(
+        &self,
+        kernel: &Kernel,
+        cfg: &LaunchConfig,
+        e: DriverError,
+        generation: u64,
+    ) -> Error {
+        if let Some(limit) = crate::launch::kernel_limit(kernel, cfg, e) {
+            return limit;
+        }
+        match self.host.check_at(Err::<(), _>(e), generation) {
+            Err(reported) => reported,
+            Ok(()) => e.into(),
+        }
     }
 
     /// A Completion for everything enqueued on this stream so far — launches, event waits,

@@ -596,6 +596,32 @@ fn kernel_attributes_follow_cu_kernel_set_attribute_unless_the_function_sets_its
             r,
             CUresult::CUDA_ERROR_INVALID_VALUE,
         );
+        // Over set_base's .maxntid 256 and within the device's 1024: the kernel's own limit,
+        // which NVIDIA's driver reports as it reports a block its registers cannot hold. (Its
+        // value is base's own, so a launch that ran anyway would change nothing later steps see.)
+        let mut v = 1000u32;
+        let mut args: [*mut c_void; 1] = [(&raw mut v).cast()];
+        // SAFETY: one pointer per kernel parameter, each to a value of its size.
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                set.cast(),
+                1,
+                1,
+                1,
+                512,
+                1,
+                1,
+                0,
+                null_mut(),
+                args.as_mut_ptr(),
+                null_mut(),
+            )
+        };
+        steps.expect(
+            "a launch of 512 threads of a .maxntid 256 kernel",
+            r,
+            CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+        );
         drop(out);
         // SAFETY: loaded above, unloaded once.
         steps.expect("cuLibraryUnload", unsafe { sys::cuLibraryUnload(lib) }, OK);

@@ -1,10 +1,12 @@
 //! Modules and their functions: cuModuleLoadDataEx (with JIT logs), PTX compiled by cuLink*
-//! then loaded, cuModuleGetFunction, cuModuleUnload, cuFuncGetParamInfo.
+//! then loaded, cuModuleGetFunction, cuModuleUnload, cuFuncGetParamInfo, cuFuncGetAttribute.
 
 use std::ffi::{CStr, c_void};
 use std::ptr;
 
-use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUjitInputType, CUlinkState, CUmodule};
+use cudarc::driver::sys::{
+    self, CUfunction, CUfunction_attribute, CUjit_option, CUjitInputType, CUlinkState, CUmodule,
+};
 
 use super::{DriverError, DriverResult, ok};
 
@@ -189,4 +191,18 @@ pub(crate) unsafe fn param_info(func: CUfunction, index: usize) -> DriverResult<
         sys::cuFuncGetParamInfo(func, index, &mut offset, &mut size)
     })?;
     Ok((offset, size))
+}
+
+/// cuFuncGetAttribute: one of `func`'s compiled limits or sizes (registers per thread, threads
+/// per block it allows, shared memory).
+///
+/// # Safety
+/// `func` is a live function of the bound context.
+pub(crate) unsafe fn attribute(func: CUfunction, a: CUfunction_attribute) -> DriverResult<i32> {
+    let mut v = 0;
+    // SAFETY: valid out pointer; func as the caller promises (above).
+    ok("cuFuncGetAttribute", unsafe {
+        sys::cuFuncGetAttribute(&mut v, a, func)
+    })?;
+    Ok(v)
 }

@@ -274,3 +274,114 @@ fn a_stream_marked_settled_is_pooled_without_asking_the_driver_unless_it_launche
     );
     done.wait().unwrap();
 }
+
+/// Two kernels whose own limits are tighter than the device's: `bounded` allows 64 threads per
+/// block (`.maxntid`), `tiled` holds 40 KiB of static shared memory, which leaves 8 KiB of the
+/// device's default 48 KiB per block for dynamic shared memory. `tiled` reads back a word the
+/// host names, so the compiler keeps the whole array.
+const TIGHT_PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry bounded(.param .u64 out)
+.maxntid 64, 1, 1
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+
+.visible .entry tiled(.param .u64 out, .param .u32 word)
+{
+    .shared .align 4 .b8 tile[40960];
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u32 %r4, [word];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r3, tile;
+    shl.b32 %r2, %r1, 2;
+    add.s32 %r2, %r3, %r2;
+    st.shared.u32 [%r2], %r1;
+    bar.sync 0;
+    shl.b32 %r4, %r4, 2;
+    add.s32 %r4, %r3, %r4;
+    ld.shared.u32 %r5, [%r4];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+}
+"#;
+
+#[test]
+fn launches_beyond_a_kernels_own_limits_are_invalid_launch_naming_the_limit() {
+    let _g = shared();
+    let Some(host) = host() else { return };
+    let source = gpuhost::ModuleSource::new("tight", gpuhost::ModuleImage::Ptx(TIGHT_PTX.into()));
+    let reg = Registry::from_sources(&host, "tight", vec![source]).unwrap();
+    let (bounded, tiled) = (reg.kernel("bounded").unwrap(), reg.kernel("tiled").unwrap());
+    let out = host.alloc(1024 * 4).unwrap();
+    let s = host.stream().unwrap();
+    let block = |threads, shared_mem_bytes| LaunchConfig {
+        grid: [1, 1, 1],
+        block: [threads, 1, 1],
+        shared_mem_bytes,
+    };
+    // Within the device's 1024 threads, beyond the kernel's 64: the driver's bare
+    // "too many resources" becomes the kernel's limit.
+    match s.launch(&bounded, block(128, 0), &[Arg::Buffer(&out, 0)]) {
+        Err(Error::InvalidLaunch { kernel, reason }) => {
+            assert_eq!(kernel, "bounded");
+            assert!(
+                reason.contains("128 threads") && reason.contains("at most 64 per block"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected InvalidLaunch, got {:?}", other.err()),
+    }
+    // 16 KiB of dynamic shared memory is within the device's per-block limit, but not beside
+    // 40 KiB of static shared memory.
+    match s.launch(
+        &tiled,
+        block(32, 16 << 10),
+        &[Arg::Buffer(&out, 0), Arg::U32(3)],
+    ) {
+        Err(Error::InvalidLaunch { kernel, reason }) => {
+            assert_eq!(kernel, "tiled");
+            assert!(
+                reason.contains("16384 bytes of dynamic shared memory")
+                    && reason.contains("exceed the 8192")
+                    && reason.contains("40960 bytes of static"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected InvalidLaunch, got {:?}", other.err()),
+    }
+    // A refusal is not sticky: both kernels run within their limits on the same stream.
+    s.launch(&bounded, block(64, 0), &[Arg::Buffer(&out, 0)])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        crate::common::read_u32s(&out, 64),
+        (0..64).collect::<Vec<u32>>()
+    );
+    s.launch(
+        &tiled,
+        block(32, 8 << 10),
+        &[Arg::Buffer(&out, 0), Arg::U32(5)],
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    assert_eq!(crate::common::read_u32s(&out, 32), vec![5u32; 32]);
+}
