@@ -116,9 +116,8 @@ unsafe fn pack(
     Ok(buf)
 }
 
-/// Checks the configuration as NVIDIA's driver does: a breach of the device's limits is
-/// `CUDA_ERROR_INVALID_VALUE`, of the kernel's thread limit `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`;
-/// either is returned at once and not sticky.
+/// Checks the configuration as NVIDIA's driver does: every limit breach is
+/// `CUDA_ERROR_INVALID_VALUE`, returned at once and not sticky.
 fn check_config(
     f: &module::Function,
     grid: [u32; 3],
@@ -133,14 +132,10 @@ fn check_config(
         return Err(invalid());
     }
     let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-    if threads > u64::from(device::MAX_THREADS_PER_BLOCK) {
-        return Err(invalid());
-    }
-    // Within the device's limit but beyond the kernel's own (its `.maxntid`): NVIDIA's driver
-    // answers "too many resources requested for launch", as for a block its registers cannot
-    // hold.
+    // Beyond the kernel's own `.maxntid` too (the H200 answered so, session 42), where a block
+    // its registers cannot hold is CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
     if threads > u64::from(f.max_threads()) {
-        return Err(CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+        return Err(invalid());
     }
     if shared > f.max_dynamic_shared() {
         return Err(invalid());

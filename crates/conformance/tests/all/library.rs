@@ -597,8 +597,9 @@ fn kernel_attributes_follow_cu_kernel_set_attribute_unless_the_function_sets_its
             CUresult::CUDA_ERROR_INVALID_VALUE,
         );
         // Over set_base's .maxntid 256 and within the device's 1024: the kernel's own limit,
-        // which NVIDIA's driver reports as it reports a block its registers cannot hold. (Its
-        // value is base's own, so a launch that ran anyway would change nothing later steps see.)
+        // which NVIDIA's driver reports as an invalid value (the H200, session 42), not as the
+        // "too many resources" of a block its registers cannot hold. (Its value is base's own,
+        // so a launch that ran anyway would change nothing later steps see.)
         let mut v = 1000u32;
         let mut args: [*mut c_void; 1] = [(&raw mut v).cast()];
         // SAFETY: one pointer per kernel parameter, each to a value of its size.
@@ -620,7 +621,7 @@ fn kernel_attributes_follow_cu_kernel_set_attribute_unless_the_function_sets_its
         steps.expect(
             "a launch of 512 threads of a .maxntid 256 kernel",
             r,
-            CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            CUresult::CUDA_ERROR_INVALID_VALUE,
         );
         drop(out);
         // SAFETY: loaded above, unloaded once.

@@ -1,11 +1,13 @@
 //! Why the driver refused a launch that passed the device's limits: the kernel's own compiled
 //! limits are tighter than the device's. Its registers per thread (or its `.maxntid`) cap the
 //! threads a block may have below the device's 1024, and its static shared memory leaves less
-//! than the device's per-block limit for dynamic shared memory. NVIDIA's driver answers both
-//! with a bare code (`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`, "too many resources requested for
-//! launch"); this names the limit and the kernel's figure, so the caller can act on it. It
-//! matters beside the PTX sandbox too: a rewritten kernel may use more registers than the one
-//! its author compiled, so a block size that fit natively can stop fitting.
+//! than the device's per-block limit for dynamic shared memory. NVIDIA's driver answers with a
+//! bare code: `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` ("too many resources requested for launch")
+//! for a block its registers cannot hold, `CUDA_ERROR_INVALID_VALUE` for one beyond its
+//! `.maxntid` (the H200, session 42); too much shared memory is one of the two. This names the
+//! limit and the kernel's figure, so the caller can act on it. It matters beside the PTX
+//! sandbox too: a rewritten kernel may use more registers than the one its author compiled, so
+//! a block size that fit natively can stop fitting.
 //!
 //! Only the failure path pays for it: the launch path checks nothing more, and the kernel's
 //! attributes are read once a launch has already failed.
