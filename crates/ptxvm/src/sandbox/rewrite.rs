@@ -121,6 +121,9 @@ pub(crate) struct Fx<'a, 'm> {
     pub defer_check: bool,
     /// Where the walk stands in placing that compare (defer.rs).
     pub(super) defer: super::defer::Deferral<'m>,
+    /// The top-level declarations `start` hoists (`hoisted`), in order: noted by `scan`, which
+    /// walks the body anyway, rather than found by a second walk.
+    hoisted: Vec<&'m Stmt<'m>>,
 }
 
 /// A rewritten function, and its skip copy when it has one.
@@ -178,7 +181,7 @@ pub(crate) fn func<'m>(
     };
     let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
-    let start = fx.start(b)?;
+    let start = fx.start()?;
     fx.stop_block(&mut body);
     let copy = copy_as.map(|name| Func {
         name: name.to_string().into(),
@@ -245,6 +248,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         stops: Default::default(),
         defer_check: false,
         defer: Default::default(),
+        hoisted: Vec::new(),
     };
     // Sized once: grown from empty, each function's map rehashed on its way to its size.
     fx.params.reserve(f.params.len() + f.rets.len());
@@ -292,6 +296,9 @@ impl<'m> Fx<'_, 'm> {
     /// order and the registers that nested blocks declare (`depth`: how deep `body` is).
     fn scan(&mut self, body: &'m [Stmt<'m>], depth: u32, flat: &mut Flat<'m>) -> R<()> {
         for s in body {
+            if depth == 0 && hoisted(s) {
+                self.hoisted.push(s);
+            }
             match s {
                 Stmt::Reg { ty, names, .. } => {
                     if depth > 0 {
@@ -342,15 +349,15 @@ impl<'m> Fx<'_, 'm> {
 
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
     /// lean function) and the static and bounded registers' values.
-    fn start(&mut self, b: &'m [Stmt<'m>]) -> R<Vec<O<'m>>> {
+    fn start(&mut self) -> R<Vec<O<'m>>> {
         let prologue = if self.lean {
             Vec::new()
         } else {
             self.prologue()?
         };
-        let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
         // Room for the inits' text too: grown for the prologue alone, it grew again for them.
-        out.reserve(prologue.len() + 2);
+        let mut out: Vec<O<'m>> = Vec::with_capacity(self.hoisted.len() + prologue.len() + 2);
+        out.extend(self.hoisted.iter().map(|&s| O::Stmt(s)));
         out.extend(prologue);
         self.static_inits(&mut out);
         self.range_inits(&mut out);
