@@ -284,7 +284,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         };
         // The kernel, then its skip copy right after it.
         out.push('\n');
-        print::rewritten(out, ptx, &r.head, body, r.copy.as_ref())?;
+        print::rewritten(out, ptx, (f, r.hidden), body, copy.as_deref())?;
         over += past.len();
         past.clear();
     }

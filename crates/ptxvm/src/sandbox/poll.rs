@@ -162,7 +162,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     let mut emit = |opcode: &str, mods: &[&str], operands: &[Operand]| {
         emit_line(&mut code, None, opcode, mods, operands);
     };
-    for n in hidden_params(is_entry) {
+    for &n in hidden_params(is_entry) {
         let param = Operand::Addr(Some(hidden_param(n)), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
@@ -181,10 +181,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     emit("and", &["b32"], &[sreg("z"), sreg("z"), sreg("t")]);
     let zz = Operand::Vec(vec![sreg("z"), sreg("z")]);
     emit("mov", &["b64"], &[sreg("zz"), zz]);
-    for n in hidden_params(is_entry)
-        .into_iter()
-        .filter(|&n| n != "launch")
-    {
+    for &n in hidden_params(is_entry).iter().filter(|&&n| n != "launch") {
         emit("add", &["u64"], &[sreg(n), sreg(n), sreg("zz")]);
     }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);

@@ -38,24 +38,33 @@ impl<'m> O<'m> {
     }
 }
 
-/// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body` (`src`: the module's text, see `spelled`); then, given `copy` (its
-/// header), the entry's skip copy, which prints what only it prints (`O::Copy`) and leaves out
-/// what only the entry prints (`O::Kernel`). The body is printed once: the copy repeats the
-/// entry's text around those statements.
+/// Prints a rewritten function: its header (`f`'s, the `hidden` parameters after its own: see
+/// `rewrite::Rewritten`) and its statements, which are `start` then `body` (`src`: the module's
+/// text, see `spelled`); then, given `copy` (its name), the entry's skip copy, which prints what
+/// only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`). The body
+/// is printed once: the copy repeats the entry's text around those statements, and its header
+/// is the entry's under its own name.
 pub(crate) fn rewritten(
     out: &mut String,
     src: &str,
-    f: &Func,
+    (f, hidden): (&Func, &[&str]),
     body: Option<(&[O<'_>], &[O<'_>])>,
-    copy: Option<&Func>,
+    copy: Option<&str>,
 ) -> Result<(), Error> {
-    head(out, f);
+    let head_at = out.len();
+    let name = head(out, f, hidden);
+    let head_end = out.len();
+    // The copy's header: the entry's, copied around the copy's name.
+    let copy_head = |out: &mut String, c: &str| {
+        out.extend_from_within(head_at..name.start);
+        out.push_str(c);
+        out.extend_from_within(name.end..head_end);
+    };
     let Some((start, body)) = body else {
         out.push_str(";\n");
         if let Some(c) = copy {
             out.push('\n');
-            head(out, c);
+            copy_head(out, c);
             out.push_str(";\n");
         }
         return Ok(());
@@ -72,7 +81,7 @@ pub(crate) fn rewritten(
     outs_in(out, src, body, 1, &mut Own::Note(&mut own))?;
     let to = out.len();
     out.push_str("}\n\n");
-    head(out, c);
+    copy_head(out, c);
     out.push_str("\n{\n");
     outs_in(out, src, start, 1, &mut Own::Print { skip_copy: true })?;
     let mut at = from;
@@ -283,7 +292,7 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
 }
 
 fn func(out: &mut String, f: &Func) -> Result<(), Error> {
-    head(out, f);
+    head(out, f, &[]);
     match &f.body {
         None => out.push_str(";\n"),
         Some(b) => {
@@ -295,8 +304,9 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
     Ok(())
 }
 
-/// Linkage, kind, results, name, parameters and performance directives.
-fn head(out: &mut String, f: &Func) {
+/// Linkage, kind, results, name, parameters (the `hidden` ones last: `.param .u64
+/// __gpuhost_sbx_<h>`) and performance directives; gives where the name lies in `out`.
+fn head(out: &mut String, f: &Func, hidden: &[&str]) -> std::ops::Range<usize> {
     if let Some(l) = &f.linkage {
         out.push('.');
         out.push_str(l);
@@ -304,11 +314,13 @@ fn head(out: &mut String, f: &Func) {
     }
     out.push_str(if f.is_entry { ".entry " } else { ".func " });
     if !f.rets.is_empty() {
-        params(out, &f.rets);
+        params(out, &f.rets, &[]);
         out.push(' ');
     }
+    let at = out.len();
     out.push_str(&f.name);
-    params(out, &f.params);
+    let name = at..out.len();
+    params(out, &f.params, hidden);
     for (name, vals) in &f.attrs {
         out.push_str("\n.");
         out.push_str(name);
@@ -317,15 +329,28 @@ fn head(out: &mut String, f: &Func) {
             unsigned(out, *v);
         }
     }
+    name
 }
 
-fn params(out: &mut String, ps: &[VarDecl]) {
+/// A parameter list: `ps`, then the `hidden` values' parameters (`hidden_params`), as `var`
+/// prints their declarations (`param_decl`).
+fn params(out: &mut String, ps: &[VarDecl], hidden: &[&str]) {
     out.push('(');
     for (i, p) in ps.iter().enumerate() {
         out.push_str(if i == 0 { "\n\t" } else { ",\n\t" });
         var(out, p, false);
     }
-    out.push_str(if ps.is_empty() { ")" } else { "\n)" });
+    for (i, h) in hidden.iter().enumerate() {
+        out.push_str(if i + ps.len() == 0 { "\n\t" } else { ",\n\t" });
+        out.push_str(".param .u64 ");
+        out.push_str(super::params::HIDDEN_PARAM_PREFIX);
+        out.push_str(h);
+    }
+    out.push_str(if ps.is_empty() && hidden.is_empty() {
+        ")"
+    } else {
+        "\n)"
+    });
 }
 
 fn indent(out: &mut String, depth: usize) {

@@ -4,10 +4,9 @@
 
 use super::hash::{HashMap, HashMapExt};
 
-use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::names::NameMap;
-use super::params::{INTERNAL_PARAMS, call_param, hidden_param, hidden_params, param_decl};
+use super::params::{call_param, hidden_params, param_decl};
 use super::print::O;
 use super::statics::Flat;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
@@ -126,16 +125,17 @@ pub(crate) struct Fx<'a, 'm> {
     hoisted: Vec<&'m Stmt<'m>>,
 }
 
-/// A rewritten function, and its skip copy when it has one.
+/// A rewritten function. Its header is the function's own with the hidden parameters after
+/// the user's (printed from the function itself: built as a new `Func`, its parameters,
+/// linkage and directives were cloned only to be printed). Its skip copy, when it has one, is
+/// the same but for its name and for what only the kernel prints (`O::Kernel`: the entry's
+/// epoch read and deferred compares) and what only the copy prints (`O::Copy`).
 pub(crate) struct Rewritten<'m> {
-    /// The header (`body: None`).
-    pub head: Func<'m>,
+    /// The hidden values its header takes after its own parameters (`hidden_params`; none for
+    /// a lean function).
+    pub hidden: &'static [&'static str],
     /// For a definition: the declarations, prologue and static registers, then the body.
     pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
-    /// The skip copy's header. Its prologue and body are the kernel's but for what only the
-    /// kernel prints (`O::Kernel`: the entry's epoch read and deferred compares) and what only
-    /// the copy prints (`O::Copy`).
-    pub copy: Option<Func<'m>>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -150,52 +150,17 @@ pub(crate) fn func<'m>(
     copy_as: Option<&str>,
 ) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
-    let hidden = if lean {
-        Vec::new()
-    } else {
-        hidden_params(f.is_entry)
-    };
-    // Sized for the hidden ones too: a clone has no room, so each push grew it.
-    let mut params = Vec::with_capacity(f.params.len() + hidden.len());
-    params.extend(f.params.iter().cloned());
-    for h in &hidden {
-        params.push(param_decl(hidden_param(h), "u64", f.line));
-    }
-    let head = Func {
-        name: f.name.clone(),
-        is_entry: f.is_entry,
-        params,
-        rets: f.rets.clone(),
-        max_threads: f.max_threads,
-        linkage: f.linkage.clone(),
-        attrs: f.attrs.clone(),
-        body: None,
-        line: f.line,
-    };
+    let hidden = if lean { &[] } else { hidden_params(f.is_entry) };
     let Some(b) = &f.body else {
-        return Ok(Rewritten {
-            head,
-            body: None,
-            copy: None,
-        });
+        return Ok(Rewritten { hidden, body: None });
     };
     let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
     let start = fx.start()?;
     fx.stop_block(&mut body);
-    let copy = copy_as.map(|name| Func {
-        name: name.to_string().into(),
-        params: head.params.clone(),
-        rets: head.rets.clone(),
-        linkage: head.linkage.clone(),
-        attrs: head.attrs.clone(),
-        body: None,
-        ..head
-    });
     Ok(Rewritten {
-        head,
+        hidden,
         body: Some((start, body)),
-        copy,
     })
 }
 
@@ -637,11 +602,7 @@ impl<'m> Fx<'_, 'm> {
             }
             return Ok(());
         }
-        let names: Vec<&str> = HIDDEN_PARAMS
-            .iter()
-            .chain(&INTERNAL_PARAMS)
-            .copied()
-            .collect();
+        let names = hidden_params(false);
         let mut block = Vec::with_capacity(2 * names.len() + 1);
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
