@@ -192,7 +192,7 @@ pub(crate) fn analyse<'m>(
             calls: Vec::new(),
             refs: HashSet::new(),
             local: 0,
-            look: Look::default(),
+            look: Look::for_body(f.body.as_deref().unwrap_or(&[])),
             counts: [0; 3],
             plain: 0,
         };

@@ -185,7 +185,10 @@ impl<'m> Fx<'_, 'm> {
             // `ld %r, [%r]`: later accesses see the loaded value, not this base.
             return Ok(false);
         }
-        let mut members: Vec<(&Inst, i64, usize)> = Vec::new();
+        // The run's later accesses, in the list the last run left (cleared): a list each was
+        // an allocation for every access that began one.
+        let mut members = std::mem::take(&mut self.run);
+        members.clear();
         let (mut lo, mut hi) = (off, off.saturating_add(wi));
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_ref());
         for s in rest {
@@ -222,6 +225,7 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         if members.is_empty() {
+            self.run = members;
             return Ok(false);
         }
         let n = self.ngroups;
@@ -276,7 +280,7 @@ impl<'m> Fx<'_, 'm> {
         let reg: std::rc::Rc<str> = reg.into();
         // Room for the run at once: grown member by member, the map rehashed as it went.
         self.members.reserve(members.len());
-        for (j, o2, at) in members {
+        for (j, o2, at) in members.drain(..) {
             self.members.insert(
                 j as *const Inst,
                 Member {
@@ -288,6 +292,7 @@ impl<'m> Fx<'_, 'm> {
                 },
             );
         }
+        self.run = members;
         Ok(true)
     }
 }

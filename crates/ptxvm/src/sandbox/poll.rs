@@ -207,12 +207,19 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     }
 }
 
+/// Room for the statements of a prologue (`Fx::prologue`): its declarations and code are a
+/// handful of entries (most of its lines share a text entry).
+const PROLOGUE_ROOM: usize = 16;
+
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
     pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
         let head = head(self.f.is_entry, self.info.poll_interval);
-        let mut decls = vec![O::Text(head.decls.clone())];
+        // Room for what the rest adds (a few declarations, then `out` appended): grown from
+        // one, each list was copied into a larger block on its way.
+        let mut decls = Vec::with_capacity(PROLOGUE_ROOM);
+        decls.push(O::Text(head.decls.clone()));
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
                 decls.push(O::new(Stmt::Reg {
@@ -226,7 +233,8 @@ impl<'m> Fx<'_, 'm> {
         // the head's whole text.
         let mut code = String::with_capacity(head.code.len() + 1024);
         code.push_str(&head.code);
-        let mut out = vec![O::Text(code)];
+        let mut out = Vec::with_capacity(PROLOGUE_ROOM / 2);
+        out.push(O::Text(code));
         if self.f.is_entry {
             let mut shared = self.info.tree_shared(self.f.name.as_ref()).into_owned();
             shared.extend(sized(&self.shared_fn));

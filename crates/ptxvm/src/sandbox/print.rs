@@ -275,12 +275,8 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
                 Init::Int(n) => {
                     let _ = write!(out, "{n}");
                 }
-                Init::F32Bits(b) => {
-                    let _ = write!(out, "0f{b:08X}");
-                }
-                Init::F64Bits(b) => {
-                    let _ = write!(out, "0d{b:016X}");
-                }
+                Init::F32Bits(b) => bits(out, "0f", b.into(), 8),
+                Init::F64Bits(b) => bits(out, "0d", b, 16),
                 // Refused before printing; `0` keeps the text well-formed regardless.
                 Init::Symbol => out.push('0'),
             }
@@ -563,7 +559,7 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
 /// An integer operand as `parts` prints it.
 pub(crate) fn int(out: &mut String, v: i64) {
     if v < i64::from(i32::MIN) {
-        let _ = write!(out, "0x{:016X}", v as u64);
+        bits(out, "0x", v as u64, 16);
     } else {
         decimal(out, v);
     }
@@ -576,6 +572,24 @@ fn decimal(out: &mut String, v: i64) {
         out.push('-');
     }
     unsigned(out, v.unsigned_abs());
+}
+
+/// `prefix`, then the low `digits` hex digits of `v` in upper case (`0f3F800000`), as
+/// `write!(out, "{prefix}{v:0digits$X}")` prints a value of that many digits: a float constant's
+/// bits (nearly every float nvcc writes), printed without the formatting machinery, which cost
+/// several times the rest of its instruction. Out of line: inlined, its buffer made `int`, which
+/// prints every integer operand, dearer on its common path.
+#[inline(never)]
+fn bits(out: &mut String, prefix: &str, v: u64, digits: usize) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut text = [b'0'; 16];
+    let digits = digits.min(text.len());
+    for (k, d) in text[..digits].iter_mut().rev().enumerate() {
+        *d = HEX[((v >> (4 * k)) & 0xF) as usize];
+    }
+    out.push_str(prefix);
+    // ASCII digits: always valid text.
+    out.push_str(std::str::from_utf8(&text[..digits]).unwrap_or_default());
 }
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
@@ -618,15 +632,11 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push_str(&p.1);
         }
         Operand::Int(v) => int(out, *v),
-        Operand::F32Bits(b) => {
-            let _ = write!(out, "0f{b:08X}");
-        }
+        Operand::F32Bits(b) => bits(out, "0f", (*b).into(), 8),
         Operand::F64Bits(b) if f32_ctx => {
-            let _ = write!(out, "0f{:08X}", (f64::from_bits(*b) as f32).to_bits());
+            bits(out, "0f", (f64::from_bits(*b) as f32).to_bits().into(), 8);
         }
-        Operand::F64Bits(b) => {
-            let _ = write!(out, "0d{b:016X}");
-        }
+        Operand::F64Bits(b) => bits(out, "0d", *b, 16),
         Operand::Addr(base, off) => {
             if !bare {
                 out.push('[');
@@ -723,6 +733,25 @@ mod tests {
         }
         assert_eq!(seen, 4);
         assert_eq!(super::spelled("", "ret", &[]), None);
+    }
+
+    #[test]
+    fn bits_print_what_write_prints() {
+        for v in [
+            0,
+            1,
+            0x3F80_0000,
+            0xFFFF_FFFF,
+            0xDEAD_BEEF_0123_4567,
+            u64::MAX,
+        ] {
+            let mut out = String::new();
+            super::bits(&mut out, "0d", v, 16);
+            assert_eq!(out, format!("0d{v:016X}"));
+            let mut out = String::new();
+            super::bits(&mut out, "0f", v & 0xFFFF_FFFF, 8);
+            assert_eq!(out, format!("0f{:08X}", v & 0xFFFF_FFFF));
+        }
     }
 
     #[test]
