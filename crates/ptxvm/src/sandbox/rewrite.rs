@@ -353,17 +353,29 @@ impl<'m> Fx<'_, 'm> {
         var: &str,
         k: i64,
     ) {
-        let r = Operand::Name(Str::Borrowed(r));
-        self.emit(
-            out,
-            None,
-            "mov",
-            &[ty],
-            &[r.clone(), Operand::Name(Str::Borrowed(var))],
-        );
-        if k != 0 {
-            self.emit(out, None, "add", &[ty], &[r.clone(), r, imm(k)]);
-        }
+        // Written as `emit` would print `mov.<ty> r, var;` and `add.<ty> r, r, k;` (every
+        // statics.rs and bounds.rs register gets them at entry), without building operands.
+        Self::with_text(out, |t| {
+            let head = |t: &mut String, op: &str| {
+                t.push('\t');
+                t.push_str(op);
+                t.push('.');
+                t.push_str(ty);
+                t.push(' ');
+                t.push_str(r);
+                t.push_str(", ");
+            };
+            head(t, "mov");
+            t.push_str(var);
+            t.push_str(";\n");
+            if k != 0 {
+                head(t, "add");
+                t.push_str(r);
+                t.push_str(", ");
+                super::print::int(t, k);
+                t.push_str(";\n");
+            }
+        });
     }
 
     /// Whether a `.local` access of `w` bytes at `[r + off]` stays inside the variable `r`
