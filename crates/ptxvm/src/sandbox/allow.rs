@@ -38,8 +38,8 @@ pub(crate) struct Info<'m> {
     pub lean: HashSet<&'m str>,
     /// Each lean function's span (`lean::span`): what one call of it may run.
     pub lean_spans: HashMap<&'m str, u64>,
-    /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
-    pub fast: HashSet<String>,
+    /// Headers of versioned loops' copies (version.rs): a fast copy's back-edge needs no poll.
+    pub copies: super::version::Copies,
     local: HashMap<&'m str, u64>,
     /// Each entry's own static `.shared` bytes (its function-scope variables), summed in the
     /// walk as `static_shared` counts them: a walk of its own over the body before.
@@ -167,7 +167,7 @@ pub(crate) fn analyse<'m>(
         early_check: policy.early_loop_free_check,
         lean: HashSet::new(),
         lean_spans: HashMap::new(),
-        fast: HashSet::new(),
+        copies: Default::default(),
         // One entry per function each, sized once: grown, they rehashed as they went.
         local: HashMap::with_capacity(m.funcs.len()),
         own_shared: HashMap::with_capacity(m.funcs.len()),
@@ -307,7 +307,7 @@ impl<'m> Info<'m> {
             return b;
         }
         self.with_cfg(f, |c| {
-            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
+            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.copies)
         })
         .unwrap_or_default()
     }

@@ -225,7 +225,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     let tokens = crate::lex::lex(ptx)?;
     let mut module = crate::parse::parse(&tokens)?;
-    let fast = if policy.version_loops {
+    let copies = if policy.version_loops {
         version::apply(&mut module, ptx, policy.poll_interval)
     } else {
         Default::default()
@@ -235,7 +235,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     let (layout, offsets) = globals::layout(&module)?;
     let mut info = allow::analyse(&module, offsets, policy)?;
-    info.fast = fast;
+    info.copies = copies;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
     let mut known = hash::HashMap::default();

@@ -66,10 +66,19 @@ struct Plan {
     bits: u32,
 }
 
-/// Versions every eligible loop of `m`, parsed from `text`; gives the fast copies' header
-/// labels.
-pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashSet<String> {
-    let mut fast = HashSet::new();
+/// The header labels of the copies [`apply`] made of each versioned loop.
+#[derive(Default)]
+pub(crate) struct Copies {
+    /// The fast copies': their back-edges need no poll (bounded.rs).
+    pub fast: HashSet<String>,
+    /// The original loops', polled as before: a loop is versioned only when its text does not
+    /// bound it, so bounded.rs need not try to prove it bounded again.
+    pub slow: HashSet<String>,
+}
+
+/// Versions every eligible loop of `m`, parsed from `text`; gives the copies' header labels.
+pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> Copies {
+    let mut copies = Copies::default();
     // Every name of the tree is a piece of the text, or two joined by a dot (`%tid .x`), which
     // no mark contains: a text without the mark names nothing that has it. A text with it is
     // left unversioned as a whole, not just in the functions that name it: the fast copies'
@@ -90,7 +99,7 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
         // Nothing is versioned yet: the module stays as it is.
         if !searched {
             if text.contains(MARK) {
-                return fast;
+                return copies;
             }
             searched = true;
         }
@@ -122,13 +131,13 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
             out.extend(rest.by_ref().take(p.head + 1 - at));
             at = p.back + 1;
             let k = n + (plans.len() - i) as u32;
-            version(&mut out, &mut rest, p, k, poll_interval, &mut fast);
+            version(&mut out, &mut rest, p, k, poll_interval, &mut copies);
         }
         n += plans.len() as u32;
         out.extend(rest);
         *body = out;
     }
-    fast
+    copies
 }
 
 /// The loops of `body` worth versioning, in body order.
@@ -387,7 +396,7 @@ fn version<'s>(
     p: &Plan,
     k: u32,
     n: u32,
-    fast: &mut HashSet<String>,
+    copies: &mut Copies,
 ) {
     let len = p.back - p.head;
     let looped = &rest.as_slice()[..len.min(rest.len())];
@@ -459,7 +468,8 @@ fn version<'s>(
         *o = name(&s);
     }
     out.push(Stmt::Label(x.into(), line));
-    fast.insert(f);
+    copies.fast.insert(f);
+    copies.slow.insert(s);
 }
 
 #[cfg(test)]
