@@ -28,6 +28,9 @@ struct Parser<'t, 's> {
 /// (an operand's, a name's) was as large, copied at each return and each `?`.
 type R<T> = Result<T, Box<Error>>;
 
+/// Parameters a list has room for before it grows (`Parser::param_list`).
+const PARAMS_ROOM: usize = 8;
+
 /// Parses a token stream into a module.
 pub(crate) fn parse<'s>(tokens: &Tokens<'s>) -> Result<Module<'s>, Error> {
     let mut p = Parser {
@@ -337,10 +340,11 @@ impl<'t, 's> Parser<'t, 's> {
 
     fn param_list(&mut self) -> R<Vec<VarDecl<'s>>> {
         self.expect_punct('(')?;
-        let mut v = Vec::new();
         if self.eat_punct(')') {
-            return Ok(v);
+            return Ok(Vec::new());
         }
+        // Room for a kernel's usual few: grown from one, a list of five was copied three times.
+        let mut v = Vec::with_capacity(PARAMS_ROOM);
         loop {
             v.push(self.var_decl()?);
             if self.eat_punct(')') {

@@ -142,11 +142,13 @@ impl<T: Item, const N: usize> Small<T, N> {
         }
     }
 
-    /// Moves the elements to the heap (where they stay), with room for as many again.
+    /// Moves the elements to the heap (where they stay), with room for three times as many
+    /// again: a list that outgrows its slots is nearly always an `mma`'s modifiers (9 or 10),
+    /// which room for twice `N` made grow a second time.
     #[inline(never)]
     fn spill(&mut self) {
         if let Small::Inline { len, items } = self {
-            let mut heap = Vec::with_capacity(2 * N.max(1));
+            let mut heap = Vec::with_capacity(4 * N.max(1));
             heap.extend(items[..*len].iter_mut().map(std::mem::take));
             *self = Small::Heap(ManuallyDrop::new(heap));
         }

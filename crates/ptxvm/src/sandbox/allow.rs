@@ -38,9 +38,12 @@ pub(crate) struct Info<'m> {
     pub lean: HashSet<&'m str>,
     /// Each lean function's span (`lean::span`): what one call of it may run.
     pub lean_spans: HashMap<&'m str, u64>,
-    /// Headers of versioned loops' fast copies (version.rs): their back-edges need no poll.
-    pub fast: HashSet<String>,
+    /// Headers of versioned loops' copies (version.rs): a fast copy's back-edge needs no poll.
+    pub copies: super::version::Copies,
     local: HashMap<&'m str, u64>,
+    /// Each entry's own static `.shared` bytes (its function-scope variables), summed in the
+    /// walk as `static_shared` counts them: a walk of its own over the body before.
+    own_shared: HashMap<&'m str, u64>,
     refs: HashMap<&'m str, HashSet<&'m str>>,
     callees: HashMap<&'m str, Vec<&'m str>>,
     /// Each function body's control flow: bodies no longer change once analysed, and the
@@ -164,9 +167,10 @@ pub(crate) fn analyse<'m>(
         early_check: policy.early_loop_free_check,
         lean: HashSet::new(),
         lean_spans: HashMap::new(),
-        fast: HashSet::new(),
+        copies: Default::default(),
         // One entry per function each, sized once: grown, they rehashed as they went.
         local: HashMap::with_capacity(m.funcs.len()),
+        own_shared: HashMap::with_capacity(m.funcs.len()),
         refs: HashMap::with_capacity(m.funcs.len()),
         callees: HashMap::with_capacity(m.funcs.len()),
         cfgs: HashMap::with_capacity(m.funcs.len()),
@@ -192,13 +196,14 @@ pub(crate) fn analyse<'m>(
             calls: Vec::new(),
             refs: HashSet::new(),
             local: 0,
-            look: Look::default(),
+            shared: 0,
+            look: Look::for_body(f.body.as_deref().unwrap_or(&[])),
             counts: [0; 3],
             plain: 0,
         };
         w.stmts(f.body.as_deref().unwrap_or(&[]), 0)?;
         let may_loop = w.look.may_loop();
-        let (fc, refs, local, counts) = (w.calls, w.refs, w.local, w.counts);
+        let (fc, refs, local, counts, shared) = (w.calls, w.refs, w.local, w.counts, w.shared);
         info.plain.insert(f.name.as_ref(), w.plain);
         if let Some(b) = f.body.as_deref() {
             info.cfgs
@@ -206,6 +211,7 @@ pub(crate) fn analyse<'m>(
             info.counts.insert(f as *const Func, counts);
         }
         info.local.insert(f.name.as_ref(), local);
+        info.own_shared.insert(f.name.as_ref(), shared);
         info.refs.insert(f.name.as_ref(), refs);
         info.callees
             .insert(f.name.as_ref(), fc.iter().map(|c| c.0).collect());
@@ -301,7 +307,7 @@ impl<'m> Info<'m> {
             return b;
         }
         self.with_cfg(f, |c| {
-            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.fast)
+            super::bounded::analyse(c, &self.lean, self.poll_interval, &self.copies)
         })
         .unwrap_or_default()
     }
@@ -477,15 +483,7 @@ impl<'m> Info<'m> {
         for (_, s) in self.tree_shared(f.name.as_ref()).iter().copied() {
             total = total.saturating_add(s.unwrap_or(0).div_ceil(16) * 16);
         }
-        for s in f.body.iter().flatten() {
-            if let Stmt::Var(v) = s
-                && v.space == Space::Shared
-                && let Ok((size, _)) = var_size(v)
-            {
-                total = total.saturating_add(size.div_ceil(16) * 16);
-            }
-        }
-        total
+        total.saturating_add(self.own_shared.get(f.name.as_ref()).copied().unwrap_or(0))
     }
 }
 
@@ -496,6 +494,8 @@ struct Walk<'a, 'm> {
     calls: Vec<(&'m str, u32)>,
     refs: HashSet<&'m str>,
     local: u64,
+    /// Its function-scope `.shared` variables' bytes, each rounded up to 16 (`static_shared`).
+    shared: u64,
     /// Whether the body may loop, looked at in this walk (`Cfg::of_looked`).
     look: Look<'m>,
     /// [`Info::counts`] of the body.
@@ -554,6 +554,13 @@ impl<'m> Walk<'_, 'm> {
                             let (size, align) = var_size(v)?;
                             let a = u64::from(align);
                             self.local = (self.local.div_ceil(a) * a).saturating_add(size);
+                        }
+                        // An entry's own static variable (`static_shared`; a size it cannot
+                        // work out counts nothing there).
+                        Space::Shared => {
+                            if let Ok((size, _)) = var_size(v) {
+                                self.shared = self.shared.saturating_add(size.div_ceil(16) * 16);
+                            }
                         }
                         _ => {}
                     }

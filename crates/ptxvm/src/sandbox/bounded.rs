@@ -564,14 +564,15 @@ impl<'m> Cfg<'m> {
     }
 }
 
-/// Analyses one function body, `cfg`. `lean` names the device functions without back-edges; `fast`
-/// the headers of versioned loops' fast copies (version.rs), each entered only after a check
-/// that it takes fewer than `poll_interval` back-edges.
+/// Analyses one function body, `cfg`. `lean` names the device functions without back-edges;
+/// `copies` the headers of versioned loops' copies (version.rs): a fast copy is entered only
+/// after a check that it takes fewer than `poll_interval` back-edges, and an original is polled
+/// as any loop its text does not bound.
 pub(crate) fn analyse<'m>(
     cfg: &Cfg<'m>,
     lean: &HashSet<&str>,
     poll_interval: u32,
-    fast: &HashSet<String>,
+    copies: &super::version::Copies,
 ) -> BackEdges<'m> {
     let call_ok = |j: &Inst| call_parts(j).is_ok_and(|(c, _)| lean.contains(c));
     let mut out = BackEdges::default();
@@ -580,10 +581,16 @@ pub(crate) fn analyse<'m>(
         let Item::Inst(i) = cfg.items[b] else {
             continue;
         };
-        let to_fast = i.opcode == "bra"
-            && matches!(i.operands.first(), Some(Operand::Name(l)) if fast.contains(&**l));
-        let n = if to_fast {
+        let target = match i.operands.first() {
+            Some(Operand::Name(l)) if i.opcode == "bra" => Some(l.as_ref()),
+            _ => None,
+        };
+        let n = if target.is_some_and(|l| copies.fast.contains(l)) {
             Some(u64::from(poll_interval - 1))
+        } else if target.is_some_and(|l| copies.slow.contains(l)) {
+            // A versioned loop's original: versioned because its text does not bound it (a
+            // bound counter's proof would fail again here).
+            None
         } else {
             cfg.counter((h, b), i, &call_ok)
                 .and_then(|c| c.static_bound())

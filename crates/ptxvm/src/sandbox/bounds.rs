@@ -142,10 +142,16 @@ struct Analysis<'m> {
     /// The body's instructions, in order.
     all: Vec<&'m Inst<'m>>,
     /// Each register's writes, as indices into `all`: one or two for nearly every register,
-    /// so kept inline rather than in a Vec each.
-    defs: HashMap<&'m str, Small<usize, 2>>,
+    /// so kept inline rather than in a Vec each (room for four: a versioned loop's fast copy
+    /// writes its registers a second time, and two spilled those to the heap).
+    defs: HashMap<&'m str, Small<usize, 4>>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
+    /// Registers declared in nested blocks: a register whose name starts with one of these may
+    /// be shadowed there, and is never known. Asked of the registers `val` looks at, not of
+    /// every register written (that was a walk over all of them per nested name: a tenth of a
+    /// function's rewrite where nvcc's call blocks declare a few).
+    nested: Vec<&'m str>,
     /// Registers `val` is working out now, one inside another's definition.
     depth: usize,
 }
@@ -163,6 +169,10 @@ impl<'m> Analysis<'m> {
     fn val(&mut self, cx: &Cx<'_, 'm>, r: &'m str) -> Option<Val<'m>> {
         if let Some(v) = self.memo.get(r) {
             return *v;
+        }
+        if self.nested.iter().any(|n| r.starts_with(n)) {
+            self.memo.insert(r, None);
+            return None;
         }
         if self.depth >= MAX_DEPTH {
             return None;
@@ -354,7 +364,7 @@ impl<'m> Analysis<'m> {
         let Flat { insts: all, nested } = flat;
         // Sized once (nearly every instruction writes a register of its own): growing it
         // rehashed every register each time it doubled.
-        let mut defs: HashMap<&'m str, Small<usize, 2>> = HashMap::with_capacity(all.len());
+        let mut defs: HashMap<&'m str, Small<usize, 4>> = HashMap::with_capacity(all.len());
         let mut w = Vec::new();
         for (k, i) in all.iter().enumerate() {
             w.clear();
@@ -363,22 +373,16 @@ impl<'m> Analysis<'m> {
                 defs.entry(r).or_default().push(k);
             }
         }
-        // A register declared in a nested block may shadow one of the function's: never known.
         // Room for a few dozen registers' values at once (a function asks about a few
         // accesses, each a short chain of registers): grown from empty, both maps rehashed
         // every register they held each time they doubled.
-        let mut memo = HashMap::with_capacity(MEMO_ROOM);
-        memo.extend(
-            nested
-                .iter()
-                .flat_map(|(n, _)| defs.keys().filter(move |r| r.starts_with(n)))
-                .map(|r| (*r, None)),
-        );
+        let memo = HashMap::with_capacity(MEMO_ROOM);
         Analysis {
             all,
             defs,
             memo,
             deps: HashMap::with_capacity(MEMO_ROOM),
+            nested: nested.iter().map(|(n, _)| *n).collect(),
             depth: 0,
         }
     }

@@ -104,6 +104,10 @@ impl<'m> Fx<'_, 'm> {
                 && let Some(&t) = self.labels.get(l.as_ref())
             {
                 if t > self.pos {
+                    // Room for every label at once, as for `unchecked_labels` below.
+                    if self.defer.unchecked_targets.capacity() == 0 {
+                        self.defer.unchecked_targets.reserve(self.labels.len());
+                    }
                     self.defer.unchecked_targets.insert(l.as_ref());
                     return;
                 }

@@ -261,11 +261,11 @@ impl<'m> Fx<'_, 'm> {
         rest: &'m [Stmt<'m>],
         out: &mut Vec<O<'m>>,
     ) -> R<()> {
-        let (sp, w, at) = Self::classify(i)?;
-        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
-        if self.member(i, sp, at, out) {
+        if self.member(i, out)? {
             return Ok(());
         }
+        let (sp, w, at) = Self::classify(i)?;
+        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
         let is_atomic = matches!(i.op, Some(Opcode::Atom | Opcode::Red));
         if !is_atomic && i.operands.len() != 2 {
             return refused(

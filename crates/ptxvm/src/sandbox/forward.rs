@@ -2,7 +2,7 @@
 //! and branches costs a fraction of laying out their control flow (`Cfg::new`, which version.rs
 //! and the allow-list each ask for every body).
 
-use super::hash::HashSet;
+use super::hash::{HashSet, HashSetExt};
 use crate::ast::{Inst, Operand, Stmt};
 use crate::isa::Opcode;
 
@@ -27,7 +27,7 @@ pub(super) fn may_loop(body: &[Stmt<'_>]) -> bool {
         }
         false
     }
-    let mut look = Look::default();
+    let mut look = Look::for_body(body);
     walk(body, &mut look) || look.may_loop()
 }
 
@@ -45,6 +45,17 @@ pub(super) struct Look<'b> {
 }
 
 impl<'b> Look<'b> {
+    /// A look at `body` to come, with room for its labels and the branches to them: about one
+    /// statement in sixteen is a label in the corpus (grown from empty, the set was rehashed
+    /// and the list copied on their way to that).
+    pub(super) fn for_body(body: &[Stmt<'_>]) -> Self {
+        Look {
+            seen: HashSet::with_capacity(body.len() / 16),
+            ahead: Vec::with_capacity(body.len() / 16),
+            back: false,
+        }
+    }
+
     /// Notes the label `l`, the next statement of the body.
     pub(super) fn label(&mut self, l: &'b str) {
         if !self.back {

@@ -21,6 +21,10 @@ pub(crate) struct Member<'m> {
     d: i64,
     /// Guard the access runs under.
     guard: Option<(Str<'m>, bool)>,
+    /// Its space, and where its address operand is (`Fx::classify`'s first and third parts),
+    /// found when the run was: a member is not classified again.
+    sp: Sp,
+    at: usize,
 }
 
 /// Most bytes one group fence covers (the host maps at least 64 KiB).
@@ -137,15 +141,19 @@ pub(super) fn writes_any(i: &Inst, hit: impl Fn(&str) -> bool) -> bool {
 }
 
 impl<'m> Fx<'_, 'm> {
-    /// Emits `i` as a member of an earlier group, if it is one.
-    pub(super) fn member(&mut self, i: &Inst<'m>, sp: Sp, at: usize, out: &mut Vec<O<'m>>) -> bool {
+    /// Emits `i` as a member of an earlier group, if it is one: its space and its address
+    /// operand's place then come from the run (the operands checked against `globals` as `mem`
+    /// checks every access's), where `mem` would have classified `i` again.
+    pub(super) fn member(&mut self, i: &Inst<'m>, out: &mut Vec<O<'m>>) -> R<bool> {
         // Most accesses come when no run is open: no key hashed for them.
         if self.members.is_empty() {
-            return false;
+            return Ok(false);
         }
         let Some(m) = self.members.remove(&(i as *const Inst)) else {
-            return false;
+            return Ok(false);
         };
+        let (sp, at) = (m.sp, m.at);
+        super::globals::refuse_named_directly(&self.info.globals, i, Some(at))?;
         let space = match sp {
             Sp::Shared => "shared",
             Sp::Local => "local",
@@ -159,7 +167,7 @@ impl<'m> Fx<'_, 'm> {
             m.guard,
             Operand::Addr(Some(Str::Borrowed(&m.reg)), m.d),
         );
-        true
+        Ok(true)
     }
 
     /// Fences `i`, an access at `[r+off]` through register `r` of type `ty`, together with the
@@ -177,7 +185,10 @@ impl<'m> Fx<'_, 'm> {
             // `ld %r, [%r]`: later accesses see the loaded value, not this base.
             return Ok(false);
         }
-        let mut members: Vec<(&Inst, i64)> = Vec::new();
+        // The run's later accesses, in the list the last run left (cleared): a list each was
+        // an allocation for every access that began one.
+        let mut members = std::mem::take(&mut self.run);
+        members.clear();
         let (mut lo, mut hi) = (off, off.saturating_add(wi));
         let guard_reg = i.guard.as_ref().map(|g| g.0.as_ref());
         for s in rest {
@@ -204,7 +215,7 @@ impl<'m> Fx<'_, 'm> {
                     .is_some_and(|span| span <= MAX_SPAN)
                 && !(sp == Sp::Local && matches!(j.op, Some(Atom | Red)))
             {
-                members.push((j, *o2));
+                members.push((j, *o2, at2));
                 lo = lo.min(*o2);
                 hi = hi.max(o2.saturating_add(wi));
             }
@@ -214,6 +225,7 @@ impl<'m> Fx<'_, 'm> {
             }
         }
         if members.is_empty() {
+            self.run = members;
             return Ok(false);
         }
         let n = self.ngroups;
@@ -236,7 +248,7 @@ impl<'m> Fx<'_, 'm> {
                 // went from 4 LDS.128 to 16 predicated LDS, and 32 to 64 registers). The span
                 // read at the redirect target must lie in the window (`redirect_fits`).
                 let ld = Some(Opcode::Ld);
-                let loads = i.op == ld && members.iter().all(|(j, _)| j.op == ld);
+                let loads = i.op == ld && members.iter().all(|(j, ..)| j.op == ld);
                 if let Some((gq, _)) = guard.clone()
                     && sp == Sp::Shared
                     && loads
@@ -268,16 +280,19 @@ impl<'m> Fx<'_, 'm> {
         let reg: std::rc::Rc<str> = reg.into();
         // Room for the run at once: grown member by member, the map rehashed as it went.
         self.members.reserve(members.len());
-        for (j, o2) in members {
+        for (j, o2, at) in members.drain(..) {
             self.members.insert(
                 j as *const Inst,
                 Member {
                     reg: reg.clone(),
                     d: o2 - lo,
                     guard: guard.clone(),
+                    sp,
+                    at,
                 },
             );
         }
+        self.run = members;
         Ok(true)
     }
 }

@@ -6,6 +6,7 @@
 use super::hash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::allow::{Info, call_parts};
+use super::print::O;
 use super::rewrite::{R, rewrite_body};
 use crate::ast::{Func, Module, Stmt};
 use crate::isa::Opcode;
@@ -26,12 +27,35 @@ fn reads_hidden<'m>(info: &Info<'m>, f: &'m Func<'m>) -> R<bool> {
     if fx.ngroups > 0 {
         return Ok(true);
     }
-    let mut text = String::new();
-    let mut own = super::print::Own::Print { skip_copy: false };
-    super::print::outs(&mut text, &body, 0, &mut own)?;
-    Ok(text
-        .lines()
-        .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE)))
+    mentions_hidden(&body, &mut String::new())
+}
+
+/// Whether the kernel's printing of `body` (`Own::Print`, not the skip copy's) has a line that
+/// names a `%__sbx_` register, other than a store passing a hidden value on. Only what the
+/// rewrite made is looked at: the input's own statements cannot name one (the allow-list
+/// refuses the prefix), and printing them was most of this look.
+fn mentions_hidden(body: &[O<'_>], scratch: &mut String) -> R<bool> {
+    let reads = |text: &str| {
+        text.lines()
+            .any(|l| l.contains("%__sbx_") && !l.trim_start().starts_with(HIDDEN_STORE))
+    };
+    for o in body {
+        let hit = match o {
+            O::Inst(_) | O::Stmt(_) | O::Copy(_) => false,
+            O::Text(t) => reads(t),
+            O::Block(b) | O::Kernel(b) => mentions_hidden(b, scratch)?,
+            O::New(_) | O::Report(_) => {
+                scratch.clear();
+                let mut own = super::print::Own::Print { skip_copy: false };
+                super::print::outs(scratch, std::slice::from_ref(o), 0, &mut own)?;
+                reads(scratch)
+            }
+        };
+        if hit {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The device functions that need no hidden value: they read none themselves

@@ -225,7 +225,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     let tokens = crate::lex::lex(ptx)?;
     let mut module = crate::parse::parse(&tokens)?;
-    let fast = if policy.version_loops {
+    let copies = if policy.version_loops {
         version::apply(&mut module, ptx, policy.poll_interval)
     } else {
         Default::default()
@@ -235,7 +235,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     let (layout, offsets) = globals::layout(&module)?;
     let mut info = allow::analyse(&module, offsets, policy)?;
-    info.fast = fast;
+    info.copies = copies;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
     let mut known = hash::HashMap::default();
@@ -284,7 +284,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
         };
         // The kernel, then its skip copy right after it.
         out.push('\n');
-        print::rewritten(out, ptx, &r.head, body, r.copy.as_ref())?;
+        print::rewritten(out, ptx, (f, r.hidden), body, copy.as_deref())?;
         over += past.len();
         past.clear();
     }
@@ -320,7 +320,10 @@ fn skip_copy_name<'m>(
     if !info.may_skip_entry_read(entry) {
         return None;
     }
-    let name = format!("{}{SKIP_COPY_SUFFIX}", entry.name);
+    // Pushed, not formatted: `format!` cost several times the rest of the name's look.
+    let mut name = String::with_capacity(entry.name.len() + SKIP_COPY_SUFFIX.len());
+    name.push_str(&entry.name);
+    name.push_str(SKIP_COPY_SUFFIX);
     let taken = taken.get_or_insert_with(|| module.funcs.iter().map(|g| g.name.as_ref()).collect());
     (!taken.contains(name.as_str())).then_some(name)
 }

@@ -11,11 +11,31 @@ use crate::ast::{Space, Str, VarDecl};
 pub(crate) const INTERNAL_PARAMS: [&str; 4] = ["slo", "shi", "llo", "lhi"];
 
 /// The hidden values a non-lean function receives, in order (after `__gpuhost_sbx_`): the five
-/// the host passes an entry, plus, for a device function, the caller's windows.
-pub(crate) fn hidden_params(is_entry: bool) -> Vec<&'static str> {
-    let internal: &[&str] = if is_entry { &[] } else { &INTERNAL_PARAMS };
-    HIDDEN_PARAMS.iter().chain(internal).copied().collect()
+/// the host passes an entry, plus, for a device function, the caller's windows. A slice of one
+/// static list: gathered into a new `Vec`, they were an allocation per function rewritten.
+pub(crate) fn hidden_params(is_entry: bool) -> &'static [&'static str] {
+    const ALL: [&str; HIDDEN_PARAMS.len() + INTERNAL_PARAMS.len()] = {
+        let mut all = [""; HIDDEN_PARAMS.len() + INTERNAL_PARAMS.len()];
+        let mut k = 0;
+        while k < all.len() {
+            all[k] = if k < HIDDEN_PARAMS.len() {
+                HIDDEN_PARAMS[k]
+            } else {
+                INTERNAL_PARAMS[k - HIDDEN_PARAMS.len()]
+            };
+            k += 1;
+        }
+        all
+    };
+    if is_entry {
+        &ALL[..HIDDEN_PARAMS.len()]
+    } else {
+        &ALL
+    }
 }
+
+/// What the `.param` of a hidden value is named: this, then the value's name.
+pub(crate) const HIDDEN_PARAM_PREFIX: &str = "__gpuhost_sbx_";
 
 /// `__gpuhost_sbx_<h>`, the `.param` of hidden value `h` ([`hidden_params`]), spelled out:
 /// formatting it was an allocation per parameter of every function and every prologue.
@@ -31,7 +51,7 @@ pub(crate) fn hidden_param(h: &str) -> Str<'static> {
         "__gpuhost_sbx_llo",
         "__gpuhost_sbx_lhi",
     ];
-    spelled(&NAMES, "__gpuhost_sbx_", h)
+    spelled(&NAMES, HIDDEN_PARAM_PREFIX, h)
 }
 
 /// `prefix` + `name`, borrowed from `names` (each spelled out in full, `prefix` first) when it

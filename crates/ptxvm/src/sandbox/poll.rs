@@ -162,7 +162,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     let mut emit = |opcode: &str, mods: &[&str], operands: &[Operand]| {
         emit_line(&mut code, None, opcode, mods, operands);
     };
-    for n in hidden_params(is_entry) {
+    for &n in hidden_params(is_entry) {
         let param = Operand::Addr(Some(hidden_param(n)), 0);
         emit("ld", &["param", "u64"], &[sreg(n), param]);
     }
@@ -181,10 +181,7 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     emit("and", &["b32"], &[sreg("z"), sreg("z"), sreg("t")]);
     let zz = Operand::Vec(vec![sreg("z"), sreg("z")]);
     emit("mov", &["b64"], &[sreg("zz"), zz]);
-    for n in hidden_params(is_entry)
-        .into_iter()
-        .filter(|&n| n != "launch")
-    {
+    for &n in hidden_params(is_entry).iter().filter(|&&n| n != "launch") {
         emit("add", &["u64"], &[sreg(n), sreg(n), sreg("zz")]);
     }
     emit("cvt", &["u32", "u64"], &[sreg("epoch"), sreg("launch")]);
@@ -210,12 +207,19 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     }
 }
 
+/// Room for the statements of a prologue (`Fx::prologue`): its declarations and code are a
+/// handful of entries (most of its lines share a text entry).
+const PROLOGUE_ROOM: usize = 16;
+
 impl<'m> Fx<'_, 'm> {
     /// Declarations and prologue of a function body.
     pub(crate) fn prologue(&mut self) -> R<Vec<O<'m>>> {
         let line = self.f.line;
         let head = head(self.f.is_entry, self.info.poll_interval);
-        let mut decls = vec![O::Text(head.decls.clone())];
+        // Room for what the rest adds (a few declarations, then `out` appended): grown from
+        // one, each list was copied into a larger block on its way.
+        let mut decls = Vec::with_capacity(PROLOGUE_ROOM);
+        decls.push(O::Text(head.decls.clone()));
         if self.ngroups > 0 {
             for (ty, n) in [("u64", "%__sbx_g"), ("pred", "%__sbx_gq")] {
                 decls.push(O::new(Stmt::Reg {
@@ -229,7 +233,8 @@ impl<'m> Fx<'_, 'm> {
         // the head's whole text.
         let mut code = String::with_capacity(head.code.len() + 1024);
         code.push_str(&head.code);
-        let mut out = vec![O::Text(code)];
+        let mut out = Vec::with_capacity(PROLOGUE_ROOM / 2);
+        out.push(O::Text(code));
         if self.f.is_entry {
             let mut shared = self.info.tree_shared(self.f.name.as_ref()).into_owned();
             shared.extend(sized(&self.shared_fn));

@@ -38,24 +38,33 @@ impl<'m> O<'m> {
     }
 }
 
-/// Prints a rewritten function: its header (`f` with `body: None`) and its statements, which
-/// are `start` then `body` (`src`: the module's text, see `spelled`); then, given `copy` (its
-/// header), the entry's skip copy, which prints what only it prints (`O::Copy`) and leaves out
-/// what only the entry prints (`O::Kernel`). The body is printed once: the copy repeats the
-/// entry's text around those statements.
+/// Prints a rewritten function: its header (`f`'s, the `hidden` parameters after its own: see
+/// `rewrite::Rewritten`) and its statements, which are `start` then `body` (`src`: the module's
+/// text, see `spelled`); then, given `copy` (its name), the entry's skip copy, which prints what
+/// only it prints (`O::Copy`) and leaves out what only the entry prints (`O::Kernel`). The body
+/// is printed once: the copy repeats the entry's text around those statements, and its header
+/// is the entry's under its own name.
 pub(crate) fn rewritten(
     out: &mut String,
     src: &str,
-    f: &Func,
+    (f, hidden): (&Func, &[&str]),
     body: Option<(&[O<'_>], &[O<'_>])>,
-    copy: Option<&Func>,
+    copy: Option<&str>,
 ) -> Result<(), Error> {
-    head(out, f);
+    let head_at = out.len();
+    let name = head(out, f, hidden);
+    let head_end = out.len();
+    // The copy's header: the entry's, copied around the copy's name.
+    let copy_head = |out: &mut String, c: &str| {
+        out.extend_from_within(head_at..name.start);
+        out.push_str(c);
+        out.extend_from_within(name.end..head_end);
+    };
     let Some((start, body)) = body else {
         out.push_str(";\n");
         if let Some(c) = copy {
             out.push('\n');
-            head(out, c);
+            copy_head(out, c);
             out.push_str(";\n");
         }
         return Ok(());
@@ -72,7 +81,7 @@ pub(crate) fn rewritten(
     outs_in(out, src, body, 1, &mut Own::Note(&mut own))?;
     let to = out.len();
     out.push_str("}\n\n");
-    head(out, c);
+    copy_head(out, c);
     out.push_str("\n{\n");
     outs_in(out, src, start, 1, &mut Own::Print { skip_copy: true })?;
     let mut at = from;
@@ -266,12 +275,8 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
                 Init::Int(n) => {
                     let _ = write!(out, "{n}");
                 }
-                Init::F32Bits(b) => {
-                    let _ = write!(out, "0f{b:08X}");
-                }
-                Init::F64Bits(b) => {
-                    let _ = write!(out, "0d{b:016X}");
-                }
+                Init::F32Bits(b) => bits(out, "0f", b.into(), 8),
+                Init::F64Bits(b) => bits(out, "0d", b, 16),
                 // Refused before printing; `0` keeps the text well-formed regardless.
                 Init::Symbol => out.push('0'),
             }
@@ -283,7 +288,7 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
 }
 
 fn func(out: &mut String, f: &Func) -> Result<(), Error> {
-    head(out, f);
+    head(out, f, &[]);
     match &f.body {
         None => out.push_str(";\n"),
         Some(b) => {
@@ -295,8 +300,9 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
     Ok(())
 }
 
-/// Linkage, kind, results, name, parameters and performance directives.
-fn head(out: &mut String, f: &Func) {
+/// Linkage, kind, results, name, parameters (the `hidden` ones last: `.param .u64
+/// __gpuhost_sbx_<h>`) and performance directives; gives where the name lies in `out`.
+fn head(out: &mut String, f: &Func, hidden: &[&str]) -> std::ops::Range<usize> {
     if let Some(l) = &f.linkage {
         out.push('.');
         out.push_str(l);
@@ -304,11 +310,13 @@ fn head(out: &mut String, f: &Func) {
     }
     out.push_str(if f.is_entry { ".entry " } else { ".func " });
     if !f.rets.is_empty() {
-        params(out, &f.rets);
+        params(out, &f.rets, &[]);
         out.push(' ');
     }
+    let at = out.len();
     out.push_str(&f.name);
-    params(out, &f.params);
+    let name = at..out.len();
+    params(out, &f.params, hidden);
     for (name, vals) in &f.attrs {
         out.push_str("\n.");
         out.push_str(name);
@@ -317,15 +325,28 @@ fn head(out: &mut String, f: &Func) {
             unsigned(out, *v);
         }
     }
+    name
 }
 
-fn params(out: &mut String, ps: &[VarDecl]) {
+/// A parameter list: `ps`, then the `hidden` values' parameters (`hidden_params`), as `var`
+/// prints their declarations (`param_decl`).
+fn params(out: &mut String, ps: &[VarDecl], hidden: &[&str]) {
     out.push('(');
     for (i, p) in ps.iter().enumerate() {
         out.push_str(if i == 0 { "\n\t" } else { ",\n\t" });
         var(out, p, false);
     }
-    out.push_str(if ps.is_empty() { ")" } else { "\n)" });
+    for (i, h) in hidden.iter().enumerate() {
+        out.push_str(if i + ps.len() == 0 { "\n\t" } else { ",\n\t" });
+        out.push_str(".param .u64 ");
+        out.push_str(super::params::HIDDEN_PARAM_PREFIX);
+        out.push_str(h);
+    }
+    out.push_str(if ps.is_empty() && hidden.is_empty() {
+        ")"
+    } else {
+        "\n)"
+    });
 }
 
 fn indent(out: &mut String, depth: usize) {
@@ -538,7 +559,7 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
 /// An integer operand as `parts` prints it.
 pub(crate) fn int(out: &mut String, v: i64) {
     if v < i64::from(i32::MIN) {
-        let _ = write!(out, "0x{:016X}", v as u64);
+        bits(out, "0x", v as u64, 16);
     } else {
         decimal(out, v);
     }
@@ -551,6 +572,24 @@ fn decimal(out: &mut String, v: i64) {
         out.push('-');
     }
     unsigned(out, v.unsigned_abs());
+}
+
+/// `prefix`, then the low `digits` hex digits of `v` in upper case (`0f3F800000`), as
+/// `write!(out, "{prefix}{v:0digits$X}")` prints a value of that many digits: a float constant's
+/// bits (nearly every float nvcc writes), printed without the formatting machinery, which cost
+/// several times the rest of its instruction. Out of line: inlined, its buffer made `int`, which
+/// prints every integer operand, dearer on its common path.
+#[inline(never)]
+fn bits(out: &mut String, prefix: &str, v: u64, digits: usize) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut text = [b'0'; 16];
+    let digits = digits.min(text.len());
+    for (k, d) in text[..digits].iter_mut().rev().enumerate() {
+        *d = HEX[((v >> (4 * k)) & 0xF) as usize];
+    }
+    out.push_str(prefix);
+    // ASCII digits: always valid text.
+    out.push_str(std::str::from_utf8(&text[..digits]).unwrap_or_default());
 }
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
@@ -593,15 +632,11 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push_str(&p.1);
         }
         Operand::Int(v) => int(out, *v),
-        Operand::F32Bits(b) => {
-            let _ = write!(out, "0f{b:08X}");
-        }
+        Operand::F32Bits(b) => bits(out, "0f", (*b).into(), 8),
         Operand::F64Bits(b) if f32_ctx => {
-            let _ = write!(out, "0f{:08X}", (f64::from_bits(*b) as f32).to_bits());
+            bits(out, "0f", (f64::from_bits(*b) as f32).to_bits().into(), 8);
         }
-        Operand::F64Bits(b) => {
-            let _ = write!(out, "0d{b:016X}");
-        }
+        Operand::F64Bits(b) => bits(out, "0d", *b, 16),
         Operand::Addr(base, off) => {
             if !bare {
                 out.push('[');
@@ -698,6 +733,25 @@ mod tests {
         }
         assert_eq!(seen, 4);
         assert_eq!(super::spelled("", "ret", &[]), None);
+    }
+
+    #[test]
+    fn bits_print_what_write_prints() {
+        for v in [
+            0,
+            1,
+            0x3F80_0000,
+            0xFFFF_FFFF,
+            0xDEAD_BEEF_0123_4567,
+            u64::MAX,
+        ] {
+            let mut out = String::new();
+            super::bits(&mut out, "0d", v, 16);
+            assert_eq!(out, format!("0d{v:016X}"));
+            let mut out = String::new();
+            super::bits(&mut out, "0f", v & 0xFFFF_FFFF, 8);
+            assert_eq!(out, format!("0f{:08X}", v & 0xFFFF_FFFF));
+        }
     }
 
     #[test]

@@ -4,10 +4,9 @@
 
 use super::hash::{HashMap, HashMapExt};
 
-use super::HIDDEN_PARAMS;
 use super::allow::{Info, call_parts};
 use super::names::NameMap;
-use super::params::{INTERNAL_PARAMS, call_param, hidden_param, hidden_params, param_decl};
+use super::params::{call_param, hidden_params, param_decl};
 use super::print::O;
 use super::statics::Flat;
 use crate::ast::{Func, Inst, Operand, Space, Stmt, Str};
@@ -85,6 +84,8 @@ pub(crate) struct Fx<'a, 'm> {
     pub members: HashMap<*const Inst<'m>, super::group::Member<'m>>,
     /// Group registers used so far.
     pub ngroups: u32,
+    /// The later accesses of the run `group` is gathering (reused from run to run).
+    pub(super) run: Vec<(&'m Inst<'m>, i64, usize)>,
     /// Line of the instruction being rewritten (new instructions carry it).
     pub line: u32,
     /// Back-edges of counted loops (no poll) and the weights of the others.
@@ -121,18 +122,22 @@ pub(crate) struct Fx<'a, 'm> {
     pub defer_check: bool,
     /// Where the walk stands in placing that compare (defer.rs).
     pub(super) defer: super::defer::Deferral<'m>,
+    /// The top-level declarations `start` hoists (`hoisted`), in order: noted by `scan`, which
+    /// walks the body anyway, rather than found by a second walk.
+    hoisted: Vec<&'m Stmt<'m>>,
 }
 
-/// A rewritten function, and its skip copy when it has one.
+/// A rewritten function. Its header is the function's own with the hidden parameters after
+/// the user's (printed from the function itself: built as a new `Func`, its parameters,
+/// linkage and directives were cloned only to be printed). Its skip copy, when it has one, is
+/// the same but for its name and for what only the kernel prints (`O::Kernel`: the entry's
+/// epoch read and deferred compares) and what only the copy prints (`O::Copy`).
 pub(crate) struct Rewritten<'m> {
-    /// The header (`body: None`).
-    pub head: Func<'m>,
+    /// The hidden values its header takes after its own parameters (`hidden_params`; none for
+    /// a lean function).
+    pub hidden: &'static [&'static str],
     /// For a definition: the declarations, prologue and static registers, then the body.
     pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
-    /// The skip copy's header. Its prologue and body are the kernel's but for what only the
-    /// kernel prints (`O::Kernel`: the entry's epoch read and deferred compares) and what only
-    /// the copy prints (`O::Copy`).
-    pub copy: Option<Func<'m>>,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -147,52 +152,17 @@ pub(crate) fn func<'m>(
     copy_as: Option<&str>,
 ) -> R<Rewritten<'m>> {
     let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
-    let hidden = if lean {
-        Vec::new()
-    } else {
-        hidden_params(f.is_entry)
-    };
-    // Sized for the hidden ones too: a clone has no room, so each push grew it.
-    let mut params = Vec::with_capacity(f.params.len() + hidden.len());
-    params.extend(f.params.iter().cloned());
-    for h in &hidden {
-        params.push(param_decl(hidden_param(h), "u64", f.line));
-    }
-    let head = Func {
-        name: f.name.clone(),
-        is_entry: f.is_entry,
-        params,
-        rets: f.rets.clone(),
-        max_threads: f.max_threads,
-        linkage: f.linkage.clone(),
-        attrs: f.attrs.clone(),
-        body: None,
-        line: f.line,
-    };
+    let hidden = if lean { &[] } else { hidden_params(f.is_entry) };
     let Some(b) = &f.body else {
-        return Ok(Rewritten {
-            head,
-            body: None,
-            copy: None,
-        });
+        return Ok(Rewritten { hidden, body: None });
     };
     let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
-    let start = fx.start(b)?;
+    let start = fx.start()?;
     fx.stop_block(&mut body);
-    let copy = copy_as.map(|name| Func {
-        name: name.to_string().into(),
-        params: head.params.clone(),
-        rets: head.rets.clone(),
-        linkage: head.linkage.clone(),
-        attrs: head.attrs.clone(),
-        body: None,
-        ..head
-    });
     Ok(Rewritten {
-        head,
+        hidden,
         body: Some((start, body)),
-        copy,
     })
 }
 
@@ -230,6 +200,7 @@ pub(super) fn rewrite_body<'a, 'm>(
         nlabel: 0,
         members: HashMap::new(),
         ngroups: 0,
+        run: Vec::new(),
         line: f.line,
         backedges: Default::default(),
         spans: Default::default(),
@@ -245,6 +216,9 @@ pub(super) fn rewrite_body<'a, 'm>(
         stops: Default::default(),
         defer_check: false,
         defer: Default::default(),
+        // Room for nvcc's usual few (its `.reg` lines and a `.local` depot): grown from
+        // empty, the list was copied twice on its way there.
+        hoisted: Vec::with_capacity(8),
     };
     // Sized once: grown from empty, each function's map rehashed on its way to its size.
     fx.params.reserve(f.params.len() + f.rets.len());
@@ -292,6 +266,9 @@ impl<'m> Fx<'_, 'm> {
     /// order and the registers that nested blocks declare (`depth`: how deep `body` is).
     fn scan(&mut self, body: &'m [Stmt<'m>], depth: u32, flat: &mut Flat<'m>) -> R<()> {
         for s in body {
+            if depth == 0 && hoisted(s) {
+                self.hoisted.push(s);
+            }
             match s {
                 Stmt::Reg { ty, names, .. } => {
                     if depth > 0 {
@@ -342,15 +319,15 @@ impl<'m> Fx<'_, 'm> {
 
     /// What precedes the rewritten body: the hoisted declarations, the prologue (none for a
     /// lean function) and the static and bounded registers' values.
-    fn start(&mut self, b: &'m [Stmt<'m>]) -> R<Vec<O<'m>>> {
+    fn start(&mut self) -> R<Vec<O<'m>>> {
         let prologue = if self.lean {
             Vec::new()
         } else {
             self.prologue()?
         };
-        let mut out: Vec<O<'m>> = b.iter().filter(|s| hoisted(s)).map(O::Stmt).collect();
         // Room for the inits' text too: grown for the prologue alone, it grew again for them.
-        out.reserve(prologue.len() + 2);
+        let mut out: Vec<O<'m>> = Vec::with_capacity(self.hoisted.len() + prologue.len() + 2);
+        out.extend(self.hoisted.iter().map(|&s| O::Stmt(s)));
         out.extend(prologue);
         self.static_inits(&mut out);
         self.range_inits(&mut out);
@@ -376,17 +353,29 @@ impl<'m> Fx<'_, 'm> {
         var: &str,
         k: i64,
     ) {
-        let r = Operand::Name(Str::Borrowed(r));
-        self.emit(
-            out,
-            None,
-            "mov",
-            &[ty],
-            &[r.clone(), Operand::Name(Str::Borrowed(var))],
-        );
-        if k != 0 {
-            self.emit(out, None, "add", &[ty], &[r.clone(), r, imm(k)]);
-        }
+        // Written as `emit` would print `mov.<ty> r, var;` and `add.<ty> r, r, k;` (every
+        // statics.rs and bounds.rs register gets them at entry), without building operands.
+        Self::with_text(out, |t| {
+            let head = |t: &mut String, op: &str| {
+                t.push('\t');
+                t.push_str(op);
+                t.push('.');
+                t.push_str(ty);
+                t.push(' ');
+                t.push_str(r);
+                t.push_str(", ");
+            };
+            head(t, "mov");
+            t.push_str(var);
+            t.push_str(";\n");
+            if k != 0 {
+                head(t, "add");
+                t.push_str(r);
+                t.push_str(", ");
+                super::print::int(t, k);
+                t.push_str(";\n");
+            }
+        });
     }
 
     /// Whether a `.local` access of `w` bytes at `[r + off]` stays inside the variable `r`
@@ -492,7 +481,10 @@ impl<'m> Fx<'_, 'm> {
             f(t);
             return;
         }
-        let mut t = String::with_capacity(512);
+        // A fenced access's lines are a few hundred bytes, and a run of them shares a buffer:
+        // begun at 512, a buffer was copied into a larger block about 150 times per rewrite of
+        // the nvcc corpus.
+        let mut t = String::with_capacity(1024);
         f(&mut t);
         out.push(O::Text(t));
     }
@@ -630,11 +622,7 @@ impl<'m> Fx<'_, 'm> {
             }
             return Ok(());
         }
-        let names: Vec<&str> = HIDDEN_PARAMS
-            .iter()
-            .chain(&INTERNAL_PARAMS)
-            .copied()
-            .collect();
+        let names = hidden_params(false);
         let mut block = Vec::with_capacity(2 * names.len() + 1);
         let mut extra = Vec::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {

@@ -33,9 +33,10 @@
 //! ```
 //!
 //! Runs on the parsed module before the allow-list, so on hostile text: it changes nothing in a
-//! module or function that mentions any name it would add (a branch to a label it adds would
-//! otherwise enter the fast copy unchecked), and what it adds is ordinary PTX that the allow-list
-//! and the rewrite then treat as the user's own. It returns the fast copies' header labels: their
+//! module whose text mentions any name it would add (a branch to a label it adds would
+//! otherwise enter the fast copy unchecked, and a loop under a fast copy's label would go
+//! unpolled), and what it adds is ordinary PTX that the allow-list and the rewrite then treat as
+//! the user's own. It returns the fast copies' header labels: their
 //! back-edges are the ones bounded.rs exempts from polling.
 
 mod until;
@@ -65,15 +66,26 @@ struct Plan {
     bits: u32,
 }
 
-/// Versions every eligible loop of `m`, parsed from `text`; gives the fast copies' header
-/// labels.
-pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashSet<String> {
-    let mut fast = HashSet::new();
+/// The header labels of the copies [`apply`] made of each versioned loop.
+#[derive(Default)]
+pub(crate) struct Copies {
+    /// The fast copies': their back-edges need no poll (bounded.rs).
+    pub fast: HashSet<String>,
+    /// The original loops', polled as before: a loop is versioned only when its text does not
+    /// bound it, so bounded.rs need not try to prove it bounded again.
+    pub slow: HashSet<String>,
+}
+
+/// Versions every eligible loop of `m`, parsed from `text`; gives the copies' header labels.
+pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> Copies {
+    let mut copies = Copies::default();
     // Every name of the tree is a piece of the text, or two joined by a dot (`%tid .x`), which
-    // no mark contains: a text without the mark names nothing that has it, and its functions'
-    // names need no look (most of this pass's time in a function with a loop to version).
+    // no mark contains: a text without the mark names nothing that has it. A text with it is
+    // left unversioned as a whole, not just in the functions that name it: the fast copies'
+    // labels are trusted across the module (bounded.rs exempts a back-edge to one from
+    // polling), so one function's own loop under another's fast label went unpolled.
     // Searched for once a function has a loop to version: most modules have none.
-    let mut searched = None;
+    let mut searched = false;
     let mut n = 0u32;
     for f in &mut m.funcs {
         let Some(body) = f.body.as_mut() else {
@@ -84,26 +96,12 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
         if plans.is_empty() {
             continue;
         }
-        let marked = match searched {
-            Some(marked) => marked,
-            None => {
-                let marked = text.contains(MARK);
-                // Nothing is versioned yet: the module stays as it is.
-                if marked && m.vars.iter().any(|v| v.name.contains(MARK)) {
-                    return fast;
-                }
-                *searched.insert(marked)
+        // Nothing is versioned yet: the module stays as it is.
+        if !searched {
+            if text.contains(MARK) {
+                return copies;
             }
-        };
-        if marked
-            && (f
-                .params
-                .iter()
-                .chain(&f.rets)
-                .any(|p| p.name.contains(MARK))
-                || any_name(body, &|s| s.contains(MARK)))
-        {
-            continue;
+            searched = true;
         }
         // Plans are disjoint by construction (`counter` refuses a loop with a back-edge
         // inside it); should that ever not hold, the function stays unversioned, which is
@@ -133,37 +131,13 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> HashS
             out.extend(rest.by_ref().take(p.head + 1 - at));
             at = p.back + 1;
             let k = n + (plans.len() - i) as u32;
-            version(&mut out, &mut rest, p, k, poll_interval, &mut fast);
+            version(&mut out, &mut rest, p, k, poll_interval, &mut copies);
         }
         n += plans.len() as u32;
         out.extend(rest);
         *body = out;
     }
-    fast
-}
-
-/// Whether `pred` holds for any name the body declares, defines or mentions.
-fn any_name(body: &[Stmt], pred: &dyn Fn(&str) -> bool) -> bool {
-    fn operand(o: &Operand, pred: &dyn Fn(&str) -> bool) -> bool {
-        match o {
-            Operand::Name(s) | Operand::Not(s) | Operand::Addr(Some(s), _) => pred(s),
-            Operand::Pair(p) => pred(&p.0) || pred(&p.1),
-            Operand::Vec(v) | Operand::List(v) => v.iter().any(|x| operand(x, pred)),
-            Operand::Image(p) => pred(&p.0) || p.1.iter().any(|x| operand(x, pred)),
-            _ => false,
-        }
-    }
-    body.iter().any(|s| match s {
-        Stmt::Reg { names, .. } => names.iter().any(|(n, _)| pred(n)),
-        Stmt::Var(v) => pred(&v.name),
-        Stmt::Label(l, _) => pred(l),
-        Stmt::Targets(t, ls, _) => pred(t) || ls.iter().any(|l| pred(l)),
-        Stmt::Inst(i) => {
-            i.guard.as_ref().is_some_and(|(g, _)| pred(g))
-                || i.operands.iter().any(|o| operand(o, &pred))
-        }
-        Stmt::Block(b) => any_name(b, pred),
-    })
+    copies
 }
 
 /// The loops of `body` worth versioning, in body order.
@@ -422,7 +396,7 @@ fn version<'s>(
     p: &Plan,
     k: u32,
     n: u32,
-    fast: &mut HashSet<String>,
+    copies: &mut Copies,
 ) {
     let len = p.back - p.head;
     let looped = &rest.as_slice()[..len.min(rest.len())];
@@ -494,7 +468,8 @@ fn version<'s>(
         *o = name(&s);
     }
     out.push(Stmt::Label(x.into(), line));
-    fast.insert(f);
+    copies.fast.insert(f);
+    copies.slow.insert(s);
 }
 
 #[cfg(test)]

@@ -302,6 +302,31 @@ fn a_module_that_names_what_versioning_adds_is_left_unversioned() {
     assert!(!s.ptx.contains("$gpuhost_v"), "{}", s.ptx);
 }
 
+/// The fast copies' labels are trusted across the module (bounded.rs exempts a back-edge to one
+/// from polling): a kernel that names one for its own endless loop, next to a kernel whose loop
+/// is versioned under that very name, kept the loop unpolled, and no stop ended it. A module
+/// that names what the pass adds anywhere is now left unversioned as a whole.
+#[test]
+fn a_kernel_naming_another_kernels_fast_copy_label_still_polls_and_stops() {
+    // Endless: the branch tests the step, which the loop never changes.
+    let named = loop_kernel(
+        "named",
+        32,
+        "setp.ne.u32 %p1, %r3, 0;\n    @%p1 bra $gpuhost_v1_f;",
+    )
+    .replace("\nL:\n", "\n$gpuhost_v1_f:\n");
+    let text = ptx(&format!("{named}{}", LoopKind::all()[0].ptx()));
+    let (s, m) = load_sandboxed(&text);
+    assert_eq!(polls(&s.ptx, "named"), 1, "{}", entry(&s.ptx, "named"));
+    let args = [Arg::U32(0), Arg::U32(0), Arg::U32(1)];
+    abort_in_with(&m, "named", Duration::from_millis(5), false, &args);
+    assert!(
+        !s.ptx.contains("%gpuhost_vp"),
+        "nothing versioned\n{}",
+        s.ptx
+    );
+}
+
 /// A guarded branch to a label the body lacks, as the body's first instruction, is a back-edge
 /// (its target unknown) from position 0 to position 0: both loop finders, versioning's and
 /// the poll's, took it for a loop and cut its body out of the function past its end, a panic
