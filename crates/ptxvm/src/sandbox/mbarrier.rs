@@ -7,15 +7,16 @@
 //! 37, scripts/probes/mbarrier-probe.cu) every arrival on a word `mbarrier.init` never made a
 //! barrier, some waits on garbage, and an arrival past a phase's pending count ended the launch
 //! with `CUDA_ERROR_LAUNCH_FAILED` and lost the context, every tenant's with it. So the rewrite
-//! replaces each operation with plain shared loads and atomic adds on the same 8 bytes, in a
-//! layout of the sandbox's own; whatever a guest writes there, the worst it gets is a wrong
-//! answer of its own.
+//! replaces each operation with plain shared loads and 32-bit atomic adds on the same 8 bytes,
+//! in a layout of the sandbox's own; whatever a guest writes there, the worst it gets is a
+//! wrong answer of its own.
 //!
-//! The word: the arrivals still pending in the current phase (bits 0–19), the arrivals each
-//! phase expects (bits 20–39), and the count of completed phases (bits 40–63, whose lowest bit
-//! is the current phase's parity). An arrival of `c` adds `-c` to the word, taking `c` off the
-//! pending count (the module's adds only add, so they are exact in any order, borrows and
-//! carries between the fields included); then, by the pending count it took `c` from:
+//! The word: in its low half, the arrivals still pending in the current phase (bits 0–19; bits
+//! 20–31 take the borrows of arrivals racing a completion); in its high half, the arrivals
+//! each phase expects (bits 32–51) and the count of completed phases (bits 52–63, whose lowest
+//! bit is the current phase's parity). An arrival of `c` adds `-c` to the low half, taking `c`
+//! off the pending count (the adds only add, so each half is exact in any order, borrows
+//! included); then, by the pending count it took `c` from:
 //! - above `c`: the phase goes on;
 //! - from 1 to `c`: this arrival completes the phase. A second add puts back the expected
 //!   count (and what the arrival took past the pending one: an arrival past the pending
@@ -26,10 +27,11 @@
 //!   correct program's, whose arrivals follow their waits) gets here; one that comes after
 //!   such an arrival and before the second add reads a pending count near 2^20 and returns
 //!   the state of the phase being completed: a wait on it ends a phase early, the guest's own
-//!   wrong answer;
+//!   wrong answer. The completing arrival puts the expected count back into the low half,
+//!   then counts the phase in the high half;
 //! - `.noComplete` never completes a phase (the ISA makes it undefined): where it would, the
 //!   second add leaves one arrival pending, and the next arrival completes the phase;
-//! - `arrive_drop` also takes `c` off the expected count for the phases after (below 0 it
+//! - `arrive_drop` first takes `c` off the expected count for the phases after (below 0 it
 //!   borrows from the phase count: the guest's own word, and the ISA leaves it undefined);
 //! - the arrival returns the word as it was, as its state; a wait by state is over once the
 //!   phase count differs from the state's, and a wait by parity once the current parity differs
@@ -38,10 +40,11 @@
 //!   own loop, and its back-edge polls the abort epoch like any other.
 //!
 //! Arrivals are release and waits acquire at block scope, as the instructions' defaults are:
-//! the first add is `acq_rel` (the arrival that completes a phase thereby acquires every
-//! earlier arrival's release), the completing add `release`, the wait's load `acquire`. No
-//! operation loops: a compare-and-swap loop, which this replaced, had every lane of a warp
-//! that arrived together retry in turn. `init` stores the word; `inval` only checks its
+//! the add to the pending count is `acq_rel` (the arrival that completes a phase thereby
+//! acquires every earlier arrival's release), the add that counts the phase `release`, and a
+//! wait's load of the high half `acquire`. No operation loops: a compare-and-swap loop, which
+//! this replaced, had every lane of a warp that arrived together retry in turn (and so does
+//! ptxas's build of a 64-bit shared add). `init` stores the word; `inval` only checks its
 //! address (on NVIDIA it leaves the word as it is).
 //!
 //! The address is fenced as a shared access of 8 bytes (window.rs): aligned down to 8, checked
@@ -64,12 +67,15 @@ use crate::ast::{Inst, Operand, Stmt, Str};
 
 /// Each count's bits in the word.
 const COUNT_MASK: i64 = (1 << 20) - 1;
-/// Where the expected count starts.
-const EXPECTED_SHIFT: i64 = 20;
+/// Where the expected count starts: the word's high half, apart from the pending count's, since
+/// the adds work on one half at a time.
+const EXPECTED_SHIFT: i64 = 32;
 /// Where the phase count starts (its lowest bit is the parity).
-const PHASE_SHIFT: i64 = 40;
-/// One completed phase.
+const PHASE_SHIFT: i64 = 52;
+/// One completed phase, in the word.
 const PHASE_ONE: i64 = 1 << PHASE_SHIFT;
+/// One completed phase, in the high half.
+const PHASE_ONE_HIGH: i64 = 1 << (PHASE_SHIFT - 32);
 
 /// What the forms the sandbox allows end with, for its refusals.
 const ALLOWED: &str = "the sandbox allows mbarrier.init, inval, arrive (.noComplete, a count), \
@@ -428,7 +434,12 @@ impl<'m> Fx<'_, 'm> {
                 out,
             ),
             Kind::Wait { parity } => Self::text(out, None, |t| {
-                t.push_str("ld.acquire.cta.shared.u64 %__sbx_x, [%__sbx_a];\n\t");
+                // The high half, which holds the phase count: the half the completing add
+                // releases.
+                t.push_str(
+                    "ld.acquire.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
+                     cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_x, %__sbx_x, 32;\n\t",
+                );
                 let d = dst.unwrap_or("%__sbx_p");
                 if parity {
                     // Over once the current parity differs from the operand's.
@@ -460,17 +471,19 @@ impl<'m> Fx<'_, 'm> {
     }
 
     /// An arrival of the count `count` puts in `%__sbx_c`, `dst` := the word before it (the
-    /// module docs give the rules). One atomic add takes the count off the pending field (and,
-    /// with a drop, off the expected one); the arrival that takes the pending count to 0 or
-    /// past it then completes the phase with a second add. A compare-and-swap loop did the
-    /// same in one step, but every lane of a warp arriving together retried it in turn: on
-    /// the H200, mbarrier_pipeline ran 80x slower sandboxed than native with it (session 42).
+    /// module docs give the rules). A 32-bit atomic add takes the count off the pending field
+    /// in the word's low half; the arrival that takes it to 0 or past it then puts the expected
+    /// count back with a second and counts the phase in the high half with a third. A 64-bit
+    /// compare-and-swap loop did it in one step, but every lane of a warp arriving together
+    /// retried it in turn: on the H200, mbarrier_pipeline ran 77x slower sandboxed than native
+    /// with it, and still 17x with 64-bit adds, which ptxas builds from the same loop
+    /// (`ATOMS.CAST.SPIN.64`; session 42). 32-bit shared adds are single instructions.
     ///
-    /// The adds are exact in the packed word whatever their order, since they only add: an
-    /// arrival between the completing arrival's two adds (one not ordered after the phase's
-    /// end, which a correct program's waits rule out) borrows from the expected field, and
-    /// the completing add gives it back, so it counts towards the next phase, as the hardware
-    /// may count it.
+    /// The adds are exact in their half whatever their order, since they only add: an arrival
+    /// between the completing arrival's adds (one not ordered after the phase's end, which a
+    /// correct program's waits rule out) borrows into the low half's upper bits, and the
+    /// completing add gives it back, so it counts towards the next phase, as the hardware may
+    /// count it.
     fn arrive(
         &mut self,
         drop: bool,
@@ -482,107 +495,80 @@ impl<'m> Fx<'_, 'm> {
         let done = self.label();
         Self::text(out, None, |t| {
             count(t);
-            // %__sbx_b := what the add takes: the count off the pending field, and off the
-            // expected one with a drop.
+            // %__sbx_d := the high half as the arrival finds it: the phase it arrives in (no
+            // other arrival can complete that phase before this one counts, in a correct
+            // program) and the expected count.
+            t.push_str(
+                "ld.relaxed.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
+                 cvt.u64.u32 %__sbx_d, %__sbx_o;\n\tcvt.u32.u64 %__sbx_o, %__sbx_c;\n\t\
+                 neg.s32 %__sbx_o, %__sbx_o;\n\t",
+            );
             if drop {
-                t.push_str("shl.b64 %__sbx_b, %__sbx_c, ");
-                super::print::int(t, EXPECTED_SHIFT);
+                // Off the expected count for the phases after.
                 t.push_str(
-                    ";
-	add.u64 %__sbx_b, %__sbx_b, %__sbx_c;
-	",
-                );
-                t.push_str(
-                    "neg.s64 %__sbx_b, %__sbx_b;
-	",
-                );
-            } else {
-                t.push_str(
-                    "neg.s64 %__sbx_b, %__sbx_c;
-	",
+                    "atom.relaxed.cta.shared.add.u32 %__sbx_o, [%__sbx_a+4], %__sbx_o;\n\t\
+                     cvt.u32.u64 %__sbx_o, %__sbx_c;\n\tneg.s32 %__sbx_o, %__sbx_o;\n\t",
                 );
             }
             t.push_str(
-                "atom.acq_rel.cta.shared.add.u64 %__sbx_x, [%__sbx_a], %__sbx_b;
-	",
+                "atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
+                 cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_b, %__sbx_d, 32;\n\t\
+                 or.b64 %__sbx_x, %__sbx_x, %__sbx_b;\n\t",
             );
             // The phase goes on while the count is below the pending one.
             t.push_str("and.b64 %__sbx_b, %__sbx_x, ");
             super::print::int(t, COUNT_MASK);
-            t.push_str(
-                ";
-	setp.lt.u64 %__sbx_p, %__sbx_c, %__sbx_b;
-",
-            );
+            t.push_str(";\n\tsetp.lt.u64 %__sbx_p, %__sbx_c, %__sbx_b;\n");
         });
         self.bra(out, Some(("%__sbx_p".into(), false)), &done);
         Self::text(out, None, |t| {
             // No pending arrival left: another arrival is completing the phase, and this one
             // counts towards the next, whose state it returns.
             t.push_str(
-                "setp.eq.u64 %__sbx_p, %__sbx_b, 0;
-	@%__sbx_p add.u64 %__sbx_x, %__sbx_x, ",
+                "setp.eq.u64 %__sbx_p, %__sbx_b, 0;\n\t@%__sbx_p add.u64 %__sbx_x, %__sbx_x, ",
             );
             super::print::int(t, PHASE_ONE);
-            t.push_str(
-                ";
-",
-            );
+            t.push_str(";\n");
         });
         self.bra(out, Some(("%__sbx_p".into(), false)), &done);
         Self::text(out, None, |t| {
-            // %__sbx_d := what the second add puts back beside the count taken past the pending
-            // one (`%__sbx_c - %__sbx_b`): the expected count and a phase to complete it, or,
-            // for `.noComplete`, one pending arrival, for the next arrival to complete.
-            t.push_str(
-                "sub.u64 %__sbx_b, %__sbx_c, %__sbx_b;
-	",
-            );
+            // What goes back into the pending count beside the count taken past it
+            // (`%__sbx_c - %__sbx_b`): the expected count, or, for `.noComplete`, one pending
+            // arrival, for the next arrival to complete.
+            t.push_str("sub.u64 %__sbx_b, %__sbx_c, %__sbx_b;\n\t");
             if complete {
-                t.push_str("shr.u64 %__sbx_d, %__sbx_x, ");
-                super::print::int(t, EXPECTED_SHIFT);
+                // The expected count as of now: the first add acquired every arrival of the
+                // phase, drops (which come first) included.
                 t.push_str(
-                    ";
-	and.b64 %__sbx_d, %__sbx_d, ",
+                    "ld.relaxed.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
+                     cvt.u64.u32 %__sbx_d, %__sbx_o;\n\tand.b64 %__sbx_d, %__sbx_d, ",
                 );
                 super::print::int(t, COUNT_MASK);
+                t.push_str(";\n\t");
                 t.push_str(
-                    ";
-	",
+                    "add.u64 %__sbx_d, %__sbx_d, %__sbx_b;\n\tcvt.u32.u64 %__sbx_o, %__sbx_d;\n\t\
+                     atom.relaxed.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
+                     mov.u32 %__sbx_o, ",
                 );
-                if drop {
-                    t.push_str(
-                        "sub.u64 %__sbx_d, %__sbx_d, %__sbx_c;
-	",
-                    );
-                }
-                t.push_str("add.u64 %__sbx_d, %__sbx_d, ");
-                super::print::int(t, PHASE_ONE);
+                super::print::int(t, PHASE_ONE_HIGH);
+                // Release: a wait that sees the phase counted sees the pending count back,
+                // and every arrival's writes, which the first add acquired.
                 t.push_str(
-                    ";
-	add.u64 %__sbx_d, %__sbx_d, %__sbx_b;
-	",
+                    ";\n\tatom.release.cta.shared.add.u32 %__sbx_o, [%__sbx_a+4], %__sbx_o;\n",
                 );
             } else {
                 t.push_str(
-                    "add.u64 %__sbx_d, %__sbx_b, 1;
-	",
+                    "add.u64 %__sbx_b, %__sbx_b, 1;\n\tcvt.u32.u64 %__sbx_o, %__sbx_b;\n\t\
+                     atom.release.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n",
                 );
             }
-            t.push_str(
-                "atom.release.cta.shared.add.u64 %__sbx_d, [%__sbx_a], %__sbx_d;
-",
-            );
         });
         out.push(O::new(Stmt::Label(done.into(), self.line)));
         if let Some(d) = dst {
             Self::text(out, None, |t| {
                 t.push_str("mov.b64 ");
                 t.push_str(d);
-                t.push_str(
-                    ", %__sbx_x;
-",
-                );
+                t.push_str(", %__sbx_x;\n");
             });
         }
     }
