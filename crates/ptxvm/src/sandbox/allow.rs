@@ -588,7 +588,7 @@ impl<'m> Walk<'_, 'm> {
         let op = i.op;
         let w = match op {
             Some(Opcode::Call) => 0,
-            // An mbarrier arrival is a compare-and-swap loop (sandbox/mbarrier.rs).
+            // An mbarrier arrival is up to three shared atomics (sandbox/mbarrier.rs).
             Some(Opcode::Atom | Opcode::Red | Opcode::Mbarrier) => ATOMIC_WEIGHT,
             Some(Opcode::Nanosleep) => super::lean::NANOSLEEP_SPAN,
             _ => 1,
