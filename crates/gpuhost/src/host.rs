@@ -268,12 +268,17 @@ impl Host {
     /// [`Host::check`] for a call made with handles of `generation`: a driver error after that
     /// generation ended (another thread may have seen the loss first) is ContextLost.
     pub(crate) fn check_at<T>(&self, r: DriverResult<T>, generation: u64) -> Result<T> {
-        r.map_err(|e| match self.classify(e) {
+        r.map_err(|e| self.classify_at(e, generation))
+    }
+
+    /// The failed call `e`, made with handles of `generation`, as [`Host::check_at`] reports it.
+    pub(crate) fn classify_at(&self, e: DriverError, generation: u64) -> Error {
+        match self.classify(e) {
             Error::Driver { .. } if self.generation() != generation => Error::ContextLost {
                 generation: self.generation(),
             },
             e => e,
-        })
+        }
     }
 
     /// A failed call made on this host as gpuhost's error: context-gone results trigger the

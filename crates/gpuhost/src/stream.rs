@@ -500,13 +500,8 @@ impl Stream {
         e: DriverError,
         generation: u64,
     ) -> Error {
-        if let Some(limit) = crate::launch::kernel_limit(kernel, cfg, e) {
-            return limit;
-        }
-        match self.host.check_at(Err::<(), _>(e), generation) {
-            Err(reported) => reported,
-            Ok(()) => e.into(),
-        }
+        crate::launch::kernel_limit(kernel, cfg, e)
+            .unwrap_or_else(|| self.host.classify_at(e, generation))
     }
 
     /// A Completion for everything enqueued on this stream so far — launches, event waits,

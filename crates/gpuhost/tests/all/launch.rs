@@ -337,7 +337,7 @@ fn launches_beyond_a_kernels_own_limits_are_invalid_launch_naming_the_limit() {
         shared_mem_bytes,
     };
     // Within the device's 1024 threads, beyond the kernel's 64: the driver's bare
-    // "too many resources" becomes the kernel's limit.
+    // CUDA_ERROR_INVALID_VALUE (the H200's answer) becomes the kernel's limit.
     match s.launch(&bounded, block(128, 0), &[Arg::Buffer(&out, 0)]) {
         Err(Error::InvalidLaunch { kernel, reason }) => {
             assert_eq!(kernel, "bounded");
