@@ -505,10 +505,7 @@ impl<'m> Fx<'_, 'm> {
             );
             if drop {
                 // Off the expected count for the phases after.
-                t.push_str(
-                    "atom.relaxed.cta.shared.add.u32 %__sbx_o, [%__sbx_a+4], %__sbx_o;\n\t\
-                     cvt.u32.u64 %__sbx_o, %__sbx_c;\n\tneg.s32 %__sbx_o, %__sbx_o;\n\t",
-                );
+                t.push_str("red.relaxed.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n\t");
             }
             t.push_str(
                 "atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
@@ -547,19 +544,17 @@ impl<'m> Fx<'_, 'm> {
                 t.push_str(";\n\t");
                 t.push_str(
                     "add.u64 %__sbx_d, %__sbx_d, %__sbx_b;\n\tcvt.u32.u64 %__sbx_o, %__sbx_d;\n\t\
-                     atom.relaxed.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
+                     red.relaxed.cta.shared.add.u32 [%__sbx_a], %__sbx_o;\n\t\
                      mov.u32 %__sbx_o, ",
                 );
                 super::print::int(t, PHASE_ONE_HIGH);
                 // Release: a wait that sees the phase counted sees the pending count back,
                 // and every arrival's writes, which the first add acquired.
-                t.push_str(
-                    ";\n\tatom.release.cta.shared.add.u32 %__sbx_o, [%__sbx_a+4], %__sbx_o;\n",
-                );
+                t.push_str(";\n\tred.release.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n");
             } else {
                 t.push_str(
                     "add.u64 %__sbx_b, %__sbx_b, 1;\n\tcvt.u32.u64 %__sbx_o, %__sbx_b;\n\t\
-                     atom.release.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n",
+                     red.release.cta.shared.add.u32 [%__sbx_a], %__sbx_o;\n",
                 );
             }
         });
