@@ -18,7 +18,10 @@
 //! Such a loop with B <= poll_interval (`collatz_steps`' `i < 1000`) runs as nvcc wrote it; the
 //! instrumented back-edge of each loop around it counts its B back-edges as well as its own, so a
 //! thread still polls after at most about `poll_interval` back-edges (plus a constant: each
-//! bounded loop's last run before its enclosing back-edge is charged). With no loop around it,
+//! bounded loop's last run before its enclosing back-edge is charged). A versioned fast copy
+//! inside another loop has no useful static B (its check admits up to `poll_interval - 1`): it
+//! is charged where it is entered instead, by the bound its check computed for that entry
+//! (version.rs, `Copies::charged`), and counts nothing at the enclosing back-edge. With no loop around it,
 //! and more such loops in the function than a few polls' worth, the loop counts its B
 //! back-edges itself where it ends (`BackEdges::charge`).
 
@@ -585,7 +588,11 @@ pub(crate) fn analyse<'m>(
             Some(Operand::Name(l)) if i.opcode == "bra" => Some(l.as_ref()),
             _ => None,
         };
-        let n = if target.is_some_and(|l| copies.fast.contains(l)) {
+        let n = if target.is_some_and(|l| copies.charged.contains(l)) {
+            // Charged where it is entered, by its check's estimate (version.rs): nothing left
+            // for the enclosing back-edge to count.
+            Some(0)
+        } else if target.is_some_and(|l| copies.fast.contains(l)) {
             Some(u64::from(poll_interval - 1))
         } else if target.is_some_and(|l| copies.slow.contains(l)) {
             // A versioned loop's original: versioned because its text does not bound it (a

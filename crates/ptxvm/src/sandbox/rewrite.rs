@@ -500,8 +500,16 @@ impl<'m> Fx<'_, 'm> {
                 self.defer_step(s, &body[k + 1..], out);
             }
             match s {
-                Stmt::Label(..) => {
+                Stmt::Label(l, _) => {
                     self.pos += 1;
+                    // Entering a nested loop's fast copy (only ever by falling through its
+                    // check): its back-edges are counted here, ahead, by the check's bound.
+                    let charged = &self.info.copies.charged;
+                    if !charged.is_empty() && charged.contains(l.as_ref()) {
+                        let vt = Operand::Name(Str::Borrowed(super::version::VT));
+                        let cnt = sreg("cnt");
+                        self.emit(out, None, "sub", &["sat", "s32"], &[cnt.clone(), cnt, vt]);
+                    }
                     out.push(O::Stmt(s));
                 }
                 Stmt::Inst(i) => {

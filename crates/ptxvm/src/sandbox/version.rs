@@ -52,6 +52,9 @@ const MARK: &str = "gpuhost_v";
 /// The check's 64-bit scratch registers (`%gpuhost_vd0..3`) and its predicate.
 const VD: &str = "%gpuhost_vd";
 const VP: &str = "%gpuhost_vp";
+/// A nested loop's check leaves here how many back-edges its fast copy may take, at most
+/// (see [`Copies::charged`]).
+pub(crate) const VT: &str = "%gpuhost_vt";
 
 /// One loop to version: statement indices of its header label and back-edge in the body, and
 /// what the check reads.
@@ -64,6 +67,9 @@ struct Plan {
     step: Operand<'static>,
     test: Test,
     bits: u32,
+    /// Whether another loop encloses it: its fast copy's back-edges are then charged to that
+    /// loop's poll count at entry, by the check's estimate, rather than as `poll_interval`.
+    nested: bool,
 }
 
 /// The header labels of the copies [`apply`] made of each versioned loop.
@@ -74,6 +80,13 @@ pub(crate) struct Copies {
     /// The original loops', polled as before: a loop is versioned only when its text does not
     /// bound it, so bounded.rs need not try to prove it bounded again.
     pub slow: HashSet<String>,
+    /// The fast copies of nested loops, whose check left in [`VT`] a bound on the back-edges
+    /// the copy takes from that entry (at most `poll_interval`). The rewrite takes it off the
+    /// thread's poll count where the copy is entered, so the enclosing loop's back-edge counts
+    /// only itself. Charged as `poll_interval` instead, as other bounded loops are charged by
+    /// their static bound, an outer loop around a loop of a few iterations polled (a global
+    /// load waited for) on every one of its own: mbarrier_pipeline's producer, once per tile.
+    pub charged: HashSet<String>,
 }
 
 /// Versions every eligible loop of `m`, parsed from `text`; gives the copies' header labels.
@@ -126,6 +139,13 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> Copie
             names: vec![(VD.into(), Some(4))],
             line,
         });
+        if plans.iter().any(|p| p.nested) {
+            out.push(Stmt::Reg {
+                ty: "u32".into(),
+                names: vec![(VT.into(), None)],
+                line,
+            });
+        }
         let (mut rest, mut at) = (old.into_iter(), 0);
         for (i, p) in plans.iter().enumerate() {
             out.extend(rest.by_ref().take(p.head + 1 - at));
@@ -193,6 +213,11 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
             _ => {}
         }
         planned.insert(th);
+        // Loops are innermost here, so an enclosing one is any other loop spanning it.
+        let nested = cfg
+            .back
+            .iter()
+            .any(|&(b2, h2)| (b2, h2) != (b, h) && h2 <= h && b2 >= b);
         plans.push(Plan {
             head: th,
             back: tb,
@@ -201,6 +226,7 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
             step: owned(&step),
             test,
             bits,
+            nested,
         });
     }
     plans.sort_by_key(|p| p.head);
@@ -359,6 +385,9 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
     }
     // C' - v0 <= (n - 1) * k.
     out.push(new(line, None, "sub", &["s64"], [vd(3), vd(1), vd(0)]));
+    if p.nested {
+        out.push(log2_step(line, vd(2)));
+    }
     out.push(new(
         line,
         None,
@@ -373,6 +402,57 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
         &["le", "and", "u64"],
         [vp(), vd(3), vd(2), vp()],
     ));
+    if p.nested {
+        estimate(line, vd(3), vt(), n, vd(1), out);
+    }
+}
+
+/// `%gpuhost_vt`.
+fn vt() -> Operand<'static> {
+    Operand::Name(Str::Borrowed(VT))
+}
+
+/// `%gpuhost_vt` := floor(log2 `step`), for [`estimate`]; `step` >= 1 wherever the check
+/// passes (elsewhere the estimate goes unused).
+fn log2_step(line: u32, step: Operand<'static>) -> Stmt<'static> {
+    new(line, None, "bfind", &["u64"], [vt(), step])
+}
+
+/// `%gpuhost_vt` := min((`d` >> `shift`) + 1, `n`), through the free scratch register
+/// `scratch`: where the check passed, the loop's values pass its test `d` / k times or one more
+/// (`d` the distance to its bound, k its step), and `2^shift` <= k, so this is at least the
+/// back-edges the fast copy takes; the check proved those fewer than `n`, hence the min, which
+/// keeps the charge within one poll interval.
+fn estimate(
+    line: u32,
+    d: Operand<'static>,
+    shift: Operand<'static>,
+    n: u32,
+    scratch: Operand<'static>,
+    out: &mut Vec<Stmt<'_>>,
+) {
+    out.push(new(
+        line,
+        None,
+        "shr",
+        &["u64"],
+        [scratch.clone(), d, shift],
+    ));
+    out.push(new(
+        line,
+        None,
+        "add",
+        &["u64"],
+        [scratch.clone(), scratch.clone(), Operand::Int(1)],
+    ));
+    out.push(new(
+        line,
+        None,
+        "min",
+        &["u64"],
+        [scratch.clone(), scratch.clone(), Operand::Int(i64::from(n))],
+    ));
+    out.push(new(line, None, "cvt", &["u32", "u64"], [vt(), scratch]));
 }
 
 /// `lead`, the mark, `k` and `tail`, as `format!` spells them: pushed, for `format!` cost a
@@ -468,6 +548,9 @@ fn version<'s>(
         *o = name(&s);
     }
     out.push(Stmt::Label(x.into(), line));
+    if p.nested {
+        copies.charged.insert(f.clone());
+    }
     copies.fast.insert(f);
     copies.slow.insert(s);
 }
@@ -478,10 +561,15 @@ mod tests {
 
     /// A kernel of one loop, `L: add.u32 %r3, %r3, 1; <tail>` with `@...bra L` in `tail`.
     fn module(tail: &str) -> Module<'static> {
+        module_around("", tail, "")
+    }
+
+    /// [`module`] with `before` ahead of `L:` and `after` behind `tail`.
+    fn module_around(before: &str, tail: &str, after: &str) -> Module<'static> {
         let text = format!(
             ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a)\n{{\n\
              .reg .b64 %rd<4>;\n.reg .b32 %r<6>;\n.reg .pred %p<3>;\n\
-             ld.param.u32 %r1, [a];\nL:\nadd.u32 %r3, %r3, 1;\n{tail}\nret;\n}}\n"
+             ld.param.u32 %r1, [a];\n{before}L:\nadd.u32 %r3, %r3, 1;\n{tail}\n{after}ret;\n}}\n"
         );
         let m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
         m.into_owned()
@@ -497,6 +585,90 @@ mod tests {
             Test::Ne => format!("{} {:?} {:?} {}", p.iv, p.limit, p.step, p.bits),
             Test::Below { .. } => "below".to_string(),
         })
+    }
+
+    #[test]
+    fn a_nested_counted_loops_check_bounds_the_back_edges_its_fast_copy_takes() {
+        use super::{Plan, Str, check};
+        use std::collections::HashMap;
+        const N: u32 = 16;
+        let mut next = super::until::tests::xorshift(0x9e37_79b9_7f4a_7c15);
+        let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
+        let mut passed = 0;
+        for round in 0..40_000u64 {
+            let bits = if round % 2 == 0 { 32 } else { 64 };
+            let (signed, le) = (next().is_multiple_of(2), next().is_multiple_of(2));
+            let mask = if bits == 32 { 0xffff_ffff } else { u64::MAX };
+            // Small steps mostly (those pass), and any; C a few steps from v0, or anywhere.
+            let k = match next() % 3 {
+                0 => next() % 5,
+                1 => next() % 300,
+                _ => next(),
+            } & mask;
+            let v0 = next() & mask;
+            let c = match next() % 2 {
+                0 => v0
+                    .wrapping_add((next() % 24).wrapping_mul(k))
+                    .wrapping_add(next() % 3),
+                _ => next(),
+            } & mask;
+            let p = Plan {
+                head: 0,
+                back: 0,
+                iv: "%iv".into(),
+                limit: name("%c"),
+                step: name("%k"),
+                test: Test::Below { le, signed },
+                bits,
+                nested: true,
+            };
+            let mut code = Vec::new();
+            check(&p, N, 1, &mut code);
+            let mut regs = HashMap::from([
+                ("%iv".to_string(), v0),
+                ("%c".to_string(), c),
+                ("%k".to_string(), k),
+            ]);
+            if !super::until::tests::passes(&code, &mut regs) {
+                continue;
+            }
+            passed += 1;
+            let vt = regs["%gpuhost_vt"];
+            let case = format!("bits {bits} signed {signed} le {le} v0 {v0:#x} c {c:#x} k {k:#x}");
+            assert!(vt <= u64::from(N), "{case}: estimate {vt}");
+            // The values the back-edge compares, from v0 (compare before the add) or v0 + k.
+            let key = |v: u64| match (signed, bits) {
+                (true, 32) => i128::from(v as u32 as i32),
+                (true, _) => i128::from(v as i64),
+                _ => i128::from(v),
+            };
+            for first in [0, 1] {
+                let taken = (first..)
+                    .take(4 * N as usize)
+                    .map(|j: u64| v0.wrapping_add(j.wrapping_mul(k)) & mask)
+                    .take_while(|&v| {
+                        if le {
+                            key(v) <= key(c)
+                        } else {
+                            key(v) < key(c)
+                        }
+                    })
+                    .count() as u64;
+                assert!(taken <= vt, "{case}: {taken} back-edges > {vt}");
+            }
+        }
+        assert!(passed > 5_000, "{passed} passed");
+    }
+
+    #[test]
+    fn only_a_loop_inside_another_is_planned_nested() {
+        let inner = "setp.lt.u32 %p1, %r3, %r1;\n@%p1 bra L;";
+        let alone = plan(module(inner).funcs[0].body.as_ref().unwrap());
+        assert!(alone.len() == 1 && !alone[0].nested);
+        let outer = "add.u32 %r4, %r4, 1;\nsetp.lt.u32 %p2, %r4, %r5;\n@%p2 bra O;\n";
+        let m = module_around("O:\n", inner, outer);
+        let within = plan(m.funcs[0].body.as_ref().unwrap());
+        assert!(within.len() == 1 && within[0].nested);
     }
 
     #[test]

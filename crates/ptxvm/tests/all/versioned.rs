@@ -343,3 +343,75 @@ fn a_first_branch_to_a_missing_label_is_no_loop() {
         let _ = ptxvm::sandbox::sandbox(&text, &policy);
     }
 }
+
+/// `nested(out, inner, outer)`: an outer loop of `outer` iterations (endless at 0: its counter
+/// meets 0 only after wrapping) around an inner loop of `inner`, register-bounded (versioned);
+/// every inner iteration counts into `out[0]`, and `out[1]` is the count at the end.
+const NESTED: &str = "
+.visible .entry nested(.param .u64 out, .param .u32 inner, .param .u32 outer)
+{
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<8>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd7, [out];
+    ld.param.u32 %r2, [inner];
+    ld.param.u32 %r4, [outer];
+    mov.u32 %r6, 0;
+    mov.u32 %r5, 0;
+O:
+    mov.u32 %r1, 0;
+L:
+    add.u32 %r6, %r6, 1;
+    st.global.u32 [%rd7], %r6;
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, %r2;
+    @%p1 bra L;
+    add.u32 %r5, %r5, 1;
+    setp.ne.u32 %p2, %r5, %r4;
+    @%p2 bra O;
+    st.global.u32 [%rd7+4], %r6;
+    ret;
+}
+";
+
+/// A short versioned loop inside another loop is charged to the outer loop's count by its
+/// entry check's estimate of its back-edges, not as a whole poll interval: charged that way,
+/// mbarrier_pipeline's producer polled (waited on a global load) on every tile. The outer loop
+/// must still poll and stop, and both copies of the inner loop still answer right.
+#[test]
+fn a_versioned_loop_inside_another_charges_its_estimate_and_the_outer_loop_still_stops() {
+    let (s, m) = load_sandboxed(&ptx(NESTED));
+    let e = entry(&s.ptx, "nested");
+    assert_eq!(
+        e.matches("sub.sat.s32 %__sbx_cnt, %__sbx_cnt, %gpuhost_vt;")
+            .count(),
+        1,
+        "one charge, where the fast copy is entered:\n{e}"
+    );
+    assert_eq!(
+        polls(&s.ptx, "nested"),
+        2,
+        "the outer loop and the inner's original:\n{e}"
+    );
+    assert!(
+        !e.contains("sub.s32 %__sbx_cnt, %__sbx_cnt, 1024;"),
+        "the outer back-edge counts itself only:\n{e}"
+    );
+    // The fast copy (5 iterations) and the original (2000, past the poll interval), each many
+    // poll intervals' worth of outer iterations.
+    for (inner, outer) in [(5u32, 3000u32), (2000, 3)] {
+        let args = [Arg::U32(inner), Arg::U32(outer)];
+        let got = output_in(&m, "nested", Shape::linear(1, 32), 8, &args, false);
+        let want = (inner * outer).to_le_bytes();
+        assert_eq!(got, [want, want].concat(), "inner {inner} outer {outer}");
+    }
+    for inner in [1, 5, 1023] {
+        abort_in_with(
+            &m,
+            "nested",
+            Duration::from_millis(5),
+            false,
+            &[Arg::U32(inner), Arg::U32(0)],
+        );
+    }
+}

@@ -138,6 +138,11 @@ pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
             ));
             out.push(setp("eq", vd(3), Operand::Int(0), false));
             out.push(setp("le", vd(1), Operand::Int(n1.max(0) * m), false));
+            if p.nested {
+                // floor(log2 m), known here.
+                let shift = Operand::Int(i64::from(63 - (m as u64).leading_zeros()));
+                super::estimate(line, vd(1), shift, n, vd(3), out);
+            }
         }
         None => {
             out.push(setp("ge", vd(2), Operand::Int(1), true));
@@ -152,6 +157,9 @@ pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
             ));
             out.push(new(line, None, "rem", &["u64"], [vd(3), vd(1), vd(2)]));
             out.push(setp("eq", vd(3), Operand::Int(0), false));
+            if p.nested {
+                out.push(super::log2_step(line, vd(2)));
+            }
             out.push(new(
                 line,
                 None,
@@ -160,19 +168,26 @@ pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
                 [vd(2), vd(2), Operand::Int(n1.max(0))],
             ));
             out.push(setp("le", vd(1), vd(2), false));
+            if p.nested {
+                super::estimate(line, vd(1), super::vt(), n, vd(3), out);
+            }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{Plan, Str, Test};
     use super::{Operand, Stmt, check};
     use std::collections::HashMap;
 
     /// Runs the emitted check on one thread's registers (a small evaluator of the few opcodes it
-    /// uses, at their PTX meaning): whether `%gpuhost_vp` ends true.
-    fn passes(code: &[Stmt<'_>], regs: &mut HashMap<String, u64>) -> bool {
+    /// uses, at their PTX meaning): whether `%gpuhost_vp` ends true. version.rs's counted
+    /// checks use it too.
+    pub(in crate::sandbox::version) fn passes(
+        code: &[Stmt<'_>],
+        regs: &mut HashMap<String, u64>,
+    ) -> bool {
         for s in code {
             let Stmt::Inst(i) = s else {
                 panic!("not an instruction")
@@ -194,16 +209,32 @@ mod tests {
                 ("or", ["b64"]) => ops[0] | ops[1],
                 ("and", ["b64"]) => ops[0] & ops[1],
                 ("max", ["u64"]) => ops[0].max(ops[1]),
+                ("min", ["u64"]) => ops[0].min(ops[1]),
                 ("rem", ["u64"]) => ops[0] % ops[1],
+                ("add", ["u64" | "s64"]) => ops[0].wrapping_add(ops[1]),
+                ("cvt", ["u32", "u64"]) => ops[0] & 0xffff_ffff,
+                // bfind.u64's result is a .u32: 0xffffffff when no bit is set.
+                ("bfind", ["u64"]) => match ops[0] {
+                    0 => 0xffff_ffff,
+                    v => u64::from(63 - v.leading_zeros()),
+                },
+                // PTX clamps a shift past the width: a logical shift gives 0.
+                ("shr", ["u64"]) => ops[0].checked_shr(ops[1] as u32).unwrap_or(0),
                 ("setp", [cmp, rest @ ..]) => {
+                    let signed = rest.last() == Some(&"s64");
+                    let (a, b) = if signed {
+                        ((ops[0] ^ (1 << 63)), (ops[1] ^ (1 << 63)))
+                    } else {
+                        (ops[0], ops[1])
+                    };
                     let c = match *cmp {
-                        "ge" => ops[0] >= ops[1],
-                        "le" => ops[0] <= ops[1],
-                        "eq" => ops[0] == ops[1],
-                        "ne" => ops[0] != ops[1],
+                        "ge" => a >= b,
+                        "le" => a <= b,
+                        "eq" => a == b,
+                        "ne" => a != b,
                         c => panic!("{c}"),
                     };
-                    u64::from(c && (rest == ["u64"] || ops[2] == 1))
+                    u64::from(c && (rest.len() == 1 || ops[2] == 1))
                 }
                 (op, m) => panic!("{op} {m:?}"),
             };
@@ -231,7 +262,18 @@ mod tests {
     }
 
     /// The check of `Plan` `p` (count-down, immediate or register `k`) on `v0`, `c`, `k`.
-    fn run(bits: u32, imm: bool, n: u32, (v0, c, k): (u64, u64, u64)) -> bool {
+    fn run(bits: u32, imm: bool, n: u32, vck: (u64, u64, u64)) -> bool {
+        run_nested(bits, imm, n, vck, false).0
+    }
+
+    /// [`run`], for a nested loop when `nested`: whether it passes, and `%gpuhost_vt`.
+    fn run_nested(
+        bits: u32,
+        imm: bool,
+        n: u32,
+        (v0, c, k): (u64, u64, u64),
+        nested: bool,
+    ) -> (bool, Option<u64>) {
         let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
         let p = Plan {
             head: 0,
@@ -249,6 +291,7 @@ mod tests {
             },
             test: Test::Ne,
             bits,
+            nested,
         };
         let mut code = Vec::new();
         check(&p, n, 1, &mut code);
@@ -257,7 +300,8 @@ mod tests {
             ("%c".to_string(), c),
             ("%k".to_string(), k),
         ]);
-        passes(&code, &mut regs)
+        let ok = passes(&code, &mut regs);
+        (ok, regs.get("%gpuhost_vt").copied())
     }
 
     #[test]
@@ -279,16 +323,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_emitted_check_passes_only_loops_shorter_than_the_poll_interval() {
-        const N: u32 = 16;
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
+    /// A xorshift generator from `seed`: the checks' random cases, the same on every run.
+    pub(in crate::sandbox::version) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+
+    #[test]
+    fn the_emitted_check_passes_only_loops_shorter_than_the_poll_interval() {
+        const N: u32 = 16;
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let (mut passed, mut refused) = (0, 0);
         for round in 0..60_000u64 {
             let bits = if round % 2 == 0 { 32 } else { 64 };
@@ -317,11 +365,17 @@ mod tests {
                 }
                 let ok = run(bits, imm, N, (v0, c, k));
                 let case = format!("bits {bits} v0 {v0:#x} c {c:#x} k {k:#x} imm {imm}");
+                // Nested, the same check, which also leaves a bound on the back-edges.
+                let (nested_ok, vt) = run_nested(bits, imm, N, (v0, c, k), true);
+                assert_eq!(ok, nested_ok, "{case}");
                 if ok {
                     passed += 1;
+                    let vt = vt.expect("a nested check sets %gpuhost_vt");
+                    assert!(vt <= u64::from(N), "{case}: estimate {vt}");
                     for before in [false, true] {
                         let b = back_edges(v0, c, k, bits, before, u64::from(N));
                         assert!(b.is_some_and(|b| b < u64::from(N)), "{case}: {b:?}");
+                        assert!(b.is_some_and(|b| b <= vt), "{case}: {b:?} > {vt}");
                     }
                 } else {
                     refused += 1;
