@@ -375,3 +375,66 @@ fn mbarrier_forms_the_sandbox_does_not_run_are_refused_naming_their_line_and_wha
         other => panic!("a named global barrier: {other:?}"),
     }
 }
+
+/// One warp's lanes arrive together on two barriers, a third of them on one (11 lanes) and the
+/// rest on the other (21), three phases each, then record the phases they saw.
+const SPLIT: &str = "
+.visible .entry split(.param .u64 out)
+{
+.shared .align 8 .b64 bars[2];
+.reg .pred %p<3>;
+.reg .b32 %r<8>;
+.reg .b64 %rd<6>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra INITED;
+mbarrier.init.shared.b64 [bars], 11;
+mbarrier.init.shared.b64 [bars+8], 21;
+INITED:
+bar.sync 0;
+rem.u32 %r2, %r1, 3;
+setp.eq.u32 %p2, %r2, 0;
+selp.u32 %r3, 0, 8, %p2;
+mov.u32 %r4, bars;
+add.u32 %r4, %r4, %r3;
+mov.u32 %r6, 0;
+ROUND:
+mbarrier.arrive.shared.b64 %rd2, [%r4];
+WAIT:
+mbarrier.test_wait.shared.b64 %p1, [%r4], %rd2;
+@!%p1 bra WAIT;
+add.u32 %r6, %r6, 1;
+setp.lt.u32 %p1, %r6, 3;
+@%p1 bra ROUND;
+mul.wide.u32 %rd3, %r1, 4;
+add.s64 %rd4, %rd1, %rd3;
+st.global.u32 [%rd4], %r6;
+ret;
+}
+";
+
+/// An arrival of one is made once per warp for the lanes arriving on the same barrier together
+/// (their 32 adds on one word took turns on NVIDIA): each lane still gets the state it would
+/// have got arriving alone, and exactly one lane per barrier completes each phase, with lanes
+/// of one warp split between two barriers at the same instruction. An arrival of a register
+/// count stays one add per lane.
+#[test]
+fn a_warps_arrivals_on_each_barrier_are_one_add_and_every_lane_sees_its_phases() {
+    let (plain, boxed) = both(SPLIT, "split", (1, 32), &[&[0u8; 128]], &[]);
+    assert_eq!(plain, boxed);
+    assert!(
+        words(&boxed[0]).iter().all(|&r| r == 3),
+        "{:?}",
+        words(&boxed[0])
+    );
+    let rewritten = |body: &str| load_sandboxed(&format!("{HEAD}{body}")).0.ptx;
+    assert!(rewritten(SPLIT).contains("match.any.sync.b64"));
+    let counted = SPLIT
+        .replace(".reg .b32 %r<8>;", ".reg .b32 %r<8>;\n.reg .b32 %c;")
+        .replace("mov.u32 %r6, 0;", "mov.u32 %r6, 0;\nmov.u32 %c, 1;")
+        .replace("[%r4];\nWAIT", "[%r4], %c;\nWAIT");
+    assert!(!rewritten(&counted).contains("match.any"), "{counted}");
+    let (plain, boxed) = both(&counted, "split", (1, 32), &[&[0u8; 128]], &[]);
+    assert_eq!(plain, boxed);
+}
