@@ -241,7 +241,9 @@ fn edit_polls(ptx: &str, edit: fn(&[&str]) -> Vec<String>) -> String {
     let mut poll: Vec<&str> = Vec::new();
     let mut in_poll = false;
     for line in ptx.split_inclusive('\n') {
-        if line.contains("%__sbx_cnt, %__sbx_cnt, ") {
+        // A back-edge's countdown starts a poll; a nested loop's charge at its fast copy's
+        // entry (`sub.sat.s32`, no poll after it) does not.
+        if line.contains("%__sbx_cnt, %__sbx_cnt, ") && !line.contains("sub.sat") {
             in_poll = true;
         }
         if in_poll && line.trim_start().starts_with("$__sbx_L") {

@@ -39,10 +39,6 @@
 //!   never suspend (the ISA lets `try_wait` return false at any time), so a guest's spin is its
 //!   own loop, and its back-edge polls the abort epoch like any other.
 //!
-//! An arrival of one, the default count, is made once per warp for the lanes arriving on the
-//! same word together ([`AGGREGATED_ADD`]): each lane still sees the word as if it had added
-//! alone, in lane order.
-//!
 //! Arrivals are release and waits acquire at block scope, as the instructions' defaults are:
 //! the add to the pending count is `acq_rel` (the arrival that completes a phase thereby
 //! acquires every earlier arrival's release), the add that counts the phase `release`, and a
@@ -80,41 +76,6 @@ const PHASE_SHIFT: i64 = 52;
 const PHASE_ONE: i64 = 1 << PHASE_SHIFT;
 /// One completed phase, in the high half.
 const PHASE_ONE_HIGH: i64 = 1 << (PHASE_SHIFT - 32);
-
-/// The first add of an arrival of one, for the lanes of a warp that arrive on the same word at
-/// once: the lowest of them adds minus their number, and each gets the word as it would have
-/// found it had they added one by one in lane order (the first add's result, less the lanes
-/// before it), so each goes on exactly as after an add of its own, and one of them completes
-/// the phase if it ends. A warp's 32 adds on one word took turns: with the consumers' two
-/// arrivals per tile, mbarrier_pipeline sandboxed ran 1.7x native on an H100 (session 43).
-///
-/// Lanes at other words form groups of their own in the same instructions; the result comes
-/// back by a shuffle from the group's leader with every active lane as a member (so each
-/// lane's member mask is the same), not by a reduction over the group's mask, whose members
-/// differ between groups. `bar.warp.sync` orders the lanes' memory operations (the ISA's
-/// guarantee for the lanes it synchronises): the lanes' writes before the leader's add, which
-/// releases them, and what that add acquires before the lane that may complete the phase,
-/// which then releases the phase. Its own registers are scoped to the sequence; of the
-/// sandbox's, only the scratch `%__sbx_t`, `%__sbx_o` and `%__sbx_q` change (`%__sbx_e` may
-/// hold the entry's epoch read, not yet compared).
-const AGGREGATED_ADD: &str = "{\n\t\
-     .reg .b32 %__sbx_am, %__sbx_gm, %__sbx_ld;\n\t\
-     activemask.b32 %__sbx_am;\n\t\
-     match.any.sync.b64 %__sbx_gm, %__sbx_a, %__sbx_am;\n\t\
-     mov.u32 %__sbx_o, %lanemask_lt;\n\t\
-     and.b32 %__sbx_o, %__sbx_o, %__sbx_gm;\n\t\
-     setp.eq.u32 %__sbx_q, %__sbx_o, 0;\n\t\
-     popc.b32 %__sbx_t, %__sbx_o;\n\t\
-     brev.b32 %__sbx_ld, %__sbx_gm;\n\t\
-     clz.b32 %__sbx_ld, %__sbx_ld;\n\t\
-     popc.b32 %__sbx_o, %__sbx_gm;\n\t\
-     neg.s32 %__sbx_o, %__sbx_o;\n\t\
-     bar.warp.sync %__sbx_am;\n\t\
-     @%__sbx_q atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
-     shfl.sync.idx.b32 %__sbx_o, %__sbx_o, %__sbx_ld, 31, %__sbx_am;\n\t\
-     bar.warp.sync %__sbx_am;\n\t\
-     sub.u32 %__sbx_o, %__sbx_o, %__sbx_t;\n\t\
-     }\n\t";
 
 /// What the forms the sandbox allows end with, for its refusals.
 const ALLOWED: &str = "the sandbox allows mbarrier.init, inval, arrive (.noComplete, a count), \
@@ -469,7 +430,6 @@ impl<'m> Fx<'_, 'm> {
                 drop,
                 complete,
                 dst,
-                matches!(val, Val::Imm(1)),
                 |t| load_val(t, "c", Some(COUNT_MASK)),
                 out,
             ),
@@ -524,16 +484,11 @@ impl<'m> Fx<'_, 'm> {
     /// correct program's waits rule out) borrows into the low half's upper bits, and the
     /// completing add gives it back, so it counts towards the next phase, as the hardware may
     /// count it.
-    ///
-    /// An arrival of one (`unit`, the default count, and cp.async.mbarrier.arrive's) is
-    /// aggregated across the lanes of a warp that arrive on the same word together
-    /// ([`AGGREGATED_ADD`]).
     fn arrive(
         &mut self,
         drop: bool,
         complete: bool,
         dst: Option<&str>,
-        unit: bool,
         count: impl FnOnce(&mut String),
         out: &mut Vec<O<'m>>,
     ) {
@@ -552,13 +507,9 @@ impl<'m> Fx<'_, 'm> {
                 // Off the expected count for the phases after.
                 t.push_str("red.relaxed.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n\t");
             }
-            t.push_str(if unit {
-                AGGREGATED_ADD
-            } else {
-                "atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t"
-            });
             t.push_str(
-                "cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_b, %__sbx_d, 32;\n\t\
+                "atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
+                 cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_b, %__sbx_d, 32;\n\t\
                  or.b64 %__sbx_x, %__sbx_x, %__sbx_b;\n\t",
             );
             // The phase goes on while the count is below the pending one.

@@ -414,13 +414,13 @@ ret;
 }
 ";
 
-/// An arrival of one is made once per warp for the lanes arriving on the same barrier together
-/// (their 32 adds on one word took turns on NVIDIA): each lane still gets the state it would
-/// have got arriving alone, and exactly one lane per barrier completes each phase, with lanes
-/// of one warp split between two barriers at the same instruction. An arrival of a register
-/// count stays one add per lane.
+/// Lanes of one warp arriving together on two barriers at the same instruction, one add each
+/// (32-bit adds on one word, in any order): exactly one lane per barrier completes each phase
+/// and every lane sees its three phases, with a count of one or a register count. (Session 43
+/// made such arrivals one add per warp and group, and measured it slower on an H100: the
+/// match and shuffle cost more than the adds they saved; bench/RESULTS.md.)
 #[test]
-fn a_warps_arrivals_on_each_barrier_are_one_add_and_every_lane_sees_its_phases() {
+fn a_warp_split_between_two_barriers_completes_each_phase_once() {
     let (plain, boxed) = both(SPLIT, "split", (1, 32), &[&[0u8; 128]], &[]);
     assert_eq!(plain, boxed);
     assert!(
@@ -428,13 +428,16 @@ fn a_warps_arrivals_on_each_barrier_are_one_add_and_every_lane_sees_its_phases()
         "{:?}",
         words(&boxed[0])
     );
-    let rewritten = |body: &str| load_sandboxed(&format!("{HEAD}{body}")).0.ptx;
-    assert!(rewritten(SPLIT).contains("match.any.sync.b64"));
     let counted = SPLIT
         .replace(".reg .b32 %r<8>;", ".reg .b32 %r<8>;\n.reg .b32 %c;")
         .replace("mov.u32 %r6, 0;", "mov.u32 %r6, 0;\nmov.u32 %c, 1;")
         .replace("[%r4];\nWAIT", "[%r4], %c;\nWAIT");
-    assert!(!rewritten(&counted).contains("match.any"), "{counted}");
+    assert!(counted.contains("[%r4], %c;"), "{counted}");
     let (plain, boxed) = both(&counted, "split", (1, 32), &[&[0u8; 128]], &[]);
     assert_eq!(plain, boxed);
+    assert!(
+        words(&boxed[0]).iter().all(|&r| r == 3),
+        "{:?}",
+        words(&boxed[0])
+    );
 }
