@@ -21,6 +21,7 @@ mod library_calls;
 mod link;
 mod mbarrier_sandboxed;
 mod mbarrier_words;
+mod member_masks;
 mod memops;
 mod memory;
 mod peers;

@@ -408,11 +408,13 @@ pub(crate) enum CollectiveOp {
         b: Src,
         c: Src,
     },
+    /// `m`: the member mask (all ones for `vote` without `.sync`).
     Vote {
         mode: VoteMode,
         d: Reg,
         a: Src,
         neg: bool,
+        m: Src,
     },
     Activemask {
         d: Reg,
@@ -423,12 +425,14 @@ pub(crate) enum CollectiveOp {
         d: Reg,
         dp: Reg,
         a: Src,
+        m: Src,
     },
     Redux {
         op: IOp,
         ty: Ty,
         d: Reg,
         a: Src,
+        m: Src,
     },
     /// `elect.sync d|p, membermask`: the lowest active lane of the mask leads.
     Elect {

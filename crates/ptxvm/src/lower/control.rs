@@ -101,7 +101,17 @@ impl Ctx<'_> {
                 }
                 let d = self.dst(&ops[0])?;
                 let a = self.src(&ops[1], ty)?;
-                self.emit(i, CollectiveOp::Redux { op: rop, ty, d, a })
+                let m = self.src(&ops[2], Ty::U32)?;
+                self.emit(
+                    i,
+                    CollectiveOp::Redux {
+                        op: rop,
+                        ty,
+                        d,
+                        a,
+                        m,
+                    },
+                )
             }
             _ => self.invalid(format!(
                 "{op} is not a warp collective (the instruction table and the lowering disagree)"
@@ -224,6 +234,15 @@ impl Ctx<'_> {
         )
     }
 
+    /// A collective's member mask: the operand given, else (`vote` without `.sync`) every
+    /// lane.
+    fn member_mask(&mut self, o: Option<&Operand>) -> R<crate::ir::Src> {
+        match o {
+            Some(o) => self.src(o, Ty::U32),
+            None => Ok(crate::ir::Src::Imm(u64::from(u32::MAX))),
+        }
+    }
+
     pub(super) fn warp_op(&mut self, i: &ast::Inst, m: &Mods) -> R<()> {
         let ops = &i.operands;
         let (d, dp) = match ops.first() {
@@ -276,7 +295,8 @@ impl Ctx<'_> {
                     return self.invalid("vote mode");
                 };
                 let (a, neg) = self.pred(ops.get(1).ok_or_else(|| self.err_ty())?)?;
-                self.emit(i, CollectiveOp::Vote { mode, d, a, neg })
+                let m = self.member_mask(ops.get(2))?;
+                self.emit(i, CollectiveOp::Vote { mode, d, a, neg, m })
             }
             _ => {
                 let wide = m.last_ty().is_some_and(|t| t.bits() == 64);
@@ -284,6 +304,7 @@ impl Ctx<'_> {
                     Some(o) => self.src(o, Ty::B64)?,
                     None => return self.invalid("match needs a value"),
                 };
+                let members = self.member_mask(ops.get(2))?;
                 self.emit(
                     i,
                     CollectiveOp::Match {
@@ -292,6 +313,7 @@ impl Ctx<'_> {
                         d,
                         dp,
                         a,
+                        m: members,
                     },
                 )
             }

@@ -4,7 +4,7 @@
 use super::super::access::lanes;
 use super::super::alu;
 use super::super::warp::Warp;
-use crate::ir::{CollectiveOp, NO_REG, ShflMode, VoteMode};
+use crate::ir::{CollectiveOp, NO_REG, ShflMode, Src, VoteMode};
 
 impl Warp {
     /// Executes a warp collective for the lanes in `mask`.
@@ -31,7 +31,7 @@ impl Warp {
                     self.wr(*dp, &ok, mask);
                 }
             }
-            CollectiveOp::Vote { mode, d, a, neg } => {
+            CollectiveOp::Vote { mode, d, a, neg, m } => {
                 let av = self.rd(*a);
                 let mut ballot = 0u32;
                 for l in lanes(mask) {
@@ -39,29 +39,37 @@ impl Warp {
                         ballot |= 1 << l;
                     }
                 }
-                let v = match mode {
-                    VoteMode::All => u64::from(ballot == mask),
-                    VoteMode::Any => u64::from(ballot != 0),
-                    VoteMode::Uni => u64::from(ballot == 0 || ballot == mask),
-                    VoteMode::Ballot => u64::from(ballot),
+                let vote = |set: u32| {
+                    let b = ballot & set;
+                    match mode {
+                        VoteMode::All => u64::from(b == set),
+                        VoteMode::Any => u64::from(b != 0),
+                        VoteMode::Uni => u64::from(b == 0 || b == set),
+                        VoteMode::Ballot => u64::from(b),
+                    }
                 };
-                self.wr(*d, &[v; 32], mask);
+                let out = self.per_member_set(*m, mask, vote);
+                self.wr(*d, &out, mask);
             }
             CollectiveOp::Activemask { d } => {
                 let v = u64::from(self.active);
                 self.wr(*d, &[v; 32], mask);
             }
-            CollectiveOp::Redux { op, ty, d, a } => {
+            CollectiveOp::Redux { op, ty, d, a, m } => {
                 let av = self.rd(*a);
-                let mut acc: Option<u64> = None;
-                for l in lanes(mask) {
-                    let v = crate::ir::norm(*ty, av[l]);
-                    acc = Some(match acc {
-                        None => v,
-                        Some(x) => alu::ibin(*op, *ty, x, v),
-                    });
-                }
-                self.wr(*d, &[acc.unwrap_or(0); 32], mask);
+                let reduce = |set: u32| {
+                    let mut acc: Option<u64> = None;
+                    for l in lanes(set) {
+                        let v = crate::ir::norm(*ty, av[l]);
+                        acc = Some(match acc {
+                            None => v,
+                            Some(x) => alu::ibin(*op, *ty, x, v),
+                        });
+                    }
+                    acc.unwrap_or(0)
+                };
+                let out = self.per_member_set(*m, mask, reduce);
+                self.wr(*d, &out, mask);
             }
             CollectiveOp::Match {
                 all,
@@ -69,20 +77,23 @@ impl Warp {
                 d,
                 dp,
                 a,
+                m,
             } => {
                 let av = self.rd(*a);
+                let mv = self.rd(*m);
                 let key = |x: u64| if *wide { x } else { x & 0xffff_ffff };
                 let (mut out, mut ok) = ([0u64; 32], [0u64; 32]);
                 for l in lanes(mask) {
+                    let set = mv[l] as u32 & mask;
                     let mut same = 0u32;
-                    for j in lanes(mask) {
+                    for j in lanes(set) {
                         if key(av[j]) == key(av[l]) {
                             same |= 1 << j;
                         }
                     }
                     if *all {
-                        let eq = same == mask;
-                        out[l] = if eq { u64::from(mask) } else { 0 };
+                        let eq = same == set;
+                        out[l] = if eq { u64::from(set) } else { 0 };
                         ok[l] = u64::from(eq);
                     } else {
                         out[l] = u64::from(same);
@@ -94,18 +105,40 @@ impl Warp {
                 }
             }
             CollectiveOp::Elect { d, p, m } => {
-                let members = self.rd(*m)[Warp::first(mask)] as u32 & mask;
-                let leader = members.trailing_zeros() as usize;
-                self.wr(*d, &[leader as u64; 32], mask);
+                // Each lane's leader: the lowest lane of its own member set.
+                let leaders = self.per_member_set(*m, mask, |set| u64::from(set.trailing_zeros()));
                 let mut lead = [0u64; 32];
-                if leader < 32 {
-                    lead[leader] = 1;
+                for l in lanes(mask) {
+                    lead[l] = u64::from(leaders[l] == l as u64);
                 }
+                self.wr(*d, &leaders, mask);
                 self.wr(*p, &lead, mask);
             }
             CollectiveOp::Mma(op) => self.mma(op, mask),
             CollectiveOp::Movmatrix { d, a } => self.movmatrix(*d, *a, mask),
         }
+    }
+}
+
+impl Warp {
+    /// `f` of each executing lane's member set (the lanes of its member mask `m` that execute
+    /// here, `mask`), per lane. Lanes take part only with the lanes their own mask names: a warp
+    /// split into tiles (`tiled_partition`) runs one instruction with a mask per tile. Once per
+    /// distinct set: most instructions have one, the whole warp's.
+    fn per_member_set(&self, m: Src, mask: u32, f: impl Fn(u32) -> u64) -> [u64; 32] {
+        let mv = self.rd(m);
+        let mut out = [0u64; 32];
+        let mut last: Option<(u32, u64)> = None;
+        for l in lanes(mask) {
+            let set = mv[l] as u32 & mask;
+            let v = match last {
+                Some((s, v)) if s == set => v,
+                _ => f(set),
+            };
+            last = Some((set, v));
+            out[l] = v;
+        }
+        out
     }
 }
 
