@@ -588,9 +588,16 @@ pub(crate) fn analyse<'m>(
             Some(Operand::Name(l)) if i.opcode == "bra" => Some(l.as_ref()),
             _ => None,
         };
-        let n = if target.is_some_and(|l| copies.charged.contains(l)) {
+        let enclosed = || {
+            cfg.back
+                .iter()
+                .any(|&(b2, h2)| (b2, h2) != (b, h) && h2 <= h && b2 >= b)
+        };
+        let n = if target.is_some_and(|l| copies.charged.contains(l)) && enclosed() {
             // Charged where it is entered, by its check's estimate (version.rs): nothing left
-            // for the enclosing back-edge to count.
+            // for the enclosing back-edge to count. Only where a back-edge of this body
+            // encloses it, which then polls: at a function's top, with nothing after it to
+            // poll, its bound must count towards what may go uncounted (below).
             Some(0)
         } else if target.is_some_and(|l| copies.fast.contains(l)) {
             Some(u64::from(poll_interval - 1))
