@@ -21,9 +21,9 @@
 //! bounded loop's last run before its enclosing back-edge is charged). A versioned fast copy
 //! inside another loop has no useful static B (its check admits up to `poll_interval - 1`): it
 //! is charged where it is entered instead, by the bound its check computed for that entry
-//! (version.rs, `Copies::charged`), and counts nothing at the enclosing back-edge. With no loop around it,
-//! and more such loops in the function than a few polls' worth, the loop counts its B
-//! back-edges itself where it ends (`BackEdges::charge`).
+//! (version.rs, `Copies::charged`), and counts nothing at the enclosing back-edge. With no
+//! loop around it, and more such loops in the function than a few polls' worth, the loop
+//! counts its B back-edges itself where it ends (`BackEdges::charge`).
 
 use super::hash::{HashMap, HashMapExt, HashSet};
 
@@ -588,12 +588,7 @@ pub(crate) fn analyse<'m>(
             Some(Operand::Name(l)) if i.opcode == "bra" => Some(l.as_ref()),
             _ => None,
         };
-        let enclosed = || {
-            cfg.back
-                .iter()
-                .any(|&(b2, h2)| (b2, h2) != (b, h) && h2 <= h && b2 >= b)
-        };
-        let n = if target.is_some_and(|l| copies.charged.contains(l)) && enclosed() {
+        let n = if target.is_some_and(|l| copies.charged.contains(l)) && cfg.enclosed((b, h)) {
             // Charged where it is entered, by its check's estimate (version.rs): nothing left
             // for the enclosing back-edge to count. Only where a back-edge of this body
             // encloses it, which then polls: at a function's top, with nothing after it to
@@ -690,6 +685,14 @@ fn weigh<'m>(
 }
 
 impl Cfg<'_> {
+    /// Whether another loop of the body spans the loop from header `h` to back-edge `b`
+    /// (back-edge `b`, header `h`, as `back` pairs them).
+    pub(crate) fn enclosed(&self, (b, h): (usize, usize)) -> bool {
+        self.back
+            .iter()
+            .any(|&(b2, h2)| (b2, h2) != (b, h) && h2 <= h && b2 >= b)
+    }
+
     /// Whether the loop from header `h` to back-edge `b` is left only by falling through its
     /// back-edge: no branch inside it (nor one whose targets are unknown) lands outside it.
     fn leaves_only_at_its_back_edge(&self, (h, b): (usize, usize)) -> bool {

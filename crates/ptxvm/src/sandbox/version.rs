@@ -214,10 +214,7 @@ fn plan(body: &[Stmt]) -> Vec<Plan> {
         }
         planned.insert(th);
         // Loops are innermost here, so an enclosing one is any other loop spanning it.
-        let nested = cfg
-            .back
-            .iter()
-            .any(|&(b2, h2)| (b2, h2) != (b, h) && h2 <= h && b2 >= b);
+        let nested = cfg.enclosed((b, h));
         plans.push(Plan {
             head: th,
             back: tb,

@@ -118,13 +118,12 @@ impl Warp {
             CollectiveOp::Movmatrix { d, a } => self.movmatrix(*d, *a, mask),
         }
     }
-}
 
-impl Warp {
     /// `f` of each executing lane's member set (the lanes of its member mask `m` that execute
     /// here, `mask`), per lane. Lanes take part only with the lanes their own mask names: a warp
-    /// split into tiles (`tiled_partition`) runs one instruction with a mask per tile. Once per
-    /// distinct set: most instructions have one, the whole warp's.
+    /// split into tiles (`tiled_partition`) runs one instruction with a mask per tile. Computed
+    /// once per run of neighbouring lanes with the same set: most instructions have one run,
+    /// the whole warp's, and a tiled warp one per tile.
     fn per_member_set(&self, m: Src, mask: u32, f: impl Fn(u32) -> u64) -> [u64; 32] {
         let mv = self.rd(m);
         let mut out = [0u64; 32];
