@@ -5,10 +5,11 @@
 //!
 //! Hidden arguments (after the user's, in this order): the arena's base (as a zero-length anchor
 //! buffer, so the arena outlives the launch), the bytes mapped now, the module's globals block
-//! (0 when it has none), the control block (an anchor too), and `epoch | tag << 32`, with
-//! `ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ` on a launch whose threads, each running until its
-//! first poll, stay within `SKIP_ENTRY_READ_WORK` (`ptxvm::sandbox::skips_entry_read`). The tag
-//! names the kernel when it reports a fenced access.
+//! (0 when it has none), the control block (an anchor too), and the launch's epoch, tag and
+//! start counter (`ptxvm::sandbox::launch_value`), with `LAUNCH_SKIPS_ENTRY_READ` on a launch
+//! whose threads, each running until its first poll, stay within `SKIP_ENTRY_READ_WORK`
+//! (`ptxvm::sandbox::skips_entry_read`). The tag names the kernel when it reports a fenced
+//! access; the counter is its stream's (watchdog.rs).
 //!
 //! The rewritten kernels trust the arena's shape (base aligned to `MIN_ALIGN`, at least
 //! `MIN_ARENA` mapped); [`Confinement::from_parts`] checks it once for each guest.
@@ -21,7 +22,7 @@ use ptxvm::sandbox::{Policy, SandboxedKernel};
 use crate::bindings::WitError;
 use crate::limits::{Limits, check_launch_local};
 use crate::pool::Lent;
-use crate::watchdog::StoreWatch;
+use crate::watchdog::{Stamp, StoreWatch};
 
 /// Control block word where a kernel writes the tag of a launch that made a fenced access: in
 /// the block's device window (kernels write it, the host reads it).
@@ -30,8 +31,13 @@ const _: () = assert!(
     CTL_FAULT_TAG >= gpuhost::DEVICE_WINDOW
         && crate::watchdog::CTL_STOPPED_TAG + 4 <= gpuhost::DEVICE_WINDOW + gpuhost::CONTROL_BYTES
 );
+// Kernels count their starts where gpuhost keeps the counters it lets the host read.
+const _: () = assert!(
+    ptxvm::sandbox::CTL_STARTED as usize == gpuhost::START_COUNTER_OFFSET
+        && ptxvm::sandbox::START_COUNTERS as usize == gpuhost::START_COUNTERS
+);
 /// Launch tags handed out per guest; later kernel names share the last one.
-const MAX_TAGS: usize = 1 << 16;
+const MAX_TAGS: usize = ptxvm::sandbox::MAX_TAG as usize;
 /// The hidden parameters the rewriter appends.
 pub(crate) const HIDDEN: usize = ptxvm::sandbox::HIDDEN_PARAMS.len();
 
@@ -135,12 +141,12 @@ impl Confinement {
         (self.names.len() as u32, n)
     }
 
-    /// The hidden arguments of a launch of `k` with `cfg` under `epoch`.
+    /// The hidden arguments of a launch of `k` with `cfg` given `stamp` by its stream's watch.
     pub(crate) fn hidden<'a>(
         &'a self,
         k: &'a KernelSandbox,
         cfg: &GpuConfig,
-        epoch: u32,
+        stamp: Stamp,
     ) -> [GpuArg<'a>; HIDDEN] {
         let globals = match &k.module.globals {
             Some(g) => GpuArg::Buffer(g, 0),
@@ -151,14 +157,20 @@ impl Confinement {
             GpuArg::U64(self.arena.mapped()),
             globals,
             GpuArg::Buffer(&self.ctl_anchor, 0),
-            Self::launch_word(k, cfg, epoch),
+            Self::launch_word(k, cfg, stamp),
         ]
     }
 
-    /// The last hidden argument: the abort epoch a launch is given, its kernel's tag, and
-    /// whether it may skip the entry's epoch read.
-    pub(crate) fn launch_word(k: &KernelSandbox, cfg: &GpuConfig, epoch: u32) -> GpuArg<'static> {
-        GpuArg::U64(u64::from(epoch) | (u64::from(k.tag) << 32) | k.skip_entry_read(cfg))
+    /// The last hidden argument: the abort epoch a launch is given, its kernel's tag, its
+    /// stream's start counter, and whether it may skip the entry's epoch read.
+    pub(crate) fn launch_word(k: &KernelSandbox, cfg: &GpuConfig, stamp: Stamp) -> GpuArg<'static> {
+        let skip = k.skip_entry_read(cfg);
+        GpuArg::U64(ptxvm::sandbox::launch_value(
+            stamp.epoch,
+            k.tag,
+            stamp.counter,
+            skip,
+        ))
     }
 
     /// The kernel the last stop caught in the middle of a loop, as "kernel NAME" (None when

@@ -21,7 +21,7 @@ use crate::event::EventRes;
 use crate::limits::check_range;
 use crate::memory::BufferRes;
 use crate::module::KernelRes;
-use crate::watchdog::{NAMES_KEPT, StreamWatch};
+use crate::watchdog::{NAMES_KEPT, Stamp, StreamWatch};
 
 /// Largest `read-after` that lands in one pooled page-locked region queued behind the stream's
 /// launches; a larger one waits for them first and is staged (it would be zeroed, landed and
@@ -230,12 +230,12 @@ pub(crate) fn launch_on<'a>(
     sb.check(&ctx.limits, ctx.host.facts(), &cfg, args.len())?;
     // Laid out in the caller's list before the watch, the epoch's word last, set once the watch
     // gives the epoch: building a second list there was a third of a lone launch's host work.
-    args.extend_from_slice(&c.hidden(sb, &cfg, 0));
+    args.extend_from_slice(&c.hidden(sb, &cfg, Stamp::default()));
     // A launch that may skip the entry's read runs the kernel's skip copy.
     let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
-    let done = watch.launch(&c.watch, &sb.name, |epoch| {
+    let done = watch.launch(&c.watch, &sb.name, |stamp| {
         if let Some(word) = args.last_mut() {
-            *word = Confinement::launch_word(sb, &cfg, epoch);
+            *word = Confinement::launch_word(sb, &cfg, stamp);
         }
         s.stream.launch(kernel, cfg, args)
     });
@@ -397,8 +397,8 @@ impl CudaCtxView<'_> {
                     }
                 }
                 let (burst, usage) = (&mut s.burst, &mut ctx.usage);
-                watch.launch_batch(&c.watch, &names, |epoch| {
-                    burst.flush(graphs, usage, Some((c, epoch)))
+                watch.launch_batch(&c.watch, &names, |stamp| {
+                    burst.flush(graphs, usage, Some((c, stamp)))
                 })
             }
             _ => s.burst.flush(graphs, &mut ctx.usage, None),

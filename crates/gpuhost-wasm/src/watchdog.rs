@@ -25,12 +25,27 @@
 //!
 //! Launches are watched in segments: every [`FENCE_EVERY`] launches, or when launching pauses
 //! for a tick, the open launches close into one whose end is the end of its last launch.
-//! A segment of `n` launches may run `n × max_kernel_time` from the moment it reaches the front
-//! of its stream (its predecessors done). A lone runaway launch is therefore stopped about
-//! `max_kernel_time` after it starts; one queued behind up to `FENCE_EVERY - 1` short launches
-//! may run up to that many more multiples. When a guest is stopped, every stream of it with work
-//! in flight reports `time-limit` at its next `synchronize`, naming the kernel(s) of the segment
-//! that ran over.
+//! A segment of `n` launches may run `n × max_kernel_time` from the moment its first launch
+//! starts on the device. A lone runaway launch is therefore stopped about `max_kernel_time`
+//! after it starts; one queued behind up to `FENCE_EVERY - 1` short launches may run up to that
+//! many more multiples. When a guest is stopped, every stream of it with work in flight reports
+//! `time-limit` at its next `synchronize`, naming the kernel(s) of the segment that ran over.
+//!
+//! **When a segment starts.** Reaching the front of its stream (its predecessors done) is not
+//! starting: another guest's kernels may hold every SM, and the segment's first kernel then
+//! waits for them, however long they run. Counted from the front, a guest that fills the
+//! device until its own limit got the launches of others queued behind it stopped (their
+//! limit passed while they waited). So each stream has a start counter in its guest's control
+//! block (`ptxvm::sandbox::CTL_STARTED`), to which every launch's first thread adds 1, and the
+//! watch knows how many launches it issued before the front segment's first
+//! (`ControlBlock::issue_starts`). From `max_kernel_time / PROBES` after reaching the front,
+//! and as often after, until the counter shows the segment's first launch begun, the watchdog
+//! reads it, and the segment's time begins at the read that finds it begun. A launch is
+//! therefore never stopped before it has run its limit, and a runaway one runs at most
+//! `1 / PROBES` of it longer. A read moves the control block's page off the device, which costs
+//! the guest's polling kernels one wait for it to come back, once per launch that runs past
+//! `max_kernel_time / PROBES`. A stream given no counter of its own (a guest with more streams
+//! than counters) counts from the front, as before.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -52,6 +67,11 @@ const LINGER: Duration = Duration::from_millis(20);
 /// Launches of one stream per segment, at most: a segment may run this many times the limit.
 /// Also the most launches a sandboxed guest's graph batch holds (burst/).
 pub(crate) const FENCE_EVERY: u32 = 8;
+/// A segment's first launch is looked for on the device every `max_kernel_time / PROBES`
+/// until it is seen to have started (see the module header).
+const PROBES: u32 = 8;
+/// The start counter shared by streams given none of their own: never read.
+const UNTRACKED: u32 = 0;
 /// Kernel names kept per segment (for the error message).
 pub(crate) const NAMES_KEPT: usize = 3;
 /// How long [`StoreWatch::drained`] waits for a dropped guest's launches at most. Stopped
@@ -77,6 +97,8 @@ pub(crate) struct StoreWatch {
     epoch: AtomicU32,
     stopping: Mutex<()>,
     streams: Mutex<Vec<Arc<StreamWatch>>>,
+    /// Start counters no stream of this guest holds (`UNTRACKED` is never one).
+    free_counters: Arc<Mutex<Vec<u32>>>,
     /// The Store is gone: its work is being stopped, and the watchdog forgets it once drained.
     dropped: AtomicBool,
     dropped_at: OnceLock<Instant>,
@@ -93,6 +115,12 @@ impl StoreWatch {
             epoch: AtomicU32::new(0),
             stopping: Mutex::new(()),
             streams: Mutex::new(Vec::new()),
+            // Popped from the end: the lowest first.
+            free_counters: Arc::new(Mutex::new(
+                (UNTRACKED + 1..gpuhost::START_COUNTERS as u32)
+                    .rev()
+                    .collect(),
+            )),
             dropped: AtomicBool::new(false),
             dropped_at: OnceLock::new(),
             drained: tokio::sync::Notify::new(),
@@ -105,17 +133,23 @@ impl StoreWatch {
         &self.ctl
     }
 
-    /// A new stream of this guest, watched.
+    /// A new stream of this guest, watched, with a start counter of its own while any is free.
     pub(crate) fn stream(&self) -> Arc<StreamWatch> {
         let now = Instant::now();
+        let counter = lock(&self.free_counters).pop().unwrap_or(UNTRACKED);
         let w = Arc::new(StreamWatch {
+            counter,
+            free_counters: self.free_counters.clone(),
             q: Mutex::new(WatchQ {
                 open: 0,
+                open_first: 0,
                 open_last: None,
                 open_names: Vec::new(),
                 open_since: now,
                 segments: VecDeque::new(),
                 front_since: now,
+                front_started: false,
+                probed: None,
                 stopped: None,
                 launching: None,
             }),
@@ -205,7 +239,7 @@ impl StoreWatch {
         {
             let mut streams = lock(&self.streams);
             streams.retain(|s| {
-                let (work, late) = s.tick(now, self.limit);
+                let (work, late) = s.tick(now, self.limit, &self.ctl);
                 busy |= work;
                 if late.is_some() && over.is_none() {
                     over = late;
@@ -232,21 +266,51 @@ fn describe(names: &[Arc<str>]) -> Arc<str> {
     }
 }
 
+/// What a launch is given by its stream's watch: the epoch it runs under, and the start counter
+/// its kernel counts its start in (`ptxvm::sandbox::launch_value` puts both in its hidden
+/// `launch` argument).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) epoch: u32,
+    pub(crate) counter: u32,
+}
+
 /// The watch over one sandboxed stream: its launches, fenced in segments.
 pub(crate) struct StreamWatch {
+    /// Its start counter in the guest's control block (`UNTRACKED` if it has none of its own).
+    counter: u32,
+    /// Where the counter goes back when the stream's watch does.
+    free_counters: Arc<Mutex<Vec<u32>>>,
     q: Mutex<WatchQ>,
 }
 
+impl Drop for StreamWatch {
+    fn drop(&mut self) {
+        // Dropped once its work has ended (the watchdog keeps a watch with work in flight), so
+        // the next stream given the counter finds it at the count the control block expects.
+        if self.counter != UNTRACKED {
+            lock(&self.free_counters).push(self.counter);
+        }
+    }
+}
+
 struct WatchQ {
-    /// Launches since the last segment closed, the last of them, and their kernels.
+    /// Launches since the last segment closed, the start count before the first of them, the
+    /// last of them, and their kernels.
     open: u32,
+    open_first: u32,
     open_last: Option<CompletionObserver>,
     open_names: Vec<Arc<str>>,
     open_since: Instant,
     /// Fenced segments, oldest first; the front one is running.
     segments: VecDeque<Segment>,
-    /// When the front segment became the front.
+    /// When the front segment's time began: when it became the front, then when its first
+    /// launch was seen started (see the module header).
     front_since: Instant,
+    /// Whether the front segment's first launch was seen started (or cannot be looked for).
+    front_started: bool,
+    /// When the watchdog last read the stream's start counter for the front segment.
+    probed: Option<Instant>,
     /// Set when the guest was stopped while this stream had work: what ran over.
     stopped: Option<Arc<str>>,
     /// The epoch of a launch issued now, outside the lock (a guest's calls on one stream come
@@ -258,6 +322,8 @@ struct Segment {
     /// The segment's last launch: the others ended before it (stream order).
     done: CompletionObserver,
     launches: u32,
+    /// The stream's start count once every launch before the segment's first had started.
+    first: u32,
     names: Vec<Arc<str>>,
 }
 
@@ -269,22 +335,25 @@ impl StreamWatch {
         &self,
         store: &StoreWatch,
         kernel: &Arc<str>,
-        launch: impl FnOnce(u32) -> Result<Completion, E>,
+        launch: impl FnOnce(Stamp) -> Result<Completion, E>,
     ) -> Result<Completion, E> {
-        let epoch = self.begin(store);
-        let out = launch(epoch);
+        let stamp = self.begin(store);
+        let out = launch(stamp);
         let q = self.end();
         let out = out?;
-        self.count(q, out.observer(), 1, std::slice::from_ref(kernel));
+        self.count(store, q, out.observer(), 1, std::slice::from_ref(kernel));
         Ok(out)
     }
 
     /// Reads the epoch a launch is given and notes the launch as under way.
-    fn begin(&self, store: &StoreWatch) -> u32 {
+    fn begin(&self, store: &StoreWatch) -> Stamp {
         let mut q = lock(&self.q);
         let epoch = store.epoch.load(Ordering::SeqCst);
         q.launching = Some(epoch);
-        epoch
+        Stamp {
+            epoch,
+            counter: self.counter,
+        }
     }
 
     /// The launch under way is issued (or refused): the lock, to count what it issued.
@@ -299,6 +368,7 @@ impl StreamWatch {
     /// once it reaches that.
     fn count(
         &self,
+        store: &StoreWatch,
         mut q: MutexGuard<'_, WatchQ>,
         last: CompletionObserver,
         n: u32,
@@ -307,10 +377,12 @@ impl StreamWatch {
         if q.open > 0 && q.open + n > FENCE_EVERY {
             self.close(&mut q);
         }
+        let before = store.ctl.issue_starts(self.counter as usize, n);
         q.open_last = Some(last);
         let first = q.open == 0;
         if first {
             q.open_since = Instant::now();
+            q.open_first = before;
         }
         q.open += n;
         for kernel in names {
@@ -336,14 +408,14 @@ impl StreamWatch {
         &self,
         store: &StoreWatch,
         names: &[Arc<str>],
-        issue: impl FnOnce(u32) -> Flushed,
+        issue: impl FnOnce(Stamp) -> Flushed,
     ) -> Flushed {
-        let epoch = self.begin(store);
-        let out = issue(epoch);
+        let stamp = self.begin(store);
+        let out = issue(stamp);
         let q = self.end();
         if let Some(last) = out.issued.last() {
             let launches = out.issued.iter().map(InFlight::launches).sum();
-            self.count(q, last.done().observer(), launches, names);
+            self.count(store, q, last.done().observer(), launches, names);
         }
         out
     }
@@ -361,11 +433,13 @@ impl StreamWatch {
             return;
         };
         if q.segments.is_empty() {
-            q.front_since = Instant::now();
+            Self::new_front(q, Instant::now());
         }
+        let first = q.open_first;
         q.segments.push_back(Segment {
             done,
             launches,
+            first,
             names,
         });
     }
@@ -383,8 +457,49 @@ impl StreamWatch {
             && q.segments.iter().all(|s| s.done.is_done())
     }
 
+    /// A segment became the front at `now`: its time has not begun.
+    fn new_front(q: &mut WatchQ, now: Instant) {
+        q.front_since = now;
+        q.front_started = false;
+        q.probed = None;
+    }
+
+    /// Until the front segment's first launch is seen started, reads the stream's start counter
+    /// every `limit / PROBES` and restarts the segment's time at each read (see the module
+    /// header): a segment that has not begun has used none of its budget.
+    fn probe_front(&self, q: &mut WatchQ, now: Instant, limit: Duration, ctl: &ControlBlock) {
+        let Some(first) = q.segments.front().map(|s| s.first) else {
+            return;
+        };
+        if q.front_started || self.counter == UNTRACKED {
+            return;
+        }
+        let every = (limit / PROBES).max(TICK);
+        if now.duration_since(q.probed.unwrap_or(q.front_since)) < every {
+            return;
+        }
+        q.probed = Some(now);
+        // Launches issued on the counter that will never start (their context was lost) leave
+        // it behind the count expected: nothing can be told then, and the time runs from the
+        // front, as for a stream without a counter. So it does if the block cannot be read.
+        let started = ctl.load_starts(self.counter as usize);
+        match started.map(|c| c.wrapping_sub(first) as i32) {
+            Ok(0) => q.front_since = now,
+            Ok(d) if d > 0 => {
+                q.front_started = true;
+                q.front_since = now;
+            }
+            _ => q.front_started = true,
+        }
+    }
+
     /// Returns (work left, the front segment's kernels if it ran past its budget).
-    fn tick(&self, now: Instant, limit: Duration) -> (bool, Option<Vec<Arc<str>>>) {
+    fn tick(
+        &self,
+        now: Instant,
+        limit: Duration,
+        ctl: &ControlBlock,
+    ) -> (bool, Option<Vec<Arc<str>>>) {
         let mut q = lock(&self.q);
         // Launching paused for a tick, or the open launches already ended (then they retire
         // just below, and a dropped guest's watch goes at this tick rather than the next).
@@ -398,8 +513,9 @@ impl StreamWatch {
             retired = true;
         }
         if retired {
-            q.front_since = now;
+            Self::new_front(&mut q, now);
         }
+        self.probe_front(&mut q, now, limit, ctl);
         let late = q.segments.front().and_then(|s| {
             let budget = limit.saturating_mul(s.launches);
             (now.duration_since(q.front_since) > budget).then(|| s.names.clone())
@@ -527,14 +643,50 @@ mod tests {
         false
     }
 
-    /// A stream callback (cuLaunchHostFunc) that holds its stream until the guest of the
-    /// control block it is given is stopped: work that ends only when the watchdog acts, as a
-    /// sandboxed endless kernel does.
-    unsafe extern "C" fn hold_until_stopped(ctl: *mut std::ffi::c_void) {
-        // SAFETY: the test passes a leaked `Box<ControlBlock>`, which this call, made once,
-        // takes back.
-        let ctl = unsafe { Box::from_raw(ctl.cast::<ControlBlock>()) };
-        stopped_within(&ctl, Duration::from_secs(20));
+    /// Counts a launch's start in start counter `counter` of `ctl`, as a sandboxed kernel's
+    /// first thread does (`ptxvm::sandbox::CTL_STARTED`).
+    fn count_start(ctl: &ControlBlock, counter: u32) {
+        let at = ctl.device_ptr() as usize + gpuhost::START_COUNTER_OFFSET + 4 * counter as usize;
+        // SAFETY: a start counter of a live control block: managed memory, which the CPU reaches
+        // at its device address, 4-aligned, and changed by anyone only with atomics.
+        unsafe { AtomicU32::from_ptr(at as *mut u32) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// What a stand-in kernel (a stream callback) is given: its guest's control block, its
+    /// stream's start counter, how long it waits before it starts (held off the device by
+    /// another guest's work), and where it notes when it started and whether it was stopped
+    /// before.
+    struct Standin {
+        ctl: ControlBlock,
+        counter: u32,
+        queued: Duration,
+        started: Mutex<Option<Instant>>,
+        stopped_while_queued: AtomicBool,
+    }
+
+    /// A stream callback (cuLaunchHostFunc) standing in for a sandboxed endless kernel: it waits
+    /// `queued`, counts its start, then holds its stream until its guest is stopped, which only
+    /// the watchdog does.
+    unsafe extern "C" fn hold_until_stopped(standin: *mut std::ffi::c_void) {
+        // SAFETY: the test passes an `Arc<Standin>` turned into a raw pointer, which this call,
+        // made once, takes back.
+        let s = unsafe { Arc::from_raw(standin.cast::<Standin>()) };
+        if stopped_within(&s.ctl, s.queued) {
+            s.stopped_while_queued.store(true, Ordering::SeqCst);
+        }
+        count_start(&s.ctl, s.counter);
+        *lock(&s.started) = Some(Instant::now());
+        stopped_within(&s.ctl, Duration::from_secs(20));
+    }
+
+    /// Queues a [`hold_until_stopped`] stand-in on `stream`.
+    fn queue_standin(stream: &gpuhost::Stream, standin: &Arc<Standin>) {
+        let raw = Arc::into_raw(standin.clone()).cast_mut().cast();
+        // SAFETY: a live stream of the host's current context (bound by host.stream() on this
+        // thread), and a callback that takes its argument back exactly once.
+        let r =
+            unsafe { gpuhost::sys::cuLaunchHostFunc(stream.raw(), Some(hold_until_stopped), raw) };
+        assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
     }
 
     #[test]
@@ -563,13 +715,14 @@ mod tests {
             });
             inside.wait();
             // A's launch: its work ends only once A is stopped, 20 ms after it began.
-            let ctl = Box::into_raw(Box::new(ctl_a.clone())).cast();
-            // SAFETY: a live stream of the host's current context (bound by host.stream() on
-            // this thread), and a callback that takes its argument back exactly once.
-            let r = unsafe {
-                gpuhost::sys::cuLaunchHostFunc(stream_a.raw(), Some(hold_until_stopped), ctl)
-            };
-            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            let standin = Arc::new(Standin {
+                ctl: ctl_a.clone(),
+                counter: sa.counter,
+                queued: Duration::ZERO,
+                started: Mutex::new(None),
+                stopped_while_queued: AtomicBool::new(false),
+            });
+            queue_standin(&stream_a, &standin);
             let done = sa
                 .launch(&watch_a, &name, |_epoch| stream_a.fence())
                 .unwrap();
@@ -583,6 +736,47 @@ mod tests {
         });
         assert!(sa.take_stopped().is_some(), "A's stream was not told");
         assert!(sb.take_stopped().is_none(), "B was stopped too");
+    }
+
+    #[test]
+    fn a_launch_held_off_the_device_is_not_charged_until_it_starts_and_then_runs_its_limit() {
+        let host = gpuhost::host(0).unwrap();
+        let ctl = host.control_block().unwrap();
+        let limit = Duration::from_millis(40);
+        let watch = StoreWatch::new(ctl.clone(), limit);
+        let stream = host.stream().unwrap();
+        let s = watch.stream();
+        assert_ne!(s.counter, UNTRACKED);
+        // Another guest's kernels hold every SM for 300 ms, over seven times this one's limit;
+        // then it starts, and never ends by itself.
+        let standin = Arc::new(Standin {
+            ctl: ctl.clone(),
+            counter: s.counter,
+            queued: Duration::from_millis(300),
+            started: Mutex::new(None),
+            stopped_while_queued: AtomicBool::new(false),
+        });
+        queue_standin(&stream, &standin);
+        let name: Arc<str> = Arc::from("k");
+        let done = s.launch(&watch, &name, |_stamp| stream.fence()).unwrap();
+        done.wait().unwrap();
+        let ended = Instant::now();
+        assert!(
+            !standin.stopped_while_queued.load(Ordering::SeqCst),
+            "the launch was stopped before it reached the device"
+        );
+        let started = lock(&standin.started).expect("the stand-in started");
+        assert!(
+            ended.duration_since(started) >= limit,
+            "stopped {:?} after it started, before its limit of {limit:?}",
+            ended.duration_since(started)
+        );
+        assert_ne!(
+            ctl.load_u32(CTL_EPOCH),
+            0,
+            "never stopped: it ended by itself"
+        );
+        assert!(s.take_stopped().is_some(), "the stream was not told");
     }
 
     #[test]

@@ -5,12 +5,13 @@
 //! A block has two windows of [`CONTROL_BYTES`]: the host window at its device pointer (words
 //! the host writes and kernels read: the epoch) and the device window [`DEVICE_WINDOW`] bytes
 //! further on (words kernels write and the host reads: the fault word). Kernels must not write
-//! the host window.
+//! the host window. The host window's page also holds [`START_COUNTERS`] counters that kernels
+//! add to on the device (their launches' starts) and the host seldom reads.
 
 use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
-pub use crate::control_pool::{CONTROL_BYTES, DEVICE_WINDOW};
+pub use crate::control_pool::{CONTROL_BYTES, DEVICE_WINDOW, START_COUNTER_OFFSET, START_COUNTERS};
 use crate::control_pool::{ControlPool, Slot};
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -137,6 +138,30 @@ impl ControlBlock {
         if let Err(e) = self.try_store_u32(offset, v) {
             self.shared.host().drop_error("writing a control block", &e);
         }
+    }
+
+    /// Notes `n` launches just issued whose kernels count their start in counter `i`
+    /// ([`START_COUNTER_OFFSET`]); returns the count the counter had once every launch issued
+    /// on it before them had started. Counts live as long as the block's memory, across the
+    /// guests a pool lends it to, since the counters themselves are never cleared.
+    ///
+    /// # Panics
+    /// If `i` is not below [`START_COUNTERS`] (a programming error).
+    pub fn issue_starts(&self, i: usize, n: u32) -> u32 {
+        self.shared.slot.issue(i, n)
+    }
+
+    /// Start counter `i` as kernels left it: how many launches on it have started, given the
+    /// counts of [`ControlBlock::issue_starts`]. A CPU load of a page kept on the device, which
+    /// moves it to the host, so the next kernel to poll the block waits for it to come back
+    /// (as after a store of the epoch): for a rare check, such as whether a launch past its
+    /// time limit ever began. Fails when the block's context generation is gone.
+    ///
+    /// # Panics
+    /// As [`ControlBlock::issue_starts`].
+    pub fn load_starts(&self, i: usize) -> Result<u32> {
+        self.live()?;
+        Ok(self.shared.slot.started(i))
     }
 
     /// Makes the block ready for another guest when this is its only handle and no anchor

@@ -20,7 +20,10 @@
 //! slot: words the host writes and kernels read, preferred on the device); its second half the
 //! device windows, [`DEVICE_WINDOW`] further on (words kernels write and the host reads,
 //! preferred in host memory). Separate pages, far apart, so neither side's accesses migrate the
-//! other's words.
+//! other's words. The host window's page also holds the start counters
+//! ([`START_COUNTER_OFFSET`]): kernels' atomics on them stay on the device, where a host-memory
+//! word would need atomics over PCIe, and the host reads them only when it must know whether a
+//! launch past its time limit ever began.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,8 +37,17 @@ use crate::result::{self, DriverError};
 pub const CONTROL_BYTES: usize = 64;
 /// Distance from a block's host window (its device pointer) to its device window.
 pub const DEVICE_WINDOW: usize = 2 << 20;
+/// Counters in which kernels count their launches' starts (ptxvm's sandbox: one per stream of a
+/// guest), in the host window's page past the words the host writes: kernels add to them on
+/// the device, and the host reads one only to decide whether to stop a launch.
+pub const START_COUNTERS: usize = 512;
+/// Offset of start counter 0 from a block's device pointer.
+pub const START_COUNTER_OFFSET: usize = 2048;
 /// One slot's page in each half.
 const SLOT: usize = 4096;
+const _: () = assert!(
+    CONTROL_BYTES <= START_COUNTER_OFFSET && START_COUNTER_OFFSET + 4 * START_COUNTERS <= SLOT
+);
 const SLAB: usize = 2 * DEVICE_WINDOW;
 const HOST_WORDS: usize = CONTROL_BYTES / 4;
 
@@ -47,6 +59,10 @@ pub(crate) struct Slot {
     shadow: [AtomicU32; HOST_WORDS],
     /// Serialises stores, so the shadow and the memory agree.
     stores: Mutex<()>,
+    /// Per start counter, the launches issued on it over the slot's life (every guest that had
+    /// it): the count it reaches once they have all started. Kept across guests because the
+    /// counters are never cleared (a CPU store would move their page off the device).
+    issued: Box<[AtomicU32]>,
 }
 
 impl Slot {
@@ -82,6 +98,30 @@ impl Slot {
             return;
         }
         self.word(offset).store(v, Ordering::SeqCst);
+    }
+
+    /// Start counter `i` ([`START_COUNTER_OFFSET`]).
+    ///
+    /// # Panics
+    /// If `i` is not below [`START_COUNTERS`] (a programming error).
+    fn counter(&self, i: usize) -> &AtomicU32 {
+        assert!(i < START_COUNTERS, "start counter {i} of {START_COUNTERS}");
+        // SAFETY: the counters lie in this slot's page of a live slab (as in `word`), 4-aligned;
+        // kernels change them only with atomics.
+        unsafe {
+            AtomicU32::from_ptr((self.addr as usize + START_COUNTER_OFFSET + 4 * i) as *mut u32)
+        }
+    }
+
+    /// Start counter `i` as kernels left it.
+    pub(crate) fn started(&self, i: usize) -> u32 {
+        self.counter(i).load(Ordering::SeqCst)
+    }
+
+    /// Counts `n` more launches issued on counter `i`; returns the count before them.
+    pub(crate) fn issue(&self, i: usize, n: u32) -> u32 {
+        assert!(i < START_COUNTERS, "start counter {i} of {START_COUNTERS}");
+        self.issued[i].fetch_add(n, Ordering::SeqCst)
     }
 
     /// Zeroes what was written, touching only words that are not zero already.
@@ -167,6 +207,7 @@ impl ControlPool {
                 addr: slab + (i * SLOT) as u64,
                 shadow: Default::default(),
                 stores: Mutex::new(()),
+                issued: (0..START_COUNTERS).map(|_| AtomicU32::new(0)).collect(),
             })
         }));
         st.free.pop().ok_or(Error::Driver {

@@ -57,7 +57,9 @@ pub use alloc_cache::DEFAULT_LIMIT as DEFAULT_ALLOC_CACHE_LIMIT;
 pub use arena::{ARENA_ALIGN, Arena, ArenaReset, Zeroing};
 pub use buffer::{DeviceBuffer, WeakBuffer};
 pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};
-pub use control::{CONTROL_BYTES, ControlBlock, DEVICE_WINDOW};
+pub use control::{
+    CONTROL_BYTES, ControlBlock, DEVICE_WINDOW, START_COUNTER_OFFSET, START_COUNTERS,
+};
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};
 pub use facts::{DeviceFacts, MemInfo};

@@ -323,7 +323,12 @@ fn submit(f: &module::Function, ctx: &Arc<Context>, s: &Arc<Stream>, packed: Pac
             if run_ctx.sticky().is_some() {
                 return;
             }
-            // Counted while it runs: calls that wait for running kernels wait for it.
+            // Begins once its block fits beside the kernels resident on the device (only with
+            // SOFTCUDA_RESIDENT_THREADS set), then counts while it runs: calls that wait for
+            // running kernels wait for it.
+            let blocks = grid.iter().map(|&d| u64::from(d)).product();
+            let per_block = block.iter().map(|&d| u64::from(d)).product();
+            let _resident = crate::residency::enter(run_ctx.device, blocks, per_block);
             let _running = crate::running::start(run_ctx.device);
             let mem = Snapshot {
                 ranges: memory::visible_to(&run_ctx.visible_ids()),

@@ -23,7 +23,9 @@
 //! Environment: `SOFTCUDA_MEMORY` sets the device memory size in bytes (default 16 GiB),
 //! `SOFTCUDA_DEVICES` the number of devices (default 1), `SOFTCUDA_WATCHDOG_MS` stops a launch
 //! that runs longer (default 60000, 0 = off) with `CUDA_ERROR_LAUNCH_TIMEOUT`, poisoning the
-//! context as a GPU watchdog does. docs/SOFTCUDA.md lists what is missing.
+//! context as a GPU watchdog does, and `SOFTCUDA_RESIDENT_THREADS` (default unset: no limit)
+//! caps the threads resident on a device at once, so that kernels wait for room as on a GPU
+//! whose SMs are full (residency.rs). docs/SOFTCUDA.md lists what is missing.
 //! Diagnostics: after a kernel fault, `softcuda_last_fault` (a softcuda-only export) describes it
 //! (kernel, block, thread, PTX line).
 #![deny(missing_docs)]
@@ -59,6 +61,7 @@ mod pointer;
 mod pool;
 mod printf;
 mod procaddr;
+mod residency;
 mod result_text;
 mod running;
 mod stream;

@@ -24,6 +24,7 @@ use smallvec::SmallVec;
 use super::{Collected, Deferred, Hidden, Launches, Ran, args_room, lay_out};
 use crate::limits::{Charge, Usage};
 use crate::stream::InFlight;
+use crate::watchdog::Stamp;
 
 /// A cached graph: when it was last used, and what its nodes ran last.
 struct Cached {
@@ -89,12 +90,12 @@ impl Last {
 }
 
 /// What tells a batch's hidden arguments apart (the confinement, by its arena, which it keeps
-/// for its life; the bytes mapped; the epoch): the rest of them is fixed by the confinement and
-/// by each launch's kernel.
-type HiddenKey = Option<(usize, u64, u32)>;
+/// for its life; the bytes mapped; the epoch and the stream's start counter): the rest of them
+/// is fixed by the confinement and by each launch's kernel.
+type HiddenKey = Option<(usize, u64, Stamp)>;
 
 fn hidden_key(hidden: Hidden<'_>) -> HiddenKey {
-    hidden.map(|(c, epoch)| (Arc::as_ptr(&c.arena) as usize, c.arena.mapped(), epoch))
+    hidden.map(|(c, stamp)| (Arc::as_ptr(&c.arena) as usize, c.arena.mapped(), stamp))
 }
 
 /// A guest's instantiated graphs, least recently used evicted past `Limits::max_cached_graphs`.

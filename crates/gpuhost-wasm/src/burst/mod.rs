@@ -60,13 +60,14 @@ use smallvec::SmallVec;
 use crate::confine::{Confinement, HIDDEN, KernelSandbox};
 use crate::limits::{Charge, Usage};
 use crate::stream::{INLINE_ARGS, InFlight};
+use crate::watchdog::Stamp;
 
 mod graph_cache;
 pub(crate) use graph_cache::GraphCache;
 
-/// What a sandboxed batch is issued with: the guest's confinement and the abort epoch its
-/// launches are given.
-pub(crate) type Hidden<'a> = Option<(&'a Confinement, u32)>;
+/// What a sandboxed batch is issued with: the guest's confinement and what its stream's watch
+/// gives its launches (the abort epoch, the start counter).
+pub(crate) type Hidden<'a> = Option<(&'a Confinement, Stamp)>;
 
 /// Launches a flush must hold for a graph to pay, and the launches between two flush points
 /// that make a stream collect. Below it, the graph's own submission and updates cost more than
@@ -154,8 +155,8 @@ impl Deferred {
             OwnedArg::Bytes(b) => GpuArg::Bytes(b),
             OwnedArg::Scalar(v) => *v,
         }));
-        if let (Some(sb), Some((c, epoch))) = (&self.sandbox, hidden) {
-            out.extend(c.hidden(sb, &self.cfg, epoch));
+        if let (Some(sb), Some((c, stamp))) = (&self.sandbox, hidden) {
+            out.extend(c.hidden(sb, &self.cfg, stamp));
         }
     }
 

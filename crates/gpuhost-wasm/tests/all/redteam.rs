@@ -7,6 +7,7 @@
 //! also aims at addresses guessed from its own buffers). Attacks that would fault an unconfined
 //! device run in a child process, so a sandbox bug fails that test alone.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuhost_wasm::{Error, Limits, Output, OutputPipe, RunOutcome, Runtime};
@@ -425,6 +426,90 @@ fn attack_limits_ms(ms: u64) -> Limits {
         max_kernel_time: Duration::from_millis(ms),
         ..attack_limits()
     }
+}
+
+/// An attacker whose endless kernel fills every SM until its 2 s limit, and a guest with a
+/// 300 ms limit whose kernel waits behind it all that time: the waiting launch is not charged
+/// the time it spent off the device (watchdog.rs, "When a segment starts"), so it runs once
+/// the attacker is stopped and ends correctly. Counted from its stream's front it was stopped
+/// at 300 ms, never having run. softcuda holds room for 1,024 resident threads in this child
+/// (`SOFTCUDA_RESIDENT_THREADS`), as a GPU's SMs do; the attacker's blocks exceed any GPU's.
+#[test]
+fn a_guest_queued_behind_another_guests_kernels_that_fill_the_gpu_is_not_charged_their_time() {
+    let name = "redteam::a_guest_queued_behind_another_guests_kernels_that_fill_the_gpu_is_not_charged_their_time";
+    let configure = |cmd: &mut std::process::Command| {
+        cmd.env("SOFTCUDA_RESIDENT_THREADS", "1024");
+    };
+    testkit::in_child_with(name, configure, || {
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio");
+        tokio.block_on(queued_guest_is_not_charged());
+    });
+}
+
+async fn queued_guest_is_not_charged() {
+    let Some((rt, _device)) = device().await else {
+        return;
+    };
+    crate::prewarm(&["redteam", "saxpy"]);
+    // The waiting guest's module is compiled and loaded first, while the device is idle: on
+    // NVIDIA a module load waits for every running kernel, which would keep the guest from
+    // reaching the device's queue at all.
+    let cache = Arc::new(gpuhost_wasm::ModuleCache::new(16, 64 << 20));
+    let saxpy = || {
+        let mut o = opts("saxpy", &["3000"]);
+        o.limits = attack_limits_ms(300);
+        o.modules = Some(cache.clone());
+        o
+    };
+    let warm = rt
+        .run(&guest("saxpy"), saxpy())
+        .await
+        .expect("saxpy, warming");
+    assert_ok(&warm, "saxpy ok");
+
+    let pipe = OutputPipe::new(1 << 16);
+    let mut o = opts("redteam", &["fill", "0", &format!("{SECRET:x}")]);
+    o.limits = attack_limits();
+    o.stdout = Output::Pipe(pipe.clone());
+    let attacker = tokio::spawn(async move { rt.run(&guest("redteam"), o).await });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !text(&pipe).contains("fill launched") {
+        assert!(
+            !attacker.is_finished(),
+            "the attacker ended early: {}",
+            text(&pipe)
+        );
+        assert!(Instant::now() < deadline, "the attacker never launched");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let queued_at = Instant::now();
+    let waited = rt
+        .run(&guest("saxpy"), saxpy())
+        .await
+        .expect("saxpy, queued");
+    let held = queued_at.elapsed();
+    assert_ok(&waited, "saxpy ok");
+    let out = attacker
+        .await
+        .expect("attacker task")
+        .expect("attacker run");
+    assert_eq!(out.exit_code, 0);
+    let verdict = "result fill outcome=ok+time-limit ";
+    assert!(
+        text(&pipe).contains(verdict),
+        "the attacker: {}",
+        text(&pipe)
+    );
+    // Not a timing goal: the queued guest's run must have waited past its own limit for the
+    // test to show anything (the attacker's 2 s, on softcuda and on NVIDIA alike).
+    assert!(
+        held > Duration::from_millis(300),
+        "the guest waited only {held:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

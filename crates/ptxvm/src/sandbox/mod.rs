@@ -19,10 +19,11 @@
 //! (gpuhost-wasm checks its arenas once, when a guest gets one), unless
 //! [`Policy::check_arena_at_entry`] asks for the check in every thread.
 //!
-//! `launch` holds the launch's epoch (bits 0–31) and its tag (bits 32–62); bit 63
-//! ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch small enough for its kernel's
-//! [`SandboxedKernel::first_poll_span`] ([`skips_entry_read`]) skip the entry's read of the
-//! abort epoch.
+//! `launch` holds the launch's epoch (bits 0–31), its tag (bits 32–47) and its start counter
+//! (bits 48–56, [`launch_value`]); bit 63 ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch small
+//! enough for its kernel's [`SandboxedKernel::first_poll_span`] ([`skips_entry_read`]) skip the
+//! entry's read of the abort epoch. Every launch counts its start in its counter
+//! ([`CTL_STARTED`]), so the host can tell a launch that runs from one still queued.
 
 mod allow;
 mod bounded;
@@ -71,6 +72,29 @@ pub const CTL_FAULT_TAG: i64 = 2 << 20;
 /// Where a thread stopped by an epoch change in the middle of a loop writes its launch's tag,
 /// if the word is 0 (the host clears it before it stops a guest): names the kernel that ran.
 pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
+
+/// Where launches count their starts: `ctl` + this + 4 × the launch's start counter (bits
+/// 48–56 of `launch`). Block (0,0,0)'s thread (0,0,0) adds 1 there first thing, before the
+/// epoch check, so every launch that reaches the device counts once, stopped or not. The host
+/// gives each stream its own counter and knows how many launches it issued on it: a counter
+/// that has not passed the launches before a stream's front one says that launch is still
+/// queued (behind other work that holds the device), and its GPU time has not begun. In the
+/// control block's host window page (kernels' atomics stay on the device; the host reads a
+/// counter only to decide whether to stop a launch), past the words the host writes.
+pub const CTL_STARTED: i64 = 2048;
+/// Start counters per control block ([`CTL_STARTED`]).
+pub const START_COUNTERS: u32 = 512;
+/// The largest launch tag (bits 32–47 of `launch`).
+pub const MAX_TAG: u32 = 0xffff;
+
+/// The hidden `launch` value of a launch under `epoch` of the kernel tagged `tag` (at most
+/// [`MAX_TAG`]), counting its start in counter `counter` (below [`START_COUNTERS`]), with
+/// `flags` ([`LAUNCH_SKIPS_ENTRY_READ`] or 0). Out-of-range fields are cut to their bits.
+pub fn launch_value(epoch: u32, tag: u32, counter: u32, flags: u64) -> u64 {
+    let tag = u64::from(tag & MAX_TAG);
+    let counter = u64::from(counter % START_COUNTERS);
+    u64::from(epoch) | tag << 32 | counter << 48 | (flags & LAUNCH_SKIPS_ENTRY_READ)
+}
 
 /// Bit of the hidden `launch` value that skips the entry's epoch read, in kernels whose
 /// [`SandboxedKernel::first_poll_span`] is at most [`SKIP_ENTRY_READ_WORK`] (others read it

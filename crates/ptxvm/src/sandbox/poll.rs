@@ -200,11 +200,45 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     emit("mov", &["u32"], &[sreg("cnt"), imm(n)]);
     emit("mov", &["u32"], &[sreg("f"), imm(0)]);
     emit("mov", &["u32"], &[sreg("e"), sreg("epoch")]);
+    if is_entry {
+        code.push_str(&count_start());
+    }
     Head {
         poll_interval,
         decls,
         code,
     }
+}
+
+/// An entry's count of its launch's start (`CTL_STARTED`): block (0,0,0)'s thread (0,0,0)
+/// adds 1 to the launch's counter. Every other thread tests `%tid.x | %ctaid.x` (registers a
+/// kernel reads anyway) and branches forward past the rest, so the count costs a launch one
+/// atomic and each thread a compare and a branch.
+fn count_start() -> String {
+    let counter_bytes = (i64::from(super::START_COUNTERS) - 1) * 4;
+    let mut t = String::from(
+        "\tmov.u32 %__sbx_t, %tid.x;\n\
+         \tmov.u32 %__sbx_o, %ctaid.x;\n\
+         \tor.b32 %__sbx_t, %__sbx_t, %__sbx_o;\n\
+         \tsetp.ne.u32 %__sbx_q, %__sbx_t, 0;\n\
+         \t@%__sbx_q bra $__sbx_counted;\n",
+    );
+    for r in ["%tid.y", "%tid.z", "%ctaid.y", "%ctaid.z"] {
+        t.push_str("\tmov.u32 %__sbx_o, ");
+        t.push_str(r);
+        t.push_str(";\n\tor.b32 %__sbx_t, %__sbx_t, %__sbx_o;\n");
+    }
+    t.push_str(
+        "\tsetp.ne.u32 %__sbx_q, %__sbx_t, 0;\n\
+         \t@%__sbx_q bra $__sbx_counted;\n\
+         \tshr.u64 %__sbx_a, %__sbx_launch, 46;\n\
+         \tand.b64 %__sbx_a, %__sbx_a, ",
+    );
+    super::print::int(&mut t, counter_bytes);
+    t.push_str(";\n\tadd.u64 %__sbx_a, %__sbx_a, %__sbx_ctl;\n\tred.global.add.u32 [%__sbx_a+");
+    super::print::int(&mut t, super::CTL_STARTED);
+    t.push_str("], 1;\n$__sbx_counted:\n");
+    t
 }
 
 /// Room for the statements of a prologue (`Fx::prologue`): its declarations and code are a
@@ -629,10 +663,10 @@ impl<'m> Fx<'_, 'm> {
     }
 }
 
-/// The tag's bits in the launch parameter's high word (its bits 32–62): bit 63 is the launch's
-/// LAUNCH_SKIPS_ENTRY_READ, not part of the tag. The prologue and a stop's report (report.rs)
+/// The tag's bits in the launch parameter's high word (its bits 32–47): the start counter and
+/// LAUNCH_SKIPS_ENTRY_READ follow, not part of the tag. The prologue and a stop's report (report.rs)
 /// both derive the tag with it.
-pub(super) const TAG_MASK: u32 = 0x7fff_ffff;
+pub(super) const TAG_MASK: u32 = super::MAX_TAG;
 
 /// `%__sbx_p` := whether `%__sbx_e` is not this launch's epoch (the launch was stopped).
 const STOPPED: &str = "\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n";

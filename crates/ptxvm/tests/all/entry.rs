@@ -667,3 +667,65 @@ fn a_skip_copy_shares_its_kernels_body_but_not_the_compares_deferred_into_it() {
         "{copy}"
     );
 }
+
+/// What counter `counter` of the control block holds (`ptxvm::sandbox::CTL_STARTED`).
+fn started(mem: &GuestMem, counter: u32) -> u32 {
+    let at = ptxvm::sandbox::CTL_STARTED as usize + 4 * counter as usize;
+    mem.ctl_word(at).load(Ordering::SeqCst)
+}
+
+#[test]
+fn every_launch_counts_its_start_once_in_its_own_counter_stopped_skipping_or_not() {
+    let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
+    let shapes = [
+        Shape::linear(1, 32),
+        Shape {
+            grid: [2, 3, 2],
+            block: [4, 2, 3],
+            dyn_shared: 0,
+        },
+    ];
+    for (src, kernel) in [(STRAIGHT, "straight"), (LOOPED, "looped")] {
+        let (_, m) = load_sandboxed(&ptx(src));
+        // Current and stale epochs, with and without the skip, in counters 0, 7 and the last.
+        let counters = [0, 7, ptxvm::sandbox::START_COUNTERS - 1];
+        for (ctl_epoch, flags, counter) in [
+            (EPOCH, 0, 7),
+            (EPOCH + 1, 0, 0),
+            (EPOCH, skip, counters[2]),
+            (EPOCH + 1, skip, 7),
+        ] {
+            for shape in shapes {
+                let (mem, _, args, hidden) = in_out(ctl_epoch);
+                let at = (mem.base(), ARENA as u64);
+                let flags = flags | u64::from(counter) << 48;
+                run_sandboxed_flagged(&m, kernel, shape, &args, &hidden, &mem, at, flags).unwrap();
+                run_sandboxed_flagged(&m, kernel, shape, &args, &hidden, &mem, at, flags).unwrap();
+                for c in counters {
+                    let want = if c == counter { 2 } else { 0 };
+                    assert_eq!(
+                        started(&mem, c),
+                        want,
+                        "{kernel} {shape:?}, control epoch {ctl_epoch}, flags {flags:#x}: counter {c}"
+                    );
+                }
+                // The counter's bits are no part of the tag a report names the kernel by.
+                let fault = mem.ctl_word(FAULT).load(Ordering::SeqCst);
+                assert!(fault == 0 || fault == TAG, "fault word {fault:#x}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_launch_value_puts_each_field_in_its_bits() {
+    use ptxvm::sandbox::{LAUNCH_SKIPS_ENTRY_READ, MAX_TAG, START_COUNTERS, launch_value};
+    let v = launch_value(0xdead_beef, 0x7a9, 5, LAUNCH_SKIPS_ENTRY_READ);
+    assert_eq!(
+        v,
+        0xdead_beef | 0x7a9 << 32 | 5 << 48 | LAUNCH_SKIPS_ENTRY_READ
+    );
+    // Fields out of range are cut to their bits, never spilling into a neighbour.
+    let v = launch_value(0, MAX_TAG + 2, START_COUNTERS + 3, u64::MAX);
+    assert_eq!(v, 1 << 32 | 3 << 48 | LAUNCH_SKIPS_ENTRY_READ);
+}

@@ -151,7 +151,12 @@ impl GuestMem {
         self.arena.bytes()[off..off + len].to_vec()
     }
     pub fn ctl_word(&self, off: usize) -> &AtomicU32 {
-        assert!(off.is_multiple_of(4) && (off < 64 || (FAULT..FAULT + 64).contains(&off)));
+        let started = ptxvm::sandbox::CTL_STARTED as usize;
+        let counters = started..started + 4 * ptxvm::sandbox::START_COUNTERS as usize;
+        assert!(
+            off.is_multiple_of(4)
+                && (off < 64 || counters.contains(&off) || (FAULT..FAULT + 64).contains(&off))
+        );
         // SAFETY: the control block is 64-aligned and FAULT + 64 bytes long; AtomicU32 has
         // u32's layout.
         unsafe { &*(self.ctl.ptr.add(off) as *const AtomicU32) }

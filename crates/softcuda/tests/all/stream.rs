@@ -1,15 +1,16 @@
 //! Streams run in order, asynchronously; the legacy default stream synchronizes with blocking
-//! streams but not with non-blocking ones; events, cross-stream waits and host functions.
+//! streams but not with non-blocking ones; events, cross-stream waits and host functions; with
+//! `SOFTCUDA_RESIDENT_THREADS`, kernels wait for room on the device.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{CUevent, CUresult, CUstream};
+use cudarc::driver::sys::{CUdeviceptr, CUevent, CUfunction, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{fresh_primary, ok, serial, stream};
+use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
 
 type Callback = Box<dyn FnOnce() + Send>;
 
@@ -202,4 +203,71 @@ fn stream_priority_is_clamped_to_the_device_range() {
         assert_eq!(p, -5);
         ok(cuStreamDestroy_v2(s));
     }
+}
+
+/// Launches `testkit::WAIT_WORD_PTX`'s kernel on `s` with `threads` threads in one block.
+fn launch_wait_word(f: CUfunction, s: CUstream, threads: u32, word: CUdeviceptr, out: CUdeviceptr) {
+    let (mut word, mut out) = (word, out);
+    let mut args = [(&raw mut word).cast::<c_void>(), (&raw mut out).cast()];
+    // SAFETY: a kernel of the current context taking two u64 parameters, given two.
+    ok(unsafe {
+        cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            threads,
+            1,
+            1,
+            0,
+            s,
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    });
+}
+
+#[test]
+fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_room() {
+    in_child(
+        "stream::with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_room",
+        |cmd| {
+            cmd.env("SOFTCUDA_RESIDENT_THREADS", "64");
+        },
+        || {
+            fresh_primary();
+            let (mut m, mut f) = (std::ptr::null_mut(), std::ptr::null_mut());
+            let ptx = std::ffi::CString::new(testkit::WAIT_WORD_PTX).unwrap();
+            // SAFETY: NUL-terminated PTX text; valid out-pointers.
+            unsafe {
+                ok(cuModuleLoadData(&mut m, ptx.as_ptr().cast()));
+                ok(cuModuleGetFunction(&mut f, m, c"wait_word".as_ptr()));
+            }
+            let (a, b) = (stream(1), stream(1));
+            // A's block fills the room and runs until the host sets its word.
+            let (word, outs) = (alloc(4), alloc(8));
+            upload(word, &[0u32]);
+            upload(outs, &[0u32, 0]);
+            let set = alloc(4);
+            upload(set, &[1u32]);
+            launch_wait_word(f, a, 64, word, outs);
+            // B's kernel would end at once (its word is set), but not one of its threads fits.
+            launch_wait_word(f, b, 1, set, outs + 4);
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: a live stream.
+            let r = unsafe { cuStreamQuery(b) };
+            assert_eq!(r, CUresult::CUDA_ERROR_NOT_READY, "B ran beside A");
+            // softcuda's device memory is host memory at its device address.
+            // SAFETY: a live 4-byte allocation; kernels read it with volatile loads.
+            unsafe { std::sync::atomic::AtomicU32::from_ptr(word as usize as *mut u32) }
+                .store(1, Ordering::SeqCst);
+            // SAFETY: live streams.
+            unsafe {
+                ok(cuStreamSynchronize(b));
+                ok(cuStreamSynchronize(a));
+            }
+            let polls: Vec<u32> = download(outs, 2);
+            assert!(polls[0] >= 1 && polls[1] == 1, "{polls:?}");
+        },
+    );
 }

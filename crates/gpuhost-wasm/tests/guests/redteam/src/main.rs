@@ -16,6 +16,8 @@
 use gpuhost_guest::{Buffer, Error, Kernel, Launch, Module, Stream, quotas};
 
 const ATTACKS: &str = include_str!("../../kernels/attacks.ptx");
+/// Blocks of the `fill` attack: 64 for each of 256 SMs, twice what an SM holds.
+const FILL_BLOCKS: u32 = 16384;
 const COMPILED: &str = include_str!("../../kernels/compiled.ptx");
 const TRAP: &str = include_str!("../../kernels/trap.ptx");
 const HUGE_GLOBALS: &str = include_str!("../../kernels/huge_globals.ptx");
@@ -370,6 +372,17 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             let k = kit.kernel("endless");
             kit.run(&mut r, Launch::new(&k).arg(arg(&kit.out)), 1, secret);
             // The guest goes on after the stop: the next launch on the same stream works.
+            long_loop(&kit, &mut r, 1000);
+        }
+        "fill" => {
+            // One-warp blocks, more than the SMs of any GPU hold at once (32 per SM), each
+            // endless: the launch holds the whole device, and every other guest's kernel waits
+            // for room, until this one is stopped. The line tells the test it is queued.
+            let k = kit.kernel("endless");
+            let fill = Launch::new(&k).grid1(FILL_BLOCKS).block1(32).arg(arg(&kit.out));
+            r.note(fill.enqueue(&kit.stream));
+            println!("fill launched");
+            r.note(kit.stream.synchronize());
             long_loop(&kit, &mut r, 1000);
         }
         "endless-burst" => {
