@@ -151,7 +151,7 @@ pub fn prepare_edited(
             arena.fill(0)?;
             // The control block in device memory, as gpuhost's ControlBlock: kernels poll it,
             // and polling host-mapped memory instead cost kernels 126x on the H200.
-            let ctl = DeviceBuffer::alloc(ctx, FAULT_AT + 64)?;
+            let ctl = DeviceBuffer::alloc(ctx, ptxvm::sandbox::CTL_BYTES as usize)?;
             ctl.fill(0)?;
             (Arc::new(arena), Arc::new(ctl))
         }

@@ -36,16 +36,19 @@
 //! waits for them, however long they run. Counted from the front, a guest that fills the
 //! device until its own limit got the launches of others queued behind it stopped (their
 //! limit passed while they waited). So each stream has a start counter in its guest's control
-//! block (`ptxvm::sandbox::CTL_STARTED`), to which every launch's first thread adds 1, and the
-//! watch knows how many launches it issued before the front segment's first
-//! (`ControlBlock::issue_starts`). From `max_kernel_time / PROBES` after reaching the front,
-//! and as often after, until the counter shows the segment's first launch begun, the watchdog
-//! reads it, and the segment's time begins at the read that finds it begun. A launch is
-//! therefore never stopped before it has run its limit, and a runaway one runs at most
-//! `1 / PROBES` of it longer. A read moves the control block's page off the device, which costs
-//! the guest's polling kernels one wait for it to come back, once per launch that runs past
-//! `max_kernel_time / PROBES`. A stream given no counter of its own (a guest with more streams
-//! than counters) counts from the front, as before.
+//! block: every launch's first thread adds 1 to the counter (`ptxvm::sandbox::CTL_STARTED`,
+//! on the device) and stores the GPU's clock in its time word (`CTL_STARTED_AT`, in host
+//! memory). The watchdog reads the time word when a segment becomes the front and at every
+//! tick after; a change says the segment's first launch began since the last tick, and its
+//! time runs from that tick. What a change cannot say is whether the first launch began
+//! before the segment became the front (in the same tick as its predecessor ended), so a
+//! segment seen to change nothing is charged from when it became the front, and before it is
+//! stopped the watchdog reads the counter, which says how many of its launches began
+//! (`ControlBlock::issue_starts` counts those issued): none, and its time starts again. That
+//! read moves the control block's page off the device (as a stop's store does), once per
+//! segment past its budget. A launch is therefore never stopped before it has run its limit,
+//! and a runaway one is stopped within a tick of it. A stream given no counter of its own (a
+//! guest with more streams than counters) counts from the front, as before.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -67,9 +70,6 @@ const LINGER: Duration = Duration::from_millis(20);
 /// Launches of one stream per segment, at most: a segment may run this many times the limit.
 /// Also the most launches a sandboxed guest's graph batch holds (burst/).
 pub(crate) const FENCE_EVERY: u32 = 8;
-/// A segment's first launch is looked for on the device every `max_kernel_time / PROBES`
-/// until it is seen to have started (see the module header).
-const PROBES: u32 = 8;
 /// The start counter shared by streams given none of their own: never read.
 const UNTRACKED: u32 = 0;
 /// Kernel names kept per segment (for the error message).
@@ -148,8 +148,8 @@ impl StoreWatch {
                 open_since: now,
                 segments: VecDeque::new(),
                 front_since: now,
-                front_started: false,
-                probed: None,
+                front_mark: 0,
+                front_began: None,
                 stopped: None,
                 launching: None,
             }),
@@ -179,7 +179,7 @@ impl StoreWatch {
             let mut q = lock(&s.q);
             let stops_launching = q.launching.is_some_and(|e| e != epoch);
             if q.open > 0 || !q.segments.is_empty() || stops_launching {
-                q.front_since = now;
+                s.new_front(&mut q, now, &self.ctl);
                 if let Some(names) = stopped_by {
                     q.stopped.get_or_insert_with(|| describe(names));
                 }
@@ -304,13 +304,13 @@ struct WatchQ {
     open_since: Instant,
     /// Fenced segments, oldest first; the front one is running.
     segments: VecDeque<Segment>,
-    /// When the front segment's time began: when it became the front, then when its first
-    /// launch was seen started (see the module header).
+    /// When the front segment became the front (or was found not yet begun, or stopped).
     front_since: Instant,
-    /// Whether the front segment's first launch was seen started (or cannot be looked for).
-    front_started: bool,
-    /// When the watchdog last read the stream's start counter for the front segment.
-    probed: Option<Instant>,
+    /// The stream's start time word then (see the module header).
+    front_mark: u64,
+    /// The tick at which the time word was first seen changed since: the front's first launch
+    /// began since the tick before.
+    front_began: Option<Instant>,
     /// Set when the guest was stopped while this stream had work: what ran over.
     stopped: Option<Arc<str>>,
     /// The epoch of a launch issued now, outside the lock (a guest's calls on one stream come
@@ -375,7 +375,7 @@ impl StreamWatch {
         names: &[Arc<str>],
     ) {
         if q.open > 0 && q.open + n > FENCE_EVERY {
-            self.close(&mut q);
+            self.close(&mut q, &store.ctl);
         }
         let before = store.ctl.issue_starts(self.counter as usize, n);
         q.open_last = Some(last);
@@ -391,7 +391,7 @@ impl StreamWatch {
             }
         }
         if q.open >= FENCE_EVERY {
-            self.close(&mut q);
+            self.close(&mut q, &store.ctl);
         }
         drop(q);
         // After the lock: the watchdog takes its own lock before stream locks.
@@ -426,14 +426,14 @@ impl StreamWatch {
     }
 
     /// Closes the open launches into a segment.
-    fn close(&self, q: &mut WatchQ) {
+    fn close(&self, q: &mut WatchQ, ctl: &ControlBlock) {
         let names = std::mem::take(&mut q.open_names);
         let launches = std::mem::take(&mut q.open);
         let Some(done) = q.open_last.take() else {
             return;
         };
         if q.segments.is_empty() {
-            Self::new_front(q, Instant::now());
+            self.new_front(q, Instant::now(), ctl);
         }
         let first = q.open_first;
         q.segments.push_back(Segment {
@@ -457,40 +457,50 @@ impl StreamWatch {
             && q.segments.iter().all(|s| s.done.is_done())
     }
 
-    /// A segment became the front at `now`: its time has not begun.
-    fn new_front(q: &mut WatchQ, now: Instant) {
-        q.front_since = now;
-        q.front_started = false;
-        q.probed = None;
+    /// The stream's start time word (0 for a stream without a counter of its own, or a block
+    /// whose context is gone: neither ever changes).
+    fn mark(&self, ctl: &ControlBlock) -> u64 {
+        if self.counter == UNTRACKED {
+            return 0;
+        }
+        ctl.started_at(self.counter as usize).unwrap_or(0)
     }
 
-    /// Until the front segment's first launch is seen started, reads the stream's start counter
-    /// every `limit / PROBES` and restarts the segment's time at each read (see the module
-    /// header): a segment that has not begun has used none of its budget.
-    fn probe_front(&self, q: &mut WatchQ, now: Instant, limit: Duration, ctl: &ControlBlock) {
-        let Some(first) = q.segments.front().map(|s| s.first) else {
-            return;
-        };
-        if q.front_started || self.counter == UNTRACKED {
-            return;
+    /// The front segment is charged from `now` (it became the front, was found not begun, or
+    /// was stopped), its first launch looked for from the time word as it is now.
+    fn new_front(&self, q: &mut WatchQ, now: Instant, ctl: &ControlBlock) {
+        q.front_since = now;
+        q.front_mark = self.mark(ctl);
+        q.front_began = None;
+    }
+
+    /// When the front segment ran past `budget`: `Some(true)` to stop it, `Some(false)` when it
+    /// has not begun (its time starts again), None when it is within its budget. Its time runs
+    /// from the tick its first launch was seen to begin or, seen to change nothing, from when it
+    /// became the front, as long as the start counter says it began (see the module header).
+    fn overdue(
+        &self,
+        q: &mut WatchQ,
+        now: Instant,
+        budget: Duration,
+        ctl: &ControlBlock,
+    ) -> Option<bool> {
+        let first = q.segments.front()?.first;
+        if q.front_began.is_none() && self.mark(ctl) != q.front_mark {
+            q.front_began = Some(now);
         }
-        let every = (limit / PROBES).max(TICK);
-        if now.duration_since(q.probed.unwrap_or(q.front_since)) < every {
-            return;
+        let since = q.front_began.unwrap_or(q.front_since);
+        if now.duration_since(since) <= budget {
+            return None;
         }
-        q.probed = Some(now);
+        if self.counter == UNTRACKED || q.front_began.is_some() {
+            return Some(true);
+        }
         // Launches issued on the counter that will never start (their context was lost) leave
-        // it behind the count expected: nothing can be told then, and the time runs from the
-        // front, as for a stream without a counter. So it does if the block cannot be read.
+        // it behind the count expected: nothing can be told then, and the segment is stopped as
+        // one counted from the front. So it is if the block cannot be read.
         let started = ctl.load_starts(self.counter as usize);
-        match started.map(|c| c.wrapping_sub(first) as i32) {
-            Ok(0) => q.front_since = now,
-            Ok(d) if d > 0 => {
-                q.front_started = true;
-                q.front_since = now;
-            }
-            _ => q.front_started = true,
-        }
+        Some(started.map_or(true, |c| c.wrapping_sub(first) != 0))
     }
 
     /// Returns (work left, the front segment's kernels if it ran past its budget).
@@ -505,7 +515,7 @@ impl StreamWatch {
         // just below, and a dropped guest's watch goes at this tick rather than the next).
         let ended = q.open_last.as_ref().is_some_and(|c| c.is_done());
         if q.open > 0 && (ended || now.duration_since(q.open_since) >= TICK) {
-            self.close(&mut q);
+            self.close(&mut q, ctl);
         }
         let mut retired = false;
         while q.segments.front().is_some_and(|s| s.done.is_done()) {
@@ -513,13 +523,17 @@ impl StreamWatch {
             retired = true;
         }
         if retired {
-            Self::new_front(&mut q, now);
+            self.new_front(&mut q, now, ctl);
         }
-        self.probe_front(&mut q, now, limit, ctl);
-        let late = q.segments.front().and_then(|s| {
-            let budget = limit.saturating_mul(s.launches);
-            (now.duration_since(q.front_since) > budget).then(|| s.names.clone())
-        });
+        let budget = q.segments.front().map(|s| limit.saturating_mul(s.launches));
+        let late = match budget.and_then(|b| self.overdue(&mut q, now, b, ctl)) {
+            Some(true) => q.segments.front().map(|s| s.names.clone()),
+            Some(false) => {
+                self.new_front(&mut q, now, ctl);
+                None
+            }
+            None => None,
+        };
         (
             q.open > 0 || !q.segments.is_empty() || q.launching.is_some(),
             late,
@@ -643,13 +657,19 @@ mod tests {
         false
     }
 
-    /// Counts a launch's start in start counter `counter` of `ctl`, as a sandboxed kernel's
-    /// first thread does (`ptxvm::sandbox::CTL_STARTED`).
+    /// Counts a launch's start in start counter `counter` of `ctl` and stores a new value in its
+    /// time word, as a sandboxed kernel's first thread does (`ptxvm::sandbox::CTL_STARTED`,
+    /// `CTL_STARTED_AT`).
     fn count_start(ctl: &ControlBlock, counter: u32) {
-        let at = ctl.device_ptr() as usize + gpuhost::START_COUNTER_OFFSET + 4 * counter as usize;
+        let base = ctl.device_ptr() as usize;
+        let at = base + gpuhost::START_COUNTER_OFFSET + 4 * counter as usize;
         // SAFETY: a start counter of a live control block: managed memory, which the CPU reaches
         // at its device address, 4-aligned, and changed by anyone only with atomics.
         unsafe { AtomicU32::from_ptr(at as *mut u32) }.fetch_add(1, Ordering::SeqCst);
+        let at = base + gpuhost::START_TIME_OFFSET + 8 * counter as usize;
+        // SAFETY: the counter's time word in the same block, 8-aligned.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(at as *mut u64) };
+        word.fetch_add(1, Ordering::SeqCst);
     }
 
     /// What a stand-in kernel (a stream callback) is given: its guest's control block, its

@@ -6,12 +6,15 @@
 //! the host writes and kernels read: the epoch) and the device window [`DEVICE_WINDOW`] bytes
 //! further on (words kernels write and the host reads: the fault word). Kernels must not write
 //! the host window. The host window's page also holds [`START_COUNTERS`] counters that kernels
-//! add to on the device (their launches' starts) and the host seldom reads.
+//! add to on the device (their launches' starts) and the host seldom reads; the device
+//! window's, a time word per counter that the host reads freely.
 
 use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
-pub use crate::control_pool::{CONTROL_BYTES, DEVICE_WINDOW, START_COUNTER_OFFSET, START_COUNTERS};
+pub use crate::control_pool::{
+    CONTROL_BYTES, DEVICE_WINDOW, START_COUNTER_OFFSET, START_COUNTERS, START_TIME_OFFSET,
+};
 use crate::control_pool::{ControlPool, Slot};
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -162,6 +165,18 @@ impl ControlBlock {
     pub fn load_starts(&self, i: usize) -> Result<u32> {
         self.live()?;
         Ok(self.shared.slot.started(i))
+    }
+
+    /// The time word of start counter `i` ([`START_TIME_OFFSET`]): a value each launch on the
+    /// counter stores as it begins (kernels store the GPU's clock), so a change says that one
+    /// began since the last read. Host memory: a read costs nothing on the device. Fails when
+    /// the block's context generation is gone.
+    ///
+    /// # Panics
+    /// As [`ControlBlock::issue_starts`].
+    pub fn started_at(&self, i: usize) -> Result<u64> {
+        self.live()?;
+        Ok(self.shared.slot.started_at(i))
     }
 
     /// Makes the block ready for another guest when this is its only handle and no anchor

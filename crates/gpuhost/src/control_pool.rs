@@ -23,9 +23,10 @@
 //! other's words. The host window's page also holds the start counters
 //! ([`START_COUNTER_OFFSET`]): kernels' atomics on them stay on the device, where a host-memory
 //! word would need atomics over PCIe, and the host reads them only when it must know whether a
-//! launch past its time limit ever began.
+//! launch past its time limit ever began. Their time words ([`START_TIME_OFFSET`]) are in the
+//! device window's page, written with plain stores, and read by the host every tick.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::sys::{self, CUcontext, CUdevice, CUdeviceptr, CUresult};
@@ -39,14 +40,21 @@ pub const CONTROL_BYTES: usize = 64;
 pub const DEVICE_WINDOW: usize = 2 << 20;
 /// Counters in which kernels count their launches' starts (ptxvm's sandbox: one per stream of a
 /// guest), in the host window's page past the words the host writes: kernels add to them on
-/// the device, and the host reads one only to decide whether to stop a launch.
-pub const START_COUNTERS: usize = 512;
+/// the device, and the host reads one only to decide whether to stop a launch. Each has a
+/// 64-bit word in the device window's page too, where the launch's first thread stores the
+/// time it began: host memory, which the host reads as often as it likes.
+pub const START_COUNTERS: usize = 256;
 /// Offset of start counter 0 from a block's device pointer.
 pub const START_COUNTER_OFFSET: usize = 2048;
+/// Offset of start counter 0's time word from a block's device pointer.
+pub const START_TIME_OFFSET: usize = DEVICE_WINDOW + 2048;
 /// One slot's page in each half.
 const SLOT: usize = 4096;
 const _: () = assert!(
-    CONTROL_BYTES <= START_COUNTER_OFFSET && START_COUNTER_OFFSET + 4 * START_COUNTERS <= SLOT
+    CONTROL_BYTES <= START_COUNTER_OFFSET
+        && START_COUNTER_OFFSET + 4 * START_COUNTERS <= SLOT
+        && START_TIME_OFFSET - DEVICE_WINDOW >= CONTROL_BYTES
+        && START_TIME_OFFSET - DEVICE_WINDOW + 8 * START_COUNTERS <= SLOT
 );
 const SLAB: usize = 2 * DEVICE_WINDOW;
 const HOST_WORDS: usize = CONTROL_BYTES / 4;
@@ -116,6 +124,18 @@ impl Slot {
     /// Start counter `i` as kernels left it.
     pub(crate) fn started(&self, i: usize) -> u32 {
         self.counter(i).load(Ordering::SeqCst)
+    }
+
+    /// The time word of start counter `i` ([`START_TIME_OFFSET`]) as kernels left it.
+    ///
+    /// # Panics
+    /// If `i` is not below [`START_COUNTERS`] (a programming error).
+    pub(crate) fn started_at(&self, i: usize) -> u64 {
+        assert!(i < START_COUNTERS, "start counter {i} of {START_COUNTERS}");
+        let at = self.addr as usize + START_TIME_OFFSET + 8 * i;
+        // SAFETY: the word lies in this slot's device-window page of a live slab (as in
+        // `word`), 8-aligned; kernels write it with one 64-bit store.
+        unsafe { AtomicU64::from_ptr(at as *mut u64) }.load(Ordering::SeqCst)
     }
 
     /// Counts `n` more launches issued on counter `i`; returns the count before them.

@@ -59,6 +59,7 @@ pub use buffer::{DeviceBuffer, WeakBuffer};
 pub use completion::{Completion, CompletionObserver, MAX_AWAIT_SPIN};
 pub use control::{
     CONTROL_BYTES, ControlBlock, DEVICE_WINDOW, START_COUNTER_OFFSET, START_COUNTERS,
+    START_TIME_OFFSET,
 };
 pub use driver::{DriverInfo, DriverKind, INCOMPLETE_DRIVER, device_count, driver};
 pub use error::{Error, Result};

@@ -102,7 +102,8 @@ impl Case {
         let (input, s) = ptxgen::inputs(seed);
         Ok(Case {
             arena: DeviceBuffer::alloc(ctx, ARENA).map_err(|e| e.to_string())?,
-            ctl: DeviceBuffer::alloc(ctx, FAULT_AT + 64).map_err(|e| e.to_string())?,
+            ctl: DeviceBuffer::alloc(ctx, ptxvm::sandbox::CTL_BYTES as usize)
+                .map_err(|e| e.to_string())?,
             input,
             s,
             stream: Stream::new(ctx).map_err(|e| e.to_string())?,

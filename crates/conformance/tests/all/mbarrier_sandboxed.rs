@@ -47,7 +47,8 @@ impl Guest {
     fn new(ctx: &Arc<Context>) -> Guest {
         let g = Guest {
             arena: DeviceBuffer::alloc(ctx, ARENA).expect("an arena"),
-            ctl: DeviceBuffer::alloc(ctx, FAULT_AT + 64).expect("a control block"),
+            ctl: DeviceBuffer::alloc(ctx, ptxvm::sandbox::CTL_BYTES as usize)
+                .expect("a control block"),
             stream: Stream::new(ctx).expect("a stream"),
         };
         g.arena.fill(0).expect("zero the arena");

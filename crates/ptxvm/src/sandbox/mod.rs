@@ -20,10 +20,11 @@
 //! [`Policy::check_arena_at_entry`] asks for the check in every thread.
 //!
 //! `launch` holds the launch's epoch (bits 0–31), its tag (bits 32–47) and its start counter
-//! (bits 48–56, [`launch_value`]); bit 63 ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch small
+//! (bits 48–55, [`launch_value`]); bit 63 ([`LAUNCH_SKIPS_ENTRY_READ`]) lets a launch small
 //! enough for its kernel's [`SandboxedKernel::first_poll_span`] ([`skips_entry_read`]) skip the
 //! entry's read of the abort epoch. Every launch counts its start in its counter
-//! ([`CTL_STARTED`]), so the host can tell a launch that runs from one still queued.
+//! ([`CTL_STARTED`], [`CTL_STARTED_AT`]), so the host can tell a launch that runs from one still
+//! queued.
 
 mod allow;
 mod bounded;
@@ -74,16 +75,26 @@ pub const CTL_FAULT_TAG: i64 = 2 << 20;
 pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
 
 /// Where launches count their starts: `ctl` + this + 4 × the launch's start counter (bits
-/// 48–56 of `launch`). Block (0,0,0)'s thread (0,0,0) adds 1 there first thing, before the
+/// 48–55 of `launch`). Block (0,0,0)'s thread (0,0,0) adds 1 there first thing, before the
 /// epoch check, so every launch that reaches the device counts once, stopped or not. The host
 /// gives each stream its own counter and knows how many launches it issued on it: a counter
 /// that has not passed the launches before a stream's front one says that launch is still
 /// queued (behind other work that holds the device), and its GPU time has not begun. In the
-/// control block's host window page (kernels' atomics stay on the device; the host reads a
-/// counter only to decide whether to stop a launch), past the words the host writes.
+/// control block's host window page (kernels' atomics stay on the device), past the words the
+/// host writes; the host reads a counter only before it stops a launch, since its read moves
+/// the page to the host.
 pub const CTL_STARTED: i64 = 2048;
+/// Where the same thread stores `%globaltimer` as its launch starts: `ctl` + this + 8 × the
+/// start counter, in the device window (host memory, which the host reads at no cost). Each
+/// launch of a stream stores a new value, so a change tells the host, within its tick, that
+/// the stream's next launch began; [`CTL_STARTED`] settles what a change cannot (whether a
+/// launch began before the host first looked).
+pub const CTL_STARTED_AT: i64 = CTL_FAULT_TAG + 2048;
 /// Start counters per control block ([`CTL_STARTED`]).
-pub const START_COUNTERS: u32 = 512;
+pub const START_COUNTERS: u32 = 256;
+/// Bytes from `ctl` that a launch may touch: the host must map at least this much there (the
+/// last of them are the start counters' time words).
+pub const CTL_BYTES: u64 = CTL_STARTED_AT as u64 + 8 * START_COUNTERS as u64;
 /// The largest launch tag (bits 32–47 of `launch`).
 pub const MAX_TAG: u32 = 0xffff;
 

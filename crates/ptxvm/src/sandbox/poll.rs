@@ -210,12 +210,13 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     }
 }
 
-/// An entry's count of its launch's start (`CTL_STARTED`): block (0,0,0)'s thread (0,0,0)
-/// adds 1 to the launch's counter. Every other thread tests `%tid.x | %ctaid.x` (registers a
-/// kernel reads anyway) and branches forward past the rest, so the count costs a launch one
-/// atomic and each thread a compare and a branch.
+/// An entry's count of its launch's start (`CTL_STARTED`, `CTL_STARTED_AT`): block (0,0,0)'s
+/// thread (0,0,0) adds 1 to the launch's counter and stores `%globaltimer` beside it. Every
+/// other thread tests `%tid.x | %ctaid.x` (registers a kernel reads anyway) and branches
+/// forward past the rest, so the count costs a launch an atomic and a store that nothing waits
+/// for, and each thread a compare and a branch.
 fn count_start() -> String {
-    let counter_bytes = (i64::from(super::START_COUNTERS) - 1) * 4;
+    let counter_bytes = (i64::from(super::START_COUNTERS) - 1) * 8;
     let mut t = String::from(
         "\tmov.u32 %__sbx_t, %tid.x;\n\
          \tmov.u32 %__sbx_o, %ctaid.x;\n\
@@ -228,14 +229,26 @@ fn count_start() -> String {
         t.push_str(r);
         t.push_str(";\n\tor.b32 %__sbx_t, %__sbx_t, %__sbx_o;\n");
     }
+    // `a` := 8 × the counter (bits 48–55 of `launch`), then 4 × it.
     t.push_str(
         "\tsetp.ne.u32 %__sbx_q, %__sbx_t, 0;\n\
          \t@%__sbx_q bra $__sbx_counted;\n\
-         \tshr.u64 %__sbx_a, %__sbx_launch, 46;\n\
+         \tshr.u64 %__sbx_a, %__sbx_launch, 45;\n\
          \tand.b64 %__sbx_a, %__sbx_a, ",
     );
     super::print::int(&mut t, counter_bytes);
-    t.push_str(";\n\tadd.u64 %__sbx_a, %__sbx_a, %__sbx_ctl;\n\tred.global.add.u32 [%__sbx_a+");
+    t.push_str(
+        ";\n\tadd.u64 %__sbx_b, %__sbx_a, %__sbx_ctl;\n\
+         \tmov.u64 %__sbx_x, %globaltimer;\n\
+         \tst.volatile.global.u64 [%__sbx_b+",
+    );
+    super::print::int(&mut t, super::CTL_STARTED_AT);
+    t.push_str(
+        "], %__sbx_x;\n\
+         \tshr.u64 %__sbx_a, %__sbx_a, 1;\n\
+         \tadd.u64 %__sbx_a, %__sbx_a, %__sbx_ctl;\n\
+         \tred.global.add.u32 [%__sbx_a+",
+    );
     super::print::int(&mut t, super::CTL_STARTED);
     t.push_str("], 1;\n$__sbx_counted:\n");
     t

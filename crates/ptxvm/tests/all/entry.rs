@@ -674,6 +674,13 @@ fn started(mem: &GuestMem, counter: u32) -> u32 {
     mem.ctl_word(at).load(Ordering::SeqCst)
 }
 
+/// What counter `counter`'s time word holds (`ptxvm::sandbox::CTL_STARTED_AT`).
+fn started_at(mem: &GuestMem, counter: u32) -> u64 {
+    let at = ptxvm::sandbox::CTL_STARTED_AT as usize + 8 * counter as usize;
+    let (lo, hi) = (mem.ctl_word(at), mem.ctl_word(at + 4));
+    u64::from(lo.load(Ordering::SeqCst)) | u64::from(hi.load(Ordering::SeqCst)) << 32
+}
+
 #[test]
 fn every_launch_counts_its_start_once_in_its_own_counter_stopped_skipping_or_not() {
     let skip = ptxvm::sandbox::LAUNCH_SKIPS_ENTRY_READ;
@@ -699,16 +706,26 @@ fn every_launch_counts_its_start_once_in_its_own_counter_stopped_skipping_or_not
                 let (mem, _, args, hidden) = in_out(ctl_epoch);
                 let at = (mem.base(), ARENA as u64);
                 let flags = flags | u64::from(counter) << 48;
-                run_sandboxed_flagged(&m, kernel, shape, &args, &hidden, &mem, at, flags).unwrap();
-                run_sandboxed_flagged(&m, kernel, shape, &args, &hidden, &mem, at, flags).unwrap();
+                let mut times = [0; 2];
+                for t in &mut times {
+                    run_sandboxed_flagged(&m, kernel, shape, &args, &hidden, &mem, at, flags)
+                        .unwrap();
+                    *t = started_at(&mem, counter);
+                }
+                let case =
+                    format!("{kernel} {shape:?}, control epoch {ctl_epoch}, flags {flags:#x}");
                 for c in counters {
                     let want = if c == counter { 2 } else { 0 };
-                    assert_eq!(
-                        started(&mem, c),
-                        want,
-                        "{kernel} {shape:?}, control epoch {ctl_epoch}, flags {flags:#x}: counter {c}"
-                    );
+                    assert_eq!(started(&mem, c), want, "{case}: counter {c}");
+                    if c != counter {
+                        assert_eq!(started_at(&mem, c), 0, "{case}: time word {c}");
+                    }
                 }
+                // Each launch leaves a new time: the host tells a launch began by the change.
+                assert!(
+                    0 < times[0] && times[0] < times[1],
+                    "{case}: times {times:?}"
+                );
                 // The counter's bits are no part of the tag a report names the kernel by.
                 let fault = mem.ctl_word(FAULT).load(Ordering::SeqCst);
                 assert!(fault == 0 || fault == TAG, "fault word {fault:#x}");

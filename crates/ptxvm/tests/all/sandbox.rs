@@ -121,7 +121,7 @@ impl GuestMem {
         GuestMem {
             arena: Region::new(ARENA, ARENA_ALIGN),
             victim,
-            ctl: Region::new(FAULT + 64, 64),
+            ctl: Region::new(ptxvm::sandbox::CTL_BYTES as usize, 64),
             victim_touched: AtomicBool::new(false),
             next: 0,
         }
@@ -151,13 +151,8 @@ impl GuestMem {
         self.arena.bytes()[off..off + len].to_vec()
     }
     pub fn ctl_word(&self, off: usize) -> &AtomicU32 {
-        let started = ptxvm::sandbox::CTL_STARTED as usize;
-        let counters = started..started + 4 * ptxvm::sandbox::START_COUNTERS as usize;
-        assert!(
-            off.is_multiple_of(4)
-                && (off < 64 || counters.contains(&off) || (FAULT..FAULT + 64).contains(&off))
-        );
-        // SAFETY: the control block is 64-aligned and FAULT + 64 bytes long; AtomicU32 has
+        assert!(off.is_multiple_of(4) && off + 4 <= ptxvm::sandbox::CTL_BYTES as usize);
+        // SAFETY: the control block is 64-aligned and CTL_BYTES long; AtomicU32 has
         // u32's layout.
         unsafe { &*(self.ctl.ptr.add(off) as *const AtomicU32) }
     }
