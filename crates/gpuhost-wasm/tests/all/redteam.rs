@@ -192,6 +192,13 @@ async fn attack(rt: &'static Runtime, attack: &str, limits: Limits, want: Want) 
             "{attack}: no launch was graph-batched"
         );
     }
+    // An attack's timing line, when it prints one, goes to the test's output.
+    for line in stdout(&out)
+        .lines()
+        .filter(|l| l.contains(" stopped after "))
+    {
+        println!("{attack}: {line}");
+    }
     let (outcomes, seen) = verdict(&out, attack);
     assert_eq!(seen, 0, "{attack}: the attacker read the secret; {err}");
     match want {
