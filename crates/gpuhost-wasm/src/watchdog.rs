@@ -24,31 +24,30 @@
 //! whose pairs those watches held.
 //!
 //! Launches are watched in segments: every [`FENCE_EVERY`] launches, or when launching pauses
-//! for a tick, the open launches close into one whose end is the end of its last launch.
-//! A segment of `n` launches may run `n × max_kernel_time` from the moment its first launch
-//! starts on the device. A lone runaway launch is therefore stopped about `max_kernel_time`
-//! after it starts; one queued behind up to `FENCE_EVERY - 1` short launches may run up to that
-//! many more multiples. When a guest is stopped, every stream of it with work in flight reports
-//! `time-limit` at its next `synchronize`, naming the kernel(s) of the segment that ran over.
+//! for a tick, the open launches close into one whose end is the end of its last launch. Each
+//! launch may run `max_kernel_time` from when it starts on the device (below). When a guest is
+//! stopped, every stream of it with work in flight reports `time-limit` at its next
+//! `synchronize`, naming the kernel(s) of the segment that ran over.
 //!
-//! **When a segment starts.** Reaching the front of its stream (its predecessors done) is not
-//! starting: another guest's kernels may hold every SM, and the segment's first kernel then
-//! waits for them, however long they run. Counted from the front, a guest that fills the
-//! device until its own limit got the launches of others queued behind it stopped (their
-//! limit passed while they waited). So each stream has a start counter in its guest's control
-//! block: every launch's first thread adds 1 to the counter (`ptxvm::sandbox::CTL_STARTED`,
-//! on the device) and stores the GPU's clock in its time word (`CTL_STARTED_AT`, in host
-//! memory). The watchdog reads the time word when a segment becomes the front and at every
-//! tick after; a change says the segment's first launch began since the last tick, and its
-//! time runs from that tick. What a change cannot say is whether the first launch began
-//! before the segment became the front (in the same tick as its predecessor ended), so a
-//! segment seen to change nothing is charged from when it became the front, and before it is
-//! stopped the watchdog reads the counter, which says how many of its launches began
-//! (`ControlBlock::issue_starts` counts those issued): none, and its time starts again. That
-//! read moves the control block's page off the device (as a stop's store does), once per
-//! segment past its budget. A launch is therefore never stopped before it has run its limit,
-//! and a runaway one is stopped within a tick of it. A stream given no counter of its own (a
-//! guest with more streams than counters) counts from the front, as before.
+//! **When a launch starts.** Reaching the front of its stream (its predecessors done) is not
+//! starting: another guest's kernels may hold every SM, and the launch then waits for them,
+//! however long they run. Counted from the front, a guest that fills the device until its own
+//! limit got the launches of others queued behind it stopped (their limit passed while they
+//! waited). So each stream has a start counter in its guest's control block: every launch's
+//! first thread adds 1 to the counter (`ptxvm::sandbox::CTL_STARTED`, on the device) and stores
+//! the GPU's clock in its time word (`CTL_STARTED_AT`, in host memory). The watchdog reads the
+//! time word when a segment becomes the front and at every tick after; a change says one of
+//! the segment's launches (the next, in stream order) began since the last tick, and the time
+//! runs from that tick, a launch's limit at a time. What the time word cannot say is whether
+//! the segment's first launch began before the segment became the front (in the same tick as
+//! its predecessor ended), so a segment seen to change nothing is charged from when it became
+//! the front, and before it is stopped the watchdog reads the counter, which says whether any
+//! of its launches began (`ControlBlock::issue_starts` counts those issued): none, and its time
+//! starts again. That read moves the control block's page off the device (as a stop's store
+//! does), once per launch past its limit. A launch is therefore never stopped before it has run
+//! its limit, and a runaway one is stopped within a tick or two of it. A stream given no
+//! counter of its own (a guest with more streams than counters) is watched as before session
+//! 44: a segment of `n` launches may run `n × max_kernel_time` from reaching the front.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -67,7 +66,8 @@ pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// the next launch then finds it awake and wakes nobody, where a sleeping watchdog cost each
 /// request's first launch a futex wake.
 const LINGER: Duration = Duration::from_millis(20);
-/// Launches of one stream per segment, at most: a segment may run this many times the limit.
+/// Launches of one stream per segment, at most: a segment of a stream without a start counter
+/// of its own may run this many times the limit.
 /// Also the most launches a sandboxed guest's graph batch holds (burst/).
 pub(crate) const FENCE_EVERY: u32 = 8;
 /// The start counter shared by streams given none of their own: never read.
@@ -308,8 +308,8 @@ struct WatchQ {
     front_since: Instant,
     /// The stream's start time word then (see the module header).
     front_mark: u64,
-    /// The tick at which the time word was first seen changed since: the front's first launch
-    /// began since the tick before.
+    /// The tick at which the time word was last seen to change: a launch of the front segment
+    /// began since the tick before, and runs now.
     front_began: Option<Instant>,
     /// Set when the guest was stopped while this stream had work: what ran over.
     stopped: Option<Arc<str>>,
@@ -474,30 +474,39 @@ impl StreamWatch {
         q.front_began = None;
     }
 
-    /// When the front segment ran past `budget`: `Some(true)` to stop it, `Some(false)` when it
-    /// has not begun (its time starts again), None when it is within its budget. Its time runs
-    /// from the tick its first launch was seen to begin or, seen to change nothing, from when it
-    /// became the front, as long as the start counter says it began (see the module header).
+    /// When the front segment's running launch ran past its limit (a stream without a counter
+    /// of its own: the segment past `limit` per launch from reaching the front): `Some(true)`
+    /// to stop it, `Some(false)` when none of it has begun (its time starts again), None while
+    /// within. Time runs from the tick the time word last changed or, with no change seen, from
+    /// when the segment became the front, as long as the start counter says it began (see the
+    /// module header).
     fn overdue(
         &self,
         q: &mut WatchQ,
         now: Instant,
-        budget: Duration,
+        limit: Duration,
         ctl: &ControlBlock,
     ) -> Option<bool> {
-        let first = q.segments.front()?.first;
-        if q.front_began.is_none() && self.mark(ctl) != q.front_mark {
+        let front = q.segments.front()?;
+        let (first, launches) = (front.first, front.launches);
+        if self.counter == UNTRACKED {
+            let budget = limit.saturating_mul(launches);
+            return (now.duration_since(q.front_since) > budget).then_some(true);
+        }
+        let mark = self.mark(ctl);
+        if mark != q.front_mark {
+            q.front_mark = mark;
             q.front_began = Some(now);
         }
         let since = q.front_began.unwrap_or(q.front_since);
-        if now.duration_since(since) <= budget {
+        if now.duration_since(since) <= limit {
             return None;
         }
-        if self.counter == UNTRACKED || q.front_began.is_some() {
+        if q.front_began.is_some() {
             return Some(true);
         }
         // Launches issued on the counter that will never start (their context was lost) leave
-        // it behind the count expected: nothing can be told then, and the segment is stopped as
+        // it behind the count expected: nothing can be told then, and the launch is stopped as
         // one counted from the front. So it is if the block cannot be read.
         let started = ctl.load_starts(self.counter as usize);
         Some(started.map_or(true, |c| c.wrapping_sub(first) != 0))
@@ -525,8 +534,7 @@ impl StreamWatch {
         if retired {
             self.new_front(&mut q, now, ctl);
         }
-        let budget = q.segments.front().map(|s| limit.saturating_mul(s.launches));
-        let late = match budget.and_then(|b| self.overdue(&mut q, now, b, ctl)) {
+        let late = match self.overdue(&mut q, now, limit, ctl) {
             Some(true) => q.segments.front().map(|s| s.names.clone()),
             Some(false) => {
                 self.new_front(&mut q, now, ctl);
