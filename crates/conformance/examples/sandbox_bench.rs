@@ -78,8 +78,17 @@ type Edit = fn(&str) -> String;
 /// its loop whose addresses do not change in the loop. Session 44 adds the count of each
 /// launch's start (`ptxvm::sandbox::CTL_STARTED`), which the watchdog needs to tell a launch
 /// that runs from one still queued.
-const ABLATIONS: [(&str, Edit); 11] = [
+const ABLATIONS: [(&str, Edit); 14] = [
     ("no start count", without_start_count),
+    ("start count, no time word", |p| {
+        without_lines(p, &[START_TIME_READ, START_TIME_STORE])
+    }),
+    ("start count, no counter", |p| {
+        without_lines(p, &[START_COUNTER_ADD])
+    }),
+    ("start count, weak time store", |p| {
+        p.replace(START_TIME_STORE, "\tst.global.u64 [%__sbx_b+")
+    }),
     ("entry read predicated", predicated_entry_read),
     ("no entry epoch load", without_entry_epoch_read),
     ("no loop polls", |p| edit_polls(p, |_| Vec::new())),
@@ -114,6 +123,26 @@ fn from_file(ptx: &str) -> String {
         }
         None => ptx.to_owned(),
     }
+}
+
+/// The start count's lines, as the rewriter prints them (`ptxvm::sandbox` poll.rs): the clock
+/// read and the store of the time word (host memory), and the add to the counter (device
+/// memory). Each is matched as a line's beginning.
+const START_TIME_READ: &str = "\tmov.u64 %__sbx_x, %globaltimer;";
+const START_TIME_STORE: &str = "\tst.volatile.global.u64 [%__sbx_b+";
+const START_COUNTER_ADD: &str = "\tred.global.add.u32 [%__sbx_a+";
+
+/// The lines that begin with one of `starts` taken out.
+fn without_lines(ptx: &str, starts: &[&str]) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx
+        .lines()
+        .filter(|l| !starts.iter().any(|s| l.starts_with(s)))
+    {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Every entry's count of its launch's start taken out: from the test of `%tid.x | %ctaid.x`
