@@ -218,6 +218,12 @@ pub(crate) struct SandboxModule {
     pub(crate) kernels: Arc<[SandboxedKernel]>,
 }
 
+/// What a sandboxed launch with `cfg` adds to its stream's start counter
+/// (`ptxvm::sandbox::launch_starts`; the watchdog counts it as issued).
+pub(crate) fn starts(cfg: &GpuConfig) -> u32 {
+    ptxvm::sandbox::launch_starts(cfg.grid, cfg.block)
+}
+
 /// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel whose threads each run at most
 /// `first_poll_span` instructions before they poll, when the whole launch's is small; else 0.
 fn skip_entry_read(first_poll_span: u64, cfg: &GpuConfig) -> u64 {

@@ -233,7 +233,8 @@ pub(crate) fn launch_on<'a>(
     args.extend_from_slice(&c.hidden(sb, &cfg, Stamp::default()));
     // A launch that may skip the entry's read runs the kernel's skip copy.
     let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
-    let done = watch.launch(&c.watch, &sb.name, |stamp| {
+    let starts = crate::confine::starts(&cfg);
+    let done = watch.launch(&c.watch, &sb.name, starts, |stamp| {
         if let Some(word) = args.last_mut() {
             *word = Confinement::launch_word(sb, &cfg, stamp);
         }
@@ -396,8 +397,11 @@ impl CudaCtxView<'_> {
                         names.push(name.clone());
                     }
                 }
+                // What each launch adds to the stream's start counter, in order.
+                let starts: SmallVec<[u32; 32]> =
+                    s.burst.pending().iter().map(|d| d.starts()).collect();
                 let (burst, usage) = (&mut s.burst, &mut ctx.usage);
-                watch.launch_batch(&c.watch, &names, |stamp| {
+                watch.launch_batch(&c.watch, &names, &starts, |stamp| {
                     burst.flush(graphs, usage, Some((c, stamp)))
                 })
             }

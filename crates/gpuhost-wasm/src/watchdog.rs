@@ -335,13 +335,15 @@ impl StreamWatch {
         &self,
         store: &StoreWatch,
         kernel: &Arc<str>,
+        starts: u32,
         launch: impl FnOnce(Stamp) -> Result<Completion, E>,
     ) -> Result<Completion, E> {
         let stamp = self.begin(store);
         let out = launch(stamp);
         let q = self.end();
         let out = out?;
-        self.count(store, q, out.observer(), 1, std::slice::from_ref(kernel));
+        let names = std::slice::from_ref(kernel);
+        self.count(store, q, out.observer(), (1, starts), names);
         Ok(out)
     }
 
@@ -371,13 +373,13 @@ impl StreamWatch {
         store: &StoreWatch,
         mut q: MutexGuard<'_, WatchQ>,
         last: CompletionObserver,
-        n: u32,
+        (n, starts): (u32, u32),
         names: &[Arc<str>],
     ) {
         if q.open > 0 && q.open + n > FENCE_EVERY {
             self.close(&mut q, &store.ctl);
         }
-        let before = store.ctl.issue_starts(self.counter as usize, n);
+        let before = store.ctl.issue_starts(self.counter as usize, starts);
         q.open_last = Some(last);
         let first = q.open == 0;
         if first {
@@ -408,14 +410,18 @@ impl StreamWatch {
         &self,
         store: &StoreWatch,
         names: &[Arc<str>],
+        starts: &[u32],
         issue: impl FnOnce(Stamp) -> Flushed,
     ) -> Flushed {
         let stamp = self.begin(store);
         let out = issue(stamp);
         let q = self.end();
         if let Some(last) = out.issued.last() {
-            let launches = out.issued.iter().map(InFlight::launches).sum();
-            self.count(store, q, last.done().observer(), launches, names);
+            let launches: u32 = out.issued.iter().map(InFlight::launches).sum();
+            // The batch's launches are issued in order, the first `launches` of them.
+            let issued = starts.iter().take(launches as usize);
+            let starts = issued.fold(0u32, |n, s| n.wrapping_add(*s));
+            self.count(store, q, last.done().observer(), (launches, starts), names);
         }
         out
     }
@@ -734,7 +740,7 @@ mod tests {
             // B's launch waits inside the driver until A is stopped: on NVIDIA a launch that
             // loads its module or grows local memory waits for the device, i.e. for A's kernel.
             let b = scope.spawn(|| {
-                sb.launch(&watch_b, &name, |_epoch| {
+                sb.launch(&watch_b, &name, 1, |_epoch| {
                     inside.wait();
                     let stopped = stopped_within(&ctl_a, Duration::from_secs(20));
                     seen.store(stopped, Ordering::SeqCst);
@@ -752,7 +758,7 @@ mod tests {
             });
             queue_standin(&stream_a, &standin);
             let done = sa
-                .launch(&watch_a, &name, |_epoch| stream_a.fence())
+                .launch(&watch_a, &name, 1, |_epoch| stream_a.fence())
                 .unwrap();
             let b_done = b.join().unwrap().unwrap();
             assert!(
@@ -786,7 +792,7 @@ mod tests {
         });
         queue_standin(&stream, &standin);
         let name: Arc<str> = Arc::from("k");
-        let done = s.launch(&watch, &name, |_stamp| stream.fence()).unwrap();
+        let done = s.launch(&watch, &name, 1, |_stamp| stream.fence()).unwrap();
         done.wait().unwrap();
         let ended = Instant::now();
         assert!(
@@ -821,7 +827,7 @@ mod tests {
         // Two launches' worth of work on the stream, both ended before the drop, and no tick
         // in between need have closed them into a segment.
         for _ in 0..2 {
-            let done = s.launch(&watch, &name, |_epoch| stream.fence()).unwrap();
+            let done = s.launch(&watch, &name, 1, |_epoch| stream.fence()).unwrap();
             // Awaited, as a guest's synchronize does: then it is known to have ended.
             rt.block_on(done).unwrap();
         }

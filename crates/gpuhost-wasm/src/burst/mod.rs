@@ -172,6 +172,12 @@ impl Deferred {
             && (self.args.iter().zip(&other.args)).all(|(a, b)| a.same(b))
     }
 
+    /// What the launch adds to its stream's start counter, if it is sandboxed
+    /// (`ptxvm::sandbox::launch_starts`).
+    pub(crate) fn starts(&self) -> u32 {
+        crate::confine::starts(&self.cfg)
+    }
+
     /// The kernel's name for the watchdog, if it is sandboxed.
     pub(crate) fn sandboxed_name(&self) -> Option<&Arc<str>> {
         self.sandbox.as_ref().map(|sb| &sb.name)

@@ -210,28 +210,20 @@ fn build_head(is_entry: bool, poll_interval: u32) -> Head {
     }
 }
 
-/// An entry's count of its launch's start (`CTL_STARTED`, `CTL_STARTED_AT`): block (0,0,0)'s
-/// thread (0,0,0) adds 1 to the launch's counter and stores `%globaltimer` beside it. Every
-/// other thread tests `%tid.x | %ctaid.x` (registers a kernel reads anyway) and branches
+/// An entry's count of its launch's start (`CTL_STARTED`, `CTL_STARTED_AT`): each thread with
+/// `%tid.x == 0` of a block with `%ctaid.x == 0` (one in a one-dimensional launch;
+/// `launch_starts` in any) adds 1 to the launch's counter and stores `%globaltimer` beside it.
+/// Every other thread tests `%tid.x | %ctaid.x` (registers a kernel reads anyway) and branches
 /// forward past the rest, so the count costs a launch an atomic and a store that nothing waits
 /// for, and each thread a compare and a branch.
 fn count_start() -> String {
     let counter_bytes = (i64::from(super::START_COUNTERS) - 1) * 8;
+    // `a` := 8 × the counter (bits 48–55 of `launch`), then 4 × it.
     let mut t = String::from(
         "\tmov.u32 %__sbx_t, %tid.x;\n\
          \tmov.u32 %__sbx_o, %ctaid.x;\n\
          \tor.b32 %__sbx_t, %__sbx_t, %__sbx_o;\n\
          \tsetp.ne.u32 %__sbx_q, %__sbx_t, 0;\n\
-         \t@%__sbx_q bra $__sbx_counted;\n",
-    );
-    for r in ["%tid.y", "%tid.z", "%ctaid.y", "%ctaid.z"] {
-        t.push_str("\tmov.u32 %__sbx_o, ");
-        t.push_str(r);
-        t.push_str(";\n\tor.b32 %__sbx_t, %__sbx_t, %__sbx_o;\n");
-    }
-    // `a` := 8 × the counter (bits 48–55 of `launch`), then 4 × it.
-    t.push_str(
-        "\tsetp.ne.u32 %__sbx_q, %__sbx_t, 0;\n\
          \t@%__sbx_q bra $__sbx_counted;\n\
          \tshr.u64 %__sbx_a, %__sbx_launch, 45;\n\
          \tand.b64 %__sbx_a, %__sbx_a, ",

@@ -714,8 +714,9 @@ fn every_launch_counts_its_start_once_in_its_own_counter_stopped_skipping_or_not
                 }
                 let case =
                     format!("{kernel} {shape:?}, control epoch {ctl_epoch}, flags {flags:#x}");
+                let per_launch = ptxvm::sandbox::launch_starts(shape.grid, shape.block);
                 for c in counters {
-                    let want = if c == counter { 2 } else { 0 };
+                    let want = if c == counter { 2 * per_launch } else { 0 };
                     assert_eq!(started(&mem, c), want, "{case}: counter {c}");
                     if c != counter {
                         assert_eq!(started_at(&mem, c), 0, "{case}: time word {c}");
@@ -732,6 +733,15 @@ fn every_launch_counts_its_start_once_in_its_own_counter_stopped_skipping_or_not
             }
         }
     }
+}
+
+#[test]
+fn a_launch_counts_one_start_per_thread_at_x_zero_of_each_block_at_x_zero() {
+    use ptxvm::sandbox::launch_starts;
+    assert_eq!(launch_starts([1000, 1, 1], [256, 1, 1]), 1);
+    assert_eq!(launch_starts([2, 3, 2], [4, 2, 3]), 36);
+    // As the counter does, modulo 2^32.
+    assert_eq!(launch_starts([1, 65536, 65536], [1, 2, 1]), 0);
 }
 
 #[test]
