@@ -30,5 +30,5 @@ for i in 1 2; do
 done
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
 cat "$OUT/machine.txt"
-tar -xzOf "$OUT/logs.tar.gz" ./logs/redteam.txt
-tar -xzOf "$OUT/logs.tar.gz" ./logs/ablate-1.md ./logs/ablate-2.md | grep -E 'geometric|rc='
+tar -xzOf "$OUT/logs.tar.gz" logs/redteam.txt
+tar -xzOf "$OUT/logs.tar.gz" logs/ablate-1.md ./logs/ablate-2.md | grep -E 'geometric|rc='
