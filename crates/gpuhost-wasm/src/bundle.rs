@@ -72,6 +72,7 @@ impl CudaCtxView<'_> {
             name,
             first_poll_span: kernel.first_poll_span,
             skip_copy,
+            copy_counts_start: kernel.copy_counts_start,
         })
     }
 }

@@ -218,12 +218,6 @@ pub(crate) struct SandboxModule {
     pub(crate) kernels: Arc<[SandboxedKernel]>,
 }
 
-/// What a sandboxed launch with `cfg` adds to its stream's start counter
-/// (`ptxvm::sandbox::launch_starts`; the watchdog counts it as issued).
-pub(crate) fn starts(cfg: &GpuConfig) -> u32 {
-    ptxvm::sandbox::launch_starts(cfg.grid, cfg.block)
-}
-
 /// `LAUNCH_SKIPS_ENTRY_READ` for a launch with `cfg` of a kernel whose threads each run at most
 /// `first_poll_span` instructions before they poll, when the whole launch's is small; else 0.
 fn skip_entry_read(first_poll_span: u64, cfg: &GpuConfig) -> u64 {
@@ -245,6 +239,8 @@ pub(crate) struct KernelSandbox {
     /// The kernel's skip copy (`SandboxedKernel::skip_copy`), which the launches that may skip
     /// the entry's epoch read run instead: without the read, its branch and the compares.
     pub(crate) skip_copy: Option<Arc<gpuhost::Kernel>>,
+    /// Whether the skip copy counts its launch's start (`SandboxedKernel::copy_counts_start`).
+    pub(crate) copy_counts_start: bool,
 }
 
 impl KernelSandbox {
@@ -252,6 +248,16 @@ impl KernelSandbox {
     /// entry's epoch read; else 0.
     fn skip_entry_read(&self, cfg: &GpuConfig) -> u64 {
         skip_entry_read(self.first_poll_span, cfg)
+    }
+
+    /// What a launch with `cfg` adds to its stream's start counter (the watchdog counts it as
+    /// issued): `ptxvm::sandbox::launch_starts`, or nothing for a launch of a skip copy that
+    /// counts none (it never polls: it can neither run long nor be stopped).
+    pub(crate) fn starts(&self, cfg: &GpuConfig) -> u32 {
+        if !self.copy_counts_start && self.skip_copy_for(cfg).is_some() {
+            return 0;
+        }
+        ptxvm::sandbox::launch_starts(cfg.grid, cfg.block)
     }
 
     /// The skip copy a launch with `cfg` runs instead of the kernel: when it may skip the

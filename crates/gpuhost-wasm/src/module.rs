@@ -225,6 +225,7 @@ impl HostModule for CudaCtxView<'_> {
                     name,
                     first_poll_span: k.first_poll_span,
                     skip_copy,
+                    copy_counts_start: k.copy_counts_start,
                 }))
             }
             _ => None,

@@ -233,7 +233,7 @@ pub(crate) fn launch_on<'a>(
     args.extend_from_slice(&c.hidden(sb, &cfg, Stamp::default()));
     // A launch that may skip the entry's read runs the kernel's skip copy.
     let kernel = sb.skip_copy_for(&cfg).map_or(kernel, |copy| &**copy);
-    let starts = crate::confine::starts(&cfg);
+    let starts = sb.starts(&cfg);
     let done = watch.launch(&c.watch, &sb.name, starts, |stamp| {
         if let Some(word) = args.last_mut() {
             *word = Confinement::launch_word(sb, &cfg, stamp);

@@ -175,7 +175,7 @@ impl Deferred {
     /// What the launch adds to its stream's start counter, if it is sandboxed
     /// (`ptxvm::sandbox::launch_starts`).
     pub(crate) fn starts(&self) -> u32 {
-        crate::confine::starts(&self.cfg)
+        self.sandbox.as_ref().map_or(0, |sb| sb.starts(&self.cfg))
     }
 
     /// The kernel's name for the watchdog, if it is sandboxed.

@@ -232,6 +232,11 @@ pub struct SandboxedKernel {
     /// the graph-replayed geomean on the H200, session 18: a uniform branch over the read cost
     /// that much). None when no launch may skip, or the name is taken.
     pub skip_copy: Option<String>,
+    /// Whether a launch of the skip copy counts its start ([`CTL_STARTED`]): not when neither
+    /// the kernel nor anything it calls ever polls, so that a thread of it runs a bounded
+    /// straight path and ends (such a launch counts nothing, [`launch_starts`] aside). The
+    /// kernel itself always counts.
+    pub copy_counts_start: bool,
 }
 
 /// The per-Store block holding a module's relocated `.global` and `.const` variables.
@@ -321,9 +326,16 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
                 loop_free: info.loop_free(f),
                 first_poll_span: info.first_poll_span(f),
                 skip_copy: copy.clone(),
+                copy_counts_start: true,
             });
         }
         let r = rewrite::func(&info, f, copy.as_deref())?;
+        if let Some(k) = kernels
+            .last_mut()
+            .filter(|_| f.is_entry && f.body.is_some())
+        {
+            k.copy_counts_start = r.copy_counts_start;
+        }
         let body = r.body.as_ref().map(|(s, b)| (s.as_slice(), b.as_slice()));
         let out = if text.len() > policy.max_output_bytes {
             &mut past

@@ -116,6 +116,11 @@ pub(crate) struct Fx<'a, 'm> {
     pub reports: std::rc::Rc<std::cell::Cell<bool>>,
     /// Whether some poll branches to the function's stop block (report.rs, `stop_block`).
     pub stops: std::cell::Cell<bool>,
+    /// Whether the function reads the abort epoch anywhere (`Fx::read_epoch_if`).
+    pub polls: std::cell::Cell<bool>,
+    /// An entry whose skip copy counts its launch's start too (`Fx::may_poll`, decided once
+    /// the body is rewritten, before the prologue's own read).
+    pub count_in_copy: bool,
     /// In an entry: the epoch the prologue read is compared (`entry_check`) only where the
     /// first instruction with an effect beyond the thread's registers is reached on some path
     /// without a compare, not at once (`defer_step`).
@@ -138,6 +143,8 @@ pub(crate) struct Rewritten<'m> {
     pub hidden: &'static [&'static str],
     /// For a definition: the declarations, prologue and static registers, then the body.
     pub body: Option<(Vec<O<'m>>, Vec<O<'m>>)>,
+    /// An entry's skip copy counts its launch's start (`SandboxedKernel::copy_counts_start`).
+    pub copy_counts_start: bool,
 }
 
 /// Rewrites a function (entry, device function or prototype). A lean device function
@@ -154,15 +161,22 @@ pub(crate) fn func<'m>(
     let lean = !f.is_entry && info.lean.contains(f.name.as_ref());
     let hidden = if lean { &[] } else { hidden_params(f.is_entry) };
     let Some(b) = &f.body else {
-        return Ok(Rewritten { hidden, body: None });
+        return Ok(Rewritten {
+            hidden,
+            body: None,
+            copy_counts_start: false,
+        });
     };
     let (mut fx, mut body) = rewrite_body(info, f, b, lean)?;
     fx.has_copy = copy_as.is_some();
+    fx.count_in_copy = f.is_entry && fx.may_poll();
+    let copy_counts_start = fx.count_in_copy;
     let start = fx.start()?;
     fx.stop_block(&mut body);
     Ok(Rewritten {
         hidden,
         body: Some((start, body)),
+        copy_counts_start,
     })
 }
 
@@ -214,6 +228,8 @@ pub(super) fn rewrite_body<'a, 'm>(
         deferred: Default::default(),
         reports: Default::default(),
         stops: Default::default(),
+        polls: Default::default(),
+        count_in_copy: false,
         defer_check: false,
         defer: Default::default(),
         // Room for nvcc's usual few (its `.reg` lines and a `.local` depot): grown from

@@ -154,6 +154,7 @@ fn legal_of(seed: u64, text: &str) -> Result<(), String> {
     let orig = Module::load(text).map_err(|e| format!("the generated program loads: {e}"))?;
     let (policy, _) = policy_for(seed, Mode::Legal);
     let s = sandbox(text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    super::sandbox::assert_uncounted_copies_never_poll(&s);
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let out_bytes = ptxgen::out_bytes();
 
@@ -217,6 +218,7 @@ fn hostile_of(seed: u64, text: &str) -> Result<(), String> {
     Module::load(text).map_err(|e| format!("the generated program loads: {e}"))?;
     let (policy, mut rng) = policy_for(seed, Mode::Hostile);
     let s = sandbox(text, &policy).map_err(|e| format!("sandbox: {e}"))?;
+    super::sandbox::assert_uncounted_copies_never_poll(&s);
     let sbx = Module::load(&s.ptx).map_err(|e| format!("rewritten PTX loads: {e}\n{}", s.ptx))?;
     let mut runs = vec![("gen".to_string(), false)];
     if let Some(copy) = &s.kernels[0].skip_copy {

@@ -474,6 +474,30 @@ fn every_corpus_example_and_fixture_kernel_gives_the_same_results_rewritten() {
 }
 
 #[test]
+fn a_skip_copy_counts_its_start_unless_it_never_polls_in_any_corpus_module() {
+    let (mut uncounted, mut counted) = (0, 0);
+    for f in all_modules() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let Ok(s) = sandbox(&text, &Policy::default()) else {
+            continue;
+        };
+        assert_uncounted_copies_never_poll(&s);
+        for k in s.kernels.iter().filter(|k| k.skip_copy.is_some()) {
+            *if k.copy_counts_start {
+                &mut counted
+            } else {
+                &mut uncounted
+            } += 1;
+        }
+    }
+    // Both kinds occur, so the check above checked something of each.
+    assert!(
+        uncounted > 5 && counted > 5,
+        "{uncounted} uncounted, {counted} counted"
+    );
+}
+
+#[test]
 fn printing_an_unmodified_module_round_trips() {
     for f in all_modules() {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -485,5 +509,70 @@ fn printing_an_unmodified_module_round_trips() {
         assert_eq!(a.globals(), b.globals(), "{}", f.display());
         // Printing is a fixed point after one round.
         assert_eq!(ptxvm::sandbox::reprint(&printed).unwrap(), printed);
+    }
+}
+
+/// The printed text of function `name` in rewritten PTX: from its header to its closing brace.
+fn function_text<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
+    let at = [".entry ", ".func "]
+        .iter()
+        .find_map(|k| ptx.find(&format!("{k}{name}(")))
+        .or_else(|| ptx.find(&format!(" {name}(")))?;
+    let end = ptx[at..].find("\n}\n").map_or(ptx.len(), |e| at + e + 3);
+    Some(&ptx[at..end])
+}
+
+/// The functions `text` calls.
+fn callees(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = if l.starts_with('@') {
+                l.split_once(' ')?.1
+            } else {
+                l
+            };
+            let rest = l.strip_prefix("call")?;
+            let rest = rest.trim_start_matches(".uni").trim_start();
+            // `call (ret), f, (args);` or `call f, (args);` or `call f;`
+            let rest = match rest.strip_prefix('(') {
+                Some(r) => r
+                    .split_once(')')?
+                    .1
+                    .trim_start()
+                    .strip_prefix(',')?
+                    .trim_start(),
+                None => rest,
+            };
+            rest.split([',', ';', ' ']).next().filter(|n| !n.is_empty())
+        })
+        .collect()
+}
+
+/// A kernel whose skip copy counts no start (`SandboxedKernel::copy_counts_start`) must have a
+/// copy that never reads the abort epoch, itself or in a function it calls: a launch of it
+/// could otherwise run on unseen by the watchdog. And every other skip copy counts.
+pub fn assert_uncounted_copies_never_poll(s: &Sandboxed) {
+    const EPOCH_READ: &str = "%__sbx_e, [%__sbx_ctl]";
+    const COUNT: &str = "red.global.add.u32 [%__sbx_a+";
+    for k in &s.kernels {
+        let Some(copy) = &k.skip_copy else { continue };
+        let text = function_text(&s.ptx, copy).unwrap_or_else(|| panic!("no {copy} in\n{}", s.ptx));
+        if k.copy_counts_start {
+            assert!(text.contains(COUNT), "{copy} counts no start:\n{text}");
+            continue;
+        }
+        assert!(!text.contains(COUNT), "{copy} counts a start");
+        assert!(
+            !text.contains(EPOCH_READ),
+            "{copy} polls, yet counts no start:\n{text}"
+        );
+        for callee in callees(text) {
+            let body = function_text(&s.ptx, callee).unwrap_or_else(|| panic!("no {callee}"));
+            assert!(
+                !body.contains(EPOCH_READ),
+                "{copy} calls {callee}, which polls, yet counts no start"
+            );
+        }
     }
 }
