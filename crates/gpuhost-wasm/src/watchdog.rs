@@ -35,7 +35,9 @@
 //! limit got the launches of others queued behind it stopped (their limit passed while they
 //! waited). So each stream has a start counter in its guest's control block: every launch's
 //! first thread adds 1 to the counter (`ptxvm::sandbox::CTL_STARTED`, on the device) and stores
-//! the GPU's clock in its time word (`CTL_STARTED_AT`, in host memory). The watchdog reads the
+//! the GPU's clock in its time word (`CTL_STARTED_AT`, in host memory), except a launch of a
+//! skip copy that never polls (`KernelSandbox::starts` counts it as nothing): it runs a
+//! bounded straight path, so it can neither run long nor be stopped. The watchdog reads the
 //! time word when a segment becomes the front and at every tick after; a change says one of
 //! the segment's launches (the next, in stream order) began since the last tick, and the time
 //! runs from that tick, a launch's limit at a time. What the time word cannot say is whether
@@ -749,13 +751,7 @@ mod tests {
             });
             inside.wait();
             // A's launch: its work ends only once A is stopped, 20 ms after it began.
-            let standin = Arc::new(Standin {
-                ctl: ctl_a.clone(),
-                counter: sa.counter,
-                queued: Duration::ZERO,
-                started: Mutex::new(None),
-                stopped_while_queued: AtomicBool::new(false),
-            });
+            let standin = Arc::new(standin(&ctl_a, sa.counter, Duration::ZERO));
             queue_standin(&stream_a, &standin);
             let done = sa
                 .launch(&watch_a, &name, 1, |_epoch| stream_a.fence())
@@ -774,22 +770,12 @@ mod tests {
 
     #[test]
     fn a_launch_held_off_the_device_is_not_charged_until_it_starts_and_then_runs_its_limit() {
-        let host = gpuhost::host(0).unwrap();
-        let ctl = host.control_block().unwrap();
         let limit = Duration::from_millis(40);
-        let watch = StoreWatch::new(ctl.clone(), limit);
-        let stream = host.stream().unwrap();
-        let s = watch.stream();
+        let (ctl, watch, stream, s) = one_stream(limit);
         assert_ne!(s.counter, UNTRACKED);
         // Another guest's kernels hold every SM for 300 ms, over seven times this one's limit;
         // then it starts, and never ends by itself.
-        let standin = Arc::new(Standin {
-            ctl: ctl.clone(),
-            counter: s.counter,
-            queued: Duration::from_millis(300),
-            started: Mutex::new(None),
-            stopped_while_queued: AtomicBool::new(false),
-        });
+        let standin = Arc::new(standin(&ctl, s.counter, Duration::from_millis(300)));
         queue_standin(&stream, &standin);
         let name: Arc<str> = Arc::from("k");
         let done = s.launch(&watch, &name, 1, |_stamp| stream.fence()).unwrap();
@@ -811,6 +797,84 @@ mod tests {
             "never stopped: it ended by itself"
         );
         assert!(s.take_stopped().is_some(), "the stream was not told");
+    }
+
+    #[test]
+    fn each_launch_of_a_segment_gets_its_own_limit_from_its_own_start() {
+        let limit = Duration::from_millis(100);
+        let (ctl, watch, stream, s) = one_stream(limit);
+        let name: Arc<str> = Arc::from("k");
+        // Two launches within a tick, so one segment: the first runs 20 ms and ends, the second
+        // never ends by itself. Under the segment rule the second ran until 200 ms after the
+        // first began (180 ms of its own); now it is stopped at its own 100 ms.
+        let short = Arc::new(standin(&ctl, s.counter, Duration::ZERO));
+        let endless = Arc::new(standin(&ctl, s.counter, Duration::ZERO));
+        queue_short(&stream, &short, Duration::from_millis(20));
+        let first = s.launch(&watch, &name, 1, |_stamp| stream.fence()).unwrap();
+        queue_standin(&stream, &endless);
+        let done = s.launch(&watch, &name, 1, |_stamp| stream.fence()).unwrap();
+        done.wait().unwrap();
+        let ended = Instant::now();
+        first.wait().unwrap();
+        let began = lock(&endless.started).expect("the second launch started");
+        let ran = ended.duration_since(began);
+        assert!(
+            ran >= limit,
+            "stopped {ran:?} after it began, before its limit"
+        );
+        // Not a timing goal: half a limit of slack for a loaded machine, and still well short of
+        // the 180 ms the segment rule gave it.
+        assert!(
+            ran < limit + limit / 2,
+            "ran {ran:?} past its start: the segment's limits were shared"
+        );
+    }
+
+    /// A new guest watched with `limit`, its control block, and one stream of it with its watch.
+    fn one_stream(
+        limit: Duration,
+    ) -> (
+        ControlBlock,
+        Arc<StoreWatch>,
+        gpuhost::Stream,
+        Arc<StreamWatch>,
+    ) {
+        let host = gpuhost::host(0).unwrap();
+        let ctl = host.control_block().unwrap();
+        let watch = StoreWatch::new(ctl.clone(), limit);
+        let (stream, s) = (host.stream().unwrap(), watch.stream());
+        (ctl, watch, stream, s)
+    }
+
+    /// A stand-in for a launch on start counter `counter` of `ctl`, held off the device for
+    /// `queued` first.
+    fn standin(ctl: &ControlBlock, counter: u32, queued: Duration) -> Standin {
+        Standin {
+            ctl: ctl.clone(),
+            counter,
+            queued,
+            started: Mutex::new(None),
+            stopped_while_queued: AtomicBool::new(false),
+        }
+    }
+
+    /// A stream callback standing in for a sandboxed kernel that counts its start and ends
+    /// after the time it is given.
+    unsafe extern "C" fn run_then_end(arg: *mut std::ffi::c_void) {
+        // SAFETY: `queue_short` passes an `(Arc<Standin>, Duration)` box, taken back once here.
+        let b = unsafe { Box::from_raw(arg.cast::<(Arc<Standin>, Duration)>()) };
+        count_start(&b.0.ctl, b.0.counter);
+        *lock(&b.0.started) = Some(Instant::now());
+        std::thread::sleep(b.1);
+    }
+
+    /// Queues a [`run_then_end`] stand-in running `for_` on `stream`.
+    fn queue_short(stream: &gpuhost::Stream, standin: &Arc<Standin>, for_: Duration) {
+        let raw = Box::into_raw(Box::new((standin.clone(), for_))).cast();
+        // SAFETY: a live stream of the host's current context, and a callback that takes its
+        // argument back exactly once.
+        let r = unsafe { gpuhost::sys::cuLaunchHostFunc(stream.raw(), Some(run_then_end), raw) };
+        assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! enough for its kernel's [`SandboxedKernel::first_poll_span`] ([`skips_entry_read`]) skip the
 //! entry's read of the abort epoch. Every launch counts its start in its counter
 //! ([`CTL_STARTED`], [`CTL_STARTED_AT`]), so the host can tell a launch that runs from one still
-//! queued.
+//! queued, except a launch of a skip copy that never polls
+//! ([`SandboxedKernel::copy_counts_start`]).
 
 mod allow;
 mod bounded;
