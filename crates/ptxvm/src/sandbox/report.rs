@@ -125,8 +125,9 @@ fn store_fault_tag(t: &mut String) {
 /// the host can name the kernel that was running (a plain load and store, not an atomic: any
 /// running kernel's tag is a right answer, and the word may be in host memory), and into the
 /// fault word if the thread noted a fenced access. The tag is read from the launch's parameter
-/// here (its high word, as the prologue derives `%__sbx_tag`: bits 32–62; bit 63 is
-/// LAUNCH_SKIPS_ENTRY_READ), so that no register has to hold it across the function. The same
+/// here (its high word, as the prologue derives `%__sbx_tag`: bits 32–47; the start counter
+/// and LAUNCH_SKIPS_ENTRY_READ above are masked off), so that no register has to hold it across
+/// the function. The same
 /// lines everywhere: built once per process.
 fn report_stop(t: &mut String) {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();

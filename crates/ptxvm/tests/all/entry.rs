@@ -190,7 +190,7 @@ fn a_launch_that_skips_the_entry_read_still_reports_its_fenced_access_under_its_
     let (s, m) = load_sandboxed(&ptx(STRAY));
     assert!(s.kernels[0].loop_free);
     let (mem, _) = skipping_entry_read(&m, "stray", EPOCH);
-    // The flag (bit 63 of `launch`) is no part of the tag (bits 32–62) the host names the
+    // The flag (bit 63 of `launch`) is no part of the tag (bits 32–47) the host names the
     // kernel by.
     assert_eq!(mem.ctl_word(FAULT).load(Ordering::SeqCst), TAG);
 }
