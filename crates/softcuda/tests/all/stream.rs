@@ -205,10 +205,34 @@ fn stream_priority_is_clamped_to_the_device_range() {
     }
 }
 
-/// Launches `testkit::WAIT_WORD_PTX`'s kernel on `s` with `threads` threads in one block.
-fn launch_wait_word(f: CUfunction, s: CUstream, threads: u32, word: CUdeviceptr, out: CUdeviceptr) {
-    let (mut word, mut out) = (word, out);
-    let mut args = [(&raw mut word).cast::<c_void>(), (&raw mut out).cast()];
+/// `hold(flag, word)`: each thread stores 1 at `flag`, then spins until the `u32` at `word` is
+/// not 0, then stores 2 at `flag`: a kernel that says it runs, and runs until the host says.
+const HOLD_PTX: &str = r#"
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry hold(.param .u64 flag, .param .u64 word)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [word];
+    st.volatile.global.u32 [%rd1], 1;
+$L_spin:
+    ld.volatile.global.u32 %r1, [%rd2];
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra $L_spin;
+    st.volatile.global.u32 [%rd1], 2;
+    ret;
+}
+"#;
+
+/// Launches `HOLD_PTX`'s kernel on `s` with `threads` threads in one block.
+fn launch_hold(f: CUfunction, s: CUstream, threads: u32, flag: CUdeviceptr, word: CUdeviceptr) {
+    let (mut flag, mut word) = (flag, word);
+    let mut args = [(&raw mut flag).cast::<c_void>(), (&raw mut word).cast()];
     // SAFETY: a kernel of the current context taking two u64 parameters, given two.
     ok(unsafe {
         cuLaunchKernel(
@@ -227,6 +251,12 @@ fn launch_wait_word(f: CUfunction, s: CUstream, threads: u32, word: CUdeviceptr,
     });
 }
 
+/// The `u32` at `at` in softcuda's device memory, which is host memory at its device address.
+fn word(at: CUdeviceptr) -> &'static std::sync::atomic::AtomicU32 {
+    // SAFETY: a live 4-byte allocation the test never frees; kernels use volatile accesses.
+    unsafe { std::sync::atomic::AtomicU32::from_ptr(at as usize as *mut u32) }
+}
+
 #[test]
 fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_room() {
     in_child(
@@ -237,37 +267,44 @@ fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_roo
         || {
             fresh_primary();
             let (mut m, mut f) = (std::ptr::null_mut(), std::ptr::null_mut());
-            let ptx = std::ffi::CString::new(testkit::WAIT_WORD_PTX).unwrap();
+            let ptx = std::ffi::CString::new(HOLD_PTX).unwrap();
             // SAFETY: NUL-terminated PTX text; valid out-pointers.
             unsafe {
                 ok(cuModuleLoadData(&mut m, ptx.as_ptr().cast()));
-                ok(cuModuleGetFunction(&mut f, m, c"wait_word".as_ptr()));
+                ok(cuModuleGetFunction(&mut f, m, c"hold".as_ptr()));
             }
             let (a, b) = (stream(1), stream(1));
-            // A's block fills the room and runs until the host sets its word.
-            let (word, outs) = (alloc(4), alloc(8));
-            upload(word, &[0u32]);
-            upload(outs, &[0u32, 0]);
-            let set = alloc(4);
+            let (flags, held, set) = (alloc(8), alloc(4), alloc(4));
+            upload(flags, &[0u32, 0]);
+            upload(held, &[0u32]);
             upload(set, &[1u32]);
-            launch_wait_word(f, a, 64, word, outs);
+            // A's block fills the room and runs until the host sets its word; B is launched
+            // only once A runs (streams' workers reach their kernels in no set order).
+            launch_hold(f, a, 64, flags, held);
+            let began = Instant::now();
+            while word(flags).load(Ordering::SeqCst) == 0 {
+                assert!(began.elapsed() < Duration::from_secs(60), "A never ran");
+                std::thread::sleep(Duration::from_millis(1));
+            }
             // B's kernel would end at once (its word is set), but not one of its threads fits.
-            launch_wait_word(f, b, 1, set, outs + 4);
+            launch_hold(f, b, 1, flags + 4, set);
             std::thread::sleep(Duration::from_millis(200));
             // SAFETY: a live stream.
             let r = unsafe { cuStreamQuery(b) };
             assert_eq!(r, CUresult::CUDA_ERROR_NOT_READY, "B ran beside A");
-            // softcuda's device memory is host memory at its device address.
-            // SAFETY: a live 4-byte allocation; kernels read it with volatile loads.
-            unsafe { std::sync::atomic::AtomicU32::from_ptr(word as usize as *mut u32) }
-                .store(1, Ordering::SeqCst);
+            assert_eq!(
+                word(flags + 4).load(Ordering::SeqCst),
+                0,
+                "B began beside A"
+            );
+            word(held).store(1, Ordering::SeqCst);
             // SAFETY: live streams.
             unsafe {
                 ok(cuStreamSynchronize(b));
                 ok(cuStreamSynchronize(a));
             }
-            let polls: Vec<u32> = download(outs, 2);
-            assert!(polls[0] >= 1 && polls[1] == 1, "{polls:?}");
+            let ended: Vec<u32> = download(flags, 2);
+            assert_eq!(ended, [2, 2], "both kernels ran to their end");
         },
     );
 }

@@ -385,6 +385,9 @@ fn attack(mode: &str, victim: u64, secret: u32) -> Report {
             let k = kit.kernel("endless");
             let fill = Launch::new(&k).grid1(FILL_BLOCKS).block1(32).arg(arg(&kit.out));
             r.note(fill.enqueue(&kit.stream));
+            // Time for the driver to start it (a stream's worker, on softcuda), so that the test's
+            // next guest queues behind it rather than reaching the device first.
+            std::thread::sleep(std::time::Duration::from_millis(100));
             println!("fill launched");
             r.note(kit.stream.synchronize());
             long_loop(&kit, &mut r, 1000);
