@@ -7,10 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{CUdeviceptr, CUevent, CUfunction, CUresult, CUstream};
+use cudarc::driver::sys::{CUevent, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
+use crate::common::{
+    alloc, download, fresh_primary, in_child, launch_spin, ok, serial, spin_kernel, stream, upload,
+    wait_running, word,
+};
 
 type Callback = Box<dyn FnOnce() + Send>;
 
@@ -205,58 +208,6 @@ fn stream_priority_is_clamped_to_the_device_range() {
     }
 }
 
-/// `hold(flag, word)`: each thread stores 1 at `flag`, then spins until the `u32` at `word` is
-/// not 0, then stores 2 at `flag`: a kernel that says it runs, and runs until the host says.
-const HOLD_PTX: &str = r#"
-.version 7.0
-.target sm_80
-.address_size 64
-
-.visible .entry hold(.param .u64 flag, .param .u64 word)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<3>;
-    .reg .pred %p<2>;
-    ld.param.u64 %rd1, [flag];
-    ld.param.u64 %rd2, [word];
-    st.volatile.global.u32 [%rd1], 1;
-$L_spin:
-    ld.volatile.global.u32 %r1, [%rd2];
-    setp.eq.u32 %p1, %r1, 0;
-    @%p1 bra $L_spin;
-    st.volatile.global.u32 [%rd1], 2;
-    ret;
-}
-"#;
-
-/// Launches `HOLD_PTX`'s kernel on `s` with `threads` threads in one block.
-fn launch_hold(f: CUfunction, s: CUstream, threads: u32, flag: CUdeviceptr, word: CUdeviceptr) {
-    let (mut flag, mut word) = (flag, word);
-    let mut args = [(&raw mut flag).cast::<c_void>(), (&raw mut word).cast()];
-    // SAFETY: a kernel of the current context taking two u64 parameters, given two.
-    ok(unsafe {
-        cuLaunchKernel(
-            f,
-            1,
-            1,
-            1,
-            threads,
-            1,
-            1,
-            0,
-            s,
-            args.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    });
-}
-
-/// The `u32` at `at` in softcuda's device memory, which is host memory at its device address.
-fn word(at: CUdeviceptr) -> &'static std::sync::atomic::AtomicU32 {
-    // SAFETY: a live 4-byte allocation the test never frees; kernels use volatile accesses.
-    unsafe { std::sync::atomic::AtomicU32::from_ptr(at as usize as *mut u32) }
-}
-
 #[test]
 fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_room() {
     in_child(
@@ -266,45 +217,33 @@ fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_roo
         },
         || {
             fresh_primary();
-            let (mut m, mut f) = (std::ptr::null_mut(), std::ptr::null_mut());
-            let ptx = std::ffi::CString::new(HOLD_PTX).unwrap();
-            // SAFETY: NUL-terminated PTX text; valid out-pointers.
-            unsafe {
-                ok(cuModuleLoadData(&mut m, ptx.as_ptr().cast()));
-                ok(cuModuleGetFunction(&mut f, m, c"hold".as_ptr()));
-            }
+            let f = spin_kernel();
             let (a, b) = (stream(1), stream(1));
-            let (flags, held, set) = (alloc(8), alloc(4), alloc(4));
-            upload(flags, &[0u32, 0]);
-            upload(held, &[0u32]);
-            upload(set, &[1u32]);
-            // A's block fills the room and runs until the host sets its word; B is launched
-            // only once A runs (streams' workers reach their kernels in no set order).
-            launch_hold(f, a, 64, flags, held);
-            let began = Instant::now();
-            while word(flags).load(Ordering::SeqCst) == 0 {
-                assert!(began.elapsed() < Duration::from_secs(60), "A never ran");
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            // Per kernel: where it shows it runs, the word that lets it end, where it says it did.
+            let (ran, go, done) = (alloc(8), alloc(8), alloc(8));
+            upload(ran, &[0u32, 0]);
+            upload(go, &[0u32, 1]);
+            upload(done, &[0u32, 0]);
+            let of = |k: u64| [ran + 4 * k, go + 4 * k, done + 4 * k];
+            // A's block fills the room and runs until the host lets it end; B is launched only
+            // once A runs (streams' workers reach their kernels in no set order).
+            launch_spin(f, a, 64, of(0));
+            wait_running(ran);
             // B's kernel would end at once (its word is set), but not one of its threads fits.
-            launch_hold(f, b, 1, flags + 4, set);
+            launch_spin(f, b, 1, of(1));
             std::thread::sleep(Duration::from_millis(200));
             // SAFETY: a live stream.
             let r = unsafe { cuStreamQuery(b) };
             assert_eq!(r, CUresult::CUDA_ERROR_NOT_READY, "B ran beside A");
-            assert_eq!(
-                word(flags + 4).load(Ordering::SeqCst),
-                0,
-                "B began beside A"
-            );
-            word(held).store(1, Ordering::SeqCst);
+            assert_eq!(word(ran + 4).load(Ordering::SeqCst), 0, "B began beside A");
+            word(go).store(1, Ordering::SeqCst);
             // SAFETY: live streams.
             unsafe {
                 ok(cuStreamSynchronize(b));
                 ok(cuStreamSynchronize(a));
             }
-            let ended: Vec<u32> = download(flags, 2);
-            assert_eq!(ended, [2, 2], "both kernels ran to their end");
+            let ended: Vec<u32> = download(done, 2);
+            assert_eq!(ended, [1, 1], "both kernels ran to their end");
         },
     );
 }

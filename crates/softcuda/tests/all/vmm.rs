@@ -5,89 +5,31 @@
 //! SIGSEGV), a mapping keeps its memory after cuMemRelease, and a destroyed context takes its
 //! reservations with it while its physical memory waits for cuMemRelease (as on NVIDIA).
 
-use std::ffi::{CString, c_void};
+use std::ffi::c_void;
 
-use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUresult, CUstream};
 use softcuda::exports::*;
 
-use crate::common::{alloc, download, fresh_primary, in_child, ok, serial, stream, upload};
+use crate::common::{
+    alloc, download, fresh_primary, in_child, launch_spin, ok, serial, spin_kernel, stream, upload,
+    wait_running,
+};
 
 const G: usize = 2 << 20;
 
-/// `i = 0; do { p[0] = ++i; } while (*go == 0); *done = 1;` in one thread: a kernel that uses
-/// the mapping at `p` until the test lets it end (a fixed trip count ended before the test's
-/// checks in a release build, as ptxvm grew faster).
-const SPIN: &str = r#"
-.version 7.0
-.target sm_80
-.address_size 64
-
-.visible .entry spin(.param .u64 p, .param .u64 go, .param .u64 done)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [p];
-    ld.param.u64 %rd2, [go];
-    ld.param.u64 %rd3, [done];
-    mov.u32 %r2, 0;
-LOOP:
-    add.u32 %r2, %r2, 1;
-    st.global.u32 [%rd1], %r2;
-    ld.volatile.global.u32 %r1, [%rd2];
-    setp.eq.u32 %p1, %r1, 0;
-    @%p1 bra LOOP;
-    mov.u32 %r1, 1;
-    st.global.u32 [%rd3], %r1;
-    ret;
-}
-"#;
-
-fn spin_kernel() -> CUfunction {
-    let ptx = CString::new(SPIN).unwrap();
-    let mut m: CUmodule = std::ptr::null_mut();
-    let mut f: CUfunction = std::ptr::null_mut();
-    // SAFETY: NUL-terminated PTX, valid out-pointers, NUL-terminated name.
-    unsafe {
-        ok(cuModuleLoadData(&mut m, ptx.as_ptr().cast()));
-        ok(cuModuleGetFunction(&mut f, m, c"spin".as_ptr()));
-    }
-    f
-}
-
 /// Launches `spin(p, go, done)` on `s` (one thread); `go` and `done` are fresh 4-byte
 /// allocations, `go` holding `go_now`; returns them.
-fn launch_spin(
+fn launch_spin_once(
     f: CUfunction,
     s: CUstream,
-    mut p: CUdeviceptr,
+    p: CUdeviceptr,
     go_now: bool,
 ) -> (CUdeviceptr, CUdeviceptr) {
-    let mut go = alloc(4);
+    let go = alloc(4);
     upload(go, &[u32::from(go_now)]);
-    let mut done = alloc(4);
+    let done = alloc(4);
     upload(done, &[0u32]);
-    let mut args: [*mut c_void; 3] = [
-        (&raw mut p).cast(),
-        (&raw mut go).cast(),
-        (&raw mut done).cast(),
-    ];
-    // SAFETY: three parameters, each pointer to a value of the parameter's size.
-    ok(unsafe {
-        cuLaunchKernel(
-            f,
-            1,
-            1,
-            1,
-            1,
-            1,
-            1,
-            0,
-            s,
-            args.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    });
+    launch_spin(f, s, 1, [p, go, done]);
     (go, done)
 }
 
@@ -158,17 +100,10 @@ fn unmap_waits_for_a_kernel_still_using_the_mapping() {
     let f = spin_kernel();
     let (base, h) = mapped_chunk(1, 3);
     let s = stream(1);
-    let (go, done) = launch_spin(f, s, base, false);
+    let (go, done) = launch_spin_once(f, s, base, false);
     let (go, done) = (go as *mut u32, done as *const u32);
-    // Wait until the kernel runs (its stores show at the address, which is a host address in
-    // softcuda), so it holds the mapping when cuMemUnmap starts.
-    let first = base as *const u32;
-    let t = std::time::Instant::now();
-    // SAFETY: the mapping is live and read-write; a volatile read of a word the kernel writes.
-    while unsafe { first.read_volatile() } == 0 {
-        assert!(t.elapsed().as_secs() < 60, "the kernel never started");
-        std::thread::yield_now();
-    }
+    // Wait until the kernel runs, so it holds the mapping when cuMemUnmap starts.
+    wait_running(base);
     let done_addr = done as usize;
     let unmapper = std::thread::spawn(move || {
         // SAFETY: binds this test's context on the new thread.
@@ -281,7 +216,7 @@ fn a_kernel_touching_a_mapping_without_access_faults_with_illegal_address() {
             // SAFETY: revokes the access granted above; one descriptor.
             ok(unsafe { cuMemSetAccess(base, G, (&raw const none).cast(), 1) });
             let s = stream(1);
-            launch_spin(f, s, base, true);
+            launch_spin_once(f, s, base, true);
             // SAFETY: a live stream.
             let r = unsafe { cuStreamSynchronize(s) };
             assert_eq!(r, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
