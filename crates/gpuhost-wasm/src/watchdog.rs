@@ -482,24 +482,18 @@ impl StreamWatch {
         q.front_began = None;
     }
 
-    /// When the front segment's running launch ran past its limit (a stream without a counter
-    /// of its own: the segment past `limit` per launch from reaching the front): `Some(true)`
-    /// to stop it, `Some(false)` when none of it has begun (its time starts again), None while
-    /// within. Time runs from the tick the time word last changed or, with no change seen, from
-    /// when the segment became the front, as long as the start counter says it began (see the
-    /// module header).
-    fn overdue(
-        &self,
-        q: &mut WatchQ,
-        now: Instant,
-        limit: Duration,
-        ctl: &ControlBlock,
-    ) -> Option<bool> {
-        let front = q.segments.front()?;
+    /// Whether the front segment's running launch ran past its limit (a stream without a
+    /// counter of its own: the segment past `limit` per launch from reaching the front). Time
+    /// runs from the tick the time word last changed or, with no change seen, from when the
+    /// segment became the front, as long as the start counter says it began: a segment none of
+    /// whose launches began is not late, and its time starts again (see the module header).
+    fn overdue(&self, q: &mut WatchQ, now: Instant, limit: Duration, ctl: &ControlBlock) -> bool {
+        let Some(front) = q.segments.front() else {
+            return false;
+        };
         let (first, launches) = (front.first, front.launches);
         if self.counter == UNTRACKED {
-            let budget = limit.saturating_mul(launches);
-            return (now.duration_since(q.front_since) > budget).then_some(true);
+            return now.duration_since(q.front_since) > limit.saturating_mul(launches);
         }
         let mark = self.mark(ctl);
         if mark != q.front_mark {
@@ -508,16 +502,20 @@ impl StreamWatch {
         }
         let since = q.front_began.unwrap_or(q.front_since);
         if now.duration_since(since) <= limit {
-            return None;
+            return false;
         }
         if q.front_began.is_some() {
-            return Some(true);
+            return true;
         }
         // Launches issued on the counter that will never start (their context was lost) leave
         // it behind the count expected: nothing can be told then, and the launch is stopped as
         // one counted from the front. So it is if the block cannot be read.
         let started = ctl.load_starts(self.counter as usize);
-        Some(started.map_or(true, |c| c.wrapping_sub(first) != 0))
+        let begun = started.map_or(true, |c| c.wrapping_sub(first) != 0);
+        if !begun {
+            self.new_front(q, now, ctl);
+        }
+        begun
     }
 
     /// Returns (work left, the front segment's kernels if it ran past its budget).
@@ -542,13 +540,10 @@ impl StreamWatch {
         if retired {
             self.new_front(&mut q, now, ctl);
         }
-        let late = match self.overdue(&mut q, now, limit, ctl) {
-            Some(true) => q.segments.front().map(|s| s.names.clone()),
-            Some(false) => {
-                self.new_front(&mut q, now, ctl);
-                None
-            }
-            None => None,
+        let late = if self.overdue(&mut q, now, limit, ctl) {
+            q.segments.front().map(|s| s.names.clone())
+        } else {
+            None
         };
         (
             q.open > 0 || !q.segments.is_empty() || q.launching.is_some(),
