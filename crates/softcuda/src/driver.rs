@@ -11,6 +11,11 @@ use crate::abi::CuResult;
 /// The environment variable giving the device memory size in bytes.
 pub(crate) const MEMORY_ENV: &str = "SOFTCUDA_MEMORY";
 
+/// The number in environment variable `name`, if it is set to one (spaces around it allowed).
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
 /// The environment variable giving the number of devices (default 1).
 pub(crate) const DEVICES_ENV: &str = "SOFTCUDA_DEVICES";
 
@@ -21,9 +26,7 @@ pub(crate) const MAX_DEVICES: usize = 8;
 pub(crate) fn device_count() -> i32 {
     static COUNT: OnceLock<i32> = OnceLock::new();
     *COUNT.get_or_init(|| {
-        std::env::var(DEVICES_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<i32>().ok())
+        env_number::<i32>(DEVICES_ENV)
             .filter(|n| (1..=MAX_DEVICES as i32).contains(n))
             .unwrap_or(1)
     })
@@ -59,9 +62,7 @@ pub(crate) fn ensure_init() -> CuResult<()> {
 pub(crate) fn total_memory() -> u64 {
     static TOTAL: OnceLock<u64> = OnceLock::new();
     *TOTAL.get_or_init(|| {
-        std::env::var(MEMORY_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
+        env_number::<u64>(MEMORY_ENV)
             .filter(|&v| v > 0)
             .unwrap_or(DEFAULT_MEMORY)
     })
@@ -78,13 +79,19 @@ const DEFAULT_WATCHDOG_MS: u64 = 60_000;
 /// (read once; `None` when `SOFTCUDA_WATCHDOG_MS=0`).
 pub(crate) fn watchdog() -> Option<std::time::Duration> {
     static MS: OnceLock<u64> = OnceLock::new();
-    let ms = *MS.get_or_init(|| {
-        std::env::var(WATCHDOG_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_WATCHDOG_MS)
-    });
+    let ms = *MS.get_or_init(|| env_number(WATCHDOG_ENV).unwrap_or(DEFAULT_WATCHDOG_MS));
     (ms > 0).then(|| std::time::Duration::from_millis(ms))
+}
+
+/// The environment variable capping the threads resident on a device at once (residency.rs).
+const RESIDENT_THREADS_ENV: &str = "SOFTCUDA_RESIDENT_THREADS";
+
+/// Threads a device holds at once: `SOFTCUDA_RESIDENT_THREADS` (read once; `None` when unset
+/// or 0: no limit).
+pub(crate) fn resident_threads() -> Option<u64> {
+    static ROOM: OnceLock<u64> = OnceLock::new();
+    let n = *ROOM.get_or_init(|| env_number(RESIDENT_THREADS_ENV).unwrap_or(0));
+    (n > 0).then_some(n)
 }
 
 /// CPU threads a kernel's blocks are spread over; also the reported SM count.

@@ -12,27 +12,11 @@
 //! kernel is not passed over by a stream of small ones. Programs that must see a busy GPU's
 //! queueing (gpuhost's watchdog counts a launch's time from when it begins) run under it.
 
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
-use crate::driver::MAX_DEVICES;
-
-/// The variable that sets the room.
-pub(crate) const RESIDENT_THREADS_ENV: &str = "SOFTCUDA_RESIDENT_THREADS";
-
-/// Threads a device holds at once (read once; `None` when unset or 0: no limit).
-fn room() -> Option<u64> {
-    static ROOM: OnceLock<u64> = OnceLock::new();
-    let n = *ROOM.get_or_init(|| {
-        std::env::var(RESIDENT_THREADS_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    });
-    (n > 0).then_some(n)
-}
+use crate::driver::{MAX_DEVICES, resident_threads};
 
 /// One device's room: threads in use, and the turns of the kernels waiting for it.
-#[derive(Default)]
 struct Device {
     used: u64,
     /// The next turn to hand out, and the turn that may take room now.
@@ -72,7 +56,7 @@ impl Drop for Resident {
 /// it until the value returned is dropped. Returns at once when no room is set.
 pub(crate) fn enter(device: i32, blocks: u64, per_block: u64) -> Resident {
     let device = usize::try_from(device).unwrap_or(0).min(MAX_DEVICES - 1);
-    let Some(room) = room() else {
+    let Some(room) = resident_threads() else {
         return Resident { device, threads: 0 };
     };
     let mut devices = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
