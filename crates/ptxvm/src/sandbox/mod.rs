@@ -79,8 +79,9 @@ pub const CTL_STOPPED_TAG: i64 = CTL_FAULT_TAG + 4;
 /// 48–55 of `launch`). Each thread with `%tid.x == 0` of each block with `%ctaid.x == 0` adds 1
 /// there first thing, before the epoch check, so every launch that reaches the device counts
 /// [`launch_starts`] (one for a launch whose grid and blocks are one-dimensional), stopped or
-/// not: testing only `x` spares the other threads four special-register reads, which cost the
-/// shortest kernels about 1.5% graph-replayed on the H100 (session 44). The host
+/// not: testing only `x` spares the other threads four special-register reads (worth 0.003 of
+/// the graph-replayed geomean on the H100, session 44: the count's cost is a short kernel's
+/// first access to the control block, hence `SandboxedKernel::copy_counts_start`). The host
 /// gives each stream its own counter and knows how many launches it issued on it: a counter
 /// that has not passed the launches before a stream's front one says that launch is still
 /// queued (behind other work that holds the device), and its GPU time has not begun. In the
