@@ -795,6 +795,27 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_past_its_guests_start_counters_still_has_its_runaway_stopped() {
+        let limit = Duration::from_millis(40);
+        let (ctl, watch, stream, _first) = one_stream(limit);
+        // A guest that opened more streams than there are counters: this one has none.
+        lock(&watch.free_counters).clear();
+        let s = watch.stream();
+        assert_eq!(s.counter, UNTRACKED);
+        let endless = Arc::new(standin(&ctl, s.counter, Duration::ZERO));
+        queue_standin(&stream, &endless);
+        let name: Arc<str> = Arc::from("k");
+        let done = s.launch(&watch, &name, 1, |_stamp| stream.fence()).unwrap();
+        done.wait().unwrap();
+        assert_ne!(
+            ctl.load_u32(CTL_EPOCH),
+            0,
+            "never stopped: it ended by itself"
+        );
+        assert!(s.take_stopped().is_some(), "the stream was not told");
+    }
+
+    #[test]
     fn each_launch_of_a_segment_gets_its_own_limit_from_its_own_start() {
         let limit = Duration::from_millis(100);
         let (ctl, watch, stream, s) = one_stream(limit);
