@@ -23,6 +23,7 @@ mod ctx;
 mod device;
 mod error;
 mod event;
+mod guest_memory;
 mod image;
 mod limits;
 mod memory;
@@ -40,6 +41,9 @@ pub use calls::{CallObserver, HostCall};
 pub use ctx::{CudaCtx, CudaCtxView, CudaView, HasCuda, add_to_linker};
 pub use error::{CudaError, Error};
 pub use event::EventRes;
+pub use guest_memory::{
+    DEFAULT_LOCK_BUDGET, DIRECT_MIN, GuestMemoryCreator, GuestMemoryStats, guest_memory_stats,
+};
 pub use limits::{Limits, Usage};
 pub use memory::BufferRes;
 pub use module::{KernelRes, ModuleRes};

@@ -30,6 +30,11 @@ pub struct Limits {
     /// Bytes moved by one `read` or `read-stream` (the guest's linear memory receives them).
     /// Default 64 MiB.
     pub max_transfer_bytes: u64,
+    /// Bytes of the guest's linear memory that may be page-locked so its large writes are one
+    /// DMA straight from that memory (a memory made by
+    /// [`GuestMemoryCreator`](crate::GuestMemoryCreator), as [`Runtime`](crate::Runtime)'s
+    /// are); writes beyond it are staged. 0 stages every write. Default 256 MiB.
+    pub max_locked_memory_bytes: u64,
     /// Kernel launches enqueued and not yet observed complete. Default 1024.
     pub max_launches_in_flight: u32,
     /// Arguments of one launch. Default 64.
@@ -85,6 +90,7 @@ impl Default for Limits {
             max_buffers: 1024,
             max_buffer_bytes: 1 << 30,
             max_transfer_bytes: 64 << 20,
+            max_locked_memory_bytes: 256 << 20,
             max_launches_in_flight: 1024,
             max_launch_args: 64,
             max_streams_and_events: 256,

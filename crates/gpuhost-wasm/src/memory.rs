@@ -9,7 +9,10 @@
 //!   memory) instead of lifting it into a fresh `Vec`. Cancel-safe by construction: the staging
 //!   copy threads read the guest's bytes only inside a synchronous copy step within one poll
 //!   of the future that owns the Store's borrow (gpuhost's copy.rs), and the DMAs read only
-//!   page-locked staging — once the future is dropped, nothing reads guest memory.
+//!   page-locked staging — once the future is dropped, nothing reads guest memory. A write of
+//!   1 MiB or more into a memory gpuhost can lock (guest_memory.rs) is instead one DMA straight
+//!   from guest memory once that memory is locked: a dropped future's DMA then reads on, and
+//!   its piece keeps the memory mapped, and out of reuse, until it ends.
 //! - `read` downloads into the result `Vec`'s uninitialised storage (no zero fill), which
 //!   wasmtime then lowers into guest memory (the guest's `realloc` and a memcpy). That last
 //!   copy stays: wasmtime's public API gives a host function no way to write guest memory but
@@ -156,9 +159,9 @@ async fn write_in_place<T: CudaView + 'static>(
             // The guest is suspended and this future holds the Store's only borrow, so these
             // bytes stay put (no guest code runs, no memory.grow moves them) until it is done
             // or dropped.
+            let max_locked = store.data_mut().cuda().ctx.limits.max_locked_memory_bytes;
             let bytes = data.as_le_slice(&store);
-            stream
-                .upload(&b, offset, bytes)
+            upload_guest_bytes(&stream, &b, offset, bytes, max_locked)
                 .await
                 .map_err(CudaError::from)
         }
@@ -170,6 +173,27 @@ async fn write_in_place<T: CudaView + 'static>(
         Err(e) => Err(store.data_mut().cuda().convert_error(e)?),
     };
     Ok((r,))
+}
+
+/// Uploads a guest's `bytes` into `b` at `offset`: straight from its memory where that memory
+/// can be locked (see guest_memory.rs), else staged.
+async fn upload_guest_bytes(
+    stream: &gpuhost::Stream,
+    b: &gpuhost::DeviceBuffer,
+    offset: usize,
+    bytes: &[u8],
+    max_locked: u64,
+) -> gpuhost::Result<()> {
+    let Some(parts) = crate::guest_memory::direct_parts(stream.host(), bytes, max_locked) else {
+        return stream.upload(b, offset, bytes).await;
+    };
+    let mut at = offset;
+    for (locked, range) in parts {
+        let len = range.len();
+        stream.upload_locked(b, at, &locked, range).await?;
+        at += len;
+    }
+    Ok(())
 }
 
 impl HostBuffer for CudaCtxView<'_> {

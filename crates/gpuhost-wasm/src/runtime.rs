@@ -175,6 +175,12 @@ fn engine_and_linker(streams: bool) -> Result<(Engine, Linker<GuestState>), Erro
     let engine_err = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
     let mut config = Config::new();
     config.wasm_component_model(true).consume_fuel(true);
+    // Memories gpuhost can page-lock, so a guest's large writes are one DMA from its memory.
+    // Copy-on-write initial images need wasmtime's own mmap memories (with another creator,
+    // wasmtime 48 reaches an `unreachable!`): data segments are copied in instead.
+    config
+        .with_host_memory(Arc::new(crate::GuestMemoryCreator::default()))
+        .memory_init_cow(false);
     if streams {
         config.wasm_component_model_async(true);
     } else {

@@ -24,6 +24,7 @@
 //! context's queue, and no one can tell when a driver is done with it.
 
 use std::alloc::Layout;
+use std::any::Any;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -64,6 +65,11 @@ pub(crate) struct Pinned {
     registered: Mutex<u64>,
     /// Set when a DMA on it may not have run or ended (see the module header): leaked on drop.
     unknown: AtomicBool,
+    /// Times it was registered (its first, then once per context loss it outlived).
+    registrations: AtomicUsize,
+    /// Memory of someone else's ([`Host::lock_memory`](crate::Host::lock_memory)): what keeps
+    /// it mapped, dropped once the region is unregistered. None for our own heap memory.
+    owner: Option<Box<dyn Any + Send + Sync>>,
 }
 
 // SAFETY: the region is plain heap memory owned by this value; who may read or write it while a
@@ -133,7 +139,25 @@ impl Pinned {
             cap,
             registered: Mutex::new(generation),
             unknown: AtomicBool::new(false),
+            registrations: AtomicUsize::new(0),
+            owner: None,
         }
+    }
+
+    /// Someone else's `len` bytes at `ptr`, not registered yet, kept mapped by `owner`.
+    ///
+    /// # Safety
+    /// As [`Host::lock_memory`](crate::Host::lock_memory): page-aligned, mapped, readable and
+    /// writable, and kept so, with the same pages, until `owner` drops.
+    pub(crate) unsafe fn foreign(
+        host: &Arc<Host>,
+        ptr: *mut u8,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
+        let mut region = Self::of(host, ptr, len, 0);
+        region.owner = Some(owner);
+        region
     }
 
     /// Registers the region with the context of `generation` (the caller entered the host at
@@ -148,9 +172,24 @@ impl Pinned {
         // in the current context (its registration, if any, was of a dead one).
         let r = unsafe { result::mem::host_register(self.ptr.cast(), self.cap) };
         self.host.check_at(r, generation)?;
-        crate::stats::Counters::inc(&self.host.counters.pinned_registrations);
+        let counters = &self.host.counters;
+        crate::stats::Counters::inc(match self.owner {
+            Some(_) => &counters.locked_registrations,
+            None => &counters.pinned_registrations,
+        });
+        self.registrations.fetch_add(1, Ordering::Relaxed);
         *g = generation;
         Ok(())
+    }
+
+    /// Times it was registered with a context (see `registrations`).
+    pub(crate) fn registrations(&self) -> usize {
+        self.registrations.load(Ordering::Relaxed)
+    }
+
+    /// The host whose context it is registered with.
+    pub(crate) fn host(&self) -> &Arc<Host> {
+        &self.host
     }
 
     /// The start of the region.
@@ -190,9 +229,23 @@ impl Pinned {
 impl Drop for Pinned {
     fn drop(&mut self) {
         if *self.unknown.get_mut() {
-            return; // a DMA on it may still run: leaked (see the module header)
+            // A DMA on it may still run: leaked (see the module header), an owner's memory too.
+            std::mem::forget(self.owner.take());
+            return;
         }
         let generation = *self.registered.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(owner) = self.owner.take() {
+            // Someone else's memory is never pooled: unregistered (which waits for running
+            // kernels) on the release thread, and only then may its owner unmap it.
+            if generation != 0 && generation == self.host.generation() {
+                let (host, ptr) = (Arc::clone(&self.host), self.ptr as usize);
+                self.host.defer(Box::new(move || {
+                    unregister(&host, generation, ptr as *mut u8);
+                    drop(owner);
+                }));
+            }
+            return;
+        }
         if generation != 0 {
             match self
                 .host
@@ -220,6 +273,16 @@ impl Drop for Pinned {
 /// Unregisters a region the pool did not keep, then frees it (on the host's release thread).
 fn unregister_and_free(host: &Host, generation: u64, ptr: usize, cap: usize) {
     let ptr = ptr as *mut u8;
+    unregister(host, generation, ptr);
+    // SAFETY: allocated by `Pinned::unregistered` with this capacity's layout, no longer
+    // registered (unregistered above, or with a dead context), freed once: its `Pinned` was
+    // dropped without freeing it.
+    unsafe { free_region(ptr, cap) };
+}
+
+/// Unregisters a region registered in `generation`, unless that context died (taking the
+/// registration with it). Waits for running kernels: on the release thread only.
+fn unregister(host: &Host, generation: u64, ptr: *mut u8) {
     if host.enter_for(generation).is_ok() {
         // SAFETY: registered by register_for in this (current) context; no DMA uses it (its last
         // holder dropped it, after its fence resolved) and nothing else holds it.
@@ -228,10 +291,6 @@ fn unregister_and_free(host: &Host, generation: u64, ptr: usize, cap: usize) {
             host.drop_error("unregistering page-locked memory", &e);
         }
     }
-    // SAFETY: allocated by `Pinned::unregistered` with this capacity's layout, no longer
-    // registered (unregistered above, or with a dead context), freed once: its `Pinned` was
-    // dropped without freeing it.
-    unsafe { free_region(ptr, cap) };
 }
 
 /// Frees a region's memory.

@@ -32,6 +32,9 @@ pub struct HostStats {
     /// allocated, or one re-registered after a context loss). Flat while transfers are served
     /// by the pool (see [`Host::reserve_staging`](crate::Host::reserve_staging)).
     pub pinned_registrations: u64,
+    /// Registrations of someone else's memory ([`Host::lock_memory`](crate::Host::lock_memory),
+    /// and again after a context loss) so far; not counted in `pinned_registrations`.
+    pub locked_registrations: u64,
     /// Device allocations made by the driver (cuMemAlloc) so far: an allocation served by a
     /// kept block is not one (see [`Host::set_alloc_cache_limit`](crate::Host::set_alloc_cache_limit)).
     pub driver_allocs: u64,
@@ -67,6 +70,7 @@ pub(crate) struct Counters {
     pub(crate) live_arenas: AtomicU64,
     pub(crate) live_control_blocks: AtomicU64,
     pub(crate) pinned_registrations: AtomicU64,
+    pub(crate) locked_registrations: AtomicU64,
     pub(crate) driver_allocs: AtomicU64,
     pub(crate) batches_completed_by_poll: AtomicU64,
     pub(crate) stream_idle_queries: AtomicU64,
@@ -100,6 +104,7 @@ impl Counters {
             live_arenas: self.live_arenas.load(Relaxed),
             live_control_blocks: self.live_control_blocks.load(Relaxed),
             pinned_registrations: self.pinned_registrations.load(Relaxed),
+            locked_registrations: self.locked_registrations.load(Relaxed),
             driver_allocs: self.driver_allocs.load(Relaxed),
             // Filled in by Host::stats (the cache keeps its own count).
             kept_alloc_bytes: 0,

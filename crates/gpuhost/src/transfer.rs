@@ -268,6 +268,19 @@ impl Stream {
         self.dma(dir, buf, offset, region, range, generation)?.await
     }
 
+    /// One DMA from a registered region's `range` into `dst` at `offset` (see locked.rs).
+    pub(crate) async fn upload_region(
+        &self,
+        dst: &DeviceBuffer,
+        offset: usize,
+        region: &Arc<Pinned>,
+        range: Range<usize>,
+        generation: u64,
+    ) -> Result<()> {
+        self.direct(Dir::Up, dst, offset, region, range, generation)
+            .await
+    }
+
     /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the
     /// page-locked buffer (no staging copy), after the work queued on this stream before it. The
     /// calling thread never waits for the device.

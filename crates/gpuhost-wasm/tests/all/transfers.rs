@@ -104,3 +104,49 @@ async fn a_run_dropped_during_a_guest_write_ends_it_at_once_and_leaves_the_host_
     );
     assert_buffers_freed(host, buffers).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guests_repeated_large_writes_go_straight_from_its_locked_memory_and_land_exactly() {
+    let Some((rt, _alone)) = device_alone().await else {
+        return;
+    };
+    let host = rt.host();
+    let pinned = registrations(host);
+    let direct = gpuhost_wasm::guest_memory_stats().direct_writes;
+    let o = run(rt, "misbehave", &["locked-writes", "a5", "5a"])
+        .await
+        .unwrap();
+    assert_ok(&o, "locked-writes ok");
+    // Three writes of one region: the first staged, the next two straight from the memory
+    // (locked at the second, or already, when the memory is one reused from the pool).
+    let direct = gpuhost_wasm::guest_memory_stats().direct_writes - direct;
+    assert_eq!(direct, 2, "writes uploaded straight from guest memory");
+    assert_eq!(registrations(host), pinned, "staging came from the reserve");
+}
+
+/// Red team: a guest's memory is page-locked and pooled when it ends, so the next guest's
+/// memory may be the very same pages. That guest must see none of the old bytes — neither in
+/// its memory, nor on the device through its own writes (a locked page whose process mapping
+/// was replaced would upload the old guest's bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_reused_from_a_guest_that_ended_holds_none_of_its_bytes_and_uploads_the_new_ones()
+{
+    let Some((rt, _alone)) = device_alone().await else {
+        return;
+    };
+    let o = run(rt, "misbehave", &["locked-writes", "a5", "5a"])
+        .await
+        .unwrap();
+    assert_ok(&o, "locked-writes ok");
+    rt.host().synchronize().unwrap();
+    let reused = gpuhost_wasm::guest_memory_stats().reused;
+    // The same code again: its 24 MiB lands where the first guest's did.
+    let o = run(rt, "misbehave", &["locked-writes", "3c", "a5"])
+        .await
+        .unwrap();
+    assert_ok(&o, "locked-writes ok");
+    assert!(
+        gpuhost_wasm::guest_memory_stats().reused > reused,
+        "the second guest's memory was not one reused from the pool"
+    );
+}

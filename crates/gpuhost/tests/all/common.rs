@@ -132,3 +132,67 @@ pub fn foreign_reset() {
     let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(device()) };
     assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
 }
+
+/// Memory of its own mapping (filled with `pattern(len, 1)`), so that access to it can be revoked
+/// (`forbid_access`), or handed to `Host::lock_memory` as its own owner.
+pub struct Mapped {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapped {
+    pub fn new(len: usize) -> Self {
+        // SAFETY: a fresh private anonymous mapping; no address hint.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        let m = Self {
+            ptr: ptr.cast(),
+            len,
+        };
+        // SAFETY: `len` readable, writable bytes just mapped, not shared with anyone yet.
+        unsafe { std::slice::from_raw_parts_mut(m.ptr, len) }.copy_from_slice(&pattern(len, 1));
+        m
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` bytes, readable until `forbid_access` (which needs every
+        // borrow from here to have ended) and unmapped only on drop.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Takes `&mut self`, so no borrow from `bytes` outlives it.
+    pub fn forbid_access(&mut self) {
+        // SAFETY: our own mapping; no borrow of it is alive (`&mut self`).
+        let r = unsafe { libc::mprotect(self.ptr.cast(), self.len, libc::PROT_NONE) };
+        assert_eq!(r, 0);
+    }
+}
+
+// SAFETY: plain memory owned by this value; tests read or write it only while no transfer does.
+unsafe impl Send for Mapped {}
+// SAFETY: as above; the value itself is never mutated through a shared reference.
+unsafe impl Sync for Mapped {}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `new` with this length, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}

@@ -11,6 +11,7 @@ mod drained;
 mod graph;
 mod host_buffer;
 mod launch;
+mod locked;
 mod no_stall;
 mod nodriver;
 mod registry;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use gpuhost::{Arg, LaunchConfig};
 
 use crate::common::{
-    TAG_A, block_on, bundle, exclusive, expected, host, pattern, read_u32s, shared,
+    Mapped, TAG_A, block_on, bundle, exclusive, expected, host, pattern, read_u32s, shared,
 };
 
 #[test]
@@ -340,56 +340,6 @@ fn once_an_upload_is_dropped_midway_nothing_reads_its_source_again() {
         assert!(s.download_to_vec(&buf, 0, len).await.unwrap() == pattern(len, 5));
     });
     s.synchronize().unwrap();
-}
-
-/// Memory of its own mapping, so that access to it can be revoked (`forbid_access`).
-struct Mapped {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mapped {
-    fn new(len: usize) -> Self {
-        // SAFETY: a fresh private anonymous mapping; no address hint.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(ptr, libc::MAP_FAILED);
-        let m = Self {
-            ptr: ptr.cast(),
-            len,
-        };
-        // SAFETY: `len` readable, writable bytes just mapped, not shared with anyone yet.
-        unsafe { std::slice::from_raw_parts_mut(m.ptr, len) }.copy_from_slice(&pattern(len, 1));
-        m
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` bytes, readable until `forbid_access` (which needs every
-        // borrow from here to have ended) and unmapped only on drop.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// Takes `&mut self`, so no borrow from `bytes` outlives it.
-    fn forbid_access(&mut self) {
-        // SAFETY: our own mapping; no borrow of it is alive (`&mut self`).
-        let r = unsafe { libc::mprotect(self.ptr.cast(), self.len, libc::PROT_NONE) };
-        assert_eq!(r, 0);
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: mapped by `new` with this length, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
 }
 
 #[test]

@@ -129,7 +129,7 @@ fn transfers() {
     );
     let raw = buf.raw();
     let data: Vec<u8> = (0..TRANSFER_BYTES).map(|i| (i * 7) as u8).collect();
-    let (mut write, mut read) = (Vec::new(), Vec::new());
+    let (mut write, mut read, mut first) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..=TRANSFERS {
         let t0 = Instant::now();
         check(raw.write(0, &data), "write");
@@ -141,15 +141,20 @@ fn transfers() {
             eprintln!("read back differs from what was written");
             std::process::exit(1);
         }
+        if i < 2 {
+            first.push(w); // the host stages the first and may lock this memory at the second
+        }
         if i > 0 {
             write.push(w);
             read.push(r);
         }
     }
     println!(
-        "transfer write_ns={} read_ns={} bytes={TRANSFER_BYTES}",
+        "transfer write_ns={} read_ns={} bytes={TRANSFER_BYTES} write_first_ns={} write_second_ns={}",
         median(write),
-        median(read)
+        median(read),
+        first[0],
+        first[1]
     );
 }
 

@@ -613,6 +613,41 @@ fn write_forever() -> ! {
     }
 }
 
+/// Writes of 24 MiB (several of the host's lock granules) from one place in this guest's memory,
+/// three times with new bytes each time (argv[2]: the first round's byte, hex), each read back
+/// whole: the first is staged, later ones go straight from this memory once the host locks it.
+/// Before filling it, the fresh memory is scanned for a page of another guest's bytes (argv[3],
+/// hex): a memory reused from a guest that ended must come back zeroed.
+fn locked_writes() {
+    const LEN: usize = 24 << 20;
+    let arg = |i: usize| {
+        let a = std::env::args().nth(i).unwrap_or_default();
+        u8::from_str_radix(&a, 16).unwrap_or_else(|_| fail(&format!("argv[{i}] {a:?} is no hex byte")))
+    };
+    let (first, foreign) = (arg(2), arg(3));
+    let mut data: Vec<u8> = Vec::with_capacity(LEN);
+    // Every page of this memory, the new Vec's unwritten capacity included (page 0 skipped).
+    let pages = core::arch::wasm32::memory_size(0) * 65536 / 4096;
+    for p in 1..pages {
+        let page = (p * 4096) as *const u64;
+        // SAFETY: inside this guest's linear memory (below memory_size); plain loads of u64s.
+        let all = (0..512).all(|w| unsafe { page.add(w).read_volatile() } == u64::from_ne_bytes([foreign; 8]));
+        if all {
+            fail(&format!("locked-writes: page {p} holds another guest's bytes {foreign:#x}"));
+        }
+    }
+    data.resize(LEN, first);
+    let buf = check(Buffer::create(LEN as u64 + 8), "alloc");
+    for round in 0..3u8 {
+        let byte = first ^ round.wrapping_mul(0x11);
+        data.fill(byte);
+        check(buf.write(3, &data), "write");
+        if check(buf.read(3, LEN as u64), "read").iter().any(|&b| b != byte) {
+            fail(&format!("locked-writes: round {round} read back other bytes than {byte:#x}"));
+        }
+    }
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     match mode.as_str() {
@@ -647,6 +682,7 @@ fn main() {
         "transfers" => transfers(),
         "zero-fills" => zero_fills(),
         "write-forever" => write_forever(),
+        "locked-writes" => locked_writes(),
         "widths" => widths::widths(),
         "raw-args" => raw_args::raw_args(&std::env::args().nth(2).unwrap_or_default()),
         other => fail(&format!("unknown mode {other:?}; see src/main.rs")),

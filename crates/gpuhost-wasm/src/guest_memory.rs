@@ -1,0 +1,766 @@
+//! Guest linear memory that gpuhost can page-lock ([`GuestMemoryCreator`]), so that a guest's
+//! large `buffer.write` is one DMA straight out of its memory ([`gpuhost::Stream::upload_locked`])
+//! instead of a copy through staging: issue #12's guest write, 0.44× raw pinned through staging
+//! on the H100 (bench/RESULTS.md, session 44).
+//!
+//! Why memories of our own: page-locked memory must keep the same pages until it is
+//! unregistered, and wasmtime's own memories promise no such thing — its pooling allocator
+//! discards a slot's pages between instances, and a memory is unmapped when its Store drops,
+//! whatever DMA may still read it. Here every memory is one fixed reservation (it never moves),
+//! and its pages are locked in pieces ([`lock`]) whose handles own the mapping: it is unmapped
+//! only after its last piece is unregistered, which gpuhost does once no DMA reads it.
+//!
+//! When a write goes direct ([`direct_parts`]): at least [`DIRECT_MIN`] bytes, into granules of
+//! the memory that an earlier large write touched (a guest writing a region once never pays for
+//! locking it: milliseconds for large ranges, where staging costs about a millisecond per 40
+//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits). Anything else is
+//! staged as before. Locking failing (the driver refusing more page-locked memory) is not an
+//! error: that memory's writes are staged from then on.
+//!
+//! Reuse: unregistering waits for every kernel running on the device and holds other threads'
+//! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
+//! waiting for that guest's next write, a deadlock until the kernel's time limit. So a memory
+//! with locked pieces is never unregistered while its creator lives: when its guest ends, its
+//! unlocked pages are dropped and it is pooled, pieces and all, for the next guest's memory
+//! (every pooled memory is idle, so the pool holds no more memories than ever ran at once). The
+//! pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes
+//! are staged. Before reuse every byte the old guest could reach is zero: its unlocked pages
+//! were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros —
+//! dropping a locked page would leave the DMA reading the old page, and the next guest's writes
+//! would upload the old guest's bytes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use gpuhost::{Host, LockedMemory};
+use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+/// Writes smaller than this are staged: a pooled staging chunk is as fast for them, and
+/// locking never pays off.
+pub const DIRECT_MIN: usize = 1 << 20;
+/// Memories are locked in pieces aligned to granules of this size (a piece may be shorter where
+/// the memory ended when it was locked).
+const GRANULE: usize = 16 << 20;
+/// Locked pieces per memory at most: each DMA looks through them.
+const MAX_PIECES: usize = 64;
+/// Bytes a [`GuestMemoryCreator`] may lock across its memories, pooled ones included.
+pub const DEFAULT_LOCK_BUDGET: usize = 1 << 30;
+/// The reservation of a memory wasmtime sets no reservation for: the most a 32-bit memory can
+/// grow to.
+const DEFAULT_RESERVATION: usize = 4 << 30;
+
+/// A [`wasmtime::MemoryCreator`] whose memories gpuhost-wasm can page-lock for guests' writes
+/// (see the module header). [`Runtime`](crate::Runtime) installs one; an embedder with an
+/// engine of its own can too (`Config::with_host_memory`). It has no effect under wasmtime's
+/// pooling allocator, which makes memories itself: their writes are staged. Turn
+/// `Config::memory_init_cow` off beside it: wasmtime 48 builds copy-on-write images only on its
+/// own memories, and reaches an `unreachable!` on one of ours.
+pub struct GuestMemoryCreator {
+    pool: Arc<Pool>,
+}
+
+impl Default for GuestMemoryCreator {
+    fn default() -> Self {
+        Self::with_lock_budget(DEFAULT_LOCK_BUDGET)
+    }
+}
+
+impl GuestMemoryCreator {
+    /// A creator whose memories may lock `bytes` in all (0: every write is staged).
+    pub fn with_lock_budget(bytes: usize) -> Self {
+        Self {
+            pool: Arc::new(Pool {
+                idle: Mutex::default(),
+                budget: bytes,
+                locked: AtomicUsize::new(0),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for GuestMemoryCreator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestMemoryCreator")
+            .field("pooled", &self.pool.lock().len())
+            .field("locked", &self.pool.locked.load(Ordering::Relaxed))
+            .field("budget", &self.pool.budget)
+            .finish()
+    }
+}
+
+/// Process-wide counts of [`GuestMemoryCreator`] memories, for diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GuestMemoryStats {
+    /// Memories made, fresh or reused.
+    pub memories: u64,
+    /// Of those, memories reused from a pool (their locked pieces kept).
+    pub reused: u64,
+    /// Writes uploaded straight from guest memory.
+    pub direct_writes: u64,
+}
+
+static MEMORIES: AtomicU64 = AtomicU64::new(0);
+static REUSED: AtomicU64 = AtomicU64::new(0);
+static DIRECT_WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// The counts so far.
+pub fn guest_memory_stats() -> GuestMemoryStats {
+    GuestMemoryStats {
+        memories: MEMORIES.load(Ordering::Relaxed),
+        reused: REUSED.load(Ordering::Relaxed),
+        direct_writes: DIRECT_WRITES.load(Ordering::Relaxed),
+    }
+}
+
+/// The system's page size.
+fn page() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).unwrap_or(4096).max(4096)
+}
+
+/// A reservation of address space, unmapped on drop: by its memory's slot when nothing was
+/// locked, else by the release thread after its last piece is unregistered.
+struct Mapping {
+    base: *mut u8,
+    /// Bytes reserved, the guard included.
+    len: usize,
+}
+
+// SAFETY: the mapping is address space owned by this value; who reads or writes the memory in it
+// is governed by wasmtime (the guest's Store) and by the DMAs of locked pieces, as the module
+// header documents.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; the value itself is immutable.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `len` bytes of fresh address space, inaccessible.
+    fn reserve(len: usize) -> Result<Self, String> {
+        // SAFETY: a fresh private anonymous mapping; no address hint.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot reserve {len} bytes of address space for a guest memory: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Self {
+            base: base.cast(),
+            len,
+        })
+    }
+
+    /// Sets `range` (page-aligned, inside the mapping) readable and writable, or inaccessible.
+    fn protect(&self, range: Range<usize>, access: bool) -> std::io::Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        let prot = if access {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_NONE
+        };
+        // SAFETY: the range lies inside this mapping (callers keep it so), which we own.
+        let r = unsafe { libc::mprotect(self.base.add(range.start).cast(), range.len(), prot) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `reserve` with this length, unmapped once; no piece of it is locked
+        // (every piece holds the mapping) and no guest uses it (its slot is gone).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// One guest memory: its mapping, how much of it is accessible, and its locked pieces.
+struct Slot {
+    mapping: Arc<Mapping>,
+    /// Its creator's pool, whose budget its pieces count against.
+    pool: Weak<Pool>,
+    /// Bytes the memory may grow to (the guard excluded).
+    capacity: usize,
+    guard: usize,
+    accessible: AtomicUsize,
+    locks: Mutex<Locks>,
+}
+
+#[derive(Default)]
+struct Locks {
+    /// Disjoint, sorted by start; offsets from the memory's base.
+    pieces: Vec<Piece>,
+    /// Bytes across `pieces`.
+    bytes: usize,
+    /// Granules a large write of the current guest touched.
+    seen: BTreeSet<usize>,
+    /// Locking failed once: this memory's writes are staged from then on.
+    refused: bool,
+}
+
+struct Piece {
+    at: Range<usize>,
+    locked: LockedMemory,
+}
+
+/// Base address → slot, to find the memory a guest's bytes lie in.
+static SLOTS: Mutex<BTreeMap<usize, Weak<Slot>>> = Mutex::new(BTreeMap::new());
+
+fn slots() -> MutexGuard<'static, BTreeMap<usize, Weak<Slot>>> {
+    SLOTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Slot {
+    fn base(&self) -> usize {
+        self.mapping.base as usize
+    }
+
+    fn locks(&self) -> MutexGuard<'_, Locks> {
+        self.locks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a DMA may still read one of its pieces.
+    fn in_use(&self) -> bool {
+        self.locks().pieces.iter().any(|p| p.locked.in_use())
+    }
+
+    /// When its guest ends: drops the pages outside its locked pieces (they read zero from now
+    /// on and hold no memory while pooled). A DMA may still read a piece: they are untouched.
+    fn retire(&self) -> std::io::Result<()> {
+        let old = self.accessible.load(Ordering::Relaxed);
+        let locks = self.locks();
+        let mut at = 0;
+        for p in &locks.pieces {
+            discard(&self.mapping, at..p.at.start.min(old))?;
+            at = p.at.end;
+        }
+        discard(&self.mapping, at.min(old)..old)
+    }
+
+    /// Readies a retired memory for a new guest: its locked pieces zeroed (see the module
+    /// header), `minimum` bytes accessible.
+    fn reset(&self, minimum: usize) -> std::io::Result<()> {
+        let old = self.accessible.load(Ordering::Relaxed);
+        let mut locks = self.locks();
+        for p in &locks.pieces {
+            let end = p.at.end.min(old);
+            if p.at.start < end {
+                // SAFETY: inside the accessible part of the mapping (below `old`); no guest uses
+                // the memory and no DMA reads the piece (the pool hands out only idle slots).
+                unsafe {
+                    std::ptr::write_bytes(self.mapping.base.add(p.at.start), 0, end - p.at.start)
+                };
+            }
+        }
+        locks.seen.clear();
+        drop(locks);
+        if minimum < old {
+            self.mapping.protect(minimum..old, false)?;
+        } else {
+            self.mapping.protect(old..minimum, true)?;
+        }
+        self.accessible.store(minimum, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Zero-fills `range` of a mapping on next touch by dropping its pages (never a locked piece's).
+fn discard(m: &Mapping, range: Range<usize>) -> std::io::Result<()> {
+    if range.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: the range lies inside the mapping and holds no locked page (callers pass the gaps
+    // between pieces); nothing else references its bytes.
+    let r = unsafe {
+        libc::madvise(
+            m.base.add(range.start).cast(),
+            range.len(),
+            libc::MADV_DONTNEED,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            let bytes = self.locks.get_mut().map_or(0, |l| l.bytes);
+            pool.locked.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        let mut slots = slots();
+        if slots
+            .get(&self.base())
+            .is_some_and(|w| w.strong_count() == 0)
+        {
+            slots.remove(&self.base());
+        }
+    }
+}
+
+/// A creator's memories with locked pieces whose guests ended, and its lock budget.
+struct Pool {
+    idle: Mutex<Vec<Arc<Slot>>>,
+    /// Bytes its memories may lock in all.
+    budget: usize,
+    /// Bytes they hold locked now.
+    locked: AtomicUsize,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle pooled memory of this reservation, reset for `minimum` accessible bytes.
+    fn take(&self, capacity: usize, guard: usize, minimum: usize) -> Option<Arc<Slot>> {
+        let slot = {
+            let mut pool = self.lock();
+            let i = pool
+                .iter()
+                .position(|s| s.capacity == capacity && s.guard == guard && !s.in_use())?;
+            pool.swap_remove(i)
+        };
+        // A memory that cannot be reset is dropped (unregistered and unmapped), never reused.
+        slot.reset(minimum).ok()?;
+        Some(slot)
+    }
+
+    /// Keeps `slot`, retired, if it has locked pieces; drops (unmaps) it otherwise.
+    fn give(&self, slot: Arc<Slot>) {
+        if slot.locks().pieces.is_empty() {
+            return;
+        }
+        // One that cannot drop its pages is kept anyway (its pieces stay locked): reset
+        // overwrites only the pieces, so it is never handed out again.
+        if slot.retire().is_ok() {
+            self.lock().push(slot);
+        } else {
+            std::mem::forget(slot);
+        }
+    }
+}
+
+/// A guest memory wasmtime uses: a slot, handed back to its creator's pool on drop.
+struct GuestMemory {
+    slot: Arc<Slot>,
+    pool: Arc<Pool>,
+}
+
+impl GuestMemory {
+    fn slot(&self) -> &Slot {
+        &self.slot
+    }
+}
+
+// SAFETY: the slot's mapping is a fixed reservation: `as_ptr` never changes, growth up to
+// `byte_capacity` stays in place, `byte_size` bytes from it are readable and writable, and the
+// guard wasmtime asked for follows the capacity, inaccessible.
+unsafe impl LinearMemory for GuestMemory {
+    fn byte_size(&self) -> usize {
+        self.slot().accessible.load(Ordering::Relaxed)
+    }
+
+    fn byte_capacity(&self) -> usize {
+        self.slot().capacity
+    }
+
+    fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
+        let slot = self.slot();
+        let old = slot.accessible.load(Ordering::Relaxed);
+        if new_size > slot.capacity {
+            wasmtime::bail!(
+                "a guest memory cannot grow to {new_size} bytes: its reservation is {} bytes",
+                slot.capacity
+            );
+        }
+        if new_size > old {
+            slot.mapping.protect(old..new_size, true)?;
+            slot.accessible.store(new_size, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.slot().mapping.base
+    }
+}
+
+impl Drop for GuestMemory {
+    fn drop(&mut self) {
+        self.pool.give(self.slot.clone());
+    }
+}
+
+// SAFETY: every memory it returns is zero-filled (fresh anonymous pages, or a pooled memory
+// reset), at least `minimum` bytes accessible, and reserved for `reserved_size_in_bytes` (or its
+// maximum) plus the guard, never moving; see `GuestMemory`'s LinearMemory impl.
+unsafe impl MemoryCreator for GuestMemoryCreator {
+    fn new_memory(
+        &self,
+        ty: MemoryType,
+        minimum: usize,
+        maximum: Option<usize>,
+        reserved_size_in_bytes: Option<usize>,
+        guard_size_in_bytes: usize,
+    ) -> Result<Box<dyn LinearMemory>, String> {
+        if ty.is_shared() {
+            return Err("gpuhost-wasm's guest memories are not shared memories".into());
+        }
+        let page = page();
+        let capacity = reserved_size_in_bytes
+            .or(maximum)
+            .unwrap_or(DEFAULT_RESERVATION)
+            .max(minimum)
+            .checked_next_multiple_of(page)
+            .ok_or("a guest memory's reservation overflows the address space")?;
+        let guard = guard_size_in_bytes
+            .checked_next_multiple_of(page)
+            .ok_or("a guest memory's guard overflows the address space")?;
+        let slot = match self.pool.take(capacity, guard, minimum) {
+            Some(slot) => {
+                REUSED.fetch_add(1, Ordering::Relaxed);
+                slot
+            }
+            None => fresh_slot(&self.pool, capacity, guard, minimum)?,
+        };
+        MEMORIES.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(GuestMemory {
+            slot,
+            pool: self.pool.clone(),
+        }))
+    }
+}
+
+/// A new memory of `capacity` bytes and a guard, `minimum` of them accessible, registered in
+/// [`SLOTS`].
+fn fresh_slot(
+    pool: &Arc<Pool>,
+    capacity: usize,
+    guard: usize,
+    minimum: usize,
+) -> Result<Arc<Slot>, String> {
+    let len = capacity
+        .checked_add(guard)
+        .ok_or("a guest memory's reservation overflows the address space")?;
+    let mapping = Mapping::reserve(len)?;
+    mapping
+        .protect(0..minimum, true)
+        .map_err(|e| format!("cannot make a guest memory's {minimum} bytes accessible: {e}"))?;
+    let slot = Arc::new(Slot {
+        mapping: Arc::new(mapping),
+        pool: Arc::downgrade(pool),
+        capacity,
+        guard,
+        accessible: AtomicUsize::new(minimum),
+        locks: Mutex::default(),
+    });
+    slots().insert(slot.base(), Arc::downgrade(&slot));
+    Ok(slot)
+}
+
+/// The slot whose memory holds `addr`, if it is one of ours.
+fn slot_of(addr: usize) -> Option<Arc<Slot>> {
+    let slots = slots();
+    let (_, weak) = slots.range(..=addr).next_back()?;
+    let slot = weak.upgrade()?;
+    (addr < slot.base() + slot.capacity).then_some(slot)
+}
+
+/// How a guest's write of `bytes` (inside its linear memory) can be uploaded straight from
+/// that memory with `host`: the locked pieces and the range of each to upload, in order, or
+/// None when it is to be staged (see the module header). Locks what the write needs and may,
+/// within `max_locked` bytes for the memory and its creator's budget.
+pub(crate) fn direct_parts(
+    host: &Arc<Host>,
+    bytes: &[u8],
+    max_locked: u64,
+) -> Option<Vec<(LockedMemory, Range<usize>)>> {
+    if bytes.len() < DIRECT_MIN {
+        return None;
+    }
+    let slot = slot_of(bytes.as_ptr() as usize)?;
+    let start = bytes.as_ptr() as usize - slot.base();
+    let end = start.checked_add(bytes.len())?;
+    let accessible = slot.accessible.load(Ordering::Relaxed);
+    if end > accessible {
+        return None;
+    }
+    let mut locks = slot.locks();
+    // A memory is locked with one device's context: writes to other devices are staged.
+    let other_device = locks.pieces.first().map(|p| p.locked.device());
+    if locks.refused || other_device.is_some_and(|d| d != host.ordinal()) {
+        return None;
+    }
+    // Locked only on a second large write into the same granules.
+    let granules = start / GRANULE..(end - 1) / GRANULE + 1;
+    let seen = granules.clone().all(|g| locks.seen.contains(&g));
+    locks.seen.extend(granules.clone());
+    if !seen {
+        return None;
+    }
+    let span = granules.start * GRANULE..(granules.end * GRANULE).min(accessible);
+    let max_locked = usize::try_from(max_locked).unwrap_or(usize::MAX);
+    let pool = slot.pool.upgrade()?;
+    for gap in gaps(&locks.pieces, span) {
+        if locks.pieces.len() >= MAX_PIECES || locks.bytes + gap.len() > max_locked {
+            return None;
+        }
+        let budget = pool.budget;
+        let charged = pool
+            .locked
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| {
+                l.checked_add(gap.len()).filter(|&t| t <= budget)
+            });
+        if charged.is_err() {
+            return None;
+        }
+        match lock(host, &slot, gap.clone()) {
+            Ok(locked) => {
+                let i = locks.pieces.partition_point(|p| p.at.start < gap.start);
+                locks.bytes += gap.len();
+                locks.pieces.insert(i, Piece { at: gap, locked });
+            }
+            Err(e) => {
+                pool.locked.fetch_sub(gap.len(), Ordering::Relaxed);
+                tracing::debug!(error = %e, "locking guest memory failed: its writes are staged");
+                locks.refused = true;
+                return None;
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    for p in locks
+        .pieces
+        .iter()
+        .filter(|p| p.at.start < end && start < p.at.end)
+    {
+        let from = start.max(p.at.start) - p.at.start;
+        let to = end.min(p.at.end) - p.at.start;
+        parts.push((p.locked.clone(), from..to));
+    }
+    DIRECT_WRITES.fetch_add(1, Ordering::Relaxed);
+    Some(parts)
+}
+
+/// The parts of `span` no piece covers, in order.
+fn gaps(pieces: &[Piece], span: Range<usize>) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = span.start;
+    for p in pieces
+        .iter()
+        .filter(|p| p.at.start < span.end && span.start < p.at.end)
+    {
+        if p.at.start > at {
+            out.push(at..p.at.start);
+        }
+        at = at.max(p.at.end);
+    }
+    if at < span.end {
+        out.push(at..span.end);
+    }
+    out
+}
+
+/// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping.
+fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<LockedMemory> {
+    let owner = Box::new(slot.mapping.clone());
+    // SAFETY: `range` is page-aligned (granule bounds, or the accessible size: a multiple of the
+    // wasm page) and accessible, so mapped readable and writable. It stays mapped with the same
+    // pages until the owner (the mapping) drops: a mapping is unmapped only when its last
+    // holder drops, its pages are never remapped, and a reset discards only pages outside the
+    // pieces. No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
+    // ours alone.
+    unsafe { host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
+        let ty = MemoryType::new(0, None);
+        c.new_memory(ty, minimum, None, Some(256 * MIB), 64 << 10)
+            .unwrap()
+    }
+
+    /// The memory's first `len` bytes, to fill and check in place: guest memory is shared
+    /// mutable memory by nature (wasmtime hands out `&mut` views of it the same way).
+    #[allow(clippy::mut_from_ref)]
+    fn bytes(m: &dyn LinearMemory, len: usize) -> &mut [u8] {
+        assert!(len <= m.byte_size());
+        // SAFETY: `len` accessible bytes of a memory no guest and no DMA uses in these tests
+        // while the slice lives.
+        unsafe { std::slice::from_raw_parts_mut(m.as_ptr(), len) }
+    }
+
+    /// Uploads `src` (inside `m`) through `direct_parts`, if it goes direct, into a fresh device
+    /// buffer, and returns what the device holds.
+    fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8>> {
+        let parts = direct_parts(host, src, max_locked)?;
+        let s = host.stream().unwrap();
+        let buf = host.alloc(src.len()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut at = 0;
+            for (locked, range) in parts {
+                let len = range.len();
+                s.upload_locked(&buf, at, &locked, range).await.unwrap();
+                at += len;
+            }
+            Some(s.download_to_vec(&buf, 0, src.len()).await.unwrap())
+        })
+    }
+
+    #[test]
+    fn gaps_are_the_parts_of_a_span_no_piece_covers() {
+        let host = gpuhost::host(0).unwrap();
+        let c = GuestMemoryCreator::default();
+        let m = creator_memory(&c, 64 * MIB);
+        let slot = slot_of(m.as_ptr() as usize).unwrap();
+        let piece = |at: Range<usize>| Piece {
+            locked: lock(&host, &slot, at.clone()).unwrap(),
+            at,
+        };
+        let pieces = vec![piece(4096..8192), piece(16384..20480)];
+        assert_eq!(gaps(&pieces, 0..4096), vec![0..4096]);
+        assert_eq!(
+            gaps(&pieces, 0..32768),
+            vec![0..4096, 8192..16384, 20480..32768]
+        );
+        assert_eq!(gaps(&pieces, 4096..8192), Vec::<Range<usize>>::new());
+        assert_eq!(gaps(&pieces, 6000..18000), vec![8192..16384]);
+    }
+
+    #[test]
+    fn a_memory_is_locked_on_a_second_large_write_into_its_granules_and_uploads_exactly() {
+        let host = gpuhost::host(0).unwrap();
+        let c = GuestMemoryCreator::default();
+        let m = creator_memory(&c, 48 * MIB);
+        let mem = bytes(&*m, 48 * MIB);
+        for (i, b) in mem.iter_mut().enumerate() {
+            *b = (i * 7 % 251) as u8;
+        }
+        // Across a granule boundary, at odd offsets.
+        let src = &mem[GRANULE - 12345..GRANULE + 3 * MIB + 7];
+        assert!(upload_direct(&host, src, 1 << 30).is_none(), "first write");
+        assert!(
+            upload_direct(&host, &src[..MIB - 1], 1 << 30).is_none(),
+            "small"
+        );
+        assert_eq!(upload_direct(&host, src, 1 << 30).as_deref(), Some(src));
+        let slot = slot_of(m.as_ptr() as usize).unwrap();
+        assert_eq!(slot.locks().bytes, 2 * GRANULE, "its two granules");
+        // Within the locked granules, a first write goes direct too, reading the bytes now.
+        mem[GRANULE..GRANULE + 2 * MIB].fill(9);
+        let src = &mem[GRANULE - MIB..GRANULE + 2 * MIB];
+        assert_eq!(upload_direct(&host, src, 1 << 30).as_deref(), Some(src));
+        // A granule beyond the guest's limit is staged.
+        let far = &mem[2 * GRANULE..2 * GRANULE + 2 * MIB];
+        assert!(upload_direct(&host, far, 2 * GRANULE as u64).is_none());
+        assert!(upload_direct(&host, far, 2 * GRANULE as u64).is_none());
+        assert_eq!(slot.locks().bytes, 2 * GRANULE);
+        assert_eq!(c.pool.locked.load(Ordering::Relaxed), 2 * GRANULE);
+    }
+
+    #[test]
+    fn past_the_creators_budget_writes_are_staged_and_locked_memories_live_as_long_as_it() {
+        let host = gpuhost::host(0).unwrap();
+        let c = GuestMemoryCreator::with_lock_budget(GRANULE);
+        let a = creator_memory(&c, 2 * GRANULE);
+        let mem = bytes(&*a, 2 * GRANULE);
+        let (first, second) = mem.split_at(GRANULE);
+        for _ in 0..2 {
+            upload_direct(&host, &first[..2 * MIB], 1 << 30);
+        }
+        assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+        // Another granule of the same memory, and another memory: over the budget.
+        let b = creator_memory(&c, 2 * GRANULE);
+        for src in [&second[..2 * MIB], &bytes(&*b, 2 * MIB)[..]] {
+            assert!(upload_direct(&host, src, 1 << 30).is_none());
+            assert!(
+                upload_direct(&host, src, 1 << 30).is_none(),
+                "over the budget"
+            );
+        }
+        assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+        // The locked memory outlives its guest, pooled; it goes with its creator (its pieces
+        // unregistered on the release thread).
+        let base = a.as_ptr() as usize;
+        drop((a, b));
+        assert!(slot_of(base).is_some(), "pooled");
+        drop(c);
+        assert!(slot_of(base).is_none(), "dropped with its creator");
+        host.wait_unloads();
+    }
+
+    #[test]
+    fn a_pooled_memory_comes_back_zeroed_and_its_locked_pages_carry_the_new_bytes() {
+        let host = gpuhost::host(0).unwrap();
+        let c = GuestMemoryCreator::default();
+        let len = 40 * MIB;
+        let m = creator_memory(&c, len);
+        let mem = bytes(&*m, len);
+        mem.fill(0xA5);
+        let src = &mem[3 * MIB..3 * MIB + 20 * MIB];
+        upload_direct(&host, src, 1 << 30);
+        assert!(upload_direct(&host, src, 1 << 30).is_some());
+        let base = m.as_ptr();
+        drop(m);
+        // Smaller at first, then grown over all the old guest's bytes.
+        let mut m = creator_memory(&c, MIB);
+        assert_eq!(m.as_ptr(), base, "the pooled memory");
+        assert_eq!(m.byte_size(), MIB);
+        m.grow_to(len).unwrap();
+        let mem = bytes(&*m, len);
+        assert!(
+            mem.iter().all(|&b| b == 0),
+            "the old guest's bytes are gone"
+        );
+        mem.fill(0x3C);
+        let src = &mem[3 * MIB..3 * MIB + 20 * MIB];
+        assert!(
+            upload_direct(&host, src, 1 << 30).is_none(),
+            "a new guest's first write"
+        );
+        let got = upload_direct(&host, src, 1 << 30).unwrap();
+        assert!(
+            got.iter().all(|&b| b == 0x3C),
+            "the device got the new bytes"
+        );
+    }
+
+    #[test]
+    fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
+        let c = GuestMemoryCreator::default();
+        let mut m = creator_memory(&c, 64 << 10);
+        let base = m.as_ptr();
+        m.grow_to(4 * MIB).unwrap();
+        assert_eq!((m.as_ptr(), m.byte_size()), (base, 4 * MIB));
+        bytes(&*m, 4 * MIB)[4 * MIB - 1] = 1;
+        let e = m.grow_to(256 * MIB + 65536).unwrap_err();
+        assert!(e.to_string().contains("reservation"), "{e}");
+        assert_eq!(m.byte_size(), 4 * MIB);
+    }
+}
