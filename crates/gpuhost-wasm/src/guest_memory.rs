@@ -623,12 +623,8 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut at = 0;
-            for (locked, range) in parts {
-                let len = range.len();
-                s.upload_locked(&buf, at, &locked, range).await.unwrap();
-                at += len;
-            }
+            let parts: Vec<_> = parts.iter().map(|(l, r)| (l, r.clone())).collect();
+            s.upload_locked(&buf, 0, &parts).await.unwrap();
             Some(s.download_to_vec(&buf, 0, src.len()).await.unwrap())
         })
     }
@@ -682,6 +678,30 @@ mod tests {
         assert!(upload_direct(&host, far, 2 * GRANULE as u64).is_none());
         assert_eq!(slot.locks().bytes, 2 * GRANULE);
         assert_eq!(c.pool.locked.load(Ordering::Relaxed), 2 * GRANULE);
+    }
+
+    #[test]
+    fn a_memory_the_driver_refuses_to_lock_has_its_writes_staged_and_its_budget_returned() {
+        let host = gpuhost::host(0).unwrap();
+        let c = GuestMemoryCreator::default();
+        let m = creator_memory(&c, 2 * GRANULE);
+        let slot = slot_of(m.as_ptr() as usize).unwrap();
+        // Registered behind the creator's back: the driver refuses an overlapping registration.
+        let squatter = lock(&host, &slot, 4 * MIB..5 * MIB).unwrap();
+        let src = &bytes(&*m, 2 * MIB)[..];
+        assert!(upload_direct(&host, src, 1 << 30).is_none());
+        assert!(upload_direct(&host, src, 1 << 30).is_none(), "refused");
+        assert!(slot.locks().refused);
+        assert_eq!(
+            c.pool.locked.load(Ordering::Relaxed),
+            0,
+            "nothing stays charged"
+        );
+        drop(squatter);
+        assert!(
+            upload_direct(&host, src, 1 << 30).is_none(),
+            "refused for good"
+        );
     }
 
     #[test]

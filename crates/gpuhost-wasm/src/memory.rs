@@ -187,13 +187,8 @@ async fn upload_guest_bytes(
     let Some(parts) = crate::guest_memory::direct_parts(stream.host(), bytes, max_locked) else {
         return stream.upload(b, offset, bytes).await;
     };
-    let mut at = offset;
-    for (locked, range) in parts {
-        let len = range.len();
-        stream.upload_locked(b, at, &locked, range).await?;
-        at += len;
-    }
-    Ok(())
+    let parts: Vec<_> = parts.iter().map(|(l, r)| (l, r.clone())).collect();
+    stream.upload_locked(b, offset, &parts).await
 }
 
 impl HostBuffer for CudaCtxView<'_> {

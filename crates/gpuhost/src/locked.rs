@@ -117,42 +117,52 @@ impl LockedMemory {
 }
 
 impl Stream {
-    /// Copies `src[range]` (offsets from its first byte) into `dst` at `offset` with one DMA
-    /// from the locked memory, no staging copy, after the work queued on this stream before it;
-    /// done when the future resolves. The calling thread never waits for the device. After a
-    /// context loss the memory is registered with the new context first.
+    /// Copies `parts` — ranges of locked memory (offsets from each one's first byte), laid end to
+    /// end — into `dst` from `offset`, one DMA per part, no staging copy, after the work queued on
+    /// this stream before it; done when the future resolves. Every DMA is enqueued before the
+    /// first is awaited, so the copy engine runs them back to back. The calling thread never
+    /// waits for the device. After a context loss the memory is registered with the new context
+    /// first.
     ///
-    /// The memory is read by the DMA until the future resolves: bytes written there meanwhile
-    /// reach the device or not. Dropping the future midway lets the copy run on (`dst`'s bytes
-    /// there are then unspecified), and the memory stays locked, its owner alive, until it ends.
+    /// The memory is read by the DMAs until the future resolves: bytes written there meanwhile
+    /// reach the device or not. Dropping the future midway lets the copies run on (`dst`'s bytes
+    /// there are then unspecified), and the memory stays locked, its owner alive, until they end.
     pub async fn upload_locked(
         &self,
         dst: &DeviceBuffer,
         offset: usize,
-        src: &LockedMemory,
-        range: Range<usize>,
+        parts: &[(&LockedMemory, Range<usize>)],
     ) -> Result<()> {
-        if range.start > range.end || range.end > src.len() {
-            return Err(Error::HostRange {
-                start: range.start,
-                end: range.end,
-                size: src.len(),
-            });
+        let mut len = 0usize;
+        for (src, range) in parts {
+            if range.start > range.end || range.end > src.len() {
+                return Err(Error::HostRange {
+                    start: range.start,
+                    end: range.end,
+                    size: src.len(),
+                });
+            }
+            if !Arc::ptr_eq(src.region.host(), self.host()) {
+                return Err(Error::DeviceMismatch {
+                    what: "locked memory",
+                    expected: self.host().ordinal(),
+                    found: src.device(),
+                });
+            }
+            len = len.saturating_add(range.len());
         }
-        dst.range(offset, range.len())?;
-        if !Arc::ptr_eq(src.region.host(), self.host()) {
-            return Err(Error::DeviceMismatch {
-                what: "locked memory",
-                expected: self.host().ordinal(),
-                found: src.device(),
-            });
-        }
+        dst.range(offset, len)?;
         self.check_buffer("buffer", dst)?;
         let generation = self.host().enter_for(self.generation())?;
-        if range.is_empty() {
-            return Ok(());
+        let mut fences = Vec::with_capacity(parts.len());
+        let mut at = offset;
+        for (src, range) in parts.iter().filter(|(_, r)| !r.is_empty()) {
+            fences.push(self.enqueue_upload(dst, at, &src.region, range.clone(), generation)?);
+            at += range.len();
         }
-        self.upload_region(dst, offset, &src.region, range, generation)
-            .await
+        for fence in fences {
+            fence.await?;
+        }
+        Ok(())
     }
 }

@@ -268,17 +268,18 @@ impl Stream {
         self.dma(dir, buf, offset, region, range, generation)?.await
     }
 
-    /// One DMA from a registered region's `range` into `dst` at `offset` (see locked.rs).
-    pub(crate) async fn upload_region(
+    /// Enqueues one DMA from a region's `range` into `dst` at `offset`, registering the region
+    /// with the context first if it is not yet (see locked.rs); its fence.
+    pub(crate) fn enqueue_upload(
         &self,
         dst: &DeviceBuffer,
         offset: usize,
         region: &Arc<Pinned>,
         range: Range<usize>,
         generation: u64,
-    ) -> Result<()> {
-        self.direct(Dir::Up, dst, offset, region, range, generation)
-            .await
+    ) -> Result<Completion> {
+        region.register_for(generation)?;
+        self.dma(Dir::Up, dst, offset, region, range, generation)
     }
 
     /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the

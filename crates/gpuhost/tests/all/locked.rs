@@ -1,5 +1,5 @@
 //! Someone else's memory page-locked for uploads (`Host::lock_memory`, `Stream::upload_locked`):
-//! any range reaches the device with one registration, bad ranges are typed errors, the owner
+//! any ranges reach the device with one registration, end to end, bad ranges are typed errors, the owner
 //! is dropped only once no upload can read the memory, and a context loss re-registers it.
 
 use std::future::Future;
@@ -64,7 +64,9 @@ fn locked_memory_uploads_any_range_exactly_and_is_registered_once() {
             (4096, 2 << 20, 17),
         ] {
             s.fill(&buf, 0, buf.len(), 0xEE).unwrap().await.unwrap();
-            s.upload_locked(&buf, at, &locked, from..to).await.unwrap();
+            s.upload_locked(&buf, at, &[(&locked, from..to)])
+                .await
+                .unwrap();
             let back = s.download_to_vec(&buf, 0, buf.len()).await.unwrap();
             assert!(
                 back[..at].iter().all(|&b| b == 0xEE),
@@ -81,6 +83,26 @@ fn locked_memory_uploads_any_range_exactly_and_is_registered_once() {
         }
     });
     assert_eq!(locked.registrations(), 1, "uploads registered nothing more");
+    // Parts of two locked memories, end to end in one call.
+    let other = Mapped::new(1 << 20);
+    fill(&other, 2);
+    let (second, _) = lock(other, &host);
+    let two = pattern(1 << 20, 2);
+    block_on(async {
+        let parts = [
+            (&second, 5..4096),
+            (&locked, 100..300_000),
+            (&second, 0..0),
+            (&second, 0..7),
+        ];
+        s.upload_locked(&buf, 9, &parts).await.unwrap();
+        let back = s
+            .download_to_vec(&buf, 9, 4091 + 299_900 + 7)
+            .await
+            .unwrap();
+        let want: Vec<u8> = [&two[5..4096], &want[100..300_000], &two[..7]].concat();
+        assert!(back == want, "the parts, end to end");
+    });
 }
 
 #[test]
@@ -108,14 +130,18 @@ fn bad_ranges_are_typed_errors_naming_what_to_fix() {
     assert!(matches!(again, Err(Error::Driver { .. })), "{again:?}");
     let buf = host.alloc(4096).unwrap();
     block_on(async {
-        let r = s.upload_locked(&buf, 0, &locked, 0..(1 << 20) + 1).await;
+        let r = s
+            .upload_locked(&buf, 0, &[(&locked, 0..(1 << 20) + 1)])
+            .await;
         assert!(matches!(r, Err(Error::HostRange { .. })), "{r:?}");
         #[allow(clippy::reversed_empty_ranges)]
-        let r = s.upload_locked(&buf, 0, &locked, 8..4).await;
+        let r = s.upload_locked(&buf, 0, &[(&locked, 8..4)]).await;
         assert!(matches!(r, Err(Error::HostRange { .. })), "{r:?}");
-        let r = s.upload_locked(&buf, 1, &locked, 0..4096).await;
+        let r = s.upload_locked(&buf, 1, &[(&locked, 0..4096)]).await;
         assert!(matches!(r, Err(Error::OutOfBounds { .. })), "{r:?}");
-        s.upload_locked(&buf, 4096, &locked, 5..5).await.unwrap();
+        s.upload_locked(&buf, 4096, &[(&locked, 5..5)])
+            .await
+            .unwrap();
     });
 }
 
@@ -129,7 +155,7 @@ fn the_owner_is_dropped_only_after_the_handle_and_every_upload_reading_it_are_go
     fill(&m, 3);
     let (locked, dropped) = lock(m, &host);
     let buf = host.alloc(len).unwrap();
-    block_on(s.upload_locked(&buf, 0, &locked, 0..len)).unwrap();
+    block_on(s.upload_locked(&buf, 0, &[(&locked, 0..len)])).unwrap();
     s.synchronize().unwrap();
     host.wait_unloads();
     assert!(
@@ -139,7 +165,8 @@ fn the_owner_is_dropped_only_after_the_handle_and_every_upload_reading_it_are_go
     // An upload polled once (its DMA enqueued) and abandoned, then the handle dropped: the
     // batch fencing the DMA holds the memory until the DMA ends.
     {
-        let mut up = std::pin::pin!(s.upload_locked(&buf, 0, &locked, 0..len));
+        let parts = [(&locked, 0..len)];
+        let mut up = std::pin::pin!(s.upload_locked(&buf, 0, &parts));
         let _ = up.as_mut().poll(&mut Context::from_waker(Waker::noop()));
     }
     drop(locked);
@@ -180,7 +207,9 @@ fn after_a_context_loss_locked_memory_is_registered_again_and_uploads_work() {
     let s = host.stream().unwrap();
     let buf = host.alloc(len).unwrap();
     block_on(async {
-        s.upload_locked(&buf, 0, &locked, 0..len).await.unwrap();
+        s.upload_locked(&buf, 0, &[(&locked, 0..len)])
+            .await
+            .unwrap();
         assert!(s.download_to_vec(&buf, 0, len).await.unwrap() == pattern(len, 7));
     });
     assert_eq!(
