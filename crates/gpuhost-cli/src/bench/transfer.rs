@@ -126,12 +126,7 @@ pub fn measure(
     reps: usize,
 ) -> Result<TransferResult> {
     let buf = host.alloc(bytes)?;
-    // Each pageable path has a buffer of its own, made alike, so neither copies from memory
-    // the other's copies just handled their own way (the driver's pageable path may pin the
-    // caller's pages as it goes). With one shared buffer, gpuhost's rows ran slower than the
-    // same configuration in the sweep below, whose buffer only gpuhost touches.
     let mut data = vec![7u8; bytes];
-    let mut data_raw = vec![7u8; bytes];
     let pinned = RawPinned::new(host, bytes)?;
     let mut hb = host.host_buffer(bytes)?;
     let mut v: [Vec<f64>; 8] = Default::default();
@@ -139,8 +134,8 @@ pub fn measure(
     for round in 0..=reps {
         let dev = buf.device_ptr();
         let t = [
-            raw_copy(host, true, dev, data_raw.as_mut_ptr(), bytes)?,
-            raw_copy(host, false, dev, data_raw.as_mut_ptr(), bytes)?,
+            raw_copy(host, true, dev, data.as_mut_ptr(), bytes)?,
+            raw_copy(host, false, dev, data.as_mut_ptr(), bytes)?,
             raw_copy(host, true, dev, pinned.ptr, pinned.len)?,
             raw_copy(host, false, dev, pinned.ptr, pinned.len)?,
             timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?,
