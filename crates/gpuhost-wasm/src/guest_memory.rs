@@ -156,11 +156,6 @@ impl Mapping {
                 std::io::Error::last_os_error()
             ));
         }
-        // Transparent huge pages where the kernel gives them only on request (`madvise` mode):
-        // fewer TLB misses for the guest's code, and 2 MiB pages for locked pieces' DMAs. A
-        // kernel without THP ignores it.
-        // SAFETY: advice on the mapping just made, which nothing uses yet.
-        unsafe { libc::madvise(base, len, libc::MADV_HUGEPAGE) };
         Ok(Self {
             base: base.cast(),
             len,

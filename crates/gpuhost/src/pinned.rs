@@ -123,7 +123,12 @@ impl Pinned {
         };
         let cap =
             capacity_for(len).ok_or_else(|| failed("larger than the address space allows"))?;
-        let ptr = alloc_region(cap).ok_or_else(|| failed("the allocator refused"))?;
+        let layout = layout(cap).ok_or_else(|| failed("larger than the address space allows"))?;
+        // SAFETY: a nonzero-size layout (cap >= PAGE).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(failed("the allocator refused"));
+        }
         Ok(Self::of(host, ptr, cap, 0))
     }
 
@@ -288,61 +293,14 @@ fn unregister(host: &Host, generation: u64, ptr: *mut u8) {
     }
 }
 
-/// Regions of at least this many bytes are mappings of their own, aligned to it and advised
-/// for transparent huge pages (where the kernel gives them only on request, `madvise` mode):
-/// the staging copies then write, and the DMA engine reads, 2 MiB pages instead of 4 KiB ones.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// `cap` zeroed bytes of our own for a region, page-aligned (see [`HUGE_PAGE`]); None when the
-/// allocator refuses.
-fn alloc_region(cap: usize) -> Option<*mut u8> {
-    if cap < HUGE_PAGE {
-        let layout = layout(cap)?;
-        // SAFETY: a nonzero-size layout (cap >= PAGE).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        return (!ptr.is_null()).then_some(ptr);
-    }
-    let len = cap.checked_add(HUGE_PAGE)?;
-    // SAFETY: a fresh private anonymous mapping (zero-filled); no address hint.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    let head = (p as usize).next_multiple_of(HUGE_PAGE) - p as usize;
-    // SAFETY: the aligned start lies `head` < HUGE_PAGE bytes into the `cap + HUGE_PAGE` just
-    // mapped; the unaligned head and the tail past `cap` are ours to unmap, untouched.
-    unsafe {
-        let start = p.cast::<u8>().add(head);
-        if head > 0 {
-            libc::munmap(p, head);
-        }
-        libc::munmap(start.add(cap).cast(), HUGE_PAGE - head);
-        // Before the first touch, so the pages come huge; a kernel without THP ignores it.
-        libc::madvise(start.cast(), cap, libc::MADV_HUGEPAGE);
-        Some(start)
-    }
-}
-
 /// Frees a region's memory.
 ///
 /// # Safety
 /// `ptr` and `cap` come from one [`Pinned`] that no DMA uses, that is not registered with a live
 /// context, and that nothing else holds.
 unsafe fn free_region(ptr: *mut u8, cap: usize) {
-    if cap >= HUGE_PAGE {
-        // SAFETY: mapped by `alloc_region` with this size, unmapped once.
-        unsafe { libc::munmap(ptr.cast(), cap) };
-    } else if let Some(layout) = layout(cap) {
-        // SAFETY: allocated by `alloc_region` with this layout, freed once.
+    if let Some(layout) = layout(cap) {
+        // SAFETY: allocated with this layout (see `Pinned::unregistered`), freed once.
         unsafe { std::alloc::dealloc(ptr, layout) };
     }
 }
