@@ -55,6 +55,10 @@ pub struct Args {
     /// Guest linear memory, in bytes.
     #[arg(long)]
     max_wasm_memory: Option<usize>,
+    /// Bytes of the guest's linear memory that may be page-locked so its large, repeated writes
+    /// go to the device with one DMA from that memory; 0 stages every write [default: 256 MiB].
+    #[arg(long)]
+    max_locked_memory_bytes: Option<u64>,
     /// Run the guest trusted: its PTX and cubins run unchanged, unconfined (the default
     /// sandbox confines its kernels to its own memory and stops runaway launches).
     #[arg(long)]
@@ -90,7 +94,8 @@ impl Args {
              max_launches_in_flight => max_launches_in_flight, max_kernels => max_kernels,
              max_streams_and_events => max_streams_and_events, max_wasm_memory => max_wasm_memory_bytes,
              max_globals_bytes => max_globals_bytes, max_launch_local_bytes => max_launch_local_bytes,
-             max_graph_batch => max_graph_batch, max_cached_graphs => max_cached_graphs);
+             max_graph_batch => max_graph_batch, max_cached_graphs => max_cached_graphs,
+             max_locked_memory_bytes => max_locked_memory_bytes);
         l.sandbox = !self.trusted;
         if let Some(ms) = self.max_kernel_ms {
             l.max_kernel_time = std::time::Duration::from_millis(ms);
@@ -169,5 +174,43 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             )
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: Args,
+    }
+
+    #[test]
+    fn quota_flags_set_the_limits_they_name_and_leave_the_rest_at_their_defaults() {
+        let cli = Cli::try_parse_from([
+            "gpuhost",
+            "guest.wasm",
+            "--max-locked-memory-bytes",
+            "0",
+            "--max-graph-batch",
+            "4",
+            "--max-kernel-ms",
+            "250",
+            "--fuel",
+            "0",
+        ])
+        .unwrap();
+        let l = cli.run.limits();
+        let d = Limits::default();
+        assert_eq!(l.max_locked_memory_bytes, 0);
+        assert_eq!(l.max_graph_batch, 4);
+        assert_eq!(l.max_kernel_time, std::time::Duration::from_millis(250));
+        assert_eq!(l.fuel, None);
+        assert_eq!(l.max_buffer_bytes, d.max_buffer_bytes);
+        assert_eq!(l.max_wasm_memory_bytes, d.max_wasm_memory_bytes);
+        assert!(l.sandbox);
     }
 }
