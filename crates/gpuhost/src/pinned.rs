@@ -452,10 +452,12 @@ impl Host {
 
     /// Whether uploads may page-lock more staging than is pooled (default true). With false, an
     /// upload that finds no free staging copies that chunk through the driver's own pageable
-    /// path instead (slower, but it waits only for the stream's earlier work): on NVIDIA,
-    /// page-locking memory waits for the whole device, so an upload that a running kernel waits
-    /// for — a guest's kernel spinning until the guest's own `buffer.write` lands — would wait
-    /// for that kernel. Embedders running untrusted guests turn growth off after
+    /// path instead (slower, but it waits only for the stream's earlier work): memory locked
+    /// beyond the pool is unregistered when the pool trims it, and on NVIDIA cuMemHostUnregister
+    /// waits for every running kernel while holding other threads' driver calls (registering
+    /// does not wait: conformance stalls.rs), so an upload that a running kernel waits for — a
+    /// guest's kernel spinning until the guest's own `buffer.write` lands — could wait for that
+    /// kernel. Embedders running untrusted guests turn growth off after
     /// [`Host::reserve_staging`].
     pub fn set_staging_growth(&self, allowed: bool) {
         self.staging_growth
@@ -467,9 +469,10 @@ impl Host {
     /// need ([`Stream::upload`](crate::Stream::upload), [`Stream::download`](crate::Stream::download)
     /// with this host's [`TransferConfig`](crate::TransferConfig): `chunks_in_flight + 1` chunks
     /// each), and keeps it pooled, so those transfers never allocate nor register page-locked
-    /// memory. That matters beyond speed: on NVIDIA, page-locking memory waits inside the driver
-    /// for the device, so a transfer that must grow the pool while a kernel runs (say one that
-    /// spins until this very transfer's data arrives) would wait for that kernel. More
+    /// memory. That matters beyond speed: a pool grown past its reserve is trimmed later, and
+    /// on NVIDIA unregistering waits inside the driver for every running kernel, holding other
+    /// threads' driver calls, so a transfer racing a trim while a kernel runs (say one that spins
+    /// until this very transfer's data arrives) would wait for that kernel. More
     /// transfers at once than reserved still work, allocating what they lack.
     ///
     /// Kept when the transfer config changes (the reserve is re-made for the new chunk size).

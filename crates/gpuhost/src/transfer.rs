@@ -369,8 +369,8 @@ impl Stream {
             (r.start, part)
         });
         // A chunk's DMA into staging, or, with no staging free where none may be page-locked
-        // (page-locking waits for the whole device, e.g. for a kernel waiting on this very
-        // guest), a copy through the driver's pageable path into `part`, done on return (None).
+        // (see Host::set_staging_growth), a copy through the driver's pageable path into
+        // `part`, done on return (None).
         let enqueue = |at: usize, part: &mut [MaybeUninit<u8>]| {
             let generation = self.enter_with(buf)?;
             let Some(staging) = self.staging(generation, chunk)? else {
@@ -474,7 +474,7 @@ impl Stream {
 
     /// A staging region of `len` bytes for one chunk: pooled, or newly page-locked where the
     /// host allows it; None when none is free and none may be page-locked
-    /// ([`Host::set_staging_growth`]: on NVIDIA page-locking waits for the whole device).
+    /// ([`Host::set_staging_growth`] says why a host may forbid it).
     pub(crate) fn staging(&self, generation: u64, len: usize) -> Result<Option<Pinned>> {
         if self.host().staging_growth.load(Ordering::Relaxed) {
             return Pinned::take(self.host(), generation, len).map(Some);
