@@ -10,7 +10,7 @@
 //!   copy threads read the guest's bytes only inside a synchronous copy step within one poll
 //!   of the future that owns the Store's borrow (gpuhost's copy.rs), and the DMAs read only
 //!   page-locked staging — once the future is dropped, nothing reads guest memory. A write of
-//!   1 MiB or more into a memory gpuhost can lock (guest_memory.rs) is instead one DMA straight
+//!   1 MiB or more into a memory gpuhost can lock (guest_memory/) is instead one DMA straight
 //!   from guest memory once that memory is locked: a dropped future's DMA then reads on, and
 //!   its piece keeps the memory mapped, and out of reuse, until it ends.
 //! - `read` downloads into the result `Vec`'s uninitialised storage (no zero fill), which
@@ -176,7 +176,7 @@ async fn write_in_place<T: CudaView + 'static>(
 }
 
 /// Uploads a guest's `bytes` into `b` at `offset`: straight from its memory where that memory
-/// can be locked (see guest_memory.rs), else staged.
+/// can be locked (see guest_memory/), else staged.
 async fn upload_guest_bytes(
     stream: &gpuhost::Stream,
     b: &gpuhost::DeviceBuffer,

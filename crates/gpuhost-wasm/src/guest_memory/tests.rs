@@ -1,0 +1,250 @@
+//! Tests of guest memories (the parent module): locking on the second large write, uploads
+//! straight from the memory landing exactly, the limits, reuse that shows nothing of the old
+//! guest, and growth in place.
+
+use super::*;
+
+const MIB: usize = 1 << 20;
+
+fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
+    let ty = MemoryType::new(0, None);
+    c.new_memory(ty, minimum, None, Some(256 * MIB), 64 << 10)
+        .unwrap()
+}
+
+/// The memory's first `len` bytes, to fill and check in place: guest memory is shared
+/// mutable memory by nature (wasmtime hands out `&mut` views of it the same way).
+#[allow(clippy::mut_from_ref)]
+fn bytes(m: &dyn LinearMemory, len: usize) -> &mut [u8] {
+    assert!(len <= m.byte_size());
+    // SAFETY: `len` accessible bytes of a memory no guest and no DMA uses in these tests
+    // while the slice lives.
+    unsafe { std::slice::from_raw_parts_mut(m.as_ptr(), len) }
+}
+
+/// Uploads `src` (inside `m`) through `direct_parts`, if it goes direct, into a fresh device
+/// buffer, and returns what the device holds.
+fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8>> {
+    let parts = direct_parts(host, src, max_locked)?;
+    let s = host.stream().unwrap();
+    let buf = host.alloc(src.len()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let parts: Vec<_> = parts.iter().map(|(l, r)| (l, r.clone())).collect();
+        s.upload_locked(&buf, 0, &parts).await.unwrap();
+        Some(s.download_to_vec(&buf, 0, src.len()).await.unwrap())
+    })
+}
+
+#[test]
+fn gaps_are_the_parts_of_a_span_no_piece_covers() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = creator_memory(&c, 64 * MIB);
+    let slot = slot_of(m.as_ptr() as usize).unwrap();
+    let piece = |at: Range<usize>| Piece {
+        locked: lock(&host, &slot, at.clone()).unwrap(),
+        at,
+    };
+    let pieces = vec![piece(4096..8192), piece(16384..20480)];
+    assert_eq!(gaps(&pieces, 0..4096), vec![0..4096]);
+    assert_eq!(
+        gaps(&pieces, 0..32768),
+        vec![0..4096, 8192..16384, 20480..32768]
+    );
+    assert_eq!(gaps(&pieces, 4096..8192), Vec::<Range<usize>>::new());
+    assert_eq!(gaps(&pieces, 6000..18000), vec![8192..16384]);
+}
+
+#[test]
+fn a_memory_is_locked_on_a_second_large_write_into_its_granules_and_uploads_exactly() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = creator_memory(&c, 48 * MIB);
+    let mem = bytes(&*m, 48 * MIB);
+    for (i, b) in mem.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    // Across a granule boundary, at odd offsets.
+    let src = &mem[GRANULE - 12345..GRANULE + 3 * MIB + 7];
+    assert!(upload_direct(&host, src, 1 << 30).is_none(), "first write");
+    assert!(
+        upload_direct(&host, &src[..MIB - 1], 1 << 30).is_none(),
+        "small"
+    );
+    assert_eq!(upload_direct(&host, src, 1 << 30).as_deref(), Some(src));
+    let slot = slot_of(m.as_ptr() as usize).unwrap();
+    assert_eq!(slot.locks().bytes, 2 * GRANULE, "its two granules");
+    // Within the locked granules, a first write goes direct too, reading the bytes now.
+    mem[GRANULE..GRANULE + 2 * MIB].fill(9);
+    let src = &mem[GRANULE - MIB..GRANULE + 2 * MIB];
+    assert_eq!(upload_direct(&host, src, 1 << 30).as_deref(), Some(src));
+    // A granule beyond the guest's limit is staged.
+    let far = &mem[2 * GRANULE..2 * GRANULE + 2 * MIB];
+    assert!(upload_direct(&host, far, 2 * GRANULE as u64).is_none());
+    assert!(upload_direct(&host, far, 2 * GRANULE as u64).is_none());
+    assert_eq!(slot.locks().bytes, 2 * GRANULE);
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), 2 * GRANULE);
+}
+
+#[test]
+fn a_memory_the_driver_refuses_to_lock_has_its_writes_staged_and_its_budget_returned() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = creator_memory(&c, 2 * GRANULE);
+    let slot = slot_of(m.as_ptr() as usize).unwrap();
+    // Registered behind the creator's back: the driver refuses an overlapping registration.
+    let squatter = lock(&host, &slot, 4 * MIB..5 * MIB).unwrap();
+    let src = &bytes(&*m, 2 * MIB)[..];
+    assert!(upload_direct(&host, src, 1 << 30).is_none());
+    assert!(upload_direct(&host, src, 1 << 30).is_none(), "refused");
+    assert!(slot.locks().refused);
+    assert_eq!(
+        c.pool.locked.load(Ordering::Relaxed),
+        0,
+        "nothing stays charged"
+    );
+    drop(squatter);
+    assert!(
+        upload_direct(&host, src, 1 << 30).is_none(),
+        "refused for good"
+    );
+}
+
+#[test]
+fn past_the_creators_budget_writes_are_staged_and_locked_memories_live_as_long_as_it() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::with_lock_budget(GRANULE);
+    let a = creator_memory(&c, 2 * GRANULE);
+    let mem = bytes(&*a, 2 * GRANULE);
+    let (first, second) = mem.split_at(GRANULE);
+    for _ in 0..2 {
+        upload_direct(&host, &first[..2 * MIB], 1 << 30);
+    }
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+    // Another granule of the same memory, and another memory: over the budget.
+    let b = creator_memory(&c, 2 * GRANULE);
+    for src in [&second[..2 * MIB], &bytes(&*b, 2 * MIB)[..]] {
+        assert!(upload_direct(&host, src, 1 << 30).is_none());
+        assert!(
+            upload_direct(&host, src, 1 << 30).is_none(),
+            "over the budget"
+        );
+    }
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+    // The locked memory outlives its guest, pooled; it goes with its creator (its pieces
+    // unregistered on the release thread).
+    let base = a.as_ptr() as usize;
+    drop((a, b));
+    assert!(slot_of(base).is_some(), "pooled");
+    drop(c);
+    assert!(slot_of(base).is_none(), "dropped with its creator");
+    host.wait_unloads();
+}
+
+#[test]
+fn a_pooled_memory_comes_back_zeroed_and_its_locked_pages_carry_the_new_bytes() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let len = 40 * MIB;
+    let m = creator_memory(&c, len);
+    let mem = bytes(&*m, len);
+    mem.fill(0xA5);
+    let src = &mem[3 * MIB..3 * MIB + 20 * MIB];
+    upload_direct(&host, src, 1 << 30);
+    assert!(upload_direct(&host, src, 1 << 30).is_some());
+    let base = m.as_ptr();
+    drop(m);
+    // Smaller at first, then grown over all the old guest's bytes.
+    let mut m = creator_memory(&c, MIB);
+    assert_eq!(m.as_ptr(), base, "the pooled memory");
+    assert_eq!(m.byte_size(), MIB);
+    m.grow_to(len).unwrap();
+    let mem = bytes(&*m, len);
+    assert!(
+        mem.iter().all(|&b| b == 0),
+        "the old guest's bytes are gone"
+    );
+    mem.fill(0x3C);
+    let src = &mem[3 * MIB..3 * MIB + 20 * MIB];
+    assert!(
+        upload_direct(&host, src, 1 << 30).is_none(),
+        "a new guest's first write"
+    );
+    let got = upload_direct(&host, src, 1 << 30).unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0x3C),
+        "the device got the new bytes"
+    );
+}
+
+#[test]
+fn writes_of_every_length_and_place_in_a_growing_memory_upload_exactly_what_it_holds() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let mut m = creator_memory(&c, 8 * MIB);
+    // A fixed xorshift, so a failure repeats.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let (mut direct, mut staged) = (0, 0);
+    for round in 0..40 {
+        // The memory grows now and then, to an edge that is no granule's.
+        if round % 10 == 9 {
+            let to = (m.byte_size() + (1 + next(24)) * MIB + 65536).min(120 * MIB);
+            m.grow_to(to).unwrap();
+        }
+        let size = m.byte_size();
+        let len = (MIB + next(16 * MIB)).min(size);
+        let at = next(size - len + 1);
+        let mem = bytes(&*m, size);
+        // Every 8 bytes tell their place: a part landing shifted or cut short shows.
+        for (i, w) in mem[at..at + len].chunks_mut(8).enumerate() {
+            let word = (i as u64) << 8 | round;
+            w.copy_from_slice(&word.to_le_bytes()[..w.len()]);
+        }
+        match upload_direct(&host, &mem[at..at + len], 1 << 30) {
+            Some(got) => {
+                direct += 1;
+                assert!(
+                    got == mem[at..at + len],
+                    "round {round}: {len} bytes at {at}"
+                );
+            }
+            None => staged += 1,
+        }
+    }
+    // Most places were written before (the first write into a granule is staged).
+    assert!(direct > staged, "{direct} direct, {staged} staged");
+    let slot = slot_of(m.as_ptr() as usize).unwrap();
+    let locks = slot.locks();
+    assert!(
+        locks
+            .pieces
+            .windows(2)
+            .all(|w| w[0].at.end <= w[1].at.start)
+    );
+    assert_eq!(
+        locks.bytes,
+        locks.pieces.iter().map(|p| p.at.len()).sum::<usize>()
+    );
+}
+
+#[test]
+fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
+    let c = GuestMemoryCreator::default();
+    let mut m = creator_memory(&c, 64 << 10);
+    let base = m.as_ptr();
+    m.grow_to(4 * MIB).unwrap();
+    assert_eq!((m.as_ptr(), m.byte_size()), (base, 4 * MIB));
+    bytes(&*m, 4 * MIB)[4 * MIB - 1] = 1;
+    let e = m.grow_to(256 * MIB + 65536).unwrap_err();
+    assert!(e.to_string().contains("reservation"), "{e}");
+    assert_eq!(m.byte_size(), 4 * MIB);
+}
