@@ -77,7 +77,11 @@ fn a_memory_is_locked_on_a_second_large_write_into_its_granules_and_uploads_exac
     assert_eq!(upload_direct(&host, src, 1 << 30).as_deref(), Some(src));
     let slot = slot_of(m.as_ptr() as usize).unwrap();
     assert_eq!(slot.locks().bytes, 2 * GRANULE, "its two granules");
-    assert_eq!(slot.locks().pieces.len(), 1, "locked together: one DMA per write");
+    assert_eq!(
+        slot.locks().pieces.len(),
+        1,
+        "locked together: one DMA per write"
+    );
     // Within the locked granules, a first write goes direct too, reading the bytes now.
     mem[GRANULE..GRANULE + 2 * MIB].fill(9);
     let src = &mem[GRANULE - MIB..GRANULE + 2 * MIB];
