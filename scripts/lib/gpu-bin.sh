@@ -53,3 +53,19 @@ run_watched() {
     overran=1 limit=${AFTER_OVERRUN:-120}
   done
 }
+
+# The frame of a session's GPU call script (bench/h200-runs/DATE-sN/callK/callK.sh), sourced from
+# the checkout root: gpu_call_begin readies the suites, points the packed binaries at NVIDIA's
+# driver, writes the machine (GPU, driver, commit, date, then whatever "$@" prints) to
+# $OUT/machine.txt and makes $OUT/logs; gpu_call_end archives the logs as $OUT/logs.tar.gz
+# (the device tool brings few files back), whose paths read logs/...
+gpu_call_begin() {
+  gpu_suites_ready
+  export GPUHOST_DRIVER=nvidia SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so" GPUHOST_GUEST_DIR="$PWD/.gpu/guests"
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    echo "commit $(cat .gpu/COMMIT)"; date -u; "$@"; } > "$OUT/machine.txt"
+  mkdir -p "$OUT/logs"
+}
+gpu_call_end() {
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+}

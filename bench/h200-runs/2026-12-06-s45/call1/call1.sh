@@ -8,17 +8,13 @@
 set -u
 cd "$(dirname "$0")/../../../.."
 source scripts/lib/gpu-bin.sh
-gpu_suites_ready
-export GPUHOST_DRIVER=nvidia SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so" GPUHOST_GUEST_DIR="$PWD/.gpu/guests"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "commit $(cat .gpu/COMMIT)"; date -u; } > "$OUT/machine.txt"
-mkdir -p "$OUT/logs"
+gpu_call_begin
 SKIP_FIXTURES=1 SKIP_PROBE=1 OUT="$OUT/logs/suites" bash scripts/gpu.sh tests > "$OUT/logs/suites.txt" 2>&1
 for i in 1 2; do
   timeout 90 .gpu/bin/gpuhost bench --guest --json "$OUT/logs/bench-guest-$i.json" > "$OUT/logs/bench-guest-$i.md" 2>&1
   echo "guest bench $i rc=$?" >> "$OUT/logs/bench-guest-$i.md"
 done
-tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+gpu_call_end
 cat "$OUT/machine.txt"
 tar -xzOf "$OUT/logs.tar.gz" logs/suites.txt | tail -40
 tar -xzOf "$OUT/logs.tar.gz" logs/bench-guest-1.md logs/bench-guest-2.md | grep -E 'host → device|Guest write|rc=' | head -12

@@ -11,12 +11,8 @@
 set -u
 cd "$(dirname "$0")/../../../.."
 source scripts/lib/gpu-bin.sh
-gpu_suites_ready
-export GPUHOST_DRIVER=nvidia SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so" GPUHOST_GUEST_DIR="$PWD/.gpu/guests"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "commit $(cat .gpu/COMMIT)"; date -u
-  echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; } > "$OUT/machine.txt"
-mkdir -p "$OUT/logs"
+thp() { echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; }
+gpu_call_begin thp
 xz -dc .gpu/old-gpuhost.xz > /tmp/old-gpuhost && chmod +x /tmp/old-gpuhost
 for i in 1 2; do
   for side in old new; do
@@ -33,7 +29,7 @@ for crate in gpuhost:locked gpuhost-wasm:transfers; do
   b=$(grep "(crates/$c)\"" .gpu/run.sh | grep -o "all-[0-9a-f]*" | head -1)
   (cd crates/$c && CARGO_MANIFEST_DIR=$PWD timeout 120 "$root/.gpu/bin/$b" "$f" 2>&1) > "$OUT/logs/tests-$c.txt"
 done
-tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+gpu_call_end
 cat "$OUT/machine.txt"
 mkdir -p /tmp/l && tar -xzf "$OUT/logs.tar.gz" -C /tmp/l
 for f in /tmp/l/logs/guest-*.md; do echo "== $(basename $f)"; grep -E 'host → device \||Guest write|rc=' "$f"; done

@@ -10,12 +10,8 @@
 set -u
 cd "$(dirname "$0")/../../../.."
 source scripts/lib/gpu-bin.sh
-gpu_suites_ready
-export GPUHOST_DRIVER=nvidia SOFTCUDA_LIB="$PWD/.gpu/lib/libsoftcuda.so" GPUHOST_GUEST_DIR="$PWD/.gpu/guests"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "commit $(cat .gpu/COMMIT)"; date -u
-  echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; uname -r; } > "$OUT/machine.txt"
-mkdir -p "$OUT/logs"
+thp() { echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; }
+gpu_call_begin eval 'thp; uname -r'
 xz -dc .gpu/old-gpuhost.xz > /tmp/old-gpuhost && chmod +x /tmp/old-gpuhost
 for i in 1 2; do
   for side in old new; do
@@ -30,7 +26,7 @@ done
 root=$PWD
 b=$(grep "(crates/gpuhost)\"" .gpu/run.sh | grep -o "all-[0-9a-f]*" | head -1)
 (cd crates/gpuhost && CARGO_MANIFEST_DIR=$PWD timeout 120 "$root/.gpu/bin/$b" transfer host_buffer locked 2>&1) > "$OUT/logs/tests-gpuhost.txt"
-tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+gpu_call_end
 cat "$OUT/machine.txt"
 mkdir -p /tmp/l && tar -xzf "$OUT/logs.tar.gz" -C /tmp/l
 for f in /tmp/l/logs/bench-*.md; do echo "== $(basename $f)"; grep -E '64 MiB \||\| default|rc=' "$f" | head -8; done
