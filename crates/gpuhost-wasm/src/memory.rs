@@ -187,7 +187,6 @@ async fn upload_guest_bytes(
     let Some(parts) = crate::guest_memory::direct_parts(stream.host(), bytes, max_locked) else {
         return stream.upload(b, offset, bytes).await;
     };
-    let parts: Vec<_> = parts.iter().map(|(l, r)| (l, r.clone())).collect();
     stream.upload_locked(b, offset, &parts).await
 }
 

@@ -9,14 +9,16 @@
 //! after no DMA can touch it. A region whose DMA's end was never observed leaks its owner.
 
 use std::any::Any;
+use std::borrow::Borrow;
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::pinned::Pinned;
+use crate::pinned::{Pinned, check_host_range};
 use crate::stream::Stream;
+use crate::transfer::Dir;
 
 /// Page size cuMemHostRegister works in.
 const PAGE: usize = 4096;
@@ -117,8 +119,8 @@ impl LockedMemory {
 }
 
 impl Stream {
-    /// Copies `parts` — ranges of locked memory (offsets from each one's first byte), laid end to
-    /// end — into `dst` from `offset`, one DMA per part, no staging copy, after the work queued on
+    /// Copies `parts` — ranges of locked memory (offsets from each one's first byte; handles or
+    /// references to them), laid end to end — into `dst` from `offset`, one DMA per part, no staging copy, after the work queued on
     /// this stream before it; done when the future resolves. Every DMA is enqueued before the
     /// first is awaited, so the copy engine runs them back to back. The calling thread never
     /// waits for the device. After a context loss the memory is registered with the new context
@@ -131,33 +133,23 @@ impl Stream {
         &self,
         dst: &DeviceBuffer,
         offset: usize,
-        parts: &[(&LockedMemory, Range<usize>)],
+        parts: &[(impl Borrow<LockedMemory>, Range<usize>)],
     ) -> Result<()> {
         let mut len = 0usize;
         for (src, range) in parts {
-            if range.start > range.end || range.end > src.len() {
-                return Err(Error::HostRange {
-                    start: range.start,
-                    end: range.end,
-                    size: src.len(),
-                });
-            }
-            if !Arc::ptr_eq(src.region.host(), self.host()) {
-                return Err(Error::DeviceMismatch {
-                    what: "locked memory",
-                    expected: self.host().ordinal(),
-                    found: src.device(),
-                });
-            }
+            let src = src.borrow();
+            check_host_range(range, src.len())?;
+            self.check_host("locked memory", src.region.host())?;
             len = len.saturating_add(range.len());
         }
         dst.range(offset, len)?;
-        self.check_buffer("buffer", dst)?;
-        let generation = self.host().enter_for(self.generation())?;
+        let generation = self.enter_with(dst)?;
         let mut fences = Vec::with_capacity(parts.len());
         let mut at = offset;
         for (src, range) in parts.iter().filter(|(_, r)| !r.is_empty()) {
-            fences.push(self.enqueue_upload(dst, at, &src.region, range.clone(), generation)?);
+            let region = &src.borrow().region;
+            let fence = self.enqueue_direct(Dir::Up, dst, at, region, range.clone(), generation)?;
+            fences.push(fence);
             at += range.len();
         }
         for fence in fences {

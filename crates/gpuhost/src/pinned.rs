@@ -569,14 +569,7 @@ impl HostBuffer {
 
     /// Checks that `range` lies inside the buffer.
     pub(crate) fn check_range(&self, range: &Range<usize>) -> Result<()> {
-        if range.start > range.end || range.end > self.len() {
-            return Err(Error::HostRange {
-                start: range.start,
-                end: range.end,
-                size: self.len(),
-            });
-        }
-        Ok(())
+        check_host_range(range, self.len())
     }
 
     /// Before a download: moves the buffer off a region an earlier upload may still read (a
@@ -605,6 +598,19 @@ impl HostBuffer {
             region
         });
     }
+}
+
+/// Checks that `range` is ascending and lies inside host memory of `size` bytes (a host buffer,
+/// or locked memory).
+pub(crate) fn check_host_range(range: &Range<usize>, size: usize) -> Result<()> {
+    if range.start > range.end || range.end > size {
+        return Err(Error::HostRange {
+            start: range.start,
+            end: range.end,
+            size,
+        });
+    }
+    Ok(())
 }
 
 /// True while a region may be in a DMA's hands: a batch still holds it (a transfer was dropped

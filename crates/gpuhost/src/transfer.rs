@@ -20,6 +20,7 @@ use std::task::Poll;
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::host::Host;
 use crate::pinned::{HostBuffer, Pinned};
 use crate::result;
 use crate::stream::Stream;
@@ -159,7 +160,7 @@ impl crate::host::Host {
 
 /// Which way a DMA goes.
 #[derive(Clone, Copy)]
-enum Dir {
+pub(crate) enum Dir {
     /// Device to host.
     Down,
     /// Host to device.
@@ -168,9 +169,22 @@ enum Dir {
 
 impl Stream {
     /// Checks that `buf` can be used on this stream now, and binds the context.
-    fn enter_with(&self, buf: &DeviceBuffer) -> Result<u64> {
+    pub(crate) fn enter_with(&self, buf: &DeviceBuffer) -> Result<u64> {
         self.check_buffer("buffer", buf)?;
         self.host().enter_for(self.generation())
+    }
+
+    /// Checks that host memory of `what` (a host buffer, locked memory) belongs to this stream's
+    /// host: its DMAs run in this host's context only.
+    pub(crate) fn check_host(&self, what: &'static str, host: &Arc<Host>) -> Result<()> {
+        if !Arc::ptr_eq(host, self.host()) {
+            return Err(Error::DeviceMismatch {
+                what,
+                expected: self.host().ordinal(),
+                found: host.ordinal(),
+            });
+        }
+        Ok(())
     }
 
     /// Enqueues one DMA between `buf` at `offset` and `mem[at]`, and a fence keeping `buf` and
@@ -216,13 +230,7 @@ impl Stream {
     ) -> Result<Option<u64>> {
         host.check_range(range)?;
         dev.range(offset, range.len())?;
-        if !Arc::ptr_eq(host.host(), self.host()) {
-            return Err(Error::DeviceMismatch {
-                what: "host buffer",
-                expected: self.host().ordinal(),
-                found: host.device(),
-            });
-        }
+        self.check_host("host buffer", host.host())?;
         let generation = self.enter_with(dev)?;
         if range.is_empty() {
             return Ok(None);
@@ -264,22 +272,23 @@ impl Stream {
         range: Range<usize>,
         generation: u64,
     ) -> Result<()> {
-        region.register_for(generation)?;
-        self.dma(dir, buf, offset, region, range, generation)?.await
+        self.enqueue_direct(dir, buf, offset, region, range, generation)?
+            .await
     }
 
-    /// Enqueues one DMA from a region's `range` into `dst` at `offset`, registering the region
-    /// with the context first if it is not yet (see locked.rs); its fence.
-    pub(crate) fn enqueue_upload(
+    /// [`Stream::direct`]'s DMA, enqueued and not awaited: its fence (locked.rs enqueues
+    /// several before awaiting any).
+    pub(crate) fn enqueue_direct(
         &self,
-        dst: &DeviceBuffer,
+        dir: Dir,
+        buf: &DeviceBuffer,
         offset: usize,
         region: &Arc<Pinned>,
         range: Range<usize>,
         generation: u64,
     ) -> Result<Completion> {
         region.register_for(generation)?;
-        self.dma(Dir::Up, dst, offset, region, range, generation)
+        self.dma(dir, buf, offset, region, range, generation)
     }
 
     /// Copies `range.len()` bytes of `src` from `offset` into `dst[range]` with one DMA into the

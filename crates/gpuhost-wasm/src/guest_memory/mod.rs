@@ -364,26 +364,20 @@ struct GuestMemory {
     pool: Arc<Pool>,
 }
 
-impl GuestMemory {
-    fn slot(&self) -> &Slot {
-        &self.slot
-    }
-}
-
 // SAFETY: the slot's mapping is a fixed reservation: `as_ptr` never changes, growth up to
 // `byte_capacity` stays in place, `byte_size` bytes from it are readable and writable, and the
 // guard wasmtime asked for follows the capacity, inaccessible.
 unsafe impl LinearMemory for GuestMemory {
     fn byte_size(&self) -> usize {
-        self.slot().accessible.load(Ordering::Relaxed)
+        self.slot.accessible.load(Ordering::Relaxed)
     }
 
     fn byte_capacity(&self) -> usize {
-        self.slot().capacity
+        self.slot.capacity
     }
 
     fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
-        let slot = self.slot();
+        let slot = &self.slot;
         let old = slot.accessible.load(Ordering::Relaxed);
         if new_size > slot.capacity {
             wasmtime::bail!(
@@ -399,7 +393,7 @@ unsafe impl LinearMemory for GuestMemory {
     }
 
     fn as_ptr(&self) -> *mut u8 {
-        self.slot().mapping.base
+        self.slot.mapping.base
     }
 }
 

@@ -32,7 +32,6 @@ fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8
         .build()
         .unwrap();
     rt.block_on(async {
-        let parts: Vec<_> = parts.iter().map(|(l, r)| (l, r.clone())).collect();
         s.upload_locked(&buf, 0, &parts).await.unwrap();
         Some(s.download_to_vec(&buf, 0, src.len()).await.unwrap())
     })

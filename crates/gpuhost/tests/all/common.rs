@@ -133,7 +133,7 @@ pub fn foreign_reset() {
     assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
 }
 
-/// Memory of its own mapping (filled with `pattern(len, 1)`), so that access to it can be revoked
+/// Memory of its own mapping (filled with a `pattern`), so that access to it can be revoked
 /// (`forbid_access`), or handed to `Host::lock_memory` as its own owner.
 pub struct Mapped {
     ptr: *mut u8,
@@ -142,6 +142,11 @@ pub struct Mapped {
 
 impl Mapped {
     pub fn new(len: usize) -> Self {
+        Self::filled(len, 1)
+    }
+
+    /// `len` bytes filled with `pattern(len, seed)`.
+    pub fn filled(len: usize, seed: u32) -> Self {
         // SAFETY: a fresh private anonymous mapping; no address hint.
         let ptr = unsafe {
             libc::mmap(
@@ -159,7 +164,7 @@ impl Mapped {
             len,
         };
         // SAFETY: `len` readable, writable bytes just mapped, not shared with anyone yet.
-        unsafe { std::slice::from_raw_parts_mut(m.ptr, len) }.copy_from_slice(&pattern(len, 1));
+        unsafe { std::slice::from_raw_parts_mut(m.ptr, len) }.copy_from_slice(&pattern(len, seed));
         m
     }
 

@@ -23,13 +23,6 @@ impl Drop for Owner {
     }
 }
 
-/// Fills `m` with `pattern(len, seed)`.
-fn fill(m: &Mapped, seed: u32) {
-    // SAFETY: `len` readable, writable bytes of this mapping; no upload reads them now.
-    unsafe { std::slice::from_raw_parts_mut(m.ptr(), m.len()) }
-        .copy_from_slice(&pattern(m.len(), seed));
-}
-
 /// Locks the whole of `m` with `host`, handing it over as the owner; returns the handle and the
 /// flag the owner's drop sets.
 fn lock(m: Mapped, host: &Arc<Host>) -> (LockedMemory, Arc<AtomicBool>) {
@@ -50,8 +43,7 @@ fn locked_memory_uploads_any_range_exactly_and_is_registered_once() {
     let Some(host) = host() else { return };
     let s = host.stream().unwrap();
     let len = 3 << 20;
-    let m = Mapped::new(len);
-    fill(&m, 9);
+    let m = Mapped::filled(len, 9);
     let (locked, _) = lock(m, &host);
     assert_eq!(locked.registrations(), 1);
     let want = pattern(len, 9);
@@ -84,8 +76,7 @@ fn locked_memory_uploads_any_range_exactly_and_is_registered_once() {
     });
     assert_eq!(locked.registrations(), 1, "uploads registered nothing more");
     // Parts of two locked memories, end to end in one call.
-    let other = Mapped::new(1 << 20);
-    fill(&other, 2);
+    let other = Mapped::filled(1 << 20, 2);
     let (second, _) = lock(other, &host);
     let two = pattern(1 << 20, 2);
     block_on(async {
@@ -151,8 +142,7 @@ fn the_owner_is_dropped_only_after_the_handle_and_every_upload_reading_it_are_go
     let Some(host) = host() else { return };
     let s = host.stream().unwrap();
     let len = 8 << 20;
-    let m = Mapped::new(len);
-    fill(&m, 3);
+    let m = Mapped::filled(len, 3);
     let (locked, dropped) = lock(m, &host);
     let buf = host.alloc(len).unwrap();
     block_on(s.upload_locked(&buf, 0, &[(&locked, 0..len)])).unwrap();
@@ -194,8 +184,7 @@ fn after_a_context_loss_locked_memory_is_registered_again_and_uploads_work() {
     let _g = exclusive();
     let Some(host) = host() else { return };
     let len = 1 << 20;
-    let m = Mapped::new(len);
-    fill(&m, 7);
+    let m = Mapped::filled(len, 7);
     let (locked, dropped) = lock(m, &host);
     foreign_reset();
     // The first call after the reset sees the loss; the next ones run in the new context.
