@@ -72,8 +72,9 @@ pub(crate) struct Pinned {
     owner: Option<Box<dyn Any + Send + Sync>>,
 }
 
-// SAFETY: the region is plain heap memory owned by this value; who may read or write it while a
-// DMA runs is governed by the holders (transfers, batches, HostBuffer), as documented there.
+// SAFETY: the region is plain memory, our own heap memory or someone else's kept mapped by its
+// `Send + Sync` owner; who may read or write it while a DMA runs is governed by the holders
+// (transfers, batches, HostBuffer, LockedMemory), as documented there.
 unsafe impl Send for Pinned {}
 // SAFETY: as above; the only shared mutable state is behind a mutex and an atomic.
 unsafe impl Sync for Pinned {}
