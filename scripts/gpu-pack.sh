@@ -6,15 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The probes (launch_probe, rewrite_time) only with PACK_PROBES=1: with them the stripped
-# binaries passed the pack's 60 MiB in session 44.
-probes=()
+# binaries passed the pack's 60 MiB in session 44. PACK_SUITES names the crates whose test
+# suites go (default: all four; conformance brings sandbox_bench), for a call that needs fewer
+# and the probes beside them (session 46: PACK_SUITES="gpuhost gpuhost-wasm" PACK_PROBES=1).
+targets=()
+for crate in ${PACK_SUITES:-gpuhost conformance gpuhost-wasm gpuhost-cli}; do
+  targets+=(--and test -p "$crate" --test all)
+done
+case " ${PACK_SUITES:-conformance} " in
+  *" conformance "*) targets+=(--and bin -p conformance --example sandbox_bench) ;;
+esac
 if [ -n "${PACK_PROBES:-}" ]; then
-  probes=(--and bin -p gpuhost --example launch_probe --and bin -p ptxvm --example rewrite_time)
+  targets+=(--and bin -p gpuhost --example launch_probe --and bin -p ptxvm --example rewrite_time)
 fi
-../shared/gpu/pack test -p gpuhost --test all --and test -p conformance --test all \
-  --and test -p gpuhost-wasm --test all --and test -p gpuhost-cli --test all \
-  --and bin -p gpuhost-cli --bin gpuhost \
-  --and bin -p conformance --example sandbox_bench "${probes[@]}"
+../shared/gpu/pack bin -p gpuhost-cli --bin gpuhost "${targets[@]}"
 # The guests' target (.ci/run installs it too; a fresh machine lacks it).
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
