@@ -29,6 +29,7 @@
 
 mod allow;
 mod bounded;
+mod cp_async;
 mod defer;
 mod fence;
 mod forward;
