@@ -9,7 +9,7 @@
 //! start counter (`ptxvm::sandbox::launch_value`), with `LAUNCH_SKIPS_ENTRY_READ` on a launch
 //! whose threads, each running until its first poll, stay within `SKIP_ENTRY_READ_WORK`
 //! (`ptxvm::sandbox::skips_entry_read`). The tag names the kernel when it reports a fenced
-//! access; the counter is its stream's (watchdog.rs).
+//! access; the counter is its stream's (watchdog/).
 //!
 //! The rewritten kernels trust the arena's shape (base aligned to `MIN_ALIGN`, at least
 //! `MIN_ARENA` mapped); [`Confinement::from_parts`] checks it once for each guest.

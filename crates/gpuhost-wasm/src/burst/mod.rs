@@ -43,7 +43,7 @@
 //! guest drops is freed while graphs that ran it stay cached. Every other launch is checked by
 //! gpuhost as on the stream, and its node updated.
 //!
-//! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog.rs): a batch
+//! **Sandboxed guests** are batched too, within the watchdog's guarantee (watchdog/): a batch
 //! holds at most [`crate::watchdog::FENCE_EVERY`] launches, the length of one watched segment,
 //! and it is issued as one segment under the stream's watch, so a runaway kernel in a graph gets
 //! no more GPU time than one queued behind as many stream launches. A collected launch keeps the

@@ -13,7 +13,7 @@
 //! ([`SandboxPool::trim`]).
 //!
 //! Its driver calls (a memset and an event record per pair, freeing an arena) may wait inside
-//! libcuda behind another thread's call that waits for the device (watchdog.rs says which); the
+//! libcuda behind another thread's call that waits for the device (watchdog/ says which); the
 //! pairs are then ready later, and guests meanwhile get new ones: no guest waits for it.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};

@@ -437,7 +437,7 @@ fn attack_limits_ms(ms: u64) -> Limits {
 
 /// An attacker whose endless kernel fills every SM until its 2 s limit, and a guest with a
 /// 300 ms limit whose kernel waits behind it all that time: the waiting launch is not charged
-/// the time it spent off the device (watchdog.rs, "When a segment starts"), so it runs once
+/// the time it spent off the device (watchdog/mod.rs's header), so it runs once
 /// the attacker is stopped and ends correctly. Counted from its stream's front it was stopped
 /// at 300 ms, never having run. softcuda holds room for 1,024 resident threads in this child
 /// (`SOFTCUDA_RESIDENT_THREADS`), as a GPU's SMs do; the attacker's blocks exceed any GPU's.
