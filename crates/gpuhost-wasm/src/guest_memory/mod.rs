@@ -472,8 +472,9 @@ fn fresh_slot(
 
 /// The slot whose memory holds `addr`, if it is one of ours.
 fn slot_of(addr: usize) -> Option<Arc<Slot>> {
-    let slots = slots();
-    let (_, weak) = slots.range(..=addr).next_back()?;
+    // Upgraded once the table is released: the handle may become the memory's last (another
+    // thread dropping the memory meanwhile), and dropping it here would take the table again.
+    let weak = slots().range(..=addr).next_back()?.1.clone();
     let slot = weak.upgrade()?;
     (addr < slot.base() + slot.capacity).then_some(slot)
 }

@@ -252,3 +252,53 @@ fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
     assert!(e.to_string().contains("reservation"), "{e}");
     assert_eq!(m.byte_size(), 4 * MIB);
 }
+
+/// Red team: looking up the memory of an address that lies in none (a guest memory wasmtime
+/// made itself, under an engine without the creator) while another thread drops the memory
+/// just below it: the lookup may hold that memory's last handle, and must not drop it while
+/// it holds the table a dropped memory takes itself out of (a thread relocking it waits
+/// forever, and every later memory with it).
+#[test]
+fn looking_up_an_address_outside_every_memory_never_deadlocks_with_a_memory_dropped_meanwhile() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+    let c = GuestMemoryCreator::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Just past the newest memory's reservation: in its guard, no guest's byte.
+    let past = Arc::new(AtomicUsize::new(0));
+    let looker = {
+        let (stop, past) = (stop.clone(), past.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let addr = past.load(Ordering::Relaxed);
+                if addr != 0 {
+                    assert!(slot_of(addr).is_none());
+                }
+            }
+        })
+    };
+    const ROUNDS: usize = 100_000;
+    let (done, finished) = std::sync::mpsc::channel();
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let dropper = {
+        let (past, rounds) = (past.clone(), rounds.clone());
+        std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                let m = creator_memory(&c, 64 << 10);
+                past.store(m.as_ptr() as usize + m.byte_capacity(), Ordering::Relaxed);
+                drop(m);
+                rounds.fetch_add(1, Ordering::Relaxed);
+            }
+            done.send(()).unwrap();
+        })
+    };
+    let r = finished.recv_timeout(Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        r.is_ok(),
+        "stuck after {} of {ROUNDS} memories made and dropped beside lookups: deadlocked",
+        rounds.load(Ordering::Relaxed)
+    );
+    dropper.join().unwrap();
+    looker.join().unwrap();
+}
