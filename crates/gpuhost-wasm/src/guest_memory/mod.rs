@@ -13,9 +13,10 @@
 //! When a write goes direct ([`direct_parts`]): at least [`DIRECT_MIN`] bytes, into granules of
 //! the memory that an earlier large write touched (a guest writing a region once never pays for
 //! locking it: milliseconds for large ranges, where staging costs about a millisecond per 40
-//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits). Anything else is
-//! staged as before. Locking failing (the driver refusing more page-locked memory) is not an
-//! error: that memory's writes are staged from then on.
+//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits), the pieces a
+//! reused memory comes with included. Anything else is staged as before. Locking failing (the
+//! driver refusing more page-locked memory) is not an error: that memory's writes are staged
+//! from then on.
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
@@ -513,6 +514,11 @@ pub(crate) fn direct_parts(
     }
     let span = granules.start * GRANULE..(granules.end * GRANULE).min(accessible);
     let max_locked = usize::try_from(max_locked).unwrap_or(usize::MAX);
+    // A memory reused from the pool keeps the last guest's pieces: they are this guest's locked
+    // memory now, and over its limit its writes are staged.
+    if locks.bytes > max_locked {
+        return None;
+    }
     let pool = slot.pool.upgrade()?;
     for gap in gaps(&locks.pieces, span) {
         if locks.pieces.len() >= MAX_PIECES || locks.bytes + gap.len() > max_locked {

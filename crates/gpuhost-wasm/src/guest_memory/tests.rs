@@ -253,6 +253,40 @@ fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
     assert_eq!(m.byte_size(), 4 * MIB);
 }
 
+/// Red team: a memory reused from the pool keeps the last guest's locked pieces, and its
+/// pieces are the new guest's locked memory: a guest whose limit they exceed (0: every write
+/// staged) has its writes staged, not uploaded from pieces another guest's limit paid for.
+#[test]
+fn a_pooled_memorys_pieces_count_against_the_next_guests_locked_memory_limit() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = creator_memory(&c, 2 * GRANULE);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    upload_direct(&host, src, 1 << 30);
+    assert!(upload_direct(&host, src, 1 << 30).is_some(), "locked");
+    let base = m.as_ptr();
+    drop(m);
+    let m = creator_memory(&c, 2 * GRANULE);
+    assert_eq!(
+        m.as_ptr(),
+        base,
+        "the pooled memory, its first granule locked"
+    );
+    let src = &bytes(&*m, 2 * MIB)[..];
+    for limit in [0, GRANULE as u64 - 1] {
+        for write in ["first", "second"] {
+            assert!(
+                upload_direct(&host, src, limit).is_none(),
+                "limit {limit}, {write} write: staged"
+            );
+        }
+    }
+    assert!(
+        upload_direct(&host, src, GRANULE as u64).is_some(),
+        "within the limit: direct"
+    );
+}
+
 /// Red team: looking up the memory of an address that lies in none (a guest memory wasmtime
 /// made itself, under an engine without the creator) while another thread drops the memory
 /// just below it: the lookup may hold that memory's last handle, and must not drop it while
