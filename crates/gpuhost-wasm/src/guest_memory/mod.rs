@@ -163,18 +163,28 @@ impl Mapping {
         })
     }
 
-    /// Sets `range` (page-aligned, inside the mapping) readable and writable, or inaccessible.
+    /// Sets `range` (inside the mapping) readable and writable, or inaccessible, in whole
+    /// pages: every page it touches, or only those wholly past its start (the page holding the
+    /// byte before it stays as it is). With custom page sizes a memory's size is any number of
+    /// bytes.
     fn protect(&self, range: Range<usize>, access: bool) -> std::io::Result<()> {
-        if range.is_empty() {
+        let page = page();
+        let (start, prot) = if access {
+            (
+                range.start / page * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        } else {
+            (range.start.next_multiple_of(page), libc::PROT_NONE)
+        };
+        // The mapping's length is a whole number of pages: `end` stays inside it.
+        let end = range.end.next_multiple_of(page);
+        if start >= end {
             return Ok(());
         }
-        let prot = if access {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_NONE
-        };
-        // SAFETY: the range lies inside this mapping (callers keep it so), which we own.
-        let r = unsafe { libc::mprotect(self.base.add(range.start).cast(), range.len(), prot) };
+        // SAFETY: `start..end` lies inside this mapping (callers keep `range` inside it, and its
+        // length is whole pages), which we own.
+        let r = unsafe { libc::mprotect(self.base.add(start).cast(), end - start, prot) };
         if r != 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -583,11 +593,12 @@ fn gaps(pieces: &[Piece], span: Range<usize>) -> Vec<Range<usize>> {
 /// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping.
 fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<LockedMemory> {
     let owner = Box::new(slot.mapping.clone());
-    // SAFETY: `range` is page-aligned (granule bounds, or the accessible size: a multiple of the
-    // wasm page) and accessible, so mapped readable and writable. It stays mapped with the same
-    // pages until the owner (the mapping) drops: a mapping is unmapped only when its last
-    // holder drops, its pages are never remapped, and a reset discards only pages outside the
-    // pieces. No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
+    // SAFETY: `range` lies in granule bounds and the accessible size (lock_memory refuses it
+    // unless page-aligned: custom page sizes make sizes any number) and is accessible, so mapped
+    // readable and writable. It stays mapped with the same pages until the owner (the mapping)
+    // drops: a mapping is unmapped only when its last holder drops, its pages are never
+    // remapped, and a reset discards only pages outside the pieces (it may revoke access to a
+    // piece's pages past the next guest's size: mprotect keeps the pages). No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
     // ours alone.
     unsafe { host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner) }
 }

@@ -343,3 +343,40 @@ fn looking_up_an_address_outside_every_memory_never_deadlocks_with_a_memory_drop
     dropper.join().unwrap();
     looker.join().unwrap();
 }
+
+/// Red team: with custom page sizes (an embedder's engine may enable them) a memory's size is
+/// any number of bytes, no multiple of the system page: the memory still grows in place, and a
+/// locked one is still pooled and reused at any size, zeroed.
+#[test]
+fn a_memory_of_one_byte_pages_grows_and_is_reused_at_sizes_no_system_page_divides() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let ty = MemoryType::builder()
+        .page_size_log2(0)
+        .min(100)
+        .build()
+        .unwrap();
+    let mut m = c
+        .new_memory(ty.clone(), 100, None, Some(256 * MIB), 0)
+        .unwrap();
+    m.grow_to(5000).unwrap();
+    bytes(&*m, 5000)[4999] = 7;
+    let size = GRANULE + 12345;
+    m.grow_to(size).unwrap();
+    let mem = bytes(&*m, size);
+    mem.fill(0xA5);
+    let src = &mem[..2 * MIB];
+    upload_direct(&host, src, 1 << 30);
+    assert_eq!(
+        upload_direct(&host, src, 1 << 30).as_deref(),
+        Some(src),
+        "direct"
+    );
+    let base = m.as_ptr();
+    drop(m);
+    let mut m = c.new_memory(ty, 100, None, Some(256 * MIB), 0).unwrap();
+    assert_eq!(m.as_ptr(), base, "the pooled memory");
+    assert_eq!(m.byte_size(), 100);
+    m.grow_to(size).unwrap();
+    assert!(bytes(&*m, size).iter().all(|&b| b == 0), "zeroed");
+}
