@@ -37,6 +37,14 @@ fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8
     })
 }
 
+/// A memory of two granules whose first 2 MiB were written once, staged: the next large write
+/// into its first granule locks it.
+fn written_once(host: &Arc<Host>, c: &GuestMemoryCreator) -> Box<dyn LinearMemory> {
+    let m = creator_memory(c, 2 * GRANULE);
+    assert!(upload_direct(host, &bytes(&*m, 2 * MIB)[..], 1 << 30).is_none());
+    m
+}
+
 #[test]
 fn gaps_are_the_parts_of_a_span_no_piece_covers() {
     let host = gpuhost::host(0).unwrap();
@@ -266,9 +274,8 @@ fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
 fn a_pooled_memorys_pieces_count_against_the_next_guests_locked_memory_limit() {
     let host = gpuhost::host(0).unwrap();
     let c = GuestMemoryCreator::default();
-    let m = creator_memory(&c, 2 * GRANULE);
+    let m = written_once(&host, &c);
     let src = &bytes(&*m, 2 * MIB)[..];
-    upload_direct(&host, src, 1 << 30);
     assert!(upload_direct(&host, src, 1 << 30).is_some(), "locked");
     let base = m.as_ptr();
     drop(m);
@@ -342,6 +349,26 @@ fn looking_up_an_address_outside_every_memory_never_deadlocks_with_a_memory_drop
     );
     dropper.join().unwrap();
     looker.join().unwrap();
+}
+
+/// Red team: a memory whose guest ended while a write's DMA still reads one of its pieces (the
+/// write's future dropped midway: the batch fencing the DMA holds the piece, as the parts held
+/// here do) is not handed to the next guest, whose reset would zero the bytes the DMA reads and
+/// whose own writes would land in them, until the DMA lets go of it.
+#[test]
+fn a_pooled_memory_a_dma_still_reads_is_not_reused_until_the_dma_lets_go() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    let in_flight = direct_parts(&host, src, 1 << 30).expect("locked: direct");
+    let base = m.as_ptr();
+    drop(m);
+    let next = creator_memory(&c, 2 * GRANULE);
+    assert_ne!(next.as_ptr(), base, "handed out while a DMA reads it");
+    drop(in_flight);
+    let after = creator_memory(&c, 2 * GRANULE);
+    assert_eq!(after.as_ptr(), base, "reused once the DMA let go");
 }
 
 /// Red team: with custom page sizes (an embedder's engine may enable them) a memory's size is
