@@ -48,8 +48,8 @@ const GRANULE: usize = 16 << 20;
 const MAX_PIECES: usize = 64;
 /// Bytes a [`GuestMemoryCreator`] may lock across its memories, pooled ones included.
 pub const DEFAULT_LOCK_BUDGET: usize = 1 << 30;
-/// The reservation of a memory wasmtime sets no reservation for: the most a 32-bit memory can
-/// grow to.
+/// The least a memory reserves, unless its maximum is less: the most a 32-bit memory can grow
+/// to (wasmtime may reserve more, or less).
 const DEFAULT_RESERVATION: usize = 4 << 30;
 
 /// A [`wasmtime::MemoryCreator`] whose memories gpuhost-wasm can page-lock for guests' writes
@@ -430,9 +430,12 @@ unsafe impl MemoryCreator for GuestMemoryCreator {
             return Err("gpuhost-wasm's guest memories are not shared memories".into());
         }
         let page = page();
+        // It never moves, so it reserves what it may grow to: what wasmtime reserves, and at
+        // least its maximum up to 4 GiB — an engine reserving less (`Config::memory_reservation`)
+        // expects its memories to move as they grow.
         let capacity = reserved_size_in_bytes
-            .or(maximum)
-            .unwrap_or(DEFAULT_RESERVATION)
+            .unwrap_or(0)
+            .max(maximum.map_or(DEFAULT_RESERVATION, |m| m.min(DEFAULT_RESERVATION)))
             .max(minimum)
             .checked_next_multiple_of(page)
             .ok_or("a guest memory's reservation overflows the address space")?;

@@ -6,9 +6,10 @@ use super::*;
 
 const MIB: usize = 1 << 20;
 
+/// A memory of `minimum` bytes that may grow to 256 MiB, reserved for that.
 fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
-    let ty = MemoryType::new(0, None);
-    c.new_memory(ty, minimum, None, Some(256 * MIB), 64 << 10)
+    let ty = MemoryType::new(0, Some(4096));
+    c.new_memory(ty, minimum, Some(256 * MIB), Some(256 * MIB), 64 << 10)
         .unwrap()
 }
 
@@ -406,4 +407,20 @@ fn a_memory_of_one_byte_pages_grows_and_is_reused_at_sizes_no_system_page_divide
     assert_eq!(m.byte_size(), 100);
     m.grow_to(size).unwrap();
     assert!(bytes(&*m, size).iter().all(|&b| b == 0), "zeroed");
+}
+
+/// Red team: an embedder's engine may reserve nothing ahead for memories
+/// (`Config::memory_reservation(0)`: wasmtime's own memories then move as they grow). Ours never
+/// move, so they still reserve what the memory may grow to (its maximum, or 4 GiB).
+#[test]
+fn a_memory_wasmtime_reserves_nothing_for_still_grows_in_place_to_its_maximum() {
+    let c = GuestMemoryCreator::default();
+    for (maximum, to) in [(Some(8 * MIB), 8 * MIB), (None, 100 * MIB)] {
+        let ty = MemoryType::new(1, maximum.map(|m| (m >> 16) as u32));
+        let mut m = c.new_memory(ty, 64 << 10, maximum, Some(0), 0).unwrap();
+        let base = m.as_ptr();
+        m.grow_to(to).unwrap();
+        assert_eq!((m.as_ptr(), m.byte_size()), (base, to));
+        bytes(&*m, to)[to - 1] = 1;
+    }
 }
