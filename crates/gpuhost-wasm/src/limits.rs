@@ -33,7 +33,8 @@ pub struct Limits {
     /// Bytes of the guest's linear memory that may be page-locked so its large writes are one
     /// DMA straight from that memory (a memory made by
     /// [`GuestMemoryCreator`](crate::GuestMemoryCreator), as [`Runtime`](crate::Runtime)'s
-    /// are); writes beyond it are staged. 0 stages every write. Default 256 MiB.
+    /// are), pieces a memory reused from an earlier guest comes with included; writes beyond
+    /// it are staged. 0 stages every write. Default 256 MiB.
     pub max_locked_memory_bytes: u64,
     /// Kernel launches enqueued and not yet observed complete. Default 1024.
     pub max_launches_in_flight: u32,

@@ -13,9 +13,10 @@
 //! When a write goes direct ([`direct_parts`]): at least [`DIRECT_MIN`] bytes, into granules of
 //! the memory that an earlier large write touched (a guest writing a region once never pays for
 //! locking it: milliseconds for large ranges, where staging costs about a millisecond per 40
-//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits). Anything else is
-//! staged as before. Locking failing (the driver refusing more page-locked memory) is not an
-//! error: that memory's writes are staged from then on.
+//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits), the pieces a
+//! reused memory comes with included. Anything else is staged as before. Locking failing (the
+//! driver refusing more page-locked memory) is not an error: that memory's writes are staged
+//! from then on.
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
@@ -47,8 +48,8 @@ const GRANULE: usize = 16 << 20;
 const MAX_PIECES: usize = 64;
 /// Bytes a [`GuestMemoryCreator`] may lock across its memories, pooled ones included.
 pub const DEFAULT_LOCK_BUDGET: usize = 1 << 30;
-/// The reservation of a memory wasmtime sets no reservation for: the most a 32-bit memory can
-/// grow to.
+/// The least a memory reserves, unless its maximum is less: the most a 32-bit memory can grow
+/// to (wasmtime may reserve more, or less).
 const DEFAULT_RESERVATION: usize = 4 << 30;
 
 /// A [`wasmtime::MemoryCreator`] whose memories gpuhost-wasm can page-lock for guests' writes
@@ -162,18 +163,28 @@ impl Mapping {
         })
     }
 
-    /// Sets `range` (page-aligned, inside the mapping) readable and writable, or inaccessible.
+    /// Sets `range` (inside the mapping) readable and writable, or inaccessible, in whole
+    /// pages: every page it touches, or only those wholly past its start (the page holding the
+    /// byte before it stays as it is). With custom page sizes a memory's size is any number of
+    /// bytes.
     fn protect(&self, range: Range<usize>, access: bool) -> std::io::Result<()> {
-        if range.is_empty() {
+        let page = page();
+        let (start, prot) = if access {
+            (
+                range.start / page * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        } else {
+            (range.start.next_multiple_of(page), libc::PROT_NONE)
+        };
+        // The mapping's length is a whole number of pages: `end` stays inside it.
+        let end = range.end.next_multiple_of(page);
+        if start >= end {
             return Ok(());
         }
-        let prot = if access {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_NONE
-        };
-        // SAFETY: the range lies inside this mapping (callers keep it so), which we own.
-        let r = unsafe { libc::mprotect(self.base.add(range.start).cast(), range.len(), prot) };
+        // SAFETY: `start..end` lies inside this mapping (callers keep `range` inside it, and its
+        // length is whole pages), which we own.
+        let r = unsafe { libc::mprotect(self.base.add(start).cast(), end - start, prot) };
         if r != 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -419,9 +430,12 @@ unsafe impl MemoryCreator for GuestMemoryCreator {
             return Err("gpuhost-wasm's guest memories are not shared memories".into());
         }
         let page = page();
+        // It never moves, so it reserves what it may grow to: what wasmtime reserves, and at
+        // least its maximum up to 4 GiB — an engine reserving less (`Config::memory_reservation`)
+        // expects its memories to move as they grow.
         let capacity = reserved_size_in_bytes
-            .or(maximum)
-            .unwrap_or(DEFAULT_RESERVATION)
+            .unwrap_or(0)
+            .max(maximum.map_or(DEFAULT_RESERVATION, |m| m.min(DEFAULT_RESERVATION)))
             .max(minimum)
             .checked_next_multiple_of(page)
             .ok_or("a guest memory's reservation overflows the address space")?;
@@ -472,8 +486,9 @@ fn fresh_slot(
 
 /// The slot whose memory holds `addr`, if it is one of ours.
 fn slot_of(addr: usize) -> Option<Arc<Slot>> {
-    let slots = slots();
-    let (_, weak) = slots.range(..=addr).next_back()?;
+    // Upgraded once the table is released: the handle may become the memory's last (another
+    // thread dropping the memory meanwhile), and dropping it here would take the table again.
+    let weak = slots().range(..=addr).next_back()?.1.clone();
     let slot = weak.upgrade()?;
     (addr < slot.base() + slot.capacity).then_some(slot)
 }
@@ -512,6 +527,11 @@ pub(crate) fn direct_parts(
     }
     let span = granules.start * GRANULE..(granules.end * GRANULE).min(accessible);
     let max_locked = usize::try_from(max_locked).unwrap_or(usize::MAX);
+    // A memory reused from the pool keeps the last guest's pieces: they are this guest's locked
+    // memory now, and over its limit its writes are staged.
+    if locks.bytes > max_locked {
+        return None;
+    }
     let pool = slot.pool.upgrade()?;
     for gap in gaps(&locks.pieces, span) {
         if locks.pieces.len() >= MAX_PIECES || locks.bytes + gap.len() > max_locked {
@@ -576,11 +596,12 @@ fn gaps(pieces: &[Piece], span: Range<usize>) -> Vec<Range<usize>> {
 /// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping.
 fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<LockedMemory> {
     let owner = Box::new(slot.mapping.clone());
-    // SAFETY: `range` is page-aligned (granule bounds, or the accessible size: a multiple of the
-    // wasm page) and accessible, so mapped readable and writable. It stays mapped with the same
-    // pages until the owner (the mapping) drops: a mapping is unmapped only when its last
-    // holder drops, its pages are never remapped, and a reset discards only pages outside the
-    // pieces. No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
+    // SAFETY: `range` lies in granule bounds and the accessible size (lock_memory refuses it
+    // unless page-aligned: custom page sizes make sizes any number) and is accessible, so mapped
+    // readable and writable. It stays mapped with the same pages until the owner (the mapping)
+    // drops: a mapping is unmapped only when its last holder drops, its pages are never
+    // remapped, and a reset discards only pages outside the pieces (it may revoke access to a
+    // piece's pages past the next guest's size: mprotect keeps the pages). No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
     // ours alone.
     unsafe { host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner) }
 }

@@ -6,9 +6,10 @@ use super::*;
 
 const MIB: usize = 1 << 20;
 
+/// A memory of `minimum` bytes that may grow to 256 MiB, reserved for that.
 fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
-    let ty = MemoryType::new(0, None);
-    c.new_memory(ty, minimum, None, Some(256 * MIB), 64 << 10)
+    let ty = MemoryType::new(0, Some(4096));
+    c.new_memory(ty, minimum, Some(256 * MIB), Some(256 * MIB), 64 << 10)
         .unwrap()
 }
 
@@ -35,6 +36,14 @@ fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8
         s.upload_locked(&buf, 0, &parts).await.unwrap();
         Some(s.download_to_vec(&buf, 0, src.len()).await.unwrap())
     })
+}
+
+/// A memory of two granules whose first 2 MiB were written once, staged: the next large write
+/// into its first granule locks it.
+fn written_once(host: &Arc<Host>, c: &GuestMemoryCreator) -> Box<dyn LinearMemory> {
+    let m = creator_memory(c, 2 * GRANULE);
+    assert!(upload_direct(host, &bytes(&*m, 2 * MIB)[..], 1 << 30).is_none());
+    m
 }
 
 #[test]
@@ -140,11 +149,17 @@ fn past_the_creators_budget_writes_are_staged_and_locked_memories_live_as_long_a
     assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
     // The locked memory outlives its guest, pooled; it goes with its creator (its pieces
     // unregistered on the release thread).
-    let base = a.as_ptr() as usize;
+    // Its slot, by a weak handle: after it goes, another test's memory may be mapped there.
+    let slot = Arc::downgrade(&slot_of(a.as_ptr() as usize).unwrap());
     drop((a, b));
-    assert!(slot_of(base).is_some(), "pooled");
+    assert!(slot.upgrade().is_some(), "pooled");
     drop(c);
-    assert!(slot_of(base).is_none(), "dropped with its creator");
+    // A lookup on another thread (another test's) may hold it an instant longer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while slot.strong_count() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(slot.strong_count(), 0, "dropped with its creator");
     host.wait_unloads();
 }
 
@@ -251,4 +266,161 @@ fn a_memory_grows_in_place_up_to_its_reservation_and_no_further() {
     let e = m.grow_to(256 * MIB + 65536).unwrap_err();
     assert!(e.to_string().contains("reservation"), "{e}");
     assert_eq!(m.byte_size(), 4 * MIB);
+}
+
+/// Red team: a memory reused from the pool keeps the last guest's locked pieces, and its
+/// pieces are the new guest's locked memory: a guest whose limit they exceed (0: every write
+/// staged) has its writes staged, not uploaded from pieces another guest's limit paid for.
+#[test]
+fn a_pooled_memorys_pieces_count_against_the_next_guests_locked_memory_limit() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    assert!(upload_direct(&host, src, 1 << 30).is_some(), "locked");
+    let base = m.as_ptr();
+    drop(m);
+    let m = creator_memory(&c, 2 * GRANULE);
+    assert_eq!(
+        m.as_ptr(),
+        base,
+        "the pooled memory, its first granule locked"
+    );
+    let src = &bytes(&*m, 2 * MIB)[..];
+    for limit in [0, GRANULE as u64 - 1] {
+        for write in ["first", "second"] {
+            assert!(
+                upload_direct(&host, src, limit).is_none(),
+                "limit {limit}, {write} write: staged"
+            );
+        }
+    }
+    assert!(
+        upload_direct(&host, src, GRANULE as u64).is_some(),
+        "within the limit: direct"
+    );
+}
+
+/// Red team: looking up the memory of an address that lies in none (a guest memory wasmtime
+/// made itself, under an engine without the creator) while another thread drops the memory
+/// just below it: the lookup may hold that memory's last handle, and must not drop it while
+/// it holds the table a dropped memory takes itself out of (a thread relocking it waits
+/// forever, and every later memory with it).
+#[test]
+fn looking_up_an_address_outside_every_memory_never_deadlocks_with_a_memory_dropped_meanwhile() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+    let c = GuestMemoryCreator::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Just past the newest memory's reservation: in its guard, no guest's byte.
+    let past = Arc::new(AtomicUsize::new(0));
+    let looker = {
+        let (stop, past) = (stop.clone(), past.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let addr = past.load(Ordering::Relaxed);
+                if addr != 0 {
+                    // None, or another test's memory mapped there since.
+                    slot_of(addr);
+                }
+            }
+        })
+    };
+    const ROUNDS: usize = 100_000;
+    let (done, finished) = std::sync::mpsc::channel();
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let dropper = {
+        let (past, rounds) = (past.clone(), rounds.clone());
+        std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                let m = creator_memory(&c, 64 << 10);
+                past.store(m.as_ptr() as usize + m.byte_capacity(), Ordering::Relaxed);
+                drop(m);
+                rounds.fetch_add(1, Ordering::Relaxed);
+            }
+            done.send(()).unwrap();
+        })
+    };
+    let r = finished.recv_timeout(Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        r.is_ok(),
+        "stuck after {} of {ROUNDS} memories made and dropped beside lookups: deadlocked",
+        rounds.load(Ordering::Relaxed)
+    );
+    dropper.join().unwrap();
+    looker.join().unwrap();
+}
+
+/// Red team: a memory whose guest ended while a write's DMA still reads one of its pieces (the
+/// write's future dropped midway: the batch fencing the DMA holds the piece, as the parts held
+/// here do) is not handed to the next guest, whose reset would zero the bytes the DMA reads and
+/// whose own writes would land in them, until the DMA lets go of it.
+#[test]
+fn a_pooled_memory_a_dma_still_reads_is_not_reused_until_the_dma_lets_go() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    let in_flight = direct_parts(&host, src, 1 << 30).expect("locked: direct");
+    let base = m.as_ptr();
+    drop(m);
+    let next = creator_memory(&c, 2 * GRANULE);
+    assert_ne!(next.as_ptr(), base, "handed out while a DMA reads it");
+    drop(in_flight);
+    let after = creator_memory(&c, 2 * GRANULE);
+    assert_eq!(after.as_ptr(), base, "reused once the DMA let go");
+}
+
+/// Red team: with custom page sizes (an embedder's engine may enable them) a memory's size is
+/// any number of bytes, no multiple of the system page: the memory still grows in place, and a
+/// locked one is still pooled and reused at any size, zeroed.
+#[test]
+fn a_memory_of_one_byte_pages_grows_and_is_reused_at_sizes_no_system_page_divides() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let ty = MemoryType::builder()
+        .page_size_log2(0)
+        .min(100)
+        .build()
+        .unwrap();
+    let mut m = c
+        .new_memory(ty.clone(), 100, None, Some(256 * MIB), 0)
+        .unwrap();
+    m.grow_to(5000).unwrap();
+    bytes(&*m, 5000)[4999] = 7;
+    let size = GRANULE + 12345;
+    m.grow_to(size).unwrap();
+    let mem = bytes(&*m, size);
+    mem.fill(0xA5);
+    let src = &mem[..2 * MIB];
+    upload_direct(&host, src, 1 << 30);
+    assert_eq!(
+        upload_direct(&host, src, 1 << 30).as_deref(),
+        Some(src),
+        "direct"
+    );
+    let base = m.as_ptr();
+    drop(m);
+    let mut m = c.new_memory(ty, 100, None, Some(256 * MIB), 0).unwrap();
+    assert_eq!(m.as_ptr(), base, "the pooled memory");
+    assert_eq!(m.byte_size(), 100);
+    m.grow_to(size).unwrap();
+    assert!(bytes(&*m, size).iter().all(|&b| b == 0), "zeroed");
+}
+
+/// Red team: an embedder's engine may reserve nothing ahead for memories
+/// (`Config::memory_reservation(0)`: wasmtime's own memories then move as they grow). Ours never
+/// move, so they still reserve what the memory may grow to (its maximum, or 4 GiB).
+#[test]
+fn a_memory_wasmtime_reserves_nothing_for_still_grows_in_place_to_its_maximum() {
+    let c = GuestMemoryCreator::default();
+    for (maximum, to) in [(Some(8 * MIB), 8 * MIB), (None, 100 * MIB)] {
+        let ty = MemoryType::new(1, maximum.map(|m| (m >> 16) as u32));
+        let mut m = c.new_memory(ty, 64 << 10, maximum, Some(0), 0).unwrap();
+        let base = m.as_ptr();
+        m.grow_to(to).unwrap();
+        assert_eq!((m.as_ptr(), m.byte_size()), (base, to));
+        bytes(&*m, to)[to - 1] = 1;
+    }
 }
