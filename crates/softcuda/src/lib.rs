@@ -47,6 +47,7 @@ mod graph;
 mod graph_copy;
 mod graph_mem;
 mod handles;
+mod host_pages;
 mod image;
 mod jit;
 mod launch;

@@ -166,14 +166,19 @@ pub(crate) fn free(addr: u64, kinds: &[Kind]) -> CuResult<()> {
 
 /// cuMemHostRegister: records the caller's `[addr, addr + len)` as page-locked host memory of
 /// context `ctx_id`. Overlapping a registered range or an allocation is
-/// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`, as in NVIDIA's driver.
-pub(crate) fn register(ctx_id: u64, addr: u64, len: u64) -> CuResult<()> {
+/// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`, as in NVIDIA's driver; pages that cannot be
+/// pinned (`host_pages`: inaccessible, or read-only where `writable`) are
+/// `CUDA_ERROR_INVALID_VALUE` (which code NVIDIA's driver gives for them was not checked).
+pub(crate) fn register(ctx_id: u64, addr: u64, len: u64, writable: bool) -> CuResult<()> {
     let (Some(ptr), true) = (NonNull::new(addr as *mut u8), len > 0) else {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     };
     let end = addr
         .checked_add(len)
         .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if !crate::host_pages::pinnable(addr, len, writable) {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
     let mut table = write();
     let overlaps = table
         .range(..end)

@@ -46,8 +46,9 @@ exports! {
     }
 
     /// Page-locks the caller's host memory for the current context (it stays the caller's:
-    /// unregistering or destroying the context forgets it, never frees it). PORTABLE, DEVICEMAP
-    /// and READ_ONLY change nothing here; IOMEMORY is not supported.
+    /// unregistering or destroying the context forgets it, never frees it). Its pages must be
+    /// readable and writable, or readable with READ_ONLY, as NVIDIA's pinning requires.
+    /// PORTABLE and DEVICEMAP change nothing here; IOMEMORY is not supported.
     fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, Flags: c_uint) {
         if Flags & !0xF != 0 {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
@@ -56,7 +57,7 @@ exports! {
             return Err(CUresult::CUDA_ERROR_NOT_SUPPORTED);
         }
         let ctx = context::live()?;
-        memory::register(ctx.id, p.addr() as u64, bytesize as u64)
+        memory::register(ctx.id, p.addr() as u64, bytesize as u64, Flags & 0x8 == 0)
     }
 
     /// Forgets a registration made by cuMemHostRegister (the memory stays the caller's); as on
