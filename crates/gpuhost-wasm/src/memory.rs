@@ -187,7 +187,19 @@ async fn upload_guest_bytes(
     let Some(parts) = crate::guest_memory::direct_parts(stream.host(), bytes, max_locked) else {
         return stream.upload(b, offset, bytes).await;
     };
-    stream.upload_locked(b, offset, &parts).await
+    match stream.upload_locked(b, offset, &parts).await {
+        Ok(()) => Ok(()),
+        // The driver refusing a piece (registered again after a context loss, a reused memory's
+        // pages past its guest's size being inaccessible) is no fault of the guest's: staged
+        // instead, in stream order after whatever part went direct, as every later write from
+        // that memory. A fault that is the device's fails the staged copy too, and that error
+        // is the guest's.
+        Err(e) => {
+            tracing::debug!(error = %e, "a write straight from guest memory failed: staged");
+            crate::guest_memory::direct_failed(bytes);
+            stream.upload(b, offset, bytes).await
+        }
+    }
 }
 
 impl HostBuffer for CudaCtxView<'_> {

@@ -220,7 +220,8 @@ struct Locks {
     bytes: usize,
     /// Granules a large write of the current guest touched.
     seen: BTreeSet<usize>,
-    /// Locking failed once: this memory's writes are staged from then on.
+    /// Locking, or a write straight from a locked piece, failed once: this memory's writes
+    /// are staged from then on.
     refused: bool,
 }
 
@@ -491,6 +492,14 @@ fn slot_of(addr: usize) -> Option<Arc<Slot>> {
     let weak = slots().range(..=addr).next_back()?.1.clone();
     let slot = weak.upgrade()?;
     (addr < slot.base() + slot.capacity).then_some(slot)
+}
+
+/// A write of `bytes` that [`direct_parts`] sent direct failed in the driver: that memory's
+/// writes are staged from now on, as after a refused lock.
+pub(crate) fn direct_failed(bytes: &[u8]) {
+    if let Some(slot) = slot_of(bytes.as_ptr() as usize) {
+        slot.locks().refused = true;
+    }
 }
 
 /// How a guest's write of `bytes` (inside its linear memory) can be uploaded straight from

@@ -150,3 +150,41 @@ async fn a_memory_reused_from_a_guest_that_ended_holds_none_of_its_bytes_and_upl
         "the second guest's memory was not one reused from the pool"
     );
 }
+
+/// Red team: a memory reused from a larger guest keeps that guest's locked pieces, and their
+/// pages past the new guest's size are inaccessible (wasmtime leaves a 32-bit memory's bounds
+/// to its guard pages). After a context loss a piece is registered again, whole, which the
+/// driver refuses for such pages (softcuda models the pinning since session 46): the write is
+/// staged instead and lands exactly, where before the guest got the driver's error. In a child
+/// process: the foreign reset ends every context handle of the process's runtime.
+#[test]
+fn after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_be_locked_again() {
+    crate::redteam::in_child(
+        "transfers::after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_be_locked_again",
+        async |rt| {
+            // 40 MiB written from a memory of about 85: its first three granules locked.
+            let o = run(rt, "misbehave", &["locked-writes", "a5", "5a", "40"])
+                .await
+                .unwrap();
+            assert_ok(&o, "locked-writes ok");
+            rt.host().synchronize().unwrap();
+            let mut dev = 0;
+            // SAFETY: the driver is loaded (the runtime runs on it); a valid out pointer.
+            let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
+            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            // SAFETY: a foreign reset, on purpose, with no guest running.
+            let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(dev) };
+            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            let reused = gpuhost_wasm::guest_memory_stats().reused;
+            // 4 MiB from the same memory, now about 10 MiB: most of the pieces lie past it.
+            let o = run(rt, "misbehave", &["locked-writes", "3c", "a5", "4"])
+                .await
+                .unwrap();
+            assert_ok(&o, "locked-writes ok");
+            assert!(
+                gpuhost_wasm::guest_memory_stats().reused > reused,
+                "the second guest's memory was not the first one's, reused from the pool"
+            );
+        },
+    );
+}

@@ -613,19 +613,25 @@ fn write_forever() -> ! {
     }
 }
 
-/// Writes of 24 MiB (several of the host's lock granules) from one place in this guest's memory,
+/// Writes of 24 MiB (several of the host's lock granules; argv[4] MiB when given) from one place in this guest's memory,
 /// three times with new bytes each time (argv[2]: the first round's byte, hex), each read back
 /// whole: the first is staged, later ones go straight from this memory once the host locks it.
 /// Before filling it, the fresh memory is scanned for a page of another guest's bytes (argv[3],
 /// hex): a memory reused from a guest that ended must come back zeroed.
 fn locked_writes() {
-    const LEN: usize = 24 << 20;
     let arg = |i: usize| {
         let a = std::env::args().nth(i).unwrap_or_default();
         u8::from_str_radix(&a, 16).unwrap_or_else(|_| fail(&format!("argv[{i}] {a:?} is no hex byte")))
     };
     let (first, foreign) = (arg(2), arg(3));
-    let mut data: Vec<u8> = Vec::with_capacity(LEN);
+    // Decimal: a guest smaller than the last one to use its memory leaves part of that guest's
+    // locked pieces past its own size.
+    let mib = match std::env::args().nth(4) {
+        None => 24,
+        Some(a) => a.parse::<usize>().unwrap_or_else(|_| fail(&format!("argv[4] {a:?} is no count of MiB"))),
+    };
+    let len = mib << 20;
+    let mut data: Vec<u8> = Vec::with_capacity(len);
     // Every page of this memory, the new Vec's unwritten capacity included (page 0 skipped).
     let pages = core::arch::wasm32::memory_size(0) * 65536 / 4096;
     for p in 1..pages {
@@ -636,13 +642,13 @@ fn locked_writes() {
             fail(&format!("locked-writes: page {p} holds another guest's bytes {foreign:#x}"));
         }
     }
-    data.resize(LEN, first);
-    let buf = check(Buffer::create(LEN as u64 + 8), "alloc");
+    data.resize(len, first);
+    let buf = check(Buffer::create(len as u64 + 8), "alloc");
     for round in 0..3u8 {
         let byte = first ^ round.wrapping_mul(0x11);
         data.fill(byte);
         check(buf.write(3, &data), "write");
-        if check(buf.read(3, LEN as u64), "read").iter().any(|&b| b != byte) {
+        if check(buf.read(3, len as u64), "read").iter().any(|&b| b != byte) {
             fail(&format!("locked-writes: round {round} read back other bytes than {byte:#x}"));
         }
     }
