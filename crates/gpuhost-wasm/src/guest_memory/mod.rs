@@ -360,8 +360,10 @@ impl Pool {
         if slot.locks().pieces.is_empty() {
             return;
         }
-        // One that cannot drop its pages is kept anyway (its pieces stay locked): reset
-        // overwrites only the pieces, so it is never handed out again.
+        // One that cannot drop its pages is never handed out again (reset overwrites only the
+        // pieces, and the old guest's other bytes would show): leaked, its pieces locked and
+        // its bytes counted against the budget, rather than unregistered while kernels run
+        // (the module header says why).
         if slot.retire().is_ok() {
             self.lock().push(slot);
         } else {
