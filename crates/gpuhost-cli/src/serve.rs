@@ -25,6 +25,10 @@ pub struct Args {
     /// Seconds a swap, an unload or shutdown waits for requests in flight.
     #[arg(long, default_value_t = 30)]
     drain_timeout: u64,
+    /// Seconds a connection may take to send a request's head, from its opening or from its
+    /// last response; it is closed then (slow or idle clients hold no socket for long).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout: u64,
     /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
     /// being served meanwhile), so load balancers stop sending first.
     #[arg(long, default_value_t = 0)]
@@ -69,6 +73,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let mut opts = ServeOptions::new(&a.repository);
         opts.devices = a.devices;
         opts.drain_timeout = Duration::from_secs(a.drain_timeout);
+        opts.header_read_timeout = Duration::from_secs(a.header_read_timeout);
         let server = Server::new(&opts)?;
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await

@@ -73,48 +73,85 @@ pub struct Shutdown {
 /// Serves `server` on `listener` until `signal` completes, then shuts down gracefully:
 /// readiness turns false, after `delay` no new connection is accepted, requests in flight
 /// finish (up to `drain_timeout`), and every function's version is drained and released.
+///
+/// Each connection is hyper's HTTP/1.1 with a timer, so its header read timeout
+/// ([`ServeOptions::header_read_timeout`]) applies: `axum::serve` gives hyper no timer, and a
+/// connection that never finished its head, or idled after a response, was kept forever.
 pub async fn serve(
     server: Arc<Server>,
     listener: tokio::net::TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
     shutdown: Shutdown,
 ) -> Result<()> {
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(server.clone());
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    let serving = std::pin::pin!(serving.into_future());
-    let listen_err = |source| Error::Listen {
-        addr: addr.clone(),
-        source,
-    };
-    let mut serving = serving;
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Boxed so that dropping it closes the listener and ends its borrow of `graceful`.
+    let mut accepting = Box::pin(accept(listener, app, http, &graceful));
     tokio::select! {
-        r = &mut serving => return r.map_err(listen_err),
+        never = &mut accepting => match never {},
         () = signal => {}
     }
     tracing::info!(delay = ?shutdown.delay, "shutting down: not ready");
     server.start_draining();
     // Keep serving (readiness false) while load balancers take the endpoint out.
-    let _ = tokio::time::timeout(shutdown.delay, &mut serving).await;
+    let _ = tokio::time::timeout(shutdown.delay, &mut accepting).await;
+    drop(accepting);
     tracing::info!("no new connections; draining requests in flight");
-    let _ = stop_tx.send(());
     let drain_timeout = shutdown.drain_timeout;
-    match tokio::time::timeout(drain_timeout, &mut serving).await {
-        Ok(r) => r.map_err(listen_err)?,
-        Err(_) => tracing::warn!(
+    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
             ?drain_timeout,
             "requests still in flight after the drain timeout"
-        ),
+        );
     }
     server.unload_all().await;
     tracing::info!("shut down");
     Ok(())
+}
+
+/// Accepts connections on `listener` and serves each with `app` on a task of its own, watched
+/// by `graceful`; ends only when dropped. An accept error is logged and, unless it concerns
+/// only the connection refused (as `axum::serve` does), waited out for a second: out of file
+/// descriptors, say, where retrying at once would spin.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    http: hyper::server::conn::http1::Builder,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+) -> std::convert::Infallible {
+    use std::io::ErrorKind;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                let theirs = matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionRefused
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::ConnectionReset
+                );
+                if !theirs {
+                    tracing::warn!(error = %e, "accepting a connection failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn =
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
 }
 
 /// Completes on SIGTERM (Kubernetes' stop signal) or Ctrl-C.

@@ -29,16 +29,22 @@ pub struct ServeOptions {
     pub drain_timeout: Duration,
     /// Load every function of the repository at start (Triton's default mode).
     pub load_all: bool,
+    /// Longest wait for a request's head: from a connection's opening, or from the end of its
+    /// last response, to the head's last byte. A connection past it is closed, so a client that
+    /// never finishes its head (slowloris) or idles between requests holds no socket for long.
+    pub header_read_timeout: Duration,
 }
 
 impl ServeOptions {
-    /// Defaults for `repository`: all devices, 30 s drain, load everything.
+    /// Defaults for `repository`: all devices, 30 s drain, load everything, 30 s for a
+    /// request's head (hyper's default, which it applies only where a timer is given).
     pub fn new(repository: impl Into<PathBuf>) -> Self {
         Self {
             repository: repository.into(),
             devices: Devices::All,
             drain_timeout: Duration::from_secs(30),
             load_all: true,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -83,6 +89,8 @@ pub struct Server {
     pub(crate) metrics: Arc<Metrics>,
     draining: AtomicBool,
     pub(crate) drain_timeout: Duration,
+    /// [`ServeOptions::header_read_timeout`].
+    pub(crate) header_read_timeout: Duration,
     retired: std::sync::Mutex<Vec<String>>,
     /// Every request's deadline, enforced by one task.
     pub(crate) deadlines: crate::deadline::Deadlines,
@@ -146,6 +154,7 @@ impl Server {
             metrics: Metrics::new(),
             draining: AtomicBool::new(false),
             drain_timeout: opts.drain_timeout,
+            header_read_timeout: opts.header_read_timeout,
             retired: std::sync::Mutex::new(Vec::new()),
             deadlines: Default::default(),
         }))

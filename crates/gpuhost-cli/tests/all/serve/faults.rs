@@ -1,6 +1,7 @@
 //! Load and faults: a full queue answers 429 with Retry-After, misbehaving guests get a status
 //! and a JSON body while the server keeps serving with nothing leaked, and SIGTERM drains the
-//! requests in flight before the process exits.
+//! requests in flight before the process exits; a connection that is slow to send its request
+//! head, or idles, is closed.
 
 use std::time::Duration;
 
@@ -425,5 +426,66 @@ fn clients_that_hang_up_mid_request_leave_no_request_counted_in_flight_or_queued
             && m.sum("gpuhost_requests_queued", &[]) == 0.0
     });
     assert!(settled, "{}", server.get("/metrics").text());
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+}
+
+/// Reads `conn` until the server closes it (bounded by 20 s): true when it did, false when the
+/// read timed out with the connection still open.
+fn closed_by_server(conn: &mut std::net::TcpStream) -> bool {
+    use std::io::{ErrorKind, Read};
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false;
+            }
+            // Reset: closed too.
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn connections_that_never_finish_a_request_head_or_idle_after_a_response_are_closed() {
+    use std::io::{BufRead, BufReader, Write};
+    let repo = misbehave_repo("slowloris", "");
+    let server = Server::start(&repo.dir, &["--header-read-timeout", "1"], &[]);
+    let connect = || std::net::TcpStream::connect(&server.addr).unwrap();
+    // Silent from its opening.
+    let mut silent = connect();
+    // Half a head, then nothing.
+    let mut half = connect();
+    half.write_all(b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n")
+        .unwrap();
+    // A head a byte at a time, for longer than the timeout, never finished.
+    let mut trickle = connect();
+    for b in b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\nx-pad: 0123456789" {
+        if trickle.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A whole request answered on a kept-alive connection, which then idles.
+    let mut idle = connect();
+    idle.write_all(b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+        .unwrap();
+    let mut status = String::new();
+    BufReader::new(&idle).read_line(&mut status).unwrap();
+    assert!(status.contains(" 200 "), "{status:?}");
+    for (name, conn) in [
+        ("silent", &mut silent),
+        ("half a head", &mut half),
+        ("a byte at a time", &mut trickle),
+        ("idle after a response", &mut idle),
+    ] {
+        assert!(
+            closed_by_server(conn),
+            "the connection {name} was still open 20 s after the 1 s header read timeout"
+        );
+    }
     assert_eq!(server.get("/misbehave/ok").status, 200);
 }
