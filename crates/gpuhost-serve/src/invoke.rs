@@ -5,7 +5,7 @@
 //! wall-time limit covering all of it. Every failure is a status with a JSON body; the version
 //! that answered is in the `x-gpuhost-version` header.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -344,6 +344,8 @@ type Ended<Held> = (Result<wasmtime::Result<()>, Elapsed>, InFlight<Held>);
 /// of its own, so a guest still runs to its end or its deadline, and its Store is torn down after.
 struct Run<Held: Send + 'static> {
     run: Option<std::pin::Pin<Box<dyn Future<Output = Ended<Held>> + Send>>>,
+    /// Set when the run ends stopped (trapped or past its deadline), before its teardown.
+    stopped: Arc<AtomicBool>,
     /// Taken by whoever tears the run down (the request, or [`Drop`]).
     after: Option<After>,
 }
@@ -353,10 +355,15 @@ impl<Held: Send + 'static> Drop for Run<Held> {
         let (Some(run), Some(after)) = (self.run.take(), self.after.take()) else {
             return;
         };
+        let stopped = self.stopped.clone();
         // Outside a runtime (it is shutting down) the run is dropped here: its Store with it.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let (_, held) = run.await;
+                let (result, held) = run.await;
+                // Before the teardown, which ends an unfinished body (see `Guarded`).
+                if !matches!(result, Ok(Ok(()))) {
+                    stopped.store(true, Ordering::Release);
+                }
                 // The connection's task, woken by the end of the body, sends it first.
                 tokio::task::yield_now().await;
                 after.run(held).await;
@@ -491,6 +498,7 @@ async fn run_guest<Held: Send + 'static>(
             device: slot_index,
             metrics: metrics.clone(),
         }),
+        stopped: Arc::new(AtomicBool::new(false)),
     };
 
     let failure = |result: Result<wasmtime::Result<()>, _>| match result {
@@ -520,11 +528,14 @@ async fn run_guest<Held: Send + 'static>(
     };
     match first {
         Ok((result, in_flight)) => {
+            if !matches!(result, Ok(Ok(()))) {
+                run.stopped.store(true, Ordering::Release);
+            }
             // Its answer, if it gave one, is waiting (the Store, alive still, holds the sender).
             let answer = match receiver.try_recv() {
                 Ok(Ok(resp)) => {
                     respond(metrics);
-                    Ok(into_axum_whole(resp))
+                    Ok(into_axum_whole(resp, &run.stopped))
                 }
                 Ok(Err(code)) => Err(GuestFailure::NoResponse(format!(
                     "the function answered with an error code: {code:?}"
@@ -537,7 +548,7 @@ async fn run_guest<Held: Send + 'static>(
         // The head, while the guest runs on (`run`'s drop moves it to a task).
         Err(Ok(Ok(resp))) => {
             respond(metrics);
-            Ok(into_axum(resp))
+            Ok(into_axum(resp, &run.stopped))
         }
         Err(Ok(Err(code))) => Err(GuestFailure::NoResponse(format!(
             "the function answered with an error code: {code:?}"
@@ -603,19 +614,52 @@ pub(crate) fn new_store(
     Ok((store, stderr))
 }
 
-fn into_axum(resp: Response<HyperOutgoingBody>) -> Response<Body> {
-    resp.map(|body| {
-        Body::new(
-            body.map_err(|code| std::io::Error::other(format!("function body error: {code:?}"))),
-        )
-    })
+/// A guest's response body, streamed; it ends in an error rather than cleanly if its guest was
+/// stopped (`stopped`: trapped or past its time limit), so hyper cuts the connection (no last
+/// chunk) and the client sees the body is incomplete. wasmtime-wasi-http ends the body cleanly
+/// when its `outgoing-body` is dropped unfinished, as the Store's teardown does: a guest stopped
+/// mid-body had its cut-short body sent as if whole.
+fn into_axum(resp: Response<HyperOutgoingBody>, stopped: &Arc<AtomicBool>) -> Response<Body> {
+    let stopped = stopped.clone();
+    resp.map(|body| Body::new(Guarded { body, stopped }))
+}
+
+/// See [`into_axum`].
+struct Guarded {
+    body: HyperOutgoingBody,
+    stopped: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(None) if this.stopped.load(Ordering::Acquire) => {
+                Poll::Ready(Some(Err(std::io::Error::other(
+                    "the function was stopped (a trap or its time limit) before it finished its response body; the body is cut short",
+                ))))
+            }
+            Poll::Ready(Some(Err(code))) => Poll::Ready(Some(Err(std::io::Error::other(format!(
+                "function body error: {code:?}"
+            ))))),
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// The response of a guest that has ended: its body frames are all queued already, so they are
 /// taken now into one body of known length (hyper writes it with the head, with a content-length,
 /// as a native handler's). A body that does not end in what is queued, or has trailers or an
 /// error, goes on as a stream after the frames taken.
-fn into_axum_whole(resp: Response<HyperOutgoingBody>) -> Response<Body> {
+fn into_axum_whole(resp: Response<HyperOutgoingBody>, stopped: &Arc<AtomicBool>) -> Response<Body> {
     let (parts, mut body) = resp.into_parts();
     let mut cx = Context::from_waker(std::task::Waker::noop());
     // Most bodies are one frame (`http::respond` writes one): no list is made for it.
@@ -640,10 +684,10 @@ fn into_axum_whole(resp: Response<HyperOutgoingBody>) -> Response<Body> {
     };
     let taken = data.into_iter().map(|b| Ok(Frame::data(b))).chain(next);
     let stream = futures_util::stream::iter(taken).chain(BodyStream::new(body));
-    into_axum(Response::from_parts(
-        parts,
-        StreamBody::new(stream).boxed_unsync(),
-    ))
+    into_axum(
+        Response::from_parts(parts, StreamBody::new(stream).boxed_unsync()),
+        stopped,
+    )
 }
 
 #[cfg(test)]
@@ -665,7 +709,7 @@ mod tests {
     #[tokio::test]
     async fn an_ended_guests_body_of_any_number_of_frames_is_sent_whole_with_its_length() {
         for frames in [&["one frame"][..], &["three ", "frames", "!"], &[]] {
-            let resp = into_axum_whole(ended(frames));
+            let resp = into_axum_whole(ended(frames), &Default::default());
             let length = resp.body().size_hint().exact();
             let body = resp.into_body().collect().await.unwrap().to_bytes();
             let expected = frames.concat();

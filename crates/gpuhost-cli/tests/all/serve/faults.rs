@@ -1,7 +1,8 @@
 //! Load and faults: a full queue answers 429 with Retry-After, misbehaving guests get a status
 //! and a JSON body while the server keeps serving with nothing leaked, and SIGTERM drains the
 //! requests in flight before the process exits; a connection that is slow to send its request
-//! head, or idles, is closed.
+//! head, or idles, is closed; a streamed body cut short by its guest's stop does not end as if
+//! whole.
 
 use std::time::Duration;
 
@@ -487,5 +488,39 @@ fn connections_that_never_finish_a_request_head_or_idle_after_a_response_are_clo
             "the connection {name} was still open 20 s after the 1 s header read timeout"
         );
     }
+    assert_eq!(server.get("/misbehave/ok").status, 200);
+}
+
+#[test]
+fn a_streamed_body_cut_short_by_the_time_limit_is_not_ended_as_if_whole() {
+    use std::io::{Read, Write};
+    let repo = misbehave_repo("cut-short", "[serve]\ntimeout_ms = 1000\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // A line every 20 ms for far longer than the 1 s limit: the head and some lines go out,
+    // then the guest is stopped mid-body.
+    let mut conn = std::net::TcpStream::connect(&server.addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    conn.write_all(
+        b"GET /misbehave/drip?n=100000&ms=20 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    // The connection ends either way (closed, or reset when cut): what came before counts.
+    let _ = conn.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("transfer-encoding: chunked") && text.contains("\r\n0\n\r\n"),
+        "not a streamed body with lines in it: {text}"
+    );
+    assert!(
+        !text.ends_with("\r\n0\r\n\r\n"),
+        "the body cut short by the time limit ended with the last chunk, as if whole: ...{}",
+        &text[text.len().saturating_sub(80)..]
+    );
+    assert!(eventually(Duration::from_secs(10), || {
+        server.metrics().sum("gpuhost_requests_in_flight", &[]) == 0.0
+    }));
     assert_eq!(server.get("/misbehave/ok").status, 200);
 }
