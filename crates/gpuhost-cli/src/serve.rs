@@ -29,6 +29,10 @@ pub struct Args {
     /// last response; it is closed then (slow or idle clients hold no socket for long).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout: u64,
+    /// Seconds sent response data may stay unacknowledged (a client that stopped reading)
+    /// before the connection is dropped (Linux's TCP_USER_TIMEOUT).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    send_timeout: u64,
     /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
     /// being served meanwhile), so load balancers stop sending first.
     #[arg(long, default_value_t = 0)]
@@ -74,6 +78,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         opts.devices = a.devices;
         opts.drain_timeout = Duration::from_secs(a.drain_timeout);
         opts.header_read_timeout = Duration::from_secs(a.header_read_timeout);
+        opts.send_timeout = Duration::from_secs(a.send_timeout);
         let server = Server::new(&opts)?;
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await

@@ -89,7 +89,7 @@ pub async fn serve(
         .header_read_timeout(server.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     // Boxed so that dropping it closes the listener and ends its borrow of `graceful`.
-    let mut accepting = Box::pin(accept(listener, app, http, &graceful));
+    let mut accepting = Box::pin(accept(listener, app, http, server.send_timeout, &graceful));
     tokio::select! {
         never = &mut accepting => match never {},
         () = signal => {}
@@ -118,11 +118,14 @@ pub async fn serve(
 /// Accepts connections on `listener` and serves each with `app` on a task of its own, watched
 /// by `graceful`; ends only when dropped. An accept error is logged and, unless it concerns
 /// only the connection refused (as `axum::serve` does), waited out for a second: out of file
-/// descriptors, say, where retrying at once would spin.
+/// descriptors, say, where retrying at once would spin. Each connection gets `send_timeout` as
+/// its TCP_USER_TIMEOUT (Linux): hyper has no write timeout, so a client that never read its
+/// response held the connection, and the response, for as long as it stayed connected.
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     http: hyper::server::conn::http1::Builder,
+    send_timeout: Duration,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
 ) -> std::convert::Infallible {
     use std::io::ErrorKind;
@@ -143,6 +146,12 @@ async fn accept(
                 continue;
             }
         };
+        #[cfg(target_os = "linux")]
+        if let Err(e) = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(send_timeout)) {
+            tracing::warn!(error = %e, "setting a connection's send timeout (TCP_USER_TIMEOUT) failed");
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = send_timeout;
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let conn =
             graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));

@@ -33,11 +33,16 @@ pub struct ServeOptions {
     /// last response, to the head's last byte. A connection past it is closed, so a client that
     /// never finishes its head (slowloris) or idles between requests holds no socket for long.
     pub header_read_timeout: Duration,
+    /// Longest time a connection's sent data may stay unacknowledged (a client that stopped
+    /// reading its response) before the kernel drops the connection, with the response it
+    /// holds (Linux's TCP_USER_TIMEOUT; elsewhere not applied).
+    pub send_timeout: Duration,
 }
 
 impl ServeOptions {
     /// Defaults for `repository`: all devices, 30 s drain, load everything, 30 s for a
-    /// request's head (hyper's default, which it applies only where a timer is given).
+    /// request's head (hyper's default, which it applies only where a timer is given), 30 s for
+    /// a client to take sent data.
     pub fn new(repository: impl Into<PathBuf>) -> Self {
         Self {
             repository: repository.into(),
@@ -45,6 +50,7 @@ impl ServeOptions {
             drain_timeout: Duration::from_secs(30),
             load_all: true,
             header_read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -91,6 +97,8 @@ pub struct Server {
     pub(crate) drain_timeout: Duration,
     /// [`ServeOptions::header_read_timeout`].
     pub(crate) header_read_timeout: Duration,
+    /// [`ServeOptions::send_timeout`].
+    pub(crate) send_timeout: Duration,
     retired: std::sync::Mutex<Vec<String>>,
     /// Every request's deadline, enforced by one task.
     pub(crate) deadlines: crate::deadline::Deadlines,
@@ -155,6 +163,7 @@ impl Server {
             draining: AtomicBool::new(false),
             drain_timeout: opts.drain_timeout,
             header_read_timeout: opts.header_read_timeout,
+            send_timeout: opts.send_timeout,
             retired: std::sync::Mutex::new(Vec::new()),
             deadlines: Default::default(),
         }))

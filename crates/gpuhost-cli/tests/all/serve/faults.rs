@@ -1,8 +1,8 @@
 //! Load and faults: a full queue answers 429 with Retry-After, misbehaving guests get a status
 //! and a JSON body while the server keeps serving with nothing leaked, and SIGTERM drains the
 //! requests in flight before the process exits; a connection that is slow to send its request
-//! head, or idles, is closed; a streamed body cut short by its guest's stop does not end as if
-//! whole.
+//! head, or idles, is closed, and so is one that stops reading its response; a streamed body cut
+//! short by its guest's stop does not end as if whole.
 
 use std::time::Duration;
 
@@ -523,4 +523,51 @@ fn a_streamed_body_cut_short_by_the_time_limit_is_not_ended_as_if_whole() {
         server.metrics().sum("gpuhost_requests_in_flight", &[]) == 0.0
     }));
     assert_eq!(server.get("/misbehave/ok").status, 200);
+}
+
+#[test]
+fn a_client_that_never_reads_its_response_has_its_connection_dropped_after_the_send_timeout() {
+    use std::io::{Read, Write};
+    let server = Server::start(
+        &super::root().join("examples/repository"),
+        &["--send-timeout", "1"],
+        &[],
+    );
+    // An answer of about a megabyte: more than the socket buffers hold while nobody reads.
+    let n = 60_000;
+    let body = serde_json::json!({ "a": 2, "x": vec![1.123456; n], "y": vec![2.654321; n] });
+    let body = body.to_string();
+    let mut conn = std::net::TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "POST /saxpy HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(body.as_bytes()).unwrap();
+    // Not reading for well past the 1 s send timeout; the guest answered long before.
+    std::thread::sleep(Duration::from_secs(6));
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut raw = Vec::new();
+    let read = conn.read_to_end(&mut raw);
+    // Whole: read to a clean end, and the body ends as its head says (last chunk or length).
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n");
+    let whole = read.is_ok()
+        && split.is_some_and(|at| {
+            let head = String::from_utf8_lossy(&raw[..at]).to_ascii_lowercase();
+            if head.contains("transfer-encoding: chunked") {
+                return raw.ends_with(b"\r\n0\r\n\r\n");
+            }
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            length == Some(raw.len() - at - 4)
+        });
+    assert!(
+        !whole,
+        "the server held the whole {}-byte response for a client that read nothing for 6 s",
+        raw.len()
+    );
+    assert_eq!(server.get("/v2/health/live").status, 200);
 }
