@@ -117,14 +117,6 @@ pub enum Error {
     /// The wasmtime engine could not be set up.
     #[error("wasmtime engine setup failed: {0}")]
     Engine(String),
-    /// The listening socket could not be opened or served.
-    #[error("cannot listen on {addr}: {source} (pick a free address with --listen)")]
-    Listen {
-        /// The address.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 /// The crate's result type.
