@@ -361,9 +361,7 @@ impl<Held: Send + 'static> Drop for Run<Held> {
             rt.spawn(async move {
                 let (result, held) = run.await;
                 // Before the teardown, which ends an unfinished body (see `Guarded`).
-                if !matches!(result, Ok(Ok(()))) {
-                    stopped.store(true, Ordering::Release);
-                }
+                note_stopped(&stopped, &result);
                 // The connection's task, woken by the end of the body, sends it first.
                 tokio::task::yield_now().await;
                 after.run(held).await;
@@ -528,9 +526,7 @@ async fn run_guest<Held: Send + 'static>(
     };
     match first {
         Ok((result, in_flight)) => {
-            if !matches!(result, Ok(Ok(()))) {
-                run.stopped.store(true, Ordering::Release);
-            }
+            note_stopped(&run.stopped, &result);
             // Its answer, if it gave one, is waiting (the Store, alive still, holds the sender).
             let answer = match receiver.try_recv() {
                 Ok(Ok(resp)) => {
@@ -614,6 +610,14 @@ pub(crate) fn new_store(
     Ok((store, stderr))
 }
 
+/// Marks a run whose guest ended otherwise than by returning (a trap, or past its deadline) as
+/// stopped, for its streamed body to end in an error ([`Guarded`]).
+fn note_stopped(stopped: &AtomicBool, result: &Result<wasmtime::Result<()>, Elapsed>) {
+    if !matches!(result, Ok(Ok(()))) {
+        stopped.store(true, Ordering::Release);
+    }
+}
+
 /// A guest's response body, streamed; it ends in an error rather than cleanly if its guest was
 /// stopped (`stopped`: trapped or past its time limit), so hyper cuts the connection (no last
 /// chunk) and the client sees the body is incomplete. wasmtime-wasi-http ends the body cleanly
@@ -639,19 +643,16 @@ impl hyper::body::Body for Guarded {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = &mut *self;
-        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(None) if this.stopped.load(Ordering::Acquire) => {
-                Poll::Ready(Some(Err(std::io::Error::other(
-                    "the function was stopped (a trap or its time limit) before it finished its response body; the body is cut short",
-                ))))
-            }
-            Poll::Ready(Some(Err(code))) => Poll::Ready(Some(Err(std::io::Error::other(format!(
-                "function body error: {code:?}"
-            ))))),
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        let frame = std::task::ready!(std::pin::Pin::new(&mut this.body).poll_frame(cx));
+        if frame.is_none() && this.stopped.load(Ordering::Acquire) {
+            return Poll::Ready(Some(Err(std::io::Error::other(
+                "the function was stopped (a trap or its time limit) before it finished its \
+                 response body; the body is cut short",
+            ))));
         }
+        Poll::Ready(frame.map(|f| {
+            f.map_err(|code| std::io::Error::other(format!("function body error: {code:?}")))
+        }))
     }
 }
 
