@@ -109,6 +109,19 @@ pub fn opts(name: &str, args: &[&str]) -> RunOptions {
     }
 }
 
+/// Resets device 0's primary context behind the runtime's back, as another part of the process
+/// might: every context handle of the process dies with it. Only in a child process
+/// (`redteam::in_child`), with no guest running.
+pub fn foreign_reset() {
+    let mut dev = 0;
+    // SAFETY: the driver is loaded (the runtime runs on it); a valid out pointer.
+    let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+    // SAFETY: a foreign reset, on purpose; the caller runs it alone in its process.
+    let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(dev) };
+    assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+}
+
 /// The guest's stdout as text.
 pub fn stdout(o: &RunOutcome) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -113,13 +113,7 @@ fn after_a_foreign_context_reset_a_cached_module_is_loaded_again_not_handed_out_
             assert_eq!(run().await, (1, 1));
             // Another part of the process resets the device's primary context: the cached
             // module's handles die with it.
-            let mut dev = 0;
-            // SAFETY: the driver is loaded (the runtime runs on it); a valid out pointer.
-            let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
-            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
-            // SAFETY: a foreign reset, on purpose, with no guest running.
-            let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(dev) };
-            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
+            crate::foreign_reset();
             // The next load misses (its entry is of the lost generation), loads again and runs
             // right; the one after finds the new module.
             assert_eq!(run().await, (1, 2));

@@ -134,20 +134,32 @@ async fn a_memory_reused_from_a_guest_that_ended_holds_none_of_its_bytes_and_upl
     let Some((rt, _alone)) = device_alone().await else {
         return;
     };
-    let o = run(rt, "misbehave", &["locked-writes", "a5", "5a"])
-        .await
-        .unwrap();
+    // The same code twice: the second guest's 24 MiB lands where the first guest's did.
+    locked_writes_in_a_reused_memory(rt, &["a5", "5a"], || {}, &["3c", "a5"]).await;
+}
+
+/// Runs the `locked-writes` guest with `first` (its arguments after the mode), then `between`,
+/// then the guest again with `second`, whose memory must be the first one's, reused from the
+/// pool. Each run checks that it saw none of the other's bytes and read back its own.
+async fn locked_writes_in_a_reused_memory(
+    rt: &gpuhost_wasm::Runtime,
+    first: &[&str],
+    between: impl FnOnce(),
+    second: &[&str],
+) {
+    fn args<'a>(a: &[&'a str]) -> Vec<&'a str> {
+        [&["locked-writes"][..], a].concat()
+    }
+    let o = run(rt, "misbehave", &args(first)).await.unwrap();
     assert_ok(&o, "locked-writes ok");
     rt.host().synchronize().unwrap();
+    between();
     let reused = gpuhost_wasm::guest_memory_stats().reused;
-    // The same code again: its 24 MiB lands where the first guest's did.
-    let o = run(rt, "misbehave", &["locked-writes", "3c", "a5"])
-        .await
-        .unwrap();
+    let o = run(rt, "misbehave", &args(second)).await.unwrap();
     assert_ok(&o, "locked-writes ok");
     assert!(
         gpuhost_wasm::guest_memory_stats().reused > reused,
-        "the second guest's memory was not one reused from the pool"
+        "the second guest's memory was not the first one's, reused from the pool"
     );
 }
 
@@ -162,29 +174,15 @@ fn after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_
     crate::redteam::in_child(
         "transfers::after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_be_locked_again",
         async |rt| {
-            // 40 MiB written from a memory of about 85: its first three granules locked.
-            let o = run(rt, "misbehave", &["locked-writes", "a5", "5a", "40"])
-                .await
-                .unwrap();
-            assert_ok(&o, "locked-writes ok");
-            rt.host().synchronize().unwrap();
-            let mut dev = 0;
-            // SAFETY: the driver is loaded (the runtime runs on it); a valid out pointer.
-            let r = unsafe { gpuhost::sys::cuDeviceGet(&mut dev, 0) };
-            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
-            // SAFETY: a foreign reset, on purpose, with no guest running.
-            let r = unsafe { gpuhost::sys::cuDevicePrimaryCtxReset_v2(dev) };
-            assert_eq!(r, gpuhost::sys::CUresult::CUDA_SUCCESS);
-            let reused = gpuhost_wasm::guest_memory_stats().reused;
+            // 40 MiB written from a memory of about 85: its first three granules locked; then
             // 4 MiB from the same memory, now about 10 MiB: most of the pieces lie past it.
-            let o = run(rt, "misbehave", &["locked-writes", "3c", "a5", "4"])
-                .await
-                .unwrap();
-            assert_ok(&o, "locked-writes ok");
-            assert!(
-                gpuhost_wasm::guest_memory_stats().reused > reused,
-                "the second guest's memory was not the first one's, reused from the pool"
-            );
+            locked_writes_in_a_reused_memory(
+                rt,
+                &["a5", "5a", "40"],
+                crate::foreign_reset,
+                &["3c", "a5", "4"],
+            )
+            .await;
         },
     );
 }
