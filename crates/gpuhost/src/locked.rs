@@ -120,11 +120,11 @@ impl LockedMemory {
 
 impl Stream {
     /// Copies `parts` — ranges of locked memory (offsets from each one's first byte; handles or
-    /// references to them), laid end to end — into `dst` from `offset`, one DMA per part, no staging copy, after the work queued on
-    /// this stream before it; done when the future resolves. Every DMA is enqueued before the
-    /// first is awaited, so the copy engine runs them back to back. The calling thread never
-    /// waits for the device. After a context loss the memory is registered with the new context
-    /// first.
+    /// references to them), laid end to end — into `dst` from `offset`, one DMA per part, no
+    /// staging copy, after the work queued on this stream before it; done when the future resolves.
+    /// Every DMA is enqueued before the first is awaited, so the copy engine runs them back to
+    /// back. The calling thread never waits for the device. After a context loss the memory is
+    /// registered with the new context first.
     ///
     /// The memory is read by the DMAs until the future resolves: bytes written there meanwhile
     /// reach the device or not. Dropping the future midway lets the copies run on (`dst`'s bytes

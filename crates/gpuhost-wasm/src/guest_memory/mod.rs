@@ -607,13 +607,13 @@ fn gaps(pieces: &[Piece], span: Range<usize>) -> Vec<Range<usize>> {
 /// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping.
 fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<LockedMemory> {
     let owner = Box::new(slot.mapping.clone());
-    // SAFETY: `range` lies in granule bounds and the accessible size (lock_memory refuses it
-    // unless page-aligned: custom page sizes make sizes any number) and is accessible, so mapped
-    // readable and writable. It stays mapped with the same pages until the owner (the mapping)
-    // drops: a mapping is unmapped only when its last holder drops, its pages are never
-    // remapped, and a reset discards only pages outside the pieces (it may revoke access to a
-    // piece's pages past the next guest's size: mprotect keeps the pages). No other registration overlaps it: pieces are disjoint (`gaps`) and the mapping is
-    // ours alone.
+    // SAFETY: `range` lies in granule bounds and the accessible size (lock_memory refuses it unless
+    // page-aligned: custom page sizes make sizes any number) and is accessible, so mapped readable
+    // and writable. It stays mapped with the same pages until the owner (the mapping) drops: a
+    // mapping is unmapped only when its last holder drops, its pages are never remapped, and a
+    // reset discards only pages outside the pieces (it may revoke access to a piece's pages past
+    // the next guest's size: mprotect keeps the pages). No other registration overlaps it: pieces
+    // are disjoint (`gaps`) and the mapping is ours alone.
     unsafe { host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner) }
 }
 

@@ -613,11 +613,11 @@ fn write_forever() -> ! {
     }
 }
 
-/// Writes of 24 MiB (several of the host's lock granules; argv[4] MiB when given) from one place in this guest's memory,
-/// three times with new bytes each time (argv[2]: the first round's byte, hex), each read back
-/// whole: the first is staged, later ones go straight from this memory once the host locks it.
-/// Before filling it, the fresh memory is scanned for a page of another guest's bytes (argv[3],
-/// hex): a memory reused from a guest that ended must come back zeroed.
+/// Writes of 24 MiB (several of the host's lock granules; argv[4] MiB when given) from one place in
+/// this guest's memory, three times with new bytes each time (argv[2]: the first round's byte,
+/// hex), each read back whole: the first is staged, later ones go straight from this memory once
+/// the host locks it. Before filling it, the fresh memory is scanned for a page of another guest's
+/// bytes (argv[3], hex): a memory reused from a guest that ended must come back zeroed.
 fn locked_writes() {
     let arg = |i: usize| {
         let a = std::env::args().nth(i).unwrap_or_default();
