@@ -1,6 +1,7 @@
 //! `gpuhost serve --repository DIR`: serves the repository's HTTP functions (see gpuhost-serve)
 //! until SIGTERM or Ctrl-C, then shuts down gracefully. Prints `listening on http://ADDR` once
-//! the socket is bound (with `--listen 127.0.0.1:0` the port the system picked).
+//! the socket is bound (with `--listen 127.0.0.1:0` the port the system picked), then
+//! `control on http://ADDR` when the repository endpoints are served apart (`--control-listen`).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -19,6 +20,13 @@ pub struct Args {
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Serve the repository endpoints (POST /v2/repository/index, models/NAME/load and
+    /// /unload) on this address only, apart from the functions: the public listener then
+    /// answers them 403, so clients that can call functions cannot swap or unload them. Bind it
+    /// where only operators reach it (127.0.0.1:8081, then `kubectl port-forward`). Without
+    /// it, --listen serves them too.
+    #[arg(long)]
+    control_listen: Option<String>,
     /// Devices to serve on: `all` or ordinals like 0,1.
     #[arg(long, default_value = "all")]
     devices: Devices,
@@ -89,17 +97,38 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 )
             })?;
         let addr = listener.local_addr()?;
+        let control = match &a.control_listen {
+            Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| {
+                format!("cannot listen on {at} (pick a free address with --control-listen)")
+            })?),
+            None => {
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(%addr, "the repository endpoints (load, unload) are served to every client of the listen address; pass --control-listen 127.0.0.1:PORT to serve them apart");
+                }
+                None
+            }
+        };
+        let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
         if !a.no_load {
             server.load_all().await;
         }
         tracing::info!(%addr, devices = ?server.devices(), "serving");
         println!("listening on http://{addr}");
+        if let Some(at) = control_addr {
+            tracing::info!(%at, "repository endpoints served here only");
+            println!("control on http://{at}");
+        }
         std::io::stdout().flush()?;
         let shutdown = gpuhost_serve::Shutdown {
             delay: Duration::from_secs(a.shutdown_delay),
             drain_timeout: opts.drain_timeout,
         };
-        gpuhost_serve::serve(server, listener, gpuhost_serve::shutdown_signal(), shutdown).await?;
+        let listeners = gpuhost_serve::Listeners {
+            public: listener,
+            control,
+        };
+        gpuhost_serve::serve(server, listeners, gpuhost_serve::shutdown_signal(), shutdown)
+            .await?;
         Ok(())
     })
 }

@@ -33,7 +33,7 @@ pub use error::{Error, Result};
 pub use function::{Function, State};
 pub use invoke::VERSION_HEADER;
 pub use metrics::{Metrics, Outcome};
-pub use routes::router;
+pub use routes::{control_router, public_router, router};
 pub use server::{IndexEntry, LoadReport, ServeOptions, Server};
 pub use version::{ReleaseOutcome, Version};
 
@@ -70,7 +70,27 @@ pub struct Shutdown {
     pub drain_timeout: Duration,
 }
 
-/// Serves `server` on `listener` until `signal` completes, then shuts down gracefully:
+/// Where [`serve`] listens: the public listener, and optionally a control listener of its own
+/// for the repository extension (index, load, unload), which the public one then refuses
+/// ([`public_router`]). A bare listener converts into one that serves everything.
+#[derive(Debug)]
+pub struct Listeners {
+    /// Functions, health, metrics and the status page (and, without `control`, everything).
+    pub public: tokio::net::TcpListener,
+    /// The repository extension and health only ([`control_router`]).
+    pub control: Option<tokio::net::TcpListener>,
+}
+
+impl From<tokio::net::TcpListener> for Listeners {
+    fn from(public: tokio::net::TcpListener) -> Self {
+        Self {
+            public,
+            control: None,
+        }
+    }
+}
+
+/// Serves `server` on `listeners` until `signal` completes, then shuts down gracefully:
 /// readiness turns false, after `delay` no new connection is accepted, requests in flight
 /// finish (up to `drain_timeout`), and every function's version is drained and released.
 ///
@@ -79,17 +99,41 @@ pub struct Shutdown {
 /// connection that never finished its head, or idled after a response, was kept forever.
 pub async fn serve(
     server: Arc<Server>,
-    listener: tokio::net::TcpListener,
+    listeners: impl Into<Listeners>,
     signal: impl Future<Output = ()> + Send + 'static,
     shutdown: Shutdown,
 ) -> Result<()> {
-    let app = router(server.clone());
+    let Listeners { public, control } = listeners.into();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(server.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // Boxed so that dropping it closes the listener and ends its borrow of `graceful`.
-    let mut accepting = Box::pin(accept(listener, app, http, server.send_timeout, &graceful));
+    let send_timeout = server.send_timeout;
+    let app = match control {
+        Some(_) => public_router(server.clone()),
+        None => router(server.clone()),
+    };
+    let public = accept(public, app, http.clone(), send_timeout, &graceful);
+    let control = async {
+        match control {
+            Some(l) => {
+                accept(
+                    l,
+                    control_router(server.clone()),
+                    http,
+                    send_timeout,
+                    &graceful,
+                )
+                .await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    // Boxed so that dropping it closes the listeners and ends their borrow of `graceful`.
+    let mut accepting = Box::pin(async {
+        let (never, _) = tokio::join!(public, control);
+        never
+    });
     tokio::select! {
         never = &mut accepting => match never {},
         () = signal => {}

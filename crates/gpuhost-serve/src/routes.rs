@@ -1,5 +1,8 @@
 //! The HTTP surface: KServe v2 health, Triton's repository extension, Prometheus `/metrics`,
 //! the status page at `/`, and every other path routed to the function whose route holds it.
+//! The repository extension (index, load, unload) changes what the server runs, so it can be
+//! served apart, on a control listener that only operators reach ([`control_router`]); the
+//! public router then refuses it with a 403 that says where it went ([`public_router`]).
 
 use std::sync::Arc;
 
@@ -8,7 +11,7 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use serde_json::json;
 
 use crate::error::Error;
@@ -17,20 +20,79 @@ use crate::server::Server;
 
 type Shared = State<Arc<Server>>;
 
-/// The server's router.
+/// The paths of the repository extension: they change what the server runs.
+const CONTROL_PATHS: [&str; 3] = [
+    "/v2/repository/index",
+    "/v2/repository/models/{name}/load",
+    "/v2/repository/models/{name}/unload",
+];
+
+/// The server's router with every endpoint, the repository extension included: for a server
+/// with one listener.
 pub fn router(server: Arc<Server>) -> Router {
-    Router::new()
-        .route("/", get(status_page))
+    served(Router::new())
+        .merge(control_routes())
+        .with_state(server)
+}
+
+/// The router of a server's public listener when the repository extension is served on a
+/// control listener of its own ([`control_router`]): every endpoint but those, which answer 403
+/// naming where they are served, so a client that can reach the functions cannot unload them.
+pub fn public_router(server: Arc<Server>) -> Router {
+    let mut r = Router::new();
+    for path in CONTROL_PATHS {
+        r = r.route(path, any(control_elsewhere));
+    }
+    served(r).with_state(server)
+}
+
+/// The router of a server's control listener: the repository extension and the health
+/// endpoints (so a probe can tell the listener is up); any other path is a 404 that says this
+/// listener serves only those.
+pub fn control_router(server: Arc<Server>) -> Router {
+    control_routes()
+        .route("/v2/health/live", get(live))
+        .route("/v2/health/ready", get(ready))
+        .fallback(not_control)
+        .with_state(server)
+}
+
+/// The endpoints every public listener serves, and the functions behind the fallback.
+fn served(r: Router<Arc<Server>>) -> Router<Arc<Server>> {
+    r.route("/", get(status_page))
         .route("/metrics", get(metrics))
         .route("/v2/health/live", get(live))
         .route("/v2/health/ready", get(ready))
         .route("/v2/models/{name}/ready", get(model_ready))
         .route("/v2/models/{name}", get(model_metadata))
-        .route("/v2/repository/index", post(index))
-        .route("/v2/repository/models/{name}/load", post(load))
-        .route("/v2/repository/models/{name}/unload", post(unload))
         .fallback(dispatch)
-        .with_state(server)
+}
+
+fn control_routes() -> Router<Arc<Server>> {
+    let [index_path, load_path, unload_path] = CONTROL_PATHS;
+    Router::new()
+        .route(index_path, post(index))
+        .route(load_path, post(load))
+        .route(unload_path, post(unload))
+}
+
+async fn control_elsewhere() -> Response {
+    json_error(
+        StatusCode::FORBIDDEN,
+        "the repository endpoints (index, load, unload) are served on the server's control \
+         listener only (gpuhost serve --control-listen ADDR), not on this one",
+        json!({}),
+    )
+}
+
+async fn not_control(req: Request) -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        "this is the control listener: it serves the repository endpoints \
+         (POST /v2/repository/index, /v2/repository/models/NAME/load and /unload) and health; \
+         functions, /metrics and the status page are on the public listener",
+        json!({ "path": req.uri().path() }),
+    )
 }
 
 fn status_only(ok: bool) -> StatusCode {

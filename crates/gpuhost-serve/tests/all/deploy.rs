@@ -99,6 +99,17 @@ fn the_pods_grace_period_covers_the_prestop_sleep_the_shutdown_delay_and_the_dra
     assert!(d.contains("nvidia.com/gpu: 1"));
 }
 
+#[test]
+fn the_deployment_serves_the_repository_endpoints_on_the_pods_loopback_only() {
+    let d = deployment();
+    let at = d
+        .split("\"--control-listen\", \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the deployment passes --control-listen");
+    assert!(at.starts_with("127.0.0.1:"), "--control-listen {at}");
+}
+
 #[tokio::test]
 async fn the_probe_paths_of_the_deployment_are_answered_by_the_server() {
     let d = deployment();
@@ -110,7 +121,8 @@ async fn the_probe_paths_of_the_deployment_are_answered_by_the_server() {
     let opts = gpuhost_serve::ServeOptions::new(root().join("examples/repository"));
     let server = gpuhost_serve::Server::new(&opts).unwrap();
     server.load("saxpy").await.unwrap();
-    let app = gpuhost_serve::router(Arc::clone(&server));
+    // The pod's public port: the deployment serves the repository endpoints apart.
+    let app = gpuhost_serve::public_router(Arc::clone(&server));
     for path in paths {
         let req = Request::get(path).body(Body::empty()).unwrap();
         let resp = app.clone().oneshot(req).await.unwrap();

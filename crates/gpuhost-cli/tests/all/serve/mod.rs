@@ -4,6 +4,7 @@
 //! Every load loop is bounded in count and time and targets 127.0.0.1 only.
 
 mod bench_guests;
+mod control;
 mod faults;
 mod observe;
 mod swap;
@@ -98,6 +99,8 @@ pub fn test_bundle(name: &str) -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// The control listener's address, when started with `--control-listen`.
+    pub control: Option<String>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -149,9 +152,18 @@ impl Server {
                 );
             }
         };
+        // Printed after the public address, when there is one.
+        let control = extra.contains(&"--control-listen").then(|| {
+            line.clear();
+            let _ = out.read_line(&mut line);
+            let at = line.trim().strip_prefix("control on http://");
+            at.unwrap_or_else(|| panic!("no control address printed: {line:?}"))
+                .to_string()
+        });
         Self {
             child,
             addr,
+            control,
             stderr,
         }
     }
