@@ -13,10 +13,10 @@
 //! When a write goes direct ([`direct_parts`]): at least [`DIRECT_MIN`] bytes, into granules of
 //! the memory that an earlier large write touched (a guest writing a region once never pays for
 //! locking it: milliseconds for large ranges, where staging costs about a millisecond per 40
-//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits), the pieces a
-//! reused memory comes with included. Anything else is staged as before. Locking failing (the
-//! driver refusing more page-locked memory) is not an error: that memory's writes are staged
-//! from then on.
+//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits) across all its
+//! memories ([`LockedTally`]: a component may have many), the pieces a reused memory comes with
+//! included. Anything else is staged as before. Locking failing (the driver refusing more
+//! page-locked memory) is not an error: that memory's writes are staged from then on.
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
@@ -37,6 +37,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use gpuhost::{Host, LockedMemory};
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+mod tally;
+pub(crate) use tally::LockedTally;
 
 /// Writes smaller than this are staged: a pooled staging chunk is as fast for them, and
 /// locking never pays off.
@@ -100,11 +103,14 @@ pub struct GuestMemoryStats {
     pub reused: u64,
     /// Writes uploaded straight from guest memory.
     pub direct_writes: u64,
+    /// Bytes of guest memory page-locked now, pooled memories' included.
+    pub locked_bytes: u64,
 }
 
 static MEMORIES: AtomicU64 = AtomicU64::new(0);
 static REUSED: AtomicU64 = AtomicU64::new(0);
 static DIRECT_WRITES: AtomicU64 = AtomicU64::new(0);
+static LOCKED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The counts so far.
 pub fn guest_memory_stats() -> GuestMemoryStats {
@@ -112,6 +118,7 @@ pub fn guest_memory_stats() -> GuestMemoryStats {
         memories: MEMORIES.load(Ordering::Relaxed),
         reused: REUSED.load(Ordering::Relaxed),
         direct_writes: DIRECT_WRITES.load(Ordering::Relaxed),
+        locked_bytes: LOCKED_BYTES.load(Ordering::Relaxed),
     }
 }
 
@@ -313,8 +320,13 @@ fn discard(m: &Mapping, range: Range<usize>) -> std::io::Result<()> {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        let bytes = self
+            .locks
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .bytes;
+        LOCKED_BYTES.fetch_sub(bytes as u64, Ordering::Relaxed);
         if let Some(pool) = self.pool.upgrade() {
-            let bytes = self.locks.get_mut().map_or(0, |l| l.bytes);
             pool.locked.fetch_sub(bytes, Ordering::Relaxed);
         }
         let mut slots = slots();
@@ -504,13 +516,15 @@ pub(crate) fn direct_failed(bytes: &[u8]) {
     }
 }
 
-/// How a guest's write of `bytes` (inside its linear memory) can be uploaded straight from
-/// that memory with `host`: the locked pieces and the range of each to upload, in order, or
+/// How a guest's write of `bytes` (inside one of its linear memories) can be uploaded straight
+/// from that memory with `host`: the locked pieces and the range of each to upload, in order, or
 /// None when it is to be staged (see the module header). Locks what the write needs and may,
-/// within `max_locked` bytes for the memory and its creator's budget.
+/// within `max_locked` bytes across the memories `guest` counts (the guest's tally, which this
+/// memory joins) and its creator's budget.
 pub(crate) fn direct_parts(
     host: &Arc<Host>,
     bytes: &[u8],
+    guest: &mut LockedTally,
     max_locked: u64,
 ) -> Option<Vec<(LockedMemory, Range<usize>)>> {
     if bytes.len() < DIRECT_MIN {
@@ -538,14 +552,18 @@ pub(crate) fn direct_parts(
     }
     let span = granules.start * GRANULE..(granules.end * GRANULE).min(accessible);
     let max_locked = usize::try_from(max_locked).unwrap_or(usize::MAX);
+    // The limit is the guest's, across its memories: what its other memories hold counts too.
+    let others = guest.besides(&slot);
     // A memory reused from the pool keeps the last guest's pieces: they are this guest's locked
-    // memory now, and over its limit its writes are staged.
-    if locks.bytes > max_locked {
+    // memory now, and over its limit its writes are staged (and the memory left uncounted: its
+    // pieces serve none of this guest's writes).
+    if others.saturating_add(locks.bytes) > max_locked {
         return None;
     }
+    guest.count(&slot, locks.bytes);
     let pool = slot.pool.upgrade()?;
     for gap in gaps(&locks.pieces, span) {
-        if locks.pieces.len() >= MAX_PIECES || locks.bytes + gap.len() > max_locked {
+        if locks.pieces.len() >= MAX_PIECES || others + locks.bytes + gap.len() > max_locked {
             return None;
         }
         let budget = pool.budget;
@@ -561,6 +579,8 @@ pub(crate) fn direct_parts(
             Ok(locked) => {
                 let i = locks.pieces.partition_point(|p| p.at.start < gap.start);
                 locks.bytes += gap.len();
+                LOCKED_BYTES.fetch_add(gap.len() as u64, Ordering::Relaxed);
+                guest.count(&slot, locks.bytes);
                 locks.pieces.insert(i, Piece { at: gap, locked });
             }
             Err(e) => {

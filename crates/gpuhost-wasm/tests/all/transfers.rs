@@ -186,3 +186,51 @@ fn after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_
         },
     );
 }
+
+/// Red team: `Limits::max_locked_memory_bytes` bounds a guest, not each of its memories. A
+/// component may hold many core modules, each with a linear memory of its own (wasmtime's
+/// StoreLimits allow thousands); locking the limit in each would let one guest pin its
+/// creator's whole budget and leave every other guest's writes staged. Here the locked-writes
+/// guest runs twice in one component ([`crate::twice`]), each instance writing 24 MiB three
+/// times from its own memory (two or three 16 MiB lock granules each), under a limit of three
+/// granules: either memory fits alone, both do not. The first instance's later writes go
+/// straight from its memory, the second's are staged, every write lands exactly (each instance
+/// reads back and checks), and the guest locks no more than its limit in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_with_several_memories_locks_no_more_than_its_limit_across_them() {
+    let Some((shared, _alone)) = device_alone().await else {
+        return;
+    };
+    // A runtime of its own, whose memory pool starts empty: neither memory comes with pieces an
+    // earlier guest locked, so what the process locks meanwhile is this guest's alone.
+    let rt = gpuhost_wasm::Runtime::new(shared.host().clone()).unwrap();
+    let command = std::fs::read(crate::guest_dir().join("misbehave.wasm")).unwrap();
+    let g = rt
+        .load("misbehave, twice", &crate::twice::twice(&command))
+        .unwrap();
+    let limit = 48 << 20;
+    let mut o = opts("misbehave", &["locked-writes", "a5", "5a"]);
+    o.limits.max_locked_memory_bytes = limit;
+    let before = gpuhost_wasm::guest_memory_stats();
+    let out = rt.run(&g, o).await.unwrap();
+    let after = gpuhost_wasm::guest_memory_stats();
+    assert_ok(&out, "locked-writes ok");
+    assert_eq!(
+        crate::stdout(&out).matches("locked-writes ok").count(),
+        2,
+        "both instances ran"
+    );
+    assert_eq!(after.reused, before.reused, "every memory was fresh");
+    let locked = after.locked_bytes.saturating_sub(before.locked_bytes);
+    assert!(
+        locked <= limit,
+        "the guest locked {} MiB across its memories, over its limit of {} MiB",
+        locked >> 20,
+        limit >> 20
+    );
+    assert_eq!(
+        after.direct_writes - before.direct_writes,
+        2,
+        "writes straight from guest memory: the first instance's second and third"
+    );
+}
