@@ -33,9 +33,9 @@ pub struct Limits {
     /// Bytes of the guest's linear memories that may be page-locked so its large writes are one
     /// DMA straight from guest memory (memories made by
     /// [`GuestMemoryCreator`](crate::GuestMemoryCreator), as [`Runtime`](crate::Runtime)'s
-    /// are): in all, across every memory the guest writes from (a component may have many, a
-    /// core module each), pieces a memory reused from an earlier guest comes with included;
-    /// writes beyond it are staged. 0 stages every write. Default 256 MiB.
+    /// are): in all, across the guest's memories (a component may have many, a core module
+    /// each), pieces a memory reused from an earlier guest comes with included; writes beyond it
+    /// are staged. 0 stages every write. Default 256 MiB.
     pub max_locked_memory_bytes: u64,
     /// Kernel launches enqueued and not yet observed complete. Default 1024.
     pub max_launches_in_flight: u32,

@@ -156,18 +156,17 @@ async fn write_in_place<T: CudaView + 'static>(
         .start_write(&buffer, offset, data.len());
     let r = match started {
         Ok((b, offset, stream)) => {
-            // The guest's tally of locked memory, lent out for the lookup: the write's bytes
-            // borrow the Store that holds it. Put back before anything can fail or be dropped.
+            // The guest's tally of locked memory, a handle of it: the write's bytes borrow the
+            // Store that holds it.
             let ctx = store.data_mut().cuda().ctx;
             let max_locked = ctx.limits.max_locked_memory_bytes;
-            let mut locked = std::mem::take(&mut ctx.locked);
+            let locked = ctx.locked.clone();
             let direct = crate::guest_memory::direct_parts(
                 stream.host(),
                 data.as_le_slice(&store),
-                &mut locked,
+                &mut crate::guest_memory::lock_tally(&locked),
                 max_locked,
             );
-            store.data_mut().cuda().ctx.locked = locked;
             // The guest is suspended and this future holds the Store's only borrow, so these
             // bytes stay put (no guest code runs, no memory.grow moves them) until it is done
             // or dropped.

@@ -25,7 +25,8 @@
 //! unlocked pages are dropped and it is pooled, pieces and all, for the next guest's memory
 //! (every pooled memory is idle, so the pool holds no more memories than ever ran at once). The
 //! pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes
-//! are staged. Before reuse every byte the old guest could reach is zero: its unlocked pages
+//! are staged. A memory made for a guest being instantiated ([`made_for`]) is a pooled one only
+//! if its pieces fit what the guest's limit leaves. Before reuse every byte the old guest could reach is zero: its unlocked pages
 //! were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros —
 //! dropping a locked page would leave the DMA reading the old page, and the next guest's writes
 //! would upload the old guest's bytes.
@@ -39,7 +40,7 @@ use gpuhost::{Host, LockedMemory};
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 
 mod tally;
-pub(crate) use tally::LockedTally;
+pub(crate) use tally::{LockedTally, SharedTally, lock as lock_tally, made_for};
 
 /// Writes smaller than this are staged: a pooled staging chunk is as fast for them, and
 /// locking never pays off.
@@ -253,9 +254,10 @@ impl Slot {
         self.locks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a DMA may still read one of its pieces.
-    fn in_use(&self) -> bool {
-        self.locks().pieces.iter().any(|p| p.locked.in_use())
+    /// Whether it has at most `room` bytes locked and no DMA still reads one of its pieces.
+    fn idle_within(&self, room: usize) -> bool {
+        let locks = self.locks();
+        locks.bytes <= room && !locks.pieces.iter().any(|p| p.locked.in_use())
     }
 
     /// When its guest ends: drops the pages outside its locked pieces (they read zero from now
@@ -353,13 +355,20 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An idle pooled memory of this reservation, reset for `minimum` accessible bytes.
-    fn take(&self, capacity: usize, guard: usize, minimum: usize) -> Option<Arc<Slot>> {
+    /// An idle pooled memory of this reservation with at most `room` bytes locked, reset for
+    /// `minimum` accessible bytes.
+    fn take(
+        &self,
+        capacity: usize,
+        guard: usize,
+        minimum: usize,
+        room: usize,
+    ) -> Option<Arc<Slot>> {
         let slot = {
             let mut pool = self.lock();
             let i = pool
                 .iter()
-                .position(|s| s.capacity == capacity && s.guard == guard && !s.in_use())?;
+                .position(|s| s.capacity == capacity && s.guard == guard && s.idle_within(room))?;
             pool.swap_remove(i)
         };
         // A memory that cannot be reset is dropped (unregistered and unmapped), never reused.
@@ -457,9 +466,19 @@ unsafe impl MemoryCreator for GuestMemoryCreator {
         let guard = guard_size_in_bytes
             .checked_next_multiple_of(page)
             .ok_or("a guest memory's guard overflows the address space")?;
-        let slot = match self.pool.take(capacity, guard, minimum) {
+        // Made for a guest's instantiation (tally.rs): a pooled memory only if its pieces fit
+        // what the guest's limit leaves, and counted for the guest from now on.
+        let guest = tally::making_for();
+        let room = guest.as_ref().map_or(usize::MAX, |(t, limit)| {
+            limit.saturating_sub(tally::lock(t).bytes())
+        });
+        let slot = match self.pool.take(capacity, guard, minimum, room) {
             Some(slot) => {
                 REUSED.fetch_add(1, Ordering::Relaxed);
+                if let Some((t, _)) = &guest {
+                    let bytes = slot.locks().bytes;
+                    tally::lock(t).count(&slot, bytes);
+                }
                 slot
             }
             None => fresh_slot(&self.pool, capacity, guard, minimum)?,

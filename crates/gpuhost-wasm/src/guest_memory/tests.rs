@@ -522,3 +522,49 @@ fn a_pooled_memorys_pieces_count_beside_the_next_guests_other_memories() {
     }
     assert_eq!(guest.bytes(), GRANULE, "the staged memory is not counted");
 }
+
+/// Red team: a memory made while a guest is instantiated (`Runtime::run` polls that in a
+/// `made_for` scope) counts for the guest from the start, and the pool hands it no memory whose
+/// pieces would take it past its limit: a component of many memories would otherwise take as
+/// many locked memories as the pool holds, pinning them where only it can use them.
+#[test]
+fn memories_made_for_a_guest_take_no_pooled_pieces_past_its_limit_and_count_from_the_start() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let (a, b) = (written_once(&host, &c), written_once(&host, &c));
+    for m in [&a, &b] {
+        assert!(upload_direct(&host, &bytes(&**m, 2 * MIB)[..], 1 << 30).is_some());
+    }
+    let pooled = [a.as_ptr(), b.as_ptr()];
+    drop((a, b));
+    let guest = SharedTally::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let made = rt.block_on(made_for(guest.clone(), GRANULE as u64, async {
+        [
+            creator_memory(&c, 2 * GRANULE),
+            creator_memory(&c, 2 * GRANULE),
+        ]
+    }));
+    let [reused, fresh] = made;
+    assert!(pooled.contains(&reused.as_ptr()), "the first: a pooled one");
+    assert!(!pooled.contains(&fresh.as_ptr()), "the second: fresh");
+    assert_eq!(
+        lock_tally(&guest).bytes(),
+        GRANULE,
+        "counted from the start"
+    );
+    // The pooled memory's pieces serve the guest's writes; the fresh memory can lock nothing.
+    for (m, direct) in [(&reused, true), (&fresh, false)] {
+        let src = &bytes(&**m, 2 * MIB)[..];
+        assert!(upload_direct_as(&host, src, &mut lock_tally(&guest), GRANULE as u64).is_none());
+        let second = upload_direct_as(&host, src, &mut lock_tally(&guest), GRANULE as u64);
+        assert_eq!(second.is_some(), direct);
+    }
+    assert_eq!(lock_tally(&guest).bytes(), GRANULE);
+    // Outside the scope a memory is made for no guest: the other pooled one, counted for none.
+    let other = creator_memory(&c, 2 * GRANULE);
+    assert!(pooled.contains(&other.as_ptr()));
+    assert_eq!(lock_tally(&guest).bytes(), GRANULE);
+}
