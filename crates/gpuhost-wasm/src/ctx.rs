@@ -24,6 +24,9 @@ pub struct CudaCtx {
     pub(crate) last_refusal: Option<String>,
     /// The stream buffer transfers run on (see memory.rs), made on first use.
     pub(crate) transfer: Option<Arc<gpuhost::Stream>>,
+    /// Bytes of the guest's linear memories page-locked, across them all (guest_memory/tally.rs),
+    /// against `Limits::max_locked_memory_bytes`; shared with the memories made for the guest.
+    pub(crate) locked: crate::guest_memory::SharedTally,
     /// The guest's open stream reads (see stream_read.rs).
     pub(crate) reads: crate::stream_read::OpenReads,
     /// The bundle whose kernels gpuhost:cuda/bundle hands out (see bundle.rs), if granted.
@@ -57,6 +60,7 @@ impl CudaCtx {
             quota_refusals: 0,
             last_refusal: None,
             transfer: None,
+            locked: Default::default(),
             reads: Default::default(),
             bundle: None,
             bundle_rewrite: None,

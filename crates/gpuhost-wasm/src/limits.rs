@@ -30,11 +30,12 @@ pub struct Limits {
     /// Bytes moved by one `read` or `read-stream` (the guest's linear memory receives them).
     /// Default 64 MiB.
     pub max_transfer_bytes: u64,
-    /// Bytes of the guest's linear memory that may be page-locked so its large writes are one
-    /// DMA straight from that memory (a memory made by
+    /// Bytes of the guest's linear memories that may be page-locked so its large writes are one
+    /// DMA straight from guest memory (memories made by
     /// [`GuestMemoryCreator`](crate::GuestMemoryCreator), as [`Runtime`](crate::Runtime)'s
-    /// are), pieces a memory reused from an earlier guest comes with included; writes beyond
-    /// it are staged. 0 stages every write. Default 256 MiB.
+    /// are): in all, across the guest's memories (a component may have many, a core module
+    /// each), pieces a memory reused from an earlier guest comes with included; writes beyond it
+    /// are staged. 0 stages every write. Default 256 MiB.
     pub max_locked_memory_bytes: u64,
     /// Kernel launches enqueued and not yet observed complete. Default 1024.
     pub max_launches_in_flight: u32,

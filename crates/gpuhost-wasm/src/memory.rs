@@ -156,12 +156,22 @@ async fn write_in_place<T: CudaView + 'static>(
         .start_write(&buffer, offset, data.len());
     let r = match started {
         Ok((b, offset, stream)) => {
+            // The guest's tally of locked memory, a handle of it: the write's bytes borrow the
+            // Store that holds it.
+            let ctx = store.data_mut().cuda().ctx;
+            let max_locked = ctx.limits.max_locked_memory_bytes;
+            let locked = ctx.locked.clone();
+            let direct = crate::guest_memory::direct_parts(
+                stream.host(),
+                data.as_le_slice(&store),
+                &mut crate::guest_memory::lock_tally(&locked),
+                max_locked,
+            );
             // The guest is suspended and this future holds the Store's only borrow, so these
             // bytes stay put (no guest code runs, no memory.grow moves them) until it is done
             // or dropped.
-            let max_locked = store.data_mut().cuda().ctx.limits.max_locked_memory_bytes;
             let bytes = data.as_le_slice(&store);
-            upload_guest_bytes(&stream, &b, offset, bytes, max_locked)
+            upload_guest_bytes(&stream, &b, offset, bytes, direct)
                 .await
                 .map_err(CudaError::from)
         }
@@ -175,16 +185,17 @@ async fn write_in_place<T: CudaView + 'static>(
     Ok((r,))
 }
 
-/// Uploads a guest's `bytes` into `b` at `offset`: straight from its memory where that memory
-/// can be locked (see guest_memory/), else staged.
+/// Uploads a guest's `bytes` into `b` at `offset`: straight from its memory through `direct`
+/// (the locked pieces [`direct_parts`](crate::guest_memory::direct_parts) gave) where that
+/// memory can be locked, else staged.
 async fn upload_guest_bytes(
     stream: &gpuhost::Stream,
     b: &gpuhost::DeviceBuffer,
     offset: usize,
     bytes: &[u8],
-    max_locked: u64,
+    direct: Option<Vec<(gpuhost::LockedMemory, std::ops::Range<usize>)>>,
 ) -> gpuhost::Result<()> {
-    let Some(parts) = crate::guest_memory::direct_parts(stream.host(), bytes, max_locked) else {
+    let Some(parts) = direct else {
         return stream.upload(b, offset, bytes).await;
     };
     match stream.upload_locked(b, offset, &parts).await {

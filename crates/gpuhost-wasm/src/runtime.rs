@@ -336,7 +336,16 @@ impl Runtime {
             .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
             .map_err(engine_err)?;
 
-        let result = match guest.pre.instantiate_async(&mut store).await {
+        // The guest's memories, made as it is instantiated, count against its locked-memory
+        // limit from the start (guest_memory/tally.rs).
+        let locked = store.data().cuda.locked.clone();
+        let max_locked = store.data().cuda.limits.max_locked_memory_bytes;
+        let instantiated = crate::guest_memory::made_for(
+            locked,
+            max_locked,
+            guest.pre.instantiate_async(&mut store),
+        );
+        let result = match instantiated.await {
             Ok(command) => command.wasi_cli_run().call_run(&mut store).await,
             Err(e) => Err(e),
         };

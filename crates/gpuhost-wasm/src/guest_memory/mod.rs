@@ -13,10 +13,10 @@
 //! When a write goes direct ([`direct_parts`]): at least [`DIRECT_MIN`] bytes, into granules of
 //! the memory that an earlier large write touched (a guest writing a region once never pays for
 //! locking it: milliseconds for large ranges, where staging costs about a millisecond per 40
-//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits), the pieces a
-//! reused memory comes with included. Anything else is staged as before. Locking failing (the
-//! driver refusing more page-locked memory) is not an error: that memory's writes are staged
-//! from then on.
+//! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits) across all its
+//! memories ([`LockedTally`]: a component may have many), the pieces a reused memory comes with
+//! included. Anything else is staged as before. Locking failing (the driver refusing more
+//! page-locked memory) is not an error: that memory's writes are staged from then on.
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
@@ -25,7 +25,8 @@
 //! unlocked pages are dropped and it is pooled, pieces and all, for the next guest's memory
 //! (every pooled memory is idle, so the pool holds no more memories than ever ran at once). The
 //! pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes
-//! are staged. Before reuse every byte the old guest could reach is zero: its unlocked pages
+//! are staged. A memory made for a guest being instantiated ([`made_for`]) is a pooled one only
+//! if its pieces fit what the guest's limit leaves. Before reuse every byte the old guest could reach is zero: its unlocked pages
 //! were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros —
 //! dropping a locked page would leave the DMA reading the old page, and the next guest's writes
 //! would upload the old guest's bytes.
@@ -37,6 +38,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use gpuhost::{Host, LockedMemory};
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+mod tally;
+pub(crate) use tally::{LockedTally, SharedTally, lock as lock_tally, made_for};
 
 /// Writes smaller than this are staged: a pooled staging chunk is as fast for them, and
 /// locking never pays off.
@@ -100,11 +104,14 @@ pub struct GuestMemoryStats {
     pub reused: u64,
     /// Writes uploaded straight from guest memory.
     pub direct_writes: u64,
+    /// Bytes of guest memory page-locked now, pooled memories' included.
+    pub locked_bytes: u64,
 }
 
 static MEMORIES: AtomicU64 = AtomicU64::new(0);
 static REUSED: AtomicU64 = AtomicU64::new(0);
 static DIRECT_WRITES: AtomicU64 = AtomicU64::new(0);
+static LOCKED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The counts so far.
 pub fn guest_memory_stats() -> GuestMemoryStats {
@@ -112,6 +119,7 @@ pub fn guest_memory_stats() -> GuestMemoryStats {
         memories: MEMORIES.load(Ordering::Relaxed),
         reused: REUSED.load(Ordering::Relaxed),
         direct_writes: DIRECT_WRITES.load(Ordering::Relaxed),
+        locked_bytes: LOCKED_BYTES.load(Ordering::Relaxed),
     }
 }
 
@@ -246,9 +254,10 @@ impl Slot {
         self.locks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a DMA may still read one of its pieces.
-    fn in_use(&self) -> bool {
-        self.locks().pieces.iter().any(|p| p.locked.in_use())
+    /// Whether it has at most `room` bytes locked and no DMA still reads one of its pieces.
+    fn idle_within(&self, room: usize) -> bool {
+        let locks = self.locks();
+        locks.bytes <= room && !locks.pieces.iter().any(|p| p.locked.in_use())
     }
 
     /// When its guest ends: drops the pages outside its locked pieces (they read zero from now
@@ -313,8 +322,13 @@ fn discard(m: &Mapping, range: Range<usize>) -> std::io::Result<()> {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        let bytes = self
+            .locks
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .bytes;
+        LOCKED_BYTES.fetch_sub(bytes as u64, Ordering::Relaxed);
         if let Some(pool) = self.pool.upgrade() {
-            let bytes = self.locks.get_mut().map_or(0, |l| l.bytes);
             pool.locked.fetch_sub(bytes, Ordering::Relaxed);
         }
         let mut slots = slots();
@@ -341,13 +355,20 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An idle pooled memory of this reservation, reset for `minimum` accessible bytes.
-    fn take(&self, capacity: usize, guard: usize, minimum: usize) -> Option<Arc<Slot>> {
+    /// An idle pooled memory of this reservation with at most `room` bytes locked, reset for
+    /// `minimum` accessible bytes.
+    fn take(
+        &self,
+        capacity: usize,
+        guard: usize,
+        minimum: usize,
+        room: usize,
+    ) -> Option<Arc<Slot>> {
         let slot = {
             let mut pool = self.lock();
             let i = pool
                 .iter()
-                .position(|s| s.capacity == capacity && s.guard == guard && !s.in_use())?;
+                .position(|s| s.capacity == capacity && s.guard == guard && s.idle_within(room))?;
             pool.swap_remove(i)
         };
         // A memory that cannot be reset is dropped (unregistered and unmapped), never reused.
@@ -445,9 +466,19 @@ unsafe impl MemoryCreator for GuestMemoryCreator {
         let guard = guard_size_in_bytes
             .checked_next_multiple_of(page)
             .ok_or("a guest memory's guard overflows the address space")?;
-        let slot = match self.pool.take(capacity, guard, minimum) {
+        // Made for a guest's instantiation (tally.rs): a pooled memory only if its pieces fit
+        // what the guest's limit leaves, and counted for the guest from now on.
+        let guest = tally::making_for();
+        let room = guest.as_ref().map_or(usize::MAX, |(t, limit)| {
+            limit.saturating_sub(tally::lock(t).bytes())
+        });
+        let slot = match self.pool.take(capacity, guard, minimum, room) {
             Some(slot) => {
                 REUSED.fetch_add(1, Ordering::Relaxed);
+                if let Some((t, _)) = &guest {
+                    let bytes = slot.locks().bytes;
+                    tally::lock(t).count(&slot, bytes);
+                }
                 slot
             }
             None => fresh_slot(&self.pool, capacity, guard, minimum)?,
@@ -504,13 +535,15 @@ pub(crate) fn direct_failed(bytes: &[u8]) {
     }
 }
 
-/// How a guest's write of `bytes` (inside its linear memory) can be uploaded straight from
-/// that memory with `host`: the locked pieces and the range of each to upload, in order, or
+/// How a guest's write of `bytes` (inside one of its linear memories) can be uploaded straight
+/// from that memory with `host`: the locked pieces and the range of each to upload, in order, or
 /// None when it is to be staged (see the module header). Locks what the write needs and may,
-/// within `max_locked` bytes for the memory and its creator's budget.
+/// within `max_locked` bytes across the memories `guest` counts (the guest's tally, which this
+/// memory joins) and its creator's budget.
 pub(crate) fn direct_parts(
     host: &Arc<Host>,
     bytes: &[u8],
+    guest: &mut LockedTally,
     max_locked: u64,
 ) -> Option<Vec<(LockedMemory, Range<usize>)>> {
     if bytes.len() < DIRECT_MIN {
@@ -538,14 +571,18 @@ pub(crate) fn direct_parts(
     }
     let span = granules.start * GRANULE..(granules.end * GRANULE).min(accessible);
     let max_locked = usize::try_from(max_locked).unwrap_or(usize::MAX);
+    // The limit is the guest's, across its memories: what its other memories hold counts too.
+    let others = guest.besides(&slot);
     // A memory reused from the pool keeps the last guest's pieces: they are this guest's locked
-    // memory now, and over its limit its writes are staged.
-    if locks.bytes > max_locked {
+    // memory now, and over its limit its writes are staged (and the memory left uncounted: its
+    // pieces serve none of this guest's writes).
+    if others.saturating_add(locks.bytes) > max_locked {
         return None;
     }
+    guest.count(&slot, locks.bytes);
     let pool = slot.pool.upgrade()?;
     for gap in gaps(&locks.pieces, span) {
-        if locks.pieces.len() >= MAX_PIECES || locks.bytes + gap.len() > max_locked {
+        if locks.pieces.len() >= MAX_PIECES || others + locks.bytes + gap.len() > max_locked {
             return None;
         }
         let budget = pool.budget;
@@ -561,6 +598,8 @@ pub(crate) fn direct_parts(
             Ok(locked) => {
                 let i = locks.pieces.partition_point(|p| p.at.start < gap.start);
                 locks.bytes += gap.len();
+                LOCKED_BYTES.fetch_add(gap.len() as u64, Ordering::Relaxed);
+                guest.count(&slot, locks.bytes);
                 locks.pieces.insert(i, Piece { at: gap, locked });
             }
             Err(e) => {

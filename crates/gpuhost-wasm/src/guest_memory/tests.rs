@@ -7,7 +7,7 @@ use super::*;
 const MIB: usize = 1 << 20;
 
 /// A memory of `minimum` bytes that may grow to 256 MiB, reserved for that.
-fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
+pub(super) fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
     let ty = MemoryType::new(0, Some(4096));
     c.new_memory(ty, minimum, Some(256 * MIB), Some(256 * MIB), 64 << 10)
         .unwrap()
@@ -23,10 +23,21 @@ fn bytes(m: &dyn LinearMemory, len: usize) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(m.as_ptr(), len) }
 }
 
-/// Uploads `src` (inside `m`) through `direct_parts`, if it goes direct, into a fresh device
-/// buffer, and returns what the device holds.
+/// Uploads `src` (inside a memory) through `direct_parts`, if it goes direct, into a fresh device
+/// buffer, and returns what the device holds; as a guest of its own, with `max_locked`, whose
+/// tally counts only that memory.
 fn upload_direct(host: &Arc<Host>, src: &[u8], max_locked: u64) -> Option<Vec<u8>> {
-    let parts = direct_parts(host, src, max_locked)?;
+    upload_direct_as(host, src, &mut LockedTally::default(), max_locked)
+}
+
+/// [`upload_direct`] as the guest whose tally is `guest`.
+fn upload_direct_as(
+    host: &Arc<Host>,
+    src: &[u8],
+    guest: &mut LockedTally,
+    max_locked: u64,
+) -> Option<Vec<u8>> {
+    let parts = direct_parts(host, src, guest, max_locked)?;
     let s = host.stream().unwrap();
     let buf = host.alloc(src.len()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -362,7 +373,8 @@ fn a_pooled_memory_a_dma_still_reads_is_not_reused_until_the_dma_lets_go() {
     let c = GuestMemoryCreator::default();
     let m = written_once(&host, &c);
     let src = &bytes(&*m, 2 * MIB)[..];
-    let in_flight = direct_parts(&host, src, 1 << 30).expect("locked: direct");
+    let in_flight =
+        direct_parts(&host, src, &mut LockedTally::default(), 1 << 30).expect("locked: direct");
     let base = m.as_ptr();
     drop(m);
     let next = creator_memory(&c, 2 * GRANULE);
@@ -423,4 +435,136 @@ fn a_memory_wasmtime_reserves_nothing_for_still_grows_in_place_to_its_maximum() 
         assert_eq!((m.as_ptr(), m.byte_size()), (base, to));
         bytes(&*m, to)[to - 1] = 1;
     }
+}
+
+/// Red team: a component may hold many memories (a core module each), and the limit is the
+/// guest's across them: each memory alone fits it, and a memory written again and again counts
+/// once. Before the limit was per memory: this guest would have locked four granules, not two.
+#[test]
+fn a_guests_locked_memory_is_counted_across_its_memories_each_memory_once() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let limit = 2 * GRANULE as u64;
+    let mut guest = LockedTally::default();
+    let (a, b) = (written_once(&host, &c), written_once(&host, &c));
+    let (a, b) = (bytes(&*a, 2 * GRANULE), bytes(&*b, 2 * GRANULE));
+    for _ in 0..3 {
+        let src = &a[..2 * MIB];
+        assert_eq!(
+            upload_direct_as(&host, src, &mut guest, limit).as_deref(),
+            Some(src)
+        );
+    }
+    assert_eq!(guest.bytes(), GRANULE, "one granule, however often written");
+    let src = &b[..2 * MIB];
+    assert_eq!(
+        upload_direct_as(&host, src, &mut guest, limit).as_deref(),
+        Some(src),
+        "the second memory's granule: within the limit"
+    );
+    assert_eq!(guest.bytes(), 2 * GRANULE);
+    // Each memory's second granule: under the limit for that memory alone, over it for the guest.
+    for m in [&a, &b] {
+        let src = &m[GRANULE..GRANULE + 2 * MIB];
+        for write in ["first", "second"] {
+            assert!(
+                upload_direct_as(&host, src, &mut guest, limit).is_none(),
+                "{write} write: staged"
+            );
+        }
+    }
+    assert_eq!(guest.bytes(), 2 * GRANULE);
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), 2 * GRANULE);
+    // What the guest locked still serves its writes.
+    let src = &a[MIB..3 * MIB];
+    assert_eq!(
+        upload_direct_as(&host, src, &mut guest, limit).as_deref(),
+        Some(src)
+    );
+}
+
+/// Red team: a memory reused from the pool comes with the last guest's pieces, and they count
+/// for the next guest beside its other memories' (nothing of the last guest's tally comes with
+/// it: that went with its Store). Over the limit together, the memory written second is staged,
+/// uncounted.
+#[test]
+fn a_pooled_memorys_pieces_count_beside_the_next_guests_other_memories() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    let mut last = LockedTally::default();
+    let src = &bytes(&*m, 2 * MIB)[..];
+    assert!(upload_direct_as(&host, src, &mut last, 1 << 30).is_some());
+    let base = m.as_ptr();
+    drop((m, last));
+    let limit = 2 * GRANULE as u64 - 1;
+    let mut guest = LockedTally::default();
+    let reused = creator_memory(&c, 2 * GRANULE);
+    assert_eq!(
+        reused.as_ptr(),
+        base,
+        "the pooled memory, its first granule locked"
+    );
+    let fresh = written_once(&host, &c);
+    let src = &bytes(&*fresh, 2 * MIB)[..];
+    assert!(upload_direct_as(&host, src, &mut guest, limit).is_some());
+    assert_eq!(
+        guest.bytes(),
+        GRANULE,
+        "the pooled memory is not counted before its write"
+    );
+    let src = &bytes(&*reused, 2 * MIB)[..];
+    for write in ["first", "second"] {
+        assert!(
+            upload_direct_as(&host, src, &mut guest, limit).is_none(),
+            "{write} write from the pooled memory: staged"
+        );
+    }
+    assert_eq!(guest.bytes(), GRANULE, "the staged memory is not counted");
+}
+
+/// Red team: a memory made while a guest is instantiated (`Runtime::run` polls that in a
+/// `made_for` scope) counts for the guest from the start, and the pool hands it no memory whose
+/// pieces would take it past its limit: a component of many memories would otherwise take as
+/// many locked memories as the pool holds, pinning them where only it can use them.
+#[test]
+fn memories_made_for_a_guest_take_no_pooled_pieces_past_its_limit_and_count_from_the_start() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let (a, b) = (written_once(&host, &c), written_once(&host, &c));
+    for m in [&a, &b] {
+        assert!(upload_direct(&host, &bytes(&**m, 2 * MIB)[..], 1 << 30).is_some());
+    }
+    let pooled = [a.as_ptr(), b.as_ptr()];
+    drop((a, b));
+    let guest = SharedTally::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let made = rt.block_on(made_for(guest.clone(), GRANULE as u64, async {
+        [
+            creator_memory(&c, 2 * GRANULE),
+            creator_memory(&c, 2 * GRANULE),
+        ]
+    }));
+    let [reused, fresh] = made;
+    assert!(pooled.contains(&reused.as_ptr()), "the first: a pooled one");
+    assert!(!pooled.contains(&fresh.as_ptr()), "the second: fresh");
+    assert_eq!(
+        lock_tally(&guest).bytes(),
+        GRANULE,
+        "counted from the start"
+    );
+    // The pooled memory's pieces serve the guest's writes; the fresh memory can lock nothing.
+    for (m, direct) in [(&reused, true), (&fresh, false)] {
+        let src = &bytes(&**m, 2 * MIB)[..];
+        assert!(upload_direct_as(&host, src, &mut lock_tally(&guest), GRANULE as u64).is_none());
+        let second = upload_direct_as(&host, src, &mut lock_tally(&guest), GRANULE as u64);
+        assert_eq!(second.is_some(), direct);
+    }
+    assert_eq!(lock_tally(&guest).bytes(), GRANULE);
+    // Outside the scope a memory is made for no guest: the other pooled one, counted for none.
+    let other = creator_memory(&c, 2 * GRANULE);
+    assert!(pooled.contains(&other.as_ptr()));
+    assert_eq!(lock_tally(&guest).bytes(), GRANULE);
 }

@@ -13,6 +13,7 @@ mod module_cache;
 mod redteam;
 mod stream_reads;
 mod transfers;
+mod twice;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

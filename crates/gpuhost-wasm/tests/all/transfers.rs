@@ -186,3 +186,105 @@ fn after_a_context_loss_a_reused_memorys_write_is_staged_when_its_pieces_cannot_
         },
     );
 }
+
+/// A runtime of its own on `shared`'s device, whose memory pool starts empty (no memory comes
+/// with pieces an earlier guest locked, so what the process locks meanwhile is its guests'
+/// alone), and the locked-writes guest twice in one component ([`crate::twice`]): two instances,
+/// each with its own linear memory.
+fn runtime_and_guest_twice(
+    shared: &gpuhost_wasm::Runtime,
+) -> (gpuhost_wasm::Runtime, gpuhost_wasm::Guest) {
+    let rt = gpuhost_wasm::Runtime::new(shared.host().clone()).unwrap();
+    let command = std::fs::read(crate::guest_dir().join("misbehave.wasm")).unwrap();
+    let g = rt
+        .load("misbehave, twice", &crate::twice::twice(&command))
+        .unwrap();
+    (rt, g)
+}
+
+/// Runs `g` (from [`runtime_and_guest_twice`]) with a locked-memory limit of `limit` bytes: each
+/// instance writes 24 MiB three times from its own memory (two 16 MiB lock granules) and checks
+/// what it reads back. The memory stats before and after.
+async fn run_twice(
+    rt: &gpuhost_wasm::Runtime,
+    g: &gpuhost_wasm::Guest,
+    limit: u64,
+) -> (
+    gpuhost_wasm::GuestMemoryStats,
+    gpuhost_wasm::GuestMemoryStats,
+) {
+    let mut o = opts("misbehave", &["locked-writes", "a5", "5a"]);
+    o.limits.max_locked_memory_bytes = limit;
+    let before = gpuhost_wasm::guest_memory_stats();
+    let out = rt.run(g, o).await.unwrap();
+    let after = gpuhost_wasm::guest_memory_stats();
+    assert_ok(&out, "locked-writes ok");
+    assert_eq!(
+        crate::stdout(&out).matches("locked-writes ok").count(),
+        2,
+        "both instances ran"
+    );
+    (before, after)
+}
+
+/// Red team: `Limits::max_locked_memory_bytes` bounds a guest, not each of its memories. A
+/// component may hold many core modules, each with a linear memory of its own (wasmtime's
+/// StoreLimits allow thousands); locking the limit in each would let one guest pin its
+/// creator's whole budget and leave every other guest's writes staged. Here two memories lock
+/// two granules each under a limit of three: either fits alone, both do not. The first
+/// instance's later writes go straight from its memory, the second's are staged, every write
+/// lands exactly, and the guest locks no more than its limit in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_with_several_memories_locks_no_more_than_its_limit_across_them() {
+    let Some((shared, _alone)) = device_alone().await else {
+        return;
+    };
+    let (rt, g) = runtime_and_guest_twice(shared);
+    let limit = 48 << 20;
+    let (before, after) = run_twice(&rt, &g, limit).await;
+    assert_eq!(after.reused, before.reused, "every memory was fresh");
+    let locked = after.locked_bytes.saturating_sub(before.locked_bytes);
+    assert!(
+        locked <= limit,
+        "the guest locked {} MiB across its memories, over its limit of {} MiB",
+        locked >> 20,
+        limit >> 20
+    );
+    assert_eq!(
+        after.direct_writes - before.direct_writes,
+        2,
+        "writes straight from guest memory: the first instance's second and third"
+    );
+}
+
+/// Red team: memories with locked pieces are pooled when their guest ends, and a guest's
+/// memories are made as it is instantiated, before any of its writes. A component of many
+/// memories would take as many locked memories from the pool, up to the creator's whole budget,
+/// pinning what earlier guests locked where only it can use it. Its memories count against its
+/// limit from the start: with two pooled memories of two granules each and a limit of three, it
+/// gets one of them and a fresh memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_with_several_memories_takes_no_more_pooled_locked_memory_than_its_limit() {
+    let Some((shared, _alone)) = device_alone().await else {
+        return;
+    };
+    let (rt, g) = runtime_and_guest_twice(shared);
+    // Both memories lock two granules, and are pooled when the guest ends.
+    let (before, after) = run_twice(&rt, &g, 1 << 30).await;
+    assert_eq!(after.direct_writes - before.direct_writes, 4);
+    let (before, after) = run_twice(&rt, &g, 48 << 20).await;
+    assert_eq!(
+        after.reused - before.reused,
+        1,
+        "pooled memories the guest got (the second's pieces would take it past its limit)"
+    );
+    assert_eq!(
+        after.locked_bytes, before.locked_bytes,
+        "locked by the guest: nothing (its pooled memory's pieces serve its writes)"
+    );
+    assert_eq!(
+        after.direct_writes - before.direct_writes,
+        2,
+        "the pooled memory's second and third writes"
+    );
+}
