@@ -3,6 +3,7 @@
 //! repository assembled from the example guests, and a Prometheus text parser for /metrics.
 //! Every load loop is bounded in count and time and targets 127.0.0.1 only.
 
+mod admission;
 mod bench_guests;
 mod faults;
 mod observe;
@@ -264,7 +265,7 @@ fn try_request(addr: &str, method: &str, path: &str, body: &[u8]) -> std::io::Re
     })
 }
 
-fn parse_response(raw: &[u8]) -> Option<Response> {
+pub fn parse_response(raw: &[u8]) -> Option<Response> {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = std::str::from_utf8(&raw[..split]).ok()?;
     let mut lines = head.split("\r\n");
