@@ -175,6 +175,7 @@ pub struct Metrics {
     sandbox_kept: Family<FunctionLabel, Gauge>,
     sandbox_pending: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
+    warm_making: Family<FunctionLabel, Gauge>,
     warm_takes: Family<TakeLabels, Counter>,
     sandbox_takes: Family<TakeLabels, Counter>,
     module_loads: Family<TakeLabels, Counter>,
@@ -222,6 +223,8 @@ pub struct FunctionMetrics {
     pub(crate) sandbox_kept: Gauge,
     pub(crate) sandbox_pending: Gauge,
     pub(crate) warm: Gauge,
+    /// Warm Stores being made (claimed by a refill, not ready yet).
+    pub(crate) warm_making: Gauge,
     /// Requests that found a warm Store ready (`warm_store_takes_total{result="hit"}`).
     pub(crate) warm_hits: Counter,
     /// Requests that made their own Store (`{result="miss"}`).
@@ -356,6 +359,7 @@ impl Metrics {
             sandbox_kept: Family::default(),
             sandbox_pending: Family::default(),
             warm: Family::default(),
+            warm_making: Family::default(),
             warm_takes: Family::default(),
             sandbox_takes: Family::default(),
             module_loads: Family::default(),
@@ -448,6 +452,11 @@ impl Metrics {
             "function_warm_stores",
             "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
             m.warm.clone(),
+        );
+        r.register(
+            "function_warm_stores_making",
+            "Warm Stores being made now, not counted in function_warm_stores yet (a sandboxed function's may hold its arena and control block already), by function",
+            m.warm_making.clone(),
         );
         r.register(
             "function_warm_store_takes",
@@ -549,6 +558,7 @@ impl Metrics {
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
             sandbox_pending: self.sandbox_pending.get_or_create_owned(&l),
             warm: self.warm.get_or_create_owned(&l),
+            warm_making: self.warm_making.get_or_create_owned(&l),
             warm_hits: self.warm_takes.get_or_create_owned(&TakeLabels {
                 function: name.to_string(),
                 result: "hit".to_string(),
