@@ -106,8 +106,8 @@ pub(crate) async fn read(body: Body, limits: Limits<'_>) -> Result<(Bytes, Held)
         return Err(Refused::Budget);
     }
     let mut collecting = pin!(collect(body, limits.max_bytes, limits.budget));
-    // An empty body (or one already whole) needs no deadline: a deadline is an entry on the
-    // server's list (deadline.rs).
+    // An empty body needs no deadline, an entry on the server's list (deadline.rs). Others
+    // mostly do: hyper reads a body's bytes off the socket only once the body is polled.
     let first = std::future::poll_fn(|cx| Poll::Ready(collecting.as_mut().poll(cx))).await;
     if let Poll::Ready(read) = first {
         return read;
