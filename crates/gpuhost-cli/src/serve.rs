@@ -41,6 +41,19 @@ pub struct Args {
     /// before the connection is dropped (Linux's TCP_USER_TIMEOUT).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     send_timeout: u64,
+    /// Seconds a request's body may take to arrive after its head (never longer than its
+    /// function's timeout_ms); past it the request gets 408. The body is read before the
+    /// request takes a place in its function's queue, so a slow sender holds none.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    body_read_timeout: u64,
+    /// Request-body bytes the server buffers at once, over all requests (each body's from its
+    /// first byte to its request's end); a body that would pass it gets 503 with Retry-After.
+    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    max_buffered_body_bytes: u64,
+    /// Connections open at once; at the cap no more are accepted until one closes (the
+    /// kernel's listen backlog holds them meanwhile).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
     /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
     /// being served meanwhile), so load balancers stop sending first.
     #[arg(long, default_value_t = 0)]
@@ -87,6 +100,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         opts.drain_timeout = Duration::from_secs(a.drain_timeout);
         opts.header_read_timeout = Duration::from_secs(a.header_read_timeout);
         opts.send_timeout = Duration::from_secs(a.send_timeout);
+        opts.body_read_timeout = Duration::from_secs(a.body_read_timeout);
+        opts.max_buffered_body_bytes = a.max_buffered_body_bytes;
+        opts.max_connections = a.max_connections as usize;
         let server = Server::new(&opts)?;
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await

@@ -114,6 +114,14 @@ pub enum Error {
     /// The driver reports no device, or --devices named none.
     #[error("no device to serve on (see `gpuhost doctor`; softcuda always has one)")]
     NoDevices,
+    /// A server option has a value the server cannot serve with.
+    #[error("the server option {option} {reason}")]
+    InvalidOption {
+        /// The option, as `ServeOptions` and the CLI name it.
+        option: &'static str,
+        /// What its value must be.
+        reason: String,
+    },
     /// The wasmtime engine could not be set up.
     #[error("wasmtime engine setup failed: {0}")]
     Engine(String),

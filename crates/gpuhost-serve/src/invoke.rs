@@ -1,8 +1,8 @@
-//! One request to a function: admission (429 when the queue is full), a running slot (queue
-//! time measured), the serving version pinned for the whole request, a fresh Store on the least
-//! busy of the version's devices (made ahead of the request when it can be: crate::warm), the
-//! guest's `wasi:http/incoming-handler.handle` run in the request's own task, and a
-//! wall-time limit covering all of it. Every failure is a status with a JSON body; the version
+//! One request to a function: its body read whole (crate::body), admission (429 when the queue
+//! is full), a running slot (queue time measured), the serving version pinned for the whole
+//! request, a fresh Store on the least busy of the version's devices (made ahead of the request
+//! when it can be: crate::warm), the guest's `wasi:http/incoming-handler.handle` run in the
+//! request's own task, and a wall-time limit covering all of it. Every failure is a status with a JSON body; the version
 //! that answered is in the `x-gpuhost-version` header.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::{BodyExt, BodyStream, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use hyper::body::{Body as _, Frame};
 use smallvec::SmallVec;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
@@ -24,16 +24,24 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
 
-use crate::deadline::{Deadline, Deadlines, Elapsed};
+use crate::deadline::{Deadline, Elapsed};
 use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
 use crate::function::Function;
 use crate::metrics::{Outcome, Phase};
+use crate::server::Server;
 use crate::version::{Version, VersionGuard};
 
 /// The header naming the version that answered.
 pub const VERSION_HEADER: &str = "x-gpuhost-version";
-/// Seconds a client refused with 429 is told to wait.
+/// Seconds a client refused for want of room (429, 503) is told to wait.
 const RETRY_AFTER_SECS: &str = "1";
+
+/// `resp` with the Retry-After header of a refusal for want of room.
+pub(crate) fn with_retry_after(mut resp: Response<Body>) -> Response<Body> {
+    resp.headers_mut()
+        .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
+    resp
+}
 
 /// A response with a JSON error body.
 pub(crate) fn json_error(
@@ -65,7 +73,7 @@ fn outcome_of(status: StatusCode) -> Outcome {
 /// Serves `req` with `function`.
 pub(crate) async fn invoke(
     function: Arc<Function>,
-    deadlines: &Deadlines,
+    server: &Server,
     req: Request<Body>,
 ) -> Response<Body> {
     let arrived = Instant::now();
@@ -79,19 +87,8 @@ pub(crate) async fn invoke(
     // The error body's context, built only on the way to an error response.
     let ctx = || serde_json::json!({ "function": name });
 
-    let admission = function.admission();
-    let Some(admitted) = admission.try_admit() else {
-        let mut resp = json_error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "the function's queue is full: retry after the Retry-After seconds",
-            ctx(),
-        );
-        resp.headers_mut()
-            .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
-        return finish(Outcome::Overload, resp);
-    };
-    // The serving version's limits govern admission; the version that runs is picked after the
-    // queue (the newest then).
+    // The serving version's limits bound the body and the queue; the version that runs is
+    // picked after the queue (the newest then).
     let Some((timeout, max_body_bytes)) = function.serving_limits() else {
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
@@ -99,32 +96,38 @@ pub(crate) async fn invoke(
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
-    // On the server's list, not a tokio timer per request (deadline.rs says why).
-    let deadline = deadlines.start(arrived + timeout);
-
-    // The body first (bounded), so a slow client does not hold a running slot.
+    // The body before admission, so a client slow to send it (or that never does) holds no
+    // place in the function's queue; its bytes count in the server's budget until the end.
     let (parts, body) = req.into_parts();
-    let limit = usize::try_from(max_body_bytes).unwrap_or(usize::MAX);
-    let body = match deadline.bound(Limited::new(body, limit).collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) => {
-            let msg = format!(
-                "the request body could not be read or is over the function's limit of {} bytes: {e}",
-                max_body_bytes
-            );
-            return finish(
-                Outcome::TooLarge,
-                json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx()),
-            );
-        }
-        Err(_) => {
-            let msg = "timed out reading the request body";
-            return finish(
-                Outcome::Timeout,
-                json_error(StatusCode::REQUEST_TIMEOUT, msg, ctx()),
-            );
+    let read_limit = timeout.min(server.body_read_timeout);
+    let limits = crate::body::Limits {
+        max_bytes: max_body_bytes,
+        until: arrived + read_limit,
+        budget: &server.body_budget,
+        deadlines: &server.deadlines,
+        reading: &metrics.reading_body,
+    };
+    let (body, body_held) = match crate::body::read(body, limits).await {
+        Ok(read) => read,
+        Err(refused) => {
+            let budget = &server.body_budget;
+            let (outcome, resp) = refused.respond(max_body_bytes, read_limit, budget, ctx());
+            return finish(outcome, resp);
         }
     };
+
+    let admission = function.admission();
+    let Some(admitted) = admission.try_admit() else {
+        let resp = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "the function's queue is full: retry after the Retry-After seconds",
+            ctx(),
+        );
+        return finish(Outcome::Overload, with_retry_after(resp));
+    };
+    // On the server's list, not a tokio timer per request (deadline.rs says why); from the
+    // request's arrival, so the body's read counts in its time limit.
+    let deadline = server.deadlines.start(arrived + timeout);
 
     let queued = GaugeHold::new(&metrics.queued);
     let queued_at = Instant::now();
@@ -199,7 +202,12 @@ pub(crate) async fn invoke(
         }
     };
     // Counted as running while the guest runs (its task may outlive a client that left).
-    let held = (permit, admitted, GaugeHold::new(&metrics.running));
+    let held = (
+        permit,
+        admitted,
+        body_held,
+        GaugeHold::new(&metrics.running),
+    );
     let result = run_guest(pinned, store, metrics, parts, body, deadline, held).await;
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),

@@ -12,6 +12,7 @@
 //! shutdown make it fit for Kubernetes (see deploy/).
 #![deny(missing_docs)]
 
+mod body;
 mod config;
 mod deadline;
 mod engine;
@@ -108,24 +109,16 @@ pub async fn serve(
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(server.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let send_timeout = server.send_timeout;
     let app = match control {
         Some(_) => public_router(server.clone()),
         None => router(server.clone()),
     };
-    let public = accept(public, app, http.clone(), send_timeout, &graceful);
+    let public = accept(public, app, http.clone(), &server, &graceful);
+    // The control listener's connections have a cap of their own, so operators still reach it
+    // while the public one is full.
     let control = async {
         match control {
-            Some(l) => {
-                accept(
-                    l,
-                    control_router(server.clone()),
-                    http,
-                    send_timeout,
-                    &graceful,
-                )
-                .await
-            }
+            Some(l) => accept(l, control_router(server.clone()), http, &server, &graceful).await,
             None => std::future::pending().await,
         }
     };
@@ -162,18 +155,31 @@ pub async fn serve(
 /// Accepts connections on `listener` and serves each with `app` on a task of its own, watched
 /// by `graceful`; ends only when dropped. An accept error is logged and, unless it concerns
 /// only the connection refused (as `axum::serve` does), waited out for a second: out of file
-/// descriptors, say, where retrying at once would spin. Each connection gets `send_timeout` as
-/// its TCP_USER_TIMEOUT (Linux): hyper has no write timeout, so a client that never read its
-/// response held the connection, and the response, for as long as it stayed connected.
+/// descriptors, say, where retrying at once would spin. Each connection gets the server's send
+/// timeout as its TCP_USER_TIMEOUT (Linux): hyper has no write timeout, so a client that never
+/// read its response held the connection, and the response, for as long as it stayed
+/// connected. At [`ServeOptions::max_connections`] open it accepts none until one closes: the
+/// kernel's listen backlog holds the next ones meanwhile, where accepting and dropping them
+/// would end connections that could have been served a moment later.
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     http: hyper::server::conn::http1::Builder,
-    send_timeout: Duration,
+    server: &Server,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
 ) -> std::convert::Infallible {
     use std::io::ErrorKind;
+    let send_timeout = server.send_timeout;
+    let open = Arc::new(tokio::sync::Semaphore::new(
+        server
+            .max_connections
+            .min(tokio::sync::Semaphore::MAX_PERMITS),
+    ));
     loop {
+        // Never closed, so never an error.
+        let Ok(place) = open.clone().acquire_owned().await else {
+            return std::future::pending().await;
+        };
         let stream = match listener.accept().await {
             Ok((stream, _peer)) => stream,
             Err(e) => {
@@ -199,7 +205,10 @@ async fn accept(
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let conn =
             graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        let counted = invoke::GaugeHold::new(&server.metrics.connections_open);
         tokio::spawn(async move {
+            // Given back as the connection ends, however it ends.
+            let _open = (place, counted);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }

@@ -1,10 +1,11 @@
 //! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours;
 //! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
-//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running and queued
-//! requests, GPU memory held by its requests, kernel launches, swaps, the serving version. Per
-//! device (read from gpuhost's `HostStats` at scrape time): launches, launch batches a request
+//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running
+//! and queued requests, requests whose body is still arriving, GPU memory held by its requests,
+//! kernel launches, swaps, the serving version. Per device (read from gpuhost's `HostStats` at scrape time): launches, launch batches a request
 //! completed on its own thread (the rest waited for the completion thread), live modules and
-//! buffers, context losses, memory in use. The status page at `/` reads the same `/metrics`.
+//! buffers, context losses, memory in use. Server-wide: open connections, request-body bytes
+//! buffered, versions retired. The status page at `/` reads the same `/metrics`.
 //!
 //! Names follow Triton's where the meaning matches: `nv_inference_request_success`/`_failure`
 //! are here `gpuhost_requests_total{outcome}`, `nv_inference_request_duration_us` is
@@ -105,15 +106,18 @@ struct DeviceLabel {
 pub enum Outcome {
     /// The function answered 1xx–3xx.
     Success,
-    /// The function answered 4xx.
+    /// The function answered 4xx, or the request's body could not be read (400: the
+    /// connection failed mid-body).
     ClientError,
     /// The function answered 5xx.
     FunctionError,
     /// The guest trapped or never answered.
     Trap,
-    /// Over the function's wall-time limit.
+    /// Over the function's wall-time limit, or the request's body did not arrive within the
+    /// body-read timeout (408).
     Timeout,
-    /// Refused: the function's queue was full (429).
+    /// Refused for want of room: the function's queue was full (429), or the server buffers as
+    /// many request-body bytes as it may at once (503). Both say Retry-After.
     Overload,
     /// Refused: no version serving, or the server is shutting down (503).
     Unavailable,
@@ -166,10 +170,12 @@ pub struct Metrics {
     phases: Family<PhaseLabels, SecondsHistogram, fn() -> SecondsHistogram>,
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
+    reading_body: Family<FunctionLabel, Gauge>,
     gpu_memory: Family<FunctionLabel, Gauge>,
     sandbox_kept: Family<FunctionLabel, Gauge>,
     sandbox_pending: Family<FunctionLabel, Gauge>,
     warm: Family<FunctionLabel, Gauge>,
+    warm_making: Family<FunctionLabel, Gauge>,
     warm_takes: Family<TakeLabels, Counter>,
     sandbox_takes: Family<TakeLabels, Counter>,
     module_loads: Family<TakeLabels, Counter>,
@@ -180,6 +186,10 @@ pub struct Metrics {
     host_calls: Family<CallLabels, Counter>,
     host_call_seconds: Family<CallLabels, SecondsCounter>,
     retired: Gauge,
+    /// Connections open now (`connections_open`), counted by the accept loop.
+    pub(crate) connections_open: Gauge,
+    /// Request-body bytes buffered now (`request_body_bytes_buffered`), set at scrape time.
+    pub(crate) body_bytes_buffered: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
     device_context_losses: Family<DeviceLabel, Counter>,
     device_batches_by_poll: Family<DeviceLabel, Counter>,
@@ -207,10 +217,14 @@ pub struct FunctionMetrics {
     pub(crate) queue: SecondsHistogram,
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
+    /// Requests whose body is still arriving (they hold no place in the queue yet).
+    pub(crate) reading_body: Gauge,
     pub(crate) gpu_memory: Gauge,
     pub(crate) sandbox_kept: Gauge,
     pub(crate) sandbox_pending: Gauge,
     pub(crate) warm: Gauge,
+    /// Warm Stores being made (claimed by a refill, not ready yet).
+    pub(crate) warm_making: Gauge,
     /// Requests that found a warm Store ready (`warm_store_takes_total{result="hit"}`).
     pub(crate) warm_hits: Counter,
     /// Requests that made their own Store (`{result="miss"}`).
@@ -340,10 +354,12 @@ impl Metrics {
             phases: Family::new_with_constructor(phase_histogram),
             running: Family::default(),
             queued: Family::default(),
+            reading_body: Family::default(),
             gpu_memory: Family::default(),
             sandbox_kept: Family::default(),
             sandbox_pending: Family::default(),
             warm: Family::default(),
+            warm_making: Family::default(),
             warm_takes: Family::default(),
             sandbox_takes: Family::default(),
             module_loads: Family::default(),
@@ -354,6 +370,8 @@ impl Metrics {
             host_calls: Family::default(),
             host_call_seconds: Family::default(),
             retired: Gauge::default(),
+            connections_open: Gauge::default(),
+            body_bytes_buffered: Gauge::default(),
             device_launches: Family::default(),
             device_context_losses: Family::default(),
             device_batches_by_poll: Family::default(),
@@ -401,6 +419,21 @@ impl Metrics {
             m.queued.clone(),
         );
         r.register(
+            "requests_reading_body",
+            "Requests whose body is still arriving, by function (read before a request takes a place in the function's queue)",
+            m.reading_body.clone(),
+        );
+        r.register(
+            "request_body_bytes_buffered",
+            "Request-body bytes the server holds now, over all requests (from their arrival to their request's end; at most --max-buffered-body-bytes)",
+            m.body_bytes_buffered.clone(),
+        );
+        r.register(
+            "connections_open",
+            "Client connections open (at most --max-connections; at the cap the server accepts none until one closes)",
+            m.connections_open.clone(),
+        );
+        r.register(
             "function_gpu_memory_bytes",
             "Bytes of device buffers held by the function's running requests",
             m.gpu_memory.clone(),
@@ -419,6 +452,11 @@ impl Metrics {
             "function_warm_stores",
             "Stores made and instantiated ahead of requests, ready for one request each, over the function's versions and devices",
             m.warm.clone(),
+        );
+        r.register(
+            "function_warm_stores_making",
+            "Warm Stores being made now, not counted in function_warm_stores yet (a sandboxed function's may hold its arena and control block already), by function",
+            m.warm_making.clone(),
         );
         r.register(
             "function_warm_store_takes",
@@ -515,10 +553,12 @@ impl Metrics {
             queue: self.queue.get_or_create_owned(&l),
             running: self.running.get_or_create_owned(&l),
             queued: self.queued.get_or_create_owned(&l),
+            reading_body: self.reading_body.get_or_create_owned(&l),
             gpu_memory: self.gpu_memory.get_or_create_owned(&l),
             sandbox_kept: self.sandbox_kept.get_or_create_owned(&l),
             sandbox_pending: self.sandbox_pending.get_or_create_owned(&l),
             warm: self.warm.get_or_create_owned(&l),
+            warm_making: self.warm_making.get_or_create_owned(&l),
             warm_hits: self.warm_takes.get_or_create_owned(&TakeLabels {
                 function: name.to_string(),
                 result: "hit".to_string(),

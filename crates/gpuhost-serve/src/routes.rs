@@ -227,7 +227,7 @@ async fn dispatch(State(s): Shared, req: Request) -> Response {
                 let ctx = json!({ "function": function.name });
                 return json_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), ctx);
             }
-            invoke(function, &s.deadlines, req).await
+            invoke(function, &s, req).await
         }
         None => json_error(
             StatusCode::NOT_FOUND,

@@ -37,6 +37,18 @@ pub struct ServeOptions {
     /// reading its response) before the kernel drops the connection, with the response it
     /// holds (Linux's TCP_USER_TIMEOUT; elsewhere not applied).
     pub send_timeout: Duration,
+    /// Longest wait for a request's body, from the request's arrival (never past its
+    /// function's own time limit): the body is read before the request takes a place in its
+    /// function's queue, so a client slow to send it, or that never does, holds none; past it
+    /// the request is answered 408.
+    pub body_read_timeout: Duration,
+    /// Request-body bytes the server buffers at once, over all requests: each body's bytes are
+    /// counted as they arrive and until its request ends; a body that would pass it is answered
+    /// 503 with Retry-After.
+    pub max_buffered_body_bytes: u64,
+    /// Connections open at once: at the cap the server accepts no more until one closes (the
+    /// kernel's backlog holds the next ones meanwhile).
+    pub max_connections: usize,
 }
 
 impl ServeOptions {
@@ -51,6 +63,9 @@ impl ServeOptions {
             load_all: true,
             header_read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(10),
+            max_buffered_body_bytes: 256 << 20,
+            max_connections: 10_000,
         }
     }
 }
@@ -99,9 +114,35 @@ pub struct Server {
     pub(crate) header_read_timeout: Duration,
     /// [`ServeOptions::send_timeout`].
     pub(crate) send_timeout: Duration,
+    /// [`ServeOptions::body_read_timeout`].
+    pub(crate) body_read_timeout: Duration,
+    /// [`ServeOptions::max_buffered_body_bytes`], and what bodies hold of it now.
+    pub(crate) body_budget: crate::body::Budget,
+    /// [`ServeOptions::max_connections`].
+    pub(crate) max_connections: usize,
     retired: std::sync::Mutex<Vec<String>>,
     /// Every request's deadline, enforced by one task.
     pub(crate) deadlines: crate::deadline::Deadlines,
+}
+
+/// Options that would leave the server unable to serve a request.
+fn check_options(opts: &ServeOptions) -> Result<()> {
+    let zero = |option: &'static str| {
+        Err(Error::InvalidOption {
+            option,
+            reason: "must be more than zero".into(),
+        })
+    };
+    if opts.body_read_timeout.is_zero() {
+        return zero("body_read_timeout (--body-read-timeout)");
+    }
+    if opts.max_buffered_body_bytes == 0 {
+        return zero("max_buffered_body_bytes (--max-buffered-body-bytes)");
+    }
+    if opts.max_connections == 0 {
+        return zero("max_connections (--max-connections)");
+    }
+    Ok(())
 }
 
 /// A function name is a plain folder name of the repository.
@@ -124,6 +165,7 @@ fn check_name(name: &str) -> Result<()> {
 impl Server {
     /// Opens the devices and the engine; loads nothing yet (see [`Server::load_all`]).
     pub fn new(opts: &ServeOptions) -> Result<Arc<Self>> {
+        check_options(opts)?;
         std::fs::read_dir(&opts.repository).map_err(|source| Error::Repository {
             path: opts.repository.clone(),
             source,
@@ -164,6 +206,9 @@ impl Server {
             drain_timeout: opts.drain_timeout,
             header_read_timeout: opts.header_read_timeout,
             send_timeout: opts.send_timeout,
+            body_read_timeout: opts.body_read_timeout,
+            body_budget: crate::body::Budget::new(opts.max_buffered_body_bytes),
+            max_connections: opts.max_connections,
             retired: std::sync::Mutex::new(Vec::new()),
             deadlines: Default::default(),
         }))
@@ -490,6 +535,10 @@ impl Server {
             f.metrics.sandbox_takes(v.sandbox_takes());
             f.metrics.module_loads(v.module_loads());
         }
+        let buffered = self.body_budget.in_use();
+        self.metrics
+            .body_bytes_buffered
+            .set(i64::try_from(buffered).unwrap_or(i64::MAX));
         self.metrics.render(&self.hosts)
     }
 }
@@ -505,6 +554,37 @@ mod tests {
             .find_map(|l| l.strip_prefix(&prefix))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn options_that_would_serve_nothing_are_refused_naming_the_flag() {
+        let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+        let opts = crate::ServeOptions::new(root.join("../../examples/repository"));
+        let refused = [
+            crate::ServeOptions {
+                body_read_timeout: Duration::ZERO,
+                ..opts.clone()
+            },
+            crate::ServeOptions {
+                max_buffered_body_bytes: 0,
+                ..opts.clone()
+            },
+            crate::ServeOptions {
+                max_connections: 0,
+                ..opts
+            },
+        ];
+        for (opts, flag) in refused.iter().zip([
+            "--body-read-timeout",
+            "--max-buffered-body-bytes",
+            "--max-connections",
+        ]) {
+            let error = crate::Server::new(opts).err().map(|e| e.to_string());
+            assert!(
+                error.as_ref().is_some_and(|e| e.contains(flag)),
+                "{error:?}"
+            );
+        }
     }
 
     #[tokio::test]

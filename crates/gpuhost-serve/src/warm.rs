@@ -15,7 +15,8 @@
 //! it is above the rest depth a task of the device looks every [`SHRINK_EVERY`]: a period with
 //! no miss gives back half of the spares no request needed (the fewest ready in the period), all
 //! of them when no request came at all, down to the rest depth (at 64 connections a depth of 4
-//! left 58% of the requests on the H200 making their own Store; session 14). Every spare Store
+//! left 58% of the requests on the H200 making their own Store; session 14). A Store whose
+//! making ends with the depth already met (it shrank meanwhile) is dropped. Every spare Store
 //! holds a slot of the server's instance pool: none is made when fewer than
 //! [`SLOTS_LEFT_TO_REQUESTS`] are free.
 
@@ -192,7 +193,7 @@ pub(crate) fn start_refill(
     metrics: &Arc<FunctionMetrics>,
 ) -> Option<impl Future<Output = ()> + Send + 'static> {
     let slot = version.devices.get(device)?;
-    if !claim(&slot.spare, version) {
+    if !claim(&slot.spare, version, metrics) {
         return None;
     }
     let (version, metrics) = (version.clone(), metrics.clone());
@@ -204,15 +205,24 @@ pub(crate) fn start_refill(
             let made = make_one(&version, device, &metrics).await;
             let mut st = spare.lock();
             st.making = st.making.saturating_sub(1);
+            metrics.warm_making.dec();
             // Put with the others before the guard goes, so a drain that finds the version
             // empty finds this Store too, and drops it.
             let Some((ready, _guard)) = made else {
                 // None could be made: the next request's teardown tries again.
                 break;
             };
+            if st.ready.len() >= st.depth {
+                // The depth shrank while it was made, and the shrinker, which gives back only
+                // Stores ready, may have ended since: kept, it would stay past the depth until
+                // a request took it. Dropped outside the lock, before its guard.
+                drop(st);
+                drop(ready);
+                break;
+            }
             st.ready.push_back(ready);
             drop(st);
-            if !claim(spare, &version) {
+            if !claim(spare, &version, &metrics) {
                 break;
             }
         }
@@ -220,15 +230,20 @@ pub(crate) fn start_refill(
 }
 
 /// Claims the making of one Store for `spare`, if it (with those being made) is short of its
-/// depth.
-fn claim(spare: &Spare, version: &Version) -> bool {
+/// depth. It is counted in `metrics.warm_making` from here until it is put with the ready ones,
+/// where `warm` counts it already, or given up: a Store being made, which may hold its sandbox
+/// pair a while, is always in one gauge or both.
+fn claim(spare: &Spare, version: &Version, metrics: &FunctionMetrics) -> bool {
     let mut st = spare.lock();
     if st.depth == 0 {
         st.depth = depths(version).0;
         st.low = st.depth;
     }
     let short = st.ready.len() + st.making < st.depth;
-    st.making += usize::from(short);
+    if short {
+        st.making += 1;
+        metrics.warm_making.inc();
+    }
     short
 }
 

@@ -1,0 +1,215 @@
+//! Clients that hold the server's resources without using them: bodies declared and never
+//! sent take no place in a function's queue, bodies partly sent count against the server's
+//! budget of buffered body bytes (refused with 503 and Retry-After past it), and at the
+//! connection cap the next connection waits in the kernel's backlog until one closes.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use super::{Response, Server, eventually, parse_response};
+
+fn misbehave_repo(tag: &str, toml: &str) -> super::Repo {
+    let repo = super::Repo::new(tag);
+    repo.function(
+        "misbehave",
+        &super::test_guest("http-misbehave"),
+        None,
+        toml,
+    );
+    repo
+}
+
+/// A connection that has sent `head` (and `body`, which may be part of what `head` declares).
+fn send(server: &Server, head: &str, body: &[u8]) -> TcpStream {
+    let mut conn = TcpStream::connect(&server.addr).unwrap();
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(body).unwrap();
+    conn
+}
+
+/// The head of a POST to the misbehave function declaring `length` body bytes.
+fn post_head(length: usize) -> String {
+    format!("POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ncontent-length: {length}\r\n\r\n")
+}
+
+/// Reads one response off `conn` (its body by content-length, as every response here has),
+/// leaving the connection open; None when none came within `limit`.
+fn read_response(conn: &mut TcpStream, limit: Duration) -> Option<Response> {
+    conn.set_read_timeout(Some(limit)).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = parse_response(&raw[..at + 4])?;
+            let length: usize = head.header("content-length")?.parse().ok()?;
+            if raw.len() >= at + 4 + length {
+                return parse_response(&raw[..at + 4 + length]);
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None;
+            }
+            Err(e) => panic!("reading a response failed: {e}"),
+        }
+    }
+}
+
+/// The message of a JSON error response.
+fn error_of(r: &Response) -> String {
+    let json = r.json();
+    json["error"].as_str().unwrap_or_default().to_string()
+}
+
+const F: (&str, &str) = ("function", "misbehave");
+
+#[test]
+fn clients_that_never_send_their_declared_body_take_no_place_and_others_are_served() {
+    let repo = misbehave_repo(
+        "stalled-bodies",
+        "[serve]\nmax_concurrency = 1\nmax_queue = 1\n",
+    );
+    let server = Server::start(&repo.dir, &["--body-read-timeout", "8"], &[]);
+    // Room for two requests (one running, one queued); four declare a body, send a few bytes
+    // of it and never the rest.
+    let mut stalled: Vec<_> = (0..4)
+        .map(|_| send(&server, &post_head(1000), b"a few bytes"))
+        .collect();
+    let mut most = 0.0f64;
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let reading = server.metrics().sum("gpuhost_requests_reading_body", &[F]);
+            most = most.max(reading);
+            reading == 4.0
+        }),
+        "the server waited for the bodies of {most} of the 4 clients at most, not all (the others refused?)"
+    );
+    // Meanwhile whole requests are served: the stalled ones hold no place.
+    for i in 0..3 {
+        let r = server.post("/misbehave/ok", b"a whole body");
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "request {i}");
+    }
+    // Past the body-read timeout each stalled client gets a 408 with a JSON error.
+    for conn in &mut stalled {
+        let r = read_response(conn, Duration::from_secs(60)).expect("a response to a stalled body");
+        assert_eq!(r.status, 408, "{}", r.text());
+        let error = error_of(&r);
+        assert!(error.contains("--body-read-timeout"), "{error}");
+    }
+    let m = server.metrics();
+    assert_eq!(m.sum("gpuhost_requests_reading_body", &[F]), 0.0);
+    let timeout = [F, ("outcome", "timeout")];
+    assert_eq!(m.sum("gpuhost_requests_total", &timeout), 4.0);
+    let overload = [F, ("outcome", "overload")];
+    assert_eq!(m.sum("gpuhost_requests_total", &overload), 0.0);
+}
+
+#[test]
+fn bodies_past_the_servers_buffered_bytes_budget_get_503_with_retry_after_and_the_rest_complete() {
+    let repo = misbehave_repo("body-budget", "");
+    let server = Server::start(&repo.dir, &["--max-buffered-body-bytes", "10000"], &[]);
+    let buffered = |server: &Server| {
+        server
+            .metrics()
+            .sum("gpuhost_request_body_bytes_buffered", &[])
+    };
+    // Two bodies of 4000 bytes, 3000 of each sent: 6000 of the 10000 buffered.
+    let mut partial: Vec<_> = (0..2)
+        .map(|_| send(&server, &post_head(4000), &[b'x'; 3000]))
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(20), || buffered(&server) == 6000.0),
+        "{} body bytes buffered, not the 6000 sent",
+        buffered(&server)
+    );
+    let refused = |r: Option<Response>, which: &str| {
+        let r = r.unwrap_or_else(|| panic!("no response to the {which} body"));
+        assert_eq!(r.status, 503, "{which}: {}", r.text());
+        assert_eq!(r.header("retry-after"), Some("1"), "{which}");
+        let error = error_of(&r);
+        assert!(error.contains("--max-buffered-body-bytes"), "{error}");
+    };
+    // Declared as more than the 4000 left: refused at its head, before its body is sent.
+    let mut declared = send(&server, &post_head(6000), b"");
+    refused(
+        read_response(&mut declared, Duration::from_secs(20)),
+        "declared",
+    );
+    // Chunked, its length unknown: refused once its bytes pass the budget (the chunk is sent
+    // whole, the body's last chunk never, so nothing of it is left unread by the server).
+    let chunked_head =
+        "POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
+    let chunk = [format!("{:x}\r\n", 6000).as_bytes(), &[b'y'; 6000], b"\r\n"].concat();
+    let mut chunked = send(&server, chunked_head, &chunk);
+    refused(
+        read_response(&mut chunked, Duration::from_secs(20)),
+        "chunked",
+    );
+    // The two partial bodies are finished and served.
+    for (i, conn) in partial.iter_mut().enumerate() {
+        conn.write_all(&[b'x'; 1000]).unwrap();
+        let r = read_response(conn, Duration::from_secs(60));
+        let r = r.unwrap_or_else(|| panic!("no response to finished body {i}"));
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "body {i}");
+    }
+    drop(partial);
+    // The bytes are given back as their requests end.
+    assert!(
+        eventually(Duration::from_secs(20), || buffered(&server) == 0.0),
+        "{} body bytes still buffered after every request ended",
+        buffered(&server)
+    );
+    let overload = [F, ("outcome", "overload")];
+    assert_eq!(
+        server.metrics().sum("gpuhost_requests_total", &overload),
+        2.0
+    );
+}
+
+#[test]
+fn at_the_connection_cap_the_next_connection_is_not_served_until_one_closes_then_it_is() {
+    let repo = misbehave_repo("connection-cap", "");
+    let server = Server::start(&repo.dir, &["--max-connections", "3"], &[]);
+    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
+    // Three connections, each served once (so accepted) and kept open, idle.
+    let mut open: Vec<_> = (0..3)
+        .map(|i| {
+            let mut conn = send(&server, get, b"");
+            let r = read_response(&mut conn, Duration::from_secs(20));
+            let r = r.unwrap_or_else(|| panic!("connection {i} was not served"));
+            assert_eq!(r.status, 200, "connection {i}");
+            conn
+        })
+        .collect();
+    // A fourth connects (the kernel's backlog takes it) and sends its request: no answer while
+    // the three stay open.
+    let mut fourth = send(&server, get, b"");
+    if let Some(r) = read_response(&mut fourth, Duration::from_secs(3)) {
+        panic!(
+            "a fourth connection was served at a cap of 3 open connections: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    // One closes: the fourth is served, and the others still can be.
+    drop(open.pop());
+    let r = read_response(&mut fourth, Duration::from_secs(60));
+    let r = r.expect("the fourth connection was not served once one of the three closed");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    drop(fourth);
+    for (i, conn) in open.iter_mut().enumerate() {
+        conn.write_all(get.as_bytes()).unwrap();
+        let r = read_response(conn, Duration::from_secs(20));
+        assert_eq!(r.map(|r| r.status), Some(200), "kept connection {i}");
+    }
+    // Two kept open and the one reading /metrics.
+    let open_now = |server: &Server| server.metrics().sum("gpuhost_connections_open", &[]);
+    assert!(
+        eventually(Duration::from_secs(20), || open_now(&server) == 3.0),
+        "gpuhost_connections_open is {}, not 3",
+        open_now(&server)
+    );
+}
