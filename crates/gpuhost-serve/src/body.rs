@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use prometheus_client::metrics::gauge::Gauge;
-use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::deadline::Deadlines;
@@ -126,8 +125,7 @@ async fn collect(
     budget: &Budget,
 ) -> Result<(Bytes, Held), Refused> {
     let mut held = Held::default();
-    // Most bodies are one frame: no list is made for it.
-    let mut frames: SmallVec<[Bytes; 1]> = SmallVec::new();
+    let mut arrived = Arrived::Nothing;
     let mut total = 0u64;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| Refused::Read(e.to_string()))?;
@@ -142,13 +140,43 @@ async fn collect(
         if !budget.take(&mut held, data.len()) {
             return Err(Refused::Budget);
         }
-        frames.push(data);
+        arrived.push(data);
     }
-    let whole = match frames.len() {
-        1 => frames.pop().unwrap_or_default(),
-        _ => frames.concat().into(),
-    };
-    Ok((whole, held))
+    Ok((arrived.whole(), held))
+}
+
+/// What has arrived of a body: its one frame as hyper gave it (most bodies are one frame: no
+/// copy), or from the second frame on every byte copied into one buffer. Never a list of the
+/// frames: each frame's handle is 32 bytes and keeps alive the connection's read buffer it
+/// points into, so a chunked body of one-byte chunks (six bytes each on the wire) held dozens of
+/// times its length in memory while the budget counted its length.
+enum Arrived {
+    Nothing,
+    One(Bytes),
+    Copied(BytesMut),
+}
+
+impl Arrived {
+    fn push(&mut self, data: Bytes) {
+        match self {
+            Self::Nothing => *self = Self::One(data),
+            Self::One(first) => {
+                let mut all = BytesMut::with_capacity(first.len() + data.len());
+                all.extend_from_slice(first);
+                all.extend_from_slice(&data);
+                *self = Self::Copied(all);
+            }
+            Self::Copied(all) => all.extend_from_slice(&data),
+        }
+    }
+
+    fn whole(self) -> Bytes {
+        match self {
+            Self::Nothing => Bytes::new(),
+            Self::One(data) => data,
+            Self::Copied(all) => all.freeze(),
+        }
+    }
 }
 
 impl Refused {

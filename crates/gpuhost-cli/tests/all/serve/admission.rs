@@ -213,3 +213,51 @@ fn at_the_connection_cap_the_next_connection_is_not_served_until_one_closes_then
         open_now(&server)
     );
 }
+
+/// The most memory the server process has held (Linux's VmHWM), in bytes.
+fn peak_memory(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib << 10
+}
+
+#[test]
+fn a_body_sent_in_one_byte_chunks_is_held_at_about_its_length_not_dozens_of_times_it() {
+    let repo = misbehave_repo("tiny-chunks", "");
+    // Parsing a million chunks takes seconds on a loaded 2-core machine: time enough for it.
+    let server = Server::start(&repo.dir, &["--body-read-timeout", "120"], &[]);
+    assert_eq!(
+        super::request(&server.addr, "GET", "/misbehave/ok", b"").status,
+        200
+    );
+    let before = peak_memory(&server);
+    // 1 MiB of body in one-byte chunks: 6 MiB on the wire, within the default 16 MiB
+    // max_body_bytes and 256 MiB buffer budget, which count its 1 MiB.
+    let chunks = 1 << 20;
+    let mut wire = Vec::with_capacity(chunks * 6 + 5);
+    for _ in 0..chunks {
+        wire.extend_from_slice(b"1\r\nx\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    let head = "POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
+    let mut conn = send(&server, head, b"");
+    // Written beside the read: a server that answers early (an error) stops reading.
+    let mut writer = conn.try_clone().unwrap();
+    let sent = std::thread::spawn(move || writer.write_all(&wire).is_ok());
+    let r = read_response(&mut conn, Duration::from_secs(120)).expect("an answer");
+    assert_eq!(r.status, 200, "{}", error_of(&r));
+    assert!(sent.join().unwrap(), "the body was not all sent");
+    // Kept as a list of frames, each chunk held a 32-byte handle and the read buffer it points
+    // into: the server's peak grew by tens of MiB for this 1 MiB body.
+    let grew = peak_memory(&server).saturating_sub(before);
+    assert!(
+        grew < 16 << 20,
+        "the server's peak memory grew by {} MiB for a 1 MiB body",
+        grew >> 20
+    );
+}
