@@ -47,6 +47,11 @@ impl Budget {
         }
     }
 
+    /// The most bytes bodies may hold at once.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Bytes held by bodies now.
     pub(crate) fn in_use(&self) -> usize {
         self.cap.saturating_sub(self.bytes.available_permits())

@@ -337,6 +337,11 @@ impl Server {
         let (number, load_time, compile_cached) =
             (version.number, version.load_time, version.compile_cached);
         let route = version.config.route.clone();
+        let max_body = version.config.max_body_bytes;
+        if max_body > self.body_budget.cap() as u64 {
+            // Not refused: bodies up to the budget are served, and the operator may mean it.
+            tracing::warn!(function = %name, max_body_bytes = max_body, max_buffered_body_bytes = self.body_budget.cap(), "the function's max_body_bytes is more than the server buffers at once: bodies over --max-buffered-body-bytes always get 503; raise it or lower max_body_bytes");
+        }
         let old = function.publish(Arc::new(version));
         self.rebuild_routes().await;
         tracing::info!(function = %name, version = number, %route, load_ms = load_time.as_millis() as u64, "published");

@@ -261,3 +261,19 @@ fn a_body_sent_in_one_byte_chunks_is_held_at_about_its_length_not_dozens_of_time
         grew >> 20
     );
 }
+
+#[test]
+fn a_function_allowing_bodies_larger_than_the_server_buffers_is_loaded_with_a_warning() {
+    let repo = misbehave_repo("body-over-budget", "[serve]\nmax_body_bytes = 20000\n");
+    let server = Server::start(&repo.dir, &["--max-buffered-body-bytes", "10000"], &[]);
+    assert_eq!(
+        super::request(&server.addr, "GET", "/misbehave/ok", b"").status,
+        200
+    );
+    let logs = server.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("WARN") && l.contains("--max-buffered-body-bytes")),
+        "no warning naming the flag:\n{logs}"
+    );
+}
