@@ -1,14 +1,15 @@
 //! What a client of the public listener, or an operator's typo, could do to the server that its
 //! limits did not cover: request heads of hundreds of KiB per connection, requests whose Host a
 //! function cannot be given, refusals without a JSON body, a body larger than the server's whole
-//! body budget told to retry, and durations too long for the clock.
+//! body budget told to retry, durations too long for the clock, and a control listener bound
+//! where every client reaches it.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{Response, Server, gpuhost, parse_response, request, root};
+use super::{Response, Server, eventually, gpuhost, parse_response, request, root};
 
 /// Sends `raw` on a fresh connection and reads until the server closes it (every request here
 /// says `connection: close` or is HTTP/1.0); a connection error is status 0.
@@ -194,4 +195,26 @@ fn server_durations_too_long_for_the_clock_are_refused_at_start_naming_the_flag(
         assert!(!status.success(), "{flag}: exited 0");
         assert!(stderr.contains(flag), "{flag}: {stderr}");
     }
+}
+
+#[test]
+fn a_control_listener_bound_beyond_loopback_is_warned_about_at_start() {
+    let warned = |server: &Server| {
+        // Logged before "serving", which the test reads off stderr a moment after the
+        // addresses are printed.
+        let serving = || server.logs().contains("serving");
+        assert!(
+            eventually(Duration::from_secs(20), serving),
+            "{}",
+            server.logs()
+        );
+        server
+            .logs()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("--control-listen"))
+    };
+    let open = bare(&["--control-listen", "0.0.0.0:0"]);
+    assert!(warned(&open), "no warning:\n{}", open.logs());
+    let loopback = bare(&["--control-listen", "127.0.0.1:0"]);
+    assert!(!warned(&loopback), "warned:\n{}", loopback.logs());
 }
