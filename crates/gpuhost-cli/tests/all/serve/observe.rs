@@ -267,3 +267,43 @@ fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_b
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn with_a_control_listener_the_status_page_lists_the_functions_from_metrics_in_a_real_browser() {
+    // The page's function list came from the repository index, which the public listener then
+    // refuses (403): the page showed only "Refresh failed".
+    let server = Server::start(
+        &root().join("examples/repository"),
+        &["--control-listen", "127.0.0.1:0"],
+        &[],
+    );
+    let r = server.post("/saxpy", br#"{"a": 1, "x": [1], "y": [1]}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out = chromium()
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("http://{}/", server.addr))
+        .output()
+        .expect("running chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let start = dom
+        .find("data-function=\"saxpy\"")
+        .unwrap_or_else(|| panic!("no row for saxpy:\n{dom}"));
+    let row = &dom[start..dom[start..].find("</tr>").map_or(dom.len(), |e| start + e)];
+    for cell in [
+        "data-col=\"version\">1<",
+        "class=\"READY\">READY<",
+        "data-col=\"requests\">1<",
+        "data-col=\"route\">/saxpy<",
+    ] {
+        assert!(row.contains(cell), "{cell} missing: {row}");
+    }
+    assert!(
+        dom.contains("data-function=\"mlp\""),
+        "no row for mlp:\n{dom}"
+    );
+}
