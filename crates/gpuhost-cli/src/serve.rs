@@ -125,6 +125,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         };
         let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
+        // As a public --listen without a control listener is warned about: an operator who
+        // split the endpoints off to keep them from clients can still bind them to all.
+        if let Some(at) = control_addr
+            && !at.ip().is_loopback()
+        {
+            tracing::warn!(%at, "the repository endpoints (load, unload) are served to every client that reaches --control-listen; bind it to a loopback address (127.0.0.1:PORT) unless only operators can reach this one");
+        }
         if !a.no_load {
             server.load_all().await;
         }

@@ -3,7 +3,7 @@
 //! request could run in. The read is bounded three ways: by the function's `max_body_bytes`
 //! (413), by the server's body-read timeout (408; never past the function's own time limit), and
 //! by the server's budget of body bytes buffered at once over all requests (503 with
-//! Retry-After). The budget is taken as the body's frames arrive, not from a declared length, so
+//! Retry-After; 413 for a body longer than the whole budget, which no retry could fit). The budget is taken as the body's frames arrive, not from a declared length, so
 //! a client that declares a body it never sends holds none of it; a declared length more than
 //! the budget has left is refused at once, as it would be once sent. What a body took is held
 //! until its request ends: the guest reads the body from memory.
@@ -80,8 +80,11 @@ impl Budget {
 pub(crate) enum Refused {
     /// Longer, as declared or as sent, than the function's `max_body_bytes`.
     TooLarge,
-    /// The server's budget of buffered body bytes has no room for it.
+    /// The server's budget of buffered body bytes has no room for it now.
     Budget,
+    /// Longer, as declared or as sent, than the server's whole budget: no retry could be
+    /// taken, so it is no 503 with Retry-After, which a client would retry forever.
+    OverBudget,
     /// Not all sent within the body-read timeout.
     TimedOut,
     /// The connection failed mid-body (the client left, mostly).
@@ -105,6 +108,9 @@ pub(crate) async fn read(body: Body, limits: Limits<'_>) -> Result<(Bytes, Held)
     let declared = body.size_hint().lower();
     if declared > limits.max_bytes {
         return Err(Refused::TooLarge);
+    }
+    if declared > limits.budget.cap as u64 {
+        return Err(Refused::OverBudget);
     }
     if usize::try_from(declared).unwrap_or(usize::MAX) > limits.budget.bytes.available_permits() {
         return Err(Refused::Budget);
@@ -141,6 +147,9 @@ async fn collect(
         total = total.saturating_add(data.len() as u64);
         if total > max_bytes {
             return Err(Refused::TooLarge);
+        }
+        if total > budget.cap as u64 {
+            return Err(Refused::OverBudget);
         }
         if !budget.take(&mut held, data.len()) {
             return Err(Refused::Budget);
@@ -198,6 +207,14 @@ impl Refused {
             Self::TooLarge => {
                 let msg = format!(
                     "the request body is over the function's limit of {max_bytes} bytes (max_body_bytes in its function.toml): send a smaller one"
+                );
+                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx);
+                (Outcome::TooLarge, resp)
+            }
+            Self::OverBudget => {
+                let msg = format!(
+                    "the request body is over the {} bytes the server buffers for all requests' bodies at once (--max-buffered-body-bytes): send a smaller one",
+                    budget.cap
                 );
                 let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx);
                 (Outcome::TooLarge, resp)
@@ -330,6 +347,16 @@ mod tests {
         assert_eq!(refused.err(), Some(Refused::TooLarge));
         let refused = server.read(None, &[80, 21], false, LONG).await;
         assert_eq!(refused.err(), Some(Refused::TooLarge));
+        assert_eq!(server.budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_body_longer_than_the_whole_budget_is_refused_as_such_declared_or_as_sent() {
+        let server = Server::new(50);
+        let refused = server.read(Some(60), &[], false, LONG).await;
+        assert_eq!(refused.err(), Some(Refused::OverBudget));
+        let refused = server.read(None, &[30, 30], false, LONG).await;
+        assert_eq!(refused.err(), Some(Refused::OverBudget));
         assert_eq!(server.budget.in_use(), 0);
     }
 

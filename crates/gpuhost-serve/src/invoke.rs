@@ -96,6 +96,13 @@ pub(crate) async fn invoke(
             json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
         );
     };
+    if !names_its_host(&req) {
+        let msg = "the request names no host: send a Host header of visible ASCII (HTTP/1.1 requires one; an HTTP/1.0 client must add it)";
+        return finish(
+            Outcome::ClientError,
+            json_error(StatusCode::BAD_REQUEST, msg, ctx()),
+        );
+    }
     // The body before admission, so a client slow to send it (or that never does) holds no
     // place in the function's queue; its bytes count in the server's budget until the end.
     let (parts, body) = req.into_parts();
@@ -253,6 +260,18 @@ pub(crate) async fn invoke(
     resp.headers_mut()
         .insert(VERSION_HEADER, HeaderValue::from(number));
     finish(outcome, resp)
+}
+
+/// Whether `req` has the authority wasi:http gives every guest's request: from an absolute
+/// request target, else from a Host header that is text. wasmtime-wasi-http refuses a request
+/// without one when the Store is being set up: it was answered 500, "the function trapped",
+/// counted and logged as a trap, after it had taken a place in the queue and a warm Store.
+fn names_its_host(req: &Request<Body>) -> bool {
+    req.uri().authority().is_some()
+        || req
+            .headers()
+            .get(axum::http::header::HOST)
+            .is_some_and(|host| host.to_str().is_ok())
 }
 
 enum GuestFailure {

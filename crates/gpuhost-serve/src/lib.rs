@@ -43,6 +43,14 @@ pub use version::{ReleaseOutcome, Version};
 const RESERVE_FROM_CORES: usize = 8;
 /// Cores [`worker_threads`] leaves to threads other than tokio's workers.
 const RESERVED_CORES: usize = 2;
+/// The longest request head (request line and headers) a connection takes: a longer one is
+/// refused with 431 and the connection closed. hyper's default bound is its read buffer, 408 KiB,
+/// held per connection and counted in no limit: clients sending long heads on the default
+/// 10 000 connections held about 4 GB. hyper checks this cap as the head arrives, so a
+/// connection holds at most about twice it meanwhile. 64 KiB is more than common defaults allow
+/// a head (Node.js 16 KiB, nginx 8 KiB a header line). hyper applies it to a chunked body's
+/// trailers too (which the server drops unread; its default there is 16 KiB).
+const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The tokio worker threads `gpuhost serve` runs on a machine of `cores` cores: two fewer than
 /// the cores from [`RESERVE_FROM_CORES`] up, all of them below. Other threads of the process
@@ -107,7 +115,8 @@ pub async fn serve(
     let Listeners { public, control } = listeners.into();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout);
+        .header_read_timeout(server.header_read_timeout)
+        .max_header_size(MAX_HEAD_BYTES);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let app = match control {
         Some(_) => public_router(server.clone()),

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -32,6 +33,7 @@ const CONTROL_PATHS: [&str; 3] = [
 pub fn router(server: Arc<Server>) -> Router {
     served(Router::new())
         .merge(control_routes())
+        .method_not_allowed_fallback(wrong_method)
         .with_state(server)
 }
 
@@ -43,7 +45,9 @@ pub fn public_router(server: Arc<Server>) -> Router {
     for path in CONTROL_PATHS {
         r = r.route(path, any(control_elsewhere));
     }
-    served(r).with_state(server)
+    served(r)
+        .method_not_allowed_fallback(wrong_method)
+        .with_state(server)
 }
 
 /// The router of a server's control listener: the repository extension and the health
@@ -54,6 +58,7 @@ pub fn control_router(server: Arc<Server>) -> Router {
         .route("/v2/health/live", get(live))
         .route("/v2/health/ready", get(ready))
         .fallback(not_control)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(server)
 }
 
@@ -74,6 +79,36 @@ fn control_routes() -> Router<Arc<Server>> {
         .route(index_path, post(index))
         .route(load_path, post(load))
         .route(unload_path, post(unload))
+}
+
+/// A route's `{name}`. One that does not decode (percent-encoded bytes that are not UTF-8) is
+/// a 400 with a JSON body, where axum's own rejection was plain text.
+struct Name(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Name {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(name)) => Ok(Self(name)),
+            Err(e) => Err(json_error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the function name in the path could not be read ({e}): a name is a folder name of the repository (letters, digits, - _ .)"
+                ),
+                json!({ "path": parts.uri.path() }),
+            )),
+        }
+    }
+}
+
+/// A path served, with a method it does not take: axum's own 405 had no body.
+async fn wrong_method(req: Request) -> Response {
+    json_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this path does not take this method: the Allow header lists those it takes",
+        json!({ "path": req.uri().path(), "method": req.method().as_str() }),
+    )
 }
 
 async fn control_elsewhere() -> Response {
@@ -116,7 +151,7 @@ async fn ready(State(s): Shared) -> StatusCode {
     status_only(ready)
 }
 
-async fn model_ready(State(s): Shared, Path(name): Path<String>) -> Response {
+async fn model_ready(State(s): Shared, Name(name): Name) -> Response {
     match s.function(&name) {
         None => json_error(
             StatusCode::NOT_FOUND,
@@ -127,7 +162,7 @@ async fn model_ready(State(s): Shared, Path(name): Path<String>) -> Response {
     }
 }
 
-async fn model_metadata(State(s): Shared, Path(name): Path<String>) -> Response {
+async fn model_metadata(State(s): Shared, Name(name): Name) -> Response {
     let Some(f) = s.function(&name) else {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -152,7 +187,7 @@ async fn index(State(s): Shared) -> Response {
     axum::Json(s.index()).into_response()
 }
 
-async fn load(State(s): Shared, Path(name): Path<String>) -> Response {
+async fn load(State(s): Shared, Name(name): Name) -> Response {
     match s.load(&name).await {
         Ok(r) => axum::Json(json!({
             "name": name,
@@ -184,7 +219,7 @@ async fn load(State(s): Shared, Path(name): Path<String>) -> Response {
     }
 }
 
-async fn unload(State(s): Shared, Path(name): Path<String>) -> Response {
+async fn unload(State(s): Shared, Name(name): Name) -> Response {
     match s.unload(&name).await {
         Ok(r) => axum::Json(json!({
             "name": name,

@@ -125,6 +125,13 @@ pub struct Server {
     pub(crate) deadlines: crate::deadline::Deadlines,
 }
 
+/// The longest duration a server option may be: far past any use, and far enough from the
+/// clock's end that adding it to an `Instant` cannot overflow. hyper adds the header read
+/// timeout to `Instant::now()` per connection, and a drain adds its timeout, unchecked: at
+/// `u64::MAX` seconds every connection's task panicked before answering, and every swap,
+/// unload and shutdown at its drain.
+const MAX_OPTION_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 /// Options that would leave the server unable to serve a request.
 fn check_options(opts: &ServeOptions) -> Result<()> {
     let zero = |option: &'static str| {
@@ -133,6 +140,29 @@ fn check_options(opts: &ServeOptions) -> Result<()> {
             reason: "must be more than zero".into(),
         })
     };
+    for (option, duration) in [
+        ("drain_timeout (--drain-timeout)", opts.drain_timeout),
+        (
+            "header_read_timeout (--header-read-timeout)",
+            opts.header_read_timeout,
+        ),
+        ("send_timeout (--send-timeout)", opts.send_timeout),
+        (
+            "body_read_timeout (--body-read-timeout)",
+            opts.body_read_timeout,
+        ),
+    ] {
+        if duration > MAX_OPTION_DURATION {
+            return Err(Error::InvalidOption {
+                option,
+                reason: format!(
+                    "must be at most {} seconds (a day); got {} seconds",
+                    MAX_OPTION_DURATION.as_secs(),
+                    duration.as_secs()
+                ),
+            });
+        }
+    }
     if opts.body_read_timeout.is_zero() {
         return zero("body_read_timeout (--body-read-timeout)");
     }
@@ -562,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn options_that_would_serve_nothing_are_refused_naming_the_flag() {
+    fn options_that_would_serve_nothing_or_pass_the_clocks_end_are_refused_naming_the_flag() {
         let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
         let opts = crate::ServeOptions::new(root.join("../../examples/repository"));
         let refused = [
@@ -576,6 +606,19 @@ mod tests {
             },
             crate::ServeOptions {
                 max_connections: 0,
+                ..opts.clone()
+            },
+            // Past the clock's end when added to an `Instant`.
+            crate::ServeOptions {
+                header_read_timeout: Duration::from_secs(u64::MAX),
+                ..opts.clone()
+            },
+            crate::ServeOptions {
+                drain_timeout: Duration::MAX,
+                ..opts.clone()
+            },
+            crate::ServeOptions {
+                send_timeout: Duration::from_secs(24 * 3600 + 1),
                 ..opts
             },
         ];
@@ -583,6 +626,9 @@ mod tests {
             "--body-read-timeout",
             "--max-buffered-body-bytes",
             "--max-connections",
+            "--header-read-timeout",
+            "--drain-timeout",
+            "--send-timeout",
         ]) {
             let error = crate::Server::new(opts).err().map(|e| e.to_string());
             assert!(

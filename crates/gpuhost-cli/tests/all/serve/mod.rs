@@ -8,6 +8,7 @@ mod bench_guests;
 mod control;
 mod faults;
 mod observe;
+mod redteam;
 mod swap;
 
 use std::collections::HashMap;

@@ -194,6 +194,33 @@ fn chromium() -> Command {
     cmd
 }
 
+/// `server`'s status page as headless Chromium leaves it after its script has run.
+fn status_dom(server: &Server) -> String {
+    let out = chromium()
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("http://{}/", server.addr))
+        .output()
+        .expect("running chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The row of function `name` in the status page's table.
+fn function_row(dom: &str, name: &str) -> String {
+    let start = dom
+        .find(&format!("data-function=\"{name}\""))
+        .unwrap_or_else(|| panic!("no row for {name}:\n{dom}"));
+    let end = dom[start..]
+        .find("</tr>")
+        .map(|e| start + e)
+        .unwrap_or(dom.len());
+    dom[start..end].to_string()
+}
+
 #[test]
 fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_browser() {
     let repo = Repo::new("status-page");
@@ -214,28 +241,9 @@ fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_b
         );
     }
     assert_eq!(server.load("saxpy").status, 200);
-    let out = chromium()
-        .args(["--virtual-time-budget=5000", "--dump-dom"])
-        .arg(format!("http://{}/", server.addr))
-        .output()
-        .expect("running chromium");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // The table the page's script built from /metrics and the repository index.
-    let row = |name: &str| {
-        let start = dom
-            .find(&format!("data-function=\"{name}\""))
-            .unwrap_or_else(|| panic!("no row for {name}:\n{dom}"));
-        let end = dom[start..]
-            .find("</tr>")
-            .map(|e| start + e)
-            .unwrap_or(dom.len());
-        dom[start..end].to_string()
-    };
+    let dom = status_dom(&server);
+    let row = |name: &str| function_row(&dom, name);
     let saxpy = row("saxpy");
     assert!(saxpy.contains("data-col=\"version\">2<"), "{saxpy}");
     assert!(saxpy.contains("class=\"READY\">READY<"), "{saxpy}");
@@ -265,5 +273,32 @@ fn the_status_page_shows_functions_versions_rates_latency_and_memory_in_a_real_b
         out.status.success() && shot.is_file(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn with_a_control_listener_the_status_page_lists_the_functions_from_metrics_in_a_real_browser() {
+    // The page's function list came from the repository index, which the public listener then
+    // refuses (403): the page showed only "Refresh failed".
+    let server = Server::start(
+        &root().join("examples/repository"),
+        &["--control-listen", "127.0.0.1:0"],
+        &[],
+    );
+    let r = server.post("/saxpy", br#"{"a": 1, "x": [1], "y": [1]}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let dom = status_dom(&server);
+    let row = function_row(&dom, "saxpy");
+    for cell in [
+        "data-col=\"version\">1<",
+        "class=\"READY\">READY<",
+        "data-col=\"requests\">1<",
+        "data-col=\"route\">/saxpy<",
+    ] {
+        assert!(row.contains(cell), "{cell} missing: {row}");
+    }
+    assert!(
+        dom.contains("data-function=\"mlp\""),
+        "no row for mlp:\n{dom}"
     );
 }

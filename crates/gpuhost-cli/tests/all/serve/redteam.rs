@@ -1,0 +1,220 @@
+//! What a client of the public listener, or an operator's typo, could do to the server that its
+//! limits did not cover: request heads of hundreds of KiB per connection, requests whose Host a
+//! function cannot be given, refusals without a JSON body, a body larger than the server's whole
+//! body budget told to retry, durations too long for the clock, and a control listener bound
+//! where every client reaches it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::{Response, Server, eventually, gpuhost, parse_response, request, root};
+
+/// Sends `raw` on a fresh connection and reads until the server closes it (every request here
+/// says `connection: close` or is HTTP/1.0); a connection error is status 0.
+fn raw(addr: &str, raw: &[u8]) -> Response {
+    let exchange = || -> std::io::Result<Vec<u8>> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        s.write_all(raw)?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    };
+    let got = exchange().unwrap_or_else(|e| e.to_string().into_bytes());
+    parse_response(&got).unwrap_or_else(|| Response {
+        status: 0,
+        headers: Default::default(),
+        body: got,
+    })
+}
+
+/// The message of a JSON error response; fails naming the response if it is not one.
+fn error_of(r: &Response) -> String {
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json"),
+        "{} {:?}",
+        r.status,
+        r.text()
+    );
+    r.json()["error"].as_str().unwrap_or_default().to_string()
+}
+
+/// The example repository with nothing loaded (nothing compiled: a quick start).
+fn bare(extra: &[&str]) -> Server {
+    let mut args = vec!["--no-load"];
+    args.extend_from_slice(extra);
+    Server::start(&root().join("examples/repository"), &args, &[])
+}
+
+#[test]
+fn a_request_head_over_64_kib_is_refused_with_431_not_buffered() {
+    let server = bare(&[]);
+    let head = |pad: usize| {
+        let pad = "a".repeat(pad);
+        format!(
+            "GET /v2/health/live HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-pad: {pad}\r\n\r\n"
+        )
+    };
+    // hyper's default buffers a head of up to 408 KiB, per connection, counted nowhere.
+    let r = raw(&server.addr, head(100 << 10).as_bytes());
+    assert_eq!(r.status, 431, "{:?}", r.text());
+    // A large head within the cap is still served.
+    let r = raw(&server.addr, head(32 << 10).as_bytes());
+    assert_eq!(r.status, 200, "{:?}", r.text());
+}
+
+#[test]
+fn a_request_without_a_usable_host_is_a_400_client_error_not_a_function_trap() {
+    let server = bare(&[]);
+    let load = server.load("saxpy");
+    assert_eq!(load.status, 200, "{}", load.text());
+    let body = br#"{"a": 2, "x": [1, 2], "y": [10, 20]}"#;
+    let post = |head: &[u8]| raw(&server.addr, &[head, body.as_slice()].concat());
+    let length = body.len();
+    let no_host_1_0 = format!("POST /saxpy HTTP/1.0\r\ncontent-length: {length}\r\n\r\n");
+    let no_host_1_1 =
+        format!("POST /saxpy HTTP/1.1\r\nconnection: close\r\ncontent-length: {length}\r\n\r\n");
+    let not_text = [
+        b"POST /saxpy HTTP/1.1\r\nhost: \xff\xfe\r\nconnection: close\r\n".as_slice(),
+        format!("content-length: {length}\r\n\r\n").as_bytes(),
+    ]
+    .concat();
+    for (which, head) in [
+        ("HTTP/1.0, no Host", no_host_1_0.as_bytes()),
+        ("HTTP/1.1, no Host", no_host_1_1.as_bytes()),
+        ("a Host not text", &not_text),
+    ] {
+        let r = post(head);
+        assert_eq!(r.status, 400, "{which}: {:?}", r.text());
+        let error = error_of(&r);
+        assert!(error.contains("Host"), "{which}: {error}");
+    }
+    let m = server.metrics();
+    let f = ("function", "saxpy");
+    assert_eq!(
+        m.sum("gpuhost_requests_total", &[f, ("outcome", "trap")]),
+        0.0
+    );
+    assert_eq!(
+        m.sum("gpuhost_requests_total", &[f, ("outcome", "client_error")]),
+        3.0
+    );
+    // A request with its Host is served as before.
+    let r = server.post("/saxpy", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn wrong_methods_and_undecodable_names_get_json_errors_on_both_listeners() {
+    let server = bare(&["--control-listen", "127.0.0.1:0"]);
+    let control = server.control.clone().expect("a control address");
+    for (addr, method, path, status) in [
+        (&server.addr, "POST", "/metrics", 405),
+        (&server.addr, "DELETE", "/v2/health/live", 405),
+        (&server.addr, "GET", "/v2/models/%FF", 400),
+        (&server.addr, "GET", "/v2/models/%FF/ready", 400),
+        (&control, "GET", "/v2/repository/index", 405),
+        (&control, "POST", "/v2/repository/models/%FF/load", 400),
+    ] {
+        let r = request(addr, method, path, b"");
+        assert_eq!(r.status, status, "{method} {path}: {:?}", r.text());
+        let error = error_of(&r);
+        assert!(!error.is_empty(), "{method} {path}: no message");
+        if status == 405 {
+            assert!(r.header("allow").is_some(), "{method} {path}: no Allow");
+        }
+    }
+}
+
+#[test]
+fn a_body_larger_than_the_whole_buffered_budget_is_413_not_told_to_retry() {
+    let server = bare(&["--max-buffered-body-bytes", "1000"]);
+    let load = server.load("saxpy");
+    assert_eq!(load.status, 200, "{}", load.text());
+    let declared = server.post("/saxpy", &[b' '; 2000]);
+    let chunked = raw(
+        &server.addr,
+        &[
+            b"POST /saxpy HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n7d0\r\n".as_slice(),
+            &[b' '; 2000],
+            b"\r\n0\r\n\r\n",
+        ]
+        .concat(),
+    );
+    for (which, r) in [("declared", declared), ("chunked", chunked)] {
+        // No retry can succeed: a 503 with Retry-After had clients retry it forever.
+        assert_eq!(r.status, 413, "{which}: {:?}", r.text());
+        assert_eq!(r.header("retry-after"), None, "{which}");
+        let error = error_of(&r);
+        assert!(
+            error.contains("--max-buffered-body-bytes"),
+            "{which}: {error}"
+        );
+    }
+}
+
+#[test]
+fn server_durations_too_long_for_the_clock_are_refused_at_start_naming_the_flag() {
+    // u64::MAX seconds overflowed `Instant + Duration`: every connection panicked at its first
+    // head (--header-read-timeout), a swap, unload or shutdown at its drain (--drain-timeout).
+    for flag in ["--header-read-timeout", "--drain-timeout"] {
+        let mut child = gpuhost()
+            .args([
+                "serve",
+                "--no-load",
+                "--listen",
+                "127.0.0.1:0",
+                "--repository",
+            ])
+            .arg(root().join("examples/repository"))
+            .args([flag, "18446744073709551615"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning gpuhost serve");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let Some(status) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{flag} u64::MAX: the server started and kept running");
+        };
+        let mut stderr = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+        assert!(!status.success(), "{flag}: exited 0");
+        assert!(stderr.contains(flag), "{flag}: {stderr}");
+    }
+}
+
+#[test]
+fn a_control_listener_bound_beyond_loopback_is_warned_about_at_start() {
+    let warned = |server: &Server| {
+        // Logged before "serving", which the test reads off stderr a moment after the
+        // addresses are printed.
+        let serving = || server.logs().contains("serving");
+        assert!(
+            eventually(Duration::from_secs(20), serving),
+            "{}",
+            server.logs()
+        );
+        server
+            .logs()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("--control-listen"))
+    };
+    let open = bare(&["--control-listen", "0.0.0.0:0"]);
+    assert!(warned(&open), "no warning:\n{}", open.logs());
+    let loopback = bare(&["--control-listen", "127.0.0.1:0"]);
+    assert!(!warned(&loopback), "warned:\n{}", loopback.logs());
+}
