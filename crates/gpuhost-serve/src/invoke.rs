@@ -2,8 +2,8 @@
 //! is full), a running slot (queue time measured), the serving version pinned for the whole
 //! request, a fresh Store on the least busy of the version's devices (made ahead of the request
 //! when it can be: crate::warm), the guest's `wasi:http/incoming-handler.handle` run in the
-//! request's own task, and a wall-time limit covering all of it. Every failure is a status with a JSON body; the version
-//! that answered is in the `x-gpuhost-version` header.
+//! request's own task, and a wall-time limit covering all of it. Every failure is a status with
+//! a JSON body; the version that answered is in the `x-gpuhost-version` header.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};

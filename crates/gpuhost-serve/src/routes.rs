@@ -266,7 +266,7 @@ async fn dispatch(State(s): Shared, req: Request) -> Response {
         }
         None => json_error(
             StatusCode::NOT_FOUND,
-            "no function answers this path (POST /v2/repository/index lists the functions and GET /v2/models/NAME their routes)",
+            "no function answers this path (GET /v2/models/NAME gives a function's route; POST /v2/repository/index lists the functions, on the control listener where the server has one)",
             json!({ "path": req.uri().path() }),
         ),
     }

@@ -370,7 +370,7 @@ impl Server {
         let max_body = version.config.max_body_bytes;
         if max_body > self.body_budget.cap() as u64 {
             // Not refused: bodies up to the budget are served, and the operator may mean it.
-            tracing::warn!(function = %name, max_body_bytes = max_body, max_buffered_body_bytes = self.body_budget.cap(), "the function's max_body_bytes is more than the server buffers at once: bodies over --max-buffered-body-bytes always get 503; raise it or lower max_body_bytes");
+            tracing::warn!(function = %name, max_body_bytes = max_body, max_buffered_body_bytes = self.body_budget.cap(), "the function's max_body_bytes is more than the server buffers at once: bodies over --max-buffered-body-bytes always get 413; raise it or lower max_body_bytes");
         }
         let old = function.publish(Arc::new(version));
         self.rebuild_routes().await;
