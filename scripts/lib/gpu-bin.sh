@@ -22,7 +22,7 @@ gpu_suites_ready() {
 # the suite it segfaulted the process twice on the H200 (sessions 26 and 28), hiding every later
 # test of the suite; alone it passed 3 of 3 (bench/h200-runs/2026-12-04-s28/).
 GPU_TESTS_APART=(gpuhost:context_loss::foreign_resets_during_transfers_end_them_ok_or_lost_then_transfers_work_again)
-GPU_TEST_SKIPS=(--skip the_status_page_shows --skip with_two_devices_a_function
+GPU_TEST_SKIPS=(--skip the_status_page --skip with_two_devices_a_function
   --skip context_loss::foreign_resets_during_transfers)
 
 # Runs "$@" (a suite runner) for at most $1 seconds, output to $2. On an overrun it writes every
