@@ -494,8 +494,10 @@ fn connections_that_never_finish_a_request_head_or_idle_after_a_response_are_clo
 #[test]
 fn a_streamed_body_cut_short_by_the_time_limit_is_not_ended_as_if_whole() {
     use std::io::{Read, Write};
-    // 3 s: with 1 s, at 16 test threads on the H100 (session 47) the head went out and the
-    // limit ran out before the first line did, and a body with no line proves nothing.
+    // At 16 test threads on the H100 (session 47) the head came and then no line, with a 1 s
+    // limit and again with 3 s (at one thread it passes): not understood yet. The failure says
+    // how long the connection lasted, and how the read ended, to tell a guest that never ran
+    // on from a body cut early.
     let repo = misbehave_repo("cut-short", "[serve]\ntimeout_ms = 3000\n");
     let server = Server::start(&repo.dir, &[], &[]);
     // A line every 20 ms for far longer than the 3 s limit: the head and some lines go out,
@@ -507,14 +509,16 @@ fn a_streamed_body_cut_short_by_the_time_limit_is_not_ended_as_if_whole() {
         b"GET /misbehave/drip?n=100000&ms=20 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
     )
     .unwrap();
+    let sent = std::time::Instant::now();
     let mut raw = Vec::new();
     // The connection ends either way (closed, or reset when cut): what came before counts.
-    let _ = conn.read_to_end(&mut raw);
+    let ended = conn.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(
         text.contains("transfer-encoding: chunked") && text.contains("\r\n0\n\r\n"),
-        "not a streamed body with lines in it: {text}"
+        "not a streamed body with lines in it ({:?} after the request, the read ending {ended:?}): {text}",
+        sent.elapsed()
     );
     assert!(
         !text.ends_with("\r\n0\r\n\r\n"),
