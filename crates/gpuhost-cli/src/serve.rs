@@ -104,6 +104,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         opts.max_buffered_body_bytes = a.max_buffered_body_bytes;
         opts.max_connections = a.max_connections as usize;
         let server = Server::new(&opts)?;
+        open_file_room(a.max_connections);
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await
             .with_context(|| {
@@ -154,4 +155,42 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .await?;
         Ok(())
     })
+}
+
+/// Descriptors the server holds beside its connections: listeners, the driver's, the runtime's,
+/// the guests' and the logs'.
+const RESERVED_FILES: u64 = 256;
+
+/// Each connection is a file descriptor, and the usual soft limit of 1024 would stop the accept
+/// loop long before `--max-connections` (each accept then failing with EMFILE until a connection
+/// closes): the soft limit is raised to the hard one, as Go's runtime does, and a hard limit
+/// still too low for `max_connections` is warned about.
+fn open_file_room(max_connections: u32) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the rlimit it is given, which lives on this frame.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the rlimit it is given, which lives on this frame; raising
+        // the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    let open_files = limit.rlim_cur;
+    if open_files < u64::from(max_connections) + RESERVED_FILES {
+        tracing::warn!(
+            open_files,
+            max_connections,
+            "the open-file limit leaves fewer descriptors than --max-connections needs: past it, accepting fails until a connection closes; raise the hard limit (ulimit -Hn, a container's nofile) or lower --max-connections"
+        );
+    }
 }

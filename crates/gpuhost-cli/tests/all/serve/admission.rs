@@ -277,3 +277,61 @@ fn a_function_allowing_bodies_larger_than_the_server_buffers_is_loaded_with_a_wa
         "no warning naming the flag:\n{logs}"
     );
 }
+
+/// The soft and hard open-file limits of process `pid` (/proc/PID/limits).
+fn open_file_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files in /proc/PID/limits");
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    let soft = fields.next().unwrap_or_default().to_string();
+    let hard = fields.next().unwrap_or_default().to_string();
+    (soft, hard)
+}
+
+#[test]
+fn the_server_raises_its_open_file_soft_limit_and_warns_when_the_hard_one_is_below_its_connection_cap()
+ {
+    use std::os::unix::process::CommandExt;
+    let repo = misbehave_repo("nofile", "");
+    // Started with a soft limit of 512 (the hard one as it is), and a cap no limit allows.
+    let server = Server::start_with(
+        &repo.dir,
+        &["--max-connections", "4000000000"],
+        &[],
+        |cmd| {
+            // SAFETY: between fork and exec the closure only calls getrlimit and setrlimit, which
+            // are async-signal-safe, on an rlimit of its own stack.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let mut l = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_max > 512 {
+                        l.rlim_cur = 512;
+                        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+                    }
+                    Ok(())
+                });
+            }
+        },
+    );
+    assert_eq!(
+        super::request(&server.addr, "GET", "/misbehave/ok", b"").status,
+        200
+    );
+    let (soft, hard) = open_file_limits(server.child.id());
+    assert_eq!(
+        soft, hard,
+        "the soft open-file limit was not raised to the hard one"
+    );
+    let logs = server.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("WARN") && l.contains("--max-connections")),
+        "no warning that the open-file limit is below the connection cap:\n{logs}"
+    );
+}

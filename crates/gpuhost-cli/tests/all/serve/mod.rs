@@ -110,6 +110,16 @@ impl Server {
     /// Starts `gpuhost serve --repository DIR --listen 127.0.0.1:0 EXTRA...` and waits for it
     /// to print its address.
     pub fn start(repo: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_with(repo, extra, env, |_| {})
+    }
+
+    /// [`Server::start`], with `prepare` given the command before it is spawned.
+    pub fn start_with(
+        repo: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Self {
         let mut cmd = gpuhost();
         cmd.args(["serve", "--repository"])
             .arg(repo)
@@ -120,6 +130,7 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        prepare(&mut cmd);
         let mut child = cmd.spawn().expect("spawning gpuhost serve");
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
