@@ -47,7 +47,8 @@ pub struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     body_read_timeout: u64,
     /// Request-body bytes the server buffers at once, over all requests (each body's from its
-    /// first byte to its request's end); a body that would pass it gets 503 with Retry-After.
+    /// first byte to its request's end); a body that would pass it gets 503 with Retry-After,
+    /// and one longer than all of it 413.
     #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     max_buffered_body_bytes: u64,
     /// Connections open at once; at the cap no more are accepted until one closes (the
@@ -118,20 +119,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| {
                 format!("cannot listen on {at} (pick a free address with --control-listen)")
             })?),
-            None => {
-                if !addr.ip().is_loopback() {
-                    tracing::warn!(%addr, "the repository endpoints (load, unload) are served to every client of the listen address; pass --control-listen 127.0.0.1:PORT to serve them apart");
-                }
-                None
-            }
+            None => None,
         };
         let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
-        // As a public --listen without a control listener is warned about: an operator who
-        // split the endpoints off to keep them from clients can still bind them to all.
-        if let Some(at) = control_addr
-            && !at.ip().is_loopback()
-        {
-            tracing::warn!(%at, "the repository endpoints (load, unload) are served to every client that reaches --control-listen; bind it to a loopback address (127.0.0.1:PORT) unless only operators can reach this one");
+        // Whichever listener serves the repository endpoints, --listen or --control-listen:
+        // beyond loopback every client that reaches it can load and unload functions.
+        let serving_control = control_addr.unwrap_or(addr);
+        if !serving_control.ip().is_loopback() {
+            tracing::warn!(%serving_control, "the repository endpoints (load, unload) are served to every client that reaches this address; serve them on a loopback address (--control-listen 127.0.0.1:PORT) unless only operators can reach it");
         }
         if !a.no_load {
             server.load_all().await;

@@ -3,10 +3,11 @@
 //! request could run in. The read is bounded three ways: by the function's `max_body_bytes`
 //! (413), by the server's body-read timeout (408; never past the function's own time limit), and
 //! by the server's budget of body bytes buffered at once over all requests (503 with
-//! Retry-After; 413 for a body longer than the whole budget, which no retry could fit). The budget is taken as the body's frames arrive, not from a declared length, so
-//! a client that declares a body it never sends holds none of it; a declared length more than
-//! the budget has left is refused at once, as it would be once sent. What a body took is held
-//! until its request ends: the guest reads the body from memory.
+//! Retry-After; 413 for a body longer than the whole budget, which no retry could fit). The
+//! budget is taken as the body's frames arrive, not from a declared length, so a client that
+//! declares a body it never sends holds none of it; a declared length more than the budget has
+//! left is refused at once, as it would be once sent. What a body took is held until its
+//! request ends: the guest reads the body from memory.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -106,12 +107,7 @@ pub(crate) struct Limits<'a> {
 /// Reads `body` whole within `limits`; its bytes and the budget they hold.
 pub(crate) async fn read(body: Body, limits: Limits<'_>) -> Result<(Bytes, Held), Refused> {
     let declared = body.size_hint().lower();
-    if declared > limits.max_bytes {
-        return Err(Refused::TooLarge);
-    }
-    if declared > limits.budget.cap as u64 {
-        return Err(Refused::OverBudget);
-    }
+    too_long(declared, limits.max_bytes, limits.budget)?;
     if usize::try_from(declared).unwrap_or(usize::MAX) > limits.budget.bytes.available_permits() {
         return Err(Refused::Budget);
     }
@@ -145,18 +141,25 @@ async fn collect(
             continue;
         };
         total = total.saturating_add(data.len() as u64);
-        if total > max_bytes {
-            return Err(Refused::TooLarge);
-        }
-        if total > budget.cap as u64 {
-            return Err(Refused::OverBudget);
-        }
+        too_long(total, max_bytes, budget)?;
         if !budget.take(&mut held, data.len()) {
             return Err(Refused::Budget);
         }
         arrived.push(data);
     }
     Ok((arrived.whole(), held))
+}
+
+/// Whether a body of `len` bytes (declared, or sent so far) is longer than the function's
+/// `max_bytes` or the server's whole budget allow.
+fn too_long(len: u64, max_bytes: u64, budget: &Budget) -> Result<(), Refused> {
+    if len > max_bytes {
+        Err(Refused::TooLarge)
+    } else if len > budget.cap as u64 {
+        Err(Refused::OverBudget)
+    } else {
+        Ok(())
+    }
 }
 
 /// What has arrived of a body: its one frame as hyper gave it (most bodies are one frame: no

@@ -44,7 +44,7 @@ pub struct ServeOptions {
     pub body_read_timeout: Duration,
     /// Request-body bytes the server buffers at once, over all requests: each body's bytes are
     /// counted as they arrive and until its request ends; a body that would pass it is answered
-    /// 503 with Retry-After.
+    /// 503 with Retry-After, and one longer than all of it 413 (no retry could fit it).
     pub max_buffered_body_bytes: u64,
     /// Connections open at once: at the cap the server accepts no more until one closes (the
     /// kernel's backlog holds the next ones meanwhile).
