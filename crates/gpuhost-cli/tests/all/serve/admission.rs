@@ -7,18 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use super::{Response, Server, eventually, parse_response};
-
-fn misbehave_repo(tag: &str, toml: &str) -> super::Repo {
-    let repo = super::Repo::new(tag);
-    repo.function(
-        "misbehave",
-        &super::test_guest("http-misbehave"),
-        None,
-        toml,
-    );
-    repo
-}
+use super::{Response, Server, eventually, misbehave_repo, parse_response};
 
 /// A connection that has sent `head` (and `body`, which may be part of what `head` declares).
 fn send(server: &Server, head: &str, body: &[u8]) -> TcpStream {

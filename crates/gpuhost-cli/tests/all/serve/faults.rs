@@ -8,13 +8,7 @@ use std::time::Duration;
 
 use std::thread::JoinHandle;
 
-use super::{Repo, Response, Server, eventually, request, test_guest};
-
-fn misbehave_repo(tag: &str, toml: &str) -> Repo {
-    let repo = Repo::new(tag);
-    repo.function("misbehave", &test_guest("http-misbehave"), None, toml);
-    repo
-}
+use super::{Repo, Response, Server, eventually, misbehave_repo, request, test_guest};
 
 /// `n` GETs of `path` sent at once, each from a thread of its own.
 fn gets_at_once(server: &Server, n: usize, path: &'static str) -> Vec<JoinHandle<Response>> {

@@ -92,6 +92,14 @@ impl Drop for Repo {
     }
 }
 
+/// A repository of one function, `misbehave` (the http-misbehave test guest), with `toml` as
+/// its function.toml.
+pub fn misbehave_repo(tag: &str, toml: &str) -> Repo {
+    let repo = Repo::new(tag);
+    repo.function("misbehave", &test_guest("http-misbehave"), None, toml);
+    repo
+}
+
 /// One of gpuhost's test bundles (crates/gpuhost/bundles/NAME).
 pub fn test_bundle(name: &str) -> PathBuf {
     root().join("crates/gpuhost/bundles").join(name)
