@@ -20,16 +20,16 @@
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
-//! waiting for that guest's next write, a deadlock until the kernel's time limit. So a memory
-//! with locked pieces is never unregistered while its creator lives: when its guest ends, its
-//! unlocked pages are dropped and it is pooled, pieces and all, for the next guest's memory
-//! (every pooled memory is idle, so the pool holds no more memories than ever ran at once). The
-//! pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes
-//! are staged. A memory made for a guest being instantiated ([`made_for`]) is a pooled one only
-//! if its pieces fit what the guest's limit leaves. Before reuse every byte the old guest could reach is zero: its unlocked pages
-//! were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros —
-//! dropping a locked page would leave the DMA reading the old page, and the next guest's writes
-//! would upload the old guest's bytes.
+//! waiting for that guest's next write, a deadlock until the kernel's time limit. So a memory with
+//! locked pieces is never unregistered while its creator lives: when its guest ends, its unlocked
+//! pages are dropped and it is pooled, pieces and all, for the next guest's memory (every pooled
+//! memory is idle, so the pool holds no more memories than ever ran at once). The pinned bytes are
+//! bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes are staged. A memory
+//! made for a guest being instantiated ([`made_for`]) is a pooled one only if its pieces fit what
+//! the guest's limit leaves. Before reuse every byte the old guest could reach is zero: its
+//! unlocked pages were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten
+//! with zeros — dropping a locked page would leave the DMA reading the old page, and the next
+//! guest's writes would upload the old guest's bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
