@@ -16,7 +16,8 @@
 //! MiB), within the guest's [`Limits::max_locked_memory_bytes`](crate::Limits) across all its
 //! memories ([`LockedTally`]: a component may have many), the pieces a reused memory comes with
 //! included. Anything else is staged as before. Locking failing (the driver refusing more
-//! page-locked memory) is not an error: that memory's writes are staged from then on.
+//! page-locked memory) is not an error: that memory's writes are staged for the rest of its
+//! guest's run (the next guest of a pooled memory tries again).
 //!
 //! Reuse: unregistering waits for every kernel running on the device and holds other threads'
 //! driver calls meanwhile (bench/h200-runs/2026-12-02-s12/unload-stall/) — with a guest's kernel
@@ -229,7 +230,7 @@ struct Locks {
     /// Granules a large write of the current guest touched.
     seen: BTreeSet<usize>,
     /// Locking, or a write straight from a locked piece, failed once: this memory's writes
-    /// are staged from then on.
+    /// are staged for the rest of its guest's run (a reset clears it: see `Slot::reset`).
     refused: bool,
 }
 
@@ -289,6 +290,12 @@ impl Slot {
             }
         }
         locks.seen.clear();
+        // A refusal is its guest's: the driver refused more page-locked memory then, or a
+        // range overlapping another registration, or a write from a piece after a context
+        // loss. Kept, it would leave the pieces pinned and counted against the budget for
+        // every later guest while they serve none: the next guest tries again, and at worst
+        // is refused once more.
+        locks.refused = false;
         drop(locks);
         if minimum < old {
             self.mapping.protect(minimum..old, false)?;

@@ -57,6 +57,20 @@ fn written_once(host: &Arc<Host>, c: &GuestMemoryCreator) -> Box<dyn LinearMemor
     m
 }
 
+/// Ends the guest of `m` (a memory of two granules, its first locked) and makes the next
+/// guest's memory: `m`, pooled.
+fn pooled_again(c: &GuestMemoryCreator, m: Box<dyn LinearMemory>) -> Box<dyn LinearMemory> {
+    let base = m.as_ptr();
+    drop(m);
+    let m = creator_memory(c, 2 * GRANULE);
+    assert_eq!(
+        m.as_ptr(),
+        base,
+        "the pooled memory, its first granule locked"
+    );
+    m
+}
+
 #[test]
 fn gaps_are_the_parts_of_a_span_no_piece_covers() {
     let host = gpuhost::host(0).unwrap();
@@ -133,7 +147,7 @@ fn a_memory_the_driver_refuses_to_lock_has_its_writes_staged_and_its_budget_retu
     drop(squatter);
     assert!(
         upload_direct(&host, src, 1 << 30).is_none(),
-        "refused for good"
+        "refused while its guest runs"
     );
 }
 
@@ -289,14 +303,7 @@ fn a_pooled_memorys_pieces_count_against_the_next_guests_locked_memory_limit() {
     let m = written_once(&host, &c);
     let src = &bytes(&*m, 2 * MIB)[..];
     assert!(upload_direct(&host, src, 1 << 30).is_some(), "locked");
-    let base = m.as_ptr();
-    drop(m);
-    let m = creator_memory(&c, 2 * GRANULE);
-    assert_eq!(
-        m.as_ptr(),
-        base,
-        "the pooled memory, its first granule locked"
-    );
+    let m = pooled_again(&c, m);
     let src = &bytes(&*m, 2 * MIB)[..];
     for limit in [0, GRANULE as u64 - 1] {
         for write in ["first", "second"] {
@@ -567,4 +574,38 @@ fn memories_made_for_a_guest_take_no_pooled_pieces_past_its_limit_and_count_from
     let other = creator_memory(&c, 2 * GRANULE);
     assert!(pooled.contains(&other.as_ptr()));
     assert_eq!(lock_tally(&guest).bytes(), GRANULE);
+}
+
+/// Red team: a refusal (the driver refusing a lock, or a write straight from a piece) is its
+/// guest's: a memory pooled after one comes with the pieces it locked before, and the next
+/// guest's writes from them go direct, not staged while the pieces stay pinned for nothing.
+#[test]
+fn a_refusal_goes_with_its_guest_and_the_next_guest_writes_from_the_pooled_pieces() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    let mem = bytes(&*m, 2 * GRANULE);
+    assert!(
+        upload_direct(&host, &mem[..2 * MIB], 1 << 30).is_some(),
+        "locked"
+    );
+    let slot = slot_of(m.as_ptr() as usize).unwrap();
+    // Registered behind the creator's back: the driver refuses an overlapping registration.
+    let squatter = lock(&host, &slot, GRANULE + 4 * MIB..GRANULE + 5 * MIB).unwrap();
+    let src = &mem[GRANULE..GRANULE + 2 * MIB];
+    assert!(upload_direct(&host, src, 1 << 30).is_none());
+    assert!(upload_direct(&host, src, 1 << 30).is_none(), "refused");
+    assert!(slot.locks().refused);
+    drop(squatter);
+    drop(slot);
+    let m = pooled_again(&c, m);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    assert!(
+        upload_direct(&host, src, 1 << 30).is_none(),
+        "a new guest's first write"
+    );
+    assert!(
+        upload_direct(&host, src, 1 << 30).as_deref() == Some(src),
+        "the pooled pieces serve the new guest"
+    );
 }
