@@ -343,6 +343,7 @@ impl Runtime {
         let instantiated = crate::guest_memory::made_for(
             locked,
             max_locked,
+            self.host.ordinal(),
             guest.pre.instantiate_async(&mut store),
         );
         let result = match instantiated.await {

@@ -27,10 +27,11 @@
 //! memory is idle, so the pool holds no more memories than ever ran at once). The pinned bytes are
 //! bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes are staged. A memory
 //! made for a guest being instantiated ([`made_for`]) is a pooled one only if its pieces fit what
-//! the guest's limit leaves. Before reuse every byte the old guest could reach is zero: its
-//! unlocked pages were dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten
-//! with zeros — dropping a locked page would leave the DMA reading the old page, and the next
-//! guest's writes would upload the old guest's bytes.
+//! the guest's limit leaves and are locked for the guest's device (one creator may serve guests of
+//! several devices, and a piece is registered with one device's context). Before reuse every byte
+//! the old guest could reach is zero: its unlocked pages were dropped (`madvise(MADV_DONTNEED)`),
+//! and its locked pieces are overwritten with zeros — dropping a locked page would leave the DMA
+//! reading the old page, and the next guest's writes would upload the old guest's bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -255,10 +256,13 @@ impl Slot {
         self.locks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether it has at most `room` bytes locked and no DMA still reads one of its pieces.
-    fn idle_within(&self, room: usize) -> bool {
+    /// Whether it has at most `room` bytes locked, for `device` if given, and no DMA still reads
+    /// one of its pieces.
+    fn idle_within(&self, room: usize, device: Option<usize>) -> bool {
         let locks = self.locks();
-        locks.bytes <= room && !locks.pieces.iter().any(|p| p.locked.in_use())
+        let for_device =
+            device.is_none_or(|d| (locks.pieces.first()).is_none_or(|p| p.locked.device() == d));
+        locks.bytes <= room && for_device && !locks.pieces.iter().any(|p| p.locked.in_use())
     }
 
     /// When its guest ends: drops the pages outside its locked pieces (they read zero from now
@@ -362,20 +366,21 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An idle pooled memory of this reservation with at most `room` bytes locked, reset for
-    /// `minimum` accessible bytes.
+    /// An idle pooled memory of this reservation with at most `room` bytes locked, for
+    /// `device` if given, reset for `minimum` accessible bytes.
     fn take(
         &self,
         capacity: usize,
         guard: usize,
         minimum: usize,
         room: usize,
+        device: Option<usize>,
     ) -> Option<Arc<Slot>> {
         let slot = {
             let mut pool = self.lock();
-            let i = pool
-                .iter()
-                .position(|s| s.capacity == capacity && s.guard == guard && s.idle_within(room))?;
+            let i = pool.iter().position(|s| {
+                s.capacity == capacity && s.guard == guard && s.idle_within(room, device)
+            })?;
             pool.swap_remove(i)
         };
         // A memory that cannot be reset is dropped (unregistered and unmapped), never reused.
@@ -474,17 +479,19 @@ unsafe impl MemoryCreator for GuestMemoryCreator {
             .checked_next_multiple_of(page)
             .ok_or("a guest memory's guard overflows the address space")?;
         // Made for a guest's instantiation (tally.rs): a pooled memory only if its pieces fit
-        // what the guest's limit leaves, and counted for the guest from now on.
+        // what the guest's limit leaves and are locked for the guest's device (another
+        // device's writes never use them), and counted for the guest from now on.
         let guest = tally::making_for();
-        let room = guest.as_ref().map_or(usize::MAX, |(t, limit)| {
-            limit.saturating_sub(tally::lock(t).bytes())
+        let room = guest.as_ref().map_or(usize::MAX, |g| {
+            g.limit.saturating_sub(tally::lock(&g.tally).bytes())
         });
-        let slot = match self.pool.take(capacity, guard, minimum, room) {
+        let device = guest.as_ref().map(|g| g.device);
+        let slot = match self.pool.take(capacity, guard, minimum, room, device) {
             Some(slot) => {
                 REUSED.fetch_add(1, Ordering::Relaxed);
-                if let Some((t, _)) = &guest {
+                if let Some(g) = &guest {
                     let bytes = slot.locks().bytes;
-                    tally::lock(t).count(&slot, bytes);
+                    tally::lock(&g.tally).count(&slot, bytes);
                 }
                 slot
             }
@@ -564,7 +571,10 @@ pub(crate) fn direct_parts(
         return None;
     }
     let mut locks = slot.locks();
-    // A memory is locked with one device's context: writes to other devices are staged.
+    // A memory is locked with one device's context (gpuhost registers without
+    // CU_MEMHOSTREGISTER_PORTABLE, and a LockedMemory serves its own host's streams alone):
+    // writes to other devices are staged. A guest `Runtime::run` instantiates never gets such a
+    // memory from the pool (`made_for`); a memory made outside that scope may be one.
     let other_device = locks.pieces.first().map(|p| p.locked.device());
     if locks.refused || other_device.is_some_and(|d| d != host.ordinal()) {
         return None;

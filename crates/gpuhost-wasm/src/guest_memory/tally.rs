@@ -10,7 +10,8 @@
 //! makes a memory for, so [`Runtime::run`](crate::Runtime::run) tells it, through this thread,
 //! while it polls the guest's instantiation ([`made_for`]): a memory made then is counted from
 //! the start, with the pieces it comes with when it is reused from the pool, and the pool hands
-//! the guest no memory whose pieces would take it past its limit. Without that, a component of
+//! the guest no memory whose pieces would take it past its limit (nor one locked for another
+//! device). Without that, a component of
 //! many memories would take as many locked memories from the pool, pinning what earlier guests
 //! locked (up to the creator's budget) where only it can use it. A memory made outside such a
 //! scope (an embedder's own Store) joins at its first write that may go direct
@@ -75,39 +76,54 @@ pub(crate) fn lock(t: &SharedTally) -> MutexGuard<'_, LockedTally> {
     t.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-thread_local! {
-    /// The guest whose memories this thread makes now, and its limit in bytes ([`made_for`]).
-    static MAKING_FOR: RefCell<Option<(SharedTally, usize)>> = const { RefCell::new(None) };
+/// The guest a memory is made for ([`made_for`]).
+#[derive(Clone)]
+pub(super) struct Guest {
+    pub(super) tally: SharedTally,
+    /// Its limit in bytes.
+    pub(super) limit: usize,
+    /// The device its writes go to: a memory's pieces are locked with one device's context.
+    pub(super) device: usize,
 }
 
-/// The guest a memory made now on this thread is for, and its limit, if a [`made_for`] is
-/// being polled here.
-pub(super) fn making_for() -> Option<(SharedTally, usize)> {
+thread_local! {
+    /// The guest whose memories this thread makes now ([`made_for`]).
+    static MAKING_FOR: RefCell<Option<Guest>> = const { RefCell::new(None) };
+}
+
+/// The guest a memory made now on this thread is for, if a [`made_for`] is being polled here.
+pub(super) fn making_for() -> Option<Guest> {
     // None too on a thread tearing down its locals: no scope is polled there.
     MAKING_FOR.try_with(|m| m.borrow().clone()).ok().flatten()
 }
 
-/// `instantiation` (a guest's), such that every memory made while it is polled is counted in
-/// `guest`'s tally from the start, within `max_locked` (see the module header).
+/// `instantiation` (a guest's, whose writes go to `device`), such that every memory made while it
+/// is polled is counted in `guest`'s tally from the start, within `max_locked` (see the module
+/// header), and comes with no pieces locked for another device.
 pub(crate) fn made_for<F: Future>(
     guest: SharedTally,
     max_locked: u64,
+    device: usize,
     instantiation: F,
 ) -> MadeFor<F> {
     MadeFor {
-        guest: (guest, usize::try_from(max_locked).unwrap_or(usize::MAX)),
+        guest: Guest {
+            tally: guest,
+            limit: usize::try_from(max_locked).unwrap_or(usize::MAX),
+            device,
+        },
         fut: Box::pin(instantiation),
     }
 }
 
 /// What [`made_for`] returns.
 pub(crate) struct MadeFor<F> {
-    guest: (SharedTally, usize),
+    guest: Guest,
     fut: Pin<Box<F>>,
 }
 
 /// Puts back the guest an enclosing scope made memories for, however the poll ends.
-struct Restore(Option<(SharedTally, usize)>);
+struct Restore(Option<Guest>);
 
 impl Drop for Restore {
     fn drop(&mut self) {

@@ -548,7 +548,7 @@ fn memories_made_for_a_guest_take_no_pooled_pieces_past_its_limit_and_count_from
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let made = rt.block_on(made_for(guest.clone(), GRANULE as u64, async {
+    let made = rt.block_on(made_for(guest.clone(), GRANULE as u64, 0, async {
         [
             creator_memory(&c, 2 * GRANULE),
             creator_memory(&c, 2 * GRANULE),
@@ -608,4 +608,40 @@ fn a_refusal_goes_with_its_guest_and_the_next_guest_writes_from_the_pooled_piece
         upload_direct(&host, src, 1 << 30).as_deref() == Some(src),
         "the pooled pieces serve the new guest"
     );
+}
+
+/// Red team: one creator may make memories for guests of several devices (a guest loaded by one
+/// device's Runtime and run by another's shares the engine, and its creator), and a memory's
+/// pieces are locked with one device's context, usable by that device's writes alone. A pooled
+/// memory locked for device 0 goes to no guest of device 1 (its pieces would stay pinned and
+/// count against that guest's limit, serving none of its writes): it stays pooled for device
+/// 0's next guest.
+#[test]
+fn a_pooled_memory_goes_only_to_a_guest_of_the_device_its_pieces_are_locked_for() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = written_once(&host, &c);
+    assert!(upload_direct(&host, &bytes(&*m, 2 * MIB)[..], 1 << 30).is_some());
+    let base = m.as_ptr();
+    drop(m);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let made_for_device = |device| {
+        let guest = SharedTally::default();
+        let m = rt.block_on(made_for(guest.clone(), 1 << 30, device, async {
+            creator_memory(&c, 2 * GRANULE)
+        }));
+        (m, lock_tally(&guest).bytes())
+    };
+    let (other, counted) = made_for_device(1);
+    assert_ne!(other.as_ptr(), base, "a guest of device 1: a fresh memory");
+    assert_eq!(counted, 0, "nothing pinned counts against it");
+    let (own, counted) = made_for_device(0);
+    assert_eq!(
+        own.as_ptr(),
+        base,
+        "device 0's next guest: the pooled memory"
+    );
+    assert_eq!(counted, GRANULE);
 }
