@@ -24,14 +24,16 @@
 //! waiting for that guest's next write, a deadlock until the kernel's time limit. So a memory with
 //! locked pieces is never unregistered while its creator lives: when its guest ends, its unlocked
 //! pages are dropped and it is pooled, pieces and all, for the next guest's memory (every pooled
-//! memory is idle, so the pool holds no more memories than ever ran at once). The pinned bytes are
-//! bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes are staged. A memory
-//! made for a guest being instantiated ([`made_for`]) is a pooled one only if its pieces fit what
-//! the guest's limit leaves and are locked for the guest's device (one creator may serve guests of
-//! several devices, and a piece is registered with one device's context). Before reuse every byte
-//! the old guest could reach is zero: its unlocked pages were dropped (`madvise(MADV_DONTNEED)`),
-//! and its locked pieces are overwritten with zeros — dropping a locked page would leave the DMA
-//! reading the old page, and the next guest's writes would upload the old guest's bytes.
+//! memory is idle, so the pool holds no more memories than ever ran at once); one whose pages
+//! cannot be dropped (the kernel refusing `madvise`) is kept apart, never reused, until the creator
+//! goes. The pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it,
+//! writes are staged. A memory made for a guest being instantiated ([`made_for`]) is a pooled one
+//! only if its pieces fit what the guest's limit leaves and are locked for the guest's device (one
+//! creator may serve guests of several devices, and a piece is registered with one device's
+//! context). Before reuse every byte the old guest could reach is zero: its unlocked pages were
+//! dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros — dropping
+//! a locked page would leave the DMA reading the old page, and the next guest's writes would upload
+//! the old guest's bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -80,6 +82,7 @@ impl GuestMemoryCreator {
         Self {
             pool: Arc::new(Pool {
                 idle: Mutex::default(),
+                spent: Mutex::default(),
                 budget: bytes,
                 locked: AtomicUsize::new(0),
             }),
@@ -91,6 +94,7 @@ impl std::fmt::Debug for GuestMemoryCreator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuestMemoryCreator")
             .field("pooled", &self.pool.lock().len())
+            .field("spent", &self.pool.spent().len())
             .field("locked", &self.pool.locked.load(Ordering::Relaxed))
             .field("budget", &self.pool.budget)
             .finish()
@@ -268,6 +272,7 @@ impl Slot {
     /// When its guest ends: drops the pages outside its locked pieces (they read zero from now
     /// on and hold no memory while pooled). A DMA may still read a piece: they are untouched.
     fn retire(&self) -> std::io::Result<()> {
+        injected(Step::Retire)?;
         let old = self.accessible.load(Ordering::Relaxed);
         let locks = self.locks();
         let mut at = 0;
@@ -309,6 +314,23 @@ impl Slot {
         self.accessible.store(minimum, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The system calls that ready a memory for its next guest, where tests make them fail as the
+/// kernel may (ENOMEM: out of memory for its page tables, or `vm.max_map_count` reached).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    /// Dropping its unlocked pages when its guest ends (`Slot::retire`).
+    Retire,
+}
+
+#[cfg(test)]
+use tests::injected;
+
+/// Tests' seam (see [`Step`]): nothing fails here.
+#[cfg(not(test))]
+fn injected(_: Step) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Zero-fills `range` of a mapping on next touch by dropping its pages (never a locked piece's).
@@ -355,6 +377,11 @@ impl Drop for Slot {
 /// A creator's memories with locked pieces whose guests ended, and its lock budget.
 struct Pool {
     idle: Mutex<Vec<Arc<Slot>>>,
+    /// Memories with locked pieces that no guest may have again: their pages could not be
+    /// readied for one. Kept as pooled ones are, pieces locked and counted against the budget,
+    /// and for the same reason (the module header): unregistering them while the creator lives
+    /// may deadlock. They go with the creator.
+    spent: Mutex<Vec<Arc<Slot>>>,
     /// Bytes its memories may lock in all.
     budget: usize,
     /// Bytes they hold locked now.
@@ -364,6 +391,10 @@ struct Pool {
 impl Pool {
     fn lock(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn spent(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+        self.spent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// An idle pooled memory of this reservation with at most `room` bytes locked, for
@@ -388,19 +419,21 @@ impl Pool {
         Some(slot)
     }
 
-    /// Keeps `slot`, retired, if it has locked pieces; drops (unmaps) it otherwise.
+    /// Pools `slot`, retired, if it has locked pieces (spends it if it cannot be retired);
+    /// drops (unmaps) it otherwise.
     fn give(&self, slot: Arc<Slot>) {
         if slot.locks().pieces.is_empty() {
             return;
         }
         // One that cannot drop its pages is never handed out again (reset overwrites only the
-        // pieces, and the old guest's other bytes would show): leaked, its pieces locked and
-        // its bytes counted against the budget, rather than unregistered while kernels run
-        // (the module header says why).
-        if slot.retire().is_ok() {
-            self.lock().push(slot);
-        } else {
-            std::mem::forget(slot);
+        // pieces, and the old guest's other bytes would show): spent, kept until the creator
+        // goes rather than unregistered while kernels run.
+        match slot.retire() {
+            Ok(()) => self.lock().push(slot),
+            Err(e) => {
+                tracing::debug!(error = %e, "a guest memory's pages could not be dropped: never reused");
+                self.spent().push(slot);
+            }
         }
     }
 }

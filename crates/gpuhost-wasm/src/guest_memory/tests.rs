@@ -6,6 +6,35 @@ use super::*;
 
 const MIB: usize = 1 << 20;
 
+thread_local! {
+    /// The step [`injected`] fails next on this thread.
+    static FAIL: std::cell::Cell<Option<Step>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes the next `step` on this thread fail, as the kernel may.
+fn fail_next(step: Step) {
+    FAIL.set(Some(step));
+}
+
+/// The seam the parent module calls at `step`: fails once after [`fail_next`].
+pub(super) fn injected(step: Step) -> std::io::Result<()> {
+    if FAIL.get() == Some(step) {
+        FAIL.set(None);
+        return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+    }
+    Ok(())
+}
+
+/// Whether `slot`'s memory is gone within 5 s: a lookup on another thread (another test's) may
+/// hold it an instant longer.
+fn gone(slot: &Weak<Slot>) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while slot.strong_count() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    slot.strong_count() == 0
+}
+
 /// A memory of `minimum` bytes that may grow to 256 MiB, reserved for that.
 pub(super) fn creator_memory(c: &GuestMemoryCreator, minimum: usize) -> Box<dyn LinearMemory> {
     let ty = MemoryType::new(0, Some(4096));
@@ -54,6 +83,14 @@ fn upload_direct_as(
 fn written_once(host: &Arc<Host>, c: &GuestMemoryCreator) -> Box<dyn LinearMemory> {
     let m = creator_memory(c, 2 * GRANULE);
     assert!(upload_direct(host, &bytes(&*m, 2 * MIB)[..], 1 << 30).is_none());
+    m
+}
+
+/// A memory of two granules whose first granule a guest's writes locked.
+fn locked_once(host: &Arc<Host>, c: &GuestMemoryCreator) -> Box<dyn LinearMemory> {
+    let m = written_once(host, c);
+    let src = &bytes(&*m, 2 * MIB)[..];
+    assert!(upload_direct(host, src, 1 << 30).is_some(), "locked");
     m
 }
 
@@ -179,12 +216,7 @@ fn past_the_creators_budget_writes_are_staged_and_locked_memories_live_as_long_a
     drop((a, b));
     assert!(slot.upgrade().is_some(), "pooled");
     drop(c);
-    // A lookup on another thread (another test's) may hold it an instant longer.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while slot.strong_count() > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    assert_eq!(slot.strong_count(), 0, "dropped with its creator");
+    assert!(gone(&slot), "dropped with its creator");
     host.wait_unloads();
 }
 
@@ -620,8 +652,7 @@ fn a_refusal_goes_with_its_guest_and_the_next_guest_writes_from_the_pooled_piece
 fn a_pooled_memory_goes_only_to_a_guest_of_the_device_its_pieces_are_locked_for() {
     let host = gpuhost::host(0).unwrap();
     let c = GuestMemoryCreator::default();
-    let m = written_once(&host, &c);
-    assert!(upload_direct(&host, &bytes(&*m, 2 * MIB)[..], 1 << 30).is_some());
+    let m = locked_once(&host, &c);
     let base = m.as_ptr();
     drop(m);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -644,4 +675,29 @@ fn a_pooled_memory_goes_only_to_a_guest_of_the_device_its_pieces_are_locked_for(
         "device 0's next guest: the pooled memory"
     );
     assert_eq!(counted, GRANULE);
+}
+
+/// Red team: a memory whose unlocked pages cannot be dropped when its guest ends (`madvise`
+/// failing) is handed to no other guest (the old guest's bytes would show), and is kept, not
+/// leaked: its pieces stay locked and counted against the budget while its creator lives
+/// (unregistering them then may deadlock: the module header) and go with the creator.
+#[test]
+fn a_memory_whose_pages_cannot_be_dropped_is_never_reused_and_goes_with_its_creator() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = locked_once(&host, &c);
+    let slot = Arc::downgrade(&slot_of(m.as_ptr() as usize).unwrap());
+    let base = m.as_ptr();
+    fail_next(Step::Retire);
+    drop(m);
+    let next = creator_memory(&c, 2 * GRANULE);
+    assert_ne!(next.as_ptr(), base, "never handed out again");
+    assert!(
+        slot.upgrade().is_some_and(|s| s.locks().bytes == GRANULE),
+        "kept, its piece locked"
+    );
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+    drop((next, c));
+    assert!(gone(&slot), "gone with its creator");
+    host.wait_unloads();
 }
