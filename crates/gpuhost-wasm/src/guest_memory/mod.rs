@@ -25,15 +25,15 @@
 //! locked pieces is never unregistered while its creator lives: when its guest ends, its unlocked
 //! pages are dropped and it is pooled, pieces and all, for the next guest's memory (every pooled
 //! memory is idle, so the pool holds no more memories than ever ran at once); one whose pages
-//! cannot be dropped (the kernel refusing `madvise`) is kept apart, never reused, until the creator
-//! goes. The pinned bytes are bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it,
-//! writes are staged. A memory made for a guest being instantiated ([`made_for`]) is a pooled one
-//! only if its pieces fit what the guest's limit leaves and are locked for the guest's device (one
-//! creator may serve guests of several devices, and a piece is registered with one device's
-//! context). Before reuse every byte the old guest could reach is zero: its unlocked pages were
-//! dropped (`madvise(MADV_DONTNEED)`), and its locked pieces are overwritten with zeros — dropping
-//! a locked page would leave the DMA reading the old page, and the next guest's writes would upload
-//! the old guest's bytes.
+//! cannot be dropped, or whose size cannot be set for its next guest (the kernel refusing `madvise`
+//! or `mprotect`), is kept apart, never reused, until the creator goes. The pinned bytes are
+//! bounded by the creator's budget ([`DEFAULT_LOCK_BUDGET`]): past it, writes are staged. A memory
+//! made for a guest being instantiated ([`made_for`]) is a pooled one only if its pieces fit what
+//! the guest's limit leaves and are locked for the guest's device (one creator may serve guests of
+//! several devices, and a piece is registered with one device's context). Before reuse every byte
+//! the old guest could reach is zero: its unlocked pages were dropped (`madvise(MADV_DONTNEED)`),
+//! and its locked pieces are overwritten with zeros — dropping a locked page would leave the DMA
+//! reading the old page, and the next guest's writes would upload the old guest's bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -306,6 +306,7 @@ impl Slot {
         // is refused once more.
         locks.refused = false;
         drop(locks);
+        injected(Step::Reset)?;
         if minimum < old {
             self.mapping.protect(minimum..old, false)?;
         } else {
@@ -322,6 +323,8 @@ impl Slot {
 enum Step {
     /// Dropping its unlocked pages when its guest ends (`Slot::retire`).
     Retire,
+    /// Making its next guest's size accessible (`Slot::reset`).
+    Reset,
 }
 
 #[cfg(test)]
@@ -414,9 +417,17 @@ impl Pool {
             })?;
             pool.swap_remove(i)
         };
-        // A memory that cannot be reset is dropped (unregistered and unmapped), never reused.
-        slot.reset(minimum).ok()?;
-        Some(slot)
+        // One that cannot be reset (its pieces zeroed, its size not set) is never reused, nor
+        // dropped: that would unregister its pieces while kernels run. Spent, and the guest
+        // gets a fresh memory; the others stay pooled (a kernel out of memory for mappings
+        // would fail their resets too).
+        match slot.reset(minimum) {
+            Ok(()) => Some(slot),
+            Err(e) => {
+                self.spend(slot, &e);
+                None
+            }
+        }
     }
 
     /// Pools `slot`, retired, if it has locked pieces (spends it if it cannot be retired);
@@ -430,11 +441,17 @@ impl Pool {
         // goes rather than unregistered while kernels run.
         match slot.retire() {
             Ok(()) => self.lock().push(slot),
-            Err(e) => {
-                tracing::debug!(error = %e, "a guest memory's pages could not be dropped: never reused");
-                self.spent().push(slot);
-            }
+            Err(e) => self.spend(slot, &e),
         }
+    }
+
+    /// Keeps `slot` from every later guest, until the creator goes: `e` left it unfit for one.
+    fn spend(&self, slot: Arc<Slot>, e: &std::io::Error) {
+        tracing::debug!(
+            error = %e,
+            "a guest memory could not be readied for another guest: kept apart, never reused"
+        );
+        self.spent().push(slot);
     }
 }
 

@@ -701,3 +701,31 @@ fn a_memory_whose_pages_cannot_be_dropped_is_never_reused_and_goes_with_its_crea
     assert!(gone(&slot), "gone with its creator");
     host.wait_unloads();
 }
+
+/// Red team: a pooled memory that cannot be reset for the next guest (`mprotect` failing, as
+/// with ENOMEM once `vm.max_map_count` is reached) was dropped, unregistering its pieces while
+/// its creator lives, which may deadlock with a guest's kernel (the module header). It is kept
+/// apart instead, never handed out again, and goes with its creator; the guest gets a fresh
+/// memory.
+#[test]
+fn a_pooled_memory_that_cannot_be_reset_is_kept_apart_and_goes_with_its_creator() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = locked_once(&host, &c);
+    let slot = Arc::downgrade(&slot_of(m.as_ptr() as usize).unwrap());
+    let base = m.as_ptr();
+    drop(m);
+    fail_next(Step::Reset);
+    let next = creator_memory(&c, 2 * GRANULE);
+    assert_ne!(next.as_ptr(), base, "a fresh memory");
+    assert!(
+        slot.upgrade().is_some_and(|s| s.locks().bytes == GRANULE),
+        "kept, its piece locked"
+    );
+    let after = creator_memory(&c, 2 * GRANULE);
+    assert_ne!(after.as_ptr(), base, "never handed out again");
+    assert_eq!(c.pool.locked.load(Ordering::Relaxed), GRANULE);
+    drop((next, after, c));
+    assert!(gone(&slot), "gone with its creator");
+    host.wait_unloads();
+}
