@@ -161,10 +161,10 @@ async fn write_in_place<T: CudaView + 'static>(
             let ctx = store.data_mut().cuda().ctx;
             let max_locked = ctx.limits.max_locked_memory_bytes;
             let locked = ctx.locked.clone();
-            let direct = crate::guest_memory::direct_parts(
+            let direct = crate::guest_memory::direct_parts_for(
                 stream.host(),
                 data.as_le_slice(&store),
-                &mut crate::guest_memory::lock_tally(&locked),
+                &locked,
                 max_locked,
             );
             // The guest is suspended and this future holds the Store's only borrow, so these

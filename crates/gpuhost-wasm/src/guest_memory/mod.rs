@@ -44,7 +44,7 @@ use gpuhost::{Host, LockedMemory};
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 
 mod tally;
-pub(crate) use tally::{LockedTally, SharedTally, lock as lock_tally, made_for};
+pub(crate) use tally::{LockedTally, SharedTally, made_for};
 
 /// Writes smaller than this are staged: a pooled staging chunk is as fast for them, and
 /// locking never pays off.
@@ -597,6 +597,20 @@ pub(crate) fn direct_failed(bytes: &[u8]) {
     if let Some(slot) = slot_of(bytes.as_ptr() as usize) {
         slot.locks().refused = true;
     }
+}
+
+/// [`direct_parts`] for the guest whose tally is `guest`, locked only for a write that may go
+/// direct: every `buffer.write` asks, and most are small.
+pub(crate) fn direct_parts_for(
+    host: &Arc<Host>,
+    bytes: &[u8],
+    guest: &SharedTally,
+    max_locked: u64,
+) -> Option<Vec<(LockedMemory, Range<usize>)>> {
+    if bytes.len() < DIRECT_MIN {
+        return None;
+    }
+    direct_parts(host, bytes, &mut tally::lock(guest), max_locked)
 }
 
 /// How a guest's write of `bytes` (inside one of its linear memories) can be uploaded straight

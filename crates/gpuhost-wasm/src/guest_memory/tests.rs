@@ -2,6 +2,7 @@
 //! straight from the memory landing exactly, the limits, reuse that shows nothing of the old
 //! guest, and growth in place.
 
+use super::tally::lock as lock_tally;
 use super::*;
 
 const MIB: usize = 1 << 20;
@@ -728,4 +729,24 @@ fn a_pooled_memory_that_cannot_be_reset_is_kept_apart_and_goes_with_its_creator(
     drop((next, after, c));
     assert!(gone(&slot), "gone with its creator");
     host.wait_unloads();
+}
+
+/// Red team: every `buffer.write` took its guest's tally lock, even one too small ever to go
+/// direct (under [`DIRECT_MIN`]): such a write is staged without waiting for the tally.
+#[test]
+fn a_write_too_small_to_go_direct_never_waits_for_its_guests_tally() {
+    let host = gpuhost::host(0).unwrap();
+    let c = GuestMemoryCreator::default();
+    let m = creator_memory(&c, 2 * MIB);
+    let src = &bytes(&*m, DIRECT_MIN - 1)[..];
+    let guest = SharedTally::default();
+    let held = lock_tally(&guest);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let (host, guest) = (&host, &guest);
+        s.spawn(move || done.send(direct_parts_for(host, src, guest, 1 << 30).is_none()));
+        let r = finished.recv_timeout(std::time::Duration::from_secs(5));
+        drop(held);
+        assert_eq!(r, Ok(true), "staged, without waiting for the tally");
+    });
 }
