@@ -265,7 +265,7 @@ impl Slot {
     fn idle_within(&self, room: usize, device: Option<usize>) -> bool {
         let locks = self.locks();
         let for_device =
-            device.is_none_or(|d| (locks.pieces.first()).is_none_or(|p| p.locked.device() == d));
+            device.is_none_or(|d| locks.pieces.first().is_none_or(|p| p.locked.device() == d));
         locks.bytes <= room && for_device && !locks.pieces.iter().any(|p| p.locked.in_use())
     }
 

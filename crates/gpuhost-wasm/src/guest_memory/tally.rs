@@ -6,15 +6,14 @@
 //! guest lock its limit in each, up to its creator's whole budget, and leave every other guest's
 //! writes staged.
 //!
-//! When a memory joins a guest's tally: `MemoryCreator::new_memory` is not told the Store it
-//! makes a memory for, so [`Runtime::run`](crate::Runtime::run) tells it, through this thread,
-//! while it polls the guest's instantiation ([`made_for`]): a memory made then is counted from
-//! the start, with the pieces it comes with when it is reused from the pool, and the pool hands
-//! the guest no memory whose pieces would take it past its limit (nor one locked for another
-//! device). Without that, a component of
-//! many memories would take as many locked memories from the pool, pinning what earlier guests
-//! locked (up to the creator's budget) where only it can use it. A memory made outside such a
-//! scope (an embedder's own Store) joins at its first write that may go direct
+//! When a memory joins a guest's tally: `MemoryCreator::new_memory` is not told the Store it makes
+//! a memory for, so [`Runtime::run`](crate::Runtime::run) tells it, through this thread, while it
+//! polls the guest's instantiation ([`made_for`]): a memory made then is counted from the start,
+//! with the pieces it comes with when it is reused from the pool, and the pool hands the guest no
+//! memory whose pieces would take it past its limit (nor one locked for another device). Without
+//! that, a component of many memories would take as many locked memories from the pool, pinning
+//! what earlier guests locked (up to the creator's budget) where only it can use it. A memory made
+//! outside such a scope (an embedder's own Store) joins at its first write that may go direct
 //! ([`direct_parts`](super::direct_parts) is given the tally of the guest whose write it is). The
 //! tally goes with the guest's Store: a pooled memory carries only its pieces, which the next
 //! guest's tally counts afresh.
