@@ -12,6 +12,9 @@
 //! max_queue = 64          # requests waiting beyond those; more are refused with 429 (default 64)
 //! timeout_ms = 30000      # wall time from arrival to the guest's end (default 30 s)
 //! max_body_bytes = 16777216
+//! expose_errors = false   # default false: a client whose request trapped gets its kind, function,
+//!                         # version and request id, and the log the detail (the guest's backtrace)
+//!                         # and stderr; true (for development) sends those to the client too
 //! [limits]                # gpuhost-wasm quotas of each request's Store (defaults: Limits::default();
 //!                         # max_kernel_time_ms is Limits::max_kernel_time)
 //! max_buffer_bytes = 268435456
@@ -50,6 +53,7 @@ struct ServeToml {
     max_queue: Option<u32>,
     timeout_ms: Option<u64>,
     max_body_bytes: Option<u64>,
+    expose_errors: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,6 +99,10 @@ pub struct FunctionConfig {
     pub timeout: Duration,
     /// Largest request body accepted.
     pub max_body_bytes: u64,
+    /// Send a failed request's detail (a trap's wasmtime error with the guest's backtrace) and
+    /// the guest's stderr to the client, not only to the log: for development, as they show the
+    /// function's internals and whatever it logged to whoever can call it.
+    pub expose_errors: bool,
     /// Quotas of each request's Store.
     pub limits: gpuhost_wasm::Limits,
 }
@@ -151,6 +159,7 @@ impl FunctionConfig {
             max_queue,
             timeout: Duration::from_millis(timeout_ms),
             max_body_bytes: serve.max_body_bytes.unwrap_or(16 << 20),
+            expose_errors: serve.expose_errors.unwrap_or(false),
             limits: gpuhost_wasm::Limits {
                 sandbox: toml.sandbox.unwrap_or(true),
                 ..toml.limits.apply(gpuhost_wasm::Limits::default())
@@ -281,12 +290,17 @@ mod tests {
         std::fs::create_dir_all(&f).unwrap();
         let c = FunctionConfig::load(&f).unwrap();
         assert_eq!(
-            (c.route.as_str(), c.sandbox, c.max_concurrency),
-            ("/fn1", true, 16)
+            (
+                c.route.as_str(),
+                c.sandbox,
+                c.max_concurrency,
+                c.expose_errors
+            ),
+            ("/fn1", true, 16, false)
         );
         std::fs::write(
             f.join("function.toml"),
-            "route = \"/x\"\nsandbox = false\n[limits]\nfuel = 7\nmax_kernel_time_ms = 250\n",
+            "route = \"/x\"\nsandbox = false\n[serve]\nexpose_errors = true\n[limits]\nfuel = 7\nmax_kernel_time_ms = 250\n",
         )
         .unwrap();
         let c = FunctionConfig::load(&f).unwrap();
@@ -296,6 +310,7 @@ mod tests {
             "sandbox = false reaches Limits"
         );
         assert_eq!(c.limits.max_kernel_time, Duration::from_millis(250));
+        assert!(c.expose_errors);
         std::fs::write(f.join("function.toml"), "rout = \"/x\"\n").unwrap();
         let e = FunctionConfig::load(&f).unwrap_err().to_string();
         assert!(e.contains("unknown field"), "{e}");

@@ -3,7 +3,8 @@
 //! request, a fresh Store on the least busy of the version's devices (made ahead of the request
 //! when it can be: crate::warm), the guest's `wasi:http/incoming-handler.handle` run in the
 //! request's own task, and a wall-time limit covering all of it. Every failure is a status with
-//! a JSON body; the version that answered is in the `x-gpuhost-version` header.
+//! a JSON body (a failed guest's detail goes to the log, not the client: crate::failure); the
+//! version that answered is in the `x-gpuhost-version` header, the request's id in `x-request-id`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -26,6 +27,7 @@ use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
 
 use crate::deadline::{Deadline, Elapsed};
 use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
+use crate::failure::{Failed, GuestFailure, REQUEST_ID_HEADER, RequestId};
 use crate::function::Function;
 use crate::metrics::{Outcome, Phase};
 use crate::server::Server;
@@ -79,13 +81,15 @@ pub(crate) async fn invoke(
     let arrived = Instant::now();
     let metrics = &function.metrics;
     let name = function.name.as_str();
-    let finish = |outcome: Outcome, resp: Response<Body>| {
+    let id = RequestId::next();
+    let finish = |outcome: Outcome, mut resp: Response<Body>| {
         metrics.request(outcome);
         metrics.duration.observe(arrived.elapsed().as_secs_f64());
+        resp.headers_mut().insert(REQUEST_ID_HEADER, id.header());
         resp
     };
     // The error body's context, built only on the way to an error response.
-    let ctx = || serde_json::json!({ "function": name });
+    let ctx = || serde_json::json!({ "function": name, "request_id": id.as_str() });
 
     // The serving version's limits bound the body and the queue; the version that runs is
     // picked after the queue (the newest then).
@@ -172,7 +176,9 @@ pub(crate) async fn invoke(
         );
     };
     let number = guard.0.number;
-    let ctx = || serde_json::json!({ "function": name, "version": number });
+    let expose = guard.0.config.expose_errors;
+    let ctx =
+        || serde_json::json!({ "function": name, "version": number, "request_id": id.as_str() });
     let pinned = Pinned::new(guard);
     // The device's warm Store if one is ready (it holds its own slot of the instance pool; the
     // next is made after this request), else a slot for a Store made here (free unless a
@@ -218,44 +224,13 @@ pub(crate) async fn invoke(
     let result = run_guest(pinned, store, metrics, parts, body, deadline, held).await;
     let (outcome, mut resp) = match result {
         Ok(resp) => (outcome_of(resp.status()), resp),
-        Err(GuestFailure::Timeout) => {
-            let msg = format!(
-                "the function did not answer within its time limit ({:?}); it was stopped",
-                timeout
-            );
-            (
-                Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
-            )
-        }
-        Err(GuestFailure::Trap {
-            reason,
-            out_of_fuel,
-            stderr,
-        }) => {
-            let msg = if out_of_fuel {
-                "the function ran out of fuel (its CPU quota, limits.fuel in function.toml)"
-            } else {
-                "the function trapped; everything it held was released"
-            };
-            tracing::warn!(function = %name, version = number, %reason, %stderr, "guest trapped");
-            let detail = serde_json::json!({
-                "function": name, "version": number, "detail": reason, "stderr": stderr,
-            });
-            (
-                Outcome::Trap,
-                json_error(StatusCode::INTERNAL_SERVER_ERROR, msg, detail),
-            )
-        }
-        Err(GuestFailure::NoResponse(reason)) => {
-            let detail =
-                serde_json::json!({ "function": name, "version": number, "detail": reason });
-            let msg = "the function returned without setting a response";
-            (
-                Outcome::Trap,
-                json_error(StatusCode::BAD_GATEWAY, msg, detail),
-            )
-        }
+        Err(failure) => failure.respond(&Failed {
+            function: name,
+            version: number,
+            id: &id,
+            expose,
+            timeout,
+        }),
     };
     resp.headers_mut()
         .insert(VERSION_HEADER, HeaderValue::from(number));
@@ -272,17 +247,6 @@ fn names_its_host(req: &Request<Body>) -> bool {
             .headers()
             .get(axum::http::header::HOST)
             .is_some_and(|host| host.to_str().is_ok())
-}
-
-enum GuestFailure {
-    Timeout,
-    Trap {
-        reason: String,
-        out_of_fuel: bool,
-        /// The end of what the guest wrote to stderr (a Rust panic's message is there).
-        stderr: String,
-    },
-    NoResponse(String),
 }
 
 /// Bytes of a guest's stderr kept for its error response and log.

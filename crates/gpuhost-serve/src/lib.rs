@@ -17,6 +17,7 @@ mod config;
 mod deadline;
 mod engine;
 mod error;
+mod failure;
 mod function;
 mod invoke;
 mod metrics;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 pub use config::{Devices, FunctionConfig};
 pub use error::{Error, Result};
+pub use failure::REQUEST_ID_HEADER;
 pub use function::{Function, State};
 pub use invoke::VERSION_HEADER;
 pub use metrics::{Metrics, Outcome};

@@ -1,15 +1,16 @@
 //! What a client of the public listener, or an operator's typo, could do to the server that its
 //! limits did not cover: request heads of hundreds of KiB per connection, requests whose Host a
 //! function cannot be given, refusals without a JSON body, a body larger than the server's whole
-//! body budget told to retry, durations too long for the clock, and a control listener bound
-//! where every client reaches it.
+//! body budget told to retry, durations too long for the clock, a control listener bound
+//! where every client reaches it, and a trapping function's internals (its backtrace, what it
+//! logged) sent to whoever called it.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{Response, Server, eventually, gpuhost, parse_response, request, root};
+use super::{Response, Server, eventually, gpuhost, misbehave_repo, parse_response, request, root};
 
 /// Sends `raw` on a fresh connection and reads until the server closes it (every request here
 /// says `connection: close` or is HTTP/1.0); a connection error is status 0.
@@ -217,4 +218,66 @@ fn a_control_listener_bound_beyond_loopback_is_warned_about_at_start() {
     assert!(warned(&open), "no warning:\n{}", open.logs());
     let loopback = bare(&["--control-listen", "127.0.0.1:0"]);
     assert!(!warned(&loopback), "warned:\n{}", loopback.logs());
+}
+
+/// A server of the misbehave function (`toml` its function.toml), and its answer to a request
+/// whose guest traps: a 500 whose JSON error says so.
+fn trapped(tag: &str, toml: &str) -> (super::Repo, Server, Response) {
+    let repo = misbehave_repo(tag, toml);
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/trap");
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert_eq!(r.json()["kind"], "trap", "{}", r.text());
+    (repo, server, r)
+}
+
+#[test]
+fn a_trapping_function_answers_its_error_kind_and_a_request_id_but_not_its_backtrace_or_stderr() {
+    let (_repo, server, r) = trapped("trap-private", "");
+    let body = r.json();
+    assert_eq!(body["function"], "misbehave", "{body}");
+    assert_eq!(body["version"], 1, "{body}");
+    assert!(error_of(&r).contains("trapped"), "{body}");
+    let id = body["request_id"].as_str().unwrap_or_default().to_string();
+    assert!(!id.is_empty(), "no request id: {body}");
+    assert_eq!(r.header("x-request-id"), Some(id.as_str()));
+    // What the guest logged and where it was in its code are the operator's, not the client's.
+    for private in ["asked to trap", "backtrace", "stderr", "detail", "panicked"] {
+        assert!(
+            !r.text().contains(private),
+            "{private:?} sent: {}",
+            r.text()
+        );
+    }
+    // The operator finds the whole of it in the log under the id the client was given.
+    let logged = |server: &Server| {
+        server
+            .logs()
+            .lines()
+            .any(|l| l.contains(&id) && l.contains("asked to trap") && l.contains("backtrace"))
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || logged(&server)),
+        "no log line holds the request id {id} with the trap's detail and stderr:\n{}",
+        server.logs()
+    );
+    // Each request has its own id, successful ones too.
+    let ok = server.get("/misbehave/ok");
+    assert_eq!(ok.status, 200);
+    let other = ok.header("x-request-id").unwrap_or_default();
+    assert!(!other.is_empty() && other != id, "{other:?} after {id:?}");
+}
+
+#[test]
+fn with_expose_errors_a_trapping_function_answers_its_detail_and_stderr_for_development() {
+    let (_repo, _server, r) = trapped("trap-exposed", "[serve]\nexpose_errors = true\n");
+    let body = r.json();
+    let stderr = body["stderr"].as_str().unwrap_or_default();
+    assert!(stderr.contains("asked to trap"), "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("backtrace"), "{body}");
+    assert!(
+        body["request_id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{body}"
+    );
 }

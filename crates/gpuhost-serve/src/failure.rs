@@ -1,0 +1,163 @@
+//! What a client and the server's log learn of a request whose function failed to answer: it
+//! trapped, ran out of fuel, passed its time limit, or returned without a response. A trap's
+//! wasmtime error carries the guest's backtrace (its function names and code offsets), and its
+//! stderr whatever the guest logged (a panic's message, the data it was working on): the
+//! function's author and the operator need both, and whoever can call the function must not be
+//! handed them. So by default the client gets a stable `kind`, a short message, the function,
+//! its version and the request's id; the log gets the whole of it under the same id, which every
+//! response of a function also carries in its `x-request-id` header. function.toml's
+//! `[serve] expose_errors = true` (for development) sends the detail and stderr to the client too.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Response, StatusCode};
+
+use crate::invoke::json_error;
+use crate::metrics::Outcome;
+
+/// The header carrying a request's id, on every response of a function.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// A request's id: 32 hex digits, a half drawn at random once per process and a counter, so ids
+/// do not repeat across the restarts and replicas whose logs an operator searches together. It
+/// names a request in the log; it is no secret and grants nothing.
+pub(crate) struct RequestId([u8; 32]);
+
+impl RequestId {
+    /// The next request's id.
+    pub(crate) fn next() -> Self {
+        static PROCESS: OnceLock<u64> = OnceLock::new();
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let process = *PROCESS.get_or_init(|| {
+            use std::hash::{BuildHasher, Hasher};
+            // RandomState's keys come from the OS's randomness: no dependency for 64 bits.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            h.finish()
+        });
+        let mut id = [0u8; 32];
+        hex(process, &mut id[..16]);
+        hex(COUNT.fetch_add(1, Ordering::Relaxed), &mut id[16..]);
+        Self(id)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Hex digits only, so always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    pub(crate) fn header(&self) -> HeaderValue {
+        HeaderValue::from_bytes(&self.0).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+/// `n`'s 16 hex digits into `out`.
+fn hex(n: u64, out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, digit) in out.iter_mut().enumerate().take(16) {
+        *digit = DIGITS[((n >> (60 - 4 * i)) & 0xf) as usize];
+    }
+}
+
+/// How a function failed to answer a request.
+pub(crate) enum GuestFailure {
+    Timeout,
+    Trap {
+        reason: String,
+        out_of_fuel: bool,
+        /// The end of what the guest wrote to stderr (a Rust panic's message is there).
+        stderr: String,
+    },
+    NoResponse(String),
+}
+
+/// The request a failure is answered for.
+pub(crate) struct Failed<'a> {
+    pub(crate) function: &'a str,
+    pub(crate) version: u64,
+    pub(crate) id: &'a RequestId,
+    /// function.toml's `expose_errors`: the client gets the detail and stderr too.
+    pub(crate) expose: bool,
+    /// The function's time limit, which a timeout's message names.
+    pub(crate) timeout: Duration,
+}
+
+impl GuestFailure {
+    /// The outcome and the client's response; a trap's or a missing response's detail is
+    /// logged under the request's id.
+    pub(crate) fn respond(self, at: &Failed<'_>) -> (Outcome, Response<Body>) {
+        let (function, version, id) = (at.function, at.version, at.id.as_str());
+        let body = |kind: &str| {
+            serde_json::json!({
+                "kind": kind, "function": function, "version": version, "request_id": id,
+            })
+        };
+        match self {
+            Self::Timeout => {
+                let msg = format!(
+                    "the function did not answer within its time limit ({:?}); it was stopped",
+                    at.timeout
+                );
+                let resp = json_error(StatusCode::GATEWAY_TIMEOUT, &msg, body("timeout"));
+                (Outcome::Timeout, resp)
+            }
+            Self::Trap {
+                reason,
+                out_of_fuel,
+                stderr,
+            } => {
+                let (kind, msg) = if out_of_fuel {
+                    (
+                        "out_of_fuel",
+                        "the function ran out of fuel (its CPU quota, limits.fuel in function.toml)",
+                    )
+                } else {
+                    (
+                        "trap",
+                        "the function trapped; everything it held was released",
+                    )
+                };
+                tracing::warn!(request_id = id, function, version, kind, %reason, %stderr, "guest trapped");
+                let mut extra = body(kind);
+                if at.expose {
+                    extra["detail"] = reason.into();
+                    extra["stderr"] = stderr.into();
+                }
+                let resp = json_error(StatusCode::INTERNAL_SERVER_ERROR, msg, extra);
+                (Outcome::Trap, resp)
+            }
+            Self::NoResponse(reason) => {
+                tracing::warn!(request_id = id, function, version, %reason, "guest set no response");
+                let mut extra = body("no_response");
+                if at.expose {
+                    extra["detail"] = reason.into();
+                }
+                let msg = "the function returned without setting a response";
+                (
+                    Outcome::Trap,
+                    json_error(StatusCode::BAD_GATEWAY, msg, extra),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_32_hex_digits_sharing_the_process_half_and_never_repeating() {
+        let (a, b) = (RequestId::next(), RequestId::next());
+        for id in [a.as_str(), b.as_str()] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(id.bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+        }
+        assert_eq!(a.as_str()[..16], b.as_str()[..16]);
+        assert_ne!(a.as_str(), b.as_str());
+        assert_eq!(a.header().to_str().ok(), Some(a.as_str()));
+    }
+}
