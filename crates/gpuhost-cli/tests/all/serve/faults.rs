@@ -1,8 +1,9 @@
 //! Load and faults: a full queue answers 429 with Retry-After, misbehaving guests get a status
 //! and a JSON body while the server keeps serving with nothing leaked, and SIGTERM drains the
 //! requests in flight before the process exits; a connection that is slow to send its request
-//! head, or idles, is closed, and so is one that stops reading its response; a streamed body cut
-//! short by its guest's stop does not end as if whole.
+//! head, or idles, is closed, and so is one that stops reading its response, while one that only
+//! closes its sending side after its request is answered; a streamed body cut short by its
+//! guest's stop does not end as if whole.
 
 use std::time::Duration;
 
@@ -416,6 +417,52 @@ fn clients_that_hang_up_mid_request_leave_no_request_counted_in_flight_or_queued
     });
     assert!(settled, "{}", server.get("/metrics").text());
     assert_eq!(server.get("/misbehave/ok").status, 200);
+}
+
+#[test]
+fn a_client_that_closes_its_sending_side_after_its_request_still_gets_the_whole_response() {
+    use std::io::{Read, Write};
+    let repo = misbehave_repo("half-close", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let body = "a body";
+    for (which, head) in [
+        (
+            "a GET",
+            "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        ),
+        (
+            "a GET its guest answers after a while",
+            "GET /misbehave/slow?ms=500 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        ),
+        (
+            "a POST with its body",
+            format!(
+                "POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        ),
+    ] {
+        // As `printf 'GET ...' | nc` does: the request, then the end of what the client sends.
+        let mut conn = std::net::TcpStream::connect(&server.addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        conn.write_all(head.as_bytes()).unwrap();
+        conn.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut raw = Vec::new();
+        let read = conn.read_to_end(&mut raw);
+        let r = super::parse_response(&raw);
+        let expected = if which.contains("after a while") {
+            "slept"
+        } else {
+            "ok"
+        };
+        assert_eq!(
+            r.as_ref().map(|r| (r.status, r.text())),
+            Some((200, expected.to_string())),
+            "{which}: read {read:?}, got {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+    }
 }
 
 /// Reads `conn` until the server closes it (bounded by 20 s): true when it did, false when the
