@@ -55,6 +55,13 @@ pub struct Args {
     /// kernel's listen backlog holds them meanwhile).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Connections one client (peer IP address) may hold open; its next one is closed at once,
+    /// so one client cannot take --max-connections from the others. Off by default: behind a
+    /// proxy, an ingress or a source-NATed Kubernetes Service every connection comes from a few
+    /// addresses, which a cap sized for one client would starve. Set it where clients connect
+    /// straight to the server.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_client: Option<u32>,
     /// Seconds between SIGTERM turning readiness false and the listener closing (requests keep
     /// being served meanwhile), so load balancers stop sending first.
     #[arg(long, default_value_t = 0)]
@@ -104,6 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         opts.body_read_timeout = Duration::from_secs(a.body_read_timeout);
         opts.max_buffered_body_bytes = a.max_buffered_body_bytes;
         opts.max_connections = a.max_connections as usize;
+        opts.max_connections_per_client = a.max_connections_per_client.map(|n| n as usize);
         let server = Server::new(&opts)?;
         open_file_room(a.max_connections);
         let listener = tokio::net::TcpListener::bind(&a.listen)

@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod body;
+mod clients;
 mod config;
 mod deadline;
 mod engine;
@@ -179,7 +180,9 @@ pub async fn serve(
 /// read its response held the connection, and the response, for as long as it stayed
 /// connected. At [`ServeOptions::max_connections`] open it accepts none until one closes: the
 /// kernel's listen backlog holds the next ones meanwhile, where accepting and dropping them
-/// would end connections that could have been served a moment later.
+/// would end connections that could have been served a moment later. A client (peer IP address)
+/// with [`ServeOptions::max_connections_per_client`] open has its next one closed at once
+/// (crate::clients says why).
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,
@@ -194,13 +197,16 @@ async fn accept(
             .max_connections
             .min(tokio::sync::Semaphore::MAX_PERMITS),
     ));
+    let per_client = server
+        .max_connections_per_client
+        .map(clients::PerClient::new);
     loop {
         // Never closed, so never an error.
         let Ok(place) = open.clone().acquire_owned().await else {
             return std::future::pending().await;
         };
-        let stream = match listener.accept().await {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 let theirs = matches!(
                     e.kind(),
@@ -215,6 +221,18 @@ async fn accept(
                 continue;
             }
         };
+        let client = match &per_client {
+            Some(clients) => match clients.admit(peer.ip()) {
+                Some(hold) => Some(hold),
+                None => {
+                    // Debug, not warn: a client past its cap could otherwise fill the log.
+                    tracing::debug!(%peer, "closing a connection: its client is at --max-connections-per-client");
+                    server.metrics.connections_refused_per_client.inc();
+                    continue;
+                }
+            },
+            None => None,
+        };
         #[cfg(target_os = "linux")]
         if let Err(e) = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(send_timeout)) {
             tracing::warn!(error = %e, "setting a connection's send timeout (TCP_USER_TIMEOUT) failed");
@@ -227,7 +245,7 @@ async fn accept(
         let counted = invoke::GaugeHold::new(&server.metrics.connections_open);
         tokio::spawn(async move {
             // Given back as the connection ends, however it ends.
-            let _open = (place, counted);
+            let _open = (place, client, counted);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }

@@ -5,7 +5,8 @@
 //! launches, swaps, the serving version. Per device (read from gpuhost's `HostStats` at scrape
 //! time): launches, launch batches a request completed on its own thread (the rest waited for the
 //! completion thread), live modules and buffers, context losses, memory in use. Server-wide: open
-//! connections, request-body bytes buffered, versions retired. The status page at `/` reads the
+//! connections and those refused for their client's cap, request-body bytes buffered, versions
+//! retired. The status page at `/` reads the
 //! same `/metrics`.
 //!
 //! Names follow Triton's where the meaning matches: `nv_inference_request_success`/`_failure`
@@ -189,6 +190,8 @@ pub struct Metrics {
     retired: Gauge,
     /// Connections open now (`connections_open`), counted by the accept loop.
     pub(crate) connections_open: Gauge,
+    /// Connections closed at once, their client at --max-connections-per-client.
+    pub(crate) connections_refused_per_client: Counter,
     /// Request-body bytes buffered now (`request_body_bytes_buffered`), set at scrape time.
     pub(crate) body_bytes_buffered: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
@@ -372,6 +375,7 @@ impl Metrics {
             host_call_seconds: Family::default(),
             retired: Gauge::default(),
             connections_open: Gauge::default(),
+            connections_refused_per_client: Counter::default(),
             body_bytes_buffered: Gauge::default(),
             device_launches: Family::default(),
             device_context_losses: Family::default(),
@@ -433,6 +437,11 @@ impl Metrics {
             "connections_open",
             "Client connections open (at most --max-connections; at the cap the server accepts none until one closes)",
             m.connections_open.clone(),
+        );
+        r.register(
+            "connections_refused_per_client",
+            "Connections closed as soon as accepted because their client (peer IP address) had --max-connections-per-client open",
+            m.connections_refused_per_client.clone(),
         );
         r.register(
             "function_gpu_memory_bytes",

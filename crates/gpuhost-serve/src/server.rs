@@ -49,6 +49,14 @@ pub struct ServeOptions {
     /// Connections open at once: at the cap the server accepts no more until one closes (the
     /// kernel's backlog holds the next ones meanwhile).
     pub max_connections: usize,
+    /// Connections one client (peer IP address) may hold open on a listener; its next one is
+    /// closed at once. Off (None) by default: behind a Kubernetes Service whose traffic is
+    /// source-NATed, an ingress controller or any proxy, every connection comes from the few
+    /// addresses of the proxies, and a cap sized for one client would refuse most of the
+    /// traffic. Set it where clients connect straight to the server, to a few times what one
+    /// client needs. (An IPv6 client given a whole /64 can use many addresses; each counts
+    /// apart.)
+    pub max_connections_per_client: Option<usize>,
 }
 
 impl ServeOptions {
@@ -66,6 +74,7 @@ impl ServeOptions {
             body_read_timeout: Duration::from_secs(10),
             max_buffered_body_bytes: 256 << 20,
             max_connections: 10_000,
+            max_connections_per_client: None,
         }
     }
 }
@@ -120,6 +129,8 @@ pub struct Server {
     pub(crate) body_budget: crate::body::Budget,
     /// [`ServeOptions::max_connections`].
     pub(crate) max_connections: usize,
+    /// [`ServeOptions::max_connections_per_client`].
+    pub(crate) max_connections_per_client: Option<usize>,
     retired: std::sync::Mutex<Vec<String>>,
     /// Every request's deadline, enforced by one task.
     pub(crate) deadlines: crate::deadline::Deadlines,
@@ -171,6 +182,9 @@ fn check_options(opts: &ServeOptions) -> Result<()> {
     }
     if opts.max_connections == 0 {
         return zero("max_connections (--max-connections)");
+    }
+    if opts.max_connections_per_client == Some(0) {
+        return zero("max_connections_per_client (--max-connections-per-client)");
     }
     Ok(())
 }
@@ -239,6 +253,7 @@ impl Server {
             body_read_timeout: opts.body_read_timeout,
             body_budget: crate::body::Budget::new(opts.max_buffered_body_bytes),
             max_connections: opts.max_connections,
+            max_connections_per_client: opts.max_connections_per_client,
             retired: std::sync::Mutex::new(Vec::new()),
             deadlines: Default::default(),
         }))

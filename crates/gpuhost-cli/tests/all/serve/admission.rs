@@ -1,7 +1,9 @@
 //! Clients that hold the server's resources without using them: bodies declared and never
 //! sent take no place in a function's queue, bodies partly sent count against the server's
-//! budget of buffered body bytes (refused with 503 and Retry-After past it), and at the
-//! connection cap the next connection waits in the kernel's backlog until one closes.
+//! budget of buffered body bytes (refused with 503 and Retry-After past it), at the
+//! connection cap the next connection waits in the kernel's backlog until one closes, and a
+//! client at its own cap (--max-connections-per-client) has its next connection closed while
+//! other clients are served.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -200,6 +202,84 @@ fn at_the_connection_cap_the_next_connection_is_not_served_until_one_closes_then
         eventually(Duration::from_secs(20), || open_now(&server) == 3.0),
         "gpuhost_connections_open is {}, not 3",
         open_now(&server)
+    );
+}
+
+/// A connection to `server` from local address `ip` (any of 127.0.0.0/8 on Linux's loopback), so
+/// one test can be several clients.
+fn connect_from(ip: &str, server: &Server) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        let conn = socket.connect(server.addr.parse().unwrap()).await.unwrap();
+        let conn = conn.into_std().unwrap();
+        conn.set_nonblocking(false).unwrap();
+        conn
+    })
+}
+
+#[test]
+fn a_client_at_its_connection_cap_has_its_next_connection_closed_and_other_clients_are_served() {
+    let repo = misbehave_repo("client-cap", "");
+    let server = Server::start(&repo.dir, &["--max-connections-per-client", "2"], &[]);
+    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
+    let served = |conn: &mut TcpStream, which: &str| {
+        conn.write_all(get.as_bytes()).unwrap();
+        let r = read_response(conn, Duration::from_secs(20));
+        assert_eq!(r.map(|r| r.status), Some(200), "{which}");
+    };
+    // One client (127.0.0.1) holds two connections open.
+    let mut held: Vec<_> = (0..2)
+        .map(|i| {
+            let mut conn = connect_from("127.0.0.1", &server);
+            served(&mut conn, &format!("127.0.0.1's connection {i}"));
+            conn
+        })
+        .collect();
+    // Its third is closed at once, unanswered: its own excess, which no other client waits for.
+    let mut third = connect_from("127.0.0.1", &server);
+    let _ = third.write_all(get.as_bytes());
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    match third.read_to_end(&mut got) {
+        Ok(_) => assert!(
+            got.is_empty(),
+            "answered: {:?}",
+            String::from_utf8_lossy(&got)
+        ),
+        Err(e) => assert!(
+            !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "the third connection was left open, not closed at once"
+        ),
+    }
+    // Another client is served meanwhile, and sees the refusal counted.
+    let mut other = connect_from("127.0.0.2", &server);
+    served(&mut other, "127.0.0.2's connection");
+    drop(other);
+    other = connect_from("127.0.0.2", &server);
+    other
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let metrics = read_response(&mut other, Duration::from_secs(20)).expect("/metrics");
+    let refused = super::Metrics::parse(&metrics.text())
+        .sum("gpuhost_connections_refused_per_client_total", &[]);
+    assert_eq!(refused, 1.0);
+    // Once one of its connections closes, the first client connects again.
+    drop(held.pop());
+    let again = || {
+        let mut conn = connect_from("127.0.0.1", &server);
+        conn.write_all(get.as_bytes()).is_ok()
+            && read_response(&mut conn, Duration::from_secs(5)).is_some_and(|r| r.status == 200)
+    };
+    assert!(
+        eventually(Duration::from_secs(20), again),
+        "127.0.0.1 was not served again once it held one connection"
     );
 }
 
