@@ -249,7 +249,7 @@ fn names_its_host(req: &Request<Body>) -> bool {
             .is_some_and(|host| host.to_str().is_ok())
 }
 
-/// Bytes of a guest's stderr kept for its error response and log.
+/// Bytes of a guest's stderr kept for the log (and the error response, under expose_errors).
 const STDERR_KEPT: usize = 8 * 1024;
 /// Resource handles a Store's table has room for before it grows.
 const RESOURCES_RESERVED: usize = 16;
