@@ -109,13 +109,6 @@ impl From<tokio::net::TcpListener> for Listeners {
 /// Each connection is hyper's HTTP/1.1 with a timer, so its header read timeout
 /// ([`ServeOptions::header_read_timeout`]) applies: `axum::serve` gives hyper no timer, and a
 /// connection that never finished its head, or idled after a response, was kept forever.
-///
-/// A client may close its sending side once its request is sent (`printf ... | nc`, clients
-/// that signal the end of their request so) and still gets its response: hyper's default took
-/// that end of input as the client gone and closed the connection unanswered. The price: a
-/// client that closes the whole connection mid-request is not noticed either (TCP tells the two
-/// apart only when the response is written), so its request keeps its place in its function's
-/// queue and runs, bounded as any request by the function's max_queue and timeout_ms.
 pub async fn serve(
     server: Arc<Server>,
     listeners: impl Into<Listeners>,
@@ -126,8 +119,7 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
-        .max_header_size(MAX_HEAD_BYTES)
-        .half_close(true);
+        .max_header_size(MAX_HEAD_BYTES);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let app = match control {
         Some(_) => public_router(server.clone()),
