@@ -7,6 +7,9 @@
 //! its version and the request's id; the log gets the whole of it under the same id, which every
 //! response of a function also carries in its `x-request-id` header. function.toml's
 //! `[serve] expose_errors = true` (for development) sends the detail and stderr to the client too.
+//!
+//! The detail and stderr are the guest's text (its stderr, an error code's message, the function
+//! names of its backtrace), so the log gets them on one line ([`loggable`]).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +63,23 @@ fn hex(n: u64, out: &mut [u8]) {
     for (i, digit) in out.iter_mut().enumerate().take(16) {
         *digit = DIGITS[((n >> (60 - 4 * i)) & 0xf) as usize];
     }
+}
+
+/// `text` (a guest's) as one log field, its control characters and line separators escaped
+/// (`\n`, `\u{1b}`). The text log format writes a field's text as it is, so a line break in a
+/// guest's stderr began a line of the guest's making, which an operator (or a log shipper
+/// splitting lines) took for the server's; tracing-subscriber escapes ANSI sequences but not
+/// line breaks.
+pub(crate) fn loggable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// How a function failed to answer a request.
@@ -120,7 +140,8 @@ impl GuestFailure {
                         "the function trapped; everything it held was released",
                     )
                 };
-                tracing::warn!(request_id = id, function, version, kind, %reason, %stderr, "guest trapped");
+                let (logged, logged_stderr) = (loggable(&reason), loggable(&stderr));
+                tracing::warn!(request_id = id, function, version, kind, reason = %logged, stderr = %logged_stderr, "guest trapped");
                 let mut extra = body(kind);
                 if at.expose {
                     extra["detail"] = reason.into();
@@ -130,7 +151,8 @@ impl GuestFailure {
                 (Outcome::Trap, resp)
             }
             Self::NoResponse(reason) => {
-                tracing::warn!(request_id = id, function, version, %reason, "guest set no response");
+                let logged = loggable(&reason);
+                tracing::warn!(request_id = id, function, version, reason = %logged, "guest set no response");
                 let mut extra = body("no_response");
                 if at.expose {
                     extra["detail"] = reason.into();
@@ -159,5 +181,13 @@ mod tests {
         assert_eq!(a.as_str()[..16], b.as_str()[..16]);
         assert_ne!(a.as_str(), b.as_str());
         assert_eq!(a.header().to_str().ok(), Some(a.as_str()));
+    }
+
+    #[test]
+    fn loggable_text_is_one_line() {
+        assert_eq!(
+            loggable("a\nb\r\u{1b}[31mc\u{2028}"),
+            "a\\nb\\r\\u{1b}[31mc\\u{2028}"
+        );
     }
 }

@@ -128,10 +128,26 @@ impl Server {
         env: &[(&str, &str)],
         prepare: impl FnOnce(&mut Command),
     ) -> Self {
+        Self::launch(repo, extra, env, prepare, true)
+    }
+
+    /// [`Server::start`] logging text lines (the default format) instead of JSON.
+    pub fn start_text_logs(repo: &Path, extra: &[&str]) -> Self {
+        Self::launch(repo, extra, &[], |_| {}, false)
+    }
+
+    fn launch(
+        repo: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&mut Command),
+        json: bool,
+    ) -> Self {
         let mut cmd = gpuhost();
         cmd.args(["serve", "--repository"])
             .arg(repo)
-            .args(["--listen", "127.0.0.1:0", "--log-json"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(json.then_some("--log-json"))
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

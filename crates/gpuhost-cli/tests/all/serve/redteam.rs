@@ -281,3 +281,49 @@ fn with_expose_errors_a_trapping_function_answers_its_detail_and_stderr_for_deve
         "{body}"
     );
 }
+
+/// The lines of `server`'s log naming request `id`, waited for (bounded).
+fn logged_for(server: &Server, id: &str) -> Vec<String> {
+    let lines = || -> Vec<String> {
+        let logs = server.logs();
+        logs.lines()
+            .filter(|l| l.contains(id))
+            .map(str::to_string)
+            .collect()
+    };
+    eventually(Duration::from_secs(10), || !lines().is_empty());
+    lines()
+}
+
+#[test]
+fn a_guests_stderr_and_error_code_cannot_forge_lines_in_the_text_log() {
+    let repo = misbehave_repo("forge", "");
+    let server = Server::start_text_logs(&repo.dir, &[]);
+    // What the guest wrote ends its log line's stderr field; then one that the guest wrote
+    // whole, which an operator (or a log shipper splitting on line breaks) takes for the
+    // server's own.
+    let trapped = server.get("/misbehave/forge");
+    assert_eq!(trapped.status, 500, "{}", trapped.text());
+    let coded = server.get("/misbehave/errorcode?n=0");
+    assert_eq!(coded.status, 502, "{}", coded.text());
+    for r in [&trapped, &coded] {
+        let id = r.header("x-request-id").unwrap_or_default();
+        let lines = logged_for(&server, id);
+        assert!(
+            lines.iter().any(|l| l.contains("FORGED")),
+            "the guest's text is not in the log line of {id}:\n{}",
+            server.logs()
+        );
+    }
+    let forged: Vec<_> = server
+        .logs()
+        .lines()
+        .filter(|l| l.starts_with("2001-01-01"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        forged.is_empty(),
+        "lines made up by the guest:\n{}",
+        forged.join("\n")
+    );
+}

@@ -10,13 +10,15 @@
 //! itself (module.from-ptx, on every request) and answers what its `bump` kernel counted in the
 //! module's global word over three launches (`bumped [1, 2, 3]` when the request's globals
 //! started at zero); `/fault` loads and runs a kernel that stores to address 0x100 (fenced when
-//! sandboxed; run trusted, it faults and poisons the device) and answers what it got; anything
-//! else answers `ok`.
+//! sandboxed; run trusted, it faults and poisons the device) and answers what it got; `/forge`
+//! writes a line break and a made-up log line to stderr, then traps (what a guest could do to
+//! forge the server's log); `/errorcode?n=N` answers with a wasi:http error code whose text is N
+//! bytes, a made-up log line after a line break among them; anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
 use gpuhost_guest::http::wasi::http::types::{
-    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    ErrorCode, Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 use gpuhost_guest::{DeviceBuffer, Launch, Module, Stream, bundle_kernel, bundle_kernel_names, http};
 
@@ -64,6 +66,9 @@ fn bump_globals() -> gpuhost_guest::Result<Vec<u32>> {
     Ok(counted)
 }
 
+/// A log line of the server's text format, made up by a guest.
+const FORGED: &str = "2001-01-01T00:00:00.000000Z  INFO gpuhost_serve: FORGED by the guest";
+
 /// Requests this instance has handled.
 static HANDLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -86,6 +91,16 @@ impl Guest for Misbehave {
                 panic!("misbehave: trapped holding 2 MiB of device buffers");
             }
             "noanswer" => drop(out),
+            "forge" => {
+                eprint!("\n{FORGED}\n");
+                panic!("misbehave: forging a log line");
+            }
+            "errorcode" => {
+                let n: usize = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(0);
+                let mut text = format!("\n{FORGED}\n");
+                text.push_str(&"x".repeat(n.saturating_sub(text.len())));
+                ResponseOutparam::set(out, Err(ErrorCode::InternalError(Some(text))));
+            }
 "stamp" => {
                 let n = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(32);
                 let text = match stamp(n) {
