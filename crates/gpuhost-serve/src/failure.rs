@@ -9,8 +9,9 @@
 //! `[serve] expose_errors = true` (for development) sends the detail and stderr to the client too.
 //!
 //! The detail and stderr are the guest's text (its stderr, an error code's message, the function
-//! names of its backtrace), so the log gets them on one line ([`loggable`]).
+//! names of its backtrace), so the log gets them bounded and on one line ([`loggable`]).
 
+use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -65,19 +66,32 @@ fn hex(n: u64, out: &mut [u8]) {
     }
 }
 
-/// `text` (a guest's) as one log field, its control characters and line separators escaped
-/// (`\n`, `\u{1b}`). The text log format writes a field's text as it is, so a line break in a
-/// guest's stderr began a line of the guest's making, which an operator (or a log shipper
-/// splitting lines) took for the server's; tracing-subscriber escapes ANSI sequences but not
-/// line breaks.
+/// Bytes of a failure's detail, and of its stderr, that its log line keeps: a wasi:http error
+/// code carries a message of the guest's choosing of any length (a line of 4 MiB a request
+/// otherwise), and a backtrace's function names are the guest's too.
+const LOGGED: usize = 16 << 10;
+
+/// `text` (a guest's) as one log field: its first [`LOGGED`] bytes, saying how many more there
+/// were, with control characters and line separators escaped (`\n`, `\u{1b}`). The text log
+/// format writes a field's text as it is, so a line break in a guest's stderr began a line of
+/// the guest's making, which an operator (or a log shipper splitting lines) took for the
+/// server's; tracing-subscriber escapes ANSI sequences but not line breaks.
 pub(crate) fn loggable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    let mut end = text.len().min(LOGGED);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 32);
+    for c in text[..end].chars() {
         if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
+    }
+    if end < text.len() {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "... ({} bytes more)", text.len() - end);
     }
     out
 }
@@ -184,10 +198,17 @@ mod tests {
     }
 
     #[test]
-    fn loggable_text_is_one_line() {
+    fn loggable_text_is_one_line_of_at_most_logged_bytes_cut_at_a_char() {
         assert_eq!(
             loggable("a\nb\r\u{1b}[31mc\u{2028}"),
             "a\\nb\\r\\u{1b}[31mc\\u{2028}"
+        );
+        let long = "é".repeat(LOGGED);
+        let logged = loggable(&long);
+        assert!(logged.len() < LOGGED + 32, "{}", logged.len());
+        assert!(
+            logged.ends_with(&format!("({} bytes more)", LOGGED)),
+            "{logged}"
         );
     }
 }

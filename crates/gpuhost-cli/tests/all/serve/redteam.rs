@@ -327,3 +327,29 @@ fn a_guests_stderr_and_error_code_cannot_forge_lines_in_the_text_log() {
         forged.join("\n")
     );
 }
+
+#[test]
+fn a_failed_guests_log_line_stays_bounded_whatever_text_the_guest_gives() {
+    let (_repo, server, _) = trapped("flood", "");
+    // A wasi:http error code carries text of the guest's choosing, of any length: one request
+    // logged it whole, 4 MiB a line.
+    let coded = server.get("/misbehave/errorcode?n=4194304");
+    assert_eq!(coded.status, 502, "{}", coded.text());
+    assert!(coded.body.len() < 4096, "{} bytes sent", coded.body.len());
+    let id = coded.header("x-request-id").unwrap_or_default();
+    let lines = logged_for(&server, id);
+    assert!(!lines.is_empty(), "nothing logged for {id}");
+    for line in &lines {
+        assert!(
+            line.len() < 64 << 10,
+            "a log line of {} bytes for {id}",
+            line.len()
+        );
+        assert!(line.contains("xxxx"), "the guest's text is gone: {line}");
+    }
+    // Every line is still one JSON object (--log-json), the guest's line breaks escaped.
+    for line in server.logs().lines() {
+        let parsed = serde_json::from_str::<serde_json::Value>(line);
+        assert!(parsed.is_ok(), "not JSON: {line}");
+    }
+}
