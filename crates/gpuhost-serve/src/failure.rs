@@ -181,6 +181,23 @@ impl GuestFailure {
     }
 }
 
+/// The answer to a request of a function whose device code a CUDA context loss took and whose
+/// reload failed (crate::recover). `error` names the server's files and what is wrong in them
+/// (the repository's path, function.toml's parse error): the operator's to read, so the log gets
+/// it under the request's id, and the client the kind, the function and the id.
+pub(crate) fn recovery_failed(function: &str, error: &crate::Error) -> Response<Body> {
+    let id = RequestId::next();
+    tracing::warn!(request_id = id.as_str(), function, %error, "refused a request: its function's reload after a context loss failed");
+    let msg = "the function lost its device code to a CUDA context loss, and reloading it failed; \
+               it is tried again shortly";
+    let extra = serde_json::json!({
+        "kind": "recovery_failed", "function": function, "request_id": id.as_str(),
+    });
+    let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, msg, extra);
+    resp.headers_mut().insert(REQUEST_ID_HEADER, id.header());
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,8 +259,7 @@ async fn dispatch(State(s): Shared, req: Request) -> Response {
             if function.stale()
                 && let Err(e) = s.recover(&function).await
             {
-                let ctx = json!({ "function": function.name });
-                return json_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), ctx);
+                return crate::failure::recovery_failed(&function.name, &e);
             }
             invoke(function, &s, req).await
         }
