@@ -26,7 +26,7 @@ fn post_head(length: usize) -> String {
 
 /// Reads one response off `conn` (its body by content-length, as every response here has),
 /// leaving the connection open; None when none came within `limit`.
-fn read_response(conn: &mut TcpStream, limit: Duration) -> Option<Response> {
+pub(super) fn read_response(conn: &mut TcpStream, limit: Duration) -> Option<Response> {
     conn.set_read_timeout(Some(limit)).unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
@@ -207,7 +207,16 @@ fn at_the_connection_cap_the_next_connection_is_not_served_until_one_closes_then
 
 /// A connection to `server` from local address `ip` (any of 127.0.0.0/8 on Linux's loopback), so
 /// one test can be several clients.
-fn connect_from(ip: &str, server: &Server) -> TcpStream {
+pub(super) fn connect_from(ip: &str, server: &Server) -> TcpStream {
+    connect_with(ip, server, |_| {})
+}
+
+/// [`connect_from`], with `prepare` given the socket before it connects.
+pub(super) fn connect_with(
+    ip: &str,
+    server: &Server,
+    prepare: impl FnOnce(&tokio::net::TcpSocket),
+) -> TcpStream {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
@@ -215,6 +224,7 @@ fn connect_from(ip: &str, server: &Server) -> TcpStream {
     rt.block_on(async {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        prepare(&socket);
         let conn = socket.connect(server.addr.parse().unwrap()).await.unwrap();
         let conn = conn.into_std().unwrap();
         conn.set_nonblocking(false).unwrap();

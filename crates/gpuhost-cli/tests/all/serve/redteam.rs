@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use super::admission::{connect_from, connect_with, read_response};
 use super::{Response, Server, eventually, gpuhost, misbehave_repo, parse_response, request, root};
 
 /// Sends `raw` on a fresh connection and reads until the server closes it (every request here
@@ -352,4 +353,137 @@ fn a_failed_guests_log_line_stays_bounded_whatever_text_the_guest_gives() {
         let parsed = serde_json::from_str::<serde_json::Value>(line);
         assert!(parsed.is_ok(), "not JSON: {line}");
     }
+}
+
+#[test]
+fn a_guest_cannot_set_the_request_id_or_version_headers_the_operator_searches_by() {
+    let repo = misbehave_repo("spoof", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let r = server.get("/misbehave/spoof");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let raw = request_raw(&server.addr, "/misbehave/spoof");
+    // One of each, the server's: a second, the guest's, would name a request the log never saw.
+    for name in ["x-request-id", "x-gpuhost-version"] {
+        let count = raw
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with(&format!("{name}:")))
+            .count();
+        assert_eq!(count, 1, "{name} {count} times:\n{raw}");
+    }
+    assert!(!raw.contains("forged-by-the-guest"), "{raw}");
+    assert!(!raw.contains("999"), "{raw}");
+    let id = r.header("x-request-id").unwrap_or_default();
+    assert_eq!(id.len(), 32, "{id:?}");
+    assert_eq!(r.header("x-gpuhost-version"), Some("1"));
+}
+
+/// The head of the response to GET `path` on a fresh connection, as sent.
+fn request_raw(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got).into_owned();
+    got.split("\r\n\r\n").next().unwrap_or_default().to_string()
+}
+
+/// A connection from `ip` that its end resets (RST, SO_LINGER 0) rather than closes.
+fn resetting_from(ip: &str, server: &Server) -> TcpStream {
+    connect_with(ip, server, |socket| {
+        // Deprecated for blocking the thread on drop, which a linger of zero does not: the
+        // connection is reset at once.
+        #[allow(deprecated)]
+        socket.set_linger(Some(Duration::ZERO)).unwrap();
+    })
+}
+
+#[test]
+fn a_client_gets_its_connection_place_back_however_its_connection_ends() {
+    let repo = misbehave_repo("client-ends", "");
+    // A cap of 1: a place not given back leaves the client refused from then on.
+    let server = Server::start(
+        &repo.dir,
+        &[
+            "--max-connections-per-client",
+            "1",
+            "--header-read-timeout",
+            "1",
+        ],
+        &[],
+    );
+    let client = "127.0.0.7";
+    let served_again = |how: &str| {
+        // Refused, the connection is closed (or reset: the request unread) unanswered.
+        let again = || {
+            let mut conn = connect_from(client, &server);
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let get = b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+            let mut got = Vec::new();
+            conn.write_all(get).is_ok()
+                && conn.read_to_end(&mut got).is_ok()
+                && got.starts_with(b"HTTP/1.1 200")
+        };
+        assert!(
+            eventually(Duration::from_secs(20), again),
+            "after a connection that {how}, the client was not served again"
+        );
+        // Its connection's end, seen by the server, before the next way to end one begins.
+        let open = || server.metrics().sum("gpuhost_connections_open", &[]);
+        assert!(
+            eventually(Duration::from_secs(20), || open() == 1.0),
+            "gpuhost_connections_open is {}, after one that {how}",
+            open()
+        );
+    };
+    let closed_by_server = |mut conn: TcpStream| {
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut sink = Vec::new();
+        let _ = conn.read_to_end(&mut sink);
+    };
+    served_again("(none yet)");
+    // Closed at once, sending nothing.
+    drop(connect_from(client, &server));
+    served_again("closed at once");
+    // Reset mid-head, and mid-body.
+    let reset_after = |sent: &[u8], how: &str| {
+        let mut conn = resetting_from(client, &server);
+        conn.write_all(sent).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(conn);
+        served_again(how);
+    };
+    reset_after(b"GET /misbehave/ok HTTP/1.1\r\nhos", "was reset mid-head");
+    reset_after(
+        b"POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n0123456789",
+        "was reset mid-body",
+    );
+    // Reset mid-response: the guest drips its body on after the head.
+    let mut conn = resetting_from(client, &server);
+    conn.write_all(b"GET /misbehave/drip?n=100&ms=50 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut first = [0u8; 64];
+    assert!(conn.read(&mut first).unwrap_or(0) > 0, "no response began");
+    drop(conn);
+    served_again("was reset mid-response");
+    // Closed by the server: no head within --header-read-timeout, first or after a response.
+    closed_by_server(connect_from(client, &server));
+    served_again("sent no head in time");
+    let mut conn = connect_from(client, &server);
+    conn.write_all(b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    assert!(read_response(&mut conn, Duration::from_secs(20)).is_some());
+    closed_by_server(conn);
+    served_again("idled after a response");
+    // Its client's half closed mid-request.
+    let mut conn = connect_from(client, &server);
+    conn.write_all(b"POST /misbehave/ok HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\n01")
+        .unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    closed_by_server(conn);
+    served_again("half-closed mid-request");
 }

@@ -13,7 +13,8 @@
 //! sandboxed; run trusted, it faults and poisons the device) and answers what it got; `/forge`
 //! writes a line break and a made-up log line to stderr, then traps (what a guest could do to
 //! forge the server's log); `/errorcode?n=N` answers with a wasi:http error code whose text is N
-//! bytes, a made-up log line after a line break among them; anything else answers `ok`.
+//! bytes, a made-up log line after a line break among them; `/spoof` answers 200 setting the
+//! `x-request-id` and `x-gpuhost-version` headers itself; anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
 use gpuhost_guest::http::wasi::clocks::monotonic_clock;
@@ -100,6 +101,17 @@ impl Guest for Misbehave {
                 let mut text = format!("\n{FORGED}\n");
                 text.push_str(&"x".repeat(n.saturating_sub(text.len())));
                 ResponseOutparam::set(out, Err(ErrorCode::InternalError(Some(text))));
+            }
+            "spoof" => {
+                let headers = [
+                    ("x-request-id".to_string(), b"forged-by-the-guest".to_vec()),
+                    ("x-gpuhost-version".to_string(), b"999".to_vec()),
+                ];
+                let Ok(fields) = Fields::from_list(&headers) else { return };
+                let resp = OutgoingResponse::new(fields);
+                let Ok(body) = resp.body() else { return };
+                ResponseOutparam::set(out, Ok(resp));
+                let _ = OutgoingBody::finish(body, None);
             }
 "stamp" => {
                 let n = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(32);
