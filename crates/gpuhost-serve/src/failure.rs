@@ -102,7 +102,8 @@ pub(crate) enum GuestFailure {
     Trap {
         reason: String,
         out_of_fuel: bool,
-        /// The end of what the guest wrote to stderr (a Rust panic's message is there).
+        /// The end of what the guest wrote to stderr (a Rust panic's message is there):
+        /// crate::stderr.
         stderr: String,
     },
     NoResponse(String),

@@ -20,7 +20,6 @@ use hyper::body::{Body as _, Frame};
 use smallvec::SmallVec;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpView, p2::body::HyperOutgoingBody};
@@ -31,6 +30,7 @@ use crate::failure::{Failed, GuestFailure, REQUEST_ID_HEADER, RequestId};
 use crate::function::Function;
 use crate::metrics::{Outcome, Phase};
 use crate::server::Server;
+use crate::stderr::StderrTail;
 use crate::version::{Version, VersionGuard};
 
 /// The header naming the version that answered.
@@ -249,7 +249,8 @@ fn names_its_host(req: &Request<Body>) -> bool {
             .is_some_and(|host| host.to_str().is_ok())
 }
 
-/// Bytes of a guest's stderr kept for the log (and the error response, under expose_errors).
+/// Bytes of a guest's stderr kept for the log (and the error response, under expose_errors):
+/// the last it wrote.
 const STDERR_KEPT: usize = 8 * 1024;
 /// Resource handles a Store's table has room for before it grows.
 const RESOURCES_RESERVED: usize = 16;
@@ -495,7 +496,7 @@ async fn run_guest<Held: Send + 'static>(
         Ok(Err(e)) => GuestFailure::Trap {
             out_of_fuel: matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)),
             reason: format!("{e:?}"),
-            stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
+            stderr: stderr.contents(),
         },
         Err(_elapsed) => GuestFailure::Timeout,
     };
@@ -558,7 +559,7 @@ pub(crate) fn new_store(
     version: &Version,
     device: usize,
     metrics: &Arc<crate::metrics::FunctionMetrics>,
-) -> wasmtime::Result<(Store<RequestState>, MemoryOutputPipe)> {
+) -> wasmtime::Result<(Store<RequestState>, StderrTail)> {
     let started = Instant::now();
     let slot = &version.devices[device];
     let limits = version.config.limits.clone();
@@ -581,7 +582,7 @@ pub(crate) fn new_store(
     if version.config.limits.sandbox {
         cuda = cuda.with_module_cache(slot.modules.clone());
     }
-    let stderr = MemoryOutputPipe::new(STDERR_KEPT);
+    let stderr = StderrTail::new(STDERR_KEPT);
     let state = RequestState {
         wasi: WasiCtxBuilder::new().stderr(stderr.clone()).build(),
         http: WasiHttpCtx::new(),

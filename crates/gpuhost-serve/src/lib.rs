@@ -25,6 +25,7 @@ mod metrics;
 mod recover;
 mod routes;
 mod server;
+mod stderr;
 mod version;
 mod warm;
 

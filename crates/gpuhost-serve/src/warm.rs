@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 
 use crate::engine::RequestState;
@@ -52,7 +51,7 @@ pub(crate) const SHRINK_EVERY: Duration = Duration::from_millis(500);
 pub(crate) struct Ready {
     pub(crate) store: Store<RequestState>,
     pub(crate) proxy: Proxy,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stderr: crate::stderr::StderrTail,
     /// Its slot of the server's instance pool.
     pub(crate) slot: OwnedSemaphorePermit,
     /// Counts it in `gpuhost_function_warm_stores` until it is taken or dropped.
@@ -281,7 +280,7 @@ async fn make(
     version: &Version,
     device: usize,
     metrics: &Arc<FunctionMetrics>,
-) -> wasmtime::Result<(Store<RequestState>, Proxy, MemoryOutputPipe)> {
+) -> wasmtime::Result<(Store<RequestState>, Proxy, crate::stderr::StderrTail)> {
     let (mut store, stderr) = crate::invoke::new_store(version, device, metrics)?;
     let start = Instant::now();
     let proxy = version.pre.instantiate_async(&mut store).await?;

@@ -487,3 +487,25 @@ fn a_client_gets_its_connection_place_back_however_its_connection_ends() {
     closed_by_server(conn);
     served_again("half-closed mid-request");
 }
+
+#[test]
+fn a_function_writing_over_8_kib_to_stderr_is_served_and_its_trap_logs_its_last_words() {
+    let repo = misbehave_repo("chatty", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    // Its stderr was a pipe of 8 KiB that closed when full, and a Rust guest's eprint! panics
+    // on a closed stderr: the request trapped.
+    for n in [100, 8 << 10, 1 << 20] {
+        let r = server.get(&format!("/misbehave/chatty?n={n}"));
+        assert_eq!((r.status, r.text().as_str()), (200, "chatted"), "{n} bytes");
+    }
+    // What a trap's log line keeps is the end, where a panic's message is.
+    let r = server.get("/misbehave/chatty?n=100000&trap");
+    assert_eq!(r.status, 500, "{}", r.text());
+    let id = r.header("x-request-id").unwrap_or_default();
+    let lines = logged_for(&server, id);
+    assert!(
+        lines.iter().any(|l| l.contains("trapped after chatting")),
+        "the panic's message is not logged for {id}:\n{}",
+        lines.join("\n")
+    );
+}

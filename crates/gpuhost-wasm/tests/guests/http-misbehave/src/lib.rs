@@ -13,7 +13,8 @@
 //! sandboxed; run trusted, it faults and poisons the device) and answers what it got; `/forge`
 //! writes a line break and a made-up log line to stderr, then traps (what a guest could do to
 //! forge the server's log); `/errorcode?n=N` answers with a wasi:http error code whose text is N
-//! bytes, a made-up log line after a line break among them; `/spoof` answers 200 setting the
+//! bytes, a made-up log line after a line break among them; `/chatty?n=N` writes N bytes to
+//! stderr, then answers `chatted` (`/chatty?n=N&trap`: then traps); `/spoof` answers 200 setting the
 //! `x-request-id` and `x-gpuhost-version` headers itself; anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
@@ -92,6 +93,15 @@ impl Guest for Misbehave {
                 panic!("misbehave: trapped holding 2 MiB of device buffers");
             }
             "noanswer" => drop(out),
+            "chatty" => {
+                let (n, then) = query.split_once('&').unwrap_or((query, ""));
+                let n: usize = n.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(0);
+                eprint!("{}", "e".repeat(n));
+                if then == "trap" {
+                    panic!("misbehave: trapped after chatting");
+                }
+                http::respond(out, 200, "text/plain", b"chatted");
+            }
             "forge" => {
                 eprint!("\n{FORGED}\n");
                 panic!("misbehave: forging a log line");
