@@ -643,9 +643,22 @@ impl hyper::body::Body for Guarded {
             ))));
         }
         Poll::Ready(frame.map(|f| {
-            f.map_err(|code| std::io::Error::other(format!("function body error: {code:?}")))
+            f.map(without_server_fields)
+                .map_err(|code| std::io::Error::other(format!("function body error: {code:?}")))
         }))
     }
+}
+
+/// `frame` without the guest's own `x-request-id` and `x-gpuhost-version`, if it is trailers:
+/// the head's are the server's (set in the head, where a guest's are replaced), and a client
+/// that asked for trailers (`te: trailers`) and merges them into the headers got a second of
+/// each, of the guest's making, naming a request the log never saw.
+fn without_server_fields(mut frame: Frame<Bytes>) -> Frame<Bytes> {
+    if let Some(trailers) = frame.trailers_mut() {
+        trailers.remove(REQUEST_ID_HEADER);
+        trailers.remove(VERSION_HEADER);
+    }
+    frame
 }
 
 /// The response of a guest that has ended: its body frames are all queued already, so they are

@@ -509,3 +509,25 @@ fn a_function_writing_over_8_kib_to_stderr_is_served_and_its_trap_logs_its_last_
         lines.join("\n")
     );
 }
+
+#[test]
+fn a_guests_trailers_cannot_carry_a_request_id_or_version_of_its_own() {
+    let repo = misbehave_repo("trailers", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(
+        b"GET /misbehave/trailers HTTP/1.1\r\nhost: x\r\nte: trailers\r\nconnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got).into_owned();
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    // A client that asked for trailers gets the guest's own ones.
+    assert!(got.contains("x-mine: kept"), "no trailers sent: {got}");
+    // Not a second request id, or version, after the server's: clients merge trailers into
+    // the headers.
+    assert!(!got.contains("forged-by-the-guest"), "{got}");
+    assert!(!got.contains("999"), "{got}");
+}

@@ -14,7 +14,9 @@
 //! writes a line break and a made-up log line to stderr, then traps (what a guest could do to
 //! forge the server's log); `/errorcode?n=N` answers with a wasi:http error code whose text is N
 //! bytes, a made-up log line after a line break among them; `/chatty?n=N` writes N bytes to
-//! stderr, then answers `chatted` (`/chatty?n=N&trap`: then traps); `/spoof` answers 200 setting the
+//! stderr, then answers `chatted` (`/chatty?n=N&trap`: then traps); `/trailers` answers `body`
+//! with trailers (declared in its `trailer` header) `x-request-id`, `x-gpuhost-version` and
+//! `x-mine`; `/spoof` answers 200 setting the
 //! `x-request-id` and `x-gpuhost-version` headers itself; anything else answers `ok`.
 
 use gpuhost_guest::http::exports::wasi::http::incoming_handler::Guest;
@@ -111,6 +113,23 @@ impl Guest for Misbehave {
                 let mut text = format!("\n{FORGED}\n");
                 text.push_str(&"x".repeat(n.saturating_sub(text.len())));
                 ResponseOutparam::set(out, Err(ErrorCode::InternalError(Some(text))));
+            }
+            "trailers" => {
+                let declared = [("trailer".to_string(), b"x-request-id, x-gpuhost-version, x-mine".to_vec())];
+                let Ok(fields) = Fields::from_list(&declared) else { return };
+                let resp = OutgoingResponse::new(fields);
+                let Ok(body) = resp.body() else { return };
+                ResponseOutparam::set(out, Ok(resp));
+                if let Ok(stream) = body.write() {
+                    let _ = stream.blocking_write_and_flush(b"body");
+                }
+                let trailers = [
+                    ("x-request-id".to_string(), b"forged-by-the-guest".to_vec()),
+                    ("x-gpuhost-version".to_string(), b"999".to_vec()),
+                    ("x-mine".to_string(), b"kept".to_vec()),
+                ];
+                let trailers = Fields::from_list(&trailers).ok();
+                let _ = OutgoingBody::finish(body, trailers);
             }
             "spoof" => {
                 let headers = [
