@@ -55,8 +55,9 @@ pub struct Args {
     /// kernel's listen backlog holds them meanwhile).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// Connections one client (peer IP address) may hold open; its next one is closed at once,
-    /// so one client cannot take --max-connections from the others. Off by default: behind a
+    /// Connections one client (peer IP address) may hold open on --listen (not on
+    /// --control-listen); its next one is closed at once, so one client cannot take
+    /// --max-connections from the others. Off by default: behind a
     /// proxy, an ingress or a source-NATed Kubernetes Service every connection comes from a few
     /// addresses, which a cap sized for one client would starve. Set it where clients connect
     /// straight to the server.

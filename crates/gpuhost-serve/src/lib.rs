@@ -126,12 +126,17 @@ pub async fn serve(
         Some(_) => public_router(server.clone()),
         None => router(server.clone()),
     };
-    let public = accept(public, app, http.clone(), &server, &graceful);
+    let per_client = server.max_connections_per_client;
+    let public = accept(public, app, http.clone(), &server, per_client, &graceful);
     // The control listener's connections have a cap of their own, so operators still reach it
-    // while the public one is full.
+    // while the public one is full; and no cap per client: every operator tool on its loopback
+    // is the one client 127.0.0.1, and whoever reaches it can unload every function anyway.
     let control = async {
         match control {
-            Some(l) => accept(l, control_router(server.clone()), http, &server, &graceful).await,
+            Some(l) => {
+                let app = control_router(server.clone());
+                accept(l, app, http, &server, None, &graceful).await
+            }
             None => std::future::pending().await,
         }
     };
@@ -174,13 +179,14 @@ pub async fn serve(
 /// connected. At [`ServeOptions::max_connections`] open it accepts none until one closes: the
 /// kernel's listen backlog holds the next ones meanwhile, where accepting and dropping them
 /// would end connections that could have been served a moment later. A client (peer IP address)
-/// with [`ServeOptions::max_connections_per_client`] open has its next one closed at once
-/// (crate::clients says why).
+/// with `per_client` ([`ServeOptions::max_connections_per_client`] on the public listener)
+/// open has its next one closed at once (crate::clients says why).
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     http: hyper::server::conn::http1::Builder,
     server: &Server,
+    per_client: Option<usize>,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
 ) -> std::convert::Infallible {
     use std::io::ErrorKind;
@@ -190,9 +196,7 @@ async fn accept(
             .max_connections
             .min(tokio::sync::Semaphore::MAX_PERMITS),
     ));
-    let per_client = server
-        .max_connections_per_client
-        .map(clients::PerClient::new);
+    let per_client = per_client.map(clients::PerClient::new);
     loop {
         // Never closed, so never an error.
         let Ok(place) = open.clone().acquire_owned().await else {

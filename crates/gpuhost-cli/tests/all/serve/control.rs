@@ -62,3 +62,45 @@ fn without_a_control_listener_the_public_one_serves_the_repository_endpoints() {
     assert_eq!(load.status, 200, "{}", load.text());
     assert_eq!(load.json()["version"], "2");
 }
+
+/// `--max-connections-per-client` bounds the public listener's clients only: every operator
+/// tool on the control listener's loopback is the one client 127.0.0.1, and a cap there would
+/// refuse an operator's own parallel probes and loads while protecting nothing (whoever reaches
+/// it can unload every function anyway).
+#[test]
+fn the_per_client_connection_cap_leaves_the_control_listener_alone() {
+    use std::io::{Read, Write};
+    let server = Server::start(
+        &root().join("examples/repository"),
+        &[
+            "--control-listen",
+            "127.0.0.1:0",
+            "--max-connections-per-client",
+            "1",
+        ],
+        &[],
+    );
+    let control = server.control.clone().expect("a control address");
+    // Three connections held open to the control listener, then a request on each.
+    let mut held: Vec<_> = (0..3)
+        .map(|_| std::net::TcpStream::connect(&control).unwrap())
+        .collect();
+    for conn in &mut held {
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        conn.write_all(b"GET /v2/health/ready HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap();
+    }
+    for (i, conn) in held.iter_mut().enumerate() {
+        let mut raw = Vec::new();
+        let _ = conn.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 200"), "connection {i}: {text:?}");
+    }
+    assert_eq!(
+        server
+            .metrics()
+            .sum("gpuhost_connections_refused_per_client_total", &[]),
+        0.0
+    );
+}
