@@ -240,10 +240,12 @@ async fn accept(
         let conn =
             graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
         let counted = invoke::GaugeHold::new(&server.metrics.connections_open);
+        let metrics = server.metrics.clone();
         tokio::spawn(async move {
             // Given back as the connection ends, however it ends.
             let _open = (place, client, counted);
             if let Err(e) = conn.await {
+                metrics.connection_error(&e);
                 tracing::debug!(error = %e, "connection ended with an error");
             }
         });

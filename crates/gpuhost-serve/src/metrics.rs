@@ -43,6 +43,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TakeLabels {
     function: String,
     result: String,
@@ -101,6 +106,58 @@ struct CallLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DeviceLabel {
     device: String,
+}
+
+/// Why a connection ended in an error of hyper's, as counted in
+/// `gpuhost_connection_errors_total{cause}`: hyper answers a head it cannot parse (400) or one
+/// over the cap (431) itself, with no body, before the server sees a request, so this count is
+/// the only trace of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectionError {
+    /// A head hyper could not parse: it answered 400.
+    BadRequest,
+    /// A head over the cap (crate::MAX_HEAD_BYTES): it answered 431.
+    HeadTooLarge,
+    /// No whole head within --header-read-timeout: closed unanswered.
+    HeaderTimeout,
+    /// The client left mid-message.
+    Incomplete,
+    /// Anything else: an I/O error, a response body that failed midway.
+    Other,
+}
+
+impl ConnectionError {
+    const ALL: [ConnectionError; 5] = [
+        Self::BadRequest,
+        Self::HeadTooLarge,
+        Self::HeaderTimeout,
+        Self::Incomplete,
+        Self::Other,
+    ];
+
+    pub(crate) fn of(e: &hyper::Error) -> Self {
+        if e.is_parse_too_large() {
+            Self::HeadTooLarge
+        } else if e.is_parse() {
+            Self::BadRequest
+        } else if e.is_timeout() {
+            Self::HeaderTimeout
+        } else if e.is_incomplete_message() {
+            Self::Incomplete
+        } else {
+            Self::Other
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::HeadTooLarge => "head_too_large",
+            Self::HeaderTimeout => "header_timeout",
+            Self::Incomplete => "incomplete",
+            Self::Other => "other",
+        }
+    }
 }
 
 /// How a request ended, as counted in `gpuhost_requests_total{outcome}`.
@@ -192,6 +249,8 @@ pub struct Metrics {
     pub(crate) connections_open: Gauge,
     /// Connections closed at once, their client at --max-connections-per-client.
     pub(crate) connections_refused_per_client: Counter,
+    /// Connections that ended in an error of hyper's, by [`ConnectionError`].
+    connection_errors: Vec<Counter>,
     /// Request-body bytes buffered now (`request_body_bytes_buffered`), set at scrape time.
     pub(crate) body_bytes_buffered: Gauge,
     device_launches: Family<DeviceLabel, Counter>,
@@ -348,10 +407,17 @@ impl FunctionMetrics {
 }
 
 impl Metrics {
+    /// Counts a connection that ended in `e`.
+    pub(crate) fn connection_error(&self, e: &hyper::Error) {
+        if let Some(c) = self.connection_errors.get(ConnectionError::of(e) as usize) {
+            c.inc();
+        }
+    }
+
     /// A registry with every family registered.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("gpuhost");
-        let m = Self {
+        let mut m = Self {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             queue: Family::new_with_constructor(latency_histogram),
@@ -376,6 +442,7 @@ impl Metrics {
             retired: Gauge::default(),
             connections_open: Gauge::default(),
             connections_refused_per_client: Counter::default(),
+            connection_errors: Vec::new(),
             body_bytes_buffered: Gauge::default(),
             device_launches: Family::default(),
             device_context_losses: Family::default(),
@@ -442,6 +509,21 @@ impl Metrics {
             "connections_refused_per_client",
             "Connections closed as soon as accepted because their client (peer IP address) had --max-connections-per-client open",
             m.connections_refused_per_client.clone(),
+        );
+        let errors = Family::<CauseLabel, Counter>::default();
+        m.connection_errors = ConnectionError::ALL
+            .iter()
+            .map(|c| {
+                let label = CauseLabel {
+                    cause: c.label().to_string(),
+                };
+                errors.get_or_create(&label).clone()
+            })
+            .collect();
+        r.register(
+            "connection_errors",
+            "Connections that ended in an error before or between requests, by cause: bad_request and head_too_large are hyper's own 400 and 431 (it answers them, with no body, before the server sees a request), header_timeout a head not sent within --header-read-timeout, incomplete a client gone mid-message, other the rest (I/O errors)",
+            errors,
         );
         r.register(
             "function_gpu_memory_bytes",

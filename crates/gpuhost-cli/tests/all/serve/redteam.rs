@@ -68,6 +68,35 @@ fn a_request_head_over_64_kib_is_refused_with_431_not_buffered() {
     assert_eq!(r.status, 200, "{:?}", r.text());
 }
 
+/// hyper answers a head it cannot parse (400) or one over the cap (431) itself, with no body and
+/// before the server sees a request (hyper 1.12 has no hook to shape them): the operator sees
+/// them in `gpuhost_connection_errors_total{cause}`, or they are counted nowhere.
+#[test]
+fn requests_hyper_refuses_before_the_server_sees_them_are_counted_by_cause() {
+    let server = bare(&[]);
+    let count = |cause: &str| {
+        server
+            .metrics()
+            .sum("gpuhost_connection_errors_total", &[("cause", cause)])
+    };
+    assert_eq!(count("bad_request"), 0.0);
+    let r = raw(
+        &server.addr,
+        b"GET /v2/health/live HTTP/1.1\r\nno colon here\r\n\r\n",
+    );
+    assert_eq!(r.status, 400, "{:?}", r.text());
+    let pad = "a".repeat(100 << 10);
+    let big = format!("GET / HTTP/1.1\r\nhost: x\r\nx-pad: {pad}\r\n\r\n");
+    assert_eq!(raw(&server.addr, big.as_bytes()).status, 431);
+    assert!(
+        super::eventually(Duration::from_secs(5), || {
+            count("bad_request") == 1.0 && count("head_too_large") == 1.0
+        }),
+        "{}",
+        server.get("/metrics").text()
+    );
+}
+
 #[test]
 fn a_request_without_a_usable_host_is_a_400_client_error_not_a_function_trap() {
     let server = bare(&[]);
