@@ -198,20 +198,20 @@ impl Arrived {
 
 impl Refused {
     /// The response and outcome of a refused body; `read_limit` is the time the body had, and
-    /// `ctx` the error body's context.
+    /// `ctx` the error body's context for the outcome it is counted under.
     pub(crate) fn respond(
         self,
         max_bytes: u64,
         read_limit: Duration,
         budget: &Budget,
-        ctx: serde_json::Value,
+        ctx: impl Fn(Outcome) -> serde_json::Value,
     ) -> (Outcome, Response<Body>) {
         match self {
             Self::TooLarge => {
                 let msg = format!(
                     "the request body is over the function's limit of {max_bytes} bytes (max_body_bytes in its function.toml): send a smaller one"
                 );
-                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx);
+                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx(Outcome::TooLarge));
                 (Outcome::TooLarge, resp)
             }
             Self::OverBudget => {
@@ -219,7 +219,7 @@ impl Refused {
                     "the request body is over the {} bytes the server buffers for all requests' bodies at once (--max-buffered-body-bytes): send a smaller one",
                     budget.cap
                 );
-                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx);
+                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx(Outcome::TooLarge));
                 (Outcome::TooLarge, resp)
             }
             Self::Budget => {
@@ -227,19 +227,23 @@ impl Refused {
                     "the server holds as many request-body bytes as it buffers at once ({} bytes, --max-buffered-body-bytes): retry after the Retry-After seconds, or send a smaller body",
                     budget.cap
                 );
-                let resp = json_error(StatusCode::SERVICE_UNAVAILABLE, &msg, ctx);
+                let resp = json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &msg,
+                    ctx(Outcome::Overload),
+                );
                 (Outcome::Overload, with_retry_after(resp))
             }
             Self::TimedOut => {
                 let msg = format!(
                     "the request body did not arrive within {read_limit:?} of the request's head (--body-read-timeout, or the function's time limit where shorter): send the whole body at once"
                 );
-                let resp = json_error(StatusCode::REQUEST_TIMEOUT, &msg, ctx);
+                let resp = json_error(StatusCode::REQUEST_TIMEOUT, &msg, ctx(Outcome::Timeout));
                 (Outcome::Timeout, resp)
             }
             Self::Read(e) => {
                 let msg = format!("the request body could not be read: {e}");
-                let resp = json_error(StatusCode::BAD_REQUEST, &msg, ctx);
+                let resp = json_error(StatusCode::BAD_REQUEST, &msg, ctx(Outcome::ClientError));
                 (Outcome::ClientError, resp)
             }
         }

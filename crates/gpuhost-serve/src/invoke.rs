@@ -88,8 +88,9 @@ pub(crate) async fn invoke(
         resp.headers_mut().insert(REQUEST_ID_HEADER, id.header());
         resp
     };
-    // The error body's context, built only on the way to an error response.
-    let ctx = || serde_json::json!({ "function": name, "request_id": id.as_str() });
+    // The error body's context, built only on the way to an error response: its `kind` is the
+    // outcome the request is counted under (a failed guest's kinds are finer: failure.rs).
+    let ctx = |o: Outcome| serde_json::json!({ "kind": o.label(), "function": name, "request_id": id.as_str() });
 
     // The serving version's limits bound the body and the queue; the version that runs is
     // picked after the queue (the newest then).
@@ -97,14 +98,18 @@ pub(crate) async fn invoke(
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
         return finish(
             Outcome::Unavailable,
-            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                msg,
+                ctx(Outcome::Unavailable),
+            ),
         );
     };
     if !names_its_host(&req) {
         let msg = "the request names no host: send a Host header of visible ASCII (HTTP/1.1 requires one; an HTTP/1.0 client must add it)";
         return finish(
             Outcome::ClientError,
-            json_error(StatusCode::BAD_REQUEST, msg, ctx()),
+            json_error(StatusCode::BAD_REQUEST, msg, ctx(Outcome::ClientError)),
         );
     }
     // The body before admission, so a client slow to send it (or that never does) holds no
@@ -122,7 +127,7 @@ pub(crate) async fn invoke(
         Ok(read) => read,
         Err(refused) => {
             let budget = &server.body_budget;
-            let (outcome, resp) = refused.respond(max_body_bytes, read_limit, budget, ctx());
+            let (outcome, resp) = refused.respond(max_body_bytes, read_limit, budget, ctx);
             return finish(outcome, resp);
         }
     };
@@ -132,7 +137,7 @@ pub(crate) async fn invoke(
         let resp = json_error(
             StatusCode::TOO_MANY_REQUESTS,
             "the function's queue is full: retry after the Retry-After seconds",
-            ctx(),
+            ctx(Outcome::Overload),
         );
         return finish(Outcome::Overload, with_retry_after(resp));
     };
@@ -151,7 +156,11 @@ pub(crate) async fn invoke(
             let msg = "the function is shutting down";
             return finish(
                 Outcome::Unavailable,
-                json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
+                json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    msg,
+                    ctx(Outcome::Unavailable),
+                ),
             );
         }
         Err(_) => {
@@ -161,7 +170,7 @@ pub(crate) async fn invoke(
             );
             return finish(
                 Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
+                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx(Outcome::Timeout)),
             );
         }
     };
@@ -172,13 +181,19 @@ pub(crate) async fn invoke(
         let msg = "the function was unloaded";
         return finish(
             Outcome::Unavailable,
-            json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                msg,
+                ctx(Outcome::Unavailable),
+            ),
         );
     };
     let number = guard.0.number;
     let expose = guard.0.config.expose_errors;
-    let ctx =
-        || serde_json::json!({ "function": name, "version": number, "request_id": id.as_str() });
+    let ctx = |o: Outcome| {
+        let id = id.as_str();
+        serde_json::json!({ "kind": o.label(), "function": name, "version": number, "request_id": id })
+    };
     let pinned = Pinned::new(guard);
     // The device's warm Store if one is ready (it holds its own slot of the instance pool; the
     // next is made after this request), else a slot for a Store made here (free unless a
@@ -199,7 +214,11 @@ pub(crate) async fn invoke(
                     let msg = "the server is shutting down";
                     return finish(
                         Outcome::Unavailable,
-                        json_error(StatusCode::SERVICE_UNAVAILABLE, msg, ctx()),
+                        json_error(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            msg,
+                            ctx(Outcome::Unavailable),
+                        ),
                     );
                 }
                 Err(_) => {
@@ -208,7 +227,7 @@ pub(crate) async fn invoke(
                     );
                     return finish(
                         Outcome::Timeout,
-                        json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx()),
+                        json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx(Outcome::Timeout)),
                     );
                 }
             }

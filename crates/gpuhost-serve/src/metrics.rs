@@ -196,7 +196,8 @@ impl Outcome {
         Self::TooLarge,
     ];
 
-    fn label(self) -> &'static str {
+    /// Its label in `requests_total{outcome}`, and the `kind` of the server's own error bodies.
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Success => "success",
             Self::ClientError => "client_error",

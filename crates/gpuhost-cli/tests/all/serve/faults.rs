@@ -33,6 +33,14 @@ fn a_full_queue_answers_429_with_retry_after_and_admitted_requests_complete() {
     assert!((1..=2).contains(&served.len()), "{responses:?}");
     for r in &refused {
         assert_eq!(r.header("retry-after"), Some("1"));
+        // Every error body names its kind, the outcome it is counted under.
+        assert_eq!(r.json()["kind"], "overload", "{}", r.text());
+        assert_eq!(
+            r.json()["request_id"].as_str(),
+            r.header("x-request-id"),
+            "{}",
+            r.text()
+        );
         assert!(
             r.json()["error"]
                 .as_str()
@@ -249,6 +257,7 @@ fn a_body_over_the_function_limit_is_refused_with_413() {
     let server = Server::start(&repo.dir, &[], &[]);
     let r = server.post("/misbehave/ok", &vec![b'x'; 4096]);
     assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.json()["kind"], "too_large", "{}", r.text());
     assert_eq!(server.post("/misbehave/ok", &[b'x'; 512]).status, 200);
 }
 

@@ -122,6 +122,7 @@ fn a_request_without_a_usable_host_is_a_400_client_error_not_a_function_trap() {
         assert_eq!(r.status, 400, "{which}: {:?}", r.text());
         let error = error_of(&r);
         assert!(error.contains("Host"), "{which}: {error}");
+        assert_eq!(r.json()["kind"], "client_error", "{which}: {:?}", r.text());
     }
     let m = server.metrics();
     let f = ("function", "saxpy");
