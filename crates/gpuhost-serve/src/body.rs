@@ -15,7 +15,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{Response, StatusCode};
+use axum::http::StatusCode;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -23,7 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::deadline::Deadlines;
-use crate::invoke::{GaugeHold, json_error, with_retry_after};
+use crate::invoke::GaugeHold;
 use crate::metrics::Outcome;
 
 /// The server's budget of request-body bytes buffered at once (`max_buffered_body_bytes`).
@@ -197,55 +197,50 @@ impl Arrived {
 }
 
 impl Refused {
-    /// The response and outcome of a refused body; `read_limit` is the time the body had, and
-    /// `ctx` the error body's context for the outcome it is counted under.
-    pub(crate) fn respond(
+    /// How a refused body is answered: the outcome it is counted under, the status, and a
+    /// message saying what to do; `read_limit` is the time the body had.
+    pub(crate) fn answer(
         self,
         max_bytes: u64,
         read_limit: Duration,
         budget: &Budget,
-        ctx: impl Fn(Outcome) -> serde_json::Value,
-    ) -> (Outcome, Response<Body>) {
+    ) -> (Outcome, StatusCode, String) {
         match self {
-            Self::TooLarge => {
-                let msg = format!(
+            Self::TooLarge => (
+                Outcome::TooLarge,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
                     "the request body is over the function's limit of {max_bytes} bytes (max_body_bytes in its function.toml): send a smaller one"
-                );
-                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx(Outcome::TooLarge));
-                (Outcome::TooLarge, resp)
-            }
-            Self::OverBudget => {
-                let msg = format!(
+                ),
+            ),
+            Self::OverBudget => (
+                Outcome::TooLarge,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
                     "the request body is over the {} bytes the server buffers for all requests' bodies at once (--max-buffered-body-bytes): send a smaller one",
                     budget.cap
-                );
-                let resp = json_error(StatusCode::PAYLOAD_TOO_LARGE, &msg, ctx(Outcome::TooLarge));
-                (Outcome::TooLarge, resp)
-            }
-            Self::Budget => {
-                let msg = format!(
+                ),
+            ),
+            Self::Budget => (
+                Outcome::Overload,
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
                     "the server holds as many request-body bytes as it buffers at once ({} bytes, --max-buffered-body-bytes): retry after the Retry-After seconds, or send a smaller body",
                     budget.cap
-                );
-                let resp = json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &msg,
-                    ctx(Outcome::Overload),
-                );
-                (Outcome::Overload, with_retry_after(resp))
-            }
-            Self::TimedOut => {
-                let msg = format!(
+                ),
+            ),
+            Self::TimedOut => (
+                Outcome::Timeout,
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
                     "the request body did not arrive within {read_limit:?} of the request's head (--body-read-timeout, or the function's time limit where shorter): send the whole body at once"
-                );
-                let resp = json_error(StatusCode::REQUEST_TIMEOUT, &msg, ctx(Outcome::Timeout));
-                (Outcome::Timeout, resp)
-            }
-            Self::Read(e) => {
-                let msg = format!("the request body could not be read: {e}");
-                let resp = json_error(StatusCode::BAD_REQUEST, &msg, ctx(Outcome::ClientError));
-                (Outcome::ClientError, resp)
-            }
+                ),
+            ),
+            Self::Read(e) => (
+                Outcome::ClientError,
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            ),
         }
     }
 }

@@ -96,6 +96,23 @@ pub(crate) fn loggable(text: &str) -> String {
     out
 }
 
+/// An error body's context, beside its `error` message: a stable `kind` to switch on, the
+/// function, the version that took the request (once one did), and the request's id, which the
+/// log's line for it carries too.
+pub(crate) fn context(
+    kind: &str,
+    function: &str,
+    version: Option<u64>,
+    id: &RequestId,
+) -> serde_json::Value {
+    let mut ctx =
+        serde_json::json!({ "kind": kind, "function": function, "request_id": id.as_str() });
+    if let Some(v) = version {
+        ctx["version"] = v.into();
+    }
+    ctx
+}
+
 /// How a function failed to answer a request.
 pub(crate) enum GuestFailure {
     Timeout,
@@ -125,11 +142,7 @@ impl GuestFailure {
     /// logged under the request's id.
     pub(crate) fn respond(self, at: &Failed<'_>) -> (Outcome, Response<Body>) {
         let (function, version, id) = (at.function, at.version, at.id.as_str());
-        let body = |kind: &str| {
-            serde_json::json!({
-                "kind": kind, "function": function, "version": version, "request_id": id,
-            })
-        };
+        let body = |kind: &str| context(kind, function, Some(version), at.id);
         match self {
             Self::Timeout => {
                 let msg = format!(
@@ -191,9 +204,7 @@ pub(crate) fn recovery_failed(function: &str, error: &crate::Error) -> Response<
     tracing::warn!(request_id = id.as_str(), function, %error, "refused a request: its function's reload after a context loss failed");
     let msg = "the function lost its device code to a CUDA context loss, and reloading it failed; \
                it is tried again shortly";
-    let extra = serde_json::json!({
-        "kind": "recovery_failed", "function": function, "request_id": id.as_str(),
-    });
+    let extra = context("recovery_failed", function, None, &id);
     let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, msg, extra);
     resp.headers_mut().insert(REQUEST_ID_HEADER, id.header());
     resp

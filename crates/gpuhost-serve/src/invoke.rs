@@ -39,7 +39,7 @@ pub const VERSION_HEADER: &str = "x-gpuhost-version";
 const RETRY_AFTER_SECS: &str = "1";
 
 /// `resp` with the Retry-After header of a refusal for want of room.
-pub(crate) fn with_retry_after(mut resp: Response<Body>) -> Response<Body> {
+fn with_retry_after(mut resp: Response<Body>) -> Response<Body> {
     resp.headers_mut()
         .insert("retry-after", HeaderValue::from_static(RETRY_AFTER_SECS));
     resp
@@ -88,29 +88,34 @@ pub(crate) async fn invoke(
         resp.headers_mut().insert(REQUEST_ID_HEADER, id.header());
         resp
     };
-    // The error body's context, built only on the way to an error response: its `kind` is the
-    // outcome the request is counted under (a failed guest's kinds are finer: failure.rs).
-    let ctx = |o: Outcome| serde_json::json!({ "kind": o.label(), "function": name, "request_id": id.as_str() });
+    // The server's own refusals: the error body's `kind` is the outcome the request is counted
+    // under (a failed guest's kinds are finer: failure.rs), its version that of the request once
+    // pinned. The context is built only on the way to an error response.
+    let ctx = |o: Outcome, version| crate::failure::context(o.label(), name, version, &id);
+    // An overload (the queue full, the body budget spent) is always told when to retry.
+    let refuse = |outcome: Outcome, status, msg: &str, version: Option<u64>| {
+        let resp = json_error(status, msg, ctx(outcome, version));
+        let resp = match outcome {
+            Outcome::Overload => with_retry_after(resp),
+            _ => resp,
+        };
+        finish(outcome, resp)
+    };
 
     // The serving version's limits bound the body and the queue; the version that runs is
     // picked after the queue (the newest then).
     let Some((timeout, max_body_bytes)) = function.serving_limits() else {
         let msg = "the function has no version loaded: POST /v2/repository/models/{name}/load";
-        return finish(
+        return refuse(
             Outcome::Unavailable,
-            json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                msg,
-                ctx(Outcome::Unavailable),
-            ),
+            StatusCode::SERVICE_UNAVAILABLE,
+            msg,
+            None,
         );
     };
     if !names_its_host(&req) {
         let msg = "the request names no host: send a Host header of visible ASCII (HTTP/1.1 requires one; an HTTP/1.0 client must add it)";
-        return finish(
-            Outcome::ClientError,
-            json_error(StatusCode::BAD_REQUEST, msg, ctx(Outcome::ClientError)),
-        );
+        return refuse(Outcome::ClientError, StatusCode::BAD_REQUEST, msg, None);
     }
     // The body before admission, so a client slow to send it (or that never does) holds no
     // place in the function's queue; its bytes count in the server's budget until the end.
@@ -127,19 +132,15 @@ pub(crate) async fn invoke(
         Ok(read) => read,
         Err(refused) => {
             let budget = &server.body_budget;
-            let (outcome, resp) = refused.respond(max_body_bytes, read_limit, budget, ctx);
-            return finish(outcome, resp);
+            let (outcome, status, msg) = refused.answer(max_body_bytes, read_limit, budget);
+            return refuse(outcome, status, &msg, None);
         }
     };
 
     let admission = function.admission();
     let Some(admitted) = admission.try_admit() else {
-        let resp = json_error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "the function's queue is full: retry after the Retry-After seconds",
-            ctx(Outcome::Overload),
-        );
-        return finish(Outcome::Overload, with_retry_after(resp));
+        let msg = "the function's queue is full: retry after the Retry-After seconds";
+        return refuse(Outcome::Overload, StatusCode::TOO_MANY_REQUESTS, msg, None);
     };
     // On the server's list, not a tokio timer per request (deadline.rs says why); from the
     // request's arrival, so the body's read counts in its time limit.
@@ -154,13 +155,11 @@ pub(crate) async fn invoke(
         Ok(Some(p)) => p,
         Ok(None) => {
             let msg = "the function is shutting down";
-            return finish(
+            return refuse(
                 Outcome::Unavailable,
-                json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    msg,
-                    ctx(Outcome::Unavailable),
-                ),
+                StatusCode::SERVICE_UNAVAILABLE,
+                msg,
+                None,
             );
         }
         Err(_) => {
@@ -168,10 +167,7 @@ pub(crate) async fn invoke(
                 "the request waited its whole time limit ({:?}) in the function's queue",
                 timeout
             );
-            return finish(
-                Outcome::Timeout,
-                json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx(Outcome::Timeout)),
-            );
+            return refuse(Outcome::Timeout, StatusCode::GATEWAY_TIMEOUT, &msg, None);
         }
     };
 
@@ -179,21 +175,15 @@ pub(crate) async fn invoke(
     // next request; this one keeps its version alive until it ends).
     let Some(guard) = function.pin() else {
         let msg = "the function was unloaded";
-        return finish(
+        return refuse(
             Outcome::Unavailable,
-            json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                msg,
-                ctx(Outcome::Unavailable),
-            ),
+            StatusCode::SERVICE_UNAVAILABLE,
+            msg,
+            None,
         );
     };
     let number = guard.0.number;
     let expose = guard.0.config.expose_errors;
-    let ctx = |o: Outcome| {
-        let id = id.as_str();
-        serde_json::json!({ "kind": o.label(), "function": name, "version": number, "request_id": id })
-    };
     let pinned = Pinned::new(guard);
     // The device's warm Store if one is ready (it holds its own slot of the instance pool; the
     // next is made after this request), else a slot for a Store made here (free unless a
@@ -212,22 +202,22 @@ pub(crate) async fn invoke(
                 Ok(Ok(slot)) => Taken::Slot(slot),
                 Ok(Err(_closed)) => {
                     let msg = "the server is shutting down";
-                    return finish(
+                    return refuse(
                         Outcome::Unavailable,
-                        json_error(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            msg,
-                            ctx(Outcome::Unavailable),
-                        ),
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        msg,
+                        Some(number),
                     );
                 }
                 Err(_) => {
                     let msg = format!(
                         "the request waited its whole time limit ({timeout:?}) for a free instance slot: the server runs as many requests as its instance pool holds"
                     );
-                    return finish(
+                    return refuse(
                         Outcome::Timeout,
-                        json_error(StatusCode::GATEWAY_TIMEOUT, &msg, ctx(Outcome::Timeout)),
+                        StatusCode::GATEWAY_TIMEOUT,
+                        &msg,
+                        Some(number),
                     );
                 }
             }

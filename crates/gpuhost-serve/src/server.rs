@@ -51,10 +51,10 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Connections one client (peer IP address) may hold open on the public listener; its next
     /// one is closed at once. The control listener has no such cap (its clients are operators'
-    /// tools, all one loopback address). Off (None) by default: behind a Kubernetes Service whose traffic is
-    /// source-NATed, an ingress controller or any proxy, every connection comes from the few
-    /// addresses of the proxies, and a cap sized for one client would refuse most of the
-    /// traffic. Set it where clients connect straight to the server, to a few times what one
+    /// tools, all one loopback address). Off (None) by default: behind a Kubernetes Service
+    /// whose traffic is source-NATed, an ingress controller or any proxy, every connection comes
+    /// from the few addresses of the proxies, and a cap sized for one client would refuse most
+    /// of the traffic. Set it where clients connect straight to the server, to a few times what one
     /// client needs. (An IPv6 client given a whole /64 can use many addresses; each counts
     /// apart.)
     pub max_connections_per_client: Option<usize>,
