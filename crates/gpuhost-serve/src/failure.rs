@@ -72,10 +72,14 @@ fn hex(n: u64, out: &mut [u8]) {
 const LOGGED: usize = 16 << 10;
 
 /// `text` (a guest's) as one log field: its first [`LOGGED`] bytes, saying how many more there
-/// were, with control characters and line separators escaped (`\n`, `\u{1b}`). The text log
-/// format writes a field's text as it is, so a line break in a guest's stderr began a line of
-/// the guest's making, which an operator (or a log shipper splitting lines) took for the
-/// server's; tracing-subscriber escapes ANSI sequences but not line breaks.
+/// were, with control characters, line separators and bidirectional controls escaped (`\n`,
+/// `\u{1b}`, `\u{202e}`). The text log format writes a field's text as it is, so a line break
+/// in a guest's stderr began a line of the guest's making, which an operator (or a log shipper
+/// splitting lines) took for the server's; tracing-subscriber escapes ANSI sequences but not
+/// line breaks. A bidirectional control (an override, an isolate, a mark) makes a terminal or
+/// log viewer show the rest of the line in another order than it was written ("Trojan
+/// Source"): a guest's text could make the fields after it, the server's, read as something
+/// else.
 pub(crate) fn loggable(text: &str) -> String {
     let mut end = text.len().min(LOGGED);
     while !text.is_char_boundary(end) {
@@ -83,7 +87,7 @@ pub(crate) fn loggable(text: &str) -> String {
     }
     let mut out = String::with_capacity(end + 32);
     for c in text[..end].chars() {
-        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_bidi_control(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -94,6 +98,13 @@ pub(crate) fn loggable(text: &str) -> String {
         let _ = write!(out, "... ({} bytes more)", text.len() - end);
     }
     out
+}
+
+/// Unicode's bidirectional formatting characters (UAX #9): the embeddings and overrides
+/// U+202A–U+202E, the isolates U+2066–U+2069, and the implicit marks U+200E, U+200F and U+061C.
+/// `char::is_control` is Unicode's Cc only; these are Cf.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// An error body's context, beside its `error` message: a stable `kind` to switch on, the
@@ -224,6 +235,25 @@ mod tests {
         assert_eq!(a.as_str()[..16], b.as_str()[..16]);
         assert_ne!(a.as_str(), b.as_str());
         assert_eq!(a.header().to_str().ok(), Some(a.as_str()));
+    }
+
+    #[test]
+    fn loggable_text_escapes_every_bidirectional_control_so_a_guest_cannot_reorder_the_line() {
+        let bidi = [
+            '\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
+            '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+        ];
+        for c in bidi {
+            let logged = loggable(&format!("a{c}b"));
+            assert_eq!(
+                logged,
+                format!("a\\u{{{:x}}}b", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // Letters of right-to-left scripts are text, not controls: kept as they are.
+        assert_eq!(loggable("\u{5d0}\u{627}"), "\u{5d0}\u{627}");
     }
 
     #[test]
