@@ -508,7 +508,7 @@ impl Metrics {
         );
         r.register(
             "connections_refused_per_client",
-            "Connections closed as soon as accepted because their client (peer IP address) had --max-connections-per-client open",
+            "Connections closed as soon as accepted because their client (peer IPv4 address, or IPv6 /64 prefix) had --max-connections-per-client open",
             m.connections_refused_per_client.clone(),
         );
         let errors = Family::<CauseLabel, Counter>::default();

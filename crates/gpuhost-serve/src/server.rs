@@ -49,14 +49,15 @@ pub struct ServeOptions {
     /// Connections open at once: at the cap the server accepts no more until one closes (the
     /// kernel's backlog holds the next ones meanwhile).
     pub max_connections: usize,
-    /// Connections one client (peer IP address) may hold open on the public listener; its next
-    /// one is closed at once. The control listener has no such cap (its clients are operators'
-    /// tools, all one loopback address). Off (None) by default: behind a Kubernetes Service
-    /// whose traffic is source-NATed, an ingress controller or any proxy, every connection comes
-    /// from the few addresses of the proxies, and a cap sized for one client would refuse most
-    /// of the traffic. Set it where clients connect straight to the server, to a few times what one
-    /// client needs. (An IPv6 client given a whole /64 can use many addresses; each counts
-    /// apart.)
+    /// Connections one client (peer IPv4 address, or IPv6 /64 prefix) may hold open on the
+    /// public listener; its next one is closed at once. The control listener has no such cap
+    /// (its clients are operators' tools, all one loopback address). Off (None) by default:
+    /// behind a Kubernetes Service whose traffic is source-NATed, an ingress controller or any
+    /// proxy, every connection comes from the few addresses of the proxies, and a cap sized for
+    /// one client would refuse most of the traffic. Set it where clients connect straight to
+    /// the server, to a few times what one client needs. An IPv6 client is its address's /64,
+    /// as a host is normally given a whole /64 to pick addresses from; an IPv4-mapped one its
+    /// IPv4 address (crate::clients).
     pub max_connections_per_client: Option<usize>,
 }
 

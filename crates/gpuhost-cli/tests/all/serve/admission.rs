@@ -217,15 +217,30 @@ pub(super) fn connect_with(
     server: &Server,
     prepare: impl FnOnce(&tokio::net::TcpSocket),
 ) -> TcpStream {
+    connect_to(ip, server.addr.parse().unwrap(), prepare)
+}
+
+/// A connection to `to` from local address `ip` (IPv4 or IPv6), `prepare` given the socket
+/// before it connects.
+fn connect_to(
+    ip: &str,
+    to: std::net::SocketAddr,
+    prepare: impl FnOnce(&tokio::net::TcpSocket),
+) -> TcpStream {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
         .unwrap();
     rt.block_on(async {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        let from: std::net::IpAddr = ip.parse().unwrap();
+        let socket = match from {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .unwrap();
+        socket.bind((from, 0).into()).unwrap();
         prepare(&socket);
-        let conn = socket.connect(server.addr.parse().unwrap()).await.unwrap();
+        let conn = socket.connect(to).await.unwrap();
         let conn = conn.into_std().unwrap();
         conn.set_nonblocking(false).unwrap();
         conn
@@ -251,35 +266,12 @@ fn a_client_at_its_connection_cap_has_its_next_connection_closed_and_other_clien
         })
         .collect();
     // Its third is closed at once, unanswered: its own excess, which no other client waits for.
-    let mut third = connect_from("127.0.0.1", &server);
-    let _ = third.write_all(get.as_bytes());
-    third
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut got = Vec::new();
-    match third.read_to_end(&mut got) {
-        Ok(_) => assert!(
-            got.is_empty(),
-            "answered: {:?}",
-            String::from_utf8_lossy(&got)
-        ),
-        Err(e) => assert!(
-            !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
-            "the third connection was left open, not closed at once"
-        ),
-    }
+    closed_unanswered(connect_from("127.0.0.1", &server), "127.0.0.1's third");
     // Another client is served meanwhile, and sees the refusal counted.
     let mut other = connect_from("127.0.0.2", &server);
     served(&mut other, "127.0.0.2's connection");
     drop(other);
-    other = connect_from("127.0.0.2", &server);
-    other
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
-        .unwrap();
-    let metrics = read_response(&mut other, Duration::from_secs(20)).expect("/metrics");
-    let refused = super::Metrics::parse(&metrics.text())
-        .sum("gpuhost_connections_refused_per_client_total", &[]);
-    assert_eq!(refused, 1.0);
+    assert_eq!(refused_per_client(connect_from("127.0.0.2", &server)), 1.0);
     // Once one of its connections closes, the first client connects again.
     drop(held.pop());
     // Until the server has seen that connection close, the client is still at its cap and a
@@ -298,6 +290,70 @@ fn a_client_at_its_connection_cap_has_its_next_connection_closed_and_other_clien
         eventually(Duration::from_secs(20), again),
         "127.0.0.1 was not served again once it held one connection"
     );
+}
+
+/// `gpuhost_connections_refused_per_client_total`, read on `conn`: a connection of a client
+/// under its cap (the tests' own default client may not be).
+fn refused_per_client(mut conn: TcpStream) -> f64 {
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let metrics = read_response(&mut conn, Duration::from_secs(20)).expect("/metrics");
+    super::Metrics::parse(&metrics.text()).sum("gpuhost_connections_refused_per_client_total", &[])
+}
+
+/// Asserts that the server closes `conn`, a connection past its client's cap, without
+/// answering the request sent on it.
+fn closed_unanswered(mut conn: TcpStream, which: &str) {
+    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
+    let _ = conn.write_all(get.as_bytes());
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    match conn.read_to_end(&mut got) {
+        Ok(_) => assert!(
+            got.is_empty(),
+            "{which} was answered: {:?}",
+            String::from_utf8_lossy(&got)
+        ),
+        Err(e) => assert!(
+            !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{which} was left open, not closed at once"
+        ),
+    }
+}
+
+/// A dual-stack listener (`[::]`) sees an IPv4 client as `::ffff:a.b.c.d`, whose /64 prefix,
+/// all zeros, every IPv4 client shares: each must still be a client of its own, as on an IPv4
+/// listener, while an IPv6 client is its /64 (unit-tested in gpuhost-serve's clients.rs: this
+/// machine's loopback has one IPv6 address, ::1, so no two addresses of a /64 can connect here).
+#[test]
+fn on_a_dual_stack_listener_each_ipv4_client_and_the_ipv6_loopback_have_a_cap_of_their_own() {
+    let repo = misbehave_repo("client-cap-v6", "");
+    let server =
+        Server::start_listening(&repo.dir, "[::]:0", &["--max-connections-per-client", "1"]);
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let v4: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let v6: std::net::SocketAddr = (std::net::Ipv6Addr::LOCALHOST, port).into();
+    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
+    let served = |from: &str, to| {
+        let mut conn = connect_to(from, to, |_| {});
+        conn.write_all(get.as_bytes()).unwrap();
+        let r = read_response(&mut conn, Duration::from_secs(20));
+        assert_eq!(r.map(|r| r.status), Some(200), "{from}'s first connection");
+        conn
+    };
+    // Each holds its one connection open, served.
+    let _held = [
+        served("127.0.0.7", v4),
+        served("127.0.0.8", v4),
+        served("::1", v6),
+    ];
+    for (from, to) in [("127.0.0.7", v4), ("::1", v6)] {
+        closed_unanswered(connect_to(from, to, |_| {}), &format!("{from}'s second"));
+    }
+    // Read by a fourth client: the test's own default one, ::1 through [::], is at its cap.
+    let reader = connect_to("127.0.0.9", v4, |_| {});
+    assert_eq!(refused_per_client(reader), 2.0);
 }
 
 /// The most memory the server process has held (Linux's VmHWM), in bytes.

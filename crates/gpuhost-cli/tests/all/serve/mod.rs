@@ -105,6 +105,9 @@ pub fn test_bundle(name: &str) -> PathBuf {
     root().join("crates/gpuhost/bundles").join(name)
 }
 
+/// Where a test server listens unless a test says otherwise.
+const LOOPBACK: &str = "127.0.0.1:0";
+
 /// A running `gpuhost serve`; killed on drop if still running.
 pub struct Server {
     pub child: Child,
@@ -128,16 +131,22 @@ impl Server {
         env: &[(&str, &str)],
         prepare: impl FnOnce(&mut Command),
     ) -> Self {
-        Self::launch(repo, extra, env, prepare, true)
+        Self::launch(repo, LOOPBACK, extra, env, prepare, true)
     }
 
     /// [`Server::start`] logging text lines (the default format) instead of JSON.
     pub fn start_text_logs(repo: &Path, extra: &[&str]) -> Self {
-        Self::launch(repo, extra, &[], |_| {}, false)
+        Self::launch(repo, LOOPBACK, extra, &[], |_| {}, false)
+    }
+
+    /// [`Server::start`] listening on `listen` (with port 0) instead of 127.0.0.1.
+    pub fn start_listening(repo: &Path, listen: &str, extra: &[&str]) -> Self {
+        Self::launch(repo, listen, extra, &[], |_| {}, true)
     }
 
     fn launch(
         repo: &Path,
+        listen: &str,
         extra: &[&str],
         env: &[(&str, &str)],
         prepare: impl FnOnce(&mut Command),
@@ -146,7 +155,7 @@ impl Server {
         let mut cmd = gpuhost();
         cmd.args(["serve", "--repository"])
             .arg(repo)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(json.then_some("--log-json"))
             .args(extra)
             .stdout(Stdio::piped())
