@@ -15,12 +15,16 @@
 //! expose_errors = false   # default false: a client whose request trapped gets its kind, function,
 //!                         # version and request id, and the log the detail (the guest's backtrace)
 //!                         # and stderr; true (for development) sends those to the client too
+//! log_lines_burst = 20    # warnings of failed requests (a trap, no response) logged at once,
+//! log_lines_per_minute = 60  # then this many a minute; past them they are counted, not
+//!                         # logged (gpuhost_log_lines_suppressed_total): crate::log_budget
 //! [limits]                # gpuhost-wasm quotas of each request's Store (defaults: Limits::default();
 //!                         # max_kernel_time_ms is Limits::max_kernel_time)
 //! max_buffer_bytes = 268435456
 //! fuel = 2000000000
 //! ```
 
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -54,6 +58,8 @@ struct ServeToml {
     timeout_ms: Option<u64>,
     max_body_bytes: Option<u64>,
     expose_errors: Option<bool>,
+    log_lines_burst: Option<u32>,
+    log_lines_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,6 +109,13 @@ pub struct FunctionConfig {
     /// the guest's stderr to the client, not only to the log: for development, as they show the
     /// function's internals and whatever it logged to whoever can call it.
     pub expose_errors: bool,
+    /// Warnings of its failed requests (a guest's trap or missing response) the log takes at
+    /// once; past them, [`FunctionConfig::log_lines_per_minute`].
+    pub log_lines_burst: NonZeroU32,
+    /// Such warnings the log takes a minute once the burst is spent; the rest are counted in
+    /// `gpuhost_log_lines_suppressed_total`, not written, so a client driving a failing function
+    /// cannot write the log at its own rate.
+    pub log_lines_per_minute: NonZeroU32,
     /// Quotas of each request's Store.
     pub limits: gpuhost_wasm::Limits,
 }
@@ -146,6 +159,25 @@ impl FunctionConfig {
                 "serve.timeout_ms must be 1..={MAX_TIMEOUT_MS} (got {timeout_ms})"
             )));
         }
+        let at_least_one = |key: &str, value: Option<u32>, default: NonZeroU32| match value {
+            None => Ok(default),
+            Some(v) => NonZeroU32::new(v).ok_or_else(|| {
+                bad(format!(
+                    "serve.{key} must be at least 1 (a failing function's first warnings are \
+                     the operator's only view of why it fails)"
+                ))
+            }),
+        };
+        let log_lines_burst = at_least_one(
+            "log_lines_burst",
+            serve.log_lines_burst,
+            crate::log_budget::DEFAULT_BURST,
+        )?;
+        let log_lines_per_minute = at_least_one(
+            "log_lines_per_minute",
+            serve.log_lines_per_minute,
+            crate::log_budget::DEFAULT_PER_MINUTE,
+        )?;
         if toml.devices.as_ref().is_some_and(Vec::is_empty) {
             return Err(bad("devices must name at least one device ordinal".into()));
         }
@@ -160,6 +192,8 @@ impl FunctionConfig {
             timeout: Duration::from_millis(timeout_ms),
             max_body_bytes: serve.max_body_bytes.unwrap_or(16 << 20),
             expose_errors: serve.expose_errors.unwrap_or(false),
+            log_lines_burst,
+            log_lines_per_minute,
             limits: gpuhost_wasm::Limits {
                 sandbox: toml.sandbox.unwrap_or(true),
                 ..toml.limits.apply(gpuhost_wasm::Limits::default())
@@ -311,11 +345,29 @@ mod tests {
         );
         assert_eq!(c.limits.max_kernel_time, Duration::from_millis(250));
         assert!(c.expose_errors);
+        assert_eq!(
+            (c.log_lines_burst.get(), c.log_lines_per_minute.get()),
+            (20, 60),
+            "the log budget's defaults"
+        );
+        std::fs::write(
+            f.join("function.toml"),
+            "[serve]\nlog_lines_burst = 3\nlog_lines_per_minute = 1\n",
+        )
+        .unwrap();
+        let c = FunctionConfig::load(&f).unwrap();
+        assert_eq!(
+            (c.log_lines_burst.get(), c.log_lines_per_minute.get()),
+            (3, 1)
+        );
         std::fs::write(f.join("function.toml"), "rout = \"/x\"\n").unwrap();
         let e = FunctionConfig::load(&f).unwrap_err().to_string();
         assert!(e.contains("unknown field"), "{e}");
         std::fs::write(f.join("function.toml"), "[serve]\nmax_concurrency = 0\n").unwrap();
         assert!(FunctionConfig::load(&f).is_err());
+        std::fs::write(f.join("function.toml"), "[serve]\nlog_lines_burst = 0\n").unwrap();
+        let e = FunctionConfig::load(&f).unwrap_err().to_string();
+        assert!(e.contains("log_lines_burst must be at least 1"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

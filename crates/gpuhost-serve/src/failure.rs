@@ -5,7 +5,9 @@
 //! function's author and the operator need both, and whoever can call the function must not be
 //! handed them. So by default the client gets a stable `kind`, a short message, the function,
 //! its version and the request's id; the log gets the whole of it under the same id, which every
-//! response of a function also carries in its `x-request-id` header. function.toml's
+//! response of a function also carries in its `x-request-id` header, unless the function's
+//! failures are over its budget of log lines (crate::log_budget: a client driving a failing
+//! function must not write the log at its own rate). function.toml's
 //! `[serve] expose_errors = true` (for development) sends the detail and stderr to the client too.
 //!
 //! The detail and stderr are the guest's text (its stderr, an error code's message, the function
@@ -19,7 +21,9 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderValue, Response, StatusCode};
 
+use crate::function::Function;
 use crate::invoke::json_error;
+use crate::log_budget::LogBudget;
 use crate::metrics::Outcome;
 
 /// The header carrying a request's id, on every response of a function.
@@ -146,11 +150,13 @@ pub(crate) struct Failed<'a> {
     pub(crate) expose: bool,
     /// The function's time limit, which a timeout's message names.
     pub(crate) timeout: Duration,
+    /// The function's budget of log lines, which a failure's warning must fit in.
+    pub(crate) log: &'a LogBudget,
 }
 
 impl GuestFailure {
     /// The outcome and the client's response; a trap's or a missing response's detail is
-    /// logged under the request's id.
+    /// logged under the request's id, within the function's budget of log lines.
     pub(crate) fn respond(self, at: &Failed<'_>) -> (Outcome, Response<Body>) {
         let (function, version, id) = (at.function, at.version, at.id.as_str());
         let body = |kind: &str| context(kind, function, Some(version), at.id);
@@ -179,8 +185,10 @@ impl GuestFailure {
                         "the function trapped; everything it held was released",
                     )
                 };
-                let (logged, logged_stderr) = (loggable(&reason), loggable(&stderr));
-                tracing::warn!(request_id = id, function, version, kind, reason = %logged, stderr = %logged_stderr, "guest trapped");
+                if let Some(held_back) = at.log.admit() {
+                    let (logged, logged_stderr) = (loggable(&reason), loggable(&stderr));
+                    tracing::warn!(request_id = id, function, version, kind, reason = %logged, stderr = %logged_stderr, "guest trapped{held_back}");
+                }
                 let mut extra = body(kind);
                 if at.expose {
                     extra["detail"] = reason.into();
@@ -190,8 +198,10 @@ impl GuestFailure {
                 (Outcome::Trap, resp)
             }
             Self::NoResponse(reason) => {
-                let logged = loggable(&reason);
-                tracing::warn!(request_id = id, function, version, reason = %logged, "guest set no response");
+                if let Some(held_back) = at.log.admit() {
+                    let logged = loggable(&reason);
+                    tracing::warn!(request_id = id, function, version, reason = %logged, "guest set no response{held_back}");
+                }
                 let mut extra = body("no_response");
                 if at.expose {
                     extra["detail"] = reason.into();
@@ -209,10 +219,14 @@ impl GuestFailure {
 /// The answer to a request of a function whose device code a CUDA context loss took and whose
 /// reload failed (crate::recover). `error` names the server's files and what is wrong in them
 /// (the repository's path, function.toml's parse error): the operator's to read, so the log gets
-/// it under the request's id, and the client the kind, the function and the id.
-pub(crate) fn recovery_failed(function: &str, error: &crate::Error) -> Response<Body> {
+/// it under the request's id (within the function's budget of log lines: every request is
+/// refused so until a reload works), and the client the kind, the function and the id.
+pub(crate) fn recovery_failed(of: &Function, error: &crate::Error) -> Response<Body> {
     let id = RequestId::next();
-    tracing::warn!(request_id = id.as_str(), function, %error, "refused a request: its function's reload after a context loss failed");
+    let function = of.name.as_str();
+    if let Some(held_back) = of.log_budget().admit() {
+        tracing::warn!(request_id = id.as_str(), function, %error, "refused a request: its function's reload after a context loss failed{held_back}");
+    }
     let msg = "the function lost its device code to a CUDA context loss, and reloading it failed; \
                it is tried again shortly";
     let extra = context("recovery_failed", function, None, &id);

@@ -1,6 +1,7 @@
 //! A function in the repository: the version serving it (published atomically through an
 //! `ArcSwapOption`), its admission control (a bounded queue in front of a concurrency limit),
-//! its metrics, and loading a new version beside the old one.
+//! its budget of log lines (crate::log_budget), its metrics, and loading a new version beside
+//! the old one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -10,6 +11,7 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::FunctionConfig;
+use crate::log_budget::{DEFAULT_BURST, DEFAULT_PER_MINUTE, LogBudget};
 use crate::metrics::FunctionMetrics;
 use crate::version::{ReleaseOutcome, Version, VersionGuard};
 
@@ -68,6 +70,9 @@ pub struct Function {
     /// Admission of the serving configuration (replaced with a new version's limits).
     admission: arc_swap::ArcSwap<Admission>,
     pub(crate) metrics: Arc<FunctionMetrics>,
+    /// The log lines its failed requests may write, of the serving version's quota; kept across
+    /// versions of the same quota, so loading one does not refill it.
+    log: arc_swap::ArcSwap<LogBudget>,
     /// The last load's failure, shown while no version serves.
     last_error: std::sync::Mutex<Option<String>>,
     /// Loads and unloads of this function run one at a time.
@@ -83,6 +88,11 @@ impl Function {
             name: name.to_string(),
             current: ArcSwapOption::empty(),
             admission: arc_swap::ArcSwap::from_pointee(Admission::new(1, 0)),
+            log: arc_swap::ArcSwap::from_pointee(LogBudget::new(
+                DEFAULT_BURST,
+                DEFAULT_PER_MINUTE,
+                metrics.log_suppressed.clone(),
+            )),
             metrics,
             last_error: std::sync::Mutex::new(None),
             loading: Mutex::new(()),
@@ -116,6 +126,11 @@ impl Function {
             // Closed only after it was swapped out: the next load sees its successor.
             std::hint::spin_loop();
         }
+    }
+
+    /// Its budget of log lines, for a failed request's warning.
+    pub(crate) fn log_budget(&self) -> Arc<LogBudget> {
+        self.log.load_full()
     }
 
     /// The admission in force.
@@ -170,6 +185,13 @@ impl Function {
         self.metrics.bundle_bytes.set(bundle as i64);
         // Requests admitted under the old limits finish under them; new ones see the new.
         self.admission.store(Arc::new(admission));
+        if let Some(log) = self
+            .log
+            .load()
+            .of_quota(config.log_lines_burst, config.log_lines_per_minute)
+        {
+            self.log.store(Arc::new(log));
+        }
         let old = self.current.swap(Some(new.clone()));
         // Its first requests find their Stores made (while the old version drains).
         for device in 0..new.devices.len() {

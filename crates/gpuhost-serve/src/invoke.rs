@@ -239,6 +239,7 @@ pub(crate) async fn invoke(
             id: &id,
             expose,
             timeout,
+            log: &function.log_budget(),
         }),
     };
     resp.headers_mut()

@@ -21,6 +21,7 @@ mod error;
 mod failure;
 mod function;
 mod invoke;
+mod log_budget;
 mod metrics;
 mod recover;
 mod routes;

@@ -2,7 +2,7 @@
 //! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
 //! Per function: requests by outcome, latency, queue-time and request-phase histograms, running and
 //! queued requests, requests whose body is still arriving, GPU memory held by its requests, kernel
-//! launches, swaps, the serving version. Per device (read from gpuhost's `HostStats` at scrape
+//! launches, swaps, the serving version, log lines held back. Per device (read from gpuhost's `HostStats` at scrape
 //! time): launches, launch batches a request completed on its own thread (the rest waited for the
 //! completion thread), live modules and buffers, context losses, memory in use. Server-wide: open
 //! connections and those refused for their client's cap, request-body bytes buffered, versions
@@ -245,6 +245,7 @@ pub struct Metrics {
     swaps: Family<OutcomeLabels, Counter>,
     host_calls: Family<CallLabels, Counter>,
     host_call_seconds: Family<CallLabels, SecondsCounter>,
+    log_suppressed: Family<FunctionLabel, Counter>,
     retired: Gauge,
     /// Connections open now (`connections_open`), counted by the accept loop.
     pub(crate) connections_open: Gauge,
@@ -306,6 +307,8 @@ pub struct FunctionMetrics {
     phases: Vec<SecondsHistogram>,
     /// Given to every Store's gpuhost:cuda context: counts and times its host calls.
     pub(crate) calls: Arc<CallCounters>,
+    /// Log lines its failed requests did not write, over its budget (crate::log_budget).
+    pub(crate) log_suppressed: Counter,
 }
 
 /// Counters of one function by `result`, brought up at scrape time to totals kept elsewhere
@@ -440,6 +443,7 @@ impl Metrics {
             swaps: Family::default(),
             host_calls: Family::default(),
             host_call_seconds: Family::default(),
+            log_suppressed: Family::default(),
             retired: Gauge::default(),
             connections_open: Gauge::default(),
             connections_refused_per_client: Counter::default(),
@@ -592,6 +596,11 @@ impl Metrics {
             m.host_call_seconds.clone(),
         );
         r.register(
+            "log_lines_suppressed",
+            "Warnings of the function's failed requests (a guest's trap or missing response, a failed reload's refusal) not written to the log, over its budget (function.toml's [serve] log_lines_burst, log_lines_per_minute); the next one written says how many were held back",
+            m.log_suppressed.clone(),
+        );
+        r.register(
             "retired_versions",
             "Old versions whose device code could not be released (something still held it)",
             m.retired.clone(),
@@ -689,6 +698,7 @@ impl Metrics {
                     self.phases.get_or_create_owned(&labels)
                 })
                 .collect(),
+            log_suppressed: self.log_suppressed.get_or_create_owned(&l),
             calls: Arc::new(CallCounters {
                 function: name.to_string(),
                 metrics: self.clone(),

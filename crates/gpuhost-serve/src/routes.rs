@@ -259,7 +259,7 @@ async fn dispatch(State(s): Shared, req: Request) -> Response {
             if function.stale()
                 && let Err(e) = s.recover(&function).await
             {
-                return crate::failure::recovery_failed(&function.name, &e);
+                return crate::failure::recovery_failed(&function, &e);
             }
             invoke(function, &s, req).await
         }

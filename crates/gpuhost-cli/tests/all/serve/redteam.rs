@@ -561,3 +561,54 @@ fn a_guests_trailers_cannot_carry_a_request_id_or_version_of_its_own() {
     assert!(!got.contains("forged-by-the-guest"), "{got}");
     assert!(!got.contains("999"), "{got}");
 }
+
+/// A client driving a trapping function as fast as it can: a warning of up to 32 KiB a request
+/// (the trap's detail and the guest's stderr) filled the log's disk at the client's rate. Every
+/// client still gets its JSON error and request id; the log gets the function's budget of lines
+/// (by default 20 at once, then one a second), and /metrics counts each line it did not get.
+#[test]
+fn a_function_trapping_at_full_rate_logs_within_its_budget_and_counts_every_line_suppressed() {
+    let repo = misbehave_repo("log-flood", "");
+    let server = Server::start(&repo.dir, &[], &[]);
+    const CLIENTS: usize = 4;
+    const EACH: usize = 30;
+    let started = Instant::now();
+    let answers: Vec<Response> = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| s.spawn(|| (0..EACH).map(|_| server.get("/misbehave/trap")).collect()))
+            .collect();
+        let answers = clients.into_iter().map(|c| c.join().unwrap());
+        answers.flat_map(|a: Vec<Response>| a).collect()
+    });
+    let took = started.elapsed();
+    for r in &answers {
+        assert_eq!(r.status, 500, "{}", r.text());
+        let body = r.json();
+        assert_eq!(body["kind"], "trap", "{body}");
+        let id = body["request_id"].as_str().unwrap_or_default();
+        assert!(!id.is_empty(), "no request id: {body}");
+        assert_eq!(r.header("x-request-id"), Some(id), "{body}");
+    }
+    let requests = answers.len();
+    let suppressed = server.metrics().sum(
+        "gpuhost_log_lines_suppressed_total",
+        &[("function", "misbehave")],
+    ) as usize;
+    // Each line is written before its response is sent, and read off the server's stderr by a
+    // thread of the test's: counted once they are all there.
+    let lines = || {
+        let logs = server.logs();
+        logs.lines().filter(|l| l.contains("guest trapped")).count()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || lines() + suppressed == requests),
+        "{} lines logged and {suppressed} counted suppressed, for {requests} traps",
+        lines()
+    );
+    let budget = 20 + took.as_secs() as usize;
+    assert!(
+        lines() <= budget,
+        "{} lines logged for {requests} traps in {took:?}: over the budget of {budget}",
+        lines()
+    );
+}
