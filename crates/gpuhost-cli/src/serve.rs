@@ -55,7 +55,7 @@ pub struct Args {
     /// kernel's listen backlog holds them meanwhile).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// Connections one client (peer IP address) may hold open on --listen (not on
+    /// Connections one client (its IPv4 address, or its IPv6 /64) may hold open on --listen (not on
     /// --control-listen); its next one is closed at once, so one client cannot take
     /// --max-connections from the others. Off by default: behind a
     /// proxy, an ingress or a source-NATed Kubernetes Service every connection comes from a few
