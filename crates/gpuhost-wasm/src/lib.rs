@@ -13,6 +13,7 @@
 
 mod arg_list;
 mod bindings;
+mod blocking;
 mod bound_launch;
 mod bundle;
 mod bundle_rewrite;

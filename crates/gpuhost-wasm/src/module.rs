@@ -10,6 +10,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::WitError;
 use crate::bindings::gpuhost::cuda::module::{Host, HostKernel, HostModule, ParamInfo};
+use crate::blocking::off_worker;
 use crate::confine::{KernelSandbox, SandboxModule};
 use crate::ctx::CudaCtxView;
 use crate::error::{CudaResult, from_gpu};
@@ -72,10 +73,12 @@ impl CudaCtxView<'_> {
         pushed
     }
 
-    /// Loads one image as a one-module registry.
+    /// Loads one image as a one-module registry. The driver's JIT of PTX takes milliseconds to
+    /// seconds, off the executor's worker (blocking.rs).
     fn registry(&mut self, image: ModuleImage, is_ptx: bool) -> CudaResult<Arc<Registry>> {
         let source = ModuleSource::new("guest", image);
-        Registry::from_sources(&self.ctx.host, "guest", vec![source]).map_err(|e| {
+        let host = &self.ctx.host;
+        off_worker(|| Registry::from_sources(host, "guest", vec![source])).map_err(|e| {
             match (&e, is_ptx) {
                 (gpuhost::Error::InvalidModule { log, .. }, true) => {
                     WitError::InvalidPtx(log.clone())
@@ -95,7 +98,8 @@ impl CudaCtxView<'_> {
     ) -> CudaResult<(Arc<Registry>, u64, Option<Arc<SandboxModule>>)> {
         let source = match self.cached(ptx)? {
             Some(shared) => Source::Cached(shared),
-            None => Source::Rewritten(Box::new(crate::confine::rewrite(ptx)?)),
+            // About a millisecond per 100 KB of PTX (issue #9), off the worker (blocking.rs).
+            None => Source::Rewritten(Box::new(off_worker(|| crate::confine::rewrite(ptx))?)),
         };
         // Its kernels launch with the guest's arena and control block: make them now.
         self.ctx.confinement()?;

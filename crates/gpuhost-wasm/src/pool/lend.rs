@@ -131,10 +131,13 @@ impl SandboxPool {
         Confinement::from_parts(arena, ctl, limits, Some(lent))
     }
 
-    /// A new pair, counted.
+    /// A new pair, counted: hundreds of µs in the driver, serialized with every other thread's
+    /// calls, so made off the executor's worker (blocking.rs).
     fn make(&self) -> Result<(Arc<Arena>, ControlBlock), gpuhost::Error> {
-        let arena = self.host.arena(self.arena_bytes)?;
-        let ctl = self.host.control_block()?;
+        let (arena, ctl) = crate::blocking::off_worker(|| {
+            let arena = self.host.arena(self.arena_bytes)?;
+            Ok::<_, gpuhost::Error>((arena, self.host.control_block()?))
+        })?;
         self.created.fetch_add(1, Ordering::Relaxed);
         Ok((arena, ctl))
     }
