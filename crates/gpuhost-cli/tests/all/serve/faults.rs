@@ -550,10 +550,13 @@ fn a_streamed_body_cut_short_by_the_time_limit_is_not_ended_as_if_whole() {
     // 3 s limit, then a clean end (the guest stopped at its deadline): not understood yet. Its
     // failure says when each read returned, and how fast the server answered health probes
     // meanwhile (a starved runtime or a guest that never ran on), with the server's log.
-    // One guess, unconfirmed: a guest task woken into a tokio worker's LIFO slot, which other
-    // workers cannot steal (tokio 1.54), starves while that worker is held in a driver call that
-    // 15 other processes' GPU work makes slow — the warm Stores still being made at start. So the
-    // request goes once the server is at rest: what is tested is the cut, not the start.
+    // The likeliest cause, its mechanism shown but this case not caught in the act: a guest task
+    // woken into a tokio worker's LIFO slot, which other workers cannot steal (tokio 1.54),
+    // starves while that worker is held in a driver call that 15 other processes' GPU work makes
+    // slow — the warm Stores still being made at start. gpuhost-wasm's blocking.rs shows the
+    // stall and now makes a guest's slow calls (JIT, rewrite, new sandbox pairs) off the worker.
+    // The request still goes once the server is at rest: what is tested is the cut, not the
+    // start.
     let repo = misbehave_repo("cut-short", "[serve]\ntimeout_ms = 3000\n");
     let server = Server::start(&repo.dir, &[], &[]);
     super::wait_at_rest(&server, "misbehave", "before the drip");
