@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Session 49's GPU call (~4 min), NOT RUN: session 49 got no device machine (fourteen starts got
 # none and ten calls were refused, 22:04-23:39 UTC, until too little device time was left). For the next
-# session, at af215e2 (branch s49-mbar: a failed software mbarrier wait sleeps 50 ns):
+# session, at branch s49-mbar (f6d3275: a failed software mbarrier wait sleeps 50 ns):
 #  1. scripts/probes/staging-ceiling.c: the best pageable transfer a plain C pipeline gets on this
 #     machine, beside raw pinned and pageable cuMemcpy (issue #12: is 0.7x pinned reachable?);
 #  2. sandbox_bench --ablate on mbarrier_pipeline with each of variants/ (make.sh, made from the
 #     rewrite without the sleep) as its "from file" column: sleeps of 20, 50, 200 ns after a
-#     failed wait test (the sandboxed column is af215e2's 50 ns; make.sh also makes relaxed-load
+#     failed wait test (the sandboxed column is the branch's 50 ns; make.sh also makes relaxed-load
 #     variants);
 #  3. the whole sandbox_bench twice;
 #  4. conformance's suite at 16 test threads (the mbarrier cases through NVIDIA's JIT).
 # To run it:
 #   cargo build --release -p ptxvm --example sandbox_dump        # on main, without the sleep
 #   bash bench/h200-runs/2026-12-06-s49/call1/variants/make.sh
-#   git checkout s49-mbar (rebased on main); PACK_SUITES="conformance" bash scripts/gpu-pack.sh
+#   git checkout s49-mbar; PACK_SUITES="conformance" bash scripts/gpu-pack.sh
 #   (then move .gpu/perf.tar.xz and .gpu/sandbox aside)
 #   device tool: run  command="bash bench/h200-runs/2026-12-06-s49/call1/call1.sh"  carry=[".gpu"]
 set -u
