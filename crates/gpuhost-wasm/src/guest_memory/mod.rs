@@ -724,7 +724,9 @@ fn gaps(pieces: &[Piece], span: Range<usize>) -> Vec<Range<usize>> {
     out
 }
 
-/// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping.
+/// Locks `range` of `slot`'s memory with `host`'s context; the piece keeps the mapping. The
+/// driver pins every page of it, a time that grows with the range (up to the guest's whole
+/// memory), so off the executor's worker (crate::blocking).
 fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<LockedMemory> {
     let owner = Box::new(slot.mapping.clone());
     // SAFETY: `range` lies in granule bounds and the accessible size (lock_memory refuses it unless
@@ -734,7 +736,9 @@ fn lock(host: &Arc<Host>, slot: &Slot, range: Range<usize>) -> gpuhost::Result<L
     // reset discards only pages outside the pieces (it may revoke access to a piece's pages past
     // the next guest's size: mprotect keeps the pages). No other registration overlaps it: pieces
     // are disjoint (`gaps`) and the mapping is ours alone.
-    unsafe { host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner) }
+    crate::blocking::off_worker(|| unsafe {
+        host.lock_memory(slot.mapping.base.add(range.start), range.len(), owner)
+    })
 }
 
 #[cfg(test)]
