@@ -1,5 +1,6 @@
 //! Slow synchronous work a guest's call does on an executor thread (a PTX rewrite, the driver's
-//! JIT of a module, a new sandbox arena), done so that it holds up no other task of that thread.
+//! JIT of a module, a new sandbox arena, locking a guest's memory), done so that it holds up no
+//! other task of that thread.
 //!
 //! Guests' calls run on the embedder's tokio workers (`gpuhost serve`'s, `gpuhost run`'s). A task
 //! that a worker's running task wakes goes into that worker's LIFO slot, and in tokio 1.54 no
