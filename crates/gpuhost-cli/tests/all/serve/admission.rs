@@ -220,6 +220,29 @@ pub(super) fn connect_with(
     connect_to(ip, server.addr.parse().unwrap(), prepare)
 }
 
+/// The misbehave function's plain answer, on a connection kept open.
+const GET_OK: &str = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
+
+/// Asserts that `conn` is served: GET_OK on it is answered 200 (`which` names it if not).
+fn served(conn: &mut TcpStream, which: &str) {
+    conn.write_all(GET_OK.as_bytes()).unwrap();
+    let r = read_response(conn, Duration::from_secs(20));
+    assert_eq!(r.map(|r| r.status), Some(200), "{which}");
+}
+
+/// Whether a new connection from `ip` is served (200) now. A client at its cap has it closed,
+/// or reset where the request was already sent (which read_response takes as a failure): either
+/// is "not yet" here, for a caller that waits for the server to see a connection of its close.
+pub(super) fn served_on_a_new_connection(ip: &str, server: &Server) -> bool {
+    let mut conn = connect_from(ip, server);
+    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let mut raw = Vec::new();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn.write_all(get.as_bytes()).is_ok()
+        && conn.read_to_end(&mut raw).is_ok()
+        && raw.starts_with(b"HTTP/1.1 200")
+}
+
 /// A connection to `to` from local address `ip` (IPv4 or IPv6), `prepare` given the socket
 /// before it connects.
 fn connect_to(
@@ -251,12 +274,6 @@ fn connect_to(
 fn a_client_at_its_connection_cap_has_its_next_connection_closed_and_other_clients_are_served() {
     let repo = misbehave_repo("client-cap", "");
     let server = Server::start(&repo.dir, &["--max-connections-per-client", "2"], &[]);
-    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
-    let served = |conn: &mut TcpStream, which: &str| {
-        conn.write_all(get.as_bytes()).unwrap();
-        let r = read_response(conn, Duration::from_secs(20));
-        assert_eq!(r.map(|r| r.status), Some(200), "{which}");
-    };
     // One client (127.0.0.1) holds two connections open.
     let mut held: Vec<_> = (0..2)
         .map(|i| {
@@ -274,20 +291,11 @@ fn a_client_at_its_connection_cap_has_its_next_connection_closed_and_other_clien
     assert_eq!(refused_per_client(connect_from("127.0.0.2", &server)), 1.0);
     // Once one of its connections closes, the first client connects again.
     drop(held.pop());
-    // Until the server has seen that connection close, the client is still at its cap and a
-    // new connection is refused: closed, or reset where the request was already sent (which
-    // read_response takes as a failure). Either is "not yet".
-    let again = || {
-        let mut conn = connect_from("127.0.0.1", &server);
-        let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
-        let mut raw = Vec::new();
-        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        conn.write_all(get.as_bytes()).is_ok()
-            && conn.read_to_end(&mut raw).is_ok()
-            && raw.starts_with(b"HTTP/1.1 200")
-    };
+    // Until the server has seen that connection close, the client is still at its cap.
     assert!(
-        eventually(Duration::from_secs(20), again),
+        eventually(Duration::from_secs(20), || {
+            served_on_a_new_connection("127.0.0.1", &server)
+        }),
         "127.0.0.1 was not served again once it held one connection"
     );
 }
@@ -304,8 +312,7 @@ fn refused_per_client(mut conn: TcpStream) -> f64 {
 /// Asserts that the server closes `conn`, a connection past its client's cap, without
 /// answering the request sent on it.
 fn closed_unanswered(mut conn: TcpStream, which: &str) {
-    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
-    let _ = conn.write_all(get.as_bytes());
+    let _ = conn.write_all(GET_OK.as_bytes());
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut got = Vec::new();
@@ -334,19 +341,16 @@ fn on_a_dual_stack_listener_each_ipv4_client_and_the_ipv6_loopback_have_a_cap_of
     let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
     let v4: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let v6: std::net::SocketAddr = (std::net::Ipv6Addr::LOCALHOST, port).into();
-    let get = "GET /misbehave/ok HTTP/1.1\r\nhost: x\r\n\r\n";
-    let served = |from: &str, to| {
+    let served_from = |from: &str, to| {
         let mut conn = connect_to(from, to, |_| {});
-        conn.write_all(get.as_bytes()).unwrap();
-        let r = read_response(&mut conn, Duration::from_secs(20));
-        assert_eq!(r.map(|r| r.status), Some(200), "{from}'s first connection");
+        served(&mut conn, &format!("{from}'s first connection"));
         conn
     };
     // Each holds its one connection open, served.
     let _held = [
-        served("127.0.0.7", v4),
-        served("127.0.0.8", v4),
-        served("::1", v6),
+        served_from("127.0.0.7", v4),
+        served_from("127.0.0.8", v4),
+        served_from("::1", v6),
     ];
     for (from, to) in [("127.0.0.7", v4), ("::1", v6)] {
         closed_unanswered(connect_to(from, to, |_| {}), &format!("{from}'s second"));

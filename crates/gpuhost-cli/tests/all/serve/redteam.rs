@@ -10,21 +10,27 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::admission::{connect_from, connect_with, read_response};
+use super::admission::{connect_from, connect_with, read_response, served_on_a_new_connection};
 use super::{Response, Server, eventually, gpuhost, misbehave_repo, parse_response, request, root};
 
-/// Sends `raw` on a fresh connection and reads until the server closes it (every request here
-/// says `connection: close` or is HTTP/1.0); a connection error is status 0.
-fn raw(addr: &str, raw: &[u8]) -> Response {
+/// Sends `raw` on a fresh connection and reads, for at most `limit`, until the server closes it
+/// (every request here says `connection: close` or is HTTP/1.0): what came, as sent, or the
+/// connection's error as text.
+fn exchange(addr: &str, raw: &[u8], limit: Duration) -> Vec<u8> {
     let exchange = || -> std::io::Result<Vec<u8>> {
         let mut s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        s.set_read_timeout(Some(limit))?;
         s.write_all(raw)?;
         let mut got = Vec::new();
         s.read_to_end(&mut got)?;
         Ok(got)
     };
-    let got = exchange().unwrap_or_else(|e| e.to_string().into_bytes());
+    exchange().unwrap_or_else(|e| e.to_string().into_bytes())
+}
+
+/// [`exchange`] of `raw`, parsed; a connection error is status 0.
+fn raw(addr: &str, raw: &[u8]) -> Response {
+    let got = exchange(addr, raw, Duration::from_secs(60));
     parse_response(&got).unwrap_or_else(|| Response {
         status: 0,
         headers: Default::default(),
@@ -409,12 +415,8 @@ fn a_guest_cannot_set_the_request_id_or_version_headers_the_operator_searches_by
 
 /// The head of the response to GET `path` on a fresh connection, as sent.
 fn request_raw(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut got = Vec::new();
-    let _ = s.read_to_end(&mut got);
+    let get = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let got = exchange(addr, get.as_bytes(), Duration::from_secs(30));
     let got = String::from_utf8_lossy(&got).into_owned();
     got.split("\r\n\r\n").next().unwrap_or_default().to_string()
 }
@@ -446,17 +448,10 @@ fn a_client_gets_its_connection_place_back_however_its_connection_ends() {
     let client = "127.0.0.7";
     let served_again = |how: &str| {
         // Refused, the connection is closed (or reset: the request unread) unanswered.
-        let again = || {
-            let mut conn = connect_from(client, &server);
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-            let get = b"GET /misbehave/ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
-            let mut got = Vec::new();
-            conn.write_all(get).is_ok()
-                && conn.read_to_end(&mut got).is_ok()
-                && got.starts_with(b"HTTP/1.1 200")
-        };
         assert!(
-            eventually(Duration::from_secs(20), again),
+            eventually(Duration::from_secs(20), || {
+                served_on_a_new_connection(client, &server)
+            }),
             "after a connection that {how}, the client was not served again"
         );
         // Its connection's end, seen by the server, before the next way to end one begins.
@@ -544,14 +539,9 @@ fn a_function_writing_over_8_kib_to_stderr_is_served_and_its_trap_logs_its_last_
 fn a_guests_trailers_cannot_carry_a_request_id_or_version_of_its_own() {
     let repo = misbehave_repo("trailers", "");
     let server = Server::start(&repo.dir, &[], &[]);
-    let mut s = TcpStream::connect(&server.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(
-        b"GET /misbehave/trailers HTTP/1.1\r\nhost: x\r\nte: trailers\r\nconnection: close\r\n\r\n",
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let _ = s.read_to_end(&mut got);
+    let get =
+        b"GET /misbehave/trailers HTTP/1.1\r\nhost: x\r\nte: trailers\r\nconnection: close\r\n\r\n";
+    let got = exchange(&server.addr, get, Duration::from_secs(30));
     let got = String::from_utf8_lossy(&got).into_owned();
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     // A client that asked for trailers gets the guest's own ones.
