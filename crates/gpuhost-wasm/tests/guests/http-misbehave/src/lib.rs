@@ -70,6 +70,29 @@ fn bump_globals() -> gpuhost_guest::Result<Vec<u32>> {
     Ok(counted)
 }
 
+/// Answers 200 with `headers`, `body` (none when empty) and, when given, `trailers`.
+fn respond_with(
+    out: ResponseOutparam,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    trailers: Option<&[(&str, &str)]>,
+) {
+    let fields = |list: &[(&str, &str)]| {
+        let list: Vec<_> = list.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect();
+        Fields::from_list(&list).ok()
+    };
+    let Some(headers) = fields(headers) else { return };
+    let resp = OutgoingResponse::new(headers);
+    let Ok(outgoing) = resp.body() else { return };
+    ResponseOutparam::set(out, Ok(resp));
+    if !body.is_empty()
+        && let Ok(stream) = outgoing.write()
+    {
+        let _ = stream.blocking_write_and_flush(body);
+    }
+    let _ = OutgoingBody::finish(outgoing, trailers.and_then(fields));
+}
+
 /// A log line of the server's text format, made up by a guest.
 const FORGED: &str = "2001-01-01T00:00:00.000000Z  INFO gpuhost_serve: FORGED by the guest";
 
@@ -115,34 +138,19 @@ impl Guest for Misbehave {
                 ResponseOutparam::set(out, Err(ErrorCode::InternalError(Some(text))));
             }
             "trailers" => {
-                let declared = [("trailer".to_string(), b"x-request-id, x-gpuhost-version, x-mine".to_vec())];
-                let Ok(fields) = Fields::from_list(&declared) else { return };
-                let resp = OutgoingResponse::new(fields);
-                let Ok(body) = resp.body() else { return };
-                ResponseOutparam::set(out, Ok(resp));
-                if let Ok(stream) = body.write() {
-                    let _ = stream.blocking_write_and_flush(b"body");
-                }
+                let declared = [("trailer", "x-request-id, x-gpuhost-version, x-mine")];
                 let trailers = [
-                    ("x-request-id".to_string(), b"forged-by-the-guest".to_vec()),
-                    ("x-gpuhost-version".to_string(), b"999".to_vec()),
-                    ("x-mine".to_string(), b"kept".to_vec()),
+                    ("x-request-id", "forged-by-the-guest"),
+                    ("x-gpuhost-version", "999"),
+                    ("x-mine", "kept"),
                 ];
-                let trailers = Fields::from_list(&trailers).ok();
-                let _ = OutgoingBody::finish(body, trailers);
+                respond_with(out, &declared, b"body", Some(&trailers));
             }
             "spoof" => {
-                let headers = [
-                    ("x-request-id".to_string(), b"forged-by-the-guest".to_vec()),
-                    ("x-gpuhost-version".to_string(), b"999".to_vec()),
-                ];
-                let Ok(fields) = Fields::from_list(&headers) else { return };
-                let resp = OutgoingResponse::new(fields);
-                let Ok(body) = resp.body() else { return };
-                ResponseOutparam::set(out, Ok(resp));
-                let _ = OutgoingBody::finish(body, None);
+                let headers = [("x-request-id", "forged-by-the-guest"), ("x-gpuhost-version", "999")];
+                respond_with(out, &headers, b"", None);
             }
-"stamp" => {
+            "stamp" => {
                 let n = query.strip_prefix("n=").and_then(|v| v.parse().ok()).unwrap_or(32);
                 let text = match stamp(n) {
                     Ok(v) => format!("ok {v:08x}"),
