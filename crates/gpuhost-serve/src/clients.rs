@@ -29,8 +29,8 @@ pub(crate) fn client_of(peer: IpAddr) -> IpAddr {
 /// The open connections of each client of a listener, at most `cap` each.
 pub(crate) struct PerClient {
     cap: usize,
-    /// By [`client_of`]. Only clients with a connection open are here, so it holds at most as many entries as
-    /// the listener has connections.
+    /// By [`client_of`]. Only clients with a connection open are here, so it holds at most as
+    /// many entries as the listener has connections.
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 

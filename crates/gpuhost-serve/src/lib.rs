@@ -180,8 +180,9 @@ pub async fn serve(
 /// connected. At [`ServeOptions::max_connections`] open it accepts none until one closes: the
 /// kernel's listen backlog holds the next ones meanwhile, where accepting and dropping them
 /// would end connections that could have been served a moment later. A client (peer IPv4
-/// address, or IPv6 /64 prefix: crate::clients) with `per_client` ([`ServeOptions::max_connections_per_client`] on the public listener)
-/// open has its next one closed at once (crate::clients says why).
+/// address, or IPv6 /64 prefix: crate::clients) with `per_client` open
+/// ([`ServeOptions::max_connections_per_client`] on the public listener) has its next one
+/// closed at once (crate::clients says why).
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,

@@ -1,13 +1,13 @@
 //! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours;
 //! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
-//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running and
-//! queued requests, requests whose body is still arriving, GPU memory held by its requests, kernel
-//! launches, swaps, the serving version, log lines held back. Per device (read from gpuhost's `HostStats` at scrape
-//! time): launches, launch batches a request completed on its own thread (the rest waited for the
-//! completion thread), live modules and buffers, context losses, memory in use. Server-wide: open
-//! connections and those refused for their client's cap, request-body bytes buffered, versions
-//! retired. The status page at `/` reads the
-//! same `/metrics`.
+//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running
+//! and queued requests, requests whose body is still arriving, GPU memory held by its requests,
+//! kernel launches, swaps, the serving version, log lines held back. Per device (read from
+//! gpuhost's `HostStats` at scrape time): launches, launch batches a request completed on its own
+//! thread (the rest waited for the completion thread), live modules and buffers, context losses,
+//! memory in use. Server-wide: open connections, those refused for their client's cap and those
+//! ended in an error of hyper's, request-body bytes buffered, versions retired. The status page at
+//! `/` reads the same `/metrics`.
 //!
 //! Names follow Triton's where the meaning matches: `nv_inference_request_success`/`_failure`
 //! are here `gpuhost_requests_total{outcome}`, `nv_inference_request_duration_us` is
