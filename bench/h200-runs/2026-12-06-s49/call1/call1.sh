@@ -25,7 +25,7 @@ export CONFORMANCE_CORPUS=$PWD/corpus
 cc -O2 -pthread -I/usr/local/cuda/include scripts/probes/staging-ceiling.c -L/usr/local/nvidia/lib64 \
   -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/sc > "$OUT/logs/staging.txt" 2>&1 && timeout 120 /tmp/sc >> "$OUT/logs/staging.txt" 2>&1
 echo "rc=$?" >> "$OUT/logs/staging.txt"
-variants="base ns20 ns50 ns200"
+variants="base ns20 ns50 ns200 relaxed relaxed_ns50"
 for v in $variants; do
   SANDBOX_BENCH_KERNELS=mbarrier_pipeline SANDBOX_BENCH_FILE="mbarrier_pipeline=$here/variants/$v.ptx" \
     timeout 60 .gpu/bin/sandbox_bench --ablate > "$OUT/logs/ablate-$v.md" 2>&1
