@@ -1,6 +1,10 @@
 //! Events: markers recorded into a stream. An event is complete when its stream has run
 //! everything before the marker; the marker takes a monotonic timestamp when it runs, which is
 //! what cuEventElapsedTime subtracts.
+//!
+//! Lock order: an event's `state`, then its `stamp`. The marker takes only `stamp`, because a
+//! stream that is closed (destroyed, or its context reset) runs a submitted marker inline on the
+//! recording thread, which still holds `state`.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -11,7 +15,7 @@ use crate::abi::CuResult;
 use crate::context;
 use crate::driver::Tag;
 use crate::handles::Table;
-use crate::stream::{self, Stream};
+use crate::stream::{self, Job, Stream};
 
 /// `CU_EVENT_DISABLE_TIMING`.
 const DISABLE_TIMING: u32 = 2;
@@ -24,15 +28,17 @@ struct State {
     recorded: Option<(Arc<Stream>, u64)>,
     /// Counts records, so a marker from an older record cannot stamp a newer one.
     generation: u64,
-    /// (generation, time) stamped by the latest marker that ran.
-    stamp: Option<(u64, Instant)>,
 }
+
+/// (generation, time) stamped by the latest marker that ran.
+type Stamp = Option<(u64, Instant)>;
 
 /// One event.
 pub(crate) struct Event {
     ctx_id: u64,
     flags: u32,
     state: Mutex<State>,
+    stamp: Mutex<Stamp>,
 }
 
 static EVENTS: Table<Event> = Table::new(Tag::Event);
@@ -40,6 +46,28 @@ static EVENTS: Table<Event> = Table::new(Tag::Event);
 impl Event {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_stamp(&self) -> MutexGuard<'_, Stamp> {
+        self.stamp.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records on `stream`: `submit` queues the timestamping marker there and returns its ticket.
+    /// Holding the state lock across `submit` keeps `generation` and the ticket consistent when
+    /// two threads record the same event; the marker may run inside `submit` (see the header).
+    fn record_on(self: &Arc<Self>, stream: Arc<Stream>, submit: impl FnOnce(Job) -> u64) {
+        let mut state = self.lock();
+        state.generation += 1;
+        let generation = state.generation;
+        let marker = Arc::clone(self);
+        let ticket = submit(Box::new(move || {
+            let now = Instant::now();
+            let mut stamp = marker.lock_stamp();
+            if stamp.is_none_or(|(g, _)| g < generation) {
+                *stamp = Some((generation, now));
+            }
+        }));
+        state.recorded = Some((stream, ticket));
     }
 
     /// (stream, ticket) of the latest record, if any.
@@ -66,6 +94,7 @@ pub(crate) fn create(flags: u32) -> CuResult<u64> {
             ctx_id: ctx.id,
             flags,
             state: Mutex::new(State::default()),
+            stamp: Mutex::new(None),
         })
     });
     Ok(handle)
@@ -100,23 +129,7 @@ pub(crate) fn record(handle: u64, stream_handle: u64) -> CuResult<()> {
         return Ok(());
     }
     crate::capture::forget_event(handle);
-    // Holding the state lock across submit keeps `generation` and the ticket consistent when two
-    // threads record the same event.
-    let mut state = event.lock();
-    state.generation += 1;
-    let generation = state.generation;
-    let marker = Arc::clone(&event);
-    let ticket = ctx.submit(
-        &stream,
-        Box::new(move || {
-            let now = Instant::now();
-            let mut s = marker.lock();
-            if s.stamp.is_none_or(|(g, _)| g < generation) {
-                s.stamp = Some((generation, now));
-            }
-        }),
-    );
-    state.recorded = Some((stream, ticket));
+    event.record_on(Arc::clone(&stream), |job| ctx.submit(&stream, job));
     Ok(())
 }
 
@@ -164,7 +177,7 @@ pub(crate) fn elapsed_ms(start: u64, end: u64) -> CuResult<f32> {
         if !stream.is_done(*ticket) {
             return Err(CUresult::CUDA_ERROR_NOT_READY);
         }
-        match s.stamp {
+        match *ev.lock_stamp() {
             Some((g, t)) if g == s.generation => *slot = Some(t),
             // Complete but unstamped: the stream was torn down before the marker ran.
             _ => return Err(CUresult::CUDA_ERROR_INVALID_HANDLE),
@@ -204,4 +217,37 @@ pub(crate) fn stream_wait(stream_handle: u64, handle: u64, flags: u32) -> CuResu
 /// Drops every event of a destroyed context.
 pub(crate) fn release_context(ctx_id: u64) {
     EVENTS.remove_where(|e| e.ctx_id == ctx_id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Weak;
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    #[test]
+    fn recording_on_a_closed_stream_stamps_the_event_without_deadlocking() {
+        let event = Arc::new(Event {
+            ctx_id: 0,
+            flags: 0,
+            state: Mutex::new(State::default()),
+            stamp: Mutex::new(None),
+        });
+        let stream = Stream::spawn(1, 0, 0, Weak::new());
+        // Closed, as a destroyed stream or a reset context leaves it: submit runs jobs inline.
+        stream.close();
+        let (done, finished) = channel();
+        let recorder = Arc::clone(&event);
+        std::thread::spawn(move || {
+            recorder.record_on(Arc::clone(&stream), |job| stream.submit(job));
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("cuEventRecord on a closed stream deadlocked");
+        let (stream, ticket) = event.recorded().expect("the record was kept");
+        assert!(stream.is_done(ticket));
+        assert_eq!(event.lock_stamp().map(|(g, _)| g), Some(1));
+    }
 }
