@@ -91,7 +91,11 @@ pub(crate) fn loggable(text: &str) -> String {
     }
     let mut out = String::with_capacity(end + 32);
     for c in text[..end].chars() {
-        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_bidi_control(c) {
+        if c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}')
+            || is_bidi_control(c)
+            || is_invisible(c)
+        {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -109,6 +113,18 @@ pub(crate) fn loggable(text: &str) -> String {
 /// `char::is_control` is Unicode's Cc only; these are Cf.
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Format characters that draw nothing, so a guest could hide text in a log line with them (a
+/// reader, or a tool that reads the log, sees words the eye does not): the soft hyphen, the
+/// Mongolian vowel separator, the zero-width space, non-joiner and joiner (U+200B–U+200D), the
+/// word joiner and invisible operators (U+2060–U+2064), the byte-order mark, the interlinear
+/// annotation marks (U+FFF9–U+FFFB) and the tag characters (U+E0000–U+E007F, which spell ASCII
+/// invisibly). Escaped like the bidirectional controls (so an emoji sequence joined by U+200D
+/// shows its joiners escaped: a log line is for reading what was sent, not for rendering it).
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{ad}' | '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{e0000}'..='\u{e007f}')
 }
 
 /// An error body's context, beside its `error` message: a stable `kind` to switch on, the
@@ -249,6 +265,39 @@ mod tests {
         assert_eq!(a.as_str()[..16], b.as_str()[..16]);
         assert_ne!(a.as_str(), b.as_str());
         assert_eq!(a.header().to_str().ok(), Some(a.as_str()));
+    }
+
+    #[test]
+    fn loggable_text_escapes_invisible_characters_so_a_guest_cannot_hide_words_in_the_line() {
+        let hidden = [
+            '\u{ad}',
+            '\u{180e}',
+            '\u{200b}',
+            '\u{200c}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{feff}',
+            '\u{fff9}',
+            '\u{fffb}',
+            '\u{e0000}',
+            '\u{e0041}',
+            '\u{e007f}',
+        ];
+        for c in hidden {
+            let logged = loggable(&format!("a{c}b"));
+            assert_eq!(
+                logged,
+                format!("a\\u{{{:x}}}b", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // Visible neighbours stay text: an em dash, a non-breaking space, emoji.
+        assert_eq!(
+            loggable("a\u{2014}b\u{a0}c\u{1f600}"),
+            "a\u{2014}b\u{a0}c\u{1f600}"
+        );
     }
 
     #[test]
