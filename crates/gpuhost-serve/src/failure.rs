@@ -267,6 +267,15 @@ mod tests {
         assert_eq!(a.header().to_str().ok(), Some(a.as_str()));
     }
 
+    /// Each of `chars`, between two letters, is logged as its `\u{…}` escape.
+    fn assert_each_escaped(chars: &[char]) {
+        for &c in chars {
+            let logged = loggable(&format!("a{c}b"));
+            let escaped = format!("a\\u{{{:x}}}b", c as u32);
+            assert_eq!(logged, escaped, "U+{:04X}", c as u32);
+        }
+    }
+
     #[test]
     fn loggable_text_escapes_invisible_characters_so_a_guest_cannot_hide_words_in_the_line() {
         let hidden = [
@@ -284,15 +293,7 @@ mod tests {
             '\u{e0041}',
             '\u{e007f}',
         ];
-        for c in hidden {
-            let logged = loggable(&format!("a{c}b"));
-            assert_eq!(
-                logged,
-                format!("a\\u{{{:x}}}b", c as u32),
-                "U+{:04X}",
-                c as u32
-            );
-        }
+        assert_each_escaped(&hidden);
         // Visible neighbours stay text: an em dash, a non-breaking space, emoji.
         assert_eq!(
             loggable("a\u{2014}b\u{a0}c\u{1f600}"),
@@ -306,15 +307,7 @@ mod tests {
             '\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
             '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
         ];
-        for c in bidi {
-            let logged = loggable(&format!("a{c}b"));
-            assert_eq!(
-                logged,
-                format!("a\\u{{{:x}}}b", c as u32),
-                "U+{:04X}",
-                c as u32
-            );
-        }
+        assert_each_escaped(&bidi);
         // Letters of right-to-left scripts are text, not controls: kept as they are.
         assert_eq!(loggable("\u{5d0}\u{627}"), "\u{5d0}\u{627}");
     }
