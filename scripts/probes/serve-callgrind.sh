@@ -4,8 +4,9 @@
 # http-stamp function of stamp-repo.sh, $N requests at one connection counted after a warm-up
 # (instrumentation off until then: startup, compile and the first Stores are not counted), then
 # the instructions of the server's tokio worker threads (where the request, its Store's setup,
-# instantiation, teardown and the wasi:http and gpuhost:cuda calls run) per request, and the
-# inclusive cost of the functions there, per request. softcuda's own threads (its kernels, its
+# instantiation, teardown and the wasi:http and gpuhost:cuda calls run) per request, the same
+# less their idle machinery ("busy": the figure to compare builds by), and the inclusive cost of
+# the functions there, per request. softcuda's own threads (its kernels, its
 # memsets: an NVIDIA GPU's work, not the host's) and gpuhost's completion thread (it spins
 # while events are pending, so its count follows wall time) are left out, and shown apart.
 # `native` in place of the function runs the native handler instead (`gpuhost bench --native-http`,
@@ -57,7 +58,13 @@ import re, subprocess, sys
 from collections import Counter
 n, files = int(sys.argv[1]), sys.argv[2:]
 line = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:[^:\s]+:)?(.+?)(?: \[.*\])?$")
-counted, incl, apart, driver = 0, Counter(), [], 0
+counted, incl, apart, driver, idle = 0, Counter(), [], 0, 0
+# A worker's idle machinery: tokio's park (epoll, the timer wheel, futexes) and the deadline
+# walker's ticks. Paced requests leave the workers idle between them, so these follow wall time
+# and the pacing, not the requests: the total moved by up to 7% between runs of one build
+# (session 50), the total less these by at most 2.5%.
+IDLE = ("tokio::runtime::scheduler::multi_thread::worker::Context::park_internal",
+        "gpuhost_serve::deadline::walk_loop::{{closure}}")
 own = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:[^:\s]+:)?(softcuda::\S+)")
 for f in files:
     out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
@@ -78,6 +85,7 @@ for f in files:
     text = " ".join(funcs)
     if "multi_thread::worker::Context::run" in text:
         counted += total
+        idle += sum(funcs.get(name, 0) for name in IDLE)
         incl.update(funcs)
         # softcuda's own instructions there (the driver calls' emulation; not the host's work,
         # and not what NVIDIA's driver costs): self cost of its functions.
@@ -88,6 +96,7 @@ for f in files:
         what = max(funcs, key=funcs.get)[:100] if funcs else "?"
         apart.append((total, what))
 print(f"tokio worker threads: {counted // n} instructions per request, of which softcuda's own functions {driver // n}: {(counted - driver) // n} without them")
+print(f"  busy (less tokio's park and the deadline walker, {idle // n}): {(counted - idle) // n} per request")
 for total, what in sorted(apart, reverse=True)[:6]:
     print(f"  not counted: {total // n:>9} per request, a thread in {what}")
 print("inclusive instructions per request, counted threads:")
