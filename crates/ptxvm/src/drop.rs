@@ -58,6 +58,22 @@ pub(crate) fn heap_stmts(body: &[Stmt<'_>]) -> Vec<u32> {
         .collect()
 }
 
+/// `note` kept true of its body once the statements at `gone` (ascending indices) are removed:
+/// each noted statement moves up by those removed before it, and a noted one removed is gone.
+pub(crate) fn removed(note: &mut Vec<u32>, gone: &[usize]) {
+    let mut before = 0;
+    note.retain_mut(|k| {
+        while gone.get(before).is_some_and(|&g| g < *k as usize) {
+            before += 1;
+        }
+        if gone.get(before) == Some(&(*k as usize)) {
+            return false;
+        }
+        *k -= before as u32;
+        true
+    });
+}
+
 /// A body's note made again as a pass rebuilds it in order from the old body's statements,
 /// moved (their entries carried over, not looked at again: a look at every statement cost as
 /// much as the drop it spares) and new ones (looked at).
@@ -107,5 +123,18 @@ pub(crate) fn owns_nothing(s: &Stmt<'_>) -> bool {
                 && i.operands.owns_nothing()
         }
         Stmt::Reg { .. } | Stmt::Var(_) | Stmt::Targets(..) | Stmt::Block(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A note shifted past removed statements names the same statements as before, less those
+    /// removed.
+    #[test]
+    fn a_note_follows_its_statements_past_removed_ones() {
+        let mut note = vec![0, 2, 3, 7, 9];
+        super::removed(&mut note, &[1, 3, 8]);
+        // 0 stays; 2 moves up by one (1 removed); 3 is removed; 7 moves up by two; 9 by three.
+        assert_eq!(note, [0, 1, 5, 6]);
     }
 }

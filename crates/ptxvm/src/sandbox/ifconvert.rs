@@ -96,21 +96,7 @@ fn convert(body: &mut Vec<Stmt>, heap: &mut Option<Vec<u32>>) -> usize {
             !drop
         });
         match heap {
-            // Each noted statement moves up by the branches dropped before it; a noted branch
-            // is gone (both lists ascend).
-            Some(h) => {
-                let mut before = 0;
-                h.retain_mut(|k| {
-                    while gone.get(before).is_some_and(|&g| g < *k as usize) {
-                        before += 1;
-                    }
-                    if gone.get(before) == Some(&(*k as usize)) {
-                        return false;
-                    }
-                    *k -= before as u32;
-                    true
-                });
-            }
+            Some(h) => crate::drop::removed(h, &gone),
             None => *heap = Some(crate::drop::heap_stmts(body)),
         }
     }

@@ -410,3 +410,45 @@ pub fn reprint(ptx: &str) -> Result<String, Error> {
     let module = crate::parse::parse(&tokens)?;
     print::module(&module)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The note of the statements that own memory (`Func::heap_stmts`, drop.rs) is what a look
+    /// at every statement finds, as the parser makes it and as loop versioning and
+    /// if-conversion keep it while they change a body, for every corpus module.
+    #[test]
+    fn the_passes_keep_each_bodys_note_of_what_owns_memory() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+        let check = |m: &crate::ast::Module<'_>, when: &str, name: &str| {
+            for f in &m.funcs {
+                let Some(body) = &f.body else { continue };
+                let want = crate::drop::heap_stmts(body);
+                assert_eq!(
+                    f.heap_stmts.as_ref(),
+                    Some(&want),
+                    "{name} {} {when}",
+                    f.name
+                );
+            }
+        };
+        let mut seen = 0;
+        for dir in ["nvcc", "clang"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+                let path = e.path();
+                if path.extension().is_none_or(|x| x != "ptx") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let mut m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
+                check(&m, "as parsed", &name);
+                super::version::apply(&mut m, &text, 1024);
+                check(&m, "versioned", &name);
+                super::ifconvert::apply(&mut m);
+                check(&m, "if-converted", &name);
+                seen += 1;
+            }
+        }
+        assert!(seen >= 40, "{seen} corpus modules");
+    }
+}
