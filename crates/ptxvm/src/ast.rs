@@ -81,6 +81,10 @@ pub(crate) struct Func<'a> {
     pub attrs: Vec<(String, Vec<u64>)>,
     /// `None` for a prototype (`.extern .func f(...);`).
     pub body: Option<Vec<Stmt<'a>>>,
+    /// Where known, the statements of `body` (indices into it, ascending) that own heap memory:
+    /// the parser notes them, and a pass that changes a body forgets them (`None`).
+    /// `Module::drop_lean` then drops only those (see drop.rs).
+    pub heap_stmts: Option<Vec<u32>>,
     pub line: u32,
 }
 
@@ -149,7 +153,9 @@ pub(crate) enum Operand<'a> {
     Image(Box<(Str<'a>, Vec<Operand<'a>>)>),
 }
 
-impl Item for Str<'_> {
+// SAFETY: a borrowed name, or an owned one of no capacity (what `String::new` is), owns no
+// allocation, and its bitwise copy is another such name.
+unsafe impl Item for Str<'_> {
     fn owns_nothing(&self) -> bool {
         // An empty `Owned` is what `Str::default()` is (an unused slot's value): no allocation.
         match self {
@@ -159,7 +165,9 @@ impl Item for Str<'_> {
     }
 }
 
-impl Item for Operand<'_> {
+// SAFETY: `owns_nothing` is true only of numbers, the sink, and names (bare or in an address)
+// that own nothing themselves (see `Str`'s).
+unsafe impl Item for Operand<'_> {
     fn owns_nothing(&self) -> bool {
         match self {
             Operand::Name(n) | Operand::Not(n) | Operand::Addr(Some(n), _) => n.owns_nothing(),
@@ -221,6 +229,7 @@ impl Func<'_> {
             linkage: self.linkage,
             attrs: self.attrs,
             body: self.body.map(stmts_owned),
+            heap_stmts: None,
             line: self.line,
         }
     }

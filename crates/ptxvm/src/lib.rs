@@ -48,6 +48,7 @@ extern crate self as ptxvm;
 mod api;
 mod ast;
 mod devio;
+mod drop;
 mod error;
 mod image;
 mod ir;

@@ -5,7 +5,7 @@ use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 use crate::error::Error;
 use crate::isa::Opcode;
 use crate::lex::{Tok, Token, Tokens};
-use crate::small::{Small, fill};
+use crate::small::{Item, Small, fill};
 
 /// Deepest `{ }` nesting accepted (nvcc nests one level around calls).
 const MAX_DEPTH: u32 = 64;
@@ -22,6 +22,8 @@ struct Parser<'t, 's> {
     tokens: &'t Tokens<'s>,
     /// Where `Tokens::block_ends` looks next.
     block: usize,
+    /// The instruction being parsed has an operand that owns heap memory (`inst`).
+    owning: bool,
 }
 
 /// The parser's results carry a boxed error: `Error` is over 100 bytes, and every result
@@ -38,6 +40,7 @@ pub(crate) fn parse<'s>(tokens: &Tokens<'s>) -> Result<Module<'s>, Error> {
         i: 0,
         tokens,
         block: 0,
+        owning: false,
     };
     let mut m = Module::default();
     while !p.at_end() {
@@ -319,11 +322,12 @@ impl<'t, 's> Parser<'t, 's> {
                 break;
             }
         }
+        let mut heap_stmts = Vec::new();
         let body = if self.eat_punct(';') {
             None
         } else {
             self.expect_punct('{')?;
-            Some(self.stmts(1)?)
+            Some(self.stmts(1, Some(&mut heap_stmts))?)
         };
         Ok(Func {
             name: name.into(),
@@ -334,6 +338,7 @@ impl<'t, 's> Parser<'t, 's> {
             linkage: None,
             attrs,
             body,
+            heap_stmts: Some(heap_stmts),
             line,
         })
     }
@@ -464,12 +469,21 @@ impl<'t, 's> Parser<'t, 's> {
         Ok(())
     }
 
-    /// Statements up to the matching `}` (already consumed `{`).
-    fn stmts(&mut self, depth: u32) -> R<Vec<Stmt<'s>>> {
+    /// Statements up to the matching `}` (already consumed `{`); given `heap`, the indices of
+    /// those that own heap memory go there (`Func::heap_stmts`).
+    fn stmts(&mut self, depth: u32, mut heap: Option<&mut Vec<u32>>) -> R<Vec<Stmt<'s>>> {
         if depth > MAX_DEPTH {
             return self.err("blocks nested too deeply");
         }
         let mut out = Vec::with_capacity(self.statements_ahead());
+        // Every statement but a label or an instruction owns a list (or may: a declaration);
+        // an instruction does when a list of it left its inline slots, or an operand owns
+        // memory (`owning`, which `inst` sets).
+        let mut owning = |out: &Vec<Stmt<'s>>| {
+            if let Some(h) = heap.as_deref_mut() {
+                h.push(out.len() as u32 - 1);
+            }
+        };
         loop {
             let Some(&Token { ref tok, line, .. }) = self.t.get(self.i) else {
                 return self.err("missing '}'");
@@ -481,16 +495,21 @@ impl<'t, 's> Parser<'t, 's> {
                 }
                 Tok::Punct('{') => {
                     self.i += 1;
-                    out.push(Stmt::Block(self.stmts(depth + 1)?));
+                    out.push(Stmt::Block(self.stmts(depth + 1, None)?));
+                    owning(&out);
                 }
                 Tok::Dot(d) => match *d {
-                    "reg" => out.push(self.reg_decl()?),
+                    "reg" => {
+                        out.push(self.reg_decl()?);
+                        owning(&out);
+                    }
                     "loc" | "file" => self.skip_line(line),
                     "pragma" => self.skip_to_semicolon()?,
                     "shared" | "local" | "param" | "const" | "global" => {
                         let v = self.var_decl()?;
                         self.expect_punct(';')?;
                         out.push(Stmt::Var(v));
+                        owning(&out);
                     }
                     _ => {
                         return Err(Box::new(Error::Unsupported {
@@ -514,6 +533,7 @@ impl<'t, 's> Parser<'t, 's> {
                             self.expect_punct(',')?;
                         }
                         out.push(Stmt::Targets(name.into(), labels, line));
+                        owning(&out);
                     } else {
                         out.push(Stmt::Label(name.into(), line));
                     }
@@ -537,6 +557,10 @@ impl<'t, 's> Parser<'t, 's> {
                     }));
                     if let Some(Stmt::Inst(i)) = out.last_mut() {
                         self.inst(i)?;
+                        if self.owning || i.mods.spilled() || i.operands.spilled() {
+                            self.owning = false;
+                            owning(&out);
+                        }
                     }
                 }
             }
@@ -593,7 +617,8 @@ impl<'t, 's> Parser<'t, 's> {
         })
     }
 
-    /// An instruction, into `inst` (an empty one, its line set).
+    /// An instruction, into `inst` (an empty one, its line set). Notes in `owning` an operand
+    /// that owns heap memory (only `operand`'s rarer forms may: names here borrow the text).
     fn inst(&mut self, inst: &mut Inst<'s>) -> R<()> {
         if self.eat_punct('@') {
             let neg = self.eat_punct('!');
@@ -611,7 +636,9 @@ impl<'t, 's> Parser<'t, 's> {
             loop {
                 let slot = inst.operands.push_slot();
                 if !self.plain_operand(slot) {
-                    fill(slot, self.operand()?);
+                    let o = self.operand()?;
+                    self.owning |= !o.owns_nothing();
+                    fill(slot, o);
                 }
                 if self.eat_punct(';') {
                     break;

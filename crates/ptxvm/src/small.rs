@@ -11,15 +11,23 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
 /// What a [`Small`] can hold: a type with a default that owns nothing (what unused slots
-/// hold), which can tell a value that owns nothing either, so that dropping it can be skipped.
-pub(crate) trait Item: Default {
-    /// Whether dropping `self` would free nothing. `false` is always correct, only slower.
+/// hold), which can tell a value that owns nothing either, so that dropping it can be skipped
+/// and a list of such values copied bit for bit ([`Small`]'s `clone`).
+///
+/// # Safety
+///
+/// `owns_nothing` may answer `true` only for a value whose bitwise copy is a second valid
+/// value independent of the first (it owns no allocation, and dropping either frees nothing):
+/// a borrowed name, a number, an empty `String`. `false` is always correct, only slower.
+pub(crate) unsafe trait Item: Default {
+    /// Whether dropping `self` would free nothing (see the trait's safety contract).
     fn owns_nothing(&self) -> bool {
         false
     }
 }
 
-impl Item for usize {
+// SAFETY: a `usize` owns nothing; its copy is a copy.
+unsafe impl Item for usize {
     fn owns_nothing(&self) -> bool {
         true
     }
@@ -62,6 +70,16 @@ impl<T: Item, const N: usize> Drop for Small<T, N> {
 impl<T: Item + Clone, const N: usize> Clone for Small<T, N> {
     fn clone(&self) -> Self {
         match self {
+            // Nearly every list (an instruction's modifiers and operands, names borrowed from
+            // the text) owns nothing: copied as it is. Cloned slot by slot, each element went
+            // through the stack twice and the list through a `memcpy` (loop versioning clones
+            // every instruction of a loop's fast copy).
+            Small::Inline { len, items } if items[..*len].iter().all(T::owns_nothing) => {
+                // SAFETY: every element in use owns nothing, and so does every unused slot (a
+                // `T::default()`, see `push`): by `Item`'s contract the bitwise copy is a
+                // second list of valid values that shares no allocation with this one.
+                unsafe { std::ptr::read(self) }
+            }
             // Only the slots in use: cloning the whole array cloned (and later dropped) every
             // unused default too.
             // Each slot made where it lies: collected, every element was pushed (a test of
@@ -168,6 +186,16 @@ impl<T: Item, const N: usize> Small<T, N> {
     pub(crate) fn as_slice(&self) -> &[T] {
         self
     }
+
+    /// Whether the list has moved to the heap (which it then owns).
+    pub(crate) fn spilled(&self) -> bool {
+        matches!(self, Small::Heap(_))
+    }
+
+    /// Whether dropping the list would free nothing.
+    pub(crate) fn owns_nothing(&self) -> bool {
+        !self.spilled() && self.iter().all(Item::owns_nothing)
+    }
 }
 
 /// Puts `v` where a default is (a slot from [`Small::push_slot`], a field made empty),
@@ -262,7 +290,8 @@ impl<'a, T: Item, const N: usize> IntoIterator for &'a mut Small<T, N> {
 mod tests {
     use super::Small;
 
-    impl super::Item for u32 {
+    // SAFETY: a `u32` owns nothing; its copy is a copy.
+    unsafe impl super::Item for u32 {
         fn owns_nothing(&self) -> bool {
             true
         }

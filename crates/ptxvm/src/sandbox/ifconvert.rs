@@ -23,6 +23,7 @@
 
 use crate::ast::{Inst, Module, Stmt, Str};
 use crate::isa::{Family, Opcode};
+use crate::small::Item;
 
 /// Longest block converted (a reasoned bound, not tuned): a long block's predicated-off
 /// instructions cost more issue slots than the branch over them.
@@ -33,7 +34,7 @@ pub(crate) fn apply(m: &mut Module) -> usize {
     let mut n = 0;
     for f in &mut m.funcs {
         if let Some(body) = f.body.as_mut() {
-            n += convert(body);
+            n += convert(body, &mut f.heap_stmts);
         }
     }
     n
@@ -60,7 +61,9 @@ fn local_access(i: &Inst) -> bool {
     ) && i.mods.iter().any(|m| m == "local")
 }
 
-fn convert(body: &mut Vec<Stmt>) -> usize {
+/// Converts `body`'s qualifying blocks; keeps `heap` (its note of the statements that own
+/// memory, drop.rs) true of it.
+fn convert(body: &mut Vec<Stmt>, heap: &mut Option<Vec<u32>>) -> usize {
     // The converted blocks' branches, dropped in one pass at the end: removing each one at
     // once moved the rest of the body every time.
     let mut gone = Vec::new();
@@ -70,6 +73,11 @@ fn convert(body: &mut Vec<Stmt>) -> usize {
             k += 1;
             continue;
         };
+        // A guard the text spelled is borrowed from it; one a pass made owns its name, and
+        // the instructions that get it would own it too: the note is then made again.
+        if !guard.0.owns_nothing() {
+            *heap = None;
+        }
         for s in &mut body[k + 1..end] {
             if let Stmt::Inst(i) = s {
                 i.guard = Some(guard.clone());
@@ -87,6 +95,10 @@ fn convert(body: &mut Vec<Stmt>) -> usize {
             at += 1;
             !drop
         });
+        match heap {
+            Some(h) => crate::drop::removed(h, &gone),
+            None => *heap = Some(crate::drop::heap_stmts(body)),
+        }
     }
     gone.len()
 }

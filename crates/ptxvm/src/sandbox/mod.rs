@@ -281,29 +281,42 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     }
     let tokens = crate::lex::lex(ptx)?;
     let mut module = crate::parse::parse(&tokens)?;
+    let out = rewrite_module(&mut module, ptx, policy);
+    // The tree, through the parser's note of what in it owns memory (drop.rs).
+    module.drop_lean();
+    out
+}
+
+/// [`sandbox`] of the parsed `module`, whose text is `ptx`.
+fn rewrite_module(
+    module: &mut ast::Module<'_>,
+    ptx: &str,
+    policy: &Policy,
+) -> Result<Sandboxed, Error> {
     let copies = if policy.version_loops {
-        version::apply(&mut module, ptx, policy.poll_interval)
+        version::apply(module, ptx, policy.poll_interval)
     } else {
         Default::default()
     };
     if policy.if_convert {
-        ifconvert::apply(&mut module);
+        ifconvert::apply(module);
     }
-    let (layout, offsets) = globals::layout(&module)?;
-    let mut info = allow::analyse(&module, offsets, policy)?;
+    let module: &ast::Module<'_> = module;
+    let (layout, offsets) = globals::layout(module)?;
+    let mut info = allow::analyse(module, offsets, policy)?;
     info.copies = copies;
     // A device function can become lean once its callees are (its counted loops then need no
     // poll); the call graph is acyclic, so this settles within its depth.
     let mut known = hash::HashMap::default();
     loop {
-        let (lean, spans) = lean::functions(&info, &module, &mut known)?;
+        let (lean, spans) = lean::functions(&info, module, &mut known)?;
         if lean == info.lean {
             info.lean_spans = spans;
             break;
         }
         info.lean = lean;
     }
-    info.settle_entries(&module);
+    info.settle_entries(module);
     let mut kernels = Vec::new();
     // Each function printed once rewritten, into the output itself (its skip copy repeats its
     // text from there), and its rewrite dropped before the next. Sized for the corpus's
@@ -311,7 +324,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     // the policy's limit. What is not written is address space, not memory.
     let mut text =
         String::with_capacity(ptx.len().saturating_mul(10).min(policy.max_output_bytes) + 4096);
-    print::header(&mut text, &module, |v| v.space == ast::Space::Shared);
+    print::header(&mut text, module, |v| v.space == ast::Space::Shared);
     // Past the limit, the rest is still rewritten and printed, one function at a time into
     // `past`, for the same errors as within it and the size the refusal gives.
     let (mut past, mut over) = (String::new(), 0usize);
@@ -320,7 +333,7 @@ pub fn sandbox(ptx: &str, policy: &Policy) -> Result<Sandboxed, Error> {
     for f in &module.funcs {
         let mut copy = None;
         if f.is_entry && f.body.is_some() {
-            copy = skip_copy_name(&module, f, &info, &mut taken);
+            copy = skip_copy_name(module, f, &info, &mut taken);
             kernels.push(SandboxedKernel {
                 name: f.name.to_string(),
                 user_params: f.params.len(),
@@ -396,4 +409,46 @@ pub fn reprint(ptx: &str) -> Result<String, Error> {
     let tokens = crate::lex::lex(ptx)?;
     let module = crate::parse::parse(&tokens)?;
     print::module(&module)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The note of the statements that own memory (`Func::heap_stmts`, drop.rs) is what a look
+    /// at every statement finds, as the parser makes it and as loop versioning and
+    /// if-conversion keep it while they change a body, for every corpus module.
+    #[test]
+    fn the_passes_keep_each_bodys_note_of_what_owns_memory() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+        let check = |m: &crate::ast::Module<'_>, when: &str, name: &str| {
+            for f in &m.funcs {
+                let Some(body) = &f.body else { continue };
+                let want = crate::drop::heap_stmts(body);
+                assert_eq!(
+                    f.heap_stmts.as_ref(),
+                    Some(&want),
+                    "{name} {} {when}",
+                    f.name
+                );
+            }
+        };
+        let mut seen = 0;
+        for dir in ["nvcc", "clang"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+                let path = e.path();
+                if path.extension().is_none_or(|x| x != "ptx") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let mut m = crate::parse::parse(&crate::lex::lex(&text).unwrap()).unwrap();
+                check(&m, "as parsed", &name);
+                super::version::apply(&mut m, &text, 1024);
+                check(&m, "versioned", &name);
+                super::ifconvert::apply(&mut m);
+                check(&m, "if-converted", &name);
+                seen += 1;
+            }
+        }
+        assert!(seen >= 40, "{seen} corpus modules");
+    }
 }

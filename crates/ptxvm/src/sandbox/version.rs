@@ -127,6 +127,9 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> Copie
         // each was spliced into place.
         let line = f.line;
         let old = std::mem::take(body);
+        let (old_len, old_note) = (old.len(), f.heap_stmts.take());
+        // The note of the statements that own memory (drop.rs), kept as the body is rebuilt.
+        let mut note = old_note.as_deref().map(crate::drop::Renote::new);
         let extra: usize = plans.iter().map(|p| p.back - p.head + 24).sum();
         let mut out = Vec::with_capacity(old.len() + extra + 2);
         out.push(Stmt::Reg {
@@ -146,15 +149,34 @@ pub(crate) fn apply(m: &mut Module<'_>, text: &str, poll_interval: u32) -> Copie
                 line,
             });
         }
+        if let Some(r) = note.as_mut() {
+            r.made(&out, 0..out.len());
+        }
         let (mut rest, mut at) = (old.into_iter(), 0);
         for (i, p) in plans.iter().enumerate() {
+            let to = out.len();
             out.extend(rest.by_ref().take(p.head + 1 - at));
-            at = p.back + 1;
+            let base = out.len();
             let k = n + (plans.len() - i) as u32;
-            version(&mut out, &mut rest, p, k, poll_interval, &mut copies);
+            let orig = version(&mut out, &mut rest, p, k, poll_interval, &mut copies);
+            if let Some(r) = note.as_mut() {
+                // The check and the fast copy are new; the original loop moved, but for its
+                // back-edge (retargeted) and the label after it.
+                let len = p.back - p.head;
+                r.moved(at, to, p.head + 1 - at);
+                r.made(&out, base..orig);
+                r.moved(p.head + 1, orig, len.saturating_sub(1));
+                r.made(&out, (orig + len).saturating_sub(1)..out.len());
+            }
+            at = p.back + 1;
         }
         n += plans.len() as u32;
+        let to = out.len();
         out.extend(rest);
+        if let Some(r) = note.as_mut() {
+            r.moved(at, to, old_len.saturating_sub(at));
+        }
+        f.heap_stmts = note.map(|r| r.note);
         *body = out;
     }
     copies
@@ -466,7 +488,8 @@ fn marked(lead: &str, k: u32, tail: &str) -> String {
 /// Appends to `out` the loop `p` (the next `p.back - p.head` statements of `rest`: its
 /// statements after the header, through the back-edge) as check, fast copy and original
 /// (module header). The fast copy is cloned from `rest` in place; the original statements are
-/// then moved once, straight from `rest` (collected aside first, each was moved twice).
+/// then moved once, straight from `rest` (collected aside first, each was moved twice). Gives
+/// where in `out` the original statements begin.
 fn version<'s>(
     out: &mut Vec<Stmt<'s>>,
     rest: &mut std::vec::IntoIter<Stmt<'s>>,
@@ -474,13 +497,14 @@ fn version<'s>(
     k: u32,
     n: u32,
     copies: &mut Copies,
-) {
+) -> usize {
     let len = p.back - p.head;
     let looped = &rest.as_slice()[..len.min(rest.len())];
     // plan() admits only a back-edge instruction last; anything else stays as it was.
     let Some((Stmt::Inst(back), looped)) = looped.split_last() else {
+        let orig = out.len();
         out.extend(rest.by_ref().take(len));
-        return;
+        return orig;
     };
     let (f, s, x) = (
         marked("$", k, "_f"),
@@ -538,6 +562,7 @@ fn version<'s>(
     out.push(new(line, None, "bra", &["uni"], [name(&x)]));
     out.push(Stmt::Label(s.clone().into(), line));
     // The original loop, moved (not copied) behind S, its back-edge retargeted there.
+    let orig = out.len();
     out.extend(rest.by_ref().take(len));
     if let Some(Stmt::Inst(slow_back)) = out.last_mut()
         && let Some(o) = slow_back.operands.first_mut()
@@ -550,6 +575,7 @@ fn version<'s>(
     }
     copies.fast.insert(f);
     copies.slow.insert(s);
+    orig
 }
 
 #[cfg(test)]
