@@ -606,7 +606,8 @@ impl HostStream for CudaCtxView<'_> {
                     // and is collected as its shared form: its arguments are not even built.
                     Route::Collect
                 } else {
-                    let mut args = b.args();
+                    let mut args = SmallVec::new();
+                    b.args_into(&mut args);
                     let (kernel, sb, cfg) = (b.kernel(), b.sandbox(), b.config());
                     route(
                         self.ctx,
