@@ -58,14 +58,19 @@ pub struct TransferConfig {
     /// the caller's memory on a download (see copy.rs). Off by default: `gpuhost bench`'s sweep
     /// compares both on the machine at hand, and no H200 run has chosen between them yet.
     pub streaming_stores: bool,
+    /// Bytes each copying thread copies between two yields to the executor (64 KiB ..= 256
+    /// MiB; default 256 KiB, so one poll holds its thread some tens of microseconds). Each step
+    /// ends when its slowest thread does, so larger steps wait less and hold a thread longer:
+    /// `gpuhost bench`'s sweep measures the trade (session 50: a plain C pipeline with one
+    /// step per chunk moved 15% more up than this path at the same shape).
+    pub copy_step_bytes: usize,
 }
 
 /// Fewest chunks a transfer is cut into (see [`TransferConfig`]).
 pub(crate) const MIN_CHUNKS: usize = 8;
 /// Smallest chunk a transfer is cut into, unless it is smaller itself.
 pub(crate) const MIN_CHUNK: usize = 512 << 10;
-/// Bytes each copying thread copies between two yields to the executor (so one poll holds its
-/// thread some tens of microseconds).
+/// [`TransferConfig::copy_step_bytes`]'s default.
 const STEP_PER_THREAD: usize = 256 << 10;
 /// Largest copy that [`copy_in_steps`] does without yielding to the executor.
 const UNYIELDED_COPY: usize = 64 << 10;
@@ -78,6 +83,7 @@ impl Default for TransferConfig {
             chunks_in_flight: 4,
             copy_threads: (cores * 3 / 4).min(12),
             streaming_stores: false,
+            copy_step_bytes: STEP_PER_THREAD,
         }
     }
 }
@@ -95,6 +101,12 @@ impl TransferConfig {
             return bad(format!(
                 "chunks_in_flight = {} is outside 1 ..= 16",
                 self.chunks_in_flight
+            ));
+        }
+        if !(64 << 10..=256 << 20).contains(&self.copy_step_bytes) {
+            return bad(format!(
+                "copy_step_bytes = {} is outside 64 KiB ..= 256 MiB",
+                self.copy_step_bytes
             ));
         }
         if self.copy_threads > crate::copy::MAX_HELPERS {
@@ -600,7 +612,7 @@ async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], cfg: &TransferCo
         crate::copy::parallel_uninit(dst, src, helpers, stores);
         return;
     }
-    let step = STEP_PER_THREAD * (helpers + 1);
+    let step = cfg.copy_step_bytes.saturating_mul(helpers + 1);
     for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
         crate::copy::parallel_uninit(d, s, helpers, stores);
         yield_now().await;
@@ -631,6 +643,7 @@ mod tests {
             chunks_in_flight: 3,
             copy_threads: 0,
             streaming_stores: false,
+            copy_step_bytes: STEP_PER_THREAD,
         }
     }
 

@@ -41,6 +41,7 @@ pub struct SweepResult {
     pub chunks_in_flight: usize,
     pub copy_threads: usize,
     pub streaming_stores: bool,
+    pub copy_step_bytes: usize,
     pub is_default: bool,
     pub download_us: Summary,
     pub upload_us: Summary,
@@ -217,6 +218,7 @@ pub fn run(
             chunks_in_flight: cfg.chunks_in_flight,
             copy_threads: cfg.copy_threads,
             streaming_stores: cfg.streaming_stores,
+            copy_step_bytes: cfg.copy_step_bytes,
             is_default: *cfg == default,
             download_us: Summary::of(down),
             upload_us: Summary::of(up),
@@ -261,6 +263,7 @@ pub fn sweep_configs(quick: bool) -> Vec<TransferConfig> {
                     chunks_in_flight: 4,
                     copy_threads,
                     streaming_stores: true,
+                    ..TransferConfig::default()
                 });
             }
         }
@@ -272,10 +275,26 @@ pub fn sweep_configs(quick: bool) -> Vec<TransferConfig> {
                 chunks_in_flight,
                 copy_threads,
                 streaming_stores: false,
+                ..TransferConfig::default()
             })
         })
     });
-    for c in cached.chain(streaming) {
+    // Longer copy steps (fewer waits for a step's slowest thread) and deeper rings, at the
+    // default's shape: a plain C pipeline with one step per chunk and 8 in flight moved 15%
+    // more up than the default on an H100 (bench/RESULTS.md, session 50).
+    let mut steps = Vec::new();
+    if !quick {
+        for chunks_in_flight in [4, 8] {
+            for copy_step_bytes in [256 << 10, 1 << 20, 8 << 20] {
+                steps.push(TransferConfig {
+                    chunks_in_flight,
+                    copy_step_bytes,
+                    ..TransferConfig::default()
+                });
+            }
+        }
+    }
+    for c in cached.chain(streaming).chain(steps) {
         if !v.contains(&c) {
             v.push(c);
         }
@@ -356,9 +375,9 @@ pub fn print(r: &TransferResults) {
         gbs(first.bytes, au.median)
     );
     println!(
-        "| chunk | in flight | copy threads | stores | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |"
+        "| chunk | in flight | copy threads | stores | copy step | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |"
     );
-    println!("|---:|---:|---:|---|---:|---:|---:|---:|---|");
+    println!("|---:|---:|---:|---|---:|---:|---:|---:|---:|---|");
     // The best rows and the default (all of them are in the JSON).
     let shown = r
         .sweep
@@ -368,7 +387,7 @@ pub fn print(r: &TransferResults) {
         .map(|(_, s)| s);
     for s in shown {
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
             size_name(s.chunk_bytes),
             s.chunks_in_flight,
             s.copy_threads,
@@ -377,11 +396,39 @@ pub fn print(r: &TransferResults) {
             } else {
                 "cached"
             },
+            size_name(s.copy_step_bytes),
             gbs(s.bytes, s.download_us.median),
             ad.median / s.download_us.median,
             gbs(s.bytes, s.upload_us.median),
             au.median / s.upload_us.median,
             if s.is_default { "default" } else { "" }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_full_sweep_leads_with_the_default_repeats_nothing_and_tries_longer_copy_steps() {
+        let v = sweep_configs(false);
+        assert_eq!(v[0], TransferConfig::default());
+        for (i, c) in v.iter().enumerate() {
+            assert!(!v[..i].contains(c), "{c:?} twice");
+        }
+        let default = TransferConfig::default();
+        for flights in [4, 8] {
+            for step in [256 << 10, 1 << 20, 8 << 20] {
+                let want = TransferConfig {
+                    chunks_in_flight: flights,
+                    copy_step_bytes: step,
+                    ..default
+                };
+                assert!(v.contains(&want), "{want:?} missing");
+            }
+        }
+        // The quick sweep (CI's) stays small.
+        assert!(sweep_configs(true).len() <= 4);
     }
 }

@@ -162,6 +162,8 @@ fn pageable_transfers_round_trip_under_every_staging_configuration() {
             chunks_in_flight,
             copy_threads,
             streaming_stores,
+            // The smallest step, so the 5 MiB transfers take several steps per chunk.
+            copy_step_bytes: 64 << 10,
         };
         host.set_transfer_config(cfg).unwrap();
         assert_eq!(host.transfer_config(), cfg);
@@ -194,12 +196,19 @@ fn transfer_configurations_out_of_bounds_are_refused_naming_the_setting() {
         (1 << 20, 17, 1, "chunks_in_flight"),
         (1 << 20, 3, 1000, "copy_threads"),
     ];
-    for (chunk_bytes, chunks_in_flight, copy_threads, name) in cases {
+    let steps = [(1 << 10, "copy_step_bytes"), (1 << 30, "copy_step_bytes")];
+    let ok_step = ok.copy_step_bytes;
+    let cases = cases
+        .into_iter()
+        .map(|(c, f, t, name)| (c, f, t, ok_step, name))
+        .chain(steps.map(|(step, name)| (1 << 20, 3, 1, step, name)));
+    for (chunk_bytes, chunks_in_flight, copy_threads, copy_step_bytes, name) in cases {
         let cfg = gpuhost::TransferConfig {
             chunk_bytes,
             chunks_in_flight,
             copy_threads,
             streaming_stores: false,
+            copy_step_bytes,
         };
         match host.set_transfer_config(cfg) {
             Err(e @ gpuhost::Error::TransferConfig { .. }) => {
