@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 50's fourth call, NOT RUN (02:52 UTC: too little device time was left to start a machine): `gpuhost bench` twice at c4a634a, whose staging sweep adds longer copy
+# Session 50's fourth call, NOT RUN (02:52 UTC: too little device time was left to start a
+# machine): `gpuhost bench` twice at c4a634a, whose staging sweep adds longer copy
 # steps (TransferConfig::copy_step_bytes: 256 KiB, 1 MiB, 8 MiB per thread between yields) and 8
 # chunks in flight at the default shape. Does waiting less often for a step's slowest copying
 # thread close the 15% gap to the plain C pipeline (scripts/probes/staging-ceiling.c)?
