@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe-clock.h"
+
 #define SIZE (64u << 20)
 struct part { char *dst; const char *src; size_t len; };
 
@@ -14,17 +16,6 @@ static void *copy_part(void *arg) {
   struct part *p = arg;
   memcpy(p->dst, p->src, p->len);
   return NULL;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 int main(void) {

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe-clock.h"
+
 #define SIZE ((size_t)64 << 20)
 #define REPS 9
 #define WARM 2
@@ -73,16 +75,6 @@ static void pool_copy(char *dst, const char *src, size_t len, int threads) {
   atomic_fetch_add_explicit(&job.gen, 1, memory_order_release);
   copy_share(0);
   while (atomic_load_explicit(&job.done, memory_order_acquire) < pool_size) __builtin_ia32_pause();
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 static CUstream stream;
