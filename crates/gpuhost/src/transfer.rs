@@ -91,22 +91,19 @@ impl Default for TransferConfig {
 impl TransferConfig {
     fn check(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::TransferConfig { reason });
-        if !(64 << 10..=256 << 20).contains(&self.chunk_bytes) {
-            return bad(format!(
-                "chunk_bytes = {} is outside 64 KiB ..= 256 MiB",
-                self.chunk_bytes
-            ));
+        // Both sizes share one range: a staging chunk, and a thread's copy between yields.
+        for (name, bytes) in [
+            ("chunk_bytes", self.chunk_bytes),
+            ("copy_step_bytes", self.copy_step_bytes),
+        ] {
+            if !(64 << 10..=256 << 20).contains(&bytes) {
+                return bad(format!("{name} = {bytes} is outside 64 KiB ..= 256 MiB"));
+            }
         }
         if !(1..=16).contains(&self.chunks_in_flight) {
             return bad(format!(
                 "chunks_in_flight = {} is outside 1 ..= 16",
                 self.chunks_in_flight
-            ));
-        }
-        if !(64 << 10..=256 << 20).contains(&self.copy_step_bytes) {
-            return bad(format!(
-                "copy_step_bytes = {} is outside 64 KiB ..= 256 MiB",
-                self.copy_step_bytes
             ));
         }
         if self.copy_threads > crate::copy::MAX_HELPERS {
