@@ -44,6 +44,16 @@ pub(crate) struct Event {
 static EVENTS: Table<Event> = Table::new(Tag::Event);
 
 impl Event {
+    /// A new event of context `ctx_id`, never recorded.
+    fn new(ctx_id: u64, flags: u32) -> Self {
+        Event {
+            ctx_id,
+            flags,
+            state: Mutex::new(State::default()),
+            stamp: Mutex::new(None),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -89,14 +99,7 @@ pub(crate) fn create(flags: u32) -> CuResult<u64> {
     if flags & !KNOWN_FLAGS != 0 {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    let (handle, _) = EVENTS.insert_with(|_| {
-        Arc::new(Event {
-            ctx_id: ctx.id,
-            flags,
-            state: Mutex::new(State::default()),
-            stamp: Mutex::new(None),
-        })
-    });
+    let (handle, _) = EVENTS.insert_with(|_| Arc::new(Event::new(ctx.id, flags)));
     Ok(handle)
 }
 
@@ -228,12 +231,7 @@ mod tests {
 
     #[test]
     fn recording_on_a_closed_stream_stamps_the_event_without_deadlocking() {
-        let event = Arc::new(Event {
-            ctx_id: 0,
-            flags: 0,
-            state: Mutex::new(State::default()),
-            stamp: Mutex::new(None),
-        });
+        let event = Arc::new(Event::new(0, 0));
         let stream = Stream::spawn(1, 0, 0, Weak::new());
         // Closed, as a destroyed stream or a reset context leaves it: submit runs jobs inline.
         stream.close();
