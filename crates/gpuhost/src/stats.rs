@@ -47,6 +47,15 @@ pub struct HostStats {
     /// drop and while it drains); a stream marked settled
     /// ([`Stream::mark_settled`](crate::Stream::mark_settled)) is pooled without asking.
     pub stream_idle_queries: u64,
+    /// Bytes pageable transfers (`Stream::upload`, `download`) moved through staging chunks.
+    pub staged_bytes: u64,
+    /// Nanoseconds those transfers spent copying between the caller's memory and staging (the
+    /// calling thread's view of each parallel copy, yields excluded): `staged_bytes` over this
+    /// is the host copy's rate while the DMAs run beside it.
+    pub staging_copy_ns: u64,
+    /// Nanoseconds those transfers spent awaiting a chunk's DMA: with the copy time, what a
+    /// pipeline bound by the DMA engine (long waits) or by the host copy (short ones) shows.
+    pub staging_wait_ns: u64,
 }
 
 /// An atomic counter alone on its cache line.
@@ -74,6 +83,9 @@ pub(crate) struct Counters {
     pub(crate) driver_allocs: AtomicU64,
     pub(crate) batches_completed_by_poll: AtomicU64,
     pub(crate) stream_idle_queries: AtomicU64,
+    pub(crate) staged_bytes: AtomicU64,
+    pub(crate) staging_copy_ns: AtomicU64,
+    pub(crate) staging_wait_ns: AtomicU64,
 }
 
 impl Counters {
@@ -110,6 +122,9 @@ impl Counters {
             kept_alloc_bytes: 0,
             batches_completed_by_poll: self.batches_completed_by_poll.load(Relaxed),
             stream_idle_queries: self.stream_idle_queries.load(Relaxed),
+            staged_bytes: self.staged_bytes.load(Relaxed),
+            staging_copy_ns: self.staging_copy_ns.load(Relaxed),
+            staging_wait_ns: self.staging_wait_ns.load(Relaxed),
         }
     }
 }

@@ -16,6 +16,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
+use std::time::Instant;
 
 use crate::buffer::DeviceBuffer;
 use crate::completion::Completion;
@@ -407,6 +408,7 @@ impl Stream {
             Ok(Some((done, staging)))
         };
         let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        let mut clock = StageClock::new(self.host());
         loop {
             // `chunks_in_flight` DMAs on the way; the next one is queued before a landed chunk
             // is copied out.
@@ -419,14 +421,15 @@ impl Stream {
             let Some((done, staging, part)) = in_flight.pop_front() else {
                 break;
             };
-            done.await?;
+            clock.wait(done).await?;
             if let Some((i, next)) = parts.next()
                 && let Some((done, staging)) = enqueue(i, &mut *next)?
             {
                 in_flight.push_back((done, staging, next));
             }
             let landed = staging.bytes(part.len());
-            copy_in_steps(part, landed, &cfg).await;
+            let copy_ns = copy_in_steps(part, landed, &cfg).await;
+            clock.copied(landed.len(), copy_ns);
         }
         Ok(())
     }
@@ -438,12 +441,13 @@ impl Stream {
         let cfg = self.host().transfer_config();
         let (chunk, plan) = cfg.plan(data.len());
         let mut in_flight = VecDeque::with_capacity(cfg.chunks_in_flight);
+        let mut clock = StageClock::new(self.host());
         for r in plan {
             let (at, part) = (offset + r.start, &data[r]);
             if in_flight.len() >= cfg.chunks_in_flight
                 && let Some(done) = in_flight.pop_front()
             {
-                done.await?;
+                clock.wait(done).await?;
             }
             let generation = self.enter_with(buf)?;
             let Some(mut staging) = self.staging(generation, chunk)? else {
@@ -452,7 +456,8 @@ impl Stream {
             };
             // SAFETY: copy_in_steps writes only bytes copied from `part` through it.
             let dst = unsafe { crate::copy::as_uninit(staging.bytes_mut(part.len())) };
-            copy_in_steps(dst, part, &cfg).await;
+            let copy_ns = copy_in_steps(dst, part, &cfg).await;
+            clock.copied(part.len(), copy_ns);
             // The copy yielded: this task may run on another thread now, and the context may
             // have been lost meanwhile.
             let generation = self.enter_with(buf)?;
@@ -460,7 +465,7 @@ impl Stream {
             in_flight.push_back(self.dma(Dir::Up, buf, at, &staging, 0..part.len(), generation)?);
         }
         for done in in_flight {
-            done.await?;
+            clock.wait(done).await?;
         }
         Ok(())
     }
@@ -602,17 +607,70 @@ impl Drop for Lent<'_> {
 /// it holds its thread for a few microseconds, less than the round trip through the executor
 /// a yield costs (a guest's 4-byte `buffer.read` suspended and resumed its guest once more).
 /// `dst` may be memory not initialised yet (a download's destination); all of it is when the
-/// copy returns.
-async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], cfg: &TransferConfig) {
+/// copy returns. Returns the nanoseconds spent copying, the yields left out.
+async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], cfg: &TransferConfig) -> u64 {
     let (helpers, stores) = (cfg.copy_threads, cfg.stores());
+    let start = Instant::now();
     if dst.len() <= UNYIELDED_COPY {
         crate::copy::parallel_uninit(dst, src, helpers, stores);
-        return;
+        return nanos_since(start);
     }
     let step = cfg.copy_step_bytes.saturating_mul(helpers + 1);
+    let mut copying = 0;
     for (d, s) in dst.chunks_mut(step).zip(src.chunks(step)) {
+        let start = Instant::now();
         crate::copy::parallel_uninit(d, s, helpers, stores);
+        copying += nanos_since(start);
         yield_now().await;
+    }
+    copying
+}
+
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Where one pageable transfer's time went, added to its host's counters when the transfer
+/// ends or is dropped midway (`HostStats::staging_copy_ns` and beside it): `gpuhost bench`
+/// reads them to tell a pipeline bound by the host copy from one bound by the DMA engine.
+struct StageClock<'h> {
+    host: &'h Host,
+    bytes: u64,
+    copy_ns: u64,
+    wait_ns: u64,
+}
+
+impl<'h> StageClock<'h> {
+    fn new(host: &'h Host) -> Self {
+        Self {
+            host,
+            bytes: 0,
+            copy_ns: 0,
+            wait_ns: 0,
+        }
+    }
+
+    /// One chunk of `bytes` copied in `ns`.
+    fn copied(&mut self, bytes: usize, ns: u64) {
+        self.bytes += bytes as u64;
+        self.copy_ns += ns;
+    }
+
+    /// Awaits a chunk's DMA, timed.
+    async fn wait(&mut self, done: Completion) -> Result<()> {
+        let start = Instant::now();
+        let r = done.await;
+        self.wait_ns += nanos_since(start);
+        r
+    }
+}
+
+impl Drop for StageClock<'_> {
+    fn drop(&mut self) {
+        let c = &self.host.counters;
+        c.staged_bytes.fetch_add(self.bytes, Ordering::Relaxed);
+        c.staging_copy_ns.fetch_add(self.copy_ns, Ordering::Relaxed);
+        c.staging_wait_ns.fetch_add(self.wait_ns, Ordering::Relaxed);
     }
 }
 

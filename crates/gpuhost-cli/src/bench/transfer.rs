@@ -45,6 +45,64 @@ pub struct SweepResult {
     pub is_default: bool,
     pub download_us: Summary,
     pub upload_us: Summary,
+    /// Where the measured rounds' time went (the host's staging counters).
+    pub download_stages: Stages,
+    pub upload_stages: Stages,
+}
+
+/// A direction's staging figures over a configuration's rounds, from `HostStats`.
+#[derive(serde::Serialize, Default, Clone, Copy)]
+pub struct Stages {
+    /// The host copy's rate while DMAs ran beside it: bytes staged over copy time.
+    pub copy_gbs: f64,
+    /// Share of the transfers' wall time spent awaiting a chunk's DMA.
+    pub wait_share: f64,
+    /// Share spent copying (the rest: enqueueing, taking staging, yields).
+    pub copy_share: f64,
+}
+
+impl std::fmt::Display for Stages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1}, {:.0}% / {:.0}%",
+            self.copy_gbs,
+            self.copy_share * 100.0,
+            self.wait_share * 100.0
+        )
+    }
+}
+
+/// Staging counters summed over rounds: bytes, copy ns, wait ns, and the rounds' wall time.
+#[derive(Default)]
+struct StageSum {
+    bytes: u64,
+    copy_ns: u64,
+    wait_ns: u64,
+    wall: Duration,
+}
+
+impl StageSum {
+    /// Adds one round, between the counters `before` and `after`, that took `wall`.
+    fn add(&mut self, before: &gpuhost::HostStats, after: &gpuhost::HostStats, wall: Duration) {
+        self.bytes += after.staged_bytes.saturating_sub(before.staged_bytes);
+        self.copy_ns += after.staging_copy_ns.saturating_sub(before.staging_copy_ns);
+        self.wait_ns += after.staging_wait_ns.saturating_sub(before.staging_wait_ns);
+        self.wall += wall;
+    }
+
+    fn stages(&self) -> Stages {
+        let wall = self.wall.as_nanos().max(1) as f64;
+        Stages {
+            copy_gbs: if self.copy_ns > 0 {
+                self.bytes as f64 / self.copy_ns as f64
+            } else {
+                0.0
+            },
+            wait_share: self.wait_ns as f64 / wall,
+            copy_share: self.copy_ns as f64 / wall,
+        }
+    }
 }
 
 /// Everything the transfer benchmark measured.
@@ -190,12 +248,19 @@ pub fn run(
     for cfg in sweep {
         host.set_transfer_config(*cfg)?;
         let (mut down, mut up) = (Vec::new(), Vec::new());
+        // The staging counters over the kept rounds, each direction apart.
+        let (mut down_stages, mut up_stages) = (StageSum::default(), StageSum::default());
         for round in 0..=sweep_reps {
+            let before = host.stats();
             let d = timed(|| block_on_spin(stream.download(&buf, 0, &mut data)))?;
+            let mid = host.stats();
             let u = timed(|| block_on_spin(stream.upload(&buf, 0, &data)))?;
+            let after = host.stats();
             if round > 0 {
                 down.push(us(d));
                 up.push(us(u));
+                down_stages.add(&before, &mid, d);
+                up_stages.add(&mid, &after, u);
             }
         }
         anchor_down.push(us(raw_copy(
@@ -222,6 +287,8 @@ pub fn run(
             is_default: *cfg == default,
             download_us: Summary::of(down),
             upload_us: Summary::of(up),
+            download_stages: down_stages.stages(),
+            upload_stages: up_stages.stages(),
         });
     }
     host.set_transfer_config(default)?;
@@ -375,9 +442,9 @@ pub fn print(r: &TransferResults) {
         gbs(first.bytes, au.median)
     );
     println!(
-        "| chunk | in flight | copy threads | stores | copy step | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | |"
+        "| chunk | in flight | copy threads | stores | copy step | ↓ GB/s | ↓ × pinned | ↑ GB/s | ↑ × pinned | ↓ copy GB/s, copying / awaiting DMA | ↑ copy GB/s, copying / awaiting DMA | |"
     );
-    println!("|---:|---:|---:|---|---:|---:|---:|---:|---:|---|");
+    println!("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
     // The best rows and the default (all of them are in the JSON).
     let shown = r
         .sweep
@@ -387,7 +454,7 @@ pub fn print(r: &TransferResults) {
         .map(|(_, s)| s);
     for s in shown {
         println!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.3}× | {:.2} | {:.3}× | {} | {} | {} |",
             size_name(s.chunk_bytes),
             s.chunks_in_flight,
             s.copy_threads,
@@ -401,6 +468,8 @@ pub fn print(r: &TransferResults) {
             ad.median / s.download_us.median,
             gbs(s.bytes, s.upload_us.median),
             au.median / s.upload_us.median,
+            s.download_stages,
+            s.upload_stages,
             if s.is_default { "default" } else { "" }
         );
     }

@@ -383,3 +383,33 @@ fn uploads_without_growth() {
     assert_eq!(registered(), at_start, "no transfer page-locked memory");
     host.set_staging_growth(true);
 }
+
+#[test]
+fn pageable_transfers_count_the_bytes_they_stage_and_the_time_spent_copying_and_awaiting_dmas() {
+    // Exclusive: the counters are the host's, and another test's transfers would add to them.
+    let _g = exclusive();
+    let Some(host) = host() else { return };
+    let s = host.stream().unwrap();
+    let size = (5 << 20) + 17; // several chunks, so some DMA is awaited
+    let buf = host.alloc(size).unwrap();
+    let data = pattern(size, 3);
+    let before = host.stats();
+    let mut back = vec![0u8; size];
+    block_on(async {
+        s.upload(&buf, 0, &data).await.unwrap();
+        s.download(&buf, 0, &mut back).await.unwrap();
+    });
+    assert!(back == data);
+    let after = host.stats();
+    assert_eq!(
+        after.staged_bytes - before.staged_bytes,
+        2 * size as u64,
+        "every byte staged once each way"
+    );
+    assert!(after.staging_copy_ns > before.staging_copy_ns, "copy time");
+    assert!(after.staging_wait_ns > before.staging_wait_ns, "DMA waits");
+    // A HostBuffer's transfer is one DMA, staged nowhere.
+    let mut hb = host.host_buffer(size).unwrap();
+    block_on(s.download_into(&buf, 0, &mut hb, 0..size)).unwrap();
+    assert_eq!(host.stats().staged_bytes, after.staged_bytes);
+}

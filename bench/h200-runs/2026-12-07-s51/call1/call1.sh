@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 51's first call (session 50's call4, which was packed and never run):
+# `gpuhost bench` twice at the session's first commit, whose staging sweep (since c4a634a) adds longer copy
+# steps (TransferConfig::copy_step_bytes: 256 KiB, 1 MiB, 8 MiB per thread between yields) and 8
+# chunks in flight at the default shape. Does waiting less often for a step's slowest copying
+# thread close the 15% gap to the plain C pipeline (scripts/probes/staging-ceiling.c)? The
+# sweep's rows also say, per direction, the host copy's rate inside the pipeline and the shares of
+# wall time spent copying and awaiting DMAs (HostStats' staging counters, new in this session).
+# Pack: PACK_SUITES=" " bash scripts/gpu-pack.sh; device tool: run, carry [".gpu"].
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../../.."
+source scripts/lib/gpu-bin.sh
+gpu_call_begin
+for i in 1 2; do
+  timeout 60 .gpu/bin/gpuhost bench --json "$OUT/logs/bench-$i.json" > "$OUT/logs/bench-$i.md" 2>&1
+  echo "rc=$?" >> "$OUT/logs/bench-$i.md"
+done
+gpu_call_end
+cat "$OUT/machine.txt"
+for i in 1 2; do
+  echo "== run $i"
+  tar -xzOf "$OUT/logs.tar.gz" "logs/bench-$i.md" | grep -E '64 MiB \| .* pageable|Pageable staging|^\| 8 MiB \| (4|8) \| 12 \| cached|rc='
+done
