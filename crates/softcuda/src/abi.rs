@@ -13,8 +13,33 @@ use crate::{context, memory, module, pointer};
 /// The driver's error type: the `CUresult` code a C caller will see.
 pub(crate) type CuResult<T> = Result<T, CUresult>;
 
+thread_local! {
+    /// Whether this thread is running a host function or stream callback (`in_host_call`).
+    static IN_HOST_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `call`, a host function or stream callback, with every export refused on this thread
+/// meanwhile: cuda.h forbids driver calls there (NVIDIA's driver may answer
+/// `CUDA_ERROR_NOT_PERMITTED`), and here one could deadlock, since a stream's work can run
+/// inline under its context's submit lock (a closed stream's).
+pub(crate) fn in_host_call(call: impl FnOnce()) {
+    /// Clears the flag however `call` ends.
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_HOST_CALL.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_HOST_CALL.with(|c| c.replace(true)));
+    call();
+}
+
 /// Runs an export's body; a panic becomes `CUDA_ERROR_UNKNOWN` instead of unwinding into C.
+/// Inside a host function it is refused (see [`in_host_call`]).
 pub(crate) fn guard(body: impl FnOnce() -> CuResult<()>) -> CUresult {
+    if IN_HOST_CALL.with(|c| c.get()) {
+        return CUresult::CUDA_ERROR_NOT_PERMITTED;
+    }
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => CUresult::CUDA_SUCCESS,
         Ok(Err(code)) => code,

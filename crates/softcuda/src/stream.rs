@@ -329,7 +329,9 @@ pub(crate) fn host_func(
                 let call = call;
                 // SAFETY: the caller supplied a callback valid for this argument (cuda.h
                 // contract); it is called exactly once, as NVIDIA's driver does.
-                unsafe { (call.f)(std::ptr::with_exposed_provenance_mut(call.user_data)) };
+                crate::abi::in_host_call(|| unsafe {
+                    (call.f)(std::ptr::with_exposed_provenance_mut(call.user_data))
+                });
             }
         }),
     );
@@ -350,13 +352,13 @@ pub(crate) fn add_callback(handle: u64, f: StreamCallback, user_data: usize) -> 
             let status = guard_ctx.sticky().map_or(0, |code| code as u32);
             // SAFETY: the caller supplied a callback valid for these arguments (cuda.h
             // contract); it is called exactly once.
-            unsafe {
+            crate::abi::in_host_call(|| unsafe {
                 f(
                     handle,
                     status,
                     std::ptr::with_exposed_provenance_mut(user_data),
                 )
-            };
+            });
         }),
     );
     Ok(())

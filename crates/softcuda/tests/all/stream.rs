@@ -247,3 +247,45 @@ fn with_resident_threads_set_a_kernel_waits_until_a_running_kernel_leaves_it_roo
         },
     );
 }
+
+#[test]
+fn driver_calls_from_a_host_function_are_refused_as_not_permitted_and_the_stream_goes_on() {
+    let _g = serial();
+    fresh_primary();
+    let s = stream(0);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let raw = s as usize;
+    host(s, move || {
+        let mut d = 0;
+        // SAFETY: valid out-pointer and stream handle; both calls must be refused anyway.
+        let (alloc, query) = unsafe {
+            (
+                cuMemAlloc_v2(&mut d, 64),
+                cuStreamQuery(std::ptr::with_exposed_provenance_mut(raw)),
+            )
+        };
+        log.lock().unwrap().extend([alloc, query]);
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    host(s, move || flag.store(true, Ordering::SeqCst));
+    // SAFETY: valid stream handle.
+    ok(unsafe { cuStreamSynchronize(s) });
+    assert!(
+        done.load(Ordering::SeqCst),
+        "the stream ran on past the refusals"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [CUresult::CUDA_ERROR_NOT_PERMITTED; 2],
+        "cuda.h forbids driver calls in host functions"
+    );
+    // The refusal is the host function's alone: this thread's calls go through.
+    let d = alloc(64);
+    // SAFETY: `d` was allocated above; `s` is a live stream.
+    unsafe {
+        ok(cuMemFree_v2(d));
+        ok(cuStreamDestroy_v2(s));
+    }
+}
