@@ -16,9 +16,14 @@ for i in 1 2; do
   timeout 60 .gpu/bin/gpuhost bench --json "$OUT/logs/bench-$i.json" > "$OUT/logs/bench-$i.md" 2>&1
   echo "rc=$?" >> "$OUT/logs/bench-$i.md"
 done
+# The plain C pipeline on the same machine, the ceiling the sweep is held against.
+cc -O2 -pthread -I/usr/local/cuda/include scripts/probes/staging-ceiling.c -L/usr/local/nvidia/lib64 \
+  -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/sc > "$OUT/logs/staging.txt" 2>&1 && timeout 120 /tmp/sc >> "$OUT/logs/staging.txt" 2>&1
+echo "rc=$?" >> "$OUT/logs/staging.txt"
 gpu_call_end
 cat "$OUT/machine.txt"
 for i in 1 2; do
   echo "== run $i"
   tar -xzOf "$OUT/logs.tar.gz" "logs/bench-$i.md" | grep -E '64 MiB \| .* pageable|Pageable staging|^\| 8 MiB \| (4|8) \| 12 \| cached|rc='
 done
+tar -xzOf "$OUT/logs.tar.gz" logs/staging.txt | head -24
