@@ -675,6 +675,32 @@ mod tests {
         }
     }
 
+    /// Every prefix of a module that the fence admits lexes through the unchecked scans
+    /// (`lex_in::<true>`) to what the checked ones give: the same tokens or the same error.
+    #[test]
+    fn the_fenced_loop_lexes_every_prefix_as_the_checked_loop() {
+        let text = ".version 8.0\n.target sm_90\n.address_size 64\n\n// .globl\tk\n\
+                    .visible .entry k(\n\t.param .u64 k_p0\n)\n{\n\t.reg .b32 %r<5>;\n\
+                    \tmov.u32 %r1, %tid.x;\n\t@!%p1 bra $L__BB0_2;\n\
+                    \tld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1+-8];\n\
+                    \tmov.b32 %f3, 0f3F800000; /* c\n */ add.s32 %r2, %r1, 0x1F;\n\
+                    $L__BB0_2:\n\tret;\n}\n";
+        let mut fenced = 0;
+        for end in 0..=text.len() {
+            let Some(p) = text.get(..end) else { continue };
+            let Some(&last) = p.as_bytes().last() else {
+                continue;
+            };
+            if WORD_CHAR[usize::from(last)] || last == b'%' {
+                continue;
+            }
+            fenced += 1;
+            let show = |r: Result<Tokens<'_>, Error>| format!("{:?}", r.map(|t| t.toks));
+            assert_eq!(show(lex_in::<true>(p)), show(lex_in::<false>(p)), "{p:?}");
+        }
+        assert!(fenced > 100, "{fenced}");
+    }
+
     #[test]
     fn line_end_finds_the_newline_wherever_it_lies_in_a_word_of_eight() {
         for len in 0..40 {
