@@ -139,6 +139,33 @@ fn word_len(b: &[u8], colons: bool) -> usize {
     n + b[n..].iter().position(|&c| ends(c)).unwrap_or(b.len() - n)
 }
 
+/// Where the run of word bytes (of [`IDENT_CHAR`], or [`WORD_CHAR`] with `colons`) that starts
+/// at `b[from]` ends, and `b[start..]` up to there as text (`start <= from`): the scan of nearly
+/// every token, so without a bounds test per byte where the text is `fenced` (`lex`).
+#[inline(always)]
+fn word(b: &[u8], start: usize, from: usize, colons: bool, fenced: bool) -> (usize, &str) {
+    if !fenced {
+        let end = from + word_len(&b[from..], colons);
+        return (end, ascii(b, start, end));
+    }
+    let table = if colons { &WORD_CHAR } else { &IDENT_CHAR };
+    let mut end = from;
+    // SAFETY: in a fenced text the last byte is neither a word byte nor `%`. Every caller's
+    // `b[from - 1]` is a word byte or `%` (an identifier, a register), or its `b[from]` is a word
+    // byte (a modifier after its `.`): either is a byte before the last, so `from < b.len()`,
+    // and the run stops at the last byte at the latest. Every byte read is in `b`.
+    while table[usize::from(unsafe { *b.get_unchecked(end) })] {
+        end += 1;
+    }
+    debug_assert!(start <= end && end < b.len());
+    debug_assert!(b[start..end].is_ascii());
+    // SAFETY: `start <= from <= end < b.len()` (above), and the run's bytes are ASCII: the
+    // tables are true for ASCII bytes only, and what lies between `start` and `from` is `%` or
+    // `.` or a word byte. ASCII is valid UTF-8.
+    let text = unsafe { std::str::from_utf8_unchecked(b.get_unchecked(start..end)) };
+    (end, text)
+}
+
 /// `b[start..end]` as text, for a run of bytes the lexer took by [`IDENT_CHAR`] or
 /// [`WORD_CHAR`] (with a leading `%` and a trailing component such as `.x`): without `str`
 /// slicing's two char-boundary tests, which were about a tenth of the lexer's instructions.
@@ -242,6 +269,24 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
     if src.len() > MAX_INPUT {
         return Err(Error::TooLarge { bytes: src.len() });
     }
+    // Whether the text's last byte ends every word (neither a word byte nor `%`, which starts
+    // one): PTX ends in a newline or `}`. Then no scan of a word can run past the text
+    // (`word`). A loop of its own for each case: asked per word, it was a load and a branch
+    // per token.
+    let fenced = src
+        .as_bytes()
+        .last()
+        .is_some_and(|&c| !WORD_CHAR[usize::from(c)] && c != b'%');
+    if fenced {
+        lex_in::<true>(src)
+    } else {
+        lex_in::<false>(src)
+    }
+}
+
+/// [`lex`], for a text that is `FENCED` or not.
+fn lex_in<const FENCED: bool>(src: &str) -> Result<Tokens<'_>, Error> {
+    let fenced = FENCED;
     let b = src.as_bytes();
     // PTX averages a token every three to four bytes: one allocation, rarely a regrowth.
     let mut out = Vec::with_capacity(src.len() / 3 + 16);
@@ -273,11 +318,13 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 i = past_blanks(b, i + 1);
             }
             Class::Ident => {
-                i += 1 + word_len(&b[i + 1..], false);
-                token!(Tok::Ident(ascii(b, start, i)));
+                let (end, text) = word(b, start, i + 1, false, fenced);
+                i = end;
+                token!(Tok::Ident(text));
             }
             Class::Percent => {
-                i += 1 + word_len(&b[i + 1..], false);
+                let (end, mut text) = word(b, start, i + 1, false, fenced);
+                i = end;
                 // A special register's component (`%tid.x`) stays part of its name, as the
                 // parser would join it: one borrowed token, where joining two made a string
                 // per name.
@@ -288,8 +335,9 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                         .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
                 {
                     i += 2;
+                    text = ascii(b, start, i);
                 }
-                token!(Tok::Ident(ascii(b, start, i)));
+                token!(Tok::Ident(text));
             }
             Class::Punct => {
                 i += 1;
@@ -325,8 +373,9 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 token!(Tok::Punct('}'));
             }
             Class::Dot if b.get(i + 1).is_some_and(|&n| ident_char(n)) => {
-                i += 1 + word_len(&b[i + 1..], true);
-                token!(Tok::Dot(ascii(b, start + 1, i)));
+                let (end, text) = word(b, start + 1, i + 1, true, fenced);
+                i = end;
+                token!(Tok::Dot(text));
             }
             Class::Digit => {
                 let Some((t, n)) = lex_number(&b[i..]) else {
@@ -335,12 +384,7 @@ pub(crate) fn lex(src: &str) -> Result<Tokens<'_>, Error> {
                 i += n;
                 token!(t);
             }
-            Class::Slash if b.get(i + 1) == Some(&b'/') => {
-                i += b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .unwrap_or(b.len() - i);
-            }
+            Class::Slash if b.get(i + 1) == Some(&b'/') => i = line_end(b, i + 2),
             Class::Slash if b.get(i + 1) == Some(&b'*') => {
                 let Some(end) = block_comment(b, i, &mut line) else {
                     return Err(fail(line, col(), "unterminated /* comment".into()));
@@ -394,6 +438,27 @@ fn block_comment(b: &[u8], mut i: usize, line: &mut u32) -> Option<usize> {
 fn string_end(b: &[u8], i: usize) -> Option<usize> {
     let n = b[i + 1..].iter().position(|&c| c == b'"' || c == b'\n')?;
     (b[i + 1 + n] == b'"').then_some(i + 1 + n)
+}
+
+/// Where the line that `b[from..]` is in ends: its newline's index, or `b.len()`. Eight bytes a
+/// turn: nvcc's header comments are a few hundred bytes per module, a turn per byte.
+fn line_end(b: &[u8], from: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut at = from.min(b.len());
+    for c in b[at..].chunks_exact(8) {
+        let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) ^ NEWLINES;
+        // Nonzero iff some byte of `w` is zero, i.e. some byte was a newline.
+        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
+            break;
+        }
+        at += 8;
+    }
+    at + b[at..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .unwrap_or(b.len() - at)
 }
 
 /// The 1-based column of byte `at` of `b`, in bytes from the start of its line.
@@ -587,6 +652,72 @@ mod tests {
         assert_eq!(t[1..3], [Tok::Ident("%r1"), Tok::Dot("xy")]);
         assert_eq!(t[3..5], [Tok::Ident("%ntid"), Tok::Dot("y::")]);
         assert_eq!(t[5..], [Tok::Ident("%ctaid"), Tok::Dot("z"), Tok::Dot("w")]);
+    }
+
+    /// A text that ends in a word (no fence: every scan bounds-checked) and the same text
+    /// ending in a newline (fenced: unchecked scans) give the same tokens, for words of every
+    /// kind running to the end.
+    #[test]
+    fn fenced_and_unfenced_texts_lex_alike() {
+        for text in [
+            "ld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1]; // c",
+            "mov.u32 %r1, %tid.x",
+            "%tid.x",
+            "%r1",
+            "%",
+            ".L2::",
+            "$L__BB0_2: bra.uni $L__BB0_2",
+            "a",
+        ] {
+            let fenced = format!("{text}\n");
+            let kinds = |s: &str| format!("{:?}", lex(s).map(|t| t.toks));
+            assert_eq!(kinds(text), kinds(&fenced), "{text:?}");
+        }
+    }
+
+    /// Every prefix of a module that the fence admits lexes through the unchecked scans
+    /// (`lex_in::<true>`) to what the checked ones give: the same tokens or the same error.
+    #[test]
+    fn the_fenced_loop_lexes_every_prefix_as_the_checked_loop() {
+        let text = ".version 8.0\n.target sm_90\n.address_size 64\n\n// .globl\tk\n\
+                    .visible .entry k(\n\t.param .u64 k_p0\n)\n{\n\t.reg .b32 %r<5>;\n\
+                    \tmov.u32 %r1, %tid.x;\n\t@!%p1 bra $L__BB0_2;\n\
+                    \tld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1+-8];\n\
+                    \tmov.b32 %f3, 0f3F800000; /* c\n */ add.s32 %r2, %r1, 0x1F;\n\
+                    $L__BB0_2:\n\tret;\n}\n";
+        let mut fenced = 0;
+        for end in 0..=text.len() {
+            let Some(p) = text.get(..end) else { continue };
+            let Some(&last) = p.as_bytes().last() else {
+                continue;
+            };
+            if WORD_CHAR[usize::from(last)] || last == b'%' {
+                continue;
+            }
+            fenced += 1;
+            let show = |r: Result<Tokens<'_>, Error>| format!("{:?}", r.map(|t| t.toks));
+            assert_eq!(show(lex_in::<true>(p)), show(lex_in::<false>(p)), "{p:?}");
+        }
+        assert!(fenced > 100, "{fenced}");
+    }
+
+    #[test]
+    fn line_end_finds_the_newline_wherever_it_lies_in_a_word_of_eight() {
+        for len in 0..40 {
+            for nl in 0..=len {
+                let mut b = vec![b'x'; len];
+                if nl < len {
+                    b[nl] = b'\n';
+                }
+                for from in 0..=len {
+                    let want = b[from..]
+                        .iter()
+                        .position(|&c| c == b'\n')
+                        .map_or(len, |p| from + p);
+                    assert_eq!(super::line_end(&b, from), want, "{len} {nl} {from}");
+                }
+            }
+        }
     }
 
     #[test]

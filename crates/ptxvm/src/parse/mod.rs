@@ -323,7 +323,9 @@ impl<'t, 's> Parser<'t, 's> {
                 break;
             }
         }
-        let mut heap_stmts = Vec::new();
+        // Room for a body's usual declarations and call blocks: grown from empty, the note
+        // was reallocated about six times per function.
+        let mut heap_stmts = Vec::with_capacity(32);
         let body = if self.eat_punct(';') {
             None
         } else {
@@ -542,20 +544,25 @@ impl<'t, 's> Parser<'t, 's> {
                 _ => {
                     // Parsed in place: built aside, an instruction was copied three times
                     // over (its lists into it, it into a statement, that into the body). The
-                    // empty one is made in its slot (`extend` from `once_with`, which reserves
-                    // before it makes the value): `push` built it on the stack and copied all
-                    // of its bytes in, a `memcpy` per instruction, and `resize_with`, which
-                    // made it in place too, stayed a call.
-                    out.extend(std::iter::once_with(|| {
-                        Stmt::Inst(Inst {
+                    // empty one is written straight into the body's spare slot: `push` built it
+                    // on the stack and copied all of its bytes in, a `memcpy` per instruction,
+                    // and `extend` from `once_with` or `resize_with`, which made it in place
+                    // too, stayed a call per instruction.
+                    if out.len() == out.capacity() {
+                        out.reserve(1);
+                    }
+                    if let Some(slot) = out.spare_capacity_mut().first_mut() {
+                        slot.write(Stmt::Inst(Inst {
                             guard: None,
                             opcode: Str::Borrowed(""),
                             op: None,
                             mods: Small::new(),
                             operands: Small::new(),
                             line,
-                        })
-                    }));
+                        }));
+                        // SAFETY: the first slot past the length was just written.
+                        unsafe { out.set_len(out.len() + 1) };
+                    }
                     if let Some(Stmt::Inst(i)) = out.last_mut() {
                         self.inst(i)?;
                         if self.owning || i.mods.spilled() || i.operands.spilled() {

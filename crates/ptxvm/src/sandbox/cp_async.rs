@@ -6,6 +6,7 @@
 
 use super::fence::{Src, offset_from_base, refused};
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R, numbered};
 use crate::ast::{Inst, Operand, Stmt, Str};
 
@@ -106,11 +107,11 @@ impl<'m> Fx<'_, 'm> {
         // it), after the window check, whose scratch register it reuses.
         if let Fill::Reg(r) = fill {
             Self::text(out, None, |t| {
-                t.push_str("min.u32 %__sbx_o, ");
-                t.push_str(r);
-                t.push_str(", ");
+                put(t, "min.u32 %__sbx_o, ");
+                put(t, r);
+                put(t, ", ");
                 super::print::unsigned(t, w);
-                t.push_str(";\n");
+                put(t, ";\n");
             });
             j.operands[3] = Operand::Name("%__sbx_o".into());
         }
@@ -142,31 +143,31 @@ impl<'m> Fx<'_, 'm> {
         };
         if let Some((op, r)) = reads {
             Self::text(out, None, |t| {
-                t.push_str(op);
-                t.push_str(r);
-                t.push_str(";\n");
+                put(t, op);
+                put(t, r);
+                put(t, ";\n");
             });
             if let Some((g, neg)) = guard {
                 let off = (g.clone(), !neg);
-                Self::text(out, Some(&off), |t| t.push_str("mov.u32 %__sbx_o, 0;\n"));
+                Self::text(out, Some(&off), |t| put(t, "mov.u32 %__sbx_o, 0;\n"));
             }
             Self::text(out, None, |t| {
-                t.push_str("setp.ne.and.u32 %__sbx_q, %__sbx_o, 0, %__sbx_p;\n")
+                put(t, "setp.ne.and.u32 %__sbx_q, %__sbx_o, 0, %__sbx_p;\n")
             });
             self.fault(out, Some(("%__sbx_q".into(), false)));
         }
         Self::text(out, None, |t| {
-            t.push_str("selp.b64 ");
-            t.push_str(x);
-            t.push_str(", %__sbx_base, ");
-            t.push_str(x);
-            t.push_str(", %__sbx_p;\n\tand.b64 ");
-            t.push_str(x);
-            t.push_str(", ");
-            t.push_str(x);
-            t.push_str(", ");
+            put(t, "selp.b64 ");
+            put(t, x);
+            put(t, ", %__sbx_base, ");
+            put(t, x);
+            put(t, ", %__sbx_p;\n\tand.b64 ");
+            put(t, x);
+            put(t, ", ");
+            put(t, x);
+            put(t, ", ");
             super::print::int(t, -(w as i64));
-            t.push_str(";\n");
+            put(t, ";\n");
         });
     }
 }

@@ -15,6 +15,7 @@
 //! `ldmatrix`/`stmatrix` rows are fenced in matrix.rs, `cp.async` in cp_async.rs.
 
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R, sreg};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::error::Error;
@@ -210,16 +211,16 @@ fn respaced<R>(mods: &[Str<'_>], sp: &'static str, f: impl FnOnce(&[&str]) -> R)
 /// `sub.u64 %__sbx_x, x, %__sbx_base;`: the offset into the arena that a global fence compares
 /// against its limit (`past_limit`).
 pub(super) fn offset_from_base(t: &mut String, x: &str) {
-    t.push_str("sub.u64 %__sbx_x, ");
-    t.push_str(x);
-    t.push_str(", %__sbx_base;\n");
+    put(t, "sub.u64 %__sbx_x, ");
+    put(t, x);
+    put(t, ", %__sbx_base;\n");
 }
 
 /// `, g` or `, !g`: `guard` as a compare's last operand (`setp_under`); nothing without one.
 pub(super) fn guard_operand(t: &mut String, guard: Option<&(Str<'_>, bool)>) {
     if let Some((g, neg)) = guard {
-        t.push_str(if *neg { ", !" } else { ", " });
-        t.push_str(g);
+        put(t, if *neg { ", !" } else { ", " });
+        put(t, g);
     }
 }
 
@@ -419,18 +420,18 @@ impl<'m> Fx<'_, 'm> {
         // `op %__sbx_<dst>, from, off;`, each of `from` and `off` when given.
         let line = |out: &mut Vec<O<'m>>, op: &str, from: Option<&str>, off: Option<i64>| {
             Self::text(out, None, |t| {
-                t.push_str(op);
+                put(t, op);
                 t.push(' ');
-                t.push_str(&d);
+                put(t, &d);
                 if let Some(f) = from {
-                    t.push_str(", ");
-                    t.push_str(f);
+                    put(t, ", ");
+                    put(t, f);
                 }
                 if let Some(k) = off {
-                    t.push_str(", ");
+                    put(t, ", ");
                     super::print::int(t, k);
                 }
-                t.push_str(";\n");
+                put(t, ";\n");
             });
         };
         match *src {
@@ -498,11 +499,11 @@ impl<'m> Fx<'_, 'm> {
         Self::text(out, None, |t| {
             offset_from_base(t, x);
             if w > 1 {
-                t.push_str("\tand.b64 %__sbx_a, ");
-                t.push_str(x);
-                t.push_str(", ");
+                put(t, "\tand.b64 %__sbx_a, ");
+                put(t, x);
+                put(t, ", ");
                 super::print::int(t, -(w as i64));
-                t.push_str(";\n");
+                put(t, ";\n");
             }
         });
         self.past_limit(out, "%__sbx_p|%__sbx_q", "%__sbx_lim", guard);
@@ -510,11 +511,11 @@ impl<'m> Fx<'_, 'm> {
         self.fault(out, on_p.clone());
         for (r, bits) in dests {
             Self::text(out, on_p.as_ref(), |t| {
-                t.push_str("mov.b");
+                put(t, "mov.b");
                 super::print::unsigned(t, bits.into());
                 t.push(' ');
-                t.push_str(r);
-                t.push_str(", 0;\n");
+                put(t, r);
+                put(t, ", 0;\n");
             });
         }
         let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
@@ -555,16 +556,17 @@ impl<'m> Fx<'_, 'm> {
         guard: Option<&(Str<'m>, bool)>,
     ) {
         Self::text(out, None, |t| {
-            t.push_str(if guard.is_some() {
+            let setp = if guard.is_some() {
                 "setp.gt.and.u64 "
             } else {
                 "setp.gt.u64 "
-            });
-            t.push_str(dst);
-            t.push_str(", %__sbx_x, ");
-            t.push_str(lim);
+            };
+            put(t, setp);
+            put(t, dst);
+            put(t, ", %__sbx_x, ");
+            put(t, lim);
             guard_operand(t, guard);
-            t.push_str(";\n");
+            put(t, ";\n");
         });
     }
 
@@ -601,19 +603,19 @@ impl<'m> Fx<'_, 'm> {
         self.past_limit(out, "%__sbx_p", lim, guard);
         self.fault(out, Some(("%__sbx_p".into(), false)));
         Self::text(out, None, |t| {
-            t.push_str("selp.b64 %__sbx_");
-            t.push_str(dst);
-            t.push_str(", %__sbx_base, ");
-            t.push_str(x);
-            t.push_str(", %__sbx_p;\n");
+            put(t, "selp.b64 %__sbx_");
+            put(t, dst);
+            put(t, ", %__sbx_base, ");
+            put(t, x);
+            put(t, ", %__sbx_p;\n");
             if w > 1 {
-                t.push_str("\tand.b64 %__sbx_");
-                t.push_str(dst);
-                t.push_str(", %__sbx_");
-                t.push_str(dst);
-                t.push_str(", ");
+                put(t, "\tand.b64 %__sbx_");
+                put(t, dst);
+                put(t, ", %__sbx_");
+                put(t, dst);
+                put(t, ", ");
                 super::print::int(t, -(w as i64));
-                t.push_str(";\n");
+                put(t, ";\n");
             }
         });
     }
@@ -622,11 +624,11 @@ impl<'m> Fx<'_, 'm> {
     /// Store's globals block) plus a constant offset.
     pub(super) fn global_addr(&self, out: &mut Vec<O<'m>>, dst: &str, goff: u64, off: i64) {
         Self::text(out, None, |t| {
-            t.push_str("add.u64 ");
-            t.push_str(dst);
-            t.push_str(", %__sbx_globals, ");
+            put(t, "add.u64 ");
+            put(t, dst);
+            put(t, ", %__sbx_globals, ");
             super::print::int(t, (goff as i64).wrapping_add(off));
-            t.push_str(";\n");
+            put(t, ";\n");
         });
     }
 

@@ -8,6 +8,7 @@
 use super::fence::{Sp, Src};
 use super::names::same;
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R, numbered};
 use crate::ast::{Inst, Operand, Stmt, Str};
 use crate::isa::Opcode;
@@ -261,9 +262,9 @@ impl<'m> Fx<'_, 'm> {
             }
             _ => {
                 Self::text(out, None, |t| {
-                    t.push_str("sub.u64 %__sbx_b, %__sbx_size, ");
+                    put(t, "sub.u64 %__sbx_b, %__sbx_size, ");
                     super::print::int(t, span as i64);
-                    t.push_str(";\n");
+                    put(t, ";\n");
                 });
                 self.fence_global_into(out, &g, &reg, "%__sbx_b", w, i.guard.as_ref());
                 ("global", i.guard.clone())

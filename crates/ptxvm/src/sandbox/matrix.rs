@@ -18,6 +18,7 @@
 
 use super::fence::Src;
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R};
 use crate::ast::{Inst, Operand};
 use crate::ir::matrix::{Elem, Part, WmmaShape};
@@ -110,15 +111,21 @@ impl<'m> Fx<'_, 'm> {
         self.load(out, &src, i.line)?;
         if !shared && matches!(src, Src::Reg(..)) {
             Self::text(out, None, |t| {
-                t.push_str("cvta.to.shared.u64 %__sbx_a, %__sbx_a;\n")
+                put(t, "cvta.to.shared.u64 %__sbx_a, %__sbx_a;\n")
             });
         }
         self.targets.borrow_mut().insert(ROW);
         if rows < 32 {
             Self::text(out, None, |t| {
-                t.push_str("mov.u32 %__sbx_o, %laneid;\n\tsetp.lt.u32 %__sbx_p, %__sbx_o, ");
+                put(
+                    t,
+                    "mov.u32 %__sbx_o, %laneid;\n\tsetp.lt.u32 %__sbx_p, %__sbx_o, ",
+                );
                 super::print::unsigned(t, rows);
-                t.push_str(";\n\tselp.b64 %__sbx_a, %__sbx_a, %__sbx_st16, %__sbx_p;\n");
+                put(
+                    t,
+                    ";\n\tselp.b64 %__sbx_a, %__sbx_a, %__sbx_st16, %__sbx_p;\n",
+                );
             });
         }
         if let Some((q, _)) = self.window_check(out, ROW, i.guard.as_ref(), "slo", "shi") {
@@ -201,7 +208,7 @@ impl<'m> Fx<'_, 'm> {
         self.load(out, &src, i.line)?;
         let stride = i.operands.get(2);
         Self::text(out, None, |t| {
-            t.push_str("and.b64 %__sbx_a, %__sbx_a, ");
+            put(t, "and.b64 %__sbx_a, %__sbx_a, ");
             super::print::int(
                 t,
                 if shared {
@@ -210,38 +217,43 @@ impl<'m> Fx<'_, 'm> {
                     -(frag as i64)
                 },
             );
-            t.push_str(";\n\t");
+            put(t, ";\n\t");
             match stride {
                 Some(Operand::Int(k)) => {
-                    t.push_str("mov.u32 %__sbx_o, ");
+                    put(t, "mov.u32 %__sbx_o, ");
                     super::print::unsigned(t, (*k as u64 & 0xffff_ffff) & !(step - 1));
                 }
                 Some(Operand::Name(r)) => {
-                    t.push_str("and.b32 %__sbx_o, ");
-                    t.push_str(r);
-                    t.push_str(", ");
+                    put(t, "and.b32 %__sbx_o, ");
+                    put(t, r);
+                    put(t, ", ");
                     super::print::int(t, -(step as i64));
                 }
                 _ => {
-                    t.push_str("mov.u32 %__sbx_o, ");
+                    put(t, "mov.u32 %__sbx_o, ");
                     super::print::unsigned(t, minor);
                 }
             }
             // %__sbx_b: the tile's span in bytes; %__sbx_x: the pointer's offset into the arena
             // or window; %__sbx_c: its size; out of it when x > c - b or b > c.
-            t.push_str(";\n\tmul.wide.u32 %__sbx_b, %__sbx_o, ");
+            put(t, ";\n\tmul.wide.u32 %__sbx_b, %__sbx_o, ");
             super::print::unsigned(t, (major - 1) * esize);
-            t.push_str(";\n\tadd.u64 %__sbx_b, %__sbx_b, ");
+            put(t, ";\n\tadd.u64 %__sbx_b, %__sbx_b, ");
             super::print::unsigned(t, minor * esize);
             if shared {
-                t.push_str(
+                put(
+                    t,
                     ";\n\tcvt.u64.u32 %__sbx_c, %__sbx_sl;\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_c",
                 );
-                t.push_str(";\n\tcvt.u64.u32 %__sbx_c, %__sbx_ss");
+                put(t, ";\n\tcvt.u64.u32 %__sbx_c, %__sbx_ss");
             } else {
-                t.push_str(";\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_base;\n\tmov.u64 %__sbx_c, %__sbx_size");
+                put(
+                    t,
+                    ";\n\tsub.u64 %__sbx_x, %__sbx_a, %__sbx_base;\n\tmov.u64 %__sbx_c, %__sbx_size",
+                );
             }
-            t.push_str(
+            put(
+                t,
                 ";\n\tsub.u64 %__sbx_d, %__sbx_c, %__sbx_b;\n\tsetp.gt.u64 %__sbx_p, %__sbx_x, \
                  %__sbx_d;\n\tsetp.gt.or.u64 %__sbx_p, %__sbx_b, %__sbx_c, %__sbx_p;\n",
             );
@@ -252,14 +264,14 @@ impl<'m> Fx<'_, 'm> {
             self.targets.borrow_mut().insert(frag);
         }
         Self::text(out, None, |t| {
-            t.push_str("selp.b64 %__sbx_a, ");
-            t.push_str(if shared { "%__sbx_st" } else { "%__sbx_base" });
+            put(t, "selp.b64 %__sbx_a, ");
+            put(t, if shared { "%__sbx_st" } else { "%__sbx_base" });
             if shared {
                 super::print::unsigned(t, frag);
             }
-            t.push_str(", %__sbx_a, %__sbx_p;\n\tselp.u32 %__sbx_o, ");
+            put(t, ", %__sbx_a, %__sbx_p;\n\tselp.u32 %__sbx_o, ");
             super::print::unsigned(t, dense);
-            t.push_str(", %__sbx_o, %__sbx_p;\n");
+            put(t, ", %__sbx_o, %__sbx_p;\n");
         });
         // The access as written, on the fenced pointer, with the stride always given.
         let mut ops = i.operands.clone();

@@ -62,6 +62,7 @@
 
 use super::fence::{Src, refused};
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R};
 use crate::ast::{Inst, Operand, Stmt, Str};
 
@@ -246,14 +247,14 @@ impl<'m> Fx<'_, 'm> {
             out.push(O::new(Stmt::Label(skip.into(), i.line)));
             Self::text(out, None, |t| match kind {
                 Kind::Wait { .. } => {
-                    t.push_str("mov.u32 %__sbx_o, 0;\n\tsetp.eq.u32 ");
-                    t.push_str(d);
-                    t.push_str(", %__sbx_o, 0;\n");
+                    put(t, "mov.u32 %__sbx_o, 0;\n\tsetp.eq.u32 ");
+                    put(t, d);
+                    put(t, ", %__sbx_o, 0;\n");
                 }
                 _ => {
-                    t.push_str("mov.b64 ");
-                    t.push_str(d);
-                    t.push_str(", 0;\n");
+                    put(t, "mov.b64 ");
+                    put(t, d);
+                    put(t, ", 0;\n");
                 }
             });
         }
@@ -290,7 +291,7 @@ impl<'m> Fx<'_, 'm> {
         if let Some((g, neg)) = &i.guard {
             self.bra(out, Some((g.clone(), !neg)), &end);
         }
-        Self::text(out, None, |t| t.push_str("cp.async.wait_all;\n"));
+        Self::text(out, None, |t| put(t, "cp.async.wait_all;\n"));
         self.barrier_address(i, 0, shared, &end, out)?;
         if noinc {
             let arrive = Kind::Arrive {
@@ -369,12 +370,12 @@ impl<'m> Fx<'_, 'm> {
         self.load(out, &src, i.line)?;
         if generic {
             Self::text(out, None, |t| {
-                t.push_str("isspacep.shared %__sbx_p, %__sbx_a;\n")
+                put(t, "isspacep.shared %__sbx_p, %__sbx_a;\n")
             });
             self.fault(out, Some(("%__sbx_p".into(), true)));
             self.bra(out, Some(("%__sbx_p".into(), true)), skip);
             Self::text(out, None, |t| {
-                t.push_str("cvta.to.shared.u64 %__sbx_a, %__sbx_a;\n")
+                put(t, "cvta.to.shared.u64 %__sbx_a, %__sbx_a;\n")
             });
         }
         let q = self.window_check(out, 8, None, "slo", "shi");
@@ -390,41 +391,44 @@ impl<'m> Fx<'_, 'm> {
         // `%__sbx_<r>` := the operand, masked to a count (`mask`) or as 64 bits (a state).
         let load_val = |t: &mut String, r: &str, mask: Option<i64>| match val {
             Val::Reg(v) => {
-                t.push_str(if mask.is_some() {
-                    "cvt.u64.u32 %__sbx_"
-                } else {
-                    "mov.b64 %__sbx_"
-                });
-                t.push_str(r);
-                t.push_str(", ");
-                t.push_str(v);
-                t.push_str(";\n\t");
+                put(
+                    t,
+                    if mask.is_some() {
+                        "cvt.u64.u32 %__sbx_"
+                    } else {
+                        "mov.b64 %__sbx_"
+                    },
+                );
+                put(t, r);
+                put(t, ", ");
+                put(t, v);
+                put(t, ";\n\t");
                 if let Some(m) = mask {
-                    t.push_str("and.b64 %__sbx_");
-                    t.push_str(r);
-                    t.push_str(", %__sbx_");
-                    t.push_str(r);
-                    t.push_str(", ");
+                    put(t, "and.b64 %__sbx_");
+                    put(t, r);
+                    put(t, ", %__sbx_");
+                    put(t, r);
+                    put(t, ", ");
                     super::print::int(t, m);
-                    t.push_str(";\n\t");
+                    put(t, ";\n\t");
                 }
             }
             Val::Imm(k) => {
-                t.push_str("mov.u64 %__sbx_");
-                t.push_str(r);
-                t.push_str(", ");
+                put(t, "mov.u64 %__sbx_");
+                put(t, r);
+                put(t, ", ");
                 super::print::int(t, mask.map_or(k, |m| k & m));
-                t.push_str(";\n\t");
+                put(t, ";\n\t");
             }
         };
         match kind {
             Kind::Inval => {}
             Kind::Init => Self::text(out, None, |t| {
                 load_val(t, "b", Some(COUNT_MASK));
-                t.push_str("shl.b64 %__sbx_c, %__sbx_b, ");
+                put(t, "shl.b64 %__sbx_c, %__sbx_b, ");
                 super::print::int(t, EXPECTED_SHIFT);
-                t.push_str(";\n\tor.b64 %__sbx_b, %__sbx_b, %__sbx_c;\n");
-                t.push_str("\tst.shared.u64 [%__sbx_a], %__sbx_b;\n");
+                put(t, ";\n\tor.b64 %__sbx_b, %__sbx_b, %__sbx_c;\n");
+                put(t, "\tst.shared.u64 [%__sbx_a], %__sbx_b;\n");
             }),
             Kind::Arrive { drop, complete } => self.arrive(
                 drop,
@@ -436,35 +440,38 @@ impl<'m> Fx<'_, 'm> {
             Kind::Wait { parity } => Self::text(out, None, |t| {
                 // The high half, which holds the phase count: the half the completing add
                 // releases.
-                t.push_str(
+                put(
+                    t,
                     "ld.acquire.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
                      cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_x, %__sbx_x, 32;\n\t",
                 );
                 let d = dst.unwrap_or("%__sbx_p");
                 if parity {
                     // Over once the current parity differs from the operand's.
-                    t.push_str("shr.u64 %__sbx_x, %__sbx_x, ");
+                    put(t, "shr.u64 %__sbx_x, %__sbx_x, ");
                     super::print::int(t, PHASE_SHIFT);
-                    t.push_str(
+                    put(
+                        t,
                         ";\n\tcvt.u32.u64 %__sbx_o, %__sbx_x;\n\txor.b32 %__sbx_o, %__sbx_o, ",
                     );
                     match val {
-                        Val::Reg(v) => t.push_str(v),
+                        Val::Reg(v) => put(t, v),
                         Val::Imm(k) => super::print::int(t, k & 1),
                     }
-                    t.push_str(";\n\tand.b32 %__sbx_o, %__sbx_o, 1;\n\tsetp.ne.u32 ");
-                    t.push_str(d);
-                    t.push_str(", %__sbx_o, 0;\n");
+                    put(t, ";\n\tand.b32 %__sbx_o, %__sbx_o, 1;\n\tsetp.ne.u32 ");
+                    put(t, d);
+                    put(t, ", %__sbx_o, 0;\n");
                 } else {
                     // Over once the phase count differs from the state's.
                     load_val(t, "b", None);
-                    t.push_str(
+                    put(
+                        t,
                         "xor.b64 %__sbx_x, %__sbx_x, %__sbx_b;\n\tshr.u64 %__sbx_x, %__sbx_x, ",
                     );
                     super::print::int(t, PHASE_SHIFT);
-                    t.push_str(";\n\tsetp.ne.u64 ");
-                    t.push_str(d);
-                    t.push_str(", %__sbx_x, 0;\n");
+                    put(t, ";\n\tsetp.ne.u64 ");
+                    put(t, d);
+                    put(t, ", %__sbx_x, 0;\n");
                 }
             }),
         }
@@ -498,51 +505,59 @@ impl<'m> Fx<'_, 'm> {
             // %__sbx_d := the high half as the arrival finds it: the phase it arrives in (no
             // other arrival can complete that phase before this one counts, in a correct
             // program) and the expected count.
-            t.push_str(
+            put(
+                t,
                 "ld.relaxed.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
                  cvt.u64.u32 %__sbx_d, %__sbx_o;\n\tcvt.u32.u64 %__sbx_o, %__sbx_c;\n\t\
                  neg.s32 %__sbx_o, %__sbx_o;\n\t",
             );
             if drop {
                 // Off the expected count for the phases after.
-                t.push_str("red.relaxed.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n\t");
+                put(
+                    t,
+                    "red.relaxed.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n\t",
+                );
             }
-            t.push_str(
+            put(
+                t,
                 "atom.acq_rel.cta.shared.add.u32 %__sbx_o, [%__sbx_a], %__sbx_o;\n\t\
                  cvt.u64.u32 %__sbx_x, %__sbx_o;\n\tshl.b64 %__sbx_b, %__sbx_d, 32;\n\t\
                  or.b64 %__sbx_x, %__sbx_x, %__sbx_b;\n\t",
             );
             // The phase goes on while the count is below the pending one.
-            t.push_str("and.b64 %__sbx_b, %__sbx_x, ");
+            put(t, "and.b64 %__sbx_b, %__sbx_x, ");
             super::print::int(t, COUNT_MASK);
-            t.push_str(";\n\tsetp.lt.u64 %__sbx_p, %__sbx_c, %__sbx_b;\n");
+            put(t, ";\n\tsetp.lt.u64 %__sbx_p, %__sbx_c, %__sbx_b;\n");
         });
         self.bra(out, Some(("%__sbx_p".into(), false)), &done);
         Self::text(out, None, |t| {
             // No pending arrival left: another arrival is completing the phase, and this one
             // counts towards the next, whose state it returns.
-            t.push_str(
+            put(
+                t,
                 "setp.eq.u64 %__sbx_p, %__sbx_b, 0;\n\t@%__sbx_p add.u64 %__sbx_x, %__sbx_x, ",
             );
             super::print::int(t, PHASE_ONE);
-            t.push_str(";\n");
+            put(t, ";\n");
         });
         self.bra(out, Some(("%__sbx_p".into(), false)), &done);
         Self::text(out, None, |t| {
             // What goes back into the pending count beside the count taken past it
             // (`%__sbx_c - %__sbx_b`): the expected count, or, for `.noComplete`, one pending
             // arrival, for the next arrival to complete.
-            t.push_str("sub.u64 %__sbx_b, %__sbx_c, %__sbx_b;\n\t");
+            put(t, "sub.u64 %__sbx_b, %__sbx_c, %__sbx_b;\n\t");
             if complete {
                 // The expected count as of now: the first add acquired every arrival of the
                 // phase, drops (which come first) included.
-                t.push_str(
+                put(
+                    t,
                     "ld.relaxed.cta.shared.u32 %__sbx_o, [%__sbx_a+4];\n\t\
                      cvt.u64.u32 %__sbx_d, %__sbx_o;\n\tand.b64 %__sbx_d, %__sbx_d, ",
                 );
                 super::print::int(t, COUNT_MASK);
-                t.push_str(";\n\t");
-                t.push_str(
+                put(t, ";\n\t");
+                put(
+                    t,
                     "add.u64 %__sbx_d, %__sbx_d, %__sbx_b;\n\tcvt.u32.u64 %__sbx_o, %__sbx_d;\n\t\
                      red.relaxed.cta.shared.add.u32 [%__sbx_a], %__sbx_o;\n\t\
                      mov.u32 %__sbx_o, ",
@@ -550,9 +565,13 @@ impl<'m> Fx<'_, 'm> {
                 super::print::int(t, PHASE_ONE_HIGH);
                 // Release: a wait that sees the phase counted sees the pending count back,
                 // and every arrival's writes, which the first add acquired.
-                t.push_str(";\n\tred.release.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n");
+                put(
+                    t,
+                    ";\n\tred.release.cta.shared.add.u32 [%__sbx_a+4], %__sbx_o;\n",
+                );
             } else {
-                t.push_str(
+                put(
+                    t,
                     "add.u64 %__sbx_b, %__sbx_b, 1;\n\tcvt.u32.u64 %__sbx_o, %__sbx_b;\n\t\
                      red.release.cta.shared.add.u32 [%__sbx_a], %__sbx_o;\n",
                 );
@@ -561,9 +580,9 @@ impl<'m> Fx<'_, 'm> {
         out.push(O::new(Stmt::Label(done.into(), self.line)));
         if let Some(d) = dst {
             Self::text(out, None, |t| {
-                t.push_str("mov.b64 ");
-                t.push_str(d);
-                t.push_str(", %__sbx_x;\n");
+                put(t, "mov.b64 ");
+                put(t, d);
+                put(t, ", %__sbx_x;\n");
             });
         }
     }

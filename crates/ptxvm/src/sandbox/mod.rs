@@ -45,6 +45,7 @@ mod names;
 mod params;
 mod poll;
 pub(crate) mod print;
+mod put;
 mod report;
 mod rewrite;
 pub use lean::LEAN_SPAN;

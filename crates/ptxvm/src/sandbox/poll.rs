@@ -7,6 +7,7 @@
 //! (`lean::functions`) have a bounded straight run instead ([`super::LEAN_SPAN`]).
 
 use super::hash::HashMap;
+use super::put::put;
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
@@ -310,7 +311,7 @@ impl<'m> Fx<'_, 'm> {
             // The local window is the caller's (pointers to its locals may be passed in)
             // together with this function's own frame.
             self.window(&mut out, &sized(&self.locals), "c", "d");
-            Self::with_text(&mut out, |t| t.push_str(CALLER_LOCALS));
+            Self::with_text(&mut out, |t| put(t, CALLER_LOCALS));
         }
         if !self.f.is_entry {
             // Every call polls at its callee's entry. Counting back-edges alone is not enough:
@@ -361,7 +362,7 @@ impl<'m> Fx<'_, 'm> {
         // addresses of its variables, which ptxas would otherwise hold in a uniform register.
         for (sh, limits) in [(true, SHARED_LIMITS), (false, LOCAL_LIMITS)] {
             if spans.iter().any(|s| s.0 == sh) {
-                Self::with_text(out, |t| t.push_str(limits));
+                Self::with_text(out, |t| put(t, limits));
             }
         }
         // `%__sbx_<name>` := max(size + 1, span) - span: the window's count for that span.
@@ -370,14 +371,14 @@ impl<'m> Fx<'_, 'm> {
                 // `\top %__sbx_<name>, src, k;`
                 let line = |t: &mut String, op: &str, src: &str, k: i64| {
                     t.push('\t');
-                    t.push_str(op);
-                    t.push_str(" %__sbx_");
-                    t.push_str(name);
-                    t.push_str(", ");
-                    t.push_str(src);
-                    t.push_str(", ");
+                    put(t, op);
+                    put(t, " %__sbx_");
+                    put(t, name);
+                    put(t, ", ");
+                    put(t, src);
+                    put(t, ", ");
                     super::print::int(t, k);
-                    t.push_str(";\n");
+                    put(t, ";\n");
                 };
                 let me = format!("%__sbx_{name}");
                 line(t, "add.u32", if sh { "%__sbx_ss" } else { "%__sbx_ls" }, 1);
@@ -400,16 +401,16 @@ impl<'m> Fx<'_, 'm> {
         // `op %__sbx_<d>, a, b;` and its line's end: `a` and `b` are written as they are.
         fn line(t: &mut String, op: &str, d: &str, a: &str, b: Option<&str>) {
             t.push('\t');
-            t.push_str(op);
-            t.push_str(" %__sbx_");
-            t.push_str(d);
-            t.push_str(", ");
-            t.push_str(a);
+            put(t, op);
+            put(t, " %__sbx_");
+            put(t, d);
+            put(t, ", ");
+            put(t, a);
             if let Some(b) = b {
-                t.push_str(", ");
-                t.push_str(b);
+                put(t, ", ");
+                put(t, b);
             }
-            t.push_str(";\n");
+            put(t, ";\n");
         }
         Self::with_text(out, |t| {
             if vars.is_empty() {
@@ -425,16 +426,16 @@ impl<'m> Fx<'_, 'm> {
                 line(t, "mov.u64", dl, name, None);
                 match size {
                     Some(s) => {
-                        t.push_str("\tadd.u64 %__sbx_");
-                        t.push_str(dh);
-                        t.push_str(", ");
-                        t.push_str(dl_r);
-                        t.push_str(", ");
+                        put(t, "\tadd.u64 %__sbx_");
+                        put(t, dh);
+                        put(t, ", ");
+                        put(t, dl_r);
+                        put(t, ", ");
                         super::print::int(t, *s as i64);
-                        t.push_str(";\n");
+                        put(t, ";\n");
                     }
                     None => {
-                        t.push_str("\tmov.u32 %__sbx_t, %dynamic_smem_size;\n");
+                        put(t, "\tmov.u32 %__sbx_t, %dynamic_smem_size;\n");
                         line(t, "cvt.u64.u32", dh, "%__sbx_t", None);
                         let dh_r = if k == 0 { &*hi_r } else { "%__sbx_b" };
                         line(t, "add.u64", dh, dh_r, Some(dl_r));
@@ -521,28 +522,28 @@ impl<'m> Fx<'_, 'm> {
         out: &mut Vec<O<'m>>,
     ) {
         Self::text(out, guard.as_ref(), |t| {
-            t.push_str("sub.s32 %__sbx_cnt, %__sbx_cnt, ");
+            put(t, "sub.s32 %__sbx_cnt, %__sbx_cnt, ");
             super::print::unsigned(t, weight.into());
             // skip := cnt > 0 || the branch is not taken.
             match &guard {
-                None => t.push_str(";\n\tsetp.gt.s32 %__sbx_p, %__sbx_cnt, 0;\n"),
+                None => put(t, ";\n\tsetp.gt.s32 %__sbx_p, %__sbx_cnt, 0;\n"),
                 Some((g, neg)) => {
                     let not_taken = if *neg { ", " } else { ", !" };
-                    t.push_str(";\n\tsetp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0");
+                    put(t, ";\n\tsetp.gt.or.s32 %__sbx_p, %__sbx_cnt, 0");
                     ending_in(t, not_taken, g);
                 }
             }
         });
         let skip = self.label();
         Self::text(out, None, |t| {
-            t.push_str("@%__sbx_p bra ");
-            t.push_str(&skip);
-            t.push_str(";\n");
+            put(t, "@%__sbx_p bra ");
+            put(t, &skip);
+            put(t, ";\n");
         });
         match self.poll_text() {
             Some(text) => {
                 self.polls.set(true);
-                Self::with_text(out, |t| t.push_str(text));
+                Self::with_text(out, |t| put(t, text));
             }
             None => self.poll(out),
         }
@@ -556,7 +557,7 @@ impl<'m> Fx<'_, 'm> {
         let n = i64::from(self.info.poll_interval);
         self.emit(out, None, "mov", &["u32"], &[sreg("cnt"), imm(n)]);
         self.read_epoch(out);
-        Self::with_text(out, |t| t.push_str(STOPPED));
+        Self::with_text(out, |t| put(t, STOPPED));
     }
 
     /// [`Self::poll`] as text, built once per process for each power-of-two poll interval
@@ -583,7 +584,7 @@ impl<'m> Fx<'_, 'm> {
     /// function's stop block, which reports the stop (report.rs).
     fn exit_if_aborted(&self, out: &mut Vec<O<'m>>) {
         self.read_epoch(out);
-        Self::with_text(out, |t| t.push_str(STOPPED));
+        Self::with_text(out, |t| put(t, STOPPED));
         branch_if_stopped(out, None);
         self.stops.set(true);
     }
@@ -612,8 +613,8 @@ impl<'m> Fx<'_, 'm> {
             out.push(O::new(Stmt::Label(over.into(), self.line)));
         } else {
             Self::with_text(out, |t| {
-                t.push_str(LAUNCH_SKIPS);
-                t.push_str("\tsetp.eq.u64 %__sbx_q, %__sbx_a, 0;\n");
+                put(t, LAUNCH_SKIPS);
+                put(t, "\tsetp.eq.u64 %__sbx_q, %__sbx_a, 0;\n");
             });
             self.read_epoch_if(out, Some(("%__sbx_q".into(), false)));
         }
@@ -634,10 +635,13 @@ impl<'m> Fx<'_, 'm> {
     fn skip_read_over(&mut self, out: &mut Vec<O<'m>>) -> String {
         let over = self.label();
         Self::with_text(out, |t| {
-            t.push_str(LAUNCH_SKIPS);
-            t.push_str("\tsetp.ne.u64 %__sbx_q, %__sbx_a, 0;\n\t@%__sbx_q bra.uni ");
-            t.push_str(&over);
-            t.push_str(";\n");
+            put(t, LAUNCH_SKIPS);
+            put(
+                t,
+                "\tsetp.ne.u64 %__sbx_q, %__sbx_a, 0;\n\t@%__sbx_q bra.uni ",
+            );
+            put(t, &over);
+            put(t, ";\n");
         });
         over
     }
@@ -651,9 +655,9 @@ impl<'m> Fx<'_, 'm> {
     fn read_epoch_if(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.polls.set(true);
         Self::text(out, guard.as_ref(), |t| {
-            t.push_str("ld.volatile.global.u32 %__sbx_e, ");
+            put(t, "ld.volatile.global.u32 %__sbx_e, ");
             ctl_word(t, super::CTL_EPOCH);
-            t.push_str(";\n");
+            put(t, ";\n");
         });
     }
 
@@ -691,8 +695,8 @@ impl<'m> Fx<'_, 'm> {
     /// launch's. Nothing to report: the thread has done nothing that outlives the launch.
     pub(crate) fn entry_check(&self, out: &mut Vec<O<'m>>) {
         Self::with_text(out, |t| {
-            t.push_str(STOPPED);
-            t.push_str("\t@%__sbx_p exit;\n");
+            put(t, STOPPED);
+            put(t, "\t@%__sbx_p exit;\n");
         });
     }
 }
@@ -709,22 +713,22 @@ const STOPPED: &str = "\tsetp.ne.u32 %__sbx_p, %__sbx_e, %__sbx_epoch;\n";
 /// function's stop block, or the block `$__sbx_L<n>` past a guarded back-edge.
 fn branch_if_stopped(out: &mut Vec<O<'_>>, stop: Option<u32>) {
     Fx::with_text(out, |t| {
-        t.push_str("\t@%__sbx_p bra ");
+        put(t, "\t@%__sbx_p bra ");
         super::report::stop_label(t, stop);
-        t.push_str(";\n");
+        put(t, ";\n");
     });
 }
 
 /// `head`, then `last` as the line's last operand, and the line's end.
 fn ending_in(t: &mut String, head: &str, last: &str) {
-    t.push_str(head);
-    t.push_str(last);
-    t.push_str(";\n");
+    put(t, head);
+    put(t, last);
+    put(t, ";\n");
 }
 
 /// `[%__sbx_ctl+off]`, the control block's word at `off`, as `print::parts` writes it.
 pub(super) fn ctl_word(t: &mut String, off: i64) {
-    t.push_str("[%__sbx_ctl");
+    put(t, "[%__sbx_ctl");
     if off != 0 {
         t.push('+');
         super::print::int(t, off);

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use super::put::put;
+
 use crate::ast::{Func, Init, Inst, Module, Operand, Space, Stmt, Str, VarDecl};
 
 /// A statement of rewritten output: the input's own (printed as is, never copied) or new.
@@ -57,32 +59,32 @@ pub(crate) fn rewritten(
     // The copy's header: the entry's, copied around the copy's name.
     let copy_head = |out: &mut String, c: &str| {
         out.extend_from_within(head_at..name.start);
-        out.push_str(c);
+        put(out, c);
         out.extend_from_within(name.end..head_end);
     };
     let Some((start, body)) = body else {
-        out.push_str(";\n");
+        put(out, ";\n");
         if let Some(c) = copy {
             out.push('\n');
             copy_head(out, c);
-            out.push_str(";\n");
+            put(out, ";\n");
         }
         return Ok(());
     };
-    out.push_str("\n{\n");
+    put(out, "\n{\n");
     outs_in(out, src, start, 1, &mut Own::Print { skip_copy: false })?;
     let Some(c) = copy else {
         outs_in(out, src, body, 1, &mut Own::Print { skip_copy: false })?;
-        out.push_str("}\n");
+        put(out, "}\n");
         return Ok(());
     };
     let from = out.len();
     let mut own = Vec::new();
     outs_in(out, src, body, 1, &mut Own::Note(&mut own))?;
     let to = out.len();
-    out.push_str("}\n\n");
+    put(out, "}\n\n");
     copy_head(out, c);
-    out.push_str("\n{\n");
+    put(out, "\n{\n");
     outs_in(out, src, start, 1, &mut Own::Print { skip_copy: true })?;
     let mut at = from;
     for n in &own {
@@ -99,7 +101,7 @@ pub(crate) fn rewritten(
         }
     }
     out.extend_from_within(at..to);
-    out.push_str("}\n");
+    put(out, "}\n");
     Ok(())
 }
 
@@ -147,10 +149,10 @@ fn outs_in<'a, 'm>(
             O::New(s) => stmts_in(out, src, std::slice::from_ref(&**s), depth)?,
             O::Block(b) => {
                 indent(out, depth);
-                out.push_str("{\n");
+                put(out, "{\n");
                 outs_in(out, src, b, depth + 1, own)?;
                 indent(out, depth);
-                out.push_str("}\n");
+                put(out, "}\n");
             }
             O::Text(t) => out.push_str(t),
             O::Report(on) => {
@@ -197,25 +199,25 @@ pub(crate) fn module(m: &Module) -> Result<String, Error> {
 /// `.version`, `.target`, `.address_size` and the module variables `keep` selects.
 pub(crate) fn header(out: &mut String, m: &Module, keep: impl Fn(&VarDecl) -> bool) {
     // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
-    out.push_str(".version ");
-    out.push_str(m.version.as_deref().unwrap_or("7.0"));
+    put(out, ".version ");
+    put(out, m.version.as_deref().unwrap_or("7.0"));
     out.push('\n');
     if !m.target.is_empty() {
-        out.push_str(".target ");
+        put(out, ".target ");
         for (i, t) in m.target.iter().enumerate() {
             if i > 0 {
-                out.push_str(", ");
+                put(out, ", ");
             }
-            out.push_str(t);
+            put(out, t);
         }
         out.push('\n');
     }
-    out.push_str(".address_size ");
+    put(out, ".address_size ");
     unsigned(out, m.address_size.unwrap_or(64).into());
-    out.push_str("\n\n");
+    put(out, "\n\n");
     for v in m.vars.iter().filter(|v| keep(v)) {
         var(out, v, true);
-        out.push_str(";\n");
+        put(out, ";\n");
     }
 }
 
@@ -236,25 +238,25 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
             let _ = write!(out, ".{l} ");
         }
         if v.is_extern {
-            out.push_str(".extern ");
+            put(out, ".extern ");
         }
     }
-    out.push_str(space(v.space));
+    put(out, space(v.space));
     // Pushed piece by piece, as `parts` does: `write!` cost more than the rest.
     if let Some(a) = v.align {
-        out.push_str(" .align ");
+        put(out, " .align ");
         unsigned(out, a.into());
     }
     if v.vec > 1 {
-        out.push_str(" .v");
+        put(out, " .v");
         unsigned(out, v.vec.into());
     }
-    out.push_str(" .");
-    out.push_str(&v.ty);
+    put(out, " .");
+    put(out, &v.ty);
     out.push(' ');
-    out.push_str(&v.name);
+    put(out, &v.name);
     match v.count {
-        Some(0) => out.push_str("[]"),
+        Some(0) => put(out, "[]"),
         Some(n) => {
             out.push('[');
             unsigned(out, n);
@@ -263,13 +265,13 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
         None => {}
     }
     if !v.init.is_empty() {
-        out.push_str(" = ");
+        put(out, " = ");
         if v.count.is_some() {
             out.push('{');
         }
         for (i, x) in v.init.iter().enumerate() {
             if i > 0 {
-                out.push_str(", ");
+                put(out, ", ");
             }
             match *x {
                 Init::Int(n) => {
@@ -290,11 +292,11 @@ pub(crate) fn var(out: &mut String, v: &VarDecl, module_scope: bool) {
 fn func(out: &mut String, f: &Func) -> Result<(), Error> {
     head(out, f, &[]);
     match &f.body {
-        None => out.push_str(";\n"),
+        None => put(out, ";\n"),
         Some(b) => {
-            out.push_str("\n{\n");
+            put(out, "\n{\n");
             stmts(out, b, 1)?;
-            out.push_str("}\n");
+            put(out, "}\n");
         }
     }
     Ok(())
@@ -305,23 +307,23 @@ fn func(out: &mut String, f: &Func) -> Result<(), Error> {
 fn head(out: &mut String, f: &Func, hidden: &[&str]) -> std::ops::Range<usize> {
     if let Some(l) = &f.linkage {
         out.push('.');
-        out.push_str(l);
+        put(out, l);
         out.push(' ');
     }
-    out.push_str(if f.is_entry { ".entry " } else { ".func " });
+    put(out, if f.is_entry { ".entry " } else { ".func " });
     if !f.rets.is_empty() {
         params(out, &f.rets, &[]);
         out.push(' ');
     }
     let at = out.len();
-    out.push_str(&f.name);
+    put(out, &f.name);
     let name = at..out.len();
     params(out, &f.params, hidden);
     for (name, vals) in &f.attrs {
-        out.push_str("\n.");
-        out.push_str(name);
+        put(out, "\n.");
+        put(out, name);
         for (i, v) in vals.iter().enumerate() {
-            out.push_str(if i == 0 { " " } else { ", " });
+            put(out, if i == 0 { " " } else { ", " });
             unsigned(out, *v);
         }
     }
@@ -333,20 +335,23 @@ fn head(out: &mut String, f: &Func, hidden: &[&str]) -> std::ops::Range<usize> {
 fn params(out: &mut String, ps: &[VarDecl], hidden: &[&str]) {
     out.push('(');
     for (i, p) in ps.iter().enumerate() {
-        out.push_str(if i == 0 { "\n\t" } else { ",\n\t" });
+        put(out, if i == 0 { "\n\t" } else { ",\n\t" });
         var(out, p, false);
     }
     for (i, h) in hidden.iter().enumerate() {
-        out.push_str(if i + ps.len() == 0 { "\n\t" } else { ",\n\t" });
-        out.push_str(".param .u64 ");
-        out.push_str(super::params::HIDDEN_PARAM_PREFIX);
-        out.push_str(h);
+        put(out, if i + ps.len() == 0 { "\n\t" } else { ",\n\t" });
+        put(out, ".param .u64 ");
+        put(out, super::params::HIDDEN_PARAM_PREFIX);
+        put(out, h);
     }
-    out.push_str(if ps.is_empty() && hidden.is_empty() {
-        ")"
-    } else {
-        "\n)"
-    });
+    put(
+        out,
+        if ps.is_empty() && hidden.is_empty() {
+            ")"
+        } else {
+            "\n)"
+        },
+    );
 }
 
 fn indent(out: &mut String, depth: usize) {
@@ -366,30 +371,30 @@ fn stmts_in(out: &mut String, src: &str, body: &[Stmt], depth: usize) -> Result<
         match s {
             Stmt::Reg { ty, names, .. } => {
                 indent(out, depth);
-                out.push_str(".reg .");
-                out.push_str(ty);
+                put(out, ".reg .");
+                put(out, ty);
                 out.push(' ');
                 for (i, (n, range)) in names.iter().enumerate() {
                     if i > 0 {
-                        out.push_str(", ");
+                        put(out, ", ");
                     }
-                    out.push_str(n);
+                    put(out, n);
                     if let Some(c) = range {
                         out.push('<');
                         unsigned(out, (*c).into());
                         out.push('>');
                     }
                 }
-                out.push_str(";\n");
+                put(out, ";\n");
             }
             Stmt::Var(v) => {
                 indent(out, depth);
                 var(out, v, false);
-                out.push_str(";\n");
+                put(out, ";\n");
             }
             Stmt::Label(l, _) => {
-                out.push_str(l);
-                out.push_str(":\n");
+                put(out, l);
+                put(out, ":\n");
             }
             Stmt::Targets(name, labels, _) => {
                 indent(out, depth);
@@ -402,10 +407,10 @@ fn stmts_in(out: &mut String, src: &str, body: &[Stmt], depth: usize) -> Result<
             }
             Stmt::Block(b) => {
                 indent(out, depth);
-                out.push_str("{\n");
+                put(out, "{\n");
                 stmts_in(out, src, b, depth + 1)?;
                 indent(out, depth);
-                out.push_str("}\n");
+                put(out, "}\n");
             }
         }
     }
@@ -489,10 +494,10 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
     /// Prints the line; `op` gives its opcode, which only an address operand asks for.
     fn print(&self, out: &mut String, op: impl Fn() -> Option<Opcode>) -> Result<(), Error> {
         self.guard(out);
-        out.push_str(self.opcode);
+        put(out, self.opcode);
         for m in self.mods {
             out.push('.');
-            out.push_str(m.as_ref());
+            put(out, m.as_ref());
         }
         self.operands(out, op)
     }
@@ -505,15 +510,15 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
         op: impl Fn() -> Option<Opcode>,
     ) -> Result<(), Error> {
         self.guard(out);
-        out.push_str(head);
+        put(out, head);
         self.operands(out, op)
     }
 
     fn guard(&self, out: &mut String) {
         // Pushed piece by piece: `write!` would cost more than the rest of the line.
         if let Some((g, neg)) = self.guard {
-            out.push_str(if *neg { "@!" } else { "@" });
-            out.push_str(g);
+            put(out, if *neg { "@!" } else { "@" });
+            put(out, g);
             out.push(' ');
         }
     }
@@ -534,7 +539,7 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
             // Literals of a known length, which are stored in place: a length chosen at run
             // time copied them through `memcpy`.
             if k > 0 {
-                out.push_str(", ");
+                put(out, ", ");
             } else {
                 out.push(' ');
             }
@@ -544,7 +549,7 @@ impl<M: AsRef<str>> Line<'_, '_, M> {
             };
             // Most operands are registers: printed here, the rest by `operand`.
             match o {
-                Operand::Name(n) => out.push_str(n),
+                Operand::Name(n) => put(out, n),
                 Operand::Int(v) => int(out, *v),
                 Operand::Addr(..) => operand(out, o, false, bare(), self.line)?,
                 Operand::F64Bits(_) => operand(out, o, f32_ctx(), false, self.line)?,
@@ -587,9 +592,12 @@ fn bits(out: &mut String, prefix: &str, v: u64, digits: usize) {
     for (k, d) in text[..digits].iter_mut().rev().enumerate() {
         *d = HEX[((v >> (4 * k)) & 0xF) as usize];
     }
-    out.push_str(prefix);
+    put(out, prefix);
     // ASCII digits: always valid text.
-    out.push_str(std::str::from_utf8(&text[..digits]).unwrap_or_default());
+    put(
+        out,
+        std::str::from_utf8(&text[..digits]).unwrap_or_default(),
+    );
 }
 
 /// `n` in decimal, as `write!` prints it (see `decimal`).
@@ -621,15 +629,15 @@ pub(crate) fn unsigned(out: &mut String, mut n: u64) {
 
 fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) -> R {
     match o {
-        Operand::Name(n) => out.push_str(n),
+        Operand::Name(n) => put(out, n),
         Operand::Not(n) => {
             out.push('!');
-            out.push_str(n);
+            put(out, n);
         }
         Operand::Pair(p) => {
-            out.push_str(&p.0);
+            put(out, &p.0);
             out.push('|');
-            out.push_str(&p.1);
+            put(out, &p.1);
         }
         Operand::Int(v) => int(out, *v),
         Operand::F32Bits(b) => bits(out, "0f", (*b).into(), 8),
@@ -643,7 +651,7 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             }
             match base {
                 Some(b) => {
-                    out.push_str(b);
+                    put(out, b);
                     if *off != 0 {
                         out.push('+');
                         int(out, *off);
@@ -664,12 +672,12 @@ fn operand(out: &mut String, o: &Operand, f32_ctx: bool, bare: bool, line: u32) 
             out.push(open);
             for (k, x) in v.iter().enumerate() {
                 if k > 0 {
-                    out.push_str(", ");
+                    put(out, ", ");
                 }
                 // Nearly every element is a register (`mma`'s fragments): printed here, not
                 // through a call each.
                 match x {
-                    Operand::Name(n) => out.push_str(n),
+                    Operand::Name(n) => put(out, n),
                     x => operand(out, x, f32_ctx, bare, line)?,
                 }
             }

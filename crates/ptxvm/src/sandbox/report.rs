@@ -23,6 +23,7 @@
 //! not-taken path does.
 
 use super::print::O;
+use super::put::put;
 use super::rewrite::Fx;
 use crate::ast::{Stmt, Str};
 
@@ -34,9 +35,7 @@ impl<'m> Fx<'_, 'm> {
     /// control block when the thread leaves the function, so a hot loop carries no store.
     pub(super) fn fault(&self, out: &mut Vec<O<'m>>, guard: Option<(Str<'m>, bool)>) {
         self.deferred.set(true);
-        Self::text(out, guard.as_ref(), |t| {
-            t.push_str("mov.u32 %__sbx_f, 1;\n")
-        });
+        Self::text(out, guard.as_ref(), |t| put(t, "mov.u32 %__sbx_f, 1;\n"));
     }
 
     /// Sets the control block's fault word to this launch's tag now.
@@ -66,14 +65,14 @@ impl<'m> Fx<'_, 'm> {
         let after = falls_through.then(|| self.label());
         Self::with_text(out, |t| {
             if let Some(after) = &after {
-                t.push_str("\tbra.uni ");
-                t.push_str(after);
-                t.push_str(";\n");
+                put(t, "\tbra.uni ");
+                put(t, after);
+                put(t, ";\n");
             }
             stop_label(t, Some(stop));
-            t.push_str(":\n");
+            put(t, ":\n");
             report_stop(t);
-            t.push_str("\tmov.u32 %__sbx_cnt, 0;\n");
+            put(t, "\tmov.u32 %__sbx_cnt, 0;\n");
         });
         if let Some(after) = after {
             out.push(O::new(Stmt::Label(after.into(), self.line)));
@@ -88,11 +87,11 @@ impl<'m> Fx<'_, 'm> {
             return;
         }
         Self::with_text(body, |t| {
-            t.push_str("\tret;\n");
-            t.push_str(STOP);
-            t.push_str(":\n");
+            put(t, "\tret;\n");
+            put(t, STOP);
+            put(t, ":\n");
             report_stop(t);
-            t.push_str("\texit;\n");
+            put(t, "\texit;\n");
         });
     }
 }
@@ -100,9 +99,9 @@ impl<'m> Fx<'_, 'm> {
 /// The label of a stop path: the function's stop block's, or `$__sbx_L<n>` ([`Fx::leave_loop`]).
 pub(super) fn stop_label(t: &mut String, stop: Option<u32>) {
     match stop {
-        None => t.push_str(STOP),
+        None => put(t, STOP),
         Some(n) => {
-            t.push_str(super::rewrite::LABEL);
+            put(t, super::rewrite::LABEL);
             super::print::unsigned(t, n.into());
         }
     }
@@ -110,15 +109,15 @@ pub(super) fn stop_label(t: &mut String, stop: Option<u32>) {
 
 /// Stores the fault word if the function noted a fenced access (`Fx::fault`): its two lines.
 pub(super) fn report(t: &mut String) {
-    t.push_str("\tsetp.ne.u32 %__sbx_p, %__sbx_f, 0;\n\t@%__sbx_p ");
+    put(t, "\tsetp.ne.u32 %__sbx_p, %__sbx_f, 0;\n\t@%__sbx_p ");
     store_fault_tag(t);
 }
 
 /// `st.volatile.global.u32 [%__sbx_ctl+CTL_FAULT_TAG], %__sbx_tag;` and its line's end.
 fn store_fault_tag(t: &mut String) {
-    t.push_str("st.volatile.global.u32 ");
+    put(t, "st.volatile.global.u32 ");
     super::poll::ctl_word(t, super::CTL_FAULT_TAG);
-    t.push_str(", %__sbx_tag;\n");
+    put(t, ", %__sbx_tag;\n");
 }
 
 /// A stopped thread's report: its launch's tag into the stopped word if that is still 0, so
@@ -131,20 +130,23 @@ fn store_fault_tag(t: &mut String) {
 /// lines everywhere: built once per process.
 fn report_stop(t: &mut String) {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    t.push_str(TEXT.get_or_init(|| {
-        let mut t = String::new();
-        t.push_str("\tld.volatile.global.u32 %__sbx_t, ");
-        super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
-        t.push_str(";\n\tsetp.eq.u32 %__sbx_q, %__sbx_t, 0;\n\tld.param.u32 %__sbx_t, [");
-        t.push_str(&super::params::hidden_param("launch"));
-        t.push_str("+4];\n\tand.b32 %__sbx_t, %__sbx_t, ");
-        super::print::unsigned(&mut t, super::poll::TAG_MASK.into());
-        t.push_str(";\n\t@%__sbx_q st.volatile.global.u32 ");
-        super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
-        t.push_str(", %__sbx_t;\n\tsetp.ne.u32 %__sbx_q, %__sbx_f, 0;\n");
-        t.push_str("\t@%__sbx_q st.volatile.global.u32 ");
-        super::poll::ctl_word(&mut t, super::CTL_FAULT_TAG);
-        t.push_str(", %__sbx_t;\n");
-        t
-    }));
+    put(
+        t,
+        TEXT.get_or_init(|| {
+            let mut t = String::new();
+            t.push_str("\tld.volatile.global.u32 %__sbx_t, ");
+            super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
+            t.push_str(";\n\tsetp.eq.u32 %__sbx_q, %__sbx_t, 0;\n\tld.param.u32 %__sbx_t, [");
+            t.push_str(&super::params::hidden_param("launch"));
+            t.push_str("+4];\n\tand.b32 %__sbx_t, %__sbx_t, ");
+            super::print::unsigned(&mut t, super::poll::TAG_MASK.into());
+            t.push_str(";\n\t@%__sbx_q st.volatile.global.u32 ");
+            super::poll::ctl_word(&mut t, super::CTL_STOPPED_TAG);
+            t.push_str(", %__sbx_t;\n\tsetp.ne.u32 %__sbx_q, %__sbx_f, 0;\n");
+            t.push_str("\t@%__sbx_q st.volatile.global.u32 ");
+            super::poll::ctl_word(&mut t, super::CTL_FAULT_TAG);
+            t.push_str(", %__sbx_t;\n");
+            t
+        }),
+    );
 }

@@ -3,6 +3,7 @@
 //! (memory), `poll` (back-edges) or through unchanged after the allow-list check.
 
 use super::hash::{HashMap, HashMapExt};
+use super::put::put;
 
 use super::allow::{Info, call_parts};
 use super::names::NameMap;
@@ -374,22 +375,22 @@ impl<'m> Fx<'_, 'm> {
         Self::with_text(out, |t| {
             let head = |t: &mut String, op: &str| {
                 t.push('\t');
-                t.push_str(op);
+                put(t, op);
                 t.push('.');
-                t.push_str(ty);
+                put(t, ty);
                 t.push(' ');
-                t.push_str(r);
-                t.push_str(", ");
+                put(t, r);
+                put(t, ", ");
             };
             head(t, "mov");
-            t.push_str(var);
-            t.push_str(";\n");
+            put(t, var);
+            put(t, ";\n");
             if k != 0 {
                 head(t, "add");
-                t.push_str(r);
-                t.push_str(", ");
+                put(t, r);
+                put(t, ", ");
                 super::print::int(t, k);
-                t.push_str(";\n");
+                put(t, ";\n");
             }
         });
     }
@@ -483,8 +484,8 @@ impl<'m> Fx<'_, 'm> {
         Self::with_text(out, |t| {
             t.push('\t');
             if let Some((g, neg)) = guard {
-                t.push_str(if *neg { "@!" } else { "@" });
-                t.push_str(g);
+                put(t, if *neg { "@!" } else { "@" });
+                put(t, g);
                 t.push(' ');
             }
             body(t);

@@ -6,6 +6,7 @@
 
 use super::fence::Src;
 use super::print::O;
+use super::put::put;
 use super::rewrite::{Fx, R, imm};
 use crate::ast::{Inst, Operand, Str};
 
@@ -52,48 +53,54 @@ impl<'m> Fx<'_, 'm> {
             .borrow_mut()
             .insert((shared, if count.is_some() { 0 } else { span }));
         Self::text(out, None, |t| {
-            t.push_str("and.b64 %__sbx_");
-            t.push_str(dst);
-            t.push_str(", %__sbx_");
-            t.push_str(dst);
-            t.push_str(", ");
+            put(t, "and.b64 %__sbx_");
+            put(t, dst);
+            put(t, ", %__sbx_");
+            put(t, dst);
+            put(t, ", ");
             super::print::int(t, (1i64 << 32) - w as i64);
-            t.push_str(";\n\tcvt.u32.u64 %__sbx_o, %__sbx_");
-            t.push_str(dst);
-            t.push_str(if shared {
-                ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_sl;\n\t"
-            } else {
-                ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_ll;\n\t"
-            });
-            t.push_str(if guard.is_some() {
-                "setp.lt.and.u32 "
-            } else {
-                "setp.lt.u32 "
-            });
-            t.push_str(&qname);
-            t.push_str(", %__sbx_o, ");
+            put(t, ";\n\tcvt.u32.u64 %__sbx_o, %__sbx_");
+            put(t, dst);
+            put(
+                t,
+                if shared {
+                    ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_sl;\n\t"
+                } else {
+                    ";\n\tsub.u32 %__sbx_o, %__sbx_o, %__sbx_ll;\n\t"
+                },
+            );
+            put(
+                t,
+                if guard.is_some() {
+                    "setp.lt.and.u32 "
+                } else {
+                    "setp.lt.u32 "
+                },
+            );
+            put(t, &qname);
+            put(t, ", %__sbx_o, ");
             match count {
                 Some(n) => super::print::int(t, n),
                 None => {
-                    t.push_str(if shared { "%__sbx_sn" } else { "%__sbx_ln" });
+                    put(t, if shared { "%__sbx_sn" } else { "%__sbx_ln" });
                     super::print::unsigned(t, span);
                 }
             }
             super::fence::guard_operand(t, guard);
-            t.push_str(";\n");
+            put(t, ";\n");
         });
         // Fault iff the access would have run (guard) but is out of the window.
         match guard {
             None => self.fault(out, Some((qname.clone(), true))),
             Some((g, neg)) => {
                 Self::text(out, None, |t| {
-                    t.push_str("xor.pred %__sbx_p, ");
-                    t.push_str(&qname);
-                    t.push_str(", ");
-                    t.push_str(g);
-                    t.push_str(";\n");
+                    put(t, "xor.pred %__sbx_p, ");
+                    put(t, &qname);
+                    put(t, ", ");
+                    put(t, g);
+                    put(t, ";\n");
                     if *neg {
-                        t.push_str("\tnot.pred %__sbx_p, %__sbx_p;\n");
+                        put(t, "\tnot.pred %__sbx_p, %__sbx_p;\n");
                     }
                 });
                 self.fault(out, Some(("%__sbx_p".into(), false)));
@@ -142,15 +149,15 @@ impl<'m> Fx<'_, 'm> {
     pub(super) fn redirect(&self, out: &mut Vec<O<'m>>, reg: &str, w: u64, q: Str<'m>) {
         self.targets.borrow_mut().insert(w);
         Self::text(out, None, |t| {
-            t.push_str("selp.b64 %__sbx_");
-            t.push_str(reg);
-            t.push_str(", %__sbx_");
-            t.push_str(reg);
-            t.push_str(", %__sbx_st");
+            put(t, "selp.b64 %__sbx_");
+            put(t, reg);
+            put(t, ", %__sbx_");
+            put(t, reg);
+            put(t, ", %__sbx_st");
             super::print::unsigned(t, w);
-            t.push_str(", ");
-            t.push_str(&q);
-            t.push_str(";\n");
+            put(t, ", ");
+            put(t, &q);
+            put(t, ";\n");
         });
     }
 
