@@ -6,6 +6,11 @@
  * pageable cuMemcpy of the same 64 MiB, medians of 9 after 2 warm-ups, for every chunk size,
  * ring depth and thread count below, best first.
  *
+ * STAGING picks the ring's memory: `alloc` (default, cuMemHostAlloc), `register` (page-aligned
+ * heap memory, then cuMemHostRegister, as gpuhost's staging is), `huge` / `nohuge` (mmap'd,
+ * madvise'd for transparent huge pages or against them, then registered). SHAPES=few measures only
+ * 8 MiB chunks, 4 or 8 in flight, 8 or 12 threads (gpuhost's default shape among them).
+ *
  * Build and run on the GPU machine (it has nvcc's headers and libcuda):
  *   cc -O2 -pthread -I/usr/local/cuda/include scripts/probes/staging-ceiling.c \
  *      -L/usr/local/nvidia/lib64 -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/sc && /tmp/sc */
@@ -15,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "probe-clock.h"
@@ -83,6 +89,16 @@ static char *ring[MAX_RING];
 static CUdeviceptr dev;
 static char *pageable, *pinned;
 
+/* Seconds the staged transfers spent in pool_copy since median_of last cleared it: the host
+ * copy's rate while the DMAs run beside it (gpuhost bench prints the same figure). */
+static double copy_sum;
+
+static void timed_copy(char *dst, const char *src, size_t len, int threads) {
+  double t0 = now();
+  pool_copy(dst, src, len, threads);
+  copy_sum += now() - t0;
+}
+
 /* One 64 MiB transfer through the ring; returns seconds. */
 static double staged(int up, size_t chunk, int depth, int threads) {
   double t0 = now();
@@ -92,7 +108,7 @@ static double staged(int up, size_t chunk, int depth, int threads) {
     int s = n % depth;
     if (up) {
       if (n >= (size_t)depth) CK(cuEventSynchronize(ev[s]));
-      pool_copy(ring[s], pageable + off, len, threads);
+      timed_copy(ring[s], pageable + off, len, threads);
       CK(cuMemcpyHtoDAsync(dev + off, ring[s], len, stream));
       CK(cuEventRecord(ev[s], stream));
     } else {
@@ -104,7 +120,7 @@ static double staged(int up, size_t chunk, int depth, int threads) {
           CK(cuEventRecord(ev[k], stream));
         }
       CK(cuEventSynchronize(ev[s]));
-      pool_copy(pageable + off, ring[s], len, threads);
+      timed_copy(pageable + off, ring[s], len, threads);
       size_t next = off + (size_t)depth * chunk;
       if (next < SIZE) {
         size_t l = SIZE - next < chunk ? SIZE - next : chunk;
@@ -120,6 +136,7 @@ static double staged(int up, size_t chunk, int depth, int threads) {
 static double median_of(double (*f)(int, size_t, int, int), int up, size_t c, int d, int t) {
   double v[REPS];
   for (int i = 0; i < WARM; i++) f(up, c, d, t);
+  copy_sum = 0;
   for (int i = 0; i < REPS; i++) v[i] = f(up, c, d, t);
   qsort(v, REPS, sizeof v[0], cmp);
   return v[REPS / 2];
@@ -134,7 +151,7 @@ static double raw(int up, size_t pinned_src, int unused1, int unused2) {
   return now() - t0;
 }
 
-struct row { int up; size_t chunk; int depth, threads; double gbs; };
+struct row { int up; size_t chunk; int depth, threads; double gbs, copy_gbs; };
 static int by_speed(const void *a, const void *b) {
   double x = ((const struct row *)a)->gbs, y = ((const struct row *)b)->gbs;
   return (x < y) - (x > y);
@@ -155,9 +172,26 @@ int main(void) {
   pageable = malloc(SIZE);
   if (!pageable) return 1;
   memset(pageable, 1, SIZE), memset(pinned, 2, SIZE);
+  const char *staging = getenv("STAGING") ? getenv("STAGING") : "alloc";
+  const size_t ring_bytes = (size_t)16 << 20;
   for (int i = 0; i < MAX_RING; i++) {
-    CK(cuMemHostAlloc((void **)&ring[i], (size_t)16 << 20, 0));
-    memset(ring[i], 3, (size_t)16 << 20);
+    if (!strcmp(staging, "alloc")) {
+      CK(cuMemHostAlloc((void **)&ring[i], ring_bytes, 0));
+      memset(ring[i], 3, ring_bytes);
+    } else {
+      if (!strcmp(staging, "register")) {
+        ring[i] = aligned_alloc(4096, ring_bytes);
+      } else {
+        void *m = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ring[i] = m == MAP_FAILED ? NULL : m;
+        if (ring[i] && madvise(ring[i], ring_bytes, strcmp(staging, "huge") ? MADV_NOHUGEPAGE : MADV_HUGEPAGE))
+          perror("madvise");
+      }
+      if (!ring[i]) return 1;
+      memset(ring[i], 3, ring_bytes);
+      /* Touched before registering, so the pages are faulted in under the madvise. */
+      CK(cuMemHostRegister(ring[i], ring_bytes, 0));
+    }
     CK(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));
   }
   pool_size = MAX_THREADS - 1; /* the workers; the caller copies part 0 */
@@ -168,6 +202,7 @@ int main(void) {
   double pin_dn = SIZE / median_of(raw, 0, 1, 0, 0) / 1e9;
   double pg_up = SIZE / median_of(raw, 1, 0, 0, 0) / 1e9;
   double pg_dn = SIZE / median_of(raw, 0, 0, 0, 0) / 1e9;
+  printf("staging ring: %s\n", staging);
   printf("%s, 64 MiB, medians of %d: raw pinned up %.1f / down %.1f GB/s; raw pageable up %.1f / down %.1f GB/s\n",
          name, REPS, pin_up, pin_dn, pg_up, pg_dn);
   /* One copy of 64 MiB by the pool alone (no DMA), the host's ceiling for the staging copies. */
@@ -183,25 +218,29 @@ int main(void) {
     printf("host copy alone, %2d threads: %.1f GB/s\n", threads[k], SIZE / v[REPS / 2] / 1e9);
   }
 
-  const size_t chunks[] = {(size_t)2 << 20, (size_t)4 << 20, (size_t)8 << 20, (size_t)16 << 20};
-  const int depths[] = {2, 4, 8};
-  const int tcount[] = {4, 8, 12, 16};
+  const size_t chunks[] = {(size_t)8 << 20, (size_t)2 << 20, (size_t)4 << 20, (size_t)16 << 20};
+  const int depths[] = {4, 8, 2};
+  const int tcount[] = {8, 12, 4, 16};
+  int few = getenv("SHAPES") && !strcmp(getenv("SHAPES"), "few");
+  int nc = few ? 1 : 4, ne = few ? 2 : 3, nt = few ? 2 : 4;
   struct row rows[2 * 4 * 3 * 4];
   int nrows = 0;
   for (int up = 1; up >= 0; up--)
-    for (int c = 0; c < 4; c++)
-      for (int e = 0; e < 3; e++)
-        for (int t = 0; t < 4; t++) {
+    for (int c = 0; c < nc; c++)
+      for (int e = 0; e < ne; e++)
+        for (int t = 0; t < nt; t++) {
           double s = median_of(staged, up, chunks[c], depths[e], tcount[t]);
-          rows[nrows++] = (struct row){up, chunks[c], depths[e], tcount[t], SIZE / s / 1e9};
+          double copy_gbs = (double)SIZE * REPS / copy_sum / 1e9;
+          rows[nrows++] = (struct row){up, chunks[c], depths[e], tcount[t], SIZE / s / 1e9, copy_gbs};
         }
   qsort(rows, nrows, sizeof rows[0], by_speed);
-  printf("\n| direction | chunk MiB | in flight | threads | GB/s | / raw pinned |\n|---|---:|---:|---:|---:|---:|\n");
+  printf("\n| direction | chunk MiB | in flight | threads | GB/s | / raw pinned | copy GB/s |\n|---|---:|---:|---:|---:|---:|---:|\n");
   for (int up = 1; up >= 0; up--)
     for (int i = 0, shown = 0; i < nrows && shown < 8; i++)
       if (rows[i].up == up) {
-        printf("| %s | %zu | %d | %d | %.1f | %.3f |\n", up ? "up" : "down", rows[i].chunk >> 20,
-               rows[i].depth, rows[i].threads, rows[i].gbs, rows[i].gbs / (up ? pin_up : pin_dn));
+        printf("| %s | %zu | %d | %d | %.1f | %.3f | %.1f |\n", up ? "up" : "down", rows[i].chunk >> 20,
+               rows[i].depth, rows[i].threads, rows[i].gbs, rows[i].gbs / (up ? pin_up : pin_dn),
+               rows[i].copy_gbs);
         shown++;
       }
   atomic_store(&job.quit, 1);

@@ -5,6 +5,10 @@
 //! `HostBuffer`, no staging copy) and `Stream::download` / `upload` (pageable, staged). Then a
 //! sweep of staging configurations for the pageable path at the largest size, best first, so one
 //! run on a machine shows which defaults fit it. Medians; bandwidth ratios against the anchors.
+//! Each sweep row also says where its time went (the host's staging counters: the host copy's
+//! rate, the shares spent copying and awaiting DMAs, and any memory page-locked during its
+//! rounds: a configuration measured after others may find the staging pool full of their chunk
+//! sizes, which the count shows).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,6 +63,9 @@ pub struct Stages {
     pub wait_share: f64,
     /// Share spent copying (the rest: enqueueing, taking staging, yields).
     pub copy_share: f64,
+    /// Page-locked regions registered during the rounds (cuMemHostRegister, which on NVIDIA
+    /// can wait for the device): staging the reserve did not cover.
+    pub registrations: u64,
 }
 
 impl std::fmt::Display for Stages {
@@ -69,7 +76,11 @@ impl std::fmt::Display for Stages {
             self.copy_gbs,
             self.copy_share * 100.0,
             self.wait_share * 100.0
-        )
+        )?;
+        if self.registrations > 0 {
+            write!(f, ", {} page-locked", self.registrations)?;
+        }
+        Ok(())
     }
 }
 
@@ -79,6 +90,7 @@ struct StageSum {
     bytes: u64,
     copy_ns: u64,
     wait_ns: u64,
+    registrations: u64,
     wall: Duration,
 }
 
@@ -88,6 +100,9 @@ impl StageSum {
         self.bytes += after.staged_bytes.saturating_sub(before.staged_bytes);
         self.copy_ns += after.staging_copy_ns.saturating_sub(before.staging_copy_ns);
         self.wait_ns += after.staging_wait_ns.saturating_sub(before.staging_wait_ns);
+        self.registrations += after
+            .pinned_registrations
+            .saturating_sub(before.pinned_registrations);
         self.wall += wall;
     }
 
@@ -101,6 +116,7 @@ impl StageSum {
             },
             wait_share: self.wait_ns as f64 / wall,
             copy_share: self.copy_ns as f64 / wall,
+            registrations: self.registrations,
         }
     }
 }
