@@ -62,8 +62,8 @@ pub struct TransferConfig {
     /// Bytes each copying thread copies between two yields to the executor (64 KiB ..= 256
     /// MiB; default 256 KiB, so one poll holds its thread some tens of microseconds). Each step
     /// ends when its slowest thread does, so larger steps wait less and hold a thread longer:
-    /// `gpuhost bench`'s sweep measures the trade (session 50: a plain C pipeline with one
-    /// step per chunk moved 15% more up than this path at the same shape).
+    /// `gpuhost bench`'s sweep measures the trade. On an H100 (bench/RESULTS.md, session 51)
+    /// 1 MiB steps were no faster and one step per 8 MiB chunk was slower, up and down.
     pub copy_step_bytes: usize,
 }
 

@@ -364,7 +364,8 @@ pub fn sweep_configs(quick: bool) -> Vec<TransferConfig> {
     });
     // Longer copy steps (fewer waits for a step's slowest thread) and deeper rings, at the
     // default's shape: a plain C pipeline with one step per chunk and 8 in flight moved 15%
-    // more up than the default on an H100 (bench/RESULTS.md, session 50).
+    // more up than the default on an H100 (bench/RESULTS.md, session 50). Session 51: the
+    // steps are not why; 8 in flight halved the upload here, which the C pipeline's did not.
     let mut steps = Vec::new();
     if !quick {
         for chunks_in_flight in [4, 8] {
