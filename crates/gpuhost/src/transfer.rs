@@ -610,8 +610,8 @@ impl Drop for Lent<'_> {
 /// copy returns. Returns the nanoseconds spent copying, the yields left out.
 async fn copy_in_steps(dst: &mut [MaybeUninit<u8>], src: &[u8], cfg: &TransferConfig) -> u64 {
     let (helpers, stores) = (cfg.copy_threads, cfg.stores());
-    let start = Instant::now();
     if dst.len() <= UNYIELDED_COPY {
+        let start = Instant::now();
         crate::copy::parallel_uninit(dst, src, helpers, stores);
         return nanos_since(start);
     }

@@ -18,26 +18,35 @@ thread_local! {
     static IN_HOST_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// Runs `f` with this thread's `flag` set, and puts its previous value back however `f` ends
+/// (a panic included): the scope of a mode the exports ask about.
+pub(crate) fn with_flag<R>(
+    flag: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
+    f: impl FnOnce() -> R,
+) -> R {
+    /// Puts the flag's previous value back.
+    struct Restore(&'static std::thread::LocalKey<std::cell::Cell<bool>>, bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            self.0.set(self.1);
+        }
+    }
+    let _restore = Restore(flag, flag.replace(true));
+    f()
+}
+
 /// Runs `call`, a host function or stream callback, with every export refused on this thread
 /// meanwhile: cuda.h forbids driver calls there (NVIDIA's driver may answer
 /// `CUDA_ERROR_NOT_PERMITTED`), and here one could deadlock, since a stream's work can run
 /// inline under its context's submit lock (a closed stream's).
 pub(crate) fn in_host_call(call: impl FnOnce()) {
-    /// Clears the flag however `call` ends.
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            IN_HOST_CALL.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(IN_HOST_CALL.with(|c| c.replace(true)));
-    call();
+    with_flag(&IN_HOST_CALL, call);
 }
 
 /// Runs an export's body; a panic becomes `CUDA_ERROR_UNKNOWN` instead of unwinding into C.
 /// Inside a host function it is refused (see [`in_host_call`]).
 pub(crate) fn guard(body: impl FnOnce() -> CuResult<()>) -> CUresult {
-    if IN_HOST_CALL.with(|c| c.get()) {
+    if IN_HOST_CALL.get() {
         return CUresult::CUDA_ERROR_NOT_PERMITTED;
     }
     match catch_unwind(AssertUnwindSafe(body)) {

@@ -196,15 +196,7 @@ thread_local! {
 /// Runs `f` (a legacy export's body) with the NULL stream meaning the calling thread's
 /// per-thread default stream, as the `_ptsz` / `_ptds` variants of an export do.
 pub(crate) fn per_thread_scope<R>(f: impl FnOnce() -> R) -> R {
-    /// Puts the thread's previous mode back however `f` ends (a panic included).
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            PER_THREAD_DEFAULT.set(self.0);
-        }
-    }
-    let _restore = Restore(PER_THREAD_DEFAULT.replace(true));
-    f()
+    crate::abi::with_flag(&PER_THREAD_DEFAULT, f)
 }
 
 /// Whether `handle` means the calling thread's per-thread default stream: `CU_STREAM_PER_THREAD`
