@@ -7,7 +7,7 @@
 # gpuhost's at 65.8-69.2 GB/s up). Then `gpuhost bench` once, whose sweep rows now count the
 # memory page-locked during their rounds: did call1's 8-in-flight rows (0.43-0.50x up, measured
 # last) register staging inside their rounds? NOT RUN in session 51 (too little device time
-# left after call1). Pack: PACK_SUITES=" " bash scripts/gpu-pack.sh; device tool run, carry [".gpu"].
+# left after call1); run in session 52 as the first part of bench/h200-runs/2026-12-07-s52/call1. Pack: PACK_SUITES=" " bash scripts/gpu-pack.sh; device tool run, carry [".gpu"].
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../../.."
