@@ -12,7 +12,8 @@
 #   crossing  wasmtime's import entry less the host function: lifting the call's arguments,
 #             lowering its result, its resource-borrow and task bookkeeping (the synchronizes'
 #             share included)
-#   host call inside `stream.launch` / `stream.enqueue` (gpuhost-wasm's HostStream impl)
+#   host call inside `stream.launch` / `stream.enqueue` / `bound-launch.enqueue` (gpuhost-wasm's
+#             HostStream and HostBoundLaunch impls)
 #   driver    softcuda's cuLaunchKernel inside the host call (0 when collected for a graph)
 #   flush     issuing collected launches as a graph (burst.rs; softcuda's graph launch
 #             included): inside the host call of a batch's 32nd launch, else in synchronize
@@ -36,7 +37,7 @@
 #     make each look outlast the budget, so every synchronize looks once (instructions counted
 #     are the program's either way).
 #   bash scripts/probes/guest-launch-instructions.sh GPUHOST [CASE...]
-# CASE: PATH-PATTERN, PATH list, prepared or bound, PATTERN alone or burst (default:
+# CASE: PATH-PATTERN, PATH list, prepared, bound or held, PATTERN alone or burst (default:
 # list-alone list-burst bound-alone bound-burst). Env: GUESTS
 # (target/guests/wasm32-wasip2/release), N1 (64), N2 (576), SANDBOX (unset: --trusted, as the
 # bench's guest-vs-native rows; 1: sandboxed), KEEP (a folder to keep the callgrind output in),
@@ -98,7 +99,7 @@ def parse(path):
                 anon += cost
     return own, incl, edge, total, anon
 
-HOST = r"HostStream for .*CudaCtxView.*>::(launch|enqueue)$|CudaCtxView>::launch_args$"
+HOST = r"Host(Stream|BoundLaunch) for .*CudaCtxView.*>::(launch|enqueue)$|CudaCtxView>::launch_args$"
 ENTRY = "wasmtime::runtime::component::func::host::HostFn::entrypoint"
 # What wasmtime's import entry calls that is not the crossing: the host function itself, and
 # an async import's wait (synchronize: the fiber and the executor).

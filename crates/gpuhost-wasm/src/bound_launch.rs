@@ -7,7 +7,7 @@
 //! its collected launches, made at the first and dropped when the launch changes.
 
 use crate::calls::HostCall;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use gpuhost::{Arg as GpuArg, DeviceBuffer, LaunchConfig as GpuConfig};
 use smallvec::SmallVec;
@@ -21,7 +21,9 @@ use crate::ctx::{CudaCtx, CudaCtxView};
 use crate::error::CudaResult;
 use crate::limits::{Charge, Usage};
 use crate::module::KernelRes;
-use crate::stream::{INLINE_ARGS, Lifted, buffer_offset, check_arg_count, lift, to_gpu_config};
+use crate::stream::{
+    INLINE_ARGS, Lifted, StreamRes, buffer_offset, check_arg_count, lift, to_gpu_config,
+};
 
 /// One bound argument: a buffer it keeps alive, or a scalar (never a borrowed variant).
 enum Bound {
@@ -42,6 +44,11 @@ pub struct BoundLaunchRes {
     args: Vec<Bound>,
     /// The launch as it is now, collected (made at its first collection; reset by a change).
     collected: Option<Arc<Deferred>>,
+    /// The stream `set-stream` gave it: the table slot of the guest's stream and that stream's
+    /// gpuhost stream, which tells the stream from a later one in the same slot (the `Weak`
+    /// keeps its allocation, so no other stream gets its address). Not the stream itself: the
+    /// guest's dropping it must not keep it.
+    stream: Option<(u32, Weak<gpuhost::Stream>)>,
 }
 
 impl BoundLaunchRes {
@@ -149,6 +156,29 @@ fn bind_arg(table: &ResourceTable, i: usize, a: &Arg) -> CudaResult<Bound> {
     })
 }
 
+impl CudaCtxView<'_> {
+    /// The guest's stream that `set-stream` gave `launch`, if the guest still has it: the slot
+    /// it was in holds a stream (of any other type, or empty, it was dropped) and that stream
+    /// is the same one (else the slot was reused by a stream made after it was dropped).
+    fn stream_of(&self, launch: &Resource<BoundLaunchRes>) -> CudaResult<Resource<StreamRes>> {
+        let Some((rep, set)) = &self.table.get(launch)?.stream else {
+            return Err(WitError::InvalidHandle(
+                "this bound launch has no stream to enqueue on: give it one with set-stream".into(),
+            )
+            .into());
+        };
+        let stream = Resource::<StreamRes>::new_borrow(*rep);
+        match self.table.get(&stream) {
+            Ok(s) if std::ptr::eq(Arc::as_ptr(&s.stream), set.as_ptr()) => Ok(stream),
+            _ => Err(WitError::InvalidHandle(
+                "the stream set for this bound launch was dropped: give it a live one with set-stream"
+                    .into(),
+            )
+            .into()),
+        }
+    }
+}
+
 impl HostBoundLaunch for CudaCtxView<'_> {
     fn bind(
         &mut self,
@@ -174,6 +204,7 @@ impl HostBoundLaunch for CudaCtxView<'_> {
             config: to_gpu_config(&config),
             args,
             collected: None,
+            stream: None,
         };
         bound.check(self.ctx)?;
         // From here on it holds quota shares: every failure path gives them back.
@@ -230,6 +261,23 @@ impl HostBoundLaunch for CudaCtxView<'_> {
         }
         b.changed(&mut self.ctx.usage);
         Ok(())
+    }
+
+    fn set_stream(
+        &mut self,
+        launch: Resource<BoundLaunchRes>,
+        stream: Resource<StreamRes>,
+    ) -> wasmtime::Result<()> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchSetStream);
+        let weak = Arc::downgrade(&self.table.get(&stream)?.stream);
+        self.table.get_mut(&launch)?.stream = Some((stream.rep(), weak));
+        Ok(())
+    }
+
+    fn enqueue(&mut self, launch: Resource<BoundLaunchRes>) -> CudaResult<()> {
+        let _timer = self.ctx.time(HostCall::BoundLaunchEnqueue);
+        let stream = self.stream_of(&launch)?;
+        self.enqueue_bound(&stream, &launch)
     }
 
     fn drop(&mut self, launch: Resource<BoundLaunchRes>) -> wasmtime::Result<()> {

@@ -72,6 +72,8 @@ host_calls! {
     BoundLaunchBind => "stream/bound-launch.bind",
     BoundLaunchSetArg => "stream/bound-launch.set-arg",
     BoundLaunchSetConfig => "stream/bound-launch.set-config",
+    BoundLaunchSetStream => "stream/bound-launch.set-stream",
+    BoundLaunchEnqueue => "stream/bound-launch.enqueue",
     BoundLaunchDrop => "stream/bound-launch.drop",
     BundleKernelNames => "bundle/kernel-names",
     BundleGetKernel => "bundle/get-kernel",

@@ -543,6 +543,57 @@ impl CudaCtxView<'_> {
     }
 }
 
+impl CudaCtxView<'_> {
+    /// `stream.enqueue` of `launch` on `stream`, and `bound-launch.enqueue` on its stream
+    /// (bound_launch.rs): one body, so the two report the same errors.
+    pub(crate) fn enqueue_bound(
+        &mut self,
+        stream: &Resource<StreamRes>,
+        launch: &Resource<BoundLaunchRes>,
+    ) -> CudaResult<()> {
+        self.before_launch(stream)?;
+        loop {
+            let routed = {
+                let b = self.table.get(launch)?;
+                let s = self.table.get(stream)?;
+                let collects = s.burst.collects(b.kernel(), b.config());
+                // A sandboxed kernel is collected only where the direct path would launch it.
+                let sandboxed_ok =
+                    b.sandbox().is_none() || (self.ctx.confine.is_some() && s.watch.is_some());
+                if collects && sandboxed_ok {
+                    // A bound launch was checked as it is when it was bound or last changed,
+                    // and is collected as its shared form: its arguments are not even built.
+                    Route::Collect
+                } else {
+                    let mut args = SmallVec::new();
+                    b.args_into(&mut args);
+                    let (kernel, sb, cfg) = (b.kernel(), b.sandbox(), b.config());
+                    route(
+                        self.ctx,
+                        s,
+                        (kernel, sb),
+                        cfg,
+                        &mut args,
+                        Checked::Bound,
+                        collects,
+                    )?
+                }
+            };
+            match routed {
+                Route::Collect => {
+                    let shared = self.table.get_mut(launch)?.collected();
+                    return self.collected(stream, Collected::Shared(shared));
+                }
+                Route::Direct(issue) => {
+                    if self.launched(stream, issue)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl HostStream for CudaCtxView<'_> {
     fn create(&mut self) -> CudaResult<Resource<StreamRes>> {
         let _timer = self.ctx.time(HostCall::StreamCreate);
@@ -592,46 +643,7 @@ impl HostStream for CudaCtxView<'_> {
         launch: Resource<BoundLaunchRes>,
     ) -> CudaResult<()> {
         let _timer = self.ctx.time(HostCall::StreamEnqueue);
-        self.before_launch(&stream)?;
-        loop {
-            let routed = {
-                let b = self.table.get(&launch)?;
-                let s = self.table.get(&stream)?;
-                let collects = s.burst.collects(b.kernel(), b.config());
-                // A sandboxed kernel is collected only where the direct path would launch it.
-                let sandboxed_ok =
-                    b.sandbox().is_none() || (self.ctx.confine.is_some() && s.watch.is_some());
-                if collects && sandboxed_ok {
-                    // A bound launch was checked as it is when it was bound or last changed,
-                    // and is collected as its shared form: its arguments are not even built.
-                    Route::Collect
-                } else {
-                    let mut args = SmallVec::new();
-                    b.args_into(&mut args);
-                    let (kernel, sb, cfg) = (b.kernel(), b.sandbox(), b.config());
-                    route(
-                        self.ctx,
-                        s,
-                        (kernel, sb),
-                        cfg,
-                        &mut args,
-                        Checked::Bound,
-                        collects,
-                    )?
-                }
-            };
-            match routed {
-                Route::Collect => {
-                    let shared = self.table.get_mut(&launch)?.collected();
-                    return self.collected(&stream, Collected::Shared(shared));
-                }
-                Route::Direct(issue) => {
-                    if self.launched(&stream, issue)? {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        self.enqueue_bound(&stream, &launch)
     }
 
     async fn synchronize(&mut self, stream: Resource<StreamRes>) -> CudaResult<()> {

@@ -4,7 +4,8 @@
 //! launch within a burst of [`BURST`] back-to-back launches (timed per burst, as the core bench
 //! times back-to-back launches). The guest (examples/guests/launchbench, timing
 //! itself with the WASI monotonic clock) does each with an argument list (`stream.launch`) and
-//! with a bound launch (`stream.enqueue`); native is gpuhost's `Stream::launch`. The guest runs
+//! with a bound launch (`stream.enqueue`, and its own `enqueue` on the stream set for it: one
+//! handle crosses instead of two); native is gpuhost's `Stream::launch`. The guest runs
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
 //! arguments, watchdog segments: the sandboxed-vs-trusted rows).
 //!
@@ -57,6 +58,8 @@ pub struct LaunchBench {
     pub guest: Pattern,
     /// Guest: `stream.enqueue` of the same launch, bound once.
     pub guest_bound: Pattern,
+    /// Guest: the same bound launch's own `enqueue`, on the stream `set-stream` gave it.
+    pub guest_held: Pattern,
     /// The sandboxed guest's `stream.launch`.
     pub sandboxed: Pattern,
     /// The sandboxed guest's `stream.enqueue`.
@@ -188,8 +191,8 @@ fn ratio(guest: u128, native: u128) -> f64 {
 
 impl LaunchBench {
     /// (measure, native, guest) for each row of the table.
-    fn rows(&self) -> [(String, u128, u128); 6] {
-        let (n, g, b) = (self.native, self.guest, self.guest_bound);
+    fn rows(&self) -> [(String, u128, u128); 9] {
+        let (n, g, b, h) = (self.native, self.guest, self.guest_bound, self.guest_held);
         [
             ("launch, alone on an idle stream".into(), n.alone, g.alone),
             (format!("launch, in bursts of {BURST}"), n.burst, g.burst),
@@ -212,6 +215,21 @@ impl LaunchBench {
                 "bound launch → synchronize round trip".into(),
                 n.roundtrip,
                 b.roundtrip,
+            ),
+            (
+                "bound launch by its own enqueue, alone on an idle stream".into(),
+                n.alone,
+                h.alone,
+            ),
+            (
+                format!("bound launch by its own enqueue, in bursts of {BURST}"),
+                n.burst,
+                h.burst,
+            ),
+            (
+                "bound launch by its own enqueue → synchronize round trip".into(),
+                n.roundtrip,
+                h.roundtrip,
             ),
         ]
     }
@@ -278,12 +296,13 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
             pattern(self.guest, self.native),
             pattern(self.guest_bound, self.native),
+            pattern(self.guest_held, self.native),
             pattern(self.sandboxed, self.guest),
             pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
@@ -435,6 +454,7 @@ pub async fn guest_vs_native(
         ),
         guest: trusted.launch,
         guest_bound: trusted.bound,
+        guest_held: trusted.held,
         sandboxed: sandboxed.launch,
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
@@ -515,6 +535,7 @@ fn fresh_copy_ns(bytes: usize) -> u128 {
 struct GuestPass {
     launch: Pattern,
     bound: Pattern,
+    held: Pattern,
     clock_ns: u128,
     import_ns: u128,
     build_ns: u128,
@@ -549,6 +570,7 @@ impl GuestPass {
                 |p| p.launch.burst,
             ),
             bound: pattern(|p| p.bound.alone, |p| p.bound.roundtrip, |p| p.bound.burst),
+            held: pattern(|p| p.held.alone, |p| p.held.roundtrip, |p| p.held.burst),
             clock_ns: m(|p| p.clock_ns),
             import_ns: m(|p| p.import_ns),
             build_ns: m(|p| p.build_ns),
@@ -630,6 +652,9 @@ async fn guest_pass(
         "bound_launch_ns",
         "bound_roundtrip_ns",
         "bound_burst_ns",
+        "held_launch_ns",
+        "held_roundtrip_ns",
+        "held_burst_ns",
         "clock_ns",
         "import_ns",
         "build_ns",
@@ -644,6 +669,9 @@ async fn guest_pass(
         Some(ba),
         Some(br),
         Some(bb),
+        Some(ha),
+        Some(hr),
+        Some(hb),
         Some(clock_ns),
         Some(import_ns),
         Some(build_ns),
@@ -662,6 +690,7 @@ async fn guest_pass(
     Ok(GuestPass {
         launch: pattern(la, lr, lb),
         bound: pattern(ba, br, bb),
+        held: pattern(ha, hr, hb),
         clock_ns,
         import_ns,
         build_ns,

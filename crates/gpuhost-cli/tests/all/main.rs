@@ -126,6 +126,7 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| device → host, read-stream |",
         "| guest launch (observed pass) |",
         "| bound launch, alone on an idle stream |",
+        "| bound launch by its own enqueue, alone on an idle stream |",
         "| the same, on the guests' executor |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");

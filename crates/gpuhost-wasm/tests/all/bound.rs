@@ -22,6 +22,11 @@ async fn bound_launches_refuse_bad_binds_and_changes_rerun_with_new_scalars_and_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_launch_enqueues_on_the_stream_set_for_it_and_refuses_one_the_guest_dropped() {
+    misbehave_ok("bound-stream").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepared_guest_launch_reruns_with_changed_arguments_and_refuses_an_index_or_width_it_lacks()
  {
     misbehave_ok("prepared").await;

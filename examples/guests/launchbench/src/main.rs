@@ -45,8 +45,9 @@ fn time_launches(n: usize, stream: &Stream, launch: &dyn Fn()) -> [u128; 3] {
     [median(single), median(round), median(burst)]
 }
 
-/// Times, in nanoseconds, `n` samples each: a launch with its argument list (`launch_*`) and the
-/// same launch bound (`bound_*`), each alone, as a round trip and in bursts; a WASI clock read
+/// Times, in nanoseconds, `n` samples each: a launch with its argument list (`launch_*`), the
+/// same launch bound (`bound_*`: `stream.enqueue`) and the bound launch by its own `enqueue` on
+/// the stream set for it (`held_*`), each alone, as a round trip and in bursts; a WASI clock read
 /// pair (`clock_ns`: the clock is a host call, not a vDSO read, and each lone launch's time
 /// includes one); the bare import round trip (`import_ns`: `buffer.len`, per 64 calls); building
 /// the argument-list launch without enqueuing it (`build_ns`, per 64).
@@ -59,6 +60,10 @@ fn bench(n: usize) {
     });
     let [bound_ns, bound_round_ns, bound_burst_ns] =
         time_launches(n, stream, &|| check(stream.enqueue(bound), "enqueue bound"));
+    // The same bound launch by its own `enqueue`, on the stream set for it (one handle crosses).
+    bound.set_stream(stream);
+    let [held_ns, held_round_ns, held_burst_ns] =
+        time_launches(n, stream, &|| check(bound.enqueue(), "enqueue held"));
     let clock = (0..n)
         .map(|_| Instant::now().elapsed().as_nanos())
         .collect();
@@ -83,7 +88,9 @@ fn bench(n: usize) {
     println!(
         "bench launch_ns={launch_ns} roundtrip_ns={round_ns} burst_ns={burst_ns} \
          bound_launch_ns={bound_ns} bound_roundtrip_ns={bound_round_ns} \
-         bound_burst_ns={bound_burst_ns} clock_ns={} import_ns={} build_ns={} samples={n}",
+         bound_burst_ns={bound_burst_ns} held_launch_ns={held_ns} \
+         held_roundtrip_ns={held_round_ns} held_burst_ns={held_burst_ns} clock_ns={} \
+         import_ns={} build_ns={} samples={n}",
         median(clock),
         median(import),
         median(build)

@@ -4,7 +4,9 @@
 //! the difference of N, is one launch and its share of the synchronizes.
 //! PATH: `list` (`stream.launch` with its argument list, built each time as the bench guest
 //! does), `prepared` (the same, one `Launch` built once and enqueued each time) or `bound`
-//! (`stream.enqueue` of the same launch bound once). PATTERN: `alone` (each
+//! (`stream.enqueue` of the same launch bound once) or `held` (the same bound launch's own
+//! `enqueue`, on the stream `set-stream` gave it: one handle crossing instead of two). PATTERN:
+//! `alone` (each
 //! launch then `synchronize`: issued to an idle stream) or `burst` (bursts of 32 then
 //! `synchronize`: after the warm-up burst the stream collects them for a graph, so each call
 //! is pure host work). `scripts/probes/guest-launch-instructions.sh` runs it.
@@ -35,8 +37,12 @@ fn main() {
         },
         Some("prepared") => &|| check(prepared.enqueue(stream), "launch prepared"),
         Some("bound") => &|| check(stream.enqueue(bound), "enqueue bound"),
+        Some("held") => {
+            bound.set_stream(stream);
+            &|| check(bound.enqueue(), "enqueue held")
+        }
         _ => {
-            eprintln!("usage: launchloop N list|prepared|bound alone|burst");
+            eprintln!("usage: launchloop N list|prepared|bound|held alone|burst");
             std::process::exit(2)
         }
     };
@@ -44,7 +50,7 @@ fn main() {
         Some("alone") => 1,
         Some("burst") => BURST,
         _ => {
-            eprintln!("usage: launchloop N list|prepared|bound alone|burst");
+            eprintln!("usage: launchloop N list|prepared|bound|held alone|burst");
             std::process::exit(2)
         }
     };

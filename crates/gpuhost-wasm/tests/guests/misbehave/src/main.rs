@@ -442,6 +442,68 @@ fn bound() {
     }
 }
 
+/// A bound launch enqueued on the stream `set-stream` gave it: refused before it has one and
+/// once the guest dropped it (also when a stream made later may have taken its slot), run as
+/// `stream.enqueue` runs it otherwise, and moved to another stream by `set-stream` again.
+fn bound_stream() {
+    let module = check(Module::from_ptx(SAXPY), "load saxpy");
+    let saxpy = check(module.kernel("saxpy"), "kernel saxpy");
+    let x = check(DeviceBuffer::from_slice(&vec![1.0f32; 64]), "x");
+    let y = check(DeviceBuffer::<f32>::zeroed(64), "y");
+    let bound = check(
+        Launch::new(&saxpy)
+            .grid1(1)
+            .block1(64)
+            .scalar(2.0f32)
+            .buffer(&x)
+            .buffer(&y)
+            .scalar(64u32)
+            .bind(),
+        "bind",
+    );
+    expect_err!(
+        bound.enqueue(),
+        Error::InvalidHandle(_),
+        "enqueue before set-stream"
+    );
+    let first = check(Stream::create(), "stream");
+    bound.set_stream(&first);
+    check(bound.enqueue(), "enqueue on its stream");
+    check(bound.enqueue(), "enqueue on its stream again");
+    check(first.synchronize(), "synchronize");
+    let got = check(y.download(), "download y");
+    if got.iter().any(|&v| v != 4.0) {
+        fail(&format!("two enqueues of y = 2x + y gave {got:?}"));
+    }
+    drop(first);
+    expect_err!(
+        bound.enqueue(),
+        Error::InvalidHandle(_),
+        "enqueue on a dropped stream"
+    );
+    // A stream made now may take the dropped one's slot: it is still not the launch's.
+    let second = check(Stream::create(), "second stream");
+    expect_err!(
+        bound.enqueue(),
+        Error::InvalidHandle(_),
+        "enqueue on a dropped stream after another was made"
+    );
+    bound.set_stream(&second);
+    check(bound.enqueue(), "enqueue on the second stream");
+    check(second.synchronize(), "synchronize the second stream");
+    let got = check(y.download(), "download y");
+    if got.iter().any(|&v| v != 6.0) {
+        fail(&format!("a third y = 2x + y gave {got:?}"));
+    }
+    // The launch does not keep its stream: both go, in either order, and nothing stays counted.
+    let held = gpuhost_guest::quotas().used_streams_and_events;
+    drop(second);
+    if gpuhost_guest::quotas().used_streams_and_events != held - 1 {
+        fail("a stream set on a bound launch still counts after its handle is gone");
+    }
+    drop(bound);
+}
+
 /// Makes things until a quota refuses one; fails unless that happens at exactly `limit`.
 fn fill_to_quota<T>(what: &str, limit: u32, mut make: impl FnMut() -> Result<T, Error>) -> Vec<T> {
     let mut held = Vec::new();
@@ -684,6 +746,7 @@ fn main() {
         "bad-ptx" => bad_ptx(),
         "over-quota" => over_quota(),
         "bound" => bound(),
+        "bound-stream" => bound_stream(),
         "prepared" => prepared(),
         "transfers" => transfers(),
         "zero-fills" => zero_fills(),
