@@ -7,7 +7,9 @@
 //! with a bound launch (`stream.enqueue`, and its own `enqueue` on the stream set for it: one
 //! handle crosses instead of two); native is gpuhost's `Stream::launch`. The guest runs
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
-//! arguments, watchdog segments: the sandboxed-vs-trusted rows).
+//! arguments, watchdog segments: the sandboxed-vs-trusted rows). A lone launch is timed between
+//! two clock reads, so it is also compared with each side's clock read pair taken off: the
+//! guest's clock is a WASI host call, native's a vDSO read.
 //!
 //! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB, and a second
 //! guest (readbench, the same package) a read through `buffer.read-stream` (into its own
@@ -46,7 +48,7 @@ pub struct Pattern {
 }
 
 /// The benchmark's medians.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LaunchBench {
     /// Samples per measure.
     pub samples: usize,
@@ -66,6 +68,8 @@ pub struct LaunchBench {
     pub sandboxed_bound: Pattern,
     /// Guest: a pair of WASI monotonic clock reads (each lone guest launch includes one).
     pub guest_clock_ns: u128,
+    /// Native: a pair of `Instant` reads (each lone native launch includes one).
+    pub native_clock_ns: u128,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
     /// Guest: building the argument-list launch (gpuhost-guest's `Launch`), no host call.
@@ -234,6 +238,24 @@ impl LaunchBench {
         ]
     }
 
+    /// (measure, native, guest) for each lone launch, each side less its own clock read pair:
+    /// a lone launch is timed between two clock reads, and the guest's clock is a host call
+    /// (~120 ns a pair on an H100) where native's is a vDSO read, so the raw ratio charges the
+    /// guest's launch with its clock's crossing as well.
+    fn net_rows(&self) -> [(String, u128, u128); 3] {
+        let native = self.native.alone.saturating_sub(self.native_clock_ns);
+        let guest = |p: Pattern| p.alone.saturating_sub(self.guest_clock_ns);
+        [
+            ("launch".into(), native, guest(self.guest)),
+            ("bound launch".into(), native, guest(self.guest_bound)),
+            (
+                "bound launch by its own enqueue".into(),
+                native,
+                guest(self.guest_held),
+            ),
+        ]
+    }
+
     /// (measure, trusted guest, sandboxed guest) for each row of the sandbox table.
     fn sandbox_rows(&self) -> [(String, u128, u128); 4] {
         let (g, b, s, sb) = (
@@ -274,9 +296,15 @@ impl LaunchBench {
             self.sandbox_rows(),
         );
         s += &format!(
-            "\nguest clock read pair {} ns, bare import round trip {} ns, building a Launch (no call) {} ns\n\n",
-            self.guest_clock_ns, self.guest_import_ns, self.guest_build_ns
+            "\nguest clock read pair {} ns (native {} ns), bare import round trip {} ns, building a Launch (no call) {} ns\n\n",
+            self.guest_clock_ns, self.native_clock_ns, self.guest_import_ns, self.guest_build_ns
         );
+        s += "Alone on an idle stream, each side less its own clock read pair:\n\n";
+        s += &table(
+            ["native gpuhost", "wasm guest", "guest / native"],
+            self.net_rows(),
+        );
+        s += "\n";
         s += &self.host_time.markdown();
         s += "\n";
         s + &self.transfers.rows()
@@ -284,6 +312,9 @@ impl LaunchBench {
 
     /// One JSON object with the medians and ratios.
     pub fn json(&self) -> String {
+        let net = self
+            .net_rows()
+            .map(|(_, native, guest)| ratio(guest, native));
         let pattern = |p: Pattern, base: Pattern| {
             format!(
                 "{{\"alone_ns\":{},\"roundtrip_ns\":{},\"burst_ns\":{},\"alone_ratio\":{:.3},\"roundtrip_ratio\":{:.3},\"burst_ratio\":{:.3}}}",
@@ -296,7 +327,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"native_clock_ns\":{},\"alone_net_ratio\":{{\"launch\":{:.3},\"bound\":{:.3},\"held\":{:.3}}},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -306,6 +337,10 @@ impl LaunchBench {
             pattern(self.sandboxed, self.guest),
             pattern(self.sandboxed_bound, self.guest_bound),
             self.guest_clock_ns,
+            self.native_clock_ns,
+            net[0],
+            net[1],
+            net[2],
             self.guest_import_ns,
             self.guest_build_ns,
             self.transfers.bytes,
@@ -347,6 +382,8 @@ struct NativeSamples {
     alone: Vec<u128>,
     roundtrip: Vec<u128>,
     burst: Vec<u128>,
+    /// `Instant` read pairs, timed as the guest times its WASI clock's.
+    clock: Vec<u128>,
 }
 
 /// `count` native launches of the empty kernel onto an idle stream (each timed alone, then
@@ -382,6 +419,8 @@ async fn native_pass(
             done.await?;
         }
     }
+    into.clock
+        .extend((0..count).map(|_| Instant::now().elapsed().as_nanos()));
     Ok(())
 }
 
@@ -458,6 +497,7 @@ pub async fn guest_vs_native(
         sandboxed: sandboxed.launch,
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
+        native_clock_ns: median(native.clock),
         guest_import_ns: trusted.import_ns,
         guest_build_ns: trusted.build_ns,
         transfers: Transfers {
@@ -701,4 +741,39 @@ async fn guest_pass(
         ),
         transfer_bytes: bytes as usize,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lone_launches_are_compared_less_each_sides_own_clock_read_pair() {
+        let at = |alone| Pattern {
+            alone,
+            ..Pattern::default()
+        };
+        let b = LaunchBench {
+            native: at(3_300),
+            guest: at(3_960),
+            guest_bound: at(3_670),
+            guest_held: at(3_550),
+            guest_clock_ns: 120,
+            native_clock_ns: 30,
+            ..LaunchBench::default()
+        };
+        let net: Vec<_> = b.net_rows().iter().map(|r| (r.1, r.2)).collect();
+        assert_eq!(net, [(3_270, 3_840), (3_270, 3_550), (3_270, 3_430)]);
+        let md = b.markdown();
+        assert!(
+            md.contains("| bound launch | 3.27 µs | 3.55 µs | 1.09× |"),
+            "{md}"
+        );
+        assert!(
+            b.json()
+                .contains("\"alone_net_ratio\":{\"launch\":1.174,\"bound\":1.086,\"held\":1.049}"),
+            "{}",
+            b.json()
+        );
+    }
 }

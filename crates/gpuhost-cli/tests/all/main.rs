@@ -127,6 +127,7 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| guest launch (observed pass) |",
         "| bound launch, alone on an idle stream |",
         "| bound launch by its own enqueue, alone on an idle stream |",
+        "Alone on an idle stream, each side less its own clock read pair",
         "| the same, on the guests' executor |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
