@@ -298,13 +298,78 @@ fn lex_in<const FENCED: bool>(src: &str) -> Result<Tokens<'_>, Error> {
         // Each kind pushes its own token: merged into one push after the match, every kind's
         // token went through the stack.
         macro_rules! token {
-            ($tok:expr) => {{
+            ($tok:expr) => {
+                token!(start, $tok)
+            };
+            ($at:expr, $tok:expr) => {{
                 let tok = $tok;
                 out.push(Token {
                     tok,
                     line,
-                    off: start as u32,
+                    off: $at as u32,
                 })
+            }};
+        }
+        // The register at `b[i]` (a `%`), with its component if it has one.
+        macro_rules! register {
+            () => {{
+                let at = i;
+                let (end, mut text) = word(b, at, i + 1, false, fenced);
+                i = end;
+                // A special register's component (`%tid.x`) stays part of its name, as the
+                // parser would join it: one borrowed token, where joining two made a string
+                // per name.
+                if b.get(i) == Some(&b'.')
+                    && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
+                    && !b
+                        .get(i + 2)
+                        .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
+                {
+                    i += 2;
+                    text = ascii(b, at, i);
+                }
+                token!(at, Tok::Ident(text));
+            }};
+        }
+        // Registers and the commas between them (`%r1, %r2, %r3`), from `b[i]`, as the
+        // `Percent` and `Comma` arms would lex them: here rather than a turn of the loop each,
+        // whose class dispatch (an indirect jump, which the predictor often missed) was the
+        // larger part of the lexer's time.
+        macro_rules! registers {
+            () => {
+                while b.get(i) == Some(&b'%') {
+                    register!();
+                    if b.get(i) != Some(&b',') {
+                        break;
+                    }
+                    token!(i, Tok::Punct(','));
+                    i += 1;
+                    if b.get(i).is_some_and(|&c| is_blank(c)) {
+                        i += 1;
+                    }
+                }
+            };
+        }
+        // The identifier at `b[i]` (an opcode, most of them), then its modifiers
+        // (`ld.global.f32`), the blanks after them and its first registers, as the `Dot`,
+        // `Blank`, `Percent` and `Comma` arms would lex them, without a turn of the loop each
+        // (see `registers`).
+        macro_rules! ident {
+            () => {{
+                let at = i;
+                let (end, text) = word(b, at, i + 1, false, fenced);
+                i = end;
+                token!(at, Tok::Ident(text));
+                while b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(|&n| ident_char(n)) {
+                    let at = i;
+                    let (end, text) = word(b, at + 1, at + 1, true, fenced);
+                    i = end;
+                    token!(at, Tok::Dot(text));
+                }
+                if b.get(i).is_some_and(|&c| is_blank(c)) {
+                    i = past_blanks(b, i + 1);
+                }
+                registers!();
             }};
         }
         match CLASS[usize::from(c)] {
@@ -317,28 +382,8 @@ fn lex_in<const FENCED: bool>(src: &str) -> Result<Tokens<'_>, Error> {
                 // A line's indentation skipped here: a turn of the loop per blank cost more.
                 i = past_blanks(b, i + 1);
             }
-            Class::Ident => {
-                let (end, text) = word(b, start, i + 1, false, fenced);
-                i = end;
-                token!(Tok::Ident(text));
-            }
-            Class::Percent => {
-                let (end, mut text) = word(b, start, i + 1, false, fenced);
-                i = end;
-                // A special register's component (`%tid.x`) stays part of its name, as the
-                // parser would join it: one borrowed token, where joining two made a string
-                // per name.
-                if b.get(i) == Some(&b'.')
-                    && matches!(b.get(i + 1), Some(b'x' | b'y' | b'z' | b'w'))
-                    && !b
-                        .get(i + 2)
-                        .is_some_and(|&n| ident_char(n) || n == b':' || n == b'.')
-                {
-                    i += 2;
-                    text = ascii(b, start, i);
-                }
-                token!(Tok::Ident(text));
-            }
+            Class::Ident => ident!(),
+            Class::Percent => registers!(),
             Class::Punct => {
                 i += 1;
                 token!(Tok::Punct(c as char));
@@ -350,6 +395,7 @@ fn lex_in<const FENCED: bool>(src: &str) -> Result<Tokens<'_>, Error> {
                 if b.get(i).is_some_and(|&c| is_blank(c)) {
                     i += 1;
                 }
+                registers!();
             }
             Class::End => {
                 i += 1;
@@ -360,6 +406,12 @@ fn lex_in<const FENCED: bool>(src: &str) -> Result<Tokens<'_>, Error> {
                 if b.get(i) == Some(&b'\n') {
                     line += 1;
                     i = past_blanks(b, i + 1);
+                    // The next line's opcode or label, most often.
+                    if b.get(i)
+                        .is_some_and(|&c| CLASS[usize::from(c)] == Class::Ident)
+                    {
+                        ident!();
+                    }
                 }
             }
             Class::Open => {
@@ -567,174 +619,4 @@ fn lex_number(b: &[u8]) -> Option<(Tok<'static>, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn kinds(s: &str) -> Vec<Tok<'_>> {
-        lex(s).unwrap().iter().map(|t| t.tok.clone()).collect()
-    }
-
-    #[test]
-    fn splits_opcode_modifiers_and_registers() {
-        assert_eq!(
-            kinds("ld.global.f32 %f1, [%rd4+-8]; // c"),
-            vec![
-                Tok::Ident("ld"),
-                Tok::Dot("global"),
-                Tok::Dot("f32"),
-                Tok::Ident("%f1"),
-                Tok::Punct(','),
-                Tok::Punct('['),
-                Tok::Ident("%rd4"),
-                Tok::Punct('+'),
-                Tok::Punct('-'),
-                Tok::Int(8),
-                Tok::Punct(']'),
-                Tok::Punct(';'),
-            ]
-        );
-    }
-
-    #[test]
-    fn numbers_in_every_base_and_float_bits() {
-        assert_eq!(
-            kinds("0x1F 010 0b101 7U 0f3F800000 0d3FF0000000000000 1.5"),
-            vec![
-                Tok::Int(31),
-                Tok::Int(8),
-                Tok::Int(5),
-                Tok::Int(7),
-                Tok::F32Bits(0x3F80_0000),
-                Tok::F64Bits(1f64.to_bits()),
-                Tok::F64Bits(1.5f64.to_bits()),
-            ]
-        );
-        // Prefixes, suffixes and exponents in either case.
-        for (text, tok) in [
-            ("0X1fu", Tok::Int(31)),
-            ("0B11", Tok::Int(3)),
-            ("0F3f800000", Tok::F32Bits(0x3F80_0000)),
-            ("0D3ff0000000000000", Tok::F64Bits(1f64.to_bits())),
-            ("2E1", Tok::F64Bits(20f64.to_bits())),
-            ("7uU", Tok::Int(7)),
-            ("9999999999999999999", Tok::Int(9_999_999_999_999_999_999)),
-            ("18446744073709551615", Tok::Int(u64::MAX)),
-            ("0", Tok::Int(0)),
-            ("007", Tok::Int(7)),
-        ] {
-            assert_eq!(kinds(text), vec![tok], "{text}");
-        }
-    }
-
-    #[test]
-    fn float_bit_patterns_end_where_the_general_path_ends_them() {
-        // What the fast path takes, and what it leaves to the general path (the same tokens).
-        assert_eq!(
-            kinds("0f3F800000+1"),
-            vec![Tok::F32Bits(0x3F80_0000), Tok::Punct('+'), Tok::Int(1)]
-        );
-        assert_eq!(kinds("0f3f80000e"), vec![Tok::F32Bits(0x3F80_000E)]);
-        for bad in [
-            "0f3F80000E-1",
-            "0f3F8000001",
-            "0f3F80000G",
-            "0d3FF00000000000001",
-        ] {
-            assert!(lex(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn special_register_components_stay_in_the_name() {
-        // Joined only when nothing but the component follows, as the parser joins them.
-        let t = kinds("%tid.x %r1.xy %ntid.y:: %ctaid.z.w");
-        assert_eq!(t[0], Tok::Ident("%tid.x"));
-        assert_eq!(t[1..3], [Tok::Ident("%r1"), Tok::Dot("xy")]);
-        assert_eq!(t[3..5], [Tok::Ident("%ntid"), Tok::Dot("y::")]);
-        assert_eq!(t[5..], [Tok::Ident("%ctaid"), Tok::Dot("z"), Tok::Dot("w")]);
-    }
-
-    /// A text that ends in a word (no fence: every scan bounds-checked) and the same text
-    /// ending in a newline (fenced: unchecked scans) give the same tokens, for words of every
-    /// kind running to the end.
-    #[test]
-    fn fenced_and_unfenced_texts_lex_alike() {
-        for text in [
-            "ld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1]; // c",
-            "mov.u32 %r1, %tid.x",
-            "%tid.x",
-            "%r1",
-            "%",
-            ".L2::",
-            "$L__BB0_2: bra.uni $L__BB0_2",
-            "a",
-        ] {
-            let fenced = format!("{text}\n");
-            let kinds = |s: &str| format!("{:?}", lex(s).map(|t| t.toks));
-            assert_eq!(kinds(text), kinds(&fenced), "{text:?}");
-        }
-    }
-
-    /// Every prefix of a module that the fence admits lexes through the unchecked scans
-    /// (`lex_in::<true>`) to what the checked ones give: the same tokens or the same error.
-    #[test]
-    fn the_fenced_loop_lexes_every_prefix_as_the_checked_loop() {
-        let text = ".version 8.0\n.target sm_90\n.address_size 64\n\n// .globl\tk\n\
-                    .visible .entry k(\n\t.param .u64 k_p0\n)\n{\n\t.reg .b32 %r<5>;\n\
-                    \tmov.u32 %r1, %tid.x;\n\t@!%p1 bra $L__BB0_2;\n\
-                    \tld.global.L2::128B.v2.f32 {%f1, %f2}, [%rd1+-8];\n\
-                    \tmov.b32 %f3, 0f3F800000; /* c\n */ add.s32 %r2, %r1, 0x1F;\n\
-                    $L__BB0_2:\n\tret;\n}\n";
-        let mut fenced = 0;
-        for end in 0..=text.len() {
-            let Some(p) = text.get(..end) else { continue };
-            let Some(&last) = p.as_bytes().last() else {
-                continue;
-            };
-            if WORD_CHAR[usize::from(last)] || last == b'%' {
-                continue;
-            }
-            fenced += 1;
-            let show = |r: Result<Tokens<'_>, Error>| format!("{:?}", r.map(|t| t.toks));
-            assert_eq!(show(lex_in::<true>(p)), show(lex_in::<false>(p)), "{p:?}");
-        }
-        assert!(fenced > 100, "{fenced}");
-    }
-
-    #[test]
-    fn line_end_finds_the_newline_wherever_it_lies_in_a_word_of_eight() {
-        for len in 0..40 {
-            for nl in 0..=len {
-                let mut b = vec![b'x'; len];
-                if nl < len {
-                    b[nl] = b'\n';
-                }
-                for from in 0..=len {
-                    let want = b[from..]
-                        .iter()
-                        .position(|&c| c == b'\n')
-                        .map_or(len, |p| from + p);
-                    assert_eq!(super::line_end(&b, from), want, "{len} {nl} {from}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn tracks_lines_across_block_comments() {
-        let t = lex("/* a\n b */\n  mov").unwrap();
-        assert_eq!((t[0].line, t.col(&t[0])), (3, 3));
-    }
-
-    #[test]
-    fn rejects_garbage_with_position() {
-        match lex("mov\n  #") {
-            Err(Error::Parse {
-                line: 2, col: 3, ..
-            }) => {}
-            other => panic!("{other:?}"),
-        }
-        assert!(lex("/* open").is_err());
-        assert!(lex("0xZZ").is_err());
-    }
-}
+mod tests;

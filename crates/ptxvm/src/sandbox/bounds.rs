@@ -15,13 +15,13 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::collections::hash_map::Entry;
 
 use super::hash::{HashMap, HashMapExt, HashSet};
 
 use super::statics::Flat;
 use crate::ast::{Inst, Operand, Str};
 use crate::ir::Ty;
-use crate::small::Small;
 
 /// Integers stay below 2^31, so signed and unsigned readings of 32- and 64-bit registers agree
 /// and sums of two never overflow.
@@ -141,10 +141,13 @@ struct Cx<'a, 'm> {
 struct Analysis<'m> {
     /// The body's instructions, in order.
     all: Vec<&'m Inst<'m>>,
-    /// Each register's writes, as indices into `all`: one or two for nearly every register,
-    /// so kept inline rather than in a Vec each (room for four: a versioned loop's fast copy
-    /// writes its registers a second time, and two spilled those to the heap).
-    defs: HashMap<&'m str, Small<usize, 4>>,
+    /// Each register's writes: the first and last of its entries in `writes`. A map entry
+    /// of 32 bytes rather than the 56 of an inline list (a register per instruction, nearly:
+    /// filling the larger table, a cache miss a register, was most of `Bounds::get`'s time).
+    defs: HashMap<&'m str, (usize, usize)>,
+    /// The writes in order of `all`, each an index into `all` and the entry of the same
+    /// register's next write ([`NO_WRITE`] after its last).
+    writes: Vec<(usize, usize)>,
     memo: HashMap<&'m str, Option<Val<'m>>>,
     deps: HashMap<&'m str, Vec<&'m str>>,
     /// Registers declared in nested blocks: a register whose name starts with one of these may
@@ -161,6 +164,9 @@ struct Analysis<'m> {
 /// stack: a guest's chain of 20,000 dependent adds feeding an address overflowed it, which
 /// aborts the process (every tenant with it).
 const MAX_DEPTH: usize = 128;
+
+/// The end of a register's list of writes ([`Analysis::writes`]).
+const NO_WRITE: usize = usize::MAX;
 
 /// Registers [`Analysis`] has room for before its maps grow.
 const MEMO_ROOM: usize = 32;
@@ -194,18 +200,22 @@ impl<'m> Analysis<'m> {
         // The union over every write: unknown at the first write that is (no write at all: the
         // register is a parameter or never set, so unknown too). The writes' indices copied
         // out of the map (`def` needs `self`), on the stack for the one or two of most.
-        let (mut few, mut more) = ([0usize; 4], Vec::new());
-        let defs: &[usize] = match self.defs.get(r) {
-            None => &[],
-            Some(d) if d.len() <= few.len() => {
-                few[..d.len()].copy_from_slice(d);
-                &few[..d.len()]
+        let (mut few, mut n, mut more) = ([0usize; 4], 0, Vec::new());
+        let mut at = self.defs.get(r).map_or(NO_WRITE, |&(first, _)| first);
+        while let Some(&(k, next)) = self.writes.get(at) {
+            match few.get_mut(n) {
+                Some(slot) if more.is_empty() => *slot = k,
+                _ => {
+                    if more.is_empty() {
+                        more.extend_from_slice(&few);
+                    }
+                    more.push(k);
+                }
             }
-            Some(d) => {
-                more.extend_from_slice(d);
-                &more
-            }
-        };
+            n += 1;
+            at = next;
+        }
+        let defs: &[usize] = if more.is_empty() { &few[..n] } else { &more };
         let v = defs
             .iter()
             .try_fold(None, |acc: Option<Val<'m>>, &k| {
@@ -364,13 +374,25 @@ impl<'m> Analysis<'m> {
         let Flat { insts: all, nested } = flat;
         // Sized once (nearly every instruction writes a register of its own): growing it
         // rehashed every register each time it doubled.
-        let mut defs: HashMap<&'m str, Small<usize, 4>> = HashMap::with_capacity(all.len());
+        let mut defs: HashMap<&'m str, (usize, usize)> = HashMap::with_capacity(all.len());
+        let mut writes: Vec<(usize, usize)> = Vec::with_capacity(all.len() + 16);
         let mut w = Vec::new();
         for (k, i) in all.iter().enumerate() {
             w.clear();
             super::group::written_regs(i, &mut w);
             for r in &w {
-                defs.entry(r).or_default().push(k);
+                let this = writes.len();
+                writes.push((k, NO_WRITE));
+                match defs.entry(r) {
+                    Entry::Occupied(mut e) => {
+                        let (_, last) = e.get_mut();
+                        if let Some(prev) = writes.get_mut(*last) {
+                            prev.1 = this;
+                        }
+                        *last = this;
+                    }
+                    Entry::Vacant(e) => drop(e.insert((this, this))),
+                }
             }
         }
         // Room for a few dozen registers' values at once (a function asks about a few
@@ -380,6 +402,7 @@ impl<'m> Analysis<'m> {
         Analysis {
             all,
             defs,
+            writes,
             memo,
             deps: HashMap::with_capacity(MEMO_ROOM),
             nested: nested.iter().map(|(n, _)| *n).collect(),
