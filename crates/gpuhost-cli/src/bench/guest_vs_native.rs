@@ -194,48 +194,31 @@ fn ratio(guest: u128, native: u128) -> f64 {
 }
 
 impl LaunchBench {
-    /// (measure, native, guest) for each row of the table.
-    fn rows(&self) -> [(String, u128, u128); 9] {
-        let (n, g, b, h) = (self.native, self.guest, self.guest_bound, self.guest_held);
+    /// The guest's three launch paths, by name: the argument list, the bound launch by
+    /// `stream.enqueue`, and the same by its own `enqueue`.
+    fn paths(&self) -> [(&'static str, Pattern); 3] {
         [
-            ("launch, alone on an idle stream".into(), n.alone, g.alone),
-            (format!("launch, in bursts of {BURST}"), n.burst, g.burst),
-            (
-                "launch → synchronize round trip".into(),
-                n.roundtrip,
-                g.roundtrip,
-            ),
-            (
-                "bound launch, alone on an idle stream".into(),
-                n.alone,
-                b.alone,
-            ),
-            (
-                format!("bound launch, in bursts of {BURST}"),
-                n.burst,
-                b.burst,
-            ),
-            (
-                "bound launch → synchronize round trip".into(),
-                n.roundtrip,
-                b.roundtrip,
-            ),
-            (
-                "bound launch by its own enqueue, alone on an idle stream".into(),
-                n.alone,
-                h.alone,
-            ),
-            (
-                format!("bound launch by its own enqueue, in bursts of {BURST}"),
-                n.burst,
-                h.burst,
-            ),
-            (
-                "bound launch by its own enqueue → synchronize round trip".into(),
-                n.roundtrip,
-                h.roundtrip,
-            ),
+            ("launch", self.guest),
+            ("bound launch", self.guest_bound),
+            ("bound launch by its own enqueue", self.guest_held),
         ]
+    }
+
+    /// (measure, native, guest) for each row of the table: each path alone, in bursts and as a
+    /// round trip.
+    fn rows(&self) -> impl Iterator<Item = (String, u128, u128)> {
+        let n = self.native;
+        self.paths().into_iter().flat_map(move |(name, p)| {
+            [
+                (format!("{name}, alone on an idle stream"), n.alone, p.alone),
+                (format!("{name}, in bursts of {BURST}"), n.burst, p.burst),
+                (
+                    format!("{name} → synchronize round trip"),
+                    n.roundtrip,
+                    p.roundtrip,
+                ),
+            ]
+        })
     }
 
     /// (measure, native, guest) for each lone launch, each side less its own clock read pair:
@@ -244,16 +227,13 @@ impl LaunchBench {
     /// guest's launch with its clock's crossing as well.
     fn net_rows(&self) -> [(String, u128, u128); 3] {
         let native = self.native.alone.saturating_sub(self.native_clock_ns);
-        let guest = |p: Pattern| p.alone.saturating_sub(self.guest_clock_ns);
-        [
-            ("launch".into(), native, guest(self.guest)),
-            ("bound launch".into(), native, guest(self.guest_bound)),
+        self.paths().map(|(name, p)| {
             (
-                "bound launch by its own enqueue".into(),
+                name.into(),
                 native,
-                guest(self.guest_held),
-            ),
-        ]
+                p.alone.saturating_sub(self.guest_clock_ns),
+            )
+        })
     }
 
     /// (measure, trusted guest, sandboxed guest) for each row of the sandbox table.
