@@ -9,7 +9,9 @@
 //! twice: trusted (its PTX as given: the guest-vs-native rows) and sandboxed (rewritten, hidden
 //! arguments, watchdog segments: the sandboxed-vs-trusted rows). A lone launch is timed between
 //! two clock reads, so it is also compared with each side's clock read pair taken off: the
-//! guest's clock is a WASI host call, native's a vDSO read.
+//! guest's clock is a WASI host call, native's a vDSO read. Native runs a pass just before each
+//! trusted pass, and each such pair is compared on its own too: how far those ratios spread says
+//! whether a run's ratio moved with the machine or with the guest.
 //!
 //! Transfers: the trusted guest times `buffer.write` and `buffer.read` of 64 MiB, and a second
 //! guest (readbench, the same package) a read through `buffer.read-stream` (into its own
@@ -70,6 +72,8 @@ pub struct LaunchBench {
     pub guest_clock_ns: u128,
     /// Native: a pair of `Instant` reads (each lone native launch includes one).
     pub native_clock_ns: u128,
+    /// Each trusted pass against the native pass run just before it, by guest path.
+    pub paired: Paired,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
     /// Guest: building the argument-list launch (gpuhost-guest's `Launch`), no host call.
@@ -101,6 +105,111 @@ pub struct Transfers {
     /// One core copying `bytes` into a freshly allocated `Vec`: what a lift of a `list<u8>`
     /// into a `Vec`, or the lowering of one into guest memory, costs beside the staging.
     pub memcpy: u128,
+}
+
+/// The median, least and greatest of a few per-pass ratios.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spread {
+    /// The median (the mean of the middle two for an even count).
+    pub median: f64,
+    /// The least.
+    pub min: f64,
+    /// The greatest.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_unstable_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    fn json(&self) -> String {
+        format!(
+            "{{\"median\":{:.3},\"min\":{:.3},\"max\":{:.3}}}",
+            self.median, self.min, self.max
+        )
+    }
+}
+
+/// Guest over native per pair of passes (a trusted pass and the native pass just before it),
+/// for each guest path: [argument list, bound, bound by its own enqueue].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Paired {
+    /// Pairs compared.
+    pub pairs: usize,
+    /// A lone launch, each side less its own clock read pair.
+    pub alone_net: [Spread; 3],
+    /// A launch within a burst.
+    pub burst: [Spread; 3],
+}
+
+impl Paired {
+    /// `trusted[i]` against `beside[i]` (native's pattern medians and clock pair).
+    fn of(trusted: &[GuestPass], beside: &[(Pattern, u128)]) -> Paired {
+        let pairs = || trusted.iter().zip(beside);
+        let spread = |f: &dyn Fn(&GuestPass, &(Pattern, u128)) -> f64| {
+            Spread::of(pairs().map(|(g, n)| f(g, n)).collect())
+        };
+        let path = |p: &GuestPass, i: usize| [p.launch, p.bound, p.held][i];
+        let alone_net = [0, 1, 2].map(|i| {
+            spread(&|g, (n, clock)| {
+                ratio(
+                    path(g, i).alone.saturating_sub(g.clock_ns),
+                    n.alone.saturating_sub(*clock),
+                )
+            })
+        });
+        let burst = [0, 1, 2].map(|i| spread(&|g, (n, _)| ratio(path(g, i).burst, n.burst)));
+        Paired {
+            pairs: pairs().count(),
+            alone_net,
+            burst,
+        }
+    }
+
+    fn markdown(&self, names: [&str; 3]) -> String {
+        let mut s = format!(
+            "Each trusted pass against the native pass run just before it ({} pairs), guest / native: median (least–greatest):\n\n| path | alone, each side less its clock read pair | in bursts of {BURST} |\n|---|---|---|\n",
+            self.pairs
+        );
+        let cell = |x: &Spread| format!("{:.2}× ({:.2}–{:.2})", x.median, x.min, x.max);
+        for (i, name) in names.iter().enumerate() {
+            s += &format!(
+                "| {name} | {} | {} |\n",
+                cell(&self.alone_net[i]),
+                cell(&self.burst[i])
+            );
+        }
+        s
+    }
+
+    fn json(&self) -> String {
+        let three = |x: &[Spread; 3]| {
+            format!(
+                "{{\"launch\":{},\"bound\":{},\"held\":{}}}",
+                x[0].json(),
+                x[1].json(),
+                x[2].json()
+            )
+        };
+        format!(
+            "{{\"pairs\":{},\"alone_net\":{},\"burst\":{}}}",
+            self.pairs,
+            three(&self.alone_net),
+            three(&self.burst)
+        )
+    }
 }
 
 impl Transfers {
@@ -285,6 +394,8 @@ impl LaunchBench {
             self.net_rows(),
         );
         s += "\n";
+        s += &self.paired.markdown(self.paths().map(|(name, _)| name));
+        s += "\n";
         s += &self.host_time.markdown();
         s += "\n";
         s + &self.transfers.rows()
@@ -307,7 +418,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"native_clock_ns\":{},\"alone_net_ratio\":{{\"launch\":{:.3},\"bound\":{:.3},\"held\":{:.3}}},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"native_clock_ns\":{},\"alone_net_ratio\":{{\"launch\":{:.3},\"bound\":{:.3},\"held\":{:.3}}},\"paired\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -321,6 +432,7 @@ impl LaunchBench {
             net[0],
             net[1],
             net[2],
+            self.paired.json(),
             self.guest_import_ns,
             self.guest_build_ns,
             self.transfers.bytes,
@@ -364,6 +476,26 @@ struct NativeSamples {
     burst: Vec<u128>,
     /// `Instant` read pairs, timed as the guest times its WASI clock's.
     clock: Vec<u128>,
+}
+
+impl NativeSamples {
+    /// The medians of each pattern, and of the clock read pairs.
+    fn medians(&self) -> (Pattern, u128) {
+        let pattern = Pattern {
+            alone: median(self.alone.clone()),
+            roundtrip: median(self.roundtrip.clone()),
+            burst: median(self.burst.clone()),
+        };
+        (pattern, median(self.clock.clone()))
+    }
+
+    /// Pools `other`'s samples into these.
+    fn append(&mut self, mut other: NativeSamples) {
+        self.alone.append(&mut other.alone);
+        self.roundtrip.append(&mut other.roundtrip);
+        self.burst.append(&mut other.burst);
+        self.clock.append(&mut other.clock);
+    }
 }
 
 /// `count` native launches of the empty kernel onto an idle stream (each timed alone, then
@@ -422,18 +554,25 @@ pub async fn guest_vs_native(
     let kernel = registry.kernel("noop")?;
     let buf = host.alloc(1024)?;
     let stream = host.stream()?;
-    // Warm up, then measure native half before and half after the guest, so neither side gets
-    // the machine in a better state.
     let mut warm_up = NativeSamples::default();
     native_pass(&stream, &kernel, &buf, samples / 10 + 1, &mut warm_up).await?;
-    let mut native = NativeSamples::default();
-    native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut native).await?;
     // Trusted and sandboxed passes in the order T S S T T S S T, each side the median of its
     // four: a drift of the machine across the passes (clocks, caches) then weighs on both sides
     // alike, where T then S put all of it on one, and one pass that lands badly (single passes
-    // moved the two sides' ratio 0.92-1.45 within one run) does not decide a side.
+    // moved the two sides' ratio 0.92-1.45 within one run) does not decide a side. A native
+    // pass runs just before each trusted one, and native's figures pool all four: each trusted
+    // pass is also compared with its own neighbour (`paired`), which tells a drift of the
+    // machine during the run (the pairs agree) from one that is the guest's (they do not).
     let (mut trusted, mut sandboxed) = (Vec::new(), Vec::new());
+    let mut native = NativeSamples::default();
+    let mut beside = Vec::new();
     for sandbox in [false, true, true, false, false, true, true, false] {
+        if !sandbox {
+            let mut pass = NativeSamples::default();
+            native_pass(&stream, &kernel, &buf, samples.div_ceil(2), &mut pass).await?;
+            beside.push(pass.medians());
+            native.append(pass);
+        }
         let pass = guest_pass(runtime, bench_guest, samples, sandbox).await?;
         if sandbox {
             &mut sandboxed
@@ -442,9 +581,9 @@ pub async fn guest_vs_native(
         }
         .push(pass);
     }
+    let paired = Paired::of(&trusted, &beside);
     let (trusted, sandboxed) = (GuestPass::middle(&trusted), GuestPass::middle(&sandboxed));
     let host_time = super::host_time::measure(runtime, bench_guest, samples).await?;
-    native_pass(&stream, &kernel, &buf, samples / 2, &mut native).await?;
     // The native side as `gpuhost bench` measures it (its HostBuffer and pageable rows).
     let copies = super::transfer::measure(host, &stream, trusted.transfer_bytes, TRANSFERS)?;
     let ns = |s: &super::stats::Summary| (s.median * 1e3) as u128;
@@ -456,21 +595,12 @@ pub async fn guest_vs_native(
         ns(&copies.upload_us_gpuhost),
         ns(&copies.download_us_gpuhost),
     );
-    let pattern = |alone, roundtrip, burst| Pattern {
-        alone,
-        roundtrip,
-        burst,
-    };
     let pageable_awaited = awaited_pageable_ns(host, &stream, trusted.transfer_bytes).await?;
     let memcpy = fresh_copy_ns(trusted.transfer_bytes);
     Ok(LaunchBench {
         samples,
         device: host.facts().name.clone(),
-        native: pattern(
-            median(native.alone),
-            median(native.roundtrip),
-            median(native.burst),
-        ),
+        native: native.medians().0,
         guest: trusted.launch,
         guest_bound: trusted.bound,
         guest_held: trusted.held,
@@ -478,6 +608,7 @@ pub async fn guest_vs_native(
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
         native_clock_ns: median(native.clock),
+        paired,
         guest_import_ns: trusted.import_ns,
         guest_build_ns: trusted.build_ns,
         transfers: Transfers {
@@ -726,6 +857,67 @@ async fn guest_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trusted pass whose three paths launch alone in `alone` ns and in bursts in `burst`.
+    fn pass(alone: u128, burst: u128, clock_ns: u128) -> GuestPass {
+        let p = Pattern {
+            alone,
+            roundtrip: 0,
+            burst,
+        };
+        GuestPass {
+            launch: p,
+            bound: p,
+            held: p,
+            clock_ns,
+            import_ns: 0,
+            build_ns: 0,
+            transfer: (0, 0),
+            first_writes: (0, 0),
+            transfer_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn each_trusted_pass_is_compared_with_the_native_pass_just_before_it() {
+        // The machine slows by half between the pairs; the guest costs 1.1x native in each.
+        let native = |alone, burst| {
+            (
+                Pattern {
+                    alone,
+                    roundtrip: 0,
+                    burst,
+                },
+                20,
+            )
+        };
+        let beside = [native(3_020, 1_000), native(4_520, 1_500)];
+        let trusted = [pass(3_420, 1_100, 120), pass(5_070, 1_650, 120)];
+        let paired = Paired::of(&trusted, &beside);
+        assert_eq!(paired.pairs, 2);
+        for s in paired.alone_net.iter().chain(&paired.burst) {
+            assert!((s.median - 1.1).abs() < 1e-9, "{paired:?}");
+            assert!((s.min - 1.1).abs() < 1e-9 && (s.max - 1.1).abs() < 1e-9);
+        }
+        let b = LaunchBench {
+            paired,
+            ..LaunchBench::default()
+        };
+        assert!(
+            b.markdown()
+                .contains("| bound launch | 1.10× (1.10–1.10) | 1.10× (1.10–1.10) |"),
+            "{}",
+            b.markdown()
+        );
+        assert!(b.json().contains("\"paired\":{\"pairs\":2,\"alone_net\":{\"launch\":{\"median\":1.100,\"min\":1.100,\"max\":1.100}"));
+    }
+
+    #[test]
+    fn a_spread_gives_the_middle_two_mean_for_an_even_count() {
+        let s = Spread::of(vec![1.3, 1.0, 1.2, 1.1]);
+        assert_eq!((s.min, s.max), (1.0, 1.3));
+        assert!((s.median - 1.15).abs() < 1e-9);
+    }
 
     #[test]
     fn lone_launches_are_compared_less_each_sides_own_clock_read_pair() {
