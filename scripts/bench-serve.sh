@@ -150,9 +150,11 @@ for c in (1, 16, 64):
           f"| {s[1]:.3f}/{s[2]:.3f} | {med(p for _, p in per):.2f} | {each} |")
 print(f"\nnon-200 or errors over all rounds: {bad}")
 sw = load("serve-swaps-c16.json")
-print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, every serve round's requests at that count)")
-print("| connections | setup | instantiate | sandbox (warm Store) | respond (handler start → head) | teardown |")
-print("|---|---|---|---|---|---|")
+print("\nserve: µs per request by phase (gpuhost_request_phase_seconds over the requests, every serve round's at that count;"
+      " setup, instantiate and sandbox of Stores made by requests that found no warm one; the warm_ phases, of Stores made"
+      " ahead, and teardown, follow a response)")
+print("| connections | setup | instantiate | sandbox | respond (handler start → head) | teardown | warm_setup | warm_instantiate | warm_sandbox |")
+print("|---|---|---|---|---|---|---|---|---|")
 for c in (1, 16, 64):
     m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
               (out / f"metrics-after-c{c}.txt").read_text())
