@@ -62,6 +62,19 @@ def means(function, before, after):
     return out
 
 
+DURATION = re.compile(r'^gpuhost_request_duration_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
+
+
+def duration_mean(function, before, after):
+    """Mean µs of `function`'s requests between the scrapes on the server's clock
+    (gpuhost_request_duration_seconds: arrival in the handler → response handed to hyper); NaN
+    when none ran."""
+    a, b = (scrape(t, DURATION, function, "function") for t in (after, before))
+    n = a.get((function, "count"), 0) - b.get((function, "count"), 0)
+    s = a.get((function, "sum"), 0) - b.get((function, "sum"), 0)
+    return s / n * 1e6 if n else float("nan")
+
+
 def warm_share(function, before, after):
     """The share of `function`'s requests between the scrapes that took a warm Store (NaN when
     none ran, or the server predates the metric)."""
