@@ -119,7 +119,7 @@ if command -v python3 > /dev/null; then
 import json, sys, pathlib, statistics
 out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 sys.path.insert(0, "scripts/lib")
-from phase_means import PHASES, call_means, means
+from phase_means import PHASES, call_means, duration_mean, means
 def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
@@ -150,13 +150,30 @@ for c in (1, 16, 64):
           f"| {s[1]:.3f}/{s[2]:.3f} | {med(p for _, p in per):.2f} | {each} |")
 print(f"\nnon-200 or errors over all rounds: {bad}")
 sw = load("serve-swaps-c16.json")
-print("\nserve: mean µs per request by phase (gpuhost_request_phase_seconds, every serve round's requests at that count)")
-print("| connections | setup | instantiate | sandbox (warm Store) | respond (handler start → head) | teardown |")
-print("|---|---|---|---|---|---|")
+print("\nserve: µs per request by phase (gpuhost_request_phase_seconds over the requests, every serve round's at that count;"
+      " setup, instantiate and sandbox of Stores made by requests that found no warm one; the warm_ phases, of Stores made"
+      " ahead, and teardown, follow a response)")
+print("| connections | setup | instantiate | sandbox | respond (handler start → head) | teardown | warm_setup | warm_instantiate | warm_sandbox |")
+print("|---|---|---|---|---|---|---|---|---|")
 for c in (1, 16, 64):
     m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
               (out / f"metrics-after-c{c}.txt").read_text())
     print(f"| {c} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
+print("\nserve: where a request's time goes, mean µs (client: oha's mean over the serve rounds; server: gpuhost_request_duration_seconds,"
+      " arrival in the handler → response handed to hyper; outside: the rest, i.e. the connection, epoll wake-up, hyper's read and write,"
+      " and time waiting for a worker; native's whole request beside it)")
+print("| connections | serve client | server | of which respond | outside the server's clock | native client |")
+print("|---|---|---|---|---|---|")
+for c in (1, 16, 64):
+    client = statistics.mean(json.loads((out / f"serve-c{c}-r{r}.json").read_text())["summary"]["average"]
+                             for r in range(1, rounds + 1)) * 1e6
+    nat = statistics.mean(json.loads((out / f"native-c{c}-r{r}.json").read_text())["summary"]["average"]
+                          for r in range(1, rounds + 1)) * 1e6
+    server = duration_mean("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
+                           (out / f"metrics-after-c{c}.txt").read_text())
+    m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
+              (out / f"metrics-after-c{c}.txt").read_text())
+    print(f"| {c} | {client:.1f} | {server:.1f} | {m['respond']:.1f} | {client - server:.1f} | {nat:.1f} |")
 print("\nserve: gpuhost:cuda host calls, per request × mean µs per call (gpuhost_host_call_seconds_total)")
 for c in (1, 16, 64):
     calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),

@@ -10,14 +10,19 @@ The one parser of those metrics: scripts/bench-serve.sh imports `means` and `cal
 scripts/probes/serve-phases.sh runs it as a command:
 
     python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt [--calls]
-    -> setup=12.3us instantiate=45.6us sandbox=20.1us respond=78.9us teardown=1.2us warm=0.98
+    -> setup=0.0us instantiate=0.0us sandbox=0.0us respond=78.9us teardown=1.2us
+       warm_setup=2.1us warm_instantiate=10.9us warm_sandbox=1.0us warm=0.98
     (--calls, then one line per call, the slowest in total first)
     ->     stream/stream.synchronize: 1.00 per request, mean 21.3us per call
 """
 import re
 import sys
 
-PHASES = ("setup", "instantiate", "sandbox", "respond", "teardown")
+# setup, instantiate and sandbox: a Store made by its request (no warm one was ready), on the
+# request's path; the warm_ ones: Stores made ahead (crate::warm), after an earlier request's
+# response. Servers before session 53 counted both under the first three.
+PHASES = ("setup", "instantiate", "sandbox", "respond", "teardown",
+          "warm_setup", "warm_instantiate", "warm_sandbox")
 SAMPLE = re.compile(r'^gpuhost_request_phase_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
 CALL = re.compile(r'^gpuhost_host_call(s|_seconds)_total\{([^}]*)\}\s+(\S+)')
 TAKE = re.compile(r'^gpuhost_function_warm_store_takes_(total)\{([^}]*)\}\s+(\S+)')
@@ -44,15 +49,30 @@ def totals(text, function):
 
 
 def means(function, before, after):
-    """phase -> mean µs per request between the scrapes `before` and `after` (texts); NaN for
-    a phase no request of the run reached."""
+    """phase -> µs per request between the scrapes `before` and `after` (texts): the phase's
+    time over the requests whose handler ran (the respond phase's count), so a phase only some
+    requests pass through (a Store made by a request that found no warm one) counts at its
+    share; NaN when no request ran."""
     a, b = totals(after, function), totals(before, function)
+    requests = a.get(("respond", "count"), 0) - b.get(("respond", "count"), 0)
     out = {}
     for p in PHASES:
-        n = a.get((p, "count"), 0) - b.get((p, "count"), 0)
         s = a.get((p, "sum"), 0) - b.get((p, "sum"), 0)
-        out[p] = s / n * 1e6 if n else float("nan")
+        out[p] = s / requests * 1e6 if requests else float("nan")
     return out
+
+
+DURATION = re.compile(r'^gpuhost_request_duration_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
+
+
+def duration_mean(function, before, after):
+    """Mean µs of `function`'s requests between the scrapes on the server's clock
+    (gpuhost_request_duration_seconds: arrival in the handler → response handed to hyper); NaN
+    when none ran."""
+    a, b = (scrape(t, DURATION, function, "function") for t in (after, before))
+    n = a.get((function, "count"), 0) - b.get((function, "count"), 0)
+    s = a.get((function, "sum"), 0) - b.get((function, "sum"), 0)
+    return s / n * 1e6 if n else float("nan")
 
 
 def warm_share(function, before, after):

@@ -28,7 +28,7 @@ use crate::deadline::{Deadline, Elapsed};
 use crate::engine::{FUEL_YIELD_INTERVAL, Meter, NoOutgoing, RequestState};
 use crate::failure::{Failed, GuestFailure, REQUEST_ID_HEADER, RequestId};
 use crate::function::Function;
-use crate::metrics::{Outcome, Phase};
+use crate::metrics::{Made, Outcome, Phase};
 use crate::server::Server;
 use crate::stderr::StderrTail;
 use crate::version::{Version, VersionGuard};
@@ -439,7 +439,8 @@ async fn run_guest<Held: Send + 'static>(
     let (mut store, proxy, stderr, store_slot) = match taken {
         Taken::Warm(w) => (w.store, Some(w.proxy), w.stderr, w.slot),
         Taken::Slot(slot) => {
-            let (store, stderr) = new_store(&version, slot_index, metrics).map_err(setup)?;
+            let (store, stderr) =
+                new_store(&version, slot_index, metrics, Made::ForRequest).map_err(setup)?;
             (store, None, stderr, slot)
         }
     };
@@ -479,7 +480,9 @@ async fn run_guest<Held: Send + 'static>(
                             metrics
                                 .phase(Phase::Instantiate, instantiating.elapsed().as_secs_f64());
                             if sandboxed {
-                                crate::warm::prepare_sandbox(&mut in_flight.store, &metrics).await;
+                                let store = &mut in_flight.store;
+                                crate::warm::prepare_sandbox(store, &metrics, Made::ForRequest)
+                                    .await;
                             }
                             p
                         }
@@ -564,11 +567,13 @@ async fn run_guest<Held: Send + 'static>(
 }
 
 /// A new Store for a request on device `device` of `version`: its WASI and CUDA contexts (with
-/// the device's bundle and sandbox pool), memory limits and fuel. Timed as the setup phase.
+/// the device's bundle and sandbox pool), memory limits and fuel. Timed as the setup phase
+/// (`made`'s: a warm Store's is `warm_setup`).
 pub(crate) fn new_store(
     version: &Version,
     device: usize,
     metrics: &Arc<crate::metrics::FunctionMetrics>,
+    made: Made,
 ) -> wasmtime::Result<(Store<RequestState>, StderrTail)> {
     let started = Instant::now();
     let slot = &version.devices[device];
@@ -608,7 +613,7 @@ pub(crate) fn new_store(
     store.limiter(|s| &mut s.store_limits);
     store.set_fuel(fuel.unwrap_or(u64::MAX))?;
     store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
-    metrics.phase(Phase::Setup, started.elapsed().as_secs_f64());
+    metrics.phase(made.phase(Phase::Setup), started.elapsed().as_secs_f64());
     Ok((store, stderr))
 }
 

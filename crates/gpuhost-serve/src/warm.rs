@@ -30,7 +30,7 @@ use wasmtime_wasi_http::p2::bindings::Proxy;
 
 use crate::engine::RequestState;
 use crate::invoke::GaugeHold;
-use crate::metrics::{FunctionMetrics, Phase};
+use crate::metrics::{FunctionMetrics, Made, Phase};
 use crate::version::{Version, VersionGuard};
 
 /// Warm Stores kept per device of a version at rest: enough for a burst of requests to find
@@ -275,18 +275,22 @@ async fn make_one(
     Some((ready, guard))
 }
 
-/// A new Store on device `device` with the component instantiated in it.
+/// A new Store on device `device` with the component instantiated in it, timed under the
+/// `warm_` phases: this work follows an earlier request's response, no request waits for it.
 async fn make(
     version: &Version,
     device: usize,
     metrics: &Arc<FunctionMetrics>,
 ) -> wasmtime::Result<(Store<RequestState>, Proxy, crate::stderr::StderrTail)> {
-    let (mut store, stderr) = crate::invoke::new_store(version, device, metrics)?;
+    let (mut store, stderr) = crate::invoke::new_store(version, device, metrics, Made::Ahead)?;
     let start = Instant::now();
     let proxy = version.pre.instantiate_async(&mut store).await?;
-    metrics.phase(Phase::Instantiate, start.elapsed().as_secs_f64());
+    metrics.phase(
+        Made::Ahead.phase(Phase::Instantiate),
+        start.elapsed().as_secs_f64(),
+    );
     if version.config.limits.sandbox {
-        prepare_sandbox(&mut store, metrics).await;
+        prepare_sandbox(&mut store, metrics, Made::Ahead).await;
     }
     Ok((store, proxy, stderr))
 }
@@ -298,11 +302,15 @@ async fn make(
 /// instead of making one in its first device call, which blocks its thread in the driver. On
 /// the H200 such makes, 14k in 10 s of swaps, each freed again past the pool's bound, drained
 /// swaps for seconds (bench/h200-runs/2026-12-03-s25/). A failure here is the guest's to see at
-/// that call, as without it.
-pub(crate) async fn prepare_sandbox(store: &mut Store<RequestState>, metrics: &FunctionMetrics) {
+/// that call, as without it. Timed as `made`'s sandbox phase.
+pub(crate) async fn prepare_sandbox(
+    store: &mut Store<RequestState>,
+    metrics: &FunctionMetrics,
+    made: Made,
+) {
     let start = Instant::now();
     match store.data_mut().cuda.prepare_sandbox_waiting().await {
-        Ok(()) => metrics.phase(Phase::Sandbox, start.elapsed().as_secs_f64()),
+        Ok(()) => metrics.phase(made.phase(Phase::Sandbox), start.elapsed().as_secs_f64()),
         Err(e) => {
             tracing::debug!(error = %e, "a Store's sandbox is left to its guest's first device call")
         }
