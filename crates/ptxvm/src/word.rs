@@ -1,6 +1,6 @@
 //! [`Str`], the syntax tree's name or word: a piece of the source text, or a string a pass
 //! made, in 16 bytes. `Cow<str>` took 24, and the tree holds one per name, guard, opcode,
-//! modifier and operand, so an instruction took 336 bytes where it now takes 256, and
+//! modifier and operand, so an instruction took 336 bytes where this makes it 256, and
 //! statements are moved and cloned by the thousand per module (loop versioning rebuilds
 //! bodies; issue #9's profile put memcpy at 6% of the rewrite).
 

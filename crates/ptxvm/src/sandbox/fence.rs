@@ -174,7 +174,7 @@ fn respace_each<'s, 'a>(
 
 /// [`respace_each`]'s modifiers, as an instruction's.
 /// Kept inline (a few): a list per fenced access was an allocation each.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 3> {
     let mut v = Small::new();
     respace_each(mods, sp, |m| {
         v.push(m.cloned().unwrap_or(Str::borrowed(sp)));
