@@ -36,7 +36,7 @@ fn drop_body(mut body: Vec<Stmt<'_>>, heap: &[u32]) {
     }
     for &k in heap {
         if let Some(s) = body.get_mut(k as usize) {
-            drop(std::mem::replace(s, Stmt::Label(Str::Borrowed(""), 0)));
+            drop(std::mem::replace(s, Stmt::Label(Str::borrowed(""), 0)));
         }
     }
     debug_assert!(

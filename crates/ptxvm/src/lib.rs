@@ -60,6 +60,7 @@ mod parse;
 pub mod sandbox;
 mod small;
 mod vm;
+mod word;
 
 pub use api::{
     AssertFailure, Fault, FaultKind, GlobalInfo, GlobalSpace, KernelInfo, Launch, LaunchStats,

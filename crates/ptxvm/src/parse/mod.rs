@@ -554,7 +554,7 @@ impl<'t, 's> Parser<'t, 's> {
                     if let Some(slot) = out.spare_capacity_mut().first_mut() {
                         slot.write(Stmt::Inst(Inst {
                             guard: None,
-                            opcode: Str::Borrowed(""),
+                            opcode: Str::borrowed(""),
                             op: None,
                             mods: Small::new(),
                             operands: Small::new(),

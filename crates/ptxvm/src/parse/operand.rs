@@ -18,10 +18,10 @@ impl<'s> Parser<'_, 's> {
         }
         let opcode = self.ident()?;
         // Over the empty opcode `stmts` made.
-        fill(&mut inst.opcode, Str::Borrowed(opcode));
+        fill(&mut inst.opcode, Str::borrowed(opcode));
         inst.op = Opcode::parse(opcode);
         while let Some(Tok::Dot(d)) = self.peek() {
-            fill(inst.mods.push_slot(), Str::Borrowed(d));
+            fill(inst.mods.push_slot(), Str::borrowed(d));
             self.i += 1;
         }
         if !self.eat_punct(';') {
@@ -50,7 +50,7 @@ impl<'s> Parser<'_, 's> {
         let tok = |k: usize| self.t.get(self.i + k).map(|t| &t.tok);
         let n = match tok(0) {
             Some(&Tok::Ident(s)) if s != "_" && matches!(tok(1), Some(Tok::Punct(',' | ';'))) => {
-                fill(slot, Operand::Name(Str::Borrowed(s)));
+                fill(slot, Operand::Name(Str::borrowed(s)));
                 1
             }
             Some(&Tok::Int(v)) => {
@@ -67,7 +67,7 @@ impl<'s> Parser<'_, 's> {
             }
             Some(Tok::Punct('[')) => match (tok(1), tok(2)) {
                 (Some(&Tok::Ident(s)), Some(Tok::Punct(']'))) => {
-                    fill(slot, Operand::Addr(Some(Str::Borrowed(s)), 0));
+                    fill(slot, Operand::Addr(Some(Str::borrowed(s)), 0));
                     3
                 }
                 _ => return false,
@@ -87,9 +87,9 @@ impl<'s> Parser<'_, 's> {
             && matches!(*d, "x" | "y" | "z" | "w")
         {
             self.i += 1;
-            return Ok(Str::Owned(format!("{n}.{d}")));
+            return Ok(Str::owned(format!("{n}.{d}")));
         }
-        Ok(Str::Borrowed(n))
+        Ok(Str::borrowed(n))
     }
 
     pub(super) fn operand(&mut self) -> R<Operand<'s>> {

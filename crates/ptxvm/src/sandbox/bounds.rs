@@ -515,7 +515,7 @@ impl<'m> super::rewrite::Fx<'_, 'm> {
             };
             match v {
                 Val::Int(s) => {
-                    let d = Operand::Name(Str::Borrowed(r));
+                    let d = Operand::Name(Str::borrowed(r));
                     self.emit(out, None, "mov", &[ty], &[d, imm(s.lo)]);
                 }
                 Val::Addr(var, Span { lo, .. }) => {

@@ -174,10 +174,10 @@ fn respace_each<'s, 'a>(
 
 /// [`respace_each`]'s modifiers, as an instruction's.
 /// Kept inline (a few): a list per fenced access was an allocation each.
-fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 4> {
+fn respace<'a>(mods: &[Str<'a>], sp: &'static str) -> Small<Str<'a>, 3> {
     let mut v = Small::new();
     respace_each(mods, sp, |m| {
-        v.push(m.cloned().unwrap_or(Str::Borrowed(sp)));
+        v.push(m.cloned().unwrap_or(Str::borrowed(sp)));
     });
     v
 }
@@ -518,7 +518,7 @@ impl<'m> Fx<'_, 'm> {
                 put(t, ", 0;\n");
             });
         }
-        let addr = Operand::Addr(Some(Str::Borrowed(aligned)), 0);
+        let addr = Operand::Addr(Some(Str::borrowed(aligned)), 0);
         let run = Some(("%__sbx_q".into(), false));
         self.access_at(out, i, at, "global", run, addr);
     }
@@ -746,7 +746,7 @@ mod tests {
     use super::*;
 
     fn s(v: &[&'static str]) -> Vec<Str<'static>> {
-        v.iter().map(|&x| Str::Borrowed(x)).collect()
+        v.iter().map(|&x| Str::borrowed(x)).collect()
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             m.guard,
-            Operand::Addr(Some(Str::Borrowed(&m.reg)), m.d),
+            Operand::Addr(Some(Str::borrowed(&m.reg)), m.d),
         );
         Ok(true)
     }
@@ -276,7 +276,7 @@ impl<'m> Fx<'_, 'm> {
             at,
             space,
             guard.clone(),
-            Operand::Addr(Some(Str::Borrowed(&reg)), off - lo),
+            Operand::Addr(Some(Str::borrowed(&reg)), off - lo),
         );
         let reg: std::rc::Rc<str> = reg.into();
         // Room for the run at once: grown member by member, the map rehashed as it went.

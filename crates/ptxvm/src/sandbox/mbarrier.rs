@@ -332,7 +332,7 @@ impl<'m> Fx<'_, 'm> {
             guard,
             "bra",
             &[],
-            &[Operand::Name(Str::Borrowed(label))],
+            &[Operand::Name(Str::borrowed(label))],
         );
     }
 

@@ -62,8 +62,8 @@ pub(crate) fn spelled(names: &[&'static str], prefix: &str, name: &str) -> Str<'
         .iter()
         .find(|n| n.len() == at + name.len() && n.get(at..) == Some(name))
     {
-        Some(n) => Str::Borrowed(n),
-        None => Str::Owned([prefix, name].concat()),
+        Some(n) => Str::borrowed(n),
+        None => Str::owned([prefix, name].concat()),
     }
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn call_param(k: usize) -> Str<'static> {
     ];
     NAMES.get(k).map_or_else(
         || format!("__gpuhost_sbx_c{k}").into(),
-        |n| Str::Borrowed(n),
+        |n| Str::borrowed(n),
     )
 }
 

@@ -494,7 +494,7 @@ impl<'m> Fx<'_, 'm> {
             let heads = ["mov.pred %__sbx_bp, ", "not.pred %__sbx_bp, "];
             ending_in(t, heads[usize::from(*neg)], g);
         });
-        let copy = (Str::Borrowed("%__sbx_bp"), false);
+        let copy = (Str::borrowed("%__sbx_bp"), false);
         let stop = self.label_number();
         self.count_down_then(Some(copy.clone()), weight, Some(stop), out);
         Some((copy, stop))

@@ -735,7 +735,7 @@ mod tests {
                 None => assert_eq!(i.opcode, "mov"),
             }
             if let Some(m) = i.mods.first_mut() {
-                *m = Str::Borrowed("u32");
+                *m = Str::borrowed("u32");
                 assert_eq!(super::spelled(src, &i.opcode, &i.mods), None);
             }
         }

@@ -523,7 +523,7 @@ impl<'m> Fx<'_, 'm> {
                     // check): its back-edges are counted here, ahead, by the check's bound.
                     let charged = &self.info.copies.charged;
                     if !charged.is_empty() && charged.contains(l.as_ref()) {
-                        let vt = Operand::Name(Str::Borrowed(super::version::VT));
+                        let vt = Operand::Name(Str::borrowed(super::version::VT));
                         let cnt = sreg("cnt");
                         self.emit(out, None, "sub", &["sat", "s32"], &[cnt.clone(), cnt, vt]);
                     }

@@ -263,10 +263,10 @@ fn new<const M: usize>(
     operands: [Operand<'static>; M],
 ) -> Stmt<'static> {
     Stmt::Inst(Inst {
-        guard: guard.map(|(g, n)| (Str::Borrowed(g), n)),
+        guard: guard.map(|(g, n)| (Str::borrowed(g), n)),
         opcode: op.into(),
         op: Opcode::parse(op),
-        mods: mods.iter().map(|&m| Str::Borrowed(m)).collect(),
+        mods: mods.iter().map(|&m| Str::borrowed(m)).collect(),
         operands: operands.into(),
         line,
     })
@@ -287,7 +287,7 @@ fn vd(k: u32) -> Operand<'static> {
         "%gpuhost_vd3",
     ];
     match NAMES.get(k as usize) {
-        Some(n) => Operand::Name(Str::Borrowed(n)),
+        Some(n) => Operand::Name(Str::borrowed(n)),
         None => Operand::Name(format!("{VD}{k}").into()),
     }
 }
@@ -300,7 +300,7 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
         Test::Ne => return until::check(p, n, line, out),
     };
     let (limit, step) = (p.limit.clone(), p.step.clone());
-    let vp = || Operand::Name(Str::Borrowed(VP));
+    let vp = || Operand::Name(Str::borrowed(VP));
     if p.bits == 32 {
         // Widened exactly (sign- or zero-extended): every sum below fits in 64 bits.
         let cvt: &[&str] = if signed {
@@ -428,7 +428,7 @@ fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
 
 /// `%gpuhost_vt`.
 fn vt() -> Operand<'static> {
-    Operand::Name(Str::Borrowed(VT))
+    Operand::Name(Str::borrowed(VT))
 }
 
 /// `%gpuhost_vt` := floor(log2 `step`), for [`estimate`]; `step` >= 1 wherever the check
@@ -616,7 +616,7 @@ mod tests {
         use std::collections::HashMap;
         const N: u32 = 16;
         let mut next = super::until::tests::xorshift(0x9e37_79b9_7f4a_7c15);
-        let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
+        let name = |n: &str| Operand::Name(Str::owned(n.to_string()));
         let mut passed = 0;
         for round in 0..40_000u64 {
             let bits = if round % 2 == 0 { 32 } else { 64 };

@@ -49,7 +49,7 @@ fn magnitude(k: i64, bits: u32) -> (u64, bool) {
 /// back-edges (the module's proof).
 pub(super) fn check(p: &Plan, n: u32, line: u32, out: &mut Vec<Stmt<'_>>) {
     let narrow = p.bits == 32;
-    let vp = || Operand::Name(super::Str::Borrowed(VP));
+    let vp = || Operand::Name(super::Str::borrowed(VP));
     let push2 = |out: &mut Vec<Stmt<'_>>, op, mods: &[&'static str], d, s| {
         out.push(new(line, None, op, mods, [d, s]));
     };
@@ -274,7 +274,7 @@ pub(super) mod tests {
         (v0, c, k): (u64, u64, u64),
         nested: bool,
     ) -> (bool, Option<u64>) {
-        let name = |n: &str| Operand::Name(Str::Owned(n.to_string()));
+        let name = |n: &str| Operand::Name(Str::owned(n.to_string()));
         let p = Plan {
             head: 0,
             back: 0,
