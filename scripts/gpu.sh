@@ -86,6 +86,8 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   fi
   cat "$out"/bench-1.md "$out"/bench-guest-1.md 2>/dev/null | grep -E '^\||rc=' | head -70
   grep -E 'rc=' "$out"/bench-2.md "$out"/bench-guest-2.md 2>/dev/null
+  # Each guest run's pass-by-pass ratios (how far one run's guest/native can move).
+  grep -h -A6 '^Each trusted pass' "$out"/bench-guest-*.md 2>/dev/null | grep -E '^\| (launch|bound)'
   tail -25 "$out/serve-bench.md" 2>/dev/null
   [ -z "${SANDBOX_ABLATE:-}" ] || tail -30 "$out/sandbox-ablate.md"
 fi
