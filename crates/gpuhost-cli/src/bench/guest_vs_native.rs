@@ -31,6 +31,7 @@ use anyhow::Result;
 use gpuhost_wasm::{CallObserver, Guest, Limits, RunOptions, RunOutcome, Runtime};
 
 use super::host_time::HostTime;
+use super::paired::{Paired, SandboxPaired};
 
 /// The empty kernel both sides launch (the guest embeds the same file).
 const NOOP_PTX: &str = include_str!("../../../../examples/guests/kernels/noop.ptx");
@@ -74,6 +75,8 @@ pub struct LaunchBench {
     pub native_clock_ns: u128,
     /// Each trusted pass against the native pass run just before it, by guest path.
     pub paired: Paired,
+    /// Each sandboxed pass against the trusted pass beside it.
+    pub sandbox_paired: SandboxPaired,
     /// Guest: the bare import round trip (`buffer.len`).
     pub guest_import_ns: u128,
     /// Guest: building the argument-list launch (gpuhost-guest's `Launch`), no host call.
@@ -105,111 +108,6 @@ pub struct Transfers {
     /// One core copying `bytes` into a freshly allocated `Vec`: what a lift of a `list<u8>`
     /// into a `Vec`, or the lowering of one into guest memory, costs beside the staging.
     pub memcpy: u128,
-}
-
-/// The median, least and greatest of a few per-pass ratios.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Spread {
-    /// The median (the mean of the middle two for an even count).
-    pub median: f64,
-    /// The least.
-    pub min: f64,
-    /// The greatest.
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(mut v: Vec<f64>) -> Spread {
-        v.sort_unstable_by(f64::total_cmp);
-        let n = v.len();
-        let median = match n {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        };
-        Spread {
-            median,
-            min: v.first().copied().unwrap_or(0.0),
-            max: v.last().copied().unwrap_or(0.0),
-        }
-    }
-
-    fn json(&self) -> String {
-        format!(
-            "{{\"median\":{:.3},\"min\":{:.3},\"max\":{:.3}}}",
-            self.median, self.min, self.max
-        )
-    }
-}
-
-/// Guest over native per pair of passes (a trusted pass and the native pass just before it),
-/// for each guest path: [argument list, bound, bound by its own enqueue].
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Paired {
-    /// Pairs compared.
-    pub pairs: usize,
-    /// A lone launch, each side less its own clock read pair.
-    pub alone_net: [Spread; 3],
-    /// A launch within a burst.
-    pub burst: [Spread; 3],
-}
-
-impl Paired {
-    /// `trusted[i]` against `beside[i]` (native's pattern medians and clock pair).
-    fn of(trusted: &[GuestPass], beside: &[(Pattern, u128)]) -> Paired {
-        let pairs = || trusted.iter().zip(beside);
-        let spread = |f: &dyn Fn(&GuestPass, &(Pattern, u128)) -> f64| {
-            Spread::of(pairs().map(|(g, n)| f(g, n)).collect())
-        };
-        let path = |p: &GuestPass, i: usize| [p.launch, p.bound, p.held][i];
-        let alone_net = [0, 1, 2].map(|i| {
-            spread(&|g, (n, clock)| {
-                ratio(
-                    path(g, i).alone.saturating_sub(g.clock_ns),
-                    n.alone.saturating_sub(*clock),
-                )
-            })
-        });
-        let burst = [0, 1, 2].map(|i| spread(&|g, (n, _)| ratio(path(g, i).burst, n.burst)));
-        Paired {
-            pairs: pairs().count(),
-            alone_net,
-            burst,
-        }
-    }
-
-    fn markdown(&self, names: [&str; 3]) -> String {
-        let mut s = format!(
-            "Each trusted pass against the native pass run just before it ({} pairs), guest / native: median (least–greatest):\n\n| path | alone, each side less its clock read pair | in bursts of {BURST} |\n|---|---|---|\n",
-            self.pairs
-        );
-        let cell = |x: &Spread| format!("{:.2}× ({:.2}–{:.2})", x.median, x.min, x.max);
-        for (i, name) in names.iter().enumerate() {
-            s += &format!(
-                "| {name} | {} | {} |\n",
-                cell(&self.alone_net[i]),
-                cell(&self.burst[i])
-            );
-        }
-        s
-    }
-
-    fn json(&self) -> String {
-        let three = |x: &[Spread; 3]| {
-            format!(
-                "{{\"launch\":{},\"bound\":{},\"held\":{}}}",
-                x[0].json(),
-                x[1].json(),
-                x[2].json()
-            )
-        };
-        format!(
-            "{{\"pairs\":{},\"alone_net\":{},\"burst\":{}}}",
-            self.pairs,
-            three(&self.alone_net),
-            three(&self.burst)
-        )
-    }
 }
 
 impl Transfers {
@@ -298,7 +196,7 @@ pub(super) fn median(mut v: Vec<u128>) -> u128 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-fn ratio(guest: u128, native: u128) -> f64 {
+pub(super) fn ratio(guest: u128, native: u128) -> f64 {
     guest as f64 / native.max(1) as f64
 }
 
@@ -384,6 +282,8 @@ impl LaunchBench {
             ["trusted guest", "sandboxed guest", "sandboxed / trusted"],
             self.sandbox_rows(),
         );
+        s += "\n";
+        s += &self.sandbox_paired.markdown();
         s += &format!(
             "\nguest clock read pair {} ns (native {} ns), bare import round trip {} ns, building a Launch (no call) {} ns\n\n",
             self.guest_clock_ns, self.native_clock_ns, self.guest_import_ns, self.guest_build_ns
@@ -418,7 +318,7 @@ impl LaunchBench {
             )
         };
         format!(
-            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"native_clock_ns\":{},\"alone_net_ratio\":{{\"launch\":{:.3},\"bound\":{:.3},\"held\":{:.3}}},\"paired\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
+            "{{\"device\":{:?},\"samples\":{},\"burst\":{BURST},\"native\":{},\"guest\":{},\"guest_bound\":{},\"guest_held\":{},\"sandboxed\":{},\"sandboxed_bound\":{},\"guest_clock_ns\":{},\"native_clock_ns\":{},\"alone_net_ratio\":{{\"launch\":{:.3},\"bound\":{:.3},\"held\":{:.3}}},\"paired\":{},\"sandbox_paired\":{},\"guest_import_ns\":{},\"guest_build_ns\":{},\"transfer_bytes\":{},\"pinned_ns\":[{},{}],\"pageable_ns\":[{},{}],\"pageable_awaited_ns\":[{},{}],\"guest_transfer_ns\":[{},{}],\"guest_first_writes_ns\":[{},{}],\"guest_stream_read_ns\":{},\"memcpy_ns\":{},\"host_time\":{}}}",
             self.device,
             self.samples,
             pattern(self.native, self.native),
@@ -433,6 +333,7 @@ impl LaunchBench {
             net[1],
             net[2],
             self.paired.json(),
+            self.sandbox_paired.json(),
             self.guest_import_ns,
             self.guest_build_ns,
             self.transfers.bytes,
@@ -582,6 +483,7 @@ pub async fn guest_vs_native(
         .push(pass);
     }
     let paired = Paired::of(&trusted, &beside);
+    let sandbox_paired = SandboxPaired::of(&trusted, &sandboxed);
     let (trusted, sandboxed) = (GuestPass::middle(&trusted), GuestPass::middle(&sandboxed));
     let host_time = super::host_time::measure(runtime, bench_guest, samples).await?;
     // The native side as `gpuhost bench` measures it (its HostBuffer and pageable rows).
@@ -609,6 +511,7 @@ pub async fn guest_vs_native(
         guest_clock_ns: trusted.clock_ns,
         native_clock_ns: median(native.clock),
         paired,
+        sandbox_paired,
         guest_import_ns: trusted.import_ns,
         guest_build_ns: trusted.build_ns,
         transfers: Transfers {
@@ -683,16 +586,16 @@ fn fresh_copy_ns(bytes: usize) -> u128 {
 }
 
 /// What one run of the bench guest measured.
-struct GuestPass {
-    launch: Pattern,
-    bound: Pattern,
-    held: Pattern,
-    clock_ns: u128,
-    import_ns: u128,
-    build_ns: u128,
-    transfer: (u128, u128),
-    first_writes: (u128, u128),
-    transfer_bytes: usize,
+pub(super) struct GuestPass {
+    pub(super) launch: Pattern,
+    pub(super) bound: Pattern,
+    pub(super) held: Pattern,
+    pub(super) clock_ns: u128,
+    pub(super) import_ns: u128,
+    pub(super) build_ns: u128,
+    pub(super) transfer: (u128, u128),
+    pub(super) first_writes: (u128, u128),
+    pub(super) transfer_bytes: usize,
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -878,6 +781,13 @@ mod tests {
         }
     }
 
+    /// Asserts that `b`'s markdown has `row` and its JSON has `json`.
+    fn shows(b: &LaunchBench, row: &str, json: &str) {
+        let (md, js) = (b.markdown(), b.json());
+        assert!(md.contains(row), "no {row:?} in {md}");
+        assert!(js.contains(json), "no {json:?} in {js}");
+    }
+
     #[test]
     fn each_trusted_pass_is_compared_with_the_native_pass_just_before_it() {
         // The machine slows by half between the pairs; the guest costs 1.1x native in each.
@@ -899,24 +809,36 @@ mod tests {
             assert!((s.median - 1.1).abs() < 1e-9, "{paired:?}");
             assert!((s.min - 1.1).abs() < 1e-9 && (s.max - 1.1).abs() < 1e-9);
         }
-        let b = LaunchBench {
-            paired,
-            ..LaunchBench::default()
-        };
-        assert!(
-            b.markdown()
-                .contains("| bound launch | 1.10× (1.10–1.10) | 1.10× (1.10–1.10) |"),
-            "{}",
-            b.markdown()
+        shows(
+            &LaunchBench {
+                paired,
+                ..LaunchBench::default()
+            },
+            "| bound launch | 1.10× (1.10–1.10) | 1.10× (1.10–1.10) |",
+            "\"paired\":{\"pairs\":2,\"alone_net\":{\"launch\":{\"median\":1.100,\"min\":1.100,\"max\":1.100}",
         );
-        assert!(b.json().contains("\"paired\":{\"pairs\":2,\"alone_net\":{\"launch\":{\"median\":1.100,\"min\":1.100,\"max\":1.100}"));
     }
 
     #[test]
-    fn a_spread_gives_the_middle_two_mean_for_an_even_count() {
-        let s = Spread::of(vec![1.3, 1.0, 1.2, 1.1]);
-        assert_eq!((s.min, s.max), (1.0, 1.3));
-        assert!((s.median - 1.15).abs() < 1e-9);
+    fn each_sandboxed_pass_is_compared_with_the_trusted_pass_beside_it() {
+        // Two pairs on a machine that slows by half between them; the sandbox costs 1.05x in
+        // a lone launch, 1.2x in bursts, in each pair.
+        let sandboxed = [pass(3_270, 1_200, 120), pass(4_845, 1_800, 120)];
+        let trusted = [pass(3_120, 1_000, 120), pass(4_620, 1_500, 120)];
+        let paired = SandboxPaired::of(&trusted, &sandboxed);
+        assert_eq!(paired.pairs, 2);
+        assert!((paired.alone_net.median - 1.05).abs() < 1e-9, "{paired:?}");
+        assert!(
+            (paired.burst.max - 1.2).abs() < 1e-9 && (paired.bound_burst.min - 1.2).abs() < 1e-9
+        );
+        shows(
+            &LaunchBench {
+                sandbox_paired: paired,
+                ..LaunchBench::default()
+            },
+            "| 1.05× (1.05–1.05) | 1.20× (1.20–1.20) | 1.20× (1.20–1.20) |",
+            "\"sandbox_paired\":{\"pairs\":2,\"alone_net\":{\"median\":1.050",
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod guest;
 mod guest_vs_native;
 mod host_time;
 mod native_http;
+mod paired;
 mod raw;
 mod stats;
 mod swap;

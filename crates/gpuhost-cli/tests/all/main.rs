@@ -129,6 +129,7 @@ fn bench_guest_measures_launches_and_64_mib_transfers_on_both_sides() {
         "| bound launch by its own enqueue, alone on an idle stream |",
         "Alone on an idle stream, each side less its own clock read pair",
         "Each trusted pass against the native pass run just before it (4 pairs)",
+        "Each sandboxed pass against the trusted pass beside it (4 pairs)",
         "| the same, on the guests' executor |",
     ] {
         assert!(stdout.contains(row), "no {row:?} in:\n{stdout}");
