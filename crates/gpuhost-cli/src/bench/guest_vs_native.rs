@@ -499,17 +499,18 @@ pub async fn guest_vs_native(
     );
     let pageable_awaited = awaited_pageable_ns(host, &stream, trusted.transfer_bytes).await?;
     let memcpy = fresh_copy_ns(trusted.transfer_bytes);
+    let (native, native_clock_ns) = native.medians();
     Ok(LaunchBench {
         samples,
         device: host.facts().name.clone(),
-        native: native.medians().0,
+        native,
         guest: trusted.launch,
         guest_bound: trusted.bound,
         guest_held: trusted.held,
         sandboxed: sandboxed.launch,
         sandboxed_bound: sandboxed.bound,
         guest_clock_ns: trusted.clock_ns,
-        native_clock_ns: median(native.clock),
+        native_clock_ns,
         paired,
         sandbox_paired,
         guest_import_ns: trusted.import_ns,

@@ -33,6 +33,11 @@ impl Spread {
         }
     }
 
+    /// A table cell: `1.10× (1.05–1.20)`.
+    fn cell(&self) -> String {
+        format!("{:.2}× ({:.2}–{:.2})", self.median, self.min, self.max)
+    }
+
     fn json(&self) -> String {
         format!(
             "{{\"median\":{:.3},\"min\":{:.3},\"max\":{:.3}}}",
@@ -82,12 +87,11 @@ impl Paired {
             "Each trusted pass against the native pass run just before it ({} pairs), guest / native: median (least–greatest):\n\n| path | alone, each side less its clock read pair | in bursts of {BURST} |\n|---|---|---|\n",
             self.pairs
         );
-        let cell = |x: &Spread| format!("{:.2}× ({:.2}–{:.2})", x.median, x.min, x.max);
         for (i, name) in names.iter().enumerate() {
             s += &format!(
                 "| {name} | {} | {} |\n",
-                cell(&self.alone_net[i]),
-                cell(&self.burst[i])
+                self.alone_net[i].cell(),
+                self.burst[i].cell()
             );
         }
         s
@@ -146,13 +150,12 @@ impl SandboxPaired {
     }
 
     pub(super) fn markdown(&self) -> String {
-        let cell = |x: &Spread| format!("{:.2}× ({:.2}–{:.2})", x.median, x.min, x.max);
         format!(
             "Each sandboxed pass against the trusted pass beside it ({} pairs), sandboxed / trusted: median (least–greatest):\n\n| launch alone, less its clock read pair | launch, in bursts of {BURST} | bound launch, in bursts of {BURST} |\n|---|---|---|\n| {} | {} | {} |\n",
             self.pairs,
-            cell(&self.alone_net),
-            cell(&self.burst),
-            cell(&self.bound_burst)
+            self.alone_net.cell(),
+            self.burst.cell(),
+            self.bound_burst.cell()
         )
     }
 
