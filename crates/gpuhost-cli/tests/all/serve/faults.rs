@@ -165,6 +165,14 @@ fn a_kernel_fault_that_poisons_the_device_turns_liveness_false_so_the_process_is
     assert_eq!(server.get("/v2/health/live").status, 200);
 }
 
+/// Stores set up for function `f`: for a request (a miss) or ahead of one (a warm Store).
+fn stores_set_up(m: &super::Metrics, f: (&str, &str)) -> f64 {
+    ["setup", "warm_setup"]
+        .map(|p| m.sum("gpuhost_request_phase_seconds_count", &[f, ("phase", p)]))
+        .iter()
+        .sum()
+}
+
 #[test]
 fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
     let repo = misbehave_repo("fresh", "");
@@ -185,11 +193,7 @@ fn every_request_runs_in_a_fresh_instance_even_when_its_store_was_made_ahead() {
     // found none ready (each such miss deepens the spares by one).
     let m = server.metrics();
     let f = ("function", "misbehave");
-    // Set up for a request (a miss) or ahead of one (a warm Store).
-    let stores = ["setup", "warm_setup"]
-        .map(|p| m.sum("gpuhost_request_phase_seconds_count", &[f, ("phase", p)]))
-        .iter()
-        .sum::<f64>();
+    let stores = stores_set_up(&m, f);
     let misses = m.sum(
         "gpuhost_function_warm_store_takes_total",
         &[f, ("result", "miss")],
@@ -231,14 +235,7 @@ fn warm_stores_grow_by_one_per_request_that_found_none_and_shrink_back_to_four_o
     // depth (with a fixed depth of four: 4 + misses + 4). Counted, so however soon they shrink.
     let depth = (4.0 + misses).min(16.0);
     let expected = 4.0 + misses + depth;
-    // Set up for a request (a miss) or ahead of one (a warm Store).
-    let setups = |server: &Server| {
-        let m = server.metrics();
-        ["setup", "warm_setup"]
-            .map(|p| m.sum("gpuhost_request_phase_seconds_count", &[f, ("phase", p)]))
-            .iter()
-            .sum::<f64>()
-    };
+    let setups = |server: &Server| stores_set_up(&server.metrics(), f);
     assert!(
         eventually(Duration::from_secs(20), || setups(&server) == expected),
         "{} Stores set up after {misses} misses, not {expected}",
