@@ -16,7 +16,8 @@ use anyhow::{Result, bail};
 use gpuhost::{Arg, GraphLaunch, KernelGraph, LaunchConfig, ModuleImage, ModuleSource, Registry};
 use gpuhost_wasm::{Guest, Limits, Runtime};
 
-use super::guest_vs_native::{BURST, median, run_bench_guest};
+use super::guest_pass::run_bench_guest;
+use super::guest_vs_native::{BURST, median};
 use super::raw::Raw;
 
 /// The empty kernel every row launches (the guest embeds the same file).

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::Result;
 use gpuhost_wasm::{CallObserver, Guest, HostCall, Limits, Runtime};
 
-use super::guest_vs_native::{BURST, median, run_bench_guest};
+use super::guest_pass::run_bench_guest;
+use super::guest_vs_native::{BURST, median};
 
 /// Each `stream.launch` and `stream.enqueue` call's time inside the host, in call order.
 #[derive(Default)]

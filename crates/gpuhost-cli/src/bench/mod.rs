@@ -8,6 +8,7 @@ mod arena;
 mod awaits;
 mod bursts;
 mod guest;
+mod guest_pass;
 mod guest_vs_native;
 mod host_time;
 mod native_http;

@@ -4,7 +4,8 @@
 //! medians (guest_vs_native.rs's tables) hide how far single passes move; these show it, and so
 //! tell a drift of the machine that both sides share from a cost of one side.
 
-use super::guest_vs_native::{BURST, GuestPass, Pattern, ratio};
+use super::guest_pass::GuestPass;
+use super::guest_vs_native::{BURST, Pattern, ratio};
 
 /// The median, least and greatest of a few per-pass ratios.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
