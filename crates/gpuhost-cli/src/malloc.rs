@@ -88,25 +88,13 @@ mod tests {
 
     /// jemalloc's size_t option `name` (a NUL-terminated `opt.*` name), as the process runs it.
     fn jemalloc_opt(name: &[u8]) -> usize {
-        // SAFETY: jemalloc's `mallctl` as jemalloc.h declares it, exported by the binary's
-        // jemalloc (tikv-jemalloc-sys, linked for the global allocator) under its `_rjem_` prefix.
-        unsafe extern "C" {
-            #[link_name = "_rjem_mallctl"]
-            fn mallctl(
-                name: *const libc::c_char,
-                oldp: *mut libc::c_void,
-                oldlenp: *mut libc::size_t,
-                newp: *mut libc::c_void,
-                newlen: libc::size_t,
-            ) -> libc::c_int;
-        }
         assert_eq!(name.last(), Some(&0), "a C string");
         let mut value: usize = 0;
         let mut len = std::mem::size_of::<usize>();
         // SAFETY: `name` is NUL-terminated; `value` and `len` are ours and `len` is `value`'s
         // size, which is what mallctl writes for a size_t option; nothing is written (newp null).
         let rc = unsafe {
-            mallctl(
+            tikv_jemalloc_sys::mallctl(
                 name.as_ptr().cast(),
                 (&mut value as *mut usize).cast(),
                 &mut len,
