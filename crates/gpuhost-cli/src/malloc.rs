@@ -33,19 +33,15 @@
 /// thread). Without it, each 64 MiB guest read's fresh `Vec` took its 16 384 page faults again,
 /// and the read ran at half its speed (3.2 against 6.4 GB/s on the H200, session 25); with
 /// ordinary arenas for such blocks instead (`oversize_threshold:0`) a block was reused only by
-/// the thread that freed it. Each thread's cache of freed small blocks is garbage-collected
-/// (its unused blocks flushed back to their arenas) every 4 MiB the thread allocates, not every
-/// 64 KiB (jemalloc's default): a serve request makes a few hundred blocks, so by default a
-/// worker ran a collection every few requests and flushed blocks it would soon take again, many
-/// to another thread's arena (a Store is made on one worker and dropped on another). Under
-/// callgrind (http-stamp trusted, one connection, unpaced) that was ~9k of a request's ~194k
-/// busy instructions; collecting every 4 MiB, ~185k. Each bin's cache stays bounded as before;
-/// only its unused blocks are kept longer. `MALLOC_CONF` is read after this and overrides it.
+/// the thread that freed it. jemalloc's other options are its defaults: collecting each thread's
+/// cache of small blocks every 4 MiB allocated instead of every 64 KiB cut a serve request's
+/// busy instructions by 5% under callgrind, but on an H100 host it moved neither req/s nor CPU
+/// per request (bench/RESULTS.md, session 55), so it was taken out again. `MALLOC_CONF` is read
+/// after this and overrides it.
 // SAFETY: jemalloc (built with the `_rjem_` prefix by tikv-jemalloc-sys) reads this symbol as its
 // `const char *malloc_conf`: a pointer to a NUL-terminated string that lives forever, as this is.
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static JEMALLOC_CONF: &[u8; 77] =
-    b"background_thread:true,max_background_threads:1,tcache_gc_incr_bytes:4194304\0";
+static JEMALLOC_CONF: &[u8; 48] = b"background_thread:true,max_background_threads:1\0";
 
 /// Applies the policy unless the user chose their own.
 pub fn tune() {
@@ -107,11 +103,11 @@ mod tests {
     }
 
     #[test]
-    fn jemalloc_garbage_collects_a_threads_cache_every_4_mib_allocated_not_every_64_kib() {
+    fn jemalloc_runs_the_one_background_thread_that_jemalloc_conf_asks_for() {
         assert_eq!(
-            jemalloc_opt(b"opt.tcache_gc_incr_bytes\0"),
-            4 << 20,
-            "JEMALLOC_CONF's tcache_gc_incr_bytes is not in effect"
+            jemalloc_opt(b"opt.max_background_threads\0"),
+            1,
+            "JEMALLOC_CONF's max_background_threads is not in effect"
         );
     }
 
