@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# NOT RUN in session 54: from 13:19 to 14:56 UTC eight starts failed (seven more calls were refused) and
-# the budget ran out. Rebuild its pack as below and run it on the next lease.
+# RAN in session 55 (15:24 UTC, an H100 lease, the pack at 3f32e86 as below): its logs are in
+# bench/h200-runs/2026-12-07-s55/call1/ and its results in bench/RESULTS.md, session 55.
 # Session 54's GPU call (~4.5 min; the budget was short after failed starts). Pack at 3f32e86:
 #   PACK_SUITES=" " bash scripts/gpu-pack.sh; then, built from the same tree, gpuhost-A (3f32e86
 #   with malloc.rs's JEMALLOC_CONF as before 4ef1d04: no tcache_gc_incr_bytes) and gpuhost-C
