@@ -119,7 +119,7 @@ if command -v python3 > /dev/null; then
 import json, sys, pathlib, statistics
 out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 sys.path.insert(0, "scripts/lib")
-from phase_means import PHASES, call_means, duration_mean, means
+from phase_means import PHASES, call_means, duration_mean, means, quantiles
 def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
@@ -179,6 +179,15 @@ for c in (1, 16, 64):
     calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
                        (out / f"metrics-after-c{c}.txt").read_text())
     print(f"- c={c}: " + ", ".join(f"{k} {n:.2f}×{us:.1f}" for k, n, us in calls))
+print("\nserve: the spread, µs p50 / p90 / p99 (interpolated in the histograms' buckets, as Prometheus's histogram_quantile;"
+      " respond: gpuhost_request_phase_seconds; each call: gpuhost_host_call_duration_seconds)")
+for c in (1, 16, 64):
+    before = (out / f"metrics-before-c{c}.txt").read_text()
+    after = (out / f"metrics-after-c{c}.txt").read_text()
+    rows = [("respond", quantiles("gpuhost_request_phase_seconds", "stamp", "phase", "respond", before, after))]
+    for k, _, _ in call_means("stamp", before, after):
+        rows.append((k, quantiles("gpuhost_host_call_duration_seconds", "stamp", "call", k, before, after)))
+    print(f"- c={c}: " + ", ".join(f"{k} " + "/".join(f"{v:.1f}" for v in qs) for k, qs in rows))
 print(f"\nswaps under load (c=16): {sw[0]:.0f} req/s, p99 {sw[2]:.3f} ms vs steady {steady_p99[16]:.3f} ms "
       f"(median of the rounds; {ratio(sw[2], steady_p99[16]):.2f}x), non-200 or errors: {sw[3]}")
 PY

@@ -3,8 +3,11 @@
 scrapes of gpuhost_request_phase_seconds (a histogram: _sum and _count per function and phase)
 taken before and after a run, so only that run's requests count; and, from the same scrapes,
 each gpuhost:cuda host call's count per request and mean microseconds per call
-(gpuhost_host_calls_total and gpuhost_host_call_seconds_total by function and call), and the
-share of requests that found a warm Store ready (gpuhost_function_warm_store_takes_total).
+(gpuhost_host_calls_total and gpuhost_host_call_seconds_total by function and call), the
+share of requests that found a warm Store ready (gpuhost_function_warm_store_takes_total), and
+the quantiles of a phase or a call between the scrapes, from the buckets of its histogram
+(gpuhost_request_phase_seconds, gpuhost_host_call_duration_seconds), interpolated as
+Prometheus's histogram_quantile does.
 
 The one parser of those metrics: scripts/bench-serve.sh imports `means` and `call_means`,
 scripts/probes/serve-phases.sh runs it as a command:
@@ -12,8 +15,10 @@ scripts/probes/serve-phases.sh runs it as a command:
     python3 scripts/lib/phase_means.py FUNCTION BEFORE.txt AFTER.txt [--calls]
     -> setup=0.0us instantiate=0.0us sandbox=0.0us respond=78.9us teardown=1.2us
        warm_setup=2.1us warm_instantiate=10.9us warm_sandbox=1.0us warm=0.98
-    (--calls, then one line per call, the slowest in total first)
-    ->     stream/stream.synchronize: 1.00 per request, mean 21.3us per call
+    (--calls: then the respond phase's quantiles, and one line per call, the slowest in total
+    first, its quantiles where the server has gpuhost_host_call_duration_seconds, else n/a)
+    ->     respond p50/p90/p99 42.6/98.1/469.3us
+    ->     stream/stream.synchronize: 1.00 per request, mean 21.3us per call, p50/p90/p99 ...
 """
 import re
 import sys
@@ -107,6 +112,48 @@ def call_means(function, before, after):
     return out
 
 
+BUCKET = re.compile(r'^(gpuhost_\w+)_bucket\{([^}]*)\}\s+(\S+)')
+
+
+def buckets(text, metric, function, key, value):
+    """[(upper bound in s, cumulative count)] of `metric`'s series of `function` whose label
+    `key` is `value`, in one scrape, ascending (+Inf as inf)."""
+    got = []
+    for line in text.splitlines():
+        m = BUCKET.match(line)
+        if not m or m.group(1) != metric:
+            continue
+        labels = dict(LABEL.findall(m.group(2)))
+        if labels.get("function") == function and labels.get(key) == value:
+            got.append((float(labels["le"]), float(m.group(3))))
+    return sorted(got)
+
+
+def quantiles(metric, function, key, value, before, after, qs=(0.5, 0.9, 0.99)):
+    """µs at each quantile of `qs` of the observations between the scrapes, interpolated
+    linearly within the bucket the quantile falls in (the first bucket from 0); the highest
+    finite bound where it falls in +Inf; NaN when there were none."""
+    b = dict(buckets(before, metric, function, key, value))
+    rows = [(le, n - b.get(le, 0)) for le, n in buckets(after, metric, function, key, value)]
+    total = rows[-1][1] if rows else 0
+    out = []
+    for q in qs:
+        if not total:
+            out.append(float("nan"))
+            continue
+        rank, low, below = q * total, 0.0, 0.0
+        for le, n in rows:
+            if n >= rank:
+                if le == float("inf"):
+                    out.append(low * 1e6)
+                else:
+                    share = (rank - below) / (n - below) if n > below else 1.0
+                    out.append((low + (le - low) * share) * 1e6)
+                break
+            low, below = le, n
+    return out
+
+
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--calls"]
     if len(args) != 3:
@@ -121,5 +168,13 @@ if __name__ == "__main__":
     print(" ".join(f"{p}=" + ("n/a" if v != v else f"{v:.1f}us") for p, v in got.items())
           + " warm=" + ("n/a" if warm != warm else f"{warm:.2f}"))
     if "--calls" in sys.argv:
+        def spread(qs):
+            return "/".join("n/a" if v != v else f"{v:.1f}" for v in qs) + "us"
+        respond = quantiles("gpuhost_request_phase_seconds", function, "phase", "respond",
+                            before, after)
+        print(f"    respond p50/p90/p99 {spread(respond)}")
         for call, per_request, mean in call_means(function, before, after):
-            print(f"    {call}: {per_request:.2f} per request, mean {mean:.1f}us per call")
+            qs = quantiles("gpuhost_host_call_duration_seconds", function, "call", call,
+                           before, after)
+            print(f"    {call}: {per_request:.2f} per request, mean {mean:.1f}us per call,"
+                  f" p50/p90/p99 {spread(qs)}")

@@ -2,7 +2,8 @@
 //! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
 //! Per function: requests by outcome, latency, queue-time and request-phase histograms, running
 //! and queued requests, requests whose body is still arriving, GPU memory held by its requests,
-//! kernel launches, swaps, the serving version, log lines held back. Per device (read from
+//! kernel launches, gpuhost:cuda host calls (counts, seconds and their spread: metrics/calls.rs),
+//! swaps, the serving version, log lines held back. Per device (read from
 //! gpuhost's `HostStats` at scrape time): launches, launch batches a request completed on its own
 //! thread (the rest waited for the completion thread), live modules and buffers, context losses,
 //! memory in use. Server-wide: open connections, those refused for their client's cap and those
@@ -16,8 +17,7 @@
 //! `gpuhost_requests_queued`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -26,7 +26,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 
+mod calls;
 mod histogram;
+pub(crate) use calls::CallCounters;
 use histogram::{SecondsCounter, SecondsHistogram};
 
 use crate::version::SandboxTakes;
@@ -282,6 +284,7 @@ pub struct Metrics {
     swaps: Family<OutcomeLabels, Counter>,
     host_calls: Family<CallLabels, Counter>,
     host_call_seconds: Family<CallLabels, SecondsCounter>,
+    host_call_duration: Family<CallLabels, SecondsHistogram, fn() -> SecondsHistogram>,
     log_suppressed: Family<FunctionLabel, Counter>,
     retired: Gauge,
     /// Connections open now (`connections_open`), counted by the accept loop.
@@ -379,39 +382,6 @@ impl<const N: usize> ScrapedTotals<N> {
     }
 }
 
-/// `host_calls_total{call}` and `host_call_seconds_total{call}` of one function, by
-/// `HostCall as usize`; each pair is made at the call's first use (a function makes a few of
-/// the calls, and every pair made is a series on /metrics), after that one call costs three
-/// atomic operations and no label work.
-pub(crate) struct CallCounters {
-    function: String,
-    metrics: Arc<Metrics>,
-    by_call: Vec<OnceLock<(Counter, SecondsCounter)>>,
-}
-
-impl gpuhost_wasm::CallObserver for CallCounters {
-    fn observe(&self, call: gpuhost_wasm::HostCall, elapsed: Duration) {
-        let Some(slot) = self.by_call.get(call as usize) else {
-            return;
-        };
-        let pair = match slot.get() {
-            Some(pair) => pair,
-            None => slot.get_or_init(|| {
-                let labels = CallLabels {
-                    function: self.function.clone(),
-                    call: call.name().to_string(),
-                };
-                (
-                    self.metrics.host_calls.get_or_create_owned(&labels),
-                    self.metrics.host_call_seconds.get_or_create_owned(&labels),
-                )
-            }),
-        };
-        pair.0.inc();
-        pair.1.add(elapsed);
-    }
-}
-
 impl FunctionMetrics {
     /// Counts one finished request.
     pub fn request(&self, outcome: Outcome) {
@@ -480,6 +450,7 @@ impl Metrics {
             swaps: Family::default(),
             host_calls: Family::default(),
             host_call_seconds: Family::default(),
+            host_call_duration: Family::new_with_constructor(calls::call_histogram),
             log_suppressed: Family::default(),
             retired: Gauge::default(),
             connections_open: Gauge::default(),
@@ -633,6 +604,11 @@ impl Metrics {
             m.host_call_seconds.clone(),
         );
         r.register(
+            "host_call_duration_seconds",
+            "How long each of the function's gpuhost:cuda calls took (an async call's device wait included), by call: host_call_seconds_total's spread",
+            m.host_call_duration.clone(),
+        );
+        r.register(
             "log_lines_suppressed",
             "Warnings of the function's failed requests (a guest's trap or missing response, a failed reload's refusal) not written to the log, over its budget (function.toml's [serve] log_lines_burst, log_lines_per_minute); the next one written says how many were held back",
             m.log_suppressed.clone(),
@@ -736,14 +712,7 @@ impl Metrics {
                 })
                 .collect(),
             log_suppressed: self.log_suppressed.get_or_create_owned(&l),
-            calls: Arc::new(CallCounters {
-                function: name.to_string(),
-                metrics: self.clone(),
-                by_call: gpuhost_wasm::HostCall::ALL
-                    .iter()
-                    .map(|_| OnceLock::new())
-                    .collect(),
-            }),
+            calls: Arc::new(CallCounters::new(name, self.clone())),
         })
     }
 

@@ -109,7 +109,30 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
     // call, one wait); each call is timed, and a call no request made has no series.
     let c = ("call", "stream/stream.read-after");
     assert_eq!(m.sum("gpuhost_host_calls_total", &[f, c]), 3.0);
-    assert!(m.sum("gpuhost_host_call_seconds_total", &[f, c]) > 0.0);
+    let seconds = m.sum("gpuhost_host_call_seconds_total", &[f, c]);
+    assert!(seconds > 0.0);
+    // Their spread: the same three calls and the same time, in buckets that only grow.
+    let spread = "gpuhost_host_call_duration_seconds";
+    assert_eq!(m.sum(&format!("{spread}_count"), &[f, c]), 3.0);
+    assert_eq!(
+        m.sum(&format!("{spread}_bucket"), &[f, c, ("le", "+Inf")]),
+        3.0
+    );
+    let sum = m.sum(&format!("{spread}_sum"), &[f, c]);
+    assert!((sum - seconds).abs() < 1e-6, "{sum} s against {seconds} s");
+    let mut buckets: Vec<(f64, f64)> = m
+        .samples
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == &format!("{spread}_bucket")
+                && labels.get("function").map(String::as_str) == Some(f.1)
+                && labels.get("call").map(String::as_str) == Some(c.1)
+        })
+        .map(|(_, labels, v)| (labels["le"].parse::<f64>().unwrap_or(f64::INFINITY), *v))
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(buckets.first().map(|b| b.0), Some(1e-6), "{buckets:?}");
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
     for unmade in [
         "module/module.from-ptx",
         "stream/stream.synchronize",
