@@ -15,9 +15,10 @@
 //! bytes go to a new `Vec` before they are lowered into the guest). Served by fresh mappings,
 //! every 64 MiB transfer would first take 16 384 page faults. jemalloc keeps a freed block's
 //! pages for reuse, by any thread, and gives them back to the system only after they stay unused
-//! for its decay time (10 s by default; `MALLOC_CONF=dirty_decay_ms:…` changes it), so a guest's
-//! transfers reuse resident memory while they run ([`JEMALLOC_CONF`]). The tests below hold the
-//! reuse.
+//! for its decay time (10 s by default; `_RJEM_MALLOC_CONF=dirty_decay_ms:…` changes it: this
+//! jemalloc is built with the `_rjem_` prefix, so it reads that variable, not `MALLOC_CONF`), so
+//! a guest's transfers reuse resident memory while they run ([`JEMALLOC_CONF`]). The tests below
+//! hold the reuse.
 //!
 //! glibc's malloc still serves the C side and the shared libraries (softcuda, NVIDIA's driver):
 //! [`tune`] keeps its large blocks in the heap for reuse (measured with `gpuhost bench --guest
@@ -36,8 +37,8 @@
 /// the thread that freed it. jemalloc's other options are its defaults: collecting each thread's
 /// cache of small blocks every 4 MiB allocated instead of every 64 KiB cut a serve request's
 /// busy instructions by 5% under callgrind, but on an H100 host it moved neither req/s nor CPU
-/// per request (bench/RESULTS.md, session 55), so it was taken out again. `MALLOC_CONF` is read
-/// after this and overrides it.
+/// per request (bench/RESULTS.md, session 55), so it was taken out again. `_RJEM_MALLOC_CONF` is
+/// read after this and overrides it.
 // SAFETY: jemalloc (built with the `_rjem_` prefix by tikv-jemalloc-sys) reads this symbol as its
 // `const char *malloc_conf`: a pointer to a NUL-terminated string that lives forever, as this is.
 #[unsafe(export_name = "_rjem_malloc_conf")]
