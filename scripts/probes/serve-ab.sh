@@ -40,6 +40,7 @@ done
 # The server's CPU time (user + system) in clock ticks, from /proc: CPU per request is far
 # steadier than req/s on a shared machine.
 source scripts/lib/proc-cpu.sh
+source scripts/lib/oha.sh
 echo "req/s / server CPU µs per request / p99, by connections, function, server (one column per round):"
 for c in ${CS:-1 16}; do
   for f in ${FNS:-sandboxed trusted}; do
@@ -49,9 +50,7 @@ for c in ${CS:-1 16}; do
         before=$(proc_cpu "$p")
         report=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u")
         after=$(proc_cpu "$p")
-        rps=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<< "$report")
-        # oha names its unit per line (secs, ms, µs/us, ns): p99 in µs.
-        p99=$(awk '$1 == "99.00%" {u = $4; m = (u == "secs") ? 1e6 : (u == "ms") ? 1e3 : (u == "ns") ? 1e-3 : 1; printf "%.0f", $3 * m}' <<< "$report")
+        rps=$(oha_rps "$report"); p99=$(oha_us "$report" 99.00%)
         echo "$c $f $t $rps/$(proc_us_per_request $((after - before)) "$rps" "$secs")/p99=${p99:-?}us"
       done
     done

@@ -30,6 +30,7 @@ for _ in $(seq 300); do
     && curl -sf http://127.0.0.1:18293/stamp > /dev/null && break
   sleep 0.1
 done
+source scripts/lib/oha.sh
 for u in 18291/sandboxed 18292/sandboxed 18293/stamp; do
   "$oha" --no-tui -n 1000 -c 4 "http://127.0.0.1:$u" > /dev/null
 done
@@ -50,11 +51,9 @@ for c in ${CS:-1 16}; do
       read -r t0 c0 r0 < <(ipis); read -r f0 s0 < <(faults_switches "$p")
       report=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u")
       read -r t1 c1 r1 < <(ipis); read -r f1 s1 < <(faults_switches "$p")
-      n=$(awk '/Requests\/sec/ {printf "%.0f", $2 * '"$secs"'}' <<< "$report")
-      # oha names its unit per line (secs, ms, µs/us, ns): µs.
-      pct() { awk -v k="$1" '$1 == k {u = $4; m = (u == "secs") ? 1e6 : (u == "ms") ? 1e3 : (u == "ns") ? 1e-3 : 1; printf "%.0f", $3 * m}' <<< "$report"; }
+      rps=$(oha_rps "$report"); n=$((rps * secs))
       per() { awk -v d="$1" -v n="$n" 'BEGIN {printf "%.2f", (n > 0 ? d / n : 0)}'; }
-      echo "| $c | $t | $r | $((n / secs)) | $(pct 50.00%) / $(pct 90.00%) / $(pct 99.00%) | $(per $((t1 - t0))) | $(per $((c1 - c0))) | $(per $((r1 - r0))) | $(per $((f1 - f0))) | $(per $((s1 - s0))) |"
+      echo "| $c | $t | $r | $rps | $(oha_us "$report" 50.00%) / $(oha_us "$report" 90.00%) / $(oha_us "$report" 99.00%) | $(per $((t1 - t0))) | $(per $((c1 - c0))) | $(per $((r1 - r0))) | $(per $((f1 - f0))) | $(per $((s1 - s0))) |"
     done
   done
 done

@@ -25,13 +25,14 @@ port=$((18300 + RANDOM % 500)); serve=http://127.0.0.1:$port; native=http://127.
 for _ in $(seq 200); do
   curl -sf "$serve/stamp" > /dev/null && curl -sf "$native/stamp" > /dev/null && break; sleep 0.1
 done
+source scripts/lib/oha.sh
 takes() { curl -s "$serve/metrics" | awk -v r="result=\"$1\"" '/^gpuhost_function_warm_store_takes_total/ && index($0, r) {s += $2} END {print s + 0}'; }
 for c in ${CS:-1 16 64}; do
   for target in native serve; do
     url=$serve/stamp; [ $target = native ] && url=$native/stamp
     h0=$(takes hit); m0=$(takes miss)
     out=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "$url")
-    rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}'); p99=$(echo "$out" | awk '/ 99.00%/ {print $(NF-1) $NF}')
+    rps=$(oha_rps "$out"); p99=$(oha_us "$out" 99.00%)us
     echo "$label c=$c $target rps=$rps p99=$p99 hits=$(($(takes hit) - h0)) misses=$(($(takes miss) - m0))"
   done
 done

@@ -15,11 +15,13 @@ source scripts/probes/stamp-repo.sh; stamp_repo "$work/repo" '[serve]\nmax_concu
 "$gpu/bin/gpuhost" serve --repository "$work/repo" --listen 127.0.0.1:18181 > "$work/serve.out" 2> "$work/serve.err" &
 "$gpu/bin/gpuhost" bench --native-http 127.0.0.1:18182 --bundle crates/gpuhost/bundles/stamp-a > "$work/native.out" 2>&1 &
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18181/sandboxed > /dev/null && curl -sf http://127.0.0.1:18182/stamp > /dev/null && break; sleep 0.1; done
+source scripts/lib/oha.sh
 for target in native sandboxed trusted; do
   url=http://127.0.0.1:18181/$target; [ $target = native ] && url=http://127.0.0.1:18182/stamp
   "$oha" --no-tui -n 2000 -c 4 "$url" > /dev/null
   curl -s http://127.0.0.1:18181/metrics > "$work/before.txt"
-  line=$("$oha" --no-tui -z "${secs}s" -c 1 -w "$url" | grep -E "Requests/sec|50.00%|99.00%" | awk '{print $NF" "$(NF-1)}' | tr '\n' ' ')
+  report=$("$oha" --no-tui -z "${secs}s" -c 1 -w "$url")
+  line="$(oha_rps "$report") req/s p50=$(oha_us "$report" 50.00%)us p99=$(oha_us "$report" 99.00%)us"
   printf '%-10s %s' "$target" "$line"
   if [ $target != native ]; then
     curl -s http://127.0.0.1:18181/metrics > "$work/after.txt"
