@@ -149,6 +149,16 @@ for c in (1, 16, 64):
     print(f"| {c} | {n[0]:.0f} | {s[0]:.0f} | {med(q for q, _ in per):.2f} | {n[1]:.3f}/{n[2]:.3f} "
           f"| {s[1]:.3f}/{s[2]:.3f} | {med(p for _, p in per):.2f} | {each} |")
 print(f"\nnon-200 or errors over all rounds: {bad}")
+print("\nThe latency's shape at the client, µs (oha's percentiles, the median of each over the rounds): where a"
+      " side's tail starts")
+tails = ("p50", "p75", "p90", "p95", "p99", "p99.9")
+print("| connections | side | " + " | ".join(tails) + " |")
+print("|---|---|" + "---:|" * len(tails))
+for c in (1, 16, 64):
+    for side in ("native", "serve"):
+        pct = [json.loads((out / f"{side}-c{c}-r{r}.json").read_text()).get("latencyPercentiles", {})
+               for r in range(1, rounds + 1)]
+        print(f"| {c} | {side} | " + " | ".join(f"{med((p.get(k) or 0) for p in pct) * 1e6:.0f}" for k in tails) + " |")
 sw = load("serve-swaps-c16.json")
 print("\nserve: µs per request by phase (gpuhost_request_phase_seconds over the requests, every serve round's at that count;"
       " setup, instantiate and sandbox of Stores made by requests that found no warm one; the warm_ phases, of Stores made"
