@@ -29,7 +29,7 @@ struct CallSeries {
 
 /// The series of one function's host calls, by `HostCall as usize`; each call's are made at its
 /// first use (a function makes a few of the calls, and every series made is on /metrics), after
-/// that one call costs five atomic additions and no label work.
+/// that one call costs four atomic additions and no label work.
 pub(crate) struct CallCounters {
     function: String,
     metrics: Arc<Metrics>,
