@@ -3,7 +3,9 @@
 # spread): per request, the interrupts between CPUs over the run (from /proc/interrupts, all
 # CPUs: TLB shootdowns, function-call and rescheduling IPIs; in a VM each is a trip through the
 # hypervisor, and a shootdown stops every CPU the process runs on), and the server's minor page
-# faults and context switches (its threads, from /proc), beside req/s and oha's p50/p90/p99.
+# faults and context switches (its threads, from /proc), and the CPU time the hypervisor stole
+# from this VM's CPUs (/proc/stat's steal: a host busy with other guests), beside req/s and
+# oha's p50/p90/p99.
 # Three targets, measured in turn ROUNDS times per connection count: the native handler, serve A
 # (GPUHOST as it is) and serve B (the same binary with the environment B_ENV, say a jemalloc
 # option), each the stamp repository's sandboxed http-stamp.
@@ -37,23 +39,25 @@ done
 # "TLB CAL RES" summed over the CPUs.
 ipis() { awk '$1 == "TLB:" || $1 == "CAL:" || $1 == "RES:" {n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; v[$1] = n}
   END {print v["TLB:"] + 0, v["CAL:"] + 0, v["RES:"] + 0}' /proc/interrupts; }
+# Steal time of all CPUs, in clock ticks (/proc/stat's first line, its eighth value).
+steal() { awk '$1 == "cpu" {print $9; exit}' /proc/stat; }
 # "minor faults, context switches" of the process, all its threads.
 faults_switches() {
   echo "$(awk '{print $10}' "/proc/$1/stat") $(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}')"
 }
 echo "B: $b_env"
-echo "| c | target | round | req/s | p50 / p90 / p99 µs | TLB shootdowns / req | CAL IPIs / req | RES IPIs / req | minor faults / req | context switches / req |"
-echo "|---|---|---|---:|---|---:|---:|---:|---:|---:|"
+echo "| c | target | round | req/s | p50 / p90 / p99 µs | TLB shootdowns / req | CAL IPIs / req | RES IPIs / req | minor faults / req | context switches / req | steal, µs / req |"
+echo "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"
 for c in ${CS:-1 16}; do
   for r in $(seq "$rounds"); do
     for t in native A B; do
       case $t in native) u=18293/stamp p=${pids[2]};; A) u=18291/sandboxed p=${pids[0]};; B) u=18292/sandboxed p=${pids[1]};; esac
-      read -r t0 c0 r0 < <(ipis); read -r f0 s0 < <(faults_switches "$p")
+      read -r t0 c0 r0 < <(ipis); read -r f0 s0 < <(faults_switches "$p"); st0=$(steal)
       report=$("$oha" --no-tui -z "${secs}s" -c "$c" -w "http://127.0.0.1:$u")
-      read -r t1 c1 r1 < <(ipis); read -r f1 s1 < <(faults_switches "$p")
+      read -r t1 c1 r1 < <(ipis); read -r f1 s1 < <(faults_switches "$p"); st1=$(steal)
       rps=$(oha_rps "$report"); n=$((rps * secs))
       per() { awk -v d="$1" -v n="$n" 'BEGIN {printf "%.2f", (n > 0 ? d / n : 0)}'; }
-      echo "| $c | $t | $r | $rps | $(oha_us "$report" 50.00%) / $(oha_us "$report" 90.00%) / $(oha_us "$report" 99.00%) | $(per $((t1 - t0))) | $(per $((c1 - c0))) | $(per $((r1 - r0))) | $(per $((f1 - f0))) | $(per $((s1 - s0))) |"
+      echo "| $c | $t | $r | $rps | $(oha_us "$report" 50.00%) / $(oha_us "$report" 90.00%) / $(oha_us "$report" 99.00%) | $(per $((t1 - t0))) | $(per $((c1 - c0))) | $(per $((r1 - r0))) | $(per $((f1 - f0))) | $(per $((s1 - s0))) | $(per $(((st1 - st0) * 1000000 / $(getconf CLK_TCK)))) |"
     done
   done
 done
