@@ -119,7 +119,7 @@ if command -v python3 > /dev/null; then
 import json, sys, pathlib, statistics
 out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 sys.path.insert(0, "scripts/lib")
-from phase_means import PHASES, call_means, duration_mean, means, quantiles
+from phase_means import PHASES, call_means, duration_mean, means, quantiles, respond_cpu_mean
 def load(name):
     d = json.loads((out / name).read_text())
     s, p = d["summary"], d.get("latencyPercentiles", {})
@@ -170,10 +170,11 @@ for c in (1, 16, 64):
               (out / f"metrics-after-c{c}.txt").read_text())
     print(f"| {c} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
 print("\nserve: where a request's time goes, mean µs (client: oha's mean over the serve rounds; server: gpuhost_request_duration_seconds,"
-      " arrival in the handler → response handed to hyper; outside: the rest, i.e. the connection, epoll wake-up, hyper's read and write,"
+      " arrival in the handler → response handed to hyper; respond's run on a CPU: gpuhost_request_respond_cpu_seconds, the thread CPU"
+      " time of the guest run's polls until its response; outside: the rest, i.e. the connection, epoll wake-up, hyper's read and write,"
       " and time waiting for a worker; native's whole request beside it)")
-print("| connections | serve client | server | of which respond | outside the server's clock | native client |")
-print("|---|---|---|---|---|---|")
+print("| connections | serve client | server | of which respond | respond's run on a CPU | outside the server's clock | native client |")
+print("|---|---|---|---|---|---|---|")
 for c in (1, 16, 64):
     client = statistics.mean(json.loads((out / f"serve-c{c}-r{r}.json").read_text())["summary"]["average"]
                              for r in range(1, rounds + 1)) * 1e6
@@ -183,7 +184,9 @@ for c in (1, 16, 64):
                            (out / f"metrics-after-c{c}.txt").read_text())
     m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
               (out / f"metrics-after-c{c}.txt").read_text())
-    print(f"| {c} | {client:.1f} | {server:.1f} | {m['respond']:.1f} | {client - server:.1f} | {nat:.1f} |")
+    cpu = respond_cpu_mean("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
+                           (out / f"metrics-after-c{c}.txt").read_text())
+    print(f"| {c} | {client:.1f} | {server:.1f} | {m['respond']:.1f} | {cpu:.1f} | {client - server:.1f} | {nat:.1f} |")
 print("\nserve: gpuhost:cuda host calls, per request × mean µs per call (gpuhost_host_call_seconds_total)")
 for c in (1, 16, 64):
     calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
@@ -194,7 +197,8 @@ print("\nserve: the spread, µs p50 / p90 / p99 (interpolated in the histograms'
 for c in (1, 16, 64):
     before = (out / f"metrics-before-c{c}.txt").read_text()
     after = (out / f"metrics-after-c{c}.txt").read_text()
-    rows = [("respond", quantiles("gpuhost_request_phase_seconds", "stamp", "phase", "respond", before, after))]
+    rows = [("respond", quantiles("gpuhost_request_phase_seconds", "stamp", "phase", "respond", before, after)),
+            ("respond's run on a CPU", quantiles("gpuhost_request_respond_cpu_seconds", "stamp", "function", "stamp", before, after))]
     for k, _, _ in call_means("stamp", before, after):
         rows.append((k, quantiles("gpuhost_host_call_duration_seconds", "stamp", "call", k, before, after)))
     print(f"- c={c}: " + ", ".join(f"{k} " + "/".join(f"{v:.1f}" for v in qs) for k, qs in rows))

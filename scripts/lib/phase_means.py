@@ -67,17 +67,27 @@ def means(function, before, after):
     return out
 
 
-DURATION = re.compile(r'^gpuhost_request_duration_seconds_(sum|count)\{([^}]*)\}\s+(\S+)')
+def histogram_mean(metric, function, before, after):
+    """Mean µs of the observations of `function`'s histogram `metric` (one series per function)
+    between the scrapes; NaN when there were none."""
+    sample = re.compile(r'^' + metric + r'_(sum|count)\{([^}]*)\}\s+(\S+)')
+    a, b = (scrape(t, sample, function, "function") for t in (after, before))
+    n = a.get((function, "count"), 0) - b.get((function, "count"), 0)
+    s = a.get((function, "sum"), 0) - b.get((function, "sum"), 0)
+    return s / n * 1e6 if n else float("nan")
 
 
 def duration_mean(function, before, after):
     """Mean µs of `function`'s requests between the scrapes on the server's clock
     (gpuhost_request_duration_seconds: arrival in the handler → response handed to hyper); NaN
     when none ran."""
-    a, b = (scrape(t, DURATION, function, "function") for t in (after, before))
-    n = a.get((function, "count"), 0) - b.get((function, "count"), 0)
-    s = a.get((function, "sum"), 0) - b.get((function, "sum"), 0)
-    return s / n * 1e6 if n else float("nan")
+    return histogram_mean("gpuhost_request_duration_seconds", function, before, after)
+
+
+def respond_cpu_mean(function, before, after):
+    """Mean µs of CPU time of `function`'s guest runs until their responses between the scrapes
+    (gpuhost_request_respond_cpu_seconds); NaN when none ran or the server predates it."""
+    return histogram_mean("gpuhost_request_respond_cpu_seconds", function, before, after)
 
 
 def warm_share(function, before, after):

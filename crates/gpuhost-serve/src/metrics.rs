@@ -1,6 +1,7 @@
 //! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours;
 //! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
-//! Per function: requests by outcome, latency, queue-time and request-phase histograms, running
+//! Per function: requests by outcome, latency, queue-time and request-phase histograms, the
+//! guest run's CPU time until its response (a thread CPU clock around each poll), running
 //! and queued requests, requests whose body is still arriving, GPU memory held by its requests,
 //! kernel launches, gpuhost:cuda host calls (counts, seconds and their spread: metrics/calls.rs),
 //! swaps, the serving version, log lines held back. Per device (read from
@@ -267,6 +268,7 @@ pub struct Metrics {
     duration: Family<FunctionLabel, SecondsHistogram, fn() -> SecondsHistogram>,
     queue: Family<FunctionLabel, SecondsHistogram, fn() -> SecondsHistogram>,
     phases: Family<PhaseLabels, SecondsHistogram, fn() -> SecondsHistogram>,
+    respond_cpu: Family<FunctionLabel, SecondsHistogram, fn() -> SecondsHistogram>,
     running: Family<FunctionLabel, Gauge>,
     queued: Family<FunctionLabel, Gauge>,
     reading_body: Family<FunctionLabel, Gauge>,
@@ -320,6 +322,8 @@ pub struct FunctionMetrics {
     metrics: Arc<Metrics>,
     pub(crate) duration: SecondsHistogram,
     pub(crate) queue: SecondsHistogram,
+    /// `request_respond_cpu_seconds`: the guest run's CPU time until its response.
+    pub(crate) respond_cpu: SecondsHistogram,
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
     /// Requests whose body is still arriving (they hold no place in the queue yet).
@@ -433,6 +437,7 @@ impl Metrics {
             duration: Family::new_with_constructor(latency_histogram),
             queue: Family::new_with_constructor(latency_histogram),
             phases: Family::new_with_constructor(phase_histogram),
+            respond_cpu: Family::new_with_constructor(phase_histogram),
             running: Family::default(),
             queued: Family::default(),
             reading_body: Family::default(),
@@ -492,6 +497,11 @@ impl Metrics {
             "request_phase_seconds",
             "Time a request spent in each phase of its Store's life (setup, instantiate, sandbox, respond: handler start to response head or, for a guest that answered and ended at once, its end; teardown), by function; warm_setup, warm_instantiate and warm_sandbox time Stores made ahead of their requests, off any request's path",
             m.phases.clone(),
+        );
+        r.register(
+            "request_respond_cpu_seconds",
+            "CPU time the server's threads spent running the function's guest until its response, by function: the polls of the run (its wasm, wasi:http, its gpuhost:cuda calls' own work, and the instantiation of a Store the request made itself), not its waits for the device; the respond phase's wall time less this is time the run waited or was not running",
+            m.respond_cpu.clone(),
         );
         r.register(
             "requests_in_flight",
@@ -666,6 +676,7 @@ impl Metrics {
             metrics: self.clone(),
             duration: self.duration.get_or_create_owned(&l),
             queue: self.queue.get_or_create_owned(&l),
+            respond_cpu: self.respond_cpu.get_or_create_owned(&l),
             running: self.running.get_or_create_owned(&l),
             queued: self.queued.get_or_create_owned(&l),
             reading_body: self.reading_body.get_or_create_owned(&l),

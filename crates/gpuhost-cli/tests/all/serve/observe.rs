@@ -54,6 +54,16 @@ fn health_endpoints_and_metrics_count_what_the_requests_did() {
         )
     };
     assert_eq!(phase(&m, "respond"), 4.0);
+    // Each answered request's run was timed on its thread's CPU clock too: some CPU, and no more
+    // than the wall time of the requests it ran within.
+    let cpu = "gpuhost_request_respond_cpu_seconds";
+    assert_eq!(m.sum(&format!("{cpu}_count"), &[f]), 4.0);
+    let cpu_sum = m.sum(&format!("{cpu}_sum"), &[f]);
+    let wall_sum = m.sum("gpuhost_request_duration_seconds_sum", &[f]);
+    assert!(
+        cpu_sum > 0.0 && cpu_sum <= wall_sum,
+        "{cpu_sum} s of CPU in {wall_sum} s of requests"
+    );
     // Each request either took a warm Store (hit) or made its own (miss), counted once.
     assert_eq!(takes("hit") + takes("miss"), 4.0);
     // A Store made ahead is timed under the warm_ phases, not as a request's own: the request
