@@ -513,15 +513,18 @@ async fn run_guest<Held: Send + 'static>(
         },
         Err(_elapsed) => GuestFailure::Timeout,
     };
-    // The run first: a guest that answers and ends in this poll is taken whole. Each poll of
-    // the run is timed on the thread's CPU clock: the sum is the run's CPU time until its
-    // response, which the respond phase's wall time less is the run's waiting.
+    // The run first: a guest that answers and ends in this poll is taken whole. In a sampled
+    // request each poll of the run is timed on the thread's CPU clock: the sum is the run's CPU
+    // time until its response, which the respond phase's wall time less is the run's waiting.
+    let timed = metrics.sample_run_cpu();
     let mut run_cpu = Duration::ZERO;
     let first = std::future::poll_fn(|cx| {
         if let Some(r) = run.run.as_mut() {
-            let cpu = ThreadCpu::now();
+            let cpu = timed.then(ThreadCpu::now);
             let polled = r.as_mut().poll(cx);
-            run_cpu += cpu.elapsed();
+            if let Some(cpu) = cpu {
+                run_cpu += cpu.elapsed();
+            }
             if let Poll::Ready(ended) = polled {
                 run.run = None;
                 return Poll::Ready(Ok(ended));
@@ -533,7 +536,9 @@ async fn run_guest<Held: Send + 'static>(
     let respond = |metrics: &crate::metrics::FunctionMetrics| {
         if let Some(t) = handler_started.get() {
             metrics.phase(Phase::Respond, t.elapsed().as_secs_f64());
-            metrics.respond_cpu.observe(run_cpu.as_secs_f64());
+            if timed {
+                metrics.respond_cpu.observe(run_cpu.as_secs_f64());
+            }
         }
     };
     match first {
