@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # NOT RUN in session 55: 237 s of device budget were left, too little to start a machine.
-# Session 55's seventh call (~1 min): the serve bench at 20c9205, whose /metrics times the guest
-# run's CPU until its response (gpuhost_request_respond_cpu_seconds): is respond's spread at one
-# connection CPU time (as call 5's elimination says) or waiting?
-# Pack: .gpu/bin.tar.xz holds gpuhost (20c9205, stripped of debug info) and oha; .gpu/guests from
-# call 4's pack (PACK_SUITES=" " bash scripts/gpu-pack.sh). Device tool run, carry [".gpu"].
+# Session 55's seventh call (~1 min): the serve bench at 91c1215 or later, whose /metrics times
+# the guest run's CPU until its response (gpuhost_request_respond_cpu_seconds, one request in
+# 16): is respond's spread at one connection CPU time (as call 5's elimination says) or waiting?
+# Pack: PACK_SUITES=" " bash scripts/gpu-pack.sh (gpuhost, oha, guests); device tool run, carry
+# [".gpu"].
 set -u
 cd "$(dirname "$0")/../../../.."
 source scripts/lib/gpu-bin.sh; gpu_call_begin
