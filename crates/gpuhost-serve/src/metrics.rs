@@ -1,5 +1,5 @@
 //! Prometheus metrics through `prometheus-client` (the text format is the crate's, not ours;
-//! the histograms and the seconds counter are ours, lock-free: metrics/histogram.rs).
+//! the histograms are ours, lock-free, and so are the counters read from them: metrics/histogram.rs).
 //! Per function: requests by outcome, latency, queue-time and request-phase histograms, the
 //! guest run's CPU time until its response (a thread CPU clock around each poll), running
 //! and queued requests, requests whose body is still arriving, GPU memory held by its requests,
@@ -31,7 +31,7 @@ use prometheus_client::registry::Registry;
 mod calls;
 mod histogram;
 pub(crate) use calls::CallCounters;
-use histogram::{SecondsCounter, SecondsHistogram};
+use histogram::{HistogramTotal, SecondsHistogram};
 
 use crate::version::SandboxTakes;
 
@@ -290,8 +290,8 @@ pub struct Metrics {
     launches: Family<FunctionLabel, Counter>,
     version: Family<FunctionLabel, Gauge>,
     swaps: Family<OutcomeLabels, Counter>,
-    host_calls: Family<CallLabels, Counter>,
-    host_call_seconds: Family<CallLabels, SecondsCounter>,
+    host_calls: Family<CallLabels, HistogramTotal<false>>,
+    host_call_seconds: Family<CallLabels, HistogramTotal<true>>,
     host_call_duration: Family<CallLabels, SecondsHistogram, fn() -> SecondsHistogram>,
     log_suppressed: Family<FunctionLabel, Counter>,
     retired: Gauge,

@@ -6,12 +6,13 @@
 //! whole nanoseconds (an integer addition, where a sum of `f64` needs a compare-and-swap loop).
 //! It encodes as the crate's own histogram does (same buckets, same text); the count is the sum
 //! of the bucket counts read, so a scrape taken while requests run never shows a count that
-//! disagrees with its `+Inf` bucket. [`SecondsCounter`]: `gpuhost_host_call_seconds_total`,
-//! added to by every gpuhost:cuda call (nine a request for the stamp function), in nanoseconds
-//! likewise, where `Counter<f64>` adds by compare-and-swap.
+//! disagrees with its `+Inf` bucket. [`HistogramTotal`]: a histogram's count or sum shown as a
+//! counter of its own (`gpuhost_host_calls_total` and `gpuhost_host_call_seconds_total` are
+//! `gpuhost_host_call_duration_seconds`'s), read at scrape time, so a gpuhost:cuda call (nine a
+//! request for the stamp function) adds to one histogram and not to two more counters besides.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
@@ -88,30 +89,32 @@ impl EncodeMetric for SecondsHistogram {
     }
 }
 
-/// A counter of seconds, kept in nanoseconds; clones share the count.
+/// The count (`SUM` false) or the sum in seconds (`SUM` true) of the [`SecondsHistogram`] it
+/// is shown ([`HistogramTotal::show`]), encoded as a counter; zero until then. A `Family`
+/// makes each by `Default`, so the histogram is attached after.
 #[derive(Clone, Debug, Default)]
-pub struct SecondsCounter(Arc<AtomicU64>);
+pub struct HistogramTotal<const SUM: bool>(Arc<OnceLock<SecondsHistogram>>);
 
-impl SecondsCounter {
-    /// Adds `d`.
-    pub fn add(&self, d: std::time::Duration) {
-        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    /// The seconds counted.
-    pub fn seconds(&self) -> f64 {
-        self.0.load(Ordering::Relaxed) as f64 / 1e9
+impl<const SUM: bool> HistogramTotal<SUM> {
+    /// Makes this the count or sum of `histogram` (a second call keeps the first histogram:
+    /// the series of one label set are made once and shared).
+    pub fn show(&self, histogram: &SecondsHistogram) {
+        let _ = self.0.set(histogram.clone());
     }
 }
 
-impl TypedMetric for SecondsCounter {
+impl<const SUM: bool> TypedMetric for HistogramTotal<SUM> {
     const TYPE: MetricType = MetricType::Counter;
 }
 
-impl EncodeMetric for SecondsCounter {
+impl<const SUM: bool> EncodeMetric for HistogramTotal<SUM> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        encoder.encode_counter::<NoLabelSet, _, u64>(&self.seconds(), None)
+        let (sum, count, _) = self.0.get().map_or((0.0, 0, Vec::new()), |h| h.snapshot());
+        if SUM {
+            encoder.encode_counter::<NoLabelSet, _, u64>(&sum, None)
+        } else {
+            encoder.encode_counter::<NoLabelSet, _, u64>(&count, None)
+        }
     }
 
     fn metric_type(&self) -> MetricType {
@@ -165,15 +168,27 @@ mod tests {
     }
 
     #[test]
-    fn seconds_counted_encode_as_a_float_counter_does() {
-        let (ours, theirs) = (
-            SecondsCounter::default(),
+    fn a_histograms_count_and_sum_encode_as_the_counters_of_the_same_observations_do() {
+        let h = SecondsHistogram::new([1e-3, 1e-2]);
+        let (count, sum) = (
+            HistogramTotal::<false>::default(),
+            HistogramTotal::<true>::default(),
+        );
+        let (calls, seconds) = (
+            Counter::<u64>::default(),
             Counter::<f64, AtomicU64>::default(),
         );
+        // Zero before a histogram is shown, as a counter never added to.
+        assert_eq!(text(&count), text(&calls));
+        assert_eq!(text(&sum), text(&seconds));
+        count.show(&h);
+        sum.show(&h);
         for ms in [250, 125, 1500] {
-            ours.add(std::time::Duration::from_millis(ms));
-            theirs.inc_by(ms as f64 / 1e3);
+            h.observe(ms as f64 / 1e3);
+            calls.inc();
+            seconds.inc_by(ms as f64 / 1e3);
         }
-        assert_eq!(text(&ours), text(&theirs));
+        assert_eq!(text(&count), text(&calls));
+        assert_eq!(text(&sum), text(&seconds));
     }
 }
