@@ -160,14 +160,16 @@ for c in (1, 16, 64):
                for r in range(1, rounds + 1)]
         print(f"| {c} | {side} | " + " | ".join(f"{med((p.get(k) or 0) for p in pct) * 1e6:.0f}" for k in tails) + " |")
 sw = load("serve-swaps-c16.json")
+# Each connection count's /metrics scrapes, before and after its rounds, read once.
+scrapes = {c: tuple((out / f"metrics-{when}-c{c}.txt").read_text() for when in ("before", "after"))
+           for c in (1, 16, 64)}
 print("\nserve: µs per request by phase (gpuhost_request_phase_seconds over the requests, every serve round's at that count;"
       " setup, instantiate and sandbox of Stores made by requests that found no warm one; the warm_ phases, of Stores made"
       " ahead, and teardown, follow a response)")
 print("| connections | setup | instantiate | sandbox | respond (handler start → head) | teardown | warm_setup | warm_instantiate | warm_sandbox |")
 print("|---|---|---|---|---|---|---|---|---|")
 for c in (1, 16, 64):
-    m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
-              (out / f"metrics-after-c{c}.txt").read_text())
+    m = means("stamp", *scrapes[c])
     print(f"| {c} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
 print("\nserve: where a request's time goes, mean µs (client: oha's mean over the serve rounds; server: gpuhost_request_duration_seconds,"
       " arrival in the handler → response handed to hyper; respond's run on a CPU: gpuhost_request_respond_cpu_seconds, the thread CPU"
@@ -180,23 +182,18 @@ for c in (1, 16, 64):
                              for r in range(1, rounds + 1)) * 1e6
     nat = statistics.mean(json.loads((out / f"native-c{c}-r{r}.json").read_text())["summary"]["average"]
                           for r in range(1, rounds + 1)) * 1e6
-    server = duration_mean("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
-                           (out / f"metrics-after-c{c}.txt").read_text())
-    m = means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
-              (out / f"metrics-after-c{c}.txt").read_text())
-    cpu = respond_cpu_mean("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
-                           (out / f"metrics-after-c{c}.txt").read_text())
+    server = duration_mean("stamp", *scrapes[c])
+    m = means("stamp", *scrapes[c])
+    cpu = respond_cpu_mean("stamp", *scrapes[c])
     print(f"| {c} | {client:.1f} | {server:.1f} | {m['respond']:.1f} | {cpu:.1f} | {client - server:.1f} | {nat:.1f} |")
 print("\nserve: gpuhost:cuda host calls, per request × mean µs per call (gpuhost_host_call_seconds_total)")
 for c in (1, 16, 64):
-    calls = call_means("stamp", (out / f"metrics-before-c{c}.txt").read_text(),
-                       (out / f"metrics-after-c{c}.txt").read_text())
+    calls = call_means("stamp", *scrapes[c])
     print(f"- c={c}: " + ", ".join(f"{k} {n:.2f}×{us:.1f}" for k, n, us in calls))
 print("\nserve: the spread, µs p50 / p90 / p99 (interpolated in the histograms' buckets, as Prometheus's histogram_quantile;"
       " respond: gpuhost_request_phase_seconds; each call: gpuhost_host_call_duration_seconds)")
 for c in (1, 16, 64):
-    before = (out / f"metrics-before-c{c}.txt").read_text()
-    after = (out / f"metrics-after-c{c}.txt").read_text()
+    before, after = scrapes[c]
     rows = [("respond", quantiles("gpuhost_request_phase_seconds", "stamp", "phase", "respond", before, after)),
             ("respond's run on a CPU", quantiles("gpuhost_request_respond_cpu_seconds", "stamp", "function", "stamp", before, after))]
     for k, _, _ in call_means("stamp", before, after):
