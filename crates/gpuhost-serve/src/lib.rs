@@ -15,6 +15,7 @@
 mod body;
 mod clients;
 mod config;
+mod cpu_clock;
 mod deadline;
 mod engine;
 mod error;
