@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# NOT RUN in session 55: 237 s of device budget were left, too little to start a machine.
+# NOT RUN in session 55 (237 s of device budget left, too little to start a machine) nor in
+# session 56 (no start succeeded); session 56's call1 runs this serve bench too, with its builds.
 # Session 55's seventh call (~1 min): the serve bench at 91c1215 or later, whose /metrics times
 # the guest run's CPU until its response (gpuhost_request_respond_cpu_seconds, one request in
 # 16): is respond's spread at one connection CPU time (as call 5's elimination says) or waiting?
