@@ -55,6 +55,11 @@ if [ "$profile" != release ]; then
   cargo build --profile "$profile" -p gpuhost-cli --bin gpuhost
 fi
 strip --strip-debug -o .gpu/bin/gpuhost "target/$profile/gpuhost"
+# PACK_RELEASE_TOO=1 adds the release build beside it as gpuhost-rel, for calls that set the two
+# side by side (bench/h200-runs/2026-12-07-s56/call1/call1.sh).
+if [ -n "${PACK_RELEASE_TOO:-}" ] && [ "$profile" != release ]; then
+  strip --strip-debug -o .gpu/bin/gpuhost-rel target/release/gpuhost
+fi
 if command -v perf > /dev/null; then bash scripts/lib/perf-pack.sh; fi
 rm -f .gpu/bin.tar.xz && tar -C .gpu/bin -cJf .gpu/bin.tar.xz . && rm -rf .gpu/bin
 git rev-parse HEAD > .gpu/COMMIT

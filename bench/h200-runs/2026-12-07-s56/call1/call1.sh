@@ -5,10 +5,10 @@
 # and the guest launch paths, then the serve bench with the dist binary (its /metrics time the
 # guest run's CPU until its response: session 55's call7 question, is respond's spread at one
 # connection CPU time or waiting?).
-# Pack: PACK_SUITES=" " bash scripts/gpu-pack.sh (since 550b8db its gpuhost is the dist build),
-# then add gpuhost-rel (target/release/gpuhost, strip --strip-debug) to .gpu/bin.tar.xz beside
-# gpuhost and oha; .gpu/perf.tar.xz, .gpu/sandbox and .gpu/lib left out (64 MiB). Device tool:
-# run, carry [".gpu"]. With a short budget: AB_ROUNDS=2 AB_SECS=2 GUEST_BUILDS="" (~2.5 min).
+# Pack: PACK_SUITES=" " PACK_RELEASE_TOO=1 bash scripts/gpu-pack.sh (gpuhost is the dist build,
+# gpuhost-rel the release build), then rm -rf .gpu/perf.tar.xz .gpu/sandbox .gpu/lib (64 MiB with
+# the tree). Device tool: run, carry [".gpu"]. With a short budget: AB_ROUNDS=2 AB_SECS=2
+# GUEST_BUILDS="" (~2.5 min).
 set -u
 cd "$(dirname "$0")/../../../.."
 source scripts/lib/gpu-bin.sh; gpu_call_begin
