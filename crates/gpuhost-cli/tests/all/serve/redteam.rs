@@ -2,8 +2,9 @@
 //! limits did not cover: request heads of hundreds of KiB per connection, requests whose Host a
 //! function cannot be given, refusals without a JSON body, a body larger than the server's whole
 //! body budget told to retry, durations too long for the clock, a control listener bound
-//! where every client reaches it, and a trapping function's internals (its backtrace, what it
-//! logged) sent to whoever called it.
+//! where every client reaches it, a trapping function's internals (its backtrace, what it
+//! logged) sent to whoever called it, and a guest confusing the ends of a component-model stream
+//! (stream_end_confusion.wat).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,7 +12,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::admission::{connect_from, connect_with, read_response, served_on_a_new_connection};
-use super::{Response, Server, eventually, gpuhost, misbehave_repo, parse_response, request, root};
+use super::{
+    Repo, Response, Server, eventually, gpuhost, misbehave_repo, parse_response, request, root,
+    test_guest,
+};
 
 /// Sends `raw` on a fresh connection and reads, for at most `limit`, until the server closes it
 /// (every request here says `connection: close` or is HTTP/1.0): what came, as sent, or the
@@ -601,4 +605,33 @@ fn a_function_trapping_at_full_rate_logs_within_its_budget_and_counts_every_line
         "{} lines logged for {requests} traps in {took:?}: over the budget of {budget}",
         lines()
     );
+}
+
+#[test]
+fn a_guest_giving_a_streams_read_end_to_cancel_write_traps_and_the_server_goes_on() {
+    let wat = root().join("crates/gpuhost-cli/tests/all/serve/stream_end_confusion.wat");
+    let wasm = wat::parse_file(&wat).expect("stream_end_confusion.wat parses");
+    let built =
+        std::env::temp_dir().join(format!("stream-end-confusion-{}.wasm", std::process::id()));
+    std::fs::write(&built, wasm).unwrap();
+    let repo = Repo::new("stream-end-confusion");
+    let exposed = "route = \"/confused\"\n[serve]\nexpose_errors = true\n";
+    repo.function("confused", &built, None, exposed);
+    repo.function("misbehave", &test_guest("http-misbehave"), None, "");
+    let _ = std::fs::remove_file(&built);
+    let server = Server::start(&repo.dir, &[], &[]);
+    // Each time, in a fresh Store. With wasmtime 48.0.8 the cancel went through and the client
+    // got a 502 `no_response` (the handler returned without setting one).
+    for _ in 0..3 {
+        let r = server.get("/confused");
+        assert_eq!(r.status, 500, "{}", r.text());
+        assert_eq!(r.json()["kind"], "trap", "{}", r.text());
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+        assert!(
+            detail.contains("passed read end to `{stream|future}.cancel-write`"),
+            "{detail}"
+        );
+    }
+    let ok = server.get("/misbehave/ok");
+    assert_eq!(ok.status, 200, "{}", ok.text());
 }
