@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# NOT RUN in session 56: nine starts failed, then too little device budget was left (314 s).
 # Session 56's GPU call (~5 min): the shipped binary built with whole-program LTO (Cargo's `dist`
 # profile: lto = "fat", codegen-units = 1) against the release build, on serve's CPU per request
 # and the guest launch paths, then the serve bench with the dist binary (its /metrics time the
