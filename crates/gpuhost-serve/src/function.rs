@@ -193,9 +193,9 @@ impl Function {
             self.log.store(Arc::new(log));
         }
         let old = self.current.swap(Some(new.clone()));
-        // Its first requests find their Stores made (while the old version drains).
+        // Its Stores, made before (crate::warm::prewarm) or from now on, while the old drains.
         for device in 0..new.devices.len() {
-            crate::warm::refill(&new, device, &self.metrics);
+            crate::warm::published(&new, device, &self.metrics);
         }
         self.metrics.swap(true);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;

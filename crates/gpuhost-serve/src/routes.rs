@@ -194,6 +194,8 @@ async fn load(State(s): Shared, Name(name): Name) -> Response {
             "version": r.version.to_string(),
             "load_ms": r.load_time.as_secs_f64() * 1e3,
             "compile_cached": r.compile_cached,
+            "warmed": r.warmed,
+            "warm_ms": r.warm_time.as_secs_f64() * 1e3,
             "previous": r.released.map(|p| json!({
                 "drain_ms": p.took.as_secs_f64() * 1e3,
                 "released": p.refused.is_empty(),

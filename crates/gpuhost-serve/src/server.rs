@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
@@ -103,6 +103,12 @@ pub struct LoadReport {
     pub load_time: Duration,
     /// Its component came from the compile cache.
     pub compile_cached: bool,
+    /// Warm Stores made before it was published: as many as the version it replaced had grown
+    /// to on the same devices (four each on a first load), or those done within
+    /// [`crate::warm::PREWARM_WAIT`].
+    pub warmed: usize,
+    /// The time they took (the new version was not serving yet; the old one was).
+    pub warm_time: Duration,
     /// How releasing the previous version went (None: there was none).
     pub released: Option<ReleaseOutcome>,
 }
@@ -389,13 +395,20 @@ impl Server {
             // Not refused: bodies up to the budget are served, and the operator may mean it.
             tracing::warn!(function = %name, max_body_bytes = max_body, max_buffered_body_bytes = self.body_budget.cap(), "the function's max_body_bytes is more than the server buffers at once: bodies over --max-buffered-body-bytes always get 413; raise it or lower max_body_bytes");
         }
-        let old = function.publish(Arc::new(version));
+        let version = Arc::new(version);
+        let warm_start = Instant::now();
+        let warmed =
+            crate::warm::prewarm(&version, function.current().as_deref(), &function.metrics).await;
+        let warm_time = warm_start.elapsed();
+        let old = function.publish(version);
         self.rebuild_routes().await;
-        tracing::info!(function = %name, version = number, %route, load_ms = load_time.as_millis() as u64, "published");
+        tracing::info!(function = %name, version = number, %route, load_ms = load_time.as_millis() as u64, warmed, warm_ms = warm_time.as_millis() as u64, "published");
         let report = LoadReport {
             version: number,
             load_time,
             compile_cached,
+            warmed,
+            warm_time,
             released: None,
         };
         Ok((report, old))

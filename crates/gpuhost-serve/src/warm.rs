@@ -8,7 +8,9 @@
 //! it whole (never reused); on the GPU it holds only a sandboxed function's arena and control
 //! block, taken from the version's pool when it was made (a pair reset when it was given back,
 //! or a new one), which go back to the pool with it. A version closes its spares before it
-//! releases its bundle, and a new version's are made as soon as it is published.
+//! releases its bundle. A new version takes over the depth the old one had grown to on each
+//! device and has its Stores made before it is published ([`prewarm`]), so a swap under load
+//! does not send the next requests to make their own.
 //!
 //! The depth follows demand: [`WARM_PER_DEVICE`] at rest; each request that finds none ready
 //! (a miss) adds one, up to the function's max_concurrency and [`WARM_MAX_PER_DEVICE`]. While
@@ -46,6 +48,10 @@ pub(crate) const WARM_MAX_PER_DEVICE: usize = 64;
 pub(crate) const SLOTS_LEFT_TO_REQUESTS: usize = 256;
 /// How often a device whose depth grew looks whether its spares went unused.
 pub(crate) const SHRINK_EVERY: Duration = Duration::from_millis(500);
+/// Tasks per device that make a new version's Stores before it is published ([`prewarm`]).
+const PREWARM_MAKERS: usize = 4;
+/// The longest a new version's publication waits for its Stores to be made ([`prewarm`]).
+pub(crate) const PREWARM_WAIT: Duration = Duration::from_secs(1);
 
 /// A Store with the component instantiated in it, and what a request needs of it.
 pub(crate) struct Ready {
@@ -127,12 +133,88 @@ pub(crate) fn missed(version: &Arc<Version>, device: usize) {
         start
     };
     if start_shrinker {
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn(shrink(Arc::downgrade(version), device))),
-            // (A request always runs in one.) Without a runtime the depth is not given back.
-            Err(_) => slot.spare.lock().shrinking = false,
+        spawn_shrinker(version, device);
+    }
+}
+
+/// Starts device `device`'s shrinker, which the caller marked as running.
+fn spawn_shrinker(version: &Arc<Version>, device: usize) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn(shrink(Arc::downgrade(version), device))),
+        // (Requests and loads always run in one.) Without a runtime the depth is not given back.
+        Err(_) => version.devices[device].spare.lock().shrinking = false,
+    }
+}
+
+/// Before `new` is published in place of `old`: each device of `new` takes the depth that the
+/// same device (the same host) of `old` has grown to, and Stores are made to it, so requests
+/// right after the swap find as many ready as before it. Published at the rest depth instead,
+/// a version under load sent every request past its four spares to make its own Store (and,
+/// sandboxed, to wait for a pair) until the misses had grown the depth again. Waits at most
+/// [`PREWARM_WAIT`]: a component whose start code runs long holds back its publication no
+/// longer than that, and the Stores still being made then are put with the others when done,
+/// as a refill's are. A stale `old` (its context was lost) gets none made first: its requests
+/// fail until `new` is published. Returns the Stores ready.
+pub(crate) async fn prewarm(
+    new: &Arc<Version>,
+    old: Option<&Version>,
+    metrics: &Arc<FunctionMetrics>,
+) -> usize {
+    let (rest, most) = depths(new);
+    let hurry = old.is_some_and(Version::stale);
+    let mut makers = Vec::new();
+    for (device, slot) in new.devices.iter().enumerate() {
+        let grown = old
+            .and_then(|o| o.devices.iter().find(|d| Arc::ptr_eq(&d.host, &slot.host)))
+            .map_or(rest, |d| d.spare.lock().depth);
+        {
+            let mut st = slot.spare.lock();
+            st.depth = grown.clamp(rest, most);
+            st.low = st.depth;
+        }
+        if hurry {
+            continue;
+        }
+        // Each maker claims one Store at a time, so together they make exactly the depth.
+        for _ in 0..PREWARM_MAKERS {
+            match start_refill(new, device, metrics) {
+                Some(making) => makers.push(tokio::spawn(making)),
+                None => break,
+            }
         }
     }
+    // Not cancelled at the deadline (a maker dropped mid-make would leave its claim counted):
+    // a JoinHandle dropped lets its task run on.
+    let deadline = tokio::time::Instant::now() + PREWARM_WAIT;
+    for maker in makers {
+        if tokio::time::timeout_at(deadline, maker).await.is_err() {
+            break;
+        }
+    }
+    new.devices.iter().map(|d| d.spare.lock().ready.len()).sum()
+}
+
+/// `version` was just published: device `device` tops its Stores up to its depth (those a
+/// [`prewarm`] has not made yet), and a depth it took over from the version it replaced shrinks
+/// back once unused, like one grown by misses.
+pub(crate) fn published(version: &Arc<Version>, device: usize, metrics: &Arc<FunctionMetrics>) {
+    let Some(slot) = version.devices.get(device) else {
+        return;
+    };
+    let rest = depths(version).0;
+    let start_shrinker = {
+        let mut st = slot.spare.lock();
+        // Counted as taken: the first look after publication then halves only the spares no
+        // request needed, rather than giving back the whole depth to a quiet first 500 ms.
+        st.taken = true;
+        let start = st.depth > rest && !st.shrinking;
+        st.shrinking |= start;
+        start
+    };
+    if start_shrinker {
+        spawn_shrinker(version, device);
+    }
+    refill(version, device, metrics);
 }
 
 /// Device `device`'s shrinker: every [`SHRINK_EVERY`], a period without a miss gives back half

@@ -209,12 +209,7 @@ fn warm_stores_grow_by_one_per_request_that_found_none_and_shrink_back_to_four_o
     let repo = misbehave_repo("warm-depth", "[serve]\nmax_concurrency = 16\n");
     let server = Server::start(&repo.dir, &[], &[]);
     let f = ("function", "misbehave");
-    let warm = |server: &Server| server.metrics().sum("gpuhost_function_warm_stores", &[f]);
-    assert!(
-        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
-        "warm Stores at start: {}",
-        warm(&server)
-    );
+    super::wait_warm_stores(&server, "misbehave", 4.0, "at start");
     // Sixteen at once, each running a while: the four warm Stores go to four of them, the others
     // make their own (misses).
     let burst = gets_at_once(&server, 16, "/misbehave/slow?ms=300");
@@ -242,11 +237,7 @@ fn warm_stores_grow_by_one_per_request_that_found_none_and_shrink_back_to_four_o
         setups(&server)
     );
     // Unused, the spares past four are dropped (their slots and pairs given back).
-    assert!(
-        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
-        "warm Stores once unused: {}",
-        warm(&server)
-    );
+    super::wait_warm_stores(&server, "misbehave", 4.0, "once unused");
     let m = super::wait_at_rest(&server, "misbehave", "after the shrink");
     assert_eq!(m.sum("gpuhost_function_gpu_memory_bytes", &[]), 0.0);
 }

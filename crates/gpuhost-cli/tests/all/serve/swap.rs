@@ -146,17 +146,8 @@ fn a_hundred_swaps_leave_no_module_buffer_or_retired_version_behind() {
 fn each_version_has_its_warm_stores_made_when_published_and_dropped_when_swapped_out() {
     let repo = stamp_repo("warm");
     let server = Server::start(&repo.dir, &[], &[]);
-    let warm = |server: &Server| {
-        server
-            .metrics()
-            .sum("gpuhost_function_warm_stores", &[("function", "stamp")])
-    };
     // Four per device (the function runs up to 8 at once), made before any request.
-    assert!(
-        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
-        "warm Stores after the first load: {}",
-        warm(&server)
-    );
+    super::wait_warm_stores(&server, "stamp", 4.0, "after the first load");
     // A request with Stores ready takes one of them: a hit, and no Store made in the request.
     let r = server.get("/stamp");
     assert_eq!((r.status, r.text().as_str()), (200, stamp_of("stamp-a")));
@@ -177,17 +168,74 @@ fn each_version_has_its_warm_stores_made_when_published_and_dropped_when_swapped
         let r = server.get("/stamp");
         assert_eq!((r.status, r.text().as_str()), (200, stamp_of(bundle)));
     }
-    assert!(
-        eventually(Duration::from_secs(20), || warm(&server) == 4.0),
-        "warm Stores after three swaps: {}",
-        warm(&server)
-    );
+    super::wait_warm_stores(&server, "stamp", 4.0, "after three swaps");
     let m = server.metrics();
     assert_eq!(m.sum("gpuhost_retired_versions", &[]), 0.0);
     // Unloaded, the function keeps none.
     let r = server.post("/v2/repository/models/stamp/unload", b"");
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(warm(&server), 0.0);
+    let m = server.metrics();
+    assert_eq!(
+        m.sum("gpuhost_function_warm_stores", &[("function", "stamp")]),
+        0.0
+    );
+}
+
+#[test]
+fn a_new_version_is_published_with_as_many_warm_stores_as_the_old_one_grew_to_under_load() {
+    let repo = super::misbehave_repo("warm-carry", "[serve]\nmax_concurrency = 16\n");
+    let server = Server::start(&repo.dir, &[], &[]);
+    let f = ("function", "misbehave");
+    super::wait_warm_stores(&server, "misbehave", 4.0, "at start");
+    // At rest, a swap carries the rest depth over: four made before the new version serves.
+    let r = server.load("misbehave");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["warmed"], 4, "{}", r.text());
+    // Eight clients, each with one request in flight at all times: more than four spares are
+    // taken at once, so misses grow the depth, and the shrinker keeps it at about eight (a
+    // depth below eight misses again).
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (stop, addr) = (stop.clone(), server.addr.clone());
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut failed = Vec::new();
+                while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(30) {
+                    let r = request(&addr, "GET", "/misbehave/slow?ms=20", b"");
+                    if r.status != 200 {
+                        failed.push((r.status, r.text()));
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let misses = |server: &Server| {
+        server.metrics().sum(
+            "gpuhost_function_warm_store_takes_total",
+            &[f, ("result", "miss")],
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || misses(&server) >= 4.0),
+        "eight at once missed the four spares only {} times",
+        misses(&server)
+    );
+    let r = server.load("misbehave");
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let warmed = r.json()["warmed"].as_u64().unwrap_or(0);
+    assert!(
+        (5..=16).contains(&warmed),
+        "the new version had {warmed} Stores made before it served eight at once: {}",
+        r.text()
+    );
+    for c in clients {
+        assert_eq!(c.join().unwrap(), vec![], "requests failed across the swap");
+    }
+    // The depth it took over is given back once unused, as one grown by misses.
+    super::wait_warm_stores(&server, "misbehave", 4.0, "once unused");
 }
 
 #[test]
