@@ -3,8 +3,8 @@
 //! function cannot be given, refusals without a JSON body, a body larger than the server's whole
 //! body budget told to retry, durations too long for the clock, a control listener bound
 //! where every client reaches it, a trapping function's internals (its backtrace, what it
-//! logged) sent to whoever called it, and a guest confusing the ends of a component-model stream
-//! (stream_end_confusion.wat).
+//! logged) sent to whoever called it, a guest confusing the ends of a component-model stream
+//! (stream_end_confusion.wat), and a function whose start code never ends (endless_start.wat).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -609,11 +609,7 @@ fn a_function_trapping_at_full_rate_logs_within_its_budget_and_counts_every_line
 
 #[test]
 fn a_guest_giving_a_streams_read_end_to_cancel_write_traps_and_the_server_goes_on() {
-    let wat = root().join("crates/gpuhost-cli/tests/all/serve/stream_end_confusion.wat");
-    let wasm = wat::parse_file(&wat).expect("stream_end_confusion.wat parses");
-    let built =
-        std::env::temp_dir().join(format!("stream-end-confusion-{}.wasm", std::process::id()));
-    std::fs::write(&built, wasm).unwrap();
+    let built = component_from_wat("stream_end_confusion");
     let repo = Repo::new("stream-end-confusion");
     let exposed = "route = \"/confused\"\n[serve]\nexpose_errors = true\n";
     repo.function("confused", &built, None, exposed);
@@ -634,4 +630,60 @@ fn a_guest_giving_a_streams_read_end_to_cancel_write_traps_and_the_server_goes_o
     }
     let ok = server.get("/misbehave/ok");
     assert_eq!(ok.status, 200, "{}", ok.text());
+}
+
+/// A component of this folder, compiled from its WAT into a temporary file (removed once the
+/// repository has its copy).
+fn component_from_wat(name: &str) -> std::path::PathBuf {
+    let wat = root().join(format!("crates/gpuhost-cli/tests/all/serve/{name}.wat"));
+    let wasm = wat::parse_file(&wat).unwrap_or_else(|e| panic!("{name}.wat: {e}"));
+    let built = std::env::temp_dir().join(format!("{name}-{}.wasm", std::process::id()));
+    std::fs::write(&built, wasm).unwrap();
+    built
+}
+
+#[test]
+fn a_function_whose_start_code_never_ends_is_published_within_seconds_and_its_requests_time_out() {
+    let built = component_from_wat("endless_start");
+    let repo = Repo::new("endless-start");
+    repo.function(
+        "endless",
+        &built,
+        None,
+        "route = \"/endless\"\n[serve]\ntimeout_ms = 5000\n",
+    );
+    repo.function("misbehave", &test_guest("http-misbehave"), None, "");
+    let _ = std::fs::remove_file(&built);
+    let server = Server::start(&repo.dir, &[], &[]);
+    // Its new version's Stores never finish: the load waits a second for them at most (not the
+    // function's 5 s time limit), then publishes it with none made.
+    let start = Instant::now();
+    let r = server.load("endless");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["warmed"], 0, "{}", r.text());
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "the load took {:?}",
+        start.elapsed()
+    );
+    // Each request's own Store runs the start code too, until the function's time limit.
+    let r = server.get("/endless");
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(error_of(&r).contains("time limit"), "{}", r.text());
+    assert_eq!(server.get("/misbehave/ok").text(), "ok");
+    // Every Store being made ahead gave up at the time limit too: none is left holding its slot.
+    let making = |server: &Server| {
+        let m = server.metrics();
+        let f = [("function", "endless")];
+        (
+            m.sum("gpuhost_function_warm_stores_making", &f),
+            m.sum("gpuhost_function_warm_stores", &f),
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || making(&server) == (0.0, 0.0)),
+        "warm Stores of the endless function still being made, and made: {:?}",
+        making(&server)
+    );
+    assert_eq!(server.get("/v2/health/ready").status, 200);
 }
