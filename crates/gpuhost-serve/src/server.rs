@@ -104,8 +104,8 @@ pub struct LoadReport {
     /// Its component came from the compile cache.
     pub compile_cached: bool,
     /// Warm Stores made before it was published: as many as the version it replaced had grown
-    /// to on the same devices (four each on a first load), or those done within
-    /// [`crate::warm::PREWARM_WAIT`].
+    /// to on the same devices, or those done within [`crate::warm::PREWARM_WAIT`] (none on a
+    /// first load, or a reload after a context loss: those publish at once).
     pub warmed: usize,
     /// The time they took (the new version was not serving yet; the old one was).
     pub warm_time: Duration,

@@ -153,15 +153,17 @@ fn spawn_shrinker(version: &Arc<Version>, device: usize) {
 /// sandboxed, to wait for a pair) until the misses had grown the depth again. Waits at most
 /// [`PREWARM_WAIT`]: a component whose start code runs long holds back its publication no
 /// longer than that, and the Stores still being made then are put with the others when done,
-/// as a refill's are. A stale `old` (its context was lost) gets none made first: its requests
-/// fail until `new` is published. Returns the Stores ready.
+/// as a refill's are. Without an `old` that serves, none are made first: on a first load
+/// nothing answers the route until `new` is published (and a repository's functions load one
+/// after another at start, so each would hold back the next), and a stale `old` (its context
+/// was lost) fails its requests until then. Returns the Stores ready.
 pub(crate) async fn prewarm(
     new: &Arc<Version>,
     old: Option<&Version>,
     metrics: &Arc<FunctionMetrics>,
 ) -> usize {
     let (rest, most) = depths(new);
-    let hurry = old.is_some_and(Version::stale);
+    let hurry = old.is_none_or(Version::stale);
     let mut makers = Vec::new();
     for (device, slot) in new.devices.iter().enumerate() {
         let grown = old
