@@ -11,7 +11,9 @@
 # one H200 lease), so both sides of a ratio must see the same machine state.
 # Runs on the GPU machine from the packed .gpu/ (scripts/gpu-pack.sh: gpuhost, oha, guests);
 # every request goes to 127.0.0.1. Output: $OUT/serve-bench/*.json (native-c16-r2.json: round 2
-# of native at 16 connections) and a summary table. Env: BENCH_SECS (10: per side and connection
+# of native at 16 connections) and a summary table. A call script that archives only
+# $OUT/logs (gpu_call_end, scripts/lib/gpu-bin.sh) runs it with OUT=$OUT/logs, or its JSON stays
+# behind (session 58's call1 kept only the summary). Env: BENCH_SECS (10: per side and connection
 # count, all rounds), ROUNDS (3), SWAP_SECS (2 × BENCH_SECS), GPU_DIR (.gpu), GPUHOST_DRIVER
 # (nvidia; softcuda to try it on a machine without a GPU).
 #   device tool: run  command="bash scripts/bench-serve.sh"  carry=[".gpu"]
