@@ -479,7 +479,6 @@ pub fn wait_at_rest(server: &Server, function: &str, when: &str) -> Metrics {
     })
 }
 
-/// Polls `cond` every 20 ms for at most `limit`.
 /// Waits (up to 20 s) until `function` keeps `n` warm Stores, else fails, saying `when`.
 pub fn wait_warm_stores(server: &Server, function: &str, n: f64, when: &str) {
     let f = [("function", function)];
@@ -491,6 +490,7 @@ pub fn wait_warm_stores(server: &Server, function: &str, n: f64, when: &str) {
     );
 }
 
+/// Polls `cond` every 20 ms for at most `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
